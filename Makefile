@@ -1,0 +1,78 @@
+# autoswitch developer entry points. Every target creates and uses the local venv.
+PYTHON ?= python3
+VENV   := .venv
+BIN    := $(VENV)/bin
+STAMP  := $(VENV)/.installed
+PYTEST_ARGS ?=
+SEEDS ?= 2000
+SEED_START ?= 0
+
+.PHONY: setup run test lint proto proto-check fuzz sim soak chaos clean \
+        bench-replication bench-produce bench-recovery bench-controller bench-election \
+        bench-scale bench-failover bench-audit
+
+$(STAMP): pyproject.toml
+	$(PYTHON) -m venv $(VENV)
+	$(BIN)/pip install -q --upgrade pip
+	$(BIN)/pip install -q -e '.[dev,pipeline]'
+	touch $(STAMP)
+
+setup: $(STAMP)
+
+## Start a local cluster on the embedded defaults (Ctrl-C stops it).
+run: setup
+	$(BIN)/autoswitch playground
+
+## The default test suite (unit, simulation seeds, real-process integration).
+test: setup
+	$(BIN)/python scripts/gen_proto.py --check
+	$(BIN)/ruff check .
+	$(BIN)/python -m pytest -q $(PYTEST_ARGS)
+
+lint: setup
+	$(BIN)/ruff check .
+
+proto: setup
+	$(BIN)/python scripts/gen_proto.py
+
+proto-check: setup
+	$(BIN)/python scripts/gen_proto.py --check
+
+fuzz: setup
+	$(BIN)/python -m tests.fuzz.run_atheris
+
+sim: setup
+	$(BIN)/python -m tests.sim.soak --seeds 1 --seed-start $${SIM_SEED:-0} --verbose
+
+soak: setup
+	$(BIN)/python -m tests.sim.soak --seeds $(SEEDS) --seed-start $(SEED_START)
+
+chaos: setup
+	$(BIN)/python -m tests.chaos.run
+
+bench-replication: setup
+	$(BIN)/python -m bench.replication
+
+bench-produce: setup
+	$(BIN)/python -m bench.produce
+
+bench-recovery: setup
+	$(BIN)/python -m bench.recovery
+
+bench-controller: setup
+	$(BIN)/python -m bench.controller
+
+bench-election: setup
+	$(BIN)/python -m bench.election
+
+bench-scale: setup
+	$(BIN)/python -m bench.scale
+
+bench-failover: setup
+	$(BIN)/python -m bench.failover
+
+bench-audit: setup
+	$(BIN)/python -m bench.audit
+
+clean:
+	rm -rf $(VENV) build *.egg-info .pytest_cache .hypothesis run-data

@@ -1,0 +1,5 @@
+import sys
+
+from autoswitch.cli import main
+
+sys.exit(main())

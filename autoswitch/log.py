@@ -1,0 +1,95 @@
+"""Structured logging: one JSON object per line, one line per event.
+
+Every line carries ``ts``, ``level``, ``component`` and ``event``; callers bind
+``group`` / ``brokerId`` / ``epoch`` (and anything else) so an operator can grep
+one broker group's history across processes.
+"""
+
+from __future__ import annotations
+
+import json
+import logging
+import os
+import sys
+import time
+from typing import Any
+
+_configured = False
+
+
+class _JsonFormatter(logging.Formatter):
+    def format(self, record: logging.LogRecord) -> str:
+        fields = getattr(record, "as_fields", None)
+        if fields is None:
+            fields = {"component": record.name, "event": record.getMessage()}
+        out = {
+            "ts": time.strftime("%Y-%m-%dT%H:%M:%S", time.gmtime(record.created))
+            + f".{int(record.msecs):03d}Z",
+            "level": record.levelname.lower(),
+            "pid": record.process,
+        }
+        out.update(fields)
+        if record.exc_info:
+            out["exc"] = self.formatException(record.exc_info)
+        return json.dumps(out, default=str, separators=(",", ":"))
+
+
+def configure(level: str | None = None, stream=None) -> None:
+    """Install the JSON formatter on the root logger (idempotent).
+
+    Level comes from the argument, else ``AUTOSWITCH_LOG_LEVEL``, else INFO.
+    """
+    global _configured
+    root = logging.getLogger()
+    lvl = (level or os.environ.get("AUTOSWITCH_LOG_LEVEL") or "INFO").upper()
+    root.setLevel(lvl)
+    if _configured:
+        return
+    handler = logging.StreamHandler(stream or sys.stderr)
+    handler.setFormatter(_JsonFormatter())
+    root.handlers[:] = [handler]
+    _configured = True
+
+
+class EventLogger:
+    """A logger that emits events with bound context fields.
+
+    >>> log = get_logger("ha").bind(group="g1", brokerId=2)
+    >>> log.info("slave_connected", epoch=3, addr="127.0.0.1:10912")
+    """
+
+    __slots__ = ("_logger", "_ctx", "component")
+
+    def __init__(self, component: str, ctx: dict[str, Any] | None = None) -> None:
+        self.component = component
+        self._logger = logging.getLogger(f"autoswitch.{component}")
+        self._ctx = dict(ctx or {})
+
+    def bind(self, **ctx: Any) -> EventLogger:
+        merged = dict(self._ctx)
+        merged.update(ctx)
+        return EventLogger(self.component, merged)
+
+    def _emit(self, level: int, event: str, fields: dict[str, Any], exc_info=None) -> None:
+        if not self._logger.isEnabledFor(level):
+            return
+        payload: dict[str, Any] = {"component": self.component, "event": event}
+        payload.update(self._ctx)
+        payload.update(fields)
+        self._logger.log(level, event, extra={"as_fields": payload}, exc_info=exc_info)
+
+    def debug(self, event: str, **fields: Any) -> None:
+        self._emit(logging.DEBUG, event, fields)
+
+    def info(self, event: str, **fields: Any) -> None:
+        self._emit(logging.INFO, event, fields)
+
+    def warning(self, event: str, **fields: Any) -> None:
+        self._emit(logging.WARNING, event, fields)
+
+    def error(self, event: str, exc_info=None, **fields: Any) -> None:
+        self._emit(logging.ERROR, event, fields, exc_info=exc_info)
+
+
+def get_logger(component: str, **ctx: Any) -> EventLogger:
+    return EventLogger(component, ctx)

@@ -1,0 +1,117 @@
+"""Helpers for tests that start real processes on 127.0.0.1.
+
+Processes are started with their own log file, tracked by PID, and ended only
+by that PID (SIGKILL for crash tests, SIGTERM otherwise).
+"""
+
+from __future__ import annotations
+
+import contextlib
+import os
+import signal
+import socket
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+HOST = "127.0.0.1"
+
+
+def free_port() -> int:
+    with contextlib.closing(socket.socket(socket.AF_INET, socket.SOCK_STREAM)) as s:
+        s.bind((HOST, 0))
+        return s.getsockname()[1]
+
+
+def wait_port(port: int, timeout: float = 15.0, proc: subprocess.Popen | None = None) -> None:
+    deadline = time.monotonic() + timeout
+    while time.monotonic() < deadline:
+        if proc is not None and proc.poll() is not None:
+            raise RuntimeError(f"process {proc.pid} exited with {proc.returncode} before port {port} opened")
+        with contextlib.closing(socket.socket()) as s:
+            s.settimeout(0.2)
+            if s.connect_ex((HOST, port)) == 0:
+                return
+        time.sleep(0.05)
+    raise TimeoutError(f"port {port} did not open within {timeout}s")
+
+
+class Proc:
+    """One `python -m autoswitch ...` process with its log file."""
+
+    def __init__(self, name: str, args: list[str], log_dir: Path, env: dict | None = None) -> None:
+        self.name = name
+        self.args = list(args)
+        self.log_path = Path(log_dir) / f"{name}.log"
+        self.env = dict(os.environ, **(env or {}))
+        self.env.setdefault("PYTHONUNBUFFERED", "1")
+        self.popen: subprocess.Popen | None = None
+
+    def start(self) -> Proc:
+        self.log_path.parent.mkdir(parents=True, exist_ok=True)
+        logf = open(self.log_path, "ab")
+        self.popen = subprocess.Popen(
+            [sys.executable, "-m", "autoswitch", *self.args],
+            stdout=logf,
+            stderr=subprocess.STDOUT,
+            env=self.env,
+            start_new_session=True,
+        )
+        logf.close()
+        return self
+
+    @property
+    def pid(self) -> int:
+        assert self.popen is not None
+        return self.popen.pid
+
+    def alive(self) -> bool:
+        return self.popen is not None and self.popen.poll() is None
+
+    def kill9(self) -> None:
+        if self.alive():
+            os.kill(self.pid, signal.SIGKILL)
+            self.popen.wait(10)
+
+    def stop(self, timeout: float = 10.0) -> None:
+        if not self.alive():
+            return
+        os.kill(self.pid, signal.SIGTERM)
+        try:
+            self.popen.wait(timeout)
+        except subprocess.TimeoutExpired:
+            os.kill(self.pid, signal.SIGKILL)
+            self.popen.wait(10)
+
+    def log_text(self) -> str:
+        try:
+            return self.log_path.read_text(errors="replace")
+        except FileNotFoundError:
+            return ""
+
+
+class ProcGroup:
+    """Starts processes and guarantees they are ended (by PID) at teardown."""
+
+    def __init__(self, log_dir: Path) -> None:
+        self.log_dir = Path(log_dir)
+        self.procs: list[Proc] = []
+
+    def start(self, name: str, args: list[str], env: dict | None = None) -> Proc:
+        p = Proc(name, args, self.log_dir, env).start()
+        self.procs.append(p)
+        return p
+
+    def stop_all(self) -> None:
+        for p in reversed(self.procs):
+            with contextlib.suppress(Exception):
+                p.stop(5)
+
+    def dump_logs(self, tail: int = 40) -> str:
+        out = []
+        for p in self.procs:
+            lines = p.log_text().splitlines()[-tail:]
+            out.append(f"----- {p.name} (pid {p.popen.pid if p.popen else '-'}) -----")
+            out.extend(lines)
+        return "\n".join(out)
