@@ -1,0 +1,396 @@
+from google.protobuf.internal import containers as _containers
+from google.protobuf import descriptor as _descriptor
+from google.protobuf import message as _message
+from collections.abc import Iterable as _Iterable, Mapping as _Mapping
+from typing import ClassVar as _ClassVar, Optional as _Optional, Union as _Union
+
+DESCRIPTOR: _descriptor.FileDescriptor
+
+class ReplyHeader(_message.Message):
+    __slots__ = ("code", "message", "leader_id", "leader_addr", "node_id")
+    CODE_FIELD_NUMBER: _ClassVar[int]
+    MESSAGE_FIELD_NUMBER: _ClassVar[int]
+    LEADER_ID_FIELD_NUMBER: _ClassVar[int]
+    LEADER_ADDR_FIELD_NUMBER: _ClassVar[int]
+    NODE_ID_FIELD_NUMBER: _ClassVar[int]
+    code: int
+    message: str
+    leader_id: str
+    leader_addr: str
+    node_id: str
+    def __init__(self, code: _Optional[int] = ..., message: _Optional[str] = ..., leader_id: _Optional[str] = ..., leader_addr: _Optional[str] = ..., node_id: _Optional[str] = ...) -> None: ...
+
+class ReplicaInfo(_message.Message):
+    __slots__ = ("cluster_name", "broker_name", "master_broker_id", "master_address", "master_epoch", "sync_state_set_epoch", "sync_state_set", "eligible_replicas")
+    CLUSTER_NAME_FIELD_NUMBER: _ClassVar[int]
+    BROKER_NAME_FIELD_NUMBER: _ClassVar[int]
+    MASTER_BROKER_ID_FIELD_NUMBER: _ClassVar[int]
+    MASTER_ADDRESS_FIELD_NUMBER: _ClassVar[int]
+    MASTER_EPOCH_FIELD_NUMBER: _ClassVar[int]
+    SYNC_STATE_SET_EPOCH_FIELD_NUMBER: _ClassVar[int]
+    SYNC_STATE_SET_FIELD_NUMBER: _ClassVar[int]
+    ELIGIBLE_REPLICAS_FIELD_NUMBER: _ClassVar[int]
+    cluster_name: str
+    broker_name: str
+    master_broker_id: int
+    master_address: str
+    master_epoch: int
+    sync_state_set_epoch: int
+    sync_state_set: _containers.RepeatedScalarFieldContainer[int]
+    eligible_replicas: _containers.RepeatedScalarFieldContainer[int]
+    def __init__(self, cluster_name: _Optional[str] = ..., broker_name: _Optional[str] = ..., master_broker_id: _Optional[int] = ..., master_address: _Optional[str] = ..., master_epoch: _Optional[int] = ..., sync_state_set_epoch: _Optional[int] = ..., sync_state_set: _Optional[_Iterable[int]] = ..., eligible_replicas: _Optional[_Iterable[int]] = ...) -> None: ...
+
+class GetNextBrokerIdRequest(_message.Message):
+    __slots__ = ("cluster_name", "broker_name")
+    CLUSTER_NAME_FIELD_NUMBER: _ClassVar[int]
+    BROKER_NAME_FIELD_NUMBER: _ClassVar[int]
+    cluster_name: str
+    broker_name: str
+    def __init__(self, cluster_name: _Optional[str] = ..., broker_name: _Optional[str] = ...) -> None: ...
+
+class GetNextBrokerIdReply(_message.Message):
+    __slots__ = ("header", "next_broker_id")
+    HEADER_FIELD_NUMBER: _ClassVar[int]
+    NEXT_BROKER_ID_FIELD_NUMBER: _ClassVar[int]
+    header: ReplyHeader
+    next_broker_id: int
+    def __init__(self, header: _Optional[_Union[ReplyHeader, _Mapping]] = ..., next_broker_id: _Optional[int] = ...) -> None: ...
+
+class ApplyBrokerIdRequest(_message.Message):
+    __slots__ = ("cluster_name", "broker_name", "applied_broker_id", "register_check_code")
+    CLUSTER_NAME_FIELD_NUMBER: _ClassVar[int]
+    BROKER_NAME_FIELD_NUMBER: _ClassVar[int]
+    APPLIED_BROKER_ID_FIELD_NUMBER: _ClassVar[int]
+    REGISTER_CHECK_CODE_FIELD_NUMBER: _ClassVar[int]
+    cluster_name: str
+    broker_name: str
+    applied_broker_id: int
+    register_check_code: str
+    def __init__(self, cluster_name: _Optional[str] = ..., broker_name: _Optional[str] = ..., applied_broker_id: _Optional[int] = ..., register_check_code: _Optional[str] = ...) -> None: ...
+
+class ApplyBrokerIdReply(_message.Message):
+    __slots__ = ("header",)
+    HEADER_FIELD_NUMBER: _ClassVar[int]
+    header: ReplyHeader
+    def __init__(self, header: _Optional[_Union[ReplyHeader, _Mapping]] = ...) -> None: ...
+
+class RegisterBrokerRequest(_message.Message):
+    __slots__ = ("cluster_name", "broker_name", "broker_id", "broker_address")
+    CLUSTER_NAME_FIELD_NUMBER: _ClassVar[int]
+    BROKER_NAME_FIELD_NUMBER: _ClassVar[int]
+    BROKER_ID_FIELD_NUMBER: _ClassVar[int]
+    BROKER_ADDRESS_FIELD_NUMBER: _ClassVar[int]
+    cluster_name: str
+    broker_name: str
+    broker_id: int
+    broker_address: str
+    def __init__(self, cluster_name: _Optional[str] = ..., broker_name: _Optional[str] = ..., broker_id: _Optional[int] = ..., broker_address: _Optional[str] = ...) -> None: ...
+
+class RegisterBrokerReply(_message.Message):
+    __slots__ = ("header", "replica_info")
+    HEADER_FIELD_NUMBER: _ClassVar[int]
+    REPLICA_INFO_FIELD_NUMBER: _ClassVar[int]
+    header: ReplyHeader
+    replica_info: ReplicaInfo
+    def __init__(self, header: _Optional[_Union[ReplyHeader, _Mapping]] = ..., replica_info: _Optional[_Union[ReplicaInfo, _Mapping]] = ...) -> None: ...
+
+class BrokerHeartbeatRequest(_message.Message):
+    __slots__ = ("cluster_name", "broker_name", "broker_id", "broker_address", "epoch", "max_offset", "confirm_offset", "election_priority", "clean_shutdown", "heartbeat_timeout_ms")
+    CLUSTER_NAME_FIELD_NUMBER: _ClassVar[int]
+    BROKER_NAME_FIELD_NUMBER: _ClassVar[int]
+    BROKER_ID_FIELD_NUMBER: _ClassVar[int]
+    BROKER_ADDRESS_FIELD_NUMBER: _ClassVar[int]
+    EPOCH_FIELD_NUMBER: _ClassVar[int]
+    MAX_OFFSET_FIELD_NUMBER: _ClassVar[int]
+    CONFIRM_OFFSET_FIELD_NUMBER: _ClassVar[int]
+    ELECTION_PRIORITY_FIELD_NUMBER: _ClassVar[int]
+    CLEAN_SHUTDOWN_FIELD_NUMBER: _ClassVar[int]
+    HEARTBEAT_TIMEOUT_MS_FIELD_NUMBER: _ClassVar[int]
+    cluster_name: str
+    broker_name: str
+    broker_id: int
+    broker_address: str
+    epoch: int
+    max_offset: int
+    confirm_offset: int
+    election_priority: int
+    clean_shutdown: bool
+    heartbeat_timeout_ms: int
+    def __init__(self, cluster_name: _Optional[str] = ..., broker_name: _Optional[str] = ..., broker_id: _Optional[int] = ..., broker_address: _Optional[str] = ..., epoch: _Optional[int] = ..., max_offset: _Optional[int] = ..., confirm_offset: _Optional[int] = ..., election_priority: _Optional[int] = ..., clean_shutdown: _Optional[bool] = ..., heartbeat_timeout_ms: _Optional[int] = ...) -> None: ...
+
+class BrokerHeartbeatReply(_message.Message):
+    __slots__ = ("header", "is_leader", "raft_term")
+    HEADER_FIELD_NUMBER: _ClassVar[int]
+    IS_LEADER_FIELD_NUMBER: _ClassVar[int]
+    RAFT_TERM_FIELD_NUMBER: _ClassVar[int]
+    header: ReplyHeader
+    is_leader: bool
+    raft_term: int
+    def __init__(self, header: _Optional[_Union[ReplyHeader, _Mapping]] = ..., is_leader: _Optional[bool] = ..., raft_term: _Optional[int] = ...) -> None: ...
+
+class ElectMasterRequest(_message.Message):
+    __slots__ = ("cluster_name", "broker_name", "broker_id", "designate_elect")
+    CLUSTER_NAME_FIELD_NUMBER: _ClassVar[int]
+    BROKER_NAME_FIELD_NUMBER: _ClassVar[int]
+    BROKER_ID_FIELD_NUMBER: _ClassVar[int]
+    DESIGNATE_ELECT_FIELD_NUMBER: _ClassVar[int]
+    cluster_name: str
+    broker_name: str
+    broker_id: int
+    designate_elect: bool
+    def __init__(self, cluster_name: _Optional[str] = ..., broker_name: _Optional[str] = ..., broker_id: _Optional[int] = ..., designate_elect: _Optional[bool] = ...) -> None: ...
+
+class ElectMasterReply(_message.Message):
+    __slots__ = ("header", "replica_info")
+    HEADER_FIELD_NUMBER: _ClassVar[int]
+    REPLICA_INFO_FIELD_NUMBER: _ClassVar[int]
+    header: ReplyHeader
+    replica_info: ReplicaInfo
+    def __init__(self, header: _Optional[_Union[ReplyHeader, _Mapping]] = ..., replica_info: _Optional[_Union[ReplicaInfo, _Mapping]] = ...) -> None: ...
+
+class AlterSyncStateSetRequest(_message.Message):
+    __slots__ = ("broker_name", "master_broker_id", "master_epoch", "new_sync_state_set", "sync_state_set_epoch")
+    BROKER_NAME_FIELD_NUMBER: _ClassVar[int]
+    MASTER_BROKER_ID_FIELD_NUMBER: _ClassVar[int]
+    MASTER_EPOCH_FIELD_NUMBER: _ClassVar[int]
+    NEW_SYNC_STATE_SET_FIELD_NUMBER: _ClassVar[int]
+    SYNC_STATE_SET_EPOCH_FIELD_NUMBER: _ClassVar[int]
+    broker_name: str
+    master_broker_id: int
+    master_epoch: int
+    new_sync_state_set: _containers.RepeatedScalarFieldContainer[int]
+    sync_state_set_epoch: int
+    def __init__(self, broker_name: _Optional[str] = ..., master_broker_id: _Optional[int] = ..., master_epoch: _Optional[int] = ..., new_sync_state_set: _Optional[_Iterable[int]] = ..., sync_state_set_epoch: _Optional[int] = ...) -> None: ...
+
+class AlterSyncStateSetReply(_message.Message):
+    __slots__ = ("header", "sync_state_set", "sync_state_set_epoch")
+    HEADER_FIELD_NUMBER: _ClassVar[int]
+    SYNC_STATE_SET_FIELD_NUMBER: _ClassVar[int]
+    SYNC_STATE_SET_EPOCH_FIELD_NUMBER: _ClassVar[int]
+    header: ReplyHeader
+    sync_state_set: _containers.RepeatedScalarFieldContainer[int]
+    sync_state_set_epoch: int
+    def __init__(self, header: _Optional[_Union[ReplyHeader, _Mapping]] = ..., sync_state_set: _Optional[_Iterable[int]] = ..., sync_state_set_epoch: _Optional[int] = ...) -> None: ...
+
+class CleanBrokerDataRequest(_message.Message):
+    __slots__ = ("cluster_name", "broker_name", "broker_ids", "clean_living_broker")
+    CLUSTER_NAME_FIELD_NUMBER: _ClassVar[int]
+    BROKER_NAME_FIELD_NUMBER: _ClassVar[int]
+    BROKER_IDS_FIELD_NUMBER: _ClassVar[int]
+    CLEAN_LIVING_BROKER_FIELD_NUMBER: _ClassVar[int]
+    cluster_name: str
+    broker_name: str
+    broker_ids: _containers.RepeatedScalarFieldContainer[int]
+    clean_living_broker: bool
+    def __init__(self, cluster_name: _Optional[str] = ..., broker_name: _Optional[str] = ..., broker_ids: _Optional[_Iterable[int]] = ..., clean_living_broker: _Optional[bool] = ...) -> None: ...
+
+class CleanBrokerDataReply(_message.Message):
+    __slots__ = ("header",)
+    HEADER_FIELD_NUMBER: _ClassVar[int]
+    header: ReplyHeader
+    def __init__(self, header: _Optional[_Union[ReplyHeader, _Mapping]] = ...) -> None: ...
+
+class GetReplicaInfoRequest(_message.Message):
+    __slots__ = ("broker_name",)
+    BROKER_NAME_FIELD_NUMBER: _ClassVar[int]
+    broker_name: str
+    def __init__(self, broker_name: _Optional[str] = ...) -> None: ...
+
+class GetReplicaInfoReply(_message.Message):
+    __slots__ = ("header", "replica_info")
+    HEADER_FIELD_NUMBER: _ClassVar[int]
+    REPLICA_INFO_FIELD_NUMBER: _ClassVar[int]
+    header: ReplyHeader
+    replica_info: ReplicaInfo
+    def __init__(self, header: _Optional[_Union[ReplyHeader, _Mapping]] = ..., replica_info: _Optional[_Union[ReplicaInfo, _Mapping]] = ...) -> None: ...
+
+class ReplicaMember(_message.Message):
+    __slots__ = ("broker_id", "address", "alive", "in_sync", "epoch", "max_offset", "last_heard_ms_ago")
+    BROKER_ID_FIELD_NUMBER: _ClassVar[int]
+    ADDRESS_FIELD_NUMBER: _ClassVar[int]
+    ALIVE_FIELD_NUMBER: _ClassVar[int]
+    IN_SYNC_FIELD_NUMBER: _ClassVar[int]
+    EPOCH_FIELD_NUMBER: _ClassVar[int]
+    MAX_OFFSET_FIELD_NUMBER: _ClassVar[int]
+    LAST_HEARD_MS_AGO_FIELD_NUMBER: _ClassVar[int]
+    broker_id: int
+    address: str
+    alive: bool
+    in_sync: bool
+    epoch: int
+    max_offset: int
+    last_heard_ms_ago: int
+    def __init__(self, broker_id: _Optional[int] = ..., address: _Optional[str] = ..., alive: _Optional[bool] = ..., in_sync: _Optional[bool] = ..., epoch: _Optional[int] = ..., max_offset: _Optional[int] = ..., last_heard_ms_ago: _Optional[int] = ...) -> None: ...
+
+class GroupSyncState(_message.Message):
+    __slots__ = ("replica_info", "members")
+    REPLICA_INFO_FIELD_NUMBER: _ClassVar[int]
+    MEMBERS_FIELD_NUMBER: _ClassVar[int]
+    replica_info: ReplicaInfo
+    members: _containers.RepeatedCompositeFieldContainer[ReplicaMember]
+    def __init__(self, replica_info: _Optional[_Union[ReplicaInfo, _Mapping]] = ..., members: _Optional[_Iterable[_Union[ReplicaMember, _Mapping]]] = ...) -> None: ...
+
+class GetSyncStateDataRequest(_message.Message):
+    __slots__ = ("broker_names",)
+    BROKER_NAMES_FIELD_NUMBER: _ClassVar[int]
+    broker_names: _containers.RepeatedScalarFieldContainer[str]
+    def __init__(self, broker_names: _Optional[_Iterable[str]] = ...) -> None: ...
+
+class GetSyncStateDataReply(_message.Message):
+    __slots__ = ("header", "groups")
+    HEADER_FIELD_NUMBER: _ClassVar[int]
+    GROUPS_FIELD_NUMBER: _ClassVar[int]
+    header: ReplyHeader
+    groups: _containers.RepeatedCompositeFieldContainer[GroupSyncState]
+    def __init__(self, header: _Optional[_Union[ReplyHeader, _Mapping]] = ..., groups: _Optional[_Iterable[_Union[GroupSyncState, _Mapping]]] = ...) -> None: ...
+
+class ControllerPeer(_message.Message):
+    __slots__ = ("node_id", "address", "reachable")
+    NODE_ID_FIELD_NUMBER: _ClassVar[int]
+    ADDRESS_FIELD_NUMBER: _ClassVar[int]
+    REACHABLE_FIELD_NUMBER: _ClassVar[int]
+    node_id: str
+    address: str
+    reachable: bool
+    def __init__(self, node_id: _Optional[str] = ..., address: _Optional[str] = ..., reachable: _Optional[bool] = ...) -> None: ...
+
+class GetMetaDataRequest(_message.Message):
+    __slots__ = ()
+    def __init__(self) -> None: ...
+
+class GetMetaDataReply(_message.Message):
+    __slots__ = ("header", "node_id", "is_leader", "leader_id", "leader_addr", "raft_term", "peers", "groups")
+    HEADER_FIELD_NUMBER: _ClassVar[int]
+    NODE_ID_FIELD_NUMBER: _ClassVar[int]
+    IS_LEADER_FIELD_NUMBER: _ClassVar[int]
+    LEADER_ID_FIELD_NUMBER: _ClassVar[int]
+    LEADER_ADDR_FIELD_NUMBER: _ClassVar[int]
+    RAFT_TERM_FIELD_NUMBER: _ClassVar[int]
+    PEERS_FIELD_NUMBER: _ClassVar[int]
+    GROUPS_FIELD_NUMBER: _ClassVar[int]
+    header: ReplyHeader
+    node_id: str
+    is_leader: bool
+    leader_id: str
+    leader_addr: str
+    raft_term: int
+    peers: _containers.RepeatedCompositeFieldContainer[ControllerPeer]
+    groups: int
+    def __init__(self, header: _Optional[_Union[ReplyHeader, _Mapping]] = ..., node_id: _Optional[str] = ..., is_leader: _Optional[bool] = ..., leader_id: _Optional[str] = ..., leader_addr: _Optional[str] = ..., raft_term: _Optional[int] = ..., peers: _Optional[_Iterable[_Union[ControllerPeer, _Mapping]]] = ..., groups: _Optional[int] = ...) -> None: ...
+
+class GetControllerConfigRequest(_message.Message):
+    __slots__ = ()
+    def __init__(self) -> None: ...
+
+class GetControllerConfigReply(_message.Message):
+    __slots__ = ("header", "config")
+    class ConfigEntry(_message.Message):
+        __slots__ = ("key", "value")
+        KEY_FIELD_NUMBER: _ClassVar[int]
+        VALUE_FIELD_NUMBER: _ClassVar[int]
+        key: str
+        value: str
+        def __init__(self, key: _Optional[str] = ..., value: _Optional[str] = ...) -> None: ...
+    HEADER_FIELD_NUMBER: _ClassVar[int]
+    CONFIG_FIELD_NUMBER: _ClassVar[int]
+    header: ReplyHeader
+    config: _containers.ScalarMap[str, str]
+    def __init__(self, header: _Optional[_Union[ReplyHeader, _Mapping]] = ..., config: _Optional[_Mapping[str, str]] = ...) -> None: ...
+
+class UpdateControllerConfigRequest(_message.Message):
+    __slots__ = ("config",)
+    class ConfigEntry(_message.Message):
+        __slots__ = ("key", "value")
+        KEY_FIELD_NUMBER: _ClassVar[int]
+        VALUE_FIELD_NUMBER: _ClassVar[int]
+        key: str
+        value: str
+        def __init__(self, key: _Optional[str] = ..., value: _Optional[str] = ...) -> None: ...
+    CONFIG_FIELD_NUMBER: _ClassVar[int]
+    config: _containers.ScalarMap[str, str]
+    def __init__(self, config: _Optional[_Mapping[str, str]] = ...) -> None: ...
+
+class UpdateControllerConfigReply(_message.Message):
+    __slots__ = ("header", "config")
+    class ConfigEntry(_message.Message):
+        __slots__ = ("key", "value")
+        KEY_FIELD_NUMBER: _ClassVar[int]
+        VALUE_FIELD_NUMBER: _ClassVar[int]
+        key: str
+        value: str
+        def __init__(self, key: _Optional[str] = ..., value: _Optional[str] = ...) -> None: ...
+    HEADER_FIELD_NUMBER: _ClassVar[int]
+    CONFIG_FIELD_NUMBER: _ClassVar[int]
+    header: ReplyHeader
+    config: _containers.ScalarMap[str, str]
+    def __init__(self, header: _Optional[_Union[ReplyHeader, _Mapping]] = ..., config: _Optional[_Mapping[str, str]] = ...) -> None: ...
+
+class WatchReplicaInfoRequest(_message.Message):
+    __slots__ = ("broker_name",)
+    BROKER_NAME_FIELD_NUMBER: _ClassVar[int]
+    broker_name: str
+    def __init__(self, broker_name: _Optional[str] = ...) -> None: ...
+
+class ReplicaInfoEvent(_message.Message):
+    __slots__ = ("header", "replica_info", "raft_index")
+    HEADER_FIELD_NUMBER: _ClassVar[int]
+    REPLICA_INFO_FIELD_NUMBER: _ClassVar[int]
+    RAFT_INDEX_FIELD_NUMBER: _ClassVar[int]
+    header: ReplyHeader
+    replica_info: ReplicaInfo
+    raft_index: int
+    def __init__(self, header: _Optional[_Union[ReplyHeader, _Mapping]] = ..., replica_info: _Optional[_Union[ReplicaInfo, _Mapping]] = ..., raft_index: _Optional[int] = ...) -> None: ...
+
+class BrokerKey(_message.Message):
+    __slots__ = ("broker_name", "broker_id")
+    BROKER_NAME_FIELD_NUMBER: _ClassVar[int]
+    BROKER_ID_FIELD_NUMBER: _ClassVar[int]
+    broker_name: str
+    broker_id: int
+    def __init__(self, broker_name: _Optional[str] = ..., broker_id: _Optional[int] = ...) -> None: ...
+
+class LivenessOpinion(_message.Message):
+    __slots__ = ("broker", "alive", "last_heard_ms_ago")
+    BROKER_FIELD_NUMBER: _ClassVar[int]
+    ALIVE_FIELD_NUMBER: _ClassVar[int]
+    LAST_HEARD_MS_AGO_FIELD_NUMBER: _ClassVar[int]
+    broker: BrokerKey
+    alive: bool
+    last_heard_ms_ago: int
+    def __init__(self, broker: _Optional[_Union[BrokerKey, _Mapping]] = ..., alive: _Optional[bool] = ..., last_heard_ms_ago: _Optional[int] = ...) -> None: ...
+
+class QueryLivenessRequest(_message.Message):
+    __slots__ = ("brokers", "asking_node")
+    BROKERS_FIELD_NUMBER: _ClassVar[int]
+    ASKING_NODE_FIELD_NUMBER: _ClassVar[int]
+    brokers: _containers.RepeatedCompositeFieldContainer[BrokerKey]
+    asking_node: str
+    def __init__(self, brokers: _Optional[_Iterable[_Union[BrokerKey, _Mapping]]] = ..., asking_node: _Optional[str] = ...) -> None: ...
+
+class QueryLivenessReply(_message.Message):
+    __slots__ = ("header", "opinions")
+    HEADER_FIELD_NUMBER: _ClassVar[int]
+    OPINIONS_FIELD_NUMBER: _ClassVar[int]
+    header: ReplyHeader
+    opinions: _containers.RepeatedCompositeFieldContainer[LivenessOpinion]
+    def __init__(self, header: _Optional[_Union[ReplyHeader, _Mapping]] = ..., opinions: _Optional[_Iterable[_Union[LivenessOpinion, _Mapping]]] = ...) -> None: ...
+
+class ExportEventsRequest(_message.Message):
+    __slots__ = ("from_line", "max_lines")
+    FROM_LINE_FIELD_NUMBER: _ClassVar[int]
+    MAX_LINES_FIELD_NUMBER: _ClassVar[int]
+    from_line: int
+    max_lines: int
+    def __init__(self, from_line: _Optional[int] = ..., max_lines: _Optional[int] = ...) -> None: ...
+
+class ExportEventsReply(_message.Message):
+    __slots__ = ("header", "lines", "next_line", "eof")
+    HEADER_FIELD_NUMBER: _ClassVar[int]
+    LINES_FIELD_NUMBER: _ClassVar[int]
+    NEXT_LINE_FIELD_NUMBER: _ClassVar[int]
+    EOF_FIELD_NUMBER: _ClassVar[int]
+    header: ReplyHeader
+    lines: _containers.RepeatedScalarFieldContainer[str]
+    next_line: int
+    eof: bool
+    def __init__(self, header: _Optional[_Union[ReplyHeader, _Mapping]] = ..., lines: _Optional[_Iterable[str]] = ..., next_line: _Optional[int] = ..., eof: _Optional[bool] = ...) -> None: ...
