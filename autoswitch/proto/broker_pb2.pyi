@@ -1,0 +1,263 @@
+from google.protobuf.internal import containers as _containers
+from google.protobuf.internal import enum_type_wrapper as _enum_type_wrapper
+from google.protobuf import descriptor as _descriptor
+from google.protobuf import message as _message
+from collections.abc import Iterable as _Iterable, Mapping as _Mapping
+from typing import ClassVar as _ClassVar, Optional as _Optional, Union as _Union
+
+DESCRIPTOR: _descriptor.FileDescriptor
+
+class Status(int, metaclass=_enum_type_wrapper.EnumTypeWrapper):
+    __slots__ = ()
+    OK: _ClassVar[Status]
+    NOT_MASTER: _ClassVar[Status]
+    FENCED: _ClassVar[Status]
+    IN_SYNC_REPLICAS_NOT_ENOUGH: _ClassVar[Status]
+    FLUSH_SLAVE_TIMEOUT: _ClassVar[Status]
+    MESSAGE_TOO_LARGE: _ClassVar[Status]
+    BAD_REQUEST: _ClassVar[Status]
+    STALE_EPOCH: _ClassVar[Status]
+    INTERNAL: _ClassVar[Status]
+OK: Status
+NOT_MASTER: Status
+FENCED: Status
+IN_SYNC_REPLICAS_NOT_ENOUGH: Status
+FLUSH_SLAVE_TIMEOUT: Status
+MESSAGE_TOO_LARGE: Status
+BAD_REQUEST: Status
+STALE_EPOCH: Status
+INTERNAL: Status
+
+class ProduceMessage(_message.Message):
+    __slots__ = ("body", "msg_id", "born_ts_ms")
+    BODY_FIELD_NUMBER: _ClassVar[int]
+    MSG_ID_FIELD_NUMBER: _ClassVar[int]
+    BORN_TS_MS_FIELD_NUMBER: _ClassVar[int]
+    body: bytes
+    msg_id: str
+    born_ts_ms: int
+    def __init__(self, body: _Optional[bytes] = ..., msg_id: _Optional[str] = ..., born_ts_ms: _Optional[int] = ...) -> None: ...
+
+class ProduceRequest(_message.Message):
+    __slots__ = ("topic", "messages")
+    TOPIC_FIELD_NUMBER: _ClassVar[int]
+    MESSAGES_FIELD_NUMBER: _ClassVar[int]
+    topic: str
+    messages: _containers.RepeatedCompositeFieldContainer[ProduceMessage]
+    def __init__(self, topic: _Optional[str] = ..., messages: _Optional[_Iterable[_Union[ProduceMessage, _Mapping]]] = ...) -> None: ...
+
+class ProduceResult(_message.Message):
+    __slots__ = ("msg_id", "phy_offset", "queue_offset", "epoch", "status")
+    MSG_ID_FIELD_NUMBER: _ClassVar[int]
+    PHY_OFFSET_FIELD_NUMBER: _ClassVar[int]
+    QUEUE_OFFSET_FIELD_NUMBER: _ClassVar[int]
+    EPOCH_FIELD_NUMBER: _ClassVar[int]
+    STATUS_FIELD_NUMBER: _ClassVar[int]
+    msg_id: str
+    phy_offset: int
+    queue_offset: int
+    epoch: int
+    status: Status
+    def __init__(self, msg_id: _Optional[str] = ..., phy_offset: _Optional[int] = ..., queue_offset: _Optional[int] = ..., epoch: _Optional[int] = ..., status: _Optional[_Union[Status, str]] = ...) -> None: ...
+
+class ProduceReply(_message.Message):
+    __slots__ = ("status", "error_message", "master_addr", "results", "group", "broker_id")
+    STATUS_FIELD_NUMBER: _ClassVar[int]
+    ERROR_MESSAGE_FIELD_NUMBER: _ClassVar[int]
+    MASTER_ADDR_FIELD_NUMBER: _ClassVar[int]
+    RESULTS_FIELD_NUMBER: _ClassVar[int]
+    GROUP_FIELD_NUMBER: _ClassVar[int]
+    BROKER_ID_FIELD_NUMBER: _ClassVar[int]
+    status: Status
+    error_message: str
+    master_addr: str
+    results: _containers.RepeatedCompositeFieldContainer[ProduceResult]
+    group: str
+    broker_id: int
+    def __init__(self, status: _Optional[_Union[Status, str]] = ..., error_message: _Optional[str] = ..., master_addr: _Optional[str] = ..., results: _Optional[_Iterable[_Union[ProduceResult, _Mapping]]] = ..., group: _Optional[str] = ..., broker_id: _Optional[int] = ...) -> None: ...
+
+class ConsumeRequest(_message.Message):
+    __slots__ = ("topic", "queue_offset", "max_count")
+    TOPIC_FIELD_NUMBER: _ClassVar[int]
+    QUEUE_OFFSET_FIELD_NUMBER: _ClassVar[int]
+    MAX_COUNT_FIELD_NUMBER: _ClassVar[int]
+    topic: str
+    queue_offset: int
+    max_count: int
+    def __init__(self, topic: _Optional[str] = ..., queue_offset: _Optional[int] = ..., max_count: _Optional[int] = ...) -> None: ...
+
+class ConsumedMessage(_message.Message):
+    __slots__ = ("msg_id", "body", "queue_offset", "phy_offset", "born_ts_ms", "topic")
+    MSG_ID_FIELD_NUMBER: _ClassVar[int]
+    BODY_FIELD_NUMBER: _ClassVar[int]
+    QUEUE_OFFSET_FIELD_NUMBER: _ClassVar[int]
+    PHY_OFFSET_FIELD_NUMBER: _ClassVar[int]
+    BORN_TS_MS_FIELD_NUMBER: _ClassVar[int]
+    TOPIC_FIELD_NUMBER: _ClassVar[int]
+    msg_id: str
+    body: bytes
+    queue_offset: int
+    phy_offset: int
+    born_ts_ms: int
+    topic: str
+    def __init__(self, msg_id: _Optional[str] = ..., body: _Optional[bytes] = ..., queue_offset: _Optional[int] = ..., phy_offset: _Optional[int] = ..., born_ts_ms: _Optional[int] = ..., topic: _Optional[str] = ...) -> None: ...
+
+class ConsumeReply(_message.Message):
+    __slots__ = ("status", "error_message", "messages", "next_queue_offset", "confirm_offset", "master_addr")
+    STATUS_FIELD_NUMBER: _ClassVar[int]
+    ERROR_MESSAGE_FIELD_NUMBER: _ClassVar[int]
+    MESSAGES_FIELD_NUMBER: _ClassVar[int]
+    NEXT_QUEUE_OFFSET_FIELD_NUMBER: _ClassVar[int]
+    CONFIRM_OFFSET_FIELD_NUMBER: _ClassVar[int]
+    MASTER_ADDR_FIELD_NUMBER: _ClassVar[int]
+    status: Status
+    error_message: str
+    messages: _containers.RepeatedCompositeFieldContainer[ConsumedMessage]
+    next_queue_offset: int
+    confirm_offset: int
+    master_addr: str
+    def __init__(self, status: _Optional[_Union[Status, str]] = ..., error_message: _Optional[str] = ..., messages: _Optional[_Iterable[_Union[ConsumedMessage, _Mapping]]] = ..., next_queue_offset: _Optional[int] = ..., confirm_offset: _Optional[int] = ..., master_addr: _Optional[str] = ...) -> None: ...
+
+class EpochEntry(_message.Message):
+    __slots__ = ("epoch", "start_offset", "end_offset")
+    EPOCH_FIELD_NUMBER: _ClassVar[int]
+    START_OFFSET_FIELD_NUMBER: _ClassVar[int]
+    END_OFFSET_FIELD_NUMBER: _ClassVar[int]
+    epoch: int
+    start_offset: int
+    end_offset: int
+    def __init__(self, epoch: _Optional[int] = ..., start_offset: _Optional[int] = ..., end_offset: _Optional[int] = ...) -> None: ...
+
+class GetBrokerEpochRequest(_message.Message):
+    __slots__ = ()
+    def __init__(self) -> None: ...
+
+class GetBrokerEpochReply(_message.Message):
+    __slots__ = ("group", "broker_id", "role", "master_epoch", "epochs", "min_offset", "max_offset", "confirm_offset", "sync_state_set", "sync_state_set_epoch")
+    GROUP_FIELD_NUMBER: _ClassVar[int]
+    BROKER_ID_FIELD_NUMBER: _ClassVar[int]
+    ROLE_FIELD_NUMBER: _ClassVar[int]
+    MASTER_EPOCH_FIELD_NUMBER: _ClassVar[int]
+    EPOCHS_FIELD_NUMBER: _ClassVar[int]
+    MIN_OFFSET_FIELD_NUMBER: _ClassVar[int]
+    MAX_OFFSET_FIELD_NUMBER: _ClassVar[int]
+    CONFIRM_OFFSET_FIELD_NUMBER: _ClassVar[int]
+    SYNC_STATE_SET_FIELD_NUMBER: _ClassVar[int]
+    SYNC_STATE_SET_EPOCH_FIELD_NUMBER: _ClassVar[int]
+    group: str
+    broker_id: int
+    role: str
+    master_epoch: int
+    epochs: _containers.RepeatedCompositeFieldContainer[EpochEntry]
+    min_offset: int
+    max_offset: int
+    confirm_offset: int
+    sync_state_set: _containers.RepeatedScalarFieldContainer[int]
+    sync_state_set_epoch: int
+    def __init__(self, group: _Optional[str] = ..., broker_id: _Optional[int] = ..., role: _Optional[str] = ..., master_epoch: _Optional[int] = ..., epochs: _Optional[_Iterable[_Union[EpochEntry, _Mapping]]] = ..., min_offset: _Optional[int] = ..., max_offset: _Optional[int] = ..., confirm_offset: _Optional[int] = ..., sync_state_set: _Optional[_Iterable[int]] = ..., sync_state_set_epoch: _Optional[int] = ...) -> None: ...
+
+class SwitchRoleRequest(_message.Message):
+    __slots__ = ("role", "master_epoch", "master_ha_addr", "master_addr", "sync_state_set", "sync_state_set_epoch")
+    ROLE_FIELD_NUMBER: _ClassVar[int]
+    MASTER_EPOCH_FIELD_NUMBER: _ClassVar[int]
+    MASTER_HA_ADDR_FIELD_NUMBER: _ClassVar[int]
+    MASTER_ADDR_FIELD_NUMBER: _ClassVar[int]
+    SYNC_STATE_SET_FIELD_NUMBER: _ClassVar[int]
+    SYNC_STATE_SET_EPOCH_FIELD_NUMBER: _ClassVar[int]
+    role: str
+    master_epoch: int
+    master_ha_addr: str
+    master_addr: str
+    sync_state_set: _containers.RepeatedScalarFieldContainer[int]
+    sync_state_set_epoch: int
+    def __init__(self, role: _Optional[str] = ..., master_epoch: _Optional[int] = ..., master_ha_addr: _Optional[str] = ..., master_addr: _Optional[str] = ..., sync_state_set: _Optional[_Iterable[int]] = ..., sync_state_set_epoch: _Optional[int] = ...) -> None: ...
+
+class SwitchRoleReply(_message.Message):
+    __slots__ = ("status", "error_message", "role", "master_epoch")
+    STATUS_FIELD_NUMBER: _ClassVar[int]
+    ERROR_MESSAGE_FIELD_NUMBER: _ClassVar[int]
+    ROLE_FIELD_NUMBER: _ClassVar[int]
+    MASTER_EPOCH_FIELD_NUMBER: _ClassVar[int]
+    status: Status
+    error_message: str
+    role: str
+    master_epoch: int
+    def __init__(self, status: _Optional[_Union[Status, str]] = ..., error_message: _Optional[str] = ..., role: _Optional[str] = ..., master_epoch: _Optional[int] = ...) -> None: ...
+
+class GetStatusRequest(_message.Message):
+    __slots__ = ()
+    def __init__(self) -> None: ...
+
+class SlaveInfo(_message.Message):
+    __slots__ = ("broker_id", "addr", "ack_offset", "last_caught_up_time", "in_sync")
+    BROKER_ID_FIELD_NUMBER: _ClassVar[int]
+    ADDR_FIELD_NUMBER: _ClassVar[int]
+    ACK_OFFSET_FIELD_NUMBER: _ClassVar[int]
+    LAST_CAUGHT_UP_TIME_FIELD_NUMBER: _ClassVar[int]
+    IN_SYNC_FIELD_NUMBER: _ClassVar[int]
+    broker_id: int
+    addr: str
+    ack_offset: int
+    last_caught_up_time: float
+    in_sync: bool
+    def __init__(self, broker_id: _Optional[int] = ..., addr: _Optional[str] = ..., ack_offset: _Optional[int] = ..., last_caught_up_time: _Optional[float] = ..., in_sync: _Optional[bool] = ...) -> None: ...
+
+class GetStatusReply(_message.Message):
+    __slots__ = ("group", "broker_id", "role", "master_epoch", "max_offset", "confirm_offset", "listen", "ha_listen", "master_ha_addr", "ack_mode", "flush", "sync_state_set", "slaves", "ha_state", "uptime_s", "produced_msgs", "consumed_msgs")
+    GROUP_FIELD_NUMBER: _ClassVar[int]
+    BROKER_ID_FIELD_NUMBER: _ClassVar[int]
+    ROLE_FIELD_NUMBER: _ClassVar[int]
+    MASTER_EPOCH_FIELD_NUMBER: _ClassVar[int]
+    MAX_OFFSET_FIELD_NUMBER: _ClassVar[int]
+    CONFIRM_OFFSET_FIELD_NUMBER: _ClassVar[int]
+    LISTEN_FIELD_NUMBER: _ClassVar[int]
+    HA_LISTEN_FIELD_NUMBER: _ClassVar[int]
+    MASTER_HA_ADDR_FIELD_NUMBER: _ClassVar[int]
+    ACK_MODE_FIELD_NUMBER: _ClassVar[int]
+    FLUSH_FIELD_NUMBER: _ClassVar[int]
+    SYNC_STATE_SET_FIELD_NUMBER: _ClassVar[int]
+    SLAVES_FIELD_NUMBER: _ClassVar[int]
+    HA_STATE_FIELD_NUMBER: _ClassVar[int]
+    UPTIME_S_FIELD_NUMBER: _ClassVar[int]
+    PRODUCED_MSGS_FIELD_NUMBER: _ClassVar[int]
+    CONSUMED_MSGS_FIELD_NUMBER: _ClassVar[int]
+    group: str
+    broker_id: int
+    role: str
+    master_epoch: int
+    max_offset: int
+    confirm_offset: int
+    listen: str
+    ha_listen: str
+    master_ha_addr: str
+    ack_mode: str
+    flush: str
+    sync_state_set: _containers.RepeatedScalarFieldContainer[int]
+    slaves: _containers.RepeatedCompositeFieldContainer[SlaveInfo]
+    ha_state: str
+    uptime_s: float
+    produced_msgs: int
+    consumed_msgs: int
+    def __init__(self, group: _Optional[str] = ..., broker_id: _Optional[int] = ..., role: _Optional[str] = ..., master_epoch: _Optional[int] = ..., max_offset: _Optional[int] = ..., confirm_offset: _Optional[int] = ..., listen: _Optional[str] = ..., ha_listen: _Optional[str] = ..., master_ha_addr: _Optional[str] = ..., ack_mode: _Optional[str] = ..., flush: _Optional[str] = ..., sync_state_set: _Optional[_Iterable[int]] = ..., slaves: _Optional[_Iterable[_Union[SlaveInfo, _Mapping]]] = ..., ha_state: _Optional[str] = ..., uptime_s: _Optional[float] = ..., produced_msgs: _Optional[int] = ..., consumed_msgs: _Optional[int] = ...) -> None: ...
+
+class LogDigestRequest(_message.Message):
+    __slots__ = ("from_offset", "to_offset")
+    FROM_OFFSET_FIELD_NUMBER: _ClassVar[int]
+    TO_OFFSET_FIELD_NUMBER: _ClassVar[int]
+    from_offset: int
+    to_offset: int
+    def __init__(self, from_offset: _Optional[int] = ..., to_offset: _Optional[int] = ...) -> None: ...
+
+class LogDigestReply(_message.Message):
+    __slots__ = ("status", "error_message", "from_offset", "to_offset", "sha256")
+    STATUS_FIELD_NUMBER: _ClassVar[int]
+    ERROR_MESSAGE_FIELD_NUMBER: _ClassVar[int]
+    FROM_OFFSET_FIELD_NUMBER: _ClassVar[int]
+    TO_OFFSET_FIELD_NUMBER: _ClassVar[int]
+    SHA256_FIELD_NUMBER: _ClassVar[int]
+    status: Status
+    error_message: str
+    from_offset: int
+    to_offset: int
+    sha256: str
+    def __init__(self, status: _Optional[_Union[Status, str]] = ..., error_message: _Optional[str] = ..., from_offset: _Optional[int] = ..., to_offset: _Optional[int] = ..., sha256: _Optional[str] = ...) -> None: ...
