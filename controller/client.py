@@ -1,0 +1,227 @@
+"""Asyncio client for the controller cluster: follows the leader, bounded retries with backoff.
+
+Writes and linearizable reads go to the leader. A follower answers CONTROLLER_NOT_LEADER with
+the leader's address, which the client adopts; an unreachable node or "no leader known" makes
+the client try the next configured address after a short, growing backoff. Every call is
+bounded by ``max_attempts`` and ``deadline_s``. Heartbeats go to EVERY controller (``heartbeat_all``)
+because liveness is judged by a majority of controller nodes, not by the leader alone.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import time
+from collections.abc import Iterable
+from typing import Any
+
+import grpc
+from autoswitch.controller import rpc_codes as rc
+from autoswitch.controller.rpc_codes import ControllerRpcError
+
+from autoswitch.log import get_logger
+from autoswitch.proto import controller_pb2 as pb
+from autoswitch.proto import controller_pb2_grpc as pbg
+
+_log = get_logger("controller.client")
+
+MAX_MESSAGE_BYTES = 4 << 20
+# Codes after which another node may succeed; anything else is the answer.
+_RETRYABLE = {rc.CONTROLLER_NOT_LEADER, rc.CONTROLLER_UNAVAILABLE}
+
+
+def parse_addresses(spec: str | Iterable[str]) -> list[str]:
+    items = spec.split(",") if isinstance(spec, str) else list(spec)
+    out = [a.strip() for a in items if a.strip()]
+    if not out:
+        raise ValueError("no controller address given")
+    return out
+
+
+class ControllerClient:
+    def __init__(
+        self,
+        addresses: str | Iterable[str],
+        *,
+        max_attempts: int = 12,
+        deadline_s: float = 10.0,
+        rpc_timeout_s: float = 5.0,
+        backoff_s: float = 0.05,
+        max_backoff_s: float = 0.5,
+    ) -> None:
+        self.addresses = parse_addresses(addresses)
+        self.max_attempts = max_attempts
+        self.deadline_s = deadline_s
+        self.rpc_timeout_s = rpc_timeout_s
+        self.backoff_s = backoff_s
+        self.max_backoff_s = max_backoff_s
+        self._channels: dict[str, grpc.aio.Channel] = {}
+        self._stubs: dict[str, pbg.ControllerServiceStub] = {}
+        self._leader: str | None = None
+        self._rr = 0
+
+    async def close(self) -> None:
+        chans = list(self._channels.values())
+        self._channels.clear()
+        self._stubs.clear()
+        for ch in chans:
+            await ch.close()
+
+    async def __aenter__(self) -> ControllerClient:
+        return self
+
+    async def __aexit__(self, *exc) -> None:
+        await self.close()
+
+    @property
+    def leader(self) -> str | None:
+        return self._leader
+
+    def stub(self, addr: str) -> pbg.ControllerServiceStub:
+        s = self._stubs.get(addr)
+        if s is None:
+            ch = grpc.aio.insecure_channel(
+                addr,
+                options=[
+                    ("grpc.max_send_message_length", MAX_MESSAGE_BYTES),
+                    ("grpc.max_receive_message_length", MAX_MESSAGE_BYTES),
+                    # Fail fast on a dead node instead of waiting out the reconnect backoff.
+                    ("grpc.initial_reconnect_backoff_ms", 100),
+                    ("grpc.max_reconnect_backoff_ms", 1000),
+                ],
+            )
+            self._channels[addr] = ch
+            s = self._stubs[addr] = pbg.ControllerServiceStub(ch)
+        return s
+
+    def _next_addr(self) -> str:
+        if self._leader is not None:
+            return self._leader
+        addr = self.addresses[self._rr % len(self.addresses)]
+        self._rr += 1
+        return addr
+
+    async def call(self, method: str, request: Any, *, leader: bool = True) -> Any:
+        """Invoke ``method`` following the leader; returns the reply or raises ControllerRpcError."""
+        start = time.monotonic()
+        backoff = self.backoff_s
+        last_code, last_msg = rc.CONTROLLER_UNAVAILABLE, "no controller reachable"
+        for attempt in range(self.max_attempts):
+            addr = self._next_addr()
+            remaining = self.deadline_s - (time.monotonic() - start)
+            if remaining <= 0:
+                break
+            try:
+                reply = await getattr(self.stub(addr), method)(
+                    request, timeout=min(self.rpc_timeout_s, remaining)
+                )
+            except grpc.aio.AioRpcError as e:
+                if e.code() == grpc.StatusCode.RESOURCE_EXHAUSTED:
+                    raise ControllerRpcError(rc.CONTROLLER_REQUEST_TOO_LARGE, e.details() or "too large") from None
+                last_code, last_msg = rc.CONTROLLER_UNAVAILABLE, f"{addr}: {e.code().name} {e.details()}"
+                self._leader = None
+            else:
+                h = reply.header
+                if h.code == rc.SUCCESS or not leader or h.code not in _RETRYABLE:
+                    if h.code == rc.SUCCESS and leader:
+                        self._leader = addr
+                    if h.code != rc.SUCCESS:
+                        raise ControllerRpcError(h.code, h.message, node=h.node_id, address=addr)
+                    return reply
+                last_code, last_msg = h.code, f"{addr}: {h.message}"
+                if h.code == rc.CONTROLLER_NOT_LEADER and h.leader_addr and h.leader_addr != addr:
+                    self._leader = h.leader_addr
+                    continue  # a redirect is not a failure: no backoff
+                self._leader = None
+            _log.debug("controller_retry", method=method, attempt=attempt, code=rc.code_name(last_code))
+            await asyncio.sleep(min(backoff, max(0.0, self.deadline_s - (time.monotonic() - start))))
+            backoff = min(backoff * 2, self.max_backoff_s)
+        raise ControllerRpcError(last_code, f"{method} failed after retries: {last_msg}")
+
+    async def call_node(self, addr: str, method: str, request: Any, timeout_s: float | None = None) -> Any:
+        """One attempt on one node, no leader following (metadata, config, liveness queries)."""
+        try:
+            reply = await getattr(self.stub(addr), method)(request, timeout=timeout_s or self.rpc_timeout_s)
+        except grpc.aio.AioRpcError as e:
+            raise ControllerRpcError(rc.CONTROLLER_UNAVAILABLE, f"{addr}: {e.code().name} {e.details()}") from None
+        if reply.header.code != rc.SUCCESS:
+            raise ControllerRpcError(reply.header.code, reply.header.message, address=addr)
+        return reply
+
+    # ---- typed helpers (RocketMQ operation names) ----
+
+    async def get_next_broker_id(self, cluster: str, group: str) -> int:
+        r = await self.call("GetNextBrokerId", pb.GetNextBrokerIdRequest(cluster_name=cluster, broker_name=group))
+        return r.next_broker_id
+
+    async def apply_broker_id(self, cluster: str, group: str, broker_id: int, check_code: str) -> None:
+        await self.call(
+            "ApplyBrokerId",
+            pb.ApplyBrokerIdRequest(
+                cluster_name=cluster, broker_name=group, applied_broker_id=broker_id,
+                register_check_code=check_code,
+            ),
+        )
+
+    async def register_broker(self, cluster: str, group: str, broker_id: int, address: str) -> pb.ReplicaInfo:
+        r = await self.call(
+            "RegisterBroker",
+            pb.RegisterBrokerRequest(cluster_name=cluster, broker_name=group, broker_id=broker_id,
+                                     broker_address=address),
+        )
+        return r.replica_info
+
+    async def heartbeat_all(self, req: pb.BrokerHeartbeatRequest, timeout_s: float = 1.0) -> int:
+        """Send one heartbeat to every controller; returns how many answered SUCCESS."""
+
+        async def one(addr: str) -> bool:
+            try:
+                await self.call_node(addr, "BrokerHeartbeat", req, timeout_s)
+                return True
+            except ControllerRpcError:
+                return False
+
+        results = await asyncio.gather(*(one(a) for a in self.addresses))
+        return sum(results)
+
+    async def elect_master(self, cluster: str, group: str, broker_id: int = 0,
+                           designate: bool = False) -> pb.ReplicaInfo:
+        r = await self.call(
+            "ElectMaster",
+            pb.ElectMasterRequest(cluster_name=cluster, broker_name=group, broker_id=broker_id,
+                                  designate_elect=designate),
+        )
+        return r.replica_info
+
+    async def alter_sync_state_set(self, group: str, master_id: int, master_epoch: int,
+                                   new_set: Iterable[int], sss_epoch: int) -> tuple[list[int], int]:
+        r = await self.call(
+            "AlterSyncStateSet",
+            pb.AlterSyncStateSetRequest(broker_name=group, master_broker_id=master_id, master_epoch=master_epoch,
+                                        new_sync_state_set=sorted(new_set), sync_state_set_epoch=sss_epoch),
+        )
+        return list(r.sync_state_set), r.sync_state_set_epoch
+
+    async def clean_broker_data(self, cluster: str, group: str, broker_ids: Iterable[int] = (),
+                                clean_living: bool = False) -> None:
+        await self.call(
+            "CleanBrokerData",
+            pb.CleanBrokerDataRequest(cluster_name=cluster, broker_name=group, broker_ids=list(broker_ids),
+                                      clean_living_broker=clean_living),
+        )
+
+    async def get_replica_info(self, group: str) -> pb.ReplicaInfo:
+        r = await self.call("GetReplicaInfo", pb.GetReplicaInfoRequest(broker_name=group))
+        return r.replica_info
+
+    async def get_sync_state_data(self, groups: Iterable[str] = ()) -> list[pb.GroupSyncState]:
+        r = await self.call("GetSyncStateData", pb.GetSyncStateDataRequest(broker_names=list(groups)))
+        return list(r.groups)
+
+    async def get_metadata(self) -> pb.GetMetaDataReply:
+        return await self.call("GetMetaData", pb.GetMetaDataRequest(), leader=False)
+
+    def watch_replica_info(self, group: str, addr: str | None = None):
+        """Server stream of ReplicaInfoEvent from one node (the leader if known)."""
+        return self.stub(addr or self._leader or self.addresses[0]).WatchReplicaInfo(
+            pb.WatchReplicaInfoRequest(broker_name=group)
+        )

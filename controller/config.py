@@ -1,0 +1,172 @@
+"""Controller process configuration: defaults, TOML file, CLI overrides.
+
+Precedence: built-in default < TOML file (``[controller]`` table, or top level) < command line.
+Every key is documented in docs/operations-controller.md. Unknown keys are a ConfigError,
+not silently ignored, so a typo cannot leave a safety timeout at its default unnoticed.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import tomllib
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+from autoswitch.errors import ConfigError
+
+# Keys an operator may change at runtime with `admin update-controller-config` (node-local,
+# not persisted, like RocketMQ's updateControllerConfig which is sent to every controller).
+RUNTIME_KEYS = frozenset(
+    {
+        "scan_interval_s",
+        "heartbeat_timeout_s",
+        "enable_elect_unclean_master",
+        "notify_broker_role_changed",
+        "election_retries",
+        "election_retry_backoff_s",
+        "peer_query_timeout_s",
+        "propose_timeout_s",
+    }
+)
+
+
+@dataclass
+class ControllerConfig:
+    node_id: str = ""
+    peers: dict[str, str] = field(default_factory=dict)   # node id -> host:port (gRPC)
+    data_dir: str = ""
+    listen: str = ""                   # default: this node's address in peers
+    # Liveness (RocketMQ: controllerHeartBeatTimeoutMills 10 s, scanNotActiveBrokerInterval 5 s).
+    heartbeat_timeout_s: float = 10.0
+    scan_interval_s: float = 5.0
+    peer_query_timeout_s: float = 0.5
+    # Elections.
+    enable_elect_unclean_master: bool = False
+    election_retries: int = 3
+    election_retry_backoff_s: float = 0.2
+    notify_broker_role_changed: bool = True
+    # Request handling limits.
+    propose_timeout_s: float = 3.0
+    read_timeout_s: float = 2.0
+    max_message_bytes: int = 1 << 20
+    max_concurrent_rpcs: int = 1024
+    max_watchers: int = 4096
+    watch_queue_size: int = 64
+    max_groups_per_query: int = 100_000
+    events_max_lines_per_call: int = 10_000
+    # Raft settings passed through to the Raft engineer's RaftConfig (by field name).
+    raft: dict[str, Any] = field(default_factory=dict)
+
+    def validate(self) -> None:
+        if not self.node_id:
+            raise ConfigError("node_id is required")
+        if self.node_id not in self.peers:
+            raise ConfigError(f"node_id {self.node_id!r} is not in peers", peers=sorted(self.peers))
+        if not self.data_dir:
+            raise ConfigError("data_dir is required")
+        for nid, addr in self.peers.items():
+            _split_addr(addr, f"peers[{nid}]")
+        if self.heartbeat_timeout_s <= 0 or self.scan_interval_s <= 0:
+            raise ConfigError("heartbeat_timeout_s and scan_interval_s must be > 0")
+        if not 0 <= self.election_retries <= 100:
+            raise ConfigError("election_retries must be in [0, 100]")
+        if not 1024 <= self.max_message_bytes <= 64 << 20:
+            raise ConfigError("max_message_bytes must be in [1 KiB, 64 MiB]")
+        if self.propose_timeout_s <= 0 or self.read_timeout_s <= 0:
+            raise ConfigError("timeouts must be > 0")
+
+    @property
+    def listen_addr(self) -> str:
+        return self.listen or self.peers[self.node_id]
+
+    def runtime_view(self) -> dict[str, str]:
+        out = {}
+        for f in dataclasses.fields(self):
+            v = getattr(self, f.name)
+            out[f.name] = ",".join(f"{k}={a}" for k, a in sorted(v.items())) if f.name == "peers" else str(v)
+        return out
+
+    def update_runtime(self, changes: dict[str, str]) -> dict[str, str]:
+        """Apply string-valued changes to RUNTIME_KEYS; all-or-nothing."""
+        parsed: dict[str, Any] = {}
+        for k, raw in changes.items():
+            if k not in RUNTIME_KEYS:
+                raise ConfigError(f"{k!r} cannot be changed at runtime", allowed=sorted(RUNTIME_KEYS))
+            cur = getattr(self, k)
+            parsed[k] = _coerce(k, raw, type(cur))
+        trial = dataclasses.replace(self, **parsed)
+        trial.validate()
+        for k, v in parsed.items():
+            setattr(self, k, v)
+        return {k: str(v) for k, v in parsed.items()}
+
+
+def _coerce(key: str, raw: str, typ: type) -> Any:
+    try:
+        if typ is bool:
+            low = raw.strip().lower()
+            if low not in ("true", "false", "1", "0"):
+                raise ValueError(raw)
+            return low in ("true", "1")
+        return typ(raw)
+    except ValueError:
+        raise ConfigError(f"bad value for {key}: {raw!r}", expected=typ.__name__) from None
+
+
+def _split_addr(addr: str, what: str) -> tuple[str, int]:
+    host, sep, port = addr.rpartition(":")
+    if not sep or not host or not port.isdigit() or not 0 < int(port) < 65536:
+        raise ConfigError(f"{what}: expected HOST:PORT, got {addr!r}")
+    return host, int(port)
+
+
+def parse_peers(spec: str) -> dict[str, str]:
+    """``n1=127.0.0.1:9001,n2=...`` -> {"n1": "127.0.0.1:9001", ...}."""
+    out: dict[str, str] = {}
+    for part in (p.strip() for p in spec.split(",")):
+        if not part:
+            continue
+        nid, sep, addr = part.partition("=")
+        if not sep or not nid:
+            raise ConfigError(f"peers: expected ID=HOST:PORT, got {part!r}")
+        _split_addr(addr, f"peers[{nid}]")
+        if nid in out:
+            raise ConfigError(f"peers: duplicate node id {nid!r}")
+        out[nid] = addr
+    return out
+
+
+def load(path: str | Path | None = None, **overrides: Any) -> ControllerConfig:
+    """Build a validated config from an optional TOML file and non-None overrides."""
+    values: dict[str, Any] = {}
+    if path is not None:
+        try:
+            with open(path, "rb") as f:
+                doc = tomllib.load(f)
+        except FileNotFoundError:
+            raise ConfigError(f"config file not found: {path}") from None
+        except tomllib.TOMLDecodeError as e:
+            raise ConfigError(f"config file {path} is not valid TOML: {e}") from None
+        values.update(doc.get("controller", {k: v for k, v in doc.items() if not isinstance(v, dict)}))
+        if "raft" in doc and isinstance(doc["raft"], dict):
+            values["raft"] = dict(doc["raft"])
+    values.update({k: v for k, v in overrides.items() if v is not None})
+    if isinstance(values.get("peers"), str):
+        values["peers"] = parse_peers(values["peers"])
+    known = {f.name: f for f in dataclasses.fields(ControllerConfig)}
+    unknown = sorted(set(values) - set(known))
+    if unknown:
+        raise ConfigError(f"unknown controller config keys: {unknown}")
+    cfg = ControllerConfig()
+    for k, v in values.items():
+        cur = getattr(cfg, k)
+        if isinstance(cur, bool) and not isinstance(v, bool):
+            raise ConfigError(f"{k} must be a boolean")
+        if isinstance(cur, float) and isinstance(v, int) and not isinstance(v, bool):
+            v = float(v)
+        if type(cur) is not type(v) and not (isinstance(cur, dict) and isinstance(v, dict)):
+            raise ConfigError(f"{k} must be {type(cur).__name__}, got {type(v).__name__}")
+        setattr(cfg, k, v)
+    cfg.validate()
+    return cfg
