@@ -1,0 +1,339 @@
+"""Broker commands: `broker`, `produce`, `consume`, `admin get-broker-epoch|switch-role|broker-status|log-digest`.
+
+Registration is cheap; gRPC and the store are imported inside the handlers.
+Exit codes: 0 ok, 1 a typed broker/transport error (printed as JSON on stderr), 2 bad usage/config.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import sys
+import time
+from typing import Any
+
+from autoswitch.errors import AutoswitchError
+
+
+def register(sub: Any, admin_sub: Any) -> None:
+    p = sub.add_parser("broker", help="run one broker replica (static role or fenced)")
+    p.add_argument("--config", help="TOML file; CLI flags override its keys")
+    p.add_argument("--role", choices=["master", "slave", "fenced"])
+    p.add_argument("--group", help="broker group name (brokerName)")
+    p.add_argument("--cluster")
+    p.add_argument("--broker-id", type=int)
+    p.add_argument("--epoch", type=int, help="MasterEpoch for the static role (default: local last + 1 for master)")
+    p.add_argument("--listen", help="gRPC HOST:PORT")
+    p.add_argument("--ha-listen", help="HA HOST:PORT (master side)")
+    p.add_argument("--data-dir")
+    p.add_argument("--master-ha", help="slave: the master's HA HOST:PORT")
+    p.add_argument("--master-addr", help="slave: the master's gRPC HOST:PORT (for NOT_MASTER redirects)")
+    p.add_argument("--ack-mode", choices=["master", "all", "quorum"])
+    p.add_argument("--min-in-sync-replicas", type=int)
+    p.add_argument("--in-sync-replicas", type=int, help="quorum mode: replicas (incl. master) per write")
+    p.add_argument("--ack-timeout", type=float, dest="ack_timeout_s", help="seconds to wait for replica acks")
+    p.add_argument("--flush", choices=["sync", "async"])
+    p.add_argument("--flush-interval-ms", type=int)
+    p.add_argument("--max-message-bytes", type=int)
+    p.add_argument("--max-batch-messages", type=int)
+    p.add_argument("--max-request-bytes", type=int)
+    p.set_defaults(func=_cmd_broker)
+
+    p = sub.add_parser("produce", help="send messages; prints one JSON line per acked message with --json")
+    p.add_argument("--broker", required=True, help="HOST:PORT")
+    p.add_argument("--topic", required=True)
+    p.add_argument("--count", type=int, default=1)
+    p.add_argument("--size", type=int, default=128, help="body bytes per message")
+    p.add_argument("--batch", type=int, default=1, help="messages per Produce request")
+    p.add_argument("--body", help="use this text as every body (else random printable bytes of --size)")
+    p.add_argument("--timeout", type=float, default=10.0, help="per-request deadline, seconds")
+    p.add_argument("--retries", type=int, default=5, help="bounded retries on UNAVAILABLE")
+    p.add_argument("--ack-log", help="append the producer ack log (JSON lines) to this file")
+    p.add_argument("--json", action="store_true")
+    p.set_defaults(func=_cmd_produce)
+
+    p = sub.add_parser("consume", help="read messages below confirmOffset; one JSON line per message with --json")
+    p.add_argument("--broker", required=True)
+    p.add_argument("--topic", required=True)
+    p.add_argument("--from", dest="from_offset", type=int, default=0, help="queue offset")
+    p.add_argument("--count", type=int, default=100, help="stop after this many messages")
+    p.add_argument("--batch", type=int, default=256, help="max messages per Consume request")
+    p.add_argument("--timeout", type=float, default=10.0)
+    p.add_argument("--json", action="store_true")
+    p.set_defaults(func=_cmd_consume)
+
+    a = admin_sub.add_parser("get-broker-epoch", help="EpochFile entries, maxOffset, confirmOffset, role")
+    a.add_argument("--broker", required=True)
+    a.add_argument("--json", action="store_true")
+    a.set_defaults(func=_cmd_get_broker_epoch)
+
+    a = admin_sub.add_parser("switch-role", help="make a broker master or slave with a higher MasterEpoch")
+    a.add_argument("--broker", required=True)
+    a.add_argument("--role", required=True, choices=["master", "slave"])
+    a.add_argument("--epoch", required=True, type=int)
+    a.add_argument("--master-ha", default="", help="slave: the master's HA HOST:PORT")
+    a.add_argument("--master-addr", default="", help="slave: the master's gRPC HOST:PORT")
+    a.add_argument("--sync-state-set", default="", help="master: comma-separated brokerIds (default {self})")
+    a.add_argument("--sync-state-set-epoch", type=int, default=0)
+    a.add_argument("--json", action="store_true")
+    a.set_defaults(func=_cmd_switch_role)
+
+    a = admin_sub.add_parser("broker-status", help="role, offsets, slaves, counters of one broker")
+    a.add_argument("--broker", required=True)
+    a.add_argument("--json", action="store_true")
+    a.set_defaults(func=_cmd_broker_status)
+
+    a = admin_sub.add_parser("log-digest", help="sha256 of a broker's raw commit log in [from, to)")
+    a.add_argument("--broker", required=True)
+    a.add_argument("--from", dest="from_offset", type=int, default=0)
+    a.add_argument("--to", dest="to_offset", type=int, default=-1, help="-1 = maxOffset")
+    a.add_argument("--json", action="store_true")
+    a.set_defaults(func=_cmd_log_digest)
+
+
+def _err(e: AutoswitchError, as_json: bool = True) -> int:
+    print(json.dumps({"error": e.to_dict()}), file=sys.stderr)
+    return 1
+
+
+def _cmd_broker(args: argparse.Namespace) -> int:
+    import asyncio
+
+    from .config import load_config
+
+    keys = (
+        "role", "group", "cluster", "broker_id", "epoch", "listen", "ha_listen", "data_dir", "master_ha",
+        "master_addr", "ack_mode", "min_in_sync_replicas", "in_sync_replicas", "ack_timeout_s", "flush",
+        "flush_interval_ms", "max_message_bytes", "max_batch_messages", "max_request_bytes",
+    )
+    try:
+        cfg = load_config(args.config, {k: getattr(args, k) for k in keys})
+    except AutoswitchError as e:
+        _err(e)
+        return 2
+    from .service import serve
+
+    try:
+        return asyncio.run(serve(cfg))
+    except AutoswitchError as e:
+        from autoswitch.log import get_logger
+
+        get_logger("broker", group=cfg.group, brokerId=cfg.broker_id).error("broker_failed", **e.to_dict())
+        return _err(e)
+
+
+def _msg_to_dict(m: Any) -> dict:
+    try:
+        body: Any = m.body.decode("utf-8")
+    except UnicodeDecodeError:
+        body = m.body.hex()
+    return {
+        "msg_id": m.msg_id,
+        "topic": m.topic,
+        "queue_offset": m.queue_offset,
+        "phy_offset": m.phy_offset,
+        "born_ts_ms": m.born_ts_ms,
+        "size": len(m.body),
+        "body": body,
+    }
+
+
+def _cmd_produce(args: argparse.Namespace) -> int:
+    import asyncio
+    import os
+
+    from autoswitch.proto import broker_pb2 as pb
+
+    from .client import ProducerClient
+
+    if args.count < 0 or args.size < 0 or not (1 <= args.batch <= 10_000) or not (0 <= args.retries <= 20):
+        print(json.dumps({"error": {"code": "BAD_USAGE", "message": "bad --count/--size/--batch/--retries"}}),
+              file=sys.stderr)
+        return 2
+
+    async def run() -> int:
+        client = ProducerClient(args.broker, ack_log=args.ack_log, timeout_s=args.timeout, max_retries=args.retries)
+        acked = failed = 0
+        last_status = pb.OK
+        t0 = time.monotonic()
+        try:
+            sent = 0
+            while sent < args.count:
+                n = min(args.batch, args.count - sent)
+                if args.body is not None:
+                    bodies = [args.body.encode()] * n
+                else:
+                    bodies = [os.urandom(args.size // 2 + 1).hex()[: args.size].encode() for _ in range(n)]
+                try:
+                    out = await client.produce(args.topic, bodies)
+                except AutoswitchError as e:
+                    _err(e)
+                    failed += args.count - sent
+                    last_status = pb.INTERNAL
+                    break
+                sent += n
+                for r in out.results:
+                    if r.status == pb.OK:
+                        acked += 1
+                        if args.json:
+                            print(json.dumps({
+                                "msg_id": r.msg_id, "group": out.group, "broker_id": out.broker_id,
+                                "topic": args.topic, "queue_offset": r.queue_offset,
+                                "phy_offset": r.phy_offset, "epoch": r.epoch, "status": "OK",
+                            }, separators=(",", ":")))
+                    else:
+                        failed += 1
+                if not out.ok:
+                    last_status = out.status
+                    print(json.dumps({"error": {"code": pb.Status.Name(out.status), "message": out.error_message,
+                                                "master_addr": out.master_addr or None}}), file=sys.stderr)
+        finally:
+            await client.close()
+        summary = {"acked": acked, "failed": failed, "elapsed_s": round(time.monotonic() - t0, 3)}
+        print(json.dumps({"summary": summary}) if args.json else
+              f"acked {acked} failed {failed} in {summary['elapsed_s']}s", file=sys.stderr)
+        return 0 if failed == 0 and last_status == pb.OK else 1
+
+    return asyncio.run(run())
+
+
+def _cmd_consume(args: argparse.Namespace) -> int:
+    import asyncio
+
+    from autoswitch.proto import broker_pb2 as pb
+
+    from .client import ConsumerClient
+
+    if args.count < 0 or args.from_offset < 0 or not (1 <= args.batch <= 10_000):
+        print(json.dumps({"error": {"code": "BAD_USAGE", "message": "bad --count/--from/--batch"}}), file=sys.stderr)
+        return 2
+
+    async def run() -> int:
+        client = ConsumerClient(args.broker, timeout_s=args.timeout)
+        got = 0
+        q = args.from_offset
+        try:
+            while got < args.count:
+                reply = await client.consume(args.topic, q, min(args.batch, args.count - got))
+                if reply.status != pb.OK:
+                    print(json.dumps({"error": {"code": pb.Status.Name(reply.status),
+                                                "message": reply.error_message}}), file=sys.stderr)
+                    return 1
+                if not reply.messages:
+                    break
+                for m in reply.messages:
+                    got += 1
+                    if args.json:
+                        print(json.dumps(_msg_to_dict(m), separators=(",", ":")))
+                    else:
+                        print(f"{m.queue_offset}\t{m.msg_id}\t{len(m.body)}B")
+                q = reply.next_queue_offset
+        except AutoswitchError as e:
+            return _err(e)
+        finally:
+            await client.close()
+        return 0
+
+    return asyncio.run(run())
+
+
+def _admin(args: argparse.Namespace, method: str, *a: Any, **kw: Any) -> Any:
+    import asyncio
+
+    from .client import AdminClient
+
+    async def run() -> Any:
+        c = AdminClient(args.broker, max_retries=2)
+        try:
+            return await getattr(c, method)(*a, **kw)
+        finally:
+            await c.close()
+
+    return asyncio.run(run())
+
+
+def _print(obj: dict, as_json: bool) -> None:
+    if as_json:
+        print(json.dumps(obj, separators=(",", ":")))
+    else:
+        for k, v in obj.items():
+            print(f"{k}: {v}")
+
+
+def epoch_reply_to_dict(r: Any) -> dict:
+    return {
+        "group": r.group,
+        "broker_id": r.broker_id,
+        "role": r.role,
+        "master_epoch": r.master_epoch,
+        "epochs": [{"epoch": e.epoch, "start_offset": e.start_offset, "end_offset": e.end_offset} for e in r.epochs],
+        "min_offset": r.min_offset,
+        "max_offset": r.max_offset,
+        "confirm_offset": r.confirm_offset,
+        "sync_state_set": list(r.sync_state_set),
+        "sync_state_set_epoch": r.sync_state_set_epoch,
+    }
+
+
+def _cmd_get_broker_epoch(args: argparse.Namespace) -> int:
+    try:
+        r = _admin(args, "get_broker_epoch")
+    except AutoswitchError as e:
+        return _err(e)
+    _print(epoch_reply_to_dict(r), args.json)
+    return 0
+
+
+def _cmd_switch_role(args: argparse.Namespace) -> int:
+    from autoswitch.proto import broker_pb2 as pb
+
+    try:
+        sss = [int(x) for x in args.sync_state_set.split(",") if x.strip()]
+    except ValueError:
+        print(json.dumps({"error": {"code": "BAD_USAGE", "message": "--sync-state-set: comma-separated ints"}}),
+              file=sys.stderr)
+        return 2
+    try:
+        r = _admin(args, "switch_role", args.role, args.epoch, args.master_ha, args.master_addr, sss,
+                   args.sync_state_set_epoch)
+    except AutoswitchError as e:
+        return _err(e)
+    out = {"status": pb.Status.Name(r.status), "role": r.role, "master_epoch": r.master_epoch}
+    if r.error_message:
+        out["error_message"] = r.error_message
+    _print(out, args.json)
+    return 0 if r.status == pb.OK else 1
+
+
+def _cmd_broker_status(args: argparse.Namespace) -> int:
+    try:
+        r = _admin(args, "get_status")
+    except AutoswitchError as e:
+        return _err(e)
+    out = {
+        "group": r.group, "broker_id": r.broker_id, "role": r.role, "master_epoch": r.master_epoch,
+        "max_offset": r.max_offset, "confirm_offset": r.confirm_offset, "listen": r.listen,
+        "ha_listen": r.ha_listen, "master_ha_addr": r.master_ha_addr, "ack_mode": r.ack_mode, "flush": r.flush,
+        "sync_state_set": list(r.sync_state_set),
+        "slaves": [{"broker_id": s.broker_id, "addr": s.addr, "ack_offset": s.ack_offset,
+                    "last_caught_up_time": s.last_caught_up_time, "in_sync": s.in_sync} for s in r.slaves],
+        "ha_state": r.ha_state, "uptime_s": round(r.uptime_s, 3), "produced_msgs": r.produced_msgs,
+        "consumed_msgs": r.consumed_msgs,
+    }
+    _print(out, args.json)
+    return 0
+
+
+def _cmd_log_digest(args: argparse.Namespace) -> int:
+    from autoswitch.proto import broker_pb2 as pb
+
+    try:
+        r = _admin(args, "log_digest", args.from_offset, args.to_offset)
+    except AutoswitchError as e:
+        return _err(e)
+    out = {"status": pb.Status.Name(r.status), "from_offset": r.from_offset, "to_offset": r.to_offset,
+           "sha256": r.sha256}
+    if r.error_message:
+        out["error_message"] = r.error_message
+    _print(out, args.json)
+    return 0 if r.status == pb.OK else 1

@@ -1,0 +1,278 @@
+"""The broker process: one MessageStore, a role (fenced | master | slave), HA, the gRPC service.
+
+Role switches are serialized by one lock and take effect only with a higher MasterEpoch
+(RocketMQ's ReplicasManager rule), so a delayed or replayed instruction cannot move a
+replica backwards. During a switch the role is "fenced": no reads, no writes.
+
+Static-role mode (this module + the CLI) is the ReplicasManager-less deployment: an operator
+or a test decides roles with `--role` / `admin switch-role`. The controller-driven
+ReplicasManager calls the same two methods.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import dataclasses
+import hashlib
+import time
+from collections.abc import Awaitable, Callable
+from typing import Any, Literal
+
+from autoswitch.log import get_logger
+
+from .config import BrokerConfig, parse_hostport
+from .write_path import BadRequest, Fenced, GroupFlusher, NotMaster, StaleEpoch, WritePath
+
+Role = Literal["master", "slave", "fenced"]
+RoleHook = Callable[[str, int], Awaitable[None] | None]
+
+# Broker CLI/config names -> HAConfig.ack_mode values.
+HA_ACK_MODE = {"master": "master", "all": "all", "quorum": "in_sync_replicas"}
+
+DIGEST_CHUNK_BYTES = 1024 * 1024
+MAX_DIGEST_BYTES = 4 * 1024 * 1024 * 1024
+
+
+def _build_dataclass(cls: type, values: dict[str, Any], what: str) -> Any:
+    """Construct a config dataclass from a TOML table, refusing unknown keys."""
+    from autoswitch.errors import ConfigError
+
+    if dataclasses.is_dataclass(cls):
+        names = {f.name for f in dataclasses.fields(cls)}
+        unknown = set(values) - names
+        if unknown:
+            raise ConfigError(f"unknown [{what}] keys: {sorted(unknown)}", keys=sorted(unknown))
+    try:
+        return cls(**values)
+    except TypeError as e:
+        raise ConfigError(f"bad [{what}] config: {e}") from e
+
+
+class Broker:
+    def __init__(self, cfg: BrokerConfig) -> None:
+        from autoswitch.broker.store import MessageStore, StoreConfig
+
+        self.cfg = cfg
+        self.group = cfg.group
+        self.broker_id = cfg.broker_id
+        self.log = get_logger("broker", group=cfg.group, brokerId=cfg.broker_id)
+        cfg.data_path.mkdir(parents=True, exist_ok=True)
+        self.store = MessageStore(cfg.data_path, _build_dataclass(StoreConfig, dict(cfg.store), "store"))
+        self.role: Role = "fenced"
+        self.master_epoch = 0
+        self.master_ha_addr: tuple[str, int] | None = None
+        self.master_addr: str | None = cfg.master_addr
+        self.ha_master: Any = None
+        self.ha_slave: Any = None
+        self.write_path: WritePath | None = None
+        self.flusher = GroupFlusher(self.store, cfg.flush, cfg.flush_interval_ms / 1000.0)
+        self._switch_lock = asyncio.Lock()
+        self._hooks: list[RoleHook] = []
+        self.started_at = time.monotonic()
+        self.produced_msgs = 0
+        self.consumed_msgs = 0
+        self._closed = False
+        self.log.info(
+            "store_opened",
+            max_offset=self.store.max_offset,
+            min_offset=self.store.min_offset,
+            epochs=[(e.epoch, e.start_offset) for e in self.store.epochs.entries()],
+        )
+
+    # ----------------------------------------------------------------- lifecycle
+
+    def add_role_hook(self, hook: RoleHook) -> None:
+        """Called after every role change with (role, master_epoch) (the role-switch hooks)."""
+        self._hooks.append(hook)
+
+    async def start(self) -> None:
+        self.flusher.start()
+
+    async def stop(self) -> None:
+        if self._closed:
+            return
+        self._closed = True
+        async with self._switch_lock:
+            self.role = "fenced"
+            await self._stop_replication()
+            await self.flusher.stop()
+            self.store.close()
+        self.log.info("broker_stopped", max_offset=self.store.max_offset)
+
+    # ----------------------------------------------------------------- role switch
+
+    def _last_local_epoch(self) -> int:
+        last = self.store.epochs.last()
+        return last.epoch if last is not None else 0
+
+    async def become_master(
+        self,
+        master_epoch: int,
+        sync_state_set: frozenset[int] = frozenset(),
+        sync_state_set_epoch: int = 0,
+    ) -> None:
+        from autoswitch.ha import HAMaster, LocalSyncStateProposer
+
+        async with self._switch_lock:
+            floor = max(self.master_epoch, self._last_local_epoch())
+            if master_epoch <= floor:
+                raise StaleEpoch(
+                    f"become_master epoch {master_epoch} is not higher than {floor}",
+                    epoch=master_epoch, current=floor,
+                )
+            old_role = self.role
+            self.role = "fenced"
+            await self._stop_replication()
+            # The log ends on a whole record (recovery and append_raw guarantee it); truncating at
+            # max_offset drops EpochFile entries that start past the end (a crash between epoch
+            # append and data) while keeping a zero-message epoch that starts exactly there.
+            end = self.store.max_offset
+            self.store.truncate(end)
+            self.store.append_epoch(master_epoch, end)
+            self.flusher.reset()
+            self.flusher.flush_now()
+            sss = frozenset(sync_state_set) or frozenset({self.broker_id})
+            if self.broker_id not in sss:
+                raise BadRequest(f"SyncStateSet {sorted(sss)} does not contain the master {self.broker_id}")
+            host, port = parse_hostport(self.cfg.ha_listen, "ha_listen")
+            ha = HAMaster(
+                self.store,
+                self._ha_config(),
+                self.broker_id,
+                self.group,
+                master_epoch,
+                sss,
+                sync_state_set_epoch or 1,
+                LocalSyncStateProposer(),
+            )
+            await ha.start(host, port)
+            self.ha_master = ha
+            self.master_epoch = master_epoch
+            self.master_ha_addr = None
+            self.master_addr = self.cfg.listen
+            self.write_path = WritePath(
+                self.store, ha, self.flusher, self.cfg, master_epoch, self.broker_id,
+                self.log.bind(epoch=master_epoch),
+            )
+            self.role = "master"
+            self.log.info(
+                "role_changed", old_role=old_role, role="master", epoch=master_epoch,
+                start_offset=end, sync_state_set=sorted(sss),
+            )
+        await self._run_hooks()
+
+    async def become_slave(
+        self, master_epoch: int, master_ha_addr: tuple[str, int], master_addr: str | None = None
+    ) -> None:
+        from autoswitch.ha import HASlave
+
+        async with self._switch_lock:
+            if master_epoch <= self.master_epoch or master_epoch < self._last_local_epoch():
+                floor = max(self.master_epoch + 1, self._last_local_epoch())
+                raise StaleEpoch(
+                    f"become_slave epoch {master_epoch} is stale (need >= {floor})",
+                    epoch=master_epoch, current=self.master_epoch,
+                )
+            old_role = self.role
+            self.role = "fenced"
+            await self._stop_replication()
+            ha = HASlave(self.store, self._ha_config(), self.broker_id, self.group, master_ha_addr)
+            await ha.start()
+            self.ha_slave = ha
+            self.master_epoch = master_epoch
+            self.master_ha_addr = master_ha_addr
+            self.master_addr = master_addr or None
+            self.role = "slave"
+            self.log.info(
+                "role_changed", old_role=old_role, role="slave", epoch=master_epoch,
+                master_ha=f"{master_ha_addr[0]}:{master_ha_addr[1]}", max_offset=self.store.max_offset,
+            )
+        await self._run_hooks()
+
+    async def _stop_replication(self) -> None:
+        if self.write_path is not None:
+            self.write_path.close()
+            self.write_path = None
+        if self.ha_master is not None:
+            ha, self.ha_master = self.ha_master, None
+            await ha.stop()
+        if self.ha_slave is not None:
+            ha, self.ha_slave = self.ha_slave, None
+            await ha.stop()
+
+    async def _run_hooks(self) -> None:
+        for hook in self._hooks:
+            try:
+                r = hook(self.role, self.master_epoch)
+                if asyncio.iscoroutine(r):
+                    await r
+            except Exception as e:  # a user hook must not wedge the broker in a half-switched state
+                self.log.error("role_hook_failed", hook=repr(hook), error=repr(e))
+
+    def _ha_config(self) -> Any:
+        from autoswitch.ha.config import HAConfig
+
+        from autoswitch.errors import ConfigError
+
+        values = dict(self.cfg.ha)
+        clash = {"ack_mode", "in_sync_replicas", "min_in_sync_replicas"} & set(values)
+        if clash:
+            raise ConfigError(f"set {sorted(clash)} at the broker level, not in [ha]", keys=sorted(clash))
+        # The broker-level ack settings are the single source of truth for HA's ack rule.
+        values["ack_mode"] = HA_ACK_MODE[self.cfg.ack_mode]
+        values["in_sync_replicas"] = self.cfg.in_sync_replicas
+        values["min_in_sync_replicas"] = self.cfg.min_in_sync_replicas
+        cfg = _build_dataclass(HAConfig, values, "ha")
+        return cfg.validate() if hasattr(cfg, "validate") else cfg
+
+    # ----------------------------------------------------------------- reads
+
+    @property
+    def confirm_offset(self) -> int:
+        """Commit point; consumers never read past it."""
+        if self.role == "master" and self.ha_master is not None:
+            c = int(self.ha_master.confirm_offset)
+        else:
+            c = int(self.store.confirm_offset)
+        return min(c, self.store.max_offset)
+
+    def require_readable(self) -> None:
+        if self.role == "fenced":
+            raise Fenced("broker has no role yet (or is switching)")
+
+    def writer(self) -> WritePath:
+        if self.role == "fenced":
+            raise Fenced("broker has no role yet (or is switching)")
+        if self.role != "master" or self.write_path is None:
+            raise NotMaster("this broker is a slave", master_addr=self.master_addr)
+        return self.write_path
+
+    async def log_digest(self, from_offset: int, to_offset: int) -> tuple[int, int, str]:
+        """sha256 of raw log bytes in [from, to); both must be record boundaries."""
+        lo = max(from_offset, self.store.min_offset)
+        hi = self.store.max_offset if to_offset < 0 else to_offset
+        if hi > self.store.max_offset or lo > hi:
+            raise BadRequest(f"range [{lo}, {hi}) outside log [{self.store.min_offset}, {self.store.max_offset})")
+        if hi - lo > MAX_DIGEST_BYTES:
+            raise BadRequest(f"digest range {hi - lo} bytes over the {MAX_DIGEST_BYTES} limit")
+        h = hashlib.sha256()
+        off = lo
+        while off < hi:
+            chunk = self.store.read_raw(off, DIGEST_CHUNK_BYTES, hi)
+            if not chunk:
+                raise BadRequest(f"no whole record at {off} before {hi}")
+            h.update(chunk)
+            off += len(chunk)
+            await asyncio.sleep(0)  # keep serving while hashing a big log
+        assert off == hi
+        return lo, hi, h.hexdigest()
+
+    def sync_state_set(self) -> tuple[list[int], int]:
+        if self.ha_master is not None:
+            return sorted(self.ha_master.sync_state_set), int(self.ha_master.sync_state_set_epoch)
+        return [], 0
+
+    def epoch_entries(self) -> list[tuple[int, int, int]]:
+        cache = self.store.epochs
+        maxo = self.store.max_offset
+        return [(e.epoch, e.start_offset, cache.end_offset(e.epoch, maxo)) for e in cache.entries()]

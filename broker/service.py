@@ -1,0 +1,280 @@
+"""gRPC adapter: BrokerService requests -> Broker calls; typed errors -> Status codes.
+
+Every handler answers with a Status; an unexpected exception becomes INTERNAL with a log
+line (never a dropped connection with a stack trace as the only trace).
+"""
+
+from __future__ import annotations
+
+import asyncio
+import signal
+import time
+from typing import Any
+
+import grpc
+
+from autoswitch.errors import AutoswitchError
+from autoswitch.log import get_logger
+from autoswitch.proto import broker_pb2 as pb
+from autoswitch.proto import broker_pb2_grpc as pbg
+
+from .client import channel_options
+from .config import BrokerConfig, parse_hostport
+from .server import Broker
+from .write_path import BadRequest, BrokerError, validate_message
+
+_STATUS_BY_CODE = {
+    "NOT_MASTER": pb.NOT_MASTER,
+    "FENCED": pb.FENCED,
+    "IN_SYNC_REPLICAS_NOT_ENOUGH": pb.IN_SYNC_REPLICAS_NOT_ENOUGH,
+    "FLUSH_SLAVE_TIMEOUT": pb.FLUSH_SLAVE_TIMEOUT,
+    "MESSAGE_TOO_LARGE": pb.MESSAGE_TOO_LARGE,
+    "BAD_REQUEST": pb.BAD_REQUEST,
+    "STALE_EPOCH": pb.STALE_EPOCH,
+    # Overload is a transient refusal: same client reaction as a replica timeout (retry later).
+    "OVERLOADED": pb.FLUSH_SLAVE_TIMEOUT,
+}
+
+
+def status_of(e: BaseException) -> int:
+    return _STATUS_BY_CODE.get(getattr(e, "code", ""), pb.INTERNAL)
+
+
+class BrokerServicer(pbg.BrokerServiceServicer):
+    def __init__(self, broker: Broker) -> None:
+        self.b = broker
+        self.log = broker.log.bind(component_part="service")
+
+    def _master_addr(self) -> str:
+        return self.b.master_addr or ""
+
+    async def Produce(self, request: pb.ProduceRequest, context: Any) -> pb.ProduceReply:
+        from autoswitch.broker.store import Message
+
+        b = self.b
+        reply = pb.ProduceReply(group=b.group, broker_id=b.broker_id)
+        n = len(request.messages)
+        try:
+            wp = b.writer()
+            if n == 0:
+                raise BadRequest("empty batch")
+            if n > b.cfg.max_batch_messages:
+                raise BadRequest(f"batch of {n} messages, limit {b.cfg.max_batch_messages}")
+        except BrokerError as e:
+            return self._batch_error(reply, request, e)
+        now = int(time.time() * 1000)
+        valid: list[Any] = []
+        errors: dict[int, BrokerError] = {}
+        for i, m in enumerate(request.messages):
+            err = validate_message(request.topic, m.body, m.msg_id, b.cfg)
+            if err is not None:
+                errors[i] = err
+                continue
+            valid.append(Message(topic=request.topic, body=m.body, msg_id=m.msg_id, born_ts_ms=m.born_ts_ms or now))
+        put_err: BrokerError | None = None
+        records: list[tuple[int, int, str]] = []
+        epoch = wp.epoch
+        if valid:
+            try:
+                res = await wp.put(valid)
+                records = res.records
+                epoch = res.epoch
+                b.produced_msgs += len(valid)
+            except BrokerError as e:
+                put_err = e
+            except AutoswitchError as e:
+                self.log.error("produce_failed", code=e.code, error=str(e))
+                put_err = BrokerError(f"{e.code}: {e}")
+            except Exception as e:
+                self.log.error("produce_failed", error=repr(e), exc_info=True)
+                put_err = BrokerError(repr(e))
+        it = iter(records)
+        worst = pb.OK
+        msgs: list[str] = []
+        for i, m in enumerate(request.messages):
+            if i in errors:
+                st = status_of(errors[i])
+                reply.results.append(pb.ProduceResult(msg_id=m.msg_id, phy_offset=-1, queue_offset=-1, status=st))
+                msgs.append(f"#{i}: {errors[i]}")
+            elif put_err is not None:
+                st = status_of(put_err)
+                reply.results.append(
+                    pb.ProduceResult(msg_id=m.msg_id, phy_offset=-1, queue_offset=-1, epoch=epoch, status=st)
+                )
+            else:
+                phy, q, mid = next(it)
+                assert mid == m.msg_id, "store must return records in request order"
+                reply.results.append(
+                    pb.ProduceResult(msg_id=mid, phy_offset=phy, queue_offset=q, epoch=epoch, status=pb.OK)
+                )
+                continue
+            if worst == pb.OK:
+                worst = st
+        if put_err is not None:
+            worst = status_of(put_err)
+            msgs.insert(0, str(put_err))
+            if worst == pb.NOT_MASTER:
+                reply.master_addr = self._master_addr()
+        reply.status = worst
+        reply.error_message = "; ".join(msgs)[:4096]
+        return reply
+
+    def _batch_error(self, reply: pb.ProduceReply, request: pb.ProduceRequest, e: BrokerError) -> pb.ProduceReply:
+        st = status_of(e)
+        reply.status = st
+        reply.error_message = str(e)
+        if st == pb.NOT_MASTER:
+            reply.master_addr = self._master_addr()
+        for m in request.messages[: self.b.cfg.max_batch_messages]:
+            reply.results.append(pb.ProduceResult(msg_id=m.msg_id, phy_offset=-1, queue_offset=-1, status=st))
+        return reply
+
+    async def Consume(self, request: pb.ConsumeRequest, context: Any) -> pb.ConsumeReply:
+        b = self.b
+        try:
+            b.require_readable()
+            if not request.topic or request.queue_offset < 0 or request.max_count < 0:
+                raise BadRequest("consume needs a topic, queue_offset >= 0 and max_count >= 0")
+            count = min(request.max_count or b.cfg.max_consume_count, b.cfg.max_consume_count)
+            confirm = b.confirm_offset
+            stored = b.store.read_messages(request.topic, request.queue_offset, count, max_phy=confirm)
+        except BrokerError as e:
+            return pb.ConsumeReply(status=status_of(e), error_message=str(e), master_addr=self._master_addr())
+        except AutoswitchError as e:
+            self.log.error("consume_failed", code=e.code, error=str(e))
+            return pb.ConsumeReply(status=pb.INTERNAL, error_message=f"{e.code}: {e}")
+        reply = pb.ConsumeReply(status=pb.OK, confirm_offset=confirm)
+        total = 0
+        nxt = request.queue_offset
+        for m in stored:
+            body = bytes(m.body)
+            if reply.messages and total + len(body) > b.cfg.max_consume_bytes:
+                break
+            total += len(body)
+            reply.messages.append(
+                pb.ConsumedMessage(
+                    msg_id=m.msg_id, body=body, queue_offset=m.queue_offset, phy_offset=m.phy_offset,
+                    born_ts_ms=m.born_ts_ms, topic=request.topic,
+                )
+            )
+            nxt = m.queue_offset + 1
+        reply.next_queue_offset = nxt
+        b.consumed_msgs += len(reply.messages)
+        return reply
+
+    async def GetBrokerEpoch(self, request: pb.GetBrokerEpochRequest, context: Any) -> pb.GetBrokerEpochReply:
+        b = self.b
+        sss, sss_epoch = b.sync_state_set()
+        return pb.GetBrokerEpochReply(
+            group=b.group,
+            broker_id=b.broker_id,
+            role=b.role,
+            master_epoch=b.master_epoch,
+            epochs=[pb.EpochEntry(epoch=e, start_offset=s, end_offset=t) for e, s, t in b.epoch_entries()],
+            min_offset=b.store.min_offset,
+            max_offset=b.store.max_offset,
+            confirm_offset=b.confirm_offset,
+            sync_state_set=sss,
+            sync_state_set_epoch=sss_epoch,
+        )
+
+    async def SwitchRole(self, request: pb.SwitchRoleRequest, context: Any) -> pb.SwitchRoleReply:
+        b = self.b
+        try:
+            if request.role == "master":
+                await b.become_master(
+                    request.master_epoch, frozenset(request.sync_state_set), request.sync_state_set_epoch
+                )
+            elif request.role == "slave":
+                if not request.master_ha_addr:
+                    raise BadRequest("switch to slave needs master_ha_addr")
+                try:
+                    addr = parse_hostport(request.master_ha_addr, "master_ha_addr")
+                except AutoswitchError as e:
+                    raise BadRequest(str(e)) from e
+                await b.become_slave(request.master_epoch, addr, request.master_addr or None)
+            else:
+                raise BadRequest(f"role must be master or slave, got {request.role!r}")
+        except BrokerError as e:
+            self.log.warning("switch_role_refused", code=e.code, error=str(e), role=request.role,
+                             epoch=request.master_epoch)
+            return pb.SwitchRoleReply(status=status_of(e), error_message=str(e), role=b.role,
+                                      master_epoch=b.master_epoch)
+        except Exception as e:
+            self.log.error("switch_role_failed", error=repr(e), role=request.role, epoch=request.master_epoch,
+                           exc_info=True)
+            return pb.SwitchRoleReply(status=pb.INTERNAL, error_message=repr(e), role=b.role,
+                                      master_epoch=b.master_epoch)
+        return pb.SwitchRoleReply(status=pb.OK, role=b.role, master_epoch=b.master_epoch)
+
+    async def GetStatus(self, request: pb.GetStatusRequest, context: Any) -> pb.GetStatusReply:
+        b = self.b
+        sss, _ = b.sync_state_set()
+        slaves = []
+        if b.ha_master is not None:
+            for s in b.ha_master.slave_infos():
+                slaves.append(
+                    pb.SlaveInfo(
+                        broker_id=int(s.get("brokerId", 0)), addr=str(s.get("addr", "")),
+                        ack_offset=int(s.get("ackOffset", 0)),
+                        last_caught_up_time=float(s.get("lastCaughtUpTime") or 0.0),
+                        in_sync=bool(s.get("inSync", False)),
+                    )
+                )
+        mha = b.master_ha_addr
+        return pb.GetStatusReply(
+            group=b.group, broker_id=b.broker_id, role=b.role, master_epoch=b.master_epoch,
+            max_offset=b.store.max_offset, confirm_offset=b.confirm_offset, listen=b.cfg.listen,
+            ha_listen=b.cfg.ha_listen, master_ha_addr=f"{mha[0]}:{mha[1]}" if mha else "",
+            ack_mode=b.cfg.ack_mode, flush=b.cfg.flush, sync_state_set=sss, slaves=slaves,
+            ha_state=str(getattr(b.ha_slave, "state", "")) if b.ha_slave is not None else "",
+            uptime_s=time.monotonic() - b.started_at, produced_msgs=b.produced_msgs,
+            consumed_msgs=b.consumed_msgs,
+        )
+
+    async def LogDigest(self, request: pb.LogDigestRequest, context: Any) -> pb.LogDigestReply:
+        try:
+            # Allowed while fenced: audits and tests compare replicas whatever their role.
+            lo, hi, digest = await self.b.log_digest(request.from_offset, request.to_offset)
+        except BrokerError as e:
+            return pb.LogDigestReply(status=status_of(e), error_message=str(e))
+        except AutoswitchError as e:
+            return pb.LogDigestReply(status=pb.INTERNAL, error_message=f"{e.code}: {e}")
+        return pb.LogDigestReply(status=pb.OK, from_offset=lo, to_offset=hi, sha256=digest)
+
+
+async def serve(cfg: BrokerConfig, stop_event: asyncio.Event | None = None) -> int:
+    """Run one broker process until SIGTERM/SIGINT (or stop_event); returns an exit code."""
+    log = get_logger("broker", group=cfg.group, brokerId=cfg.broker_id)
+    broker = Broker(cfg)
+    stop_event = stop_event or asyncio.Event()
+    loop = asyncio.get_running_loop()
+    for sig in (signal.SIGTERM, signal.SIGINT):
+        loop.add_signal_handler(sig, stop_event.set)
+    server = grpc.aio.server(options=channel_options(cfg.max_request_bytes))
+    pbg.add_BrokerServiceServicer_to_server(BrokerServicer(broker), server)
+    host, port = parse_hostport(cfg.listen, "listen")
+    bound = server.add_insecure_port(f"{host}:{port}")
+    if bound == 0:
+        log.error("listen_failed", listen=cfg.listen)
+        broker.store.close()
+        return 2
+    await broker.start()
+    try:
+        # Role first, then the gRPC port: a client that can connect sees the configured role.
+        if cfg.role == "master":
+            epoch = cfg.epoch or broker._last_local_epoch() + 1
+            await broker.become_master(epoch)
+        elif cfg.role == "slave":
+            assert cfg.master_ha is not None
+            epoch = cfg.epoch or max(broker._last_local_epoch(), 1)
+            await broker.become_slave(epoch, parse_hostport(cfg.master_ha, "master_ha"), cfg.master_addr)
+        await server.start()
+        log.info("broker_started", listen=cfg.listen, ha_listen=cfg.ha_listen, role=broker.role,
+                 epoch=broker.master_epoch, ack_mode=cfg.ack_mode, flush=cfg.flush)
+        await stop_event.wait()
+        log.info("broker_stopping")
+    finally:
+        await server.stop(grace=1.0)
+        await broker.stop()
+    return 0

@@ -1,0 +1,275 @@
+"""The master's write path: validate -> append one batch -> flush policy -> notify HA -> wait per ack mode.
+
+One writer: appends run on the event-loop thread with no await between the role check and
+the append, so two batches never interleave and no append can happen after a role switch
+began (the switch flips the role first, under the same loop).
+
+Ack modes (docs/broker.md):
+- ``master``: acked once appended locally (and flushed with ``flush = "sync"``).
+- ``all``: every SyncStateSet member has the batch (RocketMQ allAckInSyncStateSet=true).
+- ``quorum``: the HA layer's in-sync-replicas rule (minInSyncReplicas members of the set).
+For ``all``/``quorum`` a set smaller than ``min_in_sync_replicas`` is refused BEFORE the
+append (IN_SYNC_REPLICAS_NOT_ENOUGH, nothing written, like RocketMQ's putMessage check); a
+timeout AFTER the append gives FLUSH_SLAVE_TIMEOUT and the batch stays in the log.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import time
+from dataclasses import dataclass
+from typing import Any, Protocol
+
+from autoswitch.errors import AutoswitchError
+from autoswitch.log import get_logger
+
+from .config import MAX_MSG_ID_BYTES, MAX_TOPIC_BYTES, BrokerConfig
+
+
+class BrokerError(AutoswitchError):
+    code = "BROKER_ERROR"
+
+
+class NotMaster(BrokerError):
+    code = "NOT_MASTER"
+
+
+class Fenced(BrokerError):
+    code = "FENCED"
+
+
+class MessageTooLarge(BrokerError):
+    code = "MESSAGE_TOO_LARGE"
+
+
+class BadRequest(BrokerError):
+    code = "BAD_REQUEST"
+
+
+class StaleEpoch(BrokerError):
+    code = "STALE_EPOCH"
+
+
+class InSyncReplicasNotEnough(BrokerError):
+    code = "IN_SYNC_REPLICAS_NOT_ENOUGH"
+
+
+class FlushSlaveTimeout(BrokerError):
+    code = "FLUSH_SLAVE_TIMEOUT"
+
+
+class Overloaded(BrokerError):
+    code = "OVERLOADED"
+
+
+class Store(Protocol):
+    max_offset: int
+
+    def append_messages(self, msgs: list[Any]) -> Any: ...
+    def flush(self) -> None: ...
+
+
+class Replicator(Protocol):
+    sync_state_set: frozenset[int]
+
+    def notify_appended(self) -> None: ...
+    async def wait_for_replicas(self, offset: int, timeout_s: float) -> None: ...
+
+
+def validate_message(topic: str, body: bytes, msg_id: str, cfg: BrokerConfig) -> BrokerError | None:
+    """The per-message check; returns the error instead of raising so a batch reports per message."""
+    tb = topic.encode("utf-8")
+    if not tb:
+        return BadRequest("empty topic")
+    if len(tb) > MAX_TOPIC_BYTES:
+        return MessageTooLarge(f"topic is {len(tb)} bytes, limit {MAX_TOPIC_BYTES}")
+    mb = msg_id.encode("utf-8")
+    if not mb:
+        return BadRequest("empty msg_id")
+    if len(mb) > MAX_MSG_ID_BYTES:
+        return MessageTooLarge(f"msg_id is {len(mb)} bytes, limit {MAX_MSG_ID_BYTES}")
+    if len(body) > cfg.max_message_bytes:
+        return MessageTooLarge(f"body is {len(body)} bytes, limit {cfg.max_message_bytes}")
+    return None
+
+
+class GroupFlusher:
+    """Flush policy driver.
+
+    sync: a writer waits until a flush covering its end offset finished; concurrent writers
+    share one fsync (group commit). async: a loop flushes every ``interval`` when the log grew.
+    Flushes run on the loop thread: the store is single-threaded by contract.
+    """
+
+    def __init__(self, store: Store, mode: str, interval_s: float) -> None:
+        assert mode in ("sync", "async")
+        self._store = store
+        self.mode = mode
+        self.interval_s = interval_s
+        self.flushed_offset = store.max_offset
+        self._kick = asyncio.Event()
+        self._task: asyncio.Task | None = None
+        self._waiters: list[tuple[int, asyncio.Future]] = []
+        self._log = get_logger("broker.flush")
+        self.flushes = 0
+
+    def start(self) -> None:
+        assert self._task is None
+        self._task = asyncio.get_running_loop().create_task(self._run(), name="flusher")
+
+    async def stop(self) -> None:
+        if self._task is not None:
+            self._task.cancel()
+            try:
+                await self._task
+            except asyncio.CancelledError:
+                pass
+            self._task = None
+        self.flush_now()
+
+    def flush_now(self) -> None:
+        target = self._store.max_offset
+        self._store.flush()
+        self.flushes += 1
+        self.flushed_offset = target
+        still = []
+        for off, fut in self._waiters:
+            if off <= target:
+                if not fut.done():
+                    fut.set_result(None)
+            else:
+                still.append((off, fut))
+        self._waiters = still
+
+    def reset(self) -> None:
+        """After a truncation the flushed offset may be past the end; restart from the log end."""
+        self.flushed_offset = min(self.flushed_offset, self._store.max_offset)
+
+    async def wait_flushed(self, offset: int) -> None:
+        if self.flushed_offset >= offset:
+            return
+        fut = asyncio.get_running_loop().create_future()
+        self._waiters.append((offset, fut))
+        self._kick.set()
+        await fut
+
+    async def _run(self) -> None:
+        while True:
+            if self.mode == "sync":
+                await self._kick.wait()
+                self._kick.clear()
+                # Let the writers that are already runnable append first: one fsync for all of them.
+                await asyncio.sleep(0)
+            else:
+                try:
+                    await asyncio.wait_for(self._kick.wait(), self.interval_s)
+                except TimeoutError:
+                    pass
+                self._kick.clear()
+            if self._store.max_offset > self.flushed_offset or self._waiters:
+                try:
+                    self.flush_now()
+                except Exception as e:  # a failed fsync must fail the waiters, not hang them
+                    self._log.error("flush_failed", error=repr(e))
+                    for _, fut in self._waiters:
+                        if not fut.done():
+                            fut.set_exception(BrokerError(f"flush failed: {e!r}"))
+                    self._waiters = []
+
+
+@dataclass(frozen=True)
+class PutResult:
+    records: list[tuple[int, int, str]]   # (phy_offset, queue_offset, msg_id), request order
+    start_offset: int
+    end_offset: int
+    epoch: int
+
+
+class WritePath:
+    """Owned by the Broker while it is master; dropped (never reused) on a role change."""
+
+    def __init__(
+        self,
+        store: Store,
+        replicator: Replicator,
+        flusher: GroupFlusher,
+        cfg: BrokerConfig,
+        epoch: int,
+        broker_id: int,
+        log: Any,
+    ) -> None:
+        self._store = store
+        self._ha = replicator
+        self._flusher = flusher
+        self._cfg = cfg
+        self.epoch = epoch
+        self.broker_id = broker_id
+        self._log = log
+        self._inflight = 0
+        self.closed = False
+        self.appended_msgs = 0
+
+    def close(self) -> None:
+        self.closed = True
+
+    async def put(self, msgs: list[Any]) -> PutResult:
+        """msgs: already validated store Messages. Raises the typed errors above."""
+        if self.closed:
+            raise NotMaster("role changed")
+        if not msgs:
+            raise BadRequest("empty batch")
+        if len(msgs) > self._cfg.max_batch_messages:
+            raise BadRequest(f"batch of {len(msgs)} messages, limit {self._cfg.max_batch_messages}")
+        if self._inflight >= self._cfg.max_inflight_produce:
+            raise Overloaded(f"{self._inflight} produce requests in flight")
+        waits_for_replicas = self._cfg.ack_mode != "master"
+        if waits_for_replicas:
+            sss = self._ha.sync_state_set
+            if len(sss) < self._cfg.min_in_sync_replicas:
+                raise InSyncReplicasNotEnough(
+                    f"SyncStateSet {sorted(sss)} has {len(sss)} members, "
+                    f"minInSyncReplicas={self._cfg.min_in_sync_replicas}",
+                    sync_state_set=sorted(sss),
+                )
+        res = self._store.append_messages(msgs)
+        assert res.end_offset > res.start_offset, "an append must grow the log"
+        assert res.end_offset <= self._store.max_offset
+        self.appended_msgs += len(msgs)
+        self._inflight += 1
+        try:
+            self._ha.notify_appended()
+            if self._flusher.mode == "sync":
+                await self._flusher.wait_flushed(res.end_offset)
+            if waits_for_replicas:
+                t0 = time.monotonic()
+                try:
+                    await self._ha.wait_for_replicas(res.end_offset, self._cfg.ack_timeout_s)
+                except Exception as e:
+                    mapped = _map_ha_error(e)
+                    self._log.warning(
+                        "produce_not_acked",
+                        code=mapped.code,
+                        end_offset=res.end_offset,
+                        waited_ms=int((time.monotonic() - t0) * 1000),
+                        reason=str(e),
+                    )
+                    raise mapped from e
+        finally:
+            self._inflight -= 1
+        records = [(int(p), int(q), str(m)) for (p, q, m) in res.records]
+        return PutResult(records, res.start_offset, res.end_offset, self.epoch)
+
+
+def _map_ha_error(e: Exception) -> BrokerError:
+    if isinstance(e, BrokerError):
+        return e
+    code = getattr(e, "code", "")
+    name = type(e).__name__
+    if code == "IN_SYNC_REPLICAS_NOT_ENOUGH" or name == "InSyncReplicasNotEnough":
+        return InSyncReplicasNotEnough(str(e))
+    if code == "FLUSH_SLAVE_TIMEOUT" or name == "FlushSlaveTimeout" or isinstance(e, TimeoutError):
+        return FlushSlaveTimeout(str(e) or "replicas did not ack in time")
+    if code == "HA_BUSY" or name == "HABusy":
+        return Overloaded(str(e))
+    # HAMaster stopped under us (role switch): the batch is in the log but not acked.
+    return NotMaster(f"replication interrupted: {e!r}")
