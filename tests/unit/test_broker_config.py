@@ -1,0 +1,46 @@
+from __future__ import annotations
+
+import pytest
+from autoswitch.broker.config import load_config
+
+from autoswitch.errors import ConfigError
+
+
+def test_file_then_cli_overrides(tmp_path):
+    f = tmp_path / "broker.toml"
+    f.write_text('group = "g1"\nbroker-id = 2\nack_mode = "master"\ndata_dir = "/d"\n[ha]\nheartbeat_interval_s = 0.5\n')
+    cfg = load_config(f, {"ack_mode": "all", "broker_id": None, "listen": "127.0.0.1:1"})
+    assert (cfg.group, cfg.broker_id, cfg.ack_mode, cfg.listen) == ("g1", 2, "all", "127.0.0.1:1")
+    assert cfg.ha == {"heartbeat_interval_s": 0.5}
+
+
+def test_broker_table_accepted(tmp_path):
+    f = tmp_path / "all.toml"
+    f.write_text('[broker]\ngroup = "g2"\ndata_dir = "/d"\n')
+    assert load_config(f, {}).group == "g2"
+
+
+@pytest.mark.parametrize(
+    "text,overrides",
+    [
+        ('data_dir = "/d"\nack_modee = "all"\n', {}),                 # typo is an error, not a default
+        ('data_dir = "/d"\n', {"ack_mode": "some"}),
+        ('data_dir = "/d"\n', {"role": "slave"}),                     # slave needs master_ha
+        ('data_dir = "/d"\n', {"listen": "nohost"}),
+        ('data_dir = "/d"\nbroker_id = "2"\n', {}),                   # wrong type
+        ('data_dir = "/d"\nmax_request_bytes = 1073741824\n', {}),    # over the hard ceiling
+        ('data_dir = "/d"\nmax_message_bytes = 0\n', {}),
+        ("", {}),                                                       # data_dir required
+        ("data_dir = \n", {}),                                          # not TOML
+    ],
+)
+def test_bad_configs_are_typed_errors(tmp_path, text, overrides):
+    f = tmp_path / "b.toml"
+    f.write_text(text)
+    with pytest.raises(ConfigError):
+        load_config(f, overrides)
+
+
+def test_missing_file(tmp_path):
+    with pytest.raises(ConfigError):
+        load_config(tmp_path / "nope.toml", {})

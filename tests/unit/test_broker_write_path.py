@@ -1,0 +1,205 @@
+"""WritePath and GroupFlusher against an in-memory log and a controllable replicator.
+
+The collaborators are stand-ins; the thing under test (ack-mode rules, error mapping,
+group commit, limits) is the real code.
+"""
+
+from __future__ import annotations
+
+import asyncio
+from dataclasses import dataclass, field
+
+import pytest
+from autoswitch.broker.config import BrokerConfig
+from autoswitch.broker.write_path import (
+    BadRequest,
+    FlushSlaveTimeout,
+    GroupFlusher,
+    InSyncReplicasNotEnough,
+    MessageTooLarge,
+    NotMaster,
+    WritePath,
+    validate_message,
+)
+
+from autoswitch.log import get_logger
+
+
+@dataclass
+class Msg:
+    topic: str
+    body: bytes
+    msg_id: str
+    born_ts_ms: int = 0
+
+
+@dataclass
+class AppendResult:
+    start_offset: int
+    end_offset: int
+    records: list
+
+
+@dataclass
+class MemLog:
+    max_offset: int = 0
+    flushed: int = 0
+    flush_calls: int = 0
+    queue: dict = field(default_factory=dict)
+
+    def append_messages(self, msgs):
+        start = self.max_offset
+        recs = []
+        for m in msgs:
+            q = self.queue.get(m.topic, 0)
+            self.queue[m.topic] = q + 1
+            recs.append((self.max_offset, q, m.msg_id))
+            self.max_offset += 50 + len(m.body)
+        return AppendResult(start, self.max_offset, recs)
+
+    def flush(self):
+        self.flush_calls += 1
+        self.flushed = self.max_offset
+
+
+class Replicator:
+    """Acks up to `acked` offset; wait_for_replicas blocks until it is reached or times out."""
+
+    def __init__(self, sss=frozenset({1, 2, 3})):
+        self.sync_state_set = sss
+        self.acked = 0
+        self.notified = 0
+        self._cond = asyncio.Condition()
+
+    def notify_appended(self):
+        self.notified += 1
+
+    async def ack(self, offset):
+        async with self._cond:
+            self.acked = offset
+            self._cond.notify_all()
+
+    async def wait_for_replicas(self, offset, timeout_s):
+        async def w():
+            async with self._cond:
+                await self._cond.wait_for(lambda: self.acked >= offset)
+
+        try:
+            await asyncio.wait_for(w(), timeout_s)
+        except TimeoutError as e:
+            from autoswitch.ha.errors import FlushSlaveTimeout as HATimeout
+
+            raise HATimeout("no ack") from e
+
+
+def cfg(**kw):
+    base = dict(data_dir="/nonexistent", ack_mode="all", min_in_sync_replicas=1, ack_timeout_s=0.2, flush="async")
+    base.update(kw)
+    return BrokerConfig(**base).validate()
+
+
+def msgs(n, size=10, topic="t"):
+    return [Msg(topic, b"x" * size, f"id{i}") for i in range(n)]
+
+
+def make(c, sss=frozenset({1, 2, 3})):
+    log = MemLog()
+    rep = Replicator(sss)
+    fl = GroupFlusher(log, c.flush, c.flush_interval_ms / 1000)
+    return log, rep, fl, WritePath(log, rep, fl, c, 7, 1, get_logger("test"))
+
+
+def test_all_ack_returns_only_after_replicas_ack():
+    async def main():
+        c = cfg()
+        log, rep, fl, wp = make(c)
+        task = asyncio.create_task(wp.put(msgs(3)))
+        await asyncio.sleep(0.01)
+        assert not task.done(), "must wait for the replicas"
+        await rep.ack(log.max_offset)
+        res = await task
+        assert [r[1] for r in res.records] == [0, 1, 2]
+        assert res.epoch == 7 and res.end_offset == log.max_offset
+        assert rep.notified == 1
+
+    asyncio.run(main())
+
+
+def test_replica_timeout_is_flush_slave_timeout_and_data_stays():
+    async def main():
+        c = cfg(ack_timeout_s=0.05)
+        log, rep, fl, wp = make(c)
+        with pytest.raises(FlushSlaveTimeout):
+            await wp.put(msgs(2))
+        assert log.max_offset > 0, "the batch stays in the log; the producer may retry"
+
+    asyncio.run(main())
+
+
+def test_small_sync_state_set_refused_before_append():
+    async def main():
+        c = cfg(min_in_sync_replicas=2)
+        log, rep, fl, wp = make(c, sss=frozenset({1}))
+        with pytest.raises(InSyncReplicasNotEnough):
+            await wp.put(msgs(2))
+        assert log.max_offset == 0, "nothing written"
+
+    asyncio.run(main())
+
+
+def test_master_ack_mode_does_not_wait_for_replicas():
+    async def main():
+        c = cfg(ack_mode="master", min_in_sync_replicas=3)
+        log, rep, fl, wp = make(c, sss=frozenset({1}))
+        res = await wp.put(msgs(4))
+        assert len(res.records) == 4 and rep.acked == 0
+
+    asyncio.run(main())
+
+
+def test_closed_write_path_refuses():
+    async def main():
+        c = cfg(ack_mode="master")
+        log, rep, fl, wp = make(c)
+        wp.close()
+        with pytest.raises(NotMaster):
+            await wp.put(msgs(1))
+        assert log.max_offset == 0
+
+    asyncio.run(main())
+
+
+def test_batch_limits():
+    async def main():
+        c = cfg(ack_mode="master", max_batch_messages=5)
+        log, rep, fl, wp = make(c)
+        with pytest.raises(BadRequest):
+            await wp.put(msgs(6))
+        with pytest.raises(BadRequest):
+            await wp.put([])
+        assert log.max_offset == 0
+
+    asyncio.run(main())
+
+
+def test_sync_flush_group_commit_shares_fsyncs():
+    async def main():
+        c = cfg(ack_mode="master", flush="sync")
+        log, rep, fl, wp = make(c)
+        fl.start()
+        results = await asyncio.gather(*(wp.put(msgs(2)) for _ in range(20)))
+        await fl.stop()
+        assert all(r.end_offset <= log.flushed for r in results), "acked only once flushed"
+        assert log.flush_calls < 20, f"concurrent writers must share fsyncs, got {log.flush_calls}"
+
+    asyncio.run(main())
+
+
+def test_validate_message_limits():
+    c = cfg(max_message_bytes=100)
+    assert validate_message("t", b"x" * 100, "a", c) is None
+    assert isinstance(validate_message("t", b"x" * 101, "a", c), MessageTooLarge)
+    assert isinstance(validate_message("", b"x", "a", c), BadRequest)
+    assert isinstance(validate_message("t", b"x", "", c), BadRequest)
+    assert isinstance(validate_message("t", b"x", "é" * 65, c), MessageTooLarge)
+    assert isinstance(validate_message("t" * 256, b"x", "a", c), MessageTooLarge)
