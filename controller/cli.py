@@ -1,0 +1,234 @@
+"""`autoswitch controller`, `autoswitch namesrv` and the controller admin commands.
+
+Admin command names follow RocketMQ's mqadmin (getControllerMetaData -> get-controller-metadata).
+Every admin command takes ``--controller HOST:PORT[,HOST:PORT...]`` (the client follows the
+leader) and ``--json``; on failure it prints the typed error (JSON with --json) and exits 1.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import sys
+from typing import Any
+
+
+def register(sub, admin_sub) -> None:
+    p = sub.add_parser("controller", help="run a controller node (standalone)")
+    _node_args(p, required=True)
+    p.set_defaults(func=_run_controller)
+
+    p = sub.add_parser("namesrv", help="run a name server, optionally with an embedded controller node")
+    p.add_argument("--listen", required=True, help="HOST:PORT of the name server (and embedded controller)")
+    p.add_argument("--route-ttl-s", type=float, default=30.0, help="route expiry without re-registration")
+    p.add_argument("--embed-controller", action="store_true", help="host a controller node in this process")
+    _node_args(p, required=False)
+    p.set_defaults(func=_run_namesrv)
+
+    def admin(name: str, help_: str, func) -> argparse.ArgumentParser:
+        a = admin_sub.add_parser(name, help=help_)
+        a.add_argument("--controller", required=True, help="HOST:PORT[,HOST:PORT...]")
+        a.add_argument("--json", action="store_true", help="machine-readable output")
+        a.add_argument("--timeout-s", type=float, default=10.0)
+        a.set_defaults(func=lambda args: _admin(args, func))
+        return a
+
+    admin("get-controller-metadata", "leader, term and peers as seen by each controller", _get_metadata)
+    a = admin("get-sync-state-set", "SyncStateSet and replica liveness of broker groups", _get_sss)
+    a.add_argument("--broker-name", "-b", action="append", default=[], help="group (repeatable; default all)")
+    a = admin("elect-master", "elect a master (designate one with --broker-id)", _elect_master)
+    a.add_argument("--cluster-name", "-c", default="")
+    a.add_argument("--broker-name", "-b", required=True)
+    a.add_argument("--broker-id", "-i", type=int, default=0, help="designated broker (0 = controller chooses)")
+    a = admin("clean-broker-metadata", "remove broker ids (or a whole group) from the controller", _clean)
+    a.add_argument("--cluster-name", "-c", default="")
+    a.add_argument("--broker-name", "-b", required=True)
+    a.add_argument("--broker-ids", default="", help="comma-separated ids; empty = the whole group")
+    a.add_argument("--clean-living-broker", action="store_true")
+    admin("get-controller-config", "runtime configuration of each listed controller", _get_config)
+    a = admin("update-controller-config", "change runtime keys on each listed controller", _update_config)
+    a.add_argument("--key", "-k", action="append", required=True, help="KEY=VALUE (repeatable)")
+    a = admin("export-controller-events", "fetch the applied-event history (JSON lines)", _export_events)
+    a.add_argument("--out", required=True, help="file to write ('-' = stdout)")
+    a.add_argument("--from-line", type=int, default=0)
+
+
+def _node_args(p: argparse.ArgumentParser, required: bool) -> None:
+    p.add_argument("--node-id", required=required)
+    p.add_argument("--peers", required=required, help="ID=HOST:PORT,... (all controller nodes, incl. this one)")
+    p.add_argument("--data-dir", required=required)
+    p.add_argument("--config", default=None, help="TOML file ([controller] and [raft] tables)")
+
+
+# ---------------- processes ----------------
+
+def _load_config(args, listen: str | None = None):
+    from autoswitch.controller import config as cfgmod
+
+    return cfgmod.load(args.config, node_id=args.node_id, peers=args.peers, data_dir=args.data_dir,
+                       listen=listen)
+
+
+def _run_controller(args) -> int:
+    from autoswitch.errors import AutoswitchError
+
+    try:
+        cfg = _load_config(args)
+    except AutoswitchError as e:
+        print(json.dumps(e.to_dict()), file=sys.stderr)
+        return 2
+    from autoswitch.controller.node import run_forever
+
+    return run_forever(cfg, namesrv=None)
+
+
+def _run_namesrv(args) -> int:
+    from autoswitch.errors import AutoswitchError
+
+    cfg = None
+    if args.embed_controller:
+        if not (args.node_id and args.peers and args.data_dir):
+            print(json.dumps({"code": "CONFIG_ERROR",
+                              "message": "--embed-controller needs --node-id, --peers and --data-dir"}),
+                  file=sys.stderr)
+            return 2
+        try:
+            cfg = _load_config(args, listen=args.listen)
+        except AutoswitchError as e:
+            print(json.dumps(e.to_dict()), file=sys.stderr)
+            return 2
+    from autoswitch.controller.node import run_forever
+
+    return run_forever(cfg, namesrv={"listen": args.listen, "route_ttl_s": args.route_ttl_s})
+
+
+# ---------------- admin ----------------
+
+def _admin(args, func) -> int:
+    import asyncio
+
+    from autoswitch.controller.client import ControllerClient
+
+    from autoswitch.errors import AutoswitchError
+
+    async def go() -> Any:
+        async with ControllerClient(args.controller, deadline_s=args.timeout_s) as client:
+            return await func(client, args)
+
+    try:
+        out = asyncio.run(go())
+    except (AutoswitchError, ValueError) as e:
+        err = e.to_dict() if isinstance(e, AutoswitchError) else {"code": "BAD_ARGUMENT", "message": str(e)}
+        if args.json:
+            print(json.dumps({"ok": False, "error": err}))
+        else:
+            print(f"error: {err['code']}: {err['message']}", file=sys.stderr)
+        return 1
+    if args.json:
+        print(json.dumps({"ok": True, "result": out}, sort_keys=True))
+    else:
+        _print_human(out)
+    return 0
+
+
+def _print_human(out: Any, indent: str = "") -> None:
+    if isinstance(out, dict):
+        for k, v in out.items():
+            if isinstance(v, dict | list):
+                print(f"{indent}{k}:")
+                _print_human(v, indent + "  ")
+            else:
+                print(f"{indent}{k}: {v}")
+    elif isinstance(out, list):
+        for i, v in enumerate(out):
+            print(f"{indent}- [{i}]")
+            _print_human(v, indent + "  ")
+    else:
+        print(f"{indent}{out}")
+
+
+def _msg(m) -> dict:
+    from google.protobuf.json_format import MessageToDict
+
+    d = MessageToDict(m, preserving_proto_field_name=True, always_print_fields_with_no_presence=True)
+    d.pop("header", None)
+    return d
+
+
+async def _get_metadata(client, args) -> Any:
+    from autoswitch.controller.rpc_codes import ControllerRpcError
+
+    from autoswitch.proto import controller_pb2 as pb
+
+    nodes = []
+    for addr in client.addresses:
+        try:
+            nodes.append(dict(address=addr, **_msg(await client.call_node(addr, "GetMetaData",
+                                                                         pb.GetMetaDataRequest()))))
+        except ControllerRpcError as e:
+            nodes.append({"address": addr, "error": e.to_dict()})
+    if all("error" in n for n in nodes):
+        raise ControllerRpcError(nodes[0]["error"]["reply_code"], "no controller answered", nodes=nodes)
+    return {"nodes": nodes}
+
+
+async def _get_sss(client, args) -> Any:
+    return {"groups": [_msg(g) for g in await client.get_sync_state_data(args.broker_name)]}
+
+
+async def _elect_master(client, args) -> Any:
+    info = await client.elect_master(args.cluster_name, args.broker_name, args.broker_id,
+                                     designate=args.broker_id > 0)
+    return {"replica_info": _msg(info)}
+
+
+async def _clean(client, args) -> Any:
+    ids = [int(x) for x in args.broker_ids.split(",") if x.strip()]
+    await client.clean_broker_data(args.cluster_name, args.broker_name, ids, args.clean_living_broker)
+    return {"cleaned": {"broker_name": args.broker_name, "broker_ids": ids}}
+
+
+async def _get_config(client, args) -> Any:
+    from autoswitch.proto import controller_pb2 as pb
+
+    out = {}
+    for addr in client.addresses:
+        out[addr] = dict(sorted((await client.call_node(addr, "GetControllerConfig",
+                                                         pb.GetControllerConfigRequest())).config.items()))
+    return {"config": out}
+
+
+async def _update_config(client, args) -> Any:
+    from autoswitch.proto import controller_pb2 as pb
+
+    changes = {}
+    for kv in args.key:
+        k, sep, v = kv.partition("=")
+        if not sep or not k:
+            raise ValueError(f"--key expects KEY=VALUE, got {kv!r}")
+        changes[k] = v
+    out = {}
+    for addr in client.addresses:
+        r = await client.call_node(addr, "UpdateControllerConfig", pb.UpdateControllerConfigRequest(config=changes))
+        out[addr] = dict(r.config)
+    return {"updated": out}
+
+
+async def _export_events(client, args) -> Any:
+    from autoswitch.proto import controller_pb2 as pb
+
+    lines: list[str] = []
+    nxt = args.from_line
+    for _ in range(100_000):  # bounded: at most 100k pages
+        r = await client.call("ExportEvents", pb.ExportEventsRequest(from_line=nxt, max_lines=5000))
+        lines.extend(r.lines)
+        nxt = r.next_line
+        if r.eof:
+            break
+    data = "".join(line + "\n" for line in lines)
+    if args.out == "-":
+        sys.stdout.write(data) if not args.json else None
+    else:
+        with open(args.out, "w") as f:
+            f.write(data)
+    return {"lines": len(lines), "out": args.out, "next_line": nxt}

@@ -1,0 +1,89 @@
+"""<data-dir>/events.jsonl: the applied-event history, one JSON object per line, in Raft index order.
+
+Written from the apply path on every node, so each node has the full history. After a restart
+the Raft log may re-apply entries already recorded (those after the last snapshot); each line
+carries its Raft index and indices at or below the last recorded one are skipped, so the file
+holds each applied entry once. It is a history for operators and the pipeline, not a source of
+truth: the Raft log and snapshots are. A torn last line (crash mid-write) is cut off at open.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+from array import array
+from pathlib import Path
+from typing import Any
+
+from autoswitch.log import get_logger
+
+_log = get_logger("controller.eventlog")
+
+MAX_LINE_BYTES = 1 << 20
+
+
+class EventLog:
+    def __init__(self, path: Path) -> None:
+        self.path = Path(path)
+        self._offsets = array("q")      # byte offset of each line start; bounded by file size / 8
+        self.last_index = 0
+        self._recover()
+        self._f = open(self.path, "ab")
+
+    def _recover(self) -> None:
+        if not self.path.exists():
+            return
+        good = 0
+        with open(self.path, "rb") as f:
+            pos = 0
+            for raw in f:
+                if not raw.endswith(b"\n"):
+                    break
+                try:
+                    rec = json.loads(raw)
+                except ValueError:
+                    break
+                self._offsets.append(pos)
+                self.last_index = max(self.last_index, int(rec.get("index", 0)))
+                pos += len(raw)
+                good = pos
+        if good != self.path.stat().st_size:
+            _log.warning("events_torn_tail_cut", path=str(self.path), keep_bytes=good)
+            with open(self.path, "r+b") as f:
+                f.truncate(good)
+
+    def __len__(self) -> int:
+        return len(self._offsets)
+
+    def append(self, index: int, record: dict[str, Any]) -> bool:
+        if index <= self.last_index:
+            return False
+        line = json.dumps({"index": index, **record}, default=str, separators=(",", ":"), sort_keys=True)
+        data = line.encode() + b"\n"
+        if len(data) > MAX_LINE_BYTES:
+            _log.error("event_record_too_large", index=index, bytes=len(data))
+            data = json.dumps({"index": index, "truncated": True}).encode() + b"\n"
+        self._offsets.append(self._f.tell())
+        self._f.write(data)
+        self._f.flush()   # visible to readers; durability comes from the Raft log, not from this file
+        self.last_index = index
+        return True
+
+    def read(self, from_line: int, max_lines: int) -> tuple[list[str], int, bool]:
+        n = len(self._offsets)
+        if from_line >= n:
+            return [], n, True
+        end = min(n, from_line + max_lines)
+        out = []
+        with open(self.path, "rb") as f:
+            f.seek(self._offsets[from_line])
+            for _ in range(end - from_line):
+                out.append(f.readline().decode().rstrip("\n"))
+        return out, end, end >= n
+
+    def close(self) -> None:
+        try:
+            self._f.flush()
+            os.fsync(self._f.fileno())
+        finally:
+            self._f.close()

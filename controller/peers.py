@@ -1,0 +1,73 @@
+"""Controller-to-controller liveness queries (Sentinel's is-master-down-by-addr).
+
+The leader asks every other controller node, in parallel and with a short timeout, for its own
+opinion of a batch of brokers. A peer that does not answer in time simply casts no "dead" vote:
+silence never helps declare a master dead. Batches are bounded; channels are kept open.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import time
+
+import grpc
+from autoswitch.controller.config import ControllerConfig
+
+from autoswitch.log import get_logger
+from autoswitch.proto import controller_pb2 as pb
+from autoswitch.proto import controller_pb2_grpc as pbg
+
+MAX_KEYS_PER_QUERY = 20_000
+_log = get_logger("controller.peers")
+
+
+class PeerLiveness:
+    def __init__(self, config: ControllerConfig, self_id: str) -> None:
+        self.self_id = self_id
+        self.peers = {n: a for n, a in config.peers.items() if n != self_id}
+        self._channels: dict[str, grpc.aio.Channel] = {}
+        self._stubs: dict[str, pbg.ControllerServiceStub] = {}
+        self._last_ok: dict[str, float] = {}
+
+    def _stub(self, nid: str) -> pbg.ControllerServiceStub:
+        s = self._stubs.get(nid)
+        if s is None:
+            ch = grpc.aio.insecure_channel(self.peers[nid], options=[
+                ("grpc.initial_reconnect_backoff_ms", 100), ("grpc.max_reconnect_backoff_ms", 1000),
+                ("grpc.max_receive_message_length", 64 << 20)])
+            self._channels[nid] = ch
+            s = self._stubs[nid] = pbg.ControllerServiceStub(ch)
+        return s
+
+    def reachability(self, within_s: float = 10.0) -> dict[str, bool]:
+        now = time.monotonic()
+        return {n: (now - self._last_ok.get(n, -1e18)) <= within_s for n in self.peers}
+
+    async def query(self, keys: list[tuple[str, int]], timeout_s: float) -> dict[str, list[tuple[bool, int]]]:
+        """peer id -> opinions aligned with ``keys``; peers that failed are absent."""
+        keys = keys[:MAX_KEYS_PER_QUERY]
+        req = pb.QueryLivenessRequest(
+            brokers=[pb.BrokerKey(broker_name=g, broker_id=b) for g, b in keys], asking_node=self.self_id
+        )
+
+        async def one(nid: str):
+            try:
+                r = await self._stub(nid).QueryLiveness(req, timeout=timeout_s)
+            except grpc.aio.AioRpcError as e:
+                _log.debug("peer_liveness_failed", peer=nid, status=e.code().name)
+                return nid, None
+            if r.header.code != 0 or len(r.opinions) != len(keys):
+                _log.warning("peer_liveness_bad_reply", peer=nid, code=r.header.code)
+                return nid, None
+            self._last_ok[nid] = time.monotonic()
+            return nid, [(o.alive, o.last_heard_ms_ago) for o in r.opinions]
+
+        results = await asyncio.gather(*(one(n) for n in self.peers))
+        return {n: ops for n, ops in results if ops is not None}
+
+    async def close(self) -> None:
+        chans = list(self._channels.values())
+        self._channels.clear()
+        self._stubs.clear()
+        for ch in chans:
+            await ch.close()

@@ -1,0 +1,295 @@
+"""ControllerService gRPC servicer: validates requests, maps them onto the node, maps replies back.
+
+The servicer holds no state: writes go to ``node.write`` (proposed into Raft, applied by the
+state machine on every node), reads to ``node.read`` (after a read-index barrier on the leader),
+heartbeats and liveness queries to the node's local liveness view. Input is checked here, before
+anything is proposed, so a malformed request costs nothing and gets CONTROLLER_MALFORMED_REQUEST.
+No exception escapes a handler: anything unexpected becomes CONTROLLER_INTERNAL_ERROR + a log line.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import functools
+from typing import TYPE_CHECKING, Any
+
+from autoswitch.controller import rpc_codes as rc
+
+from autoswitch.errors import AutoswitchError
+from autoswitch.log import get_logger
+from autoswitch.proto import controller_pb2 as pb
+from autoswitch.proto import controller_pb2_grpc as pbg
+
+if TYPE_CHECKING:
+    from autoswitch.controller.node import ControllerNode
+
+_log = get_logger("controller.service")
+
+MAX_NAME = 255
+MAX_ADDR = 255
+MAX_IDS = 1024
+MAX_ID = (1 << 62)
+
+
+class BadRequest(AutoswitchError):
+    code = "CONTROLLER_MALFORMED_REQUEST"
+
+
+class NodeReply(AutoswitchError):
+    """Raised by the node for a non-success outcome that is not a state-machine reply."""
+
+    code = "CONTROLLER_NODE_REPLY"
+
+    def __init__(self, reply_code: int, message: str, leader_id: str = "", leader_addr: str = "") -> None:
+        super().__init__(message, reply_code=reply_code)
+        self.reply_code = reply_code
+        self.leader_id = leader_id
+        self.leader_addr = leader_addr
+
+
+def _name(v: str, what: str, required: bool = True) -> str:
+    if required and not v:
+        raise BadRequest(f"{what} is required")
+    if len(v) > MAX_NAME or any(c in v for c in "\n\r\0"):
+        raise BadRequest(f"{what} must be at most {MAX_NAME} printable chars")
+    return v
+
+
+def _id(v: int, what: str, allow_zero: bool = False) -> int:
+    if not (0 if allow_zero else 1) <= v <= MAX_ID:
+        raise BadRequest(f"{what} out of range: {v}")
+    return v
+
+
+def _addr(v: str, what: str) -> str:
+    host, sep, port = v.rpartition(":")
+    if not sep or not host or not port.isdigit() or not 0 < int(port) < 65536 or len(v) > MAX_ADDR:
+        raise BadRequest(f"{what} must be HOST:PORT, got {v[:64]!r}")
+    return v
+
+
+def replica_info_pb(d: dict | None) -> pb.ReplicaInfo:
+    if not d:
+        return pb.ReplicaInfo()
+    return pb.ReplicaInfo(
+        cluster_name=d.get("cluster_name", ""), broker_name=d.get("broker_name", ""),
+        master_broker_id=d.get("master_broker_id") or 0, master_address=d.get("master_address") or "",
+        master_epoch=d.get("master_epoch", 0), sync_state_set_epoch=d.get("sync_state_set_epoch", 0),
+        sync_state_set=sorted(d.get("sync_state_set", ())),
+        eligible_replicas=sorted(d.get("eligible_replicas", ())),
+    )
+
+
+def _handler(reply_cls):
+    """Wrap an RPC: typed errors -> header codes; the reply type carries the header."""
+
+    def deco(fn):
+        @functools.wraps(fn)
+        async def wrapper(self: ControllerServicer, request, context):
+            node = self.node
+            try:
+                reply = await fn(self, request, context)
+                reply.header.node_id = node.node_id
+                return reply
+            except BadRequest as e:
+                _log.warning("bad_request", rpc=fn.__name__, reason=e.message)
+                code, msg, lid, laddr = rc.CONTROLLER_MALFORMED_REQUEST, e.message, "", ""
+            except NodeReply as e:
+                code, msg, lid, laddr = e.reply_code, e.message, e.leader_id, e.leader_addr
+            except asyncio.CancelledError:
+                raise
+            except Exception as e:  # a bug: keep serving, make it loud
+                _log.error("rpc_internal_error", exc_info=True, rpc=fn.__name__)
+                code, msg, lid, laddr = rc.CONTROLLER_INTERNAL_ERROR, f"{type(e).__name__}: {e}", "", ""
+            if code == rc.CONTROLLER_NOT_LEADER and not laddr:
+                lid, laddr = node.leader_hint()
+            return reply_cls(header=pb.ReplyHeader(code=code, message=msg, leader_id=lid or "",
+                                                   leader_addr=laddr or "", node_id=node.node_id))
+
+        return wrapper
+
+    return deco
+
+
+def _header(res: dict) -> pb.ReplyHeader:
+    return pb.ReplyHeader(code=res.get("code", 0), message=res.get("message", ""))
+
+
+class ControllerServicer(pbg.ControllerServiceServicer):
+    def __init__(self, node: ControllerNode) -> None:
+        self.node = node
+
+    # ---- broker identity and registration (writes) ----
+
+    @_handler(pb.GetNextBrokerIdReply)
+    async def GetNextBrokerId(self, request, context):
+        _name(request.cluster_name, "cluster_name", required=False)
+        res = await self.node.read("get_next_broker_id", cluster=request.cluster_name,
+                                   group=_name(request.broker_name, "broker_name"))
+        return pb.GetNextBrokerIdReply(header=_header(res), next_broker_id=res.get("next_broker_id", 0))
+
+    @_handler(pb.ApplyBrokerIdReply)
+    async def ApplyBrokerId(self, request, context):
+        res = await self.node.write(
+            "apply_broker_id", cluster=_name(request.cluster_name, "cluster_name", required=False),
+            group=_name(request.broker_name, "broker_name"),
+            broker_id=_id(request.applied_broker_id, "applied_broker_id"),
+            register_check_code=_name(request.register_check_code, "register_check_code"),
+        )
+        return pb.ApplyBrokerIdReply(header=_header(res))
+
+    @_handler(pb.RegisterBrokerReply)
+    async def RegisterBroker(self, request, context):
+        res = await self.node.write(
+            "register_broker", cluster=_name(request.cluster_name, "cluster_name", required=False),
+            group=_name(request.broker_name, "broker_name"), broker_id=_id(request.broker_id, "broker_id"),
+            address=_addr(request.broker_address, "broker_address"),
+        )
+        return pb.RegisterBrokerReply(header=_header(res), replica_info=replica_info_pb(res.get("replica_info")))
+
+    # ---- liveness (node-local, every node answers) ----
+
+    @_handler(pb.BrokerHeartbeatReply)
+    async def BrokerHeartbeat(self, request, context):
+        _name(request.broker_name, "broker_name")
+        _id(request.broker_id, "broker_id")
+        if request.broker_address:
+            _addr(request.broker_address, "broker_address")
+        for f in ("epoch", "max_offset", "confirm_offset", "heartbeat_timeout_ms"):
+            if getattr(request, f) < 0:
+                raise BadRequest(f"{f} must be >= 0")
+        self.node.record_heartbeat(request)
+        return pb.BrokerHeartbeatReply(header=pb.ReplyHeader(code=0), is_leader=self.node.is_leader,
+                                       raft_term=self.node.term)
+
+    @_handler(pb.QueryLivenessReply)
+    async def QueryLiveness(self, request, context):
+        if len(request.brokers) > 100_000:
+            raise BadRequest("too many brokers in one liveness query")
+        keys = [(_name(k.broker_name, "broker_name"), _id(k.broker_id, "broker_id")) for k in request.brokers]
+        ops = [
+            pb.LivenessOpinion(broker=pb.BrokerKey(broker_name=g, broker_id=b), alive=alive, last_heard_ms_ago=ago)
+            for (g, b), (alive, ago) in zip(keys, self.node.local_opinions(keys), strict=True)
+        ]
+        return pb.QueryLivenessReply(header=pb.ReplyHeader(code=0), opinions=ops)
+
+    # ---- elections and SyncStateSet (writes) ----
+
+    @_handler(pb.ElectMasterReply)
+    async def ElectMaster(self, request, context):
+        group = _name(request.broker_name, "broker_name")
+        _name(request.cluster_name, "cluster_name", required=False)
+        bid = _id(request.broker_id, "broker_id", allow_zero=not request.designate_elect)
+        res = await self.node.elect(request.cluster_name, group, bid, request.designate_elect, trigger="request")
+        return pb.ElectMasterReply(header=_header(res), replica_info=replica_info_pb(res.get("replica_info")))
+
+    @_handler(pb.AlterSyncStateSetReply)
+    async def AlterSyncStateSet(self, request, context):
+        if not 0 < len(request.new_sync_state_set) <= MAX_IDS:
+            raise BadRequest(f"new_sync_state_set must have 1..{MAX_IDS} members")
+        members = [_id(b, "new_sync_state_set member") for b in request.new_sync_state_set]
+        if len(set(members)) != len(members):
+            raise BadRequest("new_sync_state_set has duplicates")
+        res = await self.node.write(
+            "alter_sync_state_set", group=_name(request.broker_name, "broker_name"),
+            master_broker_id=_id(request.master_broker_id, "master_broker_id"),
+            master_epoch=_id(request.master_epoch, "master_epoch", allow_zero=True),
+            new_sync_state_set=sorted(members),
+            sync_state_set_epoch=_id(request.sync_state_set_epoch, "sync_state_set_epoch", allow_zero=True),
+        )
+        return pb.AlterSyncStateSetReply(header=_header(res), sync_state_set=sorted(res.get("sync_state_set", ())),
+                                         sync_state_set_epoch=res.get("sync_state_set_epoch", 0))
+
+    @_handler(pb.CleanBrokerDataReply)
+    async def CleanBrokerData(self, request, context):
+        if len(request.broker_ids) > MAX_IDS:
+            raise BadRequest("too many broker_ids")
+        res = await self.node.write(
+            "clean_broker_data", cluster=_name(request.cluster_name, "cluster_name", required=False),
+            group=_name(request.broker_name, "broker_name"),
+            broker_ids=sorted({_id(b, "broker_id") for b in request.broker_ids}),
+            clean_living_broker=request.clean_living_broker,
+        )
+        return pb.CleanBrokerDataReply(header=_header(res))
+
+    # ---- reads ----
+
+    @_handler(pb.GetReplicaInfoReply)
+    async def GetReplicaInfo(self, request, context):
+        res = await self.node.read("get_replica_info", group=_name(request.broker_name, "broker_name"))
+        return pb.GetReplicaInfoReply(header=_header(res), replica_info=replica_info_pb(res.get("replica_info")))
+
+    @_handler(pb.GetSyncStateDataReply)
+    async def GetSyncStateData(self, request, context):
+        if len(request.broker_names) > self.node.config.max_groups_per_query:
+            raise BadRequest("too many broker_names")
+        groups = [_name(g, "broker_name") for g in request.broker_names]
+        res = await self.node.read("get_sync_state_data", groups=groups)
+        out = []
+        for g in res.get("groups", ()):
+            members = [pb.ReplicaMember(**m) for m in g.get("members", ())]
+            out.append(pb.GroupSyncState(replica_info=replica_info_pb(g.get("replica_info")), members=members))
+        return pb.GetSyncStateDataReply(header=_header(res), groups=out)
+
+    @_handler(pb.GetMetaDataReply)
+    async def GetMetaData(self, request, context):
+        m = self.node.metadata()
+        peers = [pb.ControllerPeer(node_id=n, address=a, reachable=r) for n, a, r in m["peers"]]
+        return pb.GetMetaDataReply(header=pb.ReplyHeader(code=0), node_id=m["node_id"], is_leader=m["is_leader"],
+                                   leader_id=m["leader_id"] or "", leader_addr=m["leader_addr"] or "",
+                                   raft_term=m["term"], peers=peers, groups=m["groups"])
+
+    @_handler(pb.GetControllerConfigReply)
+    async def GetControllerConfig(self, request, context):
+        return pb.GetControllerConfigReply(header=pb.ReplyHeader(code=0), config=self.node.config.runtime_view())
+
+    @_handler(pb.UpdateControllerConfigReply)
+    async def UpdateControllerConfig(self, request, context):
+        from autoswitch.errors import ConfigError
+
+        if len(request.config) > 64:
+            raise BadRequest("too many keys")
+        try:
+            changed = self.node.config.update_runtime(dict(request.config))
+        except ConfigError as e:
+            raise NodeReply(rc.CONTROLLER_CONFIG_REJECTED, e.message) from None
+        _log.info("controller_config_updated", changes=changed)
+        return pb.UpdateControllerConfigReply(header=pb.ReplyHeader(code=0), config=changed)
+
+    @_handler(pb.ExportEventsReply)
+    async def ExportEvents(self, request, context):
+        if request.from_line < 0:
+            raise BadRequest("from_line must be >= 0")
+        n = request.max_lines or 1000
+        if not 0 < n <= self.node.config.events_max_lines_per_call:
+            raise BadRequest("max_lines out of range")
+        lines, nxt, eof = self.node.read_events(request.from_line, n)
+        return pb.ExportEventsReply(header=pb.ReplyHeader(code=0), lines=lines, next_line=nxt, eof=eof)
+
+    # ---- notifications ----
+
+    async def WatchReplicaInfo(self, request, context):
+        try:
+            group = _name(request.broker_name, "broker_name")
+        except BadRequest as e:
+            yield pb.ReplicaInfoEvent(header=pb.ReplyHeader(code=rc.CONTROLLER_MALFORMED_REQUEST, message=e.message,
+                                                            node_id=self.node.node_id))
+            return
+        queue = self.node.watchers.subscribe(group)
+        if queue is None:
+            yield pb.ReplicaInfoEvent(header=pb.ReplyHeader(code=rc.CONTROLLER_OVERLOADED, message="too many watchers",
+                                                            node_id=self.node.node_id))
+            return
+        try:
+            first = self.node.local_replica_info(group)
+            yield pb.ReplicaInfoEvent(header=pb.ReplyHeader(code=0, node_id=self.node.node_id),
+                                      replica_info=replica_info_pb(first), raft_index=0)
+            while True:
+                item: Any = await queue.get()
+                if item is None:   # node stopping or the subscriber fell too far behind
+                    return
+                index, info = item
+                yield pb.ReplicaInfoEvent(header=pb.ReplyHeader(code=0, node_id=self.node.node_id),
+                                          replica_info=replica_info_pb(info), raft_index=index)
+        finally:
+            self.node.watchers.unsubscribe(group, queue)

@@ -1,0 +1,158 @@
+"""Pure parts of the controller process: name server routes, config, heartbeat table, event log, watchers."""
+
+from __future__ import annotations
+
+import asyncio
+import json
+
+import pytest
+from autoswitch.controller import config as cfgmod
+from autoswitch.controller.eventlog import EventLog
+from autoswitch.controller.heartbeats import BeatInfo, HeartbeatTable
+from autoswitch.controller.namesrv import RouteError, RouteTable
+from autoswitch.controller.watchers import Watchers
+
+from autoswitch.errors import ConfigError
+from autoswitch.proto import namesrv_pb2 as npb
+
+
+def route(bid, role, epoch, group="g1", addr=None):
+    return npb.BrokerRoute(cluster_name="c", broker_name=group, broker_id=bid,
+                           address=addr or f"127.0.0.1:{10000 + bid}", role=role, master_epoch=epoch)
+
+
+class TestRouteTable:
+    def test_highest_epoch_master_wins_and_stale_master_never_overrides(self):
+        t = RouteTable(default_ttl_s=30)
+        assert t.register(route(1, "master", 1), 0, now=0) == (True, 1)
+        # failover: broker 2 becomes master at epoch 2
+        assert t.register(route(2, "master", 2), 0, now=1) == (True, 2)
+        # the old master re-registers (it has not learnt yet): not accepted as master
+        assert t.register(route(1, "master", 1), 0, now=2) == (False, 2)
+        assert t.master("g1", now=2).broker_id == 2
+
+    def test_routes_expire_without_reregistration(self):
+        t = RouteTable(default_ttl_s=10)
+        t.register(route(1, "master", 3), 0, now=0)
+        t.register(route(2, "slave", 3), 5.0, now=0)
+        assert [r.broker_id for r in t.routes(now=4)] == [1, 2]
+        assert [r.broker_id for r in t.routes(now=6)] == [1]
+        assert t.master("g1", now=11) is None
+        assert t.expire(now=11) == 2 and len(t) == 0
+
+    def test_expired_new_master_lets_lookup_fall_back_to_live_routes_only(self):
+        t = RouteTable(default_ttl_s=10)
+        t.register(route(1, "master", 1), 0, now=0)
+        t.register(route(2, "master", 2), 1.0, now=0)
+        assert t.master("g1", now=0.5).broker_id == 2
+        assert t.master("g1", now=2).broker_id == 1
+
+    @pytest.mark.parametrize("bad", [
+        route(0, "master", 1), route(1, "leader", 1), route(1, "master", -1),
+        npb.BrokerRoute(broker_name="", broker_id=1, address="a:1", role="slave"),
+        npb.BrokerRoute(broker_name="g", broker_id=1, address="", role="slave"),
+        npb.BrokerRoute(broker_name="g" * 300, broker_id=1, address="a:1", role="slave"),
+    ])
+    def test_bad_routes_rejected(self, bad):
+        with pytest.raises(RouteError):
+            RouteTable().register(bad, 0, now=0)
+
+    def test_table_is_bounded(self):
+        t = RouteTable(default_ttl_s=10, max_routes=2)
+        t.register(route(1, "slave", 0), 0, now=0)
+        t.register(route(2, "slave", 0), 0, now=0)
+        with pytest.raises(OverflowError):
+            t.register(route(3, "slave", 0), 0, now=1)
+        t.register(route(3, "slave", 0), 0, now=20)   # after expiry there is room again
+        assert [r.broker_id for r in t.routes(now=20)] == [3]
+
+
+class TestConfig:
+    def test_toml_then_cli_overrides(self, tmp_path):
+        p = tmp_path / "c.toml"
+        p.write_text('[controller]\nheartbeat_timeout_s = 6\nscan_interval_s = 1.5\n'
+                     'enable_elect_unclean_master = true\n[raft]\nheartbeat_interval_ms = 50\n')
+        c = cfgmod.load(p, node_id="n1", peers="n1=127.0.0.1:9001,n2=127.0.0.1:9002", data_dir="/tmp/x",
+                        scan_interval_s=2.0)
+        assert c.heartbeat_timeout_s == 6.0 and c.scan_interval_s == 2.0
+        assert c.enable_elect_unclean_master is True and c.raft == {"heartbeat_interval_ms": 50}
+        assert c.peers == {"n1": "127.0.0.1:9001", "n2": "127.0.0.1:9002"} and c.listen_addr == "127.0.0.1:9001"
+
+    @pytest.mark.parametrize("toml,kw", [
+        ("[controller]\nheartbeat_timout_s = 6\n", {}),                     # typo -> error, not ignored
+        ("[controller]\nheartbeat_timeout_s = 'x'\n", {}),
+        ("", {"node_id": "n9"}),                                            # not in peers
+        ("", {"peers": "n1=127.0.0.1"}),
+        ("[controller\n", {}),
+    ])
+    def test_bad_config_is_a_config_error(self, tmp_path, toml, kw):
+        p = tmp_path / "c.toml"
+        p.write_text(toml)
+        args = dict(node_id="n1", peers="n1=127.0.0.1:9001", data_dir="/tmp/x")
+        args.update(kw)
+        with pytest.raises(ConfigError):
+            cfgmod.load(p, **args)
+
+    def test_runtime_update_is_all_or_nothing(self):
+        c = cfgmod.load(None, node_id="n1", peers="n1=127.0.0.1:9001", data_dir="/tmp/x")
+        assert c.update_runtime({"scan_interval_s": "1.0", "enable_elect_unclean_master": "true"})
+        assert c.scan_interval_s == 1.0 and c.enable_elect_unclean_master is True
+        for bad in ({"scan_interval_s": "2", "node_id": "n2"}, {"scan_interval_s": "-1"},
+                    {"enable_elect_unclean_master": "maybe"}):
+            with pytest.raises(ConfigError):
+                c.update_runtime(bad)
+        assert c.scan_interval_s == 1.0 and c.node_id == "n1"
+
+
+def beat(t, timeout=0.0, clean=False):
+    return BeatInfo(received_at=t, timeout_s=timeout, address="127.0.0.1:1", epoch=1, max_offset=10,
+                    confirm_offset=5, election_priority=0, clean_shutdown=clean)
+
+
+def test_heartbeat_table_uses_receipt_time_and_timeout():
+    h = HeartbeatTable(default_timeout_s=10)
+    assert h.opinion("g", 1, now=0) == (False, -1)
+    h.record("g", 1, beat(100.0))
+    assert h.is_alive("g", 1, 110.0) and not h.is_alive("g", 1, 110.01)
+    h.record("g", 2, beat(100.0, timeout=2.0))
+    assert not h.is_alive("g", 2, 102.5)
+    h.record("g", 3, beat(100.0, clean=True))
+    assert not h.is_alive("g", 3, 100.0)
+    assert h.opinion("g", 1, 101.5) == (True, 1500)
+    assert h.expire(now=1000, keep_s=600) == 3
+
+
+def test_eventlog_skips_replayed_indices_and_cuts_torn_tail(tmp_path):
+    p = tmp_path / "events.jsonl"
+    e = EventLog(p)
+    assert e.append(1, {"type": "a"}) and e.append(2, {"type": "b"})
+    assert not e.append(2, {"type": "b"})          # re-applied after restart: skipped
+    e.close()
+    with open(p, "ab") as f:
+        f.write(b'{"index": 3, "ty')                # crash mid-line
+    e = EventLog(p)
+    assert len(e) == 2 and e.last_index == 2
+    assert e.append(3, {"type": "c"})
+    lines, nxt, eof = e.read(1, 10)
+    assert [json.loads(x)["type"] for x in lines] == ["b", "c"] and nxt == 3 and eof
+    assert e.read(0, 1) == ([lines[0].replace('"b"', '"a"').replace('"index":2', '"index":1')], 1, False)
+    e.close()
+
+
+def test_watchers_bounded_and_slow_subscriber_dropped():
+    async def go():
+        w = Watchers(max_watchers=2, queue_size=2)
+        q1 = w.subscribe("g")
+        q2 = w.subscribe("g")
+        assert w.subscribe("h") is None
+        for i in range(2):
+            assert w.publish("g", i) == 2
+        q1.get_nowait()
+        q1.get_nowait()
+        w.publish("g", 2)                       # q2 is full: dropped with an end marker
+        assert q1.get_nowait() == 2
+        assert q2.get_nowait() is None and len(w) == 1
+        w.close_all()
+        assert q1.get_nowait() is None and len(w) == 0
+
+    asyncio.run(go())
