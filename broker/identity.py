@@ -1,0 +1,209 @@
+"""The broker identity files (RocketMQ's broker metadata + temp metadata files).
+
+``brokerIdentity`` holds ``cluster#brokerName#brokerId``; ``brokerIdentity.temp``
+holds ``cluster#brokerName#brokerId#registerCheckCode`` while a registration is in
+progress. Each file is two lines: the payload and ``crc32=<8 hex>`` of the payload,
+so a torn or edited file is refused (IdentityFileCorrupt naming the file) instead of
+silently making the broker a new replica. Writes go to a scratch file, fsync,
+rename over the target, fsync the directory: a crash leaves the old or the new
+file, never a mix.
+"""
+
+from __future__ import annotations
+
+import os
+import zlib
+from dataclasses import dataclass
+from pathlib import Path
+
+from autoswitch.errors import ConfigError, CorruptionError
+from autoswitch.log import get_logger
+
+IDENTITY_FILE = "brokerIdentity"
+TEMP_IDENTITY_FILE = "brokerIdentity.temp"
+_SCRATCH_SUFFIX = ".swp"
+MAX_FILE_BYTES = 4096
+MAX_NAME_BYTES = 255
+MAX_CHECK_CODE_BYTES = 255
+
+_log = get_logger("broker.identity")
+
+
+class IdentityFileCorrupt(CorruptionError):
+    code = "IDENTITY_FILE_CORRUPT"
+
+
+class IdentityMismatch(ConfigError):
+    """The identity on disk belongs to another cluster or broker group."""
+
+    code = "IDENTITY_MISMATCH"
+
+
+def _check_name(value: str, what: str) -> None:
+    if not value or "#" in value or "\n" in value or "\r" in value or len(value.encode()) > MAX_NAME_BYTES:
+        raise ValueError(f"{what} must be 1..{MAX_NAME_BYTES} bytes without '#' or newlines: {value!r}")
+
+
+@dataclass(frozen=True)
+class BrokerIdentity:
+    cluster: str
+    group: str  # RocketMQ's brokerName
+    broker_id: int
+
+    def __post_init__(self) -> None:
+        _check_name(self.cluster, "cluster")
+        _check_name(self.group, "group")
+        if not isinstance(self.broker_id, int) or self.broker_id < 1:
+            raise ValueError(f"brokerId must be an int >= 1: {self.broker_id!r}")
+
+    def encode(self) -> str:
+        return f"{self.cluster}#{self.group}#{self.broker_id}"
+
+
+@dataclass(frozen=True)
+class TempIdentity:
+    cluster: str
+    group: str
+    broker_id: int
+    register_check_code: str
+
+    def __post_init__(self) -> None:
+        BrokerIdentity(self.cluster, self.group, self.broker_id)  # same field rules
+        _check_name(self.register_check_code, "registerCheckCode")
+
+    def encode(self) -> str:
+        return f"{self.cluster}#{self.group}#{self.broker_id}#{self.register_check_code}"
+
+    def identity(self) -> BrokerIdentity:
+        return BrokerIdentity(self.cluster, self.group, self.broker_id)
+
+
+@dataclass(frozen=True)
+class LoadedIdentity:
+    identity: BrokerIdentity | None
+    temp: TempIdentity | None
+
+
+def _frame(payload: str) -> bytes:
+    raw = payload.encode()
+    return raw + b"\n" + f"crc32={zlib.crc32(raw):08x}\n".encode()
+
+
+def _unframe(path: Path, data: bytes) -> str:
+    if len(data) > MAX_FILE_BYTES:
+        raise IdentityFileCorrupt(f"{path}: larger than {MAX_FILE_BYTES} bytes", path=str(path))
+    lines = data.split(b"\n")
+    if len(lines) != 3 or lines[2] != b"" or not lines[1].startswith(b"crc32="):
+        raise IdentityFileCorrupt(f"{path}: expected '<payload>\\ncrc32=<hex>\\n'", path=str(path))
+    payload, crc_text = lines[0], lines[1][len(b"crc32=") :]
+    try:
+        crc = int(crc_text, 16)
+    except ValueError:
+        raise IdentityFileCorrupt(f"{path}: bad crc field {crc_text!r}", path=str(path)) from None
+    if len(crc_text) != 8 or zlib.crc32(payload) != crc:
+        raise IdentityFileCorrupt(f"{path}: crc mismatch", path=str(path))
+    try:
+        return payload.decode()
+    except UnicodeDecodeError:
+        raise IdentityFileCorrupt(f"{path}: payload is not UTF-8", path=str(path)) from None
+
+
+def _parse_id(path: Path, text: str) -> int:
+    if not text.isdigit() or (len(text) > 1 and text[0] == "0") or len(text) > 19:
+        raise IdentityFileCorrupt(f"{path}: bad brokerId {text!r}", path=str(path))
+    return int(text)
+
+
+def parse_identity(path: Path, data: bytes) -> BrokerIdentity:
+    parts = _unframe(path, data).split("#")
+    if len(parts) != 3:
+        raise IdentityFileCorrupt(f"{path}: expected cluster#brokerName#brokerId", path=str(path))
+    try:
+        return BrokerIdentity(parts[0], parts[1], _parse_id(path, parts[2]))
+    except ValueError as e:
+        raise IdentityFileCorrupt(f"{path}: {e}", path=str(path)) from None
+
+
+def parse_temp(path: Path, data: bytes) -> TempIdentity:
+    parts = _unframe(path, data).split("#")
+    if len(parts) != 4:
+        raise IdentityFileCorrupt(f"{path}: expected cluster#brokerName#brokerId#registerCheckCode", path=str(path))
+    try:
+        return TempIdentity(parts[0], parts[1], _parse_id(path, parts[2]), parts[3])
+    except ValueError as e:
+        raise IdentityFileCorrupt(f"{path}: {e}", path=str(path)) from None
+
+
+def _fsync_dir(directory: Path) -> None:
+    fd = os.open(directory, os.O_RDONLY)
+    try:
+        os.fsync(fd)
+    finally:
+        os.close(fd)
+
+
+def _atomic_write(path: Path, data: bytes) -> None:
+    scratch = path.with_name(path.name + _SCRATCH_SUFFIX)
+    fd = os.open(scratch, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o644)
+    try:
+        view = memoryview(data)
+        while view:
+            n = os.write(fd, view)
+            view = view[n:]
+        os.fsync(fd)
+    finally:
+        os.close(fd)
+    os.replace(scratch, path)
+    _fsync_dir(path.parent)
+
+
+class IdentityStore:
+    """The two identity files of one broker data directory."""
+
+    def __init__(self, directory: Path) -> None:
+        self.directory = Path(directory)
+        self.identity_path = self.directory / IDENTITY_FILE
+        self.temp_path = self.directory / TEMP_IDENTITY_FILE
+
+    def _read(self, path: Path) -> bytes | None:
+        try:
+            with open(path, "rb") as f:
+                return f.read(MAX_FILE_BYTES + 1)
+        except FileNotFoundError:
+            return None
+
+    def load(self, cluster: str | None = None, group: str | None = None) -> LoadedIdentity:
+        """Both files, parsed strictly. With cluster/group given, a file for another group is refused."""
+        raw_id = self._read(self.identity_path)
+        raw_temp = self._read(self.temp_path)
+        identity = parse_identity(self.identity_path, raw_id) if raw_id is not None else None
+        temp = parse_temp(self.temp_path, raw_temp) if raw_temp is not None else None
+        for path, item in ((self.identity_path, identity), (self.temp_path, temp)):
+            if item is None or cluster is None or group is None:
+                continue
+            if (item.cluster, item.group) != (cluster, group):
+                raise IdentityMismatch(
+                    f"{path} belongs to {item.cluster}#{item.group}, this broker is {cluster}#{group}",
+                    path=str(path),
+                )
+        return LoadedIdentity(identity, temp)
+
+    def write_temp(self, temp: TempIdentity) -> None:
+        self.directory.mkdir(parents=True, exist_ok=True)
+        _atomic_write(self.temp_path, _frame(temp.encode()))
+        _log.info("temp_identity_written", path=str(self.temp_path), brokerId=temp.broker_id, group=temp.group)
+
+    def commit(self, identity: BrokerIdentity) -> None:
+        """Write the identity file, then drop the temp file. A crash in between leaves both;
+        the identity file wins on the next start."""
+        self.directory.mkdir(parents=True, exist_ok=True)
+        _atomic_write(self.identity_path, _frame(identity.encode()))
+        self.remove_temp()
+        _log.info("identity_written", path=str(self.identity_path), brokerId=identity.broker_id, group=identity.group)
+
+    def remove_temp(self) -> None:
+        try:
+            os.unlink(self.temp_path)
+        except FileNotFoundError:
+            return
+        _fsync_dir(self.directory)

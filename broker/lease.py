@@ -1,0 +1,140 @@
+"""Master self-fencing lease (DESIGN-NOTES 7.1), pure.
+
+The broker sends a heartbeat round to every controller. For every controller we
+remember the SEND time of the newest round that controller answered. The lease is
+valid until ``T + masterLeaseMs`` where ``T`` is the k-th newest of those send times
+and ``k`` is a controller majority. Any majority of controllers that later agrees
+"this master is dead" intersects the k controllers behind ``T``; each of those
+received a heartbeat sent at or after ``T``, and measures ``heartbeatTimeout`` from
+its own (later) receipt time. With
+
+    masterLeaseMs * (1 + maxClockRateDrift) + safetyMs < heartbeatTimeoutMs
+
+the old master has stopped acknowledging before any controller majority can call
+it dead, so before a new master can be elected. The order statistic generalises
+"one round answered by a majority": replies to different rounds combine, and a
+late reply can only set a send time in the past, never stretch the lease past
+``send + lease``.
+
+Times are seconds from the broker's monotonic clock; the caller passes ``now``.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterable
+from dataclasses import dataclass
+
+from autoswitch.errors import ConfigError
+
+# Rounds we remember send times for: a reply to a round older than this is
+# useless anyway (its lease has run out long ago) and the table stays bounded.
+MAX_ROUNDS_REMEMBERED = 64
+
+
+@dataclass(frozen=True)
+class LeaseConfig:
+    enabled: bool = True
+    master_lease_ms: int = 6000
+    heartbeat_timeout_ms: int = 10000
+    max_clock_rate_drift: float = 0.01
+    safety_ms: int = 2000
+
+    def margin_ms(self) -> float:
+        """heartbeatTimeout - (lease * (1 + drift) + safety); must be > 0."""
+        return self.heartbeat_timeout_ms - (self.master_lease_ms * (1 + self.max_clock_rate_drift) + self.safety_ms)
+
+    def validate(self, heartbeat_interval_ms: int | None = None) -> LeaseConfig:
+        if self.master_lease_ms <= 0 or self.heartbeat_timeout_ms <= 0 or self.safety_ms < 0:
+            raise ConfigError("master_lease_ms and heartbeat_timeout_ms must be > 0, safety_ms >= 0")
+        if not (0 <= self.max_clock_rate_drift < 0.5):
+            raise ConfigError("max_clock_rate_drift must be in [0, 0.5)", key="max_clock_rate_drift")
+        if self.enabled and self.margin_ms() <= 0:
+            raise ConfigError(
+                "master lease too long: need master_lease_ms*(1+max_clock_rate_drift)+safety_ms "
+                f"< heartbeat_timeout_ms, got {self.master_lease_ms}*(1+{self.max_clock_rate_drift})"
+                f"+{self.safety_ms} >= {self.heartbeat_timeout_ms}",
+                key="master_lease_ms",
+            )
+        if self.enabled and heartbeat_interval_ms is not None and heartbeat_interval_ms >= self.master_lease_ms:
+            # A lease shorter than one heartbeat interval can never stay renewed.
+            raise ConfigError(
+                f"heartbeat_interval_ms ({heartbeat_interval_ms}) must be < master_lease_ms ({self.master_lease_ms})",
+                key="heartbeat_interval_ms",
+            )
+        return self
+
+
+def majority(n: int) -> int:
+    return n // 2 + 1
+
+
+class MasterLease:
+    """Tracks heartbeat rounds and replies; answers "may the master acknowledge now?"."""
+
+    def __init__(self, controllers: Iterable[str], config: LeaseConfig) -> None:
+        self.controllers: tuple[str, ...] = tuple(dict.fromkeys(controllers))
+        assert self.controllers, "a lease needs at least one controller"
+        self.config = config
+        self.quorum = majority(len(self.controllers))
+        self._next_round = 1
+        self._sent: dict[int, float] = {}  # round -> send time
+        self._acked_send: dict[str, float] = {}  # controller -> newest answered send time
+        self._expires_at: float | None = None
+
+    @property
+    def lease_s(self) -> float:
+        return self.config.master_lease_ms / 1000.0
+
+    def on_round_sent(self, now: float) -> int:
+        rnd = self._next_round
+        self._next_round += 1
+        if self._sent:
+            assert now >= max(self._sent.values()), "monotonic clock went backwards"
+        self._sent[rnd] = now
+        while len(self._sent) > MAX_ROUNDS_REMEMBERED:
+            del self._sent[min(self._sent)]
+        return rnd
+
+    def on_reply(self, controller: str, rnd: int, now: float) -> bool:
+        """A controller accepted the heartbeat of round ``rnd``. True if the lease got longer."""
+        if controller not in self.controllers:
+            return False
+        sent = self._sent.get(rnd)
+        if sent is None:
+            return False  # older than anything we remember: it could only grant an expired lease
+        assert sent <= now, "reply before its request was sent"
+        if sent > self._acked_send.get(controller, float("-inf")):
+            self._acked_send[controller] = sent
+        if len(self._acked_send) < self.quorum:
+            return False
+        base = sorted(self._acked_send.values(), reverse=True)[self.quorum - 1]
+        new_expiry = base + self.lease_s
+        if self._expires_at is None or new_expiry > self._expires_at:
+            self._expires_at = new_expiry
+            return True
+        return False
+
+    def expires_at(self) -> float | None:
+        return self._expires_at
+
+    def valid(self, now: float) -> bool:
+        """False once the lease ran out (or was never granted). Always True when disabled."""
+        if not self.config.enabled:
+            return True
+        return self._expires_at is not None and now < self._expires_at
+
+    def remaining(self, now: float) -> float:
+        if self._expires_at is None:
+            return 0.0
+        return max(0.0, self._expires_at - now)
+
+    def status(self, now: float) -> dict:
+        return {
+            "enabled": self.config.enabled,
+            "valid": self.valid(now),
+            "remainingMs": int(self.remaining(now) * 1000),
+            "leaseMs": self.config.master_lease_ms,
+            "quorum": self.quorum,
+            "controllers": len(self.controllers),
+            "answered": sorted(self._acked_send),
+        }
