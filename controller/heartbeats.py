@@ -20,7 +20,7 @@ class BeatInfo:
     max_offset: int
     confirm_offset: int
     election_priority: int
-    clean_shutdown: bool
+    clean_shutdown: bool   # this incarnation started after a clean shutdown (log intact)
 
 
 class HeartbeatTable:
@@ -48,8 +48,7 @@ class HeartbeatTable:
 
     def is_alive(self, group: str, broker_id: int, now: float) -> bool:
         b = self._beats.get((group, broker_id))
-        # A clean shutdown announces death without waiting for the timeout.
-        return b is not None and not b.clean_shutdown and b.received_at + self.timeout_for(b) >= now
+        return b is not None and b.received_at + self.timeout_for(b) >= now
 
     def opinion(self, group: str, broker_id: int, now: float) -> tuple[bool, int]:
         """(alive, ms since last receipt or -1 if never heard)."""

@@ -350,14 +350,24 @@ class BrokerKey(_message.Message):
     def __init__(self, broker_name: _Optional[str] = ..., broker_id: _Optional[int] = ...) -> None: ...
 
 class LivenessOpinion(_message.Message):
-    __slots__ = ("broker", "alive", "last_heard_ms_ago")
+    __slots__ = ("broker", "alive", "last_heard_ms_ago", "epoch", "max_offset", "confirm_offset", "election_priority", "clean_shutdown")
     BROKER_FIELD_NUMBER: _ClassVar[int]
     ALIVE_FIELD_NUMBER: _ClassVar[int]
     LAST_HEARD_MS_AGO_FIELD_NUMBER: _ClassVar[int]
+    EPOCH_FIELD_NUMBER: _ClassVar[int]
+    MAX_OFFSET_FIELD_NUMBER: _ClassVar[int]
+    CONFIRM_OFFSET_FIELD_NUMBER: _ClassVar[int]
+    ELECTION_PRIORITY_FIELD_NUMBER: _ClassVar[int]
+    CLEAN_SHUTDOWN_FIELD_NUMBER: _ClassVar[int]
     broker: BrokerKey
     alive: bool
     last_heard_ms_ago: int
-    def __init__(self, broker: _Optional[_Union[BrokerKey, _Mapping]] = ..., alive: _Optional[bool] = ..., last_heard_ms_ago: _Optional[int] = ...) -> None: ...
+    epoch: int
+    max_offset: int
+    confirm_offset: int
+    election_priority: int
+    clean_shutdown: bool
+    def __init__(self, broker: _Optional[_Union[BrokerKey, _Mapping]] = ..., alive: _Optional[bool] = ..., last_heard_ms_ago: _Optional[int] = ..., epoch: _Optional[int] = ..., max_offset: _Optional[int] = ..., confirm_offset: _Optional[int] = ..., election_priority: _Optional[int] = ..., clean_shutdown: _Optional[bool] = ...) -> None: ...
 
 class QueryLivenessRequest(_message.Message):
     __slots__ = ("brokers", "asking_node")

@@ -116,8 +116,8 @@ def test_heartbeat_table_uses_receipt_time_and_timeout():
     assert h.is_alive("g", 1, 110.0) and not h.is_alive("g", 1, 110.01)
     h.record("g", 2, beat(100.0, timeout=2.0))
     assert not h.is_alive("g", 2, 102.5)
-    h.record("g", 3, beat(100.0, clean=True))
-    assert not h.is_alive("g", 3, 100.0)
+    h.record("g", 3, beat(100.0, clean=False))      # unclean restart is still alive (electability is the SM's call)
+    assert h.is_alive("g", 3, 100.0)
     assert h.opinion("g", 1, 101.5) == (True, 1500)
     assert h.expire(now=1000, keep_s=600) == 3
 
