@@ -1,0 +1,310 @@
+"""AutoSwitchHA frame codec (sans-IO, like h11: bytes in -> frames out, frames -> bytes).
+
+Layouts are RocketMQ's AutoSwitchHA ones, big-endian (docs/protocol.md):
+
+  slave -> master handshake (16 B): i32 state=1, i16 isSyncFromLastFile, i16 isAsyncLearner, i64 slaveBrokerId
+  master -> slave handshake:        i32 state=1, i32 bodySize, i64 masterMaxOffset, i32 lastEpoch,
+                                    body = N x (i32 epoch, i64 startOffset)
+  master -> slave transfer:         i32 state=2, i32 bodySize, i64 batchStartOffset, i32 epoch,
+                                    i64 epochStartOffset, i64 confirmOffset, body = raw log bytes
+  slave -> master ack (12 B):       i32 state=2, i64 slaveMaxOffset
+
+Protocol version: the high byte of the i16 isSyncFromLastFile field (bit 0 is the flag, bits 1-7
+are reserved and must be zero). Version 0 is the plain RocketMQ encoding; we send version 1,
+which has the same layout. A later version may add fields only when both sides said they speak it.
+
+The decoders are direction-specific: the master decodes only what a slave may send and the
+other way round, so a confused peer is rejected by the first header it sends.
+"""
+
+from __future__ import annotations
+
+import struct
+from dataclasses import dataclass
+
+from autoswitch.ha.config import HARD_MAX_BODY_SIZE, HARD_MAX_EPOCH_ENTRIES
+from autoswitch.ha.errors import FrameError
+
+READY, HANDSHAKE, TRANSFER, SUSPEND, SHUTDOWN = 0, 1, 2, 3, 4
+STATE_NAMES = {READY: "READY", HANDSHAKE: "HANDSHAKE", TRANSFER: "TRANSFER",
+               SUSPEND: "SUSPEND", SHUTDOWN: "SHUTDOWN"}
+
+PROTOCOL_VERSION = 1
+MAX_KNOWN_VERSION = 1
+
+_STATE = struct.Struct(">i")
+_SLAVE_HS = struct.Struct(">ihhq")          # 16
+_ACK = struct.Struct(">iq")                 # 12
+_MASTER_HS = struct.Struct(">iiqi")         # 20
+_EPOCH_ENTRY = struct.Struct(">iq")         # 12
+_TRANSFER = struct.Struct(">iiqiqq")        # 36
+
+SLAVE_HANDSHAKE_SIZE = _SLAVE_HS.size
+ACK_SIZE = _ACK.size
+MASTER_HANDSHAKE_HEADER_SIZE = _MASTER_HS.size
+EPOCH_ENTRY_SIZE = _EPOCH_ENTRY.size
+TRANSFER_HEADER_SIZE = _TRANSFER.size
+
+_I32_MAX = 2**31 - 1
+_I64_MAX = 2**63 - 1
+
+
+@dataclass(frozen=True, slots=True)
+class SlaveHandshake:
+    broker_id: int
+    sync_from_last_file: bool = False
+    async_learner: bool = False
+    version: int = PROTOCOL_VERSION
+
+
+@dataclass(frozen=True, slots=True)
+class Ack:
+    slave_max_offset: int
+
+
+@dataclass(frozen=True, slots=True)
+class MasterHandshake:
+    master_max_offset: int
+    last_epoch: int
+    entries: tuple[tuple[int, int], ...]   # (epoch, startOffset), oldest first
+
+
+@dataclass(frozen=True, slots=True)
+class Transfer:
+    batch_start_offset: int
+    epoch: int
+    epoch_start_offset: int
+    confirm_offset: int
+    body: bytes = b""
+
+    @property
+    def is_heartbeat(self) -> bool:
+        return not self.body
+
+
+Frame = SlaveHandshake | Ack | MasterHandshake | Transfer
+
+
+# ----------------------------------------------------------------------------- encoding
+
+def _check_i64(v: int, what: str) -> None:
+    if not 0 <= v <= _I64_MAX:
+        raise FrameError("offset_out_of_range", f"{what}={v} is not a non-negative i64")
+
+
+def _check_i32(v: int, what: str) -> None:
+    if not 0 <= v <= _I32_MAX:
+        raise FrameError("value_out_of_range", f"{what}={v} is not a non-negative i32")
+
+
+def encode_slave_handshake(f: SlaveHandshake) -> bytes:
+    if not 0 <= f.version <= 127:
+        raise FrameError("unsupported_version", f"version {f.version}")
+    _check_i64(f.broker_id, "broker_id")
+    flags1 = (f.version << 8) | int(bool(f.sync_from_last_file))
+    return _SLAVE_HS.pack(HANDSHAKE, flags1, int(bool(f.async_learner)), f.broker_id)
+
+
+def encode_ack(f: Ack) -> bytes:
+    _check_i64(f.slave_max_offset, "slave_max_offset")
+    return _ACK.pack(TRANSFER, f.slave_max_offset)
+
+
+def encode_master_handshake(f: MasterHandshake) -> bytes:
+    _check_i64(f.master_max_offset, "master_max_offset")
+    _check_i32(f.last_epoch, "last_epoch")
+    if len(f.entries) > HARD_MAX_EPOCH_ENTRIES:
+        raise FrameError("too_many_epoch_entries", f"{len(f.entries)} entries")
+    parts = [_MASTER_HS.pack(HANDSHAKE, len(f.entries) * EPOCH_ENTRY_SIZE, f.master_max_offset, f.last_epoch)]
+    for epoch, start in f.entries:
+        _check_i32(epoch, "epoch")
+        _check_i64(start, "start_offset")
+        parts.append(_EPOCH_ENTRY.pack(epoch, start))
+    return b"".join(parts)
+
+
+def encode_transfer_header(f: Transfer) -> bytes:
+    """Header only, so a large body can go to the socket without being copied into one buffer."""
+    if len(f.body) > HARD_MAX_BODY_SIZE:
+        raise FrameError("body_too_large", f"body of {len(f.body)} bytes")
+    _check_i64(f.batch_start_offset, "batch_start_offset")
+    _check_i32(f.epoch, "epoch")
+    _check_i64(f.epoch_start_offset, "epoch_start_offset")
+    _check_i64(f.confirm_offset, "confirm_offset")
+    return _TRANSFER.pack(TRANSFER, len(f.body), f.batch_start_offset, f.epoch,
+                          f.epoch_start_offset, f.confirm_offset)
+
+
+def encode(f: Frame) -> bytes:
+    if isinstance(f, SlaveHandshake):
+        return encode_slave_handshake(f)
+    if isinstance(f, Ack):
+        return encode_ack(f)
+    if isinstance(f, MasterHandshake):
+        return encode_master_handshake(f)
+    if isinstance(f, Transfer):
+        return encode_transfer_header(f) + bytes(f.body)
+    raise TypeError(f"not an HA frame: {type(f).__name__}")
+
+
+# ----------------------------------------------------------------------------- decoding
+
+class _Decoder:
+    """Accumulates bytes and yields whole frames; after a FrameError it stays broken."""
+
+    # The caller drains frames after every feed; this bounds what one feed may add on top of a frame.
+    MAX_FEED = 16 * 1024 * 1024
+
+    def __init__(self) -> None:
+        self._buf = bytearray()
+        self._error: FrameError | None = None
+        self._max_buffer = self.MAX_FEED + 64
+
+    @property
+    def buffered(self) -> int:
+        return len(self._buf)
+
+    def feed(self, data: bytes) -> None:
+        if self._error is not None:
+            raise self._error
+        if len(self._buf) + len(data) > self._max_buffer:
+            self._fail(FrameError("buffer_overflow", f"{len(self._buf) + len(data)} bytes buffered without a whole frame"))
+        self._buf += data
+
+    def next_frame(self) -> Frame | None:
+        """The next whole frame, or None when more bytes are needed."""
+        if self._error is not None:
+            raise self._error
+        if len(self._buf) < 4:
+            return None
+        try:
+            return self._parse()
+        except FrameError as e:
+            self._error = e
+            self._buf.clear()
+            raise
+
+    def frames(self) -> list[Frame]:
+        out: list[Frame] = []
+        while (f := self.next_frame()) is not None:
+            out.append(f)
+        return out
+
+    def _fail(self, err: FrameError) -> None:
+        self._error = err
+        self._buf.clear()
+        raise err
+
+    def _parse(self) -> Frame | None:  # pragma: no cover - overridden
+        raise NotImplementedError
+
+
+class MasterSideDecoder(_Decoder):
+    """Decodes what a master receives from a slave: SlaveHandshake and Ack."""
+
+    def _parse(self) -> Frame | None:
+        buf = self._buf
+        (state,) = _STATE.unpack_from(buf, 0)
+        if state == HANDSHAKE:
+            if len(buf) < SLAVE_HANDSHAKE_SIZE:
+                return None
+            _, flags1, flags2, broker_id = _SLAVE_HS.unpack_from(buf, 0)
+            del buf[:SLAVE_HANDSHAKE_SIZE]
+            if flags1 < 0 or flags2 < 0 or flags1 & 0xFE or flags2 & ~1:
+                raise FrameError("reserved_flag_bits", f"flags {flags1:#x}/{flags2:#x}")
+            version = flags1 >> 8
+            if version > MAX_KNOWN_VERSION:
+                raise FrameError("unsupported_version", f"slave speaks version {version}")
+            if broker_id <= 0:
+                raise FrameError("bad_broker_id", f"slaveBrokerId {broker_id}")
+            return SlaveHandshake(broker_id, bool(flags1 & 1), bool(flags2 & 1), version)
+        if state == TRANSFER:
+            if len(buf) < ACK_SIZE:
+                return None
+            _, off = _ACK.unpack_from(buf, 0)
+            del buf[:ACK_SIZE]
+            if off < 0:
+                raise FrameError("negative_offset", f"slaveMaxOffset {off}")
+            return Ack(off)
+        raise FrameError("bad_state", f"state code {state} from a slave")
+
+
+class SlaveSideDecoder(_Decoder):
+    """Decodes what a slave receives from its master: MasterHandshake and Transfer."""
+
+    def __init__(self, max_body_size: int = 32 * 1024 * 1024, max_epoch_entries: int = 65536) -> None:
+        super().__init__()
+        if not 0 < max_body_size <= HARD_MAX_BODY_SIZE:
+            raise ValueError("max_body_size")
+        if not 0 < max_epoch_entries <= HARD_MAX_EPOCH_ENTRIES:
+            raise ValueError("max_epoch_entries")
+        self.max_body_size = max_body_size
+        self.max_epoch_entries = max_epoch_entries
+        self._max_buffer = max(max_body_size, max_epoch_entries * EPOCH_ENTRY_SIZE) + self.MAX_FEED + 64
+
+    def _parse(self) -> Frame | None:
+        buf = self._buf
+        (state,) = _STATE.unpack_from(buf, 0)
+        if state == TRANSFER:
+            return self._parse_transfer(buf)
+        if state == HANDSHAKE:
+            return self._parse_handshake(buf)
+        raise FrameError("bad_state", f"state code {state} from a master")
+
+    def _parse_transfer(self, buf: bytearray) -> Frame | None:
+        if len(buf) < TRANSFER_HEADER_SIZE:
+            # The size is known after 8 bytes: reject a hostile size before waiting for more.
+            if len(buf) >= 8:
+                self._check_body_size(_STATE.unpack_from(buf, 4)[0])
+            return None
+        _, size, start, epoch, epoch_start, confirm = _TRANSFER.unpack_from(buf, 0)
+        self._check_body_size(size)
+        if start < 0 or epoch_start < 0 or confirm < 0:
+            raise FrameError("negative_offset", f"offsets start={start} epochStart={epoch_start} confirm={confirm}")
+        if epoch < 0:
+            raise FrameError("negative_epoch", f"epoch {epoch}")
+        if epoch_start > start:
+            raise FrameError("epoch_start_after_batch", f"epochStartOffset {epoch_start} > batchStartOffset {start}")
+        total = TRANSFER_HEADER_SIZE + size
+        if len(buf) < total:
+            return None
+        body = bytes(buf[TRANSFER_HEADER_SIZE:total])
+        del buf[:total]
+        return Transfer(start, epoch, epoch_start, confirm, body)
+
+    def _check_body_size(self, size: int) -> None:
+        if size < 0:
+            raise FrameError("negative_body_size", f"bodySize {size}")
+        if size > self.max_body_size:
+            raise FrameError("body_too_large", f"bodySize {size} > limit {self.max_body_size}")
+
+    def _parse_handshake(self, buf: bytearray) -> Frame | None:
+        if len(buf) < 8:
+            return None
+        (size,) = _STATE.unpack_from(buf, 4)
+        if size < 0:
+            raise FrameError("negative_body_size", f"bodySize {size}")
+        if size % EPOCH_ENTRY_SIZE:
+            raise FrameError("body_not_entry_multiple", f"bodySize {size} is not a multiple of {EPOCH_ENTRY_SIZE}")
+        n = size // EPOCH_ENTRY_SIZE
+        if n > self.max_epoch_entries:
+            raise FrameError("too_many_epoch_entries", f"{n} entries > limit {self.max_epoch_entries}")
+        total = MASTER_HANDSHAKE_HEADER_SIZE + size
+        if len(buf) < total:
+            return None
+        _, _, max_off, last_epoch = _MASTER_HS.unpack_from(buf, 0)
+        entries = tuple(_EPOCH_ENTRY.iter_unpack(bytes(buf[MASTER_HANDSHAKE_HEADER_SIZE:total])))
+        del buf[:total]
+        if max_off < 0:
+            raise FrameError("negative_offset", f"masterMaxOffset {max_off}")
+        if last_epoch < 0:
+            raise FrameError("negative_epoch", f"lastEpoch {last_epoch}")
+        prev_epoch, prev_start = 0, 0
+        for epoch, start in entries:
+            if epoch <= prev_epoch or start < prev_start or start > max_off:
+                raise FrameError("bad_epoch_entries",
+                                 f"entry ({epoch},{start}) after ({prev_epoch},{prev_start}), max {max_off}")
+            prev_epoch, prev_start = epoch, start
+        if entries and entries[-1][0] != last_epoch:
+            raise FrameError("last_epoch_mismatch", f"lastEpoch {last_epoch} != last entry {entries[-1][0]}")
+        return MasterHandshake(max_off, last_epoch, entries)

@@ -1,0 +1,69 @@
+"""HA configuration: every limit and timer of the replication layer in one place."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+from autoswitch.errors import ConfigError
+
+MiB = 1024 * 1024
+# Hard caps: a config value above these is a mistake, not a tuning choice.
+HARD_MAX_BODY_SIZE = 256 * MiB
+HARD_MAX_EPOCH_ENTRIES = 1 << 20
+
+ACK_MODES = ("master", "all", "in_sync_replicas")
+
+
+@dataclass
+class HAConfig:
+    # --- frames ---
+    max_body_size: int = 32 * MiB          # largest transfer body a slave accepts
+    max_epoch_entries: int = 65536         # largest EpochFile a master may send in a handshake
+    transfer_batch_size: int = 4 * MiB     # master reads/sends at most this much per transfer frame
+    read_chunk_size: int = 1 * MiB         # socket read size of both adapters
+    # --- timers ---
+    heartbeat_interval_s: float = 1.0      # master sends an empty transfer when idle this long
+    housekeeping_interval_s: float = 10.0  # slave reconnects when the master is silent this long
+    handshake_timeout_s: float = 5.0       # master drops a connection that does not handshake in time
+    connect_timeout_s: float = 3.0
+    reconnect_backoff_min_s: float = 0.1
+    reconnect_backoff_max_s: float = 5.0
+    # --- SyncStateSet ---
+    ha_max_time_slave_not_catchup_s: float = 15.0
+    sync_state_check_interval_s: float = 1.0
+    proposal_timeout_s: float = 5.0
+    proposal_backoff_min_s: float = 0.2
+    proposal_backoff_max_s: float = 5.0
+    # --- write acks ---
+    ack_mode: str = "all"                  # master | all (allAckInSyncStateSet) | in_sync_replicas
+    in_sync_replicas: int = 1              # replicas incl. master that must hold a write (in_sync_replicas mode)
+    min_in_sync_replicas: int = 1          # fewer alive SSS members -> IN_SYNC_REPLICAS_NOT_ENOUGH
+    # --- resource limits ---
+    max_slaves: int = 16
+    max_pending_waits: int = 100_000
+    write_buffer_high: int = 16 * MiB      # transport high-water mark; the transfer loop waits below it
+
+    def validate(self) -> HAConfig:
+        def need(cond: bool, what: str) -> None:
+            if not cond:
+                raise ConfigError(f"invalid HA config: {what}", key=what)
+
+        need(0 < self.max_body_size <= HARD_MAX_BODY_SIZE, "max_body_size")
+        need(0 < self.max_epoch_entries <= HARD_MAX_EPOCH_ENTRIES, "max_epoch_entries")
+        need(0 < self.transfer_batch_size <= self.max_body_size, "transfer_batch_size")
+        need(0 < self.read_chunk_size <= 16 * MiB, "read_chunk_size")
+        for name in ("heartbeat_interval_s", "housekeeping_interval_s", "handshake_timeout_s",
+                     "connect_timeout_s", "reconnect_backoff_min_s", "reconnect_backoff_max_s",
+                     "ha_max_time_slave_not_catchup_s", "sync_state_check_interval_s",
+                     "proposal_timeout_s", "proposal_backoff_min_s", "proposal_backoff_max_s"):
+            need(getattr(self, name) > 0, name)
+        need(self.housekeeping_interval_s > self.heartbeat_interval_s, "housekeeping_interval_s")
+        need(self.reconnect_backoff_max_s >= self.reconnect_backoff_min_s, "reconnect_backoff_max_s")
+        need(self.proposal_backoff_max_s >= self.proposal_backoff_min_s, "proposal_backoff_max_s")
+        need(self.ack_mode in ACK_MODES, "ack_mode")
+        need(self.in_sync_replicas >= 1, "in_sync_replicas")
+        need(self.min_in_sync_replicas >= 1, "min_in_sync_replicas")
+        need(0 < self.max_slaves <= 1024, "max_slaves")
+        need(0 < self.max_pending_waits <= 10_000_000, "max_pending_waits")
+        need(self.write_buffer_high >= 64 * 1024, "write_buffer_high")
+        return self

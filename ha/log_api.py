@@ -1,0 +1,65 @@
+"""What the HA layer needs from a replica's log (docs/interfaces.md, store section).
+
+`autoswitch.broker.store.MessageStore` satisfies it; tests and the simulator may use an
+in-memory implementation. Offsets are physical byte offsets (Python ints, never 32-bit).
+"""
+
+from __future__ import annotations
+
+from typing import TYPE_CHECKING, Protocol, runtime_checkable
+
+if TYPE_CHECKING:
+    from autoswitch.epochfile import EpochCache
+
+
+@runtime_checkable
+class ReplicaLog(Protocol):
+    @property
+    def max_offset(self) -> int:
+        """Next write position (maxPhyOffset)."""
+        ...
+
+    @property
+    def min_offset(self) -> int:
+        """First retained offset."""
+        ...
+
+    @property
+    def epochs(self) -> EpochCache:
+        """Read-only view; mutate only through append_raw/append_epoch/truncate/reset."""
+        ...
+
+    confirm_offset: int  # settable; never > max_offset
+
+    def segment_base(self, offset: int) -> int:
+        """Start offset of the segment holding `offset` (for isSyncFromLastFile); a record boundary.
+
+        Added for HA: `segment_base(max_offset)` is where an empty slave that asked to sync from
+        the master's last file starts. Must be >= min_offset and <= offset.
+        """
+        ...
+
+    def read_raw(self, offset: int, max_bytes: int, limit: int | None = None) -> bytes:
+        """Whole records from `offset`: at most max_bytes, never past `limit`, never crossing a
+        segment end; b"" when nothing to read."""
+        ...
+
+    def append_raw(self, offset: int, data: bytes, epoch: int, epoch_start: int) -> int:
+        """Slave side: append whole records at offset == max_offset (an empty store restarts at
+        `offset`); records (epoch, epoch_start) first when epoch is new. Returns the new max_offset."""
+        ...
+
+    def append_epoch(self, epoch: int, start_offset: int) -> None:
+        """Persist a new (epoch, startOffset) entry before returning."""
+        ...
+
+    def truncate(self, offset: int, last_common_epoch: int | None = None) -> None:
+        """Crash-safe cut of the log to `offset`, then the EpochFile."""
+        ...
+
+    def reset(self, start_offset: int) -> None:
+        """Drop everything; empty log restarting at start_offset."""
+        ...
+
+    def flush(self) -> None:
+        ...

@@ -1,0 +1,174 @@
+"""Master side of one slave connection (sans-IO).
+
+Inputs: decoded frames from the slave, the clock, and the master's ReplicaLog (read only).
+Outputs: frames to send. The asyncio adapter owns the socket; the SyncStateTracker owns the
+SyncStateSet decisions and learns about acks from what `on_ack` returns.
+
+Phases: HANDSHAKE (wait for the slave's handshake) -> WAIT_START (handshake answered; the
+slave's first ack says where its log ends after truncation) -> TRANSFER -> SHUTDOWN.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+from autoswitch.ha.codec import Ack, MasterHandshake, SlaveHandshake, Transfer
+from autoswitch.ha.config import HAConfig
+from autoswitch.ha.errors import HAProtocolError
+from autoswitch.ha.log_api import ReplicaLog
+
+HANDSHAKE = "HANDSHAKE"
+WAIT_START = "WAIT_START"
+TRANSFER = "TRANSFER"
+SHUTDOWN = "SHUTDOWN"
+
+# The slave's first ack after the handshake is 0 when its log is empty: "start me wherever you
+# start" (RocketMQ's convention); a non-empty log always ends above 0.
+EMPTY_SLAVE_OFFSET = 0
+
+
+@dataclass(frozen=True, slots=True)
+class AckResult:
+    broker_id: int
+    offset: int
+    caught_up_at: float | None   # lastCaughtUpTime to record, or None when this ack is behind
+    first: bool                  # the post-handshake ack that fixed the transfer start
+
+
+class MasterSession:
+    def __init__(self, log: ReplicaLog, config: HAConfig, master_broker_id: int, now: float) -> None:
+        self.log = log
+        self.config = config
+        self.master_broker_id = master_broker_id
+        self.phase = HANDSHAKE
+        self.created_at = now
+        self.slave_id: int | None = None
+        self.async_learner = False
+        self.sync_from_last_file = False
+        self.next_offset: int | None = None      # next byte to send (nextTransferFromWhere)
+        self.ack_offset = -1
+        self.last_send_time = now
+        self.master_max_at_last_send: int | None = None
+        self.last_caught_up_time: float | None = None
+        self.bytes_sent = 0
+
+    # ------------------------------------------------------------------ inputs
+
+    def on_handshake(self, f: SlaveHandshake, now: float) -> MasterHandshake:
+        if self.phase != HANDSHAKE:
+            raise HAProtocolError("unexpected_handshake", f"handshake in phase {self.phase}")
+        if f.broker_id == self.master_broker_id:
+            raise HAProtocolError("self_connection", f"slave claims the master's brokerId {f.broker_id}")
+        self.slave_id = f.broker_id
+        self.async_learner = f.async_learner
+        self.sync_from_last_file = f.sync_from_last_file
+        entries = tuple((e.epoch, e.start_offset) for e in self.log.epochs.entries())
+        if len(entries) > self.config.max_epoch_entries:
+            raise HAProtocolError("too_many_epoch_entries", f"{len(entries)} epoch entries")
+        self.phase = WAIT_START
+        last_epoch = entries[-1][0] if entries else 0
+        return MasterHandshake(self.log.max_offset, last_epoch, entries)
+
+    def on_ack(self, f: Ack, now: float) -> AckResult:
+        off = f.slave_max_offset
+        if self.phase == HANDSHAKE:
+            raise HAProtocolError("ack_before_handshake", "ack before the slave's handshake")
+        if self.phase == SHUTDOWN:
+            raise HAProtocolError("session_closed", "ack on a closed session")
+        log_max = self.log.max_offset
+        if self.phase == WAIT_START:
+            start = self._choose_start(off, log_max)
+            self.next_offset = start
+            self.ack_offset = off
+            self.phase = TRANSFER
+            assert self.slave_id is not None
+            return AckResult(self.slave_id, off, None, True)
+        assert self.next_offset is not None and self.slave_id is not None
+        if off < self.ack_offset:
+            raise HAProtocolError("ack_backwards", f"ack {off} < previous ack {self.ack_offset}")
+        if off > log_max:
+            raise HAProtocolError("ack_beyond_master_max", f"ack {off} > master max {log_max}")
+        if off > self.next_offset:
+            raise HAProtocolError("ack_beyond_sent", f"ack {off} > sent up to {self.next_offset}")
+        self.ack_offset = off
+        caught = None
+        if self.master_max_at_last_send is not None and off >= self.master_max_at_last_send:
+            # RocketMQ records the send time, not the ack time: the slave had everything the
+            # master had *then*.
+            caught = self.last_send_time
+            self.last_caught_up_time = caught
+        return AckResult(self.slave_id, off, caught, False)
+
+    def _choose_start(self, off: int, log_max: int) -> int:
+        log = self.log
+        if off == EMPTY_SLAVE_OFFSET:
+            if self.sync_from_last_file:
+                start = log.segment_base(log_max)
+            else:
+                start = log.min_offset
+            assert log.min_offset <= start <= log_max, (start, log.min_offset, log_max)
+            return start
+        if off > log_max:
+            raise HAProtocolError("ack_beyond_master_max", f"slave starts at {off} > master max {log_max}")
+        if off < log.min_offset:
+            # The bytes the slave needs next are gone from the master (retention). Resetting the
+            # slave is an operator decision: it drops data the slave may be the last to hold.
+            raise HAProtocolError("slave_behind_retention",
+                                  f"slave ends at {off}, master keeps from {log.min_offset}")
+        return off
+
+    def close(self) -> None:
+        self.phase = SHUTDOWN
+
+    # ------------------------------------------------------------------ outputs
+
+    def poll_transfer(self, now: float, confirm_offset: int) -> Transfer | None:
+        """The next frame to send: a data batch, a heartbeat when idle, or None."""
+        if self.phase != TRANSFER:
+            return None
+        assert self.next_offset is not None
+        log = self.log
+        log_max = log.max_offset
+        nxt = self.next_offset
+        confirm = min(confirm_offset, log_max)
+        if nxt < log_max:
+            epochs = log.epochs
+            entry = epochs.find_by_offset(nxt, log_max)
+            if entry is None:
+                raise HAProtocolError("no_epoch_for_offset", f"master log has no epoch for offset {nxt}")
+            # Never cross an epoch boundary: the slave records a new epoch from the header alone.
+            limit = epochs.end_offset(entry.epoch, log_max)
+            assert limit > nxt, (limit, nxt, entry)
+            data = log.read_raw(nxt, self.config.transfer_batch_size, limit)
+            if not data:
+                # A record larger than the batch size: one record per frame, up to the body limit.
+                data = log.read_raw(nxt, self.config.max_body_size, limit)
+                if not data:
+                    raise HAProtocolError("record_too_large", f"no whole record at {nxt} within the body limit")
+            assert nxt + len(data) <= limit and len(data) <= self.config.max_body_size
+            frame = Transfer(nxt, entry.epoch, entry.start_offset, confirm, data)
+            self.next_offset = nxt + len(data)
+            self.bytes_sent += len(data)
+        elif now - self.last_send_time >= self.config.heartbeat_interval_s:
+            last = log.epochs.last()
+            epoch, start = (last.epoch, last.start_offset) if last is not None else (0, 0)
+            frame = Transfer(nxt, epoch, start, confirm, b"")
+        else:
+            return None
+        self.master_max_at_last_send = log_max
+        self.last_send_time = now
+        return frame
+
+    def has_pending(self) -> bool:
+        return self.phase == TRANSFER and self.next_offset is not None and self.next_offset < self.log.max_offset
+
+    def info(self) -> dict:
+        return {
+            "brokerId": self.slave_id,
+            "phase": self.phase,
+            "asyncLearner": self.async_learner,
+            "ackOffset": self.ack_offset,
+            "nextOffset": self.next_offset,
+            "lastCaughtUpTime": self.last_caught_up_time,
+            "bytesSent": self.bytes_sent,
+        }

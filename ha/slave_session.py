@@ -1,0 +1,157 @@
+"""Slave side of the connection to a master (sans-IO).
+
+Inputs: decoded frames from the master and the slave's ReplicaLog (which it truncates and
+appends to). Outputs: frames to send (handshake, acks). One session per TCP connection: any
+error ends it, and the adapter reconnects with a fresh session (a fresh handshake).
+"""
+
+from __future__ import annotations
+
+from autoswitch.epochfile import (
+    EpochEntry,
+    EpochRuleError,
+    NoConsistentPoint,
+    entries_to_record,
+    find_consistent_point,
+)
+from autoswitch.ha.codec import Ack, MasterHandshake, SlaveHandshake, Transfer
+from autoswitch.ha.errors import HAProtocolError, OffsetMismatch
+from autoswitch.ha.log_api import ReplicaLog
+
+READY = "READY"
+HANDSHAKE = "HANDSHAKE"
+TRANSFER = "TRANSFER"
+SHUTDOWN = "SHUTDOWN"
+
+
+class SlaveSession:
+    def __init__(self, log: ReplicaLog, broker_id: int, async_learner: bool = False,
+                 sync_from_last_file: bool = False) -> None:
+        if broker_id <= 0:
+            raise ValueError("brokerId starts at 1")
+        self.log = log
+        self.broker_id = broker_id
+        self.async_learner = async_learner
+        self.sync_from_last_file = sync_from_last_file
+        self.phase = READY
+        self.master_epoch = 0
+        self.master_entries: list[EpochEntry] = []
+        self.confirm_offset = 0
+        self.truncated_to: int | None = None
+        self.bytes_received = 0
+
+    def start(self) -> SlaveHandshake:
+        if self.phase != READY:
+            raise HAProtocolError("already_started", f"phase {self.phase}")
+        self.phase = HANDSHAKE
+        return SlaveHandshake(self.broker_id, self.sync_from_last_file, self.async_learner)
+
+    def on_frame(self, f: MasterHandshake | Transfer) -> Ack | None:
+        """Handle one frame; returns an ack to send now, or None (the adapter may coalesce acks)."""
+        if isinstance(f, MasterHandshake):
+            return self._on_handshake(f)
+        if isinstance(f, Transfer):
+            return self._on_transfer(f)
+        raise HAProtocolError("unexpected_frame", type(f).__name__)
+
+    def close(self) -> None:
+        self.phase = SHUTDOWN
+
+    # ------------------------------------------------------------------ handshake
+
+    def _on_handshake(self, f: MasterHandshake) -> Ack:
+        if self.phase != HANDSHAKE:
+            raise HAProtocolError("unexpected_handshake", f"master handshake in phase {self.phase}")
+        log = self.log
+        self.master_entries = [EpochEntry(e, s) for e, s in f.entries]
+        self.master_epoch = f.last_epoch
+        local = log.epochs
+        if len(local) == 0:
+            if log.max_offset != log.min_offset:
+                raise HAProtocolError("log_without_epochs", "slave log holds bytes but no epoch entries")
+        else:
+            last = local.last()
+            assert last is not None
+            try:
+                cp = find_consistent_point(local, log.max_offset, self.master_entries, f.master_max_offset)
+            except NoConsistentPoint as e:
+                if log.max_offset == log.min_offset:
+                    # No bytes that could disagree: only the EpochFile goes, nothing is guessed.
+                    log.reset(log.min_offset)
+                    cp = None
+                else:
+                    # Never guess: keeping divergent bytes would be silent data corruption.
+                    raise HAProtocolError("no_consistent_point", e.message, **e.details) from e
+            if cp is None:
+                pass
+            elif cp.offset < log.min_offset:
+                # Everything retained here diverges: an empty log that restarts where the master says.
+                log.reset(cp.offset)
+            elif cp.offset < log.max_offset or last.epoch > cp.epoch:
+                log.truncate(cp.offset, cp.epoch)
+            self.truncated_to = cp.offset if cp is not None else log.max_offset
+        self.phase = TRANSFER
+        empty = log.max_offset == log.min_offset
+        return Ack(0 if empty else log.max_offset)
+
+    # ------------------------------------------------------------------ transfer
+
+    def _on_transfer(self, f: Transfer) -> Ack:
+        if self.phase != TRANSFER:
+            raise HAProtocolError("transfer_before_handshake", f"transfer in phase {self.phase}")
+        log = self.log
+        local_max = log.max_offset
+        if f.batch_start_offset != local_max:
+            if local_max == log.min_offset and f.batch_start_offset >= self._first_master_offset():
+                # An empty log may start anywhere the master has data (isSyncFromLastFile, retention).
+                log.reset(f.batch_start_offset)
+            else:
+                raise OffsetMismatch("offset_mismatch",
+                                     f"batchStartOffset {f.batch_start_offset} != local max {local_max}",
+                                     batch_start=f.batch_start_offset, local_max=local_max)
+        if f.epoch == 0:
+            if f.body:
+                raise HAProtocolError("data_without_epoch", "transfer body with epoch 0")
+        else:
+            self._record_epoch(f)
+        if f.body:
+            new_max = log.append_raw(f.batch_start_offset, f.body, f.epoch, f.epoch_start_offset)
+            assert new_max == f.batch_start_offset + len(f.body), (new_max, f.batch_start_offset, len(f.body))
+            self.bytes_received += len(f.body)
+        confirm = min(f.confirm_offset, log.max_offset)
+        if confirm > self.confirm_offset:
+            self.confirm_offset = confirm
+            log.confirm_offset = confirm
+        return Ack(log.max_offset)
+
+    def _first_master_offset(self) -> int:
+        return self.master_entries[0].start_offset if self.master_entries else 0
+
+    def _record_epoch(self, f: Transfer) -> None:
+        """Record the header's epoch in the EpochFile BEFORE its bytes are appended."""
+        log = self.log
+        last = log.epochs.last()
+        if last is not None and f.epoch < last.epoch:
+            raise HAProtocolError("epoch_backwards", f"epoch {f.epoch} < local last epoch {last.epoch}",
+                                  epoch=f.epoch, local_epoch=last.epoch)
+        if last is not None and f.epoch == last.epoch:
+            if f.epoch_start_offset != last.start_offset:
+                raise HAProtocolError("epoch_start_mismatch",
+                                      f"epoch {f.epoch} starts at {f.epoch_start_offset}, locally {last.start_offset}")
+            return
+        if f.epoch > self.master_epoch:
+            raise HAProtocolError("epoch_above_master", f"epoch {f.epoch} > master's lastEpoch {self.master_epoch}")
+        # Epochs in which a master wrote nothing never appear in a data header; the handshake
+        # told us about them, so they are recorded too and the EpochFiles stay equal.
+        todo = entries_to_record(log.epochs, self.master_entries, f.epoch)
+        if not todo or todo[-1].epoch != f.epoch:
+            todo.append(EpochEntry(f.epoch, f.epoch_start_offset))
+        elif todo[-1].start_offset != f.epoch_start_offset:
+            raise HAProtocolError("epoch_start_mismatch",
+                                  f"epoch {f.epoch} starts at {f.epoch_start_offset}, handshake said {todo[-1].start_offset}")
+        try:
+            for e in todo:
+                log.append_epoch(e.epoch, e.start_offset)
+        except EpochRuleError as e:
+            raise HAProtocolError("bad_epoch", e.message, **e.details) from e
+        self.master_epoch = max(self.master_epoch, f.epoch)

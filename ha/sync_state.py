@@ -1,0 +1,220 @@
+"""SyncStateSet, confirmOffset and write-ack decisions on the master (sans-IO).
+
+Inputs: connects/disconnects, acks (with the lastCaughtUpTime the session derived), proposal
+results, and the clock. Outputs: the confirmOffset, whether an offset is acknowledged under
+the configured ack mode, and at most one AlterSyncStateSet proposal at a time.
+
+The rule that matters most (RocketMQ #5663): while a proposal is in flight, nobody knows yet
+which set the controller will hold, so an ack must satisfy the UNION of the current and the
+proposed set; counting only one of them acknowledged writes that the next master lacked.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+from autoswitch.ha.config import HAConfig
+from autoswitch.ha.errors import InSyncReplicasNotEnough
+
+
+@dataclass
+class ReplicaState:
+    broker_id: int
+    connected: bool = False
+    async_learner: bool = False
+    ack_offset: int = -1                 # -1: nothing known yet
+    last_caught_up_time: float | None = None
+    connected_at: float | None = None
+
+
+@dataclass(frozen=True)
+class Proposal:
+    new_set: frozenset[int]
+    base_sync_state_set_epoch: int
+    master_epoch: int
+
+
+class SyncStateTracker:
+    def __init__(self, master_id: int, master_epoch: int, sync_state_set: frozenset[int],
+                 sync_state_set_epoch: int, config: HAConfig, now: float,
+                 confirm_offset: int = 0, epoch_start_offset: int = 0) -> None:
+        if master_id not in sync_state_set:
+            raise ValueError(f"SyncStateSet {sorted(sync_state_set)} lacks the master {master_id}")
+        self.master_id = master_id
+        self.master_epoch = master_epoch
+        self.sync_state_set = frozenset(sync_state_set)
+        self.sync_state_set_epoch = sync_state_set_epoch
+        self.config = config
+        self.started_at = now
+        self.epoch_start_offset = epoch_start_offset   # start of the master's current epoch
+        self._confirm = confirm_offset
+        self.replicas: dict[int, ReplicaState] = {}
+        self.in_flight: Proposal | None = None
+        self.failures = 0
+        self.next_proposal_at = now
+        self.proposals_sent = 0
+
+    # ------------------------------------------------------------------ inputs
+
+    def _replica(self, broker_id: int) -> ReplicaState:
+        r = self.replicas.get(broker_id)
+        if r is None:
+            if len(self.replicas) >= 4 * self.config.max_slaves:
+                # Forget disconnected non-members first: the table is bounded.
+                for bid, st in list(self.replicas.items()):
+                    if not st.connected and bid not in self.ack_set:
+                        del self.replicas[bid]
+            r = self.replicas[broker_id] = ReplicaState(broker_id)
+        return r
+
+    def on_connect(self, broker_id: int, async_learner: bool, now: float) -> None:
+        assert broker_id != self.master_id
+        r = self._replica(broker_id)
+        r.connected = True
+        r.async_learner = async_learner
+        r.connected_at = now
+        r.last_caught_up_time = None
+        r.ack_offset = -1
+
+    def on_disconnect(self, broker_id: int, now: float) -> None:
+        r = self.replicas.get(broker_id)
+        if r is not None:
+            r.connected = False
+
+    def on_ack(self, broker_id: int, offset: int, caught_up_at: float | None, master_max: int) -> None:
+        r = self._replica(broker_id)
+        assert offset <= master_max, (offset, master_max)
+        if offset > r.ack_offset:
+            r.ack_offset = offset
+        if caught_up_at is not None:
+            r.last_caught_up_time = caught_up_at
+        self._advance_confirm(master_max)
+
+    def on_proposal_accepted(self, accepted: frozenset[int], sync_state_set_epoch: int, now: float) -> None:
+        self.in_flight = None
+        self.failures = 0
+        self.next_proposal_at = now
+        if sync_state_set_epoch < self.sync_state_set_epoch:
+            return  # an answer older than what we know; ignore it
+        if self.master_id not in accepted:
+            raise ValueError(f"accepted SyncStateSet {sorted(accepted)} lacks the master")
+        self.sync_state_set = frozenset(accepted)
+        self.sync_state_set_epoch = sync_state_set_epoch
+
+    def on_proposal_failed(self, now: float) -> None:
+        self.in_flight = None
+        self.failures += 1
+        backoff = min(self.config.proposal_backoff_min_s * (2 ** min(self.failures - 1, 30)),
+                      self.config.proposal_backoff_max_s)
+        self.next_proposal_at = now + backoff
+
+    def on_sync_state_set(self, sync_state_set: frozenset[int], sync_state_set_epoch: int) -> None:
+        """The controller told us a newer set by another path (replica info poll)."""
+        if sync_state_set_epoch > self.sync_state_set_epoch and self.master_id in sync_state_set:
+            self.sync_state_set = frozenset(sync_state_set)
+            self.sync_state_set_epoch = sync_state_set_epoch
+
+    # ------------------------------------------------------------------ decisions
+
+    @property
+    def ack_set(self) -> frozenset[int]:
+        if self.in_flight is None:
+            return self.sync_state_set
+        return self.sync_state_set | self.in_flight.new_set
+
+    def _ack_of(self, broker_id: int, master_max: int) -> int:
+        if broker_id == self.master_id:
+            return master_max
+        r = self.replicas.get(broker_id)
+        return r.ack_offset if r is not None else -1
+
+    def _advance_confirm(self, master_max: int) -> int:
+        low = min(self._ack_of(b, master_max) for b in self.ack_set)
+        if low > self._confirm:
+            self._confirm = low
+        return self._confirm
+
+    def confirm_offset(self, master_max: int) -> int:
+        """Smallest max offset over the (union) SyncStateSet; never moves backwards."""
+        return self._advance_confirm(master_max)
+
+    def alive_in_sync(self) -> int:
+        n = 0
+        for b in self.sync_state_set:
+            if b == self.master_id:
+                n += 1
+            else:
+                r = self.replicas.get(b)
+                if r is not None and r.connected and not r.async_learner:
+                    n += 1
+        return n
+
+    def check_enough(self) -> None:
+        alive = self.alive_in_sync()
+        if self.config.ack_mode != "master" and alive < self.config.min_in_sync_replicas:
+            raise InSyncReplicasNotEnough(
+                f"{alive} alive SyncStateSet members < minInSyncReplicas {self.config.min_in_sync_replicas}",
+                alive=alive, min_in_sync_replicas=self.config.min_in_sync_replicas)
+
+    def is_acked(self, offset: int, master_max: int) -> bool:
+        mode = self.config.ack_mode
+        if master_max < offset:
+            return False
+        if mode == "master":
+            return True
+        if mode == "all":
+            return all(self._ack_of(b, master_max) >= offset for b in self.ack_set)
+        # in_sync_replicas: count only replicas electable under BOTH the current and the
+        # proposed set, so whichever the controller keeps holds N copies.
+        members = self.sync_state_set if self.in_flight is None else self.sync_state_set & self.in_flight.new_set
+        have = sum(1 for b in members if self._ack_of(b, master_max) >= offset)
+        return have >= self.config.in_sync_replicas
+
+    def desired_set(self, now: float) -> frozenset[int]:
+        keep = {self.master_id}
+        limit = self.config.ha_max_time_slave_not_catchup_s
+        for b in self.sync_state_set:
+            if b == self.master_id:
+                continue
+            r = self.replicas.get(b)
+            if r is None:
+                # Never connected since we became master: grace of one catch-up window.
+                if now - self.started_at <= limit:
+                    keep.add(b)
+                continue
+            if not r.connected or r.async_learner:
+                continue
+            ref = r.last_caught_up_time if r.last_caught_up_time is not None else r.connected_at
+            if ref is not None and now - ref <= limit:
+                keep.add(b)
+        for b, r in self.replicas.items():
+            if b in self.sync_state_set or not r.connected or r.async_learner:
+                continue
+            if r.ack_offset >= self._confirm and r.ack_offset >= self.epoch_start_offset:
+                keep.add(b)
+        return frozenset(keep)
+
+    def tick(self, now: float, master_max: int) -> Proposal | None:
+        """Returns a proposal to carry to the controller, at most one in flight."""
+        self._advance_confirm(master_max)
+        if self.in_flight is not None or now < self.next_proposal_at:
+            return None
+        want = self.desired_set(now)
+        if want == self.sync_state_set:
+            return None
+        self.in_flight = Proposal(want, self.sync_state_set_epoch, self.master_epoch)
+        self.proposals_sent += 1
+        return self.in_flight
+
+    def replica_infos(self, master_max: int) -> list[dict]:
+        out = []
+        for b, r in sorted(self.replicas.items()):
+            out.append({
+                "brokerId": b,
+                "connected": r.connected,
+                "asyncLearner": r.async_learner,
+                "ackOffset": r.ack_offset,
+                "lastCaughtUpTime": r.last_caught_up_time,
+                "inSync": b in self.sync_state_set,
+            })
+        return out

@@ -1,0 +1,160 @@
+"""HA codec: exact byte layouts, round trips, and every FrameError reason."""
+
+from __future__ import annotations
+
+import struct
+
+import pytest
+from autoswitch.ha import codec
+from autoswitch.ha.codec import (
+    Ack,
+    MasterHandshake,
+    MasterSideDecoder,
+    SlaveHandshake,
+    SlaveSideDecoder,
+    Transfer,
+    encode,
+)
+from autoswitch.ha.errors import FrameError
+from hypothesis import given, settings
+from hypothesis import strategies as st
+
+I64 = st.integers(0, 2**63 - 1)
+I32 = st.integers(0, 2**31 - 1)
+
+
+def test_exact_layouts_match_design_notes():
+    assert encode(SlaveHandshake(7, True, False, version=0)) == struct.pack(">ihhq", 1, 1, 0, 7)
+    assert len(encode(SlaveHandshake(7))) == 16
+    assert encode(SlaveHandshake(7, False, True)) == struct.pack(">ihhq", 1, 0x100, 1, 7)
+    assert encode(Ack(123)) == struct.pack(">iq", 2, 123)
+    assert encode(MasterHandshake(900, 3, ((1, 0), (3, 500)))) == (
+        struct.pack(">iiqi", 1, 24, 900, 3) + struct.pack(">iq", 1, 0) + struct.pack(">iq", 3, 500)
+    )
+    assert encode(Transfer(100, 2, 50, 90, b"xyz")) == struct.pack(">iiqiqq", 2, 3, 100, 2, 50, 90) + b"xyz"
+    assert codec.TRANSFER_HEADER_SIZE == 36 and codec.MASTER_HANDSHAKE_HEADER_SIZE == 20
+
+
+def _feed_split(dec, data: bytes, cut: int):
+    dec.feed(data[:cut])
+    out = dec.frames()
+    dec.feed(data[cut:])
+    return out + dec.frames()
+
+
+@settings(max_examples=60, deadline=None)
+@given(st.lists(st.one_of(
+    st.builds(SlaveHandshake, st.integers(1, 2**63 - 1), st.booleans(), st.booleans(), st.integers(0, 1)),
+    st.builds(Ack, I64)), max_size=6), st.integers(0, 200))
+def test_master_side_roundtrip(frames, cut):
+    data = b"".join(encode(f) for f in frames)
+    assert _feed_split(MasterSideDecoder(), data, min(cut, len(data))) == frames
+
+
+@st.composite
+def master_handshakes(draw):
+    n = draw(st.integers(0, 5))
+    epochs = sorted(draw(st.sets(st.integers(1, 2**31 - 1), min_size=n, max_size=n)))
+    starts = sorted(draw(st.lists(st.integers(0, 10**12), min_size=n, max_size=n)))
+    mx = draw(st.integers(starts[-1] if starts else 0, 2**62))
+    return MasterHandshake(mx, epochs[-1] if epochs else draw(I32), tuple(zip(epochs, starts, strict=True)))
+
+
+@st.composite
+def transfers(draw):
+    start = draw(st.integers(0, 2**62))
+    return Transfer(start, draw(I32), draw(st.integers(0, start)), draw(I64), draw(st.binary(max_size=64)))
+
+
+@settings(max_examples=60, deadline=None)
+@given(st.lists(st.one_of(master_handshakes(), transfers()), max_size=5), st.integers(0, 400))
+def test_slave_side_roundtrip(frames, cut):
+    data = b"".join(encode(f) for f in frames)
+    assert _feed_split(SlaveSideDecoder(), data, min(cut, len(data))) == frames
+
+
+def test_byte_by_byte_feeding():
+    frames = [MasterHandshake(10, 1, ((1, 0),)), Transfer(0, 1, 0, 0, b"0123456789"), Transfer(10, 1, 0, 10)]
+    dec = SlaveSideDecoder()
+    out = []
+    for b in b"".join(encode(f) for f in frames):
+        dec.feed(bytes([b]))
+        out += dec.frames()
+    assert out == frames
+
+
+def _master_err(data: bytes) -> str:
+    dec = MasterSideDecoder()
+    dec.feed(data)
+    with pytest.raises(FrameError) as ei:
+        dec.frames()
+    # A broken decoder stays broken: no frame can be pulled out after garbage.
+    with pytest.raises(FrameError):
+        dec.next_frame()
+    return ei.value.reason
+
+
+def _slave_err(data: bytes, **kw) -> str:
+    dec = SlaveSideDecoder(**kw)
+    dec.feed(data)
+    with pytest.raises(FrameError) as ei:
+        dec.frames()
+    with pytest.raises(FrameError):
+        dec.feed(b"more")
+    return ei.value.reason
+
+
+@pytest.mark.parametrize("data,reason", [
+    (struct.pack(">iq", 3, 0), "bad_state"),                         # SUSPEND is never sent on the wire
+    (struct.pack(">iq", 0, 0), "bad_state"),
+    (struct.pack(">iq", -1, 0), "bad_state"),
+    (struct.pack(">iq", 2, -5), "negative_offset"),
+    (struct.pack(">ihhq", 1, 0, 0, 0), "bad_broker_id"),
+    (struct.pack(">ihhq", 1, 0, 0, -3), "bad_broker_id"),
+    (struct.pack(">ihhq", 1, 2, 0, 1), "reserved_flag_bits"),
+    (struct.pack(">ihhq", 1, 0, 0x100, 1), "reserved_flag_bits"),
+    (struct.pack(">ihhq", 1, -1, 0, 1), "reserved_flag_bits"),
+    (struct.pack(">ihhq", 1, 0x200, 0, 1), "unsupported_version"),
+])
+def test_master_side_frame_errors(data, reason):
+    assert _master_err(data) == reason
+
+
+@pytest.mark.parametrize("data,reason", [
+    (struct.pack(">iiqi", 4, 0, 0, 0), "bad_state"),
+    (struct.pack(">iiqi", 1, -12, 0, 0), "negative_body_size"),
+    (struct.pack(">iiqi", 1, 13, 0, 0), "body_not_entry_multiple"),
+    (struct.pack(">iiqi", 1, 12 * 11, 0, 0), "too_many_epoch_entries"),
+    (struct.pack(">iiqi", 1, 0, -1, 0), "negative_offset"),
+    (struct.pack(">iiqi", 1, 0, 0, -1), "negative_epoch"),
+    (struct.pack(">iiqi", 1, 24, 900, 3) + struct.pack(">iqiq", 3, 0, 1, 10), "bad_epoch_entries"),
+    (struct.pack(">iiqi", 1, 24, 900, 3) + struct.pack(">iqiq", 1, 500, 3, 10), "bad_epoch_entries"),
+    (struct.pack(">iiqi", 1, 12, 900, 1) + struct.pack(">iq", 1, 901), "bad_epoch_entries"),
+    (struct.pack(">iiqi", 1, 12, 900, 1) + struct.pack(">iq", 0, 0), "bad_epoch_entries"),
+    (struct.pack(">iiqi", 1, 12, 900, 5) + struct.pack(">iq", 1, 0), "last_epoch_mismatch"),
+    (struct.pack(">ii", 2, -1), "negative_body_size"),
+    (struct.pack(">ii", 2, 1001), "body_too_large"),                # rejected before the body arrives
+    (struct.pack(">iiqiqq", 2, 0, -1, 1, 0, 0), "negative_offset"),
+    (struct.pack(">iiqiqq", 2, 0, 10, 1, 0, -1), "negative_offset"),
+    (struct.pack(">iiqiqq", 2, 0, 10, -1, 0, 0), "negative_epoch"),
+    (struct.pack(">iiqiqq", 2, 0, 10, 1, 11, 0), "epoch_start_after_batch"),
+])
+def test_slave_side_frame_errors(data, reason):
+    assert _slave_err(data, max_body_size=1000, max_epoch_entries=10) == reason
+
+
+def test_buffer_is_bounded():
+    dec = MasterSideDecoder()
+    dec.feed(struct.pack(">i", 1)[:3])
+    with pytest.raises(FrameError) as ei:
+        dec.feed(b"\x00" * (MasterSideDecoder.MAX_FEED + 100))
+    assert ei.value.reason == "buffer_overflow"
+
+
+def test_encoder_refuses_out_of_range_values():
+    with pytest.raises(FrameError):
+        encode(Ack(-1))
+    with pytest.raises(FrameError):
+        encode(Transfer(0, 2**31, 0, 0))
+    with pytest.raises(FrameError):
+        encode(SlaveHandshake(1, version=200))
