@@ -1,0 +1,194 @@
+"""Acked produce throughput: 3 replicas with all-ack vs 1 replica (master only), same client load.
+
+Starts real `python -m autoswitch broker` processes on 127.0.0.1 (ended by PID), runs the same
+bounded load against each setup in the same run, prints progress on stderr and one JSON line
+on stdout: {"acked_msgs_s_1rep", "acked_msgs_s_3rep", "ratio", "p50_ms", "p99_ms", ...}
+(latencies are per Produce request of the 3-replica run). Target: ratio >= 0.5.
+
+    python -m bench.produce [--messages 60000] [--producers 4] [--batch 100] [--size 256] [--max-seconds 60]
+"""
+
+from __future__ import annotations
+
+import argparse
+import asyncio
+import contextlib
+import json
+import os
+import signal
+import socket
+import subprocess
+import sys
+import tempfile
+import time
+from pathlib import Path
+
+HOST = "127.0.0.1"
+
+
+def _free_port() -> int:
+    with contextlib.closing(socket.socket()) as s:
+        s.bind((HOST, 0))
+        return s.getsockname()[1]
+
+
+def _wait_port(port: int, proc: subprocess.Popen, timeout: float = 30.0) -> None:
+    deadline = time.monotonic() + timeout
+    while time.monotonic() < deadline:
+        if proc.poll() is not None:
+            raise RuntimeError(f"broker pid {proc.pid} exited with {proc.returncode}")
+        with contextlib.closing(socket.socket()) as s:
+            s.settimeout(0.2)
+            if s.connect_ex((HOST, port)) == 0:
+                return
+        time.sleep(0.05)
+    raise TimeoutError(f"port {port} not open")
+
+
+def _log(msg: str) -> None:
+    print(f"[bench.produce] {msg}", file=sys.stderr, flush=True)
+
+
+class Cluster:
+    def __init__(self, root: Path, replicas: int, flush: str) -> None:
+        self.root = root
+        self.replicas = replicas
+        self.flush = flush
+        self.procs: list[subprocess.Popen] = []
+        self.master_addr = ""
+
+    def _start(self, bid: int, role: str, port: int, ha_port: int, master_ha: str | None) -> None:
+        args = [
+            sys.executable, "-m", "autoswitch", "--log-level", "warning", "broker", "--role", role,
+            "--group", "bench", "--broker-id", str(bid), "--listen", f"{HOST}:{port}",
+            "--ha-listen", f"{HOST}:{ha_port}", "--data-dir", str(self.root / f"b{bid}"),
+            "--ack-mode", "all" if self.replicas > 1 else "master", "--flush", self.flush,
+            "--min-in-sync-replicas", str(self.replicas),
+        ]
+        if role == "master":
+            args += ["--epoch", "1"]
+        if master_ha:
+            args += ["--master-ha", master_ha]
+        log = open(self.root / f"b{bid}.log", "ab")  # noqa: SIM115 - handed to the child
+        p = subprocess.Popen(args, stdout=log, stderr=subprocess.STDOUT, start_new_session=True)
+        log.close()
+        self.procs.append(p)
+        _wait_port(port, p)
+
+    def start(self) -> None:
+        from autoswitch.broker.client import sync_admin
+
+        ports = [(_free_port(), _free_port()) for _ in range(self.replicas)]
+        self._start(1, "master", *ports[0], None)
+        self.master_addr = f"{HOST}:{ports[0][0]}"
+        for i in range(1, self.replicas):
+            self._start(i + 1, "slave", *ports[i], f"{HOST}:{ports[0][1]}")
+        want = list(range(1, self.replicas + 1))
+        deadline = time.monotonic() + 30
+        with sync_admin(self.master_addr) as a:
+            while sorted(a.get_broker_epoch().sync_state_set) != want:
+                if time.monotonic() > deadline:
+                    raise TimeoutError("slaves did not join the SyncStateSet")
+                time.sleep(0.1)
+
+    def stop(self) -> None:
+        for p in self.procs:
+            if p.poll() is None:
+                os.kill(p.pid, signal.SIGTERM)
+        for p in self.procs:
+            try:
+                p.wait(15)
+            except subprocess.TimeoutExpired:
+                os.kill(p.pid, signal.SIGKILL)
+                p.wait(5)
+
+
+async def _load(addr: str, messages: int, producers: int, batch: int, size: int, max_s: float) -> dict:
+    from autoswitch.broker.client import ProducerClient
+
+    share = messages // producers
+    lat: list[float] = []
+    acked = 0
+    failed = 0
+    deadline = time.monotonic() + max_s
+    body = b"x" * size
+
+    async def one(k: int) -> None:
+        nonlocal acked, failed
+        c = ProducerClient(addr, timeout_s=30)
+        try:
+            sent = 0
+            while sent < share and time.monotonic() < deadline:
+                n = min(batch, share - sent)
+                t = time.perf_counter()
+                r = await c.produce("bench", [body] * n)
+                lat.append((time.perf_counter() - t) * 1000)
+                ok = len(r.acked())
+                acked += ok
+                failed += n - ok
+                sent += n
+        finally:
+            await c.close()
+
+    t0 = time.perf_counter()
+    await asyncio.gather(*(one(k) for k in range(producers)))
+    elapsed = time.perf_counter() - t0
+    lat.sort()
+
+    def pct(p: float) -> float:
+        return round(lat[min(len(lat) - 1, int(p * len(lat)))], 2) if lat else 0.0
+
+    return {"acked": acked, "failed": failed, "elapsed_s": round(elapsed, 3),
+            "acked_msgs_s": round(acked / elapsed, 1) if elapsed else 0.0,
+            "p50_ms": pct(0.50), "p99_ms": pct(0.99), "requests": len(lat)}
+
+
+def run_one(replicas: int, args: argparse.Namespace) -> dict:
+    with tempfile.TemporaryDirectory(prefix=f"bench-produce-{replicas}rep-") as tmp:
+        cl = Cluster(Path(tmp), replicas, args.flush)
+        try:
+            _log(f"starting {replicas} replica(s)")
+            cl.start()
+            # Warm-up: connections, JIT-less but page cache and consume index allocation.
+            asyncio.run(_load(cl.master_addr, min(2000, args.messages), args.producers, args.batch, args.size, 10))
+            _log(f"{replicas} replica(s): {args.messages} msgs, {args.producers} producers x batch {args.batch}")
+            res = asyncio.run(_load(cl.master_addr, args.messages, args.producers, args.batch, args.size,
+                                    args.max_seconds))
+            _log(f"{replicas} replica(s): {res}")
+            return res
+        finally:
+            cl.stop()
+
+
+def main(argv: list[str] | None = None) -> int:
+    ap = argparse.ArgumentParser(prog="python -m bench.produce")
+    ap.add_argument("--messages", type=int, default=60_000)
+    ap.add_argument("--producers", type=int, default=4)
+    ap.add_argument("--batch", type=int, default=100)
+    ap.add_argument("--size", type=int, default=256)
+    ap.add_argument("--flush", choices=["async", "sync"], default="async")
+    ap.add_argument("--max-seconds", type=float, default=60.0, help="per setup")
+    args = ap.parse_args(argv)
+    assert 1 <= args.producers <= 64 and 1 <= args.batch <= 1000 and args.messages % args.producers == 0
+    one = run_one(1, args)
+    three = run_one(3, args)
+    ratio = round(three["acked_msgs_s"] / one["acked_msgs_s"], 3) if one["acked_msgs_s"] else 0.0
+    out = {
+        "acked_msgs_s_1rep": one["acked_msgs_s"],
+        "acked_msgs_s_3rep": three["acked_msgs_s"],
+        "ratio": ratio,
+        "p50_ms": three["p50_ms"],
+        "p99_ms": three["p99_ms"],
+        "p50_ms_1rep": one["p50_ms"],
+        "p99_ms_1rep": one["p99_ms"],
+        "failed": one["failed"] + three["failed"],
+        "load": {"messages": args.messages, "producers": args.producers, "batch": args.batch,
+                 "size": args.size, "flush": args.flush},
+        "target_ratio": 0.5,
+    }
+    print(json.dumps(out))
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
