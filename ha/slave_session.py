@@ -81,7 +81,9 @@ class SlaveSession:
                     cp = None
                 else:
                     # Never guess: keeping divergent bytes would be silent data corruption.
-                    raise HAProtocolError("no_consistent_point", e.message, **e.details) from e
+                    details = {k: v for k, v in e.details.items() if k != "reason"}
+                    raise HAProtocolError("no_consistent_point", e.message,
+                                          divergence=e.details.get("reason"), **details) from e
             if cp is None:
                 pass
             elif cp.offset < log.min_offset:
@@ -139,10 +141,9 @@ class SlaveSession:
                 raise HAProtocolError("epoch_start_mismatch",
                                       f"epoch {f.epoch} starts at {f.epoch_start_offset}, locally {last.start_offset}")
             return
-        if f.epoch > self.master_epoch:
-            raise HAProtocolError("epoch_above_master", f"epoch {f.epoch} > master's lastEpoch {self.master_epoch}")
         # Epochs in which a master wrote nothing never appear in a data header; the handshake
-        # told us about them, so they are recorded too and the EpochFiles stay equal.
+        # told us about them, so they are recorded too and the EpochFiles stay equal. An epoch
+        # above the handshake's lastEpoch is the same master re-elected while connected.
         todo = entries_to_record(log.epochs, self.master_entries, f.epoch)
         if not todo or todo[-1].epoch != f.epoch:
             todo.append(EpochEntry(f.epoch, f.epoch_start_offset))
@@ -153,5 +154,5 @@ class SlaveSession:
             for e in todo:
                 log.append_epoch(e.epoch, e.start_offset)
         except EpochRuleError as e:
-            raise HAProtocolError("bad_epoch", e.message, **e.details) from e
+            raise HAProtocolError("bad_epoch", e.message) from e
         self.master_epoch = max(self.master_epoch, f.epoch)

@@ -1,0 +1,156 @@
+"""SyncStateSet shrink/expand, the union rule, confirmOffset and ack modes, on a fake clock."""
+
+from __future__ import annotations
+
+import pytest
+from autoswitch.ha.config import HAConfig
+from autoswitch.ha.errors import InSyncReplicasNotEnough
+from autoswitch.ha.sync_state import SyncStateTracker
+
+
+def tracker(sss=(1, 2, 3), mode="all", **kw) -> SyncStateTracker:
+    cfg = HAConfig(ack_mode=mode, ha_max_time_slave_not_catchup_s=15.0, **kw).validate()
+    return SyncStateTracker(1, 5, frozenset(sss), 10, cfg, now=0.0)
+
+
+def test_confirm_offset_is_min_over_members_and_monotonic():
+    t = tracker()
+    t.on_connect(2, False, 0)
+    t.on_connect(3, False, 0)
+    t.on_ack(2, 500, 0, master_max=1000)
+    assert t.confirm_offset(1000) == 0            # 3 unknown
+    t.on_ack(3, 700, 0, master_max=1000)
+    assert t.confirm_offset(1000) == 500
+    t.on_connect(2, False, 1)                     # reconnect: ack unknown again
+    assert t.confirm_offset(1000) == 500          # never backwards
+    # A non-member does not hold the confirm back.
+    t.on_connect(9, True, 1)
+    t.on_ack(2, 900, None, 1000)
+    assert t.confirm_offset(1000) == 700
+
+
+def test_shrink_after_not_catching_up_for_the_window():
+    t = tracker()
+    t.on_connect(2, False, 0)
+    t.on_connect(3, False, 0)
+    t.on_ack(2, 100, 1.0, 100)
+    t.on_ack(3, 100, 1.0, 100)
+    assert t.tick(15.0, 100) is None
+    t.on_ack(2, 100, 16.0, 200)                    # 2 keeps up, 3 goes quiet
+    assert t.tick(16.0, 200) is None
+    p = t.tick(16.5, 200)
+    assert p is not None and p.new_set == frozenset({1, 2}) and p.base_sync_state_set_epoch == 10
+    assert t.tick(17.0, 200) is None              # one proposal in flight at a time
+
+
+def test_disconnected_member_is_shrunk_at_once_never_connected_after_grace():
+    t = tracker()
+    t.on_connect(2, False, 0)
+    t.on_disconnect(2, 1.0)
+    p = t.tick(1.0, 0)
+    assert p.new_set == frozenset({1, 3})         # 3 never connected: still in its grace window
+    t.on_proposal_accepted(p.new_set, 11, 1.0)
+    p = t.tick(15.5, 0)
+    assert p.new_set == frozenset({1})
+
+
+def test_expand_needs_confirm_and_current_epoch_start():
+    cfg = HAConfig().validate()
+    t = SyncStateTracker(1, 5, frozenset({1}), 10, cfg, now=0.0, epoch_start_offset=400)
+    t.on_connect(2, False, 0)
+    t.on_ack(2, 300, None, 1000)
+    assert t.tick(1.0, 1000) is None              # below confirm (1000) and the epoch start
+    t.on_ack(2, 1000, 1.0, 1000)
+    p = t.tick(1.0, 1000)
+    assert p.new_set == frozenset({1, 2})
+    t.on_proposal_accepted(p.new_set, 11, 1.0)
+    assert t.sync_state_set == frozenset({1, 2}) and t.sync_state_set_epoch == 11
+
+
+def test_async_learner_never_joins_and_never_counts():
+    t = tracker(sss=(1,))
+    t.on_connect(7, True, 0)
+    t.on_ack(7, 1000, 0.5, 1000)
+    assert t.tick(1.0, 1000) is None
+    assert t.is_acked(1000, 1000)
+
+
+def test_union_rule_while_a_proposal_is_in_flight():
+    """RocketMQ #5663: during a change, an ack must hold under both the old and the new set."""
+    t = tracker(sss=(1, 2))
+    t.on_connect(2, False, 0)
+    t.on_connect(3, False, 0)
+    t.on_ack(2, 100, 0.0, 100)
+    t.on_ack(3, 100, 0.0, 100)
+    p = t.tick(0.5, 100)                          # expand with 3
+    assert p.new_set == frozenset({1, 2, 3})
+    t.on_ack(2, 200, None, 300)
+    assert not t.is_acked(200, 300), "3 is in the proposed set and lacks 200"
+    t.on_ack(3, 200, None, 300)
+    assert t.is_acked(200, 300)
+    t.on_proposal_accepted(p.new_set, 11, 1.0)
+    # Shrink in flight: 3 is leaving, but until the controller agrees it still counts.
+    t.on_disconnect(3, 2.0)
+    p = t.tick(2.0, 400)
+    assert p.new_set == frozenset({1, 2})
+    t.on_ack(2, 400, None, 400)
+    assert not t.is_acked(400, 400)
+    assert t.confirm_offset(400) == 200
+    t.on_proposal_accepted(p.new_set, 12, 2.5)
+    assert t.is_acked(400, 400) and t.confirm_offset(400) == 400
+
+
+def test_failed_proposals_back_off_exponentially_and_are_capped():
+    t = tracker(sss=(1, 2), proposal_backoff_min_s=0.2, proposal_backoff_max_s=1.0)
+    t.on_connect(2, False, 0)
+    t.on_disconnect(2, 0)
+    now, gaps = 0.0, []
+    last = None
+    while len(gaps) < 5 and now < 30:
+        p = t.tick(now, 0)
+        if p is not None:
+            if last is not None:
+                gaps.append(now - last)
+            last = now
+            t.on_proposal_failed(now)
+        now = round(now + 0.01, 2)
+    assert gaps == pytest.approx([0.2, 0.4, 0.8, 1.0, 1.0], abs=0.011)
+
+
+def test_ack_mode_master():
+    t = tracker(mode="master")
+    assert t.is_acked(100, 100) and not t.is_acked(101, 100)
+    t.check_enough()                             # master mode never needs slaves
+
+
+def test_ack_mode_in_sync_replicas_counts_n_including_master():
+    t = tracker(sss=(1, 2, 3), mode="in_sync_replicas", in_sync_replicas=2, min_in_sync_replicas=2)
+    t.on_connect(2, False, 0)
+    t.on_connect(3, False, 0)
+    assert not t.is_acked(100, 100)
+    t.on_ack(3, 100, 0.0, 100)
+    assert t.is_acked(100, 100)
+    # During a shrink of 3, only replicas in both sets count.
+    t.on_disconnect(3, 1.0)
+    t.tick(1.0, 100)
+    assert not t.is_acked(100, 100)
+
+
+def test_min_in_sync_replicas_fails_fast():
+    t = tracker(sss=(1, 2, 3), min_in_sync_replicas=2)
+    with pytest.raises(InSyncReplicasNotEnough) as ei:
+        t.check_enough()
+    assert ei.value.code == "IN_SYNC_REPLICAS_NOT_ENOUGH"
+    t.on_connect(2, False, 0)
+    t.check_enough()
+    t.on_connect(4, False, 0)                     # alive but not a member: does not count
+    t.on_disconnect(2, 1)
+    with pytest.raises(InSyncReplicasNotEnough):
+        t.check_enough()
+
+
+def test_stale_proposal_answer_is_ignored():
+    t = tracker(sss=(1, 2))
+    t.on_sync_state_set(frozenset({1, 2, 3}), 12)
+    t.on_proposal_accepted(frozenset({1}), 11, 0.0)
+    assert t.sync_state_set == frozenset({1, 2, 3})
