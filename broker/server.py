@@ -49,7 +49,10 @@ def _build_dataclass(cls: type, values: dict[str, Any], what: str) -> Any:
 
 
 class Broker:
-    def __init__(self, cfg: BrokerConfig) -> None:
+    """``proposer``: the SyncStateProposer HAMaster uses (controller mode: the ReplicasManager's);
+    None = static mode, the master is the authority (LocalSyncStateProposer)."""
+
+    def __init__(self, cfg: BrokerConfig, proposer: Any = None) -> None:
         from autoswitch.broker.store import MessageStore, StoreConfig
 
         self.cfg = cfg
@@ -68,6 +71,11 @@ class Broker:
         self.flusher = GroupFlusher(self.store, cfg.flush, cfg.flush_interval_ms / 1000.0)
         self._switch_lock = asyncio.Lock()
         self._hooks: list[RoleHook] = []
+        self.proposer = proposer
+        # Write fence (the master self-fencing lease): returns a reason while writes must not be
+        # acknowledged. Checked before the append and again before an OK reply.
+        self.write_fence: Callable[[], str | None] | None = None
+        self.lease_fenced_reason: str | None = None
         self.started_at = time.monotonic()
         self.produced_msgs = 0
         self.consumed_msgs = 0
@@ -143,7 +151,7 @@ class Broker:
                 master_epoch,
                 sss,
                 sync_state_set_epoch or 1,
-                LocalSyncStateProposer(),
+                self.proposer if self.proposer is not None else LocalSyncStateProposer(),
             )
             await ha.start(host, port)
             self.ha_master = ha
@@ -187,6 +195,23 @@ class Broker:
                 "role_changed", old_role=old_role, role="slave", epoch=master_epoch,
                 master_ha=f"{master_ha_addr[0]}:{master_ha_addr[1]}", max_offset=self.store.max_offset,
             )
+        await self._run_hooks()
+
+    async def become_fenced(self, master_epoch: int, reason: str = "") -> None:
+        """Demotion without a successor (deposed master): no reads, no writes, no HA.
+
+        Same-epoch fencing is allowed: it only takes powers away."""
+        async with self._switch_lock:
+            if master_epoch < self.master_epoch:
+                raise StaleEpoch(
+                    f"become_fenced epoch {master_epoch} < current {self.master_epoch}",
+                    epoch=master_epoch, current=self.master_epoch,
+                )
+            old_role = self.role
+            self.role = "fenced"
+            await self._stop_replication()
+            self.master_epoch = master_epoch
+            self.log.warning("role_changed", old_role=old_role, role="fenced", epoch=master_epoch, reason=reason)
         await self._run_hooks()
 
     async def _stop_replication(self) -> None:
@@ -240,9 +265,23 @@ class Broker:
         if self.role == "fenced":
             raise Fenced("broker has no role yet (or is switching)")
 
+    def set_lease_fenced(self, reason: str | None) -> None:
+        """The master self-fencing lease ran out (reason) or was renewed (None)."""
+        if reason != self.lease_fenced_reason:
+            self.log.warning("lease_fence", fenced=reason is not None, reason=reason, epoch=self.master_epoch)
+        self.lease_fenced_reason = reason
+
+    def check_write_fence(self) -> None:
+        reason = self.lease_fenced_reason
+        if reason is None and self.write_fence is not None:
+            reason = self.write_fence()
+        if reason:
+            raise Fenced(f"writes fenced: {reason}")
+
     def writer(self) -> WritePath:
         if self.role == "fenced":
             raise Fenced("broker has no role yet (or is switching)")
+        self.check_write_fence()
         if self.role != "master" or self.write_path is None:
             raise NotMaster("this broker is a slave", master_addr=self.master_addr)
         return self.write_path

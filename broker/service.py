@@ -77,6 +77,8 @@ class BrokerServicer(pbg.BrokerServiceServicer):
         if valid:
             try:
                 res = await wp.put(valid)
+                # The lease may have run out while we waited for replicas: not acknowledged then.
+                b.check_write_fence()
                 records = res.records
                 epoch = res.epoch
                 b.produced_msgs += len(valid)
