@@ -1,0 +1,169 @@
+"""On-disk record formats of the Raft log (segment frames), hard state and snapshots.
+
+Segment frame (one per persisted batch, i.e. per fsync; big-endian):
+
+    u32 magic 'RFT1' | u32 payload_len | u32 payload_crc32 | u32 header_crc32 (of the first 12 bytes)
+    payload = u32 count, then count x (u64 index, u64 term, u8 kind, u32 len, data)
+
+A frame is the unit of durability: it is written with one write() and then fsynced, so a crash
+can tear only the last frame of the last segment. See ``scan_segment`` for how a torn tail is
+told apart from corruption.
+"""
+
+from __future__ import annotations
+
+import struct
+import zlib
+from collections.abc import Iterable
+from dataclasses import dataclass
+
+from .errors import RaftStorageCorrupt
+from .messages import Entry, EntryKind, HardState, Snapshot
+
+FRAME_MAGIC = b"RFT1"
+_HDR = struct.Struct(">4sIII")
+HEADER_SIZE = _HDR.size
+_ENTRY = struct.Struct(">QQBI")
+_COUNT = struct.Struct(">I")
+MAX_FRAME_PAYLOAD = 1 << 30
+
+HS_MAGIC = b"RHS1"
+_HS = struct.Struct(">4sQQH")
+SNAP_MAGIC = b"RSN1"
+_SNAP = struct.Struct(">4sQQQI")
+
+
+def encode_frame(entries: Iterable[Entry]) -> bytes:
+    parts = []
+    n = 0
+    for e in entries:
+        parts.append(_ENTRY.pack(e.index, e.term, int(e.kind), len(e.data)))
+        parts.append(e.data)
+        n += 1
+    payload = _COUNT.pack(n) + b"".join(parts)
+    if len(payload) > MAX_FRAME_PAYLOAD:
+        raise ValueError(f"frame payload {len(payload)} > {MAX_FRAME_PAYLOAD}")
+    head = struct.pack(">4sII", FRAME_MAGIC, len(payload), zlib.crc32(payload))
+    return head + struct.pack(">I", zlib.crc32(head)) + payload
+
+
+def _header_ok(buf: bytes | memoryview, pos: int) -> int | None:
+    """Payload length if a well-formed frame header starts at pos, else None."""
+    if len(buf) - pos < HEADER_SIZE:
+        return None
+    magic, plen, _pcrc, hcrc = _HDR.unpack_from(buf, pos)
+    if magic != FRAME_MAGIC or plen > MAX_FRAME_PAYLOAD or zlib.crc32(bytes(buf[pos:pos + 12])) != hcrc:
+        return None
+    return plen
+
+
+def _frame_ok(buf: bytes, pos: int) -> bool:
+    plen = _header_ok(buf, pos)
+    if plen is None or pos + HEADER_SIZE + plen > len(buf):
+        return False
+    _m, _l, pcrc, _h = _HDR.unpack_from(buf, pos)
+    return zlib.crc32(buf[pos + HEADER_SIZE: pos + HEADER_SIZE + plen]) == pcrc
+
+
+def decode_payload(payload: bytes, where: str, offset: int) -> list[Entry]:
+    """Entries of a CRC-valid payload; any structural problem is corruption (the CRC matched)."""
+    try:
+        (n,) = _COUNT.unpack_from(payload, 0)
+        pos = _COUNT.size
+        out = []
+        for _ in range(n):
+            index, term, kind, ln = _ENTRY.unpack_from(payload, pos)
+            pos += _ENTRY.size
+            if pos + ln > len(payload):
+                raise ValueError("entry data past payload end")
+            out.append(Entry(index, term, payload[pos:pos + ln], EntryKind(kind)))
+            pos += ln
+        if pos != len(payload):
+            raise ValueError("trailing bytes in payload")
+    except (struct.error, ValueError) as exc:
+        raise RaftStorageCorrupt(f"malformed raft log frame in {where} at offset {offset}: {exc}",
+                                 path=where, offset=offset) from exc
+    for a, b in zip(out, out[1:], strict=False):
+        if b.index != a.index + 1 or b.term < a.term:
+            raise RaftStorageCorrupt(f"non-contiguous entries in {where} at offset {offset}", path=where,
+                                     offset=offset)
+    return out
+
+
+@dataclass
+class SegmentScan:
+    frames: list[tuple[int, list[Entry]]]   # (file offset, entries) of every good frame
+    good_end: int                            # bytes to keep; < len(buf) means a torn tail was found
+    torn: bool
+
+
+def scan_segment(buf: bytes, where: str, is_last: bool) -> SegmentScan:
+    """Parse a segment. Raises RaftStorageCorrupt, naming file and offset, unless the damage is a
+    torn tail: in the last segment, at the first bad frame, with no valid frame anywhere after it
+    (fsync makes every earlier frame durable, so only the last unsynced write can be partial)."""
+    frames: list[tuple[int, list[Entry]]] = []
+    pos = 0
+    while pos < len(buf):
+        if _frame_ok(buf, pos):
+            plen = _header_ok(buf, pos)
+            assert plen is not None
+            frames.append((pos, decode_payload(buf[pos + HEADER_SIZE: pos + HEADER_SIZE + plen], where, pos)))
+            pos += HEADER_SIZE + plen
+            continue
+        if not is_last:
+            raise RaftStorageCorrupt(f"corrupt raft log frame in {where} at offset {pos} (not the last segment)",
+                                     path=where, offset=pos)
+        nxt = buf.find(FRAME_MAGIC, pos + 1)
+        while nxt != -1:
+            if _frame_ok(buf, nxt):
+                raise RaftStorageCorrupt(
+                    f"corrupt raft log frame in {where} at offset {pos}: valid data follows at {nxt}, "
+                    "so this is not a torn write", path=where, offset=pos)
+            nxt = buf.find(FRAME_MAGIC, nxt + 1)
+        return SegmentScan(frames, pos, True)
+    return SegmentScan(frames, pos, False)
+
+
+def read_log_bytes(buf: bytes) -> list[Entry]:
+    """Whole-buffer reader used by the fuzzer: valid entries (torn tail dropped) or a typed error."""
+    scan = scan_segment(buf, "<bytes>", is_last=True)
+    out: list[Entry] = []
+    for _off, ents in scan.frames:
+        out.extend(ents)
+    return out
+
+
+def encode_hard_state(hs: HardState) -> bytes:
+    vote = (hs.vote or "").encode()
+    if len(vote) > 1024:
+        raise ValueError("node id too long")
+    body = _HS.pack(HS_MAGIC, hs.term, hs.commit, len(vote)) + vote
+    return body + struct.pack(">I", zlib.crc32(body))
+
+
+def decode_hard_state(buf: bytes, where: str) -> HardState:
+    try:
+        if len(buf) < _HS.size + 4 or zlib.crc32(buf[:-4]) != struct.unpack(">I", buf[-4:])[0]:
+            raise ValueError("checksum mismatch or short file")
+        magic, term, commit, vlen = _HS.unpack_from(buf, 0)
+        if magic != HS_MAGIC or _HS.size + vlen + 4 != len(buf):
+            raise ValueError("bad magic or length")
+        vote = buf[_HS.size:_HS.size + vlen].decode() or None
+    except (ValueError, struct.error, UnicodeDecodeError) as exc:
+        raise RaftStorageCorrupt(f"corrupt raft hard state {where}: {exc}", path=where, offset=0) from exc
+    return HardState(term, vote, commit)
+
+
+def encode_snapshot(s: Snapshot) -> bytes:
+    return _SNAP.pack(SNAP_MAGIC, s.index, s.term, len(s.data), zlib.crc32(s.data)) + s.data
+
+
+def decode_snapshot(buf: bytes, where: str) -> Snapshot:
+    if len(buf) < _SNAP.size:
+        raise RaftStorageCorrupt(f"corrupt raft snapshot {where}: short file", path=where, offset=0)
+    magic, index, term, ln, crc = _SNAP.unpack_from(buf, 0)
+    data = buf[_SNAP.size:]
+    if magic != SNAP_MAGIC or ln != len(data) or zlib.crc32(data) != crc:
+        raise RaftStorageCorrupt(f"corrupt raft snapshot {where}: bad magic, length or CRC", path=where,
+                                 offset=0)
+    return Snapshot(index, term, data)

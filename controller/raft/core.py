@@ -1,0 +1,816 @@
+"""Sans-IO Raft core with DLedger election semantics (like etcd-io/raft's ``raft.go``).
+
+Inputs: ``step(msg)``, ``tick(now_ms)``, ``propose(data)``, ``read_index(ctx)``,
+``transfer_leadership(to)``, ``compact(snapshot)``. Output: ``ready()`` / ``advance(ready)``.
+No clock, sockets, files or threads here: time is ``now_ms`` passed in and randomness is the
+``random.Random`` passed in, so a simulator can replay any run from a seed.
+
+Election (DESIGN-NOTES 5): nodes start as CANDIDATE; voters answer ACCEPT or a DLedger reject
+reason; the candidate tallies replies into PASSED / REVOTE_IMMEDIATELY / WAIT_TO_REVOTE /
+WAIT_TO_VOTE_NEXT. On top: pre-vote, check-quorum + leader lease, TimeoutNow transfer,
+chunked InstallSnapshot, read-index, flow control.
+"""
+
+from __future__ import annotations
+
+import random
+import zlib
+from collections import deque
+from dataclasses import dataclass, field
+
+from autoswitch.log import get_logger
+
+from .config import RaftConfig
+from .errors import NotLeader, ProposalDropped, RaftError
+from .messages import (
+    Entry,
+    EntryKind,
+    HardState,
+    Message,
+    MsgType,
+    ReadState,
+    Ready,
+    Role,
+    Snapshot,
+    SoftState,
+    TallyOutcome,
+    VoteResult,
+)
+from .raftlog import LogCompacted, RaftLog
+
+_RESPONSES = {MsgType.VOTE_RESP, MsgType.PRE_VOTE_RESP, MsgType.APPEND_RESP, MsgType.HEARTBEAT_RESP,
+              MsgType.SNAPSHOT_RESP}
+
+
+class ProgressState:
+    PROBE = "probe"            # one append at a time until the match point is found
+    REPLICATE = "replicate"    # pipelined appends, up to max_inflight
+    SNAPSHOT = "snapshot"      # sending InstallSnapshot chunks
+
+
+@dataclass(slots=True)
+class Progress:
+    """The leader's view of one follower (etcd tracker.Progress)."""
+
+    match: int = 0
+    next: int = 1
+    state: str = ProgressState.PROBE
+    paused: bool = False
+    inflight: deque = field(default_factory=deque)    # last index of each AppendEntries in flight
+    last_ack_ms: int = 0
+    hb_acked: int = 0          # highest heartbeat seq acknowledged (read-index)
+    snap_index: int = 0
+    snap_offset: int = 0
+    snap_sent_ms: int = 0
+
+
+@dataclass(slots=True)
+class _VoteRound:
+    seq: int
+    term: int
+    pre: bool
+    deadline_ms: int
+    replies: dict[str, VoteResult] = field(default_factory=dict)
+    max_term: int = 0
+
+
+@dataclass(slots=True)
+class _PendingRead:
+    ctx: object
+    index: int
+    seq: int
+
+
+@dataclass(slots=True)
+class _SnapAssembly:
+    index: int
+    term: int
+    total: int
+    crc: int
+    buf: bytearray
+
+
+def tally(replies: dict[str, VoteResult], quorum: int, max_term: int, term: int) -> TallyOutcome:
+    """DLedger DLedgerLeaderElector.maintainAsCandidate's parse of the vote replies (self included)."""
+    accepted = sum(1 for r in replies.values() if r == VoteResult.ACCEPT)
+    valid = sum(1 for r in replies.values() if r != VoteResult.REJECT_UNKNOWN_LEADER)
+    not_ready = sum(1 for r in replies.values() if r == VoteResult.REJECT_TERM_NOT_READY)
+    bigger_ledger = sum(1 for r in replies.values()
+                        if r in (VoteResult.REJECT_EXPIRED_LEDGER_TERM, VoteResult.REJECT_SMALL_LEDGER_END_INDEX))
+    has_leader = any(r == VoteResult.REJECT_ALREADY_HAS_LEADER for r in replies.values())
+    if max_term > term:
+        return TallyOutcome.WAIT_TO_VOTE_NEXT
+    if has_leader:
+        return TallyOutcome.WAIT_TO_VOTE_NEXT
+    if valid < quorum:
+        return TallyOutcome.WAIT_TO_REVOTE
+    if accepted >= quorum:
+        return TallyOutcome.PASSED
+    if accepted + not_ready >= quorum:
+        return TallyOutcome.REVOTE_IMMEDIATELY
+    if accepted + bigger_ledger >= quorum:
+        return TallyOutcome.WAIT_TO_REVOTE
+    return TallyOutcome.WAIT_TO_VOTE_NEXT
+
+
+class RaftCore:
+    def __init__(self, node_id: str, peers: list[str] | tuple[str, ...], config: RaftConfig, rng: random.Random,
+                 now_ms: int, hard_state: HardState | None = None, snapshot: Snapshot | None = None,
+                 entries: list[Entry] | None = None) -> None:
+        self.id = node_id
+        self.voters: tuple[str, ...] = tuple(sorted(set(peers) | {node_id}))
+        self.peers: tuple[str, ...] = tuple(p for p in self.voters if p != node_id)
+        self.quorum = len(self.voters) // 2 + 1
+        self.cfg = config
+        self.rng = rng
+        self.now = now_ms
+        self.log_ = get_logger("raft", node=node_id)
+        hs = hard_state or HardState()
+        self.term = hs.term
+        self.vote = hs.vote
+        snap_index = snapshot.index if snapshot else 0
+        snap_term = snapshot.term if snapshot else 0
+        loaded = [e for e in (entries or []) if e.index > snap_index]
+        if loaded and loaded[0].index != snap_index + 1:
+            raise RaftError(f"log starts at {loaded[0].index} but snapshot ends at {snap_index}")
+        self.log = RaftLog(snap_index, snap_term, loaded)
+        self.snapshot: Snapshot | None = snapshot      # latest snapshot, sent to lagging followers
+        self.commit = max(snap_index, min(hs.commit, self.log.last_index()))
+        self.applied = snap_index
+        self.role = Role.CANDIDATE                      # DLedger: everyone starts as a candidate
+        self.leader_id: str | None = None
+        self._persisted_hs = HardState(self.term, self.vote, self.commit)
+        self._prev_soft = SoftState(None, Role.CANDIDATE, self.term)
+        self._msgs_early: list[Message] = []
+        self._msgs: list[Message] = []
+        self._read_states: list[ReadState] = []
+        self._pending_snapshot: Snapshot | None = None
+        # election state
+        self.need_increase_term = True
+        self.next_vote_ms = now_ms + self.rng.randrange(0, self.cfg.max_vote_interval_ms + 1)
+        self._round: _VoteRound | None = None
+        self._round_seq = 0
+        self.last_outcome: TallyOutcome | None = None
+        self.election_deadline_ms = 0
+        self.last_leader_contact_ms: int | None = None
+        # leader state
+        self.prs: dict[str, Progress] = {}
+        self.became_leader_ms = 0
+        self.next_heartbeat_ms = 0
+        self.hb_seq = 0
+        self.pending_reads: deque[_PendingRead] = deque()
+        self.reads_waiting_commit: list[object] = []
+        self.transferee: str | None = None
+        self.transfer_deadline_ms = 0
+        self._snap_in: _SnapAssembly | None = None
+
+    # ------------------------------------------------------------------ debug accessors
+    def hard_state(self) -> HardState:
+        return HardState(self.term, self.vote, self.commit)
+
+    def soft_state(self) -> SoftState:
+        return SoftState(self.leader_id, self.role, self.term)
+
+    def log_entries(self) -> list[Entry]:
+        return list(self.log.entries)
+
+    @property
+    def is_leader(self) -> bool:
+        return self.role == Role.LEADER
+
+    def quorum_active(self) -> bool:
+        """Leader: has a majority answered within the check-quorum window?"""
+        if self.role != Role.LEADER:
+            return False
+        window = self.cfg.election_timeout_min_ms
+        active = 1 + sum(1 for p in self.peers if self.now - self.prs[p].last_ack_ms < window)
+        return active >= self.quorum
+
+    # ------------------------------------------------------------------ role changes
+    def _set_term(self, term: int) -> None:
+        assert term >= self.term
+        if term > self.term:
+            self.term = term
+            self.vote = None
+            self.leader_id = None
+
+    def _reset_election_timer(self) -> None:
+        self.election_deadline_ms = (self.now + self.cfg.election_timeout_min_ms
+                                     + self.rng.randrange(0, self.cfg.election_jitter_ms + 1))
+
+    def _vote_backoff(self) -> int:
+        return self.rng.randrange(self.cfg.min_vote_interval_ms, self.cfg.max_vote_interval_ms + 1)
+
+    def _become_follower(self, term: int, leader: str | None) -> None:
+        if self.role == Role.LEADER:
+            self._drop_leader_state()
+        self._set_term(term)
+        self.role = Role.FOLLOWER
+        self.leader_id = leader
+        self._round = None
+        self._reset_election_timer()
+        if leader is not None:
+            self.last_leader_contact_ms = self.now
+
+    def _become_candidate(self, term: int, delay_ms: int, increase: bool) -> None:
+        if self.role == Role.LEADER:
+            self._drop_leader_state()
+        self._set_term(term)
+        self.role = Role.CANDIDATE
+        self.leader_id = None
+        self._round = None
+        self.need_increase_term = increase
+        self.next_vote_ms = self.now + delay_ms
+
+    def _drop_leader_state(self) -> None:
+        self.prs = {}
+        self.pending_reads.clear()
+        self.reads_waiting_commit.clear()
+        self.transferee = None
+
+    def _become_leader(self) -> None:
+        assert self.role == Role.CANDIDATE and self.vote == self.id
+        self.role = Role.LEADER
+        self.leader_id = self.id
+        self._round = None
+        self.became_leader_ms = self.now
+        last = self.log.last_index()
+        self.prs = {p: Progress(match=0, next=last + 1, last_ack_ms=self.now) for p in self.peers}
+        self.hb_seq = 0
+        self.log_.info("raft_became_leader", term=self.term, last_index=last)
+        # Raft 5.4.2: earlier terms' entries commit only under a current-term entry.
+        self._append_local([Entry(last + 1, self.term, b"", EntryKind.NOOP)])
+        self.next_heartbeat_ms = self.now + self.cfg.heartbeat_interval_ms
+        self._broadcast_append()
+
+    # ------------------------------------------------------------------ tick
+    def tick(self, now_ms: int) -> None:
+        assert now_ms >= self.now, "time went backwards"
+        self.now = now_ms
+        if self.role == Role.LEADER:
+            self._tick_leader()
+        elif self.role == Role.FOLLOWER:
+            if now_ms >= self.election_deadline_ms:
+                self.log_.info("raft_leader_lost", term=self.term, leader=self.leader_id)
+                self._become_candidate(self.term, 0, increase=True)
+                self._maybe_campaign()
+        else:
+            if self._round is not None and now_ms >= self._round.deadline_ms:
+                self._finish_round()
+            self._maybe_campaign()
+
+    def _tick_leader(self) -> None:
+        if self.transferee is not None and self.now >= self.transfer_deadline_ms:
+            self.log_.warning("raft_transfer_aborted", to=self.transferee, term=self.term)
+            self.transferee = None
+        if (self.cfg.check_quorum and self.now - self.became_leader_ms >= self.cfg.election_timeout_min_ms
+                and not self.quorum_active()):
+            self.log_.warning("raft_step_down_no_quorum", term=self.term)
+            self._become_candidate(self.term, self._vote_backoff(), increase=True)
+            return
+        if self.now >= self.next_heartbeat_ms:
+            self.next_heartbeat_ms = self.now + self.cfg.heartbeat_interval_ms
+            self._broadcast_heartbeat()
+
+    # ------------------------------------------------------------------ campaign
+    def _maybe_campaign(self, transfer: bool = False) -> None:
+        if self.role != Role.CANDIDATE or self._round is not None:
+            return
+        if not transfer and self.now < self.next_vote_ms:
+            return
+        increase = self.need_increase_term or self.vote not in (None, self.id)
+        if increase and self.cfg.pre_vote and not transfer and len(self.voters) > 1:
+            self._start_round(self.term + 1, pre=True, transfer=False)
+            return
+        if increase:
+            self._set_term(self.term + 1)
+        self.vote = self.id
+        self.need_increase_term = False
+        self._start_round(self.term, pre=False, transfer=transfer)
+
+    def _start_round(self, term: int, pre: bool, transfer: bool) -> None:
+        self._round_seq += 1
+        rnd = _VoteRound(self._round_seq, term, pre, self.now + self.cfg.vote_round_timeout_ms)
+        rnd.replies[self.id] = VoteResult.ACCEPT
+        self._round = rnd
+        self.log_.debug("raft_vote_round", term=term, pre=pre, seq=rnd.seq)
+        t = MsgType.PRE_VOTE if pre else MsgType.VOTE
+        for p in self.peers:
+            self._send(Message(t, self.id, p, term, index=self.log.last_index(), log_term=self.log.last_term(),
+                               seq=rnd.seq, transfer=transfer))
+        self._check_round()
+
+    def _check_round(self) -> None:
+        rnd = self._round
+        assert rnd is not None
+        accepted = sum(1 for r in rnd.replies.values() if r == VoteResult.ACCEPT)
+        not_ready = sum(1 for r in rnd.replies.values() if r == VoteResult.REJECT_TERM_NOT_READY)
+        # no need to wait for a dead voter once the outcome is PASSED or REVOTE_IMMEDIATELY
+        if accepted + not_ready >= self.quorum or len(rnd.replies) == len(self.voters):
+            self._finish_round()
+
+    def _finish_round(self) -> None:
+        rnd = self._round
+        assert rnd is not None
+        self._round = None
+        outcome = tally(rnd.replies, self.quorum, rnd.max_term, rnd.term)
+        self.last_outcome = outcome
+        self.log_.info("raft_vote_tally", term=rnd.term, pre=rnd.pre, outcome=outcome.value,
+                       replies={k: v.name for k, v in rnd.replies.items()})
+        if outcome == TallyOutcome.PASSED:
+            if rnd.pre:
+                self.need_increase_term = True
+                self.next_vote_ms = self.now
+                self._set_term(self.term + 1)
+                self.vote = self.id
+                self.need_increase_term = False
+                self._start_round(self.term, pre=False, transfer=False)
+            elif rnd.term == self.term and self.vote == self.id:
+                self._become_leader()
+            return
+        if outcome == TallyOutcome.REVOTE_IMMEDIATELY:
+            self.need_increase_term = False
+            self.next_vote_ms = self.now
+        elif outcome == TallyOutcome.WAIT_TO_REVOTE:
+            self.need_increase_term = rnd.pre
+            self.next_vote_ms = self.now + self._vote_backoff()
+        else:
+            self.need_increase_term = True
+            delay = self._vote_backoff()
+            if any(r == VoteResult.REJECT_ALREADY_HAS_LEADER for r in rnd.replies.values()):
+                delay += self.cfg.election_timeout_min_ms
+            self.next_vote_ms = self.now + delay
+            if rnd.max_term > self.term:
+                self._set_term(rnd.max_term)
+        if self.role == Role.CANDIDATE:
+            self._maybe_campaign()
+
+    # ------------------------------------------------------------------ step
+    def step(self, m: Message) -> None:
+        """Feed one message from a peer. Malformed/stale input is dropped with a log line."""
+        if m.to != self.id or m.frm not in self.voters:
+            if m.type in (MsgType.VOTE, MsgType.PRE_VOTE) and m.to == self.id:
+                self._reply_vote(m, VoteResult.REJECT_UNKNOWN_LEADER)
+            else:
+                self.log_.warning("raft_drop_message", reason="unknown_peer", frm=m.frm, to=m.to, type=m.type.name)
+            return
+        if m.type in (MsgType.VOTE, MsgType.PRE_VOTE):
+            self._handle_vote(m)
+            return
+        if m.type in (MsgType.VOTE_RESP, MsgType.PRE_VOTE_RESP):
+            self._handle_vote_resp(m)
+            return
+        if m.term > self.term:
+            if m.type in _RESPONSES:
+                # a reply from a newer term: we are stale (a deposed leader learns it here)
+                self.log_.info("raft_newer_term_seen", term=self.term, new_term=m.term, frm=m.frm)
+                self._become_follower(m.term, None)
+                return
+            self._become_follower(m.term, m.frm)
+        elif m.term < self.term:
+            if m.type in (MsgType.APPEND, MsgType.HEARTBEAT, MsgType.SNAPSHOT):
+                # tell the stale leader about the newer term so it steps down
+                self._send(Message(MsgType.APPEND_RESP, self.id, m.frm, self.term, reject=True))
+            return
+        if m.type in (MsgType.APPEND, MsgType.HEARTBEAT, MsgType.SNAPSHOT, MsgType.TIMEOUT_NOW):
+            if self.role == Role.LEADER:
+                self.log_.error("raft_two_leaders_same_term", term=self.term, other=m.frm)
+                return
+            if self.role != Role.FOLLOWER or self.leader_id != m.frm:
+                self._become_follower(m.term, m.frm)
+            self.last_leader_contact_ms = self.now
+            self._reset_election_timer()
+        handler = {
+            MsgType.APPEND: self._handle_append,
+            MsgType.HEARTBEAT: self._handle_heartbeat,
+            MsgType.SNAPSHOT: self._handle_snapshot,
+            MsgType.TIMEOUT_NOW: self._handle_timeout_now,
+            MsgType.APPEND_RESP: self._handle_append_resp,
+            MsgType.HEARTBEAT_RESP: self._handle_heartbeat_resp,
+            MsgType.SNAPSHOT_RESP: self._handle_snapshot_resp,
+        }[m.type]
+        handler(m)
+
+    # ------------------------------------------------------------------ votes
+    def _in_lease(self) -> bool:
+        """Has a leader been heard from recently (or are we an active leader)? Then refuse to elect."""
+        if not self.cfg.check_quorum:
+            return False
+        if self.role == Role.LEADER:
+            return self.quorum_active()
+        return (self.role == Role.FOLLOWER and self.leader_id is not None
+                and self.last_leader_contact_ms is not None
+                and self.now - self.last_leader_contact_ms < self.cfg.election_timeout_min_ms)
+
+    def _reply_vote(self, m: Message, result: VoteResult, term: int | None = None) -> None:
+        t = MsgType.PRE_VOTE_RESP if m.type == MsgType.PRE_VOTE else MsgType.VOTE_RESP
+        self._send(Message(t, self.id, m.frm, self.term if term is None else term, seq=m.seq,
+                           vote_result=result, reject=result != VoteResult.ACCEPT))
+
+    def _ledger_check(self, m: Message) -> VoteResult | None:
+        if m.log_term < self.log.last_term():
+            return VoteResult.REJECT_EXPIRED_LEDGER_TERM
+        if m.log_term == self.log.last_term() and m.index < self.log.last_index():
+            return VoteResult.REJECT_SMALL_LEDGER_END_INDEX
+        return None
+
+    def _handle_vote(self, m: Message) -> None:
+        if m.frm == self.id:
+            self._reply_vote(m, VoteResult.REJECT_UNEXPECTED_LEADER)
+            return
+        if m.type == MsgType.PRE_VOTE:
+            # pre-vote never changes our state (etcd's PreVote, Ongaro thesis 9.6)
+            if m.term < self.term:
+                self._reply_vote(m, VoteResult.REJECT_EXPIRED_VOTE_TERM)
+            elif self._in_lease():
+                self._reply_vote(m, VoteResult.REJECT_ALREADY_HAS_LEADER)
+            elif (r := self._ledger_check(m)) is not None:
+                self._reply_vote(m, r)
+            elif m.term < self.log.last_term():
+                self._reply_vote(m, VoteResult.REJECT_TERM_SMALL_THAN_LEDGER, self.log.last_term())
+            else:
+                self._reply_vote(m, VoteResult.ACCEPT)
+            return
+        if m.term > self.term and not m.transfer and self._in_lease():
+            # check-quorum lease: a live leader is not deposed by a node that cannot hear it
+            self._reply_vote(m, VoteResult.REJECT_ALREADY_HAS_LEADER)
+            return
+        if m.term < self.term:
+            self._reply_vote(m, VoteResult.REJECT_EXPIRED_VOTE_TERM)
+            return
+        if m.term == self.term:
+            if self.vote is not None and self.vote != m.frm:
+                self._reply_vote(m, VoteResult.REJECT_ALREADY_HAS_LEADER if self.leader_id is not None
+                                 else VoteResult.REJECT_ALREADY_VOTED)
+                return
+        else:
+            # DLedger: adopt the term as a candidate, answer "not ready"; the requester re-votes at once
+            self.log_.info("raft_term_not_ready", term=self.term, new_term=m.term, frm=m.frm)
+            self._become_candidate(m.term, self._reset_candidate_delay(), increase=False)
+            self._reply_vote(m, VoteResult.REJECT_TERM_NOT_READY)
+            return
+        if (r := self._ledger_check(m)) is not None:
+            self._reply_vote(m, r)
+            return
+        if m.term < self.log.last_term():
+            self._reply_vote(m, VoteResult.REJECT_TERM_SMALL_THAN_LEDGER, self.log.last_term())
+            return
+        self.vote = m.frm
+        if self.role == Role.CANDIDATE:
+            self._round = None
+            self.next_vote_ms = self.now + self.cfg.election_timeout_min_ms + self._vote_backoff()
+        else:
+            self._reset_election_timer()
+        self._reply_vote(m, VoteResult.ACCEPT)
+
+    def _reset_candidate_delay(self) -> int:
+        return self.cfg.election_timeout_min_ms + self.rng.randrange(0, self.cfg.election_jitter_ms + 1)
+
+    def _handle_vote_resp(self, m: Message) -> None:
+        rnd = self._round
+        if self.role != Role.CANDIDATE or rnd is None or m.seq != rnd.seq:
+            return
+        if (m.type == MsgType.PRE_VOTE_RESP) != rnd.pre:
+            return
+        if m.vote_result in (VoteResult.REJECT_EXPIRED_VOTE_TERM, VoteResult.REJECT_TERM_SMALL_THAN_LEDGER):
+            rnd.max_term = max(rnd.max_term, m.term)
+        rnd.replies[m.frm] = m.vote_result
+        self._check_round()
+
+    # ------------------------------------------------------------------ follower side
+    def _handle_append(self, m: Message) -> None:
+        if m.index < self.commit:
+            self._send(Message(MsgType.APPEND_RESP, self.id, m.frm, self.term, index=self.commit))
+            return
+        last = self.log.maybe_append(m.index, m.log_term, m.entries, self.commit)
+        if last is None:
+            hint = min(m.index, self.log.last_index())
+            self._send(Message(MsgType.APPEND_RESP, self.id, m.frm, self.term, index=m.index, reject=True,
+                               reject_hint=hint, reject_term=self.log.term(hint) or 0))
+            return
+        self._commit_to(min(m.commit, last))
+        self._send(Message(MsgType.APPEND_RESP, self.id, m.frm, self.term, index=last))
+
+    def _commit_to(self, index: int) -> None:
+        if index > self.commit:
+            assert index <= self.log.last_index()
+            self.commit = index
+
+    def _handle_heartbeat(self, m: Message) -> None:
+        self._commit_to(min(m.commit, self.log.last_index()))
+        self._send(Message(MsgType.HEARTBEAT_RESP, self.id, m.frm, self.term, seq=m.seq))
+
+    def _handle_timeout_now(self, m: Message) -> None:
+        self.log_.info("raft_timeout_now", term=self.term, frm=m.frm)
+        self._become_candidate(self.term, 0, increase=True)
+        self._maybe_campaign(transfer=True)
+
+    def _handle_snapshot(self, m: Message) -> None:
+        if m.snap_index <= self.commit:
+            self._snap_in = None
+            self._send(Message(MsgType.APPEND_RESP, self.id, m.frm, self.term, index=self.commit))
+            return
+        if m.snap_total > self.cfg.max_snapshot_bytes:
+            self.log_.error("raft_snapshot_too_big", total=m.snap_total, limit=self.cfg.max_snapshot_bytes)
+            return
+        if m.snap_offset == 0:
+            self._snap_in = _SnapAssembly(m.snap_index, m.snap_term, m.snap_total, m.snap_crc, bytearray())
+        a = self._snap_in
+        if a is None or a.index != m.snap_index or len(a.buf) != m.snap_offset:
+            want = len(a.buf) if a is not None and a.index == m.snap_index else 0
+            self._send(Message(MsgType.SNAPSHOT_RESP, self.id, m.frm, self.term, index=want, reject=True,
+                               snap_index=m.snap_index))
+            return
+        a.buf += m.snap_data
+        if len(a.buf) > a.total:
+            self.log_.error("raft_snapshot_overrun", index=a.index, got=len(a.buf), total=a.total)
+            self._snap_in = None
+            return
+        if not m.snap_done:
+            self._send(Message(MsgType.SNAPSHOT_RESP, self.id, m.frm, self.term, index=len(a.buf),
+                               snap_index=a.index))
+            return
+        self._snap_in = None
+        data = bytes(a.buf)
+        if len(data) != a.total or zlib.crc32(data) != a.crc:
+            self.log_.error("raft_snapshot_crc_mismatch", index=a.index, size=len(data), total=a.total)
+            self._send(Message(MsgType.SNAPSHOT_RESP, self.id, m.frm, self.term, index=0, reject=True,
+                               snap_index=a.index))
+            return
+        snap = Snapshot(a.index, a.term, data)
+        self.log_.info("raft_snapshot_received", index=a.index, term=a.term, size=len(data))
+        self.log.restore(snap.index, snap.term)
+        self.snapshot = snap
+        self._pending_snapshot = snap
+        self.commit = max(self.commit, snap.index)
+        self.applied = max(self.applied, snap.index)
+        self._send(Message(MsgType.APPEND_RESP, self.id, m.frm, self.term, index=self.log.last_index()))
+
+    # ------------------------------------------------------------------ leader side
+    def _handle_append_resp(self, m: Message) -> None:
+        if self.role != Role.LEADER:
+            return
+        pr = self.prs[m.frm]
+        pr.last_ack_ms = self.now
+        if m.reject:
+            rejected = m.index
+            if pr.state == ProgressState.REPLICATE:
+                if rejected <= pr.match:
+                    return                      # stale reject of something since acknowledged
+                pr.state = ProgressState.PROBE
+                pr.inflight.clear()
+            elif pr.state == ProgressState.PROBE and rejected != pr.next - 1:
+                return                          # reply to an older probe
+            # fast back-off (etcd findConflictByTerm): the largest index <= hint whose term <= hint term
+            hint = min(rejected, m.reject_hint)
+            if m.reject_term:
+                while hint > self.log.offset and (self.log.term(hint) or 0) > m.reject_term:
+                    hint -= 1
+            pr.next = max(pr.match + 1, hint + 1)
+            pr.paused = False
+            self._send_append(m.frm)
+            return
+        if m.index > pr.match:
+            pr.match = m.index
+        pr.next = max(pr.next, pr.match + 1)
+        while pr.inflight and pr.inflight[0] <= m.index:
+            pr.inflight.popleft()
+        if pr.state == ProgressState.SNAPSHOT and pr.match >= pr.snap_index:
+            pr.state = ProgressState.PROBE
+        if pr.state == ProgressState.PROBE:
+            pr.state = ProgressState.REPLICATE
+            pr.next = pr.match + 1
+            pr.inflight.clear()
+        pr.paused = False
+        self._maybe_commit()
+        if self.transferee == m.frm and pr.match == self.log.last_index():
+            self._send(Message(MsgType.TIMEOUT_NOW, self.id, m.frm, self.term))
+        if self.role == Role.LEADER:
+            while self._send_append(m.frm):
+                pass
+
+    def _handle_heartbeat_resp(self, m: Message) -> None:
+        if self.role != Role.LEADER:
+            return
+        pr = self.prs[m.frm]
+        pr.last_ack_ms = self.now
+        pr.hb_acked = max(pr.hb_acked, m.seq)
+        pr.paused = False
+        if pr.state == ProgressState.SNAPSHOT:
+            if self.now - pr.snap_sent_ms >= self.cfg.election_timeout_min_ms:
+                self._send_snapshot_chunk(m.frm)       # a chunk or its ack was lost
+        elif pr.match < self.log.last_index():
+            self._send_append(m.frm)
+        self._release_reads()
+
+    def _handle_snapshot_resp(self, m: Message) -> None:
+        if self.role != Role.LEADER:
+            return
+        pr = self.prs[m.frm]
+        pr.last_ack_ms = self.now
+        if pr.state != ProgressState.SNAPSHOT or m.snap_index != pr.snap_index:
+            return
+        pr.snap_offset = m.index
+        self._send_snapshot_chunk(m.frm)
+
+    def _maybe_commit(self) -> None:
+        matches = sorted([self.log.stable] + [self.prs[p].match for p in self.peers], reverse=True)
+        n = matches[self.quorum - 1]
+        # Figure 8: only an entry of the current term is committed by counting replicas
+        if n > self.commit and self.log.term(n) == self.term:
+            self.commit = n
+            if self.reads_waiting_commit:
+                waiting, self.reads_waiting_commit = self.reads_waiting_commit, []
+                for ctx in waiting:
+                    self._start_read(ctx)
+
+    def _send_append(self, to: str) -> bool:
+        """Send one AppendEntries if flow control allows; True if something was sent."""
+        pr = self.prs[to]
+        if pr.state == ProgressState.SNAPSHOT:
+            return False
+        if pr.paused or len(pr.inflight) >= self.cfg.max_inflight:
+            return False
+        prev = pr.next - 1
+        prev_term = self.log.term(prev)
+        if prev_term is None or prev < self.log.offset:
+            return self._start_snapshot(to)
+        last = self.log.last_index()
+        if pr.next > last and pr.state == ProgressState.REPLICATE:
+            return False
+        try:
+            ents = self.log.slice(pr.next, last, self.cfg.max_append_bytes, self.cfg.max_append_entries)
+        except LogCompacted:
+            return self._start_snapshot(to)
+        self._send(Message(MsgType.APPEND, self.id, to, self.term, index=prev, log_term=prev_term,
+                           entries=tuple(ents), commit=self.commit))
+        if pr.state == ProgressState.REPLICATE:
+            if ents:
+                pr.next = ents[-1].index + 1
+                pr.inflight.append(ents[-1].index)
+            return bool(ents)
+        pr.paused = True
+        return True
+
+    def _start_snapshot(self, to: str) -> bool:
+        if self.snapshot is None:
+            self.log_.error("raft_no_snapshot_for_lagging_follower", to=to, offset=self.log.offset)
+            return False
+        pr = self.prs[to]
+        pr.state = ProgressState.SNAPSHOT
+        pr.snap_index = self.snapshot.index
+        pr.snap_offset = 0
+        pr.inflight.clear()
+        self.log_.info("raft_snapshot_send", to=to, index=self.snapshot.index, size=len(self.snapshot.data))
+        self._send_snapshot_chunk(to)
+        return False
+
+    def _send_snapshot_chunk(self, to: str) -> None:
+        pr = self.prs[to]
+        snap = self.snapshot
+        assert snap is not None
+        if snap.index != pr.snap_index:                # a newer snapshot replaced it: start over
+            pr.snap_index, pr.snap_offset = snap.index, 0
+        off = min(pr.snap_offset, len(snap.data))
+        chunk = snap.data[off: off + self.cfg.snapshot_chunk_bytes]
+        done = off + len(chunk) >= len(snap.data)
+        pr.snap_sent_ms = self.now
+        self._send(Message(MsgType.SNAPSHOT, self.id, to, self.term, snap_index=snap.index, snap_term=snap.term,
+                           snap_offset=off, snap_total=len(snap.data), snap_crc=zlib.crc32(snap.data),
+                           snap_done=done, snap_data=chunk))
+
+    def _broadcast_append(self) -> None:
+        for p in self.peers:
+            while self._send_append(p):
+                if self.prs[p].state != ProgressState.REPLICATE:
+                    break
+
+    def _broadcast_heartbeat(self) -> None:
+        self.hb_seq += 1
+        for p in self.peers:
+            pr = self.prs[p]
+            self._send(Message(MsgType.HEARTBEAT, self.id, p, self.term, commit=min(pr.match, self.commit),
+                               seq=self.hb_seq))
+        self._release_reads()
+
+    def _append_local(self, entries: list[Entry]) -> None:
+        # the leader's own copy counts towards commit only once persisted (advance -> log.stable)
+        self.log.append(entries)
+
+    # ------------------------------------------------------------------ client API
+    def propose(self, data: bytes) -> int:
+        """Append data as a new entry; returns its index. Raises NotLeader / ProposalDropped."""
+        if self.role != Role.LEADER:
+            raise NotLeader(self.leader_id)
+        if self.transferee is not None:
+            raise ProposalDropped("leadership_transfer", to=self.transferee)
+        if len(data) > self.cfg.max_entry_bytes:
+            raise ProposalDropped("entry_too_big", size=len(data), limit=self.cfg.max_entry_bytes)
+        if self.log.bytes_after(self.commit) + len(data) > self.cfg.max_uncommitted_bytes:
+            raise ProposalDropped("uncommitted_limit", limit=self.cfg.max_uncommitted_bytes)
+        idx = self.log.last_index() + 1
+        self._append_local([Entry(idx, self.term, bytes(data))])
+        self._broadcast_append()
+        return idx
+
+    def read_index(self, ctx: object) -> None:
+        """Ask for a ReadState(ctx, index): apply up to index, then a local read is linearizable."""
+        if self.role != Role.LEADER:
+            raise NotLeader(self.leader_id)
+        if len(self.pending_reads) + len(self.reads_waiting_commit) >= self.cfg.max_pending_reads:
+            raise ProposalDropped("too_many_pending_reads", limit=self.cfg.max_pending_reads)
+        if self.log.term(self.commit) != self.term:
+            # our commit index may be stale until our no-op commits (Raft 6.4)
+            self.reads_waiting_commit.append(ctx)
+            return
+        self._start_read(ctx)
+
+    def _start_read(self, ctx: object) -> None:
+        if not self.peers:
+            self._read_states.append(ReadState(ctx, self.commit))
+            return
+        self.hb_seq += 1
+        self.pending_reads.append(_PendingRead(ctx, self.commit, self.hb_seq))
+        for p in self.peers:
+            pr = self.prs[p]
+            self._send(Message(MsgType.HEARTBEAT, self.id, p, self.term, commit=min(pr.match, self.commit),
+                               seq=self.hb_seq))
+
+    def _release_reads(self) -> None:
+        while self.pending_reads:
+            r = self.pending_reads[0]
+            acks = 1 + sum(1 for p in self.peers if self.prs[p].hb_acked >= r.seq)
+            if acks < self.quorum:
+                return
+            self.pending_reads.popleft()
+            self._read_states.append(ReadState(r.ctx, r.index))
+
+    def transfer_leadership(self, to: str) -> None:
+        if self.role != Role.LEADER:
+            raise NotLeader(self.leader_id)
+        if to == self.id:
+            return
+        if to not in self.peers:
+            raise RaftError(f"unknown transfer target {to!r}", to=to)
+        self.transferee = to
+        self.transfer_deadline_ms = self.now + self.cfg.election_timeout_min_ms
+        self.log_.info("raft_transfer_start", to=to, term=self.term)
+        if self.prs[to].match == self.log.last_index():
+            self._send(Message(MsgType.TIMEOUT_NOW, self.id, to, self.term))
+        else:
+            self._send_append(to)
+
+    def compact(self, snapshot: Snapshot, keep: int = 0) -> None:
+        """The driver took (and durably saved) a snapshot of applied state up to snapshot.index."""
+        assert snapshot.index <= self.applied, (snapshot.index, self.applied)
+        assert self.log.term(snapshot.index) in (snapshot.term, None)
+        if self.snapshot is None or snapshot.index > self.snapshot.index:
+            self.snapshot = snapshot
+        self.log.compact(max(self.log.offset, snapshot.index - keep))
+
+    # ------------------------------------------------------------------ output
+    def _send(self, m: Message) -> None:
+        if m.type in (MsgType.APPEND, MsgType.HEARTBEAT, MsgType.SNAPSHOT, MsgType.TIMEOUT_NOW):
+            self._msgs_early.append(m)      # leader traffic: its term is already durable
+        else:
+            self._msgs.append(m)            # replies/vote requests promise persisted state
+
+    def has_ready(self) -> bool:
+        return bool(self._msgs or self._msgs_early or self._read_states or self._pending_snapshot
+                    or self.log.stable < self.log.last_index() or self.commit > self.applied
+                    or (self.term, self.vote) != (self._persisted_hs.term, self._persisted_hs.vote)
+                    or self.soft_state() != self._prev_soft)
+
+    def ready(self) -> Ready:
+        rd = Ready()
+        if (self.term, self.vote) != (self._persisted_hs.term, self._persisted_hs.vote):
+            rd.hard_state = self.hard_state()
+        rd.entries = self.log.unstable()
+        rd.snapshot = self._pending_snapshot
+        if self.commit > self.applied:
+            lo = self.applied + 1
+            try:
+                rd.committed_entries = self.log.slice(lo, self.commit, self.cfg.max_apply_bytes)
+            except LogCompacted:
+                rd.committed_entries = []
+        rd.messages_early, self._msgs_early = self._msgs_early, []
+        rd.messages, self._msgs = self._msgs, []
+        rd.read_states, self._read_states = self._read_states, []
+        ss = self.soft_state()
+        if ss != self._prev_soft:
+            rd.soft_state = ss
+            self._prev_soft = ss
+        return rd
+
+    def advance(self, rd: Ready) -> None:
+        if rd.hard_state is not None:
+            self._persisted_hs = rd.hard_state
+        if rd.snapshot is not None and self._pending_snapshot is rd.snapshot:
+            self._pending_snapshot = None
+        if rd.entries:
+            last = rd.entries[-1]
+            self.log.stable_to(last.index, last.term)
+        if rd.committed_entries:
+            self.applied = max(self.applied, rd.committed_entries[-1].index)
+        if self.role == Role.LEADER:
+            self._maybe_commit()
