@@ -1,0 +1,121 @@
+"""Election policy: who may become master, who wins, and who stays electable afterwards.
+
+Pure functions over plain sets and ``BrokerLiveInfo``; the state machine feeds them the group's
+state and the liveness evidence that the leader carried inside the request.
+
+Ranking (RocketMQ's DefaultElectPolicy order, DESIGN-NOTES 3): epoch desc, maxOffset desc,
+electionPriority asc, then brokerId asc so ties are deterministic. Offsets are compared as
+Python ints; RocketMQ's comparator casts an offset difference to 32-bit ``int`` and can pick the
+replica with *less* data when two offsets differ by 2**31 or more (DESIGN-NOTES 7.3).
+
+Eligible replicas (DESIGN-NOTES 7.4, after Kafka KIP-966 ELR): see ``eligible_after_election``
+and docs/controller.md for the safety argument.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterable, Mapping
+from dataclasses import dataclass
+from enum import Enum
+
+from autoswitch.controller.messages import BrokerLiveInfo
+
+
+def rank_key(info: BrokerLiveInfo) -> tuple[int, int, int, int]:
+    return (-info.epoch, -info.max_offset, info.election_priority, info.broker_id)
+
+
+def best_candidate(infos: Iterable[BrokerLiveInfo]) -> BrokerLiveInfo | None:
+    return min(infos, key=rank_key, default=None)
+
+
+def rank(infos: Iterable[BrokerLiveInfo]) -> list[BrokerLiveInfo]:
+    return sorted(infos, key=rank_key)
+
+
+class Outcome(Enum):
+    KEEP = "keep"                  # the old master is alive and in the SSS: change nothing
+    ELECT = "elect"                # new_master wins
+    NONE = "none"                  # nobody electable
+    DESIGNATED_INVALID = "designated_invalid"   # the designated broker is dead or not electable
+
+
+@dataclass(frozen=True)
+class ElectionDecision:
+    outcome: Outcome
+    new_master: int | None = None
+    unclean: bool = False
+    reason: str = ""
+
+
+def clean_candidates(sync_state_set: frozenset[int], eligible: frozenset[int],
+                     alive: Mapping[int, BrokerLiveInfo]) -> dict[int, BrokerLiveInfo]:
+    """Alive replicas that hold every acknowledged message: SSS members and eligible replicas,
+    minus any whose current incarnation reports an unclean shutdown (its tail may be gone)."""
+    pool = sync_state_set | eligible
+    return {bid: info for bid, info in alive.items() if bid in pool and info.clean_shutdown}
+
+
+def decide(*, master: int | None, sync_state_set: frozenset[int], eligible: frozenset[int],
+           registered: frozenset[int], alive: Mapping[int, BrokerLiveInfo], first_election: bool,
+           designated: int | None, unclean_enabled: bool) -> ElectionDecision:
+    """Pick the master of one group. ``alive`` = brokers a controller majority sees alive.
+
+    ``first_election``: the group never had a master, so there is no SSS history; every alive
+    registered replica is a clean candidate and the one with the most data wins (RocketMQ
+    elects whoever asked first).
+    """
+    alive = {bid: info for bid, info in alive.items() if bid in registered}
+    if first_election:
+        clean = dict(alive)
+    else:
+        clean = clean_candidates(sync_state_set, eligible, alive)
+    if designated is not None:
+        if designated == master and master in clean:
+            return ElectionDecision(Outcome.KEEP, master, reason="designated broker is already master")
+        if designated in clean:
+            return ElectionDecision(Outcome.ELECT, designated, reason="designated")
+        if unclean_enabled and designated in alive:
+            return ElectionDecision(Outcome.ELECT, designated, unclean=True, reason="designated_unclean")
+        why = "not alive" if designated not in alive else "not in SyncStateSet or eligible replicas"
+        return ElectionDecision(Outcome.DESIGNATED_INVALID, reason=f"designated broker {designated} is {why}")
+    if master is not None and master in clean:
+        return ElectionDecision(Outcome.KEEP, master, reason="old master alive and in SyncStateSet")
+    best = best_candidate(clean.values())
+    if best is not None:
+        return ElectionDecision(Outcome.ELECT, best.broker_id,
+                                reason="first_election_by_data" if first_election else "ranked")
+    if unclean_enabled:
+        best = best_candidate(alive.values())
+        if best is not None:
+            return ElectionDecision(Outcome.ELECT, best.broker_id, unclean=True, reason="unclean")
+    return ElectionDecision(Outcome.NONE, reason="no alive replica in SyncStateSet or eligible replicas")
+
+
+def eligible_after_election(*, new_master: int, old_sync_state_set: frozenset[int],
+                            old_eligible: frozenset[int], unclean: bool, min_in_sync_replicas: int,
+                            enabled: bool, lost_data: frozenset[int] = frozenset()) -> frozenset[int]:
+    """Eligible replicas once ``new_master`` leads with SSS = {new_master}.
+
+    Kept only while the new SSS is smaller than minInSyncReplicas: then the new master cannot
+    acknowledge anything (IN_SYNC_REPLICAS_NOT_ENOUGH), so every old SSS member / eligible
+    replica still holds every acknowledged message. An unclean election forfeits that guarantee.
+    """
+    if not enabled or unclean or 1 >= min_in_sync_replicas:
+        return frozenset()
+    return (old_sync_state_set | old_eligible) - {new_master} - lost_data
+
+
+def eligible_after_alter(*, old_sync_state_set: frozenset[int], new_sync_state_set: frozenset[int],
+                         old_eligible: frozenset[int], min_in_sync_replicas: int,
+                         enabled: bool) -> frozenset[int]:
+    """Eligible replicas after an accepted SyncStateSet change.
+
+    Once the SSS reaches minInSyncReplicas the master acknowledges writes that replicas outside
+    it do not have, so the eligible set empties. Below it, members dropped from the SSS held
+    every acknowledged message (acks needed them) and nothing new can be acknowledged: they
+    become eligible, like KIP-966 moves replicas leaving a below-min ISR into the ELR.
+    """
+    if not enabled or len(new_sync_state_set) >= min_in_sync_replicas:
+        return frozenset()
+    return (old_eligible | (old_sync_state_set - new_sync_state_set)) - new_sync_state_set

@@ -1,0 +1,557 @@
+"""Requests, replies and events of the controller state machine, and their Raft-log bytes.
+
+Write requests travel through the Raft log as bytes (``encode_request``) and are decoded on
+every node by ``ControllerStateMachine.apply``. Everything that depends on time or on liveness
+(the proposal timestamp ``ts_ms``, the brokers a controller majority considers alive and what
+they reported) is filled in by the proposing leader, so apply is deterministic everywhere.
+
+Encoding: one compact JSON object ``{"v": 1, "t": <type>, ...fields}``, UTF-8, at most
+``MAX_REQUEST_BYTES``. JSON keeps the log greppable and Python ints exact (no 32-bit offsets).
+Every field is type- and range-checked on decode; a bad entry gives ``MalformedRequest``
+(reply code CONTROLLER_INVALID_REQUEST), never an exception out of apply.
+"""
+
+from __future__ import annotations
+
+import json
+from dataclasses import dataclass, field, fields
+from typing import Any, ClassVar
+
+from autoswitch.controller.codes import Code
+
+from autoswitch.errors import AutoswitchError
+
+ENCODING_VERSION = 1
+MAX_REQUEST_BYTES = 1 << 20
+MAX_NAME_LEN = 255            # clusterName / brokerName, UTF-8 characters
+MAX_ADDRESS_LEN = 255
+MAX_CHECK_CODE_LEN = 512
+MAX_REPLICAS_PER_GROUP = 64   # registered brokerIds per group; also caps SSS and alive lists
+MAX_QUERY_GROUPS = 100_000
+MAX_CONFIG_KEYS = 64
+MAX_CONFIG_VALUE_LEN = 1024
+MAX_INT64 = (1 << 63) - 1
+MIN_INT32, MAX_INT32 = -(1 << 31), (1 << 31) - 1
+
+TRIGGER_CONTROLLER = "controller"   # the leader's scan saw the master dead (majority opinion)
+TRIGGER_BROKER = "broker"           # a broker found no master and asked
+TRIGGER_ADMIN = "admin"             # an operator (designated or not)
+TRIGGERS = (TRIGGER_CONTROLLER, TRIGGER_BROKER, TRIGGER_ADMIN)
+
+
+class MalformedRequest(AutoswitchError):
+    """A request that cannot be decoded or has a field missing / of the wrong type / out of range."""
+
+    code = "CONTROLLER_INVALID_REQUEST"
+
+
+# --------------------------------------------------------------------------- live info
+
+
+@dataclass(frozen=True)
+class BrokerLiveInfo:
+    """What a broker last reported in its heartbeat, as seen alive by a controller majority.
+
+    ``clean_shutdown`` False means: this incarnation started after an unclean shutdown and has
+    not been re-admitted to a SyncStateSet since, so its log may miss acknowledged messages.
+    """
+
+    broker_id: int
+    epoch: int = 0
+    max_offset: int = 0
+    confirm_offset: int = 0
+    election_priority: int = 0
+    clean_shutdown: bool = True
+
+    def to_list(self) -> list:
+        return [self.broker_id, self.epoch, self.max_offset, self.confirm_offset,
+                self.election_priority, 1 if self.clean_shutdown else 0]
+
+    @classmethod
+    def from_list(cls, raw: Any) -> BrokerLiveInfo:
+        if not isinstance(raw, list) or len(raw) != 6:
+            raise MalformedRequest("alive entry must be [brokerId, epoch, maxOffset, confirmOffset, priority, clean]")
+        bid, epoch, max_off, confirm, prio, clean = raw
+        info = cls(bid, epoch, max_off, confirm, prio, clean == 1)
+        if clean not in (0, 1) or isinstance(clean, bool):
+            raise MalformedRequest("alive entry clean flag must be 0 or 1")
+        info.validate()
+        return info
+
+    def validate(self) -> None:
+        _check_id(self.broker_id, "alive.brokerId")
+        _check_int(self.epoch, "alive.epoch", 0, MAX_INT64)
+        _check_int(self.max_offset, "alive.maxOffset", 0, MAX_INT64)
+        _check_int(self.confirm_offset, "alive.confirmOffset", 0, MAX_INT64)
+        _check_int(self.election_priority, "alive.electionPriority", MIN_INT32, MAX_INT32)
+        if not isinstance(self.clean_shutdown, bool):
+            raise MalformedRequest("alive.cleanShutdown must be a bool")
+
+
+# --------------------------------------------------------------------------- requests
+
+
+@dataclass(frozen=True)
+class Request:
+    """Base of every request. ``TYPE`` is the stable tag in the Raft log."""
+
+    TYPE: ClassVar[str] = ""
+    WRITE: ClassVar[bool] = True
+
+    def __post_init__(self) -> None:
+        # Accept lists and sets from callers; the canonical form (and the log form) is a tuple.
+        for f in fields(self):
+            v = getattr(self, f.name)
+            if isinstance(v, list):
+                object.__setattr__(self, f.name, tuple(v))
+            elif isinstance(v, set | frozenset):
+                try:
+                    object.__setattr__(self, f.name, tuple(sorted(v)))
+                except TypeError:
+                    pass  # mixed types: validate() rejects it
+
+    def validate(self) -> None:  # overridden; raises MalformedRequest
+        pass
+
+    @property
+    def group(self) -> str | None:
+        return getattr(self, "broker_name", None)
+
+
+@dataclass(frozen=True)
+class ApplyBrokerIdRequest(Request):
+    TYPE: ClassVar[str] = "ApplyBrokerId"
+    cluster_name: str
+    broker_name: str
+    applied_broker_id: int
+    register_check_code: str
+    ts_ms: int = 0
+
+    def validate(self) -> None:
+        _check_names(self.cluster_name, self.broker_name)
+        _check_id(self.applied_broker_id, "appliedBrokerId")
+        _check_str(self.register_check_code, "registerCheckCode", MAX_CHECK_CODE_LEN, allow_empty=False)
+        _check_ts(self.ts_ms)
+
+
+@dataclass(frozen=True)
+class RegisterBrokerRequest(Request):
+    TYPE: ClassVar[str] = "RegisterBroker"
+    cluster_name: str
+    broker_name: str
+    broker_id: int
+    broker_address: str
+    clean_shutdown: bool = True
+    ts_ms: int = 0
+
+    def validate(self) -> None:
+        _check_names(self.cluster_name, self.broker_name)
+        _check_id(self.broker_id, "brokerId")
+        _check_str(self.broker_address, "brokerAddress", MAX_ADDRESS_LEN, allow_empty=False)
+        _check_bool(self.clean_shutdown, "cleanShutdown")
+        _check_ts(self.ts_ms)
+
+
+@dataclass(frozen=True)
+class ElectMasterRequest(Request):
+    """``broker_id``: the designated broker when ``designate``; else the asking broker (0 = none).
+
+    ``alive``: every broker of the group that a controller majority considers alive, with its
+    last report; ``dead_broker_ids``: brokers a controller majority has not heard from within the
+    heartbeat timeout. Both are filled by the leader at proposal time. A non-designated election
+    replaces an existing master only if it is in ``dead_broker_ids`` (DESIGN-NOTES 7.2).
+    """
+
+    TYPE: ClassVar[str] = "ElectMaster"
+    cluster_name: str
+    broker_name: str
+    trigger: str = TRIGGER_BROKER
+    broker_id: int = 0
+    designate: bool = False
+    alive: tuple[BrokerLiveInfo, ...] = ()
+    dead_broker_ids: tuple[int, ...] = ()
+    ts_ms: int = 0
+
+    def validate(self) -> None:
+        _check_str(self.cluster_name, "clusterName", MAX_NAME_LEN, allow_empty=True)
+        _check_str(self.broker_name, "brokerName", MAX_NAME_LEN, allow_empty=False)
+        if self.trigger not in TRIGGERS:
+            raise MalformedRequest(f"trigger must be one of {TRIGGERS}")
+        _check_int(self.broker_id, "brokerId", 0, MAX_INT64)
+        _check_bool(self.designate, "designate")
+        if self.designate and self.broker_id == 0:
+            raise MalformedRequest("a designated election needs brokerId")
+        _check_alive(self.alive)
+        _check_ids(self.dead_broker_ids, "deadBrokerIds")
+        if {a.broker_id for a in self.alive} & set(self.dead_broker_ids):
+            raise MalformedRequest("a broker cannot be both alive and dead")
+        _check_ts(self.ts_ms)
+
+
+@dataclass(frozen=True)
+class AlterSyncStateSetRequest(Request):
+    TYPE: ClassVar[str] = "AlterSyncStateSet"
+    broker_name: str
+    master_broker_id: int
+    master_epoch: int
+    new_sync_state_set: tuple[int, ...]
+    sync_state_set_epoch: int
+    alive_broker_ids: tuple[int, ...] = ()   # filled by the leader from the majority view
+    ts_ms: int = 0
+
+    def validate(self) -> None:
+        _check_str(self.broker_name, "brokerName", MAX_NAME_LEN, allow_empty=False)
+        _check_id(self.master_broker_id, "masterBrokerId")
+        _check_int(self.master_epoch, "masterEpoch", 0, MAX_INT64)
+        _check_int(self.sync_state_set_epoch, "syncStateSetEpoch", 0, MAX_INT64)
+        _check_ids(self.new_sync_state_set, "newSyncStateSet")
+        if not self.new_sync_state_set:
+            raise MalformedRequest("newSyncStateSet is empty")
+        _check_ids(self.alive_broker_ids, "aliveBrokerIds")
+        _check_ts(self.ts_ms)
+
+
+@dataclass(frozen=True)
+class CleanBrokerDataRequest(Request):
+    """``broker_ids`` empty = the whole group."""
+
+    TYPE: ClassVar[str] = "CleanBrokerData"
+    cluster_name: str
+    broker_name: str
+    broker_ids: tuple[int, ...] = ()
+    clean_living_broker: bool = False
+    alive_broker_ids: tuple[int, ...] = ()
+    ts_ms: int = 0
+
+    def validate(self) -> None:
+        _check_str(self.cluster_name, "clusterName", MAX_NAME_LEN, allow_empty=True)
+        _check_str(self.broker_name, "brokerName", MAX_NAME_LEN, allow_empty=False)
+        _check_ids(self.broker_ids, "brokerIds")
+        _check_bool(self.clean_living_broker, "cleanLivingBroker")
+        _check_ids(self.alive_broker_ids, "aliveBrokerIds")
+        _check_ts(self.ts_ms)
+
+
+@dataclass(frozen=True)
+class UpdateControllerConfigRequest(Request):
+    TYPE: ClassVar[str] = "UpdateControllerConfig"
+    config: dict[str, str] = field(default_factory=dict)
+    ts_ms: int = 0
+
+    def validate(self) -> None:
+        if not isinstance(self.config, dict) or not self.config:
+            raise MalformedRequest("config must be a non-empty map")
+        if len(self.config) > MAX_CONFIG_KEYS:
+            raise MalformedRequest(f"at most {MAX_CONFIG_KEYS} config keys per update")
+        for k, v in self.config.items():
+            _check_str(k, "config key", MAX_NAME_LEN, allow_empty=False)
+            _check_str(v, f"config[{k}]", MAX_CONFIG_VALUE_LEN, allow_empty=True)
+        _check_ts(self.ts_ms)
+
+
+# Reads: served by ControllerStateMachine.query() on the leader after a read-index barrier.
+
+
+@dataclass(frozen=True)
+class GetNextBrokerIdRequest(Request):
+    TYPE: ClassVar[str] = "GetNextBrokerId"
+    WRITE: ClassVar[bool] = False
+    cluster_name: str
+    broker_name: str
+
+    def validate(self) -> None:
+        _check_names(self.cluster_name, self.broker_name)
+
+
+@dataclass(frozen=True)
+class GetReplicaInfoRequest(Request):
+    TYPE: ClassVar[str] = "GetReplicaInfo"
+    WRITE: ClassVar[bool] = False
+    broker_name: str
+
+    def validate(self) -> None:
+        _check_str(self.broker_name, "brokerName", MAX_NAME_LEN, allow_empty=False)
+
+
+@dataclass(frozen=True)
+class GetSyncStateDataRequest(Request):
+    """``broker_names`` empty = every group (bounded by MAX_QUERY_GROUPS)."""
+
+    TYPE: ClassVar[str] = "GetSyncStateData"
+    WRITE: ClassVar[bool] = False
+    broker_names: tuple[str, ...] = ()
+
+    def validate(self) -> None:
+        if not isinstance(self.broker_names, tuple) or len(self.broker_names) > MAX_QUERY_GROUPS:
+            raise MalformedRequest(f"brokerNames must be a tuple of at most {MAX_QUERY_GROUPS} names")
+        for n in self.broker_names:
+            _check_str(n, "brokerName", MAX_NAME_LEN, allow_empty=False)
+
+
+@dataclass(frozen=True)
+class GetMetaDataRequest(Request):
+    TYPE: ClassVar[str] = "GetMetaData"
+    WRITE: ClassVar[bool] = False
+
+
+@dataclass(frozen=True)
+class GetControllerConfigRequest(Request):
+    TYPE: ClassVar[str] = "GetControllerConfig"
+    WRITE: ClassVar[bool] = False
+
+
+WRITE_REQUESTS: dict[str, type[Request]] = {
+    c.TYPE: c
+    for c in (ApplyBrokerIdRequest, RegisterBrokerRequest, ElectMasterRequest, AlterSyncStateSetRequest,
+              CleanBrokerDataRequest, UpdateControllerConfigRequest)
+}
+READ_REQUESTS: dict[str, type[Request]] = {
+    c.TYPE: c
+    for c in (GetNextBrokerIdRequest, GetReplicaInfoRequest, GetSyncStateDataRequest, GetMetaDataRequest,
+              GetControllerConfigRequest)
+}
+
+
+# --------------------------------------------------------------------------- replies
+
+
+@dataclass(frozen=True)
+class ReplicaView:
+    """One group's replica info after the operation (what brokers consume)."""
+
+    cluster_name: str
+    broker_name: str
+    master_broker_id: int | None
+    master_address: str | None
+    master_epoch: int
+    sync_state_set: tuple[int, ...]
+    sync_state_set_epoch: int
+    eligible_replicas: tuple[int, ...] = ()
+
+    def to_dict(self) -> dict:
+        return {
+            "clusterName": self.cluster_name, "brokerName": self.broker_name,
+            "masterBrokerId": self.master_broker_id, "masterAddress": self.master_address,
+            "masterEpoch": self.master_epoch, "syncStateSet": list(self.sync_state_set),
+            "syncStateSetEpoch": self.sync_state_set_epoch, "eligibleReplicas": list(self.eligible_replicas),
+        }
+
+
+@dataclass(frozen=True)
+class Reply:
+    """``replica`` is set for group operations (also on most rejections, as RocketMQ does, so a
+    fenced master learns the current epochs); ``broker_id`` for GetNextBrokerId / ApplyBrokerId;
+    ``data`` (JSON-able) for the bulk reads and config."""
+
+    code: int = Code.SUCCESS
+    remark: str = ""
+    replica: ReplicaView | None = None
+    broker_id: int | None = None
+    data: Any = None
+
+    @property
+    def ok(self) -> bool:
+        return self.code == Code.SUCCESS
+
+    def to_dict(self) -> dict:
+        out: dict[str, Any] = {"code": int(self.code), "remark": self.remark}
+        if self.replica is not None:
+            out["replica"] = self.replica.to_dict()
+        if self.broker_id is not None:
+            out["brokerId"] = self.broker_id
+        if self.data is not None:
+            out["data"] = self.data
+        return out
+
+
+# --------------------------------------------------------------------------- events
+
+
+@dataclass(frozen=True)
+class Event:
+    """An applied state change. ``HISTORY`` is the name in the event history record."""
+
+    HISTORY: ClassVar[str] = ""
+    broker_name: str
+
+
+@dataclass(frozen=True)
+class ApplyBrokerIdEvent(Event):
+    HISTORY: ClassVar[str] = "ApplyBrokerId"
+    cluster_name: str
+    broker_id: int
+    address: str
+    register_check_code: str
+    ts_ms: int
+
+
+@dataclass(frozen=True)
+class UpdateBrokerAddressEvent(Event):
+    HISTORY: ClassVar[str] = "RegisterBroker"
+    broker_id: int
+    address: str
+
+
+@dataclass(frozen=True)
+class ElectMasterEvent(Event):
+    """New master (or none: "NoMaster"). MasterEpoch always +1. ``sync_state_set`` None keeps the
+    set (RocketMQ keeps it when nobody could be elected); otherwise it replaces it and
+    syncStateSetEpoch +1."""
+
+    HISTORY: ClassVar[str] = "ElectMaster"
+    new_master: int | None
+    sync_state_set: tuple[int, ...] | None
+    eligible: tuple[int, ...]
+    unclean: bool
+    reason: str
+
+
+@dataclass(frozen=True)
+class AlterSyncStateSetEvent(Event):
+    HISTORY: ClassVar[str] = "AlterSyncStateSet"
+    sync_state_set: tuple[int, ...]
+    eligible: tuple[int, ...]
+    reason: str
+
+
+@dataclass(frozen=True)
+class EligibleChangeEvent(Event):
+    """Eligible replicas change without an SSS change (a replica reported data loss)."""
+
+    HISTORY: ClassVar[str] = "RegisterBroker"
+    eligible: tuple[int, ...]
+    reason: str
+
+
+@dataclass(frozen=True)
+class CleanBrokerDataEvent(Event):
+    HISTORY: ClassVar[str] = "CleanBrokerData"
+    broker_ids: tuple[int, ...]   # empty = the whole group
+
+
+@dataclass(frozen=True)
+class UpdateConfigEvent(Event):
+    HISTORY: ClassVar[str] = "UpdateConfig"
+    changes: tuple[tuple[str, str], ...]
+
+
+def event_name(ev: Event) -> str:
+    if isinstance(ev, ElectMasterEvent) and ev.new_master is None:
+        return "NoMaster"
+    return ev.HISTORY
+
+
+# --------------------------------------------------------------------------- encoding
+
+
+def encode_request(req: Request) -> bytes:
+    """Bytes for the Raft log. Validates first (MalformedRequest) so nothing bad is proposed."""
+    if not isinstance(req, Request) or req.TYPE not in WRITE_REQUESTS:
+        raise MalformedRequest(f"not a write request: {type(req).__name__}")
+    req.validate()
+    obj: dict[str, Any] = {"v": ENCODING_VERSION, "t": req.TYPE}
+    for f in fields(req):
+        v = getattr(req, f.name)
+        if f.name == "alive":
+            v = [a.to_list() for a in v]
+        elif isinstance(v, tuple):
+            v = list(v)
+        obj[f.name] = v
+    data = json.dumps(obj, separators=(",", ":"), ensure_ascii=False).encode()
+    if len(data) > MAX_REQUEST_BYTES:
+        raise MalformedRequest(f"request of {len(data)} bytes exceeds {MAX_REQUEST_BYTES}")
+    return data
+
+
+def decode_request(data: bytes) -> Request:
+    """Inverse of encode_request; MalformedRequest on anything unexpected."""
+    if not isinstance(data, bytes | bytearray | memoryview):
+        raise MalformedRequest("request data must be bytes")
+    if len(data) > MAX_REQUEST_BYTES:
+        raise MalformedRequest(f"request of {len(data)} bytes exceeds {MAX_REQUEST_BYTES}")
+    try:
+        obj = json.loads(bytes(data).decode("utf-8"))
+    except (UnicodeDecodeError, ValueError, RecursionError) as e:
+        raise MalformedRequest(f"request is not JSON: {e}") from None
+    if not isinstance(obj, dict):
+        raise MalformedRequest("request must be a JSON object")
+    if obj.get("v") != ENCODING_VERSION:
+        raise MalformedRequest(f"unsupported request encoding version {obj.get('v')!r}")
+    cls = WRITE_REQUESTS.get(obj.get("t"))  # type: ignore[arg-type]
+    if cls is None:
+        raise MalformedRequest(f"unknown request type {obj.get('t')!r}")
+    names = {f.name for f in fields(cls)}
+    extra = set(obj) - names - {"v", "t"}
+    if extra:
+        raise MalformedRequest(f"unknown fields {sorted(extra)} in {cls.TYPE}")
+    kwargs: dict[str, Any] = {}
+    for f in fields(cls):
+        if f.name not in obj:
+            continue  # dataclass default applies; required fields fail below
+        v = obj[f.name]
+        if f.name == "alive":
+            if not isinstance(v, list):
+                raise MalformedRequest("alive must be a list")
+            v = tuple(BrokerLiveInfo.from_list(a) for a in v)
+        elif isinstance(v, list):
+            v = tuple(v)
+        kwargs[f.name] = v
+    try:
+        req = cls(**kwargs)
+    except TypeError as e:
+        raise MalformedRequest(f"{cls.TYPE}: {e}") from None
+    req.validate()
+    return req
+
+
+# --------------------------------------------------------------------------- field checks
+
+
+def _check_int(v: Any, what: str, lo: int, hi: int) -> None:
+    if not isinstance(v, int) or isinstance(v, bool) or not lo <= v <= hi:
+        raise MalformedRequest(f"{what} must be an integer in [{lo}, {hi}], got {v!r}")
+
+
+def _check_id(v: Any, what: str) -> None:
+    _check_int(v, what, 1, MAX_INT64)
+
+
+def _check_ids(v: Any, what: str) -> None:
+    if not isinstance(v, tuple) or len(v) > MAX_REPLICAS_PER_GROUP:
+        raise MalformedRequest(f"{what} must be a list of at most {MAX_REPLICAS_PER_GROUP} brokerIds")
+    for x in v:
+        _check_id(x, what)
+    if len(set(v)) != len(v):
+        raise MalformedRequest(f"{what} has duplicates")
+
+
+def _check_bool(v: Any, what: str) -> None:
+    if not isinstance(v, bool):
+        raise MalformedRequest(f"{what} must be a bool")
+
+
+def _check_str(v: Any, what: str, max_len: int, allow_empty: bool) -> None:
+    if not isinstance(v, str) or len(v) > max_len or (not allow_empty and not v):
+        raise MalformedRequest(f"{what} must be a {'' if allow_empty else 'non-empty '}string of at most {max_len} chars")
+
+
+def _check_names(cluster: Any, broker: Any) -> None:
+    _check_str(cluster, "clusterName", MAX_NAME_LEN, allow_empty=False)
+    _check_str(broker, "brokerName", MAX_NAME_LEN, allow_empty=False)
+
+
+def _check_ts(v: Any) -> None:
+    _check_int(v, "ts_ms", 0, MAX_INT64)
+
+
+def _check_alive(v: Any) -> None:
+    if not isinstance(v, tuple) or len(v) > MAX_REPLICAS_PER_GROUP:
+        raise MalformedRequest(f"alive must be a list of at most {MAX_REPLICAS_PER_GROUP} entries")
+    seen = set()
+    for a in v:
+        if not isinstance(a, BrokerLiveInfo):
+            raise MalformedRequest("alive entries must be BrokerLiveInfo")
+        a.validate()
+        if a.broker_id in seen:
+            raise MalformedRequest(f"alive has brokerId {a.broker_id} twice")
+        seen.add(a.broker_id)

@@ -1,0 +1,762 @@
+"""The controller's replicated state machine (RocketMQ ``ReplicasInfoManager``), pure.
+
+Flow on every node, in Raft log order::
+
+    apply(index, data) -> decode_request(data) -> handle(request, state) -> (events, reply)
+                       -> apply_event(event) for each event -> reply
+
+``handle`` only reads the state; it stages the events on copies of the touched group(s), checks
+the invariants there and builds the reply from the staged result, so a rejected or buggy
+request never half-applies. Everything time- or liveness-dependent is inside the request
+(see messages.py), so two nodes fed the same log end byte-identical (``snapshot()``).
+
+Invariants (checked after every staged apply; a violation rejects the entry with
+CONTROLLER_JRAFT_INTERNAL_ERROR on every node alike and logs an error, instead of crashing
+the whole controller cluster on a deterministic bug):
+  * the master is a registered replica inside its SyncStateSet;
+  * SSS and eligible replicas are registered and disjoint;
+  * MasterEpoch and syncStateSetEpoch never decrease, and a change of master (or of SSS) comes
+    with a strictly larger MasterEpoch (or syncStateSetEpoch): one master per MasterEpoch.
+    Epochs survive CleanBrokerData of a whole group (a tombstone keeps them) so a re-created
+    group never reuses an epoch that brokers still hold in their EpochFiles.
+"""
+
+from __future__ import annotations
+
+import json
+import struct
+import zlib
+from collections.abc import Callable
+from dataclasses import dataclass, field
+from typing import Any
+
+from autoswitch.controller import election
+from autoswitch.controller.codes import Code
+from autoswitch.controller.messages import (
+    MAX_QUERY_GROUPS,
+    MAX_REPLICAS_PER_GROUP,
+    TRIGGER_CONTROLLER,
+    AlterSyncStateSetEvent,
+    AlterSyncStateSetRequest,
+    ApplyBrokerIdEvent,
+    ApplyBrokerIdRequest,
+    BrokerLiveInfo,
+    CleanBrokerDataEvent,
+    CleanBrokerDataRequest,
+    ElectMasterEvent,
+    ElectMasterRequest,
+    EligibleChangeEvent,
+    Event,
+    GetControllerConfigRequest,
+    GetMetaDataRequest,
+    GetNextBrokerIdRequest,
+    GetReplicaInfoRequest,
+    GetSyncStateDataRequest,
+    MalformedRequest,
+    RegisterBrokerRequest,
+    ReplicaView,
+    Reply,
+    Request,
+    UpdateBrokerAddressEvent,
+    UpdateConfigEvent,
+    UpdateControllerConfigRequest,
+    decode_request,
+    event_name,
+)
+from autoswitch.controller.sm_config import BLACKLIST, KEYS, ConfigValueError, SMConfig, parse_value
+
+from autoswitch.errors import AutoswitchError, CorruptionError
+from autoswitch.log import get_logger
+
+MAX_GROUPS = 200_000
+FIRST_BROKER_ID = 1   # RocketMQ MixAll.FIRST_SLAVE_ID; 0 was the old fixed master id
+
+_log = get_logger("controller.sm")
+
+
+class InvariantViolation(AutoswitchError):
+    code = "CONTROLLER_INVARIANT_VIOLATION"
+
+
+class SnapshotCorrupt(CorruptionError):
+    code = "CONTROLLER_SNAPSHOT_CORRUPT"
+
+
+# --------------------------------------------------------------------------- state
+
+
+@dataclass
+class BrokerRecord:
+    address: str
+    register_check_code: str
+
+
+@dataclass
+class GroupState:
+    """One broker group (RocketMQ BrokerReplicaInfo + SyncStateInfo) plus eligible replicas."""
+
+    cluster_name: str
+    broker_name: str
+    created_ts_ms: int = 0
+    next_assign_broker_id: int = FIRST_BROKER_ID
+    brokers: dict[int, BrokerRecord] = field(default_factory=dict)
+    master_broker_id: int | None = None
+    master_epoch: int = 0
+    sync_state_set: frozenset[int] = frozenset()
+    sync_state_set_epoch: int = 0
+    eligible: frozenset[int] = frozenset()
+
+    def copy(self) -> GroupState:
+        return GroupState(self.cluster_name, self.broker_name, self.created_ts_ms, self.next_assign_broker_id,
+                          dict(self.brokers), self.master_broker_id, self.master_epoch, self.sync_state_set,
+                          self.sync_state_set_epoch, self.eligible)
+
+    @property
+    def first_election(self) -> bool:
+        """No master was ever recorded, so there is no SSS history to trust."""
+        return self.master_epoch == 0
+
+    def view(self) -> ReplicaView:
+        m = self.master_broker_id
+        return ReplicaView(
+            cluster_name=self.cluster_name, broker_name=self.broker_name, master_broker_id=m,
+            master_address=self.brokers[m].address if m is not None and m in self.brokers else None,
+            master_epoch=self.master_epoch, sync_state_set=tuple(sorted(self.sync_state_set)),
+            sync_state_set_epoch=self.sync_state_set_epoch, eligible_replicas=tuple(sorted(self.eligible)),
+        )
+
+
+@dataclass(frozen=True)
+class Tombstone:
+    """What survives CleanBrokerData of a whole group: the epochs and the id counter."""
+
+    master_epoch: int
+    sync_state_set_epoch: int
+    next_assign_broker_id: int
+
+
+class ControllerState:
+    def __init__(self, config: SMConfig | None = None) -> None:
+        self.groups: dict[str, GroupState] = {}
+        self.tombstones: dict[str, Tombstone] = {}
+        self.config: SMConfig = config.copy() if config is not None else SMConfig()
+
+    def apply_event(self, ev: Event) -> None:
+        """Apply one event to the live state (replay, tests). Same code as the staged path."""
+        if isinstance(ev, UpdateConfigEvent):
+            _apply_config(self.config, ev)
+            return
+        name = ev.broker_name
+        g = self.groups.get(name)
+        new = _apply_group_event(g.copy() if g is not None else None, ev, self.tombstones.get(name))
+        _commit_group(self, name, g, new)
+
+
+def _commit_group(state: ControllerState, name: str, old: GroupState | None, new: GroupState | None) -> None:
+    if new is None:
+        if old is not None:
+            state.tombstones[name] = Tombstone(old.master_epoch, old.sync_state_set_epoch,
+                                               old.next_assign_broker_id)
+            del state.groups[name]
+    else:
+        state.groups[name] = new
+        state.tombstones.pop(name, None)
+
+
+# --------------------------------------------------------------------------- event application
+
+
+def _apply_config(cfg: SMConfig, ev: UpdateConfigEvent) -> None:
+    for k, v in ev.changes:
+        cfg.set(k, v)
+
+
+def _apply_group_event(g: GroupState | None, ev: Event, tomb: Tombstone | None) -> GroupState | None:
+    """Apply ``ev`` to ``g`` (a private copy, mutated) and return the group's new state."""
+    if isinstance(ev, ApplyBrokerIdEvent):
+        if g is None:
+            g = GroupState(ev.cluster_name, ev.broker_name, created_ts_ms=ev.ts_ms)
+            if tomb is not None:
+                g.master_epoch = tomb.master_epoch
+                g.sync_state_set_epoch = tomb.sync_state_set_epoch
+                g.next_assign_broker_id = tomb.next_assign_broker_id
+        g.brokers[ev.broker_id] = BrokerRecord(ev.address, ev.register_check_code)
+        g.next_assign_broker_id = max(g.next_assign_broker_id, ev.broker_id + 1)
+        return g
+    if g is None:
+        raise InvariantViolation(f"{type(ev).__name__} for unknown group {ev.broker_name!r}")
+    if isinstance(ev, UpdateBrokerAddressEvent):
+        g.brokers[ev.broker_id] = BrokerRecord(ev.address, g.brokers[ev.broker_id].register_check_code)
+    elif isinstance(ev, ElectMasterEvent):
+        g.master_broker_id = ev.new_master
+        g.master_epoch += 1
+        if ev.sync_state_set is not None and frozenset(ev.sync_state_set) != g.sync_state_set:
+            g.sync_state_set = frozenset(ev.sync_state_set)
+            g.sync_state_set_epoch += 1
+        elif ev.new_master is not None:
+            # RocketMQ bumps syncStateSetEpoch with every elected master, even if the set is equal.
+            g.sync_state_set_epoch += 1
+        g.eligible = frozenset(ev.eligible)
+    elif isinstance(ev, AlterSyncStateSetEvent):
+        g.sync_state_set = frozenset(ev.sync_state_set)
+        g.sync_state_set_epoch += 1
+        g.eligible = frozenset(ev.eligible)
+    elif isinstance(ev, EligibleChangeEvent):
+        g.eligible = frozenset(ev.eligible)
+    elif isinstance(ev, CleanBrokerDataEvent):
+        if not ev.broker_ids:
+            return None
+        ids = frozenset(ev.broker_ids)
+        for bid in ids:
+            g.brokers.pop(bid, None)
+        if not g.brokers:
+            return None
+        if g.master_broker_id in ids:
+            g.master_broker_id = None
+            g.master_epoch += 1
+        if g.sync_state_set & ids:
+            g.sync_state_set = g.sync_state_set - ids
+            g.sync_state_set_epoch += 1
+        g.eligible = g.eligible - ids
+    else:
+        raise InvariantViolation(f"unknown event {type(ev).__name__}")
+    return g
+
+
+def check_group_invariants(before: GroupState | None, after: GroupState | None,
+                           tomb: Tombstone | None = None) -> None:
+    """Raise InvariantViolation if ``after`` is not a legal successor of ``before``."""
+    if after is None:
+        return
+    name = after.broker_name
+    registered = after.brokers.keys()
+    if after.master_broker_id is not None:
+        if after.master_broker_id not in after.sync_state_set:
+            raise InvariantViolation(f"{name}: master {after.master_broker_id} outside SyncStateSet")
+        if after.master_broker_id not in registered:
+            raise InvariantViolation(f"{name}: master {after.master_broker_id} not registered")
+    if not after.sync_state_set <= registered or not after.eligible <= registered:
+        raise InvariantViolation(f"{name}: SyncStateSet/eligible replicas contain unregistered brokers")
+    if after.sync_state_set & after.eligible:
+        raise InvariantViolation(f"{name}: a replica is both in SyncStateSet and eligible")
+    if len(after.brokers) > MAX_REPLICAS_PER_GROUP:
+        raise InvariantViolation(f"{name}: more than {MAX_REPLICAS_PER_GROUP} replicas")
+    if after.brokers and after.next_assign_broker_id <= max(after.brokers):
+        raise InvariantViolation(f"{name}: nextAssignBrokerId not above every assigned id")
+    ref = before if before is not None else tomb
+    if ref is None:
+        return
+    if after.master_epoch < ref.master_epoch or after.sync_state_set_epoch < ref.sync_state_set_epoch:
+        raise InvariantViolation(f"{name}: an epoch went backwards")
+    if before is not None:
+        if after.master_broker_id != before.master_broker_id and after.master_epoch <= before.master_epoch:
+            raise InvariantViolation(f"{name}: master changed without a new MasterEpoch")
+        if (after.sync_state_set != before.sync_state_set
+                and after.sync_state_set_epoch <= before.sync_state_set_epoch):
+            raise InvariantViolation(f"{name}: SyncStateSet changed without a new syncStateSetEpoch")
+
+
+def check_state(state: ControllerState) -> None:
+    """Whole-state structural check (tests, after restore)."""
+    for name, g in state.groups.items():
+        if name != g.broker_name:
+            raise InvariantViolation(f"group key {name!r} holds {g.broker_name!r}")
+        check_group_invariants(None, g)
+
+
+# --------------------------------------------------------------------------- handle
+
+
+@dataclass
+class _Outcome:
+    code: int = Code.SUCCESS
+    remark: str = ""
+    group: str | None = None          # reply carries this group's (staged) view
+    broker_id: int | None = None
+    data: Any = None
+
+
+def _reject(code: int, remark: str, group: str | None = None) -> tuple[list[Event], _Outcome]:
+    return [], _Outcome(code, remark, group)
+
+
+class _Staged:
+    """Copies of the touched groups/config with the events applied, not yet committed."""
+
+    def __init__(self, state: ControllerState) -> None:
+        self.state = state
+        self.groups: dict[str, GroupState | None] = {}
+        self.config: SMConfig | None = None
+        self.records: list[tuple[Event, dict]] = []
+
+    def group(self, name: str) -> GroupState | None:
+        if name in self.groups:
+            return self.groups[name]
+        return self.state.groups.get(name)
+
+    def apply(self, ev: Event) -> None:
+        if isinstance(ev, UpdateConfigEvent):
+            if self.config is None:
+                self.config = self.state.config.copy()
+            _apply_config(self.config, ev)
+            return
+        name = ev.broker_name
+        cur = self.group(name)
+        new = _apply_group_event(cur.copy() if cur is not None else None, ev, self.state.tombstones.get(name))
+        self.groups[name] = new
+
+    def check(self) -> None:
+        for name, new in self.groups.items():
+            check_group_invariants(self.state.groups.get(name), new, self.state.tombstones.get(name))
+
+    def commit(self) -> None:
+        for name, new in self.groups.items():
+            _commit_group(self.state, name, self.state.groups.get(name), new)
+        if self.config is not None:
+            self.state.config = self.config
+
+
+def handle(request: Request, state: ControllerState) -> tuple[list[Event], Reply]:
+    """Pure: the events ``request`` produces against ``state`` and the reply, nothing applied."""
+    events, reply, _ = _handle(request, state)
+    return events, reply
+
+
+def _handle(request: Request, state: ControllerState) -> tuple[list[Event], Reply, _Staged]:
+    staged = _Staged(state)
+    try:
+        request.validate()
+        decide = _DECIDERS.get(type(request))
+        if decide is None:
+            raise MalformedRequest(f"not a write request: {type(request).__name__}")
+        events, out = decide(request, state)
+        for ev in events:
+            staged.apply(ev)
+        staged.check()
+    except MalformedRequest as e:
+        return [], Reply(Code.CONTROLLER_INVALID_REQUEST, e.message), _Staged(state)
+    except InvariantViolation as e:
+        _log.error("invariant_violation", request=type(request).__name__, group=request.group, error=e.message)
+        return [], Reply(Code.CONTROLLER_JRAFT_INTERNAL_ERROR, f"invariant violation: {e.message}"), _Staged(state)
+    view = None
+    if out.group is not None:
+        g = staged.group(out.group)
+        view = g.view() if g is not None else None
+    data = out.data
+    if isinstance(request, UpdateControllerConfigRequest) and out.code == Code.SUCCESS:
+        data = (staged.config or state.config).to_strings()
+    return events, Reply(out.code, out.remark, view, out.broker_id, data), staged
+
+
+def _apply_broker_id(req: ApplyBrokerIdRequest, state: ControllerState) -> tuple[list[Event], _Outcome]:
+    name = req.broker_name
+    g = state.groups.get(name)
+    address = req.register_check_code.split(";", 1)[0]   # RocketMQ: "address;timestamp"
+    ev = ApplyBrokerIdEvent(name, req.cluster_name, req.applied_broker_id, address, req.register_check_code,
+                            req.ts_ms)
+    if g is None:
+        tomb = state.tombstones.get(name)
+        first = tomb.next_assign_broker_id if tomb is not None else FIRST_BROKER_ID
+        if len(state.groups) >= MAX_GROUPS:
+            return _reject(Code.CONTROLLER_INVALID_REQUEST, f"too many broker groups (limit {MAX_GROUPS})")
+        if req.applied_broker_id != first:
+            return _reject(Code.CONTROLLER_BROKER_ID_INVALID,
+                           f"broker-set {name} is not registered; the first brokerId must be {first}")
+        return [ev], _Outcome(group=name, broker_id=req.applied_broker_id)
+    if g.cluster_name != req.cluster_name:
+        return _reject(Code.CONTROLLER_INVALID_REQUEST,
+                       f"broker-set {name} belongs to cluster {g.cluster_name}, not {req.cluster_name}", name)
+    rec = g.brokers.get(req.applied_broker_id)
+    if rec is not None:
+        if rec.register_check_code == req.register_check_code:
+            return [], _Outcome(remark="already applied", group=name, broker_id=req.applied_broker_id)
+        return _reject(Code.CONTROLLER_BROKER_ID_INVALID,
+                       f"brokerId {req.applied_broker_id} of {name} belongs to another broker", name)
+    if req.applied_broker_id < g.next_assign_broker_id:
+        # Ids are never reused: a stale identity file must not inherit someone else's history.
+        return _reject(Code.CONTROLLER_BROKER_ID_INVALID,
+                       f"brokerId {req.applied_broker_id} of {name} was already used; next is "
+                       f"{g.next_assign_broker_id}", name)
+    if len(g.brokers) >= MAX_REPLICAS_PER_GROUP:
+        return _reject(Code.CONTROLLER_INVALID_REQUEST, f"{name} already has {MAX_REPLICAS_PER_GROUP} replicas", name)
+    return [ev], _Outcome(group=name, broker_id=req.applied_broker_id)
+
+
+def _register_broker(req: RegisterBrokerRequest, state: ControllerState) -> tuple[list[Event], _Outcome]:
+    name = req.broker_name
+    g = state.groups.get(name)
+    if g is None:
+        return _reject(Code.CONTROLLER_BROKER_NEED_TO_BE_REGISTERED, f"broker-set {name} is not registered")
+    if g.cluster_name != req.cluster_name:
+        return _reject(Code.CONTROLLER_INVALID_REQUEST,
+                       f"broker-set {name} belongs to cluster {g.cluster_name}, not {req.cluster_name}", name)
+    bid = req.broker_id
+    if bid not in g.brokers:
+        return _reject(Code.CONTROLLER_BROKER_NEED_TO_BE_REGISTERED,
+                       f"brokerId {bid} is not registered in broker-set {name}", name)
+    events: list[Event] = []
+    if g.brokers[bid].address != req.broker_address:
+        events.append(UpdateBrokerAddressEvent(name, bid, req.broker_address))
+    if not req.clean_shutdown:
+        events.extend(_data_loss_events(g, bid, state.config))
+    return events, _Outcome(group=name)
+
+
+def _data_loss_events(g: GroupState, bid: int, cfg: SMConfig) -> list[Event]:
+    """A replica restarted after an unclean shutdown: its log may miss acknowledged messages,
+    so it must not stay electable (KIP-966 removes such a replica from ISR and ELR)."""
+    reason = "unclean_shutdown"
+    if bid == g.master_broker_id:
+        rest = g.sync_state_set - {bid}
+        if not rest:
+            return []   # the only copy: nothing better to elect; documented limitation
+        return [ElectMasterEvent(g.broker_name, None, tuple(sorted(rest)), tuple(sorted(g.eligible - {bid})),
+                                 False, "master_" + reason)]
+    if bid in g.sync_state_set:
+        new = g.sync_state_set - {bid}
+        elig = election.eligible_after_alter(old_sync_state_set=g.sync_state_set, new_sync_state_set=new,
+                                             old_eligible=g.eligible, min_in_sync_replicas=cfg.min_in_sync_replicas,
+                                             enabled=cfg.enable_eligible_replicas) - {bid}
+        return [AlterSyncStateSetEvent(g.broker_name, tuple(sorted(new)), tuple(sorted(elig)), reason)]
+    if bid in g.eligible:
+        return [EligibleChangeEvent(g.broker_name, tuple(sorted(g.eligible - {bid})), reason)]
+    return []
+
+
+def _elect_master(req: ElectMasterRequest, state: ControllerState) -> tuple[list[Event], _Outcome]:
+    name = req.broker_name
+    g = state.groups.get(name)
+    cfg = state.config
+    if g is None:
+        return _reject(Code.CONTROLLER_BROKER_NEED_TO_BE_REGISTERED, f"broker-set {name} is not registered")
+    if req.cluster_name and g.cluster_name != req.cluster_name:
+        return _reject(Code.CONTROLLER_INVALID_REQUEST,
+                       f"broker-set {name} belongs to cluster {g.cluster_name}, not {req.cluster_name}", name)
+    alive: dict[int, BrokerLiveInfo] = {a.broker_id: a for a in req.alive if a.broker_id in g.brokers}
+    designated = req.broker_id if req.designate else None
+    if designated is not None and designated not in g.brokers:
+        return _reject(Code.CONTROLLER_ELECT_MASTER_FAILED, f"designated brokerId {designated} is not registered",
+                       name)
+    if g.first_election and designated is None:
+        registered = g.brokers.keys()
+        waited = req.ts_ms >= g.created_ts_ms + cfg.first_election_grace_ms
+        all_reported = registered <= alive.keys() and len(alive) >= cfg.first_election_min_replicas
+        if not (waited or all_reported):
+            return _reject(Code.CONTROLLER_ELECT_MASTER_FAILED,
+                           f"first election of {name} waits for replicas to report: {len(alive)} of "
+                           f"{len(registered)} alive, grace ends at ts {g.created_ts_ms + cfg.first_election_grace_ms}",
+                           name)
+    master = g.master_broker_id
+    if (designated is None and master is not None and master not in alive
+            and master not in req.dead_broker_ids):
+        # Liveness is the majority's (DESIGN-NOTES 7.2): not seen alive is not the same as dead.
+        return _reject(Code.CONTROLLER_ELECT_MASTER_FAILED,
+                       f"master {master} of {name} is not agreed dead by a controller majority", name)
+    d = election.decide(master=master, sync_state_set=g.sync_state_set, eligible=g.eligible,
+                        registered=frozenset(g.brokers), alive=alive, first_election=g.first_election,
+                        designated=designated, unclean_enabled=cfg.enable_elect_unclean_master)
+    if d.outcome is election.Outcome.KEEP:
+        return _reject(Code.CONTROLLER_MASTER_STILL_EXIST, f"master {master} of {name} is still alive", name)
+    if d.outcome is election.Outcome.DESIGNATED_INVALID:
+        return _reject(Code.CONTROLLER_ELECT_MASTER_FAILED, d.reason, name)
+    if d.outcome is election.Outcome.NONE:
+        events: list[Event] = []
+        if req.trigger == TRIGGER_CONTROLLER and master is not None:
+            # RocketMQ: the old master is gone and nobody can replace it; record "no master" (and a new
+            # MasterEpoch) so brokers stop following it, keep the SSS for when a member returns.
+            events.append(ElectMasterEvent(name, None, None, tuple(sorted(g.eligible)), False, "no_candidate"))
+        return events, _Outcome(Code.CONTROLLER_MASTER_NOT_AVAILABLE, f"no electable replica in {name}: {d.reason}",
+                                name)
+    assert d.new_master is not None
+    lost = frozenset(bid for bid, info in alive.items() if not info.clean_shutdown)
+    elig = election.eligible_after_election(
+        new_master=d.new_master, old_sync_state_set=g.sync_state_set, old_eligible=g.eligible,
+        unclean=d.unclean, min_in_sync_replicas=cfg.min_in_sync_replicas, enabled=cfg.enable_eligible_replicas,
+        lost_data=lost)
+    ev = ElectMasterEvent(name, d.new_master, (d.new_master,), tuple(sorted(elig)), d.unclean,
+                          f"{req.trigger}:{d.reason}")
+    return [ev], _Outcome(group=name, remark=d.reason)
+
+
+def _alter_sync_state_set(req: AlterSyncStateSetRequest, state: ControllerState) -> tuple[list[Event], _Outcome]:
+    name = req.broker_name
+    g = state.groups.get(name)
+    cfg = state.config
+    if g is None:
+        return _reject(Code.CONTROLLER_ALTER_SYNC_STATE_SET_FAILED, f"broker-set {name} is not registered")
+    if g.master_broker_id != req.master_broker_id:
+        return _reject(Code.CONTROLLER_INVALID_MASTER,
+                       f"master of {name} is {g.master_broker_id}, not {req.master_broker_id}", name)
+    if req.master_epoch != g.master_epoch:
+        return _reject(Code.CONTROLLER_FENCED_MASTER_EPOCH,
+                       f"masterEpoch of {name} is {g.master_epoch}, not {req.master_epoch}", name)
+    if req.sync_state_set_epoch != g.sync_state_set_epoch:
+        return _reject(Code.CONTROLLER_FENCED_SYNC_STATE_SET_EPOCH,
+                       f"syncStateSetEpoch of {name} is {g.sync_state_set_epoch}, not {req.sync_state_set_epoch}",
+                       name)
+    new = frozenset(req.new_sync_state_set)
+    if new == g.sync_state_set:
+        return _reject(Code.CONTROLLER_ALTER_SYNC_STATE_SET_FAILED, "newSyncStateSet equals the current one", name)
+    alive = frozenset(req.alive_broker_ids)
+    for bid in sorted(new):
+        if bid not in g.brokers:
+            return _reject(Code.CONTROLLER_INVALID_REPLICAS, f"replica {bid} is not registered in {name}", name)
+    for bid in sorted(new):
+        if bid != g.master_broker_id and bid not in alive:
+            return _reject(Code.CONTROLLER_BROKER_NOT_ALIVE, f"replica {bid} of {name} is not alive", name)
+    if g.master_broker_id not in new:
+        return _reject(Code.CONTROLLER_ALTER_SYNC_STATE_SET_FAILED,
+                       f"newSyncStateSet does not contain master {g.master_broker_id}", name)
+    elig = election.eligible_after_alter(old_sync_state_set=g.sync_state_set, new_sync_state_set=new,
+                                         old_eligible=g.eligible, min_in_sync_replicas=cfg.min_in_sync_replicas,
+                                         enabled=cfg.enable_eligible_replicas)
+    reason = "expand" if new > g.sync_state_set else "shrink" if new < g.sync_state_set else "change"
+    return [AlterSyncStateSetEvent(name, tuple(sorted(new)), tuple(sorted(elig)), reason)], _Outcome(group=name)
+
+
+def _clean_broker_data(req: CleanBrokerDataRequest, state: ControllerState) -> tuple[list[Event], _Outcome]:
+    name = req.broker_name
+    g = state.groups.get(name)
+    if g is None:
+        return _reject(Code.CONTROLLER_INVALID_CLEAN_BROKER_METADATA, f"broker-set {name} does not exist")
+    if req.cluster_name and g.cluster_name != req.cluster_name:
+        return _reject(Code.CONTROLLER_INVALID_REQUEST,
+                       f"broker-set {name} belongs to cluster {g.cluster_name}, not {req.cluster_name}", name)
+    ids = frozenset(req.broker_ids)
+    unknown = sorted(ids - g.brokers.keys())
+    if unknown:
+        return _reject(Code.CONTROLLER_INVALID_CLEAN_BROKER_METADATA, f"brokerIds {unknown} not in {name}", name)
+    if not req.clean_living_broker:
+        living = sorted((ids or g.brokers.keys()) & frozenset(req.alive_broker_ids))
+        if living:
+            return _reject(Code.CONTROLLER_INVALID_CLEAN_BROKER_METADATA,
+                           f"brokers {living} of {name} are still alive; refusing to clean", name)
+    return [CleanBrokerDataEvent(name, tuple(sorted(ids)))], _Outcome(group=name)
+
+
+def _update_config(req: UpdateControllerConfigRequest, state: ControllerState) -> tuple[list[Event], _Outcome]:
+    changes: list[tuple[str, str]] = []
+    for k in sorted(req.config):
+        if k in BLACKLIST:
+            return _reject(Code.NO_PERMISSION, f"config key {k!r} cannot be changed at run time")
+        if k not in KEYS:
+            return _reject(Code.CONTROLLER_INVALID_REQUEST, f"unknown config key {k!r}; known: {sorted(KEYS)}")
+        try:
+            parse_value(k, req.config[k])
+        except ConfigValueError as e:
+            return _reject(Code.CONTROLLER_INVALID_REQUEST, str(e))
+        changes.append((k, req.config[k].strip().lower()))
+    return [UpdateConfigEvent("", tuple(changes))], _Outcome()
+
+
+_DECIDERS: dict[type, Callable[[Any, ControllerState], tuple[list[Event], _Outcome]]] = {
+    ApplyBrokerIdRequest: _apply_broker_id,
+    RegisterBrokerRequest: _register_broker,
+    ElectMasterRequest: _elect_master,
+    AlterSyncStateSetRequest: _alter_sync_state_set,
+    CleanBrokerDataRequest: _clean_broker_data,
+    UpdateControllerConfigRequest: _update_config,
+}
+
+
+# --------------------------------------------------------------------------- history
+
+
+def event_history_record(event: Event, index: int, ts_ms: int, state: ControllerState | GroupState | None) -> dict:
+    """One JSON-lines record per applied event (format fixed with the pipeline engineer).
+
+    ``state`` is the state right after the event (a ControllerState or the group itself).
+    """
+    g = state.groups.get(event.broker_name) if isinstance(state, ControllerState) else state
+    reason = getattr(event, "reason", "")
+    if isinstance(event, UpdateConfigEvent):
+        reason = ",".join(f"{k}={v}" for k, v in event.changes)
+    elif isinstance(event, CleanBrokerDataEvent):
+        reason = "ids=" + ",".join(map(str, event.broker_ids)) if event.broker_ids else "whole_group"
+    elif isinstance(event, UpdateBrokerAddressEvent):
+        reason = f"address_changed:{event.broker_id}"
+    elif isinstance(event, ApplyBrokerIdEvent):
+        reason = f"broker_id_applied:{event.broker_id}"
+    return {
+        "ts_ms": ts_ms,
+        "index": index,
+        "group": event.broker_name,
+        "event": event_name(event),
+        "master_broker_id": g.master_broker_id if g is not None else None,
+        "master_epoch": g.master_epoch if g is not None else 0,
+        "sync_state_set": sorted(g.sync_state_set) if g is not None else [],
+        "sync_state_set_epoch": g.sync_state_set_epoch if g is not None else 0,
+        "reason": reason,
+        "unclean": bool(getattr(event, "unclean", False)),
+    }
+
+
+# --------------------------------------------------------------------------- the state machine
+
+
+class ControllerStateMachine:
+    """The Raft StateMachine (docs/interfaces.md): apply / snapshot / restore, plus query for reads.
+
+    ``history_sink`` (optional) receives one event history record per applied event, on every
+    node, in log order; the process layer appends them to ``events.jsonl``. Pass the same
+    ``config`` on every node (it is the replicated initial config; later changes are entries).
+    """
+
+    def __init__(self, config: SMConfig | None = None,
+                 history_sink: Callable[[dict], None] | None = None) -> None:
+        self.state = ControllerState(config)
+        self.last_applied_index = 0
+        self.history_sink = history_sink
+
+    # --- writes ---
+
+    def apply(self, index: int, data: bytes) -> Reply | None:
+        """Apply one committed entry. Empty data is a Raft no-op (returns None). Never raises for
+        bad entries: they answer CONTROLLER_INVALID_REQUEST on every node alike."""
+        if index <= self.last_applied_index:
+            _log.warning("apply_skipped_duplicate", index=index, last_applied=self.last_applied_index)
+            return Reply(Code.CONTROLLER_INVALID_REQUEST, f"entry {index} already applied")
+        if not data:
+            self.last_applied_index = index
+            return None
+        try:
+            req = decode_request(data)
+        except MalformedRequest as e:
+            self.last_applied_index = index
+            _log.warning("apply_malformed_entry", index=index, error=e.message)
+            return Reply(Code.CONTROLLER_INVALID_REQUEST, e.message)
+        return self.execute(req, index)
+
+    def execute(self, req: Request, index: int | None = None) -> Reply:
+        """Apply an already decoded write request (simulator/tests; apply() uses it)."""
+        if index is None:
+            index = self.last_applied_index + 1
+        events, reply, staged = _handle(req, self.state)
+        ts = getattr(req, "ts_ms", 0)
+        records: list[dict] = []
+        if events:
+            # Records must show the state after each event, so replay on a scratch stage.
+            scratch = _Staged(self.state)
+            for ev in events:
+                scratch.apply(ev)
+                records.append(event_history_record(ev, index, ts, scratch.group(ev.broker_name)))
+            staged.commit()
+        self.last_applied_index = index
+        for rec in records:
+            _log.info("event_applied", kind=rec["event"], index=index, group=rec["group"],
+                      brokerId=rec["master_broker_id"], epoch=rec["master_epoch"],
+                      syncStateSet=rec["sync_state_set"], syncStateSetEpoch=rec["sync_state_set_epoch"],
+                      reason=rec["reason"], unclean=rec["unclean"])
+            if self.history_sink is not None:
+                self.history_sink(rec)
+        if not reply.ok:
+            _log.info("request_rejected", index=index, request=req.TYPE, group=req.group,
+                      code=int(reply.code), remark=reply.remark)
+        return reply
+
+    # --- reads (leader, after read-index) ---
+
+    def query(self, req: Request) -> Reply:
+        try:
+            req.validate()
+        except MalformedRequest as e:
+            return Reply(Code.CONTROLLER_INVALID_REQUEST, e.message)
+        st = self.state
+        if isinstance(req, GetNextBrokerIdRequest):
+            g = st.groups.get(req.broker_name)
+            tomb = st.tombstones.get(req.broker_name)
+            nxt = g.next_assign_broker_id if g else tomb.next_assign_broker_id if tomb else FIRST_BROKER_ID
+            return Reply(broker_id=nxt)
+        if isinstance(req, GetReplicaInfoRequest):
+            g = st.groups.get(req.broker_name)
+            if g is None:
+                return Reply(Code.CONTROLLER_BROKER_METADATA_NOT_EXIST, f"broker-set {req.broker_name} not found")
+            return Reply(replica=g.view())
+        if isinstance(req, GetSyncStateDataRequest):
+            names = req.broker_names or tuple(sorted(st.groups))[:MAX_QUERY_GROUPS]
+            out = {}
+            for n in names:
+                g = st.groups.get(n)
+                if g is not None:
+                    d = g.view().to_dict()
+                    d["brokers"] = {str(b): r.address for b, r in sorted(g.brokers.items())}
+                    out[n] = d
+            return Reply(data=out)
+        if isinstance(req, GetMetaDataRequest):
+            return Reply(data={"groups": len(st.groups), "lastAppliedIndex": self.last_applied_index})
+        if isinstance(req, GetControllerConfigRequest):
+            return Reply(data=st.config.to_strings())
+        return Reply(Code.CONTROLLER_INVALID_REQUEST, f"not a read request: {type(req).__name__}")
+
+    def replica_view(self, broker_name: str) -> ReplicaView | None:
+        g = self.state.groups.get(broker_name)
+        return g.view() if g is not None else None
+
+    # --- snapshots ---
+
+    def snapshot(self) -> bytes:
+        return encode_snapshot(self.state, self.last_applied_index)
+
+    def restore(self, data: bytes) -> None:
+        state, index = decode_snapshot(data)
+        self.state = state
+        self.last_applied_index = index
+
+
+# --------------------------------------------------------------------------- snapshot codec
+
+_SNAP_MAGIC = b"ASSM"
+_SNAP_VERSION = 1
+_SNAP_HEADER = struct.Struct(">4sHIQ")   # magic, version, crc32(payload), payload length
+MAX_SNAPSHOT_BYTES = 1 << 30
+
+
+def encode_snapshot(state: ControllerState, last_applied_index: int) -> bytes:
+    """Compact, versioned, CRC-checked: header + zlib(JSON with positional group tuples)."""
+    groups = []
+    for name in sorted(state.groups):
+        g = state.groups[name]
+        groups.append([
+            g.cluster_name, g.broker_name, g.created_ts_ms, g.next_assign_broker_id,
+            g.master_broker_id if g.master_broker_id is not None else 0, g.master_epoch, g.sync_state_set_epoch,
+            sorted(g.sync_state_set), sorted(g.eligible),
+            [[b, r.address, r.register_check_code] for b, r in sorted(g.brokers.items())],
+        ])
+    tombs = [[n, t.master_epoch, t.sync_state_set_epoch, t.next_assign_broker_id]
+             for n, t in sorted(state.tombstones.items())]
+    doc = {"index": last_applied_index, "config": state.config.to_strings(), "groups": groups, "tombstones": tombs}
+    payload = zlib.compress(json.dumps(doc, separators=(",", ":"), ensure_ascii=False).encode(), 1)
+    return _SNAP_HEADER.pack(_SNAP_MAGIC, _SNAP_VERSION, zlib.crc32(payload), len(payload)) + payload
+
+
+def decode_snapshot(data: bytes) -> tuple[ControllerState, int]:
+    """Inverse of encode_snapshot; SnapshotCorrupt on any damage (never a partial state)."""
+    if len(data) < _SNAP_HEADER.size:
+        raise SnapshotCorrupt("controller snapshot shorter than its header")
+    magic, version, crc, length = _SNAP_HEADER.unpack_from(data)
+    if magic != _SNAP_MAGIC:
+        raise SnapshotCorrupt("controller snapshot has a bad magic")
+    if version != _SNAP_VERSION:
+        raise SnapshotCorrupt(f"unsupported controller snapshot version {version}")
+    payload = bytes(data[_SNAP_HEADER.size:])
+    if length != len(payload) or length > MAX_SNAPSHOT_BYTES:
+        raise SnapshotCorrupt(f"controller snapshot length {len(payload)} != header {length}")
+    if zlib.crc32(payload) != crc:
+        raise SnapshotCorrupt("controller snapshot CRC mismatch")
+    try:
+        doc = json.loads(zlib.decompress(payload))
+        state = ControllerState(SMConfig.from_strings(doc["config"]))
+        for row in doc["groups"]:
+            cluster, name, created, nxt, master, mepoch, sepoch, sss, elig, brokers = row
+            g = GroupState(cluster, name, created, nxt, {int(b): BrokerRecord(a, c) for b, a, c in brokers},
+                           master or None, mepoch, frozenset(sss), sepoch, frozenset(elig))
+            state.groups[name] = g
+        for n, me, se, nxt in doc["tombstones"]:
+            state.tombstones[n] = Tombstone(me, se, nxt)
+        index = doc["index"]
+        if not isinstance(index, int) or index < 0:
+            raise ValueError("bad index")
+        check_state(state)
+    except (ValueError, KeyError, TypeError, zlib.error, InvariantViolation, ConfigValueError) as e:
+        raise SnapshotCorrupt(f"controller snapshot content is invalid: {e}") from None
+    return state, index
