@@ -1,0 +1,438 @@
+"""asyncio driver of the sans-IO ReplicasManager.
+
+It owns the clock, performs the core's commands through two small protocols --
+``ControllerApi`` (satisfied by ``autoswitch.controller.client.ControllerClient``)
+and ``BrokerRoleTarget`` (satisfied by ``autoswitch.broker.server.Broker``) -- and
+the identity files, and feeds every outcome back. WatchReplicaInfo pushes are an
+accelerator: the core polls GetReplicaInfo every ``sync_interval_ms`` regardless,
+so a broken stream only costs latency.
+
+Every command runs as its own task; the core bounds how many are in flight (one
+registration step, one heartbeat per controller, one sync, one election, one
+SyncStateSet change, one role change), and each task is bounded in time.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import time
+from collections.abc import Callable
+from pathlib import Path
+from typing import Any, Protocol
+
+from autoswitch.broker.hooks import HookRunner
+from autoswitch.broker.identity import IdentityStore
+from autoswitch.broker.replicas_manager import (
+    AlterSyncStateSet,
+    ApplyBrokerId,
+    BecomeFenced,
+    BecomeMaster,
+    BecomeSlave,
+    Command,
+    CommitIdentity,
+    ElectMaster,
+    FailKind,
+    Failure,
+    FindLeader,
+    GetNextBrokerId,
+    GetReplicaInfo,
+    NotifyRoleChange,
+    ProposalResult,
+    RegisterBroker,
+    RemoveTempIdentity,
+    ReplicaInfo,
+    ReplicasConfig,
+    ReplicasManager,
+    SendHeartbeat,
+    SetFenced,
+    WriteTempIdentity,
+)
+
+from autoswitch.errors import AutoswitchError
+from autoswitch.log import get_logger
+
+# Controller reply codes (autoswitch.controller.rpc_codes) this driver classifies.
+_NOT_LEADER = 2007
+_BROKER_ID_INVALID = 2014  # ApplyBrokerId: the id is taken by another registerCheckCode
+_RETRYABLE = {2007, 2901, 2902, 2905, 2906, 2907}  # not leader, no quorum, timeout, unreachable, internal, overloaded
+
+MAX_PENDING_PROPOSALS = 16
+
+
+class ControllerApi(Protocol):
+    """The subset of ControllerClient the ReplicasManager uses (leader-following client)."""
+
+    addresses: list[str]
+
+    async def get_metadata(self) -> Any: ...  # .leader_addr ('' = no leader known)
+    async def get_next_broker_id(self, cluster: str, group: str) -> int: ...
+    async def apply_broker_id(self, cluster: str, group: str, broker_id: int, check_code: str) -> None: ...
+    async def register_broker(self, cluster: str, group: str, broker_id: int, address: str) -> Any: ...
+    async def call_node(self, addr: str, method: str, request: Any, timeout_s: float | None = None) -> Any: ...
+    async def elect_master(self, cluster: str, group: str, broker_id: int = 0, designate: bool = False) -> Any: ...
+    async def alter_sync_state_set(
+        self, group: str, master_id: int, master_epoch: int, new_set: Any, sss_epoch: int
+    ) -> tuple[list[int], int]: ...
+    async def get_replica_info(self, group: str) -> Any: ...
+    def watch_replica_info(self, group: str, addr: str | None = None) -> Any: ...  # async iterator of events
+
+
+class BrokerRoleTarget(Protocol):
+    """What the broker process offers (docs/interfaces.md "Broker role switch API")."""
+
+    role: str
+
+    async def become_master(
+        self, master_epoch: int, sync_state_set: frozenset[int], sync_state_set_epoch: int
+    ) -> None: ...
+    async def become_slave(
+        self, master_epoch: int, master_ha_addr: tuple[str, int], master_addr: str | None = None
+    ) -> None: ...
+
+
+class SyncStateSetRejected(AutoswitchError):
+    code = "SYNC_STATE_SET_REJECTED"
+
+
+def default_ha_addr(master_id: int, master_addr: str) -> tuple[str, int]:
+    """RocketMQ's default: haListenPort = listenPort + 1 (10911 -> 10912)."""
+    host, _, port = master_addr.rpartition(":")
+    return host, int(port) + 1
+
+
+def to_replica_info(obj: Any) -> ReplicaInfo:
+    """From the protobuf ReplicaInfo (or anything with its field names)."""
+    if isinstance(obj, ReplicaInfo):
+        return obj
+    return ReplicaInfo(
+        master_id=int(obj.master_broker_id),
+        master_addr=str(obj.master_address),
+        master_epoch=int(obj.master_epoch),
+        sync_state_set=frozenset(int(x) for x in obj.sync_state_set),
+        sync_state_set_epoch=int(obj.sync_state_set_epoch),
+    )
+
+
+def classify(exc: BaseException, cmd: Command | None = None) -> Failure:
+    """Map an exception from the controller client or the broker into the core's Failure."""
+    if isinstance(exc, TimeoutError | asyncio.TimeoutError):
+        return Failure(FailKind.RETRY, "TIMEOUT", str(exc) or "timed out")
+    if isinstance(exc, OSError):
+        return Failure(FailKind.RETRY, "IO_ERROR", repr(exc))
+    reply_code = getattr(exc, "reply_code", None)
+    code = str(getattr(exc, "code", type(exc).__name__))
+    msg = str(getattr(exc, "message", exc))
+    if reply_code is not None:
+        details = getattr(exc, "details", {}) or {}
+        if reply_code == _NOT_LEADER:
+            return Failure(FailKind.NOT_LEADER, code, msg, details.get("leader_addr") or None)
+        if reply_code == _BROKER_ID_INVALID and isinstance(cmd, ApplyBrokerId):
+            return Failure(FailKind.CONFLICT, code, msg)
+        if reply_code in _RETRYABLE:
+            return Failure(FailKind.RETRY, code, msg)
+        return Failure(FailKind.REJECTED, code, msg)
+    return Failure(FailKind.REJECTED, code, msg)
+
+
+class _Proposer:
+    """SyncStateProposer (docs/interfaces.md, HA) backed by the ReplicasManager."""
+
+    def __init__(self, adapter: ReplicasAdapter) -> None:
+        self._a = adapter
+
+    async def propose(
+        self, master_epoch: int, sync_state_set_epoch: int, new_set: frozenset[int]
+    ) -> tuple[frozenset[int], int]:
+        return await self._a.propose(master_epoch, sync_state_set_epoch, new_set)
+
+
+class ReplicasAdapter:
+    def __init__(
+        self,
+        config: ReplicasConfig,
+        api: ControllerApi,
+        broker: BrokerRoleTarget,
+        data_dir: Path,
+        hooks: HookRunner | None = None,
+        *,
+        rpc_timeout_s: float = 3.0,
+        role_change_timeout_s: float = 60.0,
+        use_watch: bool = True,
+        ha_addr_of: Callable[[int, str], tuple[str, int]] = default_ha_addr,
+        clock: Callable[[], float] = time.monotonic,
+        core: ReplicasManager | None = None,
+    ) -> None:
+        self.core = core or ReplicasManager(config)
+        self.config = self.core.config
+        self.api = api
+        self.broker = broker
+        self.identity = IdentityStore(Path(data_dir))
+        self.hooks = hooks
+        self.rpc_timeout_s = rpc_timeout_s
+        # The heartbeat RPC must give up well inside the lease, or a hung call could not renew it anyway.
+        self.heartbeat_timeout_s = min(rpc_timeout_s, config.heartbeat_interval_ms / 1000.0)
+        self.role_change_timeout_s = role_change_timeout_s
+        self.use_watch = use_watch
+        self.ha_addr_of = ha_addr_of
+        self.clock = clock
+        self.proposer = _Proposer(self)
+        self._log = get_logger("broker.replicas_adapter", group=config.group, cluster=config.cluster)
+        self._wake = asyncio.Event()
+        self._tasks: set[asyncio.Task] = set()
+        self._main: asyncio.Task | None = None
+        self._watch_task: asyncio.Task | None = None
+        self._proposals: dict[int, asyncio.Future] = {}
+        self._next_proposal = 1
+        self._stopping = False
+        self.fenced_by_lease = False
+        self.watch_events = 0
+
+    # ------------------------------------------------------------------ lifecycle
+
+    async def start(self) -> None:
+        # Corrupt or foreign identity files raise here, before anything talks to a controller.
+        loaded = self.identity.load(self.config.cluster, self.config.group)
+        self._perform(self.core.start(self.clock(), loaded))
+        self._main = asyncio.get_running_loop().create_task(self._run())
+        if self.use_watch:
+            self._watch_task = asyncio.get_running_loop().create_task(self._watch())
+
+    async def stop(self, clean_shutdown: bool = True) -> None:
+        if self._stopping:
+            return
+        self._stopping = True
+        cmds = self.core.shutdown(self.clock()) if clean_shutdown else []
+        finals = [self._heartbeat(c) for c in cmds if isinstance(c, SendHeartbeat)]
+        for t in (self._main, self._watch_task):
+            if t is not None:
+                t.cancel()
+        for t in list(self._tasks):
+            t.cancel()
+        pending = [t for t in (self._main, self._watch_task, *self._tasks) if t is not None]
+        if finals:
+            with contextlib.suppress(Exception):
+                await asyncio.wait_for(asyncio.gather(*finals, return_exceptions=True), self.heartbeat_timeout_s)
+        if pending:
+            await asyncio.wait(pending, timeout=5)
+        for fut in self._proposals.values():
+            if not fut.done():
+                fut.set_exception(SyncStateSetRejected("replicas manager stopped"))
+        self._proposals.clear()
+
+    # ------------------------------------------------------------------ public queries
+
+    def may_acknowledge(self) -> bool:
+        """The write path asks before acknowledging a put and before advancing confirmOffset."""
+        return self.core.may_acknowledge(self.clock())
+
+    def status(self) -> dict:
+        s = self.core.status(self.clock())
+        s["watchEvents"] = self.watch_events
+        if self.hooks is not None:
+            s["hooks"] = {"completed": self.hooks.completed, "failures": self.hooks.failures,
+                          "dropped": self.hooks.dropped}
+        return s
+
+    async def propose(
+        self, master_epoch: int, sync_state_set_epoch: int, new_set: frozenset[int]
+    ) -> tuple[frozenset[int], int]:
+        if len(self._proposals) >= MAX_PENDING_PROPOSALS:
+            raise SyncStateSetRejected("too many pending SyncStateSet proposals")
+        pid = self._next_proposal
+        self._next_proposal += 1
+        fut: asyncio.Future = asyncio.get_running_loop().create_future()
+        self._proposals[pid] = fut
+        self._perform(self.core.propose(pid, master_epoch, sync_state_set_epoch, frozenset(new_set), self.clock()))
+        return await fut
+
+    # ------------------------------------------------------------------ loops
+
+    async def _run(self) -> None:
+        while not self._stopping:
+            deadline = self.core.next_deadline()
+            now = self.clock()
+            # Wake at least every second: a missed wake-up costs at most that.
+            timeout = 1.0 if deadline is None else min(1.0, max(0.0, deadline - now))
+            if timeout > 0:
+                with contextlib.suppress(TimeoutError):
+                    await asyncio.wait_for(self._wake.wait(), timeout)
+            self._wake.clear()
+            self._perform(self.core.tick(self.clock()))
+
+    async def _watch(self) -> None:
+        delay = self.config.backoff_min_ms / 1000.0
+        max_delay = self.config.backoff_max_ms / 1000.0
+        while not self._stopping:
+            try:
+                stream = self.api.watch_replica_info(self.config.group)
+                try:
+                    async for ev in stream:
+                        header = getattr(ev, "header", None)
+                        if header is not None and header.code != 0:
+                            self._log.info("watch_rejected", code=header.code, message=header.message)
+                            break
+                        self.watch_events += 1
+                        delay = self.config.backoff_min_ms / 1000.0
+                        info = to_replica_info(getattr(ev, "replica_info", ev))
+                        self._perform(self.core.on_replica_info(info, self.clock()))
+                finally:
+                    cancel = getattr(stream, "cancel", None)
+                    if cancel is not None:
+                        cancel()
+                self._log.info("watch_ended")
+            except asyncio.CancelledError:
+                raise
+            except Exception as e:  # polling keeps us correct; the stream only makes us fast
+                self._log.info("watch_failed", error=repr(e)[:300], retryInMs=int(delay * 1000))
+            await asyncio.sleep(delay)
+            delay = min(max_delay, delay * 2)
+
+    # ------------------------------------------------------------------ commands
+
+    def _spawn(self, coro) -> None:
+        task = asyncio.get_running_loop().create_task(coro)
+        self._tasks.add(task)
+        task.add_done_callback(self._tasks.discard)
+
+    def _perform(self, cmds: list[Command]) -> None:
+        for cmd in cmds:
+            match cmd:
+                case SetFenced():
+                    self._set_fenced(cmd)
+                case ProposalResult():
+                    self._resolve(cmd)
+                case NotifyRoleChange():
+                    if self.hooks is not None:
+                        self.hooks.submit(cmd.change)
+                case RemoveTempIdentity():
+                    try:
+                        self.identity.remove_temp()
+                    except OSError as e:
+                        self._log.warning("temp_identity_remove_failed", error=repr(e))
+                case _:
+                    self._spawn(self._execute(cmd))
+        if cmds:
+            self._wake.set()
+
+    async def _execute(self, cmd: Command) -> None:
+        req = cmd.req  # type: ignore[union-attr]
+        try:
+            value = await self._call(cmd)
+        except asyncio.CancelledError:
+            raise
+        except Exception as e:
+            failure = classify(e, cmd)
+            if self._stopping:
+                return
+            self._perform(self.core.on_failure(req, failure, self.clock()))
+            return
+        if self._stopping:
+            return
+        self._perform(self.core.on_reply(req, value, self.clock()))
+
+    async def _call(self, cmd: Command) -> Any:
+        api, t = self.api, self.rpc_timeout_s
+        match cmd:
+            case FindLeader():
+                md = await asyncio.wait_for(api.get_metadata(), t)
+                leader = getattr(md, "leader_addr", "")
+                if not leader:
+                    raise TimeoutError("controller cluster has no leader yet")
+                return leader
+            case GetNextBrokerId():
+                return int(await asyncio.wait_for(api.get_next_broker_id(cmd.cluster, cmd.group), t))
+            case WriteTempIdentity():
+                await asyncio.to_thread(self.identity.write_temp, cmd.temp)
+                return None
+            case ApplyBrokerId():
+                await asyncio.wait_for(
+                    api.apply_broker_id(cmd.cluster, cmd.group, cmd.broker_id, cmd.register_check_code), t
+                )
+                return None
+            case CommitIdentity():
+                await asyncio.to_thread(self.identity.commit, cmd.identity)
+                return None
+            case RegisterBroker():
+                info = await asyncio.wait_for(
+                    api.register_broker(cmd.cluster, cmd.group, cmd.broker_id, cmd.broker_addr), t
+                )
+                return to_replica_info(info)
+            case SendHeartbeat():
+                return await self._heartbeat(cmd)
+            case GetReplicaInfo():
+                return to_replica_info(await asyncio.wait_for(api.get_replica_info(cmd.group), t))
+            case ElectMaster():
+                info = await asyncio.wait_for(api.elect_master(cmd.cluster, cmd.group, cmd.broker_id), t)
+                return to_replica_info(info)
+            case AlterSyncStateSet():
+                members, epoch = await asyncio.wait_for(
+                    api.alter_sync_state_set(
+                        cmd.group, cmd.master_id, cmd.master_epoch, sorted(cmd.new_set), cmd.sync_state_set_epoch
+                    ),
+                    t,
+                )
+                return frozenset(int(m) for m in members), int(epoch)
+            case BecomeMaster():
+                await asyncio.wait_for(
+                    self.broker.become_master(cmd.epoch, cmd.sync_state_set, cmd.sync_state_set_epoch),
+                    self.role_change_timeout_s,
+                )
+                return None
+            case BecomeSlave():
+                ha = self.ha_addr_of(cmd.master_id, cmd.master_addr)
+                await asyncio.wait_for(
+                    self.broker.become_slave(cmd.epoch, ha, cmd.master_addr), self.role_change_timeout_s
+                )
+                return None
+            case BecomeFenced():
+                fence = getattr(self.broker, "become_fenced", None)
+                if fence is None:
+                    # The broker offers no demotion without a successor yet; the lease gate
+                    # (may_acknowledge) still refuses acks because the core knows it was deposed.
+                    self._log.error("broker_cannot_fence", epoch=cmd.epoch, reason=cmd.reason)
+                    return None
+                await asyncio.wait_for(fence(cmd.epoch, cmd.reason), self.role_change_timeout_s)
+                return None
+        raise AssertionError(f"no executor for {cmd!r}")
+
+    async def _heartbeat(self, cmd: SendHeartbeat) -> bool:
+        from autoswitch.proto import controller_pb2 as pb
+
+        max_offset, confirm_offset = self._offsets()
+        req = pb.BrokerHeartbeatRequest(
+            cluster_name=cmd.cluster, broker_name=cmd.group, broker_id=cmd.broker_id,
+            broker_address=cmd.broker_addr, epoch=cmd.epoch, max_offset=max_offset,
+            confirm_offset=confirm_offset, election_priority=cmd.election_priority,
+            clean_shutdown=cmd.clean_shutdown, heartbeat_timeout_ms=cmd.heartbeat_timeout_ms,
+        )
+        reply = await asyncio.wait_for(
+            self.api.call_node(cmd.controller, "BrokerHeartbeat", req, self.heartbeat_timeout_s),
+            self.heartbeat_timeout_s + 0.5,
+        )
+        return bool(getattr(reply, "is_leader", False))
+
+    def _offsets(self) -> tuple[int, int]:
+        store = getattr(self.broker, "store", None)
+        max_offset = int(getattr(store, "max_offset", 0) or 0)
+        confirm = int(getattr(self.broker, "confirm_offset", 0) or 0)
+        return max_offset, min(confirm, max_offset)
+
+    def _set_fenced(self, cmd: SetFenced) -> None:
+        self.fenced_by_lease = cmd.fenced
+        hook = getattr(self.broker, "set_lease_fenced", None)
+        if hook is not None:
+            try:
+                hook(cmd.reason if cmd.fenced else None)
+            except Exception as e:
+                self._log.error("set_lease_fenced_failed", error=repr(e))
+
+    def _resolve(self, res: ProposalResult) -> None:
+        fut = self._proposals.pop(res.proposal, None)
+        if fut is None or fut.done():
+            return
+        if res.error is not None:
+            fut.set_exception(SyncStateSetRejected(f"{res.error.code}: {res.error.message}", reason=res.error.code))
+        else:
+            assert res.sync_state_set is not None and res.sync_state_set_epoch is not None
+            fut.set_result((res.sync_state_set, res.sync_state_set_epoch))
