@@ -199,6 +199,9 @@ async def _get_config(client, args) -> Any:
 
 
 async def _update_config(client, args) -> Any:
+    """Replicated keys: once, through the leader (Raft). Node-local keys: on every listed node."""
+    from autoswitch.controller.config import RUNTIME_KEYS
+
     from autoswitch.proto import controller_pb2 as pb
 
     changes = {}
@@ -207,10 +210,17 @@ async def _update_config(client, args) -> Any:
         if not sep or not k:
             raise ValueError(f"--key expects KEY=VALUE, got {kv!r}")
         changes[k] = v
-    out = {}
-    for addr in client.addresses:
-        r = await client.call_node(addr, "UpdateControllerConfig", pb.UpdateControllerConfigRequest(config=changes))
-        out[addr] = dict(r.config)
+    replicated = {k: v for k, v in changes.items() if k not in RUNTIME_KEYS}
+    local = {k: v for k, v in changes.items() if k in RUNTIME_KEYS}
+    out: dict[str, Any] = {}
+    if replicated:
+        r = await client.call("UpdateControllerConfig", pb.UpdateControllerConfigRequest(config=replicated))
+        out["replicated"] = dict(r.config)
+    if local:
+        out["local"] = {}
+        for addr in client.addresses:
+            r = await client.call_node(addr, "UpdateControllerConfig", pb.UpdateControllerConfigRequest(config=local))
+            out["local"][addr] = dict(r.config)
     return {"updated": out}
 
 

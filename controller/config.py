@@ -13,20 +13,22 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
+from autoswitch.controller import sm_config
+
 from autoswitch.errors import ConfigError
 
 # Keys an operator may change at runtime with `admin update-controller-config` (node-local,
 # not persisted, like RocketMQ's updateControllerConfig which is sent to every controller).
+# Keys that decide elections (heartbeat timeout, scan interval, unclean election, ...) are NOT here:
+# they are replicated state-machine config (controller/sm_config.py), set initially from the
+# [controller] table (must match on every node) and changed through Raft by UpdateControllerConfig.
 RUNTIME_KEYS = frozenset(
     {
-        "scan_interval_s",
-        "heartbeat_timeout_s",
-        "enable_elect_unclean_master",
         "notify_broker_role_changed",
-        "election_retries",
         "election_retry_backoff_s",
         "peer_query_timeout_s",
         "propose_timeout_s",
+        "read_timeout_s",
     }
 )
 
@@ -37,13 +39,9 @@ class ControllerConfig:
     peers: dict[str, str] = field(default_factory=dict)   # node id -> host:port (gRPC)
     data_dir: str = ""
     listen: str = ""                   # default: this node's address in peers
-    # Liveness (RocketMQ: controllerHeartBeatTimeoutMills 10 s, scanNotActiveBrokerInterval 5 s).
-    heartbeat_timeout_s: float = 10.0
-    scan_interval_s: float = 5.0
+    # Liveness queries to the other controller nodes (the majority rule).
     peer_query_timeout_s: float = 0.5
-    # Elections.
-    enable_elect_unclean_master: bool = False
-    election_retries: int = 3
+    # Pause between retries of a controller-triggered election (count: sm key elect_master_max_retry_count).
     election_retry_backoff_s: float = 0.2
     notify_broker_role_changed: bool = True
     # Request handling limits.
@@ -57,6 +55,8 @@ class ControllerConfig:
     events_max_lines_per_call: int = 10_000
     # Raft settings passed through to the Raft engineer's RaftConfig (by field name).
     raft: dict[str, Any] = field(default_factory=dict)
+    # Initial replicated state-machine config (sm_config.KEYS -> string value); same on every node.
+    sm: dict[str, str] = field(default_factory=dict)
 
     def validate(self) -> None:
         if not self.node_id:
@@ -67,10 +67,8 @@ class ControllerConfig:
             raise ConfigError("data_dir is required")
         for nid, addr in self.peers.items():
             _split_addr(addr, f"peers[{nid}]")
-        if self.heartbeat_timeout_s <= 0 or self.scan_interval_s <= 0:
-            raise ConfigError("heartbeat_timeout_s and scan_interval_s must be > 0")
-        if not 0 <= self.election_retries <= 100:
-            raise ConfigError("election_retries must be in [0, 100]")
+        if self.peer_query_timeout_s <= 0 or self.election_retry_backoff_s < 0:
+            raise ConfigError("peer_query_timeout_s must be > 0 and election_retry_backoff_s >= 0")
         if not 1024 <= self.max_message_bytes <= 64 << 20:
             raise ConfigError("max_message_bytes must be in [1 KiB, 64 MiB]")
         if self.propose_timeout_s <= 0 or self.read_timeout_s <= 0:
@@ -84,6 +82,8 @@ class ControllerConfig:
         out = {}
         for f in dataclasses.fields(self):
             v = getattr(self, f.name)
+            if f.name == "sm":
+                continue
             out[f.name] = ",".join(f"{k}={a}" for k, a in sorted(v.items())) if f.name == "peers" else str(v)
         return out
 
@@ -152,6 +152,16 @@ def load(path: str | Path | None = None, **overrides: Any) -> ControllerConfig:
         if "raft" in doc and isinstance(doc["raft"], dict):
             values["raft"] = dict(doc["raft"])
     values.update({k: v for k, v in overrides.items() if v is not None})
+    sm = dict(values.pop("sm", {}) or {})
+    for k in [k for k in values if k in sm_config.KEYS]:
+        raw = values.pop(k)
+        raw = ("true" if raw else "false") if isinstance(raw, bool) else str(raw)
+        try:
+            sm_config.parse_value(k, raw)
+        except sm_config.ConfigValueError as e:
+            raise ConfigError(str(e)) from None
+        sm[k] = raw
+    values["sm"] = sm
     if isinstance(values.get("peers"), str):
         values["peers"] = parse_peers(values["peers"])
     known = {f.name: f for f in dataclasses.fields(ControllerConfig)}

@@ -28,6 +28,8 @@ class EventLog:
         self._offsets = array("q")      # byte offset of each line start; bounded by file size / 8
         self.last_index = 0
         self._recover()
+        # One entry can produce several events (same index): dedup only what a previous run wrote.
+        self.recovered_index = self.last_index
         self._f = open(self.path, "ab")
 
     def _recover(self) -> None:
@@ -56,9 +58,10 @@ class EventLog:
         return len(self._offsets)
 
     def append(self, index: int, record: dict[str, Any]) -> bool:
-        if index <= self.last_index:
+        if index <= self.recovered_index:
             return False
-        line = json.dumps({"index": index, **record}, default=str, separators=(",", ":"), sort_keys=True)
+        assert index >= self.last_index, f"event index went back: {index} < {self.last_index}"
+        line = json.dumps({**record, "index": index}, default=str, separators=(",", ":"), sort_keys=True)
         data = line.encode() + b"\n"
         if len(data) > MAX_LINE_BYTES:
             _log.error("event_record_too_large", index=index, bytes=len(data))

@@ -12,6 +12,8 @@ import time
 
 import grpc
 from autoswitch.controller.config import ControllerConfig
+from autoswitch.controller.heartbeats import BeatInfo
+from autoswitch.controller.quorum_liveness import Opinion
 
 from autoswitch.log import get_logger
 from autoswitch.proto import controller_pb2 as pb
@@ -43,7 +45,7 @@ class PeerLiveness:
         now = time.monotonic()
         return {n: (now - self._last_ok.get(n, -1e18)) <= within_s for n in self.peers}
 
-    async def query(self, keys: list[tuple[str, int]], timeout_s: float) -> dict[str, list[tuple[bool, int]]]:
+    async def query(self, keys: list[tuple[str, int]], timeout_s: float) -> dict[str, list[Opinion]]:
         """peer id -> opinions aligned with ``keys``; peers that failed are absent."""
         keys = keys[:MAX_KEYS_PER_QUERY]
         req = pb.QueryLivenessRequest(
@@ -60,7 +62,7 @@ class PeerLiveness:
                 _log.warning("peer_liveness_bad_reply", peer=nid, code=r.header.code)
                 return nid, None
             self._last_ok[nid] = time.monotonic()
-            return nid, [(o.alive, o.last_heard_ms_ago) for o in r.opinions]
+            return nid, [opinion_from_pb(o) for o in r.opinions]
 
         results = await asyncio.gather(*(one(n) for n in self.peers))
         return {n: ops for n, ops in results if ops is not None}
@@ -71,3 +73,22 @@ class PeerLiveness:
         self._stubs.clear()
         for ch in chans:
             await ch.close()
+
+
+def opinion_to_pb(key: tuple[str, int], op: Opinion) -> pb.LivenessOpinion:
+    out = pb.LivenessOpinion(broker=pb.BrokerKey(broker_name=key[0], broker_id=key[1]), alive=op.alive is True,
+                             no_opinion=op.alive is None, last_heard_ms_ago=op.last_heard_ms_ago)
+    b: BeatInfo | None = op.report
+    if b is not None:
+        out.epoch, out.max_offset, out.confirm_offset = b.epoch, b.max_offset, b.confirm_offset
+        out.election_priority, out.clean_shutdown = b.election_priority, b.clean_shutdown
+    return out
+
+
+def opinion_from_pb(o: pb.LivenessOpinion) -> Opinion:
+    report = None
+    if o.last_heard_ms_ago >= 0:
+        report = BeatInfo(received_at=0.0, timeout_s=0.0, address="", epoch=o.epoch, max_offset=o.max_offset,
+                          confirm_offset=o.confirm_offset, election_priority=o.election_priority,
+                          clean_shutdown=o.clean_shutdown)
+    return Opinion(alive=None if o.no_opinion else o.alive, last_heard_ms_ago=o.last_heard_ms_ago, report=report)

@@ -7,19 +7,21 @@ so an operator can tell "no quorum" from "bad request" from "timed out".
 
 from __future__ import annotations
 
+from autoswitch.controller.codes import Code
 from autoswitch.errors import AutoswitchError
 
-SUCCESS = 0
-# RocketMQ ResponseCode values (the state-machine engineer's codes.py is authoritative for 2000-2016).
-CONTROLLER_FENCED_MASTER_EPOCH = 2000
-CONTROLLER_FENCED_SYNC_STATE_SET_EPOCH = 2001
-CONTROLLER_INVALID_MASTER = 2002
-CONTROLLER_INVALID_REPLICAS = 2003
-CONTROLLER_MASTER_NOT_AVAILABLE = 2004
-CONTROLLER_INVALID_REQUEST = 2005
-CONTROLLER_BROKER_NOT_ALIVE = 2006
-CONTROLLER_NOT_LEADER = 2007
-CONTROLLER_BROKER_METADATA_NOT_EXIST = 2008
+# RocketMQ ResponseCode values: controller/codes.py (the state machine's) is authoritative.
+SUCCESS = int(Code.SUCCESS)
+NO_PERMISSION = int(Code.NO_PERMISSION)
+CONTROLLER_FENCED_MASTER_EPOCH = int(Code.CONTROLLER_FENCED_MASTER_EPOCH)
+CONTROLLER_FENCED_SYNC_STATE_SET_EPOCH = int(Code.CONTROLLER_FENCED_SYNC_STATE_SET_EPOCH)
+CONTROLLER_INVALID_MASTER = int(Code.CONTROLLER_INVALID_MASTER)
+CONTROLLER_INVALID_REPLICAS = int(Code.CONTROLLER_INVALID_REPLICAS)
+CONTROLLER_MASTER_NOT_AVAILABLE = int(Code.CONTROLLER_MASTER_NOT_AVAILABLE)
+CONTROLLER_INVALID_REQUEST = int(Code.CONTROLLER_INVALID_REQUEST)
+CONTROLLER_BROKER_NOT_ALIVE = int(Code.CONTROLLER_BROKER_NOT_ALIVE)
+CONTROLLER_NOT_LEADER = int(Code.CONTROLLER_NOT_LEADER)
+CONTROLLER_BROKER_METADATA_NOT_EXIST = int(Code.CONTROLLER_BROKER_METADATA_NOT_EXIST)
 # Process level (ours).
 CONTROLLER_QUORUM_UNAVAILABLE = 2901     # no Raft majority: the write was not committed
 CONTROLLER_TIMEOUT = 2902                # commit or read barrier not done in time; outcome unknown
@@ -30,7 +32,8 @@ CONTROLLER_INTERNAL_ERROR = 2906         # a bug; logged with a traceback
 CONTROLLER_OVERLOADED = 2907             # a limit (watchers, concurrent RPCs) was hit
 CONTROLLER_CONFIG_REJECTED = 2908
 
-NAMES = {v: k for k, v in dict(globals()).items() if k.isupper() and isinstance(v, int)}
+NAMES = {int(c): c.name for c in Code}
+NAMES.update({v: k for k, v in dict(globals()).items() if k.startswith("CONTROLLER_") and isinstance(v, int)})
 
 
 def code_name(code: int) -> str:

@@ -88,6 +88,10 @@ def _handler(reply_cls):
         async def wrapper(self: ControllerServicer, request, context):
             node = self.node
             try:
+                # The server's own limit is Raft's (snapshots and append batches share the port).
+                if request.ByteSize() > node.config.max_message_bytes:
+                    raise NodeReply(rc.CONTROLLER_REQUEST_TOO_LARGE,
+                                    f"request of {request.ByteSize()} bytes > {node.config.max_message_bytes}")
                 reply = await fn(self, request, context)
                 reply.header.node_id = node.node_id
                 return reply
@@ -143,7 +147,7 @@ class ControllerServicer(pbg.ControllerServiceServicer):
         res = await self.node.write(
             "register_broker", cluster=_name(request.cluster_name, "cluster_name", required=False),
             group=_name(request.broker_name, "broker_name"), broker_id=_id(request.broker_id, "broker_id"),
-            address=_addr(request.broker_address, "broker_address"),
+            address=_addr(request.broker_address, "broker_address"), clean_shutdown=request.clean_shutdown,
         )
         return pb.RegisterBrokerReply(header=_header(res), replica_info=replica_info_pb(res.get("replica_info")))
 
@@ -166,11 +170,10 @@ class ControllerServicer(pbg.ControllerServiceServicer):
     async def QueryLiveness(self, request, context):
         if len(request.brokers) > 100_000:
             raise BadRequest("too many brokers in one liveness query")
+        from autoswitch.controller.peers import opinion_to_pb
+
         keys = [(_name(k.broker_name, "broker_name"), _id(k.broker_id, "broker_id")) for k in request.brokers]
-        ops = [
-            pb.LivenessOpinion(broker=pb.BrokerKey(broker_name=g, broker_id=b), alive=alive, last_heard_ms_ago=ago)
-            for (g, b), (alive, ago) in zip(keys, self.node.local_opinions(keys), strict=True)
-        ]
+        ops = [opinion_to_pb(k, op) for k, op in zip(keys, self.node.local_opinions(keys), strict=True)]
         return pb.QueryLivenessReply(header=pb.ReplyHeader(code=0), opinions=ops)
 
     # ---- elections and SyncStateSet (writes) ----
@@ -180,7 +183,9 @@ class ControllerServicer(pbg.ControllerServiceServicer):
         group = _name(request.broker_name, "broker_name")
         _name(request.cluster_name, "cluster_name", required=False)
         bid = _id(request.broker_id, "broker_id", allow_zero=not request.designate_elect)
-        res = await self.node.elect(request.cluster_name, group, bid, request.designate_elect, trigger="request")
+        # RocketMQ: a broker asks with its own id; an operator (admin CLI) designates or sends 0.
+        trigger = "admin" if request.designate_elect or bid == 0 else "broker"
+        res = await self.node.elect(request.cluster_name, group, bid, request.designate_elect, trigger=trigger)
         return pb.ElectMasterReply(header=_header(res), replica_info=replica_info_pb(res.get("replica_info")))
 
     @_handler(pb.AlterSyncStateSetReply)
@@ -190,8 +195,8 @@ class ControllerServicer(pbg.ControllerServiceServicer):
         members = [_id(b, "new_sync_state_set member") for b in request.new_sync_state_set]
         if len(set(members)) != len(members):
             raise BadRequest("new_sync_state_set has duplicates")
-        res = await self.node.write(
-            "alter_sync_state_set", group=_name(request.broker_name, "broker_name"),
+        res = await self.node.alter_sync_state_set(
+            group=_name(request.broker_name, "broker_name"),
             master_broker_id=_id(request.master_broker_id, "master_broker_id"),
             master_epoch=_id(request.master_epoch, "master_epoch", allow_zero=True),
             new_sync_state_set=sorted(members),
@@ -204,8 +209,8 @@ class ControllerServicer(pbg.ControllerServiceServicer):
     async def CleanBrokerData(self, request, context):
         if len(request.broker_ids) > MAX_IDS:
             raise BadRequest("too many broker_ids")
-        res = await self.node.write(
-            "clean_broker_data", cluster=_name(request.cluster_name, "cluster_name", required=False),
+        res = await self.node.clean_broker_data(
+            cluster=_name(request.cluster_name, "cluster_name", required=False),
             group=_name(request.broker_name, "broker_name"),
             broker_ids=sorted({_id(b, "broker_id") for b in request.broker_ids}),
             clean_living_broker=request.clean_living_broker,
@@ -241,20 +246,41 @@ class ControllerServicer(pbg.ControllerServiceServicer):
 
     @_handler(pb.GetControllerConfigReply)
     async def GetControllerConfig(self, request, context):
-        return pb.GetControllerConfigReply(header=pb.ReplyHeader(code=0), config=self.node.config.runtime_view())
+        # Node-local process keys + the replicated keys as applied on THIS node (a follower may lag).
+        cfg = self.node.config.runtime_view()
+        cfg.update(self.node.sm.config_strings())
+        return pb.GetControllerConfigReply(header=pb.ReplyHeader(code=0), config=cfg)
 
     @_handler(pb.UpdateControllerConfigReply)
     async def UpdateControllerConfig(self, request, context):
+        """Replicated keys go through Raft (leader only); node-local keys change on this node only."""
+        from autoswitch.controller import sm_config
+
         from autoswitch.errors import ConfigError
 
-        if len(request.config) > 64:
-            raise BadRequest("too many keys")
-        try:
-            changed = self.node.config.update_runtime(dict(request.config))
-        except ConfigError as e:
-            raise NodeReply(rc.CONTROLLER_CONFIG_REJECTED, e.message) from None
-        _log.info("controller_config_updated", changes=changed)
-        return pb.UpdateControllerConfigReply(header=pb.ReplyHeader(code=0), config=changed)
+        if not 0 < len(request.config) <= 64:
+            raise BadRequest("1..64 keys per update")
+        changes = dict(request.config)
+        from autoswitch.controller.config import RUNTIME_KEYS
+
+        local = {k: v for k, v in changes.items() if k in RUNTIME_KEYS}
+        replicated = {k: v for k, v in changes.items() if k not in local}
+        unknown = sorted(k for k in replicated if k not in sm_config.KEYS and k not in sm_config.BLACKLIST)
+        if unknown:
+            raise NodeReply(rc.CONTROLLER_CONFIG_REJECTED, f"unknown config keys {unknown}")
+        done: dict[str, str] = {}
+        if replicated:
+            res = await self.node.write("update_controller_config", config=replicated)
+            if res.get("code", 0) != 0:
+                return pb.UpdateControllerConfigReply(header=_header(res))
+            done.update(replicated)
+        if local:
+            try:
+                done.update(self.node.config.update_runtime(local))
+            except ConfigError as e:
+                raise NodeReply(rc.CONTROLLER_CONFIG_REJECTED, e.message) from None
+        _log.info("controller_config_updated", changes=done)
+        return pb.UpdateControllerConfigReply(header=pb.ReplyHeader(code=0), config=done)
 
     @_handler(pb.ExportEventsReply)
     async def ExportEvents(self, request, context):

@@ -70,17 +70,19 @@ class TestRouteTable:
 class TestConfig:
     def test_toml_then_cli_overrides(self, tmp_path):
         p = tmp_path / "c.toml"
-        p.write_text('[controller]\nheartbeat_timeout_s = 6\nscan_interval_s = 1.5\n'
+        p.write_text('[controller]\nheartbeat_timeout_ms = 6000\npeer_query_timeout_s = 1\n'
                      'enable_elect_unclean_master = true\n[raft]\nheartbeat_interval_ms = 50\n')
         c = cfgmod.load(p, node_id="n1", peers="n1=127.0.0.1:9001,n2=127.0.0.1:9002", data_dir="/tmp/x",
-                        scan_interval_s=2.0)
-        assert c.heartbeat_timeout_s == 6.0 and c.scan_interval_s == 2.0
-        assert c.enable_elect_unclean_master is True and c.raft == {"heartbeat_interval_ms": 50}
+                        propose_timeout_s=2.0)
+        assert c.peer_query_timeout_s == 1.0 and c.propose_timeout_s == 2.0
+        assert c.sm == {"heartbeat_timeout_ms": "6000", "enable_elect_unclean_master": "true"}
+        assert c.raft == {"heartbeat_interval_ms": 50}
         assert c.peers == {"n1": "127.0.0.1:9001", "n2": "127.0.0.1:9002"} and c.listen_addr == "127.0.0.1:9001"
 
     @pytest.mark.parametrize("toml,kw", [
-        ("[controller]\nheartbeat_timout_s = 6\n", {}),                     # typo -> error, not ignored
-        ("[controller]\nheartbeat_timeout_s = 'x'\n", {}),
+        ("[controller]\nheartbeat_timout_ms = 6\n", {}),                    # typo -> error, not ignored
+        ("[controller]\nheartbeat_timeout_ms = 'x'\n", {}),
+        ("[controller]\npropose_timeout_s = 'x'\n", {}),
         ("", {"node_id": "n9"}),                                            # not in peers
         ("", {"peers": "n1=127.0.0.1"}),
         ("[controller\n", {}),
@@ -95,13 +97,13 @@ class TestConfig:
 
     def test_runtime_update_is_all_or_nothing(self):
         c = cfgmod.load(None, node_id="n1", peers="n1=127.0.0.1:9001", data_dir="/tmp/x")
-        assert c.update_runtime({"scan_interval_s": "1.0", "enable_elect_unclean_master": "true"})
-        assert c.scan_interval_s == 1.0 and c.enable_elect_unclean_master is True
-        for bad in ({"scan_interval_s": "2", "node_id": "n2"}, {"scan_interval_s": "-1"},
-                    {"enable_elect_unclean_master": "maybe"}):
+        assert c.update_runtime({"propose_timeout_s": "1.0", "notify_broker_role_changed": "false"})
+        assert c.propose_timeout_s == 1.0 and c.notify_broker_role_changed is False
+        for bad in ({"propose_timeout_s": "2", "node_id": "n2"}, {"propose_timeout_s": "-1"},
+                    {"notify_broker_role_changed": "maybe"}):
             with pytest.raises(ConfigError):
                 c.update_runtime(bad)
-        assert c.scan_interval_s == 1.0 and c.node_id == "n1"
+        assert c.propose_timeout_s == 1.0 and c.node_id == "n1"
 
 
 def beat(t, timeout=0.0, clean=False):
@@ -126,6 +128,8 @@ def test_eventlog_skips_replayed_indices_and_cuts_torn_tail(tmp_path):
     p = tmp_path / "events.jsonl"
     e = EventLog(p)
     assert e.append(1, {"type": "a"}) and e.append(2, {"type": "b"})
+    e.close()
+    e = EventLog(p)
     assert not e.append(2, {"type": "b"})          # re-applied after restart: skipped
     e.close()
     with open(p, "ab") as f:
@@ -156,3 +160,25 @@ def test_watchers_bounded_and_slow_subscriber_dropped():
         assert q1.get_nowait() is None and len(w) == 0
 
     asyncio.run(go())
+
+
+class TestQuorumLiveness:
+    from autoswitch.controller.quorum_liveness import Opinion as O
+
+    def test_one_node_alone_never_declares_dead(self):
+        from autoswitch.controller.quorum_liveness import combine
+        O = self.O
+        # the asymmetric partition of RocketMQ #4800: the leader misses heartbeats, the others hear them
+        v = combine(3, [O(False, 12000), O(True, 300, "r2"), O(True, 900, "r3")])
+        assert not v.dead and v.alive and v.report == "r2"
+        # leader isolated from both peers: its own "dead" is one vote of three
+        assert not combine(3, [O(False, 12000)]).dead
+
+    def test_majority_dead_and_no_opinion(self):
+        from autoswitch.controller.quorum_liveness import combine
+        O = self.O
+        assert combine(3, [O(False, -1), O(False, 11000)]).dead
+        # a freshly restarted node has no opinion: it does not help either side
+        v = combine(3, [O(None, -1), O(False, 11000), O(True, 10)])
+        assert not v.dead and not v.alive
+        assert combine(5, [O(False, 1)] * 3).dead and not combine(5, [O(False, 1)] * 2).dead

@@ -1,0 +1,223 @@
+"""The seam between the process (service/node) and the state-machine + Raft engineers' code.
+
+- ``encode_write``: service-level fields -> a messages.Request -> Raft log bytes.
+- ``reply_dict``: a messages.Reply -> the plain dict the servicer turns into protobuf.
+- ``AppliedStateMachine``: the Raft ``StateMachine`` we hand to RaftNode. It delegates to the
+  pure ControllerStateMachine and, on every node, after each applied entry, appends the
+  applied events to events.jsonl and notifies watchers when a group's ReplicaInfo changed.
+- ``make_raft``: builds the RaftNode with its transport on our grpc.aio server.
+"""
+
+from __future__ import annotations
+
+import time
+from pathlib import Path
+from typing import Any
+
+from autoswitch.controller import messages as m
+from autoswitch.controller import rpc_codes as rc
+from autoswitch.controller.codes import Code
+
+# Service-level kind -> request class.
+_WRITES = {
+    "apply_broker_id": m.ApplyBrokerIdRequest,
+    "register_broker": m.RegisterBrokerRequest,
+    "elect_master": m.ElectMasterRequest,
+    "alter_sync_state_set": m.AlterSyncStateSetRequest,
+    "clean_broker_data": m.CleanBrokerDataRequest,
+    "update_controller_config": m.UpdateControllerConfigRequest,
+}
+
+
+class BadWrite(Exception):
+    """A request the messages layer refuses to encode (MalformedRequest): nothing was proposed."""
+
+
+def wall_ms() -> int:
+    return int(time.time() * 1000)
+
+
+def live_info(broker_id: int, beat: Any) -> m.BrokerLiveInfo:
+    """A HeartbeatTable BeatInfo (or a peer's report) -> messages.BrokerLiveInfo."""
+    if beat is None:
+        return m.BrokerLiveInfo(broker_id=broker_id, clean_shutdown=False)
+    return m.BrokerLiveInfo(broker_id=broker_id, epoch=beat.epoch, max_offset=beat.max_offset,
+                            confirm_offset=beat.confirm_offset, election_priority=beat.election_priority,
+                            clean_shutdown=bool(beat.clean_shutdown))
+
+
+def build_request(kind: str, f: dict[str, Any]) -> m.Request:
+    ts = f.get("ts_ms") or wall_ms()
+    if kind == "apply_broker_id":
+        return m.ApplyBrokerIdRequest(f["cluster"], f["group"], f["broker_id"], f["register_check_code"], ts)
+    if kind == "register_broker":
+        return m.RegisterBrokerRequest(f["cluster"], f["group"], f["broker_id"], f["address"],
+                                       f.get("clean_shutdown", True), ts)
+    if kind == "elect_master":
+        alive = tuple(live_info(b, beat) for b, beat in sorted(f["alive"].items()))
+        return m.ElectMasterRequest(f["cluster"], f["group"], f["trigger"], f["broker_id"], f["designate"],
+                                    alive, ts)
+    if kind == "alter_sync_state_set":
+        return m.AlterSyncStateSetRequest(f["group"], f["master_broker_id"], f["master_epoch"],
+                                          tuple(f["new_sync_state_set"]), f["sync_state_set_epoch"],
+                                          tuple(sorted(f["alive_broker_ids"])), ts)
+    if kind == "clean_broker_data":
+        return m.CleanBrokerDataRequest(f["cluster"], f["group"], tuple(f["broker_ids"]),
+                                        f["clean_living_broker"], tuple(sorted(f["alive_broker_ids"])), ts)
+    if kind == "update_controller_config":
+        return m.UpdateControllerConfigRequest(dict(f["config"]), ts)
+    raise KeyError(kind)
+
+
+def encode_write(kind: str, fields: dict[str, Any]) -> bytes:
+    try:
+        return m.encode_request(build_request(kind, fields))
+    except m.MalformedRequest as e:
+        raise BadWrite(e.message) from None
+
+
+def replica_dict(v: m.ReplicaView | None) -> dict | None:
+    if v is None:
+        return None
+    return {
+        "cluster_name": v.cluster_name, "broker_name": v.broker_name,
+        "master_broker_id": v.master_broker_id or 0, "master_address": v.master_address or "",
+        "master_epoch": v.master_epoch, "sync_state_set_epoch": v.sync_state_set_epoch,
+        "sync_state_set": list(v.sync_state_set), "eligible_replicas": list(v.eligible_replicas),
+    }
+
+
+def reply_dict(reply: Any) -> dict:
+    """messages.Reply -> {"code", "message", "replica_info", "next_broker_id", "sync_state_set", ...}."""
+    if not isinstance(reply, m.Reply):
+        return {"code": rc.CONTROLLER_INTERNAL_ERROR, "message": f"unexpected apply result {type(reply).__name__}"}
+    out: dict[str, Any] = {"code": int(reply.code), "message": reply.remark}
+    ri = replica_dict(reply.replica)
+    if ri is not None:
+        out["replica_info"] = ri
+        out["sync_state_set"] = ri["sync_state_set"]
+        out["sync_state_set_epoch"] = ri["sync_state_set_epoch"]
+    if reply.broker_id is not None:
+        out["next_broker_id"] = reply.broker_id
+    if reply.data is not None:
+        out["data"] = reply.data
+    return out
+
+
+assert int(Code.CONTROLLER_NOT_LEADER) == rc.CONTROLLER_NOT_LEADER
+
+
+def make_raft(config: Any, data_dir: Path, state_machine: Any, server: Any) -> Any:
+    from autoswitch.controller.raft import RaftConfig, RaftNode
+
+    raft_cfg = RaftConfig(**config.raft)
+    return RaftNode(config.node_id, dict(config.peers), data_dir, state_machine, raft_cfg, server=server)
+
+
+class AppliedStateMachine:
+    """Raft StateMachine: the pure ControllerStateMachine plus the process's side effects.
+
+    Side effects happen after the entry is applied, on every node, in log order: each event
+    history record goes to events.jsonl; each group whose ReplicaInfo changed is reported to
+    ``on_change(index, group, replica_info)`` (the node pushes it to WatchReplicaInfo streams).
+    """
+
+    def __init__(self, sm_config_strings: dict[str, str], events: Any, on_change: Any, log: Any) -> None:
+        from autoswitch.controller.sm_config import SMConfig
+        from autoswitch.controller.statemachine import ControllerStateMachine
+
+        self.inner = ControllerStateMachine(SMConfig.from_strings(sm_config_strings), history_sink=self._sink)
+        self.events = events
+        self.on_change = on_change
+        self.log = log
+        self._touched: list[str] = []
+        self._published: dict[str, dict | None] = {}
+
+    # --- Raft StateMachine ---
+
+    def apply(self, index: int, data: bytes) -> Any:
+        self._touched = []
+        reply = self.inner.apply(index, data)
+        for group in dict.fromkeys(self._touched):
+            info = replica_dict(self.inner.replica_view(group))
+            if info != self._published.get(group):
+                self._published[group] = info
+                if info is not None:
+                    try:
+                        self.on_change(index, group, info)
+                    except Exception:  # a notification bug must not stop the apply loop
+                        self.log.error("notify_failed", exc_info=True, group=group)
+            if info is None:
+                self._published.pop(group, None)
+        return reply
+
+    def snapshot(self) -> bytes:
+        return self.inner.snapshot()
+
+    def restore(self, data: bytes) -> None:
+        self.inner.restore(data)
+        self._published.clear()
+
+    def _sink(self, rec: dict) -> None:
+        try:
+            self.events.append(int(rec["index"]), rec)
+        except OSError:
+            self.log.error("events_write_failed", exc_info=True, index=rec.get("index"))
+        if rec.get("event") not in ("UpdateConfig",):
+            self._touched.append(rec["group"])
+
+    # --- local reads (after the node's read-index barrier when linearizability matters) ---
+
+    def read(self, kind: str, f: dict[str, Any], member_view: Any) -> dict:
+        if kind == "get_next_broker_id":
+            return reply_dict(self.inner.query(m.GetNextBrokerIdRequest(f["cluster"], f["group"])))
+        if kind == "get_replica_info":
+            return reply_dict(self.inner.query(m.GetReplicaInfoRequest(f["group"])))
+        if kind == "get_sync_state_data":
+            r = self.inner.query(m.GetSyncStateDataRequest(tuple(f["groups"])))
+            out = reply_dict(r)
+            if r.code != 0:
+                return out
+            groups = []
+            for name, d in (r.data or {}).items():
+                g = self.inner.state.groups.get(name)
+                if g is None:
+                    continue
+                members = []
+                for bid, addr in sorted((int(b), a) for b, a in d.get("brokers", {}).items()):
+                    alive, ago, beat = member_view(name, bid)
+                    members.append({
+                        "broker_id": bid, "address": addr, "alive": alive, "in_sync": bid in g.sync_state_set,
+                        "epoch": beat.epoch if beat else 0, "max_offset": beat.max_offset if beat else 0,
+                        "last_heard_ms_ago": ago,
+                    })
+                groups.append({"replica_info": replica_dict(g.view()), "members": members})
+            out["groups"] = groups
+            return out
+        raise KeyError(kind)
+
+    def replica_info(self, group: str) -> dict | None:
+        return replica_dict(self.inner.replica_view(group))
+
+    def member_ids(self, group: str) -> list[int]:
+        g = self.inner.state.groups.get(group)
+        return sorted(g.brokers) if g is not None else []
+
+    def masters(self) -> list[tuple[str, str, int]]:
+        return [(g.cluster_name, name, g.master_broker_id) for name, g in self.inner.state.groups.items()
+                if g.master_broker_id is not None]
+
+    def group_count(self) -> int:
+        return len(self.inner.state.groups)
+
+    def config_strings(self) -> dict[str, str]:
+        return self.inner.state.config.to_strings()
+
+    def heartbeat_timeout_ms(self) -> int:
+        return self.inner.state.config.heartbeat_timeout_ms
+
+    def scan_interval_ms(self) -> int:
+        return self.inner.state.config.scan_interval_ms
+
+    def elect_retries(self) -> int:
+        return self.inner.state.config.elect_master_max_retry_count
