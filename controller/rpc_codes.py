@@ -8,6 +8,7 @@ so an operator can tell "no quorum" from "bad request" from "timed out".
 from __future__ import annotations
 
 from autoswitch.controller.codes import Code
+
 from autoswitch.errors import AutoswitchError
 
 # RocketMQ ResponseCode values: controller/codes.py (the state machine's) is authoritative.

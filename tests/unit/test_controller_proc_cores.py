@@ -163,22 +163,20 @@ def test_watchers_bounded_and_slow_subscriber_dropped():
 
 
 class TestQuorumLiveness:
-    from autoswitch.controller.quorum_liveness import Opinion as O
-
     def test_one_node_alone_never_declares_dead(self):
+        from autoswitch.controller.quorum_liveness import Opinion as Op
         from autoswitch.controller.quorum_liveness import combine
-        O = self.O
         # the asymmetric partition of RocketMQ #4800: the leader misses heartbeats, the others hear them
-        v = combine(3, [O(False, 12000), O(True, 300, "r2"), O(True, 900, "r3")])
+        v = combine(3, [Op(False, 12000), Op(True, 300, "r2"), Op(True, 900, "r3")])
         assert not v.dead and v.alive and v.report == "r2"
         # leader isolated from both peers: its own "dead" is one vote of three
-        assert not combine(3, [O(False, 12000)]).dead
+        assert not combine(3, [Op(False, 12000)]).dead
 
     def test_majority_dead_and_no_opinion(self):
+        from autoswitch.controller.quorum_liveness import Opinion as Op
         from autoswitch.controller.quorum_liveness import combine
-        O = self.O
-        assert combine(3, [O(False, -1), O(False, 11000)]).dead
+        assert combine(3, [Op(False, -1), Op(False, 11000)]).dead
         # a freshly restarted node has no opinion: it does not help either side
-        v = combine(3, [O(None, -1), O(False, 11000), O(True, 10)])
+        v = combine(3, [Op(None, -1), Op(False, 11000), Op(True, 10)])
         assert not v.dead and not v.alive
-        assert combine(5, [O(False, 1)] * 3).dead and not combine(5, [O(False, 1)] * 2).dead
+        assert combine(5, [Op(False, 1)] * 3).dead and not combine(5, [Op(False, 1)] * 2).dead
