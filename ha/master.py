@@ -1,0 +1,347 @@
+"""HAMaster: the asyncio adapter around MasterSession and SyncStateTracker.
+
+One TCP listener; per slave connection a reader (handshake, then acks) and a transfer loop
+woken by notify_appended() or the heartbeat timer. All state lives on the one event loop;
+the sans-IO cores decide, this module only moves bytes and timers.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import heapq
+import itertools
+import time
+from typing import Protocol
+
+from autoswitch.ha.codec import (
+    Ack,
+    MasterSideDecoder,
+    SlaveHandshake,
+    encode_master_handshake,
+    encode_transfer_header,
+)
+from autoswitch.ha.config import HAConfig
+from autoswitch.ha.errors import FlushSlaveTimeout, FrameError, HABusy, HAError, HAProtocolError
+from autoswitch.ha.log_api import ReplicaLog
+from autoswitch.ha.master_session import MasterSession
+from autoswitch.ha.sync_state import Proposal, SyncStateTracker
+
+from autoswitch.log import get_logger
+
+
+class SyncStateProposer(Protocol):
+    async def propose(self, master_epoch: int, sync_state_set_epoch: int,
+                      new_set: frozenset[int]) -> tuple[frozenset[int], int]:
+        """Carry an AlterSyncStateSet to the controller; returns (accepted set, its epoch); raises on rejection."""
+        ...
+
+
+class LocalSyncStateProposer:
+    """Static-role mode: the master is the authority and accepts every proposal."""
+
+    async def propose(self, master_epoch: int, sync_state_set_epoch: int,
+                      new_set: frozenset[int]) -> tuple[frozenset[int], int]:
+        return frozenset(new_set), sync_state_set_epoch + 1
+
+
+class _Conn:
+    __slots__ = ("session", "writer", "addr", "wake", "task", "closed", "log")
+
+    def __init__(self, session: MasterSession, writer: asyncio.StreamWriter, addr: str, log) -> None:
+        self.session = session
+        self.writer = writer
+        self.addr = addr
+        self.wake = asyncio.Event()
+        self.task: asyncio.Task | None = None
+        self.closed = False
+        self.log = log
+
+
+class HAMaster:
+    def __init__(self, log: ReplicaLog, config: HAConfig, broker_id: int, group: str,
+                 master_epoch: int, sync_state_set: frozenset[int], sync_state_set_epoch: int,
+                 proposer: SyncStateProposer, clock=time.monotonic) -> None:
+        self.log = log
+        self.config = config.validate()
+        self.broker_id = broker_id
+        self.group = group
+        self.master_epoch = master_epoch
+        self.proposer = proposer
+        self._clock = clock
+        last = log.epochs.last()
+        self.tracker = SyncStateTracker(
+            broker_id, master_epoch, frozenset(sync_state_set) | {broker_id}, sync_state_set_epoch,
+            self.config, clock(), confirm_offset=min(log.confirm_offset, log.max_offset),
+            epoch_start_offset=last.start_offset if last is not None else 0)
+        self._log = get_logger("ha", group=group, brokerId=broker_id, epoch=master_epoch, role="master")
+        self._server: asyncio.base_events.Server | None = None
+        self._conns: dict[int, _Conn] = {}          # brokerId -> the connection that owns it
+        self._handlers: set[asyncio.Task] = set()
+        self._waiters: list[tuple[int, int, asyncio.Future]] = []
+        self._seq = itertools.count()
+        self._housekeeper: asyncio.Task | None = None
+        self._proposal_task: asyncio.Task | None = None
+        self._stopped = False
+        self.port: int | None = None
+        self.rejected: dict[str, int] = {}           # reason -> count (metrics, tests)
+
+    # ------------------------------------------------------------------ lifecycle
+
+    async def start(self, host: str, port: int) -> None:
+        self._server = await asyncio.start_server(self._on_client, host, port, limit=self.config.read_chunk_size)
+        self.port = self._server.sockets[0].getsockname()[1]
+        self._housekeeper = asyncio.create_task(self._housekeeping())
+        self._log.info("ha_master_started", addr=f"{host}:{self.port}",
+                       syncStateSet=sorted(self.tracker.sync_state_set), ackMode=self.config.ack_mode)
+
+    async def stop(self) -> None:
+        if self._stopped:
+            return
+        self._stopped = True
+        if self._server is not None:
+            self._server.close()
+        for t in (self._housekeeper, self._proposal_task):
+            if t is not None:
+                t.cancel()
+        for t in list(self._handlers):
+            t.cancel()
+        for t in list(self._handlers) + [t for t in (self._housekeeper, self._proposal_task) if t]:
+            with contextlib.suppress(BaseException):
+                await t
+        if self._server is not None:
+            with contextlib.suppress(Exception):
+                await asyncio.wait_for(self._server.wait_closed(), 2)
+        for _, _, fut in self._waiters:
+            if not fut.done():
+                fut.set_exception(HAError("HA master stopped"))
+        self._waiters.clear()
+        self._log.info("ha_master_stopped")
+
+    # ------------------------------------------------------------------ public API
+
+    @property
+    def confirm_offset(self) -> int:
+        return self.tracker.confirm_offset(self.log.max_offset)
+
+    @property
+    def sync_state_set(self) -> frozenset[int]:
+        return self.tracker.sync_state_set
+
+    @property
+    def sync_state_set_epoch(self) -> int:
+        return self.tracker.sync_state_set_epoch
+
+    def notify_appended(self) -> None:
+        for c in self._conns.values():
+            c.wake.set()
+        self._on_progress()
+
+    def update_sync_state_set(self, sync_state_set: frozenset[int], sync_state_set_epoch: int) -> None:
+        """A newer set learned from the controller by another path (replica-info poll)."""
+        self.tracker.on_sync_state_set(sync_state_set, sync_state_set_epoch)
+        self._on_progress()
+
+    async def wait_for_replicas(self, offset: int, timeout_s: float) -> None:
+        self.tracker.check_enough()
+        if self.tracker.is_acked(offset, self.log.max_offset):
+            return
+        if len(self._waiters) >= self.config.max_pending_waits:
+            self._waiters = [w for w in self._waiters if not w[2].done()]
+            heapq.heapify(self._waiters)
+            if len(self._waiters) >= self.config.max_pending_waits:
+                raise HABusy("too many writes waiting for replicas", limit=self.config.max_pending_waits)
+        fut = asyncio.get_running_loop().create_future()
+        heapq.heappush(self._waiters, (offset, next(self._seq), fut))
+        try:
+            await asyncio.wait_for(fut, timeout_s)
+        except TimeoutError:
+            raise FlushSlaveTimeout(f"offset {offset} not acknowledged by replicas within {timeout_s}s",
+                                    offset=offset, confirm_offset=self.confirm_offset) from None
+
+    def slave_infos(self) -> list[dict]:
+        out = []
+        for info in self.tracker.replica_infos(self.log.max_offset):
+            c = self._conns.get(info["brokerId"])
+            info["addr"] = c.addr if c is not None else None
+            if c is not None:
+                info["nextOffset"] = c.session.next_offset
+                info["bytesSent"] = c.session.bytes_sent
+            out.append(info)
+        return out
+
+    # ------------------------------------------------------------------ internals
+
+    def _on_progress(self) -> None:
+        """Acks or the set changed: move confirmOffset, release waiters, maybe propose."""
+        log_max = self.log.max_offset
+        confirm = self.tracker.confirm_offset(log_max)
+        if confirm > self.log.confirm_offset:
+            self.log.confirm_offset = min(confirm, log_max)
+        w = self._waiters
+        while w and (w[0][2].done() or self.tracker.is_acked(w[0][0], log_max)):
+            _, _, fut = heapq.heappop(w)
+            if not fut.done():
+                fut.set_result(None)
+        self._maybe_propose()
+
+    def _maybe_propose(self) -> None:
+        if self._stopped or (self._proposal_task is not None and not self._proposal_task.done()):
+            return
+        p = self.tracker.tick(self._clock(), self.log.max_offset)
+        if p is not None:
+            self._proposal_task = asyncio.create_task(self._propose(p))
+
+    async def _propose(self, p: Proposal) -> None:
+        self._log.info("sync_state_set_proposed", current=sorted(self.tracker.sync_state_set),
+                       proposed=sorted(p.new_set), syncStateSetEpoch=p.base_sync_state_set_epoch)
+        try:
+            accepted, epoch = await asyncio.wait_for(
+                self.proposer.propose(p.master_epoch, p.base_sync_state_set_epoch, p.new_set),
+                self.config.proposal_timeout_s)
+        except asyncio.CancelledError:
+            raise
+        except Exception as e:  # any rejection or transport failure: back off, retry later
+            self.tracker.on_proposal_failed(self._clock())
+            self._log.warning("sync_state_set_proposal_failed", proposed=sorted(p.new_set),
+                              error=getattr(e, "code", type(e).__name__), detail=str(e),
+                              failures=self.tracker.failures)
+            return
+        try:
+            self.tracker.on_proposal_accepted(frozenset(accepted), epoch, self._clock())
+        except ValueError as e:
+            self.tracker.on_proposal_failed(self._clock())
+            self._log.error("sync_state_set_answer_invalid", detail=str(e))
+            return
+        self._log.info("sync_state_set_changed", syncStateSet=sorted(self.tracker.sync_state_set),
+                       syncStateSetEpoch=self.tracker.sync_state_set_epoch)
+        self._proposal_task = None
+        self._on_progress()
+
+    async def _housekeeping(self) -> None:
+        while True:
+            await asyncio.sleep(self.config.sync_state_check_interval_s)
+            self._on_progress()
+
+    async def _read_frames(self, reader: asyncio.StreamReader, dec: MasterSideDecoder) -> list:
+        while True:
+            data = await reader.read(self.config.read_chunk_size)
+            if not data:
+                raise ConnectionResetError("slave closed the connection")
+            dec.feed(data)
+            frames = dec.frames()
+            if frames:
+                return frames
+
+    async def _on_client(self, reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> None:
+        task = asyncio.current_task()
+        assert task is not None
+        self._handlers.add(task)
+        peer = writer.get_extra_info("peername")
+        addr = f"{peer[0]}:{peer[1]}" if peer else "?"
+        clog = self._log.bind(addr=addr)
+        conn: _Conn | None = None
+        session = MasterSession(self.log, self.config, self.broker_id, self._clock())
+        reason = "closed"
+        try:
+            if len(self._handlers) > self.config.max_slaves * 2:
+                raise HAProtocolError("too_many_connections", f"limit {self.config.max_slaves} slaves")
+            dec = MasterSideDecoder()
+            frames = await asyncio.wait_for(self._read_frames(reader, dec), self.config.handshake_timeout_s)
+            hs = frames[0]
+            if not isinstance(hs, SlaveHandshake):
+                raise HAProtocolError("ack_before_handshake", "first frame is not a handshake")
+            writer.write(encode_master_handshake(session.on_handshake(hs, self._clock())))
+            slave_id = hs.broker_id
+            clog = clog.bind(slave=slave_id, asyncLearner=hs.async_learner)
+            conn = _Conn(session, writer, addr, clog)
+            old = self._conns.get(slave_id)
+            if old is not None:
+                # A slave reconnecting before we noticed the old socket died: the newest wins.
+                clog.info("slave_connection_replaced")
+                self._close_conn(old)
+            if len(self._conns) >= self.config.max_slaves:
+                raise HAProtocolError("too_many_slaves", f"limit {self.config.max_slaves}")
+            self._conns[slave_id] = conn
+            self.tracker.on_connect(slave_id, hs.async_learner, self._clock())
+            clog.info("slave_connected", syncFromLastFile=hs.sync_from_last_file)
+            writer.transport.set_write_buffer_limits(high=self.config.write_buffer_high)
+            pending = frames[1:]
+            while True:
+                for f in pending:
+                    if not isinstance(f, Ack):
+                        raise HAProtocolError("unexpected_handshake", "second handshake on one connection")
+                    res = session.on_ack(f, self._clock())
+                    self.tracker.on_ack(res.broker_id, res.offset, res.caught_up_at, self.log.max_offset)
+                    if res.first:
+                        clog.info("slave_transfer_start", ack=res.offset, start=session.next_offset)
+                        conn.task = asyncio.create_task(self._transfer_loop(conn))
+                    self._on_progress()
+                pending = await self._read_frames(reader, dec)
+        except (FrameError, HAProtocolError) as e:
+            reason = e.reason
+            self.rejected[reason] = self.rejected.get(reason, 0) + 1
+            clog.warning("slave_connection_rejected", reason=e.reason, detail=e.message)
+        except TimeoutError:
+            reason = "handshake_timeout"
+            self.rejected[reason] = self.rejected.get(reason, 0) + 1
+            clog.warning("slave_connection_rejected", reason=reason)
+        except (ConnectionError, OSError) as e:
+            reason = "connection_lost"
+            clog.info("slave_disconnected", detail=str(e))
+        except asyncio.CancelledError:
+            reason = "stopping"
+        except Exception as e:  # a bug must cost one connection, never the master
+            reason = "internal_error"
+            clog.error("slave_connection_failed", exc_info=e, error=type(e).__name__)
+        finally:
+            session.close()
+            if conn is not None:
+                self._close_conn(conn)
+                # Remove only our own entry: a newer connection of the same slave may own it (PR #9897).
+                if session.slave_id is not None and self._conns.get(session.slave_id) is conn:
+                    del self._conns[session.slave_id]
+                    self.tracker.on_disconnect(session.slave_id, self._clock())
+                    self._on_progress()
+            else:
+                writer.close()
+            clog.debug("slave_connection_closed", reason=reason)
+            self._handlers.discard(task)
+
+    def _close_conn(self, conn: _Conn) -> None:
+        if conn.closed:
+            return
+        conn.closed = True
+        conn.session.close()
+        if conn.task is not None and conn.task is not asyncio.current_task():
+            conn.task.cancel()
+        conn.writer.close()
+
+    async def _transfer_loop(self, conn: _Conn) -> None:
+        session, writer, cfg = conn.session, conn.writer, self.config
+        try:
+            while not conn.closed:
+                frame = session.poll_transfer(self._clock(), self.confirm_offset)
+                if frame is None:
+                    conn.wake.clear()
+                    if session.has_pending():
+                        continue
+                    wait = max(0.0, cfg.heartbeat_interval_s - (self._clock() - session.last_send_time))
+                    with contextlib.suppress(TimeoutError):
+                        await asyncio.wait_for(conn.wake.wait(), wait + 0.001)
+                    continue
+                writer.write(encode_transfer_header(frame))
+                if frame.body:
+                    writer.write(frame.body)
+                await writer.drain()
+        except asyncio.CancelledError:
+            raise
+        except (ConnectionError, OSError) as e:
+            conn.log.info("slave_transfer_stopped", detail=str(e))
+            self._close_conn(conn)
+        except HAError as e:
+            conn.log.error("slave_transfer_failed", reason=getattr(e, "reason", e.code), detail=e.message)
+            self._close_conn(conn)
+        except Exception as e:
+            conn.log.error("slave_transfer_failed", exc_info=e, error=type(e).__name__)
+            self._close_conn(conn)

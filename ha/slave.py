@@ -1,0 +1,147 @@
+"""HASlave: the asyncio adapter around SlaveSession.
+
+Connect, handshake (truncate), transfer; any error closes the connection with a logged reason
+and a fresh connection (fresh handshake) follows after a bounded, growing backoff. A master
+silent for housekeeping_interval_s (no data, no heartbeat) is treated as gone.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import random
+
+from autoswitch.ha.codec import SlaveSideDecoder, encode_ack, encode_slave_handshake
+from autoswitch.ha.config import HAConfig
+from autoswitch.ha.errors import FrameError, HAProtocolError, OffsetMismatch
+from autoswitch.ha.log_api import ReplicaLog
+from autoswitch.ha.slave_session import SlaveSession
+
+from autoswitch.errors import AutoswitchError
+from autoswitch.log import get_logger
+
+
+class HASlave:
+    def __init__(self, log: ReplicaLog, config: HAConfig, broker_id: int, group: str,
+                 master_addr: tuple[str, int], async_learner: bool = False,
+                 sync_from_last_file: bool = False) -> None:
+        self.log = log
+        self.config = config.validate()
+        self.broker_id = broker_id
+        self.group = group
+        self.master_addr = master_addr
+        self.async_learner = async_learner
+        self.sync_from_last_file = sync_from_last_file
+        self.state = "READY"
+        self.master_epoch = 0
+        self.connects = 0
+        self.last_error: dict | None = None
+        self._task: asyncio.Task | None = None
+        self._writer: asyncio.StreamWriter | None = None
+        self._session: SlaveSession | None = None
+        self._stopping = False
+        self._reached = False
+        self._rng = random.Random()
+        self._log = get_logger("ha", group=group, brokerId=broker_id, role="slave",
+                               master=f"{master_addr[0]}:{master_addr[1]}")
+
+    @property
+    def confirm_offset(self) -> int:
+        return self.log.confirm_offset
+
+    async def start(self) -> None:
+        assert self._task is None, "HASlave.start() twice"
+        self._task = asyncio.create_task(self._run())
+
+    async def stop(self) -> None:
+        self._stopping = True
+        self.state = "SHUTDOWN"
+        if self._writer is not None:
+            self._writer.close()
+        if self._task is not None:
+            self._task.cancel()
+            with contextlib.suppress(BaseException):
+                await self._task
+        self._log.info("ha_slave_stopped")
+
+    def disconnect(self) -> None:
+        """Drop the current connection (tests, operator); the run loop reconnects."""
+        if self._writer is not None:
+            self._writer.close()
+
+    async def _run(self) -> None:
+        backoff = self.config.reconnect_backoff_min_s
+        while not self._stopping:
+            self._reached = False
+            try:
+                await self._connect_once()
+            except asyncio.CancelledError:
+                raise
+            except OffsetMismatch as e:
+                self._note_error("offset_mismatch", e.message)
+            except (FrameError, HAProtocolError) as e:
+                self._note_error(e.reason, e.message, level="error")
+            except AutoswitchError as e:        # corrupt records from the master, store errors
+                self._note_error(e.code, e.message, level="error")
+            except TimeoutError:
+                self._note_error("master_silent", "no frame within the housekeeping interval")
+            except (ConnectionError, OSError, asyncio.IncompleteReadError) as e:
+                self._note_error("connection_lost", str(e) or type(e).__name__, level="info")
+            except Exception as e:  # a bug must cost one connection, never the replica
+                self._log.error("ha_slave_failed", exc_info=e, error=type(e).__name__)
+                self.last_error = {"reason": "internal_error", "detail": repr(e)}
+            finally:
+                if self._writer is not None:
+                    self._writer.close()
+                    self._writer = None
+                if self._session is not None:
+                    self._session.close()
+            if self._stopping:
+                break
+            self.state = "READY"
+            if self._reached:
+                # The master was reachable and spoke the protocol: the next try starts quickly.
+                backoff = self.config.reconnect_backoff_min_s
+            delay = backoff * (0.5 + self._rng.random() / 2)
+            backoff = min(backoff * 2, self.config.reconnect_backoff_max_s)
+            await asyncio.sleep(delay)
+
+    def _note_error(self, reason: str, detail: str, level: str = "warning") -> None:
+        self.last_error = {"reason": reason, "detail": detail}
+        getattr(self._log, level)("ha_slave_disconnected", reason=reason, detail=detail,
+                                  maxOffset=self.log.max_offset)
+
+    async def _connect_once(self) -> None:
+        cfg = self.config
+        host, port = self.master_addr
+        self.state = "HANDSHAKE"
+        reader, writer = await asyncio.wait_for(
+            asyncio.open_connection(host, port, limit=cfg.read_chunk_size), cfg.connect_timeout_s)
+        self._writer = writer
+        self.connects += 1
+        session = self._session = SlaveSession(self.log, self.broker_id, self.async_learner,
+                                               self.sync_from_last_file)
+        writer.write(encode_slave_handshake(session.start()))
+        dec = SlaveSideDecoder(cfg.max_body_size, cfg.max_epoch_entries)
+        while not self._stopping:
+            data = await asyncio.wait_for(reader.read(cfg.read_chunk_size), cfg.housekeeping_interval_s)
+            if not data:
+                raise ConnectionResetError("master closed the connection")
+            dec.feed(data)
+            ack = None
+            for f in dec.frames():
+                was = session.phase
+                a = session.on_frame(f)
+                if was == "HANDSHAKE":
+                    self.master_epoch = session.master_epoch
+                    self._log.info("ha_slave_handshake_done", masterEpoch=session.master_epoch,
+                                   truncatedTo=session.truncated_to, maxOffset=self.log.max_offset)
+                    writer.write(encode_ack(a))   # the start position goes out before any transfer
+                    self._reached = True
+                    continue
+                ack = a
+            if ack is not None:
+                # One ack per read: acks after appends and heartbeats, coalesced under load.
+                writer.write(encode_ack(ack))
+            self.state = session.phase
+            self.master_epoch = max(self.master_epoch, session.master_epoch)

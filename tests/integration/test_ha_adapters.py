@@ -1,0 +1,226 @@
+"""HAMaster/HASlave on real sockets (127.0.0.1) in one process."""
+
+from __future__ import annotations
+
+import asyncio
+import socket
+import struct
+
+import pytest
+from autoswitch.ha.codec import Ack, SlaveHandshake, encode
+from autoswitch.ha.config import HAConfig
+from autoswitch.ha.errors import FlushSlaveTimeout, InSyncReplicasNotEnough, SyncStateProposalRejected
+from autoswitch.ha.master import HAMaster, LocalSyncStateProposer
+from autoswitch.ha.slave import HASlave
+
+from tests.unit.test_ha_memlog import MemLog
+
+pytestmark = pytest.mark.integration
+
+H = "127.0.0.1"
+
+
+def make_log(path):
+    return MemLog()
+
+
+def payloads(n: int, seed: int, size: int = 200) -> list[bytes]:
+    return [bytes([(seed * 31 + i) % 251]) * (size + (i * 7 + seed) % 50) for i in range(n)]
+
+
+def write(log, items: list[bytes]) -> int:
+    """A master-side append; returns the new max offset."""
+    return log.append(items)
+
+
+class RejectingProposer:
+    async def propose(self, master_epoch, sync_state_set_epoch, new_set):
+        raise SyncStateProposalRejected("controller says no")
+
+
+def cfg(**kw) -> HAConfig:
+    base = dict(heartbeat_interval_s=0.05, housekeeping_interval_s=1.0, reconnect_backoff_min_s=0.02,
+                reconnect_backoff_max_s=0.2, sync_state_check_interval_s=0.05, handshake_timeout_s=1.0,
+                transfer_batch_size=64 * 1024)
+    base.update(kw)
+    return HAConfig(**base).validate()
+
+
+async def until(cond, what: str, limit_s: float = 10.0) -> None:
+    """Poll a condition; the limit only bounds a hang, it is not an assertion about speed."""
+    loop = asyncio.get_running_loop()
+    end = loop.time() + limit_s
+    while not cond():
+        if loop.time() > end:
+            raise AssertionError(f"never reached: {what}")
+        await asyncio.sleep(0.01)
+
+
+def run(coro):
+    return asyncio.run(asyncio.wait_for(coro, 60))
+
+
+def test_master_and_two_slaves_replicate_and_a_cut_slave_reconnects(tmp_path):
+    async def main():
+        m = make_log(tmp_path / "m")
+        m.append_epoch(1, 0)
+        write(m, payloads(300, seed=1))
+        master = HAMaster(m, cfg(), 1, "g", 1, frozenset({1}), 1, LocalSyncStateProposer())
+        await master.start(H, 0)
+        s2, s3 = make_log(tmp_path / "s2"), make_log(tmp_path / "s3")
+        a = HASlave(s2, cfg(), 2, "g", (H, master.port))
+        b = HASlave(s3, cfg(), 3, "g", (H, master.port))
+        await a.start()
+        await b.start()
+        try:
+            await until(lambda: s2.max_offset == s3.max_offset == m.max_offset, "initial catch-up")
+            await until(lambda: master.sync_state_set == frozenset({1, 2, 3}), "SSS expanded")
+            end = write(m, payloads(200, seed=2))
+            master.notify_appended()
+            await master.wait_for_replicas(end, 10)
+            assert s2.max_offset >= end and s3.max_offset >= end
+            await until(lambda: master.confirm_offset == end, "confirm offset")
+            # Cut slave 2's connection; it reconnects, re-handshakes and continues.
+            connects = a.connects
+            a.disconnect()
+            await until(lambda: a.connects > connects, "reconnect")
+            end = write(m, payloads(100, seed=3))
+            master.notify_appended()
+            await until(lambda: s2.max_offset == s3.max_offset == end, "catch-up after reconnect")
+            await until(lambda: s2.confirm_offset == end, "confirm offset reaches slave")
+            for s in (s2, s3):
+                assert s.read_raw(0, 1 << 30) == m.read_raw(0, 1 << 30)
+                assert s.epochs == m.epochs
+            infos = {i["brokerId"]: i for i in master.slave_infos()}
+            assert infos[2]["ackOffset"] == end and infos[3]["inSync"]
+        finally:
+            await a.stop()
+            await b.stop()
+            await master.stop()
+
+    run(main())
+
+
+def test_role_switch_old_master_truncates_its_unreplicated_tail(tmp_path):
+    async def main():
+        old, new = make_log(tmp_path / "old"), make_log(tmp_path / "new")
+        old.append_epoch(1, 0)
+        write(old, payloads(200, seed=4))
+        m1 = HAMaster(old, cfg(), 1, "g", 1, frozenset({1}), 1, LocalSyncStateProposer())
+        await m1.start(H, 0)
+        sl = HASlave(new, cfg(), 2, "g", (H, m1.port))
+        await sl.start()
+        await until(lambda: new.max_offset == old.max_offset, "replicated")
+        await sl.stop()
+        common = old.max_offset
+        tail_end = write(old, payloads(50, seed=5))     # written by the old master, never replicated
+        assert tail_end > common
+        await m1.stop()
+        # Broker 2 becomes master in epoch 2 and writes; broker 1 becomes its slave.
+        new.append_epoch(2, new.max_offset)
+        end = write(new, payloads(80, seed=6))
+        m2 = HAMaster(new, cfg(), 2, "g", 2, frozenset({2}), 2, LocalSyncStateProposer())
+        await m2.start(H, 0)
+        sl1 = HASlave(old, cfg(), 1, "g", (H, m2.port))
+        await sl1.start()
+        try:
+            await until(lambda: old.max_offset == end and old.epochs == new.epochs, "old master follows")
+            assert old.read_raw(0, 1 << 30) == new.read_raw(0, 1 << 30)
+            assert [(e.epoch, e.start_offset) for e in old.epochs.entries()] == [(1, 0), (2, common)]
+        finally:
+            await sl1.stop()
+            await m2.stop()
+
+    run(main())
+
+
+def _garbage_cases() -> list[tuple[str, bytes]]:
+    return [
+        ("bad_state", struct.pack(">iq", 7, 0)),
+        ("bad_state", b"GET / HTTP/1.1\r\n\r\n"),
+        ("bad_broker_id", struct.pack(">ihhq", 1, 0, 0, -1)),
+        ("ack_before_handshake", encode(Ack(5))),
+        ("ack_beyond_master_max", encode(SlaveHandshake(9)) + encode(Ack(0)) + encode(Ack(1 << 40))),
+        ("unexpected_handshake", encode(SlaveHandshake(9)) + encode(Ack(0)) + encode(SlaveHandshake(9))),
+        ("self_connection", encode(SlaveHandshake(1))),
+    ]
+
+
+def test_malformed_input_closes_only_that_connection(tmp_path):
+    async def main():
+        m = make_log(tmp_path / "m")
+        m.append_epoch(1, 0)
+        write(m, payloads(100, seed=7))
+        master = HAMaster(m, cfg(), 1, "g", 1, frozenset({1}), 1, LocalSyncStateProposer())
+        await master.start(H, 0)
+        good = make_log(tmp_path / "good")
+        sl = HASlave(good, cfg(), 2, "g", (H, master.port))
+        await sl.start()
+        try:
+            await until(lambda: good.max_offset == m.max_offset, "good slave catches up")
+            for reason, data in _garbage_cases():
+                r, w = await asyncio.open_connection(H, master.port)
+                w.write(data)
+                await w.drain()
+                # The master closes the connection (EOF) after possibly answering the handshake.
+                while await asyncio.wait_for(r.read(65536), 5):
+                    pass
+                w.close()
+                assert master.rejected.get(reason, 0) >= 1, (reason, master.rejected)
+            # Random bytes and a half frame that never completes (handshake timeout).
+            with socket.create_connection((H, master.port)) as raw:
+                raw.sendall(bytes(range(256)) * 4)
+            r, w = await asyncio.open_connection(H, master.port)
+            w.write(b"\x00\x00")
+            await asyncio.wait_for(r.read(), 5)
+            w.close()
+            assert master.rejected.get("handshake_timeout", 0) >= 1
+            end = write(m, payloads(50, seed=8))
+            master.notify_appended()
+            await until(lambda: good.max_offset == end, "good slave still served")
+            assert good.read_raw(0, 1 << 30) == m.read_raw(0, 1 << 30)
+        finally:
+            await sl.stop()
+            await master.stop()
+
+    run(main())
+
+
+def test_ack_modes_and_errors_on_real_sockets(tmp_path):
+    async def main():
+        m = make_log(tmp_path / "m")
+        m.append_epoch(1, 0)
+        write(m, payloads(10, seed=9))
+        c = cfg(ack_mode="all", min_in_sync_replicas=2, ha_max_time_slave_not_catchup_s=30)
+        # The controller refuses every change, so slave 2 stays in the SSS whatever happens.
+        master = HAMaster(m, c, 1, "g", 1, frozenset({1, 2}), 1, RejectingProposer())
+        await master.start(H, 0)
+        try:
+            # Slave 2 is in the SSS but not connected: fewer than minInSyncReplicas alive.
+            with pytest.raises(InSyncReplicasNotEnough):
+                await master.wait_for_replicas(m.max_offset, 1)
+            s = make_log(tmp_path / "s")
+            sl = HASlave(s, c, 2, "g", (H, master.port))
+            await sl.start()
+            await until(lambda: master.tracker.alive_in_sync() == 2, "slave alive")
+            end = write(m, payloads(10, seed=10))
+            master.notify_appended()
+            await master.wait_for_replicas(end, 10)
+            assert s.max_offset >= end
+            await sl.stop()
+            await until(lambda: master.tracker.alive_in_sync() == 1, "slave gone")
+            with pytest.raises(InSyncReplicasNotEnough):
+                await master.wait_for_replicas(end, 1)
+            await until(lambda: master.tracker.failures >= 1, "shrink proposal refused")
+            assert master.sync_state_set == frozenset({1, 2})
+            # With the floor at 1 the write waits for slave 2's ack, which never comes.
+            master.tracker.config.min_in_sync_replicas = 1
+            end2 = write(m, payloads(1, seed=11))
+            with pytest.raises(FlushSlaveTimeout):
+                await master.wait_for_replicas(end2, 0.2)
+            assert m.max_offset == end2, "a timed-out write stays in the log"
+            assert master.confirm_offset == end
+        finally:
+            await master.stop()
+
+    run(main())
