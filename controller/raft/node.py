@@ -1,0 +1,343 @@
+"""asyncio driver around the sans-IO RaftCore (etcd's ``node.go`` role).
+
+One task owns the core's Ready cycle: send the leader's messages early, persist (fsync in a thread,
+so the loop keeps stepping messages and accepting proposals meanwhile: group commit), send replies,
+apply committed entries in order and resolve ``propose()`` futures with ``apply()``'s result, answer
+read-index barriers, take snapshots every ``snapshot_every`` entries.
+
+gRPC: ``RaftNode`` either runs its own ``grpc.aio`` server on its address, or shares one: pass
+``server=`` (the node then only adds its servicer; the owner binds and starts it) or call
+``add_to_server(server)`` before ``server.start()``.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import itertools
+import os
+import random
+from pathlib import Path
+from typing import Any, Protocol
+
+import grpc
+
+from autoswitch.log import get_logger
+from autoswitch.proto import raft_pb2_grpc
+
+from .config import RaftConfig
+from .core import RaftCore
+from .errors import NotLeader, ProposalDropped, ProposalTimeout, QuorumUnavailable, RaftConfigError, RaftError
+from .messages import EntryKind, Message, ReadState, Ready, Role, Snapshot
+from .storage import FileStorage, Storage
+from .transport import RaftServicer, Transport, grpc_options
+
+
+class StateMachine(Protocol):
+    def apply(self, index: int, data: bytes) -> Any: ...   # deterministic, every node, log order
+    def snapshot(self) -> bytes: ...
+    def restore(self, data: bytes) -> None: ...
+
+
+class RaftNode:
+    def __init__(self, node_id: str, peers: dict[str, str], data_dir: Path, state_machine: StateMachine,
+                 config: RaftConfig | None = None, *, server: grpc.aio.Server | None = None,
+                 cluster: str = "autoswitch", seed: int | None = None, storage: Storage | None = None) -> None:
+        self.node_id = node_id
+        self.cfg = config or RaftConfig()
+        self.addrs = dict(peers)
+        if node_id not in self.addrs:
+            if self.cfg.listen_addr is None and server is None:
+                raise RaftConfigError(f"node {node_id!r} is not in peers and no listen_addr/server was given")
+            if self.cfg.listen_addr is not None:
+                self.addrs[node_id] = self.cfg.listen_addr
+        self.data_dir = Path(data_dir)
+        self.sm = state_machine
+        self.cluster = cluster
+        self.seed = seed
+        self.log = get_logger("raft", node=node_id)
+        self.core: RaftCore | None = None
+        self._storage = storage
+        self._server = server
+        self._own_server = False
+        self._servicer = RaftServicer(cluster, self._deliver)
+        if server is not None:
+            self.add_to_server(server)
+        self._transport: Transport | None = None
+        self._task: asyncio.Task | None = None
+        self._wake = asyncio.Event()
+        self._stopped = False
+        self._waiters: dict[int, tuple[int, asyncio.Future]] = {}
+        self._reads: dict[int, asyncio.Future] = {}
+        self._read_ids = itertools.count(1)
+        self._ready_reads: list[ReadState] = []
+        self._last_snap_index = 0
+        self._leader_changed = asyncio.Event()
+
+    # ---------------------------------------------------------------- lifecycle
+    def add_to_server(self, server: grpc.aio.Server) -> None:
+        """Register the Raft servicer on a shared server (before ``server.start()``)."""
+        raft_pb2_grpc.add_RaftServicer_to_server(self._servicer, server)
+
+    def _now_ms(self) -> int:
+        return int(asyncio.get_running_loop().time() * 1000)
+
+    async def start(self) -> None:
+        loop = asyncio.get_running_loop()
+        if self._storage is None:
+            self._storage = FileStorage(self.data_dir, self.cfg.segment_bytes, self.cfg.fsync)
+        rec = await loop.run_in_executor(None, self._storage.load)
+        rng = random.Random(self.seed if self.seed is not None else int.from_bytes(os.urandom(8), "big"))
+        peers = [p for p in self.addrs if p != self.node_id]
+        core = RaftCore(self.node_id, peers, self.cfg, rng, self._now_ms(), rec.hard_state, rec.snapshot, rec.entries)
+        if rec.snapshot is not None:
+            self.sm.restore(rec.snapshot.data)
+            self._last_snap_index = rec.snapshot.index
+        self.core = core
+        if self._server is None:
+            addr = self.addrs[self.node_id]
+            self._server = grpc.aio.server(options=grpc_options(self.cfg))
+            self.add_to_server(self._server)
+            if self._server.add_insecure_port(addr) == 0:
+                raise RaftConfigError(f"cannot bind raft address {addr}")
+            await self._server.start()
+            self._own_server = True
+        self._transport = Transport(self.node_id, self.addrs, self.cfg, self.cluster)
+        self._transport.start()
+        self._task = loop.create_task(self._run(), name=f"raft-{self.node_id}")
+        self.log.info("raft_node_started", term=core.term, commit=core.commit, last_index=core.log.last_index(),
+                      peers=peers)
+
+    async def stop(self) -> None:
+        self._stopped = True
+        if self._task is not None:
+            self._task.cancel()
+            with contextlib.suppress(asyncio.CancelledError):
+                await self._task
+        if self._transport is not None:
+            await self._transport.stop()
+        if self._own_server and self._server is not None:
+            await self._server.stop(0.2)
+        if self._storage is not None:
+            self._storage.close()
+        for _, fut in self._waiters.values():
+            if not fut.done():
+                fut.set_exception(RaftError("raft node stopped"))
+        for fut in self._reads.values():
+            if not fut.done():
+                fut.set_exception(RaftError("raft node stopped"))
+        self._waiters.clear()
+        self._reads.clear()
+        self.log.info("raft_node_stopped")
+
+    # ---------------------------------------------------------------- inputs
+    def _deliver(self, msgs: list[Message]) -> None:
+        core = self.core
+        if core is None or self._stopped:
+            return
+        for m in msgs:
+            try:
+                core.step(m)
+            except RaftError as exc:
+                self.log.warning("raft_step_rejected", error=exc.to_dict(), type=m.type.name, frm=m.frm)
+            except Exception:   # an invariant broke on input we do not understand: keep serving, loudly
+                self.log.error("raft_step_failed", exc_info=True, type=m.type.name, frm=m.frm)
+        self._wake.set()
+
+    # ---------------------------------------------------------------- the loop
+    async def _run(self) -> None:
+        loop = asyncio.get_running_loop()
+        tick_s = self.cfg.tick_interval_ms / 1000
+        next_tick = loop.time()
+        core = self.core
+        assert core is not None
+        while not self._stopped:
+            delay = next_tick - loop.time()
+            if delay > 0 and not self._wake.is_set():
+                with contextlib.suppress(TimeoutError):
+                    await asyncio.wait_for(self._wake.wait(), delay)
+            self._wake.clear()
+            if loop.time() >= next_tick:
+                core.tick(self._now_ms())
+                next_tick = loop.time() + tick_s
+            try:
+                while core.has_ready():
+                    await self._handle_ready(core, core.ready())
+                await self._maybe_snapshot(core)
+            except asyncio.CancelledError:
+                raise
+            except Exception:
+                # storage failed (disk full, I/O error): we must not go on acking what we could not persist
+                self.log.error("raft_ready_failed", exc_info=True)
+                self._stopped = True
+                raise
+
+    async def _handle_ready(self, core: RaftCore, rd: Ready) -> None:
+        loop = asyncio.get_running_loop()
+        assert self._transport is not None and self._storage is not None
+        self._transport.send(rd.messages_early)
+        if rd.snapshot is not None:
+            snap = rd.snapshot
+            await loop.run_in_executor(None, self._storage.install_snapshot, snap)
+            self.sm.restore(snap.data)
+            self._last_snap_index = snap.index
+            for idx in [i for i in self._waiters if i <= snap.index]:
+                _, fut = self._waiters.pop(idx)
+                if not fut.done():
+                    fut.set_exception(NotLeader(core.leader_id, self.addrs.get(core.leader_id or ""),
+                                                "outcome unknown: replaced by a snapshot from the leader"))
+        if rd.hard_state is not None or rd.entries:
+            await loop.run_in_executor(None, self._storage.save, rd.hard_state, rd.entries)
+        self._transport.send(rd.messages)
+        for e in rd.committed_entries:
+            result: Any = None
+            err: BaseException | None = None
+            if e.kind == EntryKind.NORMAL:
+                try:
+                    result = self.sm.apply(e.index, e.data)
+                except Exception as exc:    # deterministic on every node; report to the proposer
+                    self.log.error("raft_apply_failed", exc_info=True, index=e.index)
+                    err = exc
+            w = self._waiters.pop(e.index, None)
+            if w is not None and not w[1].done():
+                term, fut = w
+                if term != e.term:
+                    fut.set_exception(NotLeader(core.leader_id, self.addrs.get(core.leader_id or ""),
+                                                "entry was overwritten by a new leader"))
+                elif err is not None:
+                    fut.set_exception(err)
+                else:
+                    fut.set_result(result)
+        if rd.soft_state is not None:
+            self.log.info("raft_role", role=rd.soft_state.role.value, leader=rd.soft_state.leader_id,
+                          term=rd.soft_state.term)
+            if rd.soft_state.role != Role.LEADER:
+                for fut in self._reads.values():
+                    if not fut.done():
+                        fut.set_exception(NotLeader(rd.soft_state.leader_id,
+                                                    self.addrs.get(rd.soft_state.leader_id or "")))
+                self._reads.clear()
+                self._ready_reads.clear()
+            self._leader_changed.set()
+        self._ready_reads.extend(rd.read_states)
+        core.advance(rd)
+        if self._ready_reads:
+            keep = []
+            for rs in self._ready_reads:
+                if core.applied >= rs.index:
+                    fut = self._reads.pop(rs.ctx, None)  # type: ignore[arg-type]
+                    if fut is not None and not fut.done():
+                        fut.set_result(None)
+                else:
+                    keep.append(rs)
+            self._ready_reads = keep
+
+    async def _maybe_snapshot(self, core: RaftCore) -> None:
+        if self.cfg.snapshot_every <= 0 or core.applied - self._last_snap_index < self.cfg.snapshot_every:
+            return
+        idx = core.applied
+        term = core.log.term(idx)
+        if term is None:
+            return
+        snap = Snapshot(idx, term, self.sm.snapshot())
+        assert self._storage is not None
+        await asyncio.get_running_loop().run_in_executor(None, self._storage.save_snapshot, snap)
+        core.compact(snap, keep=self.cfg.compaction_keep)
+        self._last_snap_index = idx
+        self.log.info("raft_snapshot_taken", index=idx, term=term, size=len(snap.data))
+
+    # ---------------------------------------------------------------- API (docs/interfaces.md)
+    @property
+    def is_leader(self) -> bool:
+        return self.core is not None and self.core.role == Role.LEADER
+
+    @property
+    def leader_id(self) -> str | None:
+        return self.core.leader_id if self.core is not None else None
+
+    @property
+    def leader_addr(self) -> str | None:
+        lid = self.leader_id
+        return self.addrs.get(lid) if lid is not None else None
+
+    @property
+    def term(self) -> int:
+        return self.core.term if self.core is not None else 0
+
+    def status(self) -> dict:
+        c = self.core
+        if c is None:
+            return {"node": self.node_id, "started": False}
+        return {"node": self.node_id, "role": c.role.value, "term": c.term, "leader": c.leader_id,
+                "commit": c.commit, "applied": c.applied, "last_index": c.log.last_index(),
+                "first_index": c.log.first_index(), "snapshot_index": self._last_snap_index,
+                "peers": {p: {"match": pr.match, "next": pr.next, "state": pr.state} for p, pr in c.prs.items()}}
+
+    def _not_leader(self) -> NotLeader:
+        lid = self.leader_id
+        return NotLeader(lid, self.addrs.get(lid) if lid else None)
+
+    async def propose(self, data: bytes, timeout_s: float) -> Any:
+        core = self.core
+        if core is None or self._stopped or core.role != Role.LEADER:
+            raise self._not_leader()
+        try:
+            idx = core.propose(data)
+        except NotLeader:
+            raise self._not_leader() from None
+        except ProposalDropped as exc:
+            if exc.reason == "leadership_transfer":
+                raise NotLeader(core.transferee, self.addrs.get(core.transferee or ""),
+                                "leadership transfer in progress") from None
+            raise QuorumUnavailable(str(exc), reason=exc.reason) from None
+        fut: asyncio.Future = asyncio.get_running_loop().create_future()
+        self._waiters[idx] = (core.term, fut)
+        self._wake.set()
+        try:
+            return await asyncio.wait_for(asyncio.shield(fut), timeout_s)
+        except TimeoutError:
+            self._waiters.pop(idx, None)
+            if core.role != Role.LEADER:
+                raise self._not_leader() from None
+            if not core.quorum_active():
+                raise QuorumUnavailable("leader cannot reach a majority", index=idx) from None
+            raise ProposalTimeout(f"entry {idx} not applied within {timeout_s}s", index=idx) from None
+
+    async def read_index(self, timeout_s: float) -> None:
+        core = self.core
+        if core is None or self._stopped or core.role != Role.LEADER:
+            raise self._not_leader()
+        ctx = next(self._read_ids)
+        try:
+            core.read_index(ctx)
+        except NotLeader:
+            raise self._not_leader() from None
+        except ProposalDropped as exc:
+            raise QuorumUnavailable(str(exc), reason=exc.reason) from None
+        fut: asyncio.Future = asyncio.get_running_loop().create_future()
+        self._reads[ctx] = fut
+        self._wake.set()
+        try:
+            await asyncio.wait_for(asyncio.shield(fut), timeout_s)
+        except TimeoutError:
+            self._reads.pop(ctx, None)
+            if core.role != Role.LEADER:
+                raise self._not_leader() from None
+            raise QuorumUnavailable("read index not confirmed by a majority in time") from None
+
+    async def transfer_leadership(self, to: str, timeout_s: float | None = None) -> None:
+        core = self.core
+        if core is None or core.role != Role.LEADER:
+            raise self._not_leader()
+        core.transfer_leadership(to)
+        self._wake.set()
+        limit = timeout_s if timeout_s is not None else 4 * self.cfg.election_timeout_min_ms / 1000
+        loop = asyncio.get_running_loop()
+        deadline = loop.time() + limit
+        while not (core.role != Role.LEADER and core.leader_id == to):
+            remaining = deadline - loop.time()
+            if remaining <= 0:
+                raise ProposalTimeout(f"leadership not transferred to {to} within {limit}s", to=to)
+            self._leader_changed.clear()
+            with contextlib.suppress(TimeoutError):
+                await asyncio.wait_for(self._leader_changed.wait(), remaining)

@@ -1,0 +1,177 @@
+"""gRPC transport for Raft messages (asyncio adapter; no protocol logic here).
+
+Per peer: a bounded outbound queue and one long-lived client stream (``Raft.Stream``). The sender
+drains the queue into batches (up to ``max_batch_messages`` and ``max_message_bytes``) and writes
+them without waiting for any reply, so AppendEntries are pipelined in order. On failure the queue
+is cleared (Raft retransmits what matters) and the stream is re-opened with exponential back-off.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+from collections.abc import Callable
+
+import grpc
+
+from autoswitch.log import get_logger
+from autoswitch.proto import raft_pb2, raft_pb2_grpc
+
+from .config import RaftConfig
+from .messages import Entry, EntryKind, Message, MsgType, VoteResult
+
+WIRE_VERSION = 1
+
+
+def to_pb(m: Message) -> raft_pb2.RaftMessage:
+    return raft_pb2.RaftMessage(
+        type=int(m.type), to=m.to, term=m.term, index=m.index, log_term=m.log_term,
+        entries=[raft_pb2.Entry(index=e.index, term=e.term, kind=int(e.kind), data=e.data) for e in m.entries],
+        commit=m.commit, reject=m.reject, reject_hint=m.reject_hint, reject_term=m.reject_term,
+        vote_result=int(m.vote_result), seq=m.seq, transfer=m.transfer, snap_index=m.snap_index,
+        snap_term=m.snap_term, snap_offset=m.snap_offset, snap_total=m.snap_total, snap_crc=m.snap_crc,
+        snap_done=m.snap_done, snap_data=m.snap_data, **{"from": m.frm})
+
+
+def from_pb(p: raft_pb2.RaftMessage) -> Message:
+    """Raises ValueError on an unknown type/kind/vote result (the caller drops the message)."""
+    return Message(
+        type=MsgType(p.type), frm=getattr(p, "from"), to=p.to, term=p.term, index=p.index, log_term=p.log_term,
+        entries=tuple(Entry(e.index, e.term, e.data, EntryKind(e.kind)) for e in p.entries),
+        commit=p.commit, reject=p.reject, reject_hint=p.reject_hint, reject_term=p.reject_term,
+        vote_result=VoteResult(p.vote_result), seq=p.seq, transfer=p.transfer, snap_index=p.snap_index,
+        snap_term=p.snap_term, snap_offset=p.snap_offset, snap_total=p.snap_total, snap_crc=p.snap_crc,
+        snap_done=p.snap_done, snap_data=p.snap_data)
+
+
+def _approx_size(m: Message) -> int:
+    return 128 + sum(len(e.data) + 32 for e in m.entries) + len(m.snap_data)
+
+
+def grpc_options(cfg: RaftConfig) -> list[tuple[str, int]]:
+    return [
+        ("grpc.max_send_message_length", cfg.max_message_bytes),
+        ("grpc.max_receive_message_length", cfg.max_message_bytes),
+        ("grpc.initial_reconnect_backoff_ms", cfg.reconnect_min_ms),
+        ("grpc.min_reconnect_backoff_ms", cfg.reconnect_min_ms),
+        ("grpc.max_reconnect_backoff_ms", cfg.reconnect_max_ms),
+        ("grpc.keepalive_time_ms", 10_000),
+        ("grpc.keepalive_timeout_ms", 5_000),
+    ]
+
+
+class RaftServicer(raft_pb2_grpc.RaftServicer):
+    """Server side: hands every received batch to ``deliver`` (the node steps its core)."""
+
+    def __init__(self, cluster: str, deliver: Callable[[list[Message]], None]) -> None:
+        self.cluster = cluster
+        self.deliver = deliver
+        self.log = get_logger("raft.transport")
+
+    async def Stream(self, request_iterator, context):  # noqa: N802 (gRPC method name)
+        n = 0
+        async for batch in request_iterator:
+            n += 1
+            if batch.version != WIRE_VERSION or batch.cluster != self.cluster:
+                self.log.warning("raft_batch_refused", version=batch.version, cluster=batch.cluster)
+                await context.abort(grpc.StatusCode.FAILED_PRECONDITION, "wrong raft wire version or cluster")
+            msgs = []
+            for p in batch.messages:
+                try:
+                    msgs.append(from_pb(p))
+                except ValueError as exc:
+                    self.log.warning("raft_bad_message", error=str(exc))
+            if msgs:
+                self.deliver(msgs)
+        return raft_pb2.StreamAck(batches=n)
+
+
+class PeerSender:
+    def __init__(self, self_id: str, peer_id: str, addr: str, cfg: RaftConfig, cluster: str) -> None:
+        self.peer_id = peer_id
+        self.addr = addr
+        self.cfg = cfg
+        self.cluster = cluster
+        self.queue: asyncio.Queue[Message] = asyncio.Queue(maxsize=cfg.send_queue_limit)
+        self.log = get_logger("raft.transport", node=self_id, peer=peer_id)
+        self.dropped = 0
+        self._task: asyncio.Task | None = None
+        self._channel: grpc.aio.Channel | None = None
+
+    def start(self) -> None:
+        self._task = asyncio.get_running_loop().create_task(self._run(), name=f"raft-send-{self.peer_id}")
+
+    def send(self, m: Message) -> None:
+        try:
+            self.queue.put_nowait(m)
+        except asyncio.QueueFull:
+            self.dropped += 1      # Raft tolerates loss; a full queue means the peer is not keeping up
+
+    async def _batches(self):
+        while True:
+            m = await self.queue.get()
+            msgs = [m]
+            size = _approx_size(m)
+            while len(msgs) < self.cfg.max_batch_messages and not self.queue.empty():
+                nxt = self.queue._queue[0]  # peek: keep a batch under the message size limit
+                s = _approx_size(nxt)
+                if size + s > self.cfg.max_message_bytes - (1 << 15):
+                    break
+                msgs.append(self.queue.get_nowait())
+                size += s
+            yield raft_pb2.Batch(version=WIRE_VERSION, cluster=self.cluster, messages=[to_pb(x) for x in msgs])
+
+    async def _run(self) -> None:
+        loop = asyncio.get_running_loop()
+        backoff = self.cfg.reconnect_min_ms / 1000
+        while True:
+            started = loop.time()
+            self._channel = grpc.aio.insecure_channel(self.addr, options=grpc_options(self.cfg))
+            stub = raft_pb2_grpc.RaftStub(self._channel)
+            try:
+                await stub.Stream(self._batches())
+            except asyncio.CancelledError:
+                raise
+            except grpc.aio.AioRpcError as exc:
+                self.log.debug("raft_stream_broken", code=exc.code().name, details=exc.details())
+            except Exception as exc:  # keep the sender alive whatever happens; log it
+                self.log.warning("raft_stream_error", error=repr(exc))
+            finally:
+                with contextlib.suppress(Exception):
+                    await self._channel.close()
+            # drop what queued up while the peer was unreachable: it is stale, Raft resends
+            while not self.queue.empty():
+                self.queue.get_nowait()
+            if loop.time() - started > 1.0:
+                backoff = self.cfg.reconnect_min_ms / 1000     # it was up for a while: retry quickly
+            await asyncio.sleep(backoff)
+            backoff = min(backoff * 2, self.cfg.reconnect_max_ms / 1000)
+
+    async def stop(self) -> None:
+        if self._task is not None:
+            self._task.cancel()
+            with contextlib.suppress(asyncio.CancelledError, Exception):
+                await self._task
+        if self._channel is not None:
+            with contextlib.suppress(Exception):
+                await self._channel.close()
+
+
+class Transport:
+    def __init__(self, self_id: str, peers: dict[str, str], cfg: RaftConfig, cluster: str) -> None:
+        self.senders = {pid: PeerSender(self_id, pid, addr, cfg, cluster) for pid, addr in peers.items()
+                        if pid != self_id}
+
+    def start(self) -> None:
+        for s in self.senders.values():
+            s.start()
+
+    def send(self, msgs: list[Message]) -> None:
+        for m in msgs:
+            s = self.senders.get(m.to)
+            if s is not None:
+                s.send(m)
+
+    async def stop(self) -> None:
+        for s in self.senders.values():
+            await s.stop()
