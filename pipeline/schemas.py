@@ -1,0 +1,93 @@
+"""Schemas of the exports the pipeline reads (see docs/pipeline.md).
+
+One source of truth: field name, type, required. Spark and Arrow schemas are
+derived from it so the generator, the readers and the pandas peer agree.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+
+@dataclass(frozen=True)
+class Field:
+    name: str
+    kind: str  # "str" | "int" | "bool" | "int_list"
+    required: bool = True
+
+
+ACKS = (
+    Field("msg_id", "str"),
+    Field("group", "str"),
+    Field("broker_id", "int"),
+    Field("topic", "str"),
+    Field("queue_offset", "int"),
+    Field("phy_offset", "int"),
+    Field("epoch", "int"),
+    Field("ack_ts_ms", "int"),
+)
+
+EVENTS = (
+    Field("ts_ms", "int"),
+    Field("index", "int"),
+    Field("group", "str"),
+    Field("event", "str"),
+    Field("master_broker_id", "int", required=False),
+    Field("master_epoch", "int"),
+    Field("sync_state_set", "int_list"),
+    Field("sync_state_set_epoch", "int"),
+    Field("reason", "str", required=False),
+    Field("unclean", "bool", required=False),
+)
+
+LOG_INDEX = (
+    Field("group", "str"),
+    Field("broker_id", "int"),
+    Field("phy_offset", "int"),
+    Field("size", "int"),
+    Field("crc", "int"),
+    Field("topic", "str"),
+    Field("queue_offset", "int"),
+    Field("msg_id", "str"),
+    Field("born_ts_ms", "int"),
+    Field("epoch", "int"),
+)
+
+EPOCHS = (
+    Field("group", "str"),
+    Field("broker_id", "int"),
+    Field("epoch", "int"),
+    Field("start_offset", "int"),
+)
+
+# min_offset is our optional extension: the first retained offset of the replica, so that
+# retention is not mistaken for loss. Absent means 0.
+REPLICA = (
+    Field("group", "str"),
+    Field("broker_id", "int"),
+    Field("max_offset", "int"),
+    Field("confirm_offset", "int"),
+    Field("min_offset", "int", required=False),
+)
+
+EVENT_KINDS = frozenset(
+    {"ElectMaster", "AlterSyncStateSet", "ApplyBrokerId", "RegisterBroker", "CleanBrokerData",
+     "UpdateConfig", "NoMaster"}
+)
+
+KINDS = {"acks": ACKS, "events": EVENTS, "index": LOG_INDEX, "epochs": EPOCHS, "replica": REPLICA}
+
+
+def spark_schema(fields: tuple[Field, ...]):
+    from pyspark.sql import types as T
+
+    m = {"str": T.StringType(), "int": T.LongType(), "bool": T.BooleanType(),
+         "int_list": T.ArrayType(T.LongType())}
+    return T.StructType([T.StructField(f.name, m[f.kind], True) for f in fields])
+
+
+def arrow_schema(fields: tuple[Field, ...]):
+    import pyarrow as pa
+
+    m = {"str": pa.string(), "int": pa.int64(), "bool": pa.bool_(), "int_list": pa.list_(pa.int64())}
+    return pa.schema([pa.field(f.name, m[f.kind], nullable=not f.required) for f in fields])
