@@ -102,8 +102,9 @@ class MasterSession:
     def _choose_start(self, off: int, log_max: int) -> int:
         log = self.log
         if off == EMPTY_SLAVE_OFFSET:
-            if self.sync_from_last_file:
-                start = log.segment_base(log_max)
+            base = getattr(log, "segment_base", None)   # a store without it falls back to min_offset
+            if self.sync_from_last_file and base is not None:
+                start = base(log_max)
             else:
                 start = log.min_offset
             assert log.min_offset <= start <= log_max, (start, log.min_offset, log_max)
