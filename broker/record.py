@@ -1,0 +1,227 @@
+"""Commit-log record format: encode, validate, and walk raw bytes without per-record objects.
+
+Layout (big-endian, 40-byte header)::
+
+    0  u32 crc32      over bytes [4, total) -- the whole record minus this field
+    4  u32 total_len  whole record, header included (>= 40; zero is invalid)
+    8  u8  magic 0xA5, u8 version 1, u8 type (1 message, 2 padding), u8 flags (0)
+    12 u32 epoch      MasterEpoch of the master that wrote it
+    16 u64 queue_offset  per-topic consume-queue position (0 for padding)
+    24 u64 born_ts_ms
+    32 u8  topic_len, u8 msg_id_len, u16 reserved (0)
+    36 u32 body_len
+    40 topic, msg_id, body
+
+A padding record (type 2, empty topic and msg id, zero body) fills a segment's end
+when the next record does not fit; it is replicated like any record.
+"""
+
+from __future__ import annotations
+
+import struct
+import zlib
+from dataclasses import dataclass
+
+from autoswitch.broker.store_errors import BadMessage, LogCorrupt
+
+HEADER = struct.Struct(">IIBBBBIQQBBHI")
+HEADER_SIZE = HEADER.size
+assert HEADER_SIZE == 40
+MAGIC = 0xA5
+VERSION = 1
+TYPE_MESSAGE = 1
+TYPE_PADDING = 2
+MAX_TOPIC_BYTES = 255
+MAX_MSG_ID_BYTES = 128
+# Structural cap the reader enforces before trusting a length (the store's own cap,
+# max_message_bytes, is tighter); keeps garbage lengths from driving huge reads.
+HARD_MAX_RECORD = 256 * 1024 * 1024
+
+_U32 = struct.Struct(">I")
+_U32x2 = struct.Struct(">II")
+_crc32 = zlib.crc32
+
+
+@dataclass(frozen=True)
+class Message:
+    topic: str
+    body: bytes
+    msg_id: str
+    born_ts_ms: int
+
+
+@dataclass(frozen=True)
+class StoredMessage:
+    topic: str
+    queue_offset: int
+    phy_offset: int
+    msg_id: str
+    born_ts_ms: int
+    body: bytes
+    epoch: int
+    size: int
+
+
+@dataclass(frozen=True)
+class RecordInfo:
+    phy_offset: int
+    size: int
+    crc: int
+    topic: str  # "" for padding
+    queue_offset: int
+    msg_id: str
+    born_ts_ms: int
+    epoch: int
+    padding: bool = False
+
+
+@dataclass(frozen=True)
+class AppendResult:
+    start_offset: int
+    end_offset: int
+    records: list[tuple[int, int, str]]  # (phy_offset, queue_offset, msg_id), input order
+
+
+def record_size(topic_b: bytes, msg_id_b: bytes, body_len: int) -> int:
+    return HEADER_SIZE + len(topic_b) + len(msg_id_b) + body_len
+
+
+def encode_message(
+    topic_b: bytes, msg_id_b: bytes, body: bytes, queue_offset: int, born_ts_ms: int, epoch: int
+) -> bytes:
+    if not 1 <= len(topic_b) <= MAX_TOPIC_BYTES:
+        raise BadMessage(f"topic must be 1..{MAX_TOPIC_BYTES} UTF-8 bytes, got {len(topic_b)}")
+    if len(msg_id_b) > MAX_MSG_ID_BYTES:
+        raise BadMessage(f"msg_id must be at most {MAX_MSG_ID_BYTES} UTF-8 bytes, got {len(msg_id_b)}")
+    if not (0 <= born_ts_ms < 1 << 64) or not (0 <= queue_offset < 1 << 63) or not (0 <= epoch < 1 << 32):
+        raise BadMessage("born_ts_ms / queue_offset / epoch out of range")
+    total = HEADER_SIZE + len(topic_b) + len(msg_id_b) + len(body)
+    tail = (
+        HEADER.pack(
+            0, total, MAGIC, VERSION, TYPE_MESSAGE, 0, epoch, queue_offset, born_ts_ms,
+            len(topic_b), len(msg_id_b), 0, len(body),
+        )[4:]
+        + topic_b
+        + msg_id_b
+        + body
+    )
+    return _U32.pack(_crc32(tail)) + tail
+
+
+def encode_padding(total: int, epoch: int) -> bytes:
+    assert total >= HEADER_SIZE, total
+    tail = HEADER.pack(0, total, MAGIC, VERSION, TYPE_PADDING, 0, epoch, 0, 0, 0, 0, 0, total - HEADER_SIZE)[4:]
+    tail += bytes(total - HEADER_SIZE)
+    return _U32.pack(_crc32(tail)) + tail
+
+
+def check_record(buf, pos: int, end: int) -> str | None:
+    """Why the record at ``pos`` (bounded by ``end``) is not whole and valid; None when it is."""
+    if end - pos < HEADER_SIZE:
+        return "short header"
+    (crc, total, magic, version, rtype, flags, _epoch, _q, _ts, tl, ml, rsv, bl) = HEADER.unpack_from(buf, pos)
+    if total < HEADER_SIZE or total > HARD_MAX_RECORD:
+        return f"bad length {total}"
+    if total > end - pos:
+        return f"length {total} past end"
+    if magic != MAGIC or version != VERSION:
+        return "bad magic/version"
+    if flags != 0 or rsv != 0:
+        return "bad flags"
+    if HEADER_SIZE + tl + ml + bl != total:
+        return "lengths disagree"
+    if rtype == TYPE_MESSAGE:
+        if tl == 0:
+            return "empty topic"
+    elif rtype == TYPE_PADDING:
+        if tl or ml:
+            return "padding with topic"
+    else:
+        return f"bad type {rtype}"
+    if _crc32(memoryview(buf)[pos + 4 : pos + total]) != crc:
+        return "crc mismatch"
+    return None
+
+
+def walk(
+    buf,
+    pos: int,
+    end: int,
+    seg_end: int,
+    base_phy: int,
+    max_record: int = HARD_MAX_RECORD,
+    collect: bool = False,
+) -> tuple[int, str | None, dict[bytes, list] | None]:
+    """Walk whole valid records in ``buf[pos:end]``; hot path of append_raw and recovery.
+
+    ``seg_end`` is the segment end as a position in ``buf`` (a padding record must end
+    exactly there; a message must leave 0 or >= HEADER_SIZE bytes so padding fits);
+    ``base_phy`` is the log offset of ``buf[0]``. Returns (end of the last valid record,
+    why the walk stopped or None at ``end``, per-topic index entries when ``collect``:
+    topic bytes -> [first queue offset, [phy...], [size...]]). One unpack and one CRC per
+    record; the only per-record allocations are the topic slice and two list appends.
+    """
+    mv = memoryview(buf)
+    unpack = HEADER.unpack_from
+    crc32 = _crc32
+    topics: dict[bytes, list] | None = {} if collect else None
+    while pos < end:
+        if end - pos < HEADER_SIZE:
+            return pos, "short header", topics
+        (crc, total, magic, version, rtype, flags, _e, q, _t, tl, ml, rsv, bl) = unpack(mv, pos)
+        nxt = pos + total
+        if (
+            total < HEADER_SIZE
+            or nxt > end
+            or magic != MAGIC
+            or version != VERSION
+            or flags
+            or rsv
+            or HEADER_SIZE + tl + ml + bl != total
+            or crc32(mv[pos + 4 : nxt]) != crc
+        ):
+            return pos, check_record(buf, pos, end) or "invalid record", topics
+        if rtype == TYPE_MESSAGE:
+            if not tl or total > max_record:
+                return pos, ("empty topic" if not tl else f"record of {total} bytes over the limit"), topics
+            if 0 < seg_end - nxt < HEADER_SIZE:
+                return pos, "no room left for segment padding", topics
+            if topics is not None:
+                tb = bytes(mv[pos + HEADER_SIZE : pos + HEADER_SIZE + tl])
+                ent = topics.get(tb)
+                if ent is None:
+                    topics[tb] = [q, [base_phy + pos], [total]]
+                elif q != ent[0] + len(ent[1]):
+                    return pos, f"queue offset {q} out of sequence", topics
+                else:
+                    ent[1].append(base_phy + pos)
+                    ent[2].append(total)
+        elif rtype == TYPE_PADDING:
+            if tl or ml or nxt != seg_end:
+                return pos, "padding not ending at the segment end", topics
+        else:
+            return pos, f"bad type {rtype}", topics
+        pos = nxt
+    return pos, None, topics
+
+
+def parse_record(buf, pos: int, end: int, phy_offset: int) -> tuple[RecordInfo, bytes]:
+    """Decode one whole record (CRC-checked); LogCorrupt when it is not valid."""
+    why = check_record(buf, pos, end)
+    if why is not None:
+        raise LogCorrupt(f"invalid record: {why}", offset=phy_offset)
+    (crc, total, _m, _v, rtype, _f, epoch, q, ts, tl, ml, _r, bl) = HEADER.unpack_from(buf, pos)
+    p = pos + HEADER_SIZE
+    mv = memoryview(buf)
+    try:
+        topic = str(mv[p : p + tl], "utf-8")
+        msg_id = str(mv[p + tl : p + tl + ml], "utf-8")
+    except UnicodeDecodeError as e:
+        raise LogCorrupt("record topic/msg_id is not UTF-8", offset=phy_offset) from e
+    body = bytes(mv[p + tl + ml : pos + total])
+    info = RecordInfo(phy_offset, total, crc, topic, q, msg_id, ts, epoch, rtype == TYPE_PADDING)
+    return info, body
+
+
+def peek_total(buf, pos: int) -> int:
+    return _U32x2.unpack_from(buf, pos)[1]

@@ -1,0 +1,555 @@
+"""MessageStore: one replica's commit log + consume indexes + EpochFile + checkpoint.
+
+Satisfies ``autoswitch.ha.log_api.ReplicaLog`` and adds the broker-facing calls
+(docs/interfaces.md, "Message store"; docs/storage.md for formats and decisions).
+Single-threaded by contract: the broker's event loop is the only caller.
+
+Files under ``data_dir``::
+
+    commitlog/<base:020d>     fixed-size segments (see segment.py / record.py)
+    index/<hex topic>/<q:020d> consume-index files (consume_index.py)
+    epochfile                  the <MasterEpoch, startOffset> entries (autoswitch.epochfile)
+    checkpoint                 what recovery may trust (checkpoint.py)
+
+Multi-file changes (truncate, reset, retention) first write a checkpoint that
+describes the end state (with an intent for truncate/reset), then change files;
+recovery finishes whatever the intent says, so a crash at any step converges.
+"""
+
+from __future__ import annotations
+
+import os
+import shutil
+import time
+from collections.abc import Callable, Iterator
+from dataclasses import replace
+from pathlib import Path
+
+from autoswitch.broker import checkpoint as ckpt
+from autoswitch.broker import record as rec
+from autoswitch.broker.commitlog import CommitLog
+from autoswitch.broker.consume_index import TopicIndex, pack_entries, topic_dir_name
+from autoswitch.broker.record import AppendResult, Message, RecordInfo, StoredMessage
+from autoswitch.broker.store_config import StoreConfig
+from autoswitch.broker.store_errors import (
+    BadBatch,
+    BadMessage,
+    LogCorrupt,
+    OffsetMismatch,
+    OffsetOutOfRange,
+    StoreClosed,
+    StoreError,
+)
+from autoswitch.epochfile import EpochCache, EpochFile, EpochRuleError
+
+from autoswitch.log import get_logger
+
+__all__ = [
+    "AppendResult",
+    "BadBatch",
+    "BadMessage",
+    "LogCorrupt",
+    "Message",
+    "MessageStore",
+    "OffsetMismatch",
+    "OffsetOutOfRange",
+    "RecordInfo",
+    "StoreClosed",
+    "StoreConfig",
+    "StoreError",
+    "StoredMessage",
+]
+
+
+class MessageStore:
+    def __init__(self, data_dir: Path, config: StoreConfig | None = None) -> None:
+        self.config = config or StoreConfig()
+        self.dir = Path(data_dir)
+        self.dir.mkdir(parents=True, exist_ok=True)
+        self._logger = get_logger("store", data_dir=str(self.dir))
+        self._cp_path = self.dir / "checkpoint"
+        self._index_root = self.dir / "index"
+        self._epoch_file = EpochFile(self.dir / "epochfile")
+        self._log = CommitLog(self.dir / "commitlog", self.config.segment_bytes, self.config.max_record_bytes)
+        self._indexes: dict[str, TopicIndex] = {}
+        self._epochs = EpochCache()
+        self._confirm = 0
+        self._closed = False
+        # Test-only: called with a step name inside truncate/reset/retention so tests can
+        # stop ("crash") between steps; None in production.
+        self.crash_hook: Callable[[str], None] | None = None
+        self._cp = self._recover()
+
+    # ================================================================ recovery
+    def _recover(self) -> ckpt.Checkpoint:
+        t0 = time.monotonic()
+        cp = ckpt.load(self._cp_path)
+        self._log.open_files()
+        self._index_root.mkdir(exist_ok=True)
+        if cp is None:
+            if self._log.segments or any(self._index_root.iterdir()) or self._epoch_file.path.exists():
+                raise LogCorrupt("checkpoint missing but store files exist", path=str(self._cp_path))
+            cp = ckpt.Checkpoint()
+            ckpt.save(self._cp_path, cp)
+        epochs = self._epoch_file.load()
+        self._log.min_offset = cp.min_offset
+        if cp.intent == ckpt.INTENT_RESET:
+            self._log.delete_all()
+            shutil.rmtree(self._index_root, ignore_errors=True)
+            self._index_root.mkdir()
+            epochs = EpochCache()
+            self._epoch_file.save(epochs)
+        self._log.delete_below(cp.min_offset)
+        if cp.intent == ckpt.INTENT_TRUNCATE:
+            # finish a cut that a crash interrupted: nothing past intent_offset may come back
+            self._log.truncate(cp.intent_offset)
+        # consume indexes: cut back to the checkpointed counts; the log tail re-indexes the rest
+        known = set()
+        for name, (min_q, next_q) in cp.topics.items():
+            ti = TopicIndex(self._index_root / topic_dir_name(name), name, self.config.index_entries_per_file,
+                            min_q, next_q)
+            ti.open_files()
+            if ti.next_q < next_q:
+                raise LogCorrupt(
+                    f"consume index of topic {name!r} holds {ti.next_q} entries, checkpoint says {next_q}",
+                    path=str(ti.dir),
+                )
+            ti.truncate_to(next_q)
+            ti.min_q = min_q
+            ti.drop_below(min_q)
+            self._indexes[name] = ti
+            known.add(ti.dir.name)
+        for d in self._index_root.iterdir():
+            if d.name not in known:
+                shutil.rmtree(d, ignore_errors=True)
+        end = self._log.recover(cp.verify_from, cp.log_synced, on_records=self._index_records)
+        # EpochFile reconciliation: entries past the log end go (startup rule); an interrupted
+        # truncate also drops epochs above its last common epoch; retention moves the first start.
+        before = epochs.entries()
+        epochs.truncate_suffix_from_offset(end)
+        if cp.intent == ckpt.INTENT_TRUNCATE and cp.intent_epoch is not None:
+            epochs.truncate_suffix_after_epoch(cp.intent_epoch)
+        epochs.truncate_prefix(self._log.min_offset)
+        if epochs.entries() != before:
+            self._epoch_file.save(epochs)
+            self._logger.warning("epochs_reconciled", before=[(e.epoch, e.start_offset) for e in before],
+                                 after=[(e.epoch, e.start_offset) for e in epochs.entries()])
+        self._epochs = epochs
+        self._confirm = min(cp.confirm, end)
+        for seg in self._log.segments:
+            if seg.base + seg.size_limit > cp.log_synced:
+                seg.dirty = True  # the recovered tail may only be in the page cache
+        self._cp = cp
+        synced_before = cp.log_synced
+        cp = self._sync_and_checkpoint(force=True)
+        self._logger.info(
+            "store_recovered", min_offset=self._log.min_offset, max_offset=end, synced_before=synced_before,
+            topics=len(self._indexes), epochs=len(epochs), duration_ms=round((time.monotonic() - t0) * 1000, 3),
+        )
+        return cp
+
+    def _index_records(self, topics: dict[bytes, list]) -> None:
+        """Append bulk entries collected by record.walk (recovery tail and append_raw)."""
+        for tb, (q0, phys, sizes) in topics.items():
+            name = tb.decode()
+            ti = self._indexes.get(name)
+            if ti is None:
+                ti = self._new_topic(name, q0)
+            if q0 != ti.next_q:
+                raise LogCorrupt(
+                    f"topic {name!r} record at queue offset {q0}, index expects {ti.next_q}", offset=phys[0]
+                )
+            ti.append(q0, pack_entries(phys, sizes))
+
+    def _new_topic(self, name: str, q0: int) -> TopicIndex:
+        if len(self._indexes) >= self.config.max_topics:
+            raise StoreError(f"too many topics (limit {self.config.max_topics})", topic=name)
+        ti = TopicIndex(self._index_root / topic_dir_name(name), name, self.config.index_entries_per_file, q0, q0)
+        ti.dir.mkdir(parents=True, exist_ok=True)
+        self._indexes[name] = ti
+        return ti
+
+    # ================================================================ properties
+    @property
+    def max_offset(self) -> int:
+        return self._log.max_offset
+
+    @property
+    def min_offset(self) -> int:
+        return self._log.min_offset
+
+    @property
+    def epochs(self) -> EpochCache:
+        """The live cache: read it, never mutate it (use append_epoch/truncate/reset)."""
+        return self._epochs
+
+    @property
+    def confirm_offset(self) -> int:
+        return self._confirm
+
+    @confirm_offset.setter
+    def confirm_offset(self, value: int) -> None:
+        # a master may announce a commit point the slave has not reached yet
+        self._confirm = max(0, min(int(value), self._log.max_offset))
+
+    def segment_base(self, offset: int) -> int:
+        return max(self._log.min_offset, min(offset, self._log.segment_base(offset)))
+
+    def max_queue_offset(self, topic: str) -> int:
+        ti = self._indexes.get(topic)
+        return ti.next_q if ti is not None else 0
+
+    def min_queue_offset(self, topic: str) -> int:
+        ti = self._indexes.get(topic)
+        return ti.min_q if ti is not None else 0
+
+    def topics(self) -> list[str]:
+        return sorted(self._indexes)
+
+    def _check_open(self) -> None:
+        if self._closed:
+            raise StoreClosed("store is closed")
+
+    # ================================================================ master appends
+    def append_messages(self, msgs: list[Message]) -> AppendResult:
+        """Encode, place and write one batch (one write per segment touched)."""
+        self._check_open()
+        if not msgs:
+            raise BadMessage("empty batch")
+        last = self._epochs.last()
+        if last is None:
+            raise StoreError("append_messages needs an epoch: the master appends (epoch, offset) first")
+        epoch = last.epoch
+        cfg = self.config
+        encoded: list[bytes] = []
+        qs: list[int] = []
+        pending: dict[str, int] = {}
+        total = 0
+        for m in msgs:  # validate and encode everything before writing anything
+            if len(m.body) > cfg.max_message_bytes:
+                raise BadMessage(f"body of {len(m.body)} bytes over max_message_bytes={cfg.max_message_bytes}")
+            topic_b = m.topic.encode()
+            q = pending.get(m.topic)
+            if q is None:
+                if m.topic not in self._indexes and len(self._indexes) + len(pending) >= cfg.max_topics:
+                    raise BadMessage(f"too many topics (limit {cfg.max_topics})")
+                q = self.max_queue_offset(m.topic)
+            b = rec.encode_message(topic_b, m.msg_id.encode(), bytes(m.body), q, m.born_ts_ms, epoch)
+            pending[m.topic] = q + 1
+            total += len(b)
+            if total > cfg.max_batch_bytes:
+                raise BadMessage(f"batch over max_batch_bytes={cfg.max_batch_bytes}")
+            encoded.append(b)
+            qs.append(q)
+        start = pos = self._log.max_offset
+        seg_end = self._log.segment_end(pos)
+        parts: list[bytes] = []
+        chunk_start = pos
+        records: list[tuple[int, int, str]] = []
+        index: dict[bytes, list] = {}
+        for m, b, q in zip(msgs, encoded, qs, strict=True):
+            n = len(b)
+            room = seg_end - pos
+            if n > room or 0 < room - n < rec.HEADER_SIZE:
+                assert room >= rec.HEADER_SIZE, room  # invariant: a padding header always fits
+                parts.append(rec.encode_padding(room, epoch))
+                self._log.write(chunk_start, b"".join(parts))
+                parts = []
+                pos = chunk_start = seg_end
+                seg_end += self._log.segment_bytes
+            parts.append(b)
+            records.append((pos, q, m.msg_id))
+            tb = m.topic.encode()
+            ent = index.get(tb)
+            if ent is None:
+                index[tb] = [q, [pos], [n]]
+            else:
+                ent[1].append(pos)
+                ent[2].append(n)
+            pos += n
+        self._log.write(chunk_start, b"".join(parts))
+        assert self._log.max_offset == pos
+        self._index_records(index)
+        if cfg.flush_mode == "sync":
+            self._log.fsync()
+        return AppendResult(start, pos, records)
+
+    # ================================================================ replication
+    def read_raw(self, offset: int, max_bytes: int, limit: int | None = None) -> bytes:
+        self._check_open()
+        return self._log.read_raw(offset, max_bytes, limit, self.config.verify_reads)
+
+    def append_raw(self, offset: int, data: bytes, epoch: int, epoch_start: int) -> int:
+        self._check_open()
+        if offset != self._log.max_offset:
+            if self._log.max_offset == self._log.min_offset and offset >= 0:
+                self.reset(offset)  # an empty store restarts wherever the master starts it
+            else:
+                raise OffsetMismatch(
+                    f"batch at {offset}, log ends at {self._log.max_offset}",
+                    offset=offset, max_offset=self._log.max_offset,
+                )
+        n = len(data)
+        if n > self.config.max_batch_bytes:
+            raise BadBatch(f"batch of {n} bytes over max_batch_bytes={self.config.max_batch_bytes}")
+        seg_end = self._log.segment_end(offset)
+        if offset + n > seg_end:
+            raise BadBatch(f"batch [{offset}, {offset + n}) crosses the segment end {seg_end}", offset=offset)
+        last = self._epochs.last()
+        if last is not None and epoch < last.epoch:
+            raise BadBatch(f"batch epoch {epoch} below the last local epoch {last.epoch}", epoch=epoch)
+        if epoch_start > offset:
+            raise BadBatch(f"epoch {epoch} starts at {epoch_start}, after the batch offset {offset}", epoch=epoch)
+        topics = None
+        if n:
+            end, why, topics = rec.walk(data, 0, n, seg_end - offset, offset, self.config.max_record_bytes,
+                                        collect=True)
+            if why is not None:
+                self._logger.warning("append_raw_rejected", offset=offset + end, reason=why, epoch=epoch)
+                raise LogCorrupt(f"replicated batch invalid: {why}", offset=offset + end)
+            assert topics is not None
+            for tb, (q0, _p, _s) in topics.items():
+                try:
+                    name = tb.decode()
+                except UnicodeDecodeError as e:
+                    raise LogCorrupt("replicated record topic is not UTF-8", offset=offset) from e
+                ti = self._indexes.get(name)
+                if ti is not None and q0 != ti.next_q:
+                    raise BadBatch(f"topic {name!r} queue offset {q0}, index expects {ti.next_q}", topic=name)
+                if ti is None and len(self._indexes) >= self.config.max_topics:
+                    raise BadBatch(f"too many topics (limit {self.config.max_topics})")
+        if last is None or epoch > last.epoch:
+            self.append_epoch(epoch, epoch_start)  # persisted before the bytes
+        if n:
+            self._log.write(offset, data)
+            self._index_records(topics)
+            if self.config.flush_mode == "sync":
+                self._log.fsync()
+        return self._log.max_offset
+
+    def append_epoch(self, epoch: int, start_offset: int) -> None:
+        self._check_open()
+        if start_offset > self._log.max_offset:
+            raise EpochRuleError(
+                f"epoch {epoch} would start at {start_offset}, past the log end {self._log.max_offset}",
+                epoch=epoch,
+            )
+        # entries never start below the first retained offset (same rule as retention)
+        start_offset = max(start_offset, self._log.min_offset)
+        cache = self._epochs.copy()
+        cache.append(epoch, start_offset)
+        self._epoch_file.save(cache)
+        self._epochs = cache
+        self._logger.info("epoch_appended", epoch=epoch, start_offset=start_offset)
+
+    # ================================================================ cuts
+    def _hook(self, step: str) -> None:
+        if self.crash_hook is not None:
+            self.crash_hook(step)
+
+    def truncate(self, offset: int, last_common_epoch: int | None = None) -> None:
+        """Crash-safe cut: checkpoint with the intent first, then files, then EpochFile."""
+        self._check_open()
+        if offset < self._log.min_offset or offset > self._log.max_offset:
+            raise OffsetOutOfRange(
+                f"truncate to {offset} outside [{self._log.min_offset}, {self._log.max_offset}] (use reset)",
+                offset=offset,
+            )
+        if offset < self._log.max_offset:  # the cut must land on a whole, valid record
+            head, seg = self._log.read_exact(offset, rec.HEADER_SIZE)
+            total = rec.peek_total(head, 0)
+            if not (rec.HEADER_SIZE <= total <= self._log.max_offset - offset) or rec.check_record(
+                self._log.read_exact(offset, total)[0], 0, total
+            ):
+                raise LogCorrupt("truncate offset is not a record boundary", path=str(seg.path), offset=offset)
+        cuts = {name: ti.first_q_at_or_after(offset) for name, ti in self._indexes.items()}
+        old = self._cp
+        topics = {
+            name: (mn, min(nx, cuts.get(name, nx))) for name, (mn, nx) in old.topics.items()
+        }
+        synced = min(old.log_synced, offset)
+        cp = replace(
+            old, log_synced=synced, verify_from=min(old.verify_from, synced), confirm=min(old.confirm, offset),
+            intent=ckpt.INTENT_TRUNCATE, intent_offset=offset, intent_epoch=last_common_epoch, topics=topics,
+        )
+        ckpt.save(self._cp_path, cp)
+        self._cp = cp
+        self._hook("truncate_intent_written")
+        self._log.truncate(offset)
+        self._hook("truncate_log_cut")
+        for name, ti in self._indexes.items():
+            ti.truncate_to(cuts[name])
+        self._hook("truncate_index_cut")
+        cache = self._epochs.copy()
+        cache.truncate_suffix_from_offset(offset)
+        if last_common_epoch is not None:
+            cache.truncate_suffix_after_epoch(last_common_epoch)
+        if cache != self._epochs:
+            self._epoch_file.save(cache)
+            self._epochs = cache
+        self._hook("truncate_epochs_saved")
+        self._confirm = min(self._confirm, offset)
+        self._sync_and_checkpoint(force=True)
+        self._logger.info("store_truncated", offset=offset, last_common_epoch=last_common_epoch,
+                          epochs=[(e.epoch, e.start_offset) for e in self._epochs.entries()])
+
+    def reset(self, start_offset: int) -> None:
+        """Drop everything; an empty log restarting at start_offset (crash-safe via intent)."""
+        self._check_open()
+        if start_offset < 0:
+            raise OffsetOutOfRange(f"reset to negative offset {start_offset}", offset=start_offset)
+        cp = ckpt.Checkpoint(start_offset, start_offset, start_offset, start_offset, ckpt.INTENT_RESET,
+                             start_offset, None, {})
+        ckpt.save(self._cp_path, cp)
+        self._cp = cp
+        self._hook("reset_intent_written")
+        self._log.delete_all()
+        for ti in self._indexes.values():
+            ti.close()
+        self._indexes = {}
+        shutil.rmtree(self._index_root, ignore_errors=True)
+        self._index_root.mkdir()
+        self._epochs = EpochCache()
+        self._epoch_file.save(self._epochs)
+        self._log.min_offset = self._log.max_offset = start_offset
+        self._confirm = start_offset
+        self._hook("reset_files_dropped")
+        self._sync_and_checkpoint(force=True)
+        self._logger.warning("store_reset", start_offset=start_offset)
+
+    def apply_retention(self, keep_bytes: int | None, keep_seconds: float | None) -> int:
+        """Delete whole old segments (never the last): by size (Kafka's rule: while the log
+        without the segment still holds >= keep_bytes) and/or by file age. Returns how many."""
+        self._check_open()
+        self.flush()
+        now = time.time()
+        new_min = self._log.min_offset
+        victims = 0
+        for seg in self._log.segments[:-1]:
+            by_size = keep_bytes is not None and self._log.max_offset - seg.end_limit >= keep_bytes
+            by_age = keep_seconds is not None and now - os.fstat(seg.fd).st_mtime > keep_seconds
+            if not (by_size or by_age):
+                break
+            new_min = seg.end_limit
+            victims += 1
+        if not victims:
+            return 0
+        mins = {name: ti.first_q_at_or_after(new_min) for name, ti in self._indexes.items()}
+        old = self._cp
+        cp = replace(
+            old, min_offset=new_min, verify_from=max(old.verify_from, new_min),
+            log_synced=max(old.log_synced, new_min),
+            topics={name: (max(mn, min(mins.get(name, mn), nx)), nx) for name, (mn, nx) in old.topics.items()},
+        )
+        ckpt.save(self._cp_path, cp)
+        self._cp = cp
+        self._hook("retention_checkpoint_written")
+        self._log.delete_below(new_min)
+        self._log.min_offset = new_min
+        for name, ti in self._indexes.items():
+            ti.drop_below(mins[name])
+        cache = self._epochs.copy()
+        cache.truncate_prefix(new_min)
+        if cache != self._epochs:
+            self._epoch_file.save(cache)
+            self._epochs = cache
+        self._confirm = max(self._confirm, min(new_min, self._log.max_offset))
+        self._sync_and_checkpoint(force=True)
+        self._logger.info("retention_applied", segments=victims, min_offset=new_min)
+        return victims
+
+    # ================================================================ durability
+    def flush(self) -> None:
+        """fsync log + indexes, then the checkpoint (skipped when nothing changed)."""
+        self._check_open()
+        self._sync_and_checkpoint(force=False)
+
+    def _sync_and_checkpoint(self, force: bool) -> ckpt.Checkpoint:
+        self._log.fsync()
+        for ti in self._indexes.values():
+            ti.fsync()
+        synced = self._log.max_offset
+        lo = self._log.min_offset
+        # recovery verifies the segment holding the last synced record, from its start
+        verify_from = max(lo, self._log.segment_base(synced - 1)) if synced > lo else synced
+        cp = ckpt.Checkpoint(
+            synced, verify_from, self._confirm, lo, ckpt.INTENT_NONE, 0, None,
+            {name: (ti.min_q, ti.next_q) for name, ti in self._indexes.items()},
+        )
+        if force or cp != self._cp:
+            ckpt.save(self._cp_path, cp)
+            self._cp = cp
+        return cp
+
+    def close(self) -> None:
+        if self._closed:
+            return
+        try:
+            self._sync_and_checkpoint(force=False)
+        finally:
+            self._release()
+
+    def _release(self) -> None:
+        self._closed = True
+        self._log.close()
+        for ti in self._indexes.values():
+            ti.close()
+
+    def abandon(self) -> None:
+        """Test/simulator helper: drop the store like a killed process (no flush, no checkpoint)."""
+        self._release()
+
+    # ================================================================ reads
+    def read_messages(
+        self, topic: str, queue_offset: int, max_count: int, max_phy: int | None = None
+    ) -> list[StoredMessage]:
+        """By consume index from max(queue_offset, min queue offset); stops before a record
+        whose end is past max_phy. Every record is CRC-checked and must match its entry."""
+        self._check_open()
+        ti = self._indexes.get(topic)
+        if ti is None or max_count <= 0:
+            return []
+        out: list[StoredMessage] = []
+        entries = ti.lookup(queue_offset, min(max_count, self.config.max_read_messages))
+        q = max(queue_offset, ti.min_q)
+        for phy, size in entries:
+            if max_phy is not None and phy + size > max_phy:
+                break
+            if phy < self._log.min_offset:
+                q += 1
+                continue
+            try:
+                buf, seg = self._log.read_exact(phy, size)
+            except OffsetOutOfRange as e:
+                raise LogCorrupt(
+                    f"consume index of {topic!r} points past the log ({phy}+{size})", offset=phy
+                ) from e
+            try:
+                info, body = rec.parse_record(buf, 0, size, phy)
+            except LogCorrupt as e:
+                raise LogCorrupt(e.message, path=str(seg.path), offset=phy) from e
+            if info.padding or info.topic != topic or info.queue_offset != q or info.size != size:
+                raise LogCorrupt(
+                    f"consume index entry {topic!r}#{q} does not match the record at {phy}",
+                    path=str(seg.path), offset=phy,
+                )
+            out.append(StoredMessage(topic, q, phy, info.msg_id, info.born_ts_ms, body, info.epoch, size))
+            q += 1
+        return out
+
+    def scan(self, from_offset: int | None = None, include_padding: bool = False) -> Iterator[RecordInfo]:
+        """Every record in log order from ``from_offset`` (a record boundary; default the first
+        retained offset), CRC-checked. Padding is skipped unless asked for."""
+        self._check_open()
+        pos = self._log.min_offset if from_offset is None else from_offset
+        for start, data, seg in self._log.iter_chunks(pos):
+            p = 0
+            n = len(data)
+            while p < n:
+                try:
+                    info, _body = rec.parse_record(data, p, n, start + p)
+                except LogCorrupt as e:
+                    raise LogCorrupt(e.message, path=str(seg.path), offset=start + p) from e
+                if include_padding or not info.padding:
+                    yield info
+                p += info.size
