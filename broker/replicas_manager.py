@@ -751,6 +751,9 @@ class ReplicasManager:
             self.target = info
             self._role_backoff.reset()
             self._role_retry_at = 0.0
+            if info.master_id == 0:  # news of a lost master: ask at once, back off only on failures
+                self._elect_backoff.reset()
+                self._elect_retry_at = 0.0
 
     def _role_change_due(self) -> bool:
         return self.target is not None and self.target.master_epoch > self.applied_epoch

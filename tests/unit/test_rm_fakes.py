@@ -107,6 +107,7 @@ class Harness:
         self.queue: deque = deque()
         self.log: list = []  # every command seen, in order
         self.faults: dict[type, deque] = {}  # command type -> queued Failures to return instead
+        self.unreachable = lambda cmd: False  # True: the command times out (a RETRY failure)
 
     def fail_next(self, cmd_type: type, failure: Failure) -> None:
         self.faults.setdefault(cmd_type, deque()).append(failure)
@@ -123,6 +124,8 @@ class Harness:
         self._push(self.core.tick(self.now))
 
     def _outcome(self, cmd):
+        if self.unreachable(cmd):
+            return "fail", Failure(FailKind.RETRY, "TIMEOUT", "unreachable")
         faults = self.faults.get(type(cmd))
         if faults:
             return "fail", faults.popleft()
