@@ -600,7 +600,13 @@ class RaftCore:
             if self.now - pr.snap_sent_ms >= self.cfg.election_timeout_min_ms:
                 self._send_snapshot_chunk(m.frm)       # a chunk or its ack was lost
         elif pr.match < self.log.last_index():
-            self._send_append(m.frm)
+            if pr.state == ProgressState.REPLICATE and len(pr.inflight) >= self.cfg.max_inflight:
+                # appends (or their acks) were lost: free a slot so the follower hears from us again;
+                # a gap makes it reject, which sends us back to probing (etcd does the same)
+                pr.inflight.popleft()
+            # even with nothing new to send: an empty append at next-1 makes a follower that lost
+            # appends reject, which drops us back to probing from its real end (etcd sendIfEmpty)
+            self._send_append(m.frm, send_empty=True)
         self._release_reads()
 
     def _handle_snapshot_resp(self, m: Message) -> None:
@@ -624,7 +630,7 @@ class RaftCore:
                 for ctx in waiting:
                     self._start_read(ctx)
 
-    def _send_append(self, to: str) -> bool:
+    def _send_append(self, to: str, send_empty: bool = False) -> bool:
         """Send one AppendEntries if flow control allows; True if something was sent."""
         pr = self.prs[to]
         if pr.state == ProgressState.SNAPSHOT:
@@ -636,7 +642,7 @@ class RaftCore:
         if prev_term is None or prev < self.log.offset:
             return self._start_snapshot(to)
         last = self.log.last_index()
-        if pr.next > last and pr.state == ProgressState.REPLICATE:
+        if pr.next > last and pr.state == ProgressState.REPLICATE and not send_empty:
             return False
         try:
             ents = self.log.slice(pr.next, last, self.cfg.max_append_bytes, self.cfg.max_append_entries)
