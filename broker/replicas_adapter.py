@@ -399,10 +399,14 @@ class ReplicasAdapter:
     async def _heartbeat(self, cmd: SendHeartbeat) -> bool:
         from autoswitch.proto import controller_pb2 as pb
 
-        max_offset, confirm_offset = self._offsets()
+        max_offset, confirm_offset, log_epoch = self._offsets()
+        # The controller ranks candidates by (epoch, maxOffset) of their LOG (RocketMQ sends the
+        # EpochFile's last epoch): a replica holding a diverged tail of an old epoch must lose to
+        # one holding the newer epoch's data even if its offset is higher.
         req = pb.BrokerHeartbeatRequest(
             cluster_name=cmd.cluster, broker_name=cmd.group, broker_id=cmd.broker_id,
-            broker_address=cmd.broker_addr, epoch=cmd.epoch, max_offset=max_offset,
+            broker_address=cmd.broker_addr, epoch=log_epoch if log_epoch is not None else cmd.epoch,
+            max_offset=max_offset,
             confirm_offset=confirm_offset, election_priority=cmd.election_priority,
             clean_shutdown=cmd.clean_shutdown, heartbeat_timeout_ms=cmd.heartbeat_timeout_ms,
         )
@@ -412,11 +416,17 @@ class ReplicasAdapter:
         )
         return bool(getattr(reply, "is_leader", False))
 
-    def _offsets(self) -> tuple[int, int]:
+    def _offsets(self) -> tuple[int, int, int | None]:
+        """(maxOffset, confirmOffset, last EpochFile epoch) read at send time."""
         store = getattr(self.broker, "store", None)
         max_offset = int(getattr(store, "max_offset", 0) or 0)
         confirm = int(getattr(self.broker, "confirm_offset", 0) or 0)
-        return max_offset, min(confirm, max_offset)
+        log_epoch = None
+        epochs = getattr(store, "epochs", None)
+        if epochs is not None:
+            last = epochs.last()
+            log_epoch = int(last.epoch) if last is not None else 0
+        return max_offset, min(confirm, max_offset), log_epoch
 
     def _set_fenced(self, cmd: SetFenced) -> None:
         self.fenced_by_lease = cmd.fenced

@@ -1,0 +1,257 @@
+"""The asyncio adapter: drives the core with real time against an in-process controller API
+shaped like autoswitch.controller.client.ControllerClient (same method names, protobuf
+messages, ControllerRpcError), real identity files, and a recording broker."""
+
+from __future__ import annotations
+
+import asyncio
+from types import SimpleNamespace
+
+import pytest
+from autoswitch.broker.hooks import HookConfig, HookRunner, RoleHooks
+from autoswitch.broker.identity import IDENTITY_FILE, IdentityFileCorrupt, IdentityStore
+from autoswitch.broker.lease import LeaseConfig
+from autoswitch.broker.replicas_adapter import ReplicasAdapter, SyncStateSetRejected, classify
+from autoswitch.broker.replicas_manager import ApplyBrokerId, FailKind, ReplicaInfo
+from autoswitch.controller.rpc_codes import ControllerRpcError
+
+from autoswitch.proto import controller_pb2 as pb
+from tests.unit.test_rm_fakes import CONTROLLERS, Conflict, FakeController, make_config
+
+FAST = dict(
+    heartbeat_interval_ms=50,
+    sync_interval_ms=200,
+    backoff_min_ms=10,
+    backoff_max_ms=100,
+    lease=LeaseConfig(True, 600, 1000, 0.01, 300),
+)
+
+
+def to_pb(i: ReplicaInfo) -> pb.ReplicaInfo:
+    return pb.ReplicaInfo(cluster_name="C", broker_name="g1", master_broker_id=i.master_id,
+                          master_address=i.master_addr, master_epoch=i.master_epoch,
+                          sync_state_set=sorted(i.sync_state_set), sync_state_set_epoch=i.sync_state_set_epoch)
+
+
+class FakeApi:
+    """ControllerClient's surface over the pure FakeController."""
+
+    def __init__(self, ctrl: FakeController) -> None:
+        self.ctrl = ctrl
+        self.addresses = list(CONTROLLERS)
+        self.down = False  # every controller unreachable
+        self.watch_broken = False
+        self.pushes: asyncio.Queue = asyncio.Queue()
+        self.heartbeats: list[pb.BrokerHeartbeatRequest] = []
+
+    def _check(self):
+        if self.down:
+            raise ControllerRpcError(2905, "no controller reachable")
+
+    async def get_metadata(self):
+        self._check()
+        return SimpleNamespace(leader_addr=self.ctrl.leader)
+
+    async def get_next_broker_id(self, cluster, group):
+        self._check()
+        return self.ctrl.next_id(group)
+
+    async def apply_broker_id(self, cluster, group, broker_id, check_code):
+        self._check()
+        try:
+            self.ctrl.apply(group, broker_id, check_code)
+        except Conflict as e:
+            raise ControllerRpcError(2014, str(e)) from None
+
+    async def register_broker(self, cluster, group, broker_id, address):
+        self._check()
+        return to_pb(self.ctrl.register(group, broker_id, address))
+
+    async def call_node(self, addr, method, request, timeout_s=None):
+        assert method == "BrokerHeartbeat" and addr in self.addresses
+        self._check()
+        self.heartbeats.append(request)
+        return pb.BrokerHeartbeatReply(is_leader=addr == self.ctrl.leader)
+
+    async def elect_master(self, cluster, group, broker_id=0, designate=False):
+        self._check()
+        return to_pb(self.ctrl.elect(group, broker_id))
+
+    async def alter_sync_state_set(self, group, master_id, master_epoch, new_set, sss_epoch):
+        self._check()
+        cur = self.ctrl.info[group]
+        if master_epoch != cur.master_epoch:
+            raise ControllerRpcError(2000, "fenced master epoch")
+        new = ReplicaInfo(cur.master_id, cur.master_addr, cur.master_epoch, frozenset(new_set),
+                          cur.sync_state_set_epoch + 1)
+        self.ctrl.info[group] = new
+        return sorted(new.sync_state_set), new.sync_state_set_epoch
+
+    async def get_replica_info(self, group):
+        self._check()
+        return to_pb(self.ctrl.info[group])
+
+    def watch_replica_info(self, group, addr=None):
+        async def gen():
+            if self.watch_broken:
+                raise ControllerRpcError(2905, "stream refused")
+            while True:
+                info = await self.pushes.get()
+                yield pb.ReplicaInfoEvent(replica_info=to_pb(info))
+        return gen()
+
+
+class FakeBroker:
+    def __init__(self) -> None:
+        self.role = "fenced"
+        self.calls: list[tuple] = []
+        self.lease_fenced: list = []
+        self.store = SimpleNamespace(max_offset=4096, epochs=SimpleNamespace(last=lambda: SimpleNamespace(epoch=3)))
+        self.confirm_offset = 2048
+
+    async def become_master(self, master_epoch, sync_state_set, sync_state_set_epoch):
+        self.calls.append(("master", master_epoch, frozenset(sync_state_set), sync_state_set_epoch))
+        self.role = "master"
+
+    async def become_slave(self, master_epoch, master_ha_addr, master_addr=None):
+        self.calls.append(("slave", master_epoch, master_ha_addr, master_addr))
+        self.role = "slave"
+
+    def set_lease_fenced(self, reason):
+        self.lease_fenced.append(reason)
+
+
+async def wait_for(pred, what: str, limit_s: float = 5.0) -> None:
+    for _ in range(int(limit_s / 0.01)):
+        if pred():
+            return
+        await asyncio.sleep(0.01)
+    raise AssertionError(f"not reached: {what}")
+
+
+def make(tmp_path, ctrl=None, hooks=None, **kw):
+    ctrl = ctrl or FakeController()
+    api = FakeApi(ctrl)
+    broker = FakeBroker()
+    cfg = make_config(**{**FAST, **kw.pop("cfg", {})})
+    return api, broker, ReplicasAdapter(cfg, api, broker, tmp_path, hooks, rpc_timeout_s=1.0, **kw)
+
+
+def test_registers_elects_itself_reports_sss_and_shuts_down_cleanly(tmp_path):
+    seen = []
+
+    async def main():
+        hooks = HookRunner(HookConfig(), RoleHooks(on_become_master=[lambda c: seen.append(c)]))
+        api, broker, a = make(tmp_path, hooks=hooks)
+        await a.start()
+        await wait_for(lambda: broker.role == "master", "became master")
+        await wait_for(a.may_acknowledge, "lease granted")
+        assert broker.calls == [("master", 1, frozenset({1}), 1)]
+        got = await a.proposer.propose(1, 1, frozenset({1, 2}))
+        assert got == (frozenset({1, 2}), 2)
+        with pytest.raises(SyncStateSetRejected):
+            await a.proposer.propose(1, 2, frozenset({2}))  # a set without the master
+        await wait_for(lambda: api.heartbeats[-1].epoch == 3, "heartbeat carries the log's last epoch")
+        hb = api.heartbeats[-1]
+        assert (hb.broker_id, hb.max_offset, hb.confirm_offset) == (1, 4096, 2048)
+        assert a.status()["role"] == "master" and a.status()["fenced"] is None
+        await hooks.drain(5)
+        await a.stop()
+        assert [h.clean_shutdown for h in api.heartbeats[-3:]] == [True] * 3
+        await hooks.close()
+
+    asyncio.run(asyncio.wait_for(main(), 20))
+    assert IdentityStore(tmp_path).load().identity.broker_id == 1
+    assert [c.epoch for c in seen] == [1]
+
+
+def test_watch_push_switches_role_without_waiting_for_the_poll(tmp_path):
+    async def main():
+        ctrl = FakeController()
+        api, broker, a = make(tmp_path, ctrl, cfg={"sync_interval_ms": 600_000})
+        await a.start()
+        await wait_for(lambda: broker.role == "master", "became master")
+        ctrl.applied[("g1", 2)] = "other"
+        ctrl.addresses[("g1", 2)] = "127.0.0.1:20911"
+        new = ReplicaInfo(2, "127.0.0.1:20911", 2, frozenset({1, 2}), 3)
+        ctrl.info["g1"] = new
+        await api.pushes.put(new)
+        await wait_for(lambda: broker.role == "slave", "switched by push")
+        assert broker.calls[-1] == ("slave", 2, ("127.0.0.1", 20912), "127.0.0.1:20911")
+        assert a.status()["watchEvents"] >= 1
+        await a.stop()
+
+    asyncio.run(asyncio.wait_for(main(), 20))
+
+
+def test_broken_watch_falls_back_to_polling(tmp_path):
+    async def main():
+        ctrl = FakeController()
+        api, broker, a = make(tmp_path, ctrl)
+        api.watch_broken = True
+        await a.start()
+        await wait_for(lambda: broker.role == "master", "became master")
+        ctrl.applied[("g1", 2)] = "other"
+        ctrl.info["g1"] = ReplicaInfo(2, "127.0.0.1:20911", 2, frozenset({2}), 3)
+        await wait_for(lambda: broker.role == "slave", "switched by poll")
+        assert a.status()["watchEvents"] == 0
+        await a.stop()
+
+    asyncio.run(asyncio.wait_for(main(), 20))
+
+
+def test_all_controllers_down_master_fences_on_lease_then_recovers(tmp_path):
+    async def main():
+        api, broker, a = make(tmp_path)
+        await a.start()
+        await wait_for(a.may_acknowledge, "master with lease")
+        api.down = True
+        await wait_for(lambda: not a.may_acknowledge(), "lease expired")
+        await wait_for(lambda: broker.lease_fenced == ["lease_expired"], "broker told")
+        assert a.status()["fenced"] == "lease_expired" and broker.role == "master"
+        api.down = False
+        await wait_for(a.may_acknowledge, "lease renewed")
+        assert broker.lease_fenced == ["lease_expired", None]
+        await a.stop()
+
+    asyncio.run(asyncio.wait_for(main(), 20))
+
+
+def test_all_controllers_down_lease_disabled_keeps_acknowledging(tmp_path):
+    async def main():
+        api, broker, a = make(tmp_path, cfg={"lease": LeaseConfig(False, 600, 1000, 0.01, 300)})
+        await a.start()
+        await wait_for(lambda: broker.role == "master", "became master")
+        api.down = True
+        n = len(api.heartbeats)
+        await asyncio.sleep(1.5)  # well past the 600 ms a lease would have lasted
+        assert len(api.heartbeats) == n
+        assert a.may_acknowledge() and broker.lease_fenced == []
+        await a.stop()
+
+    asyncio.run(asyncio.wait_for(main(), 20))
+
+
+def test_corrupt_identity_file_stops_start(tmp_path):
+    (tmp_path / IDENTITY_FILE).write_bytes(b"C#g1#1\ncrc32=deadbeef\n")
+
+    async def main():
+        api, broker, a = make(tmp_path)
+        with pytest.raises(IdentityFileCorrupt):
+            await a.start()
+        assert api.heartbeats == [] and broker.calls == []
+
+    asyncio.run(asyncio.wait_for(main(), 20))
+
+
+def test_error_classification():
+    assert classify(ControllerRpcError(2007, "x"), None).kind == FailKind.NOT_LEADER
+    assert classify(ControllerRpcError(2905, "x"), None).kind == FailKind.RETRY
+    assert classify(ControllerRpcError(2901, "x"), None).kind == FailKind.RETRY
+    apply = ApplyBrokerId(1, "C", "g", 1, "c")
+    assert classify(ControllerRpcError(2014, "x"), apply).kind == FailKind.CONFLICT
+    assert classify(ControllerRpcError(2014, "x"), None).kind == FailKind.REJECTED
+    f = classify(ControllerRpcError(2004, "no candidate"), None)
+    assert f.kind == FailKind.REJECTED and f.code == "CONTROLLER_MASTER_NOT_AVAILABLE" or f.code.startswith("CODE_")
+    assert classify(TimeoutError(), None).kind == FailKind.RETRY
+    assert classify(OSError("disk"), None).kind == FailKind.RETRY
