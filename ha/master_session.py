@@ -17,6 +17,8 @@ from autoswitch.ha.config import HAConfig
 from autoswitch.ha.errors import HAProtocolError
 from autoswitch.ha.log_api import ReplicaLog
 
+from autoswitch.errors import AutoswitchError
+
 HANDSHAKE = "HANDSHAKE"
 WAIT_START = "WAIT_START"
 TRANSFER = "TRANSFER"
@@ -51,6 +53,7 @@ class MasterSession:
         self.master_max_at_last_send: int | None = None
         self.last_caught_up_time: float | None = None
         self.bytes_sent = 0
+        self._start_checked = False
 
     # ------------------------------------------------------------------ inputs
 
@@ -140,7 +143,15 @@ class MasterSession:
             # Never cross an epoch boundary: the slave records a new epoch from the header alone.
             limit = epochs.end_offset(entry.epoch, log_max)
             assert limit > nxt, (limit, nxt, entry)
-            data = log.read_raw(nxt, self.config.transfer_batch_size, limit)
+            try:
+                data = log.read_raw(nxt, self.config.transfer_batch_size, limit)
+            except AutoswitchError as e:
+                if self._start_checked:
+                    raise           # our own position: real corruption, reported as such
+                # The slave chose this start; a start inside a record is its error, not the log's.
+                raise HAProtocolError("bad_start_offset",
+                                      f"slave start {nxt} is not a readable record boundary: {e.message}") from e
+            self._start_checked = True
             if not data:
                 # A record larger than the batch size: one record per frame, up to the body limit.
                 data = log.read_raw(nxt, self.config.max_body_size, limit)

@@ -64,7 +64,8 @@ class MemLog:
     def read_raw(self, offset: int, max_bytes: int, limit: int | None = None) -> bytes:
         end = self.max_offset if limit is None else min(limit, self.max_offset)
         i = bisect.bisect_left(self._bounds, offset)
-        assert self._bounds[i] == offset, "read_raw needs a record boundary"
+        if i >= len(self._bounds) or self._bounds[i] != offset:
+            raise CorruptionError(f"read_raw offset {offset} is not a record boundary")
         j = bisect.bisect_right(self._bounds, min(end, offset + max_bytes)) - 1
         stop = self._bounds[max(i, j)]
         return bytes(self._data[offset - self._start : stop - self._start])
@@ -96,7 +97,9 @@ class MemLog:
 
     def truncate(self, offset: int, last_common_epoch: int | None = None) -> None:
         i = bisect.bisect_left(self._bounds, offset)
-        assert self._bounds[i] == offset, "truncate needs a record boundary"
+        if i >= len(self._bounds) or self._bounds[i] != offset:
+            # Like the real store: a cut inside a record is refused with a typed error.
+            raise CorruptionError(f"truncate offset {offset} is not a record boundary")
         del self._bounds[i + 1 :]
         del self._data[offset - self._start :]
         self._epochs.truncate_suffix_from_offset(offset)
