@@ -46,6 +46,7 @@ from autoswitch.broker.replicas_manager import (
     ReplicasManager,
     SendHeartbeat,
     SetFenced,
+    SyncStateSetLearned,
     WriteTempIdentity,
 )
 
@@ -302,6 +303,10 @@ class ReplicasAdapter:
                     self._set_fenced(cmd)
                 case ProposalResult():
                     self._resolve(cmd)
+                case SyncStateSetLearned():
+                    ha = getattr(self.broker, "ha_master", None)
+                    if ha is not None and hasattr(ha, "update_sync_state_set"):
+                        ha.update_sync_state_set(cmd.sync_state_set, cmd.sync_state_set_epoch)
                 case NotifyRoleChange():
                     if self.hooks is not None:
                         self.hooks.submit(cmd.change)

@@ -240,6 +240,15 @@ class SetFenced:
 
 
 @dataclass(frozen=True)
+class SyncStateSetLearned:
+    """The controller holds a newer SyncStateSet for our epoch than we last told HA (e.g. an
+    admin change, or the push of our own proposal); HAMaster.update_sync_state_set ignores stale ones."""
+
+    sync_state_set: frozenset[int]
+    sync_state_set_epoch: int
+
+
+@dataclass(frozen=True)
 class ProposalResult:
     proposal: int
     sync_state_set: frozenset[int] | None
@@ -268,6 +277,7 @@ Command = (
     | BecomeSlave
     | BecomeFenced
     | SetFenced
+    | SyncStateSetLearned
     | ProposalResult
     | NotifyRoleChange
 )
@@ -363,6 +373,7 @@ class ReplicasManager:
         self._role_backoff = _Backoff(bmin, bmax, rand)
         self._lease_fenced = False  # what the last SetFenced told the broker
 
+        self._learned: list[SyncStateSetLearned] = []  # emitted by the next tick
         # SyncStateSet proposals from HA: one in flight
         self._alter_req: int | None = None
         self._alter_proposal: int | None = None
@@ -444,6 +455,9 @@ class ReplicasManager:
         out.extend(self._drive_election(now))
         out.extend(self._drive_role(now))
         out.extend(self._check_lease(now))
+        if self._learned:
+            out.append(self._learned[-1])  # only the newest matters
+            self._learned.clear()
         return out
 
     def on_replica_info(self, info: ReplicaInfo, now: float, source: str = "push") -> list[Command]:
@@ -560,8 +574,14 @@ class ReplicasManager:
             case BecomeMaster() | BecomeSlave() | BecomeFenced():
                 self._role_req = None
                 self._role_retry_at = now + self._role_backoff.next()
+                hint = None
+                if failure.code == "STALE_EPOCH":
+                    # The local EpochFile already holds this epoch (a master restarted before the
+                    # controller noticed). Retrying cannot help until the broker resumes an epoch
+                    # it owns or the controller moves on; say so instead of failing quietly.
+                    hint = "local log already has this MasterEpoch; needs a new election or broker-side resume"
                 self._log.error("role_change_failed", command=type(cmd).__name__, epoch=cmd.epoch,
-                                code=failure.code, message=failure.message)
+                                code=failure.code, message=failure.message, hint=hint)
             case _:
                 raise AssertionError(f"unexpected failure of {cmd!r}")
         out.extend(self.tick(now))
@@ -741,9 +761,11 @@ class ReplicasManager:
                 return
             if info.sync_state_set_epoch > cur.sync_state_set_epoch:
                 self.target = info
-                if self.applied_epoch == info.master_epoch:
+                if self.applied_epoch == info.master_epoch and info.sync_state_set_epoch > self.sync_state_set_epoch:
                     self.sync_state_set = info.sync_state_set
                     self.sync_state_set_epoch = info.sync_state_set_epoch
+                    if self.role == "master":
+                        self._learned.append(SyncStateSetLearned(info.sync_state_set, info.sync_state_set_epoch))
             return
         if cur is None or info.master_epoch > cur.master_epoch:
             self._log.info("replica_info_newer", source=source, epoch=info.master_epoch, masterId=info.master_id,

@@ -310,3 +310,15 @@ def test_minority_of_controllers_cannot_keep_the_lease(tmp_path):
         h.drain()
     assert not h.core.may_acknowledge(h.now)
     assert h.of_type(SetFenced) == [SetFenced(True, "lease_expired")]
+
+
+def test_newer_sss_for_our_epoch_is_handed_to_ha_once(tmp_path):
+    from autoswitch.broker.replicas_manager import SyncStateSetLearned
+
+    h = running(tmp_path)
+    me = h.core.broker_id
+    h._push(h.core.on_replica_info(info(me, 1, {me, 4}, sss_epoch=5), h.now))
+    h._push(h.core.on_replica_info(info(me, 1, {me}, sss_epoch=3), h.now))  # older: ignored
+    h.drain()
+    assert h.of_type(SyncStateSetLearned) == [SyncStateSetLearned(frozenset({me, 4}), 5)]
+    assert h.core.sync_state_set == frozenset({me, 4})
