@@ -3,34 +3,67 @@
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import socket
 import struct
+import uuid
 
 import pytest
+from autoswitch.broker.record import Message
+from autoswitch.broker.store import MessageStore
+from autoswitch.broker.store_config import StoreConfig
+from autoswitch.epochfile import EpochFile
 from autoswitch.ha.codec import Ack, SlaveHandshake, encode
 from autoswitch.ha.config import HAConfig
 from autoswitch.ha.errors import FlushSlaveTimeout, InSyncReplicasNotEnough, SyncStateProposalRejected
 from autoswitch.ha.master import HAMaster, LocalSyncStateProposer
 from autoswitch.ha.slave import HASlave
 
-from tests.unit.test_ha_memlog import MemLog
-
 pytestmark = pytest.mark.integration
 
 H = "127.0.0.1"
 
 
-def make_log(path):
-    return MemLog()
+STORE_CFG = StoreConfig(segment_bytes=256 * 1024, max_message_bytes=16 * 1024, flush_mode="async")
+
+
+_OPEN: list[MessageStore] = []
+
+
+@pytest.fixture(autouse=True)
+def _close_stores():
+    yield
+    while _OPEN:
+        st = _OPEN.pop()
+        with contextlib.suppress(Exception):
+            st.close()
+
+
+def make_log(path) -> MessageStore:
+    """A real MessageStore on real files; small segments so batches meet segment ends."""
+    st = MessageStore(path, STORE_CFG)
+    _OPEN.append(st)
+    return st
 
 
 def payloads(n: int, seed: int, size: int = 200) -> list[bytes]:
     return [bytes([(seed * 31 + i) % 251]) * (size + (i * 7 + seed) % 50) for i in range(n)]
 
 
-def write(log, items: list[bytes]) -> int:
+def write(log: MessageStore, items: list[bytes]) -> int:
     """A master-side append; returns the new max offset."""
-    return log.append(items)
+    msgs = [Message("t", body, uuid.uuid4().hex, 0) for body in items]
+    return log.append_messages(msgs).end_offset
+
+
+def all_bytes(log: MessageStore) -> bytes:
+    out, off = [], log.min_offset
+    while off < log.max_offset:
+        chunk = log.read_raw(off, 1 << 20)
+        assert chunk, off
+        out.append(chunk)
+        off += len(chunk)
+    return b"".join(out)
 
 
 class RejectingProposer:
@@ -89,7 +122,7 @@ def test_master_and_two_slaves_replicate_and_a_cut_slave_reconnects(tmp_path):
             await until(lambda: s2.max_offset == s3.max_offset == end, "catch-up after reconnect")
             await until(lambda: s2.confirm_offset == end, "confirm offset reaches slave")
             for s in (s2, s3):
-                assert s.read_raw(0, 1 << 30) == m.read_raw(0, 1 << 30)
+                assert all_bytes(s) == all_bytes(m)
                 assert s.epochs == m.epochs
             infos = {i["brokerId"]: i for i in master.slave_infos()}
             assert infos[2]["ackOffset"] == end and infos[3]["inSync"]
@@ -125,13 +158,31 @@ def test_role_switch_old_master_truncates_its_unreplicated_tail(tmp_path):
         await sl1.start()
         try:
             await until(lambda: old.max_offset == end and old.epochs == new.epochs, "old master follows")
-            assert old.read_raw(0, 1 << 30) == new.read_raw(0, 1 << 30)
+            assert all_bytes(old) == all_bytes(new)
             assert [(e.epoch, e.start_offset) for e in old.epochs.entries()] == [(1, 0), (2, common)]
         finally:
             await sl1.stop()
             await m2.stop()
+        # What is on disk agrees too: reopen both stores (recovery) and compare.
+        old_dir, new_dir = tmp_path / "old", tmp_path / "new"
+        old.close()
+        new.close()
+        a, b = make_log(old_dir), make_log(new_dir)
+        try:
+            assert a.epochs == b.epochs and a.max_offset == b.max_offset == end
+            assert all_bytes(a) == all_bytes(b)
+            assert EpochFile(_epoch_file(old_dir)).load() == EpochFile(_epoch_file(new_dir)).load()
+        finally:
+            a.close()
+            b.close()
 
     run(main())
+
+
+def _epoch_file(d):
+    found = [p for p in d.rglob("*") if p.is_file() and "epoch" in p.name.lower() and not p.name.endswith(".tmp")]
+    assert len(found) == 1, found
+    return found[0]
 
 
 def _garbage_cases() -> list[tuple[str, bytes]]:
@@ -178,7 +229,7 @@ def test_malformed_input_closes_only_that_connection(tmp_path):
             end = write(m, payloads(50, seed=8))
             master.notify_appended()
             await until(lambda: good.max_offset == end, "good slave still served")
-            assert good.read_raw(0, 1 << 30) == m.read_raw(0, 1 << 30)
+            assert all_bytes(good) == all_bytes(m)
         finally:
             await sl.stop()
             await master.stop()
