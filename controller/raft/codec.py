@@ -124,13 +124,39 @@ def scan_segment(buf: bytes, where: str, is_last: bool) -> SegmentScan:
     return SegmentScan(frames, pos, False)
 
 
+class LogReplay:
+    """Rebuilds the log from frames in write order: a frame starting at or below the current end
+    overwrites from there (a follower's replaced tail); a gap is corruption."""
+
+    def __init__(self) -> None:
+        self.entries: list[Entry] = []
+
+    def add(self, frame: list[Entry], where: str, offset: int) -> None:
+        if not frame:
+            return
+        ents = self.entries
+        first = frame[0].index
+        if ents and first <= ents[-1].index:
+            if first <= ents[0].index:
+                ents.clear()
+            else:
+                del ents[first - ents[0].index:]
+        elif ents and first != ents[-1].index + 1:
+            raise RaftStorageCorrupt(f"gap in raft log in {where} at offset {offset}: index {first} "
+                                     f"after {ents[-1].index}", path=where, offset=offset)
+        if ents and frame[0].term < ents[-1].term:
+            raise RaftStorageCorrupt(f"raft log term goes backwards in {where} at offset {offset}",
+                                     path=where, offset=offset)
+        ents.extend(frame)
+
+
 def read_log_bytes(buf: bytes) -> list[Entry]:
     """Whole-buffer reader used by the fuzzer: valid entries (torn tail dropped) or a typed error."""
     scan = scan_segment(buf, "<bytes>", is_last=True)
-    out: list[Entry] = []
-    for _off, ents in scan.frames:
-        out.extend(ents)
-    return out
+    replay = LogReplay()
+    for off, ents in scan.frames:
+        replay.add(ents, "<bytes>", off)
+    return replay.entries
 
 
 def encode_hard_state(hs: HardState) -> bytes:

@@ -133,26 +133,16 @@ class FileStorage:
                 old.unlink()
         self._snap = snap
         segs = sorted((int(m.group(1)), p) for p in self.dir.iterdir() if (m := _SEG_RE.match(p.name)))
-        entries: list[Entry] = []
+        replay = codec.LogReplay()
         torn = 0
         for i, (seq, path) in enumerate(segs):
             buf = path.read_bytes()
             scan = codec.scan_segment(buf, str(path), is_last=(i == len(segs) - 1))
             seg = _Segment(seq, path, scan.good_end)
             for off, frame in scan.frames:
-                if not frame:
-                    continue
-                seg.max_index = max(seg.max_index, frame[-1].index)
-                first = frame[0].index
-                if entries and first <= entries[-1].index:
-                    if first <= entries[0].index:
-                        entries = []
-                    else:
-                        del entries[first - entries[0].index:]
-                elif entries and first != entries[-1].index + 1:
-                    raise RaftStorageCorrupt(f"gap in raft log in {path} at offset {off}: index {first} "
-                                             f"after {entries[-1].index}", path=str(path), offset=off)
-                entries.extend(frame)
+                if frame:
+                    seg.max_index = max(seg.max_index, frame[-1].index)
+                replay.add(frame, str(path), off)
             if scan.torn:
                 torn = len(buf) - scan.good_end
                 self.log.warning("raft_log_torn_tail_cut", path=str(path), offset=scan.good_end, bytes=torn)
@@ -161,6 +151,7 @@ class FileStorage:
                     if self.fsync:
                         os.fsync(f.fileno())
             self._segs.append(seg)
+        entries = replay.entries
         snap_index = snap.index if snap else 0
         if entries and entries[-1].index < hs.commit and entries[-1].index >= snap_index:
             raise RaftStorageCorrupt(f"raft log ends at {entries[-1].index} below the persisted commit index "

@@ -6,9 +6,9 @@ from __future__ import annotations
 import asyncio
 
 import pytest
-
 from autoswitch.controller.raft import NotLeader, RaftConfig, RaftNode
 from autoswitch.controller.raft.harness import KVStateMachine
+
 from tests.procs import free_port
 
 pytestmark = pytest.mark.integration
