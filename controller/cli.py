@@ -148,11 +148,21 @@ def _print_human(out: Any, indent: str = "") -> None:
 
 
 def _msg(m) -> dict:
-    from google.protobuf.json_format import MessageToDict
-
-    d = MessageToDict(m, preserving_proto_field_name=True, always_print_fields_with_no_presence=True)
-    d.pop("header", None)
-    return d
+    """Protobuf message -> JSON-able dict with every field, int64 kept as int (MessageToDict makes strings)."""
+    out: dict[str, Any] = {}
+    for f in m.DESCRIPTOR.fields:
+        if f.name == "header":
+            continue
+        v = getattr(m, f.name)
+        if f.message_type is not None and f.message_type.GetOptions().map_entry:
+            out[f.name] = dict(v)
+        elif getattr(f, "is_repeated", None) if hasattr(f, "is_repeated") else f.label == f.LABEL_REPEATED:
+            out[f.name] = [_msg(x) if f.message_type is not None else x for x in v]
+        elif f.message_type is not None:
+            out[f.name] = _msg(v)
+        else:
+            out[f.name] = v
+    return out
 
 
 async def _get_metadata(client, args) -> Any:

@@ -26,7 +26,9 @@ _log = get_logger("controller.client")
 
 MAX_MESSAGE_BYTES = 4 << 20
 # Codes after which another node may succeed; anything else is the answer.
-_RETRYABLE = {rc.CONTROLLER_NOT_LEADER, rc.CONTROLLER_UNAVAILABLE}
+# QUORUM_UNAVAILABLE means nothing was committed, so a retry (maybe on a new leader) is safe;
+# TIMEOUT is not retried: the write may still commit and the caller must decide.
+_RETRYABLE = {rc.CONTROLLER_NOT_LEADER, rc.CONTROLLER_UNAVAILABLE, rc.CONTROLLER_QUORUM_UNAVAILABLE}
 
 
 def parse_addresses(spec: str | Iterable[str]) -> list[str]:
@@ -105,6 +107,7 @@ class ControllerClient:
         start = time.monotonic()
         backoff = self.backoff_s
         last_code, last_msg = rc.CONTROLLER_UNAVAILABLE, "no controller reachable"
+        leaderless = 0   # answers "not leader, no leader known": an election, or no quorum
         for attempt in range(self.max_attempts):
             addr = self._next_addr()
             remaining = self.deadline_s - (time.monotonic() - start)
@@ -131,10 +134,17 @@ class ControllerClient:
                 if h.code == rc.CONTROLLER_NOT_LEADER and h.leader_addr and h.leader_addr != addr:
                     self._leader = h.leader_addr
                     continue  # a redirect is not a failure: no backoff
+                if h.code == rc.CONTROLLER_NOT_LEADER:
+                    leaderless += 1
                 self._leader = None
             _log.debug("controller_retry", method=method, attempt=attempt, code=rc.code_name(last_code))
             await asyncio.sleep(min(backoff, max(0.0, self.deadline_s - (time.monotonic() - start))))
             backoff = min(backoff * 2, self.max_backoff_s)
+        if leaderless and last_code in (rc.CONTROLLER_NOT_LEADER, rc.CONTROLLER_UNAVAILABLE):
+            # Reachable nodes kept saying "no leader" for the whole budget: no quorum.
+            raise ControllerRpcError(rc.CONTROLLER_QUORUM_UNAVAILABLE,
+                                     f"{method}: no controller leader within {self.deadline_s}s "
+                                     f"(quorum lost?); last: {last_msg}")
         raise ControllerRpcError(last_code, f"{method} failed after retries: {last_msg}")
 
     async def call_node(self, addr: str, method: str, request: Any, timeout_s: float | None = None) -> Any:
@@ -162,11 +172,13 @@ class ControllerClient:
             ),
         )
 
-    async def register_broker(self, cluster: str, group: str, broker_id: int, address: str) -> pb.ReplicaInfo:
+    async def register_broker(self, cluster: str, group: str, broker_id: int, address: str,
+                              clean_shutdown: bool = True) -> pb.ReplicaInfo:
+        """``clean_shutdown`` False after an unclean restart (the replica may miss acked messages)."""
         r = await self.call(
             "RegisterBroker",
             pb.RegisterBrokerRequest(cluster_name=cluster, broker_name=group, broker_id=broker_id,
-                                     broker_address=address),
+                                     broker_address=address, clean_shutdown=clean_shutdown),
         )
         return r.replica_info
 

@@ -154,6 +154,9 @@ class ControllerNode:
 
     def _not_leader(self) -> NodeReply:
         lid, laddr = self.leader_hint()
+        if not laddr or lid == self.node_id:
+            return NodeReply(rc.CONTROLLER_NOT_LEADER,
+                             f"node {self.node_id} is not the leader and knows none (election or no quorum)")
         return NodeReply(rc.CONTROLLER_NOT_LEADER, f"node {self.node_id} is not the leader", lid, laddr)
 
     async def write(self, kind: str, **fields: Any) -> dict:
@@ -208,7 +211,9 @@ class ControllerNode:
     # ------------------------------------------------------------------ liveness
 
     def heartbeat_timeout_s(self) -> float:
-        return self.sm.heartbeat_timeout_ms() / 1000.0
+        t = self.sm.heartbeat_timeout_ms() / 1000.0
+        self.heartbeats.default_timeout_s = t   # follow the replicated config as it changes
+        return t
 
     def record_heartbeat(self, r: pb.BrokerHeartbeatRequest) -> None:
         ok = self.heartbeats.record(
@@ -221,9 +226,9 @@ class ControllerNode:
             raise NodeReply(rc.CONTROLLER_OVERLOADED, "heartbeat table full")
 
     def _local_opinion(self, g: str, b: int, now: float) -> Opinion:
-        self.heartbeats.default_timeout_s = self.heartbeat_timeout_s()
+        timeout = self.heartbeat_timeout_s()
         alive, ago = self.heartbeats.opinion(g, b, now)
-        if not alive and now - self._started_at < self.heartbeats.default_timeout_s:
+        if not alive and now - self._started_at < timeout:
             # Too young to know: a broker may be alive and simply not have reached us yet.
             return Opinion(alive=None, last_heard_ms_ago=ago, report=self.heartbeats.get(g, b))
         return Opinion(alive=alive, last_heard_ms_ago=ago, report=self.heartbeats.get(g, b))
@@ -250,25 +255,30 @@ class ControllerNode:
             out[k] = combine(n, ops)
         return out
 
-    async def alive_members(self, group: str, broker_ids: list[int]) -> dict[int, Any]:
-        """brokerId -> last report, for the members that count as alive.
+    async def liveness_evidence(self, group: str, broker_ids: list[int]) -> tuple[dict[int, Any], set[int]]:
+        """(brokerId -> last report for members that count as alive, members a majority holds dead).
 
         Heard by this node within the timeout -> alive (an asymmetric partition only ever makes a
-        node miss heartbeats, never invent them). Otherwise alive only if a majority says so.
+        node miss heartbeats, never invent them). Otherwise alive only if a majority says so, and
+        dead only if a majority says so; anything else is neither.
         """
         now = self.clock()
-        out: dict[int, Any] = {}
+        self.heartbeat_timeout_s()
+        alive: dict[int, Any] = {}
+        dead: set[int] = set()
         unsure = []
         for b in broker_ids:
             if self.heartbeats.is_alive(group, b, now):
-                out[b] = self.heartbeats.get(group, b)
+                alive[b] = self.heartbeats.get(group, b)
             else:
                 unsure.append((group, b))
         if unsure:
             for (_g, b), v in (await self.verdicts(unsure)).items():
                 if v.alive:
-                    out[b] = v.report
-        return out
+                    alive[b] = v.report
+                elif v.dead:
+                    dead.add(b)
+        return alive, dead
 
     async def elect(self, cluster: str, group: str, broker_id: int, designate: bool, trigger: str) -> dict:
         if not self.is_leader:
@@ -277,10 +287,10 @@ class ControllerNode:
         backoff = self.config.election_retry_backoff_s
         last: NodeReply | None = None
         for i in range(attempts):
-            alive = await self.alive_members(group, self.sm.member_ids(group))
+            alive, dead = await self.liveness_evidence(group, self.sm.member_ids(group))
             try:
                 return await self.write("elect_master", cluster=cluster, group=group, broker_id=broker_id,
-                                        designate=designate, trigger=trigger, alive=alive)
+                                        designate=designate, trigger=trigger, alive=alive, dead=dead)
             except NodeReply as e:
                 # Retry only what may succeed later; NOT_LEADER/bad input are answers, not glitches.
                 if e.reply_code not in (rc.CONTROLLER_TIMEOUT, rc.CONTROLLER_QUORUM_UNAVAILABLE):
@@ -292,11 +302,11 @@ class ControllerNode:
         raise last
 
     async def alter_sync_state_set(self, **fields: Any) -> dict:
-        alive = await self.alive_members(fields["group"], list(fields["new_sync_state_set"]))
+        alive, _dead = await self.liveness_evidence(fields["group"], list(fields["new_sync_state_set"]))
         return await self.write("alter_sync_state_set", alive_broker_ids=sorted(alive), **fields)
 
     async def clean_broker_data(self, **fields: Any) -> dict:
-        alive = await self.alive_members(fields["group"], self.sm.member_ids(fields["group"]))
+        alive, _dead = await self.liveness_evidence(fields["group"], self.sm.member_ids(fields["group"]))
         return await self.write("clean_broker_data", alive_broker_ids=sorted(alive), **fields)
 
     # ------------------------------------------------------------------ scans and notifications
@@ -305,6 +315,8 @@ class ControllerNode:
         while not self._stopped.is_set():
             await asyncio.sleep(self.sm.scan_interval_ms() / 1000.0)
             try:
+                # An empty liveness query keeps GetMetaData's peer reachability current on every node.
+                await self._peer_client.query([], self.config.peer_query_timeout_s)
                 await self.scan_once()
             except asyncio.CancelledError:
                 raise

@@ -41,7 +41,7 @@ class PeerLiveness:
             s = self._stubs[nid] = pbg.ControllerServiceStub(ch)
         return s
 
-    def reachability(self, within_s: float = 10.0) -> dict[str, bool]:
+    def reachability(self, within_s: float = 15.0) -> dict[str, bool]:
         now = time.monotonic()
         return {n: (now - self._last_ok.get(n, -1e18)) <= within_s for n in self.peers}
 

@@ -10,6 +10,7 @@
 
 from __future__ import annotations
 
+import dataclasses
 import time
 from pathlib import Path
 from typing import Any
@@ -27,6 +28,11 @@ _WRITES = {
     "clean_broker_data": m.CleanBrokerDataRequest,
     "update_controller_config": m.UpdateControllerConfigRequest,
 }
+
+
+# messages.ElectMasterRequest.dead_broker_ids (the majority's "dead" verdicts) arrived after the
+# first state-machine API; send it whenever the state machine knows the field.
+_HAS_DEAD_IDS = "dead_broker_ids" in {f.name for f in dataclasses.fields(m.ElectMasterRequest)}
 
 
 class BadWrite(Exception):
@@ -49,23 +55,32 @@ def live_info(broker_id: int, beat: Any) -> m.BrokerLiveInfo:
 def build_request(kind: str, f: dict[str, Any]) -> m.Request:
     ts = f.get("ts_ms") or wall_ms()
     if kind == "apply_broker_id":
-        return m.ApplyBrokerIdRequest(f["cluster"], f["group"], f["broker_id"], f["register_check_code"], ts)
+        return m.ApplyBrokerIdRequest(cluster_name=f["cluster"], broker_name=f["group"],
+                                      applied_broker_id=f["broker_id"],
+                                      register_check_code=f["register_check_code"], ts_ms=ts)
     if kind == "register_broker":
-        return m.RegisterBrokerRequest(f["cluster"], f["group"], f["broker_id"], f["address"],
-                                       f.get("clean_shutdown", True), ts)
+        return m.RegisterBrokerRequest(cluster_name=f["cluster"], broker_name=f["group"], broker_id=f["broker_id"],
+                                       broker_address=f["address"], clean_shutdown=f.get("clean_shutdown", True),
+                                       ts_ms=ts)
     if kind == "elect_master":
         alive = tuple(live_info(b, beat) for b, beat in sorted(f["alive"].items()))
-        return m.ElectMasterRequest(f["cluster"], f["group"], f["trigger"], f["broker_id"], f["designate"],
-                                    alive, ts)
+        extra = {"dead_broker_ids": tuple(sorted(f.get("dead", ())))} if _HAS_DEAD_IDS else {}
+        return m.ElectMasterRequest(cluster_name=f["cluster"], broker_name=f["group"], trigger=f["trigger"],
+                                    broker_id=f["broker_id"], designate=f["designate"], alive=alive,
+                                    ts_ms=ts, **extra)
     if kind == "alter_sync_state_set":
-        return m.AlterSyncStateSetRequest(f["group"], f["master_broker_id"], f["master_epoch"],
-                                          tuple(f["new_sync_state_set"]), f["sync_state_set_epoch"],
-                                          tuple(sorted(f["alive_broker_ids"])), ts)
+        return m.AlterSyncStateSetRequest(broker_name=f["group"], master_broker_id=f["master_broker_id"],
+                                          master_epoch=f["master_epoch"],
+                                          new_sync_state_set=tuple(f["new_sync_state_set"]),
+                                          sync_state_set_epoch=f["sync_state_set_epoch"],
+                                          alive_broker_ids=tuple(sorted(f["alive_broker_ids"])), ts_ms=ts)
     if kind == "clean_broker_data":
-        return m.CleanBrokerDataRequest(f["cluster"], f["group"], tuple(f["broker_ids"]),
-                                        f["clean_living_broker"], tuple(sorted(f["alive_broker_ids"])), ts)
+        return m.CleanBrokerDataRequest(cluster_name=f["cluster"], broker_name=f["group"],
+                                        broker_ids=tuple(f["broker_ids"]),
+                                        clean_living_broker=f["clean_living_broker"],
+                                        alive_broker_ids=tuple(sorted(f["alive_broker_ids"])), ts_ms=ts)
     if kind == "update_controller_config":
-        return m.UpdateControllerConfigRequest(dict(f["config"]), ts)
+        return m.UpdateControllerConfigRequest(config=dict(f["config"]), ts_ms=ts)
     raise KeyError(kind)
 
 

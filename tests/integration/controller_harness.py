@@ -1,0 +1,141 @@
+"""Starting controller clusters as real processes (`python -m autoswitch controller ...`)."""
+
+from __future__ import annotations
+
+import asyncio
+import json
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+from tests.procs import HOST, ProcGroup, free_port, wait_port
+
+# Fast but realistic timings for tests: Raft defaults, short liveness timeout and scan.
+TEST_TOML = """
+[controller]
+heartbeat_timeout_ms = 3000
+scan_interval_ms = 500
+propose_timeout_s = 2.0
+read_timeout_s = 1.5
+
+[raft]
+snapshot_every = 16
+compaction_keep = 4
+"""
+
+
+class Cluster:
+    def __init__(self, procs: ProcGroup, tmp: Path, n: int = 3, embedded: set[str] = frozenset()) -> None:
+        self.procs = procs
+        self.tmp = Path(tmp)
+        self.ids = [f"n{i + 1}" for i in range(n)]
+        self.ports = {nid: free_port() for nid in self.ids}
+        self.addrs = {nid: f"{HOST}:{p}" for nid, p in self.ports.items()}
+        self.embedded = set(embedded)
+        self.proc: dict[str, object] = {}
+        self.toml = self.tmp / "controller.toml"
+        self.toml.write_text(TEST_TOML)
+        self._gen: dict[str, int] = {}
+
+    @property
+    def peers_spec(self) -> str:
+        return ",".join(f"{n}={a}" for n, a in self.addrs.items())
+
+    @property
+    def spec(self) -> str:
+        return ",".join(self.addrs.values())
+
+    def data_dir(self, nid: str) -> Path:
+        return self.tmp / f"data-{nid}"
+
+    def start(self, nid: str) -> None:
+        self._gen[nid] = self._gen.get(nid, 0) + 1
+        common = ["--node-id", nid, "--peers", self.peers_spec, "--data-dir", str(self.data_dir(nid)),
+                  "--config", str(self.toml)]
+        if nid in self.embedded:
+            args = ["namesrv", "--listen", self.addrs[nid], "--embed-controller", *common]
+        else:
+            args = ["controller", *common]
+        p = self.procs.start(f"{nid}-{self._gen[nid]}", args)
+        self.proc[nid] = p
+        wait_port(self.ports[nid], timeout=20, proc=p.popen)
+
+    def start_all(self) -> None:
+        for nid in self.ids:
+            self.start(nid)
+
+    def kill9(self, nid: str) -> None:
+        self.proc[nid].kill9()
+
+    def stop(self, nid: str) -> None:
+        self.proc[nid].stop()
+
+
+def admin(*args: str, timeout: float = 30) -> dict:
+    out = subprocess.run([sys.executable, "-m", "autoswitch", "admin", *args, "--json"],
+                         capture_output=True, text=True, timeout=timeout)
+    try:
+        return json.loads(out.stdout.strip().splitlines()[-1])
+    except (ValueError, IndexError):
+        raise AssertionError(f"admin {args} gave no JSON: rc={out.returncode} out={out.stdout!r} "
+                             f"err={out.stderr[-2000:]!r}") from None
+
+
+async def wait_leader(client, timeout: float = 20.0) -> str:
+    """Address of the leader once one node says it leads (via GetMetaData on every node)."""
+    from autoswitch.controller.rpc_codes import ControllerRpcError
+
+    from autoswitch.proto import controller_pb2 as pb
+
+    deadline = time.monotonic() + timeout
+    while time.monotonic() < deadline:
+        for addr in client.addresses:
+            try:
+                m = await client.call_node(addr, "GetMetaData", pb.GetMetaDataRequest(), timeout_s=1.0)
+            except ControllerRpcError:
+                continue
+            if m.is_leader:
+                return addr
+        await asyncio.sleep(0.1)
+    raise TimeoutError("no controller leader")
+
+
+def hb(group: str, bid: int, *, epoch: int = 0, max_offset: int = 0, cluster: str = "c1"):
+    from autoswitch.proto import controller_pb2 as pb
+
+    return pb.BrokerHeartbeatRequest(cluster_name=cluster, broker_name=group, broker_id=bid,
+                                     broker_address=f"127.0.0.1:{30000 + bid}", epoch=epoch,
+                                     max_offset=max_offset, confirm_offset=max_offset, clean_shutdown=True)
+
+
+class Heartbeater:
+    """Sends heartbeats every 0.3 s for (group, brokerId) -> the controller addresses to send to."""
+
+    def __init__(self, client) -> None:
+        self.client = client
+        self.targets: dict[tuple[str, int], list[str]] = {}
+        self._task: asyncio.Task | None = None
+
+    async def _loop(self) -> None:
+        from autoswitch.controller.rpc_codes import ControllerRpcError
+
+        for _ in range(100_000):   # bounded; cancelled by stop()
+            for (g, b), addrs in list(self.targets.items()):
+                for a in addrs:
+                    try:
+                        await self.client.call_node(a, "BrokerHeartbeat", hb(g, b), timeout_s=0.5)
+                    except ControllerRpcError:
+                        pass
+            await asyncio.sleep(0.3)
+
+    def start(self) -> None:
+        self._task = asyncio.create_task(self._loop())
+
+    async def stop(self) -> None:
+        if self._task is not None:
+            self._task.cancel()
+            try:
+                await self._task
+            except asyncio.CancelledError:
+                pass
