@@ -227,6 +227,17 @@ class ReplicasAdapter:
         """The write path asks before acknowledging a put and before advancing confirmOffset."""
         return self.core.may_acknowledge(self.clock())
 
+    def write_fence(self) -> str | None:
+        """For ``Broker.write_fence``: a reason while this broker is master but must not
+        acknowledge (lease expired, or deposed by a newer epoch); None otherwise. A slave gets
+        None so the broker still answers NOT_MASTER with the master's address."""
+        if self.core.role != "master":
+            return None
+        now = self.clock()
+        if self.core.may_acknowledge(now):
+            return None
+        return self.core.fenced_reason(now) or "fenced"
+
     def status(self) -> dict:
         s = self.core.status(self.clock())
         s["watchEvents"] = self.watch_events

@@ -177,6 +177,7 @@ def test_watch_push_switches_role_without_waiting_for_the_poll(tmp_path):
         ctrl.info["g1"] = new
         await api.pushes.put(new)
         await wait_for(lambda: broker.role == "slave", "switched by push")
+        assert a.write_fence() is None  # a slave answers NOT_MASTER, not FENCED
         assert broker.calls[-1] == ("slave", 2, ("127.0.0.1", 20912), "127.0.0.1:20911")
         assert a.status()["watchEvents"] >= 1
         await a.stop()
@@ -208,9 +209,11 @@ def test_all_controllers_down_master_fences_on_lease_then_recovers(tmp_path):
         api.down = True
         await wait_for(lambda: not a.may_acknowledge(), "lease expired")
         await wait_for(lambda: broker.lease_fenced == ["lease_expired"], "broker told")
+        assert a.write_fence() == "lease_expired"
         assert a.status()["fenced"] == "lease_expired" and broker.role == "master"
         api.down = False
         await wait_for(a.may_acknowledge, "lease renewed")
+        assert a.write_fence() is None
         assert broker.lease_fenced == ["lease_expired", None]
         await a.stop()
 
