@@ -24,6 +24,8 @@ MAX_REQUEST_BYTES_CEILING = 64 * 1024 * 1024
 MAX_BATCH_CEILING = 10_000
 MAX_TOPIC_BYTES = 255
 MAX_MSG_ID_BYTES = 128
+# Room for the protobuf framing, topic and msg_id around one body in a request.
+FRAME_OVERHEAD_BYTES = 16 * 1024
 
 
 def parse_hostport(value: str, what: str) -> tuple[str, int]:
@@ -93,14 +95,16 @@ class BrokerConfig:
             raise ConfigError("flush_interval_ms must be in [1, 60000]", key="flush_interval_ms")
         if not (1024 <= self.max_request_bytes <= MAX_REQUEST_BYTES_CEILING):
             raise ConfigError("max_request_bytes must be in [1 KiB, 64 MiB]", key="max_request_bytes")
-        if not (1 <= self.max_message_bytes <= self.max_request_bytes):
-            raise ConfigError("max_message_bytes must be in [1, max_request_bytes]", key="max_message_bytes")
+        if not (1 <= self.max_message_bytes <= self.max_request_bytes - FRAME_OVERHEAD_BYTES):
+            raise ConfigError("max_message_bytes must be in [1, max_request_bytes - 16 KiB]", key="max_message_bytes")
         if not (1 <= self.max_batch_messages <= MAX_BATCH_CEILING):
             raise ConfigError("max_batch_messages must be in [1, 10000]", key="max_batch_messages")
         if not (1 <= self.max_consume_count <= MAX_BATCH_CEILING):
             raise ConfigError("max_consume_count must be in [1, 10000]", key="max_consume_count")
-        if not (1024 <= self.max_consume_bytes <= self.max_request_bytes):
-            raise ConfigError("max_consume_bytes must be in [1 KiB, max_request_bytes]", key="max_consume_bytes")
+        if self.max_consume_bytes < 1024:
+            raise ConfigError("max_consume_bytes must be >= 1 KiB", key="max_consume_bytes")
+        # A Consume reply must fit in one gRPC message with its per-message overhead.
+        self.max_consume_bytes = min(self.max_consume_bytes, self.max_request_bytes // 2)
         if not (1 <= self.max_inflight_produce <= 100_000):
             raise ConfigError("max_inflight_produce must be in [1, 100000]", key="max_inflight_produce")
         if not isinstance(self.store, dict) or not isinstance(self.ha, dict):

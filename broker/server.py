@@ -60,7 +60,13 @@ class Broker:
         self.broker_id = cfg.broker_id
         self.log = get_logger("broker", group=cfg.group, brokerId=cfg.broker_id)
         cfg.data_path.mkdir(parents=True, exist_ok=True)
-        self.store = MessageStore(cfg.data_path, _build_dataclass(StoreConfig, dict(cfg.store), "store"))
+        store_values = dict(cfg.store)
+        # The store must accept every body the broker accepts; it is never lowered to the broker's
+        # limit, because a slave's store must also take what its master (maybe configured with a
+        # larger limit) replicates.
+        if cfg.max_message_bytes > StoreConfig.max_message_bytes and "max_message_bytes" not in store_values:
+            store_values["max_message_bytes"] = cfg.max_message_bytes
+        self.store = MessageStore(cfg.data_path, _build_dataclass(StoreConfig, store_values, "store"))
         self.role: Role = "fenced"
         self.master_epoch = 0
         self.master_ha_addr: tuple[str, int] | None = None
