@@ -113,8 +113,9 @@ class GroupState:
 
     @property
     def first_election(self) -> bool:
-        """No master was ever recorded, so there is no SSS history to trust."""
-        return self.master_epoch == 0
+        """No SSS history to trust: a new (or re-created) group, or one whose SyncStateSet an
+        operator cleaned. Every alive registered replica is then a candidate, best data wins."""
+        return self.master_broker_id is None and not self.sync_state_set and not self.eligible
 
     def view(self) -> ReplicaView:
         m = self.master_broker_id
@@ -448,8 +449,9 @@ def _elect_master(req: ElectMasterRequest, state: ControllerState) -> tuple[list
                            name)
     master = g.master_broker_id
     if (designated is None and master is not None and master not in alive
-            and master not in req.dead_broker_ids):
+            and req.trigger != TRIGGER_CONTROLLER and master not in req.dead_broker_ids):
         # Liveness is the majority's (DESIGN-NOTES 7.2): not seen alive is not the same as dead.
+        # The leader's scan proposes only after a majority verdict, so its trigger carries that claim.
         return _reject(Code.CONTROLLER_ELECT_MASTER_FAILED,
                        f"master {master} of {name} is not agreed dead by a controller majority", name)
     d = election.decide(master=master, sync_state_set=g.sync_state_set, eligible=g.eligible,

@@ -1,0 +1,322 @@
+"""Broker liveness, pure: per-node heartbeat tables, the majority rule, the scan decision.
+
+* ``HeartbeatTable`` — what THIS controller node heard, by its own monotonic clock (ms). A
+  broker is alive while ``last_receipt + timeout >= now`` (RocketMQ's rule, default 10 s). The
+  node's *opinion* is three-valued: DEAD needs the node to have listened for a whole timeout
+  (a freshly started node cannot know) — or to be holding an earlier DEAD report (below).
+* ``combine`` — Sentinel's ODOWN: DEAD only when a majority of ALL controller nodes says DEAD;
+  ALIVE (electable) only when a majority says ALIVE. Unanswered nodes count as neither, so one
+  controller with a broken link to a healthy master causes no failover (DESIGN-NOTES 7.2).
+* Lease grants — a node that reported a broker DEAD stops granting it the master lease (its
+  heartbeat replies must not count towards the broker's lease) until it applies a newer
+  MasterEpoch for the group, or for at least ``hold_ms`` and until it hears the broker again.
+  docs/controller.md "Liveness and the master lease" has the argument.
+* ``ScanPlanner`` — every ``scan_interval_ms`` the leader proposes controller-triggered
+  elections for groups whose master a majority holds DEAD, with bounded retries.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterable, Mapping, Sequence
+from dataclasses import dataclass
+from enum import Enum
+
+from autoswitch.controller.messages import TRIGGER_CONTROLLER, BrokerLiveInfo, ElectMasterRequest
+
+DEFAULT_TIMEOUT_MS = 10_000
+DEFAULT_SCAN_INTERVAL_MS = 5_000
+MAX_TABLE_ENTRIES = 1_000_000
+MAX_ELECTIONS_PER_SCAN = 1_000
+
+Key = tuple[str, int]   # (brokerName, brokerId)
+
+
+class Opinion(Enum):
+    ALIVE = "alive"
+    DEAD = "dead"
+    UNKNOWN = "unknown"
+
+
+@dataclass(frozen=True)
+class BrokerReport:
+    """The payload of one broker heartbeat."""
+
+    broker_id: int
+    address: str = ""
+    epoch: int = 0
+    max_offset: int = 0
+    confirm_offset: int = 0
+    election_priority: int = 0
+    clean_shutdown: bool = True
+
+    def live_info(self) -> BrokerLiveInfo:
+        return BrokerLiveInfo(self.broker_id, self.epoch, self.max_offset, self.confirm_offset,
+                              self.election_priority, self.clean_shutdown)
+
+
+@dataclass(frozen=True)
+class NodeOpinion:
+    """One controller node's view of one broker (what QueryLiveness carries)."""
+
+    opinion: Opinion
+    last_heard_ms_ago: int = -1          # -1 = never heard
+    report: BrokerReport | None = None
+
+
+@dataclass
+class _Entry:
+    received_ms: int
+    report: BrokerReport
+
+
+class HeartbeatTable:
+    def __init__(self, started_ms: int, timeout_ms: int = DEFAULT_TIMEOUT_MS, hold_ms: int | None = None,
+                 max_entries: int = MAX_TABLE_ENTRIES) -> None:
+        assert timeout_ms > 0 and max_entries > 0
+        self.started_ms = started_ms
+        self.timeout_ms = timeout_ms
+        self.hold_ms = hold_ms if hold_ms is not None else 3 * timeout_ms
+        self.max_entries = max_entries
+        self._beats: dict[Key, _Entry] = {}
+        self._holds: dict[Key, int] = {}     # key -> when this node reported it DEAD
+
+    def __len__(self) -> int:
+        return len(self._beats)
+
+    def record(self, broker_name: str, report: BrokerReport, now_ms: int) -> bool:
+        """Store a heartbeat received now. False (nothing stored) when the table is full."""
+        key = (broker_name, report.broker_id)
+        if key not in self._beats and len(self._beats) >= self.max_entries:
+            return False
+        prev = self._beats.get(key)
+        # Receipt times never go backwards even if the caller's clock does.
+        received = max(now_ms, prev.received_ms) if prev is not None else now_ms
+        self._beats[key] = _Entry(received, report)
+        return True
+
+    def report(self, broker_name: str, broker_id: int) -> BrokerReport | None:
+        e = self._beats.get((broker_name, broker_id))
+        return e.report if e is not None else None
+
+    def alive(self, broker_name: str, broker_id: int, now_ms: int) -> bool:
+        e = self._beats.get((broker_name, broker_id))
+        return e is not None and e.received_ms + self.timeout_ms >= now_ms
+
+    def last_heard_ms_ago(self, broker_name: str, broker_id: int, now_ms: int) -> int:
+        e = self._beats.get((broker_name, broker_id))
+        return -1 if e is None else max(0, now_ms - e.received_ms)
+
+    def opinion(self, broker_name: str, broker_id: int, now_ms: int) -> NodeOpinion:
+        key = (broker_name, broker_id)
+        ago = self.last_heard_ms_ago(broker_name, broker_id, now_ms)
+        rep = self.report(broker_name, broker_id)
+        if self._holding(key, now_ms):
+            return NodeOpinion(Opinion.DEAD, ago, rep)
+        if self.alive(broker_name, broker_id, now_ms):
+            return NodeOpinion(Opinion.ALIVE, ago, rep)
+        if now_ms - self.started_ms < self.timeout_ms:
+            return NodeOpinion(Opinion.UNKNOWN, ago, rep)   # has not listened long enough to know
+        return NodeOpinion(Opinion.DEAD, ago, rep)
+
+    # --- the hold behind lease grants ---
+
+    def report_opinion(self, broker_name: str, broker_id: int, now_ms: int) -> NodeOpinion:
+        """The opinion this node sends to a leader asking (is-master-down-by-addr). A DEAD answer
+        starts a hold: no lease grants for this broker until a newer MasterEpoch is applied."""
+        op = self.opinion(broker_name, broker_id, now_ms)
+        key = (broker_name, broker_id)
+        if op.opinion is Opinion.DEAD and key not in self._holds:
+            self._holds[key] = now_ms
+        return op
+
+    def grants_lease(self, broker_name: str, broker_id: int, broker_epoch: int, applied_master_epoch: int,
+                     now_ms: int) -> bool:
+        """May this node's reply to the broker's heartbeat count towards its master lease?"""
+        if broker_epoch < applied_master_epoch:
+            return False                       # deposed: a newer MasterEpoch is applied here
+        if now_ms - self.started_ms < self.hold_ms:
+            return False                       # may have held a DEAD report before a restart
+        return not self._holding((broker_name, broker_id), now_ms)
+
+    def release(self, broker_name: str, broker_ids: Iterable[int] | None = None) -> None:
+        """Call when this node applies a new MasterEpoch for the group."""
+        if broker_ids is None:
+            for k in [k for k in self._holds if k[0] == broker_name]:
+                del self._holds[k]
+        else:
+            for b in broker_ids:
+                self._holds.pop((broker_name, b), None)
+
+    def _holding(self, key: Key, now_ms: int) -> bool:
+        since = self._holds.get(key)
+        if since is None:
+            return False
+        if now_ms - since >= self.hold_ms and self.alive(key[0], key[1], now_ms):
+            del self._holds[key]   # long enough and the broker is back: stop holding
+            return False
+        return True
+
+    # --- housekeeping ---
+
+    def forget(self, broker_name: str, broker_ids: Iterable[int] | None = None) -> None:
+        if broker_ids is None:
+            for k in [k for k in self._beats if k[0] == broker_name]:
+                del self._beats[k]
+        else:
+            for b in broker_ids:
+                self._beats.pop((broker_name, b), None)
+
+    def expire(self, now_ms: int, keep_ms: int) -> int:
+        """Drop entries silent for keep_ms (far beyond the timeout) to bound memory."""
+        old = [k for k, e in self._beats.items() if e.received_ms + keep_ms < now_ms and k not in self._holds]
+        for k in old:
+            del self._beats[k]
+        return len(old)
+
+
+# --------------------------------------------------------------------------- majority rule
+
+
+def majority(n_nodes: int) -> int:
+    assert n_nodes >= 1
+    return n_nodes // 2 + 1
+
+
+@dataclass(frozen=True)
+class Verdict:
+    alive: bool
+    dead: bool
+    alive_votes: int
+    dead_votes: int
+    report: BrokerReport | None   # freshest report among the ALIVE opinions
+
+
+def combine(n_nodes: int, opinions: Sequence[NodeOpinion]) -> Verdict:
+    """Majority of ALL ``n_nodes`` controller nodes; missing answers count as UNKNOWN."""
+    assert len(opinions) <= n_nodes, "more opinions than controller nodes"
+    need = majority(n_nodes)
+    alive = [o for o in opinions if o.opinion is Opinion.ALIVE]
+    dead = sum(1 for o in opinions if o.opinion is Opinion.DEAD)
+    with_report = [o for o in alive if o.report is not None]
+    freshest = min(with_report, key=lambda o: o.last_heard_ms_ago).report if with_report else None
+    v = Verdict(len(alive) >= need, dead >= need, len(alive), dead, freshest)
+    assert not (v.alive and v.dead)
+    return v
+
+
+class LivenessView:
+    """Majority verdicts for some brokers, ready to fill a request (alive infos, dead ids)."""
+
+    def __init__(self, n_nodes: int, verdicts: Mapping[Key, Verdict]) -> None:
+        self.n_nodes = n_nodes
+        self.verdicts = dict(verdicts)
+
+    @classmethod
+    def from_opinions(cls, n_nodes: int, by_node: Mapping[str, Mapping[Key, NodeOpinion]]) -> LivenessView:
+        keys = sorted({k for ops in by_node.values() for k in ops})
+        return cls(n_nodes, {k: combine(n_nodes, [ops[k] for ops in by_node.values() if k in ops]) for k in keys})
+
+    def is_dead(self, broker_name: str, broker_id: int) -> bool:
+        v = self.verdicts.get((broker_name, broker_id))
+        return v is not None and v.dead
+
+    def is_alive(self, broker_name: str, broker_id: int) -> bool:
+        v = self.verdicts.get((broker_name, broker_id))
+        return v is not None and v.alive
+
+    def alive_infos(self, broker_name: str) -> tuple[BrokerLiveInfo, ...]:
+        out = []
+        for (g, b), v in sorted(self.verdicts.items()):
+            if g == broker_name and v.alive:
+                # No report at all: rank it last; it can still win only if nobody else is electable.
+                out.append(v.report.live_info() if v.report is not None else BrokerLiveInfo(b))
+        return tuple(out)
+
+    def alive_ids(self, broker_name: str) -> tuple[int, ...]:
+        return tuple(b for (g, b), v in sorted(self.verdicts.items()) if g == broker_name and v.alive)
+
+    def dead_ids(self, broker_name: str) -> tuple[int, ...]:
+        return tuple(b for (g, b), v in sorted(self.verdicts.items()) if g == broker_name and v.dead)
+
+
+# --------------------------------------------------------------------------- scan
+
+
+@dataclass(frozen=True)
+class MasterRef:
+    cluster_name: str
+    broker_name: str
+    master_broker_id: int
+    master_epoch: int
+
+
+class ScanPlanner:
+    """Decides, per scan, which controller-triggered elections the leader proposes.
+
+    Bounded: at most ``max_per_scan`` elections per scan and ``max_retries`` + 1 attempts per
+    (group, MasterEpoch); after that the group is left alone for ``give_up_ms`` (an operator
+    can still elect by hand), then gets a fresh budget.
+    """
+
+    def __init__(self, interval_ms: int = DEFAULT_SCAN_INTERVAL_MS, max_retries: int = 3,
+                 max_per_scan: int = MAX_ELECTIONS_PER_SCAN, give_up_ms: int | None = None) -> None:
+        assert interval_ms > 0 and max_retries >= 0 and max_per_scan > 0
+        self.interval_ms = interval_ms
+        self.max_retries = max_retries
+        self.max_per_scan = max_per_scan
+        self.give_up_ms = give_up_ms if give_up_ms is not None else 12 * interval_ms
+        self._last_scan_ms: int | None = None
+        self._attempts: dict[tuple[str, int], int] = {}
+        self._gave_up: dict[tuple[str, int], int] = {}
+
+    def due(self, now_ms: int) -> bool:
+        return self._last_scan_ms is None or now_ms - self._last_scan_ms >= self.interval_ms
+
+    def suspects(self, masters: Iterable[MasterRef], table: HeartbeatTable, now_ms: int) -> list[Key]:
+        """Masters THIS node does not hear: the ones worth asking the peers about."""
+        self._last_scan_ms = now_ms
+        out = [(m.broker_name, m.master_broker_id) for m in masters
+               if not table.alive(m.broker_name, m.master_broker_id, now_ms)]
+        return sorted(out)[: self.max_per_scan]
+
+    def plan(self, masters: Iterable[MasterRef], view: LivenessView, now_ms: int,
+             group_view: Mapping[str, LivenessView] | None = None) -> list[ElectMasterRequest]:
+        """Election requests for masters a majority holds DEAD (``view``), skipping groups whose
+        retry budget is spent. ``group_view`` optionally gives per-group views with every member
+        (for ``alive``); by default ``view`` is used for both."""
+        current = {(m.broker_name, m.master_epoch) for m in masters}
+        for k in [k for k in self._attempts if k not in current]:
+            del self._attempts[k]
+        for k, t in list(self._gave_up.items()):
+            if k not in current or now_ms - t >= self.give_up_ms:
+                del self._gave_up[k]
+        out: list[ElectMasterRequest] = []
+        for m in sorted(masters, key=lambda m: m.broker_name):
+            if len(out) >= self.max_per_scan:
+                break
+            key = (m.broker_name, m.master_epoch)
+            if key in self._gave_up or not view.is_dead(m.broker_name, m.master_broker_id):
+                continue
+            gv = (group_view or {}).get(m.broker_name, view)
+            out.append(ElectMasterRequest(
+                m.cluster_name, m.broker_name, trigger=TRIGGER_CONTROLLER, broker_id=0,
+                alive=gv.alive_infos(m.broker_name),
+                dead_broker_ids=tuple(sorted(set(gv.dead_ids(m.broker_name)) | {m.master_broker_id})),
+                ts_ms=now_ms))
+        return out
+
+    def record_result(self, broker_name: str, master_epoch: int, committed: bool, now_ms: int) -> None:
+        """After proposing: ``committed`` = the entry was applied (whatever its reply code: an
+        applied election either changed the MasterEpoch or answered definitively)."""
+        key = (broker_name, master_epoch)
+        if committed:
+            self._attempts.pop(key, None)
+            return
+        n = self._attempts.get(key, 0) + 1
+        self._attempts[key] = n
+        if n > self.max_retries:
+            del self._attempts[key]
+            self._gave_up[key] = now_ms
+
+    def gave_up(self, broker_name: str, master_epoch: int) -> bool:
+        return (broker_name, master_epoch) in self._gave_up

@@ -1,0 +1,156 @@
+"""Election policy: ranking, candidate pools, eligible replicas after failover (KIP-966-like)."""
+
+from __future__ import annotations
+
+from autoswitch.controller import election
+from autoswitch.controller.codes import Code
+from autoswitch.controller.messages import (
+    TRIGGER_BROKER,
+    TRIGGER_CONTROLLER,
+    BrokerLiveInfo,
+    RegisterBrokerRequest,
+)
+
+from tests.unit.test_controller_sm_ops import C, G, group_with_master
+
+# --------------------------------------------------------------------------- pure ranking
+
+
+def test_rank_orders_epoch_desc_offset_desc_priority_asc_id_asc():
+    infos = [
+        BrokerLiveInfo(1, epoch=3, max_offset=10, election_priority=0),
+        BrokerLiveInfo(2, epoch=4, max_offset=1, election_priority=9),
+        BrokerLiveInfo(3, epoch=4, max_offset=2**63 - 1, election_priority=9),
+        BrokerLiveInfo(4, epoch=4, max_offset=2**63 - 1, election_priority=1),
+        BrokerLiveInfo(5, epoch=4, max_offset=2**63 - 1, election_priority=1),
+    ]
+    assert [i.broker_id for i in election.rank(infos)] == [4, 5, 3, 2, 1]
+
+
+def test_rank_offsets_differing_by_multiples_of_two_to_the_32():
+    # (int)(o2 - o1) in Java is 0 for a difference of 2**32 and negative for 2**31.
+    for delta in (2**31, 2**32, 2**32 + 1, 2**40):
+        a = BrokerLiveInfo(1, epoch=1, max_offset=1000)
+        b = BrokerLiveInfo(2, epoch=1, max_offset=1000 + delta, election_priority=5)
+        assert election.best_candidate([a, b]).broker_id == 2, delta
+
+
+def test_decide_pools_and_outcomes():
+    alive = {i: BrokerLiveInfo(i, max_offset=i * 10) for i in (2, 3, 4)}
+    common = dict(registered=frozenset({1, 2, 3, 4}), first_election=False)
+    d = election.decide(master=1, sync_state_set=frozenset({1, 2}), eligible=frozenset({3}), alive=alive,
+                        designated=None, unclean_enabled=False, **common)
+    assert d.outcome is election.Outcome.ELECT and d.new_master == 3 and not d.unclean   # eligible, more data
+    d = election.decide(master=1, sync_state_set=frozenset({1}), eligible=frozenset(), alive=alive,
+                        designated=None, unclean_enabled=False, **common)
+    assert d.outcome is election.Outcome.NONE
+    d = election.decide(master=1, sync_state_set=frozenset({1}), eligible=frozenset(), alive=alive,
+                        designated=None, unclean_enabled=True, **common)
+    assert d.outcome is election.Outcome.ELECT and d.new_master == 4 and d.unclean
+    d = election.decide(master=1, sync_state_set=frozenset({1, 2}), eligible=frozenset(), alive=alive,
+                        designated=4, unclean_enabled=False, **common)
+    assert d.outcome is election.Outcome.DESIGNATED_INVALID
+
+
+def test_unclean_shutdown_replica_is_not_a_clean_candidate():
+    alive = {2: BrokerLiveInfo(2, max_offset=99, clean_shutdown=False), 3: BrokerLiveInfo(3, max_offset=1)}
+    d = election.decide(master=None, sync_state_set=frozenset({1, 2, 3}), eligible=frozenset(),
+                        registered=frozenset({1, 2, 3}), alive=alive, first_election=False, designated=None,
+                        unclean_enabled=False)
+    assert d.new_master == 3
+
+
+def test_eligible_rules():
+    assert election.eligible_after_election(
+        new_master=2, old_sync_state_set=frozenset({1, 2, 3}), old_eligible=frozenset(), unclean=False,
+        min_in_sync_replicas=1, enabled=True) == frozenset()   # the new master may ack alone: nobody else is safe
+    assert election.eligible_after_election(
+        new_master=2, old_sync_state_set=frozenset({1, 2, 3}), old_eligible=frozenset({4}), unclean=False,
+        min_in_sync_replicas=2, enabled=True, lost_data=frozenset({3})) == frozenset({1, 4})
+    assert election.eligible_after_election(
+        new_master=2, old_sync_state_set=frozenset({1, 2, 3}), old_eligible=frozenset(), unclean=True,
+        min_in_sync_replicas=2, enabled=True) == frozenset()
+    # Shrinking below minInSyncReplicas moves the dropped members to eligible; reaching it clears.
+    assert election.eligible_after_alter(
+        old_sync_state_set=frozenset({1, 2}), new_sync_state_set=frozenset({1}), old_eligible=frozenset({3}),
+        min_in_sync_replicas=2, enabled=True) == frozenset({2, 3})
+    assert election.eligible_after_alter(
+        old_sync_state_set=frozenset({1}), new_sync_state_set=frozenset({1, 3}), old_eligible=frozenset({2, 3}),
+        min_in_sync_replicas=2, enabled=True) == frozenset()
+
+
+# --------------------------------------------------------------------------- through the state machine
+
+
+def test_new_master_dies_before_slaves_rejoin_eligible_replica_still_electable():
+    h = group_with_master(min_in_sync_replicas=2)      # SSS {1,2,3}, master 1
+    infos = {i: BrokerLiveInfo(i, epoch=1, max_offset=1000) for i in (1, 2, 3)}
+    r = h.elect([infos[2], infos[3]], trigger=TRIGGER_CONTROLLER)        # master 1 died
+    assert r.ok and r.replica.master_broker_id == 2
+    assert r.replica.sync_state_set == (2,) and r.replica.eligible_replicas == (1, 3)
+    # 2 dies before 3 rejoins its SSS; RocketMQ would have no clean candidate left.
+    r = h.elect([infos[3]], trigger=TRIGGER_CONTROLLER)
+    assert r.ok and r.replica.master_broker_id == 3 and r.replica.master_epoch == 3
+    assert h.history[-1]["unclean"] is False
+    assert r.replica.eligible_replicas == (1, 2)
+
+
+def test_without_eligible_replicas_rocketmq_behaviour_is_kept():
+    h = group_with_master(min_in_sync_replicas=2, enable_eligible_replicas=False)
+    infos = {i: BrokerLiveInfo(i, epoch=1, max_offset=1000) for i in (1, 2, 3)}
+    assert h.elect([infos[2], infos[3]], trigger=TRIGGER_CONTROLLER).replica.eligible_replicas == ()
+    assert h.elect([infos[3]], trigger=TRIGGER_CONTROLLER).code == Code.CONTROLLER_MASTER_NOT_AVAILABLE
+
+
+def test_unclean_shutdown_eligible_replica_is_not_electable():
+    h = group_with_master(min_in_sync_replicas=2)
+    infos = {i: BrokerLiveInfo(i, epoch=1, max_offset=1000) for i in (1, 2, 3)}
+    assert h.elect([infos[2], infos[3]], trigger=TRIGGER_CONTROLLER).ok
+    # 3 crashed uncleanly meanwhile and reports it in its heartbeat (before its registration lands).
+    lost = BrokerLiveInfo(3, epoch=1, max_offset=5000, clean_shutdown=False)
+    r = h.elect([lost], trigger=TRIGGER_CONTROLLER)
+    assert r.code == Code.CONTROLLER_MASTER_NOT_AVAILABLE
+    assert h.view().master_broker_id is None
+
+
+def test_unclean_registration_removes_replica_from_eligible_set():
+    h = group_with_master(min_in_sync_replicas=2)
+    infos = {i: BrokerLiveInfo(i, epoch=1, max_offset=1000) for i in (1, 2, 3)}
+    assert h.elect([infos[2], infos[3]], trigger=TRIGGER_CONTROLLER).replica.eligible_replicas == (1, 3)
+    assert h.w(RegisterBrokerRequest(C, G, 3, "127.0.0.1:9003", clean_shutdown=False)).ok
+    assert h.view().eligible_replicas == (1,)
+    # Even reporting a clean heartbeat afterwards, 3 is no longer a clean candidate.
+    assert h.elect([infos[3]], trigger=TRIGGER_CONTROLLER).code == Code.CONTROLLER_MASTER_NOT_AVAILABLE
+
+
+def test_eligible_set_clears_once_sss_reaches_min_in_sync_replicas():
+    h = group_with_master(min_in_sync_replicas=2)
+    infos = {i: BrokerLiveInfo(i, epoch=1, max_offset=1000) for i in (1, 2, 3)}
+    assert h.elect([infos[2], infos[3]], trigger=TRIGGER_CONTROLLER).ok
+    r = h.alter([2, 3])
+    assert r.ok and r.replica.eligible_replicas == ()
+    # Shrinking back below the minimum makes the dropped member eligible again.
+    r = h.alter([2], alive=[2])
+    assert r.ok and r.replica.eligible_replicas == (3,)
+
+
+def test_unclean_registration_of_sss_slave_drops_it_from_sss():
+    h = group_with_master()
+    v = h.view()
+    assert h.w(RegisterBrokerRequest(C, G, 3, "127.0.0.1:9003", clean_shutdown=False)).ok
+    nv = h.view()
+    assert nv.sync_state_set == (1, 2) and nv.sync_state_set_epoch == v.sync_state_set_epoch + 1
+    assert nv.master_epoch == v.master_epoch
+
+
+def test_unclean_registration_of_master_records_no_master_and_next_election_avoids_it():
+    h = group_with_master()
+    v = h.view()
+    assert h.w(RegisterBrokerRequest(C, G, 1, "127.0.0.1:9001", clean_shutdown=False)).ok
+    nv = h.view()
+    assert nv.master_broker_id is None and nv.master_epoch == v.master_epoch + 1
+    assert nv.sync_state_set == (2, 3)
+    assert h.history[-1]["event"] == "NoMaster"
+    r = h.elect([BrokerLiveInfo(1, epoch=1, max_offset=10**6), BrokerLiveInfo(2, epoch=1, max_offset=10)],
+                trigger=TRIGGER_BROKER, broker_id=1)
+    assert r.ok and r.replica.master_broker_id == 2

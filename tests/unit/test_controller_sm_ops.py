@@ -1,0 +1,455 @@
+"""Controller state machine: one test per operation and per response code.
+
+Every write goes through the real Raft-log path (encode_request -> apply(index, bytes)).
+"""
+
+from __future__ import annotations
+
+import json
+
+import pytest
+from autoswitch.controller.codes import Code
+from autoswitch.controller.messages import (
+    TRIGGER_ADMIN,
+    TRIGGER_BROKER,
+    TRIGGER_CONTROLLER,
+    AlterSyncStateSetRequest,
+    ApplyBrokerIdRequest,
+    BrokerLiveInfo,
+    CleanBrokerDataRequest,
+    ElectMasterRequest,
+    GetControllerConfigRequest,
+    GetMetaDataRequest,
+    GetNextBrokerIdRequest,
+    GetReplicaInfoRequest,
+    GetSyncStateDataRequest,
+    MalformedRequest,
+    RegisterBrokerRequest,
+    UpdateControllerConfigRequest,
+    encode_request,
+)
+from autoswitch.controller.sm_config import SMConfig
+from autoswitch.controller.statemachine import ControllerStateMachine
+
+C, G = "DefaultCluster", "broker-a"
+
+
+class Harness:
+    """A state machine fed through bytes, with an index counter and the history it emitted."""
+
+    def __init__(self, **cfg) -> None:
+        self.history: list[dict] = []
+        self.sm = ControllerStateMachine(SMConfig(**cfg), history_sink=self.history.append)
+        self.index = 0
+        self.ts = 1_000_000
+
+    def w(self, req):
+        self.index += 1
+        return self.sm.apply(self.index, encode_request(req))
+
+    def q(self, req):
+        return self.sm.query(req)
+
+    def view(self, group=G):
+        return self.sm.replica_view(group)
+
+    def register(self, *ids, group=G):
+        for bid in ids:
+            r = self.w(ApplyBrokerIdRequest(C, group, bid, f"127.0.0.1:{9000 + bid};{bid}", ts_ms=self.ts))
+            assert r.ok, r
+            r = self.w(RegisterBrokerRequest(C, group, bid, f"127.0.0.1:{9000 + bid}", ts_ms=self.ts))
+            assert r.ok, r
+
+    def elect(self, alive, trigger=TRIGGER_BROKER, broker_id=0, designate=False, dead=(), group=G, ts=None):
+        infos = tuple(a if isinstance(a, BrokerLiveInfo) else BrokerLiveInfo(a, max_offset=100) for a in alive)
+        return self.w(ElectMasterRequest(C, group, trigger, broker_id, designate, infos, tuple(dead),
+                                         ts_ms=self.ts if ts is None else ts))
+
+    def alter(self, new, master=None, epoch=None, sss_epoch=None, alive=None, group=G):
+        v = self.view(group)
+        return self.w(AlterSyncStateSetRequest(
+            group, master if master is not None else v.master_broker_id,
+            epoch if epoch is not None else v.master_epoch, tuple(new),
+            sss_epoch if sss_epoch is not None else v.sync_state_set_epoch,
+            tuple(alive if alive is not None else new), ts_ms=self.ts))
+
+
+def group_with_master(**cfg) -> Harness:
+    """Brokers 1,2,3 registered; 1 is master with SSS {1,2,3}."""
+    h = Harness(**cfg)
+    h.register(1, 2, 3)
+    r = h.elect([BrokerLiveInfo(1, max_offset=500), BrokerLiveInfo(2, max_offset=400), BrokerLiveInfo(3, max_offset=300)])
+    assert r.ok and r.replica.master_broker_id == 1
+    assert h.alter([1, 2, 3]).ok
+    return h
+
+
+# --------------------------------------------------------------------------- broker ids
+
+
+def test_get_next_broker_id_starts_at_one_and_follows_applied_ids():
+    h = Harness()
+    assert h.q(GetNextBrokerIdRequest(C, G)).broker_id == 1
+    h.register(1, 2)
+    assert h.q(GetNextBrokerIdRequest(C, G)).broker_id == 3
+
+
+def test_apply_broker_id_is_idempotent_for_the_same_check_code():
+    h = Harness()
+    req = ApplyBrokerIdRequest(C, G, 1, "127.0.0.1:9001;42", ts_ms=1)
+    assert h.w(req).ok
+    n = len(h.history)
+    again = h.w(req)
+    assert again.ok and again.broker_id == 1
+    assert len(h.history) == n, "an idempotent retry must not produce events"
+
+
+def test_apply_broker_id_taken_by_another_check_code_is_broker_id_invalid():
+    h = Harness()
+    assert h.w(ApplyBrokerIdRequest(C, G, 1, "127.0.0.1:9001;1")).ok
+    r = h.w(ApplyBrokerIdRequest(C, G, 1, "127.0.0.1:9002;2"))
+    assert r.code == Code.CONTROLLER_BROKER_ID_INVALID
+
+
+def test_first_broker_id_of_a_new_group_must_be_one():
+    h = Harness()
+    assert h.w(ApplyBrokerIdRequest(C, G, 2, "a;1")).code == Code.CONTROLLER_BROKER_ID_INVALID
+
+
+def test_broker_id_in_another_cluster_is_invalid_request():
+    h = Harness()
+    h.register(1)
+    assert h.w(ApplyBrokerIdRequest("other", G, 2, "a;1")).code == Code.CONTROLLER_INVALID_REQUEST
+
+
+def test_register_broker_records_address_change():
+    h = Harness()
+    h.register(1)
+    n = len(h.history)
+    assert h.w(RegisterBrokerRequest(C, G, 1, "127.0.0.1:9001")).ok
+    assert len(h.history) == n, "same address: nothing to record"
+    r = h.w(RegisterBrokerRequest(C, G, 1, "10.0.0.7:9001"))
+    assert r.ok
+    assert h.history[-1]["event"] == "RegisterBroker"
+    data = h.q(GetSyncStateDataRequest((G,))).data
+    assert data[G]["brokers"]["1"] == "10.0.0.7:9001"
+
+
+def test_register_unknown_group_or_id_needs_registration():
+    h = Harness()
+    assert h.w(RegisterBrokerRequest(C, G, 1, "a:1")).code == Code.CONTROLLER_BROKER_NEED_TO_BE_REGISTERED
+    h.register(1)
+    assert h.w(RegisterBrokerRequest(C, G, 5, "a:1")).code == Code.CONTROLLER_BROKER_NEED_TO_BE_REGISTERED
+
+
+# --------------------------------------------------------------------------- elections
+
+
+def test_first_election_is_data_aware_not_first_asker():
+    h = Harness()
+    h.register(1, 2, 3)
+    alive = [BrokerLiveInfo(1, max_offset=10), BrokerLiveInfo(2, max_offset=5_000),
+             BrokerLiveInfo(3, max_offset=300)]
+    r = h.elect(alive, trigger=TRIGGER_BROKER, broker_id=1)   # broker 1 asks first
+    assert r.ok and r.replica.master_broker_id == 2
+    assert r.replica.master_epoch == 1 and r.replica.sync_state_set == (2,)
+    assert r.replica.sync_state_set_epoch == 1
+
+
+def test_first_election_waits_for_registered_replicas_until_grace_ends():
+    h = Harness(first_election_grace_ms=5000)
+    h.register(1, 2, 3)
+    early = h.elect([BrokerLiveInfo(1, max_offset=10), BrokerLiveInfo(2, max_offset=20)], ts=h.ts + 100)
+    assert early.code == Code.CONTROLLER_ELECT_MASTER_FAILED
+    assert h.view().master_broker_id is None and h.view().master_epoch == 0
+    late = h.elect([BrokerLiveInfo(1, max_offset=10), BrokerLiveInfo(2, max_offset=20)], ts=h.ts + 5000)
+    assert late.ok and late.replica.master_broker_id == 2
+
+
+def test_ranking_epoch_then_offset_then_priority_with_offsets_beyond_32_bits():
+    h = group_with_master()
+    # Master 1 dies. 2 and 3: same epoch; 3 has 2**33 more bytes — a 32-bit cast of the
+    # difference (RocketMQ's comparator) would see 0 and fall through to priority, picking 2.
+    alive = [BrokerLiveInfo(2, epoch=1, max_offset=2**40, election_priority=0),
+             BrokerLiveInfo(3, epoch=1, max_offset=2**40 + 2**33, election_priority=9)]
+    r = h.elect(alive, trigger=TRIGGER_CONTROLLER)
+    assert r.ok and r.replica.master_broker_id == 3
+    assert r.replica.master_epoch == 2
+
+
+def test_ranking_prefers_higher_epoch_over_more_offset():
+    h = group_with_master()
+    alive = [BrokerLiveInfo(2, epoch=1, max_offset=10**15), BrokerLiveInfo(3, epoch=2, max_offset=1)]
+    assert h.elect(alive, trigger=TRIGGER_CONTROLLER).replica.master_broker_id == 3
+
+
+def test_ranking_ties_broken_by_priority_then_broker_id():
+    h = group_with_master()
+    alive = [BrokerLiveInfo(2, epoch=1, max_offset=7, election_priority=5),
+             BrokerLiveInfo(3, epoch=1, max_offset=7, election_priority=1)]
+    assert h.elect(alive, trigger=TRIGGER_CONTROLLER).replica.master_broker_id == 3
+
+
+def test_old_master_alive_is_kept_with_master_still_exist():
+    h = group_with_master()
+    before = h.view()
+    r = h.elect([1, 2, 3], trigger=TRIGGER_BROKER, broker_id=2)
+    assert r.code == Code.CONTROLLER_MASTER_STILL_EXIST
+    assert h.view() == before
+
+
+def test_broker_trigger_cannot_replace_a_master_not_agreed_dead():
+    h = group_with_master()
+    r = h.elect([2, 3], trigger=TRIGGER_BROKER, broker_id=2)
+    assert r.code == Code.CONTROLLER_ELECT_MASTER_FAILED
+    assert h.view().master_broker_id == 1
+    r = h.elect([2, 3], trigger=TRIGGER_BROKER, broker_id=2, dead=(1,))
+    assert r.ok and r.replica.master_broker_id in (2, 3)
+
+
+def test_designated_election_of_dead_broker_fails():
+    h = group_with_master()
+    r = h.elect([1, 2], trigger=TRIGGER_ADMIN, broker_id=3, designate=True)
+    assert r.code == Code.CONTROLLER_ELECT_MASTER_FAILED
+    assert h.view().master_broker_id == 1
+
+
+def test_designated_election_of_current_master_is_master_still_exist():
+    h = group_with_master()
+    r = h.elect([1, 2, 3], trigger=TRIGGER_ADMIN, broker_id=1, designate=True)
+    assert r.code == Code.CONTROLLER_MASTER_STILL_EXIST
+
+
+def test_designated_election_switches_to_a_live_sss_member():
+    h = group_with_master()
+    r = h.elect([1, 2, 3], trigger=TRIGGER_ADMIN, broker_id=3, designate=True)
+    assert r.ok and r.replica.master_broker_id == 3 and r.replica.master_epoch == 2
+
+
+def test_no_candidate_controller_trigger_records_no_master_and_bumps_epoch():
+    h = group_with_master()
+    assert h.alter([1]).ok                       # SSS shrank to the master alone
+    r = h.elect([2, 3], trigger=TRIGGER_CONTROLLER)   # master dead, 2/3 outside SSS
+    assert r.code == Code.CONTROLLER_MASTER_NOT_AVAILABLE
+    v = h.view()
+    assert v.master_broker_id is None and v.master_epoch == 2 and v.sync_state_set == (1,)
+    assert h.history[-1]["event"] == "NoMaster"
+    # The old master comes back: it is the only SSS member and gets elected again.
+    r = h.elect([1, 2, 3], trigger=TRIGGER_BROKER, broker_id=1)
+    assert r.ok and r.replica.master_broker_id == 1 and r.replica.master_epoch == 3
+
+
+def test_no_candidate_broker_trigger_changes_nothing():
+    h = group_with_master()
+    assert h.alter([1]).ok
+    before = h.view()
+    r = h.elect([2], trigger=TRIGGER_BROKER, broker_id=2, dead=(1,))
+    assert r.code == Code.CONTROLLER_MASTER_NOT_AVAILABLE
+    assert h.view() == before
+
+
+def test_unclean_election_off_and_on():
+    h = group_with_master()
+    assert h.alter([1]).ok
+    assert h.elect([3], trigger=TRIGGER_CONTROLLER).code == Code.CONTROLLER_MASTER_NOT_AVAILABLE
+    assert h.w(UpdateControllerConfigRequest({"enable_elect_unclean_master": "true"})).ok
+    r = h.elect([3], trigger=TRIGGER_BROKER, broker_id=3)
+    assert r.ok and r.replica.master_broker_id == 3
+    assert h.history[-1]["event"] == "ElectMaster" and h.history[-1]["unclean"] is True
+
+
+def test_elect_unregistered_group():
+    h = Harness()
+    assert h.elect([1]).code == Code.CONTROLLER_BROKER_NEED_TO_BE_REGISTERED
+
+
+# --------------------------------------------------------------------------- AlterSyncStateSet
+
+
+def test_alter_sync_state_set_success_bumps_sss_epoch():
+    h = group_with_master()
+    v = h.view()
+    r = h.alter([1, 2])
+    assert r.ok and r.replica.sync_state_set == (1, 2)
+    assert r.replica.sync_state_set_epoch == v.sync_state_set_epoch + 1
+    assert r.replica.master_epoch == v.master_epoch
+
+
+@pytest.mark.parametrize("case,code", [
+    ("unknown_group", Code.CONTROLLER_ALTER_SYNC_STATE_SET_FAILED),
+    ("wrong_master", Code.CONTROLLER_INVALID_MASTER),
+    ("stale_master_epoch", Code.CONTROLLER_FENCED_MASTER_EPOCH),
+    ("stale_sss_epoch", Code.CONTROLLER_FENCED_SYNC_STATE_SET_EPOCH),
+    ("unregistered_member", Code.CONTROLLER_INVALID_REPLICAS),
+    ("dead_member", Code.CONTROLLER_BROKER_NOT_ALIVE),
+    ("without_master", Code.CONTROLLER_ALTER_SYNC_STATE_SET_FAILED),
+    ("unchanged", Code.CONTROLLER_ALTER_SYNC_STATE_SET_FAILED),
+])
+def test_alter_sync_state_set_rejections(case, code):
+    h = group_with_master()
+    assert h.alter([1, 2]).ok
+    before = h.view()
+    v = before
+    if case == "unknown_group":
+        r = h.w(AlterSyncStateSetRequest("nope", 1, 1, (1,), 1, (1,)))
+    elif case == "wrong_master":
+        r = h.alter([1, 2, 3], master=2)
+    elif case == "stale_master_epoch":
+        r = h.alter([1, 2, 3], epoch=v.master_epoch - 1)
+    elif case == "stale_sss_epoch":
+        r = h.alter([1, 2, 3], sss_epoch=v.sync_state_set_epoch - 1)
+    elif case == "unregistered_member":
+        r = h.alter([1, 2, 7])
+    elif case == "dead_member":
+        r = h.alter([1, 2, 3], alive=[1, 2])
+    elif case == "without_master":
+        r = h.alter([2, 3])
+    else:
+        r = h.alter([1, 2])
+    assert r.code == code, r
+    assert h.view() == before, "a rejected request must change nothing"
+
+
+# --------------------------------------------------------------------------- CleanBrokerData
+
+
+def test_clean_broker_data_refuses_a_living_broker():
+    h = group_with_master()
+    r = h.w(CleanBrokerDataRequest(C, G, (3,), alive_broker_ids=(1, 2, 3)))
+    assert r.code == Code.CONTROLLER_INVALID_CLEAN_BROKER_METADATA
+    r = h.w(CleanBrokerDataRequest(C, G, (), alive_broker_ids=(2,)))
+    assert r.code == Code.CONTROLLER_INVALID_CLEAN_BROKER_METADATA
+    assert h.view().sync_state_set == (1, 2, 3)
+
+
+def test_clean_broker_data_listed_ids_leaves_sss_and_registry():
+    h = group_with_master()
+    v = h.view()
+    r = h.w(CleanBrokerDataRequest(C, G, (3,), alive_broker_ids=(1, 2)))
+    assert r.ok
+    nv = h.view()
+    assert nv.sync_state_set == (1, 2) and nv.sync_state_set_epoch == v.sync_state_set_epoch + 1
+    assert "3" not in h.q(GetSyncStateDataRequest((G,))).data[G]["brokers"]
+    # Ids are never reused.
+    assert h.q(GetNextBrokerIdRequest(C, G)).broker_id == 4
+    assert h.w(ApplyBrokerIdRequest(C, G, 3, "x;9")).code == Code.CONTROLLER_BROKER_ID_INVALID
+
+
+def test_clean_whole_group_then_recreate_keeps_epochs_increasing():
+    h = group_with_master()
+    v = h.view()
+    assert h.w(CleanBrokerDataRequest(C, G, ())).ok
+    assert h.q(GetReplicaInfoRequest(G)).code == Code.CONTROLLER_BROKER_METADATA_NOT_EXIST
+    nxt = h.q(GetNextBrokerIdRequest(C, G)).broker_id
+    assert nxt == 4
+    assert h.w(ApplyBrokerIdRequest(C, G, nxt, "a:1;1", ts_ms=h.ts)).ok
+    r = h.elect([BrokerLiveInfo(nxt)])
+    assert r.ok and r.replica.master_epoch == v.master_epoch + 1
+
+
+def test_clean_living_broker_flag_overrides_liveness():
+    h = group_with_master()
+    assert h.w(CleanBrokerDataRequest(C, G, (3,), clean_living_broker=True, alive_broker_ids=(3,))).ok
+
+
+def test_clean_unknown_group_or_id():
+    h = group_with_master()
+    assert h.w(CleanBrokerDataRequest(C, "nope")).code == Code.CONTROLLER_INVALID_CLEAN_BROKER_METADATA
+    assert h.w(CleanBrokerDataRequest(C, G, (9,))).code == Code.CONTROLLER_INVALID_CLEAN_BROKER_METADATA
+
+
+def test_clean_dead_master_records_no_master():
+    h = group_with_master()
+    v = h.view()
+    assert h.w(CleanBrokerDataRequest(C, G, (1,), alive_broker_ids=(2, 3))).ok
+    nv = h.view()
+    assert nv.master_broker_id is None and nv.master_epoch == v.master_epoch + 1
+    assert nv.sync_state_set == (2, 3)
+
+
+# --------------------------------------------------------------------------- config and reads
+
+
+def test_update_controller_config_blacklist_unknown_and_bad_values():
+    h = Harness()
+    assert h.w(UpdateControllerConfigRequest({"data_dir": "/tmp/x"})).code == Code.NO_PERMISSION
+    assert h.w(UpdateControllerConfigRequest({"no_such_key": "1"})).code == Code.CONTROLLER_INVALID_REQUEST
+    assert h.w(UpdateControllerConfigRequest({"min_in_sync_replicas": "0"})).code == Code.CONTROLLER_INVALID_REQUEST
+    assert h.w(UpdateControllerConfigRequest({"enable_elect_unclean_master": "maybe"})).code == \
+        Code.CONTROLLER_INVALID_REQUEST
+    r = h.w(UpdateControllerConfigRequest({"min_in_sync_replicas": "2", "scan_interval_ms": "1000"}))
+    assert r.ok and r.data["min_in_sync_replicas"] == "2"
+    cfg = h.q(GetControllerConfigRequest()).data
+    assert cfg["min_in_sync_replicas"] == "2" and cfg["scan_interval_ms"] == "1000"
+    assert h.history[-1]["event"] == "UpdateConfig" and h.history[-1]["group"] == ""
+
+
+def test_reads():
+    h = group_with_master()
+    ri = h.q(GetReplicaInfoRequest(G))
+    assert ri.ok and ri.replica.master_broker_id == 1 and ri.replica.master_address == "127.0.0.1:9001"
+    assert h.q(GetReplicaInfoRequest("nope")).code == Code.CONTROLLER_BROKER_METADATA_NOT_EXIST
+    data = h.q(GetSyncStateDataRequest()).data
+    assert set(data) == {G} and data[G]["syncStateSet"] == [1, 2, 3]
+    md = h.q(GetMetaDataRequest()).data
+    assert md == {"groups": 1, "lastAppliedIndex": h.index}
+    json.dumps(h.q(GetSyncStateDataRequest()).to_dict())   # JSON-able for --json
+
+
+# --------------------------------------------------------------------------- bad input
+
+
+@pytest.mark.parametrize("data", [
+    b"\xff\xfe", b"[]", b"{}", b'{"v":1,"t":"Nope"}', b'{"v":2,"t":"ApplyBrokerId"}',
+    b'{"v":1,"t":"ApplyBrokerId","cluster_name":"c","broker_name":"g"}',
+    b'{"v":1,"t":"ApplyBrokerId","cluster_name":"c","broker_name":"g","applied_broker_id":true,'
+    b'"register_check_code":"x"}',
+    b'{"v":1,"t":"ElectMaster","cluster_name":"c","broker_name":"g","alive":[[1,0,-5,0,0,1]]}',
+    b'{"v":1,"t":"ElectMaster","cluster_name":"c","broker_name":"g","alive":[[1,0,5,0,0,1]],"extra":1}',
+    b'{"v":1,"t":"AlterSyncStateSet","broker_name":"g","master_broker_id":1,"master_epoch":1,'
+    b'"new_sync_state_set":[1,1],"sync_state_set_epoch":1}',
+    b"[" * 100_000,
+    b" " * (2 << 20),
+])
+def test_malformed_entries_answer_invalid_request_and_change_nothing(data):
+    h = group_with_master()
+    snap = h.sm.snapshot()
+    h.index += 1
+    r = h.sm.apply(h.index, data)
+    assert r.code == Code.CONTROLLER_INVALID_REQUEST
+    assert h.sm.last_applied_index == h.index
+    h2 = ControllerStateMachine()
+    h2.restore(snap)
+    assert h2.state.groups.keys() == h.sm.state.groups.keys()
+    assert h.view() == h2.replica_view(G)
+
+
+def test_encode_refuses_invalid_requests_before_proposing():
+    with pytest.raises(MalformedRequest):
+        encode_request(ApplyBrokerIdRequest(C, G, 0, "x"))
+    with pytest.raises(MalformedRequest):
+        encode_request(ElectMasterRequest(C, G, "bogus-trigger"))
+    with pytest.raises(MalformedRequest):
+        encode_request(ElectMasterRequest(C, G, TRIGGER_ADMIN, 0, designate=True))
+    with pytest.raises(MalformedRequest):
+        encode_request(GetReplicaInfoRequest(G))   # reads are not proposed
+
+
+def test_noop_and_duplicate_entries():
+    h = Harness()
+    assert h.sm.apply(1, b"") is None and h.sm.last_applied_index == 1
+    assert h.sm.apply(1, encode_request(ApplyBrokerIdRequest(C, G, 1, "a;1"))).code == \
+        Code.CONTROLLER_INVALID_REQUEST
+    assert h.q(GetReplicaInfoRequest(G)).code == Code.CONTROLLER_BROKER_METADATA_NOT_EXIST
+
+
+def test_history_record_format():
+    h = group_with_master()
+    rec = h.history[-1]
+    assert set(rec) == {"ts_ms", "index", "group", "event", "master_broker_id", "master_epoch",
+                        "sync_state_set", "sync_state_set_epoch", "reason", "unclean"}
+    assert rec["event"] == "AlterSyncStateSet" and rec["index"] == h.index and rec["ts_ms"] == h.ts
+    assert rec["sync_state_set"] == [1, 2, 3] and rec["master_broker_id"] == 1
+    elect = [r for r in h.history if r["event"] == "ElectMaster"][0]
+    assert elect["master_epoch"] == 1 and elect["unclean"] is False
+    json.dumps(h.history)
