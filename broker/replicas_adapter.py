@@ -188,6 +188,7 @@ class ReplicasAdapter:
         self._stopping = False
         self.fenced_by_lease = False
         self.watch_events = 0
+        self._owns_api = False
 
     # ------------------------------------------------------------------ lifecycle
 
@@ -198,6 +199,16 @@ class ReplicasAdapter:
         self._main = asyncio.get_running_loop().create_task(self._run())
         if self.use_watch:
             self._watch_task = asyncio.get_running_loop().create_task(self._watch())
+
+    async def aclose(self) -> None:
+        """stop(), then close the hook runner and (when built by start_for_broker) the client."""
+        await self.stop()
+        if self.hooks is not None:
+            await self.hooks.close()
+        if self._owns_api:
+            close = getattr(self.api, "close", None)
+            if close is not None:
+                await close()
 
     async def stop(self, clean_shutdown: bool = True) -> None:
         if self._stopping:
@@ -390,12 +401,14 @@ class ReplicasAdapter:
                 )
                 return frozenset(int(m) for m in members), int(epoch)
             case BecomeMaster():
+                self._adopt_broker_id()
                 await asyncio.wait_for(
                     self.broker.become_master(cmd.epoch, cmd.sync_state_set, cmd.sync_state_set_epoch),
                     self.role_change_timeout_s,
                 )
                 return None
             case BecomeSlave():
+                self._adopt_broker_id()
                 ha = self.ha_addr_of(cmd.master_id, cmd.master_addr)
                 await asyncio.wait_for(
                     self.broker.become_slave(cmd.epoch, ha, cmd.master_addr), self.role_change_timeout_s
@@ -432,6 +445,14 @@ class ReplicasAdapter:
         )
         return bool(getattr(reply, "is_leader", False))
 
+    def _adopt_broker_id(self) -> None:
+        # In controller mode the brokerId comes from registration, not from the broker's config;
+        # HA handshakes carry it, so the broker must use it before its first role.
+        bid = self.core.broker_id
+        if bid is not None and getattr(self.broker, "broker_id", bid) != bid:
+            self._log.info("broker_id_adopted", brokerId=bid, configured=self.broker.broker_id)  # type: ignore[attr-defined]
+            self.broker.broker_id = bid  # type: ignore[attr-defined]
+
     def _offsets(self) -> tuple[int, int, int | None]:
         """(maxOffset, confirmOffset, last EpochFile epoch) read at send time."""
         store = getattr(self.broker, "store", None)
@@ -462,3 +483,35 @@ class ReplicasAdapter:
         else:
             assert res.sync_state_set is not None and res.sync_state_set_epoch is not None
             fut.set_result((res.sync_state_set, res.sync_state_set_epoch))
+
+
+async def start_for_broker(
+    broker: Any,
+    config: ReplicasConfig,
+    hook_config: Any = None,
+    hooks: Any = None,
+    **adapter_kw: Any,
+) -> ReplicasAdapter:
+    """Controller mode for an ``autoswitch.broker.server.Broker``: build the leader-following
+    controller client, the hook runner and the adapter, wire the SyncStateSet proposer and the
+    write fence into the broker, and start. Stop with ``await adapter.aclose()``."""
+    from autoswitch.broker.hooks import HookRunner
+    from autoswitch.controller.client import ControllerClient
+
+    api = ControllerClient(
+        list(config.controllers),
+        rpc_timeout_s=adapter_kw.get("rpc_timeout_s", 3.0),
+        deadline_s=adapter_kw.get("rpc_timeout_s", 3.0),
+    )
+    runner = HookRunner(hook_config, hooks)
+    adapter = ReplicasAdapter(config, api, broker, Path(broker.cfg.data_dir), runner, **adapter_kw)
+    adapter._owns_api = True
+    broker.proposer = adapter.proposer
+    broker.write_fence = adapter.write_fence
+    try:
+        await adapter.start()
+    except BaseException:
+        await runner.close()
+        await api.close()
+        raise
+    return adapter

@@ -104,6 +104,7 @@ class FakeApi:
 class FakeBroker:
     def __init__(self) -> None:
         self.role = "fenced"
+        self.broker_id = 99  # from a static config; controller mode replaces it
         self.calls: list[tuple] = []
         self.lease_fenced: list = []
         self.store = SimpleNamespace(max_offset=4096, epochs=SimpleNamespace(last=lambda: SimpleNamespace(epoch=3)))
@@ -147,6 +148,7 @@ def test_registers_elects_itself_reports_sss_and_shuts_down_cleanly(tmp_path):
         await wait_for(lambda: broker.role == "master", "became master")
         await wait_for(a.may_acknowledge, "lease granted")
         assert broker.calls == [("master", 1, frozenset({1}), 1)]
+        assert broker.broker_id == 1  # the registered id, adopted before the first role
         got = await a.proposer.propose(1, 1, frozenset({1, 2}))
         assert got == (frozenset({1, 2}), 2)
         with pytest.raises(SyncStateSetRejected):
