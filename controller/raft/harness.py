@@ -120,6 +120,8 @@ class SimNet:
                 n.sm.restore(rd.snapshot.data)
             if rd.hard_state is not None or rd.entries:
                 n.storage.save(rd.hard_state, rd.entries)
+            if isinstance(n.storage, MemoryStorage):
+                n.storage.sync()        # the "fsync" that must precede sending replies
             for m in rd.messages:
                 self._enqueue(m)
             for e in rd.committed_entries:

@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import asyncio
 
+import grpc
 import pytest
 from autoswitch.controller.raft import NotLeader, RaftConfig, RaftNode
 from autoswitch.controller.raft.harness import KVStateMachine
@@ -43,16 +44,23 @@ async def _scenario(tmp_path) -> None:
     peers = {i: f"127.0.0.1:{free_port()}" for i in ids}
     cfg = RaftConfig(snapshot_every=50, compaction_keep=5)
     sms = {i: KVStateMachine() for i in ids}
-    nodes = {i: RaftNode(i, peers, tmp_path / i, sms[i], cfg, seed=k) for k, i in enumerate(ids)}
+    # c1 shares a gRPC server the way the controller does (server= before server.start())
+    shared = grpc.aio.server()
+    shared.add_insecure_port(peers["c1"])
+    nodes = {i: RaftNode(i, peers, tmp_path / i, sms[i], cfg, seed=k, server=shared if i == "c1" else None)
+             for k, i in enumerate(ids)}
     try:
         for n in nodes.values():
             await n.start()
+        await shared.start()
         for k in range(60):
             await _propose(nodes, f"k{k % 7}=v{k}".encode())
         ld = await _leader(nodes)
         await ld.read_index(2.0)
         old = ld.node_id
         await ld.stop()
+        if old == "c1":
+            await shared.stop(0.2)      # free the port: the restarted c1 below binds its own server
         del nodes[old]
         # the new leader must carry every committed entry (leader completeness)
         new = await _leader(nodes)
@@ -79,9 +87,19 @@ async def _scenario(tmp_path) -> None:
         while sms[old].kv != expected and loop.time() < deadline:
             await asyncio.sleep(0.02)
         assert sms[old].kv == expected
+        # leadership transfer through the driver
+        cur = await _leader(nodes)
+        to = next(i for i in nodes if i != cur.node_id)
+        await cur.transfer_leadership(to, timeout_s=5)
+        assert nodes[to].is_leader and cur.leader_id == to
+        assert await nodes[to].propose(b"transferred=yes", timeout_s=2) > 0
+        with pytest.raises(NotLeader) as ei:
+            await cur.propose(b"x=1", timeout_s=1)
+        assert ei.value.leader_id == to and ei.value.leader_addr == peers[to]
     finally:
         for n in nodes.values():
             await n.stop()
+        await shared.stop(0.2)
 
 
 def test_raft_three_nodes_commit_kill_leader_new_leader_state_equal(tmp_path):

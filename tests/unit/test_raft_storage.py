@@ -201,3 +201,29 @@ def test_installing_a_divergent_snapshot_replaces_the_log(tmp_path):
     s.close()
     rec = FileStorage(tmp_path).load()
     assert rec.snapshot.index == 8 and [e.index for e in rec.entries] == [9, 10]
+
+
+def test_memory_storage_loses_unsynced_writes_on_crash():
+    from autoswitch.controller.raft.storage import MemoryStorage
+    s = MemoryStorage(sync=False)
+    s.save(HardState(1, "a", 0), ents(1, 2))
+    s.sync()
+    s.save(HardState(2, "b", 0), ents(3, 4))
+    s.crash()
+    rec = s.load()
+    assert rec.hard_state == HardState(1, "a", 0) and [e.index for e in rec.entries] == [1, 2]
+
+
+def test_cluster_with_unsynced_memory_storage_survives_crash_restart():
+    from autoswitch.controller.raft.storage import MemoryStorage
+    ids = ["a", "b", "c"]
+    net = SimNet(ids, seed=12, storages={i: MemoryStorage(sync=False) for i in ids})
+    ld = net.wait_leader()
+    for k in range(5):
+        net.propose(ld, f"k={k}".encode())
+    net.run(50)
+    net.crash(ld)
+    net.restart(ld)
+    ld2 = net.wait_leader()
+    net.propose(ld2, b"z=1")
+    assert net.run_until(lambda: all(n.sm.kv == {"k": "4", "z": "1"} for n in net.nodes.values()), 3000)
