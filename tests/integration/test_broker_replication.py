@@ -280,17 +280,22 @@ def _ha_reason_logged(node: Node, since_line: int) -> list[dict]:
     return events
 
 
+# (bytes sent to the master's HA port, label, the FrameError reason the HA layer must log)
 MASTER_PORT_GARBAGE = [
-    (struct.pack(">i", 77) + b"\0" * 12, "wrong_state_code"),
-    (_hs_frame() + struct.pack(">iq", 2, -5), "negative_ack_offset"),
-    (b"\xff" * 64, "random_bytes"),
+    (struct.pack(">i", 77) + b"\0" * 12, "wrong_state_code", "bad_state"),
+    (_hs_frame() + struct.pack(">iq", 2, -5), "negative_ack_offset", "negative_offset"),
+    (b"\xff" * 64, "random_bytes", "bad_state"),
 ]
 
-# What a (fake) master sends to a slave: handshake header with a bad body size.
+# What a (fake) master sends to a slave. An empty, valid handshake reply first where the bad part
+# is a transfer header.
+_EMPTY_HS = struct.pack(">iiqi", 1, 0, 0, 0)
 SLAVE_SIDE_GARBAGE = [
-    (struct.pack(">iiqi", 1, -1, 0, 0), "negative_body_size"),
-    (struct.pack(">iiqi", 1, 1 << 30, 0, 0), "oversized_body_size"),
-    (struct.pack(">iiqi", 9, 0, 0, 0), "wrong_state_code"),
+    (struct.pack(">iiqi", 1, -1, 0, 0), "negative_body_size", "negative_body_size"),
+    (struct.pack(">iiqi", 1, 12 * (1 << 27), 0, 0), "oversized_handshake_body", "too_many_epoch_entries"),
+    (_EMPTY_HS + struct.pack(">iiqiqq", 2, 1 << 30, 0, 1, 0, 0), "oversized_transfer_body", "body_too_large"),
+    (_EMPTY_HS + struct.pack(">iiqiqq", 2, -7, 0, 1, 0, 0), "negative_transfer_body", "negative_body_size"),
+    (struct.pack(">iiqi", 9, 0, 0, 0), "wrong_state_code", "bad_state"),
 ]
 
 
@@ -302,12 +307,13 @@ def test_malformed_input_on_ha_ports_closes_connection_broker_keeps_serving(proc
     max_before = epoch_info(m).max_offset
 
     # Master side: garbage from a would-be slave.
-    for payload, label in MASTER_PORT_GARBAGE:
+    for payload, label, reason in MASTER_PORT_GARBAGE:
         mark = len(m.proc.log_text().splitlines())
         with socket.create_connection((HOST, m.ha_port), timeout=10) as c:
             c.sendall(payload)
             assert _read_until_closed(c), f"{label}: the master must close the connection"
-        wait_until(lambda mark=mark: _ha_reason_logged(m, mark), 10, f"{label}: logged reason")
+        events = wait_until(lambda mark=mark: _ha_reason_logged(m, mark), 10, f"{label}: logged reason")
+        assert any(e.get("reason") == reason for e in events), (label, events)
         assert m.proc.alive()
         assert digest(m) == before and epoch_info(m).max_offset == max_before, f"{label}: log harmed"
 
@@ -323,7 +329,7 @@ def test_malformed_input_on_ha_ports_closes_connection_broker_keeps_serving(proc
             "--ha-listen", s.ha_addr, "--data-dir", str(s.data_dir), "--master-ha", f"{HOST}:{fake_port}",
         ])
         wait_port(s.port, 20, s.proc.popen)
-        for payload, label in SLAVE_SIDE_GARBAGE:
+        for payload, label, reason in SLAVE_SIDE_GARBAGE:
             mark = len(s.proc.log_text().splitlines())
             conn, _ = fake.accept()
             with conn:
@@ -336,7 +342,8 @@ def test_malformed_input_on_ha_ports_closes_connection_broker_keeps_serving(proc
                 assert struct.unpack(">ihhq", hs)[0] == 1 and struct.unpack(">ihhq", hs)[3] == 2
                 conn.sendall(payload)
                 assert _read_until_closed(conn), f"{label}: the slave must close the connection"
-            wait_until(lambda mark=mark: _ha_reason_logged(s, mark), 10, f"{label}: slave logged reason")
+            events = wait_until(lambda mark=mark: _ha_reason_logged(s, mark), 10, f"{label}: slave logged reason")
+            assert any(e.get("reason") == reason for e in events), (label, events)
             assert s.proc.alive() and epoch_info(s).role == "slave" and epoch_info(s).max_offset == 0
     finally:
         fake.close()
