@@ -141,7 +141,7 @@ class CommitLog:
                 break
             pos += total
         if verify and pos:
-            end, why, _ = rec.walk(buf, 0, pos, seg.end_limit - offset, offset, self.max_record)
+            end, why, _ = rec.walk_fast(buf, 0, pos, seg.end_limit - offset, offset, self.max_record)
             if why is not None:
                 raise LogCorrupt(f"invalid record on read: {why}", path=str(seg.path), offset=offset + end)
         return pos
@@ -242,7 +242,7 @@ class CommitLog:
                             f"segment file ends at {seg.base + stop}, below synced offset {synced}",
                             path=str(seg.path), offset=seg.base + stop,
                         )
-                    end_rel, why, _ = rec.walk(mm, rel, v_end, S, seg.base, self.max_record)
+                    end_rel, why, _ = rec.walk_fast(mm, rel, v_end, S, seg.base, self.max_record)
                     if why is not None:
                         raise LogCorrupt(
                             f"corrupt record before the synced offset {synced}: {why}",
@@ -250,7 +250,7 @@ class CommitLog:
                         )
                     rel = end_rel
                 if rel < stop:
-                    end_rel, why, topics = rec.walk(
+                    end_rel, why, topics = rec.walk_fast(
                         mm, rel, stop, S, seg.base, self.max_record, collect=on_records is not None
                     )
                 else:

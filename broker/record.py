@@ -225,3 +225,100 @@ def parse_record(buf, pos: int, end: int, phy_offset: int) -> tuple[RecordInfo, 
 
 def peek_total(buf, pos: int) -> int:
     return _U32x2.unpack_from(buf, pos)[1]
+
+
+# --- vectorised walk ---------------------------------------------------------------
+# The per-record loop keeps only what cannot be vectorised (following lengths, CRC);
+# every other header rule is checked with numpy over all records at once. Any failure
+# falls back to ``walk`` from the start, which finds the exact record and reason, so
+# both always return the same answer (a fuzz property checks that).
+import numpy as np  # noqa: E402
+
+_HDR_DTYPE = np.dtype(
+    [
+        ("crc", ">u4"), ("total", ">u4"), ("magic", "u1"), ("version", "u1"), ("type", "u1"), ("flags", "u1"),
+        ("epoch", ">u4"), ("q", ">u8"), ("ts", ">u8"), ("tl", "u1"), ("ml", "u1"), ("rsv", ">u2"), ("bl", ">u4"),
+    ]
+)
+assert _HDR_DTYPE.itemsize == HEADER_SIZE
+_AR40 = np.arange(HEADER_SIZE, dtype=np.int64)
+_FAST_MIN = 8  # below this many records the plain loop is cheaper
+
+
+def walk_fast(
+    buf,
+    pos: int,
+    end: int,
+    seg_end: int,
+    base_phy: int,
+    max_record: int = HARD_MAX_RECORD,
+    collect: bool = False,
+) -> tuple[int, str | None, dict[bytes, list] | None]:
+    """Same contract and result as ``walk``; several times faster on long runs."""
+    mv = memoryview(buf)
+    unpack = _U32x2.unpack_from
+    crc32 = _crc32
+    offs: list[int] = []
+    append = offs.append
+    p = pos
+    hs = HEADER_SIZE
+    while p < end:
+        if end - p < hs:
+            break
+        crc, total = unpack(mv, p)
+        if total < hs or total > end - p or crc32(mv[p + 4 : p + total]) != crc:
+            break
+        append(p)
+        p += total
+    if p != end or len(offs) < _FAST_MIN:
+        return walk(buf, pos, end, seg_end, base_phy, max_record, collect)
+    o = np.array(offs, dtype=np.int64)
+    u8 = np.frombuffer(mv, dtype=np.uint8)
+    h = u8[o[:, None] + _AR40].view(_HDR_DTYPE).reshape(len(offs))
+    total = h["total"].astype(np.int64)
+    tl = h["tl"].astype(np.int64)
+    rtype = h["type"]
+    is_msg = rtype == TYPE_MESSAGE
+    is_pad = rtype == TYPE_PADDING
+    rec_end = o + total
+    room = seg_end - rec_end
+    ok = (
+        (h["magic"] == MAGIC)
+        & (h["version"] == VERSION)
+        & (h["flags"] == 0)
+        & (h["rsv"] == 0)
+        & (hs + tl + h["ml"] + h["bl"].astype(np.int64) == total)
+        & (
+            (is_msg & (tl > 0) & (total <= max_record) & ~((room > 0) & (room < hs)))
+            | (is_pad & (tl == 0) & (h["ml"] == 0) & (room == 0))
+        )
+    )
+    if not ok.all():
+        return walk(buf, pos, end, seg_end, base_phy, max_record, collect)
+    if not collect:
+        return end, None, None
+    topics: dict[bytes, list] = {}
+    mi = np.flatnonzero(is_msg)
+    if len(mi) == 0:
+        return end, None, topics
+    q = h["q"][mi].astype(np.int64)
+    mtl = tl[mi]
+    mo = o[mi]
+    width = int(mtl.max())
+    tb = u8[(mo + hs)[:, None] + np.arange(width, dtype=np.int64)]
+    tb[np.arange(width)[None, :] >= mtl[:, None]] = 0
+    keyed = np.concatenate([mtl.astype(np.uint8)[:, None], tb], axis=1)
+    if (keyed == keyed[0]).all():
+        groups = [np.arange(len(mi))]
+    else:
+        rows = np.ascontiguousarray(keyed).view(np.dtype((np.void, keyed.shape[1]))).ravel()
+        _, first, inverse = np.unique(rows, return_index=True, return_inverse=True)
+        groups = [np.flatnonzero(inverse == g) for g in np.argsort(first)]
+    for g in groups:
+        qs = q[g]
+        if not (qs == qs[0] + np.arange(len(g))).all():
+            return walk(buf, pos, end, seg_end, base_phy, max_record, collect)
+        k = int(g[0])
+        name = bytes(tb[k, : int(mtl[k])])
+        topics[name] = [int(qs[0]), (mo[g] + base_phy).tolist(), total[mi][g].tolist()]
+    return end, None, topics

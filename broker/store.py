@@ -302,7 +302,7 @@ class MessageStore:
             raise BadBatch(f"epoch {epoch} starts at {epoch_start}, after the batch offset {offset}", epoch=epoch)
         topics = None
         if n:
-            end, why, topics = rec.walk(data, 0, n, seg_end - offset, offset, self.config.max_record_bytes,
+            end, why, topics = rec.walk_fast(data, 0, n, seg_end - offset, offset, self.config.max_record_bytes,
                                         collect=True)
             if why is not None:
                 self._logger.warning("append_raw_rejected", offset=offset + end, reason=why, epoch=epoch)
