@@ -237,6 +237,7 @@ def test_role_switch_truncates_unreplicated_tail(procs, tmp_path):
     assert epochs_of(ia) == epochs_of(ib) == [(1, 0), (2, common)]
     assert digest(a) == digest(b)
     assert end > common
+    assert epoch_info(b).sync_state_set == [1, 2], "the old master rejoined the SyncStateSet"
 
     # The old master refuses writes now, naming the new master.
     async def try_produce():
@@ -248,6 +249,12 @@ def test_role_switch_truncates_unreplicated_tail(procs, tmp_path):
 
     r = asyncio.run(try_produce())
     assert r.status == pb.NOT_MASTER and r.master_addr == b.addr
+
+    # The EpochFiles on disk are equal too (after a clean stop both are final).
+    a.proc.stop()
+    b.proc.stop()
+    assert a.proc.popen.returncode == 0 and b.proc.popen.returncode == 0
+    assert (a.data_dir / "epochfile").read_bytes() == (b.data_dir / "epochfile").read_bytes()
 
 
 def _hs_frame(state: int = 1) -> bytes:
