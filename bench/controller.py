@@ -94,7 +94,7 @@ class Controllers:
     def spec(self) -> str:
         return ",".join(self.addrs.values())
 
-    def start(self, nid: str) -> None:
+    def start(self, nid: str, wait: bool = True) -> None:
         peers = ",".join(f"{n}={a}" for n, a in self.addrs.items())
         logf = open(self.root / f"{nid}.log", "ab")
         p = subprocess.Popen(
@@ -103,11 +103,15 @@ class Controllers:
             stdout=logf, stderr=subprocess.STDOUT, start_new_session=True)
         logf.close()
         self.procs[nid] = p
-        wait_port(self.ports[nid], p)
+        if wait:
+            wait_port(self.ports[nid], p)
 
     def start_all(self) -> None:
+        """All processes at once (as an operator restarting a cluster would), then wait for the ports."""
         for nid in self.ids:
-            self.start(nid)
+            self.start(nid, wait=False)
+        for nid in self.ids:
+            wait_port(self.ports[nid], self.procs[nid])
 
     def kill9(self, nid: str) -> None:
         stop_pid(self.procs[nid], signal.SIGKILL)
