@@ -286,9 +286,18 @@ class ReplicasAdapter:
     async def _watch(self) -> None:
         delay = self.config.backoff_min_ms / 1000.0
         max_delay = self.config.backoff_max_ms / 1000.0
+        attempt = 0
+        failures = 0
         while not self._stopping:
+            # The leader if we know it and it has not just failed us; else rotate, so one dead
+            # node cannot pin the stream.
+            leader = self.core.leader
+            ctrls = self.config.controllers
+            addr = leader if leader in ctrls and failures == 0 else ctrls[attempt % len(ctrls)]
+            attempt += 1
+            failures += 1
             try:
-                stream = self.api.watch_replica_info(self.config.group)
+                stream = self.api.watch_replica_info(self.config.group, addr)
                 try:
                     async for ev in stream:
                         header = getattr(ev, "header", None)
@@ -296,6 +305,7 @@ class ReplicasAdapter:
                             self._log.info("watch_rejected", code=header.code, message=header.message)
                             break
                         self.watch_events += 1
+                        failures = 0
                         delay = self.config.backoff_min_ms / 1000.0
                         info = to_replica_info(getattr(ev, "replica_info", ev))
                         self._perform(self.core.on_replica_info(info, self.clock()))
@@ -303,11 +313,11 @@ class ReplicasAdapter:
                     cancel = getattr(stream, "cancel", None)
                     if cancel is not None:
                         cancel()
-                self._log.info("watch_ended")
+                self._log.info("watch_ended", controller=addr)
             except asyncio.CancelledError:
                 raise
             except Exception as e:  # polling keeps us correct; the stream only makes us fast
-                self._log.info("watch_failed", error=repr(e)[:300], retryInMs=int(delay * 1000))
+                self._log.info("watch_failed", controller=addr, error=repr(e)[:300], retryInMs=int(delay * 1000))
             await asyncio.sleep(delay)
             delay = min(max_delay, delay * 2)
 

@@ -43,6 +43,7 @@ class FakeApi:
         self.watch_broken = False
         self.pushes: asyncio.Queue = asyncio.Queue()
         self.heartbeats: list[pb.BrokerHeartbeatRequest] = []
+        self.watch_addrs: list = []
 
     def _check(self):
         if self.down:
@@ -92,6 +93,8 @@ class FakeApi:
         return to_pb(self.ctrl.info[group])
 
     def watch_replica_info(self, group, addr=None):
+        self.watch_addrs.append(addr)
+
         async def gen():
             if self.watch_broken:
                 raise ControllerRpcError(2905, "stream refused")
@@ -198,6 +201,8 @@ def test_broken_watch_falls_back_to_polling(tmp_path):
         ctrl.info["g1"] = ReplicaInfo(2, "127.0.0.1:20911", 2, frozenset({2}), 3)
         await wait_for(lambda: broker.role == "slave", "switched by poll")
         assert a.status()["watchEvents"] == 0
+        await wait_for(lambda: len(api.watch_addrs) >= 4, "watch retried")
+        assert set(api.watch_addrs) <= set(CONTROLLERS) and len(set(api.watch_addrs)) >= 2
         await a.stop()
 
     asyncio.run(asyncio.wait_for(main(), 20))
