@@ -171,8 +171,8 @@ class ElectMasterRequest(Request):
     broker_id: int = 0
     designate: bool = False
     alive: tuple[BrokerLiveInfo, ...] = ()
-    dead_broker_ids: tuple[int, ...] = ()
     ts_ms: int = 0
+    dead_broker_ids: tuple[int, ...] = ()   # after ts_ms: positional callers of the first API keep working
 
     def validate(self) -> None:
         _check_str(self.cluster_name, "clusterName", MAX_NAME_LEN, allow_empty=True)

@@ -62,8 +62,8 @@ class Harness:
 
     def elect(self, alive, trigger=TRIGGER_BROKER, broker_id=0, designate=False, dead=(), group=G, ts=None):
         infos = tuple(a if isinstance(a, BrokerLiveInfo) else BrokerLiveInfo(a, max_offset=100) for a in alive)
-        return self.w(ElectMasterRequest(C, group, trigger, broker_id, designate, infos, tuple(dead),
-                                         ts_ms=self.ts if ts is None else ts))
+        return self.w(ElectMasterRequest(C, group, trigger, broker_id, designate, infos,
+                                         ts_ms=self.ts if ts is None else ts, dead_broker_ids=tuple(dead)))
 
     def alter(self, new, master=None, epoch=None, sss_epoch=None, alive=None, group=G):
         v = self.view(group)

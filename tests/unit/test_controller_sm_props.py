@@ -79,7 +79,7 @@ def to_request(op, sm: ControllerStateMachine, ts: int):
         if claim_dead and v is not None and v.master_broker_id is not None and \
                 v.master_broker_id not in {a.broker_id for a in alive}:
             dead = (v.master_broker_id,)
-        return ElectMasterRequest("c", g, trigger, bid, designate, tuple(alive), dead, ts_ms=ts)
+        return ElectMasterRequest("c", g, trigger, bid, designate, tuple(alive), ts_ms=ts, dead_broker_ids=dead)
     if kind == "alter":
         _, g, members, right_epochs, with_master = op
         v = sm.replica_view(g)
