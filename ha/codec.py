@@ -150,38 +150,63 @@ def encode(f: Frame) -> bytes:
 # ----------------------------------------------------------------------------- decoding
 
 class _Decoder:
-    """Accumulates bytes and yields whole frames; after a FrameError it stays broken."""
+    """Accumulates bytes and yields whole frames; after a FrameError it stays broken.
+
+    The buffer is allocated once and reused (read/write positions, compaction by memmove):
+    a fresh multi-MiB allocation per frame costs more than the copy itself (page faults).
+    """
 
     # The caller drains frames after every feed; this bounds what one feed may add on top of a frame.
     MAX_FEED = 16 * 1024 * 1024
 
     def __init__(self) -> None:
-        self._buf = bytearray()
+        self._mem = bytearray(64 * 1024)
+        self._r = 0        # first unconsumed byte
+        self._w = 0        # end of the received bytes
         self._error: FrameError | None = None
         self._max_buffer = self.MAX_FEED + 64
 
     @property
     def buffered(self) -> int:
-        return len(self._buf)
+        return self._w - self._r
 
-    def feed(self, data: bytes) -> None:
+    def feed(self, data) -> None:
         if self._error is not None:
             raise self._error
-        if len(self._buf) + len(data) > self._max_buffer:
-            self._fail(FrameError("buffer_overflow", f"{len(self._buf) + len(data)} bytes buffered without a whole frame"))
-        self._buf += data
+        n = len(data)
+        if not n:
+            return
+        have = self._w - self._r
+        if have + n > self._max_buffer:
+            self._fail(FrameError("buffer_overflow", f"{have + n} bytes buffered without a whole frame"))
+        mem = self._mem
+        if self._w + n > len(mem):
+            if have + n <= len(mem):
+                # Compact: move the unconsumed tail to the front (memoryview copies handle overlap).
+                with memoryview(mem) as mv:
+                    mv[0:have] = mv[self._r : self._w]
+            else:
+                grown = bytearray(max(2 * len(mem), have + n))
+                grown[0:have] = memoryview(mem)[self._r : self._w]
+                self._mem = mem = grown
+            self._r, self._w = 0, have
+        with memoryview(mem) as mv:
+            mv[self._w : self._w + n] = data
+        self._w += n
 
     def next_frame(self) -> Frame | None:
         """The next whole frame, or None when more bytes are needed."""
         if self._error is not None:
             raise self._error
-        if len(self._buf) < 4:
+        if self._w - self._r < 4:
+            if self._r == self._w:
+                self._r = self._w = 0
             return None
         try:
-            return self._parse()
+            return self._parse(self._mem, self._r, self._w - self._r)
         except FrameError as e:
             self._error = e
-            self._buf.clear()
+            self._r = self._w = 0
             raise
 
     def frames(self) -> list[Frame]:
@@ -192,24 +217,23 @@ class _Decoder:
 
     def _fail(self, err: FrameError) -> None:
         self._error = err
-        self._buf.clear()
+        self._r = self._w = 0
         raise err
 
-    def _parse(self) -> Frame | None:  # pragma: no cover - overridden
+    def _parse(self, buf: bytearray, r: int, avail: int) -> Frame | None:  # pragma: no cover
         raise NotImplementedError
 
 
 class MasterSideDecoder(_Decoder):
     """Decodes what a master receives from a slave: SlaveHandshake and Ack."""
 
-    def _parse(self) -> Frame | None:
-        buf = self._buf
-        (state,) = _STATE.unpack_from(buf, 0)
+    def _parse(self, buf: bytearray, r: int, avail: int) -> Frame | None:
+        (state,) = _STATE.unpack_from(buf, r)
         if state == HANDSHAKE:
-            if len(buf) < SLAVE_HANDSHAKE_SIZE:
+            if avail < SLAVE_HANDSHAKE_SIZE:
                 return None
-            _, flags1, flags2, broker_id = _SLAVE_HS.unpack_from(buf, 0)
-            del buf[:SLAVE_HANDSHAKE_SIZE]
+            _, flags1, flags2, broker_id = _SLAVE_HS.unpack_from(buf, r)
+            self._r += SLAVE_HANDSHAKE_SIZE
             if flags1 < 0 or flags2 < 0 or flags1 & 0xFE or flags2 & ~1:
                 raise FrameError("reserved_flag_bits", f"flags {flags1:#x}/{flags2:#x}")
             version = flags1 >> 8
@@ -219,10 +243,10 @@ class MasterSideDecoder(_Decoder):
                 raise FrameError("bad_broker_id", f"slaveBrokerId {broker_id}")
             return SlaveHandshake(broker_id, bool(flags1 & 1), bool(flags2 & 1), version)
         if state == TRANSFER:
-            if len(buf) < ACK_SIZE:
+            if avail < ACK_SIZE:
                 return None
-            _, off = _ACK.unpack_from(buf, 0)
-            del buf[:ACK_SIZE]
+            _, off = _ACK.unpack_from(buf, r)
+            self._r += ACK_SIZE
             if off < 0:
                 raise FrameError("negative_offset", f"slaveMaxOffset {off}")
             return Ack(off)
@@ -230,9 +254,14 @@ class MasterSideDecoder(_Decoder):
 
 
 class SlaveSideDecoder(_Decoder):
-    """Decodes what a slave receives from its master: MasterHandshake and Transfer."""
+    """Decodes what a slave receives from its master: MasterHandshake and Transfer.
 
-    def __init__(self, max_body_size: int = 32 * 1024 * 1024, max_epoch_entries: int = 65536) -> None:
+    ``zero_copy=True``: a Transfer body is a memoryview into the decoder's buffer, valid only
+    until the next feed() (the slave adapter appends it to the log before reading more).
+    """
+
+    def __init__(self, max_body_size: int = 32 * 1024 * 1024, max_epoch_entries: int = 65536,
+                 zero_copy: bool = False) -> None:
         super().__init__()
         if not 0 < max_body_size <= HARD_MAX_BODY_SIZE:
             raise ValueError("max_body_size")
@@ -240,24 +269,24 @@ class SlaveSideDecoder(_Decoder):
             raise ValueError("max_epoch_entries")
         self.max_body_size = max_body_size
         self.max_epoch_entries = max_epoch_entries
+        self.zero_copy = zero_copy
         self._max_buffer = max(max_body_size, max_epoch_entries * EPOCH_ENTRY_SIZE) + self.MAX_FEED + 64
 
-    def _parse(self) -> Frame | None:
-        buf = self._buf
-        (state,) = _STATE.unpack_from(buf, 0)
+    def _parse(self, buf: bytearray, r: int, avail: int) -> Frame | None:
+        (state,) = _STATE.unpack_from(buf, r)
         if state == TRANSFER:
-            return self._parse_transfer(buf)
+            return self._parse_transfer(buf, r, avail)
         if state == HANDSHAKE:
-            return self._parse_handshake(buf)
+            return self._parse_handshake(buf, r, avail)
         raise FrameError("bad_state", f"state code {state} from a master")
 
-    def _parse_transfer(self, buf: bytearray) -> Frame | None:
-        if len(buf) < TRANSFER_HEADER_SIZE:
+    def _parse_transfer(self, buf: bytearray, r: int, avail: int) -> Frame | None:
+        if avail < TRANSFER_HEADER_SIZE:
             # The size is known after 8 bytes: reject a hostile size before waiting for more.
-            if len(buf) >= 8:
-                self._check_body_size(_STATE.unpack_from(buf, 4)[0])
+            if avail >= 8:
+                self._check_body_size(_STATE.unpack_from(buf, r + 4)[0])
             return None
-        _, size, start, epoch, epoch_start, confirm = _TRANSFER.unpack_from(buf, 0)
+        _, size, start, epoch, epoch_start, confirm = _TRANSFER.unpack_from(buf, r)
         self._check_body_size(size)
         if start < 0 or epoch_start < 0 or confirm < 0:
             raise FrameError("negative_offset", f"offsets start={start} epochStart={epoch_start} confirm={confirm}")
@@ -266,10 +295,14 @@ class SlaveSideDecoder(_Decoder):
         if epoch_start > start:
             raise FrameError("epoch_start_after_batch", f"epochStartOffset {epoch_start} > batchStartOffset {start}")
         total = TRANSFER_HEADER_SIZE + size
-        if len(buf) < total:
+        if avail < total:
             return None
-        body = bytes(buf[TRANSFER_HEADER_SIZE:total])
-        del buf[:total]
+        if self.zero_copy:
+            body = memoryview(buf)[r + TRANSFER_HEADER_SIZE : r + total]
+        else:
+            with memoryview(buf) as mv:
+                body = bytes(mv[r + TRANSFER_HEADER_SIZE : r + total])
+        self._r += total
         return Transfer(start, epoch, epoch_start, confirm, body)
 
     def _check_body_size(self, size: int) -> None:
@@ -278,10 +311,10 @@ class SlaveSideDecoder(_Decoder):
         if size > self.max_body_size:
             raise FrameError("body_too_large", f"bodySize {size} > limit {self.max_body_size}")
 
-    def _parse_handshake(self, buf: bytearray) -> Frame | None:
-        if len(buf) < 8:
+    def _parse_handshake(self, buf: bytearray, r: int, avail: int) -> Frame | None:
+        if avail < 8:
             return None
-        (size,) = _STATE.unpack_from(buf, 4)
+        (size,) = _STATE.unpack_from(buf, r + 4)
         if size < 0:
             raise FrameError("negative_body_size", f"bodySize {size}")
         if size % EPOCH_ENTRY_SIZE:
@@ -290,11 +323,11 @@ class SlaveSideDecoder(_Decoder):
         if n > self.max_epoch_entries:
             raise FrameError("too_many_epoch_entries", f"{n} entries > limit {self.max_epoch_entries}")
         total = MASTER_HANDSHAKE_HEADER_SIZE + size
-        if len(buf) < total:
+        if avail < total:
             return None
-        _, _, max_off, last_epoch = _MASTER_HS.unpack_from(buf, 0)
-        entries = tuple(_EPOCH_ENTRY.iter_unpack(bytes(buf[MASTER_HANDSHAKE_HEADER_SIZE:total])))
-        del buf[:total]
+        _, _, max_off, last_epoch = _MASTER_HS.unpack_from(buf, r)
+        entries = tuple(_EPOCH_ENTRY.iter_unpack(bytes(buf[r + MASTER_HANDSHAKE_HEADER_SIZE : r + total])))
+        self._r += total
         if max_off < 0:
             raise FrameError("negative_offset", f"masterMaxOffset {max_off}")
         if last_epoch < 0:

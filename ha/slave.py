@@ -122,7 +122,8 @@ class HASlave:
         session = self._session = SlaveSession(self.log, self.broker_id, self.async_learner,
                                                self.sync_from_last_file)
         writer.write(encode_slave_handshake(session.start()))
-        dec = SlaveSideDecoder(cfg.max_body_size, cfg.max_epoch_entries)
+        # zero_copy: bodies are views into the decoder buffer; each is appended before the next read.
+        dec = SlaveSideDecoder(cfg.max_body_size, cfg.max_epoch_entries, zero_copy=True)
         while not self._stopping:
             data = await asyncio.wait_for(reader.read(cfg.read_chunk_size), cfg.housekeeping_interval_s)
             if not data:
