@@ -357,6 +357,10 @@ class RaftCore:
         if m.type in (MsgType.VOTE, MsgType.PRE_VOTE):
             self._handle_vote(m)
             return
+        problem = self._malformed(m)
+        if problem is not None:
+            self.log_.warning("raft_drop_message", reason=problem, frm=m.frm, type=m.type.name, term=m.term)
+            return
         if m.type in (MsgType.VOTE_RESP, MsgType.PRE_VOTE_RESP):
             self._handle_vote_resp(m)
             return
@@ -390,6 +394,28 @@ class RaftCore:
             MsgType.SNAPSHOT_RESP: self._handle_snapshot_resp,
         }[m.type]
         handler(m)
+
+    def _malformed(self, m: Message) -> str | None:
+        """Structural checks that do not depend on our state; such input is dropped, never applied."""
+        if m.frm == self.id:
+            return "from_self"
+        if m.type == MsgType.APPEND:
+            prev_i, prev_t = m.index, m.log_term
+            for e in m.entries:
+                if e.index != prev_i + 1 or e.term < prev_t or e.term > m.term:
+                    return "entries_not_contiguous"
+                if len(e.data) > self.cfg.max_entry_bytes:
+                    return "entry_too_big"
+                prev_i, prev_t = e.index, e.term
+            if m.log_term > m.term:
+                return "prev_term_after_term"
+        elif m.type == MsgType.APPEND_RESP and not m.reject and m.term == self.term \
+                and self.role == Role.LEADER and m.index > self.log.last_index():
+            return "ack_beyond_log"
+        elif m.type == MsgType.SNAPSHOT:
+            if m.snap_term > m.term or m.snap_offset + len(m.snap_data) > m.snap_total:
+                return "bad_snapshot_chunk"
+        return None
 
     # ------------------------------------------------------------------ votes
     def _in_lease(self) -> bool:

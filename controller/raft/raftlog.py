@@ -6,7 +6,14 @@ compaction point); ``stable`` is the last index known to be persisted by the dri
 
 from __future__ import annotations
 
+from .errors import RaftError
 from .messages import Entry
+
+
+class CommittedConflict(RaftError):
+    """An AppendEntries would overwrite a committed entry (a Raft safety violation by the sender)."""
+
+    code = "RAFT_COMMITTED_CONFLICT"
 
 
 class LogCompacted(Exception):
@@ -116,7 +123,9 @@ class RaftLog:
                 self.append([x for x in entries if x.index >= e.index])
                 break
             if t != e.term:
-                assert e.index > committed, f"conflict at committed index {e.index} <= {committed}"
+                if e.index <= committed:
+                    # only a broken or byzantine leader sends this: refuse, never drop committed data
+                    raise CommittedConflict(f"conflict at committed index {e.index} <= {committed}")
                 self.truncate_after(e.index - 1)
                 self.append([x for x in entries if x.index >= e.index])
                 break
