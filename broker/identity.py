@@ -134,7 +134,7 @@ def parse_temp(path: Path, data: bytes) -> TempIdentity:
         raise IdentityFileCorrupt(f"{path}: {e}", path=str(path)) from None
 
 
-def _fsync_dir(directory: Path) -> None:
+def fsync_dir(directory: Path) -> None:
     fd = os.open(directory, os.O_RDONLY)
     try:
         os.fsync(fd)
@@ -154,7 +154,7 @@ def _atomic_write(path: Path, data: bytes) -> None:
     finally:
         os.close(fd)
     os.replace(scratch, path)
-    _fsync_dir(path.parent)
+    fsync_dir(path.parent)
 
 
 class IdentityStore:
@@ -206,4 +206,4 @@ class IdentityStore:
             os.unlink(self.temp_path)
         except FileNotFoundError:
             return
-        _fsync_dir(self.directory)
+        fsync_dir(self.directory)

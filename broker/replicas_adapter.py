@@ -16,13 +16,14 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import os
 import time
 from collections.abc import Callable
 from pathlib import Path
 from typing import Any, Protocol
 
 from autoswitch.broker.hooks import HookRunner
-from autoswitch.broker.identity import IdentityStore
+from autoswitch.broker.identity import IdentityStore, fsync_dir
 from autoswitch.broker.replicas_manager import (
     AlterSyncStateSet,
     ApplyBrokerId,
@@ -59,6 +60,7 @@ _BROKER_ID_INVALID = 2014  # ApplyBrokerId: the id is taken by another registerC
 _RETRYABLE = {2007, 2901, 2902, 2905, 2906, 2907}  # not leader, no quorum, timeout, unreachable, internal, overloaded
 
 MAX_PENDING_PROPOSALS = 16
+ABORT_MARKER = "replicas.abort"  # exists while a broker runs; left behind by a crash
 
 
 class ControllerApi(Protocol):
@@ -195,10 +197,34 @@ class ReplicasAdapter:
     async def start(self) -> None:
         # Corrupt or foreign identity files raise here, before anything talks to a controller.
         loaded = self.identity.load(self.config.cluster, self.config.group)
-        self._perform(self.core.start(self.clock(), loaded))
+        intact = self._arm_abort_marker()
+        _, _, log_epoch = self._offsets()
+        self._perform(self.core.start(self.clock(), loaded, log_intact=intact, log_last_epoch=log_epoch or 0))
         self._main = asyncio.get_running_loop().create_task(self._run())
         if self.use_watch:
             self._watch_task = asyncio.get_running_loop().create_task(self._watch())
+
+    def _arm_abort_marker(self) -> bool:
+        """RocketMQ's abort file: present at start = the last run did not end cleanly, so the log
+        may lack a tail it acknowledged (async flush). Re-created for this run."""
+        marker = self.identity.directory / ABORT_MARKER
+        intact = not marker.exists()
+        self.identity.directory.mkdir(parents=True, exist_ok=True)
+        fd = os.open(marker, os.O_WRONLY | os.O_CREAT, 0o644)
+        try:
+            os.fsync(fd)
+        finally:
+            os.close(fd)
+        fsync_dir(self.identity.directory)
+        return intact
+
+    def mark_clean_shutdown(self) -> None:
+        """Call after the broker has stopped and its store is flushed and closed."""
+        marker = self.identity.directory / ABORT_MARKER
+        with contextlib.suppress(FileNotFoundError):
+            os.unlink(marker)
+            fsync_dir(self.identity.directory)
+        self._log.info("clean_shutdown_marked")
 
     async def aclose(self) -> None:
         """stop(), then close the hook runner and (when built by start_for_broker) the client."""
@@ -210,21 +236,17 @@ class ReplicasAdapter:
             if close is not None:
                 await close()
 
-    async def stop(self, clean_shutdown: bool = True) -> None:
+    async def stop(self) -> None:
         if self._stopping:
             return
         self._stopping = True
-        cmds = self.core.shutdown(self.clock()) if clean_shutdown else []
-        finals = [self._heartbeat(c) for c in cmds if isinstance(c, SendHeartbeat)]
+        self.core.shutdown(self.clock())
         for t in (self._main, self._watch_task):
             if t is not None:
                 t.cancel()
         for t in list(self._tasks):
             t.cancel()
         pending = [t for t in (self._main, self._watch_task, *self._tasks) if t is not None]
-        if finals:
-            with contextlib.suppress(Exception):
-                await asyncio.wait_for(asyncio.gather(*finals, return_exceptions=True), self.heartbeat_timeout_s)
         if pending:
             await asyncio.wait(pending, timeout=5)
         for fut in self._proposals.values():
@@ -504,7 +526,12 @@ async def start_for_broker(
 ) -> ReplicasAdapter:
     """Controller mode for an ``autoswitch.broker.server.Broker``: build the leader-following
     controller client, the hook runner and the adapter, wire the SyncStateSet proposer and the
-    write fence into the broker, and start. Stop with ``await adapter.aclose()``."""
+    write fence into the broker, and start. Stop in this order::
+
+        await adapter.aclose()          # no more role changes or heartbeats
+        await broker.stop()             # store flushed and closed
+        adapter.mark_clean_shutdown()   # the next start reports an intact log
+    """
     from autoswitch.broker.hooks import HookRunner
     from autoswitch.controller.client import ControllerClient
 

@@ -179,7 +179,7 @@ class SendHeartbeat:
     epoch: int
     election_priority: int
     heartbeat_timeout_ms: int
-    clean_shutdown: bool = False
+    clean_shutdown: bool = True  # log intact: see ReplicasManager.log_intact
 
 
 @dataclass(frozen=True)
@@ -337,6 +337,8 @@ class ReplicasManager:
 
         self.phase = Phase.NEW
         self.broker_id: int | None = None
+        self.log_intact = True
+        self._log_last_epoch = 0
         self._temp: TempIdentity | None = None
         self._next_req = 1
         self._pending: dict[int, Command] = {}
@@ -369,6 +371,7 @@ class ReplicasManager:
         self.sync_state_set: frozenset[int] = frozenset()
         self.sync_state_set_epoch = 0
         self._role_req: int | None = None
+        self._resume_refused_epoch = 0
         self._role_retry_at = 0.0
         self._role_backoff = _Backoff(bmin, bmax, rand)
         self._lease_fenced = False  # what the last SetFenced told the broker
@@ -386,8 +389,7 @@ class ReplicasManager:
         cmd = make(req)
         self._pending[req] = cmd
         # one registration step + one heartbeat per controller + sync + elect + alter + role,
-        # plus the clean-shutdown heartbeats
-        assert len(self._pending) <= 2 * len(self.config.controllers) + 5, self._pending
+        assert len(self._pending) <= len(self.config.controllers) + 5, self._pending
         return cmd
 
     def next_deadline(self) -> float | None:
@@ -404,7 +406,7 @@ class ReplicasManager:
                 times.append(self._next_sync_at)
             if self._needs_election() and self._elect_req is None:
                 times.append(self._elect_retry_at)
-            if self._role_req is None and self._role_change_due():
+            if self._role_req is None and self._role_change_due() and not self._refusing_resume():
                 times.append(self._role_retry_at)
         if self.role == "master" and self.config.lease.enabled and not self._lease_fenced:
             exp = self.lease.expires_at()
@@ -414,9 +416,21 @@ class ReplicasManager:
 
     # ------------------------------------------------------------------ inputs
 
-    def start(self, now: float, loaded: LoadedIdentity) -> list[Command]:
-        """Boot with what the identity files hold (the driver refused corrupt files already)."""
+    def start(
+        self, now: float, loaded: LoadedIdentity, log_intact: bool = True, log_last_epoch: int = 0
+    ) -> list[Command]:
+        """Boot with what the identity files hold (the driver refused corrupt files already).
+
+        ``log_intact``: the previous run of this broker ended cleanly (or there was none), so the
+        log holds everything this broker ever acknowledged; reported in every heartbeat as
+        cleanShutdown until the broker is back in a SyncStateSet. ``log_last_epoch``: the last
+        epoch of the local EpochFile."""
         assert self.phase == Phase.NEW
+        self.log_intact = log_intact
+        self._log_last_epoch = log_last_epoch
+        if not log_intact:
+            self._log.warning("unclean_restart", logLastEpoch=log_last_epoch,
+                              note="reported as not clean until back in a SyncStateSet")
         out: list[Command] = []
         for item in (loaded.identity, loaded.temp):
             if item is not None and (item.cluster, item.group) != (self.config.cluster, self.config.group):
@@ -498,14 +512,9 @@ class ReplicasManager:
         return [cmd]
 
     def shutdown(self, now: float) -> list[Command]:
-        """Last heartbeat with cleanShutdown so the controller can elect at once."""
-        out: list[Command] = []
-        if self.phase == Phase.RUNNING and self.broker_id is not None:
-            rnd = self.lease.on_round_sent(now)
-            for c in self.config.controllers:
-                out.append(self._heartbeat_cmd(c, rnd, clean=True))
+        """Stop issuing commands; answers that still arrive are dropped."""
         self.phase = Phase.STOPPED
-        return out
+        return []
 
     def on_reply(self, req: int, value: object, now: float) -> list[Command]:
         cmd = self._pending.pop(req, None)
@@ -530,10 +539,11 @@ class ReplicasManager:
                 self._observe(value, "poll")
             case ElectMaster():
                 self._elect_req = None
-                self._elect_backoff.reset()
                 assert isinstance(value, ReplicaInfo)
                 self._log.info("elect_master_done", masterId=value.master_id, epoch=value.master_epoch)
                 self._observe(value, "elect")
+                if not self._needs_election():
+                    self._elect_backoff.reset()  # still needed (e.g. controller kept us): keep backing off
             case AlterSyncStateSet():
                 out.extend(self._alter_reply(cmd, value))
             case BecomeMaster() | BecomeSlave() | BecomeFenced():
@@ -697,19 +707,18 @@ class ReplicasManager:
 
     # ------------------------------------------------------------------ running
 
-    def _heartbeat_cmd(self, controller: str, rnd: int, clean: bool = False) -> SendHeartbeat:
+    def _heartbeat_cmd(self, controller: str, rnd: int) -> SendHeartbeat:
         assert self.broker_id is not None
         cfg = self.config
-        bid, epoch = self.broker_id, self.applied_epoch
+        bid, epoch, intact = self.broker_id, self.applied_epoch, self.log_intact
         cmd = self._req(
             lambda r: SendHeartbeat(
                 r, controller, rnd, cfg.cluster, cfg.group, bid, cfg.broker_addr, epoch,
-                cfg.election_priority, cfg.lease.heartbeat_timeout_ms, clean,
+                cfg.election_priority, cfg.lease.heartbeat_timeout_ms, intact,
             )
         )
         assert isinstance(cmd, SendHeartbeat)
-        if not clean:
-            self._hb_inflight[controller] = cmd.req
+        self._hb_inflight[controller] = cmd.req
         return cmd
 
     def _drive_heartbeats(self, now: float) -> list[Command]:
@@ -728,7 +737,19 @@ class ReplicasManager:
         return out
 
     def _needs_election(self) -> bool:
-        return self.target is not None and self.target.master_id == 0
+        if self.target is None:
+            return False
+        return self.target.master_id == 0 or self._refusing_resume()
+
+    def _refusing_resume(self) -> bool:
+        """Named master of an epoch our log already has, right after an unclean restart: our log
+        may have lost acknowledged messages that the slaves hold, and resuming would make the
+        slaves truncate them. Ask for an election instead; the controller skips us as not clean."""
+        t = self.target
+        return (
+            t is not None and t.master_id == self.broker_id and self.applied_epoch == 0
+            and not self.log_intact and t.master_epoch <= self._log_last_epoch
+        )
 
     def _drive_election(self, now: float) -> list[Command]:
         if not self._needs_election() or self._elect_req is not None or now < self._elect_retry_at:
@@ -759,6 +780,9 @@ class ReplicasManager:
                 self._log.error("epoch_conflict_ignored", source=source, epoch=info.master_epoch,
                                 masterId=info.master_id, knownMasterId=cur.master_id)
                 return
+            if (not self.log_intact and self.role == "slave" and self.applied_epoch == info.master_epoch
+                    and self.broker_id in info.sync_state_set):
+                self._note_log_intact("in_sync_state_set")
             if info.sync_state_set_epoch > cur.sync_state_set_epoch:
                 self.target = info
                 if self.applied_epoch == info.master_epoch and info.sync_state_set_epoch > self.sync_state_set_epoch:
@@ -777,6 +801,11 @@ class ReplicasManager:
                 self._elect_backoff.reset()
                 self._elect_retry_at = 0.0
 
+    def _note_log_intact(self, why: str) -> None:
+        if not self.log_intact:
+            self.log_intact = True
+            self._log.info("log_intact_again", reason=why, epoch=self.applied_epoch)
+
     def _role_change_due(self) -> bool:
         return self.target is not None and self.target.master_epoch > self.applied_epoch
 
@@ -785,6 +814,12 @@ class ReplicasManager:
             return []
         t = self.target
         assert t is not None and self.broker_id is not None
+        if self._refusing_resume():
+            if self._resume_refused_epoch != t.master_epoch:
+                self._resume_refused_epoch = t.master_epoch
+                self._log.warning("unclean_master_resume_refused", epoch=t.master_epoch,
+                                  logLastEpoch=self._log_last_epoch, action="elect_master")
+            return []
         if t.master_id == self.broker_id:
             cmd = self._req(lambda r: BecomeMaster(r, t.master_epoch, t.sync_state_set, t.sync_state_set_epoch))
         elif t.master_id != 0:
@@ -815,10 +850,14 @@ class ReplicasManager:
                 self.role = "master"
                 self.applied_master_id, self.applied_master_addr = self.broker_id or 0, self.config.broker_addr
                 self.sync_state_set, self.sync_state_set_epoch = cmd.sync_state_set, cmd.sync_state_set_epoch
+                self._note_log_intact("became_master")
             case BecomeSlave():
                 self.role = "slave"
                 self.applied_master_id, self.applied_master_addr = cmd.master_id, cmd.master_addr
                 self.sync_state_set, self.sync_state_set_epoch = frozenset(), 0
+                t = self.target
+                if t is not None and t.master_epoch == cmd.epoch and self.broker_id in t.sync_state_set:
+                    self._note_log_intact("in_sync_state_set")
             case BecomeFenced():
                 self.role = "fenced"
                 self.applied_master_id, self.applied_master_addr = 0, ""
@@ -889,6 +928,8 @@ class ReplicasManager:
             if not self.lease.valid(now):
                 return "lease_expired"
             return None
+        if self._refusing_resume():
+            return "unclean_restart"
         if self.role == "fenced":
             return "no_master" if self._needs_election() else "waiting_for_role"
         return None
@@ -909,5 +950,6 @@ class ReplicasManager:
             "syncStateSetEpoch": self.sync_state_set_epoch,
             "controllerEpoch": t.master_epoch if t else None,
             "controllerLeader": self.leader,
+            "logIntact": self.log_intact,
             "lease": self.lease.status(now),
         }

@@ -161,8 +161,8 @@ def test_registers_elects_itself_reports_sss_and_shuts_down_cleanly(tmp_path):
         assert (hb.broker_id, hb.max_offset, hb.confirm_offset) == (1, 4096, 2048)
         assert a.status()["role"] == "master" and a.status()["fenced"] is None
         await hooks.drain(5)
+        assert all(h.clean_shutdown for h in api.heartbeats), "a first start has an intact log"
         await a.stop()
-        assert [h.clean_shutdown for h in api.heartbeats[-3:]] == [True] * 3
         await hooks.close()
 
     asyncio.run(asyncio.wait_for(main(), 20))
@@ -265,3 +265,25 @@ def test_error_classification():
     assert f.kind == FailKind.REJECTED and f.code == "CONTROLLER_MASTER_NOT_AVAILABLE" or f.code.startswith("CODE_")
     assert classify(TimeoutError(), None).kind == FailKind.RETRY
     assert classify(OSError("disk"), None).kind == FailKind.RETRY
+
+
+def test_abort_marker_reports_unclean_restart_until_clean_stop(tmp_path):
+    ctrl = FakeController()
+
+    async def one_run(mark_clean: bool) -> bool:
+        api, broker, a = make(tmp_path, ctrl)
+        await a.start()
+        await wait_for(lambda: len(api.heartbeats) >= 3, "heartbeats")
+        intact = api.heartbeats[0].clean_shutdown
+        await a.stop()
+        if mark_clean:
+            a.mark_clean_shutdown()
+        return intact
+
+    async def main():
+        first = await one_run(mark_clean=False)  # then "crash": the marker stays
+        second = await one_run(mark_clean=True)
+        third = await one_run(mark_clean=True)
+        return first, second, third
+
+    assert asyncio.run(asyncio.wait_for(main(), 20)) == (True, False, True)

@@ -112,8 +112,9 @@ class Harness:
     def fail_next(self, cmd_type: type, failure: Failure) -> None:
         self.faults.setdefault(cmd_type, deque()).append(failure)
 
-    def start(self) -> None:
-        self._push(self.core.start(self.now, self.store.load(self.config.cluster, self.config.group)))
+    def start(self, log_intact: bool = True, log_last_epoch: int = 0) -> None:
+        loaded = self.store.load(self.config.cluster, self.config.group)
+        self._push(self.core.start(self.now, loaded, log_intact=log_intact, log_last_epoch=log_last_epoch))
 
     def _push(self, cmds) -> None:
         self.log.extend(cmds)

@@ -322,3 +322,66 @@ def test_newer_sss_for_our_epoch_is_handed_to_ha_once(tmp_path):
     h.drain()
     assert h.of_type(SyncStateSetLearned) == [SyncStateSetLearned(frozenset({me, 4}), 5)]
     assert h.core.sync_state_set == frozenset({me, 4})
+
+
+# ----------------------------------------------------------------- restarts: clean vs unclean
+
+
+def _restarted_master(tmp_path, intact: bool) -> Harness:
+    """Broker 1 was master of epoch 3 (its EpochFile ends with epoch 3) and restarts before the
+    controller noticed: the controller still names it master of epoch 3."""
+    from autoswitch.broker.identity import BrokerIdentity, IdentityStore
+
+    ctrl = FakeController()
+    ctrl.applied[("g1", 1)] = "c"
+    ctrl.applied[("g1", 2)] = "d"
+    ctrl.addresses[("g1", 2)] = "10.0.0.2:10911"
+    ctrl.info["g1"] = info(1, 3, {1, 2}, addr="127.0.0.1:10911")
+    IdentityStore(tmp_path).commit(BrokerIdentity("C", "g1", 1))
+    h = Harness(tmp_path, ctrl)
+    h.start(log_intact=intact, log_last_epoch=3)
+    h.run_until(lambda: h.core.phase == Phase.RUNNING)
+    h.drain()
+    return h
+
+
+def test_clean_restart_resumes_as_master_of_its_epoch(tmp_path):
+    h = _restarted_master(tmp_path, intact=True)
+    assert [c.epoch for c in h.of_type(BecomeMaster)] == [3]
+    assert not h.of_type(ElectMaster)
+    assert all(c.clean_shutdown for c in h.of_type(SendHeartbeat))
+
+
+def test_unclean_restart_does_not_resume_and_asks_for_an_election(tmp_path):
+    h = _restarted_master(tmp_path, intact=False)
+    assert not h.of_type(BecomeMaster), "its log may lack acked messages the slaves hold"
+    assert h.of_type(ElectMaster)
+    assert h.core.status(h.now)["fenced"] == "unclean_restart"
+    assert h.of_type(SendHeartbeat) and not any(c.clean_shutdown for c in h.of_type(SendHeartbeat))
+    # The controller keeps answering "you are master" (say it has not seen the heartbeat yet):
+    # election requests back off instead of spinning.
+    for _ in range(20):
+        h.tick(0.01)
+        h.drain()
+    assert len(h.of_type(ElectMaster)) <= 4
+    assert h.core.next_deadline() > h.now
+    # The controller elects broker 2 (a clean SyncStateSet member): we follow as slave, and once
+    # re-admitted to the SyncStateSet our heartbeats say the log is intact again.
+    h._push(h.core.on_replica_info(info(2, 4, {2}), h.now))
+    h.drain()
+    assert h.of_type(BecomeSlave)[-1].epoch == 4 and h.core.role == "slave"
+    assert not h.core.log_intact
+    h._push(h.core.on_replica_info(info(2, 4, {1, 2}, sss_epoch=2), h.now))
+    h.drain()
+    assert h.core.log_intact
+    h.tick(1.0)
+    assert h.of_type(SendHeartbeat)[-1].clean_shutdown
+
+
+def test_unclean_restart_still_takes_a_new_epoch(tmp_path):
+    h = _restarted_master(tmp_path, intact=False)
+    # no clean candidate, the controller runs an unclean election and picks us with a NEW epoch
+    h._push(h.core.on_replica_info(info(1, 4, {1}, addr="127.0.0.1:10911"), h.now))
+    h.drain()
+    assert [c.epoch for c in h.of_type(BecomeMaster)] == [4]
+    assert h.core.log_intact
