@@ -97,7 +97,8 @@ class GroupFlusher:
     """Flush policy driver.
 
     sync: a writer waits until a flush covering its end offset finished; concurrent writers
-    share one fsync (group commit). async: a loop flushes every ``interval`` when the log grew.
+    share one fsync (group commit). Both modes flush every ``interval`` when the log grew
+    (async mode relies on it; on a slave it is what makes replicated bytes durable).
     Flushes run on the loop thread: the store is single-threaded by contract.
     """
 
@@ -155,17 +156,17 @@ class GroupFlusher:
 
     async def _run(self) -> None:
         while True:
-            if self.mode == "sync":
-                await self._kick.wait()
-                self._kick.clear()
+            # Both modes also flush on the interval: a slave's appends (HA) never wait on the
+            # flusher, and must still reach the disk within flush_interval_ms.
+            kicked = True
+            try:
+                await asyncio.wait_for(self._kick.wait(), self.interval_s)
+            except TimeoutError:
+                kicked = False
+            self._kick.clear()
+            if kicked:
                 # Let the writers that are already runnable append first: one fsync for all of them.
                 await asyncio.sleep(0)
-            else:
-                try:
-                    await asyncio.wait_for(self._kick.wait(), self.interval_s)
-                except TimeoutError:
-                    pass
-                self._kick.clear()
             if self._store.max_offset > self.flushed_offset or self._waiters:
                 try:
                     self.flush_now()

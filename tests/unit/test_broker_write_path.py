@@ -203,3 +203,22 @@ def test_validate_message_limits():
     assert isinstance(validate_message("t", b"x", "", c), BadRequest)
     assert isinstance(validate_message("t", b"x", "é" * 65, c), MessageTooLarge)
     assert isinstance(validate_message("t" * 256, b"x", "a", c), MessageTooLarge)
+
+
+def test_interval_flush_in_both_modes_covers_appends_nobody_waits_for():
+    """A slave's HA appends never call wait_flushed; the interval must still flush them."""
+
+    async def main(mode):
+        c = cfg(ack_mode="master", flush=mode, flush_interval_ms=10)
+        log, rep, fl, wp = make(c)
+        fl.start()
+        log.append_messages(msgs(3))  # as HA would on a slave: no waiter
+        for _ in range(200):
+            if log.flushed == log.max_offset:
+                break
+            await asyncio.sleep(0.01)
+        await fl.stop()
+        assert log.flushed == log.max_offset > 0
+
+    asyncio.run(main("sync"))
+    asyncio.run(main("async"))
