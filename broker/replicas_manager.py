@@ -749,6 +749,9 @@ class ReplicasManager:
         return (
             t is not None and t.master_id == self.broker_id and self.applied_epoch == 0
             and not self.log_intact and t.master_epoch <= self._log_last_epoch
+            # Alone in the SyncStateSet, nobody can hold an acknowledged message we lost:
+            # resuming is the best anyone can do, and refusing would leave the group masterless.
+            and bool(t.sync_state_set - {self.broker_id})
         )
 
     def _drive_election(self, now: float) -> list[Command]:

@@ -385,3 +385,17 @@ def test_unclean_restart_still_takes_a_new_epoch(tmp_path):
     h.drain()
     assert [c.epoch for c in h.of_type(BecomeMaster)] == [4]
     assert h.core.log_intact
+
+
+def test_unclean_restart_alone_in_sss_resumes(tmp_path):
+    from autoswitch.broker.identity import BrokerIdentity, IdentityStore
+
+    ctrl = FakeController()
+    ctrl.applied[("g1", 1)] = "c"
+    ctrl.info["g1"] = info(1, 3, {1}, addr="127.0.0.1:10911")
+    IdentityStore(tmp_path).commit(BrokerIdentity("C", "g1", 1))
+    h = Harness(tmp_path, ctrl)
+    h.start(log_intact=False, log_last_epoch=3)
+    h.run_until(lambda: h.core.phase == Phase.RUNNING)
+    h.drain()
+    assert [c.epoch for c in h.of_type(BecomeMaster)] == [3]
