@@ -8,6 +8,7 @@ error ends it, and the adapter reconnects with a fresh session (a fresh handshak
 from __future__ import annotations
 
 from autoswitch.epochfile import (
+    EpochCache,
     EpochEntry,
     EpochRuleError,
     NoConsistentPoint,
@@ -22,6 +23,17 @@ READY = "READY"
 HANDSHAKE = "HANDSHAKE"
 TRANSFER = "TRANSFER"
 SHUTDOWN = "SHUTDOWN"
+
+
+def _from_offset(entries: list[EpochEntry], min_offset: int) -> list[EpochEntry]:
+    """The master's entries as a log starting at `min_offset` sees them (retention semantics:
+    entries ending at or before it go, the one holding it starts there). A slave that started
+    from the master's last file, or trimmed its own head, records its epochs this way."""
+    if not entries or entries[0].start_offset >= min_offset:
+        return entries
+    cache = EpochCache(entries)
+    cache.truncate_prefix(min_offset)
+    return cache.entries()
 
 
 class SlaveSession:
@@ -72,8 +84,12 @@ class SlaveSession:
         else:
             last = local.last()
             assert last is not None
+            if log.min_offset > f.master_max_offset:
+                raise HAProtocolError("slave_retention_beyond_master",
+                                      f"slave keeps from {log.min_offset}, master ends at {f.master_max_offset}")
             try:
-                cp = find_consistent_point(local, log.max_offset, self.master_entries, f.master_max_offset)
+                cp = find_consistent_point(local, log.max_offset, _from_offset(self.master_entries, log.min_offset),
+                                           f.master_max_offset)
             except NoConsistentPoint as e:
                 if log.max_offset == log.min_offset:
                     # No bytes that could disagree: only the EpochFile goes, nothing is guessed.
@@ -137,17 +153,18 @@ class SlaveSession:
             raise HAProtocolError("epoch_backwards", f"epoch {f.epoch} < local last epoch {last.epoch}",
                                   epoch=f.epoch, local_epoch=last.epoch)
         if last is not None and f.epoch == last.epoch:
-            if f.epoch_start_offset != last.start_offset:
+            if max(f.epoch_start_offset, log.min_offset) != last.start_offset:
                 raise HAProtocolError("epoch_start_mismatch",
                                       f"epoch {f.epoch} starts at {f.epoch_start_offset}, locally {last.start_offset}")
             return
         # Epochs in which a master wrote nothing never appear in a data header; the handshake
         # told us about them, so they are recorded too and the EpochFiles stay equal. An epoch
         # above the handshake's lastEpoch is the same master re-elected while connected.
-        todo = entries_to_record(log.epochs, self.master_entries, f.epoch)
+        todo = entries_to_record(log.epochs, _from_offset(self.master_entries, log.min_offset), f.epoch)
+        start = max(f.epoch_start_offset, log.min_offset)
         if not todo or todo[-1].epoch != f.epoch:
-            todo.append(EpochEntry(f.epoch, f.epoch_start_offset))
-        elif todo[-1].start_offset != f.epoch_start_offset:
+            todo.append(EpochEntry(f.epoch, start))
+        elif todo[-1].start_offset != start:
             raise HAProtocolError("epoch_start_mismatch",
                                   f"epoch {f.epoch} starts at {f.epoch_start_offset}, handshake said {todo[-1].start_offset}")
         try:

@@ -275,3 +275,103 @@ def test_ack_modes_and_errors_on_real_sockets(tmp_path):
             await master.stop()
 
     run(main())
+
+
+def test_slave_reconnects_when_master_is_silent_or_speaks_garbage(tmp_path):
+    async def main():
+        behaviour = {"mode": "silent"}
+
+        async def fake_master(r: asyncio.StreamReader, w: asyncio.StreamWriter) -> None:
+            await r.readexactly(16)
+            if behaviour["mode"] == "garbage":
+                w.write(struct.pack(">iiqiqq", 2, -7, 0, 1, 0, 0))    # negative body size
+            with contextlib.suppress(Exception):
+                await r.read()                                     # until the slave hangs up
+            w.close()
+
+        server = await asyncio.start_server(fake_master, H, 0)
+        port = server.sockets[0].getsockname()[1]
+        s = make_log(tmp_path / "s")
+        s.append_epoch(1, 0)
+        write(s, payloads(20, seed=12))
+        before = all_bytes(s), s.epochs.entries()
+        sl = HASlave(s, cfg(housekeeping_interval_s=0.3, heartbeat_interval_s=0.1), 2, "g", (H, port))
+        await sl.start()
+        try:
+            await until(lambda: sl.connects >= 2, "reconnect after silence")
+            assert sl.last_error["reason"] == "master_silent"
+            behaviour["mode"] = "garbage"
+            await until(lambda: sl.last_error["reason"] == "negative_body_size", "garbage rejected")
+            assert (all_bytes(s), s.epochs.entries()) == before, "the slave's log is unharmed"
+        finally:
+            await sl.stop()
+            server.close()
+
+    run(main())
+
+
+def test_sync_from_last_file_and_async_learner_on_real_stores(tmp_path):
+    async def main():
+        m = make_log(tmp_path / "m")
+        m.append_epoch(1, 0)
+        end = write(m, payloads(3000, seed=13))            # several 256 KiB segments
+        base = m.segment_base(end)
+        assert 0 < base <= end
+        master = HAMaster(m, cfg(), 1, "g", 1, frozenset({1}), 1, LocalSyncStateProposer())
+        await master.start(H, 0)
+        s = make_log(tmp_path / "s")
+        sl = HASlave(s, cfg(), 3, "g", (H, master.port), async_learner=True, sync_from_last_file=True)
+        await sl.start()
+        try:
+            await until(lambda: s.max_offset == end, "learner caught up")
+            assert s.min_offset == base
+            await asyncio.sleep(0.2)                        # several shrink/expand checks
+            assert master.sync_state_set == frozenset({1}), "a learner never joins the SSS"
+            end2 = write(m, payloads(5, seed=14))
+            master.notify_appended()
+            await master.wait_for_replicas(end2, 5)         # "all" over {1}: the learner is not awaited
+            await until(lambda: s.max_offset == end2, "learner follows")
+            # A re-handshake must find the consistent point although the learner's log (and
+            # EpochFile) start at the master's last segment, not at 0.
+            connects = sl.connects
+            sl.disconnect()
+            await until(lambda: sl.connects > connects and sl.state == "TRANSFER", "learner reconnects")
+            end3 = write(m, payloads(5, seed=16))
+            master.notify_appended()
+            await until(lambda: s.max_offset == end3, "learner follows after reconnect")
+            assert s.min_offset == base and sl.last_error is None or sl.last_error["reason"] == "connection_lost"
+        finally:
+            await sl.stop()
+            await master.stop()
+
+    run(main())
+
+
+def test_reconnect_of_the_same_broker_id_keeps_the_newest_connection(tmp_path):
+    """RocketMQ PR #9897: closing an old connection must not remove its successor."""
+    async def main():
+        m = make_log(tmp_path / "m")
+        m.append_epoch(1, 0)
+        write(m, payloads(5, seed=15))
+        master = HAMaster(m, cfg(), 1, "g", 1, frozenset({1}), 1, LocalSyncStateProposer())
+        await master.start(H, 0)
+        try:
+            r1, w1 = await asyncio.open_connection(H, master.port)
+            w1.write(encode(SlaveHandshake(5)) + encode(Ack(0)))
+            await until(lambda: any(i["brokerId"] == 5 and i["connected"] for i in master.slave_infos()), "r1")
+            r2, w2 = await asyncio.open_connection(H, master.port)
+            w2.write(encode(SlaveHandshake(5)) + encode(Ack(0)))
+            # The master closes the old connection; its handler finishes after the new one registered.
+            while await asyncio.wait_for(r1.read(1 << 20), 5):
+                pass
+            await asyncio.sleep(0.1)
+            info = [i for i in master.slave_infos() if i["brokerId"] == 5]
+            assert info and info[0]["connected"] and info[0]["addr"] is not None
+            assert master._conns[5].writer is w2 or master._conns[5].addr.endswith(str(w2.get_extra_info("sockname")[1]))
+            w2.close()
+            await until(lambda: not any(i["connected"] for i in master.slave_infos()), "r2 gone")
+            w1.close()
+        finally:
+            await master.stop()
+
+    run(main())
