@@ -27,6 +27,7 @@ from autoswitch.ha.log_api import ReplicaLog
 from autoswitch.ha.master_session import MasterSession
 from autoswitch.ha.sync_state import Proposal, SyncStateTracker
 
+from autoswitch.errors import AutoswitchError
 from autoswitch.log import get_logger
 
 
@@ -339,7 +340,7 @@ class HAMaster:
         except (ConnectionError, OSError) as e:
             conn.log.info("slave_transfer_stopped", detail=str(e))
             self._close_conn(conn)
-        except HAError as e:
+        except AutoswitchError as e:    # protocol errors, and store errors such as retention under us
             conn.log.error("slave_transfer_failed", reason=getattr(e, "reason", e.code), detail=e.message)
             self._close_conn(conn)
         except Exception as e:
