@@ -21,6 +21,7 @@ Library use::
 from __future__ import annotations
 
 import asyncio
+import dataclasses
 import signal
 import time
 from pathlib import Path
@@ -31,16 +32,19 @@ from autoswitch.controller import rpc_codes as rc
 from autoswitch.controller import sm_adapter
 from autoswitch.controller.config import ControllerConfig
 from autoswitch.controller.eventlog import EventLog
-from autoswitch.controller.heartbeats import BeatInfo, HeartbeatTable
-from autoswitch.controller.quorum_liveness import Opinion, Verdict, combine
+from autoswitch.controller.liveness import (
+    BrokerReport,
+    HeartbeatTable,
+    LivenessView,
+    NodeOpinion,
+    ScanPlanner,
+)
 from autoswitch.controller.service import ControllerServicer, NodeReply
 from autoswitch.controller.watchers import Watchers
 
 from autoswitch.log import get_logger
 from autoswitch.proto import controller_pb2 as pb
 from autoswitch.proto import controller_pb2_grpc as pbg
-
-MAX_SCAN_GROUPS_PER_ROUND = 10_000
 
 
 class ControllerNode:
@@ -51,7 +55,10 @@ class ControllerNode:
         self.clock = clock
         self.log = get_logger("controller.node", node=config.node_id)
         self.data_dir = Path(config.data_dir)
-        self.heartbeats = HeartbeatTable(10.0)   # the timeout follows the replicated config
+        # Created in start(): the table's "listened long enough" clock starts with the process.
+        self.heartbeats: HeartbeatTable = HeartbeatTable(started_ms=int(clock() * 1000))
+        self.planner = ScanPlanner()
+        self._applied_epochs: dict[str, int] = {}
         self.watchers = Watchers(config.max_watchers, config.watch_queue_size)
         self.events: EventLog | None = None
         self.sm: sm_adapter.AppliedStateMachine | None = None
@@ -73,7 +80,7 @@ class ControllerNode:
     async def start(self) -> None:
         assert not self._started
         self._started = True
-        self._started_at = self.clock()
+        self.heartbeats = HeartbeatTable(started_ms=self.now_ms())
         self.data_dir.mkdir(parents=True, exist_ok=True)
         self.events = EventLog(self.data_dir / "events.jsonl")
         self.sm = sm_adapter.AppliedStateMachine(self.config.sm, self.events, self._on_applied, self.log)
@@ -210,96 +217,89 @@ class ControllerNode:
 
     # ------------------------------------------------------------------ liveness
 
-    def heartbeat_timeout_s(self) -> float:
-        t = self.sm.heartbeat_timeout_ms() / 1000.0
-        self.heartbeats.default_timeout_s = t   # follow the replicated config as it changes
-        return t
+    def now_ms(self) -> int:
+        return int(self.clock() * 1000)
 
-    def record_heartbeat(self, r: pb.BrokerHeartbeatRequest) -> None:
+    def _sync_liveness_config(self) -> None:
+        """The timeout (and the lease hold derived from it) follow the replicated config."""
+        t = self.sm.heartbeat_timeout_ms()
+        if t != self.heartbeats.timeout_ms:
+            self.heartbeats.timeout_ms = t
+            self.heartbeats.hold_ms = 3 * t
+
+    def record_heartbeat(self, r: pb.BrokerHeartbeatRequest) -> bool:
+        """Store the heartbeat; returns whether this reply may count towards the broker's master lease."""
+        self._sync_liveness_config()
+        now = self.now_ms()
         ok = self.heartbeats.record(
-            r.broker_name, r.broker_id,
-            BeatInfo(received_at=self.clock(), timeout_s=r.heartbeat_timeout_ms / 1000.0, address=r.broker_address,
-                     epoch=r.epoch, max_offset=r.max_offset, confirm_offset=r.confirm_offset,
-                     election_priority=r.election_priority, clean_shutdown=r.clean_shutdown),
+            r.broker_name,
+            BrokerReport(broker_id=r.broker_id, address=r.broker_address, epoch=r.epoch, max_offset=r.max_offset,
+                         confirm_offset=r.confirm_offset, election_priority=r.election_priority,
+                         clean_shutdown=r.clean_shutdown),
+            now,
         )
         if not ok:
             raise NodeReply(rc.CONTROLLER_OVERLOADED, "heartbeat table full")
+        return self.heartbeats.grants_lease(r.broker_name, r.broker_id, r.epoch,
+                                            self.sm.master_epoch(r.broker_name), now)
 
-    def _local_opinion(self, g: str, b: int, now: float) -> Opinion:
-        timeout = self.heartbeat_timeout_s()
-        alive, ago = self.heartbeats.opinion(g, b, now)
-        if not alive and now - self._started_at < timeout:
-            # Too young to know: a broker may be alive and simply not have reached us yet.
-            return Opinion(alive=None, last_heard_ms_ago=ago, report=self.heartbeats.get(g, b))
-        return Opinion(alive=alive, last_heard_ms_ago=ago, report=self.heartbeats.get(g, b))
-
-    def local_opinions(self, keys: list[tuple[str, int]]) -> list[Opinion]:
-        now = self.clock()
-        return [self._local_opinion(g, b, now) for g, b in keys]
+    def local_opinions(self, keys: list[tuple[str, int]]) -> list[NodeOpinion]:
+        """This node's answer to a leader asking (a DEAD answer starts a lease hold)."""
+        self._sync_liveness_config()
+        now = self.now_ms()
+        return [self.heartbeats.report_opinion(g, b, now) for g, b in keys]
 
     def _member_view(self, g: str, b: int) -> tuple[bool, int, Any]:
-        """Read-side view of one replica for GetSyncStateData: this node's own opinion."""
-        now = self.clock()
-        alive, ago = self.heartbeats.opinion(g, b, now)
-        return alive, ago, self.heartbeats.get(g, b)
+        """Read-side view of one replica for GetSyncStateData: this node's own opinion, no hold."""
+        now = self.now_ms()
+        return (self.heartbeats.alive(g, b, now), self.heartbeats.last_heard_ms_ago(g, b, now),
+                self.heartbeats.report(g, b))
 
-    async def verdicts(self, keys: list[tuple[str, int]]) -> dict[tuple[str, int], Verdict]:
+    async def view(self, keys: list[tuple[str, int]]) -> LivenessView:
         """Majority verdicts for ``keys``: this node's opinion plus every peer that answers in time."""
-        now = self.clock()
-        mine = {k: self._local_opinion(k[0], k[1], now) for k in keys}
-        peer_ops = await self._peer_client.query(keys, self.config.peer_query_timeout_s) if keys else {}
-        n = len(self.config.peers)
-        out = {}
-        for i, k in enumerate(keys):
-            ops = [mine[k]] + [p[i] for p in peer_ops.values()]
-            out[k] = combine(n, ops)
-        return out
+        if not keys:
+            return LivenessView(len(self.config.peers), {})
+        mine = dict(zip(keys, self.local_opinions(keys), strict=True))
+        peer_ops = await self._peer_client.query(keys, self.config.peer_query_timeout_s)
+        by_node = {self.node_id: mine}
+        for nid, ops in peer_ops.items():
+            by_node[nid] = dict(zip(keys, ops, strict=True))
+        return LivenessView.from_opinions(len(self.config.peers), by_node)
 
     async def liveness_evidence(self, group: str, broker_ids: list[int]) -> tuple[dict[int, Any], set[int]]:
         """(brokerId -> last report for members that count as alive, members a majority holds dead).
 
-        Heard by this node within the timeout -> alive (an asymmetric partition only ever makes a
-        node miss heartbeats, never invent them). Otherwise alive only if a majority says so, and
-        dead only if a majority says so; anything else is neither.
+        Heard by this node within the timeout -> alive with this node's report (an asymmetric
+        partition only ever makes a node miss heartbeats, never invent them; this saves a peer
+        round on the hot AlterSyncStateSet path). Otherwise ask the peers: alive only if a
+        majority says ALIVE, dead only if a majority says DEAD, else neither.
         """
-        now = self.clock()
-        self.heartbeat_timeout_s()
+        self._sync_liveness_config()
+        now = self.now_ms()
         alive: dict[int, Any] = {}
-        dead: set[int] = set()
         unsure = []
         for b in broker_ids:
-            if self.heartbeats.is_alive(group, b, now):
-                alive[b] = self.heartbeats.get(group, b)
+            if self.heartbeats.alive(group, b, now):
+                alive[b] = self.heartbeats.report(group, b)
             else:
                 unsure.append((group, b))
+        dead: set[int] = set()
         if unsure:
-            for (_g, b), v in (await self.verdicts(unsure)).items():
-                if v.alive:
-                    alive[b] = v.report
-                elif v.dead:
+            v = await self.view(unsure)
+            for _g, b in unsure:
+                verdict = v.verdicts.get((group, b))
+                if verdict is not None and verdict.alive:
+                    alive[b] = verdict.report
+                elif verdict is not None and verdict.dead:
                     dead.add(b)
         return alive, dead
 
     async def elect(self, cluster: str, group: str, broker_id: int, designate: bool, trigger: str) -> dict:
         if not self.is_leader:
             raise self._not_leader()
-        attempts = max(1, self.sm.elect_retries() + 1) if trigger == "controller" else 1
-        backoff = self.config.election_retry_backoff_s
-        last: NodeReply | None = None
-        for i in range(attempts):
-            alive, dead = await self.liveness_evidence(group, self.sm.member_ids(group))
-            try:
-                return await self.write("elect_master", cluster=cluster, group=group, broker_id=broker_id,
-                                        designate=designate, trigger=trigger, alive=alive, dead=dead)
-            except NodeReply as e:
-                # Retry only what may succeed later; NOT_LEADER/bad input are answers, not glitches.
-                if e.reply_code not in (rc.CONTROLLER_TIMEOUT, rc.CONTROLLER_QUORUM_UNAVAILABLE):
-                    raise
-                last = e
-                self.log.warning("election_retry", group=group, attempt=i, code=rc.code_name(e.reply_code))
-                await asyncio.sleep(backoff * (2**i))
-        assert last is not None
-        raise last
+        alive, dead = await self.liveness_evidence(group, self.sm.member_ids(group))
+        return await self.write("elect_master", cluster=cluster, group=group, broker_id=broker_id,
+                                designate=designate, trigger=trigger, alive=alive, dead=dead)
 
     async def alter_sync_state_set(self, **fields: Any) -> dict:
         alive, _dead = await self.liveness_evidence(fields["group"], list(fields["new_sync_state_set"]))
@@ -313,8 +313,13 @@ class ControllerNode:
 
     async def _scan_loop(self) -> None:
         while not self._stopped.is_set():
-            await asyncio.sleep(self.sm.scan_interval_ms() / 1000.0)
+            await asyncio.sleep(min(self.sm.scan_interval_ms(), 1000) / 1000.0)
             try:
+                if self.planner.interval_ms != self.sm.scan_interval_ms():
+                    self.planner.interval_ms = self.sm.scan_interval_ms()
+                self.planner.max_retries = self.sm.elect_retries()
+                if not self.planner.due(self.now_ms()):
+                    continue
                 # An empty liveness query keeps GetMetaData's peer reachability current on every node.
                 await self._peer_client.query([], self.config.peer_query_timeout_s)
                 await self.scan_once()
@@ -324,39 +329,75 @@ class ControllerNode:
                 self.log.error("scan_failed", exc_info=True)
 
     async def scan_once(self) -> int:
-        """Leader only: elect a new master for every group whose master a majority considers dead."""
-        now = self.clock()
-        self.heartbeats.expire(now, keep_s=max(600.0, 10 * self.heartbeat_timeout_s()))
+        """Leader only: elect a new master for every group whose master a majority holds DEAD."""
+        self._sync_liveness_config()
+        now = self.now_ms()
+        self.heartbeats.expire(now, keep_ms=max(600_000, 10 * self.heartbeats.timeout_ms))
         if not self.is_leader:
+            self.planner.suspects([], self.heartbeats, now)   # keeps the planner's clock moving
             return 0
-        masters = self.sm.masters()   # [(cluster, group, masterBrokerId)]
-        suspects = [(g, b) for _c, g, b in masters if not self.heartbeats.is_alive(g, b, now)]
-        suspects = suspects[:MAX_SCAN_GROUPS_PER_ROUND]
+        masters = self.sm.masters_refs()
+        suspects = self.planner.suspects(masters, self.heartbeats, now)
         if not suspects:
             return 0
-        verdicts = await self.verdicts(suspects)
-        clusters = {g: c for c, g, _m in masters}
-        n = 0
-        for (g, b), v in sorted(verdicts.items()):
-            if not v.dead:
+        view = await self.view(suspects)
+        dead_groups = sorted({g for g, b in suspects if view.is_dead(g, b)})
+        for g, b in suspects:
+            v = view.verdicts.get((g, b))
+            if v is not None and not v.dead:
                 self.log.info("master_suspect_not_majority", group=g, brokerId=b, dead_votes=v.dead_votes,
                               alive_votes=v.alive_votes)
-                continue
-            self.log.warning("master_dead_by_majority", group=g, brokerId=b, dead_votes=v.dead_votes)
+        if not dead_groups:
+            return 0
+        # Full member view of the affected groups, so the elections carry every alive candidate.
+        member_keys = [(g, b) for g in dead_groups for b in self.sm.member_ids(g)]
+        members_view = await self.view(member_keys)
+        group_view = {g: members_view for g in dead_groups}
+        plans = self.planner.plan([m for m in masters if m.broker_name in dead_groups], view, now, group_view)
+        by_group = {m.broker_name: m for m in masters}
+        n = 0
+        for req in plans:
+            m = by_group[req.broker_name]
+            self.log.warning("master_dead_by_majority", group=req.broker_name, brokerId=m.master_broker_id,
+                             epoch=m.master_epoch)
+            committed = False
             try:
-                res = await self.elect(clusters.get(g, ""), g, 0, False, trigger="controller")
+                res = await self.propose_request(req)
+                committed = True
                 n += 1
-                self.log.info("controller_election", group=g, code=rc.code_name(res.get("code", 0)),
+                self.log.info("controller_election", group=req.broker_name, code=rc.code_name(res.get("code", 0)),
                               master=(res.get("replica_info") or {}).get("master_broker_id"))
             except NodeReply as e:
-                self.log.warning("controller_election_failed", group=g, code=rc.code_name(e.reply_code),
-                                 reason=e.message)
+                self.log.warning("controller_election_failed", group=req.broker_name,
+                                 code=rc.code_name(e.reply_code), reason=e.message)
                 if e.reply_code == rc.CONTROLLER_NOT_LEADER:
                     break
+            finally:
+                self.planner.record_result(req.broker_name, m.master_epoch, committed, self.now_ms())
         return n
+
+    async def propose_request(self, req: Any) -> dict:
+        """Propose an already built messages.Request (the scan planner's elections)."""
+        if not self.is_leader:
+            raise self._not_leader()
+        req = dataclasses.replace(req, ts_ms=sm_adapter.wall_ms())   # planner stamps monotonic ms
+        try:
+            data = sm_adapter.encode_request(req)
+        except sm_adapter.BadWrite as e:
+            raise NodeReply(rc.CONTROLLER_INVALID_REQUEST, str(e)) from None
+        try:
+            result = await self.raft.propose(data, timeout_s=self.config.propose_timeout_s)
+        except Exception as e:  # noqa: BLE001
+            raise self._map_raft_error(e) from None
+        return sm_adapter.reply_dict(result)
 
     def _on_applied(self, index: int, group: str, replica_info: dict) -> None:
         """Called from the apply path when a group's master/epoch/SSS changed."""
+        epoch = replica_info.get("master_epoch", 0)
+        if epoch != self._applied_epochs.get(group):
+            # A new MasterEpoch is applied here: lease holds for the group end (liveness.release).
+            self._applied_epochs[group] = epoch
+            self.heartbeats.release(group)
         if self.config.notify_broker_role_changed:
             self.watchers.publish(group, (index, replica_info))
 

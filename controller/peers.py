@@ -12,8 +12,7 @@ import time
 
 import grpc
 from autoswitch.controller.config import ControllerConfig
-from autoswitch.controller.heartbeats import BeatInfo
-from autoswitch.controller.quorum_liveness import Opinion
+from autoswitch.controller.liveness import BrokerReport, NodeOpinion, Opinion
 
 from autoswitch.log import get_logger
 from autoswitch.proto import controller_pb2 as pb
@@ -45,7 +44,7 @@ class PeerLiveness:
         now = time.monotonic()
         return {n: (now - self._last_ok.get(n, -1e18)) <= within_s for n in self.peers}
 
-    async def query(self, keys: list[tuple[str, int]], timeout_s: float) -> dict[str, list[Opinion]]:
+    async def query(self, keys: list[tuple[str, int]], timeout_s: float) -> dict[str, list[NodeOpinion]]:
         """peer id -> opinions aligned with ``keys``; peers that failed are absent."""
         keys = keys[:MAX_KEYS_PER_QUERY]
         req = pb.QueryLivenessRequest(
@@ -75,20 +74,25 @@ class PeerLiveness:
             await ch.close()
 
 
-def opinion_to_pb(key: tuple[str, int], op: Opinion) -> pb.LivenessOpinion:
-    out = pb.LivenessOpinion(broker=pb.BrokerKey(broker_name=key[0], broker_id=key[1]), alive=op.alive is True,
-                             no_opinion=op.alive is None, last_heard_ms_ago=op.last_heard_ms_ago)
-    b: BeatInfo | None = op.report
-    if b is not None:
-        out.epoch, out.max_offset, out.confirm_offset = b.epoch, b.max_offset, b.confirm_offset
-        out.election_priority, out.clean_shutdown = b.election_priority, b.clean_shutdown
+def opinion_to_pb(key: tuple[str, int], op: NodeOpinion) -> pb.LivenessOpinion:
+    out = pb.LivenessOpinion(broker=pb.BrokerKey(broker_name=key[0], broker_id=key[1]),
+                             alive=op.opinion is Opinion.ALIVE, no_opinion=op.opinion is Opinion.UNKNOWN,
+                             last_heard_ms_ago=op.last_heard_ms_ago)
+    r = op.report
+    if r is not None:
+        out.epoch, out.max_offset, out.confirm_offset = r.epoch, r.max_offset, r.confirm_offset
+        out.election_priority, out.clean_shutdown = r.election_priority, r.clean_shutdown
     return out
 
 
-def opinion_from_pb(o: pb.LivenessOpinion) -> Opinion:
+def opinion_from_pb(o: pb.LivenessOpinion) -> NodeOpinion:
     report = None
     if o.last_heard_ms_ago >= 0:
-        report = BeatInfo(received_at=0.0, timeout_s=0.0, address="", epoch=o.epoch, max_offset=o.max_offset,
-                          confirm_offset=o.confirm_offset, election_priority=o.election_priority,
-                          clean_shutdown=o.clean_shutdown)
-    return Opinion(alive=None if o.no_opinion else o.alive, last_heard_ms_ago=o.last_heard_ms_ago, report=report)
+        report = BrokerReport(broker_id=o.broker.broker_id, epoch=o.epoch, max_offset=o.max_offset,
+                              confirm_offset=o.confirm_offset, election_priority=o.election_priority,
+                              clean_shutdown=o.clean_shutdown)
+    if o.no_opinion:
+        kind = Opinion.UNKNOWN
+    else:
+        kind = Opinion.ALIVE if o.alive else Opinion.DEAD
+    return NodeOpinion(kind, o.last_heard_ms_ago, report)

@@ -162,9 +162,9 @@ class ControllerServicer(pbg.ControllerServiceServicer):
         for f in ("epoch", "max_offset", "confirm_offset", "heartbeat_timeout_ms"):
             if getattr(request, f) < 0:
                 raise BadRequest(f"{f} must be >= 0")
-        self.node.record_heartbeat(request)
+        granted = self.node.record_heartbeat(request)
         return pb.BrokerHeartbeatReply(header=pb.ReplyHeader(code=0), is_leader=self.node.is_leader,
-                                       raft_term=self.node.term)
+                                       raft_term=self.node.term, lease_granted=granted)
 
     @_handler(pb.QueryLivenessReply)
     async def QueryLiveness(self, request, context):

@@ -43,13 +43,11 @@ def wall_ms() -> int:
     return int(time.time() * 1000)
 
 
-def live_info(broker_id: int, beat: Any) -> m.BrokerLiveInfo:
-    """A HeartbeatTable BeatInfo (or a peer's report) -> messages.BrokerLiveInfo."""
-    if beat is None:
-        return m.BrokerLiveInfo(broker_id=broker_id, clean_shutdown=False)
-    return m.BrokerLiveInfo(broker_id=broker_id, epoch=beat.epoch, max_offset=beat.max_offset,
-                            confirm_offset=beat.confirm_offset, election_priority=beat.election_priority,
-                            clean_shutdown=bool(beat.clean_shutdown))
+def live_info(broker_id: int, report: Any) -> m.BrokerLiveInfo:
+    """A liveness.BrokerReport (ours or a peer's) -> messages.BrokerLiveInfo; None ranks last."""
+    if report is None:
+        return m.BrokerLiveInfo(broker_id=broker_id)
+    return report.live_info()
 
 
 def build_request(kind: str, f: dict[str, Any]) -> m.Request:
@@ -85,8 +83,12 @@ def build_request(kind: str, f: dict[str, Any]) -> m.Request:
 
 
 def encode_write(kind: str, fields: dict[str, Any]) -> bytes:
+    return encode_request(build_request(kind, fields))
+
+
+def encode_request(req: m.Request) -> bytes:
     try:
-        return m.encode_request(build_request(kind, fields))
+        return m.encode_request(req)
     except m.MalformedRequest as e:
         raise BadWrite(e.message) from None
 
@@ -233,6 +235,16 @@ class AppliedStateMachine:
 
     def scan_interval_ms(self) -> int:
         return self.inner.state.config.scan_interval_ms
+
+    def master_epoch(self, group: str) -> int:
+        g = self.inner.state.groups.get(group)
+        return g.master_epoch if g is not None else 0
+
+    def masters_refs(self) -> list[Any]:
+        from autoswitch.controller.liveness import MasterRef
+
+        return [MasterRef(g.cluster_name, name, g.master_broker_id, g.master_epoch)
+                for name, g in self.inner.state.groups.items() if g.master_broker_id is not None]
 
     def elect_retries(self) -> int:
         return self.inner.state.config.elect_master_max_retry_count

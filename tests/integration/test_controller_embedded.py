@@ -13,7 +13,7 @@ from autoswitch.controller.client import ControllerClient
 from autoswitch.proto import controller_pb2 as pb
 from autoswitch.proto import namesrv_pb2 as npb
 from autoswitch.proto import namesrv_pb2_grpc as npbg
-from tests.integration.controller_harness import Cluster, Heartbeater, wait_leader
+from tests.integration.controller_harness import Cluster, Heartbeater, hb, wait_leader
 from tests.procs import HOST, free_port, wait_port
 
 pytestmark = pytest.mark.integration
@@ -87,6 +87,22 @@ def test_embedded_controller_in_mixed_cluster_and_asymmetric_liveness(procs, tmp
                 stream.cancel()
                 info = await c.get_replica_info("g1")
                 assert info.master_broker_id == 2 and info.master_epoch == epoch + 1
+
+                # --- lease grants: the deposed master (old epoch) gets none from any node; the new one
+                # gets them once the nodes have been up longer than the hold (3 x heartbeat timeout)
+                for a in cl.addrs.values():
+                    r = await c.call_node(a, "BrokerHeartbeat", hb("g1", 1, epoch=epoch))
+                    assert r.header.code == 0 and not r.lease_granted
+
+                async def all_grant():
+                    rs = [await c.call_node(a, "BrokerHeartbeat", hb("g1", 2, epoch=epoch + 1))
+                          for a in cl.addrs.values()]
+                    return all(r.lease_granted for r in rs)
+
+                deadline = time.monotonic() + 12
+                while not await all_grant():
+                    assert time.monotonic() < deadline, "new master never granted a lease"
+                    await asyncio.sleep(0.3)
             finally:
                 await beats.stop()
 

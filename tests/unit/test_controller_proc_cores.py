@@ -8,7 +8,6 @@ import json
 import pytest
 from autoswitch.controller import config as cfgmod
 from autoswitch.controller.eventlog import EventLog
-from autoswitch.controller.heartbeats import BeatInfo, HeartbeatTable
 from autoswitch.controller.namesrv import RouteError, RouteTable
 from autoswitch.controller.watchers import Watchers
 
@@ -106,24 +105,6 @@ class TestConfig:
         assert c.propose_timeout_s == 1.0 and c.node_id == "n1"
 
 
-def beat(t, timeout=0.0, clean=False):
-    return BeatInfo(received_at=t, timeout_s=timeout, address="127.0.0.1:1", epoch=1, max_offset=10,
-                    confirm_offset=5, election_priority=0, clean_shutdown=clean)
-
-
-def test_heartbeat_table_uses_receipt_time_and_timeout():
-    h = HeartbeatTable(default_timeout_s=10)
-    assert h.opinion("g", 1, now=0) == (False, -1)
-    h.record("g", 1, beat(100.0))
-    assert h.is_alive("g", 1, 110.0) and not h.is_alive("g", 1, 110.01)
-    h.record("g", 2, beat(100.0, timeout=2.0))
-    assert not h.is_alive("g", 2, 102.5)
-    h.record("g", 3, beat(100.0, clean=False))      # unclean restart is still alive (electability is the SM's call)
-    assert h.is_alive("g", 3, 100.0)
-    assert h.opinion("g", 1, 101.5) == (True, 1500)
-    assert h.expire(now=1000, keep_s=600) == 3
-
-
 def test_eventlog_skips_replayed_indices_and_cuts_torn_tail(tmp_path):
     p = tmp_path / "events.jsonl"
     e = EventLog(p)
@@ -162,21 +143,14 @@ def test_watchers_bounded_and_slow_subscriber_dropped():
     asyncio.run(go())
 
 
-class TestQuorumLiveness:
-    def test_one_node_alone_never_declares_dead(self):
-        from autoswitch.controller.quorum_liveness import Opinion as Op
-        from autoswitch.controller.quorum_liveness import combine
-        # the asymmetric partition of RocketMQ #4800: the leader misses heartbeats, the others hear them
-        v = combine(3, [Op(False, 12000), Op(True, 300, "r2"), Op(True, 900, "r3")])
-        assert not v.dead and v.alive and v.report == "r2"
-        # leader isolated from both peers: its own "dead" is one vote of three
-        assert not combine(3, [Op(False, 12000)]).dead
+def test_liveness_opinions_roundtrip_the_wire():
+    from autoswitch.controller.liveness import BrokerReport, NodeOpinion, Opinion
+    from autoswitch.controller.peers import opinion_from_pb, opinion_to_pb
 
-    def test_majority_dead_and_no_opinion(self):
-        from autoswitch.controller.quorum_liveness import Opinion as Op
-        from autoswitch.controller.quorum_liveness import combine
-        assert combine(3, [Op(False, -1), Op(False, 11000)]).dead
-        # a freshly restarted node has no opinion: it does not help either side
-        v = combine(3, [Op(None, -1), Op(False, 11000), Op(True, 10)])
-        assert not v.dead and not v.alive
-        assert combine(5, [Op(False, 1)] * 3).dead and not combine(5, [Op(False, 1)] * 2).dead
+    rep = BrokerReport(broker_id=2, epoch=3, max_offset=1 << 40, confirm_offset=7, election_priority=-1,
+                       clean_shutdown=False)
+    for op in (NodeOpinion(Opinion.ALIVE, 12, rep), NodeOpinion(Opinion.DEAD, 11000, rep),
+               NodeOpinion(Opinion.UNKNOWN, -1, None)):
+        back = opinion_from_pb(opinion_to_pb(("g", 2), op))
+        assert back.opinion is op.opinion and back.last_heard_ms_ago == op.last_heard_ms_ago
+        assert back.report == op.report
