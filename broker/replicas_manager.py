@@ -388,7 +388,7 @@ class ReplicasManager:
         self._next_req += 1
         cmd = make(req)
         self._pending[req] = cmd
-        # one registration step + one heartbeat per controller + sync + elect + alter + role,
+        # one registration step + one heartbeat per controller + sync + elect + alter + role
         assert len(self._pending) <= len(self.config.controllers) + 5, self._pending
         return cmd
 
@@ -518,7 +518,7 @@ class ReplicasManager:
 
     def on_reply(self, req: int, value: object, now: float) -> list[Command]:
         cmd = self._pending.pop(req, None)
-        if cmd is None:
+        if cmd is None or self.phase == Phase.STOPPED:
             return []  # answered twice or after shutdown: nothing waits for it
         out: list[Command] = []
         match cmd:
@@ -555,7 +555,7 @@ class ReplicasManager:
 
     def on_failure(self, req: int, failure: Failure, now: float) -> list[Command]:
         cmd = self._pending.pop(req, None)
-        if cmd is None:
+        if cmd is None or self.phase == Phase.STOPPED:
             return []
         out: list[Command] = []
         if isinstance(cmd, _LEADER_AWARE):

@@ -192,3 +192,20 @@ def test_identity_for_another_group_is_refused(tmp_path):
     with pytest.raises(IdentityMismatch) as e:
         IdentityStore(tmp_path).load("C", "g1")
     assert "brokerIdentity" in str(e.value)
+
+
+def test_answers_after_shutdown_change_nothing(tmp_path):
+    ctrl = FakeController()
+    h = Harness(tmp_path, ctrl)
+    h.start()
+    for _ in range(50):
+        if h.queue and isinstance(h.queue[0], RegisterBroker):
+            break
+        if not h.step():
+            h.tick(0.05)
+    reg = h.queue.popleft()
+    assert isinstance(reg, RegisterBroker)
+    assert h.core.shutdown(h.now) == []
+    assert h.core.on_reply(reg.req, ctrl.register("g1", reg.broker_id, reg.broker_addr), h.now) == []
+    assert h.core.phase == Phase.STOPPED
+    assert h.core.tick(h.now + 10) == []
