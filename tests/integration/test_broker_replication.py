@@ -482,3 +482,36 @@ def test_grpc_limits_and_bad_requests(procs, tmp_path):
             await a.close()
 
     asyncio.run(run())
+
+
+def test_quorum_ack_mode_tolerates_one_stalled_slave(procs, tmp_path):
+    m, s2, s3 = make_nodes(tmp_path, 3)
+    start(procs, m, "master", "--epoch", "1", "--ack-mode", "quorum", "--in-sync-replicas", "2",
+          "--ack-timeout", "0.5")
+    start(procs, s2, "slave", master=m)
+    start(procs, s3, "slave", master=m)
+    wait_until(lambda: epoch_info(m).sync_state_set == [1, 2, 3], 20, "both slaves in the SyncStateSet")
+
+    def produce_once() -> int:
+        async def run():
+            c = ProducerClient(m.addr)
+            try:
+                return (await c.produce(TOPIC, [b"q"])).status
+            finally:
+                await c.close()
+
+        return asyncio.run(run())
+
+    os.kill(s3.proc.pid, signal.SIGSTOP)
+    try:
+        # master + s2 = 2 replicas: enough for in_sync_replicas=2.
+        assert produce_once() == pb.OK
+        os.kill(s2.proc.pid, signal.SIGSTOP)
+        try:
+            assert produce_once() == pb.FLUSH_SLAVE_TIMEOUT
+        finally:
+            os.kill(s2.proc.pid, signal.SIGCONT)
+    finally:
+        os.kill(s3.proc.pid, signal.SIGCONT)
+    wait_caught_up(m, [s2, s3])
+    assert digest(m) == digest(s2) == digest(s3)
