@@ -479,7 +479,8 @@ def decode_request(data: bytes) -> Request:
         raise MalformedRequest("request must be a JSON object")
     if obj.get("v") != ENCODING_VERSION:
         raise MalformedRequest(f"unsupported request encoding version {obj.get('v')!r}")
-    cls = WRITE_REQUESTS.get(obj.get("t"))  # type: ignore[arg-type]
+    t = obj.get("t")
+    cls = WRITE_REQUESTS.get(t) if isinstance(t, str) else None
     if cls is None:
         raise MalformedRequest(f"unknown request type {obj.get('t')!r}")
     names = {f.name for f in fields(cls)}
@@ -535,6 +536,10 @@ def _check_bool(v: Any, what: str) -> None:
 def _check_str(v: Any, what: str, max_len: int, allow_empty: bool) -> None:
     if not isinstance(v, str) or len(v) > max_len or (not allow_empty and not v):
         raise MalformedRequest(f"{what} must be a {'' if allow_empty else 'non-empty '}string of at most {max_len} chars")
+    try:
+        v.encode("utf-8")   # JSON "\ud800" decodes to a lone surrogate that no snapshot could store
+    except UnicodeEncodeError:
+        raise MalformedRequest(f"{what} is not valid Unicode") from None
 
 
 def _check_names(cluster: Any, broker: Any) -> None:

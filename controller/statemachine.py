@@ -339,6 +339,9 @@ def _handle(request: Request, state: ControllerState) -> tuple[list[Event], Repl
     except InvariantViolation as e:
         _log.error("invariant_violation", request=type(request).__name__, group=request.group, error=e.message)
         return [], Reply(Code.CONTROLLER_JRAFT_INTERNAL_ERROR, f"invariant violation: {e.message}"), _Staged(state)
+    except Exception as e:  # a bug: deterministic on every node, so reject the entry everywhere alike
+        _log.error("state_machine_bug", exc_info=True, request=type(request).__name__, group=request.group)
+        return [], Reply(Code.CONTROLLER_JRAFT_INTERNAL_ERROR, f"internal error: {type(e).__name__}"), _Staged(state)
     view = None
     if out.group is not None:
         g = staged.group(out.group)
@@ -627,6 +630,10 @@ class ControllerStateMachine:
             self.last_applied_index = index
             _log.warning("apply_malformed_entry", index=index, error=e.message)
             return Reply(Code.CONTROLLER_INVALID_REQUEST, e.message)
+        except Exception as e:  # a decoder bug: still a bad entry, never an exception out of apply
+            self.last_applied_index = index
+            _log.error("apply_decode_bug", exc_info=True, index=index)
+            return Reply(Code.CONTROLLER_INVALID_REQUEST, f"undecodable entry: {type(e).__name__}")
         return self.execute(req, index)
 
     def execute(self, req: Request, index: int | None = None) -> Reply:
