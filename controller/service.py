@@ -163,8 +163,10 @@ class ControllerServicer(pbg.ControllerServiceServicer):
             if getattr(request, f) < 0:
                 raise BadRequest(f"{f} must be >= 0")
         granted = self.node.record_heartbeat(request)
+        epoch, master = self.node.sm.master_of(request.broker_name)
         return pb.BrokerHeartbeatReply(header=pb.ReplyHeader(code=0), is_leader=self.node.is_leader,
-                                       raft_term=self.node.term, lease_granted=granted)
+                                       raft_term=self.node.term, lease_granted=granted, master_epoch=epoch,
+                                       master_broker_id=master)
 
     @_handler(pb.QueryLivenessReply)
     async def QueryLiveness(self, request, context):

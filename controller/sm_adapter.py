@@ -240,6 +240,13 @@ class AppliedStateMachine:
         g = self.inner.state.groups.get(group)
         return g.master_epoch if g is not None else 0
 
+    def master_of(self, group: str) -> tuple[int, int]:
+        """(MasterEpoch, master brokerId or 0) as applied on this node."""
+        g = self.inner.state.groups.get(group)
+        if g is None:
+            return 0, 0
+        return g.master_epoch, g.master_broker_id or 0
+
     def masters_refs(self) -> list[Any]:
         from autoswitch.controller.liveness import MasterRef
 

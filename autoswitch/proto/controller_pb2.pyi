@@ -121,16 +121,20 @@ class BrokerHeartbeatRequest(_message.Message):
     def __init__(self, cluster_name: _Optional[str] = ..., broker_name: _Optional[str] = ..., broker_id: _Optional[int] = ..., broker_address: _Optional[str] = ..., epoch: _Optional[int] = ..., max_offset: _Optional[int] = ..., confirm_offset: _Optional[int] = ..., election_priority: _Optional[int] = ..., clean_shutdown: _Optional[bool] = ..., heartbeat_timeout_ms: _Optional[int] = ...) -> None: ...
 
 class BrokerHeartbeatReply(_message.Message):
-    __slots__ = ("header", "is_leader", "raft_term", "lease_granted")
+    __slots__ = ("header", "is_leader", "raft_term", "lease_granted", "master_epoch", "master_broker_id")
     HEADER_FIELD_NUMBER: _ClassVar[int]
     IS_LEADER_FIELD_NUMBER: _ClassVar[int]
     RAFT_TERM_FIELD_NUMBER: _ClassVar[int]
     LEASE_GRANTED_FIELD_NUMBER: _ClassVar[int]
+    MASTER_EPOCH_FIELD_NUMBER: _ClassVar[int]
+    MASTER_BROKER_ID_FIELD_NUMBER: _ClassVar[int]
     header: ReplyHeader
     is_leader: bool
     raft_term: int
     lease_granted: bool
-    def __init__(self, header: _Optional[_Union[ReplyHeader, _Mapping]] = ..., is_leader: _Optional[bool] = ..., raft_term: _Optional[int] = ..., lease_granted: _Optional[bool] = ...) -> None: ...
+    master_epoch: int
+    master_broker_id: int
+    def __init__(self, header: _Optional[_Union[ReplyHeader, _Mapping]] = ..., is_leader: _Optional[bool] = ..., raft_term: _Optional[int] = ..., lease_granted: _Optional[bool] = ..., master_epoch: _Optional[int] = ..., master_broker_id: _Optional[int] = ...) -> None: ...
 
 class ElectMasterRequest(_message.Message):
     __slots__ = ("cluster_name", "broker_name", "broker_id", "designate_elect")

@@ -97,7 +97,8 @@ def test_embedded_controller_in_mixed_cluster_and_asymmetric_liveness(procs, tmp
                 async def all_grant():
                     rs = [await c.call_node(a, "BrokerHeartbeat", hb("g1", 2, epoch=epoch + 1))
                           for a in cl.addrs.values()]
-                    return all(r.lease_granted for r in rs)
+                    return all(r.lease_granted and r.master_epoch == epoch + 1 and r.master_broker_id == 2
+                               for r in rs)
 
                 deadline = time.monotonic() + 12
                 while not await all_grant():
