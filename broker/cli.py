@@ -111,15 +111,21 @@ def _cmd_broker(args: argparse.Namespace) -> int:
     except AutoswitchError as e:
         _err(e)
         return 2
+    from autoswitch.log import get_logger
+
     from .service import serve
 
+    log = get_logger("broker", group=cfg.group, brokerId=cfg.broker_id)
     try:
         return asyncio.run(serve(cfg))
     except AutoswitchError as e:
-        from autoswitch.log import get_logger
-
-        get_logger("broker", group=cfg.group, brokerId=cfg.broker_id).error("broker_failed", **e.to_dict())
+        # e.g. a corrupt store or EpochFile: refuse to start, say why (never start empty).
+        log.error("broker_failed", **e.to_dict())
         return _err(e)
+    except OSError as e:  # e.g. the HA port is taken
+        log.error("broker_failed", code="OS_ERROR", message=str(e))
+        print(json.dumps({"error": {"code": "OS_ERROR", "message": str(e)}}), file=sys.stderr)
+        return 1
 
 
 def _msg_to_dict(m: Any) -> dict:

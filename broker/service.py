@@ -49,6 +49,7 @@ class BrokerServicer(pbg.BrokerServiceServicer):
         return self.b.master_addr or ""
 
     async def Produce(self, request: pb.ProduceRequest, context: Any) -> pb.ProduceReply:
+        from autoswitch.broker.record import record_size
         from autoswitch.broker.store import Message
 
         b = self.b
@@ -72,6 +73,13 @@ class BrokerServicer(pbg.BrokerServiceServicer):
                 continue
             valid.append(Message(topic=request.topic, body=m.body, msg_id=m.msg_id, born_ts_ms=m.born_ts_ms or now))
         put_err: BrokerError | None = None
+        if valid:
+            batch_bytes = sum(record_size(m.topic.encode(), m.msg_id.encode(), len(m.body)) for m in valid)
+            if batch_bytes > b.store.config.max_batch_bytes:
+                put_err = BadRequest(
+                    f"batch encodes to {batch_bytes} bytes, store limit {b.store.config.max_batch_bytes}"
+                )
+                valid = []
         records: list[tuple[int, int, str]] = []
         epoch = wp.epoch
         if valid:

@@ -515,3 +515,23 @@ def test_quorum_ack_mode_tolerates_one_stalled_slave(procs, tmp_path):
         os.kill(s3.proc.pid, signal.SIGCONT)
     wait_caught_up(m, [s2, s3])
     assert digest(m) == digest(s2) == digest(s3)
+
+
+def test_corrupt_epochfile_refuses_start_with_typed_error(procs, tmp_path):
+    (m,) = make_nodes(tmp_path, 1)
+    start(procs, m, "master", "--epoch", "1", "--ack-mode", "master")
+    asyncio.run(produce_many(m.addr, 100, batch=100, producers=1))
+    m.proc.stop()
+    ef = m.data_dir / "epochfile"
+    raw = bytearray(ef.read_bytes())
+    raw[len(raw) // 2] ^= 0xFF
+    ef.write_bytes(bytes(raw))
+    m.proc = procs.start(m.name, ["broker", "--role", "master", "--group", "g1", "--broker-id", "1",
+                                  "--listen", m.addr, "--ha-listen", m.ha_addr, "--data-dir", str(m.data_dir)])
+    rc = m.proc.popen.wait(30)
+    assert rc == 1
+    events = [json.loads(x) for x in m.proc.log_text().splitlines() if x.startswith("{")]
+    failed = [e for e in events if e.get("event") == "broker_failed"]
+    assert failed, "a corrupt EpochFile must be reported, not silently reset"
+    assert "CORRUPT" in failed[-1]["code"] and "epochfile" in json.dumps(failed[-1]), failed[-1]
+    assert "Traceback" not in m.proc.log_text()
