@@ -367,6 +367,7 @@ def test_all_ack_with_slave_down_and_stalled(procs, tmp_path):
     wait_until(lambda: epoch_info(m).sync_state_set == [1, 2], 20, "slave in the SyncStateSet")
     asyncio.run(produce_many(m.addr, 100, batch=50, producers=1))
     confirmed = wait_caught_up(m, [s])
+    wait_until(lambda: epoch_info(m).confirm_offset == confirmed, 10, "master confirmOffset at the end")
 
     async def produce_once(body: bytes) -> pb.ProduceResult:
         c = ProducerClient(m.addr, timeout_s=10)
