@@ -25,7 +25,6 @@ from autoswitch.errors import ConfigError
 RUNTIME_KEYS = frozenset(
     {
         "notify_broker_role_changed",
-        "election_retry_backoff_s",
         "peer_query_timeout_s",
         "propose_timeout_s",
         "read_timeout_s",
@@ -41,8 +40,6 @@ class ControllerConfig:
     listen: str = ""                   # default: this node's address in peers
     # Liveness queries to the other controller nodes (the majority rule).
     peer_query_timeout_s: float = 0.5
-    # Pause between retries of a controller-triggered election (count: sm key elect_master_max_retry_count).
-    election_retry_backoff_s: float = 0.2
     notify_broker_role_changed: bool = True
     # Request handling limits.
     propose_timeout_s: float = 3.0
@@ -67,8 +64,8 @@ class ControllerConfig:
             raise ConfigError("data_dir is required")
         for nid, addr in self.peers.items():
             _split_addr(addr, f"peers[{nid}]")
-        if self.peer_query_timeout_s <= 0 or self.election_retry_backoff_s < 0:
-            raise ConfigError("peer_query_timeout_s must be > 0 and election_retry_backoff_s >= 0")
+        if self.peer_query_timeout_s <= 0:
+            raise ConfigError("peer_query_timeout_s must be > 0")
         if not 1024 <= self.max_message_bytes <= 64 << 20:
             raise ConfigError("max_message_bytes must be in [1 KiB, 64 MiB]")
         if self.propose_timeout_s <= 0 or self.read_timeout_s <= 0:
