@@ -159,9 +159,8 @@ class ElectMasterRequest(Request):
     ``alive``: every broker of the group that a controller majority considers alive, with its
     last report; ``dead_broker_ids``: brokers a controller majority has not heard from within the
     heartbeat timeout. Both are filled by the leader at proposal time. A non-designated election
-    replaces an existing master that is not in ``alive`` only if the trigger is the controller's
-    scan (which proposes only after a majority verdict) or the master is in ``dead_broker_ids``
-    (DESIGN-NOTES 7.2); otherwise it answers CONTROLLER_ELECT_MASTER_FAILED.
+    replaces an existing master that is not in ``alive`` only if that master is in
+    ``dead_broker_ids`` (DESIGN-NOTES 7.2); otherwise it answers CONTROLLER_ELECT_MASTER_FAILED.
     """
 
     TYPE: ClassVar[str] = "ElectMaster"

@@ -451,10 +451,10 @@ def _elect_master(req: ElectMasterRequest, state: ControllerState) -> tuple[list
                            f"{len(registered)} alive, grace ends at ts {g.created_ts_ms + cfg.first_election_grace_ms}",
                            name)
     master = g.master_broker_id
-    if (designated is None and master is not None and master not in alive
-            and req.trigger != TRIGGER_CONTROLLER and master not in req.dead_broker_ids):
-        # Liveness is the majority's (DESIGN-NOTES 7.2): not seen alive is not the same as dead.
-        # The leader's scan proposes only after a majority verdict, so its trigger carries that claim.
+    if designated is None and master is not None and master not in alive and master not in req.dead_broker_ids:
+        # Liveness is the majority's (DESIGN-NOTES 7.2): not seen alive is not the same as dead. The
+        # claim names the master, so a request computed before another election (pipelined
+        # proposals) can never depose the master that election produced.
         return _reject(Code.CONTROLLER_ELECT_MASTER_FAILED,
                        f"master {master} of {name} is not agreed dead by a controller majority", name)
     d = election.decide(master=master, sync_state_set=g.sync_state_set, eligible=g.eligible,

@@ -62,6 +62,10 @@ class Harness:
 
     def elect(self, alive, trigger=TRIGGER_BROKER, broker_id=0, designate=False, dead=(), group=G, ts=None):
         infos = tuple(a if isinstance(a, BrokerLiveInfo) else BrokerLiveInfo(a, max_offset=100) for a in alive)
+        v = self.view(group)
+        if trigger == TRIGGER_CONTROLLER and not dead and v is not None and v.master_broker_id is not None \
+                and v.master_broker_id not in {i.broker_id for i in infos}:
+            dead = (v.master_broker_id,)   # what the scan claims (ScanPlanner.plan does the same)
         return self.w(ElectMasterRequest(C, group, trigger, broker_id, designate, infos,
                                          ts_ms=self.ts if ts is None else ts, dead_broker_ids=tuple(dead)))
 
@@ -205,6 +209,18 @@ def test_broker_trigger_cannot_replace_a_master_not_agreed_dead():
     assert h.view().master_broker_id == 1
     r = h.elect([2, 3], trigger=TRIGGER_BROKER, broker_id=2, dead=(1,))
     assert r.ok and r.replica.master_broker_id in (2, 3)
+
+
+def test_stale_pipelined_election_cannot_depose_the_master_another_election_made():
+    h = group_with_master()
+    # The scan saw master 1 dead and proposed; before it applied, an admin switched to 3, which the
+    # scan's (older) alive list did not contain.
+    stale = ElectMasterRequest(C, G, TRIGGER_CONTROLLER, 0, False, (BrokerLiveInfo(2, max_offset=9),),
+                               ts_ms=h.ts, dead_broker_ids=(1,))
+    assert h.elect([1, 2, 3], trigger=TRIGGER_ADMIN, broker_id=3, designate=True).ok
+    r = h.w(stale)
+    assert r.code == Code.CONTROLLER_ELECT_MASTER_FAILED
+    assert h.view().master_broker_id == 3
 
 
 def test_designated_election_of_dead_broker_fails():
