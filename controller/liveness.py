@@ -71,11 +71,15 @@ class _Entry:
 
 class HeartbeatTable:
     def __init__(self, started_ms: int, timeout_ms: int = DEFAULT_TIMEOUT_MS, hold_ms: int | None = None,
-                 max_entries: int = MAX_TABLE_ENTRIES) -> None:
+                 max_entries: int = MAX_TABLE_ENTRIES, startup_grace_ms: int | None = None) -> None:
+        """``startup_grace_ms`` (default ``hold_ms``): no lease grants this long after start, because
+        holds are not persisted. A process that persists the wall time of its last DEAD report and
+        finds it older than ``hold_ms`` may pass 0 and skip the cold-start wait."""
         assert timeout_ms > 0 and max_entries > 0
         self.started_ms = started_ms
         self.timeout_ms = timeout_ms
         self.hold_ms = hold_ms if hold_ms is not None else 3 * timeout_ms
+        self.startup_grace_ms = startup_grace_ms
         self.max_entries = max_entries
         self._beats: dict[Key, _Entry] = {}
         self._holds: dict[Key, int] = {}     # key -> when this node reported it DEAD
@@ -134,7 +138,8 @@ class HeartbeatTable:
         """May this node's reply to the broker's heartbeat count towards its master lease?"""
         if broker_epoch < applied_master_epoch:
             return False                       # deposed: a newer MasterEpoch is applied here
-        if now_ms - self.started_ms < self.hold_ms:
+        grace = self.hold_ms if self.startup_grace_ms is None else self.startup_grace_ms
+        if now_ms - self.started_ms < grace:
             return False                       # may have held a DEAD report before a restart
         return not self._holding((broker_name, broker_id), now_ms)
 

@@ -138,6 +138,8 @@ def test_restarted_node_grants_no_lease_during_hold_time():
     t.record(G, rep(1), 500_100)
     assert not t.grants_lease(G, 1, 1, 1, 500_200)
     assert t.grants_lease(G, 1, 1, 1, 500_000 + 3 * T)
+    known_clean = HeartbeatTable(started_ms=500_000, timeout_ms=T, hold_ms=3 * T, startup_grace_ms=0)
+    assert known_clean.grants_lease(G, 1, 1, 1, 500_200)
 
 
 def test_scan_interval_and_bounded_retries():
