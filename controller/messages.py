@@ -72,9 +72,9 @@ class BrokerLiveInfo:
         if not isinstance(raw, list) or len(raw) != 6:
             raise MalformedRequest("alive entry must be [brokerId, epoch, maxOffset, confirmOffset, priority, clean]")
         bid, epoch, max_off, confirm, prio, clean = raw
-        info = cls(bid, epoch, max_off, confirm, prio, clean == 1)
-        if clean not in (0, 1) or isinstance(clean, bool):
+        if type(clean) is not int or clean not in (0, 1):
             raise MalformedRequest("alive entry clean flag must be 0 or 1")
+        info = cls(bid, epoch, max_off, confirm, prio, clean == 1)
         info.validate()
         return info
 

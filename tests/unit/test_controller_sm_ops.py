@@ -421,6 +421,8 @@ def test_reads():
     b'{"v":1,"t":"ApplyBrokerId","cluster_name":"c","broker_name":"g","applied_broker_id":true,'
     b'"register_check_code":"x"}',
     b'{"v":1,"t":"ElectMaster","cluster_name":"c","broker_name":"g","alive":[[1,0,-5,0,0,1]]}',
+    b'{"v":1,"t":"ElectMaster","cluster_name":"c","broker_name":"g","alive":[[1,0,5,0,0,1.0]]}',
+    b'{"v":1,"t":"ElectMaster","cluster_name":"c","broker_name":"g","alive":[[1,0,5.5,0,0,1]]}',
     b'{"v":1,"t":"ElectMaster","cluster_name":"c","broker_name":"g","alive":[[1,0,5,0,0,1]],"extra":1}',
     b'{"v":1,"t":"AlterSyncStateSet","broker_name":"g","master_broker_id":1,"master_epoch":1,'
     b'"new_sync_state_set":[1,1],"sync_state_set_epoch":1}',
