@@ -278,13 +278,15 @@ class HAMaster:
                         clog.info("slave_transfer_start", ack=res.offset, start=session.next_offset)
                         conn.task = asyncio.create_task(self._transfer_loop(conn))
                     self._on_progress()
-                pending = await self._read_frames(reader, dec)
+                # A slave acks every heartbeat; one silent this long is gone (or stuck): drop it
+                # (RocketMQ haHousekeepingInterval), so a dead peer cannot pin a connection.
+                pending = await asyncio.wait_for(self._read_frames(reader, dec), self.config.housekeeping_interval_s)
         except (FrameError, HAProtocolError) as e:
             reason = e.reason
             self.rejected[reason] = self.rejected.get(reason, 0) + 1
             clog.warning("slave_connection_rejected", reason=e.reason, detail=e.message)
         except TimeoutError:
-            reason = "handshake_timeout"
+            reason = "handshake_timeout" if conn is None else "slave_silent"
             self.rejected[reason] = self.rejected.get(reason, 0) + 1
             clog.warning("slave_connection_rejected", reason=reason)
         except (ConnectionError, OSError) as e:

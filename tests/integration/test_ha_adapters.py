@@ -226,6 +226,13 @@ def test_malformed_input_closes_only_that_connection(tmp_path):
             await asyncio.wait_for(r.read(), 5)
             w.close()
             assert master.rejected.get("handshake_timeout", 0) >= 1
+            # A slave that handshakes and then never acks is dropped after the housekeeping interval.
+            r, w = await asyncio.open_connection(H, master.port)
+            w.write(encode(SlaveHandshake(8)) + encode(Ack(0)))
+            while await asyncio.wait_for(r.read(1 << 20), 5):
+                pass
+            w.close()
+            assert master.rejected.get("slave_silent", 0) >= 1
             end = write(m, payloads(50, seed=8))
             master.notify_appended()
             await until(lambda: good.max_offset == end, "good slave still served")
