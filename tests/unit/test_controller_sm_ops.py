@@ -473,3 +473,42 @@ def test_history_record_format():
     elect = [r for r in h.history if r["event"] == "ElectMaster"][0]
     assert elect["master_epoch"] == 1 and elect["unclean"] is False
     json.dumps(h.history)
+
+
+# --------------------------------------------------------------------------- invariants
+
+
+def test_invariant_violation_rejects_the_entry_with_2015_and_changes_nothing():
+    h = group_with_master()
+    g = h.sm.state.groups[G]
+    g.eligible = frozenset({2})          # corrupt in memory: 2 is also in the SSS
+    before = h.view()
+    r = h.w(RegisterBrokerRequest(C, G, 3, "10.9.9.9:1"))
+    assert r.code == Code.CONTROLLER_JRAFT_INTERNAL_ERROR
+    assert h.view() == before and h.sm.state.groups[G].brokers[3].address == "127.0.0.1:9003"
+    assert h.sm.last_applied_index == h.index
+
+
+def test_check_group_invariants_rules():
+    import dataclasses
+
+    from autoswitch.controller.statemachine import InvariantViolation, check_group_invariants
+
+    h = group_with_master()
+    good = h.sm.state.groups[G]
+    check_group_invariants(good, good.copy())
+    bad_cases = [
+        dict(master_broker_id=7),                                      # not registered / outside SSS
+        dict(sync_state_set=frozenset({2, 3})),                        # master outside SSS (and no epoch bump)
+        dict(eligible=frozenset({9})),                                 # unregistered eligible
+        dict(next_assign_broker_id=3),                                 # not above every id
+        dict(master_epoch=good.master_epoch - 1),                      # epoch backwards
+        dict(master_broker_id=2),                                      # new master, same MasterEpoch
+        dict(sync_state_set=frozenset({1, 2})),                        # new SSS, same syncStateSetEpoch
+    ]
+    for change in bad_cases:
+        after = dataclasses.replace(good.copy(), **change)
+        with pytest.raises(InvariantViolation):
+            check_group_invariants(good, after)
+    ok = dataclasses.replace(good.copy(), master_broker_id=2, master_epoch=good.master_epoch + 1)
+    check_group_invariants(good, ok)
