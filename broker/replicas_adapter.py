@@ -68,6 +68,7 @@ class ControllerApi(Protocol):
 
     addresses: list[str]
 
+    async def call(self, method: str, request: Any, *, leader: bool = True) -> Any: ...
     async def get_metadata(self) -> Any: ...  # .leader_addr ('' = no leader known)
     async def get_next_broker_id(self, cluster: str, group: str) -> int: ...
     async def apply_broker_id(self, cluster: str, group: str, broker_id: int, check_code: str) -> None: ...
@@ -96,6 +97,12 @@ class BrokerRoleTarget(Protocol):
 
 class SyncStateSetRejected(AutoswitchError):
     code = "SYNC_STATE_SET_REJECTED"
+
+
+class LeaseConfigUnsafe(AutoswitchError):
+    """The controllers declare a broker dead sooner than this broker's lease assumes."""
+
+    code = "LEASE_CONFIG_UNSAFE"
 
 
 def default_ha_addr(master_id: int, master_addr: str) -> tuple[str, int]:
@@ -398,6 +405,7 @@ class ReplicasAdapter:
                 leader = getattr(md, "leader_addr", "")
                 if not leader:
                     raise TimeoutError("controller cluster has no leader yet")
+                await asyncio.wait_for(self._check_controller_timeout(), t)
                 return leader
             case GetNextBrokerId():
                 return int(await asyncio.wait_for(api.get_next_broker_id(cmd.cluster, cmd.group), t))
@@ -456,6 +464,32 @@ class ReplicasAdapter:
                 await asyncio.wait_for(fence(cmd.epoch, cmd.reason), self.role_change_timeout_s)
                 return None
         raise AssertionError(f"no executor for {cmd!r}")
+
+    async def _check_controller_timeout(self) -> None:
+        """The lease argument needs the controllers' heartbeat timeout >= the one the lease was
+        sized for. The controller applies its own (replicated) value, so check it before
+        registering; an unsafe pair keeps the broker fenced with a clear error."""
+        lease = self.config.lease
+        if not lease.enabled:
+            return
+        from autoswitch.proto import controller_pb2 as pb
+
+        reply = await self.api.call("GetControllerConfig", pb.GetControllerConfigRequest(), leader=True)
+        raw = dict(getattr(reply, "config", {}) or {}).get("heartbeat_timeout_ms")
+        if raw is None:
+            self._log.warning("controller_heartbeat_timeout_unknown", leaseMs=lease.master_lease_ms)
+            return
+        ctl = int(raw)
+        if ctl < lease.heartbeat_timeout_ms:
+            raise LeaseConfigUnsafe(
+                f"controllers use heartbeat_timeout_ms={ctl} but this broker's master lease "
+                f"({lease.master_lease_ms} ms) was sized for {lease.heartbeat_timeout_ms} ms; "
+                "lower master_lease_ms/heartbeat_timeout_ms here or raise it on the controllers",
+                controller_heartbeat_timeout_ms=ctl, heartbeat_timeout_ms=lease.heartbeat_timeout_ms,
+            )
+        if ctl > lease.heartbeat_timeout_ms:
+            self._log.info("controller_heartbeat_timeout_longer", controllerMs=ctl,
+                           assumedMs=lease.heartbeat_timeout_ms, note="safe; failover is slower than assumed")
 
     async def _heartbeat(self, cmd: SendHeartbeat) -> bool:
         from autoswitch.proto import controller_pb2 as pb

@@ -44,6 +44,7 @@ class FakeApi:
         self.pushes: asyncio.Queue = asyncio.Queue()
         self.heartbeats: list[pb.BrokerHeartbeatRequest] = []
         self.watch_addrs: list = []
+        self.controller_timeout_ms = 1000
 
     def _check(self):
         if self.down:
@@ -52,6 +53,11 @@ class FakeApi:
     async def get_metadata(self):
         self._check()
         return SimpleNamespace(leader_addr=self.ctrl.leader)
+
+    async def call(self, method, request, *, leader=True):
+        assert method == "GetControllerConfig"
+        self._check()
+        return pb.GetControllerConfigReply(config={"heartbeat_timeout_ms": str(self.controller_timeout_ms)})
 
     async def get_next_broker_id(self, cluster, group):
         self._check()
@@ -287,3 +293,19 @@ def test_abort_marker_reports_unclean_restart_until_clean_stop(tmp_path):
         return first, second, third
 
     assert asyncio.run(asyncio.wait_for(main(), 20)) == (True, False, True)
+
+
+def test_controller_timeout_shorter_than_the_lease_assumes_keeps_broker_fenced(tmp_path, caplog):
+    async def main():
+        api, broker, a = make(tmp_path)
+        api.controller_timeout_ms = 500  # the lease was sized for 1000 ms
+        await a.start()
+        await asyncio.sleep(0.5)
+        assert broker.calls == [] and a.status()["fenced"] == "starting"
+        api.controller_timeout_ms = 1000  # operator fixed the controllers
+        await wait_for(lambda: broker.role == "master", "registers once safe")
+        await a.stop()
+
+    asyncio.run(asyncio.wait_for(main(), 20))
+    failed = [r.as_fields for r in caplog.records if getattr(r, "as_fields", {}).get("event") == "registration_step_failed"]
+    assert failed and failed[0]["code"] == "LEASE_CONFIG_UNSAFE"
