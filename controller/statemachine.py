@@ -288,7 +288,6 @@ class _Staged:
         self.state = state
         self.groups: dict[str, GroupState | None] = {}
         self.config: SMConfig | None = None
-        self.records: list[tuple[Event, dict]] = []
 
     def group(self, name: str) -> GroupState | None:
         if name in self.groups:
@@ -657,7 +656,10 @@ class ControllerStateMachine:
                       syncStateSet=rec["sync_state_set"], syncStateSetEpoch=rec["sync_state_set_epoch"],
                       reason=rec["reason"], unclean=rec["unclean"])
             if self.history_sink is not None:
-                self.history_sink(rec)
+                try:
+                    self.history_sink(rec)
+                except Exception:  # the audit trail must not un-apply or crash the applied entry
+                    _log.error("history_sink_failed", exc_info=True, index=index, group=rec["group"])
         if not reply.ok:
             _log.info("request_rejected", index=index, request=req.TYPE, group=req.group,
                       code=int(reply.code), remark=reply.remark)
