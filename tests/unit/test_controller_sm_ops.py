@@ -512,3 +512,14 @@ def test_check_group_invariants_rules():
             check_group_invariants(good, after)
     ok = dataclasses.replace(good.copy(), master_broker_id=2, master_epoch=good.master_epoch + 1)
     check_group_invariants(good, ok)
+
+
+def test_a_failing_history_sink_does_not_undo_or_break_apply():
+    h = Harness()
+
+    def broken(_rec):
+        raise OSError("disk full")
+
+    h.sm.history_sink = broken
+    r = h.w(ApplyBrokerIdRequest(C, G, 1, "a:1;1"))
+    assert r.ok and h.view() is not None
