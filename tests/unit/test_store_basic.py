@@ -214,6 +214,17 @@ def test_truncate_cuts_log_index_and_epochs(tmp_path):
         s.truncate(s.max_offset + 1)
 
 
+def test_truncate_drops_epoch_starting_at_the_cut(tmp_path):
+    # the slave's own epoch 3 started exactly at the consistent point; the master never had it
+    s = open_store(tmp_path)
+    fill(s, 10)
+    s.append_epoch(3, s.max_offset)
+    s.truncate(s.max_offset, last_common_epoch=1)
+    assert [e.epoch for e in s.epochs.entries()] == [1]
+    s.close()
+    assert [e.epoch for e in MessageStore(tmp_path, SMALL).epochs.entries()] == [1]
+
+
 def test_reset_and_segment_base(tmp_path):
     s = open_store(tmp_path)
     fill(s, 30)
