@@ -28,42 +28,42 @@ log = get_logger("pipeline")
 
 CATEGORIES = ("lost", "moved", "replica_missing", "divergence", "duplicates")
 MAX_MASK_BROKER_ID = 62          # holders are a bit mask of brokerIds 0..62; above that, a set
-BROADCAST_SUSPECTS_LIMIT = 2_000_000
 
 EXIT_CLEAN = 0
 EXIT_LOST = 2
 EXIT_UNSAFE = 3   # nothing lost at the master, but a replica diverges, misses or moved data
 
 
-def load_masters(spark, replica_df, epochs_df, events_df) -> tuple[dict[str, MasterChoice], list[Replica]]:
-    """Small tables to the driver: one row per replica and per group."""
-    from pyspark.sql import functions as F
-
+def load_masters(replica_rows: list[dict], epoch_rows: list[dict],
+                 event_rows: list[dict] | None) -> tuple[dict[str, MasterChoice], list[Replica]]:
+    """Small tables on the driver: one row per replica, per EpochFile entry, per controller event."""
     last_epoch: dict[tuple[str, int], int] = {}
-    if epochs_df is not None:
-        for r in epochs_df.groupBy("group", "broker_id").agg(F.max("epoch").alias("e")).collect():
-            last_epoch[(r["group"], r["broker_id"])] = r["e"]
-    replicas = [
-        Replica(r["group"], r["broker_id"], r["max_offset"], r["confirm_offset"],
-                r["min_offset"] or 0, last_epoch.get((r["group"], r["broker_id"]), 0))
-        for r in replica_df.collect()
-    ]
+    for r in epoch_rows:
+        k = (r["group"], r["broker_id"])
+        last_epoch[k] = max(last_epoch.get(k, 0), r["epoch"])
+    replicas = [Replica(r["group"], r["broker_id"], r["max_offset"], r["confirm_offset"],
+                        r.get("min_offset") or 0, last_epoch.get((r["group"], r["broker_id"]), 0))
+                for r in replica_rows]
     event_master: dict[str, int | None] | None = None
-    if events_df is not None:
-        rows = (events_df.filter(F.col("event").isin("ElectMaster", "NoMaster"))
-                .groupBy("group").agg(F.max_by("master_broker_id", "index").alias("m")).collect())
-        event_master = {r["group"]: r["m"] for r in rows}
+    if event_rows is not None:
+        last: dict[str, tuple[int, int | None]] = {}
+        for e in event_rows:
+            if e["event"] in ("ElectMaster", "NoMaster"):
+                if e["group"] not in last or e["index"] > last[e["group"]][0]:
+                    last[e["group"]] = (e["index"], e["master_broker_id"])
+        event_master = {g: m for g, (_, m) in last.items()}
     return choose_masters(replicas, event_master), replicas
 
 
-def run_audit(spark, acks, index, replica_df, epochs_df, events_df, out_dir: Path, progress) -> dict:
+def run_audit(spark, acks, index, replica_rows: list[dict], epoch_rows: list[dict],
+              event_rows: list[dict] | None, out_dir: Path, progress) -> dict:
     from pyspark import StorageLevel
     from pyspark.sql import functions as F
     from pyspark.sql import types as T
 
     out_dir.mkdir(parents=True, exist_ok=True)
     progress.set_phase("audit: masters")
-    masters, replicas = load_masters(spark, replica_df, epochs_df, events_df)
+    masters, replicas = load_masters(replica_rows, epoch_rows, event_rows)
     for m in masters.values():
         log.debug("master_chosen", group=m.group, brokerId=m.broker_id, source=m.source)
     max_id = max((r.broker_id for r in replicas), default=0)
@@ -120,7 +120,6 @@ def run_audit(spark, acks, index, replica_df, epochs_df, events_df, out_dir: Pat
                 .filter(~F.col("in_master") | ~F.col("at_offset") | (F.size("missing_on") > 0))
                 .drop("replicas", "holders")
                 .persist(StorageLevel.MEMORY_AND_DISK))
-    n_problems = problems.count()
     base_cols = ["group", "msg_id", "acked_offset", "acked_by", "epoch", "ack_ts_ms", "topic",
                  "queue_offset", "master_id"]
     lost = problems.filter(~F.col("in_master")).select(*base_cols)
@@ -132,11 +131,10 @@ def run_audit(spark, acks, index, replica_df, epochs_df, events_df, out_dir: Pat
     progress.set_phase("audit: duplicates")
     m_idx = (index.join(F.broadcast(masters_df.select("group", "master_id")), "group")
              .filter(F.col("broker_id") == F.col("master_id")))
-    dup_keys = (m_idx.groupBy("group", "msg_id").count().filter(F.col("count") > 1)
-                .persist(StorageLevel.MEMORY_AND_DISK))
-    n_dup_keys = dup_keys.count()
-    dk = F.broadcast(dup_keys) if n_dup_keys <= BROADCAST_SUSPECTS_LIMIT else dup_keys
-    dups = (m_idx.join(dk.select("group", "msg_id"), ["group", "msg_id"])
+    # Keys first with a fixed-size count, offsets only for the (rare) duplicated keys; adaptive
+    # execution broadcasts the small side of the second join.
+    dup_keys = m_idx.groupBy("group", "msg_id").count().filter(F.col("count") > 1)
+    dups = (m_idx.join(dup_keys.select("group", "msg_id"), ["group", "msg_id"])
             .groupBy("group", "msg_id")
             .agg(F.count("*").alias("copies"), F.array_sort(F.collect_list("phy_offset")).alias("offsets")))
 
@@ -157,11 +155,8 @@ def run_audit(spark, acks, index, replica_df, epochs_df, events_df, out_dir: Pat
     differs = F.lit(False)
     for c in ("crc", "size", "idh"):
         differs = differs | (F.col(f"s_{c}0") != F.col(f"m_{c}")) | (F.col(f"s_{c}1") != F.col(f"m_{c}"))
-    suspects = (g.filter(F.col("s_crc0").isNotNull() & ((F.col("m_n") == 0) | differs))
-                .select("group", "phy_offset").persist(StorageLevel.MEMORY_AND_DISK))
-    n_suspects = suspects.count()
-    sk = F.broadcast(suspects) if n_suspects <= BROADCAST_SUSPECTS_LIMIT else suspects
-    at = r.join(sk, ["group", "phy_offset"])
+    suspects = g.filter(F.col("s_crc0").isNotNull() & ((F.col("m_n") == 0) | differs)).select("group", "phy_offset")
+    at = r.join(suspects, ["group", "phy_offset"])
     mv = at.filter(m).select("group", "phy_offset", F.col("crc").alias("master_crc"),
                              F.col("msg_id").alias("master_msg_id"), F.col("size").alias("master_size"))
     div = (at.filter(s).join(mv, ["group", "phy_offset"], "left")
@@ -175,16 +170,19 @@ def run_audit(spark, acks, index, replica_df, epochs_df, events_df, out_dir: Pat
 
     progress.set_phase("audit: writing results")
     frames = {"lost": lost, "moved": moved, "replica_missing": rmiss, "divergence": div, "duplicates": dups}
-    counts = {}
+    # One job computes and caches every (small) result and counts them; the writes read the cache.
+    frames = {k: v.persist(StorageLevel.MEMORY_AND_DISK) for k, v in frames.items()}
+    tally = None
+    for name, df in [*frames.items(), ("_problems", problems), ("_acks", acks)]:
+        c = df.groupBy().count().withColumn("category", F.lit(name))
+        tally = c if tally is None else tally.unionByName(c)
+    counts = {r["category"]: r["count"] for r in tally.collect()}
+    n_problems, ack_rows = counts.pop("_problems"), counts.pop("_acks")
     for name, df in frames.items():
         df.coalesce(1).write.mode("overwrite").parquet(str(out_dir / name))
-        counts[name] = spark.read.parquet(str(out_dir / name)).count()
+        df.unpersist()
     problems.unpersist()
-    dup_keys.unpersist()
-    suspects.unpersist()
 
-    progress.set_phase("audit: totals")
-    ack_rows = acks.count()
     sources: dict[str, int] = {}
     for mc in masters.values():
         sources[mc.source] = sources.get(mc.source, 0) + 1
@@ -201,9 +199,8 @@ def run_audit(spark, acks, index, replica_df, epochs_df, events_df, out_dir: Pat
         "groups": len(masters),
         "replicas": len(replicas),
         "master_source": sources,
-        "masters": {g: m.broker_id for g, m in sorted(masters.items())},
+        "masters": {g: m.broker_id for g, m in sorted(masters.items())} if len(masters) <= 1000 else None,
         "problem_acks": n_problems,
-        "divergence_suspect_offsets": n_suspects,
         "counts": counts,
         "out": str(out_dir),
     }

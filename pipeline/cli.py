@@ -141,9 +141,9 @@ def audit_with(spark, acks_src, log_src, ev_src, out: Path, prog, run_audit) -> 
     try:
         acks = inputs.read(spark, acks_src)
         index = inputs.read(spark, log_src["index"])
-        replica = inputs.read(spark, log_src["replica"], validate_parquet=True)
-        epochs = None if log_src["epochs"].empty() else inputs.read(spark, log_src["epochs"])
-        events = inputs.read(spark, ev_src) if ev_src else None
+        replica = inputs.read_rows(log_src["replica"])
+        epochs = inputs.read_rows(log_src["epochs"])
+        events = inputs.read_rows(ev_src) if ev_src else None
         return run_audit(spark, acks, index, replica, epochs, events, out, prog)
     except AutoswitchError:
         raise

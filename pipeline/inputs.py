@@ -103,6 +103,62 @@ def find_log_sources(path: str | Path) -> dict[str, Sources]:
     return out
 
 
+MAX_SMALL_ROWS = 5_000_000   # replica, epoch and event tables are read on the driver
+
+
+def _check_row(row, fields, where: str) -> dict:
+    if not isinstance(row, dict):
+        raise MalformedInput(f"{where}: not a JSON object", where=where)
+    out = {}
+    for f in fields:
+        v = row.get(f.name)
+        if v is None:
+            if f.required:
+                raise MalformedInput(f"{where}: missing required field {f.name!r}", where=where)
+            out[f.name] = None
+            continue
+        ok = {"str": lambda x: isinstance(x, str),
+              "int": lambda x: isinstance(x, int) and not isinstance(x, bool),
+              "bool": lambda x: isinstance(x, bool),
+              "int_list": lambda x: isinstance(x, list) and all(
+                  isinstance(i, int) and not isinstance(i, bool) for i in x)}[f.kind](v)
+        if not ok:
+            raise MalformedInput(f"{where}: field {f.name!r} should be {f.kind}, got {v!r:.80}", where=where)
+        out[f.name] = v
+    return out
+
+
+def read_rows(src: Sources) -> list[dict]:
+    """A small table (replica offsets, EpochFiles, controller events) as validated dicts, on the
+    driver: no Spark job, and the first bad row is named by file and line."""
+    import json
+
+    fields = schemas.KINDS[src.kind]
+    rows: list[dict] = []
+    for path in src.json:
+        with open(path, encoding="utf-8") as f:
+            for n, line in enumerate(f, start=1):
+                if not line.strip():
+                    continue
+                try:
+                    obj = json.loads(line)
+                except ValueError as e:
+                    log.error("malformed_input", kind=src.kind, where=f"{path}:{n}", error=str(e))
+                    raise MalformedInput(f"{path}:{n}: not JSON ({e})", where=f"{path}:{n}") from e
+                rows.append(_check_row(obj, fields, f"{path}:{n}"))
+                if len(rows) > MAX_SMALL_ROWS:
+                    raise MalformedInput(f"more than {MAX_SMALL_ROWS} {src.kind} rows", kind=src.kind)
+    if src.parquet:
+        import pyarrow.parquet as pq
+
+        for path in src.parquet:
+            for n, obj in enumerate(pq.read_table(path).to_pylist(), start=1):
+                rows.append(_check_row(obj, fields, f"{path}#row{n}"))
+                if len(rows) > MAX_SMALL_ROWS:
+                    raise MalformedInput(f"more than {MAX_SMALL_ROWS} {src.kind} rows", kind=src.kind)
+    return rows
+
+
 def read(spark, src: Sources, validate_parquet: bool = False):
     """One DataFrame with the kind's schema; malformed JSON rows raise MalformedInput.
 
@@ -124,13 +180,12 @@ def read(spark, src: Sources, validate_parquet: bool = False):
         for f in fields:
             if f.required:
                 bad = bad | F.col(f.name).isNull()
-        # Spark refuses a query on the corrupt column alone of a raw JSON scan; cache is its advice.
-        df = df.cache()
+        # No cache() here: Spark would hand the cached rows to a later read of a rewritten file.
+        # The filter names every column, so Spark accepts it on the raw scan.
         sample = df.filter(bad).limit(3).collect()
         if sample:
             rows = [r[_CORRUPT] or str(r.asDict()) for r in sample]
             log.error("malformed_input", kind=src.kind, files=len(src.json), sample=rows)
-            df.unpersist()
             raise MalformedInput(f"malformed {src.kind} rows (bad JSON, wrong type or missing field)",
                                  kind=src.kind, sample=rows)
         frames.append(df.drop(_CORRUPT))

@@ -10,7 +10,7 @@ def spark():
     from autoswitch.pipeline.session import build_session
 
     s = build_session("local[2]", "autoswitch-tests", shuffle_partitions=4, driver_memory="1g",
-                      extra={"spark.default.parallelism": "4", "spark.sql.adaptive.enabled": "false"})
+                      extra={"spark.default.parallelism": "4"})
     yield s
     s.stop()
 

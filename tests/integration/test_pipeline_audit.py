@@ -1,0 +1,111 @@
+"""The audit finds exactly what the generator planted (sets of msg_ids and offsets), on
+Parquet and on JSON-lines inputs, and refuses malformed input with a typed error."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import pytest
+from autoswitch.pipeline import inputs
+from autoswitch.pipeline.audit import EXIT_LOST, run_audit
+from autoswitch.pipeline.errors import InputNotFound, MalformedInput
+from autoswitch.pipeline.generate import generate
+
+from tests.pipeline_fixtures import NoProgress, spark  # noqa: F401
+
+pytestmark = pytest.mark.spark
+
+
+def _audit(spark, root: Path, out: Path, with_events: bool = True) -> dict:  # noqa: F811
+    logs = inputs.find_log_sources(root / "logs")
+    acks = inputs.read(spark, inputs.find_sources(root / ("acks" if (root / "acks").is_dir() else "acks.jsonl"),
+                                                  "acks"))
+    events = inputs.read_rows(inputs.find_sources(root / "events", "events")) if with_events else None
+    return run_audit(spark, acks, inputs.read(spark, logs["index"]), inputs.read_rows(logs["replica"]),
+                     inputs.read_rows(logs["epochs"]), events, out, NoProgress(spark))
+
+
+def _rows(spark, path: Path) -> list[dict]:  # noqa: F811
+    return [r.asDict() for r in spark.read.parquet(str(path)).collect()]
+
+
+@pytest.fixture(scope="module")
+def planted(tmp_path_factory):
+    root = tmp_path_factory.mktemp("gen")
+    m = generate(root, groups=6, messages=6000, seed=42, plant_losses=5, plant_divergences=4,
+                 plant_duplicates=3, chunk_rows=2500)
+    return root, m
+
+
+def test_audit_finds_exactly_the_planted_faults(spark, planted, tmp_path):  # noqa: F811
+    root, m = planted
+    res = _audit(spark, root, tmp_path / "out")
+    p = m["planted"]
+    lost = {(r["group"], r["msg_id"], r["acked_offset"]) for r in _rows(spark, tmp_path / "out" / "lost")}
+    assert lost == {(x["group"], x["msg_id"], x["phy_offset"]) for x in p["losses"]}
+    div = {(r["group"], r["broker_id"], r["phy_offset"], r["kind"])
+           for r in _rows(spark, tmp_path / "out" / "divergence")}
+    assert div == {(x["group"], x["broker_id"], x["phy_offset"], "crc_mismatch") for x in p["divergences"]}
+    dups = {(r["group"], r["msg_id"], tuple(r["offsets"])) for r in _rows(spark, tmp_path / "out" / "duplicates")}
+    assert dups == {(x["group"], x["msg_id"], tuple(x["offsets"])) for x in p["duplicates"]}
+    assert _rows(spark, tmp_path / "out" / "moved") == []
+    # a lost message is missing from every replica (all hold a newer record at its offset)
+    miss = {(r["group"], r["msg_id"], r["broker_id"]) for r in _rows(spark, tmp_path / "out" / "replica_missing")}
+    assert miss == {(x["group"], x["msg_id"], b) for x in p["losses"] for b in (1, 2, 3)}
+    assert res["exit_code"] == EXIT_LOST and res["verdict"] == "LOST_ACKED_MESSAGES"
+    assert res["acked_rows"] == m["acked_rows"]
+    assert res["masters"] == m["final_masters"] and res["master_source"] == {"events": 6}
+    verdict = json.loads((tmp_path / "out" / "verdict.json").read_text())
+    assert verdict["counts"] == {"lost": 5, "moved": 0, "replica_missing": 15, "divergence": 4, "duplicates": 3}
+
+
+def test_jsonl_exports_without_events_clean_group_and_moved_message(spark, tmp_path):  # noqa: F811
+    """Group g is clean; in group h the producer was told offset 150 for "b", which the log has at 100.
+    No controller history: the master is taken from the EpochFiles (broker 2 of h has epoch 2)."""
+    logs = tmp_path / "logs"
+    logs.mkdir()
+    recs = [("a", 0, 100, 11), ("b", 100, 50, 12), ("c", 150, 70, 13)]
+    idx, reps, eps, acks = [], [], [], []
+    for g in ("g", "h"):
+        for b in (1, 2):
+            for i, (mid, o, sz, c) in enumerate(recs):
+                idx.append({"group": g, "broker_id": b, "phy_offset": o, "size": sz, "crc": c, "topic": "t",
+                            "queue_offset": i, "msg_id": g + mid, "born_ts_ms": 1, "epoch": 1})
+            reps.append({"group": g, "broker_id": b, "max_offset": 220, "confirm_offset": 220})
+            eps.append({"group": g, "broker_id": b, "epoch": 1, "start_offset": 0})
+        for i, (mid, o, _, _) in enumerate(recs):
+            acks.append({"msg_id": g + mid, "group": g, "broker_id": 1, "topic": "t", "queue_offset": i,
+                         "phy_offset": 150 if (g, mid) == ("h", "b") else o, "epoch": 1, "ack_ts_ms": 5})
+    eps.append({"group": "h", "broker_id": 2, "epoch": 2, "start_offset": 220})
+    for name, rows in (("r.index.jsonl", idx), ("r.replica.jsonl", reps), ("r.epochs.jsonl", eps)):
+        (logs / name).write_text("".join(json.dumps(r) + "\n" for r in rows))
+    (tmp_path / "acks.jsonl").write_text("".join(json.dumps(a) + "\n" for a in acks))
+    res = _audit(spark, tmp_path, tmp_path / "out", with_events=False)
+    assert res["master_source"] == {"epochfile": 2} and res["masters"] == {"g": 1, "h": 2}
+    moved = _rows(spark, tmp_path / "out" / "moved")
+    assert [(r["group"], r["msg_id"], r["acked_offset"], r["found_offset_min"], r["master_id"]) for r in moved] \
+        == [("h", "hb", 150, 100, 2)]
+    assert res["counts"] == {"lost": 0, "moved": 1, "replica_missing": 0, "divergence": 0, "duplicates": 0}
+    assert res["verdict"] == "UNSAFE_REPLICAS" and res["exit_code"] == 3
+
+
+def test_malformed_and_missing_inputs_are_typed_errors(spark, tmp_path):  # noqa: F811
+    bad = tmp_path / "acks.jsonl"
+    bad.write_text('{"msg_id": "a", "group": "g", "broker_id": 1, "topic": "t", "queue_offset": 0, '
+                   '"phy_offset": 0, "epoch": 1, "ack_ts_ms": 1}\n{"msg_id": "b", "group": "g", "broker_id": "x"}\n'
+                   "not json at all\n")
+    with pytest.raises(MalformedInput) as e:
+        inputs.read(spark, inputs.find_sources(bad, "acks"))
+    assert e.value.code == "PIPELINE_MALFORMED_INPUT" and len(e.value.details["sample"]) == 2
+    with pytest.raises(InputNotFound):
+        inputs.find_sources(tmp_path / "nope", "acks")
+    with pytest.raises(InputNotFound):
+        inputs.find_log_sources(tmp_path)
+    rep = tmp_path / "logs" / "x.replica.jsonl"
+    rep.parent.mkdir()
+    rep.write_text('{"group": "g", "broker_id": 1, "max_offset": 10, "confirm_offset": 10}\n{"group": "g"}\n')
+    (tmp_path / "logs" / "x.index.jsonl").write_text("")
+    with pytest.raises(MalformedInput) as e:
+        inputs.read_rows(inputs.find_log_sources(tmp_path / "logs")["replica"])
+    assert e.value.details["where"].endswith("x.replica.jsonl:2")
