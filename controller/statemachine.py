@@ -105,17 +105,20 @@ class GroupState:
     sync_state_set: frozenset[int] = frozenset()
     sync_state_set_epoch: int = 0
     eligible: frozenset[int] = frozenset()
+    base_master_epoch: int = 0     # MasterEpoch when the group was (re)created
 
     def copy(self) -> GroupState:
         return GroupState(self.cluster_name, self.broker_name, self.created_ts_ms, self.next_assign_broker_id,
                           dict(self.brokers), self.master_broker_id, self.master_epoch, self.sync_state_set,
-                          self.sync_state_set_epoch, self.eligible)
+                          self.sync_state_set_epoch, self.eligible, self.base_master_epoch)
 
     @property
     def first_election(self) -> bool:
-        """No SSS history to trust: a new (or re-created) group, or one whose SyncStateSet an
-        operator cleaned. Every alive registered replica is then a candidate, best data wins."""
-        return self.master_broker_id is None and not self.sync_state_set and not self.eligible
+        """The group never had a master since it was (re)created, so there is no SSS history to
+        trust: every alive registered replica is a candidate and the best data wins. A group whose
+        SSS emptied later (unclean restarts, cleaned ids) is NOT in this state: electing outside
+        its history needs unclean election."""
+        return self.master_broker_id is None and self.master_epoch == self.base_master_epoch
 
     def view(self) -> ReplicaView:
         m = self.master_broker_id
@@ -178,7 +181,7 @@ def _apply_group_event(g: GroupState | None, ev: Event, tomb: Tombstone | None) 
         if g is None:
             g = GroupState(ev.cluster_name, ev.broker_name, created_ts_ms=ev.ts_ms)
             if tomb is not None:
-                g.master_epoch = tomb.master_epoch
+                g.master_epoch = g.base_master_epoch = tomb.master_epoch
                 g.sync_state_set_epoch = tomb.sync_state_set_epoch
                 g.next_assign_broker_id = tomb.next_assign_broker_id
         g.brokers[ev.broker_id] = BrokerRecord(ev.address, ev.register_check_code)
@@ -240,6 +243,10 @@ def check_group_invariants(before: GroupState | None, after: GroupState | None,
         raise InvariantViolation(f"{name}: SyncStateSet/eligible replicas contain unregistered brokers")
     if after.sync_state_set & after.eligible:
         raise InvariantViolation(f"{name}: a replica is both in SyncStateSet and eligible")
+    if not 0 <= after.base_master_epoch <= after.master_epoch:
+        raise InvariantViolation(f"{name}: base MasterEpoch above the MasterEpoch")
+    if before is not None and after.base_master_epoch != before.base_master_epoch:
+        raise InvariantViolation(f"{name}: base MasterEpoch changed")
     if len(after.brokers) > MAX_REPLICAS_PER_GROUP:
         raise InvariantViolation(f"{name}: more than {MAX_REPLICAS_PER_GROUP} replicas")
     if after.brokers and after.next_assign_broker_id <= max(after.brokers):
@@ -731,7 +738,7 @@ def encode_snapshot(state: ControllerState, last_applied_index: int) -> bytes:
             g.cluster_name, g.broker_name, g.created_ts_ms, g.next_assign_broker_id,
             g.master_broker_id if g.master_broker_id is not None else 0, g.master_epoch, g.sync_state_set_epoch,
             sorted(g.sync_state_set), sorted(g.eligible),
-            [[b, r.address, r.register_check_code] for b, r in sorted(g.brokers.items())],
+            [[b, r.address, r.register_check_code] for b, r in sorted(g.brokers.items())], g.base_master_epoch,
         ])
     tombs = [[n, t.master_epoch, t.sync_state_set_epoch, t.next_assign_broker_id]
              for n, t in sorted(state.tombstones.items())]
@@ -758,9 +765,9 @@ def decode_snapshot(data: bytes) -> tuple[ControllerState, int]:
         doc = json.loads(zlib.decompress(payload))
         state = ControllerState(SMConfig.from_strings(doc["config"]))
         for row in doc["groups"]:
-            cluster, name, created, nxt, master, mepoch, sepoch, sss, elig, brokers = row
+            cluster, name, created, nxt, master, mepoch, sepoch, sss, elig, brokers, base = row
             g = GroupState(cluster, name, created, nxt, {int(b): BrokerRecord(a, c) for b, a, c in brokers},
-                           master or None, mepoch, frozenset(sss), sepoch, frozenset(elig))
+                           master or None, mepoch, frozenset(sss), sepoch, frozenset(elig), base)
             state.groups[name] = g
         for n, me, se, nxt in doc["tombstones"]:
             state.tombstones[n] = Tombstone(me, se, nxt)

@@ -9,6 +9,7 @@ from autoswitch.controller.messages import (
     TRIGGER_CONTROLLER,
     BrokerLiveInfo,
     RegisterBrokerRequest,
+    UpdateControllerConfigRequest,
 )
 
 from tests.unit.test_controller_sm_ops import C, G, group_with_master
@@ -154,3 +155,21 @@ def test_unclean_registration_of_master_records_no_master_and_next_election_avoi
     r = h.elect([BrokerLiveInfo(1, epoch=1, max_offset=10**6), BrokerLiveInfo(2, epoch=1, max_offset=10)],
                 trigger=TRIGGER_BROKER, broker_id=1)
     assert r.ok and r.replica.master_broker_id == 2
+
+
+def test_sss_emptied_by_unclean_restarts_is_not_a_first_election():
+    h = group_with_master()
+    assert h.alter([1, 2]).ok                                   # 3 lags: outside the SSS
+    r = h.elect([BrokerLiveInfo(3, epoch=1, max_offset=10)], trigger=TRIGGER_CONTROLLER)   # 1 and 2 died
+    assert r.code == Code.CONTROLLER_MASTER_NOT_AVAILABLE and h.view().sync_state_set == (1, 2)
+    for bid in (1, 2):                                          # both come back having lost their tails
+        assert h.w(RegisterBrokerRequest(C, G, bid, f"127.0.0.1:{9000 + bid}", clean_shutdown=False)).ok
+    v = h.view()
+    assert v.master_broker_id is None and v.sync_state_set == () and v.eligible_replicas == ()
+    # Nobody holds the acked data any more: this is not a fresh group's first election, so 3
+    # (which never held it) is not elected as if it were clean.
+    alive = [BrokerLiveInfo(1, 1, 50, clean_shutdown=False), BrokerLiveInfo(3, 1, 10**9)]
+    assert h.elect(alive, trigger=TRIGGER_BROKER, broker_id=3).code == Code.CONTROLLER_MASTER_NOT_AVAILABLE
+    assert h.w(UpdateControllerConfigRequest({"enable_elect_unclean_master": "true"})).ok
+    r = h.elect(alive, trigger=TRIGGER_BROKER, broker_id=3)
+    assert r.ok and r.replica.master_broker_id == 3 and h.history[-1]["unclean"] is True
