@@ -1,9 +1,13 @@
 """On-disk record formats of the Raft log (segment frames), hard state and snapshots.
 
-Segment frame (one per persisted batch, i.e. per fsync; big-endian):
+Segment frame (big-endian):
 
-    u32 magic 'RFT1' | u32 payload_len | u32 payload_crc32 | u32 header_crc32 (of the first 12 bytes)
-    payload = u32 count, then count x (u64 index, u64 term, u8 kind, u32 len, data)
+    u32 magic | u32 payload_len | u32 payload_crc32 | u32 header_crc32 (of the first 12 bytes)
+    magic 'RFT1': payload = u32 count, then count x (u64 index, u64 term, u8 kind, u32 len, data)
+    magic 'RFH1': payload = a hard state record (term, votedFor, commit), see encode_hard_state
+
+One persisted batch (entries and/or hard state) is written with one write() and one fdatasync, so
+an election's term/vote costs one sync like an append (etcd keeps HardState in its WAL too).
 
 A frame is the unit of durability: it is written with one write() and then fsynced, so a crash
 can tear only the last frame of the last segment. See ``scan_segment`` for how a torn tail is
@@ -15,12 +19,14 @@ from __future__ import annotations
 import struct
 import zlib
 from collections.abc import Iterable
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 
 from .errors import RaftStorageCorrupt
 from .messages import Entry, EntryKind, HardState, Snapshot
 
 FRAME_MAGIC = b"RFT1"
+HS_FRAME_MAGIC = b"RFH1"
+_MAGICS = (FRAME_MAGIC, HS_FRAME_MAGIC)
 _HDR = struct.Struct(">4sIII")
 HEADER_SIZE = _HDR.size
 _ENTRY = struct.Struct(">QQBI")
@@ -33,6 +39,13 @@ SNAP_MAGIC = b"RSN1"
 _SNAP = struct.Struct(">4sQQQI")
 
 
+def _frame(magic: bytes, payload: bytes) -> bytes:
+    if len(payload) > MAX_FRAME_PAYLOAD:
+        raise ValueError(f"frame payload {len(payload)} > {MAX_FRAME_PAYLOAD}")
+    head = struct.pack(">4sII", magic, len(payload), zlib.crc32(payload))
+    return head + struct.pack(">I", zlib.crc32(head)) + payload
+
+
 def encode_frame(entries: Iterable[Entry]) -> bytes:
     parts = []
     n = 0
@@ -40,11 +53,11 @@ def encode_frame(entries: Iterable[Entry]) -> bytes:
         parts.append(_ENTRY.pack(e.index, e.term, int(e.kind), len(e.data)))
         parts.append(e.data)
         n += 1
-    payload = _COUNT.pack(n) + b"".join(parts)
-    if len(payload) > MAX_FRAME_PAYLOAD:
-        raise ValueError(f"frame payload {len(payload)} > {MAX_FRAME_PAYLOAD}")
-    head = struct.pack(">4sII", FRAME_MAGIC, len(payload), zlib.crc32(payload))
-    return head + struct.pack(">I", zlib.crc32(head)) + payload
+    return _frame(FRAME_MAGIC, _COUNT.pack(n) + b"".join(parts))
+
+
+def encode_hard_state_frame(hs: HardState) -> bytes:
+    return _frame(HS_FRAME_MAGIC, encode_hard_state(hs))
 
 
 def _header_ok(buf: bytes | memoryview, pos: int) -> int | None:
@@ -52,7 +65,7 @@ def _header_ok(buf: bytes | memoryview, pos: int) -> int | None:
     if len(buf) - pos < HEADER_SIZE:
         return None
     magic, plen, _pcrc, hcrc = _HDR.unpack_from(buf, pos)
-    if magic != FRAME_MAGIC or plen > MAX_FRAME_PAYLOAD or zlib.crc32(bytes(buf[pos:pos + 12])) != hcrc:
+    if magic not in _MAGICS or plen > MAX_FRAME_PAYLOAD or zlib.crc32(bytes(buf[pos:pos + 12])) != hcrc:
         return None
     return plen
 
@@ -92,36 +105,57 @@ def decode_payload(payload: bytes, where: str, offset: int) -> list[Entry]:
 
 @dataclass
 class SegmentScan:
-    frames: list[tuple[int, list[Entry]]]   # (file offset, entries) of every good frame
+    frames: list[tuple[int, list[Entry]]]   # (file offset, entries) of every good entries frame
     good_end: int                            # bytes to keep; < len(buf) means a torn tail was found
     torn: bool
+    hard_states: list[tuple[int, HardState]] = field(default_factory=list)
+
+
+def _next_magic(buf: bytes, start: int) -> int:
+    hits = [i for i in (buf.find(m, start) for m in _MAGICS) if i != -1]
+    return min(hits) if hits else -1
 
 
 def scan_segment(buf: bytes, where: str, is_last: bool) -> SegmentScan:
     """Parse a segment. Raises RaftStorageCorrupt, naming file and offset, unless the damage is a
     torn tail: in the last segment, at the first bad frame, with no valid frame anywhere after it
     (fsync makes every earlier frame durable, so only the last unsynced write can be partial)."""
-    frames: list[tuple[int, list[Entry]]] = []
+    out = SegmentScan([], 0, False)
     pos = 0
     while pos < len(buf):
         if _frame_ok(buf, pos):
             plen = _header_ok(buf, pos)
             assert plen is not None
-            frames.append((pos, decode_payload(buf[pos + HEADER_SIZE: pos + HEADER_SIZE + plen], where, pos)))
+            payload = buf[pos + HEADER_SIZE: pos + HEADER_SIZE + plen]
+            if buf[pos:pos + 4] == HS_FRAME_MAGIC:
+                out.hard_states.append((pos, decode_hard_state(payload, f"{where} at offset {pos}", where, pos)))
+            else:
+                out.frames.append((pos, decode_payload(payload, where, pos)))
             pos += HEADER_SIZE + plen
             continue
         if not is_last:
             raise RaftStorageCorrupt(f"corrupt raft log frame in {where} at offset {pos} (not the last segment)",
                                      path=where, offset=pos)
-        nxt = buf.find(FRAME_MAGIC, pos + 1)
+        nxt = _next_magic(buf, pos + 1)
         while nxt != -1:
             if _frame_ok(buf, nxt):
                 raise RaftStorageCorrupt(
                     f"corrupt raft log frame in {where} at offset {pos}: valid data follows at {nxt}, "
                     "so this is not a torn write", path=where, offset=pos)
-            nxt = buf.find(FRAME_MAGIC, nxt + 1)
-        return SegmentScan(frames, pos, True)
-    return SegmentScan(frames, pos, False)
+            nxt = _next_magic(buf, nxt + 1)
+        out.good_end, out.torn = pos, True
+        return out
+    out.good_end = pos
+    return out
+
+
+def newest_hard_state(states: Iterable[HardState]) -> HardState:
+    """Hard state only moves forward: higher term, then a vote cast, then a higher commit."""
+    best = HardState()
+    for hs in states:
+        if (hs.term, hs.vote is not None, hs.commit) > (best.term, best.vote is not None, best.commit):
+            best = hs
+    return best
 
 
 class LogReplay:
@@ -167,7 +201,7 @@ def encode_hard_state(hs: HardState) -> bytes:
     return body + struct.pack(">I", zlib.crc32(body))
 
 
-def decode_hard_state(buf: bytes, where: str) -> HardState:
+def decode_hard_state(buf: bytes, where: str, path: str | None = None, offset: int = 0) -> HardState:
     try:
         if len(buf) < _HS.size + 4 or zlib.crc32(buf[:-4]) != struct.unpack(">I", buf[-4:])[0]:
             raise ValueError("checksum mismatch or short file")
@@ -176,7 +210,8 @@ def decode_hard_state(buf: bytes, where: str) -> HardState:
             raise ValueError("bad magic or length")
         vote = buf[_HS.size:_HS.size + vlen].decode() or None
     except (ValueError, struct.error, UnicodeDecodeError) as exc:
-        raise RaftStorageCorrupt(f"corrupt raft hard state {where}: {exc}", path=where, offset=0) from exc
+        raise RaftStorageCorrupt(f"corrupt raft hard state {where}: {exc}", path=path or where,
+                                 offset=offset) from exc
     return HardState(term, vote, commit)
 
 

@@ -16,7 +16,7 @@ class RaftConfig:
     election_jitter_ms: int = 400        # follower timeout = heartbeat*leak + U[0, jitter) -> 400..800 ms
     min_vote_interval_ms: int = 50       # candidate back-off between vote rounds, U[min, max)
     max_vote_interval_ms: int = 200
-    vote_round_timeout_ms: int = 200     # tally with the replies we have after this long
+    vote_round_timeout_ms: int = 100     # tally with the replies we have after this long
     tick_interval_ms: int = 10           # driver only: how often tick() is called
     pre_vote: bool = True
     check_quorum: bool = True

@@ -305,8 +305,11 @@ class RaftCore:
         assert rnd is not None
         accepted = sum(1 for r in rnd.replies.values() if r == VoteResult.ACCEPT)
         not_ready = sum(1 for r in rnd.replies.values() if r == VoteResult.REJECT_TERM_NOT_READY)
-        # no need to wait for a dead voter once the outcome is PASSED or REVOTE_IMMEDIATELY
-        if accepted + not_ready >= self.quorum or len(rnd.replies) == len(self.voters):
+        outstanding = len(self.voters) - len(rnd.replies)
+        # no need to wait for a dead voter once the outcome is PASSED or REVOTE_IMMEDIATELY, or once
+        # the missing replies could not make it either (a split vote: back off now, not after the timeout)
+        if (accepted + not_ready >= self.quorum or outstanding == 0
+                or accepted + not_ready + outstanding < self.quorum):
             self._finish_round()
 
     def _finish_round(self) -> None:

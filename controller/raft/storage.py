@@ -2,11 +2,14 @@
 
 Layout of ``data_dir``::
 
-    hardstate                      term, votedFor, commit (temp + fsync + rename + dir fsync, CRC)
+    seg-<seq>.log                  log segments of CRC'd frames, appended in order: entry frames and
+                                   hard-state frames (term, votedFor, commit) share one fdatasync.
+                                   An entry frame whose first index is <= the previous last index
+                                   overwrites from there (a follower's conflicting tail), so the
+                                   log never truncates in place
+    hardstate                      checkpoint of the hard state, rewritten (temp + fsync + rename +
+                                   dir fsync) before compaction deletes segments holding its records
     snapshot-<index>-<term>.snap   latest snapshot (same crash-safe write, CRC)
-    seg-<seq>.log                  log segments, appended in order; a frame whose first index is
-                                   <= the previous last index overwrites from there (a follower's
-                                   conflicting tail), so the log never truncates in place
 
 The ``Storage`` protocol is what the driver needs; ``MemoryStorage`` implements it without
 files (and can drop unsynced writes) so a simulator can crash nodes cheaply.
@@ -114,16 +117,17 @@ class FileStorage:
         self._fd: int | None = None
         self._terms = _Terms()
         self._snap: Snapshot | None = None
+        self._hs = HardState()
         self._loaded = False
 
     # ---------------------------------------------------------------- recovery
     def load(self) -> Recovered:
         for p in self.dir.glob("*.tmp"):       # half-written atomic files never became visible
             p.unlink()
-        hs = HardState()
+        hs_states: list[HardState] = []
         hs_path = self.dir / "hardstate"
         if hs_path.exists():
-            hs = codec.decode_hard_state(hs_path.read_bytes(), str(hs_path))
+            hs_states.append(codec.decode_hard_state(hs_path.read_bytes(), str(hs_path)))
         snaps = sorted((m.group(1), p) for p in self.dir.iterdir() if (m := _SNAP_RE.match(p.name)))
         snap = None
         if snaps:
@@ -143,6 +147,7 @@ class FileStorage:
                 if frame:
                     seg.max_index = max(seg.max_index, frame[-1].index)
                 replay.add(frame, str(path), off)
+            hs_states.extend(h for _, h in scan.hard_states)
             if scan.torn:
                 torn = len(buf) - scan.good_end
                 self.log.warning("raft_log_torn_tail_cut", path=str(path), offset=scan.good_end, bytes=torn)
@@ -152,6 +157,8 @@ class FileStorage:
                         os.fsync(f.fileno())
             self._segs.append(seg)
         entries = replay.entries
+        hs = codec.newest_hard_state(hs_states)
+        self._hs = hs
         snap_index = snap.index if snap else 0
         if entries and entries[-1].index < hs.commit and entries[-1].index >= snap_index:
             raise RaftStorageCorrupt(f"raft log ends at {entries[-1].index} below the persisted commit index "
@@ -198,23 +205,31 @@ class FileStorage:
                 self._open_segment()
 
     def save(self, hard_state: HardState | None, entries: list[Entry]) -> None:
+        """One write + one fdatasync for the entries and the hard state together (group commit)."""
+        buf = b""
         if entries:
-            frame = codec.encode_frame(entries)
-            self._ensure_fd()
-            if self._segs[-1].size > 0 and self._segs[-1].size + len(frame) > self.segment_bytes:
-                self._open_segment()
-            assert self._fd is not None
-            n = os.write(self._fd, frame)
-            if n != len(frame):
-                raise OSError(f"short write to raft log: {n} of {len(frame)}")
-            seg = self._segs[-1]
-            seg.size += n
+            buf += codec.encode_frame(entries)
+        if hard_state is not None:
+            buf += codec.encode_hard_state_frame(hard_state)
+        if not buf:
+            return
+        self._ensure_fd()
+        if self._segs[-1].size > 0 and self._segs[-1].size + len(buf) > self.segment_bytes:
+            self._open_segment()
+        assert self._fd is not None
+        n = os.write(self._fd, buf)
+        if n != len(buf):
+            raise OSError(f"short write to raft log: {n} of {len(buf)}")
+        seg = self._segs[-1]
+        seg.size += n
+        if entries:
             seg.max_index = max(seg.max_index, entries[-1].index)
-            if self.fsync:
-                os.fdatasync(self._fd)
+        if self.fsync:
+            os.fdatasync(self._fd)
+        if entries:
             self._terms.write(entries)
         if hard_state is not None:
-            write_atomic(self.dir / "hardstate", codec.encode_hard_state(hard_state), self.fsync)
+            self._hs = hard_state
 
     def _write_snapshot_file(self, snap: Snapshot) -> None:
         path = self.dir / f"snapshot-{snap.index:020d}-{snap.term}.snap"
@@ -238,6 +253,7 @@ class FileStorage:
             return
         # our log diverged from (or is behind) the snapshot: it is replaced entirely
         self._close_fd()
+        write_atomic(self.dir / "hardstate", codec.encode_hard_state(self._hs), self.fsync)
         for seg in self._segs:
             seg.path.unlink()
         self._segs = []
@@ -249,6 +265,9 @@ class FileStorage:
     def _compact(self, index: int) -> None:
         """Delete whole segments whose entries are all covered by the snapshot (never the open one)."""
         removed = 0
+        if len(self._segs) > 1 and self._segs[0].max_index <= index:
+            # the hard-state records in the segments about to go must survive them
+            write_atomic(self.dir / "hardstate", codec.encode_hard_state(self._hs), self.fsync)
         while len(self._segs) > 1 and self._segs[0].max_index <= index:
             self._segs.pop(0).path.unlink()
             removed += 1

@@ -9,7 +9,7 @@ from pathlib import Path
 import pytest
 from autoswitch.controller.raft import codec
 from autoswitch.controller.raft.errors import RaftStorageCorrupt
-from autoswitch.controller.raft.messages import Entry, EntryKind
+from autoswitch.controller.raft.messages import Entry, EntryKind, HardState
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
@@ -32,13 +32,17 @@ entry_lists = st.lists(st.tuples(st.integers(0, 3), st.binary(max_size=40), st.b
 
 
 def build(frames_spec) -> tuple[bytes, list[list[Entry]]]:
-    frames, idx, term = [], 1, 1
+    """One entry frame per spec item; a hard-state frame after each noop (as a new leader writes)."""
+    frames, idx, term, out = [], 1, 1, b""
     for bump, data, noop in frames_spec:
         term += bump
         e = Entry(idx, term, b"" if noop else data, EntryKind.NOOP if noop else EntryKind.NORMAL)
         frames.append([e])
+        out += codec.encode_frame([e])
+        if noop:
+            out += codec.encode_hard_state_frame(HardState(term, "n1", idx - 1))
         idx += 1
-    return b"".join(codec.encode_frame(f) for f in frames), frames
+    return out, frames
 
 
 @settings(max_examples=300, deadline=None)
@@ -76,7 +80,12 @@ def test_byte_flip_gives_prefix_or_typed_error_never_other_entries(spec, data):
     out = read(bytes(bad))
     flat = [e for f in frames for e in f]
     if out is not None:
-        assert out == flat[: len(out)] and len(out) < len(flat)
+        # a flip in the last frame is a torn tail: a prefix (all entries if it hit a trailing hard state)
+        assert out == flat[: len(out)]
+        if len(out) == len(flat):
+            scan = codec.scan_segment(buf, "<orig>", is_last=True)
+            last_hs = max((off for off, _ in scan.hard_states), default=-1)
+            assert last_hs > max(off for off, _ in scan.frames) and pos >= last_hs
 
 
 EXPECTED = {
@@ -87,6 +96,8 @@ EXPECTED = {
     "corrupt_first_frame.bin": None,
     "empty.bin": [],
     "magic_only.bin": [],
+    "valid_with_hardstate.bin": [(1, 1), (2, 1), (3, 2)],
+    "torn_hardstate.bin": [(1, 1), (2, 1)],
 }
 
 

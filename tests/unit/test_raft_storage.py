@@ -160,11 +160,27 @@ def test_log_shorter_than_persisted_commit_is_refused(tmp_path):
         FileStorage(tmp_path).load()
 
 
-def test_corrupt_hard_state_and_snapshot_are_refused(tmp_path):
-    s = FileStorage(tmp_path)
+def test_hard_state_shares_the_log_sync_and_survives_compaction(tmp_path):
+    s = FileStorage(tmp_path, segment_bytes=120)
     s.load()
-    s.save(HardState(2, "a", 0), ents(1, 3))
-    s.save_snapshot(Snapshot(2, 1, b"snapdata"))
+    s.save(HardState(7, "c", 0), ents(1, 1, 7))       # one frame pair, one fdatasync
+    assert not (tmp_path / "hardstate").exists()
+    for i in range(2, 12):
+        s.save(None, ents(i, i, 7))
+    s.save_snapshot(Snapshot(10, 7, b"s"))             # deletes the segment holding the record
+    assert (tmp_path / "hardstate").exists()
+    s.close()
+    rec = FileStorage(tmp_path, segment_bytes=120).load()
+    assert rec.hard_state == HardState(7, "c", 0) and [e.index for e in rec.entries] == [11]
+
+
+def test_corrupt_hard_state_and_snapshot_are_refused(tmp_path):
+    s = FileStorage(tmp_path, segment_bytes=100)
+    s.load()
+    s.save(HardState(2, "a", 0), ents(1, 1))
+    for i in range(2, 6):
+        s.save(None, ents(i, i))
+    s.save_snapshot(Snapshot(4, 1, b"snapdata"))
     s.close()
     snap = next(p for p in tmp_path.iterdir() if p.suffix == ".snap")
     good = snap.read_bytes()
