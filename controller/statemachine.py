@@ -765,6 +765,8 @@ def decode_snapshot(data: bytes) -> tuple[ControllerState, int]:
         doc = json.loads(zlib.decompress(payload))
         state = ControllerState(SMConfig.from_strings(doc["config"]))
         for row in doc["groups"]:
+            if len(row) == 10:   # written before baseMasterEpoch existed: 0 is the conservative value
+                row = [*row, 0]
             cluster, name, created, nxt, master, mepoch, sepoch, sss, elig, brokers, base = row
             g = GroupState(cluster, name, created, nxt, {int(b): BrokerRecord(a, c) for b, a, c in brokers},
                            master or None, mepoch, frozenset(sss), sepoch, frozenset(elig), base)
