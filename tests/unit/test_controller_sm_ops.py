@@ -523,3 +523,16 @@ def test_a_failing_history_sink_does_not_undo_or_break_apply():
     h.sm.history_sink = broken
     r = h.w(ApplyBrokerIdRequest(C, G, 1, "a:1;1"))
     assert r.ok and h.view() is not None
+
+
+def test_handle_is_pure_and_matches_apply():
+    from autoswitch.controller.statemachine import handle
+
+    h = group_with_master()
+    snap = h.sm.snapshot()
+    req = ElectMasterRequest(C, G, TRIGGER_CONTROLLER, 0, False, (BrokerLiveInfo(2, 1, 50),), ts_ms=h.ts,
+                             dead_broker_ids=(1, 3))
+    events, reply = handle(req, h.sm.state)
+    assert h.sm.snapshot() == snap, "handle must not touch the state"
+    assert [type(e).__name__ for e in events] == ["ElectMasterEvent"] and reply.replica.master_broker_id == 2
+    assert h.w(req) == reply
