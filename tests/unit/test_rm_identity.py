@@ -94,7 +94,7 @@ def test_names_with_separator_rejected_at_write():
         TempIdentity("C", "g", 1, "a#b")
 
 
-@settings(max_examples=200, deadline=None)
+@settings(max_examples=100, deadline=None)
 @given(st.binary(max_size=200))
 def test_any_bytes_parse_or_raise_typed(data):
     from pathlib import Path
@@ -105,7 +105,7 @@ def test_any_bytes_parse_or_raise_typed(data):
         pass
 
 
-@settings(max_examples=100, deadline=None)
+@settings(max_examples=40, deadline=None)
 @given(
     st.text(st.characters(blacklist_characters="#\r\n", blacklist_categories=("Cs",)), min_size=1, max_size=40),
     st.integers(1, 2**62),

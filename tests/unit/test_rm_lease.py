@@ -132,7 +132,7 @@ def schedules(draw):
     return n, gaps, broker_rate, rates, fate
 
 
-@settings(max_examples=150, deadline=None)
+@settings(max_examples=100, deadline=None)
 @given(schedules())
 def test_lease_ends_before_a_controller_majority_can_declare_the_master_dead(sched):
     n, gaps, broker_rate, rates, fate = sched
