@@ -73,6 +73,7 @@ class RaftNode:
         self._ready_reads: list[ReadState] = []
         self._last_snap_index = 0
         self._leader_changed = asyncio.Event()
+        self._io_future: asyncio.Future | None = None
 
     # ---------------------------------------------------------------- lifecycle
     def add_to_server(self, server: grpc.aio.Server) -> None:
@@ -118,6 +119,9 @@ class RaftNode:
             await self._transport.stop()
         if self._own_server and self._server is not None:
             await self._server.stop(0.2)
+        if self._io_future is not None and not self._io_future.done():
+            # the loop task was cancelled mid-write: let the thread finish before closing its fd
+            await asyncio.wait([self._io_future])
         if self._storage is not None:
             self._storage.close()
         for _, fut in self._waiters.values():
@@ -172,13 +176,18 @@ class RaftNode:
                 self._stopped = True
                 raise
 
+    async def _io(self, fn, *args) -> None:
+        """Run a storage call in a thread; remembered so stop() never closes files under it."""
+        fut = asyncio.get_running_loop().run_in_executor(None, fn, *args)
+        self._io_future = fut
+        await fut
+
     async def _handle_ready(self, core: RaftCore, rd: Ready) -> None:
-        loop = asyncio.get_running_loop()
         assert self._transport is not None and self._storage is not None
         self._transport.send(rd.messages_early)
         if rd.snapshot is not None:
             snap = rd.snapshot
-            await loop.run_in_executor(None, self._storage.install_snapshot, snap)
+            await self._io(self._storage.install_snapshot, snap)
             self.sm.restore(snap.data)
             self._last_snap_index = snap.index
             for idx in [i for i in self._waiters if i <= snap.index]:
@@ -187,7 +196,7 @@ class RaftNode:
                     fut.set_exception(NotLeader(core.leader_id, self.addrs.get(core.leader_id or ""),
                                                 "outcome unknown: replaced by a snapshot from the leader"))
         if rd.hard_state is not None or rd.entries:
-            await loop.run_in_executor(None, self._storage.save, rd.hard_state, rd.entries)
+            await self._io(self._storage.save, rd.hard_state, rd.entries)
         self._transport.send(rd.messages)
         for e in rd.committed_entries:
             result: Any = None
@@ -241,7 +250,7 @@ class RaftNode:
             return
         snap = Snapshot(idx, term, self.sm.snapshot())
         assert self._storage is not None
-        await asyncio.get_running_loop().run_in_executor(None, self._storage.save_snapshot, snap)
+        await self._io(self._storage.save_snapshot, snap)
         core.compact(snap, keep=self.cfg.compaction_keep)
         self._last_snap_index = idx
         self.log.info("raft_snapshot_taken", index=idx, term=term, size=len(snap.data))

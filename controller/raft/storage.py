@@ -59,6 +59,13 @@ class _Terms:
     def last(self) -> int:
         return self.base + len(self.terms)
 
+    def trim(self, index: int) -> None:
+        """Forget terms up to index (compacted): keeps this list bounded like the log."""
+        n = min(index, self.last()) - self.base
+        if n > 0:
+            del self.terms[:n]
+            self.base += n
+
     def term(self, index: int) -> int | None:
         if index <= self.base or index > self.last():
             return None
@@ -264,6 +271,7 @@ class FileStorage:
 
     def _compact(self, index: int) -> None:
         """Delete whole segments whose entries are all covered by the snapshot (never the open one)."""
+        self._terms.trim(index - 1)     # keep the term at the snapshot index for install_snapshot's check
         removed = 0
         if len(self._segs) > 1 and self._segs[0].max_index <= index:
             # the hard-state records in the segments about to go must survive them
