@@ -19,6 +19,8 @@ from autoswitch.ha.errors import FlushSlaveTimeout, InSyncReplicasNotEnough, Syn
 from autoswitch.ha.master import HAMaster, LocalSyncStateProposer
 from autoswitch.ha.slave import HASlave
 
+from tests.procs import free_port
+
 pytestmark = pytest.mark.integration
 
 H = "127.0.0.1"
@@ -149,14 +151,19 @@ def test_role_switch_old_master_truncates_its_unreplicated_tail(tmp_path):
         tail_end = write(old, payloads(50, seed=5))     # written by the old master, never replicated
         assert tail_end > common
         await m1.stop()
-        # Broker 2 becomes master in epoch 2 and writes; broker 1 becomes its slave.
-        new.append_epoch(2, new.max_offset)
-        end = write(new, payloads(80, seed=6))
-        m2 = HAMaster(new, cfg(), 2, "g", 2, frozenset({2}), 2, LocalSyncStateProposer())
-        await m2.start(H, 0)
-        sl1 = HASlave(old, cfg(), 1, "g", (H, m2.port))
+        # Broker 1 becomes a slave of broker 2 before broker 2 listens (refused connects first);
+        # broker 2 becomes master in epoch 2, then writes.
+        port = free_port()
+        sl1 = HASlave(old, cfg(), 1, "g", (H, port))
         await sl1.start()
+        await until(lambda: sl1.last_error is not None, "a refused connect")
+        new.append_epoch(2, new.max_offset)
+        m2 = HAMaster(new, cfg(), 2, "g", 2, frozenset({2}), 2, LocalSyncStateProposer())
+        await m2.start(H, port)
         try:
+            await until(lambda: old.max_offset == common and sl1.state == "TRANSFER", "old master truncated")
+            end = write(new, payloads(80, seed=6))
+            m2.notify_appended()
             await until(lambda: old.max_offset == end and old.epochs == new.epochs, "old master follows")
             assert all_bytes(old) == all_bytes(new)
             assert [(e.epoch, e.start_offset) for e in old.epochs.entries()] == [(1, 0), (2, common)]
