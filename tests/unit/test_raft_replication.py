@@ -21,11 +21,12 @@ from autoswitch.controller.raft.messages import (
 )
 
 
-def _chaos(seed: int, rounds: int = 30):
-    """Random partitions, crashes/restarts (memory storage) and 10% loss, with proposals; returns
-    the net and every (index, term) ever seen committed, with the term it was committed under."""
+def _chaos(seed: int, rounds: int = 30, snapshots: bool = False):
+    """Random partitions, crashes/restarts (memory storage) and 10% loss, with proposals (and, if
+    asked, random snapshots + compaction); returns the net and every (index, term) ever seen
+    committed, with the term it was committed under."""
     ids = ["n1", "n2", "n3", "n4", "n5"]
-    net = SimNet(ids, seed=seed, latency_ms=(1, 6))
+    net = SimNet(ids, seed=seed, latency_ms=(1, 6), config=RaftConfig(snapshot_chunk_bytes=50))
     rng = random.Random(seed * 7 + 1)
     net.filter = lambda m: rng.random() > 0.1
     committed: dict[int, int] = {}
@@ -47,6 +48,11 @@ def _chaos(seed: int, rounds: int = 30):
                     net.propose(ld, f"k{rng.randrange(4)}={rng.randrange(1000)}".encode())
                 except (NotLeader, ProposalDropped):
                     pass
+            if snapshots and rng.random() < 0.01:
+                nid = rng.choice(ids)
+                n = net.nodes[nid]
+                if n.alive and n.core.applied > n.core.log.offset:
+                    net.take_snapshot(nid)
             for nid, n in net.nodes.items():
                 c = n.core
                 if n.alive and c.role == Role.LEADER and (not leaders or leaders[-1] != (c.term, nid)):
@@ -67,9 +73,9 @@ def _chaos(seed: int, rounds: int = 30):
     return net, committed
 
 
-@pytest.mark.parametrize("seed", range(4))
-def test_log_matching_and_leader_completeness_under_faults(seed):
-    net, committed = _chaos(seed)
+@pytest.mark.parametrize("seed,snapshots", [(0, False), (1, False), (2, True), (3, True)])
+def test_log_matching_and_leader_completeness_under_faults(seed, snapshots):
+    net, committed = _chaos(seed, snapshots=snapshots)
     assert committed, "nothing was committed"
     cores = [n.core for n in net.nodes.values()]
     # log matching: same (index, term) in two logs => identical prefixes
@@ -81,12 +87,17 @@ def test_log_matching_and_leader_completeness_under_faults(seed):
             for i in common:
                 if terms_a[i] == terms_b[i]:
                     assert all(terms_a[j] == terms_b[j] for j in common if j <= i)
-    # state machine safety: after healing, every node applied the same sequence
-    seqs = [[(e.index, e.data) for e in n.applied] for n in net.nodes.values()]
-    longest = max(seqs, key=len)
-    for s in seqs:
-        assert s == longest[: len(s)]
-    assert len({len(s) for s in seqs}) == 1
+    # state machine safety: no two nodes ever applied different data at the same index
+    applied = [{e.index: e.data for e in n.applied} for n in net.nodes.values()]
+    for a in applied:
+        for b in applied:
+            assert all(a[i] == b[i] for i in set(a) & set(b))
+    if not snapshots:
+        assert len({len(a) for a in applied}) == 1    # and all applied the whole log after healing
+    kvs = [n.sm.kv for n in net.nodes.values()]
+    assert all(kv == kvs[0] for kv in kvs) and len({n.sm.last_index for n in net.nodes.values()}) == 1
+    if snapshots:
+        assert any(m.type == MsgType.SNAPSHOT for m in net.sent), "no follower needed a snapshot"
 
 
 def _leader_core(log: list[Entry], term: int = 3) -> RaftCore:
