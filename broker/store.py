@@ -106,6 +106,8 @@ class MessageStore:
         # consume indexes: cut back to the checkpointed counts; the log tail re-indexes the rest
         known = set()
         for name, (min_q, next_q) in cp.topics.items():
+            if next_q == 0:
+                continue  # cut away entirely by a truncate: its directory goes below
             ti = TopicIndex(self._index_root / topic_dir_name(name), name, self.config.index_entries_per_file,
                             min_q, next_q)
             ti.open_files()
@@ -363,9 +365,12 @@ class MessageStore:
             ):
                 raise LogCorrupt("truncate offset is not a record boundary", path=str(seg.path), offset=offset)
         cuts = {name: ti.first_q_at_or_after(offset) for name, ti in self._indexes.items()}
+        # a topic cut back to queue offset 0 never existed on the surviving log: forget it
+        # (a topic that keeps a later next offset keeps its queue numbering)
+        gone = {name for name, q in cuts.items() if q == 0}
         old = self._cp
         topics = {
-            name: (mn, min(nx, cuts.get(name, nx))) for name, (mn, nx) in old.topics.items()
+            name: (mn, min(nx, cuts.get(name, nx))) for name, (mn, nx) in old.topics.items() if name not in gone
         }
         synced = min(old.log_synced, offset)
         cp = replace(
@@ -379,6 +384,8 @@ class MessageStore:
         self._hook("truncate_log_cut")
         for name, ti in self._indexes.items():
             ti.truncate_to(cuts[name])
+        for name in gone:
+            self._indexes.pop(name).delete()
         self._hook("truncate_index_cut")
         cache = self._epochs.copy()
         cache.truncate_suffix_from_offset(offset)

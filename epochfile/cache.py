@@ -123,12 +123,19 @@ class EpochCache:
             self._entries.pop()
 
     def truncate_prefix(self, offset: int) -> None:
-        """Retention: entries ending at or before ``offset`` go; the one holding it starts there.
+        """Retention: entries wholly below ``offset`` (start < offset and end <= offset) go;
+        the one holding it starts there.
 
-        The last entry always stays (its end is the log's max offset, which is >= any
-        retained offset), so the cache never empties because of retention.
+        An entry starting exactly at ``offset`` stays even when it is empty: it is a
+        zero-message epoch at the retained start, and dropping it would make this cache
+        differ from a replica's that never lost it. The last entry always stays (its end
+        is the log's max offset), so the cache never empties because of retention.
         """
-        while len(self._entries) > 1 and self._entries[1].start_offset <= offset:
+        while (
+            len(self._entries) > 1
+            and self._entries[1].start_offset <= offset
+            and self._entries[0].start_offset < offset
+        ):
             self._entries.pop(0)
         if self._entries and self._entries[0].start_offset < offset:
             e = self._entries.pop(0)

@@ -80,12 +80,15 @@ def test_truncate_prefix():
     c = cache((1, 0), (2, 100), (3, 100), (4, 200))
     c.truncate_prefix(50)
     assert c.entries() == [EpochEntry(1, 50), EpochEntry(2, 100), EpochEntry(3, 100), EpochEntry(4, 200)]
-    c.truncate_prefix(100)  # epochs 1 and 2 end at 100
-    assert c.entries() == [EpochEntry(3, 100), EpochEntry(4, 200)]
+    c.truncate_prefix(100)  # epoch 1 is wholly below; zero-message epoch 2 starts at 100: kept
+    assert c.entries() == [EpochEntry(2, 100), EpochEntry(3, 100), EpochEntry(4, 200)]
     c.truncate_prefix(150)
     assert c.entries() == [EpochEntry(3, 150), EpochEntry(4, 200)]
     c.truncate_prefix(10_000)  # the last entry always stays
     assert c.entries() == [EpochEntry(4, 10_000)]
+    d = cache((1, 0), (2, 0), (3, 0))  # zero-message epochs at the very start survive
+    d.truncate_prefix(0)
+    assert len(d) == 3
 
 
 def test_copy_is_independent():
