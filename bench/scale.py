@@ -4,7 +4,8 @@ For each size: a fresh 3-node controller cluster; register N groups (3 ApplyBrok
 RegisterBroker + a designated ElectMaster each, 64 in flight); then W load processes
 (`python -m bench.scale --worker ...`) each send the heartbeats of their share of the 3N
 replicas, once per second per replica, to EVERY controller, for D seconds. Reported per size:
-heartbeats/s actually answered (sum over the 3 controllers), leader RSS, snapshot size on the
+heartbeats/s actually answered (sum over the 3 controllers; unary calls as a broker process
+sends them, and BrokerHeartbeatBatch calls of 1,000 as a process hosting many brokers would), leader RSS, snapshot size on the
 leader, and restart time (SIGKILL all 3, start all 3, until the leader answers a linearizable
 GetReplicaInfo). The liveness timeout is raised to 600 s for this bench so slow registration
 does not trigger failovers that would distort the figures.
@@ -36,6 +37,7 @@ propose_timeout_s = 10.0
 read_timeout_s = 10.0
 """
 MAX_IN_FLIGHT = 64
+BATCH = 1000   # heartbeats per BrokerHeartbeatBatch call
 
 
 def rss_mb(pid: int) -> float:
@@ -84,16 +86,23 @@ async def register_all(spec: str, n: int) -> float:
     return time.monotonic() - t0
 
 
-async def worker(spec: str, first: int, count: int, seconds: float) -> dict:
-    """Heartbeats of groups [first, first+count), 3 replicas each, every second, to every controller."""
+async def worker(spec: str, first: int, count: int, seconds: float, mode: str) -> dict:
+    """Heartbeats of groups [first, first+count), 3 replicas each, every second, to every controller.
+
+    mode "unary": one BrokerHeartbeat call per replica and controller (what a broker process does);
+    mode "batch": BrokerHeartbeatBatch calls of BATCH replicas (a process hosting many brokers).
+    """
     import grpc
 
+    from autoswitch.proto import controller_pb2 as pb
     from autoswitch.proto import controller_pb2_grpc as pbg
 
     addrs = spec.split(",")
-    chans = [grpc.aio.insecure_channel(a) for a in addrs]
+    chans = [grpc.aio.insecure_channel(a, options=[("grpc.max_receive_message_length", 64 << 20)])
+             for a in addrs]
     stubs = [pbg.ControllerServiceStub(ch) for ch in chans]
     reqs = [hb_request(f"sg{i:05d}", b) for i in range(first, first + count) for b in (1, 2, 3)]
+    batches = [pb.BrokerHeartbeatBatchRequest(heartbeats=reqs[i:i + BATCH]) for i in range(0, len(reqs), BATCH)]
     ok = err = 0
     sem = asyncio.Semaphore(256)
 
@@ -109,11 +118,24 @@ async def worker(spec: str, first: int, count: int, seconds: float) -> dict:
             except grpc.aio.AioRpcError:
                 err += 1
 
+    async def send_batch(stub, batch) -> None:
+        nonlocal ok, err
+        try:
+            r = await stub.BrokerHeartbeatBatch(batch, timeout=5.0)
+            n_ok = sum(1 for x in r.replies if x.header.code == 0)
+            ok += n_ok
+            err += len(batch.heartbeats) - n_ok
+        except grpc.aio.AioRpcError:
+            err += len(batch.heartbeats)
+
     t0 = time.monotonic()
     rounds = 0
     while time.monotonic() - t0 < seconds:
         start = time.monotonic()
-        await asyncio.gather(*(send(s, r) for r in reqs for s in stubs))
+        if mode == "batch":
+            await asyncio.gather(*(send_batch(s, b) for b in batches for s in stubs))
+        else:
+            await asyncio.gather(*(send(s, r) for r in reqs for s in stubs))
         rounds += 1
         lag = time.monotonic() - start
         if lag < 1.0:
@@ -122,6 +144,24 @@ async def worker(spec: str, first: int, count: int, seconds: float) -> dict:
     for ch in chans:
         await ch.close()
     return {"ok": ok, "err": err, "elapsed": elapsed, "rounds": rounds}
+
+
+async def load(ctl: Controllers, n: int, seconds: float, workers: int, mode: str) -> dict:
+    share = (n + workers - 1) // workers
+    procs = []
+    for w in range(workers):
+        first = w * share
+        cnt = max(0, min(share, n - first))
+        procs.append(subprocess.Popen(
+            [sys.executable, "-m", "bench.scale", "--worker", ctl.spec, str(first), str(cnt), str(seconds), mode],
+            stdout=subprocess.PIPE, text=True))
+    results = []
+    for p in procs:
+        out, _ = p.communicate(timeout=seconds * 6 + 120)
+        results.append(json.loads(out.strip().splitlines()[-1]))
+    elapsed = max(r["elapsed"] for r in results)
+    return {"heartbeats_s": round(sum(r["ok"] for r in results) / elapsed, 1),
+            "errors": sum(r["err"] for r in results)}
 
 
 async def measure(root: Path, n: int, seconds: float, workers: int) -> dict:
@@ -134,20 +174,10 @@ async def measure(root: Path, n: int, seconds: float, workers: int) -> dict:
             await leader_of(c, ctl.addrs)
         reg_s = await register_all(ctl.spec, n)
         log("scale", f"{n} groups registered in {reg_s:.1f}s; heartbeat load {seconds}s x {workers} workers")
-        share = (n + workers - 1) // workers
-        procs = []
-        for w in range(workers):
-            first = w * share
-            cnt = max(0, min(share, n - first))
-            procs.append(subprocess.Popen(
-                [sys.executable, "-m", "bench.scale", "--worker", ctl.spec, str(first), str(cnt), str(seconds)],
-                stdout=subprocess.PIPE, text=True))
-        results = []
-        for p in procs:
-            out, _ = p.communicate(timeout=seconds * 6 + 120)
-            results.append(json.loads(out.strip().splitlines()[-1]))
-        hb_ok = sum(r["ok"] for r in results)
-        elapsed = max(r["elapsed"] for r in results)
+        unary = await load(ctl, n, seconds, workers, "unary")
+        log("scale", f"unary heartbeats: {unary}")
+        batch = await load(ctl, n, seconds, workers, "batch")
+        log("scale", f"batched heartbeats: {batch}")
         async with ControllerClient(ctl.spec) as c:
             leader = await leader_of(c, ctl.addrs)
         rss = rss_mb(ctl.pid_of(leader))
@@ -162,8 +192,9 @@ async def measure(root: Path, n: int, seconds: float, workers: int) -> dict:
         restart_s = time.monotonic() - t0
         assert info.master_broker_id == 1
         snap_after = snapshot_mb(ctl.root / f"data-{leader}")
-        return {"groups": n, "heartbeats_s": round(hb_ok / elapsed, 1),
-                "heartbeats_wanted_s": n * 3 * 3, "heartbeat_errors": sum(r["err"] for r in results),
+        return {"groups": n, "heartbeats_s": batch["heartbeats_s"], "heartbeats_unary_s": unary["heartbeats_s"],
+                "heartbeats_wanted_s": n * 3 * 3, "heartbeat_errors": batch["errors"],
+                "heartbeat_unary_errors": unary["errors"],
                 "leader_rss_mb": round(rss, 1), "snapshot_mb": round(max(snap, snap_after), 2),
                 "restart_s": round(restart_s, 2), "register_s": round(reg_s, 1)}
     finally:
@@ -183,7 +214,7 @@ async def run(args) -> dict:
 def main() -> int:
     if len(sys.argv) > 1 and sys.argv[1] == "--worker":
         spec, first, cnt, secs = sys.argv[2], int(sys.argv[3]), int(sys.argv[4]), float(sys.argv[5])
-        print(json.dumps(asyncio.run(worker(spec, first, cnt, secs))))
+        print(json.dumps(asyncio.run(worker(spec, first, cnt, secs, sys.argv[6]))))
         return 0
     ap = argparse.ArgumentParser()
     ap.add_argument("--sizes", default="1000,10000")

@@ -195,6 +195,13 @@ class ControllerClient:
         results = await asyncio.gather(*(one(a) for a in self.addresses))
         return sum(results)
 
+    async def heartbeat_batch(self, addr: str, reqs: list[pb.BrokerHeartbeatRequest],
+                              timeout_s: float = 2.0) -> list[pb.BrokerHeartbeatReply]:
+        """Many replicas' heartbeats to ONE controller in one call (replies[i] answers reqs[i])."""
+        r = await self.call_node(addr, "BrokerHeartbeatBatch", pb.BrokerHeartbeatBatchRequest(heartbeats=reqs),
+                                 timeout_s)
+        return list(r.replies)
+
     async def elect_master(self, cluster: str, group: str, broker_id: int = 0,
                            designate: bool = False) -> pb.ReplicaInfo:
         r = await self.call(

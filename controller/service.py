@@ -29,6 +29,7 @@ MAX_NAME = 255
 MAX_ADDR = 255
 MAX_IDS = 1024
 MAX_ID = (1 << 62)
+MAX_HEARTBEAT_BATCH = 10_000
 
 
 class BadRequest(AutoswitchError):
@@ -155,6 +156,9 @@ class ControllerServicer(pbg.ControllerServiceServicer):
 
     @_handler(pb.BrokerHeartbeatReply)
     async def BrokerHeartbeat(self, request, context):
+        return self._heartbeat(request)
+
+    def _heartbeat(self, request) -> pb.BrokerHeartbeatReply:
         _name(request.broker_name, "broker_name")
         _id(request.broker_id, "broker_id")
         if request.broker_address:
@@ -167,6 +171,29 @@ class ControllerServicer(pbg.ControllerServiceServicer):
         return pb.BrokerHeartbeatReply(header=pb.ReplyHeader(code=0), is_leader=self.node.is_leader,
                                        raft_term=self.node.term, lease_granted=granted, master_epoch=epoch,
                                        master_broker_id=master)
+
+    async def BrokerHeartbeatStream(self, request_iterator, context):
+        """Bounded by gRPC flow control: one reply per request, in order; a bad request gets its
+        typed reply and the stream goes on."""
+        async for req in request_iterator:
+            yield await self.BrokerHeartbeat(req, context)
+
+    @_handler(pb.BrokerHeartbeatBatchReply)
+    async def BrokerHeartbeatBatch(self, request, context):
+        """Many replicas' heartbeats in one call (a process hosting many brokers, like RocketMQ's
+        BrokerContainer); each item is judged and answered on its own."""
+        if len(request.heartbeats) > MAX_HEARTBEAT_BATCH:
+            raise BadRequest(f"at most {MAX_HEARTBEAT_BATCH} heartbeats per batch")
+        out = []
+        for item in request.heartbeats:
+            try:
+                out.append(self._heartbeat(item))
+            except BadRequest as e:
+                out.append(pb.BrokerHeartbeatReply(header=pb.ReplyHeader(
+                    code=rc.CONTROLLER_MALFORMED_REQUEST, message=e.message)))
+            except NodeReply as e:
+                out.append(pb.BrokerHeartbeatReply(header=pb.ReplyHeader(code=e.reply_code, message=e.message)))
+        return pb.BrokerHeartbeatBatchReply(header=pb.ReplyHeader(code=0), replies=out)
 
     @_handler(pb.QueryLivenessReply)
     async def QueryLiveness(self, request, context):

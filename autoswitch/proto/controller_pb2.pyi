@@ -136,6 +136,20 @@ class BrokerHeartbeatReply(_message.Message):
     master_broker_id: int
     def __init__(self, header: _Optional[_Union[ReplyHeader, _Mapping]] = ..., is_leader: _Optional[bool] = ..., raft_term: _Optional[int] = ..., lease_granted: _Optional[bool] = ..., master_epoch: _Optional[int] = ..., master_broker_id: _Optional[int] = ...) -> None: ...
 
+class BrokerHeartbeatBatchRequest(_message.Message):
+    __slots__ = ("heartbeats",)
+    HEARTBEATS_FIELD_NUMBER: _ClassVar[int]
+    heartbeats: _containers.RepeatedCompositeFieldContainer[BrokerHeartbeatRequest]
+    def __init__(self, heartbeats: _Optional[_Iterable[_Union[BrokerHeartbeatRequest, _Mapping]]] = ...) -> None: ...
+
+class BrokerHeartbeatBatchReply(_message.Message):
+    __slots__ = ("header", "replies")
+    HEADER_FIELD_NUMBER: _ClassVar[int]
+    REPLIES_FIELD_NUMBER: _ClassVar[int]
+    header: ReplyHeader
+    replies: _containers.RepeatedCompositeFieldContainer[BrokerHeartbeatReply]
+    def __init__(self, header: _Optional[_Union[ReplyHeader, _Mapping]] = ..., replies: _Optional[_Iterable[_Union[BrokerHeartbeatReply, _Mapping]]] = ...) -> None: ...
+
 class ElectMasterRequest(_message.Message):
     __slots__ = ("cluster_name", "broker_name", "broker_id", "designate_elect")
     CLUSTER_NAME_FIELD_NUMBER: _ClassVar[int]

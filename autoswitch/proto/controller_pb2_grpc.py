@@ -54,6 +54,16 @@ class ControllerServiceStub:
                 request_serializer=autoswitch_dot_proto_dot_controller__pb2.BrokerHeartbeatRequest.SerializeToString,
                 response_deserializer=autoswitch_dot_proto_dot_controller__pb2.BrokerHeartbeatReply.FromString,
                 _registered_method=True)
+        self.BrokerHeartbeatStream = channel.stream_stream(
+                '/autoswitch.controller.ControllerService/BrokerHeartbeatStream',
+                request_serializer=autoswitch_dot_proto_dot_controller__pb2.BrokerHeartbeatRequest.SerializeToString,
+                response_deserializer=autoswitch_dot_proto_dot_controller__pb2.BrokerHeartbeatReply.FromString,
+                _registered_method=True)
+        self.BrokerHeartbeatBatch = channel.unary_unary(
+                '/autoswitch.controller.ControllerService/BrokerHeartbeatBatch',
+                request_serializer=autoswitch_dot_proto_dot_controller__pb2.BrokerHeartbeatBatchRequest.SerializeToString,
+                response_deserializer=autoswitch_dot_proto_dot_controller__pb2.BrokerHeartbeatBatchReply.FromString,
+                _registered_method=True)
         self.ElectMaster = channel.unary_unary(
                 '/autoswitch.controller.ControllerService/ElectMaster',
                 request_serializer=autoswitch_dot_proto_dot_controller__pb2.ElectMasterRequest.SerializeToString,
@@ -134,6 +144,22 @@ class ControllerServiceServicer:
 
     def BrokerHeartbeat(self, request, context):
         """Missing associated documentation comment in .proto file."""
+        context.set_code(grpc.StatusCode.UNIMPLEMENTED)
+        context.set_details('Method not implemented!')
+        raise NotImplementedError('Method not implemented!')
+
+    def BrokerHeartbeatStream(self, request_iterator, context):
+        """The same, as a long-lived stream (one reply per request, in order): a broker (or a process
+        hosting many replicas) keeps one stream per controller and saves the per-call gRPC cost.
+        """
+        context.set_code(grpc.StatusCode.UNIMPLEMENTED)
+        context.set_details('Method not implemented!')
+        raise NotImplementedError('Method not implemented!')
+
+    def BrokerHeartbeatBatch(self, request, context):
+        """Many replicas' heartbeats in one call (a process hosting many brokers, like RocketMQ's
+        BrokerContainer); replies[i] answers heartbeats[i]. At most 10,000 per batch.
+        """
         context.set_code(grpc.StatusCode.UNIMPLEMENTED)
         context.set_details('Method not implemented!')
         raise NotImplementedError('Method not implemented!')
@@ -226,6 +252,16 @@ def add_ControllerServiceServicer_to_server(servicer, server):
                     servicer.BrokerHeartbeat,
                     request_deserializer=autoswitch_dot_proto_dot_controller__pb2.BrokerHeartbeatRequest.FromString,
                     response_serializer=autoswitch_dot_proto_dot_controller__pb2.BrokerHeartbeatReply.SerializeToString,
+            ),
+            'BrokerHeartbeatStream': grpc.stream_stream_rpc_method_handler(
+                    servicer.BrokerHeartbeatStream,
+                    request_deserializer=autoswitch_dot_proto_dot_controller__pb2.BrokerHeartbeatRequest.FromString,
+                    response_serializer=autoswitch_dot_proto_dot_controller__pb2.BrokerHeartbeatReply.SerializeToString,
+            ),
+            'BrokerHeartbeatBatch': grpc.unary_unary_rpc_method_handler(
+                    servicer.BrokerHeartbeatBatch,
+                    request_deserializer=autoswitch_dot_proto_dot_controller__pb2.BrokerHeartbeatBatchRequest.FromString,
+                    response_serializer=autoswitch_dot_proto_dot_controller__pb2.BrokerHeartbeatBatchReply.SerializeToString,
             ),
             'ElectMaster': grpc.unary_unary_rpc_method_handler(
                     servicer.ElectMaster,
@@ -391,6 +427,60 @@ class ControllerService:
             '/autoswitch.controller.ControllerService/BrokerHeartbeat',
             autoswitch_dot_proto_dot_controller__pb2.BrokerHeartbeatRequest.SerializeToString,
             autoswitch_dot_proto_dot_controller__pb2.BrokerHeartbeatReply.FromString,
+            options,
+            channel_credentials,
+            insecure,
+            call_credentials,
+            compression,
+            wait_for_ready,
+            timeout,
+            metadata,
+            _registered_method=True)
+
+    @staticmethod
+    def BrokerHeartbeatStream(request_iterator,
+            target,
+            options=(),
+            channel_credentials=None,
+            call_credentials=None,
+            insecure=False,
+            compression=None,
+            wait_for_ready=None,
+            timeout=None,
+            metadata=None):
+        return grpc.experimental.stream_stream(
+            request_iterator,
+            target,
+            '/autoswitch.controller.ControllerService/BrokerHeartbeatStream',
+            autoswitch_dot_proto_dot_controller__pb2.BrokerHeartbeatRequest.SerializeToString,
+            autoswitch_dot_proto_dot_controller__pb2.BrokerHeartbeatReply.FromString,
+            options,
+            channel_credentials,
+            insecure,
+            call_credentials,
+            compression,
+            wait_for_ready,
+            timeout,
+            metadata,
+            _registered_method=True)
+
+    @staticmethod
+    def BrokerHeartbeatBatch(request,
+            target,
+            options=(),
+            channel_credentials=None,
+            call_credentials=None,
+            insecure=False,
+            compression=None,
+            wait_for_ready=None,
+            timeout=None,
+            metadata=None):
+        return grpc.experimental.unary_unary(
+            request,
+            target,
+            '/autoswitch.controller.ControllerService/BrokerHeartbeatBatch',
+            autoswitch_dot_proto_dot_controller__pb2.BrokerHeartbeatBatchRequest.SerializeToString,
+            autoswitch_dot_proto_dot_controller__pb2.BrokerHeartbeatBatchReply.FromString,
             options,
             channel_credentials,
             insecure,

@@ -14,7 +14,7 @@ from autoswitch.controller.client import ControllerClient
 from autoswitch.controller.rpc_codes import ControllerRpcError
 
 from autoswitch.proto import controller_pb2 as pb
-from tests.integration.controller_harness import Cluster, Heartbeater, admin, wait_leader
+from tests.integration.controller_harness import Cluster, Heartbeater, admin, hb, wait_leader
 
 pytestmark = pytest.mark.integration
 
@@ -102,6 +102,17 @@ def test_three_controllers_failover_quorum_loss_restart(procs, tmp_path):
                 with pytest.raises(grpc.aio.AioRpcError):
                     await bad(b"\xff\xff\xff\xff", timeout=5)
                 await raw.close()
+                # heartbeats: batch items are judged one by one; the stream answers each in order
+                replies = await c.heartbeat_batch(follower, [hb("g1", 1, epoch=epoch), hb("g1", 0), hb("", 2)])
+                assert [x.header.code for x in replies] == [0, rc.CONTROLLER_MALFORMED_REQUEST,
+                                                            rc.CONTROLLER_MALFORMED_REQUEST]
+                assert replies[0].master_epoch == epoch and replies[0].master_broker_id == 1
+                call = c.stub(leader).BrokerHeartbeatStream()
+                for req in (hb("g1", 2, epoch=epoch), hb("g1", -1)):
+                    await call.write(req)
+                await call.done_writing()
+                got = [x.header.code async for x in call]
+                assert got == [0, rc.CONTROLLER_MALFORMED_REQUEST]
                 before = await c.get_replica_info("g1")
                 assert before.sync_state_set_epoch == sss_epoch and before.master_epoch == epoch
 
