@@ -61,6 +61,10 @@ def register(sub, admin_sub) -> None:
     e.add_argument("--group", required=True)
     e.add_argument("--broker-id", type=int, required=True)
     e.add_argument("--out", required=True, help="FILE.index.jsonl; FILE.epochs.jsonl and FILE.replica.jsonl go beside it")
+    e.add_argument("--copy-first", action="store_true",
+                   help="export from a temporary copy (opening a store runs crash recovery)")
+    e.add_argument("--segment-bytes", type=int, default=None,
+                   help="the broker's store segment size, when not the StoreConfig default")
     e.add_argument("--json", action="store_true")
     e.set_defaults(func=cmd_export_log)
 
@@ -220,7 +224,8 @@ def cmd_export_log(args) -> int:
     try:
         from autoswitch.pipeline.exports import export_replica
 
-        res = export_replica(Path(args.data_dir), args.group, args.broker_id, Path(args.out))
+        res = export_replica(Path(args.data_dir), args.group, args.broker_id, Path(args.out),
+                             copy_first=args.copy_first, segment_bytes=args.segment_bytes)
     except AutoswitchError as e:
         return _fail(args, e)
     print(json.dumps(res, sort_keys=True) if args.json else
