@@ -9,6 +9,7 @@ from __future__ import annotations
 import asyncio
 import signal
 import time
+from collections.abc import Awaitable, Callable
 from typing import Any
 
 import grpc
@@ -253,8 +254,15 @@ class BrokerServicer(pbg.BrokerServiceServicer):
         return pb.LogDigestReply(status=pb.OK, from_offset=lo, to_offset=hi, sha256=digest)
 
 
-async def serve(cfg: BrokerConfig, stop_event: asyncio.Event | None = None) -> int:
-    """Run one broker process until SIGTERM/SIGINT (or stop_event); returns an exit code."""
+Attach = Callable[[Broker], Awaitable[Callable[[], Awaitable[None]] | None]]
+
+
+async def serve(cfg: BrokerConfig, stop_event: asyncio.Event | None = None, attach: Attach | None = None) -> int:
+    """Run one broker process until SIGTERM/SIGINT (or stop_event); returns an exit code.
+
+    ``attach(broker)`` runs once the gRPC port is open (controller mode: start the ReplicasManager
+    adapter); the coroutine function it returns, if any, runs at shutdown BEFORE the broker stops,
+    so no role change races the final flush."""
     log = get_logger("broker", group=cfg.group, brokerId=cfg.broker_id)
     broker = Broker(cfg)
     stop_event = stop_event or asyncio.Event()
@@ -282,8 +290,13 @@ async def serve(cfg: BrokerConfig, stop_event: asyncio.Event | None = None) -> i
         await server.start()
         log.info("broker_started", listen=cfg.listen, ha_listen=cfg.ha_listen, role=broker.role,
                  epoch=broker.master_epoch, ack_mode=cfg.ack_mode, flush=cfg.flush)
-        await stop_event.wait()
-        log.info("broker_stopping")
+        detach = await attach(broker) if attach is not None else None
+        try:
+            await stop_event.wait()
+            log.info("broker_stopping")
+        finally:
+            if detach is not None:
+                await detach()
     finally:
         await server.stop(grace=1.0)
         await broker.stop()

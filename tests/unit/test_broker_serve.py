@@ -1,0 +1,53 @@
+"""serve() in-process on a real store: the attach/detach seam used by controller mode, and the
+fenced start (no role -> no reads, no writes)."""
+
+from __future__ import annotations
+
+import asyncio
+
+from autoswitch.broker.client import ConsumerClient, ProducerClient
+from autoswitch.broker.config import load_config
+from autoswitch.broker.service import serve
+
+from autoswitch.proto import broker_pb2 as pb
+from tests.procs import free_port
+
+
+def test_attach_runs_after_start_and_detach_before_stop(tmp_path):
+    port = free_port()
+    cfg = load_config(None, {"data_dir": str(tmp_path / "d"), "listen": f"127.0.0.1:{port}",
+                             "ha_listen": f"127.0.0.1:{free_port()}", "role": "fenced"})
+    calls: list[str] = []
+
+    async def main():
+        stop = asyncio.Event()
+
+        async def attach(broker):
+            calls.append(f"attach:{broker.role}")
+
+            async def detach():
+                # The store must still be open: detach runs before the broker stops.
+                calls.append(f"detach:store_closed={broker.store._closed}")
+
+            return detach
+
+        task = asyncio.create_task(serve(cfg, stop, attach))
+        for _ in range(200):
+            if calls:
+                break
+            await asyncio.sleep(0.02)
+        p = ProducerClient(f"127.0.0.1:{port}", max_retries=0)
+        c = ConsumerClient(f"127.0.0.1:{port}", max_retries=0)
+        try:
+            r = await p.produce("t", [b"x"])
+            assert r.status == pb.FENCED and r.results[0].status == pb.FENCED
+            assert (await c.consume("t", 0, 10)).status == pb.FENCED
+        finally:
+            await p.close()
+            await c.close()
+        stop.set()
+        assert await task == 0
+
+    asyncio.run(main())
+    assert calls[0] == "attach:fenced"
+    assert calls[1] == "detach:store_closed=False"
