@@ -119,7 +119,9 @@ class ControllerClient:
                 )
             except grpc.aio.AioRpcError as e:
                 if e.code() == grpc.StatusCode.RESOURCE_EXHAUSTED:
-                    raise ControllerRpcError(rc.CONTROLLER_REQUEST_TOO_LARGE, e.details() or "too large") from None
+                    details = e.details() or ""
+                    code = rc.CONTROLLER_REQUEST_TOO_LARGE if "larger than max" in details else rc.CONTROLLER_OVERLOADED
+                    raise ControllerRpcError(code, details or "resource exhausted", address=addr) from None
                 last_code, last_msg = rc.CONTROLLER_UNAVAILABLE, f"{addr}: {e.code().name} {e.details()}"
                 self._leader = None
             else:

@@ -45,7 +45,7 @@ class ControllerConfig:
     propose_timeout_s: float = 3.0
     read_timeout_s: float = 2.0
     max_message_bytes: int = 1 << 20
-    max_concurrent_rpcs: int = 1024
+    max_concurrent_rpcs: int = 10_000   # includes open WatchReplicaInfo/heartbeat streams
     max_watchers: int = 4096
     watch_queue_size: int = 64
     max_groups_per_query: int = 100_000
@@ -68,6 +68,8 @@ class ControllerConfig:
             raise ConfigError("peer_query_timeout_s must be > 0")
         if not 1024 <= self.max_message_bytes <= 64 << 20:
             raise ConfigError("max_message_bytes must be in [1 KiB, 64 MiB]")
+        if not 0 < self.max_watchers <= self.max_concurrent_rpcs // 2:
+            raise ConfigError("max_watchers must be in (0, max_concurrent_rpcs / 2]: streams hold RPC slots")
         if self.propose_timeout_s <= 0 or self.read_timeout_s <= 0:
             raise ConfigError("timeouts must be > 0")
 
