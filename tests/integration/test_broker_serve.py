@@ -5,12 +5,15 @@ from __future__ import annotations
 
 import asyncio
 
+import pytest
 from autoswitch.broker.client import ConsumerClient, ProducerClient
 from autoswitch.broker.config import load_config
 from autoswitch.broker.service import serve
 
 from autoswitch.proto import broker_pb2 as pb
 from tests.procs import free_port
+
+pytestmark = pytest.mark.integration
 
 
 def test_attach_runs_after_start_and_detach_before_stop(tmp_path):
