@@ -162,7 +162,9 @@ def test_three_replicas_100k_byte_identical_and_slave_kill9_catches_up(procs, tm
     # and the kill really lands mid-transfer.
     mcfg = tmp_path / "master.toml"
     mcfg.write_text("[ha]\ntransfer_batch_size = 65536\n")
-    start(procs, m, "master", "--epoch", "1", "--ack-mode", "all", "--flush", "async", config=mcfg)
+    # A generous ack timeout: this test is about replication, and the shared CI machine may be slow.
+    start(procs, m, "master", "--epoch", "1", "--ack-mode", "all", "--flush", "async", "--ack-timeout", "30",
+          config=mcfg)
     start(procs, s2, "slave", master=m)
     wait_until(lambda: epoch_info(m).sync_state_set == [1, 2], 20, "slave 2 in the SyncStateSet")
 
