@@ -25,6 +25,7 @@ ENTRY = struct.Struct(">QI")
 ENTRY_SIZE = ENTRY.size
 _DTYPE = np.dtype([("phy", ">u8"), ("size", ">u4")])
 assert _DTYPE.itemsize == ENTRY_SIZE
+_MAX_READ_FDS = 4  # per topic; consumers mostly read the newest file
 
 
 def topic_dir_name(topic: str) -> str:
@@ -49,6 +50,7 @@ class TopicIndex:
         self.next_q = next_q
         self.bases: list[int] = []
         self._wfd: int | None = None  # fd of the last file
+        self._rfds: dict[int, int] = {}  # base -> read fd, a few recent files (bounded)
         self._dirty = False
 
     # --- files ---------------------------------------------------------------------
@@ -115,15 +117,26 @@ class TopicIndex:
             i = (q - self.bases[0]) // self.per_file
             base = self.bases[i]
             n = min(count, base + self.per_file - q)
-            with open(self._path(base), "rb") as f:
-                f.seek((q - base) * ENTRY_SIZE)
-                b = f.read(n * ENTRY_SIZE)
+            b = os.pread(self._read_fd(base), n * ENTRY_SIZE, (q - base) * ENTRY_SIZE)
             if len(b) != n * ENTRY_SIZE:
                 raise LogCorrupt(f"consume index file short at queue offset {q}", path=str(self._path(base)))
             parts.append(b)
             q += n
             count -= n
         return b"".join(parts)
+
+    def _read_fd(self, base: int) -> int:
+        fd = self._rfds.get(base)
+        if fd is None:
+            if len(self._rfds) >= _MAX_READ_FDS:
+                self._close_rfds()
+            fd = self._rfds[base] = os.open(self._path(base), os.O_RDONLY)
+        return fd
+
+    def _close_rfds(self) -> None:
+        for fd in self._rfds.values():
+            os.close(fd)
+        self._rfds.clear()
 
     def lookup(self, q: int, count: int) -> list[tuple[int, int]]:
         """Entries for queue offsets [q, q+count) clamped to [min_q, next_q)."""
@@ -150,6 +163,7 @@ class TopicIndex:
     def truncate_to(self, q: int) -> None:
         """Keep entries below ``q`` (idempotent; also cuts a partial entry left by a crash)."""
         self._close_wfd()
+        self._close_rfds()
         changed = False
         while self.bases and self.bases[-1] >= q:
             self._path(self.bases.pop()).unlink(missing_ok=True)
@@ -171,6 +185,7 @@ class TopicIndex:
         """Retention: entries below ``q`` are gone; whole files below it are deleted."""
         q = min(q, self.next_q)
         self.min_q = max(self.min_q, q)
+        self._close_rfds()
         changed = False
         while len(self.bases) > 1 and self.bases[0] + self.per_file <= self.min_q:
             self._path(self.bases.pop(0)).unlink(missing_ok=True)
@@ -189,6 +204,7 @@ class TopicIndex:
 
     def close(self) -> None:
         self._close_wfd()
+        self._close_rfds()
 
     def delete(self) -> None:
         self.close()

@@ -42,6 +42,7 @@ from autoswitch.broker.store_errors import (
 )
 from autoswitch.epochfile import EpochCache, EpochFile, EpochRuleError
 
+from autoswitch.errors import CorruptionError
 from autoswitch.log import get_logger
 
 __all__ = [
@@ -78,7 +79,12 @@ class MessageStore:
         # Test-only: called with a step name inside truncate/reset/retention so tests can
         # stop ("crash") between steps; None in production.
         self.crash_hook: Callable[[str], None] | None = None
-        self._cp = self._recover()
+        try:
+            self._cp = self._recover()
+        except CorruptionError as e:
+            self._logger.error("store_recovery_refused", code=e.code, error=str(e))
+            self._release()
+            raise
 
     # ================================================================ recovery
     def _recover(self) -> ckpt.Checkpoint:
@@ -279,7 +285,11 @@ class MessageStore:
     # ================================================================ replication
     def read_raw(self, offset: int, max_bytes: int, limit: int | None = None) -> bytes:
         self._check_open()
-        return self._log.read_raw(offset, max_bytes, limit, self.config.verify_reads)
+        try:
+            return self._log.read_raw(offset, max_bytes, limit, self.config.verify_reads)
+        except LogCorrupt as e:
+            self._logger.error("read_corrupt", path=e.path, offset=e.offset, error=str(e))
+            raise
 
     def append_raw(self, offset: int, data: bytes, epoch: int, epoch_start: int) -> int:
         self._check_open()
@@ -533,13 +543,11 @@ class MessageStore:
                 ) from e
             try:
                 info, body = rec.parse_record(buf, 0, size, phy)
+                if info.padding or info.topic != topic or info.queue_offset != q or info.size != size:
+                    raise LogCorrupt(f"consume index entry {topic!r}#{q} does not match the record at {phy}")
             except LogCorrupt as e:
+                self._logger.error("read_corrupt", path=str(seg.path), offset=phy, topic=topic, error=e.message)
                 raise LogCorrupt(e.message, path=str(seg.path), offset=phy) from e
-            if info.padding or info.topic != topic or info.queue_offset != q or info.size != size:
-                raise LogCorrupt(
-                    f"consume index entry {topic!r}#{q} does not match the record at {phy}",
-                    path=str(seg.path), offset=phy,
-                )
             out.append(StoredMessage(topic, q, phy, info.msg_id, info.born_ts_ms, body, info.epoch, size))
             q += 1
         return out
