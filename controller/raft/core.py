@@ -178,11 +178,11 @@ class RaftCore:
     def is_leader(self) -> bool:
         return self.role == Role.LEADER
 
-    def quorum_active(self) -> bool:
-        """Leader: has a majority answered within the check-quorum window?"""
+    def quorum_active(self, window_ms: int | None = None) -> bool:
+        """Leader: has a majority answered within window_ms (default: the check-quorum window)?"""
         if self.role != Role.LEADER:
             return False
-        window = self.cfg.election_timeout_min_ms
+        window = self.cfg.election_timeout_min_ms if window_ms is None else window_ms
         active = 1 + sum(1 for p in self.peers if self.now - self.prs[p].last_ack_ms < window)
         return active >= self.quorum
 

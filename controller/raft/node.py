@@ -308,7 +308,9 @@ class RaftNode:
             self._waiters.pop(idx, None)
             if core.role != Role.LEADER:
                 raise self._not_leader() from None
-            if not core.quorum_active():
+            # two heartbeats without a majority answering: the leader is cut off (it steps down
+            # after max_heartbeat_leak of them); anything else is just slow
+            if not core.quorum_active(2 * self.cfg.heartbeat_interval_ms):
                 raise QuorumUnavailable("leader cannot reach a majority", index=idx) from None
             raise ProposalTimeout(f"entry {idx} not applied within {timeout_s}s", index=idx) from None
 

@@ -267,3 +267,14 @@ def test_election_safety_at_most_one_leader_per_term_under_random_faults(seed):
                 pass
     assert all(len(v) == 1 for v in leaders_by_term.values()), leaders_by_term
     assert leaders_by_term, "no leader was ever elected"
+
+
+def test_leader_reports_quorum_lost_before_it_steps_down():
+    cfg = RaftConfig()
+    net = SimNet(PEERS, seed=5, config=cfg)
+    ld = net.wait_leader()
+    c = net.nodes[ld].core
+    assert c.quorum_active(2 * cfg.heartbeat_interval_ms)
+    net.isolate(ld)
+    net.run(2 * cfg.heartbeat_interval_ms + 20)
+    assert c.role == Role.LEADER and not c.quorum_active(2 * cfg.heartbeat_interval_ms)
