@@ -1,0 +1,126 @@
+"""The servicer's input checks: whatever arrives, a typed reply code and nothing malformed proposed.
+
+The node behind the servicer is a small recording stand-in (the servicer is what is under test):
+it records what would be proposed and answers like a leader that applied it.
+"""
+
+from __future__ import annotations
+
+import asyncio
+
+from autoswitch.controller import config as cfgmod
+from autoswitch.controller import rpc_codes as rc
+from autoswitch.controller.service import MAX_ADDR, MAX_NAME, ControllerServicer
+from hypothesis import given, settings
+from hypothesis import strategies as st
+
+from autoswitch.proto import controller_pb2 as pb
+
+
+class RecordingNode:
+    node_id = "n1"
+    is_leader = True
+    term = 1
+
+    def __init__(self) -> None:
+        self.config = cfgmod.load(None, node_id="n1", peers="n1=127.0.0.1:9", data_dir="/nonexistent")
+        self.proposed: list[tuple[str, dict]] = []
+
+    class sm:  # noqa: N801 - the node's state-machine adapter surface used by heartbeats
+        @staticmethod
+        def master_of(group):
+            return 3, 1
+
+    def record_heartbeat(self, request) -> bool:
+        self.proposed.append(("heartbeat", {"group": request.broker_name, "broker_id": request.broker_id}))
+        return True
+
+    def leader_hint(self):
+        return "n1", "127.0.0.1:9"
+
+    async def write(self, kind, **fields):
+        self.proposed.append((kind, fields))
+        return {"code": 0}
+
+    async def read(self, kind, **fields):
+        return {"code": 0}
+
+    async def elect(self, cluster, group, broker_id, designate, trigger):
+        self.proposed.append(("elect_master", {"group": group, "broker_id": broker_id}))
+        return {"code": 0}
+
+    async def alter_sync_state_set(self, **fields):
+        return await self.write("alter_sync_state_set", **fields)
+
+    async def clean_broker_data(self, **fields):
+        return await self.write("clean_broker_data", **fields)
+
+
+names = st.one_of(st.text(max_size=300), st.sampled_from(["", "g1", "a" * 255, "a" * 256, "x\ny", "\x00"]))
+ids = st.one_of(st.integers(min_value=-(1 << 63), max_value=(1 << 63) - 1), st.sampled_from([0, 1, -1]))
+addrs = st.one_of(st.text(max_size=40), st.sampled_from(["127.0.0.1:1", "h:0", "h:65536", ":1", "h:x", "h:99"]))
+KNOWN = {0, rc.CONTROLLER_MALFORMED_REQUEST, rc.CONTROLLER_REQUEST_TOO_LARGE}
+
+
+def well_formed_name(v: str) -> bool:
+    return 0 < len(v) <= MAX_NAME and not any(c in v for c in "\n\r\0")
+
+
+def well_formed_addr(v: str) -> bool:
+    host, sep, port = v.rpartition(":")
+    return bool(sep and host and port.isdigit() and 0 < int(port) < 65536 and len(v) <= MAX_ADDR)
+
+
+@settings(max_examples=150, deadline=None)
+@given(group=names, bid=ids, addr=addrs, epoch=ids, members=st.lists(ids, max_size=6))
+def test_any_request_gets_a_typed_code_and_only_valid_ones_are_proposed(group, bid, addr, epoch, members):
+    node = RecordingNode()
+    s = ControllerServicer(node)
+
+    async def go():
+        replies = [
+            await s.RegisterBroker(pb.RegisterBrokerRequest(cluster_name="c", broker_name=group, broker_id=bid,
+                                                            broker_address=addr), None),
+            await s.AlterSyncStateSet(pb.AlterSyncStateSetRequest(
+                broker_name=group, master_broker_id=bid, master_epoch=epoch, new_sync_state_set=members,
+                sync_state_set_epoch=epoch), None),
+            await s.ElectMaster(pb.ElectMasterRequest(cluster_name="c", broker_name=group, broker_id=bid,
+                                                      designate_elect=True), None),
+            await s.BrokerHeartbeat(pb.BrokerHeartbeatRequest(broker_name=group, broker_id=bid, epoch=epoch), None),
+        ]
+        return replies
+
+    replies = asyncio.run(go())
+    assert all(r.header.code in KNOWN and r.header.node_id == "n1" for r in replies)
+    for kind, f in node.proposed:
+        assert well_formed_name(f["group"]), (kind, f)
+        if kind == "register_broker":
+            assert f["broker_id"] >= 1 and well_formed_addr(f["address"])
+        if kind == "alter_sync_state_set":
+            assert f["master_epoch"] >= 0 and f["sync_state_set_epoch"] >= 0
+            assert f["new_sync_state_set"] and all(m >= 1 for m in f["new_sync_state_set"])
+            assert len(set(f["new_sync_state_set"])) == len(f["new_sync_state_set"])
+        if kind in ("elect_master", "heartbeat"):
+            assert f["broker_id"] >= 1
+
+
+def test_oversized_request_is_refused_before_anything_happens():
+    node = RecordingNode()
+    s = ControllerServicer(node)
+    big = pb.ElectMasterRequest(cluster_name="c" * (node.config.max_message_bytes + 1), broker_name="g")
+    r = asyncio.run(s.ElectMaster(big, None))
+    assert r.header.code == rc.CONTROLLER_REQUEST_TOO_LARGE and node.proposed == []
+
+
+def test_follower_redirect_carries_the_leader():
+    node = RecordingNode()
+    node.is_leader = False
+
+    async def refuse(kind, **fields):
+        from autoswitch.controller.service import NodeReply
+
+        raise NodeReply(rc.CONTROLLER_NOT_LEADER, "not leader")
+
+    node.read = refuse
+    r = asyncio.run(ControllerServicer(node).GetReplicaInfo(pb.GetReplicaInfoRequest(broker_name="g"), None))
+    assert r.header.code == rc.CONTROLLER_NOT_LEADER and r.header.leader_addr == "127.0.0.1:9"
