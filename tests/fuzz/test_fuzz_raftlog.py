@@ -45,13 +45,13 @@ def build(frames_spec) -> tuple[bytes, list[list[Entry]]]:
     return out, frames
 
 
-@settings(max_examples=300, deadline=None)
+@settings(max_examples=200, deadline=None)
 @given(st.binary(max_size=600))
 def test_arbitrary_bytes_give_entries_or_typed_error(buf):
     read(buf)
 
 
-@settings(max_examples=150, deadline=None)
+@settings(max_examples=100, deadline=None)
 @given(st.binary(max_size=200), entry_lists)
 def test_valid_log_with_garbage_prefix_or_suffix_is_typed(garbage, spec):
     good, _ = build(spec)
@@ -59,7 +59,7 @@ def test_valid_log_with_garbage_prefix_or_suffix_is_typed(garbage, spec):
     read(good + garbage)
 
 
-@settings(max_examples=200, deadline=None)
+@settings(max_examples=120, deadline=None)
 @given(entry_lists, st.data())
 def test_truncated_valid_log_reads_as_a_prefix(spec, data):
     buf, frames = build(spec)
@@ -69,7 +69,7 @@ def test_truncated_valid_log_reads_as_a_prefix(spec, data):
     assert out is not None and out == flat[: len(out)]
 
 
-@settings(max_examples=200, deadline=None)
+@settings(max_examples=120, deadline=None)
 @given(entry_lists, st.data())
 def test_byte_flip_gives_prefix_or_typed_error_never_other_entries(spec, data):
     buf, frames = build(spec)

@@ -63,7 +63,7 @@ def check(c: RaftCore, last_term: int) -> None:
     assert c.log.last_term() <= c.term
 
 
-@settings(max_examples=150, deadline=None)
+@settings(max_examples=120, deadline=None)
 @given(actions, st.integers(0, 3), st.booleans())
 def test_arbitrary_messages_never_crash_the_core(acts, start_term, with_log):
     log = [Entry(1, 1), Entry(2, 1)] if with_log else []
@@ -103,7 +103,7 @@ def _leader(with_log: bool) -> RaftCore:
     return c
 
 
-@settings(max_examples=150, deadline=None)
+@settings(max_examples=120, deadline=None)
 @given(long_actions, st.booleans(), st.lists(st.integers(0, 3), max_size=6))
 def test_arbitrary_messages_to_a_leader_never_crash_it(acts, with_log, reads):
     c = _leader(with_log)
