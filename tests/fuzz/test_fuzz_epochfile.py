@@ -38,7 +38,7 @@ def test_arbitrary_bytes(data):
     check_parser(data)
 
 
-@settings(max_examples=300, deadline=None)
+@settings(max_examples=150, deadline=None)
 @given(st.lists(st.tuples(st.integers(0, 2**32 - 1), st.integers(0, 2**64 - 1)), max_size=12), st.integers(0, 3))
 def test_arbitrary_entries_with_valid_crc(entries, version):
     body = struct.pack(">4sHHI", b"ASEP", version, 0, len(entries)) + b"".join(

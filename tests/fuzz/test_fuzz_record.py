@@ -94,7 +94,7 @@ def test_mutated_valid_records(recs, where, byte, how):
         assert end <= i or mutated[:end] == data[:end]
 
 
-@settings(max_examples=60, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture])
+@settings(max_examples=40, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture])
 @given(st.one_of(st.binary(max_size=400), record_lists.map(valid_records)), st.integers(0, 3))
 def test_store_append_raw_arbitrary(data, epoch):
     d = Path(tempfile.mkdtemp(prefix="fuzz-store-"))
