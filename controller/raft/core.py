@@ -162,6 +162,7 @@ class RaftCore:
         self.reads_waiting_commit: list[object] = []
         self.transferee: str | None = None
         self.transfer_deadline_ms = 0
+        self._uncommitted = 0          # payload bytes proposed by this leader and not yet committed
         self._snap_in: _SnapAssembly | None = None
 
     # ------------------------------------------------------------------ debug accessors
@@ -237,6 +238,8 @@ class RaftCore:
         last = self.log.last_index()
         self.prs = {p: Progress(match=0, next=last + 1, last_ack_ms=self.now) for p in self.peers}
         self.hb_seq = 0
+        # like etcd: only this leader's own proposals count (what it inherited is bounded already)
+        self._uncommitted = 0
         self.log_.info("raft_became_leader", term=self.term, last_index=last)
         # Raft 5.4.2: earlier terms' entries commit only under a current-term entry.
         self._append_local([Entry(last + 1, self.term, b"", EntryKind.NOOP)])
@@ -653,6 +656,7 @@ class RaftCore:
         n = matches[self.quorum - 1]
         # Figure 8: only an entry of the current term is committed by counting replicas
         if n > self.commit and self.log.term(n) == self.term:
+            self._uncommitted = max(0, self._uncommitted - sum(len(e.data) for e in self.log.slice(self.commit + 1, n)))
             self.commit = n
             if self.reads_waiting_commit:
                 waiting, self.reads_waiting_commit = self.reads_waiting_commit, []
@@ -741,10 +745,11 @@ class RaftCore:
             raise ProposalDropped("leadership_transfer", to=self.transferee)
         if len(data) > self.cfg.max_entry_bytes:
             raise ProposalDropped("entry_too_big", size=len(data), limit=self.cfg.max_entry_bytes)
-        if self.log.bytes_after(self.commit) + len(data) > self.cfg.max_uncommitted_bytes:
+        if self._uncommitted + len(data) > self.cfg.max_uncommitted_bytes:
             raise ProposalDropped("uncommitted_limit", limit=self.cfg.max_uncommitted_bytes)
         idx = self.log.last_index() + 1
         self._append_local([Entry(idx, self.term, bytes(data))])
+        self._uncommitted += len(data)
         self._broadcast_append()
         return idx
 
