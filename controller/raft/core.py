@@ -164,7 +164,7 @@ class RaftCore:
         self.transfer_deadline_ms = 0
         self._uncommitted = 0          # payload bytes proposed by this leader and not yet committed
         self._snap_in: _SnapAssembly | None = None
-        self._snap_crc: tuple[int, int] = (-1, 0)    # (snapshot index, CRC32 of its data)
+        self._snap_crc: tuple[Snapshot | None, int] = (None, 0)    # (snapshot, CRC32 of its data)
 
     # ------------------------------------------------------------------ debug accessors
     def hard_state(self) -> HardState:
@@ -715,8 +715,8 @@ class RaftCore:
         chunk = snap.data[off: off + self.cfg.snapshot_chunk_bytes]
         done = off + len(chunk) >= len(snap.data)
         pr.snap_sent_ms = self.now
-        if self._snap_crc[0] != snap.index:
-            self._snap_crc = (snap.index, zlib.crc32(snap.data))     # once per snapshot, not per chunk
+        if self._snap_crc[0] is not snap:
+            self._snap_crc = (snap, zlib.crc32(snap.data))     # once per snapshot, not per chunk
         self._send(Message(MsgType.SNAPSHOT, self.id, to, self.term, snap_index=snap.index, snap_term=snap.term,
                            snap_offset=off, snap_total=len(snap.data), snap_crc=self._snap_crc[1],
                            snap_done=done, snap_data=chunk))
