@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import asyncio
 import signal
+import sys
 import time
 from collections.abc import Awaitable, Callable
 from typing import Any
@@ -269,12 +270,18 @@ async def serve(cfg: BrokerConfig, stop_event: asyncio.Event | None = None, atta
     loop = asyncio.get_running_loop()
     for sig in (signal.SIGTERM, signal.SIGINT):
         loop.add_signal_handler(sig, stop_event.set)
-    server = grpc.aio.server(options=channel_options(cfg.max_request_bytes))
+    # No SO_REUSEPORT: a second process on our port must fail to bind, not silently take half of
+    # our connections (gRPC's default would allow that).
+    server = grpc.aio.server(options=channel_options(cfg.max_request_bytes) + [("grpc.so_reuseport", 0)])
     pbg.add_BrokerServiceServicer_to_server(BrokerServicer(broker), server)
     host, port = parse_hostport(cfg.listen, "listen")
-    bound = server.add_insecure_port(f"{host}:{port}")
+    try:
+        bound = server.add_insecure_port(f"{host}:{port}")
+    except RuntimeError as e:  # grpc raises instead of returning 0 in recent versions
+        log.error("listen_failed", listen=cfg.listen, error=str(e))
+        bound = 0
     if bound == 0:
-        log.error("listen_failed", listen=cfg.listen)
+        print(f'{{"error": {{"code": "LISTEN_FAILED", "message": "cannot bind {cfg.listen}"}}}}', file=sys.stderr)
         broker.store.close()
         return 2
     await broker.start()
