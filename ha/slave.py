@@ -100,7 +100,7 @@ class HASlave:
                 break
             self.state = "READY"
             if self._reached:
-                # The master was reachable and spoke the protocol: the next try starts quickly.
+                # The connection applied transfers: the next try starts quickly.
                 backoff = self.config.reconnect_backoff_min_s
             delay = backoff * (0.5 + self._rng.random() / 2)
             backoff = min(backoff * 2, self.config.reconnect_backoff_max_s)
@@ -138,11 +138,13 @@ class HASlave:
                     self._log.info("ha_slave_handshake_done", masterEpoch=session.master_epoch,
                                    truncatedTo=session.truncated_to, maxOffset=self.log.max_offset)
                     writer.write(encode_ack(a))   # the start position goes out before any transfer
-                    self._reached = True
                     continue
                 ack = a
             if ack is not None:
                 # One ack per read: acks after appends and heartbeats, coalesced under load.
                 writer.write(encode_ack(ack))
+                # Progress: the next failure retries quickly. A failure that repeats before any
+                # transfer is applied (a batch the store refuses, no consistent point) backs off.
+                self._reached = True
             self.state = session.phase
             self.master_epoch = max(self.master_epoch, session.master_epoch)
