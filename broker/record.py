@@ -108,6 +108,15 @@ def encode_message(
     return _U32.pack(_crc32(tail)) + tail
 
 
+def check_fields(topic_b: bytes, msg_id_b: bytes, queue_offset: int, born_ts_ms: int, epoch: int) -> None:
+    if not 1 <= len(topic_b) <= MAX_TOPIC_BYTES:
+        raise BadMessage(f"topic must be 1..{MAX_TOPIC_BYTES} UTF-8 bytes, got {len(topic_b)}")
+    if len(msg_id_b) > MAX_MSG_ID_BYTES:
+        raise BadMessage(f"msg_id must be at most {MAX_MSG_ID_BYTES} UTF-8 bytes, got {len(msg_id_b)}")
+    if not (0 <= born_ts_ms < 1 << 64) or not (0 <= queue_offset < 1 << 63) or not (0 <= epoch < 1 << 32):
+        raise BadMessage("born_ts_ms / queue_offset / epoch out of range")
+
+
 def encode_padding(total: int, epoch: int) -> bytes:
     assert total >= HEADER_SIZE, total
     tail = HEADER.pack(0, total, MAGIC, VERSION, TYPE_PADDING, 0, epoch, 0, 0, 0, 0, 0, total - HEADER_SIZE)[4:]

@@ -229,53 +229,63 @@ class MessageStore:
             raise StoreError("append_messages needs an epoch: the master appends (epoch, offset) first")
         epoch = last.epoch
         cfg = self.config
-        encoded: list[bytes] = []
-        qs: list[int] = []
+        items: list[tuple] = []  # (topic, topic_b, msg_id_b, body, q, born_ts_ms, size)
         pending: dict[str, int] = {}
         total = 0
-        for m in msgs:  # validate and encode everything before writing anything
-            if len(m.body) > cfg.max_message_bytes:
-                raise BadMessage(f"body of {len(m.body)} bytes over max_message_bytes={cfg.max_message_bytes}")
+        for m in msgs:  # validate everything before writing anything
+            body = m.body
+            if len(body) > cfg.max_message_bytes:
+                raise BadMessage(f"body of {len(body)} bytes over max_message_bytes={cfg.max_message_bytes}")
             topic_b = m.topic.encode()
+            mid_b = m.msg_id.encode()
             q = pending.get(m.topic)
             if q is None:
                 if m.topic not in self._indexes and len(self._indexes) + len(pending) >= cfg.max_topics:
                     raise BadMessage(f"too many topics (limit {cfg.max_topics})")
                 q = self.max_queue_offset(m.topic)
-            b = rec.encode_message(topic_b, m.msg_id.encode(), bytes(m.body), q, m.born_ts_ms, epoch)
+            rec.check_fields(topic_b, mid_b, q, m.born_ts_ms, epoch)
             pending[m.topic] = q + 1
-            total += len(b)
+            size = rec.HEADER_SIZE + len(topic_b) + len(mid_b) + len(body)
+            total += size
             if total > cfg.max_batch_bytes:
                 raise BadMessage(f"batch over max_batch_bytes={cfg.max_batch_bytes}")
-            encoded.append(b)
-            qs.append(q)
+            items.append((m.msg_id, topic_b, mid_b, body, q, m.born_ts_ms, size))
+        # placement: records never span segments; padding fills a segment's end
         start = pos = self._log.max_offset
         seg_end = self._log.segment_end(pos)
-        parts: list[bytes] = []
+        chunks: list[tuple[int, int, list]] = []  # (chunk start, padding size, [(pos, item)])
         chunk_start = pos
-        records: list[tuple[int, int, str]] = []
-        index: dict[bytes, list] = {}
-        for m, b, q in zip(msgs, encoded, qs, strict=True):
-            n = len(b)
+        placed: list = []
+        for it in items:
+            n = it[6]
             room = seg_end - pos
             if n > room or 0 < room - n < rec.HEADER_SIZE:
                 assert room >= rec.HEADER_SIZE, room  # invariant: a padding header always fits
-                parts.append(rec.encode_padding(room, epoch))
-                self._log.write(chunk_start, b"".join(parts))
-                parts = []
+                chunks.append((chunk_start, room, placed))
+                placed = []
                 pos = chunk_start = seg_end
                 seg_end += self._log.segment_bytes
-            parts.append(b)
-            records.append((pos, q, m.msg_id))
-            tb = m.topic.encode()
-            ent = index.get(tb)
-            if ent is None:
-                index[tb] = [q, [pos], [n]]
-            else:
-                ent[1].append(pos)
-                ent[2].append(n)
+            placed.append((pos, it))
             pos += n
-        self._log.write(chunk_start, b"".join(parts))
+        chunks.append((chunk_start, 0, placed))
+        records: list[tuple[int, int, str]] = []
+        index: dict[bytes, list] = {}
+        for c_start, pad, placed in chunks:
+            # bytes concatenation + one join measured cheaper (CPU time) than pack_into a bytearray
+            parts = []
+            for p, (msg_id, topic_b, mid_b, body, q, ts, n) in placed:
+                parts.append(rec.encode_message(topic_b, mid_b, body, q, ts, epoch))
+                records.append((p, q, msg_id))
+                ent = index.get(topic_b)
+                if ent is None:
+                    index[topic_b] = [q, [p], [n]]
+                else:
+                    ent[1].append(p)
+                    ent[2].append(n)
+            if pad:
+                parts.append(rec.encode_padding(pad, epoch))
+            if parts:
+                self._log.write(c_start, b"".join(parts))
         assert self._log.max_offset == pos
         self._index_records(index)
         if cfg.flush_mode == "sync":

@@ -88,3 +88,4 @@ def test_max_record_enforced():
     b = one(body=b"x" * 100)
     end, why, _ = rec.walk(b, 0, len(b), 10_000, 0, max_record=len(b) - 1)
     assert end == 0 and "limit" in why
+
