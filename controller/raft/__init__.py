@@ -1,11 +1,14 @@
 """autoswitch.controller.raft: our own Raft (DLedger-style election, sans-IO core, gRPC transport).
 
 Public API (docs/interfaces.md, "Raft"): RaftNode, RaftConfig, StateMachine and the errors below.
+RaftNode/StateMachine are imported lazily so that the sans-IO parts (core, storage, harness) load
+without gRPC, e.g. in the simulator.
 """
+
+from typing import Any
 
 from .config import RaftConfig
 from .errors import NotLeader, ProposalTimeout, QuorumUnavailable, RaftError, RaftStorageCorrupt
-from .node import RaftNode, StateMachine
 
 __all__ = [
     "NotLeader",
@@ -17,3 +20,11 @@ __all__ = [
     "RaftStorageCorrupt",
     "StateMachine",
 ]
+
+
+def __getattr__(name: str) -> Any:
+    if name in ("RaftNode", "StateMachine"):
+        from . import node
+
+        return getattr(node, name)
+    raise AttributeError(name)
