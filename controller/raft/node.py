@@ -113,7 +113,7 @@ class RaftNode:
         self._stopped = True
         if self._task is not None:
             self._task.cancel()
-            with contextlib.suppress(asyncio.CancelledError):
+            with contextlib.suppress(asyncio.CancelledError, Exception):   # a failure was logged already
                 await self._task
         if self._transport is not None:
             await self._transport.stop()
@@ -167,6 +167,10 @@ class RaftNode:
             try:
                 while core.has_ready():
                     await self._handle_ready(core, core.ready())
+                    if loop.time() >= next_tick:
+                        # sustained load keeps Ready coming: timers (heartbeats, check-quorum) must still run
+                        core.tick(self._now_ms())
+                        next_tick = loop.time() + tick_s
                 await self._maybe_snapshot(core)
             except asyncio.CancelledError:
                 raise
