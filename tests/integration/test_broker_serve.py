@@ -54,3 +54,41 @@ def test_attach_runs_after_start_and_detach_before_stop(tmp_path):
     asyncio.run(main())
     assert calls[0] == "attach:fenced"
     assert calls[1] == "detach:store_closed=False"
+
+
+def test_lease_fence_blocks_writes_until_renewed(tmp_path):
+    port = free_port()
+    cfg = load_config(None, {"data_dir": str(tmp_path / "d"), "listen": f"127.0.0.1:{port}",
+                             "ha_listen": f"127.0.0.1:{free_port()}", "role": "master", "epoch": 1,
+                             "ack_mode": "master"})
+
+    async def main():
+        stop = asyncio.Event()
+        got: list = []
+
+        async def attach(broker):
+            got.append(broker)
+            return None
+
+        task = asyncio.create_task(serve(cfg, stop, attach))
+        for _ in range(200):
+            if got:
+                break
+            await asyncio.sleep(0.02)
+        broker = got[0]
+        p = ProducerClient(f"127.0.0.1:{port}", max_retries=0)
+        try:
+            assert (await p.produce("t", [b"a"])).ok
+            end = broker.store.max_offset
+            broker.set_lease_fenced("no controller majority for 6 s")
+            r = await p.produce("t", [b"b"])
+            assert r.status == pb.FENCED and broker.store.max_offset == end, "fenced: nothing appended"
+            broker.set_lease_fenced(None)
+            r = await p.produce("t", [b"c"])
+            assert r.ok and r.results[0].queue_offset == 1
+        finally:
+            await p.close()
+        stop.set()
+        assert await task == 0
+
+    asyncio.run(main())
