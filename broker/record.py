@@ -263,7 +263,12 @@ def walk_fast(
     max_record: int = HARD_MAX_RECORD,
     collect: bool = False,
 ) -> tuple[int, str | None, dict[bytes, list] | None]:
-    """Same contract and result as ``walk``; several times faster on long runs."""
+    """Same contract and result as ``walk``; faster when collecting index entries.
+
+    Measured (CPU time, 1 KiB records): walk 0.63 / 1.0 us per record without / with
+    index collection, walk_fast 0.70 / 0.82; so without collection this is ``walk``."""
+    if not collect:
+        return walk(buf, pos, end, seg_end, base_phy, max_record, False)
     mv = memoryview(buf)
     unpack = _U32x2.unpack_from
     crc32 = _crc32
