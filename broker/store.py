@@ -123,6 +123,12 @@ class MessageStore:
                     path=str(ti.dir),
                 )
             ti.truncate_to(next_q)
+            if min_q < next_q and (not ti.bases or ti.bases[0] > min_q):
+                raise LogCorrupt(
+                    f"consume index files of topic {name!r} missing below queue offset "
+                    f"{ti.bases[0] if ti.bases else next_q} (checkpoint keeps {min_q}..{next_q})",
+                    path=str(ti.dir),
+                )
             ti.min_q = min_q
             ti.drop_below(min_q)
             self._indexes[name] = ti

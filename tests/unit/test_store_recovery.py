@@ -264,3 +264,13 @@ def test_crash_inside_retention(tmp_path):
     assert s.epochs.first().start_offset >= s.min_offset
     assert index_view(s) == scan_view(s)
     assert all(m[1] >= s.min_offset for v in index_view(s).values() for m in v)
+
+
+def test_lost_consume_index_files_are_refused(tmp_path):
+    s = open_store(tmp_path)
+    fill(s, 30)  # 5 entries per index file: several files per topic
+    s.close()
+    files = sorted((tmp_path / "index").rglob("0*"))
+    files[0].unlink()
+    with pytest.raises(LogCorrupt, match="missing"):
+        MessageStore(tmp_path, SMALL)
