@@ -8,7 +8,7 @@ without gRPC, e.g. in the simulator.
 from typing import Any
 
 from .config import RaftConfig
-from .errors import NotLeader, ProposalTimeout, QuorumUnavailable, RaftError, RaftStorageCorrupt
+from .errors import NotLeader, ProposalTimeout, QuorumUnavailable, RaftError, RaftStopped, RaftStorageCorrupt
 
 __all__ = [
     "NotLeader",
@@ -17,6 +17,7 @@ __all__ = [
     "RaftConfig",
     "RaftError",
     "RaftNode",
+    "RaftStopped",
     "RaftStorageCorrupt",
     "StateMachine",
 ]

@@ -70,6 +70,7 @@ class _VoteRound:
     term: int
     pre: bool
     deadline_ms: int
+    transfer: bool = False
     replies: dict[str, VoteResult] = field(default_factory=dict)
     max_term: int = 0
 
@@ -98,14 +99,17 @@ def tally(replies: dict[str, VoteResult], quorum: int, max_term: int, term: int)
     bigger_ledger = sum(1 for r in replies.values()
                         if r in (VoteResult.REJECT_EXPIRED_LEDGER_TERM, VoteResult.REJECT_SMALL_LEDGER_END_INDEX))
     has_leader = any(r == VoteResult.REJECT_ALREADY_HAS_LEADER for r in replies.values())
+    # PASSED first (DLedger checks it after the bigger-term / has-leader cases): we close a round as
+    # soon as a majority accepted, so the outcome must not depend on which other replies came first.
+    # A majority of votes in this term is all Raft's election safety needs.
+    if accepted >= quorum:
+        return TallyOutcome.PASSED
     if max_term > term:
         return TallyOutcome.WAIT_TO_VOTE_NEXT
     if has_leader:
         return TallyOutcome.WAIT_TO_VOTE_NEXT
     if valid < quorum:
         return TallyOutcome.WAIT_TO_REVOTE
-    if accepted >= quorum:
-        return TallyOutcome.PASSED
     if accepted + not_ready >= quorum:
         return TallyOutcome.REVOTE_IMMEDIATELY
     if accepted + bigger_ledger >= quorum:
@@ -294,7 +298,7 @@ class RaftCore:
 
     def _start_round(self, term: int, pre: bool, transfer: bool) -> None:
         self._round_seq += 1
-        rnd = _VoteRound(self._round_seq, term, pre, self.now + self.cfg.vote_round_timeout_ms)
+        rnd = _VoteRound(self._round_seq, term, pre, self.now + self.cfg.vote_round_timeout_ms, transfer)
         rnd.replies[self.id] = VoteResult.ACCEPT
         self._round = rnd
         self.log_.debug("raft_vote_round", term=term, pre=pre, seq=rnd.seq)
@@ -338,6 +342,10 @@ class RaftCore:
         if outcome == TallyOutcome.REVOTE_IMMEDIATELY:
             self.need_increase_term = False
             self.next_vote_ms = self.now
+            if rnd.transfer:
+                # the revote of a leadership transfer must still bypass the voters' leader lease
+                self._maybe_campaign(transfer=True)
+                return
         elif outcome == TallyOutcome.WAIT_TO_REVOTE:
             self.need_increase_term = rnd.pre
             self.next_vote_ms = self.now + self._vote_backoff()

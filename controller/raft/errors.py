@@ -43,6 +43,12 @@ class ProposalDropped(RaftError):
         self.reason = reason
 
 
+class RaftStopped(RaftError):
+    """The node is stopped, or stopped itself because persisting failed (disk full, I/O error)."""
+
+    code = "RAFT_STOPPED"
+
+
 class RaftStorageCorrupt(CorruptionError):
     """A Raft log segment, hard-state or snapshot file fails its CRC/structure check."""
 

@@ -27,7 +27,15 @@ from autoswitch.proto import raft_pb2_grpc
 
 from .config import RaftConfig
 from .core import RaftCore
-from .errors import NotLeader, ProposalDropped, ProposalTimeout, QuorumUnavailable, RaftConfigError, RaftError
+from .errors import (
+    NotLeader,
+    ProposalDropped,
+    ProposalTimeout,
+    QuorumUnavailable,
+    RaftConfigError,
+    RaftError,
+    RaftStopped,
+)
 from .messages import EntryKind, Message, ReadState, Ready, Role, Snapshot
 from .storage import FileStorage, Storage
 from .transport import RaftServicer, Transport, grpc_options
@@ -124,15 +132,18 @@ class RaftNode:
             await asyncio.wait([self._io_future])
         if self._storage is not None:
             self._storage.close()
+        self._fail_all(RaftStopped("raft node stopped"))
+        self.log.info("raft_node_stopped")
+
+    def _fail_all(self, exc: RaftError) -> None:
         for _, fut in self._waiters.values():
             if not fut.done():
-                fut.set_exception(RaftError("raft node stopped"))
+                fut.set_exception(exc)
         for fut in self._reads.values():
             if not fut.done():
-                fut.set_exception(RaftError("raft node stopped"))
+                fut.set_exception(exc)
         self._waiters.clear()
         self._reads.clear()
-        self.log.info("raft_node_stopped")
 
     # ---------------------------------------------------------------- inputs
     def _deliver(self, msgs: list[Message]) -> None:
@@ -174,10 +185,11 @@ class RaftNode:
                 await self._maybe_snapshot(core)
             except asyncio.CancelledError:
                 raise
-            except Exception:
+            except Exception as exc:
                 # storage failed (disk full, I/O error): we must not go on acking what we could not persist
                 self.log.error("raft_ready_failed", exc_info=True)
                 self._stopped = True
+                self._fail_all(RaftStopped(f"raft node stopped after a persistence failure: {exc!r}"))
                 raise
 
     async def _io(self, fn, *args) -> None:
@@ -262,7 +274,7 @@ class RaftNode:
     # ---------------------------------------------------------------- API (docs/interfaces.md)
     @property
     def is_leader(self) -> bool:
-        return self.core is not None and self.core.role == Role.LEADER
+        return self.core is not None and not self._stopped and self.core.role == Role.LEADER
 
     @property
     def leader_id(self) -> str | None:
@@ -292,7 +304,9 @@ class RaftNode:
 
     async def propose(self, data: bytes, timeout_s: float) -> Any:
         core = self.core
-        if core is None or self._stopped or core.role != Role.LEADER:
+        if self._stopped:
+            raise RaftStopped("raft node is stopped")
+        if core is None or core.role != Role.LEADER:
             raise self._not_leader()
         try:
             idx = core.propose(data)
@@ -350,6 +364,9 @@ class RaftNode:
         loop = asyncio.get_running_loop()
         deadline = loop.time() + limit
         while not (core.role != Role.LEADER and core.leader_id == to):
+            if core.role == Role.LEADER and core.transferee is None:
+                raise ProposalTimeout(f"leadership transfer to {to} aborted (target did not catch up in time)",
+                                      to=to)
             remaining = deadline - loop.time()
             if remaining <= 0:
                 raise ProposalTimeout(f"leadership not transferred to {to} within {limit}s", to=to)

@@ -7,8 +7,9 @@ import asyncio
 
 import grpc
 import pytest
-from autoswitch.controller.raft import NotLeader, RaftConfig, RaftNode
+from autoswitch.controller.raft import NotLeader, RaftConfig, RaftNode, RaftStopped
 from autoswitch.controller.raft.harness import KVStateMachine
+from autoswitch.controller.raft.storage import MemoryStorage
 
 from tests.procs import free_port
 
@@ -104,3 +105,40 @@ async def _scenario(tmp_path) -> None:
 
 def test_raft_three_nodes_commit_kill_leader_new_leader_state_equal(tmp_path):
     asyncio.run(asyncio.wait_for(_scenario(tmp_path), 60))
+
+
+class _DiskFull(MemoryStorage):
+    """Fails every save, like a full disk, once `full` is set."""
+
+    full = False
+
+    def save(self, hard_state, entries) -> None:
+        if self.full:
+            raise OSError(28, "No space left on device")
+        super().save(hard_state, entries)
+
+
+async def _disk_full(tmp_path) -> None:
+    addr = f"127.0.0.1:{free_port()}"
+    sm = KVStateMachine()
+    disk = _DiskFull()
+    node = RaftNode("solo", {"solo": addr}, tmp_path / "solo", sm, RaftConfig(), seed=1, storage=disk)
+    await node.start()
+    try:
+        loop = asyncio.get_running_loop()
+        deadline = loop.time() + 10
+        while not node.is_leader and loop.time() < deadline:
+            await asyncio.sleep(0.01)
+        assert await node.propose(b"a=1", timeout_s=5) > 0
+        disk.full = True
+        with pytest.raises(RaftStopped):
+            await node.propose(b"b=2", timeout_s=5)                 # its save fails: never acknowledged
+        assert sm.kv == {"a": "1"} and not node.is_leader
+        with pytest.raises(RaftStopped):
+            await node.propose(b"c=3", timeout_s=1)
+    finally:
+        await node.stop()
+
+
+def test_persistence_failure_stops_the_node_instead_of_acknowledging(tmp_path):
+    asyncio.run(asyncio.wait_for(_disk_full(tmp_path), 30))

@@ -278,3 +278,23 @@ def test_leader_reports_quorum_lost_before_it_steps_down():
     net.isolate(ld)
     net.run(2 * cfg.heartbeat_interval_ms + 20)
     assert c.role == Role.LEADER and not c.quorum_active(2 * cfg.heartbeat_interval_ms)
+
+
+def test_transfer_revote_after_term_not_ready_still_bypasses_leader_leases():
+    c = core(node="b", term=5, vote="a")
+    follow(c, "a", now=10)
+    c.step(Message(MsgType.TIMEOUT_NOW, "a", "b", 5))
+    rd = c.ready()
+    first = [m for m in rd.messages if m.type == MsgType.VOTE]
+    assert first and all(m.transfer for m in first) and c.term == 6
+    c.advance(rd)
+    c.step(Message(MsgType.VOTE_RESP, "a", "b", 6, seq=first[0].seq, vote_result=V.REJECT_TERM_NOT_READY))
+    assert c.last_outcome == TallyOutcome.REVOTE_IMMEDIATELY
+    revote = [m for m in c.ready().messages if m.type == MsgType.VOTE]
+    assert revote and all(m.transfer and m.term == 6 and m.seq != first[0].seq for m in revote)
+
+
+def test_majority_accept_passes_whatever_else_was_answered_first():
+    replies = {"a": V.ACCEPT, "b": V.REJECT_ALREADY_HAS_LEADER, "c": V.ACCEPT}
+    assert tally(replies, 2, 0, 5) == TallyOutcome.PASSED
+    assert tally({"a": V.ACCEPT, "b": V.ACCEPT}, 2, 9, 5) == TallyOutcome.PASSED
