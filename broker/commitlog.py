@@ -261,6 +261,9 @@ class CommitLog:
             if topics and on_records is not None:
                 on_records(topics)
             if why is None and end_rel == S:
+                if fsize > S:  # bytes past a full segment's end belong to no record
+                    _log.warning("segment_overlong_cut", path=str(seg.path), cut_bytes=fsize - S)
+                    seg.truncate(seg.end_limit)
                 pos = seg.end_limit
                 continue
             pos = seg.base + end_rel

@@ -274,3 +274,20 @@ def test_lost_consume_index_files_are_refused(tmp_path):
     files[0].unlink()
     with pytest.raises(LogCorrupt, match="missing"):
         MessageStore(tmp_path, SMALL)
+
+
+
+def test_bytes_past_a_full_verified_segment_are_cut(tmp_path):
+    s = open_store(tmp_path)
+    while s.max_offset <= 4096:
+        fill(s, 3)
+    s.truncate(4096)  # synced point exactly at the first segment's end (after its padding)
+    fill(s, 3)  # unsynced tail in the next segment
+    end = s.max_offset
+    s.abandon()
+    seg0 = tmp_path / "commitlog" / f"{0:020d}"
+    assert seg0.stat().st_size == 4096
+    seg0.write_bytes(seg0.read_bytes() + b"junk")  # bytes past a full, non-last segment
+    s = reopen_twice(tmp_path)
+    assert seg0.stat().st_size == 4096 and s.max_offset == end
+    assert index_view(s) == scan_view(s)
