@@ -7,7 +7,14 @@ import asyncio
 
 import grpc
 import pytest
-from autoswitch.controller.raft import NotLeader, RaftConfig, RaftNode, RaftStopped
+from autoswitch.controller.raft import (
+    NotLeader,
+    ProposalTimeout,
+    QuorumUnavailable,
+    RaftConfig,
+    RaftNode,
+    RaftStopped,
+)
 from autoswitch.controller.raft.harness import KVStateMachine
 from autoswitch.controller.raft.storage import MemoryStorage
 
@@ -34,7 +41,7 @@ async def _propose(nodes: dict[str, RaftNode], data: bytes, timeout: float = 10.
         ld = await _leader(nodes, max(0.1, deadline - loop.time()))
         try:
             return await ld.propose(data, timeout_s=2.0)
-        except NotLeader:
+        except (NotLeader, ProposalTimeout, QuorumUnavailable):     # retried: our writes are idempotent
             if loop.time() > deadline:
                 raise
             await asyncio.sleep(0.05)
