@@ -121,7 +121,11 @@ class CommitLog:
                 raise LogCorrupt(f"bad record length {total}", path=str(seg.path), offset=offset)
             if offset + total > end:
                 if offset + total <= min(self.max_offset, seg.end_limit):
-                    return b""  # a whole record, but it ends past the caller's limit
+                    # ends past the caller's limit: nothing to serve, if the record is really whole
+                    why = rec.check_record(seg.read(offset, total), 0, total) if verify else None
+                    if why is None:
+                        return b""
+                    raise LogCorrupt(f"invalid record on read: {why}", path=str(seg.path), offset=offset)
                 raise LogCorrupt("record runs past the segment/log end", path=str(seg.path), offset=offset)
             buf = seg.read(offset, total)
             pos = self._whole_records(buf, seg, offset, verify)
@@ -131,6 +135,16 @@ class CommitLog:
     def _whole_records(self, buf: bytes, seg: Segment, offset: int, verify: bool) -> int:
         """Length of the whole-record prefix of ``buf``; CRC-checked when ``verify``."""
         n = len(buf)
+        if verify:
+            # one walk: it stops at the first record that is not whole and valid; if that
+            # record merely continues past the buffer, the prefix before it is the answer
+            end, why, _ = rec.walk(buf, 0, n, seg.end_limit - offset, offset, self.max_record)
+            if why is None or n - end < rec.HEADER_SIZE:
+                return end
+            total = rec.peek_total(buf, end)
+            if rec.HEADER_SIZE <= total <= rec.HARD_MAX_RECORD and end + total > n:
+                return end
+            raise LogCorrupt(f"invalid record on read: {why}", path=str(seg.path), offset=offset + end)
         pos = 0
         peek = rec.peek_total
         while pos + rec.HEADER_SIZE <= n:
@@ -140,10 +154,6 @@ class CommitLog:
             if pos + total > n:
                 break
             pos += total
-        if verify and pos:
-            end, why, _ = rec.walk_fast(buf, 0, pos, seg.end_limit - offset, offset, self.max_record)
-            if why is not None:
-                raise LogCorrupt(f"invalid record on read: {why}", path=str(seg.path), offset=offset + end)
         return pos
 
     def read_exact(self, offset: int, size: int) -> tuple[bytes, Segment]:
