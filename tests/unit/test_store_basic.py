@@ -295,3 +295,23 @@ def test_scan_crcs(tmp_path):
     seg = (tmp_path / "commitlog" / f"{0:020d}").read_bytes()
     r = infos[2]
     assert zlib.crc32(seg[r.phy_offset + 4 : r.phy_offset + r.size]) == r.crc
+
+
+@pytest.mark.parametrize("max_bytes", [1, 300, 1000, 5000])
+def test_replicator_loop_hits_corrupt_length_instead_of_spinning(tmp_path, max_bytes):
+    s = open_store(tmp_path)
+    fill(s, 20)
+    recs = list(s.scan(include_padding=True))
+    victim = recs[7]
+    seg = tmp_path / "commitlog" / f"{0:020d}"
+    raw = bytearray(seg.read_bytes())
+    assert victim.phy_offset + victim.size <= len(raw)
+    raw[victim.phy_offset + 4 : victim.phy_offset + 8] = (victim.size + 8).to_bytes(4, "big")
+    seg.write_bytes(bytes(raw))
+    pos = 0
+    with pytest.raises(LogCorrupt) as ei:
+        for _ in range(100):
+            data = s.read_raw(pos, max_bytes)
+            assert data, "an empty answer before the log end would make replication spin"
+            pos += len(data)
+    assert ei.value.offset == victim.phy_offset
