@@ -232,6 +232,18 @@ def parse_record(buf, pos: int, end: int, phy_offset: int) -> tuple[RecordInfo, 
     return info, body
 
 
+def record_info(buf, pos: int, phy_offset: int) -> RecordInfo:
+    """Header fields of a record the caller already validated (no body copy, no CRC)."""
+    (crc, total, _m, _v, rtype, _f, epoch, q, ts, tl, ml, _r, _bl) = HEADER.unpack_from(buf, pos)
+    p = pos + HEADER_SIZE
+    try:
+        topic = bytes(buf[p : p + tl]).decode()
+        msg_id = bytes(buf[p + tl : p + tl + ml]).decode()
+    except UnicodeDecodeError as e:
+        raise LogCorrupt("record topic/msg_id is not UTF-8", offset=phy_offset) from e
+    return RecordInfo(phy_offset, total, crc, topic, q, msg_id, ts, epoch, rtype == TYPE_PADDING)
+
+
 def peek_total(buf, pos: int) -> int:
     return _U32x2.unpack_from(buf, pos)[1]
 

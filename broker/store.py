@@ -576,9 +576,9 @@ class MessageStore:
         for start, data, seg in self._log.iter_chunks(pos):
             p = 0
             n = len(data)
-            while p < n:
+            while p < n:  # read_raw verified every record of the chunk
                 try:
-                    info, _body = rec.parse_record(data, p, n, start + p)
+                    info = rec.record_info(data, p, start + p)
                 except LogCorrupt as e:
                     raise LogCorrupt(e.message, path=str(seg.path), offset=start + p) from e
                 if include_padding or not info.padding:
