@@ -1,0 +1,739 @@
+"""`autoswitch playground`: a whole controller-mode cluster on 127.0.0.1, and the failover demo.
+
+Layout (base port N, default 19876):
+  N      name server + embedded controller node n1 (one process, one port)
+  N+1    controller n2 (standalone)          N+2  controller n3 (standalone)
+  N+10+10*g+2*r   broker replica r of group g (gRPC); +1 is its HA port (RocketMQ's listenPort+1)
+
+Every child is a `python -m autoswitch ...` process in its own session with its own log file,
+tracked and ended by PID only (SIGTERM, then SIGKILL after a bounded wait). The launcher,
+the routed producer and the failover timeline are reused by bench/failover.py.
+"""
+
+from __future__ import annotations
+
+import argparse
+import asyncio
+import contextlib
+import fcntl
+import json
+import os
+import shutil
+import signal
+import subprocess
+import sys
+import time
+import uuid
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+from autoswitch.errors import AutoswitchError
+from autoswitch.log import get_logger
+
+HOST = "127.0.0.1"
+MARKER = ".autoswitch-playground"   # only a directory carrying it is ever wiped
+MAX_GROUPS = 20
+MAX_REPLICAS = 5                    # 10 ports per group: 5 replicas x (gRPC, HA)
+STOP_WAIT_S = 10.0
+
+_log = get_logger("playground")
+
+# Timings. "fast" is the loopback profile (DESIGN-NOTES 7.1 / docs/replicas-manager.md lease
+# table): heartbeat timeout 1000 ms, lease 600 ms. "default" keeps the RocketMQ-like 10 s.
+PROFILES: dict[str, dict[str, Any]] = {
+    "fast": {
+        "controller": {"heartbeat_timeout_ms": 1000, "scan_interval_ms": 100, "first_election_grace_ms": 3000},
+        "broker_args": ["--heartbeat-timeout-ms", "1000", "--master-lease-ms", "600"],
+    },
+    "default": {
+        "controller": {},
+        "broker_args": [],
+    },
+}
+
+
+class PlaygroundError(AutoswitchError):
+    code = "PLAYGROUND_ERROR"
+
+
+class NotReady(PlaygroundError):
+    code = "PLAYGROUND_NOT_READY"
+
+
+@dataclass
+class Child:
+    name: str
+    args: list[str]
+    log_path: Path
+    popen: subprocess.Popen | None = None
+    port: int = 0
+    group: str = ""
+
+    @property
+    def pid(self) -> int:
+        assert self.popen is not None
+        return self.popen.pid
+
+    def alive(self) -> bool:
+        return self.popen is not None and self.popen.poll() is None
+
+
+@dataclass
+class Layout:
+    data_dir: Path
+    base_port: int = 19876
+    groups: int = 2
+    replicas: int = 3
+    cluster: str = "playground"
+    profile: str = "fast"
+    broker_extra: list[str] = field(default_factory=list)
+
+    def validate(self) -> None:
+        if not 1 <= self.groups <= MAX_GROUPS:
+            raise PlaygroundError(f"--groups must be in [1, {MAX_GROUPS}]")
+        if not 1 <= self.replicas <= MAX_REPLICAS:
+            raise PlaygroundError(f"--replicas must be in [1, {MAX_REPLICAS}]")
+        top = self.base_port + 10 + 10 * self.groups
+        if not 1024 <= self.base_port or top > 65535:
+            raise PlaygroundError(f"--base-port must leave room for ports {self.base_port}..{top}")
+        if self.profile not in PROFILES:
+            raise PlaygroundError(f"unknown profile {self.profile!r}", profiles=sorted(PROFILES))
+
+    @property
+    def namesrv(self) -> str:
+        return f"{HOST}:{self.base_port}"
+
+    def controller_addrs(self) -> list[str]:
+        return [f"{HOST}:{self.base_port + i}" for i in range(3)]
+
+    def group_names(self) -> list[str]:
+        return [f"g{i}" for i in range(self.groups)]
+
+    def broker_port(self, g: int, r: int) -> int:
+        return self.base_port + 10 + 10 * g + 2 * r
+
+    def broker_layout(self) -> dict[str, list[str]]:
+        return {f"g{g}": [f"{HOST}:{self.broker_port(g, r)}" for r in range(self.replicas)]
+                for g in range(self.groups)}
+
+
+class Cluster:
+    """Starts, watches and stops the child processes of one playground (by PID only)."""
+
+    def __init__(self, layout: Layout) -> None:
+        layout.validate()
+        self.layout = layout
+        self.children: dict[str, Child] = {}
+        self.log_dir = layout.data_dir / "logs"
+        self._lock_fd: int | None = None
+
+    # ---------- data directory ----------
+
+    def prepare_dir(self, keep: bool) -> None:
+        d = self.layout.data_dir
+        if d.exists() and any(d.iterdir()) and not (d / MARKER).exists():
+            raise PlaygroundError(f"{d} is not empty and was not created by the playground; refusing to use it",
+                                  path=str(d))
+        d.mkdir(parents=True, exist_ok=True)
+        (d / MARKER).touch()
+        # One playground per directory: a second one would wipe the first one's files.
+        fd = os.open(d / MARKER, os.O_RDWR)
+        try:
+            fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
+        except BlockingIOError:
+            os.close(fd)
+            raise PlaygroundError(f"another playground is running on {d}", path=str(d)) from None
+        self._lock_fd = fd
+        if not keep:
+            for p in d.iterdir():
+                if p.name == MARKER:
+                    continue
+                if p.is_dir():
+                    shutil.rmtree(p)
+                else:
+                    p.unlink()
+        self.log_dir.mkdir(parents=True, exist_ok=True)
+
+    def release_dir(self) -> None:
+        if self._lock_fd is not None:
+            os.close(self._lock_fd)
+            self._lock_fd = None
+
+    # ---------- processes ----------
+
+    def _spawn(self, child: Child) -> Child:
+        child.log_path.parent.mkdir(parents=True, exist_ok=True)
+        env = dict(os.environ, PYTHONUNBUFFERED="1")
+        with open(child.log_path, "ab") as logf:
+            child.popen = subprocess.Popen(
+                [sys.executable, "-m", "autoswitch", *child.args],
+                stdout=subprocess.DEVNULL, stderr=logf, stdin=subprocess.DEVNULL, env=env,
+                # Own session: a terminal Ctrl-C reaches only us; we stop the children in order.
+                start_new_session=True,
+            )
+        self.children[child.name] = child
+        _log.info("child_started", name=child.name, pid=child.pid, log=str(child.log_path))
+        return child
+
+    def _controller_toml(self) -> Path:
+        path = self.layout.data_dir / "controller.toml"
+        lines = ["[controller]"]
+        for k, v in PROFILES[self.layout.profile]["controller"].items():
+            lines.append(f"{k} = {json.dumps(v)}")
+        path.write_text("\n".join(lines) + "\n")
+        return path
+
+    def start_controllers(self) -> None:
+        lay = self.layout
+        addrs = lay.controller_addrs()
+        peers = ",".join(f"n{i + 1}={a}" for i, a in enumerate(addrs))
+        toml = str(self._controller_toml())
+        d = lay.data_dir
+        self._spawn(Child("namesrv-n1", ["namesrv", "--listen", addrs[0], "--embed-controller", "--node-id", "n1",
+                                         "--peers", peers, "--data-dir", str(d / "controller-n1"), "--config", toml],
+                          self.log_dir / "namesrv-n1.log", port=lay.base_port))
+        for i in (1, 2):
+            nid = f"n{i + 1}"
+            self._spawn(Child(f"controller-{nid}", ["controller", "--node-id", nid, "--peers", peers, "--data-dir",
+                                                    str(d / f"controller-{nid}"), "--config", toml],
+                              self.log_dir / f"controller-{nid}.log", port=lay.base_port + i))
+
+    def broker_args(self, g: int, r: int) -> list[str]:
+        lay = self.layout
+        port = lay.broker_port(g, r)
+        return ["broker", "--cluster", lay.cluster, "--group", f"g{g}", "--listen", f"{HOST}:{port}",
+                "--ha-listen", f"{HOST}:{port + 1}", "--data-dir", str(lay.data_dir / f"g{g}-r{r}"),
+                "--controllers", ",".join(lay.controller_addrs()), "--namesrv", lay.namesrv,
+                *PROFILES[lay.profile]["broker_args"], *lay.broker_extra]
+
+    def start_broker(self, g: int, r: int) -> Child:
+        name = f"broker-g{g}-r{r}"
+        old = self.children.get(name)
+        assert old is None or not old.alive(), f"{name} still running"
+        return self._spawn(Child(name, self.broker_args(g, r), self.log_dir / f"{name}.log",
+                                 port=self.layout.broker_port(g, r), group=f"g{g}"))
+
+    def start_brokers(self) -> None:
+        for g in range(self.layout.groups):
+            for r in range(self.layout.replicas):
+                self.start_broker(g, r)
+
+    def child_by_addr(self, addr: str) -> Child | None:
+        for c in self.children.values():
+            if c.port and f"{HOST}:{c.port}" == addr:
+                return c
+        return None
+
+    def kill9(self, child: Child) -> None:
+        if child.alive():
+            os.kill(child.pid, signal.SIGKILL)
+            child.popen.wait(STOP_WAIT_S)
+            _log.info("child_killed", name=child.name, pid=child.pid)
+
+    def failed_children(self) -> list[Child]:
+        return [c for c in self.children.values() if c.popen is not None and c.popen.poll() is not None]
+
+    def stop_all(self) -> list[dict]:
+        """Brokers first (they flush and say goodbye), then controllers; each by PID, bounded."""
+        order = sorted(self.children.values(), key=lambda c: (not c.name.startswith("broker"), c.name))
+        for c in order:
+            if c.alive():
+                with contextlib.suppress(ProcessLookupError):
+                    os.kill(c.pid, signal.SIGTERM)
+        out = []
+        deadline = time.monotonic() + STOP_WAIT_S
+        for c in order:
+            if c.popen is None:
+                continue
+            try:
+                rc = c.popen.wait(max(0.1, deadline - time.monotonic()))
+                forced = False
+            except subprocess.TimeoutExpired:
+                with contextlib.suppress(ProcessLookupError):
+                    os.kill(c.pid, signal.SIGKILL)
+                rc = c.popen.wait(STOP_WAIT_S)
+                forced = True
+            out.append({"name": c.name, "pid": c.pid, "rc": rc, "forced": forced})
+            _log.info("child_stopped", name=c.name, pid=c.pid, rc=rc, forced=forced)
+        return out
+
+    def write_manifest(self) -> Path:
+        path = self.layout.data_dir / "playground.json"
+        tmp = path.with_suffix(".tmp")
+        tmp.write_text(json.dumps({
+            "pid": os.getpid(),
+            "namesrv": self.layout.namesrv,
+            "controllers": self.layout.controller_addrs(),
+            "groups": self.layout.broker_layout(),
+            "children": {c.name: {"pid": c.pid, "log": str(c.log_path), "args": c.args}
+                         for c in self.children.values() if c.popen is not None},
+        }, indent=1))
+        os.replace(tmp, path)
+        return path
+
+    # ---------- readiness ----------
+
+    async def wait_ports(self, children: list[Child], timeout_s: float) -> None:
+        deadline = time.monotonic() + timeout_s
+        for c in children:
+            while True:
+                if not c.alive():
+                    raise NotReady(f"{c.name} exited with {c.popen.returncode} during startup", log=str(c.log_path))
+                try:
+                    _r, w = await asyncio.wait_for(asyncio.open_connection(HOST, c.port), 0.5)
+                    w.close()
+                    break
+                except (TimeoutError, OSError):
+                    if time.monotonic() > deadline:
+                        raise NotReady(f"{c.name} did not open port {c.port} within {timeout_s}s",
+                                       log=str(c.log_path)) from None
+                    await asyncio.sleep(0.1)
+
+    async def wait_leader(self, client: Any, timeout_s: float) -> str:
+        deadline = time.monotonic() + timeout_s
+        last = ""
+        while time.monotonic() < deadline:
+            self._check_alive()
+            try:
+                md = await asyncio.wait_for(client.get_metadata(), 2.0)
+                if md.leader_id:
+                    return md.leader_id
+            except (TimeoutError, AutoswitchError) as e:
+                last = getattr(e, "code", type(e).__name__)
+            await asyncio.sleep(0.2)
+        raise NotReady(f"no controller leader within {timeout_s}s ({last})")
+
+    async def wait_masters(self, client: Any, timeout_s: float, groups: list[str] | None = None) -> Any:
+        from autoswitch.status import gather
+
+        deadline = time.monotonic() + timeout_s
+        layout = self.layout.broker_layout()
+        if groups is not None:
+            layout = {g: layout[g] for g in groups}
+        snap = None
+        while time.monotonic() < deadline:
+            self._check_alive()
+            snap = await gather(client, layout)
+            if all(g.master_id and any(r.role == "master" and r.broker_id == g.master_id for r in g.replicas)
+                   for g in snap.groups):
+                return snap
+            await asyncio.sleep(0.3)
+        detail = "; ".join(f"{g.group}: master={g.master_id} roles={[r.role for r in g.replicas]}"
+                           for g in (snap.groups if snap else []))
+        raise NotReady(f"not every group has a serving master within {timeout_s}s ({detail})")
+
+    def _check_alive(self) -> None:
+        dead = self.failed_children()
+        if dead:
+            c = dead[0]
+            raise NotReady(f"{c.name} (pid {c.pid}) exited with {c.popen.returncode}", log=str(c.log_path))
+
+
+# ---------------- routed producer ----------------
+
+@dataclass
+class Ack:
+    t: float            # time.monotonic() when the ack arrived
+    msg_id: str
+    broker_id: int
+    epoch: int
+    addr: str
+
+
+class RoutedProducer:
+    """Produces one message at a time to a group's master, found through the name server.
+
+    On any failure (connection refused, NOT_MASTER, FENCED, timeout) it asks the name server
+    again (falling back to the controller's ReplicaInfo when the name server has no master
+    route), follows a NOT_MASTER redirect at once, and retries the same msg_id with capped
+    backoff. Every ack is appended to the ack log (broker/client.py AckLog format).
+    """
+
+    def __init__(self, namesrv: str, controllers: list[str], group: str, topic: str, ack_log: Path,
+                 *, rpc_timeout_s: float = 2.0, backoff_min_s: float = 0.02, backoff_max_s: float = 0.2,
+                 body_size: int = 256) -> None:
+        import grpc
+
+        from autoswitch.controller.client import ControllerClient
+        from autoswitch.proto import namesrv_pb2_grpc
+
+        assert 0 < backoff_min_s <= backoff_max_s <= 5.0
+        self.group, self.topic, self.ack_log = group, topic, ack_log
+        self.rpc_timeout_s = rpc_timeout_s
+        self.backoff_min_s, self.backoff_max_s = backoff_min_s, backoff_max_s
+        self.body = b"x" * body_size
+        self._ns_channel = grpc.aio.insecure_channel(namesrv)
+        self._ns = namesrv_pb2_grpc.NameServerStub(self._ns_channel)
+        self._ctl = ControllerClient(controllers, deadline_s=1.0, max_attempts=3, rpc_timeout_s=0.5)
+        self._clients: dict[str, Any] = {}
+        self.addr: str | None = None
+        self.acks: list[Ack] = []
+        self.failures = 0
+        self.last_error = ""
+
+    async def discover(self) -> str | None:
+        from autoswitch.proto import namesrv_pb2
+
+        with contextlib.suppress(Exception):
+            r = await self._ns.LookupMaster(namesrv_pb2.LookupMasterRequest(broker_name=self.group), timeout=0.5)
+            if r.header.code == 0 and r.master.address:
+                return r.master.address
+        with contextlib.suppress(Exception):
+            info = await self._ctl.get_replica_info(self.group)
+            if info.master_broker_id and info.master_address:
+                return info.master_address
+        return None
+
+    def _client(self, addr: str) -> Any:
+        from autoswitch.broker.client import ProducerClient
+
+        c = self._clients.get(addr)
+        if c is None:
+            # Retries are ours (re-discovery between attempts), so the client does not retry.
+            c = ProducerClient(addr, ack_log=self.ack_log, timeout_s=self.rpc_timeout_s, max_retries=0)
+            self._clients[addr] = c
+        return c
+
+    async def send_one(self, stop: asyncio.Event, deadline: float) -> Ack | None:
+        """Retry one new message until acked, stop is set, or the deadline passes."""
+        from autoswitch.proto import broker_pb2 as pb
+
+        msg_id = uuid.uuid4().hex
+        delay = self.backoff_min_s
+        while not stop.is_set() and time.monotonic() < deadline:
+            if self.addr is None:
+                self.addr = await self.discover()
+            if self.addr is not None:
+                addr = self.addr
+                try:
+                    out = await self._client(addr).produce(self.topic, [self.body], [msg_id])
+                    if out.ok:
+                        r = out.results[0]
+                        ack = Ack(time.monotonic(), msg_id, out.broker_id, r.epoch, addr)
+                        self.acks.append(ack)
+                        return ack
+                    self.last_error = pb.Status.Name(out.status)
+                    if out.status == pb.NOT_MASTER and out.master_addr and out.master_addr != addr:
+                        self.addr = out.master_addr
+                        self.failures += 1
+                        continue
+                except (TimeoutError, AutoswitchError) as e:
+                    self.last_error = getattr(e, "code", type(e).__name__)
+                self.failures += 1
+                self.addr = None
+            await asyncio.sleep(delay)
+            delay = min(delay * 2, self.backoff_max_s)
+        return None
+
+    async def run(self, stop: asyncio.Event, max_messages: int, max_s: float) -> None:
+        deadline = time.monotonic() + max_s
+        for _ in range(max_messages):
+            if stop.is_set() or time.monotonic() >= deadline:
+                return
+            await self.send_one(stop, deadline)
+
+    async def close(self) -> None:
+        for c in self._clients.values():
+            with contextlib.suppress(Exception):
+                await c.close()
+        with contextlib.suppress(Exception):
+            await self._ctl.close()
+        await self._ns_channel.close()
+
+
+async def read_all_ids(addr: str, topic: str, max_messages: int = 1_000_000) -> set[str]:
+    """Every msg_id the broker serves for topic (below its confirmOffset), queue offset 0 onwards."""
+    from autoswitch.broker.client import ConsumerClient
+    from autoswitch.proto import broker_pb2 as pb
+
+    c = ConsumerClient(addr, timeout_s=5.0, max_retries=3)
+    ids: set[str] = set()
+    q = 0
+    try:
+        while len(ids) < max_messages:
+            reply = await c.consume(topic, q, 1000)
+            if reply.status != pb.OK:
+                raise PlaygroundError(f"consume from {addr}: {pb.Status.Name(reply.status)} {reply.error_message}")
+            if not reply.messages:
+                return ids
+            ids.update(m.msg_id for m in reply.messages)
+            q = reply.next_queue_offset
+    finally:
+        await c.close()
+    return ids
+
+
+async def lost_acked(addr: str, topic: str, acked: set[str], wait_s: float = 10.0) -> set[str]:
+    """Acked ids the (final) master does not serve; retried until wait_s for confirmOffset to settle."""
+    deadline = time.monotonic() + wait_s
+    while True:
+        missing = acked - await read_all_ids(addr, topic)
+        if not missing or time.monotonic() >= deadline:
+            return missing
+        await asyncio.sleep(0.5)
+
+
+def load_ack_log(path: Path) -> list[dict]:
+    if not path.exists():
+        return []
+    out = []
+    for line in path.read_text().splitlines():
+        if line.strip():
+            out.append(json.loads(line))
+    return out
+
+
+# ---------------- CLI ----------------
+
+def register(sub: Any, admin_sub: Any) -> None:
+    p = sub.add_parser("playground", help="a local controller-mode cluster on 127.0.0.1 (Ctrl-C stops it)")
+    p.add_argument("--data-dir", default="./run-data/playground",
+                   help="all data and logs (wiped at start unless --keep-data)")
+    p.add_argument("--keep-data", action="store_true", help="reuse the data of the last run (identities, logs)")
+    p.add_argument("--base-port", type=int, default=19876)
+    p.add_argument("--groups", type=int, default=2)
+    p.add_argument("--replicas", type=int, default=3)
+    p.add_argument("--profile", choices=sorted(PROFILES), default="fast",
+                   help="timings: fast = 1 s heartbeat timeout (loopback), default = RocketMQ-like 10 s")
+    p.add_argument("--broker-arg", action="append", default=[], help="extra flag for every broker (repeatable)")
+    p.add_argument("--ready-timeout-s", type=float, default=60.0)
+    p.add_argument("--refresh-s", type=float, default=1.0)
+    p.add_argument("--demo", choices=["failover"], help="run a scripted scenario, then stop and exit")
+    p.add_argument("--demo-before-s", type=float, default=2.0, help="produce this long before the kill")
+    p.add_argument("--demo-after-s", type=float, default=2.0, help="produce this long after the first new ack")
+    p.set_defaults(func=_cmd_playground)
+
+
+def _out(line: str) -> None:
+    sys.stdout.write(line + "\n")
+    sys.stdout.flush()
+
+
+def _cmd_playground(args: argparse.Namespace) -> int:
+    layout = Layout(Path(args.data_dir).resolve(), args.base_port, args.groups, args.replicas,
+                    profile=args.profile, broker_extra=[a for x in args.broker_arg for a in x.split()])
+    try:
+        cluster = Cluster(layout)
+        cluster.prepare_dir(args.keep_data)
+    except PlaygroundError as e:
+        print(json.dumps({"error": e.to_dict()}), file=sys.stderr)
+        return 2
+    try:
+        return asyncio.run(_main(cluster, args))
+    finally:
+        stopped = cluster.stop_all()
+        bad = [s for s in stopped if s["forced"]]
+        _out(f"stopped {len(stopped)} processes" + (f" ({len(bad)} needed SIGKILL)" if bad else ""))
+        cluster.release_dir()
+
+
+async def _main(cluster: Cluster, args: argparse.Namespace) -> int:
+    from autoswitch.controller.client import ControllerClient
+
+    loop = asyncio.get_running_loop()
+    stop = asyncio.Event()
+    for sig in (signal.SIGINT, signal.SIGTERM):
+        loop.add_signal_handler(sig, stop.set)
+    lay = cluster.layout
+    client = ControllerClient(lay.controller_addrs(), deadline_s=2.0, max_attempts=4, rpc_timeout_s=1.0)
+    try:
+        try:
+            t0 = time.monotonic()
+            cluster.start_controllers()
+            await _until(stop, cluster.wait_ports(list(cluster.children.values()), args.ready_timeout_s))
+            leader = await _until(stop, cluster.wait_leader(client, args.ready_timeout_s))
+            cluster.start_brokers()
+            cluster.write_manifest()
+            _print_addresses(cluster, leader)
+            remaining = max(5.0, args.ready_timeout_s - (time.monotonic() - t0))
+            await _until(stop, cluster.wait_masters(client, remaining))
+            _out(f"ready in {time.monotonic() - t0:.1f}s")
+        except NotReady as e:
+            _out(f"error: {e.code}: {e.message}")
+            _out("logs:")
+            for c in cluster.children.values():
+                _out(f"  {c.name}: {c.log_path}")
+            return 1
+        except _Stopped:
+            return 0
+        if args.demo == "failover":
+            return await _until_or(stop, demo_failover(cluster, client, args), 130)
+        await _status_loop(cluster, client, stop, args.refresh_s)
+        return 0
+    finally:
+        await client.close()
+
+
+class _Stopped(Exception):
+    pass
+
+
+async def _until(stop: asyncio.Event, coro: Any) -> Any:
+    """Run coro unless SIGINT/SIGTERM arrives first (then _Stopped)."""
+    task = asyncio.ensure_future(coro)
+    waiter = asyncio.ensure_future(stop.wait())
+    done, _ = await asyncio.wait({task, waiter}, return_when=asyncio.FIRST_COMPLETED)
+    if task in done:
+        waiter.cancel()
+        return task.result()
+    task.cancel()
+    with contextlib.suppress(BaseException):
+        await task
+    raise _Stopped()
+
+
+async def _until_or(stop: asyncio.Event, coro: Any, rc_on_stop: int) -> Any:
+    try:
+        return await _until(stop, coro)
+    except _Stopped:
+        _out("interrupted")
+        return rc_on_stop
+
+
+def _print_addresses(cluster: Cluster, leader: str) -> None:
+    lay = cluster.layout
+    _out(f"data dir    {lay.data_dir}  (profile {lay.profile})")
+    _out(f"name server {lay.namesrv}  (embeds controller n1)")
+    _out(f"controllers {','.join(lay.controller_addrs())}  (leader {leader})")
+    for g, addrs in lay.broker_layout().items():
+        _out(f"group {g}    {' '.join(addrs)}  (HA ports +1)")
+    for c in cluster.children.values():
+        _out(f"pid {c.pid} {c.name} log={c.log_path}")
+    _out(f"try: autoswitch admin get-sync-state-set --controller {','.join(lay.controller_addrs())} --json")
+    _out(f"     autoswitch produce --namesrv {lay.namesrv} --group g0 --topic demo --count 10")
+
+
+async def _status_loop(cluster: Cluster, client: Any, stop: asyncio.Event, refresh_s: float) -> None:
+    from autoswitch.status import gather, render_lines, render_table
+
+    tty = sys.stdout.isatty()
+    refresh_s = min(max(refresh_s, 0.2), 60.0)
+    warned: set[str] = set()
+    while not stop.is_set():
+        snap = await gather(client, cluster.layout.broker_layout())
+        for c in cluster.failed_children():
+            if c.name not in warned:
+                warned.add(c.name)
+                _out(f"warning: {c.name} (pid {c.pid}) exited with {c.popen.returncode}; log {c.log_path}")
+        if tty:
+            header = time.strftime("%H:%M:%S") + "  autoswitch playground  (Ctrl-C stops everything)"
+            # Home + clear-below: redraw in place without scrolling.
+            sys.stdout.write("\x1b[H\x1b[J" + "\n".join(render_table(snap, header)) + "\n")
+            sys.stdout.flush()
+        else:
+            for line in render_lines(snap):
+                _out(line)
+        with contextlib.suppress(asyncio.TimeoutError):
+            await asyncio.wait_for(stop.wait(), refresh_s)
+
+
+# ---------------- the failover demo ----------------
+
+@dataclass
+class FailoverResult:
+    kill_t: float
+    old_master: int
+    old_epoch: int
+    elected_t: float | None = None
+    new_master: int = 0
+    new_epoch: int = 0
+    new_master_addr: str = ""
+    first_ack_t: float | None = None
+    first_ack: Ack | None = None
+    discovered_t: float | None = None   # first ack from a broker other than the killed one
+
+    @property
+    def recovery_s(self) -> float | None:
+        return None if self.first_ack_t is None else self.first_ack_t - self.kill_t
+
+
+async def watch_election(client: Any, group: str, old_epoch: int, res: FailoverResult, timeout_s: float) -> None:
+    deadline = time.monotonic() + timeout_s
+    while time.monotonic() < deadline:
+        with contextlib.suppress(AutoswitchError, asyncio.TimeoutError):
+            info = await asyncio.wait_for(client.get_replica_info(group), 1.0)
+            if info.master_epoch > old_epoch and info.master_broker_id:
+                res.elected_t = time.monotonic()
+                res.new_master, res.new_epoch = info.master_broker_id, info.master_epoch
+                res.new_master_addr = info.master_address
+                return
+        await asyncio.sleep(0.02)
+
+
+async def kill_master_and_measure(cluster: Cluster, client: Any, producer: RoutedProducer, group: str,
+                                  timeout_s: float) -> tuple[FailoverResult, Child]:
+    """SIGKILL the group's master while `producer` keeps producing; returns when the producer has an
+    ack from another broker (or timeout_s passed)."""
+    info = await client.get_replica_info(group)
+    victim = cluster.child_by_addr(info.master_address)
+    if victim is None or not info.master_broker_id:
+        raise PlaygroundError(f"{group}: no master process to kill", master=info.master_address)
+    n_acks = len(producer.acks)
+    cluster.kill9(victim)
+    res = FailoverResult(time.monotonic(), info.master_broker_id, info.master_epoch)
+    watcher = asyncio.ensure_future(watch_election(client, group, info.master_epoch, res, timeout_s))
+    deadline = res.kill_t + timeout_s
+    while time.monotonic() < deadline:
+        new = [a for a in producer.acks[n_acks:] if a.t >= res.kill_t and a.addr != info.master_address]
+        if new:
+            res.first_ack, res.first_ack_t = new[0], new[0].t
+            break
+        await asyncio.sleep(0.005)
+    with contextlib.suppress(asyncio.TimeoutError):
+        await asyncio.wait_for(asyncio.shield(watcher), max(0.1, deadline - time.monotonic()))
+    watcher.cancel()
+    return res, victim
+
+
+async def demo_failover(cluster: Cluster, client: Any, args: argparse.Namespace) -> int:
+    lay = cluster.layout
+    group, topic = "g0", "demo"
+    ack_path = lay.data_dir / "demo-acks.jsonl"
+    producer = RoutedProducer(lay.namesrv, lay.controller_addrs(), group, topic, ack_path)
+    stop_prod = asyncio.Event()
+    wall0 = time.time()
+    mono0 = time.monotonic()
+
+    def ts(t: float) -> str:
+        return time.strftime("%H:%M:%S", time.gmtime(wall0 + t - mono0)) + f".{int(((wall0 + t - mono0) % 1) * 1000):03d}"
+
+    prod_task = asyncio.ensure_future(producer.run(stop_prod, max_messages=100_000, max_s=120.0))
+    try:
+        await asyncio.sleep(args.demo_before_s)
+        before = len(producer.acks)
+        _out(f"demo: producing to {group}/{topic} via name server; {before} acked before the kill")
+        if before == 0:
+            _out(f"demo: error: nothing acked before the kill (last error {producer.last_error})")
+            return 1
+        res, victim = await kill_master_and_measure(cluster, client, producer, group, timeout_s=30.0)
+        _out(f"{ts(res.kill_t)}  +0.000s  kill -9 {victim.name} (pid {victim.pid}), brokerId {res.old_master}, "
+             f"MasterEpoch {res.old_epoch}")
+        if res.elected_t is not None:
+            _out(f"{ts(res.elected_t)}  +{res.elected_t - res.kill_t:.3f}s  controller elected brokerId "
+                 f"{res.new_master} ({res.new_master_addr}), MasterEpoch {res.new_epoch}")
+        else:
+            _out("demo: error: no new master elected within 30s")
+        if res.first_ack is not None:
+            a = res.first_ack
+            _out(f"{ts(a.t)}  +{a.t - res.kill_t:.3f}s  first acked write after the kill: brokerId {a.broker_id} "
+                 f"epoch {a.epoch} ({a.addr}); producer retries {producer.failures}")
+        else:
+            _out(f"demo: error: no acked write within 30s of the kill (last error {producer.last_error})")
+        await asyncio.sleep(args.demo_after_s)
+    finally:
+        stop_prod.set()
+        with contextlib.suppress(BaseException):
+            await asyncio.wait_for(prod_task, 5.0)
+        await producer.close()
+    acked = load_ack_log(ack_path)
+    ids = {a["msg_id"] for a in acked}
+    final = await client.get_replica_info(group)
+    missing = await lost_acked(final.master_address, topic, ids) if final.master_address else ids
+    _out(f"demo: acked {len(ids)} messages (ack log {ack_path}); final master brokerId {final.master_broker_id} "
+         f"epoch {final.master_epoch} serves {len(ids) - len(missing)} of them; lost {len(missing)}")
+    ok = res.first_ack is not None and res.elected_t is not None and not missing
+    if missing:
+        _out("demo: LOST acked msg_ids: " + " ".join(sorted(missing)[:20]))
+    _out("demo: " + ("PASS" if ok else "FAIL"))
+    return 0 if ok else 1
