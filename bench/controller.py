@@ -81,8 +81,9 @@ def stop_pid(p: subprocess.Popen, sig: int = signal.SIGTERM, timeout: float = 10
 class Controllers:
     """3 controller processes; restartable by id; ended by PID."""
 
-    def __init__(self, root: Path, n: int = 3, toml: str = "") -> None:
+    def __init__(self, root: Path, n: int = 3, toml: str = "", log_level: str = "warning") -> None:
         self.root = root
+        self.log_level = log_level
         self.ids = [f"n{i + 1}" for i in range(n)]
         self.ports = {nid: free_port() for nid in self.ids}
         self.addrs = {nid: f"{HOST}:{p}" for nid, p in self.ports.items()}
@@ -98,7 +99,7 @@ class Controllers:
         peers = ",".join(f"{n}={a}" for n, a in self.addrs.items())
         logf = open(self.root / f"{nid}.log", "ab")
         p = subprocess.Popen(
-            [sys.executable, "-m", "autoswitch", "--log-level", "warning", "controller", "--node-id", nid,
+            [sys.executable, "-m", "autoswitch", "--log-level", self.log_level, "controller", "--node-id", nid,
              "--peers", peers, "--data-dir", str(self.root / f"data-{nid}"), "--config", str(self.toml)],
             stdout=logf, stderr=subprocess.STDOUT, start_new_session=True)
         logf.close()
