@@ -97,6 +97,11 @@ def _run_namesrv(args) -> int:
         except AutoswitchError as e:
             print(json.dumps(e.to_dict()), file=sys.stderr)
             return 2
+        if cfg.peers[cfg.node_id] != args.listen:
+            # Peers reach this node at its --peers address: it must be the port we listen on.
+            print(json.dumps({"code": "CONFIG_ERROR", "message": f"--peers gives {cfg.node_id} address "
+                              f"{cfg.peers[cfg.node_id]} but --listen is {args.listen}"}), file=sys.stderr)
+            return 2
     from autoswitch.controller.node import run_forever
 
     return run_forever(cfg, namesrv={"listen": args.listen, "route_ttl_s": args.route_ttl_s})
