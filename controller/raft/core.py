@@ -330,9 +330,8 @@ class RaftCore:
                        replies={k: v.name for k, v in rnd.replies.items()})
         if outcome == TallyOutcome.PASSED:
             if rnd.pre:
-                self.need_increase_term = True
-                self.next_vote_ms = self.now
-                self._set_term(self.term + 1)
+                assert rnd.term == self.term + 1      # any term change would have dropped the round
+                self._set_term(rnd.term)
                 self.vote = self.id
                 self.need_increase_term = False
                 self._start_round(self.term, pre=False, transfer=False)
