@@ -14,7 +14,7 @@ from pathlib import Path
 from autoswitch.broker import record as rec
 from autoswitch.broker.segment import Segment, parse_segment_name
 from autoswitch.broker.store_errors import LogCorrupt, OffsetOutOfRange
-from autoswitch.epochfile.file import _fsync_dir
+from autoswitch.epochfile.file import fsync_dir
 
 from autoswitch.log import get_logger
 
@@ -56,7 +56,7 @@ class CommitLog:
             assert not self.segments or base == self.segments[-1].end_limit, (base, self.segments[-1].base)
             seg = Segment(self.dir, base, self.segment_bytes)
             self.segments.append(seg)
-            _fsync_dir(self.dir)
+            fsync_dir(self.dir)
         return seg
 
     # --- open ---------------------------------------------------------------------
@@ -187,7 +187,7 @@ class CommitLog:
             if seg.file_size() > offset - seg.base:
                 seg.truncate(offset)
         if changed:
-            _fsync_dir(self.dir)
+            fsync_dir(self.dir)
         self.max_offset = max(offset, self.min_offset)
 
     def delete_below(self, offset: int) -> int:
@@ -197,14 +197,14 @@ class CommitLog:
             self.segments.pop(0).delete()
             n += 1
         if n:
-            _fsync_dir(self.dir)
+            fsync_dir(self.dir)
         return n
 
     def delete_all(self) -> None:
         for seg in self.segments:
             seg.delete()
         self.segments = []
-        _fsync_dir(self.dir)
+        fsync_dir(self.dir)
 
     def close(self) -> None:
         for seg in self.segments:

@@ -19,7 +19,7 @@ from pathlib import Path
 import numpy as np
 from autoswitch.broker.segment import NAME_DIGITS, parse_segment_name
 from autoswitch.broker.store_errors import LogCorrupt
-from autoswitch.epochfile.file import _fsync_dir
+from autoswitch.epochfile.file import fsync_dir
 
 ENTRY = struct.Struct(">QI")
 ENTRY_SIZE = ENTRY.size
@@ -96,7 +96,7 @@ class TopicIndex:
                 self._close_wfd()
                 self.bases.append(q if not self.bases else self.bases[-1] + self.per_file)
                 self._write_fd()
-                _fsync_dir(self.dir)
+                fsync_dir(self.dir)
             fd = self._write_fd()
             base = self.bases[-1]
             n = min(count - done, base + self.per_file - q)
@@ -177,7 +177,7 @@ class TopicIndex:
                     f.truncate(keep)
                     os.fsync(f.fileno())
         if changed:
-            _fsync_dir(self.dir)
+            fsync_dir(self.dir)
         self.next_q = min(self.next_q, q) if self.bases else q
         self.min_q = min(self.min_q, self.next_q)
 
@@ -195,7 +195,7 @@ class TopicIndex:
             self._path(self.bases.pop(0)).unlink(missing_ok=True)
             changed = True
         if changed:
-            _fsync_dir(self.dir)
+            fsync_dir(self.dir)
 
     def fsync(self) -> None:
         if self._dirty and self._wfd is not None:

@@ -41,7 +41,7 @@ from autoswitch.broker.store_errors import (
     StoreError,
 )
 from autoswitch.epochfile import EpochCache, EpochFile, EpochRuleError
-from autoswitch.epochfile.file import _fsync_dir
+from autoswitch.epochfile.file import fsync_dir
 
 from autoswitch.errors import CorruptionError
 from autoswitch.log import get_logger
@@ -96,7 +96,7 @@ class MessageStore:
         if cp is None:
             if self._log.segments or any(self._index_root.iterdir()) or self._epoch_file.path.exists():
                 raise LogCorrupt("checkpoint missing but store files exist", path=str(self._cp_path))
-            _fsync_dir(self.dir)  # commitlog/ and index/ exist before the first checkpoint does
+            fsync_dir(self.dir)  # commitlog/ and index/ exist before the first checkpoint does
             cp = ckpt.Checkpoint()
             ckpt.save(self._cp_path, cp)
         epochs = self._epoch_file.load()
@@ -182,7 +182,7 @@ class MessageStore:
             raise StoreError(f"too many topics (limit {self.config.max_topics})", topic=name)
         ti = TopicIndex(self._index_root / topic_dir_name(name), name, self.config.index_entries_per_file, q0, q0)
         ti.dir.mkdir(parents=True, exist_ok=True)
-        _fsync_dir(self._index_root)  # the checkpoint will name this topic: its directory must last
+        fsync_dir(self._index_root)  # the checkpoint will name this topic: its directory must last
         self._indexes[name] = ti
         return ti
 
@@ -445,7 +445,7 @@ class MessageStore:
         self._indexes = {}
         shutil.rmtree(self._index_root, ignore_errors=True)
         self._index_root.mkdir()
-        _fsync_dir(self.dir)
+        fsync_dir(self.dir)
         self._epochs = EpochCache()
         self._epoch_file.save(self._epochs)
         self._log.min_offset = self._log.max_offset = start_offset
