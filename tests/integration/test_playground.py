@@ -1,0 +1,144 @@
+"""`autoswitch playground` as a real process: readiness, status lines, clean stop, the failover demo."""
+
+from __future__ import annotations
+
+import contextlib
+import os
+import re
+import selectors
+import signal
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+import pytest
+
+from tests.procs import free_port
+
+pytestmark = pytest.mark.integration
+
+ROOT = Path(__file__).resolve().parents[2]
+
+
+def _base_port() -> int:
+    # The playground takes base..base+10+10*groups+6; pick a free block by probing its first port.
+    for _ in range(50):
+        p = free_port()
+        if p + 40 < 65000:
+            return p
+    raise RuntimeError("no port block")
+
+
+def _start(tmp_path: Path, *extra: str) -> subprocess.Popen:
+    return subprocess.Popen(
+        [sys.executable, "-m", "autoswitch", "playground", "--data-dir", str(tmp_path / "pg"),
+         "--base-port", str(_base_port()), "--refresh-s", "0.5", *extra],
+        cwd=ROOT, stdout=subprocess.PIPE, stderr=open(tmp_path / "playground.stderr", "wb"),  # noqa: SIM115
+        env=dict(os.environ, PYTHONUNBUFFERED="1"), start_new_session=True, text=True)
+
+
+def _alive(pid: int) -> bool:
+    try:
+        os.kill(pid, 0)
+    except ProcessLookupError:
+        return False
+    # A zombie not yet reaped by init still answers kill(0); it is not running.
+    with contextlib.suppress(OSError):
+        if Path(f"/proc/{pid}/stat").read_text().split(") ")[1].startswith("Z"):
+            return False
+    return True
+
+
+def _read_until(proc: subprocess.Popen, pred, timeout_s: float, lines: list[str]) -> bool:
+    sel = selectors.DefaultSelector()
+    sel.register(proc.stdout, selectors.EVENT_READ)
+    deadline = time.monotonic() + timeout_s
+    try:
+        while time.monotonic() < deadline:
+            if not sel.select(timeout=0.5):
+                if proc.poll() is not None:
+                    return False
+                continue
+            line = proc.stdout.readline()
+            if not line:
+                return False
+            lines.append(line.rstrip("\n"))
+            if pred(lines):
+                return True
+        return False
+    finally:
+        sel.close()
+
+
+def _child_pids(lines: list[str]) -> dict[str, int]:
+    out = {}
+    for ln in lines:
+        m = re.match(r"pid (\d+) (\S+) log=", ln)
+        if m:
+            out[m.group(2)] = int(m.group(1))
+    return out
+
+
+def _cleanup(proc: subprocess.Popen, pids: dict[str, int]) -> None:
+    if proc.poll() is None:
+        os.kill(proc.pid, signal.SIGKILL)
+        proc.wait(10)
+    for pid in pids.values():
+        if _alive(pid):
+            with contextlib.suppress(ProcessLookupError):
+                os.kill(pid, signal.SIGKILL)
+
+
+def _masters_seen(lines: list[str]) -> bool:
+    latest: dict[str, str] = {}
+    for ln in lines:
+        m = re.match(r"status group=(\S+) master=(\S+) ", ln)
+        if m:
+            latest[m.group(1)] = m.group(2)
+    return set(latest) == {"g0", "g1"} and all(v != "none" for v in latest.values())
+
+
+def test_playground_starts_shows_masters_and_stops_on_sigint(tmp_path):
+    proc = _start(tmp_path)
+    lines: list[str] = []
+    pids: dict[str, int] = {}
+    try:
+        ok = _read_until(proc, _masters_seen, 60, lines)
+        pids = _child_pids(lines)
+        assert ok, "no master for both groups:\n" + "\n".join(lines[-30:]) + \
+            (tmp_path / "playground.stderr").read_text()[-3000:]
+        # 1 name server with an embedded controller, 2 controllers, 2 groups x 3 brokers.
+        assert len(pids) == 9 and sum(n.startswith("broker-") for n in pids) == 6
+        assert all(_alive(p) for p in pids.values())
+        os.kill(proc.pid, signal.SIGINT)
+        out, _ = proc.communicate(timeout=30)
+        lines.extend(out.splitlines())
+        assert proc.returncode == 0, "\n".join(lines[-20:])
+        assert any(ln.startswith("stopped 9 processes") and "SIGKILL" not in ln for ln in lines)
+        left = [n for n, p in pids.items() if _alive(p)]
+        assert not left, f"children left running: {left}"
+    finally:
+        _cleanup(proc, pids)
+
+
+@pytest.mark.slow
+def test_playground_failover_demo_loses_nothing(tmp_path):
+    proc = _start(tmp_path, "--demo", "failover", "--groups", "1", "--demo-before-s", "1.5",
+                  "--demo-after-s", "1.0")
+    pids: dict[str, int] = {}
+    try:
+        out, _ = proc.communicate(timeout=90)
+        lines = out.splitlines()
+        pids = _child_pids(lines)
+        text = "\n".join(lines)
+        assert proc.returncode == 0, text + (tmp_path / "playground.stderr").read_text()[-3000:]
+        assert "demo: PASS" in text
+        assert re.search(r"kill -9 broker-g0-r\d .*MasterEpoch 1", text)
+        assert re.search(r"controller elected brokerId \d .*MasterEpoch 2", text)
+        assert "first acked write after the kill" in text
+        m = re.search(r"demo: acked (\d+) messages .* serves (\d+) of them; lost 0", text)
+        assert m and int(m.group(1)) > 0 and m.group(1) == m.group(2)
+        assert not [n for n, p in pids.items() if _alive(p)]
+    finally:
+        _cleanup(proc, pids)
