@@ -26,6 +26,7 @@ from autoswitch.log import get_logger
 
 log = get_logger("pipeline")
 
+BROADCAST_KEYS_LIMIT = 2_000_000   # keys needing details, broadcast below this
 CATEGORIES = ("lost", "moved", "replica_missing", "divergence", "duplicates")
 MAX_MASK_BROKER_ID = 62          # holders are a bit mask of brokerIds 0..62; above that, a set
 
@@ -87,56 +88,72 @@ def run_audit(spark, acks, index, replica_rows: list[dict], epoch_rows: list[dic
           masters[r.group].broker_id) for r in replicas],
         "group string, broker_id long, bound long, master_id long")
 
-    # ---- acks against every replica's index, one shuffle on (group, msg_id) ----
-    progress.set_phase("audit: acked messages")
-    a = (acks.select("group", "msg_id", F.col("phy_offset").alias("acked_offset"),
-                     F.col("broker_id").alias("acked_by"), "epoch", "ack_ts_ms", "topic", "queue_offset")
-         .join(F.broadcast(masters_df.select("group", "master_id")), "group", "left"))
-    i = index.select("group", "msg_id", F.col("broker_id").alias("holder"),
-                     F.col("phy_offset").alias("found_offset"))
-    j = a.join(i, ["group", "msg_id"], "left")
-    at_master = F.col("holder") == F.col("master_id")
+    # ---- acks and every replica's index, one hash aggregation on (group, msg_id) ----
+    # acks and index rows are unioned and aggregated with fixed-size buffers (no sort-merge
+    # join, no strings in the buffers); only the rare keys that need a look get details.
+    progress.set_phase("audit: acked messages and duplicates")
+    mid = F.broadcast(masters_df.select("group", "master_id"))
+    u = (acks.select("group", "msg_id", F.col("phy_offset").alias("off"), F.lit(None).cast("long").alias("b"),
+                     F.lit(True).alias("is_ack"))
+         .unionByName(index.select("group", "msg_id", F.col("phy_offset").alias("off"), F.col("broker_id").alias("b"),
+                                   F.lit(False).alias("is_ack")))
+         .join(mid, "group", "left"))
+    is_m = (~F.col("is_ack")) & (F.col("b") == F.col("master_id"))
     if use_mask:
-        holders = F.expr("bit_or(shiftleft(1L, cast(holder as int)))")
-        held = "(coalesce(holders, 0L) & shiftleft(1L, cast(r.broker_id as int))) = 0"
+        holders = F.expr("bit_or(if(is_ack, 0L, shiftleft(1L, cast(b as int))))")
+        held = "(coalesce(holders, 0L) & shiftleft(1L, cast(r.broker_id as int))) != 0"
     else:
-        holders = F.collect_set("holder")
-        held = "not array_contains(coalesce(holders, array()), r.broker_id)"
-    agg = j.groupBy("group", "msg_id", "acked_offset").agg(
-        F.first("acked_by").alias("acked_by"), F.first("epoch").alias("epoch"),
-        F.first("ack_ts_ms").alias("ack_ts_ms"), F.first("topic").alias("topic"),
-        F.first("queue_offset").alias("queue_offset"), F.first("master_id").alias("master_id"),
-        F.max(F.coalesce(at_master, F.lit(False))).alias("in_master"),
-        F.max(F.coalesce(at_master & (F.col("found_offset") == F.col("acked_offset")), F.lit(False)))
-        .alias("at_offset"),
-        F.min(F.when(at_master, F.col("found_offset"))).alias("found_offset_min"),
-        F.max(F.when(at_master, F.col("found_offset"))).alias("found_offset_max"),
-        F.sum(F.when(at_master, 1).otherwise(0)).alias("found_copies"),
+        holders = F.collect_set(F.when(~F.col("is_ack"), F.col("b")))
+        held = "array_contains(coalesce(holders, array()), r.broker_id)"
+    k = u.groupBy("group", "msg_id").agg(
+        F.sum(F.col("is_ack").cast("long")).alias("n_acks"),
+        F.min(F.when(F.col("is_ack"), F.col("off"))).alias("ack_min"),
+        F.max(F.when(F.col("is_ack"), F.col("off"))).alias("ack_max"),
+        F.sum(F.coalesce(is_m, F.lit(False)).cast("long")).alias("m_copies"),
+        F.min(F.when(is_m, F.col("off"))).alias("m_min"),
+        F.max(F.when(is_m, F.col("off"))).alias("m_max"),
         holders.alias("holders"))
-    missing = F.expr(
-        "coalesce(transform(filter(replicas, r -> acked_offset < r.confirm_offset "
-        f"and acked_offset >= r.min_offset and {held}), r -> r.broker_id), array())")
-    problems = (agg.join(F.broadcast(reps_df), "group", "left").withColumn("missing_on", missing)
-                .filter(~F.col("in_master") | ~F.col("at_offset") | (F.size("missing_on") > 0))
-                .drop("replicas", "holders")
-                .persist(StorageLevel.MEMORY_AND_DISK))
+    # a replica misses an acked message when an acked offset is below its confirmOffset (the
+    # earliest ack decides at key level; rows are re-checked one by one below)
+    missing_any = F.expr(
+        "size(coalesce(filter(replicas, r -> ack_min < r.confirm_offset and ack_min >= r.min_offset "
+        f"and not ({held})), array())) > 0")
+    clean_ack = (F.col("m_copies") == 1) & (F.col("ack_min") == F.col("ack_max")) & (F.col("m_min") == F.col("ack_min"))
+    keys = (k.join(F.broadcast(reps_df), "group", "left")
+            .filter(((F.col("n_acks") > 0) & (~F.coalesce(clean_ack, F.lit(False)) | missing_any))
+                    | (F.col("m_copies") > 1))
+            .select("group", "msg_id", "n_acks", "m_copies", "m_min", "m_max", "holders")
+            .persist(StorageLevel.MEMORY_AND_DISK))
+    n_keys = keys.count()
+    kb = F.broadcast(keys) if n_keys <= BROADCAST_KEYS_LIMIT else keys
+    log.info("audit_keys", keys=n_keys)
+
+    # details for those keys only
+    m_rows = (index.join(mid, "group").filter(F.col("broker_id") == F.col("master_id"))
+              .join(kb.select("group", "msg_id"), ["group", "msg_id"])
+              .select("group", "msg_id", "phy_offset"))
+    a = (acks.join(kb, ["group", "msg_id"])
+         .select("group", "msg_id", F.col("phy_offset").alias("acked_offset"), F.col("broker_id").alias("acked_by"),
+                 "epoch", "ack_ts_ms", "topic", "queue_offset", "m_copies", "m_min", "m_max", "holders")
+         .join(mid, "group", "left")
+         .join(m_rows.select("group", "msg_id", F.col("phy_offset").alias("acked_offset"),
+                             F.lit(True).alias("at_offset")).distinct(),
+               ["group", "msg_id", "acked_offset"], "left")
+         .join(F.broadcast(reps_df), "group", "left")
+         .withColumn("missing_on", F.expr(
+             "coalesce(transform(filter(replicas, r -> acked_offset < r.confirm_offset "
+             f"and acked_offset >= r.min_offset and not ({held})), r -> r.broker_id), array())")))
     base_cols = ["group", "msg_id", "acked_offset", "acked_by", "epoch", "ack_ts_ms", "topic",
                  "queue_offset", "master_id"]
-    lost = problems.filter(~F.col("in_master")).select(*base_cols)
-    moved = problems.filter(F.col("in_master") & ~F.col("at_offset")).select(
-        *base_cols, "found_offset_min", "found_offset_max", "found_copies")
-    rmiss = problems.select(*base_cols, F.explode("missing_on").alias("broker_id"))
-
-    # ---- duplicates in the master's log ----
-    progress.set_phase("audit: duplicates")
-    m_idx = (index.join(F.broadcast(masters_df.select("group", "master_id")), "group")
-             .filter(F.col("broker_id") == F.col("master_id")))
-    # Keys first with a fixed-size count, offsets only for the (rare) duplicated keys; adaptive
-    # execution broadcasts the small side of the second join.
-    dup_keys = m_idx.groupBy("group", "msg_id").count().filter(F.col("count") > 1)
-    dups = (m_idx.join(dup_keys.select("group", "msg_id"), ["group", "msg_id"])
+    lost = a.filter(F.col("m_copies") == 0).select(*base_cols)
+    moved = a.filter((F.col("m_copies") > 0) & F.col("at_offset").isNull()).select(
+        *base_cols, F.col("m_min").alias("found_offset_min"), F.col("m_max").alias("found_offset_max"),
+        F.col("m_copies").alias("found_copies"))
+    rmiss = a.select(*base_cols, F.explode("missing_on").alias("broker_id"))
+    dups = (m_rows.join(kb.filter(F.col("m_copies") > 1).select("group", "msg_id"), ["group", "msg_id"])
             .groupBy("group", "msg_id")
             .agg(F.count("*").alias("copies"), F.array_sort(F.collect_list("phy_offset")).alias("offsets")))
+    problems = a.filter((F.col("m_copies") == 0) | F.col("at_offset").isNull() | (F.size("missing_on") > 0))
 
     # ---- divergence below confirmOffset, fingerprints first ----
     progress.set_phase("audit: divergence")
@@ -181,7 +198,7 @@ def run_audit(spark, acks, index, replica_rows: list[dict], epoch_rows: list[dic
     for name, df in frames.items():
         df.coalesce(1).write.mode("overwrite").parquet(str(out_dir / name))
         df.unpersist()
-    problems.unpersist()
+    keys.unpersist()
 
     sources: dict[str, int] = {}
     for mc in masters.values():

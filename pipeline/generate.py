@@ -224,7 +224,6 @@ def generate(out: Path, groups: int, messages: int, seed: int, plant_losses: int
     g_start = np.array([p.start for p in plans], dtype=np.int64)
     g_acked = np.array([p.acked for p in plans], dtype=np.int64)
     g_held = np.array([[p.held[b] for b in REPLICAS] for p in plans], dtype=np.int64)
-    g_names = np.array([p.name for p in plans], dtype=object)
     g_t0 = np.array([p.t0 for p in plans], dtype=np.int64)
     # flat failover tables, globally sorted by record index because records are group-major
     b_global, b_gap = [], []
@@ -244,6 +243,8 @@ def generate(out: Path, groups: int, messages: int, seed: int, plant_losses: int
     g_bfirst = np.searchsorted(b_global_a, g_start, side="left")
 
     qo_counts = np.zeros(len(plans) * TOPICS_PER_GROUP, dtype=np.int64)
+    group_names = pa.array([p.name for p in plans], pa.string())
+    topic_names = pa.array([f"{p.name}-topic-{k}" for p in plans for k in range(TOPICS_PER_GROUP)], pa.string())
     g_off_base = np.zeros(len(plans), dtype=np.int64)   # running byte offset at the group's start
     g_ts_base = np.zeros(len(plans), dtype=np.int64)
     run_off = 0
@@ -310,8 +311,8 @@ def generate(out: Path, groups: int, messages: int, seed: int, plant_losses: int
         crc = rng.integers(0, 1 << 32, size=n, dtype=np.int64)
         ids = msg_ids(idx.astype(np.uint64), seed)
         log_ids = ids
-        topics = pa.array(np.char.add(np.char.add(g_names[gi].astype(str), "-topic-"), topic_k.astype(str)))
-        names = pa.array(g_names[gi].astype(str))
+        topics = topic_names.take(pa.array(key))
+        names = group_names.take(pa.array(gi))
 
         for t in want_a[(want_a >= a) & (want_a < b)]:
             t = int(t)
@@ -367,7 +368,8 @@ def generate(out: Path, groups: int, messages: int, seed: int, plant_losses: int
                 h = int(h)
                 if faults.divergence.get(h) == broker:
                     c[h - a] ^= 0x00C0FFEE
-            cols = {k2: (v.take(keep) if isinstance(v, pa.Array) else v[keep]) for k2, v in base.items()}
+            cols = {k2: (v.take(keep) if isinstance(v, pa.Array | pa.ChunkedArray) else v[keep])
+                    for k2, v in base.items()}
             cols["broker_id"] = np.full(len(keep), broker, dtype=np.int64)
             cols["crc"] = c[keep]
             rep_tabs.append(pa.table({f.name: cols[f.name] for f in schemas.LOG_INDEX}))

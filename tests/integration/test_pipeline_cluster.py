@@ -16,6 +16,7 @@ import pyspark
 import pytest
 from autoswitch.pipeline.generate import generate
 
+from tests.pipeline_fixtures import TEST_CONF, TEST_JAVA_OPTS
 from tests.procs import HOST, free_port, wait_port
 
 pytestmark = [pytest.mark.integration, pytest.mark.spark]
@@ -72,7 +73,7 @@ def test_audit_on_a_standalone_cluster(tmp_path):
     logs = tmp_path / "spark-logs"
     logs.mkdir()
     env = dict(os.environ, SPARK_LOCAL_IP=HOST, SPARK_NO_DAEMONIZE="1", PYSPARK_PYTHON=sys.executable,
-               SPARK_WORKER_DIR=str(tmp_path / "work"))
+               SPARK_WORKER_DIR=str(tmp_path / "work"), SPARK_DAEMON_JAVA_OPTS=TEST_JAVA_OPTS)
     mport, mui, wport, wui = free_port(), free_port(), free_port(), free_port()
     master = _start("master", ["org.apache.spark.deploy.master.Master", "--host", HOST, "--port", str(mport),
                                "--webui-port", str(mui)], logs, env)
@@ -88,7 +89,8 @@ def test_audit_on_a_standalone_cluster(tmp_path):
         r = subprocess.run([sys.executable, "-m", "autoswitch", "pipeline", "audit", "--acks", str(root / "acks.jsonl"),
                             "--logs", str(root / "logs"), "--events", str(root / "events"), "--out", str(out),
                             "--master", url, "--shuffle-partitions", "2", "--conf", "spark.executor.memory=512m",
-                            "--conf", "spark.cores.max=2", "--json"],
+                            "--conf", "spark.cores.max=2", *[a for k, v in TEST_CONF.items() for a in ("--conf", f"{k}={v}")],
+                            "--json"],
                            capture_output=True, text=True, timeout=240, env=env)
         assert r.returncode == 2, r.stdout[-2000:] + r.stderr[-4000:]
         res = json.loads(r.stdout.strip().splitlines()[-1])
