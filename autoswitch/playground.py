@@ -641,7 +641,7 @@ class FailoverResult:
     new_master_addr: str = ""
     first_ack_t: float | None = None
     first_ack: Ack | None = None
-    discovered_t: float | None = None   # first ack from a broker other than the killed one
+    kill_wall: float = 0.0              # time.time() at the kill, to line up with log timestamps
 
     @property
     def recovery_s(self) -> float | None:
@@ -671,7 +671,7 @@ async def kill_master_and_measure(cluster: Cluster, client: Any, producer: Route
         raise PlaygroundError(f"{group}: no master process to kill", master=info.master_address)
     n_acks = len(producer.acks)
     cluster.kill9(victim)
-    res = FailoverResult(time.monotonic(), info.master_broker_id, info.master_epoch)
+    res = FailoverResult(time.monotonic(), info.master_broker_id, info.master_epoch, kill_wall=time.time())
     watcher = asyncio.ensure_future(watch_election(client, group, info.master_epoch, res, timeout_s))
     deadline = res.kill_t + timeout_s
     while time.monotonic() < deadline:
