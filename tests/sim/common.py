@@ -1,0 +1,93 @@
+"""Shared pieces of the simulator: violations, the fault schedule, quiet logging, bug switches."""
+
+from __future__ import annotations
+
+import contextlib
+import logging
+import random
+from collections.abc import Iterator
+from dataclasses import dataclass, field
+
+# Planted bugs (DESIGN-NOTES 7 lists the failures they re-introduce). They exist ONLY here:
+# each is a subclass/wrapper of a production core built inside tests/sim.
+BUGS = (
+    "no_union_sss",            # acks count only the old SyncStateSet while a change is in flight (#5663)
+    "elect_outside_sss",       # election ranks every alive replica, ignoring the SyncStateSet
+    "skip_handshake_truncation",  # slave keeps its divergent tail after the handshake
+    "drop_zero_msg_epochs",    # slave records only the header's epoch, not zero-message epochs before it
+    "no_self_fencing",         # master ignores its lease (RocketMQ #7017, #6662)
+    "vote_not_persisted",      # Raft driver replies to a vote before the vote is durable
+)
+PHASE_A_BUGS = {"vote_not_persisted"}
+
+
+class Violation(AssertionError):
+    def __init__(self, kind: str, detail: str, t: int) -> None:
+        super().__init__(f"[{kind}] t={t}ms {detail}")
+        self.kind = kind
+        self.detail = detail
+        self.t = t
+
+
+@dataclass
+class Stats:
+    virtual_ms: int = 0
+    messages: int = 0
+    dropped: int = 0
+    duplicated: int = 0
+    crashes: int = 0
+    torn: int = 0
+    partitions: int = 0
+    proposals: int = 0
+    applied: int = 0
+    leaders: int = 0
+    elections: int = 0          # MasterEpoch changes seen
+    acked: int = 0
+    consumed: int = 0
+    truncations: int = 0
+    acked_checked: int = 0      # (acked message, later master) pairs verified
+    extra: dict = field(default_factory=dict)
+
+    def add(self, other: Stats) -> None:
+        for k, v in vars(other).items():
+            if isinstance(v, int):
+                setattr(self, k, getattr(self, k) + v)
+
+
+@contextlib.contextmanager
+def quiet_logs() -> Iterator[None]:
+    """The cores log every rejected message; at thousands of seeds that is the whole cost."""
+    prev = logging.root.manager.disable
+    logging.disable(logging.CRITICAL)
+    try:
+        yield
+    finally:
+        logging.disable(prev)
+
+
+@dataclass(frozen=True)
+class FaultMix:
+    """Probabilities per fault draw; one draw every ``every_ms`` of virtual time."""
+
+    every_ms: int = 300
+    partition: float = 0.15
+    one_way: float = 0.05
+    heal: float = 0.2
+    crash: float = 0.12
+    crash_in_persist: float = 0.05     # crash between a write and its fsync (torn tail)
+    drop: float = 0.05
+    dup: float = 0.03
+    slow: float = 0.03
+    crash_after_vote: float = 0.1      # a voter dies right after granting (and restarts at once)
+    kill_new_master: float = 0.1       # a broker dies soon after taking the master role
+
+    @staticmethod
+    def draw(rng: random.Random) -> FaultMix:
+        """A random fault mix: hypothesis-free seeds still cover calm and stormy runs."""
+        calm = rng.random() < 0.2
+        k = 0.3 if calm else 1.0
+        return FaultMix(every_ms=rng.choice((150, 300, 600)), partition=0.15 * k, one_way=0.05 * k,
+                        heal=0.2, crash=0.12 * k, crash_in_persist=0.05 * k, drop=rng.choice((0, 0.02, 0.1)) * k,
+                        dup=rng.choice((0, 0.03)) * k, slow=rng.choice((0, 0.03)) * k,
+                        crash_after_vote=rng.choice((0, 0.1, 0.3)) * k,
+                        kill_new_master=rng.choice((0, 0.2, 0.5)) * k)

@@ -1,0 +1,406 @@
+"""Phase A: N controller nodes (sans-IO RaftCore + ControllerStateMachine) under faults.
+
+One integer seed fixes everything: the cores' RNGs, the network, the fault schedule, clock drift
+and the workload of controller requests. Invariants are checked after every step (see
+``_check_*``); a violation raises ``Violation`` with the virtual time.
+"""
+
+from __future__ import annotations
+
+import random
+from dataclasses import dataclass, field
+
+from autoswitch.controller.messages import (
+    TRIGGER_ADMIN,
+    TRIGGER_BROKER,
+    TRIGGER_CONTROLLER,
+    AlterSyncStateSetRequest,
+    ApplyBrokerIdRequest,
+    BrokerLiveInfo,
+    CleanBrokerDataRequest,
+    ElectMasterRequest,
+    RegisterBrokerRequest,
+    UpdateControllerConfigRequest,
+    encode_request,
+)
+from autoswitch.controller.raft.config import RaftConfig
+from autoswitch.controller.raft.core import RaftCore
+from autoswitch.controller.raft.messages import Entry, EntryKind, MsgType, Role, Snapshot
+from autoswitch.controller.raft.storage import MemoryStorage
+from autoswitch.controller.sm_config import SMConfig
+from autoswitch.controller.statemachine import ControllerStateMachine
+
+from .common import FaultMix, Stats, Violation
+from .net import Clock, NetFaults, Network
+
+GROUPS = ("g0", "g1")
+CLUSTER = "c"
+TICK_MS = 10
+MAX_LOG_ENTRIES = 5_000        # bound per run: the workload stops proposing beyond this
+
+
+class TornStorage(MemoryStorage):
+    """MemoryStorage whose crash keeps a random prefix of the unsynced writes, the last one
+    possibly cut inside its entries: a torn tail at the storage-interface level."""
+
+    def __init__(self, rng: random.Random) -> None:
+        super().__init__(sync=False)
+        self.rng = rng
+        self.torn = 0
+
+    def crash(self) -> None:
+        staged, self._staged = self._staged, []
+        if not staged:
+            return
+        keep = self.rng.randint(0, len(staged))
+        for i, (op, arg) in enumerate(staged[:keep]):
+            if op == "entries" and i == keep - 1 and len(arg) > 1:
+                arg = arg[: self.rng.randint(1, len(arg))]
+                self.torn += 1
+            self._apply(op, arg)
+
+
+@dataclass
+class Node:
+    nid: str
+    core: RaftCore
+    storage: TornStorage
+    sm: ControllerStateMachine
+    clock: Clock
+    alive: bool = True
+    restart_at: int | None = None
+    last_epoch: dict[str, int] = field(default_factory=dict)
+    lazy_hs: bool = False            # planted bug state: an unsynced vote is pending
+
+
+class ControllerSim:
+    def __init__(self, seed: int, n: int = 3, bugs: frozenset[str] = frozenset(), duration_ms: int = 2500,
+                 mix: FaultMix | None = None, liveness_ms: int = 3000) -> None:
+        self.seed = seed
+        self.rng = random.Random(f"ctl/{seed}")
+        self.ids = [f"c{i}" for i in range(n)]
+        self.bugs = bugs
+        self.duration = duration_ms
+        self.liveness_ms = liveness_ms
+        self.mix = mix or FaultMix.draw(self.rng)
+        self.net = Network(random.Random(f"net/{seed}"), NetFaults())
+        self.cfg = RaftConfig(heartbeat_interval_ms=50, max_heartbeat_leak=4, election_jitter_ms=200,
+                              min_vote_interval_ms=20, max_vote_interval_ms=100, vote_round_timeout_ms=60)
+        self.sm_cfg = SMConfig()
+        self.now = 0
+        self.stats = Stats()
+        self.nodes: dict[str, Node] = {}
+        for nid in self.ids:
+            drift = self.rng.uniform(-0.005, 0.005)
+            self.nodes[nid] = self._boot(nid, TornStorage(random.Random(f"disk/{seed}/{nid}")),
+                                         Clock(1 + drift, self.rng.randint(0, 10_000)))
+        # global histories for the invariants
+        self.leader_of_term: dict[int, str] = {}
+        self.committed: dict[int, tuple[int, bytes]] = {}     # index -> (term, data) as first applied
+        self.master_at: dict[tuple[str, int], int | None] = {}  # (group, MasterEpoch) -> master
+        self.next_workload = 0
+        self.next_fault = self.mix.every_ms
+        self.next_logcheck = 0
+        self.check_every_ms = 250
+        self.storm = True
+        self._crash_soon: set[str] = set()
+
+    # ------------------------------------------------------------------ nodes
+    def _boot(self, nid: str, storage: TornStorage, clock: Clock) -> Node:
+        rec = storage.load()
+        peers = [p for p in self.ids if p != nid]
+        core = RaftCore(nid, peers, self.cfg, random.Random(f"core/{self.seed}/{nid}/{self.now}"),
+                        clock.local(self.now), rec.hard_state, rec.snapshot, rec.entries)
+        sm = ControllerStateMachine(self.sm_cfg)
+        if rec.snapshot is not None:
+            sm.restore(rec.snapshot.data)
+            sm.last_applied_index = rec.snapshot.index
+        return Node(nid, core, storage, sm, clock)
+
+    def crash(self, nid: str, quick: bool = False) -> None:
+        n = self.nodes[nid]
+        if not n.alive:
+            return
+        n.alive = False
+        n.storage.crash()
+        self.stats.crashes += 1
+        n.restart_at = self.now + (self.rng.choice((0, 2, 5)) if quick else self.rng.choice((0, 5, 20, 100, 400, 1000)))
+
+    def restart(self, nid: str) -> None:
+        old = self.nodes[nid]
+        node = self._boot(nid, old.storage, old.clock)
+        # the state machine replays the log from its snapshot: per-node monotonicity restarts
+        self.nodes[nid] = node
+
+    # ------------------------------------------------------------------ the driver (Ready contract)
+    def process(self, nid: str, crash_point: bool = False) -> None:
+        n = self.nodes[nid]
+        while n.alive and n.core.has_ready():
+            rd = n.core.ready()
+            for m in rd.messages_early:
+                self.net.send(self.now, nid, m.to, m)
+            if rd.snapshot is not None:
+                n.storage.install_snapshot(rd.snapshot)
+                n.sm.restore(rd.snapshot.data)
+                n.sm.last_applied_index = rd.snapshot.index
+            if rd.hard_state is not None or rd.entries:
+                n.storage.save(rd.hard_state, rd.entries)
+            if crash_point and rd.must_sync:
+                self.stats.torn += 1
+                self.crash(nid)          # died inside fsync: part of the unsynced tail survives
+                return
+            if "vote_not_persisted" in self.bugs and not rd.entries and rd.hard_state is not None:
+                n.lazy_hs = True         # BUG: the vote reply goes out, the vote stays in the page cache
+            else:
+                n.storage.sync()
+                n.lazy_hs = False
+            for m in rd.messages:
+                self.net.send(self.now, nid, m.to, m)
+                if (m.type == MsgType.VOTE_RESP and not m.reject and self.storm
+                        and self.rng.random() < self.mix.crash_after_vote):
+                    self._crash_soon.add(nid)   # adversary: die right after granting a vote
+            for e in rd.committed_entries:
+                if e.index <= n.sm.last_applied_index:
+                    continue
+                self._apply(n, e)
+            n.core.advance(rd)
+        if n.alive:
+            self._check_leader(n)
+
+    def _apply(self, n: Node, e: Entry) -> None:
+        prev = self.committed.get(e.index)
+        if prev is None:
+            self.committed[e.index] = (e.term, e.data)
+            self.stats.applied += 1
+        elif prev != (e.term, e.data):
+            raise Violation("raft.state_machine_safety",
+                            f"{n.nid} applied index {e.index} term {e.term}, another node applied term {prev[0]}",
+                            self.now)
+        n.sm.apply(e.index, e.data if e.kind == EntryKind.NORMAL else b"")
+        self._check_controller(n)
+
+    # ------------------------------------------------------------------ invariants
+    def _check_leader(self, n: Node) -> None:
+        c = n.core
+        if c.role != Role.LEADER:
+            return
+        other = self.leader_of_term.get(c.term)
+        if other is None:
+            self.leader_of_term[c.term] = n.nid
+            self.stats.leaders += 1
+            # leader completeness: every entry any node applied is in the new leader's log
+            for idx, (term, _data) in self.committed.items():
+                if idx <= c.log.offset:
+                    continue
+                t = c.log.term(idx)
+                if t != term:
+                    raise Violation("raft.leader_completeness",
+                                    f"leader {n.nid} term {c.term} lacks committed index {idx} (term {term}, has {t})",
+                                    self.now)
+        elif other != n.nid:
+            raise Violation("raft.election_safety", f"two leaders in term {c.term}: {other} and {n.nid}", self.now)
+
+    def _check_controller(self, n: Node) -> None:
+        for name, g in n.sm.state.groups.items():
+            key = (name, g.master_epoch)
+            if g.master_broker_id is None:
+                pass     # "no master" (also a group re-created from its tombstone) claims nothing
+            elif key in self.master_at:
+                if self.master_at[key] != g.master_broker_id:
+                    raise Violation("controller.one_master_per_epoch",
+                                    f"{name} MasterEpoch {g.master_epoch}: master {g.master_broker_id} on {n.nid}, "
+                                    f"{self.master_at[key]} elsewhere", self.now)
+            else:
+                self.master_at[key] = g.master_broker_id
+                self.stats.elections += 1
+            if g.master_broker_id is not None and g.master_broker_id not in g.sync_state_set:
+                raise Violation("controller.master_in_sss", f"{name}: master outside {sorted(g.sync_state_set)}",
+                                self.now)
+            last = n.last_epoch.get(name, 0)
+            if g.master_epoch < last:
+                raise Violation("controller.epoch_monotonic", f"{name} on {n.nid}: epoch {g.master_epoch} < {last}",
+                                self.now)
+            n.last_epoch[name] = g.master_epoch
+
+    def _check_log_matching(self) -> None:
+        live = [n for n in self.nodes.values() if n.alive]
+        for i, a in enumerate(live):
+            for b in live[i + 1:]:
+                la, lb = a.core.log, b.core.log
+                lo = max(la.offset, lb.offset) + 1
+                hi = min(la.last_index(), lb.last_index())
+                match = 0
+                for idx in range(hi, lo - 1, -1):
+                    if la.term(idx) == lb.term(idx):
+                        match = idx
+                        break
+                for idx in range(lo, match + 1):
+                    if la.entry(idx) != lb.entry(idx):
+                        raise Violation("raft.log_matching",
+                                        f"{a.nid}/{b.nid} agree at {match} but differ at {idx}", self.now)
+
+    # ------------------------------------------------------------------ workload
+    def _leader(self) -> Node | None:
+        ls = [n for n in self.nodes.values() if n.alive and n.core.role == Role.LEADER]
+        return max(ls, key=lambda n: n.core.term) if ls else None
+
+    def _request(self, n: Node):
+        st = n.sm.state
+        r = self.rng
+        name = r.choice(GROUPS)
+        g = st.groups.get(name)
+        ts = self.now + 1_000_000
+        if g is None or (len(g.brokers) < 3 and r.random() < 0.5):
+            nxt = g.next_assign_broker_id if g else (st.tombstones[name].next_assign_broker_id
+                                                    if name in st.tombstones else 1)
+            bid = nxt if r.random() < 0.9 else r.randint(1, nxt + 1)
+            return ApplyBrokerIdRequest(CLUSTER, name, bid, f"10.0.0.{bid}:9000;{r.randint(0, 3)}", ts)
+        ids = sorted(g.brokers)
+        k = r.random()
+        alive = tuple(BrokerLiveInfo(b, r.randint(0, 3), r.randint(0, 1000), 0, r.randint(0, 2),
+                                     r.random() < 0.9) for b in ids if r.random() < 0.7)
+        dead = tuple(b for b in ids if b not in {a.broker_id for a in alive} and r.random() < 0.7)
+        if k < 0.35:
+            trig = r.choice((TRIGGER_CONTROLLER, TRIGGER_BROKER, TRIGGER_ADMIN))
+            designate = trig == TRIGGER_ADMIN and r.random() < 0.5
+            return ElectMasterRequest(CLUSTER, name, trig, r.choice(ids) if trig != TRIGGER_CONTROLLER else 0,
+                                      designate, alive, ts, dead)
+        if k < 0.7 and g.master_broker_id is not None:
+            new = {g.master_broker_id} | {b for b in ids if r.random() < 0.5}
+            stale = r.random() < 0.15
+            return AlterSyncStateSetRequest(name, g.master_broker_id, g.master_epoch - stale, tuple(sorted(new)),
+                                            g.sync_state_set_epoch, tuple(a.broker_id for a in alive), ts)
+        if k < 0.85:
+            b = r.choice(ids)
+            return RegisterBrokerRequest(CLUSTER, name, b, f"10.0.0.{b}:9000", r.random() < 0.85, ts)
+        if k < 0.95:
+            return CleanBrokerDataRequest(CLUSTER, name, (r.choice(ids),) if r.random() < 0.8 else (),
+                                          r.random() < 0.3, tuple(a.broker_id for a in alive), ts)
+        return UpdateControllerConfigRequest({"enable_elect_unclean_master": r.choice(("true", "false"))}, ts)
+
+    def _workload(self) -> None:
+        if self.now < self.next_workload:
+            return
+        self.next_workload = self.now + self.rng.randint(20, 120)
+        n = self._leader()
+        if n is None or n.core.log.last_index() > MAX_LOG_ENTRIES:
+            return
+        try:
+            n.core.propose(encode_request(self._request(n)))
+            self.stats.proposals += 1
+        except Exception:    # NotLeader / ProposalDropped (flow control): the client retries later
+            return
+        self.process(n.nid)
+
+    # ------------------------------------------------------------------ faults
+    def _faults(self, storm: bool) -> None:
+        if self.now < self.next_fault:
+            return
+        self.next_fault = self.now + self.mix.every_ms
+        r, m = self.rng, self.mix
+        f = self.net.faults
+        if not storm:
+            return
+        f.drop, f.dup, f.slow = m.drop, m.dup, m.slow
+        x = r.random()
+        if x < m.partition:
+            side = set(r.sample(self.ids, r.randint(1, len(self.ids) // 2)))
+            self.net.heal()
+            self.net.partition(side, set(self.ids))
+            self.stats.partitions += 1
+        elif x < m.partition + m.one_way:
+            a, b = r.sample(self.ids, 2)
+            self.net.cut_one_way(a, b)
+            self.stats.partitions += 1
+        elif x < m.partition + m.one_way + m.heal:
+            self.net.heal()
+        elif x < m.partition + m.one_way + m.heal + m.crash:
+            ld = self._leader()
+            victim = ld.nid if ld is not None and r.random() < 0.5 else r.choice(self.ids)
+            self.crash(victim)
+        elif x < m.partition + m.one_way + m.heal + m.crash + m.crash_in_persist:
+            self._pending_persist_crash = r.choice(self.ids)
+        if r.random() < 0.05:
+            ld = self._leader()
+            if ld is not None and ld.core.applied > ld.core.log.offset + 5:
+                self._snapshot(ld)
+
+    def _snapshot(self, n: Node) -> None:
+        c = n.core
+        idx = c.applied
+        if idx <= c.log.offset or n.sm.last_applied_index != idx:
+            return
+        snap = Snapshot(idx, c.log.term(idx) or c.log.offset_term, n.sm.snapshot())
+        n.storage.save_snapshot(snap)
+        n.storage.sync()
+        c.compact(snap)
+
+    # ------------------------------------------------------------------ main loop
+    _pending_persist_crash: str | None = None
+
+    def step(self, storm: bool) -> None:
+        self.now += 1
+        self.storm = storm
+        while self._crash_soon:
+            self.crash(self._crash_soon.pop(), quick=True)
+        for _frm, to, msg in self.net.due(self.now):
+            n = self.nodes[to]
+            if not n.alive:
+                continue
+            n.core.step(msg)
+            crash = self._pending_persist_crash == to
+            if crash:
+                self._pending_persist_crash = None
+            self.process(to, crash_point=crash)
+        for nid, n in list(self.nodes.items()):
+            if not n.alive:
+                if n.restart_at is not None and self.now >= n.restart_at:
+                    self.restart(nid)
+                continue
+            if self.now % TICK_MS == 0:
+                n.core.tick(n.clock.local(self.now))
+                self.process(nid)
+        self._faults(storm)
+        if self.now % TICK_MS == 0:
+            self._workload()
+        if self.now >= self.next_logcheck:
+            self.next_logcheck = self.now + self.check_every_ms
+            self._check_log_matching()
+
+    def run(self) -> Stats:
+        while self.now < self.duration:
+            self.step(storm=True)
+        # liveness: heal everything, restart the dead; a leader must commit a new entry in time
+        self.net.heal()
+        self.net.faults = NetFaults()
+        self._pending_persist_crash = None
+        for _nid, n in self.nodes.items():
+            if not n.alive:
+                n.restart_at = self.now
+        deadline = self.now + self.liveness_ms
+        target = None
+        while self.now < deadline:
+            self.step(storm=False)
+            ld = self._leader()
+            if ld is not None and target is None and ld.core.log.term(ld.core.commit) == ld.core.term:
+                try:
+                    target = ld.core.propose(encode_request(UpdateControllerConfigRequest(
+                        {"enable_elect_unclean_master": "false"}, 1)))
+                except Exception:
+                    target = None
+                self.process(ld.nid)
+            if target is not None and all(n.sm.last_applied_index >= target for n in self.nodes.values()):
+                break
+        else:
+            raise Violation("liveness.controller",
+                            f"no entry committed on every node within {self.liveness_ms} ms after healing", self.now)
+        self._check_log_matching()
+        self.stats.virtual_ms = self.now
+        self.stats.messages = self.net.sent
+        self.stats.dropped = self.net.dropped
+        self.stats.duplicated = self.net.duplicated
+        return self.stats
+
+
+def run_seed(seed: int, bugs: frozenset[str] = frozenset(), **kw) -> Stats:
+    return ControllerSim(seed, bugs=bugs, **kw).run()

@@ -1,0 +1,775 @@
+"""Phase B: the brokers of one group under faults, with controller liveness, leases and HA.
+
+Real cores driven here: ControllerStateMachine (the Raft-replicated state; Phase A attacks the
+replication itself), one HeartbeatTable per controller node (quorum liveness, lease grants),
+MasterLease, SyncStateTracker, MasterSession/SlaveSession over SimLog + EpochCache.
+The broker role logic (poll replica info, switch on a higher MasterEpoch, ask for an election,
+self-fence on an expired lease) is this module's model of the ReplicasManager decisions, not
+the ReplicasManager core itself (see docs/verification.md, "gaps").
+
+Time is integer virtual milliseconds; every node has its own drifting clock.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import random
+from dataclasses import dataclass, field
+from typing import Any
+
+from autoswitch.broker.lease import LeaseConfig, MasterLease
+from autoswitch.controller import election as election_mod
+from autoswitch.controller import statemachine as sm_mod
+from autoswitch.controller.liveness import BrokerReport, HeartbeatTable, LivenessView
+from autoswitch.controller.messages import (
+    TRIGGER_BROKER,
+    TRIGGER_CONTROLLER,
+    AlterSyncStateSetRequest,
+    ApplyBrokerIdRequest,
+    ElectMasterRequest,
+    RegisterBrokerRequest,
+)
+from autoswitch.controller.sm_config import SMConfig
+from autoswitch.controller.statemachine import ControllerStateMachine
+from autoswitch.epochfile import EpochEntry
+from autoswitch.ha.codec import Ack, MasterHandshake, SlaveHandshake, Transfer
+from autoswitch.ha.config import HAConfig
+from autoswitch.ha.master_session import MasterSession
+from autoswitch.ha.slave_session import SlaveSession
+from autoswitch.ha.sync_state import SyncStateTracker
+
+from autoswitch.errors import AutoswitchError
+
+from .common import FaultMix, Stats, Violation
+from .memlog import SimLog
+from .net import Clock, NetFaults, Network
+
+GROUP = "g"
+CLUSTER = "c"
+TICK = 10
+HB_INTERVAL = 100
+POLL_INTERVAL = 250
+HB_TIMEOUT = 1000          # controller heartbeat timeout (replicated config)
+SCAN_INTERVAL = 200
+PRODUCE_TIMEOUT = 1500
+LEASE = LeaseConfig(enabled=True, master_lease_ms=600, heartbeat_timeout_ms=HB_TIMEOUT,
+                    max_clock_rate_drift=0.01, safety_ms=200).validate(HB_INTERVAL)
+HA = HAConfig(heartbeat_interval_s=0.1, ha_max_time_slave_not_catchup_s=1.0, transfer_batch_size=256,
+              proposal_backoff_min_s=0.05, proposal_backoff_max_s=0.5, ack_mode="all")
+MAX_MESSAGES = 2_000       # produce bound per run
+
+
+# ---------------------------------------------------------------------- planted bugs (sim only)
+
+class NoUnionTracker(SyncStateTracker):
+    """BUG no_union_sss: while a SyncStateSet change is in flight, acks count only the old set."""
+
+    @property
+    def ack_set(self) -> frozenset[int]:
+        return self.sync_state_set
+
+
+class NoTruncateSlave(SlaveSession):
+    """BUG skip_handshake_truncation: the divergent tail stays."""
+
+    def _on_handshake(self, f: MasterHandshake) -> Ack:
+        real = self.log.truncate
+        self.log.truncate = lambda *a, **k: None          # type: ignore[method-assign]
+        try:
+            return super()._on_handshake(f)
+        finally:
+            self.log.truncate = real                        # type: ignore[method-assign]
+
+
+class DropZeroEpochSlave(SlaveSession):
+    """BUG drop_zero_msg_epochs: only the header's epoch is recorded, never the zero-message
+    epochs the handshake announced before it."""
+
+    def _record_epoch(self, f: Transfer) -> None:
+        last = self.log.epochs.last()
+        if last is not None and f.epoch <= last.epoch:
+            return super()._record_epoch(f)
+        self.log.append_epoch(f.epoch, max(f.epoch_start_offset, self.log.min_offset))
+        self.master_epoch = max(self.master_epoch, f.epoch)
+
+
+@contextlib.contextmanager
+def elect_outside_sss():
+    """BUG elect_outside_sss: every alive registered replica is a candidate."""
+    real = election_mod.decide
+
+    def buggy(**kw: Any):
+        kw["first_election"] = True
+        return real(**kw)
+
+    sm_mod.election.decide = buggy          # sm_mod.election is election_mod
+    try:
+        yield
+    finally:
+        sm_mod.election.decide = real
+
+
+# ---------------------------------------------------------------------- controller side
+
+@dataclass
+class CtlNode:
+    cid: str
+    clock: Clock
+    table: HeartbeatTable
+    applied_epoch: int = 0
+
+
+@dataclass
+class Link:
+    """One HA TCP connection: in-order delivery; any loss breaks it."""
+
+    lid: int
+    master: int
+    slave: int
+    epoch: int
+    m_sess: MasterSession | None = None
+    s_sess: SlaveSession | None = None
+    to_slave: list = field(default_factory=list)     # [(deliver_at, frame)]
+    to_master: list = field(default_factory=list)
+    open: bool = True
+
+
+@dataclass
+class Pending:
+    msg_id: int
+    start: int
+    end: int
+    epoch: int
+    deadline: int
+
+
+@dataclass
+class Broker:
+    bid: int
+    clock: Clock
+    log: SimLog
+    lease: MasterLease
+    alive: bool = True
+    role: str = "none"                  # master | slave | none
+    epoch: int = 0                      # highest MasterEpoch learned
+    master_id: int | None = None
+    tracker: SyncStateTracker | None = None
+    link: Link | None = None            # as slave
+    pending: list[Pending] = field(default_factory=list)
+    proposal_req: int | None = None
+    next_hb: int = 0
+    next_poll: int = 0
+    reconnect_at: int = 0
+    restart_at: int | None = None
+    newer_epoch_seen: int = 0
+
+
+class DataSim:
+    def __init__(self, seed: int, bugs: frozenset[str] = frozenset(), duration_ms: int = 6000,
+                 mix: FaultMix | None = None, n_brokers: int = 3, n_ctl: int = 3, liveness_ms: int = 8000,
+                 produce_ms: tuple[int, int] = (10, 60)) -> None:
+        self.produce_ms = produce_ms
+        self.seed = seed
+        self.bugs = bugs
+        self.rng = random.Random(f"data/{seed}")
+        self.mix = mix or FaultMix.draw(self.rng)
+        self.duration = duration_ms
+        self.liveness_ms = liveness_ms
+        self.net = Network(random.Random(f"dnet/{seed}"), NetFaults())
+        self.now = 0
+        self.stats = Stats()
+        self.ctl_ids = [f"c{i}" for i in range(n_ctl)]
+        drift = 0.004       # |rate - 1| <= 0.004 per node: relative drift < max_clock_rate_drift 0.01
+        self.ctl = {c: CtlNode(c, clk := Clock(1 + self.rng.uniform(-drift, drift), self.rng.randint(0, 5000)),
+                               HeartbeatTable(clk.local(0), HB_TIMEOUT, startup_grace_ms=0))
+                    for c in self.ctl_ids}
+        self.leader = self.ctl_ids[0]
+        self.sm = ControllerStateMachine(SMConfig(heartbeat_timeout_ms=HB_TIMEOUT, first_election_grace_ms=500))
+        self.brokers: dict[int, Broker] = {}
+        for b in range(1, n_brokers + 1):
+            clk = Clock(1 + self.rng.uniform(-drift, drift), self.rng.randint(0, 5000))
+            self.brokers[b] = Broker(b, clk, SimLog(), MasterLease(self.ctl_ids, LEASE))
+            self.sm.execute(ApplyBrokerIdRequest(CLUSTER, GROUP, b, f"b{b};0", 1))
+            self.sm.execute(RegisterBrokerRequest(CLUSTER, GROUP, b, f"b{b}", True, 1))
+        self.names = {f"b{b}" for b in self.brokers} | set(self.ctl_ids)
+        self._link_seq = 0
+        self._req_seq = 0
+        self._requests: dict[int, tuple[int, Any]] = {}
+        self.next_scan = SCAN_INTERVAL
+        self.next_fault = self.mix.every_ms
+        self.next_produce = 0
+        self.next_check = 0
+        self.msg_seq = 0
+        # histories for the invariants
+        self.acked: dict[int, tuple[int, bytes]] = {}      # msg id -> (offset, payload)
+        self.consumed: dict[int, tuple[int, bytes]] = {}
+        self.epoch_acker: dict[int, int] = {}              # MasterEpoch -> broker that acked in it
+        self.crash_in_write: int | None = None
+        self.kill_at: dict[int, int] = {}       # adversary: broker -> when to crash it
+        self.storm = True
+        self.trace: list[str] = []            # the story of the run, printed with a violation
+
+    def note(self, what: str) -> None:
+        if len(self.trace) < 10_000:
+            self.trace.append(f"{self.now:>6} {what}")
+
+    # ------------------------------------------------------------------ helpers
+    def bname(self, b: int) -> str:
+        return f"b{b}"
+
+    def local_s(self, b: Broker) -> float:
+        return b.clock.local(self.now) / 1000.0
+
+    def reach(self, a: str, b: str) -> bool:
+        return self.net.reachable(a, b)
+
+    def ctl_leader(self) -> str | None:
+        """The controller leader acts only while it reaches a majority (Raft check-quorum)."""
+        ld = self.leader
+        n = sum(1 for c in self.ctl_ids if self.reach(ld, c) and self.reach(c, ld))
+        return ld if n >= len(self.ctl_ids) // 2 + 1 else None
+
+    # ------------------------------------------------------------------ controller
+    def _sync_applied(self) -> None:
+        """Followers that the leader reaches apply the log (here: learn the group's epoch)."""
+        ld = self.ctl_leader()
+        if ld is None:
+            return
+        g = self.sm.state.groups.get(GROUP)
+        epoch = g.master_epoch if g else 0
+        for c in self.ctl.values():
+            if (c.cid == ld or self.reach(ld, c.cid)) and epoch > c.applied_epoch:
+                c.applied_epoch = epoch
+                c.table.release(GROUP)
+
+    def _opinions(self, ld: str) -> LivenessView:
+        by_node = {}
+        for c in self.ctl.values():
+            if c.cid == ld or (self.reach(ld, c.cid) and self.reach(c.cid, ld)):
+                now = c.clock.local(self.now)
+                by_node[c.cid] = {(GROUP, b): c.table.report_opinion(GROUP, b, now) for b in self.brokers}
+        return LivenessView.from_opinions(len(self.ctl_ids), by_node)
+
+    def _execute(self, req) -> Any:
+        if "elect_outside_sss" in self.bugs and isinstance(req, ElectMasterRequest):
+            with elect_outside_sss():
+                return self.sm.execute(req)
+        return self.sm.execute(req)
+
+    def _scan(self) -> None:
+        if self.now < self.next_scan:
+            return
+        self.next_scan = self.now + SCAN_INTERVAL
+        ld = self.ctl_leader()
+        if ld is None:
+            return
+        g = self.sm.state.groups[GROUP]
+        m = g.master_broker_id
+        node = self.ctl[ld]
+        if m is None or node.table.alive(GROUP, m, node.clock.local(self.now)):
+            return
+        view = self._opinions(ld)
+        if not view.is_dead(GROUP, m):
+            return
+        req = ElectMasterRequest(CLUSTER, GROUP, TRIGGER_CONTROLLER, 0, False, view.alive_infos(GROUP),
+                                 self.now + 10_000, view.dead_ids(GROUP))
+        rep = self._execute(req)
+        self.note(f"controller scan elects: {rep.code} {rep.remark} -> {rep.replica}")
+        self._sync_applied()
+
+    def _on_ctl_msg(self, cid: str, frm: str, msg: tuple) -> None:
+        c = self.ctl[cid]
+        now = c.clock.local(self.now)
+        kind = msg[0]
+        if kind == "hb":
+            _, bid, rnd, report = msg
+            c.table.record(GROUP, report, now)
+            granted = c.table.grants_lease(GROUP, bid, report.epoch, c.applied_epoch, now)
+            self.net.send(self.now, cid, frm, ("hb_ok", cid, rnd, granted, c.applied_epoch))
+            return
+        if kind == "req" and cid == self.ctl_leader():
+            _, rid, req = msg
+            if isinstance(req, (ElectMasterRequest, AlterSyncStateSetRequest)):
+                view = self._opinions(cid)
+                if isinstance(req, ElectMasterRequest):
+                    req = ElectMasterRequest(CLUSTER, GROUP, TRIGGER_BROKER, req.broker_id, False,
+                                             view.alive_infos(GROUP), self.now + 10_000, view.dead_ids(GROUP))
+                else:
+                    req = AlterSyncStateSetRequest(GROUP, req.master_broker_id, req.master_epoch,
+                                                   req.new_sync_state_set, req.sync_state_set_epoch,
+                                                   view.alive_ids(GROUP), self.now + 10_000)
+                reply = self._execute(req)
+                if reply.ok:
+                    self.note(f"{type(req).__name__} from {frm}: {reply.replica}")
+                self._sync_applied()
+            else:   # replica info read (after read-index on the leader)
+                reply = self.sm.replica_view(GROUP)
+            self.net.send(self.now, cid, frm, ("rep", rid, reply))
+
+    # ------------------------------------------------------------------ broker: control plane
+    def _send_all(self, b: Broker, msg: tuple) -> None:
+        for c in self.ctl_ids:
+            self.net.send(self.now, self.bname(b.bid), c, msg)
+
+    def _request(self, b: Broker, req: Any) -> int:
+        self._req_seq += 1
+        self._requests[self._req_seq] = (b.bid, req)
+        self._send_all(b, ("req", self._req_seq, req))
+        return self._req_seq
+
+    def _broker_timers(self, b: Broker) -> None:
+        if self.now >= b.next_hb:
+            b.next_hb = self.now + HB_INTERVAL
+            rnd = b.lease.on_round_sent(self.local_s(b))
+            last = b.log.epochs.last()
+            rep = BrokerReport(b.bid, self.bname(b.bid), last.epoch if last else 0, b.log.max_offset,
+                               b.log.confirm_offset, 0, True)
+            self._send_all(b, ("hb", b.bid, rnd, rep))
+        if self.now >= b.next_poll:
+            b.next_poll = self.now + POLL_INTERVAL
+            self._request(b, "replica_info")
+            if b.role != "master" and (b.master_id is None or b.newer_epoch_seen > b.epoch):
+                self._request(b, ElectMasterRequest(CLUSTER, GROUP, TRIGGER_BROKER, b.bid))
+
+    def _on_broker_msg(self, b: Broker, frm: str, msg: tuple) -> None:
+        kind = msg[0]
+        if kind == "hb_ok":
+            _, cid, rnd, granted, epoch = msg
+            if granted:
+                b.lease.on_reply(cid, rnd, self.local_s(b))
+            b.newer_epoch_seen = max(b.newer_epoch_seen, epoch)
+            return
+        if kind == "rep":
+            _, rid, reply = msg
+            sent = self._requests.pop(rid, None)
+            if sent is None:
+                return          # a duplicate
+            req = sent[1]
+            view = reply if req == "replica_info" else getattr(reply, "replica", None)
+            if isinstance(req, AlterSyncStateSetRequest) and b.proposal_req == rid:
+                b.proposal_req = None
+                if b.tracker is not None and b.role == "master" and b.epoch == req.master_epoch:
+                    if reply.ok:
+                        b.tracker.on_proposal_accepted(frozenset(reply.replica.sync_state_set),
+                                                       reply.replica.sync_state_set_epoch, self.local_s(b))
+                    else:
+                        b.tracker.on_proposal_failed(self.local_s(b))
+            if view is not None:
+                self._observe(b, view)
+
+    def _observe(self, b: Broker, view) -> None:
+        if view.master_epoch > b.epoch:
+            b.epoch = view.master_epoch
+            self._change_role(b, view)
+        elif view.master_epoch == b.epoch and b.role == "master" and b.tracker is not None:
+            b.tracker.on_sync_state_set(frozenset(view.sync_state_set), view.sync_state_set_epoch)
+
+    def _change_role(self, b: Broker, view) -> None:
+        self._drop_master_state(b)
+        self._close_link(b.link)
+        b.link = None
+        b.master_id = view.master_broker_id
+        self.note(f"b{b.bid} learns epoch {view.master_epoch} master {view.master_broker_id} "
+                  f"SSS {list(view.sync_state_set)}; log max {b.log.max_offset} epochs {_fmt(b.log.epochs.entries())}")
+        if view.master_broker_id == b.bid:
+            # become master: the log ends on a whole record (recovery did it); new epoch entry
+            last = b.log.epochs.last()
+            if last is None or last.epoch < view.master_epoch:
+                b.log.append_epoch(view.master_epoch, b.log.max_offset)
+            # else: a restarted master resumes the epoch it owns (docs/interfaces.md Request 1); its
+            # log is intact up to the last whole record because every ack waited for the flush
+            b.role = "master"
+            b.tracker = (NoUnionTracker if "no_union_sss" in self.bugs else SyncStateTracker)(
+                b.bid, view.master_epoch, frozenset(view.sync_state_set), view.sync_state_set_epoch, HA,
+                self.local_s(b), confirm_offset=b.log.confirm_offset, epoch_start_offset=b.log.max_offset)
+            self.stats.elections += 1
+            self._check_acked_on(b)
+            if self.storm and self.rng.random() < self.mix.kill_new_master:
+                self.kill_at[b.bid] = self.now + self.rng.randint(0, 80)
+        elif view.master_broker_id is not None:
+            b.role = "slave"
+            b.reconnect_at = self.now
+        else:
+            b.role = "none"
+
+    def _drop_master_state(self, b: Broker) -> None:
+        b.tracker = None
+        b.pending.clear()
+        b.proposal_req = None
+        for lk in list(self.links.values()):
+            if lk.master == b.bid:
+                self._close_link(lk)
+
+    def may_acknowledge(self, b: Broker) -> bool:
+        if b.role != "master" or b.newer_epoch_seen > b.epoch:
+            return False
+        if "no_self_fencing" in self.bugs:
+            return True
+        return b.lease.valid(self.local_s(b))
+
+    # ------------------------------------------------------------------ broker: data plane
+    links: dict[int, Link]
+
+    def _close_link(self, lk: Link | None) -> None:
+        if lk is None or not lk.open:
+            return
+        lk.open = False
+        self.links.pop(lk.lid, None)
+        m = self.brokers[lk.master]
+        if m.tracker is not None and lk.m_sess is not None and lk.m_sess.slave_id is not None:
+            m.tracker.on_disconnect(lk.slave, self.local_s(m))
+        s = self.brokers[lk.slave]
+        if s.link is lk:
+            s.link = None
+            s.reconnect_at = self.now + self.rng.randint(20, 200)
+
+    def _link_send(self, lk: Link, to_slave: bool, frame: Any) -> None:
+        a, z = (lk.master, lk.slave) if to_slave else (lk.slave, lk.master)
+        if not self.reach(self.bname(a), self.bname(z)) or (self.net.faults.drop and
+                                                              self.rng.random() < self.net.faults.drop / 4):
+            self._close_link(lk)
+            return
+        q = lk.to_slave if to_slave else lk.to_master
+        at = max(q[-1][0] if q else 0, self.now + self.rng.randint(*self.net.faults.delay_ms))
+        q.append((at, frame))
+
+    def _connect(self, s: Broker) -> None:
+        m = self.brokers.get(s.master_id) if s.master_id is not None else None
+        if m is None or not m.alive or m.role != "master" or m.epoch != s.epoch \
+                or not self.reach(self.bname(s.bid), self.bname(m.bid)):
+            s.reconnect_at = self.now + 100     # refused; retry
+            return
+        self._link_seq += 1
+        lk = Link(self._link_seq, m.bid, s.bid, s.epoch)
+        cls = SlaveSession
+        if "skip_handshake_truncation" in self.bugs:
+            cls = NoTruncateSlave
+        elif "drop_zero_msg_epochs" in self.bugs:
+            cls = DropZeroEpochSlave
+        lk.s_sess = cls(s.log, s.bid)
+        lk.m_sess = MasterSession(m.log, HA, m.bid, self.local_s(m))
+        self.links[lk.lid] = lk
+        s.link = lk
+        self._link_send(lk, False, lk.s_sess.start())
+
+    def _deliver_links(self) -> None:
+        for lk in list(self.links.values()):
+            for to_slave in (True, False):
+                q = lk.to_slave if to_slave else lk.to_master
+                while lk.open and q and q[0][0] <= self.now:
+                    _, frame = q.pop(0)
+                    try:
+                        if to_slave:
+                            self._slave_frame(lk, frame)
+                        else:
+                            self._master_frame(lk, frame)
+                    except AutoswitchError:
+                        self._close_link(lk)
+                    except AssertionError:
+                        raise
+            if lk.open and not self.reach(self.bname(lk.master), self.bname(lk.slave)):
+                self._close_link(lk)
+
+    def _slave_frame(self, lk: Link, frame: Any) -> None:
+        s = self.brokers[lk.slave]
+        if not s.alive or s.link is not lk:
+            self._close_link(lk)
+            return
+        before = s.log.max_offset
+        ack = lk.s_sess.on_frame(frame)
+        if isinstance(frame, MasterHandshake):
+            self.note(f"b{s.bid} handshake with b{lk.master}: max {before} -> {s.log.max_offset}")
+            if s.log.max_offset < before:
+                self.stats.truncations += 1
+        if isinstance(frame, Transfer) and frame.body and self.crash_in_write == s.bid:
+            self.crash_in_write = None
+            s.log.crash_tear(self.rng, len(frame.body))
+            self._crash(s, torn=True)
+            return
+        if ack is not None:
+            self._link_send(lk, False, ack)
+
+    def _master_frame(self, lk: Link, frame: Any) -> None:
+        m = self.brokers[lk.master]
+        if not m.alive or m.role != "master" or m.epoch != lk.epoch or m.tracker is None:
+            self._close_link(lk)
+            return
+        now = self.local_s(m)
+        if isinstance(frame, SlaveHandshake):
+            reply = lk.m_sess.on_handshake(frame, now)
+            m.tracker.on_connect(lk.slave, False, now)
+            self._link_send(lk, True, reply)
+            return
+        res = lk.m_sess.on_ack(frame, now)
+        m.tracker.on_ack(res.broker_id, res.offset, res.caught_up_at, m.log.max_offset)
+
+    def _master_tick(self, m: Broker) -> None:
+        if m.role != "master" or m.tracker is None:
+            return
+        now = self.local_s(m)
+        ok = self.may_acknowledge(m)
+        if ok:
+            # confirmOffset is frozen while fenced (consumers must not read what a new master may lack)
+            m.log.confirm_offset = max(m.log.confirm_offset, m.tracker.confirm_offset(m.log.max_offset))
+        for lk in list(self.links.values()):
+            if lk.master != m.bid or lk.m_sess is None:
+                continue
+            for _ in range(8):
+                try:
+                    fr = lk.m_sess.poll_transfer(now, m.log.confirm_offset)
+                except AutoswitchError:
+                    self._close_link(lk)     # bad start offset etc.: the slave reconnects
+                    break
+                if fr is None:
+                    break
+                self._link_send(lk, True, fr)
+                if not lk.open:
+                    break
+        prop = m.tracker.tick(now, m.log.max_offset)
+        if prop is not None:
+            m.proposal_req = self._request(m, AlterSyncStateSetRequest(
+                GROUP, m.bid, prop.master_epoch, tuple(sorted(prop.new_set)), prop.base_sync_state_set_epoch))
+        elif m.tracker.in_flight is not None and m.proposal_req is None:
+            m.tracker.on_proposal_failed(now)
+        # acknowledgements
+        keep = []
+        for p in m.pending:
+            if self.now > p.deadline:
+                continue        # FLUSH_SLAVE_TIMEOUT: not acked, the bytes stay in the log
+            if ok and m.tracker.is_acked(p.end, m.log.max_offset):
+                self._acked(m, p)
+            else:
+                keep.append(p)
+        m.pending = keep
+
+    def _acked(self, m: Broker, p: Pending) -> None:
+        other = self.epoch_acker.setdefault(p.epoch, m.bid)
+        if other != m.bid:
+            raise Violation("data.two_masters_ack_same_epoch", f"epoch {p.epoch}: brokers {other} and {m.bid}",
+                            self.now)
+        g = self.sm.state.groups[GROUP]
+        if g.master_epoch > p.epoch:
+            # DESIGN-NOTES 7.1: a deposed master must have stopped acknowledging before the
+            # controller could commit a newer MasterEpoch
+            raise Violation("data.ack_after_deposed", f"broker {m.bid} acked message {p.msg_id} in epoch {p.epoch} "
+                            f"after the controller moved to epoch {g.master_epoch}", self.now)
+        self.acked[p.msg_id] = (p.start, str(p.msg_id).encode())
+        self.stats.acked += 1
+
+    def _produce(self) -> None:
+        if self.now < self.next_produce or self.msg_seq >= MAX_MESSAGES:
+            return
+        self.next_produce = self.now + self.rng.randint(*self.produce_ms)
+        masters = [b for b in self.brokers.values() if b.alive and b.role == "master"]
+        if not masters:
+            return
+        m = self.rng.choice(masters)
+        if not self.may_acknowledge(m) or len(m.pending) > 64:
+            return          # fenced: the producer gets an error and retries elsewhere
+        try:
+            m.tracker.check_enough()
+        except AutoswitchError:
+            return
+        self.msg_seq += 1
+        start, end = m.log.append(str(self.msg_seq).encode())
+        if self.crash_in_write == m.bid:
+            self.crash_in_write = None
+            m.log.crash_tear(self.rng, end - start)
+            self._crash(m, torn=True)
+            return
+        m.pending.append(Pending(self.msg_seq, start, end, m.epoch, self.now + PRODUCE_TIMEOUT))
+
+    def _consume(self) -> None:
+        """Consumers read below confirmOffset, from masters and slaves."""
+        for b in self.brokers.values():
+            if not b.alive or b.role == "none":
+                continue
+            for off, p in b.log.records(b.log.confirm_offset):
+                mid = int(p)
+                if mid not in self.consumed:
+                    self.consumed[mid] = (off, p)
+                    self.stats.consumed += 1
+
+    # ------------------------------------------------------------------ crashes
+    def _crash(self, b: Broker, torn: bool = False) -> None:
+        if not b.alive:
+            return
+        self._drop_master_state(b)
+        self._close_link(b.link)
+        b.alive = False
+        self.note(f"b{b.bid} crashes{' inside a write' if torn else ''}")
+        b.role = "none"
+        b.restart_at = self.now + self.rng.choice((50, 300, 1000, 2500))
+        self.stats.crashes += 1
+        self.stats.torn += torn
+
+    def _restart(self, b: Broker) -> None:
+        cut = b.log.recover()
+        self.note(f"b{b.bid} restarts, recovery cut {cut} bytes, max {b.log.max_offset}")
+        nb = Broker(b.bid, b.clock, b.log, MasterLease(self.ctl_ids, LEASE))
+        nb.next_hb = self.now
+        nb.next_poll = self.now
+        self.brokers[b.bid] = nb
+
+    # ------------------------------------------------------------------ invariants
+    def _current_master(self) -> Broker | None:
+        """The master the controller currently names, once it has taken the role (a deposed
+        master that has not heard of its successor yet is not a "later master")."""
+        g = self.sm.state.groups[GROUP]
+        b = self.brokers.get(g.master_broker_id) if g.master_broker_id is not None else None
+        if b is not None and b.alive and b.role == "master" and b.epoch == g.master_epoch:
+            return b
+        return None
+
+    def _check_acked_on(self, m: Broker) -> None:
+        for what, hist in (("acked", self.acked), ("consumed", self.consumed)):
+            for mid, (off, p) in hist.items():
+                got = m.log.payload_at(off)
+                self.stats.acked_checked += 1
+                if got != p:
+                    raise Violation(f"data.{what}_lost",
+                                    f"message {mid} {what} at offset {off}; master {m.bid} epoch {m.epoch} has "
+                                    f"{got!r} there", self.now)
+
+    def _check(self) -> None:
+        m = self._current_master()
+        if m is not None:
+            self._check_acked_on(m)
+        # the electable replicas (SyncStateSet + eligible) hold every acknowledged message: this is
+        # what makes any election from them safe
+        g = self.sm.state.groups[GROUP]
+        for bid in sorted(g.sync_state_set | g.eligible):
+            b = self.brokers[bid]
+            for mid, (off, p) in self.acked.items():
+                if b.log.payload_at(off) != p:
+                    raise Violation("data.electable_lacks_acked",
+                                    f"broker {bid} in SyncStateSet {sorted(g.sync_state_set)}/eligible "
+                                    f"{sorted(g.eligible)} (epoch {g.sync_state_set_epoch}) lacks acked message "
+                                    f"{mid} at {off}", self.now)
+        for lk in self.links.values():
+            if lk.s_sess is None or lk.s_sess.phase != "TRANSFER":
+                continue
+            mb, sb = self.brokers[lk.master], self.brokers[lk.slave]
+            if mb.role != "master" or mb.epoch != lk.epoch or not sb.alive:
+                continue
+            hi = sb.log.max_offset
+            lo = sb.log.min_offset
+            if hi > mb.log.max_offset or sb.log.bytes_between(lo, hi) != mb.log.bytes_between(lo, hi):
+                raise Violation("data.slave_not_prefix",
+                                f"slave {sb.bid} [{lo},{hi}) is not a prefix of master {mb.bid} "
+                                f"(max {mb.log.max_offset}) after handshake", self.now)
+            mine = [e for e in sb.log.epochs.entries() if e.start_offset < hi]
+            theirs = [e for e in mb.log.epochs.entries() if e.start_offset < hi]
+            if mine != theirs:
+                raise Violation("data.epochfile_diverged",
+                                f"slave {sb.bid} epochs {_fmt(mine)} != master {mb.bid} {_fmt(theirs)} below {hi}",
+                                self.now)
+
+    # ------------------------------------------------------------------ faults
+    def _faults(self) -> None:
+        if self.now < self.next_fault:
+            return
+        self.next_fault = self.now + self.mix.every_ms
+        r, mx, f = self.rng, self.mix, self.net.faults
+        f.drop, f.dup, f.slow = mx.drop, mx.dup, mx.slow
+        everyone = self.names
+        x = r.random()
+        if x < mx.partition:
+            # isolate the master (with a random share of the controllers), or random nodes
+            m = self._current_master()
+            side = {self.bname(m.bid)} if m is not None and r.random() < 0.6 else {r.choice(sorted(everyone))}
+            side |= {c for c in self.ctl_ids if r.random() < 0.3}
+            self.net.heal()
+            self.net.partition(side, set(everyone))
+            self.note(f"partition {sorted(side)}")
+            self.stats.partitions += 1
+        elif x < mx.partition + mx.one_way:
+            a, z = r.sample(sorted(everyone), 2)
+            self.net.cut_one_way(a, z)
+            self.stats.partitions += 1
+        elif x < mx.partition + mx.one_way + mx.heal:
+            self.net.heal()
+            self.note("heal")
+        elif x < mx.partition + mx.one_way + mx.heal + mx.crash:
+            m = self._current_master()
+            b = m if m is not None and r.random() < 0.5 else self.brokers[r.choice(sorted(self.brokers))]
+            self._crash(b)
+        elif x < mx.partition + mx.one_way + mx.heal + mx.crash + mx.crash_in_persist:
+            self.crash_in_write = r.choice(sorted(self.brokers))
+        elif r.random() < 0.3:
+            self.leader = r.choice(self.ctl_ids)     # controller leader change (Raft elected another node)
+
+    # ------------------------------------------------------------------ main loop
+    def step(self, storm: bool) -> None:
+        self.now += 1
+        self.storm = storm
+        for bid, at in list(self.kill_at.items()):
+            if at <= self.now:
+                del self.kill_at[bid]
+                if storm:
+                    self._crash(self.brokers[bid])
+        for frm, to, msg in self.net.due(self.now):
+            if to in self.ctl:
+                self._on_ctl_msg(to, frm, msg)
+            else:
+                b = self.brokers[int(to[1:])]
+                if b.alive:
+                    self._on_broker_msg(b, frm, msg)
+        self._deliver_links()
+        if self.now % TICK:
+            return
+        for b in list(self.brokers.values()):
+            if not b.alive:
+                if b.restart_at is not None and self.now >= b.restart_at:
+                    self._restart(b)
+                continue
+            self._broker_timers(b)
+            if b.role == "slave" and b.link is None and self.now >= b.reconnect_at:
+                self._connect(b)
+            self._master_tick(b)
+        self._sync_applied()
+        self._scan()
+        self._produce()
+        if storm:
+            self._faults()
+        if self.now >= self.next_check:
+            self.next_check = self.now + 100
+            self._consume()
+            self._check()
+
+    def run(self) -> Stats:
+        self.links = {}
+        while self.now < self.duration:
+            self.step(True)
+        # liveness: heal, restart everyone; within the bound a master must ack a new write
+        self.net.heal()
+        self.net.faults = NetFaults()
+        self.crash_in_write = None
+        for b in self.brokers.values():
+            if not b.alive:
+                b.restart_at = self.now
+        start_acked = self.stats.acked
+        deadline = self.now + self.liveness_ms
+        while self.now < deadline and self.stats.acked == start_acked:
+            self.step(False)
+        if self.stats.acked == start_acked:
+            g = self.sm.state.groups[GROUP]
+            raise Violation("liveness.data", f"no write acked within {self.liveness_ms} ms after healing "
+                            f"(controller master {g.master_broker_id} epoch {g.master_epoch} "
+                            f"SSS {sorted(g.sync_state_set)}; roles "
+                            f"{ {b.bid: (b.role, b.epoch) for b in self.brokers.values()} })", self.now)
+        self._consume()
+        self._check()
+        self.stats.virtual_ms = self.now
+        self.stats.messages = self.net.sent
+        self.stats.dropped = self.net.dropped
+        self.stats.duplicated = self.net.duplicated
+        return self.stats
+
+
+def _fmt(es: list[EpochEntry]) -> str:
+    return ",".join(f"({e.epoch},{e.start_offset})" for e in es)
+
+
+def run_seed(seed: int, bugs: frozenset[str] = frozenset(), **kw) -> Stats:
+    return DataSim(seed, bugs=bugs, **kw).run()
