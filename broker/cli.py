@@ -37,10 +37,28 @@ def register(sub: Any, admin_sub: Any) -> None:
     p.add_argument("--max-message-bytes", type=int)
     p.add_argument("--max-batch-messages", type=int)
     p.add_argument("--max-request-bytes", type=int)
-    p.set_defaults(func=_cmd_broker)
+    c = p.add_argument_group("controller mode (the controller decides brokerId and role; --role is refused)")
+    c.add_argument("--controllers", help="every controller node, HOST:PORT,HOST:PORT,...")
+    c.add_argument("--namesrv", help="name server HOST:PORT: register this broker's route periodically")
+    c.add_argument("--heartbeat-timeout-ms", type=int,
+                   help="the controllers' broker heartbeat timeout this broker's lease is sized for (10000)")
+    c.add_argument("--heartbeat-interval-ms", type=int, help="heartbeat period (default min(1000, lease/3))")
+    lease = c.add_mutually_exclusive_group()
+    lease.add_argument("--master-lease-ms", type=int, help="master self-fencing lease (default 60%% of the timeout)")
+    lease.add_argument("--no-master-lease", dest="lease_enabled", action="store_const", const=False,
+                       help="disable the self-fencing lease (RocketMQ behaviour; split brain can lose acked writes)")
+    c.add_argument("--election-priority", type=int, help="lower wins among equally caught-up replicas (0)")
+    c.add_argument("--role-change-script", help="run as SCRIPT <role> <group> <epoch> <old-master> <new-master>")
+    p.set_defaults(func=_cmd_broker, lease_enabled=None)
 
     p = sub.add_parser("produce", help="send messages; prints one JSON line per acked message with --json")
-    p.add_argument("--broker", required=True, help="HOST:PORT")
+    p.add_argument("--broker", help="HOST:PORT (direct, no failover); or --namesrv + --group")
+    p.add_argument("--namesrv", help="name server HOST:PORT: route to the group's master, follow failovers")
+    p.add_argument("--group", help="broker group (with --namesrv)")
+    p.add_argument("--duration-s", type=float, default=0.0, help="with --namesrv: stop after this long (0 = no limit)")
+    p.add_argument("--interval-ms", type=float, default=0.0, help="pause between batches")
+    p.add_argument("--retry-deadline-s", type=float, default=30.0,
+                   help="with --namesrv: give up on a batch not acknowledged within this long")
     p.add_argument("--topic", required=True)
     p.add_argument("--count", type=int, default=1)
     p.add_argument("--size", type=int, default=128, help="body bytes per message")
@@ -53,7 +71,9 @@ def register(sub: Any, admin_sub: Any) -> None:
     p.set_defaults(func=_cmd_produce)
 
     p = sub.add_parser("consume", help="read messages below confirmOffset; one JSON line per message with --json")
-    p.add_argument("--broker", required=True)
+    p.add_argument("--broker", help="HOST:PORT; or --namesrv + --group")
+    p.add_argument("--namesrv", help="name server HOST:PORT: read from the group's master")
+    p.add_argument("--group", help="broker group (with --namesrv)")
     p.add_argument("--topic", required=True)
     p.add_argument("--from", dest="from_offset", type=int, default=0, help="queue offset")
     p.add_argument("--count", type=int, default=100, help="stop after this many messages")
@@ -105,7 +125,14 @@ def _cmd_broker(args: argparse.Namespace) -> int:
         "role", "group", "cluster", "broker_id", "epoch", "listen", "ha_listen", "data_dir", "master_ha",
         "master_addr", "ack_mode", "min_in_sync_replicas", "in_sync_replicas", "ack_timeout_s", "flush",
         "flush_interval_ms", "max_message_bytes", "max_batch_messages", "max_request_bytes",
+        "controllers", "namesrv", "heartbeat_timeout_ms", "heartbeat_interval_ms", "master_lease_ms",
+        "lease_enabled", "election_priority", "role_change_script",
     )
+    if args.controllers and (args.role or args.broker_id is not None or args.epoch is not None):
+        print(json.dumps({"error": {"code": "BAD_USAGE", "message":
+                                    "--role/--broker-id/--epoch are static-role mode; with --controllers "
+                                    "the controller decides brokerId and role"}}), file=sys.stderr)
+        return 2
     try:
         cfg = load_config(args.config, {k: getattr(args, k) for k in keys})
     except AutoswitchError as e:
@@ -156,6 +183,10 @@ def _cmd_produce(args: argparse.Namespace) -> int:
         print(json.dumps({"error": {"code": "BAD_USAGE", "message": "bad --count/--size/--batch/--retries"}}),
               file=sys.stderr)
         return 2
+    if _bad_target(args):
+        return 2
+    if args.namesrv:
+        return _produce_routed(args)
 
     async def run() -> int:
         client = ProducerClient(args.broker, ack_log=args.ack_log, timeout_s=args.timeout, max_retries=args.retries)
@@ -213,9 +244,16 @@ def _cmd_consume(args: argparse.Namespace) -> int:
     if args.count < 0 or args.from_offset < 0 or not (1 <= args.batch <= 10_000):
         print(json.dumps({"error": {"code": "BAD_USAGE", "message": "bad --count/--from/--batch"}}), file=sys.stderr)
         return 2
+    if _bad_target(args):
+        return 2
 
     async def run() -> int:
-        client = ConsumerClient(args.broker, timeout_s=args.timeout)
+        if args.namesrv:
+            from .route import RetryPolicy, RoutedConsumer
+
+            client: Any = RoutedConsumer(args.namesrv, args.group, RetryPolicy(rpc_timeout_s=args.timeout))
+        else:
+            client = ConsumerClient(args.broker, timeout_s=args.timeout)
         got = 0
         q = args.from_offset
         try:
@@ -239,6 +277,78 @@ def _cmd_consume(args: argparse.Namespace) -> int:
         finally:
             await client.close()
         return 0
+
+    return asyncio.run(run())
+
+
+def _bad_target(args: argparse.Namespace) -> bool:
+    if bool(args.broker) == bool(args.namesrv) or (args.namesrv and not args.group):
+        print(json.dumps({"error": {"code": "BAD_USAGE",
+                                    "message": "give either --broker, or --namesrv with --group"}}), file=sys.stderr)
+        return True
+    return False
+
+
+def _produce_routed(args: argparse.Namespace) -> int:
+    """Routed produce: follow the group's master through failovers (broker/route.py)."""
+    import asyncio
+    import os
+    import signal
+    import uuid
+
+    from .route import RetriesExhausted, RetryPolicy, RoutedProducer
+
+    if not (0 < args.retry_deadline_s <= 3600) or args.duration_s < 0 or args.interval_ms < 0:
+        print(json.dumps({"error": {"code": "BAD_USAGE",
+                                    "message": "bad --retry-deadline-s/--duration-s/--interval-ms"}}), file=sys.stderr)
+        return 2
+
+    async def run() -> int:
+        stop = asyncio.Event()
+        loop = asyncio.get_running_loop()
+        for sig in (signal.SIGTERM, signal.SIGINT):
+            loop.add_signal_handler(sig, stop.set)
+        policy = RetryPolicy(retry_deadline_s=args.retry_deadline_s, rpc_timeout_s=args.timeout)
+        client = RoutedProducer(args.namesrv, args.group, ack_log=args.ack_log, policy=policy)
+        acked = failed = 0
+        rc = 0
+        t0 = time.monotonic()
+        # msg_ids: a per-run prefix + a sequence number, so the ack log tells the send order.
+        run_id = uuid.uuid4().hex[:8]
+        seq = 0
+        try:
+            while acked + failed < args.count and not stop.is_set():
+                if args.duration_s and time.monotonic() - t0 >= args.duration_s:
+                    break
+                n = min(args.batch, args.count - acked - failed)
+                ids = [f"{run_id}-{seq + i:09d}" for i in range(n)]
+                seq += n
+                if args.body is not None:
+                    bodies = [args.body.encode()] * n
+                else:
+                    bodies = [os.urandom(args.size // 2 + 1).hex()[: args.size].encode() for _ in range(n)]
+                try:
+                    results = await client.produce(args.topic, bodies, ids)
+                except RetriesExhausted as e:
+                    _err(e)
+                    failed += n
+                    rc = 1
+                    break
+                acked += len(results)
+                if args.json:
+                    for r in results:
+                        print(json.dumps({"msg_id": r.msg_id, "group": args.group, "topic": args.topic,
+                                          "queue_offset": r.queue_offset, "phy_offset": r.phy_offset,
+                                          "epoch": r.epoch, "status": "OK"}, separators=(",", ":")))
+                if args.interval_ms:
+                    await asyncio.sleep(args.interval_ms / 1000.0)
+        finally:
+            await client.close()
+        summary = {"acked": acked, "failed": failed, "elapsed_s": round(time.monotonic() - t0, 3),
+                   "retries": client.stats.retries, "route_refreshes": client.stats.route_refreshes,
+                   "statuses": client.stats.statuses}
+        print(json.dumps({"summary": summary}), file=sys.stderr)
+        return rc
 
     return asyncio.run(run())
 
@@ -324,7 +434,8 @@ def _cmd_broker_status(args: argparse.Namespace) -> int:
         "slaves": [{"broker_id": s.broker_id, "addr": s.addr, "ack_offset": s.ack_offset,
                     "last_caught_up_time": s.last_caught_up_time, "in_sync": s.in_sync} for s in r.slaves],
         "ha_state": r.ha_state, "uptime_s": round(r.uptime_s, 3), "produced_msgs": r.produced_msgs,
-        "consumed_msgs": r.consumed_msgs,
+        "consumed_msgs": r.consumed_msgs, "fenced_reason": r.fenced_reason or None,
+        "replicas": json.loads(r.replicas_json) if r.replicas_json else None,
     }
     _print(out, args.json)
     return 0

@@ -61,6 +61,25 @@ class BrokerConfig:
     max_inflight_produce: int = 256
     store: dict[str, Any] = field(default_factory=dict)
     ha: dict[str, Any] = field(default_factory=dict)
+    # Controller mode (docs/replicas-manager.md): a non-empty ``controllers`` list makes the
+    # controller decide brokerId and role; ``role``/``broker_id``/``epoch`` are then refused.
+    controllers: list[str] = field(default_factory=list)
+    namesrv: str | None = None
+    route_interval_ms: int = 1000
+    route_ttl_ms: int = 5000
+    heartbeat_interval_ms: int | None = None  # None: min(1000, lease / 3)
+    sync_interval_ms: int = 5000
+    backoff_min_ms: int = 100
+    backoff_max_ms: int = 2000
+    election_priority: int = 0
+    lease_enabled: bool = True
+    master_lease_ms: int | None = None  # None: 60% of heartbeat_timeout_ms (6000 for 10000)
+    heartbeat_timeout_ms: int = 10000
+    max_clock_rate_drift: float = 0.01
+    lease_safety_ms: int | None = None  # None: 20% of heartbeat_timeout_ms
+    role_change_script: str | None = None
+    hook_timeout_s: float = 5.0
+    hook_concurrency: int = 2
 
     def validate(self) -> BrokerConfig:
         if not self.group or "#" in self.group:
@@ -109,7 +128,51 @@ class BrokerConfig:
             raise ConfigError("max_inflight_produce must be in [1, 100000]", key="max_inflight_produce")
         if not isinstance(self.store, dict) or not isinstance(self.ha, dict):
             raise ConfigError("[store] and [ha] must be tables")
+        if isinstance(self.controllers, str):
+            self.controllers = [c.strip() for c in self.controllers.split(",") if c.strip()]
+        if not isinstance(self.controllers, list) or len(self.controllers) > 64:
+            raise ConfigError("controllers must be a list of at most 64 HOST:PORT", key="controllers")
+        for c in self.controllers:
+            parse_hostport(c, "controllers")
+        if self.namesrv:
+            parse_hostport(self.namesrv, "namesrv")
+        if not (100 <= self.route_interval_ms <= 60_000) or self.route_ttl_ms <= self.route_interval_ms:
+            raise ConfigError("need 100 <= route_interval_ms <= 60000 and route_ttl_ms > route_interval_ms",
+                              key="route_interval_ms")
         return self
+
+    @property
+    def controller_mode(self) -> bool:
+        return bool(self.controllers)
+
+    def replicas_config(self) -> Any:
+        """The ReplicasManager's config (controller mode), validated."""
+        from autoswitch.broker.lease import LeaseConfig
+        from autoswitch.broker.replicas_manager import ReplicasConfig
+
+        hto = self.heartbeat_timeout_ms
+        lease_ms = self.master_lease_ms if self.master_lease_ms is not None else hto * 6 // 10
+        safety = self.lease_safety_ms if self.lease_safety_ms is not None else hto // 5
+        interval = self.heartbeat_interval_ms
+        if interval is None:
+            interval = max(10, min(1000, lease_ms // 3))
+        lease = LeaseConfig(
+            enabled=self.lease_enabled, master_lease_ms=lease_ms,
+            heartbeat_timeout_ms=hto, max_clock_rate_drift=self.max_clock_rate_drift,
+            safety_ms=safety,
+        )
+        return ReplicasConfig(
+            cluster=self.cluster, group=self.group, broker_addr=self.listen, controllers=tuple(self.controllers),
+            heartbeat_interval_ms=interval, sync_interval_ms=max(self.sync_interval_ms, interval),
+            backoff_min_ms=self.backoff_min_ms, backoff_max_ms=self.backoff_max_ms,
+            election_priority=self.election_priority, lease=lease,
+        ).validate()
+
+    def hook_config(self) -> Any:
+        from autoswitch.broker.hooks import HookConfig
+
+        return HookConfig(role_change_script=self.role_change_script, hook_timeout_s=self.hook_timeout_s,
+                          hook_concurrency=self.hook_concurrency).validate()
 
     @property
     def data_path(self) -> Path:
@@ -148,7 +211,18 @@ def load_config(path: str | Path | None, overrides: dict[str, Any]) -> BrokerCon
     except TypeError as e:
         raise ConfigError(f"bad config: {e}") from e
     _check_types(cfg)
-    return cfg.validate()
+    if cfg.controllers:
+        # The controller decides identity and role; a static one next to it would be ignored
+        # silently or fight the controller.
+        for k in ("role", "broker_id", "epoch", "master_ha", "master_addr"):
+            if k in values and values[k] != _FIELDS[k].default:
+                raise ConfigError(f"{k!r} is static-role mode; it cannot be combined with controllers "
+                                  "(the controller decides brokerId and role)", key=k)
+    cfg = cfg.validate()
+    if cfg.controllers:
+        cfg.replicas_config()
+        cfg.hook_config()
+    return cfg
 
 
 def _check_types(cfg: BrokerConfig) -> None:
@@ -156,6 +230,12 @@ def _check_types(cfg: BrokerConfig) -> None:
         v = getattr(cfg, name)
         t = f.type
         if v is None and "None" in str(t):
+            continue
+        if name == "controllers" and isinstance(v, str):
+            continue
+        if "bool" in str(t):
+            if not isinstance(v, bool):
+                raise ConfigError(f"config key {name!r} must be a bool", key=name)
             continue
         want = {"int": int, "float": (int, float), "str": str}.get(str(t).split(" ")[0].split("|")[0].strip())
         if want is not None and (not isinstance(v, want) or isinstance(v, bool)):

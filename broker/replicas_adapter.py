@@ -63,6 +63,30 @@ MAX_PENDING_PROPOSALS = 16
 ABORT_MARKER = "replicas.abort"  # exists while a broker runs; left behind by a crash
 
 
+# TEST-ONLY crash injection (docs/replicas-manager.md "Test hooks"): with
+# AUTOSWITCH_TEST_CRASH_AT=<step> the process exits abruptly (os._exit, no cleanup, like a
+# SIGKILL) right after that registration step completed. Never set it in production.
+CRASH_ENV = "AUTOSWITCH_TEST_CRASH_AT"
+CRASH_EXIT_CODE = 86
+CRASH_STEPS = {
+    "GetNextBrokerId": "get_next_id",
+    "WriteTempIdentity": "temp_identity",
+    "ApplyBrokerId": "apply_id",
+    "CommitIdentity": "identity_file",
+    "RegisterBroker": "register",
+}
+
+
+def _test_crash_point(cmd: Command) -> None:
+    want = os.environ.get(CRASH_ENV)
+    if not want:
+        return
+    step = CRASH_STEPS.get(type(cmd).__name__)
+    if step == want:
+        get_logger("broker.replicas_adapter").error("test_crash_injected", step=step)
+        os._exit(CRASH_EXIT_CODE)
+
+
 class ControllerApi(Protocol):
     """The subset of ControllerClient the ReplicasManager uses (leader-following client)."""
 
@@ -385,6 +409,7 @@ class ReplicasAdapter:
         req = cmd.req  # type: ignore[union-attr]
         try:
             value = await self._call(cmd)
+            _test_crash_point(cmd)
         except asyncio.CancelledError:
             raise
         except Exception as e:

@@ -57,8 +57,12 @@ class Broker:
 
         self.cfg = cfg
         self.group = cfg.group
-        self.broker_id = cfg.broker_id
         self.log = get_logger("broker", group=cfg.group, brokerId=cfg.broker_id)
+        self._broker_id = cfg.broker_id
+        # Controller mode: the ReplicasAdapter (status), and what runs after the store closed.
+        self.replicas: Any = None
+        self.after_stop: Callable[[], None] | None = None
+        self.fence_listeners: list[Callable[[str | None], None]] = []  # e.g. re-register the route
         cfg.data_path.mkdir(parents=True, exist_ok=True)
         store_values = dict(cfg.store)
         # The store must accept every body the broker accepts; it is never lowered to the broker's
@@ -82,6 +86,9 @@ class Broker:
         # acknowledged. Checked before the append and again before an OK reply.
         self.write_fence: Callable[[], str | None] | None = None
         self.lease_fenced_reason: str | None = None
+        # confirmOffset captured when a write fence went up; consumers see no further until it
+        # clears (a message a new master may lack must not become readable).
+        self._frozen_confirm: int | None = None
         self.started_at = time.monotonic()
         self.produced_msgs = 0
         self.consumed_msgs = 0
@@ -92,6 +99,18 @@ class Broker:
             min_offset=self.store.min_offset,
             epochs=[(e.epoch, e.start_offset) for e in self.store.epochs.entries()],
         )
+
+    @property
+    def broker_id(self) -> int:
+        return self._broker_id
+
+    @broker_id.setter
+    def broker_id(self, value: int) -> None:
+        # Controller mode replaces the configured id by the registered one before the first role;
+        # every later log line must carry the real id.
+        assert value >= 1, value
+        self._broker_id = value
+        self.log = get_logger("broker", group=self.group, brokerId=value)
 
     # ----------------------------------------------------------------- lifecycle
 
@@ -128,8 +147,14 @@ class Broker:
         from autoswitch.ha import HAMaster, LocalSyncStateProposer
 
         async with self._switch_lock:
-            floor = max(self.master_epoch, self._last_local_epoch())
-            if master_epoch <= floor:
+            last_local = self._last_local_epoch()
+            # Resume: a fresh process (no role taken yet) told to master the epoch its own EpochFile
+            # ends with was that epoch's master before a restart the controller did not notice.
+            # The entry is already there; appending it again would fail and refusing would leave
+            # the group without a master (RocketMQ ignores the duplicate entry the same way).
+            resume = self.master_epoch == 0 and master_epoch == last_local and last_local > 0
+            floor = max(self.master_epoch, last_local)
+            if master_epoch <= floor and not resume:
                 raise StaleEpoch(
                     f"become_master epoch {master_epoch} is not higher than {floor}",
                     epoch=master_epoch, current=floor,
@@ -142,7 +167,8 @@ class Broker:
             # append and data) while keeping a zero-message epoch that starts exactly there.
             end = self.store.max_offset
             self.store.truncate(end)
-            self.store.append_epoch(master_epoch, end)
+            if not resume:
+                self.store.append_epoch(master_epoch, end)
             self.flusher.reset()
             self.flusher.flush_now()
             sss = frozenset(sync_state_set) or frozenset({self.broker_id})
@@ -169,9 +195,10 @@ class Broker:
                 self.log.bind(epoch=master_epoch),
             )
             self.role = "master"
+            self._frozen_confirm = None
             self.log.info(
                 "role_changed", old_role=old_role, role="master", epoch=master_epoch,
-                start_offset=end, sync_state_set=sorted(sss),
+                start_offset=end, sync_state_set=sorted(sss), resumed=resume,
             )
         await self._run_hooks()
 
@@ -258,14 +285,31 @@ class Broker:
 
     # ----------------------------------------------------------------- reads
 
-    @property
-    def confirm_offset(self) -> int:
-        """Commit point; consumers never read past it."""
+    def _live_confirm_offset(self) -> int:
         if self.role == "master" and self.ha_master is not None:
             c = int(self.ha_master.confirm_offset)
         else:
             c = int(self.store.confirm_offset)
         return min(c, self.store.max_offset)
+
+    def fence_reason(self) -> str | None:
+        reason = self.lease_fenced_reason
+        if reason is None and self.write_fence is not None:
+            reason = self.write_fence()
+        return reason
+
+    @property
+    def confirm_offset(self) -> int:
+        """Commit point; consumers never read past it. Frozen while a master's writes are fenced
+        (lease expired or deposed), so the commit point cannot move past what a new master has."""
+        if self.role != "master":
+            return self._live_confirm_offset()
+        if self.fence_reason() is None:
+            self._frozen_confirm = None
+            return self._live_confirm_offset()
+        if self._frozen_confirm is None:
+            self._frozen_confirm = self._live_confirm_offset()
+        return min(self._frozen_confirm, self.store.max_offset)
 
     def require_readable(self) -> None:
         if self.role == "fenced":
@@ -275,12 +319,14 @@ class Broker:
         """The master self-fencing lease ran out (reason) or was renewed (None)."""
         if reason != self.lease_fenced_reason:
             self.log.warning("lease_fence", fenced=reason is not None, reason=reason, epoch=self.master_epoch)
+            for listener in self.fence_listeners:
+                listener(reason)
+        if reason is not None and self._frozen_confirm is None and self.role == "master":
+            self._frozen_confirm = self._live_confirm_offset()
         self.lease_fenced_reason = reason
 
     def check_write_fence(self) -> None:
-        reason = self.lease_fenced_reason
-        if reason is None and self.write_fence is not None:
-            reason = self.write_fence()
+        reason = self.fence_reason()
         if reason:
             raise Fenced(f"writes fenced: {reason}")
 

@@ -234,7 +234,15 @@ class BrokerServicer(pbg.BrokerServiceServicer):
                     )
                 )
         mha = b.master_ha_addr
+        replicas = getattr(b, "replicas", None)
+        replicas_json = ""
+        if replicas is not None:
+            import json
+
+            replicas_json = json.dumps(replicas.status(), default=str, separators=(",", ":"))
         return pb.GetStatusReply(
+            replicas_json=replicas_json,
+            fenced_reason=(b.fence_reason() or "") if b.role == "master" else "",
             group=b.group, broker_id=b.broker_id, role=b.role, master_epoch=b.master_epoch,
             max_offset=b.store.max_offset, confirm_offset=b.confirm_offset, listen=b.cfg.listen,
             ha_listen=b.cfg.ha_listen, master_ha_addr=f"{mha[0]}:{mha[1]}" if mha else "",
@@ -296,15 +304,46 @@ async def serve(cfg: BrokerConfig, stop_event: asyncio.Event | None = None, atta
             await broker.become_slave(epoch, parse_hostport(cfg.master_ha, "master_ha"), cfg.master_addr)
         await server.start()
         log.info("broker_started", listen=cfg.listen, ha_listen=cfg.ha_listen, role=broker.role,
-                 epoch=broker.master_epoch, ack_mode=cfg.ack_mode, flush=cfg.flush)
+                 epoch=broker.master_epoch, ack_mode=cfg.ack_mode, flush=cfg.flush,
+                 mode="controller" if cfg.controller_mode else "static")
+        if attach is None and cfg.controller_mode:
+            attach = _controller_mode_attach
         detach = await attach(broker) if attach is not None else None
+        route_task = None
+        if cfg.namesrv:
+            from .route import RouteRegistrar
+
+            route_task = asyncio.get_running_loop().create_task(RouteRegistrar(broker).run())
         try:
             await stop_event.wait()
             log.info("broker_stopping")
         finally:
+            if route_task is not None:
+                route_task.cancel()
+                await asyncio.gather(route_task, return_exceptions=True)
             if detach is not None:
                 await detach()
     finally:
         await server.stop(grace=1.0)
         await broker.stop()
+        finish = getattr(broker, "after_stop", None)
+        if finish is not None:
+            finish()
     return 0
+
+
+async def _controller_mode_attach(broker: Broker) -> Callable[[], Awaitable[None]]:
+    """Start the ReplicasManager (docs/replicas-manager.md); the broker stays fenced until the
+    controller names its role. Shutdown order: adapter first (no role change races the final
+    flush), then the broker, then the clean-shutdown marker (only once the store is closed)."""
+    from .replicas_adapter import start_for_broker
+
+    cfg = broker.cfg
+    adapter = await start_for_broker(broker, cfg.replicas_config(), cfg.hook_config())
+    broker.replicas = adapter
+
+    async def detach() -> None:
+        await adapter.aclose()
+        broker.after_stop = adapter.mark_clean_shutdown
+
+    return detach

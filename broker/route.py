@@ -1,0 +1,328 @@
+"""Routing through the name server: the broker registers its route; clients find the master.
+
+Broker side (``RouteRegistrar``): every ``route_interval_ms`` the broker registers
+``(cluster, group, brokerId, address, role, masterEpoch, haAddress)`` with a TTL of
+``route_ttl_ms``, so a dead broker's route disappears by itself (RocketMQ's NameServer does the
+same with a 120 s broker expiry; we use seconds because failover speed depends on it). A master
+whose writes are fenced (lease expired, deposed) registers as ``fenced``: clients must not be
+sent to a broker that will refuse them.
+
+Client side (``RoutedProducer`` / ``RoutedConsumer``): look the master up with
+``LookupMaster(group)`` (the name server answers the master route with the HIGHEST MasterEpoch,
+so a stale master that still re-registers cannot attract traffic). On NOT_MASTER / FENCED /
+UNAVAILABLE (and the transient FLUSH_SLAVE_TIMEOUT / IN_SYNC_REPLICAS_NOT_ENOUGH) the client
+refreshes the route and retries the NOT acknowledged messages with exponential backoff, bounded
+by ``retry_deadline_s``. A message keeps its msg_id across retries, so a duplicate created by a
+retry (e.g. FLUSH_SLAVE_TIMEOUT: the message stayed in the old master's log and was replicated)
+can be told apart downstream.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import random
+import time
+import uuid
+from collections.abc import Sequence
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+import grpc
+
+from autoswitch.errors import AutoswitchError
+from autoswitch.log import get_logger
+from autoswitch.proto import broker_pb2 as pb
+
+from .client import AckLog, BrokerUnavailable, ConsumerClient, ProduceOutcome, ProducerClient
+
+_log = get_logger("broker.route")
+
+NAMESRV_RPC_TIMEOUT_S = 2.0
+MAX_CLIENTS = 16  # cached broker channels per routed client (a group has a handful of replicas)
+# Statuses after which the same messages may be sent again to the (possibly new) master.
+RETRYABLE = frozenset({pb.NOT_MASTER, pb.FENCED, pb.FLUSH_SLAVE_TIMEOUT, pb.IN_SYNC_REPLICAS_NOT_ENOUGH})
+
+
+class NoRoute(AutoswitchError):
+    code = "NO_ROUTE"
+
+
+class RetriesExhausted(AutoswitchError):
+    code = "RETRIES_EXHAUSTED"
+
+
+# --------------------------------------------------------------------------- broker side
+
+
+class RouteRegistrar:
+    """Periodic RegisterRoute for one broker (controller or static mode)."""
+
+    def __init__(self, broker: Any) -> None:
+        from autoswitch.proto import namesrv_pb2_grpc as nsg
+
+        cfg = broker.cfg
+        self.broker = broker
+        self.interval_s = cfg.route_interval_ms / 1000.0
+        self.ttl_ms = cfg.route_ttl_ms
+        self._channel = grpc.aio.insecure_channel(cfg.namesrv)
+        self._stub = nsg.NameServerStub(self._channel)
+        self.registrations = 0
+        self._last_error: str | None = None
+        # A role change re-registers at once: clients must find a new master without waiting for
+        # the next period (failover time = detection + election + this).
+        self._changed = asyncio.Event()
+        broker.add_role_hook(self._on_role)
+        broker.fence_listeners.append(lambda reason: self._changed.set())
+
+    def _on_role(self, role: str, epoch: int) -> None:
+        self._changed.set()
+
+    def route(self) -> Any:
+        from autoswitch.proto import namesrv_pb2 as ns
+
+        b = self.broker
+        role = b.role
+        if role == "master" and b.fence_reason():
+            role = "fenced"
+        return ns.BrokerRoute(
+            cluster_name=b.cfg.cluster, broker_name=b.group, broker_id=b.broker_id, address=b.cfg.listen,
+            role=role, master_epoch=b.master_epoch, ha_address=b.cfg.ha_listen,
+        )
+
+    async def register_once(self) -> Any:
+        from autoswitch.proto import namesrv_pb2 as ns
+
+        return await self._stub.RegisterRoute(
+            ns.RegisterRouteRequest(route=self.route(), ttl_ms=self.ttl_ms), timeout=NAMESRV_RPC_TIMEOUT_S
+        )
+
+    async def run(self) -> None:
+        try:
+            while True:
+                try:
+                    reply = await self.register_once()
+                    self.registrations += 1
+                    err = None if reply.header.code == 0 else f"code {reply.header.code}: {reply.header.message}"
+                except grpc.aio.AioRpcError as e:
+                    err = f"{e.code().name} {e.details()}"
+                if err != self._last_error:  # log transitions, not every failed period
+                    if err:
+                        _log.warning("route_register_failed", group=self.broker.group, error=err)
+                    else:
+                        _log.info("route_registered", group=self.broker.group, brokerId=self.broker.broker_id)
+                    self._last_error = err
+                with contextlib.suppress(TimeoutError):
+                    await asyncio.wait_for(self._changed.wait(), self.interval_s)
+                self._changed.clear()
+        finally:
+            # Best effort: a stopping broker should stop attracting clients now, not after the TTL.
+            with contextlib.suppress(Exception):
+                from autoswitch.proto import namesrv_pb2 as ns
+
+                await self._stub.UnregisterRoute(
+                    ns.UnregisterRouteRequest(cluster_name=self.broker.cfg.cluster,
+                                              broker_name=self.broker.group, broker_id=self.broker.broker_id),
+                    timeout=0.5,
+                )
+            await self._channel.close()
+
+
+# --------------------------------------------------------------------------- client side
+
+
+class NameServerClient:
+    def __init__(self, addr: str) -> None:
+        from autoswitch.proto import namesrv_pb2_grpc as nsg
+
+        self.addr = addr
+        self._channel = grpc.aio.insecure_channel(addr)
+        self._stub = nsg.NameServerStub(self._channel)
+
+    async def lookup_master(self, group: str) -> str | None:
+        """The master's address, or None when the name server knows none (failover in progress)."""
+        from autoswitch.proto import namesrv_pb2 as ns
+
+        try:
+            reply = await self._stub.LookupMaster(ns.LookupMasterRequest(broker_name=group),
+                                                  timeout=NAMESRV_RPC_TIMEOUT_S)
+        except grpc.aio.AioRpcError as e:
+            _log.info("namesrv_unreachable", namesrv=self.addr, error=e.code().name)
+            return None
+        if reply.header.code != 0:
+            return None
+        return reply.master.address or None
+
+    async def close(self) -> None:
+        await self._channel.close()
+
+
+@dataclass
+class RetryPolicy:
+    backoff_min_s: float = 0.02
+    backoff_max_s: float = 0.5
+    retry_deadline_s: float = 30.0  # give up on a batch after this long without an ack
+    rpc_timeout_s: float = 5.0
+
+    def validate(self) -> RetryPolicy:
+        assert 0 < self.backoff_min_s <= self.backoff_max_s <= 60
+        assert 0 < self.retry_deadline_s <= 3600 and 0 < self.rpc_timeout_s <= 600
+        return self
+
+
+@dataclass
+class _Stats:
+    retries: int = 0
+    route_refreshes: int = 0
+    statuses: dict[str, int] = field(default_factory=dict)
+
+
+class _Routed:
+    def __init__(self, namesrv: str, group: str, policy: RetryPolicy | None = None) -> None:
+        self.ns = NameServerClient(namesrv)
+        self.group = group
+        self.policy = (policy or RetryPolicy()).validate()
+        self.master: str | None = None
+        self.stats = _Stats()
+        self._clients: dict[str, Any] = {}
+
+    def _make(self, addr: str) -> Any:
+        raise NotImplementedError
+
+    def _client(self, addr: str) -> Any:
+        c = self._clients.get(addr)
+        if c is None:
+            if len(self._clients) >= MAX_CLIENTS:
+                # Drop the oldest channel; closed in the background (no await in a sync helper).
+                old_addr = next(iter(self._clients))
+                old = self._clients.pop(old_addr)
+                asyncio.get_running_loop().create_task(old.close())
+            c = self._clients[addr] = self._make(addr)
+        return c
+
+    async def _refresh(self, hint: str | None = None) -> None:
+        self.stats.route_refreshes += 1
+        # The NOT_MASTER hint comes from a broker that knows a newer master; the name server may
+        # still be one registration period behind.
+        self.master = hint or await self.ns.lookup_master(self.group)
+
+    def _note(self, status: str) -> None:
+        self.stats.statuses[status] = self.stats.statuses.get(status, 0) + 1
+
+    async def close(self) -> None:
+        for c in self._clients.values():
+            await c.close()
+        self._clients.clear()
+        await self.ns.close()
+
+
+class RoutedProducer(_Routed):
+    """Produce to the group's current master; survives failovers (see module doc)."""
+
+    def __init__(self, namesrv: str, group: str, *, ack_log: str | Path | None = None,
+                 policy: RetryPolicy | None = None) -> None:
+        super().__init__(namesrv, group, policy)
+        self._ack_log = AckLog(ack_log) if ack_log else None
+
+    def _make(self, addr: str) -> ProducerClient:
+        # One transport attempt per call: retrying (with route refresh) is this class's job.
+        return ProducerClient(addr, timeout_s=self.policy.rpc_timeout_s, max_retries=0)
+
+    async def produce(self, topic: str, bodies: Sequence[bytes],
+                      msg_ids: Sequence[str] | None = None) -> list[pb.ProduceResult]:
+        """Returns one OK result per message (in request order) or raises RetriesExhausted."""
+        if msg_ids is None:
+            msg_ids = [uuid.uuid4().hex for _ in bodies]
+        assert len(msg_ids) == len(bodies)
+        pending: dict[str, bytes] = dict(zip(msg_ids, bodies, strict=True))
+        done: dict[str, pb.ProduceResult] = {}
+        deadline = time.monotonic() + self.policy.retry_deadline_s
+        delay = self.policy.backoff_min_s
+        last = "no attempt"
+        hint: str | None = None
+        while pending:
+            if self.master is None or hint is not None:
+                await self._refresh(hint)
+                hint = None
+            if self.master is not None:
+                ids = list(pending)
+                try:
+                    out: ProduceOutcome = await self._client(self.master).produce(
+                        topic, [pending[i] for i in ids], ids)
+                except BrokerUnavailable as e:
+                    out = None
+                    last = f"UNAVAILABLE {self.master}: {e}"
+                    self._note("UNAVAILABLE")
+                    self.master = None
+                if out is not None:
+                    acked = out.acked()
+                    if acked and self._ack_log is not None:
+                        self._ack_log.write(ProduceOutcome(pb.OK, "", "", out.group, out.broker_id, acked),
+                                            topic, int(time.time() * 1000))
+                    for r in acked:
+                        done[r.msg_id] = r
+                        pending.pop(r.msg_id, None)
+                    if not pending:
+                        break
+                    name = pb.Status.Name(out.status)
+                    self._note(name)
+                    last = f"{name} from {self.master}: {out.error_message[:200]}"
+                    bad = [r for r in out.results if r.status != pb.OK and r.status not in RETRYABLE]
+                    if bad or (out.status not in RETRYABLE and out.status != pb.OK):
+                        # BAD_REQUEST, MESSAGE_TOO_LARGE, ...: sending again cannot help.
+                        raise RetriesExhausted(f"not retryable: {last}", status=name)
+                    if out.status in (pb.NOT_MASTER, pb.FENCED):
+                        hint = out.master_addr or None
+                        if hint == self.master:
+                            hint = None
+                        self.master = None
+            else:
+                last = f"no master route for {self.group}"
+            if time.monotonic() + delay > deadline:
+                raise RetriesExhausted(f"{len(pending)} messages not acknowledged: {last}",
+                                       pending=len(pending))
+            self.stats.retries += 1
+            await asyncio.sleep(delay * (0.5 + random.random() / 2))
+            delay = min(delay * 2, self.policy.backoff_max_s)
+        return [done[i] for i in msg_ids]
+
+    async def close(self) -> None:
+        if self._ack_log is not None:
+            self._ack_log.close()
+        await super().close()
+
+
+class RoutedConsumer(_Routed):
+    """Consume from the group's master (reads stop at confirmOffset), re-routing on failover."""
+
+    def _make(self, addr: str) -> ConsumerClient:
+        return ConsumerClient(addr, timeout_s=self.policy.rpc_timeout_s, max_retries=0)
+
+    async def consume(self, topic: str, queue_offset: int, max_count: int) -> pb.ConsumeReply:
+        deadline = time.monotonic() + self.policy.retry_deadline_s
+        delay = self.policy.backoff_min_s
+        last = "no attempt"
+        while True:
+            if self.master is None:
+                await self._refresh()
+            if self.master is not None:
+                try:
+                    reply = await self._client(self.master).consume(topic, queue_offset, max_count)
+                except BrokerUnavailable as e:
+                    reply = None
+                    last = f"UNAVAILABLE {self.master}: {e}"
+                    self.master = None
+                if reply is not None:
+                    if reply.status == pb.OK:
+                        return reply
+                    last = f"{pb.Status.Name(reply.status)}: {reply.error_message[:200]}"
+                    if reply.status not in RETRYABLE:
+                        return reply
+                    self.master = None
+            else:
+                last = f"no master route for {self.group}"
+            if time.monotonic() + delay > deadline:
+                raise RetriesExhausted(f"consume {topic}@{queue_offset}: {last}")
+            await asyncio.sleep(delay)
+            delay = min(delay * 2, self.policy.backoff_max_s)

@@ -1,0 +1,302 @@
+"""Real-process failover clusters for tests (and benches): 3 controller processes, 1 name server,
+N brokers in controller mode, all on 127.0.0.1, ended by PID (tests/procs.py).
+
+Timings are fast but keep the lease argument valid: controller heartbeat timeout 1000 ms,
+dead-master scan every 100 ms, broker lease 600 ms (600 x 1.01 + 200 safety < 1000),
+broker heartbeat every 200 ms.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import json
+import socket
+import subprocess
+import sys
+import time
+from pathlib import Path
+from typing import Any
+
+from tests.procs import HOST, Proc, ProcGroup, free_port, wait_port
+
+GROUP = "g1"
+CLUSTER = "c1"
+TOPIC = "t"
+HEARTBEAT_TIMEOUT_MS = 1000
+LEASE_MS = 600
+
+CONTROLLER_TOML = f"""
+[controller]
+heartbeat_timeout_ms = {HEARTBEAT_TIMEOUT_MS}
+scan_interval_ms = 100
+propose_timeout_s = 2.0
+read_timeout_s = 1.5
+"""
+
+
+def free_port_pair() -> int:
+    """A port p with p+1 also free (HA port = listen port + 1, RocketMQ's convention)."""
+    for _ in range(200):
+        p = free_port()
+        if p >= 65535:
+            continue
+        with contextlib.closing(socket.socket()) as s:
+            try:
+                s.bind((HOST, p + 1))
+            except OSError:
+                continue
+        return p
+    raise RuntimeError("no free port pair")
+
+
+class FailoverCluster:
+    def __init__(self, procs: ProcGroup, tmp: Path, *, n_brokers: int = 3, lease: bool = True,
+                 ack_mode: str = "all") -> None:
+        self.procs = procs
+        self.tmp = Path(tmp)
+        self.n_brokers = n_brokers
+        self.lease = lease
+        self.ack_mode = ack_mode
+        self.ctl_ids = ["n1", "n2", "n3"]
+        self.ctl_ports = {n: free_port() for n in self.ctl_ids}
+        self.ctl_addrs = {n: f"{HOST}:{p}" for n, p in self.ctl_ports.items()}
+        self.ctl_proc: dict[str, Proc] = {}
+        self.namesrv_port = free_port()
+        self.namesrv = f"{HOST}:{self.namesrv_port}"
+        self.toml = self.tmp / "controller.toml"
+        self.toml.parent.mkdir(parents=True, exist_ok=True)
+        self.toml.write_text(CONTROLLER_TOML)
+        self.broker_port: dict[str, int] = {}
+        self.broker_proc: dict[str, Proc] = {}
+        self._gen: dict[str, int] = {}
+
+    # ------------------------------------------------------------ processes
+
+    @property
+    def controllers(self) -> str:
+        return ",".join(self.ctl_addrs.values())
+
+    def _name(self, base: str) -> str:
+        self._gen[base] = self._gen.get(base, 0) + 1
+        return f"{base}-{self._gen[base]}"
+
+    def start_controller(self, nid: str, wait: bool = True) -> Proc:
+        peers = ",".join(f"{n}={a}" for n, a in self.ctl_addrs.items())
+        p = self.procs.start(self._name(nid), ["controller", "--node-id", nid, "--peers", peers, "--data-dir",
+                                               str(self.tmp / f"ctl-{nid}"), "--config", str(self.toml)])
+        self.ctl_proc[nid] = p
+        if wait:
+            wait_port(self.ctl_ports[nid], timeout=20, proc=p.popen)
+        return p
+
+    def start_controllers(self) -> None:
+        # In parallel: Python start-up dominates (about 1 s per process on this machine).
+        started = [(n, self.start_controller(n, wait=False)) for n in self.ctl_ids]
+        for n, p in started:
+            wait_port(self.ctl_ports[n], timeout=20, proc=p.popen)
+
+    def start_namesrv(self, wait: bool = True) -> Proc:
+        p = self.procs.start("namesrv", ["namesrv", "--listen", self.namesrv, "--route-ttl-s", "5"])
+        if wait:
+            wait_port(self.namesrv_port, timeout=20, proc=p.popen)
+        return p
+
+    def broker_args(self, name: str, *, controllers: str | None = None, lease: bool | None = None) -> list[str]:
+        port = self.broker_port[name]
+        lease = self.lease if lease is None else lease
+        args = ["broker", "--cluster", CLUSTER, "--group", GROUP, "--listen", f"{HOST}:{port}",
+                "--ha-listen", f"{HOST}:{port + 1}", "--data-dir", str(self.tmp / f"broker-{name}"),
+                "--controllers", controllers or self.controllers, "--namesrv", self.namesrv,
+                "--heartbeat-timeout-ms", str(HEARTBEAT_TIMEOUT_MS), "--ack-mode", self.ack_mode,
+                "--ack-timeout", "3"]
+        args += ["--master-lease-ms", str(LEASE_MS)] if lease else ["--no-master-lease"]
+        return args
+
+    def start_broker(self, name: str, *, new_port: bool = False, env: dict | None = None,
+                     controllers: str | None = None, wait: bool = True, lease: bool | None = None) -> Proc:
+        if name not in self.broker_port or new_port:
+            self.broker_port[name] = free_port_pair()
+        p = self.procs.start(self._name(name), self.broker_args(name, controllers=controllers, lease=lease),
+                             env=env)
+        self.broker_proc[name] = p
+        if wait:
+            wait_port(self.broker_port[name], timeout=20, proc=p.popen)
+        return p
+
+    def broker_addr(self, name: str) -> str:
+        return f"{HOST}:{self.broker_port[name]}"
+
+    def start_all(self, names: tuple[str, ...] = ("b1", "b2", "b3")) -> None:
+        ns = self.start_namesrv(wait=False)
+        self.start_controllers()
+        wait_port(self.namesrv_port, timeout=20, proc=ns.popen)
+        self.start_brokers(names)
+
+    def start_brokers(self, names: tuple[str, ...], **kw: Any) -> None:
+        started = [(n, self.start_broker(n, wait=False, **kw)) for n in names]
+        for n, p in started:
+            wait_port(self.broker_port[n], timeout=20, proc=p.popen)
+
+    # ------------------------------------------------------------ queries
+
+    def replica_info(self) -> Any:
+        return _run(self._replica_info())
+
+    async def _replica_info(self) -> Any:
+        from autoswitch.controller.client import ControllerClient
+
+        async with ControllerClient(self.controllers, deadline_s=3.0, rpc_timeout_s=1.0) as c:
+            groups = await c.get_sync_state_data([GROUP])
+            return groups[0] if groups else None
+
+    def status(self, name: str) -> dict:
+        return _run(_status(self.broker_addr(name)))
+
+    def name_of_id(self, broker_id: int) -> str | None:
+        for n in self.broker_proc:
+            with contextlib.suppress(Exception):
+                if self.broker_proc[n].alive() and self.status(n)["broker_id"] == broker_id:
+                    return n
+        return None
+
+    def wait_master(self, *, timeout: float = 30.0, not_id: int = 0, min_epoch: int = 0) -> tuple[int, int]:
+        """(masterBrokerId, masterEpoch) once the controller has a master other than not_id with
+        epoch >= min_epoch, and that broker reports itself master and accepts writes."""
+        deadline = time.monotonic() + timeout
+        last: Any = None
+        while time.monotonic() < deadline:
+            with contextlib.suppress(Exception):
+                g = self.replica_info()
+                last = g
+                ri = g.replica_info
+                if ri.master_broker_id and ri.master_broker_id != not_id and ri.master_epoch >= min_epoch:
+                    name = self._name_by_addr(ri.master_address)
+                    if name is not None:
+                        st = self.status(name)
+                        if st["role"] == "master" and st["master_epoch"] == ri.master_epoch \
+                                and not st["fenced_reason"]:
+                            return int(ri.master_broker_id), int(ri.master_epoch)
+            time.sleep(0.1)
+        raise TimeoutError(f"no master (not {not_id}, epoch >= {min_epoch}) within {timeout}s; last {last}")
+
+    def wait_sync_state_set(self, ids: set[int], timeout: float = 30.0) -> Any:
+        deadline = time.monotonic() + timeout
+        last: Any = None
+        while time.monotonic() < deadline:
+            with contextlib.suppress(Exception):
+                g = self.replica_info()
+                last = set(g.replica_info.sync_state_set)
+                if ids <= last:
+                    return g
+            time.sleep(0.1)
+        raise TimeoutError(f"SyncStateSet {last} does not contain {ids} after {timeout}s")
+
+    def _name_by_addr(self, addr: str) -> str | None:
+        for n in self.broker_port:
+            if self.broker_addr(n) == addr:
+                return n
+        return None
+
+    def master_name(self) -> str:
+        g = self.replica_info()
+        name = self._name_by_addr(g.replica_info.master_address)
+        assert name is not None, g
+        return name
+
+    # ------------------------------------------------------------ clients
+
+    def producer(self, name: str, ack_log: Path, *, duration_s: float, count: int = 10**9,
+                 interval_ms: float = 5) -> Proc:
+        return self.procs.start(name, ["produce", "--namesrv", self.namesrv, "--group", GROUP, "--topic", TOPIC,
+                                       "--count", str(count), "--size", "64", "--duration-s", str(duration_s),
+                                       "--interval-ms", str(interval_ms), "--ack-log", str(ack_log),
+                                       "--retry-deadline-s", "20", "--timeout", "2"])
+
+
+def _run(coro: Any) -> Any:
+    return asyncio.run(coro)
+
+
+async def _status(addr: str) -> dict:
+    from autoswitch.broker.client import AdminClient
+
+    c = AdminClient(addr, max_retries=0, timeout_s=2.0)
+    try:
+        r = await c.get_status()
+    finally:
+        await c.close()
+    return {"broker_id": r.broker_id, "role": r.role, "master_epoch": r.master_epoch, "max_offset": r.max_offset,
+            "confirm_offset": r.confirm_offset, "fenced_reason": r.fenced_reason,
+            "replicas": json.loads(r.replicas_json) if r.replicas_json else None,
+            "sync_state_set": list(r.sync_state_set)}
+
+
+def read_ack_log(path: Path) -> list[dict]:
+    if not path.exists():
+        return []
+    return [json.loads(line) for line in path.read_text().splitlines() if line.strip()]
+
+
+def consume_all(addr: str, topic: str = TOPIC, limit: int = 10**6) -> list[Any]:
+    """Every message below confirmOffset of one broker, in queue order."""
+
+    async def run() -> list[Any]:
+        from autoswitch.broker.client import ConsumerClient
+
+        from autoswitch.proto import broker_pb2 as pb
+
+        c = ConsumerClient(addr, max_retries=2, timeout_s=5.0)
+        out: list[Any] = []
+        q = 0
+        try:
+            while len(out) < limit:
+                r = await c.consume(topic, q, 1000)
+                assert r.status == pb.OK, (pb.Status.Name(r.status), r.error_message)
+                if not r.messages:
+                    return out
+                out.extend(r.messages)
+                q = r.next_queue_offset
+        finally:
+            await c.close()
+        return out
+
+    return _run(run())
+
+
+def consume_routed(namesrv: str, group: str = GROUP, topic: str = TOPIC) -> list[dict]:
+    """The `autoswitch consume --namesrv` CLI: what an application sees."""
+    out = subprocess.run([sys.executable, "-m", "autoswitch", "consume", "--namesrv", namesrv, "--group", group,
+                          "--topic", topic, "--count", str(10**7), "--json"],
+                         capture_output=True, text=True, timeout=60)
+    assert out.returncode == 0, out.stderr[-2000:]
+    return [json.loads(line) for line in out.stdout.splitlines() if line.strip()]
+
+
+def log_digest(addr: str, to_offset: int) -> str:
+    async def run() -> str:
+        from autoswitch.broker.client import AdminClient
+
+        c = AdminClient(addr, max_retries=2)
+        try:
+            r = await c.log_digest(0, to_offset)
+        finally:
+            await c.close()
+        assert r.status == 0, r.error_message
+        return r.sha256
+
+    return _run(run())
+
+
+def wait_until(pred: Any, timeout: float, what: str, interval: float = 0.1) -> Any:
+    deadline = time.monotonic() + timeout
+    last_exc: BaseException | None = None
+    while time.monotonic() < deadline:
+        try:
+            v = pred()
+            if v:
+                return v
+        except Exception as e:  # noqa: BLE001 - retried until the deadline, reported then
+            last_exc = e
+        time.sleep(interval)
+    raise TimeoutError(f"{what} not reached within {timeout}s (last error: {last_exc!r})")
