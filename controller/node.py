@@ -98,7 +98,10 @@ class ControllerNode:
         for register in self._extra_servicers:
             register(self.server)
         self.raft = sm_adapter.make_raft(self.config, self.data_dir / "raft", self.sm, self.server)
-        port = self.server.add_insecure_port(self.config.listen_addr)
+        try:
+            port = self.server.add_insecure_port(self.config.listen_addr)
+        except RuntimeError as e:   # grpc reports a failed bind this way
+            raise OSError(f"cannot listen on {self.config.listen_addr}: {e}") from None
         if port == 0:
             raise OSError(f"cannot listen on {self.config.listen_addr}")
         await self.raft.start()
@@ -436,9 +439,13 @@ def run_forever(config: ControllerConfig | None, namesrv: dict | None) -> int:
                 node.add_servicer(reg)
             await node.start()
         else:
-            server = grpc.aio.server()
+            server = grpc.aio.server(options=[("grpc.so_reuseport", 0)])
             reg(server)
-            if server.add_insecure_port(namesrv["listen"]) == 0:
+            try:
+                bound = server.add_insecure_port(namesrv["listen"])
+            except RuntimeError as e:
+                raise OSError(f"cannot listen on {namesrv['listen']}: {e}") from None
+            if bound == 0:
                 raise OSError(f"cannot listen on {namesrv['listen']}")
             await server.start()
             log.info("namesrv_started", listen=namesrv["listen"])
@@ -456,4 +463,12 @@ def run_forever(config: ControllerConfig | None, namesrv: dict | None) -> int:
             t.cancel()
         return 0
 
-    return asyncio.run(main())
+    from autoswitch.errors import AutoswitchError
+
+    try:
+        return asyncio.run(main())
+    except (OSError, AutoswitchError) as e:
+        # Startup failures (port in use, corrupt Raft storage, bad config): one clear line, exit 2.
+        fields = e.to_dict() if isinstance(e, AutoswitchError) else {"code": "OS_ERROR", "message": str(e)}
+        log.error("startup_failed", **fields)
+        return 2

@@ -191,3 +191,21 @@ def test_three_controllers_failover_quorum_loss_restart(procs, tmp_path):
     assert not bad["ok"] and bad["error"]["code"] in ("NO_PERMISSION", "CONTROLLER_CONFIG_REJECTED")
     down = admin("get-sync-state-set", "--controller", "127.0.0.1:1", "--timeout-s", "2")
     assert not down["ok"] and down["error"]["code"] == "CONTROLLER_UNAVAILABLE"
+
+
+def test_startup_failures_are_one_clear_line_and_exit_2(procs, tmp_path):
+    import socket
+
+    from tests.procs import HOST
+
+    with socket.socket() as busy:
+        busy.bind((HOST, 0))
+        busy.listen()
+        port = busy.getsockname()[1]
+        p = procs.start("busy", ["controller", "--node-id", "n1", "--peers", f"n1={HOST}:{port}",
+                                 "--data-dir", str(tmp_path / "d")])
+        assert p.popen.wait(30) == 2
+    assert '"event":"startup_failed"' in p.log_text() and "cannot listen" in p.log_text()
+    p = procs.start("badcfg", ["controller", "--node-id", "n9", "--peers", f"n1={HOST}:1",
+                               "--data-dir", str(tmp_path / "d")])
+    assert p.popen.wait(30) == 2 and "CONFIG_ERROR" in p.log_text()
