@@ -606,6 +606,8 @@ class RaftCore:
             if m.reject_term:
                 while hint > self.log.offset and (self.log.term(hint) or 0) > m.reject_term:
                     hint -= 1
+                if hint == self.log.offset and self.log.offset_term > m.reject_term:
+                    hint -= 1     # conflict at our snapshot index: only the snapshot repairs it (sim seed 240)
             pr.next = max(pr.match + 1, hint + 1)
             pr.paused = False
             self._send_append(m.frm)
