@@ -7,7 +7,6 @@ import json
 import numpy as np
 import pyarrow.parquet as pq
 import pytest
-
 from autoswitch.pipeline.analyze import distribution, percentile
 from autoswitch.pipeline.generate import generate, msg_ids
 from autoswitch.pipeline.masters import Replica, choose_masters
@@ -109,3 +108,12 @@ def test_report_escapes_and_draws():
                "time_to_elect_ms": distribution([]), "write_unavailable_ms": distribution([])}
     page = render_html(summary, [], [], [], [{"group": "<script>", "reason": "x"}], [], {})
     assert "<td>&lt;script&gt;</td>" in page and page.count('class="chart"') == 4
+
+
+def test_pandas_peer_counts_the_planted_faults(tmp_path):
+    from autoswitch.pipeline.audit_pandas import audit_pandas
+
+    m = generate(tmp_path, groups=3, messages=2000, seed=3, plant_losses=4, plant_divergences=2, plant_duplicates=2)
+    res = audit_pandas(tmp_path / "acks", tmp_path / "logs", tmp_path / "events")
+    assert res["acked_rows"] == m["acked_rows"]
+    assert res["counts"] == {"lost": 4, "moved": 0, "replica_missing": 12, "divergence": 2, "duplicates": 2}
