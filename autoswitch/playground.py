@@ -351,10 +351,11 @@ class RoutedProducer:
     """
 
     def __init__(self, namesrv: str, controllers: list[str], group: str, topic: str, ack_log: Path,
-                 *, rpc_timeout_s: float = 2.0, backoff_min_s: float = 0.02, backoff_max_s: float = 0.2,
+                 *, rpc_timeout_s: float = 2.0, backoff_min_s: float = 0.02, backoff_max_s: float = 0.1,
                  body_size: int = 256) -> None:
         import grpc
 
+        from autoswitch.broker.client import AckLog
         from autoswitch.controller.client import ControllerClient
         from autoswitch.proto import namesrv_pb2_grpc
 
@@ -367,6 +368,7 @@ class RoutedProducer:
         self._ns = namesrv_pb2_grpc.NameServerStub(self._ns_channel)
         self._ctl = ControllerClient(controllers, deadline_s=1.0, max_attempts=3, rpc_timeout_s=0.5)
         self._clients: dict[str, Any] = {}
+        self._ack_log = AckLog(ack_log)
         self.addr: str | None = None
         self.acks: list[Ack] = []
         self.failures = 0
@@ -391,9 +393,17 @@ class RoutedProducer:
         c = self._clients.get(addr)
         if c is None:
             # Retries are ours (re-discovery between attempts), so the client does not retry.
-            c = ProducerClient(addr, ack_log=self.ack_log, timeout_s=self.rpc_timeout_s, max_retries=0)
+            c = ProducerClient(addr, timeout_s=self.rpc_timeout_s, max_retries=0)
             self._clients[addr] = c
         return c
+
+    async def _drop(self, addr: str) -> None:
+        # A gRPC channel that saw a refused connection backs off its reconnects (1 s, 1.6 s, ...);
+        # the address may be a live master again soon (restarted, or re-elected), so start fresh.
+        c = self._clients.pop(addr, None)
+        if c is not None:
+            with contextlib.suppress(Exception):
+                await c.close()
 
     async def send_one(self, stop: asyncio.Event, deadline: float) -> Ack | None:
         """Retry one new message until acked, stop is set, or the deadline passes."""
@@ -409,6 +419,7 @@ class RoutedProducer:
                 try:
                     out = await self._client(addr).produce(self.topic, [self.body], [msg_id])
                     if out.ok:
+                        self._ack_log.write(out, self.topic, int(time.time() * 1000))
                         r = out.results[0]
                         ack = Ack(time.monotonic(), msg_id, out.broker_id, r.epoch, addr)
                         self.acks.append(ack)
@@ -420,6 +431,7 @@ class RoutedProducer:
                         continue
                 except (TimeoutError, AutoswitchError) as e:
                     self.last_error = getattr(e, "code", type(e).__name__)
+                    await self._drop(addr)
                 self.failures += 1
                 self.addr = None
             await asyncio.sleep(delay)
@@ -434,6 +446,7 @@ class RoutedProducer:
             await self.send_one(stop, deadline)
 
     async def close(self) -> None:
+        self._ack_log.close()
         for c in self._clients.values():
             with contextlib.suppress(Exception):
                 await c.close()

@@ -2,7 +2,7 @@
 
 Ours: 3 controllers (one embedded in the name server) + 1 group x 3 replicas, controller
 heartbeat timeout 1000 ms (the playground's "fast" profile). A routed producer (name server
-lookup, retries with 20-200 ms backoff, same msg_id) writes one message at a time. Each round:
+lookup, retries with 20-100 ms backoff, same msg_id) writes one message at a time. Each round:
 wait for a full SyncStateSet, kill -9 the master, time until the producer's next ack from another
 broker (discovery included), restart the killed broker (same data dir and port: it rejoins as a
 slave), next round. At the end every acked msg_id must be served by the final master.
@@ -11,7 +11,7 @@ Peer, same run: Redis Sentinel (Debian redis-server + redis-sentinel; installed 
 missing and we are root): 1 master, 2 replicas, 3 sentinels (quorum 2), down-after-milliseconds
 1000, failover-timeout 3000, all on 127.0.0.1 in a temp dir, ended by PID. The client writes
 `SET` one key at a time; on any error it asks the sentinels (`SENTINEL get-master-addr-by-name`)
-and retries with the same backoff.
+and retries with the same backoff (20-100 ms).
 
 Progress on stderr; the last stdout line is JSON:
 {"p50_s", "p99_s", "lost_acked", "sentinel_p50_s", ...details}
@@ -373,11 +373,42 @@ class SentinelSetup:
                     c.close()
         return None
 
+    async def _sentinels_agree(self, mp: int) -> bool:
+        """Every sentinel: same master, knows the 2 others and 2 replicas that are not down, no failover
+        running. Without this a kill right after startup (sentinels not yet introduced by their hello
+        messages) or right after a failover measures a failed first attempt, not a failover."""
+        for sp in self.sentinel_ports:
+            c = None
+            try:
+                c = await Resp.connect(sp)
+                m = await c.cmd("SENTINEL", "master", "mymaster", timeout_s=0.5)
+                f = dict(zip(m[::2], m[1::2], strict=False))
+                if int(f.get("port", 0)) != mp or f.get("flags") != "master":
+                    return False
+                if int(f.get("num-other-sentinels", 0)) < 2:
+                    return False
+                reps = await c.cmd("SENTINEL", "replicas", "mymaster", timeout_s=0.5)
+                ok = 0
+                for r in reps:
+                    rf = dict(zip(r[::2], r[1::2], strict=False))
+                    if rf.get("flags") == "slave" and rf.get("master-link-status") == "ok":
+                        ok += 1
+                if ok < 2:
+                    return False
+            except (OSError, ConnectionError, RespError, TimeoutError, ValueError, TypeError):
+                return False
+            finally:
+                if c is not None:
+                    c.close()
+        return True
+
     async def healthy(self, timeout_s: float) -> int | None:
         """Master known to the sentinels with 2 replicas linked; returns its port."""
         deadline = time.monotonic() + timeout_s
         while time.monotonic() < deadline:
             mp = await self.master_port()
+            if mp is not None and not await self._sentinels_agree(mp):
+                mp = None
             if mp is not None:
                 c = None
                 try:
@@ -398,7 +429,7 @@ class SentinelSetup:
 
 
 class SentinelWriter:
-    """One SET at a time; on error ask the sentinels for the master and retry (20-200 ms backoff)."""
+    """One SET at a time; on error ask the sentinels for the master and retry (20-100 ms backoff)."""
 
     def __init__(self, setup: SentinelSetup) -> None:
         self.setup = setup
@@ -548,7 +579,7 @@ def main(argv: list[str] | None = None) -> int:
                     and ours["rounds"] == a.rounds and ours["failed_rounds"] == 0),
         "ours": ours, "sentinel": sent, "elapsed_s": round(time.monotonic() - t0, 1),
         "config": {"heartbeat_timeout_ms": 1000, "scan_interval_ms": 100, "master_lease_ms": 600,
-                   "producer_backoff_ms": [20, 200], "sentinel_down_after_ms": 1000,
+                   "producer_backoff_ms": [20, 100], "sentinel_down_after_ms": 1000,
                    "sentinel_failover_timeout_ms": 3000},
     }
     print(json.dumps(result, separators=(",", ":")))
