@@ -461,7 +461,7 @@ class SentinelWriter:
                         self.conn.close()
                     self.conn = None
                 await asyncio.sleep(delay)
-                delay = min(delay * 2, 0.2)
+                delay = min(delay * 2, 0.1)
 
 
 async def bench_sentinel(rounds: int, max_s: float, tmp: Path, down_after_ms: int) -> dict | None:
@@ -559,6 +559,11 @@ def main(argv: list[str] | None = None) -> int:
         ap.error("--rounds in [1,100], --sentinel-rounds in [0,100], --max-s in [10,3600]")
     from autoswitch import log as aslog
 
+    def _term(signum: int, frame: Any) -> None:
+        # Same path as Ctrl-C: the finally blocks stop every child we started, by PID.
+        raise KeyboardInterrupt()
+
+    signal.signal(signal.SIGTERM, _term)
     aslog.configure(os.environ.get("AUTOSWITCH_LOG_LEVEL", "WARNING"))
     t0 = time.monotonic()
     with tempfile.TemporaryDirectory(prefix="bench-failover-") as tmp:
