@@ -63,9 +63,12 @@ def hb_request(g: str, bid: int):
 async def register_all(spec: str, n: int) -> float:
     from autoswitch.controller.client import ControllerClient
 
+    from autoswitch.controller.rpc_codes import ControllerRpcError
+
     sem = asyncio.Semaphore(MAX_IN_FLIGHT)
     t0 = time.monotonic()
     done = 0
+    retries = 0
 
     async with ControllerClient(spec, deadline_s=60) as c:
         async def one(i: int) -> None:
@@ -75,14 +78,26 @@ async def register_all(spec: str, n: int) -> float:
                 for bid in (1, 2, 3):
                     await c.apply_broker_id("scale", g, bid, f"{g}-{bid}")
                     await c.register_broker("scale", g, bid, f"10.0.{bid}.1:10911")
-                for bid in (1, 2, 3):
-                    await c.heartbeat_all(hb_request(g, bid))
-                await c.elect_master("scale", g, 1, designate=True)
+                for attempt in range(5):
+                    # Under this load a heartbeat or a peer liveness query can time out, and the
+                    # leader then (correctly) refuses to treat the broker as alive: retry, bounded.
+                    for bid in (1, 2, 3):
+                        await c.heartbeat_all(hb_request(g, bid))
+                    try:
+                        await c.elect_master("scale", g, 1, designate=True)
+                        break
+                    except ControllerRpcError:
+                        if attempt == 4:
+                            raise
+                        retries += 1
+                        await asyncio.sleep(0.2)
                 done += 1
                 if done % 1000 == 0:
                     log("scale", f"registered {done}/{n} groups ({time.monotonic() - t0:.0f}s)")
 
         await asyncio.gather(*(one(i) for i in range(n)))
+    if retries:
+        log("scale", f"{retries} elections retried (heartbeat or liveness query timed out under load)")
     return time.monotonic() - t0
 
 
