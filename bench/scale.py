@@ -71,7 +71,7 @@ async def register_all(spec: str, n: int) -> float:
 
     async with ControllerClient(spec, deadline_s=60) as c:
         async def one(i: int) -> None:
-            nonlocal done
+            nonlocal done, retries
             g = f"sg{i:05d}"
             async with sem:
                 for bid in (1, 2, 3):
