@@ -19,6 +19,7 @@ import asyncio
 import contextlib
 import json
 import os
+import resource
 import shutil
 import signal
 import subprocess
@@ -79,7 +80,8 @@ def prewrite(path: Path, size_bytes: int, msg_size: int, deadline: float) -> int
 
 # ----------------------------------------------------------------------------- replicated
 
-async def _replicate(master_dir: Path, slave_dir: Path, deadline: float, master_verify: bool) -> dict:
+async def _replicate(master_dir: Path, slave_dir: Path, deadline: float, master_verify: bool,
+                     pipeline: bool = True) -> dict:
     from autoswitch.ha.master import HAMaster, LocalSyncStateProposer
 
     # The slave CRC-checks every record before writing it, whatever the master does.
@@ -89,7 +91,8 @@ async def _replicate(master_dir: Path, slave_dir: Path, deadline: float, master_
     await master.start(HOST, 0)
     end = store.max_offset
     proc = subprocess.Popen([sys.executable, "-m", "bench.replication", "--role", "slave",
-                             "--port", str(master.port), "--dir", str(slave_dir), "--target", str(end)],
+                             "--port", str(master.port), "--dir", str(slave_dir), "--target", str(end),
+                             "--slave-pipeline", "on" if pipeline else "off"],
                             stdout=subprocess.PIPE, start_new_session=True)
     try:
         t0 = t1 = None
@@ -99,8 +102,10 @@ async def _replicate(master_dir: Path, slave_dir: Path, deadline: float, master_
             now = time.monotonic()
             if r is not None and r.ack_offset >= 0 and t0 is None:
                 t0 = now
+                c0 = _cpu_s()
             if r is not None and r.ack_offset >= end:
                 t1 = now
+                master_cpu = _cpu_s() - c0
                 break
             if proc.poll() is not None:
                 raise RuntimeError(f"slave exited early with {proc.returncode}")
@@ -119,15 +124,23 @@ async def _replicate(master_dir: Path, slave_dir: Path, deadline: float, master_
         await master.stop()
         store.close()
     secs = t1 - t0
-    return {"bytes": end, "seconds": secs, "mb_s": end / MiB / secs, "slave": slave_report}
+    return {"bytes": end, "seconds": secs, "mb_s": end / MiB / secs, "slave": slave_report,
+            "master_cpu_s": master_cpu, "slave_cpu_s": slave_report["cpu_s"]}
 
 
-async def _slave_main(port: int, path: Path, target: int) -> None:
+def _cpu_s() -> float:
+    ru = resource.getrusage(resource.RUSAGE_SELF)   # all threads of the process
+    return ru.ru_utime + ru.ru_stime
+
+
+async def _slave_main(port: int, path: Path, target: int, pipeline: bool) -> None:
     from autoswitch.ha.slave import HASlave
 
     store = _store(path)
     slave = HASlave(store, _ha_config(), 2, "bench", (HOST, port))
+    slave._pipelined = slave._pipelined and pipeline   # bench switch: same-run before/after
     t0 = time.monotonic()
+    c0 = _cpu_s()
     await slave.start()
     try:
         while store.max_offset < target:
@@ -135,13 +148,14 @@ async def _slave_main(port: int, path: Path, target: int) -> None:
             if time.monotonic() - t0 > 900:
                 raise TimeoutError("slave never caught up")
         elapsed = time.monotonic() - t0
+        cpu = _cpu_s() - c0
         # Give the final ack a moment to leave before the connection closes.
         await asyncio.sleep(0.2)
     finally:
         await slave.stop()
         store.flush()
         store.close()
-    print(json.dumps({"max_offset": target, "elapsed_s": elapsed}), flush=True)
+    print(json.dumps({"max_offset": target, "elapsed_s": elapsed, "cpu_s": cpu}), flush=True)
 
 
 # ----------------------------------------------------------------------------- raw peer
@@ -164,6 +178,7 @@ async def _raw_copy(master_dir: Path, out_dir: Path, total: int, deadline: float
         port = int(json.loads(line)["port"])
         files = _segment_files(master_dir)
         t0 = time.monotonic()
+        c0 = _cpu_s()
         reader, writer = await asyncio.open_connection(HOST, port)
         sent = 0
         chunk = 4 * MiB
@@ -181,15 +196,18 @@ async def _raw_copy(master_dir: Path, out_dir: Path, total: int, deadline: float
         writer.write_eof()
         done = await reader.read()
         t1 = time.monotonic()
+        send_cpu = _cpu_s() - c0
         writer.close()
         got = int(json.loads(done)["bytes"])
+        recv_cpu = float(json.loads(done)["cpu_s"])
         assert got == sent, (got, sent)
         await asyncio.to_thread(proc.wait, 30)
     finally:
         if proc.poll() is None:
             os.kill(proc.pid, signal.SIGKILL)
             proc.wait(10)
-    return {"bytes": sent, "seconds": t1 - t0, "mb_s": sent / MiB / (t1 - t0)}
+    return {"bytes": sent, "seconds": t1 - t0, "mb_s": sent / MiB / (t1 - t0),
+            "send_cpu_s": send_cpu, "recv_cpu_s": recv_cpu}
 
 
 async def _raw_recv_main(path: Path) -> None:
@@ -198,12 +216,13 @@ async def _raw_recv_main(path: Path) -> None:
 
     async def handle(reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> None:
         n = 0
+        c0 = _cpu_s()
         with open(path / "copy.bin", "wb") as f:
             while data := await reader.read(1 * MiB):
                 f.write(data)
                 n += len(data)
             f.flush()
-        writer.write(json.dumps({"bytes": n}).encode())
+        writer.write(json.dumps({"bytes": n, "cpu_s": _cpu_s() - c0}).encode())
         await writer.drain()
         writer.close()
         finished.set_result(n)
@@ -225,6 +244,8 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--repeats", type=int, default=2, help="interleaved runs of each peer; best is reported")
     ap.add_argument("--master-verify-reads", default="on", choices=["on", "off"],
                     help="CRC-check records on the master's replication reads (store verify_reads)")
+    ap.add_argument("--slave-pipeline", default="on", choices=["on", "off", "both"],
+                    help="slave overlaps the write of batch N with checking N+1 ('both': run each, same run)")
     ap.add_argument("--workdir", default=None, help="parent of the bench data (deleted afterwards)")
     ap.add_argument("--port", type=int)
     ap.add_argument("--dir")
@@ -235,10 +256,11 @@ def main(argv: list[str] | None = None) -> int:
         if prof_path:   # profile the slave side: BENCH_SLAVE_PROFILE=/tmp/slave.prof
             import cProfile
 
-            cProfile.runctx("asyncio.run(_slave_main(args.port, Path(args.dir), args.target))",
+            cProfile.runctx("asyncio.run(_slave_main(args.port, Path(args.dir), args.target,"
+                            " args.slave_pipeline != 'off'))",
                             globals(), {"args": args}, prof_path)
         else:
-            asyncio.run(_slave_main(args.port, Path(args.dir), args.target))
+            asyncio.run(_slave_main(args.port, Path(args.dir), args.target, args.slave_pipeline != "off"))
         return 0
     if args.role == "raw-recv":
         asyncio.run(_raw_recv_main(Path(args.dir)))
@@ -256,20 +278,30 @@ def main(argv: list[str] | None = None) -> int:
         # Interleave the peers (raw, replicated, raw, replicated, ...) so page-cache writeback
         # and the other tenants of the machine hit both alike; report the best of each.
         master_verify = args.master_verify_reads != "off"
-        reps, raws = [], []
+        modes = {"on": [True], "off": [False], "both": [True, False]}[args.slave_pipeline]
+        reps, raws, unpiped = [], [], []
         for i in range(args.repeats):
             shutil.rmtree(work / "raw", ignore_errors=True)
             raw = asyncio.run(_raw_copy(work / "master", work / "raw", total, deadline))
             shutil.rmtree(work / "raw", ignore_errors=True)
-            eprint(f"[{i}] raw copy {raw['bytes'] / MiB:.0f} MiB in {raw['seconds']:.2f}s = {raw['mb_s']:.0f} MiB/s")
+            eprint(f"[{i}] raw copy {raw['bytes'] / MiB:.0f} MiB in {raw['seconds']:.2f}s = {raw['mb_s']:.0f} MiB/s"
+                   f" (cpu send {raw['send_cpu_s']:.2f}s recv {raw['recv_cpu_s']:.2f}s)")
             raws.append(raw)
-            shutil.rmtree(work / "slave", ignore_errors=True)
-            rep = asyncio.run(_replicate(work / "master", work / "slave", deadline, master_verify))
-            shutil.rmtree(work / "slave", ignore_errors=True)
-            eprint(f"[{i}] replicated {rep['bytes'] / MiB:.0f} MiB in {rep['seconds']:.2f}s = {rep['mb_s']:.0f} MiB/s")
-            reps.append(rep)
+            for piped in modes:
+                shutil.rmtree(work / "slave", ignore_errors=True)
+                rep = asyncio.run(_replicate(work / "master", work / "slave", deadline, master_verify, piped))
+                shutil.rmtree(work / "slave", ignore_errors=True)
+                eprint(f"[{i}] replicated (pipeline {'on' if piped else 'off'}) {rep['bytes'] / MiB:.0f} MiB in "
+                       f"{rep['seconds']:.2f}s = {rep['mb_s']:.0f} MiB/s (cpu master {rep['master_cpu_s']:.2f}s "
+                       f"slave {rep['slave_cpu_s']:.2f}s)")
+                (reps if piped == modes[0] else unpiped).append(rep)
         best_rep = max(r["mb_s"] for r in reps)
         best_raw = max(r["mb_s"] for r in raws)
+        gib = total / (1024 * MiB)
+
+        def per_gib(xs: list[float]) -> float:
+            return round(min(xs) / gib, 2)
+
         result = {
             "replicated_mb_s": round(best_rep, 1),
             "raw_mb_s": round(best_raw, 1),
@@ -277,9 +309,21 @@ def main(argv: list[str] | None = None) -> int:
             "bytes": total,
             "msg_size": args.msg_size,
             "master_verify_reads": master_verify,
+            "slave_pipeline": args.slave_pipeline,
             "runs_replicated_mb_s": [round(r["mb_s"], 1) for r in reps],
             "runs_raw_mb_s": [round(r["mb_s"], 1) for r in raws],
+            # CPU seconds per GiB (best run; load-independent, unlike the wall-clock figures)
+            "cpu_s_per_gib": {
+                "master": per_gib([r["master_cpu_s"] for r in reps]),
+                "slave": per_gib([r["slave_cpu_s"] for r in reps]),
+                "raw_send": per_gib([r["send_cpu_s"] for r in raws]),
+                "raw_recv": per_gib([r["recv_cpu_s"] for r in raws]),
+            },
         }
+        if unpiped:
+            result["runs_replicated_unpipelined_mb_s"] = [round(r["mb_s"], 1) for r in unpiped]
+            result["ratio_unpipelined"] = round(max(r["mb_s"] for r in unpiped) / best_raw, 3)
+            result["cpu_s_per_gib"]["slave_unpipelined"] = per_gib([r["slave_cpu_s"] for r in unpiped])
         print(json.dumps(result), flush=True)
         return 0
     finally:

@@ -87,6 +87,21 @@ class CommitLog:
         self._for_write(offset).write(offset, data)
         self.max_offset = offset + len(data)
 
+    def segment_for_write(self, offset: int, n: int) -> Segment:
+        """Segment that will hold ``[offset, offset+n)`` written ahead of ``max_offset``
+        (pipelined replication: the bytes land first, ``advance`` makes them part of the log)."""
+        assert offset >= self.max_offset, (offset, self.max_offset)
+        assert offset + n <= self.segment_end(offset), "a write never crosses a segment end"
+        return self._for_write(offset)
+
+    def advance(self, offset: int, n: int) -> None:
+        """Bytes ``[offset, offset+n)`` were written with ``segment_for_write``: commit them."""
+        assert offset == self.max_offset, (offset, self.max_offset)
+        seg = self._find(offset)
+        assert seg is not None, offset
+        seg.dirty = True
+        self.max_offset = offset + n
+
     def fsync(self) -> None:
         for seg in self.segments[-2:]:
             seg.fsync()

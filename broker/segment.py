@@ -54,6 +54,17 @@ class Segment:
             view = view[n:]
         self.dirty = True
 
+    def pwrite_all(self, offset: int, data) -> None:
+        """The bytes only (no bookkeeping), so a writer thread may run it: pwrite releases
+        the GIL. The caller marks the segment dirty when it commits the write."""
+        assert self.base <= offset and offset + len(data) <= self.end_limit, (self.base, offset, len(data))
+        pos = offset - self.base
+        view = memoryview(data)
+        while view:
+            n = os.pwrite(self.fd, view, pos)
+            pos += n
+            view = view[n:]
+
     def read(self, offset: int, n: int) -> bytes:
         assert self.base <= offset and offset + n <= self.end_limit
         return os.pread(self.fd, n, offset - self.base)
