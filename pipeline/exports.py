@@ -33,6 +33,9 @@ def sibling_paths(out: Path) -> dict[str, Path]:
 def _atomic_lines(path: Path, rows) -> int:
     path.parent.mkdir(parents=True, exist_ok=True)
     fd, tmp = tempfile.mkstemp(prefix=path.name + ".", suffix=".tmp", dir=path.parent)
+    umask = os.umask(0)
+    os.umask(umask)
+    os.fchmod(fd, 0o666 & ~umask)   # mkstemp makes 0600; an export is for others to read
     n = 0
     try:
         with os.fdopen(fd, "w", encoding="utf-8") as f:
