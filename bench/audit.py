@@ -76,6 +76,7 @@ def main(argv: list[str] | None = None) -> int:
     args = ap.parse_args(argv)
     sizes = [int(x) for x in args.sizes.split(",")]
     t_start = time.monotonic()
+    aslog_level = os.environ.get("AUTOSWITCH_LOG_LEVEL", "info")
 
     from autoswitch.pipeline import inputs
     from autoswitch.pipeline.audit import run_audit
@@ -83,6 +84,9 @@ def main(argv: list[str] | None = None) -> int:
     from autoswitch.pipeline.generate import generate
     from autoswitch.pipeline.session import StageProgress, build_session
 
+    from autoswitch import log as aslog
+
+    aslog.configure(aslog_level)   # stage progress lines (StageProgress) go to stderr
     spark = build_session("local[*]", "bench-audit", shuffle_partitions=64, driver_memory=args.driver_memory)
     jvm_pid = int(spark.sparkContext._jvm.java.lang.ProcessHandle.current().pid())
     out: dict = {"cores": os.cpu_count(), "groups": GROUPS, "planted_each": PLANT, "sizes": {}}
