@@ -316,7 +316,7 @@ async def serve(cfg: BrokerConfig, stop_event: asyncio.Event | None = None, atta
             route_task = asyncio.get_running_loop().create_task(RouteRegistrar(broker).run())
         try:
             await stop_event.wait()
-            log.info("broker_stopping")
+            broker.log.info("broker_stopping")  # bound to the registered brokerId in controller mode
         finally:
             if route_task is not None:
                 route_task.cancel()
