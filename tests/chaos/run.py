@@ -269,6 +269,7 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--delay-ms", type=float, default=2.0)
     ap.add_argument("--jitter-ms", type=float, default=15.0)
     ap.add_argument("--out", default=str(ROOT / "run-data" / "chaos"))
+    ap.add_argument("--scenario", choices=("controllers", "brokers", "all"), default="all")
     a = ap.parse_args(argv)
     a.seconds = max(15.0, min(a.seconds, 600.0))
     reason = nsmod.can_run()
@@ -278,12 +279,37 @@ def main(argv: list[str] | None = None) -> int:
         return 0
     out = Path(a.out) / time.strftime("%Y%m%d-%H%M%S")
     (out / "logs").mkdir(parents=True, exist_ok=True)
+    rc = 0
+    if a.scenario in ("controllers", "all"):
+        rc |= run_controllers(a, out / "controllers")
+    if a.scenario in ("brokers", "all"):
+        rc |= run_brokers(a, out / "brokers")
+    return rc
+
+
+def run_brokers(a: argparse.Namespace, out: Path) -> int:
+    from . import brokers
+
+    (out / "logs").mkdir(parents=True, exist_ok=True)
+    try:
+        summary = {"scenario": "brokers", "ran": True, "out": str(out), **brokers.run(out, a.seconds, a.seed)}
+    except Exception as e:  # noqa: BLE001 - reported; brokers.run cleaned up already
+        summary = {"scenario": "brokers", "ran": True, "out": str(out), "error": f"{type(e).__name__}: {e}"}
+    bad = "error" in summary or bool(summary.get("problems")) or not summary.get("acked")
+    print(json.dumps(summary))
+    print(f"chaos brokers: {summary.get('acked', 0)} acked, {summary.get('consumed', 0)} consumed, "
+          f"{len(summary.get('faults', []))} faults, {'VIOLATION' if bad else 'ok'}; data in {out}", file=sys.stderr)
+    return 1 if bad else 0
+
+
+def run_controllers(a: argparse.Namespace, out: Path) -> int:
+    (out / "logs").mkdir(parents=True, exist_ok=True)
     toml = out / "controller.toml"
     toml.write_text(TOML)
     net = nsmod.Netns(NAMES)
     spec = ",".join(f"{n}={net.ip[n]}:{PORT}" for n in NAMES)
     nodes = [Node(n, net, spec, out / f"data-{n}", toml, out / "logs") for n in NAMES]
-    summary: dict = {"ran": True, "out": str(out)}
+    summary: dict = {"scenario": "controllers", "ran": True, "out": str(out)}
     try:
         net.up()
         for n in nodes:
@@ -303,7 +329,7 @@ def main(argv: list[str] | None = None) -> int:
     summary["event_log_problems"] = check_event_logs(nodes)
     bad = (not summary.get("linearizable", False)) or bool(summary["event_log_problems"]) or "error" in summary
     print(json.dumps(summary))
-    print(f"chaos: {summary.get('ops', 0)} ops, {len(summary.get('faults', []))} fault events, "
+    print(f"chaos controllers: {summary.get('ops', 0)} ops, {len(summary.get('faults', []))} fault events, "
           f"{'VIOLATION' if bad else 'ok'}; data in {out}", file=sys.stderr)
     return 1 if bad else 0
 
