@@ -16,15 +16,15 @@ from .common import FaultMix, Violation, quiet_logs
 VOTE_HUNT = FaultMix(every_ms=150, partition=0.35, one_way=0.2, heal=0.25, crash=0.05, crash_in_persist=0.0,
                      drop=0.0, dup=0.0, slow=0.0, crash_after_vote=1.0, kill_new_master=0.0)
 
-# measured first catch on 2026-11-22 -> bound: no_union_sss 37 -> 80, elect_outside_sss 3 -> 20,
-# skip_handshake_truncation 1 -> 20, drop_zero_msg_epochs 40 -> 100, no_self_fencing 3 -> 20,
+# measured first catch on 2026-11-22 -> bound: no_union_sss 37 -> 80, elect_outside_sss 5 -> 20,
+# skip_handshake_truncation 12 -> 40, drop_zero_msg_epochs 42 -> 100, no_self_fencing 31 -> 80,
 # vote_not_persisted 98 -> 200
 CATCH_BOUND = {
     "no_union_sss": 80,
     "elect_outside_sss": 20,
-    "skip_handshake_truncation": 20,
+    "skip_handshake_truncation": 40,
     "drop_zero_msg_epochs": 100,
-    "no_self_fencing": 20,
+    "no_self_fencing": 80,
     "vote_not_persisted": 200,
 }
 
