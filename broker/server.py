@@ -63,6 +63,7 @@ class Broker:
         self.replicas: Any = None
         self.after_stop: Callable[[], None] | None = None
         self.fence_listeners: list[Callable[[str | None], None]] = []  # e.g. re-register the route
+        self.resume_own_epoch = False  # controller mode sets it: see become_master
         cfg.data_path.mkdir(parents=True, exist_ok=True)
         store_values = dict(cfg.store)
         # The store must accept every body the broker accepts; it is never lowered to the broker's
@@ -152,7 +153,11 @@ class Broker:
             # ends with was that epoch's master before a restart the controller did not notice.
             # The entry is already there; appending it again would fail and refusing would leave
             # the group without a master (RocketMQ ignores the duplicate entry the same way).
-            resume = self.master_epoch == 0 and master_epoch == last_local and last_local > 0
+            # Only in controller mode: there the controller's ReplicaInfo names THIS broker master of
+            # that epoch. The EpochFile cannot tell a former master from a former slave of the same
+            # epoch, so a static switch-role keeps refusing it.
+            resume = (self.resume_own_epoch and self.master_epoch == 0 and master_epoch == last_local
+                      and last_local > 0)
             floor = max(self.master_epoch, last_local)
             if master_epoch <= floor and not resume:
                 raise StaleEpoch(

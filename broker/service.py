@@ -339,6 +339,7 @@ async def _controller_mode_attach(broker: Broker) -> Callable[[], Awaitable[None
     from .replicas_adapter import start_for_broker
 
     cfg = broker.cfg
+    broker.resume_own_epoch = True  # the controller is the authority on who mastered an epoch
     adapter = await start_for_broker(broker, cfg.replicas_config(), cfg.hook_config())
     broker.replicas = adapter
 

@@ -41,8 +41,20 @@ def test_restarted_master_resumes_its_own_last_epoch(tmp_path):
         await b.stop()
         return end
 
+    async def static_run() -> None:
+        # Static mode: the EpochFile cannot tell a former master from a former slave of epoch 3.
+        b = Broker(cfg)
+        await b.start()
+        try:
+            with pytest.raises(StaleEpoch):
+                await b.become_master(3)
+            assert b.role == "fenced"
+        finally:
+            await b.stop()
+
     async def second_run(end: int) -> None:
         b = Broker(cfg)
+        b.resume_own_epoch = True  # controller mode: the controller named us master of epoch 3
         await b.start()
         try:
             await b.become_master(3)  # same epoch, fresh process: resume, no second EpochFile entry
@@ -59,6 +71,7 @@ def test_restarted_master_resumes_its_own_last_epoch(tmp_path):
             await b.stop()
 
     end = asyncio.run(first_run())
+    asyncio.run(static_run())
     asyncio.run(second_run(end))
 
 
@@ -71,6 +84,7 @@ def test_fresh_process_refuses_an_epoch_older_than_its_log(tmp_path):
         await b.become_master(5)
         await b.stop()
         b = Broker(cfg)
+        b.resume_own_epoch = True
         await b.start()
         try:
             with pytest.raises(StaleEpoch):

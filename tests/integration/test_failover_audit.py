@@ -7,6 +7,7 @@ the producer's ack log: zero acknowledged messages may be lost."""
 from __future__ import annotations
 
 import json
+import os
 import subprocess
 import sys
 
@@ -14,14 +15,21 @@ import pytest
 
 from tests.integration.failover_harness import GROUP, FailoverCluster, read_ack_log, wait_until
 
-pytestmark = [pytest.mark.integration, pytest.mark.spark, pytest.mark.timeout(300)]
+pytestmark = [pytest.mark.integration, pytest.mark.spark, pytest.mark.slow, pytest.mark.timeout(600)]
 
 
-def _cli(*args: str, timeout: float = 240) -> subprocess.CompletedProcess:
+def _cli(*args: str, timeout: float = 500) -> subprocess.CompletedProcess:
     return subprocess.run([sys.executable, "-m", "autoswitch", *args], capture_output=True, text=True,
                           timeout=timeout)
 
 
+# The Spark audit alone takes ~30 s on a quiet 2-core machine and ~3 min on a loaded one
+# (measured 2026-11-22: 172 s at load average 15), beyond the failover tests' share of the
+# default suite; it runs when asked for.
+AUDIT_ENV = "AUTOSWITCH_FAILOVER_AUDIT"
+
+
+@pytest.mark.skipif(not os.environ.get(AUDIT_ENV), reason=f"set {AUDIT_ENV}=1 (Spark audit, slow)")
 def test_failover_exports_pass_the_audit(procs, tmp_path):
     pytest.importorskip("pyspark")
     c = FailoverCluster(procs, tmp_path)
@@ -54,14 +62,12 @@ def test_failover_exports_pass_the_audit(procs, tmp_path):
         r = _cli("pipeline", "export-log", "--data-dir", str(tmp_path / f"broker-{n}"), "--group", GROUP,
                  "--broker-id", str(bid), "--out", str(logs / f"{n}.index.jsonl"), "--json")
         assert r.returncode == 0, r.stderr[-2000:]
-    import os
     import shutil
 
-    keep = os.environ.get("AUTOSWITCH_KEEP_EXPORTS")
+    keep = os.environ.get("AUTOSWITCH_KEEP_EXPORTS")  # debugging: keep a copy of the inputs
     if keep:
         shutil.copytree(tmp_path / "exports", keep, dirs_exist_ok=True)
         shutil.copy(ack_log, keep)
-        return
     out = tmp_path / "audit"
     r = _cli("pipeline", "audit", "--acks", str(ack_log), "--logs", str(logs), "--events", str(events),
              "--out", str(out), "--shuffle-partitions", "4", "--json")
