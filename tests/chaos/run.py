@@ -46,7 +46,7 @@ read_timeout_s = 1.5
 snapshot_every = 64
 compaction_keep = 16
 """
-GROUPS = [f"ch{i}" for i in range(12)]
+GROUPS = [f"ch{i}" for i in range(40)]
 MAX_ID = 40
 MAX_OPS_PER_CLIENT = 3000
 
