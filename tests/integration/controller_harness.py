@@ -49,7 +49,7 @@ class Cluster:
     def data_dir(self, nid: str) -> Path:
         return self.tmp / f"data-{nid}"
 
-    def start(self, nid: str) -> None:
+    def start(self, nid: str, wait: bool = True) -> None:
         self._gen[nid] = self._gen.get(nid, 0) + 1
         common = ["--node-id", nid, "--peers", self.peers_spec, "--data-dir", str(self.data_dir(nid)),
                   "--config", str(self.toml)]
@@ -59,11 +59,15 @@ class Cluster:
             args = ["controller", *common]
         p = self.procs.start(f"{nid}-{self._gen[nid]}", args)
         self.proc[nid] = p
-        wait_port(self.ports[nid], timeout=20, proc=p.popen)
+        if wait:
+            wait_port(self.ports[nid], timeout=20, proc=p.popen)
 
     def start_all(self) -> None:
+        """All at once (as an operator restarting a cluster would), then wait for every port."""
         for nid in self.ids:
-            self.start(nid)
+            self.start(nid, wait=False)
+        for nid in self.ids:
+            wait_port(self.ports[nid], timeout=20, proc=self.proc[nid].popen)
 
     def kill9(self, nid: str) -> None:
         self.proc[nid].kill9()

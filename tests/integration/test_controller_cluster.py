@@ -152,45 +152,55 @@ def test_three_controllers_failover_quorum_loss_restart(procs, tmp_path):
         if cl.proc[nid].alive():
             cl.stop(nid)
             assert cl.proc[nid].popen.returncode == 0
-    cl.start_all()
 
     async def after_restart():
+        # Brokers keep heartbeating across the restart: without them the restarted controllers would,
+        # correctly, fail the master over once they have listened for a whole heartbeat timeout.
         async with ControllerClient(cl.spec, deadline_s=15) as c:
-            await wait_leader(c)
-            info = await c.get_replica_info("g1")
-            assert info == before
-            assert await c.get_next_broker_id("c1", "g1") == 4     # id 3 kept, the failed id 4 never applied
-            assert any(p.name.startswith("snap") or "snap" in p.name
-                       for p in (cl.data_dir("n1") / "raft").rglob("*")), "no snapshot was taken"
+            beats = Heartbeater(c)
+            beats.targets = {("g1", b): list(cl.addrs.values()) for b in (1, 2)}
+            beats.start()
+            try:
+                await asyncio.to_thread(cl.start_all)
+                await wait_leader(c)
+                assert await c.get_replica_info("g1") == before
+                assert await c.get_next_broker_id("c1", "g1") == 4   # id 3 kept, the failed id 4 never applied
+                assert any("snap" in p.name for p in (cl.data_dir("n1") / "raft").rglob("*")), "no snapshot"
+                await admin_checks()
+            finally:
+                await beats.stop()
+
+    async def cli(*args: str) -> dict:
+        return await asyncio.to_thread(admin, *args)
+
+    async def admin_checks():
+        # --- admin CLI with --json, following the leader from any address
+        meta = await cli("get-controller-metadata", "--controller", cl.spec)
+        assert meta["ok"] and sum(n["is_leader"] for n in meta["result"]["nodes"]) == 1
+        sss = await cli("get-sync-state-set", "--controller", cl.spec, "-b", "g1")
+        g = sss["result"]["groups"][0]
+        assert g["replica_info"]["master_broker_id"] == 1 and g["replica_info"]["sync_state_set"] == [1, 2]
+        out = tmp_path / "events.jsonl"
+        ex = await cli("export-controller-events", "--controller", cl.addrs["n1"], "--out", str(out))
+        assert ex["ok"]
+        recs = [json.loads(line) for line in out.read_text().splitlines()]
+        kinds = [r["event"] for r in recs]
+        assert kinds.count("ApplyBrokerId") == 3 and "ElectMaster" in kinds and "AlterSyncStateSet" in kinds
+        keys = [(r["index"], r["event"], r["group"]) for r in recs]
+        assert len(keys) == len(set(keys)), "an applied entry was recorded twice across the restart"
+        assert [r["index"] for r in recs] == sorted(r["index"] for r in recs)
+        cfg = await cli("update-controller-config", "--controller", cl.spec, "-k", "heartbeat_timeout_ms=4000",
+                        "-k", "propose_timeout_s=2.5")
+        assert cfg["ok"], cfg
+        got = (await cli("get-controller-config", "--controller", cl.spec))["result"]["config"]
+        assert all(v["propose_timeout_s"] == "2.5" for v in got.values())
+        assert [v for v in got.values() if v["heartbeat_timeout_ms"] == "4000"], got
+        bad = await cli("update-controller-config", "--controller", cl.spec, "-k", "node_id=x")
+        assert not bad["ok"] and bad["error"]["code"] in ("NO_PERMISSION", "CONTROLLER_CONFIG_REJECTED")
+        down = await cli("get-sync-state-set", "--controller", "127.0.0.1:1", "--timeout-s", "2")
+        assert not down["ok"] and down["error"]["code"] == "CONTROLLER_UNAVAILABLE"
 
     asyncio.run(after_restart())
-
-    # --- admin CLI with --json, following the leader from any address
-    meta = admin("get-controller-metadata", "--controller", cl.spec)
-    assert meta["ok"] and sum(n["is_leader"] for n in meta["result"]["nodes"]) == 1
-    sss = admin("get-sync-state-set", "--controller", cl.spec, "-b", "g1")
-    g = sss["result"]["groups"][0]
-    assert g["replica_info"]["master_broker_id"] == 1 and g["replica_info"]["sync_state_set"] == [1, 2]
-    out = tmp_path / "events.jsonl"
-    ex = admin("export-controller-events", "--controller", cl.addrs["n1"], "--out", str(out))
-    assert ex["ok"]
-    recs = [json.loads(line) for line in out.read_text().splitlines()]
-    kinds = [r["event"] for r in recs]
-    assert kinds.count("ApplyBrokerId") == 3 and "ElectMaster" in kinds and "AlterSyncStateSet" in kinds
-    keys = [(r["index"], r["event"], r["group"]) for r in recs]
-    assert len(keys) == len(set(keys)), "an applied entry was recorded twice across the restart"
-    assert [r["index"] for r in recs] == sorted(r["index"] for r in recs)
-    cfg = admin("update-controller-config", "--controller", cl.spec, "-k", "heartbeat_timeout_ms=4000",
-                "-k", "propose_timeout_s=2.5")
-    assert cfg["ok"], cfg
-    got = admin("get-controller-config", "--controller", cl.spec)["result"]["config"]
-    assert all(v["propose_timeout_s"] == "2.5" for v in got.values())
-    leader_cfg = [v for v in got.values() if v["heartbeat_timeout_ms"] == "4000"]
-    assert leader_cfg, got
-    bad = admin("update-controller-config", "--controller", cl.spec, "-k", "node_id=x")
-    assert not bad["ok"] and bad["error"]["code"] in ("NO_PERMISSION", "CONTROLLER_CONFIG_REJECTED")
-    down = admin("get-sync-state-set", "--controller", "127.0.0.1:1", "--timeout-s", "2")
-    assert not down["ok"] and down["error"]["code"] == "CONTROLLER_UNAVAILABLE"
 
 
 def test_startup_failures_are_one_clear_line_and_exit_2(procs, tmp_path):
