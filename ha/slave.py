@@ -48,9 +48,10 @@ class HASlave:
         self._stopping = False
         self._reached = False
         self._rng = random.Random()
-        # Pipelined appends when the log supports them (MessageStore); in-memory logs in tests
-        # and the simulator use append_raw directly.
-        self._pipelined = all(hasattr(log, a) for a in ("prepare_raw", "commit_raw", "abort_raw", "pending_end"))
+        # Pipelined appends when configured and the log supports them (MessageStore); in-memory
+        # logs in tests and the simulator use append_raw directly.
+        self._pipelined = self.config.slave_write_pipeline and all(
+            hasattr(log, a) for a in ("prepare_raw", "commit_raw", "abort_raw", "pending_end"))
         self._executor: ThreadPoolExecutor | None = None
         self._log = get_logger("ha", group=group, brokerId=broker_id, role="slave",
                                master=f"{master_addr[0]}:{master_addr[1]}")
@@ -141,9 +142,10 @@ class HASlave:
         session = self._session = SlaveSession(self.log, self.broker_id, self.async_learner,
                                                self.sync_from_last_file)
         writer.write(encode_slave_handshake(session.start()))
-        # zero_copy: bodies are views into the decoder buffer; each is appended (or copied by
-        # prepare_raw) before the next read.
-        dec = SlaveSideDecoder(cfg.max_body_size, cfg.max_epoch_entries, zero_copy=True)
+        # zero_copy: bodies are views into the decoder buffer, each appended before the next
+        # read. Pipelined, a body outlives the next read, so the decoder hands out a copy (the
+        # one copy either way) and the store keeps it without copying again.
+        dec = SlaveSideDecoder(cfg.max_body_size, cfg.max_epoch_entries, zero_copy=not self._pipelined)
         if self._pipelined:
             await self._transfer_pipelined(reader, writer, session, dec)
             return
