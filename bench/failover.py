@@ -485,9 +485,9 @@ async def bench_sentinel(rounds: int, max_s: float, tmp: Path, down_after_ms: in
             if time.monotonic() > t_end:
                 _p(f"sentinel: time budget used up after {i} rounds")
                 break
-            mp = await setup.healthy(30)
+            mp = await setup.healthy(60)
             if mp is None:
-                _p("sentinel: not healthy within 30 s; stopping")
+                _p("sentinel: not healthy within 60 s; stopping")
                 break
             n0 = len(writer.acks)
             t_wait = time.monotonic() + 10
@@ -516,14 +516,18 @@ async def bench_sentinel(rounds: int, max_s: float, tmp: Path, down_after_ms: in
                f"(sentinel reports new master at {s['sentinel_switch_s']} s)")
             if first is None:
                 break
-            # Restart the killed server as it was configured (a master); the sentinels demote it.
-            setup.start_data(mp, None)
+            # Restart the killed server as a replica of the new master (what an operator does; the
+            # sentinels would otherwise demote an empty "master" after a while). Ours restarts the
+            # broker unchanged: it learns its role from the controller.
+            new_mp = await setup.master_port()
+            setup.start_data(mp, new_mp if new_mp and new_mp != mp else None)
         stop.set()
         with contextlib.suppress(BaseException):
             await asyncio.wait_for(task, 5)
-        # Redis replicates asynchronously: acked writes may be lost; count them for the record.
+        # Redis replicates asynchronously: acked writes may be lost; count them for the record,
+        # on a settled setup only (a resync in progress would count as lost).
         lost = None
-        mp = await setup.master_port()
+        mp = await setup.healthy(60)
         if mp is not None:
             with contextlib.suppress(Exception):
                 c = await Resp.connect(mp)
