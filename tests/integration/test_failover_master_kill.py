@@ -48,7 +48,7 @@ def test_master_kill_restart_and_new_port(procs, tmp_path):
 
     # ---- (1) kill -9 the master under continuous acked produce
     ack_log = tmp_path / "acks.jsonl"
-    prod = c.producer("producer", ack_log, duration_s=9)
+    prod = c.producer("producer", ack_log, duration_s=6)
     wait_until(lambda: len(read_ack_log(ack_log)) >= 50, 20, "50 acks before the kill")
     c.broker_proc[m1].kill9()
     t_kill = time.time()
