@@ -134,6 +134,11 @@ class SimLog:
         i = bisect.bisect_right(self._bounds, end) - 1
         return walk(bytes(self._data[: self._bounds[i] - self._start]), self._start)
 
+    def has_record(self, offset: int, raw: bytes) -> bool:
+        """Does the log hold exactly the record ``raw`` (header + payload) at ``offset``?"""
+        i = offset - self._start
+        return i >= 0 and self._data[i: i + len(raw)] == raw
+
     def payload_at(self, offset: int) -> bytes | None:
         i = bisect.bisect_left(self._bounds, offset)
         if i >= len(self._bounds) - 1 or self._bounds[i] != offset:
