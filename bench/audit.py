@@ -13,6 +13,7 @@ import argparse
 import json
 import os
 import shutil
+import subprocess
 import sys
 import tempfile
 import threading
@@ -81,7 +82,6 @@ def main(argv: list[str] | None = None) -> int:
     from autoswitch.pipeline import inputs
     from autoswitch.pipeline.audit import run_audit
     from autoswitch.pipeline.audit_pandas import audit_pandas
-    from autoswitch.pipeline.generate import generate
     from autoswitch.pipeline.session import StageProgress, build_session
 
     from autoswitch import log as aslog
@@ -101,8 +101,13 @@ def main(argv: list[str] | None = None) -> int:
         work = Path(tempfile.mkdtemp(prefix=f"bench-audit-{n}-", dir=args.workdir))
         try:
             t0 = time.monotonic()
-            m = generate(work, GROUPS, n, seed=n % 9973, plant_losses=PLANT, plant_divergences=PLANT,
-                         plant_duplicates=PLANT)
+            # in a child process, so the driver's RSS is the audit's, not the generator's
+            subprocess.run([sys.executable, "-m", "autoswitch", "--log-level", "warning", "pipeline", "generate",
+                            "--groups", str(GROUPS), "--messages", str(n), "--seed", str(n % 9973),
+                            "--plant-losses", str(PLANT), "--plant-divergences", str(PLANT),
+                            "--plant-duplicates", str(PLANT), "--out", str(work), "--json"],
+                           check=True, stdout=subprocess.DEVNULL, timeout=args.max_seconds)
+            m = json.loads((work / "manifest.json").read_text())
             gen_s = time.monotonic() - t0
             say("generated", size=n, seconds=round(gen_s, 1), index_rows=m["index_rows"])
             logs = inputs.find_log_sources(work / "logs")

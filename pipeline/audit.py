@@ -129,9 +129,12 @@ def run_audit(spark, acks, index, replica_rows: list[dict], epoch_rows: list[dic
     log.info("audit_keys", keys=n_keys)
 
     # details for those keys only
+    # both are small (flagged keys only) and feed several results: cache them so the index
+    # and the acks are scanned once here, not once per result
     m_rows = (index.join(mid, "group").filter(F.col("broker_id") == F.col("master_id"))
               .join(kb.select("group", "msg_id"), ["group", "msg_id"])
-              .select("group", "msg_id", "phy_offset"))
+              .select("group", "msg_id", "phy_offset")
+              .persist(StorageLevel.MEMORY_AND_DISK))
     a = (acks.join(kb, ["group", "msg_id"])
          .select("group", "msg_id", F.col("phy_offset").alias("acked_offset"), F.col("broker_id").alias("acked_by"),
                  "epoch", "ack_ts_ms", "topic", "queue_offset", "m_copies", "m_min", "m_max", "holders")
@@ -142,7 +145,9 @@ def run_audit(spark, acks, index, replica_rows: list[dict], epoch_rows: list[dic
          .join(F.broadcast(reps_df), "group", "left")
          .withColumn("missing_on", F.expr(
              "coalesce(transform(filter(replicas, r -> acked_offset < r.confirm_offset "
-             f"and acked_offset >= r.min_offset and not ({held})), r -> r.broker_id), array())")))
+             f"and acked_offset >= r.min_offset and not ({held})), r -> r.broker_id), array())"))
+         .drop("replicas")
+         .persist(StorageLevel.MEMORY_AND_DISK))
     base_cols = ["group", "msg_id", "acked_offset", "acked_by", "epoch", "ack_ts_ms", "topic",
                  "queue_offset", "master_id"]
     lost = a.filter(F.col("m_copies") == 0).select(*base_cols)
@@ -198,7 +203,8 @@ def run_audit(spark, acks, index, replica_rows: list[dict], epoch_rows: list[dic
     for name, df in frames.items():
         df.coalesce(1).write.mode("overwrite").parquet(str(out_dir / name))
         df.unpersist()
-    keys.unpersist()
+    for df in (a, m_rows, keys):
+        df.unpersist()
 
     sources: dict[str, int] = {}
     for mc in masters.values():
