@@ -189,7 +189,11 @@ async def bench_ours(rounds: int, max_s: float, data_dir: Path) -> dict:
         producer = None
         acked = {a["msg_id"] for a in load_ack_log(ack_path)}
         final = await client.get_replica_info(group)
-        missing = await lost_acked(final.master_address, topic, acked, wait_s=15)
+        if final.master_address:
+            missing = await lost_acked(final.master_address, topic, acked, wait_s=15)
+        else:
+            _p("ours: no master at the end: every acked message counts as unavailable")
+            missing = acked
         rec = [s["recovery_s"] for s in samples if s["recovery_s"] is not None]
         out: dict[str, Any] = {
             "rounds": len(samples), "acked": len(acked), "lost_acked": len(missing),
@@ -558,6 +562,7 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--sentinel-rounds", type=int, default=20)
     ap.add_argument("--max-s", type=float, default=600.0, help="time budget per system")
     ap.add_argument("--no-sentinel", action="store_true")
+    ap.add_argument("--keep-dir", action="store_true", help="keep data and logs (always kept on failure)")
     a = ap.parse_args(argv)
     if not (1 <= a.rounds <= MAX_ROUNDS and 0 <= a.sentinel_rounds <= MAX_ROUNDS and 10 <= a.max_s <= 3600):
         ap.error("--rounds in [1,100], --sentinel-rounds in [0,100], --max-s in [10,3600]")
@@ -570,8 +575,8 @@ def main(argv: list[str] | None = None) -> int:
     signal.signal(signal.SIGTERM, _term)
     aslog.configure(os.environ.get("AUTOSWITCH_LOG_LEVEL", "WARNING"))
     t0 = time.monotonic()
-    with tempfile.TemporaryDirectory(prefix="bench-failover-") as tmp:
-        tmpp = Path(tmp)
+    tmpp = Path(tempfile.mkdtemp(prefix="bench-failover-"))
+    try:
         ours = asyncio.run(bench_ours(a.rounds, a.max_s, tmpp / "ours"))
         _p(f"ours: p50 {ours['p50_s']} s, p99 {ours['p99_s']} s, lost_acked {ours['lost_acked']}")
         sent = None
@@ -580,6 +585,14 @@ def main(argv: list[str] | None = None) -> int:
             sent = asyncio.run(bench_sentinel(a.sentinel_rounds, a.max_s, tmpp / "sentinel", 1000))
             if sent:
                 _p(f"sentinel: p50 {sent.get('p50_s')} s, p99 {sent.get('p99_s')} s")
+    except BaseException:
+        _p(f"failed; data and logs kept in {tmpp}")
+        raise
+    ours_ok = ours["failed_rounds"] == 0 and ours["lost_acked"] == 0 and ours["rounds"] == a.rounds
+    if ours_ok and not a.keep_dir:
+        shutil.rmtree(tmpp, ignore_errors=True)
+    else:
+        _p(f"data and logs kept in {tmpp}")
     result = {
         "p50_s": ours["p50_s"], "p99_s": ours["p99_s"], "lost_acked": ours["lost_acked"],
         "sentinel_p50_s": sent.get("p50_s") if sent else None,
@@ -592,7 +605,7 @@ def main(argv: list[str] | None = None) -> int:
                    "sentinel_failover_timeout_ms": 3000},
     }
     print(json.dumps(result, separators=(",", ":")))
-    return 0
+    return 0 if ours_ok else 1
 
 
 if __name__ == "__main__":
