@@ -10,7 +10,7 @@ from autoswitch.controller import config as cfgmod
 from autoswitch.controller.client import ControllerClient
 from autoswitch.controller.node import ControllerNode
 
-from tests.integration.controller_harness import wait_leader
+from tests.integration.controller_harness import admin, wait_leader
 from tests.procs import HOST, free_port
 
 pytestmark = pytest.mark.integration
@@ -42,6 +42,18 @@ def test_three_nodes_in_one_event_loop(tmp_path):
             for n in nodes:
                 lines, _, _ = n.read_events(0, 10)
                 assert [json.loads(x)["event"] for x in lines] == ["ApplyBrokerId", "RegisterBroker"]
+
+            # admin CLI (a subprocess against the in-process nodes): typed refusal, then a cleanup
+            r = await asyncio.to_thread(admin, "elect-master", "--controller", spec, "-b", "lib")
+            # nobody alive (freshly started nodes cannot even call the broker dead): typed refusal
+            assert not r["ok"] and r["error"]["code"] in ("CONTROLLER_MASTER_NOT_AVAILABLE",
+                                                          "CONTROLLER_ELECT_MASTER_FAILED")
+            r = await asyncio.to_thread(admin, "clean-broker-metadata", "--controller", spec, "-b", "lib",
+                                        "--broker-ids", "1")
+            assert r["ok"], r
+            r = await asyncio.to_thread(admin, "get-sync-state-set", "--controller", spec)
+            assert all(m["broker_id"] != 1 for g in r["result"]["groups"] if g["replica_info"]["broker_name"] == "lib"
+                       for m in g["members"])
         finally:
             for n in nodes:
                 await n.stop()
