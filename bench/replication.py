@@ -82,7 +82,20 @@ def prewrite(path: Path, size_bytes: int, msg_size: int, deadline: float) -> int
 # ----------------------------------------------------------------------------- replicated
 
 async def _replicate(master_dir: Path, slave_dir: Path, deadline: float, master_verify: bool,
-                     pipeline: bool = True) -> dict:
+                     pipeline: bool = False, native: bool = True) -> dict:
+    from autoswitch.broker import record as rec
+
+    saved = rec.native
+    if not native:
+        rec.native = None          # the master (this process) runs the pure-Python walkers
+    try:
+        return await _replicate1(master_dir, slave_dir, deadline, master_verify, pipeline, native)
+    finally:
+        rec.native = saved
+
+
+async def _replicate1(master_dir: Path, slave_dir: Path, deadline: float, master_verify: bool,
+                      pipeline: bool, native: bool) -> dict:
     from autoswitch.ha.master import HAMaster, LocalSyncStateProposer
 
     # The slave CRC-checks every record before writing it, whatever the master does.
@@ -94,7 +107,8 @@ async def _replicate(master_dir: Path, slave_dir: Path, deadline: float, master_
     proc = subprocess.Popen([sys.executable, "-m", "bench.replication", "--role", "slave",
                              "--port", str(master.port), "--dir", str(slave_dir), "--target", str(end),
                              "--slave-pipeline", "on" if pipeline else "off"],
-                            stdout=subprocess.PIPE, start_new_session=True)
+                            stdout=subprocess.PIPE, start_new_session=True,
+                            env={**os.environ, "AUTOSWITCH_FASTREC": "1" if native else "0"})
     try:
         t0 = t1 = None
         last_report = time.monotonic()
@@ -247,6 +261,8 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--slave-pipeline", default="off", choices=["on", "off", "both"],
                     help="HAConfig.slave_write_pipeline: overlap the write of batch N with checking N+1 "
                          "('both': run each, same run)")
+    ap.add_argument("--native", default="on", choices=["on", "off", "both"],
+                    help="use the C record walker autoswitch._fastrec when built ('both': each, same run)")
     ap.add_argument("--workdir", default=None, help="parent of the bench data (deleted afterwards)")
     ap.add_argument("--port", type=int)
     ap.add_argument("--dir")
@@ -279,8 +295,15 @@ def main(argv: list[str] | None = None) -> int:
         # Interleave the peers (raw, replicated, raw, replicated, ...) so page-cache writeback
         # and the other tenants of the machine hit both alike; report the best of each.
         master_verify = args.master_verify_reads != "off"
-        modes = {"on": [True], "off": [False], "both": [False, True]}[args.slave_pipeline]
-        reps, raws, unpiped = [], [], []
+        from autoswitch.broker import record as rec
+
+        pipes = {"on": [True], "off": [False], "both": [False, True]}[args.slave_pipeline]
+        natives = {"on": [True], "off": [False], "both": [True, False]}[args.native]
+        if rec.native is None and True in natives:
+            eprint("autoswitch._fastrec is not built: 'native on' runs are pure Python")
+        variants = [(p, nat) for nat in natives for p in pipes]
+        raws: list[dict] = []
+        by_variant: dict[tuple[bool, bool], list[dict]] = {v: [] for v in variants}
         for i in range(args.repeats):
             shutil.rmtree(work / "raw", ignore_errors=True)
             raw = asyncio.run(_raw_copy(work / "master", work / "raw", total, deadline))
@@ -288,14 +311,15 @@ def main(argv: list[str] | None = None) -> int:
             eprint(f"[{i}] raw copy {raw['bytes'] / MiB:.0f} MiB in {raw['seconds']:.2f}s = {raw['mb_s']:.0f} MiB/s"
                    f" (cpu send {raw['send_cpu_s']:.2f}s recv {raw['recv_cpu_s']:.2f}s)")
             raws.append(raw)
-            for piped in modes:
+            for piped, nat in variants:
                 shutil.rmtree(work / "slave", ignore_errors=True)
-                rep = asyncio.run(_replicate(work / "master", work / "slave", deadline, master_verify, piped))
+                rep = asyncio.run(_replicate(work / "master", work / "slave", deadline, master_verify, piped, nat))
                 shutil.rmtree(work / "slave", ignore_errors=True)
-                eprint(f"[{i}] replicated (pipeline {'on' if piped else 'off'}) {rep['bytes'] / MiB:.0f} MiB in "
-                       f"{rep['seconds']:.2f}s = {rep['mb_s']:.0f} MiB/s (cpu master {rep['master_cpu_s']:.2f}s "
-                       f"slave {rep['slave_cpu_s']:.2f}s)")
-                (reps if piped == modes[0] else unpiped).append(rep)
+                eprint(f"[{i}] replicated (pipeline {'on' if piped else 'off'}, native {'on' if nat else 'off'}) "
+                       f"{rep['bytes'] / MiB:.0f} MiB in {rep['seconds']:.2f}s = {rep['mb_s']:.0f} MiB/s "
+                       f"(cpu master {rep['master_cpu_s']:.2f}s slave {rep['slave_cpu_s']:.2f}s)")
+                by_variant[(piped, nat)].append(rep)
+        reps = by_variant[variants[0]]
         best_rep = max(r["mb_s"] for r in reps)
         best_raw = max(r["mb_s"] for r in raws)
         gib = total / (1024 * MiB)
@@ -321,10 +345,14 @@ def main(argv: list[str] | None = None) -> int:
                 "raw_recv": per_gib([r["recv_cpu_s"] for r in raws]),
             },
         }
-        if unpiped:   # the second mode of --slave-pipeline both: the pipelined slave
-            result["runs_replicated_pipelined_mb_s"] = [round(r["mb_s"], 1) for r in unpiped]
-            result["ratio_pipelined"] = round(max(r["mb_s"] for r in unpiped) / best_raw, 3)
-            result["cpu_s_per_gib"]["slave_pipelined"] = per_gib([r["slave_cpu_s"] for r in unpiped])
+        result["native"] = rec.native is not None and variants[0][1]
+        best_raw_all = best_raw
+        for (piped, nat), runs in list(by_variant.items())[1:]:   # the other variants, same run
+            name = f"pipeline_{'on' if piped else 'off'}_native_{'on' if nat else 'off'}"
+            result[f"runs_replicated_{name}_mb_s"] = [round(r["mb_s"], 1) for r in runs]
+            result[f"ratio_{name}"] = round(max(r["mb_s"] for r in runs) / best_raw_all, 3)
+            result["cpu_s_per_gib"][f"master_{name}"] = per_gib([r["master_cpu_s"] for r in runs])
+            result["cpu_s_per_gib"][f"slave_{name}"] = per_gib([r["slave_cpu_s"] for r in runs])
         print(json.dumps(result), flush=True)
         return 0
     finally:

@@ -153,22 +153,18 @@ class CommitLog:
         if verify:
             # one walk: it stops at the first record that is not whole and valid; if that
             # record merely continues past the buffer, the prefix before it is the answer
-            end, why, _ = rec.walk(buf, 0, n, seg.end_limit - offset, offset, self.max_record)
+            end, why, _ = rec.walk_fast(buf, 0, n, seg.end_limit - offset, offset, self.max_record)
             if why is None or n - end < rec.HEADER_SIZE:
                 return end
             total = rec.peek_total(buf, end)
             if rec.HEADER_SIZE <= total <= rec.HARD_MAX_RECORD and end + total > n:
                 return end
             raise LogCorrupt(f"invalid record on read: {why}", path=str(seg.path), offset=offset + end)
-        pos = 0
-        peek = rec.peek_total
-        while pos + rec.HEADER_SIZE <= n:
-            total = peek(buf, pos)
+        pos = rec.whole_prefix_end(buf, 0, n)
+        if n - pos >= rec.HEADER_SIZE:
+            total = rec.peek_total(buf, pos)
             if total < rec.HEADER_SIZE:
                 raise LogCorrupt(f"bad record length {total}", path=str(seg.path), offset=offset + pos)
-            if pos + total > n:
-                break
-            pos += total
         return pos
 
     def read_exact(self, offset: int, size: int) -> tuple[bytes, Segment]:

@@ -1,0 +1,192 @@
+/* autoswitch._fastrec: the per-record loop of broker/record.py walk_fast in C.
+ *
+ * walk_crc(buf, pos, end) follows the record length chain in buf[pos:end] and checks each
+ * record's CRC32 (zlib, over bytes [4, total) of the record, as record.py defines it). It stops
+ * at the first record that is not whole (short header, length < 40 or past `end`) or whose CRC
+ * does not match, and returns (offsets, stop): `offsets` are the start positions of the good
+ * records as native int64 bytes (numpy.frombuffer(..., int64)), `stop` where the walk stopped.
+ * Every other header rule stays in Python/numpy (record.walk_fast), and any stop before `end`
+ * makes walk_fast re-run the reference Python walk for the exact reason, so this helper only
+ * has to agree with Python on "length chain + CRC", which a test checks against the fallback.
+ * walk_len(buf, pos, end) -> stop: the same length chain without CRCs (replication reads
+ * with verify_reads off only need the whole-record prefix).
+ * The GIL is released during the loops (the buffer is pinned by the buffer protocol).
+ */
+#define PY_SSIZE_T_CLEAN
+#include <Python.h>
+#include <stdint.h>
+#include <string.h>
+#include <zlib.h>
+
+#define HEADER_SIZE 40
+#define HARD_MAX_RECORD (256u * 1024u * 1024u)
+
+static uint32_t be32(const unsigned char *p) {
+    return ((uint32_t)p[0] << 24) | ((uint32_t)p[1] << 16) | ((uint32_t)p[2] << 8) | (uint32_t)p[3];
+}
+
+static PyObject *walk_crc(PyObject *self, PyObject *args) {
+    Py_buffer view;
+    Py_ssize_t pos, end;
+    (void)self;
+    if (!PyArg_ParseTuple(args, "y*nn", &view, &pos, &end))
+        return NULL;
+    if (pos < 0 || end < pos || end > view.len) {
+        PyBuffer_Release(&view);
+        PyErr_SetString(PyExc_ValueError, "walk_crc: need 0 <= pos <= end <= len(buf)");
+        return NULL;
+    }
+    Py_ssize_t cap = (end - pos) / HEADER_SIZE + 1;
+    PyObject *out = PyBytes_FromStringAndSize(NULL, cap * (Py_ssize_t)sizeof(int64_t));
+    if (out == NULL) {
+        PyBuffer_Release(&view);
+        return NULL;
+    }
+    int64_t *offs = (int64_t *)PyBytes_AS_STRING(out);
+    const unsigned char *b = (const unsigned char *)view.buf;
+    Py_ssize_t p = pos, n = 0;
+    Py_BEGIN_ALLOW_THREADS
+    while (end - p >= HEADER_SIZE) {
+        uint32_t crc = be32(b + p);
+        uint32_t total = be32(b + p + 4);
+        if (total < HEADER_SIZE || total > HARD_MAX_RECORD || (Py_ssize_t)total > end - p)
+            break;
+        if ((uint32_t)crc32(0L, b + p + 4, (uInt)(total - 4)) != crc)
+            break;
+        offs[n++] = (int64_t)p;
+        p += (Py_ssize_t)total;
+    }
+    Py_END_ALLOW_THREADS
+    PyBuffer_Release(&view);
+    if (_PyBytes_Resize(&out, n * (Py_ssize_t)sizeof(int64_t)) < 0)
+        return NULL;
+    return Py_BuildValue("(Nn)", out, p);
+}
+
+static PyObject *walk_len(PyObject *self, PyObject *args) {
+    Py_buffer view;
+    Py_ssize_t pos, end;
+    (void)self;
+    if (!PyArg_ParseTuple(args, "y*nn", &view, &pos, &end))
+        return NULL;
+    if (pos < 0 || end < pos || end > view.len) {
+        PyBuffer_Release(&view);
+        PyErr_SetString(PyExc_ValueError, "walk_len: need 0 <= pos <= end <= len(buf)");
+        return NULL;
+    }
+    const unsigned char *b = (const unsigned char *)view.buf;
+    Py_ssize_t p = pos;
+    Py_BEGIN_ALLOW_THREADS
+    while (end - p >= HEADER_SIZE) {
+        uint32_t total = be32(b + p + 4);
+        if (total < HEADER_SIZE || total > HARD_MAX_RECORD || (Py_ssize_t)total > end - p)
+            break;
+        p += (Py_ssize_t)total;
+    }
+    Py_END_ALLOW_THREADS
+    PyBuffer_Release(&view);
+    return PyLong_FromSsize_t(p);
+}
+
+static uint64_t be64(const unsigned char *p) {
+    return ((uint64_t)be32(p) << 32) | (uint64_t)be32(p + 4);
+}
+
+/* walk_batch(buf, pos, end, seg_end, max_record) -> (msg_offsets, msg_totals, stop, uniform, q0)
+ * Every per-record rule of record.walk except the per-topic queue-offset sequence: length
+ * chain, magic/version/flags/reserved, lengths agree, CRC, message (topic non-empty, size
+ * <= max_record, room for segment padding) or padding (no topic/id, ends at seg_end). Returns
+ * the message records' offsets and sizes (int64 bytes), where it stopped, and whether all
+ * messages share the first one's topic with consecutive queue offsets from q0 (then the index
+ * entries need no grouping). A stop before `end` makes the caller re-run walk for the reason. */
+static PyObject *walk_batch(PyObject *self, PyObject *args) {
+    Py_buffer view;
+    Py_ssize_t pos, end, seg_end, max_record;
+    (void)self;
+    if (!PyArg_ParseTuple(args, "y*nnnn", &view, &pos, &end, &seg_end, &max_record))
+        return NULL;
+    if (pos < 0 || end < pos || end > view.len) {
+        PyBuffer_Release(&view);
+        PyErr_SetString(PyExc_ValueError, "walk_batch: need 0 <= pos <= end <= len(buf)");
+        return NULL;
+    }
+    Py_ssize_t cap = (end - pos) / HEADER_SIZE + 1;
+    PyObject *offs_o = PyBytes_FromStringAndSize(NULL, cap * (Py_ssize_t)sizeof(int64_t));
+    PyObject *tot_o = PyBytes_FromStringAndSize(NULL, cap * (Py_ssize_t)sizeof(int64_t));
+    if (offs_o == NULL || tot_o == NULL) {
+        Py_XDECREF(offs_o);
+        Py_XDECREF(tot_o);
+        PyBuffer_Release(&view);
+        return NULL;
+    }
+    int64_t *offs = (int64_t *)PyBytes_AS_STRING(offs_o);
+    int64_t *tots = (int64_t *)PyBytes_AS_STRING(tot_o);
+    const unsigned char *b = (const unsigned char *)view.buf;
+    Py_ssize_t p = pos, n = 0;
+    int uniform = 1;
+    uint64_t q0 = 0;
+    const unsigned char *t0 = NULL;
+    unsigned int tl0 = 0;
+    Py_BEGIN_ALLOW_THREADS
+    while (end - p >= HEADER_SIZE) {
+        const unsigned char *h = b + p;
+        uint32_t crc = be32(h), total = be32(h + 4);
+        if (total < HEADER_SIZE || total > HARD_MAX_RECORD || (Py_ssize_t)total > end - p)
+            break;
+        unsigned int magic = h[8], version = h[9], rtype = h[10], flags = h[11];
+        unsigned int tl = h[32], ml = h[33], rsv = ((unsigned int)h[34] << 8) | h[35];
+        uint32_t bl = be32(h + 36);
+        Py_ssize_t nxt = p + (Py_ssize_t)total;
+        if (magic != 0xA5 || version != 1 || flags || rsv ||
+            (uint64_t)HEADER_SIZE + tl + ml + bl != (uint64_t)total)
+            break;
+        if ((uint32_t)crc32(0L, h + 4, (uInt)(total - 4)) != crc)
+            break;
+        if (rtype == 1) {
+            Py_ssize_t room = seg_end - nxt;
+            if (tl == 0 || (Py_ssize_t)total > max_record || (room > 0 && room < HEADER_SIZE))
+                break;
+            uint64_t q = be64(h + 16);
+            if (t0 == NULL) {
+                t0 = h + HEADER_SIZE;
+                tl0 = tl;
+                q0 = q;
+            } else if (uniform && (tl != tl0 || memcmp(h + HEADER_SIZE, t0, tl) != 0 || q != q0 + (uint64_t)n)) {
+                uniform = 0;
+            }
+            offs[n] = (int64_t)p;
+            tots[n] = (int64_t)total;
+            n++;
+        } else if (rtype == 2) {
+            if (tl || ml || nxt != seg_end)
+                break;
+        } else {
+            break;
+        }
+        p = nxt;
+    }
+    Py_END_ALLOW_THREADS
+    PyBuffer_Release(&view);
+    if (_PyBytes_Resize(&offs_o, n * (Py_ssize_t)sizeof(int64_t)) < 0) {
+        Py_DECREF(tot_o);
+        return NULL;
+    }
+    if (_PyBytes_Resize(&tot_o, n * (Py_ssize_t)sizeof(int64_t)) < 0) {
+        Py_DECREF(offs_o);
+        return NULL;
+    }
+    return Py_BuildValue("(NNniK)", offs_o, tot_o, p, uniform, (unsigned long long)q0);
+}
+
+static PyMethodDef methods[] = {
+    {"walk_batch", walk_batch, METH_VARARGS,
+     "walk_batch(buf, pos, end, seg_end, max_record) -> (msg offsets, msg sizes, stop, uniform, q0)"},
+    {"walk_len", walk_len, METH_VARARGS, "walk_len(buf, pos, end) -> stop: the record length chain only"},
+    {"walk_crc", walk_crc, METH_VARARGS,
+     "walk_crc(buf, pos, end) -> (int64 offsets as bytes, stop): length chain + CRC32 of each record"},
+    {NULL, NULL, 0, NULL},
+};
+
+static struct PyModuleDef module = {PyModuleDef_HEAD_INIT, "_fastrec", NULL, -1, methods, NULL, NULL, NULL, NULL};
+
+PyMODINIT_FUNC PyInit__fastrec(void) { return PyModule_Create(&module); }
