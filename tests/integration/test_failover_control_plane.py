@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import asyncio
 import json
+import threading
 import time
 from pathlib import Path
 
@@ -39,35 +40,50 @@ def _leader(c: FailoverCluster) -> str:
 
 
 class _Pinger:
-    """Produce one message directly to one broker every ~20 ms; record (time, status name)."""
+    """Produce one message directly to one broker every ~20 ms; record (time, status name).
+    ``start()``/``stop()`` run it in a thread over a window (one connection throughout, so a fault
+    injected meanwhile is seen without a reconnect gap); ``run_for()`` runs it in the caller."""
 
     def __init__(self, addr: str) -> None:
         self.addr = addr
         self.results: list[tuple[float, str]] = []
+        self._stop = threading.Event()
+        self._thread: threading.Thread | None = None
+
+    async def _loop(self, seconds: float) -> None:
+        from autoswitch.broker.client import ProducerClient
+
+        from autoswitch.proto import broker_pb2 as pb
+
+        p = ProducerClient(self.addr, max_retries=0, timeout_s=2.0)
+        end = time.monotonic() + seconds
+        i = len(self.results)
+        try:
+            while time.monotonic() < end and not self._stop.is_set():
+                try:
+                    out = await p.produce("t", [b"ping"], [f"ping-{self.addr}-{i}"])
+                    name = pb.Status.Name(out.status)
+                except Exception:  # noqa: BLE001 - recorded as a failed attempt
+                    name = "UNAVAILABLE"
+                self.results.append((time.time(), name))
+                i += 1
+                await asyncio.sleep(0.02)
+        finally:
+            await p.close()
 
     def run_for(self, seconds: float) -> list[tuple[float, str]]:
-        async def run() -> None:
-            from autoswitch.broker.client import ProducerClient
+        asyncio.run(self._loop(seconds))
+        return self.results
 
-            from autoswitch.proto import broker_pb2 as pb
+    def start(self, max_s: float = 60.0) -> None:
+        self._thread = threading.Thread(target=lambda: asyncio.run(self._loop(max_s)), daemon=True)
+        self._thread.start()
+        wait_until(lambda: self.results, 10, "first ping")
 
-            p = ProducerClient(self.addr, max_retries=0, timeout_s=2.0)
-            end = time.monotonic() + seconds
-            i = len(self.results)
-            try:
-                while time.monotonic() < end:
-                    try:
-                        out = await p.produce("t", [b"ping"], [f"ping-{self.addr}-{i}"])
-                        name = pb.Status.Name(out.status)
-                    except Exception:  # noqa: BLE001 - recorded as a failed attempt
-                        name = "UNAVAILABLE"
-                    self.results.append((time.time(), name))
-                    i += 1
-                    await asyncio.sleep(0.02)
-            finally:
-                await p.close()
-
-        asyncio.run(run())
+    def stop(self) -> list[tuple[float, str]]:
+        self._stop.set()
+        assert self._thread is not None
+        self._thread.join(10)
         return self.results
 
 
@@ -125,12 +141,13 @@ def test_all_controllers_down_lease_then_no_lease(procs, tmp_path):
     slaves = [n for n in ("b1", "b2", "b3") if n != master]
     # Past the controllers' start-up grace (no lease granted in the first 3 x timeout).
     pinger = _Pinger(c.broker_addr(master))
-    assert pinger.run_for(0.2)[-1][1] == "OK"
-
+    pinger.start()
+    wait_until(lambda: pinger.results[-1][1] == "OK", 10, "pings acknowledged")
     t_down = time.time()
     for n in c.ctl_ids:
         c.ctl_proc[n].kill9()
-    res = pinger.run_for(2.0)
+    time.sleep(2.0)
+    res = pinger.stop()
     after = [(t, s) for t, s in res if t >= t_down]
     statuses = [s for _, s in after]
     assert "OK" in statuses, "the master keeps serving while its lease lasts"
