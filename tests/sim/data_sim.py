@@ -40,6 +40,7 @@ from autoswitch.ha.sync_state import SyncStateTracker
 
 from autoswitch.errors import AutoswitchError
 
+from . import rm_driver
 from .common import FaultMix, Stats, Violation
 from .memlog import SimLog, record
 from .net import Clock, NetFaults, Network
@@ -162,13 +163,25 @@ class Broker:
     reconnect_at: int = 0
     restart_at: int | None = None
     newer_epoch_seen: int = 0
+    rm: Any = None                      # the ReplicasManager core, when it is the brain
+    rm_pending: dict = field(default_factory=dict)
+    lease_fenced: bool = False
 
 
 class DataSim:
     def __init__(self, seed: int, bugs: frozenset[str] = frozenset(), duration_ms: int = 5000,
                  mix: FaultMix | None = None, n_brokers: int = 3, n_ctl: int = 3, liveness_ms: int = 8000,
-                 produce_ms: tuple[int, int] = (10, 60)) -> None:
+                 produce_ms: tuple[int, int] = (10, 60), use_rm: bool = False,
+                 honor_lease_granted: bool = True) -> None:
         self.produce_ms = produce_ms
+        # use_rm: the real ReplicasManager core decides (rm_driver); else this module's model
+        self.use_rm = use_rm
+        self._proposal_seq = 0
+        self.links: dict[int, Link] = {}
+        # interfaces.md: only heartbeat replies with lease_granted may count toward the lease.
+        # False models today's ReplicasAdapter, which counts every reply (bug #2 in
+        # docs/verification.md; e.g. seed 200 with use_rm=True then breaks data.ack_after_deposed)
+        self.honor_lease_granted = honor_lease_granted
         self.seed = seed
         self.bugs = bugs
         self.rng = random.Random(f"data/{seed}")
@@ -192,9 +205,9 @@ class DataSim:
             self.sm.execute(ApplyBrokerIdRequest(CLUSTER, GROUP, b, f"b{b};0", 1))
             self.sm.execute(RegisterBrokerRequest(CLUSTER, GROUP, b, f"b{b}", True, 1))
         self.names = {f"b{b}" for b in self.brokers} | set(self.ctl_ids)
-        self._link_seq = 0
         self._req_seq = 0
         self._requests: dict[int, tuple[int, Any]] = {}
+        self._link_seq = 0
         self.next_scan = SCAN_INTERVAL
         self.next_fault = self.mix.every_ms
         self.next_produce = 0
@@ -208,6 +221,9 @@ class DataSim:
         self.kill_at: dict[int, int] = {}       # adversary: broker -> when to crash it
         self.storm = True
         self.trace: list[str] = []            # the story of the run, printed with a violation
+        if self.use_rm:
+            for b in self.brokers.values():
+                rm_driver.new_rm(self, b)
 
     def note(self, what: str) -> None:
         if len(self.trace) < 10_000:
@@ -289,7 +305,11 @@ class DataSim:
             return
         if kind == "req" and cid == self.ctl_leader():
             _, rid, req = msg
-            if isinstance(req, (ElectMasterRequest, AlterSyncStateSetRequest)):
+            if req == "find_leader":
+                reply = cid
+            elif isinstance(req, RegisterBrokerRequest):
+                reply = self._execute(req)
+            elif isinstance(req, (ElectMasterRequest, AlterSyncStateSetRequest)):
                 view = self._opinions(cid)
                 if isinstance(req, ElectMasterRequest):
                     req = ElectMasterRequest(CLUSTER, GROUP, TRIGGER_BROKER, req.broker_id, False,
@@ -331,7 +351,20 @@ class DataSim:
             if b.role != "master" and (b.master_id is None or b.newer_epoch_seen > b.epoch):
                 self._request(b, ElectMasterRequest(CLUSTER, GROUP, TRIGGER_BROKER, b.bid))
 
+    def next_rid(self) -> int:
+        self._req_seq += 1
+        return self._req_seq
+
+    def send_heartbeat(self, b: Broker, controller: str, rnd: int) -> None:
+        last = b.log.epochs.last()
+        rep = BrokerReport(b.bid, self.bname(b.bid), last.epoch if last else 0, b.log.max_offset,
+                           b.log.confirm_offset, 0, True)
+        self.net.send(self.now, self.bname(b.bid), controller, ("hb", b.bid, rnd, rep))
+
     def _on_broker_msg(self, b: Broker, frm: str, msg: tuple) -> None:
+        if self.use_rm:
+            rm_driver.on_message(self, b, msg)
+            return
         kind = msg[0]
         if kind == "hb_ok":
             _, cid, rnd, granted, epoch = msg
@@ -401,6 +434,8 @@ class DataSim:
                 self._close_link(lk)
 
     def may_acknowledge(self, b: Broker) -> bool:
+        if self.use_rm:
+            return rm_driver.may_acknowledge(self, b, "no_self_fencing" in self.bugs)
         if b.role != "master" or b.newer_epoch_seen > b.epoch:
             return False
         if "no_self_fencing" in self.bugs:
@@ -526,7 +561,9 @@ class DataSim:
                 if not lk.open:
                     break
         prop = m.tracker.tick(now, m.log.max_offset)
-        if prop is not None:
+        if prop is not None and self.use_rm:
+            rm_driver.propose(self, m, prop)
+        elif prop is not None:
             m.proposal_req = self._request(m, AlterSyncStateSetRequest(
                 GROUP, m.bid, prop.master_epoch, tuple(sorted(prop.new_set)), prop.base_sync_state_set_epoch))
         elif m.tracker.in_flight is not None and m.proposal_req is None:
@@ -610,6 +647,8 @@ class DataSim:
         nb.next_hb = self.now
         nb.next_poll = self.now
         self.brokers[b.bid] = nb
+        if self.use_rm:
+            rm_driver.new_rm(self, nb)
 
     # ------------------------------------------------------------------ invariants
     def _current_master(self) -> Broker | None:
@@ -723,7 +762,12 @@ class DataSim:
                 if b.restart_at is not None and self.now >= b.restart_at:
                     self._restart(b)
                 continue
-            self._broker_timers(b)
+            if self.use_rm:
+                rm_driver.tick(self, b)
+            else:
+                self._broker_timers(b)
+            if not b.alive:
+                continue
             if b.role == "slave" and b.link is None and self.now >= b.reconnect_at:
                 self._connect(b)
             self._master_tick(b)
@@ -738,7 +782,6 @@ class DataSim:
             self._check()
 
     def run(self) -> Stats:
-        self.links = {}
         while self.now < self.duration:
             self.step(True)
         # liveness: heal, restart everyone; within the bound a master must ack a new write

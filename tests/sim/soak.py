@@ -17,8 +17,14 @@ from .common import BUGS, Stats, Violation, quiet_logs
 
 
 def run_one(seed: int, bugs: frozenset[str] = frozenset(), phases: str = "ab",
-            verbose: bool = False) -> tuple[Stats, list[tuple[str, Violation]]]:
+            verbose: bool = False, use_rm: bool = False) -> tuple[Stats, list[tuple[str, Violation]]]:
     """Both phases of one seed. Returns the stats and the violations (phase, violation)."""
+    with quiet_logs():
+        return _run_one(seed, bugs, phases, verbose, use_rm)
+
+
+def _run_one(seed: int, bugs: frozenset[str], phases: str, verbose: bool,
+             use_rm: bool) -> tuple[Stats, list[tuple[str, Violation]]]:
     stats = Stats()
     bad: list[tuple[str, Violation]] = []
     if "a" in phases:
@@ -27,7 +33,7 @@ def run_one(seed: int, bugs: frozenset[str] = frozenset(), phases: str = "ab",
         except Violation as v:
             bad.append(("A", v))
     if "b" in phases:
-        d = data_sim.DataSim(seed, bugs=bugs)
+        d = data_sim.DataSim(seed, bugs=bugs, use_rm=use_rm)
         try:
             stats.add(d.run())
         except Violation as v:
@@ -44,6 +50,7 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--phases", default="ab", help="a = controller Raft, b = brokers/HA (default both)")
     ap.add_argument("--bug", action="append", default=[], choices=BUGS, help="plant a bug (sim only)")
     ap.add_argument("--max-seconds", type=float, default=None, help="stop early after this long")
+    ap.add_argument("--rm", action="store_true", help="phase B brokers run the real ReplicasManager core")
     ap.add_argument("--verbose", action="store_true")
     a = ap.parse_args(argv)
     bugs = frozenset(a.bug)
@@ -53,7 +60,7 @@ def main(argv: list[str] | None = None) -> int:
     done = 0
     with quiet_logs():
         for seed in range(a.seed_start, a.seed_start + a.seeds):
-            st, bad = run_one(seed, bugs, a.phases, a.verbose)
+            st, bad = run_one(seed, bugs, a.phases, a.verbose, a.rm)
             total.add(st)
             done += 1
             for phase, v in bad:

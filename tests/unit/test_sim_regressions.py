@@ -2,8 +2,10 @@
 
 from __future__ import annotations
 
+import asyncio
 import json
 
+import pytest
 from autoswitch.controller.raft.harness import SimNet
 from autoswitch.controller.raft.messages import Entry, HardState, Snapshot
 from autoswitch.controller.raft.storage import MemoryStorage
@@ -36,3 +38,59 @@ def test_follower_diverging_exactly_at_leader_snapshot_index_is_repaired():
     assert net.run_until(lambda: net.nodes["b"].sm.last_index >= idx, 3_000), \
         f"follower b stuck at {net.nodes['b'].core.log.last_index()} (leader at {idx})"
     assert net.nodes["b"].sm.kv == net.nodes[leader].sm.kv
+
+
+@pytest.mark.xfail(strict=True, reason="open: ReplicasAdapter._heartbeat ignores BrokerHeartbeatReply.lease_granted "
+                                       "(sim phase B with the ReplicasManager core, seeds 183/194/200...; fix in "
+                                       "docs/verification.md 'Bugs found' #2). Remove this mark with the fix.")
+def test_heartbeat_replies_without_lease_granted_do_not_extend_the_master_lease(tmp_path):
+    """Sim seed 200 (phase B, ReplicasManager brain): a master isolated long enough for the
+    controller majority to hold a DEAD report and commit a newer MasterEpoch comes back; the
+    controllers answer its heartbeats with lease_granted=false, but the adapter counts them,
+    the lease is renewed and the deposed master acknowledges a write in the old epoch before
+    its next replica-info poll (DESIGN-NOTES 7.1 broken; interfaces.md: only replies with
+    lease_granted may count)."""
+    from autoswitch.proto import controller_pb2 as pb
+    from tests.unit.test_rm_adapter import make, wait_for
+
+    async def main():
+        api, broker, a = make(tmp_path)
+        real = api.call_node
+        deny = {"on": False}
+
+        async def call_node(addr, method, request, timeout_s=None):
+            reply = await real(addr, method, request, timeout_s)
+            return pb.BrokerHeartbeatReply(is_leader=reply.is_leader, lease_granted=not deny["on"])
+
+        api.call_node = call_node
+        await a.start()
+        await wait_for(a.may_acknowledge, "master with lease")
+        deny["on"] = True     # every controller now refuses to grant (DEAD hold / newer epoch applied)
+        try:
+            await wait_for(lambda: not a.may_acknowledge(), "lease expired", limit_s=3.0)
+        finally:
+            await a.stop()
+
+    asyncio.run(asyncio.wait_for(main(), 20))
+
+
+@pytest.mark.xfail(strict=True, reason="open: a timed-out AlterSyncStateSet makes SyncStateTracker drop the "
+                                       "union of sets (docs/verification.md 'Bugs found' #3). Remove with the fix.")
+def test_proposal_with_unknown_outcome_keeps_counting_the_union():
+    """Sim seed 152 (phase B, ReplicasManager brain): master 1 proposes {1,3}; the controller
+    commits it but the reply is lost; the RPC times out, ReplicasManager reports a failed
+    proposal and SyncStateTracker.on_proposal_failed drops the proposed set. Broker 3 then
+    crashes; message 20 is acked by {1} alone while the controller's SyncStateSet is {1,3}:
+    broker 3 is electable without an acknowledged message."""
+    from autoswitch.ha.config import HAConfig
+    from autoswitch.ha.sync_state import SyncStateTracker
+
+    t = SyncStateTracker(1, 1, frozenset({1}), 1, HAConfig(), now=0.0)
+    t.on_connect(3, False, 0.0)
+    t.on_ack(3, 100, 0.0, 100)
+    prop = t.tick(0.1, 100)
+    assert prop is not None and prop.new_set == frozenset({1, 3})
+    t.on_proposal_failed(0.6)          # RPC timeout: the controller may well have committed {1,3}
+    t.on_disconnect(3, 0.7)
+    assert not t.is_acked(200, 200), "acked by the master alone while {1,3} may be the SyncStateSet"
+

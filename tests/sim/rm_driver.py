@@ -1,0 +1,200 @@
+"""Phase B with the real ReplicasManager core (broker/replicas_manager.py) as the broker brain.
+
+This is the simulator's stand-in for ReplicasAdapter: it executes the core's commands against
+the simulated controller (RPCs over the seeded network, each with a deadline) and the simulated
+broker (role switches, lease fence, SyncStateSet proposals) and feeds replies and failures back.
+Heartbeat replies count toward the lease only with ``lease_granted`` (the documented seam);
+``DataSim(honor_lease_granted=False)`` models today's adapter, which counts every reply
+(docs/verification.md, bug #2).
+"""
+
+from __future__ import annotations
+
+from types import SimpleNamespace
+from typing import TYPE_CHECKING, Any
+
+from autoswitch.broker import replicas_manager as rmm
+from autoswitch.broker.identity import BrokerIdentity, LoadedIdentity
+from autoswitch.controller.messages import (
+    TRIGGER_BROKER,
+    AlterSyncStateSetRequest,
+    ElectMasterRequest,
+    RegisterBrokerRequest,
+)
+from autoswitch.epochfile.errors import EpochRuleError
+
+if TYPE_CHECKING:
+    from .data_sim import Broker, DataSim
+
+RPC_TIMEOUT_MS = 500
+
+
+def new_rm(sim: DataSim, b: Broker) -> rmm.ReplicasManager:
+    from .data_sim import CLUSTER, GROUP, HB_INTERVAL, LEASE, POLL_INTERVAL
+
+    cfg = rmm.ReplicasConfig(CLUSTER, GROUP, f"b{b.bid}", tuple(sim.ctl_ids), heartbeat_interval_ms=HB_INTERVAL,
+                             sync_interval_ms=POLL_INTERVAL, backoff_min_ms=50, backoff_max_ms=500, lease=LEASE)
+    rm = rmm.ReplicasManager(cfg, new_check_code=lambda: f"code-{b.bid}", rand=sim.rng.random)
+    last = b.log.epochs.last()
+    cmds = rm.start(sim.local_s(b), LoadedIdentity(BrokerIdentity(CLUSTER, GROUP, b.bid), None), True,
+                    last.epoch if last else 0)
+    b.rm = rm
+    perform(sim, b, cmds)
+    return rm
+
+
+def _info(view: Any) -> rmm.ReplicaInfo:
+    return rmm.ReplicaInfo(view.master_broker_id or 0, view.master_address or "", view.master_epoch,
+                           frozenset(view.sync_state_set), view.sync_state_set_epoch)
+
+
+def _rpc(sim: DataSim, b: Broker, cmd: Any, payload: Any) -> None:
+    rid = sim._request(b, payload)
+    b.rm_pending[rid] = (cmd, sim.now + RPC_TIMEOUT_MS)
+
+
+def perform(sim: DataSim, b: Broker, cmds: list) -> None:
+    """Execute commands (and the commands their completions produce), bounded."""
+    todo = list(cmds)
+    for _ in range(1000):
+        if not todo or not b.alive or b.rm is None:
+            return
+        cmd = todo.pop(0)
+        todo.extend(_one(sim, b, cmd))
+    raise AssertionError("ReplicasManager command storm")
+
+
+def _reply(sim: DataSim, b: Broker, req: int, value: Any) -> list:
+    return b.rm.on_reply(req, value, sim.local_s(b))
+
+
+def _fail(sim: DataSim, b: Broker, req: int, kind: rmm.FailKind, code: str) -> list:
+    return b.rm.on_failure(req, rmm.Failure(kind, code, code), sim.local_s(b))
+
+
+def _one(sim: DataSim, b: Broker, cmd: Any) -> list:
+    from .data_sim import CLUSTER, GROUP
+
+    match cmd:
+        case rmm.FindLeader():
+            _rpc(sim, b, cmd, "find_leader")
+        case rmm.RegisterBroker():
+            _rpc(sim, b, cmd, RegisterBrokerRequest(CLUSTER, GROUP, cmd.broker_id, cmd.broker_addr, True, 1))
+        case rmm.GetReplicaInfo():
+            _rpc(sim, b, cmd, "replica_info")
+        case rmm.ElectMaster():
+            _rpc(sim, b, cmd, ElectMasterRequest(CLUSTER, GROUP, TRIGGER_BROKER, cmd.broker_id))
+        case rmm.AlterSyncStateSet():
+            _rpc(sim, b, cmd, AlterSyncStateSetRequest(GROUP, cmd.master_id, cmd.master_epoch,
+                                                       tuple(sorted(cmd.new_set)), cmd.sync_state_set_epoch))
+        case rmm.SendHeartbeat():
+            rid = sim.next_rid()
+            b.rm_pending[rid] = (cmd, sim.now + RPC_TIMEOUT_MS)
+            sim.send_heartbeat(b, cmd.controller, rid)
+        case rmm.BecomeMaster() | rmm.BecomeSlave() | rmm.BecomeFenced():
+            return _role(sim, b, cmd)
+        case rmm.SetFenced():
+            b.lease_fenced = cmd.fenced
+        case rmm.SyncStateSetLearned():
+            if b.tracker is not None:
+                b.tracker.on_sync_state_set(cmd.sync_state_set, cmd.sync_state_set_epoch)
+        case rmm.ProposalResult():
+            sim.note(f"b{b.bid} proposal {cmd.proposal}: {sorted(cmd.sync_state_set or ())} "
+                     f"epoch {cmd.sync_state_set_epoch} error {cmd.error and cmd.error.code}")
+            if b.tracker is not None and b.proposal_req == cmd.proposal:
+                b.proposal_req = None
+                if cmd.error is None:
+                    b.tracker.on_proposal_accepted(cmd.sync_state_set, cmd.sync_state_set_epoch, sim.local_s(b))
+                else:
+                    b.tracker.on_proposal_failed(sim.local_s(b))
+        case rmm.NotifyRoleChange() | rmm.RemoveTempIdentity():
+            pass
+        case _:
+            raise AssertionError(f"the simulator has no executor for {cmd!r}")
+    return []
+
+
+def _role(sim: DataSim, b: Broker, cmd: Any) -> list:
+    if isinstance(cmd, rmm.BecomeMaster):
+        last = b.log.epochs.last()
+        # Broker.become_master: refuse an epoch the log already passed; a fresh process may
+        # resume the epoch it owns (interfaces.md Request 1, implemented in 94864be)
+        if last is not None and (last.epoch > cmd.epoch or (last.epoch == cmd.epoch and b.epoch != 0)):
+            return _fail(sim, b, cmd.req, rmm.FailKind.REJECTED, "STALE_EPOCH")
+        view = SimpleNamespace(master_epoch=cmd.epoch, master_broker_id=b.bid, sync_state_set=cmd.sync_state_set,
+                               sync_state_set_epoch=cmd.sync_state_set_epoch)
+    elif isinstance(cmd, rmm.BecomeSlave):
+        view = SimpleNamespace(master_epoch=cmd.epoch, master_broker_id=cmd.master_id, sync_state_set=(),
+                               sync_state_set_epoch=0)
+    else:
+        view = SimpleNamespace(master_epoch=cmd.epoch, master_broker_id=None, sync_state_set=(),
+                               sync_state_set_epoch=0)
+    b.epoch = cmd.epoch
+    try:
+        sim._change_role(b, view)
+    except EpochRuleError:
+        return _fail(sim, b, cmd.req, rmm.FailKind.REJECTED, "STALE_EPOCH")
+    return _reply(sim, b, cmd.req, None)
+
+
+def on_message(sim: DataSim, b: Broker, msg: tuple) -> None:
+    kind = msg[0]
+    if kind == "hb_ok":
+        _, cid, rid, granted, _epoch = msg
+        ent = b.rm_pending.pop(rid, None)
+        if ent is None:
+            return
+        if granted or not sim.honor_lease_granted:
+            perform(sim, b, _reply(sim, b, ent[0].req, cid == sim.ctl_leader()))
+        else:
+            perform(sim, b, _fail(sim, b, ent[0].req, rmm.FailKind.RETRY, "LEASE_NOT_GRANTED"))
+        return
+    if kind != "rep":
+        return
+    _, rid, reply = msg
+    sim._requests.pop(rid, None)
+    ent = b.rm_pending.pop(rid, None)
+    if ent is None:
+        return
+    cmd = ent[0]
+    match cmd:
+        case rmm.FindLeader():
+            out = _reply(sim, b, cmd.req, reply)
+        case rmm.GetReplicaInfo():
+            out = (_reply(sim, b, cmd.req, _info(reply)) if reply is not None
+                   else _fail(sim, b, cmd.req, rmm.FailKind.REJECTED, "METADATA_NOT_EXIST"))
+        case rmm.RegisterBroker() | rmm.ElectMaster():
+            out = (_reply(sim, b, cmd.req, _info(reply.replica)) if reply.ok
+                   else _fail(sim, b, cmd.req, rmm.FailKind.REJECTED, str(reply.code)))
+        case rmm.AlterSyncStateSet():
+            out = (_reply(sim, b, cmd.req, (frozenset(reply.replica.sync_state_set), reply.replica.sync_state_set_epoch))
+                   if reply.ok else _fail(sim, b, cmd.req, rmm.FailKind.REJECTED, str(reply.code)))
+        case _:
+            out = []
+    perform(sim, b, out)
+
+
+def tick(sim: DataSim, b: Broker) -> None:
+    now_s = sim.local_s(b)
+    for rid, (cmd, deadline) in list(b.rm_pending.items()):
+        if sim.now >= deadline:
+            del b.rm_pending[rid]
+            sim._requests.pop(rid, None)
+            perform(sim, b, b.rm.on_failure(cmd.req, rmm.Failure(rmm.FailKind.RETRY, "TIMEOUT", "no answer"), now_s))
+    perform(sim, b, b.rm.tick(now_s))
+
+
+def propose(sim: DataSim, b: Broker, prop: Any) -> None:
+    sim._proposal_seq += 1
+    b.proposal_req = sim._proposal_seq
+    perform(sim, b, b.rm.propose(sim._proposal_seq, prop.master_epoch, prop.base_sync_state_set_epoch,
+                                 frozenset(prop.new_set), sim.local_s(b)))
+
+
+def may_acknowledge(sim: DataSim, b: Broker, ignore_lease: bool) -> bool:
+    rm = b.rm
+    if rm is None or b.role != "master" or rm.role != "master":
+        return False
+    if ignore_lease:
+        return rm.fenced_reason(sim.local_s(b)) in (None, "lease_expired")
+    return rm.may_acknowledge(sim.local_s(b)) and not b.lease_fenced
