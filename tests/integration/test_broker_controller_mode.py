@@ -150,3 +150,19 @@ def test_controller_mode_config(tmp_path):
     assert off.replicas_config().lease.enabled is False
     with pytest.raises(ConfigError):
         _cfg(tmp_path, controllers="nohostport")
+
+
+def test_cli_refuses_static_role_with_controllers(tmp_path):
+    import subprocess
+    import sys
+
+    base = [sys.executable, "-m", "autoswitch", "broker", "--group", "g", "--listen", "127.0.0.1:1",
+            "--ha-listen", "127.0.0.1:2", "--data-dir", str(tmp_path / "d"),
+            "--controllers", "127.0.0.1:3,127.0.0.1:4,127.0.0.1:5"]
+    for extra in (["--role", "fenced"], ["--broker-id", "1"], ["--epoch", "1"]):
+        out = subprocess.run(base + extra, capture_output=True, text=True, timeout=60)
+        assert out.returncode == 2, (extra, out.stderr[-500:])
+        assert "BAD_USAGE" in out.stderr
+    out = subprocess.run(base + ["--heartbeat-timeout-ms", "1000", "--master-lease-ms", "900"],
+                         capture_output=True, text=True, timeout=60)
+    assert out.returncode == 2 and "master lease too long" in out.stderr, out.stderr[-500:]
