@@ -397,6 +397,11 @@ def _walk_native(buf, pos: int, end: int, seg_end: int, base_phy: int, max_recor
     mv = memoryview(buf)
     mraw, traw, p, uniform, q0 = native.walk_batch(mv, pos, end, seg_end, max_record)
     if p != end:
+        if not collect:
+            # Records before p passed every rule walk applies without collection (the queue
+            # sequence is only checked when collecting): the reason is found from p on. This is
+            # the common case of a read_raw buffer ending inside a record.
+            return walk(buf, p, end, seg_end, base_phy, max_record, False)
         return walk(buf, pos, end, seg_end, base_phy, max_record, collect)
     if not collect:
         return end, None, None
