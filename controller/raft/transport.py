@@ -57,6 +57,11 @@ def grpc_options(cfg: RaftConfig) -> list[tuple[str, int]]:
         ("grpc.max_reconnect_backoff_ms", cfg.reconnect_max_ms),
         ("grpc.keepalive_time_ms", 10_000),
         ("grpc.keepalive_timeout_ms", 5_000),
+        # gRPC shares subchannels between channels to the same target by default, so a new channel
+        # inherited the old one's connect back-off (up to max_reconnect_backoff_ms) and a restarted
+        # peer stayed unreachable for seconds (election tail in bench.election). Each channel gets its
+        # own subchannel; PeerSender paces reconnects itself.
+        ("grpc.use_local_subchannel_pool", 1),
     ]
 
 
@@ -86,17 +91,28 @@ class RaftServicer(raft_pb2_grpc.RaftServicer):
         return raft_pb2.StreamAck(batches=n)
 
 
+class _Stop:
+    """Queue token that ends the request generator of one finished call (see PeerSender._run)."""
+
+    __slots__ = ("attempt",)
+
+    def __init__(self, attempt: int) -> None:
+        self.attempt = attempt
+
+
 class PeerSender:
     def __init__(self, self_id: str, peer_id: str, addr: str, cfg: RaftConfig, cluster: str) -> None:
         self.peer_id = peer_id
         self.addr = addr
         self.cfg = cfg
         self.cluster = cluster
-        self.queue: asyncio.Queue[Message] = asyncio.Queue(maxsize=cfg.send_queue_limit)
+        self.queue: asyncio.Queue[Message | _Stop] = asyncio.Queue(maxsize=cfg.send_queue_limit)
         self.log = get_logger("raft.transport", node=self_id, peer=peer_id)
         self.dropped = 0
+        self.attempts = 0      # calls opened (each reconnect is one)
         self._task: asyncio.Task | None = None
         self._channel: grpc.aio.Channel | None = None
+        self._queued = asyncio.Event()     # wakes a back-off early: someone is waiting on this peer
 
     def start(self) -> None:
         self._task = asyncio.get_running_loop().create_task(self._run(), name=f"raft-send-{self.peer_id}")
@@ -104,16 +120,23 @@ class PeerSender:
     def send(self, m: Message) -> None:
         try:
             self.queue.put_nowait(m)
+            self._queued.set()
         except asyncio.QueueFull:
             self.dropped += 1      # Raft tolerates loss; a full queue means the peer is not keeping up
 
-    async def _batches(self):
+    async def _batches(self, attempt: int):
         while True:
             m = await self.queue.get()
+            if isinstance(m, _Stop):
+                if m.attempt == attempt:
+                    return              # the call this generator fed has ended
+                continue                # a token nobody was waiting for
             msgs = [m]
             size = _approx_size(m)
             while len(msgs) < self.cfg.max_batch_messages and not self.queue.empty():
                 nxt = self.queue._queue[0]  # peek: keep a batch under the message size limit
+                if isinstance(nxt, _Stop):
+                    break
                 s = _approx_size(nxt)
                 if size + s > self.cfg.max_message_bytes - (1 << 15):
                     break
@@ -124,12 +147,15 @@ class PeerSender:
     async def _run(self) -> None:
         loop = asyncio.get_running_loop()
         backoff = self.cfg.reconnect_min_ms / 1000
+        attempt = 0
         while True:
+            attempt += 1
+            self.attempts = attempt
             started = loop.time()
             self._channel = grpc.aio.insecure_channel(self.addr, options=grpc_options(self.cfg))
             stub = raft_pb2_grpc.RaftStub(self._channel)
             try:
-                await stub.Stream(self._batches())
+                await stub.Stream(self._batches(attempt))
             except asyncio.CancelledError:
                 raise
             except grpc.aio.AioRpcError as exc:
@@ -142,10 +168,29 @@ class PeerSender:
             # drop what queued up while the peer was unreachable: it is stale, Raft resends
             while not self.queue.empty():
                 self.queue.get_nowait()
+            # gRPC's task consuming this attempt's generator outlives a failed call, blocked in
+            # queue.get(): without this token it took (and lost) the next message, and every failed
+            # connect left one more such consumer, so the first N messages after a peer came back
+            # vanished (vote replies lost for ~0.5 s after a restart: the bench.election tail)
+            self.queue.put_nowait(_Stop(attempt))
             if loop.time() - started > 1.0:
                 backoff = self.cfg.reconnect_min_ms / 1000     # it was up for a while: retry quickly
-            await asyncio.sleep(backoff)
+            await self._backoff(backoff)
             backoff = min(backoff * 2, self.cfg.reconnect_max_ms / 1000)
+
+    async def _backoff(self, backoff_s: float) -> None:
+        """Sleep reconnect_min_ms, then the rest of backoff_s unless a message is queued meanwhile.
+
+        A restarted peer must hear a vote reply at once, so traffic to a down peer retries every
+        reconnect_min_ms (a refused connect on a LAN is cheap); an idle sender keeps the full back-off.
+        """
+        floor = self.cfg.reconnect_min_ms / 1000
+        await asyncio.sleep(floor)
+        rest = backoff_s - floor
+        if rest > 0 and not any(not isinstance(m, _Stop) for m in self.queue._queue):
+            self._queued.clear()
+            with contextlib.suppress(TimeoutError):
+                await asyncio.wait_for(self._queued.wait(), rest)
 
     async def stop(self) -> None:
         if self._task is not None:
