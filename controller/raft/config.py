@@ -27,6 +27,9 @@ class RaftConfig:
     max_uncommitted_bytes: int = 64 << 20
     max_entry_bytes: int = 4 << 20
     max_apply_bytes: int = 16 << 20      # committed bytes handed out per Ready
+    # committed entries per Ready: the driver yields to its event loop and ticks between Readies, so a
+    # long replay after a restart (~0.1 ms per controller entry) cannot starve heartbeats
+    max_apply_entries: int = 256
     max_pending_reads: int = 4096
     # --- snapshots ---
     snapshot_every: int = 10_000         # driver: snapshot after this many applied entries
@@ -41,7 +44,7 @@ class RaftConfig:
     max_batch_messages: int = 256
     send_queue_limit: int = 4096
     reconnect_min_ms: int = 50
-    reconnect_max_ms: int = 2000
+    reconnect_max_ms: int = 500         # an idle sender re-connects to a restarted peer within this
     listen_addr: str | None = None       # host:port when this node is not in `peers`
 
     def __post_init__(self) -> None:
@@ -53,8 +56,10 @@ class RaftConfig:
             raise RaftConfigError("heartbeat_interval_ms must be > 0 and max_heartbeat_leak >= 2")
         if self.min_vote_interval_ms > self.max_vote_interval_ms:
             raise RaftConfigError("min_vote_interval_ms > max_vote_interval_ms")
-        if self.max_inflight < 1 or self.max_append_entries < 1 or self.snapshot_chunk_bytes < 1:
-            raise RaftConfigError("max_inflight, max_append_entries, snapshot_chunk_bytes must be >= 1")
+        if (self.max_inflight < 1 or self.max_append_entries < 1 or self.snapshot_chunk_bytes < 1
+                or self.max_apply_entries < 1):
+            raise RaftConfigError("max_inflight, max_append_entries, max_apply_entries, snapshot_chunk_bytes"
+                                  " must be >= 1")
         # one AppendEntries always carries at least one entry, so the biggest entry must fit a message
         biggest = max(self.max_append_bytes, self.max_entry_bytes, self.snapshot_chunk_bytes)
         if self.max_message_bytes < biggest + (1 << 16):

@@ -351,8 +351,11 @@ class RaftCore:
         else:
             self.need_increase_term = True
             delay = self._vote_backoff()
-            if any(r == VoteResult.REJECT_ALREADY_HAS_LEADER for r in rnd.replies.values()):
+            if not rnd.pre and any(r == VoteResult.REJECT_ALREADY_HAS_LEADER for r in rnd.replies.values()):
                 delay += self.cfg.election_timeout_min_ms
+            # a pre-vote refused by a voter's leader lease retries after the short back-off only: the
+            # voter's lease ends within milliseconds of our own timeout when the leader really died
+            # (both heard its last heartbeat), and a refused pre-vote disturbs no one
             self.next_vote_ms = self.now + delay
             if rnd.max_term > self.term:
                 self._set_term(rnd.max_term)
@@ -842,7 +845,8 @@ class RaftCore:
         if self.commit > self.applied:
             lo = self.applied + 1
             try:
-                rd.committed_entries = self.log.slice(lo, self.commit, self.cfg.max_apply_bytes)
+                rd.committed_entries = self.log.slice(lo, self.commit, self.cfg.max_apply_bytes,
+                                                      self.cfg.max_apply_entries)
             except LogCompacted:
                 rd.committed_entries = []
         rd.messages_early, self._msgs_early = self._msgs_early, []

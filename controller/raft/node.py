@@ -177,7 +177,12 @@ class RaftNode:
                 next_tick = loop.time() + tick_s
             try:
                 while core.has_ready():
-                    await self._handle_ready(core, core.ready())
+                    rd = core.ready()
+                    await self._handle_ready(core, rd)
+                    if rd.committed_entries:
+                        # a Ready carries at most max_apply_entries: let gRPC deliver and the senders
+                        # send between slices of a long replay (else a fresh leader misses heartbeats)
+                        await asyncio.sleep(0)
                     if loop.time() >= next_tick:
                         # sustained load keeps Ready coming: timers (heartbeats, check-quorum) must still run
                         core.tick(self._now_ms())

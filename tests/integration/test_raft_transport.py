@@ -10,8 +10,8 @@ import pytest
 from autoswitch.controller.raft.config import RaftConfig
 from autoswitch.controller.raft.messages import Message, MsgType
 from autoswitch.controller.raft.transport import PeerSender, RaftServicer, grpc_options
-from autoswitch.proto import raft_pb2_grpc
 
+from autoswitch.proto import raft_pb2_grpc
 from tests.procs import free_port
 
 pytestmark = pytest.mark.integration
