@@ -123,6 +123,10 @@ class SyncStateSetRejected(AutoswitchError):
     code = "SYNC_STATE_SET_REJECTED"
 
 
+class LeaseNotGranted(AutoswitchError):
+    code = "LEASE_NOT_GRANTED"
+
+
 class LeaseConfigUnsafe(AutoswitchError):
     """The controllers declare a broker dead sooner than this broker's lease assumes."""
 
@@ -534,6 +538,14 @@ class ReplicasAdapter:
             self.api.call_node(cmd.controller, "BrokerHeartbeat", req, self.heartbeat_timeout_s),
             self.heartbeat_timeout_s + 0.5,
         )
+        if not getattr(reply, "lease_granted", False):
+            # A controller that holds a DEAD report on us, or has applied a newer MasterEpoch,
+            # answers but refuses the grant; counting that reply would let a deposed master keep
+            # acknowledging writes (sim seed 200). Failing the call means the round does not count.
+            raise LeaseNotGranted(
+                "controller answered without granting the master lease",
+                controller=cmd.controller, masterEpoch=int(getattr(reply, "master_epoch", 0) or 0),
+            )
         return bool(getattr(reply, "is_leader", False))
 
     def _adopt_broker_id(self) -> None:

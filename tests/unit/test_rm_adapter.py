@@ -78,7 +78,7 @@ class FakeApi:
         assert method == "BrokerHeartbeat" and addr in self.addresses
         self._check()
         self.heartbeats.append(request)
-        return pb.BrokerHeartbeatReply(is_leader=addr == self.ctrl.leader)
+        return pb.BrokerHeartbeatReply(is_leader=addr == self.ctrl.leader, lease_granted=True)
 
     async def elect_master(self, cluster, group, broker_id=0, designate=False):
         self._check()

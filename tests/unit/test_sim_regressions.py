@@ -40,9 +40,6 @@ def test_follower_diverging_exactly_at_leader_snapshot_index_is_repaired():
     assert net.nodes["b"].sm.kv == net.nodes[leader].sm.kv
 
 
-@pytest.mark.xfail(strict=True, reason="open: ReplicasAdapter._heartbeat ignores BrokerHeartbeatReply.lease_granted "
-                                       "(sim phase B with the ReplicasManager core, seeds 183/194/200...; fix in "
-                                       "docs/verification.md 'Bugs found' #2). Remove this mark with the fix.")
 def test_heartbeat_replies_without_lease_granted_do_not_extend_the_master_lease(tmp_path):
     """Sim seed 200 (phase B, ReplicasManager brain): a master isolated long enough for the
     controller majority to hold a DEAD report and commit a newer MasterEpoch comes back; the
