@@ -160,6 +160,24 @@ class Cluster:
             os.close(self._lock_fd)
             self._lock_fd = None
 
+    def busy_ports(self) -> list[int]:
+        """Ports of the layout something already listens on (a child would fail to bind late)."""
+        import socket
+
+        lay = self.layout
+        ports = [lay.base_port + i for i in range(3)]
+        for g in range(lay.groups):
+            for r in range(lay.replicas):
+                ports += [lay.broker_port(g, r), lay.broker_port(g, r) + 1]
+        busy = []
+        for p in ports:
+            with contextlib.closing(socket.socket()) as s:
+                try:
+                    s.bind((HOST, p))
+                except OSError:
+                    busy.append(p)
+        return busy
+
     # ---------- processes ----------
 
     def _spawn(self, child: Child) -> Child:
@@ -553,6 +571,9 @@ async def _main(cluster: Cluster, args: argparse.Namespace) -> int:
     try:
         try:
             t0 = time.monotonic()
+            busy = cluster.busy_ports()
+            if busy:
+                raise NotReady(f"ports already in use: {busy} (another playground? use --base-port)")
             cluster.start_controllers()
             await _until(stop, cluster.wait_ports(list(cluster.children.values()), args.ready_timeout_s))
             leader = await _until(stop, cluster.wait_leader(client, args.ready_timeout_s))

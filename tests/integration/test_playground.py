@@ -7,6 +7,7 @@ import os
 import re
 import selectors
 import signal
+import socket
 import subprocess
 import sys
 import time
@@ -21,13 +22,24 @@ pytestmark = pytest.mark.integration
 ROOT = Path(__file__).resolve().parents[2]
 
 
+def _block_free(base: int, n: int) -> bool:
+    for p in range(base, base + n):
+        with contextlib.closing(socket.socket()) as s:
+            try:
+                s.bind(("127.0.0.1", p))
+            except OSError:
+                return False
+    return True
+
+
 def _base_port() -> int:
-    # The playground takes base..base+10+10*groups+6; pick a free block by probing its first port.
-    for _ in range(50):
+    # The playground takes base..base+10+10*groups+5 and refuses to start when one is busy;
+    # other tests take ports concurrently, so probe the whole block (a race stays possible).
+    for _ in range(100):
         p = free_port()
-        if p + 40 < 65000:
+        if p + 40 < 65000 and _block_free(p, 36):
             return p
-    raise RuntimeError("no port block")
+    raise RuntimeError("no free port block")
 
 
 def _start(tmp_path: Path, *extra: str) -> subprocess.Popen:
