@@ -179,9 +179,10 @@ class RaftNode:
                 while core.has_ready():
                     rd = core.ready()
                     await self._handle_ready(core, rd)
-                    if rd.committed_entries:
-                        # a Ready carries at most max_apply_entries: let gRPC deliver and the senders
-                        # send between slices of a long replay (else a fresh leader misses heartbeats)
+                    if len(rd.committed_entries) >= self.cfg.max_apply_entries:
+                        # a full slice of a long replay: let gRPC deliver and the senders send before
+                        # the next one (else a fresh leader misses heartbeats); steady state never
+                        # fills a slice, so it pays nothing here
                         await asyncio.sleep(0)
                     if loop.time() >= next_tick:
                         # sustained load keeps Ready coming: timers (heartbeats, check-quorum) must still run
