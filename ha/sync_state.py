@@ -50,6 +50,10 @@ class SyncStateTracker:
         self._confirm = confirm_offset
         self.replicas: dict[int, ReplicaState] = {}
         self.in_flight: Proposal | None = None
+        # Failed proposals whose outcome is unknown (a timeout, or a 2001 answer to a duplicate
+        # whose first copy committed): the controller may hold any of them, so their members keep
+        # counting for acks until the syncStateSetEpoch is known to have moved past their base.
+        self.unresolved: dict[frozenset[int], int] = {}
         self.failures = 0
         self.next_proposal_at = now
         self.proposals_sent = 0
@@ -100,8 +104,14 @@ class SyncStateTracker:
             raise ValueError(f"accepted SyncStateSet {sorted(accepted)} lacks the master")
         self.sync_state_set = frozenset(accepted)
         self.sync_state_set_epoch = sync_state_set_epoch
+        self._resolve(sync_state_set_epoch)
 
     def on_proposal_failed(self, now: float) -> None:
+        if self.in_flight is not None:
+            p = self.in_flight
+            base = self.unresolved.get(p.new_set)
+            self.unresolved[p.new_set] = p.base_sync_state_set_epoch if base is None else max(
+                base, p.base_sync_state_set_epoch)
         self.in_flight = None
         self.failures += 1
         backoff = min(self.config.proposal_backoff_min_s * (2 ** min(self.failures - 1, 30)),
@@ -113,14 +123,28 @@ class SyncStateTracker:
         if sync_state_set_epoch > self.sync_state_set_epoch and self.master_id in sync_state_set:
             self.sync_state_set = frozenset(sync_state_set)
             self.sync_state_set_epoch = sync_state_set_epoch
+            self._resolve(sync_state_set_epoch)
+
+    def _resolve(self, known_epoch: int) -> None:
+        """A proposal based on an epoch older than one the controller has reached can never commit."""
+        for members, base in list(self.unresolved.items()):
+            if base < known_epoch:
+                del self.unresolved[members]
 
     # ------------------------------------------------------------------ decisions
 
+    def _possible_sets(self) -> list[frozenset[int]]:
+        """Every set the controller may hold right now."""
+        out = [self.sync_state_set, *self.unresolved]
+        if self.in_flight is not None:
+            out.append(self.in_flight.new_set)
+        return out
+
     @property
     def ack_set(self) -> frozenset[int]:
-        if self.in_flight is None:
+        if self.in_flight is None and not self.unresolved:
             return self.sync_state_set
-        return self.sync_state_set | self.in_flight.new_set
+        return frozenset().union(*self._possible_sets())
 
     def _ack_of(self, broker_id: int, master_max: int) -> int:
         if broker_id == self.master_id:
@@ -166,7 +190,7 @@ class SyncStateTracker:
             return all(self._ack_of(b, master_max) >= offset for b in self.ack_set)
         # in_sync_replicas: count only replicas electable under BOTH the current and the
         # proposed set, so whichever the controller keeps holds N copies.
-        members = self.sync_state_set if self.in_flight is None else self.sync_state_set & self.in_flight.new_set
+        members = frozenset.intersection(*self._possible_sets())
         have = sum(1 for b in members if self._ack_of(b, master_max) >= offset)
         return have >= self.config.in_sync_replicas
 
@@ -200,8 +224,10 @@ class SyncStateTracker:
         if self.in_flight is not None or now < self.next_proposal_at:
             return None
         want = self.desired_set(now)
-        if want == self.sync_state_set:
+        if want == self.sync_state_set and not self.unresolved:
             return None
+        # With unresolved proposals an unchanged set is still proposed: the controller accepts it as
+        # a "confirm" that bumps syncStateSetEpoch, which fences the unresolved ones for good.
         self.in_flight = Proposal(want, self.sync_state_set_epoch, self.master_epoch)
         self.proposals_sent += 1
         return self.in_flight

@@ -5,7 +5,6 @@ from __future__ import annotations
 import asyncio
 import json
 
-import pytest
 from autoswitch.controller.raft.harness import SimNet
 from autoswitch.controller.raft.messages import Entry, HardState, Snapshot
 from autoswitch.controller.raft.storage import MemoryStorage
@@ -71,8 +70,6 @@ def test_heartbeat_replies_without_lease_granted_do_not_extend_the_master_lease(
     asyncio.run(asyncio.wait_for(main(), 20))
 
 
-@pytest.mark.xfail(strict=True, reason="open: a timed-out AlterSyncStateSet makes SyncStateTracker drop the "
-                                       "union of sets (docs/verification.md 'Bugs found' #3). Remove with the fix.")
 def test_proposal_with_unknown_outcome_keeps_counting_the_union():
     """Sim seed 152 (phase B, ReplicasManager brain): master 1 proposes {1,3}; the controller
     commits it but the reply is lost; the RPC times out, ReplicasManager reports a failed
@@ -91,3 +88,23 @@ def test_proposal_with_unknown_outcome_keeps_counting_the_union():
     t.on_disconnect(3, 0.7)
     assert not t.is_acked(200, 200), "acked by the master alone while {1,3} may be the SyncStateSet"
 
+
+
+def test_unknown_outcome_is_resolved_by_a_confirming_proposal():
+    """The unresolved proposal must not block writes forever once its member is gone: the master
+    re-proposes its set, the controller's epoch moves past the proposal's base, and acks count
+    the master's set alone again."""
+    from autoswitch.ha.config import HAConfig
+    from autoswitch.ha.sync_state import SyncStateTracker
+
+    t = SyncStateTracker(1, 1, frozenset({1}), 1, HAConfig(), now=0.0)
+    t.on_connect(3, False, 0.0)
+    t.on_ack(3, 100, 0.0, 100)
+    assert t.tick(0.1, 100).new_set == frozenset({1, 3})
+    t.on_proposal_failed(0.6)
+    t.on_disconnect(3, 0.7)
+    confirm = t.tick(60.0, 200)
+    assert confirm is not None and confirm.new_set == frozenset({1})
+    assert not t.is_acked(200, 200)
+    t.on_proposal_accepted(frozenset({1}), 2, 60.1)
+    assert t.is_acked(200, 200)

@@ -75,9 +75,6 @@ def test_sim_rm_brain_runs_and_acks():
     assert st.acked > 0 and st.elections > 0
 
 
-@pytest.mark.xfail(strict=True, reason="open bug #3 (docs/verification.md): a SyncStateSet proposal whose "
-                                       "outcome is unknown (RPC timeout) drops the union of sets although the "
-                                       "controller may have committed it. Remove this mark with the fix.")
 def test_sim_rm_brain_seeds_have_no_violation():
     bad = []
     for seed in range(100, 160):
