@@ -150,10 +150,10 @@ def test_all_controllers_down_lease_then_no_lease(procs, tmp_path):
     res = pinger.stop()
     after = [(t, s) for t, s in res if t >= t_down]
     statuses = [s for _, s in after]
-    assert "OK" in statuses, "the master keeps serving while its lease lasts"
-    assert statuses[-1] == "FENCED", "then it fences itself"
+    assert "OK" in statuses, ("the master keeps serving while its lease lasts", statuses)
+    assert statuses[-1] == "FENCED", ("then it fences itself", statuses)
     first_fenced = statuses.index("FENCED")
-    assert set(statuses[first_fenced:]) == {"FENCED"}, "no write is acknowledged after the fence"
+    assert set(statuses[first_fenced:]) == {"FENCED"}, ("no write is acknowledged after the fence", statuses)
     st = c.status(master)
     assert st["role"] == "master" and st["fenced_reason"] == "lease_expired", st
     # Replication continued: both slaves hold every byte the master has.
@@ -164,7 +164,8 @@ def test_all_controllers_down_lease_then_no_lease(procs, tmp_path):
     # Controllers back: the lease is renewed and the same master serves again.
     c.start_controllers()
     wait_until(lambda: not c.status(master)["fenced_reason"], 20, "lease renewed")
-    assert _Pinger(c.broker_addr(master)).run_for(0.2)[-1][1] == "OK"
+    res = _Pinger(c.broker_addr(master)).run_for(0.2)
+    assert res[-1][1] == "OK", res
 
     # ---- the same group with the lease disabled: it keeps serving without any controller.
     for n in ("b1", "b2", "b3"):
