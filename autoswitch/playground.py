@@ -682,6 +682,23 @@ class FailoverResult:
         return None if self.first_ack_t is None else self.first_ack_t - self.kill_t
 
 
+async def wait_full_sync_state_set(client: Any, group: str, n: int, timeout_s: float) -> list[int]:
+    """Wait until the group's SyncStateSet has n members (the controller elects only from it: killing
+    a master whose slaves have not joined yet leaves no clean candidate, and the group stays without
+    a master — the safe outcome, but not a failover). Returns the last set seen."""
+    deadline = time.monotonic() + timeout_s
+    last: list[int] = []
+    while True:
+        with contextlib.suppress(AutoswitchError, TimeoutError):
+            info = await asyncio.wait_for(client.get_replica_info(group), 1.0)
+            last = sorted(info.sync_state_set)
+            if info.master_broker_id and len(last) >= n:
+                return last
+        if time.monotonic() >= deadline:
+            return last
+        await asyncio.sleep(0.1)
+
+
 async def watch_election(client: Any, group: str, old_epoch: int, res: FailoverResult, timeout_s: float) -> None:
     deadline = time.monotonic() + timeout_s
     while time.monotonic() < deadline:
@@ -735,7 +752,12 @@ async def demo_failover(cluster: Cluster, client: Any, args: argparse.Namespace)
     prod_task = asyncio.ensure_future(producer.run(stop_prod, max_messages=100_000, max_s=120.0))
     try:
         await asyncio.sleep(args.demo_before_s)
+        sss = await wait_full_sync_state_set(client, group, lay.replicas, 30.0)
+        if len(sss) < lay.replicas:
+            _out(f"demo: error: the SyncStateSet of {group} is {sss}, not all {lay.replicas} replicas, after 30 s")
+            return 1
         before = len(producer.acks)
+        _out(f"demo: SyncStateSet of {group} is {{{','.join(map(str, sss))}}}")
         _out(f"demo: producing to {group}/{topic} via name server; {before} acked before the kill")
         if before == 0:
             _out(f"demo: error: nothing acked before the kill (last error {producer.last_error})")

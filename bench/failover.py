@@ -106,17 +106,6 @@ def _switch_times(log_path: Path, epoch: int) -> tuple[float | None, float | Non
     return started, done
 
 
-async def _wait_full_sss(client: Any, group: str, n: int, timeout_s: float) -> bool:
-    deadline = time.monotonic() + timeout_s
-    while time.monotonic() < deadline:
-        with contextlib.suppress(Exception):
-            info = await asyncio.wait_for(client.get_replica_info(group), 1.0)
-            if info.master_broker_id and len(info.sync_state_set) >= n:
-                return True
-        await asyncio.sleep(0.1)
-    return False
-
-
 async def bench_ours(rounds: int, max_s: float, data_dir: Path) -> dict:
     from autoswitch.controller.client import ControllerClient
 
@@ -127,6 +116,7 @@ async def bench_ours(rounds: int, max_s: float, data_dir: Path) -> dict:
         kill_master_and_measure,
         load_ack_log,
         lost_acked,
+        wait_full_sync_state_set,
     )
 
     base = _free_block(30)
@@ -154,7 +144,7 @@ async def bench_ours(rounds: int, max_s: float, data_dir: Path) -> dict:
             if time.monotonic() > t_end:
                 _p(f"ours: time budget used up after {i} rounds")
                 break
-            if not await _wait_full_sss(client, group, 3, 30):
+            if len(await wait_full_sync_state_set(client, group, 3, 30)) < 3:
                 _p("ours: SyncStateSet did not reach 3 members within 30 s; killing anyway")
             n0 = len(producer.acks)
             t_wait = time.monotonic() + 10

@@ -146,6 +146,8 @@ def test_playground_failover_demo_loses_nothing(tmp_path):
         text = "\n".join(lines)
         assert proc.returncode == 0, text + (tmp_path / "playground.stderr").read_text()[-3000:]
         assert "demo: PASS" in text
+        # The kill happens only once every replica is in the SyncStateSet (else no clean candidate).
+        assert "demo: SyncStateSet of g0 is {1,2,3}" in text
         assert re.search(r"kill -9 broker-g0-r\d .*MasterEpoch 1", text)
         assert re.search(r"controller elected brokerId \d .*MasterEpoch 2", text)
         assert "first acked write after the kill" in text
