@@ -148,6 +148,10 @@ def run_audit(spark, acks, index, replica_rows: list[dict], epoch_rows: list[dic
              f"and acked_offset >= r.min_offset and not ({held})), r -> r.broker_id), array())"))
          .drop("replicas")
          .persist(StorageLevel.MEMORY_AND_DISK))
+    # materialise the two caches now, one scan each; otherwise the branches of the tally job
+    # below may each recompute them before the cache is filled
+    n_m_rows, n_a = m_rows.count(), a.count()
+    log.info("audit_details", master_rows=n_m_rows, ack_rows=n_a)
     base_cols = ["group", "msg_id", "acked_offset", "acked_by", "epoch", "ack_ts_ms", "topic",
                  "queue_offset", "master_id"]
     lost = a.filter(F.col("m_copies") == 0).select(*base_cols)
