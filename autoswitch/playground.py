@@ -172,6 +172,8 @@ class Cluster:
         busy = []
         for p in ports:
             with contextlib.closing(socket.socket()) as s:
+                # Like the servers: a port in TIME_WAIT is usable, one with a listener is not.
+                s.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
                 try:
                     s.bind((HOST, p))
                 except OSError:
@@ -550,6 +552,15 @@ def _cmd_playground(args: argparse.Namespace) -> int:
     except PlaygroundError as e:
         print(json.dumps({"error": e.to_dict()}), file=sys.stderr)
         return 2
+    logf = None
+    if sys.stdout.isatty():
+        # Our own JSON log lines would scroll the in-place table away: on a terminal they go to a file.
+        import logging
+
+        logf = open(cluster.log_dir / "playground.log", "a", encoding="utf-8")  # noqa: SIM115
+        for h in logging.getLogger().handlers:
+            if isinstance(h, logging.StreamHandler) and not isinstance(h, logging.FileHandler):
+                h.setStream(logf)
     try:
         return asyncio.run(_main(cluster, args))
     finally:
@@ -557,6 +568,8 @@ def _cmd_playground(args: argparse.Namespace) -> int:
         bad = [s for s in stopped if s["forced"]]
         _out(f"stopped {len(stopped)} processes" + (f" ({len(bad)} needed SIGKILL)" if bad else ""))
         cluster.release_dir()
+        if logf is not None:
+            logf.close()
 
 
 async def _main(cluster: Cluster, args: argparse.Namespace) -> int:
@@ -651,7 +664,11 @@ async def _status_loop(cluster: Cluster, client: Any, stop: asyncio.Event, refre
                 warned.add(c.name)
                 _out(f"warning: {c.name} (pid {c.pid}) exited with {c.popen.returncode}; log {c.log_path}")
         if tty:
-            header = time.strftime("%H:%M:%S") + "  autoswitch playground  (Ctrl-C stops everything)"
+            lay = cluster.layout
+            # The address block printed at startup is cleared by the redraw: repeat the essentials.
+            header = (time.strftime("%H:%M:%S") + "  autoswitch playground  (Ctrl-C stops everything)\n"
+                      f"name server {lay.namesrv}  controllers {','.join(lay.controller_addrs())}\n"
+                      f"data and logs {lay.data_dir}  (pids in playground.json)\n")
             # Home + clear-below: redraw in place without scrolling.
             sys.stdout.write("\x1b[H\x1b[J" + "\n".join(render_table(snap, header)) + "\n")
             sys.stdout.flush()
@@ -785,6 +802,9 @@ async def demo_failover(cluster: Cluster, client: Any, args: argparse.Namespace)
     acked = load_ack_log(ack_path)
     ids = {a["msg_id"] for a in acked}
     final = await client.get_replica_info(group)
+    if not final.master_address:
+        _out(f"demo: {group} has no master (MasterEpoch {final.master_epoch}): its {len(ids)} acked messages "
+             "cannot be read; counted as missing")
     missing = await lost_acked(final.master_address, topic, ids) if final.master_address else ids
     _out(f"demo: acked {len(ids)} messages (ack log {ack_path}); final master brokerId {final.master_broker_id} "
          f"epoch {final.master_epoch} serves {len(ids) - len(missing)} of them; lost {len(missing)}")

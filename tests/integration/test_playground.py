@@ -25,6 +25,7 @@ ROOT = Path(__file__).resolve().parents[2]
 def _block_free(base: int, n: int) -> bool:
     for p in range(base, base + n):
         with contextlib.closing(socket.socket()) as s:
+            s.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
             try:
                 s.bind(("127.0.0.1", p))
             except OSError:
