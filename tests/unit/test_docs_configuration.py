@@ -216,3 +216,15 @@ def test_fast_profile_controller_keys_are_documented(doc: str) -> None:
         assert f"`{key} = {value}`" in safety, f"fast profile {key}={value} not in the safety section"
     flags = " ".join(PROFILES["fast"]["broker_args"])
     assert f"`{flags}`" in safety
+
+
+def test_no_config_class_is_left_out() -> None:
+    """A new ``class XxxConfig`` in any area must be added to CLASSES (and so to the page)."""
+    root = DOC.parents[1]
+    found = set()
+    for area in ("autoswitch", "broker", "controller", "ha", "epochfile", "pipeline"):
+        for path in (root / area).rglob("*.py"):
+            if "proto" in path.parts:
+                continue
+            found |= set(re.findall(r"^class (\w+Config)\b", path.read_text(encoding="utf-8"), flags=re.M))
+    assert sorted(found - {c.__name__ for c in CLASSES}) == []
