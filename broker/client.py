@@ -53,6 +53,11 @@ def channel_options(max_message_bytes: int) -> list[tuple[str, int]]:
     return [
         ("grpc.max_send_message_length", max_message_bytes),
         ("grpc.max_receive_message_length", max_message_bytes),
+        # A broker that was killed and restarted may be the next master: gRPC's default reconnect
+        # backoff (1 s, growing) would hide it from a producer for seconds after a failover.
+        ("grpc.initial_reconnect_backoff_ms", 100),
+        ("grpc.min_reconnect_backoff_ms", 100),
+        ("grpc.max_reconnect_backoff_ms", 500),
     ]
 
 
