@@ -351,11 +351,10 @@ class RaftCore:
         else:
             self.need_increase_term = True
             delay = self._vote_backoff()
-            if not rnd.pre and any(r == VoteResult.REJECT_ALREADY_HAS_LEADER for r in rnd.replies.values()):
+            if any(r == VoteResult.REJECT_ALREADY_HAS_LEADER for r in rnd.replies.values()):
+                # also after a refused pre-vote: retrying it every 50-200 ms instead broke liveness
+                # in the simulator's vote-hunt schedule (tests/unit/test_sim_seeds.py), not analysed
                 delay += self.cfg.election_timeout_min_ms
-            # a pre-vote refused by a voter's leader lease retries after the short back-off only: the
-            # voter's lease ends within milliseconds of our own timeout when the leader really died
-            # (both heard its last heartbeat), and a refused pre-vote disturbs no one
             self.next_vote_ms = self.now + delay
             if rnd.max_term > self.term:
                 self._set_term(rnd.max_term)

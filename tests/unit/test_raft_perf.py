@@ -50,22 +50,6 @@ def test_pre_vote_granted_once_the_minimum_timeout_passed_even_before_own_timer_
     assert c.role == Role.FOLLOWER and c.term == 5 and c.vote is None    # a pre-vote changes nothing
 
 
-def test_pre_vote_refused_by_a_lease_retries_after_the_vote_backoff_only():
-    c = _core(node="b")
-    c.tick(c.next_vote_ms)              # start campaigning: a pre-vote round
-    rd = c.ready()
-    c.advance(rd)
-    pre = [m for m in rd.messages if m.type == MsgType.PRE_VOTE]
-    assert pre and c.role == Role.CANDIDATE
-    now = c.now
-    for m in pre:
-        c.step(Message(MsgType.PRE_VOTE_RESP, m.to, "b", 5, seq=m.seq, vote_result=V.REJECT_ALREADY_HAS_LEADER,
-                       reject=True))
-    assert c._round is None             # the round closed on the refusals
-    assert c.next_vote_ms - now <= CFG.max_vote_interval_ms
-    assert c.term == 5
-
-
 def test_committed_entries_are_handed_out_in_slices_of_max_apply_entries():
     cfg = RaftConfig(max_apply_entries=7)
     ents = [Entry(i, 1, b"x") for i in range(1, 31)]
