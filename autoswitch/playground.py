@@ -773,6 +773,12 @@ async def demo_failover(cluster: Cluster, client: Any, args: argparse.Namespace)
         if len(sss) < lay.replicas:
             _out(f"demo: error: the SyncStateSet of {group} is {sss}, not all {lay.replicas} replicas, after 30 s")
             return 1
+        # After a cold start the controllers grant no master lease for a hold period (3 heartbeat
+        # timeouts: a restarted controller may have forgotten a DEAD report it made), so the master
+        # answers FENCED until then; wait for the first ack, bounded.
+        lease_deadline = time.monotonic() + 30.0
+        while not producer.acks and time.monotonic() < lease_deadline:
+            await asyncio.sleep(0.05)
         before = len(producer.acks)
         _out(f"demo: SyncStateSet of {group} is {{{','.join(map(str, sss))}}}")
         _out(f"demo: producing to {group}/{topic} via name server; {before} acked before the kill")
