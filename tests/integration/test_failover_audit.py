@@ -23,15 +23,10 @@ def _cli(*args: str, timeout: float = 500) -> subprocess.CompletedProcess:
                           timeout=timeout)
 
 
-# The Spark audit alone takes ~30 s on a quiet 2-core machine and ~3 min on a loaded one
-# (measured 2026-11-22: 172 s at load average 15), beyond the failover tests' share of the
-# default suite; it runs when asked for.
-AUDIT_ENV = "AUTOSWITCH_FAILOVER_AUDIT"
-
-
-@pytest.mark.skipif(not os.environ.get(AUDIT_ENV), reason=f"set {AUDIT_ENV}=1 (Spark audit, slow)")
+# The Spark audit takes ~30-40 s on a quiet 2-core machine; the whole default suite stays well
+# inside its budget with it (issue 6: the failover test's exports must pass the audit).
+@pytest.mark.slow
 def test_failover_exports_pass_the_audit(procs, tmp_path):
-    pytest.importorskip("pyspark")
     c = FailoverCluster(procs, tmp_path)
     c.start_all()
     m1_id, e1 = c.wait_master(timeout=30)
