@@ -193,8 +193,14 @@ def load_config(path: str | Path | None, overrides: dict[str, Any]) -> BrokerCon
             raise ConfigError(f"config file not found: {path}", path=str(path)) from e
         except tomllib.TOMLDecodeError as e:
             raise ConfigError(f"config file {path} is not valid TOML: {e}", path=str(path)) from e
-        # A [broker] table is accepted so one file can hold several components.
-        raw = raw.get("broker", raw) if isinstance(raw.get("broker"), dict) else raw
+        # A [broker] table is accepted so one file can hold several components; broker keys left
+        # outside it (e.g. a top-level [store] next to [broker]) would be ignored, so they are refused.
+        if isinstance(raw.get("broker"), dict):
+            stray = sorted(k for k in raw if k != "broker" and k.replace("-", "_") in _FIELDS)
+            if stray:
+                raise ConfigError(f"broker keys {stray} in {path} sit outside the [broker] table "
+                                  "(use [broker.store] / [broker.ha])", keys=stray, path=str(path))
+            raw = raw["broker"]
         for key, value in raw.items():
             k = key.replace("-", "_")
             if k not in _FIELDS:

@@ -44,3 +44,13 @@ def test_bad_configs_are_typed_errors(tmp_path, text, overrides):
 def test_missing_file(tmp_path):
     with pytest.raises(ConfigError):
         load_config(tmp_path / "nope.toml", {})
+
+
+def test_broker_keys_outside_the_broker_table_are_refused(tmp_path):
+    p = tmp_path / "b.toml"
+    p.write_text('[broker]\ngroup = "g"\n\n[store]\nsegment_bytes = 1\n\n[controller]\nx = 1\n')
+    with pytest.raises(ConfigError, match="outside the \\[broker\\] table"):
+        load_config(p, {})
+    p.write_text('[broker]\ngroup = "g"\n\n[broker.store]\nsegment_bytes = 1048576\n\n[controller]\nx = 1\n')
+    cfg = load_config(p, {"data_dir": str(tmp_path / "d"), "role": "master", "broker_id": 1})
+    assert cfg.store == {"segment_bytes": 1048576}
