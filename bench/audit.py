@@ -81,7 +81,6 @@ def main(argv: list[str] | None = None) -> int:
 
     from autoswitch.pipeline import inputs
     from autoswitch.pipeline.audit import run_audit
-    from autoswitch.pipeline.audit_pandas import audit_pandas
     from autoswitch.pipeline.session import StageProgress, build_session
 
     from autoswitch import log as aslog
@@ -125,10 +124,19 @@ def main(argv: list[str] | None = None) -> int:
                    "correct": res["counts"] == expected(m)}
             say("audited", size=n, **row)
             if n == args.pandas_size:
+                # In a child process: pandas' peak memory would otherwise stay in this process and be
+                # counted as the Spark driver's RSS at the next size.
+                code = ("import json,sys; from pathlib import Path; "
+                        "from autoswitch.pipeline.audit_pandas import audit_pandas; w=Path(sys.argv[1]); "
+                        "print(json.dumps(audit_pandas(w/'acks', w/'logs', w/'events')['counts'], default=int))")
                 t0 = time.monotonic()
-                with Peak([os.getpid()]) as pk:
-                    pres = audit_pandas(work / "acks", work / "logs", work / "events")
+                child = subprocess.Popen([sys.executable, "-c", code, str(work)], stdout=subprocess.PIPE, text=True)
+                with Peak([child.pid]) as pk:
+                    child_out, _ = child.communicate(timeout=args.max_seconds)
                 p_s = time.monotonic() - t0
+                if child.returncode != 0:
+                    raise RuntimeError(f"pandas audit failed with exit code {child.returncode}")
+                pres = {"counts": json.loads(child_out.strip().splitlines()[-1])}
                 row.update(pandas_s=round(p_s, 1), pandas_rows_per_s=round(m["acked_rows"] / p_s),
                            pandas_rss_mb=round(pk.peak), pandas_correct=pres["counts"] == expected(m))
                 say("pandas", size=n, seconds=round(p_s, 1), rss_mb=round(pk.peak))
