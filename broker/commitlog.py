@@ -14,8 +14,8 @@ from pathlib import Path
 from autoswitch.broker import record as rec
 from autoswitch.broker.segment import Segment, parse_segment_name
 from autoswitch.broker.store_errors import LogCorrupt, OffsetOutOfRange
-from autoswitch.epochfile.file import fsync_dir
 
+from autoswitch.fsutil import fsync_dir
 from autoswitch.log import get_logger
 
 _log = get_logger("store.commitlog")

@@ -19,7 +19,8 @@ from pathlib import Path
 import numpy as np
 from autoswitch.broker.segment import NAME_DIGITS, parse_segment_name
 from autoswitch.broker.store_errors import LogCorrupt
-from autoswitch.epochfile.file import fsync_dir
+
+from autoswitch.fsutil import fsync_dir
 
 ENTRY = struct.Struct(">QI")
 ENTRY_SIZE = ENTRY.size

@@ -17,6 +17,7 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from autoswitch.errors import ConfigError, CorruptionError
+from autoswitch.fsutil import fsync_dir, write_atomic
 from autoswitch.log import get_logger
 
 IDENTITY_FILE = "brokerIdentity"
@@ -134,29 +135,6 @@ def parse_temp(path: Path, data: bytes) -> TempIdentity:
         raise IdentityFileCorrupt(f"{path}: {e}", path=str(path)) from None
 
 
-def fsync_dir(directory: Path) -> None:
-    fd = os.open(directory, os.O_RDONLY)
-    try:
-        os.fsync(fd)
-    finally:
-        os.close(fd)
-
-
-def _atomic_write(path: Path, data: bytes) -> None:
-    scratch = path.with_name(path.name + _SCRATCH_SUFFIX)
-    fd = os.open(scratch, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o644)
-    try:
-        view = memoryview(data)
-        while view:
-            n = os.write(fd, view)
-            view = view[n:]
-        os.fsync(fd)
-    finally:
-        os.close(fd)
-    os.replace(scratch, path)
-    fsync_dir(path.parent)
-
-
 class IdentityStore:
     """The two identity files of one broker data directory."""
 
@@ -190,14 +168,14 @@ class IdentityStore:
 
     def write_temp(self, temp: TempIdentity) -> None:
         self.directory.mkdir(parents=True, exist_ok=True)
-        _atomic_write(self.temp_path, _frame(temp.encode()))
+        write_atomic(self.temp_path, _frame(temp.encode()), suffix=_SCRATCH_SUFFIX)
         _log.info("temp_identity_written", path=str(self.temp_path), brokerId=temp.broker_id, group=temp.group)
 
     def commit(self, identity: BrokerIdentity) -> None:
         """Write the identity file, then drop the temp file. A crash in between leaves both;
         the identity file wins on the next start."""
         self.directory.mkdir(parents=True, exist_ok=True)
-        _atomic_write(self.identity_path, _frame(identity.encode()))
+        write_atomic(self.identity_path, _frame(identity.encode()), suffix=_SCRATCH_SUFFIX)
         self.remove_temp()
         _log.info("identity_written", path=str(self.identity_path), brokerId=identity.broker_id, group=identity.group)
 

@@ -23,7 +23,7 @@ from pathlib import Path
 from typing import Any, Protocol
 
 from autoswitch.broker.hooks import HookRunner
-from autoswitch.broker.identity import IdentityStore, fsync_dir
+from autoswitch.broker.identity import IdentityStore
 from autoswitch.broker.replicas_manager import (
     AlterSyncStateSet,
     ApplyBrokerId,
@@ -52,6 +52,7 @@ from autoswitch.broker.replicas_manager import (
 )
 
 from autoswitch.errors import AutoswitchError
+from autoswitch.fsutil import fsync_dir
 from autoswitch.log import get_logger
 
 # Controller reply codes (autoswitch.controller.rpc_codes) this driver classifies.

@@ -42,9 +42,9 @@ from autoswitch.broker.store_errors import (
     StoreError,
 )
 from autoswitch.epochfile import EpochCache, EpochFile, EpochRuleError
-from autoswitch.epochfile.file import fsync_dir
 
 from autoswitch.errors import CorruptionError
+from autoswitch.fsutil import fsync_dir
 from autoswitch.log import get_logger
 
 __all__ = [

@@ -17,7 +17,6 @@ empty cache where there was history would make the slave guess its truncation.
 
 from __future__ import annotations
 
-import os
 import struct
 import zlib
 from pathlib import Path
@@ -25,6 +24,7 @@ from pathlib import Path
 from autoswitch.epochfile.cache import MAX_ENTRIES, EpochCache
 from autoswitch.epochfile.errors import EpochFileCorrupt, EpochRuleError
 
+from autoswitch.fsutil import write_atomic
 from autoswitch.log import get_logger
 
 MAGIC = b"ASEP"
@@ -72,29 +72,6 @@ def decode(data: bytes, path: str = "<bytes>") -> EpochCache:
     except EpochRuleError as e:
         raise EpochFileCorrupt(f"entries break the epoch rules ({e.message})", path) from e
     return cache
-
-
-def fsync_dir(path: Path) -> None:
-    fd = os.open(path, os.O_RDONLY)
-    try:
-        os.fsync(fd)
-    finally:
-        os.close(fd)
-
-
-def write_atomic(path: Path, data: bytes) -> None:
-    """temp + fsync + rename + fsync(dir): after a crash, the old or the new content."""
-    tmp = path.with_name(path.name + ".tmp")
-    fd = os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o644)
-    try:
-        view = memoryview(data)
-        while view:
-            view = view[os.write(fd, view) :]
-        os.fsync(fd)
-    finally:
-        os.close(fd)
-    os.replace(tmp, path)
-    fsync_dir(path.parent)
 
 
 class EpochFile:

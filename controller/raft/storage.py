@@ -23,6 +23,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Protocol
 
+from autoswitch.fsutil import fsync_dir, write_atomic
 from autoswitch.log import get_logger
 
 from . import codec
@@ -82,27 +83,6 @@ class _Terms:
         elif first != self.last() + 1:
             raise AssertionError(f"gap in raft log: {first} after {self.last()}")
         self.terms.extend(e.term for e in entries)
-
-
-def _fsync_dir(path: Path) -> None:
-    fd = os.open(path, os.O_RDONLY)
-    try:
-        os.fsync(fd)
-    finally:
-        os.close(fd)
-
-
-def write_atomic(path: Path, data: bytes, fsync: bool = True) -> None:
-    """temp + fsync + rename + dir fsync: after a crash the file is the old or the new version."""
-    tmp = path.with_name(path.name + ".tmp")
-    with open(tmp, "wb") as f:
-        f.write(data)
-        f.flush()
-        if fsync:
-            os.fsync(f.fileno())
-    os.replace(tmp, path)
-    if fsync:
-        _fsync_dir(path.parent)
 
 
 @dataclass
@@ -202,7 +182,7 @@ class FileStorage:
         self._fd = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_APPEND, 0o644)
         self._segs.append(_Segment(seq, path, 0))
         if self.fsync:
-            _fsync_dir(self.dir)
+            fsync_dir(self.dir)
 
     def _ensure_fd(self) -> None:
         if self._fd is None:
@@ -265,7 +245,7 @@ class FileStorage:
             seg.path.unlink()
         self._segs = []
         if self.fsync:
-            _fsync_dir(self.dir)
+            fsync_dir(self.dir)
         self._terms = _Terms()
         self._terms.base = snap.index
 
@@ -281,7 +261,7 @@ class FileStorage:
             removed += 1
         if removed:
             if self.fsync:
-                _fsync_dir(self.dir)
+                fsync_dir(self.dir)
             self.log.info("raft_log_compacted", upto=index, segments_removed=removed)
 
     def _close_fd(self) -> None:
