@@ -24,12 +24,13 @@ import json
 import os
 import shutil
 import signal
-import socket
 import subprocess
 import sys
 import tempfile
 import time
 from pathlib import Path
+
+from tests.procs import free_port, wait_port
 
 HOST = "127.0.0.1"
 VALUE_BYTES = 200   # ~ an encoded AlterSyncStateSet request (messages.encode_request)
@@ -39,23 +40,6 @@ def log(name: str, msg: str) -> None:
     print(f"[bench.{name}] {msg}", file=sys.stderr, flush=True)
 
 
-def free_port() -> int:
-    with contextlib.closing(socket.socket()) as s:
-        s.bind((HOST, 0))
-        return s.getsockname()[1]
-
-
-def wait_port(port: int, proc: subprocess.Popen, timeout: float = 30.0) -> None:
-    deadline = time.monotonic() + timeout
-    while time.monotonic() < deadline:
-        if proc.poll() is not None:
-            raise RuntimeError(f"pid {proc.pid} exited with {proc.returncode}")
-        with contextlib.closing(socket.socket()) as s:
-            s.settimeout(0.2)
-            if s.connect_ex((HOST, port)) == 0:
-                return
-        time.sleep(0.05)
-    raise TimeoutError(f"port {port} not open")
 
 
 def pct(xs: list[float], p: float) -> float:
@@ -106,14 +90,14 @@ class Controllers:
         logf.close()
         self.procs[nid] = p
         if wait:
-            wait_port(self.ports[nid], p)
+            wait_port(self.ports[nid], timeout=30.0, proc=p)
 
     def start_all(self) -> None:
         """All processes at once (as an operator restarting a cluster would), then wait for the ports."""
         for nid in self.ids:
             self.start(nid, wait=False)
         for nid in self.ids:
-            wait_port(self.ports[nid], self.procs[nid])
+            wait_port(self.ports[nid], timeout=30.0, proc=self.procs[nid])
 
     def kill9(self, nid: str) -> None:
         stop_pid(self.procs[nid], signal.SIGKILL)
@@ -264,7 +248,7 @@ class Etcd:
         for n in self.names:
             self.start(n)
         for n in self.names:
-            wait_port(self.client_ports[n], self.procs[n])
+            wait_port(self.client_ports[n], timeout=30.0, proc=self.procs[n])
 
     def kill9(self, name: str) -> None:
         stop_pid(self.procs[name], signal.SIGKILL)

@@ -23,7 +23,8 @@ import tempfile
 import time
 from pathlib import Path
 
-from bench.controller import HOST, Controllers, Etcd, HttpConn, etcd_put, log, pct, wait_etcd_ready, wait_port
+from bench.controller import HOST, Controllers, Etcd, HttpConn, etcd_put, log, pct, wait_etcd_ready
+from tests.procs import wait_port
 
 ROUND_LIMIT_S = 30.0
 
@@ -129,7 +130,7 @@ async def run_etcd(root: Path, rounds: int) -> list[float]:
             samples.append(dt)
             log("election", f"etcd round {r + 1}/{rounds}: killed {leader}, commit after {dt:.3f}s")
             etcd.start(leader)
-            wait_port(etcd.client_ports[leader], etcd.procs[leader])
+            wait_port(etcd.client_ports[leader], timeout=30.0, proc=etcd.procs[leader])
             await asyncio.sleep(1.5)
     finally:
         etcd.stop_all()

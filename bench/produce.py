@@ -13,37 +13,20 @@ from __future__ import annotations
 
 import argparse
 import asyncio
-import contextlib
 import json
 import os
 import signal
-import socket
 import subprocess
 import sys
 import tempfile
 import time
 from pathlib import Path
 
+from tests.procs import free_port, wait_port
+
 HOST = "127.0.0.1"
 
 
-def _free_port() -> int:
-    with contextlib.closing(socket.socket()) as s:
-        s.bind((HOST, 0))
-        return s.getsockname()[1]
-
-
-def _wait_port(port: int, proc: subprocess.Popen, timeout: float = 30.0) -> None:
-    deadline = time.monotonic() + timeout
-    while time.monotonic() < deadline:
-        if proc.poll() is not None:
-            raise RuntimeError(f"broker pid {proc.pid} exited with {proc.returncode}")
-        with contextlib.closing(socket.socket()) as s:
-            s.settimeout(0.2)
-            if s.connect_ex((HOST, port)) == 0:
-                return
-        time.sleep(0.05)
-    raise TimeoutError(f"port {port} not open")
 
 
 def _log(msg: str) -> None:
@@ -74,12 +57,12 @@ class Cluster:
         p = subprocess.Popen(args, stdout=log, stderr=subprocess.STDOUT, start_new_session=True)
         log.close()
         self.procs.append(p)
-        _wait_port(port, p)
+        wait_port(port, timeout=30.0, proc=p)
 
     def start(self) -> None:
         from autoswitch.broker.client import sync_admin
 
-        ports = [(_free_port(), _free_port()) for _ in range(self.replicas)]
+        ports = [(free_port(), free_port()) for _ in range(self.replicas)]
         self._start(1, "master", *ports[0], None)
         self.master_addr = f"{HOST}:{ports[0][0]}"
         for i in range(1, self.replicas):
