@@ -13,10 +13,7 @@ from __future__ import annotations
 import sys
 from pathlib import Path
 
-try:
-    import atheris
-except ImportError:  # pragma: no cover - depends on the environment
-    atheris = None
+from tests.fuzz.harness import run
 
 CORPUS = Path(__file__).parent / "corpus" / "ha"
 
@@ -34,26 +31,19 @@ def one_input(data: bytes) -> None:
         drive_slave_side(body, cut)
 
 
+def _seeds() -> Path:
+    """The committed corpus, with the side byte each file name implies."""
+    seed_dir = Path("/tmp") / "atheris-ha-seeds"
+    seed_dir.mkdir(exist_ok=True)
+    for p in CORPUS.glob("*.bin"):
+        side = b"\x00" if p.name.startswith("master-") else b"\x01"
+        (seed_dir / p.name).write_bytes(side + p.read_bytes())
+    return seed_dir
+
+
 def main(argv: list[str] | None = None) -> int:
-    if atheris is None:
-        print("atheris is not installed: .venv/bin/pip install atheris==3.0.0", file=sys.stderr)
-        return 2
-    args = list(sys.argv if argv is None else argv)
-    if not any(not a.startswith("-") for a in args[1:]):
-        # Seeds: the committed corpus, with the side byte each file name implies.
-        seed_dir = Path("/tmp") / "atheris-ha-seeds"
-        seed_dir.mkdir(exist_ok=True)
-        for p in CORPUS.glob("*.bin"):
-            side = b"\x00" if p.name.startswith("master-") else b"\x01"
-            (seed_dir / p.name).write_bytes(side + p.read_bytes())
-        args.append(str(seed_dir))
-    with atheris.instrument_imports():
-        import autoswitch.ha.codec  # noqa: F401
-        import autoswitch.ha.master_session  # noqa: F401
-        import autoswitch.ha.slave_session  # noqa: F401
-    atheris.Setup(args, one_input)
-    atheris.Fuzz()
-    return 0
+    return run(argv, one_input,
+               ["autoswitch.ha.codec", "autoswitch.ha.master_session", "autoswitch.ha.slave_session"], _seeds)
 
 
 if __name__ == "__main__":

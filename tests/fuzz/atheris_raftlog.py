@@ -12,10 +12,7 @@ from __future__ import annotations
 import sys
 from pathlib import Path
 
-try:
-    import atheris
-except ImportError:  # pragma: no cover - depends on the environment
-    atheris = None
+from tests.fuzz.harness import run
 
 CORPUS = Path(__file__).parent / "corpus" / "raftlog"
 
@@ -27,17 +24,7 @@ def one_input(data: bytes) -> None:
 
 
 def main(argv: list[str] | None = None) -> int:
-    if atheris is None:
-        print("atheris is not installed: .venv/bin/pip install atheris==3.0.0", file=sys.stderr)
-        return 2
-    args = list(sys.argv if argv is None else argv)
-    if not any(not a.startswith("-") for a in args[1:]):
-        args.append(str(CORPUS))
-    with atheris.instrument_imports():
-        import autoswitch.controller.raft.codec  # noqa: F401
-    atheris.Setup(args, one_input)
-    atheris.Fuzz()
-    return 0
+    return run(argv, one_input, ["autoswitch.controller.raft.codec"], CORPUS)
 
 
 if __name__ == "__main__":
