@@ -45,13 +45,7 @@ class Segment:
 
     def write(self, offset: int, data) -> None:
         """One pwrite (looped only on short writes) at log offset ``offset``."""
-        assert self.base <= offset and offset + len(data) <= self.end_limit, (self.base, offset, len(data))
-        pos = offset - self.base
-        view = memoryview(data)
-        while view:
-            n = os.pwrite(self.fd, view, pos)
-            pos += n
-            view = view[n:]
+        self.pwrite_all(offset, data)
         self.dirty = True
 
     def pwrite_all(self, offset: int, data) -> None:
