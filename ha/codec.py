@@ -176,6 +176,35 @@ class _Decoder:
         n = len(data)
         if not n:
             return
+        self._make_room(n)
+        with memoryview(self._mem) as mv:
+            mv[self._w : self._w + n] = data
+        self._w += n
+
+    def recv_buffer(self, size: int) -> memoryview:
+        """Writable room for up to ``size`` bytes after the buffered ones, for
+        ``socket.recv_into``: received bytes land where feed() would have copied them (one
+        copy fewer per byte). Report the count with ``received(n)``; the view is only valid
+        until then."""
+        if self._error is not None:
+            raise self._error
+        have = self._w - self._r
+        rest = self._frame_rest(have)
+        if rest:
+            # Stop at the end of the frame in progress: once it is handled the buffer is empty
+            # and the next frame starts at its front, so no received byte is ever moved.
+            size = min(size, rest)
+        size = min(size, self._max_buffer - have)
+        if size <= 0:
+            self._fail(FrameError("buffer_overflow", f"{self._w - self._r} bytes buffered without a whole frame"))
+        self._make_room(size)
+        return memoryview(self._mem)[self._w : self._w + size]
+
+    def received(self, n: int) -> None:
+        assert 0 <= n <= len(self._mem) - self._w, n
+        self._w += n
+
+    def _make_room(self, n: int) -> None:
         have = self._w - self._r
         if have + n > self._max_buffer:
             self._fail(FrameError("buffer_overflow", f"{have + n} bytes buffered without a whole frame"))
@@ -188,11 +217,8 @@ class _Decoder:
             else:
                 grown = bytearray(max(2 * len(mem), have + n))
                 grown[0:have] = memoryview(mem)[self._r : self._w]
-                self._mem = mem = grown
+                self._mem = grown
             self._r, self._w = 0, have
-        with memoryview(mem) as mv:
-            mv[self._w : self._w + n] = data
-        self._w += n
 
     def next_frame(self) -> Frame | None:
         """The next whole frame, or None when more bytes are needed."""
@@ -222,6 +248,10 @@ class _Decoder:
 
     def _parse(self, buf: bytearray, r: int, avail: int) -> Frame | None:  # pragma: no cover
         raise NotImplementedError
+
+    def _frame_rest(self, have: int) -> int:
+        """Bytes still missing from the frame being received, when its header tells (0: unknown)."""
+        return 0
 
 
 class MasterSideDecoder(_Decoder):
@@ -304,6 +334,14 @@ class SlaveSideDecoder(_Decoder):
                 body = bytes(mv[r + TRANSFER_HEADER_SIZE : r + total])
         self._r += total
         return Transfer(start, epoch, epoch_start, confirm, body)
+
+    def _frame_rest(self, have: int) -> int:
+        if have < 8:
+            return 0
+        state, size = _STATE.unpack_from(self._mem, self._r)[0], _STATE.unpack_from(self._mem, self._r + 4)[0]
+        if state == TRANSFER and 0 <= size <= self.max_body_size:
+            return max(TRANSFER_HEADER_SIZE + size - have, 0)
+        return 0
 
     def _check_body_size(self, size: int) -> None:
         if size < 0:

@@ -43,7 +43,8 @@ class HASlave:
         self.connects = 0
         self.last_error: dict | None = None
         self._task: asyncio.Task | None = None
-        self._writer: asyncio.StreamWriter | None = None
+        # what closes the connection: a StreamWriter (pipelined) or the protocol's transport
+        self._writer: asyncio.StreamWriter | asyncio.BaseTransport | None = None
         self._session: SlaveSession | None = None
         self._stopping = False
         self._reached = False
@@ -135,43 +136,57 @@ class HASlave:
         cfg = self.config
         host, port = self.master_addr
         self.state = "HANDSHAKE"
-        reader, writer = await asyncio.wait_for(
-            asyncio.open_connection(host, port, limit=cfg.read_chunk_size), cfg.connect_timeout_s)
-        self._writer = writer
-        self.connects += 1
-        session = self._session = SlaveSession(self.log, self.broker_id, self.async_learner,
-                                               self.sync_from_last_file)
-        writer.write(encode_slave_handshake(session.start()))
+        session = SlaveSession(self.log, self.broker_id, self.async_learner, self.sync_from_last_file)
         # zero_copy: bodies are views into the decoder buffer, each appended before the next
         # read. Pipelined, a body outlives the next read, so the decoder hands out a copy (the
         # one copy either way) and the store keeps it without copying again.
         dec = SlaveSideDecoder(cfg.max_body_size, cfg.max_epoch_entries, zero_copy=not self._pipelined)
         if self._pipelined:
+            reader, writer = await asyncio.wait_for(
+                asyncio.open_connection(host, port, limit=cfg.read_chunk_size), cfg.connect_timeout_s)
+            self._writer = writer
+            self.connects += 1
+            self._session = session
+            writer.write(encode_slave_handshake(session.start()))
             await self._transfer_pipelined(reader, writer, session, dec)
             return
-        while not self._stopping:
-            data = await asyncio.wait_for(reader.read(cfg.read_chunk_size), cfg.housekeeping_interval_s)
-            if not data:
-                raise ConnectionResetError("master closed the connection")
-            dec.feed(data)
-            ack = None
-            for f in dec.frames():
-                was = session.phase
-                a = session.on_frame(f)
-                if was == "HANDSHAKE":
-                    self._handshake_done(session, writer, a)
-                    continue
-                ack = a
-            if ack is not None:
-                # One ack per read: acks after appends and heartbeats, coalesced under load.
-                writer.write(encode_ack(ack))
-                # Progress: the next failure retries quickly. A failure that repeats before any
-                # transfer is applied (a batch the store refuses, no consistent point) backs off.
-                self._reached = True
-            self.state = session.phase
-            self.master_epoch = max(self.master_epoch, session.master_epoch)
+        loop = asyncio.get_running_loop()
+        transport, proto = await asyncio.wait_for(
+            loop.create_connection(lambda: _SlaveProtocol(self, session, dec), host, port),
+            cfg.connect_timeout_s)
+        self._writer = transport
+        self.connects += 1
+        self._session = session
+        transport.write(encode_slave_handshake(session.start()))
+        while True:
+            # frames are handled in the protocol's callbacks; here only the watchdog and the end
+            left = cfg.housekeeping_interval_s - (loop.time() - proto.last_heard)
+            if left <= 0:
+                raise TimeoutError("master silent")
+            done, _ = await asyncio.wait({proto.done}, timeout=left)
+            if done:
+                proto.done.result()   # the reason the connection ended, raised
+                return
 
-    def _handshake_done(self, session: SlaveSession, writer: asyncio.StreamWriter, a) -> None:
+    def _on_bytes(self, session: SlaveSession, dec: SlaveSideDecoder, transport: asyncio.Transport) -> None:
+        ack = None
+        for f in dec.frames():
+            was = session.phase
+            a = session.on_frame(f)
+            if was == "HANDSHAKE":
+                self._handshake_done(session, transport, a)
+                continue
+            ack = a
+        if ack is not None:
+            # One ack per read: acks after appends and heartbeats, coalesced under load.
+            transport.write(encode_ack(ack))
+            # Progress: the next failure retries quickly. A failure that repeats before any
+            # transfer is applied (a batch the store refuses, no consistent point) backs off.
+            self._reached = True
+        self.state = session.phase
+        self.master_epoch = max(self.master_epoch, session.master_epoch)
+
+    def _handshake_done(self, session: SlaveSession, writer: asyncio.StreamWriter | asyncio.Transport, a) -> None:
         self.master_epoch = session.master_epoch
         self._log.info("ha_slave_handshake_done", masterEpoch=session.master_epoch,
                        truncatedTo=session.truncated_to, maxOffset=self.log.max_offset)
@@ -264,3 +279,61 @@ class HASlave:
                     cf.result()
             if inflight:
                 self.log.abort_raw()  # type: ignore[attr-defined]
+
+
+class _SlaveProtocol(asyncio.BufferedProtocol):
+    """The plain (not pipelined) slave connection. The event loop receives straight into the
+    frame decoder's buffer (get_buffer -> recv_into), and every arrival runs the sans-IO session
+    at once: a StreamReader would copy each byte twice more and wake a task per read. Only the
+    end of the connection (its reason) reaches HASlave._connect_once, through ``done``."""
+
+    def __init__(self, slave: HASlave, session: SlaveSession, dec: SlaveSideDecoder) -> None:
+        self.slave = slave
+        self.session = session
+        self.dec = dec
+        self.chunk = slave.config.read_chunk_size
+        self.loop = asyncio.get_running_loop()
+        self.done: asyncio.Future = self.loop.create_future()
+        # the reason may arrive after HASlave stopped waiting (stop, cancel): always retrieved
+        self.done.add_done_callback(lambda f: f.cancelled() or f.exception())
+        self.last_heard = self.loop.time()
+        self.transport: asyncio.Transport | None = None
+        self._scratch: bytearray | None = None
+
+    def connection_made(self, transport) -> None:
+        self.transport = transport
+
+    def get_buffer(self, sizehint: int):
+        if not self.done.done():
+            try:
+                return self.dec.recv_buffer(self.chunk)
+            except FrameError as e:
+                self._end(e)
+        # ended: whatever still arrives before the close lands in a scratch buffer and is dropped
+        if self._scratch is None:
+            self._scratch = bytearray(64 * 1024)
+        return self._scratch
+
+    def buffer_updated(self, nbytes: int) -> None:
+        if self.done.done():
+            return
+        self.dec.received(nbytes)
+        self.last_heard = self.loop.time()
+        try:
+            assert self.transport is not None
+            self.slave._on_bytes(self.session, self.dec, self.transport)
+        except Exception as e:      # protocol, offset and store errors end this connection only
+            self._end(e)
+
+    def eof_received(self) -> bool:
+        self._end(ConnectionResetError("master closed the connection"))
+        return False
+
+    def connection_lost(self, exc: Exception | None) -> None:
+        self._end(exc or ConnectionResetError("connection closed"))
+
+    def _end(self, exc: BaseException) -> None:
+        if not self.done.done():
+            self.done.set_exception(exc)
+        if self.transport is not None and not self.transport.is_closing():
+            self.transport.abort()
