@@ -25,6 +25,106 @@ static uint32_t be32(const unsigned char *p) {
     return ((uint32_t)p[0] << 24) | ((uint32_t)p[1] << 16) | ((uint32_t)p[2] << 8) | (uint32_t)p[3];
 }
 
+/* ---------------------------------------------------------------------------------------
+ * CRC-32 (zlib's polynomial, reflected) with carry-less multiplication.
+ *
+ * zlib's table CRC costs ~0.33 s per GiB of 1 KiB records here, the largest single cost of
+ * a replicating slave (every record is checked) and of a master reading with verify_reads.
+ * Folding 64 bytes per step with PCLMULQDQ (Gopal et al., "Fast CRC Computation for Generic
+ * Polynomials Using PCLMULQDQ Instruction", Intel 2009) is ~4x faster. Used only when the
+ * CPU has PCLMULQDQ and SSE4.1 (checked once at import); otherwise zlib. A unit test compares
+ * both with zlib.crc32 on random lengths and alignments.
+ */
+#if defined(__x86_64__) && (defined(__GNUC__) || defined(__clang__))
+#include <immintrin.h>
+#define HAVE_CLMUL_CODE 1
+
+/* Folding constants x^(k) mod P for the reflected CRC-32 polynomial, and the Barrett pair. */
+static const uint64_t K_FOLD64[2] __attribute__((aligned(16))) = {0x0154442bd4ULL, 0x01c6e41596ULL};
+static const uint64_t K_FOLD16[2] __attribute__((aligned(16))) = {0x01751997d0ULL, 0x00ccaa009eULL};
+static const uint64_t K_64TO32[2] __attribute__((aligned(16))) = {0x0163cd6124ULL, 0};
+static const uint64_t K_BARRETT[2] __attribute__((aligned(16))) = {0x01db710641ULL, 0x01f7011641ULL};
+
+/* fold one 128-bit lane forward by the distance the constant pair encodes, then add `data` */
+__attribute__((target("pclmul,sse4.1"))) static inline __m128i fold(__m128i acc, __m128i k, __m128i data) {
+    __m128i lo = _mm_clmulepi64_si128(acc, k, 0x00);
+    __m128i hi = _mm_clmulepi64_si128(acc, k, 0x11);
+    return _mm_xor_si128(_mm_xor_si128(hi, lo), data);
+}
+
+/* len >= 64 and a multiple of 16; crc is the pre-inverted running value (zlib's ~crc) */
+__attribute__((target("pclmul,sse4.1"))) static uint32_t crc_clmul_blocks(uint32_t crc, const unsigned char *p,
+                                                                           size_t len) {
+    __m128i a = _mm_loadu_si128((const __m128i *)p);
+    __m128i b = _mm_loadu_si128((const __m128i *)(p + 16));
+    __m128i c = _mm_loadu_si128((const __m128i *)(p + 32));
+    __m128i d = _mm_loadu_si128((const __m128i *)(p + 48));
+    a = _mm_xor_si128(a, _mm_cvtsi32_si128((int)crc));
+    p += 64;
+    len -= 64;
+    __m128i k = _mm_load_si128((const __m128i *)K_FOLD64);
+    for (; len >= 64; p += 64, len -= 64) {
+        a = fold(a, k, _mm_loadu_si128((const __m128i *)p));
+        b = fold(b, k, _mm_loadu_si128((const __m128i *)(p + 16)));
+        c = fold(c, k, _mm_loadu_si128((const __m128i *)(p + 32)));
+        d = fold(d, k, _mm_loadu_si128((const __m128i *)(p + 48)));
+    }
+    k = _mm_load_si128((const __m128i *)K_FOLD16);
+    a = fold(a, k, b);
+    a = fold(a, k, c);
+    a = fold(a, k, d);
+    for (; len >= 16; p += 16, len -= 16)
+        a = fold(a, k, _mm_loadu_si128((const __m128i *)p));
+    /* 128 -> 64 bits */
+    const __m128i low32 = _mm_setr_epi32(~0, 0, ~0, 0);
+    __m128i t = _mm_clmulepi64_si128(a, k, 0x10);
+    a = _mm_xor_si128(_mm_srli_si128(a, 8), t);
+    k = _mm_loadl_epi64((const __m128i *)K_64TO32);
+    t = _mm_srli_si128(a, 4);
+    a = _mm_xor_si128(_mm_clmulepi64_si128(_mm_and_si128(a, low32), k, 0x00), t);
+    /* Barrett reduction to 32 bits */
+    k = _mm_load_si128((const __m128i *)K_BARRETT);
+    t = _mm_and_si128(a, low32);
+    t = _mm_clmulepi64_si128(t, k, 0x10);
+    t = _mm_and_si128(t, low32);
+    t = _mm_clmulepi64_si128(t, k, 0x00);
+    a = _mm_xor_si128(a, t);
+    return (uint32_t)_mm_extract_epi32(a, 1);
+}
+#endif
+
+static int use_clmul = 0;
+
+/* zlib-compatible crc32(crc, p, len) */
+static uint32_t crc32_any(uint32_t crc, const unsigned char *p, size_t len) {
+#ifdef HAVE_CLMUL_CODE
+    if (use_clmul && len >= 64) {
+        size_t blocks = len & ~(size_t)15;
+        crc = ~crc_clmul_blocks(~crc, p, blocks);
+        p += blocks;
+        len -= blocks;
+        if (len == 0)
+            return crc;
+    }
+#endif
+    return (uint32_t)crc32(crc, p, (uInt)len);
+}
+
+/* crc32(data, value=0) -> int: zlib.crc32's contract, through the fast path (tests) */
+static PyObject *py_crc32(PyObject *self, PyObject *args) {
+    Py_buffer view;
+    unsigned int value = 0;
+    (void)self;
+    if (!PyArg_ParseTuple(args, "y*|I", &view, &value))
+        return NULL;
+    uint32_t r;
+    Py_BEGIN_ALLOW_THREADS
+    r = crc32_any(value, (const unsigned char *)view.buf, (size_t)view.len);
+    Py_END_ALLOW_THREADS
+    PyBuffer_Release(&view);
+    return PyLong_FromUnsignedLong(r);
+}
+
 static PyObject *walk_crc(PyObject *self, PyObject *args) {
     Py_buffer view;
     Py_ssize_t pos, end;
@@ -51,7 +151,7 @@ static PyObject *walk_crc(PyObject *self, PyObject *args) {
         uint32_t total = be32(b + p + 4);
         if (total < HEADER_SIZE || total > HARD_MAX_RECORD || (Py_ssize_t)total > end - p)
             break;
-        if ((uint32_t)crc32(0L, b + p + 4, (uInt)(total - 4)) != crc)
+        if (crc32_any(0, b + p + 4, (size_t)(total - 4)) != crc)
             break;
         offs[n++] = (int64_t)p;
         p += (Py_ssize_t)total;
@@ -140,7 +240,7 @@ static PyObject *walk_batch(PyObject *self, PyObject *args) {
         if (magic != 0xA5 || version != 1 || flags || rsv ||
             (uint64_t)HEADER_SIZE + tl + ml + bl != (uint64_t)total)
             break;
-        if ((uint32_t)crc32(0L, h + 4, (uInt)(total - 4)) != crc)
+        if (crc32_any(0, h + 4, (size_t)(total - 4)) != crc)
             break;
         if (rtype == 1) {
             Py_ssize_t room = seg_end - nxt;
@@ -184,9 +284,21 @@ static PyMethodDef methods[] = {
     {"walk_len", walk_len, METH_VARARGS, "walk_len(buf, pos, end) -> stop: the record length chain only"},
     {"walk_crc", walk_crc, METH_VARARGS,
      "walk_crc(buf, pos, end) -> (int64 offsets as bytes, stop): length chain + CRC32 of each record"},
+    {"crc32", py_crc32, METH_VARARGS, "crc32(data, value=0) -> int: zlib.crc32, carry-less multiply when the CPU has it"},
     {NULL, NULL, 0, NULL},
 };
 
 static struct PyModuleDef module = {PyModuleDef_HEAD_INIT, "_fastrec", NULL, -1, methods, NULL, NULL, NULL, NULL};
 
-PyMODINIT_FUNC PyInit__fastrec(void) { return PyModule_Create(&module); }
+PyMODINIT_FUNC PyInit__fastrec(void) {
+#ifdef HAVE_CLMUL_CODE
+    __builtin_cpu_init();
+    use_clmul = __builtin_cpu_supports("pclmul") && __builtin_cpu_supports("sse4.1");
+#endif
+    PyObject *m = PyModule_Create(&module);
+    if (m != NULL && PyModule_AddIntConstant(m, "CLMUL", use_clmul) < 0) {
+        Py_DECREF(m);
+        return NULL;
+    }
+    return m;
+}
