@@ -323,7 +323,9 @@ def walk_fast(
     max_record: int = HARD_MAX_RECORD,
     collect: bool = False,
 ) -> tuple[int, str | None, dict[bytes, list] | None]:
-    """Same contract and result as ``walk``; faster when collecting index entries.
+    """Same contract and result as ``walk``; faster when collecting index entries, which
+    come as int64 arrays here (lists from ``walk``; ``topics_equal`` compares either form)
+    so that building the consume index never makes a Python int per record.
 
     Measured (CPU time, 1 KiB records): walk 0.63 / 1.0 us per record without / with
     index collection, walk_fast 0.70 / 0.82; so without collection and without the C helper
@@ -386,8 +388,17 @@ def walk_fast(
             return walk(buf, pos, end, seg_end, base_phy, max_record, collect)
         k = int(g[0])
         name = bytes(tb[k, : int(mtl[k])])
-        topics[name] = [int(qs[0]), (mo[g] + base_phy).tolist(), total[mi][g].tolist()]
+        topics[name] = [int(qs[0]), mo[g] + base_phy, total[mi][g]]
     return end, None, topics
+
+
+def topics_equal(a: dict[bytes, list] | None, b: dict[bytes, list] | None) -> bool:
+    """Index entries collected by ``walk`` and ``walk_fast`` (lists or arrays) are the same."""
+    if a is None or b is None:
+        return a is b
+    return a.keys() == b.keys() and all(
+        int(a[k][0]) == int(b[k][0]) and list(map(int, a[k][1])) == list(map(int, b[k][1]))
+        and list(map(int, a[k][2])) == list(map(int, b[k][2])) for k in a)
 
 
 def _walk_native(buf, pos: int, end: int, seg_end: int, base_phy: int, max_record: int, collect: bool):
@@ -413,7 +424,7 @@ def _walk_native(buf, pos: int, end: int, seg_end: int, base_phy: int, max_recor
         k = int(mo[0])
         tl = mv[k + 32]
         name = bytes(mv[k + HEADER_SIZE : k + HEADER_SIZE + tl])
-        return end, None, {name: [q0, (mo + base_phy).tolist(), mt.tolist()]}
+        return end, None, {name: [q0, mo + base_phy, mt]}
     u8 = np.frombuffer(mv, dtype=np.uint8)
     h = u8[mo[:, None] + _AR40].view(_HDR_DTYPE).reshape(len(mo))
     mtl = h["tl"].astype(np.int64)
@@ -430,5 +441,5 @@ def _walk_native(buf, pos: int, end: int, seg_end: int, base_phy: int, max_recor
         if not (qs == qs[0] + np.arange(len(g))).all():
             return walk(buf, pos, end, seg_end, base_phy, max_record, collect)
         k = int(g[0])
-        topics[bytes(tb[k, : int(mtl[k])])] = [int(qs[0]), (mo[g] + base_phy).tolist(), mt[g].tolist()]
+        topics[bytes(tb[k, : int(mtl[k])])] = [int(qs[0]), mo[g] + base_phy, mt[g]]
     return end, None, topics
