@@ -31,6 +31,131 @@ MAX_MESSAGE_BYTES = 4 << 20
 _RETRYABLE = {rc.CONTROLLER_NOT_LEADER, rc.CONTROLLER_UNAVAILABLE, rc.CONTROLLER_QUORUM_UNAVAILABLE}
 
 
+# Unary methods the server's Batch RPC accepts (controller/service.py BATCHABLE) and their replies.
+_BATCH_REPLY: dict[str, type] = {
+    "GetNextBrokerId": pb.GetNextBrokerIdReply, "ApplyBrokerId": pb.ApplyBrokerIdReply,
+    "RegisterBroker": pb.RegisterBrokerReply, "BrokerHeartbeat": pb.BrokerHeartbeatReply,
+    "BrokerHeartbeatBatch": pb.BrokerHeartbeatBatchReply, "QueryLiveness": pb.QueryLivenessReply,
+    "ElectMaster": pb.ElectMasterReply, "AlterSyncStateSet": pb.AlterSyncStateSetReply,
+    "CleanBrokerData": pb.CleanBrokerDataReply, "GetReplicaInfo": pb.GetReplicaInfoReply,
+    "GetSyncStateData": pb.GetSyncStateDataReply, "GetMetaData": pb.GetMetaDataReply,
+    "GetControllerConfig": pb.GetControllerConfigReply,
+    "UpdateControllerConfig": pb.UpdateControllerConfigReply, "ExportEvents": pb.ExportEventsReply,
+}
+
+
+class _Batcher:
+    """Coalesces the calls made to one controller address into Batch RPCs.
+
+    A call joins the pending list; a flush scheduled with call_soon sends everything that joined
+    in the same event-loop pass as one Batch (at most ``max_calls``), with at most ``max_inflight``
+    batches outstanding, so a lone caller pays one loop pass and concurrent callers share the
+    per-RPC cost. Per-call semantics do not change: each call gets its own reply (own header,
+    own error), and a transport error fails every call of that batch the way it would have
+    failed each unary call, so ControllerClient.call's retry and leader-following apply per call.
+    A server without the Batch RPC (UNIMPLEMENTED) turns batching off for that address.
+    """
+
+    def __init__(self, client: ControllerClient, addr: str, max_calls: int, max_inflight: int) -> None:
+        self.client = client
+        self.addr = addr
+        self.max_calls = max_calls
+        self.max_inflight = max_inflight
+        self.enabled = True
+        self._pending: list[tuple[str, Any, asyncio.Future, float]] = []
+        self._inflight = 0
+        self._scheduled = False
+
+    async def call(self, method: str, request: Any, timeout: float) -> Any:
+        loop = asyncio.get_running_loop()
+        fut = loop.create_future()
+        self._pending.append((method, request, fut, loop.time() + timeout))
+        if not self._scheduled:
+            self._scheduled = True
+            loop.call_soon(self._flush)
+        return await fut
+
+    def _flush(self) -> None:
+        self._scheduled = False
+        now = asyncio.get_running_loop().time()
+        while self._pending and self._inflight < self.max_inflight:
+            batch, self._pending = self._pending[: self.max_calls], self._pending[self.max_calls :]
+            live = []
+            for b in batch:
+                if b[2].done():          # the caller gave up (cancelled)
+                    continue
+                if b[3] <= now:          # waited out its deadline behind other batches: never sent
+                    b[2].set_exception(ControllerRpcError(
+                        rc.CONTROLLER_UNAVAILABLE, f"{b[0]} not sent to {self.addr} within its deadline",
+                        address=self.addr))
+                    continue
+                live.append(b)
+            batch = live
+            if batch:
+                self._inflight += 1
+                asyncio.ensure_future(self._send(batch))
+
+    async def _send(self, batch: list[tuple[str, Any, asyncio.Future, float]]) -> None:
+        loop = asyncio.get_running_loop()
+        try:
+            timeout = max(0.001, max(b[3] for b in batch) - loop.time())
+            req = pb.BatchRequest(calls=[pb.BatchCall(method=m, request=r.SerializeToString())
+                                         for m, r, _f, _d in batch])
+            try:
+                reply = await self.client.stub(self.addr).Batch(req, timeout=timeout)
+            except grpc.aio.AioRpcError as e:
+                if e.code() == grpc.StatusCode.UNIMPLEMENTED:
+                    self.enabled = False
+                    _log.info("controller_batch_unsupported", address=self.addr)
+                    await asyncio.gather(*(self._unary(m, r, f, d) for m, r, f, d in batch))
+                    return
+                for _m, _r, f, _d in batch:
+                    if not f.done():
+                        f.set_exception(e)
+                return
+            except Exception as e:  # noqa: BLE001 - delivered to every caller of the batch
+                for _m, _r, f, _d in batch:
+                    if not f.done():
+                        f.set_exception(e)
+                return
+            if reply.header.code != rc.SUCCESS or len(reply.replies) != len(batch):
+                err = ControllerRpcError(reply.header.code or rc.CONTROLLER_INTERNAL_ERROR,
+                                         reply.header.message or f"batch of {len(batch)} got {len(reply.replies)} replies",
+                                         address=self.addr)
+                for _m, _r, f, _d in batch:
+                    if not f.done():
+                        f.set_exception(err)
+                return
+            for (m, _r, f, _d), sub in zip(batch, reply.replies, strict=True):
+                if f.done():
+                    continue
+                if sub.code != rc.SUCCESS:
+                    f.set_exception(ControllerRpcError(sub.code, sub.message, address=self.addr))
+                    continue
+                try:
+                    f.set_result(_BATCH_REPLY[m].FromString(sub.reply))
+                except Exception as e:  # noqa: BLE001 - an undecodable reply fails that call only
+                    f.set_exception(ControllerRpcError(rc.CONTROLLER_INTERNAL_ERROR,
+                                                       f"{m} reply does not decode: {type(e).__name__}",
+                                                       address=self.addr))
+        finally:
+            self._inflight -= 1
+            if self._pending and not self._scheduled:
+                self._scheduled = True
+                loop.call_soon(self._flush)
+
+    async def _unary(self, method: str, request: Any, fut: asyncio.Future, deadline: float) -> None:
+        try:
+            timeout = max(0.001, deadline - asyncio.get_running_loop().time())
+            res = await getattr(self.client.stub(self.addr), method)(request, timeout=timeout)
+        except Exception as e:  # noqa: BLE001
+            if not fut.done():
+                fut.set_exception(e)
+        else:
+            if not fut.done():
+                fut.set_result(res)
+
+
 def parse_addresses(spec: str | Iterable[str]) -> list[str]:
     items = spec.split(",") if isinstance(spec, str) else list(spec)
     out = [a.strip() for a in items if a.strip()]
@@ -49,6 +174,9 @@ class ControllerClient:
         rpc_timeout_s: float = 5.0,
         backoff_s: float = 0.05,
         max_backoff_s: float = 0.5,
+        batch: bool = True,
+        batch_max_calls: int = 1024,
+        batch_max_inflight: int = 2,
     ) -> None:
         self.addresses = parse_addresses(addresses)
         self.max_attempts = max_attempts
@@ -60,11 +188,18 @@ class ControllerClient:
         self._stubs: dict[str, pbg.ControllerServiceStub] = {}
         self._leader: str | None = None
         self._rr = 0
+        # Concurrent calls to one address share Batch RPCs (see _Batcher); batch=False makes
+        # every call its own unary RPC.
+        self.batch = batch
+        self.batch_max_calls = batch_max_calls
+        self.batch_max_inflight = batch_max_inflight
+        self._batchers: dict[str, _Batcher] = {}
 
     async def close(self) -> None:
         chans = list(self._channels.values())
         self._channels.clear()
         self._stubs.clear()
+        self._batchers.clear()
         for ch in chans:
             await ch.close()
 
@@ -95,6 +230,17 @@ class ControllerClient:
             s = self._stubs[addr] = pbg.ControllerServiceStub(ch)
         return s
 
+    async def _invoke(self, addr: str, method: str, request: Any, timeout: float) -> Any:
+        """One attempt of ``method`` on ``addr``: through the address's batcher when batching is
+        on and the method is batchable, else a unary RPC. Raises what the unary RPC would."""
+        if self.batch and method in _BATCH_REPLY:
+            b = self._batchers.get(addr)
+            if b is None:
+                b = self._batchers[addr] = _Batcher(self, addr, self.batch_max_calls, self.batch_max_inflight)
+            if b.enabled:
+                return await b.call(method, request, timeout)
+        return await getattr(self.stub(addr), method)(request, timeout=timeout)
+
     def _next_addr(self) -> str:
         if self._leader is not None:
             return self._leader
@@ -114,9 +260,12 @@ class ControllerClient:
             if remaining <= 0:
                 break
             try:
-                reply = await getattr(self.stub(addr), method)(
-                    request, timeout=min(self.rpc_timeout_s, remaining)
-                )
+                reply = await self._invoke(addr, method, request, min(self.rpc_timeout_s, remaining))
+            except ControllerRpcError as e:    # from the batch path: a batch-level failure of this call
+                if not leader or e.reply_code not in _RETRYABLE:
+                    raise
+                last_code, last_msg = e.reply_code, f"{addr}: {e.message}"
+                self._leader = None
             except grpc.aio.AioRpcError as e:
                 if e.code() == grpc.StatusCode.RESOURCE_EXHAUSTED:
                     details = e.details() or ""
@@ -152,7 +301,7 @@ class ControllerClient:
     async def call_node(self, addr: str, method: str, request: Any, timeout_s: float | None = None) -> Any:
         """One attempt on one node, no leader following (metadata, config, liveness queries)."""
         try:
-            reply = await getattr(self.stub(addr), method)(request, timeout=timeout_s or self.rpc_timeout_s)
+            reply = await self._invoke(addr, method, request, timeout_s or self.rpc_timeout_s)
         except grpc.aio.AioRpcError as e:
             raise ControllerRpcError(rc.CONTROLLER_UNAVAILABLE, f"{addr}: {e.code().name} {e.details()}") from None
         if reply.header.code != rc.SUCCESS:

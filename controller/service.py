@@ -30,6 +30,20 @@ MAX_ADDR = 255
 MAX_IDS = 1024
 MAX_ID = (1 << 62)
 MAX_HEARTBEAT_BATCH = 10_000
+MAX_BATCH_CALLS = 4096
+
+# Methods a Batch may carry: every unary method (its request class). Streams and Batch itself
+# are not batchable.
+BATCHABLE: dict[str, type] = {
+    "GetNextBrokerId": pb.GetNextBrokerIdRequest, "ApplyBrokerId": pb.ApplyBrokerIdRequest,
+    "RegisterBroker": pb.RegisterBrokerRequest, "BrokerHeartbeat": pb.BrokerHeartbeatRequest,
+    "BrokerHeartbeatBatch": pb.BrokerHeartbeatBatchRequest, "QueryLiveness": pb.QueryLivenessRequest,
+    "ElectMaster": pb.ElectMasterRequest, "AlterSyncStateSet": pb.AlterSyncStateSetRequest,
+    "CleanBrokerData": pb.CleanBrokerDataRequest, "GetReplicaInfo": pb.GetReplicaInfoRequest,
+    "GetSyncStateData": pb.GetSyncStateDataRequest, "GetMetaData": pb.GetMetaDataRequest,
+    "GetControllerConfig": pb.GetControllerConfigRequest,
+    "UpdateControllerConfig": pb.UpdateControllerConfigRequest, "ExportEvents": pb.ExportEventsRequest,
+}
 
 
 class BadRequest(AutoswitchError):
@@ -123,6 +137,37 @@ def _header(res: dict) -> pb.ReplyHeader:
 class ControllerServicer(pbg.ControllerServiceServicer):
     def __init__(self, node: ControllerNode) -> None:
         self.node = node
+
+    # ---- many calls in one RPC ----
+
+    async def Batch(self, request, context):  # noqa: N802 (gRPC method name)
+        """Each call runs through its own handler (validation, error mapping, Raft entry) exactly
+        as if it had come alone; all run concurrently, so the writes of one batch usually share
+        one Raft append. Replies keep the calls' order."""
+        node = self.node
+        calls = request.calls
+        if len(calls) > MAX_BATCH_CALLS:
+            _log.warning("bad_request", rpc="Batch", reason=f"{len(calls)} calls")
+            return pb.BatchReply(header=pb.ReplyHeader(
+                code=rc.CONTROLLER_MALFORMED_REQUEST, message=f"at most {MAX_BATCH_CALLS} calls per batch",
+                node_id=node.node_id))
+        replies = await asyncio.gather(*(self._batch_one(c, context) for c in calls))
+        return pb.BatchReply(header=pb.ReplyHeader(code=0, node_id=node.node_id), replies=replies)
+
+    async def _batch_one(self, call, context) -> pb.BatchCallReply:
+        req_cls = BATCHABLE.get(call.method)
+        if req_cls is None:
+            _log.warning("bad_request", rpc="Batch", reason=f"method {call.method[:64]!r} is not batchable")
+            return pb.BatchCallReply(code=rc.CONTROLLER_MALFORMED_REQUEST,
+                                     message=f"method {call.method[:64]!r} cannot be batched")
+        try:
+            req = req_cls.FromString(call.request)
+        except Exception as e:  # noqa: BLE001 - protobuf's DecodeError and friends
+            _log.warning("bad_request", rpc="Batch", method=call.method, reason="undecodable request")
+            return pb.BatchCallReply(code=rc.CONTROLLER_MALFORMED_REQUEST,
+                                     message=f"{call.method} request does not decode: {type(e).__name__}")
+        reply = await getattr(self, call.method)(req, context)
+        return pb.BatchCallReply(reply=reply.SerializeToString())
 
     # ---- broker identity and registration (writes) ----
 

@@ -428,3 +428,35 @@ class ExportEventsReply(_message.Message):
     next_line: int
     eof: bool
     def __init__(self, header: _Optional[_Union[ReplyHeader, _Mapping]] = ..., lines: _Optional[_Iterable[str]] = ..., next_line: _Optional[int] = ..., eof: _Optional[bool] = ...) -> None: ...
+
+class BatchCall(_message.Message):
+    __slots__ = ("method", "request")
+    METHOD_FIELD_NUMBER: _ClassVar[int]
+    REQUEST_FIELD_NUMBER: _ClassVar[int]
+    method: str
+    request: bytes
+    def __init__(self, method: _Optional[str] = ..., request: _Optional[bytes] = ...) -> None: ...
+
+class BatchCallReply(_message.Message):
+    __slots__ = ("reply", "code", "message")
+    REPLY_FIELD_NUMBER: _ClassVar[int]
+    CODE_FIELD_NUMBER: _ClassVar[int]
+    MESSAGE_FIELD_NUMBER: _ClassVar[int]
+    reply: bytes
+    code: int
+    message: str
+    def __init__(self, reply: _Optional[bytes] = ..., code: _Optional[int] = ..., message: _Optional[str] = ...) -> None: ...
+
+class BatchRequest(_message.Message):
+    __slots__ = ("calls",)
+    CALLS_FIELD_NUMBER: _ClassVar[int]
+    calls: _containers.RepeatedCompositeFieldContainer[BatchCall]
+    def __init__(self, calls: _Optional[_Iterable[_Union[BatchCall, _Mapping]]] = ...) -> None: ...
+
+class BatchReply(_message.Message):
+    __slots__ = ("header", "replies")
+    HEADER_FIELD_NUMBER: _ClassVar[int]
+    REPLIES_FIELD_NUMBER: _ClassVar[int]
+    header: ReplyHeader
+    replies: _containers.RepeatedCompositeFieldContainer[BatchCallReply]
+    def __init__(self, header: _Optional[_Union[ReplyHeader, _Mapping]] = ..., replies: _Optional[_Iterable[_Union[BatchCallReply, _Mapping]]] = ...) -> None: ...

@@ -34,6 +34,11 @@ class ControllerServiceStub:
         Args:
             channel: A grpc.Channel.
         """
+        self.Batch = channel.unary_unary(
+                '/autoswitch.controller.ControllerService/Batch',
+                request_serializer=autoswitch_dot_proto_dot_controller__pb2.BatchRequest.SerializeToString,
+                response_deserializer=autoswitch_dot_proto_dot_controller__pb2.BatchReply.FromString,
+                _registered_method=True)
         self.GetNextBrokerId = channel.unary_unary(
                 '/autoswitch.controller.ControllerService/GetNextBrokerId',
                 request_serializer=autoswitch_dot_proto_dot_controller__pb2.GetNextBrokerIdRequest.SerializeToString,
@@ -123,6 +128,13 @@ class ControllerServiceStub:
 
 class ControllerServiceServicer:
     """Missing associated documentation comment in .proto file."""
+
+    def Batch(self, request, context):
+        """At most 4,096 calls per batch (CONTROLLER_MALFORMED_REQUEST for the whole batch beyond).
+        """
+        context.set_code(grpc.StatusCode.UNIMPLEMENTED)
+        context.set_details('Method not implemented!')
+        raise NotImplementedError('Method not implemented!')
 
     def GetNextBrokerId(self, request, context):
         """Missing associated documentation comment in .proto file."""
@@ -233,6 +245,11 @@ class ControllerServiceServicer:
 
 def add_ControllerServiceServicer_to_server(servicer, server):
     rpc_method_handlers = {
+            'Batch': grpc.unary_unary_rpc_method_handler(
+                    servicer.Batch,
+                    request_deserializer=autoswitch_dot_proto_dot_controller__pb2.BatchRequest.FromString,
+                    response_serializer=autoswitch_dot_proto_dot_controller__pb2.BatchReply.SerializeToString,
+            ),
             'GetNextBrokerId': grpc.unary_unary_rpc_method_handler(
                     servicer.GetNextBrokerId,
                     request_deserializer=autoswitch_dot_proto_dot_controller__pb2.GetNextBrokerIdRequest.FromString,
@@ -328,6 +345,33 @@ def add_ControllerServiceServicer_to_server(servicer, server):
  # This class is part of an EXPERIMENTAL API.
 class ControllerService:
     """Missing associated documentation comment in .proto file."""
+
+    @staticmethod
+    def Batch(request,
+            target,
+            options=(),
+            channel_credentials=None,
+            call_credentials=None,
+            insecure=False,
+            compression=None,
+            wait_for_ready=None,
+            timeout=None,
+            metadata=None):
+        return grpc.experimental.unary_unary(
+            request,
+            target,
+            '/autoswitch.controller.ControllerService/Batch',
+            autoswitch_dot_proto_dot_controller__pb2.BatchRequest.SerializeToString,
+            autoswitch_dot_proto_dot_controller__pb2.BatchReply.FromString,
+            options,
+            channel_credentials,
+            insecure,
+            call_credentials,
+            compression,
+            wait_for_ready,
+            timeout,
+            metadata,
+            _registered_method=True)
 
     @staticmethod
     def GetNextBrokerId(request,
