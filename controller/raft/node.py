@@ -47,6 +47,15 @@ class StateMachine(Protocol):
     def restore(self, data: bytes) -> None: ...
 
 
+class _ProposeExpired(Exception):
+    """Internal: a proposal's wait ran out (mapped to NotLeader/QuorumUnavailable/ProposalTimeout)."""
+
+
+def _expire(fut: asyncio.Future) -> None:
+    if not fut.done():
+        fut.set_exception(_ProposeExpired())
+
+
 class RaftNode:
     def __init__(self, node_id: str, peers: dict[str, str], data_dir: Path, state_machine: StateMachine,
                  config: RaftConfig | None = None, *, server: grpc.aio.Server | None = None,
@@ -323,12 +332,16 @@ class RaftNode:
                 raise NotLeader(core.transferee, self.addrs.get(core.transferee or ""),
                                 "leadership transfer in progress") from None
             raise QuorumUnavailable(str(exc), reason=exc.reason) from None
-        fut: asyncio.Future = asyncio.get_running_loop().create_future()
+        loop = asyncio.get_running_loop()
+        fut: asyncio.Future = loop.create_future()
         self._waiters[idx] = (core.term, fut)
         self._wake.set()
+        # A timer instead of wait_for(shield(...)): no extra task per proposal, and the apply
+        # loop already skips futures that are done (timed out or cancelled with their caller).
+        timer = loop.call_later(timeout_s, _expire, fut)
         try:
-            return await asyncio.wait_for(asyncio.shield(fut), timeout_s)
-        except TimeoutError:
+            return await fut
+        except _ProposeExpired:
             self._waiters.pop(idx, None)
             if core.role != Role.LEADER:
                 raise self._not_leader() from None
@@ -337,6 +350,8 @@ class RaftNode:
             if not core.quorum_active(2 * self.cfg.heartbeat_interval_ms):
                 raise QuorumUnavailable("leader cannot reach a majority", index=idx) from None
             raise ProposalTimeout(f"entry {idx} not applied within {timeout_s}s", index=idx) from None
+        finally:
+            timer.cancel()
 
     async def read_index(self, timeout_s: float) -> None:
         core = self.core
