@@ -176,7 +176,7 @@ class ControllerClient:
         max_backoff_s: float = 0.5,
         batch: bool = True,
         batch_max_calls: int = 1024,
-        batch_max_inflight: int = 8,
+        batch_max_inflight: int = 2,
     ) -> None:
         self.addresses = parse_addresses(addresses)
         self.max_attempts = max_attempts

@@ -1,0 +1,164 @@
+"""The Batch RPC and the client's coalescing, on three real ControllerNodes (real gRPC, files).
+
+Each call of a batch is handled as if it came alone: its own validation, typed reply and Raft
+entry; a call that cannot be dispatched (unknown method, undecodable bytes) gets a typed code of
+its own; an oversized batch is refused as a whole. The client coalesces concurrent calls into
+few Batch RPCs, gives the same answers as unbatched calls, and falls back to unary RPCs against
+a server without Batch.
+"""
+
+from __future__ import annotations
+
+import asyncio
+
+import grpc
+import pytest
+from autoswitch.controller import config as cfgmod
+from autoswitch.controller import rpc_codes as rc
+from autoswitch.controller import service as svc
+from autoswitch.controller.client import ControllerClient
+from autoswitch.controller.node import ControllerNode
+
+from autoswitch.proto import controller_pb2 as pb
+from autoswitch.proto import controller_pb2_grpc as pbg
+from tests.integration.controller_harness import wait_leader
+from tests.procs import HOST, free_port
+
+pytestmark = pytest.mark.integration
+
+
+async def _cluster(tmp_path):
+    ports = [free_port() for _ in range(3)]
+    peers = ",".join(f"n{i + 1}={HOST}:{p}" for i, p in enumerate(ports))
+    nodes = [ControllerNode(cfgmod.load(None, node_id=f"n{i + 1}", peers=peers,
+                                        data_dir=str(tmp_path / f"n{i + 1}")))
+             for i in range(3)]
+    for n in nodes:
+        await n.start()
+    return nodes, ",".join(f"{HOST}:{p}" for p in ports)
+
+
+def _call(method: str, req) -> pb.BatchCall:
+    return pb.BatchCall(method=method, request=req.SerializeToString())
+
+
+def test_batch_calls_get_their_own_typed_replies(tmp_path):
+    async def go():
+        nodes, spec = await _cluster(tmp_path)
+        try:
+            async with ControllerClient(spec) as c:
+                leader = await wait_leader(c)
+                follower = next(a for a in spec.split(",") if a != leader)
+                stub = c.stub(leader)
+                reply = await stub.Batch(pb.BatchRequest(calls=[
+                    _call("ApplyBrokerId", pb.ApplyBrokerIdRequest(cluster_name="c", broker_name="bt",
+                                                                   applied_broker_id=1, register_check_code="x")),
+                    pb.BatchCall(method="NoSuchMethod", request=b""),
+                    pb.BatchCall(method="WatchReplicaInfo", request=b""),           # a stream: not batchable
+                    pb.BatchCall(method="AlterSyncStateSet", request=b"\xff\xff\xff"),  # undecodable
+                    _call("BrokerHeartbeat", pb.BrokerHeartbeatRequest(broker_name="bt", broker_id=0)),
+                    _call("GetNextBrokerId", pb.GetNextBrokerIdRequest(cluster_name="c", broker_name="bt")),
+                ]), timeout=10)
+                assert reply.header.code == rc.SUCCESS
+                r = reply.replies
+                assert len(r) == 6
+                assert r[0].code == 0 and pb.ApplyBrokerIdReply.FromString(r[0].reply).header.code == rc.SUCCESS
+                assert r[1].code == rc.CONTROLLER_MALFORMED_REQUEST and not r[1].reply
+                assert r[2].code == rc.CONTROLLER_MALFORMED_REQUEST
+                assert r[3].code == rc.CONTROLLER_MALFORMED_REQUEST and "decode" in r[3].message
+                hb = pb.BrokerHeartbeatReply.FromString(r[4].reply)
+                assert r[4].code == 0 and hb.header.code == rc.CONTROLLER_MALFORMED_REQUEST
+                # the calls of one batch run concurrently: the id read may or may not see the write
+                assert pb.GetNextBrokerIdReply.FromString(r[5].reply).next_broker_id in (1, 2)
+
+                # a follower answers each write with NOT_LEADER and the leader's address
+                for _ in range(100):    # until the follower has heard from the new leader
+                    reply = await c.stub(follower).Batch(pb.BatchRequest(calls=[
+                        _call("ApplyBrokerId", pb.ApplyBrokerIdRequest(cluster_name="c", broker_name="bt",
+                                                                       applied_broker_id=2, register_check_code="y"))]),
+                        timeout=10)
+                    sub = pb.ApplyBrokerIdReply.FromString(reply.replies[0].reply)
+                    assert sub.header.code == rc.CONTROLLER_NOT_LEADER
+                    if sub.header.leader_addr:
+                        break
+                    await asyncio.sleep(0.05)
+                assert sub.header.leader_addr == leader
+
+                # more calls than the limit: the whole batch is refused, nothing runs
+                too_many = [pb.BatchCall(method="GetMetaData", request=b"")] * (svc.MAX_BATCH_CALLS + 1)
+                reply = await stub.Batch(pb.BatchRequest(calls=too_many), timeout=10)
+                assert reply.header.code == rc.CONTROLLER_MALFORMED_REQUEST and not reply.replies
+
+                # the state saw exactly the one valid write
+                assert await c.get_next_broker_id("c", "bt") == 2
+        finally:
+            for n in nodes:
+                await n.stop()
+
+    asyncio.run(go())
+
+
+def test_client_coalesces_concurrent_calls_with_the_same_answers(tmp_path, monkeypatch):
+    batches: list[int] = []
+    real = svc.ControllerServicer.Batch
+
+    async def counting(self, request, context):
+        batches.append(len(request.calls))
+        return await real(self, request, context)
+
+    monkeypatch.setattr(svc.ControllerServicer, "Batch", counting)
+
+    async def go():
+        nodes, spec = await _cluster(tmp_path)
+        try:
+            async with ControllerClient(spec) as c, ControllerClient(spec, batch=False) as plain:
+                await wait_leader(c)
+                n = 64
+                await asyncio.gather(*(c.apply_broker_id("c", f"g{i}", 1, f"code{i}") for i in range(n)))
+                batches.clear()
+                got = await asyncio.gather(*(c.register_broker("c", f"g{i}", 1, f"{HOST}:{1000 + i}")
+                                             for i in range(n)))
+                # 64 concurrent writes travelled in a handful of RPCs, each answered on its own
+                assert sum(batches) == n and len(batches) <= 8, batches
+                assert [g.broker_name for g in got] == [f"g{i}" for i in range(n)]
+                before = len(batches)
+                via_plain = await asyncio.gather(*(plain.get_replica_info(f"g{i}") for i in range(n)))
+                assert len(batches) == before          # batch=False: plain unary calls
+                via_batch = await asyncio.gather(*(c.get_replica_info(f"g{i}") for i in range(n)))
+                assert [x.SerializeToString() for x in via_batch] == [x.SerializeToString() for x in via_plain]
+                # a typed refusal reaches its own caller only
+                res = await asyncio.gather(c.apply_broker_id("c", "g0", 1, "other-code"),
+                                           c.get_next_broker_id("c", "g1"), return_exceptions=True)
+                assert getattr(res[0], "code", None) is not None and res[1] == 2
+        finally:
+            for n in nodes:
+                await n.stop()
+
+    asyncio.run(go())
+
+
+class _OldServer(pbg.ControllerServiceServicer):
+    """A controller from before the Batch RPC: only GetMetaData."""
+
+    async def GetMetaData(self, request, context):  # noqa: N802
+        return pb.GetMetaDataReply(header=pb.ReplyHeader(code=0), node_id="old", is_leader=True)
+
+
+def test_client_falls_back_to_unary_against_a_server_without_batch():
+    async def go():
+        server = grpc.aio.server()
+        pbg.add_ControllerServiceServicer_to_server(_OldServer(), server)
+        port = server.add_insecure_port(f"{HOST}:0")
+        await server.start()
+        try:
+            addr = f"{HOST}:{port}"
+            async with ControllerClient(addr) as c:
+                replies = await asyncio.gather(*(c.call_node(addr, "GetMetaData", pb.GetMetaDataRequest())
+                                                 for _ in range(5)))
+                assert [r.node_id for r in replies] == ["old"] * 5
+                assert c._batchers[addr].enabled is False
+                assert (await c.call_node(addr, "GetMetaData", pb.GetMetaDataRequest())).node_id == "old"
+        finally:
+            await server.stop(None)
+
+    asyncio.run(go())
