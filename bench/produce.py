@@ -146,7 +146,7 @@ def run_one(replicas: int, args: argparse.Namespace) -> dict:
 
 def main(argv: list[str] | None = None) -> int:
     ap = argparse.ArgumentParser(prog="python -m bench.produce")
-    ap.add_argument("--messages", type=int, default=60_000)
+    ap.add_argument("--messages", type=int, default=300_000)
     ap.add_argument("--producers", type=int, default=4)
     ap.add_argument("--batch", type=int, default=100)
     ap.add_argument("--size", type=int, default=256)
