@@ -14,7 +14,7 @@ Every field is type- and range-checked on decode; a bad entry gives ``MalformedR
 from __future__ import annotations
 
 import json
-from dataclasses import dataclass, field, fields
+from dataclasses import MISSING, dataclass, field, fields
 from typing import Any, ClassVar
 
 from autoswitch.controller.codes import Code
@@ -43,6 +43,18 @@ class MalformedRequest(AutoswitchError):
     """A request that cannot be decoded or has a field missing / of the wrong type / out of range."""
 
     code = "CONTROLLER_INVALID_REQUEST"
+
+
+# Per-class field names, in declaration order: dataclasses.fields() rebuilds its tuple on every
+# call and the per-write path (construct, encode, decode) would otherwise call it five times.
+_FIELD_NAMES: dict[type, tuple[str, ...]] = {}
+
+
+def _field_names(cls: type) -> tuple[str, ...]:
+    names = _FIELD_NAMES.get(cls)
+    if names is None:
+        names = _FIELD_NAMES[cls] = tuple(f.name for f in fields(cls))
+    return names
 
 
 # --------------------------------------------------------------------------- live info
@@ -100,13 +112,17 @@ class Request:
 
     def __post_init__(self) -> None:
         # Accept lists and sets from callers; the canonical form (and the log form) is a tuple.
-        for f in fields(self):
-            v = getattr(self, f.name)
+        d = self.__dict__
+        for name in _field_names(type(self)):
+            v = d[name]
+            t = type(v)
+            if t is int or t is str or t is tuple or t is bool:
+                continue   # the common cases, nothing to convert
             if isinstance(v, list):
-                object.__setattr__(self, f.name, tuple(v))
+                object.__setattr__(self, name, tuple(v))
             elif isinstance(v, set | frozenset):
                 try:
-                    object.__setattr__(self, f.name, tuple(sorted(v)))
+                    object.__setattr__(self, name, tuple(sorted(v)))
                 except TypeError:
                     pass  # mixed types: validate() rejects it
 
@@ -444,6 +460,52 @@ def event_name(ev: Event) -> str:
 
 # --------------------------------------------------------------------------- encoding
 
+# Same output as json.dumps(obj, separators=(",", ":"), ensure_ascii=False) (tuples encode as
+# arrays, exactly like lists), without building a new encoder per call. The C encoder is made
+# once, without the circular-reference check: a validated request holds only strings, ints,
+# bools and fresh flat containers of them, so it cannot contain itself.
+_ENCODER = json.JSONEncoder(separators=(",", ":"), ensure_ascii=False)
+if json.encoder.c_make_encoder is not None:
+    _C_ENCODE = json.encoder.c_make_encoder(None, _ENCODER.default, json.encoder.encode_basestring, None,
+                                            ":", ",", False, False, True)
+
+    def _dumps(obj: dict) -> str:
+        return "".join(_C_ENCODE(obj, 0))
+else:  # pragma: no cover - CPython always has the C encoder
+    _dumps = _ENCODER.encode
+
+_DECODER = json.JSONDecoder()
+_scan_once = _DECODER.scan_once
+
+
+def _loads(s: str) -> Any:
+    """json.loads(s) for a str, with a shortcut for the usual entry: one object, nothing around it.
+    Anything else (whitespace, a BOM, an error) goes through json.loads for its exact result."""
+    if s[:1] == "{":
+        try:
+            obj, end = _scan_once(s, 0)
+        except Exception:
+            return json.loads(s)
+        if end == len(s):
+            return obj
+    return json.loads(s)
+
+
+class _DecodeInfo:
+    """Per write-request class: what decode_request needs, computed once."""
+
+    __slots__ = ("names", "allowed", "defaults")
+
+    def __init__(self, cls: type[Request]) -> None:
+        self.names = _field_names(cls)
+        self.allowed = frozenset(self.names) | {"v", "t"}
+        # Plain defaults only; a required or default_factory field that is missing from the entry
+        # goes through the dataclass __init__ (its own error message / factory call).
+        self.defaults = {f.name: f.default for f in fields(cls) if f.default is not MISSING}
+
+
+_DECODE_INFO: dict[type[Request], _DecodeInfo] = {}
+
 
 def encode_request(req: Request) -> bytes:
     """Bytes for the Raft log. Validates first (MalformedRequest) so nothing bad is proposed."""
@@ -451,14 +513,13 @@ def encode_request(req: Request) -> bytes:
         raise MalformedRequest(f"not a write request: {type(req).__name__}")
     req.validate()
     obj: dict[str, Any] = {"v": ENCODING_VERSION, "t": req.TYPE}
-    for f in fields(req):
-        v = getattr(req, f.name)
-        if f.name == "alive":
+    d = req.__dict__
+    for name in _field_names(type(req)):
+        v = d[name]
+        if name == "alive":
             v = [a.to_list() for a in v]
-        elif isinstance(v, tuple):
-            v = list(v)
-        obj[f.name] = v
-    data = json.dumps(obj, separators=(",", ":"), ensure_ascii=False).encode()
+        obj[name] = v
+    data = _dumps(obj).encode()
     if len(data) > MAX_REQUEST_BYTES:
         raise MalformedRequest(f"request of {len(data)} bytes exceeds {MAX_REQUEST_BYTES}")
     return data
@@ -471,7 +532,7 @@ def decode_request(data: bytes) -> Request:
     if len(data) > MAX_REQUEST_BYTES:
         raise MalformedRequest(f"request of {len(data)} bytes exceeds {MAX_REQUEST_BYTES}")
     try:
-        obj = json.loads(bytes(data).decode("utf-8"))
+        obj = _loads(bytes(data).decode("utf-8"))
     except (UnicodeDecodeError, ValueError, RecursionError) as e:
         raise MalformedRequest(f"request is not JSON: {e}") from None
     if not isinstance(obj, dict):
@@ -482,49 +543,90 @@ def decode_request(data: bytes) -> Request:
     cls = WRITE_REQUESTS.get(t) if isinstance(t, str) else None
     if cls is None:
         raise MalformedRequest(f"unknown request type {obj.get('t')!r}")
-    names = {f.name for f in fields(cls)}
-    extra = set(obj) - names - {"v", "t"}
-    if extra:
+    info = _DECODE_INFO.get(cls)
+    if info is None:
+        info = _DECODE_INFO[cls] = _DecodeInfo(cls)
+    if not obj.keys() <= info.allowed:
+        extra = set(obj) - info.allowed
         raise MalformedRequest(f"unknown fields {sorted(extra)} in {cls.TYPE}")
     kwargs: dict[str, Any] = {}
-    for f in fields(cls):
-        if f.name not in obj:
-            continue  # dataclass default applies; required fields fail below
-        v = obj[f.name]
-        if f.name == "alive":
+    complete = True
+    defaults = info.defaults
+    for name in info.names:
+        if name not in obj:
+            if name in defaults:
+                kwargs[name] = defaults[name]
+            else:
+                complete = False   # required (fails in __init__ below) or default_factory
+            continue
+        v = obj[name]
+        if name == "alive":
             if not isinstance(v, list):
                 raise MalformedRequest("alive must be a list")
             v = tuple(BrokerLiveInfo.from_list(a) for a in v)
         elif isinstance(v, list):
             v = tuple(v)
-        kwargs[f.name] = v
-    try:
-        req = cls(**kwargs)
-    except TypeError as e:
-        raise MalformedRequest(f"{cls.TYPE}: {e}") from None
+        kwargs[name] = v
+    if complete:
+        # Every field is a JSON value with the top-level lists already made tuples, so the
+        # dataclass __init__ + __post_init__ would only copy the values in: do just that.
+        req = object.__new__(cls)
+        req.__dict__.update(kwargs)
+    else:
+        for name in defaults:
+            if name not in obj:
+                del kwargs[name]
+        try:
+            req = cls(**kwargs)
+        except TypeError as e:
+            raise MalformedRequest(f"{cls.TYPE}: {e}") from None
     req.validate()
     return req
 
 
 # --------------------------------------------------------------------------- field checks
+#
+# Each check has a fast path for the common valid value (an exact int / str / tuple of ints) that
+# accepts exactly what the reference rule (the ``*_ref`` function) accepts; anything else goes to
+# the reference rule, which accepts it or raises with its message. tests/unit/
+# test_controller_sm_fastpath.py checks the two agree.
 
 
-def _check_int(v: Any, what: str, lo: int, hi: int) -> None:
+def _check_int_ref(v: Any, what: str, lo: int, hi: int) -> None:
     if not isinstance(v, int) or isinstance(v, bool) or not lo <= v <= hi:
         raise MalformedRequest(f"{what} must be an integer in [{lo}, {hi}], got {v!r}")
 
 
+def _check_int(v: Any, what: str, lo: int, hi: int) -> None:
+    if type(v) is int and lo <= v <= hi:
+        return
+    _check_int_ref(v, what, lo, hi)
+
+
 def _check_id(v: Any, what: str) -> None:
-    _check_int(v, what, 1, MAX_INT64)
+    if type(v) is int and 1 <= v <= MAX_INT64:
+        return
+    _check_int_ref(v, what, 1, MAX_INT64)
 
 
-def _check_ids(v: Any, what: str) -> None:
+def _check_ids_ref(v: Any, what: str) -> None:
     if not isinstance(v, tuple) or len(v) > MAX_REPLICAS_PER_GROUP:
         raise MalformedRequest(f"{what} must be a list of at most {MAX_REPLICAS_PER_GROUP} brokerIds")
     for x in v:
-        _check_id(x, what)
+        _check_int_ref(x, what, 1, MAX_INT64)
     if len(set(v)) != len(v):
         raise MalformedRequest(f"{what} has duplicates")
+
+
+def _check_ids(v: Any, what: str) -> None:
+    if type(v) is tuple and len(v) <= MAX_REPLICAS_PER_GROUP:
+        for x in v:
+            if type(x) is not int or not 1 <= x <= MAX_INT64:
+                break
+        else:
+            if len(set(v)) == len(v):
+                return
+    _check_ids_ref(v, what)
 
 
 def _check_bool(v: Any, what: str) -> None:
@@ -532,7 +634,7 @@ def _check_bool(v: Any, what: str) -> None:
         raise MalformedRequest(f"{what} must be a bool")
 
 
-def _check_str(v: Any, what: str, max_len: int, allow_empty: bool) -> None:
+def _check_str_ref(v: Any, what: str, max_len: int, allow_empty: bool) -> None:
     if not isinstance(v, str) or len(v) > max_len or (not allow_empty and not v):
         raise MalformedRequest(f"{what} must be a {'' if allow_empty else 'non-empty '}string of at most {max_len} chars")
     try:
@@ -541,13 +643,22 @@ def _check_str(v: Any, what: str, max_len: int, allow_empty: bool) -> None:
         raise MalformedRequest(f"{what} is not valid Unicode") from None
 
 
+def _check_str(v: Any, what: str, max_len: int, allow_empty: bool) -> None:
+    # ASCII text always encodes to UTF-8 (no surrogates); isascii() allocates nothing.
+    if type(v) is str and len(v) <= max_len and (allow_empty or v) and v.isascii():
+        return
+    _check_str_ref(v, what, max_len, allow_empty)
+
+
 def _check_names(cluster: Any, broker: Any) -> None:
     _check_str(cluster, "clusterName", MAX_NAME_LEN, allow_empty=False)
     _check_str(broker, "brokerName", MAX_NAME_LEN, allow_empty=False)
 
 
 def _check_ts(v: Any) -> None:
-    _check_int(v, "ts_ms", 0, MAX_INT64)
+    if type(v) is int and 0 <= v <= MAX_INT64:
+        return
+    _check_int_ref(v, "ts_ms", 0, MAX_INT64)
 
 
 def _check_alive(v: Any) -> None:
