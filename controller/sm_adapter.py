@@ -162,8 +162,16 @@ class AppliedStateMachine:
     def apply(self, index: int, data: bytes) -> Any:
         self._touched = []
         reply = self.inner.apply(index, data)
+        if not self._touched:
+            return reply
+        # The reply's view is the named group's state after this entry (the state machine builds
+        # it from the group it then commits): reuse it instead of building that view again.
+        rv = reply.replica if isinstance(reply, m.Reply) else None
         for group in dict.fromkeys(self._touched):
-            info = replica_dict(self.inner.replica_view(group))
+            if rv is not None and rv.broker_name == group:
+                info = replica_dict(rv)
+            else:
+                info = replica_dict(self.inner.replica_view(group))
             if info != self._published.get(group):
                 self._published[group] = info
                 if info is not None:

@@ -24,6 +24,7 @@ the whole controller cluster on a deterministic bug):
 from __future__ import annotations
 
 import json
+import logging
 import struct
 import zlib
 from collections.abc import Callable
@@ -72,6 +73,7 @@ MAX_GROUPS = 200_000
 FIRST_BROKER_ID = 1   # RocketMQ MixAll.FIRST_SLAVE_ID; 0 was the old fixed master id
 
 _log = get_logger("controller.sm")
+_pylog = logging.getLogger("autoswitch.controller.sm")   # the logger behind _log (level checks)
 
 
 class InvariantViolation(AutoswitchError):
@@ -295,6 +297,9 @@ class _Staged:
         self.state = state
         self.groups: dict[str, GroupState | None] = {}
         self.config: SMConfig | None = None
+        # The touched group's state right after each applied event (for the history records).
+        # Each event applies to a fresh copy, so these objects are never mutated afterwards.
+        self.after: list[GroupState | None] = []
 
     def group(self, name: str) -> GroupState | None:
         if name in self.groups:
@@ -306,11 +311,13 @@ class _Staged:
             if self.config is None:
                 self.config = self.state.config.copy()
             _apply_config(self.config, ev)
+            self.after.append(self.group(ev.broker_name))
             return
         name = ev.broker_name
         cur = self.group(name)
         new = _apply_group_event(cur.copy() if cur is not None else None, ev, self.state.tombstones.get(name))
         self.groups[name] = new
+        self.after.append(new)
 
     def check(self) -> None:
         for name, new in self.groups.items():
@@ -329,10 +336,13 @@ def handle(request: Request, state: ControllerState) -> tuple[list[Event], Reply
     return events, reply
 
 
-def _handle(request: Request, state: ControllerState) -> tuple[list[Event], Reply, _Staged]:
+def _handle(request: Request, state: ControllerState,
+            validated: bool = False) -> tuple[list[Event], Reply, _Staged]:
+    """``validated``: the caller already ran ``request.validate()`` (decode_request does)."""
     staged = _Staged(state)
     try:
-        request.validate()
+        if not validated:
+            request.validate()
         decide = _DECIDERS.get(type(request))
         if decide is None:
             raise MalformedRequest(f"not a write request: {type(request).__name__}")
@@ -643,28 +653,31 @@ class ControllerStateMachine:
             self.last_applied_index = index
             _log.error("apply_decode_bug", exc_info=True, index=index)
             return Reply(Code.CONTROLLER_INVALID_REQUEST, f"undecodable entry: {type(e).__name__}")
-        return self.execute(req, index)
+        return self._execute(req, index, validated=True)   # decode_request validated it
 
     def execute(self, req: Request, index: int | None = None) -> Reply:
         """Apply an already decoded write request (simulator/tests; apply() uses it)."""
         if index is None:
             index = self.last_applied_index + 1
-        events, reply, staged = _handle(req, self.state)
+        return self._execute(req, index, validated=False)
+
+    def _execute(self, req: Request, index: int, validated: bool) -> Reply:
+        events, reply, staged = _handle(req, self.state, validated)
         ts = getattr(req, "ts_ms", 0)
         records: list[dict] = []
         if events:
-            # Records must show the state after each event, so replay on a scratch stage.
-            scratch = _Staged(self.state)
-            for ev in events:
-                scratch.apply(ev)
-                records.append(event_history_record(ev, index, ts, scratch.group(ev.broker_name)))
+            # Records show the state right after each event (staged.after, in event order).
+            for ev, after in zip(events, staged.after, strict=True):
+                records.append(event_history_record(ev, index, ts, after))
             staged.commit()
         self.last_applied_index = index
+        log_applied = _pylog.isEnabledFor(logging.INFO) if records else False
         for rec in records:
-            _log.info("event_applied", kind=rec["event"], index=index, group=rec["group"],
-                      brokerId=rec["master_broker_id"], epoch=rec["master_epoch"],
-                      syncStateSet=rec["sync_state_set"], syncStateSetEpoch=rec["sync_state_set_epoch"],
-                      reason=rec["reason"], unclean=rec["unclean"])
+            if log_applied:   # skip building the fields when INFO is off (_log.info would drop them)
+                _log.info("event_applied", kind=rec["event"], index=index, group=rec["group"],
+                          brokerId=rec["master_broker_id"], epoch=rec["master_epoch"],
+                          syncStateSet=rec["sync_state_set"], syncStateSetEpoch=rec["sync_state_set_epoch"],
+                          reason=rec["reason"], unclean=rec["unclean"])
             if self.history_sink is not None:
                 try:
                     self.history_sink(rec)
