@@ -21,6 +21,37 @@ _log = get_logger("controller.eventlog")
 
 MAX_LINE_BYTES = 1 << 20
 
+# A line is json.dumps(rec, default=str, separators=(",", ":"), sort_keys=True) (ASCII-only).
+_ENCODER = json.JSONEncoder(default=str, separators=(",", ":"), sort_keys=True)
+_esc = json.encoder.encode_basestring_ascii   # what that encoder uses for every string
+# The keys of statemachine.event_history_record (the only records the controller writes).
+_HISTORY_KEYS = frozenset({"ts_ms", "index", "group", "event", "master_broker_id", "master_epoch",
+                           "sync_state_set", "sync_state_set_epoch", "reason", "unclean"})
+
+
+def _history_line(rec: dict[str, Any]) -> str | None:
+    """The JSON text of an event history record, byte-identical to ``_ENCODER.encode(rec)``, or
+    None when ``rec`` is not of the plain shape this handles (then the encoder does it)."""
+    if rec.keys() != _HISTORY_KEYS:
+        return None
+    event, group, index, master, mepoch = rec["event"], rec["group"], rec["index"], rec["master_broker_id"], \
+        rec["master_epoch"]
+    reason, sss, sepoch, ts, unclean = rec["reason"], rec["sync_state_set"], rec["sync_state_set_epoch"], \
+        rec["ts_ms"], rec["unclean"]
+    if not (type(event) is str and type(group) is str and type(reason) is str and type(index) is int
+            and type(mepoch) is int and type(sepoch) is int and type(ts) is int
+            and (master is None or type(master) is int) and type(sss) is list
+            and (unclean is True or unclean is False)):
+        return None
+    for x in sss:
+        if type(x) is not int:
+            return None
+    # Sorted key order; an exact int formats as its repr, like the encoder writes it.
+    return (f'{{"event":{_esc(event)},"group":{_esc(group)},"index":{index},'
+            f'"master_broker_id":{"null" if master is None else master},"master_epoch":{mepoch},'
+            f'"reason":{_esc(reason)},"sync_state_set":[{",".join(map(str, sss))}],'
+            f'"sync_state_set_epoch":{sepoch},"ts_ms":{ts},"unclean":{"true" if unclean else "false"}}}')
+
 
 class EventLog:
     def __init__(self, path: Path) -> None:
@@ -31,6 +62,7 @@ class EventLog:
         # One entry can produce several events (same index): dedup only what a previous run wrote.
         self.recovered_index = self.last_index
         self._f = open(self.path, "ab")
+        self._pos = self._f.tell()      # where the next line starts (this object is the only writer)
 
     def _recover(self) -> None:
         if not self.path.exists():
@@ -61,14 +93,23 @@ class EventLog:
         if index <= self.recovered_index:
             return False
         assert index >= self.last_index, f"event index went back: {index} < {self.last_index}"
-        line = json.dumps({**record, "index": index}, default=str, separators=(",", ":"), sort_keys=True)
+        if record.get("index") is not index:
+            record = {**record, "index": index}
+        line = _history_line(record)
+        if line is None:
+            line = _ENCODER.encode(record)
         data = line.encode() + b"\n"
         if len(data) > MAX_LINE_BYTES:
             _log.error("event_record_too_large", index=index, bytes=len(data))
             data = json.dumps({"index": index, "truncated": True}).encode() + b"\n"
-        self._offsets.append(self._f.tell())
-        self._f.write(data)
-        self._f.flush()   # visible to readers; durability comes from the Raft log, not from this file
+        self._offsets.append(self._pos)
+        try:
+            self._f.write(data)
+            self._f.flush()   # visible to readers; durability comes from the Raft log, not from this file
+        except BaseException:
+            self._pos = self._f.tell()   # whatever part got buffered or written, as tell() saw it before
+            raise
+        self._pos += len(data)
         self.last_index = index
         return True
 
