@@ -1,0 +1,287 @@
+"""The per-write fast paths agree with the plain rules they shortcut.
+
+messages.py, eventlog.py and statemachine.py take shortcuts on the apply path (fast field
+checks, cached field lists, decode without the dataclass __init__, a hand-written events.jsonl
+line, history records from the staged groups instead of a replay, the reply's view reused for
+watchers). Each test here holds a shortcut against the reference it replaces: the same
+accept/reject decisions and messages, the same bytes, the same records.
+"""
+
+from __future__ import annotations
+
+import enum
+import json
+from dataclasses import fields
+
+from autoswitch.controller import eventlog
+from autoswitch.controller import messages as m
+from autoswitch.controller import sm_adapter as sa
+from autoswitch.controller.sm_config import SMConfig
+from autoswitch.controller.statemachine import ControllerStateMachine, _handle, _Staged, event_history_record
+from hypothesis import HealthCheck, given, settings
+from hypothesis import strategies as st
+
+from tests.unit.test_controller_sm_props import PRELUDE, json_values, ops, to_request
+
+
+class _IntE(enum.IntEnum):
+    ONE = 1
+    BIG = 2**40
+
+
+scalars = (st.none() | st.booleans() | st.integers(-(2**64), 2**64) | st.floats(allow_nan=False)
+           | st.text(max_size=6) | st.sampled_from(["\ud800", "a\udfff", "é", "x" * 300, "", _IntE.ONE, _IntE.BIG]))
+values = scalars | st.lists(scalars, max_size=4) | st.lists(scalars, max_size=4).map(tuple) \
+    | st.lists(st.integers(-2, 70), max_size=70).map(tuple) | st.frozensets(st.integers(0, 5))
+
+
+def _outcome(fn, *args):
+    try:
+        fn(*args)
+    except m.MalformedRequest as e:
+        return ("rejected", e.message)
+    return ("ok",)
+
+
+# --------------------------------------------------------------------------- field checks
+
+
+@settings(max_examples=400, deadline=None)
+@given(values, st.sampled_from([(0, m.MAX_INT64), (1, m.MAX_INT64), (m.MIN_INT32, m.MAX_INT32)]))
+def test_fast_int_checks_agree_with_the_reference(v, bounds):
+    lo, hi = bounds
+    assert _outcome(m._check_int, v, "f", lo, hi) == _outcome(m._check_int_ref, v, "f", lo, hi)
+    assert _outcome(m._check_id, v, "f") == _outcome(m._check_int_ref, v, "f", 1, m.MAX_INT64)
+    assert _outcome(m._check_ts, v) == _outcome(m._check_int_ref, v, "ts_ms", 0, m.MAX_INT64)
+
+
+@settings(max_examples=400, deadline=None)
+@given(values)
+def test_fast_id_list_check_agrees_with_the_reference(v):
+    assert _outcome(m._check_ids, v, "ids") == _outcome(m._check_ids_ref, v, "ids")
+
+
+@settings(max_examples=400, deadline=None)
+@given(values, st.sampled_from([3, 255]), st.booleans())
+def test_fast_str_check_agrees_with_the_reference(v, max_len, allow_empty):
+    assert _outcome(m._check_str, v, "s", max_len, allow_empty) == \
+        _outcome(m._check_str_ref, v, "s", max_len, allow_empty)
+
+
+# --------------------------------------------------------------------------- Raft log codec
+
+
+def _reference_encode(req: m.Request) -> bytes:
+    """encode_request before the fast path (fields() per call, json.dumps per call)."""
+    req.validate()
+    obj = {"v": m.ENCODING_VERSION, "t": req.TYPE}
+    for f in fields(req):
+        v = getattr(req, f.name)
+        if f.name == "alive":
+            v = [a.to_list() for a in v]
+        elif isinstance(v, tuple):
+            v = list(v)
+        obj[f.name] = v
+    return json.dumps(obj, separators=(",", ":"), ensure_ascii=False).encode()
+
+
+def _reference_decode(data: bytes) -> m.Request:
+    """decode_request before the fast path: json.loads, dataclass __init__, validate."""
+    if len(data) > m.MAX_REQUEST_BYTES:
+        raise m.MalformedRequest(f"request of {len(data)} bytes exceeds {m.MAX_REQUEST_BYTES}")
+    try:
+        obj = json.loads(bytes(data).decode("utf-8"))
+    except (UnicodeDecodeError, ValueError, RecursionError) as e:
+        raise m.MalformedRequest(f"request is not JSON: {e}") from None
+    if not isinstance(obj, dict):
+        raise m.MalformedRequest("request must be a JSON object")
+    if obj.get("v") != m.ENCODING_VERSION:
+        raise m.MalformedRequest(f"unsupported request encoding version {obj.get('v')!r}")
+    t = obj.get("t")
+    cls = m.WRITE_REQUESTS.get(t) if isinstance(t, str) else None
+    if cls is None:
+        raise m.MalformedRequest(f"unknown request type {obj.get('t')!r}")
+    names = {f.name for f in fields(cls)}
+    extra = set(obj) - names - {"v", "t"}
+    if extra:
+        raise m.MalformedRequest(f"unknown fields {sorted(extra)} in {cls.TYPE}")
+    kwargs = {}
+    for f in fields(cls):
+        if f.name not in obj:
+            continue
+        v = obj[f.name]
+        if f.name == "alive":
+            if not isinstance(v, list):
+                raise m.MalformedRequest("alive must be a list")
+            v = tuple(m.BrokerLiveInfo.from_list(a) for a in v)
+        elif isinstance(v, list):
+            v = tuple(v)
+        kwargs[f.name] = v
+    try:
+        req = cls(**kwargs)
+    except TypeError as e:
+        raise m.MalformedRequest(f"{cls.TYPE}: {e}") from None
+    req.validate()
+    return req
+
+
+def _decoded(fn, data):
+    try:
+        req = fn(data)
+    except m.MalformedRequest as e:
+        return ("rejected", e.message)
+    return ("ok", type(req), [(n, type(v), v) for n, v in vars(req).items()], req)
+
+
+field_names = st.sampled_from(["cluster_name", "broker_name", "applied_broker_id", "register_check_code",
+                               "broker_id", "broker_address", "clean_shutdown", "trigger", "designate", "alive",
+                               "dead_broker_ids", "master_broker_id", "master_epoch", "new_sync_state_set",
+                               "sync_state_set_epoch", "alive_broker_ids", "broker_ids", "clean_living_broker",
+                               "config", "ts_ms", "v", "t"])
+types = st.sampled_from(sorted(m.WRITE_REQUESTS))
+good = {"cluster_name": "c", "broker_name": "g", "applied_broker_id": 1, "register_check_code": "a;1",
+        "broker_id": 1, "broker_address": "a:1", "master_broker_id": 1, "master_epoch": 0,
+        "new_sync_state_set": [1], "sync_state_set_epoch": 0, "config": {"k": "v"}, "ts_ms": 5}
+
+
+def _entry(t, base, fuzz, drop, ws):
+    names = {f.name for f in fields(m.WRITE_REQUESTS[t])}
+    obj = {"v": 1, "t": t, **{k: v for k, v in base.items() if k in names and k not in drop}, **fuzz}
+    text = json.dumps(obj, ensure_ascii=False)
+    return ((" " if ws else "") + text).encode("utf-8", "surrogatepass")
+
+
+entries = st.one_of(
+    st.binary(max_size=120),
+    st.builds(_entry, types, st.just(good), st.dictionaries(field_names, json_values, max_size=3),
+              st.sets(field_names, max_size=2), st.booleans()),
+    st.builds(_entry, types, st.just({}), st.dictionaries(field_names, json_values, max_size=8),
+              st.just(set()), st.booleans()),
+)
+
+
+@settings(max_examples=600, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@given(entries)
+def test_decode_agrees_with_the_reference_decoder(data):
+    fast, ref = _decoded(m.decode_request, data), _decoded(_reference_decode, data)
+    assert fast[:3] == ref[:3]
+    if fast[0] == "ok":
+        assert fast[3] == ref[3]
+
+
+@settings(max_examples=150, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@given(st.lists(ops, min_size=5, max_size=40))
+def test_encode_is_byte_identical_and_round_trips(seq):
+    sm = ControllerStateMachine(SMConfig(first_election_grace_ms=0))
+    for i, op in enumerate(PRELUDE + seq, start=1):
+        req = to_request(op, sm, ts=1000 + i)
+        data = m.encode_request(req)
+        assert data == _reference_encode(req)
+        assert m.decode_request(data) == _reference_decode(data) == req
+        sm.apply(i, data)
+
+
+def test_decode_of_a_missing_required_field_or_factory_default_goes_through_init():
+    r = _decoded(m.decode_request, b'{"v":1,"t":"AlterSyncStateSet","broker_name":"g"}')
+    assert r[0] == "rejected" and "missing" in r[1] and r == _decoded(_reference_decode,
+                                                                       b'{"v":1,"t":"AlterSyncStateSet","broker_name":"g"}')
+    d = b'{"v":1,"t":"UpdateControllerConfig","ts_ms":1}'
+    assert _decoded(m.decode_request, d) == _decoded(_reference_decode, d) == ("rejected", "config must be a non-empty map")
+
+
+# --------------------------------------------------------------------------- events.jsonl
+
+
+rec_values = scalars | st.lists(scalars, max_size=4) | st.lists(st.integers(-5, 2**70), max_size=5) \
+    | st.dictionaries(st.text(max_size=3), st.integers(), max_size=2)
+history_record = st.fixed_dictionaries({
+    "ts_ms": st.integers(0, 2**63) | rec_values, "index": st.integers(1, 2**40), "group": st.text() | rec_values,
+    "event": st.sampled_from(["AlterSyncStateSet", "NoMaster", "é\u2028"]) | rec_values,
+    "master_broker_id": st.none() | st.integers(1, 9) | rec_values, "master_epoch": st.integers(0, 9) | rec_values,
+    "sync_state_set": st.lists(st.integers(1, 9), max_size=4) | rec_values,
+    "sync_state_set_epoch": st.integers(0, 9) | rec_values, "reason": st.text() | rec_values,
+    "unclean": st.booleans() | rec_values,
+})
+
+
+@settings(max_examples=500, deadline=None)
+@given(history_record | st.dictionaries(st.text(max_size=4), rec_values, max_size=5))
+def test_history_line_is_byte_identical_to_json_dumps(rec):
+    try:
+        ref = json.dumps(rec, default=str, separators=(",", ":"), sort_keys=True)
+    except (TypeError, ValueError):
+        return   # the encoder refuses it either way: the fast path must not answer
+    line = eventlog._history_line(rec)
+    assert line is None or line == ref
+    assert eventlog._ENCODER.encode(rec) == ref
+
+
+def test_eventlog_lines_and_offsets(tmp_path):
+    log = eventlog.EventLog(tmp_path / "events.jsonl")
+    recs = [{"ts_ms": 1, "index": 1, "group": "g", "event": "ElectMaster", "master_broker_id": None,
+             "master_epoch": 1, "sync_state_set": [1, 2], "sync_state_set_epoch": 1, "reason": "é",
+             "unclean": False},
+            {"odd": 1.5, "index": 7},
+            {"ts_ms": 3, "index": 9, "group": "g", "event": "X", "master_broker_id": 2, "master_epoch": 2,
+             "sync_state_set": [2], "sync_state_set_epoch": 3, "reason": "r", "unclean": True}]
+    for i, r in zip((1, 2, 3), recs, strict=True):
+        assert log.append(i, r)
+    lines, nxt, eof = log.read(0, 10)
+    assert eof and nxt == 3
+    assert lines == [json.dumps({**r, "index": i}, default=str, separators=(",", ":"), sort_keys=True)
+                     for i, r in zip((1, 2, 3), recs, strict=True)]
+    assert log.read(2, 1)[0] == lines[2:]
+    log.close()
+    again = eventlog.EventLog(tmp_path / "events.jsonl")
+    assert len(again) == 3 and again.append(4, recs[0]) and again.read(3, 1)[0][0].endswith('"unclean":false}')
+    again.close()
+
+
+# --------------------------------------------------------------------------- apply path
+
+
+def _reference_records(req, state, index):
+    """History records as execute() built them before: replay the events on a scratch stage."""
+    events, _reply, _staged = _handle(req, state)
+    scratch = _Staged(state)
+    out = []
+    for ev in events:
+        scratch.apply(ev)
+        out.append(event_history_record(ev, index, getattr(req, "ts_ms", 0), scratch.group(ev.broker_name)))
+    return out
+
+
+@settings(max_examples=60, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@given(st.lists(ops, min_size=10, max_size=60))
+def test_records_and_watcher_infos_match_the_reference(seq):
+    records: list[dict] = []
+    notified: list[tuple[int, str, dict]] = []
+
+    class Sink:
+        def append(self, index, rec):
+            records.append(rec)
+
+    class Log:
+        def error(self, *a, **k):
+            raise AssertionError((a, k))
+
+    asm = sa.AppliedStateMachine({"first_election_grace_ms": "0"}, Sink(),
+                                 lambda i, g, info: notified.append((i, g, info)), Log())
+    published: dict[str, dict] = {}
+    for i, op in enumerate(PRELUDE + seq, start=1):
+        req = to_request(op, asm.inner, ts=1000 + i)
+        want = _reference_records(req, asm.inner.state, i)
+        n_rec, n_note = len(records), len(notified)
+        asm.apply(i, m.encode_request(req))
+        assert records[n_rec:] == want
+        # Watchers: exactly the touched groups whose info changed, with the info recomputed now.
+        expect = []
+        for group in dict.fromkeys(r["group"] for r in want if r["event"] != "UpdateConfig"):
+            info = sa.replica_dict(asm.inner.replica_view(group))
+            if info != published.get(group):
+                if info is None:
+                    published.pop(group, None)
+                else:
+                    published[group] = info
+                    expect.append((i, group, info))
+        assert notified[n_note:] == expect
