@@ -19,7 +19,7 @@ class HAConfig:
     # --- frames ---
     max_body_size: int = 32 * MiB          # largest transfer body a slave accepts
     max_epoch_entries: int = 65536         # largest EpochFile a master may send in a handshake
-    transfer_batch_size: int = 4 * MiB     # master reads/sends at most this much per transfer frame
+    transfer_batch_size: int = 1 * MiB     # master reads/sends at most this much per transfer frame (L2-sized: see docs/replication.md)
     read_chunk_size: int = 1 * MiB         # socket read size of both adapters
     # Slave: pwrite batch N on a writer thread while batch N+1 is CRC-checked (needs a log with
     # prepare_raw/commit_raw, e.g. MessageStore). Off by default: on the shared 2-core bench box
