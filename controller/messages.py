@@ -452,10 +452,56 @@ class UpdateConfigEvent(Event):
     changes: tuple[tuple[str, str], ...]
 
 
+# --------------------------------------------------------------------------- construction
+#
+# A frozen dataclass's generated __init__ stores every field through object.__setattr__ (about
+# 0.1 us each); the apply path builds several of these objects per entry. Each class below gets
+# an __init__ with the same signature, defaults, qualname and __post_init__ call that stores the
+# fields into the instance __dict__ directly, which is where object.__setattr__ puts them (no
+# field has a descriptor). Instances stay frozen: only __init__ changes. The generated
+# dataclass __init__ stays in _DATACLASS_INIT (tests compare the two).
+
+_DATACLASS_INIT: dict[type, Any] = {}
+
+
+def _fast_frozen_init(cls: type) -> None:
+    fs = fields(cls)
+    if any(not f.init or f.default_factory is not MISSING or f.kw_only for f in fs) \
+            or any(f.name in ("self", "d") for f in fs):
+        return   # keep the dataclass __init__ for anything beyond plain positional fields
+    ns: dict[str, Any] = {}
+    params, body = ["self"], ["d = self.__dict__"]
+    for f in fs:
+        if f.default is MISSING:
+            params.append(f.name)
+        else:
+            ns[f"_dflt_{f.name}"] = f.default
+            params.append(f"{f.name}=_dflt_{f.name}")
+        body.append(f"d[{f.name!r}] = {f.name}")
+    if hasattr(cls, "__post_init__"):
+        body.append("self.__post_init__()")
+    src = f"def __init__({', '.join(params)}):\n    " + "\n    ".join(body) + "\n"
+    exec(src, ns)  # noqa: S102 - source built above from the class's own field names
+    init = ns["__init__"]
+    old = cls.__init__
+    init.__qualname__ = old.__qualname__
+    init.__module__ = old.__module__
+    init.__annotations__ = dict(old.__annotations__)
+    _DATACLASS_INIT[cls] = old
+    cls.__init__ = init
+
+
 def event_name(ev: Event) -> str:
     if isinstance(ev, ElectMasterEvent) and ev.new_master is None:
         return "NoMaster"
     return ev.HISTORY
+
+
+for _cls in (BrokerLiveInfo, *WRITE_REQUESTS.values(), *READ_REQUESTS.values(), ReplicaView, Reply,
+             ApplyBrokerIdEvent, UpdateBrokerAddressEvent, ElectMasterEvent, AlterSyncStateSetEvent,
+             EligibleChangeEvent, CleanBrokerDataEvent, UpdateConfigEvent):
+    _fast_frozen_init(_cls)
+del _cls
 
 
 # --------------------------------------------------------------------------- encoding
@@ -505,6 +551,7 @@ class _DecodeInfo:
 
 
 _DECODE_INFO: dict[type[Request], _DecodeInfo] = {}
+_ABSENT = object()
 
 
 def encode_request(req: Request) -> bytes:
@@ -553,20 +600,21 @@ def decode_request(data: bytes) -> Request:
     complete = True
     defaults = info.defaults
     for name in info.names:
-        if name not in obj:
+        v = obj.get(name, _ABSENT)
+        if v is _ABSENT:
             if name in defaults:
                 kwargs[name] = defaults[name]
             else:
                 complete = False   # required (fails in __init__ below) or default_factory
             continue
-        v = obj[name]
-        if name == "alive":
-            if not isinstance(v, list):
-                raise MalformedRequest("alive must be a list")
-            v = tuple(BrokerLiveInfo.from_list(a) for a in v)
-        elif isinstance(v, list):
+        if type(v) is list:   # the JSON decoder makes exact lists only
             v = tuple(v)
         kwargs[name] = v
+    if "alive" in kwargs and "alive" in obj:   # ElectMaster: [[brokerId, ...], ...] entries
+        v = obj["alive"]
+        if not isinstance(v, list):
+            raise MalformedRequest("alive must be a list")
+        kwargs["alive"] = tuple(BrokerLiveInfo.from_list(a) for a in v)
     if complete:
         # Every field is a JSON value with the top-level lists already made tuples, so the
         # dataclass __init__ + __post_init__ would only copy the values in: do just that.

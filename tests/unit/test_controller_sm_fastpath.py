@@ -285,3 +285,32 @@ def test_records_and_watcher_infos_match_the_reference(seq):
                     published[group] = info
                     expect.append((i, group, info))
         assert notified[n_note:] == expect
+
+
+# --------------------------------------------------------------------------- construction
+
+
+def _built(init, cls, args, kwargs):
+    obj = object.__new__(cls)
+    try:
+        init(obj, *args, **kwargs)
+    except Exception as e:  # noqa: BLE001 - the same exception, whatever it is
+        return ("raised", type(e), str(e))
+    return ("ok", list(vars(obj).items()))
+
+
+def test_fast_inits_keep_the_dataclass_signatures():
+    import inspect
+
+    assert m.ReplicaView in m._DATACLASS_INIT and m.AlterSyncStateSetRequest in m._DATACLASS_INIT
+    for cls, old in m._DATACLASS_INIT.items():
+        assert inspect.signature(cls.__init__) == inspect.signature(old), cls
+        assert cls.__init__.__qualname__ == old.__qualname__
+
+
+@settings(max_examples=300, deadline=None)
+@given(st.sampled_from(sorted(m._DATACLASS_INIT, key=lambda c: c.__name__)), st.lists(values, max_size=10),
+       st.dictionaries(st.sampled_from(["broker_name", "ts_ms", "code", "reason", "nope", "alive", "epoch"]),
+                       values, max_size=3))
+def test_fast_inits_build_what_the_dataclass_init_builds(cls, args, kwargs):
+    assert _built(cls.__init__, cls, args, kwargs) == _built(m._DATACLASS_INIT[cls], cls, args, kwargs)
