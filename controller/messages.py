@@ -520,22 +520,6 @@ if json.encoder.c_make_encoder is not None:
 else:  # pragma: no cover - CPython always has the C encoder
     _dumps = _ENCODER.encode
 
-_DECODER = json.JSONDecoder()
-_scan_once = _DECODER.scan_once
-
-
-def _loads(s: str) -> Any:
-    """json.loads(s) for a str, with a shortcut for the usual entry: one object, nothing around it.
-    Anything else (whitespace, a BOM, an error) goes through json.loads for its exact result."""
-    if s[:1] == "{":
-        try:
-            obj, end = _scan_once(s, 0)
-        except Exception:
-            return json.loads(s)
-        if end == len(s):
-            return obj
-    return json.loads(s)
-
 
 class _DecodeInfo:
     """Per write-request class: what decode_request needs, computed once."""
@@ -552,6 +536,7 @@ class _DecodeInfo:
 
 _DECODE_INFO: dict[type[Request], _DecodeInfo] = {}
 _ABSENT = object()
+_BYTES_TYPES = (bytes, bytearray, memoryview)   # a tuple: "bytes | bytearray" builds a union per call
 
 
 def encode_request(req: Request) -> bytes:
@@ -574,12 +559,12 @@ def encode_request(req: Request) -> bytes:
 
 def decode_request(data: bytes) -> Request:
     """Inverse of encode_request; MalformedRequest on anything unexpected."""
-    if not isinstance(data, bytes | bytearray | memoryview):
+    if not isinstance(data, _BYTES_TYPES):
         raise MalformedRequest("request data must be bytes")
     if len(data) > MAX_REQUEST_BYTES:
         raise MalformedRequest(f"request of {len(data)} bytes exceeds {MAX_REQUEST_BYTES}")
     try:
-        obj = _loads(bytes(data).decode("utf-8"))
+        obj = json.loads(bytes(data).decode("utf-8"))
     except (UnicodeDecodeError, ValueError, RecursionError) as e:
         raise MalformedRequest(f"request is not JSON: {e}") from None
     if not isinstance(obj, dict):

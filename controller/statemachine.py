@@ -659,7 +659,8 @@ class ControllerStateMachine:
         return self._execute(req, index, validated=True)   # decode_request validated it
 
     def execute(self, req: Request, index: int | None = None) -> Reply:
-        """Apply an already decoded write request (simulator/tests; apply() uses it)."""
+        """Apply an already decoded write request (simulator/tests); validates it first.
+        apply() goes to _execute directly: decode_request has validated the entry."""
         if index is None:
             index = self.last_applied_index + 1
         return self._execute(req, index, validated=False)
