@@ -314,3 +314,25 @@ def test_fast_inits_keep_the_dataclass_signatures():
                        values, max_size=3))
 def test_fast_inits_build_what_the_dataclass_init_builds(cls, args, kwargs):
     assert _built(cls.__init__, cls, args, kwargs) == _built(m._DATACLASS_INIT[cls], cls, args, kwargs)
+
+
+ids_values = values | st.lists(st.integers(0, 3), max_size=4).map(tuple)
+
+
+@settings(max_examples=500, deadline=None)
+@given(st.sampled_from(["g", "", "é", "x" * 256, 7, "\ud800"]) | values, ids_values, ids_values, ids_values,
+       ids_values, ids_values, ids_values)
+def test_alter_sync_state_set_fast_validate_agrees_with_the_rules(name, mb, me, sss, se, alive, ts):
+    req = object.__new__(m.AlterSyncStateSetRequest)
+    req.__dict__.update(broker_name=name, master_broker_id=mb, master_epoch=me, new_sync_state_set=sss,
+                        sync_state_set_epoch=se, alive_broker_ids=alive, ts_ms=ts)
+    assert _outcome(req.validate) == _outcome(req._validate_rules)
+    ok = object.__new__(m.AlterSyncStateSetRequest)
+    ok.__dict__.update(broker_name="g", master_broker_id=1, master_epoch=0, new_sync_state_set=(1, 2),
+                       sync_state_set_epoch=0, alive_broker_ids=(2,), ts_ms=5)
+    for field, v in (("broker_name", name), ("master_broker_id", mb), ("master_epoch", me),
+                     ("new_sync_state_set", sss), ("sync_state_set_epoch", se), ("alive_broker_ids", alive),
+                     ("ts_ms", ts)):
+        one = object.__new__(m.AlterSyncStateSetRequest)
+        one.__dict__.update({**vars(ok), field: v})
+        assert _outcome(one.validate) == _outcome(one._validate_rules)
