@@ -27,17 +27,21 @@ _esc = json.encoder.encode_basestring_ascii   # what that encoder uses for every
 # The keys of statemachine.event_history_record (the only records the controller writes).
 _HISTORY_KEYS = frozenset({"ts_ms", "index", "group", "event", "master_broker_id", "master_epoch",
                            "sync_state_set", "sync_state_set_epoch", "reason", "unclean"})
+_N_HISTORY_KEYS = len(_HISTORY_KEYS)
 
 
 def _history_line(rec: dict[str, Any]) -> str | None:
     """The JSON text of an event history record, byte-identical to ``_ENCODER.encode(rec)``, or
     None when ``rec`` is not of the plain shape this handles (then the encoder does it)."""
-    if rec.keys() != _HISTORY_KEYS:
+    if type(rec) is not dict or len(rec) != _N_HISTORY_KEYS:
         return None
-    event, group, index, master, mepoch = rec["event"], rec["group"], rec["index"], rec["master_broker_id"], \
-        rec["master_epoch"]
-    reason, sss, sepoch, ts, unclean = rec["reason"], rec["sync_state_set"], rec["sync_state_set_epoch"], \
-        rec["ts_ms"], rec["unclean"]
+    try:   # a plain dict of ten keys, all of these: exactly the history keys
+        event, group, index, master, mepoch = rec["event"], rec["group"], rec["index"], \
+            rec["master_broker_id"], rec["master_epoch"]
+        reason, sss, sepoch, ts, unclean = rec["reason"], rec["sync_state_set"], rec["sync_state_set_epoch"], \
+            rec["ts_ms"], rec["unclean"]
+    except KeyError:
+        return None
     if not (type(event) is str and type(group) is str and type(reason) is str and type(index) is int
             and type(mepoch) is int and type(sepoch) is int and type(ts) is int
             and (master is None or type(master) is int) and type(sss) is list

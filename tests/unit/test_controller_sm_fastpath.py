@@ -336,3 +336,11 @@ def test_alter_sync_state_set_fast_validate_agrees_with_the_rules(name, mb, me, 
         one = object.__new__(m.AlterSyncStateSetRequest)
         one.__dict__.update({**vars(ok), field: v})
         assert _outcome(one.validate) == _outcome(one._validate_rules)
+
+
+def test_history_line_leaves_dict_subclasses_and_other_keys_to_the_encoder():
+    from collections import defaultdict
+
+    other = defaultdict(int, {f"k{i}": i for i in range(10)})
+    assert eventlog._history_line(other) is None
+    assert eventlog._history_line({f"k{i}": i for i in range(10)}) is None
