@@ -560,10 +560,9 @@ def encode_request(req: Request) -> bytes:
     obj: dict[str, Any] = {"v": ENCODING_VERSION, "t": req.TYPE}
     d = req.__dict__
     for name in _field_names(type(req)):
-        v = d[name]
-        if name == "alive":
-            v = [a.to_list() for a in v]
-        obj[name] = v
+        obj[name] = d[name]
+    if "alive" in obj:   # ElectMaster: BrokerLiveInfo entries travel as lists (same key position)
+        obj["alive"] = [a.to_list() for a in obj["alive"]]
     data = _dumps(obj).encode()
     if len(data) > MAX_REQUEST_BYTES:
         raise MalformedRequest(f"request of {len(data)} bytes exceeds {MAX_REQUEST_BYTES}")

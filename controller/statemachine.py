@@ -293,6 +293,8 @@ def _reject(code: int, remark: str, group: str | None = None) -> tuple[list[Even
 class _Staged:
     """Copies of the touched groups/config with the events applied, not yet committed."""
 
+    __slots__ = ("state", "groups", "config", "after")
+
     def __init__(self, state: ControllerState) -> None:
         self.state = state
         self.groups: dict[str, GroupState | None] = {}
