@@ -108,8 +108,11 @@ class EventLog:
             data = json.dumps({"index": index, "truncated": True}).encode() + b"\n"
         self._offsets.append(self._pos)
         try:
+            # Buffered: flush() runs once per applied Raft batch (AppliedStateMachine.after_apply_batch)
+            # and before every read, so readers never see a partial line from this process and a
+            # write reply never leaves before its history line was handed to the OS. Durability
+            # comes from the Raft log, not from this file.
             self._f.write(data)
-            self._f.flush()   # visible to readers; durability comes from the Raft log, not from this file
         except BaseException:
             self._pos = self._f.tell()   # whatever part got buffered or written, as tell() saw it before
             raise
@@ -117,7 +120,11 @@ class EventLog:
         self.last_index = index
         return True
 
+    def flush(self) -> None:
+        self._f.flush()
+
     def read(self, from_line: int, max_lines: int) -> tuple[list[str], int, bool]:
+        self._f.flush()
         n = len(self._offsets)
         if from_line >= n:
             return [], n, True

@@ -248,6 +248,10 @@ class RaftNode:
                     fut.set_exception(err)
                 else:
                     fut.set_result(result)
+        if rd.committed_entries:
+            hook = getattr(self.sm, "after_apply_batch", None)
+            if hook is not None:
+                hook()
         if rd.soft_state is not None:
             self.log.info("raft_role", role=rd.soft_state.role.value, leader=rd.soft_state.leader_id,
                           term=rd.soft_state.term)
