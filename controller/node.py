@@ -173,15 +173,18 @@ class ControllerNode:
         if not self.is_leader:
             raise self._not_leader()
         try:
-            data = sm_adapter.encode_write(kind, fields)
+            data, req = sm_adapter.encode_write_request(kind, fields)
         except sm_adapter.BadWrite as e:
             raise NodeReply(rc.CONTROLLER_INVALID_REQUEST, str(e)) from None
         if len(data) > self.config.max_message_bytes:
             raise NodeReply(rc.CONTROLLER_REQUEST_TOO_LARGE, f"encoded request is {len(data)} bytes")
+        self.sm.note_own(data, req)
         try:
             result = await self.raft.propose(data, timeout_s=self.config.propose_timeout_s)
         except Exception as e:  # noqa: BLE001 - mapped to a typed reply code below
             raise self._map_raft_error(e) from None
+        finally:
+            self.sm.forget_own(data)
         return sm_adapter.reply_dict(result)
 
     async def barrier(self) -> None:

@@ -65,7 +65,7 @@ class NodeReply(AutoswitchError):
 def _name(v: str, what: str, required: bool = True) -> str:
     if required and not v:
         raise BadRequest(f"{what} is required")
-    if len(v) > MAX_NAME or any(c in v for c in "\n\r\0"):
+    if len(v) > MAX_NAME or "\n" in v or "\r" in v or "\0" in v:
         raise BadRequest(f"{what} must be at most {MAX_NAME} printable chars")
     return v
 

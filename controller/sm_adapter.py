@@ -86,6 +86,12 @@ def encode_write(kind: str, fields: dict[str, Any]) -> bytes:
     return encode_request(build_request(kind, fields))
 
 
+def encode_write_request(kind: str, fields: dict[str, Any]) -> tuple[bytes, m.Request]:
+    """encode_write, also returning the request object (the leader's apply can reuse it)."""
+    req = build_request(kind, fields)
+    return encode_request(req), req
+
+
 def encode_request(req: m.Request) -> bytes:
     try:
         return m.encode_request(req)
@@ -155,13 +161,25 @@ class AppliedStateMachine:
         self.on_change = on_change
         self.log = log
         self._touched: list[str] = []
+        self._own: dict[int, tuple[bytes, m.Request]] = {}
         self._published: dict[str, dict | None] = {}
 
     # --- Raft StateMachine ---
 
+    def note_own(self, data: bytes, req: m.Request) -> None:
+        """The leader is about to propose ``data``, encoded from ``req``: its apply may skip the
+        decode. Keyed by the bytes object itself (Raft keeps that object in its in-memory log),
+        checked by identity, dropped by ``forget_own`` whatever the proposal's fate."""
+        if len(self._own) < 65536:
+            self._own[id(data)] = (data, req)
+
+    def forget_own(self, data: bytes) -> None:
+        self._own.pop(id(data), None)
+
     def apply(self, index: int, data: bytes) -> Any:
         self._touched = []
-        reply = self.inner.apply(index, data)
+        own = self._own.pop(id(data), None) if self._own else None
+        reply = self.inner.apply(index, data, own[1] if own is not None and own[0] is data else None)
         if not self._touched:
             return reply
         # The reply's view is the named group's state after this entry (the state machine builds
