@@ -22,6 +22,7 @@ from __future__ import annotations
 
 import asyncio
 import dataclasses
+import gc
 import signal
 import time
 from pathlib import Path
@@ -408,6 +409,17 @@ class ControllerNode:
             self.watchers.publish(group, (index, replica_info))
 
 
+def _tune_gc() -> None:
+    """Process-level GC settings, once the node has started (modules, gRPC, recovered state).
+
+    Those long-lived objects never become garbage; gc.freeze() keeps every later full collection
+    from walking them again. The state machine allocates a few dozen small objects per write and
+    almost no reference cycles, so the young generation is collected every 20,000 allocations
+    instead of 700. py-spy under the write bench: gc_collect_main was ~9% of the leader's busy samples."""
+    gc.freeze()
+    gc.set_threshold(20_000, 20, 20)
+
+
 def run_forever(config: ControllerConfig | None, namesrv: dict | None) -> int:
     """Process entry: run a controller node and/or a name server until SIGTERM/SIGINT."""
     from autoswitch.controller.namesrv import NameServerServicer, RouteTable
@@ -452,6 +464,7 @@ def run_forever(config: ControllerConfig | None, namesrv: dict | None) -> int:
                 raise OSError(f"cannot listen on {namesrv['listen']}")
             await server.start()
             log.info("namesrv_started", listen=namesrv["listen"])
+        _tune_gc()
         waiter = asyncio.create_task(stop.wait())
         watch = [waiter] + ([asyncio.create_task(node.wait_stopped())] if node else [])
         await asyncio.wait(watch, return_when=asyncio.FIRST_COMPLETED)
