@@ -16,6 +16,7 @@ from typing import Any
 
 import grpc
 from autoswitch.controller import rpc_codes as rc
+from autoswitch.controller.batchable import BATCHABLE
 from autoswitch.controller.rpc_codes import ControllerRpcError
 
 from autoswitch.log import get_logger
@@ -31,17 +32,6 @@ MAX_MESSAGE_BYTES = 4 << 20
 _RETRYABLE = {rc.CONTROLLER_NOT_LEADER, rc.CONTROLLER_UNAVAILABLE, rc.CONTROLLER_QUORUM_UNAVAILABLE}
 
 
-# Unary methods the server's Batch RPC accepts (controller/service.py BATCHABLE) and their replies.
-_BATCH_REPLY: dict[str, type] = {
-    "GetNextBrokerId": pb.GetNextBrokerIdReply, "ApplyBrokerId": pb.ApplyBrokerIdReply,
-    "RegisterBroker": pb.RegisterBrokerReply, "BrokerHeartbeat": pb.BrokerHeartbeatReply,
-    "BrokerHeartbeatBatch": pb.BrokerHeartbeatBatchReply, "QueryLiveness": pb.QueryLivenessReply,
-    "ElectMaster": pb.ElectMasterReply, "AlterSyncStateSet": pb.AlterSyncStateSetReply,
-    "CleanBrokerData": pb.CleanBrokerDataReply, "GetReplicaInfo": pb.GetReplicaInfoReply,
-    "GetSyncStateData": pb.GetSyncStateDataReply, "GetMetaData": pb.GetMetaDataReply,
-    "GetControllerConfig": pb.GetControllerConfigReply,
-    "UpdateControllerConfig": pb.UpdateControllerConfigReply, "ExportEvents": pb.ExportEventsReply,
-}
 
 
 class _Batcher:
@@ -133,7 +123,7 @@ class _Batcher:
                     f.set_exception(ControllerRpcError(sub.code, sub.message, address=self.addr))
                     continue
                 try:
-                    f.set_result(_BATCH_REPLY[m].FromString(sub.reply))
+                    f.set_result(BATCHABLE[m][1].FromString(sub.reply))
                 except Exception as e:  # noqa: BLE001 - an undecodable reply fails that call only
                     f.set_exception(ControllerRpcError(rc.CONTROLLER_INTERNAL_ERROR,
                                                        f"{m} reply does not decode: {type(e).__name__}",
@@ -233,7 +223,7 @@ class ControllerClient:
     async def _invoke(self, addr: str, method: str, request: Any, timeout: float) -> Any:
         """One attempt of ``method`` on ``addr``: through the address's batcher when batching is
         on and the method is batchable, else a unary RPC. Raises what the unary RPC would."""
-        if self.batch and method in _BATCH_REPLY:
+        if self.batch and method in BATCHABLE:
             b = self._batchers.get(addr)
             if b is None:
                 b = self._batchers[addr] = _Batcher(self, addr, self.batch_max_calls, self.batch_max_inflight)

@@ -14,6 +14,7 @@ import functools
 from typing import TYPE_CHECKING, Any
 
 from autoswitch.controller import rpc_codes as rc
+from autoswitch.controller.batchable import BATCHABLE
 
 from autoswitch.errors import AutoswitchError
 from autoswitch.log import get_logger
@@ -31,19 +32,6 @@ MAX_IDS = 1024
 MAX_ID = (1 << 62)
 MAX_HEARTBEAT_BATCH = 10_000
 MAX_BATCH_CALLS = 4096
-
-# Methods a Batch may carry: every unary method (its request class). Streams and Batch itself
-# are not batchable.
-BATCHABLE: dict[str, type] = {
-    "GetNextBrokerId": pb.GetNextBrokerIdRequest, "ApplyBrokerId": pb.ApplyBrokerIdRequest,
-    "RegisterBroker": pb.RegisterBrokerRequest, "BrokerHeartbeat": pb.BrokerHeartbeatRequest,
-    "BrokerHeartbeatBatch": pb.BrokerHeartbeatBatchRequest, "QueryLiveness": pb.QueryLivenessRequest,
-    "ElectMaster": pb.ElectMasterRequest, "AlterSyncStateSet": pb.AlterSyncStateSetRequest,
-    "CleanBrokerData": pb.CleanBrokerDataRequest, "GetReplicaInfo": pb.GetReplicaInfoRequest,
-    "GetSyncStateData": pb.GetSyncStateDataRequest, "GetMetaData": pb.GetMetaDataRequest,
-    "GetControllerConfig": pb.GetControllerConfigRequest,
-    "UpdateControllerConfig": pb.UpdateControllerConfigRequest, "ExportEvents": pb.ExportEventsRequest,
-}
 
 
 class BadRequest(AutoswitchError):
@@ -155,13 +143,13 @@ class ControllerServicer(pbg.ControllerServiceServicer):
         return pb.BatchReply(header=pb.ReplyHeader(code=0, node_id=node.node_id), replies=replies)
 
     async def _batch_one(self, call, context) -> pb.BatchCallReply:
-        req_cls = BATCHABLE.get(call.method)
-        if req_cls is None:
+        classes = BATCHABLE.get(call.method)
+        if classes is None:
             _log.warning("bad_request", rpc="Batch", reason=f"method {call.method[:64]!r} is not batchable")
             return pb.BatchCallReply(code=rc.CONTROLLER_MALFORMED_REQUEST,
                                      message=f"method {call.method[:64]!r} cannot be batched")
         try:
-            req = req_cls.FromString(call.request)
+            req = classes[0].FromString(call.request)
         except Exception as e:  # noqa: BLE001 - protobuf's DecodeError and friends
             _log.warning("bad_request", rpc="Batch", method=call.method, reason="undecodable request")
             return pb.BatchCallReply(code=rc.CONTROLLER_MALFORMED_REQUEST,

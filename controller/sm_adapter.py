@@ -1,6 +1,6 @@
 """The seam between the process (service/node) and the state-machine + Raft engineers' code.
 
-- ``encode_write``: service-level fields -> a messages.Request -> Raft log bytes.
+- ``encode_write_request``: service-level fields -> a messages.Request -> Raft log bytes (+ the request).
 - ``reply_dict``: a messages.Reply -> the plain dict the servicer turns into protobuf.
 - ``AppliedStateMachine``: the Raft ``StateMachine`` we hand to RaftNode. It delegates to the
   pure ControllerStateMachine and, on every node, after each applied entry, appends the
@@ -82,12 +82,8 @@ def build_request(kind: str, f: dict[str, Any]) -> m.Request:
     raise KeyError(kind)
 
 
-def encode_write(kind: str, fields: dict[str, Any]) -> bytes:
-    return encode_request(build_request(kind, fields))
-
-
 def encode_write_request(kind: str, fields: dict[str, Any]) -> tuple[bytes, m.Request]:
-    """encode_write, also returning the request object (the leader's apply can reuse it)."""
+    """Raft log bytes of a write, and the request object they encode (the leader's apply reuses it)."""
     req = build_request(kind, fields)
     return encode_request(req), req
 
