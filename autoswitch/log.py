@@ -70,6 +70,10 @@ class EventLogger:
         merged.update(ctx)
         return EventLogger(self.component, merged)
 
+    def enabled_for(self, level: int) -> bool:
+        """Whether an event at ``level`` would be emitted (lets hot paths skip building fields)."""
+        return self._logger.isEnabledFor(level)
+
     def _emit(self, level: int, event: str, fields: dict[str, Any], exc_info=None) -> None:
         if not self._logger.isEnabledFor(level):
             return

@@ -73,7 +73,6 @@ MAX_GROUPS = 200_000
 FIRST_BROKER_ID = 1   # RocketMQ MixAll.FIRST_SLAVE_ID; 0 was the old fixed master id
 
 _log = get_logger("controller.sm")
-_pylog = logging.getLogger("autoswitch.controller.sm")   # the logger behind _log (level checks)
 
 
 class InvariantViolation(AutoswitchError):
@@ -683,7 +682,7 @@ class ControllerStateMachine:
                 records.append(event_history_record(ev, index, ts, after))
             staged.commit()
         self.last_applied_index = index
-        log_applied = _pylog.isEnabledFor(logging.INFO) if records else False
+        log_applied = _log.enabled_for(logging.INFO) if records else False
         for rec in records:
             if log_applied:   # skip building the fields when INFO is off (_log.info would drop them)
                 _log.info("event_applied", kind=rec["event"], index=index, group=rec["group"],
