@@ -33,6 +33,7 @@ PROTOCOL_VERSION = 1
 MAX_KNOWN_VERSION = 1
 
 _STATE = struct.Struct(">i")
+_STATE_SIZE = struct.Struct(">ii")        # every frame but the 12/16-byte slave ones starts so
 _SLAVE_HS = struct.Struct(">ihhq")          # 16
 _ACK = struct.Struct(">iq")                 # 12
 _MASTER_HS = struct.Struct(">iiqi")         # 20
@@ -338,7 +339,7 @@ class SlaveSideDecoder(_Decoder):
     def _frame_rest(self, have: int) -> int:
         if have < 8:
             return 0
-        state, size = _STATE.unpack_from(self._mem, self._r)[0], _STATE.unpack_from(self._mem, self._r + 4)[0]
+        state, size = _STATE_SIZE.unpack_from(self._mem, self._r)
         if state == TRANSFER and 0 <= size <= self.max_body_size:
             return max(TRANSFER_HEADER_SIZE + size - have, 0)
         return 0
