@@ -17,7 +17,9 @@ $(STAMP): pyproject.toml
 	$(BIN)/pip install -q -e '.[dev,pipeline]'
 	touch $(STAMP)
 
+## System packages (java, chromium, nftables, iproute2) via apt when root, then the venv.
 setup: $(STAMP)
+	@scripts/system_deps.sh
 
 ## Start a local cluster on the embedded defaults (Ctrl-C stops it).
 run: setup

@@ -1,0 +1,23 @@
+#!/usr/bin/env bash
+# System packages the test suite and `make chaos` need, installed with apt-get when this runs as
+# root on Debian/Ubuntu (CI, fresh VMs). Otherwise it lists what is missing and leaves the
+# machine alone: the tests that need a missing tool fail with a message naming its package.
+#   java      (default-jre-headless): the PySpark pipeline
+#   chromium  (chromium):             the HTML failover report test
+#   nft, ip   (nftables, iproute2):   make chaos (network namespaces)
+set -euo pipefail
+export DEBIAN_FRONTEND=noninteractive
+need=()
+command -v java >/dev/null     || need+=(default-jre-headless)
+command -v make >/dev/null     || need+=(make)
+command -v chromium >/dev/null || need+=(chromium)
+command -v nft >/dev/null      || need+=(nftables)
+command -v ip >/dev/null       || need+=(iproute2)
+[ ${#need[@]} -eq 0 ] && exit 0
+if [ "$(id -u)" = 0 ] && command -v apt-get >/dev/null; then
+  echo "system_deps: installing ${need[*]}"
+  apt-get update -q
+  apt-get install -y -q --no-install-recommends "${need[@]}"
+else
+  echo "system_deps: missing ${need[*]} (install them as root: apt-get install ${need[*]})" >&2
+fi
