@@ -171,22 +171,43 @@ class ControllerNode:
         return NodeReply(rc.CONTROLLER_NOT_LEADER, f"node {self.node_id} is not the leader", lid, laddr)
 
     async def write(self, kind: str, **fields: Any) -> dict:
+        out = (await self.write_many([(kind, fields)]))[0]
+        if isinstance(out, NodeReply):
+            raise out
+        return out
+
+    async def write_many(self, items: list[tuple[str, dict[str, Any]]]) -> list[dict | NodeReply]:
+        """Propose several writes together (one Raft append, one wait); never raises. Each item
+        gets its own outcome, exactly as ``write`` would have given it alone: the reply dict of
+        its applied entry, or a NodeReply (invalid, too large, not leader, no quorum, timeout)."""
         if not self.is_leader:
-            raise self._not_leader()
-        try:
-            data, req = sm_adapter.encode_write_request(kind, fields)
-        except sm_adapter.BadWrite as e:
-            raise NodeReply(rc.CONTROLLER_INVALID_REQUEST, str(e)) from None
-        if len(data) > self.config.max_message_bytes:
-            raise NodeReply(rc.CONTROLLER_REQUEST_TOO_LARGE, f"encoded request is {len(data)} bytes")
-        self.sm.note_own(data, req)
-        try:
-            result = await self.raft.propose(data, timeout_s=self.config.propose_timeout_s)
-        except Exception as e:  # noqa: BLE001 - mapped to a typed reply code below
-            raise self._map_raft_error(e) from None
-        finally:
-            self.sm.forget_own(data)
-        return sm_adapter.reply_dict(result)
+            return [self._not_leader()] * len(items)
+        out: list[dict | NodeReply | None] = [None] * len(items)
+        datas: list[bytes] = []
+        where: list[int] = []
+        for i, (kind, fields) in enumerate(items):
+            try:
+                data, req = sm_adapter.encode_write_request(kind, fields)
+            except sm_adapter.BadWrite as e:
+                out[i] = NodeReply(rc.CONTROLLER_INVALID_REQUEST, str(e))
+                continue
+            if len(data) > self.config.max_message_bytes:
+                out[i] = NodeReply(rc.CONTROLLER_REQUEST_TOO_LARGE, f"encoded request is {len(data)} bytes")
+                continue
+            self.sm.note_own(data, req)
+            datas.append(data)
+            where.append(i)
+        if datas:
+            try:
+                results = await self.raft.propose_many(datas, timeout_s=self.config.propose_timeout_s)
+            except Exception as e:  # noqa: BLE001 - nothing was proposed: one typed reply for all
+                results = [e] * len(datas)
+            finally:
+                for d in datas:
+                    self.sm.forget_own(d)
+            for i, r in zip(where, results, strict=True):
+                out[i] = self._map_raft_error(r) if isinstance(r, BaseException) else sm_adapter.reply_dict(r)
+        return out  # type: ignore[return-value]
 
     async def barrier(self) -> None:
         """Linearizable-read barrier: raises NodeReply unless this node is the leader and caught up."""
@@ -300,6 +321,14 @@ class ControllerNode:
                 elif verdict is not None and verdict.dead:
                     dead.add(b)
         return alive, dead
+
+    def heard_all(self, group: str, broker_ids: list[int]) -> bool:
+        """Has this node itself heard every one of ``broker_ids`` within the timeout? Then
+        ``liveness_evidence`` would count them all alive without asking the peers."""
+        self._sync_liveness_config()
+        now = self.now_ms()
+        alive = self.heartbeats.alive
+        return all(alive(group, b, now) for b in broker_ids)
 
     async def elect(self, cluster: str, group: str, broker_id: int, designate: bool, trigger: str) -> dict:
         if not self.is_leader:

@@ -83,6 +83,30 @@ def replica_info_pb(d: dict | None) -> pb.ReplicaInfo:
     )
 
 
+def _too_large(node: ControllerNode, size: int) -> NodeReply | None:
+    # The server's own limit is Raft's (snapshots and append batches share the port).
+    if size > node.config.max_message_bytes:
+        return NodeReply(rc.CONTROLLER_REQUEST_TOO_LARGE, f"request of {size} bytes > {node.config.max_message_bytes}")
+    return None
+
+
+def _error_reply(node: ControllerNode, reply_cls, rpc: str, e: Exception):
+    """A typed reply for what a handler raised: BadRequest -> MALFORMED, NodeReply -> its code
+    (NOT_LEADER with the leader's address), anything else -> INTERNAL_ERROR + an error log."""
+    if isinstance(e, BadRequest):
+        _log.warning("bad_request", rpc=rpc, reason=e.message)
+        code, msg, lid, laddr = rc.CONTROLLER_MALFORMED_REQUEST, e.message, "", ""
+    elif isinstance(e, NodeReply):
+        code, msg, lid, laddr = e.reply_code, e.message, e.leader_id, e.leader_addr
+    else:  # a bug: keep serving, make it loud
+        _log.error("rpc_internal_error", exc_info=e, rpc=rpc)
+        code, msg, lid, laddr = rc.CONTROLLER_INTERNAL_ERROR, f"{type(e).__name__}: {e}", "", ""
+    if code == rc.CONTROLLER_NOT_LEADER and not laddr:
+        lid, laddr = node.leader_hint()
+    return reply_cls(header=pb.ReplyHeader(code=code, message=msg, leader_id=lid or "",
+                                           leader_addr=laddr or "", node_id=node.node_id))
+
+
 def _handler(reply_cls):
     """Wrap an RPC: typed errors -> header codes; the reply type carries the header."""
 
@@ -91,27 +115,16 @@ def _handler(reply_cls):
         async def wrapper(self: ControllerServicer, request, context):
             node = self.node
             try:
-                # The server's own limit is Raft's (snapshots and append batches share the port).
-                if request.ByteSize() > node.config.max_message_bytes:
-                    raise NodeReply(rc.CONTROLLER_REQUEST_TOO_LARGE,
-                                    f"request of {request.ByteSize()} bytes > {node.config.max_message_bytes}")
+                big = _too_large(node, request.ByteSize())
+                if big is not None:
+                    raise big
                 reply = await fn(self, request, context)
                 reply.header.node_id = node.node_id
                 return reply
-            except BadRequest as e:
-                _log.warning("bad_request", rpc=fn.__name__, reason=e.message)
-                code, msg, lid, laddr = rc.CONTROLLER_MALFORMED_REQUEST, e.message, "", ""
-            except NodeReply as e:
-                code, msg, lid, laddr = e.reply_code, e.message, e.leader_id, e.leader_addr
             except asyncio.CancelledError:
                 raise
-            except Exception as e:  # a bug: keep serving, make it loud
-                _log.error("rpc_internal_error", exc_info=True, rpc=fn.__name__)
-                code, msg, lid, laddr = rc.CONTROLLER_INTERNAL_ERROR, f"{type(e).__name__}: {e}", "", ""
-            if code == rc.CONTROLLER_NOT_LEADER and not laddr:
-                lid, laddr = node.leader_hint()
-            return reply_cls(header=pb.ReplyHeader(code=code, message=msg, leader_id=lid or "",
-                                                   leader_addr=laddr or "", node_id=node.node_id))
+            except Exception as e:  # noqa: BLE001 - every failure becomes a typed reply
+                return _error_reply(node, reply_cls, fn.__name__, e)
 
         return wrapper
 
@@ -129,9 +142,11 @@ class ControllerServicer(pbg.ControllerServiceServicer):
     # ---- many calls in one RPC ----
 
     async def Batch(self, request, context):  # noqa: N802 (gRPC method name)
-        """Each call runs through its own handler (validation, error mapping, Raft entry) exactly
-        as if it had come alone; all run concurrently, so the writes of one batch usually share
-        one Raft append. Replies keep the calls' order."""
+        """Each call gets the reply it would have got alone (validation, error codes, its own
+        Raft entry), in the calls' order. The common writes (``_PLANNED_WRITES``) are validated
+        here and proposed together with ``node.write_many``: one Raft append and one wait for
+        all of them instead of a coroutine, future and timer each. Everything else, and a write
+        that needs more than this node's own liveness view, runs its full handler concurrently."""
         node = self.node
         calls = request.calls
         if len(calls) > MAX_BATCH_CALLS:
@@ -139,21 +154,51 @@ class ControllerServicer(pbg.ControllerServiceServicer):
             return pb.BatchReply(header=pb.ReplyHeader(
                 code=rc.CONTROLLER_MALFORMED_REQUEST, message=f"at most {MAX_BATCH_CALLS} calls per batch",
                 node_id=node.node_id))
-        replies = await asyncio.gather(*(self._batch_one(c, context) for c in calls))
+        replies: list[Any] = [None] * len(calls)
+        planned: list[tuple[int, str, tuple[str, dict]]] = []
+        full: list[int] = []
+        for i, call in enumerate(calls):
+            spec = _PLANNED_WRITES.get(call.method)
+            if spec is None:
+                full.append(i)
+                continue
+            req = _decode_call(call)
+            if isinstance(req, pb.BatchCallReply):
+                replies[i] = req
+                continue
+            try:
+                big = _too_large(node, len(call.request))
+                if big is not None:
+                    raise big
+                item = spec[0](self, req)
+            except Exception as e:  # noqa: BLE001 - a typed reply for this call only
+                replies[i] = pb.BatchCallReply(
+                    reply=_error_reply(node, BATCHABLE[call.method][1], call.method, e).SerializeToString())
+                continue
+            if item is None:
+                full.append(i)
+            else:
+                planned.append((i, call.method, item))
+        jobs = [self._batch_one(calls[i], context) for i in full]
+        if planned:
+            jobs.append(node.write_many([item for _i, _m, item in planned]))
+        done = await asyncio.gather(*jobs)
+        for i, rep in zip(full, done, strict=False):
+            replies[i] = rep
+        if planned:
+            for (i, method, _item), res in zip(planned, done[-1], strict=True):
+                if isinstance(res, NodeReply):
+                    reply = _error_reply(node, BATCHABLE[method][1], method, res)
+                else:
+                    reply = _PLANNED_WRITES[method][1](res)
+                    reply.header.node_id = node.node_id
+                replies[i] = pb.BatchCallReply(reply=reply.SerializeToString())
         return pb.BatchReply(header=pb.ReplyHeader(code=0, node_id=node.node_id), replies=replies)
 
     async def _batch_one(self, call, context) -> pb.BatchCallReply:
-        classes = BATCHABLE.get(call.method)
-        if classes is None:
-            _log.warning("bad_request", rpc="Batch", reason=f"method {call.method[:64]!r} is not batchable")
-            return pb.BatchCallReply(code=rc.CONTROLLER_MALFORMED_REQUEST,
-                                     message=f"method {call.method[:64]!r} cannot be batched")
-        try:
-            req = classes[0].FromString(call.request)
-        except Exception as e:  # noqa: BLE001 - protobuf's DecodeError and friends
-            _log.warning("bad_request", rpc="Batch", method=call.method, reason="undecodable request")
-            return pb.BatchCallReply(code=rc.CONTROLLER_MALFORMED_REQUEST,
-                                     message=f"{call.method} request does not decode: {type(e).__name__}")
+        req = _decode_call(call)
+        if isinstance(req, pb.BatchCallReply):
+            return req
         reply = await getattr(self, call.method)(req, context)
         return pb.BatchCallReply(reply=reply.SerializeToString())
 
@@ -166,24 +211,38 @@ class ControllerServicer(pbg.ControllerServiceServicer):
                                    group=_name(request.broker_name, "broker_name"))
         return pb.GetNextBrokerIdReply(header=_header(res), next_broker_id=res.get("next_broker_id", 0))
 
-    @_handler(pb.ApplyBrokerIdReply)
-    async def ApplyBrokerId(self, request, context):
-        res = await self.node.write(
-            "apply_broker_id", cluster=_name(request.cluster_name, "cluster_name", required=False),
+    def _plan_apply_broker_id(self, request) -> tuple[str, dict]:
+        return "apply_broker_id", dict(
+            cluster=_name(request.cluster_name, "cluster_name", required=False),
             group=_name(request.broker_name, "broker_name"),
             broker_id=_id(request.applied_broker_id, "applied_broker_id"),
             register_check_code=_name(request.register_check_code, "register_check_code"),
         )
+
+    @staticmethod
+    def _apply_broker_id_reply(res: dict) -> pb.ApplyBrokerIdReply:
         return pb.ApplyBrokerIdReply(header=_header(res))
 
-    @_handler(pb.RegisterBrokerReply)
-    async def RegisterBroker(self, request, context):
-        res = await self.node.write(
-            "register_broker", cluster=_name(request.cluster_name, "cluster_name", required=False),
+    @_handler(pb.ApplyBrokerIdReply)
+    async def ApplyBrokerId(self, request, context):
+        kind, fields = self._plan_apply_broker_id(request)
+        return self._apply_broker_id_reply(await self.node.write(kind, **fields))
+
+    def _plan_register_broker(self, request) -> tuple[str, dict]:
+        return "register_broker", dict(
+            cluster=_name(request.cluster_name, "cluster_name", required=False),
             group=_name(request.broker_name, "broker_name"), broker_id=_id(request.broker_id, "broker_id"),
             address=_addr(request.broker_address, "broker_address"), clean_shutdown=request.clean_shutdown,
         )
+
+    @staticmethod
+    def _register_broker_reply(res: dict) -> pb.RegisterBrokerReply:
         return pb.RegisterBrokerReply(header=_header(res), replica_info=replica_info_pb(res.get("replica_info")))
+
+    @_handler(pb.RegisterBrokerReply)
+    async def RegisterBroker(self, request, context):
+        kind, fields = self._plan_register_broker(request)
+        return self._register_broker_reply(await self.node.write(kind, **fields))
 
     # ---- liveness (node-local, every node answers) ----
 
@@ -250,22 +309,38 @@ class ControllerServicer(pbg.ControllerServiceServicer):
         res = await self.node.elect(request.cluster_name, group, bid, request.designate_elect, trigger=trigger)
         return pb.ElectMasterReply(header=_header(res), replica_info=replica_info_pb(res.get("replica_info")))
 
-    @_handler(pb.AlterSyncStateSetReply)
-    async def AlterSyncStateSet(self, request, context):
+    @staticmethod
+    def _alter_fields(request) -> dict:
         if not 0 < len(request.new_sync_state_set) <= MAX_IDS:
             raise BadRequest(f"new_sync_state_set must have 1..{MAX_IDS} members")
         members = [_id(b, "new_sync_state_set member") for b in request.new_sync_state_set]
         if len(set(members)) != len(members):
             raise BadRequest("new_sync_state_set has duplicates")
-        res = await self.node.alter_sync_state_set(
+        return dict(
             group=_name(request.broker_name, "broker_name"),
             master_broker_id=_id(request.master_broker_id, "master_broker_id"),
             master_epoch=_id(request.master_epoch, "master_epoch", allow_zero=True),
             new_sync_state_set=sorted(members),
             sync_state_set_epoch=_id(request.sync_state_set_epoch, "sync_state_set_epoch", allow_zero=True),
         )
+
+    def _plan_alter_sync_state_set(self, request) -> tuple[str, dict] | None:
+        """None when some proposed member was not heard by this node itself: then the liveness
+        evidence needs the peers (an await), so the call takes the full handler."""
+        fields = self._alter_fields(request)
+        if not self.node.heard_all(fields["group"], fields["new_sync_state_set"]):
+            return None
+        return "alter_sync_state_set", dict(fields, alive_broker_ids=fields["new_sync_state_set"])
+
+    @staticmethod
+    def _alter_sync_state_set_reply(res: dict) -> pb.AlterSyncStateSetReply:
         return pb.AlterSyncStateSetReply(header=_header(res), sync_state_set=sorted(res.get("sync_state_set", ())),
                                          sync_state_set_epoch=res.get("sync_state_set_epoch", 0))
+
+    @_handler(pb.AlterSyncStateSetReply)
+    async def AlterSyncStateSet(self, request, context):
+        res = await self.node.alter_sync_state_set(**self._alter_fields(request))
+        return self._alter_sync_state_set_reply(res)
 
     @_handler(pb.CleanBrokerDataReply)
     async def CleanBrokerData(self, request, context):
@@ -381,3 +456,29 @@ class ControllerServicer(pbg.ControllerServiceServicer):
                                           replica_info=replica_info_pb(info), raft_index=index)
         finally:
             self.node.watchers.unsubscribe(group, queue)
+
+
+def _decode_call(call) -> Any:
+    """A BatchCall's request message, or the BatchCallReply refusing it."""
+    classes = BATCHABLE.get(call.method)
+    if classes is None:
+        _log.warning("bad_request", rpc="Batch", reason=f"method {call.method[:64]!r} is not batchable")
+        return pb.BatchCallReply(code=rc.CONTROLLER_MALFORMED_REQUEST,
+                                 message=f"method {call.method[:64]!r} cannot be batched")
+    try:
+        return classes[0].FromString(call.request)
+    except Exception as e:  # noqa: BLE001 - protobuf's DecodeError and friends
+        _log.warning("bad_request", rpc="Batch", method=call.method, reason="undecodable request")
+        return pb.BatchCallReply(code=rc.CONTROLLER_MALFORMED_REQUEST,
+                                 message=f"{call.method} request does not decode: {type(e).__name__}")
+
+
+# Batchable writes a Batch proposes together: method -> (plan, reply). ``plan(servicer, request)``
+# validates like the unary handler and returns (kind, fields) for node.write_many, or None to
+# send the call through its unary handler instead; ``reply(result dict)`` builds its reply.
+_PLANNED_WRITES: dict[str, tuple[Any, Any]] = {
+    "ApplyBrokerId": (ControllerServicer._plan_apply_broker_id, ControllerServicer._apply_broker_id_reply),
+    "RegisterBroker": (ControllerServicer._plan_register_broker, ControllerServicer._register_broker_reply),
+    "AlterSyncStateSet": (ControllerServicer._plan_alter_sync_state_set,
+                          ControllerServicer._alter_sync_state_set_reply),
+}

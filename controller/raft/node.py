@@ -56,6 +56,30 @@ def _expire(fut: asyncio.Future) -> None:
         fut.set_exception(_ProposeExpired())
 
 
+_PENDING = object()
+
+
+class _Proposal:
+    """The wait of one ``propose_many`` call: one future for all its entries, resolved with the
+    per-entry outcomes (apply result or exception) once the last of them is decided."""
+
+    __slots__ = ("fut", "out", "left", "where")
+
+    def __init__(self, fut: asyncio.Future, n: int) -> None:
+        self.fut = fut
+        self.out: list[Any] = [_PENDING] * n
+        self.left = n
+        self.where: list[tuple[int, int]] = []    # (log index, position) of the proposed entries
+
+    def decide(self, pos: int, value: Any) -> None:
+        if self.out[pos] is not _PENDING:
+            return
+        self.out[pos] = value
+        self.left -= 1
+        if self.left == 0 and not self.fut.done():
+            self.fut.set_result(self.out)
+
+
 class RaftNode:
     def __init__(self, node_id: str, peers: dict[str, str], data_dir: Path, state_machine: StateMachine,
                  config: RaftConfig | None = None, *, server: grpc.aio.Server | None = None,
@@ -84,7 +108,7 @@ class RaftNode:
         self._task: asyncio.Task | None = None
         self._wake = asyncio.Event()
         self._stopped = False
-        self._waiters: dict[int, tuple[int, asyncio.Future]] = {}
+        self._waiters: dict[int, tuple[int, _Proposal, int]] = {}   # index -> (term, proposal, position)
         self._reads: dict[int, asyncio.Future] = {}
         self._read_ids = itertools.count(1)
         self._ready_reads: list[ReadState] = []
@@ -145,9 +169,8 @@ class RaftNode:
         self.log.info("raft_node_stopped")
 
     def _fail_all(self, exc: RaftError) -> None:
-        for _, fut in self._waiters.values():
-            if not fut.done():
-                fut.set_exception(exc)
+        for _, prop, pos in list(self._waiters.values()):
+            prop.decide(pos, exc)
         for fut in self._reads.values():
             if not fut.done():
                 fut.set_exception(exc)
@@ -222,10 +245,9 @@ class RaftNode:
             self.sm.restore(snap.data)
             self._last_snap_index = snap.index
             for idx in [i for i in self._waiters if i <= snap.index]:
-                _, fut = self._waiters.pop(idx)
-                if not fut.done():
-                    fut.set_exception(NotLeader(core.leader_id, self.addrs.get(core.leader_id or ""),
-                                                "outcome unknown: replaced by a snapshot from the leader"))
+                _, prop, pos = self._waiters.pop(idx)
+                prop.decide(pos, NotLeader(core.leader_id, self.addrs.get(core.leader_id or ""),
+                                           "outcome unknown: replaced by a snapshot from the leader"))
         if rd.hard_state is not None or rd.entries:
             await self._io(self._storage.save, rd.hard_state, rd.entries)
         self._transport.send(rd.messages)
@@ -239,15 +261,13 @@ class RaftNode:
                     self.log.error("raft_apply_failed", exc_info=True, index=e.index)
                     err = exc
             w = self._waiters.pop(e.index, None)
-            if w is not None and not w[1].done():
-                term, fut = w
+            if w is not None:
+                term, prop, pos = w
                 if term != e.term:
-                    fut.set_exception(NotLeader(core.leader_id, self.addrs.get(core.leader_id or ""),
-                                                "entry was overwritten by a new leader"))
-                elif err is not None:
-                    fut.set_exception(err)
+                    prop.decide(pos, NotLeader(core.leader_id, self.addrs.get(core.leader_id or ""),
+                                               "entry was overwritten by a new leader"))
                 else:
-                    fut.set_result(result)
+                    prop.decide(pos, err if err is not None else result)
         if rd.committed_entries:
             hook = getattr(self.sm, "after_apply_batch", None)
             if hook is not None:
@@ -322,38 +342,66 @@ class RaftNode:
         return NotLeader(lid, self.addrs.get(lid) if lid else None)
 
     async def propose(self, data: bytes, timeout_s: float) -> Any:
+        """Propose one entry; returns ``apply()``'s result once it is applied here, or raises
+        NotLeader / QuorumUnavailable / ProposalTimeout / RaftStopped (or what apply raised)."""
+        out = (await self.propose_many([data], timeout_s))[0]
+        if isinstance(out, BaseException):
+            raise out
+        return out
+
+    async def propose_many(self, datas: list[bytes], timeout_s: float) -> list[Any]:
+        """Propose entries in order (they usually share one append and one fsync); one wait for
+        all. Returns one outcome per entry: ``apply()``'s result, or the exception that entry got
+        (an entry refused at propose time, e.g. by the uncommitted-bytes limit, does not stop
+        the others). Raises only when nothing could be proposed (not leader, stopped)."""
         core = self.core
         if self._stopped:
             raise RaftStopped("raft node is stopped")
         if core is None or core.role != Role.LEADER:
             raise self._not_leader()
-        try:
-            idx = core.propose(data)
-        except NotLeader:
-            raise self._not_leader() from None
-        except ProposalDropped as exc:
-            if exc.reason == "leadership_transfer":
-                raise NotLeader(core.transferee, self.addrs.get(core.transferee or ""),
-                                "leadership transfer in progress") from None
-            raise QuorumUnavailable(str(exc), reason=exc.reason) from None
         loop = asyncio.get_running_loop()
-        fut: asyncio.Future = loop.create_future()
-        self._waiters[idx] = (core.term, fut)
+        prop = _Proposal(loop.create_future(), len(datas))
+        term = core.term
+        for pos, data in enumerate(datas):
+            try:
+                idx = core.propose(data)
+            except NotLeader:
+                prop.decide(pos, self._not_leader())
+                continue
+            except ProposalDropped as exc:
+                if exc.reason == "leadership_transfer":
+                    prop.decide(pos, NotLeader(core.transferee, self.addrs.get(core.transferee or ""),
+                                               "leadership transfer in progress"))
+                else:
+                    prop.decide(pos, QuorumUnavailable(str(exc), reason=exc.reason))
+                continue
+            self._waiters[idx] = (term, prop, pos)
+            prop.where.append((idx, pos))
+        if prop.left == 0:
+            return prop.out
         self._wake.set()
-        # A timer instead of wait_for(shield(...)): no extra task per proposal, and the apply
-        # loop already skips futures that are done (timed out or cancelled with their caller).
-        timer = loop.call_later(timeout_s, _expire, fut)
+        # A timer instead of wait_for(shield(...)): no extra task per call, and the apply loop
+        # ignores outcomes for a proposal that already timed out (or whose caller was cancelled).
+        timer = loop.call_later(timeout_s, _expire, prop.fut)
         try:
-            return await fut
+            return await prop.fut
         except _ProposeExpired:
-            self._waiters.pop(idx, None)
+            exc: RaftError
             if core.role != Role.LEADER:
-                raise self._not_leader() from None
+                exc = self._not_leader()
             # two heartbeats without a majority answering: the leader is cut off (it steps down
             # after max_heartbeat_leak of them); anything else is just slow
-            if not core.quorum_active(2 * self.cfg.heartbeat_interval_ms):
-                raise QuorumUnavailable("leader cannot reach a majority", index=idx) from None
-            raise ProposalTimeout(f"entry {idx} not applied within {timeout_s}s", index=idx) from None
+            elif not core.quorum_active(2 * self.cfg.heartbeat_interval_ms):
+                exc = QuorumUnavailable("leader cannot reach a majority", index=prop.where[0][0])
+            else:
+                first, last = prop.where[0][0], prop.where[-1][0]
+                what = f"entry {first}" if first == last else f"entries {first}..{last}"
+                exc = ProposalTimeout(f"{what} not applied within {timeout_s}s", index=first)
+            for idx, pos in prop.where:
+                if prop.out[pos] is _PENDING:
+                    self._waiters.pop(idx, None)
+                    prop.out[pos] = exc
+            return prop.out
         finally:
             timer.cancel()
 

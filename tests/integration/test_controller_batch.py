@@ -17,6 +17,7 @@ from autoswitch.controller import config as cfgmod
 from autoswitch.controller import rpc_codes as rc
 from autoswitch.controller import service as svc
 from autoswitch.controller.client import ControllerClient
+from autoswitch.controller.codes import Code
 from autoswitch.controller.node import ControllerNode
 
 from autoswitch.proto import controller_pb2 as pb
@@ -160,5 +161,63 @@ def test_client_falls_back_to_unary_against_a_server_without_batch():
                 assert (await c.call_node(addr, "GetMetaData", pb.GetMetaDataRequest())).node_id == "old"
         finally:
             await server.stop(None)
+
+    asyncio.run(go())
+
+
+def test_batched_writes_answer_exactly_like_unary_ones(tmp_path):
+    """The writes a Batch proposes together (ApplyBrokerId, RegisterBroker, AlterSyncStateSet)
+    get the same typed codes a unary call gets: validation errors, state-machine refusals, and a
+    proposed member nobody heard (that call goes through the full handler: peers are asked)."""
+
+    def alter(group, epoch, members, sss_epoch):
+        return pb.AlterSyncStateSetRequest(broker_name=group, master_broker_id=1, master_epoch=epoch,
+                                           new_sync_state_set=members, sync_state_set_epoch=sss_epoch)
+
+    async def go():
+        nodes, spec = await _cluster(tmp_path)
+        try:
+            async with ControllerClient(spec, batch=False) as c:
+                leader = await wait_leader(c)
+                for bid in (1, 2):
+                    await c.apply_broker_id("c", "bq", bid, f"code-{bid}")
+                    await c.register_broker("c", "bq", bid, f"{HOST}:{30000 + bid}")
+                    await c.heartbeat_all(pb.BrokerHeartbeatRequest(
+                        cluster_name="c", broker_name="bq", broker_id=bid, broker_address=f"{HOST}:{30000 + bid}",
+                        epoch=1, max_offset=10, confirm_offset=10))
+                info = await c.elect_master("c", "bq", 1, designate=True)
+                ep, sse = info.master_epoch, info.sync_state_set_epoch
+                calls = [
+                    ("AlterSyncStateSet", alter("bq", ep, [1, 2], sse)),           # ok
+                    ("AlterSyncStateSet", alter("bq", ep, [1, 1], sse)),           # duplicates
+                    ("AlterSyncStateSet", alter("bq", ep + 5, [1], sse)),          # stale/wrong epoch
+                    ("AlterSyncStateSet", alter("bq", ep, [1, 2, 7], sse + 1)),    # 7: heard by nobody
+                    ("RegisterBroker", pb.RegisterBrokerRequest(cluster_name="c", broker_name="bq", broker_id=2,
+                                                                broker_address="no-port")),
+                    ("ApplyBrokerId", pb.ApplyBrokerIdRequest(cluster_name="c", broker_name="bq2",
+                                                              applied_broker_id=1, register_check_code="z")),
+                    ("ApplyBrokerId", pb.ApplyBrokerIdRequest(cluster_name="c", broker_name="bq2",
+                                                              applied_broker_id=1, register_check_code="other")),
+                ]
+                batch = await c.stub(leader).Batch(pb.BatchRequest(calls=[_call(m, r) for m, r in calls]),
+                                                   timeout=10)
+                got = [svc.BATCHABLE[m][1].FromString(sub.reply).header.code
+                       for (m, _r), sub in zip(calls, batch.replies, strict=True)]
+                assert got[0] == rc.SUCCESS
+                assert got[1] == rc.CONTROLLER_MALFORMED_REQUEST
+                assert got[2] == rc.CONTROLLER_FENCED_MASTER_EPOCH
+                assert got[3] == rc.CONTROLLER_INVALID_REPLICAS    # asked the peers, nobody heard 7
+                assert got[4] == rc.CONTROLLER_MALFORMED_REQUEST
+                assert got[5] == rc.SUCCESS
+                assert got[6] == int(Code.CONTROLLER_BROKER_ID_INVALID)   # id 1 taken under another check code
+                # the same refusals, asked one by one (the state moved on only by calls 0 and 5)
+                stub = c.stub(leader)
+                for k in (1, 2, 3, 4, 6):
+                    m, r = calls[k]
+                    unary = await getattr(stub, m)(r, timeout=10)
+                    assert unary.header.code == got[k], (m, k, unary.header)
+        finally:
+            for n in nodes:
+                await n.stop()
 
     asyncio.run(go())

@@ -149,3 +149,32 @@ async def _disk_full(tmp_path) -> None:
 
 def test_persistence_failure_stops_the_node_instead_of_acknowledging(tmp_path):
     asyncio.run(asyncio.wait_for(_disk_full(tmp_path), 30))
+
+
+async def _propose_many(tmp_path) -> None:
+    addr = f"127.0.0.1:{free_port()}"
+    sm = KVStateMachine()
+    node = RaftNode("solo", {"solo": addr}, tmp_path / "solo", sm, RaftConfig(max_entry_bytes=64), seed=1)
+    await node.start()
+    try:
+        loop = asyncio.get_running_loop()
+        deadline = loop.time() + 10
+        while not node.is_leader and loop.time() < deadline:
+            await asyncio.sleep(0.01)
+        out = await node.propose_many([b"a=1", b"big=" + b"x" * 100, b"b=2", b"a=3"], timeout_s=5)
+        # each entry its own outcome, in order: apply results (the index) and the refused one's error
+        assert isinstance(out[1], QuorumUnavailable) and out[1].details["reason"] == "entry_too_big"
+        assert [type(x) for x in (out[0], out[2], out[3])] == [int, int, int]
+        assert out[0] < out[2] < out[3]
+        assert sm.kv == {"a": "3", "b": "2"}
+        with pytest.raises(QuorumUnavailable):
+            await node.propose(b"big=" + b"x" * 100, timeout_s=5)
+        await node.stop()
+        with pytest.raises(RaftStopped):
+            await node.propose_many([b"c=1"], timeout_s=1)
+    finally:
+        await node.stop()
+
+
+def test_propose_many_gives_each_entry_its_own_outcome(tmp_path):
+    asyncio.run(asyncio.wait_for(_propose_many(tmp_path), 30))
