@@ -56,6 +56,11 @@ def _expire(fut: asyncio.Future) -> None:
         fut.set_exception(_ProposeExpired())
 
 
+def _wake_up(fut: asyncio.Future) -> None:
+    if not fut.done():
+        fut.set_result(None)
+
+
 _PENDING = object()
 
 
@@ -106,7 +111,8 @@ class RaftNode:
             self.add_to_server(server)
         self._transport: Transport | None = None
         self._task: asyncio.Task | None = None
-        self._wake = asyncio.Event()
+        self._kicked = False                       # new input since the loop last looked
+        self._sleep: asyncio.Future | None = None  # what the loop awaits while idle
         self._stopped = False
         self._waiters: dict[int, tuple[int, _Proposal, int]] = {}   # index -> (term, proposal, position)
         self._reads: dict[int, asyncio.Future] = {}
@@ -189,7 +195,13 @@ class RaftNode:
                 self.log.warning("raft_step_rejected", error=exc.to_dict(), type=m.type.name, frm=m.frm)
             except Exception:   # an invariant broke on input we do not understand: keep serving, loudly
                 self.log.error("raft_step_failed", exc_info=True, type=m.type.name, frm=m.frm)
-        self._wake.set()
+        self._kick()
+
+    def _kick(self) -> None:
+        """New input (a message, a proposal, a read): the loop runs a Ready cycle soon."""
+        self._kicked = True
+        if self._sleep is not None:
+            _wake_up(self._sleep)
 
     # ---------------------------------------------------------------- the loop
     async def _run(self) -> None:
@@ -200,10 +212,17 @@ class RaftNode:
         assert core is not None
         while not self._stopped:
             delay = next_tick - loop.time()
-            if delay > 0 and not self._wake.is_set():
-                with contextlib.suppress(TimeoutError):
-                    await asyncio.wait_for(self._wake.wait(), delay)
-            self._wake.clear()
+            if delay > 0 and not self._kicked:
+                # one future and one timer per sleep (wait_for on an Event made a task per wake:
+                # measurable on every commit's path)
+                fut = self._sleep = loop.create_future()
+                timer = loop.call_later(delay, _wake_up, fut)
+                try:
+                    await fut
+                finally:
+                    timer.cancel()
+                    self._sleep = None
+            self._kicked = False
             if loop.time() >= next_tick:
                 core.tick(self._now_ms())
                 next_tick = loop.time() + tick_s
@@ -379,7 +398,7 @@ class RaftNode:
             prop.where.append((idx, pos))
         if prop.left == 0:
             return prop.out
-        self._wake.set()
+        self._kick()
         # A timer instead of wait_for(shield(...)): no extra task per call, and the apply loop
         # ignores outcomes for a proposal that already timed out (or whose caller was cancelled).
         timer = loop.call_later(timeout_s, _expire, prop.fut)
@@ -418,7 +437,7 @@ class RaftNode:
             raise QuorumUnavailable(str(exc), reason=exc.reason) from None
         fut: asyncio.Future = asyncio.get_running_loop().create_future()
         self._reads[ctx] = fut
-        self._wake.set()
+        self._kick()
         try:
             await asyncio.wait_for(asyncio.shield(fut), timeout_s)
         except TimeoutError:
@@ -432,7 +451,7 @@ class RaftNode:
         if core is None or core.role != Role.LEADER:
             raise self._not_leader()
         core.transfer_leadership(to)
-        self._wake.set()
+        self._kick()
         limit = timeout_s if timeout_s is not None else 4 * self.cfg.election_timeout_min_ms / 1000
         loop = asyncio.get_running_loop()
         deadline = loop.time() + limit
