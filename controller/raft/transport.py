@@ -237,6 +237,10 @@ class Transport:
             if s is not None:
                 s.send(m)
 
+    def handed_over(self, msgs: list[Message]) -> bool:
+        """Have the senders of these messages' peers taken everything queued to them (to gRPC)?"""
+        return all(self.senders[m.to].queue.empty() for m in msgs if m.to in self.senders)
+
     async def stop(self) -> None:
         for s in self.senders.values():
             await s.stop()
