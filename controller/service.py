@@ -183,10 +183,10 @@ class ControllerServicer(pbg.ControllerServiceServicer):
         if planned:
             jobs.append(node.write_many([item for _i, _m, item in planned]))
         done = await asyncio.gather(*jobs)
-        for i, rep in zip(full, done, strict=False):
+        for i, rep in zip(full, done[:len(full)], strict=True):
             replies[i] = rep
         if planned:
-            for (i, method, _item), res in zip(planned, done[-1], strict=True):
+            for (i, method, _item), res in zip(planned, done[len(full)], strict=True):
                 if isinstance(res, NodeReply):
                     reply = _error_reply(node, BATCHABLE[method][1], method, res)
                 else:
