@@ -125,17 +125,22 @@ class _DiskFull(MemoryStorage):
         super().save(hard_state, entries)
 
 
+async def _solo(tmp_path, sm: KVStateMachine, cfg: RaftConfig, **kw) -> RaftNode:
+    """A started one-member cluster (it elects itself)."""
+    node = RaftNode("solo", {"solo": f"127.0.0.1:{free_port()}"}, tmp_path / "solo", sm, cfg, seed=1, **kw)
+    await node.start()
+    loop = asyncio.get_running_loop()
+    deadline = loop.time() + 10
+    while not node.is_leader and loop.time() < deadline:
+        await asyncio.sleep(0.01)
+    return node
+
+
 async def _disk_full(tmp_path) -> None:
-    addr = f"127.0.0.1:{free_port()}"
     sm = KVStateMachine()
     disk = _DiskFull()
-    node = RaftNode("solo", {"solo": addr}, tmp_path / "solo", sm, RaftConfig(), seed=1, storage=disk)
-    await node.start()
+    node = await _solo(tmp_path, sm, RaftConfig(), storage=disk)
     try:
-        loop = asyncio.get_running_loop()
-        deadline = loop.time() + 10
-        while not node.is_leader and loop.time() < deadline:
-            await asyncio.sleep(0.01)
         assert await node.propose(b"a=1", timeout_s=5) > 0
         disk.full = True
         with pytest.raises(RaftStopped):
@@ -152,15 +157,9 @@ def test_persistence_failure_stops_the_node_instead_of_acknowledging(tmp_path):
 
 
 async def _propose_many(tmp_path) -> None:
-    addr = f"127.0.0.1:{free_port()}"
     sm = KVStateMachine()
-    node = RaftNode("solo", {"solo": addr}, tmp_path / "solo", sm, RaftConfig(max_entry_bytes=64), seed=1)
-    await node.start()
+    node = await _solo(tmp_path, sm, RaftConfig(max_entry_bytes=64))
     try:
-        loop = asyncio.get_running_loop()
-        deadline = loop.time() + 10
-        while not node.is_leader and loop.time() < deadline:
-            await asyncio.sleep(0.01)
         out = await node.propose_many([b"a=1", b"big=" + b"x" * 100, b"b=2", b"a=3"], timeout_s=5)
         # each entry its own outcome, in order: apply results (the index) and the refused one's error
         assert isinstance(out[1], QuorumUnavailable) and out[1].details["reason"] == "entry_too_big"
