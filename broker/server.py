@@ -189,6 +189,7 @@ class Broker:
                 sss,
                 sync_state_set_epoch or 1,
                 self.proposer if self.proposer is not None else LocalSyncStateProposer(),
+                confirm_gate=self._confirm_gate,
             )
             await ha.start(host, port)
             self.ha_master = ha
@@ -315,6 +316,11 @@ class Broker:
         if self._frozen_confirm is None:
             self._frozen_confirm = self._live_confirm_offset()
         return min(self._frozen_confirm, self.store.max_offset)
+
+    def _confirm_gate(self, confirm: int) -> int:
+        """HAMaster's gate on the confirmOffset it sends slaves: this broker's own commit point,
+        which stays frozen while the master is fenced."""
+        return min(confirm, self.confirm_offset)
 
     def require_readable(self) -> None:
         if self.role == "fenced":

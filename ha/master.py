@@ -12,6 +12,7 @@ import contextlib
 import heapq
 import itertools
 import time
+from collections.abc import Callable
 from typing import Protocol
 
 from autoswitch.ha.codec import (
@@ -62,8 +63,13 @@ class _Conn:
 class HAMaster:
     def __init__(self, log: ReplicaLog, config: HAConfig, broker_id: int, group: str,
                  master_epoch: int, sync_state_set: frozenset[int], sync_state_set_epoch: int,
-                 proposer: SyncStateProposer, clock=time.monotonic) -> None:
+                 proposer: SyncStateProposer, clock=time.monotonic,
+                 confirm_gate: Callable[[int], int] | None = None) -> None:
         self.log = log
+        # The broker's say over the confirmOffset slaves are sent: while its writes are fenced
+        # (lease ran out, deposed) it holds the value it froze, so no slave's readable range moves
+        # past what a new master is sure to have (docs/replication.md, "fenced master").
+        self.confirm_gate = confirm_gate
         self.config = config.validate()
         self.broker_id = broker_id
         self.group = group
@@ -124,6 +130,12 @@ class HAMaster:
     @property
     def confirm_offset(self) -> int:
         return self.tracker.confirm_offset(self.log.max_offset)
+
+    @property
+    def sent_confirm_offset(self) -> int:
+        """The confirmOffset put in transfer frames: ``confirm_offset`` through the broker's gate."""
+        c = self.confirm_offset
+        return c if self.confirm_gate is None else min(c, self.confirm_gate(c))
 
     @property
     def sync_state_set(self) -> frozenset[int]:
@@ -324,7 +336,7 @@ class HAMaster:
         session, writer, cfg = conn.session, conn.writer, self.config
         try:
             while not conn.closed:
-                frame = session.poll_transfer(self._clock(), self.confirm_offset)
+                frame = session.poll_transfer(self._clock(), self.sent_confirm_offset)
                 if frame is None:
                     conn.wake.clear()
                     if session.has_pending():

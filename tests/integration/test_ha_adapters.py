@@ -389,3 +389,47 @@ def test_reconnect_of_the_same_broker_id_keeps_the_newest_connection(tmp_path):
             await master.stop()
 
     run(main())
+
+
+def test_a_fenced_master_does_not_move_its_slaves_confirm_offset(tmp_path):
+    """While the broker holds its commit point (lease ran out), the confirmOffset in transfer and
+    heartbeat frames stays at the frozen value, though the slave keeps replicating and acking;
+    once the fence lifts, the slave's confirmOffset catches up."""
+
+    async def main():
+        m = make_log(tmp_path / "m")
+        m.append_epoch(1, 0)
+        frozen: list[int] = []
+        held = {"polls": 0}
+
+        def gate(confirm: int) -> int:
+            if not frozen:
+                return confirm
+            if confirm > frozen[0]:
+                held["polls"] += 1
+            return frozen[0]
+
+        master = HAMaster(m, cfg(), 1, "g", 1, frozenset({1}), 1, LocalSyncStateProposer(), confirm_gate=gate)
+        await master.start(H, 0)
+        s2 = make_log(tmp_path / "s2")
+        a = HASlave(s2, cfg(), 2, "g", (H, master.port))
+        await a.start()
+        try:
+            await until(lambda: master.sync_state_set == frozenset({1, 2}), "slave in sync")
+            end1 = write(m, payloads(100, seed=1))
+            master.notify_appended()
+            await until(lambda: s2.confirm_offset == end1, "confirm offset reaches slave")
+            frozen.append(end1)                       # the broker fenced itself here
+            end2 = write(m, payloads(100, seed=2))
+            master.notify_appended()
+            await until(lambda: s2.max_offset == end2 and master.confirm_offset == end2, "replicated while fenced")
+            await until(lambda: held["polls"] >= 5, "several frames sent while held")
+            await asyncio.sleep(0.2)                  # let the last of them arrive
+            assert s2.confirm_offset == end1
+            frozen.clear()                            # lease renewed
+            await until(lambda: s2.confirm_offset == end2, "confirm offset moves on after the fence")
+        finally:
+            await a.stop()
+            await master.stop()
+
+    run(main())
