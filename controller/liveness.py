@@ -17,7 +17,7 @@
 
 from __future__ import annotations
 
-from collections.abc import Iterable, Mapping, Sequence
+from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass
 from enum import Enum
 
@@ -69,17 +69,29 @@ class _Entry:
     report: BrokerReport
 
 
+# prior_dead_report_age_ms for a node that has never reported a broker DEAD.
+NEVER_REPORTED = 1 << 62
+
+
 class HeartbeatTable:
     def __init__(self, started_ms: int, timeout_ms: int = DEFAULT_TIMEOUT_MS, hold_ms: int | None = None,
-                 max_entries: int = MAX_TABLE_ENTRIES, startup_grace_ms: int | None = None) -> None:
-        """``startup_grace_ms`` (default ``hold_ms``): no lease grants this long after start, because
-        holds are not persisted. A process that persists the wall time of its last DEAD report and
-        finds it older than ``hold_ms`` may pass 0 and skip the cold-start wait."""
+                 max_entries: int = MAX_TABLE_ENTRIES, startup_grace_ms: int | None = None,
+                 prior_dead_report_age_ms: int | None = None,
+                 on_hold: Callable[[Key], None] | None = None) -> None:
+        """Holds live in memory only, so a restarted node must not grant leases until any hold it
+        may have had would be over. ``prior_dead_report_age_ms``: how long before this start (wall
+        clock) this node last reported a broker DEAD, ``NEVER_REPORTED``, or None when unknown;
+        the grant pause after start is then ``hold_ms - age`` (None: all of ``hold_ms``, the safe
+        default). ``startup_grace_ms`` fixes the pause instead (tests). ``on_hold(key)`` runs
+        before a DEAD report leaves this node, so the process can make its time durable first;
+        if it raises, the report is not made."""
         assert timeout_ms > 0 and max_entries > 0
         self.started_ms = started_ms
         self.timeout_ms = timeout_ms
         self.hold_ms = hold_ms if hold_ms is not None else 3 * timeout_ms
         self.startup_grace_ms = startup_grace_ms
+        self.prior_dead_report_age_ms = prior_dead_report_age_ms
+        self.on_hold = on_hold
         self.max_entries = max_entries
         self._beats: dict[Key, _Entry] = {}
         self._holds: dict[Key, int] = {}     # key -> when this node reported it DEAD
@@ -130,16 +142,25 @@ class HeartbeatTable:
         op = self.opinion(broker_name, broker_id, now_ms)
         key = (broker_name, broker_id)
         if op.opinion is Opinion.DEAD and key not in self._holds:
+            if self.on_hold is not None:
+                self.on_hold(key)
             self._holds[key] = now_ms
         return op
+
+    def startup_grace(self) -> int:
+        """How long after start this node grants no lease (see __init__)."""
+        if self.startup_grace_ms is not None:
+            return self.startup_grace_ms
+        if self.prior_dead_report_age_ms is None:
+            return self.hold_ms
+        return max(0, self.hold_ms - self.prior_dead_report_age_ms)
 
     def grants_lease(self, broker_name: str, broker_id: int, broker_epoch: int, applied_master_epoch: int,
                      now_ms: int) -> bool:
         """May this node's reply to the broker's heartbeat count towards its master lease?"""
         if broker_epoch < applied_master_epoch:
             return False                       # deposed: a newer MasterEpoch is applied here
-        grace = self.hold_ms if self.startup_grace_ms is None else self.startup_grace_ms
-        if now_ms - self.started_ms < grace:
+        if now_ms - self.started_ms < self.startup_grace():
             return False                       # may have held a DEAD report before a restart
         return not self._holding((broker_name, broker_id), now_ms)
 

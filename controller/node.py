@@ -34,6 +34,7 @@ from autoswitch.controller import sm_adapter
 from autoswitch.controller.config import ControllerConfig
 from autoswitch.controller.eventlog import EventLog
 from autoswitch.controller.liveness import (
+    NEVER_REPORTED,
     BrokerReport,
     HeartbeatTable,
     LivenessView,
@@ -43,6 +44,7 @@ from autoswitch.controller.liveness import (
 from autoswitch.controller.service import ControllerServicer, NodeReply
 from autoswitch.controller.watchers import Watchers
 
+from autoswitch.fsutil import write_atomic
 from autoswitch.log import get_logger
 from autoswitch.proto import controller_pb2 as pb
 from autoswitch.proto import controller_pb2_grpc as pbg
@@ -70,6 +72,7 @@ class ControllerNode:
         self._extra_servicers: list = []
         self._stopped = asyncio.Event()
         self._started = False
+        self._marker_covers_ms = 0      # the wall time the last_dead_report file already covers
 
     # ------------------------------------------------------------------ lifecycle
 
@@ -81,8 +84,10 @@ class ControllerNode:
     async def start(self) -> None:
         assert not self._started
         self._started = True
-        self.heartbeats = HeartbeatTable(started_ms=self.now_ms())
         self.data_dir.mkdir(parents=True, exist_ok=True)
+        self.heartbeats = HeartbeatTable(started_ms=self.now_ms(),
+                                         prior_dead_report_age_ms=self._prior_dead_report_age_ms(),
+                                         on_hold=self._persist_dead_report)
         self.events = EventLog(self.data_dir / "events.jsonl")
         self.sm = sm_adapter.AppliedStateMachine(self.config.sm, self.events, self._on_applied, self.log)
         # One server for Raft and the API: its limit must fit Raft's largest message; the
@@ -112,6 +117,52 @@ class ControllerNode:
         self._peer_client = PeerLiveness(self.config, self.node_id)
         self._tasks.append(asyncio.create_task(self._scan_loop(), name="dead-master-scan"))
         self.log.info("controller_started", listen=self.config.listen_addr, peers=self.config.peers)
+
+    # ------------------------------------------------------------------ lease holds across restarts
+
+    @property
+    def _dead_report_marker(self) -> Path:
+        return self.data_dir / "last_dead_report"
+
+    def _prior_dead_report_age_ms(self) -> int | None:
+        """Wall-clock age of this node's last DEAD report (the marker file: a wall time, or "never"
+        written when the data dir was new), NEVER_REPORTED, or None (hold a full hold_ms) when it
+        cannot be known: a data dir from before the marker existed, an unreadable or corrupt
+        marker, a wall clock that went back."""
+        path = self._dead_report_marker
+        try:
+            raw = path.read_text().strip()
+        except FileNotFoundError:
+            if any(self.data_dir.iterdir()):
+                return None
+            write_atomic(path, b"never")     # a new data dir: this node has reported nothing
+            return NEVER_REPORTED
+        except OSError:
+            self.log.error("dead_report_marker_unreadable", exc_info=True, path=str(path))
+            return None
+        if raw == "never":
+            return NEVER_REPORTED
+        try:
+            recorded = int(raw)
+        except ValueError:
+            self.log.error("dead_report_marker_corrupt", path=str(path), content=raw[:64])
+            return None
+        self._marker_covers_ms = recorded
+        age = sm_adapter.wall_ms() - recorded
+        return age if age >= 0 else None
+
+    def _persist_dead_report(self, key: tuple[str, int]) -> None:
+        """Before a DEAD report leaves this node: a wall time not older than it, durably. The file
+        records now + 1 s, so reports in the next second need no write (a mass outage costs one
+        fsync a second, not one per broker) at the price of <= 1 s more pause after a restart.
+        A failure raises, and the report is not made."""
+        now = sm_adapter.wall_ms()
+        if now <= self._marker_covers_ms:
+            return
+        value = now + _MARKER_AHEAD_MS
+        write_atomic(self._dead_report_marker, str(value).encode())
+        self._marker_covers_ms = value
+        self.log.info("dead_report_recorded", group=key[0], brokerId=key[1], until_wall_ms=value)
 
     async def stop(self) -> None:
         if self._stopped.is_set():
@@ -436,6 +487,10 @@ class ControllerNode:
             self.heartbeats.release(group)
         if self.config.notify_broker_role_changed:
             self.watchers.publish(group, (index, replica_info))
+
+
+# How far ahead of now the last_dead_report file is written (see _persist_dead_report).
+_MARKER_AHEAD_MS = 1000
 
 
 def _tune_gc() -> None:

@@ -2,8 +2,10 @@
 
 from __future__ import annotations
 
+import pytest
 from autoswitch.controller.codes import Code
 from autoswitch.controller.liveness import (
+    NEVER_REPORTED,
     BrokerReport,
     HeartbeatTable,
     LivenessView,
@@ -190,3 +192,41 @@ def test_unreachable_peers_never_make_a_master_dead():
 
 def test_reply_codes_used_by_liveness_are_rocketmq_values():
     assert int(Code.CONTROLLER_BROKER_NOT_ALIVE) == 2006 and int(Code.CONTROLLER_MASTER_NOT_AVAILABLE) == 2004
+
+
+# --- lease grants after a restart (holds are in memory; their time is on disk) ---
+
+
+def test_startup_pause_follows_the_last_dead_report_before_the_restart():
+    hold = 3 * T
+    unknown = HeartbeatTable(started_ms=0, timeout_ms=T, hold_ms=hold)
+    never = HeartbeatTable(started_ms=0, timeout_ms=T, hold_ms=hold, prior_dead_report_age_ms=NEVER_REPORTED)
+    recent = HeartbeatTable(started_ms=0, timeout_ms=T, hold_ms=hold, prior_dead_report_age_ms=hold - 5_000)
+    old = HeartbeatTable(started_ms=0, timeout_ms=T, hold_ms=hold, prior_dead_report_age_ms=hold + 1)
+    assert [t.startup_grace() for t in (unknown, never, recent, old)] == [hold, 0, 5_000, 0]
+    for t in (unknown, never, recent, old):
+        t.record("g", BrokerReport(1, epoch=1), 1_000)
+    assert [t.grants_lease("g", 1, 1, 1, 1_000) for t in (unknown, never, recent, old)] == [False, True, False, True]
+    assert recent.grants_lease("g", 1, 1, 1, 5_000) and not recent.grants_lease("g", 1, 1, 1, 4_999)
+
+
+def test_a_dead_report_is_made_only_after_its_time_was_recorded():
+    recorded: list[tuple[str, int]] = []
+    fail = [True]
+
+    def on_hold(key):
+        if fail[0]:
+            raise OSError(28, "No space left on device")
+        recorded.append(key)
+
+    t = HeartbeatTable(started_ms=0, timeout_ms=T, on_hold=on_hold, prior_dead_report_age_ms=NEVER_REPORTED)
+    t.record("g", BrokerReport(1), 0)
+    now = 2 * T                                   # listened long enough, not heard: DEAD
+    with pytest.raises(OSError):
+        t.report_opinion("g", 1, now)
+    assert t.grants_lease("g", 1, 0, 0, now)      # nothing was reported, so nothing is held
+    fail[0] = False
+    assert t.report_opinion("g", 1, now).opinion is Opinion.DEAD
+    assert t.report_opinion("g", 1, now + 1).opinion is Opinion.DEAD
+    assert recorded == [("g", 1)]                 # once per hold, not per query
+    assert not t.grants_lease("g", 1, 0, 0, now)
