@@ -23,6 +23,7 @@ from autoswitch.broker.client import AdminClient, ConsumerClient, ProducerClient
 
 from autoswitch.proto import broker_pb2 as pb
 from tests.procs import HOST, Proc, ProcGroup, free_port, wait_port
+from tests.tcpproxy import TcpProxy
 
 pytestmark = pytest.mark.integration
 
@@ -183,10 +184,14 @@ def test_three_replicas_100k_byte_identical_and_slave_kill9_catches_up(procs, tm
     target = epoch_info(m).max_offset
     assert epoch_info(s2).max_offset == target
 
-    # A late slave: kill -9 it while it is catching up, restart, it must converge.
-    start(procs, s3, "slave", master=m)
-    seen = wait_until(lambda: (o := epoch_info(s3).max_offset) > 0 and o, 30, "slave 3 started transfer", 0.01)
-    s3.proc.kill9()
+    # A late slave: kill -9 it while it is catching up, restart, it must converge. Its first
+    # catch-up goes through a proxy that holds each 64 KiB chunk 10 ms (~6 MiB/s: seconds for
+    # these ~18 MB), so the kill lands mid-transfer however fast the machine replicates.
+    with TcpProxy((HOST, int(m.ha_addr.rsplit(":", 1)[1]))) as slow:
+        slow.set_delay(0.01)
+        start(procs, s3, "slave", "--master-ha", f"{HOST}:{slow.port}", "--master-addr", m.addr)
+        seen = wait_until(lambda: (o := epoch_info(s3).max_offset) > 0 and o, 30, "slave 3 started transfer", 0.01)
+        s3.proc.kill9()
     assert seen < target, "the kill must land mid-transfer"
     start(procs, s3, "slave", master=m)
     wait_caught_up(m, [s2, s3])
