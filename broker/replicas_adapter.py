@@ -97,7 +97,8 @@ class ControllerApi(Protocol):
     async def get_metadata(self) -> Any: ...  # .leader_addr ('' = no leader known)
     async def get_next_broker_id(self, cluster: str, group: str) -> int: ...
     async def apply_broker_id(self, cluster: str, group: str, broker_id: int, check_code: str) -> None: ...
-    async def register_broker(self, cluster: str, group: str, broker_id: int, address: str) -> Any: ...
+    async def register_broker(self, cluster: str, group: str, broker_id: int, address: str,
+                              clean_shutdown: bool = True, ha_address: str = "") -> Any: ...
     async def call_node(self, addr: str, method: str, request: Any, timeout_s: float | None = None) -> Any: ...
     async def elect_master(self, cluster: str, group: str, broker_id: int = 0, designate: bool = False) -> Any: ...
     async def alter_sync_state_set(
@@ -199,6 +200,7 @@ class ReplicasAdapter:
         role_change_timeout_s: float = 60.0,
         use_watch: bool = True,
         ha_addr_of: Callable[[int, str], tuple[str, int]] = default_ha_addr,
+        ha_address: str = "",
         clock: Callable[[], float] = time.monotonic,
         core: ReplicasManager | None = None,
     ) -> None:
@@ -214,6 +216,10 @@ class ReplicasAdapter:
         self.role_change_timeout_s = role_change_timeout_s
         self.use_watch = use_watch
         self.ha_addr_of = ha_addr_of
+        # Registered with the controller, which hands it to our slaves as master_ha_address.
+        self.ha_address = ha_address
+        # (master brokerId, master address) -> the master_ha_address the controller last gave for it
+        self._master_ha: dict[tuple[int, str], str] = {}
         self.clock = clock
         self.proposer = _Proposer(self)
         self._log = get_logger("broker.replicas_adapter", group=config.group, cluster=config.cluster)
@@ -365,7 +371,7 @@ class ReplicasAdapter:
                         self.watch_events += 1
                         failures = 0
                         delay = self.config.backoff_min_ms / 1000.0
-                        info = to_replica_info(getattr(ev, "replica_info", ev))
+                        info = self._info(getattr(ev, "replica_info", ev))
                         self._perform(self.core.on_replica_info(info, self.clock()))
                 finally:
                     cancel = getattr(stream, "cancel", None)
@@ -451,17 +457,19 @@ class ReplicasAdapter:
                 await asyncio.to_thread(self.identity.commit, cmd.identity)
                 return None
             case RegisterBroker():
-                info = await asyncio.wait_for(
-                    api.register_broker(cmd.cluster, cmd.group, cmd.broker_id, cmd.broker_addr), t
-                )
-                return to_replica_info(info)
+                if self.ha_address:
+                    call = api.register_broker(cmd.cluster, cmd.group, cmd.broker_id, cmd.broker_addr,
+                                               ha_address=self.ha_address)
+                else:
+                    call = api.register_broker(cmd.cluster, cmd.group, cmd.broker_id, cmd.broker_addr)
+                return self._info(await asyncio.wait_for(call, t))
             case SendHeartbeat():
                 return await self._heartbeat(cmd)
             case GetReplicaInfo():
-                return to_replica_info(await asyncio.wait_for(api.get_replica_info(cmd.group), t))
+                return self._info(await asyncio.wait_for(api.get_replica_info(cmd.group), t))
             case ElectMaster():
                 info = await asyncio.wait_for(api.elect_master(cmd.cluster, cmd.group, cmd.broker_id), t)
-                return to_replica_info(info)
+                return self._info(info)
             case AlterSyncStateSet():
                 members, epoch = await asyncio.wait_for(
                     api.alter_sync_state_set(
@@ -479,7 +487,7 @@ class ReplicasAdapter:
                 return None
             case BecomeSlave():
                 self._adopt_broker_id()
-                ha = self.ha_addr_of(cmd.master_id, cmd.master_addr)
+                ha = self.master_ha_addr(cmd.master_id, cmd.master_addr)
                 await asyncio.wait_for(
                     self.broker.become_slave(cmd.epoch, ha, cmd.master_addr), self.role_change_timeout_s
                 )
@@ -520,6 +528,22 @@ class ReplicasAdapter:
         if ctl > lease.heartbeat_timeout_ms:
             self._log.info("controller_heartbeat_timeout_longer", controllerMs=ctl,
                            assumedMs=lease.heartbeat_timeout_ms, note="safe; failover is slower than assumed")
+
+    def _info(self, obj: Any) -> ReplicaInfo:
+        """to_replica_info, remembering the master's HA address the controller gave with it."""
+        ha = getattr(obj, "master_ha_address", "")
+        if ha:
+            self._master_ha[(int(obj.master_broker_id), str(obj.master_address))] = str(ha)
+        return to_replica_info(obj)
+
+    def master_ha_addr(self, master_id: int, master_addr: str) -> tuple[str, int]:
+        """Where a slave of this master connects: the HA address the master registered with the
+        controller, else ``ha_addr_of`` (RocketMQ's convention: listen port + 1)."""
+        ha = self._master_ha.get((master_id, master_addr))
+        if ha:
+            host, _, port = ha.rpartition(":")
+            return host, int(port)
+        return self.ha_addr_of(master_id, master_addr)
 
     async def _heartbeat(self, cmd: SendHeartbeat) -> bool:
         from autoswitch.proto import controller_pb2 as pb
@@ -613,6 +637,7 @@ async def start_for_broker(
         deadline_s=adapter_kw.get("rpc_timeout_s", 3.0),
     )
     runner = HookRunner(hook_config, hooks)
+    adapter_kw.setdefault("ha_address", getattr(broker.cfg, "ha_listen", "") or "")
     adapter = ReplicasAdapter(config, api, broker, Path(broker.cfg.data_dir), runner, **adapter_kw)
     adapter._owns_api = True
     broker.proposer = adapter.proposer

@@ -314,12 +314,14 @@ class ControllerClient:
         )
 
     async def register_broker(self, cluster: str, group: str, broker_id: int, address: str,
-                              clean_shutdown: bool = True) -> pb.ReplicaInfo:
-        """``clean_shutdown`` False after an unclean restart (the replica may miss acked messages)."""
+                              clean_shutdown: bool = True, ha_address: str = "") -> pb.ReplicaInfo:
+        """``clean_shutdown`` False after an unclean restart (the replica may miss acked messages).
+        ``ha_address``: where this broker serves AutoSwitchHA as master (ReplicaInfo.master_ha_address)."""
         r = await self.call(
             "RegisterBroker",
             pb.RegisterBrokerRequest(cluster_name=cluster, broker_name=group, broker_id=broker_id,
-                                     broker_address=address, clean_shutdown=clean_shutdown),
+                                     broker_address=address, clean_shutdown=clean_shutdown,
+                                     broker_ha_address=ha_address),
         )
         return r.replica_info
 

@@ -159,11 +159,13 @@ class RegisterBrokerRequest(Request):
     broker_address: str
     clean_shutdown: bool = True
     ts_ms: int = 0
+    broker_ha_address: str = ""     # "" = not given (slaves then use HA port = listen port + 1)
 
     def validate(self) -> None:
         _check_names(self.cluster_name, self.broker_name)
         _check_id(self.broker_id, "brokerId")
         _check_str(self.broker_address, "brokerAddress", MAX_ADDRESS_LEN, allow_empty=False)
+        _check_str(self.broker_ha_address, "brokerHaAddress", MAX_ADDRESS_LEN, allow_empty=True)
         _check_bool(self.clean_shutdown, "cleanShutdown")
         _check_ts(self.ts_ms)
 
@@ -357,6 +359,7 @@ class ReplicaView:
     sync_state_set: tuple[int, ...]
     sync_state_set_epoch: int
     eligible_replicas: tuple[int, ...] = ()
+    master_ha_address: str | None = None
 
     def to_dict(self) -> dict:
         return {
@@ -364,6 +367,7 @@ class ReplicaView:
             "masterBrokerId": self.master_broker_id, "masterAddress": self.master_address,
             "masterEpoch": self.master_epoch, "syncStateSet": list(self.sync_state_set),
             "syncStateSetEpoch": self.sync_state_set_epoch, "eligibleReplicas": list(self.eligible_replicas),
+            "masterHaAddress": self.master_ha_address,
         }
 
 
@@ -420,6 +424,7 @@ class UpdateBrokerAddressEvent(Event):
     HISTORY: ClassVar[str] = "RegisterBroker"
     broker_id: int
     address: str
+    ha_address: str = ""
 
 
 @dataclass(frozen=True)
@@ -548,6 +553,9 @@ class _DecodeInfo:
 
 
 _DECODE_INFO: dict[type[Request], _DecodeInfo] = {}
+# Fields added after the first release: left out of an entry when empty, so a controller of the
+# previous version (which refuses unknown fields) applies every entry that does not use them.
+_OMIT_IF_EMPTY = frozenset({"broker_ha_address"})
 _ABSENT = object()
 _BYTES_TYPES = (bytes, bytearray, memoryview)   # a tuple: "bytes | bytearray" builds a union per call
 
@@ -560,7 +568,10 @@ def encode_request(req: Request) -> bytes:
     obj: dict[str, Any] = {"v": ENCODING_VERSION, "t": req.TYPE}
     d = req.__dict__
     for name in _field_names(type(req)):
-        obj[name] = d[name]
+        v = d[name]
+        if name in _OMIT_IF_EMPTY and not v:
+            continue    # entries written without it stay byte-identical to older versions' entries
+        obj[name] = v
     if "alive" in obj:   # ElectMaster: BrokerLiveInfo entries travel as lists (same key position)
         obj["alive"] = [a.to_list() for a in obj["alive"]]
     data = _dumps(obj).encode()

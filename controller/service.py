@@ -80,6 +80,7 @@ def replica_info_pb(d: dict | None) -> pb.ReplicaInfo:
         master_epoch=d.get("master_epoch", 0), sync_state_set_epoch=d.get("sync_state_set_epoch", 0),
         sync_state_set=sorted(d.get("sync_state_set", ())),
         eligible_replicas=sorted(d.get("eligible_replicas", ())),
+        master_ha_address=d.get("master_ha_address") or "",
     )
 
 
@@ -233,6 +234,7 @@ class ControllerServicer(pbg.ControllerServiceServicer):
             cluster=_name(request.cluster_name, "cluster_name", required=False),
             group=_name(request.broker_name, "broker_name"), broker_id=_id(request.broker_id, "broker_id"),
             address=_addr(request.broker_address, "broker_address"), clean_shutdown=request.clean_shutdown,
+            ha_address=_addr(request.broker_ha_address, "broker_ha_address") if request.broker_ha_address else "",
         )
 
     @staticmethod

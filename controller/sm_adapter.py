@@ -59,7 +59,7 @@ def build_request(kind: str, f: dict[str, Any]) -> m.Request:
     if kind == "register_broker":
         return m.RegisterBrokerRequest(cluster_name=f["cluster"], broker_name=f["group"], broker_id=f["broker_id"],
                                        broker_address=f["address"], clean_shutdown=f.get("clean_shutdown", True),
-                                       ts_ms=ts)
+                                       ts_ms=ts, broker_ha_address=f.get("ha_address", ""))
     if kind == "elect_master":
         alive = tuple(live_info(b, beat) for b, beat in sorted(f["alive"].items()))
         extra = {"dead_broker_ids": tuple(sorted(f.get("dead", ())))} if _HAS_DEAD_IDS else {}
@@ -103,6 +103,7 @@ def replica_dict(v: m.ReplicaView | None) -> dict | None:
         "master_broker_id": v.master_broker_id or 0, "master_address": v.master_address or "",
         "master_epoch": v.master_epoch, "sync_state_set_epoch": v.sync_state_set_epoch,
         "sync_state_set": list(v.sync_state_set), "eligible_replicas": list(v.eligible_replicas),
+        "master_ha_address": v.master_ha_address or "",
     }
 
 

@@ -90,6 +90,7 @@ class SnapshotCorrupt(CorruptionError):
 class BrokerRecord:
     address: str
     register_check_code: str
+    ha_address: str = ""      # "" = the broker did not give one
 
 
 @dataclass
@@ -123,9 +124,11 @@ class GroupState:
 
     def view(self) -> ReplicaView:
         m = self.master_broker_id
+        rec = self.brokers.get(m) if m is not None else None
         return ReplicaView(
             cluster_name=self.cluster_name, broker_name=self.broker_name, master_broker_id=m,
-            master_address=self.brokers[m].address if m is not None and m in self.brokers else None,
+            master_address=rec.address if rec is not None else None,
+            master_ha_address=(rec.ha_address or None) if rec is not None else None,
             master_epoch=self.master_epoch, sync_state_set=tuple(sorted(self.sync_state_set)),
             sync_state_set_epoch=self.sync_state_set_epoch, eligible_replicas=tuple(sorted(self.eligible)),
         )
@@ -191,7 +194,8 @@ def _apply_group_event(g: GroupState | None, ev: Event, tomb: Tombstone | None) 
     if g is None:
         raise InvariantViolation(f"{type(ev).__name__} for unknown group {ev.broker_name!r}")
     if isinstance(ev, UpdateBrokerAddressEvent):
-        g.brokers[ev.broker_id] = BrokerRecord(ev.address, g.brokers[ev.broker_id].register_check_code)
+        g.brokers[ev.broker_id] = BrokerRecord(ev.address, g.brokers[ev.broker_id].register_check_code,
+                                               ev.ha_address)
     elif isinstance(ev, ElectMasterEvent):
         g.master_broker_id = ev.new_master
         g.master_epoch += 1
@@ -416,8 +420,9 @@ def _register_broker(req: RegisterBrokerRequest, state: ControllerState) -> tupl
         return _reject(Code.CONTROLLER_BROKER_NEED_TO_BE_REGISTERED,
                        f"brokerId {bid} is not registered in broker-set {name}", name)
     events: list[Event] = []
-    if g.brokers[bid].address != req.broker_address:
-        events.append(UpdateBrokerAddressEvent(name, bid, req.broker_address))
+    rec = g.brokers[bid]
+    if (rec.address, rec.ha_address) != (req.broker_address, req.broker_ha_address):
+        events.append(UpdateBrokerAddressEvent(name, bid, req.broker_address, req.broker_ha_address))
     if not req.clean_shutdown:
         events.extend(_data_loss_events(g, bid, state.config))
     return events, _Outcome(group=name)
@@ -765,13 +770,21 @@ def encode_snapshot(state: ControllerState, last_applied_index: int) -> bytes:
             g.cluster_name, g.broker_name, g.created_ts_ms, g.next_assign_broker_id,
             g.master_broker_id if g.master_broker_id is not None else 0, g.master_epoch, g.sync_state_set_epoch,
             sorted(g.sync_state_set), sorted(g.eligible),
-            [[b, r.address, r.register_check_code] for b, r in sorted(g.brokers.items())], g.base_master_epoch,
+            [[b, r.address, r.register_check_code, *([r.ha_address] if r.ha_address else [])]
+             for b, r in sorted(g.brokers.items())], g.base_master_epoch,
         ])
     tombs = [[n, t.master_epoch, t.sync_state_set_epoch, t.next_assign_broker_id]
              for n, t in sorted(state.tombstones.items())]
     doc = {"index": last_applied_index, "config": state.config.to_strings(), "groups": groups, "tombstones": tombs}
     payload = zlib.compress(json.dumps(doc, separators=(",", ":"), ensure_ascii=False).encode(), 1)
     return _SNAP_HEADER.pack(_SNAP_MAGIC, _SNAP_VERSION, zlib.crc32(payload), len(payload)) + payload
+
+
+def _broker_record(row: list) -> BrokerRecord:
+    """A snapshot broker row: [id, address, check code] or, with an HA address, [..., ha address]."""
+    if len(row) not in (3, 4) or not all(isinstance(x, str) for x in row[1:]):
+        raise ValueError(f"bad broker row {row[:5]!r}")
+    return BrokerRecord(*row[1:])
 
 
 def decode_snapshot(data: bytes) -> tuple[ControllerState, int]:
@@ -795,7 +808,7 @@ def decode_snapshot(data: bytes) -> tuple[ControllerState, int]:
             if len(row) == 10:   # written before baseMasterEpoch existed: 0 is the conservative value
                 row = [*row, 0]
             cluster, name, created, nxt, master, mepoch, sepoch, sss, elig, brokers, base = row
-            g = GroupState(cluster, name, created, nxt, {int(b): BrokerRecord(a, c) for b, a, c in brokers},
+            g = GroupState(cluster, name, created, nxt, {int(r[0]): _broker_record(r) for r in brokers},
                            master or None, mepoch, frozenset(sss), sepoch, frozenset(elig), base)
             state.groups[name] = g
         for n, me, se, nxt in doc["tombstones"]:

@@ -21,7 +21,7 @@ class ReplyHeader(_message.Message):
     def __init__(self, code: _Optional[int] = ..., message: _Optional[str] = ..., leader_id: _Optional[str] = ..., leader_addr: _Optional[str] = ..., node_id: _Optional[str] = ...) -> None: ...
 
 class ReplicaInfo(_message.Message):
-    __slots__ = ("cluster_name", "broker_name", "master_broker_id", "master_address", "master_epoch", "sync_state_set_epoch", "sync_state_set", "eligible_replicas")
+    __slots__ = ("cluster_name", "broker_name", "master_broker_id", "master_address", "master_epoch", "sync_state_set_epoch", "sync_state_set", "eligible_replicas", "master_ha_address")
     CLUSTER_NAME_FIELD_NUMBER: _ClassVar[int]
     BROKER_NAME_FIELD_NUMBER: _ClassVar[int]
     MASTER_BROKER_ID_FIELD_NUMBER: _ClassVar[int]
@@ -30,6 +30,7 @@ class ReplicaInfo(_message.Message):
     SYNC_STATE_SET_EPOCH_FIELD_NUMBER: _ClassVar[int]
     SYNC_STATE_SET_FIELD_NUMBER: _ClassVar[int]
     ELIGIBLE_REPLICAS_FIELD_NUMBER: _ClassVar[int]
+    MASTER_HA_ADDRESS_FIELD_NUMBER: _ClassVar[int]
     cluster_name: str
     broker_name: str
     master_broker_id: int
@@ -38,7 +39,8 @@ class ReplicaInfo(_message.Message):
     sync_state_set_epoch: int
     sync_state_set: _containers.RepeatedScalarFieldContainer[int]
     eligible_replicas: _containers.RepeatedScalarFieldContainer[int]
-    def __init__(self, cluster_name: _Optional[str] = ..., broker_name: _Optional[str] = ..., master_broker_id: _Optional[int] = ..., master_address: _Optional[str] = ..., master_epoch: _Optional[int] = ..., sync_state_set_epoch: _Optional[int] = ..., sync_state_set: _Optional[_Iterable[int]] = ..., eligible_replicas: _Optional[_Iterable[int]] = ...) -> None: ...
+    master_ha_address: str
+    def __init__(self, cluster_name: _Optional[str] = ..., broker_name: _Optional[str] = ..., master_broker_id: _Optional[int] = ..., master_address: _Optional[str] = ..., master_epoch: _Optional[int] = ..., sync_state_set_epoch: _Optional[int] = ..., sync_state_set: _Optional[_Iterable[int]] = ..., eligible_replicas: _Optional[_Iterable[int]] = ..., master_ha_address: _Optional[str] = ...) -> None: ...
 
 class GetNextBrokerIdRequest(_message.Message):
     __slots__ = ("cluster_name", "broker_name")
@@ -75,18 +77,20 @@ class ApplyBrokerIdReply(_message.Message):
     def __init__(self, header: _Optional[_Union[ReplyHeader, _Mapping]] = ...) -> None: ...
 
 class RegisterBrokerRequest(_message.Message):
-    __slots__ = ("cluster_name", "broker_name", "broker_id", "broker_address", "clean_shutdown")
+    __slots__ = ("cluster_name", "broker_name", "broker_id", "broker_address", "clean_shutdown", "broker_ha_address")
     CLUSTER_NAME_FIELD_NUMBER: _ClassVar[int]
     BROKER_NAME_FIELD_NUMBER: _ClassVar[int]
     BROKER_ID_FIELD_NUMBER: _ClassVar[int]
     BROKER_ADDRESS_FIELD_NUMBER: _ClassVar[int]
     CLEAN_SHUTDOWN_FIELD_NUMBER: _ClassVar[int]
+    BROKER_HA_ADDRESS_FIELD_NUMBER: _ClassVar[int]
     cluster_name: str
     broker_name: str
     broker_id: int
     broker_address: str
     clean_shutdown: bool
-    def __init__(self, cluster_name: _Optional[str] = ..., broker_name: _Optional[str] = ..., broker_id: _Optional[int] = ..., broker_address: _Optional[str] = ..., clean_shutdown: _Optional[bool] = ...) -> None: ...
+    broker_ha_address: str
+    def __init__(self, cluster_name: _Optional[str] = ..., broker_name: _Optional[str] = ..., broker_id: _Optional[int] = ..., broker_address: _Optional[str] = ..., clean_shutdown: _Optional[bool] = ..., broker_ha_address: _Optional[str] = ...) -> None: ...
 
 class RegisterBrokerReply(_message.Message):
     __slots__ = ("header", "replica_info")

@@ -11,7 +11,6 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import json
-import socket
 import subprocess
 import sys
 import time
@@ -35,21 +34,6 @@ read_timeout_s = 1.5
 """
 
 
-def free_port_pair() -> int:
-    """A port p with p+1 also free (HA port = listen port + 1, RocketMQ's convention)."""
-    for _ in range(200):
-        p = free_port()
-        if p >= 65535:
-            continue
-        with contextlib.closing(socket.socket()) as s:
-            try:
-                s.bind((HOST, p + 1))
-            except OSError:
-                continue
-        return p
-    raise RuntimeError("no free port pair")
-
-
 class FailoverCluster:
     def __init__(self, procs: ProcGroup, tmp: Path, *, n_brokers: int = 3, lease: bool = True,
                  ack_mode: str = "all") -> None:
@@ -68,6 +52,9 @@ class FailoverCluster:
         self.toml.parent.mkdir(parents=True, exist_ok=True)
         self.toml.write_text(CONTROLLER_TOML)
         self.broker_port: dict[str, int] = {}
+        # HA ports are NOT listen port + 1: brokers register their HA address with the controller
+        # and slaves connect where ReplicaInfo.master_ha_address says.
+        self.broker_ha_port: dict[str, int] = {}
         self.broker_proc: dict[str, Proc] = {}
         self._gen: dict[str, int] = {}
 
@@ -106,7 +93,7 @@ class FailoverCluster:
         port = self.broker_port[name]
         lease = self.lease if lease is None else lease
         args = ["broker", "--cluster", CLUSTER, "--group", GROUP, "--listen", f"{HOST}:{port}",
-                "--ha-listen", f"{HOST}:{port + 1}", "--data-dir", str(self.tmp / f"broker-{name}"),
+                "--ha-listen", f"{HOST}:{self.broker_ha_port[name]}", "--data-dir", str(self.tmp / f"broker-{name}"),
                 "--controllers", controllers or self.controllers, "--namesrv", self.namesrv,
                 "--heartbeat-timeout-ms", str(HEARTBEAT_TIMEOUT_MS), "--ack-mode", self.ack_mode,
                 "--ack-timeout", "3"]
@@ -116,7 +103,8 @@ class FailoverCluster:
     def start_broker(self, name: str, *, new_port: bool = False, env: dict | None = None,
                      controllers: str | None = None, wait: bool = True, lease: bool | None = None) -> Proc:
         if name not in self.broker_port or new_port:
-            self.broker_port[name] = free_port_pair()
+            self.broker_port[name] = free_port()
+            self.broker_ha_port[name] = free_port()
         p = self.procs.start(self._name(name), self.broker_args(name, controllers=controllers, lease=lease),
                              env=env)
         self.broker_proc[name] = p

@@ -139,6 +139,28 @@ def test_register_broker_records_address_change():
     assert data[G]["brokers"]["1"] == "10.0.0.7:9001"
 
 
+def test_master_ha_address_is_what_the_master_registered():
+    h = group_with_master()
+    assert h.view().master_ha_address is None                    # registered without one
+    n = len(h.history)
+    assert h.w(RegisterBrokerRequest(C, G, 1, "127.0.0.1:9001", broker_ha_address="127.0.0.1:7001")).ok
+    assert h.history[-1]["event"] == "RegisterBroker" and len(h.history) == n + 1
+    assert h.view().master_ha_address == "127.0.0.1:7001" and h.view().master_address == "127.0.0.1:9001"
+    assert h.w(RegisterBrokerRequest(C, G, 2, "127.0.0.1:9002", broker_ha_address="127.0.0.1:7002")).ok
+    assert h.view().master_ha_address == "127.0.0.1:7001"       # a slave's own address is not the master's
+    # kept across a snapshot, and an entry without the field leaves the old encoding unchanged
+    sm2 = ControllerStateMachine(SMConfig())
+    sm2.restore(h.sm.snapshot())
+    assert sm2.replica_view(G) == h.view()
+    assert b"broker_ha_address" not in encode_request(RegisterBrokerRequest(C, G, 1, "a:1"))
+    # a new registration without it clears it (the broker no longer serves HA there)
+    assert h.w(RegisterBrokerRequest(C, G, 1, "127.0.0.1:9001")).ok
+    assert h.view().master_ha_address is None
+    bad = RegisterBrokerRequest(C, G, 1, "a:1", broker_ha_address="x" * 10_000)
+    with pytest.raises(MalformedRequest):
+        encode_request(bad)
+
+
 def test_register_unknown_group_or_id_needs_registration():
     h = Harness()
     assert h.w(RegisterBrokerRequest(C, G, 1, "a:1")).code == Code.CONTROLLER_BROKER_NEED_TO_BE_REGISTERED

@@ -12,7 +12,7 @@ from autoswitch.broker.hooks import HookConfig, HookRunner, RoleHooks
 from autoswitch.broker.identity import IDENTITY_FILE, IdentityFileCorrupt, IdentityStore
 from autoswitch.broker.lease import LeaseConfig
 from autoswitch.broker.replicas_adapter import ReplicasAdapter, SyncStateSetRejected, classify
-from autoswitch.broker.replicas_manager import ApplyBrokerId, FailKind, ReplicaInfo
+from autoswitch.broker.replicas_manager import ApplyBrokerId, FailKind, RegisterBroker, ReplicaInfo
 from autoswitch.controller.rpc_codes import ControllerRpcError
 
 from autoswitch.proto import controller_pb2 as pb
@@ -39,6 +39,7 @@ class FakeApi:
     def __init__(self, ctrl: FakeController) -> None:
         self.ctrl = ctrl
         self.addresses = list(CONTROLLERS)
+        self.ha_addresses: dict[int, str] = {}   # brokerId -> the ha_address it registered
         self.down = False  # every controller unreachable
         self.watch_broken = False
         self.pushes: asyncio.Queue = asyncio.Queue()
@@ -70,8 +71,9 @@ class FakeApi:
         except Conflict as e:
             raise ControllerRpcError(2014, str(e)) from None
 
-    async def register_broker(self, cluster, group, broker_id, address):
+    async def register_broker(self, cluster, group, broker_id, address, clean_shutdown=True, ha_address=""):
         self._check()
+        self.ha_addresses[broker_id] = ha_address
         return to_pb(self.ctrl.register(group, broker_id, address))
 
     async def call_node(self, addr, method, request, timeout_s=None):
@@ -309,3 +311,23 @@ def test_controller_timeout_shorter_than_the_lease_assumes_keeps_broker_fenced(t
     asyncio.run(asyncio.wait_for(main(), 20))
     failed = [r.as_fields for r in caplog.records if getattr(r, "as_fields", {}).get("event") == "registration_step_failed"]
     assert failed and failed[0]["code"] == "LEASE_CONFIG_UNSAFE"
+
+
+def test_slaves_connect_to_the_ha_address_the_master_registered(tmp_path):
+    """The controller's ReplicaInfo.master_ha_address wins over the listen-port + 1 convention,
+    which stays the fallback for a master that registered none."""
+
+    async def main():
+        api, _broker, ad = make(tmp_path, ha_address="10.0.0.9:7777")
+        await api.apply_broker_id("C", "g1", 1, "code-1")
+        await ad._call(RegisterBroker(req=1, cluster="C", group="g1", broker_id=1, broker_addr="10.0.0.9:10911"))
+        assert api.ha_addresses[1] == "10.0.0.9:7777"          # registered with the controller
+        info = to_pb(ReplicaInfo(master_id=1, master_addr="10.0.0.9:10911", master_epoch=3,
+                                 sync_state_set=frozenset({1}), sync_state_set_epoch=1))
+        assert ad.master_ha_addr(1, "10.0.0.9:10911") == ("10.0.0.9", 10912)   # nothing known yet
+        info.master_ha_address = "10.0.0.9:7777"
+        ad._info(info)
+        assert ad.master_ha_addr(1, "10.0.0.9:10911") == ("10.0.0.9", 7777)
+        assert ad.master_ha_addr(2, "10.0.0.8:10911") == ("10.0.0.8", 10912)   # another master
+
+    asyncio.run(main())
