@@ -43,17 +43,22 @@ def walk(data: bytes, base: int = 0) -> list[tuple[int, bytes]]:
     return out
 
 
-class SimLog:
-    def __init__(self) -> None:
-        self._start = 0
+class MemReplicaLog:
+    """The ReplicaLog surface over one bytearray (record starts kept for boundary checks). A
+    subclass frames records: ``_split(data, offset)`` returns the whole framed records of a
+    replicated chunk, raising CorruptionError on a partial or damaged one. Shared by the
+    simulator's SimLog and the HA session tests' MemLog."""
+
+    def __init__(self, start: int = 0) -> None:
+        self._start = start
         self._data = bytearray()
-        self._bounds = [0]                # record starts + the end
+        self._bounds = [start]            # record starts + the end
         self._epochs = EpochCache()
         self.confirm_offset = 0
-        self.torn_at: int | None = None   # a crash inside a write left bytes past here
-        self.appends_since_start = 0
 
-    # ------------------------------------------------------------------ ReplicaLog
+    def _split(self, data: bytes, offset: int) -> list[bytes]:
+        raise NotImplementedError
+
     @property
     def max_offset(self) -> int:
         return self._start + len(self._data)
@@ -78,9 +83,9 @@ class SimLog:
         stop = self._bounds[max(i, j)]
         return bytes(self._data[offset - self._start: stop - self._start])
 
-    def _add(self, recs: list[tuple[int, bytes]]) -> None:
-        for _, p in recs:
-            self._data += record(p)
+    def _push(self, framed: list[bytes]) -> None:
+        for r in framed:
+            self._data += r
             self._bounds.append(self.max_offset)
 
     def append_raw(self, offset: int, data: bytes, epoch: int, epoch_start: int) -> int:
@@ -89,11 +94,11 @@ class SimLog:
                 self.reset(offset)
             else:
                 raise OffsetMismatch("offset_mismatch", f"{offset} != {self.max_offset}")
-        recs = walk(bytes(data), offset)      # every record CRC-checked before anything is written
+        framed = self._split(bytes(data), offset)   # every record checked before anything is written
         last = self._epochs.last()
         if last is None or epoch > last.epoch:
             self._epochs.append(epoch, epoch_start)
-        self._add(recs)
+        self._push(framed)
         return self.max_offset
 
     def append_epoch(self, epoch: int, start_offset: int) -> None:
@@ -102,6 +107,7 @@ class SimLog:
     def truncate(self, offset: int, last_common_epoch: int | None = None) -> None:
         i = bisect.bisect_left(self._bounds, offset)
         if i >= len(self._bounds) or self._bounds[i] != offset:
+            # like the real store: a cut inside a record is refused with a typed error
             raise CorruptionError(f"truncate offset {offset} is not a record boundary")
         del self._bounds[i + 1:]
         del self._data[offset - self._start:]
@@ -119,6 +125,22 @@ class SimLog:
 
     def flush(self) -> None:
         pass
+
+    def bytes(self) -> bytes:
+        return bytes(self._data)
+
+
+class SimLog(MemReplicaLog):
+    def __init__(self) -> None:
+        super().__init__(0)
+        self.torn_at: int | None = None   # a crash inside a write left bytes past here
+        self.appends_since_start = 0
+
+    def _split(self, data: bytes, offset: int) -> list[bytes]:
+        return [record(p) for _, p in walk(data, offset)]
+
+    def _add(self, recs: list[tuple[int, bytes]]) -> None:
+        self._push([record(p) for _, p in recs])
 
     # ------------------------------------------------------------------ broker side
     def append(self, payload: bytes) -> tuple[int, int]:
