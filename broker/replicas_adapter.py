@@ -457,12 +457,11 @@ class ReplicasAdapter:
                 await asyncio.to_thread(self.identity.commit, cmd.identity)
                 return None
             case RegisterBroker():
-                if self.ha_address:
-                    call = api.register_broker(cmd.cluster, cmd.group, cmd.broker_id, cmd.broker_addr,
-                                               ha_address=self.ha_address)
-                else:
-                    call = api.register_broker(cmd.cluster, cmd.group, cmd.broker_id, cmd.broker_addr)
-                return self._info(await asyncio.wait_for(call, t))
+                info = await asyncio.wait_for(
+                    api.register_broker(cmd.cluster, cmd.group, cmd.broker_id, cmd.broker_addr,
+                                        ha_address=self.ha_address), t
+                )
+                return self._info(info)
             case SendHeartbeat():
                 return await self._heartbeat(cmd)
             case GetReplicaInfo():
