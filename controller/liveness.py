@@ -7,10 +7,11 @@
 * ``combine`` — Sentinel's ODOWN: DEAD only when a majority of ALL controller nodes says DEAD;
   ALIVE (electable) only when a majority says ALIVE. Unanswered nodes count as neither, so one
   controller with a broken link to a healthy master causes no failover (DESIGN-NOTES 7.2).
-* Lease grants — a node that reported a broker DEAD stops granting it the master lease (its
-  heartbeat replies must not count towards the broker's lease) until it applies a newer
-  MasterEpoch for the group, or for at least ``hold_ms`` and until it hears the broker again.
-  docs/controller.md "Liveness and the master lease" has the argument.
+* Lease grants — every DEAD report a node sends (also "never heard it") starts or restarts a
+  hold: the node grants the broker no master lease (its heartbeat replies do not count towards
+  the broker's lease) from that instant on, until ``hold_ms`` has passed since its LATEST DEAD
+  report and it hears the broker again, or it applies a MasterEpoch in which that broker is
+  no longer the master. docs/controller.md "Liveness and the master lease" has the argument.
 * ``ScanPlanner`` — every ``scan_interval_ms`` the leader proposes controller-triggered
   elections for groups whose master a majority holds DEAD, with bounded retries.
 """
@@ -85,7 +86,7 @@ class HeartbeatTable:
         default). ``startup_grace_ms`` fixes the pause instead (tests). ``on_hold(key)`` runs
         before a DEAD report leaves this node, so the process can make its time durable first;
         if it raises, the report is not made."""
-        assert timeout_ms > 0 and max_entries > 0
+        assert timeout_ms > 0 and max_entries > 0 and (hold_ms is None or hold_ms > 0)
         self.started_ms = started_ms
         self.timeout_ms = timeout_ms
         self.hold_ms = hold_ms if hold_ms is not None else 3 * timeout_ms
@@ -94,7 +95,7 @@ class HeartbeatTable:
         self.on_hold = on_hold
         self.max_entries = max_entries
         self._beats: dict[Key, _Entry] = {}
-        self._holds: dict[Key, int] = {}     # key -> when this node reported it DEAD
+        self._holds: dict[Key, int] = {}     # key -> when this node last reported it DEAD
 
     def __len__(self) -> int:
         return len(self._beats)
@@ -137,14 +138,20 @@ class HeartbeatTable:
     # --- the hold behind lease grants ---
 
     def report_opinion(self, broker_name: str, broker_id: int, now_ms: int) -> NodeOpinion:
-        """The opinion this node sends to a leader asking (is-master-down-by-addr). A DEAD answer
-        starts a hold: no lease grants for this broker until a newer MasterEpoch is applied."""
+        """The opinion this node sends to a leader asking (is-master-down-by-addr).
+
+        Every DEAD answer (re)starts the hold at ``now_ms``, also when the node was holding
+        already: the leader may build an election on THIS answer, so the grant pause must run
+        from it, not from an earlier report (a hold counted from the first report of a node
+        that never heard the broker ran out one second after its last vote, while the
+        election built on that vote was still committing). Grants are checked against the
+        hold at the same instant, so none can follow this answer before ``hold_ms`` passes."""
         op = self.opinion(broker_name, broker_id, now_ms)
-        key = (broker_name, broker_id)
-        if op.opinion is Opinion.DEAD and key not in self._holds:
+        if op.opinion is Opinion.DEAD:
+            key = (broker_name, broker_id)
             if self.on_hold is not None:
                 self.on_hold(key)
-            self._holds[key] = now_ms
+            self._holds[key] = max(now_ms, self._holds.get(key, now_ms))
         return op
 
     def startup_grace(self) -> int:
@@ -164,14 +171,21 @@ class HeartbeatTable:
             return False                       # may have held a DEAD report before a restart
         return not self._holding((broker_name, broker_id), now_ms)
 
-    def release(self, broker_name: str, broker_ids: Iterable[int] | None = None) -> None:
-        """Call when this node applies a new MasterEpoch for the group."""
-        if broker_ids is None:
-            for k in [k for k in self._holds if k[0] == broker_name]:
-                del self._holds[k]
-        else:
-            for b in broker_ids:
-                self._holds.pop((broker_name, b), None)
+    def release(self, broker_name: str, broker_ids: Iterable[int] | None = None,
+                master_id: int | None = None) -> None:
+        """Call when this node applies a new MasterEpoch for the group; ``master_id`` is the
+        master in it (None: no master).
+
+        The hold on ``master_id`` itself stays: this node may lag behind the leader that asked
+        it, so the epoch it just applied can be the very election that made the broker it voted
+        DEAD master (the leader asked about that newer epoch). Releasing then would let it grant
+        that epoch while the election built on its vote commits. Once it applies an epoch with
+        another master, the deposed epoch is refused by the epoch check in ``grants_lease``."""
+        keys = ([k for k in self._holds if k[0] == broker_name] if broker_ids is None
+                else [(broker_name, b) for b in broker_ids])
+        for k in keys:
+            if master_id is None or k[1] != master_id:
+                self._holds.pop(k, None)
 
     def _holding(self, key: Key, now_ms: int) -> bool:
         since = self._holds.get(key)

@@ -482,9 +482,10 @@ class ControllerNode:
         """Called from the apply path when a group's master/epoch/SSS changed."""
         epoch = replica_info.get("master_epoch", 0)
         if epoch != self._applied_epochs.get(group):
-            # A new MasterEpoch is applied here: lease holds for the group end (liveness.release).
+            # A new MasterEpoch is applied here: lease holds for the group end, except the one on
+            # its master (liveness.release says why).
             self._applied_epochs[group] = epoch
-            self.heartbeats.release(group)
+            self.heartbeats.release(group, master_id=replica_info.get("master_broker_id"))
         if self.config.notify_broker_role_changed:
             self.watchers.publish(group, (index, replica_info))
 
