@@ -6,6 +6,7 @@ STAMP  := $(VENV)/.installed
 PYTEST_ARGS ?=
 SEEDS ?= 2000
 SEED_START ?= 0
+LEASE_SCENARIOS ?= 100000
 
 .PHONY: setup run test lint proto proto-check fuzz sim soak chaos clean \
         bench-replication bench-produce bench-recovery bench-controller bench-election \
@@ -47,7 +48,7 @@ sim: setup
 	$(BIN)/python -m tests.sim.soak --seeds 1 --seed-start $${SIM_SEED:-0} --verbose
 
 soak: setup
-	$(BIN)/python -m tests.sim.soak --seeds $(SEEDS) --seed-start $(SEED_START)
+	$(BIN)/python -m tests.sim.soak --seeds $(SEEDS) --seed-start $(SEED_START) --lease-scenarios $(LEASE_SCENARIOS)
 
 chaos: setup
 	$(BIN)/python -m tests.chaos.run

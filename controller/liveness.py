@@ -124,11 +124,11 @@ class HeartbeatTable:
         return -1 if e is None else max(0, now_ms - e.received_ms)
 
     def opinion(self, broker_name: str, broker_id: int, now_ms: int) -> NodeOpinion:
-        key = (broker_name, broker_id)
+        """What this node itself sees. A hold does not make it DEAD: every DEAD report restarts
+        the hold, so a held opinion would re-arm itself at every scan and a broker heard again
+        would never become electable (the simulator's liveness checker found that)."""
         ago = self.last_heard_ms_ago(broker_name, broker_id, now_ms)
         rep = self.report(broker_name, broker_id)
-        if self._holding(key, now_ms):
-            return NodeOpinion(Opinion.DEAD, ago, rep)
         if self.alive(broker_name, broker_id, now_ms):
             return NodeOpinion(Opinion.ALIVE, ago, rep)
         if now_ms - self.started_ms < self.timeout_ms:

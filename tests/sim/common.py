@@ -5,8 +5,10 @@ from __future__ import annotations
 import contextlib
 import logging
 import random
-from collections.abc import Iterator
+from collections.abc import Iterable, Iterator
 from dataclasses import dataclass, field
+
+from autoswitch.controller.liveness import HeartbeatTable, NodeOpinion, Opinion
 
 # Planted bugs (DESIGN-NOTES 7 lists the failures they re-introduce). They exist ONLY here:
 # each is a subclass/wrapper of a production core built inside tests/sim.
@@ -17,6 +19,7 @@ BUGS = (
     "drop_zero_msg_epochs",    # slave records only the header's epoch, not zero-message epochs before it
     "no_self_fencing",         # master ignores its lease (RocketMQ #7017, #6662)
     "vote_not_persisted",      # Raft driver replies to a vote before the vote is durable
+    "lease_hold_from_first_report",  # a controller's grant hold runs from its FIRST DEAD report only
 )
 PHASE_A_BUGS = {"vote_not_persisted"}
 
@@ -80,6 +83,10 @@ class FaultMix:
     slow: float = 0.03
     crash_after_vote: float = 0.1      # a voter dies right after granting (and restarts at once)
     kill_new_master: float = 0.1       # a broker dies soon after taking the master role
+    # The lease hole pattern: a controller that has never heard a broker (its link from that
+    # broker is cut from time 0) and heals that land exactly on the leader's scan instant.
+    never_heard: float = 0.0           # chance per broker that one controller is cut from it at t=0
+    heal_at_scan: float = 0.0          # share of heals moved to the next scan instant
 
     @staticmethod
     def draw(rng: random.Random) -> FaultMix:
@@ -90,4 +97,25 @@ class FaultMix:
                         heal=0.2, crash=0.12 * k, crash_in_persist=0.05 * k, drop=rng.choice((0, 0.02, 0.1)) * k,
                         dup=rng.choice((0, 0.03)) * k, slow=rng.choice((0, 0.03)) * k,
                         crash_after_vote=rng.choice((0, 0.1, 0.3)) * k,
-                        kill_new_master=rng.choice((0, 0.2, 0.5)) * k)
+                        kill_new_master=rng.choice((0, 0.2, 0.5)) * k,
+                        never_heard=rng.choice((0, 0.3, 0.6)), heal_at_scan=rng.choice((0, 0.5, 1.0)))
+
+
+class HoldFromFirstReportTable(HeartbeatTable):
+    """BUG lease_hold_from_first_report: the grant hold starts at a node's first DEAD report and
+    is not restarted by later ones, and applying any new MasterEpoch ends every hold of the group.
+    A controller that never heard the master then grants a lease in the instant it votes it DEAD
+    for the second time (its hold, counted from the first vote, is over)."""
+
+    def report_opinion(self, broker_name: str, broker_id: int, now_ms: int) -> NodeOpinion:
+        op = self.opinion(broker_name, broker_id, now_ms)
+        key = (broker_name, broker_id)
+        if op.opinion is Opinion.DEAD and key not in self._holds:
+            if self.on_hold is not None:
+                self.on_hold(key)
+            self._holds[key] = now_ms
+        return op
+
+    def release(self, broker_name: str, broker_ids: Iterable[int] | None = None,
+                master_id: int | None = None) -> None:
+        super().release(broker_name, broker_ids, None)

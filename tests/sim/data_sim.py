@@ -41,7 +41,7 @@ from autoswitch.ha.sync_state import SyncStateTracker
 from autoswitch.errors import AutoswitchError
 
 from . import rm_driver
-from .common import FaultMix, Stats, Violation
+from .common import FaultMix, HoldFromFirstReportTable, Stats, Violation
 from .memlog import SimLog, record
 from .net import Clock, NetFaults, Network
 
@@ -193,8 +193,9 @@ class DataSim:
         self.stats = Stats()
         self.ctl_ids = [f"c{i}" for i in range(n_ctl)]
         drift = 0.004       # |rate - 1| <= 0.004 per node: relative drift < max_clock_rate_drift 0.01
+        table_cls = HoldFromFirstReportTable if "lease_hold_from_first_report" in bugs else HeartbeatTable
         self.ctl = {c: CtlNode(c, clk := Clock(1 + self.rng.uniform(-drift, drift), self.rng.randint(0, 5000)),
-                               HeartbeatTable(clk.local(0), HB_TIMEOUT, startup_grace_ms=0))
+                               table_cls(clk.local(0), HB_TIMEOUT, startup_grace_ms=0))
                     for c in self.ctl_ids}
         self.leader = self.ctl_ids[0]
         self.sm = ControllerStateMachine(SMConfig(heartbeat_timeout_ms=HB_TIMEOUT, first_election_grace_ms=500))
@@ -221,6 +222,12 @@ class DataSim:
         self.kill_at: dict[int, int] = {}       # adversary: broker -> when to crash it
         self.storm = True
         self.trace: list[str] = []            # the story of the run, printed with a violation
+        for b in self.brokers:
+            if self.rng.random() < self.mix.never_heard:    # this controller never hears b until a heal
+                c = self.rng.choice(self.ctl_ids)
+                self.net.cut_one_way(self.bname(b), c)
+                self.note(f"never heard: b{b} -> {c} cut from t=0")
+        self.heal_at: int | None = None
         if self.use_rm:
             for b in self.brokers.values():
                 rm_driver.new_rm(self, b)
@@ -256,7 +263,7 @@ class DataSim:
         for c in self.ctl.values():
             if (c.cid == ld or self.reach(ld, c.cid)) and epoch > c.applied_epoch:
                 c.applied_epoch = epoch
-                c.table.release(GROUP)
+                c.table.release(GROUP, master_id=g.master_broker_id if g else None)
 
     def _opinions(self, ld: str) -> LivenessView:
         by_node = {}
@@ -727,8 +734,11 @@ class DataSim:
             self.net.cut_one_way(a, z)
             self.stats.partitions += 1
         elif x < mx.partition + mx.one_way + mx.heal:
-            self.net.heal()
-            self.note("heal")
+            if r.random() < mx.heal_at_scan:
+                self.heal_at = self.next_scan       # heal in the very instant the leader scans
+            else:
+                self.net.heal()
+                self.note("heal")
         elif x < mx.partition + mx.one_way + mx.heal + mx.crash:
             m = self._current_master()
             b = m if m is not None and r.random() < 0.5 else self.brokers[r.choice(sorted(self.brokers))]
@@ -772,6 +782,10 @@ class DataSim:
                 self._connect(b)
             self._master_tick(b)
         self._sync_applied()
+        if self.heal_at is not None and self.now >= self.heal_at:
+            self.heal_at = None
+            self.net.heal()
+            self.note("heal at scan")
         self._scan()
         self._produce()
         if storm:

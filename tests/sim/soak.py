@@ -3,6 +3,8 @@
 Every seed runs Phase A (controller Raft + state machine) and Phase B (brokers, leases, HA) of
 the simulator with its own fault mix. Prints seeds per second and the seed of every violation;
 exits 1 when there is one. ``--bug NAME`` plants a bug (tests/sim only) to show a checker bites.
+``--lease-scenarios N`` also runs N scenarios of the lease simulator (tests/sim/lease_sim.py):
+drifting clocks, partitions from time 0 and heals on a scan instant, slow commits, restarts.
 """
 
 from __future__ import annotations
@@ -12,8 +14,8 @@ import json
 import sys
 import time
 
-from . import controller_sim, data_sim
-from .common import BUGS, Stats, Violation, quiet_logs
+from . import controller_sim, data_sim, lease_sim
+from .common import BUGS, HoldFromFirstReportTable, Stats, Violation, quiet_logs
 
 
 def run_one(seed: int, bugs: frozenset[str] = frozenset(), phases: str = "ab",
@@ -51,9 +53,12 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--bug", action="append", default=[], choices=BUGS, help="plant a bug (sim only)")
     ap.add_argument("--max-seconds", type=float, default=None, help="stop early after this long")
     ap.add_argument("--rm", action="store_true", help="phase B brokers run the real ReplicasManager core")
+    ap.add_argument("--lease-scenarios", type=int, default=0, help="lease simulator scenarios to run too")
+    ap.add_argument("--lease-start", type=int, default=0, help="first lease scenario number")
     ap.add_argument("--verbose", action="store_true")
     a = ap.parse_args(argv)
     bugs = frozenset(a.bug)
+    lease_bad = _run_lease(a.lease_start, a.lease_scenarios, bugs) if a.lease_scenarios > 0 else 0
     total = Stats()
     failed: list[int] = []
     t0 = time.monotonic()
@@ -80,8 +85,29 @@ def main(argv: list[str] | None = None) -> int:
                "stats": {k: v for k, v in vars(total).items() if isinstance(v, int)}}
     print(f"{done} seeds in {el:.1f}s = {summary['seeds_per_second']} seeds/s; "
           f"violations at seeds: {summary['violations'] or 'none'}", file=sys.stderr)
+    summary["lease_scenarios"] = a.lease_scenarios
+    summary["lease_violations"] = lease_bad
     print(json.dumps(summary))
-    return 1 if failed else 0
+    return 1 if failed or lease_bad else 0
+
+
+def _run_lease(start: int, count: int, bugs: frozenset[str]) -> int:
+    """Lease scenarios start .. start+count-1; prints each violation as a pasteable scenario."""
+    table = HoldFromFirstReportTable if "lease_hold_from_first_report" in bugs else lease_sim.HeartbeatTable
+    t0 = time.monotonic()
+
+    def progress(done: int, elections: int, bad: int) -> None:
+        el = time.monotonic() - t0
+        print(json.dumps({"event": "lease_progress", "done": done, "of": count, "elections": elections,
+                          "violations": bad, "per_second": round(done / el, 1) if el else None}),
+              file=sys.stderr, flush=True)
+
+    elections, bad = lease_sim.run_scenarios(start, count, table, progress)
+    for i, sc, what in bad:
+        print(f"LEASE VIOLATION scenario={i} {what}\n  {sc!r}", file=sys.stderr, flush=True)
+    print(f"{count} lease scenarios ({elections} elections) in {time.monotonic() - t0:.1f}s; "
+          f"{len(bad)} violations", file=sys.stderr, flush=True)
+    return len(bad)
 
 
 if __name__ == "__main__":

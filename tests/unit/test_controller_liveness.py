@@ -119,7 +119,9 @@ def test_lease_hold_after_reporting_dead():
     assert t.report_opinion(G, 1, now).opinion is Opinion.DEAD
     t.record(G, rep(1), now + 10)                      # the master's heartbeats get through again
     assert not t.grants_lease(G, 1, 1, 1, now + 20), "no grant while holding a DEAD report"
-    assert t.opinion(G, 1, now + 20).opinion is Opinion.DEAD
+    # What it sees is ALIVE again (electable), and that answer does not re-arm the hold.
+    assert t.report_opinion(G, 1, now + 20).opinion is Opinion.ALIVE
+    assert not t.grants_lease(G, 1, 1, 1, now + 3 * T - 1)
     t.release(G)                                       # this node applied a newer MasterEpoch
     assert t.grants_lease(G, 1, 2, 2, now + 30)
     assert not t.grants_lease(G, 1, 1, 2, now + 30), "a deposed epoch gets no lease"
