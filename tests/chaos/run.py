@@ -241,7 +241,8 @@ async def scenario(a: argparse.Namespace, nodes: list[Node], net: nsmod.Netns, o
     stop_at = t0 + a.seconds
     try:
         leader = None
-        for _ in range(100):
+        ready_by = time.monotonic() + 120     # readiness, bounded generously for a loaded machine
+        while time.monotonic() < ready_by:
             leader = await find_leader(nodes)
             if leader is not None:
                 break

@@ -90,7 +90,14 @@ def epochs_of(r: pb.GetBrokerEpochReply) -> list[tuple[int, int]]:
     return [(e.epoch, e.start_offset) for e in r.epochs]
 
 
+MIN_WAIT_S = 60.0
+
+
 def wait_until(pred, timeout: float, what: str, interval: float = 0.05):
+    # A readiness wait, not a timing check: the bound only ends a test that is really stuck,
+    # so it never drops below MIN_WAIT_S however short the caller's guess (load 4-6 on 2 cores
+    # stretched 10 s waits past their end).
+    timeout = max(timeout, MIN_WAIT_S)
     deadline = time.monotonic() + timeout
     last = None
     while time.monotonic() < deadline:
@@ -466,7 +473,9 @@ def test_grpc_limits_and_bad_requests(procs, tmp_path):
           "--max-request-bytes", "65536")
 
     async def run():
-        c = ProducerClient(m.addr, max_retries=0)
+        # Default retries: on a loaded machine a (re)connect can miss gRPC's SETTINGS deadline
+        # once; only UNAVAILABLE is retried, so the refusals below are still seen as sent.
+        c = ProducerClient(m.addr)
         try:
             r = await c.produce(TOPIC, [b"a" * 10, b"b" * 1001, b"c" * 10])
             assert r.status == pb.MESSAGE_TOO_LARGE

@@ -16,6 +16,19 @@ from tests.procs import free_port
 pytestmark = pytest.mark.integration
 
 
+async def _ready(cond, task: asyncio.Task, limit_s: float = 60.0) -> None:
+    """Wait until serve() has attached (readiness, not a fixed number of polls); a serve()
+    that died is reported at once, a stuck one after a bound generous for a loaded machine."""
+    loop = asyncio.get_running_loop()
+    end = loop.time() + limit_s
+    while not cond():
+        if task.done():
+            task.result()
+            raise AssertionError("serve() returned before attaching")
+        assert loop.time() < end, "serve() did not attach"
+        await asyncio.sleep(0.02)
+
+
 def test_attach_runs_after_start_and_detach_before_stop(tmp_path):
     port = free_port()
     cfg = load_config(None, {"data_dir": str(tmp_path / "d"), "listen": f"127.0.0.1:{port}",
@@ -35,10 +48,7 @@ def test_attach_runs_after_start_and_detach_before_stop(tmp_path):
             return detach
 
         task = asyncio.create_task(serve(cfg, stop, attach))
-        for _ in range(200):
-            if calls:
-                break
-            await asyncio.sleep(0.02)
+        await _ready(lambda: bool(calls), task)
         p = ProducerClient(f"127.0.0.1:{port}", max_retries=0)
         c = ConsumerClient(f"127.0.0.1:{port}", max_retries=0)
         try:
@@ -71,10 +81,7 @@ def test_lease_fence_blocks_writes_until_renewed(tmp_path):
             return None
 
         task = asyncio.create_task(serve(cfg, stop, attach))
-        for _ in range(200):
-            if got:
-                break
-            await asyncio.sleep(0.02)
+        await _ready(lambda: bool(got), task)
         broker = got[0]
         p = ProducerClient(f"127.0.0.1:{port}", max_retries=0)
         try:

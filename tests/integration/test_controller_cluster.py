@@ -73,13 +73,13 @@ def test_three_controllers_failover_quorum_loss_restart(procs, tmp_path):
                 # --- a watcher on a follower sees the SyncStateSet change pushed
                 # (a follower's view may lag the leader's by one heartbeat: read until it catches up)
                 stream = c.watch_replica_info("g1", addr=follower)
-                first = await asyncio.wait_for(stream.read(), 5)
+                first = await asyncio.wait_for(stream.read(), 30)
                 assert first.header.code == 0 and first.header.node_id == node_of(cl, follower)
                 sss, sss_epoch = await c.alter_sync_state_set("g1", 1, epoch, [1, 2], info.sync_state_set_epoch)
                 assert sss == [1, 2]
                 seen = [first]
                 while list(seen[-1].replica_info.sync_state_set) != [1, 2] and len(seen) < 10:
-                    seen.append(await asyncio.wait_for(stream.read(), 5))
+                    seen.append(await asyncio.wait_for(stream.read(), 30))
                 pushed = seen[-1]
                 assert pushed.replica_info.master_broker_id == 1 and pushed.replica_info.master_epoch == epoch
                 assert pushed.replica_info.sync_state_set_epoch == sss_epoch and pushed.raft_index > 0

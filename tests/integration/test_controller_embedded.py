@@ -73,7 +73,7 @@ def test_embedded_controller_in_mixed_cluster_and_asymmetric_liveness(procs, tmp
 
                 # --- the master really dies (nobody hears it): a majority agrees, broker 2 takes over
                 stream = c.watch_replica_info("g1", addr=others[0])
-                await asyncio.wait_for(stream.read(), 5)
+                await asyncio.wait_for(stream.read(), 30)
                 del beats.targets[("g1", 1)]
                 deadline = time.monotonic() + 15
                 new = None

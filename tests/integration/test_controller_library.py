@@ -35,9 +35,9 @@ def test_three_nodes_in_one_event_loop(tmp_path):
                 assert info.broker_name == "lib"
                 assert await c.get_next_broker_id("c", "lib") == 2
             # every node applied the entries and recorded them in its own events.jsonl
-            for _ in range(50):
-                if all(len(n.events) >= 2 for n in nodes):
-                    break
+            loop = asyncio.get_running_loop()
+            end = loop.time() + 60          # readiness; the bound only ends a stuck test
+            while not all(len(n.events) >= 2 for n in nodes) and loop.time() < end:
                 await asyncio.sleep(0.05)
             for n in nodes:
                 lines, _, _ = n.read_events(0, 10)
