@@ -124,3 +124,38 @@ class EventLogger:
 
 def get_logger(component: str, **ctx: Any) -> EventLogger:
     return EventLogger(component, ctx)
+
+
+class RateLimitedLog:
+    """At most one line per key per ``interval_s``: a hostile peer's flood of refused requests
+    must not become a flood of log lines (each line then carries how many it stood for).
+
+    Keys are bounded (``max_keys``): past that, all keys share one budget."""
+
+    def __init__(self, log: EventLogger, interval_s: float = 10.0, max_keys: int = 1024,
+                 clock: Any = None) -> None:
+        import time
+
+        assert interval_s > 0 and max_keys > 0
+        self.log = log
+        self.interval_s = interval_s
+        self.max_keys = max_keys
+        self.clock = clock or time.monotonic
+        self._last: dict[Any, float] = {}
+        self._suppressed: dict[Any, int] = {}
+
+    def warning(self, key: Any, event: str, **fields: Any) -> bool:
+        """Log now (True) or count it for the next line of this key (False)."""
+        now = self.clock()
+        if key not in self._last and len(self._last) >= self.max_keys:
+            key = "*"
+        last = self._last.get(key)
+        if last is not None and now - last < self.interval_s:
+            self._suppressed[key] = self._suppressed.get(key, 0) + 1
+            return False
+        self._last[key] = now
+        self.log.warning(event, suppressed=self._suppressed.pop(key, 0), **fields)
+        if len(self._last) > self.max_keys:      # drop keys idle for a whole interval
+            for k in [k for k, t in self._last.items() if now - t >= self.interval_s]:
+                self._last.pop(k, None)
+        return True

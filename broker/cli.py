@@ -12,7 +12,7 @@ import sys
 import time
 from typing import Any
 
-from autoswitch.errors import AutoswitchError
+from autoswitch.errors import AutoswitchError, ConfigError
 
 
 def register(sub: Any, admin_sub: Any) -> None:
@@ -148,7 +148,8 @@ def _cmd_broker(args: argparse.Namespace) -> int:
     except AutoswitchError as e:
         # e.g. a corrupt store or EpochFile: refuse to start, say why (never start empty).
         log.error("broker_failed", **e.to_dict())
-        return _err(e)
+        rc = _err(e)
+        return 2 if isinstance(e, ConfigError) else rc     # a config to fix, not a broken store
     except OSError as e:  # e.g. the HA port is taken
         log.error("broker_failed", code="OS_ERROR", message=str(e))
         print(json.dumps({"error": {"code": "OS_ERROR", "message": str(e)}}), file=sys.stderr)

@@ -59,6 +59,7 @@ class BrokerConfig:
     max_consume_count: int = 1000
     max_consume_bytes: int = 8 * 1024 * 1024
     max_inflight_produce: int = 256
+    max_concurrent_rpcs: int = 1024
     store: dict[str, Any] = field(default_factory=dict)
     ha: dict[str, Any] = field(default_factory=dict)
     # Controller mode (docs/replicas-manager.md): a non-empty ``controllers`` list makes the
@@ -126,6 +127,8 @@ class BrokerConfig:
         self.max_consume_bytes = min(self.max_consume_bytes, self.max_request_bytes // 2)
         if not (1 <= self.max_inflight_produce <= 100_000):
             raise ConfigError("max_inflight_produce must be in [1, 100000]", key="max_inflight_produce")
+        if not (16 <= self.max_concurrent_rpcs <= 100_000):
+            raise ConfigError("max_concurrent_rpcs must be in [16, 100000]", key="max_concurrent_rpcs")
         if not isinstance(self.store, dict) or not isinstance(self.ha, dict):
             raise ConfigError("[store] and [ha] must be tables")
         if isinstance(self.controllers, str):

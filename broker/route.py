@@ -142,6 +142,11 @@ class NameServerClient:
 
     async def lookup_master(self, group: str) -> str | None:
         """The master's address, or None when the name server knows none (failover in progress)."""
+        route = await self.lookup_master_route(group)
+        return route[0] if route else None
+
+    async def lookup_master_route(self, group: str) -> tuple[str, int] | None:
+        """(address, MasterEpoch) of the group's master route, or None."""
         from autoswitch.proto import namesrv_pb2 as ns
 
         try:
@@ -150,9 +155,9 @@ class NameServerClient:
         except grpc.aio.AioRpcError as e:
             _log.info("namesrv_unreachable", namesrv=self.addr, error=e.code().name)
             return None
-        if reply.header.code != 0:
+        if reply.header.code != 0 or not reply.master.address:
             return None
-        return reply.master.address or None
+        return reply.master.address, reply.master.master_epoch
 
     async def close(self) -> None:
         await self._channel.close()
@@ -184,6 +189,9 @@ class _Routed:
         self.group = group
         self.policy = (policy or RetryPolicy()).validate()
         self.master: str | None = None
+        # MasterEpoch of the route to self.master; None when it came from a NOT_MASTER hint.
+        self.master_epoch: int | None = None
+        self.highest_epoch = 0            # highest MasterEpoch any route or ack showed so far
         self.stats = _Stats()
         self._clients: dict[str, Any] = {}
 
@@ -205,7 +213,22 @@ class _Routed:
         self.stats.route_refreshes += 1
         # The NOT_MASTER hint comes from a broker that knows a newer master; the name server may
         # still be one registration period behind.
-        self.master = hint or await self.ns.lookup_master(self.group)
+        if hint:
+            self.master, self.master_epoch = hint, None
+            return
+        route = await self.ns.lookup_master_route(self.group)
+        self.master, self.master_epoch = route if route else (None, None)
+        if self.master_epoch is not None:
+            self.highest_epoch = max(self.highest_epoch, self.master_epoch)
+
+    def _ack_counts(self, r: pb.ProduceResult) -> bool:
+        """An ack counts only from the MasterEpoch it was routed to (or, routed by a NOT_MASTER
+        hint, from no epoch older than one already seen): a broker acking under another epoch is
+        not the master this producer was sent to (a role switched behind the controller's back,
+        a forged route), and its ack may be lost at the next failover."""
+        if self.master_epoch is not None:
+            return r.epoch == self.master_epoch
+        return r.epoch >= self.highest_epoch
 
     def _note(self, status: str) -> None:
         self.stats.statuses[status] = self.stats.statuses.get(status, 0) + 1
@@ -256,7 +279,26 @@ class RoutedProducer(_Routed):
                     self._note("UNAVAILABLE")
                     self.master = None
                 if out is not None:
-                    acked = out.acked()
+                    acked = [r for r in out.acked() if self._ack_counts(r)]
+                    foreign = len(out.acked()) - len(acked)
+                    if foreign:
+                        # The route may just be behind (the same master re-elected): look again
+                        # before calling the acks foreign.
+                        addr = self.master
+                        await self._refresh()
+                        if self.master == addr and self.master_epoch is not None:
+                            acked = [r for r in out.acked() if self._ack_counts(r)]
+                            foreign = len(out.acked()) - len(acked)
+                        self.master = addr
+                    if foreign:
+                        # Written there, not acknowledged here: sent again to the routed master
+                        # (at-least-once, as after any unacknowledged attempt).
+                        self._note("EPOCH_MISMATCH")
+                        _log.warning("ack_epoch_mismatch", group=self.group, broker=self.master,
+                                     routed_epoch=self.master_epoch, ack_epoch=out.acked()[0].epoch,
+                                     messages=foreign)
+                    elif acked and self.master_epoch is None:
+                        self.highest_epoch = max(self.highest_epoch, acked[0].epoch)
                     if acked and self._ack_log is not None:
                         self._ack_log.write(ProduceOutcome(pb.OK, "", "", out.group, out.broker_id, acked),
                                             topic, int(time.time() * 1000))
@@ -272,7 +314,11 @@ class RoutedProducer(_Routed):
                     if bad or (out.status not in RETRYABLE and out.status != pb.OK):
                         # BAD_REQUEST, MESSAGE_TOO_LARGE, ...: sending again cannot help.
                         raise RetriesExhausted(f"not retryable: {last}", status=name)
-                    if out.status in (pb.NOT_MASTER, pb.FENCED):
+                    if foreign:
+                        last = (f"acks from {self.master} under MasterEpoch {out.acked()[0].epoch}, "
+                                f"routed to {self.master_epoch}")
+                        self.master = None          # ask the name server again, never a hint
+                    elif out.status in (pb.NOT_MASTER, pb.FENCED):
                         hint = out.master_addr or None
                         if hint == self.master:
                             hint = None

@@ -64,6 +64,9 @@ class Broker:
         self.after_stop: Callable[[], None] | None = None
         self.fence_listeners: list[Callable[[str | None], None]] = []  # e.g. re-register the route
         self.resume_own_epoch = False  # controller mode sets it: see become_master
+        # [ha] is used only at the first role change; checked here so a bad key stops the start
+        # (exit 2) instead of an elected master failing every role change and never serving.
+        self._ha_config()
         cfg.data_path.mkdir(parents=True, exist_ok=True)
         store_values = dict(cfg.store)
         # The store must accept every body the broker accepts; it is never lowered to the broker's

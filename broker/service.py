@@ -23,7 +23,7 @@ from autoswitch.proto import broker_pb2_grpc as pbg
 from .client import channel_options
 from .config import BrokerConfig, parse_hostport
 from .server import Broker
-from .write_path import BadRequest, BrokerError, validate_message
+from .write_path import BadRequest, BrokerError, NotAllowed, validate_message
 
 _STATUS_BY_CODE = {
     "NOT_MASTER": pb.NOT_MASTER,
@@ -33,6 +33,8 @@ _STATUS_BY_CODE = {
     "MESSAGE_TOO_LARGE": pb.MESSAGE_TOO_LARGE,
     "BAD_REQUEST": pb.BAD_REQUEST,
     "STALE_EPOCH": pb.STALE_EPOCH,
+    "NOT_ALLOWED": pb.NOT_ALLOWED,
+    "STORAGE_FULL": pb.STORAGE_FULL,
     # Overload is a transient refusal: same client reaction as a replica timeout (retry later).
     "OVERLOADED": pb.FLUSH_SLAVE_TIMEOUT,
 }
@@ -193,6 +195,11 @@ class BrokerServicer(pbg.BrokerServiceServicer):
     async def SwitchRole(self, request: pb.SwitchRoleRequest, context: Any) -> pb.SwitchRoleReply:
         b = self.b
         try:
+            if b.cfg.controller_mode:
+                # Only the controller changes roles here: a hand-made master would ack writes next
+                # to the elected one (two masters), and its epoch would outrank the controller's.
+                raise NotAllowed("controller mode: roles are changed by the controller only "
+                                 "(elect a master with `autoswitch admin elect-master`)")
             if request.role == "master":
                 await b.become_master(
                     request.master_epoch, frozenset(request.sync_state_set), request.sync_state_set_epoch
@@ -280,7 +287,10 @@ async def serve(cfg: BrokerConfig, stop_event: asyncio.Event | None = None, atta
         loop.add_signal_handler(sig, stop_event.set)
     # No SO_REUSEPORT: a second process on our port must fail to bind, not silently take half of
     # our connections (gRPC's default would allow that).
-    server = grpc.aio.server(options=channel_options(cfg.max_request_bytes) + [("grpc.so_reuseport", 0)])
+    # maximum_concurrent_rpcs: past it gRPC answers RESOURCE_EXHAUSTED at once, so a flood of
+    # calls cannot pile up tasks and memory (produce has its own, smaller max_inflight_produce).
+    server = grpc.aio.server(options=channel_options(cfg.max_request_bytes) + [("grpc.so_reuseport", 0)],
+                             maximum_concurrent_rpcs=cfg.max_concurrent_rpcs)
     pbg.add_BrokerServiceServicer_to_server(BrokerServicer(broker), server)
     host, port = parse_hostport(cfg.listen, "listen")
     try:

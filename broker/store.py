@@ -123,6 +123,9 @@ class MessageStore:
         if cp is None:
             if self._log.segments or any(self._index_root.iterdir()) or self._epoch_file.path.exists():
                 raise LogCorrupt("checkpoint missing but store files exist", path=str(self._cp_path))
+            # An empty EpochFile from the start: later, a missing one next to a non-empty log
+            # means it was lost, never that it was not written yet.
+            self._epoch_file.save(EpochCache())
             fsync_dir(self.dir)  # commitlog/ and index/ exist before the first checkpoint does
             cp = ckpt.Checkpoint()
             ckpt.save(self._cp_path, cp)
@@ -166,6 +169,20 @@ class MessageStore:
             if d.name not in known:
                 shutil.rmtree(d, ignore_errors=True)
         end = self._log.recover(cp.verify_from, cp.log_synced, on_records=self._index_records)
+        if not self._epoch_file.path.exists():
+            if end > self._log.min_offset:
+                # Every byte of the log belongs to a MasterEpoch; without the file the handshake
+                # could not find the consistent point and would keep or serve a divergent tail.
+                raise LogCorrupt(
+                    f"EpochFile {self._epoch_file.path} is missing but the commit log "
+                    f"{self._log.dir} holds {end - self._log.min_offset} bytes (offsets "
+                    f"{self._log.min_offset}..{end}); refusing to start. To rebuild this replica, move "
+                    "its whole data directory aside, remove its brokerId from the controller "
+                    "(autoswitch admin clean-broker-metadata) and start it: it registers as a new "
+                    "replica and copies the log from the master (docs/operations.md)",
+                    path=str(self._epoch_file.path),
+                )
+            self._epoch_file.save(epochs)       # empty log: nothing to lose, start with an empty file
         # EpochFile reconciliation: entries past the log end go (startup rule); an interrupted
         # truncate also drops epochs above its last common epoch; retention moves the first start.
         before = epochs.entries()

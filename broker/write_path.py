@@ -62,6 +62,12 @@ class Overloaded(BrokerError):
     code = "OVERLOADED"
 
 
+class NotAllowed(BrokerError):
+    """A well-formed request this broker refuses in its mode (roles belong to the controller)."""
+
+    code = "NOT_ALLOWED"
+
+
 class Store(Protocol):
     max_offset: int
 

@@ -4,27 +4,45 @@ RouteTable is the sans-IO core (clock passed in). NameServerServicer is the thin
 Like RocketMQ's NameServer, routes are soft state: a broker re-registers periodically and a
 route that is not refreshed within its TTL disappears. Unlike RocketMQ (which trusts the last
 registration), the master of a group is the master route with the highest masterEpoch, so a
-stale master that still re-registers after a failover never overrides the new one.
+stale master that still re-registers after a failover never overrides the new one; and when
+the name server runs inside a controller process, a master route must also match the master and
+MasterEpoch the controller applied (``authority``), so no registration can outrank the
+controller. Every number a registrant sends is bounded: name length and charset, TTL, routes per
+peer address.
 """
 
 from __future__ import annotations
 
+import re
 import time
+from collections import Counter
+from collections.abc import Callable
 from dataclasses import dataclass
 
-from autoswitch.log import get_logger
+from autoswitch.log import RateLimitedLog, get_logger
 from autoswitch.proto import namesrv_pb2 as pb
 from autoswitch.proto import namesrv_pb2_grpc as pbg
 
 _log = get_logger("namesrv")
+_refusals = RateLimitedLog(_log)
 
 OK = 0
 BAD_REQUEST = 1
 NOT_FOUND = 2
 LIMIT_REACHED = 3
 ROLES = ("master", "slave", "fenced")
-MAX_NAME = 255
+MAX_NAME = 127
 MAX_ADDR = 255
+# Cluster and group names: what RocketMQ accepts for broker names, nothing a log or a file path
+# could trip on.
+NAME_RE = re.compile(r"[A-Za-z0-9][A-Za-z0-9_.%-]*")
+MAX_TTL_S = 300.0
+MAX_ROUTES_PER_PEER = 1024
+# In-flight RPCs of a standalone name server; an embedded one shares the controller's limit.
+MAX_CONCURRENT_RPCS = 512
+
+# group -> (master brokerId or None, MasterEpoch) as the controller applied it; None: not managed.
+Authority = Callable[[str], "tuple[int | None, int] | None"]
 
 
 @dataclass
@@ -45,19 +63,29 @@ class RouteError(ValueError):
 
 
 class RouteTable:
-    def __init__(self, default_ttl_s: float = 30.0, max_routes: int = 200_000) -> None:
-        assert default_ttl_s > 0 and max_routes > 0
+    def __init__(self, default_ttl_s: float = 30.0, max_routes: int = 200_000, *,
+                 max_ttl_s: float = MAX_TTL_S, max_routes_per_peer: int = MAX_ROUTES_PER_PEER,
+                 authority: Authority | None = None) -> None:
+        assert 0 < default_ttl_s <= max_ttl_s and max_routes > 0 and max_routes_per_peer > 0
         self.default_ttl_s = default_ttl_s
+        self.max_ttl_s = max_ttl_s
         self.max_routes = max_routes
+        self.max_routes_per_peer = max_routes_per_peer
+        self.authority = authority
         self._routes: dict[tuple[str, int], Route] = {}   # (group, brokerId) -> route
+        self._owner: dict[tuple[str, int], str] = {}       # (group, brokerId) -> registering peer
+        self._per_peer: Counter[str] = Counter()
 
     def __len__(self) -> int:
         return len(self._routes)
 
-    def register(self, r: pb.BrokerRoute, ttl_s: float, now: float) -> tuple[bool, int]:
-        """Insert/refresh; returns (this route is the group's master, the group's master epoch)."""
+    def register(self, r: pb.BrokerRoute, ttl_s: float, now: float, peer: str = "") -> tuple[bool, int]:
+        """Insert/refresh; returns (this route is the group's master, the group's master epoch).
+        ``peer`` is the registrant's address (its IP): it may hold ``max_routes_per_peer`` routes."""
         if not r.broker_name or len(r.broker_name) > MAX_NAME or len(r.cluster_name) > MAX_NAME:
-            raise RouteError("broker_name required, names at most 255 chars")
+            raise RouteError(f"broker_name required, names at most {MAX_NAME} chars")
+        if not NAME_RE.fullmatch(r.broker_name) or (r.cluster_name and not NAME_RE.fullmatch(r.cluster_name)):
+            raise RouteError("names may hold only letters, digits and _ . % - (not first)")
         if r.broker_id <= 0:
             raise RouteError("broker_id must be > 0")
         if not r.address or len(r.address) > MAX_ADDR or len(r.ha_address) > MAX_ADDR:
@@ -66,32 +94,63 @@ class RouteTable:
             raise RouteError(f"role must be one of {ROLES}")
         if r.master_epoch < 0:
             raise RouteError("master_epoch must be >= 0")
+        if ttl_s > self.max_ttl_s:
+            # A long TTL lets one registration hold a slot (or a master claim) long after its
+            # broker is gone.
+            raise RouteError(f"ttl {ttl_s:g} s above the maximum {self.max_ttl_s:g} s")
         ttl = ttl_s if ttl_s > 0 else self.default_ttl_s
-        ttl = min(ttl, 3600.0)
         key = (r.broker_name, r.broker_id)
+        if key not in self._routes or self._owner.get(key) != peer:
+            if self._per_peer[peer] >= self.max_routes_per_peer:
+                self.expire(now)
+                if self._per_peer[peer] >= self.max_routes_per_peer:
+                    raise OverflowError(f"peer {peer or '?'} holds {self.max_routes_per_peer} routes (the limit)")
         if key not in self._routes and len(self._routes) >= self.max_routes:
             self.expire(now)
             if len(self._routes) >= self.max_routes:
                 raise OverflowError("route table full")
+        self._set_owner(key, peer)
         self._routes[key] = Route(r.cluster_name, r.broker_name, r.broker_id, r.address, r.role,
                                   r.master_epoch, r.ha_address, now + ttl, now)
         m = self.master(r.broker_name, now)
         return (m is not None and m.broker_id == r.broker_id, m.master_epoch if m else 0)
 
+    def _set_owner(self, key: tuple[str, int], peer: str | None) -> None:
+        old = self._owner.pop(key, None)
+        if old is not None:
+            self._per_peer[old] -= 1
+            if self._per_peer[old] <= 0:
+                del self._per_peer[old]
+        if peer is not None:
+            self._owner[key] = peer
+            self._per_peer[peer] += 1
+
     def unregister(self, group: str, broker_id: int) -> bool:
+        self._set_owner((group, broker_id), None)
         return self._routes.pop((group, broker_id), None) is not None
 
     def expire(self, now: float) -> int:
         dead = [k for k, r in self._routes.items() if r.expires_at < now]
         for k in dead:
             del self._routes[k]
+            self._set_owner(k, None)
         return len(dead)
+
+    def _authorised(self, r: Route) -> bool:
+        """May this master route stand for its group? Only as the controller's master and epoch."""
+        if self.authority is None:
+            return True
+        known = self.authority(r.group)
+        if known is None:
+            return True                      # a group the controller does not manage (static mode)
+        master_id, epoch = known
+        return master_id is not None and master_id == r.broker_id and epoch == r.master_epoch
 
     def master(self, group: str, now: float) -> Route | None:
         best: Route | None = None
         for r in self.routes(group=group, now=now):
             # Highest epoch wins; equal epochs (should not happen) -> the lowest brokerId, deterministic.
-            if r.role == "master" and (
+            if r.role == "master" and self._authorised(r) and (
                 best is None or (r.master_epoch, -r.broker_id) > (best.master_epoch, -best.broker_id)
             ):
                 best = r
@@ -113,17 +172,21 @@ class NameServerServicer(pbg.NameServerServicer):
 
     async def RegisterRoute(self, request, context):
         now = self.clock()
+        peer = _peer_host(context.peer())
         try:
-            is_master, epoch = self.table.register(request.route, request.ttl_ms / 1000.0, now)
+            is_master, epoch = self.table.register(request.route, request.ttl_ms / 1000.0, now, peer)
         except RouteError as e:
-            _log.warning("route_rejected", reason=str(e), group=request.route.broker_name)
+            _refusals.warning(("bad", peer), "route_rejected", reason=str(e), peer=peer,
+                              group=request.route.broker_name[:MAX_NAME])
             return pb.RegisterRouteReply(header=pb.NamesrvReplyHeader(code=BAD_REQUEST, message=str(e)))
         except OverflowError as e:
+            _refusals.warning(("limit", peer), "route_rejected", reason=str(e), peer=peer,
+                              group=request.route.broker_name[:MAX_NAME])
             return pb.RegisterRouteReply(header=pb.NamesrvReplyHeader(code=LIMIT_REACHED, message=str(e)))
         r = request.route
         if r.role == "master" and not is_master:
-            _log.warning("stale_master_route", group=r.broker_name, brokerId=r.broker_id,
-                         epoch=r.master_epoch, group_epoch=epoch)
+            _refusals.warning(("stale", r.broker_name, r.broker_id), "stale_master_route", group=r.broker_name,
+                              brokerId=r.broker_id, epoch=r.master_epoch, group_epoch=epoch)
         return pb.RegisterRouteReply(header=pb.NamesrvReplyHeader(code=OK), accepted_as_master=is_master,
                                      group_master_epoch=epoch)
 
@@ -149,3 +212,13 @@ class NameServerServicer(pbg.NameServerServicer):
         return pb.BrokerRoute(cluster_name=r.cluster, broker_name=r.group, broker_id=r.broker_id,
                               address=r.address, role=r.role, master_epoch=r.master_epoch,
                               age_ms=int(max(0.0, now - r.refreshed_at) * 1000), ha_address=r.ha_address)
+
+
+def _peer_host(peer: str | None) -> str:
+    """gRPC's ``ipv4:127.0.0.1:5555`` / ``ipv6:[::1]:5555`` -> the host part (the registrant)."""
+    if not peer:
+        return ""
+    addr = peer.split(":", 1)[1] if ":" in peer else peer
+    if addr.startswith("["):
+        return addr[1:addr.find("]")]
+    return addr.rsplit(":", 1)[0]

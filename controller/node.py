@@ -62,6 +62,7 @@ class ControllerNode:
         self.heartbeats: HeartbeatTable = HeartbeatTable(started_ms=int(clock() * 1000))
         self.planner = ScanPlanner()
         self._applied_epochs: dict[str, int] = {}
+        self._applied_masters: dict[str, tuple[int | None, int]] = {}
         self.watchers = Watchers(config.max_watchers, config.watch_queue_size)
         self.events: EventLog | None = None
         self.sm: sm_adapter.AppliedStateMachine | None = None
@@ -478,6 +479,11 @@ class ControllerNode:
             raise self._map_raft_error(e) from None
         return sm_adapter.reply_dict(result)
 
+    def applied_master(self, group: str) -> tuple[int | None, int] | None:
+        """(master brokerId or None, MasterEpoch) of a group as applied on this node; None for a
+        group this controller does not manage. The embedded name server checks routes with it."""
+        return self._applied_masters.get(group)
+
     def _on_applied(self, index: int, group: str, replica_info: dict) -> None:
         """Called from the apply path when a group's master/epoch/SSS changed."""
         epoch = replica_info.get("master_epoch", 0)
@@ -486,6 +492,7 @@ class ControllerNode:
             # its master (liveness.release says why).
             self._applied_epochs[group] = epoch
             self.heartbeats.release(group, master_id=replica_info.get("master_broker_id"))
+        self._applied_masters[group] = (replica_info.get("master_broker_id"), epoch)
         if self.config.notify_broker_role_changed:
             self.watchers.publish(group, (index, replica_info))
 
@@ -536,10 +543,15 @@ def run_forever(config: ControllerConfig | None, namesrv: dict | None) -> int:
         if config is not None:
             node = ControllerNode(config)
             if namesrv is not None:
+                # Routes may not outrank the controller: only the master and MasterEpoch this
+                # node applied can be a group's master route.
+                table.authority = node.applied_master
                 node.add_servicer(reg)
             await node.start()
         else:
-            server = grpc.aio.server(options=[("grpc.so_reuseport", 0)])
+            from autoswitch.controller.namesrv import MAX_CONCURRENT_RPCS
+
+            server = grpc.aio.server(options=[("grpc.so_reuseport", 0)], maximum_concurrent_rpcs=MAX_CONCURRENT_RPCS)
             reg(server)
             try:
                 bound = server.add_insecure_port(namesrv["listen"])

@@ -18,6 +18,8 @@ class Status(int, metaclass=_enum_type_wrapper.EnumTypeWrapper):
     BAD_REQUEST: _ClassVar[Status]
     STALE_EPOCH: _ClassVar[Status]
     INTERNAL: _ClassVar[Status]
+    NOT_ALLOWED: _ClassVar[Status]
+    STORAGE_FULL: _ClassVar[Status]
 OK: Status
 NOT_MASTER: Status
 FENCED: Status
@@ -27,6 +29,8 @@ MESSAGE_TOO_LARGE: Status
 BAD_REQUEST: Status
 STALE_EPOCH: Status
 INTERNAL: Status
+NOT_ALLOWED: Status
+STORAGE_FULL: Status
 
 class ProduceMessage(_message.Message):
     __slots__ = ("body", "msg_id", "born_ts_ms")
