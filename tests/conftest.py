@@ -1,8 +1,17 @@
 from __future__ import annotations
 
+import os
+
 import pytest
+from hypothesis import settings
 
 from tests.procs import ProcGroup, free_port
+
+# The default suite draws the same property-test examples every run: it must not pass or fail by
+# luck. HYPOTHESIS_PROFILE=explore draws fresh ones (a failure prints the example to keep).
+settings.register_profile("suite", derandomize=True, database=None)
+settings.register_profile("explore", derandomize=False)
+settings.load_profile(os.environ.get("HYPOTHESIS_PROFILE", "suite"))
 
 
 @pytest.fixture

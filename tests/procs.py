@@ -25,6 +25,9 @@ def free_port() -> int:
 
 
 def wait_port(port: int, timeout: float = 15.0, proc: subprocess.Popen | None = None) -> None:
+    # Readiness: a dead process fails at once; the bound only ends a stuck start, so it never
+    # drops below 60 s (Python start-up alone takes seconds on a loaded 2-core machine).
+    timeout = max(timeout, 60.0)
     deadline = time.monotonic() + timeout
     while time.monotonic() < deadline:
         if proc is not None and proc.poll() is not None:

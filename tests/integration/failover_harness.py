@@ -151,6 +151,7 @@ class FailoverCluster:
     def wait_master(self, *, timeout: float = 30.0, not_id: int = 0, min_epoch: int = 0) -> tuple[int, int]:
         """(masterBrokerId, masterEpoch) once the controller has a master other than not_id with
         epoch >= min_epoch, and that broker reports itself master and accepts writes."""
+        timeout = max(timeout, MIN_WAIT_S)      # readiness: the bound only ends a stuck test
         deadline = time.monotonic() + timeout
         last: Any = None
         while time.monotonic() < deadline:
@@ -169,6 +170,7 @@ class FailoverCluster:
         raise TimeoutError(f"no master (not {not_id}, epoch >= {min_epoch}) within {timeout}s; last {last}")
 
     def wait_sync_state_set(self, ids: set[int], timeout: float = 30.0) -> Any:
+        timeout = max(timeout, MIN_WAIT_S)      # readiness: the bound only ends a stuck test
         deadline = time.monotonic() + timeout
         last: Any = None
         while time.monotonic() < deadline:

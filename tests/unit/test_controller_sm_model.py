@@ -38,6 +38,9 @@ class Model:
         self.acked: set[int] = set()
         self.next_entry = 1
         self.pending: set[int] = set()   # restarted, RegisterBroker not yet applied
+        # (brokerId, MasterEpoch) of a master that restarted uncleanly: like the real broker
+        # (unclean_master_resume_refused) it does not act as master in that epoch again.
+        self.no_resume: set[tuple[int, int]] = set()
         for b in IDS:
             self.w(ApplyBrokerIdRequest(C, G, b, f"h:{b};{b}"))
         assert self.elect().ok
@@ -60,7 +63,9 @@ class Model:
 
     def master_ok(self):
         m = self.v.master_broker_id
-        return m if m is not None and m in self.alive else None
+        if m is None or m not in self.alive or (m, self.v.master_epoch) in self.no_resume:
+            return None
+        return m
 
     # --- steps ---
 
@@ -140,6 +145,8 @@ class Model:
         if not clean:
             self.logs[b] = self.logs[b][: min(keep, len(self.logs[b]))]
             self.clean[b] = False
+            if b == self.v.master_broker_id:
+                self.no_resume.add((b, self.v.master_epoch))
         if register_now:
             self.register(b)
         else:
@@ -167,7 +174,10 @@ step = st.one_of(
 )
 
 
-@settings(max_examples=150, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+# derandomize: the default suite must not pass or fail by luck (a random run once drew a master
+# resuming after an unclean restart, which the model allowed and the broker refuses).
+@settings(max_examples=300, deadline=None, derandomize=True, database=None,
+          suppress_health_check=[HealthCheck.too_slow])
 @given(st.sampled_from([1, 2, 3]), st.lists(step, min_size=10, max_size=80))
 def test_clean_candidates_always_hold_every_acknowledged_entry(min_isr, steps):
     m = Model(min_isr)
