@@ -18,6 +18,7 @@ import time
 from collections.abc import Awaitable, Callable
 from typing import Any, Literal
 
+from autoswitch.errors import CorruptionError
 from autoswitch.log import get_logger
 
 from .config import BrokerConfig, parse_hostport
@@ -363,7 +364,15 @@ class Broker:
         h = hashlib.sha256()
         off = lo
         while off < hi:
-            chunk = self.store.read_raw(off, DIGEST_CHUNK_BYTES, hi)
+            try:
+                chunk = self.store.read_raw(off, DIGEST_CHUNK_BYTES, hi)
+            except CorruptionError as e:
+                if off != lo:
+                    raise
+                # The caller's offset, not the log, is wrong (what is on disk there is the middle
+                # of a record). Answer like any bad argument and keep the path in our own log.
+                self.log.warning("log_digest_refused", from_offset=lo, error=str(e))
+                raise BadRequest(f"from_offset {lo} is not a record boundary") from None
             if not chunk:
                 raise BadRequest(f"no whole record at {off} before {hi}")
             h.update(chunk)

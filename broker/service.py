@@ -7,6 +7,7 @@ line (never a dropped connection with a stack trace as the only trace).
 from __future__ import annotations
 
 import asyncio
+import errno
 import signal
 import sys
 import time
@@ -23,7 +24,7 @@ from autoswitch.proto import broker_pb2_grpc as pbg
 from .client import channel_options
 from .config import BrokerConfig, parse_hostport
 from .server import Broker
-from .write_path import BadRequest, BrokerError, NotAllowed, validate_message
+from .write_path import BadRequest, BrokerError, NotAllowed, StorageFull, validate_message
 
 _STATUS_BY_CODE = {
     "NOT_MASTER": pb.NOT_MASTER,
@@ -71,7 +72,7 @@ class BrokerServicer(pbg.BrokerServiceServicer):
         valid: list[Any] = []
         errors: dict[int, BrokerError] = {}
         for i, m in enumerate(request.messages):
-            err = validate_message(request.topic, m.body, m.msg_id, b.cfg)
+            err = validate_message(request.topic, m.body, m.msg_id, b.cfg, m.born_ts_ms)
             if err is not None:
                 errors[i] = err
                 continue
@@ -99,6 +100,13 @@ class BrokerServicer(pbg.BrokerServiceServicer):
             except AutoswitchError as e:
                 self.log.error("produce_failed", code=e.code, error=str(e))
                 put_err = BrokerError(f"{e.code}: {e}")
+            except OSError as e:
+                if e.errno in (errno.ENOSPC, errno.EDQUOT):
+                    self.log.error("produce_failed", code="STORAGE_FULL", error=str(e))
+                    put_err = StorageFull(f"disk full writing the log ({e.strerror}); nothing acknowledged")
+                else:
+                    self.log.error("produce_failed", error=repr(e), exc_info=True)
+                    put_err = BrokerError(repr(e))
             except Exception as e:
                 self.log.error("produce_failed", error=repr(e), exc_info=True)
                 put_err = BrokerError(repr(e))

@@ -25,6 +25,9 @@ from autoswitch.log import get_logger
 
 from .config import MAX_MSG_ID_BYTES, MAX_TOPIC_BYTES, BrokerConfig
 
+# Milliseconds since the epoch; year 9999 is far enough and keeps the record field's u64 safe.
+MAX_BORN_TS_MS = 253_402_300_799_999
+
 
 class BrokerError(AutoswitchError):
     code = "BROKER_ERROR"
@@ -62,6 +65,13 @@ class Overloaded(BrokerError):
     code = "OVERLOADED"
 
 
+class StorageFull(BrokerError):
+    """The disk holding the log is full (ENOSPC/EDQUOT): nothing was acknowledged; retry once
+    space is freed (retention, a bigger disk)."""
+
+    code = "STORAGE_FULL"
+
+
 class NotAllowed(BrokerError):
     """A well-formed request this broker refuses in its mode (roles belong to the controller)."""
 
@@ -82,8 +92,11 @@ class Replicator(Protocol):
     async def wait_for_replicas(self, offset: int, timeout_s: float) -> None: ...
 
 
-def validate_message(topic: str, body: bytes, msg_id: str, cfg: BrokerConfig) -> BrokerError | None:
+def validate_message(topic: str, body: bytes, msg_id: str, cfg: BrokerConfig,
+                     born_ts_ms: int = 0) -> BrokerError | None:
     """The per-message check; returns the error instead of raising so a batch reports per message."""
+    if not (0 <= born_ts_ms <= MAX_BORN_TS_MS):
+        return BadRequest(f"born_ts_ms {born_ts_ms} outside [0, {MAX_BORN_TS_MS}] (0 = stamped by the broker)")
     tb = topic.encode("utf-8")
     if not tb:
         return BadRequest("empty topic")

@@ -136,6 +136,22 @@ def parse_peers(spec: str) -> dict[str, str]:
     return out
 
 
+def _checked_raft(values: dict[str, Any]) -> dict[str, Any]:
+    """[raft] keys are checked at load, like every other section: an unknown key or a bad value
+    is a CONFIG_ERROR naming it, not a traceback when the Raft node is built."""
+    from autoswitch.controller.raft.config import RaftConfig
+
+    known = {f.name for f in dataclasses.fields(RaftConfig)}
+    unknown = sorted(set(values) - known)
+    if unknown:
+        raise ConfigError(f"unknown [raft] keys: {unknown}", keys=unknown)
+    try:
+        RaftConfig(**values)
+    except TypeError as e:
+        raise ConfigError(f"bad [raft] config: {e}") from None
+    return values
+
+
 def load(path: str | Path | None = None, **overrides: Any) -> ControllerConfig:
     """Build a validated config from an optional TOML file and non-None overrides."""
     values: dict[str, Any] = {}
@@ -147,9 +163,13 @@ def load(path: str | Path | None = None, **overrides: Any) -> ControllerConfig:
             raise ConfigError(f"config file not found: {path}") from None
         except tomllib.TOMLDecodeError as e:
             raise ConfigError(f"config file {path} is not valid TOML: {e}") from None
+        except UnicodeDecodeError:
+            raise ConfigError(f"config file {path} is not UTF-8 text (a binary file?)") from None
+        except OSError as e:
+            raise ConfigError(f"config file {path} cannot be read: {e.strerror}") from None
         values.update(doc.get("controller", {k: v for k, v in doc.items() if not isinstance(v, dict)}))
         if "raft" in doc and isinstance(doc["raft"], dict):
-            values["raft"] = dict(doc["raft"])
+            values["raft"] = _checked_raft(dict(doc["raft"]))
     values.update({k: v for k, v in overrides.items() if v is not None})
     sm = dict(values.pop("sm", {}) or {})
     for k in [k for k in values if k in sm_config.KEYS]:
