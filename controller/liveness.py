@@ -49,6 +49,8 @@ class BrokerReport:
     confirm_offset: int = 0
     election_priority: int = 0
     clean_shutdown: bool = True
+    # The controller heartbeat timeout the broker's master lease was sized for (0: not sent).
+    assumed_timeout_ms: int = 0
 
     def live_info(self) -> BrokerLiveInfo:
         return BrokerLiveInfo(self.broker_id, self.epoch, self.max_offset, self.confirm_offset,
@@ -118,6 +120,12 @@ class HeartbeatTable:
     def alive(self, broker_name: str, broker_id: int, now_ms: int) -> bool:
         e = self._beats.get((broker_name, broker_id))
         return e is not None and e.received_ms + self.timeout_ms >= now_ms
+
+    def max_assumed_timeout_ms(self, now_ms: int) -> int:
+        """Largest heartbeat timeout any broker heard within the timeout sized its lease for: the
+        replicated heartbeat_timeout_ms may not go below it (the lease argument needs it)."""
+        return max((e.report.assumed_timeout_ms for e in self._beats.values()
+                    if e.received_ms + self.timeout_ms >= now_ms), default=0)
 
     def last_heard_ms_ago(self, broker_name: str, broker_id: int, now_ms: int) -> int:
         e = self._beats.get((broker_name, broker_id))

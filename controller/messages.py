@@ -269,12 +269,18 @@ class UpdateControllerConfigRequest(Request):
     TYPE: ClassVar[str] = "UpdateControllerConfig"
     config: dict[str, str] = field(default_factory=dict)
     ts_ms: int = 0
+    # Filled by the leader: the largest heartbeat timeout the brokers it hears sized their master
+    # leases for; heartbeat_timeout_ms may not go below it (docs/controller.md).
+    broker_timeout_floor_ms: int = 0
 
     def validate(self) -> None:
         if not isinstance(self.config, dict) or not self.config:
             raise MalformedRequest("config must be a non-empty map")
         if len(self.config) > MAX_CONFIG_KEYS:
             raise MalformedRequest(f"at most {MAX_CONFIG_KEYS} config keys per update")
+        if (not isinstance(self.broker_timeout_floor_ms, int) or isinstance(self.broker_timeout_floor_ms, bool)
+                or not 0 <= self.broker_timeout_floor_ms <= 600_000):
+            raise MalformedRequest("broker_timeout_floor_ms must be an int in [0, 600000]")
         for k, v in self.config.items():
             _check_str(k, "config key", MAX_NAME_LEN, allow_empty=False)
             _check_str(v, f"config[{k}]", MAX_CONFIG_VALUE_LEN, allow_empty=True)
@@ -555,7 +561,7 @@ class _DecodeInfo:
 _DECODE_INFO: dict[type[Request], _DecodeInfo] = {}
 # Fields added after the first release: left out of an entry when empty, so a controller of the
 # previous version (which refuses unknown fields) applies every entry that does not use them.
-_OMIT_IF_EMPTY = frozenset({"broker_ha_address"})
+_OMIT_IF_EMPTY = frozenset({"broker_ha_address", "broker_timeout_floor_ms"})
 _ABSENT = object()
 _BYTES_TYPES = (bytes, bytearray, memoryview)   # a tuple: "bytes | bytearray" builds a union per call
 

@@ -315,7 +315,8 @@ class ControllerNode:
             r.broker_name,
             BrokerReport(broker_id=r.broker_id, address=r.broker_address, epoch=r.epoch, max_offset=r.max_offset,
                          confirm_offset=r.confirm_offset, election_priority=r.election_priority,
-                         clean_shutdown=r.clean_shutdown),
+                         clean_shutdown=r.clean_shutdown,
+                         assumed_timeout_ms=min(r.heartbeat_timeout_ms, MAX_ASSUMED_TIMEOUT_MS)),
             now,
         )
         if not ok:
@@ -496,6 +497,10 @@ class ControllerNode:
         if self.config.notify_broker_role_changed:
             self.watchers.publish(group, (index, replica_info))
 
+
+# sm_config's upper bound for heartbeat_timeout_ms: a broker claiming more cannot raise the floor
+# past what any config could satisfy.
+MAX_ASSUMED_TIMEOUT_MS = 600_000
 
 # How far ahead of now the last_dead_report file is written (see _persist_dead_report).
 _MARKER_AHEAD_MS = 1000

@@ -409,7 +409,9 @@ class ControllerServicer(pbg.ControllerServiceServicer):
             raise NodeReply(rc.CONTROLLER_CONFIG_REJECTED, f"unknown config keys {unknown}")
         done: dict[str, str] = {}
         if replicated:
-            res = await self.node.write("update_controller_config", config=replicated)
+            floor = self.node.heartbeats.max_assumed_timeout_ms(self.node.now_ms())
+            res = await self.node.write("update_controller_config", config=replicated,
+                                        broker_timeout_floor_ms=floor)
             if res.get("code", 0) != 0:
                 return pb.UpdateControllerConfigReply(header=_header(res))
             done.update(replicated)

@@ -78,7 +78,8 @@ def build_request(kind: str, f: dict[str, Any]) -> m.Request:
                                         clean_living_broker=f["clean_living_broker"],
                                         alive_broker_ids=tuple(sorted(f["alive_broker_ids"])), ts_ms=ts)
     if kind == "update_controller_config":
-        return m.UpdateControllerConfigRequest(config=dict(f["config"]), ts_ms=ts)
+        return m.UpdateControllerConfigRequest(config=dict(f["config"]), ts_ms=ts,
+                                               broker_timeout_floor_ms=int(f.get("broker_timeout_floor_ms", 0)))
     raise KeyError(kind)
 
 

@@ -579,6 +579,18 @@ def _update_config(req: UpdateControllerConfigRequest, state: ControllerState) -
         except ConfigValueError as e:
             return _reject(Code.CONTROLLER_INVALID_REQUEST, str(e))
         changes.append((k, req.config[k].strip().lower()))
+    new = dict(changes)
+    if "heartbeat_timeout_ms" in new:
+        timeout = parse_value("heartbeat_timeout_ms", new["heartbeat_timeout_ms"])
+        if timeout < req.broker_timeout_floor_ms:
+            # A broker's master lease was sized for its heartbeat timeout: masterLease*(1+drift)
+            # + safety < that timeout. A controller declaring it dead sooner could elect a new
+            # master while its lease still lets the old one acknowledge (two masters).
+            return _reject(Code.CONTROLLER_INVALID_REQUEST,
+                           f"heartbeat_timeout_ms={timeout} refused: brokers heartbeating this controller sized "
+                           f"their master lease for {req.broker_timeout_floor_ms} ms (rule: heartbeat_timeout_ms "
+                           f">= every live broker's heartbeat_timeout_ms, so masterLease*(1+drift)+safety < "
+                           f"heartbeat_timeout_ms still holds); lower the brokers' first")
     return [UpdateConfigEvent("", tuple(changes))], _Outcome()
 
 

@@ -112,3 +112,21 @@ def test_bad_ha_key_stops_the_start_before_registering(procs, tmp_path):
     except Exception as e:  # noqa: BLE001 - an unknown group is an error reply: nothing registered
         g = e
     assert g is None or isinstance(g, Exception) or not g.members, f"registered: {g}"
+
+
+def test_controller_refuses_a_heartbeat_timeout_below_the_brokers_lease(procs, tmp_path):
+    """Brokers sized their master lease for a 1000 ms controller heartbeat timeout; 100 ms would let
+    a controller declare the master dead while its lease still lets it acknowledge."""
+    c = FailoverCluster(procs, tmp_path)
+    c.start_all()
+    master_id, epoch = c.wait_master()
+    r = cli("admin", "update-controller-config", "--controller", c.controllers, "-k", "heartbeat_timeout_ms=100",
+            "--json")
+    assert r.returncode != 0, r.stdout
+    assert "rule: heartbeat_timeout_ms >= every live broker's heartbeat_timeout_ms" in r.stdout + r.stderr
+    got = cli("admin", "get-controller-config", "--controller", c.controllers, "--json")
+    assert '"heartbeat_timeout_ms": "1000"' in got.stdout, got.stdout
+    assert c.wait_master() == (master_id, epoch), "no election followed"
+    # A longer timeout is safe (failover is only slower) and accepted.
+    r = cli("admin", "update-controller-config", "--controller", c.controllers, "-k", "heartbeat_timeout_ms=2000")
+    assert r.returncode == 0, r.stdout + r.stderr

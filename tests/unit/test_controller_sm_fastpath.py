@@ -77,7 +77,7 @@ def _reference_encode(req: m.Request) -> bytes:
     obj = {"v": m.ENCODING_VERSION, "t": req.TYPE}
     for f in fields(req):
         v = getattr(req, f.name)
-        if f.name == "broker_ha_address" and not v:
+        if f.name in ("broker_ha_address", "broker_timeout_floor_ms") and not v:
             continue                      # added after the first release: left out when empty
         if f.name == "alive":
             v = [a.to_list() for a in v]
