@@ -187,6 +187,37 @@ class _Proposer:
         return await self._a.propose(master_epoch, sync_state_set_epoch, new_set)
 
 
+class _Registry:
+    """ReplicaRegistry (ha.master) backed by the controller: the brokerIds registered in our group.
+
+    Answers from a cache; an id not in it triggers one GetSyncStateData at most every
+    ``min_refresh_s`` (a flood of made-up ids costs the controller one call a second). An
+    unreachable controller answers "no": an unknown peer gets no log."""
+
+    MAX_IDS = 1024
+
+    def __init__(self, adapter: ReplicasAdapter, min_refresh_s: float = 1.0) -> None:
+        self._a = adapter
+        self.min_refresh_s = min_refresh_s
+        self._ids: frozenset[int] = frozenset()
+        self._fetched_at: float | None = None
+        self._lock = asyncio.Lock()
+
+    async def is_replica(self, broker_id: int) -> bool:
+        if broker_id in self._ids:
+            return True
+        async with self._lock:
+            now = self._a.clock()
+            if self._fetched_at is not None and now - self._fetched_at < self.min_refresh_s:
+                return broker_id in self._ids
+            self._fetched_at = now
+            try:
+                self._ids = await self._a.registered_ids()
+            except Exception as e:  # noqa: BLE001 - fail closed, say why once per refresh
+                self._a._log.warning("replica_registry_unavailable", error=repr(e)[:200])
+            return broker_id in self._ids
+
+
 class ReplicasAdapter:
     def __init__(
         self,
@@ -222,6 +253,7 @@ class ReplicasAdapter:
         self._master_ha: dict[tuple[int, str], str] = {}
         self.clock = clock
         self.proposer = _Proposer(self)
+        self.registry = _Registry(self)
         self._log = get_logger("broker.replicas_adapter", group=config.group, cluster=config.cluster)
         self._wake = asyncio.Event()
         self._tasks: set[asyncio.Task] = set()
@@ -502,6 +534,16 @@ class ReplicasAdapter:
                 return None
         raise AssertionError(f"no executor for {cmd!r}")
 
+    async def registered_ids(self) -> frozenset[int]:
+        """The brokerIds the controller has registered for our group."""
+        from autoswitch.proto import controller_pb2 as pb
+
+        reply = await self.api.call("GetSyncStateData", pb.GetSyncStateDataRequest(broker_names=[self.config.group]),
+                                    leader=True)
+        ids = [int(m.broker_id) for g in reply.groups if g.replica_info.broker_name == self.config.group
+               for m in g.members]
+        return frozenset(ids[:_Registry.MAX_IDS])
+
     async def _check_controller_timeout(self) -> None:
         """The lease argument needs the controllers' heartbeat timeout >= the one the lease was
         sized for. The controller applies its own (replicated) value, so check it before
@@ -640,6 +682,7 @@ async def start_for_broker(
     adapter = ReplicasAdapter(config, api, broker, Path(broker.cfg.data_dir), runner, **adapter_kw)
     adapter._owns_api = True
     broker.proposer = adapter.proposer
+    broker.replica_registry = adapter.registry
     broker.write_fence = adapter.write_fence
     try:
         await adapter.start()

@@ -16,13 +16,16 @@ import dataclasses
 import hashlib
 import time
 from collections.abc import Awaitable, Callable
-from typing import Any, Literal
+from typing import TYPE_CHECKING, Any, Literal
 
 from autoswitch.errors import CorruptionError
 from autoswitch.log import get_logger
 
 from .config import BrokerConfig, parse_hostport
 from .write_path import BadRequest, Fenced, GroupFlusher, NotMaster, StaleEpoch, WritePath
+
+if TYPE_CHECKING:
+    from autoswitch.ha.master import ReplicaRegistry
 
 Role = Literal["master", "slave", "fenced"]
 RoleHook = Callable[[str, int], Awaitable[None] | None]
@@ -87,6 +90,8 @@ class Broker:
         self._switch_lock = asyncio.Lock()
         self._hooks: list[RoleHook] = []
         self.proposer = proposer
+        # Controller mode: who may handshake on the HA port (None: static mode, anyone).
+        self.replica_registry: ReplicaRegistry | None = None
         # Write fence (the master self-fencing lease): returns a reason while writes must not be
         # acknowledged. Checked before the append and again before an OK reply.
         self.write_fence: Callable[[], str | None] | None = None
@@ -194,6 +199,7 @@ class Broker:
                 sync_state_set_epoch or 1,
                 self.proposer if self.proposer is not None else LocalSyncStateProposer(),
                 confirm_gate=self._confirm_gate,
+                registry=self.replica_registry,
             )
             await ha.start(host, port)
             self.ha_master = ha

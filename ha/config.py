@@ -45,6 +45,10 @@ class HAConfig:
     min_in_sync_replicas: int = 1          # fewer alive SSS members -> IN_SYNC_REPLICAS_NOT_ENOUGH
     # --- resource limits ---
     max_slaves: int = 16
+    # Connections that have not handshaken yet: past this many the oldest is closed, so idle
+    # sockets cannot keep a real slave (which handshakes at once) out.
+    max_pending_handshakes: int = 16
+    rejection_log_interval_s: float = 10.0  # one rejection line per peer and reason per interval
     max_pending_waits: int = 100_000
     write_buffer_high: int = 16 * MiB      # transport high-water mark; the transfer loop waits below it
 
@@ -69,6 +73,8 @@ class HAConfig:
         need(self.in_sync_replicas >= 1, "in_sync_replicas")
         need(self.min_in_sync_replicas >= 1, "min_in_sync_replicas")
         need(0 < self.max_slaves <= 1024, "max_slaves")
+        need(0 < self.max_pending_handshakes <= 1024, "max_pending_handshakes")
+        need(self.rejection_log_interval_s > 0, "rejection_log_interval_s")
         need(0 < self.max_pending_waits <= 10_000_000, "max_pending_waits")
         need(self.write_buffer_high >= 64 * 1024, "write_buffer_high")
         return self

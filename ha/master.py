@@ -29,7 +29,7 @@ from autoswitch.ha.master_session import MasterSession
 from autoswitch.ha.sync_state import Proposal, SyncStateTracker
 
 from autoswitch.errors import AutoswitchError
-from autoswitch.log import get_logger
+from autoswitch.log import RateLimitedLog, get_logger
 
 
 class SyncStateProposer(Protocol):
@@ -37,6 +37,12 @@ class SyncStateProposer(Protocol):
                       new_set: frozenset[int]) -> tuple[frozenset[int], int]:
         """Carry an AlterSyncStateSet to the controller; returns (accepted set, its epoch); raises on rejection."""
         ...
+
+
+class ReplicaRegistry(Protocol):
+    """Who may replicate from this master: the replicas the controller registered for the group."""
+
+    async def is_replica(self, broker_id: int) -> bool: ...
 
 
 class LocalSyncStateProposer:
@@ -64,8 +70,11 @@ class HAMaster:
     def __init__(self, log: ReplicaLog, config: HAConfig, broker_id: int, group: str,
                  master_epoch: int, sync_state_set: frozenset[int], sync_state_set_epoch: int,
                  proposer: SyncStateProposer, clock=time.monotonic,
-                 confirm_gate: Callable[[int], int] | None = None) -> None:
+                 confirm_gate: Callable[[int], int] | None = None,
+                 registry: ReplicaRegistry | None = None) -> None:
         self.log = log
+        # None (static mode): the operator wired the group by hand and any brokerId may handshake.
+        self.registry = registry
         # The broker's say over the confirmOffset slaves are sent: while its writes are fenced
         # (lease ran out, deposed) it holds the value it froze, so no slave's readable range moves
         # past what a new master is sure to have (docs/replication.md, "fenced master").
@@ -92,6 +101,8 @@ class HAMaster:
         self._stopped = False
         self.port: int | None = None
         self.rejected: dict[str, int] = {}           # reason -> count (metrics, tests)
+        self._pending: dict[asyncio.Task, asyncio.StreamWriter] = {}   # not handshaken yet, oldest first
+        self._refusals = RateLimitedLog(self._log, self.config.rejection_log_interval_s)
 
     # ------------------------------------------------------------------ lifecycle
 
@@ -257,24 +268,37 @@ class HAMaster:
         session = MasterSession(self.log, self.config, self.broker_id, self._clock())
         reason = "closed"
         try:
-            if len(self._handlers) > self.config.max_slaves * 2:
-                raise HAProtocolError("too_many_connections", f"limit {self.config.max_slaves} slaves")
+            self._pending[task] = writer
+            if len(self._pending) > self.config.max_pending_handshakes:
+                # Evict the oldest connection that has not handshaken: a real slave handshakes
+                # right after connecting, so only idle or slow sockets are ever closed here.
+                oldest = next(iter(self._pending))
+                self._pending.pop(oldest).close()
+                oldest.cancel()
             dec = MasterSideDecoder()
             frames = await asyncio.wait_for(self._read_frames(reader, dec), self.config.handshake_timeout_s)
+            self._pending.pop(task, None)
             hs = frames[0]
             if not isinstance(hs, SlaveHandshake):
                 raise HAProtocolError("ack_before_handshake", "first frame is not a handshake")
-            writer.write(encode_master_handshake(session.on_handshake(hs, self._clock())))
             slave_id = hs.broker_id
             clog = clog.bind(slave=slave_id, asyncLearner=hs.async_learner)
-            conn = _Conn(session, writer, addr, clog)
+            # Checked before anything is sent: the master handshake already names our epochs.
+            if (self.registry is not None and slave_id not in self.tracker.sync_state_set
+                    and not await self.registry.is_replica(slave_id)):
+                raise HAProtocolError("unknown_replica", f"brokerId {slave_id} is not a registered replica "
+                                                         f"of group {self.group}")
             old = self._conns.get(slave_id)
-            if old is not None:
-                # A slave reconnecting before we noticed the old socket died: the newest wins.
-                clog.info("slave_connection_replaced")
-                self._close_conn(old)
+            if old is not None and not old.closed:
+                # The live connection keeps its slot; a restarted slave gets in once the old
+                # socket is seen closed or silent (housekeeping). Without credentials a newcomer
+                # cannot prove it is the same broker, and its acks would count for the SSS member.
+                raise HAProtocolError("replica_already_connected", f"brokerId {slave_id} is connected from "
+                                                                   f"{old.addr}")
             if len(self._conns) >= self.config.max_slaves:
                 raise HAProtocolError("too_many_slaves", f"limit {self.config.max_slaves}")
+            writer.write(encode_master_handshake(session.on_handshake(hs, self._clock())))
+            conn = _Conn(session, writer, addr, clog)
             self._conns[slave_id] = conn
             self.tracker.on_connect(slave_id, hs.async_learner, self._clock())
             clog.info("slave_connected", syncFromLastFile=hs.sync_from_last_file)
@@ -296,20 +320,22 @@ class HAMaster:
         except (FrameError, HAProtocolError) as e:
             reason = e.reason
             self.rejected[reason] = self.rejected.get(reason, 0) + 1
-            clog.warning("slave_connection_rejected", reason=e.reason, detail=e.message)
+            self._refusals.warning((_host(addr), reason), "slave_connection_rejected", addr=addr,
+                                   reason=e.reason, detail=e.message)
         except TimeoutError:
             reason = "handshake_timeout" if conn is None else "slave_silent"
             self.rejected[reason] = self.rejected.get(reason, 0) + 1
-            clog.warning("slave_connection_rejected", reason=reason)
+            self._refusals.warning((_host(addr), reason), "slave_connection_rejected", addr=addr, reason=reason)
         except (ConnectionError, OSError) as e:
             reason = "connection_lost"
             clog.info("slave_disconnected", detail=str(e))
         except asyncio.CancelledError:
-            reason = "stopping"
+            reason = "stopping" if self._stopped else "evicted_pending"
         except Exception as e:  # a bug must cost one connection, never the master
             reason = "internal_error"
             clog.error("slave_connection_failed", exc_info=e, error=type(e).__name__)
         finally:
+            self._pending.pop(task, None)
             session.close()
             if conn is not None:
                 self._close_conn(conn)
@@ -360,3 +386,7 @@ class HAMaster:
         except Exception as e:
             conn.log.error("slave_transfer_failed", exc_info=e, error=type(e).__name__)
             self._close_conn(conn)
+
+
+def _host(addr: str) -> str:
+    return addr.rsplit(":", 1)[0]

@@ -329,13 +329,16 @@ def test_malformed_input_on_ha_ports_closes_connection_broker_keeps_serving(proc
     max_before = epoch_info(m).max_offset
 
     # Master side: garbage from a would-be slave.
+    logged: set[str] = set()
     for payload, label, reason in MASTER_PORT_GARBAGE:
         mark = len(m.proc.log_text().splitlines())
         with socket.create_connection((HOST, m.ha_port), timeout=10) as c:
             c.sendall(payload)
             assert _read_until_closed(c), f"{label}: the master must close the connection"
-        events = wait_until(lambda mark=mark: _ha_reason_logged(m, mark), 10, f"{label}: logged reason")
-        assert any(e.get("reason") == reason for e in events), (label, events)
+        if reason not in logged:   # one line per peer and reason per 10 s: a repeat is only counted
+            events = wait_until(lambda mark=mark: _ha_reason_logged(m, mark), 10, f"{label}: logged reason")
+            assert any(e.get("reason") == reason for e in events), (label, events)
+            logged.add(reason)
         assert m.proc.alive()
         assert digest(m) == before and epoch_info(m).max_offset == max_before, f"{label}: log harmed"
 
