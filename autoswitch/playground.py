@@ -107,6 +107,10 @@ class Layout:
     def controller_addrs(self) -> list[str]:
         return [f"{HOST}:{self.base_port + i}" for i in range(3)]
 
+    def raft_addrs(self) -> list[str]:
+        """The controllers' Raft listeners, apart from their client ports (base+5..base+7)."""
+        return [f"{HOST}:{self.base_port + 5 + i}" for i in range(3)]
+
     def group_names(self) -> list[str]:
         return [f"g{i}" for i in range(self.groups)]
 
@@ -165,7 +169,7 @@ class Cluster:
         import socket
 
         lay = self.layout
-        ports = [lay.base_port + i for i in range(3)]
+        ports = [lay.base_port + i for i in range(3)] + [lay.base_port + 5 + i for i in range(3)]
         for g in range(lay.groups):
             for r in range(lay.replicas):
                 ports += [lay.broker_port(g, r), lay.broker_port(g, r) + 1]
@@ -208,15 +212,17 @@ class Cluster:
         lay = self.layout
         addrs = lay.controller_addrs()
         peers = ",".join(f"n{i + 1}={a}" for i, a in enumerate(addrs))
+        raft = ",".join(f"n{i + 1}={a}" for i, a in enumerate(lay.raft_addrs()))
         toml = str(self._controller_toml())
         d = lay.data_dir
         self._spawn(Child("namesrv-n1", ["namesrv", "--listen", addrs[0], "--embed-controller", "--node-id", "n1",
-                                         "--peers", peers, "--data-dir", str(d / "controller-n1"), "--config", toml],
+                                         "--peers", peers, "--raft-peers", raft, "--data-dir", str(d / "controller-n1"),
+                                         "--config", toml],
                           self.log_dir / "namesrv-n1.log", port=lay.base_port))
         for i in (1, 2):
             nid = f"n{i + 1}"
-            self._spawn(Child(f"controller-{nid}", ["controller", "--node-id", nid, "--peers", peers, "--data-dir",
-                                                    str(d / f"controller-{nid}"), "--config", toml],
+            self._spawn(Child(f"controller-{nid}", ["controller", "--node-id", nid, "--peers", peers, "--raft-peers",
+                                                    raft, "--data-dir", str(d / f"controller-{nid}"), "--config", toml],
                               self.log_dir / f"controller-{nid}.log", port=lay.base_port + i))
 
     def broker_args(self, g: int, r: int) -> list[str]:

@@ -72,6 +72,7 @@ class Controllers:
         self.ids = [f"n{i + 1}" for i in range(n)]
         self.ports = {nid: free_port() for nid in self.ids}
         self.addrs = {nid: f"{HOST}:{p}" for nid, p in self.ports.items()}
+        self.raft_addrs = {nid: f"{HOST}:{free_port()}" for nid in self.ids}   # production layout
         self.procs: dict[str, subprocess.Popen] = {}
         self.toml = root / "controller.toml"
         self.toml.write_text(toml)
@@ -85,7 +86,8 @@ class Controllers:
         logf = open(self.root / f"{nid}.log", "ab")
         p = subprocess.Popen(
             [sys.executable, "-m", "autoswitch", "--log-level", self.log_level, "controller", "--node-id", nid,
-             "--peers", peers, "--data-dir", str(self.root / f"data-{nid}"), "--config", str(self.toml)],
+             "--peers", peers, "--raft-peers", ",".join(f"{n}={a}" for n, a in self.raft_addrs.items()),
+             "--data-dir", str(self.root / f"data-{nid}"), "--config", str(self.toml)],
             stdout=logf, stderr=subprocess.STDOUT, start_new_session=True)
         logf.close()
         self.procs[nid] = p

@@ -57,6 +57,8 @@ def _node_args(p: argparse.ArgumentParser, required: bool) -> None:
     p.add_argument("--node-id", required=required)
     p.add_argument("--peers", required=required, help="ID=HOST:PORT,... (all controller nodes, incl. this one)")
     p.add_argument("--data-dir", required=required)
+    p.add_argument("--raft-peers", default=None,
+                   help="ID=HOST:PORT,... Raft listener of every node, apart from the client port (recommended)")
     p.add_argument("--config", default=None, help="TOML file ([controller] and [raft] tables)")
 
 
@@ -66,7 +68,7 @@ def _load_config(args, listen: str | None = None):
     from autoswitch.controller import config as cfgmod
 
     return cfgmod.load(args.config, node_id=args.node_id, peers=args.peers, data_dir=args.data_dir,
-                       listen=listen)
+                       listen=listen, raft_peers=args.raft_peers)
 
 
 def _run_controller(args) -> int:

@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import dataclasses
 import tomllib
+from collections.abc import Iterable
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -38,6 +39,12 @@ class ControllerConfig:
     peers: dict[str, str] = field(default_factory=dict)   # node id -> host:port (gRPC)
     data_dir: str = ""
     listen: str = ""                   # default: this node's address in peers
+    # Raft peer addresses (node id -> host:port), a listener separate from the client port. Empty:
+    # Raft shares the client port (older deployments; logged as a warning at start).
+    raft_peers: dict[str, str] = field(default_factory=dict)
+    # Mixed into the cluster id (with the member names), like etcd's initial-cluster-token: two
+    # clusters with the same node names but different tokens refuse each other's messages.
+    cluster_token: str = "autoswitch"
     # Liveness queries to the other controller nodes (the majority rule).
     peer_query_timeout_s: float = 0.5
     notify_broker_role_changed: bool = True
@@ -64,6 +71,17 @@ class ControllerConfig:
             raise ConfigError("data_dir is required")
         for nid, addr in self.peers.items():
             _split_addr(addr, f"peers[{nid}]")
+        if self.raft_peers:
+            if set(self.raft_peers) != set(self.peers):
+                raise ConfigError("raft_peers must name the same nodes as peers",
+                                  peers=sorted(self.peers), raft_peers=sorted(self.raft_peers))
+            for nid, addr in self.raft_peers.items():
+                _split_addr(addr, f"raft_peers[{nid}]")
+            clash = set(self.raft_peers.values()) & (set(self.peers.values()) | {self.listen})
+            if clash:
+                raise ConfigError(f"raft_peers must differ from the client addresses: {sorted(clash)}")
+        if not self.cluster_token or len(self.cluster_token) > 255:
+            raise ConfigError("cluster_token must be 1..255 characters")
         if self.peer_query_timeout_s <= 0:
             raise ConfigError("peer_query_timeout_s must be > 0")
         if not 1024 <= self.max_message_bytes <= 64 << 20:
@@ -83,7 +101,8 @@ class ControllerConfig:
             v = getattr(self, f.name)
             if f.name == "sm":
                 continue
-            out[f.name] = ",".join(f"{k}={a}" for k, a in sorted(v.items())) if f.name == "peers" else str(v)
+            out[f.name] = (",".join(f"{k}={a}" for k, a in sorted(v.items())) if f.name in ("peers", "raft_peers")
+                           else str(v))
         return out
 
     def update_runtime(self, changes: dict[str, str]) -> dict[str, str]:
@@ -183,6 +202,8 @@ def load(path: str | Path | None = None, **overrides: Any) -> ControllerConfig:
     values["sm"] = sm
     if isinstance(values.get("peers"), str):
         values["peers"] = parse_peers(values["peers"])
+    if isinstance(values.get("raft_peers"), str):
+        values["raft_peers"] = parse_peers(values["raft_peers"])
     known = {f.name: f for f in dataclasses.fields(ControllerConfig)}
     unknown = sorted(set(values) - set(known))
     if unknown:
@@ -199,3 +220,12 @@ def load(path: str | Path | None = None, **overrides: Any) -> ControllerConfig:
         setattr(cfg, k, v)
     cfg.validate()
     return cfg
+
+
+def cluster_id(token: str, node_ids: Iterable[str]) -> str:
+    """The Raft cluster id: a hash of the token and the sorted member names (etcd derives its
+    cluster ID from the initial members and token the same way)."""
+    import hashlib
+
+    names = "\0".join(sorted(node_ids))
+    return hashlib.sha256(f"autoswitch-cluster\0{token}\0{names}".encode()).hexdigest()[:16]

@@ -104,6 +104,10 @@ class ControllerNode:
         pbg.add_ControllerServiceServicer_to_server(ControllerServicer(self), self.server)
         for register in self._extra_servicers:
             register(self.server)
+        self._check_cluster_id()
+        if not self.config.raft_peers:
+            self.log.warning("raft_shares_client_port", listen=self.config.listen_addr,
+                             note="set raft_peers so Raft listens apart from clients")
         self.raft = sm_adapter.make_raft(self.config, self.data_dir / "raft", self.sm, self.server)
         try:
             port = self.server.add_insecure_port(self.config.listen_addr)
@@ -118,6 +122,27 @@ class ControllerNode:
         self._peer_client = PeerLiveness(self.config, self.node_id)
         self._tasks.append(asyncio.create_task(self._scan_loop(), name="dead-master-scan"))
         self.log.info("controller_started", listen=self.config.listen_addr, peers=self.config.peers)
+
+    def _check_cluster_id(self) -> None:
+        """The data dir remembers the cluster it was created for; a node started with other
+        members or another cluster_token would talk to nobody (its messages are refused), so it
+        refuses to start instead, naming both ids."""
+        from autoswitch.controller.config import cluster_id
+
+        from autoswitch.errors import ConfigError
+        from autoswitch.fsutil import write_atomic
+
+        want = cluster_id(self.config.cluster_token, self.config.peers)
+        path = self.data_dir / "cluster_id"
+        try:
+            have = path.read_text().strip()
+        except FileNotFoundError:
+            write_atomic(path, (want + "\n").encode())
+            return
+        if have != want:
+            raise ConfigError(f"data dir {self.data_dir} belongs to raft cluster {have}, but peers and "
+                              f"cluster_token give {want}: start it with the members it was created with",
+                              path=str(path))
 
     # ------------------------------------------------------------------ lease holds across restarts
 

@@ -136,10 +136,17 @@ PROCESS_RAFT_DEFAULTS: dict[str, Any] = {"snapshot_every": 2000}
 
 
 def make_raft(config: Any, data_dir: Path, state_machine: Any, server: Any) -> Any:
+    from autoswitch.controller.config import cluster_id
     from autoswitch.controller.raft import RaftConfig, RaftNode
 
     raft_cfg = RaftConfig(**{**PROCESS_RAFT_DEFAULTS, **config.raft})
-    return RaftNode(config.node_id, dict(config.peers), data_dir, state_machine, raft_cfg, server=server)
+    cid = cluster_id(config.cluster_token, config.peers)
+    if config.raft_peers:
+        # Raft on its own listener (RaftNode binds raft_peers[node_id]): the client port serves
+        # no Raft, and the peer port can be firewalled to the controller hosts.
+        return RaftNode(config.node_id, dict(config.raft_peers), data_dir, state_machine, raft_cfg, cluster=cid)
+    return RaftNode(config.node_id, dict(config.peers), data_dir, state_machine, raft_cfg, server=server,
+                    cluster=cid)
 
 
 class AppliedStateMachine:

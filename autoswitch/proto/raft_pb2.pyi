@@ -64,14 +64,18 @@ class RaftMessage(_message.Message):
     def __init__(self, type: _Optional[int] = ..., to: _Optional[str] = ..., term: _Optional[int] = ..., index: _Optional[int] = ..., log_term: _Optional[int] = ..., entries: _Optional[_Iterable[_Union[Entry, _Mapping]]] = ..., commit: _Optional[int] = ..., reject: _Optional[bool] = ..., reject_hint: _Optional[int] = ..., reject_term: _Optional[int] = ..., vote_result: _Optional[int] = ..., seq: _Optional[int] = ..., transfer: _Optional[bool] = ..., snap_index: _Optional[int] = ..., snap_term: _Optional[int] = ..., snap_offset: _Optional[int] = ..., snap_total: _Optional[int] = ..., snap_crc: _Optional[int] = ..., snap_done: _Optional[bool] = ..., snap_data: _Optional[bytes] = ..., **kwargs) -> None: ...
 
 class Batch(_message.Message):
-    __slots__ = ("version", "cluster", "messages")
+    __slots__ = ("version", "cluster", "messages", "sender", "sender_member")
     VERSION_FIELD_NUMBER: _ClassVar[int]
     CLUSTER_FIELD_NUMBER: _ClassVar[int]
     MESSAGES_FIELD_NUMBER: _ClassVar[int]
+    SENDER_FIELD_NUMBER: _ClassVar[int]
+    SENDER_MEMBER_FIELD_NUMBER: _ClassVar[int]
     version: int
     cluster: str
     messages: _containers.RepeatedCompositeFieldContainer[RaftMessage]
-    def __init__(self, version: _Optional[int] = ..., cluster: _Optional[str] = ..., messages: _Optional[_Iterable[_Union[RaftMessage, _Mapping]]] = ...) -> None: ...
+    sender: str
+    sender_member: str
+    def __init__(self, version: _Optional[int] = ..., cluster: _Optional[str] = ..., messages: _Optional[_Iterable[_Union[RaftMessage, _Mapping]]] = ..., sender: _Optional[str] = ..., sender_member: _Optional[str] = ...) -> None: ...
 
 class StreamAck(_message.Message):
     __slots__ = ("batches",)

@@ -42,6 +42,29 @@ _RESPONSES = {MsgType.VOTE_RESP, MsgType.PRE_VOTE_RESP, MsgType.APPEND_RESP, Msg
               MsgType.SNAPSHOT_RESP}
 
 
+# Largest term and index a message may carry. 2^40 elections or 2^62 entries never happen in a
+# real cluster; a message beyond them is forged or corrupt, and adopting it would leave no room
+# for the next term (uint64 on the wire).
+MAX_TERM = 1 << 40
+MAX_INDEX = 1 << 62
+_INDEX_FIELDS = ("index", "commit", "reject_hint", "snap_index", "snap_offset", "snap_total")
+_TERM_FIELDS = ("term", "log_term", "reject_term", "snap_term")
+
+
+def out_of_bounds(m: Message) -> str | None:
+    """The first field of ``m`` outside [0, bound], or None."""
+    for name in _TERM_FIELDS:
+        if not 0 <= getattr(m, name) <= MAX_TERM:
+            return name
+    for name in _INDEX_FIELDS:
+        if not 0 <= getattr(m, name) <= MAX_INDEX:
+            return name
+    for e in m.entries:
+        if not (0 <= e.index <= MAX_INDEX and 0 <= e.term <= MAX_TERM):
+            return "entries"
+    return None
+
+
 class ProgressState:
     PROBE = "probe"            # one append at a time until the match point is found
     REPLICATE = "replicate"    # pipelined appends, up to max_inflight
@@ -370,6 +393,13 @@ class RaftCore:
                 self._reply_vote(m, VoteResult.REJECT_UNKNOWN_LEADER)
             else:
                 self.log_.warning("raft_drop_message", reason="unknown_peer", frm=m.frm, to=m.to, type=m.type.name)
+            return
+        bad = out_of_bounds(m)
+        if bad is not None:
+            # Adopting such a term would poison the hard state for good (the next term cannot
+            # be encoded, even after restarts); no real cluster gets near the bounds.
+            self.log_.warning("raft_drop_message", reason="out_of_bounds", field=bad, frm=m.frm, type=m.type.name,
+                              term=m.term)
             return
         if m.type in (MsgType.VOTE, MsgType.PRE_VOTE):
             self._handle_vote(m)

@@ -107,7 +107,7 @@ class RaftNode:
         self._storage = storage
         self._server = server
         self._own_server = False
-        self._servicer = RaftServicer(cluster, self._deliver)
+        self._servicer = RaftServicer(cluster, self._deliver, node_id, self.addrs)
         if server is not None:
             self.add_to_server(server)
         self._transport: Transport | None = None

@@ -10,11 +10,12 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
-from collections.abc import Callable
+import hashlib
+from collections.abc import Callable, Iterable
 
 import grpc
 
-from autoswitch.log import get_logger
+from autoswitch.log import RateLimitedLog, get_logger
 from autoswitch.proto import raft_pb2, raft_pb2_grpc
 
 from .config import RaftConfig
@@ -85,27 +86,56 @@ def grpc_options(cfg: RaftConfig) -> list[tuple[str, int]]:
     ]
 
 
-class RaftServicer(raft_pb2_grpc.RaftServicer):
-    """Server side: hands every received batch to ``deliver`` (the node steps its core)."""
+def member_id(cluster: str, node_id: str) -> str:
+    """A member's id: derived from the cluster id and its node id (like etcd's member ID)."""
+    return hashlib.sha256(f"autoswitch-member\0{cluster}\0{node_id}".encode()).hexdigest()[:16]
 
-    def __init__(self, cluster: str, deliver: Callable[[list[Message]], None]) -> None:
+
+class RaftServicer(raft_pb2_grpc.RaftServicer):
+    """Server side: checks who is talking, then hands each batch to ``deliver`` (the core steps it).
+
+    A batch must name this cluster, come from a configured member other than us with that
+    member's id, and hold only messages from that member to us; anything else is refused before
+    the core sees it (one rate-limited log line per peer and reason). Without transport
+    credentials these names are claimed, not proven: mutual TLS makes them proofs."""
+
+    def __init__(self, cluster: str, deliver: Callable[[list[Message]], None], self_id: str = "",
+                 members: Iterable[str] = ()) -> None:
         self.cluster = cluster
         self.deliver = deliver
-        self.log = get_logger("raft.transport")
+        self.self_id = self_id
+        self.members = {m: member_id(cluster, m) for m in members if m != self_id}
+        self.log = get_logger("raft.transport", node=self_id)
+        self._refusals = RateLimitedLog(self.log)
+        self.refused: dict[str, int] = {}
+
+    def _refuse(self, peer: str, reason: str, **fields) -> None:
+        self.refused[reason] = self.refused.get(reason, 0) + 1
+        self._refusals.warning((peer, reason), "raft_batch_refused", reason=reason, peer=peer, **fields)
 
     async def Stream(self, request_iterator, context):  # noqa: N802 (gRPC method name)
         n = 0
+        peer = context.peer() or "?"
         async for batch in request_iterator:
             n += 1
             if batch.version != WIRE_VERSION or batch.cluster != self.cluster:
-                self.log.warning("raft_batch_refused", version=batch.version, cluster=batch.cluster)
+                self._refuse(peer, "wrong_cluster", version=batch.version, cluster=batch.cluster[:64])
                 await context.abort(grpc.StatusCode.FAILED_PRECONDITION, "wrong raft wire version or cluster")
+            sender = batch.sender
+            if self.members and (sender not in self.members or batch.sender_member != self.members[sender]):
+                self._refuse(peer, "not_a_member", sender=sender[:64], member=batch.sender_member[:64])
+                await context.abort(grpc.StatusCode.PERMISSION_DENIED, "not a member of this raft cluster")
             msgs = []
             for p in batch.messages:
                 try:
-                    msgs.append(from_pb(p))
+                    m = from_pb(p)
                 except ValueError as exc:
-                    self.log.warning("raft_bad_message", error=str(exc))
+                    self._refuse(peer, "bad_message", error=str(exc))
+                    continue
+                if self.members and (m.frm != sender or m.to != self.self_id):
+                    self._refuse(peer, "wrong_address", sender=sender, frm=m.frm[:64], to=m.to[:64])
+                    continue
+                msgs.append(m)
             if msgs:
                 self.deliver(msgs)
         return raft_pb2.StreamAck(batches=n)
@@ -122,6 +152,8 @@ class _Stop:
 
 class PeerSender:
     def __init__(self, self_id: str, peer_id: str, addr: str, cfg: RaftConfig, cluster: str) -> None:
+        self.self_id = self_id
+        self.self_member = member_id(cluster, self_id)
         self.peer_id = peer_id
         self.addr = addr
         self.cfg = cfg
@@ -162,7 +194,8 @@ class PeerSender:
                     break
                 msgs.append(self.queue.get_nowait())
                 size += s
-            yield raft_pb2.Batch(version=WIRE_VERSION, cluster=self.cluster, messages=[to_pb(x) for x in msgs])
+            yield raft_pb2.Batch(version=WIRE_VERSION, cluster=self.cluster, messages=[to_pb(x) for x in msgs],
+                                 sender=self.self_id, sender_member=self.self_member)
 
     async def _run(self) -> None:
         loop = asyncio.get_running_loop()

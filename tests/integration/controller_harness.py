@@ -32,6 +32,8 @@ class Cluster:
         self.ids = [f"n{i + 1}" for i in range(n)]
         self.ports = {nid: free_port() for nid in self.ids}
         self.addrs = {nid: f"{HOST}:{p}" for nid, p in self.ports.items()}
+        # Raft on its own listener, as in production (docs/configuration.md raft_peers).
+        self.raft_addrs = {nid: f"{HOST}:{free_port()}" for nid in self.ids}
         self.embedded = set(embedded)
         self.proc: dict[str, object] = {}
         self.toml = self.tmp / "controller.toml"
@@ -52,6 +54,7 @@ class Cluster:
     def start(self, nid: str, wait: bool = True) -> None:
         self._gen[nid] = self._gen.get(nid, 0) + 1
         common = ["--node-id", nid, "--peers", self.peers_spec, "--data-dir", str(self.data_dir(nid)),
+                  "--raft-peers", ",".join(f"{n}={a}" for n, a in self.raft_addrs.items()),
                   "--config", str(self.toml)]
         if nid in self.embedded:
             args = ["namesrv", "--listen", self.addrs[nid], "--embed-controller", *common]

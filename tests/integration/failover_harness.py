@@ -45,6 +45,7 @@ class FailoverCluster:
         self.ctl_ids = ["n1", "n2", "n3"]
         self.ctl_ports = {n: free_port() for n in self.ctl_ids}
         self.ctl_addrs = {n: f"{HOST}:{p}" for n, p in self.ctl_ports.items()}
+        self.raft_addrs = {n: f"{HOST}:{free_port()}" for n in self.ctl_ids}   # Raft's own listeners
         self.ctl_proc: dict[str, Proc] = {}
         self.namesrv_port = free_port()
         self.namesrv = f"{HOST}:{self.namesrv_port}"
@@ -70,8 +71,10 @@ class FailoverCluster:
 
     def start_controller(self, nid: str, wait: bool = True) -> Proc:
         peers = ",".join(f"{n}={a}" for n, a in self.ctl_addrs.items())
+        raft = ",".join(f"{n}={a}" for n, a in self.raft_addrs.items())
         p = self.procs.start(self._name(nid), ["controller", "--node-id", nid, "--peers", peers, "--data-dir",
-                                               str(self.tmp / f"ctl-{nid}"), "--config", str(self.toml)])
+                                               str(self.tmp / f"ctl-{nid}"), "--raft-peers", raft,
+                                               "--config", str(self.toml)])
         self.ctl_proc[nid] = p
         if wait:
             wait_port(self.ctl_ports[nid], timeout=20, proc=p.popen)
