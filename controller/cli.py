@@ -18,6 +18,11 @@ def register(sub, admin_sub) -> None:
     _node_args(p, required=True)
     p.set_defaults(func=_run_controller)
 
+    p = sub.add_parser("recover-member", help="rejoin a controller whose Raft files were lost (replaced disk)")
+    _node_args(p, required=True)
+    p.add_argument("--timeout-s", type=float, default=5.0, help="per member, asking for its Raft term")
+    p.set_defaults(func=_recover_member)
+
     p = sub.add_parser("namesrv", help="run a name server, optionally with an embedded controller node")
     p.add_argument("--listen", required=True, help="HOST:PORT of the name server (and embedded controller)")
     p.add_argument("--route-ttl-s", type=float, default=30.0, help="route expiry without re-registration")
@@ -82,6 +87,20 @@ def _run_controller(args) -> int:
     from autoswitch.controller.node import run_forever
 
     return run_forever(cfg, namesrv=None)
+
+
+def _recover_member(args) -> int:
+    from autoswitch.controller.recover import recover_member
+
+    from autoswitch.errors import AutoswitchError
+
+    try:
+        r = recover_member(_load_config(args), args.timeout_s)
+    except AutoswitchError as e:
+        print(json.dumps({"error": e.to_dict()}), file=sys.stderr)
+        return 2
+    print(json.dumps({"recovered": r.node_id, "term": r.term, "answered": r.answered, "moved_aside": r.moved_aside}))
+    return 0
 
 
 def _run_namesrv(args) -> int:

@@ -86,6 +86,7 @@ class ControllerNode:
         assert not self._started
         self._started = True
         self.data_dir.mkdir(parents=True, exist_ok=True)
+        self._check_raft_dir_present()
         self.heartbeats = HeartbeatTable(started_ms=self.now_ms(),
                                          prior_dead_report_age_ms=self._prior_dead_report_age_ms(),
                                          on_hold=self._persist_dead_report)
@@ -108,7 +109,8 @@ class ControllerNode:
         if not self.config.raft_peers:
             self.log.warning("raft_shares_client_port", listen=self.config.listen_addr,
                              note="set raft_peers so Raft listens apart from clients")
-        self.raft = sm_adapter.make_raft(self.config, self.data_dir / "raft", self.sm, self.server)
+        self.raft = sm_adapter.make_raft(self.config, self.data_dir / "raft", self.sm, self.server,
+                                         min_log_index=self.events.last_index)
         try:
             port = self.server.add_insecure_port(self.config.listen_addr)
         except RuntimeError as e:   # grpc reports a failed bind this way
@@ -122,6 +124,24 @@ class ControllerNode:
         self._peer_client = PeerLiveness(self.config, self.node_id)
         self._tasks.append(asyncio.create_task(self._scan_loop(), name="dead-master-scan"))
         self.log.info("controller_started", listen=self.config.listen_addr, peers=self.config.peers)
+
+    def _check_raft_dir_present(self) -> None:
+        """A node that applied entries (events.jsonl) must still have a Raft log or snapshot: with
+        the raft directory gone it would start as a new node (term 0, no vote) and could vote a
+        second time in a term it already voted in. The raft storage checks the rest."""
+        from autoswitch.controller.raft.errors import RaftStorageCorrupt
+
+        raft = self.data_dir / "raft"
+        events = self.data_dir / "events.jsonl"
+        if not events.exists() or events.stat().st_size == 0:
+            return
+        if raft.is_dir() and any(raft.iterdir()):
+            return                  # files remain: the raft storage checks names what is missing
+        raise RaftStorageCorrupt(
+            f"{events} records applied entries but {raft} is missing or empty; refusing to start "
+            "(a node that forgot its log and vote could elect a second leader). If this disk was lost or "
+            "replaced, rejoin with `autoswitch recover-member` (docs/operations-controller.md)",
+            path=str(raft))
 
     def _check_cluster_id(self) -> None:
         """The data dir remembers the cluster it was created for; a node started with other

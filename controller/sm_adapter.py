@@ -135,7 +135,7 @@ assert int(Code.CONTROLLER_NOT_LEADER) == rc.CONTROLLER_NOT_LEADER
 PROCESS_RAFT_DEFAULTS: dict[str, Any] = {"snapshot_every": 2000}
 
 
-def make_raft(config: Any, data_dir: Path, state_machine: Any, server: Any) -> Any:
+def make_raft(config: Any, data_dir: Path, state_machine: Any, server: Any, min_log_index: int = 0) -> Any:
     from autoswitch.controller.config import cluster_id
     from autoswitch.controller.raft import RaftConfig, RaftNode
 
@@ -144,9 +144,10 @@ def make_raft(config: Any, data_dir: Path, state_machine: Any, server: Any) -> A
     if config.raft_peers:
         # Raft on its own listener (RaftNode binds raft_peers[node_id]): the client port serves
         # no Raft, and the peer port can be firewalled to the controller hosts.
-        return RaftNode(config.node_id, dict(config.raft_peers), data_dir, state_machine, raft_cfg, cluster=cid)
+        return RaftNode(config.node_id, dict(config.raft_peers), data_dir, state_machine, raft_cfg, cluster=cid,
+                        min_log_index=min_log_index)
     return RaftNode(config.node_id, dict(config.peers), data_dir, state_machine, raft_cfg, server=server,
-                    cluster=cid)
+                    cluster=cid, min_log_index=min_log_index)
 
 
 class AppliedStateMachine:

@@ -143,8 +143,14 @@ def tally(replies: dict[str, VoteResult], quorum: int, max_term: int, term: int)
 class RaftCore:
     def __init__(self, node_id: str, peers: list[str] | tuple[str, ...], config: RaftConfig, rng: random.Random,
                  now_ms: int, hard_state: HardState | None = None, snapshot: Snapshot | None = None,
-                 entries: list[Entry] | None = None) -> None:
+                 entries: list[Entry] | None = None, catch_up: bool = False) -> None:
+        """``catch_up``: this node lost its log (a replaced disk, `recover-member`). It neither
+        votes nor campaigns until a leader has brought its log up to that leader's commit index:
+        an empty voter could otherwise help elect a candidate that lacks committed entries the
+        lost log held (Leader Completeness)."""
         self.id = node_id
+        self.catching_up = catch_up
+        self._caught_up_pending = False
         self.voters: tuple[str, ...] = tuple(sorted(set(peers) | {node_id}))
         self.peers: tuple[str, ...] = tuple(p for p in self.voters if p != node_id)
         self.quorum = len(self.voters) // 2 + 1
@@ -306,7 +312,7 @@ class RaftCore:
 
     # ------------------------------------------------------------------ campaign
     def _maybe_campaign(self, transfer: bool = False) -> None:
-        if self.role != Role.CANDIDATE or self._round is not None:
+        if self.role != Role.CANDIDATE or self._round is not None or self.catching_up:
             return
         if not transfer and self.now < self.next_vote_ms:
             return
@@ -491,6 +497,10 @@ class RaftCore:
         if m.frm == self.id:
             self._reply_vote(m, VoteResult.REJECT_UNEXPECTED_LEADER)
             return
+        if self.catching_up:
+            # our (lost) log may have been part of a committed majority: no say in elections
+            self._reply_vote(m, VoteResult.REJECT_SMALL_LEDGER_END_INDEX)
+            return
         if m.type == MsgType.PRE_VOTE:
             # pre-vote never changes our state (etcd's PreVote, Ongaro thesis 9.6)
             if m.term < self.term:
@@ -562,6 +572,11 @@ class RaftCore:
                                reject_hint=hint, reject_term=self.log.term(hint) or 0))
             return
         self._commit_to(min(m.commit, last))
+        if self.catching_up and last >= m.commit:
+            # m.commit is the leader's commit index: everything committed anywhere is now ours
+            self.catching_up = False
+            self._caught_up_pending = True
+            self.log_.info("raft_caught_up", term=self.term, index=last, leader=m.frm)
         self._send(Message(MsgType.APPEND_RESP, self.id, m.frm, self.term, index=last))
 
     def _commit_to(self, index: int) -> None:
@@ -889,6 +904,7 @@ class RaftCore:
         rd.messages_early, self._msgs_early = self._msgs_early, []
         rd.messages, self._msgs = self._msgs, []
         rd.read_states, self._read_states = self._read_states, []
+        rd.caught_up = self._caught_up_pending
         ss = self.soft_state()
         if ss != self._prev_soft:
             rd.soft_state = ss
@@ -896,6 +912,8 @@ class RaftCore:
         return rd
 
     def advance(self, rd: Ready) -> None:
+        if rd.caught_up:
+            self._caught_up_pending = False
         if rd.hard_state is not None:
             self._persisted_hs = rd.hard_state
         if rd.snapshot is not None and self._pending_snapshot is rd.snapshot:

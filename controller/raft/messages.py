@@ -140,6 +140,9 @@ class Ready:
     messages: list[Message] = field(default_factory=list)
     read_states: list[ReadState] = field(default_factory=list)
     soft_state: SoftState | None = None
+    # The node left catch-up mode (see RaftCore(catch_up=True)): once this Ready's entries are
+    # durable, the driver removes its catch-up marker.
+    caught_up: bool = False
 
     @property
     def must_sync(self) -> bool:

@@ -22,6 +22,7 @@ from typing import Any, Protocol
 
 import grpc
 
+from autoswitch.fsutil import fsync_dir
 from autoswitch.log import get_logger
 from autoswitch.proto import raft_pb2_grpc
 
@@ -35,11 +36,14 @@ from .errors import (
     RaftConfigError,
     RaftError,
     RaftStopped,
+    RaftStorageCorrupt,
 )
 from .messages import EntryKind, Message, ReadState, Ready, Role, Snapshot
 from .storage import FileStorage, Storage
 from .transport import RaftServicer, Transport, grpc_options
 
+# A file in the raft data dir: present while a recovered node may not vote or campaign.
+CATCH_UP_MARKER = "catch_up"
 
 class StateMachine(Protocol):
     def apply(self, index: int, data: bytes) -> Any: ...   # deterministic, every node, log order
@@ -89,8 +93,12 @@ class _Proposal:
 class RaftNode:
     def __init__(self, node_id: str, peers: dict[str, str], data_dir: Path, state_machine: StateMachine,
                  config: RaftConfig | None = None, *, server: grpc.aio.Server | None = None,
-                 cluster: str = "autoswitch", seed: int | None = None, storage: Storage | None = None) -> None:
+                 cluster: str = "autoswitch", seed: int | None = None, storage: Storage | None = None,
+                 min_log_index: int = 0) -> None:
+        """``min_log_index``: an index this node is known to have applied (the controller's event
+        history); a log or snapshot that ends before it lost committed entries, and start refuses."""
         self.node_id = node_id
+        self.min_log_index = min_log_index
         self.cfg = config or RaftConfig()
         self.addrs = dict(peers)
         if node_id not in self.addrs:
@@ -136,9 +144,21 @@ class RaftNode:
         if self._storage is None:
             self._storage = FileStorage(self.data_dir, self.cfg.segment_bytes, self.cfg.fsync)
         rec = await loop.run_in_executor(None, self._storage.load)
+        last = max(rec.snapshot.index if rec.snapshot else 0, rec.entries[-1].index if rec.entries else 0)
+        if last < self.min_log_index:
+            raise RaftStorageCorrupt(
+                f"raft log in {self.data_dir} ends at {last} but this node applied entries up to "
+                f"{self.min_log_index}: committed entries are gone (a truncated or deleted segment); refusing to "
+                "start. If this disk was lost or replaced, rejoin with `autoswitch recover-member` "
+                "(docs/operations-controller.md)", path=str(self.data_dir), offset=None)
         rng = random.Random(self.seed if self.seed is not None else int.from_bytes(os.urandom(8), "big"))
         peers = [p for p in self.addrs if p != self.node_id]
-        core = RaftCore(self.node_id, peers, self.cfg, rng, self._now_ms(), rec.hard_state, rec.snapshot, rec.entries)
+        catch_up = (self.data_dir / CATCH_UP_MARKER).exists()
+        core = RaftCore(self.node_id, peers, self.cfg, rng, self._now_ms(), rec.hard_state, rec.snapshot, rec.entries,
+                        catch_up=catch_up)
+        if catch_up:
+            self.log.warning("raft_catching_up", note="no votes and no campaign until a leader brought this log "
+                                                      "up to its commit index (recover-member)")
         if rec.snapshot is not None:
             self.sm.restore(rec.snapshot.data)
             self._last_snap_index = rec.snapshot.index
@@ -183,6 +203,11 @@ class RaftNode:
                 fut.set_exception(exc)
         self._waiters.clear()
         self._reads.clear()
+
+    def _clear_catch_up(self) -> None:
+        with contextlib.suppress(FileNotFoundError):
+            (self.data_dir / CATCH_UP_MARKER).unlink()
+        fsync_dir(self.data_dir)
 
     # ---------------------------------------------------------------- inputs
     def _deliver(self, msgs: list[Message]) -> None:
@@ -270,6 +295,8 @@ class RaftNode:
                                            "outcome unknown: replaced by a snapshot from the leader"))
         if rd.hard_state is not None or rd.entries:
             await self._io(self._storage.save, rd.hard_state, rd.entries)
+        if rd.caught_up:
+            await self._io(self._clear_catch_up)
         self._transport.send(rd.messages)
         if rd.messages and rd.committed_entries:
             # Acks (and votes) first: the senders are other tasks, so applying a long batch right

@@ -10,6 +10,14 @@ Layout of ``data_dir``::
     hardstate                      checkpoint of the hard state, rewritten (temp + fsync + rename +
                                    dir fsync) before compaction deletes segments holding its records
     snapshot-<index>-<term>.snap   latest snapshot (same crash-safe write, CRC)
+    segments.manifest              the newest segment's sequence number, rewritten (crash-safe)
+                                   whenever a segment is opened: a missing newest segment (or all
+                                   of them) is detected at start instead of starting as a new node
+
+Start-up consistency (like etcd's WAL/snapshot check): the node refuses to start, naming the
+files, when the manifest's newest segment is missing, when there is a hard state or snapshot but
+no segment, or when the log ends before the persisted commit index. A node whose disk was
+replaced rejoins only through `autoswitch recover-member`.
 
 The ``Storage`` protocol is what the driver needs; ``MemoryStorage`` implements it without
 files (and can drop unsynced writes) so a simulator can crash nodes cheaply.
@@ -17,6 +25,7 @@ files (and can drop unsynced writes) so a simulator can crash nodes cheaply.
 
 from __future__ import annotations
 
+import json
 import os
 import re
 from dataclasses import dataclass, field
@@ -30,6 +39,7 @@ from . import codec
 from .errors import RaftStorageCorrupt
 from .messages import Entry, HardState, Snapshot
 
+MANIFEST = "segments.manifest"
 _SEG_RE = re.compile(r"^seg-(\d{8})\.log$")
 _SNAP_RE = re.compile(r"^snapshot-(\d{20})-(\d+)\.snap$")
 
@@ -108,6 +118,29 @@ class FileStorage:
         self._loaded = False
 
     # ---------------------------------------------------------------- recovery
+    def _refuse(self, what: str, path: Path | None) -> RaftStorageCorrupt:
+        return RaftStorageCorrupt(f"{what}; refusing to start (a node that forgot its log or vote could elect a "
+                                  f"second leader or lose committed entries). If this disk was lost or replaced, "
+                                  f"rejoin with `autoswitch recover-member` (docs/operations-controller.md)",
+                                  path=str(path) if path is not None else str(self.dir), offset=None)
+
+    def _manifest_last(self) -> int | None:
+        path = self.dir / MANIFEST
+        try:
+            doc = json.loads(path.read_text())
+            last = doc["last_segment"]
+        except FileNotFoundError:
+            return None
+        except (ValueError, KeyError, TypeError, UnicodeDecodeError):
+            raise self._refuse("segments.manifest is corrupt", path) from None
+        if not isinstance(last, int) or last < 1:
+            raise self._refuse("segments.manifest is corrupt", path)
+        return last
+
+    def _write_manifest(self) -> None:
+        if self._segs:
+            write_atomic(self.dir / MANIFEST, json.dumps({"last_segment": self._segs[-1].seq}).encode(), self.fsync)
+
     def load(self) -> Recovered:
         for p in self.dir.glob("*.tmp"):       # half-written atomic files never became visible
             p.unlink()
@@ -124,6 +157,14 @@ class FileStorage:
                 old.unlink()
         self._snap = snap
         segs = sorted((int(m.group(1)), p) for p in self.dir.iterdir() if (m := _SEG_RE.match(p.name)))
+        manifest_last = self._manifest_last()
+        if manifest_last is not None and (not segs or segs[-1][0] < manifest_last):
+            raise self._refuse(f"raft log segment seg-{manifest_last:08d}.log is missing (segments.manifest names "
+                               f"it; found {[p.name for _, p in segs] or 'no segments'})",
+                               self.dir / f"seg-{manifest_last:08d}.log")
+        if not segs and (hs_path.exists() or snaps):
+            raise self._refuse(f"no raft log segment next to {'hardstate' if hs_path.exists() else snaps[-1][1].name}",
+                               self.dir)
         replay = codec.LogReplay()
         torn = 0
         for i, (seq, path) in enumerate(segs):
@@ -147,16 +188,19 @@ class FileStorage:
         hs = codec.newest_hard_state(hs_states)
         self._hs = hs
         snap_index = snap.index if snap else 0
-        if entries and entries[-1].index < hs.commit and entries[-1].index >= snap_index:
-            raise RaftStorageCorrupt(f"raft log ends at {entries[-1].index} below the persisted commit index "
-                                     f"{hs.commit} (lost synced data)",
-                                     path=str(self._segs[-1].path) if self._segs else None, offset=None)
+        last_index = max(snap_index, entries[-1].index if entries else 0)
+        if last_index < hs.commit:
+            raise self._refuse(f"raft log ends at {last_index} below the persisted commit index {hs.commit} "
+                               f"(committed entries are gone: a truncated or deleted segment)",
+                               self._segs[-1].path if self._segs else None)
         if snap is not None:
             entries = self._entries_after_snapshot(entries, snap)
         self._terms.write(entries)
         if snap is not None and not entries:
             self._terms.base = snap.index
         self._loaded = True
+        if segs and manifest_last != segs[-1][0]:
+            self._write_manifest()          # a data dir from before the manifest, or a crash in _open_segment
         self.log.info("raft_storage_loaded", term=hs.term, vote=hs.vote, snapshot=snap_index,
                       first=entries[0].index if entries else None, last=entries[-1].index if entries else None,
                       segments=len(self._segs))
@@ -183,6 +227,7 @@ class FileStorage:
         self._segs.append(_Segment(seq, path, 0))
         if self.fsync:
             fsync_dir(self.dir)
+        self._write_manifest()
 
     def _ensure_fd(self) -> None:
         if self._fd is None:
@@ -238,12 +283,16 @@ class FileStorage:
         if matches:
             self._compact(snap.index)
             return
-        # our log diverged from (or is behind) the snapshot: it is replaced entirely
+        # our log diverged from (or is behind) the snapshot: it is replaced entirely. The new
+        # (empty) segment exists before the old ones go, so no crash leaves a hard state without
+        # any segment (which start-up refuses as a lost log).
         self._close_fd()
         write_atomic(self.dir / "hardstate", codec.encode_hard_state(self._hs), self.fsync)
-        for seg in self._segs:
+        old = list(self._segs)
+        self._open_segment()
+        for seg in old:
             seg.path.unlink()
-        self._segs = []
+        self._segs = self._segs[len(old):]
         if self.fsync:
             fsync_dir(self.dir)
         self._terms = _Terms()

@@ -51,11 +51,16 @@ class Cluster:
     def data_dir(self, nid: str) -> Path:
         return self.tmp / f"data-{nid}"
 
+    def node_args(self, nid: str) -> list[str]:
+        """--node-id ... --config: what `controller`, `namesrv --embed-controller` and
+        `recover-member` take for this node."""
+        return ["--node-id", nid, "--peers", self.peers_spec, "--data-dir", str(self.data_dir(nid)),
+                "--raft-peers", ",".join(f"{n}={a}" for n, a in self.raft_addrs.items()),
+                "--config", str(self.toml)]
+
     def start(self, nid: str, wait: bool = True) -> None:
         self._gen[nid] = self._gen.get(nid, 0) + 1
-        common = ["--node-id", nid, "--peers", self.peers_spec, "--data-dir", str(self.data_dir(nid)),
-                  "--raft-peers", ",".join(f"{n}={a}" for n, a in self.raft_addrs.items()),
-                  "--config", str(self.toml)]
+        common = self.node_args(nid)
         if nid in self.embedded:
             args = ["namesrv", "--listen", self.addrs[nid], "--embed-controller", *common]
         else:

@@ -1,0 +1,119 @@
+"""A controller that lost its Raft files refuses to start; `recover-member` is the way back.
+Real 3-node clusters on 127.0.0.1, real files."""
+
+from __future__ import annotations
+
+import asyncio
+import json
+import subprocess
+import sys
+
+import pytest
+from autoswitch.controller.client import ControllerClient
+from autoswitch.controller.raft import codec
+
+from autoswitch.proto import controller_pb2 as pb
+from tests.integration.controller_harness import Cluster, wait_leader
+
+pytestmark = pytest.mark.integration
+
+WRITES = 10          # below the harness's snapshot_every (16): the whole history is in the log
+
+
+def _cli(*args: str) -> subprocess.CompletedProcess:
+    return subprocess.run([sys.executable, "-m", "autoswitch", *args], capture_output=True, text=True, timeout=120)
+
+
+async def _write(cl: Cluster, first: int, n: int) -> None:
+    async with ControllerClient(cl.spec, deadline_s=60) as c:
+        await wait_leader(c)
+        for i in range(first, first + n):
+            await c.apply_broker_id("c1", f"g{i}", 1, f"k{i}")
+
+
+async def _groups(cl: Cluster, nid: str) -> int:
+    async with ControllerClient(cl.addrs[nid], deadline_s=60) as c:
+        m = await c.call_node(cl.addrs[nid], "GetMetaData", pb.GetMetaDataRequest(), timeout_s=30)
+        return int(m.groups)
+
+
+def _written_cluster(procs, tmp_path) -> Cluster:
+    cl = Cluster(procs, tmp_path)
+    cl.start_all()
+    asyncio.run(_write(cl, 0, WRITES))
+    return cl
+
+
+def _start_fails(cl: Cluster, nid: str) -> dict:
+    r = _cli("controller", *cl.node_args(nid))
+    assert r.returncode == 2, (r.returncode, r.stderr[-2000:])
+    line = [x for x in r.stderr.splitlines() if '"startup_failed"' in x]
+    assert line, r.stderr[-2000:]
+    return json.loads(line[-1])
+
+
+def test_deleted_segments_refuse_to_start(procs, tmp_path):
+    cl = _written_cluster(procs, tmp_path)
+    cl.stop("n3")
+    raft = cl.data_dir("n3") / "raft"
+    segs = sorted(raft.glob("seg-*.log"))
+    assert segs
+    for p in segs:
+        p.unlink()
+    err = _start_fails(cl, "n3")
+    assert err["code"] == "RAFT_STORAGE_CORRUPT" and "seg-" in err["message"] and "recover-member" in err["message"]
+    # The whole raft directory gone: the event history says entries were applied here.
+    for p in raft.iterdir():
+        p.unlink()
+    raft.rmdir()
+    err = _start_fails(cl, "n3")
+    assert "events.jsonl" in err["message"] and "recover-member" in err["message"]
+
+
+def test_segment_truncated_at_a_frame_boundary_refuses_to_start(procs, tmp_path):
+    cl = _written_cluster(procs, tmp_path)
+    cl.stop("n3")
+    seg = sorted((cl.data_dir("n3") / "raft").glob("seg-*.log"))[-1]
+    buf = seg.read_bytes()
+    frames = codec.scan_segment(buf, str(seg), is_last=True).frames
+    cut = next(off for off, frame in frames if frame and frame[-1].index >= 3)
+    with open(seg, "r+b") as f:             # exactly at a frame boundary: no torn tail to notice
+        f.truncate(cut)
+    err = _start_fails(cl, "n3")
+    assert err["code"] == "RAFT_STORAGE_CORRUPT" and "committed entries are gone" in err["message"]
+
+
+def test_recover_member_rejoins_only_with_a_quorum_and_catches_up(procs, tmp_path):
+    cl = _written_cluster(procs, tmp_path)
+    cl.stop("n3")
+    for p in (cl.data_dir("n3") / "raft").glob("seg-*.log"):
+        p.unlink()                                           # the replaced disk
+
+    # Too few others: with n2 down too, n1 alone is no quorum of 3.
+    cl.stop("n2")
+    r = _cli("recover-member", *cl.node_args("n3"), "--timeout-s", "2")
+    assert r.returncode == 2 and "RECOVER_REFUSED" in r.stderr and "quorum" in r.stderr, r.stderr[-2000:]
+    cl.start("n2")
+
+    r = _cli("recover-member", *cl.node_args("n3"))
+    assert r.returncode == 0, r.stderr[-2000:]
+    out = json.loads(r.stdout)
+    assert out["recovered"] == "n3" and set(out["answered"]) == {"n1", "n2"} and out["term"] >= 1
+    assert (cl.data_dir("n3") / "raft" / "catch_up").exists()
+
+    cl.start("n3")
+    asyncio.run(_write(cl, WRITES, 3))                     # the cluster keeps committing
+
+    async def caught_up() -> None:
+        loop = asyncio.get_running_loop()
+        end = loop.time() + 60
+        while await _groups(cl, "n3") != WRITES + 3:
+            assert loop.time() < end, "n3 did not catch up"
+            await asyncio.sleep(0.1)
+    asyncio.run(caught_up())
+    assert not (cl.data_dir("n3") / "raft" / "catch_up").exists()
+    log = cl.proc["n3"].log_path.read_text()
+    assert '"raft_catching_up"' in log and '"raft_caught_up"' in log
+    # A running node is never "recovered" under itself.
+    r = _cli("recover-member", *cl.node_args("n3"))
+    assert r.returncode == 2 and "stop it" in r.stderr
