@@ -556,3 +556,36 @@ def test_corrupt_epochfile_refuses_start_with_typed_error(procs, tmp_path):
     assert failed, "a corrupt EpochFile must be reported, not silently reset"
     assert "CORRUPT" in failed[-1]["code"] and "epochfile" in json.dumps(failed[-1]), failed[-1]
     assert "Traceback" not in m.proc.log_text()
+
+
+def test_concurrent_rpcs_beyond_the_limit_are_refused_at_once(procs, tmp_path):
+    """max_concurrent_rpcs: calls past the limit get RESOURCE_EXHAUSTED instead of queueing; the
+    broker keeps serving. 40 produces wait for a stopped slave's ack (up to ack_timeout)."""
+    m, s = make_nodes(tmp_path, 2)
+    cfg = tmp_path / "m.toml"
+    cfg.write_text("max_concurrent_rpcs = 16\nmax_inflight_produce = 1000\n")
+    start(procs, m, "master", "--epoch", "1", "--ack-mode", "all", "--ack-timeout", "20", config=cfg)
+    start(procs, s, "slave", master=m)
+    wait_until(lambda: epoch_info(m).sync_state_set == [1, 2], 60, "slave in the SyncStateSet")
+    os.kill(s.proc.pid, signal.SIGSTOP)
+    try:
+        async def run():
+            import grpc
+
+            from autoswitch.proto import broker_pb2_grpc as pbg
+            async with grpc.aio.insecure_channel(m.addr) as ch:
+                stub = pbg.BrokerServiceStub(ch)
+
+                async def one(i: int):
+                    try:
+                        await stub.Produce(pb.ProduceRequest(topic=TOPIC, messages=[
+                            pb.ProduceMessage(body=b"w", msg_id=f"c{i}")]), timeout=60)
+                        return "answered"
+                    except grpc.aio.AioRpcError as e:
+                        return e.code().name
+                return await asyncio.gather(*(one(i) for i in range(40)))
+        codes = asyncio.run(run())
+    finally:
+        os.kill(s.proc.pid, signal.SIGCONT)
+    assert codes.count("RESOURCE_EXHAUSTED") >= 40 - 16, codes
+    assert m.proc.alive() and epoch_info(m).role == "master"
