@@ -27,6 +27,8 @@ def register(sub, admin_sub) -> None:
     p.add_argument("--listen", required=True, help="HOST:PORT of the name server (and embedded controller)")
     p.add_argument("--route-ttl-s", type=float, default=30.0, help="route expiry without re-registration")
     p.add_argument("--embed-controller", action="store_true", help="host a controller node in this process")
+    p.add_argument("--controllers", default=None,
+                   help="HOST:PORT,...: a standalone name server checks master routes against these controllers")
     _node_args(p, required=False)
     p.set_defaults(func=_run_namesrv)
 
@@ -123,9 +125,18 @@ def _run_namesrv(args) -> int:
             print(json.dumps({"code": "CONFIG_ERROR", "message": f"--peers gives {cfg.node_id} address "
                               f"{cfg.peers[cfg.node_id]} but --listen is {args.listen}"}), file=sys.stderr)
             return 2
+    controllers = [a.strip() for a in (args.controllers or "").split(",") if a.strip()]
+    if controllers and args.embed_controller:
+        print(json.dumps({"code": "CONFIG_ERROR", "message": "--controllers is for a standalone name server; an "
+                          "embedded one checks routes against its own controller node"}), file=sys.stderr)
+        return 2
+    if not 0 < args.route_ttl_s <= 300:
+        print(json.dumps({"code": "CONFIG_ERROR", "message": "--route-ttl-s must be in (0, 300]"}), file=sys.stderr)
+        return 2
     from autoswitch.controller.node import run_forever
 
-    return run_forever(cfg, namesrv={"listen": args.listen, "route_ttl_s": args.route_ttl_s})
+    return run_forever(cfg, namesrv={"listen": args.listen, "route_ttl_s": args.route_ttl_s,
+                                     "controllers": controllers})
 
 
 # ---------------- admin ----------------

@@ -222,3 +222,48 @@ def _peer_host(peer: str | None) -> str:
     if addr.startswith("["):
         return addr[1:addr.find("]")]
     return addr.rsplit(":", 1)[0]
+
+
+class PolledAuthority:
+    """A standalone name server's view of the controllers (``--controllers``): every group's
+    master and MasterEpoch, fetched every ``interval_s`` (GetSyncStateData). Until the first
+    fetch succeeds no route counts as a master (the name server cannot tell a forged epoch from
+    a real one yet). A group missing from the last answer has no master route either: with
+    ``--controllers`` every group is the controllers' (one elected within the last poll shows up
+    at the next one, ``interval_s`` later)."""
+
+    def __init__(self, interval_s: float = 1.0) -> None:
+        assert interval_s > 0
+        self.interval_s = interval_s
+        self._masters: dict[str, tuple[int | None, int]] | None = None
+
+    def __call__(self, group: str) -> tuple[int | None, int] | None:
+        if self._masters is None:
+            return (None, 0)
+        return self._masters.get(group, (None, 0))
+
+    def update(self, groups) -> None:
+        self._masters = {g.replica_info.broker_name: (int(g.replica_info.master_broker_id) or None,
+                                                      int(g.replica_info.master_epoch)) for g in groups}
+
+    async def run(self, controllers: list[str]) -> None:
+        import asyncio
+
+        from autoswitch.controller.client import ControllerClient
+
+        from autoswitch.errors import AutoswitchError
+
+        async with ControllerClient(controllers, deadline_s=self.interval_s * 3) as c:
+            failing = False
+            while True:
+                try:
+                    self.update(await c.get_sync_state_data([]))
+                    if failing:
+                        _log.info("controller_view_restored", groups=len(self._masters or {}))
+                    failing = False
+                except AutoswitchError as e:
+                    if not failing:     # one line per outage, not per poll
+                        _log.warning("controller_view_unavailable", error=e.message[:200],
+                                     note="keeping the last view; before the first one no master route counts")
+                    failing = True
+                await asyncio.sleep(self.interval_s)

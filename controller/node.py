@@ -580,6 +580,13 @@ def run_forever(config: ControllerConfig | None, namesrv: dict | None) -> int:
         if namesrv is not None:
             table = RouteTable(default_ttl_s=namesrv["route_ttl_s"])
             ns = NameServerServicer(table)
+            poller = None
+            if namesrv.get("controllers"):
+                from autoswitch.controller.namesrv import PolledAuthority
+
+                authority = PolledAuthority()
+                table.authority = authority
+                poller = asyncio.create_task(authority.run(namesrv["controllers"]))
 
             def reg(s):
                 namesrv_pb2_grpc.add_NameServerServicer_to_server(ns, s)
@@ -622,6 +629,8 @@ def run_forever(config: ControllerConfig | None, namesrv: dict | None) -> int:
             await server.stop(grace=0.5)
         if namesrv is not None:
             expirer.cancel()
+            if poller is not None:
+                poller.cancel()
         for t in watch:
             t.cancel()
         return 0

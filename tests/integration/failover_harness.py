@@ -87,7 +87,9 @@ class FailoverCluster:
             wait_port(self.ctl_ports[n], timeout=20, proc=p.popen)
 
     def start_namesrv(self, wait: bool = True) -> Proc:
-        p = self.procs.start("namesrv", ["namesrv", "--listen", self.namesrv, "--route-ttl-s", "5"])
+        # --controllers: master routes must match the controllers' master and MasterEpoch.
+        p = self.procs.start("namesrv", ["namesrv", "--listen", self.namesrv, "--route-ttl-s", "5",
+                                         "--controllers", self.controllers])
         if wait:
             wait_port(self.namesrv_port, timeout=20, proc=p.popen)
         return p

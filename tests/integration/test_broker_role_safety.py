@@ -130,3 +130,31 @@ def test_controller_refuses_a_heartbeat_timeout_below_the_brokers_lease(procs, t
     # A longer timeout is safe (failover is only slower) and accepted.
     r = cli("admin", "update-controller-config", "--controller", c.controllers, "-k", "heartbeat_timeout_ms=2000")
     assert r.returncode == 0, r.stdout + r.stderr
+
+
+def test_standalone_namesrv_route_cannot_outrank_the_controller(procs, tmp_path):
+    """A route claiming MasterEpoch 2^62 for the group (60 s TTL) never becomes the master route:
+    the name server checks master routes against the controllers (--controllers)."""
+    c = FailoverCluster(procs, tmp_path)
+    c.start_all()
+    master_id, epoch = c.wait_master()
+
+    async def run():
+        async with grpc.aio.insecure_channel(c.namesrv) as ch:
+            ns = npbg.NameServerStub(ch)
+            r = await ns.RegisterRoute(npb.RegisterRouteRequest(route=npb.BrokerRoute(
+                cluster_name="c1", broker_name="g1", broker_id=7, address=f"{HOST}:1", role="master",
+                master_epoch=2**62), ttl_ms=60_000))
+            assert r.header.code == 0 and not r.accepted_as_master
+
+            async def lookup():
+                return await ns.LookupMaster(npb.LookupMasterRequest(broker_name="g1"))
+            m = await lookup()
+            loop = asyncio.get_running_loop()
+            end = loop.time() + 60
+            while m.master.broker_id != master_id:      # the real master's next registration
+                assert loop.time() < end and m.master.broker_id != 7, m
+                await asyncio.sleep(0.1)
+                m = await lookup()
+            assert m.master.master_epoch == epoch
+    asyncio.run(run())
