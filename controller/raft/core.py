@@ -568,6 +568,12 @@ class RaftCore:
         last = self.log.maybe_append(m.index, m.log_term, m.entries, self.commit)
         if last is None:
             hint = min(m.index, self.log.last_index())
+            # etcd findConflictByTerm, follower side: none of our entries with a term above the
+            # leader's prev term can match, so hint below them. Without it, a follower holding a
+            # newer term's entries at the leader's prev index (e.g. term 3 over the leader's 2)
+            # answered the same hint for ever and never caught up (simulator seed 1511).
+            while hint > max(self.commit, self.log.offset) and (self.log.term(hint) or 0) > m.log_term:
+                hint -= 1
             self._send(Message(MsgType.APPEND_RESP, self.id, m.frm, self.term, index=m.index, reject=True,
                                reject_hint=hint, reject_term=self.log.term(hint) or 0))
             return
@@ -656,6 +662,8 @@ class RaftCore:
                     hint -= 1
                 if hint == self.log.offset and self.log.offset_term > m.reject_term:
                     hint -= 1     # conflict at our snapshot index: only the snapshot repairs it (sim seed 240)
+            if hint + 1 >= pr.next:
+                hint = pr.next - 2          # every reject moves the probe back at least one entry
             pr.next = max(pr.match + 1, hint + 1)
             pr.paused = False
             self._send_append(m.frm)

@@ -108,3 +108,26 @@ def test_unknown_outcome_is_resolved_by_a_confirming_proposal():
     assert not t.is_acked(200, 200)
     t.on_proposal_accepted(frozenset({1}), 2, 60.1)
     assert t.is_acked(200, 200)
+
+
+def test_follower_with_newer_term_entries_at_the_probe_index_catches_up():
+    """Sim seed 1511 (phase A, found when the fault menu grew): the leader (term 5) holds entries
+    14-16 of term 2; a follower holds 14-16 of term 3 and 17-20 of term 4 (appended by leaders that
+    lost). The follower answered every probe at prev=16/term 2 with hint 16 (term 3); the leader's
+    back-off kept 16 (its own term there, 2, is below 3), so it probed prev=16 for ever: the
+    follower never caught up, and one more node down would have stopped the group."""
+    common = [Entry(i, 1, f"k=c{i}".encode()) for i in range(1, 14)]
+    leader_log = common + [Entry(i, 2, f"k=l{i}".encode()) for i in (14, 15, 16)] + [Entry(17, 5, b"k=l17")]
+    stale = common + [Entry(i, 3, f"k=s{i}".encode()) for i in (14, 15, 16)] + \
+        [Entry(i, 4, f"k=s{i}".encode()) for i in (17, 18, 19, 20)]
+    net = SimNet(["a", "b", "c"], seed=1, storages={
+        "a": _storage(HardState(5, None, 13), leader_log),
+        "b": _storage(HardState(5, None, 13), stale),
+        "c": _storage(HardState(5, None, 13), leader_log),
+    })
+    leader = net.wait_leader(3_000)
+    assert leader in ("a", "c")
+    idx = net.propose(leader, b"k=new")
+    assert net.run_until(lambda: net.nodes["b"].sm.last_index >= idx, 3_000), \
+        f"follower b stuck at {net.nodes['b'].core.log.last_index()} (leader at {idx})"
+    assert net.nodes["b"].sm.kv == net.nodes[leader].sm.kv
