@@ -39,7 +39,7 @@ STOP_WAIT_S = 10.0
 
 _log = get_logger("playground")
 
-# Timings. "fast" is the loopback profile (DESIGN-NOTES 7.1 / docs/replicas-manager.md lease
+# Timings. "fast" is the loopback profile (docs/design.md §1 / docs/replicas-manager.md lease
 # table): heartbeat timeout 1000 ms, lease 600 ms. "default" keeps the RocketMQ-like 10 s.
 PROFILES: dict[str, dict[str, Any]] = {
     "fast": {

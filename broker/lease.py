@@ -1,4 +1,4 @@
-"""Master self-fencing lease (DESIGN-NOTES 7.1), pure.
+"""Master self-fencing lease (docs/design.md §1), pure.
 
 The broker sends a heartbeat round to every controller. For every controller we
 remember the SEND time of the newest round that controller answered. The lease is

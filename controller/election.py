@@ -3,12 +3,12 @@
 Pure functions over plain sets and ``BrokerLiveInfo``; the state machine feeds them the group's
 state and the liveness evidence that the leader carried inside the request.
 
-Ranking (RocketMQ's DefaultElectPolicy order, DESIGN-NOTES 3): epoch desc, maxOffset desc,
+Ranking (RocketMQ's DefaultElectPolicy order, docs/controller.md "Election policy"): epoch desc, maxOffset desc,
 electionPriority asc, then brokerId asc so ties are deterministic. Offsets are compared as
 Python ints; RocketMQ's comparator casts an offset difference to 32-bit ``int`` and can pick the
-replica with *less* data when two offsets differ by 2**31 or more (DESIGN-NOTES 7.3).
+replica with *less* data when two offsets differ by 2**31 or more (docs/design.md §3).
 
-Eligible replicas (DESIGN-NOTES 7.4, after Kafka KIP-966 ELR): see ``eligible_after_election``
+Eligible replicas (docs/design.md §4, after Kafka KIP-966 ELR): see ``eligible_after_election``
 and docs/controller.md for the safety argument.
 """
 

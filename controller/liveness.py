@@ -6,7 +6,7 @@
   (a freshly started node cannot know) — or to be holding an earlier DEAD report (below).
 * ``combine`` — Sentinel's ODOWN: DEAD only when a majority of ALL controller nodes says DEAD;
   ALIVE (electable) only when a majority says ALIVE. Unanswered nodes count as neither, so one
-  controller with a broken link to a healthy master causes no failover (DESIGN-NOTES 7.2).
+  controller with a broken link to a healthy master causes no failover (docs/design.md §2).
 * Lease grants — every DEAD report a node sends (also "never heard it") starts or restarts a
   hold: the node grants the broker no master lease (its heartbeat replies do not count towards
   the broker's lease) from that instant on, until ``hold_ms`` has passed since its LATEST DEAD

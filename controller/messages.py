@@ -178,7 +178,7 @@ class ElectMasterRequest(Request):
     last report; ``dead_broker_ids``: brokers a controller majority has not heard from within the
     heartbeat timeout. Both are filled by the leader at proposal time. A non-designated election
     replaces an existing master that is not in ``alive`` only if that master is in
-    ``dead_broker_ids`` (DESIGN-NOTES 7.2); otherwise it answers CONTROLLER_ELECT_MASTER_FAILED.
+    ``dead_broker_ids`` (docs/design.md §2); otherwise it answers CONTROLLER_ELECT_MASTER_FAILED.
     """
 
     TYPE: ClassVar[str] = "ElectMaster"

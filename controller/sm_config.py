@@ -15,11 +15,11 @@ from typing import Any
 _SPEC: dict[str, tuple[type, Any, int | None, int | None]] = {
     # RocketMQ enableElectUncleanMaster: elect a replica outside SSS/eligible when nobody else is left.
     "enable_elect_unclean_master": (bool, False, None, None),
-    # DESIGN-NOTES 7.4: keep replicas that hold every acked message electable after a failover.
+    # docs/design.md §4: keep replicas that hold every acked message electable after a failover.
     "enable_eligible_replicas": (bool, True, None, None),
     # Must equal the brokers' minInSyncReplicas: eligible replicas exist only while |SSS| < this.
     "min_in_sync_replicas": (int, 1, 1, 64),
-    # DESIGN-NOTES 7.3: a group's first election waits for all registered replicas to be alive,
+    # docs/design.md §3: a group's first election waits for all registered replicas to be alive,
     # at most this long after the group's first ApplyBrokerId.
     "first_election_grace_ms": (int, 5000, 0, 600_000),
     # ... and never happens with fewer alive replicas than this before the grace period ends.

@@ -474,7 +474,7 @@ def _elect_master(req: ElectMasterRequest, state: ControllerState) -> tuple[list
                            name)
     master = g.master_broker_id
     if designated is None and master is not None and master not in alive and master not in req.dead_broker_ids:
-        # Liveness is the majority's (DESIGN-NOTES 7.2): not seen alive is not the same as dead. The
+        # Liveness is the majority's (docs/design.md §2): not seen alive is not the same as dead. The
         # claim names the master, so a request computed before another election (pipelined
         # proposals) can never depose the master that election produced.
         return _reject(Code.CONTROLLER_ELECT_MASTER_FAILED,

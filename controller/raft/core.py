@@ -5,7 +5,7 @@ Inputs: ``step(msg)``, ``tick(now_ms)``, ``propose(data)``, ``read_index(ctx)``,
 No clock, sockets, files or threads here: time is ``now_ms`` passed in and randomness is the
 ``random.Random`` passed in, so a simulator can replay any run from a seed.
 
-Election (DESIGN-NOTES 5): nodes start as CANDIDATE; voters answer ACCEPT or a DLedger reject
+Election (docs/raft.md "Election"): nodes start as CANDIDATE; voters answer ACCEPT or a DLedger reject
 reason; the candidate tallies replies into PASSED / REVOTE_IMMEDIATELY / WAIT_TO_REVOTE /
 WAIT_TO_VOTE_NEXT. On top: pre-vote, check-quorum + leader lease, TimeoutNow transfer,
 chunked InstallSnapshot, read-index, flow control.

@@ -10,7 +10,7 @@ from dataclasses import dataclass, field
 
 from autoswitch.controller.liveness import HeartbeatTable, NodeOpinion, Opinion
 
-# Planted bugs (DESIGN-NOTES 7 lists the failures they re-introduce). They exist ONLY here:
+# Planted bugs (docs/design.md lists the failures they re-introduce). They exist ONLY here:
 # each is a subclass/wrapper of a production core built inside tests/sim.
 BUGS = (
     "no_union_sss",            # acks count only the old SyncStateSet while a change is in flight (#5663)

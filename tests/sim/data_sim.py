@@ -593,7 +593,7 @@ class DataSim:
                             self.now)
         g = self.sm.state.groups[GROUP]
         if g.master_epoch > p.epoch:
-            # DESIGN-NOTES 7.1: a deposed master must have stopped acknowledging before the
+            # docs/design.md §1: a deposed master must have stopped acknowledging before the
             # controller could commit a newer MasterEpoch
             raise Violation("data.ack_after_deposed", f"broker {m.bid} acked message {p.msg_id} in epoch {p.epoch} "
                             f"after the controller moved to epoch {g.master_epoch}", self.now)

@@ -1,4 +1,4 @@
-"""EpochCache rules and the consistent-point algorithm (DESIGN-NOTES 3)."""
+"""EpochCache rules and the consistent-point algorithm (docs/storage.md "1. EpochFile")."""
 
 from __future__ import annotations
 

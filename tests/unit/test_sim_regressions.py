@@ -44,7 +44,7 @@ def test_heartbeat_replies_without_lease_granted_do_not_extend_the_master_lease(
     controller majority to hold a DEAD report and commit a newer MasterEpoch comes back; the
     controllers answer its heartbeats with lease_granted=false, but the adapter counts them,
     the lease is renewed and the deposed master acknowledges a write in the old epoch before
-    its next replica-info poll (DESIGN-NOTES 7.1 broken; interfaces.md: only replies with
+    its next replica-info poll (docs/design.md §1 broken; interfaces.md: only replies with
     lease_granted may count)."""
     from autoswitch.proto import controller_pb2 as pb
     from tests.unit.test_rm_adapter import make, wait_for
