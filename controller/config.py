@@ -57,7 +57,7 @@ class ControllerConfig:
     watch_queue_size: int = 64
     max_groups_per_query: int = 100_000
     events_max_lines_per_call: int = 10_000
-    # Raft settings passed through to the Raft engineer's RaftConfig (by field name).
+    # The [raft] table, passed through to RaftConfig by field name.
     raft: dict[str, Any] = field(default_factory=dict)
     # Initial replicated state-machine config (sm_config.KEYS -> string value); same on every node.
     sm: dict[str, str] = field(default_factory=dict)

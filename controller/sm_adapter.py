@@ -1,4 +1,4 @@
-"""The seam between the process (service/node) and the state-machine + Raft engineers' code.
+"""The seam between the process (service/node) and the state machine + Raft cores.
 
 - ``encode_write_request``: service-level fields -> a messages.Request -> Raft log bytes (+ the request).
 - ``reply_dict``: a messages.Reply -> the plain dict the servicer turns into protobuf.

@@ -608,7 +608,7 @@ _DECIDERS: dict[type, Callable[[Any, ControllerState], tuple[list[Event], _Outco
 
 
 def event_history_record(event: Event, index: int, ts_ms: int, state: ControllerState | GroupState | None) -> dict:
-    """One JSON-lines record per applied event (format fixed with the pipeline engineer).
+    """One JSON-lines record per applied event (the format the pipeline reads).
 
     ``state`` is the state right after the event (a ControllerState or the group itself).
     """

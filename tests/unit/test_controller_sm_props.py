@@ -168,7 +168,7 @@ def big_state(n_groups: int) -> ControllerState:
 
 def test_snapshot_round_trip_of_10k_groups():
     """10,000 groups x 3 replicas. Measured 2026-11-22 on the shared 2-core box with other
-    engineers' jobs running (noisy): 298,243 bytes; encode 0.18 s, decode 0.17 s at load ~2,
+    jobs running (noisy): 298,243 bytes; encode 0.18 s, decode 0.17 s at load ~2,
     ~1.5 s each at load ~12. Not asserted: speed belongs in benchmarks."""
     s = big_state(10_000)
     t0 = time.perf_counter()
