@@ -154,7 +154,7 @@ class Broker:
         sync_state_set: frozenset[int] = frozenset(),
         sync_state_set_epoch: int = 0,
     ) -> None:
-        from autoswitch.ha import HAMaster, LocalSyncStateProposer
+        from autoswitch.ha.master import HAMaster, LocalSyncStateProposer
 
         async with self._switch_lock:
             last_local = self._last_local_epoch()
@@ -221,7 +221,7 @@ class Broker:
     async def become_slave(
         self, master_epoch: int, master_ha_addr: tuple[str, int], master_addr: str | None = None
     ) -> None:
-        from autoswitch.ha import HASlave
+        from autoswitch.ha.slave import HASlave
 
         async with self._switch_lock:
             if master_epoch <= self.master_epoch or master_epoch < self._last_local_epoch():

@@ -1,4 +1,10 @@
-"""autoswitch.ha: AutoSwitchHA replication (codec, sans-IO sessions, SyncStateSet, asyncio adapters)."""
+"""autoswitch.ha: AutoSwitchHA replication.
+
+The package itself loads only the pure parts (config, errors, the ReplicaLog protocol); the codec,
+sessions and SyncStateSet tracker are pure modules too. The asyncio adapters are imported from
+their own modules (``autoswitch.ha.master``: HAMaster; ``autoswitch.ha.slave``: HASlave), so
+importing a pure module never loads asyncio.
+"""
 
 from autoswitch.ha.config import HAConfig
 from autoswitch.ha.errors import (
@@ -12,8 +18,6 @@ from autoswitch.ha.errors import (
     SyncStateProposalRejected,
 )
 from autoswitch.ha.log_api import ReplicaLog
-from autoswitch.ha.master import HAMaster, LocalSyncStateProposer, SyncStateProposer
-from autoswitch.ha.slave import HASlave
 
 __all__ = [
     "FlushSlaveTimeout",
@@ -21,13 +25,9 @@ __all__ = [
     "HABusy",
     "HAConfig",
     "HAError",
-    "HAMaster",
     "HAProtocolError",
-    "HASlave",
     "InSyncReplicasNotEnough",
-    "LocalSyncStateProposer",
     "OffsetMismatch",
     "ReplicaLog",
     "SyncStateProposalRejected",
-    "SyncStateProposer",
 ]

@@ -1,0 +1,23 @@
+"""The pure cores load no I/O framework: importing one in a fresh interpreter must not pull in
+asyncio or grpc (they are driven by explicit inputs; the adapters own the event loop and sockets)."""
+
+from __future__ import annotations
+
+import subprocess
+import sys
+
+import pytest
+
+PURE = [
+    "autoswitch.ha.codec", "autoswitch.ha.config", "autoswitch.ha.master_session", "autoswitch.ha.slave_session",
+    "autoswitch.ha.sync_state", "autoswitch.epochfile", "autoswitch.controller.raft.core",
+    "autoswitch.controller.raft.raftlog", "autoswitch.controller.statemachine", "autoswitch.controller.liveness",
+    "autoswitch.broker.lease", "autoswitch.broker.replicas_manager",
+]
+
+
+@pytest.mark.parametrize("module", PURE)
+def test_pure_module_loads_no_io_framework(module):
+    code = f"import sys, {module}; print(sorted(m for m in ('asyncio', 'grpc') if m in sys.modules))"
+    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=120, check=True)
+    assert out.stdout.strip() == "[]", f"{module} loads {out.stdout.strip()}"
