@@ -68,9 +68,9 @@ class Broker:
         self.after_stop: Callable[[], None] | None = None
         self.fence_listeners: list[Callable[[str | None], None]] = []  # e.g. re-register the route
         self.resume_own_epoch = False  # controller mode sets it: see become_master
-        # [ha] is used only at the first role change; checked here so a bad key stops the start
-        # (exit 2) instead of an elected master failing every role change and never serving.
-        self._ha_config()
+        # Built (and so checked) at start: a bad [ha] key stops the start (exit 2) instead of an
+        # elected master failing every role change and never serving.
+        self.ha_config = self._ha_config()
         cfg.data_path.mkdir(parents=True, exist_ok=True)
         store_values = dict(cfg.store)
         # The store must accept every body the broker accepts; it is never lowered to the broker's
@@ -191,7 +191,7 @@ class Broker:
             host, port = parse_hostport(self.cfg.ha_listen, "ha_listen")
             ha = HAMaster(
                 self.store,
-                self._ha_config(),
+                self.ha_config,
                 self.broker_id,
                 self.group,
                 master_epoch,
@@ -233,7 +233,7 @@ class Broker:
             old_role = self.role
             self.role = "fenced"
             await self._stop_replication()
-            ha = HASlave(self.store, self._ha_config(), self.broker_id, self.group, master_ha_addr)
+            ha = HASlave(self.store, self.ha_config, self.broker_id, self.group, master_ha_addr)
             await ha.start()
             self.ha_slave = ha
             self.master_epoch = master_epoch
