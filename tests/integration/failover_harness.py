@@ -18,6 +18,7 @@ from pathlib import Path
 from typing import Any
 
 from tests.procs import HOST, Proc, ProcGroup, free_port, wait_port
+from tests.waiting import MIN_WAIT_S
 
 GROUP = "g1"
 CLUSTER = "c1"
@@ -281,9 +282,6 @@ def log_digest(addr: str, to_offset: int) -> str:
         return r.sha256
 
     return _run(run())
-
-
-MIN_WAIT_S = 60.0
 
 
 def wait_until(pred: Any, timeout: float, what: str, interval: float = 0.1) -> Any:

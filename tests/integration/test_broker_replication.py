@@ -24,6 +24,7 @@ from autoswitch.broker.client import AdminClient, ConsumerClient, ProducerClient
 from autoswitch.proto import broker_pb2 as pb
 from tests.procs import HOST, Proc, ProcGroup, free_port, wait_port
 from tests.tcpproxy import TcpProxy
+from tests.waiting import MIN_WAIT_S
 
 pytestmark = pytest.mark.integration
 
@@ -88,9 +89,6 @@ def digest(node: Node, to: int = -1) -> str:
 
 def epochs_of(r: pb.GetBrokerEpochReply) -> list[tuple[int, int]]:
     return [(e.epoch, e.start_offset) for e in r.epochs]
-
-
-MIN_WAIT_S = 60.0
 
 
 def wait_until(pred, timeout: float, what: str, interval: float = 0.05):

@@ -20,6 +20,7 @@ from autoswitch.proto import namesrv_pb2 as npb
 from autoswitch.proto import namesrv_pb2_grpc as npbg
 from tests.integration.failover_harness import FailoverCluster
 from tests.procs import HOST, free_port, wait_port
+from tests.waiting import until
 
 pytestmark = pytest.mark.integration
 
@@ -147,14 +148,10 @@ def test_standalone_namesrv_route_cannot_outrank_the_controller(procs, tmp_path)
                 master_epoch=2**62), ttl_ms=60_000))
             assert r.header.code == 0 and not r.accepted_as_master
 
-            async def lookup():
-                return await ns.LookupMaster(npb.LookupMasterRequest(broker_name="g1"))
-            m = await lookup()
-            loop = asyncio.get_running_loop()
-            end = loop.time() + 60
-            while m.master.broker_id != master_id:      # the real master's next registration
-                assert loop.time() < end and m.master.broker_id != 7, m
-                await asyncio.sleep(0.1)
-                m = await lookup()
+            async def real_master():          # the real master's next registration
+                m = await ns.LookupMaster(npb.LookupMasterRequest(broker_name="g1"))
+                assert m.master.broker_id != 7, m
+                return m if m.master.broker_id == master_id else None
+            m = await until(real_master, "the controller's master as the route", interval_s=0.1)
             assert m.master.master_epoch == epoch
     asyncio.run(run())

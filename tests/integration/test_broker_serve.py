@@ -12,21 +12,19 @@ from autoswitch.broker.service import serve
 
 from autoswitch.proto import broker_pb2 as pb
 from tests.procs import free_port
+from tests.waiting import until
 
 pytestmark = pytest.mark.integration
 
 
-async def _ready(cond, task: asyncio.Task, limit_s: float = 60.0) -> None:
-    """Wait until serve() has attached (readiness, not a fixed number of polls); a serve()
-    that died is reported at once, a stuck one after a bound generous for a loaded machine."""
-    loop = asyncio.get_running_loop()
-    end = loop.time() + limit_s
-    while not cond():
+async def _ready(cond, task: asyncio.Task) -> None:
+    """Wait until serve() has attached; a serve() that died is reported at once."""
+    def attached() -> bool:
         if task.done():
             task.result()
             raise AssertionError("serve() returned before attaching")
-        assert loop.time() < end, "serve() did not attach"
-        await asyncio.sleep(0.02)
+        return cond()
+    await until(attached, "serve() attached", interval_s=0.02)
 
 
 def test_attach_runs_after_start_and_detach_before_stop(tmp_path):

@@ -14,6 +14,7 @@ from autoswitch.controller.raft import codec
 
 from autoswitch.proto import controller_pb2 as pb
 from tests.integration.controller_harness import Cluster, wait_leader
+from tests.waiting import until
 
 pytestmark = pytest.mark.integration
 
@@ -104,13 +105,9 @@ def test_recover_member_rejoins_only_with_a_quorum_and_catches_up(procs, tmp_pat
     cl.start("n3")
     asyncio.run(_write(cl, WRITES, 3))                     # the cluster keeps committing
 
-    async def caught_up() -> None:
-        loop = asyncio.get_running_loop()
-        end = loop.time() + 60
-        while await _groups(cl, "n3") != WRITES + 3:
-            assert loop.time() < end, "n3 did not catch up"
-            await asyncio.sleep(0.1)
-    asyncio.run(caught_up())
+    async def caught_up() -> bool:
+        return await _groups(cl, "n3") == WRITES + 3
+    asyncio.run(until(caught_up, "n3 caught up", interval_s=0.1))
     assert not (cl.data_dir("n3") / "raft" / "catch_up").exists()
     log = cl.proc["n3"].log_path.read_text()
     assert '"raft_catching_up"' in log and '"raft_caught_up"' in log

@@ -20,6 +20,7 @@ from autoswitch.ha.master import HAMaster, LocalSyncStateProposer
 from autoswitch.ha.slave import HASlave
 
 from tests.procs import free_port
+from tests.waiting import until
 
 pytestmark = pytest.mark.integration
 
@@ -79,16 +80,6 @@ def cfg(**kw) -> HAConfig:
                 transfer_batch_size=64 * 1024)
     base.update(kw)
     return HAConfig(**base).validate()
-
-
-async def until(cond, what: str, limit_s: float = 10.0) -> None:
-    """Poll a condition; the limit only bounds a hang, it is not an assertion about speed."""
-    loop = asyncio.get_running_loop()
-    end = loop.time() + limit_s
-    while not cond():
-        if loop.time() > end:
-            raise AssertionError(f"never reached: {what}")
-        await asyncio.sleep(0.01)
 
 
 def run(coro):

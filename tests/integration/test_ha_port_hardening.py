@@ -40,12 +40,18 @@ def _rejections(c: FailoverCluster, name: str, reason: str) -> int:
                if '"slave_connection_rejected"' in line and f'"reason":"{reason}"' in line)
 
 
-def test_unknown_and_duplicate_replicas_are_refused(procs, tmp_path):
+def _in_sync_cluster(procs, tmp_path) -> tuple[FailoverCluster, int, str]:
+    """A controller-mode group with all three brokers in the SyncStateSet: (cluster, master
+    brokerId, master's name)."""
     c = FailoverCluster(procs, tmp_path)
     c.start_all()
     master_id, _epoch = c.wait_master()
     c.wait_sync_state_set({1, 2, 3})
-    master = c.master_name()
+    return c, master_id, c.master_name()
+
+
+def test_unknown_and_duplicate_replicas_are_refused(procs, tmp_path):
+    c, master_id, master = _in_sync_cluster(procs, tmp_path)
     port = c.broker_ha_port[master]
 
     assert _claim(port, 999) == b"", "an unregistered brokerId gets no bytes"
@@ -58,11 +64,7 @@ def test_unknown_and_duplicate_replicas_are_refused(procs, tmp_path):
 
 
 def test_idle_sockets_do_not_keep_a_restarted_slave_out(procs, tmp_path):
-    c = FailoverCluster(procs, tmp_path)
-    c.start_all()
-    master_id, _epoch = c.wait_master()
-    c.wait_sync_state_set({1, 2, 3})
-    master = c.master_name()
+    c, master_id, master = _in_sync_cluster(procs, tmp_path)
     slave = next(n for n in ("b1", "b2", "b3") if n != master)
     slave_id = c.status(slave)["broker_id"]
     idle = [socket.create_connection((HOST, c.broker_ha_port[master]), timeout=60) for _ in range(40)]

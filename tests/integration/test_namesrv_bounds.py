@@ -13,6 +13,7 @@ from autoswitch.proto import namesrv_pb2 as npb
 from autoswitch.proto import namesrv_pb2_grpc as npbg
 from tests.integration.controller_harness import Cluster, Heartbeater, wait_leader
 from tests.procs import HOST, free_port, wait_port
+from tests.waiting import until
 
 pytestmark = pytest.mark.integration
 
@@ -22,17 +23,6 @@ BAD_REQUEST, LIMIT_REACHED = 1, 3
 def route(bid: int, role: str, epoch: int, group: str = "g1") -> npb.BrokerRoute:
     return npb.BrokerRoute(cluster_name="c1", broker_name=group, broker_id=bid, address=f"{HOST}:{31000 + bid}",
                            role=role, master_epoch=epoch)
-
-
-async def _until(cond, what: str, limit_s: float = 60.0):
-    loop = asyncio.get_running_loop()
-    end = loop.time() + limit_s
-    while True:
-        v = await cond()
-        if v:
-            return v
-        assert loop.time() < end, f"{what} not reached"
-        await asyncio.sleep(0.1)
 
 
 def test_standalone_namesrv_bounds_names_ttls_and_routes_per_peer(procs, tmp_path):
@@ -87,13 +77,13 @@ def test_embedded_namesrv_route_cannot_outrank_the_controller(procs, tmp_path):
                         return await c.elect_master("c1", "g1", 1, designate=True)
                     except ControllerRpcError:
                         return None
-                epoch = (await _until(elected, "master 1 elected")).master_epoch
+                epoch = (await until(elected, "master 1 elected")).master_epoch
 
                 # The real master's route is accepted once n1 has applied the election.
                 async def accepted():
                     r = await ns.RegisterRoute(npb.RegisterRouteRequest(route=route(1, "master", epoch)))
                     return r.accepted_as_master
-                await _until(accepted, "the elected master's route")
+                await until(accepted, "the elected master's route")
 
                 # A forged route: another broker claims the group at MasterEpoch 2^62, 1-hour TTL
                 # refused, so within the allowed TTL. Stored, never returned as the master.

@@ -18,6 +18,16 @@ def _storage(hs: HardState, entries: list[Entry], snap: Snapshot | None = None) 
     return st
 
 
+def _follower_b_catches_up(net: SimNet) -> None:
+    """a or c leads; a new entry reaches follower b, whose state then equals the leader's."""
+    leader = net.wait_leader(3_000)
+    assert leader in ("a", "c")
+    idx = net.propose(leader, b"k=new")
+    assert net.run_until(lambda: net.nodes["b"].sm.last_index >= idx, 3_000), \
+        f"follower b stuck at {net.nodes['b'].core.log.last_index()} (leader at {idx})"
+    assert net.nodes["b"].sm.kv == net.nodes[leader].sm.kv
+
+
 def test_follower_diverging_exactly_at_leader_snapshot_index_is_repaired():
     """Sim seed 240 (phase A): the leader compacted through index 3 (term 2); a follower holds
     a stale entry 3 of term 1. The reject's back-off stopped at the compaction point, so the
@@ -31,12 +41,7 @@ def test_follower_diverging_exactly_at_leader_snapshot_index_is_repaired():
         "b": _storage(HardState(1, None, 0), stale),
         "c": _storage(HardState(2, None, 3), up_to_date, snap),
     })
-    leader = net.wait_leader(3_000)
-    assert leader in ("a", "c")
-    idx = net.propose(leader, b"k=new")
-    assert net.run_until(lambda: net.nodes["b"].sm.last_index >= idx, 3_000), \
-        f"follower b stuck at {net.nodes['b'].core.log.last_index()} (leader at {idx})"
-    assert net.nodes["b"].sm.kv == net.nodes[leader].sm.kv
+    _follower_b_catches_up(net)
 
 
 def test_heartbeat_replies_without_lease_granted_do_not_extend_the_master_lease(tmp_path):
@@ -125,9 +130,4 @@ def test_follower_with_newer_term_entries_at_the_probe_index_catches_up():
         "b": _storage(HardState(5, None, 13), stale),
         "c": _storage(HardState(5, None, 13), leader_log),
     })
-    leader = net.wait_leader(3_000)
-    assert leader in ("a", "c")
-    idx = net.propose(leader, b"k=new")
-    assert net.run_until(lambda: net.nodes["b"].sm.last_index >= idx, 3_000), \
-        f"follower b stuck at {net.nodes['b'].core.log.last_index()} (leader at {idx})"
-    assert net.nodes["b"].sm.kv == net.nodes[leader].sm.kv
+    _follower_b_catches_up(net)
