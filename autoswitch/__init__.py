@@ -3,7 +3,9 @@
 Subpackages map to the repository's root folders:
 ``autoswitch.controller`` (controller/), ``autoswitch.broker`` (broker/),
 ``autoswitch.ha`` (ha/), ``autoswitch.epochfile`` (epochfile/),
-``autoswitch.pipeline`` (pipeline/).
+``autoswitch.pipeline`` (pipeline/, an optional extra).
+Inside the package itself, ``autoswitch.base`` is the shared base (errors, logging, file helpers)
+and ``autoswitch.app`` the application layer (CLI, playground, status).
 """
 
 __version__ = "0.1.0"

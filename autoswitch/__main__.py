@@ -1,5 +1,5 @@
 import sys
 
-from autoswitch.cli import main
+from autoswitch.app.cli import main
 
 sys.exit(main())

@@ -83,7 +83,7 @@ def main(argv: list[str] | None = None) -> int:
     from autoswitch.pipeline.audit import run_audit
     from autoswitch.pipeline.session import StageProgress, build_session
 
-    from autoswitch import log as aslog
+    from autoswitch.base import log as aslog
 
     aslog.configure(aslog_level)   # stage progress lines (StageProgress) go to stderr
     spark = build_session("local[*]", "bench-audit", shuffle_partitions=64, driver_memory=args.driver_memory)

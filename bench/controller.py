@@ -114,7 +114,7 @@ class Controllers:
 
 
 async def leader_of(client, addrs: dict[str, str], timeout: float = 20.0) -> str:
-    from autoswitch.controller.rpc_codes import ControllerRpcError
+    from autoswitch.controller.codes import ControllerRpcError
 
     from autoswitch.proto import controller_pb2 as pb
 

@@ -41,7 +41,7 @@ async def ours_leader(addrs: dict[str, str], timeout: float = 20.0) -> str:
 async def ours_commit_after_kill(survivors: list[str], round_no: int) -> float:
     """Seconds from now until ApplyBrokerId(round_no) commits via one of ``survivors``."""
     from autoswitch.controller.client import ControllerClient
-    from autoswitch.controller.rpc_codes import ControllerRpcError
+    from autoswitch.controller.codes import ControllerRpcError
 
     t0 = time.perf_counter()
     async with ControllerClient(survivors, rpc_timeout_s=0.3, backoff_s=0.01, max_backoff_s=0.05,

@@ -109,7 +109,7 @@ def _switch_times(log_path: Path, epoch: int) -> tuple[float | None, float | Non
 async def bench_ours(rounds: int, max_s: float, data_dir: Path) -> dict:
     from autoswitch.controller.client import ControllerClient
 
-    from autoswitch.playground import (
+    from autoswitch.app.playground import (
         Cluster,
         Layout,
         RoutedProducer,
@@ -556,7 +556,7 @@ def main(argv: list[str] | None = None) -> int:
     a = ap.parse_args(argv)
     if not (1 <= a.rounds <= MAX_ROUNDS and 0 <= a.sentinel_rounds <= MAX_ROUNDS and 10 <= a.max_s <= 3600):
         ap.error("--rounds in [1,100], --sentinel-rounds in [0,100], --max-s in [10,3600]")
-    from autoswitch import log as aslog
+    from autoswitch.base import log as aslog
 
     def _term(signum: int, frame: Any) -> None:
         # Same path as Ctrl-C: the finally blocks stop every child we started, by PID.

@@ -291,7 +291,7 @@ def main(argv: list[str] | None = None) -> int:
         asyncio.run(_raw_recv_main(Path(args.dir)))
         return 0
 
-    from autoswitch import log as aslog
+    from autoswitch.base import log as aslog
 
     aslog.configure("WARNING")
     deadline = time.monotonic() + args.time_limit_s

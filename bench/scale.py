@@ -62,7 +62,7 @@ def hb_request(g: str, bid: int):
 
 async def register_all(spec: str, n: int) -> float:
     from autoswitch.controller.client import ControllerClient
-    from autoswitch.controller.rpc_codes import ControllerRpcError
+    from autoswitch.controller.codes import ControllerRpcError
 
     sem = asyncio.Semaphore(MAX_IN_FLIGHT)
     t0 = time.monotonic()

@@ -12,7 +12,7 @@ Layout (big-endian)::
     topic_count x (name_len u8, name, min_queue_offset u64, next_queue_offset u64)
     crc32 u32 over every byte before it
 
-Written with temp + fsync + rename + fsync(dir) (autoswitch.fsutil.write_atomic).
+Written with temp + fsync + rename + fsync(dir) (autoswitch.base.fsutil.write_atomic).
 """
 
 from __future__ import annotations
@@ -24,7 +24,7 @@ from pathlib import Path
 
 from autoswitch.broker.store_errors import LogCorrupt
 
-from autoswitch.fsutil import write_atomic
+from autoswitch.base.fsutil import write_atomic
 
 MAGIC = b"ASCK"
 VERSION = 1

@@ -12,7 +12,7 @@ import sys
 import time
 from typing import Any
 
-from autoswitch.errors import AutoswitchError, ConfigError
+from autoswitch.base.errors import AutoswitchError, ConfigError
 
 
 def register(sub: Any, admin_sub: Any) -> None:
@@ -138,7 +138,7 @@ def _cmd_broker(args: argparse.Namespace) -> int:
     except AutoswitchError as e:
         _err(e)
         return 2
-    from autoswitch.log import get_logger
+    from autoswitch.base.log import get_logger
 
     from .service import serve
 

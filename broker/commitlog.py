@@ -15,8 +15,8 @@ from autoswitch.broker import record as rec
 from autoswitch.broker.segment import Segment, parse_segment_name
 from autoswitch.broker.store_errors import LogCorrupt, OffsetOutOfRange
 
-from autoswitch.fsutil import fsync_dir
-from autoswitch.log import get_logger
+from autoswitch.base.fsutil import fsync_dir
+from autoswitch.base.log import get_logger
 
 _log = get_logger("store.commitlog")
 

@@ -13,7 +13,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from autoswitch.errors import ConfigError
+from autoswitch.base.errors import ConfigError
 
 ROLES = ("master", "slave", "fenced")
 ACK_MODES = ("master", "all", "quorum")

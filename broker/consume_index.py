@@ -20,7 +20,7 @@ import numpy as np
 from autoswitch.broker.segment import NAME_DIGITS, parse_segment_name
 from autoswitch.broker.store_errors import LogCorrupt
 
-from autoswitch.fsutil import fsync_dir
+from autoswitch.base.fsutil import fsync_dir
 
 ENTRY = struct.Struct(">QI")
 ENTRY_SIZE = ENTRY.size

@@ -22,8 +22,8 @@ from dataclasses import dataclass, field
 
 from autoswitch.broker.replicas_manager import RoleChange
 
-from autoswitch.errors import ConfigError
-from autoswitch.log import get_logger
+from autoswitch.base.errors import ConfigError
+from autoswitch.base.log import get_logger
 
 Callback = Callable[[RoleChange], Awaitable[None] | None]
 _NONE = "-"

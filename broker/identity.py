@@ -16,9 +16,9 @@ import zlib
 from dataclasses import dataclass
 from pathlib import Path
 
-from autoswitch.errors import ConfigError, CorruptionError
-from autoswitch.fsutil import fsync_dir, write_atomic
-from autoswitch.log import get_logger
+from autoswitch.base.errors import ConfigError, CorruptionError
+from autoswitch.base.fsutil import fsync_dir, write_atomic
+from autoswitch.base.log import get_logger
 
 IDENTITY_FILE = "brokerIdentity"
 TEMP_IDENTITY_FILE = "brokerIdentity.temp"

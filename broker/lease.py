@@ -24,7 +24,7 @@ from __future__ import annotations
 from collections.abc import Iterable
 from dataclasses import dataclass
 
-from autoswitch.errors import ConfigError
+from autoswitch.base.errors import ConfigError
 
 # Rounds we remember send times for: a reply to a round older than this is
 # useless anyway (its lease has run out long ago) and the table stays bounded.

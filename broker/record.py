@@ -278,7 +278,7 @@ try:
     from autoswitch import _fastrec as native  # type: ignore[attr-defined]
 except ImportError as _e:  # not built: pure Python, same results
     native = None
-    from autoswitch.log import get_logger as _get_logger
+    from autoswitch.base.log import get_logger as _get_logger
 
     _get_logger("store.record").info("fastrec_unavailable", fallback="python", reason=str(_e))
 

@@ -1,7 +1,7 @@
 """asyncio driver of the sans-IO ReplicasManager.
 
-It owns the clock, performs the core's commands through two small protocols --
-``ControllerApi`` (satisfied by ``autoswitch.controller.client.ControllerClient``)
+It owns the clock, performs the core's commands through two typed seams --
+``BrokerControllerApi`` (autoswitch.controller.api; the gRPC one comes from ``connect``)
 and ``BrokerRoleTarget`` (satisfied by ``autoswitch.broker.server.Broker``) -- and
 the identity files, and feeds every outcome back. WatchReplicaInfo pushes are an
 accelerator: the core polls GetReplicaInfo every ``sync_interval_ms`` regardless,
@@ -50,15 +50,11 @@ from autoswitch.broker.replicas_manager import (
     SyncStateSetLearned,
     WriteTempIdentity,
 )
+from autoswitch.controller.api import BrokerControllerApi, ControllerCallFailed, Heartbeat, connect
 
-from autoswitch.errors import AutoswitchError
-from autoswitch.fsutil import fsync_dir
-from autoswitch.log import get_logger
-
-# Controller reply codes (autoswitch.controller.rpc_codes) this driver classifies.
-_NOT_LEADER = 2007
-_BROKER_ID_INVALID = 2014  # ApplyBrokerId: the id is taken by another registerCheckCode
-_RETRYABLE = {2007, 2901, 2902, 2905, 2906, 2907}  # not leader, no quorum, timeout, unreachable, internal, overloaded
+from autoswitch.base.errors import AutoswitchError
+from autoswitch.base.fsutil import fsync_dir
+from autoswitch.base.log import get_logger
 
 MAX_PENDING_PROPOSALS = 16
 ABORT_MARKER = "replicas.abort"  # exists while a broker runs; left behind by a crash
@@ -88,30 +84,12 @@ def _test_crash_point(cmd: Command) -> None:
         os._exit(CRASH_EXIT_CODE)
 
 
-class ControllerApi(Protocol):
-    """The subset of ControllerClient the ReplicasManager uses (leader-following client)."""
-
-    addresses: list[str]
-
-    async def call(self, method: str, request: Any, *, leader: bool = True) -> Any: ...
-    async def get_metadata(self) -> Any: ...  # .leader_addr ('' = no leader known)
-    async def get_next_broker_id(self, cluster: str, group: str) -> int: ...
-    async def apply_broker_id(self, cluster: str, group: str, broker_id: int, check_code: str) -> None: ...
-    async def register_broker(self, cluster: str, group: str, broker_id: int, address: str,
-                              clean_shutdown: bool = True, ha_address: str = "") -> Any: ...
-    async def call_node(self, addr: str, method: str, request: Any, timeout_s: float | None = None) -> Any: ...
-    async def elect_master(self, cluster: str, group: str, broker_id: int = 0, designate: bool = False) -> Any: ...
-    async def alter_sync_state_set(
-        self, group: str, master_id: int, master_epoch: int, new_set: Any, sss_epoch: int
-    ) -> tuple[list[int], int]: ...
-    async def get_replica_info(self, group: str) -> Any: ...
-    def watch_replica_info(self, group: str, addr: str | None = None) -> Any: ...  # async iterator of events
-
-
 class BrokerRoleTarget(Protocol):
-    """What the broker process offers (docs/interfaces.md "Broker role switch API")."""
+    """Everything the ReplicasManager asks of the broker process (docs/interfaces.md "Broker role
+    switch API"); ``autoswitch.broker.server.Broker`` implements all of it."""
 
     role: str
+    broker_id: int   # controller mode assigns it (registration) before the first role
 
     async def become_master(
         self, master_epoch: int, sync_state_set: frozenset[int], sync_state_set_epoch: int
@@ -119,6 +97,13 @@ class BrokerRoleTarget(Protocol):
     async def become_slave(
         self, master_epoch: int, master_ha_addr: tuple[str, int], master_addr: str | None = None
     ) -> None: ...
+    async def become_fenced(self, master_epoch: int, reason: str = "") -> None: ...
+    def set_lease_fenced(self, reason: str | None) -> None:
+        """The master lease ran out (reason) or was renewed (None)."""
+    def learn_sync_state_set(self, sync_state_set: frozenset[int], sync_state_set_epoch: int) -> None:
+        """The controller's current SyncStateSet of this (master) broker's group."""
+    def log_position(self) -> tuple[int, int, int]:
+        """(maxOffset, confirmOffset, last EpochFile MasterEpoch or 0) of the local log, now."""
 
 
 class SyncStateSetRejected(AutoswitchError):
@@ -141,38 +126,18 @@ def default_ha_addr(master_id: int, master_addr: str) -> tuple[str, int]:
     return host, int(port) + 1
 
 
-def to_replica_info(obj: Any) -> ReplicaInfo:
-    """From the protobuf ReplicaInfo (or anything with its field names)."""
-    if isinstance(obj, ReplicaInfo):
-        return obj
-    return ReplicaInfo(
-        master_id=int(obj.master_broker_id),
-        master_addr=str(obj.master_address),
-        master_epoch=int(obj.master_epoch),
-        sync_state_set=frozenset(int(x) for x in obj.sync_state_set),
-        sync_state_set_epoch=int(obj.sync_state_set_epoch),
-    )
-
-
-def classify(exc: BaseException, cmd: Command | None = None) -> Failure:
-    """Map an exception from the controller client or the broker into the core's Failure."""
-    if isinstance(exc, TimeoutError | asyncio.TimeoutError):
+def classify(exc: BaseException) -> Failure:
+    """The core's Failure for what a command raised. Controller failures come classified
+    (ControllerCallFailed); the network's and the disk's are retried; anything else is a refusal."""
+    if isinstance(exc, ControllerCallFailed):
+        return Failure(exc.kind, exc.reply_name, exc.message, exc.leader_addr)
+    if isinstance(exc, TimeoutError):
         return Failure(FailKind.RETRY, "TIMEOUT", str(exc) or "timed out")
     if isinstance(exc, OSError):
         return Failure(FailKind.RETRY, "IO_ERROR", repr(exc))
-    reply_code = getattr(exc, "reply_code", None)
-    code = str(getattr(exc, "code", type(exc).__name__))
-    msg = str(getattr(exc, "message", exc))
-    if reply_code is not None:
-        details = getattr(exc, "details", {}) or {}
-        if reply_code == _NOT_LEADER:
-            return Failure(FailKind.NOT_LEADER, code, msg, details.get("leader_addr") or None)
-        if reply_code == _BROKER_ID_INVALID and isinstance(cmd, ApplyBrokerId):
-            return Failure(FailKind.CONFLICT, code, msg)
-        if reply_code in _RETRYABLE:
-            return Failure(FailKind.RETRY, code, msg)
-        return Failure(FailKind.REJECTED, code, msg)
-    return Failure(FailKind.REJECTED, code, msg)
+    if isinstance(exc, AutoswitchError):
+        return Failure(FailKind.REJECTED, exc.code, exc.message)
+    return Failure(FailKind.REJECTED, type(exc).__name__, str(exc))
 
 
 class _Proposer:
@@ -194,7 +159,6 @@ class _Registry:
     ``min_refresh_s`` (a flood of made-up ids costs the controller one call a second). An
     unreachable controller answers "no": an unknown peer gets no log."""
 
-    MAX_IDS = 1024
 
     def __init__(self, adapter: ReplicasAdapter, min_refresh_s: float = 1.0) -> None:
         self._a = adapter
@@ -222,7 +186,7 @@ class ReplicasAdapter:
     def __init__(
         self,
         config: ReplicasConfig,
-        api: ControllerApi,
+        api: BrokerControllerApi,
         broker: BrokerRoleTarget,
         data_dir: Path,
         hooks: HookRunner | None = None,
@@ -272,8 +236,8 @@ class ReplicasAdapter:
         # Corrupt or foreign identity files raise here, before anything talks to a controller.
         loaded = self.identity.load(self.config.cluster, self.config.group)
         intact = self._arm_abort_marker()
-        _, _, log_epoch = self._offsets()
-        self._perform(self.core.start(self.clock(), loaded, log_intact=intact, log_last_epoch=log_epoch or 0))
+        _, _, log_epoch = self.broker.log_position()
+        self._perform(self.core.start(self.clock(), loaded, log_intact=intact, log_last_epoch=log_epoch))
         self._main = asyncio.get_running_loop().create_task(self._run())
         if self.use_watch:
             self._watch_task = asyncio.get_running_loop().create_task(self._watch())
@@ -306,9 +270,7 @@ class ReplicasAdapter:
         if self.hooks is not None:
             await self.hooks.close()
         if self._owns_api:
-            close = getattr(self.api, "close", None)
-            if close is not None:
-                await close()
+            await self.api.close()
 
     async def stop(self) -> None:
         if self._stopping:
@@ -393,25 +355,16 @@ class ReplicasAdapter:
             attempt += 1
             failures += 1
             try:
-                stream = self.api.watch_replica_info(self.config.group, addr)
-                try:
-                    async for ev in stream:
-                        header = getattr(ev, "header", None)
-                        if header is not None and header.code != 0:
-                            self._log.info("watch_rejected", code=header.code, message=header.message)
-                            break
-                        self.watch_events += 1
-                        failures = 0
-                        delay = self.config.backoff_min_ms / 1000.0
-                        info = self._info(getattr(ev, "replica_info", ev))
-                        self._perform(self.core.on_replica_info(info, self.clock()))
-                finally:
-                    cancel = getattr(stream, "cancel", None)
-                    if cancel is not None:
-                        cancel()
+                async for info in self.api.watch_replica_info(self.config.group, addr):
+                    self.watch_events += 1
+                    failures = 0
+                    delay = self.config.backoff_min_ms / 1000.0
+                    self._perform(self.core.on_replica_info(self._info(info), self.clock()))
                 self._log.info("watch_ended", controller=addr)
             except asyncio.CancelledError:
                 raise
+            except ControllerCallFailed as e:
+                self._log.info("watch_rejected", controller=addr, code=e.reply_name, message=e.message)
             except Exception as e:  # polling keeps us correct; the stream only makes us fast
                 self._log.info("watch_failed", controller=addr, error=repr(e)[:300], retryInMs=int(delay * 1000))
             await asyncio.sleep(delay)
@@ -432,9 +385,7 @@ class ReplicasAdapter:
                 case ProposalResult():
                     self._resolve(cmd)
                 case SyncStateSetLearned():
-                    ha = getattr(self.broker, "ha_master", None)
-                    if ha is not None and hasattr(ha, "update_sync_state_set"):
-                        ha.update_sync_state_set(cmd.sync_state_set, cmd.sync_state_set_epoch)
+                    self.broker.learn_sync_state_set(cmd.sync_state_set, cmd.sync_state_set_epoch)
                 case NotifyRoleChange():
                     if self.hooks is not None:
                         self.hooks.submit(cmd.change)
@@ -456,7 +407,7 @@ class ReplicasAdapter:
         except asyncio.CancelledError:
             raise
         except Exception as e:
-            failure = classify(e, cmd)
+            failure = classify(e)
             if self._stopping:
                 return
             self._perform(self.core.on_failure(req, failure, self.clock()))
@@ -469,8 +420,7 @@ class ReplicasAdapter:
         api, t = self.api, self.rpc_timeout_s
         match cmd:
             case FindLeader():
-                md = await asyncio.wait_for(api.get_metadata(), t)
-                leader = getattr(md, "leader_addr", "")
+                leader = await asyncio.wait_for(api.leader_address(), t)
                 if not leader:
                     raise TimeoutError("controller cluster has no leader yet")
                 await asyncio.wait_for(self._check_controller_timeout(), t)
@@ -490,8 +440,7 @@ class ReplicasAdapter:
                 return None
             case RegisterBroker():
                 info = await asyncio.wait_for(
-                    api.register_broker(cmd.cluster, cmd.group, cmd.broker_id, cmd.broker_addr,
-                                        ha_address=self.ha_address), t
+                    api.register_broker(cmd.cluster, cmd.group, cmd.broker_id, cmd.broker_addr, self.ha_address), t
                 )
                 return self._info(info)
             case SendHeartbeat():
@@ -504,11 +453,11 @@ class ReplicasAdapter:
             case AlterSyncStateSet():
                 members, epoch = await asyncio.wait_for(
                     api.alter_sync_state_set(
-                        cmd.group, cmd.master_id, cmd.master_epoch, sorted(cmd.new_set), cmd.sync_state_set_epoch
+                        cmd.group, cmd.master_id, cmd.master_epoch, cmd.new_set, cmd.sync_state_set_epoch
                     ),
                     t,
                 )
-                return frozenset(int(m) for m in members), int(epoch)
+                return members, epoch
             case BecomeMaster():
                 self._adopt_broker_id()
                 await asyncio.wait_for(
@@ -524,25 +473,13 @@ class ReplicasAdapter:
                 )
                 return None
             case BecomeFenced():
-                fence = getattr(self.broker, "become_fenced", None)
-                if fence is None:
-                    # The broker offers no demotion without a successor yet; the lease gate
-                    # (may_acknowledge) still refuses acks because the core knows it was deposed.
-                    self._log.error("broker_cannot_fence", epoch=cmd.epoch, reason=cmd.reason)
-                    return None
-                await asyncio.wait_for(fence(cmd.epoch, cmd.reason), self.role_change_timeout_s)
+                await asyncio.wait_for(self.broker.become_fenced(cmd.epoch, cmd.reason), self.role_change_timeout_s)
                 return None
         raise AssertionError(f"no executor for {cmd!r}")
 
     async def registered_ids(self) -> frozenset[int]:
         """The brokerIds the controller has registered for our group."""
-        from autoswitch.proto import controller_pb2 as pb
-
-        reply = await self.api.call("GetSyncStateData", pb.GetSyncStateDataRequest(broker_names=[self.config.group]),
-                                    leader=True)
-        ids = [int(m.broker_id) for g in reply.groups if g.replica_info.broker_name == self.config.group
-               for m in g.members]
-        return frozenset(ids[:_Registry.MAX_IDS])
+        return await self.api.group_members(self.config.group)
 
     async def _check_controller_timeout(self) -> None:
         """The lease argument needs the controllers' heartbeat timeout >= the one the lease was
@@ -551,14 +488,10 @@ class ReplicasAdapter:
         lease = self.config.lease
         if not lease.enabled:
             return
-        from autoswitch.proto import controller_pb2 as pb
-
-        reply = await self.api.call("GetControllerConfig", pb.GetControllerConfigRequest(), leader=True)
-        raw = dict(getattr(reply, "config", {}) or {}).get("heartbeat_timeout_ms")
-        if raw is None:
+        ctl = await self.api.heartbeat_timeout_ms()
+        if ctl is None:
             self._log.warning("controller_heartbeat_timeout_unknown", leaseMs=lease.master_lease_ms)
             return
-        ctl = int(raw)
         if ctl < lease.heartbeat_timeout_ms:
             raise LeaseConfigUnsafe(
                 f"controllers use heartbeat_timeout_ms={ctl} but this broker's master lease "
@@ -570,12 +503,11 @@ class ReplicasAdapter:
             self._log.info("controller_heartbeat_timeout_longer", controllerMs=ctl,
                            assumedMs=lease.heartbeat_timeout_ms, note="safe; failover is slower than assumed")
 
-    def _info(self, obj: Any) -> ReplicaInfo:
-        """to_replica_info, remembering the master's HA address the controller gave with it."""
-        ha = getattr(obj, "master_ha_address", "")
-        if ha:
-            self._master_ha[(int(obj.master_broker_id), str(obj.master_address))] = str(ha)
-        return to_replica_info(obj)
+    def _info(self, info: ReplicaInfo) -> ReplicaInfo:
+        """Remember the master's HA address the controller gave with the ReplicaInfo."""
+        if info.master_ha_addr:
+            self._master_ha[(info.master_id, info.master_addr)] = info.master_ha_addr
+        return info
 
     def master_ha_addr(self, master_id: int, master_addr: str) -> tuple[str, int]:
         """Where a slave of this master connects: the HA address the master registered with the
@@ -587,61 +519,43 @@ class ReplicasAdapter:
         return self.ha_addr_of(master_id, master_addr)
 
     async def _heartbeat(self, cmd: SendHeartbeat) -> bool:
-        from autoswitch.proto import controller_pb2 as pb
-
-        max_offset, confirm_offset, log_epoch = self._offsets()
+        max_offset, confirm_offset, log_epoch = self.broker.log_position()
         # The controller ranks candidates by (epoch, maxOffset) of their LOG (RocketMQ sends the
         # EpochFile's last epoch): a replica holding a diverged tail of an old epoch must lose to
         # one holding the newer epoch's data even if its offset is higher.
-        req = pb.BrokerHeartbeatRequest(
-            cluster_name=cmd.cluster, broker_name=cmd.group, broker_id=cmd.broker_id,
-            broker_address=cmd.broker_addr, epoch=log_epoch if log_epoch is not None else cmd.epoch,
-            max_offset=max_offset,
-            confirm_offset=confirm_offset, election_priority=cmd.election_priority,
-            clean_shutdown=cmd.clean_shutdown, heartbeat_timeout_ms=cmd.heartbeat_timeout_ms,
+        hb = Heartbeat(
+            cluster=cmd.cluster, group=cmd.group, broker_id=cmd.broker_id, broker_addr=cmd.broker_addr,
+            epoch=log_epoch, max_offset=max_offset, confirm_offset=min(confirm_offset, max_offset),
+            election_priority=cmd.election_priority, clean_shutdown=cmd.clean_shutdown,
+            heartbeat_timeout_ms=cmd.heartbeat_timeout_ms,
         )
         reply = await asyncio.wait_for(
-            self.api.call_node(cmd.controller, "BrokerHeartbeat", req, self.heartbeat_timeout_s),
-            self.heartbeat_timeout_s + 0.5,
+            self.api.heartbeat(cmd.controller, hb, self.heartbeat_timeout_s), self.heartbeat_timeout_s + 0.5,
         )
-        if not getattr(reply, "lease_granted", False):
+        if not reply.lease_granted:
             # A controller that holds a DEAD report on us, or has applied a newer MasterEpoch,
             # answers but refuses the grant; counting that reply would let a deposed master keep
             # acknowledging writes (sim seed 200). Failing the call means the round does not count.
             raise LeaseNotGranted(
                 "controller answered without granting the master lease",
-                controller=cmd.controller, masterEpoch=int(getattr(reply, "master_epoch", 0) or 0),
+                controller=cmd.controller, masterEpoch=reply.master_epoch,
             )
-        return bool(getattr(reply, "is_leader", False))
+        return reply.is_leader
 
     def _adopt_broker_id(self) -> None:
         # In controller mode the brokerId comes from registration, not from the broker's config;
         # HA handshakes carry it, so the broker must use it before its first role.
         bid = self.core.broker_id
-        if bid is not None and getattr(self.broker, "broker_id", bid) != bid:
-            self._log.info("broker_id_adopted", brokerId=bid, configured=self.broker.broker_id)  # type: ignore[attr-defined]
-            self.broker.broker_id = bid  # type: ignore[attr-defined]
-
-    def _offsets(self) -> tuple[int, int, int | None]:
-        """(maxOffset, confirmOffset, last EpochFile epoch) read at send time."""
-        store = getattr(self.broker, "store", None)
-        max_offset = int(getattr(store, "max_offset", 0) or 0)
-        confirm = int(getattr(self.broker, "confirm_offset", 0) or 0)
-        log_epoch = None
-        epochs = getattr(store, "epochs", None)
-        if epochs is not None:
-            last = epochs.last()
-            log_epoch = int(last.epoch) if last is not None else 0
-        return max_offset, min(confirm, max_offset), log_epoch
+        if bid is not None and self.broker.broker_id != bid:
+            self._log.info("broker_id_adopted", brokerId=bid, configured=self.broker.broker_id)
+            self.broker.broker_id = bid
 
     def _set_fenced(self, cmd: SetFenced) -> None:
         self.fenced_by_lease = cmd.fenced
-        hook = getattr(self.broker, "set_lease_fenced", None)
-        if hook is not None:
-            try:
-                hook(cmd.reason if cmd.fenced else None)
-            except Exception as e:
-                self._log.error("set_lease_fenced_failed", error=repr(e))
+        try:
+            self.broker.set_lease_fenced(cmd.reason if cmd.fenced else None)
+        except Exception as e:
+            self._log.error("set_lease_fenced_failed", error=repr(e))
 
     def _resolve(self, res: ProposalResult) -> None:
         fut = self._proposals.pop(res.proposal, None)
@@ -670,13 +584,8 @@ async def start_for_broker(
         adapter.mark_clean_shutdown()   # the next start reports an intact log
     """
     from autoswitch.broker.hooks import HookRunner
-    from autoswitch.controller.client import ControllerClient
 
-    api = ControllerClient(
-        list(config.controllers),
-        rpc_timeout_s=adapter_kw.get("rpc_timeout_s", 3.0),
-        deadline_s=adapter_kw.get("rpc_timeout_s", 3.0),
-    )
+    api = connect(config.controllers, rpc_timeout_s=adapter_kw.get("rpc_timeout_s", 3.0))
     runner = HookRunner(hook_config, hooks)
     adapter_kw.setdefault("ha_address", getattr(broker.cfg, "ha_listen", "") or "")
     adapter = ReplicasAdapter(config, api, broker, Path(broker.cfg.data_dir), runner, **adapter_kw)

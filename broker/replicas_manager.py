@@ -29,9 +29,10 @@ from enum import StrEnum
 
 from autoswitch.broker.identity import BrokerIdentity, LoadedIdentity, TempIdentity
 from autoswitch.broker.lease import LeaseConfig, MasterLease
+from autoswitch.controller.api import FailKind, ReplicaInfo
 
-from autoswitch.errors import ConfigError
-from autoswitch.log import get_logger
+from autoswitch.base.errors import ConfigError
+from autoswitch.base.log import get_logger
 
 MAX_SYNC_STATE_SET = 64  # members per proposal; a group has a handful of replicas
 
@@ -68,24 +69,6 @@ class ReplicasConfig:
 
 
 # --------------------------------------------------------------------------- values
-
-
-@dataclass(frozen=True)
-class ReplicaInfo:
-    """The controller's view of the group. master_id 0 = no master."""
-
-    master_id: int
-    master_addr: str
-    master_epoch: int
-    sync_state_set: frozenset[int]
-    sync_state_set_epoch: int
-
-
-class FailKind(StrEnum):
-    RETRY = "retry"  # transport error, timeout, controller unavailable: same request later
-    NOT_LEADER = "not_leader"  # the node we asked is a follower; leader_addr may name the leader
-    CONFLICT = "conflict"  # ApplyBrokerId: the id belongs to another registerCheckCode
-    REJECTED = "rejected"  # the controller said no (code says why)
 
 
 @dataclass(frozen=True)

@@ -31,8 +31,8 @@ from typing import Any
 
 import grpc
 
-from autoswitch.errors import AutoswitchError
-from autoswitch.log import get_logger
+from autoswitch.base.errors import AutoswitchError
+from autoswitch.base.log import get_logger
 from autoswitch.proto import broker_pb2 as pb
 
 from .client import AckLog, BrokerUnavailable, ConsumerClient, ProduceOutcome, ProducerClient

@@ -18,8 +18,8 @@ import time
 from collections.abc import Awaitable, Callable
 from typing import TYPE_CHECKING, Any, Literal
 
-from autoswitch.errors import CorruptionError
-from autoswitch.log import get_logger
+from autoswitch.base.errors import CorruptionError
+from autoswitch.base.log import get_logger
 
 from .config import BrokerConfig, parse_hostport
 from .write_path import BadRequest, Fenced, GroupFlusher, NotMaster, StaleEpoch, WritePath
@@ -39,7 +39,7 @@ MAX_DIGEST_BYTES = 4 * 1024 * 1024 * 1024
 
 def _build_dataclass(cls: type, values: dict[str, Any], what: str) -> Any:
     """Construct a config dataclass from a TOML table, refusing unknown keys."""
-    from autoswitch.errors import ConfigError
+    from autoswitch.base.errors import ConfigError
 
     if dataclasses.is_dataclass(cls):
         names = {f.name for f in dataclasses.fields(cls)}
@@ -286,7 +286,7 @@ class Broker:
     def _ha_config(self) -> Any:
         from autoswitch.ha.config import HAConfig
 
-        from autoswitch.errors import ConfigError
+        from autoswitch.base.errors import ConfigError
 
         values = dict(self.cfg.ha)
         clash = {"ack_mode", "in_sync_replicas", "min_in_sync_replicas"} & set(values)
@@ -331,6 +331,16 @@ class Broker:
         """HAMaster's gate on the confirmOffset it sends slaves: this broker's own commit point,
         which stays frozen while the master is fenced."""
         return min(confirm, self.confirm_offset)
+
+    def log_position(self) -> tuple[int, int, int]:
+        """(maxOffset, confirmOffset, last EpochFile MasterEpoch or 0): what heartbeats report."""
+        last = self.store.epochs.last()
+        return self.store.max_offset, self.confirm_offset, int(last.epoch) if last is not None else 0
+
+    def learn_sync_state_set(self, sync_state_set: frozenset[int], sync_state_set_epoch: int) -> None:
+        """The controller's SyncStateSet for this group (a master's HA tracker adopts it)."""
+        if self.ha_master is not None:
+            self.ha_master.update_sync_state_set(sync_state_set, sync_state_set_epoch)
 
     def require_readable(self) -> None:
         if self.role == "fenced":

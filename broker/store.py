@@ -43,9 +43,9 @@ from autoswitch.broker.store_errors import (
 )
 from autoswitch.epochfile import EpochCache, EpochFile, EpochRuleError
 
-from autoswitch.errors import CorruptionError
-from autoswitch.fsutil import fsync_dir
-from autoswitch.log import get_logger
+from autoswitch.base.errors import CorruptionError
+from autoswitch.base.fsutil import fsync_dir
+from autoswitch.base.log import get_logger
 
 __all__ = [
     "AppendResult",

@@ -6,7 +6,7 @@ from dataclasses import dataclass
 
 from autoswitch.broker import record as rec
 
-from autoswitch.errors import ConfigError
+from autoswitch.base.errors import ConfigError
 
 MiB = 1024 * 1024
 

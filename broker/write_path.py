@@ -20,8 +20,8 @@ import time
 from dataclasses import dataclass
 from typing import Any, Protocol
 
-from autoswitch.errors import AutoswitchError
-from autoswitch.log import get_logger
+from autoswitch.base.errors import AutoswitchError
+from autoswitch.base.log import get_logger
 
 from .config import MAX_MSG_ID_BYTES, MAX_TOPIC_BYTES, BrokerConfig
 

@@ -79,7 +79,7 @@ def _load_config(args, listen: str | None = None):
 
 
 def _run_controller(args) -> int:
-    from autoswitch.errors import AutoswitchError
+    from autoswitch.base.errors import AutoswitchError
 
     try:
         cfg = _load_config(args)
@@ -94,7 +94,7 @@ def _run_controller(args) -> int:
 def _recover_member(args) -> int:
     from autoswitch.controller.recover import recover_member
 
-    from autoswitch.errors import AutoswitchError
+    from autoswitch.base.errors import AutoswitchError
 
     try:
         r = recover_member(_load_config(args), args.timeout_s)
@@ -106,7 +106,7 @@ def _recover_member(args) -> int:
 
 
 def _run_namesrv(args) -> int:
-    from autoswitch.errors import AutoswitchError
+    from autoswitch.base.errors import AutoswitchError
 
     cfg = None
     if args.embed_controller:
@@ -146,7 +146,7 @@ def _admin(args, func) -> int:
 
     from autoswitch.controller.client import ControllerClient
 
-    from autoswitch.errors import AutoswitchError
+    from autoswitch.base.errors import AutoswitchError
 
     async def go() -> Any:
         async with ControllerClient(args.controller, deadline_s=args.timeout_s) as client:
@@ -203,7 +203,7 @@ def _msg(m) -> dict:
 
 
 async def _get_metadata(client, args) -> Any:
-    from autoswitch.controller.rpc_codes import ControllerRpcError
+    from autoswitch.controller.codes import ControllerRpcError
 
     from autoswitch.proto import controller_pb2 as pb
 

@@ -15,11 +15,10 @@ from collections.abc import Iterable
 from typing import Any
 
 import grpc
-from autoswitch.controller import rpc_codes as rc
 from autoswitch.controller.batchable import BATCHABLE
-from autoswitch.controller.rpc_codes import ControllerRpcError
+from autoswitch.controller.codes import Code, ControllerRpcError, code_name
 
-from autoswitch.log import get_logger
+from autoswitch.base.log import get_logger
 from autoswitch.proto import controller_pb2 as pb
 from autoswitch.proto import controller_pb2_grpc as pbg
 
@@ -29,7 +28,7 @@ MAX_MESSAGE_BYTES = 4 << 20
 # Codes after which another node may succeed; anything else is the answer.
 # QUORUM_UNAVAILABLE means nothing was committed, so a retry (maybe on a new leader) is safe;
 # TIMEOUT is not retried: the write may still commit and the caller must decide.
-_RETRYABLE = {rc.CONTROLLER_NOT_LEADER, rc.CONTROLLER_UNAVAILABLE, rc.CONTROLLER_QUORUM_UNAVAILABLE}
+_RETRYABLE = {Code.CONTROLLER_NOT_LEADER, Code.CONTROLLER_UNAVAILABLE, Code.CONTROLLER_QUORUM_UNAVAILABLE}
 
 
 
@@ -76,7 +75,7 @@ class _Batcher:
                     continue
                 if b[3] <= now:          # waited out its deadline behind other batches: never sent
                     b[2].set_exception(ControllerRpcError(
-                        rc.CONTROLLER_UNAVAILABLE, f"{b[0]} not sent to {self.addr} within its deadline",
+                        Code.CONTROLLER_UNAVAILABLE, f"{b[0]} not sent to {self.addr} within its deadline",
                         address=self.addr))
                     continue
                 live.append(b)
@@ -108,8 +107,8 @@ class _Batcher:
                     if not f.done():
                         f.set_exception(e)
                 return
-            if reply.header.code != rc.SUCCESS or len(reply.replies) != len(batch):
-                err = ControllerRpcError(reply.header.code or rc.CONTROLLER_INTERNAL_ERROR,
+            if reply.header.code != Code.SUCCESS or len(reply.replies) != len(batch):
+                err = ControllerRpcError(reply.header.code or Code.CONTROLLER_INTERNAL_ERROR,
                                          reply.header.message or f"batch of {len(batch)} got {len(reply.replies)} replies",
                                          address=self.addr)
                 for _m, _r, f, _d in batch:
@@ -119,13 +118,13 @@ class _Batcher:
             for (m, _r, f, _d), sub in zip(batch, reply.replies, strict=True):
                 if f.done():
                     continue
-                if sub.code != rc.SUCCESS:
+                if sub.code != Code.SUCCESS:
                     f.set_exception(ControllerRpcError(sub.code, sub.message, address=self.addr))
                     continue
                 try:
                     f.set_result(BATCHABLE[m][1].FromString(sub.reply))
                 except Exception as e:  # noqa: BLE001 - an undecodable reply fails that call only
-                    f.set_exception(ControllerRpcError(rc.CONTROLLER_INTERNAL_ERROR,
+                    f.set_exception(ControllerRpcError(Code.CONTROLLER_INTERNAL_ERROR,
                                                        f"{m} reply does not decode: {type(e).__name__}",
                                                        address=self.addr))
         finally:
@@ -242,7 +241,7 @@ class ControllerClient:
         """Invoke ``method`` following the leader; returns the reply or raises ControllerRpcError."""
         start = time.monotonic()
         backoff = self.backoff_s
-        last_code, last_msg = rc.CONTROLLER_UNAVAILABLE, "no controller reachable"
+        last_code, last_msg = Code.CONTROLLER_UNAVAILABLE, "no controller reachable"
         leaderless = 0   # answers "not leader, no leader known": an election, or no quorum
         for attempt in range(self.max_attempts):
             addr = self._next_addr()
@@ -259,31 +258,31 @@ class ControllerClient:
             except grpc.aio.AioRpcError as e:
                 if e.code() == grpc.StatusCode.RESOURCE_EXHAUSTED:
                     details = e.details() or ""
-                    code = rc.CONTROLLER_REQUEST_TOO_LARGE if "larger than max" in details else rc.CONTROLLER_OVERLOADED
+                    code = Code.CONTROLLER_REQUEST_TOO_LARGE if "larger than max" in details else Code.CONTROLLER_OVERLOADED
                     raise ControllerRpcError(code, details or "resource exhausted", address=addr) from None
-                last_code, last_msg = rc.CONTROLLER_UNAVAILABLE, f"{addr}: {e.code().name} {e.details()}"
+                last_code, last_msg = Code.CONTROLLER_UNAVAILABLE, f"{addr}: {e.code().name} {e.details()}"
                 self._leader = None
             else:
                 h = reply.header
-                if h.code == rc.SUCCESS or not leader or h.code not in _RETRYABLE:
-                    if h.code == rc.SUCCESS and leader:
+                if h.code == Code.SUCCESS or not leader or h.code not in _RETRYABLE:
+                    if h.code == Code.SUCCESS and leader:
                         self._leader = addr
-                    if h.code != rc.SUCCESS:
+                    if h.code != Code.SUCCESS:
                         raise ControllerRpcError(h.code, h.message, node=h.node_id, address=addr)
                     return reply
                 last_code, last_msg = h.code, f"{addr}: {h.message}"
-                if h.code == rc.CONTROLLER_NOT_LEADER and h.leader_addr and h.leader_addr != addr:
+                if h.code == Code.CONTROLLER_NOT_LEADER and h.leader_addr and h.leader_addr != addr:
                     self._leader = h.leader_addr
                     continue  # a redirect is not a failure: no backoff
-                if h.code == rc.CONTROLLER_NOT_LEADER:
+                if h.code == Code.CONTROLLER_NOT_LEADER:
                     leaderless += 1
                 self._leader = None
-            _log.debug("controller_retry", method=method, attempt=attempt, code=rc.code_name(last_code))
+            _log.debug("controller_retry", method=method, attempt=attempt, code=code_name(last_code))
             await asyncio.sleep(min(backoff, max(0.0, self.deadline_s - (time.monotonic() - start))))
             backoff = min(backoff * 2, self.max_backoff_s)
-        if leaderless and last_code in (rc.CONTROLLER_NOT_LEADER, rc.CONTROLLER_UNAVAILABLE):
+        if leaderless and last_code in (Code.CONTROLLER_NOT_LEADER, Code.CONTROLLER_UNAVAILABLE):
             # Reachable nodes kept saying "no leader" for the whole budget: no quorum.
-            raise ControllerRpcError(rc.CONTROLLER_QUORUM_UNAVAILABLE,
+            raise ControllerRpcError(Code.CONTROLLER_QUORUM_UNAVAILABLE,
                                      f"{method}: no controller leader within {self.deadline_s}s "
                                      f"(quorum lost?); last: {last_msg}")
         raise ControllerRpcError(last_code, f"{method} failed after retries: {last_msg}")
@@ -293,8 +292,8 @@ class ControllerClient:
         try:
             reply = await self._invoke(addr, method, request, timeout_s or self.rpc_timeout_s)
         except grpc.aio.AioRpcError as e:
-            raise ControllerRpcError(rc.CONTROLLER_UNAVAILABLE, f"{addr}: {e.code().name} {e.details()}") from None
-        if reply.header.code != rc.SUCCESS:
+            raise ControllerRpcError(Code.CONTROLLER_UNAVAILABLE, f"{addr}: {e.code().name} {e.details()}") from None
+        if reply.header.code != Code.SUCCESS:
             raise ControllerRpcError(reply.header.code, reply.header.message, address=addr)
         return reply
 

@@ -1,14 +1,17 @@
-"""Response codes of the controller state machine.
+"""The controller's one code table: every reply code, of the state machine and of the process, and
+the typed error a client raises for a non-zero one.
 
-Values are RocketMQ's ``ResponseCode`` (remoting/protocol/ResponseCode.java, 5.x), checked
-against the Apache RocketMQ source: 0 SUCCESS, 16 NO_PERMISSION and the 2000-2016 controller
-block. Older RocketMQ clients (4.x/5.0 era) numbered 2010-2012 differently; we follow 5.1+.
-``controller/rpc_codes.py`` re-exports these for the gRPC layer and adds process-level 29xx.
+0, 16 and 2000-2016 are RocketMQ's ``ResponseCode`` values (remoting/protocol/ResponseCode.java,
+5.1+; older 4.x/5.0 clients numbered 2010-2012 differently); the state machine produces most of
+them. 29xx are process-level failures that RocketMQ folds into "system error": kept apart so an
+operator can tell "no quorum" from "bad request" from "timed out".
 """
 
 from __future__ import annotations
 
 from enum import IntEnum
+
+from autoswitch.base.errors import AutoswitchError
 
 
 class Code(IntEnum):
@@ -32,6 +35,15 @@ class Code(IntEnum):
     CONTROLLER_BROKER_ID_INVALID = 2014
     CONTROLLER_JRAFT_INTERNAL_ERROR = 2015
     CONTROLLER_BROKER_LIVE_INFO_NOT_EXISTS = 2016
+    # Process level (ours).
+    CONTROLLER_QUORUM_UNAVAILABLE = 2901     # no Raft majority: the write was not committed
+    CONTROLLER_TIMEOUT = 2902                # commit or read barrier not done in time; outcome unknown
+    CONTROLLER_REQUEST_TOO_LARGE = 2903
+    CONTROLLER_MALFORMED_REQUEST = 2904      # a field out of range / missing; nothing was proposed
+    CONTROLLER_UNAVAILABLE = 2905            # client side: no controller reachable
+    CONTROLLER_INTERNAL_ERROR = 2906         # a bug; logged with a traceback
+    CONTROLLER_OVERLOADED = 2907             # a limit (watchers, concurrent RPCs) was hit
+    CONTROLLER_CONFIG_REJECTED = 2908
 
 
 def code_name(code: int) -> str:
@@ -39,3 +51,14 @@ def code_name(code: int) -> str:
         return Code(code).name
     except ValueError:
         return f"CODE_{code}"
+
+
+class ControllerRpcError(AutoswitchError):
+    """A controller reply with a non-zero code (or no reachable controller)."""
+
+    code = "CONTROLLER_RPC_ERROR"
+
+    def __init__(self, reply_code: int, message: str, **details) -> None:
+        super().__init__(message, reply_code=reply_code, reply_name=code_name(reply_code), **details)
+        self.reply_code = reply_code
+        self.code = code_name(reply_code)

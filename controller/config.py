@@ -16,7 +16,7 @@ from typing import Any
 
 from autoswitch.controller import sm_config
 
-from autoswitch.errors import ConfigError
+from autoswitch.base.errors import ConfigError
 
 # Keys an operator may change at runtime with `admin update-controller-config` (node-local,
 # not persisted, like RocketMQ's updateControllerConfig which is sent to every controller).

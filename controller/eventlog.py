@@ -15,7 +15,7 @@ from array import array
 from pathlib import Path
 from typing import Any
 
-from autoswitch.log import get_logger
+from autoswitch.base.log import get_logger
 
 _log = get_logger("controller.eventlog")
 

@@ -19,7 +19,7 @@ from typing import Any, ClassVar
 
 from autoswitch.controller.codes import Code
 
-from autoswitch.errors import AutoswitchError
+from autoswitch.base.errors import AutoswitchError
 
 ENCODING_VERSION = 1
 MAX_REQUEST_BYTES = 1 << 20

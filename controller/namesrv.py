@@ -19,7 +19,7 @@ from collections import Counter
 from collections.abc import Callable
 from dataclasses import dataclass
 
-from autoswitch.log import RateLimitedLog, get_logger
+from autoswitch.base.log import RateLimitedLog, get_logger
 from autoswitch.proto import namesrv_pb2 as pb
 from autoswitch.proto import namesrv_pb2_grpc as pbg
 
@@ -251,7 +251,7 @@ class PolledAuthority:
 
         from autoswitch.controller.client import ControllerClient
 
-        from autoswitch.errors import AutoswitchError
+        from autoswitch.base.errors import AutoswitchError
 
         async with ControllerClient(controllers, deadline_s=self.interval_s * 3) as c:
             failing = False

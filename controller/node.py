@@ -29,8 +29,8 @@ from pathlib import Path
 from typing import Any
 
 import grpc
-from autoswitch.controller import rpc_codes as rc
 from autoswitch.controller import sm_adapter
+from autoswitch.controller.codes import Code, code_name
 from autoswitch.controller.config import ControllerConfig
 from autoswitch.controller.eventlog import EventLog
 from autoswitch.controller.liveness import (
@@ -44,8 +44,8 @@ from autoswitch.controller.liveness import (
 from autoswitch.controller.service import ControllerServicer, NodeReply
 from autoswitch.controller.watchers import Watchers
 
-from autoswitch.fsutil import write_atomic
-from autoswitch.log import get_logger
+from autoswitch.base.fsutil import write_atomic
+from autoswitch.base.log import get_logger
 from autoswitch.proto import controller_pb2 as pb
 from autoswitch.proto import controller_pb2_grpc as pbg
 
@@ -149,8 +149,8 @@ class ControllerNode:
         refuses to start instead, naming both ids."""
         from autoswitch.controller.config import cluster_id
 
-        from autoswitch.errors import ConfigError
-        from autoswitch.fsutil import write_atomic
+        from autoswitch.base.errors import ConfigError
+        from autoswitch.base.fsutil import write_atomic
 
         want = cluster_id(self.config.cluster_token, self.config.peers)
         path = self.data_dir / "cluster_id"
@@ -263,9 +263,9 @@ class ControllerNode:
     def _not_leader(self) -> NodeReply:
         lid, laddr = self.leader_hint()
         if not laddr or lid == self.node_id:
-            return NodeReply(rc.CONTROLLER_NOT_LEADER,
+            return NodeReply(Code.CONTROLLER_NOT_LEADER,
                              f"node {self.node_id} is not the leader and knows none (election or no quorum)")
-        return NodeReply(rc.CONTROLLER_NOT_LEADER, f"node {self.node_id} is not the leader", lid, laddr)
+        return NodeReply(Code.CONTROLLER_NOT_LEADER, f"node {self.node_id} is not the leader", lid, laddr)
 
     async def write(self, kind: str, **fields: Any) -> dict:
         out = (await self.write_many([(kind, fields)]))[0]
@@ -286,10 +286,10 @@ class ControllerNode:
             try:
                 data, req = sm_adapter.encode_write_request(kind, fields)
             except sm_adapter.BadWrite as e:
-                out[i] = NodeReply(rc.CONTROLLER_INVALID_REQUEST, str(e))
+                out[i] = NodeReply(Code.CONTROLLER_INVALID_REQUEST, str(e))
                 continue
             if len(data) > self.config.max_message_bytes:
-                out[i] = NodeReply(rc.CONTROLLER_REQUEST_TOO_LARGE, f"encoded request is {len(data)} bytes")
+                out[i] = NodeReply(Code.CONTROLLER_REQUEST_TOO_LARGE, f"encoded request is {len(data)} bytes")
                 continue
             self.sm.note_own(data, req)
             datas.append(data)
@@ -324,15 +324,15 @@ class ControllerNode:
         if name == "NotLeader":
             lid = getattr(e, "leader_id", None) or ""
             laddr = getattr(e, "leader_addr", None) or self.config.peers.get(lid, "")
-            return NodeReply(rc.CONTROLLER_NOT_LEADER, f"node {self.node_id} is not the leader", lid, laddr)
+            return NodeReply(Code.CONTROLLER_NOT_LEADER, f"node {self.node_id} is not the leader", lid, laddr)
         if name == "QuorumUnavailable":
-            return NodeReply(rc.CONTROLLER_QUORUM_UNAVAILABLE, f"no controller quorum: {e}")
+            return NodeReply(Code.CONTROLLER_QUORUM_UNAVAILABLE, f"no controller quorum: {e}")
         if name in ("ProposalTimeout", "TimeoutError", "ReadIndexTimeout"):
-            return NodeReply(rc.CONTROLLER_TIMEOUT, f"not committed in time (outcome unknown): {e}")
+            return NodeReply(Code.CONTROLLER_TIMEOUT, f"not committed in time (outcome unknown): {e}")
         if name == "ProposalDropped":
-            return NodeReply(rc.CONTROLLER_QUORUM_UNAVAILABLE, f"{e}")
+            return NodeReply(Code.CONTROLLER_QUORUM_UNAVAILABLE, f"{e}")
         self.log.error("raft_error", exc_info=e, kind=name)
-        return NodeReply(rc.CONTROLLER_INTERNAL_ERROR, f"{name}: {e}")
+        return NodeReply(Code.CONTROLLER_INTERNAL_ERROR, f"{name}: {e}")
 
     def local_replica_info(self, group: str) -> dict | None:
         return self.sm.replica_info(group)
@@ -365,7 +365,7 @@ class ControllerNode:
             now,
         )
         if not ok:
-            raise NodeReply(rc.CONTROLLER_OVERLOADED, "heartbeat table full")
+            raise NodeReply(Code.CONTROLLER_OVERLOADED, "heartbeat table full")
         return self.heartbeats.grants_lease(r.broker_name, r.broker_id, r.epoch,
                                             self.sm.master_epoch(r.broker_name), now)
 
@@ -499,12 +499,12 @@ class ControllerNode:
                 res = await self.propose_request(req)
                 committed = True
                 n += 1
-                self.log.info("controller_election", group=req.broker_name, code=rc.code_name(res.get("code", 0)),
+                self.log.info("controller_election", group=req.broker_name, code=code_name(res.get("code", 0)),
                               master=(res.get("replica_info") or {}).get("master_broker_id"))
             except NodeReply as e:
                 self.log.warning("controller_election_failed", group=req.broker_name,
-                                 code=rc.code_name(e.reply_code), reason=e.message)
-                if e.reply_code == rc.CONTROLLER_NOT_LEADER:
+                                 code=code_name(e.reply_code), reason=e.message)
+                if e.reply_code == Code.CONTROLLER_NOT_LEADER:
                     break
             finally:
                 self.planner.record_result(req.broker_name, m.master_epoch, committed, self.now_ms())
@@ -518,7 +518,7 @@ class ControllerNode:
         try:
             data = sm_adapter.encode_request(req)
         except sm_adapter.BadWrite as e:
-            raise NodeReply(rc.CONTROLLER_INVALID_REQUEST, str(e)) from None
+            raise NodeReply(Code.CONTROLLER_INVALID_REQUEST, str(e)) from None
         try:
             result = await self.raft.propose(data, timeout_s=self.config.propose_timeout_s)
         except Exception as e:  # noqa: BLE001
@@ -635,7 +635,7 @@ def run_forever(config: ControllerConfig | None, namesrv: dict | None) -> int:
             t.cancel()
         return 0
 
-    from autoswitch.errors import AutoswitchError
+    from autoswitch.base.errors import AutoswitchError
 
     try:
         return asyncio.run(main())

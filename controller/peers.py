@@ -14,7 +14,7 @@ import grpc
 from autoswitch.controller.config import ControllerConfig
 from autoswitch.controller.liveness import BrokerReport, NodeOpinion, Opinion
 
-from autoswitch.log import get_logger
+from autoswitch.base.log import get_logger
 from autoswitch.proto import controller_pb2 as pb
 from autoswitch.proto import controller_pb2_grpc as pbg
 

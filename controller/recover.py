@@ -24,9 +24,9 @@ from pathlib import Path
 
 from autoswitch.controller.config import ControllerConfig
 
-from autoswitch.errors import AutoswitchError
-from autoswitch.fsutil import fsync_dir, write_atomic
-from autoswitch.log import get_logger
+from autoswitch.base.errors import AutoswitchError
+from autoswitch.base.fsutil import fsync_dir, write_atomic
+from autoswitch.base.log import get_logger
 
 _log = get_logger("controller.recover")
 
@@ -45,7 +45,7 @@ class RecoverResult:
 
 async def _terms(cfg: ControllerConfig, timeout_s: float) -> tuple[dict[str, int], dict[str, str]]:
     from autoswitch.controller.client import ControllerClient
-    from autoswitch.controller.rpc_codes import ControllerRpcError
+    from autoswitch.controller.codes import ControllerRpcError
 
     from autoswitch.proto import controller_pb2 as pb
 

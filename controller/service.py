@@ -13,11 +13,11 @@ import asyncio
 import functools
 from typing import TYPE_CHECKING, Any
 
-from autoswitch.controller import rpc_codes as rc
 from autoswitch.controller.batchable import BATCHABLE
+from autoswitch.controller.codes import Code
 
-from autoswitch.errors import AutoswitchError
-from autoswitch.log import get_logger
+from autoswitch.base.errors import AutoswitchError
+from autoswitch.base.log import get_logger
 from autoswitch.proto import controller_pb2 as pb
 from autoswitch.proto import controller_pb2_grpc as pbg
 
@@ -87,7 +87,7 @@ def replica_info_pb(d: dict | None) -> pb.ReplicaInfo:
 def _too_large(node: ControllerNode, size: int) -> NodeReply | None:
     # The server's own limit is Raft's (snapshots and append batches share the port).
     if size > node.config.max_message_bytes:
-        return NodeReply(rc.CONTROLLER_REQUEST_TOO_LARGE, f"request of {size} bytes > {node.config.max_message_bytes}")
+        return NodeReply(Code.CONTROLLER_REQUEST_TOO_LARGE, f"request of {size} bytes > {node.config.max_message_bytes}")
     return None
 
 
@@ -96,13 +96,13 @@ def _error_reply(node: ControllerNode, reply_cls, rpc: str, e: Exception):
     (NOT_LEADER with the leader's address), anything else -> INTERNAL_ERROR + an error log."""
     if isinstance(e, BadRequest):
         _log.warning("bad_request", rpc=rpc, reason=e.message)
-        code, msg, lid, laddr = rc.CONTROLLER_MALFORMED_REQUEST, e.message, "", ""
+        code, msg, lid, laddr = Code.CONTROLLER_MALFORMED_REQUEST, e.message, "", ""
     elif isinstance(e, NodeReply):
         code, msg, lid, laddr = e.reply_code, e.message, e.leader_id, e.leader_addr
     else:  # a bug: keep serving, make it loud
         _log.error("rpc_internal_error", exc_info=e, rpc=rpc)
-        code, msg, lid, laddr = rc.CONTROLLER_INTERNAL_ERROR, f"{type(e).__name__}: {e}", "", ""
-    if code == rc.CONTROLLER_NOT_LEADER and not laddr:
+        code, msg, lid, laddr = Code.CONTROLLER_INTERNAL_ERROR, f"{type(e).__name__}: {e}", "", ""
+    if code == Code.CONTROLLER_NOT_LEADER and not laddr:
         lid, laddr = node.leader_hint()
     return reply_cls(header=pb.ReplyHeader(code=code, message=msg, leader_id=lid or "",
                                            leader_addr=laddr or "", node_id=node.node_id))
@@ -153,7 +153,7 @@ class ControllerServicer(pbg.ControllerServiceServicer):
         if len(calls) > MAX_BATCH_CALLS:
             _log.warning("bad_request", rpc="Batch", reason=f"{len(calls)} calls")
             return pb.BatchReply(header=pb.ReplyHeader(
-                code=rc.CONTROLLER_MALFORMED_REQUEST, message=f"at most {MAX_BATCH_CALLS} calls per batch",
+                code=Code.CONTROLLER_MALFORMED_REQUEST, message=f"at most {MAX_BATCH_CALLS} calls per batch",
                 node_id=node.node_id))
         replies: list[Any] = [None] * len(calls)
         planned: list[tuple[int, str, tuple[str, dict]]] = []
@@ -284,7 +284,7 @@ class ControllerServicer(pbg.ControllerServiceServicer):
                 out.append(self._heartbeat(item))
             except BadRequest as e:
                 out.append(pb.BrokerHeartbeatReply(header=pb.ReplyHeader(
-                    code=rc.CONTROLLER_MALFORMED_REQUEST, message=e.message)))
+                    code=Code.CONTROLLER_MALFORMED_REQUEST, message=e.message)))
             except NodeReply as e:
                 out.append(pb.BrokerHeartbeatReply(header=pb.ReplyHeader(code=e.reply_code, message=e.message)))
         return pb.BrokerHeartbeatBatchReply(header=pb.ReplyHeader(code=0), replies=out)
@@ -395,7 +395,7 @@ class ControllerServicer(pbg.ControllerServiceServicer):
         """Replicated keys go through Raft (leader only); node-local keys change on this node only."""
         from autoswitch.controller import sm_config
 
-        from autoswitch.errors import ConfigError
+        from autoswitch.base.errors import ConfigError
 
         if not 0 < len(request.config) <= 64:
             raise BadRequest("1..64 keys per update")
@@ -406,7 +406,7 @@ class ControllerServicer(pbg.ControllerServiceServicer):
         replicated = {k: v for k, v in changes.items() if k not in local}
         unknown = sorted(k for k in replicated if k not in sm_config.KEYS and k not in sm_config.BLACKLIST)
         if unknown:
-            raise NodeReply(rc.CONTROLLER_CONFIG_REJECTED, f"unknown config keys {unknown}")
+            raise NodeReply(Code.CONTROLLER_CONFIG_REJECTED, f"unknown config keys {unknown}")
         done: dict[str, str] = {}
         if replicated:
             floor = self.node.heartbeats.max_assumed_timeout_ms(self.node.now_ms())
@@ -419,7 +419,7 @@ class ControllerServicer(pbg.ControllerServiceServicer):
             try:
                 done.update(self.node.config.update_runtime(local))
             except ConfigError as e:
-                raise NodeReply(rc.CONTROLLER_CONFIG_REJECTED, e.message) from None
+                raise NodeReply(Code.CONTROLLER_CONFIG_REJECTED, e.message) from None
         _log.info("controller_config_updated", changes=done)
         return pb.UpdateControllerConfigReply(header=pb.ReplyHeader(code=0), config=done)
 
@@ -439,12 +439,12 @@ class ControllerServicer(pbg.ControllerServiceServicer):
         try:
             group = _name(request.broker_name, "broker_name")
         except BadRequest as e:
-            yield pb.ReplicaInfoEvent(header=pb.ReplyHeader(code=rc.CONTROLLER_MALFORMED_REQUEST, message=e.message,
+            yield pb.ReplicaInfoEvent(header=pb.ReplyHeader(code=Code.CONTROLLER_MALFORMED_REQUEST, message=e.message,
                                                             node_id=self.node.node_id))
             return
         queue = self.node.watchers.subscribe(group)
         if queue is None:
-            yield pb.ReplicaInfoEvent(header=pb.ReplyHeader(code=rc.CONTROLLER_OVERLOADED, message="too many watchers",
+            yield pb.ReplicaInfoEvent(header=pb.ReplyHeader(code=Code.CONTROLLER_OVERLOADED, message="too many watchers",
                                                             node_id=self.node.node_id))
             return
         try:
@@ -467,13 +467,13 @@ def _decode_call(call) -> Any:
     classes = BATCHABLE.get(call.method)
     if classes is None:
         _log.warning("bad_request", rpc="Batch", reason=f"method {call.method[:64]!r} is not batchable")
-        return pb.BatchCallReply(code=rc.CONTROLLER_MALFORMED_REQUEST,
+        return pb.BatchCallReply(code=Code.CONTROLLER_MALFORMED_REQUEST,
                                  message=f"method {call.method[:64]!r} cannot be batched")
     try:
         return classes[0].FromString(call.request)
     except Exception as e:  # noqa: BLE001 - protobuf's DecodeError and friends
         _log.warning("bad_request", rpc="Batch", method=call.method, reason="undecodable request")
-        return pb.BatchCallReply(code=rc.CONTROLLER_MALFORMED_REQUEST,
+        return pb.BatchCallReply(code=Code.CONTROLLER_MALFORMED_REQUEST,
                                  message=f"{call.method} request does not decode: {type(e).__name__}")
 
 

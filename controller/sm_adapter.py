@@ -16,7 +16,6 @@ from pathlib import Path
 from typing import Any
 
 from autoswitch.controller import messages as m
-from autoswitch.controller import rpc_codes as rc
 from autoswitch.controller.codes import Code
 
 # Service-level kind -> request class.
@@ -111,7 +110,7 @@ def replica_dict(v: m.ReplicaView | None) -> dict | None:
 def reply_dict(reply: Any) -> dict:
     """messages.Reply -> {"code", "message", "replica_info", "next_broker_id", "sync_state_set", ...}."""
     if not isinstance(reply, m.Reply):
-        return {"code": rc.CONTROLLER_INTERNAL_ERROR, "message": f"unexpected apply result {type(reply).__name__}"}
+        return {"code": Code.CONTROLLER_INTERNAL_ERROR, "message": f"unexpected apply result {type(reply).__name__}"}
     out: dict[str, Any] = {"code": int(reply.code), "message": reply.remark}
     ri = replica_dict(reply.replica)
     if ri is not None:
@@ -125,7 +124,6 @@ def reply_dict(reply: Any) -> dict:
     return out
 
 
-assert int(Code.CONTROLLER_NOT_LEADER) == rc.CONTROLLER_NOT_LEADER
 
 
 # The controller process's own Raft defaults (the [raft] table overrides them). Fewer entries
@@ -138,16 +136,20 @@ PROCESS_RAFT_DEFAULTS: dict[str, Any] = {"snapshot_every": 2000}
 def make_raft(config: Any, data_dir: Path, state_machine: Any, server: Any, min_log_index: int = 0) -> Any:
     from autoswitch.controller.config import cluster_id
     from autoswitch.controller.raft import RaftConfig, RaftNode
+    from autoswitch.controller.raft.transport import GrpcRaftTransport
 
     raft_cfg = RaftConfig(**{**PROCESS_RAFT_DEFAULTS, **config.raft})
     cid = cluster_id(config.cluster_token, config.peers)
     if config.raft_peers:
-        # Raft on its own listener (RaftNode binds raft_peers[node_id]): the client port serves
+        # Raft on its own listener (the transport binds raft_peers[node_id]): the client port serves
         # no Raft, and the peer port can be firewalled to the controller hosts.
-        return RaftNode(config.node_id, dict(config.raft_peers), data_dir, state_machine, raft_cfg, cluster=cid,
-                        min_log_index=min_log_index)
-    return RaftNode(config.node_id, dict(config.peers), data_dir, state_machine, raft_cfg, server=server,
-                    cluster=cid, min_log_index=min_log_index)
+        peers = dict(config.raft_peers)
+        transport = GrpcRaftTransport(config.node_id, peers, raft_cfg, cid)
+    else:
+        peers = dict(config.peers)
+        transport = GrpcRaftTransport(config.node_id, peers, raft_cfg, cid, server=server)
+    return RaftNode(config.node_id, peers, data_dir, state_machine, raft_cfg, transport=transport,
+                    min_log_index=min_log_index)
 
 
 class AppliedStateMachine:

@@ -66,8 +66,8 @@ from autoswitch.controller.messages import (
 )
 from autoswitch.controller.sm_config import BLACKLIST, KEYS, ConfigValueError, SMConfig, parse_value
 
-from autoswitch.errors import AutoswitchError, CorruptionError
-from autoswitch.log import get_logger
+from autoswitch.base.errors import AutoswitchError, CorruptionError
+from autoswitch.base.log import get_logger
 
 MAX_GROUPS = 200_000
 FIRST_BROKER_ID = 1   # RocketMQ MixAll.FIRST_SLAVE_ID; 0 was the old fixed master id

@@ -10,7 +10,7 @@ from __future__ import annotations
 import asyncio
 from typing import Any
 
-from autoswitch.log import get_logger
+from autoswitch.base.log import get_logger
 
 _log = get_logger("controller.watchers")
 

@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from autoswitch.errors import AutoswitchError, CorruptionError
+from autoswitch.base.errors import AutoswitchError, CorruptionError
 
 
 class EpochRuleError(AutoswitchError):

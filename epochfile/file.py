@@ -24,8 +24,8 @@ from pathlib import Path
 from autoswitch.epochfile.cache import MAX_ENTRIES, EpochCache
 from autoswitch.epochfile.errors import EpochFileCorrupt, EpochRuleError
 
-from autoswitch.fsutil import write_atomic
-from autoswitch.log import get_logger
+from autoswitch.base.fsutil import write_atomic
+from autoswitch.base.log import get_logger
 
 MAGIC = b"ASEP"
 VERSION = 1

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-from autoswitch.errors import ConfigError
+from autoswitch.base.errors import ConfigError
 
 MiB = 1024 * 1024
 # Hard caps: a config value above these is a mistake, not a tuning choice.

@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from autoswitch.errors import AutoswitchError
+from autoswitch.base.errors import AutoswitchError
 
 
 class HAError(AutoswitchError):

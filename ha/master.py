@@ -28,8 +28,8 @@ from autoswitch.ha.log_api import ReplicaLog
 from autoswitch.ha.master_session import MasterSession
 from autoswitch.ha.sync_state import Proposal, SyncStateTracker
 
-from autoswitch.errors import AutoswitchError
-from autoswitch.log import RateLimitedLog, get_logger
+from autoswitch.base.errors import AutoswitchError
+from autoswitch.base.log import RateLimitedLog, get_logger
 
 
 class SyncStateProposer(Protocol):

@@ -17,7 +17,7 @@ from autoswitch.ha.config import HAConfig
 from autoswitch.ha.errors import HAProtocolError
 from autoswitch.ha.log_api import ReplicaLog
 
-from autoswitch.errors import AutoswitchError
+from autoswitch.base.errors import AutoswitchError
 
 HANDSHAKE = "HANDSHAKE"
 WAIT_START = "WAIT_START"

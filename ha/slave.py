@@ -19,8 +19,8 @@ from autoswitch.ha.errors import FrameError, HAProtocolError, OffsetMismatch
 from autoswitch.ha.log_api import ReplicaLog
 from autoswitch.ha.slave_session import SlaveSession
 
-from autoswitch.errors import AutoswitchError
-from autoswitch.log import get_logger
+from autoswitch.base.errors import AutoswitchError
+from autoswitch.base.log import get_logger
 
 
 class HASlave:

@@ -21,7 +21,7 @@ import math
 from dataclasses import dataclass
 from pathlib import Path
 
-from autoswitch.log import get_logger
+from autoswitch.base.log import get_logger
 
 log = get_logger("pipeline")
 

@@ -22,7 +22,7 @@ from pathlib import Path
 
 from autoswitch.pipeline.masters import MasterChoice, Replica, choose_masters
 
-from autoswitch.log import get_logger
+from autoswitch.base.log import get_logger
 
 log = get_logger("pipeline")
 

@@ -10,8 +10,8 @@ import sys
 import time
 from pathlib import Path
 
-from autoswitch.errors import AutoswitchError
-from autoswitch.log import get_logger
+from autoswitch.base.errors import AutoswitchError
+from autoswitch.base.log import get_logger
 
 log = get_logger("pipeline")
 

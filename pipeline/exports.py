@@ -15,7 +15,7 @@ from pathlib import Path
 
 from autoswitch.pipeline.errors import InputNotFound, PipelineError
 
-from autoswitch.log import get_logger
+from autoswitch.base.log import get_logger
 
 log = get_logger("pipeline")
 
@@ -62,7 +62,7 @@ def export_replica(data_dir: Path, group: str, broker_id: int, out: Path, copy_f
     from autoswitch.broker.store import MessageStore
     from autoswitch.broker.store_config import StoreConfig
 
-    from autoswitch.errors import AutoswitchError
+    from autoswitch.base.errors import AutoswitchError
 
     if not data_dir.is_dir():
         raise InputNotFound(f"data dir {data_dir} does not exist", path=str(data_dir))

@@ -22,7 +22,7 @@ from pathlib import Path
 
 import numpy as np
 
-from autoswitch.log import get_logger
+from autoswitch.base.log import get_logger
 
 log = get_logger("pipeline")
 

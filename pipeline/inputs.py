@@ -15,7 +15,7 @@ from pathlib import Path
 from autoswitch.pipeline import schemas
 from autoswitch.pipeline.errors import InputNotFound, MalformedInput
 
-from autoswitch.log import get_logger
+from autoswitch.base.log import get_logger
 
 log = get_logger("pipeline")
 

@@ -12,7 +12,7 @@ import threading
 import time
 from contextlib import contextmanager
 
-from autoswitch.log import get_logger
+from autoswitch.base.log import get_logger
 
 log = get_logger("pipeline")
 

@@ -18,7 +18,7 @@ import zlib
 from collections import deque
 from dataclasses import dataclass, field
 
-from autoswitch.log import get_logger
+from autoswitch.base.log import get_logger
 
 from .config import RaftConfig
 from .errors import NotLeader, ProposalDropped, RaftError

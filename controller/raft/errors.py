@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from autoswitch.errors import AutoswitchError, ConfigError, CorruptionError
+from autoswitch.base.errors import AutoswitchError, ConfigError, CorruptionError
 
 
 class RaftError(AutoswitchError):

@@ -5,9 +5,8 @@ so the loop keeps stepping messages and accepting proposals meanwhile: group com
 apply committed entries in order and resolve ``propose()`` futures with ``apply()``'s result, answer
 read-index barriers, take snapshots every ``snapshot_every`` entries.
 
-gRPC: ``RaftNode`` either runs its own ``grpc.aio`` server on its address, or shares one: pass
-``server=`` (the node then only adds its servicer; the owner binds and starts it) or call
-``add_to_server(server)`` before ``server.start()``.
+The network is a ``RaftTransport`` (transport_api.py) handed in by the caller; this module knows no
+gRPC (``transport.GrpcRaftTransport`` is the gRPC one).
 """
 
 from __future__ import annotations
@@ -20,11 +19,8 @@ import random
 from pathlib import Path
 from typing import Any, Protocol
 
-import grpc
-
-from autoswitch.fsutil import fsync_dir
-from autoswitch.log import get_logger
-from autoswitch.proto import raft_pb2_grpc
+from autoswitch.base.fsutil import fsync_dir
+from autoswitch.base.log import get_logger
 
 from .config import RaftConfig
 from .core import RaftCore
@@ -33,14 +29,13 @@ from .errors import (
     ProposalDropped,
     ProposalTimeout,
     QuorumUnavailable,
-    RaftConfigError,
     RaftError,
     RaftStopped,
     RaftStorageCorrupt,
 )
 from .messages import EntryKind, Message, ReadState, Ready, Role, Snapshot
 from .storage import FileStorage, Storage
-from .transport import RaftServicer, Transport, grpc_options
+from .transport_api import RaftTransport
 
 # A file in the raft data dir: present while a recovered node may not vote or campaign.
 CATCH_UP_MARKER = "catch_up"
@@ -92,8 +87,8 @@ class _Proposal:
 
 class RaftNode:
     def __init__(self, node_id: str, peers: dict[str, str], data_dir: Path, state_machine: StateMachine,
-                 config: RaftConfig | None = None, *, server: grpc.aio.Server | None = None,
-                 cluster: str = "autoswitch", seed: int | None = None, storage: Storage | None = None,
+                 config: RaftConfig | None = None, *, transport: RaftTransport,
+                 seed: int | None = None, storage: Storage | None = None,
                  min_log_index: int = 0) -> None:
         """``min_log_index``: an index this node is known to have applied (the controller's event
         history); a log or snapshot that ends before it lost committed entries, and start refuses."""
@@ -101,24 +96,14 @@ class RaftNode:
         self.min_log_index = min_log_index
         self.cfg = config or RaftConfig()
         self.addrs = dict(peers)
-        if node_id not in self.addrs:
-            if self.cfg.listen_addr is None and server is None:
-                raise RaftConfigError(f"node {node_id!r} is not in peers and no listen_addr/server was given")
-            if self.cfg.listen_addr is not None:
-                self.addrs[node_id] = self.cfg.listen_addr
         self.data_dir = Path(data_dir)
         self.sm = state_machine
-        self.cluster = cluster
         self.seed = seed
         self.log = get_logger("raft", node=node_id)
         self.core: RaftCore | None = None
         self._storage = storage
-        self._server = server
-        self._own_server = False
-        self._servicer = RaftServicer(cluster, self._deliver, node_id, self.addrs)
-        if server is not None:
-            self.add_to_server(server)
-        self._transport: Transport | None = None
+        self._transport = transport
+        self._transport_started = False
         self._task: asyncio.Task | None = None
         self._kicked = False                       # new input since the loop last looked
         self._sleep: asyncio.Future | None = None  # what the loop awaits while idle
@@ -132,10 +117,6 @@ class RaftNode:
         self._io_future: asyncio.Future | None = None
 
     # ---------------------------------------------------------------- lifecycle
-    def add_to_server(self, server: grpc.aio.Server) -> None:
-        """Register the Raft servicer on a shared server (before ``server.start()``)."""
-        raft_pb2_grpc.add_RaftServicer_to_server(self._servicer, server)
-
     def _now_ms(self) -> int:
         return int(asyncio.get_running_loop().time() * 1000)
 
@@ -163,16 +144,8 @@ class RaftNode:
             self.sm.restore(rec.snapshot.data)
             self._last_snap_index = rec.snapshot.index
         self.core = core
-        if self._server is None:
-            addr = self.addrs[self.node_id]
-            self._server = grpc.aio.server(options=grpc_options(self.cfg))
-            self.add_to_server(self._server)
-            if self._server.add_insecure_port(addr) == 0:
-                raise RaftConfigError(f"cannot bind raft address {addr}")
-            await self._server.start()
-            self._own_server = True
-        self._transport = Transport(self.node_id, self.addrs, self.cfg, self.cluster)
-        self._transport.start()
+        await self._transport.start(self._deliver)
+        self._transport_started = True
         self._task = loop.create_task(self._run(), name=f"raft-{self.node_id}")
         self.log.info("raft_node_started", term=core.term, commit=core.commit, last_index=core.log.last_index(),
                       peers=peers)
@@ -183,10 +156,8 @@ class RaftNode:
             self._task.cancel()
             with contextlib.suppress(asyncio.CancelledError, Exception):   # a failure was logged already
                 await self._task
-        if self._transport is not None:
+        if self._transport_started:
             await self._transport.stop()
-        if self._own_server and self._server is not None:
-            await self._server.stop(0.2)
         if self._io_future is not None and not self._io_future.done():
             # the loop task was cancelled mid-write: let the thread finish before closing its fd
             await asyncio.wait([self._io_future])

@@ -32,8 +32,8 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Protocol
 
-from autoswitch.fsutil import fsync_dir, write_atomic
-from autoswitch.log import get_logger
+from autoswitch.base.fsutil import fsync_dir, write_atomic
+from autoswitch.base.log import get_logger
 
 from . import codec
 from .errors import RaftStorageCorrupt

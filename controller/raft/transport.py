@@ -1,4 +1,9 @@
-"""gRPC transport for Raft messages (asyncio adapter; no protocol logic here).
+"""gRPC transport for Raft messages (asyncio adapter; no protocol logic here). The only Raft module
+that knows gRPC: the driver (node.py) sees the ``RaftTransport`` interface of transport_api.py.
+
+Inbound: a ``Raft.Stream`` servicer, either on this transport's own ``grpc.aio`` server (bound to
+the node's address) or registered on a server the caller owns (``server=``; the owner binds and
+starts it).
 
 Per peer: a bounded outbound queue and one long-lived client stream (``Raft.Stream``). The sender
 drains the queue into batches (up to ``max_batch_messages`` and ``max_message_bytes``) and writes
@@ -15,10 +20,11 @@ from collections.abc import Callable, Iterable
 
 import grpc
 
-from autoswitch.log import RateLimitedLog, get_logger
+from autoswitch.base.log import RateLimitedLog, get_logger
 from autoswitch.proto import raft_pb2, raft_pb2_grpc
 
 from .config import RaftConfig
+from .errors import RaftConfigError
 from .messages import Entry, EntryKind, Message, MsgType, VoteResult
 
 WIRE_VERSION = 1
@@ -255,12 +261,41 @@ class PeerSender:
                 await self._channel.close()
 
 
-class Transport:
-    def __init__(self, self_id: str, peers: dict[str, str], cfg: RaftConfig, cluster: str) -> None:
-        self.senders = {pid: PeerSender(self_id, pid, addr, cfg, cluster) for pid, addr in peers.items()
+class GrpcRaftTransport:
+    """``RaftTransport`` over gRPC. ``addrs`` holds every member (this node's entry is where its own
+    server binds unless ``server`` is given)."""
+
+    def __init__(self, self_id: str, addrs: dict[str, str], cfg: RaftConfig, cluster: str, *,
+                 server: grpc.aio.Server | None = None) -> None:
+        self.self_id = self_id
+        self.addrs = dict(addrs)
+        self.cfg = cfg
+        self._deliver_to: Callable[[list[Message]], None] | None = None
+        self._servicer = RaftServicer(cluster, self._deliver, self_id, self.addrs)
+        self._server = server
+        self._own_server = False
+        if server is not None:     # registered now: the owner may start its server before start()
+            raft_pb2_grpc.add_RaftServicer_to_server(self._servicer, server)
+        self.senders = {pid: PeerSender(self_id, pid, addr, cfg, cluster) for pid, addr in self.addrs.items()
                         if pid != self_id}
 
-    def start(self) -> None:
+    def _deliver(self, msgs: list[Message]) -> None:
+        # Before start() there is no core to step: dropping is safe, Raft retransmits.
+        if self._deliver_to is not None:
+            self._deliver_to(msgs)
+
+    async def start(self, deliver: Callable[[list[Message]], None]) -> None:
+        self._deliver_to = deliver
+        if self._server is None:
+            addr = self.addrs.get(self.self_id) or self.cfg.listen_addr
+            if addr is None:
+                raise RaftConfigError(f"node {self.self_id!r} has no raft address and no shared server")
+            self._server = grpc.aio.server(options=grpc_options(self.cfg))
+            raft_pb2_grpc.add_RaftServicer_to_server(self._servicer, self._server)
+            if self._server.add_insecure_port(addr) == 0:
+                raise RaftConfigError(f"cannot bind raft address {addr}")
+            await self._server.start()
+            self._own_server = True
         for s in self.senders.values():
             s.start()
 
@@ -275,5 +310,9 @@ class Transport:
         return all(self.senders[m.to].queue.empty() for m in msgs if m.to in self.senders)
 
     async def stop(self) -> None:
+        self._deliver_to = None
         for s in self.senders.values():
             await s.stop()
+        if self._own_server and self._server is not None:
+            await self._server.stop(0.2)
+            self._own_server = False

@@ -104,7 +104,7 @@ class World:
 
 async def ctl_state(w: World):
     from autoswitch.controller.client import ControllerClient
-    from autoswitch.controller.rpc_codes import ControllerRpcError
+    from autoswitch.controller.codes import ControllerRpcError
 
     from autoswitch.proto import controller_pb2 as pb
 

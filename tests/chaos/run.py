@@ -109,7 +109,7 @@ def wait_port(host: str, port: int, timeout: float = 20) -> None:
 
 async def find_leader(nodes: list[Node]) -> Node | None:
     from autoswitch.controller.client import ControllerClient
-    from autoswitch.controller.rpc_codes import ControllerRpcError
+    from autoswitch.controller.codes import ControllerRpcError
 
     from autoswitch.proto import controller_pb2 as pb
 
@@ -128,8 +128,7 @@ async def find_leader(nodes: list[Node]) -> Node | None:
 
 async def client_loop(cid: int, spec: str, stop_at: float, history: list[Op]) -> None:
     from autoswitch.controller.client import ControllerClient
-    from autoswitch.controller.codes import Code
-    from autoswitch.controller.rpc_codes import ControllerRpcError
+    from autoswitch.controller.codes import Code, ControllerRpcError
 
     rng = random.Random(cid)
     async with ControllerClient(spec, deadline_s=4, rpc_timeout_s=1.5) as c:

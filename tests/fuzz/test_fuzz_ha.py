@@ -14,7 +14,7 @@ from autoswitch.ha.slave_session import SlaveSession
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from autoswitch.errors import AutoswitchError
+from autoswitch.base.errors import AutoswitchError
 from tests.unit.test_ha_memlog import MemLog
 
 CORPUS = Path(__file__).parent / "corpus" / "ha"

@@ -19,7 +19,7 @@ from autoswitch.broker.store import MessageStore, StoreConfig
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from autoswitch.errors import AutoswitchError, CorruptionError
+from autoswitch.base.errors import AutoswitchError, CorruptionError
 
 CORPUS = Path(__file__).parent / "corpus" / "record"
 SEG = 4096

@@ -96,7 +96,7 @@ def admin(*args: str, timeout: float = 30) -> dict:
 
 async def wait_leader(client, timeout: float = 20.0) -> str:
     """Address of the leader once one node says it leads (via GetMetaData on every node)."""
-    from autoswitch.controller.rpc_codes import ControllerRpcError
+    from autoswitch.controller.codes import ControllerRpcError
 
     from autoswitch.proto import controller_pb2 as pb
 
@@ -130,7 +130,7 @@ class Heartbeater:
         self._task: asyncio.Task | None = None
 
     async def _loop(self) -> None:
-        from autoswitch.controller.rpc_codes import ControllerRpcError
+        from autoswitch.controller.codes import ControllerRpcError
 
         for _ in range(100_000):   # bounded; cancelled by stop()
             for (g, b), addrs in list(self.targets.items()):

@@ -12,7 +12,7 @@ from autoswitch.broker.server import Broker
 from autoswitch.broker.store import Message
 from autoswitch.broker.write_path import StaleEpoch
 
-from autoswitch.errors import ConfigError
+from autoswitch.base.errors import ConfigError
 from tests.procs import free_port
 
 pytestmark = pytest.mark.integration

@@ -14,7 +14,6 @@ import asyncio
 import grpc
 import pytest
 from autoswitch.controller import config as cfgmod
-from autoswitch.controller import rpc_codes as rc
 from autoswitch.controller import service as svc
 from autoswitch.controller.client import ControllerClient
 from autoswitch.controller.codes import Code
@@ -60,15 +59,15 @@ def test_batch_calls_get_their_own_typed_replies(tmp_path):
                     _call("BrokerHeartbeat", pb.BrokerHeartbeatRequest(broker_name="bt", broker_id=0)),
                     _call("GetNextBrokerId", pb.GetNextBrokerIdRequest(cluster_name="c", broker_name="bt")),
                 ]), timeout=10)
-                assert reply.header.code == rc.SUCCESS
+                assert reply.header.code == Code.SUCCESS
                 r = reply.replies
                 assert len(r) == 6
-                assert r[0].code == 0 and pb.ApplyBrokerIdReply.FromString(r[0].reply).header.code == rc.SUCCESS
-                assert r[1].code == rc.CONTROLLER_MALFORMED_REQUEST and not r[1].reply
-                assert r[2].code == rc.CONTROLLER_MALFORMED_REQUEST
-                assert r[3].code == rc.CONTROLLER_MALFORMED_REQUEST and "decode" in r[3].message
+                assert r[0].code == 0 and pb.ApplyBrokerIdReply.FromString(r[0].reply).header.code == Code.SUCCESS
+                assert r[1].code == Code.CONTROLLER_MALFORMED_REQUEST and not r[1].reply
+                assert r[2].code == Code.CONTROLLER_MALFORMED_REQUEST
+                assert r[3].code == Code.CONTROLLER_MALFORMED_REQUEST and "decode" in r[3].message
                 hb = pb.BrokerHeartbeatReply.FromString(r[4].reply)
-                assert r[4].code == 0 and hb.header.code == rc.CONTROLLER_MALFORMED_REQUEST
+                assert r[4].code == 0 and hb.header.code == Code.CONTROLLER_MALFORMED_REQUEST
                 # the calls of one batch run concurrently: the id read may or may not see the write
                 assert pb.GetNextBrokerIdReply.FromString(r[5].reply).next_broker_id in (1, 2)
 
@@ -79,7 +78,7 @@ def test_batch_calls_get_their_own_typed_replies(tmp_path):
                                                                        applied_broker_id=2, register_check_code="y"))]),
                         timeout=10)
                     sub = pb.ApplyBrokerIdReply.FromString(reply.replies[0].reply)
-                    assert sub.header.code == rc.CONTROLLER_NOT_LEADER
+                    assert sub.header.code == Code.CONTROLLER_NOT_LEADER
                     if sub.header.leader_addr:
                         break
                     await asyncio.sleep(0.05)
@@ -88,7 +87,7 @@ def test_batch_calls_get_their_own_typed_replies(tmp_path):
                 # more calls than the limit: the whole batch is refused, nothing runs
                 too_many = [pb.BatchCall(method="GetMetaData", request=b"")] * (svc.MAX_BATCH_CALLS + 1)
                 reply = await stub.Batch(pb.BatchRequest(calls=too_many), timeout=10)
-                assert reply.header.code == rc.CONTROLLER_MALFORMED_REQUEST and not reply.replies
+                assert reply.header.code == Code.CONTROLLER_MALFORMED_REQUEST and not reply.replies
 
                 # the state saw exactly the one valid write
                 assert await c.get_next_broker_id("c", "bt") == 2
@@ -203,12 +202,12 @@ def test_batched_writes_answer_exactly_like_unary_ones(tmp_path):
                                                    timeout=10)
                 got = [svc.BATCHABLE[m][1].FromString(sub.reply).header.code
                        for (m, _r), sub in zip(calls, batch.replies, strict=True)]
-                assert got[0] == rc.SUCCESS
-                assert got[1] == rc.CONTROLLER_MALFORMED_REQUEST
-                assert got[2] == rc.CONTROLLER_FENCED_MASTER_EPOCH
-                assert got[3] == rc.CONTROLLER_INVALID_REPLICAS    # asked the peers, nobody heard 7
-                assert got[4] == rc.CONTROLLER_MALFORMED_REQUEST
-                assert got[5] == rc.SUCCESS
+                assert got[0] == Code.SUCCESS
+                assert got[1] == Code.CONTROLLER_MALFORMED_REQUEST
+                assert got[2] == Code.CONTROLLER_FENCED_MASTER_EPOCH
+                assert got[3] == Code.CONTROLLER_INVALID_REPLICAS    # asked the peers, nobody heard 7
+                assert got[4] == Code.CONTROLLER_MALFORMED_REQUEST
+                assert got[5] == Code.SUCCESS
                 assert got[6] == int(Code.CONTROLLER_BROKER_ID_INVALID)   # id 1 taken under another check code
                 # the same refusals, asked one by one (the state moved on only by calls 0 and 5)
                 stub = c.stub(leader)

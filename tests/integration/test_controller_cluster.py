@@ -9,9 +9,8 @@ import time
 
 import grpc
 import pytest
-from autoswitch.controller import rpc_codes as rc
 from autoswitch.controller.client import ControllerClient
-from autoswitch.controller.rpc_codes import ControllerRpcError
+from autoswitch.controller.codes import Code, ControllerRpcError
 
 from autoswitch.proto import controller_pb2 as pb
 from tests.integration.controller_harness import Cluster, Heartbeater, admin, hb, wait_leader
@@ -68,7 +67,7 @@ def test_three_controllers_failover_quorum_loss_restart(procs, tmp_path):
                 # --- followers redirect to the leader
                 follower = next(a for a in cl.addrs.values() if a != leader)
                 r = await c.stub(follower).GetReplicaInfo(pb.GetReplicaInfoRequest(broker_name="g1"))
-                assert r.header.code == rc.CONTROLLER_NOT_LEADER and r.header.leader_addr == leader
+                assert r.header.code == Code.CONTROLLER_NOT_LEADER and r.header.leader_addr == leader
 
                 # --- a watcher on a follower sees the SyncStateSet change pushed
                 # (a follower's view may lag the leader's by one heartbeat: read until it catches up)
@@ -86,16 +85,16 @@ def test_three_controllers_failover_quorum_loss_restart(procs, tmp_path):
                 stream.cancel()
 
                 # --- bad requests get typed codes and change nothing
-                assert await code_of(c.get_replica_info("")) == rc.CONTROLLER_MALFORMED_REQUEST
+                assert await code_of(c.get_replica_info("")) == Code.CONTROLLER_MALFORMED_REQUEST
                 assert await code_of(c.alter_sync_state_set("g1", 1, epoch, [1], sss_epoch - 1)) == \
-                    rc.CONTROLLER_FENCED_SYNC_STATE_SET_EPOCH
+                    Code.CONTROLLER_FENCED_SYNC_STATE_SET_EPOCH
                 assert await code_of(c.alter_sync_state_set("g1", 1, epoch - 1, [1], sss_epoch)) == \
-                    rc.CONTROLLER_FENCED_MASTER_EPOCH
+                    Code.CONTROLLER_FENCED_MASTER_EPOCH
                 assert await code_of(c.alter_sync_state_set("g1", 2, epoch, [2], sss_epoch)) == \
-                    rc.CONTROLLER_INVALID_MASTER
-                assert await code_of(c.register_broker("c1", "g1", 1, "no-port")) == rc.CONTROLLER_MALFORMED_REQUEST
+                    Code.CONTROLLER_INVALID_MASTER
+                assert await code_of(c.register_broker("c1", "g1", 1, "no-port")) == Code.CONTROLLER_MALFORMED_REQUEST
                 assert await code_of(c.elect_master("c1", "g" * 2_000_000)) in (
-                    rc.CONTROLLER_REQUEST_TOO_LARGE,)
+                    Code.CONTROLLER_REQUEST_TOO_LARGE,)
                 # undecodable bytes on the wire: a gRPC error for that call, the server keeps serving
                 raw = grpc.aio.insecure_channel(leader)
                 bad = raw.unary_unary("/autoswitch.controller.ControllerService/GetReplicaInfo")
@@ -104,15 +103,15 @@ def test_three_controllers_failover_quorum_loss_restart(procs, tmp_path):
                 await raw.close()
                 # heartbeats: batch items are judged one by one; the stream answers each in order
                 replies = await c.heartbeat_batch(follower, [hb("g1", 1, epoch=epoch), hb("g1", 0), hb("", 2)])
-                assert [x.header.code for x in replies] == [0, rc.CONTROLLER_MALFORMED_REQUEST,
-                                                            rc.CONTROLLER_MALFORMED_REQUEST]
+                assert [x.header.code for x in replies] == [0, Code.CONTROLLER_MALFORMED_REQUEST,
+                                                            Code.CONTROLLER_MALFORMED_REQUEST]
                 assert replies[0].master_epoch == epoch and replies[0].master_broker_id == 1
                 call = c.stub(leader).BrokerHeartbeatStream()
                 for req in (hb("g1", 2, epoch=epoch), hb("g1", -1)):
                     await call.write(req)
                 await call.done_writing()
                 got = [x.header.code async for x in call]
-                assert got == [0, rc.CONTROLLER_MALFORMED_REQUEST]
+                assert got == [0, Code.CONTROLLER_MALFORMED_REQUEST]
                 before = await c.get_replica_info("g1")
                 assert before.sync_state_set_epoch == sss_epoch and before.master_epoch == epoch
 
@@ -138,9 +137,9 @@ def test_three_controllers_failover_quorum_loss_restart(procs, tmp_path):
                     await wait_for(stepped_down, 10, "survivor not leader")
                 async with ControllerClient([survivor], deadline_s=3) as c3:
                     code = await code_of(c3.apply_broker_id("c1", "g1", 4, "check-4"))
-                    assert code == rc.CONTROLLER_QUORUM_UNAVAILABLE
+                    assert code == Code.CONTROLLER_QUORUM_UNAVAILABLE
                     code = await code_of(c3.get_replica_info("g1"))
-                    assert code == rc.CONTROLLER_QUORUM_UNAVAILABLE
+                    assert code == Code.CONTROLLER_QUORUM_UNAVAILABLE
             finally:
                 await beats.stop()
         return before

@@ -72,7 +72,7 @@ def test_embedded_namesrv_route_cannot_outrank_the_controller(procs, tmp_path):
                     await c.register_broker("c1", "g1", bid, f"{HOST}:{30000 + bid}")
                     beats.targets[("g1", bid)] = list(cl.addrs.values())
                 async def elected():
-                    from autoswitch.controller.rpc_codes import ControllerRpcError
+                    from autoswitch.controller.codes import ControllerRpcError
                     try:           # refused until the controller has heard the brokers' heartbeats
                         return await c.elect_master("c1", "g1", 1, designate=True)
                     except ControllerRpcError:

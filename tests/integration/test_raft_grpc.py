@@ -17,6 +17,7 @@ from autoswitch.controller.raft import (
 )
 from autoswitch.controller.raft.harness import KVStateMachine
 from autoswitch.controller.raft.storage import MemoryStorage
+from autoswitch.controller.raft.transport import GrpcRaftTransport
 
 from tests.procs import free_port
 
@@ -47,6 +48,11 @@ async def _propose(nodes: dict[str, RaftNode], data: bytes, timeout: float = 10.
             await asyncio.sleep(0.05)
 
 
+def _node(node_id, peers, data_dir, sm, cfg, *, seed, server=None, **kw) -> RaftNode:
+    transport = GrpcRaftTransport(node_id, peers, cfg, "autoswitch", server=server)
+    return RaftNode(node_id, peers, data_dir, sm, cfg, transport=transport, seed=seed, **kw)
+
+
 async def _scenario(tmp_path) -> None:
     ids = ["c1", "c2", "c3"]
     peers = {i: f"127.0.0.1:{free_port()}" for i in ids}
@@ -55,7 +61,7 @@ async def _scenario(tmp_path) -> None:
     # c1 shares a gRPC server the way the controller does (server= before server.start())
     shared = grpc.aio.server()
     shared.add_insecure_port(peers["c1"])
-    nodes = {i: RaftNode(i, peers, tmp_path / i, sms[i], cfg, seed=k, server=shared if i == "c1" else None)
+    nodes = {i: _node(i, peers, tmp_path / i, sms[i], cfg, seed=k, server=shared if i == "c1" else None)
              for k, i in enumerate(ids)}
     try:
         for n in nodes.values():
@@ -87,7 +93,7 @@ async def _scenario(tmp_path) -> None:
             assert sms[i].kv == expected, i
         # the old leader restarts from its snapshot + log files and catches up
         sms[old] = KVStateMachine()
-        nodes[old] = RaftNode(old, peers, tmp_path / old, sms[old], cfg, seed=9)
+        nodes[old] = _node(old, peers, tmp_path / old, sms[old], cfg, seed=9)
         await nodes[old].start()
         await _propose(nodes, b"back=1")
         expected = dict(sms[(await _leader(nodes)).node_id].kv)
@@ -127,7 +133,7 @@ class _DiskFull(MemoryStorage):
 
 async def _solo(tmp_path, sm: KVStateMachine, cfg: RaftConfig, **kw) -> RaftNode:
     """A started one-member cluster (it elects itself)."""
-    node = RaftNode("solo", {"solo": f"127.0.0.1:{free_port()}"}, tmp_path / "solo", sm, cfg, seed=1, **kw)
+    node = _node("solo", {"solo": f"127.0.0.1:{free_port()}"}, tmp_path / "solo", sm, cfg, seed=1, **kw)
     await node.start()
     loop = asyncio.get_running_loop()
     deadline = loop.time() + 10

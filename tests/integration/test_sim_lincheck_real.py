@@ -11,8 +11,7 @@ import time
 
 import pytest
 from autoswitch.controller.client import ControllerClient
-from autoswitch.controller.codes import Code
-from autoswitch.controller.rpc_codes import ControllerRpcError
+from autoswitch.controller.codes import Code, ControllerRpcError
 
 from tests.integration.controller_harness import Cluster, wait_leader
 from tests.sim.lincheck import BrokerIdModel, Op, check, dump_jsonl, load_jsonl

@@ -38,7 +38,7 @@ from autoswitch.ha.master_session import MasterSession
 from autoswitch.ha.slave_session import SlaveSession
 from autoswitch.ha.sync_state import SyncStateTracker
 
-from autoswitch.errors import AutoswitchError
+from autoswitch.base.errors import AutoswitchError
 
 from . import rm_driver
 from .common import FaultMix, HoldFromFirstReportTable, Stats, Violation

@@ -16,7 +16,7 @@ import zlib
 from autoswitch.epochfile import EpochCache
 from autoswitch.ha.errors import OffsetMismatch
 
-from autoswitch.errors import CorruptionError
+from autoswitch.base.errors import CorruptionError
 
 _HDR = struct.Struct(">II")
 MAX_RECORD = 1 << 16

@@ -3,7 +3,7 @@ from __future__ import annotations
 import pytest
 from autoswitch.broker.config import load_config
 
-from autoswitch.errors import ConfigError
+from autoswitch.base.errors import ConfigError
 
 
 def test_file_then_cli_overrides(tmp_path):

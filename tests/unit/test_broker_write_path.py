@@ -22,7 +22,7 @@ from autoswitch.broker.write_path import (
     validate_message,
 )
 
-from autoswitch.log import get_logger
+from autoswitch.base.log import get_logger
 
 
 @dataclass

@@ -11,7 +11,7 @@ from autoswitch.controller.eventlog import EventLog
 from autoswitch.controller.namesrv import RouteError, RouteTable
 from autoswitch.controller.watchers import Watchers
 
-from autoswitch.errors import ConfigError
+from autoswitch.base.errors import ConfigError
 from autoswitch.proto import namesrv_pb2 as npb
 
 

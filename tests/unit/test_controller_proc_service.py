@@ -9,7 +9,7 @@ from __future__ import annotations
 import asyncio
 
 from autoswitch.controller import config as cfgmod
-from autoswitch.controller import rpc_codes as rc
+from autoswitch.controller.codes import Code
 from autoswitch.controller.service import MAX_ADDR, MAX_NAME, ControllerServicer
 from hypothesis import given, settings
 from hypothesis import strategies as st
@@ -59,7 +59,7 @@ class RecordingNode:
 names = st.one_of(st.text(max_size=300), st.sampled_from(["", "g1", "a" * 255, "a" * 256, "x\ny", "\x00"]))
 ids = st.one_of(st.integers(min_value=-(1 << 63), max_value=(1 << 63) - 1), st.sampled_from([0, 1, -1]))
 addrs = st.one_of(st.text(max_size=40), st.sampled_from(["127.0.0.1:1", "h:0", "h:65536", ":1", "h:x", "h:99"]))
-KNOWN = {0, rc.CONTROLLER_MALFORMED_REQUEST, rc.CONTROLLER_REQUEST_TOO_LARGE}
+KNOWN = {0, Code.CONTROLLER_MALFORMED_REQUEST, Code.CONTROLLER_REQUEST_TOO_LARGE}
 
 
 def well_formed_name(v: str) -> bool:
@@ -109,7 +109,7 @@ def test_oversized_request_is_refused_before_anything_happens():
     s = ControllerServicer(node)
     big = pb.ElectMasterRequest(cluster_name="c" * (node.config.max_message_bytes + 1), broker_name="g")
     r = asyncio.run(s.ElectMaster(big, None))
-    assert r.header.code == rc.CONTROLLER_REQUEST_TOO_LARGE and node.proposed == []
+    assert r.header.code == Code.CONTROLLER_REQUEST_TOO_LARGE and node.proposed == []
 
 
 def test_follower_redirect_carries_the_leader():
@@ -119,8 +119,8 @@ def test_follower_redirect_carries_the_leader():
     async def refuse(kind, **fields):
         from autoswitch.controller.service import NodeReply
 
-        raise NodeReply(rc.CONTROLLER_NOT_LEADER, "not leader")
+        raise NodeReply(Code.CONTROLLER_NOT_LEADER, "not leader")
 
     node.read = refuse
     r = asyncio.run(ControllerServicer(node).GetReplicaInfo(pb.GetReplicaInfoRequest(broker_name="g"), None))
-    assert r.header.code == rc.CONTROLLER_NOT_LEADER and r.header.leader_addr == "127.0.0.1:9"
+    assert r.header.code == Code.CONTROLLER_NOT_LEADER and r.header.leader_addr == "127.0.0.1:9"

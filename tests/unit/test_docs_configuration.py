@@ -27,7 +27,7 @@ from autoswitch.controller.sm_config import SMConfig
 from autoswitch.ha.config import HAConfig
 from autoswitch.pipeline.analyze import AnalyzeConfig
 
-from autoswitch.playground import PROFILES, Layout
+from autoswitch.app.playground import PROFILES, Layout
 
 DOC = Path(__file__).resolve().parents[2] / "docs" / "configuration.md"
 

@@ -9,7 +9,7 @@ import pytest
 from autoswitch.epochfile import EpochCache, EpochEntry, EpochFile, EpochFileCorrupt
 from autoswitch.epochfile.file import decode, encode
 
-from autoswitch.errors import CorruptionError
+from autoswitch.base.errors import CorruptionError
 
 
 def sample() -> EpochCache:

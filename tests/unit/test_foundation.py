@@ -30,7 +30,7 @@ def test_a_log_line_is_the_json_of_ts_level_pid_and_the_fields():
     import re
     from pathlib import Path
 
-    from autoswitch.log import _JsonFormatter
+    from autoswitch.base.log import _JsonFormatter
 
     fmt = _JsonFormatter()
     rec = logging.LogRecord("autoswitch.x", logging.INFO, __file__, 1, "ev", None, None)

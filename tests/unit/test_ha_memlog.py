@@ -11,7 +11,7 @@ import struct
 import pytest
 from autoswitch.ha.log_api import ReplicaLog
 
-from autoswitch.errors import CorruptionError
+from autoswitch.base.errors import CorruptionError
 from tests.sim.memlog import MemReplicaLog
 
 _LEN = struct.Struct(">I")

@@ -253,7 +253,7 @@ def test_epoch_start_mismatch_and_unknown_epoch_are_errors():
 def test_new_epoch_recorded_before_bytes_even_if_append_fails():
     slog = _log_with([(1, 0)], 300)
     s = _slave_in_transfer(slog, [(1, 0), (2, 300)], 1000)
-    from autoswitch.errors import CorruptionError
+    from autoswitch.base.errors import CorruptionError
 
     with pytest.raises(CorruptionError):
         s.on_frame(Transfer(300, 2, 300, 0, b"\x00\x00\x00\xffshort"))

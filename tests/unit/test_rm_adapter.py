@@ -1,21 +1,20 @@
-"""The asyncio adapter: drives the core with real time against an in-process controller API
-shaped like autoswitch.controller.client.ControllerClient (same method names, protobuf
-messages, ControllerRpcError), real identity files, and a recording broker."""
+"""The asyncio adapter: drives the core with real time against an in-process BrokerControllerApi
+(autoswitch.controller.api) over the pure FakeController, real identity files, and a recording
+broker. The gRPC implementation of that API is tested against real controllers in
+tests/integration/test_broker_controller_api.py."""
 
 from __future__ import annotations
 
 import asyncio
-from types import SimpleNamespace
 
 import pytest
 from autoswitch.broker.hooks import HookConfig, HookRunner, RoleHooks
 from autoswitch.broker.identity import IDENTITY_FILE, IdentityFileCorrupt, IdentityStore
 from autoswitch.broker.lease import LeaseConfig
 from autoswitch.broker.replicas_adapter import ReplicasAdapter, SyncStateSetRejected, classify
-from autoswitch.broker.replicas_manager import ApplyBrokerId, FailKind, RegisterBroker, ReplicaInfo
-from autoswitch.controller.rpc_codes import ControllerRpcError
+from autoswitch.broker.replicas_manager import FailKind, RegisterBroker, ReplicaInfo
+from autoswitch.controller.api import ControllerCallFailed, Heartbeat, HeartbeatAnswer
 
-from autoswitch.proto import controller_pb2 as pb
 from tests.unit.test_rm_fakes import CONTROLLERS, Conflict, FakeController, make_config
 
 FAST = dict(
@@ -27,14 +26,12 @@ FAST = dict(
 )
 
 
-def to_pb(i: ReplicaInfo) -> pb.ReplicaInfo:
-    return pb.ReplicaInfo(cluster_name="C", broker_name="g1", master_broker_id=i.master_id,
-                          master_address=i.master_addr, master_epoch=i.master_epoch,
-                          sync_state_set=sorted(i.sync_state_set), sync_state_set_epoch=i.sync_state_set_epoch)
+def _down() -> ControllerCallFailed:
+    return ControllerCallFailed(FailKind.RETRY, "CONTROLLER_UNAVAILABLE", "no controller reachable")
 
 
 class FakeApi:
-    """ControllerClient's surface over the pure FakeController."""
+    """BrokerControllerApi over the pure FakeController."""
 
     def __init__(self, ctrl: FakeController) -> None:
         self.ctrl = ctrl
@@ -43,22 +40,22 @@ class FakeApi:
         self.down = False  # every controller unreachable
         self.watch_broken = False
         self.pushes: asyncio.Queue = asyncio.Queue()
-        self.heartbeats: list[pb.BrokerHeartbeatRequest] = []
+        self.heartbeats: list[Heartbeat] = []
         self.watch_addrs: list = []
         self.controller_timeout_ms = 1000
+        self.closed = False
 
     def _check(self):
         if self.down:
-            raise ControllerRpcError(2905, "no controller reachable")
+            raise _down()
 
-    async def get_metadata(self):
+    async def leader_address(self):
         self._check()
-        return SimpleNamespace(leader_addr=self.ctrl.leader)
+        return self.ctrl.leader
 
-    async def call(self, method, request, *, leader=True):
-        assert method == "GetControllerConfig"
+    async def heartbeat_timeout_ms(self):
         self._check()
-        return pb.GetControllerConfigReply(config={"heartbeat_timeout_ms": str(self.controller_timeout_ms)})
+        return self.controller_timeout_ms
 
     async def get_next_broker_id(self, cluster, group):
         self._check()
@@ -69,47 +66,50 @@ class FakeApi:
         try:
             self.ctrl.apply(group, broker_id, check_code)
         except Conflict as e:
-            raise ControllerRpcError(2014, str(e)) from None
+            raise ControllerCallFailed(FailKind.CONFLICT, "CONTROLLER_BROKER_ID_INVALID", str(e)) from None
 
-    async def register_broker(self, cluster, group, broker_id, address, clean_shutdown=True, ha_address=""):
+    async def register_broker(self, cluster, group, broker_id, address, ha_address):
         self._check()
         self.ha_addresses[broker_id] = ha_address
-        return to_pb(self.ctrl.register(group, broker_id, address))
+        return self.ctrl.register(group, broker_id, address)
 
-    async def call_node(self, addr, method, request, timeout_s=None):
-        assert method == "BrokerHeartbeat" and addr in self.addresses
+    async def heartbeat(self, controller_addr, hb, timeout_s):
+        assert controller_addr in self.addresses
         self._check()
-        self.heartbeats.append(request)
-        return pb.BrokerHeartbeatReply(is_leader=addr == self.ctrl.leader, lease_granted=True)
+        self.heartbeats.append(hb)
+        return HeartbeatAnswer(is_leader=controller_addr == self.ctrl.leader, lease_granted=True, master_epoch=0)
 
-    async def elect_master(self, cluster, group, broker_id=0, designate=False):
+    async def elect_master(self, cluster, group, broker_id):
         self._check()
-        return to_pb(self.ctrl.elect(group, broker_id))
+        return self.ctrl.elect(group, broker_id)
 
-    async def alter_sync_state_set(self, group, master_id, master_epoch, new_set, sss_epoch):
+    async def alter_sync_state_set(self, group, master_id, master_epoch, new_set, sync_state_set_epoch):
         self._check()
         cur = self.ctrl.info[group]
         if master_epoch != cur.master_epoch:
-            raise ControllerRpcError(2000, "fenced master epoch")
+            raise ControllerCallFailed(FailKind.REJECTED, "CONTROLLER_FENCED_MASTER_EPOCH", "fenced master epoch")
         new = ReplicaInfo(cur.master_id, cur.master_addr, cur.master_epoch, frozenset(new_set),
                           cur.sync_state_set_epoch + 1)
         self.ctrl.info[group] = new
-        return sorted(new.sync_state_set), new.sync_state_set_epoch
+        return new.sync_state_set, new.sync_state_set_epoch
 
     async def get_replica_info(self, group):
         self._check()
-        return to_pb(self.ctrl.info[group])
+        return self.ctrl.info[group]
 
-    def watch_replica_info(self, group, addr=None):
+    async def group_members(self, group):
+        self._check()
+        return frozenset(self.ha_addresses)
+
+    async def watch_replica_info(self, group, addr):
         self.watch_addrs.append(addr)
+        if self.watch_broken:
+            raise _down()
+        while True:
+            yield await self.pushes.get()
 
-        async def gen():
-            if self.watch_broken:
-                raise ControllerRpcError(2905, "stream refused")
-            while True:
-                info = await self.pushes.get()
-                yield pb.ReplicaInfoEvent(replica_info=to_pb(info))
-        return gen()
+    async def close(self):
+        self.closed = True
 
 
 class FakeBroker:
@@ -118,8 +118,10 @@ class FakeBroker:
         self.broker_id = 99  # from a static config; controller mode replaces it
         self.calls: list[tuple] = []
         self.lease_fenced: list = []
-        self.store = SimpleNamespace(max_offset=4096, epochs=SimpleNamespace(last=lambda: SimpleNamespace(epoch=3)))
-        self.confirm_offset = 2048
+        self.sss: list = []
+
+    def log_position(self):
+        return 4096, 2048, 3
 
     async def become_master(self, master_epoch, sync_state_set, sync_state_set_epoch):
         self.calls.append(("master", master_epoch, frozenset(sync_state_set), sync_state_set_epoch))
@@ -131,6 +133,13 @@ class FakeBroker:
 
     def set_lease_fenced(self, reason):
         self.lease_fenced.append(reason)
+
+    async def become_fenced(self, master_epoch, reason=""):
+        self.calls.append(("fenced", master_epoch, reason))
+        self.role = "fenced"
+
+    def learn_sync_state_set(self, sync_state_set, sync_state_set_epoch):
+        self.sss.append((sync_state_set, sync_state_set_epoch))
 
 
 async def wait_for(pred, what: str, limit_s: float = 5.0) -> None:
@@ -263,16 +272,15 @@ def test_corrupt_identity_file_stops_start(tmp_path):
 
 
 def test_error_classification():
-    assert classify(ControllerRpcError(2007, "x"), None).kind == FailKind.NOT_LEADER
-    assert classify(ControllerRpcError(2905, "x"), None).kind == FailKind.RETRY
-    assert classify(ControllerRpcError(2901, "x"), None).kind == FailKind.RETRY
-    apply = ApplyBrokerId(1, "C", "g", 1, "c")
-    assert classify(ControllerRpcError(2014, "x"), apply).kind == FailKind.CONFLICT
-    assert classify(ControllerRpcError(2014, "x"), None).kind == FailKind.REJECTED
-    f = classify(ControllerRpcError(2004, "no candidate"), None)
-    assert f.kind == FailKind.REJECTED and f.code == "CONTROLLER_MASTER_NOT_AVAILABLE" or f.code.startswith("CODE_")
-    assert classify(TimeoutError(), None).kind == FailKind.RETRY
-    assert classify(OSError("disk"), None).kind == FailKind.RETRY
+    """The adapter keeps the controller's classification and retries the network's and the disk's."""
+    f = classify(ControllerCallFailed(FailKind.NOT_LEADER, "CONTROLLER_NOT_LEADER", "x", "c2:9878"))
+    assert (f.kind, f.code, f.leader_addr) == (FailKind.NOT_LEADER, "CONTROLLER_NOT_LEADER", "c2:9878")
+    assert classify(ControllerCallFailed(FailKind.CONFLICT, "CONTROLLER_BROKER_ID_INVALID", "x")).kind \
+        == FailKind.CONFLICT
+    assert classify(TimeoutError()).kind == FailKind.RETRY
+    assert classify(OSError("disk")).kind == FailKind.RETRY
+    f = classify(ValueError("bug"))
+    assert (f.kind, f.code) == (FailKind.REJECTED, "ValueError")
 
 
 def test_abort_marker_reports_unclean_restart_until_clean_stop(tmp_path):
@@ -322,11 +330,9 @@ def test_slaves_connect_to_the_ha_address_the_master_registered(tmp_path):
         await api.apply_broker_id("C", "g1", 1, "code-1")
         await ad._call(RegisterBroker(req=1, cluster="C", group="g1", broker_id=1, broker_addr="10.0.0.9:10911"))
         assert api.ha_addresses[1] == "10.0.0.9:7777"          # registered with the controller
-        info = to_pb(ReplicaInfo(master_id=1, master_addr="10.0.0.9:10911", master_epoch=3,
-                                 sync_state_set=frozenset({1}), sync_state_set_epoch=1))
         assert ad.master_ha_addr(1, "10.0.0.9:10911") == ("10.0.0.9", 10912)   # nothing known yet
-        info.master_ha_address = "10.0.0.9:7777"
-        ad._info(info)
+        ad._info(ReplicaInfo(master_id=1, master_addr="10.0.0.9:10911", master_epoch=3,
+                             sync_state_set=frozenset({1}), sync_state_set_epoch=1, master_ha_addr="10.0.0.9:7777"))
         assert ad.master_ha_addr(1, "10.0.0.9:10911") == ("10.0.0.9", 7777)
         assert ad.master_ha_addr(2, "10.0.0.8:10911") == ("10.0.0.8", 10912)   # another master
 

@@ -11,7 +11,7 @@ import pytest
 from autoswitch.broker.hooks import HookConfig, HookRunner, RoleHooks, hooks_for, script_args
 from autoswitch.broker.replicas_manager import RoleChange
 
-from autoswitch.errors import ConfigError
+from autoswitch.base.errors import ConfigError
 
 
 def change(role="master", old=(2, "10.0.0.2:10911"), new=(1, "10.0.0.1:10911"), epoch=4) -> RoleChange:

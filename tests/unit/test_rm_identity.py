@@ -17,7 +17,7 @@ from autoswitch.broker.identity import (
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from autoswitch.errors import CorruptionError
+from autoswitch.base.errors import CorruptionError
 
 
 def test_round_trip_and_format(tmp_path):

@@ -7,7 +7,7 @@ from autoswitch.broker.lease import LeaseConfig, MasterLease, majority
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from autoswitch.errors import ConfigError
+from autoswitch.base.errors import ConfigError
 
 C3 = ("a", "b", "c")
 

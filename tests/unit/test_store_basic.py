@@ -20,7 +20,7 @@ from autoswitch.broker.store import (
 )
 from autoswitch.epochfile import EpochEntry, EpochRuleError
 
-from autoswitch.errors import ConfigError
+from autoswitch.base.errors import ConfigError
 from tests.unit.test_store_helpers import (
     SMALL,
     fill,

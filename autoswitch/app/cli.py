@@ -1,27 +1,21 @@
 """`autoswitch` command line.
 
-Each area registers its own subcommands (``register(sub, admin_sub)`` in
-``<area>/cli.py``) so this file only wires them together. Registration must be
-cheap: heavy imports (gRPC servers, pyspark) happen inside the handlers.
+Each area registers its own subcommands (``register(sub, admin_sub)`` in ``<area>/cli.py``),
+declared as ``autoswitch.commands`` entry points in pyproject.toml, so this file only wires them
+together and imports no area itself. Registration must be cheap: heavy imports (gRPC servers,
+pyspark) happen inside the handlers.
 """
 
 from __future__ import annotations
 
 import argparse
-import importlib
-import importlib.util
 import sys
+from importlib.metadata import entry_points
 
 from autoswitch import __version__
-from autoswitch import log as aslog
+from autoswitch.base import log as aslog
 
-# Modules that contribute commands; each exposes register(sub, admin_sub).
-_COMMAND_MODULES = (
-    "autoswitch.broker.cli",
-    "autoswitch.controller.cli",
-    "autoswitch.pipeline.cli",
-    "autoswitch.playground",
-)
+COMMAND_GROUP = "autoswitch.commands"
 
 
 def build_parser() -> argparse.ArgumentParser:
@@ -31,10 +25,8 @@ def build_parser() -> argparse.ArgumentParser:
     sub = parser.add_subparsers(dest="command", required=True, metavar="COMMAND")
     admin = sub.add_parser("admin", help="operator commands (all take --json)")
     admin_sub = admin.add_subparsers(dest="admin_command", required=True, metavar="ADMIN_COMMAND")
-    for name in _COMMAND_MODULES:
-        if importlib.util.find_spec(name) is None:
-            continue
-        importlib.import_module(name).register(sub, admin_sub)
+    for ep in sorted(entry_points(group=COMMAND_GROUP), key=lambda e: e.name):
+        ep.load().register(sub, admin_sub)
     return parser
 
 

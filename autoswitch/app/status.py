@@ -48,8 +48,8 @@ class Snapshot:
 
 
 async def _broker_status(addr: str) -> Any | None:
+    from autoswitch.base.errors import AutoswitchError
     from autoswitch.broker.client import AdminClient
-    from autoswitch.errors import AutoswitchError
 
     c = AdminClient(addr, timeout_s=RPC_TIMEOUT_S, max_retries=0)
     try:
@@ -63,7 +63,7 @@ async def _broker_status(addr: str) -> Any | None:
 
 async def gather(controller_client: Any, layout: dict[str, list[str]]) -> Snapshot:
     """layout: group -> broker gRPC addresses we started (the controller may not know them yet)."""
-    from autoswitch.errors import AutoswitchError
+    from autoswitch.base.errors import AutoswitchError
 
     assert len(layout) <= MAX_GROUPS
     by_group: dict[str, Any] = {}

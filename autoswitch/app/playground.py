@@ -28,8 +28,8 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from autoswitch.errors import AutoswitchError
-from autoswitch.log import get_logger
+from autoswitch.base.errors import AutoswitchError
+from autoswitch.base.log import get_logger
 
 HOST = "127.0.0.1"
 MARKER = ".autoswitch-playground"   # only a directory carrying it is ever wiped
@@ -331,7 +331,7 @@ class Cluster:
         raise NotReady(f"no controller leader within {timeout_s}s ({last})")
 
     async def wait_masters(self, client: Any, timeout_s: float, groups: list[str] | None = None) -> Any:
-        from autoswitch.status import gather
+        from autoswitch.app.status import gather
 
         deadline = time.monotonic() + timeout_s
         layout = self.layout.broker_layout()
@@ -658,7 +658,7 @@ def _print_addresses(cluster: Cluster, leader: str) -> None:
 
 
 async def _status_loop(cluster: Cluster, client: Any, stop: asyncio.Event, refresh_s: float) -> None:
-    from autoswitch.status import gather, render_lines, render_table
+    from autoswitch.app.status import gather, render_lines, render_table
 
     tty = sys.stdout.isatty()
     refresh_s = min(max(refresh_s, 0.2), 60.0)

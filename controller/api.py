@@ -1,0 +1,118 @@
+"""The controller as a broker sees it: typed calls, typed answers and one typed failure.
+
+This is the only controller module the broker imports (tests/unit/test_import_rules.py). It loads
+neither gRPC nor the generated protobuf: ``connect`` builds the gRPC implementation
+(``autoswitch.controller.broker_client``) lazily, and tests may hand the broker any other
+implementation of ``BrokerControllerApi``.
+"""
+
+from __future__ import annotations
+
+from collections.abc import AsyncIterator, Iterable
+from dataclasses import dataclass
+from enum import StrEnum
+from typing import Protocol
+
+from autoswitch.base.errors import AutoswitchError
+
+
+@dataclass(frozen=True, slots=True)
+class ReplicaInfo:
+    """The controller's view of one group. master_id 0 = no master. ``master_ha_addr`` is the HA
+    address the master registered ('' = not given: slaves use the listen port + 1 convention)."""
+
+    master_id: int
+    master_addr: str
+    master_epoch: int
+    sync_state_set: frozenset[int]
+    sync_state_set_epoch: int
+    master_ha_addr: str = ""
+
+
+@dataclass(frozen=True, slots=True)
+class Heartbeat:
+    """One broker heartbeat. ``epoch``/``max_offset`` describe the broker's LOG (the last EpochFile
+    epoch and its end): the controller ranks election candidates by them."""
+
+    cluster: str
+    group: str
+    broker_id: int
+    broker_addr: str
+    epoch: int
+    max_offset: int
+    confirm_offset: int
+    election_priority: int
+    clean_shutdown: bool
+    heartbeat_timeout_ms: int
+
+
+@dataclass(frozen=True, slots=True)
+class HeartbeatAnswer:
+    """``lease_granted``: this controller counts the heartbeat toward the master lease (it holds no
+    DEAD report on the broker and knows no newer MasterEpoch). ``is_leader``: it is the Raft leader."""
+
+    is_leader: bool
+    lease_granted: bool
+    master_epoch: int
+
+
+class FailKind(StrEnum):
+    RETRY = "retry"            # unreachable, timed out, no quorum, overloaded: same call later
+    NOT_LEADER = "not_leader"  # the node asked is a follower; ``leader_addr`` may name the leader
+    CONFLICT = "conflict"      # ApplyBrokerId: the id belongs to another registerCheckCode
+    REJECTED = "rejected"      # the controller said no; ``reply_name`` says why
+
+
+class ControllerCallFailed(AutoswitchError):
+    """A controller call that did not succeed, classified once, by the client that made it."""
+
+    code = "CONTROLLER_CALL_FAILED"
+
+    def __init__(self, kind: FailKind, reply_name: str, message: str, leader_addr: str | None = None) -> None:
+        super().__init__(message, kind=str(kind), reply_name=reply_name, leader_addr=leader_addr)
+        self.kind = kind
+        self.reply_name = reply_name
+        self.leader_addr = leader_addr
+
+
+class BrokerControllerApi(Protocol):
+    """Every controller call a broker's ReplicasManager makes. Failures raise ControllerCallFailed
+    (or TimeoutError/OSError from the network)."""
+
+    async def leader_address(self) -> str | None:
+        """The Raft leader's client address, None while there is none."""
+
+    async def heartbeat_timeout_ms(self) -> int | None:
+        """The controllers' replicated heartbeat timeout (None: they do not say)."""
+
+    async def get_next_broker_id(self, cluster: str, group: str) -> int: ...
+
+    async def apply_broker_id(self, cluster: str, group: str, broker_id: int, check_code: str) -> None: ...
+
+    async def register_broker(self, cluster: str, group: str, broker_id: int, address: str,
+                              ha_address: str) -> ReplicaInfo: ...
+
+    async def heartbeat(self, controller_addr: str, hb: Heartbeat, timeout_s: float) -> HeartbeatAnswer:
+        """To one controller node (every node counts heartbeats for the lease), not the leader."""
+
+    async def get_replica_info(self, group: str) -> ReplicaInfo: ...
+
+    async def elect_master(self, cluster: str, group: str, broker_id: int) -> ReplicaInfo: ...
+
+    async def alter_sync_state_set(self, group: str, master_id: int, master_epoch: int, new_set: frozenset[int],
+                                   sync_state_set_epoch: int) -> tuple[frozenset[int], int]: ...
+
+    async def group_members(self, group: str) -> frozenset[int]:
+        """The brokerIds registered in ``group``."""
+
+    def watch_replica_info(self, group: str, addr: str) -> AsyncIterator[ReplicaInfo]:
+        """Pushes of the group's ReplicaInfo from node ``addr``; ends (or raises) when the stream does."""
+
+    async def close(self) -> None: ...
+
+
+def connect(addresses: Iterable[str], *, rpc_timeout_s: float) -> BrokerControllerApi:
+    """The gRPC implementation, following the Raft leader among ``addresses``."""
+    from autoswitch.controller.broker_client import GrpcBrokerControllerApi
+
+    return GrpcBrokerControllerApi(list(addresses), rpc_timeout_s=rpc_timeout_s)

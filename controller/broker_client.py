@@ -1,0 +1,141 @@
+"""``BrokerControllerApi`` over gRPC: the leader-following ``ControllerClient`` plus the mapping of
+protobuf replies to the broker's types and of reply codes to ``ControllerCallFailed``. The one
+place that decides which controller failures a broker retries."""
+
+from __future__ import annotations
+
+from collections.abc import AsyncIterator
+
+from autoswitch.controller.api import (
+    ControllerCallFailed,
+    FailKind,
+    Heartbeat,
+    HeartbeatAnswer,
+    ReplicaInfo,
+)
+from autoswitch.controller.client import ControllerClient
+from autoswitch.controller.codes import Code, ControllerRpcError, code_name
+
+from autoswitch.proto import controller_pb2 as pb
+
+MAX_GROUP_MEMBERS = 1024   # bounds what a (possibly confused) controller can make a broker hold
+
+# Worth the same call again later: the cluster is electing, unreachable, overloaded or slow.
+_RETRY = frozenset({
+    Code.CONTROLLER_UNAVAILABLE, Code.CONTROLLER_QUORUM_UNAVAILABLE, Code.CONTROLLER_TIMEOUT,
+    Code.CONTROLLER_INTERNAL_ERROR, Code.CONTROLLER_OVERLOADED,
+})
+
+
+def classify(e: ControllerRpcError, *, conflict_means_taken: bool = False) -> ControllerCallFailed:
+    """``conflict_means_taken``: for ApplyBrokerId, BROKER_ID_INVALID means "another broker owns
+    this id" (pick another), not a bad request."""
+    code = e.reply_code
+    leader = e.details.get("leader_addr") or None
+    if code == Code.CONTROLLER_NOT_LEADER:
+        kind = FailKind.NOT_LEADER
+    elif code in _RETRY:
+        kind = FailKind.RETRY
+    elif code == Code.CONTROLLER_BROKER_ID_INVALID and conflict_means_taken:
+        kind = FailKind.CONFLICT
+    else:
+        kind = FailKind.REJECTED
+    return ControllerCallFailed(kind, code_name(code), e.message, leader)
+
+
+def replica_info(p: pb.ReplicaInfo) -> ReplicaInfo:
+    return ReplicaInfo(
+        master_id=int(p.master_broker_id), master_addr=str(p.master_address), master_epoch=int(p.master_epoch),
+        sync_state_set=frozenset(int(x) for x in p.sync_state_set),
+        sync_state_set_epoch=int(p.sync_state_set_epoch), master_ha_addr=str(p.master_ha_address),
+    )
+
+
+class GrpcBrokerControllerApi:
+    def __init__(self, addresses: list[str], *, rpc_timeout_s: float) -> None:
+        self.client = ControllerClient(addresses, rpc_timeout_s=rpc_timeout_s, deadline_s=rpc_timeout_s)
+
+    async def _call(self, method: str, request, *, leader: bool = True, conflict_means_taken: bool = False):
+        try:
+            return await self.client.call(method, request, leader=leader)
+        except ControllerRpcError as e:
+            raise classify(e, conflict_means_taken=conflict_means_taken) from None
+
+    async def leader_address(self) -> str | None:
+        md = await self._call("GetMetaData", pb.GetMetaDataRequest(), leader=False)
+        return md.leader_addr or None
+
+    async def heartbeat_timeout_ms(self) -> int | None:
+        reply = await self._call("GetControllerConfig", pb.GetControllerConfigRequest())
+        raw = dict(reply.config).get("heartbeat_timeout_ms")
+        try:
+            return int(raw) if raw is not None else None
+        except ValueError:
+            raise ControllerCallFailed(FailKind.REJECTED, "BAD_CONFIG_VALUE",
+                                       f"controller heartbeat_timeout_ms is not an integer: {raw[:40]!r}") from None
+
+    async def get_next_broker_id(self, cluster: str, group: str) -> int:
+        r = await self._call("GetNextBrokerId", pb.GetNextBrokerIdRequest(cluster_name=cluster, broker_name=group))
+        return int(r.next_broker_id)
+
+    async def apply_broker_id(self, cluster: str, group: str, broker_id: int, check_code: str) -> None:
+        await self._call("ApplyBrokerId", pb.ApplyBrokerIdRequest(
+            cluster_name=cluster, broker_name=group, applied_broker_id=broker_id, register_check_code=check_code),
+            conflict_means_taken=True)
+
+    async def register_broker(self, cluster: str, group: str, broker_id: int, address: str,
+                              ha_address: str) -> ReplicaInfo:
+        r = await self._call("RegisterBroker", pb.RegisterBrokerRequest(
+            cluster_name=cluster, broker_name=group, broker_id=broker_id, broker_address=address,
+            clean_shutdown=True, broker_ha_address=ha_address))
+        return replica_info(r.replica_info)
+
+    async def heartbeat(self, controller_addr: str, hb: Heartbeat, timeout_s: float) -> HeartbeatAnswer:
+        req = pb.BrokerHeartbeatRequest(
+            cluster_name=hb.cluster, broker_name=hb.group, broker_id=hb.broker_id, broker_address=hb.broker_addr,
+            epoch=hb.epoch, max_offset=hb.max_offset, confirm_offset=hb.confirm_offset,
+            election_priority=hb.election_priority, clean_shutdown=hb.clean_shutdown,
+            heartbeat_timeout_ms=hb.heartbeat_timeout_ms)
+        try:
+            r = await self.client.call_node(controller_addr, "BrokerHeartbeat", req, timeout_s)
+        except ControllerRpcError as e:
+            raise classify(e) from None
+        return HeartbeatAnswer(is_leader=bool(r.is_leader), lease_granted=bool(r.lease_granted),
+                               master_epoch=int(r.master_epoch))
+
+    async def get_replica_info(self, group: str) -> ReplicaInfo:
+        r = await self._call("GetReplicaInfo", pb.GetReplicaInfoRequest(broker_name=group))
+        return replica_info(r.replica_info)
+
+    async def elect_master(self, cluster: str, group: str, broker_id: int) -> ReplicaInfo:
+        r = await self._call("ElectMaster", pb.ElectMasterRequest(cluster_name=cluster, broker_name=group,
+                                                                  broker_id=broker_id))
+        return replica_info(r.replica_info)
+
+    async def alter_sync_state_set(self, group: str, master_id: int, master_epoch: int, new_set: frozenset[int],
+                                   sync_state_set_epoch: int) -> tuple[frozenset[int], int]:
+        r = await self._call("AlterSyncStateSet", pb.AlterSyncStateSetRequest(
+            broker_name=group, master_broker_id=master_id, master_epoch=master_epoch,
+            new_sync_state_set=sorted(new_set), sync_state_set_epoch=sync_state_set_epoch))
+        return frozenset(int(m) for m in r.sync_state_set), int(r.sync_state_set_epoch)
+
+    async def group_members(self, group: str) -> frozenset[int]:
+        r = await self._call("GetSyncStateData", pb.GetSyncStateDataRequest(broker_names=[group]))
+        ids = [int(m.broker_id) for g in r.groups if g.replica_info.broker_name == group for m in g.members]
+        return frozenset(ids[:MAX_GROUP_MEMBERS])
+
+    async def watch_replica_info(self, group: str, addr: str) -> AsyncIterator[ReplicaInfo]:
+        stream = self.client.watch_replica_info(group, addr)
+        try:
+            async for ev in stream:
+                if ev.header.code != Code.SUCCESS:
+                    raise classify(ControllerRpcError(ev.header.code, ev.header.message))
+                yield replica_info(ev.replica_info)
+        finally:
+            stream.cancel()
+
+    async def close(self) -> None:
+        await self.client.close()
+
+
+
