@@ -12,7 +12,6 @@ import sys
 import time
 from pathlib import Path
 
-import pyspark
 import pytest
 from autoswitch.pipeline.generate import generate
 
@@ -21,13 +20,16 @@ from tests.procs import HOST, free_port, wait_port
 
 pytestmark = [pytest.mark.integration, pytest.mark.spark]
 
-SPARK_CLASS = Path(pyspark.__file__).parent / "bin" / "spark-class"
+def _spark_class() -> Path:
+    import pyspark
+
+    return Path(pyspark.__file__).parent / "bin" / "spark-class"
 
 
 def _start(name: str, args: list[str], log_dir: Path, env: dict) -> subprocess.Popen:
     with open(log_dir / f"{name}.log", "wb") as f:
         # spark-class execs java, so this PID is the JVM's
-        return subprocess.Popen([str(SPARK_CLASS), *args], stdout=f, stderr=subprocess.STDOUT, env=env,
+        return subprocess.Popen([str(_spark_class()), *args], stdout=f, stderr=subprocess.STDOUT, env=env,
                                 start_new_session=True)
 
 

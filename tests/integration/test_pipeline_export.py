@@ -8,10 +8,13 @@ import subprocess
 import sys
 from pathlib import Path
 
+import pytest
 from autoswitch.broker.record import Message
 from autoswitch.broker.store import MessageStore
 from autoswitch.broker.store_config import StoreConfig
 from autoswitch.pipeline import inputs
+
+pytestmark = pytest.mark.pipeline
 
 
 def _fill(d: Path) -> list:

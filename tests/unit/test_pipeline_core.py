@@ -5,12 +5,13 @@ from __future__ import annotations
 import json
 
 import numpy as np
-import pyarrow.parquet as pq
 import pytest
 from autoswitch.pipeline.analyze import distribution, percentile
 from autoswitch.pipeline.generate import generate, msg_ids
 from autoswitch.pipeline.masters import Replica, choose_masters
 from autoswitch.pipeline.report import histogram_svg, render_html, timeline_svg
+
+pytestmark = pytest.mark.pipeline
 
 
 def test_master_from_events_wins_over_epochfile():
@@ -63,6 +64,8 @@ def test_generator_is_deterministic_and_plants_what_the_manifest_says(tmp_path):
     strip = lambda m: {k: v for k, v in m.items() if k != "seconds"}  # noqa: E731
     assert strip(m1) == strip(m2)
     assert m1["acked_rows"] == 3000 - 2   # the first attempt of each retried message is not acked
+    import pyarrow.parquet as pq
+
     idx = pq.read_table(tmp_path / "a" / "logs" / "index").to_pandas()
     acks = pq.read_table(tmp_path / "a" / "acks").to_pandas()
     assert len(acks) == m1["acked_rows"] and len(idx) == m1["index_rows"]

@@ -51,19 +51,20 @@ def test_heartbeat_replies_without_lease_granted_do_not_extend_the_master_lease(
     the lease is renewed and the deposed master acknowledges a write in the old epoch before
     its next replica-info poll (docs/design.md §1 broken; interfaces.md: only replies with
     lease_granted may count)."""
-    from autoswitch.proto import controller_pb2 as pb
+    import dataclasses
+
     from tests.unit.test_rm_adapter import make, wait_for
 
     async def main():
         api, broker, a = make(tmp_path)
-        real = api.call_node
+        real = api.heartbeat
         deny = {"on": False}
 
-        async def call_node(addr, method, request, timeout_s=None):
-            reply = await real(addr, method, request, timeout_s)
-            return pb.BrokerHeartbeatReply(is_leader=reply.is_leader, lease_granted=not deny["on"])
+        async def heartbeat(controller_addr, hb, timeout_s):
+            reply = await real(controller_addr, hb, timeout_s)
+            return dataclasses.replace(reply, lease_granted=not deny["on"])
 
-        api.call_node = call_node
+        api.heartbeat = heartbeat
         await a.start()
         await wait_for(a.may_acknowledge, "master with lease")
         deny["on"] = True     # every controller now refuses to grant (DEAD hold / newer epoch applied)
