@@ -43,11 +43,10 @@ def _store(path: Path, verify_reads: bool = True):
     return MessageStore(path, StoreConfig(flush_mode="async", verify_reads=verify_reads))
 
 
-def _ha_config(pipeline: bool = False):
+def _ha_config():
     from autoswitch.ha.config import HAConfig
 
-    return HAConfig(heartbeat_interval_s=0.5, housekeeping_interval_s=30.0,
-                    slave_write_pipeline=pipeline).validate()
+    return HAConfig(heartbeat_interval_s=0.5, housekeeping_interval_s=30.0).validate()
 
 
 # ----------------------------------------------------------------------------- pre-write
@@ -82,20 +81,20 @@ def prewrite(path: Path, size_bytes: int, msg_size: int, deadline: float) -> int
 # ----------------------------------------------------------------------------- replicated
 
 async def _replicate(master_dir: Path, slave_dir: Path, deadline: float, master_verify: bool,
-                     pipeline: bool = False, native: bool = True) -> dict:
+                     native: bool = True) -> dict:
     from autoswitch.broker import record as rec
 
     saved = rec.native
     if not native:
         rec.native = None          # the master (this process) runs the pure-Python walkers
     try:
-        return await _replicate1(master_dir, slave_dir, deadline, master_verify, pipeline, native)
+        return await _replicate1(master_dir, slave_dir, deadline, master_verify, native)
     finally:
         rec.native = saved
 
 
 async def _replicate1(master_dir: Path, slave_dir: Path, deadline: float, master_verify: bool,
-                      pipeline: bool, native: bool) -> dict:
+                      native: bool) -> dict:
     from autoswitch.ha.master import HAMaster, LocalSyncStateProposer
 
     # The slave CRC-checks every record before writing it, whatever the master does.
@@ -105,8 +104,7 @@ async def _replicate1(master_dir: Path, slave_dir: Path, deadline: float, master
     await master.start(HOST, 0)
     end = store.max_offset
     proc = subprocess.Popen([sys.executable, "-m", "bench.replication", "--role", "slave",
-                             "--port", str(master.port), "--dir", str(slave_dir), "--target", str(end),
-                             "--slave-pipeline", "on" if pipeline else "off"],
+                             "--port", str(master.port), "--dir", str(slave_dir), "--target", str(end)],
                             stdout=subprocess.PIPE, start_new_session=True,
                             env={**os.environ, "AUTOSWITCH_FASTREC": "1" if native else "0"})
     try:
@@ -148,11 +146,11 @@ def _cpu_s() -> float:
     return ru.ru_utime + ru.ru_stime
 
 
-async def _slave_main(port: int, path: Path, target: int, pipeline: bool) -> None:
+async def _slave_main(port: int, path: Path, target: int) -> None:
     from autoswitch.ha.slave import HASlave
 
     store = _store(path)
-    slave = HASlave(store, _ha_config(pipeline), 2, "bench", (HOST, port))
+    slave = HASlave(store, _ha_config(), 2, "bench", (HOST, port))
     t0 = time.monotonic()
     c0 = _cpu_s()
     await slave.start()
@@ -266,9 +264,6 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--repeats", type=int, default=3, help="interleaved runs of each peer; best is reported")
     ap.add_argument("--master-verify-reads", default="on", choices=["on", "off"],
                     help="CRC-check records on the master's replication reads (store verify_reads)")
-    ap.add_argument("--slave-pipeline", default="off", choices=["on", "off", "both"],
-                    help="HAConfig.slave_write_pipeline: overlap the write of batch N with checking N+1 "
-                         "('both': run each, same run)")
     ap.add_argument("--native", default="on", choices=["on", "off", "both"],
                     help="use the C record walker autoswitch._fastrec when built ('both': each, same run)")
     ap.add_argument("--workdir", default=None, help="parent of the bench data (deleted afterwards)")
@@ -281,11 +276,10 @@ def main(argv: list[str] | None = None) -> int:
         if prof_path:   # profile the slave side: BENCH_SLAVE_PROFILE=/tmp/slave.prof
             import cProfile
 
-            cProfile.runctx("asyncio.run(_slave_main(args.port, Path(args.dir), args.target,"
-                            " args.slave_pipeline != 'off'))",
+            cProfile.runctx("asyncio.run(_slave_main(args.port, Path(args.dir), args.target))",
                             globals(), {"args": args}, prof_path)
         else:
-            asyncio.run(_slave_main(args.port, Path(args.dir), args.target, args.slave_pipeline != "off"))
+            asyncio.run(_slave_main(args.port, Path(args.dir), args.target))
         return 0
     if args.role == "raw-recv":
         asyncio.run(_raw_recv_main(Path(args.dir)))
@@ -305,13 +299,12 @@ def main(argv: list[str] | None = None) -> int:
         master_verify = args.master_verify_reads != "off"
         from autoswitch.broker import record as rec
 
-        pipes = {"on": [True], "off": [False], "both": [False, True]}[args.slave_pipeline]
         natives = {"on": [True], "off": [False], "both": [True, False]}[args.native]
         if rec.native is None and True in natives:
             eprint("autoswitch._fastrec is not built: 'native on' runs are pure Python")
-        variants = [(p, nat) for nat in natives for p in pipes]
+        variants = natives
         raws: list[dict] = []
-        by_variant: dict[tuple[bool, bool], list[dict]] = {v: [] for v in variants}
+        by_variant: dict[bool, list[dict]] = {v: [] for v in variants}
         for i in range(args.repeats):
             shutil.rmtree(work / "raw", ignore_errors=True)
             _settle()
@@ -320,15 +313,15 @@ def main(argv: list[str] | None = None) -> int:
             eprint(f"[{i}] raw copy {raw['bytes'] / MiB:.0f} MiB in {raw['seconds']:.2f}s = {raw['mb_s']:.0f} MiB/s"
                    f" (cpu send {raw['send_cpu_s']:.2f}s recv {raw['recv_cpu_s']:.2f}s)")
             raws.append(raw)
-            for piped, nat in variants:
+            for nat in variants:
                 shutil.rmtree(work / "slave", ignore_errors=True)
                 _settle()
-                rep = asyncio.run(_replicate(work / "master", work / "slave", deadline, master_verify, piped, nat))
+                rep = asyncio.run(_replicate(work / "master", work / "slave", deadline, master_verify, nat))
                 shutil.rmtree(work / "slave", ignore_errors=True)
-                eprint(f"[{i}] replicated (pipeline {'on' if piped else 'off'}, native {'on' if nat else 'off'}) "
+                eprint(f"[{i}] replicated (native {'on' if nat else 'off'}) "
                        f"{rep['bytes'] / MiB:.0f} MiB in {rep['seconds']:.2f}s = {rep['mb_s']:.0f} MiB/s "
                        f"(cpu master {rep['master_cpu_s']:.2f}s slave {rep['slave_cpu_s']:.2f}s)")
-                by_variant[(piped, nat)].append(rep)
+                by_variant[nat].append(rep)
         reps = by_variant[variants[0]]
         best_rep = max(r["mb_s"] for r in reps)
         best_raw = max(r["mb_s"] for r in raws)
@@ -344,7 +337,6 @@ def main(argv: list[str] | None = None) -> int:
             "bytes": total,
             "msg_size": args.msg_size,
             "master_verify_reads": master_verify,
-            "slave_pipeline": args.slave_pipeline,
             "runs_replicated_mb_s": [round(r["mb_s"], 1) for r in reps],
             "runs_raw_mb_s": [round(r["mb_s"], 1) for r in raws],
             # CPU seconds per GiB (best run; load-independent, unlike the wall-clock figures)
@@ -355,10 +347,10 @@ def main(argv: list[str] | None = None) -> int:
                 "raw_recv": per_gib([r["recv_cpu_s"] for r in raws]),
             },
         }
-        result["native"] = rec.native is not None and variants[0][1]
+        result["native"] = rec.native is not None and variants[0]
         best_raw_all = best_raw
-        for (piped, nat), runs in list(by_variant.items())[1:]:   # the other variants, same run
-            name = f"pipeline_{'on' if piped else 'off'}_native_{'on' if nat else 'off'}"
+        for nat, runs in list(by_variant.items())[1:]:   # the other variant, same run
+            name = f"native_{'on' if nat else 'off'}"
             result[f"runs_replicated_{name}_mb_s"] = [round(r["mb_s"], 1) for r in runs]
             result[f"ratio_{name}"] = round(max(r["mb_s"] for r in runs) / best_raw_all, 3)
             result["cpu_s_per_gib"][f"master_{name}"] = per_gib([r["master_cpu_s"] for r in runs])

@@ -249,11 +249,7 @@ def peek_total(buf, pos: int) -> int:
     return _U32x2.unpack_from(buf, pos)[1]
 
 
-# --- vectorised walk ---------------------------------------------------------------
-# The per-record loop keeps only what cannot be vectorised (following lengths, CRC);
-# every other header rule is checked with numpy over all records at once. Any failure
-# falls back to ``walk`` from the start, which finds the exact record and reason, so
-# both always return the same answer (a fuzz property checks that).
+# --- the C walker ------------------------------------------------------------------
 import numpy as np  # noqa: E402
 
 _HDR_DTYPE = np.dtype(
@@ -264,13 +260,11 @@ _HDR_DTYPE = np.dtype(
 )
 assert _HDR_DTYPE.itemsize == HEADER_SIZE
 _AR40 = np.arange(HEADER_SIZE, dtype=np.int64)
-_FAST_MIN = 8  # below this many records the plain loop is cheaper
 
-# Optional C helper (native/fastrec.c, built as autoswitch._fastrec): the length chain + CRC
-# loop below in one call (0.26 vs 0.48 us per 1 KiB record, CPU time, 2026-11-22). Everything
-# else stays here, and any disagreement is impossible by construction: the helper only finds
-# where the chain of whole, CRC-valid records stops; a stop before `end` re-runs `walk`.
-# Without the build the pure-Python loop runs (tests exercise both through ``native``).
+# Optional C helper (native/fastrec.c, built as autoswitch._fastrec): every per-record rule and
+# the CRC in one call (0.26 vs 0.48 us per 1 KiB record, CPU time, 2026-11-22). A stop before
+# `end` re-runs `walk`, which finds the exact record and reason, so both always give the same
+# answer (a fuzz property checks that). Without the build `walk` runs (tests exercise both).
 # AUTOSWITCH_FASTREC=0 turns it off (benchmarks compare both in one run; a suspect build).
 try:
     if os.environ.get("AUTOSWITCH_FASTREC", "1") == "0":
@@ -281,22 +275,6 @@ except ImportError as _e:  # not built: pure Python, same results
     from autoswitch.base.log import get_logger as _get_logger
 
     _get_logger("store.record").info("fastrec_unavailable", fallback="python", reason=str(_e))
-
-
-def _chain_py(mv, pos: int, end: int) -> tuple[list[int], int]:
-    unpack = _U32x2.unpack_from
-    crc32 = _crc32
-    offs: list[int] = []
-    append = offs.append
-    p = pos
-    hs = HEADER_SIZE
-    while end - p >= hs:
-        crc, total = unpack(mv, p)
-        if total < hs or total > end - p or crc32(mv[p + 4 : p + total]) != crc:
-            break
-        append(p)
-        p += total
-    return offs, p
 
 
 def whole_prefix_end(buf, pos: int, end: int) -> int:
@@ -323,73 +301,13 @@ def walk_fast(
     max_record: int = HARD_MAX_RECORD,
     collect: bool = False,
 ) -> tuple[int, str | None, dict[bytes, list] | None]:
-    """Same contract and result as ``walk``; faster when collecting index entries, which
-    come as int64 arrays here (lists from ``walk``; ``topics_equal`` compares either form)
-    so that building the consume index never makes a Python int per record.
-
-    Measured (CPU time, 1 KiB records): walk 0.63 / 1.0 us per record without / with
-    index collection, walk_fast 0.70 / 0.82; so without collection and without the C helper
-    this is ``walk``."""
+    """Same contract and result as ``walk``, through the C helper when it is built (index entries
+    then come as int64 arrays: ``topics_equal`` compares either form); ``walk`` otherwise. The one
+    pure-Python walker is ``walk``: a vectorised numpy variant saved ~20 % of the pure-Python index
+    collection, not worth a second implementation of every record rule beside the C one."""
     if native is not None:
         return _walk_native(buf, pos, end, seg_end, base_phy, max_record, collect)
-    if not collect:
-        return walk(buf, pos, end, seg_end, base_phy, max_record, False)
-    mv = memoryview(buf)
-    offs, p = _chain_py(mv, pos, end)
-    o = np.array(offs, dtype=np.int64)
-    if p != end or len(o) < _FAST_MIN:
-        return walk(buf, pos, end, seg_end, base_phy, max_record, collect)
-    hs = HEADER_SIZE
-    u8 = np.frombuffer(mv, dtype=np.uint8)
-    h = u8[o[:, None] + _AR40].view(_HDR_DTYPE).reshape(len(o))
-    total = h["total"].astype(np.int64)
-    tl = h["tl"].astype(np.int64)
-    rtype = h["type"]
-    is_msg = rtype == TYPE_MESSAGE
-    is_pad = rtype == TYPE_PADDING
-    rec_end = o + total
-    room = seg_end - rec_end
-    ok = (
-        (h["magic"] == MAGIC)
-        & (h["version"] == VERSION)
-        & (h["flags"] == 0)
-        & (h["rsv"] == 0)
-        & (hs + tl + h["ml"] + h["bl"].astype(np.int64) == total)
-        & (
-            (is_msg & (tl > 0) & (total <= max_record) & ~((room > 0) & (room < hs)))
-            | (is_pad & (tl == 0) & (h["ml"] == 0) & (room == 0))
-        )
-    )
-    if not ok.all():
-        return walk(buf, pos, end, seg_end, base_phy, max_record, collect)
-    if not collect:
-        return end, None, None
-    topics: dict[bytes, list] = {}
-    mi = np.flatnonzero(is_msg)
-    if len(mi) == 0:
-        return end, None, topics
-    q = h["q"][mi].astype(np.int64)
-    mtl = tl[mi]
-    mo = o[mi]
-    width = int(mtl.max())
-    # bytes past a short topic are masked below; clip so a small last record cannot index past the buffer
-    tb = u8[np.minimum((mo + hs)[:, None] + np.arange(width, dtype=np.int64), len(u8) - 1)]
-    tb[np.arange(width)[None, :] >= mtl[:, None]] = 0
-    keyed = np.concatenate([mtl.astype(np.uint8)[:, None], tb], axis=1)
-    if (keyed == keyed[0]).all():
-        groups = [np.arange(len(mi))]
-    else:
-        rows = np.ascontiguousarray(keyed).view(np.dtype((np.void, keyed.shape[1]))).ravel()
-        _, first, inverse = np.unique(rows, return_index=True, return_inverse=True)
-        groups = [np.flatnonzero(inverse == g) for g in np.argsort(first)]
-    for g in groups:
-        qs = q[g]
-        if not (qs == qs[0] + np.arange(len(g))).all():
-            return walk(buf, pos, end, seg_end, base_phy, max_record, collect)
-        k = int(g[0])
-        name = bytes(tb[k, : int(mtl[k])])
-        topics[name] = [int(qs[0]), mo[g] + base_phy, total[mi][g]]
-    return end, None, topics
+    return walk(buf, pos, end, seg_end, base_phy, max_record, collect)
 
 
 def topics_equal(a: dict[bytes, list] | None, b: dict[bytes, list] | None) -> bool:

@@ -21,7 +21,6 @@ from __future__ import annotations
 import os
 import shutil
 import time
-from collections import deque
 from collections.abc import Callable, Iterator
 from dataclasses import replace
 from pathlib import Path
@@ -64,31 +63,6 @@ __all__ = [
 ]
 
 
-# At most this many replicated batches prepared but not committed (pipelining depth).
-MAX_PENDING_RAW = 4
-
-
-class RawWrite:
-    """One validated replicated batch between prepare_raw and commit_raw."""
-
-    __slots__ = ("offset", "end", "data", "seg", "topics", "written")
-
-    def __init__(self, offset: int, data, seg, topics: dict[bytes, list]) -> None:
-        self.offset = offset
-        self.end = offset + len(data)
-        self.data = data
-        self.seg = seg
-        self.topics = topics
-        self.written = False
-
-    def write(self) -> None:
-        """The pwrite alone: touches only the segment's fd, so a writer thread may run it."""
-        if self.seg is not None:
-            self.seg.pwrite_all(self.offset, self.data)
-        self.data = b""
-        self.written = True
-
-
 class MessageStore:
     def __init__(self, data_dir: Path, config: StoreConfig | None = None) -> None:
         self.config = config or StoreConfig()
@@ -103,7 +77,6 @@ class MessageStore:
         self._epochs = EpochCache()
         self._confirm = 0
         self._closed = False
-        self._pending: deque[RawWrite] = deque()
         # Test-only: called with a step name inside truncate/reset/retention so tests can
         # stop ("crash") between steps; None in production.
         self.crash_hook: Callable[[str], None] | None = None
@@ -356,36 +329,15 @@ class MessageStore:
 
     def append_raw(self, offset: int, data: bytes, epoch: int, epoch_start: int) -> int:
         """Validate (every record CRC-checked), write, commit; returns the new max_offset."""
-        w = self.prepare_raw(offset, data, epoch, epoch_start, copy=False)
-        try:
-            w.write()
-        except BaseException:
-            self.abort_raw()
-            raise
-        return self.commit_raw(w)
-
-    # --- pipelined form of append_raw (the HA slave overlaps validating batch N+1 with the
-    # write of batch N): prepare_raw validates on the store's thread, RawWrite.write() is the
-    # bare pwrite (any thread; it releases the GIL), commit_raw makes the bytes part of the log
-    # on the store's thread again. Bytes written but not committed are past max_offset: never
-    # read, never acked, cut by abort_raw; after a crash recovery CRC-checks them like any tail.
-    @property
-    def pending_end(self) -> int:
-        """Where the next prepare_raw must start: the end of the last prepared batch."""
-        return self._pending[-1].end if self._pending else self._log.max_offset
-
-    def prepare_raw(self, offset: int, data, epoch: int, epoch_start: int, copy: bool = True) -> RawWrite:
         self._check_open()
-        end = self.pending_end
+        end = self._log.max_offset
         if offset != end:
-            if not self._pending and self._log.max_offset == self._log.min_offset and offset >= 0:
+            if self._log.max_offset == self._log.min_offset and offset >= 0:
                 self.reset(offset)  # an empty store restarts wherever the master starts it
             else:
                 raise OffsetMismatch(
                     f"batch at {offset}, log ends at {end}", offset=offset, max_offset=end,
                 )
-        if len(self._pending) >= MAX_PENDING_RAW:
-            raise StoreError(f"more than {MAX_PENDING_RAW} replicated batches pending; commit first")
         n = len(data)
         if n > self.config.max_batch_bytes:
             raise BadBatch(f"batch of {n} bytes over max_batch_bytes={self.config.max_batch_bytes}")
@@ -397,13 +349,8 @@ class MessageStore:
             raise BadBatch(f"batch epoch {epoch} below the last local epoch {last.epoch}", epoch=epoch)
         if epoch_start > offset:
             raise BadBatch(f"epoch {epoch} starts at {epoch_start}, after the batch offset {offset}", epoch=epoch)
-        if (last is None or epoch > last.epoch) and self._pending:
-            # the new epoch's entry must be persisted at a committed log end
-            raise BadBatch(f"new epoch {epoch} while {len(self._pending)} batches are pending", epoch=epoch)
         topics: dict[bytes, list] = {}
         if n:
-            if copy and not isinstance(data, bytes):
-                data = bytes(data)  # the caller's buffer may be reused before the write runs
             end, why, found = rec.walk_fast(data, 0, n, seg_end - offset, offset, self.config.max_record_bytes,
                                             collect=True)
             if why is not None:
@@ -411,55 +358,34 @@ class MessageStore:
                 raise LogCorrupt(f"replicated batch invalid: {why}", offset=offset + end)
             assert found is not None
             topics = found
-            new_topics = {tb for w in self._pending for tb in w.topics if tb.decode() not in self._indexes}
+            new_topics = 0
             for tb, (q0, _p, _s) in topics.items():
                 try:
                     name = tb.decode()
                 except UnicodeDecodeError as e:
                     raise LogCorrupt("replicated record topic is not UTF-8", offset=offset) from e
-                expect = self._next_q_pending(name, tb)
-                if expect is not None and q0 != expect:
-                    raise BadBatch(f"topic {name!r} queue offset {q0}, index expects {expect}", topic=name)
-                if expect is None:
-                    new_topics.add(tb)
-            if len(self._indexes) + len(new_topics) > self.config.max_topics:
+                ti = self._indexes.get(name)
+                if ti is None:
+                    new_topics += 1
+                elif q0 != ti.next_q:
+                    raise BadBatch(f"topic {name!r} queue offset {q0}, index expects {ti.next_q}", topic=name)
+            if len(self._indexes) + new_topics > self.config.max_topics:
                 raise BadBatch(f"too many topics (limit {self.config.max_topics})")
         if last is None or epoch > last.epoch:
             self.append_epoch(epoch, epoch_start)  # persisted before the bytes
-        seg = self._log.segment_for_write(offset, n) if n else None
-        w = RawWrite(offset, data, seg, topics)
-        self._pending.append(w)
-        return w
-
-    def _next_q_pending(self, name: str, tb: bytes) -> int | None:
-        for w in reversed(self._pending):
-            ent = w.topics.get(tb)
-            if ent is not None:
-                return ent[0] + len(ent[1])
-        ti = self._indexes.get(name)
-        return ti.next_q if ti is not None else None
-
-    def commit_raw(self, w: RawWrite) -> int:
-        """The oldest prepared batch, after its write() returned: it joins the log."""
-        self._check_open()
-        if not self._pending or self._pending[0] is not w or not w.written:
-            raise StoreError("commit_raw out of order or before the write finished")
-        self._pending.popleft()
-        if w.end > w.offset:
-            self._log.advance(w.offset, w.end - w.offset)
-            self._index_records(w.topics)
-            if self.config.flush_mode == "sync":
-                self._log.fsync()
+        if not n:
+            return self._log.max_offset
+        seg = self._log.segment_for_write(offset, n)
+        try:
+            seg.pwrite_all(offset, data)
+        except BaseException:
+            self._log.truncate(self._log.max_offset)   # cut whatever part of the batch landed
+            raise
+        self._log.advance(offset, n)
+        self._index_records(topics)
+        if self.config.flush_mode == "sync":
+            self._log.fsync()
         return self._log.max_offset
-
-    def abort_raw(self) -> None:
-        """Forget prepared batches (their writes must have finished or never started) and cut
-        any of their bytes from the files."""
-        if not self._pending:
-            return
-        self._pending.clear()
-        if not self._closed:
-            self._log.truncate(self._log.max_offset)
 
     def append_epoch(self, epoch: int, start_offset: int) -> None:
         self._check_open()
@@ -484,7 +410,6 @@ class MessageStore:
     def truncate(self, offset: int, last_common_epoch: int | None = None) -> None:
         """Crash-safe cut: checkpoint with the intent first, then files, then EpochFile."""
         self._check_open()
-        self._no_pending("truncate")
         if offset < self._log.min_offset or offset > self._log.max_offset:
             raise OffsetOutOfRange(
                 f"truncate to {offset} outside [{self._log.min_offset}, {self._log.max_offset}] (use reset)",
@@ -536,7 +461,6 @@ class MessageStore:
     def reset(self, start_offset: int) -> None:
         """Drop everything; an empty log restarting at start_offset (crash-safe via intent)."""
         self._check_open()
-        self._no_pending("reset")
         if start_offset < 0:
             raise OffsetOutOfRange(f"reset to negative offset {start_offset}", offset=start_offset)
         cp = ckpt.Checkpoint(start_offset, start_offset, start_offset, start_offset, ckpt.INTENT_RESET,
@@ -623,17 +547,10 @@ class MessageStore:
             self._cp = cp
         return cp
 
-    def _no_pending(self, op: str) -> None:
-        if self._pending:
-            raise StoreError(f"{op} while {len(self._pending)} replicated batches are pending (abort_raw first)")
-
     def close(self) -> None:
         if self._closed:
             return
         try:
-            if self._pending:
-                self._logger.warning("pending_raw_dropped", batches=len(self._pending))
-                self.abort_raw()
             self._sync_and_checkpoint(force=False)
         finally:
             self._release()

@@ -21,11 +21,6 @@ class HAConfig:
     max_epoch_entries: int = 65536         # largest EpochFile a master may send in a handshake
     transfer_batch_size: int = 1 * MiB     # master reads/sends at most this much per transfer frame (L2-sized: see docs/replication.md)
     read_chunk_size: int = 1 * MiB         # socket read size of both adapters
-    # Slave: pwrite batch N on a writer thread while batch N+1 is CRC-checked (needs a log with
-    # prepare_raw/commit_raw, e.g. MessageStore). Off by default: on the shared 2-core bench box
-    # it cost more CPU (thread hand-offs, one more body copy) than the overlap saved
-    # (bench/results/replication.md, 2026-11-22). Acks name committed bytes either way.
-    slave_write_pipeline: bool = False
     # --- timers ---
     heartbeat_interval_s: float = 1.0      # master sends an empty transfer when idle this long
     housekeeping_interval_s: float = 10.0  # slave reconnects when the master is silent this long

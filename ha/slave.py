@@ -10,10 +10,8 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import random
-from collections import deque
-from concurrent.futures import ThreadPoolExecutor
 
-from autoswitch.ha.codec import Ack, SlaveSideDecoder, Transfer, encode_ack, encode_slave_handshake
+from autoswitch.ha.codec import SlaveSideDecoder, encode_ack, encode_slave_handshake
 from autoswitch.ha.config import HAConfig
 from autoswitch.ha.errors import FrameError, HAProtocolError, OffsetMismatch
 from autoswitch.ha.log_api import ReplicaLog
@@ -24,10 +22,6 @@ from autoswitch.base.log import get_logger
 
 
 class HASlave:
-    # Prepared-but-uncommitted replicated batches (each <= transfer batch size, a copy of the
-    # frame body): 2 lets batch N+1 be checked while N is written. Below the store's limit.
-    PIPELINE_DEPTH = 2
-
     def __init__(self, log: ReplicaLog, config: HAConfig, broker_id: int, group: str,
                  master_addr: tuple[str, int], async_learner: bool = False,
                  sync_from_last_file: bool = False) -> None:
@@ -43,17 +37,11 @@ class HASlave:
         self.connects = 0
         self.last_error: dict | None = None
         self._task: asyncio.Task | None = None
-        # what closes the connection: a StreamWriter (pipelined) or the protocol's transport
-        self._writer: asyncio.StreamWriter | asyncio.BaseTransport | None = None
+        self._writer: asyncio.BaseTransport | None = None   # closes the connection
         self._session: SlaveSession | None = None
         self._stopping = False
         self._reached = False
         self._rng = random.Random()
-        # Pipelined appends when configured and the log supports them (MessageStore); in-memory
-        # logs in tests and the simulator use append_raw directly.
-        self._pipelined = self.config.slave_write_pipeline and all(
-            hasattr(log, a) for a in ("prepare_raw", "commit_raw", "abort_raw", "pending_end"))
-        self._executor: ThreadPoolExecutor | None = None
         self._log = get_logger("ha", group=group, brokerId=broker_id, role="slave",
                                master=f"{master_addr[0]}:{master_addr[1]}")
 
@@ -74,16 +62,7 @@ class HASlave:
             self._task.cancel()
             with contextlib.suppress(BaseException):
                 await self._task
-        if self._executor is not None:
-            self._executor.shutdown(wait=True)
-            self._executor = None
         self._log.info("ha_slave_stopped")
-
-    def _executor_get(self) -> ThreadPoolExecutor:
-        if self._executor is None:
-            # one writer thread: batches are written in order
-            self._executor = ThreadPoolExecutor(1, thread_name_prefix=f"ha-write-{self.group}")
-        return self._executor
 
     def disconnect(self) -> None:
         """Drop the current connection (tests, operator); the run loop reconnects."""
@@ -137,19 +116,8 @@ class HASlave:
         host, port = self.master_addr
         self.state = "HANDSHAKE"
         session = SlaveSession(self.log, self.broker_id, self.async_learner, self.sync_from_last_file)
-        # zero_copy: bodies are views into the decoder buffer, each appended before the next
-        # read. Pipelined, a body outlives the next read, so the decoder hands out a copy (the
-        # one copy either way) and the store keeps it without copying again.
-        dec = SlaveSideDecoder(cfg.max_body_size, cfg.max_epoch_entries, zero_copy=not self._pipelined)
-        if self._pipelined:
-            reader, writer = await asyncio.wait_for(
-                asyncio.open_connection(host, port, limit=cfg.read_chunk_size), cfg.connect_timeout_s)
-            self._writer = writer
-            self.connects += 1
-            self._session = session
-            writer.write(encode_slave_handshake(session.start()))
-            await self._transfer_pipelined(reader, writer, session, dec)
-            return
+        # zero_copy: bodies are views into the decoder buffer, each appended before the next read.
+        dec = SlaveSideDecoder(cfg.max_body_size, cfg.max_epoch_entries, zero_copy=True)
         loop = asyncio.get_running_loop()
         transport, proto = await asyncio.wait_for(
             loop.create_connection(lambda: _SlaveProtocol(self, session, dec), host, port),
@@ -186,103 +154,15 @@ class HASlave:
         self.state = session.phase
         self.master_epoch = max(self.master_epoch, session.master_epoch)
 
-    def _handshake_done(self, session: SlaveSession, writer: asyncio.StreamWriter | asyncio.Transport, a) -> None:
+    def _handshake_done(self, session: SlaveSession, writer: asyncio.Transport, a) -> None:
         self.master_epoch = session.master_epoch
         self._log.info("ha_slave_handshake_done", masterEpoch=session.master_epoch,
                        truncatedTo=session.truncated_to, maxOffset=self.log.max_offset)
         writer.write(encode_ack(a))   # the start position goes out before any transfer
 
-    async def _transfer_pipelined(self, reader: asyncio.StreamReader, writer: asyncio.StreamWriter,
-                                  session: SlaveSession, dec: SlaveSideDecoder) -> None:
-        """Same protocol as the plain loop, but batch N's pwrite runs on the writer thread
-        (GIL released) while batch N+1 is received and CRC-checked here. Acks name committed
-        bytes only, so an ack still means "written to the log" (the store's durability rule)."""
-        cfg = self.config
-        loop = asyncio.get_running_loop()
-        executor = self._executor_get()
-        # (RawWrite, concurrent future, asyncio future, confirmOffset of its frame), oldest first
-        inflight: deque = deque()
-        read_task: asyncio.Task | None = None
-        last_heard = loop.time()
-        confirm = 0
-
-        def commit_done() -> Ack | None:
-            ack = None
-            while inflight and inflight[0][2].done():
-                w, _cf, af, conf = inflight.popleft()
-                af.result()                      # a failed pwrite raises here: the connection ends
-                # a heartbeat that came after the batch may carry a newer confirmOffset
-                ack = session.commit_transfer(w, max(conf, confirm))
-            return ack
-
-        async def drain() -> Ack | None:
-            ack = None
-            while inflight:
-                await asyncio.wait({inflight[0][2]})
-                ack = commit_done() or ack
-            return ack
-
-        try:
-            while not self._stopping:
-                if read_task is None:
-                    read_task = asyncio.ensure_future(reader.read(cfg.read_chunk_size))
-                waits = {read_task}
-                if inflight:
-                    waits.add(inflight[0][2])
-                left = cfg.housekeeping_interval_s - (loop.time() - last_heard)
-                done, _ = await asyncio.wait(waits, timeout=max(left, 0.0),
-                                             return_when=asyncio.FIRST_COMPLETED)
-                if not done:
-                    raise TimeoutError("master silent")
-                ack = commit_done()
-                if read_task.done():
-                    data = read_task.result()
-                    read_task = None
-                    if not data:
-                        raise ConnectionResetError("master closed the connection")
-                    last_heard = loop.time()
-                    dec.feed(data)
-                    for f in dec.frames():
-                        was = session.phase
-                        if was == "HANDSHAKE" or not isinstance(f, Transfer):
-                            a = session.on_frame(f)
-                            if was == "HANDSHAKE":
-                                self._handshake_done(session, writer, a)
-                            continue
-                        if inflight and session.needs_drain(f):
-                            ack = await drain() or ack
-                        while len(inflight) >= self.PIPELINE_DEPTH:
-                            await asyncio.wait({inflight[0][2]})
-                            ack = commit_done() or ack
-                        w = session.prepare_transfer(f)
-                        confirm = f.confirm_offset
-                        if w is None:
-                            if not inflight:
-                                ack = session.ack_now(confirm)
-                            continue
-                        cf = executor.submit(w.write)
-                        inflight.append((w, cf, asyncio.wrap_future(cf), confirm))
-                    ack = commit_done() or ack
-                if ack is not None:
-                    writer.write(encode_ack(ack))
-                    self._reached = True
-                self.state = session.phase
-                self.master_epoch = max(self.master_epoch, session.master_epoch)
-        finally:
-            if read_task is not None:
-                read_task.cancel()
-            # A write still running on the thread must end before the store is touched again
-            # (truncate, reset, close): wait for it (one batch, bounded), then cut what was
-            # never committed. Bytes not acked are re-sent after the next handshake.
-            for _w, cf, _af, _c in inflight:
-                with contextlib.suppress(BaseException):
-                    cf.result()
-            if inflight:
-                self.log.abort_raw()  # type: ignore[attr-defined]
-
 
 class _SlaveProtocol(asyncio.BufferedProtocol):
-    """The plain (not pipelined) slave connection. The event loop receives straight into the
+    """The slave connection. The event loop receives straight into the
     frame decoder's buffer (get_buffer -> recv_into), and every arrival runs the sans-IO session
     at once: a StreamReader would copy each byte twice more and wake a task per read. Only the
     end of the connection (its reason) reaches HASlave._connect_once, through ``done``."""

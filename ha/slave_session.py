@@ -151,35 +151,6 @@ class SlaveSession:
             log.confirm_offset = confirm
         return Ack(log.max_offset)
 
-    # ------------------------------------------------------------------ pipelined transfer
-    # For a log with prepare_raw/commit_raw (MessageStore): the adapter writes prepared batches
-    # on a writer thread while the next frame is validated, and acks only committed bytes.
-
-    def needs_drain(self, f: Transfer) -> bool:
-        """True when ``f`` may record an epoch: prepared batches must be committed first (an
-        epoch entry is persisted at a committed log end, before its bytes)."""
-        last = self.log.epochs.last()
-        return f.epoch != 0 and (last is None or last.epoch != f.epoch)
-
-    def prepare_transfer(self, f: Transfer):
-        """Validate ``f`` and prepare its bytes (CRC-checked now); the RawWrite to run, or None
-        for a heartbeat. Acks come from commit_transfer / ack_now."""
-        log = self.log
-        self._check_transfer(f, log.pending_end)  # type: ignore[attr-defined]
-        if not f.body:
-            return None
-        w = log.prepare_raw(f.batch_start_offset, f.body, f.epoch, f.epoch_start_offset)  # type: ignore[attr-defined]
-        self.bytes_received += len(f.body)
-        return w
-
-    def commit_transfer(self, w, confirm_offset: int) -> Ack:
-        new_max = self.log.commit_raw(w)  # type: ignore[attr-defined]
-        assert new_max == w.end, (new_max, w.end)
-        return self._confirm_and_ack(confirm_offset)
-
-    def ack_now(self, confirm_offset: int) -> Ack:
-        return self._confirm_and_ack(confirm_offset)
-
     def _first_master_offset(self) -> int:
         return self.master_entries[0].start_offset if self.master_entries else 0
 

@@ -1,13 +1,9 @@
-/* autoswitch._fastrec: the per-record loop of broker/record.py walk_fast in C.
+/* autoswitch._fastrec: the per-record loop of broker/record.py walk in C.
  *
- * walk_crc(buf, pos, end) follows the record length chain in buf[pos:end] and checks each
- * record's CRC32 (zlib, over bytes [4, total) of the record, as record.py defines it). It stops
- * at the first record that is not whole (short header, length < 40 or past `end`) or whose CRC
- * does not match, and returns (offsets, stop): `offsets` are the start positions of the good
- * records as native int64 bytes (numpy.frombuffer(..., int64)), `stop` where the walk stopped.
- * Every other header rule stays in Python/numpy (record.walk_fast), and any stop before `end`
- * makes walk_fast re-run the reference Python walk for the exact reason, so this helper only
- * has to agree with Python on "length chain + CRC", which a test checks against the fallback.
+ * walk_batch(buf, pos, end, seg_end, max_record) applies every per-record rule of record.walk
+ * (length chain, CRC32 over bytes [4, total), header fields, padding placement) and returns the
+ * message offsets and sizes as int64 bytes; any stop before `end` makes record.walk_fast re-run
+ * the reference Python walk for the exact reason (a fuzz test checks they agree).
  * walk_len(buf, pos, end) -> stop: the same length chain without CRCs (replication reads
  * with verify_reads off only need the whole-record prefix).
  * The GIL is released during the loops (the buffer is pinned by the buffer protocol).
@@ -123,44 +119,6 @@ static PyObject *py_crc32(PyObject *self, PyObject *args) {
     Py_END_ALLOW_THREADS
     PyBuffer_Release(&view);
     return PyLong_FromUnsignedLong(r);
-}
-
-static PyObject *walk_crc(PyObject *self, PyObject *args) {
-    Py_buffer view;
-    Py_ssize_t pos, end;
-    (void)self;
-    if (!PyArg_ParseTuple(args, "y*nn", &view, &pos, &end))
-        return NULL;
-    if (pos < 0 || end < pos || end > view.len) {
-        PyBuffer_Release(&view);
-        PyErr_SetString(PyExc_ValueError, "walk_crc: need 0 <= pos <= end <= len(buf)");
-        return NULL;
-    }
-    Py_ssize_t cap = (end - pos) / HEADER_SIZE + 1;
-    PyObject *out = PyBytes_FromStringAndSize(NULL, cap * (Py_ssize_t)sizeof(int64_t));
-    if (out == NULL) {
-        PyBuffer_Release(&view);
-        return NULL;
-    }
-    int64_t *offs = (int64_t *)PyBytes_AS_STRING(out);
-    const unsigned char *b = (const unsigned char *)view.buf;
-    Py_ssize_t p = pos, n = 0;
-    Py_BEGIN_ALLOW_THREADS
-    while (end - p >= HEADER_SIZE) {
-        uint32_t crc = be32(b + p);
-        uint32_t total = be32(b + p + 4);
-        if (total < HEADER_SIZE || total > HARD_MAX_RECORD || (Py_ssize_t)total > end - p)
-            break;
-        if (crc32_any(0, b + p + 4, (size_t)(total - 4)) != crc)
-            break;
-        offs[n++] = (int64_t)p;
-        p += (Py_ssize_t)total;
-    }
-    Py_END_ALLOW_THREADS
-    PyBuffer_Release(&view);
-    if (_PyBytes_Resize(&out, n * (Py_ssize_t)sizeof(int64_t)) < 0)
-        return NULL;
-    return Py_BuildValue("(Nn)", out, p);
 }
 
 static PyObject *walk_len(PyObject *self, PyObject *args) {
@@ -282,8 +240,6 @@ static PyMethodDef methods[] = {
     {"walk_batch", walk_batch, METH_VARARGS,
      "walk_batch(buf, pos, end, seg_end, max_record) -> (msg offsets, msg sizes, stop, uniform, q0)"},
     {"walk_len", walk_len, METH_VARARGS, "walk_len(buf, pos, end) -> stop: the record length chain only"},
-    {"walk_crc", walk_crc, METH_VARARGS,
-     "walk_crc(buf, pos, end) -> (int64 offsets as bytes, stop): length chain + CRC32 of each record"},
     {"crc32", py_crc32, METH_VARARGS, "crc32(data, value=0) -> int: zlib.crc32, carry-less multiply when the CPU has it"},
     {NULL, NULL, 0, NULL},
 };

@@ -80,19 +80,6 @@ def test_walkers_agree_with_reference(impl, native_mod, monkeypatch):
             assert rec.whole_prefix_end(data, 0, n) == p
 
 
-def test_native_chain_matches_python_chain(native_mod):
-    import numpy as np
-
-    for seed in range(100):
-        for data in _cases(seed):
-            mv = memoryview(data)
-            offs, p = rec._chain_py(mv, 0, len(data))
-            raw, q = native_mod.walk_crc(mv, 0, len(data))
-            assert (offs, p) == (np.frombuffer(raw, dtype=np.int64).tolist(), q)
-    with pytest.raises(ValueError):
-        native_mod.walk_crc(b"x" * 10, 5, 20)
-
-
 def test_crc32_matches_zlib_on_random_lengths_alignments_and_seeds(native_mod):
     """The carry-less-multiply CRC (used when the CPU has PCLMULQDQ) and its zlib fallback both
     equal zlib.crc32: every length 0..300 (the 64-byte and 16-byte fold edges), random longer
