@@ -25,6 +25,7 @@ from typing import Any
 
 import grpc
 
+from autoswitch.base.backoff import Backoff
 from autoswitch.base.errors import AutoswitchError
 from autoswitch.base.log import get_logger
 from autoswitch.proto import broker_pb2 as pb
@@ -139,7 +140,7 @@ class _Base:
 
     async def _call(self, method: str, request: Any, timeout_s: float | None = None) -> Any:
         fn = getattr(self._stub, method)
-        delay = self.backoff_s
+        backoff = Backoff(self.backoff_s, self.max_backoff_s, jitter=False)
         for attempt in range(self.max_retries + 1):
             try:
                 return await fn(request, timeout=timeout_s or self.timeout_s)
@@ -151,9 +152,9 @@ class _Base:
                         grpc_code=e.code().name,
                         attempts=attempt + 1,
                     ) from e
+                delay = backoff.next()
                 _log.debug("retry", method=method, addr=self.addr, attempt=attempt + 1, delay_s=delay)
                 await asyncio.sleep(delay)
-                delay = min(delay * 2, self.max_backoff_s)
         raise AssertionError("unreachable")
 
     async def close(self) -> None:

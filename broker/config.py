@@ -22,8 +22,6 @@ FLUSH_MODES = ("sync", "async")
 # Hard ceilings: a config may lower the limits, never raise them past these.
 MAX_REQUEST_BYTES_CEILING = 64 * 1024 * 1024
 MAX_BATCH_CEILING = 10_000
-MAX_TOPIC_BYTES = 255
-MAX_MSG_ID_BYTES = 128
 # Room for the protobuf framing, topic and msg_id around one body in a request.
 FRAME_OVERHEAD_BYTES = 16 * 1024
 

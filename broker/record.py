@@ -25,6 +25,8 @@ from dataclasses import dataclass
 
 from autoswitch.broker.store_errors import BadMessage, LogCorrupt
 
+from autoswitch.base.limits import MAX_MSG_ID_BYTES, MAX_TOPIC_BYTES
+
 HEADER = struct.Struct(">IIBBBBIQQBBHI")
 HEADER_SIZE = HEADER.size
 assert HEADER_SIZE == 40
@@ -32,8 +34,6 @@ MAGIC = 0xA5
 VERSION = 1
 TYPE_MESSAGE = 1
 TYPE_PADDING = 2
-MAX_TOPIC_BYTES = 255
-MAX_MSG_ID_BYTES = 128
 # Structural cap the reader enforces before trusting a length (the store's own cap,
 # max_message_bytes, is tighter); keeps garbage lengths from driving huge reads.
 HARD_MAX_RECORD = 256 * 1024 * 1024

@@ -52,6 +52,7 @@ from autoswitch.broker.replicas_manager import (
 )
 from autoswitch.controller.api import BrokerControllerApi, ControllerCallFailed, Heartbeat, connect
 
+from autoswitch.base.backoff import Backoff
 from autoswitch.base.errors import AutoswitchError
 from autoswitch.base.fsutil import fsync_dir
 from autoswitch.base.log import get_logger
@@ -342,8 +343,7 @@ class ReplicasAdapter:
             self._perform(self.core.tick(self.clock()))
 
     async def _watch(self) -> None:
-        delay = self.config.backoff_min_ms / 1000.0
-        max_delay = self.config.backoff_max_ms / 1000.0
+        backoff = Backoff(self.config.backoff_min_ms / 1000.0, self.config.backoff_max_ms / 1000.0, jitter=False)
         attempt = 0
         failures = 0
         while not self._stopping:
@@ -358,7 +358,7 @@ class ReplicasAdapter:
                 async for info in self.api.watch_replica_info(self.config.group, addr):
                     self.watch_events += 1
                     failures = 0
-                    delay = self.config.backoff_min_ms / 1000.0
+                    backoff.reset()
                     self._perform(self.core.on_replica_info(self._info(info), self.clock()))
                 self._log.info("watch_ended", controller=addr)
             except asyncio.CancelledError:
@@ -366,9 +366,8 @@ class ReplicasAdapter:
             except ControllerCallFailed as e:
                 self._log.info("watch_rejected", controller=addr, code=e.reply_name, message=e.message)
             except Exception as e:  # polling keeps us correct; the stream only makes us fast
-                self._log.info("watch_failed", controller=addr, error=repr(e)[:300], retryInMs=int(delay * 1000))
-            await asyncio.sleep(delay)
-            delay = min(max_delay, delay * 2)
+                self._log.info("watch_failed", controller=addr, error=repr(e)[:300])
+            await asyncio.sleep(backoff.next())
 
     # ------------------------------------------------------------------ commands
 

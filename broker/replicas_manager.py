@@ -31,10 +31,12 @@ from autoswitch.broker.identity import BrokerIdentity, LoadedIdentity, TempIdent
 from autoswitch.broker.lease import LeaseConfig, MasterLease
 from autoswitch.controller.api import FailKind, ReplicaInfo
 
+from autoswitch.base.backoff import Backoff
 from autoswitch.base.errors import ConfigError
+from autoswitch.base.limits import MAX_REPLICAS_PER_GROUP
 from autoswitch.base.log import get_logger
 
-MAX_SYNC_STATE_SET = 64  # members per proposal; a group has a handful of replicas
+MAX_SYNC_STATE_SET = MAX_REPLICAS_PER_GROUP  # members per proposal
 
 
 # --------------------------------------------------------------------------- config
@@ -285,22 +287,6 @@ class Phase(StrEnum):
 _CONTROLLER_STEPS = (Phase.GET_NEXT_ID, Phase.APPLY_ID, Phase.REGISTER)
 
 
-class _Backoff:
-    """Exponential, capped, with jitter in [50%, 100%] so brokers do not retry in lockstep."""
-
-    def __init__(self, min_s: float, max_s: float, rand: Callable[[], float]) -> None:
-        self.min_s, self.max_s, self._rand = min_s, max_s, rand
-        self.attempt = 0
-
-    def next(self) -> float:
-        base = min(self.max_s, self.min_s * (2 ** min(self.attempt, 30)))
-        self.attempt += 1
-        return base * (0.5 + 0.5 * self._rand())
-
-    def reset(self) -> None:
-        self.attempt = 0
-
-
 # --------------------------------------------------------------------------- the core
 
 
@@ -329,7 +315,7 @@ class ReplicasManager:
         # registration step machine
         self._step_req: int | None = None
         self._step_retry_at = 0.0
-        self._step_backoff = _Backoff(bmin, bmax, rand)
+        self._step_backoff = Backoff(bmin, bmax, rand=rand)
         self._resume_after_leader: Phase | None = None
         self.leader: str | None = None
 
@@ -340,10 +326,10 @@ class ReplicasManager:
         self._hb_inflight: dict[str, int] = {}
         self._sync_req: int | None = None
         self._next_sync_at = 0.0
-        self._sync_backoff = _Backoff(bmin, bmax, rand)
+        self._sync_backoff = Backoff(bmin, bmax, rand=rand)
         self._elect_req: int | None = None
         self._elect_retry_at = 0.0
-        self._elect_backoff = _Backoff(bmin, bmax, rand)
+        self._elect_backoff = Backoff(bmin, bmax, rand=rand)
 
         # role: `target` is the newest controller view, `applied_*` what the broker runs
         self.target: ReplicaInfo | None = None
@@ -356,7 +342,7 @@ class ReplicasManager:
         self._role_req: int | None = None
         self._resume_refused_epoch = 0
         self._role_retry_at = 0.0
-        self._role_backoff = _Backoff(bmin, bmax, rand)
+        self._role_backoff = Backoff(bmin, bmax, rand=rand)
         self._lease_fenced = False  # what the last SetFenced told the broker
 
         self._learned: list[SyncStateSetLearned] = []  # emitted by the next tick

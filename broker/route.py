@@ -21,7 +21,6 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
-import random
 import time
 import uuid
 from collections.abc import Sequence
@@ -31,6 +30,7 @@ from typing import Any
 
 import grpc
 
+from autoswitch.base.backoff import Backoff
 from autoswitch.base.errors import AutoswitchError
 from autoswitch.base.log import get_logger
 from autoswitch.proto import broker_pb2 as pb
@@ -261,7 +261,7 @@ class RoutedProducer(_Routed):
         pending: dict[str, bytes] = dict(zip(msg_ids, bodies, strict=True))
         done: dict[str, pb.ProduceResult] = {}
         deadline = time.monotonic() + self.policy.retry_deadline_s
-        delay = self.policy.backoff_min_s
+        backoff = Backoff(self.policy.backoff_min_s, self.policy.backoff_max_s)
         last = "no attempt"
         hint: str | None = None
         while pending:
@@ -325,12 +325,12 @@ class RoutedProducer(_Routed):
                         self.master = None
             else:
                 last = f"no master route for {self.group}"
+            delay = backoff.next()
             if time.monotonic() + delay > deadline:
                 raise RetriesExhausted(f"{len(pending)} messages not acknowledged: {last}",
                                        pending=len(pending))
             self.stats.retries += 1
-            await asyncio.sleep(delay * (0.5 + random.random() / 2))
-            delay = min(delay * 2, self.policy.backoff_max_s)
+            await asyncio.sleep(delay)
         return [done[i] for i in msg_ids]
 
     async def close(self) -> None:
@@ -347,7 +347,7 @@ class RoutedConsumer(_Routed):
 
     async def consume(self, topic: str, queue_offset: int, max_count: int) -> pb.ConsumeReply:
         deadline = time.monotonic() + self.policy.retry_deadline_s
-        delay = self.policy.backoff_min_s
+        backoff = Backoff(self.policy.backoff_min_s, self.policy.backoff_max_s, jitter=False)
         last = "no attempt"
         while True:
             if self.master is None:
@@ -368,7 +368,7 @@ class RoutedConsumer(_Routed):
                     self.master = None
             else:
                 last = f"no master route for {self.group}"
+            delay = backoff.next()
             if time.monotonic() + delay > deadline:
                 raise RetriesExhausted(f"consume {topic}@{queue_offset}: {last}")
             await asyncio.sleep(delay)
-            delay = min(delay * 2, self.policy.backoff_max_s)

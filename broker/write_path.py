@@ -21,9 +21,10 @@ from dataclasses import dataclass
 from typing import Any, Protocol
 
 from autoswitch.base.errors import AutoswitchError
+from autoswitch.base.limits import MAX_MSG_ID_BYTES, MAX_TOPIC_BYTES
 from autoswitch.base.log import get_logger
 
-from .config import MAX_MSG_ID_BYTES, MAX_TOPIC_BYTES, BrokerConfig
+from .config import BrokerConfig
 
 # Milliseconds since the epoch; year 9999 is far enough and keeps the record field's u64 safe.
 MAX_BORN_TS_MS = 253_402_300_799_999

@@ -16,9 +16,8 @@ from autoswitch.controller.api import (
 from autoswitch.controller.client import ControllerClient
 from autoswitch.controller.codes import Code, ControllerRpcError, code_name
 
+from autoswitch.base.limits import MAX_REPLICAS_PER_GROUP
 from autoswitch.proto import controller_pb2 as pb
-
-MAX_GROUP_MEMBERS = 1024   # bounds what a (possibly confused) controller can make a broker hold
 
 # Worth the same call again later: the cluster is electing, unreachable, overloaded or slow.
 _RETRY = frozenset({
@@ -122,7 +121,7 @@ class GrpcBrokerControllerApi:
     async def group_members(self, group: str) -> frozenset[int]:
         r = await self._call("GetSyncStateData", pb.GetSyncStateDataRequest(broker_names=[group]))
         ids = [int(m.broker_id) for g in r.groups if g.replica_info.broker_name == group for m in g.members]
-        return frozenset(ids[:MAX_GROUP_MEMBERS])
+        return frozenset(ids[:MAX_REPLICAS_PER_GROUP])
 
     async def watch_replica_info(self, group: str, addr: str) -> AsyncIterator[ReplicaInfo]:
         stream = self.client.watch_replica_info(group, addr)

@@ -18,6 +18,7 @@ import grpc
 from autoswitch.controller.batchable import BATCHABLE
 from autoswitch.controller.codes import Code, ControllerRpcError, code_name
 
+from autoswitch.base.backoff import Backoff
 from autoswitch.base.log import get_logger
 from autoswitch.proto import controller_pb2 as pb
 from autoswitch.proto import controller_pb2_grpc as pbg
@@ -240,7 +241,7 @@ class ControllerClient:
     async def call(self, method: str, request: Any, *, leader: bool = True) -> Any:
         """Invoke ``method`` following the leader; returns the reply or raises ControllerRpcError."""
         start = time.monotonic()
-        backoff = self.backoff_s
+        backoff = Backoff(self.backoff_s, self.max_backoff_s, jitter=False)
         last_code, last_msg = Code.CONTROLLER_UNAVAILABLE, "no controller reachable"
         leaderless = 0   # answers "not leader, no leader known": an election, or no quorum
         for attempt in range(self.max_attempts):
@@ -278,8 +279,7 @@ class ControllerClient:
                     leaderless += 1
                 self._leader = None
             _log.debug("controller_retry", method=method, attempt=attempt, code=code_name(last_code))
-            await asyncio.sleep(min(backoff, max(0.0, self.deadline_s - (time.monotonic() - start))))
-            backoff = min(backoff * 2, self.max_backoff_s)
+            await asyncio.sleep(min(backoff.next(), max(0.0, self.deadline_s - (time.monotonic() - start))))
         if leaderless and last_code in (Code.CONTROLLER_NOT_LEADER, Code.CONTROLLER_UNAVAILABLE):
             # Reachable nodes kept saying "no leader" for the whole budget: no quorum.
             raise ControllerRpcError(Code.CONTROLLER_QUORUM_UNAVAILABLE,

@@ -20,17 +20,20 @@ from typing import Any, ClassVar
 from autoswitch.controller.codes import Code
 
 from autoswitch.base.errors import AutoswitchError
+from autoswitch.base.limits import (
+    MAX_ADDRESS_LEN,
+    MAX_BROKER_ID,
+    MAX_INT64,
+    MAX_NAME_LEN,
+    MAX_REPLICAS_PER_GROUP,
+)
 
 ENCODING_VERSION = 1
 MAX_REQUEST_BYTES = 1 << 20
-MAX_NAME_LEN = 255            # clusterName / brokerName, UTF-8 characters
-MAX_ADDRESS_LEN = 255
 MAX_CHECK_CODE_LEN = 512
-MAX_REPLICAS_PER_GROUP = 64   # registered brokerIds per group; also caps SSS and alive lists
 MAX_QUERY_GROUPS = 100_000
 MAX_CONFIG_KEYS = 64
 MAX_CONFIG_VALUE_LEN = 1024
-MAX_INT64 = (1 << 63) - 1
 MIN_INT32, MAX_INT32 = -(1 << 31), (1 << 31) - 1
 
 TRIGGER_CONTROLLER = "controller"   # the leader's scan saw the master dead (majority opinion)
@@ -196,7 +199,7 @@ class ElectMasterRequest(Request):
         _check_str(self.broker_name, "brokerName", MAX_NAME_LEN, allow_empty=False)
         if self.trigger not in TRIGGERS:
             raise MalformedRequest(f"trigger must be one of {TRIGGERS}")
-        _check_int(self.broker_id, "brokerId", 0, MAX_INT64)
+        _check_int(self.broker_id, "brokerId", 0, MAX_BROKER_ID)
         _check_bool(self.designate, "designate")
         if self.designate and self.broker_id == 0:
             raise MalformedRequest("a designated election needs brokerId")
@@ -224,7 +227,7 @@ class AlterSyncStateSetRequest(Request):
         name, mb, me, se, ts = self.broker_name, self.master_broker_id, self.master_epoch, \
             self.sync_state_set_epoch, self.ts_ms
         if (type(name) is str and 0 < len(name) <= MAX_NAME_LEN and name.isascii()
-                and type(mb) is int and 1 <= mb <= MAX_INT64 and type(me) is int and 0 <= me <= MAX_INT64
+                and type(mb) is int and 1 <= mb <= MAX_BROKER_ID and type(me) is int and 0 <= me <= MAX_INT64
                 and type(se) is int and 0 <= se <= MAX_INT64 and type(ts) is int and 0 <= ts <= MAX_INT64
                 and _plain_ids(self.new_sync_state_set) and self.new_sync_state_set
                 and _plain_ids(self.alive_broker_ids)):
@@ -666,16 +669,16 @@ def _check_int(v: Any, what: str, lo: int, hi: int) -> None:
 
 
 def _check_id(v: Any, what: str) -> None:
-    if type(v) is int and 1 <= v <= MAX_INT64:
+    if type(v) is int and 1 <= v <= MAX_BROKER_ID:
         return
-    _check_int_ref(v, what, 1, MAX_INT64)
+    _check_int_ref(v, what, 1, MAX_BROKER_ID)
 
 
 def _check_ids_ref(v: Any, what: str) -> None:
     if not isinstance(v, tuple) or len(v) > MAX_REPLICAS_PER_GROUP:
         raise MalformedRequest(f"{what} must be a list of at most {MAX_REPLICAS_PER_GROUP} brokerIds")
     for x in v:
-        _check_int_ref(x, what, 1, MAX_INT64)
+        _check_int_ref(x, what, 1, MAX_BROKER_ID)
     if len(set(v)) != len(v):
         raise MalformedRequest(f"{what} has duplicates")
 
@@ -684,7 +687,7 @@ def _plain_ids(v: Any) -> bool:
     """True if ``v`` is an exact tuple of exact ints that _check_ids_ref accepts."""
     if type(v) is tuple and len(v) <= MAX_REPLICAS_PER_GROUP:
         for x in v:
-            if type(x) is not int or not 1 <= x <= MAX_INT64:
+            if type(x) is not int or not 1 <= x <= MAX_BROKER_ID:
                 return False
         return len(set(v)) == len(v)
     return False

@@ -19,6 +19,7 @@ from collections import Counter
 from collections.abc import Callable
 from dataclasses import dataclass
 
+from autoswitch.base.limits import MAX_ADDRESS_LEN, MAX_NAME_LEN
 from autoswitch.base.log import RateLimitedLog, get_logger
 from autoswitch.proto import namesrv_pb2 as pb
 from autoswitch.proto import namesrv_pb2_grpc as pbg
@@ -31,8 +32,8 @@ BAD_REQUEST = 1
 NOT_FOUND = 2
 LIMIT_REACHED = 3
 ROLES = ("master", "slave", "fenced")
-MAX_NAME = 127
-MAX_ADDR = 255
+MAX_NAME = MAX_NAME_LEN
+MAX_ADDR = MAX_ADDRESS_LEN
 # Cluster and group names: what RocketMQ accepts for broker names, nothing a log or a file path
 # could trip on.
 NAME_RE = re.compile(r"[A-Za-z0-9][A-Za-z0-9_.%-]*")

@@ -17,6 +17,7 @@ from autoswitch.controller.batchable import BATCHABLE
 from autoswitch.controller.codes import Code
 
 from autoswitch.base.errors import AutoswitchError
+from autoswitch.base.limits import MAX_ADDRESS_LEN, MAX_BROKER_ID, MAX_NAME_LEN, MAX_REPLICAS_PER_GROUP
 from autoswitch.base.log import get_logger
 from autoswitch.proto import controller_pb2 as pb
 from autoswitch.proto import controller_pb2_grpc as pbg
@@ -26,10 +27,10 @@ if TYPE_CHECKING:
 
 _log = get_logger("controller.service")
 
-MAX_NAME = 255
-MAX_ADDR = 255
-MAX_IDS = 1024
-MAX_ID = (1 << 62)
+MAX_NAME = MAX_NAME_LEN
+MAX_ADDR = MAX_ADDRESS_LEN
+MAX_IDS = MAX_REPLICAS_PER_GROUP
+MAX_ID = MAX_BROKER_ID
 MAX_HEARTBEAT_BATCH = 10_000
 MAX_BATCH_CALLS = 4096
 

@@ -17,6 +17,7 @@ from autoswitch.ha.errors import FrameError, HAProtocolError, OffsetMismatch
 from autoswitch.ha.log_api import ReplicaLog
 from autoswitch.ha.slave_session import SlaveSession
 
+from autoswitch.base.backoff import Backoff
 from autoswitch.base.errors import AutoswitchError
 from autoswitch.base.log import get_logger
 
@@ -70,7 +71,8 @@ class HASlave:
             self._writer.close()
 
     async def _run(self) -> None:
-        backoff = self.config.reconnect_backoff_min_s
+        backoff = Backoff(self.config.reconnect_backoff_min_s, self.config.reconnect_backoff_max_s,
+                          rand=self._rng.random)
         while not self._stopping:
             self._reached = False
             try:
@@ -101,10 +103,8 @@ class HASlave:
             self.state = "READY"
             if self._reached:
                 # The connection applied transfers: the next try starts quickly.
-                backoff = self.config.reconnect_backoff_min_s
-            delay = backoff * (0.5 + self._rng.random() / 2)
-            backoff = min(backoff * 2, self.config.reconnect_backoff_max_s)
-            await asyncio.sleep(delay)
+                backoff.reset()
+            await asyncio.sleep(backoff.next())
 
     def _note_error(self, reason: str, detail: str, level: str = "warning") -> None:
         self.last_error = {"reason": reason, "detail": detail}

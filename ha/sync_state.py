@@ -16,6 +16,8 @@ from dataclasses import dataclass
 from autoswitch.ha.config import HAConfig
 from autoswitch.ha.errors import InSyncReplicasNotEnough
 
+from autoswitch.base.backoff import Backoff
+
 
 @dataclass
 class ReplicaState:
@@ -54,7 +56,7 @@ class SyncStateTracker:
         # whose first copy committed): the controller may hold any of them, so their members keep
         # counting for acks until the syncStateSetEpoch is known to have moved past their base.
         self.unresolved: dict[frozenset[int], int] = {}
-        self.failures = 0
+        self._proposal_backoff = Backoff(config.proposal_backoff_min_s, config.proposal_backoff_max_s, jitter=False)
         self.next_proposal_at = now
         self.proposals_sent = 0
 
@@ -96,7 +98,7 @@ class SyncStateTracker:
 
     def on_proposal_accepted(self, accepted: frozenset[int], sync_state_set_epoch: int, now: float) -> None:
         self.in_flight = None
-        self.failures = 0
+        self._proposal_backoff.reset()
         self.next_proposal_at = now
         if sync_state_set_epoch < self.sync_state_set_epoch:
             return  # an answer older than what we know; ignore it
@@ -113,10 +115,12 @@ class SyncStateTracker:
             self.unresolved[p.new_set] = p.base_sync_state_set_epoch if base is None else max(
                 base, p.base_sync_state_set_epoch)
         self.in_flight = None
-        self.failures += 1
-        backoff = min(self.config.proposal_backoff_min_s * (2 ** min(self.failures - 1, 30)),
-                      self.config.proposal_backoff_max_s)
-        self.next_proposal_at = now + backoff
+        self.next_proposal_at = now + self._proposal_backoff.next()
+
+    @property
+    def failures(self) -> int:
+        """Proposals failed in a row."""
+        return self._proposal_backoff.attempt
 
     def on_sync_state_set(self, sync_state_set: frozenset[int], sync_state_set_epoch: int) -> None:
         """The controller told us a newer set by another path (replica info poll)."""

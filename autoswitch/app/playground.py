@@ -28,6 +28,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
+from autoswitch.base.backoff import Backoff
 from autoswitch.base.errors import AutoswitchError
 from autoswitch.base.log import get_logger
 
@@ -436,7 +437,7 @@ class RoutedProducer:
         from autoswitch.proto import broker_pb2 as pb
 
         msg_id = uuid.uuid4().hex
-        delay = self.backoff_min_s
+        backoff = Backoff(self.backoff_min_s, self.backoff_max_s, jitter=False)
         while not stop.is_set() and time.monotonic() < deadline:
             if self.addr is None:
                 self.addr = await self.discover()
@@ -460,8 +461,7 @@ class RoutedProducer:
                     await self._drop(addr)
                 self.failures += 1
                 self.addr = None
-            await asyncio.sleep(delay)
-            delay = min(delay * 2, self.backoff_max_s)
+            await asyncio.sleep(backoff.next())
         return None
 
     async def run(self, stop: asyncio.Event, max_messages: int, max_s: float) -> None:

@@ -20,6 +20,7 @@ from collections.abc import Callable, Iterable
 
 import grpc
 
+from autoswitch.base.backoff import Backoff
 from autoswitch.base.log import RateLimitedLog, get_logger
 from autoswitch.proto import raft_pb2, raft_pb2_grpc
 
@@ -205,7 +206,7 @@ class PeerSender:
 
     async def _run(self) -> None:
         loop = asyncio.get_running_loop()
-        backoff = self.cfg.reconnect_min_ms / 1000
+        backoff = Backoff(self.cfg.reconnect_min_ms / 1000, self.cfg.reconnect_max_ms / 1000, jitter=False)
         attempt = 0
         while True:
             attempt += 1
@@ -233,9 +234,8 @@ class PeerSender:
             # vanished (vote replies lost for ~0.5 s after a restart: the bench.election tail)
             self.queue.put_nowait(_Stop(attempt))
             if loop.time() - started > 1.0:
-                backoff = self.cfg.reconnect_min_ms / 1000     # it was up for a while: retry quickly
-            await self._backoff(backoff)
-            backoff = min(backoff * 2, self.cfg.reconnect_max_ms / 1000)
+                backoff.reset()     # it was up for a while: retry quickly
+            await self._backoff(backoff.next())
 
     async def _backoff(self, backoff_s: float) -> None:
         """Sleep reconnect_min_ms, then the rest of backoff_s unless a message is queued meanwhile.

@@ -1,0 +1,22 @@
+"""Limits every part agrees on. A value a peer sends is checked against these at the edge (gRPC
+service, name server, state machine, broker), so what one part accepts the next never refuses.
+Part-specific limits (frame sizes, queue depths, batch counts) stay with their part and are
+documented config keys; this module holds only the ones shared across parts."""
+
+from __future__ import annotations
+
+# Names: clusterName, brokerName (group), controller config keys. RocketMQ caps topic names at
+# 127 characters; group and cluster names get the same bound everywhere.
+MAX_NAME_LEN = 127
+# "host:port" addresses (broker, HA, controller).
+MAX_ADDRESS_LEN = 255
+# brokerIds per group: registered replicas, SyncStateSet, eligible and alive lists. A group has a
+# handful of replicas; 64 leaves room without letting a request carry thousands.
+MAX_REPLICAS_PER_GROUP = 64
+# brokerIds are >= 1 and at most this: "next id" (max + 1) still fits a signed 64-bit field.
+MAX_BROKER_ID = 1 << 62
+# Offsets, MasterEpochs and syncStateSetEpochs travel in signed 64-bit protobuf fields.
+MAX_INT64 = (1 << 63) - 1
+# Message topic and msg_id, in UTF-8 bytes (the record header stores their lengths in one byte).
+MAX_TOPIC_BYTES = 255
+MAX_MSG_ID_BYTES = 128
