@@ -18,12 +18,12 @@ Written with temp + fsync + rename + fsync(dir) (autoswitch.base.fsutil.write_at
 from __future__ import annotations
 
 import struct
-import zlib
 from dataclasses import dataclass, field
 from pathlib import Path
 
 from autoswitch.broker.store_errors import LogCorrupt
 
+from autoswitch.base.crcfile import TRAILER, seal, sealed_body
 from autoswitch.base.fsutil import write_atomic
 
 MAGIC = b"ASCK"
@@ -34,7 +34,7 @@ INTENT_RESET = 2
 MAX_TOPICS = 100_000
 _HEAD = struct.Struct(">4sHBBQQQQQqI")
 _TOPIC_TAIL = struct.Struct(">QQ")
-_CRC = struct.Struct(">I")
+_CRC = TRAILER
 MAX_BYTES = _HEAD.size + MAX_TOPICS * (1 + 255 + _TOPIC_TAIL.size) + _CRC.size
 
 
@@ -71,15 +71,14 @@ def encode(cp: Checkpoint) -> bytes:
         nb = name.encode()
         mn, nx = cp.topics[name]
         parts.append(bytes([len(nb)]) + nb + _TOPIC_TAIL.pack(mn, nx))
-    body = b"".join(parts)
-    return body + _CRC.pack(zlib.crc32(body))
+    return seal(b"".join(parts))
 
 
 def decode(data: bytes, path: str = "<bytes>") -> Checkpoint:
     n = len(data)
     if n < _HEAD.size + _CRC.size or n > MAX_BYTES:
         raise LogCorrupt(f"checkpoint has impossible size {n}", path=path)
-    if zlib.crc32(memoryview(data)[: n - _CRC.size]) != _CRC.unpack_from(data, n - _CRC.size)[0]:
+    if sealed_body(data) is None:
         raise LogCorrupt("checkpoint crc mismatch", path=path)
     (magic, version, intent, rsv, synced, vfrom, confirm, min_off, i_off, i_epoch, count) = _HEAD.unpack_from(data, 0)
     if magic != MAGIC or version != VERSION or rsv != 0 or intent > INTENT_RESET or count > MAX_TOPICS:

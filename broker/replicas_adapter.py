@@ -53,6 +53,7 @@ from autoswitch.broker.replicas_manager import (
 from autoswitch.controller.api import BrokerControllerApi, ControllerCallFailed, Heartbeat, connect
 
 from autoswitch.base.backoff import Backoff
+from autoswitch.base.crashpoints import crash_point
 from autoswitch.base.errors import AutoswitchError
 from autoswitch.base.fsutil import fsync_dir
 from autoswitch.base.log import get_logger
@@ -61,28 +62,15 @@ MAX_PENDING_PROPOSALS = 16
 ABORT_MARKER = "replicas.abort"  # exists while a broker runs; left behind by a crash
 
 
-# TEST-ONLY crash injection (docs/replicas-manager.md "Test hooks"): with
-# AUTOSWITCH_TEST_CRASH_AT=<step> the process exits abruptly (os._exit, no cleanup, like a
-# SIGKILL) right after that registration step completed. Never set it in production.
-CRASH_ENV = "AUTOSWITCH_TEST_CRASH_AT"
-CRASH_EXIT_CODE = 86
-CRASH_STEPS = {
-    "GetNextBrokerId": "get_next_id",
-    "WriteTempIdentity": "temp_identity",
-    "ApplyBrokerId": "apply_id",
-    "CommitIdentity": "identity_file",
-    "RegisterBroker": "register",
+# Crash points (autoswitch.base.crashpoints) after each registration step, for the tests that
+# prove a broker killed between two steps registers cleanly on its next start.
+_CRASH_POINTS = {
+    GetNextBrokerId: "registration.get_next_id",
+    WriteTempIdentity: "registration.temp_identity",
+    ApplyBrokerId: "registration.apply_id",
+    CommitIdentity: "registration.identity_file",
+    RegisterBroker: "registration.register",
 }
-
-
-def _test_crash_point(cmd: Command) -> None:
-    want = os.environ.get(CRASH_ENV)
-    if not want:
-        return
-    step = CRASH_STEPS.get(type(cmd).__name__)
-    if step == want:
-        get_logger("broker.replicas_adapter").error("test_crash_injected", step=step)
-        os._exit(CRASH_EXIT_CODE)
 
 
 class BrokerRoleTarget(Protocol):
@@ -402,7 +390,9 @@ class ReplicasAdapter:
         req = cmd.req  # type: ignore[union-attr]
         try:
             value = await self._call(cmd)
-            _test_crash_point(cmd)
+            point = _CRASH_POINTS.get(type(cmd))
+            if point is not None:
+                crash_point(point)
         except asyncio.CancelledError:
             raise
         except Exception as e:

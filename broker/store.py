@@ -21,7 +21,7 @@ from __future__ import annotations
 import os
 import shutil
 import time
-from collections.abc import Callable, Iterator
+from collections.abc import Iterator
 from dataclasses import replace
 from pathlib import Path
 
@@ -42,6 +42,7 @@ from autoswitch.broker.store_errors import (
 )
 from autoswitch.epochfile import EpochCache, EpochFile, EpochRuleError
 
+from autoswitch.base.crashpoints import crash_point
 from autoswitch.base.errors import CorruptionError
 from autoswitch.base.fsutil import fsync_dir
 from autoswitch.base.log import get_logger
@@ -77,9 +78,6 @@ class MessageStore:
         self._epochs = EpochCache()
         self._confirm = 0
         self._closed = False
-        # Test-only: called with a step name inside truncate/reset/retention so tests can
-        # stop ("crash") between steps; None in production.
-        self.crash_hook: Callable[[str], None] | None = None
         try:
             self._cp = self._recover()
         except CorruptionError as e:
@@ -403,10 +401,6 @@ class MessageStore:
         self._logger.info("epoch_appended", epoch=epoch, start_offset=start_offset)
 
     # ================================================================ cuts
-    def _hook(self, step: str) -> None:
-        if self.crash_hook is not None:
-            self.crash_hook(step)
-
     def truncate(self, offset: int, last_common_epoch: int | None = None) -> None:
         """Crash-safe cut: checkpoint with the intent first, then files, then EpochFile."""
         self._check_open()
@@ -437,14 +431,14 @@ class MessageStore:
         )
         ckpt.save(self._cp_path, cp)
         self._cp = cp
-        self._hook("truncate_intent_written")
+        crash_point("store.truncate_intent_written")
         self._log.truncate(offset)
-        self._hook("truncate_log_cut")
+        crash_point("store.truncate_log_cut")
         for name, ti in self._indexes.items():
             ti.truncate_to(cuts[name])
         for name in gone:
             self._indexes.pop(name).delete()
-        self._hook("truncate_index_cut")
+        crash_point("store.truncate_index_cut")
         cache = self._epochs.copy()
         cache.truncate_suffix_from_offset(offset)
         if last_common_epoch is not None:
@@ -452,7 +446,7 @@ class MessageStore:
         if cache != self._epochs:
             self._epoch_file.save(cache)
             self._epochs = cache
-        self._hook("truncate_epochs_saved")
+        crash_point("store.truncate_epochs_saved")
         self._confirm = min(self._confirm, offset)
         self._sync_and_checkpoint(force=True)
         self._logger.info("store_truncated", offset=offset, last_common_epoch=last_common_epoch,
@@ -467,7 +461,7 @@ class MessageStore:
                              start_offset, None, {})
         ckpt.save(self._cp_path, cp)
         self._cp = cp
-        self._hook("reset_intent_written")
+        crash_point("store.reset_intent_written")
         self._log.delete_all()
         for ti in self._indexes.values():
             ti.close()
@@ -479,7 +473,7 @@ class MessageStore:
         self._epoch_file.save(self._epochs)
         self._log.min_offset = self._log.max_offset = start_offset
         self._confirm = start_offset
-        self._hook("reset_files_dropped")
+        crash_point("store.reset_files_dropped")
         self._sync_and_checkpoint(force=True)
         self._logger.warning("store_reset", start_offset=start_offset)
 
@@ -509,7 +503,7 @@ class MessageStore:
         )
         ckpt.save(self._cp_path, cp)
         self._cp = cp
-        self._hook("retention_checkpoint_written")
+        crash_point("store.retention_checkpoint_written")
         self._log.delete_below(new_min)
         self._log.min_offset = new_min
         for name, ti in self._indexes.items():

@@ -18,12 +18,12 @@ empty cache where there was history would make the slave guess its truncation.
 from __future__ import annotations
 
 import struct
-import zlib
 from pathlib import Path
 
 from autoswitch.epochfile.cache import MAX_ENTRIES, EpochCache
 from autoswitch.epochfile.errors import EpochFileCorrupt, EpochRuleError
 
+from autoswitch.base.crcfile import TRAILER, seal, sealed_body
 from autoswitch.base.fsutil import write_atomic
 from autoswitch.base.log import get_logger
 
@@ -31,7 +31,7 @@ MAGIC = b"ASEP"
 VERSION = 1
 _HEADER = struct.Struct(">4sHHI")
 _ENTRY = struct.Struct(">IQ")
-_CRC = struct.Struct(">I")
+_CRC = TRAILER
 MAX_FILE_BYTES = _HEADER.size + MAX_ENTRIES * _ENTRY.size + _CRC.size
 
 _log = get_logger("epochfile")
@@ -41,8 +41,7 @@ def encode(cache: EpochCache) -> bytes:
     entries = cache.entries()
     parts = [_HEADER.pack(MAGIC, VERSION, 0, len(entries))]
     parts.extend(_ENTRY.pack(e.epoch, e.start_offset) for e in entries)
-    body = b"".join(parts)
-    return body + _CRC.pack(zlib.crc32(body))
+    return seal(b"".join(parts))
 
 
 def decode(data: bytes, path: str = "<bytes>") -> EpochCache:
@@ -55,10 +54,8 @@ def decode(data: bytes, path: str = "<bytes>") -> EpochCache:
     magic, version, flags, count = _HEADER.unpack_from(data, 0)
     if magic != MAGIC:
         raise EpochFileCorrupt(f"bad magic {magic!r}", path)
-    (stored_crc,) = _CRC.unpack_from(data, n - _CRC.size)
-    actual_crc = zlib.crc32(memoryview(data)[: n - _CRC.size])
-    if stored_crc != actual_crc:
-        raise EpochFileCorrupt(f"crc mismatch (stored {stored_crc:#010x}, actual {actual_crc:#010x})", path)
+    if sealed_body(data) is None:
+        raise EpochFileCorrupt("crc mismatch", path)
     if version != VERSION:
         raise EpochFileCorrupt(f"unsupported version {version}", path)
     if flags != 0:

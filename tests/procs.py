@@ -40,12 +40,18 @@ def wait_port(port: int, timeout: float = 15.0, proc: subprocess.Popen | None = 
     raise TimeoutError(f"port {port} did not open within {timeout}s")
 
 
-class Proc:
-    """One `python -m autoswitch ...` process with its log file."""
+CRASH_RUN = str(Path(__file__).resolve().parent / "crash_run.py")
 
-    def __init__(self, name: str, args: list[str], log_dir: Path, env: dict | None = None) -> None:
+
+class Proc:
+    """One `python -m autoswitch ...` process with its log file. ``crash_at``: run it through
+    tests/crash_run.py with that crash point armed (the process exits 86 when it gets there)."""
+
+    def __init__(self, name: str, args: list[str], log_dir: Path, env: dict | None = None,
+                 crash_at: str | None = None) -> None:
         self.name = name
         self.args = list(args)
+        self.entry = ["-m", "autoswitch"] if crash_at is None else [CRASH_RUN, crash_at]
         self.log_path = Path(log_dir) / f"{name}.log"
         self.env = dict(os.environ, **(env or {}))
         self.env.setdefault("PYTHONUNBUFFERED", "1")
@@ -55,7 +61,7 @@ class Proc:
         self.log_path.parent.mkdir(parents=True, exist_ok=True)
         logf = open(self.log_path, "ab")
         self.popen = subprocess.Popen(
-            [sys.executable, "-m", "autoswitch", *self.args],
+            [sys.executable, *self.entry, *self.args],
             stdout=logf,
             stderr=subprocess.STDOUT,
             env=self.env,
@@ -101,8 +107,8 @@ class ProcGroup:
         self.log_dir = Path(log_dir)
         self.procs: list[Proc] = []
 
-    def start(self, name: str, args: list[str], env: dict | None = None) -> Proc:
-        p = Proc(name, args, self.log_dir, env).start()
+    def start(self, name: str, args: list[str], env: dict | None = None, crash_at: str | None = None) -> Proc:
+        p = Proc(name, args, self.log_dir, env, crash_at).start()
         self.procs.append(p)
         return p
 

@@ -21,6 +21,8 @@ import zlib
 from collections.abc import Iterable
 from dataclasses import dataclass, field
 
+from autoswitch.base.crcfile import seal, sealed_body
+
 from .errors import RaftStorageCorrupt
 from .messages import Entry, EntryKind, HardState, Snapshot
 
@@ -197,13 +199,12 @@ def encode_hard_state(hs: HardState) -> bytes:
     vote = (hs.vote or "").encode()
     if len(vote) > 1024:
         raise ValueError("node id too long")
-    body = _HS.pack(HS_MAGIC, hs.term, hs.commit, len(vote)) + vote
-    return body + struct.pack(">I", zlib.crc32(body))
+    return seal(_HS.pack(HS_MAGIC, hs.term, hs.commit, len(vote)) + vote)
 
 
 def decode_hard_state(buf: bytes, where: str, path: str | None = None, offset: int = 0) -> HardState:
     try:
-        if len(buf) < _HS.size + 4 or zlib.crc32(buf[:-4]) != struct.unpack(">I", buf[-4:])[0]:
+        if len(buf) < _HS.size + 4 or sealed_body(buf) is None:
             raise ValueError("checksum mismatch or short file")
         magic, term, commit, vlen = _HS.unpack_from(buf, 0)
         if magic != HS_MAGIC or _HS.size + vlen + 4 != len(buf):

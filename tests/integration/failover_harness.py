@@ -107,12 +107,13 @@ class FailoverCluster:
         return args
 
     def start_broker(self, name: str, *, new_port: bool = False, env: dict | None = None,
-                     controllers: str | None = None, wait: bool = True, lease: bool | None = None) -> Proc:
+                     controllers: str | None = None, wait: bool = True, lease: bool | None = None,
+                     crash_at: str | None = None) -> Proc:
         if name not in self.broker_port or new_port:
             self.broker_port[name] = free_port()
             self.broker_ha_port[name] = free_port()
         p = self.procs.start(self._name(name), self.broker_args(name, controllers=controllers, lease=lease),
-                             env=env)
+                             env=env, crash_at=crash_at)
         self.broker_proc[name] = p
         if wait:
             wait_port(self.broker_port[name], timeout=20, proc=p.popen)

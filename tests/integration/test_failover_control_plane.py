@@ -23,7 +23,7 @@ from tests.tcpproxy import TcpProxy
 
 pytestmark = [pytest.mark.integration, pytest.mark.timeout(180)]
 
-CRASH_STEPS = ("get_next_id", "temp_identity", "apply_id", "identity_file", "register")
+CRASH_STEPS = ("get_next_id", "temp_identity", "apply_id", "identity_file", "register")   # registration.*
 
 
 def _leader(c: FailoverCluster) -> str:
@@ -92,7 +92,7 @@ def test_crash_at_each_registration_step(procs, tmp_path):
     c.start_all(("b1",))
     c.wait_master(timeout=30)
     names = [f"x-{s}" for s in CRASH_STEPS]
-    started = [(n, c.start_broker(n, wait=False, env={"AUTOSWITCH_TEST_CRASH_AT": s}))
+    started = [(n, c.start_broker(n, wait=False, crash_at=f"registration.{s}"))
                for n, s in zip(names, CRASH_STEPS, strict=True)]
     for n, p in started:
         assert p.popen.wait(30) == 86, f"{n} did not crash at its step: {p.log_text()[-2000:]}"

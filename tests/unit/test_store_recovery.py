@@ -13,11 +13,22 @@ import pytest
 from autoswitch.broker.store import LogCorrupt, MessageStore
 from autoswitch.epochfile import EpochFileCorrupt
 
+from autoswitch.base import crashpoints
 from tests.unit.test_store_helpers import SMALL, fill, index_view, open_store, scan_view, snapshot
 
 
 class SimulatedCrash(Exception):
     pass
+
+
+def _crash(name: str) -> None:
+    raise SimulatedCrash(name)
+
+
+@pytest.fixture(autouse=True)
+def _no_armed_crash_points():
+    yield
+    crashpoints.disarm_all()
 
 
 def last_segment(root):
@@ -207,11 +218,7 @@ def test_crash_inside_truncate(tmp_path, step):
     cut = res[3].start_offset
     kept = [r.msg_id for r in s.scan() if r.phy_offset < cut]
 
-    def hook(name):
-        if name == step:
-            raise SimulatedCrash(name)
-
-    s.crash_hook = hook
+    crashpoints.arm(f"store.{step}", _crash)
     with pytest.raises(SimulatedCrash):
         s.truncate(cut, last_common_epoch=2)
     s.abandon()
@@ -230,11 +237,7 @@ def test_crash_inside_reset(tmp_path, step):
     fill(s, 30)
     s.flush()
 
-    def hook(name):
-        if name == step:
-            raise SimulatedCrash(name)
-
-    s.crash_hook = hook
+    crashpoints.arm(f"store.{step}", _crash)
     with pytest.raises(SimulatedCrash):
         s.reset(50_000)
     s.abandon()
@@ -250,11 +253,7 @@ def test_crash_inside_retention(tmp_path):
     fill(s, 30)
     s.flush()
 
-    def hook(name):
-        if name == "retention_checkpoint_written":
-            raise SimulatedCrash(name)
-
-    s.crash_hook = hook
+    crashpoints.arm("store.retention_checkpoint_written", _crash)
     with pytest.raises(SimulatedCrash):
         s.apply_retention(keep_bytes=4096, keep_seconds=None)
     s.abandon()
