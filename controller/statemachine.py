@@ -699,7 +699,7 @@ class ControllerStateMachine:
                 records.append(event_history_record(ev, index, ts, after))
             staged.commit()
         self.last_applied_index = index
-        log_applied = _log.enabled_for(logging.INFO) if records else False
+        log_applied = _log.is_enabled_for(logging.INFO) if records else False
         for rec in records:
             if log_applied:   # skip building the fields when INFO is off (_log.info would drop them)
                 _log.info("event_applied", kind=rec["event"], index=index, group=rec["group"],

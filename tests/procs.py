@@ -18,10 +18,21 @@ from pathlib import Path
 HOST = "127.0.0.1"
 
 
+_handed_out: set[int] = set()
+
+
 def free_port() -> int:
-    with contextlib.closing(socket.socket(socket.AF_INET, socket.SOCK_STREAM)) as s:
-        s.bind((HOST, 0))
-        return s.getsockname()[1]
+    """A port nothing listens on now and this test process has not handed out before: the kernel
+    may give the same ephemeral port to two binds in a row once the first socket closed, and two
+    "free" ports of one cluster must differ."""
+    for _ in range(1000):
+        with contextlib.closing(socket.socket(socket.AF_INET, socket.SOCK_STREAM)) as s:
+            s.bind((HOST, 0))
+            port = s.getsockname()[1]
+        if port not in _handed_out:
+            _handed_out.add(port)
+            return port
+    raise RuntimeError("no unused port found in 1000 tries")
 
 
 def wait_port(port: int, timeout: float = 15.0, proc: subprocess.Popen | None = None) -> None:

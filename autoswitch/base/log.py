@@ -1,129 +1,121 @@
-"""Structured logging: one JSON object per line, one line per event.
+"""Structured logging: one JSON object per line, one line per event (structlog, orjson).
 
-Every line carries ``ts``, ``level``, ``component`` and ``event``; callers bind
-``group`` / ``brokerId`` / ``epoch`` (and anything else) so an operator can grep
-one broker group's history across processes.
+Every line carries ``ts``, ``level``, ``pid``, ``component`` and ``event``; callers bind
+``group`` / ``brokerId`` / ``epoch`` (and anything else) so an operator can grep one broker
+group's history across processes. Lines from the standard ``logging`` module (gRPC, asyncio,
+py4j) go through the same renderer, so a process writes one format.
 """
 
 from __future__ import annotations
 
-import json
 import logging
 import os
 import sys
 import time
-from typing import Any
+from typing import Any, cast
 
-_configured = False
+import orjson
+import structlog
+from structlog.typing import EventDict, FilteringBoundLogger, WrappedLogger
 
+EventLogger = FilteringBoundLogger
 
-# One encoder for every line: json.dumps with options builds a new encoder per call, and even a
-# kept JSONEncoder builds its C encoder per call. Same output as
-# json.dumps(obj, default=str, separators=(",", ":")); a field that cannot be encoded (a cycle)
-# falls back to that call and its error.
-_ENCODER = json.JSONEncoder(default=str, separators=(",", ":"))
-_C_ENCODE = (json.encoder.c_make_encoder(None, str, json.encoder.encode_basestring_ascii, None, ":", ",",
-                                         False, False, True)
-             if json.encoder.c_make_encoder is not None else None)
+_stamp_second = -1
+_stamp_prefix = ""
 
 
-def _encode(obj: dict) -> str:
-    if _C_ENCODE is not None:
-        try:
-            return "".join(_C_ENCODE(obj, 0))
-        except (RecursionError, ValueError, TypeError):
-            pass
-    return _ENCODER.encode(obj)
+def _stamp(_: WrappedLogger, method: str, ed: EventDict) -> EventDict:
+    """ts (UTC, milliseconds), level and pid first, then the event's own fields."""
+    global _stamp_second, _stamp_prefix
+    now = time.time()
+    sec = int(now)
+    if sec != _stamp_second:   # the date part changes once a second: format it once a second
+        _stamp_second, _stamp_prefix = sec, time.strftime("%Y-%m-%dT%H:%M:%S", time.gmtime(sec))
+    out = {"ts": f"{_stamp_prefix}.{int((now - sec) * 1000):03d}Z",
+           "level": "warning" if method == "warn" else method, "pid": os.getpid()}
+    exc = ed.pop("exc_info", None)
+    if exc:
+        out["exc"] = structlog.processors.ExceptionRenderer()(None, method, {"exc_info": exc})["exception"]
+    out["component"] = ed.pop("component", None)
+    out["event"] = ed.pop("event", None)
+    out.update(ed)
+    return out
 
 
-class _JsonFormatter(logging.Formatter):
-    def __init__(self) -> None:
-        super().__init__()
-        self._second = -1
-        self._stamp = ""
-
-    def format(self, record: logging.LogRecord) -> str:
-        fields = getattr(record, "as_fields", None)
-        if fields is None:
-            fields = {"component": record.name, "event": record.getMessage()}
-        sec = int(record.created)
-        if sec != self._second:    # the date part changes once a second: format it once a second
-            self._second, self._stamp = sec, time.strftime("%Y-%m-%dT%H:%M:%S", time.gmtime(sec))
-        out = {"ts": f"{self._stamp}.{int(record.msecs):03d}Z", "level": record.levelname.lower(),
-               "pid": record.process}
-        out.update(fields)
-        if record.exc_info:
-            out["exc"] = self.formatException(record.exc_info)
-        return _encode(out)
+def _render(_: WrappedLogger, __: str, ed: EventDict) -> bytes:
+    # default=str: paths, enums and other objects become their text instead of failing the line.
+    return orjson.dumps(ed, default=str, option=orjson.OPT_NON_STR_KEYS)
 
 
-def configure(level: str | None = None, stream=None) -> None:
-    """Install the JSON formatter on the root logger (idempotent).
+_PROCESSORS = [_stamp, _render]
+_generation = 0   # bumped by configure(): loggers re-bind to the new level and stream
 
-    Level comes from the argument, else ``AUTOSWITCH_LOG_LEVEL``, else INFO.
-    """
-    global _configured
-    root = logging.getLogger()
-    lvl = (level or os.environ.get("AUTOSWITCH_LOG_LEVEL") or "INFO").upper()
-    root.setLevel(lvl)
-    if _configured:
+
+def configure(level: str | None = None, stream=None, *, stdlib: bool = True) -> None:
+    """Route every logger to one JSON-lines stream (stderr by default). Level comes from the
+    argument, else ``AUTOSWITCH_LOG_LEVEL``, else INFO. May be called again (tests, the CLI).
+    ``stdlib``: also take over the standard ``logging`` root handler (what a process wants; a
+    library import must not)."""
+    name = (level or os.environ.get("AUTOSWITCH_LOG_LEVEL") or "INFO").upper()
+    lvl = logging.getLevelName(name)
+    if not isinstance(lvl, int):
+        raise ValueError(f"unknown log level {name!r}")
+    global _generation
+    out = stream or sys.stderr
+    _generation += 1
+    structlog.configure(
+        processors=list(_PROCESSORS),
+        wrapper_class=structlog.make_filtering_bound_logger(lvl),
+        logger_factory=structlog.BytesLoggerFactory(getattr(out, "buffer", out)),
+        cache_logger_on_first_use=False,
+    )
+    if not stdlib:
         return
-    handler = logging.StreamHandler(stream or sys.stderr)
-    handler.setFormatter(_JsonFormatter())
+    handler = logging.StreamHandler(out)
+    handler.setFormatter(structlog.stdlib.ProcessorFormatter(
+        processors=[_stdlib_fields, structlog.stdlib.ProcessorFormatter.remove_processors_meta, _stamp,
+                    lambda *a: _render(*a).decode()]))
+    root = logging.getLogger()
     root.handlers[:] = [handler]
-    # Our lines carry no source file / line / thread: skip the stack walk and thread lookup the
-    # logging module does for every record (about a third of a line's cost on the apply path).
-    logging._srcfile = None
-    logging.logThreads = False
-    _configured = True
+    root.setLevel(lvl)
 
 
-class EventLogger:
-    """A logger that emits events with bound context fields.
+def _stdlib_fields(_: WrappedLogger, __: str, ed: EventDict) -> EventDict:
+    record = ed.get("_record")
+    if record is not None:
+        ed = {"component": record.name, **ed}
+        if record.exc_info:
+            ed["exc_info"] = record.exc_info
+    return ed
 
-    >>> log = get_logger("ha").bind(group="g1", brokerId=2)
-    >>> log.info("slave_connected", epoch=3, addr="127.0.0.1:10912")
-    """
 
-    __slots__ = ("_logger", "_ctx", "component")
+class _Logger:
+    """A bound structlog logger that follows ``configure``: module-level loggers exist before the
+    CLI configures. Re-binds once per configure, not per call: a filtered-out debug() then costs
+    ~0.3 us instead of the ~2 us of building a logger on every call."""
 
-    def __init__(self, component: str, ctx: dict[str, Any] | None = None) -> None:
-        self.component = component
-        self._logger = logging.getLogger(f"autoswitch.{component}")
-        self._ctx = dict(ctx or {})
+    __slots__ = ("_ctx", "_gen", "_bound")
 
-    def bind(self, **ctx: Any) -> EventLogger:
-        merged = dict(self._ctx)
-        merged.update(ctx)
-        return EventLogger(self.component, merged)
+    def __init__(self, ctx: dict[str, Any]) -> None:
+        self._ctx = ctx
+        self._gen = -1
+        self._bound: FilteringBoundLogger | None = None
 
-    def enabled_for(self, level: int) -> bool:
-        """Whether an event at ``level`` would be emitted (lets hot paths skip building fields)."""
-        return self._logger.isEnabledFor(level)
-
-    def _emit(self, level: int, event: str, fields: dict[str, Any], exc_info=None) -> None:
-        if not self._logger.isEnabledFor(level):
-            return
-        payload: dict[str, Any] = {"component": self.component, "event": event}
-        payload.update(self._ctx)
-        payload.update(fields)
-        self._logger.log(level, event, extra={"as_fields": payload}, exc_info=exc_info)
-
-    def debug(self, event: str, **fields: Any) -> None:
-        self._emit(logging.DEBUG, event, fields)
-
-    def info(self, event: str, **fields: Any) -> None:
-        self._emit(logging.INFO, event, fields)
-
-    def warning(self, event: str, **fields: Any) -> None:
-        self._emit(logging.WARNING, event, fields)
-
-    def error(self, event: str, exc_info=None, **fields: Any) -> None:
-        self._emit(logging.ERROR, event, fields, exc_info=exc_info)
+    def __getattr__(self, name: str) -> Any:
+        if self._gen != _generation:
+            self._bound = structlog.get_logger().bind(**self._ctx)
+            self._gen = _generation
+        return getattr(self._bound, name)
 
 
 def get_logger(component: str, **ctx: Any) -> EventLogger:
-    return EventLogger(component, ctx)
+    """A logger with ``component`` and ``ctx`` bound; ``.bind(**more)`` adds fields."""
+    return cast(EventLogger, _Logger({"component": component, **ctx}))
+
+
+# Before configure() (library use, tests): JSON lines on the process's own stderr at INFO, never
+# structlog's console default; the standard logging module is left as the host configured it.
+configure(os.environ.get("AUTOSWITCH_LOG_LEVEL") or "INFO", sys.__stderr__, stdlib=False)
 
 
 class RateLimitedLog:
@@ -134,8 +126,6 @@ class RateLimitedLog:
 
     def __init__(self, log: EventLogger, interval_s: float = 10.0, max_keys: int = 1024,
                  clock: Any = None) -> None:
-        import time
-
         assert interval_s > 0 and max_keys > 0
         self.log = log
         self.interval_s = interval_s

@@ -25,29 +25,33 @@ def test_cli_help_runs():
 
 
 def test_a_log_line_is_the_json_of_ts_level_pid_and_the_fields():
+    import io
     import json
-    import logging
+    import os
     import re
     from pathlib import Path
 
-    from autoswitch.base.log import _JsonFormatter
+    from autoswitch.base import log as aslog
 
-    fmt = _JsonFormatter()
-    rec = logging.LogRecord("autoswitch.x", logging.INFO, __file__, 1, "ev", None, None)
-    rec.as_fields = {"component": "x", "event": "ev", "group": "g1", "brokerId": 2, "path": Path("/p"),
-                     "u": "é\u2028", "ids": [1, 2], "none": None}
-    line = fmt.format(rec)
-    d = json.loads(line)
-    assert re.fullmatch(r"\d{4}-\d\d-\d\dT\d\d:\d\d:\d\d\.\d{3}Z", d["ts"])
-    want = {"ts": d["ts"], "level": "info", "pid": rec.process, **rec.as_fields}
-    assert line == json.dumps(want, default=str, separators=(",", ":"))
-    assert fmt.format(rec) == line                      # the cached date part gives the same stamp
-    cyclic: dict = {}
-    cyclic["self"] = cyclic
-    rec.as_fields = {"event": "cyc", "d": cyclic}
+    out = io.BytesIO()
+    aslog.configure("INFO", out)
     try:
-        fmt.format(rec)
-    except ValueError as e:                             # json.dumps' own error, not a crash elsewhere
-        assert "Circular" in str(e)
-    else:
-        raise AssertionError("a cyclic field must not encode")
+        log = aslog.get_logger("x", group="g1").bind(brokerId=2)
+        log.info("ev", path=Path("/p"), u="é\u2028", ids=[1, 2], none=None)
+        log.debug("hidden")
+        try:
+            raise ValueError("boom")
+        except ValueError:
+            log.error("failed", exc_info=True)
+    finally:
+        aslog.configure()
+    lines = out.getvalue().decode().split("\n")[:-1]   # JSON lines end in \n; U+2028 is not a line end
+    assert len(lines) == 2, lines
+    d = json.loads(lines[0])
+    assert re.fullmatch(r"\d{4}-\d\d-\d\dT\d\d:\d\d:\d\d\.\d{3}Z", d["ts"])
+    assert d == {"ts": d["ts"], "level": "info", "pid": os.getpid(), "component": "x", "event": "ev",
+                 "group": "g1", "brokerId": 2, "path": "/p", "u": "é\u2028", "ids": [1, 2], "none": None}
+    assert list(d)[:5] == ["ts", "level", "pid", "component", "event"]
+    e = json.loads(lines[1])
+    assert e["level"] == "error" and "ValueError: boom" in e["exc"]
+

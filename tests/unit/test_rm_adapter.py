@@ -14,6 +14,7 @@ from autoswitch.broker.lease import LeaseConfig
 from autoswitch.broker.replicas_adapter import ReplicasAdapter, SyncStateSetRejected, classify
 from autoswitch.broker.replicas_manager import FailKind, RegisterBroker, ReplicaInfo
 from autoswitch.controller.api import ControllerCallFailed, Heartbeat, HeartbeatAnswer
+from structlog.testing import capture_logs
 
 from tests.unit.test_rm_fakes import CONTROLLERS, Conflict, FakeController, make_config
 
@@ -305,7 +306,7 @@ def test_abort_marker_reports_unclean_restart_until_clean_stop(tmp_path):
     assert asyncio.run(asyncio.wait_for(main(), 20)) == (True, False, True)
 
 
-def test_controller_timeout_shorter_than_the_lease_assumes_keeps_broker_fenced(tmp_path, caplog):
+def test_controller_timeout_shorter_than_the_lease_assumes_keeps_broker_fenced(tmp_path):
     async def main():
         api, broker, a = make(tmp_path)
         api.controller_timeout_ms = 500  # the lease was sized for 1000 ms
@@ -316,8 +317,9 @@ def test_controller_timeout_shorter_than_the_lease_assumes_keeps_broker_fenced(t
         await wait_for(lambda: broker.role == "master", "registers once safe")
         await a.stop()
 
-    asyncio.run(asyncio.wait_for(main(), 20))
-    failed = [r.as_fields for r in caplog.records if getattr(r, "as_fields", {}).get("event") == "registration_step_failed"]
+    with capture_logs() as logs:
+        asyncio.run(asyncio.wait_for(main(), 20))
+    failed = [e for e in logs if e["event"] == "registration_step_failed"]
     assert failed and failed[0]["code"] == "LEASE_CONFIG_UNSAFE"
 
 

@@ -10,6 +10,7 @@ import threading
 import pytest
 from autoswitch.broker.hooks import HookConfig, HookRunner, RoleHooks, hooks_for, script_args
 from autoswitch.broker.replicas_manager import RoleChange
+from structlog.testing import capture_logs
 
 from autoswitch.base.errors import ConfigError
 
@@ -66,7 +67,7 @@ def test_callbacks_get_the_change_sync_and_async():
     assert r.completed == 2 and r.failures == 0
 
 
-def test_failing_and_hanging_hooks_are_time_limited_and_do_not_block(caplog):
+def test_failing_and_hanging_hooks_are_time_limited_and_do_not_block():
     release = threading.Event()
     ran_after = []
 
@@ -88,10 +89,11 @@ def test_failing_and_hanging_hooks_are_time_limited_and_do_not_block(caplog):
         release.set()
         return r
 
-    r = run(main())
+    with capture_logs() as logs:
+        r = run(main())
     assert ran_after == [1]
     assert r.completed == 4 and r.failures == 3
-    events = [getattr(rec, "as_fields", {}).get("event") for rec in caplog.records]
+    events = [e["event"] for e in logs]
     assert events.count("hook_timeout") == 2 and events.count("hook_failed") == 1
 
 
@@ -145,7 +147,7 @@ def test_script_hook_gets_role_group_epoch_old_new(tmp_path):
     assert r.failures == 0
 
 
-def test_failing_script_is_logged(tmp_path, caplog):
+def test_failing_script_is_logged(tmp_path):
     script = write_script(tmp_path, "echo boom; exit 3\n")
 
     async def main():
@@ -154,9 +156,10 @@ def test_failing_script_is_logged(tmp_path, caplog):
         await r.drain(10)
         return r
 
-    r = run(main())
+    with capture_logs() as logs:
+        r = run(main())
     assert r.failures == 1
-    failed = [rec.as_fields for rec in caplog.records if getattr(rec, "as_fields", {}).get("event") == "hook_failed"]
+    failed = [e for e in logs if e["event"] == "hook_failed"]
     assert failed and "exited with 3" in failed[0]["error"] and "boom" in failed[0]["error"]
 
 
