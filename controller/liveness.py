@@ -23,6 +23,7 @@ from dataclasses import dataclass
 from enum import Enum
 
 from autoswitch.controller.messages import TRIGGER_CONTROLLER, BrokerLiveInfo, ElectMasterRequest
+from autoswitch.controller.raft.quorum import majority
 
 DEFAULT_TIMEOUT_MS = 10_000
 DEFAULT_SCAN_INTERVAL_MS = 5_000
@@ -225,9 +226,8 @@ class HeartbeatTable:
 # --------------------------------------------------------------------------- majority rule
 
 
-def majority(n_nodes: int) -> int:
-    assert n_nodes >= 1
-    return n_nodes // 2 + 1
+# ``majority`` is the Raft quorum's (controller/raft/quorum.py): the liveness rule and the log
+# agree on what "a majority of the controller nodes" is.
 
 
 @dataclass(frozen=True)

@@ -74,10 +74,11 @@ async def _terms(cfg: ControllerConfig, timeout_s: float) -> tuple[dict[str, int
 def recover_member(cfg: ControllerConfig, timeout_s: float = 5.0) -> RecoverResult:
     from autoswitch.controller.raft.messages import HardState
     from autoswitch.controller.raft.node import CATCH_UP_MARKER
+    from autoswitch.controller.raft.quorum import majority
     from autoswitch.controller.raft.storage import FileStorage
 
     answered, failed = asyncio.run(_terms(cfg, timeout_s))
-    quorum = len(cfg.peers) // 2 + 1
+    quorum = majority(len(cfg.peers))
     if len(answered) < quorum:
         raise RecoverRefused(
             f"only {len(answered)} of the {len(cfg.peers) - 1} other members answered ({sorted(answered)}); "

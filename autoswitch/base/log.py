@@ -8,17 +8,25 @@ py4j) go through the same renderer, so a process writes one format.
 
 from __future__ import annotations
 
+import io
 import logging
 import os
 import sys
+import threading
 import time
-from typing import Any, cast
+from typing import TYPE_CHECKING, Any, cast
 
 import orjson
-import structlog
-from structlog.typing import EventDict, FilteringBoundLogger, WrappedLogger
 
-EventLogger = FilteringBoundLogger
+if TYPE_CHECKING:
+    from structlog.typing import EventDict, FilteringBoundLogger, WrappedLogger
+
+    EventLogger = FilteringBoundLogger
+else:
+    EventLogger = Any
+
+# structlog is imported on first use, not here: it loads asyncio, and the sans-IO cores that log
+# must import without an I/O framework (tests/unit/test_import_layers.py).
 
 _stamp_second = -1
 _stamp_prefix = ""
@@ -35,6 +43,8 @@ def _stamp(_: WrappedLogger, method: str, ed: EventDict) -> EventDict:
            "level": "warning" if method == "warn" else method, "pid": os.getpid()}
     exc = ed.pop("exc_info", None)
     if exc:
+        import structlog
+
         out["exc"] = structlog.processors.ExceptionRenderer()(None, method, {"exc_info": exc})["exception"]
     out["component"] = ed.pop("component", None)
     out["event"] = ed.pop("event", None)
@@ -47,8 +57,41 @@ def _render(_: WrappedLogger, __: str, ed: EventDict) -> bytes:
     return orjson.dumps(ed, default=str, option=orjson.OPT_NON_STR_KEYS)
 
 
+class _Sink:
+    """Where rendered lines go: the given stream, else whatever ``sys.stderr`` is at write time
+    (a stream captured at configure time may be closed by then: test runners swap stderr)."""
+
+    def __init__(self, stream=None) -> None:
+        self._stream = stream
+        self._lock = threading.Lock()
+
+    def msg(self, message: bytes) -> None:
+        out = self._stream if self._stream is not None else sys.stderr
+        target = getattr(out, "buffer", out)
+        with self._lock:
+            if isinstance(target, io.TextIOBase):
+                target.write(message.decode() + "\n")
+            else:
+                target.write(message + b"\n")
+            target.flush()
+
+    log = debug = info = warn = warning = error = critical = exception = fatal = msg
+
+
+class _StderrHandler(logging.StreamHandler):
+    """A standard-logging handler that writes to the current ``sys.stderr`` (see _Sink)."""
+
+    @property
+    def stream(self):  # noqa: D102
+        return sys.stderr
+
+    @stream.setter
+    def stream(self, _value) -> None:
+        pass
+
+
 _PROCESSORS = [_stamp, _render]
-_generation = 0   # bumped by configure(): loggers re-bind to the new level and stream
+_generation = 0   # bumped by configure() (0: not yet): loggers re-bind to the new level and stream
 
 
 def configure(level: str | None = None, stream=None, *, stdlib: bool = True) -> None:
@@ -60,18 +103,20 @@ def configure(level: str | None = None, stream=None, *, stdlib: bool = True) -> 
     lvl = logging.getLevelName(name)
     if not isinstance(lvl, int):
         raise ValueError(f"unknown log level {name!r}")
+    import structlog
+
     global _generation
-    out = stream or sys.stderr
     _generation += 1
+    sink = _Sink(stream)
     structlog.configure(
         processors=list(_PROCESSORS),
         wrapper_class=structlog.make_filtering_bound_logger(lvl),
-        logger_factory=structlog.BytesLoggerFactory(getattr(out, "buffer", out)),
+        logger_factory=lambda *_args: sink,
         cache_logger_on_first_use=False,
     )
     if not stdlib:
         return
-    handler = logging.StreamHandler(out)
+    handler = logging.StreamHandler(stream) if stream is not None else _StderrHandler()
     handler.setFormatter(structlog.stdlib.ProcessorFormatter(
         processors=[_stdlib_fields, structlog.stdlib.ProcessorFormatter.remove_processors_meta, _stamp,
                     lambda *a: _render(*a).decode()]))
@@ -103,6 +148,13 @@ class _Logger:
 
     def __getattr__(self, name: str) -> Any:
         if self._gen != _generation:
+            if _generation == 0:
+                # Nothing configured yet (library use, tests, the simulator): warnings and errors
+                # as JSON lines on stderr, like the standard logging module's default; never
+                # structlog's console format. Standard logging is left to the host.
+                configure(os.environ.get("AUTOSWITCH_LOG_LEVEL") or "WARNING", stdlib=False)
+            import structlog
+
             self._bound = structlog.get_logger().bind(**self._ctx)
             self._gen = _generation
         return getattr(self._bound, name)
@@ -112,10 +164,6 @@ def get_logger(component: str, **ctx: Any) -> EventLogger:
     """A logger with ``component`` and ``ctx`` bound; ``.bind(**more)`` adds fields."""
     return cast(EventLogger, _Logger({"component": component, **ctx}))
 
-
-# Before configure() (library use, tests): JSON lines on the process's own stderr at INFO, never
-# structlog's console default; the standard logging module is left as the host configured it.
-configure(os.environ.get("AUTOSWITCH_LOG_LEVEL") or "INFO", sys.__stderr__, stdlib=False)
 
 
 class RateLimitedLog:

@@ -14,8 +14,6 @@ chunked InstallSnapshot, read-index, flow control.
 from __future__ import annotations
 
 import random
-import zlib
-from collections import deque
 from dataclasses import dataclass, field
 
 from autoswitch.base.log import get_logger
@@ -36,8 +34,13 @@ from .messages import (
     TallyOutcome,
     VoteResult,
 )
+from .progress import Progress, ProgressState
+from .quorum import majority, quorum_index, tally
 from .raftlog import LogCompacted, RaftLog
+from .readonly import ReadOnly
+from .snapshot_transfer import Received, SnapshotReceiver, SnapshotSender
 
+_FROM_LEADER = frozenset({MsgType.APPEND, MsgType.HEARTBEAT, MsgType.SNAPSHOT, MsgType.TIMEOUT_NOW})
 _RESPONSES = {MsgType.VOTE_RESP, MsgType.PRE_VOTE_RESP, MsgType.APPEND_RESP, MsgType.HEARTBEAT_RESP,
               MsgType.SNAPSHOT_RESP}
 
@@ -65,28 +68,6 @@ def out_of_bounds(m: Message) -> str | None:
     return None
 
 
-class ProgressState:
-    PROBE = "probe"            # one append at a time until the match point is found
-    REPLICATE = "replicate"    # pipelined appends, up to max_inflight
-    SNAPSHOT = "snapshot"      # sending InstallSnapshot chunks
-
-
-@dataclass(slots=True)
-class Progress:
-    """The leader's view of one follower (etcd tracker.Progress)."""
-
-    match: int = 0
-    next: int = 1
-    state: str = ProgressState.PROBE
-    paused: bool = False
-    inflight: deque = field(default_factory=deque)    # last index of each AppendEntries in flight
-    last_ack_ms: int = 0
-    hb_acked: int = 0          # highest heartbeat seq acknowledged (read-index)
-    snap_index: int = 0
-    snap_offset: int = 0
-    snap_sent_ms: int = 0
-
-
 @dataclass(slots=True)
 class _VoteRound:
     seq: int
@@ -96,48 +77,6 @@ class _VoteRound:
     transfer: bool = False
     replies: dict[str, VoteResult] = field(default_factory=dict)
     max_term: int = 0
-
-
-@dataclass(slots=True)
-class _PendingRead:
-    ctx: object
-    index: int
-    seq: int
-
-
-@dataclass(slots=True)
-class _SnapAssembly:
-    index: int
-    term: int
-    total: int
-    crc: int
-    buf: bytearray
-
-
-def tally(replies: dict[str, VoteResult], quorum: int, max_term: int, term: int) -> TallyOutcome:
-    """DLedger DLedgerLeaderElector.maintainAsCandidate's parse of the vote replies (self included)."""
-    accepted = sum(1 for r in replies.values() if r == VoteResult.ACCEPT)
-    valid = sum(1 for r in replies.values() if r != VoteResult.REJECT_UNKNOWN_LEADER)
-    not_ready = sum(1 for r in replies.values() if r == VoteResult.REJECT_TERM_NOT_READY)
-    bigger_ledger = sum(1 for r in replies.values()
-                        if r in (VoteResult.REJECT_EXPIRED_LEDGER_TERM, VoteResult.REJECT_SMALL_LEDGER_END_INDEX))
-    has_leader = any(r == VoteResult.REJECT_ALREADY_HAS_LEADER for r in replies.values())
-    # PASSED first (DLedger checks it after the bigger-term / has-leader cases): we close a round as
-    # soon as a majority accepted, so the outcome must not depend on which other replies came first.
-    # A majority of votes in this term is all Raft's election safety needs.
-    if accepted >= quorum:
-        return TallyOutcome.PASSED
-    if max_term > term:
-        return TallyOutcome.WAIT_TO_VOTE_NEXT
-    if has_leader:
-        return TallyOutcome.WAIT_TO_VOTE_NEXT
-    if valid < quorum:
-        return TallyOutcome.WAIT_TO_REVOTE
-    if accepted + not_ready >= quorum:
-        return TallyOutcome.REVOTE_IMMEDIATELY
-    if accepted + bigger_ledger >= quorum:
-        return TallyOutcome.WAIT_TO_REVOTE
-    return TallyOutcome.WAIT_TO_VOTE_NEXT
 
 
 class RaftCore:
@@ -153,7 +92,7 @@ class RaftCore:
         self._caught_up_pending = False
         self.voters: tuple[str, ...] = tuple(sorted(set(peers) | {node_id}))
         self.peers: tuple[str, ...] = tuple(p for p in self.voters if p != node_id)
-        self.quorum = len(self.voters) // 2 + 1
+        self.quorum = majority(len(self.voters))
         self.cfg = config
         self.rng = rng
         self.now = now_ms
@@ -191,14 +130,13 @@ class RaftCore:
         self.became_leader_ms = 0
         self.next_heartbeat_ms = 0
         self.hb_seq = 0
-        self.pending_reads: deque[_PendingRead] = deque()
-        self.reads_waiting_commit: list[object] = []
+        self.reads = ReadOnly()
         self.transferee: str | None = None
         self.transfer_deadline_ms = 0
         self._uncommitted = 0          # payload bytes proposed by this leader and not yet committed
         self._bcast_pending = False    # proposals appended since the last Ready, not yet sent
-        self._snap_in: _SnapAssembly | None = None
-        self._snap_crc: tuple[Snapshot | None, int] = (None, 0)    # (snapshot, CRC32 of its data)
+        self._snap_rx = SnapshotReceiver(config.max_snapshot_bytes)
+        self._snap_tx = SnapshotSender(config.snapshot_chunk_bytes)
 
     # ------------------------------------------------------------------ debug accessors
     def hard_state(self) -> HardState:
@@ -260,8 +198,7 @@ class RaftCore:
 
     def _drop_leader_state(self) -> None:
         self.prs = {}
-        self.pending_reads.clear()
-        self.reads_waiting_commit.clear()
+        self.reads.clear()
         self.transferee = None
 
     def _become_leader(self) -> None:
@@ -429,24 +366,46 @@ class RaftCore:
                 # tell the stale leader about the newer term so it steps down
                 self._send(Message(MsgType.APPEND_RESP, self.id, m.frm, self.term, reject=True))
             return
-        if m.type in (MsgType.APPEND, MsgType.HEARTBEAT, MsgType.SNAPSHOT, MsgType.TIMEOUT_NOW):
-            if self.role == Role.LEADER:
-                self.log_.error("raft_two_leaders_same_term", term=self.term, other=m.frm)
-                return
-            if self.role != Role.FOLLOWER or self.leader_id != m.frm:
-                self._become_follower(m.term, m.frm)
-            self.last_leader_contact_ms = self.now
-            self._reset_election_timer()
-        handler = {
-            MsgType.APPEND: self._handle_append,
-            MsgType.HEARTBEAT: self._handle_heartbeat,
-            MsgType.SNAPSHOT: self._handle_snapshot,
-            MsgType.TIMEOUT_NOW: self._handle_timeout_now,
-            MsgType.APPEND_RESP: self._handle_append_resp,
-            MsgType.HEARTBEAT_RESP: self._handle_heartbeat_resp,
-            MsgType.SNAPSHOT_RESP: self._handle_snapshot_resp,
-        }[m.type]
-        handler(m)
+        # Same term from here on: what a message means depends on our role (etcd stepLeader /
+        # stepCandidate / stepFollower).
+        if self.role == Role.LEADER:
+            self._step_leader(m)
+        elif self.role == Role.CANDIDATE:
+            self._step_candidate(m)
+        else:
+            self._step_follower(m)
+
+    def _step_leader(self, m: Message) -> None:
+        if m.type in _FROM_LEADER:
+            self.log_.error("raft_two_leaders_same_term", term=self.term, other=m.frm)
+        elif m.type == MsgType.APPEND_RESP:
+            self._handle_append_resp(m)
+        elif m.type == MsgType.HEARTBEAT_RESP:
+            self._handle_heartbeat_resp(m)
+        elif m.type == MsgType.SNAPSHOT_RESP:
+            self._handle_snapshot_resp(m)
+
+    def _step_candidate(self, m: Message) -> None:
+        if m.type in _FROM_LEADER:   # a leader of our term exists: follow it
+            self._become_follower(m.term, m.frm)
+            self._step_follower(m)
+        # responses to a leader we no longer are: stale, dropped
+
+    def _step_follower(self, m: Message) -> None:
+        if m.type not in _FROM_LEADER:
+            return                   # responses to a leader we no longer are: stale, dropped
+        if self.leader_id != m.frm:
+            self._become_follower(m.term, m.frm)
+        self.last_leader_contact_ms = self.now
+        self._reset_election_timer()
+        if m.type == MsgType.APPEND:
+            self._handle_append(m)
+        elif m.type == MsgType.HEARTBEAT:
+            self._handle_heartbeat(m)
+        elif m.type == MsgType.SNAPSHOT:
+            self._handle_snapshot(m)
+        else:
+            self._handle_timeout_now(m)
 
     def _malformed(self, m: Message) -> str | None:
         """Structural checks that do not depend on our state; such input is dropped, never applied."""
@@ -601,44 +560,36 @@ class RaftCore:
 
     def _handle_snapshot(self, m: Message) -> None:
         if m.snap_index <= self.commit:
-            self._snap_in = None
+            self._snap_rx.reset()
             self._send(Message(MsgType.APPEND_RESP, self.id, m.frm, self.term, index=self.commit))
             return
-        if m.snap_total > self.cfg.max_snapshot_bytes:
-            self.log_.error("raft_snapshot_too_big", total=m.snap_total, limit=self.cfg.max_snapshot_bytes)
-            return
-        if m.snap_offset == 0:
-            self._snap_in = _SnapAssembly(m.snap_index, m.snap_term, m.snap_total, m.snap_crc, bytearray())
-        a = self._snap_in
-        if a is None or a.index != m.snap_index or len(a.buf) != m.snap_offset:
-            want = len(a.buf) if a is not None and a.index == m.snap_index else 0
-            self._send(Message(MsgType.SNAPSHOT_RESP, self.id, m.frm, self.term, index=want, reject=True,
-                               snap_index=m.snap_index))
-            return
-        a.buf += m.snap_data
-        if len(a.buf) > a.total:
-            self.log_.error("raft_snapshot_overrun", index=a.index, got=len(a.buf), total=a.total)
-            self._snap_in = None
-            return
-        if not m.snap_done:
-            self._send(Message(MsgType.SNAPSHOT_RESP, self.id, m.frm, self.term, index=len(a.buf),
-                               snap_index=a.index))
-            return
-        self._snap_in = None
-        data = bytes(a.buf)
-        if len(data) != a.total or zlib.crc32(data) != a.crc:
-            self.log_.error("raft_snapshot_crc_mismatch", index=a.index, size=len(data), total=a.total)
-            self._send(Message(MsgType.SNAPSHOT_RESP, self.id, m.frm, self.term, index=0, reject=True,
-                               snap_index=a.index))
-            return
-        snap = Snapshot(a.index, a.term, data)
-        self.log_.info("raft_snapshot_received", index=a.index, term=a.term, size=len(data))
-        self.log.restore(snap.index, snap.term)
-        self.snapshot = snap
-        self._pending_snapshot = snap
-        self.commit = max(self.commit, snap.index)
-        self.applied = max(self.applied, snap.index)
-        self._send(Message(MsgType.APPEND_RESP, self.id, m.frm, self.term, index=self.log.last_index()))
+        got = self._snap_rx.on_chunk(m)
+        match got.kind:
+            case Received.TOO_BIG:
+                self.log_.error("raft_snapshot_too_big", total=m.snap_total, limit=self.cfg.max_snapshot_bytes)
+            case Received.OVERRUN:
+                self.log_.error("raft_snapshot_overrun", index=m.snap_index, got=got.offset, total=m.snap_total)
+            case Received.OUT_OF_ORDER:
+                self._send(Message(MsgType.SNAPSHOT_RESP, self.id, m.frm, self.term, index=got.offset, reject=True,
+                                   snap_index=m.snap_index))
+            case Received.MORE:
+                self._send(Message(MsgType.SNAPSHOT_RESP, self.id, m.frm, self.term, index=got.offset,
+                                   snap_index=m.snap_index))
+            case Received.CORRUPT:
+                self.log_.error("raft_snapshot_crc_mismatch", index=m.snap_index, size=got.offset,
+                                total=m.snap_total)
+                self._send(Message(MsgType.SNAPSHOT_RESP, self.id, m.frm, self.term, index=0, reject=True,
+                                   snap_index=m.snap_index))
+            case Received.DONE:
+                snap = got.snapshot
+                assert snap is not None
+                self.log_.info("raft_snapshot_received", index=snap.index, term=snap.term, size=len(snap.data))
+                self.log.restore(snap.index, snap.term)
+                self.snapshot = snap
+                self._pending_snapshot = snap
+                self.commit = max(self.commit, snap.index)
+                self.applied = max(self.applied, snap.index)
+                self._send(Message(MsgType.APPEND_RESP, self.id, m.frm, self.term, index=self.log.last_index()))
 
     # ------------------------------------------------------------------ leader side
     def _handle_append_resp(self, m: Message) -> None:
@@ -651,8 +602,7 @@ class RaftCore:
             if pr.state == ProgressState.REPLICATE:
                 if rejected <= pr.match:
                     return                      # stale reject of something since acknowledged
-                pr.state = ProgressState.PROBE
-                pr.inflight.clear()
+                pr.become_probe()
             elif pr.state == ProgressState.PROBE and rejected != pr.next - 1:
                 return                          # reply to an older probe
             # fast back-off (etcd findConflictByTerm): the largest index <= hint whose term <= hint term
@@ -668,17 +618,11 @@ class RaftCore:
             pr.paused = False
             self._send_append(m.frm)
             return
-        if m.index > pr.match:
-            pr.match = m.index
-        pr.next = max(pr.next, pr.match + 1)
-        while pr.inflight and pr.inflight[0] <= m.index:
-            pr.inflight.popleft()
+        pr.acked(m.index)
         if pr.state == ProgressState.SNAPSHOT and pr.match >= pr.snap_index:
             pr.state = ProgressState.PROBE
         if pr.state == ProgressState.PROBE:
-            pr.state = ProgressState.REPLICATE
-            pr.next = pr.match + 1
-            pr.inflight.clear()
+            pr.become_replicate()
         pr.paused = False
         self._maybe_commit()
         if self.transferee == m.frm and pr.match == self.log.last_index():
@@ -718,16 +662,13 @@ class RaftCore:
         self._send_snapshot_chunk(m.frm)
 
     def _maybe_commit(self) -> None:
-        matches = sorted([self.log.stable] + [self.prs[p].match for p in self.peers], reverse=True)
-        n = matches[self.quorum - 1]
+        n = quorum_index([self.log.stable, *(self.prs[p].match for p in self.peers)], self.quorum)
         # Figure 8: only an entry of the current term is committed by counting replicas
         if n > self.commit and self.log.term(n) == self.term:
             self._uncommitted = max(0, self._uncommitted - sum(len(e.data) for e in self.log.slice(self.commit + 1, n)))
             self.commit = n
-            if self.reads_waiting_commit:
-                waiting, self.reads_waiting_commit = self.reads_waiting_commit, []
-                for ctx in waiting:
-                    self._start_read(ctx)
+            for ctx in self.reads.take_waiting():
+                self._start_read(ctx)
 
     def _send_append(self, to: str, send_empty: bool = False) -> bool:
         """Send one AppendEntries if flow control allows; True if something was sent."""
@@ -762,10 +703,7 @@ class RaftCore:
             self.log_.error("raft_no_snapshot_for_lagging_follower", to=to, offset=self.log.offset)
             return False
         pr = self.prs[to]
-        pr.state = ProgressState.SNAPSHOT
-        pr.snap_index = self.snapshot.index
-        pr.snap_offset = 0
-        pr.inflight.clear()
+        pr.become_snapshot(self.snapshot.index)
         self.log_.info("raft_snapshot_send", to=to, index=self.snapshot.index, size=len(self.snapshot.data))
         self._send_snapshot_chunk(to)
         return False
@@ -776,14 +714,10 @@ class RaftCore:
         assert snap is not None
         if snap.index != pr.snap_index:                # a newer snapshot replaced it: start over
             pr.snap_index, pr.snap_offset = snap.index, 0
-        off = min(pr.snap_offset, len(snap.data))
-        chunk = snap.data[off: off + self.cfg.snapshot_chunk_bytes]
-        done = off + len(chunk) >= len(snap.data)
+        off, chunk, done, crc = self._snap_tx.chunk(snap, pr.snap_offset)
         pr.snap_sent_ms = self.now
-        if self._snap_crc[0] is not snap:
-            self._snap_crc = (snap, zlib.crc32(snap.data))     # once per snapshot, not per chunk
         self._send(Message(MsgType.SNAPSHOT, self.id, to, self.term, snap_index=snap.index, snap_term=snap.term,
-                           snap_offset=off, snap_total=len(snap.data), snap_crc=self._snap_crc[1],
+                           snap_offset=off, snap_total=len(snap.data), snap_crc=crc,
                            snap_done=done, snap_data=chunk))
 
     def _broadcast_append(self) -> None:
@@ -828,11 +762,11 @@ class RaftCore:
         """Ask for a ReadState(ctx, index): apply up to index, then a local read is linearizable."""
         if self.role != Role.LEADER:
             raise NotLeader(self.leader_id)
-        if len(self.pending_reads) + len(self.reads_waiting_commit) >= self.cfg.max_pending_reads:
+        if len(self.reads) >= self.cfg.max_pending_reads:
             raise ProposalDropped("too_many_pending_reads", limit=self.cfg.max_pending_reads)
         if self.log.term(self.commit) != self.term:
             # our commit index may be stale until our no-op commits (Raft 6.4)
-            self.reads_waiting_commit.append(ctx)
+            self.reads.wait_for_commit(ctx)
             return
         self._start_read(ctx)
 
@@ -841,20 +775,18 @@ class RaftCore:
             self._read_states.append(ReadState(ctx, self.commit))
             return
         self.hb_seq += 1
-        self.pending_reads.append(_PendingRead(ctx, self.commit, self.hb_seq))
+        self.reads.add(ctx, self.commit, self.hb_seq)
         for p in self.peers:
             pr = self.prs[p]
             self._send(Message(MsgType.HEARTBEAT, self.id, p, self.term, commit=min(pr.match, self.commit),
                                seq=self.hb_seq))
 
     def _release_reads(self) -> None:
-        while self.pending_reads:
-            r = self.pending_reads[0]
-            acks = 1 + sum(1 for p in self.peers if self.prs[p].hb_acked >= r.seq)
-            if acks < self.quorum:
-                return
-            self.pending_reads.popleft()
-            self._read_states.append(ReadState(r.ctx, r.index))
+        if self.reads.pending:
+            self._read_states.extend(self.reads.release(self._heartbeat_quorum_acked))
+
+    def _heartbeat_quorum_acked(self, seq: int) -> bool:
+        return 1 + sum(1 for p in self.peers if self.prs[p].hb_acked >= seq) >= self.quorum
 
     def transfer_leadership(self, to: str) -> None:
         if self.role != Role.LEADER:

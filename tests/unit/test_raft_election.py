@@ -7,7 +7,7 @@ import random
 
 import pytest
 from autoswitch.controller.raft.config import RaftConfig
-from autoswitch.controller.raft.core import RaftCore, tally
+from autoswitch.controller.raft.core import RaftCore
 from autoswitch.controller.raft.harness import SimNet
 from autoswitch.controller.raft.messages import (
     Entry,
@@ -18,6 +18,7 @@ from autoswitch.controller.raft.messages import (
     TallyOutcome,
     VoteResult,
 )
+from autoswitch.controller.raft.quorum import tally
 
 V = VoteResult
 PEERS = ["a", "b", "c"]

@@ -204,11 +204,11 @@ def test_isolated_old_leader_never_answers_a_read_index():
 def test_read_index_waits_for_the_new_leaders_noop_to_commit():
     c = _leader_core([Entry(1, 1)], term=1)
     c.read_index("r")
-    assert c.reads_waiting_commit == ["r"]
+    assert c.reads.waiting_commit == ["r"]
     c.advance(c.ready())
     for peer in ("s2", "s3"):
         c.step(Message(MsgType.APPEND_RESP, peer, "s1", c.term, index=2))
-    assert c.commit == 2 and not c.reads_waiting_commit and len(c.pending_reads) == 1
+    assert c.commit == 2 and not c.reads.waiting_commit and len(c.reads.pending) == 1
 
 
 def test_inflight_appends_per_follower_are_bounded():

@@ -1,0 +1,227 @@
+"""The ReplicasManager's vocabulary: the commands its sans-IO parts hand to the driver, the
+values they carry, and the registration phases. A command that expects an answer carries a
+``req`` id; the driver answers it exactly once (``on_reply`` / ``on_failure``)."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from enum import StrEnum
+
+from autoswitch.broker.identity import BrokerIdentity, TempIdentity
+from autoswitch.controller.api import FailKind
+
+# --------------------------------------------------------------------------- values
+
+
+@dataclass(frozen=True)
+class Failure:
+    kind: FailKind
+    code: str
+    message: str = ""
+    leader_addr: str | None = None
+
+
+@dataclass(frozen=True)
+class RoleChange:
+    """Given to role-switch hooks after the switch is done."""
+
+    role: str  # "master" | "slave" | "fenced"
+    cluster: str
+    group: str
+    broker_id: int
+    epoch: int
+    old_master_id: int
+    old_master_addr: str
+    new_master_id: int
+    new_master_addr: str
+    sync_state_set: frozenset[int]
+    sync_state_set_epoch: int
+
+
+# --------------------------------------------------------------------------- commands
+
+
+@dataclass(frozen=True)
+class FindLeader:
+    req: int
+
+
+@dataclass(frozen=True)
+class GetNextBrokerId:
+    req: int
+    cluster: str
+    group: str
+
+
+@dataclass(frozen=True)
+class WriteTempIdentity:
+    req: int
+    temp: TempIdentity
+
+
+@dataclass(frozen=True)
+class ApplyBrokerId:
+    req: int
+    cluster: str
+    group: str
+    broker_id: int
+    register_check_code: str
+
+
+@dataclass(frozen=True)
+class CommitIdentity:
+    """Write the identity file, then remove the temp file."""
+
+    req: int
+    identity: BrokerIdentity
+
+
+@dataclass(frozen=True)
+class RemoveTempIdentity:
+    """Fire and forget: a stale temp file next to a valid identity file."""
+
+
+@dataclass(frozen=True)
+class RegisterBroker:
+    req: int
+    cluster: str
+    group: str
+    broker_id: int
+    broker_addr: str
+
+
+@dataclass(frozen=True)
+class SendHeartbeat:
+    """To ONE controller. The driver adds maxOffset/confirmOffset read at send time."""
+
+    req: int
+    controller: str
+    round: int
+    cluster: str
+    group: str
+    broker_id: int
+    broker_addr: str
+    epoch: int
+    election_priority: int
+    heartbeat_timeout_ms: int
+    clean_shutdown: bool = True  # log intact: see ReplicasManager.log_intact
+
+
+@dataclass(frozen=True)
+class GetReplicaInfo:
+    req: int
+    group: str
+
+
+@dataclass(frozen=True)
+class ElectMaster:
+    req: int
+    cluster: str
+    group: str
+    broker_id: int
+
+
+@dataclass(frozen=True)
+class AlterSyncStateSet:
+    req: int
+    group: str
+    master_id: int
+    master_epoch: int
+    new_set: frozenset[int]
+    sync_state_set_epoch: int
+
+
+@dataclass(frozen=True)
+class BecomeMaster:
+    req: int
+    epoch: int
+    sync_state_set: frozenset[int]
+    sync_state_set_epoch: int
+
+
+@dataclass(frozen=True)
+class BecomeSlave:
+    req: int
+    epoch: int
+    master_id: int
+    master_addr: str
+
+
+@dataclass(frozen=True)
+class BecomeFenced:
+    """Deposed without a successor (controller recorded "no master" at a higher epoch)."""
+
+    req: int
+    epoch: int
+    reason: str
+
+
+@dataclass(frozen=True)
+class SetFenced:
+    """The master's lease expired (fenced=True) or was renewed (fenced=False)."""
+
+    fenced: bool
+    reason: str | None
+
+
+@dataclass(frozen=True)
+class SyncStateSetLearned:
+    """The controller holds a newer SyncStateSet for our epoch than we last told HA (e.g. an
+    admin change, or the push of our own proposal); HAMaster.update_sync_state_set ignores stale ones."""
+
+    sync_state_set: frozenset[int]
+    sync_state_set_epoch: int
+
+
+@dataclass(frozen=True)
+class ProposalResult:
+    proposal: int
+    sync_state_set: frozenset[int] | None
+    sync_state_set_epoch: int | None
+    error: Failure | None = None
+
+
+@dataclass(frozen=True)
+class NotifyRoleChange:
+    change: RoleChange
+
+
+Command = (
+    FindLeader
+    | GetNextBrokerId
+    | WriteTempIdentity
+    | ApplyBrokerId
+    | CommitIdentity
+    | RemoveTempIdentity
+    | RegisterBroker
+    | SendHeartbeat
+    | GetReplicaInfo
+    | ElectMaster
+    | AlterSyncStateSet
+    | BecomeMaster
+    | BecomeSlave
+    | BecomeFenced
+    | SetFenced
+    | SyncStateSetLearned
+    | ProposalResult
+    | NotifyRoleChange
+)
+
+
+# Failures of these tell us something about who leads the controller cluster.
+LEADER_AWARE = (FindLeader, GetNextBrokerId, ApplyBrokerId, RegisterBroker, GetReplicaInfo, ElectMaster, AlterSyncStateSet)
+
+
+class Phase(StrEnum):
+    NEW = "new"
+    FIND_LEADER = "find_leader"
+    GET_NEXT_ID = "get_next_id"
+    WRITE_TEMP = "write_temp"
+    APPLY_ID = "apply_id"
+    COMMIT_ID = "commit_id"
+    REGISTER = "register"
+    RUNNING = "running"
+    STOPPED = "stopped"
+
+
+CONTROLLER_STEPS = (Phase.GET_NEXT_ID, Phase.APPLY_ID, Phase.REGISTER)
