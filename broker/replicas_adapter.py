@@ -10,6 +10,9 @@ so a broken stream only costs latency.
 Every command runs as its own task; the core bounds how many are in flight (one
 registration step, one heartbeat per controller, one sync, one election, one
 SyncStateSet change, one role change), and each task is bounded in time.
+
+Why one long module: it is the single executor of every command type; the decisions are in the
+ReplicasManager parts (rm_*.py).
 """
 
 from __future__ import annotations

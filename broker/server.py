@@ -96,9 +96,6 @@ class Broker:
         # acknowledged. Checked before the append and again before an OK reply.
         self.write_fence: Callable[[], str | None] | None = None
         self.lease_fenced_reason: str | None = None
-        # confirmOffset captured when a write fence went up; consumers see no further until it
-        # clears (a message a new master may lack must not become readable).
-        self._frozen_confirm: int | None = None
         self.started_at = time.monotonic()
         self.produced_msgs = 0
         self.consumed_msgs = 0
@@ -198,7 +195,7 @@ class Broker:
                 sss,
                 sync_state_set_epoch or 1,
                 self.proposer if self.proposer is not None else LocalSyncStateProposer(),
-                confirm_gate=self._confirm_gate,
+                fenced=lambda: self.fence_reason() is not None,
                 registry=self.replica_registry,
             )
             await ha.start(host, port)
@@ -211,7 +208,6 @@ class Broker:
                 self.log.bind(epoch=master_epoch),
             )
             self.role = "master"
-            self._frozen_confirm = None
             self.log.info(
                 "role_changed", old_role=old_role, role="master", epoch=master_epoch,
                 start_offset=end, sync_state_set=sorted(sss), resumed=resume,
@@ -301,13 +297,6 @@ class Broker:
 
     # ----------------------------------------------------------------- reads
 
-    def _live_confirm_offset(self) -> int:
-        if self.role == "master" and self.ha_master is not None:
-            c = int(self.ha_master.confirm_offset)
-        else:
-            c = int(self.store.confirm_offset)
-        return min(c, self.store.max_offset)
-
     def fence_reason(self) -> str | None:
         reason = self.lease_fenced_reason
         if reason is None and self.write_fence is not None:
@@ -316,21 +305,11 @@ class Broker:
 
     @property
     def confirm_offset(self) -> int:
-        """Commit point; consumers never read past it. Frozen while a master's writes are fenced
-        (lease expired or deposed), so the commit point cannot move past what a new master has."""
-        if self.role != "master":
-            return self._live_confirm_offset()
-        if self.fence_reason() is None:
-            self._frozen_confirm = None
-            return self._live_confirm_offset()
-        if self._frozen_confirm is None:
-            self._frozen_confirm = self._live_confirm_offset()
-        return min(self._frozen_confirm, self.store.max_offset)
-
-    def _confirm_gate(self, confirm: int) -> int:
-        """HAMaster's gate on the confirmOffset it sends slaves: this broker's own commit point,
-        which stays frozen while the master is fenced."""
-        return min(confirm, self.confirm_offset)
+        """Commit point; consumers never read past it. A master's is its HA commit point
+        (ha/commit_point.py: held while the master is fenced); a slave's is what its master sent."""
+        if self.role == "master" and self.ha_master is not None:
+            return self.ha_master.confirm_offset
+        return min(self.store.confirm_offset, self.store.max_offset)
 
     def log_position(self) -> tuple[int, int, int]:
         """(maxOffset, confirmOffset, last EpochFile MasterEpoch or 0): what heartbeats report."""
@@ -352,8 +331,9 @@ class Broker:
             self.log.warning("lease_fence", fenced=reason is not None, reason=reason, epoch=self.master_epoch)
             for listener in self.fence_listeners:
                 listener(reason)
-        if reason is not None and self._frozen_confirm is None and self.role == "master":
-            self._frozen_confirm = self._live_confirm_offset()
+        if reason is not None and self.role == "master" and self.ha_master is not None:
+            # hold the commit point at this instant (not at the next read: acks may arrive between)
+            self.ha_master.commit.freeze(self.store.max_offset)
         self.lease_fenced_reason = reason
 
     def check_write_fence(self) -> None:

@@ -4,6 +4,10 @@ Satisfies ``autoswitch.ha.log_api.ReplicaLog`` and adds the broker-facing calls
 (docs/interfaces.md, "Message store"; docs/storage.md for formats and decisions).
 Single-threaded by contract: the broker's event loop is the only caller.
 
+Why one long module: it owns the replica's durable structures together, and its multi-step
+operations (truncate, reset, retention, recovery) are crash-safe only as one sequence
+(checkpoint intent -> files -> indexes -> EpochFile); split, that order would live in no one place.
+
 Files under ``data_dir``::
 
     commitlog/<base:020d>     fixed-size segments (see segment.py / record.py)

@@ -9,6 +9,9 @@ Encoding: one compact JSON object ``{"v": 1, "t": <type>, ...fields}``, UTF-8, a
 ``MAX_REQUEST_BYTES``. JSON keeps the log greppable and Python ints exact (no 32-bit offsets).
 Every field is type- and range-checked on decode; a bad entry gives ``MalformedRequest``
 (reply code CONTROLLER_INVALID_REQUEST), never an exception out of apply.
+
+Why one long module: each request type sits next to its validation and its log encoding; the
+planned typed records (docs/roadmap.md) move the encoding to a library and shrink it.
 """
 
 from __future__ import annotations

@@ -10,6 +10,10 @@ dead only when a majority of controller nodes (itself included) holds that opini
 the peers with QueryLiveness (Sentinel's is-master-down-by-addr). Unreachable peers count as
 "not dead" — an isolated leader can never conclude a master is dead on its own.
 
+Why one long module: it is the controller process's wiring (Raft node, state machine, service,
+liveness scans, elections, the embedded name server) and nothing else; the decisions it wires
+live in the pure modules (statemachine, liveness, election).
+
 Library use::
 
     node = ControllerNode(config)

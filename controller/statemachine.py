@@ -19,6 +19,9 @@ the whole controller cluster on a deterministic bug):
     with a strictly larger MasterEpoch (or syncStateSetEpoch): one master per MasterEpoch.
     Epochs survive CleanBrokerData of a whole group (a tombstone keeps them) so a re-created
     group never reuses an epoch that brokers still hold in their EpochFiles.
+
+Why one long module: each request's handler sits next to the events it may produce and their
+appliers, so the invariants above can be checked against both in one read.
 """
 
 from __future__ import annotations

@@ -22,6 +22,7 @@ from autoswitch.ha.codec import (
     encode_master_handshake,
     encode_transfer_header,
 )
+from autoswitch.ha.commit_point import CommitPoint
 from autoswitch.ha.config import HAConfig
 from autoswitch.ha.errors import FlushSlaveTimeout, FrameError, HABusy, HAError, HAProtocolError
 from autoswitch.ha.log_api import ReplicaLog
@@ -70,15 +71,11 @@ class HAMaster:
     def __init__(self, log: ReplicaLog, config: HAConfig, broker_id: int, group: str,
                  master_epoch: int, sync_state_set: frozenset[int], sync_state_set_epoch: int,
                  proposer: SyncStateProposer, clock=time.monotonic,
-                 confirm_gate: Callable[[int], int] | None = None,
+                 fenced: Callable[[], bool] | None = None,
                  registry: ReplicaRegistry | None = None) -> None:
         self.log = log
         # None (static mode): the operator wired the group by hand and any brokerId may handshake.
         self.registry = registry
-        # The broker's say over the confirmOffset slaves are sent: while its writes are fenced
-        # (lease ran out, deposed) it holds the value it froze, so no slave's readable range moves
-        # past what a new master is sure to have (docs/replication.md, "fenced master").
-        self.confirm_gate = confirm_gate
         self.config = config.validate()
         self.broker_id = broker_id
         self.group = group
@@ -90,6 +87,10 @@ class HAMaster:
             broker_id, master_epoch, frozenset(sync_state_set) | {broker_id}, sync_state_set_epoch,
             self.config, clock(), confirm_offset=min(log.confirm_offset, log.max_offset),
             epoch_start_offset=last.start_offset if last is not None else 0)
+        # ``fenced``: the broker's word that its writes are fenced (lease out, deposed); the commit
+        # point then holds, so no slave's readable range moves past what a new master is sure to
+        # have (docs/replication.md, "fenced master").
+        self.commit = CommitPoint(self.tracker, fenced)
         self._log = get_logger("ha", group=group, brokerId=broker_id, epoch=master_epoch, role="master")
         self._server: asyncio.base_events.Server | None = None
         self._conns: dict[int, _Conn] = {}          # brokerId -> the connection that owns it
@@ -140,13 +141,13 @@ class HAMaster:
 
     @property
     def confirm_offset(self) -> int:
-        return self.tracker.confirm_offset(self.log.max_offset)
+        """The commit point (CommitPoint.value): held while the broker is fenced."""
+        return self.commit.value(self.log.max_offset)
 
     @property
-    def sent_confirm_offset(self) -> int:
-        """The confirmOffset put in transfer frames: ``confirm_offset`` through the broker's gate."""
-        c = self.confirm_offset
-        return c if self.confirm_gate is None else min(c, self.confirm_gate(c))
+    def replicated_offset(self) -> int:
+        """How far the in-sync replicas hold the log, fence or not (CommitPoint.live)."""
+        return self.commit.live(self.log.max_offset)
 
     @property
     def sync_state_set(self) -> frozenset[int]:
@@ -199,9 +200,9 @@ class HAMaster:
     def _on_progress(self) -> None:
         """Acks or the set changed: move confirmOffset, release waiters, maybe propose."""
         log_max = self.log.max_offset
-        confirm = self.tracker.confirm_offset(log_max)
+        confirm = self.commit.value(log_max)
         if confirm > self.log.confirm_offset:
-            self.log.confirm_offset = min(confirm, log_max)
+            self.log.confirm_offset = confirm
         w = self._waiters
         while w and (w[0][2].done() or self.tracker.is_acked(w[0][0], log_max)):
             _, _, fut = heapq.heappop(w)
@@ -362,7 +363,7 @@ class HAMaster:
         session, writer, cfg = conn.session, conn.writer, self.config
         try:
             while not conn.closed:
-                frame = session.poll_transfer(self._clock(), self.sent_confirm_offset)
+                frame = session.poll_transfer(self._clock(), self.confirm_offset)
                 if frame is None:
                     conn.wake.clear()
                     if session.has_pending():

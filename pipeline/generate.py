@@ -11,6 +11,9 @@ Planted faults (disjoint records, all acked, all wholly below confirmOffset):
 - divergence: one slave's copy of a record has a different crc;
 - duplicate: a retried send: record j carries record i's msg_id (i < j, same group) on every
   replica; the producer's first attempt (i) was not acked, the retry (j) was.
+
+Why one long module: the planted faults must stay consistent across every table the generator
+writes (events, logs, acks, manifest), so they are produced in one place.
 """
 
 from __future__ import annotations

@@ -8,6 +8,10 @@ Layout (base port N, default 19876):
 Every child is a `python -m autoswitch ...` process in its own session with its own log file,
 tracked and ended by PID only (SIGTERM, then SIGKILL after a bounded wait). The launcher,
 the routed producer and the failover timeline are reused by bench/failover.py.
+
+Why one long module: the playground is an application, not a library: the cluster layout, its
+launcher, the demo producer and the failover report are used together and nowhere else (sharing
+the launcher and the producer with the tests is on docs/roadmap.md).
 """
 
 from __future__ import annotations

@@ -9,6 +9,11 @@ Election (docs/raft.md "Election"): nodes start as CANDIDATE; voters answer ACCE
 reason; the candidate tallies replies into PASSED / REVOTE_IMMEDIATELY / WAIT_TO_REVOTE /
 WAIT_TO_VOTE_NEXT. On top: pre-vote, check-quorum + leader lease, TimeoutNow transfer,
 chunked InstallSnapshot, read-index, flow control.
+
+Why one long module: the role transitions share one state (term, vote, log, commit, role) and
+must be read together to check Raft's safety; etcd keeps its raft.go whole for the same reason.
+What has state of its own lives beside it: progress.py, quorum.py, readonly.py,
+snapshot_transfer.py, raftlog.py.
 """
 
 from __future__ import annotations

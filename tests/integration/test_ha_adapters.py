@@ -397,17 +397,14 @@ def test_a_fenced_master_does_not_move_its_slaves_confirm_offset(tmp_path):
     async def main():
         m = make_log(tmp_path / "m")
         m.append_epoch(1, 0)
-        frozen: list[int] = []
-        held = {"polls": 0}
+        fence = {"up": False, "polls": 0}
 
-        def gate(confirm: int) -> int:
-            if not frozen:
-                return confirm
-            if confirm > frozen[0]:
-                held["polls"] += 1
-            return frozen[0]
+        def fenced() -> bool:
+            if fence["up"]:
+                fence["polls"] += 1
+            return fence["up"]
 
-        master = HAMaster(m, cfg(), 1, "g", 1, frozenset({1}), 1, LocalSyncStateProposer(), confirm_gate=gate)
+        master = HAMaster(m, cfg(), 1, "g", 1, frozenset({1}), 1, LocalSyncStateProposer(), fenced=fenced)
         await master.start(H, 0)
         s2 = make_log(tmp_path / "s2")
         a = HASlave(s2, cfg(), 2, "g", (H, master.port))
@@ -417,14 +414,16 @@ def test_a_fenced_master_does_not_move_its_slaves_confirm_offset(tmp_path):
             end1 = write(m, payloads(100, seed=1))
             master.notify_appended()
             await until(lambda: s2.confirm_offset == end1, "confirm offset reaches slave")
-            frozen.append(end1)                       # the broker fenced itself here
+            fence["up"] = True                        # the broker fenced itself here
+            master.commit.freeze(m.max_offset)
             end2 = write(m, payloads(100, seed=2))
             master.notify_appended()
-            await until(lambda: s2.max_offset == end2 and master.confirm_offset == end2, "replicated while fenced")
-            await until(lambda: held["polls"] >= 5, "several frames sent while held")
+            await until(lambda: s2.max_offset == end2 and master.replicated_offset == end2, "replicated while fenced")
+            polls = fence["polls"]
+            await until(lambda: fence["polls"] >= polls + 5, "several frames sent while held")
             await asyncio.sleep(0.2)                  # let the last of them arrive
-            assert s2.confirm_offset == end1
-            frozen.clear()                            # lease renewed
+            assert s2.confirm_offset == end1 and master.confirm_offset == end1
+            fence["up"] = False                       # lease renewed
             await until(lambda: s2.confirm_offset == end2, "confirm offset moves on after the fence")
         finally:
             await a.stop()
