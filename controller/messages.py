@@ -5,22 +5,24 @@ every node by ``ControllerStateMachine.apply``. Everything that depends on time 
 (the proposal timestamp ``ts_ms``, the brokers a controller majority considers alive and what
 they reported) is filled in by the proposing leader, so apply is deterministic everywhere.
 
-Encoding: one compact JSON object ``{"v": 1, "t": <type>, ...fields}``, UTF-8, at most
-``MAX_REQUEST_BYTES``. JSON keeps the log greppable and Python ints exact (no 32-bit offsets).
-Every field is type- and range-checked on decode; a bad entry gives ``MalformedRequest``
-(reply code CONTROLLER_INVALID_REQUEST), never an exception out of apply.
+Requests, events, replies and views are msgspec Structs: typed records the library constructs,
+compares and encodes. A write request's log form is one compact JSON object tagged with its type,
+``{"t": "<type>", ...every field}``, UTF-8, at most ``MAX_REQUEST_BYTES``; JSON keeps the log
+greppable and Python ints exact (no 32-bit offsets). Decoding checks every field's type (msgspec,
+strict: a JSON ``true`` is not an integer, unknown fields are refused), then its range
+(``validate``); a bad entry gives ``MalformedRequest`` (reply code CONTROLLER_INVALID_REQUEST),
+never an exception out of apply.
 
-Why one long module: each request type sits next to its validation and its log encoding; the
-planned typed records (docs/roadmap.md) move the encoding to a library and shrink it.
+Why one long module: each request type sits next to its validation rules.
 """
 
 from __future__ import annotations
 
-import json
-from dataclasses import MISSING, dataclass, field, fields
 from typing import Any, ClassVar
 
+import msgspec
 from autoswitch.controller.codes import Code
+from msgspec.structs import force_setattr
 
 from autoswitch.base.errors import AutoswitchError
 from autoswitch.base.limits import (
@@ -31,7 +33,6 @@ from autoswitch.base.limits import (
     MAX_REPLICAS_PER_GROUP,
 )
 
-ENCODING_VERSION = 1
 MAX_REQUEST_BYTES = 1 << 20
 MAX_CHECK_CODE_LEN = 512
 MAX_QUERY_GROUPS = 100_000
@@ -51,23 +52,10 @@ class MalformedRequest(AutoswitchError):
     code = "CONTROLLER_INVALID_REQUEST"
 
 
-# Per-class field names, in declaration order: dataclasses.fields() rebuilds its tuple on every
-# call and the per-write path (construct, encode, decode) would otherwise call it five times.
-_FIELD_NAMES: dict[type, tuple[str, ...]] = {}
-
-
-def _field_names(cls: type) -> tuple[str, ...]:
-    names = _FIELD_NAMES.get(cls)
-    if names is None:
-        names = _FIELD_NAMES[cls] = tuple(f.name for f in fields(cls))
-    return names
-
-
 # --------------------------------------------------------------------------- live info
 
 
-@dataclass(frozen=True)
-class BrokerLiveInfo:
+class BrokerLiveInfo(msgspec.Struct, frozen=True, array_like=True, forbid_unknown_fields=True):
     """What a broker last reported in its heartbeat, as seen alive by a controller majority.
 
     ``clean_shutdown`` False means: this incarnation started after an unclean shutdown and has
@@ -81,54 +69,33 @@ class BrokerLiveInfo:
     election_priority: int = 0
     clean_shutdown: bool = True
 
-    def to_list(self) -> list:
-        return [self.broker_id, self.epoch, self.max_offset, self.confirm_offset,
-                self.election_priority, 1 if self.clean_shutdown else 0]
-
-    @classmethod
-    def from_list(cls, raw: Any) -> BrokerLiveInfo:
-        if not isinstance(raw, list) or len(raw) != 6:
-            raise MalformedRequest("alive entry must be [brokerId, epoch, maxOffset, confirmOffset, priority, clean]")
-        bid, epoch, max_off, confirm, prio, clean = raw
-        if type(clean) is not int or clean not in (0, 1):
-            raise MalformedRequest("alive entry clean flag must be 0 or 1")
-        info = cls(bid, epoch, max_off, confirm, prio, clean == 1)
-        info.validate()
-        return info
-
     def validate(self) -> None:
         _check_id(self.broker_id, "alive.brokerId")
         _check_int(self.epoch, "alive.epoch", 0, MAX_INT64)
         _check_int(self.max_offset, "alive.maxOffset", 0, MAX_INT64)
         _check_int(self.confirm_offset, "alive.confirmOffset", 0, MAX_INT64)
         _check_int(self.election_priority, "alive.electionPriority", MIN_INT32, MAX_INT32)
-        if not isinstance(self.clean_shutdown, bool):
-            raise MalformedRequest("alive.cleanShutdown must be a bool")
+        _check_bool(self.clean_shutdown, "alive.cleanShutdown")
 
 
 # --------------------------------------------------------------------------- requests
 
 
-@dataclass(frozen=True)
-class Request:
-    """Base of every request. ``TYPE`` is the stable tag in the Raft log."""
+class Request(msgspec.Struct, frozen=True, tag_field="t", forbid_unknown_fields=True):
+    """Base of every request. ``TYPE`` is its stable tag in the Raft log."""
 
     TYPE: ClassVar[str] = ""
     WRITE: ClassVar[bool] = True
 
     def __post_init__(self) -> None:
         # Accept lists and sets from callers; the canonical form (and the log form) is a tuple.
-        d = self.__dict__
-        for name in _field_names(type(self)):
-            v = d[name]
-            t = type(v)
-            if t is int or t is str or t is tuple or t is bool:
-                continue   # the common cases, nothing to convert
+        for name in self.__struct_fields__:
+            v = getattr(self, name)
             if isinstance(v, list):
-                object.__setattr__(self, name, tuple(v))
+                force_setattr(self, name, tuple(v))
             elif isinstance(v, set | frozenset):
                 try:
-                    object.__setattr__(self, name, tuple(sorted(v)))
+                    force_setattr(self, name, tuple(sorted(v)))
                 except TypeError:
                     pass  # mixed types: validate() rejects it
 
@@ -140,8 +107,7 @@ class Request:
         return getattr(self, "broker_name", None)
 
 
-@dataclass(frozen=True)
-class ApplyBrokerIdRequest(Request):
+class ApplyBrokerIdRequest(Request, tag="ApplyBrokerId"):
     TYPE: ClassVar[str] = "ApplyBrokerId"
     cluster_name: str
     broker_name: str
@@ -156,8 +122,7 @@ class ApplyBrokerIdRequest(Request):
         _check_ts(self.ts_ms)
 
 
-@dataclass(frozen=True)
-class RegisterBrokerRequest(Request):
+class RegisterBrokerRequest(Request, tag="RegisterBroker"):
     TYPE: ClassVar[str] = "RegisterBroker"
     cluster_name: str
     broker_name: str
@@ -176,8 +141,7 @@ class RegisterBrokerRequest(Request):
         _check_ts(self.ts_ms)
 
 
-@dataclass(frozen=True)
-class ElectMasterRequest(Request):
+class ElectMasterRequest(Request, tag="ElectMaster"):
     """``broker_id``: the designated broker when ``designate``; else the asking broker (0 = none).
 
     ``alive``: every broker of the group that a controller majority considers alive, with its
@@ -195,7 +159,7 @@ class ElectMasterRequest(Request):
     designate: bool = False
     alive: tuple[BrokerLiveInfo, ...] = ()
     ts_ms: int = 0
-    dead_broker_ids: tuple[int, ...] = ()   # after ts_ms: positional callers of the first API keep working
+    dead_broker_ids: tuple[int, ...] = ()
 
     def validate(self) -> None:
         _check_str(self.cluster_name, "clusterName", MAX_NAME_LEN, allow_empty=True)
@@ -213,8 +177,7 @@ class ElectMasterRequest(Request):
         _check_ts(self.ts_ms)
 
 
-@dataclass(frozen=True)
-class AlterSyncStateSetRequest(Request):
+class AlterSyncStateSetRequest(Request, tag="AlterSyncStateSet"):
     TYPE: ClassVar[str] = "AlterSyncStateSet"
     broker_name: str
     master_broker_id: int
@@ -249,8 +212,7 @@ class AlterSyncStateSetRequest(Request):
         _check_ts(self.ts_ms)
 
 
-@dataclass(frozen=True)
-class CleanBrokerDataRequest(Request):
+class CleanBrokerDataRequest(Request, tag="CleanBrokerData"):
     """``broker_ids`` empty = the whole group."""
 
     TYPE: ClassVar[str] = "CleanBrokerData"
@@ -270,10 +232,9 @@ class CleanBrokerDataRequest(Request):
         _check_ts(self.ts_ms)
 
 
-@dataclass(frozen=True)
-class UpdateControllerConfigRequest(Request):
+class UpdateControllerConfigRequest(Request, tag="UpdateControllerConfig"):
     TYPE: ClassVar[str] = "UpdateControllerConfig"
-    config: dict[str, str] = field(default_factory=dict)
+    config: dict[str, str] = msgspec.field(default_factory=dict)
     ts_ms: int = 0
     # Filled by the leader: the largest heartbeat timeout the brokers it hears sized their master
     # leases for; heartbeat_timeout_ms may not go below it (docs/controller.md).
@@ -296,8 +257,7 @@ class UpdateControllerConfigRequest(Request):
 # Reads: served by ControllerStateMachine.query() on the leader after a read-index barrier.
 
 
-@dataclass(frozen=True)
-class GetNextBrokerIdRequest(Request):
+class GetNextBrokerIdRequest(Request, tag="GetNextBrokerId"):
     TYPE: ClassVar[str] = "GetNextBrokerId"
     WRITE: ClassVar[bool] = False
     cluster_name: str
@@ -307,8 +267,7 @@ class GetNextBrokerIdRequest(Request):
         _check_names(self.cluster_name, self.broker_name)
 
 
-@dataclass(frozen=True)
-class GetReplicaInfoRequest(Request):
+class GetReplicaInfoRequest(Request, tag="GetReplicaInfo"):
     TYPE: ClassVar[str] = "GetReplicaInfo"
     WRITE: ClassVar[bool] = False
     broker_name: str
@@ -317,8 +276,7 @@ class GetReplicaInfoRequest(Request):
         _check_str(self.broker_name, "brokerName", MAX_NAME_LEN, allow_empty=False)
 
 
-@dataclass(frozen=True)
-class GetSyncStateDataRequest(Request):
+class GetSyncStateDataRequest(Request, tag="GetSyncStateData"):
     """``broker_names`` empty = every group (bounded by MAX_QUERY_GROUPS)."""
 
     TYPE: ClassVar[str] = "GetSyncStateData"
@@ -332,14 +290,12 @@ class GetSyncStateDataRequest(Request):
             _check_str(n, "brokerName", MAX_NAME_LEN, allow_empty=False)
 
 
-@dataclass(frozen=True)
-class GetMetaDataRequest(Request):
+class GetMetaDataRequest(Request, tag="GetMetaData"):
     TYPE: ClassVar[str] = "GetMetaData"
     WRITE: ClassVar[bool] = False
 
 
-@dataclass(frozen=True)
-class GetControllerConfigRequest(Request):
+class GetControllerConfigRequest(Request, tag="GetControllerConfig"):
     TYPE: ClassVar[str] = "GetControllerConfig"
     WRITE: ClassVar[bool] = False
 
@@ -359,8 +315,7 @@ READ_REQUESTS: dict[str, type[Request]] = {
 # --------------------------------------------------------------------------- replies
 
 
-@dataclass(frozen=True)
-class ReplicaView:
+class ReplicaView(msgspec.Struct, frozen=True):
     """One group's replica info after the operation (what brokers consume)."""
 
     cluster_name: str
@@ -383,8 +338,7 @@ class ReplicaView:
         }
 
 
-@dataclass(frozen=True)
-class Reply:
+class Reply(msgspec.Struct, frozen=True):
     """``replica`` is set for group operations (also on most rejections, as RocketMQ does, so a
     fenced master learns the current epochs); ``broker_id`` for GetNextBrokerId / ApplyBrokerId;
     ``data`` (JSON-able) for the bulk reads and config."""
@@ -413,15 +367,13 @@ class Reply:
 # --------------------------------------------------------------------------- events
 
 
-@dataclass(frozen=True)
-class Event:
+class Event(msgspec.Struct, frozen=True):
     """An applied state change. ``HISTORY`` is the name in the event history record."""
 
     HISTORY: ClassVar[str] = ""
     broker_name: str
 
 
-@dataclass(frozen=True)
 class ApplyBrokerIdEvent(Event):
     HISTORY: ClassVar[str] = "ApplyBrokerId"
     cluster_name: str
@@ -431,7 +383,6 @@ class ApplyBrokerIdEvent(Event):
     ts_ms: int
 
 
-@dataclass(frozen=True)
 class UpdateBrokerAddressEvent(Event):
     HISTORY: ClassVar[str] = "RegisterBroker"
     broker_id: int
@@ -439,7 +390,6 @@ class UpdateBrokerAddressEvent(Event):
     ha_address: str = ""
 
 
-@dataclass(frozen=True)
 class ElectMasterEvent(Event):
     """New master (or none: "NoMaster"). MasterEpoch always +1. ``sync_state_set`` None keeps the
     set (RocketMQ keeps it when nobody could be elected); otherwise it replaces it and
@@ -453,7 +403,6 @@ class ElectMasterEvent(Event):
     reason: str
 
 
-@dataclass(frozen=True)
 class AlterSyncStateSetEvent(Event):
     HISTORY: ClassVar[str] = "AlterSyncStateSet"
     sync_state_set: tuple[int, ...]
@@ -461,7 +410,6 @@ class AlterSyncStateSetEvent(Event):
     reason: str
 
 
-@dataclass(frozen=True)
 class EligibleChangeEvent(Event):
     """Eligible replicas change without an SSS change (a replica reported data loss)."""
 
@@ -470,55 +418,14 @@ class EligibleChangeEvent(Event):
     reason: str
 
 
-@dataclass(frozen=True)
 class CleanBrokerDataEvent(Event):
     HISTORY: ClassVar[str] = "CleanBrokerData"
     broker_ids: tuple[int, ...]   # empty = the whole group
 
 
-@dataclass(frozen=True)
 class UpdateConfigEvent(Event):
     HISTORY: ClassVar[str] = "UpdateConfig"
     changes: tuple[tuple[str, str], ...]
-
-
-# --------------------------------------------------------------------------- construction
-#
-# A frozen dataclass's generated __init__ stores every field through object.__setattr__ (about
-# 0.1 us each); the apply path builds several of these objects per entry. Each class below gets
-# an __init__ with the same signature, defaults, qualname and __post_init__ call that stores the
-# fields into the instance __dict__ directly, which is where object.__setattr__ puts them (no
-# field has a descriptor). Instances stay frozen: only __init__ changes. The generated
-# dataclass __init__ stays in _DATACLASS_INIT (tests compare the two).
-
-_DATACLASS_INIT: dict[type, Any] = {}
-
-
-def _fast_frozen_init(cls: type) -> None:
-    fs = fields(cls)
-    if any(not f.init or f.default_factory is not MISSING or f.kw_only for f in fs) \
-            or any(f.name in ("self", "d") for f in fs):
-        return   # keep the dataclass __init__ for anything beyond plain positional fields
-    ns: dict[str, Any] = {}
-    params, body = ["self"], ["d = self.__dict__"]
-    for f in fs:
-        if f.default is MISSING:
-            params.append(f.name)
-        else:
-            ns[f"_dflt_{f.name}"] = f.default
-            params.append(f"{f.name}=_dflt_{f.name}")
-        body.append(f"d[{f.name!r}] = {f.name}")
-    if hasattr(cls, "__post_init__"):
-        body.append("self.__post_init__()")
-    src = f"def __init__({', '.join(params)}):\n    " + "\n    ".join(body) + "\n"
-    exec(src, ns)  # noqa: S102 - source built above from the class's own field names
-    init = ns["__init__"]
-    old = cls.__init__
-    init.__qualname__ = old.__qualname__
-    init.__module__ = old.__module__
-    init.__annotations__ = dict(old.__annotations__)
-    _DATACLASS_INIT[cls] = old
-    cls.__init__ = init
 
 
 def event_name(ev: Event) -> str:
@@ -527,49 +434,13 @@ def event_name(ev: Event) -> str:
     return ev.HISTORY
 
 
-for _cls in (BrokerLiveInfo, *WRITE_REQUESTS.values(), *READ_REQUESTS.values(), ReplicaView, Reply,
-             ApplyBrokerIdEvent, UpdateBrokerAddressEvent, ElectMasterEvent, AlterSyncStateSetEvent,
-             EligibleChangeEvent, CleanBrokerDataEvent, UpdateConfigEvent):
-    _fast_frozen_init(_cls)
-del _cls
-
-
 # --------------------------------------------------------------------------- encoding
 
-# Same output as json.dumps(obj, separators=(",", ":"), ensure_ascii=False) (tuples encode as
-# arrays, exactly like lists), without building a new encoder per call. The C encoder is made
-# once, without the circular-reference check: a validated request holds only strings, ints,
-# bools and fresh flat containers of them, so it cannot contain itself.
-_ENCODER = json.JSONEncoder(separators=(",", ":"), ensure_ascii=False)
-if json.encoder.c_make_encoder is not None:
-    _C_ENCODE = json.encoder.c_make_encoder(None, _ENCODER.default, json.encoder.encode_basestring, None,
-                                            ":", ",", False, False, True)
-
-    def _dumps(obj: dict) -> str:
-        return "".join(_C_ENCODE(obj, 0))
-else:  # pragma: no cover - CPython always has the C encoder
-    _dumps = _ENCODER.encode
-
-
-class _DecodeInfo:
-    """Per write-request class: what decode_request needs, computed once."""
-
-    __slots__ = ("names", "allowed", "defaults")
-
-    def __init__(self, cls: type[Request]) -> None:
-        self.names = _field_names(cls)
-        self.allowed = frozenset(self.names) | {"v", "t"}
-        # Plain defaults only; a required or default_factory field that is missing from the entry
-        # goes through the dataclass __init__ (its own error message / factory call).
-        self.defaults = {f.name: f.default for f in fields(cls) if f.default is not MISSING}
-
-
-_DECODE_INFO: dict[type[Request], _DecodeInfo] = {}
-# Fields added after the first release: left out of an entry when empty, so a controller of the
-# previous version (which refuses unknown fields) applies every entry that does not use them.
-_OMIT_IF_EMPTY = frozenset({"broker_ha_address", "broker_timeout_floor_ms"})
-_ABSENT = object()
-_BYTES_TYPES = (bytes, bytearray, memoryview)   # a tuple: "bytes | bytearray" builds a union per call
+_ENCODER = msgspec.json.Encoder()
+_WRITE_TYPES = tuple(WRITE_REQUESTS.values())
+_DECODER = msgspec.json.Decoder(_WRITE_TYPES[0] | _WRITE_TYPES[1] | _WRITE_TYPES[2] | _WRITE_TYPES[3]
+                                | _WRITE_TYPES[4] | _WRITE_TYPES[5])
+_BYTES_TYPES = (bytes, bytearray, memoryview)
 
 
 def encode_request(req: Request) -> bytes:
@@ -577,16 +448,10 @@ def encode_request(req: Request) -> bytes:
     if not isinstance(req, Request) or req.TYPE not in WRITE_REQUESTS:
         raise MalformedRequest(f"not a write request: {type(req).__name__}")
     req.validate()
-    obj: dict[str, Any] = {"v": ENCODING_VERSION, "t": req.TYPE}
-    d = req.__dict__
-    for name in _field_names(type(req)):
-        v = d[name]
-        if name in _OMIT_IF_EMPTY and not v:
-            continue    # entries written without it stay byte-identical to older versions' entries
-        obj[name] = v
-    if "alive" in obj:   # ElectMaster: BrokerLiveInfo entries travel as lists (same key position)
-        obj["alive"] = [a.to_list() for a in obj["alive"]]
-    data = _dumps(obj).encode()
+    try:
+        data = _ENCODER.encode(req)
+    except (TypeError, ValueError, OverflowError) as e:   # a field of a type JSON cannot carry
+        raise MalformedRequest(f"{req.TYPE} cannot be encoded: {e}") from None
     if len(data) > MAX_REQUEST_BYTES:
         raise MalformedRequest(f"request of {len(data)} bytes exceeds {MAX_REQUEST_BYTES}")
     return data
@@ -599,55 +464,9 @@ def decode_request(data: bytes) -> Request:
     if len(data) > MAX_REQUEST_BYTES:
         raise MalformedRequest(f"request of {len(data)} bytes exceeds {MAX_REQUEST_BYTES}")
     try:
-        obj = json.loads(bytes(data).decode("utf-8"))
-    except (UnicodeDecodeError, ValueError, RecursionError) as e:
-        raise MalformedRequest(f"request is not JSON: {e}") from None
-    if not isinstance(obj, dict):
-        raise MalformedRequest("request must be a JSON object")
-    if obj.get("v") != ENCODING_VERSION:
-        raise MalformedRequest(f"unsupported request encoding version {obj.get('v')!r}")
-    t = obj.get("t")
-    cls = WRITE_REQUESTS.get(t) if isinstance(t, str) else None
-    if cls is None:
-        raise MalformedRequest(f"unknown request type {obj.get('t')!r}")
-    info = _DECODE_INFO.get(cls)
-    if info is None:
-        info = _DECODE_INFO[cls] = _DecodeInfo(cls)
-    if not obj.keys() <= info.allowed:
-        extra = set(obj) - info.allowed
-        raise MalformedRequest(f"unknown fields {sorted(extra)} in {cls.TYPE}")
-    kwargs: dict[str, Any] = {}
-    complete = True
-    defaults = info.defaults
-    for name in info.names:
-        v = obj.get(name, _ABSENT)
-        if v is _ABSENT:
-            if name in defaults:
-                kwargs[name] = defaults[name]
-            else:
-                complete = False   # required (fails in __init__ below) or default_factory
-            continue
-        if type(v) is list:   # the JSON decoder makes exact lists only
-            v = tuple(v)
-        kwargs[name] = v
-    if "alive" in kwargs and "alive" in obj:   # ElectMaster: [[brokerId, ...], ...] entries
-        v = obj["alive"]
-        if not isinstance(v, list):
-            raise MalformedRequest("alive must be a list")
-        kwargs["alive"] = tuple(BrokerLiveInfo.from_list(a) for a in v)
-    if complete:
-        # Every field is a JSON value with the top-level lists already made tuples, so the
-        # dataclass __init__ + __post_init__ would only copy the values in: do just that.
-        req = object.__new__(cls)
-        req.__dict__.update(kwargs)
-    else:
-        for name in defaults:
-            if name not in obj:
-                del kwargs[name]
-        try:
-            req = cls(**kwargs)
-        except TypeError as e:
-            raise MalformedRequest(f"{cls.TYPE}: {e}") from None
+        req = _DECODER.decode(data)
+    except (msgspec.DecodeError, RecursionError) as e:   # ValidationError is a DecodeError
+        raise MalformedRequest(f"bad request entry: {e}") from None
     req.validate()
     return req
 

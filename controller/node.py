@@ -25,7 +25,6 @@ Library use::
 from __future__ import annotations
 
 import asyncio
-import dataclasses
 import gc
 import signal
 import time
@@ -33,6 +32,7 @@ from pathlib import Path
 from typing import Any
 
 import grpc
+import msgspec
 from autoswitch.controller import sm_adapter
 from autoswitch.controller.codes import Code, code_name
 from autoswitch.controller.config import ControllerConfig
@@ -288,14 +288,13 @@ class ControllerNode:
         where: list[int] = []
         for i, (kind, fields) in enumerate(items):
             try:
-                data, req = sm_adapter.encode_write_request(kind, fields)
+                data = sm_adapter.encode_write_request(kind, fields)
             except sm_adapter.BadWrite as e:
                 out[i] = NodeReply(Code.CONTROLLER_INVALID_REQUEST, str(e))
                 continue
             if len(data) > self.config.max_message_bytes:
                 out[i] = NodeReply(Code.CONTROLLER_REQUEST_TOO_LARGE, f"encoded request is {len(data)} bytes")
                 continue
-            self.sm.note_own(data, req)
             datas.append(data)
             where.append(i)
         if datas:
@@ -303,9 +302,6 @@ class ControllerNode:
                 results = await self.raft.propose_many(datas, timeout_s=self.config.propose_timeout_s)
             except Exception as e:  # noqa: BLE001 - nothing was proposed: one typed reply for all
                 results = [e] * len(datas)
-            finally:
-                for d in datas:
-                    self.sm.forget_own(d)
             for i, r in zip(where, results, strict=True):
                 out[i] = self._map_raft_error(r) if isinstance(r, BaseException) else sm_adapter.reply_dict(r)
         return out  # type: ignore[return-value]
@@ -518,7 +514,7 @@ class ControllerNode:
         """Propose an already built messages.Request (the scan planner's elections)."""
         if not self.is_leader:
             raise self._not_leader()
-        req = dataclasses.replace(req, ts_ms=sm_adapter.wall_ms())   # planner stamps monotonic ms
+        req = msgspec.structs.replace(req, ts_ms=sm_adapter.wall_ms())   # planner stamps monotonic ms
         try:
             data = sm_adapter.encode_request(req)
         except sm_adapter.BadWrite as e:

@@ -1,6 +1,6 @@
 """The seam between the process (service/node) and the state machine + Raft cores.
 
-- ``encode_write_request``: service-level fields -> a messages.Request -> Raft log bytes (+ the request).
+- ``encode_write_request``: service-level fields -> a messages.Request -> Raft log bytes.
 - ``reply_dict``: a messages.Reply -> the plain dict the servicer turns into protobuf.
 - ``AppliedStateMachine``: the Raft ``StateMachine`` we hand to RaftNode. It delegates to the
   pure ControllerStateMachine and, on every node, after each applied entry, appends the
@@ -10,7 +10,6 @@
 
 from __future__ import annotations
 
-import dataclasses
 import time
 from pathlib import Path
 from typing import Any
@@ -27,11 +26,6 @@ _WRITES = {
     "clean_broker_data": m.CleanBrokerDataRequest,
     "update_controller_config": m.UpdateControllerConfigRequest,
 }
-
-
-# messages.ElectMasterRequest.dead_broker_ids (the majority's "dead" verdicts) arrived after the
-# first state-machine API; send it whenever the state machine knows the field.
-_HAS_DEAD_IDS = "dead_broker_ids" in {f.name for f in dataclasses.fields(m.ElectMasterRequest)}
 
 
 class BadWrite(Exception):
@@ -61,10 +55,9 @@ def build_request(kind: str, f: dict[str, Any]) -> m.Request:
                                        ts_ms=ts, broker_ha_address=f.get("ha_address", ""))
     if kind == "elect_master":
         alive = tuple(live_info(b, beat) for b, beat in sorted(f["alive"].items()))
-        extra = {"dead_broker_ids": tuple(sorted(f.get("dead", ())))} if _HAS_DEAD_IDS else {}
         return m.ElectMasterRequest(cluster_name=f["cluster"], broker_name=f["group"], trigger=f["trigger"],
                                     broker_id=f["broker_id"], designate=f["designate"], alive=alive,
-                                    ts_ms=ts, **extra)
+                                    ts_ms=ts, dead_broker_ids=tuple(sorted(f.get("dead", ()))))
     if kind == "alter_sync_state_set":
         return m.AlterSyncStateSetRequest(broker_name=f["group"], master_broker_id=f["master_broker_id"],
                                           master_epoch=f["master_epoch"],
@@ -82,10 +75,9 @@ def build_request(kind: str, f: dict[str, Any]) -> m.Request:
     raise KeyError(kind)
 
 
-def encode_write_request(kind: str, fields: dict[str, Any]) -> tuple[bytes, m.Request]:
-    """Raft log bytes of a write, and the request object they encode (the leader's apply reuses it)."""
-    req = build_request(kind, fields)
-    return encode_request(req), req
+def encode_write_request(kind: str, fields: dict[str, Any]) -> bytes:
+    """Raft log bytes of a write. The leader applies them like every other node: it decodes."""
+    return encode_request(build_request(kind, fields))
 
 
 def encode_request(req: m.Request) -> bytes:
@@ -169,25 +161,13 @@ class AppliedStateMachine:
         self.on_change = on_change
         self.log = log
         self._touched: list[str] = []
-        self._own: dict[int, tuple[bytes, m.Request]] = {}
         self._published: dict[str, dict | None] = {}
 
     # --- Raft StateMachine ---
 
-    def note_own(self, data: bytes, req: m.Request) -> None:
-        """The leader is about to propose ``data``, encoded from ``req``: its apply may skip the
-        decode. Keyed by the bytes object itself (Raft keeps that object in its in-memory log),
-        checked by identity, dropped by ``forget_own`` whatever the proposal's fate."""
-        if len(self._own) < 65536:
-            self._own[id(data)] = (data, req)
-
-    def forget_own(self, data: bytes) -> None:
-        self._own.pop(id(data), None)
-
     def apply(self, index: int, data: bytes) -> Any:
         self._touched = []
-        own = self._own.pop(id(data), None) if self._own else None
-        reply = self.inner.apply(index, data, own[1] if own is not None and own[0] is data else None)
+        reply = self.inner.apply(index, data)
         if not self._touched:
             return reply
         # The reply's view is the named group's state after this entry (the state machine builds

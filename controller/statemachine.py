@@ -658,21 +658,16 @@ class ControllerStateMachine:
 
     # --- writes ---
 
-    def apply(self, index: int, data: bytes, decoded: Request | None = None) -> Reply | None:
+    def apply(self, index: int, data: bytes) -> Reply | None:
         """Apply one committed entry. Empty data is a Raft no-op (returns None). Never raises for
-        bad entries: they answer CONTROLLER_INVALID_REQUEST on every node alike.
-
-        ``decoded``: the request these bytes were encoded from, when the caller built it itself
-        (the proposing leader): encode_request validated it and decode(encode(r)) == r (a
-        property test), so decoding again would only repeat work. Other nodes pass bytes only."""
+        bad entries: they answer CONTROLLER_INVALID_REQUEST on every node alike. Every node,
+        the proposing leader included, decodes the bytes: one path for all."""
         if index <= self.last_applied_index:
             _log.warning("apply_skipped_duplicate", index=index, last_applied=self.last_applied_index)
             return Reply(Code.CONTROLLER_INVALID_REQUEST, f"entry {index} already applied")
         if not data:
             self.last_applied_index = index
             return None
-        if decoded is not None:
-            return self._execute(decoded, index, validated=True)
         try:
             req = decode_request(data)
         except MalformedRequest as e:
