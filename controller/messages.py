@@ -465,7 +465,8 @@ def decode_request(data: bytes) -> Request:
         raise MalformedRequest(f"request of {len(data)} bytes exceeds {MAX_REQUEST_BYTES}")
     try:
         req = _DECODER.decode(data)
-    except (msgspec.DecodeError, RecursionError) as e:   # ValidationError is a DecodeError
+    except (msgspec.DecodeError, ValueError, RecursionError) as e:   # ValidationError is a DecodeError;
+        # invalid UTF-8 comes as UnicodeDecodeError (a ValueError)
         raise MalformedRequest(f"bad request entry: {e}") from None
     req.validate()
     return req

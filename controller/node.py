@@ -33,6 +33,7 @@ from typing import Any
 
 import grpc
 import msgspec
+from autoswitch.controller import messages as msgs
 from autoswitch.controller import sm_adapter
 from autoswitch.controller.codes import Code, code_name
 from autoswitch.controller.config import ControllerConfig
@@ -271,24 +272,24 @@ class ControllerNode:
                              f"node {self.node_id} is not the leader and knows none (election or no quorum)")
         return NodeReply(Code.CONTROLLER_NOT_LEADER, f"node {self.node_id} is not the leader", lid, laddr)
 
-    async def write(self, kind: str, **fields: Any) -> dict:
-        out = (await self.write_many([(kind, fields)]))[0]
+    async def write(self, req: msgs.Request) -> msgs.Reply:
+        out = (await self.write_many([req]))[0]
         if isinstance(out, NodeReply):
             raise out
         return out
 
-    async def write_many(self, items: list[tuple[str, dict[str, Any]]]) -> list[dict | NodeReply]:
-        """Propose several writes together (one Raft append, one wait); never raises. Each item
-        gets its own outcome, exactly as ``write`` would have given it alone: the reply dict of
-        its applied entry, or a NodeReply (invalid, too large, not leader, no quorum, timeout)."""
+    async def write_many(self, reqs: list[msgs.Request]) -> list[msgs.Reply | NodeReply]:
+        """Propose several writes together (one Raft append, one wait); never raises. Each request
+        gets its own outcome, exactly as ``write`` would have given it alone: the Reply of its
+        applied entry, or a NodeReply (invalid, too large, not leader, no quorum, timeout)."""
         if not self.is_leader:
-            return [self._not_leader()] * len(items)
-        out: list[dict | NodeReply | None] = [None] * len(items)
+            return [self._not_leader()] * len(reqs)
+        out: list[msgs.Reply | NodeReply | None] = [None] * len(reqs)
         datas: list[bytes] = []
         where: list[int] = []
-        for i, (kind, fields) in enumerate(items):
+        for i, req in enumerate(reqs):
             try:
-                data = sm_adapter.encode_write_request(kind, fields)
+                data = sm_adapter.encode_request(sm_adapter.stamp(req))
             except sm_adapter.BadWrite as e:
                 out[i] = NodeReply(Code.CONTROLLER_INVALID_REQUEST, str(e))
                 continue
@@ -303,8 +304,14 @@ class ControllerNode:
             except Exception as e:  # noqa: BLE001 - nothing was proposed: one typed reply for all
                 results = [e] * len(datas)
             for i, r in zip(where, results, strict=True):
-                out[i] = self._map_raft_error(r) if isinstance(r, BaseException) else sm_adapter.reply_dict(r)
+                out[i] = self._map_raft_error(r) if isinstance(r, BaseException) else self._applied(r)
         return out  # type: ignore[return-value]
+
+    @staticmethod
+    def _applied(result: object) -> msgs.Reply | NodeReply:
+        if isinstance(result, msgs.Reply):
+            return result
+        return NodeReply(Code.CONTROLLER_INTERNAL_ERROR, f"unexpected apply result {type(result).__name__}")
 
     async def barrier(self) -> None:
         """Linearizable-read barrier: raises NodeReply unless this node is the leader and caught up."""
@@ -315,9 +322,14 @@ class ControllerNode:
         except Exception as e:  # noqa: BLE001
             raise self._map_raft_error(e) from None
 
-    async def read(self, kind: str, **fields: Any) -> dict:
+    async def query(self, req: msgs.Request) -> msgs.Reply:
+        """A linearizable read (GetNextBrokerId, GetReplicaInfo): barrier, then the applied state."""
         await self.barrier()
-        return self.sm.read(kind, fields, self._member_view)
+        return self.sm.query(req)
+
+    async def sync_state_data(self, groups: tuple[str, ...]) -> tuple[msgs.Reply, list[sm_adapter.GroupState]]:
+        await self.barrier()
+        return self.sm.sync_state_data(groups, self._member_view)
 
     def _map_raft_error(self, e: Exception) -> NodeReply:
         name = type(e).__name__
@@ -334,7 +346,7 @@ class ControllerNode:
         self.log.error("raft_error", exc_info=e, kind=name)
         return NodeReply(Code.CONTROLLER_INTERNAL_ERROR, f"{name}: {e}")
 
-    def local_replica_info(self, group: str) -> dict | None:
+    def local_replica_info(self, group: str) -> msgs.ReplicaView | None:
         return self.sm.replica_info(group)
 
     def read_events(self, from_line: int, max_lines: int) -> tuple[list[str], int, bool]:
@@ -428,20 +440,23 @@ class ControllerNode:
         alive = self.heartbeats.alive
         return all(alive(group, b, now) for b in broker_ids)
 
-    async def elect(self, cluster: str, group: str, broker_id: int, designate: bool, trigger: str) -> dict:
+    async def elect(self, cluster: str, group: str, broker_id: int, designate: bool, trigger: str) -> msgs.Reply:
         if not self.is_leader:
             raise self._not_leader()
         alive, dead = await self.liveness_evidence(group, self.sm.member_ids(group))
-        return await self.write("elect_master", cluster=cluster, group=group, broker_id=broker_id,
-                                designate=designate, trigger=trigger, alive=alive, dead=dead)
+        return await self.write(msgs.ElectMasterRequest(
+            cluster_name=cluster, broker_name=group, trigger=trigger, broker_id=broker_id, designate=designate,
+            alive=tuple(sm_adapter.live_info(b, beat) for b, beat in sorted(alive.items())),
+            dead_broker_ids=tuple(sorted(dead))))
 
-    async def alter_sync_state_set(self, **fields: Any) -> dict:
-        alive, _dead = await self.liveness_evidence(fields["group"], list(fields["new_sync_state_set"]))
-        return await self.write("alter_sync_state_set", alive_broker_ids=sorted(alive), **fields)
+    async def alter_sync_state_set(self, req: msgs.AlterSyncStateSetRequest) -> msgs.Reply:
+        """``alive_broker_ids`` is the leader's to fill: the proposed members a majority hears."""
+        alive, _dead = await self.liveness_evidence(req.broker_name, list(req.new_sync_state_set))
+        return await self.write(msgspec.structs.replace(req, alive_broker_ids=tuple(sorted(alive))))
 
-    async def clean_broker_data(self, **fields: Any) -> dict:
-        alive, _dead = await self.liveness_evidence(fields["group"], self.sm.member_ids(fields["group"]))
-        return await self.write("clean_broker_data", alive_broker_ids=sorted(alive), **fields)
+    async def clean_broker_data(self, req: msgs.CleanBrokerDataRequest) -> msgs.Reply:
+        alive, _dead = await self.liveness_evidence(req.broker_name, self.sm.member_ids(req.broker_name))
+        return await self.write(msgspec.structs.replace(req, alive_broker_ids=tuple(sorted(alive))))
 
     # ------------------------------------------------------------------ scans and notifications
 
@@ -499,8 +514,8 @@ class ControllerNode:
                 res = await self.propose_request(req)
                 committed = True
                 n += 1
-                self.log.info("controller_election", group=req.broker_name, code=code_name(res.get("code", 0)),
-                              master=(res.get("replica_info") or {}).get("master_broker_id"))
+                self.log.info("controller_election", group=req.broker_name, code=code_name(res.code),
+                              master=res.replica.master_broker_id if res.replica is not None else None)
             except NodeReply as e:
                 self.log.warning("controller_election_failed", group=req.broker_name,
                                  code=code_name(e.reply_code), reason=e.message)
@@ -510,7 +525,7 @@ class ControllerNode:
                 self.planner.record_result(req.broker_name, m.master_epoch, committed, self.now_ms())
         return n
 
-    async def propose_request(self, req: Any) -> dict:
+    async def propose_request(self, req: msgs.Request) -> msgs.Reply:
         """Propose an already built messages.Request (the scan planner's elections)."""
         if not self.is_leader:
             raise self._not_leader()
@@ -523,22 +538,25 @@ class ControllerNode:
             result = await self.raft.propose(data, timeout_s=self.config.propose_timeout_s)
         except Exception as e:  # noqa: BLE001
             raise self._map_raft_error(e) from None
-        return sm_adapter.reply_dict(result)
+        out = self._applied(result)
+        if isinstance(out, NodeReply):
+            raise out
+        return out
 
     def applied_master(self, group: str) -> tuple[int | None, int] | None:
         """(master brokerId or None, MasterEpoch) of a group as applied on this node; None for a
         group this controller does not manage. The embedded name server checks routes with it."""
         return self._applied_masters.get(group)
 
-    def _on_applied(self, index: int, group: str, replica_info: dict) -> None:
+    def _on_applied(self, index: int, group: str, replica_info: msgs.ReplicaView) -> None:
         """Called from the apply path when a group's master/epoch/SSS changed."""
-        epoch = replica_info.get("master_epoch", 0)
+        epoch = replica_info.master_epoch
         if epoch != self._applied_epochs.get(group):
             # A new MasterEpoch is applied here: lease holds for the group end, except the one on
             # its master (liveness.release says why).
             self._applied_epochs[group] = epoch
-            self.heartbeats.release(group, master_id=replica_info.get("master_broker_id"))
-        self._applied_masters[group] = (replica_info.get("master_broker_id"), epoch)
+            self.heartbeats.release(group, master_id=replica_info.master_broker_id)
+        self._applied_masters[group] = (replica_info.master_broker_id, epoch)
         if self.config.notify_broker_role_changed:
             self.watchers.publish(group, (index, replica_info))
 

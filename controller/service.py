@@ -13,6 +13,8 @@ import asyncio
 import functools
 from typing import TYPE_CHECKING, Any
 
+import msgspec
+from autoswitch.controller import messages as m
 from autoswitch.controller.batchable import BATCHABLE
 from autoswitch.controller.codes import Code
 
@@ -72,16 +74,14 @@ def _addr(v: str, what: str) -> str:
     return v
 
 
-def replica_info_pb(d: dict | None) -> pb.ReplicaInfo:
-    if not d:
+def replica_info_pb(v: m.ReplicaView | None) -> pb.ReplicaInfo:
+    if v is None:
         return pb.ReplicaInfo()
     return pb.ReplicaInfo(
-        cluster_name=d.get("cluster_name", ""), broker_name=d.get("broker_name", ""),
-        master_broker_id=d.get("master_broker_id") or 0, master_address=d.get("master_address") or "",
-        master_epoch=d.get("master_epoch", 0), sync_state_set_epoch=d.get("sync_state_set_epoch", 0),
-        sync_state_set=sorted(d.get("sync_state_set", ())),
-        eligible_replicas=sorted(d.get("eligible_replicas", ())),
-        master_ha_address=d.get("master_ha_address") or "",
+        cluster_name=v.cluster_name, broker_name=v.broker_name, master_broker_id=v.master_broker_id or 0,
+        master_address=v.master_address or "", master_epoch=v.master_epoch,
+        sync_state_set_epoch=v.sync_state_set_epoch, sync_state_set=sorted(v.sync_state_set),
+        eligible_replicas=sorted(v.eligible_replicas), master_ha_address=v.master_ha_address or "",
     )
 
 
@@ -133,8 +133,8 @@ def _handler(reply_cls):
     return deco
 
 
-def _header(res: dict) -> pb.ReplyHeader:
-    return pb.ReplyHeader(code=res.get("code", 0), message=res.get("message", ""))
+def _header(reply: m.Reply) -> pb.ReplyHeader:
+    return pb.ReplyHeader(code=int(reply.code), message=reply.remark)
 
 
 class ControllerServicer(pbg.ControllerServiceServicer):
@@ -157,7 +157,7 @@ class ControllerServicer(pbg.ControllerServiceServicer):
                 code=Code.CONTROLLER_MALFORMED_REQUEST, message=f"at most {MAX_BATCH_CALLS} calls per batch",
                 node_id=node.node_id))
         replies: list[Any] = [None] * len(calls)
-        planned: list[tuple[int, str, tuple[str, dict]]] = []
+        planned: list[tuple[int, str, m.Request]] = []
         full: list[int] = []
         for i, call in enumerate(calls):
             spec = _PLANNED_WRITES.get(call.method)
@@ -209,43 +209,42 @@ class ControllerServicer(pbg.ControllerServiceServicer):
     @_handler(pb.GetNextBrokerIdReply)
     async def GetNextBrokerId(self, request, context):
         _name(request.cluster_name, "cluster_name", required=False)
-        res = await self.node.read("get_next_broker_id", cluster=request.cluster_name,
-                                   group=_name(request.broker_name, "broker_name"))
-        return pb.GetNextBrokerIdReply(header=_header(res), next_broker_id=res.get("next_broker_id", 0))
+        res = await self.node.query(m.GetNextBrokerIdRequest(request.cluster_name,
+                                                             _name(request.broker_name, "broker_name")))
+        return pb.GetNextBrokerIdReply(header=_header(res), next_broker_id=res.broker_id or 0)
 
-    def _plan_apply_broker_id(self, request) -> tuple[str, dict]:
-        return "apply_broker_id", dict(
-            cluster=_name(request.cluster_name, "cluster_name", required=False),
-            group=_name(request.broker_name, "broker_name"),
-            broker_id=_id(request.applied_broker_id, "applied_broker_id"),
+    def _plan_apply_broker_id(self, request) -> m.ApplyBrokerIdRequest:
+        return m.ApplyBrokerIdRequest(
+            cluster_name=_name(request.cluster_name, "cluster_name", required=False),
+            broker_name=_name(request.broker_name, "broker_name"),
+            applied_broker_id=_id(request.applied_broker_id, "applied_broker_id"),
             register_check_code=_name(request.register_check_code, "register_check_code"),
         )
 
     @staticmethod
-    def _apply_broker_id_reply(res: dict) -> pb.ApplyBrokerIdReply:
+    def _apply_broker_id_reply(res: m.Reply) -> pb.ApplyBrokerIdReply:
         return pb.ApplyBrokerIdReply(header=_header(res))
 
     @_handler(pb.ApplyBrokerIdReply)
     async def ApplyBrokerId(self, request, context):
-        kind, fields = self._plan_apply_broker_id(request)
-        return self._apply_broker_id_reply(await self.node.write(kind, **fields))
+        return self._apply_broker_id_reply(await self.node.write(self._plan_apply_broker_id(request)))
 
-    def _plan_register_broker(self, request) -> tuple[str, dict]:
-        return "register_broker", dict(
-            cluster=_name(request.cluster_name, "cluster_name", required=False),
-            group=_name(request.broker_name, "broker_name"), broker_id=_id(request.broker_id, "broker_id"),
-            address=_addr(request.broker_address, "broker_address"), clean_shutdown=request.clean_shutdown,
-            ha_address=_addr(request.broker_ha_address, "broker_ha_address") if request.broker_ha_address else "",
+    def _plan_register_broker(self, request) -> m.RegisterBrokerRequest:
+        return m.RegisterBrokerRequest(
+            cluster_name=_name(request.cluster_name, "cluster_name", required=False),
+            broker_name=_name(request.broker_name, "broker_name"), broker_id=_id(request.broker_id, "broker_id"),
+            broker_address=_addr(request.broker_address, "broker_address"), clean_shutdown=request.clean_shutdown,
+            broker_ha_address=(_addr(request.broker_ha_address, "broker_ha_address")
+                               if request.broker_ha_address else ""),
         )
 
     @staticmethod
-    def _register_broker_reply(res: dict) -> pb.RegisterBrokerReply:
-        return pb.RegisterBrokerReply(header=_header(res), replica_info=replica_info_pb(res.get("replica_info")))
+    def _register_broker_reply(res: m.Reply) -> pb.RegisterBrokerReply:
+        return pb.RegisterBrokerReply(header=_header(res), replica_info=replica_info_pb(res.replica))
 
     @_handler(pb.RegisterBrokerReply)
     async def RegisterBroker(self, request, context):
-        kind, fields = self._plan_register_broker(request)
-        return self._register_broker_reply(await self.node.write(kind, **fields))
+        return self._register_broker_reply(await self.node.write(self._plan_register_broker(request)))
 
     # ---- liveness (node-local, every node answers) ----
 
@@ -310,79 +309,79 @@ class ControllerServicer(pbg.ControllerServiceServicer):
         # RocketMQ: a broker asks with its own id; an operator (admin CLI) designates or sends 0.
         trigger = "admin" if request.designate_elect or bid == 0 else "broker"
         res = await self.node.elect(request.cluster_name, group, bid, request.designate_elect, trigger=trigger)
-        return pb.ElectMasterReply(header=_header(res), replica_info=replica_info_pb(res.get("replica_info")))
+        return pb.ElectMasterReply(header=_header(res), replica_info=replica_info_pb(res.replica))
 
     @staticmethod
-    def _alter_fields(request) -> dict:
+    def _alter_request(request) -> m.AlterSyncStateSetRequest:
         if not 0 < len(request.new_sync_state_set) <= MAX_IDS:
             raise BadRequest(f"new_sync_state_set must have 1..{MAX_IDS} members")
         members = [_id(b, "new_sync_state_set member") for b in request.new_sync_state_set]
         if len(set(members)) != len(members):
             raise BadRequest("new_sync_state_set has duplicates")
-        return dict(
-            group=_name(request.broker_name, "broker_name"),
+        return m.AlterSyncStateSetRequest(
+            broker_name=_name(request.broker_name, "broker_name"),
             master_broker_id=_id(request.master_broker_id, "master_broker_id"),
             master_epoch=_id(request.master_epoch, "master_epoch", allow_zero=True),
-            new_sync_state_set=sorted(members),
+            new_sync_state_set=tuple(sorted(members)),
             sync_state_set_epoch=_id(request.sync_state_set_epoch, "sync_state_set_epoch", allow_zero=True),
         )
 
-    def _plan_alter_sync_state_set(self, request) -> tuple[str, dict] | None:
+    def _plan_alter_sync_state_set(self, request) -> m.AlterSyncStateSetRequest | None:
         """None when some proposed member was not heard by this node itself: then the liveness
         evidence needs the peers (an await), so the call takes the full handler."""
-        fields = self._alter_fields(request)
-        if not self.node.heard_all(fields["group"], fields["new_sync_state_set"]):
+        req = self._alter_request(request)
+        if not self.node.heard_all(req.broker_name, req.new_sync_state_set):
             return None
-        return "alter_sync_state_set", dict(fields, alive_broker_ids=fields["new_sync_state_set"])
+        return msgspec.structs.replace(req, alive_broker_ids=req.new_sync_state_set)
 
     @staticmethod
-    def _alter_sync_state_set_reply(res: dict) -> pb.AlterSyncStateSetReply:
-        return pb.AlterSyncStateSetReply(header=_header(res), sync_state_set=sorted(res.get("sync_state_set", ())),
-                                         sync_state_set_epoch=res.get("sync_state_set_epoch", 0))
+    def _alter_sync_state_set_reply(res: m.Reply) -> pb.AlterSyncStateSetReply:
+        v = res.replica
+        return pb.AlterSyncStateSetReply(header=_header(res), sync_state_set=sorted(v.sync_state_set) if v else [],
+                                         sync_state_set_epoch=v.sync_state_set_epoch if v else 0)
 
     @_handler(pb.AlterSyncStateSetReply)
     async def AlterSyncStateSet(self, request, context):
-        res = await self.node.alter_sync_state_set(**self._alter_fields(request))
+        res = await self.node.alter_sync_state_set(self._alter_request(request))
         return self._alter_sync_state_set_reply(res)
 
     @_handler(pb.CleanBrokerDataReply)
     async def CleanBrokerData(self, request, context):
         if len(request.broker_ids) > MAX_IDS:
             raise BadRequest("too many broker_ids")
-        res = await self.node.clean_broker_data(
-            cluster=_name(request.cluster_name, "cluster_name", required=False),
-            group=_name(request.broker_name, "broker_name"),
-            broker_ids=sorted({_id(b, "broker_id") for b in request.broker_ids}),
+        res = await self.node.clean_broker_data(m.CleanBrokerDataRequest(
+            cluster_name=_name(request.cluster_name, "cluster_name", required=False),
+            broker_name=_name(request.broker_name, "broker_name"),
+            broker_ids=tuple(sorted({_id(b, "broker_id") for b in request.broker_ids})),
             clean_living_broker=request.clean_living_broker,
-        )
+        ))
         return pb.CleanBrokerDataReply(header=_header(res))
 
     # ---- reads ----
 
     @_handler(pb.GetReplicaInfoReply)
     async def GetReplicaInfo(self, request, context):
-        res = await self.node.read("get_replica_info", group=_name(request.broker_name, "broker_name"))
-        return pb.GetReplicaInfoReply(header=_header(res), replica_info=replica_info_pb(res.get("replica_info")))
+        res = await self.node.query(m.GetReplicaInfoRequest(_name(request.broker_name, "broker_name")))
+        return pb.GetReplicaInfoReply(header=_header(res), replica_info=replica_info_pb(res.replica))
 
     @_handler(pb.GetSyncStateDataReply)
     async def GetSyncStateData(self, request, context):
         if len(request.broker_names) > self.node.config.max_groups_per_query:
             raise BadRequest("too many broker_names")
-        groups = [_name(g, "broker_name") for g in request.broker_names]
-        res = await self.node.read("get_sync_state_data", groups=groups)
-        out = []
-        for g in res.get("groups", ()):
-            members = [pb.ReplicaMember(**m) for m in g.get("members", ())]
-            out.append(pb.GroupSyncState(replica_info=replica_info_pb(g.get("replica_info")), members=members))
+        groups = tuple(_name(g, "broker_name") for g in request.broker_names)
+        res, states = await self.node.sync_state_data(groups)
+        out = [pb.GroupSyncState(replica_info=replica_info_pb(g.replica_info),
+                                 members=[pb.ReplicaMember(**msgspec.structs.asdict(x)) for x in g.members])
+               for g in states]
         return pb.GetSyncStateDataReply(header=_header(res), groups=out)
 
     @_handler(pb.GetMetaDataReply)
     async def GetMetaData(self, request, context):
-        m = self.node.metadata()
-        peers = [pb.ControllerPeer(node_id=n, address=a, reachable=r) for n, a, r in m["peers"]]
-        return pb.GetMetaDataReply(header=pb.ReplyHeader(code=0), node_id=m["node_id"], is_leader=m["is_leader"],
-                                   leader_id=m["leader_id"] or "", leader_addr=m["leader_addr"] or "",
-                                   raft_term=m["term"], peers=peers, groups=m["groups"])
+        md = self.node.metadata()
+        peers = [pb.ControllerPeer(node_id=n, address=a, reachable=r) for n, a, r in md["peers"]]
+        return pb.GetMetaDataReply(header=pb.ReplyHeader(code=0), node_id=md["node_id"], is_leader=md["is_leader"],
+                                   leader_id=md["leader_id"] or "", leader_addr=md["leader_addr"] or "",
+                                   raft_term=md["term"], peers=peers, groups=md["groups"])
 
     @_handler(pb.GetControllerConfigReply)
     async def GetControllerConfig(self, request, context):
@@ -411,9 +410,9 @@ class ControllerServicer(pbg.ControllerServiceServicer):
         done: dict[str, str] = {}
         if replicated:
             floor = self.node.heartbeats.max_assumed_timeout_ms(self.node.now_ms())
-            res = await self.node.write("update_controller_config", config=replicated,
-                                        broker_timeout_floor_ms=floor)
-            if res.get("code", 0) != 0:
+            res = await self.node.write(m.UpdateControllerConfigRequest(config=replicated,
+                                                                        broker_timeout_floor_ms=floor))
+            if res.code != Code.SUCCESS:
                 return pb.UpdateControllerConfigReply(header=_header(res))
             done.update(replicated)
         if local:
@@ -479,8 +478,8 @@ def _decode_call(call) -> Any:
 
 
 # Batchable writes a Batch proposes together: method -> (plan, reply). ``plan(servicer, request)``
-# validates like the unary handler and returns (kind, fields) for node.write_many, or None to
-# send the call through its unary handler instead; ``reply(result dict)`` builds its reply.
+# validates like the unary handler and returns the typed request for node.write_many, or None to
+# send the call through its unary handler instead; ``reply(messages.Reply)`` builds its reply.
 _PLANNED_WRITES: dict[str, tuple[Any, Any]] = {
     "ApplyBrokerId": (ControllerServicer._plan_apply_broker_id, ControllerServicer._apply_broker_id_reply),
     "RegisterBroker": (ControllerServicer._plan_register_broker, ControllerServicer._register_broker_reply),

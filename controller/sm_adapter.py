@@ -1,7 +1,7 @@
 """The seam between the process (service/node) and the state machine + Raft cores.
 
-- ``encode_write_request``: service-level fields -> a messages.Request -> Raft log bytes.
-- ``reply_dict``: a messages.Reply -> the plain dict the servicer turns into protobuf.
+- ``stamp`` / ``encode_request``: a typed write request (built by the servicer straight from
+  protobuf) gets the leader's time and becomes Raft log bytes.
 - ``AppliedStateMachine``: the Raft ``StateMachine`` we hand to RaftNode. It delegates to the
   pure ControllerStateMachine and, on every node, after each applied entry, appends the
   applied events to events.jsonl and notifies watchers when a group's ReplicaInfo changed.
@@ -14,18 +14,25 @@ import time
 from pathlib import Path
 from typing import Any
 
+import msgspec
 from autoswitch.controller import messages as m
-from autoswitch.controller.codes import Code
 
-# Service-level kind -> request class.
-_WRITES = {
-    "apply_broker_id": m.ApplyBrokerIdRequest,
-    "register_broker": m.RegisterBrokerRequest,
-    "elect_master": m.ElectMasterRequest,
-    "alter_sync_state_set": m.AlterSyncStateSetRequest,
-    "clean_broker_data": m.CleanBrokerDataRequest,
-    "update_controller_config": m.UpdateControllerConfigRequest,
-}
+
+class MemberState(msgspec.Struct, frozen=True):
+    """One registered replica of a group as this controller node sees it (GetSyncStateData)."""
+
+    broker_id: int
+    address: str
+    alive: bool
+    in_sync: bool
+    epoch: int
+    max_offset: int
+    last_heard_ms_ago: int
+
+
+class GroupState(msgspec.Struct, frozen=True):
+    replica_info: m.ReplicaView
+    members: tuple[MemberState, ...]
 
 
 class BadWrite(Exception):
@@ -43,41 +50,11 @@ def live_info(broker_id: int, report: Any) -> m.BrokerLiveInfo:
     return report.live_info()
 
 
-def build_request(kind: str, f: dict[str, Any]) -> m.Request:
-    ts = f.get("ts_ms") or wall_ms()
-    if kind == "apply_broker_id":
-        return m.ApplyBrokerIdRequest(cluster_name=f["cluster"], broker_name=f["group"],
-                                      applied_broker_id=f["broker_id"],
-                                      register_check_code=f["register_check_code"], ts_ms=ts)
-    if kind == "register_broker":
-        return m.RegisterBrokerRequest(cluster_name=f["cluster"], broker_name=f["group"], broker_id=f["broker_id"],
-                                       broker_address=f["address"], clean_shutdown=f.get("clean_shutdown", True),
-                                       ts_ms=ts, broker_ha_address=f.get("ha_address", ""))
-    if kind == "elect_master":
-        alive = tuple(live_info(b, beat) for b, beat in sorted(f["alive"].items()))
-        return m.ElectMasterRequest(cluster_name=f["cluster"], broker_name=f["group"], trigger=f["trigger"],
-                                    broker_id=f["broker_id"], designate=f["designate"], alive=alive,
-                                    ts_ms=ts, dead_broker_ids=tuple(sorted(f.get("dead", ()))))
-    if kind == "alter_sync_state_set":
-        return m.AlterSyncStateSetRequest(broker_name=f["group"], master_broker_id=f["master_broker_id"],
-                                          master_epoch=f["master_epoch"],
-                                          new_sync_state_set=tuple(f["new_sync_state_set"]),
-                                          sync_state_set_epoch=f["sync_state_set_epoch"],
-                                          alive_broker_ids=tuple(sorted(f["alive_broker_ids"])), ts_ms=ts)
-    if kind == "clean_broker_data":
-        return m.CleanBrokerDataRequest(cluster_name=f["cluster"], broker_name=f["group"],
-                                        broker_ids=tuple(f["broker_ids"]),
-                                        clean_living_broker=f["clean_living_broker"],
-                                        alive_broker_ids=tuple(sorted(f["alive_broker_ids"])), ts_ms=ts)
-    if kind == "update_controller_config":
-        return m.UpdateControllerConfigRequest(config=dict(f["config"]), ts_ms=ts,
-                                               broker_timeout_floor_ms=int(f.get("broker_timeout_floor_ms", 0)))
-    raise KeyError(kind)
-
-
-def encode_write_request(kind: str, fields: dict[str, Any]) -> bytes:
-    """Raft log bytes of a write. The leader applies them like every other node: it decodes."""
-    return encode_request(build_request(kind, fields))
+def stamp(req: m.Request) -> m.Request:
+    """The proposing leader's time on a write (every write request has ``ts_ms``; 0 = unset)."""
+    if getattr(req, "ts_ms", None) == 0:
+        return msgspec.structs.replace(req, ts_ms=wall_ms())
+    return req
 
 
 def encode_request(req: m.Request) -> bytes:
@@ -85,37 +62,6 @@ def encode_request(req: m.Request) -> bytes:
         return m.encode_request(req)
     except m.MalformedRequest as e:
         raise BadWrite(e.message) from None
-
-
-def replica_dict(v: m.ReplicaView | None) -> dict | None:
-    if v is None:
-        return None
-    return {
-        "cluster_name": v.cluster_name, "broker_name": v.broker_name,
-        "master_broker_id": v.master_broker_id or 0, "master_address": v.master_address or "",
-        "master_epoch": v.master_epoch, "sync_state_set_epoch": v.sync_state_set_epoch,
-        "sync_state_set": list(v.sync_state_set), "eligible_replicas": list(v.eligible_replicas),
-        "master_ha_address": v.master_ha_address or "",
-    }
-
-
-def reply_dict(reply: Any) -> dict:
-    """messages.Reply -> {"code", "message", "replica_info", "next_broker_id", "sync_state_set", ...}."""
-    if not isinstance(reply, m.Reply):
-        return {"code": Code.CONTROLLER_INTERNAL_ERROR, "message": f"unexpected apply result {type(reply).__name__}"}
-    out: dict[str, Any] = {"code": int(reply.code), "message": reply.remark}
-    ri = replica_dict(reply.replica)
-    if ri is not None:
-        out["replica_info"] = ri
-        out["sync_state_set"] = ri["sync_state_set"]
-        out["sync_state_set_epoch"] = ri["sync_state_set_epoch"]
-    if reply.broker_id is not None:
-        out["next_broker_id"] = reply.broker_id
-    if reply.data is not None:
-        out["data"] = reply.data
-    return out
-
-
 
 
 # The controller process's own Raft defaults (the [raft] table overrides them). Fewer entries
@@ -161,7 +107,7 @@ class AppliedStateMachine:
         self.on_change = on_change
         self.log = log
         self._touched: list[str] = []
-        self._published: dict[str, dict | None] = {}
+        self._published: dict[str, m.ReplicaView | None] = {}
 
     # --- Raft StateMachine ---
 
@@ -174,10 +120,7 @@ class AppliedStateMachine:
         # it from the group it then commits): reuse it instead of building that view again.
         rv = reply.replica if isinstance(reply, m.Reply) else None
         for group in dict.fromkeys(self._touched):
-            if rv is not None and rv.broker_name == group:
-                info = replica_dict(rv)
-            else:
-                info = replica_dict(self.inner.replica_view(group))
+            info = rv if rv is not None and rv.broker_name == group else self.inner.replica_view(group)
             if info != self._published.get(group):
                 self._published[group] = info
                 if info is not None:
@@ -214,36 +157,30 @@ class AppliedStateMachine:
 
     # --- local reads (after the node's read-index barrier when linearizability matters) ---
 
-    def read(self, kind: str, f: dict[str, Any], member_view: Any) -> dict:
-        if kind == "get_next_broker_id":
-            return reply_dict(self.inner.query(m.GetNextBrokerIdRequest(f["cluster"], f["group"])))
-        if kind == "get_replica_info":
-            return reply_dict(self.inner.query(m.GetReplicaInfoRequest(f["group"])))
-        if kind == "get_sync_state_data":
-            r = self.inner.query(m.GetSyncStateDataRequest(tuple(f["groups"])))
-            out = reply_dict(r)
-            if r.code != 0:
-                return out
-            groups = []
-            for name, d in (r.data or {}).items():
-                g = self.inner.state.groups.get(name)
-                if g is None:
-                    continue
-                members = []
-                for bid, addr in sorted((int(b), a) for b, a in d.get("brokers", {}).items()):
-                    alive, ago, beat = member_view(name, bid)
-                    members.append({
-                        "broker_id": bid, "address": addr, "alive": alive, "in_sync": bid in g.sync_state_set,
-                        "epoch": beat.epoch if beat else 0, "max_offset": beat.max_offset if beat else 0,
-                        "last_heard_ms_ago": ago,
-                    })
-                groups.append({"replica_info": replica_dict(g.view()), "members": members})
-            out["groups"] = groups
-            return out
-        raise KeyError(kind)
+    def query(self, req: m.Request) -> m.Reply:
+        """A read request answered from this node's applied state."""
+        return self.inner.query(req)
 
-    def replica_info(self, group: str) -> dict | None:
-        return replica_dict(self.inner.replica_view(group))
+    def sync_state_data(self, groups: tuple[str, ...], member_view: Any) -> tuple[m.Reply, list[GroupState]]:
+        """GetSyncStateData: each group's view and its members as this node sees them."""
+        r = self.inner.query(m.GetSyncStateDataRequest(groups))
+        out: list[GroupState] = []
+        if r.code != 0:
+            return r, out
+        for name, d in (r.data or {}).items():
+            g = self.inner.state.groups.get(name)
+            if g is None:
+                continue
+            members = []
+            for bid, addr in sorted((int(b), a) for b, a in d.get("brokers", {}).items()):
+                alive, ago, beat = member_view(name, bid)
+                members.append(MemberState(bid, addr, alive, bid in g.sync_state_set,
+                                           beat.epoch if beat else 0, beat.max_offset if beat else 0, ago))
+            out.append(GroupState(g.view(), tuple(members)))
+        return r, out
+
+    def replica_info(self, group: str) -> m.ReplicaView | None:
+        return self.inner.replica_view(group)
 
     def member_ids(self, group: str) -> list[int]:
         g = self.inner.state.groups.get(group)

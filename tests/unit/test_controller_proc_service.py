@@ -9,6 +9,7 @@ from __future__ import annotations
 import asyncio
 
 from autoswitch.controller import config as cfgmod
+from autoswitch.controller import messages as m
 from autoswitch.controller.codes import Code
 from autoswitch.controller.service import MAX_ADDR, MAX_NAME, ControllerServicer
 from hypothesis import given, settings
@@ -24,7 +25,7 @@ class RecordingNode:
 
     def __init__(self) -> None:
         self.config = cfgmod.load(None, node_id="n1", peers="n1=127.0.0.1:9", data_dir="/nonexistent")
-        self.proposed: list[tuple[str, dict]] = []
+        self.proposed: list[object] = []
 
     class sm:  # noqa: N801 - the node's state-machine adapter surface used by heartbeats
         @staticmethod
@@ -32,28 +33,28 @@ class RecordingNode:
             return 3, 1
 
     def record_heartbeat(self, request) -> bool:
-        self.proposed.append(("heartbeat", {"group": request.broker_name, "broker_id": request.broker_id}))
+        self.proposed.append(("heartbeat", request.broker_name, request.broker_id))
         return True
 
     def leader_hint(self):
         return "n1", "127.0.0.1:9"
 
-    async def write(self, kind, **fields):
-        self.proposed.append((kind, fields))
-        return {"code": 0}
+    async def write(self, req):
+        self.proposed.append(req)
+        return m.Reply()
 
-    async def read(self, kind, **fields):
-        return {"code": 0}
+    async def query(self, req):
+        return m.Reply()
 
     async def elect(self, cluster, group, broker_id, designate, trigger):
-        self.proposed.append(("elect_master", {"group": group, "broker_id": broker_id}))
-        return {"code": 0}
+        self.proposed.append(("elect", group, broker_id))
+        return m.Reply()
 
-    async def alter_sync_state_set(self, **fields):
-        return await self.write("alter_sync_state_set", **fields)
+    async def alter_sync_state_set(self, req):
+        return await self.write(req)
 
-    async def clean_broker_data(self, **fields):
-        return await self.write("clean_broker_data", **fields)
+    async def clean_broker_data(self, req):
+        return await self.write(req)
 
 
 names = st.one_of(st.text(max_size=300), st.sampled_from(["", "g1", "a" * 255, "a" * 256, "x\ny", "\x00"]))
@@ -92,16 +93,17 @@ def test_any_request_gets_a_typed_code_and_only_valid_ones_are_proposed(group, b
 
     replies = asyncio.run(go())
     assert all(r.header.code in KNOWN and r.header.node_id == "n1" for r in replies)
-    for kind, f in node.proposed:
-        assert well_formed_name(f["group"]), (kind, f)
-        if kind == "register_broker":
-            assert f["broker_id"] >= 1 and well_formed_addr(f["address"])
-        if kind == "alter_sync_state_set":
-            assert f["master_epoch"] >= 0 and f["sync_state_set_epoch"] >= 0
-            assert f["new_sync_state_set"] and all(m >= 1 for m in f["new_sync_state_set"])
-            assert len(set(f["new_sync_state_set"])) == len(f["new_sync_state_set"])
-        if kind in ("elect_master", "heartbeat"):
-            assert f["broker_id"] >= 1
+    for p in node.proposed:
+        if isinstance(p, tuple):            # ("elect" | "heartbeat", group, brokerId)
+            assert well_formed_name(p[1]) and p[2] >= 1, p
+            continue
+        assert well_formed_name(p.broker_name), p
+        if isinstance(p, m.RegisterBrokerRequest):
+            assert p.broker_id >= 1 and well_formed_addr(p.broker_address)
+        if isinstance(p, m.AlterSyncStateSetRequest):
+            assert p.master_epoch >= 0 and p.sync_state_set_epoch >= 0
+            assert p.new_sync_state_set and all(b >= 1 for b in p.new_sync_state_set)
+            assert len(set(p.new_sync_state_set)) == len(p.new_sync_state_set)
 
 
 def test_oversized_request_is_refused_before_anything_happens():
@@ -116,11 +118,11 @@ def test_follower_redirect_carries_the_leader():
     node = RecordingNode()
     node.is_leader = False
 
-    async def refuse(kind, **fields):
+    async def refuse(req):
         from autoswitch.controller.service import NodeReply
 
         raise NodeReply(Code.CONTROLLER_NOT_LEADER, "not leader")
 
-    node.read = refuse
+    node.query = refuse
     r = asyncio.run(ControllerServicer(node).GetReplicaInfo(pb.GetReplicaInfoRequest(broker_name="g"), None))
     assert r.header.code == Code.CONTROLLER_NOT_LEADER and r.header.leader_addr == "127.0.0.1:9"

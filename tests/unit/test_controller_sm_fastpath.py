@@ -235,7 +235,7 @@ def test_records_and_watcher_infos_match_the_reference(seq):
         # Watchers: exactly the touched groups whose info changed, with the info recomputed now.
         expect = []
         for group in dict.fromkeys(r["group"] for r in want if r["event"] != "UpdateConfig"):
-            info = sa.replica_dict(asm.inner.replica_view(group))
+            info = asm.inner.replica_view(group)
             if info != published.get(group):
                 if info is None:
                     published.pop(group, None)
