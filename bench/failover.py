@@ -111,8 +111,8 @@ async def bench_ours(rounds: int, max_s: float, data_dir: Path) -> dict:
 
     from autoswitch.app.playground import (
         Cluster,
+        DemoProducer,
         Layout,
-        RoutedProducer,
         kill_master_and_measure,
         load_ack_log,
         lost_acked,
@@ -138,7 +138,7 @@ async def bench_ours(rounds: int, max_s: float, data_dir: Path) -> dict:
         cluster.start_brokers()
         await cluster.wait_masters(client, 60)
         _p(f"ours: cluster ready (base port {base})")
-        producer = RoutedProducer(layout.namesrv, layout.controller_addrs(), group, topic, ack_path)
+        producer = DemoProducer(layout.namesrv, group, topic, ack_path)
         prod_task = asyncio.ensure_future(producer.run(stop, max_messages=10_000_000, max_s=max_s + 60))
         for i in range(rounds):
             if time.monotonic() > t_end:

@@ -247,6 +247,7 @@ class RoutedProducer(_Routed):
                  policy: RetryPolicy | None = None) -> None:
         super().__init__(namesrv, group, policy)
         self._ack_log = AckLog(ack_log) if ack_log else None
+        self.last_ack_broker_id = 0       # the brokerId of the last ack (at self.master)
 
     def _make(self, addr: str) -> ProducerClient:
         # One transport attempt per call: retrying (with route refresh) is this class's job.
@@ -299,6 +300,8 @@ class RoutedProducer(_Routed):
                                      messages=foreign)
                     elif acked and self.master_epoch is None:
                         self.highest_epoch = max(self.highest_epoch, acked[0].epoch)
+                    if acked:
+                        self.last_ack_broker_id = out.broker_id
                     if acked and self._ack_log is not None:
                         self._ack_log.write(ProduceOutcome(pb.OK, "", "", out.group, out.broker_id, acked),
                                             topic, int(time.time() * 1000))

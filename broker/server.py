@@ -20,9 +20,10 @@ from typing import TYPE_CHECKING, Any, Literal
 
 from autoswitch.base.errors import CorruptionError
 from autoswitch.base.log import get_logger
+from autoswitch.base.write_errors import BadRequest, Fenced, NotMaster, StaleEpoch
 
 from .config import BrokerConfig, parse_hostport
-from .write_path import BadRequest, Fenced, GroupFlusher, NotMaster, StaleEpoch, WritePath
+from .write_path import GroupFlusher, WritePath
 
 if TYPE_CHECKING:
     from autoswitch.ha.master import ReplicaRegistry

@@ -18,13 +18,14 @@ import grpc
 
 from autoswitch.base.errors import AutoswitchError
 from autoswitch.base.log import get_logger
+from autoswitch.base.write_errors import BadRequest, NotAllowed, StorageFull, WriteError
 from autoswitch.proto import broker_pb2 as pb
 from autoswitch.proto import broker_pb2_grpc as pbg
 
 from .client import channel_options
 from .config import BrokerConfig, parse_hostport
 from .server import Broker
-from .write_path import BadRequest, BrokerError, NotAllowed, StorageFull, validate_message
+from .write_path import validate_message
 
 _STATUS_BY_CODE = {
     "NOT_MASTER": pb.NOT_MASTER,
@@ -66,18 +67,18 @@ class BrokerServicer(pbg.BrokerServiceServicer):
                 raise BadRequest("empty batch")
             if n > b.cfg.max_batch_messages:
                 raise BadRequest(f"batch of {n} messages, limit {b.cfg.max_batch_messages}")
-        except BrokerError as e:
+        except WriteError as e:
             return self._batch_error(reply, request, e)
         now = int(time.time() * 1000)
         valid: list[Any] = []
-        errors: dict[int, BrokerError] = {}
+        errors: dict[int, WriteError] = {}
         for i, m in enumerate(request.messages):
             err = validate_message(request.topic, m.body, m.msg_id, b.cfg, m.born_ts_ms)
             if err is not None:
                 errors[i] = err
                 continue
             valid.append(Message(topic=request.topic, body=m.body, msg_id=m.msg_id, born_ts_ms=m.born_ts_ms or now))
-        put_err: BrokerError | None = None
+        put_err: WriteError | None = None
         if valid:
             batch_bytes = sum(record_size(m.topic.encode(), m.msg_id.encode(), len(m.body)) for m in valid)
             if batch_bytes > b.store.config.max_batch_bytes:
@@ -95,21 +96,21 @@ class BrokerServicer(pbg.BrokerServiceServicer):
                 records = res.records
                 epoch = res.epoch
                 b.produced_msgs += len(valid)
-            except BrokerError as e:
+            except WriteError as e:
                 put_err = e
             except AutoswitchError as e:
                 self.log.error("produce_failed", code=e.code, error=str(e))
-                put_err = BrokerError(f"{e.code}: {e}")
+                put_err = WriteError(f"{e.code}: {e}")
             except OSError as e:
                 if e.errno in (errno.ENOSPC, errno.EDQUOT):
                     self.log.error("produce_failed", code="STORAGE_FULL", error=str(e))
                     put_err = StorageFull(f"disk full writing the log ({e.strerror}); nothing acknowledged")
                 else:
                     self.log.error("produce_failed", error=repr(e), exc_info=True)
-                    put_err = BrokerError(repr(e))
+                    put_err = WriteError(repr(e))
             except Exception as e:
                 self.log.error("produce_failed", error=repr(e), exc_info=True)
-                put_err = BrokerError(repr(e))
+                put_err = WriteError(repr(e))
         it = iter(records)
         worst = pb.OK
         msgs: list[str] = []
@@ -141,7 +142,7 @@ class BrokerServicer(pbg.BrokerServiceServicer):
         reply.error_message = "; ".join(msgs)[:4096]
         return reply
 
-    def _batch_error(self, reply: pb.ProduceReply, request: pb.ProduceRequest, e: BrokerError) -> pb.ProduceReply:
+    def _batch_error(self, reply: pb.ProduceReply, request: pb.ProduceRequest, e: WriteError) -> pb.ProduceReply:
         st = status_of(e)
         reply.status = st
         reply.error_message = str(e)
@@ -160,7 +161,7 @@ class BrokerServicer(pbg.BrokerServiceServicer):
             count = min(request.max_count or b.cfg.max_consume_count, b.cfg.max_consume_count)
             confirm = b.confirm_offset
             stored = b.store.read_messages(request.topic, request.queue_offset, count, max_phy=confirm)
-        except BrokerError as e:
+        except WriteError as e:
             return pb.ConsumeReply(status=status_of(e), error_message=str(e), master_addr=self._master_addr())
         except AutoswitchError as e:
             self.log.error("consume_failed", code=e.code, error=str(e))
@@ -222,7 +223,7 @@ class BrokerServicer(pbg.BrokerServiceServicer):
                 await b.become_slave(request.master_epoch, addr, request.master_addr or None)
             else:
                 raise BadRequest(f"role must be master or slave, got {request.role!r}")
-        except BrokerError as e:
+        except WriteError as e:
             self.log.warning("switch_role_refused", code=e.code, error=str(e), role=request.role,
                              epoch=request.master_epoch)
             return pb.SwitchRoleReply(status=status_of(e), error_message=str(e), role=b.role,
@@ -271,7 +272,7 @@ class BrokerServicer(pbg.BrokerServiceServicer):
         try:
             # Allowed while fenced: audits and tests compare replicas whatever their role.
             lo, hi, digest = await self.b.log_digest(request.from_offset, request.to_offset)
-        except BrokerError as e:
+        except WriteError as e:
             return pb.LogDigestReply(status=status_of(e), error_message=str(e))
         except AutoswitchError as e:
             return pb.LogDigestReply(status=pb.INTERNAL, error_message=f"{e.code}: {e}")

@@ -20,63 +20,22 @@ import time
 from dataclasses import dataclass
 from typing import Any, Protocol
 
-from autoswitch.base.errors import AutoswitchError
 from autoswitch.base.limits import MAX_MSG_ID_BYTES, MAX_TOPIC_BYTES
 from autoswitch.base.log import get_logger
+from autoswitch.base.write_errors import (
+    BadRequest,
+    FlushSlaveTimeout,
+    InSyncReplicasNotEnough,
+    MessageTooLarge,
+    NotMaster,
+    Overloaded,
+    WriteError,
+)
 
 from .config import BrokerConfig
 
 # Milliseconds since the epoch; year 9999 is far enough and keeps the record field's u64 safe.
 MAX_BORN_TS_MS = 253_402_300_799_999
-
-
-class BrokerError(AutoswitchError):
-    code = "BROKER_ERROR"
-
-
-class NotMaster(BrokerError):
-    code = "NOT_MASTER"
-
-
-class Fenced(BrokerError):
-    code = "FENCED"
-
-
-class MessageTooLarge(BrokerError):
-    code = "MESSAGE_TOO_LARGE"
-
-
-class BadRequest(BrokerError):
-    code = "BAD_REQUEST"
-
-
-class StaleEpoch(BrokerError):
-    code = "STALE_EPOCH"
-
-
-class InSyncReplicasNotEnough(BrokerError):
-    code = "IN_SYNC_REPLICAS_NOT_ENOUGH"
-
-
-class FlushSlaveTimeout(BrokerError):
-    code = "FLUSH_SLAVE_TIMEOUT"
-
-
-class Overloaded(BrokerError):
-    code = "OVERLOADED"
-
-
-class StorageFull(BrokerError):
-    """The disk holding the log is full (ENOSPC/EDQUOT): nothing was acknowledged; retry once
-    space is freed (retention, a bigger disk)."""
-
-    code = "STORAGE_FULL"
-
-
-class NotAllowed(BrokerError):
-    """A well-formed request this broker refuses in its mode (roles belong to the controller)."""
-
-    code = "NOT_ALLOWED"
 
 
 class Store(Protocol):
@@ -94,7 +53,7 @@ class Replicator(Protocol):
 
 
 def validate_message(topic: str, body: bytes, msg_id: str, cfg: BrokerConfig,
-                     born_ts_ms: int = 0) -> BrokerError | None:
+                     born_ts_ms: int = 0) -> WriteError | None:
     """The per-message check; returns the error instead of raising so a batch reports per message."""
     if not (0 <= born_ts_ms <= MAX_BORN_TS_MS):
         return BadRequest(f"born_ts_ms {born_ts_ms} outside [0, {MAX_BORN_TS_MS}] (0 = stamped by the broker)")
@@ -194,7 +153,7 @@ class GroupFlusher:
                     self._log.error("flush_failed", error=repr(e))
                     for _, fut in self._waiters:
                         if not fut.done():
-                            fut.set_exception(BrokerError(f"flush failed: {e!r}"))
+                            fut.set_exception(WriteError(f"flush failed: {e!r}"))
                     self._waiters = []
 
 
@@ -281,16 +240,10 @@ class WritePath:
         return PutResult(records, res.start_offset, res.end_offset, self.epoch)
 
 
-def _map_ha_error(e: Exception) -> BrokerError:
-    if isinstance(e, BrokerError):
-        return e
-    code = getattr(e, "code", "")
-    name = type(e).__name__
-    if code == "IN_SYNC_REPLICAS_NOT_ENOUGH" or name == "InSyncReplicasNotEnough":
-        return InSyncReplicasNotEnough(str(e))
-    if code == "FLUSH_SLAVE_TIMEOUT" or name == "FlushSlaveTimeout" or isinstance(e, TimeoutError):
+def _map_ha_error(e: Exception) -> WriteError:
+    if isinstance(e, WriteError):
+        return e          # HA's own write errors are the write path's (base/write_errors.py)
+    if isinstance(e, TimeoutError):
         return FlushSlaveTimeout(str(e) or "replicas did not ack in time")
-    if code == "HA_BUSY" or name == "HABusy":
-        return Overloaded(str(e))
     # HAMaster stopped under us (role switch): the batch is in the log but not acked.
     return NotMaster(f"replication interrupted: {e!r}")

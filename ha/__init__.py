@@ -8,16 +8,16 @@ importing a pure module never loads asyncio.
 
 from autoswitch.ha.config import HAConfig
 from autoswitch.ha.errors import (
-    FlushSlaveTimeout,
     FrameError,
     HABusy,
     HAError,
     HAProtocolError,
-    InSyncReplicasNotEnough,
     OffsetMismatch,
     SyncStateProposalRejected,
 )
 from autoswitch.ha.log_api import ReplicaLog
+
+from autoswitch.base.write_errors import FlushSlaveTimeout, InSyncReplicasNotEnough
 
 __all__ = [
     "FlushSlaveTimeout",

@@ -4,6 +4,11 @@ from __future__ import annotations
 
 from autoswitch.base.errors import AutoswitchError
 
+# The write-path errors HA raises while a write waits for its replicas (InSyncReplicasNotEnough,
+# FlushSlaveTimeout, Overloaded) are the write path's own, one set for ha/ and broker/:
+# autoswitch/base/write_errors.py.
+from autoswitch.base.write_errors import Overloaded
+
 
 class HAError(AutoswitchError):
     code = "HA_ERROR"
@@ -35,20 +40,8 @@ class OffsetMismatch(HAProtocolError):
     code = "HA_OFFSET_MISMATCH"
 
 
-class InSyncReplicasNotEnough(HAError):
-    code = "IN_SYNC_REPLICAS_NOT_ENOUGH"
-
-
-class FlushSlaveTimeout(HAError):
-    """No ack in time; the message stays in the log and the producer may retry."""
-
-    code = "FLUSH_SLAVE_TIMEOUT"
-
-
-class HABusy(HAError):
+class HABusy(Overloaded):
     """Too many writes waiting for replicas (a limit, not a failure of replication)."""
-
-    code = "HA_BUSY"
 
 
 class SyncStateProposalRejected(HAError):

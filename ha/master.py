@@ -24,13 +24,14 @@ from autoswitch.ha.codec import (
 )
 from autoswitch.ha.commit_point import CommitPoint
 from autoswitch.ha.config import HAConfig
-from autoswitch.ha.errors import FlushSlaveTimeout, FrameError, HABusy, HAError, HAProtocolError
+from autoswitch.ha.errors import FrameError, HABusy, HAError, HAProtocolError
 from autoswitch.ha.log_api import ReplicaLog
 from autoswitch.ha.master_session import MasterSession
 from autoswitch.ha.sync_state import Proposal, SyncStateTracker
 
 from autoswitch.base.errors import AutoswitchError
 from autoswitch.base.log import RateLimitedLog, get_logger
+from autoswitch.base.write_errors import FlushSlaveTimeout
 
 
 class SyncStateProposer(Protocol):

@@ -14,9 +14,9 @@ from __future__ import annotations
 from dataclasses import dataclass
 
 from autoswitch.ha.config import HAConfig
-from autoswitch.ha.errors import InSyncReplicasNotEnough
 
 from autoswitch.base.backoff import Backoff
+from autoswitch.base.write_errors import InSyncReplicasNotEnough
 
 
 @dataclass

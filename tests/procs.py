@@ -7,13 +7,12 @@ by that PID (SIGKILL for crash tests, SIGTERM otherwise).
 from __future__ import annotations
 
 import contextlib
-import os
-import signal
 import socket
 import subprocess
-import sys
 import time
 from pathlib import Path
+
+from autoswitch.app.launcher import AUTOSWITCH_ENTRY, Child
 
 HOST = "127.0.0.1"
 
@@ -54,61 +53,12 @@ def wait_port(port: int, timeout: float = 15.0, proc: subprocess.Popen | None = 
 CRASH_RUN = str(Path(__file__).resolve().parent / "crash_run.py")
 
 
-class Proc:
-    """One `python -m autoswitch ...` process with its log file. ``crash_at``: run it through
+def Proc(name: str, args: list[str], log_dir: Path, env: dict | None = None,  # noqa: N802 - reads as a class
+         crash_at: str | None = None) -> Child:
+    """One `python -m autoswitch ...` child (autoswitch.app.launcher). ``crash_at``: run it through
     tests/crash_run.py with that crash point armed (the process exits 86 when it gets there)."""
-
-    def __init__(self, name: str, args: list[str], log_dir: Path, env: dict | None = None,
-                 crash_at: str | None = None) -> None:
-        self.name = name
-        self.args = list(args)
-        self.entry = ["-m", "autoswitch"] if crash_at is None else [CRASH_RUN, crash_at]
-        self.log_path = Path(log_dir) / f"{name}.log"
-        self.env = dict(os.environ, **(env or {}))
-        self.env.setdefault("PYTHONUNBUFFERED", "1")
-        self.popen: subprocess.Popen | None = None
-
-    def start(self) -> Proc:
-        self.log_path.parent.mkdir(parents=True, exist_ok=True)
-        logf = open(self.log_path, "ab")
-        self.popen = subprocess.Popen(
-            [sys.executable, *self.entry, *self.args],
-            stdout=logf,
-            stderr=subprocess.STDOUT,
-            env=self.env,
-            start_new_session=True,
-        )
-        logf.close()
-        return self
-
-    @property
-    def pid(self) -> int:
-        assert self.popen is not None
-        return self.popen.pid
-
-    def alive(self) -> bool:
-        return self.popen is not None and self.popen.poll() is None
-
-    def kill9(self) -> None:
-        if self.alive():
-            os.kill(self.pid, signal.SIGKILL)
-            self.popen.wait(10)
-
-    def stop(self, timeout: float = 10.0) -> None:
-        if not self.alive():
-            return
-        os.kill(self.pid, signal.SIGTERM)
-        try:
-            self.popen.wait(timeout)
-        except subprocess.TimeoutExpired:
-            os.kill(self.pid, signal.SIGKILL)
-            self.popen.wait(10)
-
-    def log_text(self) -> str:
-        try:
-            return self.log_path.read_text(errors="replace")
-        except FileNotFoundError:
-            return ""
+    entry = AUTOSWITCH_ENTRY if crash_at is None else (CRASH_RUN, crash_at)
+    return Child(name, list(args), Path(log_dir) / f"{name}.log", entry=entry, env=dict(env or {}))
 
 
 class ProcGroup:
@@ -116,9 +66,9 @@ class ProcGroup:
 
     def __init__(self, log_dir: Path) -> None:
         self.log_dir = Path(log_dir)
-        self.procs: list[Proc] = []
+        self.procs: list[Child] = []
 
-    def start(self, name: str, args: list[str], env: dict | None = None, crash_at: str | None = None) -> Proc:
+    def start(self, name: str, args: list[str], env: dict | None = None, crash_at: str | None = None) -> Child:
         p = Proc(name, args, self.log_dir, env, crash_at).start()
         self.procs.append(p)
         return p

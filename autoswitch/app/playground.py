@@ -24,7 +24,6 @@ import json
 import os
 import shutil
 import signal
-import subprocess
 import sys
 import time
 import uuid
@@ -32,7 +31,8 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from autoswitch.base.backoff import Backoff
+from autoswitch.app import launcher
+from autoswitch.app.launcher import Child
 from autoswitch.base.errors import AutoswitchError
 from autoswitch.base.log import get_logger
 
@@ -64,24 +64,6 @@ class PlaygroundError(AutoswitchError):
 
 class NotReady(PlaygroundError):
     code = "PLAYGROUND_NOT_READY"
-
-
-@dataclass
-class Child:
-    name: str
-    args: list[str]
-    log_path: Path
-    popen: subprocess.Popen | None = None
-    port: int = 0
-    group: str = ""
-
-    @property
-    def pid(self) -> int:
-        assert self.popen is not None
-        return self.popen.pid
-
-    def alive(self) -> bool:
-        return self.popen is not None and self.popen.poll() is None
 
 
 @dataclass
@@ -192,15 +174,7 @@ class Cluster:
     # ---------- processes ----------
 
     def _spawn(self, child: Child) -> Child:
-        child.log_path.parent.mkdir(parents=True, exist_ok=True)
-        env = dict(os.environ, PYTHONUNBUFFERED="1")
-        with open(child.log_path, "ab") as logf:
-            child.popen = subprocess.Popen(
-                [sys.executable, "-m", "autoswitch", *child.args],
-                stdout=subprocess.DEVNULL, stderr=logf, stdin=subprocess.DEVNULL, env=env,
-                # Own session: a terminal Ctrl-C reaches only us; we stop the children in order.
-                start_new_session=True,
-            )
+        child.start()
         self.children[child.name] = child
         _log.info("child_started", name=child.name, pid=child.pid, log=str(child.log_path))
         return child
@@ -258,8 +232,7 @@ class Cluster:
 
     def kill9(self, child: Child) -> None:
         if child.alive():
-            os.kill(child.pid, signal.SIGKILL)
-            child.popen.wait(STOP_WAIT_S)
+            child.kill9(STOP_WAIT_S)
             _log.info("child_killed", name=child.name, pid=child.pid)
 
     def failed_children(self) -> list[Child]:
@@ -268,23 +241,10 @@ class Cluster:
     def stop_all(self) -> list[dict]:
         """Brokers first (they flush and say goodbye), then controllers; each by PID, bounded."""
         order = sorted(self.children.values(), key=lambda c: (not c.name.startswith("broker"), c.name))
-        for c in order:
-            if c.alive():
-                with contextlib.suppress(ProcessLookupError):
-                    os.kill(c.pid, signal.SIGTERM)
         out = []
-        deadline = time.monotonic() + STOP_WAIT_S
-        for c in order:
+        for c, (rc, forced) in zip(order, launcher.stop_all(order, STOP_WAIT_S), strict=True):
             if c.popen is None:
                 continue
-            try:
-                rc = c.popen.wait(max(0.1, deadline - time.monotonic()))
-                forced = False
-            except subprocess.TimeoutExpired:
-                with contextlib.suppress(ProcessLookupError):
-                    os.kill(c.pid, signal.SIGKILL)
-                rc = c.popen.wait(STOP_WAIT_S)
-                forced = True
             out.append({"name": c.name, "pid": c.pid, "rc": rc, "forced": forced})
             _log.info("child_stopped", name=c.name, pid=c.pid, rc=rc, forced=forced)
         return out
@@ -372,100 +332,43 @@ class Ack:
     addr: str
 
 
-class RoutedProducer:
-    """Produces one message at a time to a group's master, found through the name server.
+class DemoProducer:
+    """One message at a time to a group's master, through the routed producer every client uses
+    (autoswitch.broker.route.RoutedProducer: name-server route, NOT_MASTER redirects, same msg_id
+    on every retry, acks counted only under the routed MasterEpoch, the ack log). It retries in
+    short windows so a stop request is seen within about a second, and times every ack."""
 
-    On any failure (connection refused, NOT_MASTER, FENCED, timeout) it asks the name server
-    again (falling back to the controller's ReplicaInfo when the name server has no master
-    route), follows a NOT_MASTER redirect at once, and retries the same msg_id with capped
-    backoff. Every ack is appended to the ack log (broker/client.py AckLog format).
-    """
+    def __init__(self, namesrv: str, group: str, topic: str, ack_log: Path, *, rpc_timeout_s: float = 2.0,
+                 backoff_min_s: float = 0.02, backoff_max_s: float = 0.1, body_size: int = 256) -> None:
+        from autoswitch.broker.route import RetryPolicy, RoutedProducer
 
-    def __init__(self, namesrv: str, controllers: list[str], group: str, topic: str, ack_log: Path,
-                 *, rpc_timeout_s: float = 2.0, backoff_min_s: float = 0.02, backoff_max_s: float = 0.1,
-                 body_size: int = 256) -> None:
-        import grpc
-
-        from autoswitch.broker.client import AckLog
-        from autoswitch.controller.client import ControllerClient
-        from autoswitch.proto import namesrv_pb2_grpc
-
-        assert 0 < backoff_min_s <= backoff_max_s <= 5.0
-        self.group, self.topic, self.ack_log = group, topic, ack_log
-        self.rpc_timeout_s = rpc_timeout_s
-        self.backoff_min_s, self.backoff_max_s = backoff_min_s, backoff_max_s
+        policy = RetryPolicy(backoff_min_s=backoff_min_s, backoff_max_s=backoff_max_s, retry_deadline_s=1.0,
+                             rpc_timeout_s=rpc_timeout_s)
+        self._p = RoutedProducer(namesrv, group, ack_log=ack_log, policy=policy)
+        self.topic = topic
         self.body = b"x" * body_size
-        self._ns_channel = grpc.aio.insecure_channel(namesrv)
-        self._ns = namesrv_pb2_grpc.NameServerStub(self._ns_channel)
-        self._ctl = ControllerClient(controllers, deadline_s=1.0, max_attempts=3, rpc_timeout_s=0.5)
-        self._clients: dict[str, Any] = {}
-        self._ack_log = AckLog(ack_log)
-        self.addr: str | None = None
         self.acks: list[Ack] = []
-        self.failures = 0
         self.last_error = ""
 
-    async def discover(self) -> str | None:
-        from autoswitch.proto import namesrv_pb2
-
-        with contextlib.suppress(Exception):
-            r = await self._ns.LookupMaster(namesrv_pb2.LookupMasterRequest(broker_name=self.group), timeout=0.5)
-            if r.header.code == 0 and r.master.address:
-                return r.master.address
-        with contextlib.suppress(Exception):
-            info = await self._ctl.get_replica_info(self.group)
-            if info.master_broker_id and info.master_address:
-                return info.master_address
-        return None
-
-    def _client(self, addr: str) -> Any:
-        from autoswitch.broker.client import ProducerClient
-
-        c = self._clients.get(addr)
-        if c is None:
-            # Retries are ours (re-discovery between attempts), so the client does not retry.
-            c = ProducerClient(addr, timeout_s=self.rpc_timeout_s, max_retries=0)
-            self._clients[addr] = c
-        return c
-
-    async def _drop(self, addr: str) -> None:
-        # A gRPC channel that saw a refused connection backs off its reconnects (1 s, 1.6 s, ...);
-        # the address may be a live master again soon (restarted, or re-elected), so start fresh.
-        c = self._clients.pop(addr, None)
-        if c is not None:
-            with contextlib.suppress(Exception):
-                await c.close()
+    @property
+    def failures(self) -> int:
+        """Attempts that were not acknowledged (retries of the routed producer)."""
+        return self._p.stats.retries
 
     async def send_one(self, stop: asyncio.Event, deadline: float) -> Ack | None:
         """Retry one new message until acked, stop is set, or the deadline passes."""
-        from autoswitch.proto import broker_pb2 as pb
+        from autoswitch.broker.route import RetriesExhausted
 
         msg_id = uuid.uuid4().hex
-        backoff = Backoff(self.backoff_min_s, self.backoff_max_s, jitter=False)
         while not stop.is_set() and time.monotonic() < deadline:
-            if self.addr is None:
-                self.addr = await self.discover()
-            if self.addr is not None:
-                addr = self.addr
-                try:
-                    out = await self._client(addr).produce(self.topic, [self.body], [msg_id])
-                    if out.ok:
-                        self._ack_log.write(out, self.topic, int(time.time() * 1000))
-                        r = out.results[0]
-                        ack = Ack(time.monotonic(), msg_id, out.broker_id, r.epoch, addr)
-                        self.acks.append(ack)
-                        return ack
-                    self.last_error = pb.Status.Name(out.status)
-                    if out.status == pb.NOT_MASTER and out.master_addr and out.master_addr != addr:
-                        self.addr = out.master_addr
-                        self.failures += 1
-                        continue
-                except (TimeoutError, AutoswitchError) as e:
-                    self.last_error = getattr(e, "code", type(e).__name__)
-                    await self._drop(addr)
-                self.failures += 1
-                self.addr = None
-            await asyncio.sleep(backoff.next())
+            try:
+                results = await self._p.produce(self.topic, [self.body], [msg_id])
+            except RetriesExhausted as e:
+                self.last_error = e.message[:200]
+                continue
+            ack = Ack(time.monotonic(), msg_id, self._p.last_ack_broker_id, results[0].epoch, self._p.master or "")
+            self.acks.append(ack)
+            return ack
         return None
 
     async def run(self, stop: asyncio.Event, max_messages: int, max_s: float) -> None:
@@ -476,13 +379,7 @@ class RoutedProducer:
             await self.send_one(stop, deadline)
 
     async def close(self) -> None:
-        self._ack_log.close()
-        for c in self._clients.values():
-            with contextlib.suppress(Exception):
-                await c.close()
-        with contextlib.suppress(Exception):
-            await self._ctl.close()
-        await self._ns_channel.close()
+        await self._p.close()
 
 
 async def read_all_ids(addr: str, topic: str, max_messages: int = 1_000_000) -> set[str]:
@@ -739,7 +636,7 @@ async def watch_election(client: Any, group: str, old_epoch: int, res: FailoverR
         await asyncio.sleep(0.02)
 
 
-async def kill_master_and_measure(cluster: Cluster, client: Any, producer: RoutedProducer, group: str,
+async def kill_master_and_measure(cluster: Cluster, client: Any, producer: DemoProducer, group: str,
                                   timeout_s: float) -> tuple[FailoverResult, Child]:
     """SIGKILL the group's master while `producer` keeps producing; returns when the producer has an
     ack from another broker (or timeout_s passed)."""
@@ -768,7 +665,7 @@ async def demo_failover(cluster: Cluster, client: Any, args: argparse.Namespace)
     lay = cluster.layout
     group, topic = "g0", "demo"
     ack_path = lay.data_dir / "demo-acks.jsonl"
-    producer = RoutedProducer(lay.namesrv, lay.controller_addrs(), group, topic, ack_path)
+    producer = DemoProducer(lay.namesrv, group, topic, ack_path)
     stop_prod = asyncio.Event()
     wall0 = time.time()
     mono0 = time.monotonic()

@@ -10,9 +10,9 @@ import pytest
 from autoswitch.broker.config import load_config
 from autoswitch.broker.server import Broker
 from autoswitch.broker.store import Message
-from autoswitch.broker.write_path import StaleEpoch
 
 from autoswitch.base.errors import ConfigError
+from autoswitch.base.write_errors import StaleEpoch
 from tests.procs import free_port
 
 pytestmark = pytest.mark.integration

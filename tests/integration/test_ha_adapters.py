@@ -15,10 +15,11 @@ from autoswitch.broker.store_config import StoreConfig
 from autoswitch.epochfile import EpochFile
 from autoswitch.ha.codec import Ack, SlaveHandshake, encode
 from autoswitch.ha.config import HAConfig
-from autoswitch.ha.errors import FlushSlaveTimeout, InSyncReplicasNotEnough, SyncStateProposalRejected
+from autoswitch.ha.errors import SyncStateProposalRejected
 from autoswitch.ha.master import HAMaster, LocalSyncStateProposer
 from autoswitch.ha.slave import HASlave
 
+from autoswitch.base.write_errors import FlushSlaveTimeout, InSyncReplicasNotEnough
 from tests.procs import free_port
 from tests.waiting import until
 

@@ -11,18 +11,16 @@ from dataclasses import dataclass, field
 
 import pytest
 from autoswitch.broker.config import BrokerConfig
-from autoswitch.broker.write_path import (
+from autoswitch.broker.write_path import GroupFlusher, WritePath, validate_message
+
+from autoswitch.base.log import get_logger
+from autoswitch.base.write_errors import (
     BadRequest,
     FlushSlaveTimeout,
-    GroupFlusher,
     InSyncReplicasNotEnough,
     MessageTooLarge,
     NotMaster,
-    WritePath,
-    validate_message,
 )
-
-from autoswitch.base.log import get_logger
 
 
 @dataclass
@@ -87,7 +85,7 @@ class Replicator:
         try:
             await asyncio.wait_for(w(), timeout_s)
         except TimeoutError as e:
-            from autoswitch.ha.errors import FlushSlaveTimeout as HATimeout
+            from autoswitch.base.write_errors import FlushSlaveTimeout as HATimeout
 
             raise HATimeout("no ack") from e
 

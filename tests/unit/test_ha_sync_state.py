@@ -4,8 +4,9 @@ from __future__ import annotations
 
 import pytest
 from autoswitch.ha.config import HAConfig
-from autoswitch.ha.errors import InSyncReplicasNotEnough
 from autoswitch.ha.sync_state import SyncStateTracker
+
+from autoswitch.base.write_errors import InSyncReplicasNotEnough
 
 
 def tracker(sss=(1, 2, 3), mode="all", **kw) -> SyncStateTracker:
