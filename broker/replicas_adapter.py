@@ -579,7 +579,7 @@ async def start_for_broker(
 
     api = connect(config.controllers, rpc_timeout_s=adapter_kw.get("rpc_timeout_s", 3.0))
     runner = HookRunner(hook_config, hooks)
-    adapter_kw.setdefault("ha_address", getattr(broker.cfg, "ha_listen", "") or "")
+    adapter_kw.setdefault("ha_address", broker.cfg.ha_listen)
     adapter = ReplicasAdapter(config, api, broker, Path(broker.cfg.data_dir), runner, **adapter_kw)
     adapter._owns_api = True
     broker.proposer = adapter.proposer

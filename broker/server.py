@@ -26,7 +26,9 @@ from .config import BrokerConfig, parse_hostport
 from .write_path import GroupFlusher, WritePath
 
 if TYPE_CHECKING:
-    from autoswitch.ha.master import ReplicaRegistry
+    from autoswitch.broker.replicas_adapter import ReplicasAdapter
+    from autoswitch.ha.master import HAMaster, ReplicaRegistry, SyncStateProposer
+    from autoswitch.ha.slave import HASlave
 
 Role = Literal["master", "slave", "fenced"]
 RoleHook = Callable[[str, int], Awaitable[None] | None]
@@ -57,7 +59,7 @@ class Broker:
     """``proposer``: the SyncStateProposer HAMaster uses (controller mode: the ReplicasManager's);
     None = static mode, the master is the authority (LocalSyncStateProposer)."""
 
-    def __init__(self, cfg: BrokerConfig, proposer: Any = None) -> None:
+    def __init__(self, cfg: BrokerConfig, proposer: SyncStateProposer | None = None) -> None:
         from autoswitch.broker.store import MessageStore, StoreConfig
 
         self.cfg = cfg
@@ -65,7 +67,7 @@ class Broker:
         self.log = get_logger("broker", group=cfg.group, brokerId=cfg.broker_id)
         self._broker_id = cfg.broker_id
         # Controller mode: the ReplicasAdapter (status), and what runs after the store closed.
-        self.replicas: Any = None
+        self.replicas: ReplicasAdapter | None = None
         self.after_stop: Callable[[], None] | None = None
         self.fence_listeners: list[Callable[[str | None], None]] = []  # e.g. re-register the route
         self.resume_own_epoch = False  # controller mode sets it: see become_master
@@ -84,8 +86,8 @@ class Broker:
         self.master_epoch = 0
         self.master_ha_addr: tuple[str, int] | None = None
         self.master_addr: str | None = cfg.master_addr
-        self.ha_master: Any = None
-        self.ha_slave: Any = None
+        self.ha_master: HAMaster | None = None
+        self.ha_slave: HASlave | None = None
         self.write_path: WritePath | None = None
         self.flusher = GroupFlusher(self.store, cfg.flush, cfg.flush_interval_ms / 1000.0)
         self._switch_lock = asyncio.Lock()
@@ -294,7 +296,7 @@ class Broker:
         values["in_sync_replicas"] = self.cfg.in_sync_replicas
         values["min_in_sync_replicas"] = self.cfg.min_in_sync_replicas
         cfg = _build_dataclass(HAConfig, values, "ha")
-        return cfg.validate() if hasattr(cfg, "validate") else cfg
+        return cfg.validate()
 
     # ----------------------------------------------------------------- reads
 

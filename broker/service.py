@@ -250,7 +250,7 @@ class BrokerServicer(pbg.BrokerServiceServicer):
                     )
                 )
         mha = b.master_ha_addr
-        replicas = getattr(b, "replicas", None)
+        replicas = b.replicas
         replicas_json = ""
         if replicas is not None:
             import json
@@ -263,7 +263,7 @@ class BrokerServicer(pbg.BrokerServiceServicer):
             max_offset=b.store.max_offset, confirm_offset=b.confirm_offset, listen=b.cfg.listen,
             ha_listen=b.cfg.ha_listen, master_ha_addr=f"{mha[0]}:{mha[1]}" if mha else "",
             ack_mode=b.cfg.ack_mode, flush=b.cfg.flush, sync_state_set=sss, slaves=slaves,
-            ha_state=str(getattr(b.ha_slave, "state", "")) if b.ha_slave is not None else "",
+            ha_state=b.ha_slave.state if b.ha_slave is not None else "",
             uptime_s=time.monotonic() - b.started_at, produced_msgs=b.produced_msgs,
             consumed_msgs=b.consumed_msgs,
         )
@@ -345,9 +345,8 @@ async def serve(cfg: BrokerConfig, stop_event: asyncio.Event | None = None, atta
     finally:
         await server.stop(grace=1.0)
         await broker.stop()
-        finish = getattr(broker, "after_stop", None)
-        if finish is not None:
-            finish()
+        if broker.after_stop is not None:
+            broker.after_stop()
     return 0
 
 

@@ -46,6 +46,7 @@ from autoswitch.controller.liveness import (
     NodeOpinion,
     ScanPlanner,
 )
+from autoswitch.controller.raft.errors import NotLeader, ProposalDropped, ProposalTimeout, QuorumUnavailable
 from autoswitch.controller.service import ControllerServicer, NodeReply
 from autoswitch.controller.watchers import Watchers
 
@@ -331,20 +332,19 @@ class ControllerNode:
         await self.barrier()
         return self.sm.sync_state_data(groups, self._member_view)
 
-    def _map_raft_error(self, e: Exception) -> NodeReply:
-        name = type(e).__name__
-        if name == "NotLeader":
-            lid = getattr(e, "leader_id", None) or ""
-            laddr = getattr(e, "leader_addr", None) or self.config.peers.get(lid, "")
+    def _map_raft_error(self, e: BaseException) -> NodeReply:
+        if isinstance(e, NotLeader):
+            lid = e.leader_id or ""
+            laddr = e.leader_addr or self.config.peers.get(lid, "")
             return NodeReply(Code.CONTROLLER_NOT_LEADER, f"node {self.node_id} is not the leader", lid, laddr)
-        if name == "QuorumUnavailable":
+        if isinstance(e, QuorumUnavailable):
             return NodeReply(Code.CONTROLLER_QUORUM_UNAVAILABLE, f"no controller quorum: {e}")
-        if name in ("ProposalTimeout", "TimeoutError", "ReadIndexTimeout"):
+        if isinstance(e, ProposalTimeout | TimeoutError):
             return NodeReply(Code.CONTROLLER_TIMEOUT, f"not committed in time (outcome unknown): {e}")
-        if name == "ProposalDropped":
+        if isinstance(e, ProposalDropped):
             return NodeReply(Code.CONTROLLER_QUORUM_UNAVAILABLE, f"{e}")
-        self.log.error("raft_error", exc_info=e, kind=name)
-        return NodeReply(Code.CONTROLLER_INTERNAL_ERROR, f"{name}: {e}")
+        self.log.error("raft_error", exc_info=e, kind=type(e).__name__)
+        return NodeReply(Code.CONTROLLER_INTERNAL_ERROR, f"{type(e).__name__}: {e}")
 
     def local_replica_info(self, group: str) -> msgs.ReplicaView | None:
         return self.sm.replica_info(group)
