@@ -43,7 +43,6 @@ class _Batcher:
     per-RPC cost. Per-call semantics do not change: each call gets its own reply (own header,
     own error), and a transport error fails every call of that batch the way it would have
     failed each unary call, so ControllerClient.call's retry and leader-following apply per call.
-    A server without the Batch RPC (UNIMPLEMENTED) turns batching off for that address.
     """
 
     def __init__(self, client: ControllerClient, addr: str, max_calls: int, max_inflight: int) -> None:
@@ -51,7 +50,6 @@ class _Batcher:
         self.addr = addr
         self.max_calls = max_calls
         self.max_inflight = max_inflight
-        self.enabled = True
         self._pending: list[tuple[str, Any, asyncio.Future, float]] = []
         self._inflight = 0
         self._scheduled = False
@@ -94,11 +92,6 @@ class _Batcher:
             try:
                 reply = await self.client.stub(self.addr).Batch(req, timeout=timeout)
             except grpc.aio.AioRpcError as e:
-                if e.code() == grpc.StatusCode.UNIMPLEMENTED:
-                    self.enabled = False
-                    _log.info("controller_batch_unsupported", address=self.addr)
-                    await asyncio.gather(*(self._unary(m, r, f, d) for m, r, f, d in batch))
-                    return
                 for _m, _r, f, _d in batch:
                     if not f.done():
                         f.set_exception(e)
@@ -133,17 +126,6 @@ class _Batcher:
             if self._pending and not self._scheduled:
                 self._scheduled = True
                 loop.call_soon(self._flush)
-
-    async def _unary(self, method: str, request: Any, fut: asyncio.Future, deadline: float) -> None:
-        try:
-            timeout = max(0.001, deadline - asyncio.get_running_loop().time())
-            res = await getattr(self.client.stub(self.addr), method)(request, timeout=timeout)
-        except Exception as e:  # noqa: BLE001
-            if not fut.done():
-                fut.set_exception(e)
-        else:
-            if not fut.done():
-                fut.set_result(res)
 
 
 def parse_addresses(spec: str | Iterable[str]) -> list[str]:
@@ -227,8 +209,7 @@ class ControllerClient:
             b = self._batchers.get(addr)
             if b is None:
                 b = self._batchers[addr] = _Batcher(self, addr, self.batch_max_calls, self.batch_max_inflight)
-            if b.enabled:
-                return await b.call(method, request, timeout)
+            return await b.call(method, request, timeout)
         return await getattr(self.stub(addr), method)(request, timeout=timeout)
 
     def _next_addr(self) -> str:

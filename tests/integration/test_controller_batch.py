@@ -11,7 +11,6 @@ from __future__ import annotations
 
 import asyncio
 
-import grpc
 import pytest
 from autoswitch.controller import config as cfgmod
 from autoswitch.controller import service as svc
@@ -20,7 +19,6 @@ from autoswitch.controller.codes import Code
 from autoswitch.controller.node import ControllerNode
 
 from autoswitch.proto import controller_pb2 as pb
-from autoswitch.proto import controller_pb2_grpc as pbg
 from tests.integration.controller_harness import wait_leader
 from tests.procs import HOST, free_port
 
@@ -133,33 +131,6 @@ def test_client_coalesces_concurrent_calls_with_the_same_answers(tmp_path, monke
         finally:
             for n in nodes:
                 await n.stop()
-
-    asyncio.run(go())
-
-
-class _OldServer(pbg.ControllerServiceServicer):
-    """A controller from before the Batch RPC: only GetMetaData."""
-
-    async def GetMetaData(self, request, context):  # noqa: N802
-        return pb.GetMetaDataReply(header=pb.ReplyHeader(code=0), node_id="old", is_leader=True)
-
-
-def test_client_falls_back_to_unary_against_a_server_without_batch():
-    async def go():
-        server = grpc.aio.server()
-        pbg.add_ControllerServiceServicer_to_server(_OldServer(), server)
-        port = server.add_insecure_port(f"{HOST}:0")
-        await server.start()
-        try:
-            addr = f"{HOST}:{port}"
-            async with ControllerClient(addr) as c:
-                replies = await asyncio.gather(*(c.call_node(addr, "GetMetaData", pb.GetMetaDataRequest())
-                                                 for _ in range(5)))
-                assert [r.node_id for r in replies] == ["old"] * 5
-                assert c._batchers[addr].enabled is False
-                assert (await c.call_node(addr, "GetMetaData", pb.GetMetaDataRequest())).node_id == "old"
-        finally:
-            await server.stop(None)
 
     asyncio.run(go())
 
