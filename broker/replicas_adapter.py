@@ -23,9 +23,9 @@ import os
 import time
 from collections.abc import Callable
 from pathlib import Path
-from typing import Any, Protocol
+from typing import TYPE_CHECKING, Any, Protocol
 
-from autoswitch.broker.hooks import HookRunner
+from autoswitch.broker.hooks import HookConfig, HookRunner, RoleHooks
 from autoswitch.broker.identity import IdentityStore
 from autoswitch.broker.replicas_manager import (
     AlterSyncStateSet,
@@ -60,6 +60,9 @@ from autoswitch.base.crashpoints import crash_point
 from autoswitch.base.errors import AutoswitchError
 from autoswitch.base.fsutil import fsync_dir
 from autoswitch.base.log import get_logger
+
+if TYPE_CHECKING:
+    from autoswitch.broker.server import Broker
 
 MAX_PENDING_PROPOSALS = 16
 ABORT_MARKER = "replicas.abort"  # exists while a broker runs; left behind by a crash
@@ -561,10 +564,10 @@ class ReplicasAdapter:
 
 
 async def start_for_broker(
-    broker: Any,
+    broker: Broker,
     config: ReplicasConfig,
-    hook_config: Any = None,
-    hooks: Any = None,
+    hook_config: HookConfig | None = None,
+    hooks: RoleHooks | None = None,
     **adapter_kw: Any,
 ) -> ReplicasAdapter:
     """Controller mode for an ``autoswitch.broker.server.Broker``: build the leader-following
@@ -575,8 +578,6 @@ async def start_for_broker(
         await broker.stop()             # store flushed and closed
         adapter.mark_clean_shutdown()   # the next start reports an intact log
     """
-    from autoswitch.broker.hooks import HookRunner
-
     api = connect(config.controllers, rpc_timeout_s=adapter_kw.get("rpc_timeout_s", 3.0))
     runner = HookRunner(hook_config, hooks)
     adapter_kw.setdefault("ha_address", broker.cfg.ha_listen)
