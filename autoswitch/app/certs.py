@@ -1,0 +1,127 @@
+"""`autoswitch certs init`: a development CA and one certificate per process, so the playground and
+the tests run real TLS. Not a production PKI: use your own CA there (docs/security.md).
+
+Every certificate's subject CN is the identity the process acts as (``controller/n1``,
+``broker/g1/2``, ``admin``); it carries the given hosts as subject alternative names (127.0.0.1
+and localhost by default) so clients can verify the server they dialled. Keys are EC P-256,
+written 0600; certificates are valid for ``days`` days.
+"""
+
+from __future__ import annotations
+
+import argparse
+import datetime as dt
+import ipaddress
+import json
+import os
+import re
+from collections.abc import Iterable
+from pathlib import Path
+
+from autoswitch.base.errors import ConfigError
+
+DEFAULT_HOSTS = ("127.0.0.1", "localhost")
+NAME_RE = re.compile(r"^[A-Za-z0-9][A-Za-z0-9._/-]{0,126}$")
+MAX_NAMES = 256
+
+
+def _file_name(identity: str) -> str:
+    return identity.replace("/", "_")
+
+
+def _write(path: Path, data: bytes, private: bool) -> None:
+    fd = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o600 if private else 0o644)
+    with os.fdopen(fd, "wb") as f:
+        f.write(data)
+        f.flush()
+        os.fsync(f.fileno())
+
+
+def init_dev_ca(directory: Path, identities: Iterable[str], hosts: Iterable[str] = DEFAULT_HOSTS,
+                days: int = 30) -> dict[str, dict[str, str]]:
+    """Create ``ca.pem``/``ca.key`` (kept if present) and ``<identity>.pem``/``.key`` for each
+    identity in ``directory``; returns identity -> {"cert", "key", "ca"} paths."""
+    from cryptography import x509
+    from cryptography.hazmat.primitives import hashes, serialization
+    from cryptography.hazmat.primitives.asymmetric import ec
+    from cryptography.x509.oid import ExtendedKeyUsageOID, NameOID
+
+    ids = list(dict.fromkeys(identities))
+    if not ids or len(ids) > MAX_NAMES:
+        raise ConfigError(f"give 1..{MAX_NAMES} identities")
+    bad = [i for i in ids if not NAME_RE.match(i)]
+    if bad:
+        raise ConfigError(f"identities must match {NAME_RE.pattern}: {bad[:5]}")
+    if not 1 <= days <= 3650:
+        raise ConfigError("days must be 1..3650")
+    directory.mkdir(parents=True, exist_ok=True)
+    now = dt.datetime.now(dt.UTC)
+    pem = serialization.Encoding.PEM
+    nokey = serialization.NoEncryption()
+
+    ca_key_path, ca_path = directory / "ca.key", directory / "ca.pem"
+    if ca_key_path.exists() and ca_path.exists():
+        ca_key = serialization.load_pem_private_key(ca_key_path.read_bytes(), None)
+        ca_cert = x509.load_pem_x509_certificate(ca_path.read_bytes())
+    else:
+        ca_key = ec.generate_private_key(ec.SECP256R1())
+        name = x509.Name([x509.NameAttribute(NameOID.COMMON_NAME, "autoswitch development CA")])
+        ca_cert = (x509.CertificateBuilder().subject_name(name).issuer_name(name)
+                   .public_key(ca_key.public_key()).serial_number(x509.random_serial_number())
+                   .not_valid_before(now - dt.timedelta(minutes=5)).not_valid_after(now + dt.timedelta(days=days))
+                   .add_extension(x509.BasicConstraints(ca=True, path_length=0), critical=True)
+                   .add_extension(x509.KeyUsage(digital_signature=True, key_cert_sign=True, crl_sign=True,
+                                                content_commitment=False, key_encipherment=False,
+                                                data_encipherment=False, key_agreement=False,
+                                                encipher_only=False, decipher_only=False), critical=True)
+                   .sign(ca_key, hashes.SHA256()))
+        _write(ca_key_path, ca_key.private_bytes(pem, serialization.PrivateFormat.PKCS8, nokey), private=True)
+        _write(ca_path, ca_cert.public_bytes(pem), private=False)
+
+    sans: list[x509.GeneralName] = []
+    for h in hosts:
+        try:
+            sans.append(x509.IPAddress(ipaddress.ip_address(h)))
+        except ValueError:
+            sans.append(x509.DNSName(h))
+    out: dict[str, dict[str, str]] = {}
+    for ident in ids:
+        key = ec.generate_private_key(ec.SECP256R1())
+        cert = (x509.CertificateBuilder()
+                .subject_name(x509.Name([x509.NameAttribute(NameOID.COMMON_NAME, ident)]))
+                .issuer_name(ca_cert.subject).public_key(key.public_key())
+                .serial_number(x509.random_serial_number())
+                .not_valid_before(now - dt.timedelta(minutes=5)).not_valid_after(now + dt.timedelta(days=days))
+                .add_extension(x509.BasicConstraints(ca=False, path_length=None), critical=True)
+                .add_extension(x509.SubjectAlternativeName(sans), critical=False)
+                .add_extension(x509.ExtendedKeyUsage([ExtendedKeyUsageOID.SERVER_AUTH,
+                                                      ExtendedKeyUsageOID.CLIENT_AUTH]), critical=False)
+                .sign(ca_key, hashes.SHA256()))
+        base = _file_name(ident)
+        key_path, cert_path = directory / f"{base}.key", directory / f"{base}.pem"
+        _write(key_path, key.private_bytes(pem, serialization.PrivateFormat.PKCS8, nokey), private=True)
+        _write(cert_path, cert.public_bytes(pem), private=False)
+        out[ident] = {"cert": str(cert_path), "key": str(key_path), "ca": str(ca_path)}
+    return out
+
+
+def register(sub, admin_sub) -> None:
+    certs = sub.add_parser("certs", help="development TLS certificates")
+    certs_sub = certs.add_subparsers(dest="certs_command", required=True, metavar="CERTS_COMMAND")
+    p = certs_sub.add_parser("init", help="create a development CA and one certificate per identity")
+    p.add_argument("directory", type=Path)
+    p.add_argument("identities", nargs="+", help="e.g. controller/n1 broker/g1/1 admin")
+    p.add_argument("--host", action="append", default=None,
+                   help="subject alternative name (IP or DNS); repeat; default 127.0.0.1 and localhost")
+    p.add_argument("--days", type=int, default=30)
+    p.set_defaults(func=_cmd_init)
+
+
+def _cmd_init(args: argparse.Namespace) -> int:
+    try:
+        out = init_dev_ca(args.directory, args.identities, args.host or DEFAULT_HOSTS, args.days)
+    except ConfigError as e:
+        print(json.dumps(e.to_dict()))
+        return 2
+    print(json.dumps({"directory": str(args.directory), "identities": out}))
+    return 0

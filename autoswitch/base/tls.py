@@ -1,0 +1,96 @@
+"""TLS for every listener and client: one config shape, one place that turns it into gRPC
+credentials or an asyncio SSLContext.
+
+A process's ``[tls]`` table (or CLI flags) gives a CA bundle, its own certificate and key, and
+whether clients must present a certificate (mutual TLS). No table (``TLSConfig.off()``) means
+plaintext, which start-up logs as such. Files are read when credentials are built; a server
+rebuilds them on reload (certificate rotation without a restart comes through ``reload``).
+"""
+
+from __future__ import annotations
+
+import ssl
+from dataclasses import dataclass
+from pathlib import Path
+
+from autoswitch.base.errors import ConfigError
+
+MAX_PEM_BYTES = 1 << 20   # a CA bundle, certificate or key larger than this is not one
+
+
+@dataclass(frozen=True)
+class TLSConfig:
+    ca: str = ""                    # PEM bundle of the CAs whose certificates we accept
+    cert: str = ""                  # our certificate chain (PEM)
+    key: str = ""                   # our private key (PEM)
+    require_client_cert: bool = True
+
+    @classmethod
+    def off(cls) -> TLSConfig:
+        return cls()
+
+    @property
+    def enabled(self) -> bool:
+        return bool(self.ca or self.cert or self.key)
+
+    def validate(self) -> TLSConfig:
+        if not self.enabled:
+            return self
+        missing = [k for k in ("ca", "cert", "key") if not getattr(self, k)]
+        if missing:
+            raise ConfigError(f"tls needs ca, cert and key; missing {missing}", keys=missing)
+        for k in ("ca", "cert", "key"):
+            _read(getattr(self, k), k)
+        return self
+
+    def pem(self) -> tuple[bytes, bytes, bytes]:
+        """(ca, cert, key) bytes, read now."""
+        return _read(self.ca, "ca"), _read(self.cert, "cert"), _read(self.key, "key")
+
+
+def _read(path: str, what: str) -> bytes:
+    p = Path(path)
+    try:
+        data = p.read_bytes()
+    except OSError as e:
+        raise ConfigError(f"tls {what} file {path!r} cannot be read: {e.strerror or e}", key=what, path=path) from None
+    if not data or len(data) > MAX_PEM_BYTES or b"-----BEGIN " not in data:
+        raise ConfigError(f"tls {what} file {path!r} is not a PEM file", key=what, path=path)
+    return data
+
+
+def grpc_server_credentials(cfg: TLSConfig):
+    """``grpc.ServerCredentials`` for ``server.add_secure_port``."""
+    import grpc
+
+    ca, cert, key = cfg.pem()
+    return grpc.ssl_server_credentials([(key, cert)], root_certificates=ca,
+                                       require_client_auth=cfg.require_client_cert)
+
+
+def grpc_channel_credentials(cfg: TLSConfig):
+    """``grpc.ChannelCredentials`` for ``grpc.aio.secure_channel``: we present our certificate
+    (mutual TLS) and accept servers signed by the CA."""
+    import grpc
+
+    ca, cert, key = cfg.pem()
+    return grpc.ssl_channel_credentials(root_certificates=ca, private_key=key, certificate_chain=cert)
+
+
+def server_ssl_context(cfg: TLSConfig) -> ssl.SSLContext:
+    """For asyncio servers (the AutoSwitchHA port)."""
+    ctx = ssl.SSLContext(ssl.PROTOCOL_TLS_SERVER)
+    ctx.minimum_version = ssl.TLSVersion.TLSv1_2
+    ctx.load_cert_chain(cfg.cert, cfg.key)
+    ctx.load_verify_locations(cfg.ca)
+    ctx.verify_mode = ssl.CERT_REQUIRED if cfg.require_client_cert else ssl.CERT_OPTIONAL
+    return ctx
+
+
+def client_ssl_context(cfg: TLSConfig) -> ssl.SSLContext:
+    """For asyncio clients (an HA slave connecting to its master)."""
+    ctx = ssl.SSLContext(ssl.PROTOCOL_TLS_CLIENT)
+    ctx.minimum_version = ssl.TLSVersion.TLSv1_2
+    ctx.load_cert_chain(cfg.cert, cfg.key)
+    ctx.load_verify_locations(cfg.ca)
+    return ctx
