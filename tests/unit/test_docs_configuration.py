@@ -28,12 +28,13 @@ from autoswitch.ha.config import HAConfig
 from autoswitch.pipeline.analyze import AnalyzeConfig
 
 from autoswitch.app.playground import PROFILES, Layout
+from autoswitch.base.tls import TLSConfig
 
 DOC = Path(__file__).resolve().parents[2] / "docs" / "configuration.md"
 
 CLASSES: list[type] = [
     BrokerConfig, StoreConfig, HAConfig, ReplicasConfig, LeaseConfig, HookConfig,
-    ControllerConfig, SMConfig, RaftConfig, RetryPolicy, AnalyzeConfig, Layout,
+    ControllerConfig, SMConfig, RaftConfig, RetryPolicy, AnalyzeConfig, Layout, TLSConfig,
 ]
 
 _NO_DEFAULT = object()
