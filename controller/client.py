@@ -20,6 +20,7 @@ from autoswitch.controller.codes import Code, ControllerRpcError, code_name
 
 from autoswitch.base.backoff import Backoff
 from autoswitch.base.log import get_logger
+from autoswitch.base.tls import TLSConfig, grpc_channel
 from autoswitch.proto import controller_pb2 as pb
 from autoswitch.proto import controller_pb2_grpc as pbg
 
@@ -149,8 +150,10 @@ class ControllerClient:
         batch: bool = True,
         batch_max_calls: int = 1024,
         batch_max_inflight: int = 2,
+        tls: TLSConfig | None = None,
     ) -> None:
         self.addresses = parse_addresses(addresses)
+        self.tls = tls or TLSConfig.off()
         self.max_attempts = max_attempts
         self.deadline_s = deadline_s
         self.rpc_timeout_s = rpc_timeout_s
@@ -188,8 +191,8 @@ class ControllerClient:
     def stub(self, addr: str) -> pbg.ControllerServiceStub:
         s = self._stubs.get(addr)
         if s is None:
-            ch = grpc.aio.insecure_channel(
-                addr,
+            ch = grpc_channel(
+                addr, self.tls,
                 options=[
                     ("grpc.max_send_message_length", MAX_MESSAGE_BYTES),
                     ("grpc.max_receive_message_length", MAX_MESSAGE_BYTES),

@@ -17,6 +17,7 @@ from typing import Any
 from autoswitch.controller import sm_config
 
 from autoswitch.base.errors import ConfigError
+from autoswitch.base.tls import TLSConfig
 
 # Keys an operator may change at runtime with `admin update-controller-config` (node-local,
 # not persisted, like RocketMQ's updateControllerConfig which is sent to every controller).
@@ -57,6 +58,12 @@ class ControllerConfig:
     watch_queue_size: int = 64
     max_groups_per_query: int = 100_000
     events_max_lines_per_call: int = 10_000
+    # TLS for the client API, the Raft peer listener and this node's own calls to its peers
+    # (autoswitch.base.tls). All empty = plaintext (logged at start).
+    tls_ca: str = ""
+    tls_cert: str = ""
+    tls_key: str = ""
+    tls_require_client_cert: bool = True
     # The [raft] table, passed through to RaftConfig by field name.
     raft: dict[str, Any] = field(default_factory=dict)
     # Initial replicated state-machine config (sm_config.KEYS -> string value); same on every node.
@@ -90,6 +97,12 @@ class ControllerConfig:
             raise ConfigError("max_watchers must be in (0, max_concurrent_rpcs / 2]: streams hold RPC slots")
         if self.propose_timeout_s <= 0 or self.read_timeout_s <= 0:
             raise ConfigError("timeouts must be > 0")
+        self.tls.validate()
+
+    @property
+    def tls(self) -> TLSConfig:
+        return TLSConfig(ca=self.tls_ca, cert=self.tls_cert, key=self.tls_key,
+                         require_client_cert=self.tls_require_client_cert)
 
     @property
     def listen_addr(self) -> str:

@@ -50,6 +50,7 @@ from autoswitch.controller.raft.errors import NotLeader, ProposalDropped, Propos
 from autoswitch.controller.service import ControllerServicer, NodeReply
 from autoswitch.controller.watchers import Watchers
 
+from autoswitch.base import tls
 from autoswitch.base.fsutil import write_atomic
 from autoswitch.base.log import get_logger
 from autoswitch.proto import controller_pb2 as pb
@@ -112,13 +113,16 @@ class ControllerNode:
         for register in self._extra_servicers:
             register(self.server)
         self._check_cluster_id()
+        if not self.config.tls.enabled:
+            self.log.warning("plaintext", listen=self.config.listen_addr,
+                             note="no [tls]: clients and peers are not authenticated; loopback development only")
         if not self.config.raft_peers:
             self.log.warning("raft_shares_client_port", listen=self.config.listen_addr,
                              note="set raft_peers so Raft listens apart from clients")
         self.raft = sm_adapter.make_raft(self.config, self.data_dir / "raft", self.sm, self.server,
                                          min_log_index=self.events.last_index)
         try:
-            port = self.server.add_insecure_port(self.config.listen_addr)
+            port = tls.add_port(self.server, self.config.listen_addr, self.config.tls)
         except RuntimeError as e:   # grpc reports a failed bind this way
             raise OSError(f"cannot listen on {self.config.listen_addr}: {e}") from None
         if port == 0:

@@ -15,6 +15,7 @@ from autoswitch.controller.config import ControllerConfig
 from autoswitch.controller.liveness import BrokerReport, NodeOpinion, Opinion
 
 from autoswitch.base.log import get_logger
+from autoswitch.base.tls import grpc_channel
 from autoswitch.proto import controller_pb2 as pb
 from autoswitch.proto import controller_pb2_grpc as pbg
 
@@ -26,6 +27,7 @@ class PeerLiveness:
     def __init__(self, config: ControllerConfig, self_id: str) -> None:
         self.self_id = self_id
         self.peers = {n: a for n, a in config.peers.items() if n != self_id}
+        self.tls = config.tls
         self._channels: dict[str, grpc.aio.Channel] = {}
         self._stubs: dict[str, pbg.ControllerServiceStub] = {}
         self._last_ok: dict[str, float] = {}
@@ -33,7 +35,7 @@ class PeerLiveness:
     def _stub(self, nid: str) -> pbg.ControllerServiceStub:
         s = self._stubs.get(nid)
         if s is None:
-            ch = grpc.aio.insecure_channel(self.peers[nid], options=[
+            ch = grpc_channel(self.peers[nid], self.tls, options=[
                 ("grpc.initial_reconnect_backoff_ms", 100), ("grpc.max_reconnect_backoff_ms", 1000),
                 ("grpc.max_receive_message_length", 64 << 20)])
             self._channels[nid] = ch

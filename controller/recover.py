@@ -52,7 +52,8 @@ async def _terms(cfg: ControllerConfig, timeout_s: float) -> tuple[dict[str, int
     others = {n: a for n, a in cfg.peers.items() if n != cfg.node_id}
     answered: dict[str, int] = {}
     failed: dict[str, str] = {}
-    async with ControllerClient(list(cfg.peers.values()), rpc_timeout_s=timeout_s, deadline_s=timeout_s) as c:
+    async with ControllerClient(list(cfg.peers.values()), rpc_timeout_s=timeout_s, deadline_s=timeout_s,
+                                tls=cfg.tls) as c:
         async def ask(nid: str, addr: str) -> None:
             try:
                 m = await c.call_node(addr, "GetMetaData", pb.GetMetaDataRequest(), timeout_s=timeout_s)

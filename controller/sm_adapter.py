@@ -82,10 +82,10 @@ def make_raft(config: Any, data_dir: Path, state_machine: Any, server: Any, min_
         # Raft on its own listener (the transport binds raft_peers[node_id]): the client port serves
         # no Raft, and the peer port can be firewalled to the controller hosts.
         peers = dict(config.raft_peers)
-        transport = GrpcRaftTransport(config.node_id, peers, raft_cfg, cid)
+        transport = GrpcRaftTransport(config.node_id, peers, raft_cfg, cid, tls=config.tls)
     else:
         peers = dict(config.peers)
-        transport = GrpcRaftTransport(config.node_id, peers, raft_cfg, cid, server=server)
+        transport = GrpcRaftTransport(config.node_id, peers, raft_cfg, cid, server=server, tls=config.tls)
     return RaftNode(config.node_id, peers, data_dir, state_machine, raft_cfg, transport=transport,
                     min_log_index=min_log_index)
 

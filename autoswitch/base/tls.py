@@ -94,3 +94,19 @@ def client_ssl_context(cfg: TLSConfig) -> ssl.SSLContext:
     ctx.load_cert_chain(cfg.cert, cfg.key)
     ctx.load_verify_locations(cfg.ca)
     return ctx
+
+
+def grpc_channel(addr: str, cfg: TLSConfig, options: list[tuple[str, int]] | None = None):
+    """A ``grpc.aio`` channel to ``addr``: mutual TLS when ``cfg`` is enabled, else plaintext."""
+    import grpc
+
+    if cfg.enabled:
+        return grpc.aio.secure_channel(addr, grpc_channel_credentials(cfg), options=options)
+    return grpc.aio.insecure_channel(addr, options=options)
+
+
+def add_port(server, addr: str, cfg: TLSConfig) -> int:
+    """Bind ``addr`` on a ``grpc.aio`` server, with TLS when ``cfg`` is enabled; the port, 0 on failure."""
+    if cfg.enabled:
+        return server.add_secure_port(addr, grpc_server_credentials(cfg))
+    return server.add_insecure_port(addr)

@@ -22,6 +22,7 @@ import grpc
 
 from autoswitch.base.backoff import Backoff
 from autoswitch.base.log import RateLimitedLog, get_logger
+from autoswitch.base.tls import TLSConfig, add_port, grpc_channel
 from autoswitch.proto import raft_pb2, raft_pb2_grpc
 
 from .config import RaftConfig
@@ -158,8 +159,10 @@ class _Stop:
 
 
 class PeerSender:
-    def __init__(self, self_id: str, peer_id: str, addr: str, cfg: RaftConfig, cluster: str) -> None:
+    def __init__(self, self_id: str, peer_id: str, addr: str, cfg: RaftConfig, cluster: str,
+                 tls: TLSConfig | None = None) -> None:
         self.self_id = self_id
+        self.tls = tls or TLSConfig.off()
         self.self_member = member_id(cluster, self_id)
         self.peer_id = peer_id
         self.addr = addr
@@ -212,7 +215,7 @@ class PeerSender:
             attempt += 1
             self.attempts = attempt
             started = loop.time()
-            self._channel = grpc.aio.insecure_channel(self.addr, options=grpc_options(self.cfg))
+            self._channel = grpc_channel(self.addr, self.tls, options=grpc_options(self.cfg))
             stub = raft_pb2_grpc.RaftStub(self._channel)
             try:
                 await stub.Stream(self._batches(attempt))
@@ -266,18 +269,19 @@ class GrpcRaftTransport:
     server binds unless ``server`` is given)."""
 
     def __init__(self, self_id: str, addrs: dict[str, str], cfg: RaftConfig, cluster: str, *,
-                 server: grpc.aio.Server | None = None) -> None:
+                 server: grpc.aio.Server | None = None, tls: TLSConfig | None = None) -> None:
         self.self_id = self_id
         self.addrs = dict(addrs)
         self.cfg = cfg
+        self.tls = tls or TLSConfig.off()
         self._deliver_to: Callable[[list[Message]], None] | None = None
         self._servicer = RaftServicer(cluster, self._deliver, self_id, self.addrs)
         self._server = server
         self._own_server = False
         if server is not None:     # registered now: the owner may start its server before start()
             raft_pb2_grpc.add_RaftServicer_to_server(self._servicer, server)
-        self.senders = {pid: PeerSender(self_id, pid, addr, cfg, cluster) for pid, addr in self.addrs.items()
-                        if pid != self_id}
+        self.senders = {pid: PeerSender(self_id, pid, addr, cfg, cluster, self.tls)
+                        for pid, addr in self.addrs.items() if pid != self_id}
 
     def _deliver(self, msgs: list[Message]) -> None:
         # Before start() there is no core to step: dropping is safe, Raft retransmits.
@@ -292,7 +296,7 @@ class GrpcRaftTransport:
                 raise RaftConfigError(f"node {self.self_id!r} has no raft address and no shared server")
             self._server = grpc.aio.server(options=grpc_options(self.cfg))
             raft_pb2_grpc.add_RaftServicer_to_server(self._servicer, self._server)
-            if self._server.add_insecure_port(addr) == 0:
+            if add_port(self._server, addr, self.tls) == 0:
                 raise RaftConfigError(f"cannot bind raft address {addr}")
             await self._server.start()
             self._own_server = True

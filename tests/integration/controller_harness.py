@@ -26,7 +26,9 @@ compaction_keep = 4
 
 
 class Cluster:
-    def __init__(self, procs: ProcGroup, tmp: Path, n: int = 3, embedded: set[str] = frozenset()) -> None:
+    def __init__(self, procs: ProcGroup, tmp: Path, n: int = 3, embedded: set[str] = frozenset(),
+                 tls_dir: Path | None = None) -> None:
+        """``tls_dir``: from ``autoswitch certs init`` with a ``controller/<id>`` identity per node."""
         self.procs = procs
         self.tmp = Path(tmp)
         self.ids = [f"n{i + 1}" for i in range(n)]
@@ -35,6 +37,7 @@ class Cluster:
         # Raft on its own listener, as in production (docs/configuration.md raft_peers).
         self.raft_addrs = {nid: f"{HOST}:{free_port()}" for nid in self.ids}
         self.embedded = set(embedded)
+        self.tls_dir = tls_dir
         self.proc: dict[str, object] = {}
         self.toml = self.tmp / "controller.toml"
         self.toml.write_text(TEST_TOML)
@@ -54,9 +57,12 @@ class Cluster:
     def node_args(self, nid: str) -> list[str]:
         """--node-id ... --config: what `controller`, `namesrv --embed-controller` and
         `recover-member` take for this node."""
+        tls = [] if self.tls_dir is None else [
+            "--tls-ca", str(self.tls_dir / "ca.pem"), "--tls-cert", str(self.tls_dir / f"controller_{nid}.pem"),
+            "--tls-key", str(self.tls_dir / f"controller_{nid}.key")]
         return ["--node-id", nid, "--peers", self.peers_spec, "--data-dir", str(self.data_dir(nid)),
                 "--raft-peers", ",".join(f"{n}={a}" for n, a in self.raft_addrs.items()),
-                "--config", str(self.toml)]
+                "--config", str(self.toml), *tls]
 
     def start(self, nid: str, wait: bool = True) -> None:
         self._gen[nid] = self._gen.get(nid, 0) + 1
