@@ -110,3 +110,11 @@ def add_port(server, addr: str, cfg: TLSConfig) -> int:
     if cfg.enabled:
         return server.add_secure_port(addr, grpc_server_credentials(cfg))
     return server.add_insecure_port(addr)
+
+
+def peer_identity(context) -> str | None:
+    """The identity a gRPC peer proved: the subject CN of its verified client certificate (the
+    identities `autoswitch certs init` issues: ``controller/n1``, ``broker/g1/2``, ``admin``);
+    None over plaintext or without a client certificate."""
+    names = context.auth_context().get("x509_common_name") or []
+    return names[0].decode("utf-8", "replace") if names else None

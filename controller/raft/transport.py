@@ -22,7 +22,7 @@ import grpc
 
 from autoswitch.base.backoff import Backoff
 from autoswitch.base.log import RateLimitedLog, get_logger
-from autoswitch.base.tls import TLSConfig, add_port, grpc_channel
+from autoswitch.base.tls import TLSConfig, add_port, grpc_channel, peer_identity
 from autoswitch.proto import raft_pb2, raft_pb2_grpc
 
 from .config import RaftConfig
@@ -30,6 +30,7 @@ from .errors import RaftConfigError
 from .messages import Entry, EntryKind, Message, MsgType, VoteResult
 
 WIRE_VERSION = 1
+CONTROLLER_IDENTITY_PREFIX = "controller/"   # certificate CN of controller member <id>
 
 
 _SCALARS = ("term", "index", "log_term", "commit", "reject", "reject_hint", "reject_term", "seq", "transfer",
@@ -105,11 +106,14 @@ class RaftServicer(raft_pb2_grpc.RaftServicer):
     A batch must name this cluster, come from a configured member other than us with that
     member's id, and hold only messages from that member to us; anything else is refused before
     the core sees it (one rate-limited log line per peer and reason). Without transport
-    credentials these names are claimed, not proven: mutual TLS makes them proofs."""
+    credentials these names are claimed, not proven. With mutual TLS (``tls_identities``) the
+    sender must also be the member its certificate names (CN ``controller/<node id>``): a
+    certificate issued to one member cannot speak for another."""
 
     def __init__(self, cluster: str, deliver: Callable[[list[Message]], None], self_id: str = "",
-                 members: Iterable[str] = ()) -> None:
+                 members: Iterable[str] = (), tls_identities: bool = False) -> None:
         self.cluster = cluster
+        self.tls_identities = tls_identities
         self.deliver = deliver
         self.self_id = self_id
         self.members = {m: member_id(cluster, m) for m in members if m != self_id}
@@ -133,6 +137,12 @@ class RaftServicer(raft_pb2_grpc.RaftServicer):
             if self.members and (sender not in self.members or batch.sender_member != self.members[sender]):
                 self._refuse(peer, "not_a_member", sender=sender[:64], member=batch.sender_member[:64])
                 await context.abort(grpc.StatusCode.PERMISSION_DENIED, "not a member of this raft cluster")
+            if self.tls_identities:
+                who = peer_identity(context)
+                if who != f"{CONTROLLER_IDENTITY_PREFIX}{sender}":
+                    self._refuse(peer, "identity_mismatch", sender=sender[:64], identity=(who or "")[:64])
+                    await context.abort(grpc.StatusCode.PERMISSION_DENIED,
+                                        "the sender is not the member this certificate names")
             msgs = []
             for p in batch.messages:
                 try:
@@ -275,7 +285,7 @@ class GrpcRaftTransport:
         self.cfg = cfg
         self.tls = tls or TLSConfig.off()
         self._deliver_to: Callable[[list[Message]], None] | None = None
-        self._servicer = RaftServicer(cluster, self._deliver, self_id, self.addrs)
+        self._servicer = RaftServicer(cluster, self._deliver, self_id, self.addrs, tls_identities=self.tls.enabled)
         self._server = server
         self._own_server = False
         if server is not None:     # registered now: the owner may start its server before start()

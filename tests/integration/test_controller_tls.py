@@ -1,7 +1,8 @@
 """The controller cluster on mutual TLS (real processes, real handshakes on 127.0.0.1): with
 certificates of the cluster's CA the admin client and the Raft peers work; a plaintext client, a
-client without a certificate and one with another CA's certificate are refused, and so is a
-plaintext Raft stream; the cluster keeps serving."""
+client without a certificate and one with another CA's certificate are refused, and so are a
+plaintext Raft stream and a member's certificate speaking for another member; the cluster keeps
+serving."""
 
 from __future__ import annotations
 
@@ -64,6 +65,23 @@ def test_controller_cluster_on_mutual_tls(procs, tmp_path):
         async with grpc.aio.insecure_channel(raft_addr) as ch:
             with pytest.raises(grpc.aio.AioRpcError):
                 await raft_pb2_grpc.RaftStub(ch).Stream(iter([raft_pb2.Batch(version=1)]), timeout=5)
+        # a member's certificate cannot speak for another member: n2's certificate claiming n3
+        from autoswitch.controller.config import cluster_id
+        from autoswitch.controller.raft.transport import member_id
+
+        from autoswitch.base.tls import grpc_channel_credentials
+
+        cid = cluster_id("autoswitch", cl.ids)
+        n2_cert = grpc_channel_credentials(_tls(ids["controller/n2"]))
+
+        def forged(sender: str):
+            return raft_pb2.Batch(version=1, cluster=cid, sender=sender, sender_member=member_id(cid, sender),
+                                  messages=[raft_pb2.RaftMessage(type=1, to="n1", term=1, **{"from": sender})])
+
+        async with grpc.aio.secure_channel(raft_addr, n2_cert) as ch:
+            with pytest.raises(grpc.aio.AioRpcError) as e:
+                await raft_pb2_grpc.RaftStub(ch).Stream(iter([forged("n3")]), timeout=5)
+            assert e.value.code() == grpc.StatusCode.PERMISSION_DENIED and "certificate" in (e.value.details() or "")
         async with ControllerClient(cl.spec, deadline_s=30, tls=admin) as c:
             await until(lambda: wait_leader(c, 60), "the cluster still has a leader")
             await c.apply_broker_id("c1", "g1", 2, "check-2")
