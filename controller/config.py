@@ -64,6 +64,9 @@ class ControllerConfig:
     tls_cert: str = ""
     tls_key: str = ""
     tls_require_client_cert: bool = True
+    # Plaintext on a non-loopback address must be asked for: an operator typo must not expose an
+    # unauthenticated controller to a network.
+    allow_insecure: bool = False
     # The [raft] table, passed through to RaftConfig by field name.
     raft: dict[str, Any] = field(default_factory=dict)
     # Initial replicated state-machine config (sm_config.KEYS -> string value); same on every node.
@@ -98,6 +101,13 @@ class ControllerConfig:
         if self.propose_timeout_s <= 0 or self.read_timeout_s <= 0:
             raise ConfigError("timeouts must be > 0")
         self.tls.validate()
+        if not self.tls.enabled and not self.allow_insecure:
+            exposed = sorted(a for a in {self.listen_addr, *self.raft_peers.values()} if not _is_loopback(a))
+            if exposed:
+                raise ConfigError(
+                    f"plaintext on non-loopback addresses {exposed}: configure tls_ca/tls_cert/tls_key, "
+                    "or set allow_insecure = true to accept an unauthenticated controller on that network",
+                    addresses=exposed)
 
     @property
     def tls(self) -> TLSConfig:
@@ -143,6 +153,18 @@ def _coerce(key: str, raw: str, typ: type) -> Any:
         return typ(raw)
     except ValueError:
         raise ConfigError(f"bad value for {key}: {raw!r}", expected=typ.__name__) from None
+
+
+def _is_loopback(addr: str) -> bool:
+    import ipaddress
+
+    host = addr.rpartition(":")[0].strip("[]")
+    if host == "localhost":
+        return True
+    try:
+        return ipaddress.ip_address(host).is_loopback
+    except ValueError:
+        return False    # a DNS name other than localhost may resolve anywhere
 
 
 def _split_addr(addr: str, what: str) -> tuple[str, int]:

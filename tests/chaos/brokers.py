@@ -27,6 +27,8 @@ CPORT, BPORT = 7101, 7201
 TOPIC = "chaos"
 TOML = """
 [controller]
+# a private network namespace made by this test: plaintext is asked for, not an accident
+allow_insecure = true
 heartbeat_timeout_ms = 1000
 scan_interval_ms = 100
 propose_timeout_s = 2.0

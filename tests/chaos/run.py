@@ -37,6 +37,8 @@ NAMES = ["n1", "n2", "n3"]
 PORT = 7101
 TOML = """
 [controller]
+# a private network namespace made by this test: plaintext is asked for, not an accident
+allow_insecure = true
 heartbeat_timeout_ms = 3000
 scan_interval_ms = 500
 propose_timeout_s = 2.0
