@@ -4,8 +4,9 @@ operator asked for it (allow_insecure); loopback stays plaintext-friendly for de
 from __future__ import annotations
 
 import pytest
-from autoswitch.base.errors import ConfigError
 from autoswitch.controller import config as cfgmod
+
+from autoswitch.base.errors import ConfigError
 
 
 def _load(**kw):
