@@ -9,6 +9,7 @@ rebuilds them on reload (certificate rotation without a restart comes through ``
 
 from __future__ import annotations
 
+import os
 import ssl
 from dataclasses import dataclass
 from pathlib import Path
@@ -60,12 +61,47 @@ def _read(path: str, what: str) -> bytes:
 
 
 def grpc_server_credentials(cfg: TLSConfig):
-    """``grpc.ServerCredentials`` for ``server.add_secure_port``."""
+    """``grpc.ServerCredentials`` for ``server.add_secure_port`` that follow the files: every new
+    handshake checks whether the CA, certificate or key file changed and, if so, uses the new ones
+    (certificate rotation without a restart; connections already open keep theirs). A rotation
+    that leaves a file unreadable or not PEM keeps the last good set and logs why."""
     import grpc
 
-    ca, cert, key = cfg.pem()
-    return grpc.ssl_server_credentials([(key, cert)], root_certificates=ca,
-                                       require_client_auth=cfg.require_client_cert)
+    from autoswitch.base.log import get_logger
+
+    log = get_logger("tls")
+
+    def stamp() -> tuple[int, ...]:
+        out = []
+        for path in (cfg.ca, cfg.cert, cfg.key):
+            try:
+                st = os.stat(path)
+                out += [st.st_mtime_ns, st.st_size, st.st_ino]
+            except OSError:
+                out += [-1, -1, -1]
+        return tuple(out)
+
+    def config():
+        ca, cert, key = cfg.pem()
+        return grpc.ssl_server_certificate_configuration([(key, cert)], root_certificates=ca)
+
+    seen = [stamp()]
+
+    def fetch():
+        now = stamp()
+        if now == seen[0]:
+            return None           # unchanged: grpc keeps the current configuration
+        seen[0] = now             # one attempt (and one log line) per change
+        try:
+            fresh = config()
+        except ConfigError as e:
+            log.error("tls_reload_failed", error=e.message, note="keeping the previous certificates")
+            return None
+        log.info("tls_reloaded", cert=cfg.cert, ca=cfg.ca)
+        return fresh
+
+    return grpc.dynamic_ssl_server_credentials(config(), fetch,
+                                               require_client_authentication=cfg.require_client_cert)
 
 
 def grpc_channel_credentials(cfg: TLSConfig):

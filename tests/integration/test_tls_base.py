@@ -123,3 +123,41 @@ def test_certs_init_cli(tmp_path):
     bad = subprocess.run([sys.executable, "-m", "autoswitch", "certs", "init", str(tmp_path / "e"), "bad name!"],
                          capture_output=True, text=True, timeout=120)
     assert bad.returncode == 2 and "identities must match" in bad.stdout
+
+
+def test_server_certificates_rotate_without_a_restart(tmp_path):
+    """Replace the server's files (here: a whole new CA) while it runs: the next handshake uses the
+    new ones; a file that is not PEM keeps the last good set."""
+    import shutil
+
+    a = init_dev_ca(tmp_path / "a", ["server", "client"])
+    b = init_dev_ca(tmp_path / "b", ["server", "client"])
+    live = tmp_path / "live"
+    live.mkdir()
+
+    def install(ids) -> None:
+        for k in ("ca", "cert", "key"):
+            tmp = live / f"{k}.tmp"
+            shutil.copyfile(ids["server"][k], tmp)
+            tmp.replace(live / f"{k}.pem")
+
+    install(a)
+    server_cfg = TLSConfig(ca=str(live / "ca.pem"), cert=str(live / "cert.pem"), key=str(live / "key.pem"))
+
+    async def go():
+        server = grpc.aio.server()
+        server.add_generic_rpc_handlers((_echo_handler(),))
+        port = server.add_secure_port(f"{HOST}:0", grpc_server_credentials(server_cfg.validate()))
+        await server.start()
+        try:
+            assert await _call(port, grpc_channel_credentials(_cfg(a["client"]))) == b"ping"
+            install(b)
+            assert await _call(port, grpc_channel_credentials(_cfg(b["client"]))) == b"ping"
+            with pytest.raises(grpc.aio.AioRpcError):
+                await _call(port, grpc_channel_credentials(_cfg(a["client"])))
+            (live / "cert.pem").write_text("not a certificate")      # a broken rotation
+            assert await _call(port, grpc_channel_credentials(_cfg(b["client"]))) == b"ping"
+        finally:
+            await server.stop(None)
+
+    asyncio.run(go())
