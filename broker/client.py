@@ -28,6 +28,7 @@ import grpc
 from autoswitch.base.backoff import Backoff
 from autoswitch.base.errors import AutoswitchError
 from autoswitch.base.log import get_logger
+from autoswitch.base.tls import TLSConfig, grpc_channel
 from autoswitch.proto import broker_pb2 as pb
 from autoswitch.proto import broker_pb2_grpc as pbg
 
@@ -128,6 +129,7 @@ class _Base:
         backoff_s: float = 0.05,
         max_backoff_s: float = 1.0,
         max_message_bytes: int = DEFAULT_MAX_MESSAGE_BYTES,
+        tls: TLSConfig | None = None,
     ) -> None:
         assert 0 <= max_retries <= MAX_RETRIES_CEILING
         self.addr = addr
@@ -135,7 +137,7 @@ class _Base:
         self.max_retries = max_retries
         self.backoff_s = backoff_s
         self.max_backoff_s = max_backoff_s
-        self._channel = grpc.aio.insecure_channel(addr, options=channel_options(max_message_bytes))
+        self._channel = grpc_channel(addr, tls or TLSConfig.off(), options=channel_options(max_message_bytes))
         self._stub = pbg.BrokerServiceStub(self._channel)
 
     async def _call(self, method: str, request: Any, timeout_s: float | None = None) -> Any:

@@ -14,6 +14,7 @@ from pathlib import Path
 from typing import Any
 
 from autoswitch.base.errors import ConfigError
+from autoswitch.base.tls import TLSConfig
 
 ROLES = ("master", "slave", "fenced")
 ACK_MODES = ("master", "all", "quorum")
@@ -79,8 +80,15 @@ class BrokerConfig:
     role_change_script: str | None = None
     hook_timeout_s: float = 5.0
     hook_concurrency: int = 2
+    # TLS (autoswitch.base.tls) for the gRPC listener, the HA port, and this broker's calls to the
+    # controllers, the name server and its master. All empty = plaintext.
+    tls_ca: str = ""
+    tls_cert: str = ""
+    tls_key: str = ""
+    tls_require_client_cert: bool = True
 
     def validate(self) -> BrokerConfig:
+        self.tls.validate()
         if not self.group or "#" in self.group:
             raise ConfigError("group must be a non-empty name without '#'", key="group")
         if self.broker_id < 1:
@@ -145,6 +153,11 @@ class BrokerConfig:
     @property
     def controller_mode(self) -> bool:
         return bool(self.controllers)
+
+    @property
+    def tls(self) -> TLSConfig:
+        return TLSConfig(ca=self.tls_ca, cert=self.tls_cert, key=self.tls_key,
+                         require_client_cert=self.tls_require_client_cert)
 
     def replicas_config(self) -> Any:
         """The ReplicasManager's config (controller mode), validated."""

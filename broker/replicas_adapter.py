@@ -578,7 +578,7 @@ async def start_for_broker(
         await broker.stop()             # store flushed and closed
         adapter.mark_clean_shutdown()   # the next start reports an intact log
     """
-    api = connect(config.controllers, rpc_timeout_s=adapter_kw.get("rpc_timeout_s", 3.0))
+    api = connect(config.controllers, rpc_timeout_s=adapter_kw.get("rpc_timeout_s", 3.0), tls=broker.cfg.tls)
     runner = HookRunner(hook_config, hooks)
     adapter_kw.setdefault("ha_address", broker.cfg.ha_listen)
     adapter = ReplicasAdapter(config, api, broker, Path(broker.cfg.data_dir), runner, **adapter_kw)

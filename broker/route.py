@@ -26,16 +26,20 @@ import uuid
 from collections.abc import Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import grpc
 
 from autoswitch.base.backoff import Backoff
 from autoswitch.base.errors import AutoswitchError
 from autoswitch.base.log import get_logger
+from autoswitch.base.tls import TLSConfig, grpc_channel
 from autoswitch.proto import broker_pb2 as pb
 
 from .client import AckLog, BrokerUnavailable, ConsumerClient, ProduceOutcome, ProducerClient
+
+if TYPE_CHECKING:
+    from .server import Broker
 
 _log = get_logger("broker.route")
 
@@ -59,14 +63,14 @@ class RetriesExhausted(AutoswitchError):
 class RouteRegistrar:
     """Periodic RegisterRoute for one broker (controller or static mode)."""
 
-    def __init__(self, broker: Any) -> None:
+    def __init__(self, broker: Broker) -> None:
         from autoswitch.proto import namesrv_pb2_grpc as nsg
 
         cfg = broker.cfg
         self.broker = broker
         self.interval_s = cfg.route_interval_ms / 1000.0
         self.ttl_ms = cfg.route_ttl_ms
-        self._channel = grpc.aio.insecure_channel(cfg.namesrv)
+        self._channel = grpc_channel(cfg.namesrv, cfg.tls)
         self._stub = nsg.NameServerStub(self._channel)
         self.registrations = 0
         self._last_error: str | None = None
@@ -133,11 +137,11 @@ class RouteRegistrar:
 
 
 class NameServerClient:
-    def __init__(self, addr: str) -> None:
+    def __init__(self, addr: str, tls: TLSConfig | None = None) -> None:
         from autoswitch.proto import namesrv_pb2_grpc as nsg
 
         self.addr = addr
-        self._channel = grpc.aio.insecure_channel(addr)
+        self._channel = grpc_channel(addr, tls or TLSConfig.off())
         self._stub = nsg.NameServerStub(self._channel)
 
     async def lookup_master(self, group: str) -> str | None:
@@ -184,8 +188,10 @@ class _Stats:
 
 
 class _Routed:
-    def __init__(self, namesrv: str, group: str, policy: RetryPolicy | None = None) -> None:
-        self.ns = NameServerClient(namesrv)
+    def __init__(self, namesrv: str, group: str, policy: RetryPolicy | None = None,
+                 tls: TLSConfig | None = None) -> None:
+        self.tls = tls or TLSConfig.off()
+        self.ns = NameServerClient(namesrv, self.tls)
         self.group = group
         self.policy = (policy or RetryPolicy()).validate()
         self.master: str | None = None
@@ -244,14 +250,14 @@ class RoutedProducer(_Routed):
     """Produce to the group's current master; survives failovers (see module doc)."""
 
     def __init__(self, namesrv: str, group: str, *, ack_log: str | Path | None = None,
-                 policy: RetryPolicy | None = None) -> None:
-        super().__init__(namesrv, group, policy)
+                 policy: RetryPolicy | None = None, tls: TLSConfig | None = None) -> None:
+        super().__init__(namesrv, group, policy, tls)
         self._ack_log = AckLog(ack_log) if ack_log else None
         self.last_ack_broker_id = 0       # the brokerId of the last ack (at self.master)
 
     def _make(self, addr: str) -> ProducerClient:
         # One transport attempt per call: retrying (with route refresh) is this class's job.
-        return ProducerClient(addr, timeout_s=self.policy.rpc_timeout_s, max_retries=0)
+        return ProducerClient(addr, timeout_s=self.policy.rpc_timeout_s, max_retries=0, tls=self.tls)
 
     async def produce(self, topic: str, bodies: Sequence[bytes],
                       msg_ids: Sequence[str] | None = None) -> list[pb.ProduceResult]:
@@ -346,7 +352,7 @@ class RoutedConsumer(_Routed):
     """Consume from the group's master (reads stop at confirmOffset), re-routing on failover."""
 
     def _make(self, addr: str) -> ConsumerClient:
-        return ConsumerClient(addr, timeout_s=self.policy.rpc_timeout_s, max_retries=0)
+        return ConsumerClient(addr, timeout_s=self.policy.rpc_timeout_s, max_retries=0, tls=self.tls)
 
     async def consume(self, topic: str, queue_offset: int, max_count: int) -> pb.ConsumeReply:
         deadline = time.monotonic() + self.policy.retry_deadline_s

@@ -20,6 +20,7 @@ from typing import TYPE_CHECKING, Any, Literal
 
 from autoswitch.base.errors import CorruptionError
 from autoswitch.base.log import get_logger
+from autoswitch.base.tls import client_ssl_context, server_ssl_context
 from autoswitch.base.write_errors import BadRequest, Fenced, NotMaster, StaleEpoch
 
 from .config import BrokerConfig, parse_hostport
@@ -201,7 +202,7 @@ class Broker:
                 fenced=lambda: self.fence_reason() is not None,
                 registry=self.replica_registry,
             )
-            await ha.start(host, port)
+            await ha.start(host, port, ssl=server_ssl_context(self.cfg.tls) if self.cfg.tls.enabled else None)
             self.ha_master = ha
             self.master_epoch = master_epoch
             self.master_ha_addr = None
@@ -232,7 +233,8 @@ class Broker:
             old_role = self.role
             self.role = "fenced"
             await self._stop_replication()
-            ha = HASlave(self.store, self.ha_config, self.broker_id, self.group, master_ha_addr)
+            ha = HASlave(self.store, self.ha_config, self.broker_id, self.group, master_ha_addr,
+                         ssl=client_ssl_context(self.cfg.tls) if self.cfg.tls.enabled else None)
             await ha.start()
             self.ha_slave = ha
             self.master_epoch = master_epoch

@@ -18,6 +18,7 @@ import grpc
 
 from autoswitch.base.errors import AutoswitchError
 from autoswitch.base.log import get_logger
+from autoswitch.base.tls import add_port
 from autoswitch.base.write_errors import BadRequest, NotAllowed, StorageFull, WriteError
 from autoswitch.proto import broker_pb2 as pb
 from autoswitch.proto import broker_pb2_grpc as pbg
@@ -302,8 +303,11 @@ async def serve(cfg: BrokerConfig, stop_event: asyncio.Event | None = None, atta
                              maximum_concurrent_rpcs=cfg.max_concurrent_rpcs)
     pbg.add_BrokerServiceServicer_to_server(BrokerServicer(broker), server)
     host, port = parse_hostport(cfg.listen, "listen")
+    if not cfg.tls.enabled:
+        log.warning("plaintext", listen=cfg.listen, ha_listen=cfg.ha_listen,
+                    note="no TLS: clients, controllers and replicas are not authenticated")
     try:
-        bound = server.add_insecure_port(f"{host}:{port}")
+        bound = add_port(server, f"{host}:{port}", cfg.tls)
     except RuntimeError as e:  # grpc raises instead of returning 0 in recent versions
         log.error("listen_failed", listen=cfg.listen, error=str(e))
         bound = 0

@@ -14,6 +14,7 @@ from enum import StrEnum
 from typing import Protocol
 
 from autoswitch.base.errors import AutoswitchError
+from autoswitch.base.tls import TLSConfig
 
 
 @dataclass(frozen=True, slots=True)
@@ -111,8 +112,9 @@ class BrokerControllerApi(Protocol):
     async def close(self) -> None: ...
 
 
-def connect(addresses: Iterable[str], *, rpc_timeout_s: float) -> BrokerControllerApi:
-    """The gRPC implementation, following the Raft leader among ``addresses``."""
+def connect(addresses: Iterable[str], *, rpc_timeout_s: float, tls: TLSConfig | None = None) -> BrokerControllerApi:
+    """The gRPC implementation, following the Raft leader among ``addresses`` (mutual TLS when
+    ``tls`` is enabled)."""
     from autoswitch.controller.broker_client import GrpcBrokerControllerApi
 
-    return GrpcBrokerControllerApi(list(addresses), rpc_timeout_s=rpc_timeout_s)
+    return GrpcBrokerControllerApi(list(addresses), rpc_timeout_s=rpc_timeout_s, tls=tls)

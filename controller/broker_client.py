@@ -17,6 +17,7 @@ from autoswitch.controller.client import ControllerClient
 from autoswitch.controller.codes import Code, ControllerRpcError, code_name
 
 from autoswitch.base.limits import MAX_REPLICAS_PER_GROUP
+from autoswitch.base.tls import TLSConfig
 from autoswitch.proto import controller_pb2 as pb
 
 # Worth the same call again later: the cluster is electing, unreachable, overloaded or slow.
@@ -51,8 +52,8 @@ def replica_info(p: pb.ReplicaInfo) -> ReplicaInfo:
 
 
 class GrpcBrokerControllerApi:
-    def __init__(self, addresses: list[str], *, rpc_timeout_s: float) -> None:
-        self.client = ControllerClient(addresses, rpc_timeout_s=rpc_timeout_s, deadline_s=rpc_timeout_s)
+    def __init__(self, addresses: list[str], *, rpc_timeout_s: float, tls: TLSConfig | None = None) -> None:
+        self.client = ControllerClient(addresses, rpc_timeout_s=rpc_timeout_s, deadline_s=rpc_timeout_s, tls=tls)
 
     async def _call(self, method: str, request, *, leader: bool = True, conflict_means_taken: bool = False):
         try:

@@ -157,8 +157,13 @@ def _run_namesrv(args) -> int:
         return 2
     from autoswitch.controller.node import run_forever
 
+    try:
+        ns_tls = cfg.tls if cfg is not None else _tls_from(args)
+    except AutoswitchError as e:
+        print(json.dumps(e.to_dict()), file=sys.stderr)
+        return 2
     return run_forever(cfg, namesrv={"listen": args.listen, "route_ttl_s": args.route_ttl_s,
-                                     "controllers": controllers})
+                                     "controllers": controllers, "tls": ns_tls})
 
 
 # ---------------- admin ----------------

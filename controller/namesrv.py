@@ -21,6 +21,7 @@ from dataclasses import dataclass
 
 from autoswitch.base.limits import MAX_ADDRESS_LEN, MAX_NAME_LEN
 from autoswitch.base.log import RateLimitedLog, get_logger
+from autoswitch.base.tls import TLSConfig
 from autoswitch.proto import namesrv_pb2 as pb
 from autoswitch.proto import namesrv_pb2_grpc as pbg
 
@@ -233,9 +234,10 @@ class PolledAuthority:
     ``--controllers`` every group is the controllers' (one elected within the last poll shows up
     at the next one, ``interval_s`` later)."""
 
-    def __init__(self, interval_s: float = 1.0) -> None:
+    def __init__(self, interval_s: float = 1.0, tls: TLSConfig | None = None) -> None:
         assert interval_s > 0
         self.interval_s = interval_s
+        self.tls = tls or TLSConfig.off()
         self._masters: dict[str, tuple[int | None, int]] | None = None
 
     def __call__(self, group: str) -> tuple[int | None, int] | None:
@@ -254,7 +256,7 @@ class PolledAuthority:
 
         from autoswitch.base.errors import AutoswitchError
 
-        async with ControllerClient(controllers, deadline_s=self.interval_s * 3) as c:
+        async with ControllerClient(controllers, deadline_s=self.interval_s * 3, tls=self.tls) as c:
             failing = False
             while True:
                 try:

@@ -606,7 +606,7 @@ def run_forever(config: ControllerConfig | None, namesrv: dict | None) -> int:
             if namesrv.get("controllers"):
                 from autoswitch.controller.namesrv import PolledAuthority
 
-                authority = PolledAuthority()
+                authority = PolledAuthority(tls=namesrv["tls"])
                 table.authority = authority
                 poller = asyncio.create_task(authority.run(namesrv["controllers"]))
 
@@ -633,7 +633,7 @@ def run_forever(config: ControllerConfig | None, namesrv: dict | None) -> int:
             server = grpc.aio.server(options=[("grpc.so_reuseport", 0)], maximum_concurrent_rpcs=MAX_CONCURRENT_RPCS)
             reg(server)
             try:
-                bound = server.add_insecure_port(namesrv["listen"])
+                bound = tls.add_port(server, namesrv["listen"], namesrv["tls"])
             except RuntimeError as e:
                 raise OSError(f"cannot listen on {namesrv['listen']}: {e}") from None
             if bound == 0:

@@ -13,6 +13,7 @@ import heapq
 import itertools
 import time
 from collections.abc import Callable
+from ssl import SSLContext
 from typing import Protocol
 
 from autoswitch.ha.codec import (
@@ -108,8 +109,10 @@ class HAMaster:
 
     # ------------------------------------------------------------------ lifecycle
 
-    async def start(self, host: str, port: int) -> None:
-        self._server = await asyncio.start_server(self._on_client, host, port, limit=self.config.read_chunk_size)
+    async def start(self, host: str, port: int, ssl: SSLContext | None = None) -> None:
+        """``ssl``: serve the HA port over TLS (autoswitch.base.tls.server_ssl_context)."""
+        self._server = await asyncio.start_server(self._on_client, host, port, limit=self.config.read_chunk_size,
+                                                  ssl=ssl)
         self.port = self._server.sockets[0].getsockname()[1]
         self._housekeeper = asyncio.create_task(self._housekeeping())
         self._log.info("ha_master_started", addr=f"{host}:{self.port}",

@@ -10,6 +10,7 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import random
+from ssl import SSLContext
 
 from autoswitch.ha.codec import SlaveSideDecoder, encode_ack, encode_slave_handshake
 from autoswitch.ha.config import HAConfig
@@ -25,8 +26,10 @@ from autoswitch.base.log import get_logger
 class HASlave:
     def __init__(self, log: ReplicaLog, config: HAConfig, broker_id: int, group: str,
                  master_addr: tuple[str, int], async_learner: bool = False,
-                 sync_from_last_file: bool = False) -> None:
+                 sync_from_last_file: bool = False, ssl: SSLContext | None = None) -> None:
+        """``ssl``: connect to the master's HA port over TLS (autoswitch.base.tls.client_ssl_context)."""
         self.log = log
+        self.ssl = ssl
         self.config = config.validate()
         self.broker_id = broker_id
         self.group = group
@@ -120,7 +123,8 @@ class HASlave:
         dec = SlaveSideDecoder(cfg.max_body_size, cfg.max_epoch_entries, zero_copy=True)
         loop = asyncio.get_running_loop()
         transport, proto = await asyncio.wait_for(
-            loop.create_connection(lambda: _SlaveProtocol(self, session, dec), host, port),
+            loop.create_connection(lambda: _SlaveProtocol(self, session, dec), host, port, ssl=self.ssl,
+                                   server_hostname=host if self.ssl is not None else None),
             cfg.connect_timeout_s)
         self._writer = transport
         self.connects += 1
