@@ -13,6 +13,7 @@ import time
 from typing import Any
 
 from autoswitch.base.errors import AutoswitchError, ConfigError
+from autoswitch.base.tls import add_tls_args, tls_from_args
 
 
 def register(sub: Any, admin_sub: Any) -> None:
@@ -49,7 +50,7 @@ def register(sub: Any, admin_sub: Any) -> None:
                        help="disable the self-fencing lease (RocketMQ behaviour; split brain can lose acked writes)")
     c.add_argument("--election-priority", type=int, help="lower wins among equally caught-up replicas (0)")
     c.add_argument("--role-change-script", help="run as SCRIPT <role> <group> <epoch> <old-master> <new-master>")
-    _tls_args(p)
+    add_tls_args(p)
     p.set_defaults(func=_cmd_broker, lease_enabled=None)
 
     p = sub.add_parser("produce", help="send messages; prints one JSON line per acked message with --json")
@@ -69,7 +70,7 @@ def register(sub: Any, admin_sub: Any) -> None:
     p.add_argument("--retries", type=int, default=5, help="bounded retries on UNAVAILABLE")
     p.add_argument("--ack-log", help="append the producer ack log (JSON lines) to this file")
     p.add_argument("--json", action="store_true")
-    _tls_args(p)
+    add_tls_args(p)
     p.set_defaults(func=_cmd_produce)
 
     p = sub.add_parser("consume", help="read messages below confirmOffset; one JSON line per message with --json")
@@ -82,12 +83,13 @@ def register(sub: Any, admin_sub: Any) -> None:
     p.add_argument("--batch", type=int, default=256, help="max messages per Consume request")
     p.add_argument("--timeout", type=float, default=10.0)
     p.add_argument("--json", action="store_true")
-    _tls_args(p)
+    add_tls_args(p)
     p.set_defaults(func=_cmd_consume)
 
     a = admin_sub.add_parser("get-broker-epoch", help="EpochFile entries, maxOffset, confirmOffset, role")
     a.add_argument("--broker", required=True)
     a.add_argument("--json", action="store_true")
+    add_tls_args(a)
     a.set_defaults(func=_cmd_get_broker_epoch)
 
     a = admin_sub.add_parser("switch-role", help="make a broker master or slave with a higher MasterEpoch")
@@ -99,11 +101,13 @@ def register(sub: Any, admin_sub: Any) -> None:
     a.add_argument("--sync-state-set", default="", help="master: comma-separated brokerIds (default {self})")
     a.add_argument("--sync-state-set-epoch", type=int, default=0)
     a.add_argument("--json", action="store_true")
+    add_tls_args(a)
     a.set_defaults(func=_cmd_switch_role)
 
     a = admin_sub.add_parser("broker-status", help="role, offsets, slaves, counters of one broker")
     a.add_argument("--broker", required=True)
     a.add_argument("--json", action="store_true")
+    add_tls_args(a)
     a.set_defaults(func=_cmd_broker_status)
 
     a = admin_sub.add_parser("log-digest", help="sha256 of a broker's raw commit log in [from, to)")
@@ -111,24 +115,8 @@ def register(sub: Any, admin_sub: Any) -> None:
     a.add_argument("--from", dest="from_offset", type=int, default=0)
     a.add_argument("--to", dest="to_offset", type=int, default=-1, help="-1 = maxOffset")
     a.add_argument("--json", action="store_true")
+    add_tls_args(a)
     a.set_defaults(func=_cmd_log_digest)
-
-
-def _tls_args(p: argparse.ArgumentParser) -> None:
-    """Mutual TLS: our certificate and key, and the CA we accept (env AUTOSWITCH_TLS_CA / _CERT /
-    _KEY when the flag is not given). None of them = plaintext."""
-    for name in ("ca", "cert", "key"):
-        p.add_argument(f"--tls-{name}", default=None, help=f"PEM {name} (env AUTOSWITCH_TLS_{name.upper()})")
-
-
-def _tls_from(args: argparse.Namespace):
-    import os
-
-    from autoswitch.base.tls import TLSConfig
-
-    return TLSConfig(ca=args.tls_ca or os.environ.get("AUTOSWITCH_TLS_CA", ""),
-                     cert=args.tls_cert or os.environ.get("AUTOSWITCH_TLS_CERT", ""),
-                     key=args.tls_key or os.environ.get("AUTOSWITCH_TLS_KEY", "")).validate()
 
 
 def _err(e: AutoswitchError, as_json: bool = True) -> int:
@@ -154,7 +142,7 @@ def _cmd_broker(args: argparse.Namespace) -> int:
                                     "the controller decides brokerId and role"}}), file=sys.stderr)
         return 2
     try:
-        tls = _tls_from(args)
+        tls = tls_from_args(args)
         overrides = {k: getattr(args, k) for k in keys}
         overrides.update(tls_ca=tls.ca or None, tls_cert=tls.cert or None, tls_key=tls.key or None)
         cfg = load_config(args.config, overrides)
@@ -214,7 +202,7 @@ def _cmd_produce(args: argparse.Namespace) -> int:
 
     async def run() -> int:
         client = ProducerClient(args.broker, ack_log=args.ack_log, timeout_s=args.timeout, max_retries=args.retries,
-                                tls=_tls_from(args))
+                                tls=args.tls)
         acked = failed = 0
         last_status = pb.OK
         t0 = time.monotonic()
@@ -277,9 +265,9 @@ def _cmd_consume(args: argparse.Namespace) -> int:
             from .route import RetryPolicy, RoutedConsumer
 
             client: Any = RoutedConsumer(args.namesrv, args.group, RetryPolicy(rpc_timeout_s=args.timeout),
-                                         _tls_from(args))
+                                         args.tls)
         else:
-            client = ConsumerClient(args.broker, timeout_s=args.timeout, tls=_tls_from(args))
+            client = ConsumerClient(args.broker, timeout_s=args.timeout, tls=args.tls)
         got = 0
         q = args.from_offset
         try:
@@ -313,7 +301,7 @@ def _bad_target(args: argparse.Namespace) -> bool:
                                     "message": "give either --broker, or --namesrv with --group"}}), file=sys.stderr)
         return True
     try:
-        _tls_from(args)       # checked here, once: the client builders below read it again
+        args.tls = tls_from_args(args)     # read and checked once, here
     except AutoswitchError as e:
         print(json.dumps({"error": e.to_dict()}), file=sys.stderr)
         return True
@@ -340,7 +328,7 @@ def _produce_routed(args: argparse.Namespace) -> int:
         for sig in (signal.SIGTERM, signal.SIGINT):
             loop.add_signal_handler(sig, stop.set)
         policy = RetryPolicy(retry_deadline_s=args.retry_deadline_s, rpc_timeout_s=args.timeout)
-        client = RoutedProducer(args.namesrv, args.group, ack_log=args.ack_log, policy=policy, tls=_tls_from(args))
+        client = RoutedProducer(args.namesrv, args.group, ack_log=args.ack_log, policy=policy, tls=args.tls)
         acked = failed = 0
         rc = 0
         t0 = time.monotonic()
@@ -390,7 +378,7 @@ def _admin(args: argparse.Namespace, method: str, *a: Any, **kw: Any) -> Any:
     from .client import AdminClient
 
     async def run() -> Any:
-        c = AdminClient(args.broker, max_retries=2)
+        c = AdminClient(args.broker, max_retries=2, tls=tls_from_args(args))
         try:
             return await getattr(c, method)(*a, **kw)
         finally:

@@ -88,7 +88,7 @@ class BrokerConfig:
     tls_require_client_cert: bool = True
 
     def validate(self) -> BrokerConfig:
-        self.tls.validate()
+        self.tls.validate(server=True)
         if not self.group or "#" in self.group:
             raise ConfigError("group must be a non-empty name without '#'", key="group")
         if self.broker_id < 1:

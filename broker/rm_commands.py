@@ -4,6 +4,7 @@ values they carry, and the registration phases. A command that expects an answer
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from dataclasses import dataclass
 from enum import StrEnum
 
@@ -207,6 +208,8 @@ Command = (
     | NotifyRoleChange
 )
 
+# How a part issues a command: it passes a constructor taking the request id it is given.
+Issue = Callable[[Callable[[int], Command]], Command]
 
 # Failures of these tell us something about who leads the controller cluster.
 LEADER_AWARE = (FindLeader, GetNextBrokerId, ApplyBrokerId, RegisterBroker, GetReplicaInfo, ElectMaster, AlterSyncStateSet)

@@ -3,9 +3,7 @@ requests to the controller, one at a time, only from a master that is not depose
 
 from __future__ import annotations
 
-from collections.abc import Callable
-
-from autoswitch.broker.rm_commands import AlterSyncStateSet, Command, Failure, ProposalResult
+from autoswitch.broker.rm_commands import AlterSyncStateSet, Command, Failure, Issue, ProposalResult
 from autoswitch.broker.rm_role import RoleKeeper
 from autoswitch.controller.api import FailKind
 
@@ -13,9 +11,6 @@ from autoswitch.base.limits import MAX_REPLICAS_PER_GROUP
 from autoswitch.base.log import EventLogger
 
 MAX_SYNC_STATE_SET = MAX_REPLICAS_PER_GROUP  # members per proposal
-
-Issue = Callable[[Callable[[int], Command]], Command]
-
 
 class SyncStateSetProposals:
     def __init__(self, group: str, issue: Issue, log: EventLogger) -> None:

@@ -16,6 +16,7 @@ from autoswitch.broker.rm_commands import (
     Failure,
     FindLeader,
     GetNextBrokerId,
+    Issue,
     Phase,
     RegisterBroker,
     RemoveTempIdentity,
@@ -26,8 +27,6 @@ from autoswitch.controller.api import FailKind, ReplicaInfo
 from autoswitch.base.backoff import Backoff
 from autoswitch.base.errors import ConfigError
 from autoswitch.base.log import EventLogger
-
-Issue = Callable[[Callable[[int], Command]], Command]
 
 
 class Registration:

@@ -5,8 +5,6 @@ slaves may hold acknowledged messages this log lost)."""
 
 from __future__ import annotations
 
-from collections.abc import Callable
-
 from autoswitch.broker.rm_commands import (
     BecomeFenced,
     BecomeMaster,
@@ -14,6 +12,7 @@ from autoswitch.broker.rm_commands import (
     Command,
     ElectMaster,
     Failure,
+    Issue,
     NotifyRoleChange,
     RoleChange,
     SyncStateSetLearned,
@@ -22,8 +21,6 @@ from autoswitch.controller.api import ReplicaInfo
 
 from autoswitch.base.backoff import Backoff
 from autoswitch.base.log import EventLogger
-
-Issue = Callable[[Callable[[int], Command]], Command]
 
 
 class RoleKeeper:

@@ -12,6 +12,8 @@ import json
 import sys
 from typing import Any
 
+from autoswitch.base.tls import add_tls_args, tls_from_args
+
 
 def register(sub, admin_sub) -> None:
     p = sub.add_parser("controller", help="run a controller node (standalone)")
@@ -37,7 +39,7 @@ def register(sub, admin_sub) -> None:
         a.add_argument("--controller", required=True, help="HOST:PORT[,HOST:PORT...]")
         a.add_argument("--json", action="store_true", help="machine-readable output")
         a.add_argument("--timeout-s", type=float, default=10.0)
-        _tls_args(a)
+        add_tls_args(a)
         a.set_defaults(func=lambda args: _admin(args, func))
         return a
 
@@ -68,25 +70,7 @@ def _node_args(p: argparse.ArgumentParser, required: bool) -> None:
     p.add_argument("--raft-peers", default=None,
                    help="ID=HOST:PORT,... Raft listener of every node, apart from the client port (recommended)")
     p.add_argument("--config", default=None, help="TOML file ([controller] and [raft] tables)")
-    _tls_args(p)
-
-
-def _tls_args(p: argparse.ArgumentParser) -> None:
-    """Mutual TLS: our certificate and key, and the CA we accept (env AUTOSWITCH_TLS_CA / _CERT /
-    _KEY when the flag is not given). None of them = plaintext."""
-    for name in ("ca", "cert", "key"):
-        p.add_argument(f"--tls-{name}", default=None, help=f"PEM {name} (env AUTOSWITCH_TLS_{name.upper()})")
-
-
-def _tls_from(args):
-    import os
-
-    from autoswitch.base.tls import TLSConfig
-
-    ca, cert, key = (args.tls_ca or os.environ.get("AUTOSWITCH_TLS_CA", ""),
-                     args.tls_cert or os.environ.get("AUTOSWITCH_TLS_CERT", ""),
-                     args.tls_key or os.environ.get("AUTOSWITCH_TLS_KEY", ""))
-    return TLSConfig(ca=ca, cert=cert, key=key).validate()
+    add_tls_args(p)
 
 
 # ---------------- processes ----------------
@@ -94,7 +78,7 @@ def _tls_from(args):
 def _load_config(args, listen: str | None = None):
     from autoswitch.controller import config as cfgmod
 
-    tls = _tls_from(args)
+    tls = tls_from_args(args)
     return cfgmod.load(args.config, node_id=args.node_id, peers=args.peers, data_dir=args.data_dir,
                        listen=listen, raft_peers=args.raft_peers, tls_ca=tls.ca or None,
                        tls_cert=tls.cert or None, tls_key=tls.key or None)
@@ -158,7 +142,7 @@ def _run_namesrv(args) -> int:
     from autoswitch.controller.node import run_forever
 
     try:
-        ns_tls = cfg.tls if cfg is not None else _tls_from(args)
+        ns_tls = cfg.tls if cfg is not None else tls_from_args(args)
     except AutoswitchError as e:
         print(json.dumps(e.to_dict()), file=sys.stderr)
         return 2
@@ -176,7 +160,7 @@ def _admin(args, func) -> int:
     from autoswitch.base.errors import AutoswitchError
 
     async def go() -> Any:
-        async with ControllerClient(args.controller, deadline_s=args.timeout_s, tls=_tls_from(args)) as client:
+        async with ControllerClient(args.controller, deadline_s=args.timeout_s, tls=tls_from_args(args)) as client:
             return await func(client, args)
 
     try:

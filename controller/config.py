@@ -100,7 +100,7 @@ class ControllerConfig:
             raise ConfigError("max_watchers must be in (0, max_concurrent_rpcs / 2]: streams hold RPC slots")
         if self.propose_timeout_s <= 0 or self.read_timeout_s <= 0:
             raise ConfigError("timeouts must be > 0")
-        self.tls.validate()
+        self.tls.validate(server=True)
         if not self.tls.enabled and not self.allow_insecure:
             exposed = sorted(a for a in {self.listen_addr, *self.raft_peers.values()} if not _is_loopback(a))
             if exposed:

@@ -25,6 +25,9 @@ class TLSConfig:
     cert: str = ""                  # our certificate chain (PEM)
     key: str = ""                   # our private key (PEM)
     require_client_cert: bool = True
+    # A bearer token this process presents as a client (autoswitch.base.auth); needs TLS, since
+    # a token sent in clear is a token given away. With a token, cert and key are optional.
+    token: str = ""
 
     @classmethod
     def off(cls) -> TLSConfig:
@@ -34,14 +37,23 @@ class TLSConfig:
     def enabled(self) -> bool:
         return bool(self.ca or self.cert or self.key)
 
-    def validate(self) -> TLSConfig:
+    def validate(self, server: bool = False) -> TLSConfig:
+        """Files readable and PEM; a server needs all three, a client with a token only the CA."""
+        if self.token and not self.enabled:
+            raise ConfigError("a token needs TLS (at least tls_ca): it would travel in clear", key="token")
+        if self.token and ("\n" in self.token or len(self.token) > 4096):
+            raise ConfigError("the token is not a single line of at most 4096 characters", key="token")
         if not self.enabled:
             return self
-        missing = [k for k in ("ca", "cert", "key") if not getattr(self, k)]
+        need = ("ca", "cert", "key") if server or not self.token else ("ca",)
+        missing = [k for k in need if not getattr(self, k)]
+        if bool(self.cert) != bool(self.key):
+            missing += [k for k in ("cert", "key") if not getattr(self, k) and k not in missing]
         if missing:
             raise ConfigError(f"tls needs ca, cert and key; missing {missing}", keys=missing)
         for k in ("ca", "cert", "key"):
-            _read(getattr(self, k), k)
+            if getattr(self, k):
+                _read(getattr(self, k), k)
         return self
 
     def pem(self) -> tuple[bytes, bytes, bytes]:
@@ -109,8 +121,13 @@ def grpc_channel_credentials(cfg: TLSConfig):
     (mutual TLS) and accept servers signed by the CA."""
     import grpc
 
-    ca, cert, key = cfg.pem()
-    return grpc.ssl_channel_credentials(root_certificates=ca, private_key=key, certificate_chain=cert)
+    ca = _read(cfg.ca, "ca")
+    cert = _read(cfg.cert, "cert") if cfg.cert else None
+    key = _read(cfg.key, "key") if cfg.key else None
+    creds = grpc.ssl_channel_credentials(root_certificates=ca, private_key=key, certificate_chain=cert)
+    if cfg.token:
+        creds = grpc.composite_channel_credentials(creds, grpc.access_token_call_credentials(cfg.token))
+    return creds
 
 
 def server_ssl_context(cfg: TLSConfig) -> ssl.SSLContext:
@@ -127,7 +144,8 @@ def client_ssl_context(cfg: TLSConfig) -> ssl.SSLContext:
     """For asyncio clients (an HA slave connecting to its master)."""
     ctx = ssl.SSLContext(ssl.PROTOCOL_TLS_CLIENT)
     ctx.minimum_version = ssl.TLSVersion.TLSv1_2
-    ctx.load_cert_chain(cfg.cert, cfg.key)
+    if cfg.cert:
+        ctx.load_cert_chain(cfg.cert, cfg.key)
     ctx.load_verify_locations(cfg.ca)
     return ctx
 
@@ -154,3 +172,87 @@ def peer_identity(context) -> str | None:
     None over plaintext or without a client certificate."""
     names = context.auth_context().get("x509_common_name") or []
     return names[0].decode("utf-8", "replace") if names else None
+
+
+def certificate_identity(cert_path: str) -> str | None:
+    """The subject CN of our own certificate (what peers will see us as), or None."""
+    from cryptography import x509
+    from cryptography.x509.oid import NameOID
+
+    try:
+        cert = x509.load_pem_x509_certificate(_read(cert_path, "cert"))
+    except ValueError as e:
+        raise ConfigError(f"tls cert file {cert_path!r} does not hold a certificate: {e}", key="cert") from None
+    names = cert.subject.get_attributes_for_oid(NameOID.COMMON_NAME)
+    value = names[0].value if names else None
+    return value if isinstance(value, str) else None
+
+
+def ssl_peer_identity(ssl_object) -> str | None:
+    """The subject CN of the verified certificate an asyncio TLS peer presented, else None."""
+    if ssl_object is None:
+        return None
+    cert = ssl_object.getpeercert()
+    for rdn in (cert or {}).get("subject", ()):
+        for k, v in rdn:
+            if k == "commonName":
+                return str(v)
+    return None
+
+
+# --------------------------------------------------------------------------- command lines
+
+PROFILE_KEYS = ("tls_ca", "tls_cert", "tls_key", "token", "token_file")
+
+
+def add_tls_args(p) -> None:
+    """--tls-ca/--tls-cert/--tls-key/--token/--profile on an argparse parser. Each falls back to
+    its environment variable (AUTOSWITCH_TLS_CA, _CERT, _KEY, AUTOSWITCH_TOKEN), then to the
+    profile file (--profile or AUTOSWITCH_PROFILE: a TOML file with those keys, or token_file);
+    none of them = plaintext."""
+    for name in ("ca", "cert", "key"):
+        p.add_argument(f"--tls-{name}", default=None, help=f"PEM {name} (env AUTOSWITCH_TLS_{name.upper()})")
+    p.add_argument("--token", default=None, help="bearer token (env AUTOSWITCH_TOKEN); needs --tls-ca")
+    p.add_argument("--profile", default=None,
+                   help="TOML file with tls_ca, tls_cert, tls_key, token or token_file (env AUTOSWITCH_PROFILE)")
+
+
+def tls_from_args(args) -> TLSConfig:
+    """The client credentials named by add_tls_args' flags, environment or profile; validated."""
+    profile = _profile(args.profile or os.environ.get("AUTOSWITCH_PROFILE", ""))
+
+    def pick(flag: str | None, env: str, key: str) -> str:
+        return flag or os.environ.get(env, "") or profile.get(key, "")
+
+    token = pick(args.token, "AUTOSWITCH_TOKEN", "token")
+    if not token and profile.get("token_file"):
+        token = _read_token(profile["token_file"])
+    return TLSConfig(ca=pick(args.tls_ca, "AUTOSWITCH_TLS_CA", "tls_ca"),
+                     cert=pick(args.tls_cert, "AUTOSWITCH_TLS_CERT", "tls_cert"),
+                     key=pick(args.tls_key, "AUTOSWITCH_TLS_KEY", "tls_key"), token=token).validate()
+
+
+def _profile(path: str) -> dict[str, str]:
+    if not path:
+        return {}
+    import tomllib
+
+    try:
+        doc = tomllib.loads(Path(path).read_text("utf-8"))
+    except OSError as e:
+        raise ConfigError(f"profile {path!r} cannot be read: {e.strerror or e}", path=path) from None
+    except (UnicodeDecodeError, tomllib.TOMLDecodeError) as e:
+        raise ConfigError(f"profile {path!r} is not valid TOML: {e}", path=path) from None
+    bad = sorted(k for k, v in doc.items() if k not in PROFILE_KEYS or not isinstance(v, str))
+    if bad:
+        raise ConfigError(f"profile {path!r}: unknown or non-string keys {bad}; known {list(PROFILE_KEYS)}",
+                          path=path)
+    base = Path(path).parent    # relative paths in a profile are relative to the profile
+    return {k: (v if k == "token" or not v else str(base / v)) for k, v in doc.items()}
+
+
+def _read_token(path: str) -> str:
+    try:
+        return Path(path).read_text("utf-8").strip()
+    except OSError as e:
+        raise ConfigError(f"token file {path!r} cannot be read: {e.strerror or e}", path=path) from None
