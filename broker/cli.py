@@ -51,6 +51,11 @@ def register(sub: Any, admin_sub: Any) -> None:
     c.add_argument("--election-priority", type=int, help="lower wins among equally caught-up replicas (0)")
     c.add_argument("--role-change-script", help="run as SCRIPT <role> <group> <epoch> <old-master> <new-master>")
     add_tls_args(p)
+    p.add_argument("--auth", action="store_const", const=True, default=None,
+                   help="check roles on every call and bind HA peers to their certificates (needs TLS)")
+    p.add_argument("--auth-tokens-file", default=None, help="bearer tokens (TOML of SHA-256 digests)")
+    p.add_argument("--allow-insecure", action="store_const", const=True, default=None,
+                   help="accept plaintext or no authorization on a non-loopback address")
     p.set_defaults(func=_cmd_broker, lease_enabled=None)
 
     p = sub.add_parser("produce", help="send messages; prints one JSON line per acked message with --json")
@@ -134,7 +139,7 @@ def _cmd_broker(args: argparse.Namespace) -> int:
         "master_addr", "ack_mode", "min_in_sync_replicas", "in_sync_replicas", "ack_timeout_s", "flush",
         "flush_interval_ms", "max_message_bytes", "max_batch_messages", "max_request_bytes",
         "controllers", "namesrv", "heartbeat_timeout_ms", "heartbeat_interval_ms", "master_lease_ms",
-        "lease_enabled", "election_priority", "role_change_script",
+        "lease_enabled", "election_priority", "role_change_script", "auth", "auth_tokens_file", "allow_insecure",
     )
     if args.controllers and (args.role or args.broker_id is not None or args.epoch is not None):
         print(json.dumps({"error": {"code": "BAD_USAGE", "message":

@@ -13,8 +13,9 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
+from autoswitch.base.auth import AuthConfig, check_exposure, parse_broker_identity
 from autoswitch.base.errors import ConfigError
-from autoswitch.base.tls import TLSConfig
+from autoswitch.base.tls import TLSConfig, certificate_identity
 
 ROLES = ("master", "slave", "fenced")
 ACK_MODES = ("master", "all", "quorum")
@@ -86,9 +87,19 @@ class BrokerConfig:
     tls_cert: str = ""
     tls_key: str = ""
     tls_require_client_cert: bool = True
+    # Roles on every call to the gRPC port (autoswitch.base.auth, broker/authz.py); needs TLS.
+    auth: bool = False
+    auth_tokens_file: str = ""
+    auth_identities: dict[str, Any] = field(default_factory=dict)
+    # Plaintext or no authorization on a non-loopback listen/ha_listen must be asked for.
+    allow_insecure: bool = False
 
     def validate(self) -> BrokerConfig:
         self.tls.validate(server=True)
+        if self.auth and not self.tls.enabled:
+            raise ConfigError("auth = true needs TLS (tls_ca, tls_cert, tls_key)", key="auth")
+        self.auth_config.validate()
+        check_exposure(self.tls.enabled, self.auth, self.allow_insecure, [self.listen, self.ha_listen])
         if not self.group or "#" in self.group:
             raise ConfigError("group must be a non-empty name without '#'", key="group")
         if self.broker_id < 1:
@@ -148,7 +159,29 @@ class BrokerConfig:
         if not (100 <= self.route_interval_ms <= 60_000) or self.route_ttl_ms <= self.route_interval_ms:
             raise ConfigError("need 100 <= route_interval_ms <= 60000 and route_ttl_ms > route_interval_ms",
                               key="route_interval_ms")
+        scope = self.certificate_scope
+        if scope is not None:
+            # Peers hold us to the group and brokerId our certificate names: start as something
+            # else and every call would be refused, so refuse to start instead, saying why.
+            if scope[0] != self.group:
+                raise ConfigError(f"the certificate names group {scope[0]!r}, the config {self.group!r}",
+                                  key="group")
+            if not self.controller_mode and scope[1] != self.broker_id:
+                raise ConfigError(f"the certificate names brokerId {scope[1]}, the config {self.broker_id}",
+                                  key="broker_id")
         return self
+
+    @property
+    def certificate_scope(self) -> tuple[str, int] | None:
+        """(group, brokerId) when our certificate's CN is ``broker/<group>/<brokerId>``."""
+        if not self.tls.cert:
+            return None
+        cn = certificate_identity(self.tls.cert)
+        return parse_broker_identity(cn) if cn else None
+
+    @property
+    def auth_config(self) -> AuthConfig:
+        return AuthConfig(enabled=self.auth, tokens_file=self.auth_tokens_file, identities=self.auth_identities)
 
     @property
     def controller_mode(self) -> bool:
@@ -180,6 +213,7 @@ class BrokerConfig:
             heartbeat_interval_ms=interval, sync_interval_ms=max(self.sync_interval_ms, interval),
             backoff_min_ms=self.backoff_min_ms, backoff_max_ms=self.backoff_max_ms,
             election_priority=self.election_priority, lease=lease,
+            fixed_broker_id=scope[1] if (scope := self.certificate_scope) is not None else None,
         ).validate()
 
     def hook_config(self) -> Any:

@@ -82,6 +82,7 @@ class ReplicasConfig:
     backoff_max_ms: int = 5000
     election_priority: int = 0  # lower wins among equal (epoch, maxOffset), RocketMQ's rule
     lease: LeaseConfig = field(default_factory=LeaseConfig)
+    fixed_broker_id: int | None = None  # named by the broker's certificate (broker/<group>/<id>)
 
     def validate(self) -> ReplicasConfig:
         if not self.controllers:
@@ -116,7 +117,7 @@ class ReplicasManager:
         self._next_req = 1
         self._pending: dict[int, Command] = {}
         self.reg = Registration(cfg.cluster, cfg.group, cfg.broker_addr, self._req, Backoff(bmin, bmax, rand=rand),
-                                new_check_code or (lambda: uuid.uuid4().hex), self._log)
+                                new_check_code or (lambda: uuid.uuid4().hex), self._log, cfg.fixed_broker_id)
         self.roles = RoleKeeper(cfg.cluster, cfg.group, cfg.broker_addr, self._req, Backoff(bmin, bmax, rand=rand),
                                 Backoff(bmin, bmax, rand=rand), self._log)
         self.proposals = SyncStateSetProposals(cfg.group, self._req, self._log)

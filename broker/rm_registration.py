@@ -31,8 +31,11 @@ from autoswitch.base.log import EventLogger
 
 class Registration:
     def __init__(self, cluster: str, group: str, broker_addr: str, issue: Issue, backoff: Backoff,
-                 new_check_code: Callable[[], str], log: EventLogger) -> None:
+                 new_check_code: Callable[[], str], log: EventLogger, fixed_broker_id: int | None = None) -> None:
         self.cluster, self.group, self.broker_addr = cluster, group, broker_addr
+        # The brokerId our certificate names (broker/<group>/<id>): the controller would refuse
+        # any other, so we apply exactly this one instead of asking for the next free id.
+        self.fixed_broker_id = fixed_broker_id
         self._issue = issue
         self._backoff = backoff
         self._new_check_code = new_check_code
@@ -50,6 +53,10 @@ class Registration:
         for item in (loaded.identity, loaded.temp):
             if item is not None and (item.cluster, item.group) != (self.cluster, self.group):
                 raise ConfigError(f"identity for {item.cluster}#{item.group} given to {self.cluster}#{self.group}")
+            if item is not None and self.fixed_broker_id not in (None, item.broker_id):
+                raise ConfigError(f"the identity files hold brokerId {item.broker_id} but the certificate names "
+                                  f"{self.fixed_broker_id}: use that broker's certificate (or its data dir)",
+                                  key="tls_cert")
         if loaded.identity is not None:
             self.broker_id = loaded.identity.broker_id
             resume = Phase.REGISTER
@@ -88,6 +95,11 @@ class Registration:
         match self.phase:
             case Phase.FIND_LEADER:
                 cmd = self._issue(FindLeader)
+            case Phase.GET_NEXT_ID if self.fixed_broker_id is not None:
+                temp = self._temp = TempIdentity(cluster, group, self.fixed_broker_id, self._new_check_code())
+                self.log.info("broker_id_from_certificate", brokerId=self.fixed_broker_id)
+                self.phase = Phase.WRITE_TEMP
+                cmd = self._issue(lambda r: WriteTempIdentity(r, temp))
             case Phase.GET_NEXT_ID:
                 cmd = self._issue(lambda r: GetNextBrokerId(r, cluster, group))
             case Phase.WRITE_TEMP:
@@ -154,6 +166,14 @@ class Registration:
         assert cmd.req == self._step_req
         self._step_req = None
         step = type(cmd).__name__
+        if isinstance(cmd, ApplyBrokerId) and failure.kind == FailKind.CONFLICT and self.fixed_broker_id is not None:
+            # Another broker holds the id our certificate names: no other id would be accepted,
+            # so wait (an operator cleans the stale one with clean-broker-metadata) and retry.
+            delay = self._backoff.next()
+            self._step_retry_at = now + delay
+            self.log.error("broker_id_taken", brokerId=cmd.broker_id, code=failure.code, retryInMs=int(delay * 1000),
+                           note="another broker registered the brokerId this certificate names")
+            return
         if isinstance(cmd, ApplyBrokerId) and failure.kind == FailKind.CONFLICT:
             # The offered id went to another broker (its registerCheckCode won). Nothing of ours
             # was applied; a fresh id replaces the temp file atomically.

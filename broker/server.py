@@ -201,6 +201,7 @@ class Broker:
                 self.proposer if self.proposer is not None else LocalSyncStateProposer(),
                 fenced=lambda: self.fence_reason() is not None,
                 registry=self.replica_registry,
+                bind_identities=self.cfg.auth,
             )
             await ha.start(host, port, ssl=server_ssl_context(self.cfg.tls) if self.cfg.tls.enabled else None)
             self.ha_master = ha
@@ -234,7 +235,8 @@ class Broker:
             self.role = "fenced"
             await self._stop_replication()
             ha = HASlave(self.store, self.ha_config, self.broker_id, self.group, master_ha_addr,
-                         ssl=client_ssl_context(self.cfg.tls) if self.cfg.tls.enabled else None)
+                         ssl=client_ssl_context(self.cfg.tls) if self.cfg.tls.enabled else None,
+                         bind_identities=self.cfg.auth)
             await ha.start()
             self.ha_slave = ha
             self.master_epoch = master_epoch

@@ -16,9 +16,10 @@ from typing import Any
 
 import grpc
 
+from autoswitch.base.auth import Guard, server_interceptor
 from autoswitch.base.errors import AutoswitchError
 from autoswitch.base.log import get_logger
-from autoswitch.base.tls import add_port
+from autoswitch.base.tls import add_port, peer_identity
 from autoswitch.base.write_errors import BadRequest, NotAllowed, StorageFull, WriteError
 from autoswitch.proto import broker_pb2 as pb
 from autoswitch.proto import broker_pb2_grpc as pbg
@@ -299,8 +300,17 @@ async def serve(cfg: BrokerConfig, stop_event: asyncio.Event | None = None, atta
     # our connections (gRPC's default would allow that).
     # maximum_concurrent_rpcs: past it gRPC answers RESOURCE_EXHAUSTED at once, so a flood of
     # calls cannot pile up tasks and memory (produce has its own, smaller max_inflight_produce).
+    interceptors = []
+    if cfg.auth:
+        from .authz import BROKER_RULES
+
+        guard = Guard("broker.auth", cfg.auth_config, BROKER_RULES)
+        interceptors.append(server_interceptor(guard, peer_identity))
+    elif cfg.tls.enabled:
+        log.warning("no_authorization", listen=cfg.listen,
+                    note="auth = false: any holder of a certificate of the CA may produce, consume or switch roles")
     server = grpc.aio.server(options=channel_options(cfg.max_request_bytes) + [("grpc.so_reuseport", 0)],
-                             maximum_concurrent_rpcs=cfg.max_concurrent_rpcs)
+                             interceptors=interceptors, maximum_concurrent_rpcs=cfg.max_concurrent_rpcs)
     pbg.add_BrokerServiceServicer_to_server(BrokerServicer(broker), server)
     host, port = parse_hostport(cfg.listen, "listen")
     if not cfg.tls.enabled:

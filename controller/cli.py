@@ -71,6 +71,11 @@ def _node_args(p: argparse.ArgumentParser, required: bool) -> None:
                    help="ID=HOST:PORT,... Raft listener of every node, apart from the client port (recommended)")
     p.add_argument("--config", default=None, help="TOML file ([controller] and [raft] tables)")
     add_tls_args(p)
+    p.add_argument("--auth", action="store_const", const=True, default=None,
+                   help="check roles on every call (needs TLS; docs/security.md)")
+    p.add_argument("--auth-tokens-file", default=None, help="bearer tokens (TOML of SHA-256 digests), re-read on change")
+    p.add_argument("--allow-insecure", action="store_const", const=True, default=None,
+                   help="accept plaintext or no authorization on a non-loopback address")
 
 
 # ---------------- processes ----------------
@@ -81,7 +86,8 @@ def _load_config(args, listen: str | None = None):
     tls = tls_from_args(args)
     return cfgmod.load(args.config, node_id=args.node_id, peers=args.peers, data_dir=args.data_dir,
                        listen=listen, raft_peers=args.raft_peers, tls_ca=tls.ca or None,
-                       tls_cert=tls.cert or None, tls_key=tls.key or None)
+                       tls_cert=tls.cert or None, tls_key=tls.key or None, auth=args.auth,
+                       auth_tokens_file=args.auth_tokens_file, allow_insecure=args.allow_insecure)
 
 
 def _run_controller(args) -> int:
@@ -112,7 +118,7 @@ def _recover_member(args) -> int:
 
 
 def _run_namesrv(args) -> int:
-    from autoswitch.base.errors import AutoswitchError
+    from autoswitch.base.errors import AutoswitchError, ConfigError
 
     cfg = None
     if args.embed_controller:
@@ -141,13 +147,22 @@ def _run_namesrv(args) -> int:
         return 2
     from autoswitch.controller.node import run_forever
 
+    from autoswitch.base.auth import AuthConfig, check_exposure
+
     try:
-        ns_tls = cfg.tls if cfg is not None else tls_from_args(args)
+        if cfg is not None:
+            ns_tls, ns_auth = cfg.tls, cfg.auth_config
+        else:
+            ns_tls = tls_from_args(args).validate(server=True)
+            ns_auth = AuthConfig(enabled=bool(args.auth), tokens_file=args.auth_tokens_file or "").validate()
+            if ns_auth.enabled and not ns_tls.enabled:
+                raise ConfigError("--auth needs TLS (--tls-ca, --tls-cert, --tls-key)", key="auth")
+            check_exposure(ns_tls.enabled, ns_auth.enabled, bool(args.allow_insecure), [args.listen])
     except AutoswitchError as e:
         print(json.dumps(e.to_dict()), file=sys.stderr)
         return 2
     return run_forever(cfg, namesrv={"listen": args.listen, "route_ttl_s": args.route_ttl_s,
-                                     "controllers": controllers, "tls": ns_tls})
+                                     "controllers": controllers, "tls": ns_tls, "auth": ns_auth})
 
 
 # ---------------- admin ----------------

@@ -16,6 +16,7 @@ from typing import Any
 
 from autoswitch.controller import sm_config
 
+from autoswitch.base.auth import AuthConfig, check_exposure
 from autoswitch.base.errors import ConfigError
 from autoswitch.base.tls import TLSConfig
 
@@ -64,8 +65,13 @@ class ControllerConfig:
     tls_cert: str = ""
     tls_key: str = ""
     tls_require_client_cert: bool = True
-    # Plaintext on a non-loopback address must be asked for: an operator typo must not expose an
-    # unauthenticated controller to a network.
+    # Roles on every call (autoswitch.base.auth; docs/security.md): needs TLS. The tokens file is
+    # re-read when it changes; identities map certificate CNs outside the naming conventions.
+    auth: bool = False
+    auth_tokens_file: str = ""
+    auth_identities: dict[str, Any] = field(default_factory=dict)
+    # Plaintext or no authorization on a non-loopback address must be asked for: an operator typo
+    # must not expose an unauthenticated controller to a network.
     allow_insecure: bool = False
     # The [raft] table, passed through to RaftConfig by field name.
     raft: dict[str, Any] = field(default_factory=dict)
@@ -101,18 +107,21 @@ class ControllerConfig:
         if self.propose_timeout_s <= 0 or self.read_timeout_s <= 0:
             raise ConfigError("timeouts must be > 0")
         self.tls.validate(server=True)
-        if not self.tls.enabled and not self.allow_insecure:
-            exposed = sorted(a for a in {self.listen_addr, *self.raft_peers.values()} if not _is_loopback(a))
-            if exposed:
-                raise ConfigError(
-                    f"plaintext on non-loopback addresses {exposed}: configure tls_ca/tls_cert/tls_key, "
-                    "or set allow_insecure = true to accept an unauthenticated controller on that network",
-                    addresses=exposed)
+        if self.auth and not self.tls.enabled:
+            raise ConfigError("auth = true needs TLS (tls_ca, tls_cert, tls_key): callers are identified by "
+                              "their certificates or by tokens, which must not travel in clear", key="auth")
+        self.auth_config.validate()
+        check_exposure(self.tls.enabled, self.auth, self.allow_insecure,
+                       [self.listen_addr, *self.raft_peers.values()])
 
     @property
     def tls(self) -> TLSConfig:
         return TLSConfig(ca=self.tls_ca, cert=self.tls_cert, key=self.tls_key,
                          require_client_cert=self.tls_require_client_cert)
+
+    @property
+    def auth_config(self) -> AuthConfig:
+        return AuthConfig(enabled=self.auth, tokens_file=self.auth_tokens_file, identities=self.auth_identities)
 
     @property
     def listen_addr(self) -> str:
@@ -153,18 +162,6 @@ def _coerce(key: str, raw: str, typ: type) -> Any:
         return typ(raw)
     except ValueError:
         raise ConfigError(f"bad value for {key}: {raw!r}", expected=typ.__name__) from None
-
-
-def _is_loopback(addr: str) -> bool:
-    import ipaddress
-
-    host = addr.rpartition(":")[0].strip("[]")
-    if host == "localhost":
-        return True
-    try:
-        return ipaddress.ip_address(host).is_loopback
-    except ValueError:
-        return False    # a DNS name other than localhost may resolve anywhere
 
 
 def _split_addr(addr: str, what: str) -> tuple[str, int]:

@@ -18,6 +18,8 @@ Why one long module: each request type sits next to its validation rules.
 
 from __future__ import annotations
 
+import functools
+import operator
 from typing import Any, ClassVar
 
 import msgspec
@@ -38,6 +40,7 @@ MAX_CHECK_CODE_LEN = 512
 MAX_QUERY_GROUPS = 100_000
 MAX_CONFIG_KEYS = 64
 MAX_CONFIG_VALUE_LEN = 1024
+MAX_AUDIT_FIELD_LEN = 1024
 MIN_INT32, MAX_INT32 = -(1 << 31), (1 << 31) - 1
 
 TRIGGER_CONTROLLER = "controller"   # the leader's scan saw the master dead (majority opinion)
@@ -254,6 +257,29 @@ class UpdateControllerConfigRequest(Request, tag="UpdateControllerConfig"):
         _check_ts(self.ts_ms)
 
 
+class AdminAuditRequest(Request, tag="AdminAudit"):
+    """Who made an admin call, what it was and how it ended (docs/security.md): changes no state,
+    becomes one ``AdminAudit`` record in every node's event history."""
+
+    TYPE: ClassVar[str] = "AdminAudit"
+    actor: str
+    action: str
+    broker_name: str = ""
+    detail: str = ""
+    code: int = 0
+    remark: str = ""
+    ts_ms: int = 0
+
+    def validate(self) -> None:
+        _check_str(self.actor, "actor", MAX_AUDIT_FIELD_LEN, allow_empty=False)
+        _check_str(self.action, "action", MAX_NAME_LEN, allow_empty=False)
+        _check_str(self.broker_name, "brokerName", MAX_NAME_LEN, allow_empty=True)
+        _check_str(self.detail, "detail", MAX_AUDIT_FIELD_LEN, allow_empty=True)
+        _check_int(self.code, "code", -(1 << 31), (1 << 31) - 1)
+        _check_str(self.remark, "remark", MAX_AUDIT_FIELD_LEN, allow_empty=True)
+        _check_ts(self.ts_ms)
+
+
 # Reads: served by ControllerStateMachine.query() on the leader after a read-index barrier.
 
 
@@ -303,7 +329,7 @@ class GetControllerConfigRequest(Request, tag="GetControllerConfig"):
 WRITE_REQUESTS: dict[str, type[Request]] = {
     c.TYPE: c
     for c in (ApplyBrokerIdRequest, RegisterBrokerRequest, ElectMasterRequest, AlterSyncStateSetRequest,
-              CleanBrokerDataRequest, UpdateControllerConfigRequest)
+              CleanBrokerDataRequest, UpdateControllerConfigRequest, AdminAuditRequest)
 }
 READ_REQUESTS: dict[str, type[Request]] = {
     c.TYPE: c
@@ -428,6 +454,17 @@ class UpdateConfigEvent(Event):
     changes: tuple[tuple[str, str], ...]
 
 
+class AdminAuditEvent(Event):
+    """Changes nothing; recorded in the history (who did what, with which result)."""
+
+    HISTORY: ClassVar[str] = "AdminAudit"
+    actor: str
+    action: str
+    detail: str
+    code: int
+    remark: str
+
+
 def event_name(ev: Event) -> str:
     if isinstance(ev, ElectMasterEvent) and ev.new_master is None:
         return "NoMaster"
@@ -438,8 +475,7 @@ def event_name(ev: Event) -> str:
 
 _ENCODER = msgspec.json.Encoder()
 _WRITE_TYPES = tuple(WRITE_REQUESTS.values())
-_DECODER = msgspec.json.Decoder(_WRITE_TYPES[0] | _WRITE_TYPES[1] | _WRITE_TYPES[2] | _WRITE_TYPES[3]
-                                | _WRITE_TYPES[4] | _WRITE_TYPES[5])
+_DECODER = msgspec.json.Decoder(functools.reduce(operator.or_, _WRITE_TYPES))
 _BYTES_TYPES = (bytes, bytearray, memoryview)
 
 

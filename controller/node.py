@@ -35,6 +35,7 @@ import grpc
 import msgspec
 from autoswitch.controller import messages as msgs
 from autoswitch.controller import sm_adapter
+from autoswitch.controller.authz import CONTROLLER_RULES, NAMESRV_RULES, audit_hook
 from autoswitch.controller.codes import Code, code_name
 from autoswitch.controller.config import ControllerConfig
 from autoswitch.controller.eventlog import EventLog
@@ -51,6 +52,7 @@ from autoswitch.controller.service import ControllerServicer, NodeReply
 from autoswitch.controller.watchers import Watchers
 
 from autoswitch.base import tls
+from autoswitch.base.auth import AuthConfig, Guard, Rule, server_interceptor
 from autoswitch.base.fsutil import write_atomic
 from autoswitch.base.log import get_logger
 from autoswitch.proto import controller_pb2 as pb
@@ -78,16 +80,21 @@ class ControllerNode:
         self._peer_client: Any = None
         self._tasks: list[asyncio.Task] = []
         self._extra_servicers: list = []
+        self._extra_rules: dict = {}
+        self.guard: Guard | None = None       # authorization, when config.auth
         self._stopped = asyncio.Event()
         self._started = False
         self._marker_covers_ms = 0      # the wall time the last_dead_report file already covers
 
     # ------------------------------------------------------------------ lifecycle
 
-    def add_servicer(self, register) -> None:
-        """Host another service (the name server) on this node's gRPC server; call before start()."""
+    def add_servicer(self, register, rules: dict[str, Rule]) -> None:
+        """Host another service (the name server) on this node's gRPC server, with its
+        authorization rules; call before start()."""
         assert not self._started
+        assert not set(rules) & (set(CONTROLLER_RULES) | set(self._extra_rules)), "method names must not clash"
         self._extra_servicers.append(register)
+        self._extra_rules.update(rules)
 
     async def start(self) -> None:
         assert not self._started
@@ -108,7 +115,13 @@ class ControllerNode:
             ("grpc.max_receive_message_length", limit),
             ("grpc.so_reuseport", 0),
         ]
-        self.server = grpc.aio.server(options=opts, maximum_concurrent_rpcs=self.config.max_concurrent_rpcs)
+        interceptors = []
+        if self.config.auth:
+            self.guard = Guard("controller.auth", self.config.auth_config, {**CONTROLLER_RULES, **self._extra_rules},
+                               audit=audit_hook(self._audit))
+            interceptors.append(server_interceptor(self.guard, tls.peer_identity))
+        self.server = grpc.aio.server(options=opts, interceptors=interceptors,
+                                      maximum_concurrent_rpcs=self.config.max_concurrent_rpcs)
         pbg.add_ControllerServiceServicer_to_server(ControllerServicer(self), self.server)
         for register in self._extra_servicers:
             register(self.server)
@@ -116,11 +129,16 @@ class ControllerNode:
         if not self.config.tls.enabled:
             self.log.warning("plaintext", listen=self.config.listen_addr,
                              note="no [tls]: clients and peers are not authenticated; loopback development only")
+        elif not self.config.auth:
+            self.log.warning("no_authorization", listen=self.config.listen_addr,
+                             note="auth = false: any holder of a certificate of the CA may make any call")
         if not self.config.raft_peers:
             self.log.warning("raft_shares_client_port", listen=self.config.listen_addr,
                              note="set raft_peers so Raft listens apart from clients")
         self.raft = sm_adapter.make_raft(self.config, self.data_dir / "raft", self.sm, self.server,
-                                         min_log_index=self.events.last_index)
+                                         min_log_index=self.events.last_index,
+                                         interceptors=[server_interceptor(self.guard, tls.peer_identity)]
+                                         if self.guard is not None else [])
         try:
             port = tls.add_port(self.server, self.config.listen_addr, self.config.tls)
         except RuntimeError as e:   # grpc reports a failed bind this way
@@ -276,6 +294,17 @@ class ControllerNode:
             return NodeReply(Code.CONTROLLER_NOT_LEADER,
                              f"node {self.node_id} is not the leader and knows none (election or no quorum)")
         return NodeReply(Code.CONTROLLER_NOT_LEADER, f"node {self.node_id} is not the leader", lid, laddr)
+
+    async def _audit(self, actor: str, action: str, group: str, detail: str, code: int, remark: str) -> None:
+        """One AdminAudit entry through Raft, so every node's event history says who did what.
+        Without a leader here the call itself failed too; the line below is then its only trace."""
+        self.log.info("admin_call", actor=actor, action=action, group=group, detail=detail, code=code)
+        req = msgs.AdminAuditRequest(actor=actor[:msgs.MAX_AUDIT_FIELD_LEN], action=action, broker_name=group,
+                                     detail=detail, code=code, remark=remark[:msgs.MAX_AUDIT_FIELD_LEN])
+        out = (await self.write_many([req]))[0]
+        if isinstance(out, NodeReply):
+            self.log.warning("admin_audit_not_replicated", actor=actor, action=action, group=group,
+                             code=code_name(out.reply_code), reason=out.message)
 
     async def write(self, req: msgs.Request) -> msgs.Reply:
         out = (await self.write_many([req]))[0]
@@ -625,12 +654,18 @@ def run_forever(config: ControllerConfig | None, namesrv: dict | None) -> int:
                 # Routes may not outrank the controller: only the master and MasterEpoch this
                 # node applied can be a group's master route.
                 table.authority = node.applied_master
-                node.add_servicer(reg)
+                node.add_servicer(reg, NAMESRV_RULES)
             await node.start()
         else:
             from autoswitch.controller.namesrv import MAX_CONCURRENT_RPCS
 
-            server = grpc.aio.server(options=[("grpc.so_reuseport", 0)], maximum_concurrent_rpcs=MAX_CONCURRENT_RPCS)
+            ns_auth: AuthConfig = namesrv["auth"]
+            interceptors = []
+            if ns_auth.enabled:
+                guard = Guard("namesrv.auth", ns_auth, NAMESRV_RULES)
+                interceptors.append(server_interceptor(guard, tls.peer_identity))
+            server = grpc.aio.server(options=[("grpc.so_reuseport", 0)], interceptors=interceptors,
+                                     maximum_concurrent_rpcs=MAX_CONCURRENT_RPCS)
             reg(server)
             try:
                 bound = tls.add_port(server, namesrv["listen"], namesrv["tls"])

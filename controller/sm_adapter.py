@@ -71,7 +71,8 @@ def encode_request(req: m.Request) -> bytes:
 PROCESS_RAFT_DEFAULTS: dict[str, Any] = {"snapshot_every": 2000}
 
 
-def make_raft(config: Any, data_dir: Path, state_machine: Any, server: Any, min_log_index: int = 0) -> Any:
+def make_raft(config: Any, data_dir: Path, state_machine: Any, server: Any, min_log_index: int = 0,
+              interceptors: list | None = None) -> Any:
     from autoswitch.controller.config import cluster_id
     from autoswitch.controller.raft import RaftConfig, RaftNode
     from autoswitch.controller.raft.transport import GrpcRaftTransport
@@ -82,7 +83,8 @@ def make_raft(config: Any, data_dir: Path, state_machine: Any, server: Any, min_
         # Raft on its own listener (the transport binds raft_peers[node_id]): the client port serves
         # no Raft, and the peer port can be firewalled to the controller hosts.
         peers = dict(config.raft_peers)
-        transport = GrpcRaftTransport(config.node_id, peers, raft_cfg, cid, tls=config.tls)
+        transport = GrpcRaftTransport(config.node_id, peers, raft_cfg, cid, tls=config.tls,
+                                      interceptors=interceptors or [])
     else:
         peers = dict(config.peers)
         transport = GrpcRaftTransport(config.node_id, peers, raft_cfg, cid, server=server, tls=config.tls)

@@ -40,6 +40,8 @@ from autoswitch.controller.messages import (
     MAX_QUERY_GROUPS,
     MAX_REPLICAS_PER_GROUP,
     TRIGGER_CONTROLLER,
+    AdminAuditEvent,
+    AdminAuditRequest,
     AlterSyncStateSetEvent,
     AlterSyncStateSetRequest,
     ApplyBrokerIdEvent,
@@ -154,6 +156,8 @@ class ControllerState:
 
     def apply_event(self, ev: Event) -> None:
         """Apply one event to the live state (replay, tests). Same code as the staged path."""
+        if isinstance(ev, AdminAuditEvent):
+            return
         if isinstance(ev, UpdateConfigEvent):
             _apply_config(self.config, ev)
             return
@@ -315,6 +319,9 @@ class _Staged:
         return self.state.groups.get(name)
 
     def apply(self, ev: Event) -> None:
+        if isinstance(ev, AdminAuditEvent):       # a record only
+            self.after.append(self.group(ev.broker_name))
+            return
         if isinstance(ev, UpdateConfigEvent):
             if self.config is None:
                 self.config = self.state.config.copy()
@@ -597,6 +604,10 @@ def _update_config(req: UpdateControllerConfigRequest, state: ControllerState) -
     return [UpdateConfigEvent("", tuple(changes))], _Outcome()
 
 
+def _admin_audit(req: AdminAuditRequest, state: ControllerState) -> tuple[list[Event], _Outcome]:
+    return [AdminAuditEvent(req.broker_name, req.actor, req.action, req.detail, req.code, req.remark)], _Outcome()
+
+
 _DECIDERS: dict[type, Callable[[Any, ControllerState], tuple[list[Event], _Outcome]]] = {
     ApplyBrokerIdRequest: _apply_broker_id,
     RegisterBrokerRequest: _register_broker,
@@ -604,6 +615,7 @@ _DECIDERS: dict[type, Callable[[Any, ControllerState], tuple[list[Event], _Outco
     AlterSyncStateSetRequest: _alter_sync_state_set,
     CleanBrokerDataRequest: _clean_broker_data,
     UpdateControllerConfigRequest: _update_config,
+    AdminAuditRequest: _admin_audit,
 }
 
 
@@ -625,7 +637,9 @@ def event_history_record(event: Event, index: int, ts_ms: int, state: Controller
         reason = f"address_changed:{event.broker_id}"
     elif isinstance(event, ApplyBrokerIdEvent):
         reason = f"broker_id_applied:{event.broker_id}"
-    return {
+    elif isinstance(event, AdminAuditEvent):
+        reason = f"{event.action} code={event.code} {event.detail}" + (f" ({event.remark})" if event.remark else "")
+    rec = {
         "ts_ms": ts_ms,
         "index": index,
         "group": event.broker_name,
@@ -637,6 +651,9 @@ def event_history_record(event: Event, index: int, ts_ms: int, state: Controller
         "reason": reason,
         "unclean": bool(getattr(event, "unclean", False)),
     }
+    if isinstance(event, AdminAuditEvent):
+        rec["actor"] = event.actor
+    return rec
 
 
 # --------------------------------------------------------------------------- the state machine

@@ -30,8 +30,10 @@ from autoswitch.ha.log_api import ReplicaLog
 from autoswitch.ha.master_session import MasterSession
 from autoswitch.ha.sync_state import Proposal, SyncStateTracker
 
+from autoswitch.base.auth import parse_broker_identity
 from autoswitch.base.errors import AutoswitchError
 from autoswitch.base.log import RateLimitedLog, get_logger
+from autoswitch.base.tls import ssl_peer_identity
 from autoswitch.base.write_errors import FlushSlaveTimeout
 
 
@@ -74,8 +76,11 @@ class HAMaster:
                  master_epoch: int, sync_state_set: frozenset[int], sync_state_set_epoch: int,
                  proposer: SyncStateProposer, clock=time.monotonic,
                  fenced: Callable[[], bool] | None = None,
-                 registry: ReplicaRegistry | None = None) -> None:
+                 registry: ReplicaRegistry | None = None, bind_identities: bool = False) -> None:
         self.log = log
+        # With TLS: a slave's certificate must name it (broker/<our group>/<the brokerId it
+        # claims>), so one broker's certificate cannot read the log or ack as another.
+        self.bind_identities = bind_identities
         # None (static mode): the operator wired the group by hand and any brokerId may handshake.
         self.registry = registry
         self.config = config.validate()
@@ -288,6 +293,11 @@ class HAMaster:
                 raise HAProtocolError("ack_before_handshake", "first frame is not a handshake")
             slave_id = hs.broker_id
             clog = clog.bind(slave=slave_id, asyncLearner=hs.async_learner)
+            if self.bind_identities:
+                who = ssl_peer_identity(writer.get_extra_info("ssl_object"))
+                if who is None or parse_broker_identity(who) != (self.group, slave_id):
+                    raise HAProtocolError("identity_mismatch", f"the certificate of {(who or 'no name')[:128]!r} "
+                                                               f"does not name broker {self.group}/{slave_id}")
             # Checked before anything is sent: the master handshake already names our epochs.
             if (self.registry is not None and slave_id not in self.tracker.sync_state_set
                     and not await self.registry.is_replica(slave_id)):

@@ -18,18 +18,24 @@ from autoswitch.ha.errors import FrameError, HAProtocolError, OffsetMismatch
 from autoswitch.ha.log_api import ReplicaLog
 from autoswitch.ha.slave_session import SlaveSession
 
+from autoswitch.base.auth import parse_broker_identity
 from autoswitch.base.backoff import Backoff
 from autoswitch.base.errors import AutoswitchError
 from autoswitch.base.log import get_logger
+from autoswitch.base.tls import ssl_peer_identity
 
 
 class HASlave:
     def __init__(self, log: ReplicaLog, config: HAConfig, broker_id: int, group: str,
                  master_addr: tuple[str, int], async_learner: bool = False,
-                 sync_from_last_file: bool = False, ssl: SSLContext | None = None) -> None:
-        """``ssl``: connect to the master's HA port over TLS (autoswitch.base.tls.client_ssl_context)."""
+                 sync_from_last_file: bool = False, ssl: SSLContext | None = None,
+                 bind_identities: bool = False) -> None:
+        """``ssl``: connect to the master's HA port over TLS (autoswitch.base.tls.client_ssl_context);
+        ``bind_identities``: the master's certificate must name a broker of our group (a broker of
+        another group, or any other holder of a CA certificate, cannot feed us its log)."""
         self.log = log
         self.ssl = ssl
+        self.bind_identities = bind_identities
         self.config = config.validate()
         self.broker_id = broker_id
         self.group = group
@@ -127,6 +133,13 @@ class HASlave:
                                    server_hostname=host if self.ssl is not None else None),
             cfg.connect_timeout_s)
         self._writer = transport
+        if self.bind_identities:
+            who = ssl_peer_identity(transport.get_extra_info("ssl_object"))
+            scope = parse_broker_identity(who) if who else None
+            if scope is None or scope[0] != self.group:
+                transport.abort()
+                raise HAProtocolError("identity_mismatch", f"the master's certificate names {(who or 'nobody')[:128]!r}, "
+                                                           f"not a broker of group {self.group}")
         self.connects += 1
         self._session = session
         transport.write(encode_slave_handshake(session.start()))

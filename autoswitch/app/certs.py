@@ -105,6 +105,67 @@ def init_dev_ca(directory: Path, identities: Iterable[str], hosts: Iterable[str]
     return out
 
 
+def issue_token(tokens_file: Path, name: str, roles: Iterable[str], group: str | None = None,
+                broker_id: int | None = None) -> str:
+    """Add (or replace) token ``name`` in ``tokens_file`` and return the token: the file keeps only
+    its SHA-256 digest, so this is the one time it can be read. Servers pick the change up
+    without a restart."""
+    import secrets
+
+    from autoswitch.base.auth import parse_roles, parse_tokens_file, token_digest
+
+    if not TOKEN_NAME_RE.match(name):
+        raise ConfigError(f"token names must match {TOKEN_NAME_RE.pattern}", name=name)
+    role_set = sorted(r.value for r in parse_roles(list(roles), f"token {name!r}"))
+    token = "ast_" + secrets.token_urlsafe(32)
+    entries = _token_tables(tokens_file)
+    entry = {"roles": role_set, "sha256": token_digest(token)}
+    if group is not None or broker_id is not None:
+        entry.update(group=group, broker_id=broker_id)
+    entries[name] = entry
+    _write_tokens(tokens_file, entries)
+    parse_tokens_file(str(tokens_file))        # what we wrote must be what servers accept
+    return token
+
+
+def revoke_token(tokens_file: Path, name: str) -> bool:
+    entries = _token_tables(tokens_file)
+    if entries.pop(name, None) is None:
+        return False
+    _write_tokens(tokens_file, entries)
+    return True
+
+
+TOKEN_NAME_RE = re.compile(r"^[A-Za-z0-9][A-Za-z0-9._-]{0,62}$")
+
+
+def _token_tables(tokens_file: Path) -> dict[str, dict]:
+    import tomllib
+
+    if not tokens_file.exists():
+        return {}
+    from autoswitch.base.auth import parse_tokens_file
+
+    parse_tokens_file(str(tokens_file))        # refuse to extend a file servers would refuse
+    return dict(tomllib.loads(tokens_file.read_text("utf-8")).get("tokens", {}))
+
+
+def _write_tokens(tokens_file: Path, entries: dict[str, dict]) -> None:
+    from autoswitch.base.fsutil import write_atomic
+
+    lines = ["# autoswitch bearer tokens: SHA-256 digests only (autoswitch certs token)", ""]
+    for name, e in sorted(entries.items()):
+        lines.append(f"[tokens.{json.dumps(name)}]")
+        lines.append("roles = [" + ", ".join(json.dumps(r) for r in e["roles"]) + "]")
+        lines.append(f"sha256 = {json.dumps(e['sha256'])}")
+        if e.get("group") is not None:
+            lines.append(f"group = {json.dumps(e['group'])}")
+            lines.append(f"broker_id = {int(e['broker_id'])}")
+        lines.append("")
+    tokens_file.parent.mkdir(parents=True, exist_ok=True)
+    write_atomic(tokens_file, "\n".join(lines).encode())
+
+
 def register(sub, admin_sub) -> None:
     certs = sub.add_parser("certs", help="development TLS certificates")
     certs_sub = certs.add_subparsers(dest="certs_command", required=True, metavar="CERTS_COMMAND")
@@ -115,6 +176,17 @@ def register(sub, admin_sub) -> None:
                    help="subject alternative name (IP or DNS); repeat; default 127.0.0.1 and localhost")
     p.add_argument("--days", type=int, default=30)
     p.set_defaults(func=_cmd_init)
+    p = certs_sub.add_parser("token", help="issue a bearer token into a tokens file (prints it once)")
+    p.add_argument("tokens_file", type=Path)
+    p.add_argument("name")
+    p.add_argument("--roles", required=True, help="comma-separated: peer, broker, producer, reader, admin")
+    p.add_argument("--group", default=None, help="broker scope: its group (with --broker-id)")
+    p.add_argument("--broker-id", type=int, default=None)
+    p.set_defaults(func=_cmd_token)
+    p = certs_sub.add_parser("revoke", help="remove a token from a tokens file (servers stop accepting it)")
+    p.add_argument("tokens_file", type=Path)
+    p.add_argument("name")
+    p.set_defaults(func=_cmd_revoke)
 
 
 def _cmd_init(args: argparse.Namespace) -> int:
@@ -125,3 +197,23 @@ def _cmd_init(args: argparse.Namespace) -> int:
         return 2
     print(json.dumps({"directory": str(args.directory), "identities": out}))
     return 0
+
+
+def _cmd_token(args: argparse.Namespace) -> int:
+    try:
+        token = issue_token(args.tokens_file, args.name, args.roles.split(","), args.group, args.broker_id)
+    except ConfigError as e:
+        print(json.dumps(e.to_dict()))
+        return 2
+    print(json.dumps({"name": args.name, "token": token, "tokens_file": str(args.tokens_file)}))
+    return 0
+
+
+def _cmd_revoke(args: argparse.Namespace) -> int:
+    try:
+        found = revoke_token(args.tokens_file, args.name)
+    except ConfigError as e:
+        print(json.dumps(e.to_dict()))
+        return 2
+    print(json.dumps({"name": args.name, "revoked": found}))
+    return 0 if found else 1

@@ -279,8 +279,10 @@ class GrpcRaftTransport:
     server binds unless ``server`` is given)."""
 
     def __init__(self, self_id: str, addrs: dict[str, str], cfg: RaftConfig, cluster: str, *,
-                 server: grpc.aio.Server | None = None, tls: TLSConfig | None = None) -> None:
+                 server: grpc.aio.Server | None = None, tls: TLSConfig | None = None,
+                 interceptors: list | None = None) -> None:
         self.self_id = self_id
+        self.interceptors = list(interceptors or [])    # for the server we own (authorization)
         self.addrs = dict(addrs)
         self.cfg = cfg
         self.tls = tls or TLSConfig.off()
@@ -304,7 +306,7 @@ class GrpcRaftTransport:
             addr = self.addrs.get(self.self_id) or self.cfg.listen_addr
             if addr is None:
                 raise RaftConfigError(f"node {self.self_id!r} has no raft address and no shared server")
-            self._server = grpc.aio.server(options=grpc_options(self.cfg))
+            self._server = grpc.aio.server(options=grpc_options(self.cfg), interceptors=self.interceptors)
             raft_pb2_grpc.add_RaftServicer_to_server(self._servicer, self._server)
             if add_port(self._server, addr, self.tls) == 0:
                 raise RaftConfigError(f"cannot bind raft address {addr}")

@@ -28,13 +28,14 @@ from autoswitch.ha.config import HAConfig
 from autoswitch.pipeline.analyze import AnalyzeConfig
 
 from autoswitch.app.playground import PROFILES, Layout
+from autoswitch.base.auth import AuthConfig
 from autoswitch.base.tls import TLSConfig
 
 DOC = Path(__file__).resolve().parents[2] / "docs" / "configuration.md"
 
 CLASSES: list[type] = [
     BrokerConfig, StoreConfig, HAConfig, ReplicasConfig, LeaseConfig, HookConfig,
-    ControllerConfig, SMConfig, RaftConfig, RetryPolicy, AnalyzeConfig, Layout, TLSConfig,
+    ControllerConfig, SMConfig, RaftConfig, RetryPolicy, AnalyzeConfig, Layout, TLSConfig, AuthConfig,
 ]
 
 _NO_DEFAULT = object()

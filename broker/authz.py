@@ -1,0 +1,21 @@
+"""Who may call what on a broker's gRPC port (checked by the one interceptor of
+autoswitch.base.auth; the HA port checks its peers itself, ha/ has no gRPC):
+
+    Produce                         producer
+    Consume, LogDigest              reader
+    GetBrokerEpoch, GetStatus       reader, or any broker (replicas ask each other)
+    SwitchRole                      admin (static-role mode; the controller decides otherwise)
+"""
+
+from __future__ import annotations
+
+from autoswitch.base.auth import Role, Rule
+
+BROKER_RULES: dict[str, Rule] = {
+    "Produce": Rule((Role.PRODUCER,)),
+    "Consume": Rule((Role.READER,)),
+    "LogDigest": Rule((Role.READER,)),
+    "GetBrokerEpoch": Rule((Role.READER, Role.BROKER)),
+    "GetStatus": Rule((Role.READER, Role.BROKER)),
+    "SwitchRole": Rule((Role.ADMIN,)),
+}

@@ -1,0 +1,116 @@
+"""Who may call what on a controller node and its name server: the rules the one interceptor per
+server checks (autoswitch.base.auth), and the audit hook that writes every admin call into the
+replicated event log.
+
+The table (also in docs/security.md):
+
+    Raft Stream                                   peer
+    QueryLiveness                                 peer, reader
+    GetNextBrokerId, Get/WatchReplicaInfo,        reader, or a broker of that group
+      GetSyncStateData
+    ApplyBrokerId, RegisterBroker, heartbeats     a broker, for its own group and brokerId
+    AlterSyncStateSet                             a broker, as its group's master (its own brokerId)
+    ElectMaster                                   admin; or a broker asking for itself (not designating)
+    CleanBrokerData, UpdateControllerConfig       admin (audited)
+    GetMetaData                                   reader, peer, producer or any broker (to find the leader)
+    GetControllerConfig, ExportEvents             reader
+    Batch                                         each call by its own rule
+    name server: Register/UnregisterRoute         a broker for its own group and brokerId; admin
+    name server: LookupMaster, GetRoutes          reader, producer, broker
+"""
+
+from __future__ import annotations
+
+from collections.abc import Awaitable, Callable, Iterable
+from typing import Any
+
+from autoswitch.controller.batchable import BATCHABLE
+from google.protobuf import text_format
+
+from autoswitch.base.auth import Principal, Role, Rule, Target
+
+R, B, P, A, W = Role.READER, Role.BROKER, Role.PEER, Role.ADMIN, Role.PRODUCER
+MAX_AUDIT_DETAIL = 512
+
+
+def _own(req: Any) -> list[Target]:
+    return [(req.broker_name, req.broker_id)]
+
+
+def _group(req: Any) -> list[Target]:
+    return [(req.broker_name, None)]
+
+
+def _elect_scope(req: Any) -> list[Target] | None:
+    if req.designate_elect or req.broker_id == 0:
+        return None                 # an operator's election: admin only
+    return [(req.broker_name, req.broker_id)]
+
+
+def _sync_state_scope(req: Any) -> list[Target] | None:
+    return [(g, None) for g in req.broker_names] or None     # empty = every group: readers only
+
+
+def _batch_calls(req: Any) -> Iterable[tuple[str, Any]]:
+    for call in req.calls:
+        classes = BATCHABLE.get(call.method)
+        if classes is None:
+            continue                # the handler answers it CONTROLLER_MALFORMED_REQUEST
+        try:
+            sub = classes[0].FromString(call.request)
+        except Exception:  # noqa: BLE001 - undecodable: the handler refuses it with a typed reply
+            continue
+        yield call.method, sub
+
+
+CONTROLLER_RULES: dict[str, Rule] = {
+    "Stream": Rule((P,)),
+    "QueryLiveness": Rule((P, R)),
+    "GetNextBrokerId": Rule((R, B), scope=_group),
+    "GetReplicaInfo": Rule((R, B, P), scope=_group),
+    "WatchReplicaInfo": Rule((R, B, P), scope=_group),
+    "GetSyncStateData": Rule((R, B), scope=_sync_state_scope),
+    "ApplyBrokerId": Rule((B,), scope=lambda r: [(r.broker_name, r.applied_broker_id)]),
+    "RegisterBroker": Rule((B,), scope=_own),
+    "BrokerHeartbeat": Rule((B,), scope=_own),
+    "BrokerHeartbeatStream": Rule((B,), scope=_own),
+    "BrokerHeartbeatBatch": Rule((B,), scope=lambda r: [(h.broker_name, h.broker_id) for h in r.heartbeats]),
+    "AlterSyncStateSet": Rule((B,), scope=lambda r: [(r.broker_name, r.master_broker_id)]),
+    "ElectMaster": Rule((A, B), scope=_elect_scope, audit=True),
+    "CleanBrokerData": Rule((A,), audit=True),
+    "UpdateControllerConfig": Rule((A,), audit=True),
+    "GetMetaData": Rule((R, P, W, B)),
+    "GetControllerConfig": Rule((R,)),
+    "ExportEvents": Rule((R,)),
+    "Batch": Rule((R, B, P, A), expand=_batch_calls),
+}
+
+NAMESRV_RULES: dict[str, Rule] = {
+    "RegisterRoute": Rule((B, A), scope=lambda r: [(r.route.broker_name, r.route.broker_id)]),
+    "UnregisterRoute": Rule((B, A), scope=_own),
+    "LookupMaster": Rule((R, W, B)),
+    "GetRoutes": Rule((R, W, B)),
+}
+
+
+def audit_detail(request: Any) -> str:
+    """The request as one line of protobuf text, bounded."""
+    text = text_format.MessageToString(request, as_one_line=True)
+    return text if len(text) <= MAX_AUDIT_DETAIL else text[:MAX_AUDIT_DETAIL - 3] + "..."
+
+
+AuditWriter = Callable[[str, str, str, str, int, str], Awaitable[None]]
+
+
+def audit_hook(write: AuditWriter):
+    """The Guard's audit hook: an admin's call (not a broker asking for its own election) becomes
+    ``write(actor, action, group, detail, code, message)``."""
+
+    async def hook(p: Principal, method: str, request: Any, reply: Any) -> None:
+        if Role.ADMIN not in p.roles:
+            return
+        header = reply.header
+        group = "" if method == "UpdateControllerConfig" else request.broker_name
+        await write(p.name, method, group, audit_detail(request), int(header.code), header.message)
+
+    return hook
