@@ -541,7 +541,7 @@ class ReplicasAdapter:
         # In controller mode the brokerId comes from registration, not from the broker's config;
         # HA handshakes carry it, so the broker must use it before its first role.
         bid = self.core.broker_id
-        if bid is not None and self.broker.broker_id != bid:
+        if bid is not None and (self.broker.broker_id != bid or not self.broker.broker_id_known.is_set()):
             self._log.info("broker_id_adopted", brokerId=bid, configured=self.broker.broker_id)
             self.broker.broker_id = bid
 

@@ -103,7 +103,10 @@ class RouteRegistrar:
         )
 
     async def run(self) -> None:
+        # Controller mode: no route before the controller named our brokerId (a route under the
+        # placeholder id would overwrite another broker's, and authorization refuses it anyway).
         try:
+            await self.broker.broker_id_known.wait()
             while True:
                 try:
                     reply = await self.register_once()
@@ -122,14 +125,15 @@ class RouteRegistrar:
                 self._changed.clear()
         finally:
             # Best effort: a stopping broker should stop attracting clients now, not after the TTL.
-            with contextlib.suppress(Exception):
-                from autoswitch.proto import namesrv_pb2 as ns
+            if self.broker.broker_id_known.is_set():
+                with contextlib.suppress(Exception):
+                    from autoswitch.proto import namesrv_pb2 as ns
 
-                await self._stub.UnregisterRoute(
-                    ns.UnregisterRouteRequest(cluster_name=self.broker.cfg.cluster,
-                                              broker_name=self.broker.group, broker_id=self.broker.broker_id),
-                    timeout=0.5,
-                )
+                    await self._stub.UnregisterRoute(
+                        ns.UnregisterRouteRequest(cluster_name=self.broker.cfg.cluster,
+                                                  broker_name=self.broker.group, broker_id=self.broker.broker_id),
+                        timeout=0.5,
+                    )
             await self._channel.close()
 
 

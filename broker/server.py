@@ -67,6 +67,11 @@ class Broker:
         self.group = cfg.group
         self.log = get_logger("broker", group=cfg.group, brokerId=cfg.broker_id)
         self._broker_id = cfg.broker_id
+        # Static mode: the configured id is ours. Controller mode: unknown until registration names
+        # it (the setter below); until then nothing may announce us under the placeholder id.
+        self.broker_id_known = asyncio.Event()
+        if not cfg.controller_mode:
+            self.broker_id_known.set()
         # Controller mode: the ReplicasAdapter (status), and what runs after the store closed.
         self.replicas: ReplicasAdapter | None = None
         self.after_stop: Callable[[], None] | None = None
@@ -122,6 +127,7 @@ class Broker:
         assert value >= 1, value
         self._broker_id = value
         self.log = get_logger("broker", group=self.group, brokerId=value)
+        self.broker_id_known.set()
 
     # ----------------------------------------------------------------- lifecycle
 

@@ -13,7 +13,8 @@ The table (also in docs/security.md):
     ElectMaster                                   admin; or a broker asking for itself (not designating)
     CleanBrokerData, UpdateControllerConfig       admin (audited)
     GetMetaData                                   reader, peer, producer or any broker (to find the leader)
-    GetControllerConfig, ExportEvents             reader
+    GetControllerConfig                           reader, broker (checks the timeout its lease is sized for)
+    ExportEvents                                  reader
     Batch                                         each call by its own rule
     name server: Register/UnregisterRoute         a broker for its own group and brokerId; admin
     name server: LookupMaster, GetRoutes          reader, producer, broker
@@ -80,7 +81,7 @@ CONTROLLER_RULES: dict[str, Rule] = {
     "CleanBrokerData": Rule((A,), audit=True),
     "UpdateControllerConfig": Rule((A,), audit=True),
     "GetMetaData": Rule((R, P, W, B)),
-    "GetControllerConfig": Rule((R,)),
+    "GetControllerConfig": Rule((R, B)),     # brokers check heartbeat_timeout_ms against their lease
     "ExportEvents": Rule((R,)),
     "Batch": Rule((R, B, P, A), expand=_batch_calls),
 }

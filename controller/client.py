@@ -241,6 +241,7 @@ class ControllerClient:
                 last_code, last_msg = e.reply_code, f"{addr}: {e.message}"
                 self._leader = None
             except grpc.aio.AioRpcError as e:
+                _raise_if_denied(e, addr)
                 if e.code() == grpc.StatusCode.RESOURCE_EXHAUSTED:
                     details = e.details() or ""
                     code = Code.CONTROLLER_REQUEST_TOO_LARGE if "larger than max" in details else Code.CONTROLLER_OVERLOADED
@@ -276,6 +277,7 @@ class ControllerClient:
         try:
             reply = await self._invoke(addr, method, request, timeout_s or self.rpc_timeout_s)
         except grpc.aio.AioRpcError as e:
+            _raise_if_denied(e, addr)
             raise ControllerRpcError(Code.CONTROLLER_UNAVAILABLE, f"{addr}: {e.code().name} {e.details()}") from None
         if reply.header.code != Code.SUCCESS:
             raise ControllerRpcError(reply.header.code, reply.header.message, address=addr)
@@ -370,3 +372,10 @@ class ControllerClient:
         return self.stub(addr or self._leader or self.addresses[0]).WatchReplicaInfo(
             pb.WatchReplicaInfoRequest(broker_name=group)
         )
+
+
+def _raise_if_denied(e: grpc.aio.AioRpcError, addr: str) -> None:
+    """Authorization refused us: no retry or other node will answer differently."""
+    if e.code() in (grpc.StatusCode.PERMISSION_DENIED, grpc.StatusCode.UNAUTHENTICATED):
+        raise ControllerRpcError(Code.CONTROLLER_PERMISSION_DENIED, e.details() or e.code().name,
+                                 address=addr) from None

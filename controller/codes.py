@@ -44,6 +44,7 @@ class Code(IntEnum):
     CONTROLLER_INTERNAL_ERROR = 2906         # a bug; logged with a traceback
     CONTROLLER_OVERLOADED = 2907             # a limit (watchers, concurrent RPCs) was hit
     CONTROLLER_CONFIG_REJECTED = 2908
+    CONTROLLER_PERMISSION_DENIED = 2909     # client side: the caller lacks the role (gRPC PERMISSION_DENIED)
 
 
 def code_name(code: int) -> str:

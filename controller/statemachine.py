@@ -75,6 +75,7 @@ from autoswitch.base.errors import AutoswitchError, CorruptionError
 from autoswitch.base.log import get_logger
 
 MAX_GROUPS = 200_000
+MAX_RETIRED_IDS = 1024   # per group; past it the floor rises (docs/controller.md)
 FIRST_BROKER_ID = 1   # RocketMQ MixAll.FIRST_SLAVE_ID; 0 was the old fixed master id
 
 _log = get_logger("controller.sm")
@@ -113,11 +114,20 @@ class GroupState:
     sync_state_set_epoch: int = 0
     eligible: frozenset[int] = frozenset()
     base_master_epoch: int = 0     # MasterEpoch when the group was (re)created
+    # brokerIds never to be applied again (they had a history): every id below ``retired_below``
+    # and those in ``retired``. Ids never assigned stay free, so a broker whose certificate names
+    # its id (broker/<group>/<id>) can register in any order.
+    retired_below: int = FIRST_BROKER_ID
+    retired: frozenset[int] = frozenset()
 
     def copy(self) -> GroupState:
         return GroupState(self.cluster_name, self.broker_name, self.created_ts_ms, self.next_assign_broker_id,
                           dict(self.brokers), self.master_broker_id, self.master_epoch, self.sync_state_set,
-                          self.sync_state_set_epoch, self.eligible, self.base_master_epoch)
+                          self.sync_state_set_epoch, self.eligible, self.base_master_epoch, self.retired_below,
+                          self.retired)
+
+    def id_retired(self, broker_id: int) -> bool:
+        return broker_id < self.retired_below or broker_id in self.retired
 
     @property
     def first_election(self) -> bool:
@@ -194,7 +204,7 @@ def _apply_group_event(g: GroupState | None, ev: Event, tomb: Tombstone | None) 
             if tomb is not None:
                 g.master_epoch = g.base_master_epoch = tomb.master_epoch
                 g.sync_state_set_epoch = tomb.sync_state_set_epoch
-                g.next_assign_broker_id = tomb.next_assign_broker_id
+                g.next_assign_broker_id = g.retired_below = tomb.next_assign_broker_id
         g.brokers[ev.broker_id] = BrokerRecord(ev.address, ev.register_check_code)
         g.next_assign_broker_id = max(g.next_assign_broker_id, ev.broker_id + 1)
         return g
@@ -225,6 +235,9 @@ def _apply_group_event(g: GroupState | None, ev: Event, tomb: Tombstone | None) 
         ids = frozenset(ev.broker_ids)
         for bid in ids:
             g.brokers.pop(bid, None)
+        g.retired = g.retired | ids
+        if len(g.retired) > MAX_RETIRED_IDS:    # bounded: retire everything up to the largest instead
+            g.retired_below, g.retired = max(g.retired_below, max(g.retired) + 1), frozenset()
         if not g.brokers:
             return None
         if g.master_broker_id in ids:
@@ -394,9 +407,9 @@ def _apply_broker_id(req: ApplyBrokerIdRequest, state: ControllerState) -> tuple
         first = tomb.next_assign_broker_id if tomb is not None else FIRST_BROKER_ID
         if len(state.groups) >= MAX_GROUPS:
             return _reject(Code.CONTROLLER_INVALID_REQUEST, f"too many broker groups (limit {MAX_GROUPS})")
-        if req.applied_broker_id != first:
+        if req.applied_broker_id < first:
             return _reject(Code.CONTROLLER_BROKER_ID_INVALID,
-                           f"broker-set {name} is not registered; the first brokerId must be {first}")
+                           f"brokerId {req.applied_broker_id} of {name} was already used; ids start at {first}")
         return [ev], _Outcome(group=name, broker_id=req.applied_broker_id)
     if g.cluster_name != req.cluster_name:
         return _reject(Code.CONTROLLER_INVALID_REQUEST,
@@ -407,7 +420,7 @@ def _apply_broker_id(req: ApplyBrokerIdRequest, state: ControllerState) -> tuple
             return [], _Outcome(remark="already applied", group=name, broker_id=req.applied_broker_id)
         return _reject(Code.CONTROLLER_BROKER_ID_INVALID,
                        f"brokerId {req.applied_broker_id} of {name} belongs to another broker", name)
-    if req.applied_broker_id < g.next_assign_broker_id:
+    if g.id_retired(req.applied_broker_id):
         # Ids are never reused: a stale identity file must not inherit someone else's history.
         return _reject(Code.CONTROLLER_BROKER_ID_INVALID,
                        f"brokerId {req.applied_broker_id} of {name} was already used; next is "
@@ -798,7 +811,7 @@ def encode_snapshot(state: ControllerState, last_applied_index: int) -> bytes:
             g.master_broker_id if g.master_broker_id is not None else 0, g.master_epoch, g.sync_state_set_epoch,
             sorted(g.sync_state_set), sorted(g.eligible),
             [[b, r.address, r.register_check_code, *([r.ha_address] if r.ha_address else [])]
-             for b, r in sorted(g.brokers.items())], g.base_master_epoch,
+             for b, r in sorted(g.brokers.items())], g.base_master_epoch, g.retired_below, sorted(g.retired),
         ])
     tombs = [[n, t.master_epoch, t.sync_state_set_epoch, t.next_assign_broker_id]
              for n, t in sorted(state.tombstones.items())]
@@ -834,9 +847,12 @@ def decode_snapshot(data: bytes) -> tuple[ControllerState, int]:
         for row in doc["groups"]:
             if len(row) == 10:   # written before baseMasterEpoch existed: 0 is the conservative value
                 row = [*row, 0]
-            cluster, name, created, nxt, master, mepoch, sepoch, sss, elig, brokers, base = row
+            if len(row) == 11:   # written before retired ids: every id below next was used (the old rule)
+                row = [*row, row[3], []]
+            cluster, name, created, nxt, master, mepoch, sepoch, sss, elig, brokers, base, below, retired = row
             g = GroupState(cluster, name, created, nxt, {int(r[0]): _broker_record(r) for r in brokers},
-                           master or None, mepoch, frozenset(sss), sepoch, frozenset(elig), base)
+                           master or None, mepoch, frozenset(sss), sepoch, frozenset(elig), base, below,
+                           frozenset(int(x) for x in retired))
             state.groups[name] = g
         for n, me, se, nxt in doc["tombstones"]:
             state.tombstones[n] = Tombstone(me, se, nxt)

@@ -35,10 +35,21 @@ read_timeout_s = 1.5
 """
 
 
+# `secure`: every process on mutual TLS with authorization on; broker bN holds broker/g1/N.
+SECURE_IDENTITIES = ["controller/n1", "controller/n2", "controller/n3", "namesrv/1", "broker/g1/1", "broker/g1/2",
+                     "broker/g1/3", "broker/g1/4", "admin", "producer/app", "reader/ops"]
+
+
 class FailoverCluster:
     def __init__(self, procs: ProcGroup, tmp: Path, *, n_brokers: int = 3, lease: bool = True,
-                 ack_mode: str = "all") -> None:
+                 ack_mode: str = "all", secure: bool = False) -> None:
         self.procs = procs
+        self.secure = secure
+        self.certs: dict[str, dict[str, str]] = {}
+        if secure:
+            from autoswitch.app.certs import init_dev_ca
+
+            self.certs = init_dev_ca(Path(tmp) / "certs", SECURE_IDENTITIES)
         self.tmp = Path(tmp)
         self.n_brokers = n_brokers
         self.lease = lease
@@ -60,6 +71,30 @@ class FailoverCluster:
         self.broker_proc: dict[str, Proc] = {}
         self._gen: dict[str, int] = {}
 
+    # ------------------------------------------------------------ credentials
+
+    def tls_args(self, identity: str) -> list[str]:
+        """The flags that make a process ``identity`` on this cluster (none when not secure)."""
+        if not self.secure:
+            return []
+        c = self.certs[identity]
+        return ["--tls-ca", c["ca"], "--tls-cert", c["cert"], "--tls-key", c["key"]]
+
+    def server_args(self, identity: str) -> list[str]:
+        return self.tls_args(identity) + (["--auth"] if self.secure else [])
+
+    def tls(self, identity: str = "admin") -> Any:
+        """Client credentials (TLSConfig) as ``identity``; plaintext when not secure."""
+        from autoswitch.base.tls import TLSConfig
+
+        if not self.secure:
+            return TLSConfig.off()
+        c = self.certs[identity]
+        return TLSConfig(ca=c["ca"], cert=c["cert"], key=c["key"]).validate()
+
+    def broker_identity(self, name: str) -> str:
+        return f"broker/{GROUP}/{int(name.lstrip('b'))}"
+
     # ------------------------------------------------------------ processes
 
     @property
@@ -75,7 +110,8 @@ class FailoverCluster:
         raft = ",".join(f"{n}={a}" for n, a in self.raft_addrs.items())
         p = self.procs.start(self._name(nid), ["controller", "--node-id", nid, "--peers", peers, "--data-dir",
                                                str(self.tmp / f"ctl-{nid}"), "--raft-peers", raft,
-                                               "--config", str(self.toml)])
+                                               "--config", str(self.toml),
+                                               *self.server_args(f"controller/{nid}")])
         self.ctl_proc[nid] = p
         if wait:
             wait_port(self.ctl_ports[nid], timeout=20, proc=p.popen)
@@ -90,7 +126,7 @@ class FailoverCluster:
     def start_namesrv(self, wait: bool = True) -> Proc:
         # --controllers: master routes must match the controllers' master and MasterEpoch.
         p = self.procs.start("namesrv", ["namesrv", "--listen", self.namesrv, "--route-ttl-s", "5",
-                                         "--controllers", self.controllers])
+                                         "--controllers", self.controllers, *self.server_args("namesrv/1")])
         if wait:
             wait_port(self.namesrv_port, timeout=20, proc=p.popen)
         return p
@@ -103,6 +139,8 @@ class FailoverCluster:
                 "--controllers", controllers or self.controllers, "--namesrv", self.namesrv,
                 "--heartbeat-timeout-ms", str(HEARTBEAT_TIMEOUT_MS), "--ack-mode", self.ack_mode,
                 "--ack-timeout", "3"]
+        if self.secure:
+            args += self.server_args(self.broker_identity(name))
         args += ["--master-lease-ms", str(LEASE_MS)] if lease else ["--no-master-lease"]
         return args
 
@@ -141,12 +179,12 @@ class FailoverCluster:
     async def _replica_info(self) -> Any:
         from autoswitch.controller.client import ControllerClient
 
-        async with ControllerClient(self.controllers, deadline_s=3.0, rpc_timeout_s=1.0) as c:
+        async with ControllerClient(self.controllers, deadline_s=3.0, rpc_timeout_s=1.0, tls=self.tls()) as c:
             groups = await c.get_sync_state_data([GROUP])
             return groups[0] if groups else None
 
     def status(self, name: str) -> dict:
-        return _run(_status(self.broker_addr(name)))
+        return _run(_status(self.broker_addr(name), self.tls()))
 
     def name_of_id(self, broker_id: int) -> str | None:
         for n in self.broker_proc:
@@ -208,17 +246,18 @@ class FailoverCluster:
         return self.procs.start(name, ["produce", "--namesrv", self.namesrv, "--group", GROUP, "--topic", TOPIC,
                                        "--count", str(count), "--size", "64", "--duration-s", str(duration_s),
                                        "--interval-ms", str(interval_ms), "--ack-log", str(ack_log),
-                                       "--retry-deadline-s", "20", "--timeout", "2"])
+                                       "--retry-deadline-s", "20", "--timeout", "2",
+                                       *self.tls_args("producer/app")])
 
 
 def _run(coro: Any) -> Any:
     return asyncio.run(coro)
 
 
-async def _status(addr: str) -> dict:
+async def _status(addr: str, tls: Any = None) -> dict:
     from autoswitch.broker.client import AdminClient
 
-    c = AdminClient(addr, max_retries=0, timeout_s=2.0)
+    c = AdminClient(addr, max_retries=0, timeout_s=2.0, tls=tls)
     try:
         r = await c.get_status()
     finally:
@@ -235,7 +274,7 @@ def read_ack_log(path: Path) -> list[dict]:
     return [json.loads(line) for line in path.read_text().splitlines() if line.strip()]
 
 
-def consume_all(addr: str, topic: str = TOPIC, limit: int = 10**6) -> list[Any]:
+def consume_all(addr: str, topic: str = TOPIC, limit: int = 10**6, tls: Any = None) -> list[Any]:
     """Every message below confirmOffset of one broker, in queue order."""
 
     async def run() -> list[Any]:
@@ -243,7 +282,7 @@ def consume_all(addr: str, topic: str = TOPIC, limit: int = 10**6) -> list[Any]:
 
         from autoswitch.proto import broker_pb2 as pb
 
-        c = ConsumerClient(addr, max_retries=2, timeout_s=5.0)
+        c = ConsumerClient(addr, max_retries=2, timeout_s=5.0, tls=tls)
         out: list[Any] = []
         q = 0
         try:
@@ -261,20 +300,20 @@ def consume_all(addr: str, topic: str = TOPIC, limit: int = 10**6) -> list[Any]:
     return _run(run())
 
 
-def consume_routed(namesrv: str, group: str = GROUP, topic: str = TOPIC) -> list[dict]:
+def consume_routed(namesrv: str, group: str = GROUP, topic: str = TOPIC, tls_args: list[str] | None = None) -> list[dict]:
     """The `autoswitch consume --namesrv` CLI: what an application sees."""
     out = subprocess.run([sys.executable, "-m", "autoswitch", "consume", "--namesrv", namesrv, "--group", group,
-                          "--topic", topic, "--count", str(10**7), "--json"],
+                          "--topic", topic, "--count", str(10**7), "--json", *(tls_args or [])],
                          capture_output=True, text=True, timeout=60)
     assert out.returncode == 0, out.stderr[-2000:]
     return [json.loads(line) for line in out.stdout.splitlines() if line.strip()]
 
 
-def log_digest(addr: str, to_offset: int) -> str:
+def log_digest(addr: str, to_offset: int, tls: Any = None) -> str:
     async def run() -> str:
         from autoswitch.broker.client import AdminClient
 
-        c = AdminClient(addr, max_retries=2)
+        c = AdminClient(addr, max_retries=2, tls=tls)
         try:
             r = await c.log_digest(0, to_offset)
         finally:

@@ -30,7 +30,7 @@ def _leader(c: FailoverCluster) -> str:
     async def run() -> str:
         from autoswitch.controller.client import ControllerClient
 
-        async with ControllerClient(c.controllers, deadline_s=3.0, rpc_timeout_s=1.0) as cl:
+        async with ControllerClient(c.controllers, deadline_s=3.0, rpc_timeout_s=1.0, tls=c.tls()) as cl:
             md = await cl.get_metadata()
             assert md.leader_addr
             return md.leader_addr
@@ -44,8 +44,9 @@ class _Pinger:
     ``start()``/``stop()`` run it in a thread over a window (one connection throughout, so a fault
     injected meanwhile is seen without a reconnect gap); ``run_for()`` runs it in the caller."""
 
-    def __init__(self, addr: str) -> None:
+    def __init__(self, addr: str, tls=None) -> None:
         self.addr = addr
+        self.tls = tls
         self.results: list[tuple[float, str]] = []
         self._stop = threading.Event()
         self._thread: threading.Thread | None = None
@@ -55,7 +56,7 @@ class _Pinger:
 
         from autoswitch.proto import broker_pb2 as pb
 
-        p = ProducerClient(self.addr, max_retries=0, timeout_s=2.0)
+        p = ProducerClient(self.addr, max_retries=0, timeout_s=2.0, tls=self.tls)
         end = time.monotonic() + seconds
         i = len(self.results)
         try:
@@ -114,8 +115,9 @@ def test_crash_at_each_registration_step(procs, tmp_path):
         assert f"#{ids[n]}" in (d / "brokerIdentity").read_text()
 
 
-def test_controller_leader_killed_mid_failover(procs, tmp_path):
-    c = FailoverCluster(procs, tmp_path)
+@pytest.mark.parametrize("secure", [False, True], ids=["plaintext", "tls-auth"])
+def test_controller_leader_killed_mid_failover(procs, tmp_path, secure):
+    c = FailoverCluster(procs, tmp_path, secure=secure)
     c.start_all()
     m1_id, e1 = c.wait_master(timeout=30)
     sss = set(c.wait_sync_state_set({1, 2, 3}).replica_info.sync_state_set)
@@ -128,7 +130,7 @@ def test_controller_leader_killed_mid_failover(procs, tmp_path):
     assert m2_id in sss
     assert _leader(c) != leader
     # The failover is complete for clients: writes are acknowledged by the new master.
-    ping = _Pinger(c.broker_addr(c.master_name())).run_for(0.3)
+    ping = _Pinger(c.broker_addr(c.master_name()), c.tls("producer/app")).run_for(0.3)
     assert ping and all(s == "OK" for _, s in ping), ping
 
 
@@ -185,8 +187,9 @@ def test_all_controllers_down_lease_then_no_lease(procs, tmp_path):
     wait_until(lambda: all(c.status(s)["max_offset"] == hi for s in slaves), 10, "slaves replicate without controllers")
 
 
-def test_master_partitioned_from_controllers_fences_before_new_master(procs, tmp_path):
-    c = FailoverCluster(procs, tmp_path)
+@pytest.mark.parametrize("secure", [False, True], ids=["plaintext", "tls-auth"])
+def test_master_partitioned_from_controllers_fences_before_new_master(procs, tmp_path, secure):
+    c = FailoverCluster(procs, tmp_path, secure=secure)
     ns = c.start_namesrv(wait=False)
     c.start_controllers()
     proxies = [TcpProxy(("127.0.0.1", c.ctl_ports[n])).start() for n in c.ctl_ids]
@@ -225,7 +228,7 @@ def test_master_partitioned_from_controllers_fences_before_new_master(procs, tmp
     acks = read_ack_log(ack_log)
     assert any(a["epoch"] == e1 for a in acks) and any(a["epoch"] >= e2 for a in acks)
     new_master = c.master_name()
-    have = {m.msg_id for m in consume_all(c.broker_addr(new_master))}
+    have = {m.msg_id for m in consume_all(c.broker_addr(new_master), tls=c.tls("reader/ops"))}
     lost = [a for a in acks if a["msg_id"] not in have]
     assert not lost, f"{len(lost)} acked messages lost, e.g. {lost[:3]}"
 

@@ -38,8 +38,10 @@ def _acked_in_order(acks: list[dict], consumed_ids: list[str]) -> None:
     assert positions == sorted(positions), "acked messages read out of order"
 
 
-def test_master_kill_restart_and_new_port(procs, tmp_path):
-    c = FailoverCluster(procs, tmp_path)
+@pytest.mark.parametrize("secure", [False, True], ids=["plaintext", "tls-auth"])
+def test_master_kill_restart_and_new_port(procs, tmp_path, secure):
+    """``secure``: the same with every process on mutual TLS and authorization (issue 12)."""
+    c = FailoverCluster(procs, tmp_path, secure=secure)
     c.start_all()
     m1_id, e1 = c.wait_master(timeout=30)
     g = c.wait_sync_state_set({1, 2, 3}, timeout=30)
@@ -62,7 +64,7 @@ def test_master_kill_restart_and_new_port(procs, tmp_path):
     assert after and all(a["epoch"] >= e2 for a in after), "the producer continued on the new master"
     assert {a["broker_id"] for a in after} == {m2_id}
     # What an application sees through the name server: the new master's committed log.
-    consumed = consume_routed(c.namesrv)
+    consumed = consume_routed(c.namesrv, tls_args=c.tls_args("reader/ops"))
     _acked_in_order(acks, [m["msg_id"] for m in consumed])
     assert all(m["topic"] == TOPIC for m in consumed)
 
@@ -85,7 +87,7 @@ def test_master_kill_restart_and_new_port(procs, tmp_path):
         from autoswitch.broker.client import ProducerClient
 
         async def put_unreplicated() -> None:
-            p = ProducerClient(c.broker_addr(m2), max_retries=0, timeout_s=1.0)
+            p = ProducerClient(c.broker_addr(m2), max_retries=0, timeout_s=1.0, tls=c.tls("producer/app"))
             body = b"d" * (1024 * 1024)
 
             async def one(i: int) -> None:
@@ -112,8 +114,8 @@ def test_master_kill_restart_and_new_port(procs, tmp_path):
     # Caught up: the same bytes as the new master, and the divergent message is gone.
     def same_log() -> bool:
         hi = c.status(m3)["max_offset"]
-        return c.status(m2)["max_offset"] == hi and log_digest(c.broker_addr(m2), hi) == log_digest(
-            c.broker_addr(m3), hi)
+        return c.status(m2)["max_offset"] == hi and log_digest(c.broker_addr(m2), hi, c.tls()) == log_digest(
+            c.broker_addr(m3), hi, c.tls())
 
     wait_until(same_log, 20, "restarted replica byte-identical to the master")
     log = c.broker_proc[m2].log_text()

@@ -6,8 +6,6 @@ from __future__ import annotations
 
 import pytest
 from autoswitch.controller.authz import CONTROLLER_RULES, NAMESRV_RULES
-from autoswitch.proto import controller_pb2 as pb
-from autoswitch.proto import namesrv_pb2 as npb
 
 from autoswitch.app.certs import issue_token, revoke_token
 from autoswitch.base.auth import (
@@ -22,6 +20,8 @@ from autoswitch.base.auth import (
     parse_broker_identity,
 )
 from autoswitch.base.errors import ConfigError
+from autoswitch.proto import controller_pb2 as pb
+from autoswitch.proto import namesrv_pb2 as npb
 
 
 def test_certificate_names():

@@ -115,9 +115,28 @@ def test_apply_broker_id_taken_by_another_check_code_is_broker_id_invalid():
     assert r.code == Code.CONTROLLER_BROKER_ID_INVALID
 
 
-def test_first_broker_id_of_a_new_group_must_be_one():
+def test_certificate_named_ids_register_in_any_order():
+    """A broker whose certificate names its id (broker/<group>/<id>) applies exactly that id, so a
+    group may start at 2, and an id skipped so far (never assigned) stays free."""
     h = Harness()
-    assert h.w(ApplyBrokerIdRequest(C, G, 2, "a;1")).code == Code.CONTROLLER_BROKER_ID_INVALID
+    assert h.w(ApplyBrokerIdRequest(C, G, 3, "a:3;1")).ok
+    assert h.q(GetNextBrokerIdRequest(C, G)).broker_id == 4
+    assert h.w(ApplyBrokerIdRequest(C, G, 1, "a:1;1")).ok
+    assert h.w(ApplyBrokerIdRequest(C, G, 2, "a:2;1")).ok
+
+
+def test_cleaned_ids_stay_retired_across_a_snapshot():
+    h = Harness()
+    h.register(1, 3)
+    assert h.w(CleanBrokerDataRequest(C, G, (3,), clean_living_broker=True)).ok
+    snap = h.sm.snapshot()
+    sm = ControllerStateMachine(SMConfig())
+    sm.restore(snap)
+    for m in (h.sm, sm):
+        idx = m.last_applied_index + 1
+        assert m.apply(idx, encode_request(ApplyBrokerIdRequest(C, G, 3, "b:3;2"))).code == \
+            Code.CONTROLLER_BROKER_ID_INVALID, "a cleaned id is never applied again"
+        assert m.apply(idx + 1, encode_request(ApplyBrokerIdRequest(C, G, 2, "b:2;2"))).ok, "a gap is free"
 
 
 def test_broker_id_in_another_cluster_is_invalid_request():
