@@ -1,6 +1,6 @@
 """Who may call what on a controller node and its name server: the rules the one interceptor per
-server checks (autoswitch.base.auth), and the audit hook that writes every admin call into the
-replicated event log.
+server checks (autoswitch.base.auth), and how an admin call is described in the audit record
+(the service writes one per admin call into the replicated event log).
 
 The table (also in docs/security.md):
 
@@ -11,7 +11,7 @@ The table (also in docs/security.md):
     ApplyBrokerId, RegisterBroker, heartbeats     a broker, for its own group and brokerId
     AlterSyncStateSet                             a broker, as its group's master (its own brokerId)
     ElectMaster                                   admin; or a broker asking for itself (not designating)
-    CleanBrokerData, UpdateControllerConfig       admin (audited)
+    CleanBrokerData, UpdateControllerConfig       admin (each admin call audited, batched or not)
     GetMetaData                                   reader, peer, producer or any broker (to find the leader)
     GetControllerConfig                           reader, broker (checks the timeout its lease is sized for)
     ExportEvents                                  reader
@@ -22,13 +22,13 @@ The table (also in docs/security.md):
 
 from __future__ import annotations
 
-from collections.abc import Awaitable, Callable, Iterable
+from collections.abc import Iterable
 from typing import Any
 
 from autoswitch.controller.batchable import BATCHABLE
 from google.protobuf import text_format
 
-from autoswitch.base.auth import Principal, Role, Rule, Target
+from autoswitch.base.auth import Role, Rule, Target
 
 R, B, P, A, W = Role.READER, Role.BROKER, Role.PEER, Role.ADMIN, Role.PRODUCER
 MAX_AUDIT_DETAIL = 512
@@ -77,9 +77,9 @@ CONTROLLER_RULES: dict[str, Rule] = {
     "BrokerHeartbeatStream": Rule((B,), scope=_own),
     "BrokerHeartbeatBatch": Rule((B,), scope=lambda r: [(h.broker_name, h.broker_id) for h in r.heartbeats]),
     "AlterSyncStateSet": Rule((B,), scope=lambda r: [(r.broker_name, r.master_broker_id)]),
-    "ElectMaster": Rule((A, B), scope=_elect_scope, audit=True),
-    "CleanBrokerData": Rule((A,), audit=True),
-    "UpdateControllerConfig": Rule((A,), audit=True),
+    "ElectMaster": Rule((A, B), scope=_elect_scope),
+    "CleanBrokerData": Rule((A,)),
+    "UpdateControllerConfig": Rule((A,)),
     "GetMetaData": Rule((R, P, W, B)),
     "GetControllerConfig": Rule((R, B)),     # brokers check heartbeat_timeout_ms against their lease
     "ExportEvents": Rule((R,)),
@@ -98,20 +98,3 @@ def audit_detail(request: Any) -> str:
     """The request as one line of protobuf text, bounded."""
     text = text_format.MessageToString(request, as_one_line=True)
     return text if len(text) <= MAX_AUDIT_DETAIL else text[:MAX_AUDIT_DETAIL - 3] + "..."
-
-
-AuditWriter = Callable[[str, str, str, str, int, str], Awaitable[None]]
-
-
-def audit_hook(write: AuditWriter):
-    """The Guard's audit hook: an admin's call (not a broker asking for its own election) becomes
-    ``write(actor, action, group, detail, code, message)``."""
-
-    async def hook(p: Principal, method: str, request: Any, reply: Any) -> None:
-        if Role.ADMIN not in p.roles:
-            return
-        header = reply.header
-        group = "" if method == "UpdateControllerConfig" else request.broker_name
-        await write(p.name, method, group, audit_detail(request), int(header.code), header.message)
-
-    return hook

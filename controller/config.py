@@ -111,6 +111,9 @@ class ControllerConfig:
             raise ConfigError("auth = true needs TLS (tls_ca, tls_cert, tls_key): callers are identified by "
                               "their certificates or by tokens, which must not travel in clear", key="auth")
         self.auth_config.validate()
+        if self.tls.enabled and not self.tls_require_client_cert and not self.raft_peers:
+            raise ConfigError("tls_require_client_cert = false needs raft_peers: Raft peers must prove their names "
+                              "with certificates, on a listener of their own", key="tls_require_client_cert")
         check_exposure(self.tls.enabled, self.auth, self.allow_insecure,
                        [self.listen_addr, *self.raft_peers.values()])
 

@@ -35,7 +35,7 @@ import grpc
 import msgspec
 from autoswitch.controller import messages as msgs
 from autoswitch.controller import sm_adapter
-from autoswitch.controller.authz import CONTROLLER_RULES, NAMESRV_RULES, audit_hook
+from autoswitch.controller.authz import CONTROLLER_RULES, NAMESRV_RULES, audit_detail
 from autoswitch.controller.codes import Code, code_name
 from autoswitch.controller.config import ControllerConfig
 from autoswitch.controller.eventlog import EventLog
@@ -52,7 +52,7 @@ from autoswitch.controller.service import ControllerServicer, NodeReply
 from autoswitch.controller.watchers import Watchers
 
 from autoswitch.base import tls
-from autoswitch.base.auth import AuthConfig, Guard, Rule, server_interceptor
+from autoswitch.base.auth import AuthConfig, Guard, Role, Rule, current_caller, server_interceptor
 from autoswitch.base.fsutil import write_atomic
 from autoswitch.base.log import get_logger
 from autoswitch.proto import controller_pb2 as pb
@@ -117,8 +117,7 @@ class ControllerNode:
         ]
         interceptors = []
         if self.config.auth:
-            self.guard = Guard("controller.auth", self.config.auth_config, {**CONTROLLER_RULES, **self._extra_rules},
-                               audit=audit_hook(self._audit))
+            self.guard = Guard("controller.auth", self.config.auth_config, {**CONTROLLER_RULES, **self._extra_rules})
             interceptors.append(server_interceptor(self.guard, tls.peer_identity))
         self.server = grpc.aio.server(options=opts, interceptors=interceptors,
                                       maximum_concurrent_rpcs=self.config.max_concurrent_rpcs)
@@ -295,11 +294,17 @@ class ControllerNode:
                              f"node {self.node_id} is not the leader and knows none (election or no quorum)")
         return NodeReply(Code.CONTROLLER_NOT_LEADER, f"node {self.node_id} is not the leader", lid, laddr)
 
-    async def _audit(self, actor: str, action: str, group: str, detail: str, code: int, remark: str) -> None:
-        """One AdminAudit entry through Raft, so every node's event history says who did what.
-        Without a leader here the call itself failed too; the line below is then its only trace."""
+    async def audit_admin_call(self, action: str, request: Any, group: str, reply_header: Any) -> None:
+        """An admin's call (who, what, result) as one AdminAudit entry through Raft, so every
+        node's event history says who did what. Without a leader here the call itself failed
+        too; the log line is then its only trace. Nothing to do without authorization (no names)
+        or for a broker asking for its own election."""
+        caller = current_caller()
+        if caller is None or Role.ADMIN not in caller.roles:
+            return
+        actor, detail, code, remark = caller.name, audit_detail(request), int(reply_header.code), reply_header.message
         self.log.info("admin_call", actor=actor, action=action, group=group, detail=detail, code=code)
-        req = msgs.AdminAuditRequest(actor=actor[:msgs.MAX_AUDIT_FIELD_LEN], action=action, broker_name=group,
+        req = msgs.AdminAuditRequest(actor=actor[:msgs.MAX_AUDIT_FIELD_LEN], action=action, broker_name=group[:127],
                                      detail=detail, code=code, remark=remark[:msgs.MAX_AUDIT_FIELD_LEN])
         out = (await self.write_many([req]))[0]
         if isinstance(out, NodeReply):

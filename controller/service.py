@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import asyncio
 import functools
+from collections.abc import Callable
 from typing import TYPE_CHECKING, Any
 
 import msgspec
@@ -109,8 +110,10 @@ def _error_reply(node: ControllerNode, reply_cls, rpc: str, e: Exception):
                                            leader_addr=laddr or "", node_id=node.node_id))
 
 
-def _handler(reply_cls):
-    """Wrap an RPC: typed errors -> header codes; the reply type carries the header."""
+def _handler(reply_cls, audit: Callable[[Any], str] | None = None):
+    """Wrap an RPC: typed errors -> header codes; the reply type carries the header. ``audit``
+    (request -> the group it concerns): an admin's call is recorded with its result
+    (node.audit_admin_call), alone or in a Batch."""
 
     def deco(fn):
         @functools.wraps(fn)
@@ -122,11 +125,13 @@ def _handler(reply_cls):
                     raise big
                 reply = await fn(self, request, context)
                 reply.header.node_id = node.node_id
-                return reply
             except asyncio.CancelledError:
                 raise
             except Exception as e:  # noqa: BLE001 - every failure becomes a typed reply
-                return _error_reply(node, reply_cls, fn.__name__, e)
+                reply = _error_reply(node, reply_cls, fn.__name__, e)
+            if audit is not None:
+                await node.audit_admin_call(fn.__name__, request, audit(request), reply.header)
+            return reply
 
         return wrapper
 
@@ -301,7 +306,7 @@ class ControllerServicer(pbg.ControllerServiceServicer):
 
     # ---- elections and SyncStateSet (writes) ----
 
-    @_handler(pb.ElectMasterReply)
+    @_handler(pb.ElectMasterReply, audit=lambda r: r.broker_name)
     async def ElectMaster(self, request, context):
         group = _name(request.broker_name, "broker_name")
         _name(request.cluster_name, "cluster_name", required=False)
@@ -345,7 +350,7 @@ class ControllerServicer(pbg.ControllerServiceServicer):
         res = await self.node.alter_sync_state_set(self._alter_request(request))
         return self._alter_sync_state_set_reply(res)
 
-    @_handler(pb.CleanBrokerDataReply)
+    @_handler(pb.CleanBrokerDataReply, audit=lambda r: r.broker_name)
     async def CleanBrokerData(self, request, context):
         if len(request.broker_ids) > MAX_IDS:
             raise BadRequest("too many broker_ids")
@@ -390,7 +395,7 @@ class ControllerServicer(pbg.ControllerServiceServicer):
         cfg.update(self.node.sm.config_strings())
         return pb.GetControllerConfigReply(header=pb.ReplyHeader(code=0), config=cfg)
 
-    @_handler(pb.UpdateControllerConfigReply)
+    @_handler(pb.UpdateControllerConfigReply, audit=lambda r: "")
     async def UpdateControllerConfig(self, request, context):
         """Replicated keys go through Raft (leader only); node-local keys change on this node only."""
         from autoswitch.controller import sm_config

@@ -28,13 +28,14 @@ metadata ``x-autoswitch-missing-role``); denials are counted and logged at most 
 
 from __future__ import annotations
 
+import contextvars
 import hashlib
 import hmac
 import inspect
 import ipaddress
 import os
 import tomllib
-from collections.abc import AsyncIterator, Awaitable, Callable, Iterable, Mapping
+from collections.abc import AsyncIterator, Callable, Iterable, Mapping
 from dataclasses import dataclass, field
 from enum import StrEnum
 from pathlib import Path
@@ -312,7 +313,6 @@ class Rule:
     roles: tuple[Role, ...]
     scope: Callable[[Any], Iterable[Target] | None] | None = None
     expand: Callable[[Any], Iterable[tuple[str, Any]]] | None = None
-    audit: bool = False
 
 
 def allowed(p: Principal, rule: Rule, request: Any) -> Role | None:
@@ -337,17 +337,21 @@ class Denied(Exception):
                          + (f", scoped to {principal.group}/{principal.broker_id}" if principal.scoped else "") + ")")
 
 
-AuditHook = Callable[[Principal, str, Any, Any], Awaitable[None]]
+# The caller of the RPC being handled (set by the interceptor; each call runs in its own task, so
+# a handler, and the calls of a Batch it fans out, see their own caller). None: auth is off.
+_CALLER: contextvars.ContextVar[Principal | None] = contextvars.ContextVar("autoswitch_caller", default=None)
+
+
+def current_caller() -> Principal | None:
+    return _CALLER.get()
 
 
 class Guard:
     """The policy of one server: method -> Rule, and the counters/log of denials."""
 
-    def __init__(self, component: str, cfg: AuthConfig, rules: Mapping[str, Rule],
-                 audit: AuditHook | None = None) -> None:
+    def __init__(self, component: str, cfg: AuthConfig, rules: Mapping[str, Rule]) -> None:
         self.authn = Authenticator(cfg)
         self.rules = dict(rules)
-        self.audit = audit
         self.denied: dict[tuple[str, str], int] = {}
         self.log = get_logger(component)
         self._rl = RateLimitedLog(self.log)
@@ -412,6 +416,7 @@ def server_interceptor(guard: Guard, peer_identity: Callable[[Any], str | None])
             guard.check_open(p, method)
         except Denied as e:
             await deny(context, e)
+        _CALLER.set(p)
         return _each(method, p, it, context)
 
     def _each(method: str, p: Principal | None, it: AsyncIterator[Any], context) -> AsyncIterator[Any]:
@@ -430,7 +435,6 @@ def server_interceptor(guard: Guard, peer_identity: Callable[[Any], str | None])
             if handler is None:
                 return None
             method = _method_name(details.method)
-            rule = guard.rules.get(method)
             ser, de = handler.response_serializer, handler.request_deserializer
             if handler.unary_unary is not None:
                 inner = handler.unary_unary
@@ -438,21 +442,17 @@ def server_interceptor(guard: Guard, peer_identity: Callable[[Any], str | None])
                 async def uu(request, context):
                     p = who(context)
                     try:
-                        guard.check(p, method, request)
+                        _CALLER.set(guard.check(p, method, request))
                     except Denied as e:
                         await deny(context, e)
-                    reply = await inner(request, context)
-                    if rule is not None and rule.audit and guard.audit is not None:
-                        assert p is not None
-                        await guard.audit(p, method, request, reply)
-                    return reply
+                    return await inner(request, context)
                 return grpc.unary_unary_rpc_method_handler(uu, request_deserializer=de, response_serializer=ser)
             if handler.unary_stream is not None:
                 inner_us = handler.unary_stream
 
                 async def us(request, context):
                     try:
-                        guard.check(who(context), method, request)
+                        _CALLER.set(guard.check(who(context), method, request))
                     except Denied as e:
                         await deny(context, e)
                     if inspect.isasyncgenfunction(inner_us):

@@ -15,6 +15,7 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import dataclasses
 import hashlib
 from collections.abc import Callable, Iterable
 
@@ -308,7 +309,9 @@ class GrpcRaftTransport:
                 raise RaftConfigError(f"node {self.self_id!r} has no raft address and no shared server")
             self._server = grpc.aio.server(options=grpc_options(self.cfg), interceptors=self.interceptors)
             raft_pb2_grpc.add_RaftServicer_to_server(self._servicer, self._server)
-            if add_port(self._server, addr, self.tls) == 0:
+            # Peers always prove who they are here: a member's certificate is bound to its name.
+            peer_tls = dataclasses.replace(self.tls, require_client_cert=True)
+            if add_port(self._server, addr, peer_tls) == 0:
                 raise RaftConfigError(f"cannot bind raft address {addr}")
             await self._server.start()
             self._own_server = True

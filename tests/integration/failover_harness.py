@@ -37,7 +37,8 @@ read_timeout_s = 1.5
 
 # `secure`: every process on mutual TLS with authorization on; broker bN holds broker/g1/N.
 SECURE_IDENTITIES = ["controller/n1", "controller/n2", "controller/n3", "namesrv/1", "broker/g1/1", "broker/g1/2",
-                     "broker/g1/3", "broker/g1/4", "admin", "producer/app", "reader/ops"]
+                     "broker/g1/3", "broker/g1/4", "broker/g2/2", "admin", "producer/app", "reader/ops",
+                     "client/cli"]     # a certificate without a role: its bearer token says who calls
 
 
 class FailoverCluster:
@@ -64,6 +65,13 @@ class FailoverCluster:
         self.toml = self.tmp / "controller.toml"
         self.toml.parent.mkdir(parents=True, exist_ok=True)
         self.toml.write_text(CONTROLLER_TOML)
+        self.tokens_file = self.tmp / "tokens.toml"
+        if secure:
+            from autoswitch.app.certs import issue_token
+
+            # The operators' tokens: what a CLI without a client certificate presents.
+            self.tokens = {"ops-reader": issue_token(self.tokens_file, "ops-reader", ["reader"]),
+                           "ops-admin": issue_token(self.tokens_file, "ops-admin", ["admin", "reader"])}
         self.broker_port: dict[str, int] = {}
         # HA ports are NOT listen port + 1: brokers register their HA address with the controller
         # and slaves connect where ReplicaInfo.master_ha_address says.
@@ -92,6 +100,13 @@ class FailoverCluster:
         c = self.certs[identity]
         return TLSConfig(ca=c["ca"], cert=c["cert"], key=c["key"]).validate()
 
+    def token_tls(self, token_name: str) -> Any:
+        """An operator's CLI: the shared role-less certificate plus a personal bearer token."""
+        from autoswitch.base.tls import TLSConfig
+
+        c = self.certs["client/cli"]
+        return TLSConfig(ca=c["ca"], cert=c["cert"], key=c["key"], token=self.tokens[token_name]).validate()
+
     def broker_identity(self, name: str) -> str:
         return f"broker/{GROUP}/{int(name.lstrip('b'))}"
 
@@ -111,7 +126,8 @@ class FailoverCluster:
         p = self.procs.start(self._name(nid), ["controller", "--node-id", nid, "--peers", peers, "--data-dir",
                                                str(self.tmp / f"ctl-{nid}"), "--raft-peers", raft,
                                                "--config", str(self.toml),
-                                               *self.server_args(f"controller/{nid}")])
+                                               *self.server_args(f"controller/{nid}"),
+                                               *(["--auth-tokens-file", str(self.tokens_file)] if self.secure else [])])
         self.ctl_proc[nid] = p
         if wait:
             wait_port(self.ctl_ports[nid], timeout=20, proc=p.popen)

@@ -1,0 +1,347 @@
+"""The safety-holes attacks again, against a cluster on mutual TLS with authorization (issue 12).
+Real processes, real TLS handshakes on 127.0.0.1: 3 controllers, a name server and 3 brokers in
+controller mode, every one with its own certificate (broker bN holds broker/g1/N), operators with
+bearer tokens. An acked-produce run (ack mode all) goes on through every attack; the last test
+checks it lost nothing.
+
+Each attacker holds a certificate of the cluster's own CA (the strongest position short of
+stealing a process's key): a broker's, a reader's, another group's. Each attack is refused with
+PERMISSION_DENIED (or, on the HA port, a closed connection before any byte of the log), and the
+cluster keeps serving.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import json
+import socket
+import ssl
+import subprocess
+import sys
+
+import grpc
+import pytest
+from autoswitch.broker.client import AdminClient, ProducerClient
+from autoswitch.controller.client import ControllerClient
+from autoswitch.controller.codes import Code, ControllerRpcError
+from autoswitch.controller.config import cluster_id
+from autoswitch.controller.raft.messages import MsgType
+from autoswitch.controller.raft.transport import member_id
+from autoswitch.ha.codec import Ack, SlaveHandshake, encode_ack, encode_slave_handshake
+
+from autoswitch.base.tls import TLSConfig, client_ssl_context, grpc_channel_credentials
+from autoswitch.proto import broker_pb2 as bpb
+from autoswitch.proto import broker_pb2_grpc as bpbg
+from autoswitch.proto import controller_pb2 as pb
+from autoswitch.proto import controller_pb2_grpc as pbg
+from autoswitch.proto import namesrv_pb2 as npb
+from autoswitch.proto import namesrv_pb2_grpc as npbg
+from autoswitch.proto import raft_pb2, raft_pb2_grpc
+from tests.integration.failover_harness import (
+    GROUP,
+    TOPIC,
+    FailoverCluster,
+    consume_all,
+    read_ack_log,
+    wait_until,
+)
+from tests.procs import HOST, ProcGroup
+
+pytestmark = [pytest.mark.integration, pytest.mark.timeout(300)]
+
+U64_MAX = (1 << 64) - 1
+
+
+@pytest.fixture(scope="module")
+def cl(tmp_path_factory):
+    tmp = tmp_path_factory.mktemp("secure")
+    group = ProcGroup(tmp / "logs")
+    c = FailoverCluster(group, tmp, secure=True)
+    try:
+        c.start_all()
+        c.wait_master(timeout=60)
+        c.wait_sync_state_set({1, 2, 3}, timeout=60)
+        c.ack_log = tmp / "acks.jsonl"
+        # Bounded in count and time; the last test waits for it to end.
+        c.prod = c.producer("producer", c.ack_log, duration_s=90, count=6000, interval_ms=10)
+        wait_until(lambda: len(read_ack_log(c.ack_log)) >= 20, 60, "acks before the first attack")
+        yield c
+    except BaseException:
+        print(group.dump_logs())
+        raise
+    finally:
+        group.stop_all()
+
+
+def run(coro):
+    return asyncio.run(asyncio.wait_for(coro, 120))
+
+
+def tls_of(c: FailoverCluster, identity: str) -> TLSConfig:
+    return c.tls(identity)
+
+
+async def denied(call) -> str:
+    """Await a raw gRPC call that must be refused: the missing role from the trailing metadata."""
+    with pytest.raises(grpc.aio.AioRpcError) as e:
+        await call
+    assert e.value.code() == grpc.StatusCode.PERMISSION_DENIED, (e.value.code(), e.value.details())
+    return dict(e.value.trailing_metadata() or ()).get("x-autoswitch-missing-role", "")
+
+
+def still_serving(c: FailoverCluster) -> None:
+    """A write through the current master is acknowledged, and acks keep arriving."""
+    addr = c.broker_addr(c.master_name())
+
+    async def go():
+        p = ProducerClient(addr, max_retries=3, timeout_s=10, tls=c.tls("producer/app"))
+        try:
+            out = await p.produce(TOPIC, [b"after-attack"])
+        finally:
+            await p.close()
+        assert out.ok, out
+    run(go())
+
+
+# --------------------------------------------------------------------------- Raft
+
+
+def test_forged_raft_heartbeat_and_append_are_refused(cl):
+    cid = cluster_id("autoswitch", cl.ctl_ids)
+
+    async def scenario():
+        async with ControllerClient(cl.controllers, deadline_s=30, tls=cl.tls()) as c:
+            md = await c.get_metadata()
+            leader = md.leader_id
+            target = next(n for n in cl.ctl_ids if n != leader)
+            terms = {n: (await c.call_node(a, "GetMetaData", pb.GetMetaDataRequest())).raft_term
+                     for n, a in cl.ctl_addrs.items()}
+        heartbeat = raft_pb2.RaftMessage(type=int(MsgType.HEARTBEAT), to=target, term=U64_MAX, commit=1,
+                                         **{"from": leader})
+        append = raft_pb2.RaftMessage(type=int(MsgType.APPEND), to=target, term=terms[leader] + 1, index=10**6,
+                                      log_term=terms[leader], commit=10**6, **{"from": leader})
+        batch = raft_pb2.Batch(version=1, cluster=cid, messages=[heartbeat, append], sender=leader,
+                               sender_member=member_id(cid, leader))
+        raft_addr = cl.raft_addrs[target]
+        third = next(n for n in cl.ctl_ids if n not in (leader, target))
+        # A broker's certificate, a reader's, a role-less one, and a real member's certificate
+        # claiming to be the leader: all refused before Raft sees a message.
+        attackers = [cl.tls("broker/g1/1"), cl.tls("reader/ops"), cl.tls("client/cli"), cl.tls(f"controller/{third}")]
+        for who in attackers:
+            async with grpc.aio.secure_channel(raft_addr, grpc_channel_credentials(who)) as ch:
+                with pytest.raises(grpc.aio.AioRpcError) as e:
+                    await raft_pb2_grpc.RaftStub(ch).Stream(iter([batch]), timeout=30)
+                assert e.value.code() == grpc.StatusCode.PERMISSION_DENIED, (who.cert, e.value.details())
+        # Without a certificate of the CA the handshake itself fails.
+        async with grpc.aio.secure_channel(raft_addr, grpc_channel_credentials(
+                TLSConfig(ca=cl.certs["admin"]["ca"], token="ast_guess"))) as ch:
+            with pytest.raises(grpc.aio.AioRpcError) as e:
+                await raft_pb2_grpc.RaftStub(ch).Stream(iter([batch]), timeout=30)
+            assert e.value.code() == grpc.StatusCode.UNAVAILABLE
+        async with ControllerClient(cl.controllers, deadline_s=30, tls=cl.tls()) as c:
+            after = {n: (await c.call_node(a, "GetMetaData", pb.GetMetaDataRequest())).raft_term
+                     for n, a in cl.ctl_addrs.items()}
+            assert all(t < 1 << 40 for t in after.values()), after
+            # The cluster still commits: a replicated config write (to the value it has).
+            r = await c.call("UpdateControllerConfig",
+                             pb.UpdateControllerConfigRequest(config={"scan_interval_ms": "100"}))
+            assert r.header.code == 0, r.header
+
+    run(scenario())
+    still_serving(cl)
+
+
+# --------------------------------------------------------------------------- brokers
+
+
+def test_switch_role_needs_admin(cl):
+    master_id, epoch = cl.wait_master()
+    slave = next(n for n in ("b1", "b2", "b3") if cl.status(n)["role"] == "slave")
+
+    async def scenario():
+        req = bpb.SwitchRoleRequest(role="master", master_epoch=epoch + 100)
+        for who in ("broker/g1/1", "producer/app", "reader/ops"):
+            async with grpc.aio.secure_channel(cl.broker_addr(slave), grpc_channel_credentials(cl.tls(who))) as ch:
+                assert await denied(bpbg.BrokerServiceStub(ch).SwitchRole(req, timeout=30)) == "admin"
+        # An admin gets past authorization; the broker itself then refuses (controller mode).
+        admin = AdminClient(cl.broker_addr(slave), max_retries=0, tls=cl.tls("admin"))
+        try:
+            r = await admin.switch_role("master", epoch + 100)
+        finally:
+            await admin.close()
+        assert r.status == bpb.NOT_ALLOWED
+
+    run(scenario())
+    assert cl.status(slave)["role"] == "slave"
+    assert cl.wait_master() == (master_id, epoch)
+    still_serving(cl)
+
+
+def test_reading_the_log_needs_the_reader_role(cl):
+    addr = cl.broker_addr(cl.master_name())
+
+    async def scenario():
+        req = bpb.ConsumeRequest(topic=TOPIC, queue_offset=0, max_count=10)
+        for who in ("producer/app", "broker/g1/2"):
+            async with grpc.aio.secure_channel(addr,
+                                               grpc_channel_credentials(cl.tls(who))) as ch:
+                assert await denied(bpbg.BrokerServiceStub(ch).Consume(req, timeout=30)) == "reader"
+
+    run(scenario())
+
+
+def test_forged_route_is_refused(cl):
+    master_id, epoch = cl.wait_master()
+    other = next(b for b in (1, 2, 3) if b != master_id)
+    master_addr = cl.broker_addr(cl.master_name())
+
+    async def scenario():
+        forged = npb.RegisterRouteRequest(route=npb.BrokerRoute(
+            cluster_name="c1", broker_name=GROUP, broker_id=master_id, address="127.0.0.1:1", role="master",
+            master_epoch=epoch + 1000), ttl_ms=60_000)
+        for who in (f"broker/g1/{other}", "broker/g2/2", "producer/app", "reader/ops"):
+            async with grpc.aio.secure_channel(cl.namesrv, grpc_channel_credentials(cl.tls(who))) as ch:
+                assert await denied(npbg.NameServerStub(ch).RegisterRoute(forged, timeout=30)) == "broker"
+        async with grpc.aio.secure_channel(cl.namesrv, grpc_channel_credentials(cl.tls("producer/app"))) as ch:
+            r = await npbg.NameServerStub(ch).LookupMaster(npb.LookupMasterRequest(broker_name=GROUP), timeout=30)
+        assert r.master.address == master_addr and r.master.broker_id == master_id
+
+    run(scenario())
+    still_serving(cl)
+
+
+def _ha_claim(port: int, tls: TLSConfig, broker_id: int) -> bytes:
+    """TLS-connect to an HA port as ``tls``, handshake as ``broker_id``; all bytes until closed."""
+    ctx = client_ssl_context(tls)
+    got = b""
+    with socket.create_connection((HOST, port), timeout=60) as raw, \
+            ctx.wrap_socket(raw, server_hostname=HOST) as s:
+        s.sendall(encode_slave_handshake(SlaveHandshake(broker_id)) + encode_ack(Ack(0)))
+        while True:
+            try:
+                chunk = s.recv(1 << 16)
+            except (ssl.SSLError, ConnectionResetError):
+                return got
+            if not chunk:
+                return got
+            got += chunk
+
+
+def test_ha_impersonation_and_log_read_are_refused(cl):
+    master_id, _ = cl.wait_master()
+    master = cl.master_name()
+    port = cl.broker_ha_port[master]
+    slave_id = next(b for b in (1, 2, 3) if b != master_id)
+    # Another member's certificate claiming a slave's id; another group's broker with the same
+    # number; a reader; the master's own id claimed by a slave's certificate.
+    for who, claim in ((f"broker/g1/{6 - master_id - slave_id}", slave_id), ("broker/g2/2", 2),
+                       ("reader/ops", slave_id), (f"broker/g1/{slave_id}", master_id)):
+        assert _ha_claim(port, cl.tls(who), claim) == b"", f"{who} claiming {claim} got log bytes"
+    wait_until(lambda: '"identity_mismatch"' in cl.broker_proc[master].log_text(), 60, "refusals logged")
+    # The real slaves are still connected and in sync.
+    cl.wait_sync_state_set({1, 2, 3})
+    still_serving(cl)
+
+
+# --------------------------------------------------------------------------- controller API
+
+
+def test_a_broker_certificate_acts_only_for_its_own_id_and_group(cl):
+    async def scenario():
+        async with grpc.aio.secure_channel(cl.ctl_addrs["n1"], grpc_channel_credentials(cl.tls("broker/g1/2"))) as ch:
+            stub = pbg.ControllerServiceStub(ch)
+            for call in (
+                stub.RegisterBroker(pb.RegisterBrokerRequest(cluster_name="c1", broker_name=GROUP, broker_id=3,
+                                                             broker_address="127.0.0.1:1"), timeout=30),
+                stub.BrokerHeartbeat(pb.BrokerHeartbeatRequest(cluster_name="c1", broker_name="g2", broker_id=2),
+                                     timeout=30),
+                stub.AlterSyncStateSet(pb.AlterSyncStateSetRequest(broker_name=GROUP, master_broker_id=1,
+                                                                   new_sync_state_set=[1]), timeout=30),
+                stub.ApplyBrokerId(pb.ApplyBrokerIdRequest(cluster_name="c1", broker_name=GROUP, applied_broker_id=9,
+                                                           register_check_code="x"), timeout=30),
+            ):
+                assert await denied(call) == "broker"
+            assert await denied(stub.ElectMaster(pb.ElectMasterRequest(broker_name=GROUP, broker_id=2,
+                                                                       designate_elect=True), timeout=30)) == "admin"
+            assert await denied(stub.CleanBrokerData(pb.CleanBrokerDataRequest(broker_name=GROUP), timeout=30)) \
+                == "admin"
+            # A batch hiding one foreign call is refused whole.
+            ok = pb.BrokerHeartbeatRequest(cluster_name="c1", broker_name=GROUP, broker_id=2)
+            bad = pb.BrokerHeartbeatRequest(cluster_name="c1", broker_name=GROUP, broker_id=1)
+            batch = pb.BatchRequest(calls=[pb.BatchCall(method="BrokerHeartbeat", request=r.SerializeToString())
+                                           for r in (ok, bad)])
+            assert await denied(stub.Batch(batch, timeout=30)) == "broker"
+
+    run(scenario())
+    cl.wait_sync_state_set({1, 2, 3})
+    still_serving(cl)
+
+
+def test_reader_token_cannot_elect_or_clean_and_revocation_needs_no_restart(cl):
+    async def scenario():
+        async with ControllerClient(cl.controllers, deadline_s=30, tls=cl.token_tls("ops-reader")) as c:
+            groups = await c.get_sync_state_data([GROUP])          # a reader reads
+            assert groups and groups[0].replica_info.master_broker_id
+            for coro in (c.elect_master("c1", GROUP, 0),
+                         c.clean_broker_data("c1", GROUP, [3])):
+                with pytest.raises(ControllerRpcError) as e:
+                    await coro
+                assert e.value.reply_code == Code.CONTROLLER_PERMISSION_DENIED
+                assert "needs role admin" in e.value.message
+        async with ControllerClient(cl.controllers, deadline_s=30, tls=cl.token_tls("ops-admin")) as c:
+            await c.get_metadata()
+
+    run(scenario())
+    out = subprocess.run([sys.executable, "-m", "autoswitch", "certs", "revoke", str(cl.tokens_file), "ops-admin"],
+                         capture_output=True, text=True, timeout=60)
+    assert out.returncode == 0, out.stderr
+
+    async def after_revoke():
+        async with ControllerClient(cl.controllers, deadline_s=30, tls=cl.token_tls("ops-admin")) as c:
+            with pytest.raises(ControllerRpcError) as e:
+                await c.get_metadata()
+            assert e.value.reply_code == Code.CONTROLLER_PERMISSION_DENIED
+            assert "unknown or revoked token" in e.value.message
+
+    run(after_revoke())
+    still_serving(cl)
+
+
+def test_admin_calls_are_in_the_replicated_event_log(cl):
+    """Who did what, with which result: an admin's refused clean lands in every node's history."""
+    async def scenario():
+        async with ControllerClient(cl.controllers, deadline_s=30, tls=cl.tls("admin")) as c:
+            with pytest.raises(ControllerRpcError):
+                await c.clean_broker_data("c1", GROUP, [77])       # no such broker: refused, still audited
+
+            async def audited():
+                for addr in cl.ctl_addrs.values():
+                    r = await c.call_node(addr, "ExportEvents", pb.ExportEventsRequest(from_line=0, max_lines=10_000))
+                    recs = [json.loads(line) for line in r.lines]
+                    if not any(e["event"] == "AdminAudit" and e["actor"] == "admin" and "CleanBrokerData" in e["reason"]
+                               and "code=0" not in e["reason"] for e in recs):
+                        return False
+                return True
+
+            deadline = asyncio.get_running_loop().time() + 60
+            while not await audited():
+                assert asyncio.get_running_loop().time() < deadline, "no AdminAudit record on every node"
+                await asyncio.sleep(0.2)
+
+    run(scenario())
+
+
+# --------------------------------------------------------------------------- the produce run
+
+
+def test_the_acked_produce_run_alongside_lost_nothing(cl):
+    cl.prod.popen.wait(180)
+    assert cl.prod.popen.returncode == 0, cl.prod.log_text()[-3000:]
+    acks = read_ack_log(cl.ack_log)
+    assert len(acks) >= 20
+    master = cl.master_name()
+    have = {m.msg_id for m in consume_all(cl.broker_addr(master), tls=cl.tls("reader/ops"))}
+    lost = [a["msg_id"] for a in acks if a["msg_id"] not in have]
+    assert not lost, f"{len(lost)} acked messages lost, e.g. {lost[:5]}"
+    # Nothing on the way crashed a process.
+    assert all(p.alive() for p in (*cl.ctl_proc.values(), *cl.broker_proc.values()))
