@@ -54,7 +54,7 @@ chaos: setup
 	$(BIN)/python -m tests.chaos.run
 
 bench-replication: setup
-	$(BIN)/python -m bench.replication
+	$(BIN)/python -m bench.replication $(if $(TLS),--tls)
 
 bench-produce: setup
 	$(BIN)/python -m bench.produce
@@ -63,7 +63,7 @@ bench-recovery: setup
 	$(BIN)/python -m bench.recovery
 
 bench-controller: setup
-	$(BIN)/python -m bench.controller
+	$(BIN)/python -m bench.controller $(if $(TLS),--tls)
 
 bench-election: setup
 	$(BIN)/python -m bench.election
@@ -72,7 +72,7 @@ bench-scale: setup
 	$(BIN)/python -m bench.scale
 
 bench-failover: setup
-	$(BIN)/python -m bench.failover
+	$(BIN)/python -m bench.failover $(if $(TLS),--tls)
 
 bench-audit: setup
 	$(BIN)/python -m bench.audit

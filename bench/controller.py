@@ -11,7 +11,12 @@ member). Then a sequential (1 client) run of each.
 Prints progress on stderr and one JSON line on stdout:
 {"commits_s", "p50_ms", "p99_ms", "etcd_puts_s", "ratio_vs_etcd", "seq_commit_p50_ms", ...}
 
-    python -m bench.controller [--clients 64] [--seconds 10] [--seq-ops 300]
+    python -m bench.controller [--clients 64] [--seconds 10] [--seq-ops 300] [--tls]
+
+--tls (make bench-controller TLS=1): both sides on mutual TLS from one development CA. Ours also
+has authorization on (every call checked by the interceptor; the bench client is one identity
+mapped to the broker, admin and reader roles, like a process hosting many brokers); etcd runs
+with --client-cert-auth and peer TLS (its RBAC needs per-request auth tokens and stays off).
 """
 
 from __future__ import annotations
@@ -66,8 +71,10 @@ def stop_pid(p: subprocess.Popen, sig: int = signal.SIGTERM, timeout: float = 10
 class Controllers:
     """3 controller processes; restartable by id; ended by PID."""
 
-    def __init__(self, root: Path, n: int = 3, toml: str = "", log_level: str = "warning") -> None:
+    def __init__(self, root: Path, n: int = 3, toml: str = "", log_level: str = "warning",
+                 tls_dir: Path | None = None) -> None:
         self.root = root
+        self.tls_dir = tls_dir
         self.log_level = log_level
         self.ids = [f"n{i + 1}" for i in range(n)]
         self.ports = {nid: free_port() for nid in self.ids}
@@ -87,12 +94,19 @@ class Controllers:
         p = subprocess.Popen(
             [sys.executable, "-m", "autoswitch", "--log-level", self.log_level, "controller", "--node-id", nid,
              "--peers", peers, "--raft-peers", ",".join(f"{n}={a}" for n, a in self.raft_addrs.items()),
-             "--data-dir", str(self.root / f"data-{nid}"), "--config", str(self.toml)],
+             "--data-dir", str(self.root / f"data-{nid}"), "--config", str(self.toml), *self._tls_flags(nid)],
             stdout=logf, stderr=subprocess.STDOUT, start_new_session=True)
         logf.close()
         self.procs[nid] = p
         if wait:
             wait_port(self.ports[nid], timeout=30.0, proc=p)
+
+    def _tls_flags(self, nid: str) -> list[str]:
+        if self.tls_dir is None:
+            return []
+        d = self.tls_dir
+        return ["--tls-ca", str(d / "ca.pem"), "--tls-cert", str(d / f"controller_{nid}.pem"),
+                "--tls-key", str(d / f"controller_{nid}.key"), "--auth"]
 
     def start_all(self) -> None:
         """All processes at once (as an operator restarting a cluster would), then wait for the ports."""
@@ -158,7 +172,7 @@ async def heartbeat_group(client, g: str) -> None:
             epoch=1, max_offset=100, confirm_offset=100, clean_shutdown=True))
 
 
-async def ours_load(spec: str, groups: list[tuple[str, int]], seconds: float, max_ops: int) -> dict:
+async def ours_load(spec: str, groups: list[tuple[str, int]], seconds: float, max_ops: int, tls=None) -> dict:
     from autoswitch.controller.client import ControllerClient
 
     lat: list[float] = []
@@ -190,7 +204,7 @@ async def ours_load(spec: str, groups: list[tuple[str, int]], seconds: float, ma
                 info = await client.get_replica_info(g)
                 sss, sss_epoch = list(info.sync_state_set), info.sync_state_set_epoch
 
-    async with ControllerClient(spec) as hb_client, ControllerClient(spec) as client:
+    async with ControllerClient(spec, tls=tls) as hb_client, ControllerClient(spec, tls=tls) as client:
         t0 = time.monotonic()
         hb = asyncio.create_task(hb_loop(hb_client, groups))
         await asyncio.gather(*(worker(client, g, e) for g, e in groups))
@@ -220,8 +234,11 @@ def ensure_etcd() -> str:
 class Etcd:
     """3 etcd members on 127.0.0.1 in a temp dir, ended by PID."""
 
-    def __init__(self, root: Path, heartbeat_ms: int = 100, election_ms: int = 1000) -> None:
+    def __init__(self, root: Path, heartbeat_ms: int = 100, election_ms: int = 1000,
+                 tls_dir: Path | None = None) -> None:
         self.exe = ensure_etcd()
+        self.tls_dir = tls_dir
+        self.scheme = "https" if tls_dir else "http"
         self.root = root
         self.names = ["e1", "e2", "e3"]
         self.client_ports = {n: free_port() for n in self.names}
@@ -231,14 +248,22 @@ class Etcd:
         self.procs: dict[str, subprocess.Popen] = {}
 
     def start(self, name: str, state: str = "new") -> None:
-        cluster = ",".join(f"{n}=http://{HOST}:{self.peer_ports[n]}" for n in self.names)
+        sch = self.scheme
+        cluster = ",".join(f"{n}={sch}://{HOST}:{self.peer_ports[n]}" for n in self.names)
+        tls: list[str] = []
+        if self.tls_dir is not None:
+            d = self.tls_dir
+            ca, cert, key = str(d / "ca.pem"), str(d / f"etcd_{name}.pem"), str(d / f"etcd_{name}.key")
+            tls = ["--cert-file", cert, "--key-file", key, "--trusted-ca-file", ca, "--client-cert-auth",
+                   "--peer-cert-file", cert, "--peer-key-file", key, "--peer-trusted-ca-file", ca,
+                   "--peer-client-cert-auth"]
         logf = open(self.root / f"{name}.log", "ab")
         p = subprocess.Popen(
             [self.exe, "--name", name, "--data-dir", str(self.root / name),
-             "--listen-client-urls", f"http://{HOST}:{self.client_ports[name]}",
-             "--advertise-client-urls", f"http://{HOST}:{self.client_ports[name]}",
-             "--listen-peer-urls", f"http://{HOST}:{self.peer_ports[name]}",
-             "--initial-advertise-peer-urls", f"http://{HOST}:{self.peer_ports[name]}",
+             "--listen-client-urls", f"{sch}://{HOST}:{self.client_ports[name]}",
+             "--advertise-client-urls", f"{sch}://{HOST}:{self.client_ports[name]}",
+             "--listen-peer-urls", f"{sch}://{HOST}:{self.peer_ports[name]}",
+             "--initial-advertise-peer-urls", f"{sch}://{HOST}:{self.peer_ports[name]}", *tls,
              "--initial-cluster", cluster, "--initial-cluster-state", state,
              "--initial-cluster-token", "bench", "--heartbeat-interval", str(self.heartbeat_ms),
              "--election-timeout", str(self.election_ms), "--log-level", "error"],
@@ -348,23 +373,23 @@ class EtcdKV:
     unary call per write, protobuf bytes, one channel per member), instead of the HTTP/JSON gateway
     whose Python-side parsing capped the etcd figure."""
 
-    def __init__(self, port: int) -> None:
-        import grpc
+    def __init__(self, port: int, tls=None) -> None:
+        from autoswitch.base.tls import TLSConfig, grpc_channel
 
-        self.channel = grpc.aio.insecure_channel(f"{HOST}:{port}")
+        self.channel = grpc_channel(f"{HOST}:{port}", tls or TLSConfig.off())
         self.put = self.channel.unary_unary("/etcdserverpb.KV/Put")   # bytes in, bytes out
 
     async def close(self) -> None:
         await self.channel.close()
 
 
-async def etcd_load(ports: list[int], clients: int, seconds: float, max_ops: int) -> dict:
+async def etcd_load(ports: list[int], clients: int, seconds: float, max_ops: int, tls=None) -> dict:
     lat: list[float] = []
     errors = 0
     done = 0
     stop_at = time.monotonic() + seconds
     value = b"v" * VALUE_BYTES
-    kvs = [EtcdKV(p) for p in ports]
+    kvs = [EtcdKV(p, tls) for p in ports]
 
     async def worker(i: int):
         nonlocal errors, done
@@ -393,18 +418,18 @@ async def etcd_load(ports: list[int], clients: int, seconds: float, max_ops: int
     return {"ops": done, "errors": errors, "elapsed": time.monotonic() - t0, "lat": lat}
 
 
-async def wait_etcd_ready(ports: list[int], timeout: float = 30.0) -> None:
+async def wait_etcd_ready(ports: list[int], timeout: float = 30.0, tls=None) -> None:
     deadline = time.monotonic() + timeout
-    conn = HttpConn(HOST, ports[0])
+    kv = EtcdKV(ports[0], tls)
     try:
         while time.monotonic() < deadline:
             try:
-                await etcd_put(conn, b"ready", b"1")
+                await kv.put(etcd_put_request(b"ready", b"1"), timeout=2.0)
                 return
             except Exception:  # noqa: BLE001
                 await asyncio.sleep(0.1)
     finally:
-        conn.close()
+        await kv.close()
     raise TimeoutError("etcd not ready")
 
 
@@ -423,28 +448,39 @@ async def run(args) -> dict:
         root = Path(tmp)
         (root / "ours").mkdir()
         (root / "etcd").mkdir()
-        ctl = Controllers(root / "ours")
-        etcd = Etcd(root / "etcd")
+        tls_dir, client_tls, toml = None, None, ""
+        if args.tls:
+            from autoswitch.app.certs import init_dev_ca
+            from autoswitch.base.tls import TLSConfig
+
+            tls_dir = root / "tls"
+            ids = init_dev_ca(tls_dir, ["controller/n1", "controller/n2", "controller/n3", "bench-host",
+                                        "etcd/e1", "etcd/e2", "etcd/e3"])
+            client_tls = TLSConfig(ca=ids["bench-host"]["ca"], cert=ids["bench-host"]["cert"],
+                                   key=ids["bench-host"]["key"]).validate()
+            toml = '[controller]\nauth_identities = { "bench-host" = ["broker", "admin", "reader"] }\n'
+        ctl = Controllers(root / "ours", toml=toml, tls_dir=tls_dir)
+        etcd = Etcd(root / "etcd", tls_dir=tls_dir)
         try:
-            log("controller", "starting 3 controller nodes")
+            log("controller", "starting 3 controller nodes" + (" (mutual TLS, auth on)" if args.tls else ""))
             ctl.start_all()
-            async with ControllerClient(ctl.spec, deadline_s=30) as c:
+            async with ControllerClient(ctl.spec, deadline_s=30, tls=client_tls) as c:
                 await leader_of(c, ctl.addrs)
                 groups = await setup_groups(c, args.clients)
             log("controller", f"{len(groups)} groups ready; concurrent load {args.seconds}s x {args.clients} clients")
-            conc = summarize(await ours_load(ctl.spec, groups, args.seconds, args.max_ops))
+            conc = summarize(await ours_load(ctl.spec, groups, args.seconds, args.max_ops, client_tls))
             log("controller", f"ours concurrent: {conc}")
-            seq = summarize(await ours_load(ctl.spec, groups[:1], args.seconds, args.seq_ops))
+            seq = summarize(await ours_load(ctl.spec, groups[:1], args.seconds, args.seq_ops, client_tls))
             log("controller", f"ours sequential: {seq}")
             ctl.stop_all()
 
-            log("controller", "starting 3 etcd members")
+            log("controller", "starting 3 etcd members" + (" (mutual TLS)" if args.tls else ""))
             etcd.start_all()
             ports = list(etcd.client_ports.values())
-            await wait_etcd_ready(ports)
-            econc = summarize(await etcd_load(ports, args.clients, args.seconds, args.max_ops))
+            await wait_etcd_ready(ports, tls=client_tls)
+            econc = summarize(await etcd_load(ports, args.clients, args.seconds, args.max_ops, client_tls))
             log("controller", f"etcd concurrent: {econc}")
-            eseq = summarize(await etcd_load(ports[:1], 1, args.seconds, args.seq_ops))
+            eseq = summarize(await etcd_load(ports[:1], 1, args.seconds, args.seq_ops, client_tls))
             log("controller", f"etcd sequential: {eseq}")
         finally:
             ctl.stop_all()
@@ -455,6 +491,7 @@ async def run(args) -> dict:
         "seq_commit_p50_ms": seq["p50_ms"], "etcd_p50_ms": econc["p50_ms"], "etcd_p99_ms": econc["p99_ms"],
         "etcd_seq_p50_ms": eseq["p50_ms"], "clients": args.clients, "seconds": args.seconds,
         "errors": conc["errors"] + seq["errors"], "etcd_errors": econc["errors"] + eseq["errors"],
+        "tls": bool(args.tls),
     }
 
 
@@ -464,6 +501,7 @@ def main() -> int:
     ap.add_argument("--seconds", type=float, default=10.0)
     ap.add_argument("--max-ops", type=int, default=200_000)
     ap.add_argument("--seq-ops", type=int, default=300)
+    ap.add_argument("--tls", action="store_true", help="both sides on mutual TLS; ours with authorization")
     args = ap.parse_args()
     out = asyncio.run(run(args))
     print(json.dumps(out))

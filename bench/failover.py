@@ -106,7 +106,7 @@ def _switch_times(log_path: Path, epoch: int) -> tuple[float | None, float | Non
     return started, done
 
 
-async def bench_ours(rounds: int, max_s: float, data_dir: Path) -> dict:
+async def bench_ours(rounds: int, max_s: float, data_dir: Path, tls: bool = False) -> dict:
     from autoswitch.controller.client import ControllerClient
 
     from autoswitch.app.playground import (
@@ -120,10 +120,11 @@ async def bench_ours(rounds: int, max_s: float, data_dir: Path) -> dict:
     )
 
     base = _free_block(30)
-    layout = Layout(data_dir, base_port=base, groups=1, replicas=3, cluster="bench", profile="fast")
+    layout = Layout(data_dir, base_port=base, groups=1, replicas=3, cluster="bench", profile="fast", secure=tls)
     cluster = Cluster(layout)
     cluster.prepare_dir(keep=False)
-    client = ControllerClient(layout.controller_addrs(), deadline_s=2.0, max_attempts=4, rpc_timeout_s=1.0)
+    client = ControllerClient(layout.controller_addrs(), deadline_s=2.0, max_attempts=4, rpc_timeout_s=1.0,
+                              tls=cluster.tls)
     group, topic = "g0", "bench"
     ack_path = data_dir / "acks.jsonl"
     samples: list[dict] = []
@@ -138,7 +139,7 @@ async def bench_ours(rounds: int, max_s: float, data_dir: Path) -> dict:
         cluster.start_brokers()
         await cluster.wait_masters(client, 60)
         _p(f"ours: cluster ready (base port {base})")
-        producer = DemoProducer(layout.namesrv, group, topic, ack_path)
+        producer = DemoProducer(layout.namesrv, group, topic, ack_path, tls=cluster.tls)
         prod_task = asyncio.ensure_future(producer.run(stop, max_messages=10_000_000, max_s=max_s + 60))
         for i in range(rounds):
             if time.monotonic() > t_end:
@@ -180,7 +181,7 @@ async def bench_ours(rounds: int, max_s: float, data_dir: Path) -> dict:
         acked = {a["msg_id"] for a in load_ack_log(ack_path)}
         final = await client.get_replica_info(group)
         if final.master_address:
-            missing = await lost_acked(final.master_address, topic, acked, wait_s=15)
+            missing = await lost_acked(final.master_address, topic, acked, wait_s=15, tls=cluster.tls)
         else:
             _p("ours: no master at the end: every acked message counts as unavailable")
             missing = acked
@@ -553,6 +554,7 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--max-s", type=float, default=600.0, help="time budget per system")
     ap.add_argument("--no-sentinel", action="store_true")
     ap.add_argument("--keep-dir", action="store_true", help="keep data and logs (always kept on failure)")
+    ap.add_argument("--tls", action="store_true", help="our cluster on mutual TLS with authorization (make ... TLS=1)")
     a = ap.parse_args(argv)
     if not (1 <= a.rounds <= MAX_ROUNDS and 0 <= a.sentinel_rounds <= MAX_ROUNDS and 10 <= a.max_s <= 3600):
         ap.error("--rounds in [1,100], --sentinel-rounds in [0,100], --max-s in [10,3600]")
@@ -567,7 +569,7 @@ def main(argv: list[str] | None = None) -> int:
     t0 = time.monotonic()
     tmpp = Path(tempfile.mkdtemp(prefix="bench-failover-"))
     try:
-        ours = asyncio.run(bench_ours(a.rounds, a.max_s, tmpp / "ours"))
+        ours = asyncio.run(bench_ours(a.rounds, a.max_s, tmpp / "ours", tls=a.tls))
         _p(f"ours: p50 {ours['p50_s']} s, p99 {ours['p99_s']} s, lost_acked {ours['lost_acked']}")
         sent = None
         if not a.no_sentinel and a.sentinel_rounds:
@@ -589,7 +591,7 @@ def main(argv: list[str] | None = None) -> int:
         "targets": {"p99_s": 1.3, "lost_acked": 0},
         "met": bool(ours["p99_s"] is not None and ours["p99_s"] <= 1.3 and ours["lost_acked"] == 0
                     and ours["rounds"] == a.rounds and ours["failed_rounds"] == 0),
-        "ours": ours, "sentinel": sent, "elapsed_s": round(time.monotonic() - t0, 1),
+        "ours": ours, "sentinel": sent, "elapsed_s": round(time.monotonic() - t0, 1), "tls": a.tls,
         "config": {"heartbeat_timeout_ms": 1000, "scan_interval_ms": 100, "master_lease_ms": 600,
                    "producer_backoff_ms": [20, 100], "sentinel_down_after_ms": 1000,
                    "sentinel_failover_timeout_ms": 3000},

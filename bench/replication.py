@@ -7,6 +7,9 @@
    slave's first ack (handshake done) to its ack of the master's max offset.
 3. Raw (the peer, same run, same bytes): the master's segment files -> asyncio socket ->
    a file in a subprocess; timed from connect to the receiver's "done".
+4. With --tls (make bench-replication TLS=1): also replicated over mutual TLS (asyncio SSL, the
+   certificates bound to brokerIds as with auth on), interleaved with the plaintext runs;
+   ``ratio_tls_vs_plain`` = best TLS / best plaintext replicated throughput.
 
 Progress on stderr; one JSON line on stdout: {"replicated_mb_s", "raw_mb_s", "ratio", ...}.
 Bench data is deleted afterwards. Bounded: --time-limit-s for the whole run.
@@ -81,30 +84,41 @@ def prewrite(path: Path, size_bytes: int, msg_size: int, deadline: float) -> int
 # ----------------------------------------------------------------------------- replicated
 
 async def _replicate(master_dir: Path, slave_dir: Path, deadline: float, master_verify: bool,
-                     native: bool = True) -> dict:
+                     native: bool = True, tls_dir: Path | None = None) -> dict:
     from autoswitch.broker import record as rec
 
     saved = rec.native
     if not native:
         rec.native = None          # the master (this process) runs the pure-Python walkers
     try:
-        return await _replicate1(master_dir, slave_dir, deadline, master_verify, native)
+        return await _replicate1(master_dir, slave_dir, deadline, master_verify, native, tls_dir)
     finally:
         rec.native = saved
 
 
+def _tls(tls_dir: Path, identity: str):
+    from autoswitch.base.tls import TLSConfig
+
+    name = identity.replace("/", "_")
+    return TLSConfig(ca=str(tls_dir / "ca.pem"), cert=str(tls_dir / f"{name}.pem"),
+                     key=str(tls_dir / f"{name}.key")).validate()
+
+
 async def _replicate1(master_dir: Path, slave_dir: Path, deadline: float, master_verify: bool,
-                      native: bool) -> dict:
+                      native: bool, tls_dir: Path | None) -> dict:
     from autoswitch.ha.master import HAMaster, LocalSyncStateProposer
+
+    from autoswitch.base.tls import server_ssl_context
 
     # The slave CRC-checks every record before writing it, whatever the master does.
     store = _store(master_dir, verify_reads=master_verify)
     master = HAMaster(store, _ha_config(), 1, "bench", store.epochs.last().epoch, frozenset({1}), 1,
-                      LocalSyncStateProposer())
-    await master.start(HOST, 0)
+                      LocalSyncStateProposer(), bind_identities=tls_dir is not None)
+    await master.start(HOST, 0, ssl=server_ssl_context(_tls(tls_dir, "broker/bench/1")) if tls_dir else None)
     end = store.max_offset
     proc = subprocess.Popen([sys.executable, "-m", "bench.replication", "--role", "slave",
-                             "--port", str(master.port), "--dir", str(slave_dir), "--target", str(end)],
+                             "--port", str(master.port), "--dir", str(slave_dir), "--target", str(end),
+                             *(["--tls-dir", str(tls_dir)] if tls_dir else [])],
                             stdout=subprocess.PIPE, start_new_session=True,
                             env={**os.environ, "AUTOSWITCH_FASTREC": "1" if native else "0"})
     try:
@@ -146,11 +160,15 @@ def _cpu_s() -> float:
     return ru.ru_utime + ru.ru_stime
 
 
-async def _slave_main(port: int, path: Path, target: int) -> None:
+async def _slave_main(port: int, path: Path, target: int, tls_dir: Path | None = None) -> None:
     from autoswitch.ha.slave import HASlave
 
+    from autoswitch.base.tls import client_ssl_context
+
     store = _store(path)
-    slave = HASlave(store, _ha_config(), 2, "bench", (HOST, port))
+    slave = HASlave(store, _ha_config(), 2, "bench", (HOST, port),
+                    ssl=client_ssl_context(_tls(tls_dir, "broker/bench/2")) if tls_dir else None,
+                    bind_identities=tls_dir is not None)
     t0 = time.monotonic()
     c0 = _cpu_s()
     await slave.start()
@@ -270,6 +288,8 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--port", type=int)
     ap.add_argument("--dir")
     ap.add_argument("--target", type=int)
+    ap.add_argument("--tls", action="store_true", help="also replicate over mutual TLS, interleaved (TLS=1)")
+    ap.add_argument("--tls-dir", default=None, help="slave role: certificates (broker/bench/2)")
     args = ap.parse_args(argv)
     if args.role == "slave":
         prof_path = os.environ.get("BENCH_SLAVE_PROFILE")
@@ -279,7 +299,8 @@ def main(argv: list[str] | None = None) -> int:
             cProfile.runctx("asyncio.run(_slave_main(args.port, Path(args.dir), args.target))",
                             globals(), {"args": args}, prof_path)
         else:
-            asyncio.run(_slave_main(args.port, Path(args.dir), args.target))
+            asyncio.run(_slave_main(args.port, Path(args.dir), args.target,
+                                    Path(args.tls_dir) if args.tls_dir else None))
         return 0
     if args.role == "raw-recv":
         asyncio.run(_raw_recv_main(Path(args.dir)))
@@ -294,6 +315,13 @@ def main(argv: list[str] | None = None) -> int:
         eprint(f"bench data in {work}")
         total = prewrite(work / "master", args.size_mb * MiB, args.msg_size, deadline)
         eprint(f"prewrite done: {total / MiB:.0f} MiB")
+        tls_dir = None
+        if args.tls:
+            from autoswitch.app.certs import init_dev_ca
+
+            tls_dir = work / "tls"
+            init_dev_ca(tls_dir, ["broker/bench/1", "broker/bench/2"])
+        tls_runs: list[dict] = []
         # Interleave the peers (raw, replicated, raw, replicated, ...) so page-cache writeback
         # and the other tenants of the machine hit both alike; report the best of each.
         master_verify = args.master_verify_reads != "off"
@@ -322,6 +350,14 @@ def main(argv: list[str] | None = None) -> int:
                        f"{rep['bytes'] / MiB:.0f} MiB in {rep['seconds']:.2f}s = {rep['mb_s']:.0f} MiB/s "
                        f"(cpu master {rep['master_cpu_s']:.2f}s slave {rep['slave_cpu_s']:.2f}s)")
                 by_variant[nat].append(rep)
+            if tls_dir is not None:
+                shutil.rmtree(work / "slave", ignore_errors=True)
+                _settle()
+                rep = asyncio.run(_replicate(work / "master", work / "slave", deadline, master_verify, True, tls_dir))
+                shutil.rmtree(work / "slave", ignore_errors=True)
+                eprint(f"[{i}] replicated over mutual TLS {rep['bytes'] / MiB:.0f} MiB in {rep['seconds']:.2f}s = "
+                       f"{rep['mb_s']:.0f} MiB/s (cpu master {rep['master_cpu_s']:.2f}s slave {rep['slave_cpu_s']:.2f}s)")
+                tls_runs.append(rep)
         reps = by_variant[variants[0]]
         best_rep = max(r["mb_s"] for r in reps)
         best_raw = max(r["mb_s"] for r in raws)
@@ -355,6 +391,14 @@ def main(argv: list[str] | None = None) -> int:
             result[f"ratio_{name}"] = round(max(r["mb_s"] for r in runs) / best_raw_all, 3)
             result["cpu_s_per_gib"][f"master_{name}"] = per_gib([r["master_cpu_s"] for r in runs])
             result["cpu_s_per_gib"][f"slave_{name}"] = per_gib([r["slave_cpu_s"] for r in runs])
+        if tls_runs:
+            plain_best = max(r["mb_s"] for r in by_variant[True]) if True in by_variant else best_rep
+            tls_best = max(r["mb_s"] for r in tls_runs)
+            result["replicated_tls_mb_s"] = round(tls_best, 1)
+            result["runs_replicated_tls_mb_s"] = [round(r["mb_s"], 1) for r in tls_runs]
+            result["ratio_tls_vs_plain"] = round(tls_best / plain_best, 3)
+            result["cpu_s_per_gib"]["master_tls"] = per_gib([r["master_cpu_s"] for r in tls_runs])
+            result["cpu_s_per_gib"]["slave_tls"] = per_gib([r["slave_cpu_s"] for r in tls_runs])
         print(json.dumps(result), flush=True)
         return 0
     finally:

@@ -198,6 +198,7 @@ class ReplicasAdapter:
         self.config = self.core.config
         self.api = api
         self.broker = broker
+        self._adopted_id: int | None = None     # the registered brokerId, once given to the broker
         self.identity = IdentityStore(Path(data_dir))
         self.hooks = hooks
         self.rpc_timeout_s = rpc_timeout_s
@@ -540,10 +541,13 @@ class ReplicasAdapter:
     def _adopt_broker_id(self) -> None:
         # In controller mode the brokerId comes from registration, not from the broker's config;
         # HA handshakes carry it, so the broker must use it before its first role.
+        # Assigned once even when equal to the configured placeholder: the assignment is what
+        # tells the broker its id is known (routes wait for it).
         bid = self.core.broker_id
-        if bid is not None and (self.broker.broker_id != bid or not self.broker.broker_id_known.is_set()):
+        if bid is not None and bid != self._adopted_id:
             self._log.info("broker_id_adopted", brokerId=bid, configured=self.broker.broker_id)
             self.broker.broker_id = bid
+            self._adopted_id = bid
 
     def _set_fenced(self, cmd: SetFenced) -> None:
         self.fenced_by_lease = cmd.fenced

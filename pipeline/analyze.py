@@ -136,8 +136,12 @@ def run_analyze(spark, events, acks, out_dir: Path, cfg: AnalyzeConfig, progress
     unclean = (ev.filter(F.col("is_elect") & F.coalesce("unclean", F.lit(False)))
                .select("group", "ts_ms", "index", "master_broker_id", "master_epoch", "sync_state_set", "reason"))
 
+    admin = (events.filter(F.col("event") == "AdminAudit")
+             .select("ts_ms", "index", "group", "actor", "reason"))
+
     progress.set_phase("analyze: writing results")
-    frames = {"failovers": failovers, "sss_churn": churn, "flapping": flap, "unclean": unclean}
+    frames = {"failovers": failovers, "sss_churn": churn, "flapping": flap, "unclean": unclean,
+              "admin_actions": admin}
     for name, df in frames.items():
         df.coalesce(1).write.mode("overwrite").parquet(str(out_dir / name))
     got = {name: spark.read.parquet(str(out_dir / name)) for name in frames}
@@ -145,6 +149,7 @@ def run_analyze(spark, events, acks, out_dir: Path, cfg: AnalyzeConfig, progress
     ch = [r.asDict() for r in got["sss_churn"].orderBy("group").limit(MAX_REPORT_ROWS).collect()]
     fl = [r.asDict() for r in got["flapping"].orderBy("group", "broker_id").limit(MAX_REPORT_ROWS).collect()]
     un = [r.asDict() for r in got["unclean"].orderBy("index").limit(MAX_REPORT_ROWS).collect()]
+    adm = [r.asDict() for r in got["admin_actions"].orderBy("index").limit(MAX_REPORT_ROWS).collect()]
     n_fo = got["failovers"].count()
     tops = sorted({}.fromkeys(r["group"] for r in fo), key=lambda g: -sum(1 for r in fo if r["group"] == g))
     tl_groups = tops[: cfg.timeline_groups] or [r["group"] for r in ch[: cfg.timeline_groups]]
@@ -160,6 +165,7 @@ def run_analyze(spark, events, acks, out_dir: Path, cfg: AnalyzeConfig, progress
         "reelections_same_master": reelections,
         "failovers_via_no_master": sum(1 for r in fo if r["no_master_ts_ms"] is not None),
         "unclean_elections": len(un),
+        "admin_actions": got["admin_actions"].count(),
         "time_to_elect_ms": distribution([r["time_to_elect_ms"] for r in fo if r["time_to_elect_ms"] is not None]),
         "write_unavailable_ms": distribution([r["write_unavailable_ms"] for r in fo
                                               if r["write_unavailable_ms"] is not None]),
@@ -175,7 +181,7 @@ def run_analyze(spark, events, acks, out_dir: Path, cfg: AnalyzeConfig, progress
     }
     from autoswitch.pipeline.report import render_html
 
-    (out_dir / "report.html").write_text(render_html(summary, fo, ch, fl, un, timeline, ends))
+    (out_dir / "report.html").write_text(render_html(summary, fo, ch, fl, un, timeline, ends, adm))
     (out_dir / "summary.json").write_text(json.dumps(summary, indent=2, sort_keys=True, default=str) + "\n")
     log.info("analyze_done", failovers=n_fo, unclean=len(un), flapping=len(summary["flapping_brokers"]))
     return summary

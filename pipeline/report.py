@@ -134,7 +134,8 @@ def _fmt_dist(d: dict) -> str:
 
 
 def render_html(summary: dict, failovers: list[dict], churn: list[dict], flapping: list[dict],
-                unclean: list[dict], timeline: list[dict], ends: dict[str, int]) -> str:
+                unclean: list[dict], timeline: list[dict], ends: dict[str, int],
+                admin_actions: list[dict] | None = None) -> str:
     tte = [r["time_to_elect_ms"] for r in failovers if r.get("time_to_elect_ms") is not None]
     unav = [r["write_unavailable_ms"] for r in failovers if r.get("write_unavailable_ms") is not None]
     top_churn = sorted(churn, key=lambda r: (-r["members_removed"], r["group"]))[:20]
@@ -180,6 +181,8 @@ times within {s['flap_rule']['window_ms'] / 1000:g} s.</p>
 {_table([r for r in flapping if r["flapping"]], ["group", "broker_id", "removals", "max_removals_in_window"], "flapping")}
 <h2>Unclean elections</h2>
 {_table(unclean, ["group", "ts_ms", "master_broker_id", "master_epoch", "reason"], "unclean")}
+<h2>Admin actions (who did what)</h2>
+{_table(admin_actions or [], ["ts_ms", "actor", "group", "reason"], "admin")}
 <script>
 document.body.dataset.charts = String(document.querySelectorAll("svg.chart").length);
 document.body.dataset.rendered = "yes";

@@ -38,6 +38,7 @@ EVENTS = (
     Field("sync_state_set_epoch", "int"),
     Field("reason", "str", required=False),
     Field("unclean", "bool", required=False),
+    Field("actor", "str", required=False),      # AdminAudit records: who made the admin call
 )
 
 LOG_INDEX = (
@@ -72,7 +73,7 @@ REPLICA = (
 
 EVENT_KINDS = frozenset(
     {"ElectMaster", "AlterSyncStateSet", "ApplyBrokerId", "RegisterBroker", "CleanBrokerData",
-     "UpdateConfig", "NoMaster"}
+     "UpdateConfig", "NoMaster", "AdminAudit"}
 )
 
 KINDS = {"acks": ACKS, "events": EVENTS, "index": LOG_INDEX, "epochs": EPOCHS, "replica": REPLICA}

@@ -35,6 +35,7 @@ from autoswitch.app import launcher
 from autoswitch.app.launcher import Child
 from autoswitch.base.errors import AutoswitchError
 from autoswitch.base.log import get_logger
+from autoswitch.base.tls import TLSConfig
 
 HOST = "127.0.0.1"
 MARKER = ".autoswitch-playground"   # only a directory carrying it is ever wiped
@@ -75,6 +76,7 @@ class Layout:
     cluster: str = "playground"
     profile: str = "fast"
     broker_extra: list[str] = field(default_factory=list)
+    secure: bool = True      # mutual TLS and authorization on every process (--insecure: plaintext)
 
     def validate(self) -> None:
         if not 1 <= self.groups <= MAX_GROUPS:
@@ -118,6 +120,9 @@ class Cluster:
         self.children: dict[str, Child] = {}
         self.log_dir = layout.data_dir / "logs"
         self._lock_fd: int | None = None
+        self.tls_dir = layout.data_dir / "tls"
+        # What the playground's own clients present (the admin certificate); plaintext if insecure.
+        self.tls: TLSConfig = TLSConfig.off()
 
     # ---------- data directory ----------
 
@@ -145,6 +150,38 @@ class Cluster:
                 else:
                     p.unlink()
         self.log_dir.mkdir(parents=True, exist_ok=True)
+        if self.layout.secure:
+            self._make_credentials()
+
+    def _make_credentials(self) -> None:
+        """A development CA, one certificate per process (brokers get broker/g<g>/<r+1>: the
+        certificate names the brokerId), an admin certificate for us and the CLI, and a profile
+        file the CLI reads (AUTOSWITCH_PROFILE)."""
+        from autoswitch.app.certs import init_dev_ca
+
+        lay = self.layout
+        ids = ["controller/n1", "controller/n2", "controller/n3", "admin"]
+        ids += [self.broker_identity(g, r) for g in range(lay.groups) for r in range(lay.replicas)]
+        certs = init_dev_ca(self.tls_dir, ids)
+        admin = certs["admin"]
+        self.tls = TLSConfig(ca=admin["ca"], cert=admin["cert"], key=admin["key"]).validate()
+        self.profile_path.write_text('tls_ca = "ca.pem"\ntls_cert = "admin.pem"\ntls_key = "admin.key"\n')
+
+    @property
+    def profile_path(self) -> Path:
+        return self.tls_dir / "profile.toml"
+
+    @staticmethod
+    def broker_identity(g: int, r: int) -> str:
+        return f"broker/g{g}/{r + 1}"
+
+    def server_flags(self, identity: str) -> list[str]:
+        """--tls-* and --auth for a child acting as ``identity`` (nothing when insecure)."""
+        if not self.layout.secure:
+            return []
+        name = identity.replace("/", "_")
+        return ["--tls-ca", str(self.tls_dir / "ca.pem"), "--tls-cert", str(self.tls_dir / f"{name}.pem"),
+                "--tls-key", str(self.tls_dir / f"{name}.key"), "--auth"]
 
     def release_dir(self) -> None:
         if self._lock_fd is not None:
@@ -196,12 +233,13 @@ class Cluster:
         d = lay.data_dir
         self._spawn(Child("namesrv-n1", ["namesrv", "--listen", addrs[0], "--embed-controller", "--node-id", "n1",
                                          "--peers", peers, "--raft-peers", raft, "--data-dir", str(d / "controller-n1"),
-                                         "--config", toml],
+                                         "--config", toml, *self.server_flags("controller/n1")],
                           self.log_dir / "namesrv-n1.log", port=lay.base_port))
         for i in (1, 2):
             nid = f"n{i + 1}"
             self._spawn(Child(f"controller-{nid}", ["controller", "--node-id", nid, "--peers", peers, "--raft-peers",
-                                                    raft, "--data-dir", str(d / f"controller-{nid}"), "--config", toml],
+                                                    raft, "--data-dir", str(d / f"controller-{nid}"), "--config", toml,
+                                                    *self.server_flags(f"controller/{nid}")],
                               self.log_dir / f"controller-{nid}.log", port=lay.base_port + i))
 
     def broker_args(self, g: int, r: int) -> list[str]:
@@ -210,7 +248,8 @@ class Cluster:
         return ["broker", "--cluster", lay.cluster, "--group", f"g{g}", "--listen", f"{HOST}:{port}",
                 "--ha-listen", f"{HOST}:{port + 1}", "--data-dir", str(lay.data_dir / f"g{g}-r{r}"),
                 "--controllers", ",".join(lay.controller_addrs()), "--namesrv", lay.namesrv,
-                *PROFILES[lay.profile]["broker_args"], *lay.broker_extra]
+                *self.server_flags(self.broker_identity(g, r)), *PROFILES[lay.profile]["broker_args"],
+                *lay.broker_extra]
 
     def start_broker(self, g: int, r: int) -> Child:
         name = f"broker-g{g}-r{r}"
@@ -305,7 +344,7 @@ class Cluster:
         snap = None
         while time.monotonic() < deadline:
             self._check_alive()
-            snap = await gather(client, layout)
+            snap = await gather(client, layout, self.tls)
             if all(g.master_id and any(r.role == "master" and r.broker_id == g.master_id for r in g.replicas)
                    for g in snap.groups):
                 return snap
@@ -339,12 +378,13 @@ class DemoProducer:
     short windows so a stop request is seen within about a second, and times every ack."""
 
     def __init__(self, namesrv: str, group: str, topic: str, ack_log: Path, *, rpc_timeout_s: float = 2.0,
-                 backoff_min_s: float = 0.02, backoff_max_s: float = 0.1, body_size: int = 256) -> None:
+                 backoff_min_s: float = 0.02, backoff_max_s: float = 0.1, body_size: int = 256,
+                 tls: TLSConfig | None = None) -> None:
         from autoswitch.broker.route import RetryPolicy, RoutedProducer
 
         policy = RetryPolicy(backoff_min_s=backoff_min_s, backoff_max_s=backoff_max_s, retry_deadline_s=1.0,
                              rpc_timeout_s=rpc_timeout_s)
-        self._p = RoutedProducer(namesrv, group, ack_log=ack_log, policy=policy)
+        self._p = RoutedProducer(namesrv, group, ack_log=ack_log, policy=policy, tls=tls)
         self.topic = topic
         self.body = b"x" * body_size
         self.acks: list[Ack] = []
@@ -382,12 +422,13 @@ class DemoProducer:
         await self._p.close()
 
 
-async def read_all_ids(addr: str, topic: str, max_messages: int = 1_000_000) -> set[str]:
+async def read_all_ids(addr: str, topic: str, max_messages: int = 1_000_000,
+                       tls: TLSConfig | None = None) -> set[str]:
     """Every msg_id the broker serves for topic (below its confirmOffset), queue offset 0 onwards."""
     from autoswitch.broker.client import ConsumerClient
     from autoswitch.proto import broker_pb2 as pb
 
-    c = ConsumerClient(addr, timeout_s=5.0, max_retries=3)
+    c = ConsumerClient(addr, timeout_s=5.0, max_retries=3, tls=tls)
     ids: set[str] = set()
     q = 0
     try:
@@ -404,11 +445,12 @@ async def read_all_ids(addr: str, topic: str, max_messages: int = 1_000_000) -> 
     return ids
 
 
-async def lost_acked(addr: str, topic: str, acked: set[str], wait_s: float = 10.0) -> set[str]:
+async def lost_acked(addr: str, topic: str, acked: set[str], wait_s: float = 10.0,
+                     tls: TLSConfig | None = None) -> set[str]:
     """Acked ids the (final) master does not serve; retried until wait_s for confirmOffset to settle."""
     deadline = time.monotonic() + wait_s
     while True:
-        missing = acked - await read_all_ids(addr, topic)
+        missing = acked - await read_all_ids(addr, topic, tls=tls)
         if not missing or time.monotonic() >= deadline:
             return missing
         await asyncio.sleep(0.5)
@@ -437,6 +479,8 @@ def register(sub: Any, admin_sub: Any) -> None:
     p.add_argument("--profile", choices=sorted(PROFILES), default="fast",
                    help="timings: fast = 1 s heartbeat timeout (loopback), default = RocketMQ-like 10 s")
     p.add_argument("--broker-arg", action="append", default=[], help="extra flag for every broker (repeatable)")
+    p.add_argument("--insecure", action="store_true",
+                   help="plaintext, no authorization (by default every process runs mutual TLS with roles)")
     p.add_argument("--ready-timeout-s", type=float, default=60.0)
     p.add_argument("--refresh-s", type=float, default=1.0)
     p.add_argument("--demo", choices=["failover"], help="run a scripted scenario, then stop and exit")
@@ -452,7 +496,8 @@ def _out(line: str) -> None:
 
 def _cmd_playground(args: argparse.Namespace) -> int:
     layout = Layout(Path(args.data_dir).resolve(), args.base_port, args.groups, args.replicas,
-                    profile=args.profile, broker_extra=[a for x in args.broker_arg for a in x.split()])
+                    profile=args.profile, broker_extra=[a for x in args.broker_arg for a in x.split()],
+                    secure=not args.insecure)
     try:
         cluster = Cluster(layout)
         cluster.prepare_dir(args.keep_data)
@@ -487,7 +532,8 @@ async def _main(cluster: Cluster, args: argparse.Namespace) -> int:
     for sig in (signal.SIGINT, signal.SIGTERM):
         loop.add_signal_handler(sig, stop.set)
     lay = cluster.layout
-    client = ControllerClient(lay.controller_addrs(), deadline_s=2.0, max_attempts=4, rpc_timeout_s=1.0)
+    client = ControllerClient(lay.controller_addrs(), deadline_s=2.0, max_attempts=4, rpc_timeout_s=1.0,
+                              tls=cluster.tls)
     try:
         try:
             t0 = time.monotonic()
@@ -554,6 +600,11 @@ def _print_addresses(cluster: Cluster, leader: str) -> None:
         _out(f"group {g}    {' '.join(addrs)}  (HA ports +1)")
     for c in cluster.children.values():
         _out(f"pid {c.pid} {c.name} log={c.log_path}")
+    if lay.secure:
+        _out(f"security    mutual TLS + roles on every process; certificates in {cluster.tls_dir}")
+        _out(f"            point the CLI at them: export AUTOSWITCH_PROFILE={cluster.profile_path}")
+    else:
+        _out("security    OFF (--insecure): plaintext, no authorization")
     _out(f"try: autoswitch admin get-sync-state-set --controller {','.join(lay.controller_addrs())} --json")
     _out(f"     autoswitch produce --namesrv {lay.namesrv} --group g0 --topic demo --count 10")
 
@@ -565,7 +616,7 @@ async def _status_loop(cluster: Cluster, client: Any, stop: asyncio.Event, refre
     refresh_s = min(max(refresh_s, 0.2), 60.0)
     warned: set[str] = set()
     while not stop.is_set():
-        snap = await gather(client, cluster.layout.broker_layout())
+        snap = await gather(client, cluster.layout.broker_layout(), cluster.tls)
         for c in cluster.failed_children():
             if c.name not in warned:
                 warned.add(c.name)
@@ -665,7 +716,7 @@ async def demo_failover(cluster: Cluster, client: Any, args: argparse.Namespace)
     lay = cluster.layout
     group, topic = "g0", "demo"
     ack_path = lay.data_dir / "demo-acks.jsonl"
-    producer = DemoProducer(lay.namesrv, group, topic, ack_path)
+    producer = DemoProducer(lay.namesrv, group, topic, ack_path, tls=cluster.tls)
     stop_prod = asyncio.Event()
     wall0 = time.time()
     mono0 = time.monotonic()
@@ -718,7 +769,7 @@ async def demo_failover(cluster: Cluster, client: Any, args: argparse.Namespace)
     if not final.master_address:
         _out(f"demo: {group} has no master (MasterEpoch {final.master_epoch}): its {len(ids)} acked messages "
              "cannot be read; counted as missing")
-    missing = await lost_acked(final.master_address, topic, ids) if final.master_address else ids
+    missing = await lost_acked(final.master_address, topic, ids, tls=cluster.tls) if final.master_address else ids
     _out(f"demo: acked {len(ids)} messages (ack log {ack_path}); final master brokerId {final.master_broker_id} "
          f"epoch {final.master_epoch} serves {len(ids) - len(missing)} of them; lost {len(missing)}")
     ok = res.first_ack is not None and res.elected_t is not None and not missing

@@ -47,11 +47,11 @@ class Snapshot:
     leader: str = ""
 
 
-async def _broker_status(addr: str) -> Any | None:
+async def _broker_status(addr: str, tls: Any) -> Any | None:
     from autoswitch.base.errors import AutoswitchError
     from autoswitch.broker.client import AdminClient
 
-    c = AdminClient(addr, timeout_s=RPC_TIMEOUT_S, max_retries=0)
+    c = AdminClient(addr, timeout_s=RPC_TIMEOUT_S, max_retries=0, tls=tls)
     try:
         return await c.get_status()
     except (TimeoutError, AutoswitchError):
@@ -61,8 +61,9 @@ async def _broker_status(addr: str) -> Any | None:
             await c.close()
 
 
-async def gather(controller_client: Any, layout: dict[str, list[str]]) -> Snapshot:
-    """layout: group -> broker gRPC addresses we started (the controller may not know them yet)."""
+async def gather(controller_client: Any, layout: dict[str, list[str]], tls: Any = None) -> Snapshot:
+    """layout: group -> broker gRPC addresses we started (the controller may not know them yet);
+    tls: the credentials for the brokers (a TLSConfig; None = plaintext)."""
     from autoswitch.base.errors import AutoswitchError
 
     assert len(layout) <= MAX_GROUPS
@@ -74,7 +75,7 @@ async def gather(controller_client: Any, layout: dict[str, list[str]]) -> Snapsh
     except (TimeoutError, AutoswitchError) as e:
         err = getattr(e, "code", type(e).__name__)
     addrs = [a for addrs in layout.values() for a in addrs]
-    statuses = dict(zip(addrs, await asyncio.gather(*(_broker_status(a) for a in addrs)), strict=True))
+    statuses = dict(zip(addrs, await asyncio.gather(*(_broker_status(a, tls) for a in addrs)), strict=True))
     rows = []
     for group, addrs_g in layout.items():
         row = GroupRow(group)

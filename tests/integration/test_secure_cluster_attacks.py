@@ -62,8 +62,8 @@ def cl(tmp_path_factory):
         c.wait_master(timeout=60)
         c.wait_sync_state_set({1, 2, 3}, timeout=60)
         c.ack_log = tmp / "acks.jsonl"
-        # Bounded in count and time; the last test waits for it to end.
-        c.prod = c.producer("producer", c.ack_log, duration_s=90, count=6000, interval_ms=10)
+        # Bounded in count and time; the last test stops it (SIGTERM: it finishes its batch).
+        c.prod = c.producer("producer", c.ack_log, duration_s=240, count=20_000, interval_ms=10)
         wait_until(lambda: len(read_ack_log(c.ack_log)) >= 20, 60, "acks before the first attack")
         yield c
     except BaseException:
@@ -335,8 +335,8 @@ def test_admin_calls_are_in_the_replicated_event_log(cl):
 
 
 def test_the_acked_produce_run_alongside_lost_nothing(cl):
-    cl.prod.popen.wait(180)
-    assert cl.prod.popen.returncode == 0, cl.prod.log_text()[-3000:]
+    rc, forced = cl.prod.stop(60)
+    assert rc == 0 and not forced, cl.prod.log_text()[-3000:]
     acks = read_ack_log(cl.ack_log)
     assert len(acks) >= 20
     master = cl.master_name()

@@ -90,7 +90,7 @@ class BrokerIdModel:
             if owner is not None:
                 ok = owner == code
                 return out is None or out == ("ok" if ok else "invalid"), state
-            if bid < nxt or (not claims and bid != 1):
+            if bid < 1:     # no CleanBrokerData here: no retired ids; any unclaimed id is free
                 return out is None or out == "invalid", state
             if out == "invalid":
                 return False, state

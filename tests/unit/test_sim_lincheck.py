@@ -59,6 +59,10 @@ def test_broker_id_two_brokers_cannot_both_claim_an_id():
     assert not check(both, BrokerIdModel()).ok
     stale = [op(0, ("apply", 1, "a"), "ok", 0, 1, "g"), op(1, ("next",), 1, 2, 3, "g")]
     assert not check(stale, BrokerIdModel()).ok
+    # a certificate-named id may skip ahead; the id it skipped stays free
+    gap = [op(0, ("apply", 3, "a"), "ok", 0, 1, "g"), op(1, ("next",), 4, 2, 3, "g"),
+           op(1, ("apply", 2, "b"), "ok", 4, 5, "g")]
+    assert check(gap, BrokerIdModel()).ok
 
 
 def test_keys_are_checked_independently_and_the_bad_one_is_named():
