@@ -95,7 +95,8 @@ class World:
                                             "--listen", f"{ip[b]}:{BPORT}", "--ha-listen", f"{ip[b]}:{BPORT + 1}",
                                             "--data-dir", str(out / f"data-{b}"), "--controllers", self.ctl_spec,
                                             "--heartbeat-timeout-ms", "1000", "--ack-mode", "all",
-                                            "--ack-timeout", "3", "--master-lease-ms", "600"], logs)
+                                            "--ack-timeout", "3", "--master-lease-ms", "600",
+                                            "--allow-insecure"], logs)     # our own namespace
 
     def addr(self, b: str) -> str:
         return f"{self.net.ip[b]}:{BPORT}"
