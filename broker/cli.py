@@ -56,6 +56,10 @@ def register(sub: Any, admin_sub: Any) -> None:
     p.add_argument("--auth-tokens-file", default=None, help="bearer tokens (TOML of SHA-256 digests)")
     p.add_argument("--allow-insecure", action="store_const", const=True, default=None,
                    help="accept plaintext or no authorization on a non-loopback address")
+    p.add_argument("--tls-accept-plaintext", action="store_const", const=True, default=None,
+                   help="migration to TLS: accept plaintext on the same ports too")
+    p.add_argument("--tls-dial-plaintext", action="store_const", const=True, default=None,
+                   help="migration to TLS, first step: still dial the others in plaintext")
     p.set_defaults(func=_cmd_broker, lease_enabled=None)
 
     p = sub.add_parser("produce", help="send messages; prints one JSON line per acked message with --json")
@@ -140,6 +144,7 @@ def _cmd_broker(args: argparse.Namespace) -> int:
         "flush_interval_ms", "max_message_bytes", "max_batch_messages", "max_request_bytes",
         "controllers", "namesrv", "heartbeat_timeout_ms", "heartbeat_interval_ms", "master_lease_ms",
         "lease_enabled", "election_priority", "role_change_script", "auth", "auth_tokens_file", "allow_insecure",
+        "tls_accept_plaintext", "tls_dial_plaintext",
     )
     if args.controllers and (args.role or args.broker_id is not None or args.epoch is not None):
         print(json.dumps({"error": {"code": "BAD_USAGE", "message":

@@ -87,6 +87,10 @@ class BrokerConfig:
     tls_cert: str = ""
     tls_key: str = ""
     tls_require_client_cert: bool = True
+    # The plaintext -> TLS migration, "accept both, then require TLS" (docs/security.md): accept
+    # plaintext on the same ports as TLS; still dial others in plaintext (its first step).
+    tls_accept_plaintext: bool = False
+    tls_dial_plaintext: bool = False
     # Roles on every call to the gRPC port (autoswitch.base.auth, broker/authz.py); needs TLS.
     auth: bool = False
     auth_tokens_file: str = ""
@@ -96,10 +100,14 @@ class BrokerConfig:
 
     def validate(self) -> BrokerConfig:
         self.tls.validate(server=True)
+        if self.auth and self.tls_accept_plaintext:
+            raise ConfigError("auth = true with tls_accept_plaintext: plaintext callers have no identity; turn "
+                              "auth on in the migration's last step, with TLS required", key="auth")
         if self.auth and not self.tls.enabled:
             raise ConfigError("auth = true needs TLS (tls_ca, tls_cert, tls_key)", key="auth")
         self.auth_config.validate()
-        check_exposure(self.tls.enabled, self.auth, self.allow_insecure, [self.listen, self.ha_listen])
+        check_exposure(self.tls.enabled and not self.tls_accept_plaintext, self.auth, self.allow_insecure,
+                       [self.listen, self.ha_listen])
         if not self.group or "#" in self.group:
             raise ConfigError("group must be a non-empty name without '#'", key="group")
         if self.broker_id < 1:
@@ -190,7 +198,8 @@ class BrokerConfig:
     @property
     def tls(self) -> TLSConfig:
         return TLSConfig(ca=self.tls_ca, cert=self.tls_cert, key=self.tls_key,
-                         require_client_cert=self.tls_require_client_cert)
+                         require_client_cert=self.tls_require_client_cert,
+                         accept_plaintext=self.tls_accept_plaintext, dial_plaintext=self.tls_dial_plaintext)
 
     def replicas_config(self) -> Any:
         """The ReplicasManager's config (controller mode), validated."""

@@ -209,7 +209,8 @@ class Broker:
                 registry=self.replica_registry,
                 bind_identities=self.cfg.auth,
             )
-            await ha.start(host, port, ssl=server_ssl_context(self.cfg.tls) if self.cfg.tls.enabled else None)
+            await ha.start(host, port, ssl=server_ssl_context(self.cfg.tls) if self.cfg.tls.enabled else None,
+                           accept_plaintext=self.cfg.tls.accept_plaintext)
             self.ha_master = ha
             self.master_epoch = master_epoch
             self.master_ha_addr = None
@@ -241,7 +242,7 @@ class Broker:
             self.role = "fenced"
             await self._stop_replication()
             ha = HASlave(self.store, self.ha_config, self.broker_id, self.group, master_ha_addr,
-                         ssl=client_ssl_context(self.cfg.tls) if self.cfg.tls.enabled else None,
+                         ssl=client_ssl_context(self.cfg.tls) if self.cfg.tls.dials_tls else None,
                          bind_identities=self.cfg.auth)
             await ha.start()
             self.ha_slave = ha

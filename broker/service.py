@@ -19,7 +19,7 @@ import grpc
 from autoswitch.base.auth import Guard, server_interceptor
 from autoswitch.base.errors import AutoswitchError
 from autoswitch.base.log import get_logger
-from autoswitch.base.tls import add_port, peer_identity
+from autoswitch.base.tls import Listener, bind, peer_identity
 from autoswitch.base.write_errors import BadRequest, NotAllowed, StorageFull, WriteError
 from autoswitch.proto import broker_pb2 as pb
 from autoswitch.proto import broker_pb2_grpc as pbg
@@ -317,11 +317,11 @@ async def serve(cfg: BrokerConfig, stop_event: asyncio.Event | None = None, atta
         log.warning("plaintext", listen=cfg.listen, ha_listen=cfg.ha_listen,
                     note="no TLS: clients, controllers and replicas are not authenticated")
     try:
-        bound = add_port(server, f"{host}:{port}", cfg.tls)
+        listener = await bind(server, f"{host}:{port}", cfg.tls, "broker")
     except RuntimeError as e:  # grpc raises instead of returning 0 in recent versions
         log.error("listen_failed", listen=cfg.listen, error=str(e))
-        bound = 0
-    if bound == 0:
+        listener = Listener(0)
+    if listener.port == 0:
         print(f'{{"error": {{"code": "LISTEN_FAILED", "message": "cannot bind {cfg.listen}"}}}}', file=sys.stderr)
         broker.store.close()
         return 2
@@ -357,6 +357,7 @@ async def serve(cfg: BrokerConfig, stop_event: asyncio.Event | None = None, atta
             if detach is not None:
                 await detach()
     finally:
+        await listener.close()
         await server.stop(grace=1.0)
         await broker.stop()
         if broker.after_stop is not None:

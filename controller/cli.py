@@ -76,6 +76,10 @@ def _node_args(p: argparse.ArgumentParser, required: bool) -> None:
     p.add_argument("--auth-tokens-file", default=None, help="bearer tokens (TOML of SHA-256 digests), re-read on change")
     p.add_argument("--allow-insecure", action="store_const", const=True, default=None,
                    help="accept plaintext or no authorization on a non-loopback address")
+    p.add_argument("--tls-accept-plaintext", action="store_const", const=True, default=None,
+                   help="migration to TLS: accept plaintext on the same ports too")
+    p.add_argument("--tls-dial-plaintext", action="store_const", const=True, default=None,
+                   help="migration to TLS, first step: still dial the others in plaintext")
 
 
 # ---------------- processes ----------------
@@ -87,7 +91,8 @@ def _load_config(args, listen: str | None = None):
     return cfgmod.load(args.config, node_id=args.node_id, peers=args.peers, data_dir=args.data_dir,
                        listen=listen, raft_peers=args.raft_peers, tls_ca=tls.ca or None,
                        tls_cert=tls.cert or None, tls_key=tls.key or None, auth=args.auth,
-                       auth_tokens_file=args.auth_tokens_file, allow_insecure=args.allow_insecure)
+                       auth_tokens_file=args.auth_tokens_file, allow_insecure=args.allow_insecure,
+                       tls_accept_plaintext=args.tls_accept_plaintext, tls_dial_plaintext=args.tls_dial_plaintext)
 
 
 def _run_controller(args) -> int:
@@ -145,6 +150,8 @@ def _run_namesrv(args) -> int:
     if not 0 < args.route_ttl_s <= 300:
         print(json.dumps({"code": "CONFIG_ERROR", "message": "--route-ttl-s must be in (0, 300]"}), file=sys.stderr)
         return 2
+    import dataclasses
+
     from autoswitch.controller.node import run_forever
 
     from autoswitch.base.auth import AuthConfig, check_exposure
@@ -153,11 +160,15 @@ def _run_namesrv(args) -> int:
         if cfg is not None:
             ns_tls, ns_auth = cfg.tls, cfg.auth_config
         else:
-            ns_tls = tls_from_args(args).validate(server=True)
+            ns_tls = dataclasses.replace(tls_from_args(args), accept_plaintext=bool(args.tls_accept_plaintext),
+                                         dial_plaintext=bool(args.tls_dial_plaintext)).validate(server=True)
             ns_auth = AuthConfig(enabled=bool(args.auth), tokens_file=args.auth_tokens_file or "").validate()
             if ns_auth.enabled and not ns_tls.enabled:
                 raise ConfigError("--auth needs TLS (--tls-ca, --tls-cert, --tls-key)", key="auth")
-            check_exposure(ns_tls.enabled, ns_auth.enabled, bool(args.allow_insecure), [args.listen])
+            if ns_auth.enabled and ns_tls.accept_plaintext:
+                raise ConfigError("--auth with --tls-accept-plaintext: plaintext callers have no identity", key="auth")
+            check_exposure(ns_tls.enabled and not ns_tls.accept_plaintext, ns_auth.enabled,
+                           bool(args.allow_insecure), [args.listen])
     except AutoswitchError as e:
         print(json.dumps(e.to_dict()), file=sys.stderr)
         return 2

@@ -65,6 +65,10 @@ class ControllerConfig:
     tls_cert: str = ""
     tls_key: str = ""
     tls_require_client_cert: bool = True
+    # The plaintext -> TLS migration, "accept both, then require TLS" (docs/security.md): accept
+    # plaintext on the same ports as TLS; still dial others in plaintext (its first step).
+    tls_accept_plaintext: bool = False
+    tls_dial_plaintext: bool = False
     # Roles on every call (autoswitch.base.auth; docs/security.md): needs TLS. The tokens file is
     # re-read when it changes; identities map certificate CNs outside the naming conventions.
     auth: bool = False
@@ -107,6 +111,9 @@ class ControllerConfig:
         if self.propose_timeout_s <= 0 or self.read_timeout_s <= 0:
             raise ConfigError("timeouts must be > 0")
         self.tls.validate(server=True)
+        if self.auth and self.tls_accept_plaintext:
+            raise ConfigError("auth = true with tls_accept_plaintext: plaintext callers have no identity; turn "
+                              "auth on in the migration's last step, with TLS required", key="auth")
         if self.auth and not self.tls.enabled:
             raise ConfigError("auth = true needs TLS (tls_ca, tls_cert, tls_key): callers are identified by "
                               "their certificates or by tokens, which must not travel in clear", key="auth")
@@ -114,13 +121,14 @@ class ControllerConfig:
         if self.tls.enabled and not self.tls_require_client_cert and not self.raft_peers:
             raise ConfigError("tls_require_client_cert = false needs raft_peers: Raft peers must prove their names "
                               "with certificates, on a listener of their own", key="tls_require_client_cert")
-        check_exposure(self.tls.enabled, self.auth, self.allow_insecure,
+        check_exposure(self.tls.enabled and not self.tls_accept_plaintext, self.auth, self.allow_insecure,
                        [self.listen_addr, *self.raft_peers.values()])
 
     @property
     def tls(self) -> TLSConfig:
         return TLSConfig(ca=self.tls_ca, cert=self.tls_cert, key=self.tls_key,
-                         require_client_cert=self.tls_require_client_cert)
+                         require_client_cert=self.tls_require_client_cert,
+                         accept_plaintext=self.tls_accept_plaintext, dial_plaintext=self.tls_dial_plaintext)
 
     @property
     def auth_config(self) -> AuthConfig:

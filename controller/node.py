@@ -77,6 +77,7 @@ class ControllerNode:
         self.sm: sm_adapter.AppliedStateMachine | None = None
         self.raft: Any = None
         self.server: grpc.aio.Server | None = None
+        self._listener: tls.Listener | None = None
         self._peer_client: Any = None
         self._tasks: list[asyncio.Task] = []
         self._extra_servicers: list = []
@@ -139,10 +140,10 @@ class ControllerNode:
                                          interceptors=[server_interceptor(self.guard, tls.peer_identity)]
                                          if self.guard is not None else [])
         try:
-            port = tls.add_port(self.server, self.config.listen_addr, self.config.tls)
+            self._listener = await tls.bind(self.server, self.config.listen_addr, self.config.tls, "controller")
         except RuntimeError as e:   # grpc reports a failed bind this way
             raise OSError(f"cannot listen on {self.config.listen_addr}: {e}") from None
-        if port == 0:
+        if self._listener.port == 0:
             raise OSError(f"cannot listen on {self.config.listen_addr}")
         await self.raft.start()
         await self.server.start()
@@ -249,6 +250,8 @@ class ControllerNode:
             except (asyncio.CancelledError, Exception):
                 pass
         self.watchers.close_all()
+        if self._listener is not None:
+            await self._listener.close()
         if self.server is not None:
             await self.server.stop(grace=0.5)
         if self.raft is not None:
@@ -673,10 +676,10 @@ def run_forever(config: ControllerConfig | None, namesrv: dict | None) -> int:
                                      maximum_concurrent_rpcs=MAX_CONCURRENT_RPCS)
             reg(server)
             try:
-                bound = tls.add_port(server, namesrv["listen"], namesrv["tls"])
+                ns_listener = await tls.bind(server, namesrv["listen"], namesrv["tls"], "namesrv")
             except RuntimeError as e:
                 raise OSError(f"cannot listen on {namesrv['listen']}: {e}") from None
-            if bound == 0:
+            if ns_listener.port == 0:
                 raise OSError(f"cannot listen on {namesrv['listen']}")
             await server.start()
             log.info("namesrv_started", listen=namesrv["listen"])
@@ -688,6 +691,7 @@ def run_forever(config: ControllerConfig | None, namesrv: dict | None) -> int:
         if node is not None:
             await node.stop()
         if server is not None:
+            await ns_listener.close()
             await server.stop(grace=0.5)
         if namesrv is not None:
             expirer.cancel()

@@ -31,6 +31,7 @@ from autoswitch.ha.master_session import MasterSession
 from autoswitch.ha.sync_state import Proposal, SyncStateTracker
 
 from autoswitch.base.auth import parse_broker_identity
+from autoswitch.base.dualport import DualPortFront
 from autoswitch.base.errors import AutoswitchError
 from autoswitch.base.log import RateLimitedLog, get_logger
 from autoswitch.base.tls import ssl_peer_identity
@@ -100,6 +101,8 @@ class HAMaster:
         self.commit = CommitPoint(self.tracker, fenced)
         self._log = get_logger("ha", group=group, brokerId=broker_id, epoch=master_epoch, role="master")
         self._server: asyncio.base_events.Server | None = None
+        self._internal: list[asyncio.base_events.Server] = []   # behind the front (migration)
+        self._front: DualPortFront | None = None
         self._conns: dict[int, _Conn] = {}          # brokerId -> the connection that owns it
         self._handlers: set[asyncio.Task] = set()
         self._waiters: list[tuple[int, int, asyncio.Future]] = []
@@ -114,11 +117,20 @@ class HAMaster:
 
     # ------------------------------------------------------------------ lifecycle
 
-    async def start(self, host: str, port: int, ssl: SSLContext | None = None) -> None:
-        """``ssl``: serve the HA port over TLS (autoswitch.base.tls.server_ssl_context)."""
-        self._server = await asyncio.start_server(self._on_client, host, port, limit=self.config.read_chunk_size,
-                                                  ssl=ssl)
-        self.port = self._server.sockets[0].getsockname()[1]
+    async def start(self, host: str, port: int, ssl: SSLContext | None = None, accept_plaintext: bool = False) -> None:
+        """``ssl``: serve the HA port over TLS (autoswitch.base.tls.server_ssl_context);
+        ``accept_plaintext`` (with ``ssl``, a migration to TLS): plaintext slaves too, through a
+        DualPortFront on the public port and two internal loopback listeners."""
+        limit = self.config.read_chunk_size
+        if ssl is not None and accept_plaintext:
+            self._internal = [await asyncio.start_server(self._on_client, "127.0.0.1", 0, limit=limit),
+                              await asyncio.start_server(self._on_client, "127.0.0.1", 0, limit=limit, ssl=ssl)]
+            plain, tls = (s.sockets[0].getsockname()[1] for s in self._internal)
+            self._front = DualPortFront(("127.0.0.1", plain), ("127.0.0.1", tls), name="ha")
+            self.port = await self._front.start(host, port)
+        else:
+            self._server = await asyncio.start_server(self._on_client, host, port, limit=limit, ssl=ssl)
+            self.port = self._server.sockets[0].getsockname()[1]
         self._housekeeper = asyncio.create_task(self._housekeeping())
         self._log.info("ha_master_started", addr=f"{host}:{self.port}",
                        syncStateSet=sorted(self.tracker.sync_state_set), ackMode=self.config.ack_mode)
@@ -127,8 +139,11 @@ class HAMaster:
         if self._stopped:
             return
         self._stopped = True
-        if self._server is not None:
-            self._server.close()
+        if self._front is not None:
+            await self._front.close()
+        servers = [s for s in (self._server, *self._internal) if s is not None]
+        for srv in servers:
+            srv.close()
         for t in (self._housekeeper, self._proposal_task):
             if t is not None:
                 t.cancel()
@@ -137,9 +152,9 @@ class HAMaster:
         for t in list(self._handlers) + [t for t in (self._housekeeper, self._proposal_task) if t]:
             with contextlib.suppress(BaseException):
                 await t
-        if self._server is not None:
+        for srv in servers:
             with contextlib.suppress(Exception):
-                await asyncio.wait_for(self._server.wait_closed(), 2)
+                await asyncio.wait_for(srv.wait_closed(), 2)
         for _, _, fut in self._waiters:
             if not fut.done():
                 fut.set_exception(HAError("HA master stopped"))

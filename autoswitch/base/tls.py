@@ -13,8 +13,12 @@ import os
 import ssl
 from dataclasses import dataclass
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 from autoswitch.base.errors import ConfigError
+
+if TYPE_CHECKING:
+    from autoswitch.base.dualport import DualPortFront
 
 MAX_PEM_BYTES = 1 << 20   # a CA bundle, certificate or key larger than this is not one
 
@@ -28,6 +32,10 @@ class TLSConfig:
     # A bearer token this process presents as a client (autoswitch.base.auth); needs TLS, since
     # a token sent in clear is a token given away. With a token, cert and key are optional.
     token: str = ""
+    # The plaintext -> TLS migration (docs/security.md): servers also accept plaintext on the same
+    # ports (autoswitch.base.dualport); clients still dial in plaintext (its first step).
+    accept_plaintext: bool = False
+    dial_plaintext: bool = False
 
     @classmethod
     def off(cls) -> TLSConfig:
@@ -37,12 +45,22 @@ class TLSConfig:
     def enabled(self) -> bool:
         return bool(self.ca or self.cert or self.key)
 
+    @property
+    def dials_tls(self) -> bool:
+        return self.enabled and not self.dial_plaintext
+
     def validate(self, server: bool = False) -> TLSConfig:
         """Files readable and PEM; a server needs all three, a client with a token only the CA."""
         if self.token and not self.enabled:
             raise ConfigError("a token needs TLS (at least tls_ca): it would travel in clear", key="token")
         if self.token and ("\n" in self.token or len(self.token) > 4096):
             raise ConfigError("the token is not a single line of at most 4096 characters", key="token")
+        if (self.accept_plaintext or self.dial_plaintext) and not self.enabled:
+            raise ConfigError("tls_accept_plaintext / tls_dial_plaintext are steps of a migration to TLS: "
+                              "configure tls_ca, tls_cert and tls_key", key="tls_accept_plaintext")
+        if self.dial_plaintext and not self.accept_plaintext and server:
+            raise ConfigError("tls_dial_plaintext without tls_accept_plaintext: this process would refuse "
+                              "the plaintext it still speaks to others", key="tls_dial_plaintext")
         if not self.enabled:
             return self
         need = ("ca", "cert", "key") if server or not self.token else ("ca",)
@@ -154,7 +172,7 @@ def grpc_channel(addr: str, cfg: TLSConfig, options: list[tuple[str, int]] | Non
     """A ``grpc.aio`` channel to ``addr``: mutual TLS when ``cfg`` is enabled, else plaintext."""
     import grpc
 
-    if cfg.enabled:
+    if cfg.dials_tls:
         return grpc.aio.secure_channel(addr, grpc_channel_credentials(cfg), options=options)
     return grpc.aio.insecure_channel(addr, options=options)
 
@@ -164,6 +182,39 @@ def add_port(server, addr: str, cfg: TLSConfig) -> int:
     if cfg.enabled:
         return server.add_secure_port(addr, grpc_server_credentials(cfg))
     return server.add_insecure_port(addr)
+
+
+@dataclass
+class Listener:
+    """A gRPC server's public port; ``front`` when it accepts plaintext and TLS (a migration)."""
+
+    port: int
+    front: DualPortFront | None = None
+
+    async def close(self) -> None:
+        if self.front is not None:
+            await self.front.close()
+
+
+async def bind(server, addr: str, cfg: TLSConfig, name: str = "") -> Listener:
+    """Bind ``addr`` for a ``grpc.aio`` server before it starts: TLS when ``cfg`` is enabled, else
+    plaintext; with ``cfg.accept_plaintext`` both, through a DualPortFront on ``addr`` and two
+    internal loopback ports. Port 0 in the result = the bind failed."""
+    if not (cfg.enabled and cfg.accept_plaintext):
+        return Listener(add_port(server, addr, cfg))
+    from autoswitch.base.dualport import DualPortFront
+
+    tls_port = server.add_secure_port("127.0.0.1:0", grpc_server_credentials(cfg))
+    plain_port = server.add_insecure_port("127.0.0.1:0")
+    if not tls_port or not plain_port:
+        return Listener(0)
+    host, _, port = addr.rpartition(":")
+    front = DualPortFront(("127.0.0.1", plain_port), ("127.0.0.1", tls_port), name=name or addr)
+    try:
+        await front.start(host.strip("[]"), int(port))
+    except OSError:
+        return Listener(0)
+    return Listener(front.port, front)
 
 
 def peer_identity(context) -> str | None:

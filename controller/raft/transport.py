@@ -23,7 +23,7 @@ import grpc
 
 from autoswitch.base.backoff import Backoff
 from autoswitch.base.log import RateLimitedLog, get_logger
-from autoswitch.base.tls import TLSConfig, add_port, grpc_channel, peer_identity
+from autoswitch.base.tls import Listener, TLSConfig, bind, grpc_channel, peer_identity
 from autoswitch.proto import raft_pb2, raft_pb2_grpc
 
 from .config import RaftConfig
@@ -288,9 +288,13 @@ class GrpcRaftTransport:
         self.cfg = cfg
         self.tls = tls or TLSConfig.off()
         self._deliver_to: Callable[[list[Message]], None] | None = None
-        self._servicer = RaftServicer(cluster, self._deliver, self_id, self.addrs, tls_identities=self.tls.enabled)
+        # Peers prove their names with certificates, except while a migration to TLS still accepts
+        # plaintext peers (no certificate to check; docs/security.md).
+        self._servicer = RaftServicer(cluster, self._deliver, self_id, self.addrs,
+                                      tls_identities=self.tls.enabled and not self.tls.accept_plaintext)
         self._server = server
         self._own_server = False
+        self._listener: Listener | None = None
         if server is not None:     # registered now: the owner may start its server before start()
             raft_pb2_grpc.add_RaftServicer_to_server(self._servicer, server)
         self.senders = {pid: PeerSender(self_id, pid, addr, cfg, cluster, self.tls)
@@ -311,7 +315,8 @@ class GrpcRaftTransport:
             raft_pb2_grpc.add_RaftServicer_to_server(self._servicer, self._server)
             # Peers always prove who they are here: a member's certificate is bound to its name.
             peer_tls = dataclasses.replace(self.tls, require_client_cert=True)
-            if add_port(self._server, addr, peer_tls) == 0:
+            self._listener = await bind(self._server, addr, peer_tls, "raft")
+            if self._listener.port == 0:
                 raise RaftConfigError(f"cannot bind raft address {addr}")
             await self._server.start()
             self._own_server = True
@@ -332,6 +337,8 @@ class GrpcRaftTransport:
         self._deliver_to = None
         for s in self.senders.values():
             await s.stop()
+        if self._listener is not None:
+            await self._listener.close()
         if self._own_server and self._server is not None:
             await self._server.stop(0.2)
             self._own_server = False

@@ -36,6 +36,10 @@ read_timeout_s = 1.5
 
 
 # `secure`: every process on mutual TLS with authorization on; broker bN holds broker/g1/N.
+# `tls_mode` (what a process gets when it is next started; a migration changes it between rolling
+# restarts): "off" plaintext; "accept-dial-plain" accepts both, dials plaintext; "accept" accepts
+# both, dials TLS; "on" TLS only, with authorization.
+TLS_MODES = ("off", "accept-dial-plain", "accept", "on")
 SECURE_IDENTITIES = ["controller/n1", "controller/n2", "controller/n3", "namesrv/1", "broker/g1/1", "broker/g1/2",
                      "broker/g1/3", "broker/g1/4", "broker/g2/2", "admin", "producer/app", "reader/ops",
                      "client/cli"]     # a certificate without a role: its bearer token says who calls
@@ -45,12 +49,10 @@ class FailoverCluster:
     def __init__(self, procs: ProcGroup, tmp: Path, *, n_brokers: int = 3, lease: bool = True,
                  ack_mode: str = "all", secure: bool = False) -> None:
         self.procs = procs
-        self.secure = secure
-        self.certs: dict[str, dict[str, str]] = {}
-        if secure:
-            from autoswitch.app.certs import init_dev_ca
-
-            self.certs = init_dev_ca(Path(tmp) / "certs", SECURE_IDENTITIES)
+        self.tls_mode = "on" if secure else "off"
+        self._certs: dict[str, dict[str, str]] = {}
+        # name -> certificate identity, when a broker's registered id is not the one in its name
+        self.identity_override: dict[str, str] = {}
         self.tmp = Path(tmp)
         self.n_brokers = n_brokers
         self.lease = lease
@@ -66,7 +68,7 @@ class FailoverCluster:
         self.toml.parent.mkdir(parents=True, exist_ok=True)
         self.toml.write_text(CONTROLLER_TOML)
         self.tokens_file = self.tmp / "tokens.toml"
-        if secure:
+        if self.secure:
             from autoswitch.app.certs import issue_token
 
             # The operators' tokens: what a CLI without a client certificate presents.
@@ -81,21 +83,42 @@ class FailoverCluster:
 
     # ------------------------------------------------------------ credentials
 
+    @property
+    def secure(self) -> bool:
+        return self.tls_mode == "on"
+
+    @property
+    def certs(self) -> dict[str, dict[str, str]]:
+        if not self._certs:
+            from autoswitch.app.certs import init_dev_ca
+
+            self._certs = init_dev_ca(self.tmp / "certs", SECURE_IDENTITIES)
+        return self._certs
+
+    @property
+    def clients_use_tls(self) -> bool:
+        return self.tls_mode in ("accept", "on")
+
     def tls_args(self, identity: str) -> list[str]:
-        """The flags that make a process ``identity`` on this cluster (none when not secure)."""
-        if not self.secure:
+        """The flags that make a client ``identity`` on this cluster (none while clients use plaintext)."""
+        if not self.clients_use_tls:
             return []
         c = self.certs[identity]
         return ["--tls-ca", c["ca"], "--tls-cert", c["cert"], "--tls-key", c["key"]]
 
     def server_args(self, identity: str) -> list[str]:
-        return self.tls_args(identity) + (["--auth"] if self.secure else [])
+        if self.tls_mode == "off":
+            return []
+        c = self.certs[identity]
+        files = ["--tls-ca", c["ca"], "--tls-cert", c["cert"], "--tls-key", c["key"]]
+        return files + {"accept-dial-plain": ["--tls-accept-plaintext", "--tls-dial-plaintext"],
+                        "accept": ["--tls-accept-plaintext"], "on": ["--auth"]}[self.tls_mode]
 
     def tls(self, identity: str = "admin") -> Any:
-        """Client credentials (TLSConfig) as ``identity``; plaintext when not secure."""
+        """Client credentials (TLSConfig) as ``identity``; plaintext while clients use plaintext."""
         from autoswitch.base.tls import TLSConfig
 
-        if not self.secure:
+        if not self.clients_use_tls:
             return TLSConfig.off()
         c = self.certs[identity]
         return TLSConfig(ca=c["ca"], cert=c["cert"], key=c["key"]).validate()
@@ -108,7 +131,7 @@ class FailoverCluster:
         return TLSConfig(ca=c["ca"], cert=c["cert"], key=c["key"], token=self.tokens[token_name]).validate()
 
     def broker_identity(self, name: str) -> str:
-        return f"broker/{GROUP}/{int(name.lstrip('b'))}"
+        return self.identity_override.get(name) or f"broker/{GROUP}/{int(name.lstrip('b'))}"
 
     # ------------------------------------------------------------ processes
 
@@ -127,7 +150,7 @@ class FailoverCluster:
                                                str(self.tmp / f"ctl-{nid}"), "--raft-peers", raft,
                                                "--config", str(self.toml),
                                                *self.server_args(f"controller/{nid}"),
-                                               *(["--auth-tokens-file", str(self.tokens_file)] if self.secure else [])])
+                                               *(["--auth-tokens-file", str(self.tokens_file)] if self.secure and self.tokens_file.exists() else [])])
         self.ctl_proc[nid] = p
         if wait:
             wait_port(self.ctl_ports[nid], timeout=20, proc=p.popen)
@@ -155,7 +178,7 @@ class FailoverCluster:
                 "--controllers", controllers or self.controllers, "--namesrv", self.namesrv,
                 "--heartbeat-timeout-ms", str(HEARTBEAT_TIMEOUT_MS), "--ack-mode", self.ack_mode,
                 "--ack-timeout", "3"]
-        if self.secure:
+        if self.tls_mode != "off":
             args += self.server_args(self.broker_identity(name))
         args += ["--master-lease-ms", str(LEASE_MS)] if lease else ["--no-master-lease"]
         return args

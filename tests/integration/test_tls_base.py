@@ -161,3 +161,36 @@ def test_server_certificates_rotate_without_a_restart(tmp_path):
             await server.stop(None)
 
     asyncio.run(go())
+
+
+def test_one_port_accepts_plaintext_and_tls_during_a_migration(tmp_path):
+    """bind() with accept_plaintext: plaintext and mutual-TLS clients both reach the gRPC server
+    on one public port, the TLS client's certificate still reaches the handler (end to end), and a
+    plaintext client has none."""
+    from autoswitch.base.tls import bind, peer_identity
+
+    ids = init_dev_ca(tmp_path / "ca", ["controller/n1", "admin"])
+    seen: list[str | None] = []
+
+    def who(request: bytes, context) -> bytes:
+        seen.append(peer_identity(context))
+        return request
+
+    async def go():
+        server = grpc.aio.server()
+        server.add_generic_rpc_handlers((grpc.method_handlers_generic_handler(
+            "test.Echo", {"Echo": grpc.unary_unary_rpc_method_handler(who)}),))
+        listener = await bind(server, f"{HOST}:0", _cfg(ids["controller/n1"], accept_plaintext=True), "test")
+        assert listener.port and listener.front is not None
+        await server.start()
+        try:
+            assert await _call(listener.port, grpc_channel_credentials(_cfg(ids["admin"]))) == b"ping"
+            async with grpc.aio.insecure_channel(f"{HOST}:{listener.port}") as ch:
+                assert await ch.unary_unary("/test.Echo/Echo")(b"ping", timeout=10) == b"ping"
+            assert seen == ["admin", None]
+            assert listener.front.counts["tls"] >= 1 and listener.front.counts["plaintext"] >= 1
+        finally:
+            await listener.close()
+            await server.stop(None)
+
+    asyncio.run(go())

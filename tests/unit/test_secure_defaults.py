@@ -74,3 +74,17 @@ def test_broker_certificate_must_name_its_group_and_id(certs, tmp_path):
     cfg = load_broker(None, dict(data_dir=str(tmp_path), group="g1", controllers=["127.0.0.1:9001"],
                                  **_tls(certs, "broker/g1/2")))
     assert cfg.replicas_config().fixed_broker_id == 2
+
+
+def test_migration_steps_are_checked(certs, tmp_path):
+    tls = _tls(certs, "controller/n1")
+    assert _load(tls_accept_plaintext=True, tls_dial_plaintext=True, **tls).tls.dial_plaintext
+    with pytest.raises(ConfigError, match="plaintext callers have no identity"):
+        _load(tls_accept_plaintext=True, auth=True, **tls)
+    with pytest.raises(ConfigError, match="would refuse the plaintext it still speaks"):
+        _load(tls_dial_plaintext=True, **tls)
+    with pytest.raises(ConfigError, match="steps of a migration"):
+        _load(tls_accept_plaintext=True)
+    # accepting plaintext counts as plaintext for the secure-default rule
+    with pytest.raises(ConfigError, match="non-loopback"):
+        _load(listen="0.0.0.0:9001", tls_accept_plaintext=True, **tls)
