@@ -167,7 +167,7 @@ async def _slave_main(port: int, path: Path, target: int, tls_dir: Path | None =
 
     store = _store(path)
     slave = HASlave(store, _ha_config(), 2, "bench", (HOST, port),
-                    ssl=client_ssl_context(_tls(tls_dir, "broker/bench/2")) if tls_dir else None,
+                    ssl=(lambda: client_ssl_context(_tls(tls_dir, "broker/bench/2"))) if tls_dir else None,
                     bind_identities=tls_dir is not None)
     t0 = time.monotonic()
     c0 = _cpu_s()

@@ -13,6 +13,7 @@ from __future__ import annotations
 
 import asyncio
 import dataclasses
+import functools
 import hashlib
 import time
 from collections.abc import Awaitable, Callable
@@ -242,7 +243,7 @@ class Broker:
             self.role = "fenced"
             await self._stop_replication()
             ha = HASlave(self.store, self.ha_config, self.broker_id, self.group, master_ha_addr,
-                         ssl=client_ssl_context(self.cfg.tls) if self.cfg.tls.dials_tls else None,
+                         ssl=functools.partial(client_ssl_context, self.cfg.tls) if self.cfg.tls.dials_tls else None,
                          bind_identities=self.cfg.auth)
             await ha.start()
             self.ha_slave = ha

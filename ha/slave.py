@@ -10,6 +10,7 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import random
+from collections.abc import Callable
 from ssl import SSLContext
 
 from autoswitch.ha.codec import SlaveSideDecoder, encode_ack, encode_slave_handshake
@@ -28,9 +29,11 @@ from autoswitch.base.tls import ssl_peer_identity
 class HASlave:
     def __init__(self, log: ReplicaLog, config: HAConfig, broker_id: int, group: str,
                  master_addr: tuple[str, int], async_learner: bool = False,
-                 sync_from_last_file: bool = False, ssl: SSLContext | None = None,
+                 sync_from_last_file: bool = False, ssl: Callable[[], SSLContext] | None = None,
                  bind_identities: bool = False) -> None:
-        """``ssl``: connect to the master's HA port over TLS (autoswitch.base.tls.client_ssl_context);
+        """``ssl``: connect to the master's HA port over TLS, with a context built by this factory
+        for each connection attempt (autoswitch.base.tls.client_ssl_context: rotated files are
+        picked up at the next reconnect);
         ``bind_identities``: the master's certificate must name a broker of our group (a broker of
         another group, or any other holder of a CA certificate, cannot feed us its log)."""
         self.log = log
@@ -128,9 +131,10 @@ class HASlave:
         # zero_copy: bodies are views into the decoder buffer, each appended before the next read.
         dec = SlaveSideDecoder(cfg.max_body_size, cfg.max_epoch_entries, zero_copy=True)
         loop = asyncio.get_running_loop()
+        ctx = self.ssl() if self.ssl is not None else None
         transport, proto = await asyncio.wait_for(
-            loop.create_connection(lambda: _SlaveProtocol(self, session, dec), host, port, ssl=self.ssl,
-                                   server_hostname=host if self.ssl is not None else None),
+            loop.create_connection(lambda: _SlaveProtocol(self, session, dec), host, port, ssl=ctx,
+                                   server_hostname=host if ctx is not None else None),
             cfg.connect_timeout_s)
         self._writer = transport
         if self.bind_identities:

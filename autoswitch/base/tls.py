@@ -90,6 +90,18 @@ def _read(path: str, what: str) -> bytes:
     return data
 
 
+def _files_stamp(cfg: TLSConfig) -> tuple[int, ...]:
+    """What tells a rotated CA, certificate or key file from the one we loaded."""
+    out: list[int] = []
+    for path in (cfg.ca, cfg.cert, cfg.key):
+        try:
+            st = os.stat(path)
+            out += [st.st_mtime_ns, st.st_size, st.st_ino]
+        except OSError:
+            out += [-1, -1, -1]
+    return tuple(out)
+
+
 def grpc_server_credentials(cfg: TLSConfig):
     """``grpc.ServerCredentials`` for ``server.add_secure_port`` that follow the files: every new
     handshake checks whether the CA, certificate or key file changed and, if so, uses the new ones
@@ -102,14 +114,7 @@ def grpc_server_credentials(cfg: TLSConfig):
     log = get_logger("tls")
 
     def stamp() -> tuple[int, ...]:
-        out = []
-        for path in (cfg.ca, cfg.cert, cfg.key):
-            try:
-                st = os.stat(path)
-                out += [st.st_mtime_ns, st.st_size, st.st_ino]
-            except OSError:
-                out += [-1, -1, -1]
-        return tuple(out)
+        return _files_stamp(cfg)
 
     def config():
         ca, cert, key = cfg.pem()
@@ -148,8 +153,7 @@ def grpc_channel_credentials(cfg: TLSConfig):
     return creds
 
 
-def server_ssl_context(cfg: TLSConfig) -> ssl.SSLContext:
-    """For asyncio servers (the AutoSwitchHA port)."""
+def _server_ssl(cfg: TLSConfig) -> ssl.SSLContext:
     ctx = ssl.SSLContext(ssl.PROTOCOL_TLS_SERVER)
     ctx.minimum_version = ssl.TLSVersion.TLSv1_2
     ctx.load_cert_chain(cfg.cert, cfg.key)
@@ -158,8 +162,37 @@ def server_ssl_context(cfg: TLSConfig) -> ssl.SSLContext:
     return ctx
 
 
+def server_ssl_context(cfg: TLSConfig) -> ssl.SSLContext:
+    """For asyncio servers (the AutoSwitchHA port); follows the files like the gRPC servers: each
+    handshake checks whether the CA, certificate or key changed and, if so, continues on a context
+    built from the new ones (the server-name callback may swap a connection's context, and OpenSSL
+    calls it on every ClientHello, with or without SNI). A broken rotation keeps the last good
+    context and logs why."""
+    from autoswitch.base.log import get_logger
+
+    log = get_logger("tls")
+    current = [_server_ssl(cfg)]
+    seen = [_files_stamp(cfg)]
+
+    def pick(ssl_obj, _server_name, _ctx) -> None:
+        now = _files_stamp(cfg)
+        if now != seen[0]:
+            seen[0] = now                  # one attempt (and one log line) per change
+            try:
+                current[0] = _server_ssl(cfg)
+                log.info("tls_reloaded", cert=cfg.cert, ca=cfg.ca, listener="asyncio")
+            except (OSError, ssl.SSLError) as e:
+                log.error("tls_reload_failed", error=str(e), note="keeping the previous certificates")
+        ssl_obj.context = current[0]
+
+    front = _server_ssl(cfg)
+    front.sni_callback = pick
+    return front
+
+
 def client_ssl_context(cfg: TLSConfig) -> ssl.SSLContext:
-    """For asyncio clients (an HA slave connecting to its master)."""
+    """For asyncio clients (an HA slave connecting to its master): the files as they are now
+    (a slave builds one per connection attempt, so rotated files are picked up at reconnect)."""
     ctx = ssl.SSLContext(ssl.PROTOCOL_TLS_CLIENT)
     ctx.minimum_version = ssl.TLSVersion.TLSv1_2
     if cfg.cert:

@@ -194,3 +194,60 @@ def test_one_port_accepts_plaintext_and_tls_during_a_migration(tmp_path):
             await server.stop(None)
 
     asyncio.run(go())
+
+
+def test_the_ha_port_certificates_rotate_without_a_restart(tmp_path):
+    """The asyncio (HA port) server context follows its files like the gRPC servers: after a swap
+    to a new CA, the next handshake uses the new certificate and CA; a broken rotation keeps the
+    last good set."""
+    import shutil
+
+    a = init_dev_ca(tmp_path / "a", ["broker/g1/1", "broker/g1/2"])
+    b = init_dev_ca(tmp_path / "b", ["broker/g1/1", "broker/g1/2"])
+    live = tmp_path / "live"
+    live.mkdir()
+
+    def install(ids) -> None:
+        for k in ("ca", "cert", "key"):
+            tmp = live / f"{k}.tmp"
+            shutil.copyfile(ids["broker/g1/1"][k], tmp)
+            tmp.replace(live / f"{k}.pem")
+
+    install(a)
+    cfg = TLSConfig(ca=str(live / "ca.pem"), cert=str(live / "cert.pem"), key=str(live / "key.pem")).validate()
+
+    async def go():
+        async def echo(reader, writer):
+            try:
+                writer.write(await reader.readexactly(4))
+                await writer.drain()
+            except (ConnectionError, asyncio.IncompleteReadError):
+                pass
+            finally:
+                writer.close()
+
+        server = await asyncio.start_server(echo, HOST, 0, ssl=server_ssl_context(cfg))
+        port = server.sockets[0].getsockname()[1]
+
+        async def ping(client) -> bytes:
+            r, w = await asyncio.open_connection(HOST, port, ssl=client_ssl_context(_cfg(client["broker/g1/2"])),
+                                                 server_hostname=HOST)
+            try:
+                w.write(b"ping")
+                return await r.readexactly(4)
+            finally:
+                w.close()
+
+        try:
+            assert await ping(a) == b"ping"
+            install(b)
+            assert await ping(b) == b"ping"
+            with pytest.raises((ConnectionError, OSError, asyncio.IncompleteReadError)):
+                await ping(a)
+            (live / "cert.pem").write_text("not a certificate")      # a broken rotation
+            assert await ping(b) == b"ping"
+        finally:
+            server.close()
+            await server.wait_closed()
+
+    asyncio.run(go())
