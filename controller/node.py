@@ -682,6 +682,12 @@ def run_forever(config: ControllerConfig | None, namesrv: dict | None) -> int:
             if ns_listener.port == 0:
                 raise OSError(f"cannot listen on {namesrv['listen']}")
             await server.start()
+            if not namesrv["tls"].enabled:
+                log.warning("plaintext", listen=namesrv["listen"],
+                            note="no TLS: brokers and clients are not authenticated; loopback development only")
+            elif not ns_auth.enabled:
+                log.warning("no_authorization", listen=namesrv["listen"],
+                            note="auth off: any holder of a certificate of the CA may register routes")
             log.info("namesrv_started", listen=namesrv["listen"])
         _tune_gc()
         waiter = asyncio.create_task(stop.wait())
