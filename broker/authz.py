@@ -5,6 +5,8 @@ autoswitch.base.auth; the HA port checks its peers itself, ha/ has no gRPC):
     Consume, LogDigest              reader
     GetBrokerEpoch, GetStatus       reader, or any broker (replicas ask each other)
     SwitchRole                      admin (static-role mode; the controller decides otherwise)
+    CommitOffset, FetchOffset,      reader (a consumer commits its group's progress)
+      ConsumerProgress
 """
 
 from __future__ import annotations
@@ -18,4 +20,7 @@ BROKER_RULES: dict[str, Rule] = {
     "GetBrokerEpoch": Rule((Role.READER, Role.BROKER)),
     "GetStatus": Rule((Role.READER, Role.BROKER)),
     "SwitchRole": Rule((Role.ADMIN,)),
+    "CommitOffset": Rule((Role.READER,)),
+    "FetchOffset": Rule((Role.READER,)),
+    "ConsumerProgress": Rule((Role.READER,)),
 }

@@ -91,6 +91,9 @@ def register(sub: Any, admin_sub: Any) -> None:
     p.add_argument("--count", type=int, default=100, help="stop after this many messages")
     p.add_argument("--batch", type=int, default=256, help="max messages per Consume request")
     p.add_argument("--timeout", type=float, default=10.0)
+    p.add_argument("--consumer-group", default=None,
+                   help="resume from this consumer group's committed offset and commit after each batch "
+                        "(at-least-once: a crash between processing and commit replays that batch)")
     p.add_argument("--json", action="store_true")
     add_tls_args(p)
     p.set_defaults(func=_cmd_consume)
@@ -118,6 +121,16 @@ def register(sub: Any, admin_sub: Any) -> None:
     a.add_argument("--json", action="store_true")
     add_tls_args(a)
     a.set_defaults(func=_cmd_broker_status)
+
+    a = admin_sub.add_parser("consumer-progress", help="a consumer group's committed offset, log end and lag per topic")
+    a.add_argument("-g", "--consumer-group", required=True)
+    a.add_argument("--broker", help="the master's HOST:PORT; or --namesrv + --group")
+    a.add_argument("--namesrv", help="name server HOST:PORT: ask the group's master")
+    a.add_argument("--group", help="broker group (with --namesrv)")
+    a.add_argument("--timeout", type=float, default=10.0)
+    a.add_argument("--json", action="store_true")
+    add_tls_args(a)
+    a.set_defaults(func=_cmd_consumer_progress)
 
     a = admin_sub.add_parser("log-digest", help="sha256 of a broker's raw commit log in [from, to)")
     a.add_argument("--broker", required=True)
@@ -278,15 +291,24 @@ def _cmd_consume(args: argparse.Namespace) -> int:
                                          args.tls)
         else:
             client = ConsumerClient(args.broker, timeout_s=args.timeout, tls=args.tls)
+        cg = args.consumer_group
         got = 0
         q = args.from_offset
         try:
+            if cg:
+                r = await client.fetch_offset(cg, args.topic)
+                if r.status != pb.OK:
+                    return _status_err(r.status, r.error_message)
+                if r.offset.clamped:
+                    print(json.dumps({"warning": {"code": "OFFSET_CLAMPED", "consumer_group": cg, "topic": args.topic,
+                                                  "committed": r.offset.committed_beyond,
+                                                  "log_end": r.offset.log_end}}), file=sys.stderr)
+                if r.offset.found:
+                    q = r.offset.queue_offset
             while got < args.count:
                 reply = await client.consume(args.topic, q, min(args.batch, args.count - got))
                 if reply.status != pb.OK:
-                    print(json.dumps({"error": {"code": pb.Status.Name(reply.status),
-                                                "message": reply.error_message}}), file=sys.stderr)
-                    return 1
+                    return _status_err(reply.status, reply.error_message)
                 if not reply.messages:
                     break
                 for m in reply.messages:
@@ -295,7 +317,12 @@ def _cmd_consume(args: argparse.Namespace) -> int:
                         print(json.dumps(_msg_to_dict(m), separators=(",", ":")))
                     else:
                         print(f"{m.queue_offset}\t{m.msg_id}\t{len(m.body)}B")
+                sys.stdout.flush()           # processed (printed) before committed: at-least-once
                 q = reply.next_queue_offset
+                if cg:
+                    c = await client.commit_offset(cg, args.topic, q)
+                    if c.status != pb.OK:
+                        return _status_err(c.status, c.error_message)
         except AutoswitchError as e:
             return _err(e)
         finally:
@@ -303,6 +330,13 @@ def _cmd_consume(args: argparse.Namespace) -> int:
         return 0
 
     return asyncio.run(run())
+
+
+def _status_err(status: int, message: str) -> int:
+    from autoswitch.proto import broker_pb2 as pb
+
+    print(json.dumps({"error": {"code": pb.Status.Name(status), "message": message}}), file=sys.stderr)
+    return 1
 
 
 def _bad_target(args: argparse.Namespace) -> bool:
@@ -378,6 +412,46 @@ def _produce_routed(args: argparse.Namespace) -> int:
                    "statuses": client.stats.statuses}
         print(json.dumps({"summary": summary}), file=sys.stderr)
         return rc
+
+    return asyncio.run(run())
+
+
+def _cmd_consumer_progress(args: argparse.Namespace) -> int:
+    import asyncio
+
+    from autoswitch.proto import broker_pb2 as pb
+
+    from .client import ConsumerClient
+
+    if _bad_target(args):
+        return 2
+
+    async def run() -> int:
+        if args.namesrv:
+            from .route import RetryPolicy, RoutedConsumer
+
+            client: Any = RoutedConsumer(args.namesrv, args.group, RetryPolicy(rpc_timeout_s=args.timeout), args.tls)
+        else:
+            client = ConsumerClient(args.broker, timeout_s=args.timeout, tls=args.tls)
+        try:
+            r = await client.consumer_progress(args.consumer_group)
+        except AutoswitchError as e:
+            return _err(e)
+        finally:
+            await client.close()
+        if r.status != pb.OK:
+            return _status_err(r.status, r.error_message)
+        rows = [{"topic": o.topic, "committed": o.queue_offset if o.found else None, "log_end": o.log_end,
+                 "lag": max(0, o.log_end - o.queue_offset), "clamped": o.clamped,
+                 "committed_beyond": o.committed_beyond if o.clamped else None} for o in r.offsets]
+        if args.json:
+            print(json.dumps({"consumer_group": args.consumer_group, "topics": rows}, separators=(",", ":")))
+        else:
+            print(f"{'topic':<32} {'committed':>12} {'log_end':>12} {'lag':>10}")
+            for row in rows:
+                print(f"{row['topic']:<32} {row['committed']!s:>12} {row['log_end']:>12} {row['lag']:>10}"
+                      + ("  CLAMPED from " + str(row["committed_beyond"]) if row["clamped"] else ""))
+        return 0
 
     return asyncio.run(run())
 

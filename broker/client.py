@@ -213,6 +213,16 @@ class ConsumerClient(_Base):
             "Consume", pb.ConsumeRequest(topic=topic, queue_offset=queue_offset, max_count=max_count)
         )
 
+    async def commit_offset(self, consumer_group: str, topic: str, queue_offset: int) -> pb.CommitOffsetReply:
+        return await self._call("CommitOffset", pb.CommitOffsetRequest(
+            consumer_group=consumer_group, topic=topic, queue_offset=queue_offset))
+
+    async def fetch_offset(self, consumer_group: str, topic: str) -> pb.FetchOffsetReply:
+        return await self._call("FetchOffset", pb.FetchOffsetRequest(consumer_group=consumer_group, topic=topic))
+
+    async def consumer_progress(self, consumer_group: str) -> pb.ConsumerProgressReply:
+        return await self._call("ConsumerProgress", pb.ConsumerProgressRequest(consumer_group=consumer_group))
+
 
 class AdminClient(_Base):
     async def get_broker_epoch(self) -> pb.GetBrokerEpochReply:

@@ -23,7 +23,7 @@ import asyncio
 import contextlib
 import time
 import uuid
-from collections.abc import Sequence
+from collections.abc import Awaitable, Callable, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
@@ -359,6 +359,23 @@ class RoutedConsumer(_Routed):
         return ConsumerClient(addr, timeout_s=self.policy.rpc_timeout_s, max_retries=0, tls=self.tls)
 
     async def consume(self, topic: str, queue_offset: int, max_count: int) -> pb.ConsumeReply:
+        return await self._on_master(f"consume {topic}@{queue_offset}",
+                                     lambda c: c.consume(topic, queue_offset, max_count))
+
+    async def commit_offset(self, consumer_group: str, topic: str, queue_offset: int) -> pb.CommitOffsetReply:
+        return await self._on_master(f"commit {consumer_group}/{topic}@{queue_offset}",
+                                     lambda c: c.commit_offset(consumer_group, topic, queue_offset))
+
+    async def fetch_offset(self, consumer_group: str, topic: str) -> pb.FetchOffsetReply:
+        return await self._on_master(f"fetch offset {consumer_group}/{topic}",
+                                     lambda c: c.fetch_offset(consumer_group, topic))
+
+    async def consumer_progress(self, consumer_group: str) -> pb.ConsumerProgressReply:
+        return await self._on_master(f"progress of {consumer_group}", lambda c: c.consumer_progress(consumer_group))
+
+    async def _on_master(self, what: str, call: Callable[[ConsumerClient], Awaitable[Any]]) -> Any:
+        """``call`` on the group's master, re-routing on failover, until a reply that is OK or not
+        retryable, or RetriesExhausted after the policy's deadline."""
         deadline = time.monotonic() + self.policy.retry_deadline_s
         backoff = Backoff(self.policy.backoff_min_s, self.policy.backoff_max_s, jitter=False)
         last = "no attempt"
@@ -367,7 +384,7 @@ class RoutedConsumer(_Routed):
                 await self._refresh()
             if self.master is not None:
                 try:
-                    reply = await self._client(self.master).consume(topic, queue_offset, max_count)
+                    reply = await call(self._client(self.master))
                 except BrokerUnavailable as e:
                     reply = None
                     last = f"UNAVAILABLE {self.master}: {e}"
@@ -383,5 +400,5 @@ class RoutedConsumer(_Routed):
                 last = f"no master route for {self.group}"
             delay = backoff.next()
             if time.monotonic() + delay > deadline:
-                raise RetriesExhausted(f"consume {topic}@{queue_offset}: {last}")
+                raise RetriesExhausted(f"{what}: {last}")
             await asyncio.sleep(delay)

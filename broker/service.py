@@ -26,6 +26,7 @@ from autoswitch.proto import broker_pb2_grpc as pbg
 
 from .client import channel_options
 from .config import BrokerConfig, parse_hostport
+from .consumer_groups import Committed, ConsumerGroups
 from .server import Broker
 from .write_path import validate_message
 
@@ -52,6 +53,7 @@ class BrokerServicer(pbg.BrokerServiceServicer):
     def __init__(self, broker: Broker) -> None:
         self.b = broker
         self.log = broker.log.bind(component_part="service")
+        self.groups = ConsumerGroups(broker)
 
     def _master_addr(self) -> str:
         return self.b.master_addr or ""
@@ -279,6 +281,46 @@ class BrokerServicer(pbg.BrokerServiceServicer):
         except AutoswitchError as e:
             return pb.LogDigestReply(status=pb.INTERNAL, error_message=f"{e.code}: {e}")
         return pb.LogDigestReply(status=pb.OK, from_offset=lo, to_offset=hi, sha256=digest)
+
+
+    # ---- consumer groups (broker/consumer_groups.py) ----
+
+    async def CommitOffset(self, request: pb.CommitOffsetRequest, context: Any) -> pb.CommitOffsetReply:
+        try:
+            await self.groups.commit(request.consumer_group, request.topic, request.queue_offset)
+        except WriteError as e:
+            return pb.CommitOffsetReply(status=status_of(e), error_message=str(e), master_addr=self._master_addr())
+        except AutoswitchError as e:
+            self.log.error("commit_offset_failed", code=e.code, error=str(e))
+            return pb.CommitOffsetReply(status=pb.INTERNAL, error_message=f"{e.code}: {e}")
+        return pb.CommitOffsetReply(status=pb.OK)
+
+    async def FetchOffset(self, request: pb.FetchOffsetRequest, context: Any) -> pb.FetchOffsetReply:
+        try:
+            c = self.groups.fetch(request.consumer_group, request.topic)
+        except WriteError as e:
+            return pb.FetchOffsetReply(status=status_of(e), error_message=str(e), master_addr=self._master_addr())
+        except AutoswitchError as e:
+            self.log.error("fetch_offset_failed", code=e.code, error=str(e))
+            return pb.FetchOffsetReply(status=pb.INTERNAL, error_message=f"{e.code}: {e}")
+        return pb.FetchOffsetReply(status=pb.OK, offset=_committed_pb(c))
+
+    async def ConsumerProgress(self, request: pb.ConsumerProgressRequest, context: Any) -> pb.ConsumerProgressReply:
+        try:
+            rows = self.groups.progress(request.consumer_group)
+        except WriteError as e:
+            return pb.ConsumerProgressReply(status=status_of(e), error_message=str(e),
+                                            master_addr=self._master_addr())
+        except AutoswitchError as e:
+            self.log.error("consumer_progress_failed", code=e.code, error=str(e))
+            return pb.ConsumerProgressReply(status=pb.INTERNAL, error_message=f"{e.code}: {e}")
+        return pb.ConsumerProgressReply(status=pb.OK, offsets=[_committed_pb(c) for c in rows])
+
+
+def _committed_pb(c: Committed) -> pb.CommittedOffset:
+    return pb.CommittedOffset(topic=c.topic, found=c.offset is not None, queue_offset=c.offset or 0,
+                              log_end=c.log_end, clamped=c.clamped_from is not None,
+                              committed_beyond=c.clamped_from or 0)
 
 
 Attach = Callable[[Broker], Awaitable[Callable[[], Awaitable[None]] | None]]

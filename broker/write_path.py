@@ -33,6 +33,7 @@ from autoswitch.base.write_errors import (
 )
 
 from .config import BrokerConfig
+from .consumer_offsets import RESERVED_PREFIX
 
 # Milliseconds since the epoch; year 9999 is far enough and keeps the record field's u64 safe.
 MAX_BORN_TS_MS = 253_402_300_799_999
@@ -57,6 +58,8 @@ def validate_message(topic: str, body: bytes, msg_id: str, cfg: BrokerConfig,
     """The per-message check; returns the error instead of raising so a batch reports per message."""
     if not (0 <= born_ts_ms <= MAX_BORN_TS_MS):
         return BadRequest(f"born_ts_ms {born_ts_ms} outside [0, {MAX_BORN_TS_MS}] (0 = stamped by the broker)")
+    if topic.startswith(RESERVED_PREFIX):
+        return BadRequest(f"topics starting with {RESERVED_PREFIX!r} are the broker's own (consumer offsets)")
     tb = topic.encode("utf-8")
     if not tb:
         return BadRequest("empty topic")

@@ -269,3 +269,77 @@ class LogDigestReply(_message.Message):
     to_offset: int
     sha256: str
     def __init__(self, status: _Optional[_Union[Status, str]] = ..., error_message: _Optional[str] = ..., from_offset: _Optional[int] = ..., to_offset: _Optional[int] = ..., sha256: _Optional[str] = ...) -> None: ...
+
+class CommitOffsetRequest(_message.Message):
+    __slots__ = ("consumer_group", "topic", "queue_offset")
+    CONSUMER_GROUP_FIELD_NUMBER: _ClassVar[int]
+    TOPIC_FIELD_NUMBER: _ClassVar[int]
+    QUEUE_OFFSET_FIELD_NUMBER: _ClassVar[int]
+    consumer_group: str
+    topic: str
+    queue_offset: int
+    def __init__(self, consumer_group: _Optional[str] = ..., topic: _Optional[str] = ..., queue_offset: _Optional[int] = ...) -> None: ...
+
+class CommitOffsetReply(_message.Message):
+    __slots__ = ("status", "error_message", "master_addr")
+    STATUS_FIELD_NUMBER: _ClassVar[int]
+    ERROR_MESSAGE_FIELD_NUMBER: _ClassVar[int]
+    MASTER_ADDR_FIELD_NUMBER: _ClassVar[int]
+    status: Status
+    error_message: str
+    master_addr: str
+    def __init__(self, status: _Optional[_Union[Status, str]] = ..., error_message: _Optional[str] = ..., master_addr: _Optional[str] = ...) -> None: ...
+
+class FetchOffsetRequest(_message.Message):
+    __slots__ = ("consumer_group", "topic")
+    CONSUMER_GROUP_FIELD_NUMBER: _ClassVar[int]
+    TOPIC_FIELD_NUMBER: _ClassVar[int]
+    consumer_group: str
+    topic: str
+    def __init__(self, consumer_group: _Optional[str] = ..., topic: _Optional[str] = ...) -> None: ...
+
+class CommittedOffset(_message.Message):
+    __slots__ = ("topic", "found", "queue_offset", "log_end", "clamped", "committed_beyond")
+    TOPIC_FIELD_NUMBER: _ClassVar[int]
+    FOUND_FIELD_NUMBER: _ClassVar[int]
+    QUEUE_OFFSET_FIELD_NUMBER: _ClassVar[int]
+    LOG_END_FIELD_NUMBER: _ClassVar[int]
+    CLAMPED_FIELD_NUMBER: _ClassVar[int]
+    COMMITTED_BEYOND_FIELD_NUMBER: _ClassVar[int]
+    topic: str
+    found: bool
+    queue_offset: int
+    log_end: int
+    clamped: bool
+    committed_beyond: int
+    def __init__(self, topic: _Optional[str] = ..., found: _Optional[bool] = ..., queue_offset: _Optional[int] = ..., log_end: _Optional[int] = ..., clamped: _Optional[bool] = ..., committed_beyond: _Optional[int] = ...) -> None: ...
+
+class FetchOffsetReply(_message.Message):
+    __slots__ = ("status", "error_message", "master_addr", "offset")
+    STATUS_FIELD_NUMBER: _ClassVar[int]
+    ERROR_MESSAGE_FIELD_NUMBER: _ClassVar[int]
+    MASTER_ADDR_FIELD_NUMBER: _ClassVar[int]
+    OFFSET_FIELD_NUMBER: _ClassVar[int]
+    status: Status
+    error_message: str
+    master_addr: str
+    offset: CommittedOffset
+    def __init__(self, status: _Optional[_Union[Status, str]] = ..., error_message: _Optional[str] = ..., master_addr: _Optional[str] = ..., offset: _Optional[_Union[CommittedOffset, _Mapping]] = ...) -> None: ...
+
+class ConsumerProgressRequest(_message.Message):
+    __slots__ = ("consumer_group",)
+    CONSUMER_GROUP_FIELD_NUMBER: _ClassVar[int]
+    consumer_group: str
+    def __init__(self, consumer_group: _Optional[str] = ...) -> None: ...
+
+class ConsumerProgressReply(_message.Message):
+    __slots__ = ("status", "error_message", "master_addr", "offsets")
+    STATUS_FIELD_NUMBER: _ClassVar[int]
+    ERROR_MESSAGE_FIELD_NUMBER: _ClassVar[int]
+    MASTER_ADDR_FIELD_NUMBER: _ClassVar[int]
+    OFFSETS_FIELD_NUMBER: _ClassVar[int]
+    status: Status
+    error_message: str
+    master_addr: str
+    offsets: _containers.RepeatedCompositeFieldContainer[CommittedOffset]
+    def __init__(self, status: _Optional[_Union[Status, str]] = ..., error_message: _Optional[str] = ..., master_addr: _Optional[str] = ..., offsets: _Optional[_Iterable[_Union[CommittedOffset, _Mapping]]] = ...) -> None: ...

@@ -64,6 +64,21 @@ class BrokerServiceStub:
                 request_serializer=autoswitch_dot_proto_dot_broker__pb2.LogDigestRequest.SerializeToString,
                 response_deserializer=autoswitch_dot_proto_dot_broker__pb2.LogDigestReply.FromString,
                 _registered_method=True)
+        self.CommitOffset = channel.unary_unary(
+                '/autoswitch.broker.BrokerService/CommitOffset',
+                request_serializer=autoswitch_dot_proto_dot_broker__pb2.CommitOffsetRequest.SerializeToString,
+                response_deserializer=autoswitch_dot_proto_dot_broker__pb2.CommitOffsetReply.FromString,
+                _registered_method=True)
+        self.FetchOffset = channel.unary_unary(
+                '/autoswitch.broker.BrokerService/FetchOffset',
+                request_serializer=autoswitch_dot_proto_dot_broker__pb2.FetchOffsetRequest.SerializeToString,
+                response_deserializer=autoswitch_dot_proto_dot_broker__pb2.FetchOffsetReply.FromString,
+                _registered_method=True)
+        self.ConsumerProgress = channel.unary_unary(
+                '/autoswitch.broker.BrokerService/ConsumerProgress',
+                request_serializer=autoswitch_dot_proto_dot_broker__pb2.ConsumerProgressRequest.SerializeToString,
+                response_deserializer=autoswitch_dot_proto_dot_broker__pb2.ConsumerProgressReply.FromString,
+                _registered_method=True)
 
 
 class BrokerServiceServicer:
@@ -105,6 +120,24 @@ class BrokerServiceServicer:
         context.set_details('Method not implemented!')
         raise NotImplementedError('Method not implemented!')
 
+    def CommitOffset(self, request, context):
+        """Missing associated documentation comment in .proto file."""
+        context.set_code(grpc.StatusCode.UNIMPLEMENTED)
+        context.set_details('Method not implemented!')
+        raise NotImplementedError('Method not implemented!')
+
+    def FetchOffset(self, request, context):
+        """Missing associated documentation comment in .proto file."""
+        context.set_code(grpc.StatusCode.UNIMPLEMENTED)
+        context.set_details('Method not implemented!')
+        raise NotImplementedError('Method not implemented!')
+
+    def ConsumerProgress(self, request, context):
+        """Missing associated documentation comment in .proto file."""
+        context.set_code(grpc.StatusCode.UNIMPLEMENTED)
+        context.set_details('Method not implemented!')
+        raise NotImplementedError('Method not implemented!')
+
 
 def add_BrokerServiceServicer_to_server(servicer, server):
     rpc_method_handlers = {
@@ -137,6 +170,21 @@ def add_BrokerServiceServicer_to_server(servicer, server):
                     servicer.LogDigest,
                     request_deserializer=autoswitch_dot_proto_dot_broker__pb2.LogDigestRequest.FromString,
                     response_serializer=autoswitch_dot_proto_dot_broker__pb2.LogDigestReply.SerializeToString,
+            ),
+            'CommitOffset': grpc.unary_unary_rpc_method_handler(
+                    servicer.CommitOffset,
+                    request_deserializer=autoswitch_dot_proto_dot_broker__pb2.CommitOffsetRequest.FromString,
+                    response_serializer=autoswitch_dot_proto_dot_broker__pb2.CommitOffsetReply.SerializeToString,
+            ),
+            'FetchOffset': grpc.unary_unary_rpc_method_handler(
+                    servicer.FetchOffset,
+                    request_deserializer=autoswitch_dot_proto_dot_broker__pb2.FetchOffsetRequest.FromString,
+                    response_serializer=autoswitch_dot_proto_dot_broker__pb2.FetchOffsetReply.SerializeToString,
+            ),
+            'ConsumerProgress': grpc.unary_unary_rpc_method_handler(
+                    servicer.ConsumerProgress,
+                    request_deserializer=autoswitch_dot_proto_dot_broker__pb2.ConsumerProgressRequest.FromString,
+                    response_serializer=autoswitch_dot_proto_dot_broker__pb2.ConsumerProgressReply.SerializeToString,
             ),
     }
     generic_handler = grpc.method_handlers_generic_handler(
@@ -301,6 +349,87 @@ class BrokerService:
             '/autoswitch.broker.BrokerService/LogDigest',
             autoswitch_dot_proto_dot_broker__pb2.LogDigestRequest.SerializeToString,
             autoswitch_dot_proto_dot_broker__pb2.LogDigestReply.FromString,
+            options,
+            channel_credentials,
+            insecure,
+            call_credentials,
+            compression,
+            wait_for_ready,
+            timeout,
+            metadata,
+            _registered_method=True)
+
+    @staticmethod
+    def CommitOffset(request,
+            target,
+            options=(),
+            channel_credentials=None,
+            call_credentials=None,
+            insecure=False,
+            compression=None,
+            wait_for_ready=None,
+            timeout=None,
+            metadata=None):
+        return grpc.experimental.unary_unary(
+            request,
+            target,
+            '/autoswitch.broker.BrokerService/CommitOffset',
+            autoswitch_dot_proto_dot_broker__pb2.CommitOffsetRequest.SerializeToString,
+            autoswitch_dot_proto_dot_broker__pb2.CommitOffsetReply.FromString,
+            options,
+            channel_credentials,
+            insecure,
+            call_credentials,
+            compression,
+            wait_for_ready,
+            timeout,
+            metadata,
+            _registered_method=True)
+
+    @staticmethod
+    def FetchOffset(request,
+            target,
+            options=(),
+            channel_credentials=None,
+            call_credentials=None,
+            insecure=False,
+            compression=None,
+            wait_for_ready=None,
+            timeout=None,
+            metadata=None):
+        return grpc.experimental.unary_unary(
+            request,
+            target,
+            '/autoswitch.broker.BrokerService/FetchOffset',
+            autoswitch_dot_proto_dot_broker__pb2.FetchOffsetRequest.SerializeToString,
+            autoswitch_dot_proto_dot_broker__pb2.FetchOffsetReply.FromString,
+            options,
+            channel_credentials,
+            insecure,
+            call_credentials,
+            compression,
+            wait_for_ready,
+            timeout,
+            metadata,
+            _registered_method=True)
+
+    @staticmethod
+    def ConsumerProgress(request,
+            target,
+            options=(),
+            channel_credentials=None,
+            call_credentials=None,
+            insecure=False,
+            compression=None,
+            wait_for_ready=None,
+            timeout=None,
+            metadata=None):
+        return grpc.experimental.unary_unary(
+            request,
+            target,
+            '/autoswitch.broker.BrokerService/ConsumerProgress',
+            autoswitch_dot_proto_dot_broker__pb2.ConsumerProgressRequest.SerializeToString,
+            autoswitch_dot_proto_dot_broker__pb2.ConsumerProgressReply.FromString,
             options,
             channel_credentials,
             insecure,

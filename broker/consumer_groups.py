@@ -1,0 +1,111 @@
+"""The master's consumer-group service: CommitOffset appends a commit record through the write
+path (acknowledged per the ack mode, like a produced message); FetchOffset and ConsumerProgress
+answer from the OffsetTable, which follows the ``__consumer_offsets`` records of this broker's
+own log. The table is rebuilt from the log whenever the role or MasterEpoch changed (a new
+master, or one whose log was truncated), so after a failover the new master serves exactly the
+commits its log holds; a committed offset beyond the topic's log end (possible only after an
+unclean election) is clamped to the log end and reported.
+"""
+
+from __future__ import annotations
+
+import time
+import uuid
+from dataclasses import dataclass
+from typing import TYPE_CHECKING
+
+from autoswitch.base.log import RateLimitedLog, get_logger
+from autoswitch.base.write_errors import BadRequest, NotMaster
+
+from .consumer_offsets import OFFSETS_TOPIC, OffsetTable, check_names, decode_commit, encode_commit
+from .record import Message
+
+if TYPE_CHECKING:
+    from .server import Broker
+
+READ_CHUNK = 1000
+
+
+@dataclass(frozen=True)
+class Committed:
+    topic: str
+    offset: int | None        # None: the group never committed for this topic
+    log_end: int              # the topic's next queue offset on this master
+    clamped_from: int | None  # the committed offset, when it was beyond the log end
+
+    @property
+    def lag(self) -> int:
+        return max(0, self.log_end - (self.offset or 0))
+
+
+class ConsumerGroups:
+    def __init__(self, broker: Broker) -> None:
+        self.b = broker
+        self.log = get_logger("broker.consumer_groups", group=broker.group)
+        self._clamps = RateLimitedLog(self.log, interval_s=60.0)
+        self.clamped = 0              # how many fetches answered a clamped offset (status, tests)
+        self.bad_records = 0
+        self._reset(None)
+
+    def _reset(self, view: tuple[str, int] | None) -> None:
+        self._view = view
+        self._table = OffsetTable()
+        self._next_q = 0
+
+    def _require_master(self) -> None:
+        if self.b.role != "master":
+            raise NotMaster("consumer offsets are served by the master", master_addr=self.b.master_addr)
+
+    def _sync(self) -> OffsetTable:
+        """Catch the table up with the commit records appended since the last call."""
+        view = (self.b.role, self.b.master_epoch)
+        if view != self._view:
+            self._reset(view)
+        store = self.b.store
+        while self._next_q < store.max_queue_offset(OFFSETS_TOPIC):
+            batch = store.read_messages(OFFSETS_TOPIC, self._next_q, READ_CHUNK)
+            if not batch:
+                break
+            for m in batch:
+                got = decode_commit(bytes(m.body))
+                if got is None:
+                    self.bad_records += 1
+                    self.log.warning("bad_commit_record", queueOffset=m.queue_offset, phyOffset=m.phy_offset)
+                else:
+                    self._table.on_append(got[0], got[1], m.phy_offset + m.size)
+                self._next_q = m.queue_offset + 1
+        return self._table
+
+    async def commit(self, group: str, topic: str, queue_offset: int) -> None:
+        """At-least-once: commit the next offset to read after processing everything before it."""
+        check_names(group, topic)
+        end = self.b.store.max_queue_offset(topic)
+        if not 0 <= queue_offset <= end:
+            raise BadRequest(f"offset {queue_offset} of {topic!r} outside [0, {end}] (the log end)")
+        wp = self.b.writer()
+        body = encode_commit(group, topic, queue_offset)
+        await wp.put([Message(topic=OFFSETS_TOPIC, body=body, msg_id=uuid.uuid4().hex,
+                              born_ts_ms=int(time.time() * 1000))])
+
+    def fetch(self, group: str, topic: str) -> Committed:
+        check_names(group, topic)
+        self._require_master()
+        table = self._sync()
+        return self._committed(table, group, topic)
+
+    def progress(self, group: str) -> list[Committed]:
+        check_names(group, "x")
+        self._require_master()
+        table = self._sync()
+        return [self._committed(table, group, t) for _g, t in table.keys_of(group)]
+
+    def _committed(self, table: OffsetTable, group: str, topic: str) -> Committed:
+        value = table.value((group, topic), self.b.confirm_offset)
+        end = self.b.store.max_queue_offset(topic)
+        if value is not None and value > end:
+            self.clamped += 1
+            self._clamps.warning((group, topic), "consumer_offset_clamped", consumerGroup=group, topic=topic,
+                                 committed=value, logEnd=end, epoch=self.b.master_epoch,
+                                 note="beyond this master's log end: an unclean election lost messages")
+            return Committed(topic, end, end, value)
+        return Committed(topic, value, end, None)

@@ -1,0 +1,88 @@
+"""Consumer-group offsets as records of the replicated commit log (docs/broker.md, "Consumer
+groups"): a commit is one record in the internal topic ``__consumer_offsets``, appended and
+acknowledged like any produced message, so a slave holds every offset the master acknowledged
+and the EpochFile truncation applies to offsets exactly as to messages.
+
+This module is the pure part: the record encoding and the table a master answers FetchOffset
+from. The table follows the log order (the last commit of a key wins) but answers only with
+what is at or below confirmOffset, so a reader never sees a commit that a failover could undo.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+
+import orjson
+
+from autoswitch.base.limits import MAX_NAME_LEN, MAX_TOPIC_BYTES
+from autoswitch.base.write_errors import BadRequest
+
+OFFSETS_TOPIC = "__consumer_offsets"
+RESERVED_PREFIX = "__"           # topics of the broker itself; producers may not write them
+MAX_BODY_BYTES = 1024
+MAX_PENDING_PER_KEY = 1024       # unconfirmed commits kept per key (older ones fold or drop)
+
+Key = tuple[str, str]            # (consumer group, topic)
+
+
+def check_names(group: str, topic: str) -> None:
+    if not group or len(group.encode("utf-8", "surrogatepass")) > MAX_NAME_LEN:
+        raise BadRequest(f"consumer group must be 1..{MAX_NAME_LEN} bytes")
+    if not topic or len(topic.encode("utf-8", "surrogatepass")) > MAX_TOPIC_BYTES or topic.startswith(RESERVED_PREFIX):
+        raise BadRequest(f"topic must be 1..{MAX_TOPIC_BYTES} bytes and not start with {RESERVED_PREFIX!r}")
+
+
+def encode_commit(group: str, topic: str, queue_offset: int) -> bytes:
+    check_names(group, topic)
+    if queue_offset < 0:
+        raise BadRequest("queue_offset must be >= 0")
+    return orjson.dumps({"g": group, "t": topic, "o": queue_offset})
+
+
+def decode_commit(body: bytes) -> tuple[Key, int] | None:
+    """(key, offset), or None for a record that is not a well-formed commit (logged by the caller)."""
+    if len(body) > MAX_BODY_BYTES:
+        return None
+    try:
+        d = orjson.loads(body)
+    except orjson.JSONDecodeError:
+        return None
+    if not isinstance(d, dict):
+        return None
+    g, t, o = d.get("g"), d.get("t"), d.get("o")
+    if not (isinstance(g, str) and isinstance(t, str) and type(o) is int and o >= 0):
+        return None
+    return (g, t), o
+
+
+@dataclass
+class OffsetTable:
+    """Committed offsets by key. ``on_append(key, offset, end)`` in log order (``end``: the
+    commit record's end in the log); ``value(key, confirm)`` = the last commit of the key whose
+    record ends at or below ``confirm``."""
+
+    confirmed: dict[Key, int] = field(default_factory=dict)
+    pending: dict[Key, list[tuple[int, int]]] = field(default_factory=dict)
+
+    def on_append(self, key: Key, offset: int, end: int) -> None:
+        q = self.pending.setdefault(key, [])
+        q.append((end, offset))
+        if len(q) > MAX_PENDING_PER_KEY:
+            del q[0]            # the oldest unconfirmed commit is superseded by later ones anyway
+
+    def value(self, key: Key, confirm: int) -> int | None:
+        q = self.pending.get(key)
+        if q:
+            done = 0
+            for end, offset in q:
+                if end > confirm:
+                    break
+                self.confirmed[key] = offset
+                done += 1
+            del q[:done]
+            if not q:
+                del self.pending[key]
+        return self.confirmed.get(key)
+
+    def keys_of(self, group: str) -> list[Key]:
+        return sorted(k for k in set(self.confirmed) | set(self.pending) if k[0] == group)

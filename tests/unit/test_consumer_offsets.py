@@ -1,0 +1,36 @@
+"""The pure part of consumer groups: the commit record encoding and the offset table that answers
+only with commits at or below confirmOffset, in log order."""
+
+from __future__ import annotations
+
+import pytest
+from autoswitch.broker.consumer_offsets import OffsetTable, decode_commit, encode_commit
+
+from autoswitch.base.write_errors import BadRequest
+
+
+def test_commit_records_round_trip_and_bad_ones_are_refused():
+    body = encode_commit("cg", "orders", 42)
+    assert decode_commit(body) == (("cg", "orders"), 42)
+    for bad in (b"", b"not json", b"[]", b'{"g": "cg", "t": "x", "o": -1}', b'{"g": 1, "t": "x", "o": 1}',
+                b'{"g": "cg", "t": "x", "o": true}', b"x" * 5000):
+        assert decode_commit(bad) is None, bad
+    for args in (("", "t", 1), ("cg", "", 1), ("cg", "__consumer_offsets", 1), ("cg", "t", -1), ("g" * 200, "t", 1)):
+        with pytest.raises(BadRequest):
+            encode_commit(*args)
+
+
+def test_the_table_answers_only_confirmed_commits_last_one_wins():
+    t = OffsetTable()
+    k = ("cg", "orders")
+    t.on_append(k, 10, end=100)
+    t.on_append(k, 20, end=200)
+    t.on_append(("other", "orders"), 5, end=250)
+    assert t.value(k, confirm=50) is None          # nothing confirmed yet
+    assert t.value(k, confirm=150) == 10
+    assert t.value(k, confirm=150) == 10           # idempotent
+    assert t.value(k, confirm=200) == 20
+    assert t.value(("other", "orders"), confirm=200) is None
+    assert t.keys_of("cg") == [k]
+    t.on_append(k, 15, end=300)                    # a later commit may move back (a replay): log order wins
+    assert t.value(k, confirm=300) == 15
