@@ -6,7 +6,11 @@ on stdout: {"acked_msgs_s_1rep", "acked_msgs_s_3rep", "ratio", "p50_ms", "p99_ms
 (latencies are per Produce request of the 3-replica run). Target: ratio >= 0.5.
 
     python -m bench.produce [--messages 60000] [--producers 4] [--batch 100] [--size 256] [--rounds 2]
-                            [--flush async|sync] [--max-seconds 60]
+                            [--flush async|sync] [--max-seconds 60] [--consumer-group]
+
+--consumer-group (make bench-produce CONSUMER=1): a third setup per round, 3 replicas again with a
+consumer group reading along and committing its offset every 100 ms (each commit is one
+replicated record, acked like a message); adds ``ratio_with_consumer_vs_without`` (target >= 0.9).
 """
 
 from __future__ import annotations
@@ -87,8 +91,9 @@ class Cluster:
                 p.wait(5)
 
 
-async def _load(addr: str, messages: int, producers: int, batch: int, size: int, max_s: float) -> dict:
-    from autoswitch.broker.client import ProducerClient
+async def _load(addr: str, messages: int, producers: int, batch: int, size: int, max_s: float,
+                consumer: bool = False) -> dict:
+    from autoswitch.broker.client import ConsumerClient, ProducerClient
 
     share = messages // producers
     lat: list[float] = []
@@ -114,9 +119,34 @@ async def _load(addr: str, messages: int, producers: int, batch: int, size: int,
         finally:
             await c.close()
 
+    done = asyncio.Event()
+    commits = 0
+
+    async def consume_and_commit() -> None:
+        """Reads along and commits every 100 ms, like a consumer group member."""
+        nonlocal commits
+        c = ConsumerClient(addr, timeout_s=30)
+        q, last = 0, time.monotonic()
+        try:
+            while not done.is_set():
+                r = await c.consume("bench", q, 1000)
+                q = r.next_queue_offset
+                if time.monotonic() - last >= 0.1:
+                    if (await c.commit_offset("bench-group", "bench", q)).status == 0:
+                        commits += 1
+                    last = time.monotonic()
+                if not r.messages:
+                    await asyncio.sleep(0.01)
+        finally:
+            await c.close()
+
+    reader = asyncio.ensure_future(consume_and_commit()) if consumer else None
     t0 = time.perf_counter()
     await asyncio.gather(*(one(k) for k in range(producers)))
     elapsed = time.perf_counter() - t0
+    done.set()
+    if reader is not None:
+        await reader
     lat.sort()
 
     def pct(p: float) -> float:
@@ -124,10 +154,10 @@ async def _load(addr: str, messages: int, producers: int, batch: int, size: int,
 
     return {"acked": acked, "failed": failed, "elapsed_s": round(elapsed, 3),
             "acked_msgs_s": round(acked / elapsed, 1) if elapsed else 0.0,
-            "p50_ms": pct(0.50), "p99_ms": pct(0.99), "requests": len(lat)}
+            "p50_ms": pct(0.50), "p99_ms": pct(0.99), "requests": len(lat), "commits": commits}
 
 
-def run_one(replicas: int, args: argparse.Namespace) -> dict:
+def run_one(replicas: int, args: argparse.Namespace, consumer: bool = False) -> dict:
     with tempfile.TemporaryDirectory(prefix=f"bench-produce-{replicas}rep-") as tmp:
         cl = Cluster(Path(tmp), replicas, args.flush)
         try:
@@ -135,10 +165,11 @@ def run_one(replicas: int, args: argparse.Namespace) -> dict:
             cl.start()
             # Warm-up: connections, JIT-less but page cache and consume index allocation.
             asyncio.run(_load(cl.master_addr, min(2000, args.messages), args.producers, args.batch, args.size, 10))
-            _log(f"{replicas} replica(s): {args.messages} msgs, {args.producers} producers x batch {args.batch}")
+            what = f"{replicas} replica(s)" + (" + consumer group" if consumer else "")
+            _log(f"{what}: {args.messages} msgs, {args.producers} producers x batch {args.batch}")
             res = asyncio.run(_load(cl.master_addr, args.messages, args.producers, args.batch, args.size,
-                                    args.max_seconds))
-            _log(f"{replicas} replica(s): {res}")
+                                    args.max_seconds, consumer))
+            _log(f"{what}: {res}")
             return res
         finally:
             cl.stop()
@@ -153,15 +184,19 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--flush", choices=["async", "sync"], default="async")
     ap.add_argument("--max-seconds", type=float, default=60.0, help="per setup and round")
     ap.add_argument("--rounds", type=int, default=2, help="alternating rounds; the best of each setup counts")
+    ap.add_argument("--consumer-group", action="store_true",
+                    help="also 3 replicas with a consumer group committing every 100 ms (CONSUMER=1)")
     args = ap.parse_args(argv)
     assert 1 <= args.rounds <= 10
     assert 1 <= args.producers <= 64 and 1 <= args.batch <= 1000 and args.messages % args.producers == 0
     # Alternate the setups and keep each one's best round: the machine is shared, so a round can
     # lose CPU to unrelated work; alternating spreads that over both setups.
-    ones, threes = [], []
+    ones, threes, withc = [], [], []
     for _ in range(args.rounds):
         ones.append(run_one(1, args))
         threes.append(run_one(3, args))
+        if args.consumer_group:
+            withc.append(run_one(3, args, consumer=True))
     one = max(ones, key=lambda r: r["acked_msgs_s"])
     three = max(threes, key=lambda r: r["acked_msgs_s"])
     ratio = round(three["acked_msgs_s"] / one["acked_msgs_s"], 3) if one["acked_msgs_s"] else 0.0
@@ -180,6 +215,14 @@ def main(argv: list[str] | None = None) -> int:
                  "size": args.size, "flush": args.flush},
         "target_ratio": 0.5,
     }
+    if withc:
+        best = max(withc, key=lambda r: r["acked_msgs_s"])
+        out["acked_msgs_s_3rep_with_consumer"] = best["acked_msgs_s"]
+        out["rounds_3rep_with_consumer"] = [r["acked_msgs_s"] for r in withc]
+        out["consumer_commits"] = best["commits"]
+        out["ratio_with_consumer_vs_without"] = (round(best["acked_msgs_s"] / three["acked_msgs_s"], 3)
+                                                 if three["acked_msgs_s"] else 0.0)
+        out["target_ratio_with_consumer"] = 0.9
     print(json.dumps(out))
     return 0
 

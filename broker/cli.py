@@ -15,6 +15,9 @@ from typing import Any
 from autoswitch.base.errors import AutoswitchError, ConfigError
 from autoswitch.base.tls import add_tls_args, tls_from_args
 
+from .cli_common import bad_target, err
+from .cli_consume import cmd_consume, cmd_consumer_progress
+
 
 def register(sub: Any, admin_sub: Any) -> None:
     p = sub.add_parser("broker", help="run one broker replica (static role or fenced)")
@@ -96,7 +99,7 @@ def register(sub: Any, admin_sub: Any) -> None:
                         "(at-least-once: a crash between processing and commit replays that batch)")
     p.add_argument("--json", action="store_true")
     add_tls_args(p)
-    p.set_defaults(func=_cmd_consume)
+    p.set_defaults(func=cmd_consume)
 
     a = admin_sub.add_parser("get-broker-epoch", help="EpochFile entries, maxOffset, confirmOffset, role")
     a.add_argument("--broker", required=True)
@@ -130,7 +133,7 @@ def register(sub: Any, admin_sub: Any) -> None:
     a.add_argument("--timeout", type=float, default=10.0)
     a.add_argument("--json", action="store_true")
     add_tls_args(a)
-    a.set_defaults(func=_cmd_consumer_progress)
+    a.set_defaults(func=cmd_consumer_progress)
 
     a = admin_sub.add_parser("log-digest", help="sha256 of a broker's raw commit log in [from, to)")
     a.add_argument("--broker", required=True)
@@ -139,11 +142,6 @@ def register(sub: Any, admin_sub: Any) -> None:
     a.add_argument("--json", action="store_true")
     add_tls_args(a)
     a.set_defaults(func=_cmd_log_digest)
-
-
-def _err(e: AutoswitchError, as_json: bool = True) -> int:
-    print(json.dumps({"error": e.to_dict()}), file=sys.stderr)
-    return 1
 
 
 def _cmd_broker(args: argparse.Namespace) -> int:
@@ -170,7 +168,7 @@ def _cmd_broker(args: argparse.Namespace) -> int:
         overrides.update(tls_ca=tls.ca or None, tls_cert=tls.cert or None, tls_key=tls.key or None)
         cfg = load_config(args.config, overrides)
     except AutoswitchError as e:
-        _err(e)
+        err(e)
         return 2
     from autoswitch.base.log import get_logger
 
@@ -182,28 +180,12 @@ def _cmd_broker(args: argparse.Namespace) -> int:
     except AutoswitchError as e:
         # e.g. a corrupt store or EpochFile: refuse to start, say why (never start empty).
         log.error("broker_failed", **e.to_dict())
-        rc = _err(e)
+        rc = err(e)
         return 2 if isinstance(e, ConfigError) else rc     # a config to fix, not a broken store
     except OSError as e:  # e.g. the HA port is taken
         log.error("broker_failed", code="OS_ERROR", message=str(e))
         print(json.dumps({"error": {"code": "OS_ERROR", "message": str(e)}}), file=sys.stderr)
         return 1
-
-
-def _msg_to_dict(m: Any) -> dict:
-    try:
-        body: Any = m.body.decode("utf-8")
-    except UnicodeDecodeError:
-        body = m.body.hex()
-    return {
-        "msg_id": m.msg_id,
-        "topic": m.topic,
-        "queue_offset": m.queue_offset,
-        "phy_offset": m.phy_offset,
-        "born_ts_ms": m.born_ts_ms,
-        "size": len(m.body),
-        "body": body,
-    }
 
 
 def _cmd_produce(args: argparse.Namespace) -> int:
@@ -218,7 +200,7 @@ def _cmd_produce(args: argparse.Namespace) -> int:
         print(json.dumps({"error": {"code": "BAD_USAGE", "message": "bad --count/--size/--batch/--retries"}}),
               file=sys.stderr)
         return 2
-    if _bad_target(args):
+    if bad_target(args):
         return 2
     if args.namesrv:
         return _produce_routed(args)
@@ -240,7 +222,7 @@ def _cmd_produce(args: argparse.Namespace) -> int:
                 try:
                     out = await client.produce(args.topic, bodies)
                 except AutoswitchError as e:
-                    _err(e)
+                    err(e)
                     failed += args.count - sent
                     last_status = pb.INTERNAL
                     break
@@ -268,88 +250,6 @@ def _cmd_produce(args: argparse.Namespace) -> int:
         return 0 if failed == 0 and last_status == pb.OK else 1
 
     return asyncio.run(run())
-
-
-def _cmd_consume(args: argparse.Namespace) -> int:
-    import asyncio
-
-    from autoswitch.proto import broker_pb2 as pb
-
-    from .client import ConsumerClient
-
-    if args.count < 0 or args.from_offset < 0 or not (1 <= args.batch <= 10_000):
-        print(json.dumps({"error": {"code": "BAD_USAGE", "message": "bad --count/--from/--batch"}}), file=sys.stderr)
-        return 2
-    if _bad_target(args):
-        return 2
-
-    async def run() -> int:
-        if args.namesrv:
-            from .route import RetryPolicy, RoutedConsumer
-
-            client: Any = RoutedConsumer(args.namesrv, args.group, RetryPolicy(rpc_timeout_s=args.timeout),
-                                         args.tls)
-        else:
-            client = ConsumerClient(args.broker, timeout_s=args.timeout, tls=args.tls)
-        cg = args.consumer_group
-        got = 0
-        q = args.from_offset
-        try:
-            if cg:
-                r = await client.fetch_offset(cg, args.topic)
-                if r.status != pb.OK:
-                    return _status_err(r.status, r.error_message)
-                if r.offset.clamped:
-                    print(json.dumps({"warning": {"code": "OFFSET_CLAMPED", "consumer_group": cg, "topic": args.topic,
-                                                  "committed": r.offset.committed_beyond,
-                                                  "log_end": r.offset.log_end}}), file=sys.stderr)
-                if r.offset.found:
-                    q = r.offset.queue_offset
-            while got < args.count:
-                reply = await client.consume(args.topic, q, min(args.batch, args.count - got))
-                if reply.status != pb.OK:
-                    return _status_err(reply.status, reply.error_message)
-                if not reply.messages:
-                    break
-                for m in reply.messages:
-                    got += 1
-                    if args.json:
-                        print(json.dumps(_msg_to_dict(m), separators=(",", ":")))
-                    else:
-                        print(f"{m.queue_offset}\t{m.msg_id}\t{len(m.body)}B")
-                sys.stdout.flush()           # processed (printed) before committed: at-least-once
-                q = reply.next_queue_offset
-                if cg:
-                    c = await client.commit_offset(cg, args.topic, q)
-                    if c.status != pb.OK:
-                        return _status_err(c.status, c.error_message)
-        except AutoswitchError as e:
-            return _err(e)
-        finally:
-            await client.close()
-        return 0
-
-    return asyncio.run(run())
-
-
-def _status_err(status: int, message: str) -> int:
-    from autoswitch.proto import broker_pb2 as pb
-
-    print(json.dumps({"error": {"code": pb.Status.Name(status), "message": message}}), file=sys.stderr)
-    return 1
-
-
-def _bad_target(args: argparse.Namespace) -> bool:
-    if bool(args.broker) == bool(args.namesrv) or (args.namesrv and not args.group):
-        print(json.dumps({"error": {"code": "BAD_USAGE",
-                                    "message": "give either --broker, or --namesrv with --group"}}), file=sys.stderr)
-        return True
-    try:
-        args.tls = tls_from_args(args)     # read and checked once, here
-    except AutoswitchError as e:
-        print(json.dumps({"error": e.to_dict()}), file=sys.stderr)
-        return True
-    return False
 
 
 def _produce_routed(args: argparse.Namespace) -> int:
@@ -393,7 +293,7 @@ def _produce_routed(args: argparse.Namespace) -> int:
                 try:
                     results = await client.produce(args.topic, bodies, ids)
                 except RetriesExhausted as e:
-                    _err(e)
+                    err(e)
                     failed += n
                     rc = 1
                     break
@@ -412,46 +312,6 @@ def _produce_routed(args: argparse.Namespace) -> int:
                    "statuses": client.stats.statuses}
         print(json.dumps({"summary": summary}), file=sys.stderr)
         return rc
-
-    return asyncio.run(run())
-
-
-def _cmd_consumer_progress(args: argparse.Namespace) -> int:
-    import asyncio
-
-    from autoswitch.proto import broker_pb2 as pb
-
-    from .client import ConsumerClient
-
-    if _bad_target(args):
-        return 2
-
-    async def run() -> int:
-        if args.namesrv:
-            from .route import RetryPolicy, RoutedConsumer
-
-            client: Any = RoutedConsumer(args.namesrv, args.group, RetryPolicy(rpc_timeout_s=args.timeout), args.tls)
-        else:
-            client = ConsumerClient(args.broker, timeout_s=args.timeout, tls=args.tls)
-        try:
-            r = await client.consumer_progress(args.consumer_group)
-        except AutoswitchError as e:
-            return _err(e)
-        finally:
-            await client.close()
-        if r.status != pb.OK:
-            return _status_err(r.status, r.error_message)
-        rows = [{"topic": o.topic, "committed": o.queue_offset if o.found else None, "log_end": o.log_end,
-                 "lag": max(0, o.log_end - o.queue_offset), "clamped": o.clamped,
-                 "committed_beyond": o.committed_beyond if o.clamped else None} for o in r.offsets]
-        if args.json:
-            print(json.dumps({"consumer_group": args.consumer_group, "topics": rows}, separators=(",", ":")))
-        else:
-            print(f"{'topic':<32} {'committed':>12} {'log_end':>12} {'lag':>10}")
-            for row in rows:
-                print(f"{row['topic']:<32} {row['committed']!s:>12} {row['log_end']:>12} {row['lag']:>10}"
-                      + ("  CLAMPED from " + str(row["committed_beyond"]) if row["clamped"] else ""))
-        return 0
 
     return asyncio.run(run())
 
@@ -498,7 +358,7 @@ def _cmd_get_broker_epoch(args: argparse.Namespace) -> int:
     try:
         r = _admin(args, "get_broker_epoch")
     except AutoswitchError as e:
-        return _err(e)
+        return err(e)
     _print(epoch_reply_to_dict(r), args.json)
     return 0
 
@@ -516,7 +376,7 @@ def _cmd_switch_role(args: argparse.Namespace) -> int:
         r = _admin(args, "switch_role", args.role, args.epoch, args.master_ha, args.master_addr, sss,
                    args.sync_state_set_epoch)
     except AutoswitchError as e:
-        return _err(e)
+        return err(e)
     out = {"status": pb.Status.Name(r.status), "role": r.role, "master_epoch": r.master_epoch}
     if r.error_message:
         out["error_message"] = r.error_message
@@ -528,7 +388,7 @@ def _cmd_broker_status(args: argparse.Namespace) -> int:
     try:
         r = _admin(args, "get_status")
     except AutoswitchError as e:
-        return _err(e)
+        return err(e)
     out = {
         "group": r.group, "broker_id": r.broker_id, "role": r.role, "master_epoch": r.master_epoch,
         "max_offset": r.max_offset, "confirm_offset": r.confirm_offset, "listen": r.listen,
@@ -550,7 +410,7 @@ def _cmd_log_digest(args: argparse.Namespace) -> int:
     try:
         r = _admin(args, "log_digest", args.from_offset, args.to_offset)
     except AutoswitchError as e:
-        return _err(e)
+        return err(e)
     out = {"status": pb.Status.Name(r.status), "from_offset": r.from_offset, "to_offset": r.to_offset,
            "sha256": r.sha256}
     if r.error_message:

@@ -18,7 +18,7 @@ import grpc
 
 from autoswitch.base.auth import Guard, server_interceptor
 from autoswitch.base.errors import AutoswitchError
-from autoswitch.base.log import get_logger
+from autoswitch.base.log import RateLimitedLog, get_logger
 from autoswitch.base.tls import Listener, bind, peer_identity
 from autoswitch.base.write_errors import BadRequest, NotAllowed, StorageFull, WriteError
 from autoswitch.proto import broker_pb2 as pb
@@ -54,6 +54,7 @@ class BrokerServicer(pbg.BrokerServiceServicer):
         self.b = broker
         self.log = broker.log.bind(component_part="service")
         self.groups = ConsumerGroups(broker)
+        self._out_of_range = RateLimitedLog(self.log, interval_s=60.0)
 
     def _master_addr(self) -> str:
         return self.b.master_addr or ""
@@ -163,6 +164,16 @@ class BrokerServicer(pbg.BrokerServiceServicer):
             if not request.topic or request.queue_offset < 0 or request.max_count < 0:
                 raise BadRequest("consume needs a topic, queue_offset >= 0 and max_count >= 0")
             count = min(request.max_count or b.cfg.max_consume_count, b.cfg.max_consume_count)
+            end = b.store.max_queue_offset(request.topic)
+            if request.queue_offset > end and b.role == "master":
+                # Past the master's log end: only an unclean election takes back messages a
+                # consumer already read (a clean one elects from the SyncStateSet, which holds
+                # everything up to confirmOffset). Said, not served as "no new messages".
+                self._out_of_range.warning(request.topic, "consume_offset_out_of_range", topic=request.topic,
+                                           queueOffset=request.queue_offset, logEnd=end, epoch=b.master_epoch)
+                return pb.ConsumeReply(status=pb.OFFSET_OUT_OF_RANGE, next_queue_offset=end,
+                                       error_message=f"queue offset {request.queue_offset} of {request.topic!r} is "
+                                                     f"past the log end {end} (an unclean election lost messages)")
             confirm = b.confirm_offset
             stored = b.store.read_messages(request.topic, request.queue_offset, count, max_phy=confirm)
         except WriteError as e:

@@ -20,6 +20,7 @@ class Status(int, metaclass=_enum_type_wrapper.EnumTypeWrapper):
     INTERNAL: _ClassVar[Status]
     NOT_ALLOWED: _ClassVar[Status]
     STORAGE_FULL: _ClassVar[Status]
+    OFFSET_OUT_OF_RANGE: _ClassVar[Status]
 OK: Status
 NOT_MASTER: Status
 FENCED: Status
@@ -31,6 +32,7 @@ STALE_EPOCH: Status
 INTERNAL: Status
 NOT_ALLOWED: Status
 STORAGE_FULL: Status
+OFFSET_OUT_OF_RANGE: Status
 
 class ProduceMessage(_message.Message):
     __slots__ = ("body", "msg_id", "born_ts_ms")

@@ -81,3 +81,79 @@ def test_a_consumer_group_resumes_after_the_master_is_killed(procs, tmp_path):
     rows = json.loads(out.stdout)["topics"]
     assert [r["topic"] for r in rows] == [TOPIC] and rows[0]["committed"] == commits[-1]
     assert rows[0]["lag"] == rows[0]["log_end"] - rows[0]["committed"]
+
+
+def test_an_unclean_takeover_takes_offsets_back_with_the_messages_and_says_so(procs, tmp_path):
+    """Static mode, the operator's unclean takeover: the slave was down while the master acked
+    50 more messages and the group's commit of offset 100; the master dies; the slave is made
+    master. The commit went with the messages (one log): the group's offset is the last one the
+    new master holds (50, never past its log end), and a consumer still at 100 is told
+    OFFSET_OUT_OF_RANGE (with the log end) instead of waiting forever for offsets that will be
+    reused by new messages."""
+    from autoswitch.broker.client import AdminClient, ConsumerClient, ProducerClient
+
+    from tests.procs import HOST, free_port, wait_port
+
+    mport, mha, sport, sha = free_port(), free_port(), free_port(), free_port()
+    fast_shrink = tmp_path / "master.toml"     # a stopped slave leaves the SyncStateSet after 1 s
+    fast_shrink.write_text("[ha]\nha_max_time_slave_not_catchup_s = 1.0\n")
+    master = procs.start("master", ["broker", "--group", "g1", "--broker-id", "1", "--role", "master", "--epoch", "1",
+                                    "--listen", f"{HOST}:{mport}", "--ha-listen", f"{HOST}:{mha}",
+                                    "--data-dir", str(tmp_path / "m"), "--ack-mode", "master",
+                                    "--config", str(fast_shrink)])
+    slave_args = ["broker", "--group", "g1", "--broker-id", "2", "--role", "slave", "--epoch", "1",
+                  "--listen", f"{HOST}:{sport}", "--ha-listen", f"{HOST}:{sha}",
+                  "--master-ha", f"{HOST}:{mha}", "--master-addr", f"{HOST}:{mport}",
+                  "--data-dir", str(tmp_path / "s"), "--ack-mode", "master"]
+    slave = procs.start("slave", slave_args)
+    wait_port(mport, proc=master.popen)
+    wait_port(sport, proc=slave.popen)
+    m_addr, s_addr = f"{HOST}:{mport}", f"{HOST}:{sport}"
+
+    async def status(addr):
+        a = AdminClient(addr, max_retries=2)
+        try:
+            return await a.get_status()
+        finally:
+            await a.close()
+
+    async def phase1():
+        p, cons = ProducerClient(m_addr, max_retries=2), ConsumerClient(m_addr, max_retries=2)
+        try:
+            assert (await p.produce(TOPIC, [b"a"] * 50)).ok
+            assert (await cons.commit_offset(CG, TOPIC, 50)).status == pb.OK
+            hi = (await status(m_addr)).max_offset
+            while (await status(s_addr)).max_offset < hi:        # the slave has both
+                await asyncio.sleep(0.05)
+            slave.kill9()                                            # and nothing after them
+            assert (await p.produce(TOPIC, [b"b"] * 50)).ok         # ack mode master: acked alone
+            # readable once the dead slave left the SyncStateSet (confirmOffset = the master's end)
+            while len((got := await cons.consume(TOPIC, 50, 100)).messages) < 50:
+                assert got.status == pb.OK, got
+                await asyncio.sleep(0.1)
+            assert (await cons.commit_offset(CG, TOPIC, 100)).status == pb.OK
+        finally:
+            await p.close()
+            await cons.close()
+
+    asyncio.run(phase1())
+    master.kill9()
+    slave = procs.start("slave-again", slave_args)
+    wait_port(sport, proc=slave.popen)
+    out = subprocess.run([sys.executable, "-m", "autoswitch", "admin", "switch-role", "--broker", s_addr,
+                          "--role", "master", "--epoch", "2", "--json"], capture_output=True, text=True, timeout=60)
+    assert out.returncode == 0, out.stdout + out.stderr
+
+    async def phase2():
+        cons = ConsumerClient(s_addr, max_retries=2)
+        try:
+            stale = await cons.consume(TOPIC, 100, 10)               # where the consumer was
+            assert stale.status == pb.OFFSET_OUT_OF_RANGE and stale.next_queue_offset == 50, stale
+            f = await cons.fetch_offset(CG, TOPIC)
+            assert f.status == pb.OK and f.offset.found and f.offset.queue_offset == 50 and not f.offset.clamped
+            assert f.offset.log_end == 50
+        finally:
+            await cons.close()
+
+    asyncio.run(phase2())
+    wait_until(lambda: '"consume_offset_out_of_range"' in slave.log_text(), 30, "the broker said so")
