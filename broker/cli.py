@@ -97,6 +97,8 @@ def register(sub: Any, admin_sub: Any) -> None:
     p.add_argument("--consumer-group", default=None,
                    help="resume from this consumer group's committed offset and commit after each batch "
                         "(at-least-once: a crash between processing and commit replays that batch)")
+    p.add_argument("--commit-log", default=None,
+                   help="with --consumer-group: append every acknowledged commit (JSON lines) for `pipeline audit --commits`")
     p.add_argument("--json", action="store_true")
     add_tls_args(p)
     p.set_defaults(func=cmd_consume)

@@ -5,6 +5,7 @@ from __future__ import annotations
 import argparse
 import json
 import sys
+import time
 from typing import Any
 
 from autoswitch.base.errors import AutoswitchError
@@ -50,6 +51,7 @@ def cmd_consume(args: argparse.Namespace) -> int:
         else:
             client = ConsumerClient(args.broker, timeout_s=args.timeout, tls=args.tls)
         cg = args.consumer_group
+        commit_log = open(args.commit_log, "a", encoding="utf-8") if cg and args.commit_log else None  # noqa: SIM115
         got = 0
         q = args.from_offset
         try:
@@ -95,10 +97,17 @@ def cmd_consume(args: argparse.Namespace) -> int:
                     c = await client.commit_offset(cg, args.topic, q)
                     if c.status != pb.OK:
                         return status_err(c.status, c.error_message)
+                    if commit_log is not None:
+                        commit_log.write(json.dumps({"group": c.group, "broker_id": c.broker_id, "epoch": c.epoch,
+                                                     "consumer_group": cg, "topic": args.topic, "committed": q,
+                                                     "ack_ts_ms": int(time.time() * 1000)}) + "\n")
+                        commit_log.flush()
         except AutoswitchError as e:
             return err(e)
         finally:
             await client.close()
+            if commit_log is not None:
+                commit_log.close()
         return 0
 
     return asyncio.run(run())

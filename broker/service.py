@@ -304,7 +304,8 @@ class BrokerServicer(pbg.BrokerServiceServicer):
         except AutoswitchError as e:
             self.log.error("commit_offset_failed", code=e.code, error=str(e))
             return pb.CommitOffsetReply(status=pb.INTERNAL, error_message=f"{e.code}: {e}")
-        return pb.CommitOffsetReply(status=pb.OK)
+        return pb.CommitOffsetReply(status=pb.OK, group=self.b.group, broker_id=self.b.broker_id,
+                                    epoch=self.b.master_epoch)
 
     async def FetchOffset(self, request: pb.FetchOffsetRequest, context: Any) -> pb.FetchOffsetReply:
         try:

@@ -57,7 +57,8 @@ def load_masters(replica_rows: list[dict], epoch_rows: list[dict],
 
 
 def run_audit(spark, acks, index, replica_rows: list[dict], epoch_rows: list[dict],
-              event_rows: list[dict] | None, out_dir: Path, progress) -> dict:
+              event_rows: list[dict] | None, out_dir: Path, progress,
+              offset_rows: list[dict] | None = None, commit_rows: list[dict] | None = None) -> dict:
     from pyspark import StorageLevel
     from pyspark.sql import functions as F
     from pyspark.sql import types as T
@@ -210,12 +211,21 @@ def run_audit(spark, acks, index, replica_rows: list[dict], epoch_rows: list[dic
     for df in (a, m_rows, keys):
         df.unpersist()
 
+    from autoswitch.pipeline.offsets_audit import audit_offsets
+
+    progress.set_phase("audit: consumer offsets")
+    offsets = audit_offsets({g: m.broker_id for g, m in masters.items()}, offset_rows or [], commit_rows)
+    (out_dir / "consumer_offsets.json").write_text(json.dumps(offsets, indent=1, sort_keys=True) + "\n")
+    off_counts = {"lost": offsets["offsets_lost"], "backwards": offsets["offsets_backwards"], "keys": offsets["keys"]}
+
     sources: dict[str, int] = {}
     for mc in masters.values():
         sources[mc.source] = sources.get(mc.source, 0) + 1
     if counts["lost"]:
         verdict, code = "LOST_ACKED_MESSAGES", EXIT_LOST
-    elif counts["divergence"] or counts["replica_missing"] or counts["moved"]:
+    elif off_counts["lost"]:
+        verdict, code = "LOST_COMMITTED_OFFSETS", EXIT_LOST
+    elif counts["divergence"] or counts["replica_missing"] or counts["moved"] or off_counts["backwards"]:
         verdict, code = "UNSAFE_REPLICAS", EXIT_UNSAFE
     else:
         verdict, code = "CLEAN", EXIT_CLEAN
@@ -229,6 +239,7 @@ def run_audit(spark, acks, index, replica_rows: list[dict], epoch_rows: list[dic
         "masters": {g: m.broker_id for g, m in sorted(masters.items())} if len(masters) <= 1000 else None,
         "problem_acks": n_problems,
         "counts": counts,
+        "consumer_offsets": off_counts,
         "out": str(out_dir),
     }
     (out_dir / "verdict.json").write_text(json.dumps(result, indent=2, sort_keys=True) + "\n")

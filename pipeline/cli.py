@@ -26,6 +26,8 @@ def register(sub, admin_sub) -> None:
     a.add_argument("--acks", required=True, help="producer ack log: file or directory (.jsonl/.parquet)")
     a.add_argument("--logs", required=True, help="directory of log-index, epochs and replica exports")
     a.add_argument("--events", default=None, help="controller applied-event history (names the master)")
+    a.add_argument("--commits", default=None,
+                   help="consumer commit ack log(s) (`consume --commit-log`): acked commits must not be lost")
     a.add_argument("--out", required=True, help="result directory (Parquet per category + verdict.json)")
     _spark_args(a)
     a.add_argument("--json", action="store_true", help="print the verdict as JSON")
@@ -118,10 +120,11 @@ def cmd_audit(args) -> int:
         acks_src = inputs.find_sources(args.acks, "acks")
         log_src = inputs.find_log_sources(args.logs)
         ev_src = inputs.find_sources(args.events, "events") if args.events else None
+        commits_src = inputs.find_sources(args.commits, "commits") if args.commits else None
         spark = _session(args, "autoswitch-audit")
         try:
             with StageProgress(spark) as prog:
-                result = audit_with(spark, acks_src, log_src, ev_src, Path(args.out), prog, run_audit)
+                result = audit_with(spark, acks_src, log_src, ev_src, Path(args.out), prog, run_audit, commits_src)
         finally:
             spark.stop()
     except AutoswitchError as e:
@@ -134,11 +137,13 @@ def cmd_audit(args) -> int:
         print(f"verdict {result['verdict']}: {result['acked_rows']} acked rows in {result['groups']} groups; "
               f"lost {c['lost']}, moved {c['moved']}, missing on replicas {c['replica_missing']}, "
               f"divergent records {c['divergence']}, duplicated msg_ids {c['duplicates']}; "
+              f"consumer offsets lost {result['consumer_offsets']['lost']}, "
+              f"moved backwards {result['consumer_offsets']['backwards']}; "
               f"results in {result['out']}")
     return result["exit_code"]
 
 
-def audit_with(spark, acks_src, log_src, ev_src, out: Path, prog, run_audit) -> dict:
+def audit_with(spark, acks_src, log_src, ev_src, out: Path, prog, run_audit, commits_src=None) -> dict:
     """Read the inputs and run the audit; Spark/Java failures become typed errors."""
     from autoswitch.pipeline import inputs
 
@@ -148,7 +153,9 @@ def audit_with(spark, acks_src, log_src, ev_src, out: Path, prog, run_audit) -> 
         replica = inputs.read_rows(log_src["replica"])
         epochs = inputs.read_rows(log_src["epochs"])
         events = inputs.read_rows(ev_src) if ev_src else None
-        return run_audit(spark, acks, index, replica, epochs, events, out, prog)
+        offsets = inputs.read_rows(log_src["offsets"])
+        commits = inputs.read_rows(commits_src) if commits_src else None
+        return run_audit(spark, acks, index, replica, epochs, events, out, prog, offsets, commits)
     except AutoswitchError:
         raise
     except Exception as e:  # Py4JJavaError, AnalysisException: bad data or a broken cluster

@@ -27,7 +27,7 @@ def sibling_paths(out: Path) -> dict[str, Path]:
     name = out.name
     stem = name[: -len(".index.jsonl")] if name.endswith(".index.jsonl") else name.rsplit(".", 1)[0]
     return {"index": out, "epochs": out.with_name(stem + ".epochs.jsonl"),
-            "replica": out.with_name(stem + ".replica.jsonl")}
+            "replica": out.with_name(stem + ".replica.jsonl"), "offsets": out.with_name(stem + ".offsets.jsonl")}
 
 
 def _atomic_lines(path: Path, rows) -> int:
@@ -55,6 +55,24 @@ def _atomic_lines(path: Path, rows) -> int:
         Path(tmp).unlink(missing_ok=True)
         raise
     return n
+
+
+def _offset_rows(store, group: str, broker_id: int):
+    """The consumer-group commits in this replica's log (broker/consumer_offsets.py), in log order."""
+    from autoswitch.broker.consumer_offsets import OFFSETS_TOPIC, decode_commit
+
+    q = store.min_queue_offset(OFFSETS_TOPIC)
+    while q < store.max_queue_offset(OFFSETS_TOPIC):
+        batch = store.read_messages(OFFSETS_TOPIC, q, 1000)
+        if not batch:
+            return
+        for m in batch:
+            got = decode_commit(bytes(m.body))
+            if got is not None:
+                (cg, topic), committed = got
+                yield {"group": group, "broker_id": broker_id, "consumer_group": cg, "topic": topic,
+                       "committed": committed, "phy_offset": m.phy_offset, "epoch": m.epoch}
+            q = m.queue_offset + 1
 
 
 def export_replica(data_dir: Path, group: str, broker_id: int, out: Path, copy_first: bool = False,
@@ -90,6 +108,7 @@ def export_replica(data_dir: Path, group: str, broker_id: int, out: Path, copy_f
                            "born_ts_ms": r.born_ts_ms, "epoch": r.epoch}
 
             n = _atomic_lines(paths["index"], index_rows())
+            _atomic_lines(paths["offsets"], _offset_rows(store, group, broker_id))
             epochs = [{"group": group, "broker_id": broker_id, "epoch": e.epoch, "start_offset": e.start_offset}
                       for e in store.epochs.entries()]
             _atomic_lines(paths["epochs"], epochs)

@@ -21,7 +21,7 @@ log = get_logger("pipeline")
 
 JSON_SUFFIXES = (".jsonl", ".ndjson", ".json")
 PARQUET_SUFFIXES = (".parquet",)
-LOG_KINDS = ("index", "epochs", "replica")
+LOG_KINDS = ("index", "epochs", "replica", "offsets")
 MAX_INPUT_FILES = 100_000  # a limit on everything: a directory walk is bounded too
 _CORRUPT = "_corrupt_record"
 

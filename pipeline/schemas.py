@@ -76,7 +76,30 @@ EVENT_KINDS = frozenset(
      "UpdateConfig", "NoMaster", "AdminAudit"}
 )
 
-KINDS = {"acks": ACKS, "events": EVENTS, "index": LOG_INDEX, "epochs": EPOCHS, "replica": REPLICA}
+# Consumer-group commit records of one replica's log (the __consumer_offsets topic), in log order.
+OFFSETS = (
+    Field("group", "str"),
+    Field("broker_id", "int"),
+    Field("consumer_group", "str"),
+    Field("topic", "str"),
+    Field("committed", "int"),
+    Field("phy_offset", "int"),
+    Field("epoch", "int"),
+)
+
+# What a consumer was told: every acknowledged commit (`autoswitch consume --commit-log`).
+COMMITS = (
+    Field("group", "str"),
+    Field("consumer_group", "str"),
+    Field("topic", "str"),
+    Field("committed", "int"),
+    Field("ack_ts_ms", "int", required=False),
+    Field("broker_id", "int", required=False),
+    Field("epoch", "int", required=False),
+)
+
+KINDS = {"acks": ACKS, "events": EVENTS, "index": LOG_INDEX, "epochs": EPOCHS, "replica": REPLICA,
+         "offsets": OFFSETS, "commits": COMMITS}
 
 
 def spark_schema(fields: tuple[Field, ...]):

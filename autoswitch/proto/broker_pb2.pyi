@@ -283,14 +283,20 @@ class CommitOffsetRequest(_message.Message):
     def __init__(self, consumer_group: _Optional[str] = ..., topic: _Optional[str] = ..., queue_offset: _Optional[int] = ...) -> None: ...
 
 class CommitOffsetReply(_message.Message):
-    __slots__ = ("status", "error_message", "master_addr")
+    __slots__ = ("status", "error_message", "master_addr", "group", "broker_id", "epoch")
     STATUS_FIELD_NUMBER: _ClassVar[int]
     ERROR_MESSAGE_FIELD_NUMBER: _ClassVar[int]
     MASTER_ADDR_FIELD_NUMBER: _ClassVar[int]
+    GROUP_FIELD_NUMBER: _ClassVar[int]
+    BROKER_ID_FIELD_NUMBER: _ClassVar[int]
+    EPOCH_FIELD_NUMBER: _ClassVar[int]
     status: Status
     error_message: str
     master_addr: str
-    def __init__(self, status: _Optional[_Union[Status, str]] = ..., error_message: _Optional[str] = ..., master_addr: _Optional[str] = ...) -> None: ...
+    group: str
+    broker_id: int
+    epoch: int
+    def __init__(self, status: _Optional[_Union[Status, str]] = ..., error_message: _Optional[str] = ..., master_addr: _Optional[str] = ..., group: _Optional[str] = ..., broker_id: _Optional[int] = ..., epoch: _Optional[int] = ...) -> None: ...
 
 class FetchOffsetRequest(_message.Message):
     __slots__ = ("consumer_group", "topic")

@@ -117,11 +117,20 @@ def test_an_unclean_takeover_takes_offsets_back_with_the_messages_and_says_so(pr
         finally:
             await a.close()
 
+    commit_log = tmp_path / "commits.jsonl"     # what the consumer was told (as `consume --commit-log`)
+
+    async def commit(cons, offset: int) -> None:
+        c = await cons.commit_offset(CG, TOPIC, offset)
+        assert c.status == pb.OK
+        with open(commit_log, "a") as f:
+            f.write(json.dumps({"group": c.group, "broker_id": c.broker_id, "epoch": c.epoch, "consumer_group": CG,
+                                "topic": TOPIC, "committed": offset}) + "\n")
+
     async def phase1():
         p, cons = ProducerClient(m_addr, max_retries=2), ConsumerClient(m_addr, max_retries=2)
         try:
             assert (await p.produce(TOPIC, [b"a"] * 50)).ok
-            assert (await cons.commit_offset(CG, TOPIC, 50)).status == pb.OK
+            await commit(cons, 50)
             hi = (await status(m_addr)).max_offset
             while (await status(s_addr)).max_offset < hi:        # the slave has both
                 await asyncio.sleep(0.05)
@@ -131,7 +140,7 @@ def test_an_unclean_takeover_takes_offsets_back_with_the_messages_and_says_so(pr
             while len((got := await cons.consume(TOPIC, 50, 100)).messages) < 50:
                 assert got.status == pb.OK, got
                 await asyncio.sleep(0.1)
-            assert (await cons.commit_offset(CG, TOPIC, 100)).status == pb.OK
+            await commit(cons, 100)
         finally:
             await p.close()
             await cons.close()
@@ -157,3 +166,16 @@ def test_an_unclean_takeover_takes_offsets_back_with_the_messages_and_says_so(pr
 
     asyncio.run(phase2())
     wait_until(lambda: '"consume_offset_out_of_range"' in slave.log_text(), 30, "the broker said so")
+
+    # The audit names the damage: the acknowledged commit of 100 is not in the master's log.
+    from autoswitch.pipeline.exports import export_replica
+    from autoswitch.pipeline.offsets_audit import audit_offsets
+
+    slave.stop()
+    paths = export_replica(tmp_path / "s", "g1", 2, tmp_path / "export" / "b2.index.jsonl")
+    offsets = [json.loads(line) for line in open(paths["offsets"])]
+    assert [(o["consumer_group"], o["committed"]) for o in offsets] == [(CG, 50)]
+    told = [json.loads(line) for line in commit_log.read_text().splitlines()]
+    found = audit_offsets({"g1": 2}, offsets, told)
+    assert found["offsets_lost"] == 1 and found["lost"][0]["acked_committed"] == 100
+    assert found["lost"][0]["master_committed"] == 50

@@ -109,3 +109,33 @@ def test_malformed_and_missing_inputs_are_typed_errors(spark, tmp_path):  # noqa
     with pytest.raises(MalformedInput) as e:
         inputs.read_rows(inputs.find_log_sources(tmp_path / "logs")["replica"])
     assert e.value.details["where"].endswith("x.replica.jsonl:2")
+
+
+def test_an_acked_consumer_commit_missing_from_the_master_is_lost(spark, tmp_path):  # noqa: F811
+    """The wiring of `pipeline audit --commits`: offsets exports under --logs, the consumers' commit
+    ack log; clean messages, but the consumer was told 100 and the master's log ends at 50."""
+    from autoswitch.pipeline.cli import audit_with
+
+    logs = tmp_path / "logs"
+    logs.mkdir()
+    idx = [{"group": "g", "broker_id": 1, "phy_offset": 0, "size": 100, "crc": 1, "topic": "t", "queue_offset": 0,
+            "msg_id": "a", "born_ts_ms": 1, "epoch": 1}]
+    rows = {"r.index.jsonl": idx,
+            "r.replica.jsonl": [{"group": "g", "broker_id": 1, "max_offset": 100, "confirm_offset": 100}],
+            "r.epochs.jsonl": [{"group": "g", "broker_id": 1, "epoch": 1, "start_offset": 0}],
+            "r.offsets.jsonl": [{"group": "g", "broker_id": 1, "consumer_group": "cg", "topic": "t", "committed": 50,
+                                 "phy_offset": 100, "epoch": 1}]}
+    for name, rs in rows.items():
+        (logs / name).write_text("".join(json.dumps(r) + "\n" for r in rs))
+    (tmp_path / "acks.jsonl").write_text(json.dumps({"msg_id": "a", "group": "g", "broker_id": 1, "topic": "t",
+                                                     "queue_offset": 0, "phy_offset": 0, "epoch": 1,
+                                                     "ack_ts_ms": 5}) + "\n")
+    (tmp_path / "commits.jsonl").write_text(json.dumps({"group": "g", "consumer_group": "cg", "topic": "t",
+                                                        "committed": 100}) + "\n")
+    res = audit_with(spark, inputs.find_sources(tmp_path / "acks.jsonl", "acks"), inputs.find_log_sources(logs), None,
+                     tmp_path / "out", NoProgress(spark), run_audit,
+                     inputs.find_sources(tmp_path / "commits.jsonl", "commits"))
+    assert res["counts"]["lost"] == 0 and res["consumer_offsets"] == {"lost": 1, "backwards": 0, "keys": 1}
+    assert res["verdict"] == "LOST_COMMITTED_OFFSETS" and res["exit_code"] == EXIT_LOST
+    found = json.loads((tmp_path / "out" / "consumer_offsets.json").read_text())
+    assert found["lost"][0]["acked_committed"] == 100 and found["lost"][0]["master_committed"] == 50
