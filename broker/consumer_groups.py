@@ -17,7 +17,14 @@ from typing import TYPE_CHECKING
 from autoswitch.base.log import RateLimitedLog, get_logger
 from autoswitch.base.write_errors import BadRequest, NotMaster
 
-from .consumer_offsets import OFFSETS_TOPIC, OffsetTable, check_names, decode_commit, encode_commit
+from .consumer_offsets import (
+    OFFSETS_TOPIC,
+    OffsetTable,
+    check_group,
+    check_names,
+    decode_commit,
+    encode_commit,
+)
 from .record import Message
 
 if TYPE_CHECKING:
@@ -32,10 +39,6 @@ class Committed:
     offset: int | None        # None: the group never committed for this topic
     log_end: int              # the topic's next queue offset on this master
     clamped_from: int | None  # the committed offset, when it was beyond the log end
-
-    @property
-    def lag(self) -> int:
-        return max(0, self.log_end - (self.offset or 0))
 
 
 class ConsumerGroups:
@@ -94,7 +97,7 @@ class ConsumerGroups:
         return self._committed(table, group, topic)
 
     def progress(self, group: str) -> list[Committed]:
-        check_names(group, "x")
+        check_group(group)
         self._require_master()
         table = self._sync()
         return [self._committed(table, group, t) for _g, t in table.keys_of(group)]

@@ -25,9 +25,13 @@ MAX_PENDING_PER_KEY = 1024       # unconfirmed commits kept per key (older ones 
 Key = tuple[str, str]            # (consumer group, topic)
 
 
-def check_names(group: str, topic: str) -> None:
+def check_group(group: str) -> None:
     if not group or len(group.encode("utf-8", "surrogatepass")) > MAX_NAME_LEN:
         raise BadRequest(f"consumer group must be 1..{MAX_NAME_LEN} bytes")
+
+
+def check_names(group: str, topic: str) -> None:
+    check_group(group)
     if not topic or len(topic.encode("utf-8", "surrogatepass")) > MAX_TOPIC_BYTES or topic.startswith(RESERVED_PREFIX):
         raise BadRequest(f"topic must be 1..{MAX_TOPIC_BYTES} bytes and not start with {RESERVED_PREFIX!r}")
 
