@@ -97,7 +97,7 @@ class Cluster:
 async def _load(addr: str, messages: int, producers: int, batch: int, size: int, max_s: float,
                 consumer: str = "") -> dict:
     """``consumer``: "" none; "read" a reader alongside; "commit" the reader commits every 100 ms."""
-    from autoswitch.broker.client import ConsumerClient, ProducerClient
+    from autoswitch.broker.client import ConsumerClient, ProducerClient, consumed_messages
 
     share = messages // producers
     lat: list[float] = []
@@ -124,22 +124,24 @@ async def _load(addr: str, messages: int, producers: int, batch: int, size: int,
             await c.close()
 
     done = asyncio.Event()
-    commits = 0
+    commits = consumed = 0
 
     async def consume_and_commit() -> None:
-        """Reads along and commits every 100 ms, like a consumer group member."""
-        nonlocal commits
+        """Reads along (decoding every message, as the CLI consumer does) and commits every 100 ms,
+        like a consumer group member."""
+        nonlocal commits, consumed
         c = ConsumerClient(addr, timeout_s=30)
         q, last = 0, time.monotonic()
         try:
             while not done.is_set():
-                r = await c.consume("bench", q, 1000)
+                r = await c.consume("bench", q, 1000, record_runs=True)
+                consumed += sum(1 for _ in consumed_messages(r))
                 q = r.next_queue_offset
                 if consumer == "commit" and time.monotonic() - last >= 0.1:
                     if (await c.commit_offset("bench-group", "bench", q)).status == 0:
                         commits += 1
                     last = time.monotonic()
-                if not r.messages:
+                if not r.runs:
                     await asyncio.sleep(0.01)
         finally:
             await c.close()
@@ -159,7 +161,8 @@ async def _load(addr: str, messages: int, producers: int, batch: int, size: int,
 
     return {"acked": acked, "failed": failed, "elapsed_s": round(elapsed, 3),
             "acked_msgs_s": round(acked / elapsed, 1) if elapsed else 0.0,
-            "p50_ms": pct(0.50), "p99_ms": pct(0.99), "requests": len(lat), "commits": commits}
+            "p50_ms": pct(0.50), "p99_ms": pct(0.99), "requests": len(lat), "commits": commits,
+            "consumed": consumed}
 
 
 def run_one(replicas: int, args: argparse.Namespace, consumer: str = "") -> dict:

@@ -8,12 +8,14 @@ import sys
 import time
 from typing import Any
 
+from autoswitch.broker.record import StoredMessage
+
 from autoswitch.base.errors import AutoswitchError
 
 from .cli_common import bad_target, err, status_err
 
 
-def msg_to_dict(m: Any) -> dict:
+def msg_to_dict(m: StoredMessage) -> dict:
     try:
         body: Any = m.body.decode("utf-8")
     except UnicodeDecodeError:
@@ -34,7 +36,7 @@ def cmd_consume(args: argparse.Namespace) -> int:
 
     from autoswitch.proto import broker_pb2 as pb
 
-    from .client import ConsumerClient
+    from .client import ConsumerClient, consumed_messages
 
     if args.count < 0 or args.from_offset < 0 or not (1 <= args.batch <= 10_000):
         print(json.dumps({"error": {"code": "BAD_USAGE", "message": "bad --count/--from/--batch"}}), file=sys.stderr)
@@ -67,7 +69,7 @@ def cmd_consume(args: argparse.Namespace) -> int:
                     q = r.offset.queue_offset
             resets = 0
             while got < args.count:
-                reply = await client.consume(args.topic, q, min(args.batch, args.count - got))
+                reply = await client.consume(args.topic, q, min(args.batch, args.count - got), record_runs=True)
                 if reply.status == pb.OFFSET_OUT_OF_RANGE and resets < MAX_OFFSET_RESETS:
                     # An unclean election took back messages we had read: restart from the group's
                     # committed offset (never past the log end), else from the log end. Said.
@@ -83,9 +85,9 @@ def cmd_consume(args: argparse.Namespace) -> int:
                     continue
                 if reply.status != pb.OK:
                     return status_err(reply.status, reply.error_message)
-                if not reply.messages:
+                if not reply.runs:
                     break
-                for m in reply.messages:
+                for m in consumed_messages(reply):
                     got += 1
                     if args.json:
                         print(json.dumps(msg_to_dict(m), separators=(",", ":")))

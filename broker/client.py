@@ -18,12 +18,14 @@ import json
 import os
 import time
 import uuid
-from collections.abc import Sequence
+from collections.abc import Iterator, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
 import grpc
+from autoswitch.broker.record import StoredMessage
+from autoswitch.broker.record_runs import iter_run
 
 from autoswitch.base.backoff import Backoff
 from autoswitch.base.errors import AutoswitchError
@@ -208,10 +210,12 @@ class ProducerClient(_Base):
 
 
 class ConsumerClient(_Base):
-    async def consume(self, topic: str, queue_offset: int, max_count: int = 100) -> pb.ConsumeReply:
-        return await self._call(
-            "Consume", pb.ConsumeRequest(topic=topic, queue_offset=queue_offset, max_count=max_count)
-        )
+    async def consume(self, topic: str, queue_offset: int, max_count: int = 100,
+                      record_runs: bool = False) -> pb.ConsumeReply:
+        """``record_runs``: the reply carries stored records (``runs``, read them with
+        ``consumed_messages``), ~50x cheaper for the broker than one reply message per record."""
+        return await self._call("Consume", pb.ConsumeRequest(topic=topic, queue_offset=queue_offset,
+                                                             max_count=max_count, record_runs=record_runs))
 
     async def commit_offset(self, consumer_group: str, topic: str, queue_offset: int) -> pb.CommitOffsetReply:
         return await self._call("CommitOffset", pb.CommitOffsetRequest(
@@ -222,6 +226,17 @@ class ConsumerClient(_Base):
 
     async def consumer_progress(self, consumer_group: str) -> pb.ConsumerProgressReply:
         return await self._call("ConsumerProgress", pb.ConsumerProgressRequest(consumer_group=consumer_group))
+
+
+def consumed_messages(reply: pb.ConsumeReply) -> Iterator[StoredMessage]:
+    """The messages of a Consume reply in either form, CRC-checked again when they came as
+    record runs (LogCorrupt on a bad one)."""
+    if reply.runs:
+        for run in reply.runs:
+            yield from iter_run(run.records, run.phy_offset)
+    else:
+        for m in reply.messages:
+            yield StoredMessage(m.topic, m.queue_offset, m.phy_offset, m.msg_id, m.born_ts_ms, m.body, 0, 0)
 
 
 class AdminClient(_Base):

@@ -24,6 +24,7 @@ from autoswitch.base.fsutil import fsync_dir
 
 ENTRY = struct.Struct(">QI")
 ENTRY_SIZE = ENTRY.size
+_ENTRY_DTYPE = np.dtype([("phy", ">u8"), ("size", ">u4")])
 _DTYPE = np.dtype([("phy", ">u8"), ("size", ">u4")])
 assert _DTYPE.itemsize == ENTRY_SIZE
 _MAX_READ_FDS = 4  # per topic; consumers mostly read the newest file
@@ -146,6 +147,15 @@ class TopicIndex:
         if count <= 0 or not self.bases:
             return []
         return list(ENTRY.iter_unpack(self._read(q, count)))
+
+    def lookup_arrays(self, q: int, count: int) -> tuple[int, np.ndarray, np.ndarray]:
+        """``lookup`` as (first queue offset, phys, sizes) int64 arrays, for batch readers."""
+        q = max(q, self.min_q)
+        count = min(count, self.next_q - q)
+        if count <= 0 or not self.bases:
+            return q, np.empty(0, np.int64), np.empty(0, np.int64)
+        raw = np.frombuffer(self._read(q, count), dtype=_ENTRY_DTYPE)
+        return q, raw["phy"].astype(np.int64), raw["size"].astype(np.int64)
 
     def first_q_at_or_after(self, phy: int) -> int:
         """Smallest queue offset whose entry's phy >= ``phy`` (next_q if none): binary search."""

@@ -358,9 +358,10 @@ class RoutedConsumer(_Routed):
     def _make(self, addr: str) -> ConsumerClient:
         return ConsumerClient(addr, timeout_s=self.policy.rpc_timeout_s, max_retries=0, tls=self.tls)
 
-    async def consume(self, topic: str, queue_offset: int, max_count: int) -> pb.ConsumeReply:
+    async def consume(self, topic: str, queue_offset: int, max_count: int,
+                      record_runs: bool = False) -> pb.ConsumeReply:
         return await self._on_master(f"consume {topic}@{queue_offset}",
-                                     lambda c: c.consume(topic, queue_offset, max_count))
+                                     lambda c: c.consume(topic, queue_offset, max_count, record_runs))
 
     async def commit_offset(self, consumer_group: str, topic: str, queue_offset: int) -> pb.CommitOffsetReply:
         return await self._on_master(f"commit {consumer_group}/{topic}@{queue_offset}",

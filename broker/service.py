@@ -175,12 +175,21 @@ class BrokerServicer(pbg.BrokerServiceServicer):
                                        error_message=f"queue offset {request.queue_offset} of {request.topic!r} is "
                                                      f"past the log end {end} (an unclean election lost messages)")
             confirm = b.confirm_offset
-            stored = b.store.read_messages(request.topic, request.queue_offset, count, max_phy=confirm)
+            if request.record_runs:
+                served = b.store.read_record_runs(request.topic, request.queue_offset, count, confirm,
+                                                  b.cfg.max_consume_bytes)
+                stored = []
+            else:
+                stored = b.store.read_messages(request.topic, request.queue_offset, count, max_phy=confirm)
         except WriteError as e:
             return pb.ConsumeReply(status=status_of(e), error_message=str(e), master_addr=self._master_addr())
         except AutoswitchError as e:
             self.log.error("consume_failed", code=e.code, error=str(e))
             return pb.ConsumeReply(status=pb.INTERNAL, error_message=f"{e.code}: {e}")
+        if request.record_runs:
+            b.consumed_msgs += served.count
+            return pb.ConsumeReply(status=pb.OK, confirm_offset=confirm, next_queue_offset=served.next_q,
+                                   runs=[pb.RecordRun(phy_offset=p, records=r) for p, r in served.runs])
         reply = pb.ConsumeReply(status=pb.OK, confirm_offset=confirm)
         total = 0
         nxt = request.queue_offset

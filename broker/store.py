@@ -29,8 +29,10 @@ from collections.abc import Iterator
 from dataclasses import replace
 from pathlib import Path
 
+import numpy as np
 from autoswitch.broker import checkpoint as ckpt
 from autoswitch.broker import record as rec
+from autoswitch.broker import record_runs as runs
 from autoswitch.broker.commitlog import CommitLog
 from autoswitch.broker.consume_index import TopicIndex, pack_entries, topic_dir_name
 from autoswitch.broker.record import AppendResult, Message, RecordInfo, StoredMessage
@@ -598,6 +600,40 @@ class MessageStore:
             out.append(StoredMessage(topic, q, phy, info.msg_id, info.born_ts_ms, body, info.epoch, size))
             q += 1
         return out
+
+    def read_record_runs(self, topic: str, queue_offset: int, max_count: int, max_phy: int | None,
+                         max_bytes: int) -> runs.ServedRuns:
+        """``read_messages`` as stored bytes: contiguous runs of records (record_runs.py). The same checks: every record CRC-checked and matched to
+        its index entry; at most ``max_bytes`` of records (but at least one)."""
+        self._check_open()
+        ti = self._indexes.get(topic)
+        if ti is None or max_count <= 0:
+            return runs.ServedRuns([], 0, queue_offset)
+        q0, phys, sizes = ti.lookup_arrays(queue_offset, min(max_count, self.config.max_read_messages))
+        skip = int(np.searchsorted(phys, self._log.min_offset))  # entries retention already cut
+        served = skip  # entries before this index are served or skipped
+        out: list[tuple[int, bytes]] = []
+        for plan in runs.plan_runs(phys[skip:], sizes[skip:], max_phy, max_bytes):
+            phy, want, end = plan.phy, plan.nbytes, skip + plan.end
+            while want > 0:  # a run may span a segment end: read_raw serves one segment at a time
+                try:
+                    buf = self._log.read_raw(phy, want, phy + want, verify=False)
+                except OffsetOutOfRange as e:
+                    raise LogCorrupt(f"consume index of {topic!r} points past the log ({phy}+{want})",
+                                     offset=phy) from e
+                if not buf:
+                    raise LogCorrupt(f"consume index of {topic!r} points at a cut record ({phy})", offset=phy)
+                try:
+                    n = runs.check_run(buf, phy, self._log.segment_end(phy), topic, q0 + served,
+                                       phys[served:end], self._log.max_record)
+                except LogCorrupt as e:
+                    self._logger.error("read_corrupt", offset=e.offset, topic=topic, error=e.message)
+                    raise
+                out.append((phy, buf))
+                served += n
+                phy += len(buf)
+                want -= len(buf)
+        return runs.ServedRuns(out, served - skip, q0 + served)
 
     def scan(self, from_offset: int | None = None, include_padding: bool = False) -> Iterator[RecordInfo]:
         """Every record in log order from ``from_offset`` (a record boundary; default the first

@@ -83,14 +83,24 @@ class ProduceReply(_message.Message):
     def __init__(self, status: _Optional[_Union[Status, str]] = ..., error_message: _Optional[str] = ..., master_addr: _Optional[str] = ..., results: _Optional[_Iterable[_Union[ProduceResult, _Mapping]]] = ..., group: _Optional[str] = ..., broker_id: _Optional[int] = ...) -> None: ...
 
 class ConsumeRequest(_message.Message):
-    __slots__ = ("topic", "queue_offset", "max_count")
+    __slots__ = ("topic", "queue_offset", "max_count", "record_runs")
     TOPIC_FIELD_NUMBER: _ClassVar[int]
     QUEUE_OFFSET_FIELD_NUMBER: _ClassVar[int]
     MAX_COUNT_FIELD_NUMBER: _ClassVar[int]
+    RECORD_RUNS_FIELD_NUMBER: _ClassVar[int]
     topic: str
     queue_offset: int
     max_count: int
-    def __init__(self, topic: _Optional[str] = ..., queue_offset: _Optional[int] = ..., max_count: _Optional[int] = ...) -> None: ...
+    record_runs: bool
+    def __init__(self, topic: _Optional[str] = ..., queue_offset: _Optional[int] = ..., max_count: _Optional[int] = ..., record_runs: _Optional[bool] = ...) -> None: ...
+
+class RecordRun(_message.Message):
+    __slots__ = ("phy_offset", "records")
+    PHY_OFFSET_FIELD_NUMBER: _ClassVar[int]
+    RECORDS_FIELD_NUMBER: _ClassVar[int]
+    phy_offset: int
+    records: bytes
+    def __init__(self, phy_offset: _Optional[int] = ..., records: _Optional[bytes] = ...) -> None: ...
 
 class ConsumedMessage(_message.Message):
     __slots__ = ("msg_id", "body", "queue_offset", "phy_offset", "born_ts_ms", "topic")
@@ -109,20 +119,22 @@ class ConsumedMessage(_message.Message):
     def __init__(self, msg_id: _Optional[str] = ..., body: _Optional[bytes] = ..., queue_offset: _Optional[int] = ..., phy_offset: _Optional[int] = ..., born_ts_ms: _Optional[int] = ..., topic: _Optional[str] = ...) -> None: ...
 
 class ConsumeReply(_message.Message):
-    __slots__ = ("status", "error_message", "messages", "next_queue_offset", "confirm_offset", "master_addr")
+    __slots__ = ("status", "error_message", "messages", "next_queue_offset", "confirm_offset", "master_addr", "runs")
     STATUS_FIELD_NUMBER: _ClassVar[int]
     ERROR_MESSAGE_FIELD_NUMBER: _ClassVar[int]
     MESSAGES_FIELD_NUMBER: _ClassVar[int]
     NEXT_QUEUE_OFFSET_FIELD_NUMBER: _ClassVar[int]
     CONFIRM_OFFSET_FIELD_NUMBER: _ClassVar[int]
     MASTER_ADDR_FIELD_NUMBER: _ClassVar[int]
+    RUNS_FIELD_NUMBER: _ClassVar[int]
     status: Status
     error_message: str
     messages: _containers.RepeatedCompositeFieldContainer[ConsumedMessage]
     next_queue_offset: int
     confirm_offset: int
     master_addr: str
-    def __init__(self, status: _Optional[_Union[Status, str]] = ..., error_message: _Optional[str] = ..., messages: _Optional[_Iterable[_Union[ConsumedMessage, _Mapping]]] = ..., next_queue_offset: _Optional[int] = ..., confirm_offset: _Optional[int] = ..., master_addr: _Optional[str] = ...) -> None: ...
+    runs: _containers.RepeatedCompositeFieldContainer[RecordRun]
+    def __init__(self, status: _Optional[_Union[Status, str]] = ..., error_message: _Optional[str] = ..., messages: _Optional[_Iterable[_Union[ConsumedMessage, _Mapping]]] = ..., next_queue_offset: _Optional[int] = ..., confirm_offset: _Optional[int] = ..., master_addr: _Optional[str] = ..., runs: _Optional[_Iterable[_Union[RecordRun, _Mapping]]] = ...) -> None: ...
 
 class EpochEntry(_message.Message):
     __slots__ = ("epoch", "start_offset", "end_offset")
