@@ -9,7 +9,8 @@ on stdout: {"acked_msgs_s_1rep", "acked_msgs_s_3rep", "ratio", "p50_ms", "p99_ms
                             [--flush async|sync] [--max-seconds 60] [--consumer-group]
 
 --consumer-group (make bench-produce CONSUMER=1): two more setups per round, 3 replicas again with
-a consumer reading along: once without commits, once as a consumer group committing its offset
+a consumer reading along (a process of its own, stored-record runs, long polling; it decodes and
+CRC-checks every message): once without commits, once as a consumer group committing its offset
 every 100 ms (each commit is one replicated record, acked like a message). Adds
 ``ratio_with_consumer_vs_without`` (the group vs no consumer at all: on 2 cores the reading
 itself competes with the producers) and ``ratio_commits_vs_reading_only`` (the group vs the same
@@ -21,6 +22,7 @@ from __future__ import annotations
 import argparse
 import asyncio
 import json
+import multiprocessing
 import os
 import signal
 import subprocess
@@ -47,6 +49,7 @@ class Cluster:
         self.flush = flush
         self.procs: list[subprocess.Popen] = []
         self.master_addr = ""
+        self.slave_addrs: list[str] = []
 
     def _start(self, bid: int, role: str, port: int, ha_port: int, master_ha: str | None) -> None:
         args = [
@@ -74,6 +77,7 @@ class Cluster:
         self.master_addr = f"{HOST}:{ports[0][0]}"
         for i in range(1, self.replicas):
             self._start(i + 1, "slave", *ports[i], f"{HOST}:{ports[0][1]}")
+            self.slave_addrs.append(f"{HOST}:{ports[i][0]}")
         want = list(range(1, self.replicas + 1))
         deadline = time.monotonic() + 30
         with sync_admin(self.master_addr) as a:
@@ -95,9 +99,9 @@ class Cluster:
 
 
 async def _load(addr: str, messages: int, producers: int, batch: int, size: int, max_s: float,
-                consumer: str = "") -> dict:
+                consumer: str = "", read_addr: str = "") -> dict:
     """``consumer``: "" none; "read" a reader alongside; "commit" the reader commits every 100 ms."""
-    from autoswitch.broker.client import ConsumerClient, ProducerClient, consumed_messages
+    from autoswitch.broker.client import ProducerClient
 
     share = messages // producers
     lat: list[float] = []
@@ -123,37 +127,12 @@ async def _load(addr: str, messages: int, producers: int, batch: int, size: int,
         finally:
             await c.close()
 
-    done = asyncio.Event()
-    commits = consumed = 0
-
-    async def consume_and_commit() -> None:
-        """Reads along (decoding every message, as the CLI consumer does) and commits every 100 ms,
-        like a consumer group member."""
-        nonlocal commits, consumed
-        c = ConsumerClient(addr, timeout_s=30)
-        q, last = 0, time.monotonic()
-        try:
-            while not done.is_set():
-                r = await c.consume("bench", q, 1000, record_runs=True)
-                consumed += sum(1 for _ in consumed_messages(r))
-                q = r.next_queue_offset
-                if consumer == "commit" and time.monotonic() - last >= 0.1:
-                    if (await c.commit_offset("bench-group", "bench", q)).status == 0:
-                        commits += 1
-                    last = time.monotonic()
-                if not r.runs:
-                    await asyncio.sleep(0.01)
-        finally:
-            await c.close()
-
-    reader = asyncio.ensure_future(consume_and_commit()) if consumer else None
+    reader = _ConsumerProcess(read_addr or addr, addr, consumer, max_s) if consumer else None
     assert consumer in ("", "read", "commit")
     t0 = time.perf_counter()
     await asyncio.gather(*(one(k) for k in range(producers)))
     elapsed = time.perf_counter() - t0
-    done.set()
-    if reader is not None:
-        await reader
+    consumed, commits, consumer_cpu_s, calls = reader.finish() if reader is not None else (0, 0, 0.0, 0)
     lat.sort()
 
     def pct(p: float) -> float:
@@ -162,7 +141,76 @@ async def _load(addr: str, messages: int, producers: int, batch: int, size: int,
     return {"acked": acked, "failed": failed, "elapsed_s": round(elapsed, 3),
             "acked_msgs_s": round(acked / elapsed, 1) if elapsed else 0.0,
             "p50_ms": pct(0.50), "p99_ms": pct(0.99), "requests": len(lat), "commits": commits,
-            "consumed": consumed}
+            "consumed": consumed, "consumer_cpu_s": round(consumer_cpu_s, 2), "consume_calls": calls}
+
+
+# The consumer's long poll (like Kafka's fetch.min.bytes / fetch.max.wait.ms): a reply when half a
+# batch is there or after 100 ms, so it keeps within ~100 ms of the producers without an RPC per
+# produced batch.
+CONSUMER_MIN_COUNT = 500
+CONSUMER_MAX_WAIT_MS = 100
+
+
+class _ConsumerProcess:
+    """The consumer runs in a process of its own, as a consumer application does (in the load
+    generator's event loop its decoding would slow the producers, not the broker)."""
+
+    def __init__(self, read_addr: str, master_addr: str, mode: str, max_s: float) -> None:
+        ctx = multiprocessing.get_context("spawn")  # grpc does not survive fork
+        self.stop = ctx.Event()
+        self.results = ctx.Queue()
+        self.ready = ctx.Event()
+        self.proc = ctx.Process(target=_consumer_main, args=(read_addr, master_addr, mode, max_s, self.stop, self.ready,
+                                                                self.results))
+        self.proc.start()
+        if not self.ready.wait(30):
+            self.proc.kill()
+            raise RuntimeError("consumer process did not start")
+
+    def finish(self) -> tuple[int, int, float, int]:
+        self.stop.set()
+        try:
+            return self.results.get(timeout=30)
+        finally:
+            self.proc.join(10)
+            if self.proc.is_alive():
+                self.proc.kill()
+
+
+def _consumer_main(read_addr: str, master_addr: str, mode: str, max_s: float, stop, ready, results) -> None:
+    """Reads along (decoding every message, as the CLI consumer does); with mode "commit" also
+    commits every 100 ms, like a consumer group member. Bounded by ``max_s``."""
+    from autoswitch.broker.client import ConsumerClient, consumed_messages
+
+    async def run() -> tuple[int, int, float, int]:
+        consumed = commits = calls = 0
+        c = ConsumerClient(read_addr, timeout_s=30)
+        m = ConsumerClient(master_addr, timeout_s=30) if master_addr != read_addr else c
+        q, last = 0, time.monotonic()
+        deadline = time.monotonic() + max_s + 30
+        cpu0 = time.process_time()
+        ready.set()
+        try:
+            while not stop.is_set() and time.monotonic() < deadline:
+                r = await c.consume("bench", q, 1000, record_runs=True, min_count=CONSUMER_MIN_COUNT,
+                                    max_wait_ms=CONSUMER_MAX_WAIT_MS)
+                calls += 1
+                if r.status != 0:  # e.g. the broker's concurrency limit: ask again, from the same offset
+                    await asyncio.sleep(0.01)
+                    continue
+                consumed += sum(1 for _ in consumed_messages(r))
+                q = r.next_queue_offset
+                if mode == "commit" and time.monotonic() - last >= 0.1:
+                    if (await m.commit_offset("bench-group", "bench", q)).status == 0:
+                        commits += 1
+                    last = time.monotonic()
+        finally:
+            await c.close()
+            if m is not c:
+                await m.close()
+        return consumed, commits, time.process_time() - cpu0, calls
+
+    results.put(asyncio.run(run()))
 
 
 def run_one(replicas: int, args: argparse.Namespace, consumer: str = "") -> dict:
@@ -175,8 +223,9 @@ def run_one(replicas: int, args: argparse.Namespace, consumer: str = "") -> dict
             asyncio.run(_load(cl.master_addr, min(2000, args.messages), args.producers, args.batch, args.size, 10))
             what = f"{replicas} replica(s)" + {"": "", "read": " + reader", "commit": " + consumer group"}[consumer]
             _log(f"{what}: {args.messages} msgs, {args.producers} producers x batch {args.batch}")
+            read_addr = cl.slave_addrs[-1] if consumer and args.consumer_reads == "slave" else ""
             res = asyncio.run(_load(cl.master_addr, args.messages, args.producers, args.batch, args.size,
-                                    args.max_seconds, consumer))
+                                    args.max_seconds, consumer, read_addr))
             _log(f"{what}: {res}")
             return res
         finally:
@@ -194,6 +243,8 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--rounds", type=int, default=2, help="alternating rounds; the best of each setup counts")
     ap.add_argument("--consumer-group", action="store_true",
                     help="also 3 replicas with a consumer group committing every 100 ms (CONSUMER=1)")
+    ap.add_argument("--consumer-reads", choices=["master", "slave"], default="master",
+                    help="where the consumer reads (commits always go to the master)")
     args = ap.parse_args(argv)
     assert 1 <= args.rounds <= 10
     assert 1 <= args.producers <= 64 and 1 <= args.batch <= 1000 and args.messages % args.producers == 0

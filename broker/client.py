@@ -210,12 +210,14 @@ class ProducerClient(_Base):
 
 
 class ConsumerClient(_Base):
-    async def consume(self, topic: str, queue_offset: int, max_count: int = 100,
-                      record_runs: bool = False) -> pb.ConsumeReply:
+    async def consume(self, topic: str, queue_offset: int, max_count: int = 100, record_runs: bool = False,
+                      min_count: int = 0, max_wait_ms: int = 0) -> pb.ConsumeReply:
         """``record_runs``: the reply carries stored records (``runs``, read them with
-        ``consumed_messages``), ~50x cheaper for the broker than one reply message per record."""
-        return await self._call("Consume", pb.ConsumeRequest(topic=topic, queue_offset=queue_offset,
-                                                             max_count=max_count, record_runs=record_runs))
+        ``consumed_messages``), ~50x cheaper for the broker than one reply message per record.
+        ``min_count``/``max_wait_ms``: long polling (the call's deadline grows by the wait)."""
+        req = pb.ConsumeRequest(topic=topic, queue_offset=queue_offset, max_count=max_count,
+                                record_runs=record_runs, min_count=min_count, max_wait_ms=max_wait_ms)
+        return await self._call("Consume", req, timeout_s=self.timeout_s + max_wait_ms / 1000)
 
     async def commit_offset(self, consumer_group: str, topic: str, queue_offset: int) -> pb.CommitOffsetReply:
         return await self._call("CommitOffset", pb.CommitOffsetRequest(

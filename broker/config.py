@@ -58,6 +58,8 @@ class BrokerConfig:
     max_request_bytes: int = 32 * 1024 * 1024
     max_consume_count: int = 1000
     max_consume_bytes: int = 8 * 1024 * 1024
+    max_consume_wait_ms: int = 30_000   # longest long-poll a Consume may ask for
+    max_waiting_consumes: int = 128     # long polls held at once; more are answered at once
     max_inflight_produce: int = 256
     max_concurrent_rpcs: int = 1024
     store: dict[str, Any] = field(default_factory=dict)
@@ -148,6 +150,10 @@ class BrokerConfig:
             raise ConfigError("max_consume_count must be in [1, 10000]", key="max_consume_count")
         if self.max_consume_bytes < 1024:
             raise ConfigError("max_consume_bytes must be >= 1 KiB", key="max_consume_bytes")
+        if not (0 <= self.max_consume_wait_ms <= 300_000):
+            raise ConfigError("max_consume_wait_ms must be in [0, 300000]", key="max_consume_wait_ms")
+        if not (0 <= self.max_waiting_consumes < self.max_concurrent_rpcs):
+            raise ConfigError("max_waiting_consumes must be in [0, max_concurrent_rpcs)", key="max_waiting_consumes")
         # A Consume reply must fit in one gRPC message with its per-message overhead.
         self.max_consume_bytes = min(self.max_consume_bytes, self.max_request_bytes // 2)
         if not (1 <= self.max_inflight_produce <= 100_000):

@@ -25,6 +25,7 @@ from autoswitch.base.tls import client_ssl_context, server_ssl_context
 from autoswitch.base.write_errors import BadRequest, Fenced, NotMaster, StaleEpoch
 
 from .config import BrokerConfig, parse_hostport
+from .long_poll import ConfirmSignal
 from .write_path import GroupFlusher, WritePath
 
 if TYPE_CHECKING:
@@ -89,6 +90,8 @@ class Broker:
         if cfg.max_message_bytes > StoreConfig.max_message_bytes and "max_message_bytes" not in store_values:
             store_values["max_message_bytes"] = cfg.max_message_bytes
         self.store = MessageStore(cfg.data_path, _build_dataclass(StoreConfig, store_values, "store"))
+        self.confirm_signal = ConfirmSignal(cfg.max_waiting_consumes)
+        self.store.on_confirm_advanced = self.confirm_signal.pulse
         self.role: Role = "fenced"
         self.master_epoch = 0
         self.master_ha_addr: tuple[str, int] | None = None
@@ -286,6 +289,7 @@ class Broker:
             await ha.stop()
 
     async def _run_hooks(self) -> None:
+        self.confirm_signal.wake_all()  # long-polling consumers answer under the new role
         for hook in self._hooks:
             try:
                 r = hook(self.role, self.master_epoch)

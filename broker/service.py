@@ -163,6 +163,8 @@ class BrokerServicer(pbg.BrokerServiceServicer):
             b.require_readable()
             if not request.topic or request.queue_offset < 0 or request.max_count < 0:
                 raise BadRequest("consume needs a topic, queue_offset >= 0 and max_count >= 0")
+            if request.min_count < 0 or request.max_wait_ms < 0:
+                raise BadRequest("consume needs min_count >= 0 and max_wait_ms >= 0")
             count = min(request.max_count or b.cfg.max_consume_count, b.cfg.max_consume_count)
             end = b.store.max_queue_offset(request.topic)
             if request.queue_offset > end and b.role == "master":
@@ -174,6 +176,9 @@ class BrokerServicer(pbg.BrokerServiceServicer):
                 return pb.ConsumeReply(status=pb.OFFSET_OUT_OF_RANGE, next_queue_offset=end,
                                        error_message=f"queue offset {request.queue_offset} of {request.topic!r} is "
                                                      f"past the log end {end} (an unclean election lost messages)")
+            if request.max_wait_ms and request.min_count:
+                await self._long_poll(request, min(request.min_count, count))
+                b.require_readable()
             confirm = b.confirm_offset
             if request.record_runs:
                 served = b.store.read_record_runs(request.topic, request.queue_offset, count, confirm,
@@ -208,6 +213,18 @@ class BrokerServicer(pbg.BrokerServiceServicer):
         reply.next_queue_offset = nxt
         b.consumed_msgs += len(reply.messages)
         return reply
+
+    async def _long_poll(self, request: pb.ConsumeRequest, want: int) -> None:
+        """Hold the Consume until ``want`` confirmed messages are there (long_poll.py), the wait
+        runs out, or the role changes."""
+        b = self.b
+        role, epoch = b.role, b.master_epoch
+
+        def ready() -> bool:
+            return (b.role != role or b.master_epoch != epoch
+                    or b.store.has_confirmed(request.topic, request.queue_offset, want, b.confirm_offset))
+
+        await b.confirm_signal.wait_until(ready, min(request.max_wait_ms, b.cfg.max_consume_wait_ms) / 1000)
 
     async def GetBrokerEpoch(self, request: pb.GetBrokerEpochRequest, context: Any) -> pb.GetBrokerEpochReply:
         b = self.b

@@ -25,7 +25,7 @@ from __future__ import annotations
 import os
 import shutil
 import time
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from dataclasses import replace
 from pathlib import Path
 
@@ -83,6 +83,8 @@ class MessageStore:
         self._indexes: dict[str, TopicIndex] = {}
         self._epochs = EpochCache()
         self._confirm = 0
+        # Called when confirm_offset moves forward (the broker wakes long-polling consumers).
+        self.on_confirm_advanced: Callable[[], None] | None = None
         self._closed = False
         try:
             self._cp = self._recover()
@@ -228,7 +230,24 @@ class MessageStore:
     @confirm_offset.setter
     def confirm_offset(self, value: int) -> None:
         # a master may announce a commit point the slave has not reached yet
-        self._confirm = max(0, min(int(value), self._log.max_offset))
+        new = max(0, min(int(value), self._log.max_offset))
+        advanced = new > self._confirm
+        self._confirm = new
+        if advanced and self.on_confirm_advanced is not None:
+            self.on_confirm_advanced()
+
+    def has_confirmed(self, topic: str, queue_offset: int, count: int, max_phy: int) -> bool:
+        """Whether ``count`` messages of ``topic`` from ``queue_offset`` end at or below
+        ``max_phy``: one index entry read (long polls ask it on every wake-up)."""
+        self._check_open()
+        ti = self._indexes.get(topic)
+        if ti is None or count <= 0:
+            return count <= 0
+        last = max(queue_offset, ti.min_q) + count - 1
+        if last >= ti.next_q:
+            return False
+        ((phy, size),) = ti.lookup(last, 1)
+        return phy + size <= max_phy
 
     def segment_base(self, offset: int) -> int:
         return max(self._log.min_offset, min(offset, self._log.segment_base(offset)))

@@ -83,16 +83,20 @@ class ProduceReply(_message.Message):
     def __init__(self, status: _Optional[_Union[Status, str]] = ..., error_message: _Optional[str] = ..., master_addr: _Optional[str] = ..., results: _Optional[_Iterable[_Union[ProduceResult, _Mapping]]] = ..., group: _Optional[str] = ..., broker_id: _Optional[int] = ...) -> None: ...
 
 class ConsumeRequest(_message.Message):
-    __slots__ = ("topic", "queue_offset", "max_count", "record_runs")
+    __slots__ = ("topic", "queue_offset", "max_count", "record_runs", "min_count", "max_wait_ms")
     TOPIC_FIELD_NUMBER: _ClassVar[int]
     QUEUE_OFFSET_FIELD_NUMBER: _ClassVar[int]
     MAX_COUNT_FIELD_NUMBER: _ClassVar[int]
     RECORD_RUNS_FIELD_NUMBER: _ClassVar[int]
+    MIN_COUNT_FIELD_NUMBER: _ClassVar[int]
+    MAX_WAIT_MS_FIELD_NUMBER: _ClassVar[int]
     topic: str
     queue_offset: int
     max_count: int
     record_runs: bool
-    def __init__(self, topic: _Optional[str] = ..., queue_offset: _Optional[int] = ..., max_count: _Optional[int] = ..., record_runs: _Optional[bool] = ...) -> None: ...
+    min_count: int
+    max_wait_ms: int
+    def __init__(self, topic: _Optional[str] = ..., queue_offset: _Optional[int] = ..., max_count: _Optional[int] = ..., record_runs: _Optional[bool] = ..., min_count: _Optional[int] = ..., max_wait_ms: _Optional[int] = ...) -> None: ...
 
 class RecordRun(_message.Message):
     __slots__ = ("phy_offset", "records")

@@ -597,3 +597,33 @@ def test_concurrent_rpcs_beyond_the_limit_are_refused_at_once(procs, tmp_path):
         os.kill(s.proc.pid, signal.SIGCONT)
     assert codes.count("RESOURCE_EXHAUSTED") >= 40 - 16, codes
     assert m.proc.alive() and epoch_info(m).role == "master"
+
+
+def test_consume_long_poll_answers_when_messages_arrive(procs, tmp_path):
+    (m,) = make_nodes(tmp_path, 1)
+    start(procs, m, "master", "--epoch", "1", "--ack-mode", "all")
+
+    async def run():
+        c = ConsumerClient(m.addr, timeout_s=30)
+        p = ProducerClient(m.addr, timeout_s=30)
+        try:
+            # Nothing there and a short wait: answered empty once the wait runs out.
+            r = await c.consume(TOPIC, 0, 100, record_runs=True, min_count=5, max_wait_ms=50)
+            assert r.status == pb.OK and not r.runs and r.next_queue_offset == 0
+            # A long wait is answered as soon as min_count confirmed messages are there (the test
+            # would time out, not pass, if the broker held the call for its whole 60 s wait).
+            waiting = asyncio.ensure_future(c.consume(TOPIC, 0, 100, record_runs=True, min_count=5,
+                                                      max_wait_ms=60_000))
+            for i in range(5):
+                assert (await p.produce(TOPIC, [f"m{i}".encode()])).ok
+            r = await asyncio.wait_for(waiting, 30)
+            assert r.status == pb.OK
+            assert [x.body for x in consumed_messages(r)] == [f"m{i}".encode() for i in range(5)]
+            # Bad arguments get a typed refusal.
+            r = await c.consume(TOPIC, 0, 100, min_count=-1, max_wait_ms=10)
+            assert r.status == pb.BAD_REQUEST
+        finally:
+            await c.close()
+            await p.close()
+
+    asyncio.run(run())
