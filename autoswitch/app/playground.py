@@ -36,6 +36,7 @@ from autoswitch.app.launcher import Child
 from autoswitch.base.errors import AutoswitchError
 from autoswitch.base.log import get_logger
 from autoswitch.base.tls import TLSConfig
+from autoswitch.base.waits import wait_event
 
 HOST = "127.0.0.1"
 MARKER = ".autoswitch-playground"   # only a directory carrying it is ever wiped
@@ -633,8 +634,7 @@ async def _status_loop(cluster: Cluster, client: Any, stop: asyncio.Event, refre
         else:
             for line in render_lines(snap):
                 _out(line)
-        with contextlib.suppress(asyncio.TimeoutError):
-            await asyncio.wait_for(stop.wait(), refresh_s)
+        await wait_event(stop, refresh_s)
 
 
 # ---------------- the failover demo ----------------

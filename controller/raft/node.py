@@ -21,6 +21,7 @@ from typing import Any, Protocol
 
 from autoswitch.base.fsutil import fsync_dir
 from autoswitch.base.log import get_logger
+from autoswitch.base.waits import wait_event
 
 from .config import RaftConfig
 from .core import RaftCore
@@ -471,5 +472,4 @@ class RaftNode:
             if remaining <= 0:
                 raise ProposalTimeout(f"leadership not transferred to {to} within {limit}s", to=to)
             self._leader_changed.clear()
-            with contextlib.suppress(TimeoutError):
-                await asyncio.wait_for(self._leader_changed.wait(), remaining)
+            await wait_event(self._leader_changed, remaining)

@@ -24,6 +24,7 @@ import grpc
 from autoswitch.base.backoff import Backoff
 from autoswitch.base.log import RateLimitedLog, get_logger
 from autoswitch.base.tls import Listener, TLSConfig, bind, grpc_channel, peer_identity
+from autoswitch.base.waits import wait_event
 from autoswitch.proto import raft_pb2, raft_pb2_grpc
 
 from .config import RaftConfig
@@ -262,8 +263,7 @@ class PeerSender:
         rest = backoff_s - floor
         if rest > 0 and not any(not isinstance(m, _Stop) for m in self.queue._queue):
             self._queued.clear()
-            with contextlib.suppress(TimeoutError):
-                await asyncio.wait_for(self._queued.wait(), rest)
+            await wait_event(self._queued, rest)
 
     async def stop(self) -> None:
         if self._task is not None:
