@@ -9,7 +9,7 @@ SEED_START ?= 0
 LEASE_SCENARIOS ?= 100000
 
 .PHONY: setup run test lint proto proto-check fuzz sim soak chaos clean \
-        bench-replication bench-produce bench-recovery bench-controller bench-election \
+        bench-replication bench-produce bench-recovery bench-controller bench-election bench-rolling \
         bench-scale bench-failover bench-audit
 
 $(STAMP): pyproject.toml
@@ -73,6 +73,9 @@ bench-scale: setup
 
 bench-failover: setup
 	$(BIN)/python -m bench.failover $(if $(TLS),--tls)
+
+bench-rolling: setup
+	$(BIN)/python -m bench.rolling
 
 bench-audit: setup
 	$(BIN)/python -m bench.audit

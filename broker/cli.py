@@ -17,6 +17,7 @@ from autoswitch.base.tls import add_tls_args, tls_from_args
 
 from .cli_common import bad_target, err
 from .cli_consume import cmd_consume, cmd_consumer_progress
+from .cli_handover import cmd_transfer_master
 
 
 def register(sub: Any, admin_sub: Any) -> None:
@@ -53,6 +54,9 @@ def register(sub: Any, admin_sub: Any) -> None:
                        help="disable the self-fencing lease (RocketMQ behaviour; split brain can lose acked writes)")
     c.add_argument("--election-priority", type=int, help="lower wins among equally caught-up replicas (0)")
     c.add_argument("--role-change-script", help="run as SCRIPT <role> <group> <epoch> <old-master> <new-master>")
+    c.add_argument("--no-handover-on-shutdown", dest="handover_on_shutdown", action="store_const", const=False,
+                   help="on SIGTERM a master just stops (a failover) instead of handing over first")
+    c.add_argument("--handover-timeout-ms", type=int, help="longest a handover may hold new writes (5000)")
     add_tls_args(p)
     p.add_argument("--auth", action="store_const", const=True, default=None,
                    help="check roles on every call and bind HA peers to their certificates (needs TLS)")
@@ -63,7 +67,7 @@ def register(sub: Any, admin_sub: Any) -> None:
                    help="migration to TLS: accept plaintext on the same ports too")
     p.add_argument("--tls-dial-plaintext", action="store_const", const=True, default=None,
                    help="migration to TLS, first step: still dial the others in plaintext")
-    p.set_defaults(func=_cmd_broker, lease_enabled=None)
+    p.set_defaults(func=_cmd_broker, lease_enabled=None, handover_on_shutdown=None)
 
     p = sub.add_parser("produce", help="send messages; prints one JSON line per acked message with --json")
     p.add_argument("--broker", help="HOST:PORT (direct, no failover); or --namesrv + --group")
@@ -137,6 +141,16 @@ def register(sub: Any, admin_sub: Any) -> None:
     add_tls_args(a)
     a.set_defaults(func=cmd_consumer_progress)
 
+    a = admin_sub.add_parser("transfer-master", help="graceful handover: the master steps down to an in-sync slave")
+    a.add_argument("--broker", help="the master's HOST:PORT; or --namesrv + --group")
+    a.add_argument("--namesrv", help="name server HOST:PORT: find the group's master")
+    a.add_argument("--group", help="broker group (with --namesrv)")
+    a.add_argument("--to", type=int, default=None, help="target brokerId (default: the most caught-up in-sync slave)")
+    a.add_argument("--timeout", type=float, default=5.0, help="seconds the master may hold writes before giving up")
+    a.add_argument("--json", action="store_true")
+    add_tls_args(a)
+    a.set_defaults(func=cmd_transfer_master)
+
     a = admin_sub.add_parser("log-digest", help="sha256 of a broker's raw commit log in [from, to)")
     a.add_argument("--broker", required=True)
     a.add_argument("--from", dest="from_offset", type=int, default=0)
@@ -157,7 +171,7 @@ def _cmd_broker(args: argparse.Namespace) -> int:
         "flush_interval_ms", "max_message_bytes", "max_batch_messages", "max_request_bytes",
         "controllers", "namesrv", "heartbeat_timeout_ms", "heartbeat_interval_ms", "master_lease_ms",
         "lease_enabled", "election_priority", "role_change_script", "auth", "auth_tokens_file", "allow_insecure",
-        "tls_accept_plaintext", "tls_dial_plaintext",
+        "tls_accept_plaintext", "tls_dial_plaintext", "handover_on_shutdown", "handover_timeout_ms",
     )
     if args.controllers and (args.role or args.broker_id is not None or args.epoch is not None):
         print(json.dumps({"error": {"code": "BAD_USAGE", "message":

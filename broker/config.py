@@ -60,6 +60,9 @@ class BrokerConfig:
     max_consume_bytes: int = 8 * 1024 * 1024
     max_consume_wait_ms: int = 30_000   # longest long-poll a Consume may ask for
     max_waiting_consumes: int = 128     # long polls held at once; more are answered at once
+    # Controller mode: on SIGTERM a master first hands over to an in-sync slave (broker/handover.py).
+    handover_on_shutdown: bool = True
+    handover_timeout_ms: int = 5000
     max_inflight_produce: int = 256
     max_concurrent_rpcs: int = 1024
     store: dict[str, Any] = field(default_factory=dict)
@@ -150,16 +153,20 @@ class BrokerConfig:
             raise ConfigError("max_consume_count must be in [1, 10000]", key="max_consume_count")
         if self.max_consume_bytes < 1024:
             raise ConfigError("max_consume_bytes must be >= 1 KiB", key="max_consume_bytes")
+        if not (100 <= self.handover_timeout_ms <= 300_000):
+            raise ConfigError("handover_timeout_ms must be in [100, 300000]", key="handover_timeout_ms")
         if not (0 <= self.max_consume_wait_ms <= 300_000):
             raise ConfigError("max_consume_wait_ms must be in [0, 300000]", key="max_consume_wait_ms")
-        if not (0 <= self.max_waiting_consumes < self.max_concurrent_rpcs):
-            raise ConfigError("max_waiting_consumes must be in [0, max_concurrent_rpcs)", key="max_waiting_consumes")
+        if not (0 <= self.max_waiting_consumes <= 100_000):
+            raise ConfigError("max_waiting_consumes must be in [0, 100000]", key="max_waiting_consumes")
         # A Consume reply must fit in one gRPC message with its per-message overhead.
         self.max_consume_bytes = min(self.max_consume_bytes, self.max_request_bytes // 2)
         if not (1 <= self.max_inflight_produce <= 100_000):
             raise ConfigError("max_inflight_produce must be in [1, 100000]", key="max_inflight_produce")
         if not (16 <= self.max_concurrent_rpcs <= 100_000):
             raise ConfigError("max_concurrent_rpcs must be in [16, 100000]", key="max_concurrent_rpcs")
+        # Long polls hold RPC slots: at most half of them, so producers always find one.
+        self.max_waiting_consumes = min(self.max_waiting_consumes, self.max_concurrent_rpcs // 2)
         if not isinstance(self.store, dict) or not isinstance(self.ha, dict):
             raise ConfigError("[store] and [ha] must be tables")
         if isinstance(self.controllers, str):

@@ -14,10 +14,13 @@ import asyncio
 import time
 from collections.abc import Callable
 
+from autoswitch.base.waits import wait_event
 
-class ConfirmSignal:
-    """Wakes everything waiting when confirmOffset advances. At most ``max_waiters`` wait at
-    once (each holds an RPC slot): past that, ``wait_until`` answers at once."""
+
+class WakeSignal:
+    """Wakes everything waiting on ``pulse`` (confirmOffset advanced, the role changed); each
+    waiter re-checks its own condition. At most ``max_waiters`` wait at once (a long poll holds
+    an RPC slot): past that, ``wait_until`` returns at once."""
 
     def __init__(self, max_waiters: int) -> None:
         self.max_waiters = max_waiters
@@ -45,9 +48,7 @@ class ConfirmSignal:
                 left = deadline - time.monotonic()
                 if left <= 0:
                     return
-                try:
-                    await asyncio.wait_for(self._event.wait(), left)
-                except TimeoutError:
+                if not await wait_event(self._event, left):
                     return
                 if ready():
                     return

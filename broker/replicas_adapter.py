@@ -60,6 +60,7 @@ from autoswitch.base.crashpoints import crash_point
 from autoswitch.base.errors import AutoswitchError
 from autoswitch.base.fsutil import fsync_dir
 from autoswitch.base.log import get_logger
+from autoswitch.base.waits import wait_event
 
 if TYPE_CHECKING:
     from autoswitch.broker.server import Broker
@@ -323,6 +324,17 @@ class ReplicasAdapter:
         self._perform(self.core.propose(pid, master_epoch, sync_state_set_epoch, frozenset(new_set), self.clock()))
         return await fut
 
+    async def hand_over(self, to_id: int, expect_master_epoch: int, timeout_s: float) -> ReplicaInfo:
+        """Ask the controller to move mastership to ``to_id`` (compare-and-set on our MasterEpoch,
+        broker/handover.py) and feed the new view to the core, which switches our role.
+        ControllerCallFailed (or TimeoutError) when the controller refuses or cannot answer."""
+        bid = self.core.broker_id
+        assert bid is not None and self.core.role == "master"
+        info = self._info(await asyncio.wait_for(self.api.hand_over_master(
+            self.config.cluster, self.config.group, bid, to_id, expect_master_epoch), timeout_s))
+        self._perform(self.core.on_replica_info(info, self.clock(), "handover"))
+        return info
+
     # ------------------------------------------------------------------ loops
 
     async def _run(self) -> None:
@@ -332,8 +344,7 @@ class ReplicasAdapter:
             # Wake at least every second: a missed wake-up costs at most that.
             timeout = 1.0 if deadline is None else min(1.0, max(0.0, deadline - now))
             if timeout > 0:
-                with contextlib.suppress(TimeoutError):
-                    await asyncio.wait_for(self._wake.wait(), timeout)
+                await wait_event(self._wake, timeout)
             self._wake.clear()
             self._perform(self.core.tick(self.clock()))
 

@@ -34,6 +34,7 @@ from autoswitch.base.backoff import Backoff
 from autoswitch.base.errors import AutoswitchError
 from autoswitch.base.log import get_logger
 from autoswitch.base.tls import TLSConfig, grpc_channel
+from autoswitch.base.waits import wait_event
 from autoswitch.proto import broker_pb2 as pb
 
 from .client import AckLog, BrokerUnavailable, ConsumerClient, ProduceOutcome, ProducerClient
@@ -120,8 +121,7 @@ class RouteRegistrar:
                     else:
                         _log.info("route_registered", group=self.broker.group, brokerId=self.broker.broker_id)
                     self._last_error = err
-                with contextlib.suppress(TimeoutError):
-                    await asyncio.wait_for(self._changed.wait(), self.interval_s)
+                await wait_event(self._changed, self.interval_s)
                 self._changed.clear()
         finally:
             # Best effort: a stopping broker should stop attracting clients now, not after the TTL.
@@ -275,6 +275,7 @@ class RoutedProducer(_Routed):
         backoff = Backoff(self.policy.backoff_min_s, self.policy.backoff_max_s)
         last = "no attempt"
         hint: str | None = None
+        redirected = False      # followed a NOT_MASTER redirect without waiting (once per call)
         while pending:
             if self.master is None or hint is not None:
                 await self._refresh(hint)
@@ -338,6 +339,12 @@ class RoutedProducer(_Routed):
                         self.master = None
             else:
                 last = f"no master route for {self.group}"
+            if hint is not None and not redirected:
+                # A broker named the new master (a handover or a failover it already saw): go there
+                # now. Only once per call, so two brokers pointing at each other cannot spin.
+                redirected = True
+                self.stats.retries += 1
+                continue
             delay = backoff.next()
             if time.monotonic() + delay > deadline:
                 raise RetriesExhausted(f"{len(pending)} messages not acknowledged: {last}",

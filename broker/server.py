@@ -25,7 +25,7 @@ from autoswitch.base.tls import client_ssl_context, server_ssl_context
 from autoswitch.base.write_errors import BadRequest, Fenced, NotMaster, StaleEpoch
 
 from .config import BrokerConfig, parse_hostport
-from .long_poll import ConfirmSignal
+from .long_poll import WakeSignal
 from .write_path import GroupFlusher, WritePath
 
 if TYPE_CHECKING:
@@ -90,7 +90,8 @@ class Broker:
         if cfg.max_message_bytes > StoreConfig.max_message_bytes and "max_message_bytes" not in store_values:
             store_values["max_message_bytes"] = cfg.max_message_bytes
         self.store = MessageStore(cfg.data_path, _build_dataclass(StoreConfig, store_values, "store"))
-        self.confirm_signal = ConfirmSignal(cfg.max_waiting_consumes)
+        self.confirm_signal = WakeSignal(cfg.max_waiting_consumes)
+        self.role_signal = WakeSignal(64)   # role changes (a handover waits for its step-down)
         self.store.on_confirm_advanced = self.confirm_signal.pulse
         self.role: Role = "fenced"
         self.master_epoch = 0
@@ -290,6 +291,7 @@ class Broker:
 
     async def _run_hooks(self) -> None:
         self.confirm_signal.wake_all()  # long-polling consumers answer under the new role
+        self.role_signal.wake_all()
         for hook in self._hooks:
             try:
                 r = hook(self.role, self.master_epoch)

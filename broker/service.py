@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import asyncio
 import errno
+import faulthandler
 import signal
 import sys
 import time
@@ -242,6 +243,26 @@ class BrokerServicer(pbg.BrokerServiceServicer):
             sync_state_set_epoch=sss_epoch,
         )
 
+    async def TransferMaster(self, request: pb.TransferMasterRequest, context: Any) -> pb.TransferMasterReply:
+        b = self.b
+        if not b.cfg.controller_mode or b.replicas is None:
+            return pb.TransferMasterReply(status=pb.NOT_ALLOWED,
+                                          error_message="static mode: no controller to hand over through")
+        if request.to_broker_id < 0 or not (0 <= request.timeout_ms <= 300_000):
+            return pb.TransferMasterReply(status=pb.BAD_REQUEST,
+                                          error_message="to_broker_id must be >= 0 and timeout_ms in [0, 300000]")
+        if b.role != "master":
+            return pb.TransferMasterReply(status=pb.NOT_MASTER, error_message=f"this broker is {b.role}",
+                                          master_addr=self._master_addr())
+        from .handover import hand_over
+
+        timeout = (request.timeout_ms or b.cfg.handover_timeout_ms) / 1000
+        res = await hand_over(b, b.replicas, request.to_broker_id or None, timeout)
+        return pb.TransferMasterReply(status=pb.OK if res.ok else pb.HANDOVER_FAILED,
+                                      error_message="" if res.ok else res.reason, target=res.target,
+                                      master_id=res.master_id, master_epoch=res.master_epoch,
+                                      master_addr=res.master_addr, waited_ms=res.waited_ms)
+
     async def SwitchRole(self, request: pb.SwitchRoleRequest, context: Any) -> pb.SwitchRoleReply:
         b = self.b
         try:
@@ -364,6 +385,17 @@ def _committed_pb(c: Committed) -> pb.CommittedOffset:
 Attach = Callable[[Broker], Awaitable[Callable[[], Awaitable[None]] | None]]
 
 
+SHUTDOWN_STACK_DUMP_S = 20.0
+
+
+def _dump_tasks() -> None:
+    # Task.print_stack fails on frames without a line number (gRPC's Cython coroutines).
+    for task in asyncio.all_tasks():
+        frames = [f"{f.f_code.co_filename}:{f.f_lineno} in {f.f_code.co_name}" for f in task.get_stack(limit=12)]
+        print(f"task {task.get_name()} {task.get_coro()!r}: " + " <- ".join(reversed(frames)), file=sys.stderr,
+              flush=True)
+
+
 async def serve(cfg: BrokerConfig, stop_event: asyncio.Event | None = None, attach: Attach | None = None) -> int:
     """Run one broker process until SIGTERM/SIGINT (or stop_event); returns an exit code.
 
@@ -430,6 +462,13 @@ async def serve(cfg: BrokerConfig, stop_event: asyncio.Event | None = None, atta
         try:
             await stop_event.wait()
             broker.log.info("broker_stopping")  # bound to the registered brokerId in controller mode
+            # A stop that hangs says where: every thread's and every task's stack in the process log.
+            faulthandler.dump_traceback_later(SHUTDOWN_STACK_DUMP_S, exit=False)
+            loop.call_later(SHUTDOWN_STACK_DUMP_S, _dump_tasks)
+            if broker.replicas is not None and cfg.handover_on_shutdown:
+                from .handover import hand_over_on_shutdown
+
+                await hand_over_on_shutdown(broker, broker.replicas, cfg.handover_timeout_ms / 1000)
         finally:
             if route_task is not None:
                 route_task.cancel()

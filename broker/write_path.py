@@ -22,6 +22,7 @@ from typing import Any, Protocol
 
 from autoswitch.base.limits import MAX_MSG_ID_BYTES, MAX_TOPIC_BYTES
 from autoswitch.base.log import get_logger
+from autoswitch.base.waits import wait_event
 from autoswitch.base.write_errors import (
     BadRequest,
     FlushSlaveTimeout,
@@ -140,11 +141,7 @@ class GroupFlusher:
         while True:
             # Both modes also flush on the interval: a slave's appends (HA) never wait on the
             # flusher, and must still reach the disk within flush_interval_ms.
-            kicked = True
-            try:
-                await asyncio.wait_for(self._kick.wait(), self.interval_s)
-            except TimeoutError:
-                kicked = False
+            kicked = await wait_event(self._kick, self.interval_s)
             self._kick.clear()
             if kicked:
                 # Let the writers that are already runnable append first: one fsync for all of them.
@@ -191,12 +188,31 @@ class WritePath:
         self._inflight = 0
         self.closed = False
         self.appended_msgs = 0
+        self._gate: asyncio.Event | None = None   # set while a handover holds new writes
 
     def close(self) -> None:
         self.closed = True
+        self.resume()
+
+    def pause(self) -> None:
+        """Hold new writes (a handover drains the master); writes already appended go on."""
+        if self._gate is None:
+            self._gate = asyncio.Event()
+
+    def resume(self) -> None:
+        """Let held writes go: they append here, or get NOT_MASTER if the role changed meanwhile."""
+        gate, self._gate = self._gate, None
+        if gate is not None:
+            gate.set()
+
+    @property
+    def paused(self) -> bool:
+        return self._gate is not None
 
     async def put(self, msgs: list[Any]) -> PutResult:
         """msgs: already validated store Messages. Raises the typed errors above."""
+        if self._gate is not None:
+            await self._gate.wait()   # bounded: the handover resumes in every outcome
         if self.closed:
             raise NotMaster("role changed")
         if not msgs:

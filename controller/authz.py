@@ -10,7 +10,8 @@ The table (also in docs/security.md):
       GetSyncStateData
     ApplyBrokerId, RegisterBroker, heartbeats     a broker, for its own group and brokerId
     AlterSyncStateSet                             a broker, as its group's master (its own brokerId)
-    ElectMaster                                   admin; or a broker asking for itself (not designating)
+    ElectMaster                                   admin; or a broker asking for itself (not designating),
+                                                  or a master handing over (handover_from = its own id)
     CleanBrokerData, UpdateControllerConfig       admin (each admin call audited, batched or not)
     GetMetaData                                   reader, peer, producer or any broker (to find the leader)
     GetControllerConfig                           reader, broker (checks the timeout its lease is sized for)
@@ -43,6 +44,8 @@ def _group(req: Any) -> list[Target]:
 
 
 def _elect_scope(req: Any) -> list[Target] | None:
+    if req.handover_from:
+        return [(req.broker_name, req.handover_from)]   # the master itself, handing over
     if req.designate_elect or req.broker_id == 0:
         return None                 # an operator's election: admin only
     return [(req.broker_name, req.broker_id)]

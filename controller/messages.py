@@ -46,7 +46,8 @@ MIN_INT32, MAX_INT32 = -(1 << 31), (1 << 31) - 1
 TRIGGER_CONTROLLER = "controller"   # the leader's scan saw the master dead (majority opinion)
 TRIGGER_BROKER = "broker"           # a broker found no master and asked
 TRIGGER_ADMIN = "admin"             # an operator (designated or not)
-TRIGGERS = (TRIGGER_CONTROLLER, TRIGGER_BROKER, TRIGGER_ADMIN)
+TRIGGER_HANDOVER = "handover"       # the master hands over to an in-sync slave (compare-and-set)
+TRIGGERS = (TRIGGER_CONTROLLER, TRIGGER_BROKER, TRIGGER_ADMIN, TRIGGER_HANDOVER)
 
 
 class MalformedRequest(AutoswitchError):
@@ -152,6 +153,10 @@ class ElectMasterRequest(Request, tag="ElectMaster"):
     heartbeat timeout. Both are filled by the leader at proposal time. A non-designated election
     replaces an existing master that is not in ``alive`` only if that master is in
     ``dead_broker_ids`` (docs/design.md §2); otherwise it answers CONTROLLER_ELECT_MASTER_FAILED.
+
+    ``handover_from`` (trigger "handover"): the master ``handover_from`` hands over to the designated
+    ``broker_id``; a compare-and-set: it succeeds only while ``handover_from`` is still the master
+    at ``expect_master_epoch`` and the target is in the SyncStateSet (never unclean).
     """
 
     TYPE: ClassVar[str] = "ElectMaster"
@@ -163,6 +168,8 @@ class ElectMasterRequest(Request, tag="ElectMaster"):
     alive: tuple[BrokerLiveInfo, ...] = ()
     ts_ms: int = 0
     dead_broker_ids: tuple[int, ...] = ()
+    handover_from: int = 0
+    expect_master_epoch: int = 0
 
     def validate(self) -> None:
         _check_str(self.cluster_name, "clusterName", MAX_NAME_LEN, allow_empty=True)
@@ -173,6 +180,13 @@ class ElectMasterRequest(Request, tag="ElectMaster"):
         _check_bool(self.designate, "designate")
         if self.designate and self.broker_id == 0:
             raise MalformedRequest("a designated election needs brokerId")
+        _check_int(self.handover_from, "handoverFrom", 0, MAX_BROKER_ID)
+        _check_int(self.expect_master_epoch, "expectMasterEpoch", 0, MAX_INT64)
+        if (self.trigger == TRIGGER_HANDOVER) != (self.handover_from != 0):
+            raise MalformedRequest("a handover names handoverFrom, and only a handover does")
+        if self.handover_from and (not self.designate or self.broker_id == self.handover_from
+                                   or self.expect_master_epoch == 0):
+            raise MalformedRequest("a handover designates another broker and names the MasterEpoch it expects")
         _check_alive(self.alive)
         _check_ids(self.dead_broker_ids, "deadBrokerIds")
         if {a.broker_id for a in self.alive} & set(self.dead_broker_ids):

@@ -496,6 +496,17 @@ def _elect_master(req: ElectMasterRequest, state: ControllerState) -> tuple[list
                            f"{len(registered)} alive, grace ends at ts {g.created_ts_ms + cfg.first_election_grace_ms}",
                            name)
     master = g.master_broker_id
+    if req.handover_from:
+        # Compare-and-set: the master drained itself for exactly this master and MasterEpoch; any
+        # election in between (an operator's, a failover) makes the handover void, never a second one.
+        if master != req.handover_from or g.master_epoch != req.expect_master_epoch:
+            return _reject(Code.CONTROLLER_FENCED_MASTER_EPOCH,
+                           f"handover of {name} from {req.handover_from} at MasterEpoch {req.expect_master_epoch} is "
+                           f"stale: the master is {master} at MasterEpoch {g.master_epoch}", name)
+        if designated not in g.sync_state_set:
+            return _reject(Code.CONTROLLER_ELECT_MASTER_FAILED,
+                           f"handover target {designated} is not in the SyncStateSet {sorted(g.sync_state_set)} of "
+                           f"{name}", name)
     if designated is None and master is not None and master not in alive and master not in req.dead_broker_ids:
         # Liveness is the majority's (docs/design.md §2): not seen alive is not the same as dead. The
         # claim names the master, so a request computed before another election (pipelined
@@ -504,7 +515,8 @@ def _elect_master(req: ElectMasterRequest, state: ControllerState) -> tuple[list
                        f"master {master} of {name} is not agreed dead by a controller majority", name)
     d = election.decide(master=master, sync_state_set=g.sync_state_set, eligible=g.eligible,
                         registered=frozenset(g.brokers), alive=alive, first_election=g.first_election,
-                        designated=designated, unclean_enabled=cfg.enable_elect_unclean_master)
+                        designated=designated,
+                        unclean_enabled=cfg.enable_elect_unclean_master and not req.handover_from)
     if d.outcome is election.Outcome.KEEP:
         return _reject(Code.CONTROLLER_MASTER_STILL_EXIST, f"master {master} of {name} is still alive", name)
     if d.outcome is election.Outcome.DESIGNATED_INVALID:

@@ -35,6 +35,7 @@ from autoswitch.base.dualport import DualPortFront
 from autoswitch.base.errors import AutoswitchError
 from autoswitch.base.log import RateLimitedLog, get_logger
 from autoswitch.base.tls import ssl_peer_identity
+from autoswitch.base.waits import wait_event
 from autoswitch.base.write_errors import FlushSlaveTimeout
 
 
@@ -106,6 +107,8 @@ class HAMaster:
         self._conns: dict[int, _Conn] = {}          # brokerId -> the connection that owns it
         self._handlers: set[asyncio.Task] = set()
         self._waiters: list[tuple[int, int, asyncio.Future]] = []
+        # (brokerId, offset, future): one replica caught up to an offset (a handover's target)
+        self._replica_waiters: list[tuple[int, int, asyncio.Future]] = []
         self._seq = itertools.count()
         self._housekeeper: asyncio.Task | None = None
         self._proposal_task: asyncio.Task | None = None
@@ -159,6 +162,9 @@ class HAMaster:
             if not fut.done():
                 fut.set_exception(HAError("HA master stopped"))
         self._waiters.clear()
+        for _, _, fut in self._replica_waiters:
+            if not fut.done():
+                fut.set_result(False)
         self._log.info("ha_master_stopped")
 
     # ------------------------------------------------------------------ public API
@@ -208,6 +214,31 @@ class HAMaster:
             raise FlushSlaveTimeout(f"offset {offset} not acknowledged by replicas within {timeout_s}s",
                                     offset=offset, confirm_offset=self.confirm_offset) from None
 
+    def replica_acked(self, broker_id: int) -> int:
+        """The offset ``broker_id`` acknowledged on its live connection (-1: none)."""
+        r = self.tracker.replicas.get(broker_id)
+        return r.ack_offset if r is not None and r.connected else -1
+
+    async def wait_replica(self, broker_id: int, offset: int, timeout_s: float) -> bool:
+        """True once ``broker_id`` acknowledged ``offset``; False after ``timeout_s`` or as soon as
+        its connection is gone."""
+        acked = self.replica_acked(broker_id)
+        if acked >= offset or acked < 0:
+            return acked >= offset
+        if len(self._replica_waiters) >= self.config.max_pending_waits:
+            raise HABusy("too many replica waits", limit=self.config.max_pending_waits)
+        fut = asyncio.get_running_loop().create_future()
+        entry = (broker_id, offset, fut)
+        self._replica_waiters.append(entry)
+        try:
+            async with asyncio.timeout(timeout_s):
+                return bool(await fut)
+        except TimeoutError:
+            return False
+        finally:
+            if entry in self._replica_waiters:
+                self._replica_waiters.remove(entry)
+
     def slave_infos(self) -> list[dict]:
         out = []
         for info in self.tracker.replica_infos(self.log.max_offset):
@@ -227,6 +258,11 @@ class HAMaster:
         confirm = self.commit.value(log_max)
         if confirm > self.log.confirm_offset:
             self.log.confirm_offset = confirm
+        for bid, offset, fut in self._replica_waiters:
+            if not fut.done():
+                acked = self.replica_acked(bid)
+                if acked >= offset or acked < 0:   # caught up, or disconnected: answer now either way
+                    fut.set_result(acked >= offset)
         w = self._waiters
         while w and (w[0][2].done() or self.tracker.is_acked(w[0][0], log_max)):
             _, _, fut = heapq.heappop(w)
@@ -398,8 +434,7 @@ class HAMaster:
                     if session.has_pending():
                         continue
                     wait = max(0.0, cfg.heartbeat_interval_s - (self._clock() - session.last_send_time))
-                    with contextlib.suppress(TimeoutError):
-                        await asyncio.wait_for(conn.wake.wait(), wait + 0.001)
+                    await wait_event(conn.wake, wait + 0.001)
                     continue
                 writer.write(encode_transfer_header(frame))
                 if frame.body:

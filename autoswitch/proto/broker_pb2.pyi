@@ -21,6 +21,7 @@ class Status(int, metaclass=_enum_type_wrapper.EnumTypeWrapper):
     NOT_ALLOWED: _ClassVar[Status]
     STORAGE_FULL: _ClassVar[Status]
     OFFSET_OUT_OF_RANGE: _ClassVar[Status]
+    HANDOVER_FAILED: _ClassVar[Status]
 OK: Status
 NOT_MASTER: Status
 FENCED: Status
@@ -33,6 +34,7 @@ INTERNAL: Status
 NOT_ALLOWED: Status
 STORAGE_FULL: Status
 OFFSET_OUT_OF_RANGE: Status
+HANDOVER_FAILED: Status
 
 class ProduceMessage(_message.Message):
     __slots__ = ("body", "msg_id", "born_ts_ms")
@@ -367,3 +369,29 @@ class ConsumerProgressReply(_message.Message):
     master_addr: str
     offsets: _containers.RepeatedCompositeFieldContainer[CommittedOffset]
     def __init__(self, status: _Optional[_Union[Status, str]] = ..., error_message: _Optional[str] = ..., master_addr: _Optional[str] = ..., offsets: _Optional[_Iterable[_Union[CommittedOffset, _Mapping]]] = ...) -> None: ...
+
+class TransferMasterRequest(_message.Message):
+    __slots__ = ("to_broker_id", "timeout_ms")
+    TO_BROKER_ID_FIELD_NUMBER: _ClassVar[int]
+    TIMEOUT_MS_FIELD_NUMBER: _ClassVar[int]
+    to_broker_id: int
+    timeout_ms: int
+    def __init__(self, to_broker_id: _Optional[int] = ..., timeout_ms: _Optional[int] = ...) -> None: ...
+
+class TransferMasterReply(_message.Message):
+    __slots__ = ("status", "error_message", "target", "master_id", "master_epoch", "master_addr", "waited_ms")
+    STATUS_FIELD_NUMBER: _ClassVar[int]
+    ERROR_MESSAGE_FIELD_NUMBER: _ClassVar[int]
+    TARGET_FIELD_NUMBER: _ClassVar[int]
+    MASTER_ID_FIELD_NUMBER: _ClassVar[int]
+    MASTER_EPOCH_FIELD_NUMBER: _ClassVar[int]
+    MASTER_ADDR_FIELD_NUMBER: _ClassVar[int]
+    WAITED_MS_FIELD_NUMBER: _ClassVar[int]
+    status: Status
+    error_message: str
+    target: int
+    master_id: int
+    master_epoch: int
+    master_addr: str
+    waited_ms: int
+    def __init__(self, status: _Optional[_Union[Status, str]] = ..., error_message: _Optional[str] = ..., target: _Optional[int] = ..., master_id: _Optional[int] = ..., master_epoch: _Optional[int] = ..., master_addr: _Optional[str] = ..., waited_ms: _Optional[int] = ...) -> None: ...

@@ -13,6 +13,7 @@ from autoswitch.controller.messages import (
     TRIGGER_ADMIN,
     TRIGGER_BROKER,
     TRIGGER_CONTROLLER,
+    TRIGGER_HANDOVER,
     AlterSyncStateSetRequest,
     ApplyBrokerIdRequest,
     BrokerLiveInfo,
@@ -280,6 +281,52 @@ def test_designated_election_switches_to_a_live_sss_member():
     h = group_with_master()
     r = h.elect([1, 2, 3], trigger=TRIGGER_ADMIN, broker_id=3, designate=True)
     assert r.ok and r.replica.master_broker_id == 3 and r.replica.master_epoch == 2
+
+
+def handover(h, to, frm=1, epoch=None, alive=(1, 2, 3)):
+    infos = tuple(BrokerLiveInfo(a, max_offset=100) for a in alive)
+    return h.w(ElectMasterRequest(C, G, TRIGGER_HANDOVER, to, True, infos, ts_ms=h.ts, handover_from=frm,
+                                  expect_master_epoch=h.view().master_epoch if epoch is None else epoch))
+
+
+def test_handover_is_a_compare_and_set_on_master_and_epoch():
+    h = group_with_master()
+    r = handover(h, 3)
+    assert r.ok and r.replica.master_broker_id == 3 and r.replica.master_epoch == 2
+    assert r.replica.sync_state_set == (3,) and h.history[-1]["reason"] == "handover:designated"
+    # Broker 1 is no longer the master: its (repeated or late) handover is refused, nothing changes.
+    r = handover(h, 2, frm=1, epoch=1)
+    assert r.code == Code.CONTROLLER_FENCED_MASTER_EPOCH and h.view().master_broker_id == 3
+    # The right master but a stale epoch (an admin election raced it and the master was re-elected).
+    assert h.elect([1, 2, 3], trigger=TRIGGER_ADMIN, broker_id=3, designate=True).code == \
+        Code.CONTROLLER_MASTER_STILL_EXIST
+    r = handover(h, 2, frm=3, epoch=1)
+    assert r.code == Code.CONTROLLER_FENCED_MASTER_EPOCH and h.view().master_epoch == 2
+
+
+def test_handover_target_must_be_in_sync_and_alive():
+    h = group_with_master()
+    assert h.alter([1, 2]).ok                     # 3 left the SyncStateSet
+    r = handover(h, 3)
+    assert r.code == Code.CONTROLLER_ELECT_MASTER_FAILED and h.view().master_broker_id == 1
+    r = handover(h, 2, alive=(1, 3))              # 2 is not seen alive by a majority
+    assert r.code == Code.CONTROLLER_ELECT_MASTER_FAILED and h.view().master_broker_id == 1
+    assert handover(h, 2).ok
+
+
+def test_handover_never_elects_unclean():
+    h = group_with_master(enable_elect_unclean_master=True)
+    assert h.alter([1, 2]).ok
+    assert handover(h, 3).code == Code.CONTROLLER_ELECT_MASTER_FAILED
+
+
+@pytest.mark.parametrize("kw", [dict(handover_from=0), dict(designate=False), dict(broker_id=1),
+                                dict(expect_master_epoch=0), dict(trigger=TRIGGER_ADMIN)])
+def test_malformed_handover_requests_are_refused(kw):
+    base = dict(cluster_name=C, broker_name=G, trigger=TRIGGER_HANDOVER, broker_id=2, designate=True,
+                handover_from=1, expect_master_epoch=1)
+    with pytest.raises(MalformedRequest):
+        ElectMasterRequest(**{**base, **kw}).validate()
 
 
 def test_no_candidate_controller_trigger_records_no_master_and_bumps_epoch():

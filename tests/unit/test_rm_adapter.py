@@ -84,6 +84,13 @@ class FakeApi:
         self._check()
         return self.ctrl.elect(group, broker_id)
 
+    async def hand_over_master(self, cluster, group, from_id, to_id, expect_master_epoch):
+        self._check()
+        info = self.ctrl.hand_over(group, from_id, to_id, expect_master_epoch)
+        if info is None:
+            raise ControllerCallFailed(FailKind.REJECTED, "CONTROLLER_FENCED_MASTER_EPOCH", "stale handover")
+        return info
+
     async def alter_sync_state_set(self, group, master_id, master_epoch, new_set, sync_state_set_epoch):
         self._check()
         cur = self.ctrl.info[group]

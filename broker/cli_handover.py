@@ -1,0 +1,60 @@
+"""`autoswitch admin transfer-master`: a graceful handover of a group's master (broker/handover.py)."""
+
+from __future__ import annotations
+
+import argparse
+import json
+import sys
+
+from autoswitch.base.errors import AutoswitchError
+
+from .cli_common import bad_target, err, status_err
+
+
+def cmd_transfer_master(args: argparse.Namespace) -> int:
+    import asyncio
+
+    from autoswitch.proto import broker_pb2 as pb
+
+    from .client import AdminClient
+
+    if (args.to is not None and args.to < 1) or not (0.1 <= args.timeout <= 300):
+        print(json.dumps({"error": {"code": "BAD_USAGE", "message": "--to must be >= 1, --timeout in [0.1, 300]"}}),
+              file=sys.stderr)
+        return 2
+    if bad_target(args):
+        return 2
+
+    async def run() -> int:
+        addr = args.broker
+        if args.namesrv:
+            from .route import NameServerClient
+
+            ns = NameServerClient(args.namesrv, args.tls)
+            try:
+                addr = await ns.lookup_master(args.group)
+            except AutoswitchError as e:
+                return err(e)
+            finally:
+                await ns.close()
+            if not addr:
+                return status_err(pb.NOT_MASTER, f"no master of {args.group} is known to the name server")
+        client = AdminClient(addr, timeout_s=10.0, tls=args.tls)
+        try:
+            r = await client.transfer_master(args.to or 0, int(args.timeout * 1000))
+        except AutoswitchError as e:
+            return err(e)
+        finally:
+            await client.close()
+        if r.status != pb.OK:
+            return status_err(r.status, r.error_message)
+        out = {"handed_over": True, "target": r.target, "master_id": r.master_id, "master_epoch": r.master_epoch,
+               "master_addr": r.master_addr, "waited_ms": r.waited_ms}
+        if args.json:
+            print(json.dumps(out, separators=(",", ":")))
+        else:
+            print(f"master of the group is now broker {r.master_id} at {r.master_addr} (MasterEpoch "
+                  f"{r.master_epoch}), after {r.waited_ms} ms")
+        return 0
+
+    return asyncio.run(run())
