@@ -42,7 +42,7 @@ def largest_gap_ms(ack_times: list[float], t0: float, t1: float) -> float | None
     return round(max(gaps) * 1000, 1) if gaps else None
 
 
-async def bench_setup(restarts: int, max_s: float, data_dir: Path, handover: bool) -> dict:
+async def bench_setup(restarts: int, max_s: float, data_dir: Path, handover: bool, tls: bool = False) -> dict:
     from autoswitch.controller.client import ControllerClient
 
     from autoswitch.app.playground import (
@@ -57,7 +57,7 @@ async def bench_setup(restarts: int, max_s: float, data_dir: Path, handover: boo
     base = _free_block(30)
     extra = [] if handover else ["--no-handover-on-shutdown"]
     layout = Layout(data_dir, base_port=base, groups=1, replicas=3, cluster="bench", profile="fast",
-                    broker_extra=extra)
+                    broker_extra=extra, secure=tls)
     cluster = Cluster(layout)
     cluster.prepare_dir(keep=False)
     client = ControllerClient(layout.controller_addrs(), deadline_s=2.0, max_attempts=4, rpc_timeout_s=1.0,
@@ -99,6 +99,10 @@ async def bench_setup(restarts: int, max_s: float, data_dir: Path, handover: boo
             cluster.start_broker(int(g[1:]), int(r[1:]))
             members = await wait_full_sync_state_set(client, group, 3, 60)
             t1 = time.monotonic()
+            # The gap that spans t1 ends with the next ack: wait for it (bounded).
+            t_next = t1 + 30
+            while (not producer.acks or producer.acks[-1].t <= t1) and time.monotonic() < t_next:
+                await asyncio.sleep(0.01)
             after = await client.get_replica_info(group)
             gap = largest_gap_ms([a.t for a in producer.acks], t0, t1)
             samples.append({"round": i + 1, "gap_ms": gap, "stop_ms": round((t_stopped - t0) * 1000, 1),
@@ -137,15 +141,18 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--restarts", type=int, default=9, help="master restarts per setup")
     ap.add_argument("--baseline-restarts", type=int, default=3, help="restarts without handover (0: skip)")
     ap.add_argument("--max-seconds", type=float, default=300.0, help="per setup")
+    ap.add_argument("--tls", action="store_true", help="every process on mutual TLS with authorization")
+    ap.add_argument("--data-dir", type=Path, default=None, help="keep the clusters' files here (default: a temp dir)")
     args = ap.parse_args(argv)
     if not (1 <= args.restarts <= MAX_RESTARTS and 0 <= args.baseline_restarts <= MAX_RESTARTS):
         ap.error(f"--restarts in [1, {MAX_RESTARTS}], --baseline-restarts in [0, {MAX_RESTARTS}]")
     result: dict[str, Any] = {}
     with tempfile.TemporaryDirectory(prefix="bench-rolling-") as tmp:
-        ours = asyncio.run(bench_setup(args.restarts, args.max_seconds, Path(tmp) / "handover", True))
+        root = args.data_dir or Path(tmp)
+        ours = asyncio.run(bench_setup(args.restarts, args.max_seconds, root / "handover", True, args.tls))
         result.update(ours)
         if args.baseline_restarts:
-            base = asyncio.run(bench_setup(args.baseline_restarts, args.max_seconds, Path(tmp) / "plain", False))
+            base = asyncio.run(bench_setup(args.baseline_restarts, args.max_seconds, root / "plain", False, args.tls))
             result["no_handover"] = {k: base[k] for k in ("gap_ms_p50", "gap_ms_p99", "lost_acked", "restarts")}
     result["target_gap_ms_p99"] = 100
     print(json.dumps(result, separators=(",", ":")))

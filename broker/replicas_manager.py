@@ -284,6 +284,11 @@ class ReplicasManager:
                 out.append(self.proposals.on_reply(cmd, value, self.roles))  # type: ignore[arg-type]
             case BecomeMaster() | BecomeSlave() | BecomeFenced():
                 notify = self.roles.on_switched(cmd)
+                if isinstance(cmd, BecomeMaster):
+                    # Heartbeats sent as a slave carry the old MasterEpoch and grant no lease: a new
+                    # master asks for its lease now rather than at the next period (up to 1/3 of
+                    # the lease of unavailability after every election or handover).
+                    self._next_hb_at = now
                 out.extend(self._check_lease(now))
                 out.append(notify)
             case _:

@@ -7,7 +7,7 @@ import pathlib
 
 ROOT = pathlib.Path(__file__).resolve().parent.parent
 RESULTS = ROOT / "bench" / "results"
-ORDER = ["replication", "produce", "recovery", "controller", "election", "scale", "failover", "audit"]
+ORDER = ["replication", "produce", "recovery", "controller", "election", "scale", "failover", "rolling", "audit"]
 
 
 def main() -> None:
