@@ -17,6 +17,7 @@ On SIGTERM of a master (``handover_on_shutdown``) and on the admin ``TransferMas
 
 from __future__ import annotations
 
+import asyncio
 import time
 from collections.abc import Mapping
 from dataclasses import dataclass
@@ -29,6 +30,8 @@ if TYPE_CHECKING:
     from .server import Broker
 
 MAX_HANDOVER_TIMEOUT_S = 300.0
+MAX_SETTLE_ATTEMPTS = 20          # background cancel attempts after an unknown outcome
+SETTLE_ATTEMPT_S = 3.0
 
 
 @dataclass(frozen=True)
@@ -103,9 +106,13 @@ async def hand_over(broker: Broker, adapter: ReplicasAdapter, to: int | None, ti
         except ControllerCallFailed as e:
             return done(False, f"controller refused: {e.reply_name}: {e.message}", target)
         except (TimeoutError, OSError) as e:
-            # Unknown outcome: the controller may have elected the target. The core learns the
-            # truth from the next push or poll; writes stay held until then or the deadline.
+            # Unknown outcome: the controller may have elected the target, or may still do so (a
+            # Raft entry can commit late). Resuming now could let this master ack writes the new
+            # master never sees (ack mode quorum); so cancel the handover for good first.
             log.warning("handover_outcome_unknown", target=target, error=repr(e)[:200])
+            settled = await _settle(broker, adapter, epoch, deadline)
+            if settled:
+                return done(False, "no answer from the controller in time; the handover is cancelled", target)
         def stepped_down() -> bool:
             return broker.role == "slave" and broker.master_epoch > epoch
 
@@ -115,6 +122,35 @@ async def hand_over(broker: Broker, adapter: ReplicasAdapter, to: int | None, ti
         return done(True, "handed_over", target, info)
     finally:
         wp.resume()
+
+
+async def _settle(broker: Broker, adapter: ReplicasAdapter, epoch: int, deadline: float) -> bool:
+    """True: the handover can no longer pass and this broker is still master. False: it was
+    deposed, or nobody can tell yet; then writes stay fenced until a later attempt (in the
+    background, bounded) settles it or the role changes."""
+    settled = await adapter.cancel_handover(epoch, max(0.001, deadline - time.monotonic()))
+    if settled is not None:
+        return settled
+    broker.handover_fence = "handover outcome unknown"
+    broker.log.warning("handover_unsettled", epoch=epoch, note="writes fenced until the controller answers")
+
+    async def keep_trying() -> None:
+        for attempt in range(MAX_SETTLE_ATTEMPTS):
+            if broker.role != "master" or broker.master_epoch != epoch:
+                return          # the role changed: that settled it (and cleared the fence)
+            res = await adapter.cancel_handover(epoch, SETTLE_ATTEMPT_S)
+            if res is True:
+                broker.handover_fence = None
+                broker.log.info("handover_settled", epoch=epoch, outcome="cancelled")
+                return
+            if res is False:
+                return          # deposed: the ReplicasManager switches the role
+            await asyncio.sleep(min(SETTLE_ATTEMPT_S, 0.1 * 2 ** attempt))
+        broker.log.error("handover_unsettled_gave_up", epoch=epoch,
+                         note="writes stay fenced until this broker's role changes")
+
+    broker.handover_task = asyncio.get_running_loop().create_task(keep_trying())
+    return False
 
 
 async def hand_over_on_shutdown(broker: Broker, adapter: ReplicasAdapter, timeout_s: float) -> None:

@@ -324,6 +324,25 @@ class ReplicasAdapter:
         self._perform(self.core.propose(pid, master_epoch, sync_state_set_epoch, frozenset(new_set), self.clock()))
         return await fut
 
+    async def cancel_handover(self, master_epoch: int, timeout_s: float) -> bool | None:
+        """After a handover whose answer never came: confirm the SyncStateSet unchanged (which bumps
+        its epoch, so the handover's compare-and-set can never pass later). True: cancelled, still
+        master; False: the controller says this broker is no longer master; None: no answer."""
+        core = self.core
+        try:
+            await asyncio.wait_for(self.propose(master_epoch, core.roles.sync_state_set_epoch,
+                                                core.sync_state_set), timeout_s)
+            return True
+        except SyncStateSetRejected as e:
+            reason = str(e.details.get("reason", ""))
+            if reason == "CONTROLLER_FENCED_SYNC_STATE_SET_EPOCH":
+                return True       # the epoch moved anyway: the handover cannot pass either
+            if reason in ("CONTROLLER_FENCED_MASTER_EPOCH", "CONTROLLER_INVALID_MASTER"):
+                return False
+            return None
+        except TimeoutError:
+            return None
+
     async def hand_over(self, to_id: int, expect_master_epoch: int, timeout_s: float) -> ReplicaInfo:
         """Ask the controller to move mastership to ``to_id`` (compare-and-set on our MasterEpoch,
         broker/handover.py) and feed the new view to the core, which switches our role.
@@ -331,7 +350,8 @@ class ReplicasAdapter:
         bid = self.core.broker_id
         assert bid is not None and self.core.role == "master"
         info = self._info(await asyncio.wait_for(self.api.hand_over_master(
-            self.config.cluster, self.config.group, bid, to_id, expect_master_epoch), timeout_s))
+            self.config.cluster, self.config.group, bid, to_id, expect_master_epoch,
+            self.core.roles.sync_state_set_epoch), timeout_s))
         self._perform(self.core.on_replica_info(info, self.clock(), "handover"))
         return info
 

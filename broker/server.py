@@ -110,6 +110,9 @@ class Broker:
         # acknowledged. Checked before the append and again before an OK reply.
         self.write_fence: Callable[[], str | None] | None = None
         self.lease_fenced_reason: str | None = None
+        # A handover whose outcome is unknown (broker/handover.py): writes fenced until settled.
+        self.handover_fence: str | None = None
+        self.handover_task: asyncio.Task | None = None
         self.started_at = time.monotonic()
         self.produced_msgs = 0
         self.consumed_msgs = 0
@@ -147,6 +150,8 @@ class Broker:
         if self._closed:
             return
         self._closed = True
+        if self.handover_task is not None:
+            self.handover_task.cancel()
         async with self._switch_lock:
             self.role = "fenced"
             await self._stop_replication()
@@ -290,6 +295,7 @@ class Broker:
             await ha.stop()
 
     async def _run_hooks(self) -> None:
+        self.handover_fence = None      # a role change settles any handover in doubt
         self.confirm_signal.wake_all()  # long-polling consumers answer under the new role
         self.role_signal.wake_all()
         for hook in self._hooks:
@@ -319,7 +325,7 @@ class Broker:
     # ----------------------------------------------------------------- reads
 
     def fence_reason(self) -> str | None:
-        reason = self.lease_fenced_reason
+        reason = self.lease_fenced_reason or self.handover_fence
         if reason is None and self.write_fence is not None:
             reason = self.write_fence()
         return reason

@@ -100,9 +100,10 @@ class BrokerControllerApi(Protocol):
 
     async def elect_master(self, cluster: str, group: str, broker_id: int) -> ReplicaInfo: ...
 
-    async def hand_over_master(self, cluster: str, group: str, from_id: int, to_id: int,
-                               expect_master_epoch: int) -> ReplicaInfo:
-        """The master ``from_id`` hands over to ``to_id`` (compare-and-set on the MasterEpoch)."""
+    async def hand_over_master(self, cluster: str, group: str, from_id: int, to_id: int, expect_master_epoch: int,
+                               expect_sync_state_set_epoch: int) -> ReplicaInfo:
+        """The master ``from_id`` hands over to ``to_id`` (compare-and-set on the MasterEpoch and
+        the syncStateSetEpoch)."""
 
     async def alter_sync_state_set(self, group: str, master_id: int, master_epoch: int, new_set: frozenset[int],
                                    sync_state_set_epoch: int) -> tuple[frozenset[int], int]: ...

@@ -112,11 +112,12 @@ class GrpcBrokerControllerApi:
                                                                   broker_id=broker_id))
         return replica_info(r.replica_info)
 
-    async def hand_over_master(self, cluster: str, group: str, from_id: int, to_id: int,
-                               expect_master_epoch: int) -> ReplicaInfo:
+    async def hand_over_master(self, cluster: str, group: str, from_id: int, to_id: int, expect_master_epoch: int,
+                               expect_sync_state_set_epoch: int) -> ReplicaInfo:
         r = await self._call("ElectMaster", pb.ElectMasterRequest(
             cluster_name=cluster, broker_name=group, broker_id=to_id, designate_elect=True,
-            handover_from=from_id, expect_master_epoch=expect_master_epoch))
+            handover_from=from_id, expect_master_epoch=expect_master_epoch,
+            expect_sync_state_set_epoch=expect_sync_state_set_epoch))
         return replica_info(r.replica_info)
 
     async def alter_sync_state_set(self, group: str, master_id: int, master_epoch: int, new_set: frozenset[int],

@@ -156,7 +156,8 @@ class ElectMasterRequest(Request, tag="ElectMaster"):
 
     ``handover_from`` (trigger "handover"): the master ``handover_from`` hands over to the designated
     ``broker_id``; a compare-and-set: it succeeds only while ``handover_from`` is still the master
-    at ``expect_master_epoch`` and the target is in the SyncStateSet (never unclean).
+    at ``expect_master_epoch`` and ``expect_sync_state_set_epoch`` and the target is in the
+    SyncStateSet (never unclean).
     """
 
     TYPE: ClassVar[str] = "ElectMaster"
@@ -170,6 +171,7 @@ class ElectMasterRequest(Request, tag="ElectMaster"):
     dead_broker_ids: tuple[int, ...] = ()
     handover_from: int = 0
     expect_master_epoch: int = 0
+    expect_sync_state_set_epoch: int = 0
 
     def validate(self) -> None:
         _check_str(self.cluster_name, "clusterName", MAX_NAME_LEN, allow_empty=True)
@@ -182,11 +184,13 @@ class ElectMasterRequest(Request, tag="ElectMaster"):
             raise MalformedRequest("a designated election needs brokerId")
         _check_int(self.handover_from, "handoverFrom", 0, MAX_BROKER_ID)
         _check_int(self.expect_master_epoch, "expectMasterEpoch", 0, MAX_INT64)
+        _check_int(self.expect_sync_state_set_epoch, "expectSyncStateSetEpoch", 0, MAX_INT64)
         if (self.trigger == TRIGGER_HANDOVER) != (self.handover_from != 0):
             raise MalformedRequest("a handover names handoverFrom, and only a handover does")
         if self.handover_from and (not self.designate or self.broker_id == self.handover_from
-                                   or self.expect_master_epoch == 0):
-            raise MalformedRequest("a handover designates another broker and names the MasterEpoch it expects")
+                                   or self.expect_master_epoch == 0 or self.expect_sync_state_set_epoch == 0):
+            raise MalformedRequest("a handover designates another broker and names the MasterEpoch and "
+                                   "syncStateSetEpoch it expects")
         _check_alive(self.alive)
         _check_ids(self.dead_broker_ids, "deadBrokerIds")
         if {a.broker_id for a in self.alive} & set(self.dead_broker_ids):

@@ -482,7 +482,8 @@ class ControllerNode:
         return all(alive(group, b, now) for b in broker_ids)
 
     async def elect(self, cluster: str, group: str, broker_id: int, designate: bool, trigger: str,
-                    handover_from: int = 0, expect_master_epoch: int = 0) -> msgs.Reply:
+                    handover_from: int = 0, expect_master_epoch: int = 0,
+                    expect_sync_state_set_epoch: int = 0) -> msgs.Reply:
         if not self.is_leader:
             raise self._not_leader()
         alive, dead = await self.liveness_evidence(group, self.sm.member_ids(group))
@@ -490,7 +491,7 @@ class ControllerNode:
             cluster_name=cluster, broker_name=group, trigger=trigger, broker_id=broker_id, designate=designate,
             alive=tuple(sm_adapter.live_info(b, beat) for b, beat in sorted(alive.items())),
             dead_broker_ids=tuple(sorted(dead)), handover_from=handover_from,
-            expect_master_epoch=expect_master_epoch))
+            expect_master_epoch=expect_master_epoch, expect_sync_state_set_epoch=expect_sync_state_set_epoch))
 
     async def alter_sync_state_set(self, req: msgs.AlterSyncStateSetRequest) -> msgs.Reply:
         """``alive_broker_ids`` is the leader's to fill: the proposed members a majority hears."""

@@ -314,7 +314,9 @@ class ControllerServicer(pbg.ControllerServiceServicer):
         if request.handover_from:
             res = await self.node.elect(request.cluster_name, group, bid, True, trigger="handover",
                                         handover_from=_id(request.handover_from, "handover_from"),
-                                        expect_master_epoch=_id(request.expect_master_epoch, "expect_master_epoch"))
+                                        expect_master_epoch=_id(request.expect_master_epoch, "expect_master_epoch"),
+                                        expect_sync_state_set_epoch=_id(request.expect_sync_state_set_epoch,
+                                                                        "expect_sync_state_set_epoch"))
             return pb.ElectMasterReply(header=_header(res), replica_info=replica_info_pb(res.replica))
         # RocketMQ: a broker asks with its own id; an operator (admin CLI) designates or sends 0.
         trigger = "admin" if request.designate_elect or bid == 0 else "broker"

@@ -503,6 +503,11 @@ def _elect_master(req: ElectMasterRequest, state: ControllerState) -> tuple[list
             return _reject(Code.CONTROLLER_FENCED_MASTER_EPOCH,
                            f"handover of {name} from {req.handover_from} at MasterEpoch {req.expect_master_epoch} is "
                            f"stale: the master is {master} at MasterEpoch {g.master_epoch}", name)
+        if g.sync_state_set_epoch != req.expect_sync_state_set_epoch:
+            # the master cancels a handover whose answer it never got by bumping this (a confirm)
+            return _reject(Code.CONTROLLER_FENCED_SYNC_STATE_SET_EPOCH,
+                           f"handover of {name} expects syncStateSetEpoch {req.expect_sync_state_set_epoch}, "
+                           f"it is {g.sync_state_set_epoch}", name)
         if designated not in g.sync_state_set:
             return _reject(Code.CONTROLLER_ELECT_MASTER_FAILED,
                            f"handover target {designated} is not in the SyncStateSet {sorted(g.sync_state_set)} of "

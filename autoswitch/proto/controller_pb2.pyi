@@ -155,20 +155,22 @@ class BrokerHeartbeatBatchReply(_message.Message):
     def __init__(self, header: _Optional[_Union[ReplyHeader, _Mapping]] = ..., replies: _Optional[_Iterable[_Union[BrokerHeartbeatReply, _Mapping]]] = ...) -> None: ...
 
 class ElectMasterRequest(_message.Message):
-    __slots__ = ("cluster_name", "broker_name", "broker_id", "designate_elect", "handover_from", "expect_master_epoch")
+    __slots__ = ("cluster_name", "broker_name", "broker_id", "designate_elect", "handover_from", "expect_master_epoch", "expect_sync_state_set_epoch")
     CLUSTER_NAME_FIELD_NUMBER: _ClassVar[int]
     BROKER_NAME_FIELD_NUMBER: _ClassVar[int]
     BROKER_ID_FIELD_NUMBER: _ClassVar[int]
     DESIGNATE_ELECT_FIELD_NUMBER: _ClassVar[int]
     HANDOVER_FROM_FIELD_NUMBER: _ClassVar[int]
     EXPECT_MASTER_EPOCH_FIELD_NUMBER: _ClassVar[int]
+    EXPECT_SYNC_STATE_SET_EPOCH_FIELD_NUMBER: _ClassVar[int]
     cluster_name: str
     broker_name: str
     broker_id: int
     designate_elect: bool
     handover_from: int
     expect_master_epoch: int
-    def __init__(self, cluster_name: _Optional[str] = ..., broker_name: _Optional[str] = ..., broker_id: _Optional[int] = ..., designate_elect: _Optional[bool] = ..., handover_from: _Optional[int] = ..., expect_master_epoch: _Optional[int] = ...) -> None: ...
+    expect_sync_state_set_epoch: int
+    def __init__(self, cluster_name: _Optional[str] = ..., broker_name: _Optional[str] = ..., broker_id: _Optional[int] = ..., designate_elect: _Optional[bool] = ..., handover_from: _Optional[int] = ..., expect_master_epoch: _Optional[int] = ..., expect_sync_state_set_epoch: _Optional[int] = ...) -> None: ...
 
 class ElectMasterReply(_message.Message):
     __slots__ = ("header", "replica_info")

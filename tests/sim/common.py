@@ -20,6 +20,7 @@ BUGS = (
     "no_self_fencing",         # master ignores its lease (RocketMQ #7017, #6662)
     "vote_not_persisted",      # Raft driver replies to a vote before the vote is durable
     "lease_hold_from_first_report",  # a controller's grant hold runs from its FIRST DEAD report only
+    "handover_without_cas",    # the controller applies a handover with no compare-and-set or SyncStateSet check
 )
 PHASE_A_BUGS = {"vote_not_persisted"}
 
@@ -49,6 +50,7 @@ class Stats:
     consumed: int = 0
     truncations: int = 0
     acked_checked: int = 0      # (acked message, later master) pairs verified
+    handovers: int = 0          # handover requests a master sent (phase B, handovers=True)
     extra: dict = field(default_factory=dict)
 
     def add(self, other: Stats) -> None:
@@ -83,6 +85,9 @@ class FaultMix:
     slow: float = 0.03
     crash_after_vote: float = 0.1      # a voter dies right after granting (and restarts at once)
     kill_new_master: float = 0.1       # a broker dies soon after taking the master role
+    # the master hands over (no drain, maybe a stale epoch); 0 by default so the pinned regression
+    # seeds replay unchanged; DataSim(handovers=True) and the soak turn it on
+    handover: float = 0.0
     # The lease hole pattern: a controller that has never heard a broker (its link from that
     # broker is cut from time 0) and heals that land exactly on the leader's scan instant.
     never_heard: float = 0.0           # chance per broker that one controller is cut from it at t=0

@@ -13,6 +13,7 @@ Time is integer virtual milliseconds; every node has its own drifting clock.
 from __future__ import annotations
 
 import contextlib
+import dataclasses
 import random
 from dataclasses import dataclass, field
 from typing import Any
@@ -22,8 +23,10 @@ from autoswitch.controller import election as election_mod
 from autoswitch.controller import statemachine as sm_mod
 from autoswitch.controller.liveness import BrokerReport, HeartbeatTable, LivenessView
 from autoswitch.controller.messages import (
+    TRIGGER_ADMIN,
     TRIGGER_BROKER,
     TRIGGER_CONTROLLER,
+    TRIGGER_HANDOVER,
     AlterSyncStateSetRequest,
     ApplyBrokerIdRequest,
     ElectMasterRequest,
@@ -172,7 +175,7 @@ class DataSim:
     def __init__(self, seed: int, bugs: frozenset[str] = frozenset(), duration_ms: int = 5000,
                  mix: FaultMix | None = None, n_brokers: int = 3, n_ctl: int = 3, liveness_ms: int = 8000,
                  produce_ms: tuple[int, int] = (10, 60), use_rm: bool = False,
-                 honor_lease_granted: bool = True) -> None:
+                 honor_lease_granted: bool = True, handovers: bool = False) -> None:
         self.produce_ms = produce_ms
         # use_rm: the real ReplicasManager core decides (rm_driver); else this module's model
         self.use_rm = use_rm
@@ -186,6 +189,8 @@ class DataSim:
         self.bugs = bugs
         self.rng = random.Random(f"data/{seed}")
         self.mix = mix or FaultMix.draw(self.rng)
+        if handovers:
+            self.mix = dataclasses.replace(self.mix, handover=0.08)
         self.duration = duration_ms
         self.liveness_ms = liveness_ms
         self.net = Network(random.Random(f"dnet/{seed}"), NetFaults())
@@ -208,6 +213,7 @@ class DataSim:
         self.names = {f"b{b}" for b in self.brokers} | set(self.ctl_ids)
         self._req_seq = 0
         self._requests: dict[int, tuple[int, Any]] = {}
+        self.handover_targets: dict[int, int] = {}     # MasterEpoch -> brokerId a handover elected
         self._link_seq = 0
         self.next_scan = SCAN_INTERVAL
         self.next_fault = self.mix.every_ms
@@ -274,7 +280,9 @@ class DataSim:
         return LivenessView.from_opinions(len(self.ctl_ids), by_node)
 
     def _execute(self, req) -> Any:
-        if "elect_outside_sss" in self.bugs and isinstance(req, ElectMasterRequest):
+        if isinstance(req, ElectMasterRequest) and (
+                "elect_outside_sss" in self.bugs
+                or ("handover_without_cas" in self.bugs and req.trigger == TRIGGER_ADMIN)):
             with elect_outside_sss():
                 return self.sm.execute(req)
         return self.sm.execute(req)
@@ -318,7 +326,17 @@ class DataSim:
                 reply = self._execute(req)
             elif isinstance(req, (ElectMasterRequest, AlterSyncStateSetRequest)):
                 view = self._opinions(cid)
-                if isinstance(req, ElectMasterRequest):
+                if isinstance(req, ElectMasterRequest) and req.handover_from and "handover_without_cas" in self.bugs:
+                    req = ElectMasterRequest(CLUSTER, GROUP, TRIGGER_ADMIN, req.broker_id, True,
+                                             view.alive_infos(GROUP), self.now + 10_000, view.dead_ids(GROUP))
+                elif isinstance(req, ElectMasterRequest) and req.handover_from:
+                    # a master handing over: the compare-and-set the broker sends (broker/handover.py)
+                    req = ElectMasterRequest(CLUSTER, GROUP, TRIGGER_HANDOVER, req.broker_id, True,
+                                             view.alive_infos(GROUP), self.now + 10_000, view.dead_ids(GROUP),
+                                             handover_from=req.handover_from,
+                                             expect_master_epoch=req.expect_master_epoch,
+                                             expect_sync_state_set_epoch=req.expect_sync_state_set_epoch)
+                elif isinstance(req, ElectMasterRequest):
                     req = ElectMasterRequest(CLUSTER, GROUP, TRIGGER_BROKER, req.broker_id, False,
                                              view.alive_infos(GROUP), self.now + 10_000, view.dead_ids(GROUP))
                 else:
@@ -328,6 +346,8 @@ class DataSim:
                 reply = self._execute(req)
                 if reply.ok:
                     self.note(f"{type(req).__name__} from {frm}: {reply.replica}")
+                    if isinstance(req, ElectMasterRequest) and req.handover_from:
+                        self.handover_targets[reply.replica.master_epoch] = reply.replica.master_broker_id
                 self._sync_applied()
             else:   # replica info read (after read-index on the leader)
                 reply = self.sm.replica_view(GROUP)
@@ -592,7 +612,17 @@ class DataSim:
             raise Violation("data.two_masters_ack_same_epoch", f"epoch {p.epoch}: brokers {other} and {m.bid}",
                             self.now)
         g = self.sm.state.groups[GROUP]
-        if g.master_epoch > p.epoch:
+        target = self.handover_targets.get(p.epoch + 1)
+        if g.master_epoch == p.epoch + 1 and target is not None:
+            # A handover commits the new MasterEpoch while the old master still holds its lease: it
+            # may still acknowledge, but only what the target already holds (mode all needs the
+            # target's ack; the real broker also drains first). Stronger than "not lost": checked now.
+            if not self.brokers[target].log.has_record(p.start, record(str(p.msg_id).encode())):
+                raise Violation("data.ack_after_handover_not_on_target",
+                                f"broker {m.bid} acked message {p.msg_id} in epoch {p.epoch} after the handover "
+                                f"to {target} (epoch {g.master_epoch}), which lacks it", self.now)
+            self.stats.extra["acked_after_handover"] = self.stats.extra.get("acked_after_handover", 0) + 1
+        elif g.master_epoch > p.epoch:
             # docs/design.md §1: a deposed master must have stopped acknowledging before the
             # controller could commit a newer MasterEpoch
             raise Violation("data.ack_after_deposed", f"broker {m.bid} acked message {p.msg_id} in epoch {p.epoch} "
@@ -745,8 +775,30 @@ class DataSim:
             self._crash(b)
         elif x < mx.partition + mx.one_way + mx.heal + mx.crash + mx.crash_in_persist:
             self.crash_in_write = r.choice(sorted(self.brokers))
+        elif x < mx.partition + mx.one_way + mx.heal + mx.crash + mx.crash_in_persist + mx.handover:
+            self._handover()
         elif r.random() < 0.3:
             self.leader = r.choice(self.ctl_ids)     # controller leader change (Raft elected another node)
+
+    def _handover(self) -> None:
+        """A master hands over to a SyncStateSet member, adversarially: it does not drain (it keeps
+        taking writes), the target may lag, and its view of the MasterEpoch may be stale. Safety
+        must come from the controller's compare-and-set and the SyncStateSet rule alone."""
+        m = self._current_master()
+        if m is None or not m.alive or m.role != "master" or m.tracker is None:
+            return
+        # mostly an in-sync target; sometimes any other broker (the controller must refuse it)
+        pool = m.tracker.sync_state_set if self.rng.random() < 0.7 else self.brokers.keys()
+        others = sorted(b for b in pool if b != m.bid)
+        if not others:
+            return
+        to = self.rng.choice(others)
+        epoch = m.epoch if self.rng.random() < 0.8 else max(1, m.epoch - 1)
+        self.note(f"b{m.bid} hands over to b{to} expecting epoch {epoch}")
+        self.stats.handovers += 1
+        self._request(m, ElectMasterRequest(CLUSTER, GROUP, TRIGGER_HANDOVER, to, True, handover_from=m.bid,
+                                            expect_master_epoch=epoch,
+                                            expect_sync_state_set_epoch=max(1, m.tracker.sync_state_set_epoch)))
 
     # ------------------------------------------------------------------ main loop
     def step(self, storm: bool) -> None:

@@ -35,7 +35,8 @@ def _run_one(seed: int, bugs: frozenset[str], phases: str, verbose: bool,
         except Violation as v:
             bad.append(("A", v))
     if "b" in phases:
-        d = data_sim.DataSim(seed, bugs=bugs, use_rm=use_rm)
+        # odd seeds: masters also hand over (issue 13's compare-and-set), adversarially
+        d = data_sim.DataSim(seed, bugs=bugs, use_rm=use_rm, handovers=seed % 2 == 1)
         try:
             stats.add(d.run())
         except Violation as v:

@@ -84,7 +84,8 @@ field_names = st.sampled_from(["cluster_name", "broker_name", "applied_broker_id
                                "broker_id", "broker_address", "clean_shutdown", "trigger", "designate", "alive",
                                "dead_broker_ids", "master_broker_id", "master_epoch", "new_sync_state_set",
                                "sync_state_set_epoch", "alive_broker_ids", "broker_ids", "clean_living_broker",
-                               "config", "ts_ms", "handover_from", "expect_master_epoch", "t"])
+                               "config", "ts_ms", "handover_from", "expect_master_epoch",
+                               "expect_sync_state_set_epoch", "t"])
 types = st.sampled_from(sorted(m.WRITE_REQUESTS))
 good = {"cluster_name": "c", "broker_name": "g", "applied_broker_id": 1, "register_check_code": "a;1",
         "broker_id": 1, "broker_address": "a:1", "master_broker_id": 1, "master_epoch": 0,

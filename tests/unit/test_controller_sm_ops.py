@@ -283,10 +283,12 @@ def test_designated_election_switches_to_a_live_sss_member():
     assert r.ok and r.replica.master_broker_id == 3 and r.replica.master_epoch == 2
 
 
-def handover(h, to, frm=1, epoch=None, alive=(1, 2, 3)):
+def handover(h, to, frm=1, epoch=None, alive=(1, 2, 3), sss_epoch=None):
     infos = tuple(BrokerLiveInfo(a, max_offset=100) for a in alive)
     return h.w(ElectMasterRequest(C, G, TRIGGER_HANDOVER, to, True, infos, ts_ms=h.ts, handover_from=frm,
-                                  expect_master_epoch=h.view().master_epoch if epoch is None else epoch))
+                                  expect_master_epoch=h.view().master_epoch if epoch is None else epoch,
+                                  expect_sync_state_set_epoch=h.view().sync_state_set_epoch if sss_epoch is None
+                                  else sss_epoch))
 
 
 def test_handover_is_a_compare_and_set_on_master_and_epoch():
@@ -302,6 +304,16 @@ def test_handover_is_a_compare_and_set_on_master_and_epoch():
         Code.CONTROLLER_MASTER_STILL_EXIST
     r = handover(h, 2, frm=3, epoch=1)
     assert r.code == Code.CONTROLLER_FENCED_MASTER_EPOCH and h.view().master_epoch == 2
+
+
+def test_a_confirmed_sync_state_set_cancels_a_pending_handover_for_good():
+    """The master that got no answer bumps syncStateSetEpoch (an unchanged-set confirm): a handover
+    entry that commits after it can never pass."""
+    h = group_with_master()
+    pending_sss_epoch = h.view().sync_state_set_epoch
+    assert h.alter([1, 2, 3]).ok                  # the confirm
+    r = handover(h, 2, sss_epoch=pending_sss_epoch)
+    assert r.code == Code.CONTROLLER_FENCED_SYNC_STATE_SET_EPOCH and h.view().master_broker_id == 1
 
 
 def test_handover_target_must_be_in_sync_and_alive():
@@ -321,10 +333,11 @@ def test_handover_never_elects_unclean():
 
 
 @pytest.mark.parametrize("kw", [dict(handover_from=0), dict(designate=False), dict(broker_id=1),
-                                dict(expect_master_epoch=0), dict(trigger=TRIGGER_ADMIN)])
+                                dict(expect_master_epoch=0), dict(expect_sync_state_set_epoch=0),
+                                dict(trigger=TRIGGER_ADMIN)])
 def test_malformed_handover_requests_are_refused(kw):
     base = dict(cluster_name=C, broker_name=G, trigger=TRIGGER_HANDOVER, broker_id=2, designate=True,
-                handover_from=1, expect_master_epoch=1)
+                handover_from=1, expect_master_epoch=1, expect_sync_state_set_epoch=1)
     with pytest.raises(MalformedRequest):
         ElectMasterRequest(**{**base, **kw}).validate()
 

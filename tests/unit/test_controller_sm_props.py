@@ -89,8 +89,9 @@ def to_request(op, sm: ControllerStateMachine, ts: int):
             frm = v.master_broker_id if v is not None and v.master_broker_id and not claim_dead else 1
             to = bid if bid not in (0, frm) else frm % 5 + 1
             expect = max(1, (v.master_epoch if v is not None else 0) - (1 if all_alive and designate else 0))
+            sss_epoch = max(1, (v.sync_state_set_epoch if v is not None else 0) - (1 if claim_dead else 0))
             return ElectMasterRequest("c", g, trigger, to, True, tuple(alive), ts_ms=ts, handover_from=frm,
-                                      expect_master_epoch=expect)
+                                      expect_master_epoch=expect, expect_sync_state_set_epoch=sss_epoch)
         return ElectMasterRequest("c", g, trigger, bid, designate, tuple(alive), ts_ms=ts, dead_broker_ids=dead)
     if kind == "alter":
         _, g, members, right_epochs, with_master = op
@@ -241,7 +242,8 @@ field_names = st.sampled_from(["cluster_name", "broker_name", "applied_broker_id
                                "broker_id", "broker_address", "clean_shutdown", "trigger", "designate", "alive",
                                "dead_broker_ids", "master_broker_id", "master_epoch", "new_sync_state_set",
                                "sync_state_set_epoch", "alive_broker_ids", "broker_ids", "clean_living_broker",
-                               "config", "ts_ms", "handover_from", "expect_master_epoch", "v", "t"])
+                               "config", "ts_ms", "handover_from", "expect_master_epoch",
+                               "expect_sync_state_set_epoch", "v", "t"])
 entries = st.one_of(
     st.binary(max_size=200),
     st.builds(lambda t, fields: json.dumps({"v": 1, "t": t, **fields}).encode(),

@@ -84,9 +84,9 @@ class FakeApi:
         self._check()
         return self.ctrl.elect(group, broker_id)
 
-    async def hand_over_master(self, cluster, group, from_id, to_id, expect_master_epoch):
+    async def hand_over_master(self, cluster, group, from_id, to_id, expect_master_epoch, expect_sync_state_set_epoch):
         self._check()
-        info = self.ctrl.hand_over(group, from_id, to_id, expect_master_epoch)
+        info = self.ctrl.hand_over(group, from_id, to_id, expect_master_epoch, expect_sync_state_set_epoch)
         if info is None:
             raise ControllerCallFailed(FailKind.REJECTED, "CONTROLLER_FENCED_MASTER_EPOCH", "stale handover")
         return info

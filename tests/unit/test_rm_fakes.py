@@ -87,10 +87,12 @@ class FakeController:
         return new
 
 
-    def hand_over(self, group: str, from_id: int, to_id: int, expect_epoch: int) -> ReplicaInfo | None:
+    def hand_over(self, group: str, from_id: int, to_id: int, expect_epoch: int,
+                  expect_sss_epoch: int) -> ReplicaInfo | None:
         """The controller's compare-and-set handover; None when stale."""
         cur = self.info[group]
-        if (cur.master_id, cur.master_epoch) != (from_id, expect_epoch) or to_id not in cur.sync_state_set:
+        if ((cur.master_id, cur.master_epoch, cur.sync_state_set_epoch) != (from_id, expect_epoch, expect_sss_epoch)
+                or to_id not in cur.sync_state_set):
             return None
         new = ReplicaInfo(to_id, self.addresses[(group, to_id)], cur.master_epoch + 1, frozenset({to_id}),
                           cur.sync_state_set_epoch + 1)
