@@ -21,9 +21,9 @@ import asyncio
 import time
 from collections.abc import Mapping
 from dataclasses import dataclass
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Literal
 
-from autoswitch.controller.api import ControllerCallFailed, ReplicaInfo
+from autoswitch.controller.api import ControllerCallFailed, FailKind, ReplicaInfo
 
 if TYPE_CHECKING:
     from .replicas_adapter import ReplicasAdapter
@@ -101,18 +101,28 @@ async def hand_over(broker: Broker, adapter: ReplicasAdapter, to: int | None, ti
             return done(False, f"broker {target} did not acknowledge offset {end} in time "
                                f"(at {ha.replica_acked(target)})", target)
         info = None
+        unknown: Exception | None = None
         try:
             info = await adapter.hand_over(target, epoch, max(0.001, deadline - time.monotonic()))
         except ControllerCallFailed as e:
-            return done(False, f"controller refused: {e.reply_name}: {e.message}", target)
+            if e.kind is FailKind.REJECTED:
+                return done(False, f"controller refused: {e.reply_name}: {e.message}", target)
+            unknown = e         # unreachable, timed out, no quorum: it may have been applied
         except (TimeoutError, OSError) as e:
+            unknown = e
+        if unknown is not None:
             # Unknown outcome: the controller may have elected the target, or may still do so (a
             # Raft entry can commit late). Resuming now could let this master ack writes the new
             # master never sees (ack mode quorum); so cancel the handover for good first.
-            log.warning("handover_outcome_unknown", target=target, error=repr(e)[:200])
+            log.warning("handover_outcome_unknown", target=target, error=repr(unknown)[:200])
             settled = await _settle(broker, adapter, epoch, deadline)
-            if settled:
-                return done(False, "no answer from the controller in time; the handover is cancelled", target)
+            if settled == "cancelled":
+                return done(False, f"no answer from the controller ({str(unknown)[:200]}); the handover is "
+                                   "cancelled", target)
+            if settled == "unsettled":
+                return done(False, f"no answer from the controller ({str(unknown)[:200]}); the outcome is "
+                                   "unknown: writes stay fenced until the controller answers", target)
+            # "deposed": the election happened; wait for the step-down below
         def stepped_down() -> bool:
             return broker.role == "slave" and broker.master_epoch > epoch
 
@@ -124,13 +134,14 @@ async def hand_over(broker: Broker, adapter: ReplicasAdapter, to: int | None, ti
         wp.resume()
 
 
-async def _settle(broker: Broker, adapter: ReplicasAdapter, epoch: int, deadline: float) -> bool:
-    """True: the handover can no longer pass and this broker is still master. False: it was
-    deposed, or nobody can tell yet; then writes stay fenced until a later attempt (in the
+async def _settle(broker: Broker, adapter: ReplicasAdapter, epoch: int,
+                  deadline: float) -> Literal["cancelled", "deposed", "unsettled"]:
+    """"cancelled": the handover can no longer pass and this broker is still master. "deposed":
+    it passed. "unsettled": nobody can tell yet; writes stay fenced until a later attempt (in the
     background, bounded) settles it or the role changes."""
     settled = await adapter.cancel_handover(epoch, max(0.001, deadline - time.monotonic()))
     if settled is not None:
-        return settled
+        return "cancelled" if settled else "deposed"
     broker.handover_fence = "handover outcome unknown"
     broker.log.warning("handover_unsettled", epoch=epoch, note="writes fenced until the controller answers")
 
@@ -150,7 +161,7 @@ async def _settle(broker: Broker, adapter: ReplicasAdapter, epoch: int, deadline
                          note="writes stay fenced until this broker's role changes")
 
     broker.handover_task = asyncio.get_running_loop().create_task(keep_trying())
-    return False
+    return "unsettled"
 
 
 async def hand_over_on_shutdown(broker: Broker, adapter: ReplicasAdapter, timeout_s: float) -> None:

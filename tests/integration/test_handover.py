@@ -6,6 +6,8 @@ Real processes: 3 controllers, a name server, 3 brokers in controller mode, the 
 from __future__ import annotations
 
 import json
+import os
+import signal
 import subprocess
 import sys
 
@@ -105,3 +107,38 @@ def test_transfer_master_on_demand_and_refusals(procs, tmp_path):
     r = _cli(c, "admin", "transfer-master", "--namesrv", c.namesrv, "--group", "g1", "--to", str(to), "--json")
     assert r.returncode == 1 and json.loads(r.stderr)["error"]["code"] == "HANDOVER_FAILED", r.stderr
     assert c.wait_master(timeout=30) == (to, epoch + 1)
+
+
+def test_handover_with_the_controllers_frozen_never_leaves_two_masters_or_a_stuck_group(procs, tmp_path):
+    """The compare-and-set gets no answer (every controller SIGSTOPped): the master does not resume
+    writes on a guess; once the controllers run again the request either commits (the target is
+    master) or is cancelled by the master's SyncStateSet confirm, and the group serves writes."""
+    c = FailoverCluster(procs, tmp_path)
+    c.start_all()
+    m_id, epoch = c.wait_master(timeout=30)
+    c.wait_sync_state_set({1, 2, 3}, timeout=30)
+    master = c.master_name()
+    to = next(b for b in (1, 2, 3) if b != m_id)
+    frozen = [p for p in c.ctl_proc.values() if p.alive()]
+    for p in frozen:
+        os.kill(p.pid, signal.SIGSTOP)
+    try:
+        r = _cli(c, "admin", "transfer-master", "--broker", c.broker_addr(master), "--to", str(to), "--timeout", "2",
+                 "--json")
+        assert r.returncode == 1 and json.loads(r.stderr)["error"]["code"] == "HANDOVER_FAILED", r.stderr
+        assert "no answer from the controller" in r.stderr, r.stderr
+        # No acknowledgement while the outcome is open (the lease or the handover fence holds writes).
+        assert c.status(master)["fenced_reason"], c.status(master)
+    finally:
+        for p in frozen:
+            os.kill(p.pid, signal.SIGCONT)
+    new_id, new_epoch = c.wait_master(timeout=30)
+    assert new_id in (m_id, to) and new_epoch >= epoch
+    ack_log = tmp_path / "acks.jsonl"
+    prod = c.producer("producer", ack_log, duration_s=2, count=200, interval_ms=5)
+    prod.popen.wait(60)
+    assert prod.popen.returncode == 0, prod.log_text()[-2000:]
+    acks = read_ack_log(ack_log)
+    assert acks and {a["epoch"] for a in acks} <= {new_epoch, new_epoch + 1}
+    consumed = {m["msg_id"] for m in consume_routed(c.namesrv)}
+    assert not [a for a in acks if a["msg_id"] not in consumed]
