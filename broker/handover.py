@@ -140,9 +140,13 @@ async def _settle(broker: Broker, adapter: ReplicasAdapter, epoch: int,
     it passed. "unsettled": nobody can tell yet; writes stay fenced until a later attempt (in the
     background, bounded) settles it or the role changes."""
     settled = await adapter.cancel_handover(epoch, max(0.001, deadline - time.monotonic()))
-    if settled is not None:
-        return "cancelled" if settled else "deposed"
-    broker.handover_fence = "handover outcome unknown"
+    if settled is True:
+        return "cancelled"
+    if settled is False:
+        # The controller already moved on; until this broker's role follows, acknowledge nothing.
+        _fence(broker, epoch, "deposed by the handover")
+        return "deposed"
+    _fence(broker, epoch, "handover outcome unknown")
     broker.log.warning("handover_unsettled", epoch=epoch, note="writes fenced until the controller answers")
 
     async def keep_trying() -> None:
@@ -155,13 +159,20 @@ async def _settle(broker: Broker, adapter: ReplicasAdapter, epoch: int,
                 broker.log.info("handover_settled", epoch=epoch, outcome="cancelled")
                 return
             if res is False:
-                return          # deposed: the ReplicasManager switches the role
+                _fence(broker, epoch, "deposed by the handover")
+                return          # the ReplicasManager switches the role, which lifts the fence
             await asyncio.sleep(min(SETTLE_ATTEMPT_S, 0.1 * 2 ** attempt))
         broker.log.error("handover_unsettled_gave_up", epoch=epoch,
                          note="writes stay fenced until this broker's role changes")
 
     broker.handover_task = asyncio.get_running_loop().create_task(keep_trying())
     return "unsettled"
+
+
+def _fence(broker: Broker, epoch: int, reason: str) -> None:
+    """Fence writes of this master epoch (a role change lifts it: Broker._run_hooks)."""
+    if broker.role == "master" and broker.master_epoch == epoch:
+        broker.handover_fence = reason
 
 
 async def hand_over_on_shutdown(broker: Broker, adapter: ReplicasAdapter, timeout_s: float) -> None:
