@@ -42,6 +42,11 @@ def _written_cluster(procs, tmp_path) -> Cluster:
     cl = Cluster(procs, tmp_path)
     cl.start_all()
     asyncio.run(_write(cl, 0, WRITES))
+
+    async def n3_has_all() -> bool:          # a majority committed them; n3 may lag on a busy machine
+        return await _groups(cl, "n3") == WRITES
+
+    asyncio.run(until(n3_has_all, "n3 applied every write", interval_s=0.05))
     return cl
 
 
