@@ -253,7 +253,15 @@ async def _get_metadata(client, args) -> Any:
             nodes.append({"address": addr, "error": e.to_dict()})
     if all("error" in n for n in nodes):
         raise ControllerRpcError(nodes[0]["error"]["reply_code"], "no controller answered", nodes=nodes)
-    return {"nodes": nodes}
+    # Like kafka-metadata-quorum describe --replication: how far each member's state machine is
+    # behind the highest commit index any member reports (the leader's, when it answered).
+    top = max((int(n.get("commit_index", 0)) for n in nodes if "error" not in n), default=0)
+    for n in nodes:
+        if "error" not in n:
+            n["lag"] = max(0, top - int(n.get("applied_index", 0)))
+    members = next((n["peers"] for n in nodes if "error" not in n), [])
+    # Membership is fixed at start (no learners until controller membership changes exist).
+    return {"nodes": nodes, "voters": sorted(p["node_id"] for p in members), "learners": [], "commit_index": top}
 
 
 async def _get_sss(client, args) -> Any:

@@ -285,8 +285,13 @@ class ControllerNode:
         lid, laddr = self.leader_hint()
         reach = self._peer_client.reachability() if self._peer_client else {}
         peers = [(n, a, n == self.node_id or reach.get(n, False)) for n, a in sorted(self.config.peers.items())]
+        raft = self.raft.status() if self.raft is not None else {}
+        match = {p: int(v["match"]) for p, v in raft.get("peers", {}).items()} if self.is_leader else {}
         return {"node_id": self.node_id, "is_leader": self.is_leader, "leader_id": lid, "leader_addr": laddr,
-                "term": self.term, "peers": peers, "groups": self.sm.group_count() if self.sm else 0}
+                "term": self.term, "peers": peers, "groups": self.sm.group_count() if self.sm else 0,
+                "raft_role": str(raft.get("role", "")), "commit": int(raft.get("commit", 0)),
+                "applied": int(raft.get("applied", 0)), "last_index": int(raft.get("last_index", 0)),
+                "match": match}
 
     # ------------------------------------------------------------------ writes and reads
 

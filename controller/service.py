@@ -390,10 +390,13 @@ class ControllerServicer(pbg.ControllerServiceServicer):
     @_handler(pb.GetMetaDataReply)
     async def GetMetaData(self, request, context):
         md = self.node.metadata()
-        peers = [pb.ControllerPeer(node_id=n, address=a, reachable=r) for n, a, r in md["peers"]]
+        peers = [pb.ControllerPeer(node_id=n, address=a, reachable=r, match_index=md["match"].get(n, 0))
+                 for n, a, r in md["peers"]]
         return pb.GetMetaDataReply(header=pb.ReplyHeader(code=0), node_id=md["node_id"], is_leader=md["is_leader"],
                                    leader_id=md["leader_id"] or "", leader_addr=md["leader_addr"] or "",
-                                   raft_term=md["term"], peers=peers, groups=md["groups"])
+                                   raft_term=md["term"], peers=peers, groups=md["groups"], raft_role=md["raft_role"],
+                                   commit_index=md["commit"], applied_index=md["applied"],
+                                   last_index=md["last_index"])
 
     @_handler(pb.GetControllerConfigReply)
     async def GetControllerConfig(self, request, context):

@@ -277,21 +277,23 @@ class GetSyncStateDataReply(_message.Message):
     def __init__(self, header: _Optional[_Union[ReplyHeader, _Mapping]] = ..., groups: _Optional[_Iterable[_Union[GroupSyncState, _Mapping]]] = ...) -> None: ...
 
 class ControllerPeer(_message.Message):
-    __slots__ = ("node_id", "address", "reachable")
+    __slots__ = ("node_id", "address", "reachable", "match_index")
     NODE_ID_FIELD_NUMBER: _ClassVar[int]
     ADDRESS_FIELD_NUMBER: _ClassVar[int]
     REACHABLE_FIELD_NUMBER: _ClassVar[int]
+    MATCH_INDEX_FIELD_NUMBER: _ClassVar[int]
     node_id: str
     address: str
     reachable: bool
-    def __init__(self, node_id: _Optional[str] = ..., address: _Optional[str] = ..., reachable: _Optional[bool] = ...) -> None: ...
+    match_index: int
+    def __init__(self, node_id: _Optional[str] = ..., address: _Optional[str] = ..., reachable: _Optional[bool] = ..., match_index: _Optional[int] = ...) -> None: ...
 
 class GetMetaDataRequest(_message.Message):
     __slots__ = ()
     def __init__(self) -> None: ...
 
 class GetMetaDataReply(_message.Message):
-    __slots__ = ("header", "node_id", "is_leader", "leader_id", "leader_addr", "raft_term", "peers", "groups")
+    __slots__ = ("header", "node_id", "is_leader", "leader_id", "leader_addr", "raft_term", "peers", "groups", "raft_role", "commit_index", "applied_index", "last_index")
     HEADER_FIELD_NUMBER: _ClassVar[int]
     NODE_ID_FIELD_NUMBER: _ClassVar[int]
     IS_LEADER_FIELD_NUMBER: _ClassVar[int]
@@ -300,6 +302,10 @@ class GetMetaDataReply(_message.Message):
     RAFT_TERM_FIELD_NUMBER: _ClassVar[int]
     PEERS_FIELD_NUMBER: _ClassVar[int]
     GROUPS_FIELD_NUMBER: _ClassVar[int]
+    RAFT_ROLE_FIELD_NUMBER: _ClassVar[int]
+    COMMIT_INDEX_FIELD_NUMBER: _ClassVar[int]
+    APPLIED_INDEX_FIELD_NUMBER: _ClassVar[int]
+    LAST_INDEX_FIELD_NUMBER: _ClassVar[int]
     header: ReplyHeader
     node_id: str
     is_leader: bool
@@ -308,7 +314,11 @@ class GetMetaDataReply(_message.Message):
     raft_term: int
     peers: _containers.RepeatedCompositeFieldContainer[ControllerPeer]
     groups: int
-    def __init__(self, header: _Optional[_Union[ReplyHeader, _Mapping]] = ..., node_id: _Optional[str] = ..., is_leader: _Optional[bool] = ..., leader_id: _Optional[str] = ..., leader_addr: _Optional[str] = ..., raft_term: _Optional[int] = ..., peers: _Optional[_Iterable[_Union[ControllerPeer, _Mapping]]] = ..., groups: _Optional[int] = ...) -> None: ...
+    raft_role: str
+    commit_index: int
+    applied_index: int
+    last_index: int
+    def __init__(self, header: _Optional[_Union[ReplyHeader, _Mapping]] = ..., node_id: _Optional[str] = ..., is_leader: _Optional[bool] = ..., leader_id: _Optional[str] = ..., leader_addr: _Optional[str] = ..., raft_term: _Optional[int] = ..., peers: _Optional[_Iterable[_Union[ControllerPeer, _Mapping]]] = ..., groups: _Optional[int] = ..., raft_role: _Optional[str] = ..., commit_index: _Optional[int] = ..., applied_index: _Optional[int] = ..., last_index: _Optional[int] = ...) -> None: ...
 
 class GetControllerConfigRequest(_message.Message):
     __slots__ = ()

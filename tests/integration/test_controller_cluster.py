@@ -14,6 +14,7 @@ from autoswitch.controller.codes import Code, ControllerRpcError
 
 from autoswitch.proto import controller_pb2 as pb
 from tests.integration.controller_harness import Cluster, Heartbeater, admin, hb, wait_leader
+from tests.waiting import until
 
 pytestmark = pytest.mark.integration
 
@@ -176,6 +177,17 @@ def test_three_controllers_failover_quorum_loss_restart(procs, tmp_path):
         # --- admin CLI with --json, following the leader from any address
         meta = await cli("get-controller-metadata", "--controller", cl.spec)
         assert meta["ok"] and sum(n["is_leader"] for n in meta["result"]["nodes"]) == 1
+        assert meta["result"]["voters"] == ["n1", "n2", "n3"] and meta["result"]["learners"] == []
+        leader = next(n for n in meta["result"]["nodes"] if n["is_leader"])
+        assert leader["raft_role"] == "LEADER" and leader["commit_index"] >= 1
+        assert {p["node_id"] for p in leader["peers"] if p["match_index"] > 0} >= {"n1", "n2", "n3"} - {leader["node_id"]}
+
+        async def all_caught_up():
+            m = await cli("get-controller-metadata", "--controller", cl.spec)
+            return all(n.get("lag") == 0 for n in m["result"]["nodes"]) and m
+
+        meta = await until(all_caught_up, "every controller applied the leader's commit index")
+        assert all(n["applied_index"] == meta["result"]["commit_index"] for n in meta["result"]["nodes"])
         sss = await cli("get-sync-state-set", "--controller", cl.spec, "-b", "g1")
         g = sss["result"]["groups"][0]
         assert g["replica_info"]["master_broker_id"] == 1 and g["replica_info"]["sync_state_set"] == [1, 2]
