@@ -27,7 +27,6 @@ import json
 import os
 import shutil
 import signal
-import socket
 import subprocess
 import sys
 import tempfile
@@ -35,42 +34,14 @@ import time
 from pathlib import Path
 from typing import Any
 
+from bench.producing_cluster import GROUP, free_block, pct, producing_cluster
+
 HOST = "127.0.0.1"
 MAX_ROUNDS = 100
 
 
 def _p(msg: str) -> None:
     print(f"[bench-failover {time.strftime('%H:%M:%S')}] {msg}", file=sys.stderr, flush=True)
-
-
-def _pct(xs: list[float], q: float) -> float | None:
-    if not xs:
-        return None
-    s = sorted(xs)
-    # nearest-rank: with 20 samples p99 is the maximum
-    k = max(0, min(len(s) - 1, int(-(-q * len(s) // 1)) - 1))
-    return round(s[k], 3)
-
-
-def _free_block(n: int) -> int:
-    """A base port whose next n ports are free right now (best effort, bounded tries)."""
-    for _ in range(200):
-        with contextlib.closing(socket.socket()) as s:
-            s.bind((HOST, 0))
-            base = s.getsockname()[1]
-        if base + n >= 65000:
-            continue
-        ok = True
-        for p in range(base, base + n):
-            with contextlib.closing(socket.socket()) as s:
-                try:
-                    s.bind((HOST, p))
-                except OSError:
-                    ok = False
-                    break
-        if ok:
-            return base
-    raise RuntimeError("no free port block")
 
 
 # ---------------------------------------------------------------- ours
@@ -107,51 +78,19 @@ def _switch_times(log_path: Path, epoch: int) -> tuple[float | None, float | Non
 
 
 async def bench_ours(rounds: int, max_s: float, data_dir: Path, tls: bool = False) -> dict:
-    from autoswitch.controller.client import ControllerClient
+    from autoswitch.app.playground import kill_master_and_measure
 
-    from autoswitch.app.playground import (
-        Cluster,
-        DemoProducer,
-        Layout,
-        kill_master_and_measure,
-        load_ack_log,
-        lost_acked,
-        wait_full_sync_state_set,
-    )
-
-    base = _free_block(30)
-    layout = Layout(data_dir, base_port=base, groups=1, replicas=3, cluster="bench", profile="fast", secure=tls)
-    cluster = Cluster(layout)
-    cluster.prepare_dir(keep=False)
-    client = ControllerClient(layout.controller_addrs(), deadline_s=2.0, max_attempts=4, rpc_timeout_s=1.0,
-                              tls=cluster.tls)
-    group, topic = "g0", "bench"
-    ack_path = data_dir / "acks.jsonl"
     samples: list[dict] = []
     t_end = time.monotonic() + max_s
-    producer = None
-    prod_task = None
-    stop = asyncio.Event()
-    try:
-        cluster.start_controllers()
-        await cluster.wait_ports(list(cluster.children.values()), 60)
-        await cluster.wait_leader(client, 60)
-        cluster.start_brokers()
-        await cluster.wait_masters(client, 60)
-        _p(f"ours: cluster ready (base port {base})")
-        producer = DemoProducer(layout.namesrv, group, topic, ack_path, tls=cluster.tls)
-        prod_task = asyncio.ensure_future(producer.run(stop, max_messages=10_000_000, max_s=max_s + 60))
+    async with producing_cluster(data_dir, max_s=max_s + 60, tls=tls) as run:
+        cluster, producer = run.cluster, run.producer
+        _p(f"ours: cluster ready (base port {run.base_port})")
         for i in range(rounds):
             if time.monotonic() > t_end:
                 _p(f"ours: time budget used up after {i} rounds")
                 break
-            if len(await wait_full_sync_state_set(client, group, 3, 30)) < 3:
-                _p("ours: SyncStateSet did not reach 3 members within 30 s; killing anyway")
-            n0 = len(producer.acks)
-            t_wait = time.monotonic() + 10
-            while len(producer.acks) < n0 + 20 and time.monotonic() < t_wait:
-                await asyncio.sleep(0.02)
-            res, victim = await kill_master_and_measure(cluster, client, producer, group, timeout_s=30)
+            await run.settle(_p, "ours")
+            res, victim = await kill_master_and_measure(cluster, run.client, producer, GROUP, timeout_s=30)
             s: dict[str, Any] = {"round": i + 1,
                                  "recovery_s": None if res.recovery_s is None else round(res.recovery_s, 3), "old_epoch": res.old_epoch,
                                  "new_epoch": res.new_epoch}
@@ -171,43 +110,20 @@ async def bench_ours(rounds: int, max_s: float, data_dir: Path, tls: bool = Fals
             if res.recovery_s is None:
                 _p(f"ours: no ack within 30 s (last error {producer.last_error})")
                 break
-            g, r = victim.name.split("-")[1:3]
-            cluster.start_broker(int(g[1:]), int(r[1:]))
-        stop.set()
-        with contextlib.suppress(BaseException):
-            await asyncio.wait_for(prod_task, 10)
-        await producer.close()
-        producer = None
-        acked = {a["msg_id"] for a in load_ack_log(ack_path)}
-        final = await client.get_replica_info(group)
-        if final.master_address:
-            missing = await lost_acked(final.master_address, topic, acked, wait_s=15, tls=cluster.tls)
-        else:
-            _p("ours: no master at the end: every acked message counts as unavailable")
-            missing = acked
-        rec = [s["recovery_s"] for s in samples if s["recovery_s"] is not None]
-        out: dict[str, Any] = {
-            "rounds": len(samples), "acked": len(acked), "lost_acked": len(missing),
-            "p50_s": _pct(rec, 0.5), "p99_s": _pct(rec, 0.99), "max_s": round(max(rec), 3) if rec else None,
-            "failed_rounds": sum(1 for s in samples if s["recovery_s"] is None),
-        }
-        for k in ("elected_s", "detect_elect_push_s", "broker_switch_s", "producer_discovery_s"):
-            xs = [s[k] for s in samples if k in s]
-            out[f"{k}_p50"] = _pct(xs, 0.5)
-            out[f"{k}_max"] = round(max(xs), 3) if xs else None
-        out["samples"] = samples
-        return out
-    finally:
-        stop.set()
-        if prod_task is not None and not prod_task.done():
-            prod_task.cancel()
-            with contextlib.suppress(BaseException):
-                await prod_task
-        if producer is not None:
-            await producer.close()
-        await client.close()
-        cluster.stop_all()
-        cluster.release_dir()
+            run.restart(victim)
+        acked, lost = await run.finish(_p, "ours")
+    rec = [s["recovery_s"] for s in samples if s["recovery_s"] is not None]
+    out: dict[str, Any] = {
+        "rounds": len(samples), "acked": acked, "lost_acked": lost,
+        "p50_s": pct(rec, 0.5), "p99_s": pct(rec, 0.99), "max_s": round(max(rec), 3) if rec else None,
+        "failed_rounds": sum(1 for s in samples if s["recovery_s"] is None),
+    }
+    for k in ("elected_s", "detect_elect_push_s", "broker_switch_s", "producer_discovery_s"):
+        xs = [s[k] for s in samples if k in s]
+        out[f"{k}_p50"] = pct(xs, 0.5)
+        out[f"{k}_max"] = round(max(xs), 3) if xs else None
+    out["samples"] = samples
+    return out
 
 
 # ---------------------------------------------------------------- Redis Sentinel
@@ -291,7 +207,7 @@ def _ensure_redis() -> tuple[str, str] | None:
 class SentinelSetup:
     def __init__(self, tmp: Path, srv: str, sen: str, down_after_ms: int, failover_timeout_ms: int) -> None:
         self.tmp, self.srv, self.sen = tmp, srv, sen
-        base = _free_block(10)
+        base = free_block(10)
         self.data_ports = [base, base + 1, base + 2]
         self.sentinel_ports = [base + 5, base + 6, base + 7]
         self.down_after_ms, self.failover_timeout_ms = down_after_ms, failover_timeout_ms
@@ -532,8 +448,8 @@ async def bench_sentinel(rounds: int, max_s: float, tmp: Path, down_after_ms: in
         rec = [s["recovery_s"] for s in samples if s["recovery_s"] is not None]
         sw = [s["sentinel_switch_s"] for s in samples if s["sentinel_switch_s"] is not None]
         return {"rounds": len(samples), "acked": len(writer.acks), "lost_acked": lost,
-                "p50_s": _pct(rec, 0.5), "p99_s": _pct(rec, 0.99),
-                "switch_p50_s": _pct(sw, 0.5), "samples": samples}
+                "p50_s": pct(rec, 0.5), "p99_s": pct(rec, 0.99),
+                "switch_p50_s": pct(sw, 0.5), "samples": samples}
     finally:
         stop.set()
         if task is not None and not task.done():
