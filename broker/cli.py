@@ -13,7 +13,7 @@ import time
 from typing import Any
 
 from autoswitch.base.errors import AutoswitchError, ConfigError
-from autoswitch.base.tls import add_tls_args, tls_from_args
+from autoswitch.base.tls import add_server_security_args, add_tls_args, tls_from_args
 
 from .cli_common import bad_target, err
 from .cli_consume import cmd_consume, cmd_consumer_progress
@@ -58,15 +58,7 @@ def register(sub: Any, admin_sub: Any) -> None:
                    help="on SIGTERM a master just stops (a failover) instead of handing over first")
     c.add_argument("--handover-timeout-ms", type=int, help="longest a handover may hold new writes (5000)")
     add_tls_args(p)
-    p.add_argument("--auth", action="store_const", const=True, default=None,
-                   help="check roles on every call and bind HA peers to their certificates (needs TLS)")
-    p.add_argument("--auth-tokens-file", default=None, help="bearer tokens (TOML of SHA-256 digests)")
-    p.add_argument("--allow-insecure", action="store_const", const=True, default=None,
-                   help="accept plaintext or no authorization on a non-loopback address")
-    p.add_argument("--tls-accept-plaintext", action="store_const", const=True, default=None,
-                   help="migration to TLS: accept plaintext on the same ports too")
-    p.add_argument("--tls-dial-plaintext", action="store_const", const=True, default=None,
-                   help="migration to TLS, first step: still dial the others in plaintext")
+    add_server_security_args(p, "check roles on every call and bind HA peers to their certificates (needs TLS)")
     p.set_defaults(func=_cmd_broker, lease_enabled=None, handover_on_shutdown=None)
 
     p = sub.add_parser("produce", help="send messages; prints one JSON line per acked message with --json")

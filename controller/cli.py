@@ -12,7 +12,7 @@ import json
 import sys
 from typing import Any
 
-from autoswitch.base.tls import add_tls_args, tls_from_args
+from autoswitch.base.tls import add_server_security_args, add_tls_args, tls_from_args
 
 
 def register(sub, admin_sub) -> None:
@@ -71,15 +71,7 @@ def _node_args(p: argparse.ArgumentParser, required: bool) -> None:
                    help="ID=HOST:PORT,... Raft listener of every node, apart from the client port (recommended)")
     p.add_argument("--config", default=None, help="TOML file ([controller] and [raft] tables)")
     add_tls_args(p)
-    p.add_argument("--auth", action="store_const", const=True, default=None,
-                   help="check roles on every call (needs TLS; docs/security.md)")
-    p.add_argument("--auth-tokens-file", default=None, help="bearer tokens (TOML of SHA-256 digests), re-read on change")
-    p.add_argument("--allow-insecure", action="store_const", const=True, default=None,
-                   help="accept plaintext or no authorization on a non-loopback address")
-    p.add_argument("--tls-accept-plaintext", action="store_const", const=True, default=None,
-                   help="migration to TLS: accept plaintext on the same ports too")
-    p.add_argument("--tls-dial-plaintext", action="store_const", const=True, default=None,
-                   help="migration to TLS, first step: still dial the others in plaintext")
+    add_server_security_args(p, "check roles on every call (needs TLS; docs/security.md)")
 
 
 # ---------------- processes ----------------

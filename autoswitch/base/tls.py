@@ -301,6 +301,19 @@ def add_tls_args(p) -> None:
                    help="TOML file with tls_ca, tls_cert, tls_key, token or token_file (env AUTOSWITCH_PROFILE)")
 
 
+def add_server_security_args(p, auth_help: str) -> None:
+    """The server processes' flags beside add_tls_args: authorization, tokens, the insecure
+    opt-in and the two steps of the plaintext -> TLS migration (docs/security.md)."""
+    p.add_argument("--auth", action="store_const", const=True, default=None, help=auth_help)
+    p.add_argument("--auth-tokens-file", default=None, help="bearer tokens (TOML of SHA-256 digests), re-read on change")
+    p.add_argument("--allow-insecure", action="store_const", const=True, default=None,
+                   help="accept plaintext or no authorization on a non-loopback address")
+    p.add_argument("--tls-accept-plaintext", action="store_const", const=True, default=None,
+                   help="migration to TLS: accept plaintext on the same ports too")
+    p.add_argument("--tls-dial-plaintext", action="store_const", const=True, default=None,
+                   help="migration to TLS, first step: still dial the others in plaintext")
+
+
 def tls_from_args(args) -> TLSConfig:
     """The client credentials named by add_tls_args' flags, environment or profile; validated."""
     profile = _profile(args.profile or os.environ.get("AUTOSWITCH_PROFILE", ""))
