@@ -30,6 +30,11 @@ def test_broker_table_accepted(tmp_path):
         ('data_dir = "/d"\nbroker_id = "2"\n', {}),                   # wrong type
         ('data_dir = "/d"\nmax_request_bytes = 1073741824\n', {}),    # over the hard ceiling
         ('data_dir = "/d"\nmax_message_bytes = 0\n', {}),
+        ('data_dir = "/d"\nhandover_timeout_ms = 0\n', {}),           # a handover must have time
+        ('data_dir = "/d"\nhandover_timeout_ms = 86400000\n', {}),    # and not hold writes for a day
+        ('data_dir = "/d"\nhandover_on_shutdown = "yes"\n', {}),      # wrong type
+        ('data_dir = "/d"\nmax_consume_wait_ms = -1\n', {}),
+        ('data_dir = "/d"\nmax_waiting_consumes = 10000000\n', {}),
         ("", {}),                                                       # data_dir required
         ("data_dir = \n", {}),                                          # not TOML
     ],
