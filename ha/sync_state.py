@@ -156,7 +156,17 @@ class SyncStateTracker:
         r = self.replicas.get(broker_id)
         return r.ack_offset if r is not None else -1
 
+    def _below_min(self) -> bool:
+        """Some set the controller may hold is smaller than minInSyncReplicas. The controller then
+        keeps the members it shrank away *eligible* (electable), trusting that the master
+        acknowledges nothing from that moment (A1 in docs/controller.md); so neither acks nor
+        confirmOffset may move, also for writes admitted while the set was still big enough."""
+        need = self.config.min_in_sync_replicas
+        return self.config.ack_mode != "master" and any(len(s) < need for s in self._possible_sets())
+
     def _advance_confirm(self, master_max: int) -> int:
+        if self._below_min():
+            return self._confirm
         low = min(self._ack_of(b, master_max) for b in self.ack_set)
         if low > self._confirm:
             self._confirm = low
@@ -190,6 +200,8 @@ class SyncStateTracker:
             return False
         if mode == "master":
             return True
+        if self._below_min():
+            return False
         if mode == "all":
             return all(self._ack_of(b, master_max) >= offset for b in self.ack_set)
         # in_sync_replicas: count only replicas electable under BOTH the current and the

@@ -155,3 +155,27 @@ def test_stale_proposal_answer_is_ignored():
     t.on_sync_state_set(frozenset({1, 2, 3}), 12)
     t.on_proposal_accepted(frozenset({1}), 11, 0.0)
     assert t.sync_state_set == frozenset({1, 2, 3})
+
+
+@pytest.mark.parametrize("mode", ["all", "in_sync_replicas"])
+def test_nothing_acked_while_a_possible_set_is_below_min_in_sync_replicas(mode):
+    """A1 of docs/controller.md: the controller keeps a shrunk-away member *eligible* (electable)
+    only while the set is below minInSyncReplicas, assuming the master acknowledges nothing then.
+    A write admitted while the set was big enough must not be acknowledged by the master alone once
+    the set has shrunk below it, nor may confirmOffset move past what the eligible member holds."""
+    t = tracker(sss=(1, 2), mode=mode, min_in_sync_replicas=2, in_sync_replicas=2)
+    t.on_connect(2, False, 0)
+    t.on_ack(2, 100, 0.0, master_max=100)
+    t.check_enough()                                  # the write at 200 is admitted
+    assert not t.is_acked(200, 200) and t.confirm_offset(200) == 100
+    t.on_disconnect(2, 1.0)
+    p = t.tick(20.0, 200)                             # 2 lags too long: shrink to {1}
+    assert p is not None and p.new_set == frozenset({1})
+    assert not t.is_acked(200, 200) and t.confirm_offset(200) == 100   # in flight: union
+    t.on_proposal_accepted(frozenset({1}), 11, 20.0)  # committed: 2 is now eligible
+    assert not t.is_acked(200, 200), "acknowledged alone below minInSyncReplicas"
+    assert t.confirm_offset(200) == 100
+    t.on_connect(2, False, 21.0)
+    t.on_ack(2, 200, 21.0, 200)
+    t.on_sync_state_set(frozenset({1, 2}), 12)        # back to two members
+    assert t.is_acked(200, 200) and t.confirm_offset(200) == 200
