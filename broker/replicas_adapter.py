@@ -25,6 +25,7 @@ from collections.abc import Callable
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, Protocol
 
+from autoswitch.broker.controller_sessions import ControllerSessions
 from autoswitch.broker.hooks import HookConfig, HookRunner, RoleHooks
 from autoswitch.broker.identity import IdentityStore
 from autoswitch.broker.replicas_manager import (
@@ -194,9 +195,15 @@ class ReplicasAdapter:
         ha_address: str = "",
         clock: Callable[[], float] = time.monotonic,
         core: ReplicasManager | None = None,
+        ack_mode: str = "",
+        crash_sessions: bool = True,
     ) -> None:
         self.core = core or ReplicasManager(config)
         self.config = self.core.config
+        # Crash-fast failover: a session per controller node, whose end tells them we died.
+        self.sessions = ControllerSessions(api, self.config.controllers, self.config.cluster, self.config.group,
+                                           ack_mode, self.config.backoff_min_ms / 1000.0,
+                                           self.config.backoff_max_ms / 1000.0) if crash_sessions else None
         self.api = api
         self.broker = broker
         self._adopted_id: int | None = None     # the registered brokerId, once given to the broker
@@ -236,6 +243,8 @@ class ReplicasAdapter:
         _, _, log_epoch = self.broker.log_position()
         self._perform(self.core.start(self.clock(), loaded, log_intact=intact, log_last_epoch=log_epoch))
         self._main = asyncio.get_running_loop().create_task(self._run())
+        if self.sessions is not None:
+            self.sessions.start()
         if self.use_watch:
             self._watch_task = asyncio.get_running_loop().create_task(self._watch())
 
@@ -282,6 +291,8 @@ class ReplicasAdapter:
         pending = [t for t in (self._main, self._watch_task, *self._tasks) if t is not None]
         if pending:
             await asyncio.wait(pending, timeout=5)
+        if self.sessions is not None:
+            await self.sessions.stop()
         for fut in self._proposals.values():
             if not fut.done():
                 fut.set_exception(SyncStateSetRejected("replicas manager stopped"))
@@ -307,6 +318,8 @@ class ReplicasAdapter:
     def status(self) -> dict:
         s = self.core.status(self.clock())
         s["watchEvents"] = self.watch_events
+        if self.sessions is not None:
+            s["controllerSessions"] = len(self.sessions.open)
         if self.hooks is not None:
             s["hooks"] = {"completed": self.hooks.completed, "failures": self.hooks.failures,
                           "dropped": self.hooks.dropped}
@@ -579,6 +592,8 @@ class ReplicasAdapter:
             self._log.info("broker_id_adopted", brokerId=bid, configured=self.broker.broker_id)
             self.broker.broker_id = bid
             self._adopted_id = bid
+            if self.sessions is not None:
+                self.sessions.set_broker_id(bid)
 
     def _set_fenced(self, cmd: SetFenced) -> None:
         self.fenced_by_lease = cmd.fenced
@@ -616,6 +631,7 @@ async def start_for_broker(
     api = connect(config.controllers, rpc_timeout_s=adapter_kw.get("rpc_timeout_s", 3.0), tls=broker.cfg.tls)
     runner = HookRunner(hook_config, hooks)
     adapter_kw.setdefault("ha_address", broker.cfg.ha_listen)
+    adapter_kw.setdefault("ack_mode", broker.cfg.ack_mode)
     adapter = ReplicasAdapter(config, api, broker, Path(broker.cfg.data_dir), runner, **adapter_kw)
     adapter._owns_api = True
     broker.proposer = adapter.proposer

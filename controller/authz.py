@@ -8,7 +8,8 @@ The table (also in docs/security.md):
     QueryLiveness                                 peer, reader
     GetNextBrokerId, Get/WatchReplicaInfo,        reader, or a broker of that group
       GetSyncStateData
-    ApplyBrokerId, RegisterBroker, heartbeats     a broker, for its own group and brokerId
+    ApplyBrokerId, RegisterBroker, heartbeats,    a broker, for its own group and brokerId
+      BrokerSession
     AlterSyncStateSet                             a broker, as its group's master (its own brokerId)
     ElectMaster                                   admin; or a broker asking for itself (not designating),
                                                   or a master handing over (handover_from = its own id)
@@ -78,6 +79,7 @@ CONTROLLER_RULES: dict[str, Rule] = {
     "RegisterBroker": Rule((B,), scope=_own),
     "BrokerHeartbeat": Rule((B,), scope=_own),
     "BrokerHeartbeatStream": Rule((B,), scope=_own),
+    "BrokerSession": Rule((B,), scope=_own),
     "BrokerHeartbeatBatch": Rule((B,), scope=lambda r: [(h.broker_name, h.broker_id) for h in r.heartbeats]),
     "AlterSyncStateSet": Rule((B,), scope=lambda r: [(r.broker_name, r.master_broker_id)]),
     "ElectMaster": Rule((A, B), scope=_elect_scope),

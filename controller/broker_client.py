@@ -142,6 +142,18 @@ class GrpcBrokerControllerApi:
         finally:
             stream.cancel()
 
+    async def broker_session(self, addr: str, cluster: str, group: str, broker_id: int,
+                             ack_mode: str) -> AsyncIterator[bool]:
+        stream = self.client.broker_session(addr, pb.BrokerSessionRequest(
+            cluster_name=cluster, broker_name=group, broker_id=broker_id, ack_mode=ack_mode))
+        try:
+            async for ev in stream:
+                if ev.header.code != Code.SUCCESS:
+                    raise classify(ControllerRpcError(ev.header.code, ev.header.message))
+                yield bool(ev.tracked)
+        finally:
+            stream.cancel()
+
     async def close(self) -> None:
         await self.client.close()
 

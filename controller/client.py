@@ -374,6 +374,11 @@ class ControllerClient:
         )
 
 
+    def broker_session(self, addr: str, req: pb.BrokerSessionRequest):
+        """Server stream of BrokerSessionEvent from node ``addr``, held open (no deadline)."""
+        return self.stub(addr).BrokerSession(req)
+
+
 def _raise_if_denied(e: grpc.aio.AioRpcError, addr: str) -> None:
     """Authorization refused us: no retry or other node will answer differently."""
     if e.code() in (grpc.StatusCode.PERMISSION_DENIED, grpc.StatusCode.UNAUTHENTICATED):

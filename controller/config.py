@@ -56,6 +56,10 @@ class ControllerConfig:
     max_message_bytes: int = 1 << 20
     max_concurrent_rpcs: int = 10_000   # includes open WatchReplicaInfo/heartbeat streams
     max_watchers: int = 4096
+    # Crash-fast failover (docs/controller.md): a broker's closed session stream counts as its
+    # death at once, for brokers whose writes wait for every SyncStateSet member (ack mode all).
+    fast_failover: bool = True
+    max_broker_sessions: int = 2048     # session streams per node; they hold RPC slots too
     watch_queue_size: int = 64
     max_groups_per_query: int = 100_000
     events_max_lines_per_call: int = 10_000
@@ -108,6 +112,9 @@ class ControllerConfig:
             raise ConfigError("max_message_bytes must be in [1 KiB, 64 MiB]")
         if not 0 < self.max_watchers <= self.max_concurrent_rpcs // 2:
             raise ConfigError("max_watchers must be in (0, max_concurrent_rpcs / 2]: streams hold RPC slots")
+        if not 0 < self.max_broker_sessions <= self.max_concurrent_rpcs // 4:
+            raise ConfigError("max_broker_sessions must be in (0, max_concurrent_rpcs / 4]: sessions hold RPC slots",
+                              key="max_broker_sessions")
         if self.propose_timeout_s <= 0 or self.read_timeout_s <= 0:
             raise ConfigError("timeouts must be > 0")
         self.tls.validate(server=True)

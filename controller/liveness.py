@@ -12,6 +12,13 @@
   the broker's lease) from that instant on, until ``hold_ms`` has passed since its LATEST DEAD
   report and it hears the broker again, or it applies a MasterEpoch in which that broker is
   no longer the master. docs/controller.md "Liveness and the master lease" has the argument.
+* Sessions (crash-fast failover) — a broker holds one long-lived stream per controller node;
+  when it ends (the process died, so the kernel closed its sockets), the broker counts as DEAD
+  at once instead of after the timeout, but only if it said its writes wait for every
+  SyncStateSet member (ack mode ``all``), and only for one timeout after the close (then the
+  heartbeat rule takes over) or until it opens a new session. Such an opinion is marked
+  ``crashed``; an election a majority backs only with crashed opinions is ``crash_only`` and
+  may never be unclean. docs/controller.md "Crash-fast failover" has the safety argument.
 * ``ScanPlanner`` — every ``scan_interval_ms`` the leader proposes controller-triggered
   elections for groups whose master a majority holds DEAD, with bounded retries.
 """
@@ -60,17 +67,30 @@ class BrokerReport:
 
 @dataclass(frozen=True)
 class NodeOpinion:
-    """One controller node's view of one broker (what QueryLiveness carries)."""
+    """One controller node's view of one broker (what QueryLiveness carries). ``crashed``: DEAD
+    because the broker's session closed, not because the timeout passed."""
 
     opinion: Opinion
     last_heard_ms_ago: int = -1          # -1 = never heard
     report: BrokerReport | None = None
+    crashed: bool = False
 
 
 @dataclass
 class _Entry:
     received_ms: int
     report: BrokerReport
+
+
+@dataclass
+class _Session:
+    open: int = 0                  # streams open now (a reconnect may overlap the old stream's end)
+    fast_ok: bool = False          # the broker's ack mode lets a close count as a crash
+    closed_at: int | None = None   # when the last open stream ended (None: one is open)
+
+
+# Ack modes whose broker may be failed over on a session close (docs/controller.md).
+FAST_FAILOVER_ACK_MODES = frozenset({"all"})
 
 
 # prior_dead_report_age_ms for a node that has never reported a broker DEAD.
@@ -99,6 +119,8 @@ class HeartbeatTable:
         self.max_entries = max_entries
         self._beats: dict[Key, _Entry] = {}
         self._holds: dict[Key, int] = {}     # key -> when this node last reported it DEAD
+        self._sessions: dict[Key, _Session] = {}
+        self.fast_failover = True            # False: session closes are ignored (timeout path only)
 
     def __len__(self) -> int:
         return len(self._beats)
@@ -120,7 +142,43 @@ class HeartbeatTable:
 
     def alive(self, broker_name: str, broker_id: int, now_ms: int) -> bool:
         e = self._beats.get((broker_name, broker_id))
-        return e is not None and e.received_ms + self.timeout_ms >= now_ms
+        return (e is not None and e.received_ms + self.timeout_ms >= now_ms
+                and not self.crashed(broker_name, broker_id, now_ms))
+
+    # --- sessions: crash evidence ---
+
+    def session_opened(self, broker_name: str, broker_id: int, ack_mode: str) -> bool:
+        """A broker opened its session stream to this node. False (not tracked) when full."""
+        key = (broker_name, broker_id)
+        s = self._sessions.get(key)
+        if s is None:
+            if len(self._sessions) >= self.max_entries:
+                return False
+            s = self._sessions[key] = _Session()
+        s.open += 1
+        s.fast_ok = ack_mode in FAST_FAILOVER_ACK_MODES
+        s.closed_at = None
+        return True
+
+    def session_closed(self, broker_name: str, broker_id: int, now_ms: int) -> bool:
+        """A session stream ended; True when it was the broker's last one and now counts as a crash."""
+        s = self._sessions.get((broker_name, broker_id))
+        if s is None or s.open == 0:
+            return False
+        s.open -= 1
+        if s.open == 0:
+            s.closed_at = now_ms
+        return self.crashed(broker_name, broker_id, now_ms)
+
+    def crashed(self, broker_name: str, broker_id: int, now_ms: int) -> bool:
+        """Its last session closed less than one timeout ago and its ack mode allows the fast path."""
+        s = self._sessions.get((broker_name, broker_id))
+        return (self.fast_failover and s is not None and s.fast_ok and s.open == 0 and s.closed_at is not None
+                and now_ms - s.closed_at < self.timeout_ms)
+
+    def sessions_open(self, broker_name: str, broker_id: int) -> int:
+        s = self._sessions.get((broker_name, broker_id))
+        return 0 if s is None else s.open
 
     def max_assumed_timeout_ms(self, now_ms: int) -> int:
         """Largest heartbeat timeout any broker heard within the timeout sized its lease for: the
@@ -138,11 +196,16 @@ class HeartbeatTable:
         would never become electable (the simulator's liveness checker found that)."""
         ago = self.last_heard_ms_ago(broker_name, broker_id, now_ms)
         rep = self.report(broker_name, broker_id)
-        if self.alive(broker_name, broker_id, now_ms):
+        e = self._beats.get((broker_name, broker_id))
+        heard = e is not None and e.received_ms + self.timeout_ms >= now_ms
+        crashed = self.crashed(broker_name, broker_id, now_ms)
+        if heard and not crashed:
             return NodeOpinion(Opinion.ALIVE, ago, rep)
-        if now_ms - self.started_ms < self.timeout_ms:
-            return NodeOpinion(Opinion.UNKNOWN, ago, rep)   # has not listened long enough to know
-        return NodeOpinion(Opinion.DEAD, ago, rep)
+        if not heard and now_ms - self.started_ms >= self.timeout_ms:
+            return NodeOpinion(Opinion.DEAD, ago, rep)      # the timeout: the lease argument holds
+        if crashed:
+            return NodeOpinion(Opinion.DEAD, ago, rep, crashed=True)   # evidence, no listening needed
+        return NodeOpinion(Opinion.UNKNOWN, ago, rep)   # has not listened long enough to know
 
     # --- the hold behind lease grants ---
 
@@ -214,12 +277,17 @@ class HeartbeatTable:
         else:
             for b in broker_ids:
                 self._beats.pop((broker_name, b), None)
+        for k in [k for k in self._sessions if k[0] == broker_name and (broker_ids is None or k[1] in broker_ids)]:
+            if self._sessions[k].open == 0:
+                del self._sessions[k]
 
     def expire(self, now_ms: int, keep_ms: int) -> int:
         """Drop entries silent for keep_ms (far beyond the timeout) to bound memory."""
         old = [k for k, e in self._beats.items() if e.received_ms + keep_ms < now_ms and k not in self._holds]
         for k in old:
             del self._beats[k]
+        for k in [k for k, s in self._sessions.items() if s.open == 0 and k not in self._beats]:
+            del self._sessions[k]
         return len(old)
 
 
@@ -237,6 +305,9 @@ class Verdict:
     alive_votes: int
     dead_votes: int
     report: BrokerReport | None   # freshest report among the ALIVE opinions
+    # A majority holds it DEAD by the timeout alone (no crashed opinion needed): the lease
+    # argument covers it. Otherwise a DEAD verdict rests on session closes: crash-only.
+    dead_by_timeout: bool = False
 
 
 def combine(n_nodes: int, opinions: Sequence[NodeOpinion]) -> Verdict:
@@ -245,9 +316,10 @@ def combine(n_nodes: int, opinions: Sequence[NodeOpinion]) -> Verdict:
     need = majority(n_nodes)
     alive = [o for o in opinions if o.opinion is Opinion.ALIVE]
     dead = sum(1 for o in opinions if o.opinion is Opinion.DEAD)
+    timed_out = sum(1 for o in opinions if o.opinion is Opinion.DEAD and not o.crashed)
     with_report = [o for o in alive if o.report is not None]
     freshest = min(with_report, key=lambda o: o.last_heard_ms_ago).report if with_report else None
-    v = Verdict(len(alive) >= need, dead >= need, len(alive), dead, freshest)
+    v = Verdict(len(alive) >= need, dead >= need, len(alive), dead, freshest, timed_out >= need)
     assert not (v.alive and v.dead)
     return v
 
@@ -267,6 +339,11 @@ class LivenessView:
     def is_dead(self, broker_name: str, broker_id: int) -> bool:
         v = self.verdicts.get((broker_name, broker_id))
         return v is not None and v.dead
+
+    def crash_only(self, broker_name: str, broker_id: int) -> bool:
+        """DEAD by a majority, but not by the timeout alone: the election must stay clean."""
+        v = self.verdicts.get((broker_name, broker_id))
+        return v is not None and v.dead and not v.dead_by_timeout
 
     def is_alive(self, broker_name: str, broker_id: int) -> bool:
         v = self.verdicts.get((broker_name, broker_id))
@@ -350,7 +427,7 @@ class ScanPlanner:
                 m.cluster_name, m.broker_name, trigger=TRIGGER_CONTROLLER, broker_id=0,
                 alive=gv.alive_infos(m.broker_name),
                 dead_broker_ids=tuple(sorted(set(gv.dead_ids(m.broker_name)) | {m.master_broker_id})),
-                ts_ms=now_ms))
+                ts_ms=now_ms, crash_only=view.crash_only(m.broker_name, m.master_broker_id)))
         return out
 
     def record_result(self, broker_name: str, master_epoch: int, committed: bool, now_ms: int) -> None:

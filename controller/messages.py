@@ -158,6 +158,10 @@ class ElectMasterRequest(Request, tag="ElectMaster"):
     ``broker_id``; a compare-and-set: it succeeds only while ``handover_from`` is still the master
     at ``expect_master_epoch`` and ``expect_sync_state_set_epoch`` and the target is in the
     SyncStateSet (never unclean).
+
+    ``crash_only``: the majority's DEAD verdict on the master rests on closed sessions, not on
+    the heartbeat timeout (crash-fast failover, docs/controller.md). Such an election may not be
+    unclean: its safety comes from the SyncStateSet rule alone, not from the master lease.
     """
 
     TYPE: ClassVar[str] = "ElectMaster"
@@ -172,10 +176,12 @@ class ElectMasterRequest(Request, tag="ElectMaster"):
     handover_from: int = 0
     expect_master_epoch: int = 0
     expect_sync_state_set_epoch: int = 0
+    crash_only: bool = False
 
     def validate(self) -> None:
         _check_str(self.cluster_name, "clusterName", MAX_NAME_LEN, allow_empty=True)
         _check_str(self.broker_name, "brokerName", MAX_NAME_LEN, allow_empty=False)
+        _check_bool(self.crash_only, "crashOnly")
         if self.trigger not in TRIGGERS:
             raise MalformedRequest(f"trigger must be one of {TRIGGERS}")
         _check_int(self.broker_id, "brokerId", 0, MAX_BROKER_ID)

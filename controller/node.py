@@ -48,13 +48,15 @@ from autoswitch.controller.liveness import (
     ScanPlanner,
 )
 from autoswitch.controller.raft.errors import NotLeader, ProposalDropped, ProposalTimeout, QuorumUnavailable
-from autoswitch.controller.service import ControllerServicer, NodeReply
+from autoswitch.controller.service import ControllerServicer
+from autoswitch.controller.service_common import NodeReply
 from autoswitch.controller.watchers import Watchers
 
 from autoswitch.base import tls
 from autoswitch.base.auth import AuthConfig, Guard, Role, Rule, current_caller, server_interceptor
 from autoswitch.base.fsutil import write_atomic
 from autoswitch.base.log import get_logger
+from autoswitch.base.waits import wait_event
 from autoswitch.proto import controller_pb2 as pb
 from autoswitch.proto import controller_pb2_grpc as pbg
 
@@ -84,6 +86,9 @@ class ControllerNode:
         self._extra_rules: dict = {}
         self.guard: Guard | None = None       # authorization, when config.auth
         self._stopped = asyncio.Event()
+        self._scan_wake = asyncio.Event()      # a master's session closed: scan now (crash-fast failover)
+        self._fast_rescans_left = 0
+        self.open_sessions = 0                 # BrokerSession streams held now (max_broker_sessions)
         self._started = False
         self._marker_covers_ms = 0      # the wall time the last_dead_report file already covers
 
@@ -105,6 +110,7 @@ class ControllerNode:
         self.heartbeats = HeartbeatTable(started_ms=self.now_ms(),
                                          prior_dead_report_age_ms=self._prior_dead_report_age_ms(),
                                          on_hold=self._persist_dead_report)
+        self.heartbeats.fast_failover = self.config.fast_failover
         self.events = EventLog(self.data_dir / "events.jsonl")
         self.sm = sm_adapter.AppliedStateMachine(self.config.sm, self.events, self._on_applied, self.log)
         # One server for Raft and the API: its limit must fit Raft's largest message; the
@@ -427,6 +433,25 @@ class ControllerNode:
         return self.heartbeats.grants_lease(r.broker_name, r.broker_id, r.epoch,
                                             self.sm.master_epoch(r.broker_name), now)
 
+    def session_opened(self, group: str, broker_id: int, ack_mode: str) -> bool:
+        """A broker's session stream started (crash-fast failover); False when the table is full."""
+        ok = self.heartbeats.session_opened(group, broker_id, ack_mode)
+        self.log.info("broker_session_opened", group=group, brokerId=broker_id, ackMode=ack_mode, tracked=ok)
+        return ok
+
+    def session_closed(self, group: str, broker_id: int) -> None:
+        """A session ended. If that makes the group's master count as crashed, the leader scans
+        at once and then every FAST_RESCAN_S (bounded) until the peers have seen it too."""
+        self._sync_liveness_config()
+        crashed = self.heartbeats.session_closed(group, broker_id, self.now_ms())
+        epoch, master = self.sm.master_of(group)
+        is_master = master == broker_id
+        self.log.info("broker_session_closed", group=group, brokerId=broker_id, epoch=epoch, crashed=crashed,
+                      master=is_master)
+        if crashed and is_master and self.is_leader:
+            self._fast_rescans_left = MAX_FAST_RESCANS
+            self._scan_wake.set()
+
     def local_opinions(self, keys: list[tuple[str, int]]) -> list[NodeOpinion]:
         """This node's answer to a leader asking (a DEAD answer starts a lease hold)."""
         self._sync_liveness_config()
@@ -511,11 +536,22 @@ class ControllerNode:
 
     async def _scan_loop(self) -> None:
         while not self._stopped.is_set():
-            await asyncio.sleep(min(self.sm.scan_interval_ms(), 1000) / 1000.0)
+            pause = min(self.sm.scan_interval_ms(), 1000) / 1000.0
+            if self._fast_rescans_left > 0:
+                pause = FAST_RESCAN_S
+            woken = await wait_event(self._scan_wake, pause)
+            self._scan_wake.clear()
             try:
                 if self.planner.interval_ms != self.sm.scan_interval_ms():
                     self.planner.interval_ms = self.sm.scan_interval_ms()
                 self.planner.max_retries = self.sm.elect_retries()
+                fast = woken or self._fast_rescans_left > 0
+                if fast:
+                    # a peer may not have seen its end of the session yet: ask again shortly
+                    self._fast_rescans_left = max(0, self._fast_rescans_left - 1)
+                    if await self.scan_once() > 0 or not self._crashed_master():
+                        self._fast_rescans_left = 0
+                    continue
                 if not self.planner.due(self.now_ms()):
                     continue
                 # An empty liveness query keeps GetMetaData's peer reachability current on every node.
@@ -525,6 +561,11 @@ class ControllerNode:
                 raise
             except Exception:
                 self.log.error("scan_failed", exc_info=True)
+
+    def _crashed_master(self) -> bool:
+        """Does this node count some group's master as crashed (a closed session) right now?"""
+        now = self.now_ms()
+        return any(self.heartbeats.crashed(m.broker_name, m.master_broker_id, now) for m in self.sm.masters_refs())
 
     async def scan_once(self) -> int:
         """Leader only: elect a new master for every group whose master a majority holds DEAD."""
@@ -613,6 +654,10 @@ class ControllerNode:
 # sm_config's upper bound for heartbeat_timeout_ms: a broker claiming more cannot raise the floor
 # past what any config could satisfy.
 MAX_ASSUMED_TIMEOUT_MS = 600_000
+# After a master's session closes the leader scans at once, then every FAST_RESCAN_S while a peer
+# has not seen its own end of the session yet, at most MAX_FAST_RESCANS times (~0.5 s).
+FAST_RESCAN_S = 0.025
+MAX_FAST_RESCANS = 20
 
 # How far ahead of now the last_dead_report file is written (see _persist_dead_report).
 _MARKER_AHEAD_MS = 1000

@@ -79,7 +79,7 @@ class PeerLiveness:
 def opinion_to_pb(key: tuple[str, int], op: NodeOpinion) -> pb.LivenessOpinion:
     out = pb.LivenessOpinion(broker=pb.BrokerKey(broker_name=key[0], broker_id=key[1]),
                              alive=op.opinion is Opinion.ALIVE, no_opinion=op.opinion is Opinion.UNKNOWN,
-                             last_heard_ms_ago=op.last_heard_ms_ago)
+                             last_heard_ms_ago=op.last_heard_ms_ago, crashed=op.crashed)
     r = op.report
     if r is not None:
         out.epoch, out.max_offset, out.confirm_offset = r.epoch, r.max_offset, r.confirm_offset
@@ -97,4 +97,4 @@ def opinion_from_pb(o: pb.LivenessOpinion) -> NodeOpinion:
         kind = Opinion.UNKNOWN
     else:
         kind = Opinion.ALIVE if o.alive else Opinion.DEAD
-    return NodeOpinion(kind, o.last_heard_ms_ago, report)
+    return NodeOpinion(kind, o.last_heard_ms_ago, report, crashed=kind is Opinion.DEAD and o.crashed)

@@ -16,11 +16,19 @@ from typing import TYPE_CHECKING, Any
 
 import msgspec
 from autoswitch.controller import messages as m
+from autoswitch.controller import streams
 from autoswitch.controller.batchable import BATCHABLE
 from autoswitch.controller.codes import Code
+from autoswitch.controller.service_common import (
+    MAX_IDS,
+    BadRequest,
+    NodeReply,
+    check_addr,
+    check_id,
+    check_name,
+    replica_info_pb,
+)
 
-from autoswitch.base.errors import AutoswitchError
-from autoswitch.base.limits import MAX_ADDRESS_LEN, MAX_BROKER_ID, MAX_NAME_LEN, MAX_REPLICAS_PER_GROUP
 from autoswitch.base.log import get_logger
 from autoswitch.proto import controller_pb2 as pb
 from autoswitch.proto import controller_pb2_grpc as pbg
@@ -30,61 +38,8 @@ if TYPE_CHECKING:
 
 _log = get_logger("controller.service")
 
-MAX_NAME = MAX_NAME_LEN
-MAX_ADDR = MAX_ADDRESS_LEN
-MAX_IDS = MAX_REPLICAS_PER_GROUP
-MAX_ID = MAX_BROKER_ID
 MAX_HEARTBEAT_BATCH = 10_000
 MAX_BATCH_CALLS = 4096
-
-
-class BadRequest(AutoswitchError):
-    code = "CONTROLLER_MALFORMED_REQUEST"
-
-
-class NodeReply(AutoswitchError):
-    """Raised by the node for a non-success outcome that is not a state-machine reply."""
-
-    code = "CONTROLLER_NODE_REPLY"
-
-    def __init__(self, reply_code: int, message: str, leader_id: str = "", leader_addr: str = "") -> None:
-        super().__init__(message, reply_code=reply_code)
-        self.reply_code = reply_code
-        self.leader_id = leader_id
-        self.leader_addr = leader_addr
-
-
-def _name(v: str, what: str, required: bool = True) -> str:
-    if required and not v:
-        raise BadRequest(f"{what} is required")
-    if len(v) > MAX_NAME or "\n" in v or "\r" in v or "\0" in v:
-        raise BadRequest(f"{what} must be at most {MAX_NAME} printable chars")
-    return v
-
-
-def _id(v: int, what: str, allow_zero: bool = False) -> int:
-    if not (0 if allow_zero else 1) <= v <= MAX_ID:
-        raise BadRequest(f"{what} out of range: {v}")
-    return v
-
-
-def _addr(v: str, what: str) -> str:
-    host, sep, port = v.rpartition(":")
-    if not sep or not host or not port.isdigit() or not 0 < int(port) < 65536 or len(v) > MAX_ADDR:
-        raise BadRequest(f"{what} must be HOST:PORT, got {v[:64]!r}")
-    return v
-
-
-def replica_info_pb(v: m.ReplicaView | None) -> pb.ReplicaInfo:
-    if v is None:
-        return pb.ReplicaInfo()
-    return pb.ReplicaInfo(
-        cluster_name=v.cluster_name, broker_name=v.broker_name, master_broker_id=v.master_broker_id or 0,
-        master_address=v.master_address or "", master_epoch=v.master_epoch,
-        sync_state_set_epoch=v.sync_state_set_epoch, sync_state_set=sorted(v.sync_state_set),
-        eligible_replicas=sorted(v.eligible_replicas), master_ha_address=v.master_ha_address or "",
-    )
-
 
 def _too_large(node: ControllerNode, size: int) -> NodeReply | None:
     # The server's own limit is Raft's (snapshots and append batches share the port).
@@ -213,17 +168,17 @@ class ControllerServicer(pbg.ControllerServiceServicer):
 
     @_handler(pb.GetNextBrokerIdReply)
     async def GetNextBrokerId(self, request, context):
-        _name(request.cluster_name, "cluster_name", required=False)
+        check_name(request.cluster_name, "cluster_name", required=False)
         res = await self.node.query(m.GetNextBrokerIdRequest(request.cluster_name,
-                                                             _name(request.broker_name, "broker_name")))
+                                                             check_name(request.broker_name, "broker_name")))
         return pb.GetNextBrokerIdReply(header=_header(res), next_broker_id=res.broker_id or 0)
 
     def _plan_apply_broker_id(self, request) -> m.ApplyBrokerIdRequest:
         return m.ApplyBrokerIdRequest(
-            cluster_name=_name(request.cluster_name, "cluster_name", required=False),
-            broker_name=_name(request.broker_name, "broker_name"),
-            applied_broker_id=_id(request.applied_broker_id, "applied_broker_id"),
-            register_check_code=_name(request.register_check_code, "register_check_code"),
+            cluster_name=check_name(request.cluster_name, "cluster_name", required=False),
+            broker_name=check_name(request.broker_name, "broker_name"),
+            applied_broker_id=check_id(request.applied_broker_id, "applied_broker_id"),
+            register_check_code=check_name(request.register_check_code, "register_check_code"),
         )
 
     @staticmethod
@@ -236,10 +191,10 @@ class ControllerServicer(pbg.ControllerServiceServicer):
 
     def _plan_register_broker(self, request) -> m.RegisterBrokerRequest:
         return m.RegisterBrokerRequest(
-            cluster_name=_name(request.cluster_name, "cluster_name", required=False),
-            broker_name=_name(request.broker_name, "broker_name"), broker_id=_id(request.broker_id, "broker_id"),
-            broker_address=_addr(request.broker_address, "broker_address"), clean_shutdown=request.clean_shutdown,
-            broker_ha_address=(_addr(request.broker_ha_address, "broker_ha_address")
+            cluster_name=check_name(request.cluster_name, "cluster_name", required=False),
+            broker_name=check_name(request.broker_name, "broker_name"), broker_id=check_id(request.broker_id, "broker_id"),
+            broker_address=check_addr(request.broker_address, "broker_address"), clean_shutdown=request.clean_shutdown,
+            broker_ha_address=(check_addr(request.broker_ha_address, "broker_ha_address")
                                if request.broker_ha_address else ""),
         )
 
@@ -258,10 +213,10 @@ class ControllerServicer(pbg.ControllerServiceServicer):
         return self._heartbeat(request)
 
     def _heartbeat(self, request) -> pb.BrokerHeartbeatReply:
-        _name(request.broker_name, "broker_name")
-        _id(request.broker_id, "broker_id")
+        check_name(request.broker_name, "broker_name")
+        check_id(request.broker_id, "broker_id")
         if request.broker_address:
-            _addr(request.broker_address, "broker_address")
+            check_addr(request.broker_address, "broker_address")
         for f in ("epoch", "max_offset", "confirm_offset", "heartbeat_timeout_ms"):
             if getattr(request, f) < 0:
                 raise BadRequest(f"{f} must be >= 0")
@@ -300,22 +255,27 @@ class ControllerServicer(pbg.ControllerServiceServicer):
             raise BadRequest("too many brokers in one liveness query")
         from autoswitch.controller.peers import opinion_to_pb
 
-        keys = [(_name(k.broker_name, "broker_name"), _id(k.broker_id, "broker_id")) for k in request.brokers]
+        keys = [(check_name(k.broker_name, "broker_name"), check_id(k.broker_id, "broker_id")) for k in request.brokers]
         ops = [opinion_to_pb(k, op) for k, op in zip(keys, self.node.local_opinions(keys), strict=True)]
         return pb.QueryLivenessReply(header=pb.ReplyHeader(code=0), opinions=ops)
+
+    async def BrokerSession(self, request, context):
+        """Held open by the broker for its whole life; its end is crash evidence (controller/streams.py)."""
+        async for ev in streams.broker_session(self.node, request):
+            yield ev
 
     # ---- elections and SyncStateSet (writes) ----
 
     @_handler(pb.ElectMasterReply, audit=lambda r: r.broker_name)
     async def ElectMaster(self, request, context):
-        group = _name(request.broker_name, "broker_name")
-        _name(request.cluster_name, "cluster_name", required=False)
-        bid = _id(request.broker_id, "broker_id", allow_zero=not request.designate_elect)
+        group = check_name(request.broker_name, "broker_name")
+        check_name(request.cluster_name, "cluster_name", required=False)
+        bid = check_id(request.broker_id, "broker_id", allow_zero=not request.designate_elect)
         if request.handover_from:
             res = await self.node.elect(request.cluster_name, group, bid, True, trigger="handover",
-                                        handover_from=_id(request.handover_from, "handover_from"),
-                                        expect_master_epoch=_id(request.expect_master_epoch, "expect_master_epoch"),
-                                        expect_sync_state_set_epoch=_id(request.expect_sync_state_set_epoch,
+                                        handover_from=check_id(request.handover_from, "handover_from"),
+                                        expect_master_epoch=check_id(request.expect_master_epoch, "expect_master_epoch"),
+                                        expect_sync_state_set_epoch=check_id(request.expect_sync_state_set_epoch,
                                                                         "expect_sync_state_set_epoch"))
             return pb.ElectMasterReply(header=_header(res), replica_info=replica_info_pb(res.replica))
         # RocketMQ: a broker asks with its own id; an operator (admin CLI) designates or sends 0.
@@ -327,15 +287,15 @@ class ControllerServicer(pbg.ControllerServiceServicer):
     def _alter_request(request) -> m.AlterSyncStateSetRequest:
         if not 0 < len(request.new_sync_state_set) <= MAX_IDS:
             raise BadRequest(f"new_sync_state_set must have 1..{MAX_IDS} members")
-        members = [_id(b, "new_sync_state_set member") for b in request.new_sync_state_set]
+        members = [check_id(b, "new_sync_state_set member") for b in request.new_sync_state_set]
         if len(set(members)) != len(members):
             raise BadRequest("new_sync_state_set has duplicates")
         return m.AlterSyncStateSetRequest(
-            broker_name=_name(request.broker_name, "broker_name"),
-            master_broker_id=_id(request.master_broker_id, "master_broker_id"),
-            master_epoch=_id(request.master_epoch, "master_epoch", allow_zero=True),
+            broker_name=check_name(request.broker_name, "broker_name"),
+            master_broker_id=check_id(request.master_broker_id, "master_broker_id"),
+            master_epoch=check_id(request.master_epoch, "master_epoch", allow_zero=True),
             new_sync_state_set=tuple(sorted(members)),
-            sync_state_set_epoch=_id(request.sync_state_set_epoch, "sync_state_set_epoch", allow_zero=True),
+            sync_state_set_epoch=check_id(request.sync_state_set_epoch, "sync_state_set_epoch", allow_zero=True),
         )
 
     def _plan_alter_sync_state_set(self, request) -> m.AlterSyncStateSetRequest | None:
@@ -362,9 +322,9 @@ class ControllerServicer(pbg.ControllerServiceServicer):
         if len(request.broker_ids) > MAX_IDS:
             raise BadRequest("too many broker_ids")
         res = await self.node.clean_broker_data(m.CleanBrokerDataRequest(
-            cluster_name=_name(request.cluster_name, "cluster_name", required=False),
-            broker_name=_name(request.broker_name, "broker_name"),
-            broker_ids=tuple(sorted({_id(b, "broker_id") for b in request.broker_ids})),
+            cluster_name=check_name(request.cluster_name, "cluster_name", required=False),
+            broker_name=check_name(request.broker_name, "broker_name"),
+            broker_ids=tuple(sorted({check_id(b, "broker_id") for b in request.broker_ids})),
             clean_living_broker=request.clean_living_broker,
         ))
         return pb.CleanBrokerDataReply(header=_header(res))
@@ -373,14 +333,14 @@ class ControllerServicer(pbg.ControllerServiceServicer):
 
     @_handler(pb.GetReplicaInfoReply)
     async def GetReplicaInfo(self, request, context):
-        res = await self.node.query(m.GetReplicaInfoRequest(_name(request.broker_name, "broker_name")))
+        res = await self.node.query(m.GetReplicaInfoRequest(check_name(request.broker_name, "broker_name")))
         return pb.GetReplicaInfoReply(header=_header(res), replica_info=replica_info_pb(res.replica))
 
     @_handler(pb.GetSyncStateDataReply)
     async def GetSyncStateData(self, request, context):
         if len(request.broker_names) > self.node.config.max_groups_per_query:
             raise BadRequest("too many broker_names")
-        groups = tuple(_name(g, "broker_name") for g in request.broker_names)
+        groups = tuple(check_name(g, "broker_name") for g in request.broker_names)
         res, states = await self.node.sync_state_data(groups)
         out = [pb.GroupSyncState(replica_info=replica_info_pb(g.replica_info),
                                  members=[pb.ReplicaMember(**msgspec.structs.asdict(x)) for x in g.members])
@@ -451,30 +411,8 @@ class ControllerServicer(pbg.ControllerServiceServicer):
     # ---- notifications ----
 
     async def WatchReplicaInfo(self, request, context):
-        try:
-            group = _name(request.broker_name, "broker_name")
-        except BadRequest as e:
-            yield pb.ReplicaInfoEvent(header=pb.ReplyHeader(code=Code.CONTROLLER_MALFORMED_REQUEST, message=e.message,
-                                                            node_id=self.node.node_id))
-            return
-        queue = self.node.watchers.subscribe(group)
-        if queue is None:
-            yield pb.ReplicaInfoEvent(header=pb.ReplyHeader(code=Code.CONTROLLER_OVERLOADED, message="too many watchers",
-                                                            node_id=self.node.node_id))
-            return
-        try:
-            first = self.node.local_replica_info(group)
-            yield pb.ReplicaInfoEvent(header=pb.ReplyHeader(code=0, node_id=self.node.node_id),
-                                      replica_info=replica_info_pb(first), raft_index=0)
-            while True:
-                item: Any = await queue.get()
-                if item is None:   # node stopping or the subscriber fell too far behind
-                    return
-                index, info = item
-                yield pb.ReplicaInfoEvent(header=pb.ReplyHeader(code=0, node_id=self.node.node_id),
-                                          replica_info=replica_info_pb(info), raft_index=index)
-        finally:
-            self.node.watchers.unsubscribe(group, queue)
+        async for ev in streams.watch_replica_info(self.node, request):
+            yield ev
 
 
 def _decode_call(call) -> Any:

@@ -521,16 +521,19 @@ def _elect_master(req: ElectMasterRequest, state: ControllerState) -> tuple[list
     d = election.decide(master=master, sync_state_set=g.sync_state_set, eligible=g.eligible,
                         registered=frozenset(g.brokers), alive=alive, first_election=g.first_election,
                         designated=designated,
-                        unclean_enabled=cfg.enable_elect_unclean_master and not req.handover_from)
+                        unclean_enabled=(cfg.enable_elect_unclean_master and not req.handover_from
+                                         and not req.crash_only))
     if d.outcome is election.Outcome.KEEP:
         return _reject(Code.CONTROLLER_MASTER_STILL_EXIST, f"master {master} of {name} is still alive", name)
     if d.outcome is election.Outcome.DESIGNATED_INVALID:
         return _reject(Code.CONTROLLER_ELECT_MASTER_FAILED, d.reason, name)
     if d.outcome is election.Outcome.NONE:
         events: list[Event] = []
-        if req.trigger == TRIGGER_CONTROLLER and master is not None:
+        if req.trigger == TRIGGER_CONTROLLER and master is not None and not req.crash_only:
             # RocketMQ: the old master is gone and nobody can replace it; record "no master" (and a new
-            # MasterEpoch) so brokers stop following it, keep the SSS for when a member returns.
+            # MasterEpoch) so brokers stop following it, keep the SSS for when a member returns. Not on
+            # crash evidence alone: a reset connection must not depose a healthy master nobody can
+            # replace; if it really died, the timeout path records this a moment later.
             events.append(ElectMasterEvent(name, None, None, tuple(sorted(g.eligible)), False, "no_candidate"))
         return events, _Outcome(Code.CONTROLLER_MASTER_NOT_AVAILABLE, f"no electable replica in {name}: {d.reason}",
                                 name)
@@ -541,7 +544,7 @@ def _elect_master(req: ElectMasterRequest, state: ControllerState) -> tuple[list
         unclean=d.unclean, min_in_sync_replicas=cfg.min_in_sync_replicas, enabled=cfg.enable_eligible_replicas,
         lost_data=lost)
     ev = ElectMasterEvent(name, d.new_master, (d.new_master,), tuple(sorted(elig)), d.unclean,
-                          f"{req.trigger}:{d.reason}")
+                          f"{req.trigger}:{'crash:' if req.crash_only else ''}{d.reason}")
     return [ev], _Outcome(group=name, remark=d.reason)
 
 

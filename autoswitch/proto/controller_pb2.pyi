@@ -392,7 +392,7 @@ class BrokerKey(_message.Message):
     def __init__(self, broker_name: _Optional[str] = ..., broker_id: _Optional[int] = ...) -> None: ...
 
 class LivenessOpinion(_message.Message):
-    __slots__ = ("broker", "alive", "last_heard_ms_ago", "epoch", "max_offset", "confirm_offset", "election_priority", "clean_shutdown", "no_opinion")
+    __slots__ = ("broker", "alive", "last_heard_ms_ago", "epoch", "max_offset", "confirm_offset", "election_priority", "clean_shutdown", "no_opinion", "crashed")
     BROKER_FIELD_NUMBER: _ClassVar[int]
     ALIVE_FIELD_NUMBER: _ClassVar[int]
     LAST_HEARD_MS_AGO_FIELD_NUMBER: _ClassVar[int]
@@ -402,6 +402,7 @@ class LivenessOpinion(_message.Message):
     ELECTION_PRIORITY_FIELD_NUMBER: _ClassVar[int]
     CLEAN_SHUTDOWN_FIELD_NUMBER: _ClassVar[int]
     NO_OPINION_FIELD_NUMBER: _ClassVar[int]
+    CRASHED_FIELD_NUMBER: _ClassVar[int]
     broker: BrokerKey
     alive: bool
     last_heard_ms_ago: int
@@ -411,7 +412,28 @@ class LivenessOpinion(_message.Message):
     election_priority: int
     clean_shutdown: bool
     no_opinion: bool
-    def __init__(self, broker: _Optional[_Union[BrokerKey, _Mapping]] = ..., alive: _Optional[bool] = ..., last_heard_ms_ago: _Optional[int] = ..., epoch: _Optional[int] = ..., max_offset: _Optional[int] = ..., confirm_offset: _Optional[int] = ..., election_priority: _Optional[int] = ..., clean_shutdown: _Optional[bool] = ..., no_opinion: _Optional[bool] = ...) -> None: ...
+    crashed: bool
+    def __init__(self, broker: _Optional[_Union[BrokerKey, _Mapping]] = ..., alive: _Optional[bool] = ..., last_heard_ms_ago: _Optional[int] = ..., epoch: _Optional[int] = ..., max_offset: _Optional[int] = ..., confirm_offset: _Optional[int] = ..., election_priority: _Optional[int] = ..., clean_shutdown: _Optional[bool] = ..., no_opinion: _Optional[bool] = ..., crashed: _Optional[bool] = ...) -> None: ...
+
+class BrokerSessionRequest(_message.Message):
+    __slots__ = ("cluster_name", "broker_name", "broker_id", "ack_mode")
+    CLUSTER_NAME_FIELD_NUMBER: _ClassVar[int]
+    BROKER_NAME_FIELD_NUMBER: _ClassVar[int]
+    BROKER_ID_FIELD_NUMBER: _ClassVar[int]
+    ACK_MODE_FIELD_NUMBER: _ClassVar[int]
+    cluster_name: str
+    broker_name: str
+    broker_id: int
+    ack_mode: str
+    def __init__(self, cluster_name: _Optional[str] = ..., broker_name: _Optional[str] = ..., broker_id: _Optional[int] = ..., ack_mode: _Optional[str] = ...) -> None: ...
+
+class BrokerSessionEvent(_message.Message):
+    __slots__ = ("header", "tracked")
+    HEADER_FIELD_NUMBER: _ClassVar[int]
+    TRACKED_FIELD_NUMBER: _ClassVar[int]
+    header: ReplyHeader
+    tracked: bool
+    def __init__(self, header: _Optional[_Union[ReplyHeader, _Mapping]] = ..., tracked: _Optional[bool] = ...) -> None: ...
 
 class QueryLivenessRequest(_message.Message):
     __slots__ = ("brokers", "asking_node")

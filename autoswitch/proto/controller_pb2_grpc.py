@@ -119,6 +119,11 @@ class ControllerServiceStub:
                 request_serializer=autoswitch_dot_proto_dot_controller__pb2.QueryLivenessRequest.SerializeToString,
                 response_deserializer=autoswitch_dot_proto_dot_controller__pb2.QueryLivenessReply.FromString,
                 _registered_method=True)
+        self.BrokerSession = channel.unary_stream(
+                '/autoswitch.controller.ControllerService/BrokerSession',
+                request_serializer=autoswitch_dot_proto_dot_controller__pb2.BrokerSessionRequest.SerializeToString,
+                response_deserializer=autoswitch_dot_proto_dot_controller__pb2.BrokerSessionEvent.FromString,
+                _registered_method=True)
         self.ExportEvents = channel.unary_unary(
                 '/autoswitch.controller.ControllerService/ExportEvents',
                 request_serializer=autoswitch_dot_proto_dot_controller__pb2.ExportEventsRequest.SerializeToString,
@@ -236,6 +241,12 @@ class ControllerServiceServicer:
         context.set_details('Method not implemented!')
         raise NotImplementedError('Method not implemented!')
 
+    def BrokerSession(self, request, context):
+        """Missing associated documentation comment in .proto file."""
+        context.set_code(grpc.StatusCode.UNIMPLEMENTED)
+        context.set_details('Method not implemented!')
+        raise NotImplementedError('Method not implemented!')
+
     def ExportEvents(self, request, context):
         """Missing associated documentation comment in .proto file."""
         context.set_code(grpc.StatusCode.UNIMPLEMENTED)
@@ -329,6 +340,11 @@ def add_ControllerServiceServicer_to_server(servicer, server):
                     servicer.QueryLiveness,
                     request_deserializer=autoswitch_dot_proto_dot_controller__pb2.QueryLivenessRequest.FromString,
                     response_serializer=autoswitch_dot_proto_dot_controller__pb2.QueryLivenessReply.SerializeToString,
+            ),
+            'BrokerSession': grpc.unary_stream_rpc_method_handler(
+                    servicer.BrokerSession,
+                    request_deserializer=autoswitch_dot_proto_dot_controller__pb2.BrokerSessionRequest.FromString,
+                    response_serializer=autoswitch_dot_proto_dot_controller__pb2.BrokerSessionEvent.SerializeToString,
             ),
             'ExportEvents': grpc.unary_unary_rpc_method_handler(
                     servicer.ExportEvents,
@@ -795,6 +811,33 @@ class ControllerService:
             '/autoswitch.controller.ControllerService/QueryLiveness',
             autoswitch_dot_proto_dot_controller__pb2.QueryLivenessRequest.SerializeToString,
             autoswitch_dot_proto_dot_controller__pb2.QueryLivenessReply.FromString,
+            options,
+            channel_credentials,
+            insecure,
+            call_credentials,
+            compression,
+            wait_for_ready,
+            timeout,
+            metadata,
+            _registered_method=True)
+
+    @staticmethod
+    def BrokerSession(request,
+            target,
+            options=(),
+            channel_credentials=None,
+            call_credentials=None,
+            insecure=False,
+            compression=None,
+            wait_for_ready=None,
+            timeout=None,
+            metadata=None):
+        return grpc.experimental.unary_stream(
+            request,
+            target,
+            '/autoswitch.controller.ControllerService/BrokerSession',
+            autoswitch_dot_proto_dot_controller__pb2.BrokerSessionRequest.SerializeToString,
+            autoswitch_dot_proto_dot_controller__pb2.BrokerSessionEvent.FromString,
             options,
             channel_credentials,
             insecure,

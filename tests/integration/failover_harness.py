@@ -26,9 +26,9 @@ TOPIC = "t"
 HEARTBEAT_TIMEOUT_MS = 1000
 LEASE_MS = 600
 
-CONTROLLER_TOML = f"""
+CONTROLLER_TOML = """
 [controller]
-heartbeat_timeout_ms = {HEARTBEAT_TIMEOUT_MS}
+heartbeat_timeout_ms = {timeout_ms}
 scan_interval_ms = 100
 propose_timeout_s = 2.0
 read_timeout_s = 1.5
@@ -47,7 +47,7 @@ SECURE_IDENTITIES = ["controller/n1", "controller/n2", "controller/n3", "namesrv
 
 class FailoverCluster:
     def __init__(self, procs: ProcGroup, tmp: Path, *, n_brokers: int = 3, lease: bool = True,
-                 ack_mode: str = "all", secure: bool = False) -> None:
+                 ack_mode: str = "all", secure: bool = False, heartbeat_timeout_ms: int = HEARTBEAT_TIMEOUT_MS) -> None:
         self.procs = procs
         self.tls_mode = "on" if secure else "off"
         self._certs: dict[str, dict[str, str]] = {}
@@ -66,7 +66,8 @@ class FailoverCluster:
         self.namesrv = f"{HOST}:{self.namesrv_port}"
         self.toml = self.tmp / "controller.toml"
         self.toml.parent.mkdir(parents=True, exist_ok=True)
-        self.toml.write_text(CONTROLLER_TOML)
+        self.heartbeat_timeout_ms = heartbeat_timeout_ms
+        self.toml.write_text(CONTROLLER_TOML.format(timeout_ms=heartbeat_timeout_ms))
         self.tokens_file = self.tmp / "tokens.toml"
         if self.secure:
             from autoswitch.app.certs import issue_token
@@ -176,7 +177,7 @@ class FailoverCluster:
         args = ["broker", "--cluster", CLUSTER, "--group", GROUP, "--listen", f"{HOST}:{port}",
                 "--ha-listen", f"{HOST}:{self.broker_ha_port[name]}", "--data-dir", str(self.tmp / f"broker-{name}"),
                 "--controllers", controllers or self.controllers, "--namesrv", self.namesrv,
-                "--heartbeat-timeout-ms", str(HEARTBEAT_TIMEOUT_MS), "--ack-mode", self.ack_mode,
+                "--heartbeat-timeout-ms", str(self.heartbeat_timeout_ms), "--ack-mode", self.ack_mode,
                 "--ack-timeout", "3"]
         if self.tls_mode != "off":
             args += self.server_args(self.broker_identity(name))

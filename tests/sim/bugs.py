@@ -19,7 +19,7 @@ VOTE_HUNT = FaultMix(every_ms=150, partition=0.35, one_way=0.2, heal=0.25, crash
 # measured first catch on 2026-11-22 -> bound: no_union_sss 37 -> 80, elect_outside_sss 5 -> 20,
 # skip_handshake_truncation 12 -> 40, drop_zero_msg_epochs 42 -> 100, no_self_fencing 31 -> 80,
 # vote_not_persisted 98 -> 200; on 2026-11-24: lease_hold_from_first_report 0 -> 5; on 2026-11-25:
-# handover_without_cas 5 -> 20
+# handover_without_cas 5 -> 20, fast_path_any_ack_mode 33 -> 80
 CATCH_BOUND = {
     "no_union_sss": 80,
     "elect_outside_sss": 20,
@@ -29,6 +29,7 @@ CATCH_BOUND = {
     "vote_not_persisted": 200,
     "lease_hold_from_first_report": 5,
     "handover_without_cas": 20,
+    "fast_path_any_ack_mode": 80,
 }
 
 # The lease bug needs an election that takes a while to commit, which only the lease simulator
@@ -44,6 +45,8 @@ def run_with_bug(bug: str, seed: int) -> Violation | None:
         try:
             if bug in ("vote_not_persisted",):
                 controller_sim.ControllerSim(seed, bugs=frozenset({bug}), mix=VOTE_HUNT).run()
+            elif bug == "fast_path_any_ack_mode":
+                data_sim.DataSim(seed, bugs=frozenset({bug}), crash_fast=True, ack_mode="in_sync_replicas").run()
             else:
                 data_sim.DataSim(seed, bugs=frozenset({bug}), handovers=bug == "handover_without_cas").run()
         except Violation as v:

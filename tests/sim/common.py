@@ -21,6 +21,7 @@ BUGS = (
     "vote_not_persisted",      # Raft driver replies to a vote before the vote is durable
     "lease_hold_from_first_report",  # a controller's grant hold runs from its FIRST DEAD report only
     "handover_without_cas",    # the controller applies a handover with no compare-and-set or SyncStateSet check
+    "fast_path_any_ack_mode",  # crash-fast failover also for a group whose acks do not need every SSS member
 )
 PHASE_A_BUGS = {"vote_not_persisted"}
 
@@ -88,6 +89,8 @@ class FaultMix:
     # the master hands over (no drain, maybe a stale epoch); 0 by default so the pinned regression
     # seeds replay unchanged; DataSim(handovers=True) and the soak turn it on
     handover: float = 0.0
+    # a broker's controller sessions reset while it lives on; 0 unless DataSim(crash_fast=True)
+    session_reset: float = 0.0
     # The lease hole pattern: a controller that has never heard a broker (its link from that
     # broker is cut from time 0) and heals that land exactly on the leader's scan instant.
     never_heard: float = 0.0           # chance per broker that one controller is cut from it at t=0

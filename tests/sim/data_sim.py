@@ -169,13 +169,16 @@ class Broker:
     rm: Any = None                      # the ReplicasManager core, when it is the brain
     rm_pending: dict = field(default_factory=dict)
     lease_fenced: bool = False
+    sessions: set[str] = field(default_factory=set)   # controllers holding our session (crash_fast)
+    session_retry_at: int = 0
 
 
 class DataSim:
     def __init__(self, seed: int, bugs: frozenset[str] = frozenset(), duration_ms: int = 5000,
                  mix: FaultMix | None = None, n_brokers: int = 3, n_ctl: int = 3, liveness_ms: int = 8000,
                  produce_ms: tuple[int, int] = (10, 60), use_rm: bool = False,
-                 honor_lease_granted: bool = True, handovers: bool = False) -> None:
+                 honor_lease_granted: bool = True, handovers: bool = False, crash_fast: bool = False,
+                 ack_mode: str = "all") -> None:
         self.produce_ms = produce_ms
         # use_rm: the real ReplicasManager core decides (rm_driver); else this module's model
         self.use_rm = use_rm
@@ -189,8 +192,21 @@ class DataSim:
         self.bugs = bugs
         self.rng = random.Random(f"data/{seed}")
         self.mix = mix or FaultMix.draw(self.rng)
-        if handovers:
+        # The adversarial handover (no drain) is safe only in ack mode all; in in_sync_replicas the
+        # broker's drain (the target holds the master's whole log before the compare-and-set) is
+        # what makes it safe, and this model has no drain: no handovers there.
+        if handovers and ack_mode == "all":
             self.mix = dataclasses.replace(self.mix, handover=0.08)
+        # crash_fast: brokers hold a session with every controller whose end (a crash, or a reset
+        # connection while the broker lives on) is crash evidence; the leader then elects at once.
+        self.crash_fast = crash_fast
+        if crash_fast:
+            self.mix = dataclasses.replace(self.mix, session_reset=0.1)
+        assert ack_mode in ("all", "in_sync_replicas")
+        self.ack_mode = ack_mode
+        self.ha = dataclasses.replace(HA, ack_mode=ack_mode, in_sync_replicas=2)
+        self.crash_targets: dict[int, int] = {}        # MasterEpoch -> brokerId a crash-only election made
+        self.pending_closes: list[tuple[int, str, int]] = []   # (brokerId, controller, since): FIN in flight
         self.duration = duration_ms
         self.liveness_ms = liveness_ms
         self.net = Network(random.Random(f"dnet/{seed}"), NetFaults())
@@ -287,8 +303,17 @@ class DataSim:
                 return self.sm.execute(req)
         return self.sm.execute(req)
 
+    def _leader_sees_crash(self) -> bool:
+        """The leader counts the master as crashed (a closed session): it scans now (node.py)."""
+        ld = self.ctl_leader()
+        m = self.sm.state.groups[GROUP].master_broker_id
+        if ld is None or m is None:
+            return False
+        node = self.ctl[ld]
+        return node.table.crashed(GROUP, m, node.clock.local(self.now))
+
     def _scan(self) -> None:
-        if self.now < self.next_scan:
+        if self.now < self.next_scan and not (self.crash_fast and self._leader_sees_crash()):
             return
         self.next_scan = self.now + SCAN_INTERVAL
         ld = self.ctl_leader()
@@ -302,11 +327,48 @@ class DataSim:
         view = self._opinions(ld)
         if not view.is_dead(GROUP, m):
             return
+        crash_only = view.crash_only(GROUP, m)
         req = ElectMasterRequest(CLUSTER, GROUP, TRIGGER_CONTROLLER, 0, False, view.alive_infos(GROUP),
-                                 self.now + 10_000, view.dead_ids(GROUP))
+                                 self.now + 10_000, view.dead_ids(GROUP), crash_only=crash_only)
         rep = self._execute(req)
-        self.note(f"controller scan elects: {rep.code} {rep.remark} -> {rep.replica}")
+        self.note(f"controller scan elects{' (crash only)' if crash_only else ''}: {rep.code} {rep.remark} -> "
+                  f"{rep.replica}")
+        if crash_only and rep.ok and rep.replica is not None and rep.replica.master_broker_id:
+            self.crash_targets[rep.replica.master_epoch] = rep.replica.master_broker_id
+            self.stats.extra["crash_elections"] = self.stats.extra.get("crash_elections", 0) + 1
         self._sync_applied()
+
+    # ------------------------------------------------------------------ sessions (crash_fast)
+    def _session_ack_mode(self) -> str:
+        # BUG fast_path_any_ack_mode: every broker claims the mode that allows the fast path
+        return "all" if self.ack_mode == "all" or "fast_path_any_ack_mode" in self.bugs else "quorum"
+
+    def _open_sessions(self, b: Broker) -> None:
+        if self.now < b.session_retry_at:
+            return
+        me = self.bname(b.bid)
+        for c in self.ctl_ids:
+            if c not in b.sessions and self.reach(me, c) and self.reach(c, me):
+                self.ctl[c].table.session_opened(GROUP, b.bid, self._session_ack_mode())
+                b.sessions.add(c)
+
+    def _close_sessions(self, b: Broker, cids: list[str]) -> None:
+        """The broker's end of these sessions is gone; each controller learns it when its FIN (or
+        the RST to its next keepalive) gets through."""
+        for c in cids:
+            if c in b.sessions:
+                b.sessions.discard(c)
+                self.pending_closes.append((b.bid, c, self.now))
+
+    def _deliver_closes(self) -> None:
+        keep = []
+        for bid, c, since in self.pending_closes:
+            if self.reach(self.bname(bid), c):
+                node = self.ctl[c]
+                node.table.session_closed(GROUP, bid, node.clock.local(self.now))
+            else:
+                keep.append((bid, c, since))
+        self.pending_closes = keep
 
     def _on_ctl_msg(self, cid: str, frm: str, msg: tuple) -> None:
         c = self.ctl[cid]
@@ -440,7 +502,7 @@ class DataSim:
             # log is intact up to the last whole record because every ack waited for the flush
             b.role = "master"
             b.tracker = (NoUnionTracker if "no_union_sss" in self.bugs else SyncStateTracker)(
-                b.bid, view.master_epoch, frozenset(view.sync_state_set), view.sync_state_set_epoch, HA,
+                b.bid, view.master_epoch, frozenset(view.sync_state_set), view.sync_state_set_epoch, self.ha,
                 self.local_s(b), confirm_offset=b.log.confirm_offset, epoch_start_offset=b.log.max_offset)
             self.stats.elections += 1
             self._check_acked_on(b)
@@ -622,6 +684,16 @@ class DataSim:
                                 f"broker {m.bid} acked message {p.msg_id} in epoch {p.epoch} after the handover "
                                 f"to {target} (epoch {g.master_epoch}), which lacks it", self.now)
             self.stats.extra["acked_after_handover"] = self.stats.extra.get("acked_after_handover", 0) + 1
+        elif g.master_epoch > p.epoch and self.ack_mode == "all" and p.epoch + 1 in self.crash_targets:
+            # A crash-only election does not wait for the old master's lease (docs/controller.md
+            # "Crash-fast failover"): a master that only lost its sessions may still acknowledge, but in
+            # mode all only with the new master's ack, i.e. only what the new master holds.
+            target = self.crash_targets[p.epoch + 1]
+            if not self.brokers[target].log.has_record(p.start, record(str(p.msg_id).encode())):
+                raise Violation("data.ack_after_crash_failover_not_on_new_master",
+                                f"broker {m.bid} acked message {p.msg_id} in epoch {p.epoch} after the crash-only "
+                                f"election of {target} (epoch {p.epoch + 1}), which lacks it", self.now)
+            self.stats.extra["acked_after_crash_failover"] = self.stats.extra.get("acked_after_crash_failover", 0) + 1
         elif g.master_epoch > p.epoch:
             # docs/design.md §1: a deposed master must have stopped acknowledging before the
             # controller could commit a newer MasterEpoch
@@ -670,6 +742,7 @@ class DataSim:
             return
         self._drop_master_state(b)
         self._close_link(b.link)
+        self._close_sessions(b, sorted(b.sessions))
         b.alive = False
         self.note(f"b{b.bid} crashes{' inside a write' if torn else ''}")
         b.role = "none"
@@ -698,7 +771,12 @@ class DataSim:
         return None
 
     def _check_acked_on(self, m: Broker) -> None:
-        for what, hist in (("acked", self.acked), ("consumed", self.consumed)):
+        # Mode in_sync_replicas acknowledges with N copies, not every SyncStateSet member, and its
+        # elections may lose acked writes by design (docs/broker.md): only what consumers read
+        # (below confirmOffset, every member) is checked then, plus the one-master-acks rules.
+        hists = (("acked", self.acked), ("consumed", self.consumed)) if self.ack_mode == "all" else (
+            ("consumed", self.consumed),)
+        for what, hist in hists:
             for mid, (off, p) in hist.items():
                 self.stats.acked_checked += 1
                 if not m.log.has_record(off, record(p)):
@@ -714,7 +792,7 @@ class DataSim:
         # the electable replicas (SyncStateSet + eligible) hold every acknowledged message: this is
         # what makes any election from them safe
         g = self.sm.state.groups[GROUP]
-        for bid in sorted(g.sync_state_set | g.eligible):
+        for bid in sorted(g.sync_state_set | g.eligible) if self.ack_mode == "all" else ():
             b = self.brokers[bid]
             for mid, (off, p) in self.acked.items():
                 if not b.log.has_record(off, record(p)):
@@ -777,6 +855,15 @@ class DataSim:
             self.crash_in_write = r.choice(sorted(self.brokers))
         elif x < mx.partition + mx.one_way + mx.heal + mx.crash + mx.crash_in_persist + mx.handover:
             self._handover()
+        elif x < mx.partition + mx.one_way + mx.heal + mx.crash + mx.crash_in_persist + mx.handover + mx.session_reset:
+            # connections reset while the broker lives on: the evidence is wrong
+            m = self._current_master()
+            b = m if m is not None and r.random() < 0.7 else self.brokers[r.choice(sorted(self.brokers))]
+            if b.alive:
+                cids = [c for c in self.ctl_ids if r.random() < 0.8]
+                self.note(f"b{b.bid} sessions reset at {cids}")
+                self._close_sessions(b, cids)
+                b.session_retry_at = self.now + r.choice((5, 50, 300, 1500))
         elif r.random() < 0.3:
             self.leader = r.choice(self.ctl_ids)     # controller leader change (Raft elected another node)
 
@@ -819,11 +906,15 @@ class DataSim:
         self._deliver_links()
         if self.now % TICK:
             return
+        if self.crash_fast:
+            self._deliver_closes()
         for b in list(self.brokers.values()):
             if not b.alive:
                 if b.restart_at is not None and self.now >= b.restart_at:
                     self._restart(b)
                 continue
+            if self.crash_fast:
+                self._open_sessions(b)
             if self.use_rm:
                 rm_driver.tick(self, b)
             else:
@@ -861,7 +952,9 @@ class DataSim:
         deadline = self.now + self.liveness_ms
         while self.now < deadline and self.stats.acked == start_acked:
             self.step(False)
-        if self.stats.acked == start_acked:
+        if self.stats.acked == start_acked and self.ack_mode == "all":
+            # (mode in_sync_replicas: this model has no proposal timeout, so a lost reply can leave a
+            # shrink in flight whose intersection with the set is below N; the real adapter times out)
             g = self.sm.state.groups[GROUP]
             raise Violation("liveness.data", f"no write acked within {self.liveness_ms} ms after healing "
                             f"(controller master {g.master_broker_id} epoch {g.master_epoch} "

@@ -35,8 +35,11 @@ def _run_one(seed: int, bugs: frozenset[str], phases: str, verbose: bool,
         except Violation as v:
             bad.append(("A", v))
     if "b" in phases:
-        # odd seeds: masters also hand over (issue 13's compare-and-set), adversarially
-        d = data_sim.DataSim(seed, bugs=bugs, use_rm=use_rm, handovers=seed % 2 == 1)
+        # odd seeds: masters also hand over (issue 13's compare-and-set), adversarially; seeds 2, 3
+        # mod 4: crash-fast failover with sessions that also reset while brokers live on, and every
+        # eighth seed in ack mode in_sync_replicas, where the fast path must stay off
+        d = data_sim.DataSim(seed, bugs=bugs, use_rm=use_rm, handovers=seed % 2 == 1, crash_fast=seed % 4 >= 2,
+                             ack_mode="in_sync_replicas" if seed % 8 == 7 else "all")
         try:
             stats.add(d.run())
         except Violation as v:

@@ -11,7 +11,8 @@ import asyncio
 from autoswitch.controller import config as cfgmod
 from autoswitch.controller import messages as m
 from autoswitch.controller.codes import Code
-from autoswitch.controller.service import MAX_ADDR, MAX_NAME, ControllerServicer
+from autoswitch.controller.service import ControllerServicer
+from autoswitch.controller.service_common import MAX_ADDR, MAX_NAME
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
@@ -122,7 +123,7 @@ def test_follower_redirect_carries_the_leader():
     node.is_leader = False
 
     async def refuse(req):
-        from autoswitch.controller.service import NodeReply
+        from autoswitch.controller.service_common import NodeReply
 
         raise NodeReply(Code.CONTROLLER_NOT_LEADER, "not leader")
 

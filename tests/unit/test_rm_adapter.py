@@ -45,6 +45,7 @@ class FakeApi:
         self.watch_addrs: list = []
         self.controller_timeout_ms = 1000
         self.closed = False
+        self.session_opens: list = []
 
     def _check(self):
         if self.down:
@@ -115,6 +116,11 @@ class FakeApi:
             raise _down()
         while True:
             yield await self.pushes.get()
+
+    async def broker_session(self, addr, cluster, group, broker_id, ack_mode):
+        self.session_opens.append((addr, broker_id, ack_mode))
+        yield True
+        await asyncio.Event().wait()      # held until the adapter stops (cancels us)
 
     async def close(self):
         self.closed = True

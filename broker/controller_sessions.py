@@ -1,0 +1,76 @@
+"""One session stream per controller node, held for the broker's whole life.
+
+The stream carries nothing after it opens; its end is the message. When this process dies the
+kernel closes its sockets, every controller node sees its session end at once, and if this
+broker's writes wait for every SyncStateSet member (ack mode ``all``) the controllers fail it
+over without waiting for the heartbeat timeout (docs/controller.md "Crash-fast failover").
+Heartbeats and the master lease are unchanged and independent of these streams.
+"""
+
+from __future__ import annotations
+
+import asyncio
+
+from autoswitch.controller.api import BrokerControllerApi, ControllerCallFailed
+
+from autoswitch.base.backoff import Backoff
+from autoswitch.base.log import get_logger
+from autoswitch.base.waits import wait_event
+
+
+class ControllerSessions:
+    def __init__(self, api: BrokerControllerApi, controllers: tuple[str, ...], cluster: str, group: str,
+                 ack_mode: str, backoff_min_s: float, backoff_max_s: float) -> None:
+        self.api = api
+        self.controllers = controllers
+        self.cluster, self.group, self.ack_mode = cluster, group, ack_mode
+        self.backoff_min_s, self.backoff_max_s = backoff_min_s, backoff_max_s
+        self.broker_id: int | None = None
+        self._id_known = asyncio.Event()
+        self._tasks: list[asyncio.Task] = []
+        self.open: set[str] = set()         # controller addresses holding our session now
+        self.opened = 0                     # sessions opened so far (a reconnect counts again)
+        self._log = get_logger("broker.controller_sessions", group=group, cluster=cluster)
+
+    def start(self) -> None:
+        loop = asyncio.get_running_loop()
+        self._tasks = [loop.create_task(self._hold(addr), name=f"controller-session-{addr}")
+                       for addr in self.controllers]
+
+    def set_broker_id(self, broker_id: int) -> None:
+        """Sessions open once registration has given the brokerId (the certificate binds it)."""
+        self.broker_id = broker_id
+        self._id_known.set()
+
+    async def stop(self) -> None:
+        for t in self._tasks:
+            t.cancel()
+        if self._tasks:
+            await asyncio.wait(self._tasks, timeout=5)
+        self._tasks = []
+
+    async def _hold(self, addr: str) -> None:
+        backoff = Backoff(self.backoff_min_s, self.backoff_max_s)
+        while True:
+            if self.broker_id is None:
+                await wait_event(self._id_known, 1.0)
+                continue
+            bid = self.broker_id
+            try:
+                async for tracked in self.api.broker_session(addr, self.cluster, self.group, bid, self.ack_mode):
+                    self.open.add(addr)
+                    self.opened += 1
+                    backoff.reset()
+                    self._log.info("controller_session_opened", controller=addr, brokerId=bid, tracked=tracked,
+                                   ackMode=self.ack_mode)
+                self._log.info("controller_session_ended", controller=addr, brokerId=bid)
+            except asyncio.CancelledError:
+                raise
+            except ControllerCallFailed as e:
+                self._log.info("controller_session_refused", controller=addr, brokerId=bid, code=e.reply_name,
+                               message=e.message)
+            except Exception as e:  # noqa: BLE001 - the network; heartbeats keep us correct meanwhile
+                self._log.info("controller_session_failed", controller=addr, brokerId=bid, error=repr(e)[:300])
+            finally:
+                self.open.discard(addr)
+            await asyncio.sleep(backoff.next())

@@ -1,0 +1,62 @@
+"""What the controller's unary service and its streams share: request checks and reply pieces."""
+
+from __future__ import annotations
+
+from autoswitch.controller import messages as m
+
+from autoswitch.base.errors import AutoswitchError
+from autoswitch.base.limits import MAX_ADDRESS_LEN, MAX_BROKER_ID, MAX_NAME_LEN, MAX_REPLICAS_PER_GROUP
+from autoswitch.proto import controller_pb2 as pb
+
+MAX_NAME = MAX_NAME_LEN
+MAX_ADDR = MAX_ADDRESS_LEN
+MAX_IDS = MAX_REPLICAS_PER_GROUP
+MAX_ID = MAX_BROKER_ID
+
+
+class BadRequest(AutoswitchError):
+    code = "CONTROLLER_MALFORMED_REQUEST"
+
+
+class NodeReply(AutoswitchError):
+    """Raised by the node for a non-success outcome that is not a state-machine reply."""
+
+    code = "CONTROLLER_NODE_REPLY"
+
+    def __init__(self, reply_code: int, message: str, leader_id: str = "", leader_addr: str = "") -> None:
+        super().__init__(message, reply_code=reply_code)
+        self.reply_code = reply_code
+        self.leader_id = leader_id
+        self.leader_addr = leader_addr
+
+
+def check_name(v: str, what: str, required: bool = True) -> str:
+    if required and not v:
+        raise BadRequest(f"{what} is required")
+    if len(v) > MAX_NAME or "\n" in v or "\r" in v or "\0" in v:
+        raise BadRequest(f"{what} must be at most {MAX_NAME} printable chars")
+    return v
+
+
+def check_id(v: int, what: str, allow_zero: bool = False) -> int:
+    if not (0 if allow_zero else 1) <= v <= MAX_ID:
+        raise BadRequest(f"{what} out of range: {v}")
+    return v
+
+
+def check_addr(v: str, what: str) -> str:
+    host, sep, port = v.rpartition(":")
+    if not sep or not host or not port.isdigit() or not 0 < int(port) < 65536 or len(v) > MAX_ADDR:
+        raise BadRequest(f"{what} must be HOST:PORT, got {v[:64]!r}")
+    return v
+
+
+def replica_info_pb(v: m.ReplicaView | None) -> pb.ReplicaInfo:
+    if v is None:
+        return pb.ReplicaInfo()
+    return pb.ReplicaInfo(
+        cluster_name=v.cluster_name, broker_name=v.broker_name, master_broker_id=v.master_broker_id or 0,
+        master_address=v.master_address or "", master_epoch=v.master_epoch,
+        sync_state_set_epoch=v.sync_state_set_epoch, sync_state_set=sorted(v.sync_state_set),
+        eligible_replicas=sorted(v.eligible_replicas), master_ha_address=v.master_ha_address or "",
+    )

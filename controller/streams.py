@@ -1,0 +1,82 @@
+"""The controller's server streams: WatchReplicaInfo pushes and BrokerSession (crash-fast failover).
+
+A BrokerSession carries one event and then nothing; the broker holds it for its whole life and
+its end is the evidence: a dead process's kernel closes the socket, gRPC cancels this handler,
+and ``node.session_closed`` may make the broker count as crashed (docs/controller.md).
+"""
+
+from __future__ import annotations
+
+from collections.abc import AsyncIterator
+from typing import TYPE_CHECKING, Any
+
+from autoswitch.controller.codes import Code
+from autoswitch.controller.service_common import BadRequest, check_id, check_name, replica_info_pb
+
+from autoswitch.base.log import get_logger
+from autoswitch.proto import controller_pb2 as pb
+
+if TYPE_CHECKING:
+    from autoswitch.controller.node import ControllerNode
+
+_log = get_logger("controller.streams")
+
+SESSION_ACK_MODES = frozenset({"", "master", "all", "quorum"})
+
+
+def _event(node: ControllerNode, code: int = 0, message: str = "", tracked: bool = False) -> pb.BrokerSessionEvent:
+    return pb.BrokerSessionEvent(header=pb.ReplyHeader(code=code, message=message, node_id=node.node_id),
+                                 tracked=tracked)
+
+
+async def broker_session(node: ControllerNode, request: pb.BrokerSessionRequest) -> AsyncIterator[pb.BrokerSessionEvent]:
+    try:
+        group = check_name(request.broker_name, "broker_name")
+        bid = check_id(request.broker_id, "broker_id")
+        if request.ack_mode not in SESSION_ACK_MODES:
+            raise BadRequest(f"ack_mode must be one of {sorted(SESSION_ACK_MODES)}")
+    except BadRequest as e:
+        _log.warning("bad_request", rpc="BrokerSession", reason=e.message)
+        yield _event(node, Code.CONTROLLER_MALFORMED_REQUEST, e.message)
+        return
+    if node.open_sessions >= node.config.max_broker_sessions:
+        _log.warning("broker_sessions_full", group=group, brokerId=bid, limit=node.config.max_broker_sessions)
+        yield _event(node, Code.CONTROLLER_OVERLOADED, "too many broker sessions")
+        return
+    node.open_sessions += 1
+    tracked = False
+    try:
+        tracked = node.session_opened(group, bid, request.ack_mode)
+        yield _event(node, tracked=tracked)
+        await node.wait_stopped()      # or, far more often, the caller goes away and we are cancelled
+    finally:
+        node.open_sessions -= 1
+        if tracked:
+            node.session_closed(group, bid)
+
+
+async def watch_replica_info(node: ControllerNode, request: pb.WatchReplicaInfoRequest) -> AsyncIterator[pb.ReplicaInfoEvent]:
+    try:
+        group = check_name(request.broker_name, "broker_name")
+    except BadRequest as e:
+        yield pb.ReplicaInfoEvent(header=pb.ReplyHeader(code=Code.CONTROLLER_MALFORMED_REQUEST, message=e.message,
+                                                        node_id=node.node_id))
+        return
+    queue = node.watchers.subscribe(group)
+    if queue is None:
+        yield pb.ReplicaInfoEvent(header=pb.ReplyHeader(code=Code.CONTROLLER_OVERLOADED, message="too many watchers",
+                                                        node_id=node.node_id))
+        return
+    try:
+        first = node.local_replica_info(group)
+        yield pb.ReplicaInfoEvent(header=pb.ReplyHeader(code=0, node_id=node.node_id),
+                                  replica_info=replica_info_pb(first), raft_index=0)
+        while True:
+            item: Any = await queue.get()
+            if item is None:   # node stopping or the subscriber fell too far behind
+                return
+            index, info = item
+            yield pb.ReplicaInfoEvent(header=pb.ReplyHeader(code=0, node_id=node.node_id),
+                                      replica_info=replica_info_pb(info), raft_index=index)
+    finally:
+        node.watchers.unsubscribe(group, queue)
