@@ -90,10 +90,11 @@ class ProducingCluster:
 
 
 @contextlib.asynccontextmanager
-async def producing_cluster(data_dir: Path, *, max_s: float, tls: bool = False,
-                            broker_extra: tuple[str, ...] = ()) -> AsyncIterator[ProducingCluster]:
+async def producing_cluster(data_dir: Path, *, max_s: float, tls: bool = False, broker_extra: tuple[str, ...] = (),
+                            producer_rpc_timeout_s: float = 2.0) -> AsyncIterator[ProducingCluster]:
     """Start the cluster, wait for masters, start producing (bounded by ``max_s``); stop every
-    process it started, by PID, on the way out."""
+    process it started, by PID, on the way out. ``producer_rpc_timeout_s``: how long one produce
+    may hang on a frozen master before the producer retries."""
     from autoswitch.controller.client import ControllerClient
 
     from autoswitch.app.playground import Cluster, DemoProducer, Layout
@@ -115,7 +116,8 @@ async def producing_cluster(data_dir: Path, *, max_s: float, tls: bool = False,
         cluster.start_brokers()
         await cluster.wait_masters(client, 60)
         ack_path = data_dir / "acks.jsonl"
-        producer = DemoProducer(layout.namesrv, GROUP, TOPIC, ack_path, tls=cluster.tls)
+        producer = DemoProducer(layout.namesrv, GROUP, TOPIC, ack_path, tls=cluster.tls,
+                                rpc_timeout_s=producer_rpc_timeout_s)
         task = asyncio.ensure_future(producer.run(stop, max_messages=10_000_000, max_s=max_s))
         yield ProducingCluster(cluster, client, producer, base, ack_path, stop, task)
     finally:

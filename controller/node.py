@@ -475,8 +475,10 @@ class ControllerNode:
             by_node[nid] = dict(zip(keys, ops, strict=True))
         return LivenessView.from_opinions(len(self.config.peers), by_node)
 
-    async def liveness_evidence(self, group: str, broker_ids: list[int]) -> tuple[dict[int, Any], set[int]]:
-        """(brokerId -> last report for members that count as alive, members a majority holds dead).
+    async def liveness_evidence(self, group: str, broker_ids: list[int]
+                                ) -> tuple[dict[int, Any], set[int], set[int]]:
+        """(brokerId -> last report for members that count as alive, members a majority holds dead,
+        those of them held dead only on crash evidence: closed sessions, not the timeout).
 
         Heard by this node within the timeout -> alive with this node's report (an asymmetric
         partition only ever makes a node miss heartbeats, never invent them; this saves a peer
@@ -493,6 +495,7 @@ class ControllerNode:
             else:
                 unsure.append((group, b))
         dead: set[int] = set()
+        crashed: set[int] = set()
         if unsure:
             v = await self.view(unsure)
             for _g, b in unsure:
@@ -501,7 +504,9 @@ class ControllerNode:
                     alive[b] = verdict.report
                 elif verdict is not None and verdict.dead:
                     dead.add(b)
-        return alive, dead
+                    if not verdict.dead_by_timeout:
+                        crashed.add(b)
+        return alive, dead, crashed
 
     def heard_all(self, group: str, broker_ids: list[int]) -> bool:
         """Has this node itself heard every one of ``broker_ids`` within the timeout? Then
@@ -516,20 +521,23 @@ class ControllerNode:
                     expect_sync_state_set_epoch: int = 0) -> msgs.Reply:
         if not self.is_leader:
             raise self._not_leader()
-        alive, dead = await self.liveness_evidence(group, self.sm.member_ids(group))
+        alive, dead, crashed = await self.liveness_evidence(group, self.sm.member_ids(group))
+        _epoch, master = self.sm.master_of(group)
         return await self.write(msgs.ElectMasterRequest(
             cluster_name=cluster, broker_name=group, trigger=trigger, broker_id=broker_id, designate=designate,
             alive=tuple(sm_adapter.live_info(b, beat) for b, beat in sorted(alive.items())),
             dead_broker_ids=tuple(sorted(dead)), handover_from=handover_from,
-            expect_master_epoch=expect_master_epoch, expect_sync_state_set_epoch=expect_sync_state_set_epoch))
+            expect_master_epoch=expect_master_epoch, expect_sync_state_set_epoch=expect_sync_state_set_epoch,
+            # a master dead only on crash evidence: whoever asks, the election must stay clean
+            crash_only=master in crashed))
 
     async def alter_sync_state_set(self, req: msgs.AlterSyncStateSetRequest) -> msgs.Reply:
         """``alive_broker_ids`` is the leader's to fill: the proposed members a majority hears."""
-        alive, _dead = await self.liveness_evidence(req.broker_name, list(req.new_sync_state_set))
+        alive, _dead, _ = await self.liveness_evidence(req.broker_name, list(req.new_sync_state_set))
         return await self.write(msgspec.structs.replace(req, alive_broker_ids=tuple(sorted(alive))))
 
     async def clean_broker_data(self, req: msgs.CleanBrokerDataRequest) -> msgs.Reply:
-        alive, _dead = await self.liveness_evidence(req.broker_name, self.sm.member_ids(req.broker_name))
+        alive, _dead, _ = await self.liveness_evidence(req.broker_name, self.sm.member_ids(req.broker_name))
         return await self.write(msgspec.structs.replace(req, alive_broker_ids=tuple(sorted(alive))))
 
     # ------------------------------------------------------------------ scans and notifications

@@ -688,15 +688,20 @@ async def watch_election(client: Any, group: str, old_epoch: int, res: FailoverR
 
 
 async def kill_master_and_measure(cluster: Cluster, client: Any, producer: DemoProducer, group: str,
-                                  timeout_s: float) -> tuple[FailoverResult, Child]:
+                                  timeout_s: float, freeze: bool = False) -> tuple[FailoverResult, Child]:
     """SIGKILL the group's master while `producer` keeps producing; returns when the producer has an
-    ack from another broker (or timeout_s passed)."""
+    ack from another broker (or timeout_s passed). ``freeze``: SIGSTOP it instead (a silent failure:
+    its sockets stay open); the caller ends it (cluster.kill9) when done."""
     info = await client.get_replica_info(group)
     victim = cluster.child_by_addr(info.master_address)
     if victim is None or not info.master_broker_id:
         raise PlaygroundError(f"{group}: no master process to kill", master=info.master_address)
     n_acks = len(producer.acks)
-    cluster.kill9(victim)
+    if freeze:
+        os.kill(victim.pid, signal.SIGSTOP)
+        _log.info("child_frozen", name=victim.name, pid=victim.pid)
+    else:
+        cluster.kill9(victim)
     res = FailoverResult(time.monotonic(), info.master_broker_id, info.master_epoch, kill_wall=time.time())
     watcher = asyncio.ensure_future(watch_election(client, group, info.master_epoch, res, timeout_s))
     deadline = res.kill_t + timeout_s

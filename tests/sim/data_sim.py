@@ -399,8 +399,11 @@ class DataSim:
                                              expect_master_epoch=req.expect_master_epoch,
                                              expect_sync_state_set_epoch=req.expect_sync_state_set_epoch)
                 elif isinstance(req, ElectMasterRequest):
+                    # as node.elect: a master held dead only on crash evidence makes it crash_only
+                    m = self.sm.state.groups[GROUP].master_broker_id
                     req = ElectMasterRequest(CLUSTER, GROUP, TRIGGER_BROKER, req.broker_id, False,
-                                             view.alive_infos(GROUP), self.now + 10_000, view.dead_ids(GROUP))
+                                             view.alive_infos(GROUP), self.now + 10_000, view.dead_ids(GROUP),
+                                             crash_only=m is not None and view.crash_only(GROUP, m))
                 else:
                     req = AlterSyncStateSetRequest(GROUP, req.master_broker_id, req.master_epoch,
                                                    req.new_sync_state_set, req.sync_state_set_epoch,
@@ -410,6 +413,8 @@ class DataSim:
                     self.note(f"{type(req).__name__} from {frm}: {reply.replica}")
                     if isinstance(req, ElectMasterRequest) and req.handover_from:
                         self.handover_targets[reply.replica.master_epoch] = reply.replica.master_broker_id
+                    if isinstance(req, ElectMasterRequest) and req.crash_only and reply.replica.master_broker_id:
+                        self.crash_targets[reply.replica.master_epoch] = reply.replica.master_broker_id
                 self._sync_applied()
             else:   # replica info read (after read-index on the leader)
                 reply = self.sm.replica_view(GROUP)
