@@ -136,7 +136,7 @@ async def bench_ours(rounds: int, max_s: float, data_dir: Path, tls: bool = Fals
     for how, prefix in (("freeze", ""), ("crash", "crash_")):
         mine = [s for s in samples if s["how"] == how]
         rec = [s["recovery_s"] for s in mine if s["recovery_s"] is not None]
-        out[f"{prefix}rounds"] = len(mine)
+        out[f"{how}_rounds"] = len(mine)
         out[f"{prefix}p50_s"] = pct(rec, 0.5)
         out[f"{prefix}p99_s"] = pct(rec, 0.99)
         out[f"{prefix}max_s"] = round(max(rec), 3) if rec else None

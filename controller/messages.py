@@ -85,7 +85,7 @@ class BrokerLiveInfo(msgspec.Struct, frozen=True, array_like=True, forbid_unknow
 # --------------------------------------------------------------------------- requests
 
 
-class Request(msgspec.Struct, frozen=True, tag_field="t", forbid_unknown_fields=True):
+class Request(msgspec.Struct, frozen=True, tag_field="t", forbid_unknown_fields=True, omit_defaults=True):
     """Base of every request. ``TYPE`` is its stable tag in the Raft log."""
 
     TYPE: ClassVar[str] = ""
