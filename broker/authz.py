@@ -5,7 +5,7 @@ autoswitch.base.auth; the HA port checks its peers itself, ha/ has no gRPC):
     Consume, LogDigest              reader
     GetBrokerEpoch, GetStatus       reader, or any broker (replicas ask each other)
     SwitchRole                      admin (static-role mode; the controller decides otherwise)
-    TransferMaster                  admin (a graceful handover, controller mode)
+    TransferMaster                  admin; peer (a controller moving mastership back to a preferred master)
     CommitOffset, FetchOffset,      reader (a consumer commits its group's progress)
       ConsumerProgress
 """
@@ -21,7 +21,7 @@ BROKER_RULES: dict[str, Rule] = {
     "GetBrokerEpoch": Rule((Role.READER, Role.BROKER)),
     "GetStatus": Rule((Role.READER, Role.BROKER)),
     "SwitchRole": Rule((Role.ADMIN,)),
-    "TransferMaster": Rule((Role.ADMIN,)),
+    "TransferMaster": Rule((Role.ADMIN, Role.PEER)),
     "CommitOffset": Rule((Role.READER,)),
     "FetchOffset": Rule((Role.READER,)),
     "ConsumerProgress": Rule((Role.READER,)),

@@ -13,7 +13,8 @@ The table (also in docs/security.md):
     AlterSyncStateSet                             a broker, as its group's master (its own brokerId)
     ElectMaster                                   admin; or a broker asking for itself (not designating),
                                                   or a master handing over (handover_from = its own id)
-    CleanBrokerData, UpdateControllerConfig       admin (each admin call audited, batched or not)
+    CleanBrokerData, UpdateControllerConfig,      admin (each admin call audited, batched or not)
+      SetPreferredMaster
     GetMetaData                                   reader, peer, producer or any broker (to find the leader)
     GetControllerConfig                           reader, broker (checks the timeout its lease is sized for)
     ExportEvents                                  reader
@@ -84,6 +85,7 @@ CONTROLLER_RULES: dict[str, Rule] = {
     "AlterSyncStateSet": Rule((B,), scope=lambda r: [(r.broker_name, r.master_broker_id)]),
     "ElectMaster": Rule((A, B), scope=_elect_scope),
     "CleanBrokerData": Rule((A,)),
+    "SetPreferredMaster": Rule((A,)),
     "UpdateControllerConfig": Rule((A,)),
     "GetMetaData": Rule((R, P, W, B)),
     "GetControllerConfig": Rule((R, B)),     # brokers check heartbeat_timeout_ms against their lease

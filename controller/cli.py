@@ -50,6 +50,10 @@ def register(sub, admin_sub) -> None:
     a.add_argument("--cluster-name", "-c", default="")
     a.add_argument("--broker-name", "-b", required=True)
     a.add_argument("--broker-id", "-i", type=int, default=0, help="designated broker (0 = controller chooses)")
+    a = admin("set-preferred-master", "the group's preferred master (with auto_rebalance_masters the leader "
+                                      "moves mastership back to it by a graceful handover)", _set_preferred)
+    a.add_argument("--broker-name", "-b", required=True)
+    a.add_argument("--broker-id", "-i", type=int, required=True, help="0 clears it")
     a = admin("clean-broker-metadata", "remove broker ids (or a whole group) from the controller", _clean)
     a.add_argument("--cluster-name", "-c", default="")
     a.add_argument("--broker-name", "-b", required=True)
@@ -264,6 +268,14 @@ async def _elect_master(client, args) -> Any:
     info = await client.elect_master(args.cluster_name, args.broker_name, args.broker_id,
                                      designate=args.broker_id > 0)
     return {"replica_info": _msg(info)}
+
+
+async def _set_preferred(client, args) -> Any:
+    from autoswitch.proto import controller_pb2 as pb
+
+    r = await client.call("SetPreferredMaster", pb.SetPreferredMasterRequest(broker_name=args.broker_name,
+                                                                          broker_id=args.broker_id))
+    return {"replica_info": _msg(r.replica_info)}
 
 
 async def _clean(client, args) -> Any:

@@ -60,6 +60,8 @@ class ControllerConfig:
     # death at once, for brokers whose writes wait for every SyncStateSet member (ack mode all).
     fast_failover: bool = True
     max_broker_sessions: int = 2048     # session streams per node; they hold RPC slots too
+    # Preferred masters: how long the master gets to hand over to the preferred one (its drain).
+    rebalance_handover_timeout_ms: int = 5000
     watch_queue_size: int = 64
     max_groups_per_query: int = 100_000
     events_max_lines_per_call: int = 10_000
@@ -115,6 +117,8 @@ class ControllerConfig:
         if not 0 < self.max_broker_sessions <= self.max_concurrent_rpcs // 4:
             raise ConfigError("max_broker_sessions must be in (0, max_concurrent_rpcs / 4]: sessions hold RPC slots",
                               key="max_broker_sessions")
+        if not 100 <= self.rebalance_handover_timeout_ms <= 300_000:
+            raise ConfigError("rebalance_handover_timeout_ms must be in [100, 300000]", key="rebalance_handover_timeout_ms")
         if self.propose_timeout_s <= 0 or self.read_timeout_s <= 0:
             raise ConfigError("timeouts must be > 0")
         self.tls.validate(server=True)

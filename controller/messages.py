@@ -281,6 +281,21 @@ class UpdateControllerConfigRequest(Request, tag="UpdateControllerConfig"):
         _check_ts(self.ts_ms)
 
 
+class SetPreferredMasterRequest(Request, tag="SetPreferredMaster"):
+    """The group's preferred master (Kafka's preferred leader): the leader moves mastership back to
+    it through a graceful handover when ``auto_rebalance_masters`` is on. 0 clears it."""
+
+    TYPE: ClassVar[str] = "SetPreferredMaster"
+    broker_name: str
+    broker_id: int = 0
+    ts_ms: int = 0
+
+    def validate(self) -> None:
+        _check_str(self.broker_name, "brokerName", MAX_NAME_LEN, allow_empty=False)
+        _check_int(self.broker_id, "brokerId", 0, MAX_BROKER_ID)
+        _check_ts(self.ts_ms)
+
+
 class AdminAuditRequest(Request, tag="AdminAudit"):
     """Who made an admin call, what it was and how it ended (docs/security.md): changes no state,
     becomes one ``AdminAudit`` record in every node's event history."""
@@ -353,7 +368,7 @@ class GetControllerConfigRequest(Request, tag="GetControllerConfig"):
 WRITE_REQUESTS: dict[str, type[Request]] = {
     c.TYPE: c
     for c in (ApplyBrokerIdRequest, RegisterBrokerRequest, ElectMasterRequest, AlterSyncStateSetRequest,
-              CleanBrokerDataRequest, UpdateControllerConfigRequest, AdminAuditRequest)
+              CleanBrokerDataRequest, UpdateControllerConfigRequest, AdminAuditRequest, SetPreferredMasterRequest)
 }
 READ_REQUESTS: dict[str, type[Request]] = {
     c.TYPE: c
@@ -377,6 +392,7 @@ class ReplicaView(msgspec.Struct, frozen=True):
     sync_state_set_epoch: int
     eligible_replicas: tuple[int, ...] = ()
     master_ha_address: str | None = None
+    preferred_master: int = 0          # 0 = none
 
     def to_dict(self) -> dict:
         return {
@@ -384,7 +400,7 @@ class ReplicaView(msgspec.Struct, frozen=True):
             "masterBrokerId": self.master_broker_id, "masterAddress": self.master_address,
             "masterEpoch": self.master_epoch, "syncStateSet": list(self.sync_state_set),
             "syncStateSetEpoch": self.sync_state_set_epoch, "eligibleReplicas": list(self.eligible_replicas),
-            "masterHaAddress": self.master_ha_address,
+            "masterHaAddress": self.master_ha_address, "preferredMaster": self.preferred_master,
         }
 
 
@@ -476,6 +492,11 @@ class CleanBrokerDataEvent(Event):
 class UpdateConfigEvent(Event):
     HISTORY: ClassVar[str] = "UpdateConfig"
     changes: tuple[tuple[str, str], ...]
+
+
+class PreferredMasterEvent(Event):
+    HISTORY: ClassVar[str] = "PreferredMaster"
+    broker_id: int              # 0 = cleared
 
 
 class AdminAuditEvent(Event):

@@ -36,6 +36,7 @@ import msgspec
 from autoswitch.controller import messages as msgs
 from autoswitch.controller import sm_adapter
 from autoswitch.controller.authz import CONTROLLER_RULES, NAMESRV_RULES, audit_detail
+from autoswitch.controller.broker_calls import transfer_master
 from autoswitch.controller.codes import Code, code_name
 from autoswitch.controller.config import ControllerConfig
 from autoswitch.controller.eventlog import EventLog
@@ -48,6 +49,7 @@ from autoswitch.controller.liveness import (
     ScanPlanner,
 )
 from autoswitch.controller.raft.errors import NotLeader, ProposalDropped, ProposalTimeout, QuorumUnavailable
+from autoswitch.controller.rebalance import GroupFacts, RebalancePlanner
 from autoswitch.controller.service import ControllerServicer
 from autoswitch.controller.service_common import NodeReply
 from autoswitch.controller.watchers import Watchers
@@ -72,6 +74,8 @@ class ControllerNode:
         # Created in start(): the table's "listened long enough" clock starts with the process.
         self.heartbeats: HeartbeatTable = HeartbeatTable(started_ms=int(clock() * 1000))
         self.planner = ScanPlanner()
+        self.rebalancer = RebalancePlanner()
+        self._rebalance_task: asyncio.Task | None = None
         self._applied_epochs: dict[str, int] = {}
         self._applied_masters: dict[str, tuple[int | None, int]] = {}
         self.watchers = Watchers(config.max_watchers, config.watch_queue_size)
@@ -248,7 +252,7 @@ class ControllerNode:
         if self._stopped.is_set():
             return
         self._stopped.set()
-        for t in self._tasks:
+        for t in [*self._tasks, *([self._rebalance_task] if self._rebalance_task is not None else [])]:
             t.cancel()
         for t in self._tasks:
             try:
@@ -565,10 +569,42 @@ class ControllerNode:
                 # An empty liveness query keeps GetMetaData's peer reachability current on every node.
                 await self._peer_client.query([], self.config.peer_query_timeout_s)
                 await self.scan_once()
+                self.rebalance_once()
             except asyncio.CancelledError:
                 raise
             except Exception:
                 self.log.error("scan_failed", exc_info=True)
+
+    def rebalance_once(self) -> str | None:
+        """Leader only, with auto_rebalance_masters: start moving at most one group back to its
+        preferred master (controller/rebalance.py); returns the group."""
+        on, delay_ms = self.sm.rebalance()
+        if not on or not self.is_leader:
+            return None
+        now = self.now_ms()
+        alive = self.heartbeats.alive
+        facts = [GroupFacts(g, m, e, addr, pref, pref in sss, alive(g, pref, now), m is not None and alive(g, m, now))
+                 for g, m, e, addr, pref, sss in self.sm.preferred_masters()]
+        f = self.rebalancer.plan(facts, delay_ms, now)
+        if f is None:
+            return None
+        self.log.info("preferred_master_handover_started", group=f.group, brokerId=f.master, epoch=f.master_epoch,
+                      to=f.preferred)
+        self._rebalance_task = asyncio.create_task(self._hand_back(f), name=f"rebalance-{f.group}")
+        return f.group
+
+    async def _hand_back(self, f: GroupFacts) -> None:
+        ok, why = False, "cancelled"
+        try:
+            ok, why = await transfer_master(f.master_address, self.config.tls, f.preferred,
+                                            self.config.rebalance_handover_timeout_ms)
+        except Exception as e:  # noqa: BLE001 - a bad address or TLS files: the broker keeps its role
+            why = repr(e)[:200]
+        finally:
+            self.rebalancer.done(f.group, ok, self.now_ms())
+            log = self.log.info if ok else self.log.warning
+            log("preferred_master_handover_done", group=f.group, brokerId=f.master, epoch=f.master_epoch,
+                to=f.preferred, ok=ok, reason=why)
 
     def _crashed_master(self) -> bool:
         """Does this node count some group's master as crashed (a closed session) right now?"""

@@ -329,6 +329,13 @@ class ControllerServicer(pbg.ControllerServiceServicer):
         ))
         return pb.CleanBrokerDataReply(header=_header(res))
 
+    @_handler(pb.SetPreferredMasterReply, audit=lambda r: r.broker_name)
+    async def SetPreferredMaster(self, request, context):
+        res = await self.node.write(m.SetPreferredMasterRequest(
+            broker_name=check_name(request.broker_name, "broker_name"),
+            broker_id=check_id(request.broker_id, "broker_id", allow_zero=True)))
+        return pb.SetPreferredMasterReply(header=_header(res), replica_info=replica_info_pb(res.replica))
+
     # ---- reads ----
 
     @_handler(pb.GetReplicaInfoReply)

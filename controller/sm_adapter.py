@@ -221,5 +221,21 @@ class AppliedStateMachine:
         return [MasterRef(g.cluster_name, name, g.master_broker_id, g.master_epoch)
                 for name, g in self.inner.state.groups.items() if g.master_broker_id is not None]
 
+    def preferred_masters(self) -> list[tuple[str, int | None, int, str, int, frozenset[int]]]:
+        """(group, master, MasterEpoch, master address, preferred master, SyncStateSet) of every
+        group with a preferred master."""
+        out = []
+        for name, g in self.inner.state.groups.items():
+            if g.preferred_master:
+                rec = g.brokers.get(g.master_broker_id) if g.master_broker_id is not None else None
+                out.append((name, g.master_broker_id, g.master_epoch, rec.address if rec is not None else "",
+                            g.preferred_master, g.sync_state_set))
+        return out
+
+    def rebalance(self) -> tuple[bool, int]:
+        """(auto_rebalance_masters, rebalance_delay_ms) of the replicated config."""
+        cfg = self.inner.state.config
+        return cfg.auto_rebalance_masters, cfg.rebalance_delay_ms
+
     def elect_retries(self) -> int:
         return self.inner.state.config.elect_master_max_retry_count

@@ -28,6 +28,10 @@ _SPEC: dict[str, tuple[type, Any, int | None, int | None]] = {
     "heartbeat_timeout_ms": (int, 10_000, 100, 600_000),
     "scan_interval_ms": (int, 5_000, 50, 600_000),
     "elect_master_max_retry_count": (int, 3, 0, 100),
+    # Preferred masters (Kafka's auto.leader.rebalance.enable): the leader hands mastership back
+    # to a group's preferred master once it has been alive and in the SyncStateSet this long.
+    "auto_rebalance_masters": (bool, False, None, None),
+    "rebalance_delay_ms": (int, 30_000, 0, 3_600_000),
 }
 
 # Process identity and storage: refused at run time with NO_PERMISSION.
@@ -50,6 +54,8 @@ class SMConfig:
     heartbeat_timeout_ms: int = 10_000
     scan_interval_ms: int = 5_000
     elect_master_max_retry_count: int = 3
+    auto_rebalance_masters: bool = False
+    rebalance_delay_ms: int = 30_000
 
     def to_strings(self) -> dict[str, str]:
         return {k: _fmt(getattr(self, k)) for k in sorted(_SPEC)}

@@ -59,10 +59,12 @@ from autoswitch.controller.messages import (
     GetReplicaInfoRequest,
     GetSyncStateDataRequest,
     MalformedRequest,
+    PreferredMasterEvent,
     RegisterBrokerRequest,
     ReplicaView,
     Reply,
     Request,
+    SetPreferredMasterRequest,
     UpdateBrokerAddressEvent,
     UpdateConfigEvent,
     UpdateControllerConfigRequest,
@@ -119,12 +121,13 @@ class GroupState:
     # its id (broker/<group>/<id>) can register in any order.
     retired_below: int = FIRST_BROKER_ID
     retired: frozenset[int] = frozenset()
+    preferred_master: int = 0      # SetPreferredMaster; 0 = none
 
     def copy(self) -> GroupState:
         return GroupState(self.cluster_name, self.broker_name, self.created_ts_ms, self.next_assign_broker_id,
                           dict(self.brokers), self.master_broker_id, self.master_epoch, self.sync_state_set,
                           self.sync_state_set_epoch, self.eligible, self.base_master_epoch, self.retired_below,
-                          self.retired)
+                          self.retired, self.preferred_master)
 
     def id_retired(self, broker_id: int) -> bool:
         return broker_id < self.retired_below or broker_id in self.retired
@@ -146,6 +149,7 @@ class GroupState:
             master_ha_address=(rec.ha_address or None) if rec is not None else None,
             master_epoch=self.master_epoch, sync_state_set=tuple(sorted(self.sync_state_set)),
             sync_state_set_epoch=self.sync_state_set_epoch, eligible_replicas=tuple(sorted(self.eligible)),
+            preferred_master=self.preferred_master,
         )
 
 
@@ -229,6 +233,8 @@ def _apply_group_event(g: GroupState | None, ev: Event, tomb: Tombstone | None) 
         g.eligible = frozenset(ev.eligible)
     elif isinstance(ev, EligibleChangeEvent):
         g.eligible = frozenset(ev.eligible)
+    elif isinstance(ev, PreferredMasterEvent):
+        g.preferred_master = ev.broker_id
     elif isinstance(ev, CleanBrokerDataEvent):
         if not ev.broker_ids:
             return None
@@ -247,6 +253,8 @@ def _apply_group_event(g: GroupState | None, ev: Event, tomb: Tombstone | None) 
             g.sync_state_set = g.sync_state_set - ids
             g.sync_state_set_epoch += 1
         g.eligible = g.eligible - ids
+        if g.preferred_master in ids:
+            g.preferred_master = 0
     else:
         raise InvariantViolation(f"unknown event {type(ev).__name__}")
     return g
@@ -268,6 +276,8 @@ def check_group_invariants(before: GroupState | None, after: GroupState | None,
         raise InvariantViolation(f"{name}: SyncStateSet/eligible replicas contain unregistered brokers")
     if after.sync_state_set & after.eligible:
         raise InvariantViolation(f"{name}: a replica is both in SyncStateSet and eligible")
+    if after.preferred_master and after.preferred_master not in registered:
+        raise InvariantViolation(f"{name}: preferred master {after.preferred_master} not registered")
     if not 0 <= after.base_master_epoch <= after.master_epoch:
         raise InvariantViolation(f"{name}: base MasterEpoch above the MasterEpoch")
     if before is not None and after.base_master_epoch != before.base_master_epoch:
@@ -641,6 +651,18 @@ def _admin_audit(req: AdminAuditRequest, state: ControllerState) -> tuple[list[E
     return [AdminAuditEvent(req.broker_name, req.actor, req.action, req.detail, req.code, req.remark)], _Outcome()
 
 
+def _set_preferred_master(req: SetPreferredMasterRequest, state: ControllerState) -> tuple[list[Event], _Outcome]:
+    g = state.groups.get(req.broker_name)
+    if g is None:
+        return _reject(Code.CONTROLLER_BROKER_NEED_TO_BE_REGISTERED, f"broker-set {req.broker_name} is not registered")
+    if req.broker_id and req.broker_id not in g.brokers:
+        return _reject(Code.CONTROLLER_INVALID_REQUEST,
+                       f"brokerId {req.broker_id} is not registered in {req.broker_name}", req.broker_name)
+    if req.broker_id == g.preferred_master:
+        return [], _Outcome(group=req.broker_name, remark="unchanged")
+    return [PreferredMasterEvent(req.broker_name, req.broker_id)], _Outcome(group=req.broker_name)
+
+
 _DECIDERS: dict[type, Callable[[Any, ControllerState], tuple[list[Event], _Outcome]]] = {
     ApplyBrokerIdRequest: _apply_broker_id,
     RegisterBrokerRequest: _register_broker,
@@ -649,6 +671,7 @@ _DECIDERS: dict[type, Callable[[Any, ControllerState], tuple[list[Event], _Outco
     CleanBrokerDataRequest: _clean_broker_data,
     UpdateControllerConfigRequest: _update_config,
     AdminAuditRequest: _admin_audit,
+    SetPreferredMasterRequest: _set_preferred_master,
 }
 
 
@@ -670,6 +693,8 @@ def event_history_record(event: Event, index: int, ts_ms: int, state: Controller
         reason = f"address_changed:{event.broker_id}"
     elif isinstance(event, ApplyBrokerIdEvent):
         reason = f"broker_id_applied:{event.broker_id}"
+    elif isinstance(event, PreferredMasterEvent):
+        reason = f"preferred_master:{event.broker_id}"
     elif isinstance(event, AdminAuditEvent):
         reason = f"{event.action} code={event.code} {event.detail}" + (f" ({event.remark})" if event.remark else "")
     rec = {
@@ -832,6 +857,7 @@ def encode_snapshot(state: ControllerState, last_applied_index: int) -> bytes:
             sorted(g.sync_state_set), sorted(g.eligible),
             [[b, r.address, r.register_check_code, *([r.ha_address] if r.ha_address else [])]
              for b, r in sorted(g.brokers.items())], g.base_master_epoch, g.retired_below, sorted(g.retired),
+            *([g.preferred_master] if g.preferred_master else []),
         ])
     tombs = [[n, t.master_epoch, t.sync_state_set_epoch, t.next_assign_broker_id]
              for n, t in sorted(state.tombstones.items())]
@@ -869,10 +895,14 @@ def decode_snapshot(data: bytes) -> tuple[ControllerState, int]:
                 row = [*row, 0]
             if len(row) == 11:   # written before retired ids: every id below next was used (the old rule)
                 row = [*row, row[3], []]
-            cluster, name, created, nxt, master, mepoch, sepoch, sss, elig, brokers, base, below, retired = row
+            if len(row) == 13:   # no preferred master (the column is only written when set)
+                row = [*row, 0]
+            cluster, name, created, nxt, master, mepoch, sepoch, sss, elig, brokers, base, below, retired, pref = row
+            if not isinstance(pref, int) or isinstance(pref, bool) or pref < 0:
+                raise ValueError(f"bad preferred master {pref!r}")
             g = GroupState(cluster, name, created, nxt, {int(r[0]): _broker_record(r) for r in brokers},
                            master or None, mepoch, frozenset(sss), sepoch, frozenset(elig), base, below,
-                           frozenset(int(x) for x in retired))
+                           frozenset(int(x) for x in retired), pref)
             state.groups[name] = g
         for n, me, se, nxt in doc["tombstones"]:
             state.tombstones[n] = Tombstone(me, se, nxt)

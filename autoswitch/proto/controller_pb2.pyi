@@ -21,7 +21,7 @@ class ReplyHeader(_message.Message):
     def __init__(self, code: _Optional[int] = ..., message: _Optional[str] = ..., leader_id: _Optional[str] = ..., leader_addr: _Optional[str] = ..., node_id: _Optional[str] = ...) -> None: ...
 
 class ReplicaInfo(_message.Message):
-    __slots__ = ("cluster_name", "broker_name", "master_broker_id", "master_address", "master_epoch", "sync_state_set_epoch", "sync_state_set", "eligible_replicas", "master_ha_address")
+    __slots__ = ("cluster_name", "broker_name", "master_broker_id", "master_address", "master_epoch", "sync_state_set_epoch", "sync_state_set", "eligible_replicas", "master_ha_address", "preferred_master_broker_id")
     CLUSTER_NAME_FIELD_NUMBER: _ClassVar[int]
     BROKER_NAME_FIELD_NUMBER: _ClassVar[int]
     MASTER_BROKER_ID_FIELD_NUMBER: _ClassVar[int]
@@ -31,6 +31,7 @@ class ReplicaInfo(_message.Message):
     SYNC_STATE_SET_FIELD_NUMBER: _ClassVar[int]
     ELIGIBLE_REPLICAS_FIELD_NUMBER: _ClassVar[int]
     MASTER_HA_ADDRESS_FIELD_NUMBER: _ClassVar[int]
+    PREFERRED_MASTER_BROKER_ID_FIELD_NUMBER: _ClassVar[int]
     cluster_name: str
     broker_name: str
     master_broker_id: int
@@ -40,7 +41,8 @@ class ReplicaInfo(_message.Message):
     sync_state_set: _containers.RepeatedScalarFieldContainer[int]
     eligible_replicas: _containers.RepeatedScalarFieldContainer[int]
     master_ha_address: str
-    def __init__(self, cluster_name: _Optional[str] = ..., broker_name: _Optional[str] = ..., master_broker_id: _Optional[int] = ..., master_address: _Optional[str] = ..., master_epoch: _Optional[int] = ..., sync_state_set_epoch: _Optional[int] = ..., sync_state_set: _Optional[_Iterable[int]] = ..., eligible_replicas: _Optional[_Iterable[int]] = ..., master_ha_address: _Optional[str] = ...) -> None: ...
+    preferred_master_broker_id: int
+    def __init__(self, cluster_name: _Optional[str] = ..., broker_name: _Optional[str] = ..., master_broker_id: _Optional[int] = ..., master_address: _Optional[str] = ..., master_epoch: _Optional[int] = ..., sync_state_set_epoch: _Optional[int] = ..., sync_state_set: _Optional[_Iterable[int]] = ..., eligible_replicas: _Optional[_Iterable[int]] = ..., master_ha_address: _Optional[str] = ..., preferred_master_broker_id: _Optional[int] = ...) -> None: ...
 
 class GetNextBrokerIdRequest(_message.Message):
     __slots__ = ("cluster_name", "broker_name")
@@ -203,6 +205,22 @@ class AlterSyncStateSetReply(_message.Message):
     sync_state_set: _containers.RepeatedScalarFieldContainer[int]
     sync_state_set_epoch: int
     def __init__(self, header: _Optional[_Union[ReplyHeader, _Mapping]] = ..., sync_state_set: _Optional[_Iterable[int]] = ..., sync_state_set_epoch: _Optional[int] = ...) -> None: ...
+
+class SetPreferredMasterRequest(_message.Message):
+    __slots__ = ("broker_name", "broker_id")
+    BROKER_NAME_FIELD_NUMBER: _ClassVar[int]
+    BROKER_ID_FIELD_NUMBER: _ClassVar[int]
+    broker_name: str
+    broker_id: int
+    def __init__(self, broker_name: _Optional[str] = ..., broker_id: _Optional[int] = ...) -> None: ...
+
+class SetPreferredMasterReply(_message.Message):
+    __slots__ = ("header", "replica_info")
+    HEADER_FIELD_NUMBER: _ClassVar[int]
+    REPLICA_INFO_FIELD_NUMBER: _ClassVar[int]
+    header: ReplyHeader
+    replica_info: ReplicaInfo
+    def __init__(self, header: _Optional[_Union[ReplyHeader, _Mapping]] = ..., replica_info: _Optional[_Union[ReplicaInfo, _Mapping]] = ...) -> None: ...
 
 class CleanBrokerDataRequest(_message.Message):
     __slots__ = ("cluster_name", "broker_name", "broker_ids", "clean_living_broker")

@@ -84,6 +84,11 @@ class ControllerServiceStub:
                 request_serializer=autoswitch_dot_proto_dot_controller__pb2.CleanBrokerDataRequest.SerializeToString,
                 response_deserializer=autoswitch_dot_proto_dot_controller__pb2.CleanBrokerDataReply.FromString,
                 _registered_method=True)
+        self.SetPreferredMaster = channel.unary_unary(
+                '/autoswitch.controller.ControllerService/SetPreferredMaster',
+                request_serializer=autoswitch_dot_proto_dot_controller__pb2.SetPreferredMasterRequest.SerializeToString,
+                response_deserializer=autoswitch_dot_proto_dot_controller__pb2.SetPreferredMasterReply.FromString,
+                _registered_method=True)
         self.GetReplicaInfo = channel.unary_unary(
                 '/autoswitch.controller.ControllerService/GetReplicaInfo',
                 request_serializer=autoswitch_dot_proto_dot_controller__pb2.GetReplicaInfoRequest.SerializeToString,
@@ -199,6 +204,12 @@ class ControllerServiceServicer:
         context.set_details('Method not implemented!')
         raise NotImplementedError('Method not implemented!')
 
+    def SetPreferredMaster(self, request, context):
+        """Missing associated documentation comment in .proto file."""
+        context.set_code(grpc.StatusCode.UNIMPLEMENTED)
+        context.set_details('Method not implemented!')
+        raise NotImplementedError('Method not implemented!')
+
     def GetReplicaInfo(self, request, context):
         """Missing associated documentation comment in .proto file."""
         context.set_code(grpc.StatusCode.UNIMPLEMENTED)
@@ -305,6 +316,11 @@ def add_ControllerServiceServicer_to_server(servicer, server):
                     servicer.CleanBrokerData,
                     request_deserializer=autoswitch_dot_proto_dot_controller__pb2.CleanBrokerDataRequest.FromString,
                     response_serializer=autoswitch_dot_proto_dot_controller__pb2.CleanBrokerDataReply.SerializeToString,
+            ),
+            'SetPreferredMaster': grpc.unary_unary_rpc_method_handler(
+                    servicer.SetPreferredMaster,
+                    request_deserializer=autoswitch_dot_proto_dot_controller__pb2.SetPreferredMasterRequest.FromString,
+                    response_serializer=autoswitch_dot_proto_dot_controller__pb2.SetPreferredMasterReply.SerializeToString,
             ),
             'GetReplicaInfo': grpc.unary_unary_rpc_method_handler(
                     servicer.GetReplicaInfo,
@@ -622,6 +638,33 @@ class ControllerService:
             '/autoswitch.controller.ControllerService/CleanBrokerData',
             autoswitch_dot_proto_dot_controller__pb2.CleanBrokerDataRequest.SerializeToString,
             autoswitch_dot_proto_dot_controller__pb2.CleanBrokerDataReply.FromString,
+            options,
+            channel_credentials,
+            insecure,
+            call_credentials,
+            compression,
+            wait_for_ready,
+            timeout,
+            metadata,
+            _registered_method=True)
+
+    @staticmethod
+    def SetPreferredMaster(request,
+            target,
+            options=(),
+            channel_credentials=None,
+            call_credentials=None,
+            insecure=False,
+            compression=None,
+            wait_for_ready=None,
+            timeout=None,
+            metadata=None):
+        return grpc.experimental.unary_unary(
+            request,
+            target,
+            '/autoswitch.controller.ControllerService/SetPreferredMaster',
+            autoswitch_dot_proto_dot_controller__pb2.SetPreferredMasterRequest.SerializeToString,
+            autoswitch_dot_proto_dot_controller__pb2.SetPreferredMasterReply.FromString,
             options,
             channel_credentials,
             insecure,
