@@ -14,7 +14,7 @@ The table (also in docs/security.md):
     ElectMaster                                   admin; or a broker asking for itself (not designating),
                                                   or a master handing over (handover_from = its own id)
     CleanBrokerData, UpdateControllerConfig,      admin (each admin call audited, batched or not)
-      SetPreferredMaster
+      SetPreferredMaster, MoveLeader, SaveSnapshot
     GetMetaData                                   reader, peer, producer or any broker (to find the leader)
     GetControllerConfig                           reader, broker (checks the timeout its lease is sized for)
     ExportEvents                                  reader
@@ -86,6 +86,8 @@ CONTROLLER_RULES: dict[str, Rule] = {
     "ElectMaster": Rule((A, B), scope=_elect_scope),
     "CleanBrokerData": Rule((A,)),
     "SetPreferredMaster": Rule((A,)),
+    "MoveLeader": Rule((A,)),
+    "SaveSnapshot": Rule((A,)),
     "UpdateControllerConfig": Rule((A,)),
     "GetMetaData": Rule((R, P, W, B)),
     "GetControllerConfig": Rule((R, B)),     # brokers check heartbeat_timeout_ms against their lease

@@ -25,6 +25,12 @@ def register(sub, admin_sub) -> None:
     p.add_argument("--timeout-s", type=float, default=5.0, help="per member, asking for its Raft term")
     p.set_defaults(func=_recover_member)
 
+    p = sub.add_parser("restore-member", help="make an empty data dir a member of a new controller cluster "
+                                              "restored from `admin snapshot-save` output")
+    _node_args(p, required=True)
+    p.add_argument("--snapshot", required=True, help="the snapshot file")
+    p.set_defaults(func=_restore_member)
+
     p = sub.add_parser("namesrv", help="run a name server, optionally with an embedded controller node")
     p.add_argument("--listen", required=True, help="HOST:PORT of the name server (and embedded controller)")
     p.add_argument("--route-ttl-s", type=float, default=30.0, help="route expiry without re-registration")
@@ -54,6 +60,13 @@ def register(sub, admin_sub) -> None:
                                       "moves mastership back to it by a graceful handover)", _set_preferred)
     a.add_argument("--broker-name", "-b", required=True)
     a.add_argument("--broker-id", "-i", type=int, required=True, help="0 clears it")
+    a = admin("move-controller-leader", "hand Raft leadership to another controller (etcd move-leader)",
+              _move_leader)
+    a.add_argument("--to", required=True, help="the controller's node id")
+    a.add_argument("--timeout-ms", type=int, default=0, help="0 = four election timeouts")
+    a = admin("snapshot-save", "write the leader's state-machine snapshot to a file (disaster recovery)",
+              _snapshot_save)
+    a.add_argument("--out", required=True, help="the file to write (atomically, fsynced)")
     a = admin("clean-broker-metadata", "remove broker ids (or a whole group) from the controller", _clean)
     a.add_argument("--cluster-name", "-c", default="")
     a.add_argument("--broker-name", "-b", required=True)
@@ -115,6 +128,22 @@ def _recover_member(args) -> int:
         print(json.dumps({"error": e.to_dict()}), file=sys.stderr)
         return 2
     print(json.dumps({"recovered": r.node_id, "term": r.term, "answered": r.answered, "moved_aside": r.moved_aside}))
+    return 0
+
+
+def _restore_member(args) -> int:
+    from pathlib import Path
+
+    from autoswitch.controller.snapshot_restore import restore_member
+
+    from autoswitch.base.errors import AutoswitchError
+
+    try:
+        r = restore_member(_load_config(args), Path(args.snapshot))
+    except AutoswitchError as e:
+        print(json.dumps({"error": e.to_dict()}), file=sys.stderr)
+        return 2
+    print(json.dumps({"restored": r.node_id, "index": r.index, "groups": r.groups}))
     return 0
 
 
@@ -276,6 +305,25 @@ async def _set_preferred(client, args) -> Any:
     r = await client.call("SetPreferredMaster", pb.SetPreferredMasterRequest(broker_name=args.broker_name,
                                                                           broker_id=args.broker_id))
     return {"replica_info": _msg(r.replica_info)}
+
+
+async def _move_leader(client, args) -> Any:
+    from autoswitch.proto import controller_pb2 as pb
+
+    r = await client.call("MoveLeader", pb.MoveLeaderRequest(to_node_id=args.to, timeout_ms=args.timeout_ms))
+    return {"leader_id": r.leader_id, "raft_term": r.raft_term}
+
+
+async def _snapshot_save(client, args) -> Any:
+    from pathlib import Path
+
+    from autoswitch.controller.snapshot_restore import save_snapshot_file
+
+    from autoswitch.proto import controller_pb2 as pb
+
+    r = await client.call("SaveSnapshot", pb.SaveSnapshotRequest())
+    index, groups = save_snapshot_file(Path(args.out), r.snapshot)
+    return {"file": args.out, "bytes": len(r.snapshot), "applied_index": index, "groups": groups}
 
 
 async def _clean(client, args) -> Any:

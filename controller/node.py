@@ -52,6 +52,7 @@ from autoswitch.controller.raft.errors import NotLeader, ProposalDropped, Propos
 from autoswitch.controller.rebalance import GroupFacts, RebalancePlanner
 from autoswitch.controller.service import ControllerServicer
 from autoswitch.controller.service_common import NodeReply
+from autoswitch.controller.statemachine import decode_snapshot
 from autoswitch.controller.watchers import Watchers
 
 from autoswitch.base import tls
@@ -401,6 +402,26 @@ class ControllerNode:
             return NodeReply(Code.CONTROLLER_QUORUM_UNAVAILABLE, f"{e}")
         self.log.error("raft_error", exc_info=e, kind=type(e).__name__)
         return NodeReply(Code.CONTROLLER_INTERNAL_ERROR, f"{type(e).__name__}: {e}")
+
+    def state_snapshot(self) -> tuple[bytes, int]:
+        """(the state machine's snapshot bytes, the applied index they cover)."""
+        data = self.sm.snapshot()
+        _state, index = decode_snapshot(data)
+        if len(data) > self.config.max_message_bytes * 16:
+            raise NodeReply(Code.CONTROLLER_REQUEST_TOO_LARGE, f"snapshot of {len(data)} bytes is too large to send")
+        return data, index
+
+    async def move_leader(self, to: str, timeout_s: float | None) -> None:
+        """Leader only: hand Raft leadership to ``to`` (returns once it leads)."""
+        if not self.is_leader:
+            raise self._not_leader()
+        if to == self.node_id:
+            return
+        self.log.info("controller_move_leader", to=to, term=self.term)
+        try:
+            await self.raft.transfer_leadership(to, timeout_s)
+        except Exception as e:  # noqa: BLE001 - typed reply below
+            raise self._map_raft_error(e) from None
 
     def local_replica_info(self, group: str) -> msgs.ReplicaView | None:
         return self.sm.replica_info(group)

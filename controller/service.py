@@ -336,6 +336,22 @@ class ControllerServicer(pbg.ControllerServiceServicer):
             broker_id=check_id(request.broker_id, "broker_id", allow_zero=True)))
         return pb.SetPreferredMasterReply(header=_header(res), replica_info=replica_info_pb(res.replica))
 
+    @_handler(pb.MoveLeaderReply, audit=lambda r: "")
+    async def MoveLeader(self, request, context):
+        to = check_name(request.to_node_id, "to_node_id")
+        if not 0 <= request.timeout_ms <= 60_000:
+            raise BadRequest("timeout_ms must be in [0, 60000]")
+        if to not in self.node.config.peers:
+            raise BadRequest(f"unknown controller {to[:64]!r}; members: {sorted(self.node.config.peers)}")
+        await self.node.move_leader(to, request.timeout_ms / 1000.0 if request.timeout_ms else None)
+        return pb.MoveLeaderReply(header=pb.ReplyHeader(code=0), leader_id=to, raft_term=self.node.term)
+
+    @_handler(pb.SaveSnapshotReply)
+    async def SaveSnapshot(self, request, context):
+        await self.node.barrier()
+        data, index = self.node.state_snapshot()
+        return pb.SaveSnapshotReply(header=pb.ReplyHeader(code=0), snapshot=data, applied_index=index)
+
     # ---- reads ----
 
     @_handler(pb.GetReplicaInfoReply)

@@ -306,6 +306,38 @@ class ControllerPeer(_message.Message):
     match_index: int
     def __init__(self, node_id: _Optional[str] = ..., address: _Optional[str] = ..., reachable: _Optional[bool] = ..., match_index: _Optional[int] = ...) -> None: ...
 
+class MoveLeaderRequest(_message.Message):
+    __slots__ = ("to_node_id", "timeout_ms")
+    TO_NODE_ID_FIELD_NUMBER: _ClassVar[int]
+    TIMEOUT_MS_FIELD_NUMBER: _ClassVar[int]
+    to_node_id: str
+    timeout_ms: int
+    def __init__(self, to_node_id: _Optional[str] = ..., timeout_ms: _Optional[int] = ...) -> None: ...
+
+class MoveLeaderReply(_message.Message):
+    __slots__ = ("header", "leader_id", "raft_term")
+    HEADER_FIELD_NUMBER: _ClassVar[int]
+    LEADER_ID_FIELD_NUMBER: _ClassVar[int]
+    RAFT_TERM_FIELD_NUMBER: _ClassVar[int]
+    header: ReplyHeader
+    leader_id: str
+    raft_term: int
+    def __init__(self, header: _Optional[_Union[ReplyHeader, _Mapping]] = ..., leader_id: _Optional[str] = ..., raft_term: _Optional[int] = ...) -> None: ...
+
+class SaveSnapshotRequest(_message.Message):
+    __slots__ = ()
+    def __init__(self) -> None: ...
+
+class SaveSnapshotReply(_message.Message):
+    __slots__ = ("header", "snapshot", "applied_index")
+    HEADER_FIELD_NUMBER: _ClassVar[int]
+    SNAPSHOT_FIELD_NUMBER: _ClassVar[int]
+    APPLIED_INDEX_FIELD_NUMBER: _ClassVar[int]
+    header: ReplyHeader
+    snapshot: bytes
+    applied_index: int
+    def __init__(self, header: _Optional[_Union[ReplyHeader, _Mapping]] = ..., snapshot: _Optional[bytes] = ..., applied_index: _Optional[int] = ...) -> None: ...
+
 class GetMetaDataRequest(_message.Message):
     __slots__ = ()
     def __init__(self) -> None: ...

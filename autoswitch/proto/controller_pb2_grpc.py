@@ -89,6 +89,16 @@ class ControllerServiceStub:
                 request_serializer=autoswitch_dot_proto_dot_controller__pb2.SetPreferredMasterRequest.SerializeToString,
                 response_deserializer=autoswitch_dot_proto_dot_controller__pb2.SetPreferredMasterReply.FromString,
                 _registered_method=True)
+        self.MoveLeader = channel.unary_unary(
+                '/autoswitch.controller.ControllerService/MoveLeader',
+                request_serializer=autoswitch_dot_proto_dot_controller__pb2.MoveLeaderRequest.SerializeToString,
+                response_deserializer=autoswitch_dot_proto_dot_controller__pb2.MoveLeaderReply.FromString,
+                _registered_method=True)
+        self.SaveSnapshot = channel.unary_unary(
+                '/autoswitch.controller.ControllerService/SaveSnapshot',
+                request_serializer=autoswitch_dot_proto_dot_controller__pb2.SaveSnapshotRequest.SerializeToString,
+                response_deserializer=autoswitch_dot_proto_dot_controller__pb2.SaveSnapshotReply.FromString,
+                _registered_method=True)
         self.GetReplicaInfo = channel.unary_unary(
                 '/autoswitch.controller.ControllerService/GetReplicaInfo',
                 request_serializer=autoswitch_dot_proto_dot_controller__pb2.GetReplicaInfoRequest.SerializeToString,
@@ -210,6 +220,18 @@ class ControllerServiceServicer:
         context.set_details('Method not implemented!')
         raise NotImplementedError('Method not implemented!')
 
+    def MoveLeader(self, request, context):
+        """Missing associated documentation comment in .proto file."""
+        context.set_code(grpc.StatusCode.UNIMPLEMENTED)
+        context.set_details('Method not implemented!')
+        raise NotImplementedError('Method not implemented!')
+
+    def SaveSnapshot(self, request, context):
+        """Missing associated documentation comment in .proto file."""
+        context.set_code(grpc.StatusCode.UNIMPLEMENTED)
+        context.set_details('Method not implemented!')
+        raise NotImplementedError('Method not implemented!')
+
     def GetReplicaInfo(self, request, context):
         """Missing associated documentation comment in .proto file."""
         context.set_code(grpc.StatusCode.UNIMPLEMENTED)
@@ -321,6 +343,16 @@ def add_ControllerServiceServicer_to_server(servicer, server):
                     servicer.SetPreferredMaster,
                     request_deserializer=autoswitch_dot_proto_dot_controller__pb2.SetPreferredMasterRequest.FromString,
                     response_serializer=autoswitch_dot_proto_dot_controller__pb2.SetPreferredMasterReply.SerializeToString,
+            ),
+            'MoveLeader': grpc.unary_unary_rpc_method_handler(
+                    servicer.MoveLeader,
+                    request_deserializer=autoswitch_dot_proto_dot_controller__pb2.MoveLeaderRequest.FromString,
+                    response_serializer=autoswitch_dot_proto_dot_controller__pb2.MoveLeaderReply.SerializeToString,
+            ),
+            'SaveSnapshot': grpc.unary_unary_rpc_method_handler(
+                    servicer.SaveSnapshot,
+                    request_deserializer=autoswitch_dot_proto_dot_controller__pb2.SaveSnapshotRequest.FromString,
+                    response_serializer=autoswitch_dot_proto_dot_controller__pb2.SaveSnapshotReply.SerializeToString,
             ),
             'GetReplicaInfo': grpc.unary_unary_rpc_method_handler(
                     servicer.GetReplicaInfo,
@@ -665,6 +697,60 @@ class ControllerService:
             '/autoswitch.controller.ControllerService/SetPreferredMaster',
             autoswitch_dot_proto_dot_controller__pb2.SetPreferredMasterRequest.SerializeToString,
             autoswitch_dot_proto_dot_controller__pb2.SetPreferredMasterReply.FromString,
+            options,
+            channel_credentials,
+            insecure,
+            call_credentials,
+            compression,
+            wait_for_ready,
+            timeout,
+            metadata,
+            _registered_method=True)
+
+    @staticmethod
+    def MoveLeader(request,
+            target,
+            options=(),
+            channel_credentials=None,
+            call_credentials=None,
+            insecure=False,
+            compression=None,
+            wait_for_ready=None,
+            timeout=None,
+            metadata=None):
+        return grpc.experimental.unary_unary(
+            request,
+            target,
+            '/autoswitch.controller.ControllerService/MoveLeader',
+            autoswitch_dot_proto_dot_controller__pb2.MoveLeaderRequest.SerializeToString,
+            autoswitch_dot_proto_dot_controller__pb2.MoveLeaderReply.FromString,
+            options,
+            channel_credentials,
+            insecure,
+            call_credentials,
+            compression,
+            wait_for_ready,
+            timeout,
+            metadata,
+            _registered_method=True)
+
+    @staticmethod
+    def SaveSnapshot(request,
+            target,
+            options=(),
+            channel_credentials=None,
+            call_credentials=None,
+            insecure=False,
+            compression=None,
+            wait_for_ready=None,
+            timeout=None,
+            metadata=None):
+        return grpc.experimental.unary_unary(
+            request,
+            target,
+            '/autoswitch.controller.ControllerService/SaveSnapshot',
+            autoswitch_dot_proto_dot_controller__pb2.SaveSnapshotRequest.SerializeToString,
+            autoswitch_dot_proto_dot_controller__pb2.SaveSnapshotReply.FromString,
             options,
             channel_credentials,
             insecure,
