@@ -63,6 +63,8 @@ class BrokerConfig:
     # Controller mode: on SIGTERM a master first hands over to an in-sync slave (broker/handover.py).
     handover_on_shutdown: bool = True
     handover_timeout_ms: int = 5000
+    # Prometheus /metrics, /healthz, /readyz on this HOST:PORT (autoswitch/base/observe.py); "" = off.
+    metrics_listen: str = ""
     max_inflight_produce: int = 256
     max_concurrent_rpcs: int = 1024
     store: dict[str, Any] = field(default_factory=dict)

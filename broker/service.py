@@ -20,6 +20,7 @@ import grpc
 from autoswitch.base.auth import Guard, server_interceptor
 from autoswitch.base.errors import AutoswitchError
 from autoswitch.base.log import RateLimitedLog, get_logger
+from autoswitch.base.observe import ObserveServer, add_grpc_health
 from autoswitch.base.tls import Listener, bind, peer_identity
 from autoswitch.base.write_errors import BadRequest, NotAllowed, StorageFull, WriteError
 from autoswitch.proto import broker_pb2 as pb
@@ -28,6 +29,7 @@ from autoswitch.proto import broker_pb2_grpc as pbg
 from .client import channel_options
 from .config import BrokerConfig, parse_hostport
 from .consumer_groups import Committed, ConsumerGroups
+from .metrics import BrokerMetrics
 from .server import Broker
 from .write_path import validate_message
 
@@ -423,7 +425,13 @@ async def serve(cfg: BrokerConfig, stop_event: asyncio.Event | None = None, atta
                     note="auth = false: any holder of a certificate of the CA may produce, consume or switch roles")
     server = grpc.aio.server(options=channel_options(cfg.max_request_bytes) + [("grpc.so_reuseport", 0)],
                              interceptors=interceptors, maximum_concurrent_rpcs=cfg.max_concurrent_rpcs)
-    pbg.add_BrokerServiceServicer_to_server(BrokerServicer(broker), server)
+    metrics = BrokerMetrics(broker)
+    servicer = BrokerServicer(broker)
+    metrics.instrument(servicer)
+    pbg.add_BrokerServiceServicer_to_server(servicer, server)
+    health, health_pb = add_grpc_health(server)
+    observe = ObserveServer(cfg.metrics_listen, metrics.registry, metrics.readiness, "broker") \
+        if cfg.metrics_listen else None
     host, port = parse_hostport(cfg.listen, "listen")
     if not cfg.tls.enabled:
         log.warning("plaintext", listen=cfg.listen, ha_listen=cfg.ha_listen,
@@ -448,6 +456,9 @@ async def serve(cfg: BrokerConfig, stop_event: asyncio.Event | None = None, atta
             epoch = cfg.epoch or max(broker._last_local_epoch(), 1)
             await broker.become_slave(epoch, parse_hostport(cfg.master_ha, "master_ha"), cfg.master_addr)
         await server.start()
+        await health.set("", health_pb.HealthCheckResponse.SERVING)
+        if observe is not None:
+            await observe.start()
         log.info("broker_started", listen=cfg.listen, ha_listen=cfg.ha_listen, role=broker.role,
                  epoch=broker.master_epoch, ack_mode=cfg.ack_mode, flush=cfg.flush,
                  mode="controller" if cfg.controller_mode else "static")
@@ -476,6 +487,9 @@ async def serve(cfg: BrokerConfig, stop_event: asyncio.Event | None = None, atta
             if detach is not None:
                 await detach()
     finally:
+        await health.enter_graceful_shutdown()
+        if observe is not None:
+            await observe.stop()
         await listener.close()
         await server.stop(grace=1.0)
         await broker.stop()

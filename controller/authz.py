@@ -93,6 +93,9 @@ CONTROLLER_RULES: dict[str, Rule] = {
     "GetControllerConfig": Rule((R, B)),     # brokers check heartbeat_timeout_ms against their lease
     "ExportEvents": Rule((R,)),
     "Batch": Rule((R, B, P, A), expand=_batch_calls),
+    # grpc.health.v1.Health: any caller the server knows (probes use a reader certificate or token)
+    "Check": Rule((R, B, P, A, W)),
+    "Watch": Rule((R, B, P, A, W)),
 }
 
 NAMESRV_RULES: dict[str, Rule] = {

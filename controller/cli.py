@@ -87,6 +87,7 @@ def _node_args(p: argparse.ArgumentParser, required: bool) -> None:
     p.add_argument("--raft-peers", default=None,
                    help="ID=HOST:PORT,... Raft listener of every node, apart from the client port (recommended)")
     p.add_argument("--config", default=None, help="TOML file ([controller] and [raft] tables)")
+    p.add_argument("--metrics-listen", default=None, help="HOST:PORT for /metrics, /healthz, /readyz (default off)")
     add_tls_args(p)
     add_server_security_args(p, "check roles on every call (needs TLS; docs/security.md)")
 
@@ -101,7 +102,8 @@ def _load_config(args, listen: str | None = None):
                        listen=listen, raft_peers=args.raft_peers, tls_ca=tls.ca or None,
                        tls_cert=tls.cert or None, tls_key=tls.key or None, auth=args.auth,
                        auth_tokens_file=args.auth_tokens_file, allow_insecure=args.allow_insecure,
-                       tls_accept_plaintext=args.tls_accept_plaintext, tls_dial_plaintext=args.tls_dial_plaintext)
+                       tls_accept_plaintext=args.tls_accept_plaintext, tls_dial_plaintext=args.tls_dial_plaintext,
+                       metrics_listen=args.metrics_listen)
 
 
 def _run_controller(args) -> int:

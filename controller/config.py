@@ -62,6 +62,8 @@ class ControllerConfig:
     max_broker_sessions: int = 2048     # session streams per node; they hold RPC slots too
     # Preferred masters: how long the master gets to hand over to the preferred one (its drain).
     rebalance_handover_timeout_ms: int = 5000
+    # Prometheus /metrics, /healthz, /readyz on this HOST:PORT (autoswitch/base/observe.py); "" = off.
+    metrics_listen: str = ""
     watch_queue_size: int = 64
     max_groups_per_query: int = 100_000
     events_max_lines_per_call: int = 10_000

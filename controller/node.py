@@ -48,6 +48,7 @@ from autoswitch.controller.liveness import (
     NodeOpinion,
     ScanPlanner,
 )
+from autoswitch.controller.metrics import ControllerMetrics
 from autoswitch.controller.raft.errors import NotLeader, ProposalDropped, ProposalTimeout, QuorumUnavailable
 from autoswitch.controller.rebalance import GroupFacts, RebalancePlanner
 from autoswitch.controller.service import ControllerServicer
@@ -59,6 +60,7 @@ from autoswitch.base import tls
 from autoswitch.base.auth import AuthConfig, Guard, Role, Rule, current_caller, server_interceptor
 from autoswitch.base.fsutil import write_atomic
 from autoswitch.base.log import get_logger
+from autoswitch.base.observe import ObserveServer, add_grpc_health
 from autoswitch.base.waits import wait_event
 from autoswitch.proto import controller_pb2 as pb
 from autoswitch.proto import controller_pb2_grpc as pbg
@@ -94,6 +96,9 @@ class ControllerNode:
         self._scan_wake = asyncio.Event()      # a master's session closed: scan now (crash-fast failover)
         self._fast_rescans_left = 0
         self.open_sessions = 0                 # BrokerSession streams held now (max_broker_sessions)
+        self.metrics = ControllerMetrics(self)
+        self._observe: ObserveServer | None = None
+        self._health: Any = None
         self._started = False
         self._marker_covers_ms = 0      # the wall time the last_dead_report file already covers
 
@@ -117,7 +122,8 @@ class ControllerNode:
                                          on_hold=self._persist_dead_report)
         self.heartbeats.fast_failover = self.config.fast_failover
         self.events = EventLog(self.data_dir / "events.jsonl")
-        self.sm = sm_adapter.AppliedStateMachine(self.config.sm, self.events, self._on_applied, self.log)
+        self.sm = sm_adapter.AppliedStateMachine(self.config.sm, self.events, self._on_applied, self.log,
+                                                 on_record=self.metrics.on_history_record)
         # One server for Raft and the API: its limit must fit Raft's largest message; the
         # servicer enforces max_message_bytes on API requests itself.
         raft_max = int(self.config.raft.get("max_message_bytes", 16 << 20))
@@ -134,6 +140,7 @@ class ControllerNode:
         self.server = grpc.aio.server(options=opts, interceptors=interceptors,
                                       maximum_concurrent_rpcs=self.config.max_concurrent_rpcs)
         pbg.add_ControllerServiceServicer_to_server(ControllerServicer(self), self.server)
+        self._health = add_grpc_health(self.server)
         for register in self._extra_servicers:
             register(self.server)
         self._check_cluster_id()
@@ -162,6 +169,12 @@ class ControllerNode:
 
         self._peer_client = PeerLiveness(self.config, self.node_id)
         self._tasks.append(asyncio.create_task(self._scan_loop(), name="dead-master-scan"))
+        svc, hpb = self._health
+        await svc.set("", hpb.HealthCheckResponse.SERVING)
+        if self.config.metrics_listen:
+            self._observe = ObserveServer(self.config.metrics_listen, self.metrics.registry, self.readiness,
+                                          "controller")
+            await self._observe.start()
         self.log.info("controller_started", listen=self.config.listen_addr, peers=self.config.peers)
 
     def _check_raft_dir_present(self) -> None:
@@ -261,6 +274,11 @@ class ControllerNode:
             except (asyncio.CancelledError, Exception):
                 pass
         self.watchers.close_all()
+        if self._observe is not None:
+            await self._observe.stop()
+        if self._health is not None:
+            svc, _ = self._health
+            await svc.enter_graceful_shutdown()
         if self._listener is not None:
             await self._listener.close()
         if self.server is not None:
@@ -357,10 +375,12 @@ class ControllerNode:
             datas.append(data)
             where.append(i)
         if datas:
+            t0 = time.monotonic()
             try:
                 results = await self.raft.propose_many(datas, timeout_s=self.config.propose_timeout_s)
             except Exception as e:  # noqa: BLE001 - nothing was proposed: one typed reply for all
                 results = [e] * len(datas)
+            self.metrics.proposals.observe(time.monotonic() - t0)
             for i, r in zip(where, results, strict=True):
                 out[i] = self._map_raft_error(r) if isinstance(r, BaseException) else self._applied(r)
         return out  # type: ignore[return-value]
@@ -443,6 +463,7 @@ class ControllerNode:
 
     def record_heartbeat(self, r: pb.BrokerHeartbeatRequest) -> bool:
         """Store the heartbeat; returns whether this reply may count towards the broker's master lease."""
+        self.metrics.heartbeats.inc()
         self._sync_liveness_config()
         now = self.now_ms()
         ok = self.heartbeats.record(
@@ -458,6 +479,16 @@ class ControllerNode:
         return self.heartbeats.grants_lease(r.broker_name, r.broker_id, r.epoch,
                                             self.sm.master_epoch(r.broker_name), now)
 
+    def readiness(self) -> tuple[bool, str]:
+        """/readyz: a leader is known and this node has applied (nearly) all it knows committed."""
+        md = self.metadata()
+        if not md["leader_id"]:
+            return False, "no controller leader known"
+        lag = md["commit"] - md["applied"]
+        if lag > MAX_READY_LAG:
+            return False, f"applying: {lag} committed entries behind"
+        return True, f"leader {md['leader_id']}, applied {md['applied']}"
+
     def session_opened(self, group: str, broker_id: int, ack_mode: str) -> bool:
         """A broker's session stream started (crash-fast failover); False when the table is full."""
         ok = self.heartbeats.session_opened(group, broker_id, ack_mode)
@@ -469,6 +500,7 @@ class ControllerNode:
         at once and then every FAST_RESCAN_S (bounded) until the peers have seen it too."""
         self._sync_liveness_config()
         crashed = self.heartbeats.session_closed(group, broker_id, self.now_ms())
+        self.metrics.session_ends.labels("true" if crashed else "false").inc()
         epoch, master = self.sm.master_of(group)
         is_master = master == broker_id
         self.log.info("broker_session_closed", group=group, brokerId=broker_id, epoch=epoch, crashed=crashed,
@@ -722,6 +754,8 @@ MAX_ASSUMED_TIMEOUT_MS = 600_000
 # After a master's session closes the leader scans at once, then every FAST_RESCAN_S while a peer
 # has not seen its own end of the session yet, at most MAX_FAST_RESCANS times (~0.5 s).
 FAST_RESCAN_S = 0.025
+# /readyz: at most this many committed entries not yet applied.
+MAX_READY_LAG = 1000
 MAX_FAST_RESCANS = 20
 
 # How far ahead of now the last_dead_report file is written (see _persist_dead_report).

@@ -11,6 +11,7 @@
 from __future__ import annotations
 
 import time
+from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
@@ -100,13 +101,15 @@ class AppliedStateMachine:
     ``on_change(index, group, replica_info)`` (the node pushes it to WatchReplicaInfo streams).
     """
 
-    def __init__(self, sm_config_strings: dict[str, str], events: Any, on_change: Any, log: Any) -> None:
+    def __init__(self, sm_config_strings: dict[str, str], events: Any, on_change: Any, log: Any,
+                 on_record: Callable[[dict], None] | None = None) -> None:
         from autoswitch.controller.sm_config import SMConfig
         from autoswitch.controller.statemachine import ControllerStateMachine
 
         self.inner = ControllerStateMachine(SMConfig.from_strings(sm_config_strings), history_sink=self._sink)
         self.events = events
         self.on_change = on_change
+        self.on_record = on_record      # every history record too (metrics)
         self.log = log
         self._touched: list[str] = []
         self._published: dict[str, m.ReplicaView | None] = {}
@@ -156,6 +159,8 @@ class AppliedStateMachine:
             self.log.error("events_write_failed", exc_info=True, index=rec.get("index"))
         if rec.get("event") not in ("UpdateConfig",):
             self._touched.append(rec["group"])
+        if self.on_record is not None:
+            self.on_record(rec)
 
     # --- local reads (after the node's read-index barrier when linearizability matters) ---
 

@@ -47,7 +47,8 @@ SECURE_IDENTITIES = ["controller/n1", "controller/n2", "controller/n3", "namesrv
 
 class FailoverCluster:
     def __init__(self, procs: ProcGroup, tmp: Path, *, n_brokers: int = 3, lease: bool = True,
-                 ack_mode: str = "all", secure: bool = False, heartbeat_timeout_ms: int = HEARTBEAT_TIMEOUT_MS) -> None:
+                 ack_mode: str = "all", secure: bool = False, heartbeat_timeout_ms: int = HEARTBEAT_TIMEOUT_MS,
+                 metrics: bool = False) -> None:
         self.procs = procs
         self.tls_mode = "on" if secure else "off"
         self._certs: dict[str, dict[str, str]] = {}
@@ -67,6 +68,9 @@ class FailoverCluster:
         self.toml = self.tmp / "controller.toml"
         self.toml.parent.mkdir(parents=True, exist_ok=True)
         self.heartbeat_timeout_ms = heartbeat_timeout_ms
+        # process name (n1, b1, ...) -> its /metrics port, when ``metrics``
+        self.metrics_port: dict[str, int] = {}
+        self.metrics = metrics
         self.toml.write_text(CONTROLLER_TOML.format(timeout_ms=heartbeat_timeout_ms))
         self.tokens_file = self.tmp / "tokens.toml"
         if self.secure:
@@ -149,7 +153,7 @@ class FailoverCluster:
         raft = ",".join(f"{n}={a}" for n, a in self.raft_addrs.items())
         p = self.procs.start(self._name(nid), ["controller", "--node-id", nid, "--peers", peers, "--data-dir",
                                                str(self.tmp / f"ctl-{nid}"), "--raft-peers", raft,
-                                               "--config", str(self.toml),
+                                               "--config", str(self.toml), *self._metrics_args(nid),
                                                *self.server_args(f"controller/{nid}"),
                                                *(["--auth-tokens-file", str(self.tokens_file)] if self.secure and self.tokens_file.exists() else [])])
         self.ctl_proc[nid] = p
@@ -182,7 +186,13 @@ class FailoverCluster:
         if self.tls_mode != "off":
             args += self.server_args(self.broker_identity(name))
         args += ["--master-lease-ms", str(LEASE_MS)] if lease else ["--no-master-lease"]
-        return args
+        return args + self._metrics_args(name)
+
+    def _metrics_args(self, name: str) -> list[str]:
+        if not self.metrics:
+            return []
+        port = self.metrics_port.setdefault(name, free_port())
+        return ["--metrics-listen", f"{HOST}:{port}"]
 
     def start_broker(self, name: str, *, new_port: bool = False, env: dict | None = None,
                      controllers: str | None = None, wait: bool = True, lease: bool | None = None,

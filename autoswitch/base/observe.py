@@ -1,0 +1,129 @@
+"""Observability endpoints of one process: Prometheus ``/metrics``, ``/healthz``, ``/readyz`` on a
+small HTTP port, and gRPC health checking on the process's gRPC server.
+
+Every process owns one ``CollectorRegistry`` (several nodes may share a test process). Values that
+already live in the process (Raft indexes, roles, offsets) are read at scrape time by a collector,
+so the hot paths pay nothing for them; counters and histograms are kept where events happen.
+
+The HTTP server is asyncio, loopback by default, GET only, one request per connection, bounded:
+8 KiB of request head, a 5 s read deadline, at most ``MAX_CONNECTIONS`` at once.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+from collections.abc import Callable, Iterable
+from typing import Any
+
+from prometheus_client import CollectorRegistry, generate_latest
+from prometheus_client.core import GaugeMetricFamily
+from prometheus_client.exposition import CONTENT_TYPE_LATEST
+
+from autoswitch.base.log import get_logger
+
+MAX_HEAD_BYTES = 8192
+READ_TIMEOUT_S = 5.0
+MAX_CONNECTIONS = 64
+
+# (ready, reason): what /readyz answers.
+Readiness = Callable[[], tuple[bool, str]]
+
+_log = get_logger("observe")
+
+
+class FnCollector:
+    """Gauges computed at scrape time: ``fn()`` yields (name, help, labels dict, value)."""
+
+    def __init__(self, fn: Callable[[], Iterable[tuple[str, str, dict[str, str], float]]]) -> None:
+        self._fn = fn
+
+    def collect(self):
+        fams: dict[str, GaugeMetricFamily] = {}
+        for name, help_, labels, value in self._fn():
+            fam = fams.get(name)
+            if fam is None:
+                fam = fams[name] = GaugeMetricFamily(name, help_, labels=sorted(labels))
+            fam.add_metric([labels[k] for k in sorted(labels)], float(value))
+        return list(fams.values())
+
+    def describe(self):
+        return []       # computed at scrape time only; no registration-time call of fn()
+
+
+class ObserveServer:
+    """``/metrics`` (Prometheus text format), ``/healthz`` (200 while the process serves),
+    ``/readyz`` (200 or 503 with the reason, from ``ready``)."""
+
+    def __init__(self, listen: str, registry: CollectorRegistry, ready: Readiness, component: str) -> None:
+        host, _, port = listen.rpartition(":")
+        if not host or not port.isdigit():
+            raise ValueError(f"metrics listen address must be HOST:PORT, got {listen!r}")
+        self.host, self.port = host, int(port)
+        self.registry = registry
+        self.ready = ready
+        self.component = component
+        self._server: asyncio.AbstractServer | None = None
+        self._open = 0
+
+    async def start(self) -> int:
+        self._server = await asyncio.start_server(self._serve, self.host, self.port, limit=MAX_HEAD_BYTES)
+        self.port = self._server.sockets[0].getsockname()[1]
+        _log.info("observe_listening", component=self.component, listen=f"{self.host}:{self.port}")
+        return self.port
+
+    async def stop(self) -> None:
+        if self._server is not None:
+            self._server.close()
+            with contextlib.suppress(Exception):
+                await asyncio.wait_for(self._server.wait_closed(), 2.0)
+            self._server = None
+
+    async def _serve(self, reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> None:
+        if self._open >= MAX_CONNECTIONS:
+            writer.close()
+            return
+        self._open += 1
+        try:
+            try:
+                head = await asyncio.wait_for(reader.readuntil(b"\r\n\r\n"), READ_TIMEOUT_S)
+            except (asyncio.IncompleteReadError, asyncio.LimitOverrunError, TimeoutError, ConnectionError):
+                return
+            line = head.split(b"\r\n", 1)[0].decode("latin-1").split()
+            if len(line) != 3 or line[0] not in ("GET", "HEAD"):
+                await self._reply(writer, 405, b"GET only\n")
+                return
+            path = line[1].split("?", 1)[0]
+            if path == "/metrics":
+                await self._reply(writer, 200, generate_latest(self.registry), CONTENT_TYPE_LATEST, line[0] == "HEAD")
+            elif path == "/healthz":
+                await self._reply(writer, 200, b"ok\n")
+            elif path == "/readyz":
+                ok, why = self.ready()
+                await self._reply(writer, 200 if ok else 503, (why or ("ready" if ok else "not ready")).encode() + b"\n")
+            else:
+                await self._reply(writer, 404, b"not found: /metrics /healthz /readyz\n")
+        except Exception:  # noqa: BLE001 - one bad scrape must never hurt the process
+            _log.warning("observe_request_failed", component=self.component, exc_info=True)
+        finally:
+            self._open -= 1
+            with contextlib.suppress(Exception):
+                writer.close()
+
+    @staticmethod
+    async def _reply(writer: asyncio.StreamWriter, status: int, body: bytes,
+                     ctype: str = "text/plain; charset=utf-8", head_only: bool = False) -> None:
+        reason = {200: "OK", 404: "Not Found", 405: "Method Not Allowed", 503: "Service Unavailable"}[status]
+        writer.write(f"HTTP/1.1 {status} {reason}\r\nContent-Type: {ctype}\r\nContent-Length: {len(body)}\r\n"
+                     "Connection: close\r\n\r\n".encode() + (b"" if head_only else body))
+        with contextlib.suppress(ConnectionError):
+            await asyncio.wait_for(writer.drain(), READ_TIMEOUT_S)
+
+
+def add_grpc_health(server: Any) -> Any:
+    """gRPC health checking (grpc.health.v1) on ``server``; returns the servicer (set_status on it)."""
+    from grpc_health.v1 import health, health_pb2, health_pb2_grpc
+
+    svc = health.aio.HealthServicer()
+    health_pb2_grpc.add_HealthServicer_to_server(svc, server)
+    return svc, health_pb2

@@ -1,0 +1,91 @@
+"""Prometheus metrics, health and readiness of a broker process (autoswitch/base/observe.py serves them).
+
+Produce and consume are counted and timed by wrapping the servicer's two methods before they are
+registered with gRPC; role, MasterEpoch, offsets, fencing and per-slave lag are read at scrape time.
+"""
+
+from __future__ import annotations
+
+import functools
+import time
+from collections.abc import Iterator
+from typing import TYPE_CHECKING, Any
+
+from prometheus_client import CollectorRegistry, Counter, Histogram
+
+from autoswitch.base.observe import FnCollector
+from autoswitch.proto import broker_pb2 as pb
+
+if TYPE_CHECKING:
+    from autoswitch.broker.server import Broker
+
+LATENCY_BUCKETS = (0.0005, 0.001, 0.002, 0.005, 0.01, 0.02, 0.05, 0.1, 0.2, 0.5, 1.0, 2.0, 5.0)
+ROLES = ("master", "slave", "fenced")
+
+
+class BrokerMetrics:
+    def __init__(self, broker: Broker) -> None:
+        self.broker = broker
+        self.registry = CollectorRegistry(auto_describe=False)
+        r = self.registry
+        self.requests = Counter("autoswitch_broker_requests", "Produce/Consume requests by reply status",
+                                ["rpc", "status"], registry=r)
+        self.amounts = {
+            "Produce": Counter("autoswitch_broker_produced_messages", "Messages acknowledged to producers", registry=r),
+            "Consume": Counter("autoswitch_broker_consumed_bytes", "Message bytes served to consumers (bodies, or "
+                               "whole records for record runs)", registry=r),
+        }
+        self.latency = Histogram("autoswitch_broker_request_seconds", "Produce/Consume handling time "
+                                 "(produce: until acknowledged)", ["rpc"], buckets=LATENCY_BUCKETS, registry=r)
+        r.register(FnCollector(self._gauges))
+
+    def instrument(self, servicer: Any) -> None:
+        """Wrap ``servicer.Produce`` and ``servicer.Consume`` (call before registering it)."""
+        for rpc, count in (("Produce", lambda rep: len(rep.results)),
+                           ("Consume", lambda rep: sum(len(m.body) for m in rep.messages)
+                            + sum(len(r.records) for r in rep.runs))):
+            setattr(servicer, rpc, self._timed(rpc, getattr(servicer, rpc), count))
+
+    def _timed(self, rpc: str, fn: Any, count: Any) -> Any:
+        requests, amount, latency = self.requests, self.amounts[rpc], self.latency.labels(rpc)
+
+        @functools.wraps(fn)
+        async def wrapper(request: Any, context: Any) -> Any:
+            t0 = time.monotonic()
+            reply = await fn(request, context)
+            latency.observe(time.monotonic() - t0)
+            requests.labels(rpc, pb.Status.Name(reply.status)).inc()
+            if reply.status == pb.OK:
+                amount.inc(count(reply))
+            return reply
+        return wrapper
+
+    def readiness(self) -> tuple[bool, str]:
+        """/readyz: the broker knows its role (controller mode: the controllers named it)."""
+        b = self.broker
+        if b.role == "fenced":
+            return False, f"no role yet (fenced: {b.fence_reason() or 'waiting for the controller'})"
+        return True, f"{b.role} at MasterEpoch {b.master_epoch}"
+
+    def _gauges(self) -> Iterator[tuple[str, str, dict[str, str], float]]:
+        b = self.broker
+        for role in ROLES:
+            yield "autoswitch_broker_role", "1 for the broker's current role", {"role": role}, 1 if b.role == role else 0
+        yield "autoswitch_broker_master_epoch", "MasterEpoch of the broker's role", {}, b.master_epoch
+        yield "autoswitch_broker_max_offset_bytes", "Commit-log end (bytes)", {}, b.store.max_offset
+        yield "autoswitch_broker_confirm_offset_bytes", "confirmOffset: consumers read below it", {}, b.confirm_offset
+        fenced = b.fence_reason() if b.role == "master" else None
+        yield "autoswitch_broker_fenced", "1 while a master refuses writes (lease, handover, deposed)", {}, \
+            1 if fenced else 0
+        ha = b.ha_master
+        if ha is not None:
+            top = b.store.max_offset
+            for bid, r in sorted(ha.tracker.replicas.items()):
+                if r.connected:
+                    yield ("autoswitch_broker_slave_lag_bytes", "Master's log end minus what the slave acknowledged",
+                           {"slave": str(bid)}, max(0, top - max(r.ack_offset, 0)))
+            yield ("autoswitch_broker_sync_state_set_size", "Members of the SyncStateSet (master included)", {},
+                   len(ha.tracker.sync_state_set))
+        if b.replicas is not None and b.replicas.sessions is not None:
+            yield ("autoswitch_broker_controller_sessions", "BrokerSession streams open (crash-fast failover)", {},
+                   len(b.replicas.sessions.open))

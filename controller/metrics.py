@@ -1,0 +1,83 @@
+"""Prometheus metrics of a controller node (autoswitch/base/observe.py serves them).
+
+Counters are kept where events happen (heartbeats, applied elections, proposals, session ends);
+everything the node already knows (Raft term and indexes, role, groups, open sessions, what it
+hears) is read at scrape time.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterator
+from typing import TYPE_CHECKING
+
+from prometheus_client import CollectorRegistry, Counter, Histogram
+
+from autoswitch.base.observe import FnCollector
+
+if TYPE_CHECKING:
+    from autoswitch.controller.node import ControllerNode
+
+PROPOSAL_BUCKETS = (0.001, 0.002, 0.005, 0.01, 0.02, 0.05, 0.1, 0.2, 0.5, 1.0, 2.0, 5.0)
+MAX_GROUPS_SCANNED = 100_000     # the per-scrape walk over groups is bounded
+
+
+class ControllerMetrics:
+    def __init__(self, node: ControllerNode) -> None:
+        self.node = node
+        self.registry = CollectorRegistry(auto_describe=False)
+        r = self.registry
+        self.heartbeats = Counter("autoswitch_controller_heartbeats", "Broker heartbeats received", registry=r)
+        self.elections = Counter("autoswitch_controller_elections", "MasterEpoch changes applied on this node, by "
+                                 "trigger (controller, broker, admin, handover) and kind", ["trigger", "kind"],
+                                 registry=r)
+        self.proposals = Histogram("autoswitch_controller_proposal_seconds", "Proposal to applied reply (leader)",
+                                   buckets=PROPOSAL_BUCKETS, registry=r)
+        self.session_ends = Counter("autoswitch_controller_broker_sessions_closed", "BrokerSession streams that "
+                                    "ended, by whether the end counted as a crash", ["crashed"], registry=r)
+        self.leader_changes = Counter("autoswitch_controller_leader_changes", "Raft leader changes seen", registry=r)
+        r.register(FnCollector(self._gauges))
+        self._last_leader: str | None = None
+
+    def on_history_record(self, rec: dict) -> None:
+        ev = rec.get("event")
+        if ev in ("ElectMaster", "NoMaster"):
+            reason = str(rec.get("reason", ""))
+            parts = reason.split(":")
+            trigger = parts[0] if parts and parts[0] else "unknown"
+            kind = "no_master" if ev == "NoMaster" else ("crash" if "crash" in parts[1:2] else
+                                                       "unclean" if rec.get("unclean") else "clean")
+            self.elections.labels(trigger, kind).inc()
+
+    def _gauges(self) -> Iterator[tuple[str, str, dict[str, str], float]]:
+        node = self.node
+        md = node.metadata()
+        leader = md["leader_id"] or None
+        if leader != self._last_leader:
+            if leader is not None:
+                self.leader_changes.inc()
+            self._last_leader = leader
+        yield "autoswitch_controller_raft_term", "Raft term", {}, md["term"]
+        yield "autoswitch_controller_raft_commit_index", "Raft commit index", {}, md["commit"]
+        yield "autoswitch_controller_raft_applied_index", "Raft applied index", {}, md["applied"]
+        yield "autoswitch_controller_raft_last_index", "Raft last log index", {}, md["last_index"]
+        yield "autoswitch_controller_is_leader", "1 on the Raft leader", {}, 1 if md["is_leader"] else 0
+        yield "autoswitch_controller_groups", "Broker groups in the state machine", {}, md["groups"]
+        yield ("autoswitch_controller_broker_sessions_open", "BrokerSession streams held on this node", {},
+               node.open_sessions)
+        if node.sm is None:
+            return
+        refs = node.sm.masters_refs()
+        yield ("autoswitch_controller_groups_without_master", "Groups with no master", {},
+               max(0, md["groups"] - len(refs)))
+        now = node.now_ms()
+        counts = {"alive": 0, "silent": 0, "crashed": 0}
+        for ref in refs[:MAX_GROUPS_SCANNED]:
+            if node.heartbeats.crashed(ref.broker_name, ref.master_broker_id, now):
+                counts["crashed"] += 1
+            elif node.heartbeats.alive(ref.broker_name, ref.master_broker_id, now):
+                counts["alive"] += 1
+            else:
+                counts["silent"] += 1
+        for state, n in counts.items():
+            yield ("autoswitch_controller_masters_heard", "Masters as this node hears them (its own opinion)",
+                   {"state": state}, n)

@@ -1,0 +1,98 @@
+"""Issue 15 items 1-2 (metrics and health), with real processes: every controller and broker
+serves Prometheus /metrics, /healthz and /readyz, and gRPC health checking; the counters move
+across a kill -9 failover."""
+
+from __future__ import annotations
+
+import asyncio
+import urllib.error
+import urllib.request
+
+import grpc
+import pytest
+from grpc_health.v1 import health_pb2, health_pb2_grpc
+from prometheus_client.parser import text_string_to_metric_families
+
+from tests.integration.failover_harness import FailoverCluster, read_ack_log, wait_until
+
+pytestmark = [pytest.mark.integration, pytest.mark.timeout(180)]
+
+
+def scrape(port: int) -> dict[tuple[str, tuple], float]:
+    with urllib.request.urlopen(f"http://127.0.0.1:{port}/metrics", timeout=5) as r:
+        assert r.status == 200 and r.headers["Content-Type"].startswith("text/plain")
+        text = r.read().decode()
+    out = {}
+    for fam in text_string_to_metric_families(text):
+        for s in fam.samples:
+            out[(s.name, tuple(sorted(s.labels.items())))] = s.value
+    return out
+
+
+def status(port: int, path: str) -> tuple[int, str]:
+    try:
+        with urllib.request.urlopen(f"http://127.0.0.1:{port}{path}", timeout=5) as r:
+            return r.status, r.read().decode()
+    except urllib.error.HTTPError as e:
+        return e.code, e.read().decode()
+
+
+def total(m: dict, name: str, **labels: str) -> float:
+    return sum(v for (n, ls), v in m.items() if n == name and all(dict(ls).get(k) == x for k, x in labels.items()))
+
+
+async def grpc_health(addr: str) -> int:
+    async with grpc.aio.insecure_channel(addr) as ch:
+        r = await health_pb2_grpc.HealthStub(ch).Check(health_pb2.HealthCheckRequest(), timeout=5)
+        return r.status
+
+
+def test_metrics_health_and_readiness_across_a_failover(procs, tmp_path):
+    c = FailoverCluster(procs, tmp_path, metrics=True)
+    c.start_all()
+    m1, e1 = c.wait_master(timeout=60)
+    c.wait_sync_state_set({1, 2, 3}, timeout=60)
+    master = c.master_name()
+    for name in ("b1", "b2", "b3", "n1", "n2", "n3"):
+        port = c.metrics_port[name]
+        assert status(port, "/healthz") == (200, "ok\n")
+        code, why = status(port, "/readyz")
+        assert code == 200, (name, why)
+        assert status(port, "/nope")[0] == 404
+    for addr in [*c.ctl_addrs.values(), *(c.broker_addr(n) for n in ("b1", "b2", "b3"))]:
+        assert asyncio.run(grpc_health(addr)) == health_pb2.HealthCheckResponse.SERVING
+
+    ack_log = tmp_path / "acks.jsonl"
+    prod = c.producer("producer", ack_log, duration_s=4)
+    wait_until(lambda: len(read_ack_log(ack_log)) >= 30, 30, "30 acks")
+    bm = scrape(c.metrics_port[master])
+    assert total(bm, "autoswitch_broker_role", role="master") == 1
+    assert total(bm, "autoswitch_broker_master_epoch") == e1
+    assert total(bm, "autoswitch_broker_produced_messages_total") >= 30
+    assert total(bm, "autoswitch_broker_requests_total", rpc="Produce", status="OK") >= 30
+    assert total(bm, "autoswitch_broker_request_seconds_count", rpc="Produce") >= 30
+    assert total(bm, "autoswitch_broker_sync_state_set_size") == 3
+    assert len([k for k in bm if k[0] == "autoswitch_broker_slave_lag_bytes"]) == 2
+    assert total(bm, "autoswitch_broker_controller_sessions") == 3
+    before = {n: scrape(c.metrics_port[n]) for n in ("n1", "n2", "n3")}
+    assert sum(total(m, "autoswitch_controller_is_leader") for m in before.values()) == 1
+    for m in before.values():
+        assert total(m, "autoswitch_controller_groups") == 1
+        assert total(m, "autoswitch_controller_heartbeats_total") > 0
+        assert total(m, "autoswitch_controller_raft_applied_index") > 0
+
+    c.broker_proc[master].kill9()
+    m2, e2 = c.wait_master(timeout=30, not_id=m1, min_epoch=e1 + 1)
+    prod.popen.wait(60)
+    new_master = c.name_of_id(m2)
+    wait_until(lambda: total(scrape(c.metrics_port[new_master]), "autoswitch_broker_role", role="master") == 1, 30,
+               "the new master's role gauge")
+    assert total(scrape(c.metrics_port[new_master]), "autoswitch_broker_master_epoch") == e2
+    for n in ("n1", "n2", "n3"):
+        # every node applied the election; on every node the killed master's sessions ended as a crash
+        wait_until(lambda n=n: total(scrape(c.metrics_port[n]), "autoswitch_controller_elections_total",
+                                     trigger="controller", kind="crash") >= 1, 30, f"{n} counts the election")
+        after = scrape(c.metrics_port[n])
+        assert total(after, "autoswitch_controller_broker_sessions_closed_total", crashed="true") >= 1
+        assert total(after, "autoswitch_controller_raft_applied_index") > total(
+            before[n], "autoswitch_controller_raft_applied_index")
