@@ -57,7 +57,7 @@ bench-replication: setup
 	$(BIN)/python -m bench.replication $(if $(TLS),--tls)
 
 bench-produce: setup
-	$(BIN)/python -m bench.produce $(if $(CONSUMER),--consumer-group)
+	$(BIN)/python -m bench.produce $(if $(CONSUMER),--consumer-group) $(if $(METRICS),--metrics)
 
 bench-recovery: setup
 	$(BIN)/python -m bench.recovery

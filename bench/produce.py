@@ -6,7 +6,7 @@ on stdout: {"acked_msgs_s_1rep", "acked_msgs_s_3rep", "ratio", "p50_ms", "p99_ms
 (latencies are per Produce request of the 3-replica run). Target: ratio >= 0.5.
 
     python -m bench.produce [--messages 60000] [--producers 4] [--batch 100] [--size 256] [--rounds 2]
-                            [--flush async|sync] [--max-seconds 60] [--consumer-group]
+                            [--flush async|sync] [--max-seconds 60] [--consumer-group] [--metrics]
 
 --consumer-group (make bench-produce CONSUMER=1): two more setups per round, 3 replicas again with
 a consumer reading along (a process of its own, stored-record runs, long polling; it decodes and
@@ -15,6 +15,10 @@ every 100 ms (each commit is one replicated record, acked like a message). Adds
 ``ratio_with_consumer_vs_without`` (the group vs no consumer at all: on 2 cores the reading
 itself competes with the producers) and ``ratio_commits_vs_reading_only`` (the group vs the same
 reader without commits: the cost of the consumer-group mechanism; target >= 0.9).
+
+--metrics (make bench-produce METRICS=1): one more setup per round, 3 replicas serving Prometheus
+/metrics (instrumented produce/consume) with every broker scraped each second; adds
+``ratio_metrics_on_vs_off`` (target >= 0.95, issue 15).
 """
 
 from __future__ import annotations
@@ -43,8 +47,10 @@ def _log(msg: str) -> None:
 
 
 class Cluster:
-    def __init__(self, root: Path, replicas: int, flush: str) -> None:
+    def __init__(self, root: Path, replicas: int, flush: str, metrics: bool = False) -> None:
         self.root = root
+        self.metrics = metrics
+        self.metrics_ports: list[int] = []
         self.replicas = replicas
         self.flush = flush
         self.procs: list[subprocess.Popen] = []
@@ -63,6 +69,9 @@ class Cluster:
             args += ["--epoch", "1"]
         if master_ha:
             args += ["--master-ha", master_ha]
+        if self.metrics:
+            self.metrics_ports.append(free_port())
+            args += ["--metrics-listen", f"{HOST}:{self.metrics_ports[-1]}"]
         log = open(self.root / f"b{bid}.log", "ab")  # noqa: SIM115 - handed to the child
         p = subprocess.Popen(args, stdout=log, stderr=subprocess.STDOUT, start_new_session=True)
         log.close()
@@ -213,9 +222,44 @@ def _consumer_main(read_addr: str, master_addr: str, mode: str, max_s: float, st
     results.put(asyncio.run(run()))
 
 
-def run_one(replicas: int, args: argparse.Namespace, consumer: str = "") -> dict:
+async def _scrape_loop(ports: list[int], stop: asyncio.Event, every_s: float) -> int:
+    """A Prometheus stand-in: GET /metrics of every broker each ``every_s`` (bounded by ``stop``)."""
+    n = 0
+    while not stop.is_set():
+        for port in ports:
+            r, w = await asyncio.open_connection(HOST, port)
+            w.write(b"GET /metrics HTTP/1.1\r\nHost: x\r\n\r\n")
+            await w.drain()
+            body = await r.read()
+            w.close()
+            if not body.startswith(b"HTTP/1.1 200"):
+                raise RuntimeError(f"scrape of :{port} failed: {body[:80]!r}")
+            n += 1
+        try:
+            await asyncio.wait_for(stop.wait(), every_s)
+        except TimeoutError:
+            pass
+    return n
+
+
+async def _load_scraped(cl: Cluster, args: argparse.Namespace) -> dict:
+    stop = asyncio.Event()
+    scraper = asyncio.ensure_future(_scrape_loop(cl.metrics_ports, stop, SCRAPE_EVERY_S))
+    try:
+        res = await _load(cl.master_addr, args.messages, args.producers, args.batch, args.size, args.max_seconds)
+    finally:
+        stop.set()
+    res["scrapes"] = await scraper
+    return res
+
+
+# --metrics: how often the stand-in Prometheus scrapes every broker (Prometheus defaults to 15 s).
+SCRAPE_EVERY_S = 1.0
+
+
+def run_one(replicas: int, args: argparse.Namespace, consumer: str = "", metrics: bool = False) -> dict:
     with tempfile.TemporaryDirectory(prefix=f"bench-produce-{replicas}rep-") as tmp:
-        cl = Cluster(Path(tmp), replicas, args.flush)
+        cl = Cluster(Path(tmp), replicas, args.flush, metrics=metrics)
         try:
             _log(f"starting {replicas} replica(s)")
             cl.start()
@@ -224,8 +268,12 @@ def run_one(replicas: int, args: argparse.Namespace, consumer: str = "") -> dict
             what = f"{replicas} replica(s)" + {"": "", "read": " + reader", "commit": " + consumer group"}[consumer]
             _log(f"{what}: {args.messages} msgs, {args.producers} producers x batch {args.batch}")
             read_addr = cl.slave_addrs[-1] if consumer and args.consumer_reads == "slave" else ""
-            res = asyncio.run(_load(cl.master_addr, args.messages, args.producers, args.batch, args.size,
-                                    args.max_seconds, consumer, read_addr))
+            if metrics:
+                what += " + /metrics scraped every second"
+                res = asyncio.run(_load_scraped(cl, args))
+            else:
+                res = asyncio.run(_load(cl.master_addr, args.messages, args.producers, args.batch, args.size,
+                                        args.max_seconds, consumer, read_addr))
             _log(f"{what}: {res}")
             return res
         finally:
@@ -245,18 +293,22 @@ def main(argv: list[str] | None = None) -> int:
                     help="also 3 replicas with a consumer group committing every 100 ms (CONSUMER=1)")
     ap.add_argument("--consumer-reads", choices=["master", "slave"], default="master",
                     help="where the consumer reads (commits always go to the master)")
+    ap.add_argument("--metrics", action="store_true",
+                    help="also 3 replicas serving /metrics, scraped every second (METRICS=1)")
     args = ap.parse_args(argv)
     assert 1 <= args.rounds <= 10
     assert 1 <= args.producers <= 64 and 1 <= args.batch <= 1000 and args.messages % args.producers == 0
     # Alternate the setups and keep each one's best round: the machine is shared, so a round can
     # lose CPU to unrelated work; alternating spreads that over both setups.
-    ones, threes, readc, withc = [], [], [], []
+    ones, threes, readc, withc, metered = [], [], [], [], []
     for _ in range(args.rounds):
         ones.append(run_one(1, args))
         threes.append(run_one(3, args))
         if args.consumer_group:
             readc.append(run_one(3, args, consumer="read"))
             withc.append(run_one(3, args, consumer="commit"))
+        if args.metrics:
+            metered.append(run_one(3, args, metrics=True))
     one = max(ones, key=lambda r: r["acked_msgs_s"])
     three = max(threes, key=lambda r: r["acked_msgs_s"])
     ratio = round(three["acked_msgs_s"] / one["acked_msgs_s"], 3) if one["acked_msgs_s"] else 0.0
@@ -288,6 +340,14 @@ def main(argv: list[str] | None = None) -> int:
         out["ratio_commits_vs_reading_only"] = (round(best["acked_msgs_s"] / reading["acked_msgs_s"], 3)
                                                 if reading["acked_msgs_s"] else 0.0)
         out["target_ratio_commits_vs_reading_only"] = 0.9
+    if metered:
+        best = max(metered, key=lambda r: r["acked_msgs_s"])
+        out["acked_msgs_s_3rep_metrics"] = best["acked_msgs_s"]
+        out["rounds_3rep_metrics"] = [r["acked_msgs_s"] for r in metered]
+        out["scrapes"] = best["scrapes"]
+        out["ratio_metrics_on_vs_off"] = (round(best["acked_msgs_s"] / three["acked_msgs_s"], 3)
+                                          if three["acked_msgs_s"] else 0.0)
+        out["target_ratio_metrics_on_vs_off"] = 0.95
     print(json.dumps(out))
     return 0
 

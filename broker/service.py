@@ -425,13 +425,14 @@ async def serve(cfg: BrokerConfig, stop_event: asyncio.Event | None = None, atta
                     note="auth = false: any holder of a certificate of the CA may produce, consume or switch roles")
     server = grpc.aio.server(options=channel_options(cfg.max_request_bytes) + [("grpc.so_reuseport", 0)],
                              interceptors=interceptors, maximum_concurrent_rpcs=cfg.max_concurrent_rpcs)
-    metrics = BrokerMetrics(broker)
     servicer = BrokerServicer(broker)
-    metrics.instrument(servicer)
+    observe = None
+    if cfg.metrics_listen:      # off: the request path is exactly the uninstrumented one
+        metrics = BrokerMetrics(broker)
+        metrics.instrument(servicer)
+        observe = ObserveServer(cfg.metrics_listen, metrics.registry, metrics.readiness, "broker")
     pbg.add_BrokerServiceServicer_to_server(servicer, server)
     health, health_pb = add_grpc_health(server)
-    observe = ObserveServer(cfg.metrics_listen, metrics.registry, metrics.readiness, "broker") \
-        if cfg.metrics_listen else None
     host, port = parse_hostport(cfg.listen, "listen")
     if not cfg.tls.enabled:
         log.warning("plaintext", listen=cfg.listen, ha_listen=cfg.ha_listen,
