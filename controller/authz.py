@@ -75,6 +75,7 @@ CONTROLLER_RULES: dict[str, Rule] = {
     "GetNextBrokerId": Rule((R, B), scope=_group),
     "GetReplicaInfo": Rule((R, B, P), scope=_group),
     "WatchReplicaInfo": Rule((R, B, P), scope=_group),
+    "WatchAlerts": Rule((R,)),
     "GetSyncStateData": Rule((R, B), scope=_sync_state_scope),
     "ApplyBrokerId": Rule((B,), scope=lambda r: [(r.broker_name, r.applied_broker_id)]),
     "RegisterBroker": Rule((B,), scope=_own),

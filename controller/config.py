@@ -8,6 +8,7 @@ not silently ignored, so a typo cannot leave a safety timeout at its default unn
 from __future__ import annotations
 
 import dataclasses
+import os
 import tomllib
 from collections.abc import Iterable
 from dataclasses import dataclass, field
@@ -64,6 +65,10 @@ class ControllerConfig:
     rebalance_handover_timeout_ms: int = 5000
     # Prometheus /metrics, /healthz, /readyz on this HOST:PORT (autoswitch/base/observe.py); "" = off.
     metrics_listen: str = ""
+    # Sentinel-style alerts (controller/alerts.py): the leader runs this executable for each alert.
+    notification_script: str = ""
+    notification_timeout_s: float = 10.0
+    max_alerts_in_flight: int = 8
     watch_queue_size: int = 64
     max_groups_per_query: int = 100_000
     events_max_lines_per_call: int = 10_000
@@ -119,6 +124,13 @@ class ControllerConfig:
         if not 0 < self.max_broker_sessions <= self.max_concurrent_rpcs // 4:
             raise ConfigError("max_broker_sessions must be in (0, max_concurrent_rpcs / 4]: sessions hold RPC slots",
                               key="max_broker_sessions")
+        if not 0 < self.notification_timeout_s <= 300 or not 1 <= self.max_alerts_in_flight <= 64:
+            raise ConfigError("notification_timeout_s must be in (0, 300] and max_alerts_in_flight in [1, 64]",
+                              key="notification_timeout_s")
+        if self.notification_script and not (os.path.isfile(self.notification_script)
+                                             and os.access(self.notification_script, os.X_OK)):
+            raise ConfigError(f"notification_script {self.notification_script!r} is not an executable file",
+                              key="notification_script")
         if not 100 <= self.rebalance_handover_timeout_ms <= 300_000:
             raise ConfigError("rebalance_handover_timeout_ms must be in [100, 300000]", key="rebalance_handover_timeout_ms")
         if self.propose_timeout_s <= 0 or self.read_timeout_s <= 0:

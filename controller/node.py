@@ -35,6 +35,7 @@ import grpc
 import msgspec
 from autoswitch.controller import messages as msgs
 from autoswitch.controller import sm_adapter
+from autoswitch.controller.alerts import Alerter
 from autoswitch.controller.authz import CONTROLLER_RULES, NAMESRV_RULES, audit_detail
 from autoswitch.controller.broker_calls import transfer_master
 from autoswitch.controller.codes import Code, code_name
@@ -97,6 +98,9 @@ class ControllerNode:
         self._fast_rescans_left = 0
         self.open_sessions = 0                 # BrokerSession streams held now (max_broker_sessions)
         self.metrics = ControllerMetrics(self)
+        self.alerter = Alerter(config.node_id, config.notification_script, config.notification_timeout_s,
+                               config.max_alerts_in_flight, self.watchers)
+        self._disagreements: set[tuple[str, int]] = set()    # (group, MasterEpoch) already alerted
         self._observe: ObserveServer | None = None
         self._health: Any = None
         self._started = False
@@ -123,7 +127,7 @@ class ControllerNode:
         self.heartbeats.fast_failover = self.config.fast_failover
         self.events = EventLog(self.data_dir / "events.jsonl")
         self.sm = sm_adapter.AppliedStateMachine(self.config.sm, self.events, self._on_applied, self.log,
-                                                 on_record=self.metrics.on_history_record)
+                                                 on_record=self._on_record)
         # One server for Raft and the API: its limit must fit Raft's largest message; the
         # servicer enforces max_message_bytes on API requests itself.
         raft_max = int(self.config.raft.get("max_message_bytes", 16 << 20))
@@ -276,6 +280,7 @@ class ControllerNode:
         self.watchers.close_all()
         if self._observe is not None:
             await self._observe.stop()
+        await self.alerter.close()
         if self._health is not None:
             svc, _ = self._health
             await svc.enter_graceful_shutdown()
@@ -479,6 +484,18 @@ class ControllerNode:
         return self.heartbeats.grants_lease(r.broker_name, r.broker_id, r.epoch,
                                             self.sm.master_epoch(r.broker_name), now)
 
+    def _on_record(self, rec: dict) -> None:
+        """Every applied history record: metrics on every node, alerts on the leader only."""
+        self.metrics.on_history_record(rec)
+        ev = rec.get("event")
+        if ev in ("ElectMaster", "NoMaster") and self.is_leader:
+            if ev == "NoMaster":
+                self.alerter.emit("no_master", rec["group"], rec["ts_ms"], epoch=rec["master_epoch"],
+                                  reason=rec["reason"])
+            else:
+                self.alerter.emit("master_elected", rec["group"], rec["ts_ms"], master=rec["master_broker_id"],
+                                  epoch=rec["master_epoch"], reason=rec["reason"], unclean=rec["unclean"])
+
     def readiness(self) -> tuple[bool, str]:
         """/readyz: a leader is known and this node has applied (nearly) all it knows committed."""
         md = self.metadata()
@@ -508,6 +525,7 @@ class ControllerNode:
         if crashed and is_master and self.is_leader:
             self._fast_rescans_left = MAX_FAST_RESCANS
             self._scan_wake.set()
+            self.alerter.emit("master_crashed", group, sm_adapter.wall_ms(), master=broker_id, epoch=epoch)
 
     def local_opinions(self, keys: list[tuple[str, int]]) -> list[NodeOpinion]:
         """This node's answer to a leader asking (a DEAD answer starts a lease hold)."""
@@ -683,6 +701,13 @@ class ControllerNode:
             if v is not None and not v.dead:
                 self.log.info("master_suspect_not_majority", group=g, brokerId=b, dead_votes=v.dead_votes,
                               alive_votes=v.alive_votes)
+                epoch, _ = self.sm.master_of(g)
+                if (g, epoch) not in self._disagreements and not self.heartbeats.crashed(g, b, now):
+                    if len(self._disagreements) >= MAX_ALERT_MEMORY:
+                        self._disagreements.clear()
+                    self._disagreements.add((g, epoch))
+                    self.alerter.emit("liveness_disagreement", g, sm_adapter.wall_ms(), master=b, epoch=epoch,
+                                      dead_votes=v.dead_votes, alive_votes=v.alive_votes)
         if not dead_groups:
             return 0
         # Full member view of the affected groups, so the elections carry every alive candidate.
@@ -756,6 +781,8 @@ MAX_ASSUMED_TIMEOUT_MS = 600_000
 FAST_RESCAN_S = 0.025
 # /readyz: at most this many committed entries not yet applied.
 MAX_READY_LAG = 1000
+# liveness_disagreement alerts remembered per (group, MasterEpoch), then forgotten wholesale
+MAX_ALERT_MEMORY = 10_000
 MAX_FAST_RESCANS = 20
 
 # How far ahead of now the last_dead_report file is written (see _persist_dead_report).

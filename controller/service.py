@@ -433,6 +433,10 @@ class ControllerServicer(pbg.ControllerServiceServicer):
 
     # ---- notifications ----
 
+    async def WatchAlerts(self, request, context):
+        async for ev in streams.watch_alerts(self.node, request):
+            yield ev
+
     async def WatchReplicaInfo(self, request, context):
         async for ev in streams.watch_replica_info(self.node, request):
             yield ev

@@ -10,6 +10,7 @@ from __future__ import annotations
 from collections.abc import AsyncIterator
 from typing import TYPE_CHECKING, Any
 
+from autoswitch.controller.alerts import ALL
 from autoswitch.controller.codes import Code
 from autoswitch.controller.service_common import BadRequest, check_id, check_name, replica_info_pb
 
@@ -53,6 +54,24 @@ async def broker_session(node: ControllerNode, request: pb.BrokerSessionRequest)
         node.open_sessions -= 1
         if tracked:
             node.session_closed(group, bid)
+
+
+async def watch_alerts(node: ControllerNode, request: pb.WatchAlertsRequest) -> AsyncIterator[pb.AlertEvent]:
+    queue = node.watchers.subscribe(ALL)
+    if queue is None:
+        yield pb.AlertEvent(header=pb.ReplyHeader(code=Code.CONTROLLER_OVERLOADED, message="too many watchers",
+                                                  node_id=node.node_id))
+        return
+    try:
+        yield pb.AlertEvent(header=pb.ReplyHeader(code=0, node_id=node.node_id))    # subscribed
+        while True:
+            alert: Any = await queue.get()
+            if alert is None:   # node stopping or the subscriber fell too far behind
+                return
+            yield pb.AlertEvent(header=pb.ReplyHeader(code=0, node_id=node.node_id), kind=alert.kind,
+                                group=alert.group, ts_ms=alert.ts_ms, json=alert.to_json())
+    finally:
+        node.watchers.unsubscribe(ALL, queue)
 
 
 async def watch_replica_info(node: ControllerNode, request: pb.WatchReplicaInfoRequest) -> AsyncIterator[pb.ReplicaInfoEvent]:

@@ -485,6 +485,24 @@ class BrokerSessionEvent(_message.Message):
     tracked: bool
     def __init__(self, header: _Optional[_Union[ReplyHeader, _Mapping]] = ..., tracked: _Optional[bool] = ...) -> None: ...
 
+class WatchAlertsRequest(_message.Message):
+    __slots__ = ()
+    def __init__(self) -> None: ...
+
+class AlertEvent(_message.Message):
+    __slots__ = ("header", "kind", "group", "ts_ms", "json")
+    HEADER_FIELD_NUMBER: _ClassVar[int]
+    KIND_FIELD_NUMBER: _ClassVar[int]
+    GROUP_FIELD_NUMBER: _ClassVar[int]
+    TS_MS_FIELD_NUMBER: _ClassVar[int]
+    JSON_FIELD_NUMBER: _ClassVar[int]
+    header: ReplyHeader
+    kind: str
+    group: str
+    ts_ms: int
+    json: str
+    def __init__(self, header: _Optional[_Union[ReplyHeader, _Mapping]] = ..., kind: _Optional[str] = ..., group: _Optional[str] = ..., ts_ms: _Optional[int] = ..., json: _Optional[str] = ...) -> None: ...
+
 class QueryLivenessRequest(_message.Message):
     __slots__ = ("brokers", "asking_node")
     BROKERS_FIELD_NUMBER: _ClassVar[int]

@@ -139,6 +139,11 @@ class ControllerServiceStub:
                 request_serializer=autoswitch_dot_proto_dot_controller__pb2.BrokerSessionRequest.SerializeToString,
                 response_deserializer=autoswitch_dot_proto_dot_controller__pb2.BrokerSessionEvent.FromString,
                 _registered_method=True)
+        self.WatchAlerts = channel.unary_stream(
+                '/autoswitch.controller.ControllerService/WatchAlerts',
+                request_serializer=autoswitch_dot_proto_dot_controller__pb2.WatchAlertsRequest.SerializeToString,
+                response_deserializer=autoswitch_dot_proto_dot_controller__pb2.AlertEvent.FromString,
+                _registered_method=True)
         self.ExportEvents = channel.unary_unary(
                 '/autoswitch.controller.ControllerService/ExportEvents',
                 request_serializer=autoswitch_dot_proto_dot_controller__pb2.ExportEventsRequest.SerializeToString,
@@ -280,6 +285,12 @@ class ControllerServiceServicer:
         context.set_details('Method not implemented!')
         raise NotImplementedError('Method not implemented!')
 
+    def WatchAlerts(self, request, context):
+        """Missing associated documentation comment in .proto file."""
+        context.set_code(grpc.StatusCode.UNIMPLEMENTED)
+        context.set_details('Method not implemented!')
+        raise NotImplementedError('Method not implemented!')
+
     def ExportEvents(self, request, context):
         """Missing associated documentation comment in .proto file."""
         context.set_code(grpc.StatusCode.UNIMPLEMENTED)
@@ -393,6 +404,11 @@ def add_ControllerServiceServicer_to_server(servicer, server):
                     servicer.BrokerSession,
                     request_deserializer=autoswitch_dot_proto_dot_controller__pb2.BrokerSessionRequest.FromString,
                     response_serializer=autoswitch_dot_proto_dot_controller__pb2.BrokerSessionEvent.SerializeToString,
+            ),
+            'WatchAlerts': grpc.unary_stream_rpc_method_handler(
+                    servicer.WatchAlerts,
+                    request_deserializer=autoswitch_dot_proto_dot_controller__pb2.WatchAlertsRequest.FromString,
+                    response_serializer=autoswitch_dot_proto_dot_controller__pb2.AlertEvent.SerializeToString,
             ),
             'ExportEvents': grpc.unary_unary_rpc_method_handler(
                     servicer.ExportEvents,
@@ -967,6 +983,33 @@ class ControllerService:
             '/autoswitch.controller.ControllerService/BrokerSession',
             autoswitch_dot_proto_dot_controller__pb2.BrokerSessionRequest.SerializeToString,
             autoswitch_dot_proto_dot_controller__pb2.BrokerSessionEvent.FromString,
+            options,
+            channel_credentials,
+            insecure,
+            call_credentials,
+            compression,
+            wait_for_ready,
+            timeout,
+            metadata,
+            _registered_method=True)
+
+    @staticmethod
+    def WatchAlerts(request,
+            target,
+            options=(),
+            channel_credentials=None,
+            call_credentials=None,
+            insecure=False,
+            compression=None,
+            wait_for_ready=None,
+            timeout=None,
+            metadata=None):
+        return grpc.experimental.unary_stream(
+            request,
+            target,
+            '/autoswitch.controller.ControllerService/WatchAlerts',
+            autoswitch_dot_proto_dot_controller__pb2.WatchAlertsRequest.SerializeToString,
+            autoswitch_dot_proto_dot_controller__pb2.AlertEvent.FromString,
             options,
             channel_credentials,
             insecure,

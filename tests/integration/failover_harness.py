@@ -48,7 +48,7 @@ SECURE_IDENTITIES = ["controller/n1", "controller/n2", "controller/n3", "namesrv
 class FailoverCluster:
     def __init__(self, procs: ProcGroup, tmp: Path, *, n_brokers: int = 3, lease: bool = True,
                  ack_mode: str = "all", secure: bool = False, heartbeat_timeout_ms: int = HEARTBEAT_TIMEOUT_MS,
-                 metrics: bool = False) -> None:
+                 metrics: bool = False, controller_toml: str = "") -> None:
         self.procs = procs
         self.tls_mode = "on" if secure else "off"
         self._certs: dict[str, dict[str, str]] = {}
@@ -71,7 +71,7 @@ class FailoverCluster:
         # process name (n1, b1, ...) -> its /metrics port, when ``metrics``
         self.metrics_port: dict[str, int] = {}
         self.metrics = metrics
-        self.toml.write_text(CONTROLLER_TOML.format(timeout_ms=heartbeat_timeout_ms))
+        self.toml.write_text(CONTROLLER_TOML.format(timeout_ms=heartbeat_timeout_ms) + controller_toml)
         self.tokens_file = self.tmp / "tokens.toml"
         if self.secure:
             from autoswitch.app.certs import issue_token

@@ -8,6 +8,7 @@ from __future__ import annotations
 import asyncio
 import json
 
+import grpc
 import pytest
 from autoswitch.controller.client import ControllerClient
 
@@ -95,3 +96,52 @@ def test_quorum_ack_mode_keeps_the_timeout_path(procs, tmp_path):
     assert len(ops) == 3 and all(o.alive and not o.crashed for o in ops), ops
     info = c.replica_info().replica_info
     assert (info.master_broker_id, info.master_epoch) == (m1_id, e1), "no failover before the timeout"
+
+
+def test_alerts_on_the_stream_and_to_the_script(procs, tmp_path):
+    """Issue 15 item 4: the leader's notification script and the WatchAlerts stream report the crash
+    and the election (Sentinel's +sdown/+switch-master)."""
+    out = tmp_path / "alerts.txt"
+    notify = tmp_path / "notify.sh"
+    notify.write_text(f'#!/bin/sh\nprintf "%s %s\\n" "$1" "$2" >> {out}\n')
+    notify.chmod(0o755)
+    c = FailoverCluster(procs, tmp_path, heartbeat_timeout_ms=LONG_TIMEOUT_MS,
+                        controller_toml=f'notification_script = "{notify}"\n')
+    c.start_all()
+    m1, e1 = c.wait_master(timeout=60)
+    c.wait_sync_state_set({1, 2, 3}, timeout=60)
+    wait_until(lambda: c.status(c.master_name()).get("replicas", {}).get("controllerSessions") == 3, 30,
+               "the master holds a session with every controller")
+
+    victim = c.broker_proc[c.master_name()]
+
+    async def watch_and_kill() -> list[tuple[str, str]]:
+        async with ControllerClient(list(c.ctl_addrs.values())) as cl:
+            streams = [cl.stub(a).WatchAlerts(pb.WatchAlertsRequest()) for a in c.ctl_addrs.values()]
+            for s in streams:
+                first = await s.read()
+                assert first.header.code == 0 and not first.kind
+            victim.kill9()
+            got: list[tuple[str, str]] = []
+
+            async def drain(s):       # read(), not async for: a call takes one style only
+                while True:
+                    ev = await s.read()
+                    if ev is grpc.aio.EOF:
+                        return
+                    got.append((ev.kind, json.loads(ev.json)["detail"].get("epoch")))
+            tasks = [asyncio.ensure_future(drain(s)) for s in streams]
+            for _ in range(300):
+                if {k for k, _ in got} >= {"master_crashed", "master_elected"}:
+                    break
+                await asyncio.sleep(0.1)
+            for t in tasks:
+                t.cancel()
+            for s in streams:
+                s.cancel()
+            return got
+    got = asyncio.run(watch_and_kill())
+    assert ("master_crashed", e1) in got and ("master_elected", e1 + 1) in got, got
+    assert len([k for k, _ in got if k == "master_elected"]) == 1, "only the leader alerts"
+    wait_until(lambda: out.exists() and {"master_crashed g1", "master_elected g1"} <= set(out.read_text().splitlines()),
+               30, "the script ran for both alerts")
