@@ -9,11 +9,15 @@ pyspark) happen inside the handlers.
 from __future__ import annotations
 
 import argparse
+import json
+import os
 import sys
 from importlib.metadata import entry_points
 
 from autoswitch import __version__
+from autoswitch.app.cliargs import harden
 from autoswitch.base import log as aslog
+from autoswitch.base.errors import AutoswitchError
 
 COMMAND_GROUP = "autoswitch.commands"
 
@@ -21,20 +25,42 @@ COMMAND_GROUP = "autoswitch.commands"
 def build_parser() -> argparse.ArgumentParser:
     parser = argparse.ArgumentParser(prog="autoswitch", description=__doc__.splitlines()[0])
     parser.add_argument("--version", action="version", version=f"autoswitch {__version__}")
-    parser.add_argument("--log-level", default=None, help="debug|info|warning|error (env AUTOSWITCH_LOG_LEVEL)")
+    parser.add_argument("--log-level", default=None, help="debug|info|warning|error|critical (env AUTOSWITCH_LOG_LEVEL)")
     sub = parser.add_subparsers(dest="command", required=True, metavar="COMMAND")
     admin = sub.add_parser("admin", help="operator commands (all take --json)")
     admin_sub = admin.add_subparsers(dest="admin_command", required=True, metavar="ADMIN_COMMAND")
     for ep in sorted(entry_points(group=COMMAND_GROUP), key=lambda e: e.name):
         ep.load().register(sub, admin_sub)
+    harden(parser)
     return parser
 
 
 def main(argv: list[str] | None = None) -> int:
+    """Usage and config errors exit 2, failures 1; no traceback reaches the user unless
+    AUTOSWITCH_DEBUG=1 (a closed pipe, e.g. ``--json | head``, ends quietly)."""
     parser = build_parser()
     args = parser.parse_args(argv)
-    aslog.configure(args.log_level)
-    rc = args.func(args)
+    try:
+        aslog.configure(args.log_level)
+        rc = args.func(args)
+        sys.stdout.flush()
+    except BrokenPipeError:
+        # the reader went away: point stdout at /dev/null so the interpreter's final flush is quiet
+        os.dup2(os.open(os.devnull, os.O_WRONLY), sys.stdout.fileno())
+        return 0
+    except KeyboardInterrupt:
+        return 130
+    except AutoswitchError as e:
+        if os.environ.get("AUTOSWITCH_DEBUG") == "1":
+            raise
+        print(json.dumps({"error": e.to_dict()}), file=sys.stderr)
+        return 2 if e.code == "CONFIG_ERROR" else 1
+    except Exception as e:  # noqa: BLE001 - the one place a user would otherwise see a traceback
+        if os.environ.get("AUTOSWITCH_DEBUG") == "1":
+            raise
+        print(json.dumps({"error": {"code": "INTERNAL", "message": f"{type(e).__name__}: {str(e)[:500]}",
+                                    "hint": "rerun with AUTOSWITCH_DEBUG=1 for the traceback"}}), file=sys.stderr)
+        return 1
     return int(rc or 0)
 
 

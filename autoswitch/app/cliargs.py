@@ -1,0 +1,102 @@
+"""Uniform checks of command-line values, applied to every command after registration.
+
+Areas declare their options plainly; ``harden(parser)`` walks every (sub)parser once and gives
+each option a checking type by its destination name: addresses must be HOST:PORT (lists
+comma-separated), numbers may not be negative (timeouts must be positive), ``--out`` must go to
+an existing directory, ``--size`` may not exceed what any broker accepts. A bad value is then an
+argparse usage error: one line, exit 2, never a traceback (docs/cli.md "Exit codes").
+"""
+
+from __future__ import annotations
+
+import argparse
+import math
+import os
+from collections.abc import Callable
+from typing import Any
+
+ADDRESS = {"broker", "namesrv", "listen", "ha_listen", "master_ha", "master_addr", "metrics_listen"}
+ADDRESS_LIST = {"controller", "controllers"}
+POSITIVE = {"timeout", "timeout_s", "ready_timeout_s", "refresh_s", "retry_deadline_s", "route_ttl_s",
+            "flap_window_s", "ack_timeout_s"}
+MINIMUM = {"to_offset": -1}          # -1 = the log end
+# No broker accepts a body larger than its gRPC request limit (max_request_bytes, at most 256 MiB).
+MAX_BODY_BYTES = 256 << 20
+LOG_LEVELS = ("debug", "info", "warning", "error", "critical")
+
+
+def hostport(v: str) -> str:
+    host, sep, port = v.rpartition(":")
+    if not sep or not host or not port.isdigit() or not 0 < int(port) < 65536 or len(v) > 300:
+        raise argparse.ArgumentTypeError(f"expected HOST:PORT, got {v[:80]!r}")
+    return v
+
+
+def hostport_list(v: str) -> str:
+    parts = [p.strip() for p in v.split(",") if p.strip()]
+    if not parts or len(parts) > 64:
+        raise argparse.ArgumentTypeError(f"expected HOST:PORT[,HOST:PORT...], got {v[:80]!r}")
+    for p in parts:
+        hostport(p)
+    return v
+
+
+def log_level(v: str) -> str:
+    if v.lower() not in LOG_LEVELS:
+        raise argparse.ArgumentTypeError(f"expected one of {', '.join(LOG_LEVELS)}, got {v[:40]!r}")
+    return v.lower()
+
+
+def out_path(v: str) -> str:
+    if v == "-":
+        return v
+    parent = os.path.dirname(os.path.abspath(v))
+    if not os.path.isdir(parent):
+        raise argparse.ArgumentTypeError(f"directory {parent!r} does not exist")
+    if not os.access(parent, os.W_OK):
+        raise argparse.ArgumentTypeError(f"directory {parent!r} is not writable")
+    return v
+
+
+def _bounded(base: Callable[[str], Any], dest: str) -> Callable[[str], Any]:
+    positive = dest in POSITIVE
+    lo = MINIMUM.get(dest, 0)
+
+    def check(v: str) -> Any:
+        try:
+            x = base(v)
+        except ValueError:
+            raise argparse.ArgumentTypeError(f"expected a number, got {v[:40]!r}") from None
+        if isinstance(x, float) and not math.isfinite(x):
+            raise argparse.ArgumentTypeError(f"expected a finite number, got {v[:40]!r}")
+        if positive and x <= 0:
+            raise argparse.ArgumentTypeError(f"must be > 0, got {v[:40]!r}")
+        if x < lo:
+            raise argparse.ArgumentTypeError(f"must be >= {lo}, got {v[:40]!r}")
+        if dest == "size" and x > MAX_BODY_BYTES:
+            raise argparse.ArgumentTypeError(f"MESSAGE_TOO_LARGE: {x} bytes per message; no broker accepts more "
+                                             f"than {MAX_BODY_BYTES}")
+        return x
+    check.__name__ = getattr(base, "__name__", "number")
+    return check
+
+
+def harden(parser: argparse.ArgumentParser) -> None:
+    """Give every option of every subcommand its check (see the module docstring)."""
+    for action in parser._actions:   # noqa: SLF001 - argparse exposes no public walk
+        if isinstance(action, argparse._SubParsersAction):   # noqa: SLF001
+            for sub in action.choices.values():
+                harden(sub)
+            continue
+        if not action.option_strings:
+            continue
+        if action.dest in ADDRESS and action.type is None:
+            action.type = hostport
+        elif action.dest in ADDRESS_LIST and action.type is None:
+            action.type = hostport_list
+        elif action.dest == "out" and action.type is None:
+            action.type = out_path
+        elif action.dest == "log_level":
+            action.type = log_level
+        elif action.type in (int, float):
+            action.type = _bounded(action.type, action.dest)

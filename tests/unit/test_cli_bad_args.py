@@ -1,0 +1,135 @@
+"""Every command refuses a bad address, a negative number, an --out into a missing directory and an
+impossible --size as a usage error: exit 2, one line on stderr, no traceback (issue 15 item 5)."""
+
+from __future__ import annotations
+
+import argparse
+import subprocess
+import sys
+
+import pytest
+
+from autoswitch.app import cliargs
+from autoswitch.app.cli import build_parser
+
+
+def _commands(parser: argparse.ArgumentParser, path: tuple[str, ...] = ()):
+    subs = [a for a in parser._actions if isinstance(a, argparse._SubParsersAction)]   # noqa: SLF001
+    if not subs:
+        yield path, parser
+    for a in subs:
+        for name, sub in a.choices.items():
+            yield from _commands(sub, (*path, name))
+
+
+def _good(action: argparse.Action) -> list[str]:
+    if action.nargs == 0:
+        return []
+    if action.choices:
+        return [str(next(iter(action.choices)))]
+    kind = getattr(action.type, "__name__", "")
+    if action.type in (cliargs.hostport, cliargs.hostport_list):
+        return ["127.0.0.1:1"]
+    if action.type is cliargs.out_path:
+        return ["/tmp/autoswitch-cli-test.out"]
+    if kind in ("int", "float"):
+        return ["1"]
+    return ["x"]
+
+
+def _bad(action: argparse.Action) -> str | None:
+    if action.type in (cliargs.hostport, cliargs.hostport_list):
+        return "localhost"
+    if action.type is cliargs.out_path:
+        return "/nonexistent-dir/x"
+    if getattr(action.type, "__name__", "") in ("int", "float"):
+        return "-5"
+    return None
+
+
+CASES = []
+for path, parser in _commands(build_parser()):
+    required = [a for a in parser._actions if a.required and a.option_strings]    # noqa: SLF001
+    for action in parser._actions:                                              # noqa: SLF001
+        bad = _bad(action) if action.option_strings else None
+        if bad is None:
+            continue
+        argv = [*path]
+        for r in required:
+            if r is not action:
+                argv += [r.option_strings[0], *_good(r)]
+        argv += [action.option_strings[0], bad]
+        CASES.append(pytest.param(argv, id=" ".join([*path, action.option_strings[0]])))
+
+
+def test_there_are_many_cases():
+    assert len(CASES) > 100
+
+
+@pytest.mark.parametrize("argv", CASES)
+def test_bad_value_is_a_usage_error(argv, capsys):
+    with pytest.raises(SystemExit) as ei:
+        build_parser().parse_args(argv)
+    assert ei.value.code == 2
+    err = capsys.readouterr().err
+    assert "error: argument" in err and "Traceback" not in err
+
+
+def _cli(*args: str, **kw) -> subprocess.CompletedProcess:
+    return subprocess.run([sys.executable, "-m", "autoswitch", *args], capture_output=True, text=True, timeout=60, **kw)
+
+
+def test_bad_log_level_is_a_usage_error():
+    r = _cli("--log-level", "nope", "broker")
+    assert r.returncode == 2 and "Traceback" not in r.stderr and "--log-level" in r.stderr
+
+
+def _main_with(fn, monkeypatch):
+    """Run the real ``main`` wrapper around a stand-in command."""
+    from autoswitch.app import cli
+
+    def parser() -> argparse.ArgumentParser:
+        p = argparse.ArgumentParser(prog="autoswitch")
+        p.add_argument("--log-level", default=None)
+        p.set_defaults(func=fn)
+        return p
+    monkeypatch.setattr(cli, "build_parser", parser)
+    return cli.main([])
+
+
+def test_unexpected_failure_is_one_json_line(monkeypatch, capsys):
+    def boom(args):
+        raise ValueError("something odd")
+    assert _main_with(boom, monkeypatch) == 1
+    err = capsys.readouterr().err
+    assert "Traceback" not in err and '"code": "INTERNAL"' in err and "something odd" in err
+
+
+def test_typed_error_exit_codes(monkeypatch, capsys):
+    from autoswitch.base.errors import ConfigError
+
+    def bad_config(args):
+        raise ConfigError("nope", key="k")
+    assert _main_with(bad_config, monkeypatch) == 2
+    assert '"CONFIG_ERROR"' in capsys.readouterr().err
+
+
+def test_closed_pipe_ends_quietly(tmp_path):
+    # a command whose output the reader stops taking (`... --json | head -1`): here a stand-in that
+    # writes more than a pipe holds, run through the real main wrapper in a child process
+    code = (
+        "import argparse, sys\n"
+        "from autoswitch.app import cli\n"
+        "def big(args):\n"
+        "    for i in range(200000):\n"
+        "        print('line %d' % i)\n"
+        "def parser():\n"
+        "    p = argparse.ArgumentParser(); p.add_argument('--log-level'); p.set_defaults(func=big); return p\n"
+        "cli.build_parser = parser\n"
+        "sys.exit(cli.main([]))\n"
+    )
+    script = tmp_path / "big.py"
+    script.write_text(code)
+    p = subprocess.run(f"{sys.executable} {script} | head -1", shell=True, capture_output=True, text=True, timeout=60)
+    assert p.stdout.startswith("line 0")
+    assert "Traceback" not in p.stderr and "BrokenPipe" not in p.stderr, p.stderr
