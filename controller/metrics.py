@@ -35,6 +35,8 @@ class ControllerMetrics:
         self.session_ends = Counter("autoswitch_controller_broker_sessions_closed", "BrokerSession streams that "
                                     "ended, by whether the end counted as a crash", ["crashed"], registry=r)
         self.leader_changes = Counter("autoswitch_controller_leader_changes", "Raft leader changes seen", registry=r)
+        self.status_requests = Counter("autoswitch_controller_status_requests", "/status.json requests answered",
+                                       registry=r)
         r.register(FnCollector(self._gauges))
         self._last_leader: str | None = None
 

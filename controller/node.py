@@ -55,6 +55,7 @@ from autoswitch.controller.rebalance import GroupFacts, RebalancePlanner
 from autoswitch.controller.service import ControllerServicer
 from autoswitch.controller.service_common import NodeReply
 from autoswitch.controller.statemachine import decode_snapshot
+from autoswitch.controller.status_page import StatusPage
 from autoswitch.controller.watchers import Watchers
 
 from autoswitch.base import tls
@@ -98,6 +99,7 @@ class ControllerNode:
         self._fast_rescans_left = 0
         self.open_sessions = 0                 # BrokerSession streams held now (max_broker_sessions)
         self.metrics = ControllerMetrics(self)
+        self.status_page = StatusPage(self)
         self.alerter = Alerter(config.node_id, config.notification_script, config.notification_timeout_s,
                                config.max_alerts_in_flight, self.watchers)
         self._disagreements: set[tuple[str, int]] = set()    # (group, MasterEpoch) already alerted
@@ -177,7 +179,7 @@ class ControllerNode:
         await svc.set("", hpb.HealthCheckResponse.SERVING)
         if self.config.metrics_listen:
             self._observe = ObserveServer(self.config.metrics_listen, self.metrics.registry, self.readiness,
-                                          "controller")
+                                          "controller", pages=self.status_page.pages())
             await self._observe.start()
         self.log.info("controller_started", listen=self.config.listen_addr, peers=self.config.peers)
 
@@ -412,7 +414,7 @@ class ControllerNode:
 
     async def sync_state_data(self, groups: tuple[str, ...]) -> tuple[msgs.Reply, list[sm_adapter.GroupState]]:
         await self.barrier()
-        return self.sm.sync_state_data(groups, self._member_view)
+        return self.sm.sync_state_data(groups, self.member_view)
 
     def _map_raft_error(self, e: BaseException) -> NodeReply:
         if isinstance(e, NotLeader):
@@ -487,6 +489,7 @@ class ControllerNode:
     def _on_record(self, rec: dict) -> None:
         """Every applied history record: metrics on every node, alerts on the leader only."""
         self.metrics.on_history_record(rec)
+        self.status_page.on_record(rec)
         ev = rec.get("event")
         if ev in ("ElectMaster", "NoMaster") and self.is_leader:
             if ev == "NoMaster":
@@ -533,7 +536,7 @@ class ControllerNode:
         now = self.now_ms()
         return [self.heartbeats.report_opinion(g, b, now) for g, b in keys]
 
-    def _member_view(self, g: str, b: int) -> tuple[bool, int, Any]:
+    def member_view(self, g: str, b: int) -> tuple[bool, int, Any]:
         """Read-side view of one replica for GetSyncStateData: this node's own opinion, no hold."""
         now = self.now_ms()
         return (self.heartbeats.alive(g, b, now), self.heartbeats.last_heard_ms_ago(g, b, now),

@@ -97,6 +97,10 @@ class Layout:
     def controller_addrs(self) -> list[str]:
         return [f"{HOST}:{self.base_port + i}" for i in range(3)]
 
+    def metrics_addrs(self) -> list[str]:
+        """The controllers' /metrics and status-page ports (base+3, base+4, base+8: free slots)."""
+        return [f"{HOST}:{self.base_port + p}" for p in (3, 4, 8)]
+
     def raft_addrs(self) -> list[str]:
         """The controllers' Raft listeners, apart from their client ports (base+5..base+7)."""
         return [f"{HOST}:{self.base_port + 5 + i}" for i in range(3)]
@@ -234,12 +238,14 @@ class Cluster:
         d = lay.data_dir
         self._spawn(Child("namesrv-n1", ["namesrv", "--listen", addrs[0], "--embed-controller", "--node-id", "n1",
                                          "--peers", peers, "--raft-peers", raft, "--data-dir", str(d / "controller-n1"),
-                                         "--config", toml, *self.server_flags("controller/n1")],
+                                         "--config", toml, "--metrics-listen", lay.metrics_addrs()[0],
+                                         *self.server_flags("controller/n1")],
                           self.log_dir / "namesrv-n1.log", port=lay.base_port))
         for i in (1, 2):
             nid = f"n{i + 1}"
             self._spawn(Child(f"controller-{nid}", ["controller", "--node-id", nid, "--peers", peers, "--raft-peers",
                                                     raft, "--data-dir", str(d / f"controller-{nid}"), "--config", toml,
+                                                    "--metrics-listen", lay.metrics_addrs()[i],
                                                     *self.server_flags(f"controller/{nid}")],
                               self.log_dir / f"controller-{nid}.log", port=lay.base_port + i))
 
@@ -597,6 +603,8 @@ def _print_addresses(cluster: Cluster, leader: str) -> None:
     _out(f"data dir    {lay.data_dir}  (profile {lay.profile})")
     _out(f"name server {lay.namesrv}  (embeds controller n1)")
     _out(f"controllers {','.join(lay.controller_addrs())}  (leader {leader})")
+    _out(f"status page http://{lay.metrics_addrs()[0]}/status  (live; also /metrics, /healthz, /readyz on "
+         f"{', '.join(lay.metrics_addrs())})")
     for g, addrs in lay.broker_layout().items():
         _out(f"group {g}    {' '.join(addrs)}  (HA ports +1)")
     for c in cluster.children.values():

@@ -13,8 +13,9 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
-from collections.abc import Callable, Iterable
+from collections.abc import Awaitable, Callable, Iterable
 from typing import Any
+from urllib.parse import parse_qsl
 
 from prometheus_client import CollectorRegistry, generate_latest
 from prometheus_client.core import GaugeMetricFamily
@@ -28,6 +29,8 @@ MAX_CONNECTIONS = 64
 
 # (ready, reason): what /readyz answers.
 Readiness = Callable[[], tuple[bool, str]]
+# More pages: (query parameters) -> (HTTP status, body, content type).
+Page = Callable[[dict[str, str]], Awaitable[tuple[int, bytes, str]]]
 
 _log = get_logger("observe")
 
@@ -55,7 +58,8 @@ class ObserveServer:
     """``/metrics`` (Prometheus text format), ``/healthz`` (200 while the process serves),
     ``/readyz`` (200 or 503 with the reason, from ``ready``)."""
 
-    def __init__(self, listen: str, registry: CollectorRegistry, ready: Readiness, component: str) -> None:
+    def __init__(self, listen: str, registry: CollectorRegistry, ready: Readiness, component: str,
+                 pages: dict[str, Page] | None = None) -> None:
         host, _, port = listen.rpartition(":")
         if not host or not port.isdigit():
             raise ValueError(f"metrics listen address must be HOST:PORT, got {listen!r}")
@@ -63,6 +67,7 @@ class ObserveServer:
         self.registry = registry
         self.ready = ready
         self.component = component
+        self.pages = dict(pages or {})
         self._server: asyncio.AbstractServer | None = None
         self._open = 0
 
@@ -93,8 +98,12 @@ class ObserveServer:
             if len(line) != 3 or line[0] not in ("GET", "HEAD"):
                 await self._reply(writer, 405, b"GET only\n")
                 return
-            path = line[1].split("?", 1)[0]
-            if path == "/metrics":
+            path, _, qs = line[1].partition("?")
+            page = self.pages.get(path)
+            if page is not None:
+                status, body, ctype = await page(dict(parse_qsl(qs[:2000])))
+                await self._reply(writer, status, body, ctype, line[0] == "HEAD")
+            elif path == "/metrics":
                 await self._reply(writer, 200, generate_latest(self.registry), CONTENT_TYPE_LATEST, line[0] == "HEAD")
             elif path == "/healthz":
                 await self._reply(writer, 200, b"ok\n")
@@ -102,7 +111,8 @@ class ObserveServer:
                 ok, why = self.ready()
                 await self._reply(writer, 200 if ok else 503, (why or ("ready" if ok else "not ready")).encode() + b"\n")
             else:
-                await self._reply(writer, 404, b"not found: /metrics /healthz /readyz\n")
+                known = " ".join(["/metrics", "/healthz", "/readyz", *sorted(self.pages)])
+                await self._reply(writer, 404, f"not found: {known}\n".encode())
         except Exception:  # noqa: BLE001 - one bad scrape must never hurt the process
             _log.warning("observe_request_failed", component=self.component, exc_info=True)
         finally:
@@ -113,7 +123,8 @@ class ObserveServer:
     @staticmethod
     async def _reply(writer: asyncio.StreamWriter, status: int, body: bytes,
                      ctype: str = "text/plain; charset=utf-8", head_only: bool = False) -> None:
-        reason = {200: "OK", 404: "Not Found", 405: "Method Not Allowed", 503: "Service Unavailable"}[status]
+        reason = {200: "OK", 400: "Bad Request", 404: "Not Found", 405: "Method Not Allowed",
+                  503: "Service Unavailable"}[status]
         writer.write(f"HTTP/1.1 {status} {reason}\r\nContent-Type: {ctype}\r\nContent-Length: {len(body)}\r\n"
                      "Connection: close\r\n\r\n".encode() + (b"" if head_only else body))
         with contextlib.suppress(ConnectionError):

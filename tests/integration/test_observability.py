@@ -5,6 +5,9 @@ across a kill -9 failover."""
 from __future__ import annotations
 
 import asyncio
+import re
+import shutil
+import subprocess
 import urllib.error
 import urllib.request
 
@@ -96,3 +99,42 @@ def test_metrics_health_and_readiness_across_a_failover(procs, tmp_path):
         assert total(after, "autoswitch_controller_broker_sessions_closed_total", crashed="true") >= 1
         assert total(after, "autoswitch_controller_raft_applied_index") > total(
             before[n], "autoswitch_controller_raft_applied_index")
+
+
+def test_status_page_follows_a_failover_in_headless_chromium(procs, tmp_path):
+    """Issue 15 item 3: the controller's status page, loaded once, shows the new master after a
+    kill -9 without a reload (its script long-polls /status.json)."""
+    browser = shutil.which("chromium") or shutil.which("chromium-browser")
+    assert browser, "chromium is needed (Debian package `chromium`; .ci/run installs it)"
+    c = FailoverCluster(procs, tmp_path, metrics=True)
+    c.start_all()
+    m1, e1 = c.wait_master(timeout=60)
+    c.wait_sync_state_set({1, 2, 3}, timeout=60)
+    port = c.metrics_port["n1"]
+    code, body = status(port, "/status.json")
+    assert code == 200 and f'"master":{m1},"epoch":{e1}' in body
+    assert status(port, "/status.json?after=x")[0] == 400
+    victim = c.broker_proc[c.master_name()]
+    shown = scrape(port)
+    # at most 8 polls of at most 3 s each: the election lands within them
+    page = f"http://127.0.0.1:{port}/status?polls=8&wait=3"
+    chrome = subprocess.Popen([browser, "--headless", "--no-sandbox", "--disable-gpu", "--no-first-run",
+                               "--disable-background-networking", "--disable-component-update", "--disable-sync",
+                               f"--user-data-dir={tmp_path / 'profile'}", "--virtual-time-budget=60000",
+                               "--dump-dom", page], stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+    try:
+        # the page's first poll was answered: the old master is on it; now fail it over
+        wait_until(lambda: total(scrape(port), "autoswitch_controller_status_requests_total")
+                   > total(shown, "autoswitch_controller_status_requests_total"), 60, "the page's first poll")
+        victim.kill9()
+        m2, e2 = c.wait_master(timeout=30, not_id=m1, min_epoch=e1 + 1)
+        dom, err = chrome.communicate(timeout=90)
+    finally:
+        if chrome.poll() is None:
+            chrome.kill()
+            chrome.wait(10)
+    assert chrome.returncode == 0, err[-2000:]
+    seen = re.search(r'data-masters-seen="([^"]*)"', dom)
+    assert seen, dom[:2000]
+    assert {f"g1:{m1}@{e1}", f"g1:{m2}@{e2}"} <= set(seen.group(1).split()), seen.group(1)
+    assert 'data-done="yes"' in dom and "<td>g1</td>" in dom

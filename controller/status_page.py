@@ -1,0 +1,129 @@
+"""The controller's status page (served on its metrics port, docs/operations.md "Status page").
+
+``/status`` is one static HTML page; its script long-polls ``/status.json?after=V&wait=S``, which
+answers at once when this node's applied index is past ``V`` and otherwise waits up to ``S``
+seconds (at most 30) for it, so the page follows elections within a poll without reloading.
+The JSON is this node's own view: members, Raft indexes, every group (master, MasterEpoch,
+SyncStateSet, preferred master, each replica's liveness, last reported offset and lag behind the
+master's report) and the last elections and admin actions it applied.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import json
+import time
+from collections import deque
+from typing import TYPE_CHECKING
+
+if TYPE_CHECKING:
+    from autoswitch.controller.node import ControllerNode
+
+MAX_WAIT_S = 30.0
+POLL_STEP_S = 0.05
+MAX_GROUPS_SHOWN = 1000
+RECENT_EVENTS = 50
+SHOWN_EVENTS = ("ElectMaster", "NoMaster", "AdminAudit", "PreferredMaster")
+
+
+class StatusPage:
+    def __init__(self, node: ControllerNode) -> None:
+        self.node = node
+        self.recent: deque[dict] = deque(maxlen=RECENT_EVENTS)
+
+    def on_record(self, rec: dict) -> None:
+        if rec.get("event") in SHOWN_EVENTS:
+            self.recent.append({k: rec.get(k) for k in ("ts_ms", "group", "event", "master_broker_id", "master_epoch",
+                                                         "reason", "unclean", "actor")})
+
+    def pages(self) -> dict:
+        return {"/status": self.html, "/status.json": self.status_json, "/": self.html}
+
+    async def html(self, query: dict[str, str]) -> tuple[int, bytes, str]:
+        return 200, PAGE.encode(), "text/html; charset=utf-8"
+
+    async def status_json(self, query: dict[str, str]) -> tuple[int, bytes, str]:
+        try:
+            after = int(query.get("after", "-1"))
+            wait = min(MAX_WAIT_S, max(0.0, float(query.get("wait", "0"))))
+        except ValueError:
+            return 400, b'{"error": "after must be an integer, wait a number"}\n', "application/json"
+        deadline = time.monotonic() + wait
+        while self.node.metadata()["applied"] <= after and time.monotonic() < deadline:
+            await asyncio.sleep(POLL_STEP_S)
+        self.node.metrics.status_requests.inc()
+        return 200, json.dumps(self.snapshot(), separators=(",", ":")).encode(), "application/json"
+
+    def snapshot(self) -> dict:
+        node = self.node
+        md = node.metadata()
+        out = {"node": node.node_id, "version": md["applied"], "leader": md["leader_id"], "term": md["term"],
+               "commit": md["commit"], "applied": md["applied"], "ts_ms": int(time.time() * 1000),
+               "members": [{"id": n, "address": a, "reachable": ok, "leader": n == md["leader_id"]}
+                           for n, a, ok in md["peers"]],
+               "groups": [], "events": list(self.recent)[::-1]}
+        if node.sm is None:
+            return out
+        _, groups = node.sm.sync_state_data((), node.member_view)
+        for g in groups[:MAX_GROUPS_SHOWN]:
+            info = g.replica_info
+            top = max((m.max_offset for m in g.members if m.broker_id == info.master_broker_id), default=0)
+            out["groups"].append({
+                "group": info.broker_name, "master": info.master_broker_id, "epoch": info.master_epoch,
+                "sync_state_set": list(info.sync_state_set), "sync_state_set_epoch": info.sync_state_set_epoch,
+                "preferred": info.preferred_master,
+                "replicas": [{"id": m.broker_id, "address": m.address, "alive": m.alive, "in_sync": m.in_sync,
+                              "max_offset": m.max_offset, "lag": max(0, top - m.max_offset),
+                              "heard_ms_ago": m.last_heard_ms_ago} for m in g.members]})
+        return out
+
+
+PAGE = """<!doctype html>
+<html lang="en"><head><meta charset="utf-8"><title>autoswitch controller</title>
+<style>
+body{font:14px system-ui,sans-serif;margin:1.5em;color:#222}
+h1{font-size:1.3em}h2{font-size:1.05em;margin-top:1.5em}
+table{border-collapse:collapse;margin:.5em 0}td,th{border:1px solid #ccc;padding:.25em .6em;text-align:left}
+th{background:#f3f3f3}.dead{color:#b00}.ok{color:#070}.muted{color:#777}
+</style></head>
+<body data-rendered="no">
+<h1>autoswitch controller <span id="node"></span></h1>
+<p id="raft" class="muted"></p>
+<h2>Controllers</h2><table id="members"><thead><tr><th>id</th><th>address</th><th>reachable</th><th>leader</th></tr></thead><tbody></tbody></table>
+<h2>Broker groups</h2><table id="groups"><thead><tr><th>group</th><th>master</th><th>MasterEpoch</th><th>SyncStateSet</th><th>preferred</th><th>replicas (offset, lag)</th></tr></thead><tbody></tbody></table>
+<h2>Recent elections and admin actions</h2><table id="events"><thead><tr><th>time</th><th>group</th><th>event</th><th>master</th><th>MasterEpoch</th><th>reason</th></tr></thead><tbody></tbody></table>
+<script>
+"use strict";
+const params = new URLSearchParams(location.search);
+const maxPolls = Number(params.get("polls") || 0), wait = Number(params.get("wait") || 10);
+const seen = [];
+function cell(tr, text, cls) { const td = document.createElement("td"); td.textContent = text; if (cls) td.className = cls; tr.appendChild(td); }
+function rows(id, items, fill) { const tb = document.querySelector("#" + id + " tbody"); tb.replaceChildren();
+  for (const it of items) { const tr = document.createElement("tr"); fill(tr, it); tb.appendChild(tr); } }
+function render(s) {
+  document.getElementById("node").textContent = "(node " + s.node + ")";
+  document.getElementById("raft").textContent = "leader " + (s.leader || "none") + ", term " + s.term + ", commit " + s.commit + ", applied " + s.applied + ", at " + new Date(s.ts_ms).toISOString();
+  rows("members", s.members, (tr, m) => { cell(tr, m.id); cell(tr, m.address); cell(tr, m.reachable ? "yes" : "no", m.reachable ? "ok" : "dead"); cell(tr, m.leader ? "leader" : ""); });
+  rows("groups", s.groups, (tr, g) => { cell(tr, g.group); cell(tr, g.master ?? "none", g.master ? "" : "dead"); cell(tr, g.epoch);
+    cell(tr, g.sync_state_set.join(", ")); cell(tr, g.preferred || "");
+    cell(tr, g.replicas.map(r => r.id + (r.alive ? "" : " (dead)") + (r.in_sync ? " in-sync" : "") + " " + r.max_offset + ", lag " + r.lag).join("; "));
+    const key = g.group + ":" + g.master + "@" + g.epoch; if (!seen.includes(key)) seen.push(key); });
+  rows("events", s.events, (tr, e) => { cell(tr, new Date(e.ts_ms).toISOString()); cell(tr, e.group); cell(tr, e.event);
+    cell(tr, e.master_broker_id ?? ""); cell(tr, e.master_epoch); cell(tr, e.reason || ""); });
+  document.body.dataset.mastersSeen = seen.join(" ");
+  document.body.dataset.rendered = "yes";
+}
+async function loop() {
+  let version = -1, polls = 0;
+  while (!maxPolls || polls < maxPolls) {
+    polls += 1;
+    try {
+      const r = await fetch("/status.json?after=" + version + "&wait=" + (version < 0 ? 0 : wait));
+      const s = await r.json(); version = s.version; render(s);
+    } catch (e) { document.body.dataset.error = String(e); await new Promise(ok => setTimeout(ok, 1000)); }
+  }
+  document.body.dataset.done = "yes";
+}
+loop();
+</script></body></html>
+"""
