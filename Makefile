@@ -63,7 +63,7 @@ bench-recovery: setup
 	$(BIN)/python -m bench.recovery
 
 bench-controller: setup
-	$(BIN)/python -m bench.controller $(if $(TLS),--tls)
+	$(BIN)/python -m bench.controller $(if $(TLS),--tls) $(if $(METRICS),--metrics)
 
 bench-election: setup
 	$(BIN)/python -m bench.election

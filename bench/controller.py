@@ -11,7 +11,12 @@ member). Then a sequential (1 client) run of each.
 Prints progress on stderr and one JSON line on stdout:
 {"commits_s", "p50_ms", "p99_ms", "etcd_puts_s", "ratio_vs_etcd", "seq_commit_p50_ms", ...}
 
-    python -m bench.controller [--clients 64] [--seconds 10] [--seq-ops 300] [--tls]
+    python -m bench.controller [--clients 64] [--seconds 10] [--seq-ops 300] [--tls] [--metrics]
+
+--metrics (make bench-controller METRICS=1): our cluster runs the concurrent load a second time
+with /metrics served by every node and scraped every second -> ``ratio_metrics_on_vs_off``
+(target >= 0.95, issue 15). The controller's counters are kept either way; "off" only has no
+HTTP port and no scrapes.
 
 --tls (make bench-controller TLS=1): both sides on mutual TLS from one development CA. Ours also
 has authorization on (every call checked by the interceptor; the bench client is one identity
@@ -72,8 +77,9 @@ class Controllers:
     """3 controller processes; restartable by id; ended by PID."""
 
     def __init__(self, root: Path, n: int = 3, toml: str = "", log_level: str = "warning",
-                 tls_dir: Path | None = None) -> None:
+                 tls_dir: Path | None = None, metrics: bool = False) -> None:
         self.root = root
+        self.metrics_ports = {f"n{i + 1}": free_port() for i in range(n)} if metrics else {}
         self.tls_dir = tls_dir
         self.log_level = log_level
         self.ids = [f"n{i + 1}" for i in range(n)]
@@ -94,7 +100,8 @@ class Controllers:
         p = subprocess.Popen(
             [sys.executable, "-m", "autoswitch", "--log-level", self.log_level, "controller", "--node-id", nid,
              "--peers", peers, "--raft-peers", ",".join(f"{n}={a}" for n, a in self.raft_addrs.items()),
-             "--data-dir", str(self.root / f"data-{nid}"), "--config", str(self.toml), *self._tls_flags(nid)],
+             "--data-dir", str(self.root / f"data-{nid}"), "--config", str(self.toml), *self._tls_flags(nid),
+             *(["--metrics-listen", f"{HOST}:{self.metrics_ports[nid]}"] if self.metrics_ports else [])],
             stdout=logf, stderr=subprocess.STDOUT, start_new_session=True)
         logf.close()
         self.procs[nid] = p
@@ -473,6 +480,26 @@ async def run(args) -> dict:
             seq = summarize(await ours_load(ctl.spec, groups[:1], args.seconds, args.seq_ops, client_tls))
             log("controller", f"ours sequential: {seq}")
             ctl.stop_all()
+            metered = None
+            if args.metrics:
+                (root / "ours-metrics").mkdir()
+                ctl = Controllers(root / "ours-metrics", toml=toml, tls_dir=tls_dir, metrics=True)
+                log("controller", "again with /metrics on every node, scraped every second")
+                ctl.start_all()
+                async with ControllerClient(ctl.spec, deadline_s=30, tls=client_tls) as c:
+                    await leader_of(c, ctl.addrs)
+                    groups = await setup_groups(c, args.clients)
+                stop = asyncio.Event()
+                from bench.produce import _scrape_loop
+
+                scraper = asyncio.ensure_future(_scrape_loop(list(ctl.metrics_ports.values()), stop, 1.0))
+                try:
+                    metered = summarize(await ours_load(ctl.spec, groups, args.seconds, args.max_ops, client_tls))
+                finally:
+                    stop.set()
+                metered["scrapes"] = await scraper
+                log("controller", f"ours concurrent with metrics: {metered}")
+                ctl.stop_all()
 
             log("controller", "starting 3 etcd members" + (" (mutual TLS)" if args.tls else ""))
             etcd.start_all()
@@ -492,6 +519,9 @@ async def run(args) -> dict:
         "etcd_seq_p50_ms": eseq["p50_ms"], "clients": args.clients, "seconds": args.seconds,
         "errors": conc["errors"] + seq["errors"], "etcd_errors": econc["errors"] + eseq["errors"],
         "tls": bool(args.tls),
+        **({"commits_s_metrics": metered["ops_s"], "scrapes": metered["scrapes"],
+            "ratio_metrics_on_vs_off": round(metered["ops_s"] / max(conc["ops_s"], 1e-9), 3),
+            "target_ratio_metrics_on_vs_off": 0.95} if metered else {}),
     }
 
 
@@ -502,6 +532,7 @@ def main() -> int:
     ap.add_argument("--max-ops", type=int, default=200_000)
     ap.add_argument("--seq-ops", type=int, default=300)
     ap.add_argument("--tls", action="store_true", help="both sides on mutual TLS; ours with authorization")
+    ap.add_argument("--metrics", action="store_true", help="ours again with /metrics scraped every second (METRICS=1)")
     args = ap.parse_args()
     out = asyncio.run(run(args))
     print(json.dumps(out))

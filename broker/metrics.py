@@ -21,6 +21,7 @@ if TYPE_CHECKING:
 
 LATENCY_BUCKETS = (0.0005, 0.001, 0.002, 0.005, 0.01, 0.02, 0.05, 0.1, 0.2, 0.5, 1.0, 2.0, 5.0)
 ROLES = ("master", "slave", "fenced")
+HA_SLAVE_STATES = ("READY", "HANDSHAKE", "TRANSFER", "SHUTDOWN")
 
 
 class BrokerMetrics:
@@ -86,6 +87,18 @@ class BrokerMetrics:
                            {"slave": str(bid)}, max(0, top - max(r.ack_offset, 0)))
             yield ("autoswitch_broker_sync_state_set_size", "Members of the SyncStateSet (master included)", {},
                    len(ha.tracker.sync_state_set))
+        if ha is not None:
+            for info in ha.slave_infos():
+                if info.get("connected") and "bytesSent" in info:
+                    yield ("autoswitch_ha_connection_bytes_sent", "Bytes the master sent on a slave's current HA "
+                           "connection", {"slave": str(info["brokerId"])}, info["bytesSent"])
+        hs = b.ha_slave
+        if hs is not None:
+            yield ("autoswitch_ha_slave_connects_total", "HA connections this slave opened to its master (handshakes)", {},
+                   hs.connects)
+            for state in HA_SLAVE_STATES:
+                yield ("autoswitch_ha_slave_state", "1 for the slave's HA state", {"state": state},
+                       1 if hs.state == state else 0)
         if b.replicas is not None and b.replicas.sessions is not None:
             yield ("autoswitch_broker_controller_sessions", "BrokerSession streams open (crash-fast failover)", {},
                    len(b.replicas.sessions.open))

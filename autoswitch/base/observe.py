@@ -18,7 +18,7 @@ from typing import Any
 from urllib.parse import parse_qsl
 
 from prometheus_client import CollectorRegistry, generate_latest
-from prometheus_client.core import GaugeMetricFamily
+from prometheus_client.core import CounterMetricFamily, GaugeMetricFamily
 from prometheus_client.exposition import CONTENT_TYPE_LATEST
 
 from autoswitch.base.log import get_logger
@@ -36,17 +36,21 @@ _log = get_logger("observe")
 
 
 class FnCollector:
-    """Gauges computed at scrape time: ``fn()`` yields (name, help, labels dict, value)."""
+    """Values computed at scrape time: ``fn()`` yields (name, help, labels dict, value); a name
+    ending in ``_total`` is a counter (a running count the process keeps), any other a gauge."""
 
     def __init__(self, fn: Callable[[], Iterable[tuple[str, str, dict[str, str], float]]]) -> None:
         self._fn = fn
 
     def collect(self):
-        fams: dict[str, GaugeMetricFamily] = {}
+        fams: dict[str, GaugeMetricFamily | CounterMetricFamily] = {}
         for name, help_, labels, value in self._fn():
             fam = fams.get(name)
             if fam is None:
-                fam = fams[name] = GaugeMetricFamily(name, help_, labels=sorted(labels))
+                if name.endswith("_total"):
+                    fam = fams[name] = CounterMetricFamily(name[:-len("_total")], help_, labels=sorted(labels))
+                else:
+                    fam = fams[name] = GaugeMetricFamily(name, help_, labels=sorted(labels))
             fam.add_metric([labels[k] for k in sorted(labels)], float(value))
         return list(fams.values())
 

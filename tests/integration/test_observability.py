@@ -77,6 +77,11 @@ def test_metrics_health_and_readiness_across_a_failover(procs, tmp_path):
     assert total(bm, "autoswitch_broker_sync_state_set_size") == 3
     assert len([k for k in bm if k[0] == "autoswitch_broker_slave_lag_bytes"]) == 2
     assert total(bm, "autoswitch_broker_controller_sessions") == 3
+    assert len([k for k in bm if k[0] == "autoswitch_ha_connection_bytes_sent"]) == 2
+    slave = next(n for n in ("b1", "b2", "b3") if n != master)
+    sm = scrape(c.metrics_port[slave])
+    assert total(sm, "autoswitch_ha_slave_state", state="TRANSFER") == 1
+    assert total(sm, "autoswitch_ha_slave_connects_total") >= 1
     before = {n: scrape(c.metrics_port[n]) for n in ("n1", "n2", "n3")}
     assert sum(total(m, "autoswitch_controller_is_leader") for m in before.values()) == 1
     for m in before.values():
