@@ -3,27 +3,37 @@ PYTHON ?= python3
 VENV   := .venv
 BIN    := $(VENV)/bin
 STAMP  := $(VENV)/.installed
+RUN_STAMP := $(VENV)/.installed-runtime
 PYTEST_ARGS ?=
 SEEDS ?= 2000
 SEED_START ?= 0
 LEASE_SCENARIOS ?= 100000
 
-.PHONY: setup run test lint proto proto-check fuzz sim soak chaos clean \
+.PHONY: setup setup-run run test lint proto proto-check fuzz sim soak chaos clean \
         bench-replication bench-produce bench-recovery bench-controller bench-election bench-rolling \
         bench-scale bench-failover bench-audit
 
-$(STAMP): pyproject.toml
+# The runtime alone (grpcio, protobuf, ...): what `make run` needs, no PySpark, Java or Chromium.
+$(RUN_STAMP): pyproject.toml
 	$(PYTHON) -m venv $(VENV)
 	$(BIN)/pip install -q --upgrade pip
+	$(BIN)/pip install -q -e .
+	touch $(RUN_STAMP)
+
+# Everything the tests and benchmarks use: test tools and the PySpark pipeline extra.
+$(STAMP): $(RUN_STAMP)
 	$(BIN)/pip install -q -e '.[dev,pipeline]'
 	touch $(STAMP)
+
+## Runtime only (make run).
+setup-run: $(RUN_STAMP)
 
 ## System packages (java, chromium, nftables, iproute2) via apt when root, then the venv.
 setup: $(STAMP)
 	@scripts/system_deps.sh
 
-## Start a local cluster on the embedded defaults (Ctrl-C stops it).
-run: setup
+## Start a local cluster on the embedded defaults (Ctrl-C stops it). Installs the runtime only.
+run: setup-run
 	$(BIN)/autoswitch playground
 
 ## The default test suite (unit, simulation seeds, real-process integration).

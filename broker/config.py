@@ -115,6 +115,8 @@ class BrokerConfig:
         self.auth_config.validate()
         check_exposure(self.tls.enabled and not self.tls_accept_plaintext, self.auth, self.allow_insecure,
                        [self.listen, self.ha_listen])
+        # /metrics is plain HTTP without authentication, whatever the gRPC side has
+        check_exposure(False, False, self.allow_insecure, [self.metrics_listen])
         if not self.group or "#" in self.group:
             raise ConfigError("group must be a non-empty name without '#'", key="group")
         if self.broker_id < 1:

@@ -148,6 +148,8 @@ class ControllerConfig:
                               "with certificates, on a listener of their own", key="tls_require_client_cert")
         check_exposure(self.tls.enabled and not self.tls_accept_plaintext, self.auth, self.allow_insecure,
                        [self.listen_addr, *self.raft_peers.values()])
+        # /metrics and the status page are plain HTTP without authentication, whatever the gRPC side has
+        check_exposure(False, False, self.allow_insecure, [self.metrics_listen])
 
     @property
     def tls(self) -> TLSConfig:

@@ -133,3 +133,20 @@ def test_closed_pipe_ends_quietly(tmp_path):
     p = subprocess.run(f"{sys.executable} {script} | head -1", shell=True, capture_output=True, text=True, timeout=60)
     assert p.stdout.startswith("line 0")
     assert "Traceback" not in p.stderr and "BrokenPipe" not in p.stderr, p.stderr
+
+
+def test_setup_for_make_run_installs_the_runtime_only(tmp_path):
+    """Issue 15 item 6: `make run` on a fresh clone installs no test tools, PySpark, Java or Chromium."""
+    import shutil
+    from pathlib import Path
+
+    root = Path(__file__).resolve().parents[2]
+    shutil.copy(root / "Makefile", tmp_path / "Makefile")
+    shutil.copy(root / "pyproject.toml", tmp_path / "pyproject.toml")
+    r = subprocess.run(["make", "-n", "run"], cwd=tmp_path, capture_output=True, text=True, timeout=60)
+    assert r.returncode == 0, r.stderr
+    assert "pip install -q -e ." in r.stdout
+    for heavy in ("dev", "pipeline", "system_deps", "apt-get"):
+        assert heavy not in r.stdout, (heavy, r.stdout)
+    t = subprocess.run(["make", "-n", "test"], cwd=tmp_path, capture_output=True, text=True, timeout=60)
+    assert "[dev,pipeline]" in t.stdout and "system_deps" in t.stdout
