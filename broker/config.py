@@ -14,6 +14,7 @@ from pathlib import Path
 from typing import Any
 
 from autoswitch.base.auth import AuthConfig, check_exposure, parse_broker_identity
+from autoswitch.base.config_check import check_values, refuse_unknown
 from autoswitch.base.errors import ConfigError
 from autoswitch.base.tls import TLSConfig, certificate_identity
 
@@ -275,17 +276,15 @@ def load_config(path: str | Path | None, overrides: dict[str, Any]) -> BrokerCon
                 raise ConfigError(f"broker keys {stray} in {path} sit outside the [broker] table "
                                   "(use [broker.store] / [broker.ha])", keys=stray, path=str(path))
             raw = raw["broker"]
-        for key, value in raw.items():
-            k = key.replace("-", "_")
-            if k not in _FIELDS:
-                raise ConfigError(f"unknown config key {key!r} in {path}", key=key, path=str(path))
-            values[k] = value
+        from_file = {key.replace("-", "_"): value for key, value in raw.items()}
+        refuse_unknown(f"broker config ({path})", from_file, _FIELDS)
+        values.update(from_file)
     for k, v in overrides.items():
         if v is None:
             continue
-        if k not in _FIELDS:
-            raise ConfigError(f"unknown config key {k!r}", key=k)
+        refuse_unknown("broker config", [k], _FIELDS)
         values[k] = v
+    values = check_values(BrokerConfig, values, "broker config")
     try:
         cfg = BrokerConfig(**values)
     except TypeError as e:

@@ -45,13 +45,11 @@ MAX_DIGEST_BYTES = 4 * 1024 * 1024 * 1024
 
 def _build_dataclass(cls: type, values: dict[str, Any], what: str) -> Any:
     """Construct a config dataclass from a TOML table, refusing unknown keys."""
+    from autoswitch.base.config_check import check_values
     from autoswitch.base.errors import ConfigError
 
     if dataclasses.is_dataclass(cls):
-        names = {f.name for f in dataclasses.fields(cls)}
-        unknown = set(values) - names
-        if unknown:
-            raise ConfigError(f"unknown [{what}] keys: {sorted(unknown)}", keys=sorted(unknown))
+        values = check_values(cls, values, f"[{what}]")
     try:
         return cls(**values)
     except TypeError as e:

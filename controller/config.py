@@ -18,6 +18,7 @@ from typing import Any
 from autoswitch.controller import sm_config
 
 from autoswitch.base.auth import AuthConfig, check_exposure
+from autoswitch.base.config_check import check_values, refuse_unknown
 from autoswitch.base.errors import ConfigError
 from autoswitch.base.tls import TLSConfig
 
@@ -230,10 +231,7 @@ def _checked_raft(values: dict[str, Any]) -> dict[str, Any]:
     is a CONFIG_ERROR naming it, not a traceback when the Raft node is built."""
     from autoswitch.controller.raft.config import RaftConfig
 
-    known = {f.name for f in dataclasses.fields(RaftConfig)}
-    unknown = sorted(set(values) - known)
-    if unknown:
-        raise ConfigError(f"unknown [raft] keys: {unknown}", keys=unknown)
+    values = check_values(RaftConfig, values, "[raft]")
     try:
         RaftConfig(**values)
     except TypeError as e:
@@ -274,10 +272,7 @@ def load(path: str | Path | None = None, **overrides: Any) -> ControllerConfig:
         values["peers"] = parse_peers(values["peers"])
     if isinstance(values.get("raft_peers"), str):
         values["raft_peers"] = parse_peers(values["raft_peers"])
-    known = {f.name: f for f in dataclasses.fields(ControllerConfig)}
-    unknown = sorted(set(values) - set(known))
-    if unknown:
-        raise ConfigError(f"unknown controller config keys: {unknown}")
+    refuse_unknown("controller config", values, {f.name for f in dataclasses.fields(ControllerConfig)} | sm_config.KEYS)
     cfg = ControllerConfig()
     for k, v in values.items():
         cur = getattr(cfg, k)
