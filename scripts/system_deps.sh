@@ -13,6 +13,7 @@ command -v make >/dev/null     || need+=(make)
 command -v chromium >/dev/null || need+=(chromium)
 command -v nft >/dev/null      || need+=(nftables)
 command -v ip >/dev/null       || need+=(iproute2)
+command -v systemd-analyze >/dev/null || need+=(systemd)
 [ ${#need[@]} -eq 0 ] && exit 0
 if [ "$(id -u)" = 0 ] && command -v apt-get >/dev/null; then
   echo "system_deps: installing ${need[*]}"
