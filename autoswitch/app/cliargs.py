@@ -2,8 +2,8 @@
 
 Areas declare their options plainly; ``harden(parser)`` walks every (sub)parser once and gives
 each option a checking type by its destination name: addresses must be HOST:PORT (lists
-comma-separated), numbers may not be negative (timeouts must be positive), ``--out`` must go to
-an existing directory, ``--size`` may not exceed what any broker accepts. A bad value is then an
+comma-separated), numbers may not be negative (timeouts must be positive), an admin command's
+``--out`` must go to an existing directory, ``--size`` may not exceed what any broker accepts. A bad value is then an
 argparse usage error: one line, exit 2, never a traceback (docs/cli.md "Exit codes").
 """
 
@@ -26,6 +26,8 @@ LOG_LEVELS = ("debug", "info", "warning", "error", "critical")
 
 
 def hostport(v: str) -> str:
+    if v == "":
+        return v        # "not given" (argparse also runs the type over a string default)
     host, sep, port = v.rpartition(":")
     if not sep or not host or not port.isdigit() or not 0 < int(port) < 65536 or len(v) > 300:
         raise argparse.ArgumentTypeError(f"expected HOST:PORT, got {v[:80]!r}")
@@ -33,6 +35,8 @@ def hostport(v: str) -> str:
 
 
 def hostport_list(v: str) -> str:
+    if v == "":
+        return v
     parts = [p.strip() for p in v.split(",") if p.strip()]
     if not parts or len(parts) > 64:
         raise argparse.ArgumentTypeError(f"expected HOST:PORT[,HOST:PORT...], got {v[:80]!r}")
@@ -81,12 +85,14 @@ def _bounded(base: Callable[[str], Any], dest: str) -> Callable[[str], Any]:
     return check
 
 
-def harden(parser: argparse.ArgumentParser) -> None:
-    """Give every option of every subcommand its check (see the module docstring)."""
+def harden(parser: argparse.ArgumentParser, path: tuple[str, ...] = ()) -> None:
+    """Give every option of every subcommand its check (see the module docstring). ``--out`` is
+    checked for the admin commands, where it names a file; the pipeline's ``--out`` is a
+    directory it creates with its parents."""
     for action in parser._actions:   # noqa: SLF001 - argparse exposes no public walk
         if isinstance(action, argparse._SubParsersAction):   # noqa: SLF001
-            for sub in action.choices.values():
-                harden(sub)
+            for name, sub in action.choices.items():
+                harden(sub, (*path, name))
             continue
         if not action.option_strings:
             continue
@@ -94,7 +100,7 @@ def harden(parser: argparse.ArgumentParser) -> None:
             action.type = hostport
         elif action.dest in ADDRESS_LIST and action.type is None:
             action.type = hostport_list
-        elif action.dest == "out" and action.type is None:
+        elif action.dest == "out" and action.type is None and path[:1] == ("admin",):
             action.type = out_path
         elif action.dest == "log_level":
             action.type = log_level

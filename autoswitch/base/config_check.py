@@ -36,7 +36,8 @@ def _type_problem(default: Any, value: Any) -> str | None:
     if isinstance(default, dict):
         return None if isinstance(value, dict) else "must be a table"
     if isinstance(default, list | tuple):
-        return None if isinstance(value, list | tuple) else "must be a list"
+        # a comma-separated string is the list's CLI form; the config parses it
+        return None if isinstance(value, list | tuple | str) else "must be a list"
     return None      # no default to compare with (None, objects): the config's validate() decides
 
 
