@@ -12,6 +12,7 @@ from pathlib import Path
 
 from autoswitch.base.errors import AutoswitchError
 from autoswitch.base.log import get_logger
+from autoswitch.base.tls import add_tls_args
 
 log = get_logger("pipeline")
 
@@ -24,8 +25,11 @@ def register(sub, admin_sub) -> None:
 
     a = ps.add_parser("audit", help="acked messages vs the final logs of every replica")
     a.add_argument("--acks", required=True, help="producer ack log: file or directory (.jsonl/.parquet)")
-    a.add_argument("--logs", required=True, help="directory of log-index, epochs and replica exports")
-    a.add_argument("--events", default=None, help="controller applied-event history (names the master)")
+    logs = a.add_mutually_exclusive_group(required=True)
+    logs.add_argument("--logs", help="directory of log-index, epochs and replica exports")
+    logs.add_argument("--broker-data", action="append", metavar="DIR",
+                      help="a broker's data directory (repeat for every replica): exported here, from a copy")
+    _events_args(a, required=False)
     a.add_argument("--commits", default=None,
                    help="consumer commit ack log(s) (`consume --commit-log`): acked commits must not be lost")
     a.add_argument("--out", required=True, help="result directory (Parquet per category + verdict.json)")
@@ -34,7 +38,7 @@ def register(sub, admin_sub) -> None:
     a.set_defaults(func=cmd_audit)
 
     z = ps.add_parser("analyze", help="failover timelines, time-to-elect, SyncStateSet churn, HTML report")
-    z.add_argument("--events", required=True)
+    _events_args(z, required=True)
     z.add_argument("--acks", default=None)
     z.add_argument("--out", required=True)
     z.add_argument("--flap-window-s", type=float, default=600.0,
@@ -69,6 +73,29 @@ def register(sub, admin_sub) -> None:
                    help="the broker's store segment size, when not the StoreConfig default")
     e.add_argument("--json", action="store_true")
     e.set_defaults(func=cmd_export_log)
+
+
+def _events_args(p, required: bool) -> None:
+    ev = p.add_mutually_exclusive_group(required=required)
+    ev.add_argument("--events", help="controller applied-event history (events.jsonl; names the master)")
+    ev.add_argument("--controller", help="HOST:PORT[,...]: fetch that history from the controllers (reader role)")
+    add_tls_args(p)
+
+
+def _inputs_from_cluster(args) -> None:
+    """--broker-data and --controller: collect into <out>/inputs, then use them as --logs/--events."""
+    from autoswitch.pipeline.collect import export_data_dirs, fetch_events
+
+    from autoswitch.base.tls import tls_from_args
+
+    where = Path(args.out) / "inputs"
+    if getattr(args, "broker_data", None):
+        export_data_dirs(args.broker_data, where / "logs")
+        args.logs = str(where / "logs")
+    if args.controller:
+        where.mkdir(parents=True, exist_ok=True)
+        fetch_events(args.controller, tls_from_args(args), where / "events.jsonl")
+        args.events = str(where / "events.jsonl")
 
 
 def _spark_args(p) -> None:
@@ -117,6 +144,7 @@ def cmd_audit(args) -> int:
         from autoswitch.pipeline.audit import run_audit
         from autoswitch.pipeline.session import StageProgress
 
+        _inputs_from_cluster(args)
         acks_src = inputs.find_sources(args.acks, "acks")
         log_src = inputs.find_log_sources(args.logs)
         ev_src = inputs.find_sources(args.events, "events") if args.events else None
@@ -180,6 +208,7 @@ def cmd_analyze(args) -> int:
         from autoswitch.pipeline.analyze import AnalyzeConfig, run_analyze
         from autoswitch.pipeline.session import StageProgress
 
+        _inputs_from_cluster(args)
         ev_src = inputs.find_sources(args.events, "events")
         acks_src = inputs.find_sources(args.acks, "acks") if args.acks else None
         cfg = AnalyzeConfig(flap_window_ms=int(args.flap_window_s * 1000), flap_min_removals=args.flap_min_removals)

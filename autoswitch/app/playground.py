@@ -789,4 +789,9 @@ async def demo_failover(cluster: Cluster, client: Any, args: argparse.Namespace)
     if missing:
         _out("demo: LOST acked msg_ids: " + " ".join(sorted(missing)[:20]))
     _out("demo: " + ("PASS" if ok else "FAIL"))
+    # The independent check, from what stays on disk after the playground stops (Spark: the
+    # pipeline extra, `pip install -e '.[pipeline]'` or `make test`'s setup).
+    dirs = " ".join(f"--broker-data {lay.data_dir / f'g0-r{r}'}" for r in range(lay.replicas))
+    _out(f"demo: audit it: autoswitch pipeline audit --acks {ack_path} {dirs} "
+         f"--events {lay.data_dir / 'controller-n1' / 'events.jsonl'} --out {lay.data_dir / 'audit'}")
     return 0 if ok else 1

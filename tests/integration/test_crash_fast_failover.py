@@ -7,6 +7,8 @@ from __future__ import annotations
 
 import asyncio
 import json
+import subprocess
+import sys
 
 import grpc
 import pytest
@@ -145,3 +147,27 @@ def test_alerts_on_the_stream_and_to_the_script(procs, tmp_path):
     assert len([k for k, _ in got if k == "master_elected"]) == 1, "only the leader alerts"
     wait_until(lambda: out.exists() and {"master_crashed g1", "master_elected g1"} <= set(out.read_text().splitlines()),
                30, "the script ran for both alerts")
+
+
+def test_audit_straight_from_the_cluster(procs, tmp_path):
+    """Issue 15 item 8: after a failover, one command audits it from the brokers' data directories
+    and the live controllers' event history (no export-log per replica by hand)."""
+    c = FailoverCluster(procs, tmp_path, heartbeat_timeout_ms=LONG_TIMEOUT_MS)
+    c.start_all()
+    m1, e1 = c.wait_master(timeout=60)
+    c.wait_sync_state_set({1, 2, 3}, timeout=60)
+    ack_log = tmp_path / "acks.jsonl"
+    prod = c.producer("producer", ack_log, duration_s=3)
+    wait_until(lambda: len(read_ack_log(ack_log)) >= 30, 30, "30 acks before the kill")
+    c.broker_proc[c.master_name()].kill9()
+    c.wait_master(timeout=30, not_id=m1, min_epoch=e1 + 1)
+    prod.popen.wait(60)
+    dirs = [a for n in ("b1", "b2", "b3") for a in ("--broker-data", str(tmp_path / f"broker-{n}"))]
+    r = subprocess.run([sys.executable, "-m", "autoswitch", "pipeline", "audit", "--acks", str(ack_log), *dirs,
+                        "--controller", ",".join(c.ctl_addrs.values()), "--out", str(tmp_path / "audit"), "--json"],
+                       capture_output=True, text=True, timeout=300)
+    assert r.returncode == 0, r.stdout[-2000:] + r.stderr[-3000:]
+    verdict = json.loads(r.stdout.strip().splitlines()[-1])
+    assert verdict["verdict"] == "CLEAN" and verdict["counts"]["lost"] == 0
+    assert verdict["acked_rows"] >= len(read_ack_log(ack_log))
+    assert (tmp_path / "audit" / "inputs" / "events.jsonl").stat().st_size > 0

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import contextlib
+import json
 import os
 import re
 import selectors
@@ -155,5 +156,13 @@ def test_playground_failover_demo_loses_nothing(tmp_path):
         m = re.search(r"demo: acked (\d+) messages .* serves (\d+) of them; lost 0", text)
         assert m and int(m.group(1)) > 0 and m.group(1) == m.group(2)
         assert not [n for n, p in pids.items() if _alive(p)]
+        # Issue 15 item 8: the demo ends with the one command that audits it from the files left behind.
+        cmd = re.search(r"demo: audit it: autoswitch (pipeline audit .*)", text)
+        assert cmd, text
+        r = subprocess.run([sys.executable, "-m", "autoswitch", *cmd.group(1).split(), "--json"], cwd=ROOT,
+                           capture_output=True, text=True, timeout=300)
+        assert r.returncode == 0, r.stdout[-2000:] + r.stderr[-3000:]
+        verdict = json.loads(r.stdout.strip().splitlines()[-1])
+        assert verdict["verdict"] == "CLEAN" and verdict["counts"]["lost"] == 0 and verdict["acked_rows"] >= int(m.group(1))
     finally:
         _cleanup(proc, pids)
