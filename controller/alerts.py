@@ -5,7 +5,9 @@ every alert (time-limited, never waited for) and publishes the same alerts on th
 Alerts (all from the leader, so each happens once): ``master_elected`` and ``no_master`` (an
 applied election, with its trigger and kind), ``master_crashed`` (a master's sessions closed:
 crash-fast failover starts), ``liveness_disagreement`` (the leader does not hear a master but no
-majority holds it dead: an asymmetric partition or a freeze in progress).
+majority holds it dead: an asymmetric partition or a freeze in progress), ``master_lease_refused``
+(the master heartbeats but the leader holds its lease grants after a DEAD report: it is about to
+fence itself, the "fenced master" alert).
 
 The script is called as ``SCRIPT KIND GROUP JSON`` (JSON: the whole alert); its output is
 discarded, a non-zero exit and a timeout are logged. At most ``max_alerts_in_flight`` scripts run
@@ -27,7 +29,7 @@ from autoswitch.controller.watchers import Watchers
 from autoswitch.base.log import get_logger
 
 ALL = "*"           # the Watchers key every alert is published under
-KINDS = ("master_elected", "no_master", "master_crashed", "liveness_disagreement")
+KINDS = ("master_elected", "no_master", "master_crashed", "liveness_disagreement", "master_lease_refused")
 MAX_DETAIL_CHARS = 2000
 
 

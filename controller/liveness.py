@@ -237,11 +237,16 @@ class HeartbeatTable:
     def grants_lease(self, broker_name: str, broker_id: int, broker_epoch: int, applied_master_epoch: int,
                      now_ms: int) -> bool:
         """May this node's reply to the broker's heartbeat count towards its master lease?"""
+        return self.lease_refusal(broker_name, broker_id, broker_epoch, applied_master_epoch, now_ms) is None
+
+    def lease_refusal(self, broker_name: str, broker_id: int, broker_epoch: int, applied_master_epoch: int,
+                      now_ms: int) -> str | None:
+        """Why this node grants no lease now ("deposed", "startup", "hold"), or None when it grants."""
         if broker_epoch < applied_master_epoch:
-            return False                       # deposed: a newer MasterEpoch is applied here
+            return "deposed"                   # a newer MasterEpoch is applied here
         if now_ms - self.started_ms < self.startup_grace():
-            return False                       # may have held a DEAD report before a restart
-        return not self._holding((broker_name, broker_id), now_ms)
+            return "startup"                   # may have held a DEAD report before a restart
+        return "hold" if self._holding((broker_name, broker_id), now_ms) else None
 
     def release(self, broker_name: str, broker_ids: Iterable[int] | None = None,
                 master_id: int | None = None) -> None:

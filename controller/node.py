@@ -483,8 +483,18 @@ class ControllerNode:
         )
         if not ok:
             raise NodeReply(Code.CONTROLLER_OVERLOADED, "heartbeat table full")
-        return self.heartbeats.grants_lease(r.broker_name, r.broker_id, r.epoch,
-                                            self.sm.master_epoch(r.broker_name), now)
+        epoch, master = self.sm.master_of(r.broker_name)
+        why = self.heartbeats.lease_refusal(r.broker_name, r.broker_id, r.epoch, epoch, now)
+        if why == "hold" and master == r.broker_id and r.epoch == epoch and self.is_leader:
+            # the current master heartbeats, but a DEAD report about it stands: it will fence itself
+            key = (r.broker_name, -epoch)
+            if key not in self._disagreements:
+                if len(self._disagreements) >= MAX_ALERT_MEMORY:
+                    self._disagreements.clear()
+                self._disagreements.add(key)
+                self.alerter.emit("master_lease_refused", r.broker_name, sm_adapter.wall_ms(), master=master,
+                                  epoch=epoch, reason="a DEAD report about it holds its lease grants")
+        return why is None
 
     def _on_record(self, rec: dict) -> None:
         """Every applied history record: metrics on every node, alerts on the leader only."""

@@ -153,3 +153,14 @@ def test_crash_only_never_unclean_and_never_no_master():
     after = h.view()
     # a reset connection must not depose a healthy master that nobody can replace
     assert (after.master_broker_id, after.master_epoch) == (before.master_broker_id, before.master_epoch)
+
+
+def test_lease_refusal_says_why():
+    t = HeartbeatTable(started_ms=0, timeout_ms=T, startup_grace_ms=500)
+    heard(t, 1, 0)
+    assert t.lease_refusal("g", 1, 1, 1, 100) == "startup"
+    assert t.lease_refusal("g", 1, 1, 1, 600) is None and t.grants_lease("g", 1, 1, 1, 600)
+    assert t.lease_refusal("g", 1, 1, 2, 600) == "deposed"
+    assert t.report_opinion("g", 1, 2000).opinion is Opinion.DEAD      # silent past the timeout: a DEAD report
+    heard(t, 1, 2100)                                                   # it is back, but the hold stands
+    assert t.lease_refusal("g", 1, 1, 1, 2100) == "hold" and not t.grants_lease("g", 1, 1, 1, 2100)
