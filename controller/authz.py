@@ -105,6 +105,9 @@ NAMESRV_RULES: dict[str, Rule] = {
     "LookupMaster": Rule((R, W, B)),
     "GetRoutes": Rule((R, W, B)),
 }
+# the standalone name server's own server also serves grpc.health.v1 (the embedded one shares the node's)
+STANDALONE_NAMESRV_RULES: dict[str, Rule] = {**NAMESRV_RULES, "Check": Rule((R, B, P, A, W)),
+                                             "Watch": Rule((R, B, P, A, W))}
 
 
 def audit_detail(request: Any) -> str:

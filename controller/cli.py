@@ -196,11 +196,13 @@ def _run_namesrv(args) -> int:
                 raise ConfigError("--auth with --tls-accept-plaintext: plaintext callers have no identity", key="auth")
             check_exposure(ns_tls.enabled and not ns_tls.accept_plaintext, ns_auth.enabled,
                            bool(args.allow_insecure), [args.listen])
+            check_exposure(False, False, bool(args.allow_insecure), [args.metrics_listen or ""])
     except AutoswitchError as e:
         print(json.dumps(e.to_dict()), file=sys.stderr)
         return 2
     return run_forever(cfg, namesrv={"listen": args.listen, "route_ttl_s": args.route_ttl_s,
-                                     "controllers": controllers, "tls": ns_tls, "auth": ns_auth})
+                                     "controllers": controllers, "tls": ns_tls, "auth": ns_auth,
+                                     "metrics_listen": "" if cfg is not None else (args.metrics_listen or "")})
 
 
 # ---------------- admin ----------------

@@ -36,7 +36,12 @@ import msgspec
 from autoswitch.controller import messages as msgs
 from autoswitch.controller import sm_adapter
 from autoswitch.controller.alerts import Alerter
-from autoswitch.controller.authz import CONTROLLER_RULES, NAMESRV_RULES, audit_detail
+from autoswitch.controller.authz import (
+    CONTROLLER_RULES,
+    NAMESRV_RULES,
+    STANDALONE_NAMESRV_RULES,
+    audit_detail,
+)
 from autoswitch.controller.broker_calls import transfer_master
 from autoswitch.controller.codes import Code, code_name
 from autoswitch.controller.config import ControllerConfig
@@ -62,7 +67,7 @@ from autoswitch.base import tls
 from autoswitch.base.auth import AuthConfig, Guard, Role, Rule, current_caller, server_interceptor
 from autoswitch.base.fsutil import write_atomic
 from autoswitch.base.log import get_logger
-from autoswitch.base.observe import ObserveServer, add_grpc_health
+from autoswitch.base.observe import FnCollector, ObserveServer, add_grpc_health
 from autoswitch.base.waits import wait_event
 from autoswitch.proto import controller_pb2 as pb
 from autoswitch.proto import controller_pb2_grpc as pbg
@@ -848,9 +853,14 @@ def run_forever(config: ControllerConfig | None, namesrv: dict | None) -> int:
                     table.expire(time.monotonic())
 
             expirer = asyncio.create_task(expire_loop())
+        ns_observe = None
+        if namesrv is not None:
+            routes = FnCollector(lambda: [("autoswitch_namesrv_routes", "Broker routes the name server holds", {},
+                                           len(table))])
         if config is not None:
             node = ControllerNode(config)
             if namesrv is not None:
+                node.metrics.registry.register(routes)     # served with the embedding node's metrics
                 # Routes may not outrank the controller: only the master and MasterEpoch this
                 # node applied can be a group's master route.
                 table.authority = node.applied_master
@@ -862,11 +872,12 @@ def run_forever(config: ControllerConfig | None, namesrv: dict | None) -> int:
             ns_auth: AuthConfig = namesrv["auth"]
             interceptors = []
             if ns_auth.enabled:
-                guard = Guard("namesrv.auth", ns_auth, NAMESRV_RULES)
+                guard = Guard("namesrv.auth", ns_auth, STANDALONE_NAMESRV_RULES)
                 interceptors.append(server_interceptor(guard, tls.peer_identity))
             server = grpc.aio.server(options=[("grpc.so_reuseport", 0)], interceptors=interceptors,
                                      maximum_concurrent_rpcs=MAX_CONCURRENT_RPCS)
             reg(server)
+            ns_health, ns_hpb = add_grpc_health(server)
             try:
                 ns_listener = await tls.bind(server, namesrv["listen"], namesrv["tls"], "namesrv")
             except RuntimeError as e:
@@ -874,6 +885,14 @@ def run_forever(config: ControllerConfig | None, namesrv: dict | None) -> int:
             if ns_listener.port == 0:
                 raise OSError(f"cannot listen on {namesrv['listen']}")
             await server.start()
+            await ns_health.set("", ns_hpb.HealthCheckResponse.SERVING)
+            if namesrv.get("metrics_listen"):
+                from prometheus_client import CollectorRegistry
+
+                reg = CollectorRegistry(auto_describe=False)
+                reg.register(routes)
+                ns_observe = ObserveServer(namesrv["metrics_listen"], reg, lambda: (True, "serving"), "namesrv")
+                await ns_observe.start()
             if not namesrv["tls"].enabled:
                 log.warning("plaintext", listen=namesrv["listen"],
                             note="no TLS: brokers and clients are not authenticated; loopback development only")
@@ -888,6 +907,8 @@ def run_forever(config: ControllerConfig | None, namesrv: dict | None) -> int:
         log.info("shutting_down")
         if node is not None:
             await node.stop()
+        if ns_observe is not None:
+            await ns_observe.stop()
         if server is not None:
             await ns_listener.close()
             await server.stop(grace=0.5)

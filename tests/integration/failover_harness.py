@@ -170,7 +170,8 @@ class FailoverCluster:
     def start_namesrv(self, wait: bool = True) -> Proc:
         # --controllers: master routes must match the controllers' master and MasterEpoch.
         p = self.procs.start("namesrv", ["namesrv", "--listen", self.namesrv, "--route-ttl-s", "5",
-                                         "--controllers", self.controllers, *self.server_args("namesrv/1")])
+                                         "--controllers", self.controllers, *self.server_args("namesrv/1"),
+                                         *self._metrics_args("namesrv")])
         if wait:
             wait_port(self.namesrv_port, timeout=20, proc=p.popen)
         return p

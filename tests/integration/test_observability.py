@@ -62,7 +62,8 @@ def test_metrics_health_and_readiness_across_a_failover(procs, tmp_path):
         code, why = status(port, "/readyz")
         assert code == 200, (name, why)
         assert status(port, "/nope")[0] == 404
-    for addr in [*c.ctl_addrs.values(), *(c.broker_addr(n) for n in ("b1", "b2", "b3"))]:
+    assert total(scrape(c.metrics_port["namesrv"]), "autoswitch_namesrv_routes") >= 3
+    for addr in [*c.ctl_addrs.values(), *(c.broker_addr(n) for n in ("b1", "b2", "b3")), c.namesrv]:
         assert asyncio.run(grpc_health(addr)) == health_pb2.HealthCheckResponse.SERVING
 
     ack_log = tmp_path / "acks.jsonl"
