@@ -143,6 +143,11 @@ def cmd_consumer_progress(args: argparse.Namespace) -> int:
             await client.close()
         if r.status != pb.OK:
             return status_err(r.status, r.error_message)
+        if not any(o.found for o in r.offsets):
+            # an empty answer is not a success: the group never committed here (a typo, another cluster)
+            print(json.dumps({"error": {"code": "NOT_FOUND", "message": f"consumer group {args.consumer_group!r} has "
+                                        "no committed offset on this group's master"}}), file=sys.stderr)
+            return 1
         rows = [{"topic": o.topic, "committed": o.queue_offset if o.found else None, "log_end": o.log_end,
                  "lag": max(0, o.log_end - o.queue_offset), "clamped": o.clamped,
                  "committed_beyond": o.committed_beyond if o.clamped else None} for o in r.offsets]

@@ -294,7 +294,13 @@ async def _get_metadata(client, args) -> Any:
 
 
 async def _get_sss(client, args) -> Any:
-    return {"groups": [_msg(g) for g in await client.get_sync_state_data(args.broker_name)]}
+    from autoswitch.base.errors import NotFound
+
+    groups = await client.get_sync_state_data(args.broker_name)
+    missing = sorted(set(args.broker_name) - {g.replica_info.broker_name for g in groups})
+    if missing:
+        raise NotFound(f"unknown broker groups: {', '.join(missing)}", groups=missing)
+    return {"groups": [_msg(g) for g in groups]}
 
 
 async def _elect_master(client, args) -> Any:

@@ -30,3 +30,10 @@ class CorruptionError(AutoswitchError):
     """Stored bytes fail their checksum or structure check; never guessed around."""
 
     code = "CORRUPTION"
+
+
+class NotFound(AutoswitchError):
+    """A named group, consumer group, broker or topic does not exist where it was asked for:
+    never an empty success (a typo must not look like "nothing there")."""
+
+    code = "NOT_FOUND"

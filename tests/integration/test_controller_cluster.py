@@ -191,6 +191,8 @@ def test_three_controllers_failover_quorum_loss_restart(procs, tmp_path):
         sss = await cli("get-sync-state-set", "--controller", cl.spec, "-b", "g1")
         g = sss["result"]["groups"][0]
         assert g["replica_info"]["master_broker_id"] == 1 and g["replica_info"]["sync_state_set"] == [1, 2]
+        unknown = await cli("get-sync-state-set", "--controller", cl.spec, "-b", "g1", "-b", "nope")
+        assert not unknown["ok"] and unknown["error"]["code"] == "NOT_FOUND" and unknown["error"]["groups"] == ["nope"]
         out = tmp_path / "events.jsonl"
         ex = await cli("export-controller-events", "--controller", cl.addrs["n1"], "--out", str(out))
         assert ex["ok"]
