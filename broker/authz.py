@@ -25,6 +25,7 @@ BROKER_RULES: dict[str, Rule] = {
     "CommitOffset": Rule((Role.READER,)),
     "FetchOffset": Rule((Role.READER,)),
     "ConsumerProgress": Rule((Role.READER,)),
+    "ListTopics": Rule((Role.READER,)),
     # grpc.health.v1.Health: any caller the broker knows
     "Check": Rule(tuple(Role)),
     "Watch": Rule(tuple(Role)),

@@ -15,6 +15,7 @@ from typing import Any
 from autoswitch.base.errors import AutoswitchError, ConfigError
 from autoswitch.base.tls import add_server_security_args, add_tls_args, tls_from_args
 
+from . import cli_topics
 from .cli_common import bad_target, err
 from .cli_consume import cmd_consume, cmd_consumer_progress
 from .cli_handover import cmd_transfer_master
@@ -143,6 +144,8 @@ def register(sub: Any, admin_sub: Any) -> None:
     a.add_argument("--json", action="store_true")
     add_tls_args(a)
     a.set_defaults(func=cmd_transfer_master)
+
+    cli_topics.register(admin_sub)
 
     a = admin_sub.add_parser("log-digest", help="sha256 of a broker's raw commit log in [from, to)")
     a.add_argument("--broker", required=True)

@@ -229,6 +229,9 @@ class ConsumerClient(_Base):
     async def consumer_progress(self, consumer_group: str) -> pb.ConsumerProgressReply:
         return await self._call("ConsumerProgress", pb.ConsumerProgressRequest(consumer_group=consumer_group))
 
+    async def list_topics(self) -> pb.ListTopicsReply:
+        return await self._call("ListTopics", pb.ListTopicsRequest())
+
 
 def consumed_messages(reply: pb.ConsumeReply) -> Iterator[StoredMessage]:
     """The messages of a Consume reply in either form, CRC-checked again when they came as

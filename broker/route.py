@@ -167,6 +167,17 @@ class NameServerClient:
             return None
         return reply.master.address, reply.master.master_epoch
 
+    async def master_routes(self) -> list[tuple[str, str, int]]:
+        """(group, master address, MasterEpoch) of every group with a master route (GetRoutes)."""
+        from autoswitch.proto import namesrv_pb2 as ns
+
+        try:
+            reply = await self._stub.GetRoutes(ns.GetRoutesRequest(), timeout=NAMESRV_RPC_TIMEOUT_S)
+        except grpc.aio.AioRpcError as e:
+            raise BrokerUnavailable(f"name server {self.addr}: {e.code().name} {e.details() or ''}",
+                                    addr=self.addr) from None
+        return sorted((r.broker_name, r.address, r.master_epoch) for r in reply.routes if r.role == "master")
+
     async def close(self) -> None:
         await self._channel.close()
 

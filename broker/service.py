@@ -28,29 +28,13 @@ from autoswitch.proto import broker_pb2_grpc as pbg
 
 from .client import channel_options
 from .config import BrokerConfig, parse_hostport
-from .consumer_groups import Committed, ConsumerGroups
+from .consumer_groups import ConsumerGroups
 from .metrics import BrokerMetrics
+from .replies import committed_pb, status_of
 from .server import Broker
 from .write_path import validate_message
 
-_STATUS_BY_CODE = {
-    "NOT_MASTER": pb.NOT_MASTER,
-    "FENCED": pb.FENCED,
-    "IN_SYNC_REPLICAS_NOT_ENOUGH": pb.IN_SYNC_REPLICAS_NOT_ENOUGH,
-    "FLUSH_SLAVE_TIMEOUT": pb.FLUSH_SLAVE_TIMEOUT,
-    "MESSAGE_TOO_LARGE": pb.MESSAGE_TOO_LARGE,
-    "BAD_REQUEST": pb.BAD_REQUEST,
-    "STALE_EPOCH": pb.STALE_EPOCH,
-    "NOT_ALLOWED": pb.NOT_ALLOWED,
-    "STORAGE_FULL": pb.STORAGE_FULL,
-    # Overload is a transient refusal: same client reaction as a replica timeout (retry later).
-    "OVERLOADED": pb.FLUSH_SLAVE_TIMEOUT,
-}
-
-
-def status_of(e: BaseException) -> int:
-    return _STATUS_BY_CODE.get(getattr(e, "code", ""), pb.INTERNAL)
-
+MAX_LISTED_TOPICS = 100_000
 
 class BrokerServicer(pbg.BrokerServiceServicer):
     def __init__(self, broker: Broker) -> None:
@@ -364,7 +348,7 @@ class BrokerServicer(pbg.BrokerServiceServicer):
         except AutoswitchError as e:
             self.log.error("fetch_offset_failed", code=e.code, error=str(e))
             return pb.FetchOffsetReply(status=pb.INTERNAL, error_message=f"{e.code}: {e}")
-        return pb.FetchOffsetReply(status=pb.OK, offset=_committed_pb(c))
+        return pb.FetchOffsetReply(status=pb.OK, offset=committed_pb(c))
 
     async def ConsumerProgress(self, request: pb.ConsumerProgressRequest, context: Any) -> pb.ConsumerProgressReply:
         try:
@@ -375,13 +359,14 @@ class BrokerServicer(pbg.BrokerServiceServicer):
         except AutoswitchError as e:
             self.log.error("consumer_progress_failed", code=e.code, error=str(e))
             return pb.ConsumerProgressReply(status=pb.INTERNAL, error_message=f"{e.code}: {e}")
-        return pb.ConsumerProgressReply(status=pb.OK, offsets=[_committed_pb(c) for c in rows])
+        return pb.ConsumerProgressReply(status=pb.OK, offsets=[committed_pb(c) for c in rows])
 
 
-def _committed_pb(c: Committed) -> pb.CommittedOffset:
-    return pb.CommittedOffset(topic=c.topic, found=c.offset is not None, queue_offset=c.offset or 0,
-                              log_end=c.log_end, clamped=c.clamped_from is not None,
-                              committed_beyond=c.clamped_from or 0)
+    async def ListTopics(self, request: pb.ListTopicsRequest, context: Any) -> pb.ListTopicsReply:
+        st = self.b.store
+        return pb.ListTopicsReply(status=pb.OK, role=self.b.role, master_epoch=self.b.master_epoch, topics=[
+            pb.TopicInfo(topic=t, min_queue_offset=st.min_queue_offset(t), max_queue_offset=st.max_queue_offset(t),
+                         internal=t.startswith("__")) for t in st.topics()[:MAX_LISTED_TOPICS]])
 
 
 Attach = Callable[[Broker], Awaitable[Callable[[], Awaitable[None]] | None]]

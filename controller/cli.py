@@ -52,6 +52,8 @@ def register(sub, admin_sub) -> None:
     admin("get-controller-metadata", "leader, term and peers as seen by each controller", _get_metadata)
     a = admin("get-sync-state-set", "SyncStateSet and replica liveness of broker groups", _get_sss)
     a.add_argument("--broker-name", "-b", action="append", default=[], help="group (repeatable; default all)")
+    admin("cluster-list", "every broker group: master, MasterEpoch, SyncStateSet, replicas and their liveness",
+          _cluster_list)
     a = admin("elect-master", "elect a master (designate one with --broker-id)", _elect_master)
     a.add_argument("--cluster-name", "-c", default="")
     a.add_argument("--broker-name", "-b", required=True)
@@ -307,6 +309,18 @@ async def _elect_master(client, args) -> Any:
     info = await client.elect_master(args.cluster_name, args.broker_name, args.broker_id,
                                      designate=args.broker_id > 0)
     return {"replica_info": _msg(info)}
+
+
+async def _cluster_list(client, args) -> Any:
+    rows = []
+    for g in await client.get_sync_state_data(()):
+        info = g.replica_info
+        rows.append({"cluster": info.cluster_name, "group": info.broker_name, "master": info.master_broker_id or None,
+                     "master_address": info.master_address or None, "master_epoch": info.master_epoch,
+                     "sync_state_set": list(info.sync_state_set),
+                     "replicas": [{"broker_id": m.broker_id, "address": m.address, "alive": m.alive,
+                                   "in_sync": m.in_sync, "max_offset": m.max_offset} for m in g.members]})
+    return {"groups": rows}
 
 
 async def _set_preferred(client, args) -> Any:

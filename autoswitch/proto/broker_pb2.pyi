@@ -352,6 +352,36 @@ class FetchOffsetReply(_message.Message):
     offset: CommittedOffset
     def __init__(self, status: _Optional[_Union[Status, str]] = ..., error_message: _Optional[str] = ..., master_addr: _Optional[str] = ..., offset: _Optional[_Union[CommittedOffset, _Mapping]] = ...) -> None: ...
 
+class ListTopicsRequest(_message.Message):
+    __slots__ = ()
+    def __init__(self) -> None: ...
+
+class TopicInfo(_message.Message):
+    __slots__ = ("topic", "min_queue_offset", "max_queue_offset", "internal")
+    TOPIC_FIELD_NUMBER: _ClassVar[int]
+    MIN_QUEUE_OFFSET_FIELD_NUMBER: _ClassVar[int]
+    MAX_QUEUE_OFFSET_FIELD_NUMBER: _ClassVar[int]
+    INTERNAL_FIELD_NUMBER: _ClassVar[int]
+    topic: str
+    min_queue_offset: int
+    max_queue_offset: int
+    internal: bool
+    def __init__(self, topic: _Optional[str] = ..., min_queue_offset: _Optional[int] = ..., max_queue_offset: _Optional[int] = ..., internal: _Optional[bool] = ...) -> None: ...
+
+class ListTopicsReply(_message.Message):
+    __slots__ = ("status", "error_message", "topics", "role", "master_epoch")
+    STATUS_FIELD_NUMBER: _ClassVar[int]
+    ERROR_MESSAGE_FIELD_NUMBER: _ClassVar[int]
+    TOPICS_FIELD_NUMBER: _ClassVar[int]
+    ROLE_FIELD_NUMBER: _ClassVar[int]
+    MASTER_EPOCH_FIELD_NUMBER: _ClassVar[int]
+    status: Status
+    error_message: str
+    topics: _containers.RepeatedCompositeFieldContainer[TopicInfo]
+    role: str
+    master_epoch: int
+    def __init__(self, status: _Optional[_Union[Status, str]] = ..., error_message: _Optional[str] = ..., topics: _Optional[_Iterable[_Union[TopicInfo, _Mapping]]] = ..., role: _Optional[str] = ..., master_epoch: _Optional[int] = ...) -> None: ...
+
 class ConsumerProgressRequest(_message.Message):
     __slots__ = ("consumer_group",)
     CONSUMER_GROUP_FIELD_NUMBER: _ClassVar[int]

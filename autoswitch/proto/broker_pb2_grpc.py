@@ -79,6 +79,11 @@ class BrokerServiceStub:
                 request_serializer=autoswitch_dot_proto_dot_broker__pb2.ConsumerProgressRequest.SerializeToString,
                 response_deserializer=autoswitch_dot_proto_dot_broker__pb2.ConsumerProgressReply.FromString,
                 _registered_method=True)
+        self.ListTopics = channel.unary_unary(
+                '/autoswitch.broker.BrokerService/ListTopics',
+                request_serializer=autoswitch_dot_proto_dot_broker__pb2.ListTopicsRequest.SerializeToString,
+                response_deserializer=autoswitch_dot_proto_dot_broker__pb2.ListTopicsReply.FromString,
+                _registered_method=True)
         self.TransferMaster = channel.unary_unary(
                 '/autoswitch.broker.BrokerService/TransferMaster',
                 request_serializer=autoswitch_dot_proto_dot_broker__pb2.TransferMasterRequest.SerializeToString,
@@ -143,6 +148,12 @@ class BrokerServiceServicer:
         context.set_details('Method not implemented!')
         raise NotImplementedError('Method not implemented!')
 
+    def ListTopics(self, request, context):
+        """Missing associated documentation comment in .proto file."""
+        context.set_code(grpc.StatusCode.UNIMPLEMENTED)
+        context.set_details('Method not implemented!')
+        raise NotImplementedError('Method not implemented!')
+
     def TransferMaster(self, request, context):
         """Missing associated documentation comment in .proto file."""
         context.set_code(grpc.StatusCode.UNIMPLEMENTED)
@@ -196,6 +207,11 @@ def add_BrokerServiceServicer_to_server(servicer, server):
                     servicer.ConsumerProgress,
                     request_deserializer=autoswitch_dot_proto_dot_broker__pb2.ConsumerProgressRequest.FromString,
                     response_serializer=autoswitch_dot_proto_dot_broker__pb2.ConsumerProgressReply.SerializeToString,
+            ),
+            'ListTopics': grpc.unary_unary_rpc_method_handler(
+                    servicer.ListTopics,
+                    request_deserializer=autoswitch_dot_proto_dot_broker__pb2.ListTopicsRequest.FromString,
+                    response_serializer=autoswitch_dot_proto_dot_broker__pb2.ListTopicsReply.SerializeToString,
             ),
             'TransferMaster': grpc.unary_unary_rpc_method_handler(
                     servicer.TransferMaster,
@@ -446,6 +462,33 @@ class BrokerService:
             '/autoswitch.broker.BrokerService/ConsumerProgress',
             autoswitch_dot_proto_dot_broker__pb2.ConsumerProgressRequest.SerializeToString,
             autoswitch_dot_proto_dot_broker__pb2.ConsumerProgressReply.FromString,
+            options,
+            channel_credentials,
+            insecure,
+            call_credentials,
+            compression,
+            wait_for_ready,
+            timeout,
+            metadata,
+            _registered_method=True)
+
+    @staticmethod
+    def ListTopics(request,
+            target,
+            options=(),
+            channel_credentials=None,
+            call_credentials=None,
+            insecure=False,
+            compression=None,
+            wait_for_ready=None,
+            timeout=None,
+            metadata=None):
+        return grpc.experimental.unary_unary(
+            request,
+            target,
+            '/autoswitch.broker.BrokerService/ListTopics',
+            autoswitch_dot_proto_dot_broker__pb2.ListTopicsRequest.SerializeToString,
+            autoswitch_dot_proto_dot_broker__pb2.ListTopicsReply.FromString,
             options,
             channel_credentials,
             insecure,

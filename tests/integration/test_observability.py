@@ -5,9 +5,11 @@ across a kill -9 failover."""
 from __future__ import annotations
 
 import asyncio
+import json
 import re
 import shutil
 import subprocess
+import sys
 import urllib.error
 import urllib.request
 
@@ -19,6 +21,12 @@ from prometheus_client.parser import text_string_to_metric_families
 from tests.integration.failover_harness import FailoverCluster, read_ack_log, wait_until
 
 pytestmark = [pytest.mark.integration, pytest.mark.timeout(180)]
+
+
+def _admin(*args: str) -> dict:
+    r = subprocess.run([sys.executable, "-m", "autoswitch", "admin", *args], capture_output=True, text=True, timeout=60)
+    assert r.returncode == 0, r.stderr[-2000:]
+    return json.loads(r.stdout.strip().splitlines()[-1])
 
 
 def scrape(port: int) -> dict[tuple[str, tuple], float]:
@@ -83,6 +91,17 @@ def test_metrics_health_and_readiness_across_a_failover(procs, tmp_path):
     sm = scrape(c.metrics_port[slave])
     assert total(sm, "autoswitch_ha_slave_state", state="TRANSFER") == 1
     assert total(sm, "autoswitch_ha_slave_connects_total") >= 1
+    # mqadmin-style views (issue 15 item 5): topic list, topic route, cluster list
+    tl = _admin("topic-list", "--namesrv", c.namesrv, "--group", "g1", "--json")
+    assert [t["topic"] for t in tl["topics"]] == ["t"] and tl["topics"][0]["max_queue_offset"] >= 30
+    tr = _admin("topic-route", "--namesrv", c.namesrv, "--topic", "t", "--json")
+    assert [g["group"] for g in tr["groups"]] == ["g1"] and tr["groups"][0]["master_epoch"] == e1
+    nope = subprocess.run([sys.executable, "-m", "autoswitch", "admin", "topic-route", "--namesrv", c.namesrv,
+                           "--topic", "nope", "--json"], capture_output=True, text=True, timeout=60)
+    assert nope.returncode == 1 and '"NOT_FOUND"' in nope.stderr
+    cl = _admin("cluster-list", "--controller", ",".join(c.ctl_addrs.values()), "--json")["result"]["groups"]
+    assert [(g["group"], g["master"], g["master_epoch"]) for g in cl] == [("g1", m1, e1)]
+    assert sorted(r["broker_id"] for r in cl[0]["replicas"]) == [1, 2, 3]
     before = {n: scrape(c.metrics_port[n]) for n in ("n1", "n2", "n3")}
     assert sum(total(m, "autoswitch_controller_is_leader") for m in before.values()) == 1
     for m in before.values():

@@ -1,0 +1,127 @@
+"""`autoswitch admin topic-list` and `admin topic-route`: which topics a group holds, and which
+groups serve a topic (mqadmin's topicList / topicRoute for this broker model: a topic lives in
+every group that was produced to)."""
+
+from __future__ import annotations
+
+import argparse
+import asyncio
+import json
+import sys
+
+from autoswitch.base.errors import AutoswitchError, NotFound
+from autoswitch.base.tls import tls_from_args
+from autoswitch.proto import broker_pb2 as pb
+
+from .cli_common import bad_target, err, status_err
+
+
+def register(admin_sub) -> None:
+    from autoswitch.base.tls import add_tls_args
+
+    a = admin_sub.add_parser("topic-list", help="the topics of one group (its master, or --broker)")
+    a.add_argument("--broker", help="HOST:PORT of a replica; or --namesrv + --group (the master)")
+    a.add_argument("--namesrv", help="name server HOST:PORT")
+    a.add_argument("--group", help="broker group (with --namesrv)")
+    a.add_argument("--internal", action="store_true", help="also the broker's own topics (consumer offsets)")
+    a.add_argument("--timeout", type=float, default=10.0)
+    a.add_argument("--json", action="store_true")
+    add_tls_args(a)
+    a.set_defaults(func=cmd_topic_list)
+
+    a = admin_sub.add_parser("topic-route", help="the groups (masters) that hold a topic, from the name server")
+    a.add_argument("--namesrv", required=True, help="name server HOST:PORT")
+    a.add_argument("--topic", required=True)
+    a.add_argument("--timeout", type=float, default=10.0)
+    a.add_argument("--json", action="store_true")
+    add_tls_args(a)
+    a.set_defaults(func=cmd_topic_route)
+
+
+def _rows(r: pb.ListTopicsReply, internal: bool) -> list[dict]:
+    return [{"topic": t.topic, "min_queue_offset": t.min_queue_offset, "max_queue_offset": t.max_queue_offset,
+             "internal": t.internal} for t in r.topics if internal or not t.internal]
+
+
+def cmd_topic_list(args: argparse.Namespace) -> int:
+    from .client import ConsumerClient
+    from .route import NameServerClient
+
+    if bad_target(args):
+        return 2
+
+    async def run() -> int:
+        addr = args.broker
+        if args.namesrv:
+            ns = NameServerClient(args.namesrv, args.tls)
+            try:
+                route = await ns.lookup_master_route(args.group)
+            finally:
+                await ns.close()
+            if route is None:
+                return err(NotFound(f"no master route for group {args.group!r} at {args.namesrv}"))
+            addr = route[0]
+        c = ConsumerClient(addr, timeout_s=args.timeout, tls=args.tls)
+        try:
+            r = await c.list_topics()
+        except AutoswitchError as e:
+            return err(e)
+        finally:
+            await c.close()
+        if r.status != pb.OK:
+            return status_err(r.status, r.error_message)
+        rows = _rows(r, args.internal)
+        if args.json:
+            print(json.dumps({"broker": addr, "role": r.role, "master_epoch": r.master_epoch, "topics": rows},
+                             separators=(",", ":")))
+        else:
+            print(f"{'topic':<40} {'min_queue_offset':>16} {'max_queue_offset':>16}")
+            for row in rows:
+                print(f"{row['topic']:<40} {row['min_queue_offset']:>16} {row['max_queue_offset']:>16}")
+        return 0
+
+    return asyncio.run(run())
+
+
+def cmd_topic_route(args: argparse.Namespace) -> int:
+    from .client import ConsumerClient
+    from .route import NameServerClient
+
+    try:
+        args.tls = tls_from_args(args)
+    except AutoswitchError as e:
+        return err(e)
+
+    async def run() -> int:
+        ns = NameServerClient(args.namesrv, args.tls)
+        try:
+            masters = await ns.master_routes()
+        except AutoswitchError as e:
+            return err(e)
+        finally:
+            await ns.close()
+        found = []
+        for group, addr, epoch in masters:
+            c = ConsumerClient(addr, timeout_s=args.timeout, tls=args.tls)
+            try:
+                r = await c.list_topics()
+            except AutoswitchError as e:
+                print(json.dumps({"warning": {"code": e.code, "group": group, "message": e.message}}), file=sys.stderr)
+                continue
+            finally:
+                await c.close()
+            for t in r.topics:
+                if t.topic == args.topic:
+                    found.append({"group": group, "master": addr, "master_epoch": epoch,
+                                  "min_queue_offset": t.min_queue_offset, "max_queue_offset": t.max_queue_offset})
+        if not found:
+            return err(NotFound(f"no group's master holds topic {args.topic!r} ({len(masters)} groups asked)"))
+        if args.json:
+            print(json.dumps({"topic": args.topic, "groups": found}, separators=(",", ":")))
+        else:
+            print(f"{'group':<24} {'master':<24} {'MasterEpoch':>11} {'max_queue_offset':>16}")
+            for f in found:
+                print(f"{f['group']:<24} {f['master']:<24} {f['master_epoch']:>11} {f['max_queue_offset']:>16}")
+        return 0
+
+    return asyncio.run(run())
