@@ -7,6 +7,7 @@ import json
 import sys
 
 from autoswitch.base.errors import AutoswitchError
+from autoswitch.base.progress import with_progress
 
 from .cli_common import bad_target, err, status_err
 
@@ -41,7 +42,8 @@ def cmd_transfer_master(args: argparse.Namespace) -> int:
                 return status_err(pb.NOT_MASTER, f"no master of {args.group} is known to the name server")
         client = AdminClient(addr, timeout_s=10.0, tls=args.tls)
         try:
-            r = await client.transfer_master(args.to or 0, int(args.timeout * 1000))
+            r = await with_progress(client.transfer_master(args.to or 0, int(args.timeout * 1000)),
+                                    "waiting for the handover (the master drains to its target)", args.timeout)
         except AutoswitchError as e:
             return err(e)
         finally:

@@ -217,8 +217,11 @@ def _admin(args, func) -> int:
     from autoswitch.base.errors import AutoswitchError
 
     async def go() -> Any:
+        from autoswitch.base.progress import with_progress
+
         async with ControllerClient(args.controller, deadline_s=args.timeout_s, tls=tls_from_args(args)) as client:
-            return await func(client, args)
+            return await with_progress(func(client, args), f"waiting for the controllers ({args.admin_command})",
+                                       args.timeout_s)
 
     try:
         out = asyncio.run(go())
