@@ -117,14 +117,31 @@ def timeline_svg(timeline: list[dict], ends: dict[str, int], width: int = 900) -
     return "".join(parts)
 
 
+def _header(col: str) -> str:
+    """A readable column header: ``master_lost_ts_ms`` -> ``master lost (UTC)``, ``*_ms`` -> ``(ms)``."""
+    if col.endswith("ts_ms"):
+        base = col[: -len("ts_ms")].rstrip("_").replace("_", " ")
+        return f"{base} (UTC)".strip() if base else "time (UTC)"
+    if col.endswith("_ms"):
+        return col[: -len("_ms")].replace("_", " ") + " (ms)"
+    return col.replace("_", " ")
+
+
+def _cell(col: str, v: object) -> str:
+    if col.endswith("ts_ms") and isinstance(v, int | float):
+        return _ts(int(v)).replace("T", " ")     # the wall time, not epoch milliseconds
+    return "" if v is None else str(v)
+
+
 def _table(rows: list[dict], cols: list[str], cls: str) -> str:
-    head = "".join(f"<th>{_esc(c)}</th>" for c in cols)
+    head = "".join(f"<th>{_esc(_header(c))}</th>" for c in cols)
     body = []
     for r in rows[:MAX_TABLE_ROWS]:
-        body.append("<tr>" + "".join(f"<td>{_esc(r.get(c))}</td>" for c in cols) + "</tr>")
+        body.append("<tr>" + "".join(f"<td>{_esc(_cell(c, r.get(c)))}</td>" for c in cols) + "</tr>")
     more = f'<p class="more">{len(rows) - MAX_TABLE_ROWS} more rows in the Parquet output</p>' \
         if len(rows) > MAX_TABLE_ROWS else ""
-    return f'<table class="{cls}"><thead><tr>{head}</tr></thead><tbody>{"".join(body)}</tbody></table>{more}'
+    return (f'<div class="wide"><table class="{cls}"><thead><tr>{head}</tr></thead><tbody>{"".join(body)}</tbody>'
+            f'</table></div>{more}')
 
 
 def _fmt_dist(d: dict) -> str:
@@ -156,8 +173,10 @@ body {{ font-family: sans-serif; margin: 24px; color: #222; background: #fff; }}
 .cards {{ display: flex; flex-wrap: wrap; gap: 12px; }}
 .card {{ border: 1px solid #ccc; border-radius: 6px; padding: 8px 14px; min-width: 110px; }}
 .card .v {{ font-size: 24px; font-weight: bold; }} .card .k {{ font-size: 12px; color: #555; }}
-table {{ border-collapse: collapse; font-size: 12px; margin: 8px 0 24px; }}
-th, td {{ border: 1px solid #ddd; padding: 3px 6px; text-align: right; }} th {{ background: #f3f3f3; }}
+.wide {{ max-width: 100%; overflow-x: auto; }}
+table {{ border-collapse: collapse; font-size: 12px; margin: 8px 0 24px; width: 100%; }}
+th, td {{ border: 1px solid #ddd; padding: 3px 6px; text-align: right; }}
+th {{ background: #f3f3f3; white-space: normal; }} td {{ white-space: nowrap; }}
 svg.chart {{ display: block; margin: 12px 0; border: 1px solid #eee; }}
 </style></head>
 <body>

@@ -120,3 +120,16 @@ def test_pandas_peer_counts_the_planted_faults(tmp_path):
     res = audit_pandas(tmp_path / "acks", tmp_path / "logs", tmp_path / "events")
     assert res["acked_rows"] == m["acked_rows"]
     assert res["counts"] == {"lost": 4, "moved": 0, "replica_missing": 12, "divergence": 2, "duplicates": 2}
+
+
+def test_report_tables_show_wall_times_and_readable_headers():
+    summary = {"groups": 1, "failovers": 1, "failovers_via_no_master": 0, "unclean_elections": 0,
+               "sss": {"shrinks": 0, "expands": 0}, "flapping_brokers": [],
+               "flap_rule": {"min_removals": 3, "window_ms": 600000},
+               "time_to_elect_ms": distribution([12]), "write_unavailable_ms": distribution([40])}
+    fo = {"group": "g1", "old_master": 1, "new_master": 2, "old_epoch": 1, "new_epoch": 2,
+          "master_lost_ts_ms": 1764072000123, "elect_ts_ms": 1764072000135, "time_to_elect_ms": 12}
+    page = render_html(summary, [fo], [], [], [], [], {})
+    assert "<td>2025-11-25 12:00:00.123Z</td>" in page and "1764072000123" not in page
+    assert "<th>master lost (UTC)</th>" in page and "<th>time to elect (ms)</th>" in page
+    assert 'class="wide"' in page and "overflow-x: auto" in page
