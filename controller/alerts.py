@@ -31,6 +31,7 @@ from autoswitch.base.log import get_logger
 ALL = "*"           # the Watchers key every alert is published under
 KINDS = ("master_elected", "no_master", "master_crashed", "liveness_disagreement", "master_lease_refused")
 MAX_DETAIL_CHARS = 2000
+MAX_ONCE_KEYS = 10_000
 
 
 @dataclass(frozen=True)
@@ -58,6 +59,7 @@ class Alerter:
         self.sent = 0
         self.dropped = 0
         self.failed = 0
+        self._once: set[tuple[str, str, int]] = set()   # (kind, group, MasterEpoch) already alerted
         self._log = get_logger("controller.alerts", node=node_id)
 
     def emit(self, kind: str, group: str, ts_ms: int, **detail: object) -> Alert:
@@ -74,6 +76,17 @@ class Alerter:
                 self.in_flight.add(t)
                 t.add_done_callback(self.in_flight.discard)
         return alert
+
+    def emit_once(self, kind: str, group: str, epoch: int, ts_ms: int, **detail: object) -> Alert | None:
+        """``emit`` at most once per (kind, group, MasterEpoch): for conditions that stay true
+        across scans or heartbeats. The memory is bounded (forgotten wholesale when full)."""
+        key = (kind, group, epoch)
+        if key in self._once:
+            return None
+        if len(self._once) >= MAX_ONCE_KEYS:
+            self._once.clear()
+        self._once.add(key)
+        return self.emit(kind, group, ts_ms, epoch=epoch, **detail)
 
     async def _run(self, alert: Alert) -> None:
         try:

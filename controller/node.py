@@ -107,7 +107,6 @@ class ControllerNode:
         self.status_page = StatusPage(self)
         self.alerter = Alerter(config.node_id, config.notification_script, config.notification_timeout_s,
                                config.max_alerts_in_flight, self.watchers)
-        self._disagreements: set[tuple[str, int]] = set()    # (group, MasterEpoch) already alerted
         self._observe: ObserveServer | None = None
         self._health: Any = None
         self._started = False
@@ -492,13 +491,8 @@ class ControllerNode:
         why = self.heartbeats.lease_refusal(r.broker_name, r.broker_id, r.epoch, epoch, now)
         if why == "hold" and master == r.broker_id and r.epoch == epoch and self.is_leader:
             # the current master heartbeats, but a DEAD report about it stands: it will fence itself
-            key = (r.broker_name, -epoch)
-            if key not in self._disagreements:
-                if len(self._disagreements) >= MAX_ALERT_MEMORY:
-                    self._disagreements.clear()
-                self._disagreements.add(key)
-                self.alerter.emit("master_lease_refused", r.broker_name, sm_adapter.wall_ms(), master=master,
-                                  epoch=epoch, reason="a DEAD report about it holds its lease grants")
+            self.alerter.emit_once("master_lease_refused", r.broker_name, epoch, sm_adapter.wall_ms(), master=master,
+                                   reason="a DEAD report about it holds its lease grants")
         return why is None
 
     def _on_record(self, rec: dict) -> None:
@@ -720,12 +714,9 @@ class ControllerNode:
                 self.log.info("master_suspect_not_majority", group=g, brokerId=b, dead_votes=v.dead_votes,
                               alive_votes=v.alive_votes)
                 epoch, _ = self.sm.master_of(g)
-                if (g, epoch) not in self._disagreements and not self.heartbeats.crashed(g, b, now):
-                    if len(self._disagreements) >= MAX_ALERT_MEMORY:
-                        self._disagreements.clear()
-                    self._disagreements.add((g, epoch))
-                    self.alerter.emit("liveness_disagreement", g, sm_adapter.wall_ms(), master=b, epoch=epoch,
-                                      dead_votes=v.dead_votes, alive_votes=v.alive_votes)
+                if not self.heartbeats.crashed(g, b, now):
+                    self.alerter.emit_once("liveness_disagreement", g, epoch, sm_adapter.wall_ms(), master=b,
+                                           dead_votes=v.dead_votes, alive_votes=v.alive_votes)
         if not dead_groups:
             return 0
         # Full member view of the affected groups, so the elections carry every alive candidate.
@@ -799,8 +790,6 @@ MAX_ASSUMED_TIMEOUT_MS = 600_000
 FAST_RESCAN_S = 0.025
 # /readyz: at most this many committed entries not yet applied.
 MAX_READY_LAG = 1000
-# liveness_disagreement alerts remembered per (group, MasterEpoch), then forgotten wholesale
-MAX_ALERT_MEMORY = 10_000
 MAX_FAST_RESCANS = 20
 
 # How far ahead of now the last_dead_report file is written (see _persist_dead_report).

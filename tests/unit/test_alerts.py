@@ -64,3 +64,16 @@ def test_a_failing_script_is_counted(tmp_path):
         await settle(a)
         assert a.failed == 1
     asyncio.run(run())
+
+
+def test_emit_once_per_kind_group_and_epoch():
+    async def run():
+        w = Watchers(4, 64)
+        q = w.subscribe(ALL)
+        a = Alerter("n1", "", 1, 1, w)
+        assert a.emit_once("liveness_disagreement", "g1", 3, 1, master=1) is not None
+        assert a.emit_once("liveness_disagreement", "g1", 3, 2, master=1) is None
+        assert a.emit_once("master_lease_refused", "g1", 3, 3, master=1) is not None   # another kind
+        assert a.emit_once("liveness_disagreement", "g1", 4, 4, master=1) is not None  # a new MasterEpoch
+        assert q.qsize() == 3
+    asyncio.run(run())
