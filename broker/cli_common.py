@@ -22,6 +22,20 @@ def status_err(status: int, message: str) -> int:
     return 1
 
 
+async def target_address(args: argparse.Namespace) -> str | None:
+    """``--broker``, or the address of ``--group``'s master from the ``--namesrv`` name server
+    (None: it knows none, e.g. a failover in progress). Call after ``bad_target``."""
+    if not args.namesrv:
+        return args.broker
+    from .route import NameServerClient
+
+    ns = NameServerClient(args.namesrv, args.tls)
+    try:
+        return await ns.lookup_master(args.group)
+    finally:
+        await ns.close()
+
+
 def bad_target(args: argparse.Namespace) -> bool:
     if bool(args.broker) == bool(args.namesrv) or (args.namesrv and not args.group):
         print(json.dumps({"error": {"code": "BAD_USAGE",

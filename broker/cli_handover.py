@@ -9,7 +9,7 @@ import sys
 from autoswitch.base.errors import AutoswitchError
 from autoswitch.base.progress import with_progress
 
-from .cli_common import bad_target, err, status_err
+from .cli_common import bad_target, err, status_err, target_address
 
 
 def cmd_transfer_master(args: argparse.Namespace) -> int:
@@ -27,19 +27,12 @@ def cmd_transfer_master(args: argparse.Namespace) -> int:
         return 2
 
     async def run() -> int:
-        addr = args.broker
-        if args.namesrv:
-            from .route import NameServerClient
-
-            ns = NameServerClient(args.namesrv, args.tls)
-            try:
-                addr = await ns.lookup_master(args.group)
-            except AutoswitchError as e:
-                return err(e)
-            finally:
-                await ns.close()
-            if not addr:
-                return status_err(pb.NOT_MASTER, f"no master of {args.group} is known to the name server")
+        try:
+            addr = await target_address(args)
+        except AutoswitchError as e:
+            return err(e)
+        if not addr:
+            return status_err(pb.NOT_MASTER, f"no master of {args.group} is known to the name server")
         client = AdminClient(addr, timeout_s=10.0, tls=args.tls)
         try:
             r = await with_progress(client.transfer_master(args.to or 0, int(args.timeout * 1000)),

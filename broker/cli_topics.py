@@ -13,7 +13,7 @@ from autoswitch.base.errors import AutoswitchError, NotFound
 from autoswitch.base.tls import tls_from_args
 from autoswitch.proto import broker_pb2 as pb
 
-from .cli_common import bad_target, err, status_err
+from .cli_common import bad_target, err, status_err, target_address
 
 
 def register(admin_sub) -> None:
@@ -45,22 +45,14 @@ def _rows(r: pb.ListTopicsReply, internal: bool) -> list[dict]:
 
 def cmd_topic_list(args: argparse.Namespace) -> int:
     from .client import ConsumerClient
-    from .route import NameServerClient
 
     if bad_target(args):
         return 2
 
     async def run() -> int:
-        addr = args.broker
-        if args.namesrv:
-            ns = NameServerClient(args.namesrv, args.tls)
-            try:
-                route = await ns.lookup_master_route(args.group)
-            finally:
-                await ns.close()
-            if route is None:
-                return err(NotFound(f"no master route for group {args.group!r} at {args.namesrv}"))
-            addr = route[0]
+        addr = await target_address(args)
+        if addr is None:
+            return err(NotFound(f"no master route for group {args.group!r} at {args.namesrv}"))
         c = ConsumerClient(addr, timeout_s=args.timeout, tls=args.tls)
         try:
             r = await c.list_topics()
