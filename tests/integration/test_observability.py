@@ -163,3 +163,28 @@ def test_status_page_follows_a_failover_in_headless_chromium(procs, tmp_path):
     assert seen, dom[:2000]
     assert {f"g1:{m1}@{e1}", f"g1:{m2}@{e2}"} <= set(seen.group(1).split()), seen.group(1)
     assert 'data-done="yes"' in dom and "<td>g1</td>" in dom
+
+
+def test_metrics_port_survives_junk(procs, tmp_path):
+    """The plain-HTTP port answers junk with an error or a closed connection and keeps serving."""
+    import socket
+
+    c = FailoverCluster(procs, tmp_path, metrics=True, n_brokers=1)
+    c.start_controllers()
+    port = c.metrics_port["n1"]
+
+    def up() -> bool:
+        try:
+            return status(port, "/healthz")[0] == 200
+        except OSError:
+            return False
+    wait_until(up, 30, "the metrics port")
+    for junk in (b"BLAH\r\n\r\n", b"POST /metrics HTTP/1.1\r\n\r\n", b"GET /" + b"x" * 20000 + b" HTTP/1.1\r\n\r\n",
+                 b"\x00\xff\xfe garbage"):
+        with socket.create_connection(("127.0.0.1", port), timeout=10) as s:
+            s.sendall(junk)
+            s.shutdown(socket.SHUT_WR)
+            reply = s.recv(200)
+        assert reply == b"" or reply.startswith((b"HTTP/1.1 405", b"HTTP/1.1 404")), reply
+    assert status(port, "/healthz") == (200, "ok\n")
+    assert status(port, "/status.json?wait=-5")[0] == 200        # clamped to no wait

@@ -71,3 +71,33 @@ def test_mastership_moves_back_to_the_preferred_master(procs, tmp_path):
     c.wait_sync_state_set({1, 2, 3}, timeout=60)
     info = c.replica_info().replica_info
     assert (info.master_broker_id, info.master_epoch) == (m2, e2)
+
+
+def test_new_controller_surfaces_refuse_hostile_callers(procs, tmp_path):
+    """MoveLeader, SaveSnapshot and SetPreferredMaster need the admin role; a broker's certificate
+    can hold a BrokerSession only for its own brokerId; a malformed session request is refused."""
+    import grpc
+
+    c = FailoverCluster(procs, tmp_path, secure=True)
+    c.start_all()
+    c.wait_master(timeout=60)
+    for method, req in (("MoveLeader", pb.MoveLeaderRequest(to_node_id="n2")),
+                        ("SaveSnapshot", pb.SaveSnapshotRequest()),
+                        ("SetPreferredMaster", pb.SetPreferredMasterRequest(broker_name=GROUP, broker_id=1))):
+        with pytest.raises(ControllerRpcError) as ei:
+            _call(c, method, req, identity="reader/ops")
+        assert ei.value.reply_code == Code.CONTROLLER_PERMISSION_DENIED, method
+
+    async def session(identity: str, broker_id: int, ack_mode: str):
+        async with ControllerClient(list(c.ctl_addrs.values()), tls=c.tls(identity)) as cl:
+            call = cl.stub(c.ctl_addrs["n1"]).BrokerSession(pb.BrokerSessionRequest(
+                cluster_name="c1", broker_name=GROUP, broker_id=broker_id, ack_mode=ack_mode))
+            try:
+                return await asyncio.wait_for(call.read(), 10)
+            finally:
+                call.cancel()
+    with pytest.raises(grpc.aio.AioRpcError) as ei:
+        asyncio.run(session("broker/g1/1", 2, "all"))          # another broker's id: would fake its crash
+    assert ei.value.code() == grpc.StatusCode.PERMISSION_DENIED
+    ev = asyncio.run(session("broker/g1/1", 1, "bogus"))
+    assert ev.header.code == Code.CONTROLLER_MALFORMED_REQUEST and not ev.tracked
