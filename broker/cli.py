@@ -13,6 +13,7 @@ import time
 from typing import Any
 
 from autoswitch.base.errors import AutoswitchError, ConfigError
+from autoswitch.base.output import emit, fail, fail_code
 from autoswitch.base.tls import add_server_security_args, add_tls_args, tls_from_args
 
 from . import cli_topics
@@ -170,17 +171,15 @@ def _cmd_broker(args: argparse.Namespace) -> int:
         "tls_accept_plaintext", "tls_dial_plaintext", "handover_on_shutdown", "handover_timeout_ms", "metrics_listen",
     )
     if args.controllers and (args.role or args.broker_id is not None or args.epoch is not None):
-        print(json.dumps({"error": {"code": "BAD_USAGE", "message":
-                                    "--role/--broker-id/--epoch are static-role mode; with --controllers "
-                                    "the controller decides brokerId and role"}}), file=sys.stderr)
-        return 2
+        return fail_code(args, "BAD_USAGE", "--role/--broker-id/--epoch are static-role mode; with --controllers "
+                         "the controller decides brokerId and role", rc=2)
     try:
         tls = tls_from_args(args)
         overrides = {k: getattr(args, k) for k in keys}
         overrides.update(tls_ca=tls.ca or None, tls_cert=tls.cert or None, tls_key=tls.key or None)
         cfg = load_config(args.config, overrides)
     except AutoswitchError as e:
-        err(e)
+        err(args, e)
         return 2
     from autoswitch.base.log import get_logger
 
@@ -192,12 +191,11 @@ def _cmd_broker(args: argparse.Namespace) -> int:
     except AutoswitchError as e:
         # e.g. a corrupt store or EpochFile: refuse to start, say why (never start empty).
         log.error("broker_failed", **e.to_dict())
-        rc = err(e)
+        rc = err(args, e)
         return 2 if isinstance(e, ConfigError) else rc     # a config to fix, not a broken store
     except OSError as e:  # e.g. the HA port is taken
         log.error("broker_failed", code="OS_ERROR", message=str(e))
-        print(json.dumps({"error": {"code": "OS_ERROR", "message": str(e)}}), file=sys.stderr)
-        return 1
+        return fail_code(args, "OS_ERROR", str(e))
 
 
 def _cmd_produce(args: argparse.Namespace) -> int:
@@ -209,9 +207,7 @@ def _cmd_produce(args: argparse.Namespace) -> int:
     from .client import ProducerClient
 
     if args.count < 0 or args.size < 0 or not (1 <= args.batch <= 10_000) or not (0 <= args.retries <= 20):
-        print(json.dumps({"error": {"code": "BAD_USAGE", "message": "bad --count/--size/--batch/--retries"}}),
-              file=sys.stderr)
-        return 2
+        return fail_code(args, "BAD_USAGE", "bad --count/--size/--batch/--retries", rc=2)
     if bad_target(args):
         return 2
     if args.namesrv:
@@ -234,7 +230,7 @@ def _cmd_produce(args: argparse.Namespace) -> int:
                 try:
                     out = await client.produce(args.topic, bodies)
                 except AutoswitchError as e:
-                    err(e)
+                    err(args, e)
                     failed += args.count - sent
                     last_status = pb.INTERNAL
                     break
@@ -252,14 +248,16 @@ def _cmd_produce(args: argparse.Namespace) -> int:
                         failed += 1
                 if not out.ok:
                     last_status = out.status
-                    print(json.dumps({"error": {"code": pb.Status.Name(out.status), "message": out.error_message,
-                                                "master_addr": out.master_addr or None}}), file=sys.stderr)
+                    # a failed batch is said at once (stderr), the run goes on; the envelope sums up
+                    print(json.dumps({"warning": {"code": pb.Status.Name(out.status), "message": out.error_message,
+                                                  "master_addr": out.master_addr or None}}), file=sys.stderr)
         finally:
             await client.close()
         summary = {"acked": acked, "failed": failed, "elapsed_s": round(time.monotonic() - t0, 3)}
-        print(json.dumps({"summary": summary}) if args.json else
-              f"acked {acked} failed {failed} in {summary['elapsed_s']}s", file=sys.stderr)
-        return 0 if failed == 0 and last_status == pb.OK else 1
+        if failed == 0 and last_status == pb.OK:
+            emit(args, summary)
+            return 0
+        return fail_code(args, pb.Status.Name(last_status), f"{failed} of {args.count} messages not acked", **summary)
 
     return asyncio.run(run())
 
@@ -274,9 +272,7 @@ def _produce_routed(args: argparse.Namespace) -> int:
     from .route import RetriesExhausted, RetryPolicy, RoutedProducer
 
     if not (0 < args.retry_deadline_s <= 3600) or args.duration_s < 0 or args.interval_ms < 0:
-        print(json.dumps({"error": {"code": "BAD_USAGE",
-                                    "message": "bad --retry-deadline-s/--duration-s/--interval-ms"}}), file=sys.stderr)
-        return 2
+        return fail_code(args, "BAD_USAGE", "bad --retry-deadline-s/--duration-s/--interval-ms", rc=2)
 
     async def run() -> int:
         stop = asyncio.Event()
@@ -286,7 +282,7 @@ def _produce_routed(args: argparse.Namespace) -> int:
         policy = RetryPolicy(retry_deadline_s=args.retry_deadline_s, rpc_timeout_s=args.timeout)
         client = RoutedProducer(args.namesrv, args.group, ack_log=args.ack_log, policy=policy, tls=args.tls)
         acked = failed = 0
-        rc = 0
+        last_error: AutoswitchError | None = None
         t0 = time.monotonic()
         # msg_ids: a per-run prefix + a sequence number, so the ack log tells the send order.
         run_id = uuid.uuid4().hex[:8]
@@ -305,9 +301,8 @@ def _produce_routed(args: argparse.Namespace) -> int:
                 try:
                     results = await client.produce(args.topic, bodies, ids)
                 except RetriesExhausted as e:
-                    err(e)
+                    last_error = e
                     failed += n
-                    rc = 1
                     break
                 acked += len(results)
                 if args.json:
@@ -322,8 +317,10 @@ def _produce_routed(args: argparse.Namespace) -> int:
         summary = {"acked": acked, "failed": failed, "elapsed_s": round(time.monotonic() - t0, 3),
                    "retries": client.stats.retries, "route_refreshes": client.stats.route_refreshes,
                    "statuses": client.stats.statuses}
-        print(json.dumps({"summary": summary}), file=sys.stderr)
-        return rc
+        if last_error is None:
+            emit(args, summary)
+            return 0
+        return fail(args, {**last_error.to_dict(), **summary})
 
     return asyncio.run(run())
 
@@ -341,14 +338,6 @@ def _admin(args: argparse.Namespace, method: str, *a: Any, **kw: Any) -> Any:
             await c.close()
 
     return asyncio.run(run())
-
-
-def _print(obj: dict, as_json: bool) -> None:
-    if as_json:
-        print(json.dumps(obj, separators=(",", ":")))
-    else:
-        for k, v in obj.items():
-            print(f"{k}: {v}")
 
 
 def epoch_reply_to_dict(r: Any) -> dict:
@@ -370,8 +359,8 @@ def _cmd_get_broker_epoch(args: argparse.Namespace) -> int:
     try:
         r = _admin(args, "get_broker_epoch")
     except AutoswitchError as e:
-        return err(e)
-    _print(epoch_reply_to_dict(r), args.json)
+        return err(args, e)
+    emit(args, epoch_reply_to_dict(r))
     return 0
 
 
@@ -381,26 +370,26 @@ def _cmd_switch_role(args: argparse.Namespace) -> int:
     try:
         sss = [int(x) for x in args.sync_state_set.split(",") if x.strip()]
     except ValueError:
-        print(json.dumps({"error": {"code": "BAD_USAGE", "message": "--sync-state-set: comma-separated ints"}}),
-              file=sys.stderr)
-        return 2
+        return fail_code(args, "BAD_USAGE", "--sync-state-set: comma-separated ints", rc=2)
     try:
         r = _admin(args, "switch_role", args.role, args.epoch, args.master_ha, args.master_addr, sss,
                    args.sync_state_set_epoch)
     except AutoswitchError as e:
-        return err(e)
+        return err(args, e)
     out = {"status": pb.Status.Name(r.status), "role": r.role, "master_epoch": r.master_epoch}
     if r.error_message:
         out["error_message"] = r.error_message
-    _print(out, args.json)
-    return 0 if r.status == pb.OK else 1
+    if r.status != pb.OK:
+        return fail_code(args, out.pop("status"), out.pop("error_message", ""), **out)
+    emit(args, out)
+    return 0
 
 
 def _cmd_broker_status(args: argparse.Namespace) -> int:
     try:
         r = _admin(args, "get_status")
     except AutoswitchError as e:
-        return err(e)
+        return err(args, e)
     out = {
         "group": r.group, "broker_id": r.broker_id, "role": r.role, "master_epoch": r.master_epoch,
         "max_offset": r.max_offset, "confirm_offset": r.confirm_offset, "listen": r.listen,
@@ -412,7 +401,7 @@ def _cmd_broker_status(args: argparse.Namespace) -> int:
         "consumed_msgs": r.consumed_msgs, "fenced_reason": r.fenced_reason or None,
         "replicas": json.loads(r.replicas_json) if r.replicas_json else None,
     }
-    _print(out, args.json)
+    emit(args, out)
     return 0
 
 
@@ -422,10 +411,12 @@ def _cmd_log_digest(args: argparse.Namespace) -> int:
     try:
         r = _admin(args, "log_digest", args.from_offset, args.to_offset)
     except AutoswitchError as e:
-        return err(e)
+        return err(args, e)
     out = {"status": pb.Status.Name(r.status), "from_offset": r.from_offset, "to_offset": r.to_offset,
            "sha256": r.sha256}
     if r.error_message:
         out["error_message"] = r.error_message
-    _print(out, args.json)
-    return 0 if r.status == pb.OK else 1
+    if r.status != pb.OK:
+        return fail_code(args, out.pop("status"), out.pop("error_message", ""), **out)
+    emit(args, out)
+    return 0

@@ -1,25 +1,22 @@
-"""Helpers every broker CLI command shares: typed errors as JSON on stderr, the target check."""
+"""Helpers every broker CLI command shares: typed errors in the output envelope, the target check."""
 
 from __future__ import annotations
 
 import argparse
-import json
-import sys
 
 from autoswitch.base.errors import AutoswitchError
+from autoswitch.base.output import fail, fail_code
 from autoswitch.base.tls import tls_from_args
 
 
-def err(e: AutoswitchError, as_json: bool = True) -> int:
-    print(json.dumps({"error": e.to_dict()}), file=sys.stderr)
-    return 1
+def err(args: argparse.Namespace, e: AutoswitchError) -> int:
+    return fail(args, e)
 
 
-def status_err(status: int, message: str) -> int:
+def status_err(args: argparse.Namespace, status: int, message: str) -> int:
     from autoswitch.proto import broker_pb2 as pb
 
-    print(json.dumps({"error": {"code": pb.Status.Name(status), "message": message}}), file=sys.stderr)
-    return 1
+    return fail_code(args, pb.Status.Name(status), message)
 
 
 async def target_address(args: argparse.Namespace) -> str | None:
@@ -38,12 +35,11 @@ async def target_address(args: argparse.Namespace) -> str | None:
 
 def bad_target(args: argparse.Namespace) -> bool:
     if bool(args.broker) == bool(args.namesrv) or (args.namesrv and not args.group):
-        print(json.dumps({"error": {"code": "BAD_USAGE",
-                                    "message": "give either --broker, or --namesrv with --group"}}), file=sys.stderr)
+        fail_code(args, "BAD_USAGE", "give either --broker, or --namesrv with --group")
         return True
     try:
         args.tls = tls_from_args(args)     # read and checked once, here
     except AutoswitchError as e:
-        print(json.dumps({"error": e.to_dict()}), file=sys.stderr)
+        fail(args, e)
         return True
     return False

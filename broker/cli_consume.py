@@ -11,6 +11,7 @@ from typing import Any
 from autoswitch.broker.record import StoredMessage
 
 from autoswitch.base.errors import AutoswitchError
+from autoswitch.base.output import emit, fail_code
 
 from .cli_common import bad_target, err, status_err
 
@@ -39,8 +40,7 @@ def cmd_consume(args: argparse.Namespace) -> int:
     from .client import ConsumerClient, consumed_messages
 
     if args.count < 0 or args.from_offset < 0 or not (1 <= args.batch <= 10_000):
-        print(json.dumps({"error": {"code": "BAD_USAGE", "message": "bad --count/--from/--batch"}}), file=sys.stderr)
-        return 2
+        return fail_code(args, "BAD_USAGE", "bad --count/--from/--batch", rc=2)
     if bad_target(args):
         return 2
 
@@ -54,20 +54,19 @@ def cmd_consume(args: argparse.Namespace) -> int:
             client = ConsumerClient(args.broker, timeout_s=args.timeout, tls=args.tls)
         cg = args.consumer_group
         commit_log = open(args.commit_log, "a", encoding="utf-8") if cg and args.commit_log else None  # noqa: SIM115
-        got = 0
+        got = resets = 0
         q = args.from_offset
         try:
             if cg:
                 r = await client.fetch_offset(cg, args.topic)
                 if r.status != pb.OK:
-                    return status_err(r.status, r.error_message)
+                    return status_err(args, r.status, r.error_message)
                 if r.offset.clamped:
                     print(json.dumps({"warning": {"code": "OFFSET_CLAMPED", "consumer_group": cg, "topic": args.topic,
                                                   "committed": r.offset.committed_beyond,
                                                   "log_end": r.offset.log_end}}), file=sys.stderr)
                 if r.offset.found:
                     q = r.offset.queue_offset
-            resets = 0
             while got < args.count:
                 reply = await client.consume(args.topic, q, min(args.batch, args.count - got), record_runs=True)
                 if reply.status == pb.OFFSET_OUT_OF_RANGE and resets < MAX_OFFSET_RESETS:
@@ -84,7 +83,7 @@ def cmd_consume(args: argparse.Namespace) -> int:
                     q = to
                     continue
                 if reply.status != pb.OK:
-                    return status_err(reply.status, reply.error_message)
+                    return status_err(args, reply.status, reply.error_message)
                 if not reply.runs:
                     break
                 for m in consumed_messages(reply):
@@ -98,18 +97,19 @@ def cmd_consume(args: argparse.Namespace) -> int:
                 if cg:
                     c = await client.commit_offset(cg, args.topic, q)
                     if c.status != pb.OK:
-                        return status_err(c.status, c.error_message)
+                        return status_err(args, c.status, c.error_message)
                     if commit_log is not None:
                         commit_log.write(json.dumps({"group": c.group, "broker_id": c.broker_id, "epoch": c.epoch,
                                                      "consumer_group": cg, "topic": args.topic, "committed": q,
                                                      "ack_ts_ms": int(time.time() * 1000)}) + "\n")
                         commit_log.flush()
         except AutoswitchError as e:
-            return err(e)
+            return err(args, e)
         finally:
             await client.close()
             if commit_log is not None:
                 commit_log.close()
+        emit(args, {"consumed": got, "topic": args.topic, "next_queue_offset": q, "offset_resets": resets})
         return 0
 
     return asyncio.run(run())
@@ -138,26 +138,19 @@ def cmd_consumer_progress(args: argparse.Namespace) -> int:
         try:
             r = await client.consumer_progress(args.consumer_group)
         except AutoswitchError as e:
-            return err(e)
+            return err(args, e)
         finally:
             await client.close()
         if r.status != pb.OK:
-            return status_err(r.status, r.error_message)
+            return status_err(args, r.status, r.error_message)
         if not any(o.found for o in r.offsets):
             # an empty answer is not a success: the group never committed here (a typo, another cluster)
-            print(json.dumps({"error": {"code": "NOT_FOUND", "message": f"consumer group {args.consumer_group!r} has "
-                                        "no committed offset on this group's master"}}), file=sys.stderr)
-            return 1
+            return fail_code(args, "NOT_FOUND", f"consumer group {args.consumer_group!r} has no committed offset "
+                             "on this group's master")
         rows = [{"topic": o.topic, "committed": o.queue_offset if o.found else None, "log_end": o.log_end,
                  "lag": max(0, o.log_end - o.queue_offset), "clamped": o.clamped,
                  "committed_beyond": o.committed_beyond if o.clamped else None} for o in r.offsets]
-        if args.json:
-            print(json.dumps({"consumer_group": args.consumer_group, "topics": rows}, separators=(",", ":")))
-        else:
-            print(f"{'topic':<32} {'committed':>12} {'log_end':>12} {'lag':>10}")
-            for row in rows:
-                print(f"{row['topic']:<32} {row['committed']!s:>12} {row['log_end']:>12} {row['lag']:>10}"
-                      + ("  CLAMPED from " + str(row["committed_beyond"]) if row["clamped"] else ""))
+        emit(args, {"consumer_group": args.consumer_group, "topics": rows})
         return 0
 
     return asyncio.run(run())

@@ -3,10 +3,9 @@
 from __future__ import annotations
 
 import argparse
-import json
-import sys
 
 from autoswitch.base.errors import AutoswitchError
+from autoswitch.base.output import emit, fail_code
 from autoswitch.base.progress import with_progress
 
 from .cli_common import bad_target, err, status_err, target_address
@@ -20,9 +19,7 @@ def cmd_transfer_master(args: argparse.Namespace) -> int:
     from .client import AdminClient
 
     if (args.to is not None and args.to < 1) or not (0.1 <= args.timeout <= 300):
-        print(json.dumps({"error": {"code": "BAD_USAGE", "message": "--to must be >= 1, --timeout in [0.1, 300]"}}),
-              file=sys.stderr)
-        return 2
+        return fail_code(args, "BAD_USAGE", "--to must be >= 1, --timeout in [0.1, 300]", rc=2)
     if bad_target(args):
         return 2
 
@@ -30,26 +27,22 @@ def cmd_transfer_master(args: argparse.Namespace) -> int:
         try:
             addr = await target_address(args)
         except AutoswitchError as e:
-            return err(e)
+            return err(args, e)
         if not addr:
-            return status_err(pb.NOT_MASTER, f"no master of {args.group} is known to the name server")
+            return status_err(args, pb.NOT_MASTER, f"no master of {args.group} is known to the name server")
         client = AdminClient(addr, timeout_s=10.0, tls=args.tls)
         try:
             r = await with_progress(client.transfer_master(args.to or 0, int(args.timeout * 1000)),
                                     "waiting for the handover (the master drains to its target)", args.timeout)
         except AutoswitchError as e:
-            return err(e)
+            return err(args, e)
         finally:
             await client.close()
         if r.status != pb.OK:
-            return status_err(r.status, r.error_message)
+            return status_err(args, r.status, r.error_message)
         out = {"handed_over": True, "target": r.target, "master_id": r.master_id, "master_epoch": r.master_epoch,
                "master_addr": r.master_addr, "waited_ms": r.waited_ms}
-        if args.json:
-            print(json.dumps(out, separators=(",", ":")))
-        else:
-            print(f"master of the group is now broker {r.master_id} at {r.master_addr} (MasterEpoch "
-                  f"{r.master_epoch}), after {r.waited_ms} ms")
+        emit(args, out)
         return 0
 
     return asyncio.run(run())

@@ -10,6 +10,7 @@ import json
 import sys
 
 from autoswitch.base.errors import AutoswitchError, NotFound
+from autoswitch.base.output import emit
 from autoswitch.base.tls import tls_from_args
 from autoswitch.proto import broker_pb2 as pb
 
@@ -52,24 +53,18 @@ def cmd_topic_list(args: argparse.Namespace) -> int:
     async def run() -> int:
         addr = await target_address(args)
         if addr is None:
-            return err(NotFound(f"no master route for group {args.group!r} at {args.namesrv}"))
+            return err(args, NotFound(f"no master route for group {args.group!r} at {args.namesrv}"))
         c = ConsumerClient(addr, timeout_s=args.timeout, tls=args.tls)
         try:
             r = await c.list_topics()
         except AutoswitchError as e:
-            return err(e)
+            return err(args, e)
         finally:
             await c.close()
         if r.status != pb.OK:
-            return status_err(r.status, r.error_message)
+            return status_err(args, r.status, r.error_message)
         rows = _rows(r, args.internal)
-        if args.json:
-            print(json.dumps({"broker": addr, "role": r.role, "master_epoch": r.master_epoch, "topics": rows},
-                             separators=(",", ":")))
-        else:
-            print(f"{'topic':<40} {'min_queue_offset':>16} {'max_queue_offset':>16}")
-            for row in rows:
-                print(f"{row['topic']:<40} {row['min_queue_offset']:>16} {row['max_queue_offset']:>16}")
+        emit(args, {"broker": addr, "role": r.role, "master_epoch": r.master_epoch, "topics": rows})
         return 0
 
     return asyncio.run(run())
@@ -82,14 +77,14 @@ def cmd_topic_route(args: argparse.Namespace) -> int:
     try:
         args.tls = tls_from_args(args)
     except AutoswitchError as e:
-        return err(e)
+        return err(args, e)
 
     async def run() -> int:
         ns = NameServerClient(args.namesrv, args.tls)
         try:
             masters = await ns.master_routes()
         except AutoswitchError as e:
-            return err(e)
+            return err(args, e)
         finally:
             await ns.close()
         found = []
@@ -107,13 +102,8 @@ def cmd_topic_route(args: argparse.Namespace) -> int:
                     found.append({"group": group, "master": addr, "master_epoch": epoch,
                                   "min_queue_offset": t.min_queue_offset, "max_queue_offset": t.max_queue_offset})
         if not found:
-            return err(NotFound(f"no group's master holds topic {args.topic!r} ({len(masters)} groups asked)"))
-        if args.json:
-            print(json.dumps({"topic": args.topic, "groups": found}, separators=(",", ":")))
-        else:
-            print(f"{'group':<24} {'master':<24} {'MasterEpoch':>11} {'max_queue_offset':>16}")
-            for f in found:
-                print(f"{f['group']:<24} {f['master']:<24} {f['master_epoch']:>11} {f['max_queue_offset']:>16}")
+            return err(args, NotFound(f"no group's master holds topic {args.topic!r} ({len(masters)} groups asked)"))
+        emit(args, {"topic": args.topic, "groups": found})
         return 0
 
     return asyncio.run(run())

@@ -8,10 +8,10 @@ leader) and ``--json``; on failure it prints the typed error (JSON with --json) 
 from __future__ import annotations
 
 import argparse
-import json
 import sys
 from typing import Any
 
+from autoswitch.base.output import emit, fail, fail_code
 from autoswitch.base.tls import add_server_security_args, add_tls_args, tls_from_args
 
 
@@ -114,8 +114,7 @@ def _run_controller(args) -> int:
     try:
         cfg = _load_config(args)
     except AutoswitchError as e:
-        print(json.dumps(e.to_dict()), file=sys.stderr)
-        return 2
+        return fail(args, e, rc=2)
     from autoswitch.controller.node import run_forever
 
     return run_forever(cfg, namesrv=None)
@@ -129,9 +128,8 @@ def _recover_member(args) -> int:
     try:
         r = recover_member(_load_config(args), args.timeout_s)
     except AutoswitchError as e:
-        print(json.dumps({"error": e.to_dict()}), file=sys.stderr)
-        return 2
-    print(json.dumps({"recovered": r.node_id, "term": r.term, "answered": r.answered, "moved_aside": r.moved_aside}))
+        return fail(args, e, rc=2)
+    emit(args, {"recovered": r.node_id, "term": r.term, "answered": r.answered, "moved_aside": r.moved_aside})
     return 0
 
 
@@ -145,9 +143,8 @@ def _restore_member(args) -> int:
     try:
         r = restore_member(_load_config(args), Path(args.snapshot))
     except AutoswitchError as e:
-        print(json.dumps({"error": e.to_dict()}), file=sys.stderr)
-        return 2
-    print(json.dumps({"restored": r.node_id, "index": r.index, "groups": r.groups}))
+        return fail(args, e, rc=2)
+    emit(args, {"restored": r.node_id, "index": r.index, "groups": r.groups})
     return 0
 
 
@@ -157,28 +154,21 @@ def _run_namesrv(args) -> int:
     cfg = None
     if args.embed_controller:
         if not (args.node_id and args.peers and args.data_dir):
-            print(json.dumps({"code": "CONFIG_ERROR",
-                              "message": "--embed-controller needs --node-id, --peers and --data-dir"}),
-                  file=sys.stderr)
-            return 2
+            return fail_code(args, "CONFIG_ERROR", "--embed-controller needs --node-id, --peers and --data-dir", rc=2)
         try:
             cfg = _load_config(args, listen=args.listen)
         except AutoswitchError as e:
-            print(json.dumps(e.to_dict()), file=sys.stderr)
-            return 2
+            return fail(args, e, rc=2)
         if cfg.peers[cfg.node_id] != args.listen:
             # Peers reach this node at its --peers address: it must be the port we listen on.
-            print(json.dumps({"code": "CONFIG_ERROR", "message": f"--peers gives {cfg.node_id} address "
-                              f"{cfg.peers[cfg.node_id]} but --listen is {args.listen}"}), file=sys.stderr)
-            return 2
+            return fail_code(args, "CONFIG_ERROR", f"--peers gives {cfg.node_id} address {cfg.peers[cfg.node_id]} "
+                             f"but --listen is {args.listen}", rc=2)
     controllers = [a.strip() for a in (args.controllers or "").split(",") if a.strip()]
     if controllers and args.embed_controller:
-        print(json.dumps({"code": "CONFIG_ERROR", "message": "--controllers is for a standalone name server; an "
-                          "embedded one checks routes against its own controller node"}), file=sys.stderr)
-        return 2
+        return fail_code(args, "CONFIG_ERROR", "--controllers is for a standalone name server; an embedded one "
+                         "checks routes against its own controller node", rc=2)
     if not 0 < args.route_ttl_s <= 300:
-        print(json.dumps({"code": "CONFIG_ERROR", "message": "--route-ttl-s must be in (0, 300]"}), file=sys.stderr)
-        return 2
+        return fail_code(args, "CONFIG_ERROR", "--route-ttl-s must be in (0, 300]", rc=2)
     import dataclasses
 
     from autoswitch.controller.node import run_forever
@@ -200,8 +190,7 @@ def _run_namesrv(args) -> int:
                            bool(args.allow_insecure), [args.listen])
             check_exposure(False, False, bool(args.allow_insecure), [args.metrics_listen or ""])
     except AutoswitchError as e:
-        print(json.dumps(e.to_dict()), file=sys.stderr)
-        return 2
+        return fail(args, e, rc=2)
     return run_forever(cfg, namesrv={"listen": args.listen, "route_ttl_s": args.route_ttl_s,
                                      "controllers": controllers, "tls": ns_tls, "auth": ns_auth,
                                      "metrics_listen": "" if cfg is not None else (args.metrics_listen or "")})
@@ -225,34 +214,12 @@ def _admin(args, func) -> int:
 
     try:
         out = asyncio.run(go())
-    except (AutoswitchError, ValueError) as e:
-        err = e.to_dict() if isinstance(e, AutoswitchError) else {"code": "BAD_ARGUMENT", "message": str(e)}
-        if args.json:
-            print(json.dumps({"ok": False, "error": err}))
-        else:
-            print(f"error: {err['code']}: {err['message']}", file=sys.stderr)
-        return 1
-    if args.json:
-        print(json.dumps({"ok": True, "result": out}, sort_keys=True))
-    else:
-        _print_human(out)
+    except AutoswitchError as e:
+        return fail(args, e)
+    except ValueError as e:
+        return fail_code(args, "BAD_ARGUMENT", str(e))
+    emit(args, out)
     return 0
-
-
-def _print_human(out: Any, indent: str = "") -> None:
-    if isinstance(out, dict):
-        for k, v in out.items():
-            if isinstance(v, dict | list):
-                print(f"{indent}{k}:")
-                _print_human(v, indent + "  ")
-            else:
-                print(f"{indent}{k}: {v}")
-    elif isinstance(out, list):
-        for i, v in enumerate(out):
-            print(f"{indent}- [{i}]")
-            _print_human(v, indent + "  ")
-    else:
-        print(f"{indent}{out}")
 
 
 def _msg(m) -> dict:

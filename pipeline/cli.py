@@ -5,13 +5,12 @@ Registration is cheap; pyspark, pandas and pyarrow are imported inside the handl
 
 from __future__ import annotations
 
-import json
-import sys
 import time
 from pathlib import Path
 
 from autoswitch.base.errors import AutoswitchError
 from autoswitch.base.log import get_logger
+from autoswitch.base.output import emit, fail
 from autoswitch.base.tls import add_tls_args
 
 log = get_logger("pipeline")
@@ -117,11 +116,7 @@ def _conf(args) -> dict[str, str]:
 
 def _fail(args, err: AutoswitchError) -> int:
     log.error("pipeline_failed", code=err.code, message=err.message)
-    if getattr(args, "json", False):
-        print(json.dumps({"error": err.to_dict()}, default=str))
-    else:
-        print(f"error [{err.code}]: {err.message}", file=sys.stderr)
-    return EXIT_INPUT_ERROR
+    return fail(args, err, rc=EXIT_INPUT_ERROR)
 
 
 def _session(args, app: str):
@@ -159,7 +154,7 @@ def cmd_audit(args) -> int:
         return _fail(args, e)
     result["seconds"] = round(time.monotonic() - t0, 2)
     if args.json:
-        print(json.dumps(result, sort_keys=True))
+        emit(args, result)
     else:
         c = result["counts"]
         print(f"verdict {result['verdict']}: {result['acked_rows']} acked rows in {result['groups']} groups; "
@@ -231,7 +226,7 @@ def cmd_analyze(args) -> int:
         return _fail(args, e)
     summary["seconds"] = round(time.monotonic() - t0, 2)
     if args.json:
-        print(json.dumps(summary, sort_keys=True))
+        emit(args, summary)
     else:
         from autoswitch.pipeline.report import console_summary
 
@@ -250,7 +245,7 @@ def cmd_generate(args) -> int:
     brief = {k: m[k] for k in ("seed", "groups", "records", "acked_rows", "index_rows", "failovers", "seconds")}
     brief["planted"] = {k: len(v) for k, v in m["planted"].items()}
     brief["manifest"] = str(Path(args.out) / "manifest.json")
-    print(json.dumps(brief, sort_keys=True) if args.json else
+    emit(args, brief) if args.json else print(
           f"generated {brief['acked_rows']} acked rows, {brief['index_rows']} index rows, "
           f"{brief['failovers']} failovers in {brief['seconds']} s; manifest {brief['manifest']}")
     return 0
@@ -264,6 +259,6 @@ def cmd_export_log(args) -> int:
                              copy_first=args.copy_first, segment_bytes=args.segment_bytes)
     except AutoswitchError as e:
         return _fail(args, e)
-    print(json.dumps(res, sort_keys=True) if args.json else
+    emit(args, res) if args.json else print(
           f"exported {res['records']} records of {args.group}/{args.broker_id} to {res['index']}")
     return 0

@@ -19,6 +19,7 @@ from collections.abc import Iterable
 from pathlib import Path
 
 from autoswitch.base.errors import ConfigError
+from autoswitch.base.output import emit, fail, fail_code
 
 DEFAULT_HOSTS = ("127.0.0.1", "localhost")
 NAME_RE = re.compile(r"^[A-Za-z0-9][A-Za-z0-9._/-]{0,126}$")
@@ -175,6 +176,7 @@ def register(sub, admin_sub) -> None:
     p.add_argument("--host", action="append", default=None,
                    help="subject alternative name (IP or DNS); repeat; default 127.0.0.1 and localhost")
     p.add_argument("--days", type=int, default=30)
+    p.add_argument("--json", action="store_true")
     p.set_defaults(func=_cmd_init)
     p = certs_sub.add_parser("token", help="issue a bearer token into a tokens file (prints it once)")
     p.add_argument("tokens_file", type=Path)
@@ -182,10 +184,12 @@ def register(sub, admin_sub) -> None:
     p.add_argument("--roles", required=True, help="comma-separated: peer, broker, producer, reader, admin")
     p.add_argument("--group", default=None, help="broker scope: its group (with --broker-id)")
     p.add_argument("--broker-id", type=int, default=None)
+    p.add_argument("--json", action="store_true")
     p.set_defaults(func=_cmd_token)
     p = certs_sub.add_parser("revoke", help="remove a token from a tokens file (servers stop accepting it)")
     p.add_argument("tokens_file", type=Path)
     p.add_argument("name")
+    p.add_argument("--json", action="store_true")
     p.set_defaults(func=_cmd_revoke)
 
 
@@ -193,9 +197,8 @@ def _cmd_init(args: argparse.Namespace) -> int:
     try:
         out = init_dev_ca(args.directory, args.identities, args.host or DEFAULT_HOSTS, args.days)
     except ConfigError as e:
-        print(json.dumps(e.to_dict()))
-        return 2
-    print(json.dumps({"directory": str(args.directory), "identities": out}))
+        return fail(args, e, rc=2)
+    emit(args, {"directory": str(args.directory), "identities": out})
     return 0
 
 
@@ -203,9 +206,8 @@ def _cmd_token(args: argparse.Namespace) -> int:
     try:
         token = issue_token(args.tokens_file, args.name, args.roles.split(","), args.group, args.broker_id)
     except ConfigError as e:
-        print(json.dumps(e.to_dict()))
-        return 2
-    print(json.dumps({"name": args.name, "token": token, "tokens_file": str(args.tokens_file)}))
+        return fail(args, e, rc=2)
+    emit(args, {"name": args.name, "token": token, "tokens_file": str(args.tokens_file)})
     return 0
 
 
@@ -213,7 +215,8 @@ def _cmd_revoke(args: argparse.Namespace) -> int:
     try:
         found = revoke_token(args.tokens_file, args.name)
     except ConfigError as e:
-        print(json.dumps(e.to_dict()))
-        return 2
-    print(json.dumps({"name": args.name, "revoked": found}))
-    return 0 if found else 1
+        return fail(args, e, rc=2)
+    if not found:
+        return fail_code(args, "NOT_FOUND", f"no token named {args.name!r} in {args.tokens_file}")
+    emit(args, {"name": args.name, "revoked": found})
+    return 0

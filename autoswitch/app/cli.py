@@ -9,7 +9,6 @@ pyspark) happen inside the handlers.
 from __future__ import annotations
 
 import argparse
-import json
 import os
 import sys
 from importlib.metadata import entry_points
@@ -18,6 +17,7 @@ from autoswitch import __version__
 from autoswitch.app.cliargs import harden
 from autoswitch.base import log as aslog
 from autoswitch.base.errors import AutoswitchError
+from autoswitch.base.output import fail, fail_code
 
 COMMAND_GROUP = "autoswitch.commands"
 
@@ -53,14 +53,12 @@ def main(argv: list[str] | None = None) -> int:
     except AutoswitchError as e:
         if os.environ.get("AUTOSWITCH_DEBUG") == "1":
             raise
-        print(json.dumps({"error": e.to_dict()}), file=sys.stderr)
-        return 2 if e.code == "CONFIG_ERROR" else 1
+        return fail(args, e, rc=2 if e.code == "CONFIG_ERROR" else 1)
     except Exception as e:  # noqa: BLE001 - the one place a user would otherwise see a traceback
         if os.environ.get("AUTOSWITCH_DEBUG") == "1":
             raise
-        print(json.dumps({"error": {"code": "INTERNAL", "message": f"{type(e).__name__}: {str(e)[:500]}",
-                                    "hint": "rerun with AUTOSWITCH_DEBUG=1 for the traceback"}}), file=sys.stderr)
-        return 1
+        return fail_code(args, "INTERNAL", f"{type(e).__name__}: {str(e)[:500]}",
+                         hint="rerun with AUTOSWITCH_DEBUG=1 for the traceback")
     return int(rc or 0)
 
 

@@ -88,7 +88,9 @@ def _bounded(base: Callable[[str], Any], dest: str) -> Callable[[str], Any]:
 def harden(parser: argparse.ArgumentParser, path: tuple[str, ...] = ()) -> None:
     """Give every option of every subcommand its check (see the module docstring). ``--out`` is
     checked for the admin commands, where it names a file; the pipeline's ``--out`` is a
-    directory it creates with its parents."""
+    directory it creates with its parents. Each parser also learns its own name (``command_path``)
+    and that it prints tables unless it has ``--json``, for ``autoswitch.base.output``."""
+    parser.set_defaults(command_path=" ".join(path), json=False)
     for action in parser._actions:   # noqa: SLF001 - argparse exposes no public walk
         if isinstance(action, argparse._SubParsersAction):   # noqa: SLF001
             for name, sub in action.choices.items():

@@ -35,6 +35,7 @@ from autoswitch.app import launcher
 from autoswitch.app.launcher import Child
 from autoswitch.base.errors import AutoswitchError
 from autoswitch.base.log import get_logger
+from autoswitch.base.output import fail
 from autoswitch.base.tls import TLSConfig
 from autoswitch.base.waits import wait_event
 
@@ -509,8 +510,7 @@ def _cmd_playground(args: argparse.Namespace) -> int:
         cluster = Cluster(layout)
         cluster.prepare_dir(args.keep_data)
     except PlaygroundError as e:
-        print(json.dumps({"error": e.to_dict()}), file=sys.stderr)
-        return 2
+        return fail(args, e, rc=2)
     logf = None
     if sys.stdout.isatty():
         # Our own JSON log lines would scroll the in-place table away: on a terminal they go to a file.

@@ -357,7 +357,9 @@ def consume_routed(namesrv: str, group: str = GROUP, topic: str = TOPIC, tls_arg
                           "--topic", topic, "--count", str(10**7), "--json", *(tls_args or [])],
                          capture_output=True, text=True, timeout=60)
     assert out.returncode == 0, out.stderr[-2000:]
-    return [json.loads(line) for line in out.stdout.splitlines() if line.strip()]
+    lines = [json.loads(line) for line in out.stdout.splitlines() if line.strip()]
+    assert lines and lines[-1]["ok"] and lines[-1]["command"] == "consume", out.stdout[-2000:]
+    return lines[:-1]         # the record lines; the last line is the command's envelope
 
 
 def log_digest(addr: str, to_offset: int, tls: Any = None) -> str:

@@ -442,30 +442,34 @@ def test_cli_produce_consume_admin_json(procs, tmp_path):
     r = cli("produce", "--broker", m.addr, "--topic", "t1", "--count", "25", "--batch", "10", "--size", "32",
             "--json", "--ack-log", str(tmp_path / "ack.jsonl"))
     assert r.returncode == 0, r.stderr
-    lines = [json.loads(x) for x in r.stdout.splitlines()]
+    *lines, env = [json.loads(x) for x in r.stdout.splitlines()]
+    assert env["ok"] and env["command"] == "produce" and env["result"]["acked"] == 25
     assert len(lines) == 25 and [x["queue_offset"] for x in lines] == list(range(25))
     assert all(x["epoch"] == 3 for x in lines)
     assert len((tmp_path / "ack.jsonl").read_text().splitlines()) == 25
 
     r = cli("consume", "--broker", m.addr, "--topic", "t1", "--from", "5", "--count", "100", "--json")
     assert r.returncode == 0, r.stderr
-    got = [json.loads(x) for x in r.stdout.splitlines()]
+    *got, env = [json.loads(x) for x in r.stdout.splitlines()]
+    assert env["result"]["consumed"] == 20 and env["result"]["next_queue_offset"] == 25
     assert [x["queue_offset"] for x in got] == list(range(5, 25))
     assert [x["msg_id"] for x in got] == [x["msg_id"] for x in lines[5:]]
     assert all(x["size"] == 32 for x in got)
 
     r = cli("admin", "get-broker-epoch", "--broker", m.addr, "--json")
     assert r.returncode == 0, r.stderr
-    e = json.loads(r.stdout)
+    e = json.loads(r.stdout)["result"]
     assert e["role"] == "master" and e["epochs"][0]["epoch"] == 3 and e["max_offset"] == e["confirm_offset"] > 0
 
     r = cli("admin", "switch-role", "--broker", m.addr, "--role", "master", "--epoch", "2", "--json")
-    assert r.returncode == 1 and json.loads(r.stdout)["status"] == "STALE_EPOCH"
+    bad = json.loads(r.stdout)
+    assert r.returncode == 1 and not bad["ok"] and bad["error"]["code"] == "STALE_EPOCH"
+    assert bad["error"]["master_epoch"] == 3 and "not higher" in bad["error"]["message"]
 
     r = cli("produce", "--broker", m.addr, "--topic", "t1", "--body", "x" * 5000, "--json")
     assert r.returncode == 0
     r = cli("admin", "broker-status", "--broker", m.addr, "--json")
-    st = json.loads(r.stdout)
+    st = json.loads(r.stdout)["result"]
     assert st["role"] == "master" and st["produced_msgs"] == 26
 
     # SIGTERM: clean stop, exit code 0; a restart recovers everything that was acked.
@@ -473,9 +477,9 @@ def test_cli_produce_consume_admin_json(procs, tmp_path):
     assert m.proc.popen.returncode == 0
     start(procs, m, "master", "--epoch", "4")
     r = cli("consume", "--broker", m.addr, "--topic", "t1", "--count", "1000", "--json")
-    assert len(r.stdout.splitlines()) == 26
+    assert len(r.stdout.splitlines()) == 26 + 1         # the records, then the envelope
     assert [x["epoch"] for x in json.loads(cli("admin", "get-broker-epoch", "--broker", m.addr,
-                                                 "--json").stdout)["epochs"]] == [3, 4]
+                                                 "--json").stdout)["result"]["epochs"]] == [3, 4]
 
 
 def test_grpc_limits_and_bad_requests(procs, tmp_path):

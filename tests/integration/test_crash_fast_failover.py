@@ -167,7 +167,7 @@ def test_audit_straight_from_the_cluster(procs, tmp_path):
                         "--controller", ",".join(c.ctl_addrs.values()), "--out", str(tmp_path / "audit"), "--json"],
                        capture_output=True, text=True, timeout=300)
     assert r.returncode == 0, r.stdout[-2000:] + r.stderr[-3000:]
-    verdict = json.loads(r.stdout.strip().splitlines()[-1])
+    verdict = json.loads(r.stdout.strip().splitlines()[-1])["result"]
     assert verdict["verdict"] == "CLEAN" and verdict["counts"]["lost"] == 0
     assert verdict["acked_rows"] >= len(read_ack_log(ack_log))
     assert (tmp_path / "audit" / "inputs" / "events.jsonl").stat().st_size > 0

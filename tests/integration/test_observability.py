@@ -92,13 +92,13 @@ def test_metrics_health_and_readiness_across_a_failover(procs, tmp_path):
     assert total(sm, "autoswitch_ha_slave_state", state="TRANSFER") == 1
     assert total(sm, "autoswitch_ha_slave_connects_total") >= 1
     # mqadmin-style views (issue 15 item 5): topic list, topic route, cluster list
-    tl = _admin("topic-list", "--namesrv", c.namesrv, "--group", "g1", "--json")
+    tl = _admin("topic-list", "--namesrv", c.namesrv, "--group", "g1", "--json")["result"]
     assert [t["topic"] for t in tl["topics"]] == ["t"] and tl["topics"][0]["max_queue_offset"] >= 30
-    tr = _admin("topic-route", "--namesrv", c.namesrv, "--topic", "t", "--json")
+    tr = _admin("topic-route", "--namesrv", c.namesrv, "--topic", "t", "--json")["result"]
     assert [g["group"] for g in tr["groups"]] == ["g1"] and tr["groups"][0]["master_epoch"] == e1
     nope = subprocess.run([sys.executable, "-m", "autoswitch", "admin", "topic-route", "--namesrv", c.namesrv,
                            "--topic", "nope", "--json"], capture_output=True, text=True, timeout=60)
-    assert nope.returncode == 1 and '"NOT_FOUND"' in nope.stderr
+    assert nope.returncode == 1 and json.loads(nope.stdout)["error"]["code"] == "NOT_FOUND", nope.stdout
     cl = _admin("cluster-list", "--controller", ",".join(c.ctl_addrs.values()), "--json")["result"]["groups"]
     assert [(g["group"], g["master"], g["master_epoch"]) for g in cl] == [("g1", m1, e1)]
     assert sorted(r["broker_id"] for r in cl[0]["replicas"]) == [1, 2, 3]

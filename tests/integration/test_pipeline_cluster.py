@@ -95,7 +95,7 @@ def test_audit_on_a_standalone_cluster(tmp_path):
                             "--json"],
                            capture_output=True, text=True, timeout=240, env=env)
         assert r.returncode == 2, r.stdout[-2000:] + r.stderr[-4000:]
-        res = json.loads(r.stdout.strip().splitlines()[-1])
+        res = json.loads(r.stdout.strip().splitlines()[-1])["result"]
         assert res["verdict"] == "LOST_ACKED_MESSAGES"
         assert res["counts"] == {"lost": 2, "moved": 0, "replica_missing": 6, "divergence": 1, "duplicates": 1}
         assert res["masters"] == m["final_masters"]

@@ -39,7 +39,7 @@ def test_export_log_cli_writes_index_epochs_and_offsets(tmp_path):
                         "--group", "g1", "--broker-id", "2", "--out", str(out), "--segment-bytes", str(8 * 1024 * 1024),
                         "--copy-first", "--json"], capture_output=True, text=True, timeout=120)
     assert r.returncode == 0, r.stderr[-3000:]
-    res = json.loads(r.stdout)
+    res = json.loads(r.stdout)["result"]
     assert res["records"] == len(recs) == 340
     src = inputs.find_log_sources(tmp_path / "exp")
     rows = inputs.read_rows(src["index"])       # validates every field against the documented schema

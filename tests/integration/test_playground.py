@@ -162,7 +162,7 @@ def test_playground_failover_demo_loses_nothing(tmp_path):
         r = subprocess.run([sys.executable, "-m", "autoswitch", *cmd.group(1).split(), "--json"], cwd=ROOT,
                            capture_output=True, text=True, timeout=300)
         assert r.returncode == 0, r.stdout[-2000:] + r.stderr[-3000:]
-        verdict = json.loads(r.stdout.strip().splitlines()[-1])
+        verdict = json.loads(r.stdout.strip().splitlines()[-1])["result"]
         assert verdict["verdict"] == "CLEAN" and verdict["counts"]["lost"] == 0 and verdict["acked_rows"] >= int(m.group(1))
     finally:
         _cleanup(proc, pids)

@@ -116,13 +116,15 @@ def test_a_tls_config_names_what_is_missing_or_not_pem(tmp_path):
 
 def test_certs_init_cli(tmp_path):
     out = subprocess.run([sys.executable, "-m", "autoswitch", "certs", "init", str(tmp_path / "d"), "admin",
-                          "broker/g1/2"], capture_output=True, text=True, timeout=120, check=True)
-    ids = json.loads(out.stdout.strip().splitlines()[-1])["identities"]
+                          "broker/g1/2", "--json"], capture_output=True, text=True, timeout=120, check=True)
+    env = json.loads(out.stdout.strip().splitlines()[-1])
+    assert env["ok"] and env["command"] == "certs init"
+    ids = env["result"]["identities"]
     assert set(ids) == {"admin", "broker/g1/2"}
     assert (tmp_path / "d" / "broker_g1_2.key").stat().st_mode & 0o777 == 0o600
-    bad = subprocess.run([sys.executable, "-m", "autoswitch", "certs", "init", str(tmp_path / "e"), "bad name!"],
-                         capture_output=True, text=True, timeout=120)
-    assert bad.returncode == 2 and "identities must match" in bad.stdout
+    bad = subprocess.run([sys.executable, "-m", "autoswitch", "certs", "init", str(tmp_path / "e"), "bad name!",
+                          "--json"], capture_output=True, text=True, timeout=120)
+    assert bad.returncode == 2 and "identities must match" in json.loads(bad.stdout)["error"]["message"]
 
 
 def test_server_certificates_rotate_without_a_restart(tmp_path):

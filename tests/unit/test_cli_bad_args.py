@@ -4,6 +4,7 @@ impossible --size as a usage error: exit 2, one line on stderr, no traceback (is
 from __future__ import annotations
 
 import argparse
+import json
 import subprocess
 import sys
 
@@ -84,17 +85,18 @@ def test_bad_log_level_is_a_usage_error():
     assert r.returncode == 2 and "Traceback" not in r.stderr and "--log-level" in r.stderr
 
 
-def _main_with(fn, monkeypatch):
+def _main_with(fn, monkeypatch, *argv: str):
     """Run the real ``main`` wrapper around a stand-in command."""
     from autoswitch.app import cli
 
     def parser() -> argparse.ArgumentParser:
         p = argparse.ArgumentParser(prog="autoswitch")
         p.add_argument("--log-level", default=None)
-        p.set_defaults(func=fn)
+        p.add_argument("--json", action="store_true")
+        p.set_defaults(func=fn, command_path="stand-in")
         return p
     monkeypatch.setattr(cli, "build_parser", parser)
-    return cli.main([])
+    return cli.main(list(argv))
 
 
 def test_unexpected_failure_is_one_json_line(monkeypatch, capsys):
@@ -103,6 +105,18 @@ def test_unexpected_failure_is_one_json_line(monkeypatch, capsys):
     assert _main_with(boom, monkeypatch) == 1
     err = capsys.readouterr().err
     assert "Traceback" not in err and '"code": "INTERNAL"' in err and "something odd" in err
+
+
+def test_with_json_a_failure_is_the_envelope_on_stdout(monkeypatch, capsys):
+    from autoswitch.base.errors import NotFound
+
+    def missing(args):
+        raise NotFound("no such group 'g9'")
+    assert _main_with(missing, monkeypatch, "--json") == 1
+    out = capsys.readouterr()
+    env = json.loads(out.out)
+    assert env == {"ok": False, "command": "stand-in", "error": {"code": "NOT_FOUND", "message": "no such group 'g9'"}}
+    assert out.err == ""
 
 
 def test_typed_error_exit_codes(monkeypatch, capsys):

@@ -61,3 +61,37 @@ def test_example_configs_load(tmp_path):
     b.write_text(_with_dev_tls((PKG / "examples/broker-g0.toml").read_text(), tmp_path / "b", "broker/g0/1"))
     bcfg = load_config(b, {"data_dir": str(tmp_path / "b0")})
     assert bcfg.group == "g0" and len(bcfg.controllers) == 3 and bcfg.auth
+
+
+def test_the_container_image_build_steps_install_a_working_autoswitch(tmp_path):
+    """What `docker build -f packaging/Dockerfile` does after its base image, without Docker (these
+    machines have no daemon and no registry): a build context of exactly the Dockerfile's COPY
+    lines, installed with pip, must import from there and run every server's --help. A package
+    directory added to pyproject.toml but not to the Dockerfile fails here."""
+    lines = (PKG / "Dockerfile").read_text().splitlines()
+    copies = [ln.split()[1:] for ln in lines if ln.startswith("COPY ") and "--from" not in ln]
+    ctx = tmp_path / "ctx"
+    ctx.mkdir()
+    for *srcs, _dest in copies:
+        for src in srcs:
+            s = ROOT / src
+            if s.is_dir():
+                shutil.copytree(s, ctx / src, ignore=shutil.ignore_patterns("__pycache__", "*.so", "*.egg-info"))
+            else:
+                shutil.copy(s, ctx / src)
+    assert any(ln.startswith("RUN pip install") and ln.rstrip().endswith(" .") for ln in lines)
+    site = tmp_path / "site"
+    r = subprocess.run([sys.executable, "-m", "pip", "install", "-q", "--no-deps", "--no-build-isolation",
+                        "--target", str(site), str(ctx)], capture_output=True, text=True, timeout=600)
+    assert r.returncode == 0, r.stdout[-2000:] + r.stderr[-3000:]
+    env = {"PYTHONPATH": str(site), "PATH": "/usr/bin:/bin", "HOME": str(tmp_path)}
+    where = subprocess.run([sys.executable, "-c", "import autoswitch.controller.node, autoswitch.broker.service, "
+                            "autoswitch.ha, autoswitch.epochfile, autoswitch.pipeline; print(autoswitch.__file__)"],
+                           capture_output=True, text=True, timeout=120, env=env, cwd=tmp_path)
+    assert where.returncode == 0 and where.stdout.startswith(str(site)), where.stdout + where.stderr[-2000:]
+    entry = [ln for ln in lines if ln.startswith("ENTRYPOINT")]
+    assert entry == ['ENTRYPOINT ["autoswitch"]']
+    for cmd in ("controller", "namesrv", "broker"):
+        h = subprocess.run([sys.executable, "-m", "autoswitch", cmd, "--help"], capture_output=True, text=True,
+                           timeout=120, env=env, cwd=tmp_path)
+        assert h.returncode == 0 and "usage: autoswitch " + cmd in h.stdout, h.stderr[-2000:]
