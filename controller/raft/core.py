@@ -25,6 +25,7 @@ from autoswitch.base.log import get_logger
 
 from .config import RaftConfig
 from .errors import NotLeader, ProposalDropped, RaftError
+from .membership import BadMembership, ConfHistory, Membership, unpack_snapshot
 from .messages import (
     Entry,
     EntryKind,
@@ -87,17 +88,26 @@ class _VoteRound:
 class RaftCore:
     def __init__(self, node_id: str, peers: list[str] | tuple[str, ...], config: RaftConfig, rng: random.Random,
                  now_ms: int, hard_state: HardState | None = None, snapshot: Snapshot | None = None,
-                 entries: list[Entry] | None = None, catch_up: bool = False) -> None:
+                 entries: list[Entry] | None = None, catch_up: bool = False,
+                 membership: Membership | None = None) -> None:
         """``catch_up``: this node lost its log (a replaced disk, `recover-member`). It neither
         votes nor campaigns until a leader has brought its log up to that leader's commit index:
         an empty voter could otherwise help elect a candidate that lacks committed entries the
-        lost log held (Leader Completeness)."""
+        lost log held (Leader Completeness).
+
+        ``membership``: the bootstrap configuration (default: ``peers`` and this node as voters),
+        used until the snapshot or a CONFIG entry of the log says otherwise (membership.py). An
+        empty one is a node joining an existing cluster: it knows no members, never campaigns,
+        and takes its configuration from the first leader that replicates to it."""
         self.id = node_id
         self.catching_up = catch_up
         self._caught_up_pending = False
-        self.voters: tuple[str, ...] = tuple(sorted(set(peers) | {node_id}))
-        self.peers: tuple[str, ...] = tuple(p for p in self.voters if p != node_id)
-        self.quorum = majority(len(self.voters))
+        self.voters: tuple[str, ...] = ()
+        self.learners: tuple[str, ...] = ()
+        self.peers: tuple[str, ...] = ()        # every other member: replication and heartbeats
+        self.voter_peers: tuple[str, ...] = ()  # the other voters: votes, commit, leases
+        self.quorum = 1
+        self.conf_version = 0                   # bumped on every change of the configuration in force
         self.cfg = config
         self.rng = rng
         self.now = now_ms
@@ -111,6 +121,15 @@ class RaftCore:
         if loaded and loaded[0].index != snap_index + 1:
             raise RaftError(f"log starts at {loaded[0].index} but snapshot ends at {snap_index}")
         self.log = RaftLog(snap_index, snap_term, loaded)
+        snap_conf = unpack_snapshot(snapshot.data)[0] if snapshot else None
+        base = snap_conf or membership or Membership.of_ids([*peers, node_id])
+        self.confs = ConfHistory(snap_index, snap_term, base)
+        for e in loaded:
+            if e.kind == EntryKind.CONFIG:
+                self.confs.add(e.index, e.term, Membership.decode(e.data))
+        self.prs: dict[str, Progress] = {}
+        self.role = Role.CANDIDATE
+        self._set_conf(self.confs.current)
         self.snapshot: Snapshot | None = snapshot      # latest snapshot, sent to lagging followers
         self.commit = max(snap_index, min(hs.commit, self.log.last_index()))
         self.applied = snap_index
@@ -131,7 +150,6 @@ class RaftCore:
         self.election_deadline_ms = 0
         self.last_leader_contact_ms: int | None = None
         # leader state
-        self.prs: dict[str, Progress] = {}
         self.became_leader_ms = 0
         self.next_heartbeat_ms = 0
         self.hb_seq = 0
@@ -162,8 +180,82 @@ class RaftCore:
         if self.role != Role.LEADER:
             return False
         window = self.cfg.election_timeout_min_ms if window_ms is None else window_ms
-        active = 1 + sum(1 for p in self.peers if self.now - self.prs[p].last_ack_ms < window)
+        active = self._self_votes() + sum(1 for p in self.voter_peers if self.now - self.prs[p].last_ack_ms < window)
         return active >= self.quorum
+
+    def _self_votes(self) -> int:
+        """1 when this node counts in its own majorities (a leader that removed itself does not)."""
+        return 1 if self.id in self.voters else 0
+
+    # ------------------------------------------------------------------ membership
+    @property
+    def membership(self) -> Membership:
+        return self.confs.current
+
+    def _set_conf(self, conf: Membership) -> None:
+        self.voters = conf.voter_ids
+        self.learners = conf.learner_ids
+        self.peers = tuple(sorted(p for p in conf.all() if p != self.id))
+        self.voter_peers = tuple(p for p in self.voters if p != self.id)
+        self.quorum = majority(len(self.voters)) if self.voters else 1
+        self.conf_version += 1
+        if self.role == Role.LEADER:
+            last = self.log.last_index()
+            for p in self.peers:
+                if p not in self.prs:
+                    self.prs[p] = Progress(match=0, next=last + 1, last_ack_ms=self.now)
+            for p in [p for p in self.prs if p not in self.peers]:
+                del self.prs[p]
+        self.log_.info("raft_membership", voters=list(self.voters), learners=list(self.learners),
+                       index=self.confs.index, term=self.term)
+
+    def _sync_confs(self, entries: tuple[Entry, ...] | list[Entry]) -> None:
+        """After the log changed: configurations of a truncated tail are gone, those of new
+        CONFIG entries are in force at once (committed or not: Raft thesis §4.1)."""
+        changed = self.confs.truncate(lambda i, t: i <= self.log.last_index() and self.log.term(i) == t)
+        for e in entries:
+            if e.kind == EntryKind.CONFIG and e.index > self.confs.index and self.log.term(e.index) == e.term:
+                self.confs.add(e.index, e.term, Membership.decode(e.data))
+                changed = True
+        if changed:
+            self._set_conf(self.confs.current)
+
+    def conf_change_blocked(self) -> str | None:
+        """Why the leader may not propose a configuration change now, or None."""
+        if self.role != Role.LEADER:
+            return "not_leader"
+        if self.confs.index > self.commit:
+            return "change_in_progress"          # one at a time: the previous one must commit first
+        if self.log.term(self.commit) != self.term:
+            return "no_commit_in_term"           # Ongaro's fix: a commit of our own term first
+        if self.transferee is not None:
+            return "leadership_transfer"
+        return None
+
+    def propose_conf(self, conf: Membership) -> int:
+        """Append a configuration change (one voter added or removed at most); in force at once."""
+        if self.role != Role.LEADER:
+            raise NotLeader(self.leader_id)
+        why = self.conf_change_blocked()
+        if why is not None:
+            raise ProposalDropped(why)
+        if self.membership.voter_change(conf) > 1:
+            raise BadMembership("a configuration change may add or remove one voter at a time")
+        if not conf.voters:
+            raise BadMembership("a configuration needs a voter")
+        data = conf.encode()
+        idx = self.log.last_index() + 1
+        self._append_local([Entry(idx, self.term, data, EntryKind.CONFIG)])
+        self.confs.add(idx, self.term, conf)
+        self._set_conf(conf)
+        self._bcast_pending = True
+        return idx
+
+    def promotable(self) -> list[str]:
+        """Leader: learners whose log has reached the commit index (ready to become voters)."""
+        if self.role != Role.LEADER:
+            return []
+        return [p for p in self.learners if p in self.prs and self.prs[p].match >= self.commit]
 
     # ------------------------------------------------------------------ role changes
     def _set_term(self, term: int) -> None:
@@ -254,7 +346,7 @@ class RaftCore:
 
     # ------------------------------------------------------------------ campaign
     def _maybe_campaign(self, transfer: bool = False) -> None:
-        if self.role != Role.CANDIDATE or self._round is not None or self.catching_up:
+        if self.role != Role.CANDIDATE or self._round is not None or self.catching_up or self.id not in self.voters:
             return
         if not transfer and self.now < self.next_vote_ms:
             return
@@ -275,7 +367,7 @@ class RaftCore:
         self._round = rnd
         self.log_.debug("raft_vote_round", term=term, pre=pre, seq=rnd.seq)
         t = MsgType.PRE_VOTE if pre else MsgType.VOTE
-        for p in self.peers:
+        for p in self.voter_peers:
             self._send(Message(t, self.id, p, term, index=self.log.last_index(), log_term=self.log.last_term(),
                                seq=rnd.seq, transfer=transfer))
         self._check_round()
@@ -336,7 +428,8 @@ class RaftCore:
     # ------------------------------------------------------------------ step
     def step(self, m: Message) -> None:
         """Feed one message from a peer. Malformed/stale input is dropped with a log line."""
-        if m.to != self.id or m.frm not in self.voters:
+        if m.to != self.id or (m.frm not in self.voters and m.frm not in self.learners
+                                and not self.membership.empty):
             if m.type in (MsgType.VOTE, MsgType.PRE_VOTE) and m.to == self.id:
                 self._reply_vote(m, VoteResult.REJECT_UNKNOWN_LEADER)
             else:
@@ -423,6 +516,11 @@ class RaftCore:
                     return "entries_not_contiguous"
                 if len(e.data) > self.cfg.max_entry_bytes:
                     return "entry_too_big"
+                if e.kind == EntryKind.CONFIG:
+                    try:
+                        Membership.decode(e.data)
+                    except BadMembership:
+                        return "bad_config_entry"
                 prev_i, prev_t = e.index, e.term
             if m.log_term > m.term:
                 return "prev_term_after_term"
@@ -461,8 +559,9 @@ class RaftCore:
         if m.frm == self.id:
             self._reply_vote(m, VoteResult.REJECT_UNEXPECTED_LEADER)
             return
-        if self.catching_up:
-            # our (lost) log may have been part of a committed majority: no say in elections
+        if self.catching_up or self.id not in self.voters:
+            # our (lost) log may have been part of a committed majority, or we are no voter
+            # (a learner, a removed node, one still joining): no say in elections
             self._reply_vote(m, VoteResult.REJECT_SMALL_LEDGER_END_INDEX)
             return
         if m.type == MsgType.PRE_VOTE:
@@ -517,7 +616,7 @@ class RaftCore:
         rnd = self._round
         if self.role != Role.CANDIDATE or rnd is None or m.seq != rnd.seq:
             return
-        if (m.type == MsgType.PRE_VOTE_RESP) != rnd.pre:
+        if (m.type == MsgType.PRE_VOTE_RESP) != rnd.pre or m.frm not in self.voters:
             return
         if m.vote_result in (VoteResult.REJECT_EXPIRED_VOTE_TERM, VoteResult.REJECT_TERM_SMALL_THAN_LEDGER):
             rnd.max_term = max(rnd.max_term, m.term)
@@ -541,6 +640,8 @@ class RaftCore:
             self._send(Message(MsgType.APPEND_RESP, self.id, m.frm, self.term, index=m.index, reject=True,
                                reject_hint=hint, reject_term=self.log.term(hint) or 0))
             return
+        if m.entries or last < self.confs.index:
+            self._sync_confs(m.entries)
         self._commit_to(min(m.commit, last))
         if self.catching_up and last >= m.commit:
             # m.commit is the leader's commit index: everything committed anywhere is now ours
@@ -590,6 +691,13 @@ class RaftCore:
                 assert snap is not None
                 self.log_.info("raft_snapshot_received", index=snap.index, term=snap.term, size=len(snap.data))
                 self.log.restore(snap.index, snap.term)
+                try:
+                    snap_conf = unpack_snapshot(snap.data)[0]
+                except BadMembership as e:
+                    self.log_.error("raft_snapshot_bad_membership", index=snap.index, error=str(e))
+                    snap_conf = None
+                self.confs.reset(snap.index, snap.term, snap_conf or self.membership)
+                self._set_conf(self.confs.current)
                 self.snapshot = snap
                 self._pending_snapshot = snap
                 self.commit = max(self.commit, snap.index)
@@ -667,13 +775,19 @@ class RaftCore:
         self._send_snapshot_chunk(m.frm)
 
     def _maybe_commit(self) -> None:
-        n = quorum_index([self.log.stable, *(self.prs[p].match for p in self.peers)], self.quorum)
+        mine = [self.log.stable] if self.id in self.voters else []
+        n = quorum_index([*mine, *(self.prs[p].match for p in self.voter_peers)], self.quorum)
         # Figure 8: only an entry of the current term is committed by counting replicas
         if n > self.commit and self.log.term(n) == self.term:
             self._uncommitted = max(0, self._uncommitted - sum(len(e.data) for e in self.log.slice(self.commit + 1, n)))
             self.commit = n
             for ctx in self.reads.take_waiting():
                 self._start_read(ctx)
+            if self.id not in self.voters and self.confs.index <= self.commit:
+                # our own removal committed: hand over to the voters (they elect after their
+                # election timeout; the controller moves leadership first to make that instant)
+                self.log_.info("raft_removed_step_down", term=self.term, index=self.confs.index)
+                self._become_follower(self.term, None)
 
     def _commit_and_spread(self) -> None:
         """Advance the commit index; when it moved, tell every follower now (etcd's bcastAppend
@@ -787,7 +901,7 @@ class RaftCore:
         self._start_read(ctx)
 
     def _start_read(self, ctx: object) -> None:
-        if not self.peers:
+        if not self.voter_peers:
             self._read_states.append(ReadState(ctx, self.commit))
             return
         self.hb_seq += 1
@@ -802,15 +916,15 @@ class RaftCore:
             self._read_states.extend(self.reads.release(self._heartbeat_quorum_acked))
 
     def _heartbeat_quorum_acked(self, seq: int) -> bool:
-        return 1 + sum(1 for p in self.peers if self.prs[p].hb_acked >= seq) >= self.quorum
+        return self._self_votes() + sum(1 for p in self.voter_peers if self.prs[p].hb_acked >= seq) >= self.quorum
 
     def transfer_leadership(self, to: str) -> None:
         if self.role != Role.LEADER:
             raise NotLeader(self.leader_id)
         if to == self.id:
             return
-        if to not in self.peers:
-            raise RaftError(f"unknown transfer target {to!r}", to=to)
+        if to not in self.voter_peers:
+            raise RaftError(f"unknown transfer target {to!r} (not a voter)", to=to)
         self.transferee = to
         self.transfer_deadline_ms = self.now + self.cfg.election_timeout_min_ms
         self.log_.info("raft_transfer_start", to=to, term=self.term)
@@ -826,6 +940,7 @@ class RaftCore:
         if self.snapshot is None or snapshot.index > self.snapshot.index:
             self.snapshot = snapshot
         self.log.compact(max(self.log.offset, snapshot.index - keep))
+        self.confs.compact(self.log.offset)
 
     # ------------------------------------------------------------------ output
     def _send(self, m: Message) -> None:

@@ -15,6 +15,7 @@ from dataclasses import dataclass, field
 
 from .config import RaftConfig
 from .core import RaftCore
+from .membership import Membership, pack_snapshot, unpack_snapshot
 from .messages import Entry, EntryKind, Message, Role, Snapshot
 from .storage import MemoryStorage, Storage
 
@@ -66,6 +67,7 @@ class SimNet:
         self.filter: Callable[[Message], bool] | None = None    # return False to drop a message
         self.sent: list[Message] = []
         self.nodes: dict[str, SimNode] = {}
+        self.joined: set[str] = set()        # added with add_node: they boot knowing no members
         for nid in ids:
             st = (storages or {}).get(nid) or MemoryStorage()
             self.nodes[nid] = self._boot(nid, st)
@@ -73,11 +75,19 @@ class SimNet:
     def _boot(self, nid: str, storage: Storage) -> SimNode:
         rec = storage.load()
         core = RaftCore(nid, [p for p in self.ids if p != nid], self.cfg, random.Random(f"{self.seed}/{nid}/{self.now}"),
-                        self.now, rec.hard_state, rec.snapshot, rec.entries)
+                        self.now, rec.hard_state, rec.snapshot, rec.entries,
+                        membership=Membership() if nid in self.joined else None)
         sm = KVStateMachine()
         if rec.snapshot is not None:
-            sm.restore(rec.snapshot.data)
+            sm.restore(unpack_snapshot(rec.snapshot.data)[1])
         return SimNode(core, storage, sm)
+
+    def add_node(self, nid: str, storage: Storage | None = None) -> SimNode:
+        """A new, empty node that joins the running cluster (a leader adds it with a CONFIG entry)."""
+        self.ids.append(nid)
+        self.joined.add(nid)
+        self.nodes[nid] = self._boot(nid, storage or MemoryStorage())
+        return self.nodes[nid]
 
     # ---------------------------------------------------------------- faults
     def isolate(self, nid: str) -> None:
@@ -117,7 +127,7 @@ class SimNet:
                 self._enqueue(m)
             if rd.snapshot is not None:
                 n.storage.install_snapshot(rd.snapshot)
-                n.sm.restore(rd.snapshot.data)
+                n.sm.restore(unpack_snapshot(rd.snapshot.data)[1])
             if rd.hard_state is not None or rd.entries:
                 n.storage.save(rd.hard_state, rd.entries)
             if isinstance(n.storage, MemoryStorage):
@@ -191,7 +201,8 @@ class SimNet:
     def take_snapshot(self, nid: str) -> Snapshot:
         n = self.nodes[nid]
         idx = n.core.applied
-        snap = Snapshot(idx, n.core.log.term(idx) or n.core.log.offset_term, n.sm.snapshot())
+        snap = Snapshot(idx, n.core.log.term(idx) or n.core.log.offset_term,
+                        pack_snapshot(n.core.confs.at(idx), n.sm.snapshot()))
         n.storage.save_snapshot(snap)
         n.core.compact(snap)
         return snap

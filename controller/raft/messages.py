@@ -19,6 +19,7 @@ class Role(enum.Enum):
 class EntryKind(enum.IntEnum):
     NORMAL = 0
     NOOP = 1      # appended by every new leader: commits the previous terms' tail (Raft 5.4.2)
+    CONFIG = 2    # a new membership (membership.py), in force from the moment it is in a log
 
 
 class MsgType(enum.IntEnum):
