@@ -28,6 +28,7 @@ from typing import TYPE_CHECKING, Any, Protocol
 from autoswitch.broker.controller_sessions import ControllerSessions
 from autoswitch.broker.hooks import HookConfig, HookRunner, RoleHooks
 from autoswitch.broker.identity import IdentityStore
+from autoswitch.broker.lease import majority
 from autoswitch.broker.replicas_manager import (
     AlterSyncStateSet,
     ApplyBrokerId,
@@ -568,6 +569,7 @@ class ReplicasAdapter:
             epoch=log_epoch, max_offset=max_offset, confirm_offset=min(confirm_offset, max_offset),
             election_priority=cmd.election_priority, clean_shutdown=cmd.clean_shutdown,
             heartbeat_timeout_ms=cmd.heartbeat_timeout_ms,
+            lease_quorum=majority(len(self.config.controllers)),
         )
         reply = await asyncio.wait_for(
             self.api.heartbeat(cmd.controller, hb, self.heartbeat_timeout_s), self.heartbeat_timeout_s + 0.5,

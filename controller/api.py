@@ -45,6 +45,7 @@ class Heartbeat:
     election_priority: int
     clean_shutdown: bool
     heartbeat_timeout_ms: int
+    lease_quorum: int = 0       # grants the broker's lease counts (majority of its controllers); 0 = not stated
 
 
 @dataclass(frozen=True, slots=True)

@@ -14,7 +14,8 @@ The table (also in docs/security.md):
     ElectMaster                                   admin; or a broker asking for itself (not designating),
                                                   or a master handing over (handover_from = its own id)
     CleanBrokerData, UpdateControllerConfig,      admin (each admin call audited, batched or not)
-      SetPreferredMaster, MoveLeader, SaveSnapshot
+      SetPreferredMaster, MoveLeader, SaveSnapshot,
+      ChangeMembership
     GetMetaData                                   reader, peer, producer or any broker (to find the leader)
     GetControllerConfig                           reader, broker (checks the timeout its lease is sized for)
     ExportEvents                                  reader
@@ -88,6 +89,7 @@ CONTROLLER_RULES: dict[str, Rule] = {
     "CleanBrokerData": Rule((A,)),
     "SetPreferredMaster": Rule((A,)),
     "MoveLeader": Rule((A,)),
+    "ChangeMembership": Rule((A,)),
     "SaveSnapshot": Rule((A,)),
     "UpdateControllerConfig": Rule((A,)),
     "GetMetaData": Rule((R, P, W, B)),

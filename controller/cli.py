@@ -66,6 +66,15 @@ def register(sub, admin_sub) -> None:
               _move_leader)
     a.add_argument("--to", required=True, help="the controller's node id")
     a.add_argument("--timeout-ms", type=int, default=0, help="0 = four election timeouts")
+    a = admin("add-controller", "add a controller: a learner until its log caught up, then a voter", _add_controller)
+    a.add_argument("--id", required=True, dest="node_id", help="the new member's node id")
+    a.add_argument("--address", required=True, help="its client HOST:PORT (the --peers address it listens on)")
+    a.add_argument("--raft-address", default="", help="its Raft HOST:PORT (its --raft-peers entry), if separate")
+    a.add_argument("--no-wait", action="store_true", help="return once it is a learner (default: wait until voter)")
+    a = admin("remove-controller", "remove a controller (voter or learner) from the Raft membership",
+              _remove_controller)
+    a.add_argument("--id", required=True, dest="node_id", help="the member's node id")
+    a.set_defaults(address="", raft_address="")
     a = admin("snapshot-save", "write the leader's state-machine snapshot to a file (disaster recovery)",
               _snapshot_save)
     a.add_argument("--out", required=True, help="the file to write (atomically, fsynced)")
@@ -90,6 +99,9 @@ def _node_args(p: argparse.ArgumentParser, required: bool) -> None:
                    help="ID=HOST:PORT,... Raft listener of every node, apart from the client port (recommended)")
     p.add_argument("--config", default=None, help="TOML file ([controller] and [raft] tables)")
     p.add_argument("--metrics-listen", default=None, help="HOST:PORT for /metrics, /healthz, /readyz (default off)")
+    p.add_argument("--join", action="store_true", default=None,
+                   help="start empty and join a running cluster (after `admin add-controller`; needs --cluster-id)")
+    p.add_argument("--cluster-id", default=None, help="the running cluster's id (get-controller-metadata shows it)")
     add_tls_args(p)
     add_server_security_args(p, "check roles on every call (needs TLS; docs/security.md)")
 
@@ -105,7 +117,7 @@ def _load_config(args, listen: str | None = None):
                        tls_cert=tls.cert or None, tls_key=tls.key or None, auth=args.auth,
                        auth_tokens_file=args.auth_tokens_file, allow_insecure=args.allow_insecure,
                        tls_accept_plaintext=args.tls_accept_plaintext, tls_dial_plaintext=args.tls_dial_plaintext,
-                       metrics_listen=args.metrics_listen)
+                       metrics_listen=args.metrics_listen, join=args.join, cluster_id=args.cluster_id)
 
 
 def _run_controller(args) -> int:
@@ -260,9 +272,45 @@ async def _get_metadata(client, args) -> Any:
     for n in nodes:
         if "error" not in n:
             n["lag"] = max(0, top - int(n.get("applied_index", 0)))
-    members = next((n["peers"] for n in nodes if "error" not in n), [])
-    # Membership is fixed at start (no learners until controller membership changes exist).
-    return {"nodes": nodes, "voters": sorted(p["node_id"] for p in members), "learners": [], "commit_index": top}
+    # the membership as the node with the newest configuration sees it (the leader, once it applied)
+    best = max((n for n in nodes if "error" not in n), key=lambda n: int(n.get("config_index", 0)))
+    members = best.get("peers", [])
+    return {"nodes": nodes, "cluster_id": best.get("cluster_id", ""),
+            "voters": sorted(p["node_id"] for p in members if p.get("role", "voter") == "voter"),
+            "learners": sorted(p["node_id"] for p in members if p.get("role") == "learner"), "commit_index": top}
+
+
+async def _change(client, args, action: str) -> dict:
+    from autoswitch.proto import controller_pb2 as pb
+
+    r = await client.call("ChangeMembership", pb.ChangeMembershipRequest(
+        action=action, node_id=args.node_id, address=args.address, raft_address=args.raft_address))
+    return {"cluster_id": r.cluster_id, "config_index": r.config_index,
+            "voters": sorted(m.node_id for m in r.members if m.role == "voter"),
+            "learners": sorted(m.node_id for m in r.members if m.role == "learner"),
+            "members": [{"node_id": m.node_id, "address": m.address, "role": m.role} for m in r.members]}
+
+
+async def _add_controller(client, args) -> Any:
+    import asyncio
+
+    from autoswitch.base.errors import AutoswitchError
+
+    out = await _change(client, args, "add")
+    out["join_with"] = f"--join --cluster-id {out['cluster_id']}"
+    if args.no_wait:
+        return out
+    while args.node_id not in out["voters"]:
+        await asyncio.sleep(0.2)       # the leader promotes it once its log caught up
+        md = await _get_metadata(client, args)
+        if args.node_id not in md["voters"] + md["learners"]:
+            raise AutoswitchError(f"{args.node_id} is no longer a member (removed meanwhile?)")
+        out.update(voters=md["voters"], learners=md["learners"])
+    return out
+
+
+async def _remove_controller(client, args) -> Any:
+    return await _change(client, args, "remove")
 
 
 async def _get_sss(client, args) -> Any:

@@ -49,6 +49,14 @@ class ControllerConfig:
     # Mixed into the cluster id (with the member names), like etcd's initial-cluster-token: two
     # clusters with the same node names but different tokens refuse each other's messages.
     cluster_token: str = "autoswitch"
+    # The Raft cluster id; "" = derived from cluster_token and the members of `peers` at bootstrap.
+    # A node that joins a running cluster (`join`) is given it (`admin add-controller` prints it),
+    # and so is a member whose `peers` list no longer names the bootstrap members.
+    cluster_id: str = ""
+    # Start empty and join a running cluster: this node knows no members, never campaigns, and
+    # takes its configuration from the leader that added it (`admin add-controller`). `peers`
+    # (and `raft_peers`) name the members it may talk to, itself included.
+    join: bool = False
     # Liveness queries to the other controller nodes (the majority rule).
     peer_query_timeout_s: float = 0.5
     notify_broker_role_changed: bool = True
@@ -116,6 +124,12 @@ class ControllerConfig:
                 raise ConfigError(f"raft_peers must differ from the client addresses: {sorted(clash)}")
         if not self.cluster_token or len(self.cluster_token) > 255:
             raise ConfigError("cluster_token must be 1..255 characters")
+        if self.cluster_id and not (len(self.cluster_id) == 16 and all(c in "0123456789abcdef" for c in self.cluster_id)):
+            raise ConfigError("cluster_id must be 16 lowercase hex digits (as get-controller-metadata shows it)",
+                              key="cluster_id")
+        if self.join and not self.cluster_id:
+            raise ConfigError("join = true needs the running cluster's cluster_id (admin add-controller prints it)",
+                              key="join")
         if self.peer_query_timeout_s <= 0:
             raise ConfigError("peer_query_timeout_s must be > 0")
         if not 1024 <= self.max_message_bytes <= 64 << 20:
@@ -165,6 +179,18 @@ class ControllerConfig:
     @property
     def listen_addr(self) -> str:
         return self.listen or self.peers[self.node_id]
+
+    @property
+    def raft_cluster_id(self) -> str:
+        return self.cluster_id or cluster_id(self.cluster_token, self.peers)
+
+    def bootstrap_membership(self):
+        """Every node of ``peers`` a voter, with its addresses; empty for a node that joins."""
+        from autoswitch.controller.raft.membership import Member, Membership
+
+        if self.join:
+            return Membership()
+        return Membership({n: Member(a, self.raft_peers.get(n, "")) for n, a in self.peers.items()}, {})
 
     def runtime_view(self) -> dict[str, str]:
         out = {}

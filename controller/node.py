@@ -54,6 +54,7 @@ from autoswitch.controller.liveness import (
     NodeOpinion,
     ScanPlanner,
 )
+from autoswitch.controller.membership_ops import MembershipChanges, MembershipView
 from autoswitch.controller.metrics import ControllerMetrics
 from autoswitch.controller.raft.errors import NotLeader, ProposalDropped, ProposalTimeout, QuorumUnavailable
 from autoswitch.controller.rebalance import GroupFacts, RebalancePlanner
@@ -111,6 +112,8 @@ class ControllerNode:
         self._health: Any = None
         self._started = False
         self._marker_covers_ms = 0      # the wall time the last_dead_report file already covers
+        self.membership = MembershipView(config.node_id, config.bootstrap_membership(), config.peers)
+        self.membership_changes: MembershipChanges | None = None
 
     # ------------------------------------------------------------------ lifecycle
 
@@ -166,7 +169,9 @@ class ControllerNode:
         self.raft = sm_adapter.make_raft(self.config, self.data_dir / "raft", self.sm, self.server,
                                          min_log_index=self.events.last_index,
                                          interceptors=[server_interceptor(self.guard, tls.peer_identity)]
-                                         if self.guard is not None else [])
+                                         if self.guard is not None else [],
+                                         on_membership=self.membership.update)
+        self.membership_changes = MembershipChanges(self.raft, self.membership, self.config.propose_timeout_s)
         try:
             self._listener = await tls.bind(self.server, self.config.listen_addr, self.config.tls, "controller")
         except RuntimeError as e:   # grpc reports a failed bind this way
@@ -178,7 +183,11 @@ class ControllerNode:
         from autoswitch.controller.peers import PeerLiveness
 
         self._peer_client = PeerLiveness(self.config, self.node_id)
+        self._peer_client.set_peers(self.membership.voter_addrs())
+        self.membership.listeners.append(lambda _c: self._peer_client.set_peers(self.membership.voter_addrs()))
         self._tasks.append(asyncio.create_task(self._scan_loop(), name="dead-master-scan"))
+        self._tasks.append(asyncio.create_task(
+            self.membership_changes.promote_loop(lambda: self.is_leader, self._stopped), name="learner-promotion"))
         svc, hpb = self._health
         await svc.set("", hpb.HealthCheckResponse.SERVING)
         if self.config.metrics_listen:
@@ -317,21 +326,22 @@ class ControllerNode:
 
     def leader_hint(self) -> tuple[str, str]:
         lid = getattr(self.raft, "leader_id", None) if self.raft is not None else None
-        if lid and lid in self.config.peers:
-            return lid, self.config.peers[lid]
-        return "", ""
+        addr = self.membership.client_addr(lid) if lid else ""
+        return (lid, addr) if addr else ("", "")
 
     def metadata(self) -> dict:
         lid, laddr = self.leader_hint()
         reach = self._peer_client.reachability() if self._peer_client else {}
-        peers = [(n, a, n == self.node_id or reach.get(n, False)) for n, a in sorted(self.config.peers.items())]
+        peers = [(n, a, n == self.node_id or reach.get(n, False), role)
+                 for n, (a, role) in sorted(self.membership.member_addrs().items())]
         raft = self.raft.status() if self.raft is not None else {}
         match = {p: int(v["match"]) for p, v in raft.get("peers", {}).items()} if self.is_leader else {}
         return {"node_id": self.node_id, "is_leader": self.is_leader, "leader_id": lid, "leader_addr": laddr,
                 "term": self.term, "peers": peers, "groups": self.sm.group_count() if self.sm else 0,
                 "raft_role": str(raft.get("role", "")), "commit": int(raft.get("commit", 0)),
                 "applied": int(raft.get("applied", 0)), "last_index": int(raft.get("last_index", 0)),
-                "match": match}
+                "match": match, "cluster_id": self.config.raft_cluster_id,
+                "config_index": int(raft.get("config_index", 0))}
 
     # ------------------------------------------------------------------ writes and reads
 
@@ -423,7 +433,7 @@ class ControllerNode:
     def _map_raft_error(self, e: BaseException) -> NodeReply:
         if isinstance(e, NotLeader):
             lid = e.leader_id or ""
-            laddr = e.leader_addr or self.config.peers.get(lid, "")
+            laddr = self.membership.client_addr(lid) if lid else ""
             return NodeReply(Code.CONTROLLER_NOT_LEADER, f"node {self.node_id} is not the leader", lid, laddr)
         if isinstance(e, QuorumUnavailable):
             return NodeReply(Code.CONTROLLER_QUORUM_UNAVAILABLE, f"no controller quorum: {e}")
@@ -451,6 +461,29 @@ class ControllerNode:
         self.log.info("controller_move_leader", to=to, term=self.term)
         try:
             await self.raft.transfer_leadership(to, timeout_s)
+        except Exception as e:  # noqa: BLE001 - typed reply below
+            raise self._map_raft_error(e) from None
+
+    async def change_membership(self, action: str, node_id: str, address: str, raft_address: str) -> None:
+        """Leader only: one membership change (controller/membership_ops.py). Removing the leader
+        itself first hands leadership to the most caught-up other voter, then answers NOT_LEADER
+        so the caller repeats the request there."""
+        from autoswitch.controller.raft.membership import BadMembership
+
+        if not self.is_leader or self.membership_changes is None:
+            raise self._not_leader()
+        if action == "remove" and node_id == self.node_id:
+            match = self.metadata()["match"]
+            to = max((v for v in self.membership.voter_ids if v != self.node_id), key=lambda v: match.get(v, 0),
+                     default=None)
+            if to is None:
+                raise NodeReply(Code.CONTROLLER_INVALID_REQUEST, "cannot remove the last voter")
+            await self.move_leader(to, None)
+            raise self._not_leader()
+        try:
+            await self.membership_changes.change(action, node_id, address, raft_address)
+        except BadMembership as e:
+            raise NodeReply(Code.CONTROLLER_INVALID_REQUEST, e.message) from None
         except Exception as e:  # noqa: BLE001 - typed reply below
             raise self._map_raft_error(e) from None
 
@@ -493,7 +526,7 @@ class ControllerNode:
             # the current master heartbeats, but a DEAD report about it stands: it will fence itself
             self.alerter.emit_once("master_lease_refused", r.broker_name, epoch, sm_adapter.wall_ms(), master=master,
                                    reason="a DEAD report about it holds its lease grants")
-        return why is None
+        return why is None and self.membership.grants_lease_to(r.lease_quorum)
 
     def _on_record(self, rec: dict) -> None:
         """Every applied history record: metrics on every node, alerts on the leader only."""
@@ -554,13 +587,14 @@ class ControllerNode:
     async def view(self, keys: list[tuple[str, int]]) -> LivenessView:
         """Majority verdicts for ``keys``: this node's opinion plus every peer that answers in time."""
         if not keys:
-            return LivenessView(len(self.config.peers), {})
+            return LivenessView(len(self.membership.voter_ids), {})
         mine = dict(zip(keys, self.local_opinions(keys), strict=True))
         peer_ops = await self._peer_client.query(keys, self.config.peer_query_timeout_s)
         by_node = {self.node_id: mine}
         for nid, ops in peer_ops.items():
             by_node[nid] = dict(zip(keys, ops, strict=True))
-        return LivenessView.from_opinions(len(self.config.peers), by_node)
+        return LivenessView.from_opinions(len(self.membership.voter_ids),
+                                          {n: o for n, o in by_node.items() if n in self.membership.voter_ids})
 
     async def liveness_evidence(self, group: str, broker_ids: list[int]
                                 ) -> tuple[dict[int, Any], set[int], set[int]]:

@@ -32,6 +32,15 @@ class PeerLiveness:
         self._stubs: dict[str, pbg.ControllerServiceStub] = {}
         self._last_ok: dict[str, float] = {}
 
+    def set_peers(self, voters: dict[str, str]) -> None:
+        """Ask exactly the other voters (a membership change); channels to others close lazily."""
+        self.peers = {n: a for n, a in voters.items() if n != self.self_id and a}
+        for nid in [n for n in self._stubs if n not in self.peers]:
+            self._stubs.pop(nid, None)
+            ch = self._channels.pop(nid, None)
+            if ch is not None:
+                asyncio.get_running_loop().create_task(ch.close())
+
     def _stub(self, nid: str) -> pbg.ControllerServiceStub:
         s = self._stubs.get(nid)
         if s is None:

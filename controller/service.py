@@ -341,10 +341,25 @@ class ControllerServicer(pbg.ControllerServiceServicer):
         to = check_name(request.to_node_id, "to_node_id")
         if not 0 <= request.timeout_ms <= 60_000:
             raise BadRequest("timeout_ms must be in [0, 60000]")
-        if to not in self.node.config.peers:
-            raise BadRequest(f"unknown controller {to[:64]!r}; members: {sorted(self.node.config.peers)}")
+        if to not in self.node.membership.voter_ids:
+            raise BadRequest(f"unknown controller {to[:64]!r}; voters: {list(self.node.membership.voter_ids)}")
         await self.node.move_leader(to, request.timeout_ms / 1000.0 if request.timeout_ms else None)
         return pb.MoveLeaderReply(header=pb.ReplyHeader(code=0), leader_id=to, raft_term=self.node.term)
+
+    @_handler(pb.ChangeMembershipReply, audit=lambda r: "")
+    async def ChangeMembership(self, request, context):
+        nid = check_name(request.node_id, "node_id")
+        if request.action not in ("add", "remove"):
+            raise BadRequest("action must be 'add' or 'remove'")
+        for what, a in (("address", request.address), ("raft_address", request.raft_address)):
+            if a:
+                check_addr(a, what)
+        await self.node.change_membership(request.action, nid, request.address, request.raft_address)
+        md = self.node.metadata()
+        members = [pb.ControllerPeer(node_id=n, address=a, reachable=r, role=role, match_index=md["match"].get(n, 0))
+                   for n, a, r, role in md["peers"]]
+        return pb.ChangeMembershipReply(header=pb.ReplyHeader(code=0), members=members, cluster_id=md["cluster_id"],
+                                        config_index=md["config_index"])
 
     @_handler(pb.SaveSnapshotReply)
     async def SaveSnapshot(self, request, context):
@@ -373,13 +388,14 @@ class ControllerServicer(pbg.ControllerServiceServicer):
     @_handler(pb.GetMetaDataReply)
     async def GetMetaData(self, request, context):
         md = self.node.metadata()
-        peers = [pb.ControllerPeer(node_id=n, address=a, reachable=r, match_index=md["match"].get(n, 0))
-                 for n, a, r in md["peers"]]
+        peers = [pb.ControllerPeer(node_id=n, address=a, reachable=r, role=role, match_index=md["match"].get(n, 0))
+                 for n, a, r, role in md["peers"]]
         return pb.GetMetaDataReply(header=pb.ReplyHeader(code=0), node_id=md["node_id"], is_leader=md["is_leader"],
                                    leader_id=md["leader_id"] or "", leader_addr=md["leader_addr"] or "",
                                    raft_term=md["term"], peers=peers, groups=md["groups"], raft_role=md["raft_role"],
                                    commit_index=md["commit"], applied_index=md["applied"],
-                                   last_index=md["last_index"])
+                                   last_index=md["last_index"], cluster_id=md["cluster_id"],
+                                   config_index=md["config_index"])
 
     @_handler(pb.GetControllerConfigReply)
     async def GetControllerConfig(self, request, context):

@@ -73,13 +73,12 @@ PROCESS_RAFT_DEFAULTS: dict[str, Any] = {"snapshot_every": 2000}
 
 
 def make_raft(config: Any, data_dir: Path, state_machine: Any, server: Any, min_log_index: int = 0,
-              interceptors: list | None = None) -> Any:
-    from autoswitch.controller.config import cluster_id
+              interceptors: list | None = None, on_membership: Callable[[Any], None] | None = None) -> Any:
     from autoswitch.controller.raft import RaftConfig, RaftNode
     from autoswitch.controller.raft.transport import GrpcRaftTransport
 
     raft_cfg = RaftConfig(**{**PROCESS_RAFT_DEFAULTS, **config.raft})
-    cid = cluster_id(config.cluster_token, config.peers)
+    cid = config.raft_cluster_id
     if config.raft_peers:
         # Raft on its own listener (the transport binds raft_peers[node_id]): the client port serves
         # no Raft, and the peer port can be firewalled to the controller hosts.
@@ -90,7 +89,8 @@ def make_raft(config: Any, data_dir: Path, state_machine: Any, server: Any, min_
         peers = dict(config.peers)
         transport = GrpcRaftTransport(config.node_id, peers, raft_cfg, cid, server=server, tls=config.tls)
     return RaftNode(config.node_id, peers, data_dir, state_machine, raft_cfg, transport=transport,
-                    min_log_index=min_log_index)
+                    min_log_index=min_log_index, membership=config.bootstrap_membership(),
+                    on_membership=on_membership)
 
 
 class AppliedStateMachine:

@@ -103,7 +103,7 @@ class RegisterBrokerReply(_message.Message):
     def __init__(self, header: _Optional[_Union[ReplyHeader, _Mapping]] = ..., replica_info: _Optional[_Union[ReplicaInfo, _Mapping]] = ...) -> None: ...
 
 class BrokerHeartbeatRequest(_message.Message):
-    __slots__ = ("cluster_name", "broker_name", "broker_id", "broker_address", "epoch", "max_offset", "confirm_offset", "election_priority", "clean_shutdown", "heartbeat_timeout_ms")
+    __slots__ = ("cluster_name", "broker_name", "broker_id", "broker_address", "epoch", "max_offset", "confirm_offset", "election_priority", "clean_shutdown", "heartbeat_timeout_ms", "lease_quorum")
     CLUSTER_NAME_FIELD_NUMBER: _ClassVar[int]
     BROKER_NAME_FIELD_NUMBER: _ClassVar[int]
     BROKER_ID_FIELD_NUMBER: _ClassVar[int]
@@ -114,6 +114,7 @@ class BrokerHeartbeatRequest(_message.Message):
     ELECTION_PRIORITY_FIELD_NUMBER: _ClassVar[int]
     CLEAN_SHUTDOWN_FIELD_NUMBER: _ClassVar[int]
     HEARTBEAT_TIMEOUT_MS_FIELD_NUMBER: _ClassVar[int]
+    LEASE_QUORUM_FIELD_NUMBER: _ClassVar[int]
     cluster_name: str
     broker_name: str
     broker_id: int
@@ -124,7 +125,8 @@ class BrokerHeartbeatRequest(_message.Message):
     election_priority: int
     clean_shutdown: bool
     heartbeat_timeout_ms: int
-    def __init__(self, cluster_name: _Optional[str] = ..., broker_name: _Optional[str] = ..., broker_id: _Optional[int] = ..., broker_address: _Optional[str] = ..., epoch: _Optional[int] = ..., max_offset: _Optional[int] = ..., confirm_offset: _Optional[int] = ..., election_priority: _Optional[int] = ..., clean_shutdown: _Optional[bool] = ..., heartbeat_timeout_ms: _Optional[int] = ...) -> None: ...
+    lease_quorum: int
+    def __init__(self, cluster_name: _Optional[str] = ..., broker_name: _Optional[str] = ..., broker_id: _Optional[int] = ..., broker_address: _Optional[str] = ..., epoch: _Optional[int] = ..., max_offset: _Optional[int] = ..., confirm_offset: _Optional[int] = ..., election_priority: _Optional[int] = ..., clean_shutdown: _Optional[bool] = ..., heartbeat_timeout_ms: _Optional[int] = ..., lease_quorum: _Optional[int] = ...) -> None: ...
 
 class BrokerHeartbeatReply(_message.Message):
     __slots__ = ("header", "is_leader", "raft_term", "lease_granted", "master_epoch", "master_broker_id")
@@ -295,16 +297,42 @@ class GetSyncStateDataReply(_message.Message):
     def __init__(self, header: _Optional[_Union[ReplyHeader, _Mapping]] = ..., groups: _Optional[_Iterable[_Union[GroupSyncState, _Mapping]]] = ...) -> None: ...
 
 class ControllerPeer(_message.Message):
-    __slots__ = ("node_id", "address", "reachable", "match_index")
+    __slots__ = ("node_id", "address", "reachable", "match_index", "role")
     NODE_ID_FIELD_NUMBER: _ClassVar[int]
     ADDRESS_FIELD_NUMBER: _ClassVar[int]
     REACHABLE_FIELD_NUMBER: _ClassVar[int]
     MATCH_INDEX_FIELD_NUMBER: _ClassVar[int]
+    ROLE_FIELD_NUMBER: _ClassVar[int]
     node_id: str
     address: str
     reachable: bool
     match_index: int
-    def __init__(self, node_id: _Optional[str] = ..., address: _Optional[str] = ..., reachable: _Optional[bool] = ..., match_index: _Optional[int] = ...) -> None: ...
+    role: str
+    def __init__(self, node_id: _Optional[str] = ..., address: _Optional[str] = ..., reachable: _Optional[bool] = ..., match_index: _Optional[int] = ..., role: _Optional[str] = ...) -> None: ...
+
+class ChangeMembershipRequest(_message.Message):
+    __slots__ = ("action", "node_id", "address", "raft_address")
+    ACTION_FIELD_NUMBER: _ClassVar[int]
+    NODE_ID_FIELD_NUMBER: _ClassVar[int]
+    ADDRESS_FIELD_NUMBER: _ClassVar[int]
+    RAFT_ADDRESS_FIELD_NUMBER: _ClassVar[int]
+    action: str
+    node_id: str
+    address: str
+    raft_address: str
+    def __init__(self, action: _Optional[str] = ..., node_id: _Optional[str] = ..., address: _Optional[str] = ..., raft_address: _Optional[str] = ...) -> None: ...
+
+class ChangeMembershipReply(_message.Message):
+    __slots__ = ("header", "members", "cluster_id", "config_index")
+    HEADER_FIELD_NUMBER: _ClassVar[int]
+    MEMBERS_FIELD_NUMBER: _ClassVar[int]
+    CLUSTER_ID_FIELD_NUMBER: _ClassVar[int]
+    CONFIG_INDEX_FIELD_NUMBER: _ClassVar[int]
+    header: ReplyHeader
+    members: _containers.RepeatedCompositeFieldContainer[ControllerPeer]
+    cluster_id: str
+    config_index: int
+    def __init__(self, header: _Optional[_Union[ReplyHeader, _Mapping]] = ..., members: _Optional[_Iterable[_Union[ControllerPeer, _Mapping]]] = ..., cluster_id: _Optional[str] = ..., config_index: _Optional[int] = ...) -> None: ...
 
 class MoveLeaderRequest(_message.Message):
     __slots__ = ("to_node_id", "timeout_ms")
@@ -343,7 +371,7 @@ class GetMetaDataRequest(_message.Message):
     def __init__(self) -> None: ...
 
 class GetMetaDataReply(_message.Message):
-    __slots__ = ("header", "node_id", "is_leader", "leader_id", "leader_addr", "raft_term", "peers", "groups", "raft_role", "commit_index", "applied_index", "last_index")
+    __slots__ = ("header", "node_id", "is_leader", "leader_id", "leader_addr", "raft_term", "peers", "groups", "raft_role", "commit_index", "applied_index", "last_index", "cluster_id", "config_index")
     HEADER_FIELD_NUMBER: _ClassVar[int]
     NODE_ID_FIELD_NUMBER: _ClassVar[int]
     IS_LEADER_FIELD_NUMBER: _ClassVar[int]
@@ -356,6 +384,8 @@ class GetMetaDataReply(_message.Message):
     COMMIT_INDEX_FIELD_NUMBER: _ClassVar[int]
     APPLIED_INDEX_FIELD_NUMBER: _ClassVar[int]
     LAST_INDEX_FIELD_NUMBER: _ClassVar[int]
+    CLUSTER_ID_FIELD_NUMBER: _ClassVar[int]
+    CONFIG_INDEX_FIELD_NUMBER: _ClassVar[int]
     header: ReplyHeader
     node_id: str
     is_leader: bool
@@ -368,7 +398,9 @@ class GetMetaDataReply(_message.Message):
     commit_index: int
     applied_index: int
     last_index: int
-    def __init__(self, header: _Optional[_Union[ReplyHeader, _Mapping]] = ..., node_id: _Optional[str] = ..., is_leader: _Optional[bool] = ..., leader_id: _Optional[str] = ..., leader_addr: _Optional[str] = ..., raft_term: _Optional[int] = ..., peers: _Optional[_Iterable[_Union[ControllerPeer, _Mapping]]] = ..., groups: _Optional[int] = ..., raft_role: _Optional[str] = ..., commit_index: _Optional[int] = ..., applied_index: _Optional[int] = ..., last_index: _Optional[int] = ...) -> None: ...
+    cluster_id: str
+    config_index: int
+    def __init__(self, header: _Optional[_Union[ReplyHeader, _Mapping]] = ..., node_id: _Optional[str] = ..., is_leader: _Optional[bool] = ..., leader_id: _Optional[str] = ..., leader_addr: _Optional[str] = ..., raft_term: _Optional[int] = ..., peers: _Optional[_Iterable[_Union[ControllerPeer, _Mapping]]] = ..., groups: _Optional[int] = ..., raft_role: _Optional[str] = ..., commit_index: _Optional[int] = ..., applied_index: _Optional[int] = ..., last_index: _Optional[int] = ..., cluster_id: _Optional[str] = ..., config_index: _Optional[int] = ...) -> None: ...
 
 class GetControllerConfigRequest(_message.Message):
     __slots__ = ()

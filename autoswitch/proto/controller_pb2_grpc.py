@@ -94,6 +94,11 @@ class ControllerServiceStub:
                 request_serializer=autoswitch_dot_proto_dot_controller__pb2.MoveLeaderRequest.SerializeToString,
                 response_deserializer=autoswitch_dot_proto_dot_controller__pb2.MoveLeaderReply.FromString,
                 _registered_method=True)
+        self.ChangeMembership = channel.unary_unary(
+                '/autoswitch.controller.ControllerService/ChangeMembership',
+                request_serializer=autoswitch_dot_proto_dot_controller__pb2.ChangeMembershipRequest.SerializeToString,
+                response_deserializer=autoswitch_dot_proto_dot_controller__pb2.ChangeMembershipReply.FromString,
+                _registered_method=True)
         self.SaveSnapshot = channel.unary_unary(
                 '/autoswitch.controller.ControllerService/SaveSnapshot',
                 request_serializer=autoswitch_dot_proto_dot_controller__pb2.SaveSnapshotRequest.SerializeToString,
@@ -231,6 +236,12 @@ class ControllerServiceServicer:
         context.set_details('Method not implemented!')
         raise NotImplementedError('Method not implemented!')
 
+    def ChangeMembership(self, request, context):
+        """Missing associated documentation comment in .proto file."""
+        context.set_code(grpc.StatusCode.UNIMPLEMENTED)
+        context.set_details('Method not implemented!')
+        raise NotImplementedError('Method not implemented!')
+
     def SaveSnapshot(self, request, context):
         """Missing associated documentation comment in .proto file."""
         context.set_code(grpc.StatusCode.UNIMPLEMENTED)
@@ -359,6 +370,11 @@ def add_ControllerServiceServicer_to_server(servicer, server):
                     servicer.MoveLeader,
                     request_deserializer=autoswitch_dot_proto_dot_controller__pb2.MoveLeaderRequest.FromString,
                     response_serializer=autoswitch_dot_proto_dot_controller__pb2.MoveLeaderReply.SerializeToString,
+            ),
+            'ChangeMembership': grpc.unary_unary_rpc_method_handler(
+                    servicer.ChangeMembership,
+                    request_deserializer=autoswitch_dot_proto_dot_controller__pb2.ChangeMembershipRequest.FromString,
+                    response_serializer=autoswitch_dot_proto_dot_controller__pb2.ChangeMembershipReply.SerializeToString,
             ),
             'SaveSnapshot': grpc.unary_unary_rpc_method_handler(
                     servicer.SaveSnapshot,
@@ -740,6 +756,33 @@ class ControllerService:
             '/autoswitch.controller.ControllerService/MoveLeader',
             autoswitch_dot_proto_dot_controller__pb2.MoveLeaderRequest.SerializeToString,
             autoswitch_dot_proto_dot_controller__pb2.MoveLeaderReply.FromString,
+            options,
+            channel_credentials,
+            insecure,
+            call_credentials,
+            compression,
+            wait_for_ready,
+            timeout,
+            metadata,
+            _registered_method=True)
+
+    @staticmethod
+    def ChangeMembership(request,
+            target,
+            options=(),
+            channel_credentials=None,
+            call_credentials=None,
+            insecure=False,
+            compression=None,
+            wait_for_ready=None,
+            timeout=None,
+            metadata=None):
+        return grpc.experimental.unary_unary(
+            request,
+            target,
+            '/autoswitch.controller.ControllerService/ChangeMembership',
+            autoswitch_dot_proto_dot_controller__pb2.ChangeMembershipRequest.SerializeToString,
+            autoswitch_dot_proto_dot_controller__pb2.ChangeMembershipReply.FromString,
             options,
             channel_credentials,
             insecure,

@@ -16,6 +16,7 @@ import contextlib
 import itertools
 import os
 import random
+from collections.abc import Callable
 from pathlib import Path
 from typing import Any, Protocol
 
@@ -34,12 +35,15 @@ from .errors import (
     RaftStopped,
     RaftStorageCorrupt,
 )
+from .membership import Membership, pack_snapshot, unpack_snapshot
 from .messages import EntryKind, Message, ReadState, Ready, Role, Snapshot
+from .proposals import PENDING, Proposal, ProposeExpired, expire, wake_up
 from .storage import FileStorage, Storage
 from .transport_api import RaftTransport
 
 # A file in the raft data dir: present while a recovered node may not vote or campaign.
 CATCH_UP_MARKER = "catch_up"
+_MAX_SEND_PASSES = 4
 
 class StateMachine(Protocol):
     def apply(self, index: int, data: bytes) -> Any: ...   # deterministic, every node, log order
@@ -47,53 +51,23 @@ class StateMachine(Protocol):
     def restore(self, data: bytes) -> None: ...
 
 
-class _ProposeExpired(Exception):
-    """Internal: a proposal's wait ran out (mapped to NotLeader/QuorumUnavailable/ProposalTimeout)."""
-
-
-def _expire(fut: asyncio.Future) -> None:
-    if not fut.done():
-        fut.set_exception(_ProposeExpired())
-
-
-def _wake_up(fut: asyncio.Future) -> None:
-    if not fut.done():
-        fut.set_result(None)
-
-
-_PENDING = object()
-_MAX_SEND_PASSES = 4
-
-
-class _Proposal:
-    """The wait of one ``propose_many`` call: one future for all its entries, resolved with the
-    per-entry outcomes (apply result or exception) once the last of them is decided."""
-
-    __slots__ = ("fut", "out", "left", "where")
-
-    def __init__(self, fut: asyncio.Future, n: int) -> None:
-        self.fut = fut
-        self.out: list[Any] = [_PENDING] * n
-        self.left = n
-        self.where: list[tuple[int, int]] = []    # (log index, position) of the proposed entries
-
-    def decide(self, pos: int, value: Any) -> None:
-        if self.out[pos] is not _PENDING:
-            return
-        self.out[pos] = value
-        self.left -= 1
-        if self.left == 0 and not self.fut.done():
-            self.fut.set_result(self.out)
-
-
 class RaftNode:
     def __init__(self, node_id: str, peers: dict[str, str], data_dir: Path, state_machine: StateMachine,
                  config: RaftConfig | None = None, *, transport: RaftTransport,
                  seed: int | None = None, storage: Storage | None = None,
-                 min_log_index: int = 0) -> None:
+                 min_log_index: int = 0, membership: Membership | None = None,
+                 on_membership: Callable[[Membership], None] | None = None) -> None:
         """``min_log_index``: an index this node is known to have applied (the controller's event
-        history); a log or snapshot that ends before it lost committed entries, and start refuses."""
+        history); a log or snapshot that ends before it lost committed entries, and start refuses.
+
+        ``membership``: the bootstrap configuration (default: every node of ``peers`` a voter); an
+        empty one joins a running cluster. The log's newest configuration overrides it; whenever
+        the configuration in force changes, the transport follows it and ``on_membership`` hears
+        of it (on the event loop)."""
         self.node_id = node_id
+        self.bootstrap = membership
+        self.on_membership = on_membership
+        self._conf_version = -1
         self.min_log_index = min_log_index
         self.cfg = config or RaftConfig()
         self.addrs = dict(peers)
@@ -109,7 +83,7 @@ class RaftNode:
         self._kicked = False                       # new input since the loop last looked
         self._sleep: asyncio.Future | None = None  # what the loop awaits while idle
         self._stopped = False
-        self._waiters: dict[int, tuple[int, _Proposal, int]] = {}   # index -> (term, proposal, position)
+        self._waiters: dict[int, tuple[int, Proposal, int]] = {}   # index -> (term, proposal, position)
         self._reads: dict[int, asyncio.Future] = {}
         self._read_ids = itertools.count(1)
         self._ready_reads: list[ReadState] = []
@@ -137,14 +111,15 @@ class RaftNode:
         peers = [p for p in self.addrs if p != self.node_id]
         catch_up = (self.data_dir / CATCH_UP_MARKER).exists()
         core = RaftCore(self.node_id, peers, self.cfg, rng, self._now_ms(), rec.hard_state, rec.snapshot, rec.entries,
-                        catch_up=catch_up)
+                        catch_up=catch_up, membership=self.bootstrap)
         if catch_up:
             self.log.warning("raft_catching_up", note="no votes and no campaign until a leader brought this log "
                                                       "up to its commit index (recover-member)")
         if rec.snapshot is not None:
-            self.sm.restore(rec.snapshot.data)
+            self.sm.restore(unpack_snapshot(rec.snapshot.data)[1])
             self._last_snap_index = rec.snapshot.index
         self.core = core
+        self._follow_membership(core)
         await self._transport.start(self._deliver)
         self._transport_started = True
         self._task = loop.create_task(self._run(), name=f"raft-{self.node_id}")
@@ -199,7 +174,7 @@ class RaftNode:
         """New input (a message, a proposal, a read): the loop runs a Ready cycle soon."""
         self._kicked = True
         if self._sleep is not None:
-            _wake_up(self._sleep)
+            wake_up(self._sleep)
 
     # ---------------------------------------------------------------- the loop
     async def _run(self) -> None:
@@ -214,7 +189,7 @@ class RaftNode:
                 # one future and one timer per sleep (wait_for on an Event made a task per wake:
                 # measurable on every commit's path)
                 fut = self._sleep = loop.create_future()
-                timer = loop.call_later(delay, _wake_up, fut)
+                timer = loop.call_later(delay, wake_up, fut)
                 try:
                     await fut
                 finally:
@@ -253,13 +228,33 @@ class RaftNode:
         self._io_future = fut
         await fut
 
+    def _follow_membership(self, core: RaftCore) -> None:
+        """The configuration in force changed (a CONFIG entry appended or truncated, a snapshot):
+        the transport talks to exactly its members, and the owner hears of it."""
+        if core.conf_version == self._conf_version:
+            return
+        self._conf_version = core.conf_version
+        conf = core.membership
+        addrs = {n: m.raft_addr or self.addrs.get(n, "") for n, m in conf.all().items()}
+        if not conf.empty:
+            self.addrs.update({n: a for n, a in addrs.items() if a})
+            self._transport.set_members({n: a for n, a in addrs.items() if a and n != self.node_id})
+        if self.on_membership is not None:
+            self.on_membership(conf)
+
+    @property
+    def membership(self) -> Membership:
+        assert self.core is not None
+        return self.core.membership
+
     async def _handle_ready(self, core: RaftCore, rd: Ready) -> None:
         assert self._transport is not None and self._storage is not None
+        self._follow_membership(core)       # a new member must be reachable for this Ready's messages
         self._transport.send(rd.messages_early)
         if rd.snapshot is not None:
             snap = rd.snapshot
             await self._io(self._storage.install_snapshot, snap)
-            self.sm.restore(snap.data)
+            self.sm.restore(unpack_snapshot(snap.data)[1])
             self._last_snap_index = snap.index
             for idx in [i for i in self._waiters if i <= snap.index]:
                 _, prop, pos = self._waiters.pop(idx)
@@ -313,6 +308,7 @@ class RaftNode:
             self._leader_changed.set()
         self._ready_reads.extend(rd.read_states)
         core.advance(rd)
+        self._follow_membership(core)
         if self._ready_reads:
             keep = []
             for rs in self._ready_reads:
@@ -331,7 +327,7 @@ class RaftNode:
         term = core.log.term(idx)
         if term is None:
             return
-        snap = Snapshot(idx, term, self.sm.snapshot())
+        snap = Snapshot(idx, term, pack_snapshot(core.confs.at(idx), self.sm.snapshot()))
         assert self._storage is not None
         await self._io(self._storage.save_snapshot, snap)
         core.compact(snap, keep=self.cfg.compaction_keep)
@@ -363,7 +359,8 @@ class RaftNode:
         return {"node": self.node_id, "role": c.role.value, "term": c.term, "leader": c.leader_id,
                 "commit": c.commit, "applied": c.applied, "last_index": c.log.last_index(),
                 "first_index": c.log.first_index(), "snapshot_index": self._last_snap_index,
-                "peers": {p: {"match": pr.match, "next": pr.next, "state": pr.state} for p, pr in c.prs.items()}}
+                "peers": {p: {"match": pr.match, "next": pr.next, "state": pr.state} for p, pr in c.prs.items()},
+                "voters": list(c.voters), "learners": list(c.learners), "config_index": c.confs.index}
 
     def _not_leader(self) -> NotLeader:
         lid = self.leader_id
@@ -388,7 +385,7 @@ class RaftNode:
         if core is None or core.role != Role.LEADER:
             raise self._not_leader()
         loop = asyncio.get_running_loop()
-        prop = _Proposal(loop.create_future(), len(datas))
+        prop = Proposal(loop.create_future(), len(datas))
         term = core.term
         for pos, data in enumerate(datas):
             try:
@@ -410,10 +407,10 @@ class RaftNode:
         self._kick()
         # A timer instead of wait_for(shield(...)): no extra task per call, and the apply loop
         # ignores outcomes for a proposal that already timed out (or whose caller was cancelled).
-        timer = loop.call_later(timeout_s, _expire, prop.fut)
+        timer = loop.call_later(timeout_s, expire, prop.fut)
         try:
             return await prop.fut
-        except _ProposeExpired:
+        except ProposeExpired:
             exc: RaftError
             if core.role != Role.LEADER:
                 exc = self._not_leader()
@@ -426,12 +423,42 @@ class RaftNode:
                 what = f"entry {first}" if first == last else f"entries {first}..{last}"
                 exc = ProposalTimeout(f"{what} not applied within {timeout_s}s", index=first)
             for idx, pos in prop.where:
-                if prop.out[pos] is _PENDING:
+                if prop.out[pos] is PENDING:
                     self._waiters.pop(idx, None)
                     prop.out[pos] = exc
             return prop.out
         finally:
             timer.cancel()
+
+    async def propose_membership(self, conf: Membership, timeout_s: float) -> None:
+        """Replicate a configuration change (one voter added or removed at most) and wait until it
+        is applied here; raises like ``propose`` (BadMembership and ProposalDropped("change_in_progress",
+        "no_commit_in_term") when the core refuses it now)."""
+        core = self.core
+        if self._stopped:
+            raise RaftStopped("raft node is stopped")
+        if core is None or core.role != Role.LEADER:
+            raise self._not_leader()
+        loop = asyncio.get_running_loop()
+        prop = Proposal(loop.create_future(), 1)
+        idx = core.propose_conf(conf)
+        self._waiters[idx] = (core.term, prop, 0)
+        prop.where.append((idx, 0))
+        self._kick()
+        try:
+            out = (await asyncio.wait_for(asyncio.shield(prop.fut), timeout_s))[0]
+        except TimeoutError:
+            self._waiters.pop(idx, None)
+            raise ProposalTimeout(f"membership change (entry {idx}) not applied within {timeout_s}s",
+                                  index=idx) from None
+        if isinstance(out, BaseException):
+            raise out
+
+    def promotable(self) -> list[str]:
+        return self.core.promotable() if self.core is not None else []
+
+    def conf_change_blocked(self) -> str | None:
+        return self.core.conf_change_blocked() if self.core is not None else "not_started"
 
     async def read_index(self, timeout_s: float) -> None:
         core = self.core

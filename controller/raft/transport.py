@@ -123,6 +123,9 @@ class RaftServicer(raft_pb2_grpc.RaftServicer):
         self._refusals = RateLimitedLog(self.log)
         self.refused: dict[str, int] = {}
 
+    def set_members(self, members: Iterable[str]) -> None:
+        self.members = {m: member_id(self.cluster, m) for m in members if m != self.self_id}
+
     def _refuse(self, peer: str, reason: str, **fields) -> None:
         self.refused[reason] = self.refused.get(reason, 0) + 1
         self._refusals.warning((peer, reason), "raft_batch_refused", reason=reason, peer=peer, **fields)
@@ -283,6 +286,7 @@ class GrpcRaftTransport:
                  server: grpc.aio.Server | None = None, tls: TLSConfig | None = None,
                  interceptors: list | None = None) -> None:
         self.self_id = self_id
+        self.cluster = cluster
         self.interceptors = list(interceptors or [])    # for the server we own (authorization)
         self.addrs = dict(addrs)
         self.cfg = cfg
@@ -322,6 +326,22 @@ class GrpcRaftTransport:
             self._own_server = True
         for s in self.senders.values():
             s.start()
+
+    def set_members(self, addrs: dict[str, str]) -> None:
+        """Follow a membership change: send to exactly these peers (node id -> Raft address) and
+        accept batches only from them. Started senders of removed peers stop in the background."""
+        started = self._deliver_to is not None
+        for pid in [p for p in self.senders if p not in addrs or self.senders[p].addr != addrs[p]]:
+            old = self.senders.pop(pid)
+            asyncio.get_running_loop().create_task(old.stop(), name=f"raft-send-stop-{pid}")
+        for pid, addr in addrs.items():
+            if pid != self.self_id and pid not in self.senders:
+                s = self.senders[pid] = PeerSender(self.self_id, pid, addr, self.cfg, self.cluster, self.tls)
+                if started:
+                    s.start()
+        own = {self.self_id: self.addrs[self.self_id]} if self.self_id in self.addrs else {}
+        self.addrs = {**own, **addrs}
+        self._servicer.set_members(addrs)
 
     def send(self, msgs: list[Message]) -> None:
         for m in msgs:

@@ -19,6 +19,9 @@ class RaftTransport(Protocol):
     def send(self, msgs: list[Message]) -> None:
         """Queue messages to their peers; never blocks. Messages to unknown peers are dropped."""
 
+    def set_members(self, addrs: dict[str, str]) -> None:
+        """The membership changed: talk to (and accept) exactly these peers, node id -> address."""
+
     def handed_over(self, msgs: list[Message]) -> bool:
         """Have these messages left this process's queues (the driver then may reuse their buffers)?"""
 
