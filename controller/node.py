@@ -218,12 +218,11 @@ class ControllerNode:
         """The data dir remembers the cluster it was created for; a node started with other
         members or another cluster_token would talk to nobody (its messages are refused), so it
         refuses to start instead, naming both ids."""
-        from autoswitch.controller.config import cluster_id
 
         from autoswitch.base.errors import ConfigError
         from autoswitch.base.fsutil import write_atomic
 
-        want = cluster_id(self.config.cluster_token, self.config.peers)
+        want = self.config.raft_cluster_id
         path = self.data_dir / "cluster_id"
         try:
             have = path.read_text().strip()
@@ -232,8 +231,8 @@ class ControllerNode:
             return
         if have != want:
             raise ConfigError(f"data dir {self.data_dir} belongs to raft cluster {have}, but peers and "
-                              f"cluster_token give {want}: start it with the members it was created with",
-                              path=str(path))
+                              f"cluster_token give {want}: start it with the members it was created with, "
+                              f"or with cluster_id = \"{have}\" after membership changes", path=str(path))
 
     # ------------------------------------------------------------------ lease holds across restarts
 

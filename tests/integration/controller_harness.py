@@ -64,9 +64,16 @@ class Cluster:
                 "--raft-peers", ",".join(f"{n}={a}" for n, a in self.raft_addrs.items()),
                 "--config", str(self.toml), *tls]
 
-    def start(self, nid: str, wait: bool = True) -> None:
+    def add_member(self, nid: str) -> None:
+        """Ports and addresses for a new member (it starts with ``start(nid, join=cluster_id)``)."""
+        self.ids.append(nid)
+        self.ports[nid] = free_port()
+        self.addrs[nid] = f"{HOST}:{self.ports[nid]}"
+        self.raft_addrs[nid] = f"{HOST}:{free_port()}"
+
+    def start(self, nid: str, wait: bool = True, join: bool = False, cluster_id: str = "") -> None:
         self._gen[nid] = self._gen.get(nid, 0) + 1
-        common = self.node_args(nid)
+        common = self.node_args(nid) + (["--join"] if join else []) + (["--cluster-id", cluster_id] if cluster_id else [])
         if nid in self.embedded:
             args = ["namesrv", "--listen", self.addrs[nid], "--embed-controller", *common]
         else:

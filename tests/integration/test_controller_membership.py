@@ -1,0 +1,123 @@
+"""Replacing a controller on a running cluster (issue 13, controller membership), real processes:
+start 3, add a 4th (a learner until caught up, then a voter), remove one of the originals, kill
+the leader, and the cluster keeps electing masters; the admin CLI shows voters and learners."""
+
+from __future__ import annotations
+
+import asyncio
+
+import pytest
+from autoswitch.controller.client import ControllerClient
+
+from autoswitch.proto import controller_pb2 as pb
+from tests.integration.controller_harness import Cluster, Heartbeater, admin, wait_leader
+from tests.integration.failover_harness import wait_until
+from tests.waiting import until
+
+pytestmark = pytest.mark.integration
+
+
+def test_replace_a_controller_and_keep_electing_masters(procs, tmp_path):
+    cl = Cluster(procs, tmp_path)
+    cl.start_all()
+    md = admin("get-controller-metadata", "--controller", cl.spec)
+    assert md["ok"] and md["result"]["voters"] == ["n1", "n2", "n3"] and md["result"]["learners"] == []
+    cluster_id = md["result"]["cluster_id"]
+    assert len(cluster_id) == 16
+
+    cl.add_member("n4")
+    cl.start("n4", join=True, cluster_id=cluster_id)
+    added = admin("add-controller", "--controller", cl.spec, "--id", "n4", "--address", cl.addrs["n4"],
+                  "--raft-address", cl.raft_addrs["n4"], "--timeout-s", "60", timeout=90)
+    assert added["ok"], added
+    assert added["result"]["voters"] == ["n1", "n2", "n3", "n4"] and added["result"]["learners"] == []
+    assert added["result"]["join_with"] == f"--join --cluster-id {cluster_id}"
+    # a second add of the same id is refused, and so is a malformed address
+    again = admin("add-controller", "--controller", cl.spec, "--id", "n4", "--address", cl.addrs["n4"])
+    assert not again["ok"] and "already a member" in again["error"]["message"]
+
+    async def scenario():
+        async with ControllerClient(cl.spec, deadline_s=30) as c:
+            leader_addr = await wait_leader(c)
+            leader = next(n for n, a in cl.addrs.items() if a == leader_addr)
+            beats = Heartbeater(c)
+            beats.start()
+            try:
+                for bid in (1, 2):
+                    await c.apply_broker_id("c1", "g1", bid, f"check-{bid}")
+                    await c.register_broker("c1", "g1", bid, f"127.0.0.1:{31000 + bid}")
+                    beats.targets[("g1", bid)] = list(cl.addrs.values())
+                await asyncio.sleep(0.5)
+                info = await c.elect_master("c1", "g1", 1, designate=True)
+                assert info.master_broker_id == 1
+                sss, _ = await c.alter_sync_state_set("g1", 1, info.master_epoch, [1, 2], info.sync_state_set_epoch)
+                assert sss == [1, 2]
+                # the new member serves reads like any other (it applied the whole log)
+                r = await c.call_node(cl.addrs["n4"], "GetMetaData", pb.GetMetaDataRequest())
+                assert r.cluster_id == cluster_id and {p.node_id: p.role for p in r.peers}["n4"] == "voter"
+            finally:
+                await beats.stop()
+        return leader
+
+    leader = asyncio.run(asyncio.wait_for(scenario(), 120))
+    # remove an original that is not the leader, then stop it
+    gone = next(n for n in ("n1", "n2", "n3") if n != leader)
+    removed = admin("remove-controller", "--controller", cl.spec, "--id", gone)
+    assert removed["ok"] and gone not in removed["result"]["voters"], removed
+    assert len(removed["result"]["voters"]) == 3
+    cl.stop(gone)
+    # kill the leader: the two voters left (one original and n4) elect a new one
+    cl.kill9(leader)
+    left = [n for n in ("n1", "n2", "n3", "n4") if n not in (gone, leader)]
+    spec = ",".join(cl.addrs[n] for n in left)
+
+    async def after():
+        async with ControllerClient(spec, deadline_s=60) as c:
+            new_addr = await wait_leader(c, 60)
+            assert new_addr in [cl.addrs[n] for n in left]
+            beats = Heartbeater(c)
+            beats.targets[("g1", 2)] = [cl.addrs[n] for n in left]
+            beats.start()
+            try:
+                # broker 1 (the master) stops heartbeating: the controllers elect broker 2
+                async def elected():
+                    ri = await c.get_replica_info("g1")
+                    return ri.master_broker_id == 2 and ri
+                info = await until(elected, "a new master elected by the new membership", 60)
+                assert info.master_epoch >= 2
+            finally:
+                await beats.stop()
+
+    asyncio.run(asyncio.wait_for(after(), 150))
+    md = admin("get-controller-metadata", "--controller", spec)
+    # the killed leader is still a voter (a crash changes no membership), the removed one is not
+    assert md["ok"] and set(md["result"]["voters"]) == {"n1", "n2", "n3", "n4"} - {gone}
+    # it restarts with today's member list and the cluster's id: its log tells it the membership
+    cl.start(leader, cluster_id=cluster_id)
+    full = ",".join(cl.addrs[n] for n in ("n1", "n2", "n3", "n4") if n != gone)
+
+    def caught_up():
+        m = admin("get-controller-metadata", "--controller", full)
+        nodes = m["result"]["nodes"] if m["ok"] else []
+        return len(nodes) == 3 and all("error" not in n and n["lag"] == 0 for n in nodes) and m
+    m = wait_until(caught_up, 60, "the restarted member caught up")
+    assert set(m["result"]["voters"]) == {"n1", "n2", "n3", "n4"} - {gone}
+
+
+def test_removing_the_leader_moves_leadership_first(procs, tmp_path):
+    cl = Cluster(procs, tmp_path)
+    cl.start_all()
+    md = admin("get-controller-metadata", "--controller", cl.spec)
+    leader = next(n["node_id"] for n in md["result"]["nodes"] if n.get("is_leader"))
+    r = admin("remove-controller", "--controller", cl.spec, "--id", leader, "--timeout-s", "30", timeout=60)
+    assert r["ok"] and r["result"]["voters"] == sorted({"n1", "n2", "n3"} - {leader}), r
+    cl.stop(leader)
+    rest = ",".join(a for n, a in cl.addrs.items() if n != leader)
+
+    async def write():
+        async with ControllerClient(rest, deadline_s=30) as c:
+            await c.apply_broker_id("c1", "g1", 1, "check-1")
+    asyncio.run(asyncio.wait_for(write(), 60))
+    # the last voters cannot be removed below one, and an unknown id is refused
+    bad = admin("remove-controller", "--controller", rest, "--id", "nope")
+    assert not bad["ok"] and "not a member" in bad["error"]["message"]
