@@ -28,14 +28,29 @@ class ControllerSessions:
         self.broker_id: int | None = None
         self._id_known = asyncio.Event()
         self._tasks: list[asyncio.Task] = []
+        self._by_addr: dict[str, asyncio.Task] = {}
         self.open: set[str] = set()         # controller addresses holding our session now
         self.opened = 0                     # sessions opened so far (a reconnect counts again)
         self._log = get_logger("broker.controller_sessions", group=group, cluster=cluster)
 
     def start(self) -> None:
         loop = asyncio.get_running_loop()
-        self._tasks = [loop.create_task(self._hold(addr), name=f"controller-session-{addr}")
-                       for addr in self.controllers]
+        self._by_addr = {addr: loop.create_task(self._hold(addr), name=f"controller-session-{addr}")
+                         for addr in self.controllers}
+        self._tasks = list(self._by_addr.values())
+
+    def set_controllers(self, controllers: tuple[str, ...]) -> None:
+        """The controllers' membership changed: hold a session with exactly these nodes."""
+        self.controllers = controllers
+        if not self._tasks:
+            return                       # not started: start() opens the new list
+        loop = asyncio.get_running_loop()
+        for addr in [a for a in self._by_addr if a not in controllers]:
+            self._by_addr.pop(addr).cancel()
+        for addr in controllers:
+            if addr not in self._by_addr:
+                self._by_addr[addr] = loop.create_task(self._hold(addr), name=f"controller-session-{addr}")
+        self._tasks = list(self._by_addr.values())
 
     def set_broker_id(self, broker_id: int) -> None:
         """Sessions open once registration has given the brokerId (the certificate binds it)."""

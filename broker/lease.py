@@ -114,6 +114,18 @@ class MasterLease:
             return True
         return False
 
+    def replace_controllers(self, controllers: Iterable[str]) -> bool:
+        """The controllers' membership changed. Grants counted under the old list keep the expiry
+        they gave (never extended: their answers are forgotten); from now on only answers of the
+        new list count, ``quorum`` of them. True if the list changed."""
+        new = tuple(dict.fromkeys(controllers))
+        if not new or new == self.controllers:
+            return False
+        self.controllers = new
+        self.quorum = majority(len(new))
+        self._acked_send = {}
+        return True
+
     def expires_at(self) -> float | None:
         return self._expires_at
 

@@ -82,6 +82,14 @@ _CRASH_POINTS = {
 }
 
 
+
+MAX_CONTROLLERS = 9       # a controller list from a heartbeat reply longer than Raft allows is refused
+
+
+def _is_hostport(a: str) -> bool:
+    host, sep, port = a.rpartition(":")
+    return bool(sep and host) and port.isdigit() and 0 < int(port) < 65536 and len(a) <= 256
+
 class BrokerRoleTarget(Protocol):
     """Everything the ReplicasManager asks of the broker process (docs/interfaces.md "Broker role
     switch API"); ``autoswitch.broker.server.Broker`` implements all of it."""
@@ -200,7 +208,7 @@ class ReplicasAdapter:
         crash_sessions: bool = True,
     ) -> None:
         self.core = core or ReplicasManager(config)
-        self.config = self.core.config
+        self._controllers_index = 0       # membership change the controller list is from (0 = configured)
         # Crash-fast failover: a session per controller node, whose end tells them we died.
         self.sessions = ControllerSessions(api, self.config.controllers, self.config.cluster, self.config.group,
                                            ack_mode, self.config.backoff_min_ms / 1000.0,
@@ -582,7 +590,30 @@ class ReplicasAdapter:
                 "controller answered without granting the master lease",
                 controller=cmd.controller, masterEpoch=reply.master_epoch,
             )
+        if reply.controllers_index > self._controllers_index:
+            self._adopt_controllers(reply.controllers, reply.controllers_index, cmd.controller)
         return reply.is_leader
+
+    @property
+    def config(self) -> ReplicasConfig:
+        return self.core.config        # the core owns it (its controller list follows the membership)
+
+    def _adopt_controllers(self, controllers: tuple[str, ...], index: int, told_by: str) -> None:
+        """The controllers' voters changed (membership change ``index``, newer than ours): heartbeats,
+        the lease, sessions and leader-following calls go to the new list. Checked like any
+        network input: a list too long or not HOST:PORT is refused with a log line."""
+        new = tuple(dict.fromkeys(controllers))
+        if not new or len(new) > MAX_CONTROLLERS or not all(_is_hostport(a) for a in new):
+            self._log.warning("controllers_refused", told_by=told_by, index=index, controllers=list(new)[:16])
+            return
+        self._controllers_index = index
+        if new == self.config.controllers:
+            return
+        self._log.info("controllers_adopted", index=index, told_by=told_by, controllers=list(new))
+        self.api.set_controllers(new)
+        if self.sessions is not None:
+            self.sessions.set_controllers(new)
+        self._perform(self.core.on_controllers(new, self.clock()))
 
     def _adopt_broker_id(self) -> None:
         # In controller mode the brokerId comes from registration, not from the broker's config;

@@ -19,7 +19,7 @@ from __future__ import annotations
 import random
 import uuid
 from collections.abc import Callable
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 
 from autoswitch.broker.identity import LoadedIdentity
 from autoswitch.broker.lease import LeaseConfig, MasterLease
@@ -248,6 +248,18 @@ class ReplicasManager:
     ) -> list[Command]:
         """HA asks to change the SyncStateSet. Answered by a ProposalResult command."""
         return self.proposals.propose(self.roles, proposal, master_epoch, sync_state_set_epoch, new_set)
+
+    def on_controllers(self, controllers: tuple[str, ...], now: float) -> list[Command]:
+        """The controllers' membership changed (a heartbeat reply said so): heartbeat rounds and the
+        lease follow the new list (MasterLease.replace_controllers keeps what was granted)."""
+        if not controllers or controllers == self.config.controllers:
+            return []
+        self._log.info("controllers_changed", old=list(self.config.controllers), new=list(controllers))
+        self.config = replace(self.config, controllers=controllers)
+        self.lease.replace_controllers(controllers)
+        for c in [c for c in self._hb_inflight if c not in controllers]:
+            self._hb_inflight.pop(c)
+        return self.tick(now) if self.phase == Phase.RUNNING else []
 
     def shutdown(self, now: float) -> list[Command]:
         """Stop issuing commands; answers that still arrive are dropped."""

@@ -56,6 +56,8 @@ class HeartbeatAnswer:
     is_leader: bool
     lease_granted: bool
     master_epoch: int
+    controllers: tuple[str, ...] = ()   # the controllers' voters, as of membership change controllers_index
+    controllers_index: int = 0          # 0 = never changed: keep the configured list
 
 
 class FailKind(StrEnum):
@@ -118,6 +120,9 @@ class BrokerControllerApi(Protocol):
     def broker_session(self, addr: str, cluster: str, group: str, broker_id: int, ack_mode: str) -> AsyncIterator[bool]:
         """The session held with node ``addr`` for crash-fast failover: yields once (whether the
         node tracks it) when it is open, then ends (or raises) when the stream does."""
+
+    def set_controllers(self, addresses: tuple[str, ...]) -> None:
+        """The controllers' membership changed: leader-following calls use these addresses."""
 
     async def close(self) -> None: ...
 

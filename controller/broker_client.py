@@ -61,6 +61,9 @@ class GrpcBrokerControllerApi:
         except ControllerRpcError as e:
             raise classify(e, conflict_means_taken=conflict_means_taken) from None
 
+    def set_controllers(self, addresses: tuple[str, ...]) -> None:
+        self.client.set_addresses(list(addresses))
+
     async def leader_address(self) -> str | None:
         md = await self._call("GetMetaData", pb.GetMetaDataRequest(), leader=False)
         return md.leader_addr or None
@@ -101,6 +104,7 @@ class GrpcBrokerControllerApi:
         except ControllerRpcError as e:
             raise classify(e) from None
         return HeartbeatAnswer(is_leader=bool(r.is_leader), lease_granted=bool(r.lease_granted),
+                               controllers=tuple(r.controllers), controllers_index=int(r.controllers_index),
                                master_epoch=int(r.master_epoch))
 
     async def get_replica_info(self, group: str) -> ReplicaInfo:

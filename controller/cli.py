@@ -23,12 +23,14 @@ def register(sub, admin_sub) -> None:
     p = sub.add_parser("recover-member", help="rejoin a controller whose Raft files were lost (replaced disk)")
     _node_args(p, required=True)
     p.add_argument("--timeout-s", type=float, default=5.0, help="per member, asking for its Raft term")
+    p.add_argument("--json", action="store_true", help="machine-readable output")
     p.set_defaults(func=_recover_member)
 
     p = sub.add_parser("restore-member", help="make an empty data dir a member of a new controller cluster "
                                               "restored from `admin snapshot-save` output")
     _node_args(p, required=True)
     p.add_argument("--snapshot", required=True, help="the snapshot file")
+    p.add_argument("--json", action="store_true", help="machine-readable output")
     p.set_defaults(func=_restore_member)
 
     p = sub.add_parser("namesrv", help="run a name server, optionally with an embedded controller node")

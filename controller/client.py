@@ -178,6 +178,13 @@ class ControllerClient:
         for ch in chans:
             await ch.close()
 
+    def set_addresses(self, addresses: Iterable[str]) -> None:
+        """Follow a controller membership change (a broker learns it from heartbeat replies);
+        channels to addresses no longer listed stay until close()."""
+        self.addresses = parse_addresses(addresses)
+        if self._leader not in self.addresses:
+            self._leader = None
+
     async def __aenter__(self) -> ControllerClient:
         return self
 

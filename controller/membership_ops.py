@@ -42,13 +42,15 @@ class MembershipView:
         self.self_id = self_id
         self.config_peers = dict(config_peers)
         self.conf = bootstrap
+        self.index = 0                 # log index of the configuration in force (0 = bootstrap)
         self.log = get_logger("controller.membership", node=self_id)
         self.listeners: list[Callable[[Membership], None]] = []
 
-    def update(self, conf: Membership) -> None:
+    def update(self, conf: Membership, index: int = 0) -> None:
         if conf == self.conf:
             return
         self.conf = conf
+        self.index = index
         self.log.info("controller_membership", voters=list(conf.voter_ids), learners=list(conf.learner_ids))
         for fn in self.listeners:
             fn(conf)
@@ -69,6 +71,13 @@ class MembershipView:
         out = {n: (self.client_addr(n), "voter") for n in self.voter_ids}
         out.update({n: (self.client_addr(n), "learner") for n in self.conf.learner_ids})
         return out
+
+    def broker_view(self) -> tuple[int, list[str]]:
+        """(index, voter client addresses) for heartbeat replies; (0, []) until the first change
+        (brokers keep their configured list)."""
+        if self.index == 0:
+            return 0, []
+        return self.index, [a for a in self.voter_addrs().values() if a]
 
     @property
     def is_voter(self) -> bool:

@@ -222,9 +222,10 @@ class ControllerServicer(pbg.ControllerServiceServicer):
                 raise BadRequest(f"{f} must be >= 0")
         granted = self.node.record_heartbeat(request)
         epoch, master = self.node.sm.master_of(request.broker_name)
+        ctl_index, ctls = self.node.membership.broker_view()
         return pb.BrokerHeartbeatReply(header=pb.ReplyHeader(code=0), is_leader=self.node.is_leader,
                                        raft_term=self.node.term, lease_granted=granted, master_epoch=epoch,
-                                       master_broker_id=master)
+                                       master_broker_id=master, controllers=ctls, controllers_index=ctl_index)
 
     async def BrokerHeartbeatStream(self, request_iterator, context):
         """Bounded by gRPC flow control: one reply per request, in order; a bad request gets its

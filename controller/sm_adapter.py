@@ -73,7 +73,7 @@ PROCESS_RAFT_DEFAULTS: dict[str, Any] = {"snapshot_every": 2000}
 
 
 def make_raft(config: Any, data_dir: Path, state_machine: Any, server: Any, min_log_index: int = 0,
-              interceptors: list | None = None, on_membership: Callable[[Any], None] | None = None) -> Any:
+              interceptors: list | None = None, on_membership: Callable[[Any, int], None] | None = None) -> Any:
     from autoswitch.controller.raft import RaftConfig, RaftNode
     from autoswitch.controller.raft.transport import GrpcRaftTransport
 

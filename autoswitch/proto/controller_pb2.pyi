@@ -129,20 +129,24 @@ class BrokerHeartbeatRequest(_message.Message):
     def __init__(self, cluster_name: _Optional[str] = ..., broker_name: _Optional[str] = ..., broker_id: _Optional[int] = ..., broker_address: _Optional[str] = ..., epoch: _Optional[int] = ..., max_offset: _Optional[int] = ..., confirm_offset: _Optional[int] = ..., election_priority: _Optional[int] = ..., clean_shutdown: _Optional[bool] = ..., heartbeat_timeout_ms: _Optional[int] = ..., lease_quorum: _Optional[int] = ...) -> None: ...
 
 class BrokerHeartbeatReply(_message.Message):
-    __slots__ = ("header", "is_leader", "raft_term", "lease_granted", "master_epoch", "master_broker_id")
+    __slots__ = ("header", "is_leader", "raft_term", "lease_granted", "master_epoch", "master_broker_id", "controllers", "controllers_index")
     HEADER_FIELD_NUMBER: _ClassVar[int]
     IS_LEADER_FIELD_NUMBER: _ClassVar[int]
     RAFT_TERM_FIELD_NUMBER: _ClassVar[int]
     LEASE_GRANTED_FIELD_NUMBER: _ClassVar[int]
     MASTER_EPOCH_FIELD_NUMBER: _ClassVar[int]
     MASTER_BROKER_ID_FIELD_NUMBER: _ClassVar[int]
+    CONTROLLERS_FIELD_NUMBER: _ClassVar[int]
+    CONTROLLERS_INDEX_FIELD_NUMBER: _ClassVar[int]
     header: ReplyHeader
     is_leader: bool
     raft_term: int
     lease_granted: bool
     master_epoch: int
     master_broker_id: int
-    def __init__(self, header: _Optional[_Union[ReplyHeader, _Mapping]] = ..., is_leader: _Optional[bool] = ..., raft_term: _Optional[int] = ..., lease_granted: _Optional[bool] = ..., master_epoch: _Optional[int] = ..., master_broker_id: _Optional[int] = ...) -> None: ...
+    controllers: _containers.RepeatedScalarFieldContainer[str]
+    controllers_index: int
+    def __init__(self, header: _Optional[_Union[ReplyHeader, _Mapping]] = ..., is_leader: _Optional[bool] = ..., raft_term: _Optional[int] = ..., lease_granted: _Optional[bool] = ..., master_epoch: _Optional[int] = ..., master_broker_id: _Optional[int] = ..., controllers: _Optional[_Iterable[str]] = ..., controllers_index: _Optional[int] = ...) -> None: ...
 
 class BrokerHeartbeatBatchRequest(_message.Message):
     __slots__ = ("heartbeats",)

@@ -56,7 +56,7 @@ class RaftNode:
                  config: RaftConfig | None = None, *, transport: RaftTransport,
                  seed: int | None = None, storage: Storage | None = None,
                  min_log_index: int = 0, membership: Membership | None = None,
-                 on_membership: Callable[[Membership], None] | None = None) -> None:
+                 on_membership: Callable[[Membership, int], None] | None = None) -> None:
         """``min_log_index``: an index this node is known to have applied (the controller's event
         history); a log or snapshot that ends before it lost committed entries, and start refuses.
 
@@ -240,7 +240,7 @@ class RaftNode:
             self.addrs.update({n: a for n, a in addrs.items() if a})
             self._transport.set_members({n: a for n, a in addrs.items() if a and n != self.node_id})
         if self.on_membership is not None:
-            self.on_membership(conf)
+            self.on_membership(conf, core.confs.index)
 
     @property
     def membership(self) -> Membership:

@@ -148,11 +148,19 @@ class FailoverCluster:
         self._gen[base] = self._gen.get(base, 0) + 1
         return f"{base}-{self._gen[base]}"
 
-    def start_controller(self, nid: str, wait: bool = True) -> Proc:
+    def add_controller_ports(self, nid: str) -> None:
+        """Addresses for a controller that joins later (``start_controller(nid, cluster_id=...)``)."""
+        self.ctl_ids.append(nid)
+        self.ctl_ports[nid] = free_port()
+        self.ctl_addrs[nid] = f"{HOST}:{self.ctl_ports[nid]}"
+        self.raft_addrs[nid] = f"{HOST}:{free_port()}"
+
+    def start_controller(self, nid: str, wait: bool = True, join: bool = False, cluster_id: str = "") -> Proc:
         peers = ",".join(f"{n}={a}" for n, a in self.ctl_addrs.items())
         raft = ",".join(f"{n}={a}" for n, a in self.raft_addrs.items())
+        member = (["--join"] if join else []) + (["--cluster-id", cluster_id] if cluster_id else [])
         p = self.procs.start(self._name(nid), ["controller", "--node-id", nid, "--peers", peers, "--data-dir",
-                                               str(self.tmp / f"ctl-{nid}"), "--raft-peers", raft,
+                                               str(self.tmp / f"ctl-{nid}"), "--raft-peers", raft, *member,
                                                "--config", str(self.toml), *self._metrics_args(nid),
                                                *self.server_args(f"controller/{nid}"),
                                                *(["--auth-tokens-file", str(self.tokens_file)] if self.secure and self.tokens_file.exists() else [])])

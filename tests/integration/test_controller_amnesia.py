@@ -101,9 +101,11 @@ def test_recover_member_rejoins_only_with_a_quorum_and_catches_up(procs, tmp_pat
     assert r.returncode == 2 and "RECOVER_REFUSED" in r.stderr and "quorum" in r.stderr, r.stderr[-2000:]
     cl.start("n2")
 
-    r = _cli("recover-member", *cl.node_args("n3"))
+    r = _cli("recover-member", *cl.node_args("n3"), "--json")
     assert r.returncode == 0, r.stderr[-2000:]
-    out = json.loads(r.stdout)
+    env = json.loads(r.stdout)
+    assert env["ok"] and env["command"] == "recover-member"
+    out = env["result"]
     assert out["recovered"] == "n3" and set(out["answered"]) == {"n1", "n2"} and out["term"] >= 1
     assert (cl.data_dir("n3") / "raft" / "catch_up").exists()
 

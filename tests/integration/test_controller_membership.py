@@ -121,3 +121,61 @@ def test_removing_the_leader_moves_leadership_first(procs, tmp_path):
     # the last voters cannot be removed below one, and an unknown id is refused
     bad = admin("remove-controller", "--controller", rest, "--id", "nope")
     assert not bad["ok"] and "not a member" in bad["error"]["message"]
+
+
+def test_brokers_follow_a_controller_replacement_without_losing_an_acked_message(procs, tmp_path):
+    """The acceptance run with brokers: under continuous acked produce, add n4, remove an original,
+    kill the controller leader, then kill the broker master. The brokers learn the new controller
+    list from heartbeat replies (their heartbeats, sessions and master lease follow it), a new
+    master is elected and takes writes, and every acked message is still there."""
+    from tests.integration.failover_harness import FailoverCluster, consume_routed, read_ack_log
+
+    c = FailoverCluster(procs, tmp_path)
+    c.start_all()
+    m1, e1 = c.wait_master(timeout=30)
+    c.wait_sync_state_set({1, 2, 3}, timeout=30)
+    ack_log = tmp_path / "acks.jsonl"
+    prod = c.producer("producer", ack_log, duration_s=600, interval_ms=5)
+    wait_until(lambda: len(read_ack_log(ack_log)) >= 50, 30, "acks before the change")
+
+    cid = admin("get-controller-metadata", "--controller", c.controllers)["result"]["cluster_id"]
+    c.add_controller_ports("n4")
+    c.start_controller("n4", join=True, cluster_id=cid)
+    added = admin("add-controller", "--controller", c.controllers, "--id", "n4", "--address", c.ctl_addrs["n4"],
+                  "--raft-address", c.raft_addrs["n4"], "--timeout-s", "60", timeout=90)
+    assert added["ok"] and "n4" in added["result"]["voters"], added
+
+    def brokers_know(n: int) -> bool:
+        return all((st := c.status(b))["replicas"] and st["replicas"]["lease"]["controllers"] == n
+                   for b in ("b1", "b2", "b3"))
+    wait_until(lambda: brokers_know(4), 30, "every broker heartbeats the four controllers")
+
+    md = admin("get-controller-metadata", "--controller", c.controllers)["result"]
+    leader = next(n["node_id"] for n in md["nodes"] if n.get("is_leader"))
+    gone = next(n for n in ("n1", "n2", "n3") if n != leader)
+    removed = admin("remove-controller", "--controller", c.controllers, "--id", gone)
+    assert removed["ok"] and gone not in removed["result"]["voters"], removed
+    c.ctl_proc[gone].stop()
+    wait_until(lambda: brokers_know(3), 30, "every broker dropped the removed controller")
+    acks = len(read_ack_log(ack_log))
+    wait_until(lambda: len(read_ack_log(ack_log)) >= acks + 50, 30, "acks with the new controller list")
+
+    c.ctl_proc[leader].kill9()
+    left = [n for n in c.ctl_ids if n not in (gone, leader)]
+    spec = ",".join(c.ctl_addrs[n] for n in left)
+
+    def new_leader():
+        r = admin("get-controller-metadata", "--controller", spec)
+        return r["ok"] and any(n.get("is_leader") for n in r["result"]["nodes"] if "error" not in n)
+    wait_until(new_leader, 60, "a controller leader among the voters left")
+
+    c.broker_proc[c.master_name()].kill9()
+    m2, e2 = c.wait_master(timeout=60, not_id=m1, min_epoch=e1 + 1)
+    acks = len(read_ack_log(ack_log))
+    wait_until(lambda: len(read_ack_log(ack_log)) >= acks + 50, 60, "acks on the new master")
+    code, _ = prod.stop(wait_s=30)
+    assert code == 0, prod.log_text()[-3000:]
+    acked = read_ack_log(ack_log)
+    consumed = {m["msg_id"] for m in consume_routed(c.namesrv)}
+    missing = [a["msg_id"] for a in acked if a["msg_id"] not in consumed]
+    assert not missing, f"{len(missing)} acked messages lost, e.g. {missing[:5]}"

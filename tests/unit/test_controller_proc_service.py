@@ -11,6 +11,7 @@ import asyncio
 from autoswitch.controller import config as cfgmod
 from autoswitch.controller import messages as m
 from autoswitch.controller.codes import Code
+from autoswitch.controller.membership_ops import MembershipView
 from autoswitch.controller.service import ControllerServicer
 from autoswitch.controller.service_common import MAX_ADDR, MAX_NAME
 from hypothesis import given, settings
@@ -27,6 +28,7 @@ class RecordingNode:
     def __init__(self) -> None:
         self.config = cfgmod.load(None, node_id="n1", peers="n1=127.0.0.1:9", data_dir="/nonexistent")
         self.proposed: list[object] = []
+        self.membership = MembershipView("n1", self.config.bootstrap_membership(), self.config.peers)
 
     class sm:  # noqa: N801 - the node's state-machine adapter surface used by heartbeats
         @staticmethod

@@ -27,7 +27,8 @@ def test_every_command_knows_its_name_and_every_admin_command_takes_json():
     for path, p in leaves:
         defaults = {a.dest: a.default for a in p._actions}   # noqa: SLF001
         assert p.get_default("command_path") == " ".join(path), path
-        if path[0] in ("admin", "certs", "pipeline") or path in (("produce",), ("consume",)):
+        if path[0] in ("admin", "certs", "pipeline") or path in (("produce",), ("consume",), ("recover-member",),
+                                                                  ("restore-member",)):
             assert "json" in defaults, f"{' '.join(path)} has no --json"
 
 

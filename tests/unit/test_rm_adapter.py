@@ -122,6 +122,9 @@ class FakeApi:
         yield True
         await asyncio.Event().wait()      # held until the adapter stops (cancels us)
 
+    def set_controllers(self, addresses):
+        self.addresses = list(addresses)
+
     async def close(self):
         self.closed = True
 
