@@ -44,6 +44,9 @@ class FakeApi:
         self.heartbeats: list[Heartbeat] = []
         self.watch_addrs: list = []
         self.controller_timeout_ms = 1000
+        self.hb_addrs: list[str] = []
+        # what heartbeat replies say of the controllers' membership: (voters, change index)
+        self.membership: tuple[tuple[str, ...], int] = ((), 0)
         self.closed = False
         self.session_opens: list = []
 
@@ -79,7 +82,10 @@ class FakeApi:
         assert controller_addr in self.addresses
         self._check()
         self.heartbeats.append(hb)
-        return HeartbeatAnswer(is_leader=controller_addr == self.ctrl.leader, lease_granted=True, master_epoch=0)
+        self.hb_addrs.append(controller_addr)
+        ctls, index = self.membership
+        return HeartbeatAnswer(is_leader=controller_addr == self.ctrl.leader, lease_granted=True, master_epoch=0,
+                               controllers=ctls, controllers_index=index)
 
     async def elect_master(self, cluster, group, broker_id):
         self._check()
@@ -355,3 +361,34 @@ def test_slaves_connect_to_the_ha_address_the_master_registered(tmp_path):
         assert ad.master_ha_addr(2, "10.0.0.8:10911") == ("10.0.0.8", 10912)   # another master
 
     asyncio.run(main())
+
+
+def test_a_newer_controller_list_moves_heartbeats_sessions_and_lease_without_a_fence(tmp_path):
+    """The controllers replaced c1 by c4: a heartbeat reply says so; from then on the broker
+    heartbeats (and counts lease grants from) exactly the new list, and its lease never lapsed."""
+    new = ("c2:9878", "c3:9878", "c4:9878")
+
+    async def main():
+        api, broker, a = make(tmp_path)
+        await a.start()
+        await wait_for(a.may_acknowledge, "master with lease")
+        api.membership = (new, 7)
+        await wait_for(lambda: a.config.controllers == new, "the new list adopted")
+        n = len(api.hb_addrs)
+        await wait_for(lambda: "c4:9878" in api.hb_addrs[n:], "heartbeats to the new member")
+        m = len(api.hb_addrs)
+        await wait_for(lambda: len(api.hb_addrs) > m + 6, "more rounds")
+        assert "c1:9878" not in api.hb_addrs[m:], "the removed controller gets no more heartbeats"
+        assert api.addresses == list(new)           # leader-following calls use it too
+        st = a.status()["lease"]
+        assert st["controllers"] == 3 and st["quorum"] == 2 and set(st["answered"]) <= set(new)
+        assert a.may_acknowledge() and broker.lease_fenced == []
+        # an older or malformed list changes nothing
+        api.membership = (("c9:1",), 3)
+        await wait_for(lambda: len(api.hb_addrs) > m + 12, "more rounds")
+        api.membership = (("not an address", "x" * 300), 8)
+        await wait_for(lambda: len(api.hb_addrs) > m + 18, "more rounds")
+        assert a.config.controllers == new
+        await a.stop()
+
+    asyncio.run(asyncio.wait_for(main(), 20))
