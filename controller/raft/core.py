@@ -428,13 +428,15 @@ class RaftCore:
     # ------------------------------------------------------------------ step
     def step(self, m: Message) -> None:
         """Feed one message from a peer. Malformed/stale input is dropped with a log line."""
-        if m.to != self.id or (m.frm not in self.voters and m.frm not in self.learners
-                                and not self.membership.empty):
-            if m.type in (MsgType.VOTE, MsgType.PRE_VOTE) and m.to == self.id:
-                self._reply_vote(m, VoteResult.REJECT_UNKNOWN_LEADER)
-            else:
-                self.log_.warning("raft_drop_message", reason="unknown_peer", frm=m.frm, to=m.to, type=m.type.name)
+        # Who may talk is the transport's check (it authenticates); the core answers any sender, as
+        # Raft requires (thesis §4.1): a node that missed a membership change must still follow a
+        # leader added meanwhile, and vote for a candidate it has never heard of (the simulator
+        # deadlocked when a lagging voter refused the only candidate that could win, seed 160).
+        # A removed node cannot disrupt: its pre-vote meets the leader lease of the others.
+        if m.to != self.id:
+            self.log_.warning("raft_drop_message", reason="not_for_us", frm=m.frm, to=m.to, type=m.type.name)
             return
+
         bad = out_of_bounds(m)
         if bad is not None:
             # Adopting such a term would poison the hard state for good (the next term cannot
@@ -559,9 +561,10 @@ class RaftCore:
         if m.frm == self.id:
             self._reply_vote(m, VoteResult.REJECT_UNEXPECTED_LEADER)
             return
-        if self.catching_up or self.id not in self.voters:
-            # our (lost) log may have been part of a committed majority, or we are no voter
-            # (a learner, a removed node, one still joining): no say in elections
+        if self.catching_up:
+            # our (lost) log may have been part of a committed majority: no say in elections.
+            # (A learner does vote when asked: it may have been promoted without knowing yet, and
+            # the candidate counts only the voters of its own configuration; etcd does the same.)
             self._reply_vote(m, VoteResult.REJECT_SMALL_LEDGER_END_INDEX)
             return
         if m.type == MsgType.PRE_VOTE:
@@ -706,9 +709,9 @@ class RaftCore:
 
     # ------------------------------------------------------------------ leader side
     def _handle_append_resp(self, m: Message) -> None:
-        if self.role != Role.LEADER:
+        pr = self.prs.get(m.frm)
+        if self.role != Role.LEADER or pr is None:      # pr None: not (or no longer) a member
             return
-        pr = self.prs[m.frm]
         pr.last_ack_ms = self.now
         if m.reject:
             rejected = m.index
@@ -745,9 +748,9 @@ class RaftCore:
                 pass
 
     def _handle_heartbeat_resp(self, m: Message) -> None:
-        if self.role != Role.LEADER:
+        pr = self.prs.get(m.frm)
+        if self.role != Role.LEADER or pr is None:
             return
-        pr = self.prs[m.frm]
         pr.last_ack_ms = self.now
         pr.hb_acked = max(pr.hb_acked, m.seq)
         pr.paused = False
@@ -765,9 +768,9 @@ class RaftCore:
         self._release_reads()
 
     def _handle_snapshot_resp(self, m: Message) -> None:
-        if self.role != Role.LEADER:
+        pr = self.prs.get(m.frm)
+        if self.role != Role.LEADER or pr is None:
             return
-        pr = self.prs[m.frm]
         pr.last_ack_ms = self.now
         if pr.state != ProgressState.SNAPSHOT or m.snap_index != pr.snap_index:
             return

@@ -119,12 +119,26 @@ class RaftServicer(raft_pb2_grpc.RaftServicer):
         self.deliver = deliver
         self.self_id = self_id
         self.members = {m: member_id(cluster, m) for m in members if m != self_id}
+        self.removed: set[str] = set()      # members of an earlier configuration, not of the current one
         self.log = get_logger("raft.transport", node=self_id)
         self._refusals = RateLimitedLog(self.log)
         self.refused: dict[str, int] = {}
 
     def set_members(self, members: Iterable[str]) -> None:
-        self.members = {m: member_id(self.cluster, m) for m in members if m != self.self_id}
+        new = {m: member_id(self.cluster, m) for m in members if m != self.self_id}
+        self.removed = (self.removed | set(self.members)) - set(new)
+        self.members = new
+
+    def _admits(self, sender: str, sender_member: str) -> bool:
+        """A member of our configuration, or (etcd's rule) a controller we have not heard of yet,
+        once its certificate proves the name: a node that missed a membership change must still
+        follow a leader added meanwhile. A removed member is refused; without certificates only
+        the configured members are admitted (names are claimed, not proven)."""
+        if sender_member != member_id(self.cluster, sender) or sender == self.self_id:
+            return False
+        if sender in self.members:
+            return True
+        return self.tls_identities and sender not in self.removed
 
     def _refuse(self, peer: str, reason: str, **fields) -> None:
         self.refused[reason] = self.refused.get(reason, 0) + 1
@@ -139,7 +153,7 @@ class RaftServicer(raft_pb2_grpc.RaftServicer):
                 self._refuse(peer, "wrong_cluster", version=batch.version, cluster=batch.cluster[:64])
                 await context.abort(grpc.StatusCode.FAILED_PRECONDITION, "wrong raft wire version or cluster")
             sender = batch.sender
-            if self.members and (sender not in self.members or batch.sender_member != self.members[sender]):
+            if self.members and not self._admits(sender, batch.sender_member):
                 self._refuse(peer, "not_a_member", sender=sender[:64], member=batch.sender_member[:64])
                 await context.abort(grpc.StatusCode.PERMISSION_DENIED, "not a member of this raft cluster")
             if self.tls_identities:

@@ -25,6 +25,7 @@ from autoswitch.controller.messages import (
 )
 from autoswitch.controller.raft.config import RaftConfig
 from autoswitch.controller.raft.core import RaftCore
+from autoswitch.controller.raft.membership import Member, Membership, pack_snapshot, unpack_snapshot
 from autoswitch.controller.raft.messages import Entry, EntryKind, MsgType, Role, Snapshot
 from autoswitch.controller.raft.storage import MemoryStorage
 from autoswitch.controller.sm_config import SMConfig
@@ -75,10 +76,15 @@ class Node:
 
 class ControllerSim:
     def __init__(self, seed: int, n: int = 3, bugs: frozenset[str] = frozenset(), duration_ms: int = 2500,
-                 mix: FaultMix | None = None, liveness_ms: int = 3000) -> None:
+                 mix: FaultMix | None = None, liveness_ms: int = 3000, spares: int = 0) -> None:
+        """``spares``: nodes that start outside the cluster; the workload then also changes the
+        membership (adds them as learners, promotes caught-up learners, removes voters) whenever
+        the leader may (one change at a time), under the same faults."""
         self.seed = seed
         self.rng = random.Random(f"ctl/{seed}")
-        self.ids = [f"c{i}" for i in range(n)]
+        self.ids = [f"c{i}" for i in range(n + spares)]
+        self.initial = self.ids[:n]
+        self.next_conf_change = 0
         self.bugs = bugs
         self.duration = duration_ms
         self.liveness_ms = liveness_ms
@@ -104,16 +110,19 @@ class ControllerSim:
         self.check_every_ms = 250
         self.storm = True
         self._crash_soon: set[str] = set()
+        self.committed_confs: dict[int, Membership] = {}    # log index -> committed configuration
 
     # ------------------------------------------------------------------ nodes
     def _boot(self, nid: str, storage: TornStorage, clock: Clock) -> Node:
         rec = storage.load()
-        peers = [p for p in self.ids if p != nid]
+        peers = [p for p in self.initial if p != nid]
+        joining = nid not in self.initial
         core = RaftCore(nid, peers, self.cfg, random.Random(f"core/{self.seed}/{nid}/{self.now}"),
-                        clock.local(self.now), rec.hard_state, rec.snapshot, rec.entries)
+                        clock.local(self.now), rec.hard_state, rec.snapshot, rec.entries,
+                        membership=Membership() if joining else Membership.of_ids(self.initial))
         sm = ControllerStateMachine(self.sm_cfg)
         if rec.snapshot is not None:
-            sm.restore(rec.snapshot.data)
+            sm.restore(unpack_snapshot(rec.snapshot.data)[1])
             sm.last_applied_index = rec.snapshot.index
         return Node(nid, core, storage, sm, clock)
 
@@ -141,7 +150,7 @@ class ControllerSim:
                 self.net.send(self.now, nid, m.to, m)
             if rd.snapshot is not None:
                 n.storage.install_snapshot(rd.snapshot)
-                n.sm.restore(rd.snapshot.data)
+                n.sm.restore(unpack_snapshot(rd.snapshot.data)[1])
                 n.sm.last_applied_index = rd.snapshot.index
             if rd.hard_state is not None or rd.entries:
                 n.storage.save(rd.hard_state, rd.entries)
@@ -177,7 +186,19 @@ class ControllerSim:
                             f"{n.nid} applied index {e.index} term {e.term}, another node applied term {prev[0]}",
                             self.now)
         n.sm.apply(e.index, e.data if e.kind == EntryKind.NORMAL else b"")
+        if e.kind == EntryKind.CONFIG:
+            self._check_conf(n, e)
         self._check_controller(n)
+
+    def _check_conf(self, n: Node, e: Entry) -> None:
+        """Committed configurations form one chain, each one voter away from the one before."""
+        new = Membership.decode(e.data)
+        self.committed_confs[e.index] = new
+        before = [i for i in self.committed_confs if i < e.index]
+        prev = self.committed_confs[max(before)] if before else Membership.of_ids(self.initial)
+        if prev.voter_change(new) > 1:
+            raise Violation("raft.one_voter_per_change",
+                            f"{n.nid} applied {sorted(new.voters)} at {e.index} after {sorted(prev.voters)}", self.now)
 
     # ------------------------------------------------------------------ invariants
     def _check_leader(self, n: Node) -> None:
@@ -278,7 +299,34 @@ class ControllerSim:
                                           r.random() < 0.3, tuple(a.broker_id for a in alive), ts)
         return UpdateControllerConfigRequest({"enable_elect_unclean_master": r.choice(("true", "false"))}, ts)
 
+    def _membership_change(self) -> None:
+        if len(self.ids) == len(self.initial) or self.now < self.next_conf_change:
+            return
+        self.next_conf_change = self.now + self.rng.randint(50, 300)
+        n = self._leader()
+        if n is None or n.core.conf_change_blocked() is not None:
+            return
+        conf, r = n.core.membership, self.rng
+        try:
+            ready = n.core.promotable()
+            outside = [p for p in self.ids if conf.member(p) is None]
+            x = r.random()
+            if ready and x < 0.5:
+                new = conf.promoted(r.choice(ready))
+            elif outside and x < 0.8:
+                new = conf.with_learner(r.choice(outside), Member())
+            elif len(conf.voters) > 2:
+                new = conf.without(r.choice(conf.voter_ids))
+            else:
+                return
+            n.core.propose_conf(new)
+            self.stats.proposals += 1
+        except Exception:     # NotLeader / ProposalDropped: the operator retries later
+            return
+        self.process(n.nid)
+
     def _workload(self) -> None:
+        self._membership_change()
         if self.now < self.next_workload:
             return
         self.next_workload = self.now + self.rng.randint(20, 120)
@@ -330,7 +378,7 @@ class ControllerSim:
         idx = c.applied
         if idx <= c.log.offset or n.sm.last_applied_index != idx:
             return
-        snap = Snapshot(idx, c.log.term(idx) or c.log.offset_term, n.sm.snapshot())
+        snap = Snapshot(idx, c.log.term(idx) or c.log.offset_term, pack_snapshot(c.confs.at(idx), n.sm.snapshot()))
         n.storage.save_snapshot(snap)
         n.storage.sync()
         c.compact(snap)
@@ -389,7 +437,9 @@ class ControllerSim:
                 except Exception:
                     target = None
                 self.process(ld.nid)
-            if target is not None and all(n.sm.last_applied_index >= target for n in self.nodes.values()):
+            members = ld.core.membership.all() if ld is not None else {}
+            if target is not None and all(n.sm.last_applied_index >= target for nid, n in self.nodes.items()
+                                          if nid in members or not members):
                 break
         else:
             raise Violation("liveness.controller",
