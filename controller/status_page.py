@@ -59,8 +59,8 @@ class StatusPage:
         md = node.metadata()
         out = {"node": node.node_id, "version": md["applied"], "leader": md["leader_id"], "term": md["term"],
                "commit": md["commit"], "applied": md["applied"], "ts_ms": int(time.time() * 1000),
-               "members": [{"id": n, "address": a, "reachable": ok, "leader": n == md["leader_id"]}
-                           for n, a, ok in md["peers"]],
+               "members": [{"id": n, "address": a, "reachable": ok, "leader": n == md["leader_id"], "role": role}
+                           for n, a, ok, role in md["peers"]],
                "groups": [], "events": list(self.recent)[::-1]}
         if node.sm is None:
             return out
@@ -89,7 +89,7 @@ th{background:#f3f3f3}.dead{color:#b00}.ok{color:#070}.muted{color:#777}
 <body data-rendered="no">
 <h1>autoswitch controller <span id="node"></span></h1>
 <p id="raft" class="muted"></p>
-<h2>Controllers</h2><table id="members"><thead><tr><th>id</th><th>address</th><th>reachable</th><th>leader</th></tr></thead><tbody></tbody></table>
+<h2>Controllers</h2><table id="members"><thead><tr><th>id</th><th>address</th><th>role</th><th>reachable</th><th>leader</th></tr></thead><tbody></tbody></table>
 <h2>Broker groups</h2><table id="groups"><thead><tr><th>group</th><th>master</th><th>MasterEpoch</th><th>SyncStateSet</th><th>preferred</th><th>replicas (offset, lag)</th></tr></thead><tbody></tbody></table>
 <h2>Recent elections and admin actions</h2><table id="events"><thead><tr><th>time</th><th>group</th><th>event</th><th>master</th><th>MasterEpoch</th><th>reason</th></tr></thead><tbody></tbody></table>
 <script>
@@ -103,7 +103,7 @@ function rows(id, items, fill) { const tb = document.querySelector("#" + id + " 
 function render(s) {
   document.getElementById("node").textContent = "(node " + s.node + ")";
   document.getElementById("raft").textContent = "leader " + (s.leader || "none") + ", term " + s.term + ", commit " + s.commit + ", applied " + s.applied + ", at " + new Date(s.ts_ms).toISOString();
-  rows("members", s.members, (tr, m) => { cell(tr, m.id); cell(tr, m.address); cell(tr, m.reachable ? "yes" : "no", m.reachable ? "ok" : "dead"); cell(tr, m.leader ? "leader" : ""); });
+  rows("members", s.members, (tr, m) => { cell(tr, m.id); cell(tr, m.address); cell(tr, m.role); cell(tr, m.reachable ? "yes" : "no", m.reachable ? "ok" : "dead"); cell(tr, m.leader ? "leader" : ""); });
   rows("groups", s.groups, (tr, g) => { cell(tr, g.group); cell(tr, g.master ?? "none", g.master ? "" : "dead"); cell(tr, g.epoch);
     cell(tr, g.sync_state_set.join(", ")); cell(tr, g.preferred || "");
     cell(tr, g.replicas.map(r => r.id + (r.alive ? "" : " (dead)") + (r.in_sync ? " in-sync" : "") + " " + r.max_offset + ", lag " + r.lag).join("; "));
