@@ -64,6 +64,12 @@ class ControllerMetrics:
         yield "autoswitch_controller_raft_last_index", "Raft last log index", {}, md["last_index"]
         yield "autoswitch_controller_is_leader", "1 on the Raft leader", {}, 1 if md["is_leader"] else 0
         yield "autoswitch_controller_groups", "Broker groups in the state machine", {}, md["groups"]
+        roles = [role for _n, _a, _r, role in md["peers"]]
+        yield "autoswitch_controller_members", "Controller members in force here, by role", {"role": "voter"}, \
+            roles.count("voter")
+        yield "autoswitch_controller_members", "Controller members in force here, by role", {"role": "learner"}, \
+            roles.count("learner")
+        yield "autoswitch_controller_is_voter", "1 while this node is a voter", {}, 1 if node.membership.is_voter else 0
         yield ("autoswitch_controller_broker_sessions_open", "BrokerSession streams held on this node", {},
                node.open_sessions)
         if node.sm is None:

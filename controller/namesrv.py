@@ -239,6 +239,7 @@ class PolledAuthority:
         self.interval_s = interval_s
         self.tls = tls or TLSConfig.off()
         self._masters: dict[str, tuple[int | None, int]] | None = None
+        self._conf_index = 0        # the controllers' membership change our address list is from
 
     def __call__(self, group: str) -> tuple[int | None, int] | None:
         if self._masters is None:
@@ -248,6 +249,22 @@ class PolledAuthority:
     def update(self, groups) -> None:
         self._masters = {g.replica_info.broker_name: (int(g.replica_info.master_broker_id) or None,
                                                       int(g.replica_info.master_epoch)) for g in groups}
+
+    async def _follow_membership(self, c) -> None:
+        """After a controller membership change, ask the controllers that are voters now (the
+        leader's view, like a broker learns it from heartbeat replies)."""
+        from autoswitch.proto import controller_pb2 as pb
+
+        if c.leader is None:
+            return
+        md = await c.call_node(c.leader, "GetMetaData", pb.GetMetaDataRequest())
+        voters = [p.address for p in md.peers if p.role == "voter" and p.address]
+        if not md.is_leader or md.config_index <= self._conf_index or not voters:
+            return
+        self._conf_index = md.config_index
+        if sorted(voters) != sorted(c.addresses):
+            _log.info("controllers_adopted", index=md.config_index, controllers=voters)
+            c.set_addresses(voters)
 
     async def run(self, controllers: list[str]) -> None:
         import asyncio
@@ -261,6 +278,7 @@ class PolledAuthority:
             while True:
                 try:
                     self.update(await c.get_sync_state_data([]))
+                    await self._follow_membership(c)
                     if failing:
                         _log.info("controller_view_restored", groups=len(self._masters or {}))
                     failing = False

@@ -5,6 +5,7 @@ the leader, and the cluster keeps electing masters; the admin CLI shows voters a
 from __future__ import annotations
 
 import asyncio
+import json
 
 import pytest
 from autoswitch.controller.client import ControllerClient
@@ -157,6 +158,13 @@ def test_brokers_follow_a_controller_replacement_without_losing_an_acked_message
     assert removed["ok"] and gone not in removed["result"]["voters"], removed
     c.ctl_proc[gone].stop()
     wait_until(lambda: brokers_know(3), 30, "every broker dropped the removed controller")
+    namesrv = next(p for p in procs.procs if p.name == "namesrv")
+
+    def namesrv_list() -> list[str]:
+        adopted = [json.loads(x) for x in namesrv.log_text().splitlines() if '"controllers_adopted"' in x]
+        return adopted[-1]["controllers"] if adopted else []
+    wait_until(lambda: sorted(namesrv_list()) == sorted(c.ctl_addrs[n] for n in c.ctl_ids if n != gone),
+               30, "the name server polls the voters now")
     acks = len(read_ack_log(ack_log))
     wait_until(lambda: len(read_ack_log(ack_log)) >= acks + 50, 30, "acks with the new controller list")
 

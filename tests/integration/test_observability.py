@@ -106,6 +106,9 @@ def test_metrics_health_and_readiness_across_a_failover(procs, tmp_path):
     assert sum(total(m, "autoswitch_controller_is_leader") for m in before.values()) == 1
     for m in before.values():
         assert total(m, "autoswitch_controller_groups") == 1
+        assert total(m, "autoswitch_controller_members", role="voter") == 3
+        assert total(m, "autoswitch_controller_members", role="learner") == 0
+        assert total(m, "autoswitch_controller_is_voter") == 1
         assert total(m, "autoswitch_controller_heartbeats_total") > 0
         assert total(m, "autoswitch_controller_raft_applied_index") > 0
 
