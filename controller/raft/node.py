@@ -366,6 +366,15 @@ class RaftNode:
         lid = self.leader_id
         return NotLeader(lid, self.addrs.get(lid) if lid else None)
 
+    def _leader_core(self) -> RaftCore:
+        """The core, if this node may propose now; else RaftStopped / NotLeader."""
+        if self._stopped:
+            raise RaftStopped("raft node is stopped")
+        core = self.core
+        if core is None or core.role != Role.LEADER:
+            raise self._not_leader()
+        return core
+
     async def propose(self, data: bytes, timeout_s: float) -> Any:
         """Propose one entry; returns ``apply()``'s result once it is applied here, or raises
         NotLeader / QuorumUnavailable / ProposalTimeout / RaftStopped (or what apply raised)."""
@@ -379,11 +388,7 @@ class RaftNode:
         all. Returns one outcome per entry: ``apply()``'s result, or the exception that entry got
         (an entry refused at propose time, e.g. by the uncommitted-bytes limit, does not stop
         the others). Raises only when nothing could be proposed (not leader, stopped)."""
-        core = self.core
-        if self._stopped:
-            raise RaftStopped("raft node is stopped")
-        if core is None or core.role != Role.LEADER:
-            raise self._not_leader()
+        core = self._leader_core()
         loop = asyncio.get_running_loop()
         prop = Proposal(loop.create_future(), len(datas))
         term = core.term
@@ -434,11 +439,7 @@ class RaftNode:
         """Replicate a configuration change (one voter added or removed at most) and wait until it
         is applied here; raises like ``propose`` (BadMembership and ProposalDropped("change_in_progress",
         "no_commit_in_term") when the core refuses it now)."""
-        core = self.core
-        if self._stopped:
-            raise RaftStopped("raft node is stopped")
-        if core is None or core.role != Role.LEADER:
-            raise self._not_leader()
+        core = self._leader_core()
         loop = asyncio.get_running_loop()
         prop = Proposal(loop.create_future(), 1)
         idx = core.propose_conf(conf)
