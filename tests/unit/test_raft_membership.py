@@ -191,3 +191,63 @@ def test_malformed_configurations_are_refused_with_a_reason():
     c.step(Message(MsgType.APPEND, ld, f, c.term, index=last, log_term=c.log.last_term(),
                    entries=(Entry(last + 1, c.term, b"garbage", EntryKind.CONFIG),), commit=c.commit))
     assert c.log.last_index() == last and c.voters == ("n1", "n2", "n3")
+
+
+def _ongaro(bug: bool) -> tuple[SimNet, dict[str, str], int, int]:
+    """Ongaro's single-server counterexample (raft-dev, 2015), directed: an uncommitted change on
+    an isolated leader L1 (add a fifth voter), a new leader L2 that changes the membership again
+    before anything of its own term committed (remove L1), committed by the new configuration's
+    majority, then L1 back with the old change and the two nodes that never saw L2's entries."""
+    net = SimNet(["n1", "n2", "n3", "n4"], seed=11)
+    l1 = net.wait_leader()
+    _write(net, l1, "a")
+    net.add_node("n5")
+    net.isolate(l1)
+    c1 = net.nodes[l1].core
+    idx = c1.propose_conf(Membership({**c1.membership.voters, "n5": M}, {}))   # on l1 only
+    net.process(l1)
+    others = [p for p in ("n1", "n2", "n3", "n4") if p != l1]
+    net.isolate("n5")
+    assert net.run_until(lambda: any(net.nodes[p].core.role == Role.LEADER for p in others), 10_000)
+    l2 = next(p for p in others if net.nodes[p].core.role == Role.LEADER)
+    b, c = [p for p in others if p != l2]
+    net.cut(l2, c)                       # c voted for l2 but hears nothing from it
+    core2 = net.nodes[l2].core
+    if bug:
+        core2.conf_change_blocked = lambda: None if core2.role == Role.LEADER else "not_leader"
+    assert core2.log.term(core2.commit) != core2.term
+    try:
+        j = core2.propose_conf(core2.membership.without(l1))
+    except ProposalDropped:
+        j = 0
+    net.process(l2)
+    if j:
+        assert net.run_until(lambda: core2.commit >= j, 5_000), "l2 and b commit the removal"
+    # l2 and b go away; l1, c and the new node meet
+    net.isolate(l2)
+    net.isolate(b)
+    for x, y in ((l1, c), (l1, "n5"), (c, "n5")):
+        net.blocked -= {(x, y), (y, x)}
+    return net, {"l1": l1, "l2": l2, "b": b, "c": c}, idx, j
+
+
+def test_the_commit_in_term_rule_prevents_ongaros_split():
+    """With the rule (a leader changes the membership only after an entry of its own term
+    committed) l2 cannot propose the removal; without it (the planted bug) two different entries
+    end up committed at the same index: the check bites."""
+    net, who, idx, j = _ongaro(bug=True)
+    assert j == idx + 1, "l2's no-op sits where l1's uncommitted addition is, its removal after it"
+    l1 = net.nodes[who["l1"]].core
+    l2 = net.nodes[who["l2"]].core
+    assert net.run_until(lambda: l1.role == Role.LEADER and l1.commit > idx, 20_000), "l1 wins with c and n5"
+    assert l1.log.entry(idx) != l2.log.entry(idx) and l2.commit >= idx and l1.commit >= idx, \
+        "the planted bug must produce a split"
+
+    net, who, idx, j = _ongaro(bug=False)
+    assert j == 0, "refused: no_commit_in_term"
+    net.run(5_000)
+    committed = {}
+    for nid, n in net.nodes.items():
+        for i in range(n.core.log.offset + 1, n.core.commit + 1):
+            e = n.core.log.entry(i)
+            assert committed.setdefault(i, e) == e, f"index {i} committed differently on {nid}"
