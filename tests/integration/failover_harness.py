@@ -40,7 +40,7 @@ read_timeout_s = 1.5
 # restarts): "off" plaintext; "accept-dial-plain" accepts both, dials plaintext; "accept" accepts
 # both, dials TLS; "on" TLS only, with authorization.
 TLS_MODES = ("off", "accept-dial-plain", "accept", "on")
-SECURE_IDENTITIES = ["controller/n1", "controller/n2", "controller/n3", "namesrv/1", "broker/g1/1", "broker/g1/2",
+SECURE_IDENTITIES = ["controller/n1", "controller/n2", "controller/n3", "controller/n4", "namesrv/1", "broker/g1/1", "broker/g1/2",
                      "broker/g1/3", "broker/g1/4", "broker/g2/2", "admin", "producer/app", "reader/ops",
                      "client/cli"]     # a certificate without a role: its bearer token says who calls
 

@@ -12,6 +12,7 @@ from autoswitch.controller.client import ControllerClient
 
 from autoswitch.proto import controller_pb2 as pb
 from tests.integration.controller_harness import Cluster, Heartbeater, admin, wait_leader
+from tests.integration.controller_harness import admin as admin_cli
 from tests.integration.failover_harness import wait_until
 from tests.waiting import until
 
@@ -124,14 +125,20 @@ def test_removing_the_leader_moves_leadership_first(procs, tmp_path):
     assert not bad["ok"] and "not a member" in bad["error"]["message"]
 
 
-def test_brokers_follow_a_controller_replacement_without_losing_an_acked_message(procs, tmp_path):
+@pytest.mark.parametrize("secure", [False, True], ids=["plaintext", "tls-auth"])
+def test_brokers_follow_a_controller_replacement_without_losing_an_acked_message(procs, tmp_path, secure):
     """The acceptance run with brokers: under continuous acked produce, add n4, remove an original,
     kill the controller leader, then kill the broker master. The brokers learn the new controller
     list from heartbeat replies (their heartbeats, sessions and master lease follow it), a new
-    master is elected and takes writes, and every acked message is still there."""
+    master is elected and takes writes, and every acked message is still there. ``secure``: every
+    process on mutual TLS with authorization; n4 proves its name with its certificate."""
     from tests.integration.failover_harness import FailoverCluster, consume_routed, read_ack_log
 
-    c = FailoverCluster(procs, tmp_path)
+    c = FailoverCluster(procs, tmp_path, secure=secure)
+    tls = c.tls_args("admin")
+
+    def admin(*args: str, timeout: float = 30) -> dict:
+        return admin_cli(*args, *tls, timeout=timeout)
     c.start_all()
     m1, e1 = c.wait_master(timeout=30)
     c.wait_sync_state_set({1, 2, 3}, timeout=30)
@@ -184,6 +191,6 @@ def test_brokers_follow_a_controller_replacement_without_losing_an_acked_message
     code, _ = prod.stop(wait_s=30)
     assert code == 0, prod.log_text()[-3000:]
     acked = read_ack_log(ack_log)
-    consumed = {m["msg_id"] for m in consume_routed(c.namesrv)}
+    consumed = {m["msg_id"] for m in consume_routed(c.namesrv, tls_args=c.tls_args("reader/ops"))}
     missing = [a["msg_id"] for a in acked if a["msg_id"] not in consumed]
     assert not missing, f"{len(missing)} acked messages lost, e.g. {missing[:5]}"
