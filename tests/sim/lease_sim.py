@@ -25,6 +25,7 @@ import random
 
 from autoswitch.broker.lease import LeaseConfig, MasterLease
 from autoswitch.controller.liveness import NEVER_REPORTED, BrokerReport, HeartbeatTable, LivenessView
+from autoswitch.controller.membership_ops import lease_quorum_ok
 
 H, L, RHO, SAFETY = 10_000, 6_000, 0.01, 2_000
 HOLD = 3 * H
@@ -32,6 +33,7 @@ HB_INTERVAL = 1_000
 SCAN = 250          # far below the 5 s default: tight scans are the hardest case for the argument
 END = 90_000
 NODES = ("n0", "n1", "n2")
+SPARE = "n3"                     # joins in scenarios with a membership change
 G, M = "g", 1
 MARKER_AHEAD_MS = 1_000          # controller/node.py writes the last-DEAD-report time 1 s ahead
 MAX_RESTART_DOWN_MS = 2_000
@@ -59,10 +61,21 @@ def down(windows, t: float) -> bool:
 def simulate(sc, table_factory=HeartbeatTable) -> tuple[float | None, float | None]:
     """Returns (real commit time of the election or None, last real time the lease was valid).
 
-    Optional keys (absent in older scenarios): ``leader`` (the scanning node, default n0) and
-    ``restarts`` (node -> [(real time, down ms)]). ``table_factory`` builds the tables (the
-    planted-bug tests pass a broken one)."""
-    clocks = {n: Clock(sc["offsets"].get(n, 0), sc["rates"][n]) for n in (*NODES, "broker")}
+    Optional keys (absent in older scenarios): ``leader`` (the scanning node, default n0),
+    ``restarts`` (node -> [(real time, down ms)]) and ``membership``: ``{"steps": [(real time,
+    voters)], "learn": {node: [delay per step]}}``, single-server changes the leader makes (it
+    knows each at once; every other node learns it that much later); nodes grant only as voters
+    of their own view and under the lease-quorum rule (controller/membership_ops.py), the broker
+    adopts the list of a reply with a newer view (MasterLease.replace_controllers), and the
+    leader's scan asks, and counts, the voters of its own view. ``table_factory`` builds the tables
+    (the planted-bug tests pass a broken one)."""
+    conf = sc.get("membership")
+    nodes = (*NODES, SPARE) if conf else NODES
+    clocks = {n: Clock(sc["offsets"].get(n, 0), sc["rates"][n]) for n in (*nodes, "broker")}
+    steps = [(0.0, NODES), *[(float(t), tuple(v)) for t, v in conf["steps"]]] if conf else [(0.0, NODES)]
+    view = dict.fromkeys(nodes, 0)            # node -> the newest step it knows
+    broker_view = 0
+    quorum_of_round: dict[int, int] = {}
     leader = sc.get("leader", "n0")
     restarts = sc.get("restarts") or {}
     last_report: dict[str, float] = {}      # node -> real time of its last DEAD report
@@ -81,9 +94,9 @@ def simulate(sc, table_factory=HeartbeatTable) -> tuple[float | None, float | No
                              prior_dead_report_age_ms=age, on_hold=on_hold)
 
     now_real = [0.0]
-    tables = {n: new_table(n, 0, True) for n in NODES}
-    down_until = dict.fromkeys(NODES, -1.0)   # a restarting node is down until then
-    applied = dict.fromkeys(NODES, 1)         # MasterEpoch each node has applied (durable: Raft)
+    tables = {n: new_table(n, 0, True) for n in nodes}
+    down_until = dict.fromkeys(nodes, -1.0)   # a restarting node is down until then
+    applied = dict.fromkeys(nodes, 1)         # MasterEpoch each node has applied (durable: Raft)
     lease = MasterLease(NODES, LeaseConfig(master_lease_ms=L, heartbeat_timeout_ms=H,
                                            max_clock_rate_drift=RHO, safety_ms=SAFETY).validate())
     events: list[tuple[float, int, str, tuple]] = []
@@ -101,6 +114,9 @@ def simulate(sc, table_factory=HeartbeatTable) -> tuple[float | None, float | No
     for n, rs in restarts.items():
         for t, d in rs:
             at(t, "crash", n, d)
+    for i, (t, _v) in enumerate(steps[1:], 1):
+        for n in nodes:
+            at(t + (0 if n == leader else conf["learn"][n][i - 1]), "learn", n, i)
     commit_at: float | None = None
     last_valid: float | None = None
     k = 0
@@ -112,9 +128,10 @@ def simulate(sc, table_factory=HeartbeatTable) -> tuple[float | None, float | No
         now_real[0] = t
         if kind == "beat":
             rnd = lease.on_round_sent(clocks["broker"].local(t) / 1000.0)
-            for n in NODES:
+            quorum_of_round[rnd] = lease.quorum
+            for n in lease.controllers:
                 k += 1
-                if not down(down_to[n], t):
+                if not down(down_to.get(n, ()), t):
                     at(t + delay + jitter[k % 8], "recv", n, rnd)
             at(clocks["broker"].real(clocks["broker"].local(t) + HB_INTERVAL), "beat")
         elif kind == "recv":
@@ -123,23 +140,35 @@ def simulate(sc, table_factory=HeartbeatTable) -> tuple[float | None, float | No
                 continue
             now = clocks[n].local(t)
             tables[n].record(G, BrokerReport(M, epoch=1, max_offset=100), now)
-            if tables[n].grants_lease(G, M, 1, applied[n], now) and not down(down_from[n], t):
+            mine = steps[view[n]][1]
+            voter = n in mine and lease_quorum_ok(quorum_of_round.get(rnd, 0), len(mine))
+            if voter and tables[n].grants_lease(G, M, 1, applied[n], now) and not down(down_from.get(n, ()), t):
                 k += 1
-                at(t + delay + jitter[k % 8], "reply", n, rnd)
+                at(t + delay + jitter[k % 8], "reply", n, rnd, view[n])
         elif kind == "reply":
-            n, rnd = args
+            n, rnd, seen = args
             lease.on_reply(n, rnd, clocks["broker"].local(t) / 1000.0)
+            if seen > broker_view:        # the reply names a newer membership: adopt its voters
+                broker_view = seen
+                lease.replace_controllers(steps[seen][1])
+        elif kind == "learn":
+            n, i = args
+            if t < down_until[n]:
+                at(down_until[n], "learn", n, i)
+            elif i > view[n]:
+                view[n] = i
         elif kind == "scan":
             if commit_at is not None:
                 continue
             now0 = clocks[leader].local(t)
+            voters = steps[view[leader]][1]
             if t >= down_until[leader] and not tables[leader].alive(G, M, now0):
                 ops = {n: {(G, M): tables[n].report_opinion(G, M, clocks[n].local(t))}
-                       for n in NODES if t >= down_until[n]}
-                if LivenessView.from_opinions(len(NODES), ops).is_dead(G, M):
+                       for n in voters if t >= down_until[n]}
+                if LivenessView.from_opinions(len(voters), ops).is_dead(G, M):
                     commit_at = t + sc["commit_delay"]
-                    for n in NODES:
-                        at(commit_at + sc["apply_delay"] * (NODES.index(n) % 2), "apply", n)
+                    for n in nodes:
+                        at(commit_at + sc["apply_delay"] * (nodes.index(n) % 2), "apply", n)
             at(clocks[leader].real(now0 + SCAN), "scan")
         elif kind == "apply":
             (n,) = args
@@ -224,14 +253,39 @@ def random_scenario(rng: random.Random) -> dict:
     }
 
 
+def membership_scenario(rng: random.Random) -> dict:
+    """``random_scenario`` plus two single-server changes while the broker runs: add the spare
+    node, then remove an original voter other than the leader. Each node learns each step after
+    its own delay (up to 30 s: stale views on purpose); the removal starts only once a majority
+    of the enlarged voters know the addition (it committed), as the leader's rule requires."""
+    sc = random_scenario(rng)
+    nodes = (*NODES, SPARE)
+    sc["rates"][SPARE] = rng.uniform(1 - RHO, 1 + RHO)
+    sc["offsets"][SPARE] = rng.randint(0, 10**9)
+    sc["down_to"][SPARE] = _outages(rng)
+    sc["down_from"][SPARE] = [_window(rng) for _ in range(rng.choice((0, 0, 1, 2)))]
+    leader = sc["leader"]
+    v1 = (*NODES, SPARE)
+    t1 = rng.randint(0, END // 2)
+    learn = {n: [0 if n == leader else rng.choice((rng.randint(0, 500), rng.randint(0, 30_000))),
+                 0 if n == leader else rng.choice((rng.randint(0, 500), rng.randint(0, 30_000)))] for n in nodes}
+    committed = sorted(t1 + learn[n][0] for n in v1)[len(v1) // 2]      # the majority-th learner
+    t2 = committed + rng.randint(0, 10_000)
+    gone = rng.choice([n for n in NODES if n != leader])
+    sc["membership"] = {"steps": [(t1, v1), (t2, tuple(n for n in v1 if n != gone))], "learn": learn}
+    return sc
+
+
 def run_scenarios(start: int, count: int, table_factory=HeartbeatTable,
-                  progress=None) -> tuple[int, list[tuple[int, dict, str]]]:
+                  progress=None, membership: bool = False) -> tuple[int, list[tuple[int, dict, str]]]:
     """Scenarios ``start`` .. ``start + count - 1`` (scenario i comes from its own seeded RNG, so
-    any one can be re-run alone). Returns (elections seen, violations as (i, scenario, what))."""
+    any one can be re-run alone). Returns (elections seen, violations as (i, scenario, what)).
+    ``membership``: scenarios with a controller membership change (``membership_scenario``)."""
     bad: list[tuple[int, dict, str]] = []
     elections = 0
     for i in range(start, start + count):
-        sc = random_scenario(random.Random(f"lease/{i}"))
+        sc = (membership_scenario(random.Random(f"lease-mem/{i}")) if membership
+              else random_scenario(random.Random(f"lease/{i}")))
         commit_at, last_valid = simulate(sc, table_factory)
         elections += commit_at is not None
         if commit_at is not None and last_valid is not None and last_valid > commit_at:
