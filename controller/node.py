@@ -114,6 +114,7 @@ class ControllerNode:
         self._marker_covers_ms = 0      # the wall time the last_dead_report file already covers
         self.membership = MembershipView(config.node_id, config.bootstrap_membership(), config.peers)
         self.membership_changes: MembershipChanges | None = None
+        self._was_voter = self.membership.is_voter
 
     # ------------------------------------------------------------------ lifecycle
 
@@ -184,7 +185,8 @@ class ControllerNode:
 
         self._peer_client = PeerLiveness(self.config, self.node_id)
         self._peer_client.set_peers(self.membership.voter_addrs())
-        self.membership.listeners.append(lambda _c: self._peer_client.set_peers(self.membership.voter_addrs()))
+        self._was_voter = self.membership.is_voter       # as of the log this node started with
+        self.membership.listeners.append(self._on_membership)
         self._tasks.append(asyncio.create_task(self._scan_loop(), name="dead-master-scan"))
         self._tasks.append(asyncio.create_task(
             self.membership_changes.promote_loop(lambda: self.is_leader, self._stopped), name="learner-promotion"))
@@ -195,6 +197,21 @@ class ControllerNode:
                                           "controller", pages=self.status_page.pages())
             await self._observe.start()
         self.log.info("controller_started", listen=self.config.listen_addr, peers=self.config.peers)
+
+    def _on_membership(self, _conf: Any) -> None:
+        """The configuration in force changed. Peer queries follow the voters. A node that has
+        just become a voter starts listening now (brokers heartbeat a controller only once they
+        know it: its "never heard" must not count as DEAD) and grants no lease for a hold (an
+        election decided without its opinion may still be committing; the restart rule's reason).
+        Both narrow the lease gap during membership changes (docs/controller.md); neither closes it."""
+        self._peer_client.set_peers(self.membership.voter_addrs())
+        voter = self.membership.is_voter
+        if voter and not self._was_voter:
+            now = self.now_ms()
+            self.heartbeats.started_ms = now
+            self.heartbeats.startup_grace_ms = self.heartbeats.hold_ms
+            self.log.info("controller_became_voter", listening_from_ms=now, no_grants_ms=self.heartbeats.hold_ms)
+        self._was_voter = voter
 
     def _check_raft_dir_present(self) -> None:
         """A node that applied entries (events.jsonl) must still have a Raft log or snapshot: with

@@ -156,6 +156,11 @@ def simulate(sc, table_factory=HeartbeatTable) -> tuple[float | None, float | No
             if t < down_until[n]:
                 at(down_until[n], "learn", n, i)
             elif i > view[n]:
+                if n not in steps[view[n]][1] and n in steps[i][1]:
+                    # as controller/node.py does when a node becomes a voter: it listens from
+                    # now on and grants no lease for a hold
+                    tables[n].started_ms = clocks[n].local(t)
+                    tables[n].startup_grace_ms = HOLD
                 view[n] = i
         elif kind == "scan":
             if commit_at is not None:
