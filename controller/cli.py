@@ -302,7 +302,11 @@ async def _add_controller(client, args) -> Any:
     out["join_with"] = f"--join --cluster-id {out['cluster_id']}"
     if args.no_wait:
         return out
+    deadline = asyncio.get_running_loop().time() + args.timeout_s
     while args.node_id not in out["voters"]:
+        if asyncio.get_running_loop().time() > deadline:
+            raise AutoswitchError(f"{args.node_id} is still a learner after {args.timeout_s} s (is it running with "
+                                  f"{out['join_with']} and reachable at {args.address}?)", **out)
         await asyncio.sleep(0.2)       # the leader promotes it once its log caught up
         md = await _get_metadata(client, args)
         if args.node_id not in md["voters"] + md["learners"]:

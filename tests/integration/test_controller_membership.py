@@ -11,9 +11,9 @@ import pytest
 from autoswitch.controller.client import ControllerClient
 
 from autoswitch.proto import controller_pb2 as pb
-from tests.integration.controller_harness import Cluster, Heartbeater, admin, wait_leader
-from tests.integration.controller_harness import admin as admin_cli
+from tests.integration.controller_harness import Cluster, Heartbeater, admin, wait_heard, wait_leader
 from tests.integration.failover_harness import wait_until
+from tests.procs import free_port
 from tests.waiting import until
 
 pytestmark = pytest.mark.integration
@@ -49,7 +49,7 @@ def test_replace_a_controller_and_keep_electing_masters(procs, tmp_path):
                     await c.apply_broker_id("c1", "g1", bid, f"check-{bid}")
                     await c.register_broker("c1", "g1", bid, f"127.0.0.1:{31000 + bid}")
                     beats.targets[("g1", bid)] = list(cl.addrs.values())
-                await asyncio.sleep(0.5)
+                await wait_heard(c, "g1", {1, 2})
                 info = await c.elect_master("c1", "g1", 1, designate=True)
                 assert info.master_broker_id == 1
                 sss, _ = await c.alter_sync_state_set("g1", 1, info.master_epoch, [1, 2], info.sync_state_set_epoch)
@@ -123,6 +123,13 @@ def test_removing_the_leader_moves_leadership_first(procs, tmp_path):
     # the last voters cannot be removed below one, and an unknown id is refused
     bad = admin("remove-controller", "--controller", rest, "--id", "nope")
     assert not bad["ok"] and "not a member" in bad["error"]["message"]
+    # an operator's typo in the address: the learner never catches up, the command gives up at its
+    # deadline instead of waiting for ever, and the stray learner can be removed again
+    typo = admin("add-controller", "--controller", rest, "--id", "n9", "--address", f"127.0.0.1:{free_port()}",
+                 "--timeout-s", "2")
+    assert not typo["ok"] and "still a learner" in typo["error"]["message"], typo
+    undo = admin("remove-controller", "--controller", rest, "--id", "n9")
+    assert undo["ok"] and "n9" not in undo["result"]["learners"] + undo["result"]["voters"], undo
 
 
 @pytest.mark.parametrize("secure", [False, True], ids=["plaintext", "tls-auth"])
@@ -137,8 +144,8 @@ def test_brokers_follow_a_controller_replacement_without_losing_an_acked_message
     c = FailoverCluster(procs, tmp_path, secure=secure)
     tls = c.tls_args("admin")
 
-    def admin(*args: str, timeout: float = 30) -> dict:
-        return admin_cli(*args, *tls, timeout=timeout)
+    def secured_admin(*args: str, timeout: float = 30) -> dict:
+        return admin(*args, *tls, timeout=timeout)
     c.start_all()
     m1, e1 = c.wait_master(timeout=30)
     c.wait_sync_state_set({1, 2, 3}, timeout=30)
@@ -146,10 +153,10 @@ def test_brokers_follow_a_controller_replacement_without_losing_an_acked_message
     prod = c.producer("producer", ack_log, duration_s=600, interval_ms=5)
     wait_until(lambda: len(read_ack_log(ack_log)) >= 50, 30, "acks before the change")
 
-    cid = admin("get-controller-metadata", "--controller", c.controllers)["result"]["cluster_id"]
+    cid = secured_admin("get-controller-metadata", "--controller", c.controllers)["result"]["cluster_id"]
     c.add_controller_ports("n4")
     c.start_controller("n4", join=True, cluster_id=cid)
-    added = admin("add-controller", "--controller", c.controllers, "--id", "n4", "--address", c.ctl_addrs["n4"],
+    added = secured_admin("add-controller", "--controller", c.controllers, "--id", "n4", "--address", c.ctl_addrs["n4"],
                   "--raft-address", c.raft_addrs["n4"], "--timeout-s", "60", timeout=90)
     assert added["ok"] and "n4" in added["result"]["voters"], added
 
@@ -158,10 +165,10 @@ def test_brokers_follow_a_controller_replacement_without_losing_an_acked_message
                    for b in ("b1", "b2", "b3"))
     wait_until(lambda: brokers_know(4), 30, "every broker heartbeats the four controllers")
 
-    md = admin("get-controller-metadata", "--controller", c.controllers)["result"]
+    md = secured_admin("get-controller-metadata", "--controller", c.controllers)["result"]
     leader = next(n["node_id"] for n in md["nodes"] if n.get("is_leader"))
     gone = next(n for n in ("n1", "n2", "n3") if n != leader)
-    removed = admin("remove-controller", "--controller", c.controllers, "--id", gone)
+    removed = secured_admin("remove-controller", "--controller", c.controllers, "--id", gone)
     assert removed["ok"] and gone not in removed["result"]["voters"], removed
     c.ctl_proc[gone].stop()
     wait_until(lambda: brokers_know(3), 30, "every broker dropped the removed controller")
@@ -180,7 +187,7 @@ def test_brokers_follow_a_controller_replacement_without_losing_an_acked_message
     spec = ",".join(c.ctl_addrs[n] for n in left)
 
     def new_leader():
-        r = admin("get-controller-metadata", "--controller", spec)
+        r = secured_admin("get-controller-metadata", "--controller", spec)
         return r["ok"] and any(n.get("is_leader") for n in r["result"]["nodes"] if "error" not in n)
     wait_until(new_leader, 60, "a controller leader among the voters left")
 
