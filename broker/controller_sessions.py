@@ -27,17 +27,15 @@ class ControllerSessions:
         self.backoff_min_s, self.backoff_max_s = backoff_min_s, backoff_max_s
         self.broker_id: int | None = None
         self._id_known = asyncio.Event()
-        self._tasks: list[asyncio.Task] = []
-        self._by_addr: dict[str, asyncio.Task] = {}
+        self._tasks: dict[str, asyncio.Task] = {}       # controller address -> its session task
         self.open: set[str] = set()         # controller addresses holding our session now
         self.opened = 0                     # sessions opened so far (a reconnect counts again)
         self._log = get_logger("broker.controller_sessions", group=group, cluster=cluster)
 
     def start(self) -> None:
         loop = asyncio.get_running_loop()
-        self._by_addr = {addr: loop.create_task(self._hold(addr), name=f"controller-session-{addr}")
-                         for addr in self.controllers}
-        self._tasks = list(self._by_addr.values())
+        self._tasks = {addr: loop.create_task(self._hold(addr), name=f"controller-session-{addr}")
+                       for addr in self.controllers}
 
     def set_controllers(self, controllers: tuple[str, ...]) -> None:
         """The controllers' membership changed: hold a session with exactly these nodes."""
@@ -45,12 +43,11 @@ class ControllerSessions:
         if not self._tasks:
             return                       # not started: start() opens the new list
         loop = asyncio.get_running_loop()
-        for addr in [a for a in self._by_addr if a not in controllers]:
-            self._by_addr.pop(addr).cancel()
+        for addr in [a for a in self._tasks if a not in controllers]:
+            self._tasks.pop(addr).cancel()
         for addr in controllers:
-            if addr not in self._by_addr:
-                self._by_addr[addr] = loop.create_task(self._hold(addr), name=f"controller-session-{addr}")
-        self._tasks = list(self._by_addr.values())
+            if addr not in self._tasks:
+                self._tasks[addr] = loop.create_task(self._hold(addr), name=f"controller-session-{addr}")
 
     def set_broker_id(self, broker_id: int) -> None:
         """Sessions open once registration has given the brokerId (the certificate binds it)."""
@@ -58,11 +55,11 @@ class ControllerSessions:
         self._id_known.set()
 
     async def stop(self) -> None:
-        for t in self._tasks:
+        for t in self._tasks.values():
             t.cancel()
         if self._tasks:
-            await asyncio.wait(self._tasks, timeout=5)
-        self._tasks = []
+            await asyncio.wait(list(self._tasks.values()), timeout=5)
+        self._tasks = {}
 
     async def _hold(self, addr: str) -> None:
         backoff = Backoff(self.backoff_min_s, self.backoff_max_s)

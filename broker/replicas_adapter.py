@@ -25,6 +25,7 @@ from collections.abc import Callable
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, Protocol
 
+from autoswitch.broker.config import parse_hostport
 from autoswitch.broker.controller_sessions import ControllerSessions
 from autoswitch.broker.hooks import HookConfig, HookRunner, RoleHooks
 from autoswitch.broker.identity import IdentityStore
@@ -59,7 +60,7 @@ from autoswitch.controller.api import BrokerControllerApi, ControllerCallFailed,
 
 from autoswitch.base.backoff import Backoff
 from autoswitch.base.crashpoints import crash_point
-from autoswitch.base.errors import AutoswitchError
+from autoswitch.base.errors import AutoswitchError, ConfigError
 from autoswitch.base.fsutil import fsync_dir
 from autoswitch.base.log import get_logger
 from autoswitch.base.waits import wait_event
@@ -81,14 +82,17 @@ _CRASH_POINTS = {
     RegisterBroker: "registration.register",
 }
 
-
-
 MAX_CONTROLLERS = 9       # a controller list from a heartbeat reply longer than Raft allows is refused
+MAX_ADDRESS_LEN = 256
 
 
 def _is_hostport(a: str) -> bool:
-    host, sep, port = a.rpartition(":")
-    return bool(sep and host) and port.isdigit() and 0 < int(port) < 65536 and len(a) <= 256
+    try:
+        parse_hostport(a, "controllers")
+    except ConfigError:
+        return False
+    return len(a) <= MAX_ADDRESS_LEN
+
 
 class BrokerRoleTarget(Protocol):
     """Everything the ReplicasManager asks of the broker process (docs/interfaces.md "Broker role

@@ -24,7 +24,6 @@ from autoswitch.controller.raft.quorum import majority
 from autoswitch.base.log import get_logger
 
 PROMOTE_CHECK_S = 0.2            # how often the leader looks for caught-up learners
-MAX_CHANGE_WAIT_S = 60.0
 
 
 def lease_quorum_ok(broker_quorum: int, voters: int) -> bool:

@@ -126,6 +126,17 @@ async def wait_leader(client, timeout: float = 20.0) -> str:
     raise TimeoutError("no controller leader")
 
 
+async def wait_heard(client, group: str, ids: set[int]) -> None:
+    """Until the leader hears every broker of ``ids`` in ``group`` (what an election that
+    designates one of them checks): readiness, not a fixed sleep."""
+    from tests.waiting import until
+
+    async def heard() -> bool:
+        groups = await client.get_sync_state_data([group])
+        return bool(groups) and {m.broker_id for m in groups[0].members if m.alive} >= ids
+    await until(heard, f"the leader hears brokers {sorted(ids)} of {group}", interval_s=0.05)
+
+
 def hb(group: str, bid: int, *, epoch: int = 0, max_offset: int = 0, cluster: str = "c1"):
     from autoswitch.proto import controller_pb2 as pb
 

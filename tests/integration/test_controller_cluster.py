@@ -13,7 +13,7 @@ from autoswitch.controller.client import ControllerClient
 from autoswitch.controller.codes import Code, ControllerRpcError
 
 from autoswitch.proto import controller_pb2 as pb
-from tests.integration.controller_harness import Cluster, Heartbeater, admin, hb, wait_leader
+from tests.integration.controller_harness import Cluster, Heartbeater, admin, hb, wait_heard, wait_leader
 from tests.waiting import until
 
 pytestmark = pytest.mark.integration
@@ -60,7 +60,7 @@ def test_three_controllers_failover_quorum_loss_restart(procs, tmp_path):
                 # idempotent for the same registerCheckCode, refused for another one
                 await c.apply_broker_id("c1", "g1", 1, "check-1")
                 assert await code_of(c.apply_broker_id("c1", "g1", 1, "other")) != 0
-                await asyncio.sleep(0.5)
+                await wait_heard(c, "g1", {1, 2})
                 info = await c.elect_master("c1", "g1", 1, designate=True)
                 assert info.master_broker_id == 1 and info.master_epoch >= 1
                 epoch = info.master_epoch
