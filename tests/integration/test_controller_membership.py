@@ -9,6 +9,7 @@ import json
 
 import pytest
 from autoswitch.controller.client import ControllerClient
+from autoswitch.controller.codes import Code, ControllerRpcError
 
 from autoswitch.proto import controller_pb2 as pb
 from tests.integration.controller_harness import Cluster, Heartbeater, admin, wait_heard, wait_leader
@@ -37,6 +38,17 @@ def test_replace_a_controller_and_keep_electing_masters(procs, tmp_path):
     # a second add of the same id is refused, and so is a malformed address
     again = admin("add-controller", "--controller", cl.spec, "--id", "n4", "--address", cl.addrs["n4"])
     assert not again["ok"] and "already a member" in again["error"]["message"]
+
+    async def malformed():
+        async with ControllerClient(cl.spec, deadline_s=30) as c:
+            for req in (pb.ChangeMembershipRequest(action="zap", node_id="n5"),
+                        pb.ChangeMembershipRequest(action="add", node_id="n5", address="no-port"),
+                        pb.ChangeMembershipRequest(action="add", node_id="", address="127.0.0.1:1"),
+                        pb.ChangeMembershipRequest(action="add", node_id="n5" * 200, address="127.0.0.1:1")):
+                with pytest.raises(ControllerRpcError) as e:
+                    await c.call("ChangeMembership", req)
+                assert e.value.reply_code == Code.CONTROLLER_MALFORMED_REQUEST, (req, e.value)
+    asyncio.run(malformed())
 
     async def scenario():
         async with ControllerClient(cl.spec, deadline_s=30) as c:
@@ -159,6 +171,9 @@ def test_brokers_follow_a_controller_replacement_without_losing_an_acked_message
     added = secured_admin("add-controller", "--controller", c.controllers, "--id", "n4", "--address", c.ctl_addrs["n4"],
                   "--raft-address", c.raft_addrs["n4"], "--timeout-s", "60", timeout=90)
     assert added["ok"] and "n4" in added["result"]["voters"], added
+    if secure:   # a reader may look but not change the membership
+        nope = admin("remove-controller", "--controller", c.controllers, "--id", "n4", *c.tls_args("reader/ops"))
+        assert not nope["ok"] and nope["error"]["code"] == "CONTROLLER_PERMISSION_DENIED", nope
 
     def brokers_know(n: int) -> bool:
         return all((st := c.status(b))["replicas"] and st["replicas"]["lease"]["controllers"] == n
