@@ -25,7 +25,7 @@ from autoswitch.base.log import get_logger
 
 from .config import RaftConfig
 from .errors import NotLeader, ProposalDropped, RaftError
-from .membership import BadMembership, ConfHistory, Membership, unpack_snapshot
+from .membership import BadMembership, ConfHistory, Membership, snapshot_membership
 from .messages import (
     Entry,
     EntryKind,
@@ -72,6 +72,13 @@ def out_of_bounds(m: Message) -> str | None:
         if not (0 <= e.index <= MAX_INDEX and 0 <= e.term <= MAX_TERM):
             return "entries"
     return None
+
+
+def _base_conf_index(conf_index: int | None, snap_index: int) -> int:
+    """The index a configuration from a snapshot goes by: its CONFIG entry's when the snapshot says
+    (every node must name a configuration alike: brokers and lease grants compare it), else the
+    snapshot's own, as before; never beyond the snapshot (a bad peer's number is not trusted)."""
+    return snap_index if conf_index is None or conf_index > snap_index else conf_index
 
 
 @dataclass(slots=True)
@@ -121,9 +128,9 @@ class RaftCore:
         if loaded and loaded[0].index != snap_index + 1:
             raise RaftError(f"log starts at {loaded[0].index} but snapshot ends at {snap_index}")
         self.log = RaftLog(snap_index, snap_term, loaded)
-        snap_conf = unpack_snapshot(snapshot.data)[0] if snapshot else None
+        snap_conf, conf_index, _ = snapshot_membership(snapshot.data) if snapshot else (None, None, b"")
         base = snap_conf or membership or Membership.of_ids([*peers, node_id])
-        self.confs = ConfHistory(snap_index, snap_term, base)
+        self.confs = ConfHistory(_base_conf_index(conf_index, snap_index), snap_term, base)
         for e in loaded:
             if e.kind == EntryKind.CONFIG:
                 self.confs.add(e.index, e.term, Membership.decode(e.data))
@@ -133,6 +140,16 @@ class RaftCore:
         self.snapshot: Snapshot | None = snapshot      # latest snapshot, sent to lagging followers
         self.commit = max(snap_index, min(hs.commit, self.log.last_index()))
         self.applied = snap_index
+        # Voter-change pacing (docs/controller.md "Controller membership"): the index of the newest
+        # configuration that changed the voters (any configuration but the bootstrap one counts
+        # after a restart: we cannot tell, and counting it only delays), and when this node first
+        # saw it committed (None: not yet).
+        self.voter_change_gap_ms = 0
+        self._voter_change_index = self.confs.index
+        # The bootstrap voters stood from the beginning: no lease was ever counted under voters
+        # before them, so the first change need not wait.
+        self._voters_settled_ms: int | None = (
+            -(1 << 62) if self.confs.index == 0 else now_ms if self.commit >= self.confs.index else None)
         self.role = Role.CANDIDATE                      # DLedger: everyone starts as a candidate
         self.leader_id: str | None = None
         self._persisted_hs = HardState(self.term, self.vote, self.commit)
@@ -215,13 +232,34 @@ class RaftCore:
         changed = self.confs.truncate(lambda i, t: i <= self.log.last_index() and self.log.term(i) == t)
         for e in entries:
             if e.kind == EntryKind.CONFIG and e.index > self.confs.index and self.log.term(e.index) == e.term:
-                self.confs.add(e.index, e.term, Membership.decode(e.data))
+                conf = Membership.decode(e.data)
+                self._note_voter_change(e.index, conf)
+                self.confs.add(e.index, e.term, conf)
                 changed = True
         if changed:
             self._set_conf(self.confs.current)
 
-    def conf_change_blocked(self) -> str | None:
-        """Why the leader may not propose a configuration change now, or None."""
+    def _note_voter_change(self, index: int, conf: Membership) -> None:
+        """A configuration about to be in force at ``index``: pacing restarts if its voters differ.
+        (A truncated change keeps its index as the reference: the commit of whatever replaces it
+        comes later than the commit of the change before it, so the pause only gets longer.)"""
+        if self.confs.current.voter_change(conf) > 0 and index > self._voter_change_index:
+            self._voter_change_index = index
+            self._voters_settled_ms = None
+
+    def _voters_settled(self) -> int | None:
+        """When this node first saw the newest voter change committed (None: not yet)."""
+        if self._voters_settled_ms is None and self.commit >= self._voter_change_index:
+            self._voters_settled_ms = self.now
+        return self._voters_settled_ms
+
+    def conf_change_blocked(self, conf: Membership | None = None) -> str | None:
+        """Why the leader may not propose a configuration change (``conf``, when given) now, or None.
+
+        A change of voters also waits ``voter_change_gap_ms`` after this node saw the previous
+        voter change committed: a master lease granted under the configuration before that one
+        has then run out, so no lease and no election ever stand on configurations two voter
+        changes apart (docs/controller.md "Controller membership")."""
         if self.role != Role.LEADER:
             return "not_leader"
         if self.confs.index > self.commit:
@@ -230,13 +268,30 @@ class RaftCore:
             return "no_commit_in_term"           # Ongaro's fix: a commit of our own term first
         if self.transferee is not None:
             return "leadership_transfer"
+        settled = self._voters_settled()
+        if (conf is not None and self.voter_change_gap_ms > 0 and self.membership.voter_change(conf) > 0
+                and (settled is None or self.now - settled < self.voter_change_gap_ms)):
+            return "voter_change_pacing"
         return None
+
+    def voter_change_wait_ms(self) -> int:
+        """How long until a voter change may be proposed as far as pacing goes (0: now)."""
+        settled = self._voters_settled()
+        if settled is None:
+            return self.voter_change_gap_ms
+        return max(0, settled + self.voter_change_gap_ms - self.now)
+
+    def applied_conf(self) -> tuple[int, Membership, bool]:
+        """(index, configuration) in force after the applied entries, and whether it is also the
+        configuration in force (no change appended but not yet applied)."""
+        index, conf = self.confs.newest_at(self.applied)
+        return index, conf, index == self.confs.index
 
     def propose_conf(self, conf: Membership) -> int:
         """Append a configuration change (one voter added or removed at most); in force at once."""
         if self.role != Role.LEADER:
             raise NotLeader(self.leader_id)
-        why = self.conf_change_blocked()
+        why = self.conf_change_blocked(conf)
         if why is not None:
             raise ProposalDropped(why)
         if self.membership.voter_change(conf) > 1:
@@ -246,6 +301,7 @@ class RaftCore:
         data = conf.encode()
         idx = self.log.last_index() + 1
         self._append_local([Entry(idx, self.term, data, EntryKind.CONFIG)])
+        self._note_voter_change(idx, conf)
         self.confs.add(idx, self.term, conf)
         self._set_conf(conf)
         self._bcast_pending = True
@@ -319,6 +375,7 @@ class RaftCore:
     def tick(self, now_ms: int) -> None:
         assert now_ms >= self.now, "time went backwards"
         self.now = now_ms
+        self._voters_settled()
         if self.role == Role.LEADER:
             self._tick_leader()
         elif self.role == Role.FOLLOWER:
@@ -695,11 +752,13 @@ class RaftCore:
                 self.log_.info("raft_snapshot_received", index=snap.index, term=snap.term, size=len(snap.data))
                 self.log.restore(snap.index, snap.term)
                 try:
-                    snap_conf = unpack_snapshot(snap.data)[0]
+                    snap_conf, conf_index, _ = snapshot_membership(snap.data)
                 except BadMembership as e:
                     self.log_.error("raft_snapshot_bad_membership", index=snap.index, error=str(e))
-                    snap_conf = None
-                self.confs.reset(snap.index, snap.term, snap_conf or self.membership)
+                    snap_conf, conf_index = None, None
+                self.confs.reset(_base_conf_index(conf_index, snap.index), snap.term, snap_conf or self.membership)
+                self._voter_change_index = max(self._voter_change_index, self.confs.index)
+                self._voters_settled_ms = None
                 self._set_conf(self.confs.current)
                 self.snapshot = snap
                 self._pending_snapshot = snap

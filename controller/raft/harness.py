@@ -201,8 +201,9 @@ class SimNet:
     def take_snapshot(self, nid: str) -> Snapshot:
         n = self.nodes[nid]
         idx = n.core.applied
+        conf_index, conf = n.core.confs.newest_at(idx)
         snap = Snapshot(idx, n.core.log.term(idx) or n.core.log.offset_term,
-                        pack_snapshot(n.core.confs.at(idx), n.sm.snapshot()))
+                        pack_snapshot(conf, n.sm.snapshot(), conf_index))
         n.storage.save_snapshot(snap)
         n.core.compact(snap)
         return snap

@@ -27,8 +27,10 @@ MAX_ID_LEN = 64
 MAX_ADDR_LEN = 256
 MAX_CONF_BYTES = 16 * 1024
 
-_SNAP_MAGIC = b"ASRMEM1\0"
+_SNAP_MAGIC = b"ASRMEM1\0"      # membership only (written before configurations carried their index)
+_SNAP_MAGIC2 = b"ASRMEM2\0"     # membership and the log index of its CONFIG entry
 _LEN = struct.Struct(">I")
+_INDEX = struct.Struct(">Q")
 
 
 class BadMembership(RaftError):
@@ -166,10 +168,14 @@ class ConfHistory:
 
     def at(self, index: int) -> Membership:
         """The configuration in force after applying entry ``index``."""
+        return self.newest_at(index)[1]
+
+    def newest_at(self, index: int) -> tuple[int, Membership]:
+        """(log index of its CONFIG entry, configuration) in force after applying entry ``index``."""
         for i, _t, m in reversed(self._items):
             if i <= index:
-                return m
-        return self._items[0][2]
+                return i, m
+        return self._items[0][0], self._items[0][2]
 
     def add(self, index: int, term: int, conf: Membership) -> None:
         assert index > self._items[-1][0], (index, self._items[-1][0])
@@ -195,23 +201,38 @@ class ConfHistory:
         self._items = base + keep
 
 
-def pack_snapshot(conf: Membership | None, data: bytes) -> bytes:
-    """A Raft snapshot: the membership as of its index, then the state machine's bytes."""
+def pack_snapshot(conf: Membership | None, data: bytes, conf_index: int = 0) -> bytes:
+    """A Raft snapshot: the membership as of its index and the log index of the CONFIG entry that
+    made it (0 = the bootstrap list), then the state machine's bytes. The index travels because
+    brokers and lease grants name a configuration by it (docs/controller.md "Controller
+    membership"): a node restored from a snapshot must call it what every other node calls it."""
     if conf is None:
         return data
     c = conf.encode()
-    return _SNAP_MAGIC + _LEN.pack(len(c)) + c + data
+    return _SNAP_MAGIC2 + _LEN.pack(len(c)) + c + _INDEX.pack(conf_index) + data
 
 
-def unpack_snapshot(blob: bytes) -> tuple[Membership | None, bytes]:
-    """(membership or None for a snapshot without one, e.g. restored from `snapshot-save`,
-    state machine bytes)."""
-    if not blob.startswith(_SNAP_MAGIC):
-        return None, blob
+def snapshot_membership(blob: bytes) -> tuple[Membership | None, int | None, bytes]:
+    """(membership or None for a snapshot without one, e.g. restored from `snapshot-save`; the
+    index of its CONFIG entry or None when the snapshot does not say; state machine bytes)."""
+    v2 = blob.startswith(_SNAP_MAGIC2)
+    if not v2 and not blob.startswith(_SNAP_MAGIC):
+        return None, None, blob
     start = len(_SNAP_MAGIC) + _LEN.size
     if len(blob) < start:
         raise BadMembership("snapshot membership header cut short")
     (n,) = _LEN.unpack_from(blob, len(_SNAP_MAGIC))
-    if n > MAX_CONF_BYTES or len(blob) < start + n:
+    tail = _INDEX.size if v2 else 0
+    if n > MAX_CONF_BYTES or len(blob) < start + n + tail:
         raise BadMembership("snapshot membership cut short or too large")
-    return Membership.decode(blob[start:start + n]), blob[start + n:]
+    conf = Membership.decode(blob[start:start + n])
+    if not v2:
+        return conf, None, blob[start + n:]
+    (index,) = _INDEX.unpack_from(blob, start + n)
+    return conf, index, blob[start + n + tail:]
+
+
+def unpack_snapshot(blob: bytes) -> tuple[Membership | None, bytes]:
+    """(membership or None, state machine bytes) of a snapshot."""
+    conf, _index, data = snapshot_membership(blob)
+    return conf, data

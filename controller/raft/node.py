@@ -67,6 +67,7 @@ class RaftNode:
         self.node_id = node_id
         self.bootstrap = membership
         self.on_membership = on_membership
+        self._voter_change_gap_ms = 0
         self._conf_version = -1
         self.min_log_index = min_log_index
         self.cfg = config or RaftConfig()
@@ -118,6 +119,7 @@ class RaftNode:
         if rec.snapshot is not None:
             self.sm.restore(unpack_snapshot(rec.snapshot.data)[1])
             self._last_snap_index = rec.snapshot.index
+        core.voter_change_gap_ms = self._voter_change_gap_ms
         self.core = core
         self._follow_membership(core)
         await self._transport.start(self._deliver)
@@ -327,7 +329,8 @@ class RaftNode:
         term = core.log.term(idx)
         if term is None:
             return
-        snap = Snapshot(idx, term, pack_snapshot(core.confs.at(idx), self.sm.snapshot()))
+        conf_index, conf = core.confs.newest_at(idx)
+        snap = Snapshot(idx, term, pack_snapshot(conf, self.sm.snapshot(), conf_index))
         assert self._storage is not None
         await self._io(self._storage.save_snapshot, snap)
         core.compact(snap, keep=self.cfg.compaction_keep)
@@ -458,8 +461,21 @@ class RaftNode:
     def promotable(self) -> list[str]:
         return self.core.promotable() if self.core is not None else []
 
-    def conf_change_blocked(self) -> str | None:
-        return self.core.conf_change_blocked() if self.core is not None else "not_started"
+    def conf_change_blocked(self, conf: Membership | None = None) -> str | None:
+        return self.core.conf_change_blocked(conf) if self.core is not None else "not_started"
+
+    def voter_change_wait_ms(self) -> int:
+        return self.core.voter_change_wait_ms() if self.core is not None else self._voter_change_gap_ms
+
+    def set_voter_change_gap(self, gap_ms: int) -> None:
+        """Pause between voter changes (RaftCore.conf_change_blocked); the owner knows the leases."""
+        self._voter_change_gap_ms = gap_ms
+        if self.core is not None:
+            self.core.voter_change_gap_ms = gap_ms
+
+    def applied_conf(self) -> tuple[int, Membership, bool]:
+        """RaftCore.applied_conf; (0, no members, False) before start."""
+        return self.core.applied_conf() if self.core is not None else (0, Membership(), False)
 
     async def read_index(self, timeout_s: float) -> None:
         core = self.core

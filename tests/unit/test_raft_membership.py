@@ -12,6 +12,7 @@ from autoswitch.controller.raft.membership import (
     Member,
     Membership,
     pack_snapshot,
+    snapshot_membership,
     unpack_snapshot,
 )
 from autoswitch.controller.raft.messages import Entry, EntryKind, Message, MsgType, Role
@@ -171,7 +172,45 @@ def test_a_node_added_after_compaction_learns_the_members_from_the_snapshot():
     assert net.run_until(lambda: n4.sm.kv.get("k20") == "1", 10_000)
     assert n4.core.learners == ("n4",) and n4.core.voters == ("n1", "n2", "n3")
     assert n4.core.log.offset >= snap.index - 1 or n4.core.snapshot is not None
+    assert n4.core.confs.index == core.confs.index, "a configuration goes by its CONFIG entry's index everywhere"
     assert unpack_snapshot(pack_snapshot(None, b"raw")) == (None, b"raw")
+
+
+def test_a_snapshot_names_the_index_of_its_configuration_and_old_ones_still_load():
+    conf = Membership({"n1": M}, {})
+    blob = pack_snapshot(conf, b"state", 17)
+    assert snapshot_membership(blob) == (conf, 17, b"state")
+    old = b"ASRMEM1\0" + len(conf.encode()).to_bytes(4, "big") + conf.encode() + b"state"
+    assert snapshot_membership(old) == (conf, None, b"state"), "written before configurations carried an index"
+    with pytest.raises(BadMembership, match="cut short"):
+        snapshot_membership(blob[:len(blob) - len(b"state") - 3])
+
+
+def test_voter_changes_are_paced_learner_changes_are_not():
+    # docs/controller.md "Controller membership": no lease may stand on voters two changes back
+    net = SimNet(["n1", "n2", "n3"], seed=3)
+    ld = net.wait_leader()
+    _write(net, ld, "a")
+    core = net.nodes[ld].core
+    core.voter_change_gap_ms = 2_000
+    net.add_node("n4")
+    with_learner = core.membership.with_learner("n4", M)
+    assert core.conf_change_blocked(with_learner) is None, "the bootstrap voters stood from the start"
+    _commit_conf(net, ld, with_learner)
+    assert net.run_until(lambda: "n4" in core.promotable(), 5_000)
+    promoted = core.membership.promoted("n4")
+    assert core.conf_change_blocked(promoted) is None, "the first voter change after the bootstrap"
+    _commit_conf(net, ld, promoted)
+    smaller = core.membership.without("n3" if ld != "n3" else "n2")
+    assert core.conf_change_blocked(smaller) == "voter_change_pacing"
+    with pytest.raises(ProposalDropped, match="voter_change_pacing"):
+        core.propose_conf(smaller)
+    assert 0 < core.voter_change_wait_ms() <= 2_000
+    net.add_node("n5")
+    assert core.conf_change_blocked(core.membership.with_learner("n5", M)) is None, "learners come and go"
+    net.run(2_100)
+    assert core.role == Role.LEADER and core.conf_change_blocked(smaller) is None
+    assert core.voter_change_wait_ms() == 0
 
 
 def test_malformed_configurations_are_refused_with_a_reason():
@@ -214,7 +253,7 @@ def _ongaro(bug: bool) -> tuple[SimNet, dict[str, str], int, int]:
     net.cut(l2, c)                       # c voted for l2 but hears nothing from it
     core2 = net.nodes[l2].core
     if bug:
-        core2.conf_change_blocked = lambda: None if core2.role == Role.LEADER else "not_leader"
+        core2.conf_change_blocked = lambda conf=None: None if core2.role == Role.LEADER else "not_leader"
     assert core2.log.term(core2.commit) != core2.term
     try:
         j = core2.propose_conf(core2.membership.without(l1))
