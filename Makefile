@@ -8,6 +8,7 @@ PYTEST_ARGS ?=
 SEEDS ?= 2000
 SEED_START ?= 0
 LEASE_SCENARIOS ?= 100000
+LEASE_MEMBERSHIP_SCENARIOS ?= 20000
 
 .PHONY: setup setup-run run test lint proto proto-check fuzz sim soak chaos clean \
         bench-replication bench-produce bench-recovery bench-controller bench-election bench-rolling \
@@ -58,7 +59,8 @@ sim: setup
 	$(BIN)/python -m tests.sim.soak --seeds 1 --seed-start $${SIM_SEED:-0} --verbose
 
 soak: setup
-	$(BIN)/python -m tests.sim.soak --seeds $(SEEDS) --seed-start $(SEED_START) --lease-scenarios $(LEASE_SCENARIOS)
+	$(BIN)/python -m tests.sim.soak --seeds $(SEEDS) --seed-start $(SEED_START) --lease-scenarios $(LEASE_SCENARIOS) \
+		--lease-membership-scenarios $(LEASE_MEMBERSHIP_SCENARIOS)
 
 chaos: setup
 	$(BIN)/python -m tests.chaos.run

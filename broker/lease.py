@@ -77,6 +77,7 @@ class MasterLease:
         self.config = config
         self.quorum = majority(len(self.controllers))
         self._next_round = 1
+        self._first_round = 1     # replies to earlier rounds are for a configuration no longer counted
         self._sent: dict[int, float] = {}  # round -> send time
         self._acked_send: dict[str, float] = {}  # controller -> newest answered send time
         self._expires_at: float | None = None
@@ -99,9 +100,9 @@ class MasterLease:
         """A controller accepted the heartbeat of round ``rnd``. True if the lease got longer."""
         if controller not in self.controllers:
             return False
-        sent = self._sent.get(rnd)
+        sent = self._sent.get(rnd) if rnd >= self._first_round else None
         if sent is None:
-            return False  # older than anything we remember: it could only grant an expired lease
+            return False  # older than anything we remember or than the configuration: no use
         assert sent <= now, "reply before its request was sent"
         if sent > self._acked_send.get(controller, float("-inf")):
             self._acked_send[controller] = sent
@@ -115,15 +116,19 @@ class MasterLease:
         return False
 
     def replace_controllers(self, controllers: Iterable[str]) -> bool:
-        """The controllers' membership changed. Grants counted under the old list keep the expiry
-        they gave (never extended: their answers are forgotten); from now on only answers of the
-        new list count, ``quorum`` of them. True if the list changed."""
+        """The broker adopted another controller configuration. Grants counted so far keep the
+        expiry they gave (never extended: their answers are forgotten); from now on only answers
+        of the new list to rounds sent from now on count, ``quorum`` of them, so every grant behind
+        a later expiry was given for the same configuration. True if the list changed."""
         new = tuple(dict.fromkeys(controllers))
-        if not new or new == self.controllers:
+        if not new:
+            return False
+        self._acked_send = {}
+        self._first_round = self._next_round
+        if new == self.controllers:
             return False
         self.controllers = new
         self.quorum = majority(len(new))
-        self._acked_send = {}
         return True
 
     def expires_at(self) -> float | None:

@@ -581,11 +581,18 @@ class ReplicasAdapter:
             epoch=log_epoch, max_offset=max_offset, confirm_offset=min(confirm_offset, max_offset),
             election_priority=cmd.election_priority, clean_shutdown=cmd.clean_shutdown,
             heartbeat_timeout_ms=cmd.heartbeat_timeout_ms,
-            lease_quorum=majority(len(self.config.controllers)),
+            lease_quorum=majority(len(self.config.controllers)), controllers_index=self._controllers_index,
         )
         reply = await asyncio.wait_for(
             self.api.heartbeat(cmd.controller, hb, self.heartbeat_timeout_s), self.heartbeat_timeout_s + 0.5,
         )
+        # Adopted before the grant check: a controller refuses grants to a broker that counts
+        # another configuration, and its reply is how the broker learns the right one. The leader's
+        # configuration is adopted even when older (a cluster restored from a snapshot); a higher
+        # index from any voter.
+        if reply.controllers_index > self._controllers_index or (
+                reply.is_leader and reply.controllers and reply.controllers_index != self._controllers_index):
+            self._adopt_controllers(reply.controllers, reply.controllers_index, cmd.controller)
         if not reply.lease_granted:
             # A controller that holds a DEAD report on us, or has applied a newer MasterEpoch,
             # answers but refuses the grant; counting that reply would let a deposed master keep
@@ -594,8 +601,6 @@ class ReplicasAdapter:
                 "controller answered without granting the master lease",
                 controller=cmd.controller, masterEpoch=reply.master_epoch,
             )
-        if reply.controllers_index > self._controllers_index:
-            self._adopt_controllers(reply.controllers, reply.controllers_index, cmd.controller)
         return reply.is_leader
 
     @property
@@ -611,12 +616,12 @@ class ReplicasAdapter:
             self._log.warning("controllers_refused", told_by=told_by, index=index, controllers=list(new)[:16])
             return
         self._controllers_index = index
-        if new == self.config.controllers:
-            return
         self._log.info("controllers_adopted", index=index, told_by=told_by, controllers=list(new))
-        self.api.set_controllers(new)
-        if self.sessions is not None:
-            self.sessions.set_controllers(new)
+        if new != self.config.controllers:
+            self.api.set_controllers(new)
+            if self.sessions is not None:
+                self.sessions.set_controllers(new)
+        # also for the same list: grants now name the new index, earlier rounds must not mix in
         self._perform(self.core.on_controllers(new, self.clock()))
 
     def _adopt_broker_id(self) -> None:

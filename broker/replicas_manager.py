@@ -250,13 +250,16 @@ class ReplicasManager:
         return self.proposals.propose(self.roles, proposal, master_epoch, sync_state_set_epoch, new_set)
 
     def on_controllers(self, controllers: tuple[str, ...], now: float) -> list[Command]:
-        """The controllers' membership changed (a heartbeat reply said so): heartbeat rounds and the
-        lease follow the new list (MasterLease.replace_controllers keeps what was granted)."""
-        if not controllers or controllers == self.config.controllers:
+        """The broker adopted another controller configuration (a heartbeat reply named it):
+        heartbeat rounds and the lease follow it (MasterLease.replace_controllers keeps the expiry
+        granted so far, and only rounds sent from now on count), also when the list is the same."""
+        if not controllers:
+            return []
+        self.lease.replace_controllers(controllers)
+        if controllers == self.config.controllers:
             return []
         self._log.info("controllers_changed", old=list(self.config.controllers), new=list(controllers))
         self.config = replace(self.config, controllers=controllers)
-        self.lease.replace_controllers(controllers)
         for c in [c for c in self._hb_inflight if c not in controllers]:
             self._hb_inflight.pop(c)
         return self.tick(now) if self.phase == Phase.RUNNING else []

@@ -46,6 +46,7 @@ class Heartbeat:
     clean_shutdown: bool
     heartbeat_timeout_ms: int
     lease_quorum: int = 0       # grants the broker's lease counts (majority of its controllers); 0 = not stated
+    controllers_index: int = 0  # the controller configuration its list comes from (0 = configured)
 
 
 @dataclass(frozen=True, slots=True)
@@ -57,7 +58,7 @@ class HeartbeatAnswer:
     lease_granted: bool
     master_epoch: int
     controllers: tuple[str, ...] = ()   # the controllers' voters, as of membership change controllers_index
-    controllers_index: int = 0          # 0 = never changed: keep the configured list
+    controllers_index: int = 0          # 0 = the bootstrap configuration
 
 
 class FailKind(StrEnum):

@@ -98,7 +98,8 @@ class GrpcBrokerControllerApi:
             cluster_name=hb.cluster, broker_name=hb.group, broker_id=hb.broker_id, broker_address=hb.broker_addr,
             epoch=hb.epoch, max_offset=hb.max_offset, confirm_offset=hb.confirm_offset,
             election_priority=hb.election_priority, clean_shutdown=hb.clean_shutdown,
-            heartbeat_timeout_ms=hb.heartbeat_timeout_ms, lease_quorum=hb.lease_quorum)
+            heartbeat_timeout_ms=hb.heartbeat_timeout_ms, lease_quorum=hb.lease_quorum,
+            controllers_index=hb.controllers_index)
         try:
             r = await self.client.call_node(controller_addr, "BrokerHeartbeat", req, timeout_s)
         except ControllerRpcError as e:

@@ -4,12 +4,15 @@ caught-up learners. The rules of a change live in the Raft core (controller/raft
 this module turns requests into those changes and keeps the node's views (liveness peers, lease
 grants, metadata) on the configuration in force.
 
-The master lease and membership (docs/controller.md "Controller membership"): a broker's lease
-counts grants from its own list of controllers, an election counts DEAD opinions of a majority of
-the voters. A node grants only while it is a voter in its newest configuration, and only to a
-broker whose lease quorum ``k`` (majority of its list, sent in every heartbeat) satisfies
-``k + majority(V) > |V|`` for the voters ``V``: then the k granting voters and any majority of
-voters share a member, whatever list the broker was configured with.
+The master lease and membership (docs/controller.md "Controller membership" has the argument): a
+broker's lease counts grants from its own list of controllers, an election counts DEAD opinions of
+a majority of the voters. A node grants only (1) while the configuration in force is applied and
+names it a voter, (2) to a broker whose heartbeat names that very configuration (its log index,
+learnt from heartbeat replies, which advertise applied configurations only), and (3) when the
+broker's lease quorum ``k`` satisfies ``k + majority(V) > |V|``. The leader (4) waits a heartbeat
+timeout after a voter change committed before the next one (RaftCore.conf_change_blocked). Then
+a lease and an election never stand on configurations two voter changes apart, and adjacent ones
+share a member of every majority.
 """
 
 from __future__ import annotations
@@ -71,19 +74,31 @@ class MembershipView:
         out.update({n: (self.client_addr(n), "learner") for n in self.conf.learner_ids})
         return out
 
-    def broker_view(self) -> tuple[int, list[str]]:
-        """(index, voter client addresses) for heartbeat replies; (0, []) until the first change
-        (brokers keep their configured list)."""
-        if self.index == 0:
-            return 0, []
-        return self.index, [a for a in self.voter_addrs().values() if a]
+    def broker_view(self, applied: tuple[int, Membership, bool]) -> tuple[int, list[str]]:
+        """(index, voter client addresses) of the newest *applied* configuration, for heartbeat
+        replies: a broker must never adopt a configuration that a truncated log may take back."""
+        index, conf, _ = applied
+        addrs = [(conf.voters[n].client or self.config_peers.get(n, "")) for n in conf.voter_ids]
+        return index, [a for a in addrs if a]
 
     @property
     def is_voter(self) -> bool:
         return self.self_id in self.voter_ids
 
-    def grants_lease_to(self, broker_quorum: int) -> bool:
-        return self.is_voter and lease_quorum_ok(broker_quorum, len(self.voter_ids))
+    def lease_refusal(self, broker_quorum: int, broker_conf_index: int,
+                      applied: tuple[int, Membership, bool]) -> str | None:
+        """Why this node's reply must not count towards a broker's master lease as far as
+        membership goes, or None. ``applied``: RaftNode.applied_conf()."""
+        index, conf, in_force = applied
+        if not in_force:
+            return "membership_change_pending"     # appended, not applied: it may still change
+        if self.self_id not in conf.voters:
+            return "not_voter"
+        if broker_conf_index != index:
+            return "other_membership"              # the broker counts another configuration's voters
+        if not lease_quorum_ok(broker_quorum, len(conf.voters)):
+            return "lease_quorum"
+        return None
 
 
 class MembershipChanges:
@@ -105,17 +120,27 @@ class MembershipChanges:
             return cur.without(node_id)
         raise BadMembership(f"unknown membership action {action[:32]!r}")
 
-    async def change(self, action: str, node_id: str, address: str = "", raft_address: str = "") -> Membership:
+    async def change(self, action: str, node_id: str, address: str = "", raft_address: str = "",
+                     pacing_budget_s: float = 0.0) -> Membership:
         """Propose one change and wait until it is applied here. A change that must wait for the
-        previous one (or for the leader's first commit) is retried for up to propose_timeout_s."""
+        previous one (or for the leader's first commit) is retried for up to propose_timeout_s;
+        one held back by voter-change pacing waits for it when that ends within
+        ``pacing_budget_s`` (what is left of the caller's deadline), else is refused at once."""
         loop = asyncio.get_running_loop()
-        deadline = loop.time() + self.timeout_s
+        start = loop.time()
+        deadline = start + self.timeout_s
         while True:
             new = self.plan(action, node_id, address, raft_address)
-            why = self.raft.conf_change_blocked()
+            why = self.raft.conf_change_blocked(new)
             if why in (None, "not_leader"):
                 break
-            if loop.time() >= deadline:
+            if why == "voter_change_pacing":
+                wait_s = self.raft.voter_change_wait_ms() / 1000.0
+                if loop.time() + wait_s > max(deadline, start + pacing_budget_s):
+                    raise BadMembership(
+                        f"membership change refused for now: {why} (a master lease may still count the voters"
+                        f" before the previous voter change; retry in {int(wait_s * 1000) + 1} ms)", reason=why)
+            elif loop.time() >= deadline:
                 raise BadMembership(f"membership change refused for now: {why}", reason=why)
             await asyncio.sleep(0.05)
         self.log.info("controller_membership_change", action=action, member=node_id, address=address)
@@ -130,14 +155,15 @@ class MembershipChanges:
                 return
             except TimeoutError:
                 pass
-            if not is_leader() or self.raft.conf_change_blocked() is not None:
-                continue
-            ready = self.raft.promotable()
+            ready = self.raft.promotable() if is_leader() else []
             if not ready:
                 continue
             who = ready[0]
+            promoted = self.raft.membership.promoted(who)
+            if self.raft.conf_change_blocked(promoted) is not None:
+                continue
             try:
                 self.log.info("controller_learner_promoted", member=who)
-                await self.raft.propose_membership(self.raft.membership.promoted(who), self.timeout_s)
+                await self.raft.propose_membership(promoted, self.timeout_s)
             except Exception as e:     # noqa: BLE001 - lost leadership, a race with an operator change: next round
                 self.log.warning("controller_promotion_failed", member=who, error=repr(e))

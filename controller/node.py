@@ -115,6 +115,8 @@ class ControllerNode:
         self.membership = MembershipView(config.node_id, config.bootstrap_membership(), config.peers)
         self.membership_changes: MembershipChanges | None = None
         self._was_voter = self.membership.is_voter
+        self._longest_stated_timeout_ms = 0     # the longest heartbeat timeout a broker stated here
+        self._voter_change_gap_ms = 0
 
     # ------------------------------------------------------------------ lifecycle
 
@@ -180,6 +182,7 @@ class ControllerNode:
         if self._listener.port == 0:
             raise OSError(f"cannot listen on {self.config.listen_addr}")
         await self.raft.start()
+        self._sync_liveness_config()
         await self.server.start()
         from autoswitch.controller.peers import PeerLiveness
 
@@ -480,10 +483,12 @@ class ControllerNode:
         except Exception as e:  # noqa: BLE001 - typed reply below
             raise self._map_raft_error(e) from None
 
-    async def change_membership(self, action: str, node_id: str, address: str, raft_address: str) -> None:
-        """Leader only: one membership change (controller/membership_ops.py). Removing the leader
-        itself first hands leadership to the most caught-up other voter, then answers NOT_LEADER
-        so the caller repeats the request there."""
+    async def change_membership(self, action: str, node_id: str, address: str, raft_address: str,
+                                pacing_budget_s: float = 0.0) -> None:
+        """Leader only: one membership change (controller/membership_ops.py; ``pacing_budget_s``:
+        how long it may wait for voter-change pacing). Removing the leader itself first hands
+        leadership to the most caught-up other voter, then answers NOT_LEADER so the caller
+        repeats the request there."""
         from autoswitch.controller.raft.membership import BadMembership
 
         if not self.is_leader or self.membership_changes is None:
@@ -497,7 +502,7 @@ class ControllerNode:
             await self.move_leader(to, None)
             raise self._not_leader()
         try:
-            await self.membership_changes.change(action, node_id, address, raft_address)
+            await self.membership_changes.change(action, node_id, address, raft_address, pacing_budget_s)
         except BadMembership as e:
             raise NodeReply(Code.CONTROLLER_INVALID_REQUEST, e.message) from None
         except Exception as e:  # noqa: BLE001 - typed reply below
@@ -520,10 +525,20 @@ class ControllerNode:
         if t != self.heartbeats.timeout_ms:
             self.heartbeats.timeout_ms = t
             self.heartbeats.hold_ms = 3 * t
+        # A voter change waits until leases counted under the configuration before the previous
+        # change have run out: a lease is shorter than the heartbeat timeout it was sized for
+        # (the broker's own, when it states one), and on this node's clock that covers the drift.
+        gap = max(t, self._longest_stated_timeout_ms)
+        if gap != self._voter_change_gap_ms:
+            self._voter_change_gap_ms = gap
+            self.raft.set_voter_change_gap(gap)
 
     def record_heartbeat(self, r: pb.BrokerHeartbeatRequest) -> bool:
         """Store the heartbeat; returns whether this reply may count towards the broker's master lease."""
         self.metrics.heartbeats.inc()
+        stated = min(r.heartbeat_timeout_ms, MAX_ASSUMED_TIMEOUT_MS)
+        if stated > self._longest_stated_timeout_ms:
+            self._longest_stated_timeout_ms = stated
         self._sync_liveness_config()
         now = self.now_ms()
         ok = self.heartbeats.record(
@@ -542,7 +557,14 @@ class ControllerNode:
             # the current master heartbeats, but a DEAD report about it stands: it will fence itself
             self.alerter.emit_once("master_lease_refused", r.broker_name, epoch, sm_adapter.wall_ms(), master=master,
                                    reason="a DEAD report about it holds its lease grants")
-        return why is None and self.membership.grants_lease_to(r.lease_quorum)
+        if why is not None:
+            return False
+        return self.membership.lease_refusal(r.lease_quorum, r.controllers_index, self.raft.applied_conf()) is None
+
+    def controllers_for_brokers(self) -> tuple[int, list[str]]:
+        """(index, voter client addresses) of the newest applied configuration: what heartbeat
+        replies advertise (MembershipView.broker_view)."""
+        return self.membership.broker_view(self.raft.applied_conf())
 
     def _on_record(self, rec: dict) -> None:
         """Every applied history record: metrics on every node, alerts on the leader only."""

@@ -40,6 +40,7 @@ _log = get_logger("controller.service")
 
 MAX_HEARTBEAT_BATCH = 10_000
 MAX_BATCH_CALLS = 4096
+MAX_PACING_WAIT_S = 120.0      # a ChangeMembership held back by voter-change pacing waits at most this
 
 def _too_large(node: ControllerNode, size: int) -> NodeReply | None:
     # The server's own limit is Raft's (snapshots and append batches share the port).
@@ -222,7 +223,7 @@ class ControllerServicer(pbg.ControllerServiceServicer):
                 raise BadRequest(f"{f} must be >= 0")
         granted = self.node.record_heartbeat(request)
         epoch, master = self.node.sm.master_of(request.broker_name)
-        ctl_index, ctls = self.node.membership.broker_view()
+        ctl_index, ctls = self.node.controllers_for_brokers()
         return pb.BrokerHeartbeatReply(header=pb.ReplyHeader(code=0), is_leader=self.node.is_leader,
                                        raft_term=self.node.term, lease_granted=granted, master_epoch=epoch,
                                        master_broker_id=master, controllers=ctls, controllers_index=ctl_index)
@@ -355,7 +356,10 @@ class ControllerServicer(pbg.ControllerServiceServicer):
         for what, a in (("address", request.address), ("raft_address", request.raft_address)):
             if a:
                 check_addr(a, what)
-        await self.node.change_membership(request.action, nid, request.address, request.raft_address)
+        # a change held back by voter-change pacing waits for it within the caller's deadline
+        left = context.time_remaining() if context is not None else None
+        budget = max(0.0, min(left, MAX_PACING_WAIT_S) - 0.5) if left is not None else 0.0
+        await self.node.change_membership(request.action, nid, request.address, request.raft_address, budget)
         md = self.node.metadata()
         members = [pb.ControllerPeer(node_id=n, address=a, reachable=r, role=role, match_index=md["match"].get(n, 0))
                    for n, a, r, role in md["peers"]]

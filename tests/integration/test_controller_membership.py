@@ -12,7 +12,7 @@ from autoswitch.controller.client import ControllerClient
 from autoswitch.controller.codes import Code, ControllerRpcError
 
 from autoswitch.proto import controller_pb2 as pb
-from tests.integration.controller_harness import Cluster, Heartbeater, admin, wait_heard, wait_leader
+from tests.integration.controller_harness import Cluster, Heartbeater, admin, hb, wait_heard, wait_leader
 from tests.integration.failover_harness import wait_until
 from tests.procs import free_port
 from tests.waiting import until
@@ -69,6 +69,16 @@ def test_replace_a_controller_and_keep_electing_masters(procs, tmp_path):
                 # the new member serves reads like any other (it applied the whole log)
                 r = await c.call_node(cl.addrs["n4"], "GetMetaData", pb.GetMetaDataRequest())
                 assert r.cluster_id == cluster_id and {p.node_id: p.role for p in r.peers}["n4"] == "voter"
+                # lease grants name the configuration (docs/controller.md "Controller membership"):
+                # a heartbeat counting the bootstrap list gets none, and learns the new one
+                stale = await c.call_node(leader_addr, "BrokerHeartbeat", hb("g9", 1))
+                assert not stale.lease_granted and stale.controllers_index > 0
+                assert sorted(stale.controllers) == sorted(cl.addrs[n] for n in ("n1", "n2", "n3", "n4"))
+                named = hb("g9", 1)
+                named.controllers_index, named.lease_quorum = stale.controllers_index, 3
+                assert (await c.call_node(leader_addr, "BrokerHeartbeat", named)).lease_granted
+                named.lease_quorum = 1        # 1 + majority(4) is no more than 4: misses a majority
+                assert not (await c.call_node(leader_addr, "BrokerHeartbeat", named)).lease_granted
             finally:
                 await beats.stop()
         return leader

@@ -19,7 +19,8 @@ VOTE_HUNT = FaultMix(every_ms=150, partition=0.35, one_way=0.2, heal=0.25, crash
 # measured first catch on 2026-11-22 -> bound: no_union_sss 37 -> 80, elect_outside_sss 5 -> 20,
 # skip_handshake_truncation 12 -> 40, drop_zero_msg_epochs 42 -> 100, no_self_fencing 31 -> 80,
 # vote_not_persisted 98 -> 200; on 2026-11-24: lease_hold_from_first_report 0 -> 5; on 2026-11-25:
-# handover_without_cas 5 -> 20, fast_path_any_ack_mode 33 -> 80
+# handover_without_cas 5 -> 20, fast_path_any_ack_mode 33 -> 80, membership_no_pacing 1 -> 5,
+# membership_grant_unapplied 0 -> 5
 CATCH_BOUND = {
     "no_union_sss": 80,
     "elect_outside_sss": 20,
@@ -30,9 +31,14 @@ CATCH_BOUND = {
     "lease_hold_from_first_report": 5,
     "handover_without_cas": 20,
     "fast_path_any_ack_mode": 80,
+    "membership_no_pacing": 5,
+    "membership_grant_unapplied": 5,
 }
 
-# The lease bug needs an election that takes a while to commit, which only the lease simulator
+# planted membership bugs -> the rule of the lease simulator they switch off
+MEMBERSHIP_RULE_OFF = {"membership_no_pacing": "pacing", "membership_grant_unapplied": "applied_conf"}
+
+# The lease bugs need an election that takes a while to commit, which only the lease simulator
 # models (the data simulator commits elections at once): one "seed" is a batch of its scenarios.
 LEASE_BATCH = 100
 
@@ -41,6 +47,10 @@ def run_with_bug(bug: str, seed: int) -> Violation | None:
     with quiet_logs():
         if bug == "lease_hold_from_first_report":
             _, bad = lease_sim.run_scenarios(seed * LEASE_BATCH, LEASE_BATCH, HoldFromFirstReportTable)
+            return Violation("lease.outlives_election", bad[0][2], 0) if bad else None
+        if bug in MEMBERSHIP_RULE_OFF:
+            _, bad = lease_sim.run_scenarios(seed * LEASE_BATCH, LEASE_BATCH, membership=True,
+                                             rules=frozenset({MEMBERSHIP_RULE_OFF[bug]}))
             return Violation("lease.outlives_election", bad[0][2], 0) if bad else None
         try:
             if bug in ("vote_not_persisted",):

@@ -22,6 +22,8 @@ BUGS = (
     "lease_hold_from_first_report",  # a controller's grant hold runs from its FIRST DEAD report only
     "handover_without_cas",    # the controller applies a handover with no compare-and-set or SyncStateSet check
     "fast_path_any_ack_mode",  # crash-fast failover also for a group whose acks do not need every SSS member
+    "membership_no_pacing",    # the leader changes voters again right after the previous change committed
+    "membership_grant_unapplied",  # a controller grants under a configuration it has appended, not applied
 )
 PHASE_A_BUGS = {"vote_not_persisted"}
 

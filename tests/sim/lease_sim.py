@@ -58,27 +58,33 @@ def down(windows, t: float) -> bool:
     return any(s <= t < s + n for s, n in windows)
 
 
-def simulate(sc, table_factory=HeartbeatTable) -> tuple[float | None, float | None]:
+def simulate(sc, table_factory=HeartbeatTable, rules: frozenset[str] = frozenset()) -> tuple[float | None, float | None]:
     """Returns (real commit time of the election or None, last real time the lease was valid).
 
     Optional keys (absent in older scenarios): ``leader`` (the scanning node, default n0),
-    ``restarts`` (node -> [(real time, down ms)]) and ``membership``: ``{"steps": [(real time,
-    voters)], "learn": {node: [delay per step]}}``, single-server changes the leader makes (it
-    knows each at once; every other node learns it that much later); nodes grant only as voters
-    of their own view and under the lease-quorum rule (controller/membership_ops.py), the broker
-    adopts the list of a reply with a newer view (MasterLease.replace_controllers), and the
-    leader's scan asks, and counts, the voters of its own view. ``table_factory`` builds the tables
-    (the planted-bug tests pass a broken one)."""
+    ``restarts`` (node -> [(real time, down ms)]) and ``membership`` (``membership_scenario``):
+    two single-server changes the leader appends (the second ``extra2`` ms after the pacing gap
+    from the moment it saw the first committed); every other node appends each after its own
+    ``learn`` delay; a change commits once a majority of its voters appended it and everything
+    before it in the leader's log committed (the election entry included); a node applies
+    entries in log order, ``apply_lag`` after it could. Nodes grant under the rules of
+    controller/membership_ops.py: the configuration in force applied, a voter of it, the broker's
+    round naming it, the lease-quorum rule. The broker adopts the applied configuration a reply
+    names when newer, or any other from the leader, and counts only rounds sent after that.
+    ``rules`` switches rules off for the planted-bug tests ("pacing", "same_conf", "applied_conf");
+    ``table_factory`` builds the tables (planted bugs in the liveness rules)."""
     conf = sc.get("membership")
     nodes = (*NODES, SPARE) if conf else NODES
     clocks = {n: Clock(sc["offsets"].get(n, 0), sc["rates"][n]) for n in (*nodes, "broker")}
-    steps = [(0.0, NODES), *[(float(t), tuple(v)) for t, v in conf["steps"]]] if conf else [(0.0, NODES)]
-    view = dict.fromkeys(nodes, 0)            # node -> the newest step it knows
+    voters_of = [NODES, *([tuple(conf["v1"]), tuple(conf["v2"])] if conf else [])]
+    view = dict.fromkeys(nodes, 0)            # node -> the newest configuration in its log
+    conf_applied = dict.fromkeys(nodes, 0)    # node -> the newest configuration it applied
     broker_view = 0
-    quorum_of_round: dict[int, int] = {}
+    round_info: dict[int, tuple[int, int]] = {}    # round -> (lease quorum, configuration) it named
     leader = sc.get("leader", "n0")
     restarts = sc.get("restarts") or {}
     last_report: dict[str, float] = {}      # node -> real time of its last DEAD report
+    gap_ms = 0 if "pacing" in rules else H
 
     def new_table(n: str, t: float, fresh: bool) -> HeartbeatTable:
         def on_hold(_key, n=n) -> None:
@@ -103,20 +109,53 @@ def simulate(sc, table_factory=HeartbeatTable) -> tuple[float | None, float | No
     seq = 0
     jitter = sc["seed_delays"]
     delay = sc["delay"]
+    # The leader's log after the bootstrap: ("conf", step) and ("elect", 0) items in log order,
+    # each with the time it may commit on its own (None: not yet) and its commit time.
+    chain: list[list] = []                    # [kind, step, ready, commit, learned: {node: time}]
+    next_apply = dict.fromkeys(nodes, 0)      # node -> the chain position it applies next
+    due: dict[tuple[str, int], float] = {}    # (node, position) -> when it may apply it
+    waiting: dict[tuple[str, int], int] = {}  # (node, position) -> a later change it learnt first
 
     def at(t: float, kind: str, *args) -> None:
         nonlocal seq
         seq += 1
         heapq.heappush(events, (t, seq, kind, args))
 
+    def append(kind: str, step: int, t: float) -> None:
+        chain.append([kind, step, None, None, {}])
+        if kind == "conf":
+            for n in nodes:
+                at(t + (0 if n == leader else conf["learn"][n][step - 1]), "learn", n, len(chain) - 1)
+        else:
+            chain[-1][2] = t + sc["commit_delay"]
+            at(chain[-1][2], "commit_check")
+
+    def commit_ready(t: float) -> None:
+        for j, item in enumerate(chain):
+            if item[3] is not None:
+                continue
+            if item[2] is None or item[2] > t:
+                return
+            item[3] = t
+            kind, step = item[0], item[1]
+            for n in nodes:
+                if kind == "elect":
+                    ready = t + sc["apply_delay"] * (nodes.index(n) % 2)
+                else:
+                    ready = max(t, item[4].get(n, float("inf"))) + conf["apply_lag"][n][step - 1]
+                due[(n, j)] = ready
+                at(ready, "apply", n)
+            if kind == "conf" and step == 1:     # the leader paces the next voter change
+                lt = clocks[leader].real(clocks[leader].local(t) + gap_ms) + conf["extra2"]
+                at(lt, "append2")
+
     at(0, "beat")
     at(clocks[leader].real(clocks[leader].local(0) + SCAN), "scan")
     for n, rs in restarts.items():
         for t, d in rs:
             at(t, "crash", n, d)
-    for i, (t, _v) in enumerate(steps[1:], 1):
-        for n in nodes:
-            at(t + (0 if n == leader else conf["learn"][n][i - 1]), "learn", n, i)
+    if conf:
+        at(conf["t1"], "append1")
     commit_at: float | None = None
     last_valid: float | None = None
     k = 0
@@ -128,7 +167,7 @@ def simulate(sc, table_factory=HeartbeatTable) -> tuple[float | None, float | No
         now_real[0] = t
         if kind == "beat":
             rnd = lease.on_round_sent(clocks["broker"].local(t) / 1000.0)
-            quorum_of_round[rnd] = lease.quorum
+            round_info[rnd] = (lease.quorum, broker_view)
             for n in lease.controllers:
                 k += 1
                 if not down(down_to.get(n, ()), t):
@@ -140,48 +179,75 @@ def simulate(sc, table_factory=HeartbeatTable) -> tuple[float | None, float | No
                 continue
             now = clocks[n].local(t)
             tables[n].record(G, BrokerReport(M, epoch=1, max_offset=100), now)
-            mine = steps[view[n]][1]
-            voter = n in mine and lease_quorum_ok(quorum_of_round.get(rnd, 0), len(mine))
-            if voter and tables[n].grants_lease(G, M, 1, applied[n], now) and not down(down_from.get(n, ()), t):
+            quorum, named = round_info.get(rnd, (0, 0))
+            mine = voters_of[conf_applied[n] if "applied_conf" in rules else view[n]]
+            ok = (n in mine and lease_quorum_ok(quorum, len(mine))
+                  and ("applied_conf" in rules or conf_applied[n] == view[n])
+                  and ("same_conf" in rules or named == view[n]))
+            granted = ok and tables[n].grants_lease(G, M, 1, applied[n], now)
+            if not down(down_from.get(n, ()), t) and (granted or conf):
                 k += 1
-                at(t + delay + jitter[k % 8], "reply", n, rnd, view[n])
+                at(t + delay + jitter[k % 8], "reply", n, rnd, conf_applied[n], granted)
         elif kind == "reply":
-            n, rnd, seen = args
-            lease.on_reply(n, rnd, clocks["broker"].local(t) / 1000.0)
-            if seen > broker_view:        # the reply names a newer membership: adopt its voters
-                broker_view = seen
-                lease.replace_controllers(steps[seen][1])
+            n, rnd, seen, granted = args
+            if seen > broker_view or (n == leader and seen != broker_view):
+                broker_view = seen               # adopt the configuration the reply names
+                lease.replace_controllers(voters_of[seen])
+            if granted:
+                lease.on_reply(n, rnd, clocks["broker"].local(t) / 1000.0)
+        elif kind in ("append1", "append2"):
+            append("conf", 1 if kind == "append1" else 2, t)
         elif kind == "learn":
-            n, i = args
+            n, j = args
+            step = chain[j][1]
             if t < down_until[n]:
-                at(down_until[n], "learn", n, i)
-            elif i > view[n]:
-                if n not in steps[view[n]][1] and n in steps[i][1]:
+                at(down_until[n], "learn", n, j)
+                continue
+            before = [i for i in range(j) if chain[i][0] == "conf" and n not in chain[i][4]]
+            if before:                           # a log is appended in order: after the earlier change
+                waiting[(n, before[-1])] = j
+                continue
+            chain[j][4][n] = t
+            if (n, j) in waiting:
+                at(t, "learn", n, waiting.pop((n, j)))
+            if step > view[n]:
+                if n not in voters_of[view[n]] and n in voters_of[step]:
                     # as controller/node.py does when a node becomes a voter: it listens from
                     # now on and grants no lease for a hold
                     tables[n].started_ms = clocks[n].local(t)
                     tables[n].startup_grace_ms = HOLD
-                view[n] = i
+                view[n] = step
+            vs = voters_of[step]
+            if chain[j][2] is None and sum(1 for v in vs if v in chain[j][4]) > len(vs) // 2:
+                chain[j][2] = t
+                commit_ready(t)
+        elif kind == "commit_check":
+            commit_ready(t)
         elif kind == "scan":
             if commit_at is not None:
                 continue
             now0 = clocks[leader].local(t)
-            voters = steps[view[leader]][1]
+            voters = voters_of[view[leader]]
             if t >= down_until[leader] and not tables[leader].alive(G, M, now0):
                 ops = {n: {(G, M): tables[n].report_opinion(G, M, clocks[n].local(t))}
                        for n in voters if t >= down_until[n]}
                 if LivenessView.from_opinions(len(voters), ops).is_dead(G, M):
-                    commit_at = t + sc["commit_delay"]
-                    for n in nodes:
-                        at(commit_at + sc["apply_delay"] * (nodes.index(n) % 2), "apply", n)
+                    append("elect", 0, t)
+                    commit_at = -1.0                 # decided; the commit time comes from the chain
             at(clocks[leader].real(now0 + SCAN), "scan")
         elif kind == "apply":
             (n,) = args
             if t < down_until[n]:
                 at(down_until[n], "apply", n)     # replays its log when it is back
                 continue
-            applied[n] = 2
-            tables[n].release(G, master_id=2)
+            while next_apply[n] < len(chain) and due.get((n, next_apply[n]), float("inf")) <= t:
+                item = chain[next_apply[n]]
+                next_apply[n] += 1
+                if item[0] == "elect":
+                    applied[n] = 2
+                    tables[n].release(G, master_id=2)
+                else:
+                    conf_applied[n] = max(conf_applied[n], item[1])
         elif kind == "crash":
             n, d = args
             down_until[n] = max(down_until[n], t + d)
@@ -193,12 +259,13 @@ def simulate(sc, table_factory=HeartbeatTable) -> tuple[float | None, float | No
         exp = lease.expires_at()
         if exp is not None:
             last_valid = clocks["broker"].real(exp * 1000.0)
-    return commit_at, last_valid
+    elect = [item for item in chain if item[0] == "elect"]
+    return (elect[0][3] if elect else None), last_valid
 
 
-def check(sc, table_factory=HeartbeatTable) -> str | None:
+def check(sc, table_factory=HeartbeatTable, rules: frozenset[str] = frozenset()) -> str | None:
     """None, or what went wrong: the old master's lease covering the commit of its successor."""
-    commit_at, last_valid = simulate(sc, table_factory)
+    commit_at, last_valid = simulate(sc, table_factory, rules)
     if commit_at is not None and last_valid is not None and last_valid > commit_at:
         return f"lease valid until {last_valid:.0f} ms, election committed at {commit_at:.0f} ms"
     return None
@@ -260,9 +327,9 @@ def random_scenario(rng: random.Random) -> dict:
 
 def membership_scenario(rng: random.Random) -> dict:
     """``random_scenario`` plus two single-server changes while the broker runs: add the spare
-    node, then remove an original voter other than the leader. Each node learns each step after
-    its own delay (up to 30 s: stale views on purpose); the removal starts only once a majority
-    of the enlarged voters know the addition (it committed), as the leader's rule requires."""
+    node (at ``t1``), then remove an original voter other than the leader (``extra2`` ms after the
+    leader's pacing allows it). Each node appends each change after its own delay (up to 30 s:
+    stale views on purpose) and applies it up to 2 s after it could."""
     sc = random_scenario(rng)
     nodes = (*NODES, SPARE)
     sc["rates"][SPARE] = rng.uniform(1 - RHO, 1 + RHO)
@@ -270,28 +337,34 @@ def membership_scenario(rng: random.Random) -> dict:
     sc["down_to"][SPARE] = _outages(rng)
     sc["down_from"][SPARE] = [_window(rng) for _ in range(rng.choice((0, 0, 1, 2)))]
     leader = sc["leader"]
-    v1 = (*NODES, SPARE)
-    t1 = rng.randint(0, END // 2)
-    learn = {n: [0 if n == leader else rng.choice((rng.randint(0, 500), rng.randint(0, 30_000))),
-                 0 if n == leader else rng.choice((rng.randint(0, 500), rng.randint(0, 30_000)))] for n in nodes}
-    committed = sorted(t1 + learn[n][0] for n in v1)[len(v1) // 2]      # the majority-th learner
-    t2 = committed + rng.randint(0, 10_000)
+
+    def lag(longest: int) -> int:
+        return 0 if rng.random() < 0.3 else rng.choice((rng.randint(0, 500), rng.randint(0, longest)))
+
     gone = rng.choice([n for n in NODES if n != leader])
-    sc["membership"] = {"steps": [(t1, v1), (t2, tuple(n for n in v1 if n != gone))], "learn": learn}
+    sc["membership"] = {
+        "t1": rng.randint(0, END // 2),
+        "v1": (*NODES, SPARE),
+        "v2": tuple(n for n in (*NODES, SPARE) if n != gone),
+        "extra2": rng.choice((0, rng.randint(0, 500), rng.randint(0, 10_000))),
+        "learn": {n: [0 if n == leader else lag(30_000) for _ in range(2)] for n in nodes},
+        "apply_lag": {n: [lag(2_000) for _ in range(2)] for n in nodes},
+    }
     return sc
 
 
-def run_scenarios(start: int, count: int, table_factory=HeartbeatTable,
-                  progress=None, membership: bool = False) -> tuple[int, list[tuple[int, dict, str]]]:
+def run_scenarios(start: int, count: int, table_factory=HeartbeatTable, progress=None,
+                  membership: bool = False, rules: frozenset[str] = frozenset()) -> tuple[int, list[tuple[int, dict, str]]]:
     """Scenarios ``start`` .. ``start + count - 1`` (scenario i comes from its own seeded RNG, so
     any one can be re-run alone). Returns (elections seen, violations as (i, scenario, what)).
-    ``membership``: scenarios with a controller membership change (``membership_scenario``)."""
+    ``membership``: scenarios with a controller membership change (``membership_scenario``);
+    ``rules``: membership rules switched off (``simulate``)."""
     bad: list[tuple[int, dict, str]] = []
     elections = 0
     for i in range(start, start + count):
         sc = (membership_scenario(random.Random(f"lease-mem/{i}")) if membership
               else random_scenario(random.Random(f"lease/{i}")))
-        commit_at, last_valid = simulate(sc, table_factory)
+        commit_at, last_valid = simulate(sc, table_factory, rules)
         elections += commit_at is not None
         if commit_at is not None and last_valid is not None and last_valid > commit_at:
             bad.append((i, sc, f"lease valid until {last_valid:.0f} ms, election committed at {commit_at:.0f} ms"))

@@ -5,8 +5,8 @@ the simulator with its own fault mix. Prints seeds per second and the seed of ev
 exits 1 when there is one. ``--bug NAME`` plants a bug (tests/sim only) to show a checker bites.
 ``--lease-scenarios N`` also runs N scenarios of the lease simulator (tests/sim/lease_sim.py):
 drifting clocks, partitions from time 0 and heals on a scan instant, slow commits, restarts.
-``--lease-membership`` runs them with a controller membership change each (not part of `make
-soak`: it finds violations today, docs/controller.md "Controller membership").
+``--lease-membership-scenarios N`` runs N more, each with two controller membership changes (add a
+voter, remove another) learnt late by some nodes (docs/controller.md "Controller membership").
 """
 
 from __future__ import annotations
@@ -17,6 +17,7 @@ import sys
 import time
 
 from . import controller_sim, data_sim, lease_sim
+from .bugs import MEMBERSHIP_RULE_OFF
 from .common import BUGS, HoldFromFirstReportTable, Stats, Violation, quiet_logs
 
 
@@ -62,13 +63,14 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--rm", action="store_true", help="phase B brokers run the real ReplicasManager core")
     ap.add_argument("--lease-scenarios", type=int, default=0, help="lease simulator scenarios to run too")
     ap.add_argument("--lease-start", type=int, default=0, help="first lease scenario number")
-    ap.add_argument("--lease-membership", action="store_true",
-                    help="lease scenarios with a controller membership change (add one voter, remove another)")
+    ap.add_argument("--lease-membership-scenarios", type=int, default=0,
+                    help="lease scenarios with controller membership changes (add one voter, remove another)")
     ap.add_argument("--verbose", action="store_true")
     a = ap.parse_args(argv)
     bugs = frozenset(a.bug)
-    lease_bad = (_run_lease(a.lease_start, a.lease_scenarios, bugs, a.lease_membership)
-                 if a.lease_scenarios > 0 else 0)
+    lease_bad = _run_lease(a.lease_start, a.lease_scenarios, bugs) if a.lease_scenarios > 0 else 0
+    if a.lease_membership_scenarios > 0:
+        lease_bad += _run_lease(a.lease_start, a.lease_membership_scenarios, bugs, membership=True)
     total = Stats()
     failed: list[int] = []
     t0 = time.monotonic()
@@ -96,6 +98,7 @@ def main(argv: list[str] | None = None) -> int:
     print(f"{done} seeds in {el:.1f}s = {summary['seeds_per_second']} seeds/s; "
           f"violations at seeds: {summary['violations'] or 'none'}", file=sys.stderr)
     summary["lease_scenarios"] = a.lease_scenarios
+    summary["lease_membership_scenarios"] = a.lease_membership_scenarios
     summary["lease_violations"] = lease_bad
     print(json.dumps(summary))
     return 1 if failed or lease_bad else 0
@@ -104,18 +107,19 @@ def main(argv: list[str] | None = None) -> int:
 def _run_lease(start: int, count: int, bugs: frozenset[str], membership: bool = False) -> int:
     """Lease scenarios start .. start+count-1; prints each violation as a pasteable scenario."""
     table = HoldFromFirstReportTable if "lease_hold_from_first_report" in bugs else lease_sim.HeartbeatTable
+    rules = frozenset(MEMBERSHIP_RULE_OFF[b] for b in bugs if b in MEMBERSHIP_RULE_OFF)
     t0 = time.monotonic()
 
     def progress(done: int, elections: int, bad: int) -> None:
         el = time.monotonic() - t0
-        print(json.dumps({"event": "lease_progress", "done": done, "of": count, "elections": elections,
+        print(json.dumps({"event": "lease_progress", "membership": membership, "done": done, "of": count, "elections": elections,
                           "violations": bad, "per_second": round(done / el, 1) if el else None}),
               file=sys.stderr, flush=True)
 
-    elections, bad = lease_sim.run_scenarios(start, count, table, progress, membership)
+    elections, bad = lease_sim.run_scenarios(start, count, table, progress, membership, rules)
     for i, sc, what in bad:
         print(f"LEASE VIOLATION scenario={i} {what}\n  {sc!r}", file=sys.stderr, flush=True)
-    print(f"{count} lease scenarios ({elections} elections) in {time.monotonic() - t0:.1f}s; "
+    print(f"{count} lease scenarios{' with membership changes' if membership else ''} ({elections} elections) in {time.monotonic() - t0:.1f}s; "
           f"{len(bad)} violations", file=sys.stderr, flush=True)
     return len(bad)
 

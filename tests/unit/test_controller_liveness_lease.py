@@ -14,7 +14,7 @@ from autoswitch.controller.liveness import HeartbeatTable, Opinion
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from tests.sim.lease_sim import END, HOLD, NODES, RHO, SCAN, check, simulate
+from tests.sim.lease_sim import END, HOLD, NODES, RHO, SCAN, check, run_scenarios, simulate
 
 __all__ = ["simulate"]
 
@@ -169,3 +169,14 @@ def test_dead_voters_hearing_the_master_again_before_the_commit_grant_nothing():
     commit_at, last_valid = simulate(sc)
     assert commit_at is not None and 30_000 <= commit_at <= 52_000
     assert last_valid is not None and last_valid <= commit_at
+
+
+def test_controller_membership_changes_keep_the_lease_argument():
+    """Two voter changes (add a fourth controller, remove an original) in every scenario, each
+    appended late by some nodes and applied late by others, under the faults above
+    (docs/controller.md "Controller membership"); `make soak` runs 20,000. The planted bugs
+    membership_no_pacing and membership_grant_unapplied show the scenarios bite
+    (tests/unit/test_sim_bugs.py)."""
+    elections, bad = run_scenarios(0, 400, membership=True)
+    assert elections > 100, "the scenarios must elect to attack anything"
+    assert not bad, bad[0]

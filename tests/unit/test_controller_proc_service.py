@@ -39,6 +39,9 @@ class RecordingNode:
         self.proposed.append(("heartbeat", request.broker_name, request.broker_id))
         return True
 
+    def controllers_for_brokers(self) -> tuple[int, list[str]]:
+        return 0, []
+
     def leader_hint(self):
         return "n1", "127.0.0.1:9"
 

@@ -3,7 +3,8 @@
 from __future__ import annotations
 
 from autoswitch.broker.lease import LeaseConfig, MasterLease
-from autoswitch.controller.membership_ops import lease_quorum_ok
+from autoswitch.controller.membership_ops import MembershipView, lease_quorum_ok
+from autoswitch.controller.raft.membership import Member, Membership
 
 CFG = LeaseConfig(master_lease_ms=600, heartbeat_timeout_ms=1000, safety_ms=100)
 
@@ -40,3 +41,42 @@ def test_voters_grant_only_to_a_lease_quorum_that_meets_every_electing_majority(
             # brute force: does every k granting voters meet every majority of voters?
             meets = all(set(g) & set(d) for g in combinations(voters, k) for d in combinations(voters, v // 2 + 1))
             assert lease_quorum_ok(k, v) == meets, (k, v)
+
+
+def test_answers_to_rounds_sent_before_an_adoption_never_count():
+    # a grant names the configuration its round named: rounds of another one must not mix in
+    lease = MasterLease(["c1", "c2", "c3"], CFG)
+    r = lease.on_round_sent(10.0)
+    lease.on_reply("c1", r, 10.01)
+    assert not lease.replace_controllers(["c1", "c2", "c3"]), "the same list under a newer configuration"
+    assert not lease.on_reply("c2", r, 10.02) and not lease.on_reply("c3", r, 10.03)
+    assert lease.expires_at() is None
+    r2 = lease.on_round_sent(10.1)
+    lease.on_reply("c1", r2, 10.11)
+    assert lease.on_reply("c2", r2, 10.12) and lease.expires_at() == 10.7
+
+
+def _view(self_id: str = "n1") -> MembershipView:
+    return MembershipView(self_id, Membership.of_ids(["n1", "n2", "n3"]), {})
+
+
+def test_a_voter_grants_only_under_its_applied_configuration_named_by_the_broker():
+    three = Membership.of_ids(["n1", "n2", "n3"])
+    four = Membership.of_ids(["n1", "n2", "n3", "n4"])
+    v = _view()
+    assert v.lease_refusal(2, 0, (0, three, True)) is None
+    assert v.lease_refusal(2, 7, (7, four, True)) is None
+    assert v.lease_refusal(2, 7, (7, four, False)) == "membership_change_pending"
+    assert v.lease_refusal(2, 0, (7, four, True)) == "other_membership", "the broker counts the old voters"
+    assert v.lease_refusal(2, 9, (7, four, True)) == "other_membership"
+    assert v.lease_refusal(0, 0, (7, four, True)) == "other_membership", "a broker that names none"
+    assert v.lease_refusal(1, 7, (7, four, True)) == "lease_quorum"
+    assert _view("n9").lease_refusal(2, 7, (7, four, True)) == "not_voter"
+    assert _view("n4").lease_refusal(2, 0, (0, three, True)) == "not_voter", "a learner"
+
+
+def test_heartbeat_replies_advertise_the_applied_configuration_only():
+    four = Membership({"n1": Member("h:1"), "n2": Member("h:2"), "n3": Member("h:3"), "n4": Member("h:4")}, {})
+    v = MembershipView("n1", Membership.of_ids(["n1", "n2", "n3"]), {"n1": "c:1", "n2": "c:2", "n3": "c:3"})
+    assert v.broker_view((0, Membership.of_ids(["n1", "n2", "n3"]), True)) == (0, ["c:1", "c:2", "c:3"])
+    assert v.broker_view((7, four, False)) == (7, ["h:1", "h:2", "h:3", "h:4"])
