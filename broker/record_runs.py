@@ -91,6 +91,16 @@ def iter_run(run: bytes, phy: int) -> Iterator[StoredMessage]:
     stop, why, _ = rec.walk_fast(run, 0, n, n + rec.HEADER_SIZE, phy)
     if why is not None or stop != n:
         raise LogCorrupt(f"invalid record in a record run: {why or 'cut record'}", offset=phy + stop)
+    if rec.native is not None:
+        # ~0.15 us per message instead of ~0.9 (bench.produce --consumer-group); on any surprise
+        # the loop below says exactly what is wrong
+        try:
+            decoded = rec.native.decode_run(run, phy, StoredMessage)
+        except (ValueError, UnicodeDecodeError):
+            decoded = None
+        if decoded is not None:
+            yield from decoded
+            return
     unpack = rec.HEADER.unpack_from
     pos = 0
     topic_b, topic = b"", ""

@@ -6,6 +6,7 @@
  * the reference Python walk for the exact reason (a fuzz test checks they agree).
  * walk_len(buf, pos, end) -> stop: the same length chain without CRCs (replication reads
  * with verify_reads off only need the whole-record prefix).
+ * decode_run(run, phy, cls): a consumer's decode of a validated record run into messages.
  * The GIL is released during the loops (the buffer is pinned by the buffer protocol).
  */
 #define PY_SSIZE_T_CLEAN
@@ -236,10 +237,89 @@ static PyObject *walk_batch(PyObject *self, PyObject *args) {
     return Py_BuildValue("(NNniK)", offs_o, tot_o, p, uniform, (unsigned long long)q0);
 }
 
+/* decode_run(run, phy, cls) -> [cls(topic, queue_offset, phy_offset, msg_id, born_ts_ms, body,
+ * epoch, size), ...]: the messages of a record run that walk_batch already validated (CRCs,
+ * header rules), built as instances of the 8-field tuple subclass `cls` (record.StoredMessage).
+ * A consumer keeping up with ~100k msg/s spent ~0.9 us per message in the Python loop that does
+ * this (header unpack, slices, UTF-8, NamedTuple), most of its CPU. Lengths are re-checked; any
+ * surprise raises ValueError and the caller re-runs the Python loop for the exact LogCorrupt. */
+static PyObject *decode_run(PyObject *self, PyObject *args) {
+    PyObject *run;
+    long long phy;
+    PyTypeObject *cls;
+    if (!PyArg_ParseTuple(args, "SLO!", &run, &phy, &PyType_Type, &cls))
+        return NULL;
+    if (!PyType_IsSubtype(cls, &PyTuple_Type)) {
+        PyErr_SetString(PyExc_TypeError, "cls must be a tuple subclass");
+        return NULL;
+    }
+    const unsigned char *b = (const unsigned char *)PyBytes_AS_STRING(run);
+    Py_ssize_t n = PyBytes_GET_SIZE(run), p = 0;
+    PyObject *out = PyList_New(0);
+    PyObject *topic = NULL;
+    const unsigned char *topic_b = NULL;
+    unsigned int topic_len = 0;
+    if (out == NULL)
+        return NULL;
+    while (p < n) {
+        const unsigned char *h = b + p;
+        if (n - p < HEADER_SIZE)
+            goto bad;
+        uint32_t total = be32(h + 4);
+        unsigned int tl = h[32], ml = h[33];
+        uint32_t bl = be32(h + 36);
+        if (total < HEADER_SIZE || (Py_ssize_t)total > n - p || h[10] != 1 || tl == 0 ||
+            (uint64_t)HEADER_SIZE + tl + ml + bl != (uint64_t)total)
+            goto bad;
+        const unsigned char *t = h + HEADER_SIZE;
+        if (topic == NULL || tl != topic_len || memcmp(t, topic_b, tl) != 0) {
+            Py_XDECREF(topic);
+            topic = PyUnicode_DecodeUTF8((const char *)t, tl, "strict");
+            if (topic == NULL)
+                goto fail;
+            topic_b = t;
+            topic_len = tl;
+        }
+        PyObject *item = cls->tp_alloc(cls, 8);
+        if (item == NULL)
+            goto fail;
+        Py_INCREF(topic);
+        PyTuple_SET_ITEM(item, 0, topic);
+        PyTuple_SET_ITEM(item, 1, PyLong_FromUnsignedLongLong(be64(h + 16)));
+        PyTuple_SET_ITEM(item, 2, PyLong_FromLongLong(phy + (long long)p));
+        PyTuple_SET_ITEM(item, 3, PyUnicode_DecodeUTF8((const char *)t + tl, ml, "strict"));
+        PyTuple_SET_ITEM(item, 4, PyLong_FromUnsignedLongLong(be64(h + 24)));
+        PyTuple_SET_ITEM(item, 5, PyBytes_FromStringAndSize((const char *)t + tl + ml, bl));
+        PyTuple_SET_ITEM(item, 6, PyLong_FromUnsignedLong(be32(h + 12)));
+        PyTuple_SET_ITEM(item, 7, PyLong_FromUnsignedLong(total));
+        for (int i = 1; i < 8; i++) {
+            if (PyTuple_GET_ITEM(item, i) == NULL) {
+                Py_DECREF(item);
+                goto fail;
+            }
+        }
+        int rc = PyList_Append(out, item);
+        Py_DECREF(item);
+        if (rc < 0)
+            goto fail;
+        p += (Py_ssize_t)total;
+    }
+    Py_XDECREF(topic);
+    return out;
+bad:
+    PyErr_Format(PyExc_ValueError, "malformed record at run offset %zd", p);
+fail:
+    Py_XDECREF(topic);
+    Py_DECREF(out);
+    return NULL;
+}
+
 static PyMethodDef methods[] = {
     {"walk_batch", walk_batch, METH_VARARGS,
      "walk_batch(buf, pos, end, seg_end, max_record) -> (msg offsets, msg sizes, stop, uniform, q0)"},
     {"walk_len", walk_len, METH_VARARGS, "walk_len(buf, pos, end) -> stop: the record length chain only"},
+    {"decode_run", decode_run, METH_VARARGS,
+     "decode_run(run, phy, cls) -> [cls(...)]: the messages of a validated record run"},
     {"crc32", py_crc32, METH_VARARGS, "crc32(data, value=0) -> int: zlib.crc32, carry-less multiply when the CPU has it"},
     {NULL, NULL, 0, NULL},
 };
