@@ -25,6 +25,7 @@ from collections.abc import Iterable
 from dataclasses import dataclass
 
 from autoswitch.base.errors import ConfigError
+from autoswitch.base.quorum import majority
 
 # Rounds we remember send times for: a reply to a round older than this is
 # useless anyway (its lease has run out long ago) and the table stays bounded.
@@ -62,10 +63,6 @@ class LeaseConfig:
                 key="heartbeat_interval_ms",
             )
         return self
-
-
-def majority(n: int) -> int:
-    return n // 2 + 1
 
 
 class MasterLease:

@@ -29,7 +29,6 @@ from autoswitch.broker.config import parse_hostport
 from autoswitch.broker.controller_sessions import ControllerSessions
 from autoswitch.broker.hooks import HookConfig, HookRunner, RoleHooks
 from autoswitch.broker.identity import IdentityStore
-from autoswitch.broker.lease import majority
 from autoswitch.broker.replicas_manager import (
     AlterSyncStateSet,
     ApplyBrokerId,
@@ -62,7 +61,9 @@ from autoswitch.base.backoff import Backoff
 from autoswitch.base.crashpoints import crash_point
 from autoswitch.base.errors import AutoswitchError, ConfigError
 from autoswitch.base.fsutil import fsync_dir
+from autoswitch.base.limits import MAX_CONTROLLERS
 from autoswitch.base.log import get_logger
+from autoswitch.base.quorum import majority
 from autoswitch.base.waits import wait_event
 
 if TYPE_CHECKING:
@@ -82,7 +83,6 @@ _CRASH_POINTS = {
     RegisterBroker: "registration.register",
 }
 
-MAX_CONTROLLERS = 9       # a controller list from a heartbeat reply longer than Raft allows is refused
 MAX_ADDRESS_LEN = 256
 
 

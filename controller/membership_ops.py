@@ -19,12 +19,15 @@ from __future__ import annotations
 
 import asyncio
 from collections.abc import Callable
-from typing import Any
+from typing import TYPE_CHECKING
 
 from autoswitch.controller.raft.membership import BadMembership, Member, Membership
 from autoswitch.controller.raft.quorum import majority
 
 from autoswitch.base.log import get_logger
+
+if TYPE_CHECKING:
+    from autoswitch.controller.raft.node import RaftNode
 
 PROMOTE_CHECK_S = 0.2            # how often the leader looks for caught-up learners
 
@@ -104,7 +107,7 @@ class MembershipView:
 class MembershipChanges:
     """Operator changes, run on the leader. ``raft`` is the RaftNode."""
 
-    def __init__(self, raft: Any, view: MembershipView, propose_timeout_s: float) -> None:
+    def __init__(self, raft: RaftNode, view: MembershipView, propose_timeout_s: float) -> None:
         self.raft = raft
         self.view = view
         self.timeout_s = propose_timeout_s

@@ -47,6 +47,11 @@ MAX_CONCURRENT_RPCS = 512
 Authority = Callable[[str], "tuple[int | None, int] | None"]
 
 
+# Membership changes are rare: the name server asks the leader's GetMetaData every this many
+# polls (and after an outage), not on every one.
+MEMBERSHIP_CHECK_EVERY = 10
+
+
 @dataclass
 class Route:
     cluster: str
@@ -268,6 +273,7 @@ class PolledAuthority:
 
     async def run(self, controllers: list[str]) -> None:
         import asyncio
+        import itertools
 
         from autoswitch.controller.client import ControllerClient
 
@@ -275,10 +281,11 @@ class PolledAuthority:
 
         async with ControllerClient(controllers, deadline_s=self.interval_s * 3, tls=self.tls) as c:
             failing = False
-            while True:
+            for poll in itertools.count():
                 try:
                     self.update(await c.get_sync_state_data([]))
-                    await self._follow_membership(c)
+                    if poll % MEMBERSHIP_CHECK_EVERY == 0 or failing:
+                        await self._follow_membership(c)
                     if failing:
                         _log.info("controller_view_restored", groups=len(self._masters or {}))
                     failing = False

@@ -29,7 +29,7 @@ import gc
 import signal
 import time
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import grpc
 import msgspec
@@ -73,6 +73,9 @@ from autoswitch.base.waits import wait_event
 from autoswitch.proto import controller_pb2 as pb
 from autoswitch.proto import controller_pb2_grpc as pbg
 
+if TYPE_CHECKING:
+    from autoswitch.controller.raft.node import RaftNode
+
 
 class ControllerNode:
     def __init__(self, config: ControllerConfig, *, clock=time.monotonic) -> None:
@@ -92,7 +95,7 @@ class ControllerNode:
         self.watchers = Watchers(config.max_watchers, config.watch_queue_size)
         self.events: EventLog | None = None
         self.sm: sm_adapter.AppliedStateMachine | None = None
-        self.raft: Any = None
+        self.raft: RaftNode | None = None
         self.server: grpc.aio.Server | None = None
         self._listener: tls.Listener | None = None
         self._peer_client: Any = None
@@ -341,10 +344,10 @@ class ControllerNode:
 
     @property
     def term(self) -> int:
-        return int(getattr(self.raft, "term", 0) or 0)
+        return self.raft.term if self.raft is not None else 0
 
     def leader_hint(self) -> tuple[str, str]:
-        lid = getattr(self.raft, "leader_id", None) if self.raft is not None else None
+        lid = self.raft.leader_id if self.raft is not None else None
         addr = self.membership.client_addr(lid) if lid else ""
         return (lid, addr) if addr else ("", "")
 

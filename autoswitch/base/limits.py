@@ -20,3 +20,6 @@ MAX_INT64 = (1 << 63) - 1
 # Message topic and msg_id, in UTF-8 bytes (the record header stores their lengths in one byte).
 MAX_TOPIC_BYTES = 255
 MAX_MSG_ID_BYTES = 128
+# Controller members (voters + learners): Raft clusters beyond 7 voters only get slower. Brokers
+# refuse a longer controller list from a heartbeat reply.
+MAX_CONTROLLERS = 9

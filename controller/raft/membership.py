@@ -20,9 +20,11 @@ import json
 import struct
 from dataclasses import dataclass, field
 
+from autoswitch.base.limits import MAX_CONTROLLERS
+
 from .errors import RaftError
 
-MAX_MEMBERS = 9            # voters + learners; Raft clusters beyond 7 voters only get slower
+MAX_MEMBERS = MAX_CONTROLLERS
 MAX_ID_LEN = 64
 MAX_ADDR_LEN = 256
 MAX_CONF_BYTES = 16 * 1024

@@ -6,12 +6,11 @@ from __future__ import annotations
 
 from collections.abc import Iterable
 
+from autoswitch.base.quorum import majority
+
 from .messages import TallyOutcome, VoteResult
 
-
-def majority(n: int) -> int:
-    """Smallest number of members that is more than half of ``n``."""
-    return n // 2 + 1
+__all__ = ["majority", "quorum_index", "tally"]
 
 
 def quorum_index(matches: Iterable[int], quorum: int) -> int:

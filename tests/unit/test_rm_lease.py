@@ -3,11 +3,12 @@
 from __future__ import annotations
 
 import pytest
-from autoswitch.broker.lease import LeaseConfig, MasterLease, majority
+from autoswitch.broker.lease import LeaseConfig, MasterLease
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from autoswitch.base.errors import ConfigError
+from autoswitch.base.quorum import majority
 
 C3 = ("a", "b", "c")
 
