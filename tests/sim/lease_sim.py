@@ -328,7 +328,7 @@ def random_scenario(rng: random.Random) -> dict:
 def membership_scenario(rng: random.Random) -> dict:
     """``random_scenario`` plus two single-server changes while the broker runs: add the spare
     node (at ``t1``), then remove an original voter other than the leader (``extra2`` ms after the
-    leader's pacing allows it). Each node appends each change after its own delay (up to 30 s:
+    leader's pacing allows it); in three scenarios of ten the other way round (remove, then add). Each node appends each change after its own delay (up to 30 s:
     stale views on purpose) and applies it up to 2 s after it could."""
     sc = random_scenario(rng)
     nodes = (*NODES, SPARE)
@@ -342,10 +342,12 @@ def membership_scenario(rng: random.Random) -> dict:
         return 0 if rng.random() < 0.3 else rng.choice((rng.randint(0, 500), rng.randint(0, longest)))
 
     gone = rng.choice([n for n in NODES if n != leader])
+    smaller = tuple(n for n in NODES if n != gone)
+    remove_first = rng.random() < 0.3          # replace by removing first: 3 -> 2 -> 3 voters
     sc["membership"] = {
         "t1": rng.randint(0, END // 2),
-        "v1": (*NODES, SPARE),
-        "v2": tuple(n for n in (*NODES, SPARE) if n != gone),
+        "v1": smaller if remove_first else (*NODES, SPARE),
+        "v2": (*smaller, SPARE) if remove_first else tuple(n for n in (*NODES, SPARE) if n != gone),
         "extra2": rng.choice((0, rng.randint(0, 500), rng.randint(0, 10_000))),
         "learn": {n: [0 if n == leader else lag(30_000) for _ in range(2)] for n in nodes},
         "apply_lag": {n: [lag(2_000) for _ in range(2)] for n in nodes},
