@@ -77,6 +77,7 @@ class Broker:
         self.after_stop: Callable[[], None] | None = None
         self.fence_listeners: list[Callable[[str | None], None]] = []  # e.g. re-register the route
         self.resume_own_epoch = False  # controller mode sets it: see become_master
+        self._unfinished_master_epoch = 0  # appended to the EpochFile by a become_master that then failed
         # Built (and so checked) at start: a bad [ha] key stops the start (exit 2) instead of an
         # elected master failing every role change and never serving.
         self.ha_config = self._ha_config()
@@ -182,6 +183,10 @@ class Broker:
             # epoch, so a static switch-role keeps refusing it.
             resume = (self.resume_own_epoch and self.master_epoch == 0 and master_epoch == last_local
                       and last_local > 0)
+            # Also a retry of this process's own become_master that appended the epoch and then
+            # failed (e.g. its HA port was taken for a moment): refusing it as stale would leave
+            # the group without a master until another election (bench-failover found it).
+            resume = resume or (master_epoch == last_local == self._unfinished_master_epoch > 0)
             floor = max(self.master_epoch, last_local)
             if master_epoch <= floor and not resume:
                 raise StaleEpoch(
@@ -198,6 +203,7 @@ class Broker:
             self.store.truncate(end)
             if not resume:
                 self.store.append_epoch(master_epoch, end)
+            self._unfinished_master_epoch = master_epoch
             self.flusher.reset()
             self.flusher.flush_now()
             sss = frozenset(sync_state_set) or frozenset({self.broker_id})
@@ -228,6 +234,7 @@ class Broker:
                 self.log.bind(epoch=master_epoch),
             )
             self.role = "master"
+            self._unfinished_master_epoch = 0
             self.log.info(
                 "role_changed", old_role=old_role, role="master", epoch=master_epoch,
                 start_offset=end, sync_state_set=sorted(sss), resumed=resume,

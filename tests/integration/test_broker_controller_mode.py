@@ -170,3 +170,36 @@ def test_cli_refuses_static_role_with_controllers(tmp_path):
     out = subprocess.run(base + ["--heartbeat-timeout-ms", "1000", "--master-lease-ms", "900"],
                          capture_output=True, text=True, timeout=60)
     assert out.returncode == 2 and "master lease too long" in out.stderr, out.stderr[-500:]
+
+
+def test_a_become_master_that_failed_after_its_epoch_entry_can_be_retried(tmp_path):
+    """The HA port taken for a moment (bench-failover hit an outgoing connection's ephemeral port):
+    the EpochFile entry is written, the listener is not. The controller's retry of the same
+    election must finish the switch, not be refused as stale."""
+    import socket
+
+    cfg = _cfg(tmp_path)
+    host, port = cfg.ha_listen.rsplit(":", 1)
+
+    async def run() -> None:
+        b = Broker(cfg)
+        await b.start()
+        try:
+            await b.become_master(2)
+            await b.become_slave(3, ("127.0.0.1", free_port()))
+            with socket.socket() as squatter:
+                squatter.bind((host, int(port)))
+                squatter.listen()
+                with pytest.raises(OSError):
+                    await b.become_master(4)
+                assert b.role == "fenced" and [e.epoch for e in b.store.epochs.entries()][-1] == 4
+            await b.become_master(4)                      # the retry resumes the entry it wrote
+            assert b.role == "master" and b.master_epoch == 4
+            assert [e.epoch for e in b.store.epochs.entries()].count(4) == 1
+            await _put(b, b"after-retry")
+            with pytest.raises(StaleEpoch):
+                await b.become_master(4)                  # once it holds the role: stale again
+        finally:
+            await b.stop()
+
+    asyncio.run(run())
