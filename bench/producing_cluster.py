@@ -6,12 +6,14 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
-import socket
+import random
 import time
 from collections.abc import AsyncIterator
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
+
+from tests.procs import bindable, listen_port_range
 
 HOST = "127.0.0.1"
 GROUP, TOPIC = "g0", "bench"
@@ -27,22 +29,12 @@ def pct(xs: list[float], q: float) -> float | None:
 
 
 def free_block(n: int) -> int:
-    """A base port whose next n ports are free right now (best effort, bounded tries)."""
+    """A base port whose next n ports are free right now, outside the ephemeral range
+    (tests.procs.listen_port_range; best effort, bounded tries)."""
+    low, high = listen_port_range()
     for _ in range(200):
-        with contextlib.closing(socket.socket()) as s:
-            s.bind((HOST, 0))
-            base = s.getsockname()[1]
-        if base + n >= 65000:
-            continue
-        ok = True
-        for p in range(base, base + n):
-            with contextlib.closing(socket.socket()) as s:
-                try:
-                    s.bind((HOST, p))
-                except OSError:
-                    ok = False
-                    break
-        if ok:
+        base = random.randint(low, high - n)
+        if all(bindable(p) for p in range(base, base + n)):
             return base
     raise RuntimeError("no free port block")
 

@@ -7,6 +7,7 @@ by that PID (SIGKILL for crash tests, SIGTERM otherwise).
 from __future__ import annotations
 
 import contextlib
+import random
 import socket
 import subprocess
 import time
@@ -18,17 +19,38 @@ HOST = "127.0.0.1"
 
 
 _handed_out: set[int] = set()
+_rng = random.Random()
+# Listening ports come from below the kernel's ephemeral range: a port handed out from inside it
+# can be taken by any outgoing connection before the server binds it (bench-failover's elected
+# broker once found its HA port held that way). Above the playground's default ports.
+LISTEN_PORTS_FROM = 21000
+
+
+def listen_port_range() -> tuple[int, int]:
+    """[low, high] for listening ports in tests and benchmarks."""
+    try:
+        ephemeral_low = int(Path("/proc/sys/net/ipv4/ip_local_port_range").read_text().split()[0])
+    except (OSError, ValueError, IndexError):
+        ephemeral_low = 32768
+    return LISTEN_PORTS_FROM, max(LISTEN_PORTS_FROM + 1000, ephemeral_low - 1)
+
+
+def bindable(port: int) -> bool:
+    with contextlib.closing(socket.socket(socket.AF_INET, socket.SOCK_STREAM)) as s:
+        try:
+            s.bind((HOST, port))
+        except OSError:
+            return False
+    return True
 
 
 def free_port() -> int:
-    """A port nothing listens on now and this test process has not handed out before: the kernel
-    may give the same ephemeral port to two binds in a row once the first socket closed, and two
-    "free" ports of one cluster must differ."""
+    """A port nothing listens on now, outside the ephemeral range, and not handed out before by
+    this process (two "free" ports of one cluster must differ)."""
+    low, high = listen_port_range()
     for _ in range(1000):
-        with contextlib.closing(socket.socket(socket.AF_INET, socket.SOCK_STREAM)) as s:
-            s.bind((HOST, 0))
-            port = s.getsockname()[1]
-        if port not in _handed_out:
+        port = _rng.randint(low, high)
+        if port not in _handed_out and bindable(port):
             _handed_out.add(port)
             return port
     raise RuntimeError("no unused port found in 1000 tries")
