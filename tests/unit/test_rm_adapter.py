@@ -47,6 +47,8 @@ class FakeApi:
         self.hb_addrs: list[str] = []
         # what heartbeat replies say of the controllers' membership: (voters, change index)
         self.membership: tuple[tuple[str, ...], int] = ((), 0)
+        self.granted = True       # what heartbeat replies say of the lease grant
+        self.leader_answers = True  # False: no reply says is_leader
         self.closed = False
         self.session_opens: list = []
 
@@ -84,8 +86,9 @@ class FakeApi:
         self.heartbeats.append(hb)
         self.hb_addrs.append(controller_addr)
         ctls, index = self.membership
-        return HeartbeatAnswer(is_leader=controller_addr == self.ctrl.leader, lease_granted=True, master_epoch=0,
-                               controllers=ctls, controllers_index=index)
+        return HeartbeatAnswer(is_leader=self.leader_answers and controller_addr == self.ctrl.leader,
+                               lease_granted=self.granted,
+                               master_epoch=0, controllers=ctls, controllers_index=index)
 
     async def elect_master(self, cluster, group, broker_id):
         self._check()
@@ -389,6 +392,38 @@ def test_a_newer_controller_list_moves_heartbeats_sessions_and_lease_without_a_f
         api.membership = (("not an address", "x" * 300), 8)
         await wait_for(lambda: len(api.hb_addrs) > m + 18, "more rounds")
         assert a.config.controllers == new
+        await a.stop()
+
+    asyncio.run(asyncio.wait_for(main(), 20))
+
+
+def test_heartbeats_name_the_adopted_configuration_and_a_refusal_still_teaches_it(tmp_path):
+    """Controllers grant only to a broker naming their own configuration (docs/controller.md
+    "Controller membership"): the broker states the index it adopted in every heartbeat, adopts
+    a newer one from a reply that refused the grant, and takes the leader's word for an older one
+    (a cluster restored from a snapshot numbers again)."""
+    same = tuple(CONTROLLERS)
+
+    async def main():
+        api, _broker, a = make(tmp_path)
+        await a.start()
+        await wait_for(a.may_acknowledge, "master with lease")
+        assert all(hb.controllers_index == 0 for hb in api.heartbeats), "the configured list is index 0"
+        api.granted, api.leader_answers = False, False
+        api.membership = (same, 7)                 # same voters, newer configuration, no grant
+        await wait_for(lambda: api.heartbeats[-1].controllers_index == 7, "a follower's refusal taught index 7")
+        api.membership = (same, 2)                 # older, from followers only: ignored
+        n = len(api.heartbeats)
+        await wait_for(lambda: len(api.heartbeats) > n + 6, "more rounds")
+        assert api.heartbeats[-1].controllers_index == 7
+        api.granted, api.leader_answers = True, True
+        api.membership = (same, 7)
+        n = len(api.heartbeats)
+        await wait_for(lambda: len(api.heartbeats) > n + 6, "more rounds")
+        assert all(hb.controllers_index == 7 for hb in api.heartbeats[n:])
+        assert a.may_acknowledge()
+        api.membership = (same, 2)                 # older: only the leader's reply counts
+        await wait_for(lambda: api.heartbeats[-1].controllers_index == 2, "the leader's configuration")
         await a.stop()
 
     asyncio.run(asyncio.wait_for(main(), 20))
