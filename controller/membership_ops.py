@@ -47,21 +47,23 @@ class MembershipView:
         self.self_id = self_id
         self.config_peers = dict(config_peers)
         self.conf = bootstrap
-        self.index = 0                 # log index of the configuration in force (0 = bootstrap)
         self.log = get_logger("controller.membership", node=self_id)
         self.listeners: list[Callable[[Membership], None]] = []
 
-    def update(self, conf: Membership, index: int = 0) -> None:
+    def update(self, conf: Membership, _index: int = 0) -> None:
+        """The Raft driver's on_membership callback (it also passes the configuration's index,
+        which heartbeat replies take from the applied configuration instead: broker_view)."""
         if conf == self.conf:
             return
         self.conf = conf
-        self.index = index
         self.log.info("controller_membership", voters=list(conf.voter_ids), learners=list(conf.learner_ids))
         for fn in self.listeners:
             fn(conf)
 
-    def client_addr(self, node_id: str) -> str:
-        m = self.conf.member(node_id)
+    def client_addr(self, node_id: str, conf: Membership | None = None) -> str:
+        """A member's client address in ``conf`` (default: the configuration in force), else the
+        one this node was configured with."""
+        m = (conf if conf is not None else self.conf).member(node_id)
         return (m.client if m is not None and m.client else "") or self.config_peers.get(node_id, "")
 
     @property
@@ -81,7 +83,7 @@ class MembershipView:
         """(index, voter client addresses) of the newest *applied* configuration, for heartbeat
         replies: a broker must never adopt a configuration that a truncated log may take back."""
         index, conf, _ = applied
-        addrs = [(conf.voters[n].client or self.config_peers.get(n, "")) for n in conf.voter_ids]
+        addrs = [self.client_addr(n, conf) for n in conf.voter_ids]
         return index, [a for a in addrs if a]
 
     @property

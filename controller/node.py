@@ -119,7 +119,6 @@ class ControllerNode:
         self.membership_changes: MembershipChanges | None = None
         self._was_voter = self.membership.is_voter
         self._longest_stated_timeout_ms = 0     # the longest heartbeat timeout a broker stated here
-        self._voter_change_gap_ms = 0
 
     # ------------------------------------------------------------------ lifecycle
 
@@ -531,10 +530,7 @@ class ControllerNode:
         # A voter change waits until leases counted under the configuration before the previous
         # change have run out: a lease is shorter than the heartbeat timeout it was sized for
         # (the broker's own, when it states one), and on this node's clock that covers the drift.
-        gap = max(t, self._longest_stated_timeout_ms)
-        if gap != self._voter_change_gap_ms:
-            self._voter_change_gap_ms = gap
-            self.raft.set_voter_change_gap(gap)
+        self.raft.set_voter_change_gap(max(t, self._longest_stated_timeout_ms))
 
     def record_heartbeat(self, r: pb.BrokerHeartbeatRequest) -> bool:
         """Store the heartbeat; returns whether this reply may count towards the broker's master lease."""

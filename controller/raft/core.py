@@ -268,9 +268,7 @@ class RaftCore:
             return "no_commit_in_term"           # Ongaro's fix: a commit of our own term first
         if self.transferee is not None:
             return "leadership_transfer"
-        settled = self._voters_settled()
-        if (conf is not None and self.voter_change_gap_ms > 0 and self.membership.voter_change(conf) > 0
-                and (settled is None or self.now - settled < self.voter_change_gap_ms)):
+        if conf is not None and self.membership.voter_change(conf) > 0 and self.voter_change_wait_ms() > 0:
             return "voter_change_pacing"
         return None
 

@@ -126,6 +126,16 @@ async def wait_leader(client, timeout: float = 20.0) -> str:
     raise TimeoutError("no controller leader")
 
 
+async def register_brokers(client, beats: Heartbeater, addrs: list[str], check: str = "check",
+                           port_base: int = 30000, group: str = "g1", ids: tuple[int, ...] = (1, 2)) -> None:
+    """Apply and register brokers ``ids`` of ``group`` (registerCheckCode ``{check}-{id}``, address
+    ``HOST:{port_base + id}``), then heartbeat them to ``addrs`` (RocketMQ's apply -> register)."""
+    for bid in ids:
+        await client.apply_broker_id("c1", group, bid, f"{check}-{bid}")
+        await client.register_broker("c1", group, bid, f"{HOST}:{port_base + bid}")
+        beats.targets[(group, bid)] = list(addrs)
+
+
 async def wait_heard(client, group: str, ids: set[int]) -> None:
     """Until the leader hears every broker of ``ids`` in ``group`` (what an election that
     designates one of them checks): readiness, not a fixed sleep."""

@@ -13,7 +13,15 @@ from autoswitch.controller.client import ControllerClient
 from autoswitch.controller.codes import Code, ControllerRpcError
 
 from autoswitch.proto import controller_pb2 as pb
-from tests.integration.controller_harness import Cluster, Heartbeater, admin, hb, wait_heard, wait_leader
+from tests.integration.controller_harness import (
+    Cluster,
+    Heartbeater,
+    admin,
+    hb,
+    register_brokers,
+    wait_heard,
+    wait_leader,
+)
 from tests.waiting import until
 
 pytestmark = pytest.mark.integration
@@ -53,10 +61,7 @@ def test_three_controllers_failover_quorum_loss_restart(procs, tmp_path):
             try:
                 # --- registration (RocketMQ's get next id -> apply -> register) and election
                 assert await c.get_next_broker_id("c1", "g1") == 1
-                for bid in (1, 2):
-                    await c.apply_broker_id("c1", "g1", bid, f"check-{bid}")
-                    await c.register_broker("c1", "g1", bid, f"127.0.0.1:{30000 + bid}")
-                    beats.targets[("g1", bid)] = list(cl.addrs.values())
+                await register_brokers(c, beats, list(cl.addrs.values()))
                 # idempotent for the same registerCheckCode, refused for another one
                 await c.apply_broker_id("c1", "g1", 1, "check-1")
                 assert await code_of(c.apply_broker_id("c1", "g1", 1, "other")) != 0

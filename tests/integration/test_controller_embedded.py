@@ -13,7 +13,14 @@ from autoswitch.controller.client import ControllerClient
 from autoswitch.proto import controller_pb2 as pb
 from autoswitch.proto import namesrv_pb2 as npb
 from autoswitch.proto import namesrv_pb2_grpc as npbg
-from tests.integration.controller_harness import Cluster, Heartbeater, hb, wait_heard, wait_leader
+from tests.integration.controller_harness import (
+    Cluster,
+    Heartbeater,
+    hb,
+    register_brokers,
+    wait_heard,
+    wait_leader,
+)
 from tests.procs import HOST, free_port, wait_port
 
 pytestmark = pytest.mark.integration
@@ -50,10 +57,7 @@ def test_embedded_controller_in_mixed_cluster_and_asymmetric_liveness(procs, tmp
             beats = Heartbeater(c)
             beats.start()
             try:
-                for bid in (1, 2):
-                    await c.apply_broker_id("c1", "g1", bid, f"k{bid}")
-                    await c.register_broker("c1", "g1", bid, f"{HOST}:{30000 + bid}")
-                    beats.targets[("g1", bid)] = list(cl.addrs.values())
+                await register_brokers(c, beats, list(cl.addrs.values()), check="k")
                 await wait_heard(c, "g1", {1, 2})
                 info = await c.elect_master("c1", "g1", 1, designate=True)
                 sss, sss_epoch = await c.alter_sync_state_set("g1", 1, info.master_epoch, [1, 2],

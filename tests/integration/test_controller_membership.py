@@ -12,7 +12,15 @@ from autoswitch.controller.client import ControllerClient
 from autoswitch.controller.codes import Code, ControllerRpcError
 
 from autoswitch.proto import controller_pb2 as pb
-from tests.integration.controller_harness import Cluster, Heartbeater, admin, hb, wait_heard, wait_leader
+from tests.integration.controller_harness import (
+    Cluster,
+    Heartbeater,
+    admin,
+    hb,
+    register_brokers,
+    wait_heard,
+    wait_leader,
+)
 from tests.integration.failover_harness import wait_until
 from tests.procs import free_port
 from tests.waiting import until
@@ -57,10 +65,7 @@ def test_replace_a_controller_and_keep_electing_masters(procs, tmp_path):
             beats = Heartbeater(c)
             beats.start()
             try:
-                for bid in (1, 2):
-                    await c.apply_broker_id("c1", "g1", bid, f"check-{bid}")
-                    await c.register_broker("c1", "g1", bid, f"127.0.0.1:{31000 + bid}")
-                    beats.targets[("g1", bid)] = list(cl.addrs.values())
+                await register_brokers(c, beats, list(cl.addrs.values()), port_base=31000)
                 await wait_heard(c, "g1", {1, 2})
                 info = await c.elect_master("c1", "g1", 1, designate=True)
                 assert info.master_broker_id == 1

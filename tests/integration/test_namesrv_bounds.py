@@ -11,7 +11,7 @@ from autoswitch.controller.client import ControllerClient
 
 from autoswitch.proto import namesrv_pb2 as npb
 from autoswitch.proto import namesrv_pb2_grpc as npbg
-from tests.integration.controller_harness import Cluster, Heartbeater, wait_leader
+from tests.integration.controller_harness import Cluster, Heartbeater, register_brokers, wait_leader
 from tests.procs import HOST, free_port, wait_port
 from tests.waiting import until
 
@@ -67,10 +67,7 @@ def test_embedded_namesrv_route_cannot_outrank_the_controller(procs, tmp_path):
             beats = Heartbeater(c)
             beats.start()
             try:
-                for bid in (1, 2):
-                    await c.apply_broker_id("c1", "g1", bid, f"k{bid}")
-                    await c.register_broker("c1", "g1", bid, f"{HOST}:{30000 + bid}")
-                    beats.targets[("g1", bid)] = list(cl.addrs.values())
+                await register_brokers(c, beats, list(cl.addrs.values()), check="k")
                 async def elected():
                     from autoswitch.controller.codes import ControllerRpcError
                     try:           # refused until the controller has heard the brokers' heartbeats
