@@ -99,14 +99,21 @@ class ControllerConfig:
     # Plaintext or no authorization on a non-loopback address must be asked for: an operator typo
     # must not expose an unauthenticated controller to a network.
     allow_insecure: bool = False
+    # What replicates the controller's log (controller/consensus.py): "raft" (our Raft among the
+    # peers; the default and the embedded choice) or "sql" (a lock row and a log table in a SQL
+    # database: the [store] table says where).
+    backend: str = "raft"
     # The [raft] table, passed through to RaftConfig by field name.
     raft: dict[str, Any] = field(default_factory=dict)
+    # The [store] table (controller/store/config.py StoreConfig), for a store backend.
+    store: dict[str, Any] = field(default_factory=dict)
     # Initial replicated state-machine config (sm_config.KEYS -> string value); same on every node.
     sm: dict[str, str] = field(default_factory=dict)
 
     def validate(self) -> None:
         if not self.node_id:
             raise ConfigError("node_id is required")
+        self._validate_backend()
         if self.node_id not in self.peers:
             raise ConfigError(f"node_id {self.node_id!r} is not in peers", peers=sorted(self.peers))
         if not self.data_dir:
@@ -165,6 +172,30 @@ class ControllerConfig:
                        [self.listen_addr, *self.raft_peers.values()])
         # /metrics and the status page are plain HTTP without authentication, whatever the gRPC side has
         check_exposure(False, False, self.allow_insecure, [self.metrics_listen])
+
+    def _validate_backend(self) -> None:
+        from autoswitch.controller.consensus import BACKENDS
+
+        if self.backend not in BACKENDS:
+            raise ConfigError(f"backend must be one of {', '.join(BACKENDS)}, got {self.backend!r}", key="backend")
+        if self.backend == "raft":
+            if self.store:
+                raise ConfigError("a [store] table needs backend = \"sql\" (the raft backend keeps its own log)",
+                                  key="store")
+            return
+        if self.join or self.raft_peers:
+            raise ConfigError(f"join and raft_peers are Raft settings; backend = {self.backend!r} has static "
+                              "membership (the peers) and no Raft listener", key="backend")
+        self.store_config.validate()
+
+    @property
+    def store_config(self):
+        from autoswitch.controller.store.config import StoreConfig
+
+        try:
+            return StoreConfig(**self.store)
+        except TypeError as e:
+            raise ConfigError(f"bad [store] config: {e}") from None
 
     @property
     def tls(self) -> TLSConfig:
@@ -283,6 +314,10 @@ def load(path: str | Path | None = None, **overrides: Any) -> ControllerConfig:
         values.update(doc.get("controller", {k: v for k, v in doc.items() if not isinstance(v, dict)}))
         if "raft" in doc and isinstance(doc["raft"], dict):
             values["raft"] = _checked_raft(dict(doc["raft"]))
+        if "store" in doc and isinstance(doc["store"], dict):
+            from autoswitch.controller.store.config import StoreConfig
+
+            values["store"] = check_values(StoreConfig, dict(doc["store"]), "[store]")
     values.update({k: v for k, v in overrides.items() if v is not None})
     sm = dict(values.pop("sm", {}) or {})
     for k in [k for k in values if k in sm_config.KEYS]:

@@ -27,7 +27,7 @@ from autoswitch.controller.raft.quorum import majority
 from autoswitch.base.log import get_logger
 
 if TYPE_CHECKING:
-    from autoswitch.controller.raft.node import RaftNode
+    from autoswitch.controller.consensus import Consensus
 
 PROMOTE_CHECK_S = 0.2            # how often the leader looks for caught-up learners
 
@@ -107,9 +107,9 @@ class MembershipView:
 
 
 class MembershipChanges:
-    """Operator changes, run on the leader. ``raft`` is the RaftNode."""
+    """Operator changes, run on the leader. ``raft`` is the node's Consensus (RaftNode)."""
 
-    def __init__(self, raft: RaftNode, view: MembershipView, propose_timeout_s: float) -> None:
+    def __init__(self, raft: Consensus, view: MembershipView, propose_timeout_s: float) -> None:
         self.raft = raft
         self.view = view
         self.timeout_s = propose_timeout_s

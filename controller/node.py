@@ -74,7 +74,7 @@ from autoswitch.proto import controller_pb2 as pb
 from autoswitch.proto import controller_pb2_grpc as pbg
 
 if TYPE_CHECKING:
-    from autoswitch.controller.raft.node import RaftNode
+    from autoswitch.controller.consensus import Consensus
 
 
 class ControllerNode:
@@ -95,7 +95,7 @@ class ControllerNode:
         self.watchers = Watchers(config.max_watchers, config.watch_queue_size)
         self.events: EventLog | None = None
         self.sm: sm_adapter.AppliedStateMachine | None = None
-        self.raft: RaftNode | None = None
+        self.raft: Consensus | None = None      # RaftNode, or a store backend's node
         self.server: grpc.aio.Server | None = None
         self._listener: tls.Listener | None = None
         self._peer_client: Any = None
@@ -134,7 +134,8 @@ class ControllerNode:
         assert not self._started
         self._started = True
         self.data_dir.mkdir(parents=True, exist_ok=True)
-        self._check_raft_dir_present()
+        if self.config.backend == "raft":
+            self._check_raft_dir_present()
         self.heartbeats = HeartbeatTable(started_ms=self.now_ms(),
                                          prior_dead_report_age_ms=self._prior_dead_report_age_ms(),
                                          on_hold=self._persist_dead_report)
@@ -171,7 +172,7 @@ class ControllerNode:
         if not self.config.raft_peers:
             self.log.warning("raft_shares_client_port", listen=self.config.listen_addr,
                              note="set raft_peers so Raft listens apart from clients")
-        self.raft = sm_adapter.make_raft(self.config, self.data_dir / "raft", self.sm, self.server,
+        self.raft = sm_adapter.make_consensus(self.config, self.data_dir / "raft", self.sm, self.server,
                                          min_log_index=self.events.last_index,
                                          interceptors=[server_interceptor(self.guard, tls.peer_identity)]
                                          if self.guard is not None else [],
@@ -479,6 +480,7 @@ class ControllerNode:
             raise self._not_leader()
         if to == self.node_id:
             return
+        self._refuse_on_store("move-controller-leader")
         self.log.info("controller_move_leader", to=to, term=self.term)
         try:
             await self.raft.transfer_leadership(to, timeout_s)
@@ -495,6 +497,7 @@ class ControllerNode:
 
         if not self.is_leader or self.membership_changes is None:
             raise self._not_leader()
+        self._refuse_on_store(f"{action}-controller")
         if action == "remove" and node_id == self.node_id:
             match = self.metadata()["match"]
             to = max((v for v in self.membership.voter_ids if v != self.node_id), key=lambda v: match.get(v, 0),
@@ -509,6 +512,13 @@ class ControllerNode:
             raise NodeReply(Code.CONTROLLER_INVALID_REQUEST, e.message) from None
         except Exception as e:  # noqa: BLE001 - typed reply below
             raise self._map_raft_error(e) from None
+
+    def _refuse_on_store(self, what: str) -> None:
+        if self.config.backend != "raft":
+            raise NodeReply(Code.CONTROLLER_INVALID_REQUEST,
+                            f"{what} needs backend = \"raft\"; this cluster runs backend = {self.config.backend!r}, "
+                            "whose members are the configured peers and whose leader is whoever holds the store's "
+                            "lock (stop the leader to move it)")
 
     def local_replica_info(self, group: str) -> msgs.ReplicaView | None:
         return self.sm.replica_info(group)

@@ -5,7 +5,8 @@
 - ``AppliedStateMachine``: the Raft ``StateMachine`` we hand to RaftNode. It delegates to the
   pure ControllerStateMachine and, on every node, after each applied entry, appends the
   applied events to events.jsonl and notifies watchers when a group's ReplicaInfo changed.
-- ``make_raft``: builds the RaftNode with its transport on our grpc.aio server.
+- ``make_consensus``: builds what replicates the log: the RaftNode with its transport on our
+  grpc.aio server, or a store backend's node (controller/store).
 """
 
 from __future__ import annotations
@@ -13,10 +14,14 @@ from __future__ import annotations
 import time
 from collections.abc import Callable
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import msgspec
 from autoswitch.controller import messages as m
+
+if TYPE_CHECKING:
+    from autoswitch.controller.config import ControllerConfig
+    from autoswitch.controller.consensus import Consensus
 
 
 class MemberState(msgspec.Struct, frozen=True):
@@ -72,8 +77,16 @@ def encode_request(req: m.Request) -> bytes:
 PROCESS_RAFT_DEFAULTS: dict[str, Any] = {"snapshot_every": 2000}
 
 
-def make_raft(config: Any, data_dir: Path, state_machine: Any, server: Any, min_log_index: int = 0,
-              interceptors: list | None = None, on_membership: Callable[[Any, int], None] | None = None) -> Any:
+def make_consensus(config: ControllerConfig, data_dir: Path, state_machine: AppliedStateMachine, server: Any,
+                   min_log_index: int = 0, interceptors: list | None = None,
+                   on_membership: Callable[[Any, int], None] | None = None) -> Consensus:
+    if config.backend == "sql":
+        from autoswitch.controller.store.node import StoreLogNode
+        from autoswitch.controller.store.sql import SqlStore
+
+        store_cfg = config.store_config
+        return StoreLogNode(config.node_id, dict(config.peers), state_machine, store_cfg, SqlStore(store_cfg),
+                            config.bootstrap_membership(), min_log_index=min_log_index)
     from autoswitch.controller.raft import RaftConfig, RaftNode
     from autoswitch.controller.raft.transport import GrpcRaftTransport
 

@@ -26,6 +26,32 @@ def procs(tmp_path, request):
     group.stop_all()
 
 
+@pytest.fixture(scope="session")
+def postgres_url():
+    """One throw-away PostgreSQL server for the session (autoswitch/app/pgserver.py); tests that
+    share it keep apart by their own lock_name (FailoverCluster does)."""
+    from autoswitch.app.pgserver import PostgresServer
+    from tests.procs import free_port
+
+    server = PostgresServer(free_port()).start()
+    try:
+        yield server.url
+    finally:
+        server.stop()
+
+
+@pytest.fixture
+def store_url(request, tmp_path):
+    """The SQL store URL for a test parametrized with ``backend``: none for Raft, a SQLite file in
+    the test's directory, or the session's PostgreSQL."""
+    backend = request.getfixturevalue("backend")
+    if backend == "postgresql":
+        return request.getfixturevalue("postgres_url")
+    if backend == "sqlite":
+        return f"sqlite:///{tmp_path / 'controller-store.db'}"
+    return None
+
+
 @pytest.fixture
 def port_factory():
     return free_port

@@ -25,6 +25,7 @@ CLUSTER = "c1"
 TOPIC = "t"
 HEARTBEAT_TIMEOUT_MS = 1000
 LEASE_MS = 600
+STORE_LEASE_MS = 1500    # the SQL backend's lock: a killed leader is replaced within about this
 
 CONTROLLER_TOML = """
 [controller]
@@ -48,8 +49,11 @@ SECURE_IDENTITIES = ["controller/n1", "controller/n2", "controller/n3", "control
 class FailoverCluster:
     def __init__(self, procs: ProcGroup, tmp: Path, *, n_brokers: int = 3, lease: bool = True,
                  ack_mode: str = "all", secure: bool = False, heartbeat_timeout_ms: int = HEARTBEAT_TIMEOUT_MS,
-                 metrics: bool = False, controller_toml: str = "") -> None:
+                 metrics: bool = False, controller_toml: str = "", store_url: str | None = None) -> None:
         self.procs = procs
+        # store_url: the controllers keep their log in that SQL database (backend = "sql") instead of Raft
+        self.store_url = store_url
+        self.backend = "sql" if store_url else "raft"
         self.tls_mode = "on" if secure else "off"
         self._certs: dict[str, dict[str, str]] = {}
         # name -> certificate identity, when a broker's registered id is not the one in its name
@@ -71,7 +75,8 @@ class FailoverCluster:
         # process name (n1, b1, ...) -> its /metrics port, when ``metrics``
         self.metrics_port: dict[str, int] = {}
         self.metrics = metrics
-        self.toml.write_text(CONTROLLER_TOML.format(timeout_ms=heartbeat_timeout_ms) + controller_toml)
+        key, table = self._backend_toml()
+        self.toml.write_text(CONTROLLER_TOML.format(timeout_ms=heartbeat_timeout_ms) + key + controller_toml + table)
         self.tokens_file = self.tmp / "tokens.toml"
         if self.secure:
             from autoswitch.app.certs import issue_token
@@ -85,6 +90,16 @@ class FailoverCluster:
         self.broker_ha_port: dict[str, int] = {}
         self.broker_proc: dict[str, Proc] = {}
         self._gen: dict[str, int] = {}
+
+    def _backend_toml(self) -> tuple[str, str]:
+        """The controllers' replicated log: our Raft, or one SQL database all three share
+        (``backend = "sql"``: a lock row and a log table; STORE_LEASE_MS is its failover time).
+        Returns ([controller] key, [store] table)."""
+        if not self.store_url:
+            return "", ""
+        # one lock row and log per cluster: tests sharing a database keep apart by lock_name
+        return ('backend = "sql"\n', f'\n[store]\nurl = "{self.store_url}"\nlock_name = "{self.tmp.name}"\n'
+                f"lease_ms = {STORE_LEASE_MS}\nheartbeat_ms = {STORE_LEASE_MS // 5}\npoll_ms = 20\n")
 
     # ------------------------------------------------------------ credentials
 
@@ -159,8 +174,9 @@ class FailoverCluster:
         peers = ",".join(f"{n}={a}" for n, a in self.ctl_addrs.items())
         raft = ",".join(f"{n}={a}" for n, a in self.raft_addrs.items())
         member = (["--join"] if join else []) + (["--cluster-id", cluster_id] if cluster_id else [])
+        raft_args = ["--raft-peers", raft] if self.backend == "raft" else []
         p = self.procs.start(self._name(nid), ["controller", "--node-id", nid, "--peers", peers, "--data-dir",
-                                               str(self.tmp / f"ctl-{nid}"), "--raft-peers", raft, *member,
+                                               str(self.tmp / f"ctl-{nid}"), *raft_args, *member,
                                                "--config", str(self.toml), *self._metrics_args(nid),
                                                *self.server_args(f"controller/{nid}"),
                                                *(["--auth-tokens-file", str(self.tokens_file)] if self.secure and self.tokens_file.exists() else [])])

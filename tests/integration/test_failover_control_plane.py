@@ -115,9 +115,11 @@ def test_crash_at_each_registration_step(procs, tmp_path):
         assert f"#{ids[n]}" in (d / "brokerIdentity").read_text()
 
 
-@pytest.mark.parametrize("secure", [False, True], ids=["plaintext", "tls-auth"])
-def test_controller_leader_killed_mid_failover(procs, tmp_path, secure):
-    c = FailoverCluster(procs, tmp_path, secure=secure)
+@pytest.mark.parametrize(("secure", "backend"), [(False, "raft"), (True, "raft"), (False, "sqlite"),
+                                                 (False, "postgresql")],
+                         ids=["plaintext", "tls-auth", "sqlite-backend", "postgresql-backend"])
+def test_controller_leader_killed_mid_failover(procs, tmp_path, secure, backend, store_url):
+    c = FailoverCluster(procs, tmp_path, secure=secure, store_url=store_url)
     c.start_all()
     m1_id, e1 = c.wait_master(timeout=30)
     sss = set(c.wait_sync_state_set({1, 2, 3}).replica_info.sync_state_set)
@@ -134,8 +136,9 @@ def test_controller_leader_killed_mid_failover(procs, tmp_path, secure):
     assert ping and all(s == "OK" for _, s in ping), ping
 
 
-def test_all_controllers_down_lease_then_no_lease(procs, tmp_path):
-    c = FailoverCluster(procs, tmp_path)
+@pytest.mark.parametrize("backend", ["raft", "sqlite", "postgresql"])
+def test_all_controllers_down_lease_then_no_lease(procs, tmp_path, backend, store_url):
+    c = FailoverCluster(procs, tmp_path, store_url=store_url)
     c.start_all()
     m_id, e = c.wait_master(timeout=30)
     c.wait_sync_state_set({1, 2, 3})

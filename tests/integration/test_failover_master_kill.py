@@ -38,10 +38,13 @@ def _acked_in_order(acks: list[dict], consumed_ids: list[str]) -> None:
     assert positions == sorted(positions), "acked messages read out of order"
 
 
-@pytest.mark.parametrize("secure", [False, True], ids=["plaintext", "tls-auth"])
-def test_master_kill_restart_and_new_port(procs, tmp_path, secure):
-    """``secure``: the same with every process on mutual TLS and authorization (issue 12)."""
-    c = FailoverCluster(procs, tmp_path, secure=secure)
+@pytest.mark.parametrize(("secure", "backend"), [(False, "raft"), (True, "raft"), (False, "sqlite"),
+                                                 (False, "postgresql")],
+                         ids=["plaintext", "tls-auth", "sqlite-backend", "postgresql-backend"])
+def test_master_kill_restart_and_new_port(procs, tmp_path, secure, backend, store_url):
+    """``secure``: the same with every process on mutual TLS and authorization (issue 12);
+    ``backend``: the controllers keep their log in a SQL database instead of Raft (issue 14)."""
+    c = FailoverCluster(procs, tmp_path, secure=secure, store_url=store_url)
     c.start_all()
     m1_id, e1 = c.wait_master(timeout=30)
     g = c.wait_sync_state_set({1, 2, 3}, timeout=30)

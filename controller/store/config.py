@@ -1,0 +1,58 @@
+"""The ``[store]`` table: where a store backend keeps the controller's lock and log, and its
+timings. Every key is documented in docs/operations-backends.md."""
+
+from __future__ import annotations
+
+import os
+from dataclasses import dataclass
+
+from autoswitch.base.errors import ConfigError
+
+
+@dataclass(frozen=True)
+class StoreConfig:
+    # SQLAlchemy URL: sqlite:////var/lib/autoswitch/controller.db, postgresql+psycopg://u:p@host/db,
+    # mysql+pymysql://u:p@host/db. Secrets may come from the environment variable named by url_env.
+    url: str = ""
+    url_env: str = ""
+    # Scope of the lock row and the log: several controller clusters may share one database.
+    data_center: str = "default"
+    lock_name: str = "autoswitch-controller"
+    # The lock's duration: a leader that has not renewed it for this long (judged by the database
+    # server's clock) is replaced. The controller's failover time is about this plus one heartbeat.
+    lease_ms: int = 3000
+    heartbeat_ms: int = 500            # how often the leader renews and the others look at the lock
+    poll_ms: int = 50                  # how often a follower reads new log entries
+    observer: bool = False             # never competes for the lock (a read-only replica of the state)
+    snapshot_every: int = 2000         # the leader writes a snapshot and trims the log after this many entries
+    max_batch_entries: int = 512       # entries per log write
+    max_batch_bytes: int = 4 << 20
+    max_read_entries: int = 1024       # entries per follower read
+    statement_timeout_ms: int = 1000   # bound on one store call (connect, lock wait, statement)
+
+    def validate(self) -> None:
+        if not self.resolved_url():
+            raise ConfigError("[store] url (or url_env naming a set variable) is required for a store backend",
+                              key="url")
+        if not 500 <= self.lease_ms <= 120_000:
+            raise ConfigError("[store] lease_ms must be in [500, 120000]", key="lease_ms")
+        if not 50 <= self.heartbeat_ms <= self.lease_ms // 3:
+            raise ConfigError("[store] heartbeat_ms must be in [50, lease_ms / 3]: a leader must get two "
+                              "renewals through before its lease runs out", key="heartbeat_ms")
+        if not 5 <= self.poll_ms <= 10_000:
+            raise ConfigError("[store] poll_ms must be in [5, 10000]", key="poll_ms")
+        if not 100 <= self.snapshot_every <= 1_000_000:
+            raise ConfigError("[store] snapshot_every must be in [100, 1000000]", key="snapshot_every")
+        if not 1 <= self.max_batch_entries <= 10_000 or not 1024 <= self.max_batch_bytes <= 64 << 20:
+            raise ConfigError("[store] max_batch_entries must be in [1, 10000], max_batch_bytes in [1 KiB, 64 MiB]",
+                              key="max_batch_entries")
+        if not 1 <= self.max_read_entries <= 100_000:
+            raise ConfigError("[store] max_read_entries must be in [1, 100000]", key="max_read_entries")
+        if not 100 <= self.statement_timeout_ms <= self.lease_ms:
+            raise ConfigError("[store] statement_timeout_ms must be in [100, lease_ms]", key="statement_timeout_ms")
+        for key, value in (("data_center", self.data_center), ("lock_name", self.lock_name)):
+            if not 1 <= len(value) <= 128:
+                raise ConfigError(f"[store] {key} must be 1..128 characters", key=key)
+
+    def resolved_url(self) -> str:
+        return os.environ.get(self.url_env, "") if self.url_env else self.url
