@@ -242,6 +242,13 @@ class ControllerClient:
                 break
             try:
                 reply = await self._invoke(addr, method, request, min(self.rpc_timeout_s, remaining))
+            except asyncio.CancelledError:
+                # The caller's own deadline ended this attempt (often the same length as ours): a
+                # hung node (SIGSTOP, a dead host whose connection stays open) must not stay the
+                # cached leader, or every later call would wait on it again.
+                if self._leader == addr:
+                    self._leader = None
+                raise
             except ControllerRpcError as e:    # from the batch path: a batch-level failure of this call
                 if not leader or e.reply_code not in _RETRYABLE:
                     raise

@@ -63,9 +63,15 @@ def _mysql_now(_el, _compiler, **_kw) -> str:
 
 
 metadata = MetaData()
-_key = (Column("data_center", String(128), primary_key=True), Column("lock_name", String(128), primary_key=True))
+
+
+def _key() -> tuple[Column, Column]:
+    """Every table is scoped by (data_center, lock_name): clusters may share a database."""
+    return Column("data_center", String(128), primary_key=True), Column("lock_name", String(128), primary_key=True)
+
+
 lock_table = Table(
-    "distribute_lock", metadata, *(c.copy() for c in _key),
+    "distribute_lock", metadata, *_key(),
     Column("owner", String(128), nullable=False),
     Column("duration", BigInteger, nullable=False),
     Column("term", BigInteger, nullable=False),
@@ -74,14 +80,14 @@ lock_table = Table(
     Column("gmt_modified", BigInteger, nullable=False),
 )
 log_table = Table(
-    "autoswitch_log", metadata, *(c.copy() for c in _key),
+    "autoswitch_log", metadata, *_key(),
     Column("idx", BigInteger, primary_key=True, autoincrement=False),
     Column("term", BigInteger, nullable=False),
     Column("crc", Integer, nullable=False),
     Column("data", LargeBinary(64 << 20), nullable=False),
 )
 snapshot_table = Table(
-    "autoswitch_snapshot", metadata, *(c.copy() for c in _key),
+    "autoswitch_snapshot", metadata, *_key(),
     Column("idx", BigInteger, nullable=False),
     Column("term", BigInteger, nullable=False),
     Column("crc", Integer, nullable=False),

@@ -1,0 +1,141 @@
+"""Store backends fence a deposed leader (issue 14): a controller paused past its lock's lease,
+then resumed, cannot commit a write after the new leader's first write; the store refuses it.
+
+The first test pauses a leader deterministically inside one process: its store worker threads
+are held (as SIGSTOP would hold them) after it accepted a proposal, while a second node on the
+same database takes the lock and commits; released, the old leader's write reaches the database
+and is refused there (the lock's term no longer matches). The second test does the same to a
+real controller process with SIGSTOP and checks the database's log afterwards."""
+
+from __future__ import annotations
+
+import asyncio
+import os
+import signal
+import threading
+import time
+
+import pytest
+from autoswitch.controller.raft.errors import NotLeader
+from autoswitch.controller.raft.membership import Member, Membership
+from autoswitch.controller.store.config import StoreConfig
+from autoswitch.controller.store.node import StoreLogNode
+from autoswitch.controller.store.sql import SqlStore
+
+from tests.integration.failover_harness import STORE_LEASE_MS, FailoverCluster, wait_until
+
+pytestmark = [pytest.mark.integration, pytest.mark.timeout(180)]
+
+
+class Recorder:
+    """A state machine that remembers what it applied (the test checks order and content)."""
+
+    def __init__(self) -> None:
+        self.applied: list[tuple[int, bytes]] = []
+
+    def apply(self, index: int, data: bytes) -> bytes:
+        self.applied.append((index, data))
+        return data
+
+    def after_apply_batch(self) -> None:
+        pass
+
+    def snapshot(self) -> bytes:
+        return b"".join(d + b"\n" for _, d in self.applied)
+
+    def restore(self, data: bytes) -> None:
+        self.applied = [(i + 1, d) for i, d in enumerate(data.split(b"\n")[:-1])]
+
+
+def _node(nid: str, cfg: StoreConfig) -> StoreLogNode:
+    members = Membership({n: Member(f"127.0.0.1:{p}", "") for n, p in (("a", 1), ("b", 2))}, {})
+    return StoreLogNode(nid, {"a": "127.0.0.1:1", "b": "127.0.0.1:2"}, Recorder(), cfg, SqlStore(cfg), members)
+
+
+async def _until(pred, what: str, timeout: float = 30.0) -> None:
+    deadline = time.monotonic() + timeout
+    while not pred():
+        assert time.monotonic() < deadline, what
+        await asyncio.sleep(0.01)
+
+
+def _hold(node: StoreLogNode) -> threading.Event:
+    """Occupy both of the node's store worker threads until the returned event is set."""
+    release = threading.Event()
+    node._lock_ex.submit(release.wait)
+    node._log_ex.submit(release.wait)
+    return release
+
+
+@pytest.mark.parametrize("backend", ["sqlite", "postgresql"])
+def test_paused_leader_write_is_refused_by_the_store(backend, store_url, tmp_path):
+    cfg = StoreConfig(url=store_url, lock_name=f"fence-{tmp_path.name}", lease_ms=1000, heartbeat_ms=100, poll_ms=10)
+
+    async def run() -> None:
+        a, b = _node("a", cfg), _node("b", cfg)
+        await a.start()
+        await _until(lambda: a.is_leader, "a leads")
+        await b.start()
+        assert (await a.propose(b"a-1", 5.0)) == b"a-1"
+        release = _hold(a)                      # "SIGSTOP": a's store calls cannot run
+        old = asyncio.ensure_future(a.propose_many([b"a-stale"], 30.0))
+        await asyncio.sleep(0.05)
+        await _until(lambda: b.is_leader, "b takes the lock after a's lease ran out")
+        assert (await b.propose(b"b-1", 5.0)) == b"b-1"
+        release.set()                           # "SIGCONT": a's queued write reaches the store
+        outcome = (await old)[0]
+        assert isinstance(outcome, NotLeader), outcome
+        assert not a.is_leader
+        _, entries = b.store.read(1, 100)
+        assert [e.data for e in entries] == [b"a-1", b"b-1"], entries
+        assert [e.term for e in entries] == [1, 2] or entries[1].term > entries[0].term
+        await _until(lambda: a.sm.applied == b.sm.applied, "a converges on the store's log as a follower")
+        await a.stop()
+        await b.stop()
+
+    asyncio.run(run())
+
+
+def test_sigstopped_leader_process_cannot_commit_after_the_new_leader(procs, tmp_path):
+    url = f"sqlite:///{tmp_path / 'controller-store.db'}"
+    c = FailoverCluster(procs, tmp_path, store_url=url)
+    c.start_all()
+    m1_id, e1 = c.wait_master(timeout=30)
+    c.wait_sync_state_set({1, 2, 3})
+    from tests.integration.test_failover_control_plane import _leader
+
+    leader = _leader(c)
+    master = c.master_name()       # asked before the pause: the paused leader answers nothing
+    os.kill(c.ctl_proc[leader].pid, signal.SIGSTOP)
+    try:
+        # the master dies while the controller leader is paused: the next leader elects
+        c.broker_proc[master].kill9()
+        m2_id, e2 = c.wait_master(timeout=30, not_id=m1_id, min_epoch=e1 + 1)
+        time.sleep(STORE_LEASE_MS / 1000)      # the paused leader stays paused well past its lease
+    finally:
+        os.kill(c.ctl_proc[leader].pid, signal.SIGCONT)
+    assert _leader(c) != leader
+    store = SqlStore(StoreConfig(url=url, lock_name=tmp_path.name))
+    # Once a term wrote, no older term ever writes again (index order = commit order).
+    _, entries = store.read(1, 100_000)
+    terms = [e.term for e in entries]
+    assert terms == sorted(terms) and len(set(terms)) >= 2, terms
+    # The resumed process knows it lost the lock and follows: a write there is redirected.
+    wait_until(lambda: leader not in _leader_ids(c), 20, "the resumed controller no longer claims to lead")
+    log = (tmp_path / "logs").glob(f"{leader}-*.log")
+    assert any("store_leadership_lost" in p.read_text() or "store_leader" not in p.read_text() for p in log)
+    store.close()
+
+
+def _leader_ids(c: FailoverCluster) -> set[str]:
+    import json
+    import subprocess
+    import sys
+
+    out = set()
+    for nid, addr in c.ctl_addrs.items():
+        r = subprocess.run([sys.executable, "-m", "autoswitch", "admin", "get-controller-metadata", "--controller",
+                            addr, "--json"], capture_output=True, text=True, timeout=30)
+        if r.returncode == 0 and json.loads(r.stdout).get("is_leader"):
+            out.add(nid)
+    return out
