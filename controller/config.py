@@ -105,7 +105,7 @@ class ControllerConfig:
     backend: str = "raft"
     # The [raft] table, passed through to RaftConfig by field name.
     raft: dict[str, Any] = field(default_factory=dict)
-    # The [store] table (controller/store/config.py StoreConfig), for a store backend.
+    # The [store] table (controller/store/config.py StoreBackendConfig), for a store backend.
     store: dict[str, Any] = field(default_factory=dict)
     # Initial replicated state-machine config (sm_config.KEYS -> string value); same on every node.
     sm: dict[str, str] = field(default_factory=dict)
@@ -190,10 +190,10 @@ class ControllerConfig:
 
     @property
     def store_config(self):
-        from autoswitch.controller.store.config import StoreConfig
+        from autoswitch.controller.store.config import StoreBackendConfig
 
         try:
-            return StoreConfig(**self.store)
+            return StoreBackendConfig(**self.store)
         except TypeError as e:
             raise ConfigError(f"bad [store] config: {e}") from None
 
@@ -315,9 +315,9 @@ def load(path: str | Path | None = None, **overrides: Any) -> ControllerConfig:
         if "raft" in doc and isinstance(doc["raft"], dict):
             values["raft"] = _checked_raft(dict(doc["raft"]))
         if "store" in doc and isinstance(doc["store"], dict):
-            from autoswitch.controller.store.config import StoreConfig
+            from autoswitch.controller.store.config import StoreBackendConfig
 
-            values["store"] = check_values(StoreConfig, dict(doc["store"]), "[store]")
+            values["store"] = check_values(StoreBackendConfig, dict(doc["store"]), "[store]")
     values.update({k: v for k, v in overrides.items() if v is not None})
     sm = dict(values.pop("sm", {}) or {})
     for k in [k for k in values if k in sm_config.KEYS]:

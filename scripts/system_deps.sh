@@ -5,6 +5,7 @@
 #   java      (default-jre-headless): the PySpark pipeline
 #   chromium  (chromium):             the HTML failover report test
 #   nft, ip   (nftables, iproute2):   make chaos (network namespaces)
+#   pg_ctl    (postgresql):           the SQL controller backend's tests on PostgreSQL
 set -euo pipefail
 export DEBIAN_FRONTEND=noninteractive
 need=()
@@ -14,6 +15,7 @@ command -v chromium >/dev/null || need+=(chromium)
 command -v nft >/dev/null      || need+=(nftables)
 command -v ip >/dev/null       || need+=(iproute2)
 command -v systemd-analyze >/dev/null || need+=(systemd)
+command -v pg_ctl >/dev/null || ls /usr/lib/postgresql/*/bin/pg_ctl >/dev/null 2>&1 || need+=(postgresql)
 [ ${#need[@]} -eq 0 ] && exit 0
 if [ "$(id -u)" = 0 ] && command -v apt-get >/dev/null; then
   echo "system_deps: installing ${need[*]}"

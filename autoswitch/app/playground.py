@@ -33,6 +33,7 @@ from typing import Any
 
 from autoswitch.app import launcher
 from autoswitch.app.launcher import Child
+from autoswitch.app.pgserver import PostgresNotInstalled, PostgresServer
 from autoswitch.base.errors import AutoswitchError
 from autoswitch.base.log import get_logger
 from autoswitch.base.output import fail
@@ -43,6 +44,7 @@ HOST = "127.0.0.1"
 MARKER = ".autoswitch-playground"   # only a directory carrying it is ever wiped
 MAX_GROUPS = 20
 MAX_REPLICAS = 5                    # 10 ports per group: 5 replicas x (gRPC, HA)
+BACKENDS = ("raft", "sql", "sqlite")
 STOP_WAIT_S = 10.0
 
 _log = get_logger("playground")
@@ -79,6 +81,9 @@ class Layout:
     profile: str = "fast"
     broker_extra: list[str] = field(default_factory=list)
     secure: bool = True      # mutual TLS and authorization on every process (--insecure: plaintext)
+    # What replicates the controllers' log: "raft"; "sql" = a PostgreSQL started for the playground
+    # (port base+9); "sqlite" = one SQLite file in the data directory (docs/operations-backends.md).
+    backend: str = "raft"
 
     def validate(self) -> None:
         if not 1 <= self.groups <= MAX_GROUPS:
@@ -90,6 +95,12 @@ class Layout:
             raise PlaygroundError(f"--base-port must leave room for ports {self.base_port}..{top}")
         if self.profile not in PROFILES:
             raise PlaygroundError(f"unknown profile {self.profile!r}", profiles=sorted(PROFILES))
+        if self.backend not in BACKENDS:
+            raise PlaygroundError(f"unknown backend {self.backend!r}", backends=list(BACKENDS))
+
+    @property
+    def postgres_port(self) -> int:
+        return self.base_port + 9
 
     @property
     def namesrv(self) -> str:
@@ -129,6 +140,7 @@ class Cluster:
         self.tls_dir = layout.data_dir / "tls"
         # What the playground's own clients present (the admin certificate); plaintext if insecure.
         self.tls: TLSConfig = TLSConfig.off()
+        self.postgres: PostgresServer | None = None     # backend "sql": the server we started
 
     # ---------- data directory ----------
 
@@ -200,6 +212,8 @@ class Cluster:
 
         lay = self.layout
         ports = [lay.base_port + i for i in range(3)] + [lay.base_port + 5 + i for i in range(3)]
+        if lay.backend == "sql":
+            ports.append(lay.postgres_port)
         for g in range(lay.groups):
             for r in range(lay.replicas):
                 ports += [lay.broker_port(g, r), lay.broker_port(g, r) + 1]
@@ -227,25 +241,45 @@ class Cluster:
         lines = ["[controller]"]
         for k, v in PROFILES[self.layout.profile]["controller"].items():
             lines.append(f"{k} = {json.dumps(v)}")
+        url = self._store_url()
+        if url:
+            lines += ['backend = "sql"', "", "[store]", f"url = {json.dumps(url)}", "lease_ms = 1500",
+                      "heartbeat_ms = 300", "poll_ms = 20"]
         path.write_text("\n".join(lines) + "\n")
         return path
+
+    def _store_url(self) -> str:
+        """The SQL store of a "sql"/"sqlite" playground ("" for Raft); "sql" starts PostgreSQL."""
+        lay = self.layout
+        if lay.backend == "sqlite":
+            return f"sqlite:///{lay.data_dir / 'controller-store.db'}"
+        if lay.backend != "sql":
+            return ""
+        if self.postgres is None:
+            try:
+                self.postgres = PostgresServer(lay.postgres_port).start()
+            except (PostgresNotInstalled, RuntimeError) as e:
+                raise NotReady(f"cannot start PostgreSQL for --backend sql: {e}") from None
+            _log.info("postgres_started", port=lay.postgres_port)
+        return self.postgres.url
 
     def start_controllers(self) -> None:
         lay = self.layout
         addrs = lay.controller_addrs()
         peers = ",".join(f"n{i + 1}={a}" for i, a in enumerate(addrs))
         raft = ",".join(f"n{i + 1}={a}" for i, a in enumerate(lay.raft_addrs()))
+        raft_flags = ["--raft-peers", raft] if lay.backend == "raft" else []
         toml = str(self._controller_toml())
         d = lay.data_dir
         self._spawn(Child("namesrv-n1", ["namesrv", "--listen", addrs[0], "--embed-controller", "--node-id", "n1",
-                                         "--peers", peers, "--raft-peers", raft, "--data-dir", str(d / "controller-n1"),
+                                         "--peers", peers, *raft_flags, "--data-dir", str(d / "controller-n1"),
                                          "--config", toml, "--metrics-listen", lay.metrics_addrs()[0],
                                          *self.server_flags("controller/n1")],
                           self.log_dir / "namesrv-n1.log", port=lay.base_port))
         for i in (1, 2):
             nid = f"n{i + 1}"
-            self._spawn(Child(f"controller-{nid}", ["controller", "--node-id", nid, "--peers", peers, "--raft-peers",
-                                                    raft, "--data-dir", str(d / f"controller-{nid}"), "--config", toml,
+            self._spawn(Child(f"controller-{nid}", ["controller", "--node-id", nid, "--peers", peers, *raft_flags,
+                                                    "--data-dir", str(d / f"controller-{nid}"), "--config", toml,
                                                     "--metrics-listen", lay.metrics_addrs()[i],
                                                     *self.server_flags(f"controller/{nid}")],
                               self.log_dir / f"controller-{nid}.log", port=lay.base_port + i))
@@ -294,6 +328,12 @@ class Cluster:
                 continue
             out.append({"name": c.name, "pid": c.pid, "rc": rc, "forced": forced})
             _log.info("child_stopped", name=c.name, pid=c.pid, rc=rc, forced=forced)
+        if self.postgres is not None:          # after the controllers that used it
+            try:
+                self.postgres.stop()
+            except RuntimeError as e:
+                _log.warning("postgres_stop_failed", error=str(e))
+            self.postgres = None
         return out
 
     def write_manifest(self) -> Path:
@@ -484,6 +524,9 @@ def register(sub: Any, admin_sub: Any) -> None:
     p.add_argument("--base-port", type=int, default=19876)
     p.add_argument("--groups", type=int, default=2)
     p.add_argument("--replicas", type=int, default=3)
+    p.add_argument("--backend", choices=BACKENDS, default="raft",
+                   help="what replicates the controllers' log: raft; sql (a PostgreSQL started for you on "
+                        "base-port+9); sqlite (a file in the data directory)")
     p.add_argument("--profile", choices=sorted(PROFILES), default="fast",
                    help="timings: fast = 1 s heartbeat timeout (loopback), default = RocketMQ-like 10 s")
     p.add_argument("--broker-arg", action="append", default=[], help="extra flag for every broker (repeatable)")
@@ -505,7 +548,7 @@ def _out(line: str) -> None:
 def _cmd_playground(args: argparse.Namespace) -> int:
     layout = Layout(Path(args.data_dir).resolve(), args.base_port, args.groups, args.replicas,
                     profile=args.profile, broker_extra=[a for x in args.broker_arg for a in x.split()],
-                    secure=not args.insecure)
+                    secure=not args.insecure, backend=args.backend)
     try:
         cluster = Cluster(layout)
         cluster.prepare_dir(args.keep_data)

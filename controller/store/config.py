@@ -10,7 +10,7 @@ from autoswitch.base.errors import ConfigError
 
 
 @dataclass(frozen=True)
-class StoreConfig:
+class StoreBackendConfig:
     # SQLAlchemy URL: sqlite:////var/lib/autoswitch/controller.db, postgresql+psycopg://u:p@host/db,
     # mysql+pymysql://u:p@host/db. Secrets may come from the environment variable named by url_env.
     url: str = ""

@@ -26,7 +26,7 @@ from autoswitch.controller.raft.node import StateMachine
 
 from autoswitch.base.log import get_logger
 
-from .config import StoreConfig
+from .config import StoreBackendConfig
 from .errors import Fenced, StoreCorrupt, StoreError, StoreUnavailable
 from .lock import LeaderLease
 from .sql import SqlStore
@@ -44,7 +44,7 @@ class _Pending:
 
 
 class StoreLogNode:
-    def __init__(self, node_id: str, peers: dict[str, str], state_machine: StateMachine, cfg: StoreConfig,
+    def __init__(self, node_id: str, peers: dict[str, str], state_machine: StateMachine, cfg: StoreBackendConfig,
                  store: SqlStore, membership: Membership, *, min_log_index: int = 0,
                  clock: Callable[[], float] = time.monotonic) -> None:
         """``min_log_index``: an index this node is known to have applied (its event history); a
@@ -186,8 +186,9 @@ class StoreLogNode:
                     self._lost("lease_expired_store_unavailable")
             else:
                 became, stopped = self.lease.observe(out)
-                if stopped:
-                    self._lost("lock_taken" if out.row is not None and out.row.owner != self.node_id else "lock_lost")
+                if stopped:     # (and became: our own expired lock re-taken in a new term)
+                    self._lost("lock_taken" if out.row is not None and out.row.owner != self.node_id else "lock_lost",
+                               resign=not became)
                 if became:
                     asyncio.get_running_loop().create_task(self._become_leader(self.lease.leading(self._now_ms())))
             if self.lease.expire(self._now_ms()):
@@ -207,11 +208,13 @@ class StoreLogNode:
             self.log.info("store_leader", term=term, applied=self.applied)
             self._wake.set()
 
-    def _lost(self, why: str) -> None:
+    def _lost(self, why: str, resign: bool = True) -> None:
+        """Stop writing in the current term: queued proposals answer NOT_LEADER."""
         if self._ready_term:
             self.log.warning("store_leadership_lost", reason=why, term=self._ready_term)
         self._ready_term = 0
-        self.lease.resign()
+        if resign:
+            self.lease.resign()
         self._fail_queue(self._not_leader())
 
     # ---------------------------------------------------------------- applying the log

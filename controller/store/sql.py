@@ -34,7 +34,7 @@ from sqlalchemy.engine import Connection, Engine
 from sqlalchemy.ext.compiler import compiles
 from sqlalchemy.sql.expression import FunctionElement
 
-from .config import StoreConfig
+from .config import StoreBackendConfig
 from .errors import Fenced, StoreCorrupt, StoreUnavailable
 from .lock import LockOutcome, LockRow, Step, decide
 
@@ -115,7 +115,7 @@ class Snapshot:
     data: bytes
 
 
-def _engine(cfg: StoreConfig) -> Engine:
+def _engine(cfg: StoreBackendConfig) -> Engine:
     url = cfg.resolved_url()
     t_s = cfg.statement_timeout_ms / 1000
     if url.startswith("sqlite"):
@@ -144,7 +144,7 @@ def _engine(cfg: StoreConfig) -> Engine:
 class SqlStore:
     """One controller cluster's lock, log and snapshot in a SQL database."""
 
-    def __init__(self, cfg: StoreConfig) -> None:
+    def __init__(self, cfg: StoreBackendConfig) -> None:
         self.cfg = cfg
         self.engine = _engine(cfg)
         self._where_lock = and_(lock_table.c.data_center == cfg.data_center, lock_table.c.lock_name == cfg.lock_name)

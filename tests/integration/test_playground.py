@@ -11,6 +11,7 @@ import signal
 import socket
 import subprocess
 import sys
+import tempfile
 import time
 from pathlib import Path
 
@@ -164,5 +165,29 @@ def test_playground_failover_demo_loses_nothing(tmp_path):
         assert r.returncode == 0, r.stdout[-2000:] + r.stderr[-3000:]
         verdict = json.loads(r.stdout.strip().splitlines()[-1])["result"]
         assert verdict["verdict"] == "CLEAN" and verdict["counts"]["lost"] == 0 and verdict["acked_rows"] >= int(m.group(1))
+    finally:
+        _cleanup(proc, pids)
+
+
+@pytest.mark.parametrize("backend", ["sql", "sqlite"])
+def test_playground_failover_demo_on_a_sql_backend(tmp_path, backend):
+    """Issue 14: the same playground and demo with the controllers' log in PostgreSQL (started
+    and removed by the playground) or in a SQLite file."""
+    before = set(Path(tempfile.gettempdir()).glob("autoswitch-pg-*"))
+    proc = _start(tmp_path, "--backend", backend, "--demo", "failover", "--groups", "1", "--insecure",
+                  "--demo-before-s", "1.0", "--demo-after-s", "0.5")
+    pids: dict[str, int] = {}
+    try:
+        out, _ = proc.communicate(timeout=120)
+        lines = out.splitlines()
+        pids = _child_pids(lines)
+        text = "\n".join(lines)
+        assert proc.returncode == 0, text + (tmp_path / "playground.stderr").read_text()[-3000:]
+        assert "demo: PASS" in text and re.search(r"lost 0", text), text
+        assert not [n for n, p in pids.items() if _alive(p)]
+        logs = (tmp_path / "pg" / "logs" / "controller-n2.log").read_text()
+        assert f'"backend":"{"postgresql" if backend == "sql" else "sqlite"}"' in logs
+        # the PostgreSQL the playground started is gone with its files
+        assert set(Path(tempfile.gettempdir()).glob("autoswitch-pg-*")) <= before
     finally:
         _cleanup(proc, pids)

@@ -18,7 +18,7 @@ import time
 import pytest
 from autoswitch.controller.raft.errors import NotLeader
 from autoswitch.controller.raft.membership import Member, Membership
-from autoswitch.controller.store.config import StoreConfig
+from autoswitch.controller.store.config import StoreBackendConfig
 from autoswitch.controller.store.node import StoreLogNode
 from autoswitch.controller.store.sql import SqlStore
 
@@ -47,7 +47,7 @@ class Recorder:
         self.applied = [(i + 1, d) for i, d in enumerate(data.split(b"\n")[:-1])]
 
 
-def _node(nid: str, cfg: StoreConfig) -> StoreLogNode:
+def _node(nid: str, cfg: StoreBackendConfig) -> StoreLogNode:
     members = Membership({n: Member(f"127.0.0.1:{p}", "") for n, p in (("a", 1), ("b", 2))}, {})
     return StoreLogNode(nid, {"a": "127.0.0.1:1", "b": "127.0.0.1:2"}, Recorder(), cfg, SqlStore(cfg), members)
 
@@ -69,7 +69,7 @@ def _hold(node: StoreLogNode) -> threading.Event:
 
 @pytest.mark.parametrize("backend", ["sqlite", "postgresql"])
 def test_paused_leader_write_is_refused_by_the_store(backend, store_url, tmp_path):
-    cfg = StoreConfig(url=store_url, lock_name=f"fence-{tmp_path.name}", lease_ms=1000, heartbeat_ms=100, poll_ms=10)
+    cfg = StoreBackendConfig(url=store_url, lock_name=f"fence-{tmp_path.name}", lease_ms=1000, heartbeat_ms=100, poll_ms=10)
 
     async def run() -> None:
         a, b = _node("a", cfg), _node("b", cfg)
@@ -115,7 +115,7 @@ def test_sigstopped_leader_process_cannot_commit_after_the_new_leader(procs, tmp
     finally:
         os.kill(c.ctl_proc[leader].pid, signal.SIGCONT)
     assert _leader(c) != leader
-    store = SqlStore(StoreConfig(url=url, lock_name=tmp_path.name))
+    store = SqlStore(StoreBackendConfig(url=url, lock_name=tmp_path.name))
     # Once a term wrote, no older term ever writes again (index order = commit order).
     _, entries = store.read(1, 100_000)
     terms = [e.term for e in entries]

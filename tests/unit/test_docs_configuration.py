@@ -24,6 +24,7 @@ from autoswitch.controller import sm_config
 from autoswitch.controller.config import RUNTIME_KEYS, ControllerConfig
 from autoswitch.controller.raft.config import RaftConfig
 from autoswitch.controller.sm_config import SMConfig
+from autoswitch.controller.store.config import StoreBackendConfig
 from autoswitch.ha.config import HAConfig
 from autoswitch.pipeline.analyze import AnalyzeConfig
 
@@ -35,7 +36,7 @@ DOC = Path(__file__).resolve().parents[2] / "docs" / "configuration.md"
 
 CLASSES: list[type] = [
     BrokerConfig, StoreConfig, HAConfig, ReplicasConfig, LeaseConfig, HookConfig,
-    ControllerConfig, SMConfig, RaftConfig, RetryPolicy, AnalyzeConfig, Layout, TLSConfig, AuthConfig,
+    ControllerConfig, SMConfig, RaftConfig, StoreBackendConfig, RetryPolicy, AnalyzeConfig, Layout, TLSConfig, AuthConfig,
 ]
 
 _NO_DEFAULT = object()

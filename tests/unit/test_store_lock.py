@@ -1,0 +1,94 @@
+"""The store backends' leader lock (controller/store/lock.py, sans-IO) and their config checks."""
+
+from __future__ import annotations
+
+import pytest
+from autoswitch.controller.config import ControllerConfig
+from autoswitch.controller.store.config import StoreBackendConfig
+from autoswitch.controller.store.lock import (
+    LEASE_MARGIN_FRACTION,
+    LeaderLease,
+    LockOutcome,
+    LockRow,
+    Step,
+    decide,
+)
+
+from autoswitch.base.errors import ConfigError
+
+
+def row(owner="a", term=1, td=0, modified=1000, duration=3000) -> LockRow:
+    return LockRow(owner, duration, term, td, modified)
+
+
+def test_decide_follows_sofaregistry():
+    assert decide(None, "a", 0, observer=False) is Step.COMPETE_INSERT
+    assert decide(row("a"), "a", 2000, observer=False) is Step.RENEW
+    assert decide(row("b"), "a", 2000, observer=False) is Step.FOLLOW
+    assert decide(row("b"), "a", 4001, observer=False) is Step.COMPETE_UPDATE    # expired by the db clock
+    assert decide(row("b"), "a", 4000, observer=False) is Step.FOLLOW            # the last millisecond still holds
+    assert decide(row("a"), "a", 4001, observer=False) is Step.COMPETE_UPDATE    # even our own expired lock
+    assert decide(None, "a", 0, observer=True) is Step.FOLLOW
+    assert decide(row("b"), "a", 10**9, observer=True) is Step.FOLLOW
+
+
+def test_lease_belief_ends_before_the_store_can_hand_the_lock_over():
+    lease = LeaderLease("a", 3000)
+    became, stopped = lease.observe(LockOutcome(row("a", term=4), True, sent_at_ms=10_000))
+    assert (became, stopped) == (True, False)
+    end = 10_000 + int(3000 * (1 - LEASE_MARGIN_FRACTION))
+    assert lease.leading(end - 1) == 4
+    # the store judged the renewal at or after sent_at: the lock is ours until >= sent_at + 3000
+    assert lease.leading(end) == 0 and end < 10_000 + 3000
+    assert lease.expire(end) and not lease.expire(end)
+
+
+def test_lease_renewal_extends_and_loss_stops():
+    lease = LeaderLease("a", 1000)
+    lease.observe(LockOutcome(row("a", term=2), True, 0))
+    lease.observe(LockOutcome(row("a", term=2, td=1), True, 500))
+    assert lease.leading(1300) == 2                    # renewed at 500: good until 1400
+    became, stopped = lease.observe(LockOutcome(row("b", term=3), False, 600))
+    assert (became, stopped) == (False, True)
+    assert lease.leading(601) == 0 and lease.owner == "b" and lease.term == 3
+
+
+def test_a_new_term_is_a_new_leadership():
+    lease = LeaderLease("a", 1000)
+    lease.observe(LockOutcome(row("a", term=2), True, 0))
+    became, stopped = lease.observe(LockOutcome(row("a", term=3), True, 100))
+    assert became and stopped          # term 2's writes are fenced now: everything restarts in term 3
+
+
+@pytest.mark.parametrize(("values", "key"), [
+    ({}, "url"),
+    ({"url": "sqlite:///x.db", "lease_ms": 100}, "lease_ms"),
+    ({"url": "sqlite:///x.db", "heartbeat_ms": 2000}, "heartbeat_ms"),
+    ({"url": "sqlite:///x.db", "statement_timeout_ms": 5000}, "statement_timeout_ms"),
+    ({"url": "sqlite:///x.db", "lock_name": ""}, "lock_name"),
+])
+def test_store_config_bounds(values, key):
+    with pytest.raises(ConfigError) as e:
+        StoreBackendConfig(**values).validate()
+    assert e.value.details.get("key") == key
+
+
+def test_url_from_the_environment(monkeypatch):
+    monkeypatch.setenv("AS_TEST_DB", "postgresql+psycopg://u@h/db")
+    assert StoreBackendConfig(url_env="AS_TEST_DB").resolved_url() == "postgresql+psycopg://u@h/db"
+
+
+def _cfg(**kw) -> ControllerConfig:
+    return ControllerConfig(node_id="n1", peers={"n1": "127.0.0.1:1"}, data_dir="/tmp/x", **kw)
+
+
+def test_backend_choice_is_checked():
+    _cfg(backend="sql", store={"url": "sqlite:////tmp/x.db"}).validate()
+    with pytest.raises(ConfigError, match="backend must be one of"):
+        _cfg(backend="zookeper").validate()
+    with pytest.raises(ConfigError, match=r"\[store\] table needs"):
+        _cfg(store={"url": "sqlite:////tmp/x.db"}).validate()
+    with pytest.raises(ConfigError, match="static"):
+        _cfg(backend="sql", store={"url": "sqlite:////tmp/x.db"}, raft_peers={"n1": "127.0.0.1:2"}).validate()
+    with pytest.raises(ConfigError, match="bad \\[store\\]"):
+        _cfg(backend="sql", store={"url": "sqlite:////tmp/x.db", "nope": 1}).validate()
