@@ -9,6 +9,7 @@ SEEDS ?= 2000
 SEED_START ?= 0
 LEASE_SCENARIOS ?= 100000
 LEASE_MEMBERSHIP_SCENARIOS ?= 20000
+LEASE_STORE_SCENARIOS ?= 20000
 
 .PHONY: setup setup-run run test lint proto proto-check fuzz sim soak chaos clean \
         bench-replication bench-produce bench-recovery bench-controller bench-election bench-rolling \
@@ -60,7 +61,7 @@ sim: setup
 
 soak: setup
 	$(BIN)/python -m tests.sim.soak --seeds $(SEEDS) --seed-start $(SEED_START) --lease-scenarios $(LEASE_SCENARIOS) \
-		--lease-membership-scenarios $(LEASE_MEMBERSHIP_SCENARIOS)
+		--lease-membership-scenarios $(LEASE_MEMBERSHIP_SCENARIOS) --lease-store-scenarios $(LEASE_STORE_SCENARIOS)
 
 chaos: setup
 	$(BIN)/python -m tests.chaos.run

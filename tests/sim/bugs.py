@@ -20,7 +20,7 @@ VOTE_HUNT = FaultMix(every_ms=150, partition=0.35, one_way=0.2, heal=0.25, crash
 # skip_handshake_truncation 12 -> 40, drop_zero_msg_epochs 42 -> 100, no_self_fencing 31 -> 80,
 # vote_not_persisted 98 -> 200; on 2026-11-24: lease_hold_from_first_report 0 -> 5; on 2026-11-25:
 # handover_without_cas 5 -> 20, fast_path_any_ack_mode 33 -> 80, membership_no_pacing 5 -> 15,
-# membership_grant_unapplied 0 -> 5
+# membership_grant_unapplied 0 -> 5, store_no_fence 0 -> 5
 CATCH_BOUND = {
     "no_union_sss": 80,
     "elect_outside_sss": 20,
@@ -33,6 +33,7 @@ CATCH_BOUND = {
     "fast_path_any_ack_mode": 80,
     "membership_no_pacing": 15,
     "membership_grant_unapplied": 5,
+    "store_no_fence": 5,
 }
 
 # planted membership bugs -> the rule of the lease simulator they switch off
@@ -47,6 +48,10 @@ def run_with_bug(bug: str, seed: int) -> Violation | None:
     with quiet_logs():
         if bug == "lease_hold_from_first_report":
             _, bad = lease_sim.run_scenarios(seed * LEASE_BATCH, LEASE_BATCH, HoldFromFirstReportTable)
+            return Violation("lease.outlives_election", bad[0][2], 0) if bad else None
+        if bug == "store_no_fence":
+            _, bad = lease_sim.run_scenarios(seed * LEASE_BATCH, LEASE_BATCH, store=True,
+                                             rules=frozenset({"store_fence"}))
             return Violation("lease.outlives_election", bad[0][2], 0) if bad else None
         if bug in MEMBERSHIP_RULE_OFF:
             _, bad = lease_sim.run_scenarios(seed * LEASE_BATCH, LEASE_BATCH, membership=True,

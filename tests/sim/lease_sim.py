@@ -71,7 +71,14 @@ def simulate(sc, table_factory=HeartbeatTable, rules: frozenset[str] = frozenset
     controller/membership_ops.py: the configuration in force applied, a voter of it, the broker's
     round naming it, the lease-quorum rule. The broker adopts the applied configuration a reply
     names when newer, or any other from the leader, and counts only rounds sent after that.
-    ``rules`` switches rules off for the planted-bug tests ("pacing", "same_conf", "applied_conf");
+    ``store`` (``store_scenario``): the controllers keep their log in a store (docs/controller.md
+    "Store backends"): the scanning leader holds a lock of ``lock`` ms, renewed every ``lock / 5``,
+    and is paused once (SIGSTOP: it hears nothing, decides nothing, its election write waits)
+    for ``pause_ms``, from ``pause_at`` or ``pause_after`` ms after it decided; the write commits
+    only if the lock has not expired by then (the store's fencing); once it expired the
+    ``successor`` takes the lock one renewal later and scans with its own table.
+    ``rules`` switches rules off for the planted-bug tests ("pacing", "same_conf", "applied_conf",
+    "store_fence");
     ``table_factory`` builds the tables (planted bugs in the liveness rules)."""
     conf = sc.get("membership")
     nodes = (*NODES, SPARE) if conf else NODES
@@ -82,6 +89,9 @@ def simulate(sc, table_factory=HeartbeatTable, rules: frozenset[str] = frozenset
     broker_view = 0
     round_info: dict[int, tuple[int, int]] = {}    # round -> (lease quorum, configuration) it named
     leader = sc.get("leader", "n0")
+    store = sc.get("store")
+    first_leader = leader
+    pause: list[float] | None = None
     restarts = sc.get("restarts") or {}
     last_report: dict[str, float] = {}      # node -> real time of its last DEAD report
     gap_ms = 0 if "pacing" in rules else H
@@ -130,6 +140,32 @@ def simulate(sc, table_factory=HeartbeatTable, rules: frozenset[str] = frozenset
             chain[-1][2] = t + sc["commit_delay"]
             at(chain[-1][2], "commit_check")
 
+    def paused(n: str, t: float) -> float | None:
+        """End of the pause ``n`` is in at ``t`` (in store scenarios the first leader pauses once)."""
+        return pause[1] if pause is not None and n == first_leader and pause[0] <= t < pause[1] else None
+
+    def set_pause(start: float) -> None:
+        """The leader's pause from ``start``; if its lock runs out meanwhile (renewals stop), the
+        successor takes the lock one renewal period later and scans from then on."""
+        nonlocal pause
+        pause = [start, start + store["pause_ms"]]
+        every = store["lock"] // 5
+        expires = start // every * every + store["lock"]
+        if pause[1] > expires:
+            at(expires + every, "takeover")
+
+    def store_write(t: float) -> float | None:
+        """The store backend's election write decided at ``t``: its commit time, None if fenced."""
+        if pause is None:
+            set_pause(t + store["pause_after"])
+        arrive = t + sc["commit_delay"]
+        if t <= pause[0] < arrive:               # paused mid-write: it reaches the store after the pause
+            arrive += pause[1] - pause[0]
+            every = store["lock"] // 5
+            if arrive > pause[0] // every * every + store["lock"] and "store_fence" not in rules:
+                return None                      # the lock expired by the store's clock: refused
+        return arrive
+
     def commit_ready(t: float) -> None:
         for j, item in enumerate(chain):
             if item[3] is not None:
@@ -150,7 +186,9 @@ def simulate(sc, table_factory=HeartbeatTable, rules: frozenset[str] = frozenset
                 at(lt, "append2")
 
     at(0, "beat")
-    at(clocks[leader].real(clocks[leader].local(0) + SCAN), "scan")
+    at(clocks[leader].real(clocks[leader].local(0) + SCAN), "scan", leader)
+    if store and store.get("pause_after") is None:
+        set_pause(store["pause_at"])
     for n, rs in restarts.items():
         for t, d in rs:
             at(t, "crash", n, d)
@@ -176,6 +214,9 @@ def simulate(sc, table_factory=HeartbeatTable, rules: frozenset[str] = frozenset
         elif kind == "recv":
             n, rnd = args
             if t < down_until[n]:
+                continue
+            if (end := paused(n, t)) is not None:
+                at(end, "recv", n, rnd)          # SIGSTOP: the kernel keeps it until the process runs
                 continue
             now = clocks[n].local(t)
             tables[n].record(G, BrokerReport(M, epoch=1, max_offset=100), now)
@@ -224,21 +265,39 @@ def simulate(sc, table_factory=HeartbeatTable, rules: frozenset[str] = frozenset
         elif kind == "commit_check":
             commit_ready(t)
         elif kind == "scan":
-            if commit_at is not None:
+            (who,) = args
+            if commit_at is not None or who != leader:
+                continue
+            if (end := paused(who, t)) is not None:
+                at(end, "scan", who)
                 continue
             now0 = clocks[leader].local(t)
             voters = voters_of[view[leader]]
             if t >= down_until[leader] and not tables[leader].alive(G, M, now0):
                 ops = {n: {(G, M): tables[n].report_opinion(G, M, clocks[n].local(t))}
-                       for n in voters if t >= down_until[n]}
+                       for n in voters if t >= down_until[n] and paused(n, t) is None}
                 if LivenessView.from_opinions(len(voters), ops).is_dead(G, M):
-                    append("elect", 0, t)
-                    commit_at = -1.0                 # decided; the commit time comes from the chain
-            at(clocks[leader].real(now0 + SCAN), "scan")
+                    if not store:
+                        append("elect", 0, t)
+                        commit_at = -1.0             # decided; the commit time comes from the chain
+                    elif (arrive := store_write(t)) is not None:
+                        append("elect", 0, t)
+                        chain[-1][2] = arrive
+                        at(arrive, "commit_check")
+                        commit_at = -1.0
+            at(clocks[leader].real(now0 + SCAN), "scan", leader)
+        elif kind == "takeover":
+            leader = store["successor"]
+            commit_at = None                     # a fenced decision committed nothing: look again
+            if not any(item[0] == "elect" for item in chain):
+                at(t, "scan", leader)
         elif kind == "apply":
             (n,) = args
             if t < down_until[n]:
                 at(down_until[n], "apply", n)     # replays its log when it is back
+                continue
+            if (end := paused(n, t)) is not None:
+                at(end, "apply", n)
                 continue
             while next_apply[n] < len(chain) and due.get((n, next_apply[n]), float("inf")) <= t:
                 item = chain[next_apply[n]]
@@ -257,8 +316,10 @@ def simulate(sc, table_factory=HeartbeatTable, rules: frozenset[str] = frozenset
             if t >= down_until[n]:
                 tables[n] = new_table(n, t, False)
         exp = lease.expires_at()
-        if exp is not None:
-            last_valid = clocks["broker"].real(exp * 1000.0)
+        # A lease counts from the reply that completes its quorum: one learnt only after it ran
+        # out (a paused controller's late grants) never let the master acknowledge anything.
+        if exp is not None and (valid := clocks["broker"].real(exp * 1000.0)) > t:
+            last_valid = valid
     elect = [item for item in chain if item[0] == "elect"]
     return (elect[0][3] if elect else None), last_valid
 
@@ -355,16 +416,37 @@ def membership_scenario(rng: random.Random) -> dict:
     return sc
 
 
+def store_scenario(rng: random.Random) -> dict:
+    """``random_scenario`` on a store backend: a lock of 0.5-8 s, and the leader paused once for
+    up to 60 s (SIGSTOP), half the time right after it decided an election (mid-write). The Raft
+    commit delay is replaced by the store write's (up to the statement timeout, 1-2 s), so that
+    delay plus a pause the lock survives stays within the hold (the argument's one assumption)."""
+    sc = random_scenario(rng)
+    lock = rng.choice((500, 1_500, 3_000, 8_000))
+    sc["commit_delay"] = rng.choice((0, rng.randint(0, 50), rng.randint(0, 2_000)))
+    sc["store"] = {
+        "lock": lock,
+        "pause_at": rng.randint(0, END),
+        "pause_after": rng.choice((None, 0, rng.randint(0, 40), rng.randint(0, sc["commit_delay"] + 1))),
+        "pause_ms": rng.choice((rng.randint(0, lock), rng.randint(lock, 2 * lock), rng.randint(0, 60_000))),
+        "successor": rng.choice([n for n in NODES if n != sc["leader"]]),
+    }
+    return sc
+
+
 def run_scenarios(start: int, count: int, table_factory=HeartbeatTable, progress=None,
-                  membership: bool = False, rules: frozenset[str] = frozenset()) -> tuple[int, list[tuple[int, dict, str]]]:
+                  membership: bool = False, rules: frozenset[str] = frozenset(),
+                  store: bool = False) -> tuple[int, list[tuple[int, dict, str]]]:
     """Scenarios ``start`` .. ``start + count - 1`` (scenario i comes from its own seeded RNG, so
     any one can be re-run alone). Returns (elections seen, violations as (i, scenario, what)).
     ``membership``: scenarios with a controller membership change (``membership_scenario``);
+    ``store``: scenarios on a store backend with a paused leader (``store_scenario``);
     ``rules``: membership rules switched off (``simulate``)."""
     bad: list[tuple[int, dict, str]] = []
     elections = 0
     for i in range(start, start + count):
         sc = (membership_scenario(random.Random(f"lease-mem/{i}")) if membership
+              else store_scenario(random.Random(f"lease-store/{i}")) if store
               else random_scenario(random.Random(f"lease/{i}")))
         commit_at, last_valid = simulate(sc, table_factory, rules)
         elections += commit_at is not None

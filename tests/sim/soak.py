@@ -65,12 +65,16 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--lease-start", type=int, default=0, help="first lease scenario number")
     ap.add_argument("--lease-membership-scenarios", type=int, default=0,
                     help="lease scenarios with controller membership changes (add one voter, remove another)")
+    ap.add_argument("--lease-store-scenarios", type=int, default=0,
+                    help="lease scenarios on a store backend whose leader pauses (SIGSTOP) past or within its lock")
     ap.add_argument("--verbose", action="store_true")
     a = ap.parse_args(argv)
     bugs = frozenset(a.bug)
     lease_bad = _run_lease(a.lease_start, a.lease_scenarios, bugs) if a.lease_scenarios > 0 else 0
     if a.lease_membership_scenarios > 0:
         lease_bad += _run_lease(a.lease_start, a.lease_membership_scenarios, bugs, membership=True)
+    if a.lease_store_scenarios > 0:
+        lease_bad += _run_lease(a.lease_start, a.lease_store_scenarios, bugs, store=True)
     total = Stats()
     failed: list[int] = []
     t0 = time.monotonic()
@@ -99,15 +103,17 @@ def main(argv: list[str] | None = None) -> int:
           f"violations at seeds: {summary['violations'] or 'none'}", file=sys.stderr)
     summary["lease_scenarios"] = a.lease_scenarios
     summary["lease_membership_scenarios"] = a.lease_membership_scenarios
+    summary["lease_store_scenarios"] = a.lease_store_scenarios
     summary["lease_violations"] = lease_bad
     print(json.dumps(summary))
     return 1 if failed or lease_bad else 0
 
 
-def _run_lease(start: int, count: int, bugs: frozenset[str], membership: bool = False) -> int:
+def _run_lease(start: int, count: int, bugs: frozenset[str], membership: bool = False, store: bool = False) -> int:
     """Lease scenarios start .. start+count-1; prints each violation as a pasteable scenario."""
     table = HoldFromFirstReportTable if "lease_hold_from_first_report" in bugs else lease_sim.HeartbeatTable
-    rules = frozenset(MEMBERSHIP_RULE_OFF[b] for b in bugs if b in MEMBERSHIP_RULE_OFF)
+    rules = frozenset(MEMBERSHIP_RULE_OFF[b] for b in bugs if b in MEMBERSHIP_RULE_OFF) \
+        | ({"store_fence"} if "store_no_fence" in bugs else set())
     t0 = time.monotonic()
 
     def progress(done: int, elections: int, bad: int) -> None:
@@ -116,10 +122,11 @@ def _run_lease(start: int, count: int, bugs: frozenset[str], membership: bool = 
                           "violations": bad, "per_second": round(done / el, 1) if el else None}),
               file=sys.stderr, flush=True)
 
-    elections, bad = lease_sim.run_scenarios(start, count, table, progress, membership, rules)
+    elections, bad = lease_sim.run_scenarios(start, count, table, progress, membership, rules, store)
     for i, sc, what in bad:
         print(f"LEASE VIOLATION scenario={i} {what}\n  {sc!r}", file=sys.stderr, flush=True)
-    print(f"{count} lease scenarios{' with membership changes' if membership else ''} ({elections} elections) in {time.monotonic() - t0:.1f}s; "
+    what = " with membership changes" if membership else " on a store backend" if store else ""
+    print(f"{count} lease scenarios{what} ({elections} elections) in {time.monotonic() - t0:.1f}s; "
           f"{len(bad)} violations", file=sys.stderr, flush=True)
     return len(bad)
 
