@@ -13,7 +13,7 @@ import tomllib
 from collections.abc import Iterable
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from autoswitch.controller import sm_config
 
@@ -21,6 +21,9 @@ from autoswitch.base.auth import AuthConfig, check_exposure
 from autoswitch.base.config_check import check_values, refuse_unknown
 from autoswitch.base.errors import ConfigError
 from autoswitch.base.tls import TLSConfig
+
+if TYPE_CHECKING:
+    from autoswitch.controller.store.config import StoreBackendConfig
 
 # Keys an operator may change at runtime with `admin update-controller-config` (node-local,
 # not persisted, like RocketMQ's updateControllerConfig which is sent to every controller).
@@ -186,10 +189,20 @@ class ControllerConfig:
         if self.join or self.raft_peers:
             raise ConfigError(f"join and raft_peers are Raft settings; backend = {self.backend!r} has static "
                               "membership (the peers) and no Raft listener", key="backend")
-        self.store_config.validate()
+        store = self.store_config
+        store.validate()
+        # The lease argument assumes an election commits within a controller's hold (3 x the
+        # heartbeat timeout) of the opinions it used; a store adds up to one lock lease (a leader
+        # paused mid-write whose lock survives) and one statement to that delay (docs/controller.md
+        # "Store backends"). Keep what the store adds within one heartbeat timeout.
+        timeout = sm_config.parse_value("heartbeat_timeout_ms", self.sm.get("heartbeat_timeout_ms", "10000"))
+        if store.lease_ms + store.statement_timeout_ms > timeout:
+            raise ConfigError(f"[store] lease_ms + statement_timeout_ms ({store.lease_ms + store.statement_timeout_ms}) "
+                              f"must not exceed heartbeat_timeout_ms ({timeout}): a paused leader's election "
+                              "could commit after the controllers' lease holds ran out", key="lease_ms")
 
     @property
-    def store_config(self):
+    def store_config(self) -> StoreBackendConfig:
         from autoswitch.controller.store.config import StoreBackendConfig
 
         try:

@@ -55,6 +55,7 @@ PROFILES: dict[str, dict[str, Any]] = {
     "fast": {
         "controller": {"heartbeat_timeout_ms": 1000, "scan_interval_ms": 100, "first_election_grace_ms": 3000},
         "broker_args": ["--heartbeat-timeout-ms", "1000", "--master-lease-ms", "600"],
+        "store": {"lease_ms": 600, "heartbeat_ms": 150, "poll_ms": 20, "statement_timeout_ms": 400},
     },
     "default": {
         "controller": {},
@@ -243,8 +244,9 @@ class Cluster:
             lines.append(f"{k} = {json.dumps(v)}")
         url = self._store_url()
         if url:
-            lines += ['backend = "sql"', "", "[store]", f"url = {json.dumps(url)}", "lease_ms = 1500",
-                      "heartbeat_ms = 300", "poll_ms = 20"]
+            lines += ['backend = "sql"', "", "[store]", f"url = {json.dumps(url)}"]
+            # the lock's lease plus a statement must fit in the profile's heartbeat timeout
+            lines += [f"{k} = {v}" for k, v in PROFILES[self.layout.profile].get("store", {}).items()]
         path.write_text("\n".join(lines) + "\n")
         return path
 

@@ -25,7 +25,9 @@ CLUSTER = "c1"
 TOPIC = "t"
 HEARTBEAT_TIMEOUT_MS = 1000
 LEASE_MS = 600
-STORE_LEASE_MS = 1500    # the SQL backend's lock: a killed leader is replaced within about this
+# The SQL backend's lock: a killed leader is replaced within about this. Its lease plus the
+# statement timeout must fit in the heartbeat timeout (controller/config.py).
+STORE_LEASE_MS = 600
 
 CONTROLLER_TOML = """
 [controller]
@@ -99,7 +101,8 @@ class FailoverCluster:
             return "", ""
         # one lock row and log per cluster: tests sharing a database keep apart by lock_name
         return ('backend = "sql"\n', f'\n[store]\nurl = "{self.store_url}"\nlock_name = "{self.tmp.name}"\n'
-                f"lease_ms = {STORE_LEASE_MS}\nheartbeat_ms = {STORE_LEASE_MS // 5}\npoll_ms = 20\n")
+                f"lease_ms = {STORE_LEASE_MS}\nheartbeat_ms = {STORE_LEASE_MS // 4}\npoll_ms = 20\n"
+                f"statement_timeout_ms = {HEARTBEAT_TIMEOUT_MS - STORE_LEASE_MS}\n")
 
     # ------------------------------------------------------------ credentials
 

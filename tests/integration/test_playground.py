@@ -11,7 +11,6 @@ import signal
 import socket
 import subprocess
 import sys
-import tempfile
 import time
 from pathlib import Path
 
@@ -173,7 +172,6 @@ def test_playground_failover_demo_loses_nothing(tmp_path):
 def test_playground_failover_demo_on_a_sql_backend(tmp_path, backend):
     """Issue 14: the same playground and demo with the controllers' log in PostgreSQL (started
     and removed by the playground) or in a SQLite file."""
-    before = set(Path(tempfile.gettempdir()).glob("autoswitch-pg-*"))
     proc = _start(tmp_path, "--backend", backend, "--demo", "failover", "--groups", "1", "--insecure",
                   "--demo-before-s", "1.0", "--demo-after-s", "0.5")
     pids: dict[str, int] = {}
@@ -188,6 +186,9 @@ def test_playground_failover_demo_on_a_sql_backend(tmp_path, backend):
         logs = (tmp_path / "pg" / "logs" / "controller-n2.log").read_text()
         assert f'"backend":"{"postgresql" if backend == "sql" else "sqlite"}"' in logs
         # the PostgreSQL the playground started is gone with its files
-        assert set(Path(tempfile.gettempdir()).glob("autoswitch-pg-*")) <= before
+        started = re.findall(r'"event":"postgres_started"[^}]*"data":"([^"]+)"',
+                             (tmp_path / "playground.stderr").read_text())
+        assert len(started) == (1 if backend == "sql" else 0), started
+        assert not any(Path(d).exists() for d in started)
     finally:
         _cleanup(proc, pids)
