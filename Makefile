@@ -12,7 +12,7 @@ LEASE_MEMBERSHIP_SCENARIOS ?= 20000
 LEASE_STORE_SCENARIOS ?= 20000
 
 .PHONY: setup setup-run run test lint proto proto-check fuzz sim soak chaos clean \
-        bench-replication bench-produce bench-recovery bench-controller bench-election bench-rolling \
+        bench-replication bench-produce bench-recovery bench-controller bench-election bench-rolling bench-backends \
         bench-scale bench-failover bench-audit
 
 # The runtime alone (grpcio, protobuf, ...): what `make run` needs, no PySpark, Java or Chromium.
@@ -92,6 +92,9 @@ bench-rolling: setup
 
 bench-audit: setup
 	$(BIN)/python -m bench.audit
+
+bench-backends: setup
+	$(BIN)/python -m bench.backends
 
 clean:
 	rm -rf $(VENV) build *.egg-info .pytest_cache .hypothesis run-data

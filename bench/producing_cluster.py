@@ -83,17 +83,18 @@ class ProducingCluster:
 
 @contextlib.asynccontextmanager
 async def producing_cluster(data_dir: Path, *, max_s: float, tls: bool = False, broker_extra: tuple[str, ...] = (),
-                            producer_rpc_timeout_s: float = 2.0) -> AsyncIterator[ProducingCluster]:
+                            producer_rpc_timeout_s: float = 2.0, backend: str = "raft") -> AsyncIterator[ProducingCluster]:
     """Start the cluster, wait for masters, start producing (bounded by ``max_s``); stop every
     process it started, by PID, on the way out. ``producer_rpc_timeout_s``: how long one produce
-    may hang on a frozen master before the producer retries."""
+    may hang on a frozen master before the producer retries; ``backend``: the playground's
+    controller backend (raft, sql = a PostgreSQL started for the run, sqlite)."""
     from autoswitch.controller.client import ControllerClient
 
     from autoswitch.app.playground import Cluster, DemoProducer, Layout
 
     base = free_block(30)
     layout = Layout(data_dir, base_port=base, groups=1, replicas=3, cluster="bench", profile="fast",
-                    broker_extra=list(broker_extra), secure=tls)
+                    broker_extra=list(broker_extra), secure=tls, backend=backend)
     cluster = Cluster(layout)
     cluster.prepare_dir(keep=False)
     client = ControllerClient(layout.controller_addrs(), deadline_s=2.0, max_attempts=4, rpc_timeout_s=1.0,
