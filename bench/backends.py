@@ -15,11 +15,14 @@ message at a time (bench/producing_cluster.py):
 * ``commits_s``: concurrent AlterSyncStateSet commits per second (``--clients`` clients, each
   with its own group, ``--seconds`` s).
 
-ZooKeeper and etcd backends are not built yet: they are absent from the result.
+etcd: a single-member etcd the run starts (election timeout 500 ms), the lock a 1 s lease (etcd
+leases are whole seconds), the controllers' heartbeat timeout raised to 2000 ms to fit it.
+ZooKeeper is not built yet: it is absent from the result.
 
-Progress on stderr; the last stdout line is JSON: {"raft": {...}, "sqlite": {...}, "postgresql": {...}}.
+Progress on stderr; the last stdout line is JSON:
+{"raft": {...}, "sqlite": {...}, "postgresql": {...}, "etcd": {...}, "targets": ..., "met": bool}.
 
-    python -m bench.backends [--backends raft,sqlite,postgresql] [--rounds 10] [--controller-rounds 5]
+    python -m bench.backends [--backends raft,sqlite,postgresql,etcd] [--rounds 10] [--controller-rounds 5]
 """
 
 from __future__ import annotations
@@ -37,7 +40,8 @@ from typing import Any
 from bench.controller import heartbeat_group, ours_load, setup_groups
 from bench.producing_cluster import GROUP, pct, producing_cluster
 
-BACKENDS = {"raft": "raft", "sqlite": "sqlite", "postgresql": "sql"}   # result name -> playground backend
+# result name -> playground backend
+BACKENDS = {"raft": "raft", "sqlite": "sqlite", "postgresql": "sql", "etcd": "etcd"}
 RAFT_ELECTION_TIMEOUT_S = 0.8          # heartbeat 100 ms x leak 4 + jitter up to 400 ms (docs/raft.md)
 TARGET_FAILOVER_P99_S = 1.3
 MAX_WAIT_S = 30.0
@@ -139,7 +143,7 @@ async def bench_backend(name: str, args: argparse.Namespace, data_dir: Path) -> 
         await run.settle(_p, name)
         acked, lost = await run.finish(_p, name)
     ok = [x for x in ctl if x is not None]
-    lease_s = 0.6 if name != "raft" else RAFT_ELECTION_TIMEOUT_S
+    lease_s = {"raft": RAFT_ELECTION_TIMEOUT_S, "etcd": 1.0}.get(name, 0.6)
     return {
         "failover_p50_s": pct(rec, 0.5), "failover_p99_s": pct(rec, 0.99), "failover_rounds": len(rec),
         "failover_failed_rounds": failed, "acked": acked, "lost_acked": lost,
@@ -153,7 +157,7 @@ async def bench_backend(name: str, args: argparse.Namespace, data_dir: Path) -> 
 
 def main(argv: list[str] | None = None) -> int:
     ap = argparse.ArgumentParser(prog="python -m bench.backends")
-    ap.add_argument("--backends", default="raft,sqlite,postgresql")
+    ap.add_argument("--backends", default="raft,sqlite,postgresql,etcd")
     ap.add_argument("--rounds", type=int, default=10, help="master kill -9 rounds per backend")
     ap.add_argument("--controller-rounds", type=int, default=5, help="controller leader kill -9 rounds per backend")
     ap.add_argument("--clients", type=int, default=16)

@@ -103,8 +103,8 @@ class ControllerConfig:
     # must not expose an unauthenticated controller to a network.
     allow_insecure: bool = False
     # What replicates the controller's log (controller/consensus.py): "raft" (our Raft among the
-    # peers; the default and the embedded choice) or "sql" (a lock row and a log table in a SQL
-    # database: the [store] table says where).
+    # peers; the default and the embedded choice), "sql" (a lock row and a log table in a SQL
+    # database) or "etcd" (a leased leader key and log keys in etcd); the [store] table says where.
     backend: str = "raft"
     # The [raft] table, passed through to RaftConfig by field name.
     raft: dict[str, Any] = field(default_factory=dict)
@@ -191,6 +191,14 @@ class ControllerConfig:
                               "membership (the peers) and no Raft listener", key="backend")
         store = self.store_config
         store.validate()
+        etcd_url = store.resolved_url().startswith("etcd://")
+        if etcd_url != (self.backend == "etcd"):
+            raise ConfigError(f"backend = {self.backend!r} needs a [store] url starting with "
+                              f"{'etcd://' if self.backend == 'etcd' else 'a SQLAlchemy dialect (not etcd://)'}",
+                              key="url")
+        if self.backend == "etcd" and store.lease_ms % 1000:
+            raise ConfigError("backend = \"etcd\": [store] lease_ms must be whole seconds (an etcd lease TTL)",
+                              key="lease_ms")
         # The lease argument assumes an election commits within a controller's hold (3 x the
         # heartbeat timeout) of the opinions it used; a store adds up to one lock lease (a leader
         # paused mid-write whose lock survives) and one statement to that delay (docs/controller.md

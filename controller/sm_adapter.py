@@ -80,13 +80,14 @@ PROCESS_RAFT_DEFAULTS: dict[str, Any] = {"snapshot_every": 2000}
 def make_consensus(config: ControllerConfig, data_dir: Path, state_machine: AppliedStateMachine, server: Any,
                    min_log_index: int = 0, interceptors: list | None = None,
                    on_membership: Callable[[Any, int], None] | None = None) -> Consensus:
-    if config.backend == "sql":
+    if config.backend != "raft":
+        from autoswitch.controller.store.base import open_store
         from autoswitch.controller.store.node import StoreLogNode
-        from autoswitch.controller.store.sql import SqlStore
 
         store_cfg = config.store_config
-        return StoreLogNode(config.node_id, dict(config.peers), state_machine, store_cfg, SqlStore(store_cfg),
-                            config.bootstrap_membership(), min_log_index=min_log_index)
+        return StoreLogNode(config.node_id, dict(config.peers), state_machine, store_cfg,
+                            open_store(config.backend, store_cfg), config.bootstrap_membership(),
+                            min_log_index=min_log_index)
     from autoswitch.controller.raft import RaftConfig, RaftNode
     from autoswitch.controller.raft.transport import GrpcRaftTransport
 

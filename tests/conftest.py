@@ -40,13 +40,28 @@ def postgres_url():
         server.stop()
 
 
+@pytest.fixture(scope="session")
+def etcd_url():
+    """One throw-away single-member etcd for the session (autoswitch/app/etcdserver.py)."""
+    from autoswitch.app.etcdserver import EtcdServer
+    from tests.procs import free_port
+
+    server = EtcdServer(free_port(), free_port()).start()
+    try:
+        yield server.url
+    finally:
+        server.stop()
+
+
 @pytest.fixture
 def store_url(request, tmp_path):
     """The SQL store URL for a test parametrized with ``backend``: none for Raft, a SQLite file in
-    the test's directory, or the session's PostgreSQL."""
+    the test's directory, the session's PostgreSQL or the session's etcd."""
     backend = request.getfixturevalue("backend")
     if backend == "postgresql":
         return request.getfixturevalue("postgres_url")
+    if backend == "etcd":
+        return request.getfixturevalue("etcd_url")
     if backend == "sqlite":
         return f"sqlite:///{tmp_path / 'controller-store.db'}"
     return None

@@ -32,6 +32,7 @@ from pathlib import Path
 from typing import Any
 
 from autoswitch.app import launcher
+from autoswitch.app.etcdserver import EtcdNotInstalled, EtcdServer
 from autoswitch.app.launcher import Child
 from autoswitch.app.pgserver import PostgresNotInstalled, PostgresServer
 from autoswitch.base.errors import AutoswitchError
@@ -44,7 +45,11 @@ HOST = "127.0.0.1"
 MARKER = ".autoswitch-playground"   # only a directory carrying it is ever wiped
 MAX_GROUPS = 20
 MAX_REPLICAS = 5                    # 10 ports per group: 5 replicas x (gRPC, HA)
-BACKENDS = ("raft", "sql", "sqlite")
+BACKENDS = ("raft", "sql", "sqlite", "etcd")
+# An etcd lease is whole seconds: with etcd the fast profile's heartbeat timeout is raised to this,
+# so that 1 s of lease plus a statement fits in it (controller/config.py checks).
+ETCD_FAST_TIMEOUT_MS = 2000
+ETCD_FAST_STORE = {"lease_ms": 1000, "heartbeat_ms": 250, "poll_ms": 20, "statement_timeout_ms": 500}
 STOP_WAIT_S = 10.0
 
 _log = get_logger("playground")
@@ -83,7 +88,8 @@ class Layout:
     broker_extra: list[str] = field(default_factory=list)
     secure: bool = True      # mutual TLS and authorization on every process (--insecure: plaintext)
     # What replicates the controllers' log: "raft"; "sql" = a PostgreSQL started for the playground
-    # (port base+9); "sqlite" = one SQLite file in the data directory (docs/operations-backends.md).
+    # (port base+9); "sqlite" = one SQLite file in the data directory; "etcd" = a single-member etcd
+    # started for the playground (client port base+9, peer port just above the groups' ports).
     backend: str = "raft"
 
     def validate(self) -> None:
@@ -91,7 +97,7 @@ class Layout:
             raise PlaygroundError(f"--groups must be in [1, {MAX_GROUPS}]")
         if not 1 <= self.replicas <= MAX_REPLICAS:
             raise PlaygroundError(f"--replicas must be in [1, {MAX_REPLICAS}]")
-        top = self.base_port + 10 + 10 * self.groups
+        top = self.base_port + 11 + 10 * self.groups      # + the etcd peer port
         if not 1024 <= self.base_port or top > 65535:
             raise PlaygroundError(f"--base-port must leave room for ports {self.base_port}..{top}")
         if self.profile not in PROFILES:
@@ -102,6 +108,27 @@ class Layout:
     @property
     def postgres_port(self) -> int:
         return self.base_port + 9
+
+    @property
+    def etcd_ports(self) -> tuple[int, int]:
+        return self.base_port + 9, self.base_port + 10 + 10 * self.groups
+
+    def controller_keys(self) -> dict[str, Any]:
+        keys = dict(PROFILES[self.profile]["controller"])
+        if self.backend == "etcd" and self.profile == "fast":
+            keys["heartbeat_timeout_ms"] = ETCD_FAST_TIMEOUT_MS
+        return keys
+
+    def broker_profile_args(self) -> list[str]:
+        args = list(PROFILES[self.profile]["broker_args"])
+        if self.backend == "etcd" and "--heartbeat-timeout-ms" in args:
+            args[args.index("--heartbeat-timeout-ms") + 1] = str(ETCD_FAST_TIMEOUT_MS)
+        return args
+
+    def store_keys(self) -> dict[str, Any]:
+        if self.backend == "etcd" and self.profile == "fast":
+            return dict(ETCD_FAST_STORE)
+        return dict(PROFILES[self.profile].get("store", {}))
 
     @property
     def namesrv(self) -> str:
@@ -142,6 +169,7 @@ class Cluster:
         # What the playground's own clients present (the admin certificate); plaintext if insecure.
         self.tls: TLSConfig = TLSConfig.off()
         self.postgres: PostgresServer | None = None     # backend "sql": the server we started
+        self.etcd: EtcdServer | None = None             # backend "etcd": the server we started
 
     # ---------- data directory ----------
 
@@ -215,6 +243,8 @@ class Cluster:
         ports = [lay.base_port + i for i in range(3)] + [lay.base_port + 5 + i for i in range(3)]
         if lay.backend == "sql":
             ports.append(lay.postgres_port)
+        if lay.backend == "etcd":
+            ports += list(lay.etcd_ports)
         for g in range(lay.groups):
             for r in range(lay.replicas):
                 ports += [lay.broker_port(g, r), lay.broker_port(g, r) + 1]
@@ -240,21 +270,29 @@ class Cluster:
     def _controller_toml(self) -> Path:
         path = self.layout.data_dir / "controller.toml"
         lines = ["[controller]"]
-        for k, v in PROFILES[self.layout.profile]["controller"].items():
+        for k, v in self.layout.controller_keys().items():
             lines.append(f"{k} = {json.dumps(v)}")
         url = self._store_url()
         if url:
-            lines += ['backend = "sql"', "", "[store]", f"url = {json.dumps(url)}"]
+            backend = "etcd" if self.layout.backend == "etcd" else "sql"
+            lines += [f'backend = "{backend}"', "", "[store]", f"url = {json.dumps(url)}"]
             # the lock's lease plus a statement must fit in the profile's heartbeat timeout
-            lines += [f"{k} = {v}" for k, v in PROFILES[self.layout.profile].get("store", {}).items()]
+            lines += [f"{k} = {v}" for k, v in self.layout.store_keys().items()]
         path.write_text("\n".join(lines) + "\n")
         return path
 
     def _store_url(self) -> str:
-        """The SQL store of a "sql"/"sqlite" playground ("" for Raft); "sql" starts PostgreSQL."""
+        """The store URL ("" for Raft); "sql" starts PostgreSQL, "etcd" starts etcd."""
         lay = self.layout
         if lay.backend == "sqlite":
             return f"sqlite:///{lay.data_dir / 'controller-store.db'}"
+        if lay.backend == "etcd":
+            if self.etcd is None:
+                try:
+                    self.etcd = EtcdServer(*lay.etcd_ports).start()
+                except (EtcdNotInstalled, RuntimeError) as e:
+                    raise NotReady(f"cannot start etcd for --backend etcd: {e}") from None
+            return self.etcd.url
         if lay.backend != "sql":
             return ""
         if self.postgres is None:
@@ -292,7 +330,7 @@ class Cluster:
         return ["broker", "--cluster", lay.cluster, "--group", f"g{g}", "--listen", f"{HOST}:{port}",
                 "--ha-listen", f"{HOST}:{port + 1}", "--data-dir", str(lay.data_dir / f"g{g}-r{r}"),
                 "--controllers", ",".join(lay.controller_addrs()), "--namesrv", lay.namesrv,
-                *self.server_flags(self.broker_identity(g, r)), *PROFILES[lay.profile]["broker_args"],
+                *self.server_flags(self.broker_identity(g, r)), *lay.broker_profile_args(),
                 *lay.broker_extra]
 
     def start_broker(self, g: int, r: int) -> Child:
@@ -330,7 +368,10 @@ class Cluster:
                 continue
             out.append({"name": c.name, "pid": c.pid, "rc": rc, "forced": forced})
             _log.info("child_stopped", name=c.name, pid=c.pid, rc=rc, forced=forced)
-        if self.postgres is not None:          # after the controllers that used it
+        if self.etcd is not None:              # after the controllers that used it
+            self.etcd.stop()
+            self.etcd = None
+        if self.postgres is not None:
             try:
                 self.postgres.stop()
             except RuntimeError as e:
@@ -528,7 +569,7 @@ def register(sub: Any, admin_sub: Any) -> None:
     p.add_argument("--replicas", type=int, default=3)
     p.add_argument("--backend", choices=BACKENDS, default="raft",
                    help="what replicates the controllers' log: raft; sql (a PostgreSQL started for you on "
-                        "base-port+9); sqlite (a file in the data directory)")
+                        "base-port+9); sqlite (a file in the data directory); etcd (an etcd started for you)")
     p.add_argument("--profile", choices=sorted(PROFILES), default="fast",
                    help="timings: fast = 1 s heartbeat timeout (loopback), default = RocketMQ-like 10 s")
     p.add_argument("--broker-arg", action="append", default=[], help="extra flag for every broker (repeatable)")

@@ -11,8 +11,9 @@ from autoswitch.base.errors import ConfigError
 
 @dataclass(frozen=True)
 class StoreBackendConfig:
-    # SQLAlchemy URL: sqlite:////var/lib/autoswitch/controller.db, postgresql+psycopg://u:p@host/db,
-    # mysql+pymysql://u:p@host/db. Secrets may come from the environment variable named by url_env.
+    # backend "sql": a SQLAlchemy URL (sqlite:////var/lib/autoswitch/controller.db,
+    # postgresql+psycopg://u:p@host/db, mysql+pymysql://u:p@host/db); backend "etcd":
+    # etcd://host:2379[,host:2379...]. Secrets may come from the variable named by url_env.
     url: str = ""
     url_env: str = ""
     # Scope of the lock row and the log: several controller clusters may share one database.

@@ -26,13 +26,15 @@ from autoswitch.controller.raft.node import StateMachine
 
 from autoswitch.base.log import get_logger
 
+from .base import Store
 from .config import StoreBackendConfig
 from .errors import Fenced, StoreCorrupt, StoreError, StoreUnavailable
 from .lock import LeaderLease
-from .sql import SqlStore
 
 # How often an unavailable store is reported (one log line per this many seconds at most).
 _REPORT_EVERY_S = 5.0
+# How long a starting node waits for its store to answer before it gives up.
+START_WAIT_S = 60.0
 
 
 class _Pending:
@@ -45,7 +47,7 @@ class _Pending:
 
 class StoreLogNode:
     def __init__(self, node_id: str, peers: dict[str, str], state_machine: StateMachine, cfg: StoreBackendConfig,
-                 store: SqlStore, membership: Membership, *, min_log_index: int = 0,
+                 store: Store, membership: Membership, *, min_log_index: int = 0,
                  clock: Callable[[], float] = time.monotonic) -> None:
         """``min_log_index``: an index this node is known to have applied (its event history); a
         store whose log ends before it lost committed entries, and start refuses."""
@@ -81,8 +83,7 @@ class StoreLogNode:
     # ---------------------------------------------------------------- lifecycle
 
     async def start(self) -> None:
-        await self._call(self._log_ex, self.store.create_schema)
-        last = await self._call(self._log_ex, self.store.last_index)
+        last = await self._first_contact()
         if last < self.min_log_index:
             raise StoreCorrupt(f"the store's controller log ends at {last} but this node applied entries up to "
                                f"{self.min_log_index}: committed entries are gone (another database, or it was "
@@ -94,6 +95,22 @@ class StoreLogNode:
                        loop.create_task(self._write_loop(), name=f"store-write-{self.node_id}")]
         self.log.info("store_node_started", applied=self.applied, lease_ms=self.cfg.lease_ms,
                       observer=self.cfg.observer)
+
+    async def _first_contact(self) -> int:
+        """Create the tables if needed and read the log's end, retrying while the store is not
+        reachable yet (started together with the controllers), at most START_WAIT_S."""
+        deadline = time.monotonic() + START_WAIT_S
+        delay = 0.1
+        while True:
+            try:
+                await self._call(self._log_ex, self.store.create_schema)
+                return await self._call(self._log_ex, self.store.last_index)
+            except StoreUnavailable as e:
+                if time.monotonic() + delay > deadline:
+                    raise
+                self._report("store_unavailable_at_start", e)
+                await asyncio.sleep(delay)
+                delay = min(2 * delay, 2.0)
 
     async def stop(self) -> None:
         self._stopped = True
@@ -295,9 +312,11 @@ class StoreLogNode:
 
     def _take_batch(self) -> list[_Pending]:
         batch, size = [], 0
-        while self._queue and len(batch) < self.cfg.max_batch_entries:
+        max_entries = min(self.cfg.max_batch_entries, self.store.max_batch_entries)
+        max_bytes = min(self.cfg.max_batch_bytes, self.store.max_batch_bytes)
+        while self._queue and len(batch) < max_entries:
             p = self._queue[0]
-            if batch and size + len(p.data) > self.cfg.max_batch_bytes:
+            if batch and size + len(p.data) > max_bytes:
                 break
             self._queue.pop(0)
             if p.fut.done():            # its caller gave up before it was written: never write it

@@ -144,6 +144,10 @@ def _engine(cfg: StoreBackendConfig) -> Engine:
 class SqlStore:
     """One controller cluster's lock, log and snapshot in a SQL database."""
 
+    # no bound of the database's own: the [store] keys decide
+    max_batch_entries = 10_000
+    max_batch_bytes = 64 << 20
+
     def __init__(self, cfg: StoreBackendConfig) -> None:
         self.cfg = cfg
         self.engine = _engine(cfg)
@@ -174,7 +178,10 @@ class SqlStore:
             metadata.create_all(self.engine, checkfirst=True)
         except sa_exc.SQLAlchemyError:
             # another controller created the tables at the same moment: a second look must find them
-            metadata.create_all(self.engine, checkfirst=True)
+            try:
+                metadata.create_all(self.engine, checkfirst=True)
+            except sa_exc.SQLAlchemyError as e:
+                raise StoreUnavailable(f"cannot create the tables: {str(e).splitlines()[0][:300]}") from None
 
     # ---------------------------------------------------------------- the lock
 

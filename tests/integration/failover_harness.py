@@ -28,6 +28,7 @@ LEASE_MS = 600
 # The SQL backend's lock: a killed leader is replaced within about this. Its lease plus the
 # statement timeout must fit in the heartbeat timeout (controller/config.py).
 STORE_LEASE_MS = 600
+ETCD_HEARTBEAT_TIMEOUT_MS = 2000
 
 CONTROLLER_TOML = """
 [controller]
@@ -55,7 +56,7 @@ class FailoverCluster:
         self.procs = procs
         # store_url: the controllers keep their log in that SQL database (backend = "sql") instead of Raft
         self.store_url = store_url
-        self.backend = "sql" if store_url else "raft"
+        self.backend = "raft" if not store_url else "etcd" if store_url.startswith("etcd://") else "sql"
         self.tls_mode = "on" if secure else "off"
         self._certs: dict[str, dict[str, str]] = {}
         # name -> certificate identity, when a broker's registered id is not the one in its name
@@ -73,12 +74,14 @@ class FailoverCluster:
         self.namesrv = f"{HOST}:{self.namesrv_port}"
         self.toml = self.tmp / "controller.toml"
         self.toml.parent.mkdir(parents=True, exist_ok=True)
-        self.heartbeat_timeout_ms = heartbeat_timeout_ms
+        # etcd leases are whole seconds: 1 s of lock plus a statement must fit in the timeout
+        self.heartbeat_timeout_ms = max(heartbeat_timeout_ms, ETCD_HEARTBEAT_TIMEOUT_MS) if self.backend == "etcd" \
+            else heartbeat_timeout_ms
         # process name (n1, b1, ...) -> its /metrics port, when ``metrics``
         self.metrics_port: dict[str, int] = {}
         self.metrics = metrics
         key, table = self._backend_toml()
-        self.toml.write_text(CONTROLLER_TOML.format(timeout_ms=heartbeat_timeout_ms) + key + controller_toml + table)
+        self.toml.write_text(CONTROLLER_TOML.format(timeout_ms=self.heartbeat_timeout_ms) + key + controller_toml + table)
         self.tokens_file = self.tmp / "tokens.toml"
         if self.secure:
             from autoswitch.app.certs import issue_token
@@ -100,9 +103,11 @@ class FailoverCluster:
         if not self.store_url:
             return "", ""
         # one lock row and log per cluster: tests sharing a database keep apart by lock_name
-        return ('backend = "sql"\n', f'\n[store]\nurl = "{self.store_url}"\nlock_name = "{self.tmp.name}"\n'
-                f"lease_ms = {STORE_LEASE_MS}\nheartbeat_ms = {STORE_LEASE_MS // 4}\npoll_ms = 20\n"
-                f"statement_timeout_ms = {HEARTBEAT_TIMEOUT_MS - STORE_LEASE_MS}\n")
+        # an etcd lease is whole seconds (the harness gives etcd clusters a longer heartbeat timeout)
+        lease = 1000 if self.backend == "etcd" else STORE_LEASE_MS
+        return (f'backend = "{self.backend}"\n', f'\n[store]\nurl = "{self.store_url}"\nlock_name = "{self.tmp.name}"\n'
+                f"lease_ms = {lease}\nheartbeat_ms = {lease // 4}\npoll_ms = 20\n"
+                f"statement_timeout_ms = {min(self.heartbeat_timeout_ms - lease, lease)}\n")
 
     # ------------------------------------------------------------ credentials
 

@@ -18,6 +18,7 @@ import time
 import pytest
 from autoswitch.controller.raft.errors import NotLeader
 from autoswitch.controller.raft.membership import Member, Membership
+from autoswitch.controller.store.base import open_store
 from autoswitch.controller.store.config import StoreBackendConfig
 from autoswitch.controller.store.node import StoreLogNode
 from autoswitch.controller.store.sql import SqlStore
@@ -49,7 +50,8 @@ class Recorder:
 
 def _node(nid: str, cfg: StoreBackendConfig) -> StoreLogNode:
     members = Membership({n: Member(f"127.0.0.1:{p}", "") for n, p in (("a", 1), ("b", 2))}, {})
-    return StoreLogNode(nid, {"a": "127.0.0.1:1", "b": "127.0.0.1:2"}, Recorder(), cfg, SqlStore(cfg), members)
+    return StoreLogNode(nid, {"a": "127.0.0.1:1", "b": "127.0.0.1:2"}, Recorder(), cfg,
+                        open_store("etcd" if cfg.url.startswith("etcd://") else "sql", cfg), members)
 
 
 async def _until(pred, what: str, timeout: float = 30.0) -> None:
@@ -67,7 +69,7 @@ def _hold(node: StoreLogNode) -> threading.Event:
     return release
 
 
-@pytest.mark.parametrize("backend", ["sqlite", "postgresql"])
+@pytest.mark.parametrize("backend", ["sqlite", "postgresql", "etcd"])
 def test_paused_leader_write_is_refused_by_the_store(backend, store_url, tmp_path):
     cfg = StoreBackendConfig(url=store_url, lock_name=f"fence-{tmp_path.name}", lease_ms=1000, heartbeat_ms=100, poll_ms=10)
 

@@ -92,3 +92,22 @@ def test_backend_choice_is_checked():
         _cfg(backend="sql", store={"url": "sqlite:////tmp/x.db"}, raft_peers={"n1": "127.0.0.1:2"}).validate()
     with pytest.raises(ConfigError, match="bad \\[store\\]"):
         _cfg(backend="sql", store={"url": "sqlite:////tmp/x.db", "nope": 1}).validate()
+
+
+def test_etcd_backend_needs_an_etcd_url_and_whole_second_leases():
+    _cfg(backend="etcd", store={"url": "etcd://127.0.0.1:2379", "lease_ms": 3000}).validate()
+    with pytest.raises(ConfigError, match="etcd://"):
+        _cfg(backend="etcd", store={"url": "sqlite:////tmp/x.db"}).validate()
+    with pytest.raises(ConfigError, match="not etcd://"):
+        _cfg(backend="sql", store={"url": "etcd://127.0.0.1:2379"}).validate()
+    with pytest.raises(ConfigError, match="whole seconds"):
+        _cfg(backend="etcd", store={"url": "etcd://127.0.0.1:2379", "lease_ms": 1500}).validate()
+
+
+def test_store_lease_must_fit_the_heartbeat_timeout():
+    with pytest.raises(ConfigError, match="must not exceed heartbeat_timeout_ms"):
+        _cfg(backend="sql", store={"url": "sqlite:////tmp/x.db", "lease_ms": 1500, "heartbeat_ms": 300},
+             sm={"heartbeat_timeout_ms": "2000"}).validate()
+    _cfg(backend="sql", store={"url": "sqlite:////tmp/x.db", "lease_ms": 1000, "heartbeat_ms": 250,
+                               "statement_timeout_ms": 1000},
+         sm={"heartbeat_timeout_ms": "2000"}).validate()

@@ -1,0 +1,38 @@
+"""What a store backend provides to StoreLogNode (controller/store/node.py). Blocking calls, run
+on the node's worker threads; each is one atomic operation of the store (a transaction, a Txn).
+Writes are fenced by (owner, term) inside that operation: Fenced means nothing was written,
+StoreUnavailable means the outcome is unknown."""
+
+from __future__ import annotations
+
+from typing import Protocol
+
+from .lock import LockOutcome
+from .sql import LogEntry, Snapshot
+
+
+class Store(Protocol):
+    kind: str                  # "sqlite", "postgresql", "mysql", "etcd": the log lines' backend field
+    max_batch_entries: int     # the store's own bound on entries per write
+    max_batch_bytes: int
+
+    def create_schema(self) -> None: ...
+    def close(self) -> None: ...
+    def lock_round(self, me: str, lease_ms: int, observer: bool, sent_at_ms: int) -> LockOutcome: ...
+    def append(self, me: str, term: int, first_index: int, datas: list[bytes]) -> None: ...
+    def verify(self, me: str, term: int) -> int: ...
+    def last_index(self) -> int: ...
+    def read(self, from_index: int, limit: int) -> tuple[int, list[LogEntry]]: ...
+    def load_snapshot(self) -> Snapshot | None: ...
+    def save_snapshot(self, me: str, term: int, index: int, data: bytes) -> None: ...
+
+
+def open_store(backend: str, cfg) -> Store:
+    """The store of ``backend`` ("sql" or "etcd") for a validated StoreBackendConfig."""
+    if backend == "etcd":
+        from .etcd import EtcdStore
+
+        return EtcdStore(cfg)
+    from .sql import SqlStore
+
+    return SqlStore(cfg)
