@@ -179,7 +179,10 @@ async def heartbeat_group(client, g: str) -> None:
             epoch=1, max_offset=100, confirm_offset=100, clean_shutdown=True))
 
 
-async def ours_load(spec: str, groups: list[tuple[str, int]], seconds: float, max_ops: int, tls=None) -> dict:
+async def ours_load(spec: str, groups: list[tuple[str, int]], seconds: float, max_ops: int, tls=None,
+                    hb_interval_s: float = 1.0) -> dict:
+    """Concurrent AlterSyncStateSet loops, one per group; every ``hb_interval_s`` the groups'
+    two replicas heartbeat (well inside the controllers' heartbeat timeout)."""
     from autoswitch.controller.client import ControllerClient
 
     lat: list[float] = []
@@ -190,7 +193,7 @@ async def ours_load(spec: str, groups: list[tuple[str, int]], seconds: float, ma
     async def hb_loop(client, gs):
         while time.monotonic() < stop_at:
             await asyncio.gather(*(heartbeat_group(client, g) for g, _ in gs))
-            await asyncio.sleep(1.0)
+            await asyncio.sleep(hb_interval_s)
 
     async def worker(client, g: str, epoch: int):
         nonlocal errors, done

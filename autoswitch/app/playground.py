@@ -49,7 +49,7 @@ BACKENDS = ("raft", "sql", "sqlite", "etcd")
 # An etcd lease is whole seconds: with etcd the fast profile's heartbeat timeout is raised to this,
 # so that 1 s of lease plus a statement fits in it (controller/config.py checks).
 ETCD_FAST_TIMEOUT_MS = 2000
-ETCD_FAST_STORE = {"lease_ms": 1000, "heartbeat_ms": 250, "poll_ms": 20, "statement_timeout_ms": 500}
+ETCD_FAST_STORE = {"lease_ms": 1000, "heartbeat_ms": 100, "poll_ms": 20, "statement_timeout_ms": 500}
 STOP_WAIT_S = 10.0
 
 _log = get_logger("playground")
@@ -60,7 +60,7 @@ PROFILES: dict[str, dict[str, Any]] = {
     "fast": {
         "controller": {"heartbeat_timeout_ms": 1000, "scan_interval_ms": 100, "first_election_grace_ms": 3000},
         "broker_args": ["--heartbeat-timeout-ms", "1000", "--master-lease-ms", "600"],
-        "store": {"lease_ms": 600, "heartbeat_ms": 150, "poll_ms": 20, "statement_timeout_ms": 400},
+        "store": {"lease_ms": 600, "heartbeat_ms": 100, "poll_ms": 20, "statement_timeout_ms": 400},
     },
     "default": {
         "controller": {},
