@@ -6,6 +6,8 @@
 #   chromium  (chromium):             the HTML failover report test
 #   nft, ip   (nftables, iproute2):   make chaos (network namespaces)
 #   pg_ctl    (postgresql):           the SQL controller backend's tests on PostgreSQL
+#   mariadbd  (mariadb-server):       ... and on MariaDB
+#   etcd      (etcd-server):          the etcd controller backend's tests (and bench-controller)
 set -euo pipefail
 export DEBIAN_FRONTEND=noninteractive
 need=()
@@ -16,6 +18,8 @@ command -v nft >/dev/null      || need+=(nftables)
 command -v ip >/dev/null       || need+=(iproute2)
 command -v systemd-analyze >/dev/null || need+=(systemd)
 command -v pg_ctl >/dev/null || ls /usr/lib/postgresql/*/bin/pg_ctl >/dev/null 2>&1 || need+=(postgresql)
+command -v mariadbd >/dev/null || [ -x /usr/sbin/mariadbd ] || need+=(mariadb-server)
+command -v etcd >/dev/null || need+=(etcd-server)
 [ ${#need[@]} -eq 0 ] && exit 0
 if [ "$(id -u)" = 0 ] && command -v apt-get >/dev/null; then
   echo "system_deps: installing ${need[*]}"

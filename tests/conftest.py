@@ -41,6 +41,19 @@ def postgres_url():
 
 
 @pytest.fixture(scope="session")
+def mariadb_url():
+    """One throw-away MariaDB server for the session (autoswitch/app/mariadbserver.py)."""
+    from autoswitch.app.mariadbserver import MariaDBServer
+    from tests.procs import free_port
+
+    server = MariaDBServer(free_port()).start()
+    try:
+        yield server.url
+    finally:
+        server.stop()
+
+
+@pytest.fixture(scope="session")
 def etcd_url():
     """One throw-away single-member etcd for the session (autoswitch/app/etcdserver.py)."""
     from autoswitch.app.etcdserver import EtcdServer
@@ -56,12 +69,14 @@ def etcd_url():
 @pytest.fixture
 def store_url(request, tmp_path):
     """The SQL store URL for a test parametrized with ``backend``: none for Raft, a SQLite file in
-    the test's directory, the session's PostgreSQL or the session's etcd."""
+    the test's directory, or the session's PostgreSQL, MariaDB or etcd."""
     backend = request.getfixturevalue("backend")
     if backend == "postgresql":
         return request.getfixturevalue("postgres_url")
     if backend == "etcd":
         return request.getfixturevalue("etcd_url")
+    if backend == "mariadb":
+        return request.getfixturevalue("mariadb_url")
     if backend == "sqlite":
         return f"sqlite:///{tmp_path / 'controller-store.db'}"
     return None

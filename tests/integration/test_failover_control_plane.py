@@ -116,8 +116,9 @@ def test_crash_at_each_registration_step(procs, tmp_path):
 
 
 @pytest.mark.parametrize(("secure", "backend"), [(False, "raft"), (True, "raft"), (False, "sqlite"),
-                                                 (False, "postgresql"), (False, "etcd")],
-                         ids=["plaintext", "tls-auth", "sqlite-backend", "postgresql-backend", "etcd-backend"])
+                                                 (False, "postgresql"), (False, "mariadb"), (False, "etcd")],
+                         ids=["plaintext", "tls-auth", "sqlite-backend", "postgresql-backend", "mariadb-backend",
+                              "etcd-backend"])
 def test_controller_leader_killed_mid_failover(procs, tmp_path, secure, backend, store_url):
     c = FailoverCluster(procs, tmp_path, secure=secure, store_url=store_url)
     c.start_all()

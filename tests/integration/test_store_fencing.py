@@ -69,7 +69,7 @@ def _hold(node: StoreLogNode) -> threading.Event:
     return release
 
 
-@pytest.mark.parametrize("backend", ["sqlite", "postgresql", "etcd"])
+@pytest.mark.parametrize("backend", ["sqlite", "postgresql", "mariadb", "etcd"])
 def test_paused_leader_write_is_refused_by_the_store(backend, store_url, tmp_path):
     cfg = StoreBackendConfig(url=store_url, lock_name=f"fence-{tmp_path.name}", lease_ms=1000, heartbeat_ms=100, poll_ms=10)
 

@@ -1,0 +1,93 @@
+"""A throw-away MariaDB server for the tests: ``mariadb-install-db`` into a fresh directory,
+``mariadbd`` on 127.0.0.1 and a port of our choosing (fsync on, InnoDB), ended by PID. Debian's
+``mariadb-server`` package provides the programs. The server runs as the ``mysql`` system user
+when we are root; its root account has no password and listens on loopback only."""
+
+from __future__ import annotations
+
+import contextlib
+import os
+import pwd
+import shutil
+import signal
+import subprocess
+import tempfile
+import time
+from pathlib import Path
+
+from autoswitch.base.log import get_logger
+
+_log = get_logger("mariadbserver")
+DATABASE = "autoswitch"
+
+
+class MariaDBNotInstalled(RuntimeError):
+    pass
+
+
+class MariaDBServer:
+    def __init__(self, port: int) -> None:
+        self.server = shutil.which("mariadbd") or shutil.which("mysqld", path="/usr/sbin:/usr/bin")
+        self.install = shutil.which("mariadb-install-db") or shutil.which("mysql_install_db")
+        if not self.server or not self.install:
+            raise MariaDBNotInstalled("MariaDB is not installed (Debian: apt-get install mariadb-server)")
+        self.port = port
+        self.dir = Path(tempfile.mkdtemp(prefix="autoswitch-mariadb-"))
+        self.user = "mysql" if os.geteuid() == 0 else pwd.getpwuid(os.geteuid()).pw_name
+        if os.geteuid() == 0:
+            pw = pwd.getpwnam("mysql")
+            os.chown(self.dir, pw.pw_uid, pw.pw_gid)
+        self.proc: subprocess.Popen | None = None
+
+    @property
+    def url(self) -> str:
+        return f"mysql+pymysql://root@127.0.0.1:{self.port}/{DATABASE}"
+
+    def start(self) -> MariaDBServer:
+        data = self.dir / "data"
+        out = subprocess.run([self.install, "--no-defaults", f"--datadir={data}", f"--user={self.user}",
+                              "--auth-root-authentication-method=normal", "--skip-test-db"],
+                             capture_output=True, text=True, timeout=120)
+        if out.returncode != 0:
+            raise RuntimeError(f"mariadb-install-db failed: {(out.stderr or out.stdout)[-800:]}")
+        with open(self.dir / "server.log", "ab") as logf:
+            self.proc = subprocess.Popen(
+                [self.server, "--no-defaults", f"--datadir={data}", f"--user={self.user}", f"--port={self.port}",
+                 "--bind-address=127.0.0.1", f"--socket={self.dir / 'mysqld.sock'}", f"--pid-file={self.dir / 'pid'}",
+                 "--innodb-flush-log-at-trx-commit=1", "--skip-name-resolve"],
+                stdout=logf, stderr=subprocess.STDOUT, start_new_session=True)
+        self._create_database(60.0)
+        _log.info("mariadb_started", port=self.port, pid=self.proc.pid, data=str(data))
+        return self
+
+    def _create_database(self, timeout_s: float) -> None:
+        import pymysql
+
+        deadline = time.monotonic() + timeout_s
+        while True:
+            if self.proc is not None and self.proc.poll() is not None:
+                raise RuntimeError(f"mariadbd exited with {self.proc.returncode}: see {self.dir / 'server.log'}")
+            try:
+                conn = pymysql.connect(host="127.0.0.1", port=self.port, user="root", connect_timeout=2)
+            except pymysql.err.OperationalError:
+                if time.monotonic() > deadline:
+                    raise RuntimeError(f"mariadbd did not accept connections within {timeout_s} s") from None
+                time.sleep(0.1)
+                continue
+            with contextlib.closing(conn), conn.cursor() as cur:
+                cur.execute(f"CREATE DATABASE IF NOT EXISTS {DATABASE}")
+            return
+
+    def stop(self) -> None:
+        """End our server (by PID) and remove its files."""
+        p = self.proc
+        try:
+            if p is not None and p.poll() is None:
+                os.kill(p.pid, signal.SIGTERM)
+                try:
+                    p.wait(30)
+                except subprocess.TimeoutExpired:
+                    os.kill(p.pid, signal.SIGKILL)
+                    p.wait(10)
+        finally:
+            shutil.rmtree(self.dir, ignore_errors=True)
