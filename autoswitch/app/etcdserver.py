@@ -6,15 +6,14 @@ Election timeout 500 ms, so its smallest lease TTL is 1 s (etcd raises a shorter
 from __future__ import annotations
 
 import contextlib
-import os
 import shutil
-import signal
 import socket
 import subprocess
 import tempfile
 import time
 from pathlib import Path
 
+from autoswitch.app.launcher import end_process
 from autoswitch.base.log import get_logger
 
 _log = get_logger("etcdserver")
@@ -63,14 +62,7 @@ class EtcdServer:
 
     def stop(self) -> None:
         """End our etcd (by PID) and remove its files."""
-        p = self.proc
         try:
-            if p is not None and p.poll() is None:
-                os.kill(p.pid, signal.SIGTERM)
-                try:
-                    p.wait(10)
-                except subprocess.TimeoutExpired:
-                    os.kill(p.pid, signal.SIGKILL)
-                    p.wait(10)
+            end_process(self.proc, 10.0)
         finally:
             shutil.rmtree(self.dir, ignore_errors=True)

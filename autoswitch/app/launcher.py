@@ -85,3 +85,17 @@ def stop_all(children: Iterable[Child], wait_s: float) -> list[tuple[int | None,
                 os.kill(c.pid, signal.SIGKILL)
             out.append((c.popen.wait(wait_s), True))
     return out
+
+
+def end_process(proc: subprocess.Popen | None, wait_s: float) -> None:
+    """SIGTERM a process we started (by its PID), SIGKILL it if it is still there after ``wait_s``."""
+    if proc is None or proc.poll() is not None:
+        return
+    with contextlib.suppress(ProcessLookupError):
+        os.kill(proc.pid, signal.SIGTERM)
+    try:
+        proc.wait(wait_s)
+    except subprocess.TimeoutExpired:
+        with contextlib.suppress(ProcessLookupError):
+            os.kill(proc.pid, signal.SIGKILL)
+        proc.wait(wait_s)

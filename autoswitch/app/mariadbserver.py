@@ -9,12 +9,12 @@ import contextlib
 import os
 import pwd
 import shutil
-import signal
 import subprocess
 import tempfile
 import time
 from pathlib import Path
 
+from autoswitch.app.launcher import end_process
 from autoswitch.base.log import get_logger
 
 _log = get_logger("mariadbserver")
@@ -80,14 +80,7 @@ class MariaDBServer:
 
     def stop(self) -> None:
         """End our server (by PID) and remove its files."""
-        p = self.proc
         try:
-            if p is not None and p.poll() is None:
-                os.kill(p.pid, signal.SIGTERM)
-                try:
-                    p.wait(30)
-                except subprocess.TimeoutExpired:
-                    os.kill(p.pid, signal.SIGKILL)
-                    p.wait(10)
+            end_process(self.proc, 30.0)
         finally:
             shutil.rmtree(self.dir, ignore_errors=True)
