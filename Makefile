@@ -24,7 +24,7 @@ $(RUN_STAMP): pyproject.toml
 
 # Everything the tests and benchmarks use: test tools and the PySpark pipeline extra.
 $(STAMP): $(RUN_STAMP)
-	$(BIN)/pip install -q -e '.[dev,pipeline,sql]'
+	$(BIN)/pip install -q -e '.[dev,pipeline,sql,zookeeper]'
 	touch $(STAMP)
 
 ## Runtime only (make run).

@@ -104,7 +104,8 @@ class ControllerConfig:
     allow_insecure: bool = False
     # What replicates the controller's log (controller/consensus.py): "raft" (our Raft among the
     # peers; the default and the embedded choice), "sql" (a lock row and a log table in a SQL
-    # database) or "etcd" (a leased leader key and log keys in etcd); the [store] table says where.
+    # database), "etcd" (a leased leader key and log keys in etcd) or "zookeeper" (an ephemeral
+    # /controller znode and a fenced log, Kafka style); the [store] table says where.
     backend: str = "raft"
     # The [raft] table, passed through to RaftConfig by field name.
     raft: dict[str, Any] = field(default_factory=dict)
@@ -191,11 +192,12 @@ class ControllerConfig:
                               "membership (the peers) and no Raft listener", key="backend")
         store = self.store_config
         store.validate()
-        etcd_url = store.resolved_url().startswith("etcd://")
-        if etcd_url != (self.backend == "etcd"):
+        scheme = {"etcd": "etcd://", "zookeeper": "zookeeper://"}
+        url = store.resolved_url()
+        wanted = scheme.get(self.backend)
+        if (wanted and not url.startswith(wanted)) or (not wanted and url.startswith(tuple(scheme.values()))):
             raise ConfigError(f"backend = {self.backend!r} needs a [store] url starting with "
-                              f"{'etcd://' if self.backend == 'etcd' else 'a SQLAlchemy dialect (not etcd://)'}",
-                              key="url")
+                              f"{wanted or 'a SQLAlchemy dialect (not etcd:// or zookeeper://)'}", key="url")
         if self.backend == "etcd" and store.lease_ms % 1000:
             raise ConfigError("backend = \"etcd\": [store] lease_ms must be whole seconds (an etcd lease TTL)",
                               key="lease_ms")

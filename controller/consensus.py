@@ -10,7 +10,7 @@ from typing import Any, Protocol
 
 from autoswitch.controller.raft.membership import Membership
 
-BACKENDS = ("raft", "sql", "etcd")
+BACKENDS = ("raft", "sql", "etcd", "zookeeper")
 
 
 class Consensus(Protocol):

@@ -54,6 +54,19 @@ def mariadb_url():
 
 
 @pytest.fixture(scope="session")
+def zookeeper_url():
+    """One throw-away ZooKeeper server for the session (autoswitch/app/zkserver.py), under a chroot."""
+    from autoswitch.app.zkserver import ZooKeeperServer
+    from tests.procs import free_port
+
+    server = ZooKeeperServer([free_port()]).start()
+    try:
+        yield server.url + "/autoswitch-tests"
+    finally:
+        server.stop()
+
+
+@pytest.fixture(scope="session")
 def etcd_url():
     """One throw-away single-member etcd for the session (autoswitch/app/etcdserver.py)."""
     from autoswitch.app.etcdserver import EtcdServer
@@ -69,7 +82,7 @@ def etcd_url():
 @pytest.fixture
 def store_url(request, tmp_path):
     """The SQL store URL for a test parametrized with ``backend``: none for Raft, a SQLite file in
-    the test's directory, or the session's PostgreSQL, MariaDB or etcd."""
+    the test's directory, or the session's PostgreSQL, MariaDB, etcd or ZooKeeper."""
     backend = request.getfixturevalue("backend")
     if backend == "postgresql":
         return request.getfixturevalue("postgres_url")
@@ -77,6 +90,8 @@ def store_url(request, tmp_path):
         return request.getfixturevalue("etcd_url")
     if backend == "mariadb":
         return request.getfixturevalue("mariadb_url")
+    if backend == "zookeeper":
+        return request.getfixturevalue("zookeeper_url")
     if backend == "sqlite":
         return f"sqlite:///{tmp_path / 'controller-store.db'}"
     return None

@@ -35,6 +35,7 @@ from autoswitch.app import launcher
 from autoswitch.app.etcdserver import EtcdNotInstalled, EtcdServer
 from autoswitch.app.launcher import Child
 from autoswitch.app.pgserver import PostgresNotInstalled, PostgresServer
+from autoswitch.app.zkserver import ZooKeeperNotInstalled, ZooKeeperServer
 from autoswitch.base.errors import AutoswitchError
 from autoswitch.base.log import get_logger
 from autoswitch.base.output import fail
@@ -45,7 +46,7 @@ HOST = "127.0.0.1"
 MARKER = ".autoswitch-playground"   # only a directory carrying it is ever wiped
 MAX_GROUPS = 20
 MAX_REPLICAS = 5                    # 10 ports per group: 5 replicas x (gRPC, HA)
-BACKENDS = ("raft", "sql", "sqlite", "etcd")
+BACKENDS = ("raft", "sql", "sqlite", "etcd", "zookeeper")
 # An etcd lease is whole seconds: with etcd the fast profile's heartbeat timeout is raised to this,
 # so that 1 s of lease plus a statement fits in it (controller/config.py checks).
 ETCD_FAST_TIMEOUT_MS = 2000
@@ -89,7 +90,8 @@ class Layout:
     secure: bool = True      # mutual TLS and authorization on every process (--insecure: plaintext)
     # What replicates the controllers' log: "raft"; "sql" = a PostgreSQL started for the playground
     # (port base+9); "sqlite" = one SQLite file in the data directory; "etcd" = a single-member etcd
-    # started for the playground (client port base+9, peer port just above the groups' ports).
+    # started for the playground (client port base+9, peer port just above the groups' ports);
+    # "zookeeper" = a single ZooKeeper server started for the playground (port base+9).
     backend: str = "raft"
 
     def validate(self) -> None:
@@ -170,6 +172,7 @@ class Cluster:
         self.tls: TLSConfig = TLSConfig.off()
         self.postgres: PostgresServer | None = None     # backend "sql": the server we started
         self.etcd: EtcdServer | None = None             # backend "etcd": the server we started
+        self.zookeeper: ZooKeeperServer | None = None   # backend "zookeeper": the server we started
 
     # ---------- data directory ----------
 
@@ -241,7 +244,7 @@ class Cluster:
 
         lay = self.layout
         ports = [lay.base_port + i for i in range(3)] + [lay.base_port + 5 + i for i in range(3)]
-        if lay.backend == "sql":
+        if lay.backend in ("sql", "zookeeper"):
             ports.append(lay.postgres_port)
         if lay.backend == "etcd":
             ports += list(lay.etcd_ports)
@@ -274,7 +277,7 @@ class Cluster:
             lines.append(f"{k} = {json.dumps(v)}")
         url = self._store_url()
         if url:
-            backend = "etcd" if self.layout.backend == "etcd" else "sql"
+            backend = self.layout.backend if self.layout.backend in ("etcd", "zookeeper") else "sql"
             lines += [f'backend = "{backend}"', "", "[store]", f"url = {json.dumps(url)}"]
             # the lock's lease plus a statement must fit in the profile's heartbeat timeout
             lines += [f"{k} = {v}" for k, v in self.layout.store_keys().items()]
@@ -286,6 +289,13 @@ class Cluster:
         lay = self.layout
         if lay.backend == "sqlite":
             return f"sqlite:///{lay.data_dir / 'controller-store.db'}"
+        if lay.backend == "zookeeper":
+            if self.zookeeper is None:
+                try:
+                    self.zookeeper = ZooKeeperServer([lay.postgres_port]).start()
+                except (ZooKeeperNotInstalled, RuntimeError) as e:
+                    raise NotReady(f"cannot start ZooKeeper for --backend zookeeper: {e}") from None
+            return self.zookeeper.url + "/autoswitch"
         if lay.backend == "etcd":
             if self.etcd is None:
                 try:
@@ -371,6 +381,9 @@ class Cluster:
         if self.etcd is not None:              # after the controllers that used it
             self.etcd.stop()
             self.etcd = None
+        if self.zookeeper is not None:
+            self.zookeeper.stop()
+            self.zookeeper = None
         if self.postgres is not None:
             try:
                 self.postgres.stop()
@@ -569,7 +582,7 @@ def register(sub: Any, admin_sub: Any) -> None:
     p.add_argument("--replicas", type=int, default=3)
     p.add_argument("--backend", choices=BACKENDS, default="raft",
                    help="what replicates the controllers' log: raft; sql (a PostgreSQL started for you on "
-                        "base-port+9); sqlite (a file in the data directory); etcd (an etcd started for you)")
+                        "base-port+9); sqlite (a file in the data directory); etcd, zookeeper (a server started for you)")
     p.add_argument("--profile", choices=sorted(PROFILES), default="fast",
                    help="timings: fast = 1 s heartbeat timeout (loopback), default = RocketMQ-like 10 s")
     p.add_argument("--broker-arg", action="append", default=[], help="extra flag for every broker (repeatable)")

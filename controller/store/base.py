@@ -12,7 +12,7 @@ from .sql import LogEntry, Snapshot
 
 
 class Store(Protocol):
-    kind: str                  # "sqlite", "postgresql", "mysql", "etcd": the log lines' backend field
+    kind: str                  # "sqlite", "postgresql", "mysql", "etcd", "zookeeper": the log lines' backend field
     max_batch_entries: int     # the store's own bound on entries per write
     max_batch_bytes: int
 
@@ -28,11 +28,15 @@ class Store(Protocol):
 
 
 def open_store(backend: str, cfg) -> Store:
-    """The store of ``backend`` ("sql" or "etcd") for a validated StoreBackendConfig."""
+    """The store of ``backend`` ("sql", "etcd" or "zookeeper") for a validated StoreBackendConfig."""
     if backend == "etcd":
         from .etcd import EtcdStore
 
         return EtcdStore(cfg)
+    if backend == "zookeeper":
+        from .zk import ZkStore
+
+        return ZkStore(cfg)
     from .sql import SqlStore
 
     return SqlStore(cfg)

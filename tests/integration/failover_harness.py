@@ -56,7 +56,8 @@ class FailoverCluster:
         self.procs = procs
         # store_url: the controllers keep their log in that SQL database (backend = "sql") instead of Raft
         self.store_url = store_url
-        self.backend = "raft" if not store_url else "etcd" if store_url.startswith("etcd://") else "sql"
+        self.backend = "raft" if not store_url else "etcd" if store_url.startswith("etcd://") \
+            else "zookeeper" if store_url.startswith("zookeeper://") else "sql"
         self.tls_mode = "on" if secure else "off"
         self._certs: dict[str, dict[str, str]] = {}
         # name -> certificate identity, when a broker's registered id is not the one in its name

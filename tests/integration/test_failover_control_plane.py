@@ -116,9 +116,10 @@ def test_crash_at_each_registration_step(procs, tmp_path):
 
 
 @pytest.mark.parametrize(("secure", "backend"), [(False, "raft"), (True, "raft"), (False, "sqlite"),
-                                                 (False, "postgresql"), (False, "mariadb"), (False, "etcd")],
+                                                 (False, "postgresql"), (False, "mariadb"), (False, "etcd"),
+                                                 (False, "zookeeper")],
                          ids=["plaintext", "tls-auth", "sqlite-backend", "postgresql-backend", "mariadb-backend",
-                              "etcd-backend"])
+                              "etcd-backend", "zookeeper-backend"])
 def test_controller_leader_killed_mid_failover(procs, tmp_path, secure, backend, store_url):
     c = FailoverCluster(procs, tmp_path, secure=secure, store_url=store_url)
     c.start_all()
@@ -137,7 +138,7 @@ def test_controller_leader_killed_mid_failover(procs, tmp_path, secure, backend,
     assert ping and all(s == "OK" for _, s in ping), ping
 
 
-@pytest.mark.parametrize("backend", ["raft", "sqlite", "postgresql", "etcd"])
+@pytest.mark.parametrize("backend", ["raft", "sqlite", "postgresql", "etcd", "zookeeper"])
 def test_all_controllers_down_lease_then_no_lease(procs, tmp_path, backend, store_url):
     c = FailoverCluster(procs, tmp_path, store_url=store_url)
     c.start_all()

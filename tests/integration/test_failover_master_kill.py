@@ -39,9 +39,10 @@ def _acked_in_order(acks: list[dict], consumed_ids: list[str]) -> None:
 
 
 @pytest.mark.parametrize(("secure", "backend"), [(False, "raft"), (True, "raft"), (False, "sqlite"),
-                                                 (False, "postgresql"), (False, "mariadb"), (False, "etcd")],
+                                                 (False, "postgresql"), (False, "mariadb"), (False, "etcd"),
+                                                 (False, "zookeeper")],
                          ids=["plaintext", "tls-auth", "sqlite-backend", "postgresql-backend", "mariadb-backend",
-                              "etcd-backend"])
+                              "etcd-backend", "zookeeper-backend"])
 def test_master_kill_restart_and_new_port(procs, tmp_path, secure, backend, store_url):
     """``secure``: the same with every process on mutual TLS and authorization (issue 12);
     ``backend``: the controllers keep their log in a SQL database instead of Raft (issue 14)."""

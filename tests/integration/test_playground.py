@@ -168,10 +168,10 @@ def test_playground_failover_demo_loses_nothing(tmp_path):
         _cleanup(proc, pids)
 
 
-@pytest.mark.parametrize("backend", ["sql", "sqlite", "etcd"])
+@pytest.mark.parametrize("backend", ["sql", "sqlite", "etcd", "zookeeper"])
 def test_playground_failover_demo_on_a_store_backend(tmp_path, backend):
-    """Issue 14: the same playground and demo with the controllers' log in PostgreSQL or etcd
-    (started and removed by the playground) or in a SQLite file."""
+    """Issue 14: the same playground and demo with the controllers' log in PostgreSQL, etcd or
+    ZooKeeper (started and removed by the playground) or in a SQLite file."""
     proc = _start(tmp_path, "--backend", backend, "--demo", "failover", "--groups", "1", "--insecure",
                   "--demo-before-s", "1.0", "--demo-after-s", "0.5")
     pids: dict[str, int] = {}
@@ -186,7 +186,7 @@ def test_playground_failover_demo_on_a_store_backend(tmp_path, backend):
         logs = (tmp_path / "pg" / "logs" / "controller-n2.log").read_text()
         assert f'"backend":"{ {"sql": "postgresql"}.get(backend, backend)}"' in logs
         # the server the playground started is gone with its files
-        started = re.findall(r'"event":"(?:postgres|etcd)_started"[^}]*"data":"([^"]+)"',
+        started = re.findall(r'"event":"(?:postgres|etcd|zookeeper)_started"[^}]*"data":"([^"]+)"',
                              (tmp_path / "playground.stderr").read_text())
         assert len(started) == (0 if backend == "sqlite" else 1), started
         assert not any(Path(d).exists() for d in started)

@@ -24,6 +24,7 @@ from autoswitch.controller.store.node import StoreLogNode
 from autoswitch.controller.store.sql import SqlStore
 
 from tests.integration.failover_harness import STORE_LEASE_MS, FailoverCluster, wait_until
+from tests.tcpproxy import TcpProxy
 
 pytestmark = [pytest.mark.integration, pytest.mark.timeout(180)]
 
@@ -51,7 +52,8 @@ class Recorder:
 def _node(nid: str, cfg: StoreBackendConfig) -> StoreLogNode:
     members = Membership({n: Member(f"127.0.0.1:{p}", "") for n, p in (("a", 1), ("b", 2))}, {})
     return StoreLogNode(nid, {"a": "127.0.0.1:1", "b": "127.0.0.1:2"}, Recorder(), cfg,
-                        open_store("etcd" if cfg.url.startswith("etcd://") else "sql", cfg), members)
+                        open_store(cfg.url.partition(":")[0] if cfg.url.startswith(("etcd:", "zookeeper:")) else "sql",
+                                   cfg), members)
 
 
 async def _until(pred, what: str, timeout: float = 30.0) -> None:
@@ -69,31 +71,55 @@ def _hold(node: StoreLogNode) -> threading.Event:
     return release
 
 
-@pytest.mark.parametrize("backend", ["sqlite", "postgresql", "mariadb", "etcd"])
+@pytest.mark.parametrize("backend", ["sqlite", "postgresql", "mariadb", "etcd", "zookeeper"])
 def test_paused_leader_write_is_refused_by_the_store(backend, store_url, tmp_path):
-    cfg = StoreBackendConfig(url=store_url, lock_name=f"fence-{tmp_path.name}", lease_ms=1000, heartbeat_ms=100, poll_ms=10)
+    """A ZooKeeper session is kept alive by kazoo's own thread, so there the pause also cuts the
+    leader's connection (a proxy that drops every byte) until the server expires its session;
+    the write is released once the client has a new session, so it does reach the server."""
+    proxy = None
+    if backend == "zookeeper":
+        hosts, _, chroot = store_url[len("zookeeper://"):].partition("/")
+        host, port = hosts.split(",")[0].rsplit(":", 1)
+        proxy = TcpProxy((host, int(port))).start()
+        url_a = f"zookeeper://127.0.0.1:{proxy.port}/{chroot}"
+    else:
+        url_a = store_url
+    common = {"lock_name": f"fence-{tmp_path.name}", "lease_ms": 1000, "heartbeat_ms": 100, "poll_ms": 10}
+    cfg_a, cfg_b = StoreBackendConfig(url=url_a, **common), StoreBackendConfig(url=store_url, **common)
 
     async def run() -> None:
-        a, b = _node("a", cfg), _node("b", cfg)
-        await a.start()
-        await _until(lambda: a.is_leader, "a leads")
-        await b.start()
-        assert (await a.propose(b"a-1", 5.0)) == b"a-1"
-        release = _hold(a)                      # "SIGSTOP": a's store calls cannot run
-        old = asyncio.ensure_future(a.propose_many([b"a-stale"], 30.0))
-        await asyncio.sleep(0.05)
-        await _until(lambda: b.is_leader, "b takes the lock after a's lease ran out")
-        assert (await b.propose(b"b-1", 5.0)) == b"b-1"
-        release.set()                           # "SIGCONT": a's queued write reaches the store
-        outcome = (await old)[0]
-        assert isinstance(outcome, NotLeader), outcome
-        assert not a.is_leader
-        _, entries = b.store.read(1, 100)
-        assert [e.data for e in entries] == [b"a-1", b"b-1"], entries
-        assert [e.term for e in entries] == [1, 2] or entries[1].term > entries[0].term
-        await _until(lambda: a.sm.applied == b.sm.applied, "a converges on the store's log as a follower")
-        await a.stop()
-        await b.stop()
+        a, b = _node("a", cfg_a), _node("b", cfg_b)
+        release = threading.Event()
+        try:
+            await a.start()
+            await _until(lambda: a.is_leader, "a leads")
+            await b.start()
+            assert (await a.propose(b"a-1", 5.0)) == b"a-1"
+            release = _hold(a)                  # "SIGSTOP": a's store calls cannot run
+            if proxy is not None:
+                proxy.blackhole(True)           # ... nor can its ZooKeeper session be kept alive
+            old = asyncio.ensure_future(a.propose_many([b"a-stale"], 30.0))
+            await asyncio.sleep(0.05)
+            await _until(lambda: b.is_leader, "b takes the lock after a's lease ran out")
+            assert (await b.propose(b"b-1", 5.0)) == b"b-1"
+            if proxy is not None:
+                proxy.blackhole(False)
+                proxy.cut()
+                await _until(lambda: a.store.zk.state == "CONNECTED", "a's client has a new session")
+            release.set()                       # "SIGCONT": a's queued write reaches the store
+            outcome = (await old)[0]
+            assert isinstance(outcome, NotLeader), outcome
+            assert not a.is_leader
+            _, entries = b.store.read(1, 100)
+            assert [e.data for e in entries] == [b"a-1", b"b-1"], entries
+            assert entries[1].term > entries[0].term
+            await _until(lambda: a.sm.applied == b.sm.applied, "a converges on the store's log as a follower")
+        finally:
+            release.set()
+            await a.stop()
+            await b.stop()
+            if proxy is not None:
+                proxy.stop()
 
     asyncio.run(run())
 

@@ -163,4 +163,4 @@ def test_setup_for_make_run_installs_the_runtime_only(tmp_path):
     for heavy in ("dev", "pipeline", "system_deps", "apt-get"):
         assert heavy not in r.stdout, (heavy, r.stdout)
     t = subprocess.run(["make", "-n", "test"], cwd=tmp_path, capture_output=True, text=True, timeout=60)
-    assert "[dev,pipeline,sql]" in t.stdout and "system_deps" in t.stdout
+    assert "[dev,pipeline,sql,zookeeper]" in t.stdout and "system_deps" in t.stdout

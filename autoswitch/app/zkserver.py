@@ -1,0 +1,102 @@
+"""A throw-away ZooKeeper server for the playground and the tests: Debian's ``zookeeper`` package
+(QuorumPeerMain on the JVM) from a temporary ``zoo.cfg`` on 127.0.0.1, ended by PID. One server,
+or ``ensemble`` servers of one ensemble (each its own process, data directory and ports).
+tickTime 100 ms, so sessions of 0.2 s up to 60 s are allowed."""
+
+from __future__ import annotations
+
+import contextlib
+import shutil
+import socket
+import subprocess
+import tempfile
+import time
+from pathlib import Path
+
+from autoswitch.app.launcher import end_process
+from autoswitch.base.log import get_logger
+
+_log = get_logger("zkserver")
+CLASSPATH = "/etc/zookeeper/conf:/usr/share/java/zookeeper.jar"
+MAIN = "org.apache.zookeeper.server.quorum.QuorumPeerMain"
+
+
+class ZooKeeperNotInstalled(RuntimeError):
+    pass
+
+
+class ZooKeeperServer:
+    """``ports``: one client port per server; ``peer_ports``: two per server (quorum, election),
+    needed when there is more than one server."""
+
+    def __init__(self, ports: list[int], peer_ports: list[tuple[int, int]] | None = None) -> None:
+        java = shutil.which("java")
+        if not java or not Path("/usr/share/java/zookeeper.jar").exists():
+            raise ZooKeeperNotInstalled("ZooKeeper is not installed (Debian: apt-get install zookeeper; needs Java)")
+        self.java = java
+        self.ports = list(ports)
+        self.peer_ports = list(peer_ports or [])
+        assert len(self.ports) == 1 or len(self.peer_ports) == len(self.ports)
+        self.dir = Path(tempfile.mkdtemp(prefix="autoswitch-zk-"))
+        self.procs: dict[int, subprocess.Popen] = {}
+
+    @property
+    def url(self) -> str:
+        return "zookeeper://" + ",".join(f"127.0.0.1:{p}" for p in self.ports)
+
+    def _config(self, i: int) -> Path:
+        d = self.dir / f"zk{i + 1}"
+        (d / "data").mkdir(parents=True, exist_ok=True)
+        lines = ["tickTime=100", f"dataDir={d / 'data'}", f"clientPort={self.ports[i]}",
+                 "clientPortAddress=127.0.0.1", "minSessionTimeout=200", "maxSessionTimeout=60000",
+                 "initLimit=50", "syncLimit=20", "admin.enableServer=false", "maxClientCnxns=0",
+                 "4lw.commands.whitelist=ruok,srvr"]
+        if len(self.ports) > 1:
+            (d / "data" / "myid").write_text(f"{i + 1}\n")
+            lines += [f"server.{k + 1}=127.0.0.1:{q}:{e}" for k, (q, e) in enumerate(self.peer_ports)]
+        cfg = d / "zoo.cfg"
+        cfg.write_text("\n".join(lines) + "\n")
+        return cfg
+
+    def start_one(self, i: int) -> None:
+        cfg = self._config(i)
+        with open(cfg.parent / "server.log", "ab") as logf:
+            self.procs[i] = subprocess.Popen(
+                [self.java, "-Xmx256m", "-cp", CLASSPATH, f"-Dzookeeper.log.dir={cfg.parent}",
+                 "-Dzookeeper.root.logger=WARN,CONSOLE", MAIN, str(cfg)],
+                stdout=logf, stderr=subprocess.STDOUT, start_new_session=True)
+
+    def start(self, timeout_s: float = 60.0) -> ZooKeeperServer:
+        for i in range(len(self.ports)):
+            self.start_one(i)
+        for i in range(len(self.ports)):
+            self.wait_serving(i, timeout_s)
+        _log.info("zookeeper_started", ports=self.ports, pids=[p.pid for p in self.procs.values()],
+                  data=str(self.dir))
+        return self
+
+    def wait_serving(self, i: int, timeout_s: float) -> None:
+        """Until server ``i`` answers ``srvr`` with a mode (it has joined a quorum)."""
+        deadline = time.monotonic() + timeout_s
+        while time.monotonic() < deadline:
+            p = self.procs[i]
+            if p.poll() is not None:
+                raise RuntimeError(f"ZooKeeper exited with {p.returncode}: see {self.dir / f'zk{i + 1}'}")
+            with contextlib.suppress(OSError), socket.create_connection(("127.0.0.1", self.ports[i]), 0.5) as s:
+                s.sendall(b"srvr")
+                s.settimeout(0.5)
+                if b"Mode:" in s.recv(4096):
+                    return
+            time.sleep(0.05)
+        raise RuntimeError(f"ZooKeeper on {self.ports[i]} did not serve within {timeout_s} s")
+
+    def stop_one(self, i: int) -> None:
+        end_process(self.procs.get(i), 10.0)
+
+    def stop(self) -> None:
+        """End our servers (by PID) and remove their files."""
+        try:
+            for i in list(self.procs):
+                self.stop_one(i)
+        finally:
+            shutil.rmtree(self.dir, ignore_errors=True)
