@@ -194,7 +194,7 @@ def test_postgresql_restarted_under_load_keeps_masters_and_elects_nothing_wrong(
         m1_id, e1 = c.wait_master(timeout=30)
         c.wait_sync_state_set({1, 2, 3})
         ack_log = tmp_path / "acks.jsonl"
-        prod = c.producer("producer", ack_log, duration_s=60, interval_ms=10)
+        prod = c.producer("producer", ack_log, duration_s=20, interval_ms=10)
         wait_until(lambda: len(read_ack_log(ack_log)) >= 20, 20, "acks before the outage")
         pg._pg_ctl("stop")
         t_down = time.time()
@@ -217,3 +217,46 @@ def test_postgresql_restarted_under_load_keeps_masters_and_elects_nothing_wrong(
         assert e2 == e1 + 1
     finally:
         pg.stop()
+
+
+def test_zookeeper_ensemble_losing_its_quorum_under_load_keeps_masters(procs, tmp_path):
+    """A 3-server ZooKeeper ensemble loses its quorum (two servers stopped) for twice the
+    controllers' session timeout while a producer writes: the master and its MasterEpoch stay and
+    acks continue (leases come from the controller processes); once the servers are back a
+    controller leads again (a new session, a new epoch) and a master kill fails over as before."""
+    from autoswitch.app.zkserver import ZooKeeperServer
+    from tests.integration.failover_harness import read_ack_log
+    from tests.procs import free_port
+
+    zk = ZooKeeperServer([free_port() for _ in range(3)], [(free_port(), free_port()) for _ in range(3)]).start()
+    try:
+        c = FailoverCluster(procs, tmp_path, store_url=zk.url + "/ensemble")
+        c.start_all()
+        m1_id, e1 = c.wait_master(timeout=30)
+        c.wait_sync_state_set({1, 2, 3})
+        ack_log = tmp_path / "acks.jsonl"
+        prod = c.producer("producer", ack_log, duration_s=20, interval_ms=10)
+        wait_until(lambda: len(read_ack_log(ack_log)) >= 20, 20, "acks before the quorum is lost")
+        zk.stop_one(1)
+        zk.stop_one(2)
+        t_down = time.time()
+        time.sleep(2 * STORE_LEASE_MS / 1000)   # the outage itself: longer than the sessions
+        n_down = len(read_ack_log(ack_log))
+        wait_until(lambda: len(read_ack_log(ack_log)) >= n_down + 20, 20, "acks while ZooKeeper has no quorum")
+        t_up = time.time()
+        zk.start_one(1)
+        zk.start_one(2)
+        for i in range(3):
+            zk.wait_serving(i, 60)
+        assert c.wait_master(timeout=30) == (m1_id, e1)
+        acks = read_ack_log(ack_log)
+        during = [a for a in acks if t_down * 1000 <= a["ack_ts_ms"] <= t_up * 1000]
+        assert during and {(a["broker_id"], a["epoch"]) for a in during} == {(m1_id, e1)}
+        wait_until(lambda: _leader_ids(c), 30, "a controller leads after the quorum came back")
+        c.broker_proc[c.master_name()].kill9()
+        m2_id, e2 = c.wait_master(timeout=30, not_id=m1_id, min_epoch=e1 + 1)
+        prod.popen.wait(90)
+        assert prod.popen.returncode == 0, prod.log_text()[-3000:]
+        assert e2 == e1 + 1
+    finally:
+        zk.stop()
