@@ -21,7 +21,6 @@ from autoswitch.controller.raft.membership import Member, Membership
 from autoswitch.controller.store.base import open_store
 from autoswitch.controller.store.config import StoreBackendConfig
 from autoswitch.controller.store.node import StoreLogNode
-from autoswitch.controller.store.sql import SqlStore
 
 from tests.integration.failover_harness import STORE_LEASE_MS, FailoverCluster, wait_until
 from tests.tcpproxy import TcpProxy
@@ -124,9 +123,9 @@ def test_paused_leader_write_is_refused_by_the_store(backend, store_url, tmp_pat
     asyncio.run(run())
 
 
-def test_sigstopped_leader_process_cannot_commit_after_the_new_leader(procs, tmp_path):
-    url = f"sqlite:///{tmp_path / 'controller-store.db'}"
-    c = FailoverCluster(procs, tmp_path, store_url=url)
+@pytest.mark.parametrize("backend", ["sqlite", "postgresql", "etcd", "zookeeper"])
+def test_sigstopped_leader_process_cannot_commit_after_the_new_leader(procs, tmp_path, backend, store_url):
+    c = FailoverCluster(procs, tmp_path, store_url=store_url)
     c.start_all()
     m1_id, e1 = c.wait_master(timeout=30)
     c.wait_sync_state_set({1, 2, 3})
@@ -143,7 +142,9 @@ def test_sigstopped_leader_process_cannot_commit_after_the_new_leader(procs, tmp
     finally:
         os.kill(c.ctl_proc[leader].pid, signal.SIGCONT)
     assert _leader(c) != leader
-    store = SqlStore(StoreBackendConfig(url=url, lock_name=tmp_path.name))
+    cfg = StoreBackendConfig(url=store_url, lock_name=tmp_path.name)
+    store = open_store({"etcd": "etcd", "zookeeper": "zookeeper"}.get(backend, "sql"), cfg)
+    store.create_schema()
     # Once a term wrote, no older term ever writes again (index order = commit order).
     _, entries = store.read(1, 100_000)
     terms = [e.term for e in entries]
