@@ -12,9 +12,7 @@ import shutil
 import subprocess
 
 PREFIX = "asch"          # autoswitch chaos
-BRIDGE = f"{PREFIX}br0"
 SUBNET = "10.77.0"
-HOST_IP = f"{SUBNET}.1"
 
 
 def sh(*args: str, check: bool = True) -> subprocess.CompletedProcess:
@@ -37,21 +35,25 @@ def can_run() -> str | None:
 
 
 class Netns:
-    def __init__(self, names: list[str]) -> None:
+    """``prefix``/``subnet``: a user other than the chaos runs (the ZooKeeper partition test)
+    takes its own, so neither one's cleanup removes the other's namespaces."""
+
+    def __init__(self, names: list[str], prefix: str = PREFIX, subnet: str = SUBNET) -> None:
         self.names = list(names)
-        self.ip = {n: f"{SUBNET}.{10 + i}" for i, n in enumerate(self.names)}
-        self.ns = {n: f"{PREFIX}-{n}" for n in self.names}
+        self.prefix, self.bridge, self.host_ip = prefix, f"{prefix}br0", f"{subnet}.1"
+        self.ip = {n: f"{subnet}.{10 + i}" for i, n in enumerate(self.names)}
+        self.ns = {n: f"{prefix}-{n}" for n in self.names}
 
     def up(self) -> None:
         self.down()         # leftovers of a killed run
-        sh("ip", "link", "add", BRIDGE, "type", "bridge")
-        sh("ip", "addr", "add", f"{HOST_IP}/24", "dev", BRIDGE)
-        sh("ip", "link", "set", BRIDGE, "up")
+        sh("ip", "link", "add", self.bridge, "type", "bridge")
+        sh("ip", "addr", "add", f"{self.host_ip}/24", "dev", self.bridge)
+        sh("ip", "link", "set", self.bridge, "up")
         for i, n in enumerate(self.names):
-            ns, host_if = self.ns[n], f"{PREFIX}v{i}"
+            ns, host_if = self.ns[n], f"{self.prefix}v{i}"
             sh("ip", "netns", "add", ns)
             sh("ip", "link", "add", host_if, "type", "veth", "peer", "name", "eth0", "netns", ns)
-            sh("ip", "link", "set", host_if, "master", BRIDGE)
+            sh("ip", "link", "set", host_if, "master", self.bridge)
             sh("ip", "link", "set", host_if, "up")
             sh("ip", "netns", "exec", ns, "ip", "addr", "add", f"{self.ip[n]}/24", "dev", "eth0")
             sh("ip", "netns", "exec", ns, "ip", "link", "set", "eth0", "up")
@@ -65,14 +67,14 @@ class Netns:
         out = sh("ip", "netns", "list", check=False).stdout
         for line in out.splitlines():
             name = line.split()[0] if line.split() else ""
-            if name.startswith(f"{PREFIX}-"):
+            if name.startswith(f"{self.prefix}-"):
                 sh("ip", "netns", "del", name, check=False)
         links = sh("ip", "-o", "link", "show", check=False).stdout
         for line in links.splitlines():
             parts = line.split(":")
             if len(parts) > 1:
                 name = parts[1].strip().split("@")[0]
-                if name.startswith(PREFIX):
+                if name.startswith(self.prefix):
                     sh("ip", "link", "del", name, check=False)
 
     def cmd(self, node: str, argv: list[str]) -> list[str]:

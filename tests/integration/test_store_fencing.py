@@ -261,3 +261,58 @@ def test_zookeeper_ensemble_losing_its_quorum_under_load_keeps_masters(procs, tm
         assert e2 == e1 + 1
     finally:
         zk.stop()
+
+
+@pytest.mark.skipif(os.geteuid() != 0, reason="network namespaces need root (CI runs as root)")
+def test_zookeeper_leader_partitioned_from_its_ensemble_keeps_masters(procs, tmp_path):
+    """Three ZooKeeper servers, each in a network namespace of its own on a bridge
+    (tests/chaos/netns.py); the controllers and brokers run outside and reach all three. The
+    ensemble's leader is cut off from the other two servers (nftables) under acked produce: it
+    loses its quorum and drops its clients, the other two elect a new leader, the controllers'
+    sessions move over. No wrong election: the master and its MasterEpoch stay and acks go on;
+    after the heal a master kill fails over as before."""
+    from autoswitch.app.zkserver import ZooKeeperServer
+    from tests.chaos.netns import Netns, can_run
+    from tests.integration.failover_harness import read_ack_log
+
+    why = can_run()
+    assert why is None, why
+    net = Netns(["zk1", "zk2", "zk3"], prefix="aszk", subnet="10.78.0")
+    net.up()
+    names = ["zk1", "zk2", "zk3"]
+    zk = ZooKeeperServer([2181] * 3, [(2888, 3888)] * 3, hosts=[net.ip[n] for n in names],
+                         wrap=lambda i: ["ip", "netns", "exec", net.ns[names[i]]])
+    try:
+        zk.start()
+        c = FailoverCluster(procs, tmp_path, store_url=zk.url + "/partition")
+        c.start_all()
+        m1_id, e1 = c.wait_master(timeout=30)
+        c.wait_sync_state_set({1, 2, 3})
+        ack_log = tmp_path / "acks.jsonl"
+        prod = c.producer("producer", ack_log, duration_s=20, interval_ms=10)
+        wait_until(lambda: len(read_ack_log(ack_log)) >= 20, 20, "acks before the partition")
+        leader = next(i for i in range(3) if zk.mode(i) == "leader")
+        others = [names[i] for i in range(3) if i != leader]
+        net.isolate(names[leader], others)
+        for o in others:
+            net.isolate(o, [names[leader]])
+        t_cut = time.time()
+        wait_until(lambda: any(zk.mode(i) == "leader" for i in range(3) if i != leader), 30,
+                   "the majority side elects a new ZooKeeper leader")
+        n_cut = len(read_ack_log(ack_log))
+        wait_until(lambda: len(read_ack_log(ack_log)) >= n_cut + 20, 20, "acks during the partition")
+        wait_until(lambda: _leader_ids(c), 30, "a controller leads during the partition")
+        t_heal = time.time()
+        net.heal()
+        assert c.wait_master(timeout=30) == (m1_id, e1)
+        acks = read_ack_log(ack_log)
+        during = [a for a in acks if t_cut * 1000 <= a["ack_ts_ms"] <= t_heal * 1000]
+        assert during and {(a["broker_id"], a["epoch"]) for a in during} == {(m1_id, e1)}
+        c.broker_proc[c.master_name()].kill9()
+        m2_id, e2 = c.wait_master(timeout=30, not_id=m1_id, min_epoch=e1 + 1)
+        prod.popen.wait(90)
+        assert prod.popen.returncode == 0, prod.log_text()[-3000:]
+        assert e2 == e1 + 1
+    finally:
+        zk.stop()
+        net.down()
