@@ -141,7 +141,6 @@ def test_sigstopped_leader_process_cannot_commit_after_the_new_leader(procs, tmp
         time.sleep(STORE_LEASE_MS / 1000)      # the paused leader stays paused well past its lease
     finally:
         os.kill(c.ctl_proc[leader].pid, signal.SIGCONT)
-    assert _leader(c) != leader
     cfg = StoreBackendConfig(url=store_url, lock_name=tmp_path.name)
     store = open_store({"etcd": "etcd", "zookeeper": "zookeeper"}.get(backend, "sql"), cfg)
     store.create_schema()
