@@ -70,6 +70,9 @@ class EtcdStore:
         except grpc.RpcError as e:
             raise StoreUnavailable(f"etcd: {e.code().name} {e.details()}") from None
 
+    def set_wakeup(self, fn) -> None:
+        """Nothing here tells us when the lock changes: the node looks every heartbeat_ms."""
+
     def create_schema(self) -> None:
         """Nothing to create: keys appear with their first write."""
 

@@ -15,6 +15,7 @@ must not wait behind a long log write), one for the log."""
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import time
 from collections.abc import Callable
 from concurrent.futures import ThreadPoolExecutor
@@ -25,6 +26,7 @@ from autoswitch.controller.raft.membership import Membership
 from autoswitch.controller.raft.node import StateMachine
 
 from autoswitch.base.log import get_logger
+from autoswitch.base.waits import wait_event
 
 from .base import Store
 from .config import StoreBackendConfig
@@ -67,6 +69,7 @@ class StoreLogNode:
         self._unknown_outcome = False      # a write's commit is in doubt: re-read before writing
         self._queue: list[_Pending] = []
         self._wake = asyncio.Event()
+        self._lock_wake = asyncio.Event()
         self._apply_lock = asyncio.Lock()
         self._tasks: list[asyncio.Task] = []
         self._stopped = False
@@ -90,11 +93,17 @@ class StoreLogNode:
                                "restored from an older backup); refusing to start", index=last)
         await self._catch_up()
         loop = asyncio.get_running_loop()
+        self.store.set_wakeup(lambda: self._wake_lock_loop(loop))
         self._tasks = [loop.create_task(self._lock_loop(), name=f"store-lock-{self.node_id}"),
                        loop.create_task(self._tail_loop(), name=f"store-tail-{self.node_id}"),
                        loop.create_task(self._write_loop(), name=f"store-write-{self.node_id}")]
         self.log.info("store_node_started", applied=self.applied, lease_ms=self.cfg.lease_ms,
                       observer=self.cfg.observer)
+
+    def _wake_lock_loop(self, loop: asyncio.AbstractEventLoop) -> None:
+        """From the store's own thread (a ZooKeeper watch): look at the lock now."""
+        with contextlib.suppress(RuntimeError):       # the loop is already closed: we are stopping
+            loop.call_soon_threadsafe(self._lock_wake.set)
 
     async def _first_contact(self) -> int:
         """Create the tables if needed and read the log's end, retrying while the store is not
@@ -210,7 +219,8 @@ class StoreLogNode:
                     asyncio.get_running_loop().create_task(self._become_leader(self.lease.leading(self._now_ms())))
             if self.lease.expire(self._now_ms()):
                 self._lost("lease_expired")
-            await asyncio.sleep(period)
+            await wait_event(self._lock_wake, period)      # or earlier, when the store says so
+            self._lock_wake.clear()
 
     async def _become_leader(self, term: int) -> None:
         """Apply everything the store holds before writing in ``term`` (a deposed leader's last

@@ -173,6 +173,9 @@ class SqlStore:
         except sa_exc.SQLAlchemyError as e:
             raise StoreUnavailable(f"{type(e).__name__}: {str(e).splitlines()[0][:300]}") from None
 
+    def set_wakeup(self, fn) -> None:
+        """Nothing here tells us when the lock changes: the node looks every heartbeat_ms."""
+
     def create_schema(self) -> None:
         try:
             metadata.create_all(self.engine, checkfirst=True)

@@ -23,6 +23,7 @@ import json
 import struct
 import time
 import zlib
+from collections.abc import Callable
 
 from kazoo.client import KazooClient, KazooState
 from kazoo.exceptions import KazooException, NodeExistsError, NoNodeError
@@ -70,6 +71,15 @@ class ZkStore:
         self._epoch_version = -1
         self._last_written = 0
         self._seen = (-1, 0, 0)         # (log's pzxid, snapshot index, last index) of the last full read
+        self._wakeup: Callable[[], None] | None = None
+
+    def set_wakeup(self, fn: Callable[[], None]) -> None:
+        """Losers watch ``controller`` (as Kafka's do): its deletion wakes the node's lock loop."""
+        self._wakeup = fn
+
+    def _on_controller_event(self, _event) -> None:
+        if self._wakeup is not None:
+            self._wakeup()
 
     # ---------------------------------------------------------------- plumbing
 
@@ -139,7 +149,10 @@ class ZkStore:
 
     def lock_round(self, me: str, lease_ms: int, observer: bool, sent_at_ms: int) -> LockOutcome:
         self._connected()
-        got = self._node(self.controller)
+        try:       # with a watch: a change of the controller node wakes the lock loop
+            got = self._get(self.zk.get_async(self.controller, watch=self._on_controller_event))
+        except NoNodeError:
+            got = None
         if got is not None:
             data, stat = got
             if stat.ephemeralOwner == self.zk.client_id[0]:

@@ -315,3 +315,45 @@ def test_zookeeper_leader_partitioned_from_its_ensemble_keeps_masters(procs, tmp
     finally:
         zk.stop()
         net.down()
+
+
+def test_deleting_the_zookeeper_controller_node_by_hand_forces_a_reelection(zookeeper_url, tmp_path):
+    """As with Kafka's /controller: an operator deletes the node, the leader's next write fails
+    its check, the controllers race again (the losers watch the node) and the winner writes in a
+    new epoch."""
+    from kazoo.client import KazooClient
+
+    cfg = StoreBackendConfig(url=zookeeper_url, lock_name=f"rm-{tmp_path.name}", lease_ms=1000, heartbeat_ms=100,
+                             poll_ms=10)
+
+    async def run() -> None:
+        a, b = _node("a", cfg), _node("b", cfg)
+        try:
+            await a.start()
+            await _until(lambda: a.is_leader, "a leads")
+            await b.start()
+            assert (await a.propose(b"before", 5.0)) == b"before"
+            old_term = a.term
+            hosts, _, chroot = zookeeper_url[len("zookeeper://"):].partition("/")
+            zk = KazooClient(hosts=hosts)
+            zk.start(timeout=10)
+            try:
+                zk.delete(f"/{chroot}/default/{cfg.lock_name}/controller")
+            finally:
+                zk.stop()
+                zk.close()
+            def new_leader() -> StoreLogNode | None:
+                return next((n for n in (a, b) if n.is_leader and n.term > old_term), None)
+
+            await _until(lambda: new_leader() is not None, "a leader elected in a new epoch")
+            leader = new_leader()
+            assert leader is not None
+            assert (await leader.propose(b"after", 5.0)) == b"after"
+            _, entries = leader.store.read(1, 100)
+            assert [e.data for e in entries] == [b"before", b"after"]
+            assert entries[1].term > entries[0].term
+        finally:
+            await a.stop()
+            await b.stop()
+
+    asyncio.run(run())
