@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import dataclasses
 import os
+import re
 import tomllib
 from collections.abc import Iterable
 from dataclasses import dataclass, field
@@ -252,6 +253,8 @@ class ControllerConfig:
             v = getattr(self, f.name)
             if f.name == "sm":
                 continue
+            if f.name == "store":      # a store URL may carry a password: never show it
+                v = {k: _hide_password(x) if k == "url" else x for k, x in v.items()}
             out[f.name] = (",".join(f"{k}={a}" for k, a in sorted(v.items())) if f.name in ("peers", "raft_peers")
                            else str(v))
         return out
@@ -281,6 +284,11 @@ def _coerce(key: str, raw: str, typ: type) -> Any:
         return typ(raw)
     except ValueError:
         raise ConfigError(f"bad value for {key}: {raw!r}", expected=typ.__name__) from None
+
+
+def _hide_password(url: object) -> object:
+    """``scheme://user:secret@host/...`` -> ``scheme://user:***@host/...``."""
+    return re.sub(r"(://[^:/@]+):[^@/]*@", r"\1:***@", url) if isinstance(url, str) else url
 
 
 def _split_addr(addr: str, what: str) -> tuple[str, int]:

@@ -111,3 +111,9 @@ def test_store_lease_must_fit_the_heartbeat_timeout():
     _cfg(backend="sql", store={"url": "sqlite:////tmp/x.db", "lease_ms": 1000, "heartbeat_ms": 250,
                                "statement_timeout_ms": 1000},
          sm={"heartbeat_timeout_ms": "2000"}).validate()
+
+
+def test_the_store_url_password_is_never_shown():
+    cfg = _cfg(backend="sql", store={"url": "postgresql+psycopg://autoswitch:s3cret@db:5432/x"})
+    view = cfg.runtime_view()["store"]
+    assert "s3cret" not in view and "autoswitch:***@db:5432/x" in view
