@@ -284,6 +284,9 @@ class StoreLogNode:
                     await asyncio.sleep(1.0)
                 except StoreError as e:
                     self._report("store_read_unavailable", e)
+                except Exception:   # a bug in applying must not end the follower's loop for good
+                    self.log.error("store_apply_failed", exc_info=True, applied=self.applied)
+                    await asyncio.sleep(1.0)
             await asyncio.sleep(period)
 
     # ---------------------------------------------------------------- writes
