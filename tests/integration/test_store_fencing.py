@@ -184,37 +184,12 @@ def test_postgresql_restarted_under_load_keeps_masters_and_elects_nothing_wrong(
     elected meanwhile, and once PostgreSQL is back a controller takes the lock again and the
     cluster fails over as before."""
     from autoswitch.app.pgserver import PostgresServer
-    from tests.integration.failover_harness import read_ack_log
     from tests.procs import free_port
 
     pg = PostgresServer(free_port()).start()
     try:
-        c = FailoverCluster(procs, tmp_path, store_url=pg.url)
-        c.start_all()
-        m1_id, e1 = c.wait_master(timeout=30)
-        c.wait_sync_state_set({1, 2, 3})
-        ack_log = tmp_path / "acks.jsonl"
-        prod = c.producer("producer", ack_log, duration_s=20, interval_ms=10)
-        wait_until(lambda: len(read_ack_log(ack_log)) >= 20, 20, "acks before the outage")
-        pg._pg_ctl("stop")
-        t_down = time.time()
-        time.sleep(2 * STORE_LEASE_MS / 1000)   # the outage itself: longer than the lock's lease
-        n_down = len(read_ack_log(ack_log))
-        wait_until(lambda: len(read_ack_log(ack_log)) >= n_down + 20, 20, "acks while the store is away")
-        t_up = time.time()
-        pg._pg_ctl("start")
-        # the same master, the same MasterEpoch: nobody elected while the store was away
-        assert c.wait_master(timeout=30) == (m1_id, e1)
-        acks = read_ack_log(ack_log)
-        during = [a for a in acks if t_down * 1000 <= a["ack_ts_ms"] <= t_up * 1000]
-        assert during and {(a["broker_id"], a["epoch"]) for a in during} == {(m1_id, e1)}
-        # a controller leads again and fails over: kill the master
-        wait_until(lambda: _leader_ids(c), 30, "a controller leads after the store came back")
-        c.broker_proc[c.master_name()].kill9()
-        m2_id, e2 = c.wait_master(timeout=30, not_id=m1_id, min_epoch=e1 + 1)
-        prod.popen.wait(90)
-        assert prod.popen.returncode == 0, prod.log_text()[-3000:]
-        assert e2 == e1 + 1
+        _store_away_under_load(FailoverCluster(procs, tmp_path, store_url=pg.url), tmp_path,
+                               lambda: pg._pg_ctl("stop"), lambda: pg._pg_ctl("start"), "the store is away")
     finally:
         pg.stop()
 
@@ -225,39 +200,19 @@ def test_zookeeper_ensemble_losing_its_quorum_under_load_keeps_masters(procs, tm
     acks continue (leases come from the controller processes); once the servers are back a
     controller leads again (a new session, a new epoch) and a master kill fails over as before."""
     from autoswitch.app.zkserver import ZooKeeperServer
-    from tests.integration.failover_harness import read_ack_log
     from tests.procs import free_port
 
     zk = ZooKeeperServer([free_port() for _ in range(3)], [(free_port(), free_port()) for _ in range(3)]).start()
-    try:
-        c = FailoverCluster(procs, tmp_path, store_url=zk.url + "/ensemble")
-        c.start_all()
-        m1_id, e1 = c.wait_master(timeout=30)
-        c.wait_sync_state_set({1, 2, 3})
-        ack_log = tmp_path / "acks.jsonl"
-        prod = c.producer("producer", ack_log, duration_s=20, interval_ms=10)
-        wait_until(lambda: len(read_ack_log(ack_log)) >= 20, 20, "acks before the quorum is lost")
-        zk.stop_one(1)
-        zk.stop_one(2)
-        t_down = time.time()
-        time.sleep(2 * STORE_LEASE_MS / 1000)   # the outage itself: longer than the sessions
-        n_down = len(read_ack_log(ack_log))
-        wait_until(lambda: len(read_ack_log(ack_log)) >= n_down + 20, 20, "acks while ZooKeeper has no quorum")
-        t_up = time.time()
+
+    def heal() -> None:
         zk.start_one(1)
         zk.start_one(2)
         for i in range(3):
             zk.wait_serving(i, 60)
-        assert c.wait_master(timeout=30) == (m1_id, e1)
-        acks = read_ack_log(ack_log)
-        during = [a for a in acks if t_down * 1000 <= a["ack_ts_ms"] <= t_up * 1000]
-        assert during and {(a["broker_id"], a["epoch"]) for a in during} == {(m1_id, e1)}
-        wait_until(lambda: _leader_ids(c), 30, "a controller leads after the quorum came back")
-        c.broker_proc[c.master_name()].kill9()
-        m2_id, e2 = c.wait_master(timeout=30, not_id=m1_id, min_epoch=e1 + 1)
-        prod.popen.wait(90)
-        assert prod.popen.returncode == 0, prod.log_text()[-3000:]
-        assert e2 == e1 + 1
+
+    try:
+        _store_away_under_load(FailoverCluster(procs, tmp_path, store_url=zk.url + "/ensemble"), tmp_path,
+                               lambda: (zk.stop_one(1), zk.stop_one(2)), heal, "the quorum loss")
     finally:
         zk.stop()
 
@@ -357,3 +312,36 @@ def test_deleting_the_zookeeper_controller_node_by_hand_forces_a_reelection(zook
             await b.stop()
 
     asyncio.run(run())
+
+
+def _store_away_under_load(c: FailoverCluster, tmp_path, cut, heal, what: str) -> None:
+    """The shared scenario of the store-outage tests: under acked produce, ``cut()`` takes the
+    store away for at least twice the controllers' lock, acks must go on with the same master and
+    MasterEpoch (leases come from the controller processes, not the store), ``heal()`` brings it
+    back, a controller leads again and a master kill fails over as before."""
+    from tests.integration.failover_harness import read_ack_log
+
+    c.start_all()
+    m1_id, e1 = c.wait_master(timeout=30)
+    c.wait_sync_state_set({1, 2, 3})
+    ack_log = tmp_path / "acks.jsonl"
+    prod = c.producer("producer", ack_log, duration_s=20, interval_ms=10)
+    wait_until(lambda: len(read_ack_log(ack_log)) >= 20, 20, f"acks before {what}")
+    cut()
+    t_down = time.time()
+    time.sleep(2 * STORE_LEASE_MS / 1000)   # the outage itself: longer than the lock's lease
+    n_down = len(read_ack_log(ack_log))
+    wait_until(lambda: len(read_ack_log(ack_log)) >= n_down + 20, 20, f"acks during {what}")
+    t_up = time.time()
+    heal()
+    # the same master, the same MasterEpoch: nobody elected while the store was away
+    assert c.wait_master(timeout=30) == (m1_id, e1)
+    acks = read_ack_log(ack_log)
+    during = [a for a in acks if t_down * 1000 <= a["ack_ts_ms"] <= t_up * 1000]
+    assert during and {(a["broker_id"], a["epoch"]) for a in during} == {(m1_id, e1)}
+    wait_until(lambda: _leader_ids(c), 30, f"a controller leads after {what}")
+    c.broker_proc[c.master_name()].kill9()
+    _, e2 = c.wait_master(timeout=30, not_id=m1_id, min_epoch=e1 + 1)
+    prod.popen.wait(90)
+    assert prod.popen.returncode == 0, prod.log_text()[-3000:]
+    assert e2 == e1 + 1
