@@ -1,9 +1,10 @@
 """Asyncio client for the controller cluster: follows the leader, bounded retries with backoff.
 
 Writes and linearizable reads go to the leader. A follower answers CONTROLLER_NOT_LEADER with
-the leader's address, which the client adopts; an unreachable node or "no leader known" makes
-the client try the next configured address after a short, growing backoff. Every call is
-bounded by ``max_attempts`` and ``deadline_s``. Heartbeats go to EVERY controller (``heartbeat_all``)
+the leader's address, which the client adopts; an unreachable node makes the client try the next
+configured address after a short, growing backoff; "no leader known" (an election is running)
+is asked again every ``backoff_s``, so a call lands soon after the new leader's first commit.
+Every call is bounded by ``max_attempts``, the backoff schedule's length and ``deadline_s``. Heartbeats go to EVERY controller (``heartbeat_all``)
 because liveness is judged by a majority of controller nodes, not by the leader alone.
 """
 
@@ -159,6 +160,9 @@ class ControllerClient:
         self.rpc_timeout_s = rpc_timeout_s
         self.backoff_s = backoff_s
         self.max_backoff_s = max_backoff_s
+        # "No leader yet" answers are polled every backoff_s for as long as the whole backoff
+        # schedule of max_attempts would have waited, then the call reports no quorum.
+        self._leaderless_budget_s = sum(min(max_backoff_s, backoff_s * 2 ** i) for i in range(max_attempts))
         self._channels: dict[str, grpc.aio.Channel] = {}
         self._stubs: dict[str, pbg.ControllerServiceStub] = {}
         self._leader: str | None = None
@@ -235,7 +239,9 @@ class ControllerClient:
         backoff = Backoff(self.backoff_s, self.max_backoff_s, jitter=False)
         last_code, last_msg = Code.CONTROLLER_UNAVAILABLE, "no controller reachable"
         leaderless = 0   # answers "not leader, no leader known": an election, or no quorum
-        for attempt in range(self.max_attempts):
+        attempt = 0      # failures other than "no leader yet": bounded by max_attempts
+        leaderless_since: float | None = None
+        while attempt < self.max_attempts:
             addr = self._next_addr()
             remaining = self.deadline_s - (time.monotonic() - start)
             if remaining <= 0:
@@ -274,9 +280,21 @@ class ControllerClient:
                 if h.code == Code.CONTROLLER_NOT_LEADER and h.leader_addr and h.leader_addr != addr:
                     self._leader = h.leader_addr
                     continue  # a redirect is not a failure: no backoff
-                if h.code == Code.CONTROLLER_NOT_LEADER:
-                    leaderless += 1
                 self._leader = None
+                if h.code == Code.CONTROLLER_NOT_LEADER:
+                    # A reachable node that knows no leader: an election is running. Ask again
+                    # soon, at the first step of the backoff and without spending an attempt,
+                    # so the call lands within ~backoff_s of the new leader's first commit
+                    # instead of up to max_backoff_s later; the deadline still bounds it.
+                    leaderless += 1
+                    _log.debug("controller_no_leader_yet", method=method, polls=leaderless)
+                    if leaderless_since is None:
+                        leaderless_since = time.monotonic()
+                    elif time.monotonic() - leaderless_since > self._leaderless_budget_s:
+                        break   # as long as the backoff schedule would have waited: no quorum
+                    await asyncio.sleep(min(self.backoff_s, max(0.0, self.deadline_s - (time.monotonic() - start))))
+                    continue
+            attempt += 1
             _log.debug("controller_retry", method=method, attempt=attempt, code=code_name(last_code))
             await asyncio.sleep(min(backoff.next(), max(0.0, self.deadline_s - (time.monotonic() - start))))
         if leaderless and last_code in (Code.CONTROLLER_NOT_LEADER, Code.CONTROLLER_UNAVAILABLE):

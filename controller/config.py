@@ -199,17 +199,16 @@ class ControllerConfig:
         if (wanted and not url.startswith(wanted)) or (not wanted and url.startswith(tuple(scheme.values()))):
             raise ConfigError(f"backend = {self.backend!r} needs a [store] url starting with "
                               f"{wanted or 'a SQLAlchemy dialect (not etcd:// or zookeeper://)'}", key="url")
-        if self.backend == "etcd" and store.lease_ms % 1000:
-            raise ConfigError("backend = \"etcd\": [store] lease_ms must be whole seconds (an etcd lease TTL)",
-                              key="lease_ms")
         # The lease argument assumes an election commits within a controller's hold (3 x the
-        # heartbeat timeout) of the opinions it used; a store adds up to one lock lease (a leader
-        # paused mid-write whose lock survives) and one statement to that delay (docs/controller.md
-        # "Store backends"). Keep what the store adds within one heartbeat timeout.
+        # heartbeat timeout) of the opinions it used; a store adds up to its fence bound (a leader
+        # paused mid-write whose write the store still takes) and one statement to that delay
+        # (docs/controller.md "Store backends"). Keep what the store adds within one heartbeat timeout.
         timeout = sm_config.parse_value("heartbeat_timeout_ms", self.sm.get("heartbeat_timeout_ms", "10000"))
-        if store.lease_ms + store.statement_timeout_ms > timeout:
-            raise ConfigError(f"[store] lease_ms + statement_timeout_ms ({store.lease_ms + store.statement_timeout_ms}) "
-                              f"must not exceed heartbeat_timeout_ms ({timeout}): a paused leader's election "
+        added = store.fence_bound_ms(self.backend) + store.statement_timeout_ms
+        if added > timeout:
+            raise ConfigError(f"[store] the {self.backend} fence bound ({store.fence_bound_ms(self.backend)} ms for "
+                              f"lease_ms {store.lease_ms}) + statement_timeout_ms ({store.statement_timeout_ms}) = "
+                              f"{added} must not exceed heartbeat_timeout_ms ({timeout}): a paused leader's election "
                               "could commit after the controllers' lease holds ran out", key="lease_ms")
 
     @property

@@ -35,6 +35,7 @@ from autoswitch.app import launcher
 from autoswitch.app.etcdserver import EtcdNotInstalled, EtcdServer
 from autoswitch.app.launcher import Child
 from autoswitch.app.pgserver import PostgresNotInstalled, PostgresServer
+from autoswitch.app.zkserver import TICK_MS as ZK_TICK_MS
 from autoswitch.app.zkserver import ZooKeeperNotInstalled, ZooKeeperServer
 from autoswitch.base.errors import AutoswitchError
 from autoswitch.base.log import get_logger
@@ -47,8 +48,9 @@ MARKER = ".autoswitch-playground"   # only a directory carrying it is ever wiped
 MAX_GROUPS = 20
 MAX_REPLICAS = 5                    # 10 ports per group: 5 replicas x (gRPC, HA)
 BACKENDS = ("raft", "sql", "sqlite", "etcd", "zookeeper")
-# An etcd lease is whole seconds: with etcd the fast profile's heartbeat timeout is raised to this,
-# so that 1 s of lease plus a statement fits in it (controller/config.py checks).
+# An etcd lease is whole seconds and etcd revokes expired ones every 500 ms: with etcd the fast
+# profile's heartbeat timeout is raised to this, so that 1.5 s plus a statement fits in it
+# (controller/config.py checks).
 ETCD_FAST_TIMEOUT_MS = 2000
 ETCD_FAST_STORE = {"lease_ms": 1000, "heartbeat_ms": 100, "poll_ms": 20, "statement_timeout_ms": 500}
 STOP_WAIT_S = 10.0
@@ -130,7 +132,14 @@ class Layout:
     def store_keys(self) -> dict[str, Any]:
         if self.backend == "etcd" and self.profile == "fast":
             return dict(ETCD_FAST_STORE)
-        return dict(PROFILES[self.profile].get("store", {}))
+        keys = dict(PROFILES[self.profile].get("store", {}))
+        if self.backend == "zookeeper":
+            # our server's tick; a session may outlive its timeout by one tick, so the fast
+            # profile's statements get 100 ms less (controller/config.py checks the sum)
+            keys["zk_tick_ms"] = ZK_TICK_MS
+            if self.profile == "fast":
+                keys["statement_timeout_ms"] -= ZK_TICK_MS
+        return keys
 
     @property
     def namesrv(self) -> str:

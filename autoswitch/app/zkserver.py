@@ -22,6 +22,8 @@ CLASSPATH = "/etc/zookeeper/conf:/usr/share/java/zookeeper.jar"
 MAIN = "org.apache.zookeeper.server.quorum.QuorumPeerMain"
 
 
+TICK_MS = 100          # the servers' tickTime; [store] zk_tick_ms says it to the controllers
+
 class ZooKeeperNotInstalled(RuntimeError):
     pass
 
@@ -53,7 +55,7 @@ class ZooKeeperServer:
     def _config(self, i: int) -> Path:
         d = self.dir / f"zk{i + 1}"
         (d / "data").mkdir(parents=True, exist_ok=True)
-        lines = ["tickTime=100", f"dataDir={d / 'data'}", f"clientPort={self.ports[i]}",
+        lines = [f"tickTime={TICK_MS}", f"dataDir={d / 'data'}", f"clientPort={self.ports[i]}",
                  f"clientPortAddress={self.hosts[i]}", "minSessionTimeout=200", "maxSessionTimeout=60000",
                  "initLimit=50", "syncLimit=20", "admin.enableServer=false", "maxClientCnxns=0",
                  "4lw.commands.whitelist=ruok,srvr"]

@@ -235,6 +235,28 @@ class LeaseRevokeResponse(_message.Message):
     header: ResponseHeader
     def __init__(self, header: _Optional[_Union[ResponseHeader, _Mapping]] = ...) -> None: ...
 
+class LeaseTimeToLiveRequest(_message.Message):
+    __slots__ = ("ID", "keys")
+    ID_FIELD_NUMBER: _ClassVar[int]
+    KEYS_FIELD_NUMBER: _ClassVar[int]
+    ID: int
+    keys: bool
+    def __init__(self, ID: _Optional[int] = ..., keys: _Optional[bool] = ...) -> None: ...
+
+class LeaseTimeToLiveResponse(_message.Message):
+    __slots__ = ("header", "ID", "TTL", "grantedTTL", "keys")
+    HEADER_FIELD_NUMBER: _ClassVar[int]
+    ID_FIELD_NUMBER: _ClassVar[int]
+    TTL_FIELD_NUMBER: _ClassVar[int]
+    GRANTEDTTL_FIELD_NUMBER: _ClassVar[int]
+    KEYS_FIELD_NUMBER: _ClassVar[int]
+    header: ResponseHeader
+    ID: int
+    TTL: int
+    grantedTTL: int
+    keys: _containers.RepeatedScalarFieldContainer[bytes]
+    def __init__(self, header: _Optional[_Union[ResponseHeader, _Mapping]] = ..., ID: _Optional[int] = ..., TTL: _Optional[int] = ..., grantedTTL: _Optional[int] = ..., keys: _Optional[_Iterable[bytes]] = ...) -> None: ...
+
 class LeaseKeepAliveRequest(_message.Message):
     __slots__ = ("ID",)
     ID_FIELD_NUMBER: _ClassVar[int]

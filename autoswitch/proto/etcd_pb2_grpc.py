@@ -164,6 +164,11 @@ class LeaseStub:
                 request_serializer=autoswitch_dot_proto_dot_etcd__pb2.LeaseKeepAliveRequest.SerializeToString,
                 response_deserializer=autoswitch_dot_proto_dot_etcd__pb2.LeaseKeepAliveResponse.FromString,
                 _registered_method=True)
+        self.LeaseTimeToLive = channel.unary_unary(
+                '/etcdserverpb.Lease/LeaseTimeToLive',
+                request_serializer=autoswitch_dot_proto_dot_etcd__pb2.LeaseTimeToLiveRequest.SerializeToString,
+                response_deserializer=autoswitch_dot_proto_dot_etcd__pb2.LeaseTimeToLiveResponse.FromString,
+                _registered_method=True)
 
 
 class LeaseServicer:
@@ -187,6 +192,12 @@ class LeaseServicer:
         context.set_details('Method not implemented!')
         raise NotImplementedError('Method not implemented!')
 
+    def LeaseTimeToLive(self, request, context):
+        """Missing associated documentation comment in .proto file."""
+        context.set_code(grpc.StatusCode.UNIMPLEMENTED)
+        context.set_details('Method not implemented!')
+        raise NotImplementedError('Method not implemented!')
+
 
 def add_LeaseServicer_to_server(servicer, server):
     rpc_method_handlers = {
@@ -204,6 +215,11 @@ def add_LeaseServicer_to_server(servicer, server):
                     servicer.LeaseKeepAlive,
                     request_deserializer=autoswitch_dot_proto_dot_etcd__pb2.LeaseKeepAliveRequest.FromString,
                     response_serializer=autoswitch_dot_proto_dot_etcd__pb2.LeaseKeepAliveResponse.SerializeToString,
+            ),
+            'LeaseTimeToLive': grpc.unary_unary_rpc_method_handler(
+                    servicer.LeaseTimeToLive,
+                    request_deserializer=autoswitch_dot_proto_dot_etcd__pb2.LeaseTimeToLiveRequest.FromString,
+                    response_serializer=autoswitch_dot_proto_dot_etcd__pb2.LeaseTimeToLiveResponse.SerializeToString,
             ),
     }
     generic_handler = grpc.method_handlers_generic_handler(
@@ -287,6 +303,33 @@ class Lease:
             '/etcdserverpb.Lease/LeaseKeepAlive',
             autoswitch_dot_proto_dot_etcd__pb2.LeaseKeepAliveRequest.SerializeToString,
             autoswitch_dot_proto_dot_etcd__pb2.LeaseKeepAliveResponse.FromString,
+            options,
+            channel_credentials,
+            insecure,
+            call_credentials,
+            compression,
+            wait_for_ready,
+            timeout,
+            metadata,
+            _registered_method=True)
+
+    @staticmethod
+    def LeaseTimeToLive(request,
+            target,
+            options=(),
+            channel_credentials=None,
+            call_credentials=None,
+            insecure=False,
+            compression=None,
+            wait_for_ready=None,
+            timeout=None,
+            metadata=None):
+        return grpc.experimental.unary_unary(
+            request,
+            target,
+            '/etcdserverpb.Lease/LeaseTimeToLive',
+            autoswitch_dot_proto_dot_etcd__pb2.LeaseTimeToLiveRequest.SerializeToString,
+            autoswitch_dot_proto_dot_etcd__pb2.LeaseTimeToLiveResponse.FromString,
             options,
             channel_credentials,
             insecure,

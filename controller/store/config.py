@@ -3,10 +3,14 @@ timings. Every key is documented in docs/operations-backends.md."""
 
 from __future__ import annotations
 
+import math
 import os
 from dataclasses import dataclass
 
 from autoswitch.base.errors import ConfigError
+
+# etcd's lessor revokes expired leases from a loop that runs every 500 ms (not configurable).
+ETCD_REVOKE_LOOP_MS = 500
 
 
 @dataclass(frozen=True)
@@ -30,6 +34,9 @@ class StoreBackendConfig:
     max_batch_bytes: int = 4 << 20
     max_read_entries: int = 1024       # entries per follower read
     statement_timeout_ms: int = 1000   # bound on one store call (connect, lock wait, statement)
+    # backend "zookeeper": the servers' tickTime. A session expires at the first tick after its
+    # timeout, so a deposed leader's writes are refused up to one tick after lease_ms.
+    zk_tick_ms: int = 2000
 
     def validate(self) -> None:
         if not self.resolved_url():
@@ -51,9 +58,23 @@ class StoreBackendConfig:
             raise ConfigError("[store] max_read_entries must be in [1, 100000]", key="max_read_entries")
         if not 100 <= self.statement_timeout_ms <= self.lease_ms:
             raise ConfigError("[store] statement_timeout_ms must be in [100, lease_ms]", key="statement_timeout_ms")
+        if not 1 <= self.zk_tick_ms <= 60_000:
+            raise ConfigError("[store] zk_tick_ms must be in [1, 60000]", key="zk_tick_ms")
         for key, value in (("data_center", self.data_center), ("lock_name", self.lock_name)):
             if not 1 <= len(value) <= 128:
                 raise ConfigError(f"[store] {key} must be 1..128 characters", key=key)
 
     def resolved_url(self) -> str:
         return os.environ.get(self.url_env, "") if self.url_env else self.url
+
+    def fence_bound_ms(self, backend: str) -> int:
+        """How long after a leader's last renewal the store may still commit its writes when
+        nobody takes the lock from it (docs/controller.md, "Store backends", per backend):
+        SQL re-checks the expiry in every write's transaction; etcd deletes an expired lease's
+        keys from a revoke loop that runs every 500 ms after a TTL of whole seconds; ZooKeeper
+        expires a session at the first tick after its timeout."""
+        if backend == "etcd":
+            return math.ceil(self.lease_ms / 1000) * 1000 + ETCD_REVOKE_LOOP_MS
+        if backend == "zookeeper":
+            return self.lease_ms + self.zk_tick_ms
+        return self.lease_ms

@@ -13,20 +13,23 @@ from __future__ import annotations
 
 import math
 import struct
+import time
 import zlib
 
 import grpc
 
+from autoswitch.base.log import get_logger
 from autoswitch.proto import etcd_pb2 as pb
 from autoswitch.proto import etcd_pb2_grpc as pbg
 
 from .config import StoreBackendConfig
 from .errors import Fenced, StoreCorrupt, StoreUnavailable
-from .lock import LockOutcome, LockRow
+from .lock import LockOutcome, LockRow, SilenceWatch
 from .sql import LogEntry, Snapshot
 
 # etcd refuses a Txn of more than --max-txn-ops (default 128) operations and requests larger than
 # --max-request-bytes (default 1.5 MiB): batches stay below both.
+_log = get_logger("controller.store.etcd")
 MAX_TXN_ENTRIES = 100
 MAX_TXN_BYTES = 1 << 20
 _LOG_HEAD = struct.Struct(">QI")        # term, crc32
@@ -60,6 +63,7 @@ class EtcdStore:
         self.timeout_s = cfg.statement_timeout_ms / 1000
         self.ttl_s = max(1, math.ceil(cfg.lease_ms / 1000))
         self._lease_id = 0
+        self._silence = SilenceWatch(cfg.lease_ms)
 
     def _key(self, index: int) -> bytes:
         return self.log_prefix + b"%020d" % index
@@ -95,13 +99,44 @@ class EtcdStore:
         r = self._call(self.kv.Range, pb.RangeRequest(key=self.leader_key))
         kv = r.kvs[0] if r.kvs else None
         if kv is not None and kv.value == me.encode() and self._lease_id and kv.lease == self._lease_id:
-            holds = self._keep_alive()
+            self._silence.reset()
+            holds = self._renew(me, kv.create_revision) and self._keep_alive()
             return LockOutcome(LockRow(me, lease_ms, kv.create_revision, 0, 0), holds, sent_at_ms)
+        if kv is not None and not observer and self._silence.observe(
+                kv.create_revision, kv.mod_revision, self._clock_ms()):
+            self._remove_silent(kv)
+            kv = None
         if kv is not None or observer:
             owner = kv.value.decode(errors="replace") if kv is not None else ""
             return LockOutcome(LockRow(owner, lease_ms, kv.create_revision, 0, 0) if kv is not None else None,
                                False, sent_at_ms)
+        self._silence.reset()
         return self._campaign(me, lease_ms, sent_at_ms)
+
+    def _renew(self, me: str, term: int) -> bool:
+        """The leader's renewal others can see: rewrite the leader key (same value and lease; its
+        mod revision moves, its create revision, the term, stays), fenced like every write."""
+        t = self._call(self.kv.Txn, pb.TxnRequest(
+            compare=self._fence(me, term),
+            success=[pb.RequestOp(request_put=pb.PutRequest(key=self.leader_key, value=me.encode(),
+                                                            lease=self._lease_id))]))
+        return t.succeeded
+
+    def _remove_silent(self, kv: pb.KeyValue) -> None:
+        """Take the key of a leader that stopped renewing, without waiting for etcd to revoke its
+        lease (up to 500 ms after the TTL: etcd's revoke loop), if it still has not renewed."""
+        t = self._call(self.kv.Txn, pb.TxnRequest(
+            compare=[pb.Compare(result=pb.Compare.EQUAL, target=pb.Compare.MOD, key=self.leader_key,
+                                mod_revision=kv.mod_revision)],
+            success=[pb.RequestOp(request_delete_range=pb.DeleteRangeRequest(key=self.leader_key))]))
+        if t.succeeded:
+            _log.warning("etcd_silent_leader_removed", owner=kv.value.decode(errors="replace"),
+                         term=kv.create_revision, silent_ms=self.cfg.lease_ms)
+            self._revoke(kv.lease)      # its keep-alives fail from now on
+        self._silence.reset()
+
+    def _clock_ms(self) -> int:
+        return int(time.monotonic() * 1000)
 
     def _keep_alive(self) -> bool:
         try:

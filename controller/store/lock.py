@@ -113,3 +113,29 @@ class LeaderLease:
 
     def resign(self) -> None:
         self._held_term = 0
+
+
+class SilenceWatch:
+    """A candidate's view of a leader that renews by writing its leader key (etcd): the key's
+    (create, mod) revision pair changes with every renewal. Once the pair stayed the same for
+    ``lease_ms`` of the candidate's own clock, counted from the moment a read that RETURNED it
+    ended, the leader has not renewed for at least ``lease_ms`` of its own time (its renewal was
+    sent before that read was served), so its belief (``LeaderLease``, ``lease_ms`` minus the
+    margin after it sent that renewal) has ended and the key may be taken away; the removal
+    compares the mod revision, so a renewal that landed meanwhile keeps the leader."""
+
+    def __init__(self, lease_ms: int) -> None:
+        self.lease_ms = lease_ms
+        self._seen: tuple[int, int] | None = None
+        self._since_ms = 0
+
+    def observe(self, create_rev: int, mod_rev: int, returned_at_ms: int) -> bool:
+        """Feed one read of the leader key (``returned_at_ms``: local clock once it returned);
+        True when the leader has been silent for longer than ``lease_ms``."""
+        if self._seen != (create_rev, mod_rev):
+            self._seen, self._since_ms = (create_rev, mod_rev), returned_at_ms
+            return False
+        return returned_at_ms - self._since_ms > self.lease_ms
+
+    def reset(self) -> None:
+        self._seen = None

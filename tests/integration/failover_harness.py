@@ -17,6 +17,9 @@ import time
 from pathlib import Path
 from typing import Any
 
+from autoswitch.controller.store.config import StoreBackendConfig
+
+from autoswitch.app.zkserver import TICK_MS as ZK_TICK_MS
 from tests.procs import HOST, Proc, ProcGroup, free_port, wait_port
 from tests.waiting import MIN_WAIT_S
 
@@ -104,11 +107,14 @@ class FailoverCluster:
         if not self.store_url:
             return "", ""
         # one lock row and log per cluster: tests sharing a database keep apart by lock_name
-        # an etcd lease is whole seconds (the harness gives etcd clusters a longer heartbeat timeout)
+        # an etcd lease is whole seconds (the harness gives etcd clusters a longer heartbeat timeout);
+        # statements get what the backend's fence bound leaves of the heartbeat timeout
         lease = 1000 if self.backend == "etcd" else STORE_LEASE_MS
+        store = StoreBackendConfig(url=self.store_url, lease_ms=lease, zk_tick_ms=ZK_TICK_MS)
+        statement = min(self.heartbeat_timeout_ms - store.fence_bound_ms(self.backend), lease)
         return (f'backend = "{self.backend}"\n', f'\n[store]\nurl = "{self.store_url}"\nlock_name = "{self.tmp.name}"\n'
-                f"lease_ms = {lease}\nheartbeat_ms = {lease // 4}\npoll_ms = 20\n"
-                f"statement_timeout_ms = {min(self.heartbeat_timeout_ms - lease, lease)}\n")
+                f"lease_ms = {lease}\nheartbeat_ms = {lease // 4}\npoll_ms = 20\nzk_tick_ms = {ZK_TICK_MS}\n"
+                f"statement_timeout_ms = {statement}\n")
 
     # ------------------------------------------------------------ credentials
 

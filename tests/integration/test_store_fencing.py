@@ -123,6 +123,58 @@ def test_paused_leader_write_is_refused_by_the_store(backend, store_url, tmp_pat
     asyncio.run(run())
 
 
+def test_etcd_leader_silent_for_its_lease_is_replaced_while_its_etcd_lease_lives(etcd_url, tmp_path):
+    """etcd's own lease expiry comes up to 500 ms after the TTL (its revoke loop), so the others
+    take the key of a leader that stopped renewing for ``lease_ms``. Here the test keeps the
+    paused leader's etcd lease alive itself: the only way b can lead is that takeover. a's
+    write, released afterwards, is refused, and a finds its lease revoked."""
+    from autoswitch.proto import etcd_pb2 as epb
+
+    common = {"lock_name": f"silent-{tmp_path.name}", "lease_ms": 1000, "heartbeat_ms": 100, "poll_ms": 10}
+    cfg = StoreBackendConfig(url=etcd_url, **common)
+
+    async def run() -> None:
+        a, b = _node("a", cfg), _node("b", cfg)
+        release = threading.Event()
+        keep = threading.Event()
+        try:
+            await a.start()
+            await _until(lambda: a.is_leader, "a leads")
+            await b.start()
+            assert (await a.propose(b"a-1", 5.0)) == b"a-1"
+            lease_id = a.store._lease_id
+            release = _hold(a)
+
+            def keep_alive() -> None:          # what a's keep-alive would do, had it got through
+                while not keep.wait(0.2):
+                    replies = a.store.lease.LeaseKeepAlive(iter([epb.LeaseKeepAliveRequest(ID=lease_id)]),
+                                                           timeout=2.0)
+                    if next(iter(replies)).TTL <= 0:
+                        return
+            kt = threading.Thread(target=keep_alive, daemon=True)
+            kt.start()
+            old = asyncio.ensure_future(a.propose_many([b"a-stale"], 30.0))
+            await _until(lambda: b.is_leader, "b takes the key of the silent leader")
+            assert (await b.propose(b"b-1", 5.0)) == b"b-1"
+            keep.set()
+            kt.join(5)
+            release.set()
+            outcome = (await old)[0]
+            assert isinstance(outcome, NotLeader), outcome
+            ttl = a.store.lease.LeaseTimeToLive(epb.LeaseTimeToLiveRequest(ID=lease_id), timeout=2.0).TTL
+            assert ttl == -1, f"a's lease should be revoked by its successor, TTL {ttl}"
+            _, entries = b.store.read(1, 100)
+            assert [e.data for e in entries] == [b"a-1", b"b-1"], entries
+            await _until(lambda: not a.is_leader and a.sm.applied == b.sm.applied, "a follows")
+        finally:
+            keep.set()
+            release.set()
+            await a.stop()
+            await b.stop()
+
+    asyncio.run(run())
+
+
 @pytest.mark.parametrize("backend", ["sqlite", "postgresql", "etcd", "zookeeper"])
 def test_sigstopped_leader_process_cannot_commit_after_the_new_leader(procs, tmp_path, backend, store_url):
     c = FailoverCluster(procs, tmp_path, store_url=store_url)

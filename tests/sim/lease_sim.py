@@ -21,6 +21,7 @@ tests/unit/test_controller_liveness_lease.py draws from the same space.
 from __future__ import annotations
 
 import heapq
+import math
 import random
 
 from autoswitch.broker.lease import LeaseConfig, MasterLease
@@ -75,8 +76,9 @@ def simulate(sc, table_factory=HeartbeatTable, rules: frozenset[str] = frozenset
     "Store backends"): the scanning leader holds a lock of ``lock`` ms, renewed every ``lock / 5``,
     and is paused once (SIGSTOP: it hears nothing, decides nothing, its election write waits)
     for ``pause_ms``, from ``pause_at`` or ``pause_after`` ms after it decided; the write commits
-    only if the lock has not expired by then (the store's fencing); once it expired the
-    ``successor`` takes the lock one renewal later and scans with its own table.
+    only if the store has not fenced the leader by then, and once it did the ``successor`` takes
+    the lock and scans with its own table, both when the backend ``kind`` says
+    (``store_fence_model``: SQL, etcd or ZooKeeper).
     ``rules`` switches rules off for the planted-bug tests ("pacing", "same_conf", "applied_conf",
     "store_fence");
     ``table_factory`` builds the tables (planted bugs in the liveness rules)."""
@@ -144,15 +146,16 @@ def simulate(sc, table_factory=HeartbeatTable, rules: frozenset[str] = frozenset
         """End of the pause ``n`` is in at ``t`` (in store scenarios the first leader pauses once)."""
         return pause[1] if pause is not None and n == first_leader and pause[0] <= t < pause[1] else None
 
+    fence_at = [0.0]          # from then on the store refuses the paused leader's writes
+
     def set_pause(start: float) -> None:
-        """The leader's pause from ``start``; if its lock runs out meanwhile (renewals stop), the
-        successor takes the lock one renewal period later and scans from then on."""
+        """The leader's pause from ``start``; if the store fences it meanwhile (its renewals
+        stop), the successor takes the lock (``store_fence_model``) and scans from then on."""
         nonlocal pause
         pause = [start, start + store["pause_ms"]]
-        every = store["lock"] // 5
-        expires = start // every * every + store["lock"]
-        if pause[1] > expires:
-            at(expires + every, "takeover")
+        fence_at[0], takeover = store_fence_model(store, start)
+        if pause[1] > fence_at[0]:
+            at(takeover, "takeover")
 
     def store_write(t: float) -> float | None:
         """The store backend's election write decided at ``t``: its commit time, None if fenced."""
@@ -161,9 +164,8 @@ def simulate(sc, table_factory=HeartbeatTable, rules: frozenset[str] = frozenset
         arrive = t + sc["commit_delay"]
         if t <= pause[0] < arrive:               # paused mid-write: it reaches the store after the pause
             arrive += pause[1] - pause[0]
-            every = store["lock"] // 5
-            if arrive > pause[0] // every * every + store["lock"] and "store_fence" not in rules:
-                return None                      # the lock expired by the store's clock: refused
+            if arrive > fence_at[0] and "store_fence" not in rules:
+                return None                      # the store fenced the leader first: refused
         return arrive
 
     def commit_ready(t: float) -> None:
@@ -416,15 +418,65 @@ def membership_scenario(rng: random.Random) -> dict:
     return sc
 
 
+def _first_at_or_after(t: float, phase: float, every: float) -> float:
+    """The first instant ``phase + k * every`` (k any integer) at or after ``t``."""
+    return phase + math.ceil((t - phase) / every) * every
+
+
+def store_fence_model(store: dict, pause_at: float) -> tuple[float, float]:
+    """(fence, takeover) for a leader that renews every ``lock / 5`` ms (at multiples of it) and
+    stops at ``pause_at``: from ``fence`` on the store refuses its writes, at ``takeover`` the
+    successor holds the lock. One model per backend (docs/controller.md "Store backends"):
+
+    - ``sql``: the write's own transaction checks the lock row's expiry by the database clock:
+      fenced at the last renewal + ``lock``; the successor, looking every renewal period, takes
+      it at its next look.
+    - ``etcd``: the write compares the leader key's create revision, so it is fenced only once
+      the key is gone: etcd deletes it when its lease (``lock`` rounded up to whole seconds)
+      expired, at the next run of its 500 ms revoke loop (``revoke_phase``), or the successor
+      deletes it, having read the same renewal for more than ``lock`` of its own time, counted
+      from the first of its looks (every renewal period, ``poll_phase``) that returned it; the
+      successor campaigns at once after its own delete, or at its next look after etcd's.
+    - ``zookeeper``: the write is a multi on the leader's session, which the server expires at
+      the first tick (``tick``) after the session timeout (``lock``) from the last renewal (the
+      client's last ping); the ephemeral node goes with it and the successor's watch fires
+      within ``watch_ms``."""
+    lock, kind = store["lock"], store.get("kind", "sql")
+    every = lock // 5
+    last = pause_at // every * every
+    if kind == "etcd":
+        gone = _first_at_or_after(last + math.ceil(lock / 1000) * 1000, store["revoke_phase"], 500)
+        seen = _first_at_or_after(last, store["poll_phase"], every)
+        silent = seen + (lock // every + 1) * every
+        if silent <= gone:
+            return silent, silent
+        return gone, _first_at_or_after(gone, store["poll_phase"], every)
+    if kind == "zookeeper":
+        expired = _first_at_or_after(last + lock, 0, store["tick"])
+        return expired, expired + store["watch_ms"]
+    return last + lock, last + lock + every
+
+
 def store_scenario(rng: random.Random) -> dict:
-    """``random_scenario`` on a store backend: a lock of 0.5-8 s, and the leader paused once for
+    """``random_scenario`` on a store backend (SQL, etcd or ZooKeeper, each with its own fencing:
+    ``store_fence_model``): a lock of 0.5-8 s, and the leader paused once for
     up to 60 s (SIGSTOP), half the time right after it decided an election (mid-write). The Raft
     commit delay is replaced by the store write's (up to the statement timeout, 1-2 s), so that
     delay plus a pause the lock survives stays within the hold (the argument's one assumption)."""
     sc = random_scenario(rng)
-    lock = rng.choice((500, 1_500, 3_000, 8_000))
-    sc["commit_delay"] = rng.choice((0, rng.randint(0, 50), rng.randint(0, 2_000)))
+    kind = rng.choice(("sql", "etcd", "zookeeper"))
+    lock = rng.choice((500, 1_500, 3_000, 7_000 if kind == "etcd" else 8_000))
+    tick = rng.choice([t for t in (100, 200, 2_000) if t <= lock // 2])
+    # What the controller's config check allows (controller/store/config.py fence_bound_ms):
+    # the backend's fence bound plus a statement within one heartbeat timeout.
+    bound = {"sql": lock, "etcd": math.ceil(lock / 1000) * 1000 + 500, "zookeeper": lock + tick}[kind]
+    sc["commit_delay"] = min(H - bound, rng.choice((0, rng.randint(0, 50), rng.randint(0, 2_000))))
     sc["store"] = {
+        "kind": kind,
+        "tick": tick,
+        "watch_ms": rng.randint(0, 50),
+        "revoke_phase": rng.randrange(500),
+        "poll_phase": rng.randrange(lock // 5),
         "lock": lock,
         "pause_at": rng.randint(0, END),
         "pause_after": rng.choice((None, 0, rng.randint(0, 40), rng.randint(0, sc["commit_delay"] + 1))),

@@ -10,11 +10,12 @@ plain seeded generator (``python -m tests.sim.soak --lease-scenarios N``).
 
 from __future__ import annotations
 
+import pytest
 from autoswitch.controller.liveness import HeartbeatTable, Opinion
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from tests.sim.lease_sim import END, HOLD, NODES, RHO, SCAN, check, run_scenarios, simulate
+from tests.sim.lease_sim import END, HOLD, NODES, RHO, SCAN, check, run_scenarios, simulate, store_fence_model
 
 __all__ = ["simulate"]
 
@@ -193,16 +194,24 @@ def test_store_backend_fencing_keeps_the_lease_argument():
     assert not bad, bad[0]
 
 
-def test_a_paused_leaders_fenced_election_is_redone_by_its_successor():
-    """One directed scenario: the master is unreachable from 30 s on; the leader decides at
-    ~40 s and is paused right after for 20 s, past its 3 s lock: its write is refused, the
-    successor takes the lock about 3.6 s later and elects on its own opinions, long before the
-    paused leader resumes; without fencing the paused leader's write would land ~20 s later."""
+@pytest.mark.parametrize(("kind", "takeover_at"), [("sql", 42_600), ("etcd", 42_000), ("zookeeper", 42_010)])
+def test_a_paused_leaders_fenced_election_is_redone_by_its_successor(kind, takeover_at):
+    """One directed scenario per store backend: the master is unreachable from 30 s on; the
+    leader decides at 39.25 s and is paused right after for 20 s, past its 3 s lock (renewed
+    every 600 ms, last at 39 s): its write is refused and the successor elects on its own
+    opinions, long before the paused leader resumes; without fencing the paused leader's write
+    would land ~20 s later. When the successor leads depends on the backend's fencing
+    (lease_sim.store_fence_model): SQL at its next look after the row expired (42 s + 600 ms);
+    etcd when its revoke loop deletes the 3 s lease's key (42 s, before the successor's own
+    silence count of 3.6 s ends); ZooKeeper at the tick after the session timeout (42 s with a
+    2 s tick) plus the watch's 10 ms."""
     sc = {"rates": dict.fromkeys((*NODES, "broker"), 1.0), "offsets": {}, "down_to": dict.fromkeys(NODES, [(30_000, END)]),
           "down_from": {}, "delay": 0, "commit_delay": 100, "apply_delay": 0, "seed_delays": [0] * 8,
-          "store": {"lock": 3_000, "pause_at": 0, "pause_after": 0, "pause_ms": 20_000, "successor": "n1"}}
+          "store": {"kind": kind, "tick": 2_000, "watch_ms": 10, "revoke_phase": 0, "poll_phase": 0,
+                    "lock": 3_000, "pause_at": 0, "pause_after": 0, "pause_ms": 20_000, "successor": "n1"}}
+    assert store_fence_model(sc["store"], 39_250)[1] == takeover_at
     commit_at, last_valid = simulate(sc)
-    assert commit_at is not None and 40_000 < commit_at < 50_000     # the successor's, not the paused write
+    assert commit_at is not None and takeover_at < commit_at < takeover_at + 1_000   # the successor's election
     assert last_valid is not None and last_valid <= commit_at
     unfenced, _ = simulate(sc, rules=frozenset({"store_fence"}))
     assert unfenced is not None and unfenced > commit_at + 10_000    # the paused leader's late write

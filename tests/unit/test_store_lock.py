@@ -10,6 +10,7 @@ from autoswitch.controller.store.lock import (
     LeaderLease,
     LockOutcome,
     LockRow,
+    SilenceWatch,
     Step,
     decide,
 )
@@ -94,14 +95,32 @@ def test_backend_choice_is_checked():
         _cfg(backend="sql", store={"url": "sqlite:////tmp/x.db", "nope": 1}).validate()
 
 
-def test_etcd_backend_needs_an_etcd_url_and_whole_second_leases():
+def test_etcd_backend_needs_an_etcd_url():
     _cfg(backend="etcd", store={"url": "etcd://127.0.0.1:2379", "lease_ms": 3000}).validate()
+    _cfg(backend="etcd", store={"url": "etcd://127.0.0.1:2379", "lease_ms": 1500}).validate()   # TTL 2 s
     with pytest.raises(ConfigError, match="etcd://"):
         _cfg(backend="etcd", store={"url": "sqlite:////tmp/x.db"}).validate()
     with pytest.raises(ConfigError, match="not etcd://"):
         _cfg(backend="sql", store={"url": "etcd://127.0.0.1:2379"}).validate()
-    with pytest.raises(ConfigError, match="whole seconds"):
-        _cfg(backend="etcd", store={"url": "etcd://127.0.0.1:2379", "lease_ms": 1500}).validate()
+
+
+def test_fence_bound_per_backend():
+    """How long a store may still take a silent leader's write: SQL judges the expiry in the
+    write itself, etcd revokes whole-second leases from a 500 ms loop, ZooKeeper expires a
+    session at the tick after its timeout."""
+    cfg = StoreBackendConfig(url="x", lease_ms=1200, zk_tick_ms=100)
+    assert cfg.fence_bound_ms("sql") == 1200
+    assert cfg.fence_bound_ms("etcd") == 2500
+    assert cfg.fence_bound_ms("zookeeper") == 1300
+    # the same lease fits a SQL store's check and not etcd's
+    sm = {"heartbeat_timeout_ms": "2000"}
+    store = {"lease_ms": 1200, "heartbeat_ms": 300, "statement_timeout_ms": 500}
+    _cfg(backend="sql", store={"url": "sqlite:////tmp/x.db", **store}, sm=sm).validate()
+    with pytest.raises(ConfigError, match="etcd fence bound \\(2500 ms"):
+        _cfg(backend="etcd", store={"url": "etcd://127.0.0.1:2379", **store}, sm=sm).validate()
+    with pytest.raises(ConfigError, match="zookeeper fence bound"):
+        _cfg(backend="zookeeper", store={"url": "zookeeper://127.0.0.1:2181/a", **store, "zk_tick_ms": 400},
+             sm=sm).validate()
 
 
 def test_store_lease_must_fit_the_heartbeat_timeout():
@@ -117,3 +136,16 @@ def test_the_store_url_password_is_never_shown():
     cfg = _cfg(backend="sql", store={"url": "postgresql+psycopg://autoswitch:s3cret@db:5432/x"})
     view = cfg.runtime_view()["store"]
     assert "s3cret" not in view and "autoswitch:***@db:5432/x" in view
+
+
+def test_silence_watch_counts_from_the_read_that_returned_the_renewal():
+    w = SilenceWatch(lease_ms=1000)
+    assert not w.observe(7, 10, returned_at_ms=5_000)       # first sight starts the count
+    assert not w.observe(7, 10, returned_at_ms=6_000)       # exactly lease_ms: not yet
+    assert w.observe(7, 10, returned_at_ms=6_001)
+    assert not w.observe(7, 11, returned_at_ms=6_002)       # a renewal landed: count again
+    assert not w.observe(7, 11, returned_at_ms=7_002)
+    assert not w.observe(9, 11, returned_at_ms=8_500)       # a new leadership (create revision)
+    assert w.observe(9, 11, returned_at_ms=9_501)
+    w.reset()
+    assert not w.observe(9, 11, returned_at_ms=20_000)
