@@ -15,8 +15,9 @@ message at a time (bench/producing_cluster.py):
 * ``commits_s``: concurrent AlterSyncStateSet commits per second (``--clients`` clients, each
   with its own group, ``--seconds`` s).
 
-etcd: a single-member etcd the run starts (election timeout 500 ms), the lock a 1 s lease (etcd
-leases are whole seconds), the controllers' heartbeat timeout raised to 2000 ms to fit it.
+etcd: a single-member etcd the run starts (election timeout 500 ms), the lock 1 s (a 1 s etcd
+lease; followers take the key of a leader silent for 1 s), the controllers' heartbeat timeout
+raised to 2000 ms to fit etcd's own expiry path (TTL + 500 ms + a statement).
 zookeeper: a single ZooKeeper server the run starts (tickTime 100 ms), the lock a 600 ms session.
 
 Progress on stderr; the last stdout line is JSON:
