@@ -185,9 +185,9 @@ def test_controller_membership_changes_keep_the_lease_argument():
 
 def test_store_backend_fencing_keeps_the_lease_argument():
     """The controllers keep their log in a store (docs/controller.md "Store backends"): the
-    scanning leader holds a lock, pauses once (up to 60 s, often right after deciding an
-    election) and its election write commits only if the lock has not expired by then; once it
-    expired another controller takes over and scans. `make soak` runs 20,000; the planted bug
+    scanning leader holds a lock on SQL, etcd or ZooKeeper, pauses once (up to 60 s, often right
+    after deciding an election) and its election write commits only until that backend fences
+    it; the successor takes over when that backend lets it and scans (store_fence_model). `make soak` runs 20,000; the planted bug
     store_no_fence (the write commits anyway) is caught (tests/unit/test_sim_bugs.py)."""
     elections, bad = run_scenarios(0, 400, store=True)
     assert elections > 100, "the scenarios must elect to attack anything"
