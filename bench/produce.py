@@ -9,12 +9,13 @@ on stdout: {"acked_msgs_s_1rep", "acked_msgs_s_3rep", "ratio", "p50_ms", "p99_ms
                             [--flush async|sync] [--max-seconds 60] [--consumer-group] [--metrics]
 
 --consumer-group (make bench-produce CONSUMER=1): two more setups per round, 3 replicas again with
-a consumer reading along (a process of its own, stored-record runs, long polling; it decodes and
-CRC-checks every message): once without commits, once as a consumer group committing its offset
-every 100 ms (each commit is one replicated record, acked like a message). Adds
-``ratio_with_consumer_vs_without`` (the group vs no consumer at all: on 2 cores the reading
-itself competes with the producers) and ``ratio_commits_vs_reading_only`` (the group vs the same
-reader without commits: the cost of the consumer-group mechanism; target >= 0.9).
+a consumer reading along (a process of its own, stored-record runs over the broker's fetch port,
+or the gRPC Consume with ``--consumer-via grpc``; long polling; it decodes and CRC-checks every
+message): once without commits, once as a consumer group committing its offset every 100 ms (each
+commit is one replicated record, acked like a message). Adds ``ratio_with_consumer_vs_without``
+(the group vs no consumer at all, target >= 0.9: on 2 cores the reading itself competes with the
+producers) and ``ratio_commits_vs_reading_only`` (the group vs the same reader without commits:
+the cost of the consumer-group mechanism; target >= 0.9).
 
 --metrics (make bench-produce METRICS=1): one more setup per round, 3 replicas serving Prometheus
 /metrics (instrumented produce/consume) with every broker scraped each second; adds
@@ -56,14 +57,17 @@ class Cluster:
         self.procs: list[subprocess.Popen] = []
         self.master_addr = ""
         self.slave_addrs: list[str] = []
+        self.fetch_addr: dict[str, str] = {}     # gRPC address -> the broker's fetch port
 
     def _start(self, bid: int, role: str, port: int, ha_port: int, master_ha: str | None) -> None:
+        fetch_port = free_port()
+        self.fetch_addr[f"{HOST}:{port}"] = f"{HOST}:{fetch_port}"
         args = [
             sys.executable, "-m", "autoswitch", "--log-level", "warning", "broker", "--role", role,
             "--group", "bench", "--broker-id", str(bid), "--listen", f"{HOST}:{port}",
             "--ha-listen", f"{HOST}:{ha_port}", "--data-dir", str(self.root / f"b{bid}"),
             "--ack-mode", "all" if self.replicas > 1 else "master", "--flush", self.flush,
-            "--min-in-sync-replicas", str(self.replicas),
+            "--min-in-sync-replicas", str(self.replicas), "--fetch-listen", f"{HOST}:{fetch_port}",
         ]
         if role == "master":
             args += ["--epoch", "1"]
@@ -108,8 +112,9 @@ class Cluster:
 
 
 async def _load(addr: str, messages: int, producers: int, batch: int, size: int, max_s: float,
-                consumer: str = "", read_addr: str = "") -> dict:
-    """``consumer``: "" none; "read" a reader alongside; "commit" the reader commits every 100 ms."""
+                consumer: str = "", read_addr: str = "", fetch_addr: str = "") -> dict:
+    """``consumer``: "" none; "read" a reader alongside; "commit" the reader commits every 100 ms.
+    It reads from ``read_addr`` (default the master) over gRPC, or from ``fetch_addr``'s fetch port."""
     from autoswitch.broker.client import ProducerClient
 
     share = messages // producers
@@ -136,7 +141,7 @@ async def _load(addr: str, messages: int, producers: int, batch: int, size: int,
         finally:
             await c.close()
 
-    reader = _ConsumerProcess(read_addr or addr, addr, consumer, max_s) if consumer else None
+    reader = _ConsumerProcess(read_addr or addr, addr, fetch_addr, consumer, max_s) if consumer else None
     assert consumer in ("", "read", "commit")
     t0 = time.perf_counter()
     await asyncio.gather(*(one(k) for k in range(producers)))
@@ -164,12 +169,12 @@ class _ConsumerProcess:
     """The consumer runs in a process of its own, as a consumer application does (in the load
     generator's event loop its decoding would slow the producers, not the broker)."""
 
-    def __init__(self, read_addr: str, master_addr: str, mode: str, max_s: float) -> None:
+    def __init__(self, read_addr: str, master_addr: str, fetch_addr: str, mode: str, max_s: float) -> None:
         ctx = multiprocessing.get_context("spawn")  # grpc does not survive fork
         self.stop = ctx.Event()
         self.results = ctx.Queue()
         self.ready = ctx.Event()
-        self.proc = ctx.Process(target=_consumer_main, args=(read_addr, master_addr, mode, max_s, self.stop, self.ready,
+        self.proc = ctx.Process(target=_consumer_main, args=(read_addr, master_addr, fetch_addr, mode, max_s, self.stop, self.ready,
                                                                 self.results))
         self.proc.start()
         if not self.ready.wait(30):
@@ -186,28 +191,35 @@ class _ConsumerProcess:
                 self.proc.kill()
 
 
-def _consumer_main(read_addr: str, master_addr: str, mode: str, max_s: float, stop, ready, results) -> None:
-    """Reads along (decoding every message, as the CLI consumer does); with mode "commit" also
-    commits every 100 ms, like a consumer group member. Bounded by ``max_s``."""
+def _consumer_main(read_addr: str, master_addr: str, fetch_addr: str, mode: str, max_s: float, stop, ready,
+                   results) -> None:
+    """Reads along (decoding and CRC-checking every message, as the CLI consumer does), over gRPC
+    or, with ``fetch_addr``, the fetch port; with mode "commit" also commits every 100 ms (gRPC,
+    to the master), like a consumer group member. Bounded by ``max_s``."""
     from autoswitch.broker.client import ConsumerClient, consumed_messages
+    from autoswitch.broker.fetch_client import FetchClient, fetched_messages
 
     async def run() -> tuple[int, int, float, int]:
         consumed = commits = calls = 0
         c = ConsumerClient(read_addr, timeout_s=30)
         m = ConsumerClient(master_addr, timeout_s=30) if master_addr != read_addr else c
+        f = FetchClient(fetch_addr, timeout_s=30) if fetch_addr else None
         q, last = 0, time.monotonic()
         deadline = time.monotonic() + max_s + 30
         cpu0 = time.process_time()
         ready.set()
         try:
             while not stop.is_set() and time.monotonic() < deadline:
-                r = await c.consume("bench", q, 1000, record_runs=True, min_count=CONSUMER_MIN_COUNT,
-                                    max_wait_ms=CONSUMER_MAX_WAIT_MS)
+                if f is not None:
+                    r = await f.fetch("bench", q, 1000, min_count=CONSUMER_MIN_COUNT, max_wait_ms=CONSUMER_MAX_WAIT_MS)
+                else:
+                    r = await c.consume("bench", q, 1000, record_runs=True, min_count=CONSUMER_MIN_COUNT,
+                                        max_wait_ms=CONSUMER_MAX_WAIT_MS)
                 calls += 1
                 if r.status != 0:  # e.g. the broker's concurrency limit: ask again, from the same offset
                     await asyncio.sleep(0.01)
                     continue
-                consumed += sum(1 for _ in consumed_messages(r))
+                consumed += sum(1 for _ in (fetched_messages(r) if f is not None else consumed_messages(r)))
                 q = r.next_queue_offset
                 if mode == "commit" and time.monotonic() - last >= 0.1:
                     if (await m.commit_offset("bench-group", "bench", q)).status == 0:
@@ -215,6 +227,8 @@ def _consumer_main(read_addr: str, master_addr: str, mode: str, max_s: float, st
                     last = time.monotonic()
         finally:
             await c.close()
+            if f is not None:
+                await f.close()
             if m is not c:
                 await m.close()
         return consumed, commits, time.process_time() - cpu0, calls
@@ -267,13 +281,14 @@ def run_one(replicas: int, args: argparse.Namespace, consumer: str = "", metrics
             asyncio.run(_load(cl.master_addr, min(2000, args.messages), args.producers, args.batch, args.size, 10))
             what = f"{replicas} replica(s)" + {"": "", "read": " + reader", "commit": " + consumer group"}[consumer]
             _log(f"{what}: {args.messages} msgs, {args.producers} producers x batch {args.batch}")
-            read_addr = cl.slave_addrs[-1] if consumer and args.consumer_reads == "slave" else ""
+            read_addr = cl.slave_addrs[-1] if consumer and args.consumer_reads == "slave" else cl.master_addr
+            fetch_addr = cl.fetch_addr[read_addr] if consumer and args.consumer_via == "fetch" else ""
             if metrics:
                 what += " + /metrics scraped every second"
                 res = asyncio.run(_load_scraped(cl, args))
             else:
                 res = asyncio.run(_load(cl.master_addr, args.messages, args.producers, args.batch, args.size,
-                                        args.max_seconds, consumer, read_addr))
+                                        args.max_seconds, consumer, read_addr, fetch_addr))
             _log(f"{what}: {res}")
             return res
         finally:
@@ -293,6 +308,8 @@ def main(argv: list[str] | None = None) -> int:
                     help="also 3 replicas with a consumer group committing every 100 ms (CONSUMER=1)")
     ap.add_argument("--consumer-reads", choices=["master", "slave"], default="master",
                     help="where the consumer reads (commits always go to the master)")
+    ap.add_argument("--consumer-via", choices=["fetch", "grpc"], default="fetch",
+                    help="the consumer reads over the fetch port (default) or the gRPC Consume")
     ap.add_argument("--metrics", action="store_true",
                     help="also 3 replicas serving /metrics, scraped every second (METRICS=1)")
     args = ap.parse_args(argv)
@@ -335,6 +352,7 @@ def main(argv: list[str] | None = None) -> int:
         out["rounds_3rep_with_consumer"] = [r["acked_msgs_s"] for r in withc]
         out["rounds_3rep_reading_only"] = [r["acked_msgs_s"] for r in readc]
         out["consumer_commits"] = best["commits"]
+        out["consumer_via"] = args.consumer_via
         out["ratio_with_consumer_vs_without"] = (round(best["acked_msgs_s"] / three["acked_msgs_s"], 3)
                                                  if three["acked_msgs_s"] else 0.0)
         out["ratio_commits_vs_reading_only"] = (round(best["acked_msgs_s"] / reading["acked_msgs_s"], 3)

@@ -64,6 +64,9 @@ class BrokerConfig:
     # Controller mode: on SIGTERM a master first hands over to an in-sync slave (broker/handover.py).
     handover_on_shutdown: bool = True
     handover_timeout_ms: int = 5000
+    # The fetch port (broker/fetch_server.py): consumers read record runs over plain TCP/TLS; "" = off.
+    fetch_listen: str = ""
+    max_fetch_connections: int = 256
     # Prometheus /metrics, /healthz, /readyz on this HOST:PORT (autoswitch/base/observe.py); "" = off.
     metrics_listen: str = ""
     max_inflight_produce: int = 256
@@ -115,7 +118,7 @@ class BrokerConfig:
             raise ConfigError("auth = true needs TLS (tls_ca, tls_cert, tls_key)", key="auth")
         self.auth_config.validate()
         check_exposure(self.tls.enabled and not self.tls_accept_plaintext, self.auth, self.allow_insecure,
-                       [self.listen, self.ha_listen])
+                       [self.listen, self.ha_listen, *([self.fetch_listen] if self.fetch_listen else [])])
         # /metrics is plain HTTP without authentication, whatever the gRPC side has
         check_exposure(False, False, self.allow_insecure, [self.metrics_listen])
         if not self.group or "#" in self.group:
@@ -132,6 +135,10 @@ class BrokerConfig:
             raise ConfigError("data_dir is required", key="data_dir")
         parse_hostport(self.listen, "listen")
         parse_hostport(self.ha_listen, "ha_listen")
+        if self.fetch_listen:
+            parse_hostport(self.fetch_listen, "fetch_listen")
+        if not 1 <= self.max_fetch_connections <= 10_000:
+            raise ConfigError("max_fetch_connections must be in [1, 10000]", key="max_fetch_connections")
         if self.role == "slave" and not self.master_ha:
             raise ConfigError("role slave needs master_ha", key="master_ha")
         if self.master_ha:

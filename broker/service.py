@@ -19,16 +19,18 @@ import grpc
 
 from autoswitch.base.auth import Guard, server_interceptor
 from autoswitch.base.errors import AutoswitchError
-from autoswitch.base.log import RateLimitedLog, get_logger
+from autoswitch.base.log import get_logger
 from autoswitch.base.observe import ObserveServer, add_grpc_health
-from autoswitch.base.tls import Listener, bind, peer_identity
+from autoswitch.base.tls import Listener, bind, peer_identity, server_ssl_context
 from autoswitch.base.write_errors import BadRequest, NotAllowed, StorageFull, WriteError
 from autoswitch.proto import broker_pb2 as pb
 from autoswitch.proto import broker_pb2_grpc as pbg
 
 from .client import channel_options
 from .config import BrokerConfig, parse_hostport
+from .consume_serve import ConsumeService
 from .consumer_groups import ConsumerGroups
+from .fetch_server import FetchServer
 from .metrics import BrokerMetrics
 from .replies import committed_pb, status_of
 from .server import Broker
@@ -41,7 +43,7 @@ class BrokerServicer(pbg.BrokerServiceServicer):
         self.b = broker
         self.log = broker.log.bind(component_part="service")
         self.groups = ConsumerGroups(broker)
-        self._out_of_range = RateLimitedLog(self.log, interval_s=60.0)
+        self.consume = ConsumeService(broker, self.log)
 
     def _master_addr(self) -> str:
         return self.b.master_addr or ""
@@ -145,73 +147,7 @@ class BrokerServicer(pbg.BrokerServiceServicer):
         return reply
 
     async def Consume(self, request: pb.ConsumeRequest, context: Any) -> pb.ConsumeReply:
-        b = self.b
-        try:
-            b.require_readable()
-            if not request.topic or request.queue_offset < 0 or request.max_count < 0:
-                raise BadRequest("consume needs a topic, queue_offset >= 0 and max_count >= 0")
-            if request.min_count < 0 or request.max_wait_ms < 0:
-                raise BadRequest("consume needs min_count >= 0 and max_wait_ms >= 0")
-            count = min(request.max_count or b.cfg.max_consume_count, b.cfg.max_consume_count)
-            end = b.store.max_queue_offset(request.topic)
-            if request.queue_offset > end and b.role == "master":
-                # Past the master's log end: only an unclean election takes back messages a
-                # consumer already read (a clean one elects from the SyncStateSet, which holds
-                # everything up to confirmOffset). Said, not served as "no new messages".
-                self._out_of_range.warning(request.topic, "consume_offset_out_of_range", topic=request.topic,
-                                           queueOffset=request.queue_offset, logEnd=end, epoch=b.master_epoch)
-                return pb.ConsumeReply(status=pb.OFFSET_OUT_OF_RANGE, next_queue_offset=end,
-                                       error_message=f"queue offset {request.queue_offset} of {request.topic!r} is "
-                                                     f"past the log end {end} (an unclean election lost messages)")
-            if request.max_wait_ms and request.min_count:
-                await self._long_poll(request, min(request.min_count, count))
-                b.require_readable()
-            confirm = b.confirm_offset
-            if request.record_runs:
-                served = b.store.read_record_runs(request.topic, request.queue_offset, count, confirm,
-                                                  b.cfg.max_consume_bytes)
-                stored = []
-            else:
-                stored = b.store.read_messages(request.topic, request.queue_offset, count, max_phy=confirm)
-        except WriteError as e:
-            return pb.ConsumeReply(status=status_of(e), error_message=str(e), master_addr=self._master_addr())
-        except AutoswitchError as e:
-            self.log.error("consume_failed", code=e.code, error=str(e))
-            return pb.ConsumeReply(status=pb.INTERNAL, error_message=f"{e.code}: {e}")
-        if request.record_runs:
-            b.consumed_msgs += served.count
-            return pb.ConsumeReply(status=pb.OK, confirm_offset=confirm, next_queue_offset=served.next_q,
-                                   runs=[pb.RecordRun(phy_offset=p, records=r) for p, r in served.runs])
-        reply = pb.ConsumeReply(status=pb.OK, confirm_offset=confirm)
-        total = 0
-        nxt = request.queue_offset
-        for m in stored:
-            body = bytes(m.body)
-            if reply.messages and total + len(body) > b.cfg.max_consume_bytes:
-                break
-            total += len(body)
-            reply.messages.append(
-                pb.ConsumedMessage(
-                    msg_id=m.msg_id, body=body, queue_offset=m.queue_offset, phy_offset=m.phy_offset,
-                    born_ts_ms=m.born_ts_ms, topic=request.topic,
-                )
-            )
-            nxt = m.queue_offset + 1
-        reply.next_queue_offset = nxt
-        b.consumed_msgs += len(reply.messages)
-        return reply
-
-    async def _long_poll(self, request: pb.ConsumeRequest, want: int) -> None:
-        """Hold the Consume until ``want`` confirmed messages are there (long_poll.py), the wait
-        runs out, or the role changes."""
-        b = self.b
-        role, epoch = b.role, b.master_epoch
-
-        def ready() -> bool:
-            return (b.role != role or b.master_epoch != epoch
-                    or b.store.has_confirmed(request.topic, request.queue_offset, want, b.confirm_offset))
-
-        await b.confirm_signal.wait_until(ready, min(request.max_wait_ms, b.cfg.max_consume_wait_ms) / 1000)
+        return await self.consume.grpc_consume(request)
 
     async def GetBrokerEpoch(self, request: pb.GetBrokerEpochRequest, context: Any) -> pb.GetBrokerEpochReply:
         b = self.b
@@ -400,6 +336,7 @@ async def serve(cfg: BrokerConfig, stop_event: asyncio.Event | None = None, atta
     # maximum_concurrent_rpcs: past it gRPC answers RESOURCE_EXHAUSTED at once, so a flood of
     # calls cannot pile up tasks and memory (produce has its own, smaller max_inflight_produce).
     interceptors = []
+    guard: Guard | None = None
     if cfg.auth:
         from .authz import BROKER_RULES
 
@@ -432,6 +369,7 @@ async def serve(cfg: BrokerConfig, stop_event: asyncio.Event | None = None, atta
         broker.store.close()
         return 2
     await broker.start()
+    fetch: FetchServer | None = None
     try:
         # Role first, then the gRPC port: a client that can connect sees the configured role.
         if cfg.role == "master":
@@ -442,10 +380,14 @@ async def serve(cfg: BrokerConfig, stop_event: asyncio.Event | None = None, atta
             epoch = cfg.epoch or max(broker._last_local_epoch(), 1)
             await broker.become_slave(epoch, parse_hostport(cfg.master_ha, "master_ha"), cfg.master_addr)
         await server.start()
+        if cfg.fetch_listen:
+            fetch = FetchServer(servicer.consume, guard, cfg.max_fetch_connections, log)
+            fhost, fport = parse_hostport(cfg.fetch_listen, "fetch_listen")
+            await fetch.start(fhost, fport, server_ssl_context(cfg.tls) if cfg.tls.enabled else None)
         await health.set("", health_pb.HealthCheckResponse.SERVING)
         if observe is not None:
             await observe.start()
-        log.info("broker_started", listen=cfg.listen, ha_listen=cfg.ha_listen, role=broker.role,
+        log.info("broker_started", listen=cfg.listen, ha_listen=cfg.ha_listen, fetch_listen=cfg.fetch_listen, role=broker.role,
                  epoch=broker.master_epoch, ack_mode=cfg.ack_mode, flush=cfg.flush,
                  mode="controller" if cfg.controller_mode else "static")
         if attach is None and cfg.controller_mode:
@@ -474,6 +416,8 @@ async def serve(cfg: BrokerConfig, stop_event: asyncio.Event | None = None, atta
                 await detach()
     finally:
         await health.enter_graceful_shutdown()
+        if fetch is not None:
+            await fetch.close()
         if observe is not None:
             await observe.stop()
         await listener.close()

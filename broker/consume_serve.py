@@ -1,0 +1,124 @@
+"""Serving Consume: one owner for the checks, the long poll and the reads, whichever port asks.
+
+The gRPC ``Consume`` (broker/service.py) and the fetch port (broker/fetch_server.py) both come
+here: the same validation, the same "past the master's log end" answer, the same long poll
+(long_poll.py), the same confirmOffset bound on what is served.
+"""
+
+from __future__ import annotations
+
+from autoswitch.base.errors import AutoswitchError
+from autoswitch.base.log import EventLogger, RateLimitedLog
+from autoswitch.base.write_errors import BadRequest, WriteError
+from autoswitch.proto import broker_pb2 as pb
+
+from .fetch_codec import FetchRequest, RecordsReply
+from .replies import status_of
+from .server import Broker
+
+
+class _PastLogEnd(Exception):
+    def __init__(self, end: int, message: str) -> None:
+        super().__init__(message)
+        self.end = end
+
+
+class ConsumeService:
+    def __init__(self, broker: Broker, log: EventLogger) -> None:
+        self.b = broker
+        self.log = log
+        self._out_of_range = RateLimitedLog(log, interval_s=60.0)
+
+    def _master_addr(self) -> str:
+        return self.b.master_addr or ""
+
+    async def _admit(self, req: FetchRequest) -> int:
+        """Check the request and hold it for its long poll; returns how many messages it may get."""
+        b = self.b
+        b.require_readable()
+        if not req.topic or req.queue_offset < 0 or req.max_count < 0:
+            raise BadRequest("consume needs a topic, queue_offset >= 0 and max_count >= 0")
+        if req.min_count < 0 or req.max_wait_ms < 0:
+            raise BadRequest("consume needs min_count >= 0 and max_wait_ms >= 0")
+        count = min(req.max_count or b.cfg.max_consume_count, b.cfg.max_consume_count)
+        end = b.store.max_queue_offset(req.topic)
+        if req.queue_offset > end and b.role == "master":
+            # Past the master's log end: only an unclean election takes back messages a
+            # consumer already read (a clean one elects from the SyncStateSet, which holds
+            # everything up to confirmOffset). Said, not served as "no new messages".
+            self._out_of_range.warning(req.topic, "consume_offset_out_of_range", topic=req.topic,
+                                       queueOffset=req.queue_offset, logEnd=end, epoch=b.master_epoch)
+            raise _PastLogEnd(end, f"queue offset {req.queue_offset} of {req.topic!r} is past the log end "
+                                   f"{end} (an unclean election lost messages)")
+        if req.max_wait_ms and req.min_count:
+            await self._long_poll(req, min(req.min_count, count))
+            b.require_readable()
+        return count
+
+    async def _long_poll(self, req: FetchRequest, want: int) -> None:
+        """Hold the Consume until ``want`` confirmed messages are there (long_poll.py), the wait
+        runs out, or the role changes."""
+        b = self.b
+        role, epoch = b.role, b.master_epoch
+
+        def ready() -> bool:
+            return (b.role != role or b.master_epoch != epoch
+                    or b.store.has_confirmed(req.topic, req.queue_offset, want, b.confirm_offset))
+
+        await b.confirm_signal.wait_until(ready, min(req.max_wait_ms, b.cfg.max_consume_wait_ms) / 1000)
+
+    async def records(self, req: FetchRequest) -> RecordsReply:
+        """The stored-record-runs answer (record_runs.py), as both ports send it."""
+        b = self.b
+        try:
+            count = await self._admit(req)
+            confirm = b.confirm_offset
+            served = b.store.read_record_runs(req.topic, req.queue_offset, count, confirm, b.cfg.max_consume_bytes)
+        except _PastLogEnd as e:
+            return RecordsReply(pb.OFFSET_OUT_OF_RANGE, 0, e.end, [], str(e))
+        except WriteError as e:
+            return RecordsReply(status_of(e), 0, 0, [], str(e), self._master_addr())
+        except AutoswitchError as e:
+            self.log.error("consume_failed", code=e.code, error=str(e))
+            return RecordsReply(pb.INTERNAL, 0, 0, [], f"{e.code}: {e}")
+        b.consumed_msgs += served.count
+        return RecordsReply(pb.OK, confirm, served.next_q, served.runs)
+
+    async def grpc_consume(self, request: pb.ConsumeRequest) -> pb.ConsumeReply:
+        req = FetchRequest(request.topic, request.queue_offset, request.max_count, request.min_count,
+                           request.max_wait_ms)
+        if request.record_runs:
+            r = await self.records(req)
+            return pb.ConsumeReply(status=r.status, confirm_offset=r.confirm_offset, next_queue_offset=r.next_queue_offset,
+                                   error_message=r.error_message, master_addr=r.master_addr,
+                                   runs=[pb.RecordRun(phy_offset=p, records=run) for p, run in r.runs])
+        b = self.b
+        try:
+            count = await self._admit(req)
+            confirm = b.confirm_offset
+            stored = b.store.read_messages(request.topic, request.queue_offset, count, max_phy=confirm)
+        except _PastLogEnd as e:
+            return pb.ConsumeReply(status=pb.OFFSET_OUT_OF_RANGE, next_queue_offset=e.end, error_message=str(e))
+        except WriteError as e:
+            return pb.ConsumeReply(status=status_of(e), error_message=str(e), master_addr=self._master_addr())
+        except AutoswitchError as e:
+            self.log.error("consume_failed", code=e.code, error=str(e))
+            return pb.ConsumeReply(status=pb.INTERNAL, error_message=f"{e.code}: {e}")
+        reply = pb.ConsumeReply(status=pb.OK, confirm_offset=confirm)
+        total = 0
+        nxt = request.queue_offset
+        for m in stored:
+            body = bytes(m.body)
+            if reply.messages and total + len(body) > b.cfg.max_consume_bytes:
+                break
+            total += len(body)
+            reply.messages.append(
+                pb.ConsumedMessage(
+                    msg_id=m.msg_id, body=body, queue_offset=m.queue_offset, phy_offset=m.phy_offset,
+                    born_ts_ms=m.born_ts_ms, topic=request.topic,
+                )
+            )
+            nxt = m.queue_offset + 1
+        reply.next_queue_offset = nxt
+        b.consumed_msgs += len(reply.messages)
+        return reply

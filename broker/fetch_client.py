@@ -1,0 +1,101 @@
+"""A consumer's connection to a broker's fetch port (broker/fetch_server.py, fetch_codec.py).
+
+    async with FetchClient("127.0.0.1:10913") as f:
+        reply = await f.fetch("orders", queue_offset, max_count=1000, min_count=500, max_wait_ms=100)
+        for m in fetched_messages(reply):     # CRC-checked again here (end to end)
+            ...
+
+One fetch at a time per client (the port answers in order). Every wait is bounded by
+``timeout_s`` plus the fetch's own ``max_wait_ms``; a reply larger than ``max_reply_bytes`` is a
+protocol error, never a buffer that grows without bound.
+"""
+
+from __future__ import annotations
+
+import asyncio
+from collections.abc import Iterator
+
+from autoswitch.base.errors import AutoswitchError
+from autoswitch.base.tls import TLSConfig, client_ssl_context
+
+from . import fetch_codec as fc
+from .config import parse_hostport
+from .record import StoredMessage
+from .record_runs import iter_run
+
+
+class FetchRefused(AutoswitchError):
+    """The broker answered with an ERROR frame (denied, busy, a protocol error) and closed."""
+
+    code = "FETCH_REFUSED"
+
+
+class FetchClient:
+    def __init__(self, addr: str, *, tls: TLSConfig | None = None, token: str = "", timeout_s: float = 30.0,
+                 max_reply_bytes: int = 64 << 20) -> None:
+        self.host, self.port = parse_hostport(addr, "fetch address")
+        self.tls = tls or TLSConfig.off()
+        self.token = token
+        self.timeout_s = timeout_s
+        self.max_reply_bytes = max_reply_bytes
+        self._r: asyncio.StreamReader | None = None
+        self._w: asyncio.StreamWriter | None = None
+
+    async def __aenter__(self) -> FetchClient:
+        await self.connect()
+        return self
+
+    async def __aexit__(self, *exc) -> None:
+        await self.close()
+
+    async def connect(self) -> None:
+        ssl = client_ssl_context(self.tls) if self.tls.dials_tls else None
+        self._r, self._w = await asyncio.wait_for(
+            asyncio.open_connection(self.host, self.port, ssl=ssl, limit=1 << 20), self.timeout_s)
+        self._w.write(fc.encode_hello(self.token))
+        await self._expect(fc.READY, self.timeout_s)
+
+    async def close(self) -> None:
+        if self._w is not None:
+            self._w.close()
+            self._r = self._w = None
+
+    async def _expect(self, ftype: int, timeout_s: float) -> fc.Frame:
+        assert self._r is not None
+        dec = fc.FrameDecoder(self.max_reply_bytes)
+
+        async def one() -> fc.Frame:
+            assert self._r is not None
+            while True:
+                frames = dec.feed(await self._r.readexactly(dec.need()))
+                if frames:
+                    return frames[0]
+        try:
+            f = await asyncio.wait_for(one(), timeout_s)
+        except BaseException:
+            await self.close()      # the stream is out of step now: a new fetch needs a new connection
+            raise
+        if f.type == fc.ERROR:
+            code, msg = fc.parse_error(f.payload)
+            await self.close()
+            raise FetchRefused(msg, fetch_error=code)
+        if f.type != ftype:
+            await self.close()
+            raise fc.FetchProtocolError(f"expected frame type {ftype}, got {f.type}")
+        return f
+
+    async def fetch(self, topic: str, queue_offset: int, max_count: int = 1000, min_count: int = 0,
+                    max_wait_ms: int = 0) -> fc.RecordsReply:
+        """One FETCH; reconnects first when the last one failed."""
+        if self._w is None:
+            await self.connect()
+        assert self._w is not None
+        self._w.write(fc.encode_fetch(fc.FetchRequest(topic, queue_offset, max_count, min_count, max_wait_ms)))
+        f = await self._expect(fc.RECORDS, self.timeout_s + max_wait_ms / 1000)
+        return fc.parse_records(f.payload)
+
+
+def fetched_messages(reply: fc.RecordsReply) -> Iterator[StoredMessage]:
+    """The messages of a RECORDS reply, every record CRC-checked (LogCorrupt on a bad one)."""
+    for phy, run in reply.runs:
+        yield from iter_run(run, phy)

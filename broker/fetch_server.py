@@ -1,0 +1,128 @@
+"""The fetch port (``fetch_listen``): consumers read stored-record runs over plain TCP or TLS.
+
+One connection: HELLO (an optional bearer token), then FETCH frames answered in order by
+RECORDS frames (broker/fetch_codec.py), each served by the same ConsumeService as the gRPC
+Consume. Who may fetch is the gRPC port's rule for ``Consume`` (broker/authz.py: reader), with
+the caller named by its TLS certificate or its HELLO token. A peer that breaks the format, is
+denied, or has not said HELLO within ``HELLO_TIMEOUT_S`` gets one ERROR frame and is closed; at
+most ``max_fetch_connections`` connections are served at once (the next ones get ERROR busy).
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+from ssl import SSLContext
+
+from autoswitch.base.auth import Denied, Guard
+from autoswitch.base.log import EventLogger, RateLimitedLog
+from autoswitch.base.tls import ssl_peer_identity
+from autoswitch.proto import broker_pb2 as pb
+
+from . import fetch_codec as fc
+from .consume_serve import ConsumeService
+
+HELLO_TIMEOUT_S = 10.0
+READ_CHUNK = 65536
+
+
+class FetchServer:
+    def __init__(self, consume: ConsumeService, guard: Guard | None, max_connections: int, log: EventLogger) -> None:
+        self.consume = consume
+        self.guard = guard
+        self.max_connections = max_connections
+        self.log = log
+        self._refused = RateLimitedLog(log)
+        self._server: asyncio.Server | None = None
+        self._conns: set[asyncio.Task] = set()
+
+    async def start(self, host: str, port: int, ssl: SSLContext | None) -> int:
+        self._server = await asyncio.start_server(self._on_client, host, port, ssl=ssl, limit=READ_CHUNK)
+        return self._server.sockets[0].getsockname()[1]
+
+    async def close(self) -> None:
+        if self._server is not None:
+            self._server.close()
+        for t in list(self._conns):
+            t.cancel()
+        for t in list(self._conns):
+            with contextlib.suppress(asyncio.CancelledError, Exception):
+                await t
+
+    async def _on_client(self, reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> None:
+        task = asyncio.current_task()
+        peer = str(writer.get_extra_info("peername"))
+        try:
+            if len(self._conns) >= self.max_connections:
+                raise _Refuse(fc.ERR_BUSY, f"more than {self.max_connections} fetch connections")
+            assert task is not None
+            self._conns.add(task)
+            await self._serve(reader, writer)
+        except _Refuse as e:
+            self._refused.warning((peer, e.code), "fetch_refused", peer=peer, code=e.code, reason=str(e))
+            with contextlib.suppress(Exception):
+                writer.write(fc.encode_error(e.code, str(e)))
+                await asyncio.wait_for(writer.drain(), 1.0)
+        except (asyncio.IncompleteReadError, ConnectionError, TimeoutError, OSError):
+            pass                                    # the consumer went away
+        finally:
+            self._conns.discard(task)               # type: ignore[arg-type]
+            writer.close()
+
+    async def _frames(self, reader: asyncio.StreamReader, dec: fc.FrameDecoder) -> list[fc.Frame]:
+        while True:
+            data = await reader.read(READ_CHUNK)
+            if not data:
+                raise ConnectionError("closed")
+            try:
+                frames = dec.feed(data)
+            except fc.FetchProtocolError as e:
+                raise _Refuse(fc.ERR_PROTOCOL, e.message) from None
+            if frames:
+                return frames
+
+    async def _serve(self, reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> None:
+        dec = fc.FrameDecoder(fc.MAX_CLIENT_PAYLOAD)
+        frames = await asyncio.wait_for(self._frames(reader, dec), HELLO_TIMEOUT_S)
+        hello, rest = frames[0], frames[1:]
+        if hello.type != fc.HELLO:
+            raise _Refuse(fc.ERR_PROTOCOL, "the first frame must be HELLO")
+        try:
+            token = fc.parse_hello(hello.payload)
+        except fc.FetchProtocolError as e:
+            raise _Refuse(fc.ERR_PROTOCOL, e.message) from None
+        who = None
+        if self.guard is not None:
+            cn = ssl_peer_identity(writer.get_extra_info("ssl_object"))
+            who = self.guard.authn.principal(cn, [("authorization", f"Bearer {token}")] if token else None)
+            self._check(who, "")                    # a reader at all, before anything is read
+        writer.write(fc.encode_ready())
+        while True:
+            for f in rest:
+                if f.type != fc.FETCH:
+                    raise _Refuse(fc.ERR_PROTOCOL, f"unexpected frame type {f.type} after HELLO")
+                try:
+                    req = fc.parse_fetch(f.payload)
+                except fc.FetchProtocolError as e:
+                    raise _Refuse(fc.ERR_PROTOCOL, e.message) from None
+                if self.guard is not None:
+                    self._check(who, req.topic)
+                writer.writelines(fc.encode_records(await self.consume.records(req)))
+                await writer.drain()
+            rest = await self._frames(reader, dec)
+
+    def _check(self, who, topic: str) -> None:
+        assert self.guard is not None
+        try:
+            if topic:
+                self.guard.check(who, "Consume", pb.ConsumeRequest(topic=topic))
+            else:
+                self.guard.check_open(who, "Consume")
+        except Denied as e:
+            raise _Refuse(fc.ERR_DENIED, str(e)) from None
+
+
+class _Refuse(Exception):
+    def __init__(self, code: int, message: str) -> None:
+        super().__init__(message)
+        self.code = code

@@ -1,0 +1,135 @@
+"""The fetch port (broker/fetch_server.py) on a real broker process: it serves exactly what the
+gRPC Consume serves, long-polls, says "past the log end", survives garbage, bounds its
+connections, and on TLS with auth lets only readers in."""
+
+from __future__ import annotations
+
+import asyncio
+import socket
+
+import pytest
+from autoswitch.broker import fetch_codec as fc
+from autoswitch.broker.client import ConsumerClient, ProducerClient, consumed_messages
+from autoswitch.broker.fetch_client import FetchClient, FetchRefused, fetched_messages
+
+from autoswitch.app.certs import init_dev_ca, issue_token
+from autoswitch.base.tls import TLSConfig
+from autoswitch.proto import broker_pb2 as pb
+from tests.procs import HOST, free_port, wait_port
+from tests.waiting import until
+
+pytestmark = pytest.mark.integration
+
+
+def _start(procs, tmp_path, name: str, extra: list[str] = ()) -> tuple[str, str]:
+    port, ha, fetch = free_port(), free_port(), free_port()
+    procs.start(name, ["broker", "--role", "master", "--epoch", "1", "--group", "g1", "--listen", f"{HOST}:{port}",
+                       "--ha-listen", f"{HOST}:{ha}", "--fetch-listen", f"{HOST}:{fetch}", "--ack-mode", "master",
+                       "--data-dir", str(tmp_path / name), *extra])
+    wait_port(port, timeout=60)
+    wait_port(fetch, timeout=60)
+    return f"{HOST}:{port}", f"{HOST}:{fetch}"
+
+
+def _read_until_closed(addr: str, data: bytes) -> bytes:
+    host, port = addr.rsplit(":", 1)
+    with socket.create_connection((host, int(port)), timeout=30) as s:
+        s.sendall(data)
+        out = b""
+        while chunk := s.recv(65536):
+            out += chunk
+        return out
+
+
+def test_fetch_port_serves_what_consume_serves(procs, tmp_path):
+    cfg = tmp_path / "broker.toml"
+    cfg.write_text("max_fetch_connections = 2\n")
+    addr, fetch_addr = _start(procs, tmp_path, "b1", ["--config", str(cfg)])
+
+    async def scenario() -> None:
+        p = ProducerClient(addr, timeout_s=10)
+        for i in range(20):
+            await p.produce("t", [f"m-{i}-{k}".encode() * (k % 7 + 1) for k in range(100)])
+        c = ConsumerClient(addr, timeout_s=10)
+        want, q = [], 0
+        while q < 2000:
+            r = await c.consume("t", q, 300, record_runs=True)
+            want += list(consumed_messages(r))
+            q = r.next_queue_offset
+        async with FetchClient(fetch_addr) as f:
+            got, q = [], 0
+            while q < 2000:
+                r = await f.fetch("t", q, 300)
+                assert r.status == pb.OK, r.error_message
+                got += list(fetched_messages(r))
+                q = r.next_queue_offset
+            assert got == want and [m.queue_offset for m in got] == list(range(2000))
+
+            # long poll: a fetch waiting for 5 new messages is answered once they are there
+            waiting = asyncio.ensure_future(f.fetch("t", 2000, 100, min_count=5, max_wait_ms=60_000))
+            await asyncio.sleep(0)
+            assert not waiting.done()
+            await p.produce("t", [b"late"] * 5)
+            r = await waiting
+            assert [m.body for m in fetched_messages(r)] == [b"late"] * 5 and r.next_queue_offset == 2005
+
+            # past the master's log end: said, with the log end, never served as "nothing new"
+            r = await f.fetch("t", 2100, 10)
+            assert r.status == pb.OFFSET_OUT_OF_RANGE and r.next_queue_offset == 2005 and not r.runs
+
+            # garbage gets one ERROR frame and a closed connection; the port keeps serving
+            reply = await asyncio.to_thread(_read_until_closed, fetch_addr, b"GET / HTTP/1.1\r\n\r\n")
+            (frame,) = fc.FrameDecoder(4096).feed(reply)
+            assert frame.type == fc.ERROR and fc.parse_error(frame.payload)[0] == fc.ERR_PROTOCOL
+            reply = await asyncio.to_thread(_read_until_closed, fetch_addr, fc.encode_fetch(fc.FetchRequest("t", 0, 1, 0, 0)))
+            assert fc.parse_error(fc.FrameDecoder(4096).feed(reply)[0].payload) == (
+                fc.ERR_PROTOCOL, "the first frame must be HELLO")
+
+            # at most max_fetch_connections (2) at once: the third is told so
+            async with FetchClient(fetch_addr) as second:
+                with pytest.raises(FetchRefused, match="more than 2 fetch connections"):
+                    await FetchClient(fetch_addr).connect()
+                assert (await second.fetch("t", 0, 1)).status == pb.OK
+            async def third_gets_in() -> bool:
+                try:
+                    async with FetchClient(fetch_addr) as third:
+                        return (await third.fetch("t", 0, 1)).status == pb.OK
+                except FetchRefused:
+                    return False
+            await until(third_gets_in, "a slot frees once a consumer leaves")
+            assert (await f.fetch("t", 2004, 1)).next_queue_offset == 2005
+        await p.close()
+        await c.close()
+
+    asyncio.run(asyncio.wait_for(scenario(), 120))
+
+
+def test_fetch_port_on_tls_with_auth_lets_only_readers_in(procs, tmp_path):
+    d = tmp_path / "tls"
+    ids = init_dev_ca(d, ["broker/g1/1", "reader/app", "producer/app"])
+    tokens = tmp_path / "tokens.toml"
+    reader_token = issue_token(tokens, "ops-reader", ["reader"])
+    ident = ids["broker/g1/1"]
+    addr, fetch_addr = _start(procs, tmp_path, "b1", [
+        "--tls-ca", ident["ca"], "--tls-cert", ident["cert"], "--tls-key", ident["key"], "--auth",
+        "--auth-tokens-file", str(tokens)])
+    reader = TLSConfig(ca=ids["reader/app"]["ca"], cert=ids["reader/app"]["cert"], key=ids["reader/app"]["key"]).validate()
+    producer = TLSConfig(ca=ids["producer/app"]["ca"], cert=ids["producer/app"]["cert"],
+                         key=ids["producer/app"]["key"]).validate()
+
+    async def scenario() -> None:
+        p = ProducerClient(addr, timeout_s=10, tls=producer)
+        await p.produce("t", [b"secret"] * 3)
+        await p.close()
+        async with FetchClient(fetch_addr, tls=reader) as f:
+            assert [m.body for m in fetched_messages(await f.fetch("t", 0, 10))] == [b"secret"] * 3
+        with pytest.raises(FetchRefused, match="permission denied"):
+            await FetchClient(fetch_addr, tls=producer).connect()
+        with pytest.raises(FetchRefused, match="unknown or revoked token"):
+            await FetchClient(fetch_addr, tls=producer, token="not-a-token").connect()
+        async with FetchClient(fetch_addr, tls=producer, token=reader_token) as f:
+            assert len((await f.fetch("t", 0, 10)).runs) == 1
+        with pytest.raises((ConnectionError, asyncio.IncompleteReadError, OSError)):
+            await FetchClient(fetch_addr, timeout_s=5).connect()      # plaintext to a TLS port
+
+    asyncio.run(asyncio.wait_for(scenario(), 120))
