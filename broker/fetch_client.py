@@ -62,14 +62,12 @@ class FetchClient:
 
     async def _expect(self, ftype: int, timeout_s: float) -> fc.Frame:
         assert self._r is not None
-        dec = fc.FrameDecoder(self.max_reply_bytes)
 
         async def one() -> fc.Frame:
+            # header, checked, then exactly the payload: a reply is read once, not re-buffered
             assert self._r is not None
-            while True:
-                frames = dec.feed(await self._r.readexactly(dec.need()))
-                if frames:
-                    return frames[0]
+            got, length = fc.parse_header(await self._r.readexactly(fc.FRAME.size), self.max_reply_bytes)
+            return fc.Frame(got, await self._r.readexactly(length) if length else b"")
         try:
             f = await asyncio.wait_for(one(), timeout_s)
         except BaseException:

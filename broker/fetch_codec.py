@@ -1,4 +1,4 @@
-"""The fetch port's wire format, sans-IO: bytes in, frames out (docs/wire-protocol.md "Fetch port").
+"""The fetch port's wire format, sans-IO: bytes in, frames out (docs/fetch-protocol.md).
 
 Consumers that read a lot use a plain TCP (or TLS) connection instead of the gRPC Consume: the
 broker writes the commit log's bytes straight to the socket, one frame per fetch, with no
@@ -86,24 +86,24 @@ class FrameDecoder:
         self._buf += data
         out: list[Frame] = []
         while len(self._buf) >= FRAME.size:
-            magic, version, ftype, length = FRAME.unpack_from(self._buf)
-            if magic != MAGIC or version != VERSION:
-                raise FetchProtocolError(f"not a fetch frame (magic {bytes(magic)!r}, version {version})")
-            if ftype not in TYPES:
-                raise FetchProtocolError(f"unknown frame type {ftype}")
-            if length > self.max_payload:
-                raise FetchProtocolError(f"frame of {length} bytes, more than {self.max_payload}")
+            ftype, length = parse_header(self._buf, self.max_payload)
             if len(self._buf) < FRAME.size + length:
                 break
             out.append(Frame(ftype, bytes(self._buf[FRAME.size:FRAME.size + length])))
             del self._buf[:FRAME.size + length]
         return out
 
-    def need(self) -> int:
-        """Bytes still missing for the frame being read (at least 1): a reader's next read size."""
-        if len(self._buf) < FRAME.size:
-            return FRAME.size - len(self._buf)
-        return max(1, FRAME.size + FRAME.unpack_from(self._buf)[3] - len(self._buf))
+
+def parse_header(head: bytes | bytearray, max_payload: int) -> tuple[int, int]:
+    """(type, payload length) of the frame header at the start of ``head``, checked."""
+    magic, version, ftype, length = FRAME.unpack_from(head)
+    if magic != MAGIC or version != VERSION:
+        raise FetchProtocolError(f"not a fetch frame (magic {bytes(magic)!r}, version {version})")
+    if ftype not in TYPES:
+        raise FetchProtocolError(f"unknown frame type {ftype}")
+    if length > max_payload:
+        raise FetchProtocolError(f"frame of {length} bytes, more than {max_payload}")
+    return ftype, length
 
 
 def _frame(ftype: int, payload_len: int) -> bytes:

@@ -81,10 +81,8 @@ def test_bad_payloads_are_typed_errors():
         fc.encode_fetch(fc.FetchRequest("", 0, 0, 0, 0))
 
 
-def test_need_says_how_much_of_the_frame_is_missing():
-    dec = fc.FrameDecoder(100)
-    assert dec.need() == fc.FRAME.size
-    data = fc.encode_hello("abc")
-    assert dec.feed(data[:3]) == [] and dec.need() == fc.FRAME.size - 3
-    assert dec.feed(data[3:fc.FRAME.size]) == [] and dec.need() == 3
-    assert dec.feed(data[fc.FRAME.size:]) == [fc.Frame(fc.HELLO, b"abc")]
+def test_a_header_is_checked_alone_before_its_payload_is_read():
+    head = fc.encode_hello("abc")[:fc.FRAME.size]
+    assert fc.parse_header(head, 100) == (fc.HELLO, 3)
+    with pytest.raises(fc.FetchProtocolError, match="more than 2"):
+        fc.parse_header(head, 2)
