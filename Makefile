@@ -13,7 +13,7 @@ LEASE_STORE_SCENARIOS ?= 20000
 
 .PHONY: setup setup-run run test lint proto proto-check fuzz sim soak chaos clean \
         bench-replication bench-produce bench-recovery bench-controller bench-election bench-rolling bench-backends \
-        bench-scale bench-failover bench-audit
+        bench-scale bench-failover bench-audit bench-fetch
 
 # The runtime alone (grpcio, protobuf, ...): what `make run` needs, no PySpark, Java or Chromium.
 $(RUN_STAMP): pyproject.toml
@@ -71,6 +71,9 @@ bench-replication: setup
 
 bench-produce: setup
 	$(BIN)/python -m bench.produce $(if $(CONSUMER),--consumer-group) $(if $(METRICS),--metrics)
+
+bench-fetch: setup
+	$(BIN)/python -m bench.fetch
 
 bench-recovery: setup
 	$(BIN)/python -m bench.recovery
