@@ -1,5 +1,6 @@
 """Who may call what on a broker's gRPC port (checked by the one interceptor of
-autoswitch.base.auth; the HA port checks its peers itself, ha/ has no gRPC):
+autoswitch.base.auth; the HA port checks its peers itself, ha/ has no gRPC; the fetch port,
+broker/fetch_server.py, checks every FETCH against the ``Consume`` rule):
 
     Produce                         producer
     Consume, LogDigest              reader
