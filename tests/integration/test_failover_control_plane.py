@@ -184,6 +184,11 @@ def test_all_controllers_down_lease_then_no_lease(procs, tmp_path, backend, stor
     c.wait_sync_state_set({1, 2, 3})
     master = c.master_name()
     slaves = [n for n in ("b1", "b2", "b3") if n != master]
+    # The SyncStateSet {1,2,3} survives the restart in the controllers, so it says nothing about the
+    # restarted slaves: wait until they follow the master and a write is acked by all of them, or a
+    # slave that had not yet learnt its master would hold every ack once the controllers are gone.
+    wait_until(lambda: all(c.status(s)["role"] == "slave" for s in slaves), 30, "the slaves follow the master")
+    wait_until(lambda: _Pinger(c.broker_addr(master)).run_for(0.01)[-1][1] == "OK", 30, "a write acked by all three")
     for n in c.ctl_ids:
         c.ctl_proc[n].kill9()
     res = _Pinger(c.broker_addr(master)).run_for(2.0)
