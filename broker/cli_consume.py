@@ -14,6 +14,7 @@ from autoswitch.base.errors import AutoswitchError
 from autoswitch.base.output import emit, fail_code
 
 from .cli_common import bad_target, err, status_err
+from .config import parse_hostport
 
 
 def msg_to_dict(m: StoredMessage) -> dict:
@@ -38,11 +39,17 @@ def cmd_consume(args: argparse.Namespace) -> int:
     from autoswitch.proto import broker_pb2 as pb
 
     from .client import ConsumerClient, consumed_messages
+    from .fetch_client import FetchClient, fetched_messages
 
     if args.count < 0 or args.from_offset < 0 or not (1 <= args.batch <= 10_000):
         return fail_code(args, "BAD_USAGE", "bad --count/--from/--batch", rc=2)
     if bad_target(args):
         return 2
+    if args.fetch:
+        try:
+            parse_hostport(args.fetch, "--fetch")
+        except AutoswitchError as e:
+            return fail_code(args, "BAD_USAGE", e.message, rc=2)
 
     async def run() -> int:
         if args.namesrv:
@@ -52,6 +59,7 @@ def cmd_consume(args: argparse.Namespace) -> int:
                                          args.tls)
         else:
             client = ConsumerClient(args.broker, timeout_s=args.timeout, tls=args.tls)
+        fetcher = FetchClient(args.fetch, tls=args.tls, timeout_s=args.timeout) if args.fetch else None
         cg = args.consumer_group
         commit_log = open(args.commit_log, "a", encoding="utf-8") if cg and args.commit_log else None  # noqa: SIM115
         got = resets = 0
@@ -68,7 +76,9 @@ def cmd_consume(args: argparse.Namespace) -> int:
                 if r.offset.found:
                     q = r.offset.queue_offset
             while got < args.count:
-                reply = await client.consume(args.topic, q, min(args.batch, args.count - got), record_runs=True)
+                n = min(args.batch, args.count - got)
+                reply = (await fetcher.fetch(args.topic, q, n) if fetcher is not None
+                         else await client.consume(args.topic, q, n, record_runs=True))
                 if reply.status == pb.OFFSET_OUT_OF_RANGE and resets < MAX_OFFSET_RESETS:
                     # An unclean election took back messages we had read: restart from the group's
                     # committed offset (never past the log end), else from the log end. Said.
@@ -86,7 +96,7 @@ def cmd_consume(args: argparse.Namespace) -> int:
                     return status_err(args, reply.status, reply.error_message)
                 if not reply.runs:
                     break
-                for m in consumed_messages(reply):
+                for m in (fetched_messages(reply) if fetcher is not None else consumed_messages(reply)):
                     got += 1
                     if args.json:
                         print(json.dumps(msg_to_dict(m), separators=(",", ":")))
@@ -107,6 +117,8 @@ def cmd_consume(args: argparse.Namespace) -> int:
             return err(args, e)
         finally:
             await client.close()
+            if fetcher is not None:
+                await fetcher.close()
             if commit_log is not None:
                 commit_log.close()
         emit(args, {"consumed": got, "topic": args.topic, "next_queue_offset": q, "offset_resets": resets})

@@ -35,7 +35,7 @@ class FetchClient:
                  max_reply_bytes: int = 64 << 20) -> None:
         self.host, self.port = parse_hostport(addr, "fetch address")
         self.tls = tls or TLSConfig.off()
-        self.token = token
+        self.token = token or self.tls.token    # as the gRPC clients present it
         self.timeout_s = timeout_s
         self.max_reply_bytes = max_reply_bytes
         self._r: asyncio.StreamReader | None = None

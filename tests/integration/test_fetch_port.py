@@ -5,7 +5,10 @@ connections, and on TLS with auth lets only readers in."""
 from __future__ import annotations
 
 import asyncio
+import json
 import socket
+import subprocess
+import sys
 
 import pytest
 from autoswitch.broker import fetch_codec as fc
@@ -133,3 +136,24 @@ def test_fetch_port_on_tls_with_auth_lets_only_readers_in(procs, tmp_path):
             await FetchClient(fetch_addr, timeout_s=5).connect()      # plaintext to a TLS port
 
     asyncio.run(asyncio.wait_for(scenario(), 120))
+
+
+def test_cli_consume_over_the_fetch_port_prints_what_grpc_prints(procs, tmp_path):
+    addr, fetch_addr = _start(procs, tmp_path, "b1")
+
+    async def load() -> None:
+        p = ProducerClient(addr, timeout_s=10)
+        await p.produce("t", [f"body-{i}".encode() for i in range(50)])
+        await p.close()
+    asyncio.run(load())
+
+    def consume(*extra: str) -> list[dict]:
+        out = subprocess.run([sys.executable, "-m", "autoswitch", "consume", "--broker", addr, "--topic", "t",
+                              "--count", "50", "--batch", "7", "--json", *extra],
+                             capture_output=True, text=True, timeout=60, check=True).stdout
+        return [json.loads(line) for line in out.splitlines()]
+    over_grpc, over_fetch = consume(), consume("--fetch", fetch_addr)
+    assert len(over_grpc) == 51 and over_fetch == over_grpc      # 50 messages and the summary line
+    bad = subprocess.run([sys.executable, "-m", "autoswitch", "consume", "--broker", addr, "--topic", "t",
+                          "--fetch", "no-port"], capture_output=True, text=True, timeout=60)
+    assert bad.returncode == 2 and "BAD_USAGE" in bad.stdout + bad.stderr
