@@ -27,8 +27,10 @@ READ_CHUNK = 65536
 
 
 class FetchServer:
-    def __init__(self, consume: ConsumeService, guard: Guard | None, max_connections: int, log: EventLogger) -> None:
+    def __init__(self, consume: ConsumeService, guard: Guard | None, max_connections: int, log: EventLogger,
+                 hello_timeout_s: float = HELLO_TIMEOUT_S) -> None:
         self.consume = consume
+        self.hello_timeout_s = hello_timeout_s
         self.guard = guard
         self.max_connections = max_connections
         self.log = log
@@ -83,7 +85,10 @@ class FetchServer:
 
     async def _serve(self, reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> None:
         dec = fc.FrameDecoder(fc.MAX_CLIENT_PAYLOAD)
-        frames = await asyncio.wait_for(self._frames(reader, dec), HELLO_TIMEOUT_S)
+        try:
+            frames = await asyncio.wait_for(self._frames(reader, dec), self.hello_timeout_s)
+        except TimeoutError:
+            raise _Refuse(fc.ERR_PROTOCOL, f"no HELLO within {self.hello_timeout_s:g} s") from None
         hello, rest = frames[0], frames[1:]
         if hello.type != fc.HELLO:
             raise _Refuse(fc.ERR_PROTOCOL, "the first frame must be HELLO")

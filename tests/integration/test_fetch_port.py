@@ -157,3 +157,25 @@ def test_cli_consume_over_the_fetch_port_prints_what_grpc_prints(procs, tmp_path
     bad = subprocess.run([sys.executable, "-m", "autoswitch", "consume", "--broker", addr, "--topic", "t",
                           "--fetch", "no-port"], capture_output=True, text=True, timeout=60)
     assert bad.returncode == 2 and "BAD_USAGE" in bad.stdout + bad.stderr
+
+
+def test_a_peer_that_never_says_hello_is_told_and_closed():
+    """The HELLO deadline, on the server in-process with a short deadline (the broker's is 10 s);
+    nothing is ever served to such a peer, so no store stands behind it."""
+    from autoswitch.broker.fetch_server import FetchServer
+
+    from autoswitch.base.log import get_logger
+
+    async def scenario() -> None:
+        server = FetchServer(None, None, 4, get_logger("test.fetch"), hello_timeout_s=0.2)  # type: ignore[arg-type]
+        port = await server.start(HOST, 0, None)
+        try:
+            r, w = await asyncio.open_connection(HOST, port)
+            reply = await asyncio.wait_for(r.read(), 30)     # EOF once the server gave up on us
+            w.close()
+            (frame,) = fc.FrameDecoder(4096).feed(reply)
+            assert fc.parse_error(frame.payload) == (fc.ERR_PROTOCOL, "no HELLO within 0.2 s")
+        finally:
+            await server.close()
+
+    asyncio.run(scenario())
