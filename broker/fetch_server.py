@@ -14,7 +14,7 @@ import asyncio
 import contextlib
 from ssl import SSLContext
 
-from autoswitch.base.auth import Denied, Guard
+from autoswitch.base.auth import Denied, Guard, Principal
 from autoswitch.base.log import EventLogger, RateLimitedLog
 from autoswitch.base.tls import ssl_peer_identity
 from autoswitch.proto import broker_pb2 as pb
@@ -96,7 +96,7 @@ class FetchServer:
             token = fc.parse_hello(hello.payload)
         except fc.FetchProtocolError as e:
             raise _Refuse(fc.ERR_PROTOCOL, e.message) from None
-        who = None
+        who: Principal | None = None
         if self.guard is not None:
             cn = ssl_peer_identity(writer.get_extra_info("ssl_object"))
             who = self.guard.authn.principal(cn, [("authorization", f"Bearer {token}")] if token else None)
@@ -116,7 +116,7 @@ class FetchServer:
                 await writer.drain()
             rest = await self._frames(reader, dec)
 
-    def _check(self, who, topic: str) -> None:
+    def _check(self, who: Principal | None, topic: str) -> None:
         assert self.guard is not None
         try:
             if topic:
