@@ -67,6 +67,11 @@ class StoreBackendConfig:
     def resolved_url(self) -> str:
         return os.environ.get(self.url_env, "") if self.url_env else self.url
 
+    @property
+    def etcd_ttl_s(self) -> int:
+        """The etcd lease under the leader key: ``lease_ms`` rounded up to whole seconds."""
+        return max(1, math.ceil(self.lease_ms / 1000))
+
     def fence_bound_ms(self, backend: str) -> int:
         """How long after a leader's last renewal the store may still commit its writes when
         nobody takes the lock from it (docs/controller.md, "Store backends", per backend):
@@ -74,7 +79,7 @@ class StoreBackendConfig:
         keys from a revoke loop that runs every 500 ms after a TTL of whole seconds; ZooKeeper
         expires a session at the first tick after its timeout."""
         if backend == "etcd":
-            return math.ceil(self.lease_ms / 1000) * 1000 + ETCD_REVOKE_LOOP_MS
+            return self.etcd_ttl_s * 1000 + ETCD_REVOKE_LOOP_MS
         if backend == "zookeeper":
             return self.lease_ms + self.zk_tick_ms
         return self.lease_ms

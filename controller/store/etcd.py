@@ -7,11 +7,11 @@ CRC32, entry) and ``snapshot`` (index, term, CRC32, state). The term, the fencin
 leader key's create revision: a new campaign creates the key anew, so every leadership has its
 own. Every write is one Txn comparing the leader key's value and create revision with the
 writer's (and that the first new log key does not exist yet); a deposed leader's Txn fails.
-The lease expiry is judged by the etcd leader's clock, never ours."""
+The key goes when etcd expires its lease (etcd's clock), or when a follower has read the same
+renewal for longer than ``lease_ms`` of its own clock and deletes it (``SilenceWatch``)."""
 
 from __future__ import annotations
 
-import math
 import struct
 import time
 import zlib
@@ -61,7 +61,7 @@ class EtcdStore:
         self.log_prefix = base + b"log/"
         self.snap_key = base + b"snapshot"
         self.timeout_s = cfg.statement_timeout_ms / 1000
-        self.ttl_s = max(1, math.ceil(cfg.lease_ms / 1000))
+        self.ttl_s = cfg.etcd_ttl_s
         self._lease_id = 0
         self._silence = SilenceWatch(cfg.lease_ms)
 

@@ -27,6 +27,7 @@ import random
 from autoswitch.broker.lease import LeaseConfig, MasterLease
 from autoswitch.controller.liveness import NEVER_REPORTED, BrokerReport, HeartbeatTable, LivenessView
 from autoswitch.controller.membership_ops import lease_quorum_ok
+from autoswitch.controller.store.config import ETCD_REVOKE_LOOP_MS, StoreBackendConfig
 
 H, L, RHO, SAFETY = 10_000, 6_000, 0.01, 2_000
 HOLD = 3 * H
@@ -445,7 +446,8 @@ def store_fence_model(store: dict, pause_at: float) -> tuple[float, float]:
     every = lock // 5
     last = pause_at // every * every
     if kind == "etcd":
-        gone = _first_at_or_after(last + math.ceil(lock / 1000) * 1000, store["revoke_phase"], 500)
+        ttl_ms = StoreBackendConfig(lease_ms=lock).etcd_ttl_s * 1000
+        gone = _first_at_or_after(last + ttl_ms, store["revoke_phase"], ETCD_REVOKE_LOOP_MS)
         seen = _first_at_or_after(last, store["poll_phase"], every)
         silent = seen + (lock // every + 1) * every
         if silent <= gone:
@@ -469,13 +471,13 @@ def store_scenario(rng: random.Random) -> dict:
     tick = rng.choice([t for t in (100, 200, 2_000) if t <= lock // 2])
     # What the controller's config check allows (controller/store/config.py fence_bound_ms):
     # the backend's fence bound plus a statement within one heartbeat timeout.
-    bound = {"sql": lock, "etcd": math.ceil(lock / 1000) * 1000 + 500, "zookeeper": lock + tick}[kind]
+    bound = StoreBackendConfig(lease_ms=lock, zk_tick_ms=tick).fence_bound_ms(kind)
     sc["commit_delay"] = min(H - bound, rng.choice((0, rng.randint(0, 50), rng.randint(0, 2_000))))
     sc["store"] = {
         "kind": kind,
         "tick": tick,
         "watch_ms": rng.randint(0, 50),
-        "revoke_phase": rng.randrange(500),
+        "revoke_phase": rng.randrange(ETCD_REVOKE_LOOP_MS),
         "poll_phase": rng.randrange(lock // 5),
         "lock": lock,
         "pause_at": rng.randint(0, END),
