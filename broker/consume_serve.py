@@ -7,6 +7,9 @@ here: the same validation, the same "past the master's log end" answer, the same
 
 from __future__ import annotations
 
+from collections.abc import Callable
+from typing import TypeVar
+
 from autoswitch.base.errors import AutoswitchError
 from autoswitch.base.log import EventLogger, RateLimitedLog
 from autoswitch.base.write_errors import BadRequest, WriteError
@@ -15,6 +18,8 @@ from autoswitch.proto import broker_pb2 as pb
 from .fetch_codec import FetchRequest, RecordsReply
 from .replies import status_of
 from .server import Broker
+
+T = TypeVar("T")
 
 
 class _PastLogEnd(Exception):
@@ -67,13 +72,14 @@ class ConsumeService:
 
         await b.confirm_signal.wait_until(ready, min(req.max_wait_ms, b.cfg.max_consume_wait_ms) / 1000)
 
-    async def records(self, req: FetchRequest) -> RecordsReply:
-        """The stored-record-runs answer (record_runs.py), as both ports send it."""
+    async def _serve(self, req: FetchRequest, read: Callable[[int, int], T]) -> tuple[int, T] | RecordsReply:
+        """(confirmOffset, ``read(count, confirmOffset)``) for an admitted request, or why not as
+        a RecordsReply (the same failure answers on both ports)."""
         b = self.b
         try:
             count = await self._admit(req)
             confirm = b.confirm_offset
-            served = b.store.read_record_runs(req.topic, req.queue_offset, count, confirm, b.cfg.max_consume_bytes)
+            return confirm, read(count, confirm)
         except _PastLogEnd as e:
             return RecordsReply(pb.OFFSET_OUT_OF_RANGE, 0, e.end, [], str(e))
         except WriteError as e:
@@ -81,6 +87,15 @@ class ConsumeService:
         except AutoswitchError as e:
             self.log.error("consume_failed", code=e.code, error=str(e))
             return RecordsReply(pb.INTERNAL, 0, 0, [], f"{e.code}: {e}")
+
+    async def records(self, req: FetchRequest) -> RecordsReply:
+        """The stored-record-runs answer (record_runs.py), as both ports send it."""
+        b = self.b
+        out = await self._serve(req, lambda count, confirm: b.store.read_record_runs(
+            req.topic, req.queue_offset, count, confirm, b.cfg.max_consume_bytes))
+        if isinstance(out, RecordsReply):
+            return out
+        confirm, served = out
         b.consumed_msgs += served.count
         return RecordsReply(pb.OK, confirm, served.next_q, served.runs)
 
@@ -93,17 +108,12 @@ class ConsumeService:
                                    error_message=r.error_message, master_addr=r.master_addr,
                                    runs=[pb.RecordRun(phy_offset=p, records=run) for p, run in r.runs])
         b = self.b
-        try:
-            count = await self._admit(req)
-            confirm = b.confirm_offset
-            stored = b.store.read_messages(request.topic, request.queue_offset, count, max_phy=confirm)
-        except _PastLogEnd as e:
-            return pb.ConsumeReply(status=pb.OFFSET_OUT_OF_RANGE, next_queue_offset=e.end, error_message=str(e))
-        except WriteError as e:
-            return pb.ConsumeReply(status=status_of(e), error_message=str(e), master_addr=self._master_addr())
-        except AutoswitchError as e:
-            self.log.error("consume_failed", code=e.code, error=str(e))
-            return pb.ConsumeReply(status=pb.INTERNAL, error_message=f"{e.code}: {e}")
+        out = await self._serve(req, lambda count, confirm: b.store.read_messages(
+            request.topic, request.queue_offset, count, max_phy=confirm))
+        if isinstance(out, RecordsReply):
+            return pb.ConsumeReply(status=out.status, next_queue_offset=out.next_queue_offset,
+                                   error_message=out.error_message, master_addr=out.master_addr)
+        confirm, stored = out
         reply = pb.ConsumeReply(status=pb.OK, confirm_offset=confirm)
         total = 0
         nxt = request.queue_offset

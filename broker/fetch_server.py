@@ -60,26 +60,29 @@ class FetchServer:
             assert task is not None
             self._conns.add(task)
             await self._serve(reader, writer)
+        except fc.FetchProtocolError as e:          # the codec's, or a frame out of order
+            await self._refuse(writer, peer, _Refuse(fc.ERR_PROTOCOL, e.message))
         except _Refuse as e:
-            self._refused.warning((peer, e.code), "fetch_refused", peer=peer, code=e.code, reason=str(e))
-            with contextlib.suppress(Exception):
-                writer.write(fc.encode_error(e.code, str(e)))
-                await asyncio.wait_for(writer.drain(), 1.0)
+            await self._refuse(writer, peer, e)
         except (asyncio.IncompleteReadError, ConnectionError, TimeoutError, OSError):
             pass                                    # the consumer went away
         finally:
             self._conns.discard(task)               # type: ignore[arg-type]
             writer.close()
 
+    async def _refuse(self, writer: asyncio.StreamWriter, peer: str, e: _Refuse) -> None:
+        """One ERROR frame, then the caller closes the connection."""
+        self._refused.warning((peer, e.code), "fetch_refused", peer=peer, code=e.code, reason=str(e))
+        with contextlib.suppress(Exception):
+            writer.write(fc.encode_error(e.code, str(e)))
+            await asyncio.wait_for(writer.drain(), 1.0)
+
     async def _frames(self, reader: asyncio.StreamReader, dec: fc.FrameDecoder) -> list[fc.Frame]:
         while True:
             data = await reader.read(READ_CHUNK)
             if not data:
                 raise ConnectionError("closed")
-            try:
-                frames = dec.feed(data)
-            except fc.FetchProtocolError as e:
-                raise _Refuse(fc.ERR_PROTOCOL, e.message) from None
+            frames = dec.feed(data)
             if frames:
                 return frames
 
@@ -88,14 +91,11 @@ class FetchServer:
         try:
             frames = await asyncio.wait_for(self._frames(reader, dec), self.hello_timeout_s)
         except TimeoutError:
-            raise _Refuse(fc.ERR_PROTOCOL, f"no HELLO within {self.hello_timeout_s:g} s") from None
+            raise fc.FetchProtocolError(f"no HELLO within {self.hello_timeout_s:g} s") from None
         hello, rest = frames[0], frames[1:]
         if hello.type != fc.HELLO:
-            raise _Refuse(fc.ERR_PROTOCOL, "the first frame must be HELLO")
-        try:
-            token = fc.parse_hello(hello.payload)
-        except fc.FetchProtocolError as e:
-            raise _Refuse(fc.ERR_PROTOCOL, e.message) from None
+            raise fc.FetchProtocolError("the first frame must be HELLO")
+        token = fc.parse_hello(hello.payload)
         who: Principal | None = None
         if self.guard is not None:
             cn = ssl_peer_identity(writer.get_extra_info("ssl_object"))
@@ -105,11 +105,8 @@ class FetchServer:
         while True:
             for f in rest:
                 if f.type != fc.FETCH:
-                    raise _Refuse(fc.ERR_PROTOCOL, f"unexpected frame type {f.type} after HELLO")
-                try:
-                    req = fc.parse_fetch(f.payload)
-                except fc.FetchProtocolError as e:
-                    raise _Refuse(fc.ERR_PROTOCOL, e.message) from None
+                    raise fc.FetchProtocolError(f"unexpected frame type {f.type} after HELLO")
+                req = fc.parse_fetch(f.payload)
                 if self.guard is not None:
                     self._check(who, req.topic)
                 writer.writelines(fc.encode_records(await self.consume.records(req)))
