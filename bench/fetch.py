@@ -16,18 +16,12 @@ from __future__ import annotations
 import argparse
 import asyncio
 import json
-import os
 import sys
 import tempfile
 import time
 from pathlib import Path
 
-from bench.produce import Cluster, _load
-
-
-def _cpu_s(pid: int) -> float:
-    f = Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()
-    return (int(f[11]) + int(f[12])) / os.sysconf("SC_CLK_TCK")
+from bench.produce import Cluster, _load, proc_cpu_s
 
 
 async def _via_grpc(addr: str, total: int) -> int:
@@ -84,9 +78,9 @@ def main(argv: list[str] | None = None) -> int:
             for i in range(args.rounds):
                 for name, fn, addr in (("grpc", _via_grpc, cl.master_addr),
                                        ("fetch", _via_fetch, cl.fetch_addr[cl.master_addr])):
-                    b0, c0, t0 = _cpu_s(pid), time.process_time(), time.perf_counter()
+                    b0, c0, t0 = proc_cpu_s(pid), time.process_time(), time.perf_counter()
                     n = asyncio.run(fn(addr, args.messages))
-                    b1, c1, t1 = _cpu_s(pid), time.process_time(), time.perf_counter()
+                    b1, c1, t1 = proc_cpu_s(pid), time.process_time(), time.perf_counter()
                     runs[name].append({"msgs_s": n / (t1 - t0), "broker_us": (b1 - b0) / n * 1e6,
                                        "consumer_us": (c1 - c0) / n * 1e6})
                     _p(f"round {i + 1}/{args.rounds} {name}: {n} msgs, {runs[name][-1]}")

@@ -7,6 +7,8 @@ on stdout: {"acked_msgs_s_1rep", "acked_msgs_s_3rep", "ratio", "p50_ms", "p99_ms
 
     python -m bench.produce [--messages 60000] [--producers 4] [--batch 100] [--size 256] [--rounds 2]
                             [--flush async|sync] [--max-seconds 60] [--consumer-group] [--metrics]
+                            [--consumer-reads master|slave] [--consumer-via fetch|grpc]
+                            [--consumer-min-count 500]
 
 --consumer-group (make bench-produce CONSUMER=1): two more setups per round, 3 replicas again with
 a consumer reading along (a process of its own, stored-record runs over the broker's fetch port,
@@ -15,7 +17,9 @@ message): once without commits, once as a consumer group committing its offset e
 commit is one replicated record, acked like a message). Adds ``ratio_with_consumer_vs_without``
 (the group vs no consumer at all, target >= 0.9: on 2 cores the reading itself competes with the
 producers) and ``ratio_commits_vs_reading_only`` (the group vs the same reader without commits:
-the cost of the consumer-group mechanism; target >= 0.9).
+the cost of the consumer-group mechanism; target >= 0.9). ``make bench-produce CONSUMER=1`` runs 5
+rounds: single rounds move by as much as the effect. Each run's line on stderr has ``cpu_s``: the
+CPU seconds of every broker (master first) and of this load generator during the load.
 
 --metrics (make bench-produce METRICS=1): one more setup per round, 3 replicas serving Prometheus
 /metrics (instrumented produce/consume) with every broker scraped each second; adds
@@ -41,6 +45,12 @@ from tests.procs import free_port, wait_port
 HOST = "127.0.0.1"
 
 
+
+
+def proc_cpu_s(pid: int) -> float:
+    """User + system CPU seconds of a process so far (``/proc/<pid>/stat``)."""
+    f = Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()
+    return (int(f[11]) + int(f[12])) / os.sysconf("SC_CLK_TCK")
 
 
 def _log(msg: str) -> None:
@@ -112,7 +122,8 @@ class Cluster:
 
 
 async def _load(addr: str, messages: int, producers: int, batch: int, size: int, max_s: float,
-                consumer: str = "", read_addr: str = "", fetch_addr: str = "") -> dict:
+                consumer: str = "", read_addr: str = "", fetch_addr: str = "",
+                consumer_min: int = 0) -> dict:
     """``consumer``: "" none; "read" a reader alongside; "commit" the reader commits every 100 ms.
     It reads from ``read_addr`` (default the master) over gRPC, or from ``fetch_addr``'s fetch port."""
     from autoswitch.broker.client import ProducerClient
@@ -141,7 +152,8 @@ async def _load(addr: str, messages: int, producers: int, batch: int, size: int,
         finally:
             await c.close()
 
-    reader = _ConsumerProcess(read_addr or addr, addr, fetch_addr, consumer, max_s) if consumer else None
+    reader = (_ConsumerProcess(read_addr or addr, addr, fetch_addr, consumer, max_s, consumer_min or CONSUMER_MIN_COUNT)
+              if consumer else None)
     assert consumer in ("", "read", "commit")
     t0 = time.perf_counter()
     await asyncio.gather(*(one(k) for k in range(producers)))
@@ -160,7 +172,7 @@ async def _load(addr: str, messages: int, producers: int, batch: int, size: int,
 
 # The consumer's long poll (like Kafka's fetch.min.bytes / fetch.max.wait.ms): a reply when half a
 # batch is there or after 100 ms, so it keeps within ~100 ms of the producers without an RPC per
-# produced batch.
+# produced batch (whole batches, --consumer-min-count 1000, measured the same: produce.md).
 CONSUMER_MIN_COUNT = 500
 CONSUMER_MAX_WAIT_MS = 100
 
@@ -169,13 +181,13 @@ class _ConsumerProcess:
     """The consumer runs in a process of its own, as a consumer application does (in the load
     generator's event loop its decoding would slow the producers, not the broker)."""
 
-    def __init__(self, read_addr: str, master_addr: str, fetch_addr: str, mode: str, max_s: float) -> None:
+    def __init__(self, read_addr: str, master_addr: str, fetch_addr: str, mode: str, max_s: float, min_count: int) -> None:
         ctx = multiprocessing.get_context("spawn")  # grpc does not survive fork
         self.stop = ctx.Event()
         self.results = ctx.Queue()
         self.ready = ctx.Event()
-        self.proc = ctx.Process(target=_consumer_main, args=(read_addr, master_addr, fetch_addr, mode, max_s, self.stop, self.ready,
-                                                                self.results))
+        self.proc = ctx.Process(target=_consumer_main, args=(read_addr, master_addr, fetch_addr, mode, max_s, min_count,
+                                                             self.stop, self.ready, self.results))
         self.proc.start()
         if not self.ready.wait(30):
             self.proc.kill()
@@ -191,7 +203,7 @@ class _ConsumerProcess:
                 self.proc.kill()
 
 
-def _consumer_main(read_addr: str, master_addr: str, fetch_addr: str, mode: str, max_s: float, stop, ready,
+def _consumer_main(read_addr: str, master_addr: str, fetch_addr: str, mode: str, max_s: float, min_count: int, stop, ready,
                    results) -> None:
     """Reads along (decoding and CRC-checking every message, as the CLI consumer does), over gRPC
     or, with ``fetch_addr``, the fetch port; with mode "commit" also commits every 100 ms (gRPC,
@@ -211,9 +223,9 @@ def _consumer_main(read_addr: str, master_addr: str, fetch_addr: str, mode: str,
         try:
             while not stop.is_set() and time.monotonic() < deadline:
                 if f is not None:
-                    r = await f.fetch("bench", q, 1000, min_count=CONSUMER_MIN_COUNT, max_wait_ms=CONSUMER_MAX_WAIT_MS)
+                    r = await f.fetch("bench", q, 1000, min_count=min_count, max_wait_ms=CONSUMER_MAX_WAIT_MS)
                 else:
-                    r = await c.consume("bench", q, 1000, record_runs=True, min_count=CONSUMER_MIN_COUNT,
+                    r = await c.consume("bench", q, 1000, record_runs=True, min_count=min_count,
                                         max_wait_ms=CONSUMER_MAX_WAIT_MS)
                 calls += 1
                 if r.status != 0:  # e.g. the broker's concurrency limit: ask again, from the same offset
@@ -283,12 +295,18 @@ def run_one(replicas: int, args: argparse.Namespace, consumer: str = "", metrics
             _log(f"{what}: {args.messages} msgs, {args.producers} producers x batch {args.batch}")
             read_addr = cl.slave_addrs[-1] if consumer and args.consumer_reads == "slave" else cl.master_addr
             fetch_addr = cl.fetch_addr[read_addr] if consumer and args.consumer_via == "fetch" else ""
+            # Where the CPU goes (master, slaves, this load generator): on two cores every process
+            # competes with every other, so a consumer's cost shows up in all of them.
+            cpu0 = [proc_cpu_s(p.pid) for p in cl.procs] + [time.process_time()]
             if metrics:
                 what += " + /metrics scraped every second"
                 res = asyncio.run(_load_scraped(cl, args))
             else:
                 res = asyncio.run(_load(cl.master_addr, args.messages, args.producers, args.batch, args.size,
-                                        args.max_seconds, consumer, read_addr, fetch_addr))
+                                        args.max_seconds, consumer, read_addr, fetch_addr, args.consumer_min_count))
+            cpu1 = [proc_cpu_s(p.pid) for p in cl.procs] + [time.process_time()]
+            res["cpu_s"] = {"brokers": [round(b - a, 2) for a, b in zip(cpu0[:-1], cpu1[:-1], strict=True)],
+                            "load": round(cpu1[-1] - cpu0[-1], 2)}
             _log(f"{what}: {res}")
             return res
         finally:
@@ -310,10 +328,12 @@ def main(argv: list[str] | None = None) -> int:
                     help="where the consumer reads (commits always go to the master)")
     ap.add_argument("--consumer-via", choices=["fetch", "grpc"], default="fetch",
                     help="the consumer reads over the fetch port (default) or the gRPC Consume")
+    ap.add_argument("--consumer-min-count", type=int, default=CONSUMER_MIN_COUNT,
+                    help="the consumer's long poll: a fetch is answered when this many messages are there")
     ap.add_argument("--metrics", action="store_true",
                     help="also 3 replicas serving /metrics, scraped every second (METRICS=1)")
     args = ap.parse_args(argv)
-    assert 1 <= args.rounds <= 10
+    assert 1 <= args.rounds <= 10 and 1 <= args.consumer_min_count <= 1000
     assert 1 <= args.producers <= 64 and 1 <= args.batch <= 1000 and args.messages % args.producers == 0
     # Alternate the setups and keep each one's best round: the machine is shared, so a round can
     # lose CPU to unrelated work; alternating spreads that over both setups.
@@ -353,6 +373,8 @@ def main(argv: list[str] | None = None) -> int:
         out["rounds_3rep_reading_only"] = [r["acked_msgs_s"] for r in readc]
         out["consumer_commits"] = best["commits"]
         out["consumer_via"] = args.consumer_via
+        out["consumer_min_count"] = args.consumer_min_count
+        out["consumer_cpu_s"] = best["consumer_cpu_s"]
         out["ratio_with_consumer_vs_without"] = (round(best["acked_msgs_s"] / three["acked_msgs_s"], 3)
                                                  if three["acked_msgs_s"] else 0.0)
         out["ratio_commits_vs_reading_only"] = (round(best["acked_msgs_s"] / reading["acked_msgs_s"], 3)
