@@ -94,8 +94,9 @@ def register(sub: Any, admin_sub: Any) -> None:
     p.add_argument("--from", dest="from_offset", type=int, default=0, help="queue offset")
     p.add_argument("--count", type=int, default=100, help="stop after this many messages")
     p.add_argument("--batch", type=int, default=256, help="max messages per Consume request")
-    p.add_argument("--fetch", default=None, metavar="HOST:PORT",
-                   help="read over this broker's fetch port (its fetch_listen) instead of the gRPC Consume; "
+    p.add_argument("--fetch", default=None, metavar="HOST:PORT|auto",
+                   help="read over this broker's fetch port (its fetch_listen) instead of the gRPC Consume, or "
+                        "with --namesrv 'auto': the master's, from its route (re-routed on failover); "
                         "offsets are still fetched and committed over gRPC")
     p.add_argument("--timeout", type=float, default=10.0)
     p.add_argument("--consumer-group", default=None,

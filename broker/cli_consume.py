@@ -40,12 +40,18 @@ def cmd_consume(args: argparse.Namespace) -> int:
 
     from .client import ConsumerClient, consumed_messages
     from .fetch_client import FetchClient, fetched_messages
+    from .route import RetryPolicy
+    from .routed_fetch import RoutedFetcher
 
     if args.count < 0 or args.from_offset < 0 or not (1 <= args.batch <= 10_000):
         return fail_code(args, "BAD_USAGE", "bad --count/--from/--batch", rc=2)
     if bad_target(args):
         return 2
-    if args.fetch:
+    if args.fetch == "auto":
+        if not args.namesrv:
+            return fail_code(args, "BAD_USAGE", "--fetch auto needs --namesrv (the master's route names its fetch port)",
+                             rc=2)
+    elif args.fetch:
         try:
             parse_hostport(args.fetch, "--fetch")
         except AutoswitchError as e:
@@ -53,13 +59,17 @@ def cmd_consume(args: argparse.Namespace) -> int:
 
     async def run() -> int:
         if args.namesrv:
-            from .route import RetryPolicy, RoutedConsumer
+            from .route import RoutedConsumer
 
             client: Any = RoutedConsumer(args.namesrv, args.group, RetryPolicy(rpc_timeout_s=args.timeout),
                                          args.tls)
         else:
             client = ConsumerClient(args.broker, timeout_s=args.timeout, tls=args.tls)
-        fetcher = FetchClient(args.fetch, tls=args.tls, timeout_s=args.timeout) if args.fetch else None
+        fetcher: FetchClient | RoutedFetcher | None = None
+        if args.fetch == "auto":
+            fetcher = RoutedFetcher(args.namesrv, args.group, RetryPolicy(rpc_timeout_s=args.timeout), args.tls)
+        elif args.fetch:
+            fetcher = FetchClient(args.fetch, tls=args.tls, timeout_s=args.timeout)
         cg = args.consumer_group
         commit_log = open(args.commit_log, "a", encoding="utf-8") if cg and args.commit_log else None  # noqa: SIM115
         got = resets = 0

@@ -29,6 +29,10 @@ class FetchRefused(AutoswitchError):
 
     code = "FETCH_REFUSED"
 
+    def __init__(self, message: str, fetch_error: int) -> None:
+        super().__init__(message, fetch_error=fetch_error)
+        self.fetch_error = fetch_error       # fetch_codec.ERR_*
+
 
 class FetchClient:
     def __init__(self, addr: str, *, tls: TLSConfig | None = None, token: str = "", timeout_s: float = 30.0,

@@ -1,7 +1,7 @@
 """Routing through the name server: the broker registers its route; clients find the master.
 
 Broker side (``RouteRegistrar``): every ``route_interval_ms`` the broker registers
-``(cluster, group, brokerId, address, role, masterEpoch, haAddress)`` with a TTL of
+``(cluster, group, brokerId, address, role, masterEpoch, haAddress, fetchAddress)`` with a TTL of
 ``route_ttl_ms``, so a dead broker's route disappears by itself (RocketMQ's NameServer does the
 same with a 120 s broker expiry; we use seconds because failover speed depends on it). A master
 whose writes are fenced (lease expired, deposed) registers as ``fenced``: clients must not be
@@ -40,6 +40,8 @@ from autoswitch.proto import broker_pb2 as pb
 from .client import AckLog, BrokerUnavailable, ConsumerClient, ProduceOutcome, ProducerClient
 
 if TYPE_CHECKING:
+    from autoswitch.proto import namesrv_pb2
+
     from .server import Broker
 
 _log = get_logger("broker.route")
@@ -93,7 +95,7 @@ class RouteRegistrar:
             role = "fenced"
         return ns.BrokerRoute(
             cluster_name=b.cfg.cluster, broker_name=b.group, broker_id=b.broker_id, address=b.cfg.listen,
-            role=role, master_epoch=b.master_epoch, ha_address=b.cfg.ha_listen,
+            role=role, master_epoch=b.master_epoch, ha_address=b.cfg.ha_listen, fetch_address=b.cfg.fetch_listen,
         )
 
     async def register_once(self) -> Any:
@@ -155,6 +157,12 @@ class NameServerClient:
 
     async def lookup_master_route(self, group: str) -> tuple[str, int] | None:
         """(address, MasterEpoch) of the group's master route, or None."""
+        route = await self.master_route(group)
+        return (route.address, route.master_epoch) if route is not None else None
+
+    async def master_route(self, group: str) -> namesrv_pb2.BrokerRoute | None:
+        """The group's master route (namesrv_pb2.BrokerRoute), or None when the name server knows
+        none or cannot be reached."""
         from autoswitch.proto import namesrv_pb2 as ns
 
         try:
@@ -165,7 +173,7 @@ class NameServerClient:
             return None
         if reply.header.code != 0 or not reply.master.address:
             return None
-        return reply.master.address, reply.master.master_epoch
+        return reply.master
 
     async def master_routes(self) -> list[tuple[str, str, int]]:
         """(group, master address, MasterEpoch) of every group with a master route (GetRoutes)."""

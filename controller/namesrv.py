@@ -63,6 +63,7 @@ class Route:
     ha_address: str
     expires_at: float
     refreshed_at: float
+    fetch_address: str = ""
 
 
 class RouteError(ValueError):
@@ -95,7 +96,7 @@ class RouteTable:
             raise RouteError("names may hold only letters, digits and _ . % - (not first)")
         if r.broker_id <= 0:
             raise RouteError("broker_id must be > 0")
-        if not r.address or len(r.address) > MAX_ADDR or len(r.ha_address) > MAX_ADDR:
+        if not r.address or max(len(r.address), len(r.ha_address), len(r.fetch_address)) > MAX_ADDR:
             raise RouteError("address required, at most 255 chars")
         if r.role not in ROLES:
             raise RouteError(f"role must be one of {ROLES}")
@@ -118,7 +119,7 @@ class RouteTable:
                 raise OverflowError("route table full")
         self._set_owner(key, peer)
         self._routes[key] = Route(r.cluster_name, r.broker_name, r.broker_id, r.address, r.role,
-                                  r.master_epoch, r.ha_address, now + ttl, now)
+                                  r.master_epoch, r.ha_address, now + ttl, now, r.fetch_address)
         m = self.master(r.broker_name, now)
         return (m is not None and m.broker_id == r.broker_id, m.master_epoch if m else 0)
 
@@ -218,7 +219,8 @@ class NameServerServicer(pbg.NameServerServicer):
     def _route(r: Route, now: float) -> pb.BrokerRoute:
         return pb.BrokerRoute(cluster_name=r.cluster, broker_name=r.group, broker_id=r.broker_id,
                               address=r.address, role=r.role, master_epoch=r.master_epoch,
-                              age_ms=int(max(0.0, now - r.refreshed_at) * 1000), ha_address=r.ha_address)
+                              age_ms=int(max(0.0, now - r.refreshed_at) * 1000), ha_address=r.ha_address,
+                              fetch_address=r.fetch_address)
 
 
 def _peer_host(peer: str | None) -> str:

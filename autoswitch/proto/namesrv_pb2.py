@@ -24,7 +24,7 @@ _sym_db = _symbol_database.Default()
 
 
 
-DESCRIPTOR = _descriptor_pool.Default().AddSerializedFile(b'\n\x1e\x61utoswitch/proto/namesrv.proto\x12\x12\x61utoswitch.namesrv\"3\n\x12NamesrvReplyHeader\x12\x0c\n\x04\x63ode\x18\x01 \x01(\x05\x12\x0f\n\x07message\x18\x02 \x01(\t\"\xa4\x01\n\x0b\x42rokerRoute\x12\x14\n\x0c\x63luster_name\x18\x01 \x01(\t\x12\x13\n\x0b\x62roker_name\x18\x02 \x01(\t\x12\x11\n\tbroker_id\x18\x03 \x01(\x03\x12\x0f\n\x07\x61\x64\x64ress\x18\x04 \x01(\t\x12\x0c\n\x04role\x18\x05 \x01(\t\x12\x14\n\x0cmaster_epoch\x18\x06 \x01(\x03\x12\x0e\n\x06\x61ge_ms\x18\x07 \x01(\x03\x12\x12\n\nha_address\x18\x08 \x01(\t\"V\n\x14RegisterRouteRequest\x12.\n\x05route\x18\x01 \x01(\x0b\x32\x1f.autoswitch.namesrv.BrokerRoute\x12\x0e\n\x06ttl_ms\x18\x02 \x01(\x03\"\x84\x01\n\x12RegisterRouteReply\x12\x36\n\x06header\x18\x01 \x01(\x0b\x32&.autoswitch.namesrv.NamesrvReplyHeader\x12\x1a\n\x12\x61\x63\x63\x65pted_as_master\x18\x02 \x01(\x08\x12\x1a\n\x12group_master_epoch\x18\x03 \x01(\x03\"V\n\x16UnregisterRouteRequest\x12\x14\n\x0c\x63luster_name\x18\x01 \x01(\t\x12\x13\n\x0b\x62roker_name\x18\x02 \x01(\t\x12\x11\n\tbroker_id\x18\x03 \x01(\x03\"N\n\x14UnregisterRouteReply\x12\x36\n\x06header\x18\x01 \x01(\x0b\x32&.autoswitch.namesrv.NamesrvReplyHeader\"*\n\x13LookupMasterRequest\x12\x13\n\x0b\x62roker_name\x18\x01 \x01(\t\"|\n\x11LookupMasterReply\x12\x36\n\x06header\x18\x01 \x01(\x0b\x32&.autoswitch.namesrv.NamesrvReplyHeader\x12/\n\x06master\x18\x02 \x01(\x0b\x32\x1f.autoswitch.namesrv.BrokerRoute\"=\n\x10GetRoutesRequest\x12\x14\n\x0c\x63luster_name\x18\x01 \x01(\t\x12\x13\n\x0b\x62roker_name\x18\x02 \x01(\t\"y\n\x0eGetRoutesReply\x12\x36\n\x06header\x18\x01 \x01(\x0b\x32&.autoswitch.namesrv.NamesrvReplyHeader\x12/\n\x06routes\x18\x02 \x03(\x0b\x32\x1f.autoswitch.namesrv.BrokerRoute2\x8f\x03\n\nNameServer\x12\x61\n\rRegisterRoute\x12(.autoswitch.namesrv.RegisterRouteRequest\x1a&.autoswitch.namesrv.RegisterRouteReply\x12g\n\x0fUnregisterRoute\x12*.autoswitch.namesrv.UnregisterRouteRequest\x1a(.autoswitch.namesrv.UnregisterRouteReply\x12^\n\x0cLookupMaster\x12\'.autoswitch.namesrv.LookupMasterRequest\x1a%.autoswitch.namesrv.LookupMasterReply\x12U\n\tGetRoutes\x12$.autoswitch.namesrv.GetRoutesRequest\x1a\".autoswitch.namesrv.GetRoutesReplyb\x06proto3')
+DESCRIPTOR = _descriptor_pool.Default().AddSerializedFile(b'\n\x1e\x61utoswitch/proto/namesrv.proto\x12\x12\x61utoswitch.namesrv\"3\n\x12NamesrvReplyHeader\x12\x0c\n\x04\x63ode\x18\x01 \x01(\x05\x12\x0f\n\x07message\x18\x02 \x01(\t\"\xbb\x01\n\x0b\x42rokerRoute\x12\x14\n\x0c\x63luster_name\x18\x01 \x01(\t\x12\x13\n\x0b\x62roker_name\x18\x02 \x01(\t\x12\x11\n\tbroker_id\x18\x03 \x01(\x03\x12\x0f\n\x07\x61\x64\x64ress\x18\x04 \x01(\t\x12\x0c\n\x04role\x18\x05 \x01(\t\x12\x14\n\x0cmaster_epoch\x18\x06 \x01(\x03\x12\x0e\n\x06\x61ge_ms\x18\x07 \x01(\x03\x12\x12\n\nha_address\x18\x08 \x01(\t\x12\x15\n\rfetch_address\x18\t \x01(\t\"V\n\x14RegisterRouteRequest\x12.\n\x05route\x18\x01 \x01(\x0b\x32\x1f.autoswitch.namesrv.BrokerRoute\x12\x0e\n\x06ttl_ms\x18\x02 \x01(\x03\"\x84\x01\n\x12RegisterRouteReply\x12\x36\n\x06header\x18\x01 \x01(\x0b\x32&.autoswitch.namesrv.NamesrvReplyHeader\x12\x1a\n\x12\x61\x63\x63\x65pted_as_master\x18\x02 \x01(\x08\x12\x1a\n\x12group_master_epoch\x18\x03 \x01(\x03\"V\n\x16UnregisterRouteRequest\x12\x14\n\x0c\x63luster_name\x18\x01 \x01(\t\x12\x13\n\x0b\x62roker_name\x18\x02 \x01(\t\x12\x11\n\tbroker_id\x18\x03 \x01(\x03\"N\n\x14UnregisterRouteReply\x12\x36\n\x06header\x18\x01 \x01(\x0b\x32&.autoswitch.namesrv.NamesrvReplyHeader\"*\n\x13LookupMasterRequest\x12\x13\n\x0b\x62roker_name\x18\x01 \x01(\t\"|\n\x11LookupMasterReply\x12\x36\n\x06header\x18\x01 \x01(\x0b\x32&.autoswitch.namesrv.NamesrvReplyHeader\x12/\n\x06master\x18\x02 \x01(\x0b\x32\x1f.autoswitch.namesrv.BrokerRoute\"=\n\x10GetRoutesRequest\x12\x14\n\x0c\x63luster_name\x18\x01 \x01(\t\x12\x13\n\x0b\x62roker_name\x18\x02 \x01(\t\"y\n\x0eGetRoutesReply\x12\x36\n\x06header\x18\x01 \x01(\x0b\x32&.autoswitch.namesrv.NamesrvReplyHeader\x12/\n\x06routes\x18\x02 \x03(\x0b\x32\x1f.autoswitch.namesrv.BrokerRoute2\x8f\x03\n\nNameServer\x12\x61\n\rRegisterRoute\x12(.autoswitch.namesrv.RegisterRouteRequest\x1a&.autoswitch.namesrv.RegisterRouteReply\x12g\n\x0fUnregisterRoute\x12*.autoswitch.namesrv.UnregisterRouteRequest\x1a(.autoswitch.namesrv.UnregisterRouteReply\x12^\n\x0cLookupMaster\x12\'.autoswitch.namesrv.LookupMasterRequest\x1a%.autoswitch.namesrv.LookupMasterReply\x12U\n\tGetRoutes\x12$.autoswitch.namesrv.GetRoutesRequest\x1a\".autoswitch.namesrv.GetRoutesReplyb\x06proto3')
 
 _globals = globals()
 _builder.BuildMessageAndEnumDescriptors(DESCRIPTOR, _globals)
@@ -34,23 +34,23 @@ if not _descriptor._USE_C_DESCRIPTORS:
   _globals['_NAMESRVREPLYHEADER']._serialized_start=54
   _globals['_NAMESRVREPLYHEADER']._serialized_end=105
   _globals['_BROKERROUTE']._serialized_start=108
-  _globals['_BROKERROUTE']._serialized_end=272
-  _globals['_REGISTERROUTEREQUEST']._serialized_start=274
-  _globals['_REGISTERROUTEREQUEST']._serialized_end=360
-  _globals['_REGISTERROUTEREPLY']._serialized_start=363
-  _globals['_REGISTERROUTEREPLY']._serialized_end=495
-  _globals['_UNREGISTERROUTEREQUEST']._serialized_start=497
-  _globals['_UNREGISTERROUTEREQUEST']._serialized_end=583
-  _globals['_UNREGISTERROUTEREPLY']._serialized_start=585
-  _globals['_UNREGISTERROUTEREPLY']._serialized_end=663
-  _globals['_LOOKUPMASTERREQUEST']._serialized_start=665
-  _globals['_LOOKUPMASTERREQUEST']._serialized_end=707
-  _globals['_LOOKUPMASTERREPLY']._serialized_start=709
-  _globals['_LOOKUPMASTERREPLY']._serialized_end=833
-  _globals['_GETROUTESREQUEST']._serialized_start=835
-  _globals['_GETROUTESREQUEST']._serialized_end=896
-  _globals['_GETROUTESREPLY']._serialized_start=898
-  _globals['_GETROUTESREPLY']._serialized_end=1019
-  _globals['_NAMESERVER']._serialized_start=1022
-  _globals['_NAMESERVER']._serialized_end=1421
+  _globals['_BROKERROUTE']._serialized_end=295
+  _globals['_REGISTERROUTEREQUEST']._serialized_start=297
+  _globals['_REGISTERROUTEREQUEST']._serialized_end=383
+  _globals['_REGISTERROUTEREPLY']._serialized_start=386
+  _globals['_REGISTERROUTEREPLY']._serialized_end=518
+  _globals['_UNREGISTERROUTEREQUEST']._serialized_start=520
+  _globals['_UNREGISTERROUTEREQUEST']._serialized_end=606
+  _globals['_UNREGISTERROUTEREPLY']._serialized_start=608
+  _globals['_UNREGISTERROUTEREPLY']._serialized_end=686
+  _globals['_LOOKUPMASTERREQUEST']._serialized_start=688
+  _globals['_LOOKUPMASTERREQUEST']._serialized_end=730
+  _globals['_LOOKUPMASTERREPLY']._serialized_start=732
+  _globals['_LOOKUPMASTERREPLY']._serialized_end=856
+  _globals['_GETROUTESREQUEST']._serialized_start=858
+  _globals['_GETROUTESREQUEST']._serialized_end=919
+  _globals['_GETROUTESREPLY']._serialized_start=921
+  _globals['_GETROUTESREPLY']._serialized_end=1042
+  _globals['_NAMESERVER']._serialized_start=1045
+  _globals['_NAMESERVER']._serialized_end=1444
 # @@protoc_insertion_point(module_scope)

@@ -15,7 +15,7 @@ class NamesrvReplyHeader(_message.Message):
     def __init__(self, code: _Optional[int] = ..., message: _Optional[str] = ...) -> None: ...
 
 class BrokerRoute(_message.Message):
-    __slots__ = ("cluster_name", "broker_name", "broker_id", "address", "role", "master_epoch", "age_ms", "ha_address")
+    __slots__ = ("cluster_name", "broker_name", "broker_id", "address", "role", "master_epoch", "age_ms", "ha_address", "fetch_address")
     CLUSTER_NAME_FIELD_NUMBER: _ClassVar[int]
     BROKER_NAME_FIELD_NUMBER: _ClassVar[int]
     BROKER_ID_FIELD_NUMBER: _ClassVar[int]
@@ -24,6 +24,7 @@ class BrokerRoute(_message.Message):
     MASTER_EPOCH_FIELD_NUMBER: _ClassVar[int]
     AGE_MS_FIELD_NUMBER: _ClassVar[int]
     HA_ADDRESS_FIELD_NUMBER: _ClassVar[int]
+    FETCH_ADDRESS_FIELD_NUMBER: _ClassVar[int]
     cluster_name: str
     broker_name: str
     broker_id: int
@@ -32,7 +33,8 @@ class BrokerRoute(_message.Message):
     master_epoch: int
     age_ms: int
     ha_address: str
-    def __init__(self, cluster_name: _Optional[str] = ..., broker_name: _Optional[str] = ..., broker_id: _Optional[int] = ..., address: _Optional[str] = ..., role: _Optional[str] = ..., master_epoch: _Optional[int] = ..., age_ms: _Optional[int] = ..., ha_address: _Optional[str] = ...) -> None: ...
+    fetch_address: str
+    def __init__(self, cluster_name: _Optional[str] = ..., broker_name: _Optional[str] = ..., broker_id: _Optional[int] = ..., address: _Optional[str] = ..., role: _Optional[str] = ..., master_epoch: _Optional[int] = ..., age_ms: _Optional[int] = ..., ha_address: _Optional[str] = ..., fetch_address: _Optional[str] = ...) -> None: ...
 
 class RegisterRouteRequest(_message.Message):
     __slots__ = ("route", "ttl_ms")

@@ -55,8 +55,11 @@ SECURE_IDENTITIES = ["controller/n1", "controller/n2", "controller/n3", "control
 class FailoverCluster:
     def __init__(self, procs: ProcGroup, tmp: Path, *, n_brokers: int = 3, lease: bool = True,
                  ack_mode: str = "all", secure: bool = False, heartbeat_timeout_ms: int = HEARTBEAT_TIMEOUT_MS,
-                 metrics: bool = False, controller_toml: str = "", store_url: str | None = None) -> None:
+                 metrics: bool = False, controller_toml: str = "", store_url: str | None = None,
+                 fetch: bool = False) -> None:
         self.procs = procs
+        self.fetch = fetch            # brokers also serve a fetch port (fetch_listen), registered in their routes
+        self.broker_fetch_port: dict[str, int] = {}
         # store_url: the controllers keep their log in that SQL database (backend = "sql") instead of Raft
         self.store_url = store_url
         self.backend = "raft" if not store_url else "etcd" if store_url.startswith("etcd://") \
@@ -226,6 +229,8 @@ class FailoverCluster:
         if self.tls_mode != "off":
             args += self.server_args(self.broker_identity(name))
         args += ["--master-lease-ms", str(LEASE_MS)] if lease else ["--no-master-lease"]
+        if self.fetch:
+            args += ["--fetch-listen", f"{HOST}:{self.broker_fetch_port[name]}"]
         return args + self._metrics_args(name)
 
     def _metrics_args(self, name: str) -> list[str]:
@@ -240,6 +245,7 @@ class FailoverCluster:
         if name not in self.broker_port or new_port:
             self.broker_port[name] = free_port()
             self.broker_ha_port[name] = free_port()
+            self.broker_fetch_port[name] = free_port()
         p = self.procs.start(self._name(name), self.broker_args(name, controllers=controllers, lease=lease),
                              env=env, crash_at=crash_at)
         self.broker_proc[name] = p

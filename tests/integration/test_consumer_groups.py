@@ -12,7 +12,9 @@ import subprocess
 import sys
 
 import pytest
+from autoswitch.broker.fetch_client import fetched_messages
 from autoswitch.broker.route import RetryPolicy, RoutedConsumer
+from autoswitch.broker.routed_fetch import RoutedFetcher
 
 from autoswitch.proto import broker_pb2 as pb
 from tests.integration.failover_harness import TOPIC, FailoverCluster, read_ack_log, wait_until
@@ -21,10 +23,13 @@ pytestmark = [pytest.mark.integration, pytest.mark.timeout(300)]
 CG = "audit-service"
 
 
-async def _consume_some(c: FailoverCluster, seen: set[str], commits: list[int], batches: int) -> None:
+async def _consume_some(c: FailoverCluster, seen: set[str], commits: list[int], batches: int,
+                        via_fetch: bool = False) -> None:
     """Like `autoswitch consume --consumer-group`: fetch, read a batch, process, commit; ``commits``
-    gets every offset whose commit was acknowledged."""
+    gets every offset whose commit was acknowledged. ``via_fetch``: read over the master's fetch
+    port, found in its route (`consume --fetch auto`); offsets still over gRPC."""
     rc = RoutedConsumer(c.namesrv, "g1", RetryPolicy(retry_deadline_s=30, rpc_timeout_s=2), c.tls("reader/ops"))
+    fetcher = RoutedFetcher(c.namesrv, "g1", RetryPolicy(retry_deadline_s=30, rpc_timeout_s=2), c.tls("reader/ops"))
     try:
         r = await rc.fetch_offset(CG, TOPIC)
         assert r.status == pb.OK, r
@@ -32,20 +37,44 @@ async def _consume_some(c: FailoverCluster, seen: set[str], commits: list[int], 
         if commits:
             assert r.offset.found and q >= commits[-1], (q, commits[-1])
         for _ in range(batches):
-            reply = await rc.consume(TOPIC, q, 50)
-            assert reply.status == pb.OK, reply
-            seen.update(m.msg_id for m in reply.messages)
-            q = reply.next_queue_offset
+            if via_fetch:
+                got = await fetcher.fetch(TOPIC, q, 50)
+                assert got.status == pb.OK, got
+                seen.update(m.msg_id for m in fetched_messages(got))
+                q = got.next_queue_offset
+            else:
+                reply = await rc.consume(TOPIC, q, 50)
+                assert reply.status == pb.OK, reply
+                seen.update(m.msg_id for m in reply.messages)
+                q = reply.next_queue_offset
             done = await rc.commit_offset(CG, TOPIC, q)
             if done.status == pb.OK:
                 commits.append(q)
             await asyncio.sleep(0.02)
     finally:
         await rc.close()
+        await fetcher.close()
+
+
+async def _fetch_across_kill(c: FailoverCluster, master: str) -> None:
+    """One RoutedFetcher reads from the master's fetch port, the master is killed -9, and the
+    same fetcher's next read is answered by the new master's port (found through the name server)."""
+    f = RoutedFetcher(c.namesrv, "g1", RetryPolicy(retry_deadline_s=60, rpc_timeout_s=2), c.tls("reader/ops"))
+    try:
+        r = await f.fetch(TOPIC, 0, 10)
+        assert r.status == pb.OK and len(list(fetched_messages(r))) == 10, r.status
+        before = f.addr
+        assert before == f"127.0.0.1:{c.broker_fetch_port[master]}"
+        c.broker_proc[master].kill9()
+        r = await f.fetch(TOPIC, 0, 10)
+        assert r.status == pb.OK and [m.queue_offset for m in fetched_messages(r)] == list(range(10))
+        assert f.addr is not None and f.addr != before and f.route_refreshes >= 2
+    finally:
+        await f.close()
 
 
 def test_a_consumer_group_resumes_after_the_master_is_killed(procs, tmp_path):
-    c = FailoverCluster(procs, tmp_path)
+    c = FailoverCluster(procs, tmp_path, fetch=True)
     c.start_all()
     m1, e1 = c.wait_master(timeout=60)
     c.wait_sync_state_set({1, 2, 3}, timeout=60)
@@ -59,11 +88,12 @@ def test_a_consumer_group_resumes_after_the_master_is_killed(procs, tmp_path):
     assert commits, "the group committed before the failover"
     before_kill = commits[-1]
 
-    c.broker_proc[c.master_name()].kill9()
+    asyncio.run(_fetch_across_kill(c, c.master_name()))
     c.wait_master(timeout=60, not_id=m1, min_epoch=e1 + 1)
     # A new consumer of the group (the old one "crashed" with the master): it resumes at or
-    # after the last acknowledged commit, on the new master, and goes on committing there.
-    asyncio.run(_consume_some(c, seen, commits, batches=10))
+    # after the last acknowledged commit, on the new master, and goes on committing there; it
+    # reads over the new master's fetch port.
+    asyncio.run(_consume_some(c, seen, commits, batches=10, via_fetch=True))
     assert commits[-1] >= before_kill
     rc, forced = prod.stop(60)
     assert rc == 0 and not forced, prod.log_text()[-3000:]

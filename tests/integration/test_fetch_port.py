@@ -18,6 +18,7 @@ from autoswitch.broker.fetch_client import FetchClient, FetchRefused, fetched_me
 from autoswitch.app.certs import init_dev_ca, issue_token
 from autoswitch.base.tls import TLSConfig
 from autoswitch.proto import broker_pb2 as pb
+from tests.integration.failover_harness import wait_until
 from tests.procs import HOST, free_port, wait_port
 from tests.waiting import until
 
@@ -179,3 +180,45 @@ def test_a_peer_that_never_says_hello_is_told_and_closed():
             await server.close()
 
     asyncio.run(scenario())
+
+
+def test_consume_fetch_auto_reads_over_the_port_in_the_masters_route(procs, tmp_path):
+    """`consume --namesrv NS --fetch auto`: the master registered its fetch port in its route;
+    a group whose master serves none gets NO_FETCH_PORT, said, not a hang or a traceback."""
+    ns_port = free_port()
+    ns = f"{HOST}:{ns_port}"
+    procs.start("namesrv", ["namesrv", "--listen", ns, "--route-ttl-s", "60"])
+    wait_port(ns_port, timeout=60)
+    addr, fetch_addr = _start(procs, tmp_path, "b1", ["--namesrv", ns])
+    bare_port, bare_ha = free_port(), free_port()
+    procs.start("b2", ["broker", "--role", "master", "--epoch", "1", "--group", "g2", "--listen",
+                       f"{HOST}:{bare_port}", "--ha-listen", f"{HOST}:{bare_ha}", "--ack-mode", "master",
+                       "--data-dir", str(tmp_path / "b2"), "--namesrv", ns])
+    wait_port(bare_port, timeout=60)
+
+    async def produce() -> None:
+        p = ProducerClient(addr, timeout_s=10)
+        await p.produce("t", [f"m{i}".encode() for i in range(30)])
+        await p.close()
+        q = ProducerClient(f"{HOST}:{bare_port}", timeout_s=10)
+        await q.produce("t", [b"x"])
+        await q.close()
+
+    asyncio.run(produce())
+
+    def consume(group: str) -> subprocess.CompletedProcess:
+        return subprocess.run([sys.executable, "-m", "autoswitch", "consume", "--namesrv", ns, "--group", group,
+                               "--topic", "t", "--count", "30", "--fetch", "auto", "--json"],
+                              capture_output=True, text=True, timeout=120)
+
+    # the routes are there once the registrars have run (every route_interval_ms)
+    out = wait_until(lambda: (r := consume("g1")).returncode == 0 and r, 60, "consume --fetch auto on g1")
+    lines = [json.loads(x) for x in out.stdout.splitlines()]
+    assert [m["body"] for m in lines[:-1]] == [f"m{i}" for i in range(30)]
+    assert lines[-1]["result"]["consumed"] == 30
+    bare = wait_until(lambda: (r := consume("g2")).returncode == 1 and "NO_FETCH_PORT" in r.stdout and r, 60,
+                      "NO_FETCH_PORT for g2")
+    assert json.loads(bare.stdout)["error"]["code"] == "NO_FETCH_PORT" and "Traceback" not in bare.stderr
+    usage = subprocess.run([sys.executable, "-m", "autoswitch", "consume", "--broker", addr, "--topic", "t",
+                            "--fetch", "auto"], capture_output=True, text=True, timeout=60)
+    assert usage.returncode == 2 and "needs --namesrv" in usage.stdout + usage.stderr

@@ -1,0 +1,93 @@
+"""Reading over the group master's fetch port, found through the name server.
+
+A broker registers its fetch port in its route (``fetch_address``, its ``fetch_listen``).
+``RoutedFetcher.fetch`` looks up the master's route, reads over that port (fetch_client.py) and,
+as ``RoutedConsumer`` does for the gRPC Consume, looks again after NOT_MASTER / FENCED (and the
+other retryable statuses), a lost connection or a busy port, with backoff bounded by the
+policy's ``retry_deadline_s`` (then RetriesExhausted). A NOT_MASTER hint names the new master's
+gRPC address, not its fetch port, so every re-route asks the name server. Denied (the port's
+``reader`` check) and protocol errors are not retried. Consumer-group offsets stay on gRPC
+(``RoutedConsumer``).
+"""
+
+from __future__ import annotations
+
+import asyncio
+import time
+
+from autoswitch.base.backoff import Backoff
+from autoswitch.base.errors import AutoswitchError
+from autoswitch.base.tls import TLSConfig
+from autoswitch.proto import broker_pb2 as pb
+
+from . import fetch_codec as fc
+from .fetch_client import FetchClient, FetchRefused
+from .route import RETRYABLE, NameServerClient, RetriesExhausted, RetryPolicy
+
+
+class NoFetchPort(AutoswitchError):
+    """The group's master registered no fetch port (it runs without ``fetch_listen``)."""
+
+    code = "NO_FETCH_PORT"
+
+
+class RoutedFetcher:
+    def __init__(self, namesrv: str, group: str, policy: RetryPolicy | None = None,
+                 tls: TLSConfig | None = None) -> None:
+        self.tls = tls or TLSConfig.off()
+        self.ns = NameServerClient(namesrv, self.tls)
+        self.group = group
+        self.policy = (policy or RetryPolicy()).validate()
+        self.addr: str | None = None          # the master's fetch port, from its route
+        self.route_refreshes = 0
+        self._client: FetchClient | None = None
+
+    async def _refresh(self) -> None:
+        self.route_refreshes += 1
+        route = await self.ns.master_route(self.group)
+        if route is not None and not route.fetch_address:
+            raise NoFetchPort(f"the master of {self.group} ({route.address}) registered no fetch port "
+                              "(its fetch_listen is off)")
+        self.addr = route.fetch_address if route is not None else None
+
+    async def _drop(self) -> None:
+        if self._client is not None:
+            await self._client.close()
+            self._client = None
+        self.addr = None
+
+    async def fetch(self, topic: str, queue_offset: int, max_count: int = 1000, min_count: int = 0,
+                    max_wait_ms: int = 0) -> fc.RecordsReply:
+        """One FETCH answered by the group's master: OK, or a status that is not retryable (e.g.
+        OFFSET_OUT_OF_RANGE); RetriesExhausted when no master answered within the deadline."""
+        deadline = time.monotonic() + self.policy.retry_deadline_s
+        backoff = Backoff(self.policy.backoff_min_s, self.policy.backoff_max_s, jitter=False)
+        last = "no attempt"
+        while True:
+            if self.addr is None:
+                await self._refresh()
+            if self.addr is not None:
+                try:
+                    if self._client is None:
+                        self._client = FetchClient(self.addr, tls=self.tls, timeout_s=self.policy.rpc_timeout_s)
+                    reply = await self._client.fetch(topic, queue_offset, max_count, min_count, max_wait_ms)
+                    if reply.status == pb.OK or reply.status not in RETRYABLE:
+                        return reply
+                    last = f"{pb.Status.Name(reply.status)}: {reply.error_message[:200]}"
+                except FetchRefused as e:
+                    if e.fetch_error != fc.ERR_BUSY:
+                        raise
+                    last = f"busy: {e.message}"
+                except (OSError, EOFError, TimeoutError) as e:   # EOFError: asyncio.IncompleteReadError
+                    last = f"{self.addr}: {type(e).__name__} {e}"
+                await self._drop()
+            else:
+                last = f"no master route for {self.group}"
+            delay = backoff.next()
+            if time.monotonic() + delay > deadline:
+                raise RetriesExhausted(f"fetch {topic}@{queue_offset}: {last}")
+            await asyncio.sleep(delay)
+
+    async def close(self) -> None:
+        await self._drop()
+        await self.ns.close()
