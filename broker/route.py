@@ -26,7 +26,7 @@ import uuid
 from collections.abc import Awaitable, Callable, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, TypeVar
 
 import grpc
 
@@ -45,6 +45,7 @@ if TYPE_CHECKING:
     from .server import Broker
 
 _log = get_logger("broker.route")
+T = TypeVar("T")
 
 NAMESRV_RPC_TIMEOUT_S = 2.0
 MAX_CLIENTS = 16  # cached broker channels per routed client (a group has a handful of replicas)
@@ -201,6 +202,22 @@ class RetryPolicy:
         assert 0 < self.backoff_min_s <= self.backoff_max_s <= 60
         assert 0 < self.retry_deadline_s <= 3600 and 0 < self.rpc_timeout_s <= 600
         return self
+
+
+async def retry_until(policy: RetryPolicy, what: str, attempt: Callable[[], Awaitable[tuple[T | None, str]]]) -> T:
+    """Call ``attempt`` until it returns a result (else it says why not), backing off between
+    tries per ``policy``; RetriesExhausted naming ``what`` and the last reason after the policy's
+    ``retry_deadline_s``. The routed clients' one retry loop."""
+    deadline = time.monotonic() + policy.retry_deadline_s
+    backoff = Backoff(policy.backoff_min_s, policy.backoff_max_s, jitter=False)
+    while True:
+        result, why = await attempt()
+        if result is not None:
+            return result
+        delay = backoff.next()
+        if time.monotonic() + delay > deadline:
+            raise RetriesExhausted(f"{what}: {why}")
+        await asyncio.sleep(delay)
 
 
 @dataclass
@@ -403,29 +420,20 @@ class RoutedConsumer(_Routed):
     async def _on_master(self, what: str, call: Callable[[ConsumerClient], Awaitable[Any]]) -> Any:
         """``call`` on the group's master, re-routing on failover, until a reply that is OK or not
         retryable, or RetriesExhausted after the policy's deadline."""
-        deadline = time.monotonic() + self.policy.retry_deadline_s
-        backoff = Backoff(self.policy.backoff_min_s, self.policy.backoff_max_s, jitter=False)
-        last = "no attempt"
-        while True:
+
+        async def attempt() -> tuple[Any, str]:
             if self.master is None:
                 await self._refresh()
-            if self.master is not None:
-                try:
-                    reply = await call(self._client(self.master))
-                except BrokerUnavailable as e:
-                    reply = None
-                    last = f"UNAVAILABLE {self.master}: {e}"
-                    self.master = None
-                if reply is not None:
-                    if reply.status == pb.OK:
-                        return reply
-                    last = f"{pb.Status.Name(reply.status)}: {reply.error_message[:200]}"
-                    if reply.status not in RETRYABLE:
-                        return reply
-                    self.master = None
-            else:
-                last = f"no master route for {self.group}"
-            delay = backoff.next()
-            if time.monotonic() + delay > deadline:
-                raise RetriesExhausted(f"{what}: {last}")
-            await asyncio.sleep(delay)
+            if self.master is None:
+                return None, f"no master route for {self.group}"
+            try:
+                reply = await call(self._client(self.master))
+            except BrokerUnavailable as e:
+                failed, self.master = self.master, None
+                return None, f"UNAVAILABLE {failed}: {e}"
+            if reply.status == pb.OK or reply.status not in RETRYABLE:
+                return reply, ""
+            self.master = None
+            return None, f"{pb.Status.Name(reply.status)}: {reply.error_message[:200]}"
+
+        return await retry_until(self.policy, what, attempt)

@@ -12,17 +12,13 @@ gRPC address, not its fetch port, so every re-route asks the name server. Denied
 
 from __future__ import annotations
 
-import asyncio
-import time
-
-from autoswitch.base.backoff import Backoff
 from autoswitch.base.errors import AutoswitchError
 from autoswitch.base.tls import TLSConfig
 from autoswitch.proto import broker_pb2 as pb
 
 from . import fetch_codec as fc
 from .fetch_client import FetchClient, FetchRefused
-from .route import RETRYABLE, NameServerClient, RetriesExhausted, RetryPolicy
+from .route import RETRYABLE, NameServerClient, RetryPolicy, retry_until
 
 
 class NoFetchPort(AutoswitchError):
@@ -60,33 +56,28 @@ class RoutedFetcher:
                     max_wait_ms: int = 0) -> fc.RecordsReply:
         """One FETCH answered by the group's master: OK, or a status that is not retryable (e.g.
         OFFSET_OUT_OF_RANGE); RetriesExhausted when no master answered within the deadline."""
-        deadline = time.monotonic() + self.policy.retry_deadline_s
-        backoff = Backoff(self.policy.backoff_min_s, self.policy.backoff_max_s, jitter=False)
-        last = "no attempt"
-        while True:
+        async def attempt() -> tuple[fc.RecordsReply | None, str]:
             if self.addr is None:
                 await self._refresh()
-            if self.addr is not None:
-                try:
-                    if self._client is None:
-                        self._client = FetchClient(self.addr, tls=self.tls, timeout_s=self.policy.rpc_timeout_s)
-                    reply = await self._client.fetch(topic, queue_offset, max_count, min_count, max_wait_ms)
-                    if reply.status == pb.OK or reply.status not in RETRYABLE:
-                        return reply
-                    last = f"{pb.Status.Name(reply.status)}: {reply.error_message[:200]}"
-                except FetchRefused as e:
-                    if e.fetch_error != fc.ERR_BUSY:
-                        raise
-                    last = f"busy: {e.message}"
-                except (OSError, EOFError, TimeoutError) as e:   # EOFError: asyncio.IncompleteReadError
-                    last = f"{self.addr}: {type(e).__name__} {e}"
-                await self._drop()
-            else:
-                last = f"no master route for {self.group}"
-            delay = backoff.next()
-            if time.monotonic() + delay > deadline:
-                raise RetriesExhausted(f"fetch {topic}@{queue_offset}: {last}")
-            await asyncio.sleep(delay)
+            if self.addr is None:
+                return None, f"no master route for {self.group}"
+            try:
+                if self._client is None:
+                    self._client = FetchClient(self.addr, tls=self.tls, timeout_s=self.policy.rpc_timeout_s)
+                reply = await self._client.fetch(topic, queue_offset, max_count, min_count, max_wait_ms)
+                if reply.status == pb.OK or reply.status not in RETRYABLE:
+                    return reply, ""
+                why = f"{pb.Status.Name(reply.status)}: {reply.error_message[:200]}"
+            except FetchRefused as e:
+                if e.fetch_error != fc.ERR_BUSY:
+                    raise
+                why = f"busy: {e.message}"
+            except (OSError, EOFError, TimeoutError) as e:   # EOFError: asyncio.IncompleteReadError
+                why = f"{self.addr}: {type(e).__name__} {e}"
+            await self._drop()
+            return None, why
+
+        return await retry_until(self.policy, f"fetch {topic}@{queue_offset}", attempt)
 
     async def close(self) -> None:
         await self._drop()
