@@ -30,6 +30,15 @@ class TestRouteTable:
         assert t.register(route(1, "master", 1), 0, now=2) == (False, 2)
         assert t.master("g1", now=2).broker_id == 2
 
+    def test_fetch_address_is_kept_with_the_route(self):
+        t = RouteTable(default_ttl_s=30)
+        r = route(1, "master", 1)
+        r.fetch_address = "127.0.0.1:10913"
+        t.register(r, 0, now=0)
+        assert t.master("g1", now=0).fetch_address == "127.0.0.1:10913"
+        t.register(route(1, "master", 1), 0, now=1)            # re-registered without one: gone
+        assert t.master("g1", now=1).fetch_address == ""
+
     def test_routes_expire_without_reregistration(self):
         t = RouteTable(default_ttl_s=10)
         t.register(route(1, "master", 3), 0, now=0)
@@ -51,6 +60,7 @@ class TestRouteTable:
         npb.BrokerRoute(broker_name="", broker_id=1, address="a:1", role="slave"),
         npb.BrokerRoute(broker_name="g", broker_id=1, address="", role="slave"),
         npb.BrokerRoute(broker_name="g" * 300, broker_id=1, address="a:1", role="slave"),
+        npb.BrokerRoute(broker_name="g", broker_id=1, address="a:1", role="slave", fetch_address="f" * 300),
     ])
     def test_bad_routes_rejected(self, bad):
         with pytest.raises(RouteError):
