@@ -12,7 +12,9 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import time
 from ssl import SSLContext
+from typing import Protocol
 
 from autoswitch.base.auth import Denied, Guard, Principal
 from autoswitch.base.log import EventLogger, RateLimitedLog
@@ -26,10 +28,19 @@ HELLO_TIMEOUT_S = 10.0
 READ_CHUNK = 65536
 
 
+class FetchObserver(Protocol):
+    """What the fetch port reports (broker/metrics.py when ``metrics_listen`` is on)."""
+
+    def fetched(self, status: int, nbytes: int, seconds: float) -> None: ...
+
+    def refused(self, code: int) -> None: ...
+
+
 class FetchServer:
     def __init__(self, consume: ConsumeService, guard: Guard | None, max_connections: int, log: EventLogger,
-                 hello_timeout_s: float = HELLO_TIMEOUT_S) -> None:
+                 hello_timeout_s: float = HELLO_TIMEOUT_S, observer: FetchObserver | None = None) -> None:
         self.consume = consume
+        self.observer = observer
         self.hello_timeout_s = hello_timeout_s
         self.guard = guard
         self.max_connections = max_connections
@@ -37,6 +48,10 @@ class FetchServer:
         self._refused = RateLimitedLog(log)
         self._server: asyncio.Server | None = None
         self._conns: set[asyncio.Task] = set()
+
+    @property
+    def connections(self) -> int:
+        return len(self._conns)
 
     async def start(self, host: str, port: int, ssl: SSLContext | None) -> int:
         self._server = await asyncio.start_server(self._on_client, host, port, ssl=ssl, limit=READ_CHUNK)
@@ -73,6 +88,8 @@ class FetchServer:
     async def _refuse(self, writer: asyncio.StreamWriter, peer: str, e: _Refuse) -> None:
         """One ERROR frame, then the caller closes the connection."""
         self._refused.warning((peer, e.code), "fetch_refused", peer=peer, code=e.code, reason=str(e))
+        if self.observer is not None:
+            self.observer.refused(e.code)
         with contextlib.suppress(Exception):
             writer.write(fc.encode_error(e.code, str(e)))
             await asyncio.wait_for(writer.drain(), 1.0)
@@ -109,8 +126,12 @@ class FetchServer:
                 req = fc.parse_fetch(f.payload)
                 if self.guard is not None:
                     self._check(who, req.topic)
-                writer.writelines(fc.encode_records(await self.consume.records(req)))
+                t0 = time.monotonic()
+                reply = await self.consume.records(req)
+                writer.writelines(fc.encode_records(reply))
                 await writer.drain()
+                if self.observer is not None:
+                    self.observer.fetched(reply.status, sum(len(run) for _, run in reply.runs), time.monotonic() - t0)
             rest = await self._frames(reader, dec)
 
     def _check(self, who: Principal | None, topic: str) -> None:

@@ -1,7 +1,9 @@
 """Prometheus metrics, health and readiness of a broker process (autoswitch/base/observe.py serves them).
 
 Produce and consume are counted and timed by wrapping the servicer's two methods before they are
-registered with gRPC; role, MasterEpoch, offsets, fencing and per-slave lag are read at scrape time.
+registered with gRPC; the fetch port reports each fetch and refusal to ``fetched`` / ``refused``
+(fetch_server.FetchObserver); role, MasterEpoch, offsets, fencing, per-slave lag and open fetch
+connections are read at scrape time.
 """
 
 from __future__ import annotations
@@ -17,10 +19,12 @@ from autoswitch.base.observe import FnCollector
 from autoswitch.proto import broker_pb2 as pb
 
 if TYPE_CHECKING:
+    from autoswitch.broker.fetch_server import FetchServer
     from autoswitch.broker.server import Broker
 
 LATENCY_BUCKETS = (0.0005, 0.001, 0.002, 0.005, 0.01, 0.02, 0.05, 0.1, 0.2, 0.5, 1.0, 2.0, 5.0)
 ROLES = ("master", "slave", "fenced")
+FETCH_REFUSALS = {1: "protocol", 2: "denied", 3: "busy"}     # fetch_codec.ERR_*
 HA_SLAVE_STATES = ("READY", "HANDSHAKE", "TRANSFER", "SHUTDOWN")
 
 
@@ -36,9 +40,23 @@ class BrokerMetrics:
             "Consume": Counter("autoswitch_broker_consumed_bytes", "Message bytes served to consumers (bodies, or "
                                "whole records for record runs)", registry=r),
         }
-        self.latency = Histogram("autoswitch_broker_request_seconds", "Produce/Consume handling time "
+        self.latency = Histogram("autoswitch_broker_request_seconds", "Produce/Consume/Fetch handling time "
                                  "(produce: until acknowledged)", ["rpc"], buckets=LATENCY_BUCKETS, registry=r)
+        self.fetched_bytes = Counter("autoswitch_broker_fetched_bytes", "Record bytes served over the fetch port",
+                                     registry=r)
+        self.fetch_refused = Counter("autoswitch_broker_fetch_refused", "Fetch-port connections ended with an "
+                                     "ERROR frame", ["reason"], registry=r)
+        self.fetch_server: FetchServer | None = None     # set once the fetch port is up
         r.register(FnCollector(self._gauges))
+
+    def fetched(self, status: int, nbytes: int, seconds: float) -> None:
+        """One FETCH answered (fetch_server.FetchObserver)."""
+        self.latency.labels("Fetch").observe(seconds)
+        self.requests.labels("Fetch", pb.Status.Name(status)).inc()
+        self.fetched_bytes.inc(nbytes)
+
+    def refused(self, code: int) -> None:
+        self.fetch_refused.labels(FETCH_REFUSALS.get(code, "other")).inc()
 
     def instrument(self, servicer: Any) -> None:
         """Wrap ``servicer.Produce`` and ``servicer.Consume`` (call before registering it)."""
@@ -99,6 +117,9 @@ class BrokerMetrics:
             for state in HA_SLAVE_STATES:
                 yield ("autoswitch_ha_slave_state", "1 for the slave's HA state", {"state": state},
                        1 if hs.state == state else 0)
+        if self.fetch_server is not None:
+            yield ("autoswitch_broker_fetch_connections", "Fetch-port connections open", {},
+                   self.fetch_server.connections)
         if b.replicas is not None and b.replicas.sessions is not None:
             yield ("autoswitch_broker_controller_sessions", "BrokerSession streams open (crash-fast failover)", {},
                    len(b.replicas.sessions.open))

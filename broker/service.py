@@ -349,6 +349,7 @@ async def serve(cfg: BrokerConfig, stop_event: asyncio.Event | None = None, atta
                              interceptors=interceptors, maximum_concurrent_rpcs=cfg.max_concurrent_rpcs)
     servicer = BrokerServicer(broker)
     observe = None
+    metrics: BrokerMetrics | None = None
     if cfg.metrics_listen:      # off: the request path is exactly the uninstrumented one
         metrics = BrokerMetrics(broker)
         metrics.instrument(servicer)
@@ -381,7 +382,9 @@ async def serve(cfg: BrokerConfig, stop_event: asyncio.Event | None = None, atta
             await broker.become_slave(epoch, parse_hostport(cfg.master_ha, "master_ha"), cfg.master_addr)
         await server.start()
         if cfg.fetch_listen:
-            fetch = FetchServer(servicer.consume, guard, cfg.max_fetch_connections, log)
+            fetch = FetchServer(servicer.consume, guard, cfg.max_fetch_connections, log, observer=metrics)
+            if metrics is not None:
+                metrics.fetch_server = fetch
             fhost, fport = parse_hostport(cfg.fetch_listen, "fetch_listen")
             await fetch.start(fhost, fport, server_ssl_context(cfg.tls) if cfg.tls.enabled else None)
         await health.set("", health_pb.HealthCheckResponse.SERVING)

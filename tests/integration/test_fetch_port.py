@@ -19,6 +19,7 @@ from autoswitch.app.certs import init_dev_ca, issue_token
 from autoswitch.base.tls import TLSConfig
 from autoswitch.proto import broker_pb2 as pb
 from tests.integration.failover_harness import wait_until
+from tests.integration.test_observability import scrape
 from tests.procs import HOST, free_port, wait_port
 from tests.waiting import until
 
@@ -48,7 +49,9 @@ def _read_until_closed(addr: str, data: bytes) -> bytes:
 def test_fetch_port_serves_what_consume_serves(procs, tmp_path):
     cfg = tmp_path / "broker.toml"
     cfg.write_text("max_fetch_connections = 2\n")
-    addr, fetch_addr = _start(procs, tmp_path, "b1", ["--config", str(cfg)])
+    metrics_port = free_port()
+    addr, fetch_addr = _start(procs, tmp_path, "b1", ["--config", str(cfg),
+                                                      "--metrics-listen", f"{HOST}:{metrics_port}"])
 
     async def scenario() -> None:
         p = ProducerClient(addr, timeout_s=10)
@@ -102,6 +105,16 @@ def test_fetch_port_serves_what_consume_serves(procs, tmp_path):
                     return False
             await until(third_gets_in, "a slot frees once a consumer leaves")
             assert (await f.fetch("t", 2004, 1)).next_queue_offset == 2005
+
+            # /metrics: fetches by status, bytes served, refusals by reason, open connections
+            m = await asyncio.to_thread(scrape, metrics_port)
+            assert m[("autoswitch_broker_requests_total", (("rpc", "Fetch"), ("status", "OK")))] >= 9
+            assert m[("autoswitch_broker_requests_total", (("rpc", "Fetch"), ("status", "OFFSET_OUT_OF_RANGE")))] == 1
+            assert m[("autoswitch_broker_fetched_bytes_total", ())] > 2005 * 30
+            assert m[("autoswitch_broker_fetch_refused_total", (("reason", "protocol"),))] == 2
+            assert m[("autoswitch_broker_fetch_refused_total", (("reason", "busy"),))] >= 1
+            assert m[("autoswitch_broker_fetch_connections", ())] == 1        # f, still open
+            assert m[("autoswitch_broker_request_seconds_count", (("rpc", "Fetch"),))] >= 10
         await p.close()
         await c.close()
 
