@@ -13,6 +13,7 @@ import time
 from collections.abc import Iterator
 from typing import TYPE_CHECKING, Any
 
+from autoswitch.broker import fetch_codec as fc
 from prometheus_client import CollectorRegistry, Counter, Histogram
 
 from autoswitch.base.observe import FnCollector
@@ -24,7 +25,7 @@ if TYPE_CHECKING:
 
 LATENCY_BUCKETS = (0.0005, 0.001, 0.002, 0.005, 0.01, 0.02, 0.05, 0.1, 0.2, 0.5, 1.0, 2.0, 5.0)
 ROLES = ("master", "slave", "fenced")
-FETCH_REFUSALS = {1: "protocol", 2: "denied", 3: "busy"}     # fetch_codec.ERR_*
+FETCH_REFUSALS = {fc.ERR_PROTOCOL: "protocol", fc.ERR_DENIED: "denied", fc.ERR_BUSY: "busy"}
 HA_SLAVE_STATES = ("READY", "HANDSHAKE", "TRANSFER", "SHUTDOWN")
 
 
