@@ -108,7 +108,8 @@ class Request(msgspec.Struct, frozen=True, tag_field="t", forbid_unknown_fields=
 
     @property
     def group(self) -> str | None:
-        return getattr(self, "broker_name", None)
+        """The broker group a request is about (None: controller-wide)."""
+        return self.broker_name if isinstance(self, GroupRequest) else None
 
 
 class ApplyBrokerIdRequest(Request, tag="ApplyBrokerId"):
@@ -365,11 +366,19 @@ class GetControllerConfigRequest(Request, tag="GetControllerConfig"):
     WRITE: ClassVar[bool] = False
 
 
+# Every write request carries the proposing leader's ``ts_ms`` (0 = not stamped yet).
+WriteRequest = (ApplyBrokerIdRequest | RegisterBrokerRequest | ElectMasterRequest | AlterSyncStateSetRequest
+                | CleanBrokerDataRequest | UpdateControllerConfigRequest | AdminAuditRequest | SetPreferredMasterRequest)
 WRITE_REQUESTS: dict[str, type[Request]] = {
     c.TYPE: c
     for c in (ApplyBrokerIdRequest, RegisterBrokerRequest, ElectMasterRequest, AlterSyncStateSetRequest,
               CleanBrokerDataRequest, UpdateControllerConfigRequest, AdminAuditRequest, SetPreferredMasterRequest)
 }
+assert set(WRITE_REQUESTS.values()) == set(WriteRequest.__args__)
+# The requests about one broker group (``broker_name``); the rest are controller-wide.
+GroupRequest = (ApplyBrokerIdRequest | RegisterBrokerRequest | ElectMasterRequest | AlterSyncStateSetRequest
+                | CleanBrokerDataRequest | AdminAuditRequest | SetPreferredMasterRequest | GetNextBrokerIdRequest
+                | GetReplicaInfoRequest)
 READ_REQUESTS: dict[str, type[Request]] = {
     c.TYPE: c
     for c in (GetNextBrokerIdRequest, GetReplicaInfoRequest, GetSyncStateDataRequest, GetMetaDataRequest,

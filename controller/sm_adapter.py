@@ -58,7 +58,7 @@ def live_info(broker_id: int, report: Any) -> m.BrokerLiveInfo:
 
 def stamp(req: m.Request) -> m.Request:
     """The proposing leader's time on a write (every write request has ``ts_ms``; 0 = unset)."""
-    if getattr(req, "ts_ms", None) == 0:
+    if isinstance(req, m.WriteRequest) and req.ts_ms == 0:
         return msgspec.structs.replace(req, ts_ms=wall_ms())
     return req
 

@@ -68,6 +68,7 @@ from autoswitch.controller.messages import (
     UpdateBrokerAddressEvent,
     UpdateConfigEvent,
     UpdateControllerConfigRequest,
+    WriteRequest,
     decode_request,
     event_name,
 )
@@ -684,8 +685,10 @@ def event_history_record(event: Event, index: int, ts_ms: int, state: Controller
     ``state`` is the state right after the event (a ControllerState or the group itself).
     """
     g = state.groups.get(event.broker_name) if isinstance(state, ControllerState) else state
-    reason = getattr(event, "reason", "")
-    if isinstance(event, UpdateConfigEvent):
+    reason = ""
+    if isinstance(event, ElectMasterEvent | AlterSyncStateSetEvent | EligibleChangeEvent):
+        reason = event.reason
+    elif isinstance(event, UpdateConfigEvent):
         reason = ",".join(f"{k}={v}" for k, v in event.changes)
     elif isinstance(event, CleanBrokerDataEvent):
         reason = "ids=" + ",".join(map(str, event.broker_ids)) if event.broker_ids else "whole_group"
@@ -707,7 +710,7 @@ def event_history_record(event: Event, index: int, ts_ms: int, state: Controller
         "sync_state_set": sorted(g.sync_state_set) if g is not None else [],
         "sync_state_set_epoch": g.sync_state_set_epoch if g is not None else 0,
         "reason": reason,
-        "unclean": bool(getattr(event, "unclean", False)),
+        "unclean": isinstance(event, ElectMasterEvent) and event.unclean,
     }
     if isinstance(event, AdminAuditEvent):
         rec["actor"] = event.actor
@@ -764,7 +767,7 @@ class ControllerStateMachine:
 
     def _execute(self, req: Request, index: int, validated: bool) -> Reply:
         events, reply, staged = _handle(req, self.state, validated)
-        ts = getattr(req, "ts_ms", 0)
+        ts = req.ts_ms if isinstance(req, WriteRequest) else 0
         records: list[dict] = []
         if events:
             # Records show the state right after each event (staged.after, in event order).

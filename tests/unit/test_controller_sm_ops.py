@@ -647,3 +647,14 @@ def test_handle_is_pure_and_matches_apply():
     assert h.sm.snapshot() == snap, "handle must not touch the state"
     assert [type(e).__name__ for e in events] == ["ElectMasterEvent"] and reply.replica.master_broker_id == 2
     assert h.w(req) == reply
+
+
+def test_request_kinds_cover_every_request_type():
+    """``WriteRequest`` (stamped with ``ts_ms``) and ``GroupRequest`` (about one ``broker_name``)
+    name exactly the request types with those fields: a new request cannot be left out."""
+    from autoswitch.controller import messages as msgs
+
+    every = [*msgs.WRITE_REQUESTS.values(), *msgs.READ_REQUESTS.values()]
+    assert set(msgs.WriteRequest.__args__) == {c for c in every if "ts_ms" in c.__struct_fields__} \
+        == set(msgs.WRITE_REQUESTS.values())
+    assert set(msgs.GroupRequest.__args__) == {c for c in every if "broker_name" in c.__struct_fields__}
