@@ -52,7 +52,8 @@ class ControllerConfig:
     raft_peers: dict[str, str] = field(default_factory=dict)
     # Mixed into the cluster id (with the member names), like etcd's initial-cluster-token: two
     # clusters with the same node names but different tokens refuse each other's messages.
-    cluster_token: str = "autoswitch"
+    # "" = the cluster our TLS certificate is bound to (random per `certs init`), else "autoswitch".
+    cluster_token: str = ""
     # The Raft cluster id; "" = derived from cluster_token and the members of `peers` at bootstrap.
     # A node that joins a running cluster (`join`) is given it (`admin add-controller` prints it),
     # and so is a member whose `peers` list no longer names the bootstrap members.
@@ -134,8 +135,8 @@ class ControllerConfig:
             clash = set(self.raft_peers.values()) & (set(self.peers.values()) | {self.listen})
             if clash:
                 raise ConfigError(f"raft_peers must differ from the client addresses: {sorted(clash)}")
-        if not self.cluster_token or len(self.cluster_token) > 255:
-            raise ConfigError("cluster_token must be 1..255 characters")
+        if len(self.cluster_token) > 255:
+            raise ConfigError("cluster_token must be at most 255 characters", key="cluster_token")
         if self.cluster_id and not (len(self.cluster_id) == 16 and all(c in "0123456789abcdef" for c in self.cluster_id)):
             raise ConfigError("cluster_id must be 16 lowercase hex digits (as get-controller-metadata shows it)",
                               key="cluster_id")
@@ -163,6 +164,11 @@ class ControllerConfig:
         if self.propose_timeout_s <= 0 or self.read_timeout_s <= 0:
             raise ConfigError("timeouts must be > 0")
         self.tls.validate(server=True)
+        if self.tls.enabled and self.backend == "raft":
+            if self.cert_cluster is None:
+                raise ConfigError(f"the certificate {self.tls_cert!r} is bound to no controller cluster: Raft peers "
+                                  "must prove which cluster they belong to (a URI SAN urn:autoswitch:cluster:<name>; "
+                                  "`autoswitch certs init --cluster NAME` issues it)", key="tls_cert")
         if self.auth and self.tls_accept_plaintext:
             raise ConfigError("auth = true with tls_accept_plaintext: plaintext callers have no identity; turn "
                               "auth on in the migration's last step, with TLS required", key="auth")
@@ -235,8 +241,19 @@ class ControllerConfig:
         return self.listen or self.peers[self.node_id]
 
     @property
+    def cert_cluster(self) -> str | None:
+        """The cluster our certificate is bound to (None without TLS or without a binding)."""
+        from autoswitch.base.tls import certificate_cluster
+
+        return certificate_cluster(self.tls_cert) if self.tls_cert else None
+
+    @property
+    def effective_cluster_token(self) -> str:
+        return self.cluster_token or self.cert_cluster or "autoswitch"
+
+    @property
     def raft_cluster_id(self) -> str:
-        return self.cluster_id or cluster_id(self.cluster_token, self.peers)
+        return self.cluster_id or cluster_id(self.effective_cluster_token, self.peers)
 
     def bootstrap_membership(self):
         """Every node of ``peers`` a voter, with its addresses; empty for a node that joins."""

@@ -3,8 +3,12 @@ the tests run real TLS. Not a production PKI: use your own CA there (docs/securi
 
 Every certificate's subject CN is the identity the process acts as (``controller/n1``,
 ``broker/g1/2``, ``admin``); it carries the given hosts as subject alternative names (127.0.0.1
-and localhost by default) so clients can verify the server they dialled. Keys are EC P-256,
-written 0600; certificates are valid for ``days`` days.
+and localhost by default) so clients can verify the server they dialled, and the URI
+``urn:autoswitch:cluster:<cluster>`` that binds it to one controller cluster (controllers accept Raft
+peers of their own cluster only). The cluster name is ``--cluster``, else the one this directory
+already holds (``cluster``, beside ``ca.pem``), else a new random one: two clusters made with the
+same CA never share a name by accident. Keys are EC P-256, written 0600; certificates are valid for
+``days`` days.
 """
 
 from __future__ import annotations
@@ -15,15 +19,38 @@ import ipaddress
 import json
 import os
 import re
+import secrets
 from collections.abc import Iterable
 from pathlib import Path
 
 from autoswitch.base.errors import ConfigError
 from autoswitch.base.output import emit, fail, fail_code
+from autoswitch.base.tls import CLUSTER_URI_PREFIX
 
 DEFAULT_HOSTS = ("127.0.0.1", "localhost")
 NAME_RE = re.compile(r"^[A-Za-z0-9][A-Za-z0-9._/-]{0,126}$")
+CLUSTER_RE = re.compile(r"^[A-Za-z0-9][A-Za-z0-9._-]{0,127}$")
 MAX_NAMES = 256
+CLUSTER_FILE = "cluster"
+
+
+def cluster_name(directory: Path, wanted: str | None) -> str:
+    """The cluster this directory's certificates are bound to: ``wanted``, else the recorded one,
+    else a new random name (recorded). A ``wanted`` that differs from the recorded one is refused:
+    certificates of one CA directory belong to one cluster."""
+    path = directory / CLUSTER_FILE
+    have = path.read_text().strip() if path.exists() else None
+    if wanted is not None and not CLUSTER_RE.match(wanted):
+        raise ConfigError(f"--cluster must match {CLUSTER_RE.pattern}", key="cluster")
+    if have is not None and not CLUSTER_RE.match(have):
+        raise ConfigError(f"{path} does not hold a cluster name", path=str(path))
+    if have is not None and wanted is not None and have != wanted:
+        raise ConfigError(f"{directory} issues certificates for cluster {have!r}, not {wanted!r}: "
+                          "use another directory (and CA) for another cluster", key="cluster")
+    name = have or wanted or f"c-{secrets.token_hex(8)}"
+    if have is None:
+        _write(path, (name + "\n").encode(), private=False)
+    return name
 
 
 def _file_name(identity: str) -> str:
@@ -39,9 +66,10 @@ def _write(path: Path, data: bytes, private: bool) -> None:
 
 
 def init_dev_ca(directory: Path, identities: Iterable[str], hosts: Iterable[str] = DEFAULT_HOSTS,
-                days: int = 30) -> dict[str, dict[str, str]]:
+                days: int = 30, cluster: str | None = None) -> dict[str, dict[str, str]]:
     """Create ``ca.pem``/``ca.key`` (kept if present) and ``<identity>.pem``/``.key`` for each
-    identity in ``directory``; returns identity -> {"cert", "key", "ca"} paths."""
+    identity in ``directory``, bound to ``cluster_name(directory, cluster)``; returns identity ->
+    {"cert", "key", "ca", "cluster"}."""
     from cryptography import x509
     from cryptography.hazmat.primitives import hashes, serialization
     from cryptography.hazmat.primitives.asymmetric import ec
@@ -56,6 +84,7 @@ def init_dev_ca(directory: Path, identities: Iterable[str], hosts: Iterable[str]
     if not 1 <= days <= 3650:
         raise ConfigError("days must be 1..3650")
     directory.mkdir(parents=True, exist_ok=True)
+    bound_to = cluster_name(directory, cluster)
     now = dt.datetime.now(dt.UTC)
     pem = serialization.Encoding.PEM
     nokey = serialization.NoEncryption()
@@ -85,6 +114,7 @@ def init_dev_ca(directory: Path, identities: Iterable[str], hosts: Iterable[str]
             sans.append(x509.IPAddress(ipaddress.ip_address(h)))
         except ValueError:
             sans.append(x509.DNSName(h))
+    sans.append(x509.UniformResourceIdentifier(f"{CLUSTER_URI_PREFIX}{bound_to}"))
     out: dict[str, dict[str, str]] = {}
     for ident in ids:
         key = ec.generate_private_key(ec.SECP256R1())
@@ -102,7 +132,7 @@ def init_dev_ca(directory: Path, identities: Iterable[str], hosts: Iterable[str]
         key_path, cert_path = directory / f"{base}.key", directory / f"{base}.pem"
         _write(key_path, key.private_bytes(pem, serialization.PrivateFormat.PKCS8, nokey), private=True)
         _write(cert_path, cert.public_bytes(pem), private=False)
-        out[ident] = {"cert": str(cert_path), "key": str(key_path), "ca": str(ca_path)}
+        out[ident] = {"cert": str(cert_path), "key": str(key_path), "ca": str(ca_path), "cluster": bound_to}
     return out
 
 
@@ -176,6 +206,9 @@ def register(sub, admin_sub) -> None:
     p.add_argument("--host", action="append", default=None,
                    help="subject alternative name (IP or DNS); repeat; default 127.0.0.1 and localhost")
     p.add_argument("--days", type=int, default=30)
+    p.add_argument("--cluster", default=None,
+                   help="the controller cluster the certificates are bound to (default: the directory's, "
+                        "else a new random name)")
     p.add_argument("--json", action="store_true")
     p.set_defaults(func=_cmd_init)
     p = certs_sub.add_parser("token", help="issue a bearer token into a tokens file (prints it once)")
@@ -195,7 +228,7 @@ def register(sub, admin_sub) -> None:
 
 def _cmd_init(args: argparse.Namespace) -> int:
     try:
-        out = init_dev_ca(args.directory, args.identities, args.host or DEFAULT_HOSTS, args.days)
+        out = init_dev_ca(args.directory, args.identities, args.host or DEFAULT_HOSTS, args.days, args.cluster)
     except ConfigError as e:
         return fail(args, e, rc=2)
     emit(args, {"directory": str(args.directory), "identities": out})

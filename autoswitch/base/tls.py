@@ -272,6 +272,53 @@ def certificate_identity(cert_path: str) -> str | None:
     return value if isinstance(value, str) else None
 
 
+# A certificate is bound to one controller cluster by a URI subject alternative name
+# ``urn:autoswitch:cluster:<name>`` (``autoswitch certs init --cluster``): a controller accepts Raft
+# peers only with its own cluster's binding, so another cluster's ``controller/n1`` under the same
+# CA is refused (docs/security.md, "Raft peers").
+CLUSTER_URI_PREFIX = "urn:autoswitch:cluster:"
+MAX_CLUSTER_NAME = 128
+
+
+def _pem_clusters(pem: bytes) -> tuple[str, ...]:
+    from cryptography import x509
+
+    try:
+        cert = x509.load_pem_x509_certificate(pem)
+        sans = cert.extensions.get_extension_for_class(x509.SubjectAlternativeName).value
+    except (ValueError, x509.ExtensionNotFound):
+        return ()
+    uris = sans.get_values_for_type(x509.UniformResourceIdentifier)
+    return tuple(u[len(CLUSTER_URI_PREFIX):] for u in uris if u.startswith(CLUSTER_URI_PREFIX))
+
+
+_CLUSTER_CACHE: dict[bytes, tuple[str, ...]] = {}
+_CLUSTER_CACHE_MAX = 1024
+
+
+def pem_cluster(pem: bytes) -> str | None:
+    """The cluster a PEM certificate is bound to; None when it names none or several (ambiguous
+    bindings bind to nothing). Parsed once per distinct certificate (bounded cache)."""
+    found = _CLUSTER_CACHE.get(pem)
+    if found is None:
+        found = _pem_clusters(pem)
+        if len(_CLUSTER_CACHE) >= _CLUSTER_CACHE_MAX:
+            _CLUSTER_CACHE.clear()
+        _CLUSTER_CACHE[pem] = found
+    return found[0] if len(found) == 1 else None
+
+
+def certificate_cluster(cert_path: str) -> str | None:
+    """The cluster our own certificate is bound to (see ``pem_cluster``)."""
+    return pem_cluster(_read(cert_path, "cert"))
+
+
+def peer_cluster(context) -> str | None:
+    """The cluster binding of the verified client certificate of a gRPC peer, else None."""
+    pems = context.auth_context().get("x509_pem_cert") or []
+    return pem_cluster(pems[0]) if pems else None
+
+
 def ssl_peer_identity(ssl_object) -> str | None:
     """The subject CN of the verified certificate an asyncio TLS peer presented, else None."""
     if ssl_object is None:

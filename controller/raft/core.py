@@ -56,6 +56,12 @@ _RESPONSES = {MsgType.VOTE_RESP, MsgType.PRE_VOTE_RESP, MsgType.APPEND_RESP, Msg
 # for the next term (uint64 on the wire).
 MAX_TERM = 1 << 40
 MAX_INDEX = 1 << 62
+# The most one message may raise our term by. Legitimate terms climb one election at a time (a
+# node that was away for 2^20 elections does not exist); a forged or corrupt term far above ours
+# is dropped, so no single message can bring a node near MAX_TERM (issue 29: one heartbeat at the
+# bound stopped the cluster for good). A node that is honestly behind still catches up: the term
+# its vote rounds learn from rejections is adopted in steps of at most this much.
+MAX_TERM_JUMP = 1 << 20
 _INDEX_FIELDS = ("index", "commit", "reject_hint", "snap_index", "snap_offset", "snap_total")
 _TERM_FIELDS = ("term", "log_term", "reject_term", "snap_term")
 
@@ -107,6 +113,7 @@ class RaftCore:
         empty one is a node joining an existing cluster: it knows no members, never campaigns,
         and takes its configuration from the first leader that replicates to it."""
         self.id = node_id
+        self._term_exhausted_logged = False
         self.catching_up = catch_up
         self._caught_up_pending = False
         self.voters: tuple[str, ...] = ()
@@ -403,6 +410,13 @@ class RaftCore:
     def _maybe_campaign(self, transfer: bool = False) -> None:
         if self.role != Role.CANDIDATE or self._round is not None or self.catching_up or self.id not in self.voters:
             return
+        if self.term + 1 >= MAX_TERM:
+            # the last term is never entered by a campaign: there would be none after it
+            if not self._term_exhausted_logged:
+                self._term_exhausted_logged = True
+                self.log_.error("raft_term_exhausted", term=self.term, max_term=MAX_TERM,
+                                hint="restore a snapshot into new directories (docs/operations-controller.md)")
+            return
         if not transfer and self.now < self.next_vote_ms:
             return
         increase = self.need_increase_term or self.vote not in (None, self.id)
@@ -476,7 +490,7 @@ class RaftCore:
                 delay += self.cfg.election_timeout_min_ms
             self.next_vote_ms = self.now + delay
             if rnd.max_term > self.term:
-                self._set_term(rnd.max_term)
+                self._set_term(min(rnd.max_term, self.term + MAX_TERM_JUMP))
         if self.role == Role.CANDIDATE:
             self._maybe_campaign()
 
@@ -498,6 +512,10 @@ class RaftCore:
             # be encoded, even after restarts); no real cluster gets near the bounds.
             self.log_.warning("raft_drop_message", reason="out_of_bounds", field=bad, frm=m.frm, type=m.type.name,
                               term=m.term)
+            return
+        if m.term > self.term + MAX_TERM_JUMP and m.type not in (MsgType.VOTE_RESP, MsgType.PRE_VOTE_RESP):
+            self.log_.warning("raft_drop_message", reason="term_jump", frm=m.frm, type=m.type.name, term=self.term,
+                              msg_term=m.term, max_jump=MAX_TERM_JUMP)
             return
         if m.type in (MsgType.VOTE, MsgType.PRE_VOTE):
             self._handle_vote(m)

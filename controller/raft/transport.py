@@ -23,7 +23,7 @@ import grpc
 
 from autoswitch.base.backoff import Backoff
 from autoswitch.base.log import RateLimitedLog, get_logger
-from autoswitch.base.tls import Listener, TLSConfig, bind, grpc_channel, peer_identity
+from autoswitch.base.tls import Listener, TLSConfig, bind, certificate_cluster, grpc_channel, peer_cluster, peer_identity
 from autoswitch.base.waits import wait_event
 from autoswitch.proto import raft_pb2, raft_pb2_grpc
 
@@ -105,17 +105,21 @@ def member_id(cluster: str, node_id: str) -> str:
 class RaftServicer(raft_pb2_grpc.RaftServicer):
     """Server side: checks who is talking, then hands each batch to ``deliver`` (the core steps it).
 
-    A batch must name this cluster, come from a configured member other than us with that
-    member's id, and hold only messages from that member to us; anything else is refused before
-    the core sees it (one rate-limited log line per peer and reason). Without transport
-    credentials these names are claimed, not proven. With mutual TLS (``tls_identities``) the
-    sender must also be the member its certificate names (CN ``controller/<node id>``): a
-    certificate issued to one member cannot speak for another."""
+    A batch must name this cluster, come from a member of the configuration in force here (the
+    newest in our log: what the leader sent us) other than us with that member's id, and hold only
+    messages from that member to us; anything else is refused before the core sees it (one
+    rate-limited log line per peer and reason). Without transport credentials these names are
+    claimed, not proven. With mutual TLS (``tls_identities``) the sender must also be the member
+    its certificate names (CN ``controller/<node id>``) and the certificate must be bound to our
+    cluster (``cert_cluster``, its ``urn:autoswitch:cluster:`` URI): a certificate issued to one
+    member cannot speak for another, one issued for a future member cannot speak before it is
+    added, and another cluster's ``controller/n1`` under the same CA cannot speak at all."""
 
     def __init__(self, cluster: str, deliver: Callable[[list[Message]], None], self_id: str = "",
-                 members: Iterable[str] = (), tls_identities: bool = False) -> None:
+                 members: Iterable[str] = (), tls_identities: bool = False, cert_cluster: str | None = None) -> None:
         self.cluster = cluster
         self.tls_identities = tls_identities
+        self.cert_cluster = cert_cluster
         self.deliver = deliver
         self.self_id = self_id
         self.members = {m: member_id(cluster, m) for m in members if m != self_id}
@@ -130,15 +134,14 @@ class RaftServicer(raft_pb2_grpc.RaftServicer):
         self.members = new
 
     def _admits(self, sender: str, sender_member: str) -> bool:
-        """A member of our configuration, or (etcd's rule) a controller we have not heard of yet,
-        once its certificate proves the name: a node that missed a membership change must still
-        follow a leader added meanwhile. A removed member is refused; without certificates only
-        the configured members are admitted (names are claimed, not proven)."""
+        """A member of the configuration in force here, and nobody else. A certificate does not
+        make a member: only a configuration entry does (issue 29: a certificate made for a future
+        member wrote the log of a fresh cluster). The price: a node that missed a membership
+        change refuses a leader added meanwhile until it learns the change from a member it knows
+        or is rejoined with ``admin recover-member`` (docs/security.md; the refusal names it)."""
         if sender_member != member_id(self.cluster, sender) or sender == self.self_id:
             return False
-        if sender in self.members:
-            return True
-        return self.tls_identities and sender not in self.removed
+        return sender in self.members
 
     def _refuse(self, peer: str, reason: str, **fields) -> None:
         self.refused[reason] = self.refused.get(reason, 0) + 1
@@ -153,15 +156,24 @@ class RaftServicer(raft_pb2_grpc.RaftServicer):
                 self._refuse(peer, "wrong_cluster", version=batch.version, cluster=batch.cluster[:64])
                 await context.abort(grpc.StatusCode.FAILED_PRECONDITION, "wrong raft wire version or cluster")
             sender = batch.sender
-            if self.members and not self._admits(sender, batch.sender_member):
-                self._refuse(peer, "not_a_member", sender=sender[:64], member=batch.sender_member[:64])
-                await context.abort(grpc.StatusCode.PERMISSION_DENIED, "not a member of this raft cluster")
             if self.tls_identities:
                 who = peer_identity(context)
                 if who != f"{CONTROLLER_IDENTITY_PREFIX}{sender}":
                     self._refuse(peer, "identity_mismatch", sender=sender[:64], identity=(who or "")[:64])
                     await context.abort(grpc.StatusCode.PERMISSION_DENIED,
                                         "the sender is not the member this certificate names")
+                bound = peer_cluster(context)
+                if self.cert_cluster is None or bound != self.cert_cluster:
+                    self._refuse(peer, "other_cluster", sender=sender[:64], cert_cluster=(bound or "")[:64])
+                    await context.abort(grpc.StatusCode.PERMISSION_DENIED,
+                                        "the certificate is not bound to this controller cluster")
+            if not self._admits(sender, batch.sender_member):
+                known = batch.sender_member == member_id(self.cluster, sender)
+                self._refuse(peer, "not_a_member", sender=sender[:64], member=batch.sender_member[:64],
+                             removed=sender in self.removed,
+                             hint=("if it joined while this node was away, rejoin this node with admin "
+                                   "recover-member" if known and sender not in self.removed else ""))
+                await context.abort(grpc.StatusCode.PERMISSION_DENIED, "not a member of this raft cluster")
             msgs = []
             for p in batch.messages:
                 try:
@@ -169,7 +181,7 @@ class RaftServicer(raft_pb2_grpc.RaftServicer):
                 except ValueError as exc:
                     self._refuse(peer, "bad_message", error=str(exc))
                     continue
-                if self.members and (m.frm != sender or m.to != self.self_id):
+                if m.frm != sender or m.to != self.self_id:
                     self._refuse(peer, "wrong_address", sender=sender, frm=m.frm[:64], to=m.to[:64])
                     continue
                 msgs.append(m)
@@ -308,8 +320,9 @@ class GrpcRaftTransport:
         self._deliver_to: Callable[[list[Message]], None] | None = None
         # Peers prove their names with certificates, except while a migration to TLS still accepts
         # plaintext peers (no certificate to check; docs/security.md).
-        self._servicer = RaftServicer(cluster, self._deliver, self_id, self.addrs,
-                                      tls_identities=self.tls.enabled and not self.tls.accept_plaintext)
+        tls_identities = self.tls.enabled and not self.tls.accept_plaintext
+        self._servicer = RaftServicer(cluster, self._deliver, self_id, self.addrs, tls_identities=tls_identities,
+                                      cert_cluster=certificate_cluster(self.tls.cert) if tls_identities else None)
         self._server = server
         self._own_server = False
         self._listener: Listener | None = None

@@ -71,7 +71,7 @@ def test_controller_cluster_on_mutual_tls(procs, tmp_path):
 
         from autoswitch.base.tls import grpc_channel_credentials
 
-        cid = cluster_id("autoswitch", cl.ids)
+        cid = cluster_id(ids["admin"]["cluster"], cl.ids)
         n2_cert = grpc_channel_credentials(_tls(ids["controller/n2"]))
 
         def forged(sender: str):

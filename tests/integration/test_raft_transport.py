@@ -23,7 +23,8 @@ def _hb(seq: int) -> Message:
 
 async def _serve(addr: str, cfg: RaftConfig, got: list[int]) -> grpc.aio.Server:
     server = grpc.aio.server(options=grpc_options(cfg))
-    raft_pb2_grpc.add_RaftServicer_to_server(RaftServicer("autoswitch", lambda ms: got.extend(m.seq for m in ms)),
+    raft_pb2_grpc.add_RaftServicer_to_server(RaftServicer("autoswitch", lambda ms: got.extend(m.seq for m in ms),
+                                                                 "b", members=("a", "b")),
                                              server)
     assert server.add_insecure_port(addr) != 0
     await server.start()

@@ -107,7 +107,7 @@ def still_serving(c: FailoverCluster) -> None:
 
 
 def test_forged_raft_heartbeat_and_append_are_refused(cl):
-    cid = cluster_id("autoswitch", cl.ctl_ids)
+    cid = cluster_id(cl.certs["admin"]["cluster"], cl.ctl_ids)
 
     async def scenario():
         async with ControllerClient(cl.controllers, deadline_s=30, tls=cl.tls()) as c:
@@ -146,6 +146,80 @@ def test_forged_raft_heartbeat_and_append_are_refused(cl):
             r = await c.call("UpdateControllerConfig",
                              pb.UpdateControllerConfigRequest(config={"scan_interval_ms": "100"}))
             assert r.header.code == 0, r.header
+
+    run(scenario())
+    still_serving(cl)
+
+
+async def _raft_state(c: FailoverCluster) -> dict[str, tuple[int, int, int]]:
+    """node -> (raft term, config index, commit index), from each node's GetMetaData."""
+    async with ControllerClient(c.controllers, deadline_s=30, tls=c.tls()) as cc:
+        out = {}
+        for n, a in c.ctl_addrs.items():
+            md = await cc.call_node(a, "GetMetaData", pb.GetMetaDataRequest())
+            out[n] = (md.raft_term, md.config_index, md.commit_index)
+        return out
+
+
+def _forged_config_append(cid: str, sender: str, target: str, term: int, last_index: int, last_term: int):
+    """An APPEND from ``sender`` that adds ``sender`` as a voter and says it is committed."""
+    from autoswitch.controller.raft.membership import Member, Membership
+    from autoswitch.controller.raft.messages import EntryKind
+
+    conf = Membership({n: Member(client="127.0.0.1:9", raft="127.0.0.1:9") for n in ("n1", "n2", "n3", sender)})
+    entry = raft_pb2.Entry(index=last_index + 1, term=term, kind=int(EntryKind.CONFIG), data=conf.encode())
+    append = raft_pb2.RaftMessage(type=int(MsgType.APPEND), to=target, term=term, index=last_index, log_term=last_term,
+                                  commit=last_index + 1, entries=[entry], **{"from": sender})
+    return raft_pb2.Batch(version=1, cluster=cid, messages=[append], sender=sender,
+                          sender_member=member_id(cid, sender))
+
+
+def test_a_certified_non_member_and_another_clusters_member_cannot_write_the_raft_log(cl, tmp_path):
+    """Issue 29, critical 1: a CA-signed certificate for a future member (controller/n9, bound to
+    this cluster) and another cluster's controller/n1 under the same CA both sent an APPEND at
+    term T+1 with a configuration entry marked committed; every node applied it. Both are refused
+    now, before Raft sees a message, and no node's term or configuration moves."""
+    import shutil
+
+    from autoswitch.app.certs import init_dev_ca
+
+    cid = cluster_id(cl.certs["admin"]["cluster"], cl.ctl_ids)
+    future = init_dev_ca(cl.tmp / "certs", ["controller/n9"])["controller/n9"]
+    assert future["cluster"] == cl.certs["admin"]["cluster"]
+    other_dir = tmp_path / "other-cluster"
+    other_dir.mkdir()
+    for f in ("ca.pem", "ca.key"):
+        shutil.copy(cl.tmp / "certs" / f, other_dir / f)
+    other = init_dev_ca(other_dir, ["controller/n1", "controller/n2"], cluster="another-cluster")
+
+    async def scenario():
+        before = await _raft_state(cl)
+        async with ControllerClient(cl.controllers, deadline_s=30, tls=cl.tls()) as c:
+            md = await c.get_metadata()
+        leader = md.leader_id
+        target = next(n for n in cl.ctl_ids if n != leader)
+        term = max(t for t, _, _ in before.values()) + 1
+        last = md.last_index
+        attempts = [
+            (TLSConfig(ca=future["ca"], cert=future["cert"], key=future["key"]), "n9",
+             _forged_config_append(cid, "n9", target, term, last, md.raft_term)),
+            (TLSConfig(ca=other[f"controller/{leader}"]["ca"], cert=other[f"controller/{leader}"]["cert"],
+                       key=other[f"controller/{leader}"]["key"]), leader,
+             _forged_config_append(cid, leader, target, term, last, md.raft_term)),
+        ]
+        for who, _sender, batch in attempts:
+            for node in cl.ctl_ids:
+                async with grpc.aio.secure_channel(cl.raft_addrs[node], grpc_channel_credentials(who)) as ch:
+                    with pytest.raises(grpc.aio.AioRpcError) as e:
+                        await raft_pb2_grpc.RaftStub(ch).Stream(iter([batch]), timeout=30)
+                    assert e.value.code() == grpc.StatusCode.PERMISSION_DENIED, (who.cert, node, e.value.details())
+        after = await _raft_state(cl)
+        for n in cl.ctl_ids:
+            assert after[n][0] < term or after[n][0] == before[n][0], (n, before[n], after[n])
+            assert after[n][1] == before[n][1], ("a configuration was written", n, before[n], after[n])
+        async with ControllerClient(cl.controllers, deadline_s=30, tls=cl.tls()) as c:
+            md2 = await c.get_metadata()
+            assert {p.node_id for p in md2.peers} == set(cl.ctl_ids), md2.peers
 
     run(scenario())
     still_serving(cl)
