@@ -242,6 +242,8 @@ class ControllerNode:
         members or another cluster_token would talk to nobody (its messages are refused), so it
         refuses to start instead, naming both ids."""
 
+        from autoswitch.controller.config import cluster_id
+
         from autoswitch.base.errors import ConfigError
         from autoswitch.base.fsutil import write_atomic
 
@@ -251,6 +253,13 @@ class ControllerNode:
             have = path.read_text().strip()
         except FileNotFoundError:
             write_atomic(path, (want + "\n").encode())
+            return
+        if (have != want and not self.config.cluster_token and not self.config.cluster_id
+                and have == cluster_id("autoswitch", self.config.peers)):
+            # made before its certificates were bound to a cluster (a plaintext cluster moving to
+            # TLS): it keeps the id its peers know it by
+            self.config.cluster_id = have
+            self.log.info("cluster_id_kept", cluster_id=have, note="created with the plaintext default token")
             return
         if have != want:
             raise ConfigError(f"data dir {self.data_dir} belongs to raft cluster {have}, but peers and "

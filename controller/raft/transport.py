@@ -23,7 +23,15 @@ import grpc
 
 from autoswitch.base.backoff import Backoff
 from autoswitch.base.log import RateLimitedLog, get_logger
-from autoswitch.base.tls import Listener, TLSConfig, bind, certificate_cluster, grpc_channel, peer_cluster, peer_identity
+from autoswitch.base.tls import (
+    Listener,
+    TLSConfig,
+    bind,
+    certificate_cluster,
+    grpc_channel,
+    peer_cluster,
+    peer_identity,
+)
 from autoswitch.base.waits import wait_event
 from autoswitch.proto import raft_pb2, raft_pb2_grpc
 
