@@ -790,6 +790,13 @@ class RaftCore:
         pr.last_ack_ms = self.now
         if m.reject:
             rejected = m.index
+            if rejected > pr.match and m.reject_hint < pr.match:
+                # It no longer holds what it acknowledged: its log was lost and it rejoined
+                # (recover-member, a replaced disk). Our match for it is void; without this reset
+                # every probe went back to match + 1 for ever and it never caught up (issue 29).
+                self.log_.warning("raft_follower_lost_entries", peer=m.frm, match=pr.match, now_has=m.reject_hint)
+                pr.match = m.reject_hint
+                pr.become_probe()
             if pr.state == ProgressState.REPLICATE:
                 if rejected <= pr.match:
                     return                      # stale reject of something since acknowledged

@@ -121,3 +121,31 @@ def test_recover_member_rejoins_only_with_a_quorum_and_catches_up(procs, tmp_pat
     # A running node is never "recovered" under itself.
     r = _cli("recover-member", *cl.node_args("n3"))
     assert r.returncode == 2 and "stop it" in r.stderr
+
+
+def test_recover_member_catches_up_while_the_same_leader_stays(procs, tmp_path):
+    """Issue 29, item 6: the leader kept the recovered node's old match index and ignored its
+    rejections; the node never caught up while that leader stayed, and the cluster ran on two of
+    three without saying so."""
+    cl = _written_cluster(procs, tmp_path)
+
+    async def leader_id() -> str:
+        async with ControllerClient(cl.spec, deadline_s=60) as c:
+            await wait_leader(c)
+            return (await c.get_metadata()).leader_id
+
+    leader = asyncio.run(leader_id())
+    lost = next(n for n in ("n1", "n2", "n3") if n != leader)
+    cl.stop(lost)
+    for p in (cl.data_dir(lost) / "raft").glob("seg-*.log"):
+        p.unlink()
+    r = _cli("recover-member", *cl.node_args(lost), "--json")
+    assert r.returncode == 0, r.stderr[-2000:]
+    cl.start(lost)
+    asyncio.run(_write(cl, WRITES, 3))
+
+    async def caught_up() -> bool:
+        return await _groups(cl, lost) == WRITES + 3
+    asyncio.run(until(caught_up, f"{lost} caught up under the same leader", interval_s=0.1))
+    assert asyncio.run(leader_id()) == leader, "the leader changed: the test did not test what it says"
+    assert not (cl.data_dir(lost) / "raft" / "catch_up").exists()
