@@ -242,8 +242,19 @@ class CommitLog:
                 f"first segment starts at {first.base}, above the first retained offset {self.min_offset}",
                 path=str(first.path),
             )
-        pos = verify_from
         S = self.segment_bytes
+        for seg in self.segments:
+            # Below verify_from nothing is walked at start: at least check that every file holds
+            # the bytes the log says it does (a middle segment emptied or cut is corruption found
+            # now, not a crash on the first read of it; issue 29).
+            if seg.base >= verify_from:
+                break
+            need = min(S, verify_from - seg.base)
+            have = seg.file_size()
+            if have < need:
+                raise LogCorrupt(f"segment file holds {have} bytes, the log below offset {verify_from} needs {need}",
+                                 path=str(seg.path), offset=seg.base + have)
+        pos = verify_from
         while True:
             seg = self._find(pos)
             if seg is None:  # pos is a segment end with no next file

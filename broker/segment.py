@@ -13,6 +13,8 @@ import mmap
 import os
 from pathlib import Path
 
+from autoswitch.broker.store_errors import LogCorrupt
+
 NAME_DIGITS = 20
 
 
@@ -60,8 +62,14 @@ class Segment:
             view = view[n:]
 
     def read(self, offset: int, n: int) -> bytes:
+        """Exactly ``n`` bytes: a file shorter than the log says is corruption (a segment cut or
+        emptied under us), never a short buffer for the record parser to trip on."""
         assert self.base <= offset and offset + n <= self.end_limit
-        return os.pread(self.fd, n, offset - self.base)
+        data = os.pread(self.fd, n, offset - self.base)
+        if len(data) < n:
+            raise LogCorrupt(f"segment file ends at {offset + len(data)}, the log needs {offset + n}",
+                             path=str(self.path), offset=offset + len(data))
+        return data
 
     def map(self) -> mmap.mmap | None:
         size = self.file_size()
