@@ -21,6 +21,7 @@ from autoswitch.controller import sm_config
 from autoswitch.base.auth import AuthConfig, check_exposure
 from autoswitch.base.config_check import check_values, refuse_unknown
 from autoswitch.base.errors import ConfigError
+from autoswitch.base.ranges import check_ranges
 from autoswitch.base.tls import TLSConfig
 
 if TYPE_CHECKING:
@@ -119,6 +120,8 @@ class ControllerConfig:
     def validate(self) -> None:
         if not self.node_id:
             raise ConfigError("node_id is required")
+        check_ranges("ControllerConfig", {f.name: getattr(self, f.name) for f in dataclasses.fields(self)},
+                     "controller config")
         self._validate_backend()
         if self.node_id not in self.peers:
             raise ConfigError(f"node_id {self.node_id!r} is not in peers", peers=sorted(self.peers))
@@ -358,7 +361,17 @@ def load(path: str | Path | None = None, **overrides: Any) -> ControllerConfig:
             raise ConfigError(f"config file {path} is not UTF-8 text (a binary file?)") from None
         except OSError as e:
             raise ConfigError(f"config file {path} cannot be read: {e.strerror}") from None
-        values.update(doc.get("controller", {k: v for k, v in doc.items() if not isinstance(v, dict)}))
+        if isinstance(doc.get("controller"), dict):
+            # keys above the [controller] header belong to no table we read: refused, not ignored
+            stray = sorted(k for k, v in doc.items() if not isinstance(v, dict))
+            if stray:
+                raise ConfigError(f"keys {stray} in {path} sit outside the [controller] table (move them below "
+                                  "its header)", keys=stray, path=str(path))
+            values.update(doc["controller"])
+        else:
+            values.update({k: v for k, v in doc.items() if not isinstance(v, dict)})
+        refuse_unknown(f"controller config ({path}) table", [k for k, v in doc.items() if isinstance(v, dict)],
+                       {"controller", "raft", "store"})
         if "raft" in doc and isinstance(doc["raft"], dict):
             values["raft"] = _checked_raft(dict(doc["raft"]))
         if "store" in doc and isinstance(doc["store"], dict):
@@ -366,7 +379,18 @@ def load(path: str | Path | None = None, **overrides: Any) -> ControllerConfig:
 
             values["store"] = check_values(StoreBackendConfig, dict(doc["store"]), "[store]")
     values.update({k: v for k, v in overrides.items() if v is not None})
-    sm = dict(values.pop("sm", {}) or {})
+    sm_raw = values.pop("sm", {}) or {}
+    if not isinstance(sm_raw, dict):
+        raise ConfigError("[controller.sm] must be a table", key="sm")
+    refuse_unknown("[controller.sm]", sm_raw, sm_config.KEYS)
+    sm = {}
+    for k, raw in sm_raw.items():
+        raw = ("true" if raw else "false") if isinstance(raw, bool) else str(raw)
+        try:
+            sm_config.parse_value(k, raw)
+        except sm_config.ConfigValueError as e:
+            raise ConfigError(f"[controller.sm] {e}", key=k) from None
+        sm[k] = raw
     for k in [k for k in values if k in sm_config.KEYS]:
         raw = values.pop(k)
         raw = ("true" if raw else "false") if isinstance(raw, bool) else str(raw)

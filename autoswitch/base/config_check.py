@@ -1,5 +1,5 @@
-"""Config keys and value types, checked before a config object is built: every bad key is named
-in one error, with the rule it breaks, and an unknown key gets a "did you mean" when it is close
+"""Config keys, value types and ranges (autoswitch/base/ranges.py), checked before a config object
+is built: every bad key is named in one error, with the rule it breaks, and an unknown key gets a "did you mean" when it is close
 to a real one (a typo must never leave a safety timeout at its default unnoticed)."""
 
 from __future__ import annotations
@@ -10,6 +10,7 @@ from collections.abc import Iterable
 from typing import Any
 
 from autoswitch.base.errors import ConfigError
+from autoswitch.base.ranges import check_ranges
 
 
 def suggest(key: str, known: Iterable[str]) -> str:
@@ -63,4 +64,5 @@ def check_values(cls: type, values: dict[str, Any], what: str) -> dict[str, Any]
             out[k] = float(v)
     if problems:
         raise ConfigError("; ".join(problems), keys=sorted(bad))
+    check_ranges(cls.__name__, out, what)
     return out
