@@ -21,6 +21,7 @@ from autoswitch.base.auth import Guard, server_interceptor
 from autoswitch.base.errors import AutoswitchError
 from autoswitch.base.log import get_logger
 from autoswitch.base.observe import ObserveServer, add_grpc_health
+from autoswitch.base.stream_limits import StreamBudget, stream_limit_interceptor
 from autoswitch.base.tls import Listener, bind, peer_identity, server_ssl_context
 from autoswitch.base.write_errors import BadRequest, NotAllowed, StorageFull, WriteError
 from autoswitch.proto import broker_pb2 as pb
@@ -345,6 +346,7 @@ async def serve(cfg: BrokerConfig, stop_event: asyncio.Event | None = None, atta
     elif cfg.tls.enabled:
         log.warning("no_authorization", listen=cfg.listen,
                     note="auth = false: any holder of a certificate of the CA may produce, consume or switch roles")
+    interceptors.append(stream_limit_interceptor(StreamBudget(cfg.max_concurrent_rpcs), "broker.streams", cfg.auth))
     server = grpc.aio.server(options=channel_options(cfg.max_request_bytes) + [("grpc.so_reuseport", 0)],
                              interceptors=interceptors, maximum_concurrent_rpcs=cfg.max_concurrent_rpcs)
     servicer = BrokerServicer(broker)

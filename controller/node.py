@@ -69,6 +69,7 @@ from autoswitch.base.auth import AuthConfig, Guard, Role, Rule, current_caller, 
 from autoswitch.base.fsutil import write_atomic
 from autoswitch.base.log import get_logger
 from autoswitch.base.observe import FnCollector, ObserveServer, add_grpc_health
+from autoswitch.base.stream_limits import StreamBudget, stream_limit_interceptor
 from autoswitch.base.waits import wait_event
 from autoswitch.proto import controller_pb2 as pb
 from autoswitch.proto import controller_pb2_grpc as pbg
@@ -156,6 +157,8 @@ class ControllerNode:
         if self.config.auth:
             self.guard = Guard("controller.auth", self.config.auth_config, {**CONTROLLER_RULES, **self._extra_rules})
             interceptors.append(server_interceptor(self.guard, tls.peer_identity))
+        self.streams_budget = StreamBudget(self.config.max_concurrent_rpcs)
+        interceptors.append(stream_limit_interceptor(self.streams_budget, "controller.streams", self.config.auth))
         self.server = grpc.aio.server(options=opts, interceptors=interceptors,
                                       maximum_concurrent_rpcs=self.config.max_concurrent_rpcs)
         pbg.add_ControllerServiceServicer_to_server(ControllerServicer(self), self.server)
@@ -953,6 +956,8 @@ def run_forever(config: ControllerConfig | None, namesrv: dict | None) -> int:
             if ns_auth.enabled:
                 guard = Guard("namesrv.auth", ns_auth, STANDALONE_NAMESRV_RULES)
                 interceptors.append(server_interceptor(guard, tls.peer_identity))
+            interceptors.append(stream_limit_interceptor(StreamBudget(MAX_CONCURRENT_RPCS), "namesrv.streams",
+                                                         ns_auth.enabled))
             server = grpc.aio.server(options=[("grpc.so_reuseport", 0)], interceptors=interceptors,
                                      maximum_concurrent_rpcs=MAX_CONCURRENT_RPCS)
             reg(server)

@@ -225,6 +225,38 @@ def test_a_certified_non_member_and_another_clusters_member_cannot_write_the_raf
     still_serving(cl)
 
 
+def test_a_reader_cannot_hold_more_than_its_share_of_a_controllers_streams(cl):
+    """Item 3: 10,000 Health/Watch streams of one certificate blocked a controller. One caller now
+    holds at most 64 streams of one method; the cluster keeps electing and serving meanwhile."""
+    from grpc_health.v1 import health_pb2, health_pb2_grpc
+
+    async def scenario():
+        ch = grpc.aio.secure_channel(cl.ctl_addrs["n1"], grpc_channel_credentials(cl.tls("reader/ops")))
+        stub = health_pb2_grpc.HealthStub(ch)
+        calls, opened, refused = [], 0, 0
+        try:
+            for _ in range(80):
+                call = stub.Watch(health_pb2.HealthCheckRequest(service=""))
+                calls.append(call)
+                try:
+                    await asyncio.wait_for(call.read(), 10)
+                    opened += 1
+                except grpc.aio.AioRpcError as e:
+                    assert e.code() == grpc.StatusCode.RESOURCE_EXHAUSTED, e
+                    refused += 1
+            assert opened == 64 and refused == 16, (opened, refused)
+            async with ControllerClient(cl.controllers, deadline_s=30, tls=cl.tls()) as c:
+                r = await c.call_node(cl.ctl_addrs["n1"], "GetMetaData", pb.GetMetaDataRequest())
+                assert r.header.code == 0
+        finally:
+            for call in calls:
+                call.cancel()
+            await ch.close()
+
+    run(scenario())
+    still_serving(cl)
+
+
 # --------------------------------------------------------------------------- brokers
 
 
