@@ -114,9 +114,10 @@ class FetchServer:
             raise fc.FetchProtocolError("the first frame must be HELLO")
         token = fc.parse_hello(hello.payload)
         who: Principal | None = None
+        cn = ssl_peer_identity(writer.get_extra_info("ssl_object"))
+        creds = [("authorization", f"Bearer {token}")] if token else None
         if self.guard is not None:
-            cn = ssl_peer_identity(writer.get_extra_info("ssl_object"))
-            who = self.guard.authn.principal(cn, [("authorization", f"Bearer {token}")] if token else None)
+            who = self.guard.authn.principal(cn, creds)
             self._check(who, "")                    # a reader at all, before anything is read
         writer.write(fc.encode_ready())
         while True:
@@ -125,9 +126,14 @@ class FetchServer:
                     raise fc.FetchProtocolError(f"unexpected frame type {f.type} after HELLO")
                 req = fc.parse_fetch(f.payload)
                 if self.guard is not None:
+                    if token:       # looked up again: a token revoked since HELLO reads no more
+                        who = self.guard.authn.principal(cn, creds)
                     self._check(who, req.topic)
                 t0 = time.monotonic()
                 reply = await self.consume.records(req)
+                if self.guard is not None and token and req.max_wait_ms:
+                    who = self.guard.authn.principal(cn, creds)     # revoked during the long poll
+                    self._check(who, req.topic)
                 writer.writelines(fc.encode_records(reply))
                 await writer.drain()
                 if self.observer is not None:

@@ -49,6 +49,7 @@ MAX_TOKENS = 10_000
 MAX_TOKEN_BYTES = 4096
 MAX_TOKENS_FILE_BYTES = 4 << 20
 MISSING_ROLE_KEY = "x-autoswitch-missing-role"
+REVALIDATE_S = 1.0     # how often an open stream's token is looked up again
 
 
 class Role(StrEnum):
@@ -423,11 +424,54 @@ def server_interceptor(guard: Guard, peer_identity: Callable[[Any], str | None])
         async def gen():
             async for req in it:
                 try:
-                    guard.check(p, method, req)
+                    # a token is looked up again for every message: one revoked meanwhile stops here
+                    guard.check(who(context) if p is not None and p.via == "token" else p, method, req)
                 except Denied as e:
                     await deny(context, e)
                 yield req
         return gen()
+
+    async def _watched(method: str, p: Principal | None, context, produce) -> AsyncIterator[Any]:
+        """Yield what ``produce`` (an async generator, or a coroutine writing with context.write)
+        yields; a caller that came with a token is looked up again every REVALIDATE_S while the
+        stream is open, and its stream ends with PERMISSION_DENIED once the token is revoked."""
+        import asyncio
+
+        agen = produce if inspect.isasyncgen(produce) else None
+        if p is None or p.via != "token":       # certificates are not revoked per stream: no watch
+            if agen is not None:
+                async for item in agen:
+                    yield item
+            else:
+                await produce
+            return
+        pending: asyncio.Future | None = None
+        try:
+            while True:
+                pending = asyncio.ensure_future(agen.__anext__() if agen is not None else produce)
+                while True:
+                    done, _ = await asyncio.wait({pending}, timeout=REVALIDATE_S)
+                    if done:
+                        break
+                    try:
+                        guard.check_open(who(context), method)
+                    except Denied as e:
+                        pending.cancel()
+                        guard.log.info("stream_ended_revoked", caller=p.name, method=method)
+                        await deny(context, e)
+                try:
+                    item = pending.result()
+                except StopAsyncIteration:
+                    return
+                pending = None
+                if agen is None:
+                    return
+                yield item
+        finally:
+            if pending is not None and not pending.done():
+                pending.cancel()
+            if agen is not None:
+                await agen.aclose()
 
     class Interceptor(grpc.aio.ServerInterceptor):
         async def intercept_service(self, continuation, details):
@@ -451,15 +495,13 @@ def server_interceptor(guard: Guard, peer_identity: Callable[[Any], str | None])
                 inner_us = handler.unary_stream
 
                 async def us(request, context):
+                    p = who(context)
                     try:
-                        _CALLER.set(guard.check(who(context), method, request))
+                        _CALLER.set(guard.check(p, method, request))
                     except Denied as e:
                         await deny(context, e)
-                    if inspect.isasyncgenfunction(inner_us):
-                        async for item in inner_us(request, context):
-                            yield item
-                    else:
-                        await inner_us(request, context)
+                    async for item in _watched(method, p, context, inner_us(request, context)):
+                        yield item
                 return grpc.unary_stream_rpc_method_handler(us, request_deserializer=de, response_serializer=ser)
             if handler.stream_unary is not None:
                 inner_su = handler.stream_unary
@@ -471,11 +513,8 @@ def server_interceptor(guard: Guard, peer_identity: Callable[[Any], str | None])
 
             async def ss(request_iterator, context):
                 it = await checked(method, context, request_iterator)
-                if inspect.isasyncgenfunction(inner_ss):
-                    async for item in inner_ss(it, context):
-                        yield item
-                else:
-                    await inner_ss(it, context)
+                async for item in _watched(method, _CALLER.get(), context, inner_ss(it, context)):
+                    yield item
             return grpc.stream_stream_rpc_method_handler(ss, request_deserializer=de, response_serializer=ser)
 
     return Interceptor()

@@ -9,9 +9,10 @@ import asyncio
 import grpc
 import pytest
 from autoswitch.broker.client import ProducerClient
+from autoswitch.broker.fetch_client import FetchClient, FetchRefused
 from grpc_health.v1 import health_pb2, health_pb2_grpc
 
-from autoswitch.app.certs import init_dev_ca
+from autoswitch.app.certs import init_dev_ca, issue_token, revoke_token
 from autoswitch.base.tls import TLSConfig, grpc_channel_credentials
 from tests.procs import HOST, free_port, wait_port
 
@@ -25,6 +26,8 @@ def _tls(ident: dict) -> TLSConfig:
 @pytest.fixture
 def secure_broker(procs, tmp_path):
     ids = init_dev_ca(tmp_path / "tls", ["broker/g1/1", "producer/app", "reader/app"])
+    tokens = tmp_path / "tokens.toml"
+    reader_token = issue_token(tokens, "ops-reader", ["reader"])
     me = ids["broker/g1/1"]
     port, ha, fetch = free_port(), free_port(), free_port()
     cfg = tmp_path / "broker.toml"
@@ -32,9 +35,11 @@ def secure_broker(procs, tmp_path):
     procs.start("b1", ["broker", "--config", str(cfg), "--role", "master", "--epoch", "1", "--group", "g1",
                        "--listen", f"{HOST}:{port}", "--ha-listen", f"{HOST}:{ha}", "--fetch-listen", f"{HOST}:{fetch}",
                        "--ack-mode", "master", "--data-dir", str(tmp_path / "b1"),
-                       "--tls-ca", me["ca"], "--tls-cert", me["cert"], "--tls-key", me["key"], "--auth"])
+                       "--tls-ca", me["ca"], "--tls-cert", me["cert"], "--tls-key", me["key"], "--auth",
+                       "--auth-tokens-file", str(tokens)])
     wait_port(port, timeout=60)
-    return {"addr": f"{HOST}:{port}", "fetch": f"{HOST}:{fetch}", "ids": ids, "tmp": tmp_path}
+    return {"addr": f"{HOST}:{port}", "fetch": f"{HOST}:{fetch}", "ids": ids, "tmp": tmp_path,
+            "tokens": tokens, "reader_token": reader_token}
 
 
 def test_a_producer_cannot_fill_the_servers_calls_with_health_watch_streams(secure_broker):
@@ -70,5 +75,23 @@ def test_a_producer_cannot_fill_the_servers_calls_with_health_watch_streams(secu
             for c in calls:
                 c.cancel()
             await ch.close()
+
+    asyncio.run(asyncio.wait_for(scenario(), 120))
+
+
+def test_a_token_revoked_while_its_fetch_connection_is_open_reads_no_more(secure_broker):
+    """Item 4: the fetch port checked a token at HELLO only; a connection opened before the
+    revocation kept reading. Every FETCH looks the token up again now."""
+    addr, fetch, ids = secure_broker["addr"], secure_broker["fetch"], secure_broker["ids"]
+
+    async def scenario() -> None:
+        p = ProducerClient(addr, max_retries=0, timeout_s=10, tls=_tls(ids["producer/app"]))
+        await p.produce("t", [b"secret"] * 3)
+        await p.close()
+        async with FetchClient(fetch, tls=_tls(ids["producer/app"]), token=secure_broker["reader_token"]) as f:
+            assert len((await f.fetch("t", 0, 10)).runs) == 1
+            assert revoke_token(secure_broker["tokens"], "ops-reader")
+            with pytest.raises(FetchRefused, match="revoked"):
+                await f.fetch("t", 0, 10)
 
     asyncio.run(asyncio.wait_for(scenario(), 120))

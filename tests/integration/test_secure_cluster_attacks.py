@@ -413,6 +413,35 @@ def test_reader_token_cannot_elect_or_clean_and_revocation_needs_no_restart(cl):
     still_serving(cl)
 
 
+def test_a_revoked_token_ends_the_streams_it_opened(cl):
+    """Item 4: a token revoked while its stream was open kept receiving. The stream ends with
+    PERMISSION_DENIED now, within a second or so of the revocation, with nothing new to send."""
+    from autoswitch.app.certs import issue_token
+
+    token = issue_token(cl.tokens_file, "ops-watcher", ["reader"])
+    c = cl.certs["client/cli"]
+    creds = TLSConfig(ca=c["ca"], cert=c["cert"], key=c["key"], token=token).validate()
+
+    async def scenario():
+        ch = grpc.aio.secure_channel(cl.ctl_addrs["n1"], grpc_channel_credentials(creds))
+        try:
+            call = pbg.ControllerServiceStub(ch).WatchReplicaInfo(pb.WatchReplicaInfoRequest(broker_name=GROUP))
+            first = await asyncio.wait_for(call.read(), 30)
+            assert first.replica_info.broker_name == GROUP
+            out = await asyncio.create_subprocess_exec(sys.executable, "-m", "autoswitch", "certs", "revoke",
+                                                       str(cl.tokens_file), "ops-watcher")
+            assert await out.wait() == 0
+            with pytest.raises(grpc.aio.AioRpcError) as e:
+                while True:     # the stream may still deliver an event that was on its way
+                    msg = await asyncio.wait_for(call.read(), 30)
+                    assert msg is not grpc.aio.EOF, "the stream ended without an error"
+            assert e.value.code() == grpc.StatusCode.PERMISSION_DENIED, e.value
+        finally:
+            await ch.close()
+
+    run(scenario())
+
+
 def test_admin_calls_are_in_the_replicated_event_log(cl):
     """Who did what, with which result: an admin's refused clean lands in every node's history."""
     async def scenario():
