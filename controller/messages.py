@@ -309,6 +309,10 @@ class AdminAuditRequest(Request, tag="AdminAudit"):
     code: int = 0
     remark: str = ""
     ts_ms: int = 0
+    # Proposed in the same Raft append right after the admin's write (issue 29): the record takes
+    # code and remark from that entry's outcome when applied, so a write is never in the log
+    # without its audit record, whatever happens to the caller afterwards.
+    outcome_of_previous: bool = False
 
     def validate(self) -> None:
         _check_str(self.actor, "actor", MAX_AUDIT_FIELD_LEN, allow_empty=False)

@@ -33,14 +33,13 @@ from typing import TYPE_CHECKING, Any
 
 import grpc
 import msgspec
+from autoswitch.controller import audit, sm_adapter
 from autoswitch.controller import messages as msgs
-from autoswitch.controller import sm_adapter
 from autoswitch.controller.alerts import Alerter
 from autoswitch.controller.authz import (
     CONTROLLER_RULES,
     NAMESRV_RULES,
     STANDALONE_NAMESRV_RULES,
-    audit_detail,
 )
 from autoswitch.controller.broker_calls import transfer_master
 from autoswitch.controller.codes import Code, code_name
@@ -65,7 +64,7 @@ from autoswitch.controller.status_page import StatusPage
 from autoswitch.controller.watchers import Watchers
 
 from autoswitch.base import tls
-from autoswitch.base.auth import AuthConfig, Guard, Role, Rule, current_caller, server_interceptor
+from autoswitch.base.auth import AuthConfig, Guard, Rule, server_interceptor
 from autoswitch.base.fsutil import write_atomic
 from autoswitch.base.log import get_logger
 from autoswitch.base.observe import FnCollector, ObserveServer, add_grpc_health
@@ -386,21 +385,22 @@ class ControllerNode:
                              f"node {self.node_id} is not the leader and knows none (election or no quorum)")
         return NodeReply(Code.CONTROLLER_NOT_LEADER, f"node {self.node_id} is not the leader", lid, laddr)
 
-    async def audit_admin_call(self, action: str, request: Any, group: str, reply_header: Any) -> None:
-        """An admin's call (who, what, result) as one AdminAudit entry through Raft, so every
-        node's event history says who did what. Without a leader here the call itself failed
-        too; the log line is then its only trace. Nothing to do without authorization (no names)
-        or for a broker asking for its own election."""
-        caller = current_caller()
-        if caller is None or Role.ADMIN not in caller.roles:
-            return
-        actor, detail, code, remark = caller.name, audit_detail(request), int(reply_header.code), reply_header.message
-        self.log.info("admin_call", actor=actor, action=action, group=group, detail=detail, code=code)
-        req = msgs.AdminAuditRequest(actor=actor[:msgs.MAX_AUDIT_FIELD_LEN], action=action, broker_name=group[:127],
-                                     detail=detail, code=code, remark=remark[:msgs.MAX_AUDIT_FIELD_LEN])
-        out = (await self.write_many([req]))[0]
+    def spawn(self, coro, name: str) -> None:
+        """A short background job the node ends at stop (finished ones are dropped as they end)."""
+        t = asyncio.create_task(coro, name=name)
+        self._tasks.append(t)
+        t.add_done_callback(lambda done: self._tasks.remove(done) if done in self._tasks else None)
+
+    async def audit_admin_call(self, call: audit.AuditCall, code: int, remark: str) -> None:
+        """The call's AdminAudit record as its own Raft entry (a call whose write did not carry
+        it). Without a leader here the call itself failed too; the log line is then its only trace."""
+        self.log.info("admin_call", actor=call.actor, action=call.action, group=call.group, detail=call.detail,
+                      code=code)
+        call.recorded = True
+        out = (await self.write_many([call.request(code, remark)]))[0]
         if isinstance(out, NodeReply):
-            self.log.warning("admin_audit_not_replicated", actor=actor, action=action, group=group,
+            call.recorded = False
+            self.log.warning("admin_audit_not_replicated", actor=call.actor, action=call.action, group=call.group,
                              code=code_name(out.reply_code), reason=out.message)
 
     async def write(self, req: msgs.Request) -> msgs.Reply:
@@ -429,6 +429,12 @@ class ControllerNode:
                 continue
             datas.append(data)
             where.append(i)
+        call = audit.pending() if datas else None
+        if call is not None:
+            # an admin's write: its audit record goes in the same append, right behind it
+            self.log.info("admin_call", actor=call.actor, action=call.action, group=call.group, detail=call.detail)
+            datas.append(sm_adapter.encode_request(sm_adapter.stamp(call.request(outcome_of_previous=True))))
+            call.recorded = True        # before the await: a cancelled caller leaves it proposed
         if datas:
             t0 = time.monotonic()
             try:
@@ -436,6 +442,10 @@ class ControllerNode:
             except Exception as e:  # noqa: BLE001 - nothing was proposed: one typed reply for all
                 results = [e] * len(datas)
             self.metrics.proposals.observe(time.monotonic() - t0)
+            if call is not None:
+                if isinstance(results[-1], BaseException):
+                    call.recorded = False       # not known to be in the log: the handler records it alone
+                results = results[:-1]
             for i, r in zip(where, results, strict=True):
                 out[i] = self._map_raft_error(r) if isinstance(r, BaseException) else self._applied(r)
         return out  # type: ignore[return-value]

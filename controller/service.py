@@ -15,6 +15,7 @@ from collections.abc import Callable
 from typing import TYPE_CHECKING, Any
 
 import msgspec
+from autoswitch.controller import audit as admin_audit
 from autoswitch.controller import messages as m
 from autoswitch.controller import streams
 from autoswitch.controller.batchable import BATCHABLE
@@ -75,6 +76,8 @@ def _handler(reply_cls, audit: Callable[[Any], str] | None = None):
         @functools.wraps(fn)
         async def wrapper(self: ControllerServicer, request, context):
             node = self.node
+            call = admin_audit.begin(fn.__name__, request, audit(request)) if audit is not None else None
+            token = admin_audit.CURRENT.set(call)
             try:
                 big = _too_large(node, request.ByteSize())
                 if big is not None:
@@ -82,11 +85,17 @@ def _handler(reply_cls, audit: Callable[[Any], str] | None = None):
                 reply = await fn(self, request, context)
                 reply.header.node_id = node.node_id
             except asyncio.CancelledError:
+                if call is not None and not call.recorded:
+                    # the caller gave up (its deadline): the record still gets written
+                    node.spawn(node.audit_admin_call(call, int(Code.CONTROLLER_TIMEOUT),
+                                                     "the caller cancelled before the reply"), "admin-audit")
                 raise
             except Exception as e:  # noqa: BLE001 - every failure becomes a typed reply
                 reply = _error_reply(node, reply_cls, fn.__name__, e)
-            if audit is not None:
-                await node.audit_admin_call(fn.__name__, request, audit(request), reply.header)
+            finally:
+                admin_audit.CURRENT.reset(token)
+            if call is not None and not call.recorded:
+                await asyncio.shield(node.audit_admin_call(call, int(reply.header.code), reply.header.message))
             return reply
 
         return wrapper
@@ -345,6 +354,10 @@ class ControllerServicer(pbg.ControllerServiceServicer):
             raise BadRequest("timeout_ms must be in [0, 60000]")
         if to not in self.node.membership.voter_ids:
             raise BadRequest(f"unknown controller {to[:64]!r}; voters: {list(self.node.membership.voter_ids)}")
+        call = admin_audit.pending()
+        if call is not None and self.node.is_leader:
+            # recorded before it moves: afterwards this node is no leader to write the record
+            await asyncio.shield(self.node.audit_admin_call(call, 0, f"moving the leadership to {to}"))
         await self.node.move_leader(to, request.timeout_ms / 1000.0 if request.timeout_ms else None)
         return pb.MoveLeaderReply(header=pb.ReplyHeader(code=0), leader_id=to, raft_term=self.node.term)
 
@@ -366,7 +379,7 @@ class ControllerServicer(pbg.ControllerServiceServicer):
         return pb.ChangeMembershipReply(header=pb.ReplyHeader(code=0), members=members, cluster_id=md["cluster_id"],
                                         config_index=md["config_index"])
 
-    @_handler(pb.SaveSnapshotReply)
+    @_handler(pb.SaveSnapshotReply, audit=lambda r: "")
     async def SaveSnapshot(self, request, context):
         await self.node.barrier()
         data, index = self.node.state_snapshot()

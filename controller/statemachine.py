@@ -34,9 +34,11 @@ from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import Any
 
+import msgspec
 from autoswitch.controller import election
 from autoswitch.controller.codes import Code
 from autoswitch.controller.messages import (
+    MAX_AUDIT_FIELD_LEN,
     MAX_QUERY_GROUPS,
     MAX_REPLICAS_PER_GROUP,
     TRIGGER_CONTROLLER,
@@ -168,6 +170,9 @@ class ControllerState:
         self.groups: dict[str, GroupState] = {}
         self.tombstones: dict[str, Tombstone] = {}
         self.config: SMConfig = config.copy() if config is not None else SMConfig()
+        # (code, remark) of the last applied entry: what an AdminAudit proposed right behind an
+        # admin's write records as that write's outcome (part of the snapshot: deterministic)
+        self.last_outcome: tuple[int, str] = (0, "")
 
     def apply_event(self, ev: Event) -> None:
         """Apply one event to the live state (replay, tests). Same code as the staged path."""
@@ -766,7 +771,11 @@ class ControllerStateMachine:
         return self._execute(req, index, validated=False)
 
     def _execute(self, req: Request, index: int, validated: bool) -> Reply:
+        if isinstance(req, AdminAuditRequest) and req.outcome_of_previous:
+            code, remark = self.state.last_outcome
+            req = msgspec.structs.replace(req, code=code, remark=remark, outcome_of_previous=False)
         events, reply, staged = _handle(req, self.state, validated)
+        self.state.last_outcome = (int(reply.code), reply.remark[:MAX_AUDIT_FIELD_LEN])
         ts = req.ts_ms if isinstance(req, WriteRequest) else 0
         records: list[dict] = []
         if events:
@@ -865,6 +874,8 @@ def encode_snapshot(state: ControllerState, last_applied_index: int) -> bytes:
     tombs = [[n, t.master_epoch, t.sync_state_set_epoch, t.next_assign_broker_id]
              for n, t in sorted(state.tombstones.items())]
     doc = {"index": last_applied_index, "config": state.config.to_strings(), "groups": groups, "tombstones": tombs}
+    if state.last_outcome != (0, ""):
+        doc["last_outcome"] = list(state.last_outcome)
     payload = zlib.compress(json.dumps(doc, separators=(",", ":"), ensure_ascii=False).encode(), 1)
     return _SNAP_HEADER.pack(_SNAP_MAGIC, _SNAP_VERSION, zlib.crc32(payload), len(payload)) + payload
 
@@ -909,6 +920,10 @@ def decode_snapshot(data: bytes) -> tuple[ControllerState, int]:
             state.groups[name] = g
         for n, me, se, nxt in doc["tombstones"]:
             state.tombstones[n] = Tombstone(me, se, nxt)
+        code, remark = doc.get("last_outcome", (0, ""))
+        if not isinstance(code, int) or isinstance(code, bool) or not isinstance(remark, str):
+            raise ValueError("bad last_outcome")
+        state.last_outcome = (code, remark[:MAX_AUDIT_FIELD_LEN])
         index = doc["index"]
         if not isinstance(index, int) or index < 0:
             raise ValueError("bad index")

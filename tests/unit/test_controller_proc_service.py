@@ -62,7 +62,7 @@ class RecordingNode:
     async def clean_broker_data(self, req):
         return await self.write(req)
 
-    async def audit_admin_call(self, action, request, group, reply_header) -> None:
+    async def audit_admin_call(self, call, code, remark) -> None:
         pass      # auditing is the node's (tests/integration/test_secure_cluster_attacks.py)
 
 
