@@ -17,7 +17,7 @@ from typing import Any
 
 import grpc
 
-from autoswitch.base.auth import Guard, server_interceptor
+from autoswitch.base.auth import Guard, current_caller, server_interceptor
 from autoswitch.base.errors import AutoswitchError
 from autoswitch.base.log import get_logger
 from autoswitch.base.observe import ObserveServer, add_grpc_health
@@ -177,9 +177,14 @@ class BrokerServicer(pbg.BrokerServiceServicer):
         if b.role != "master":
             return pb.TransferMasterReply(status=pb.NOT_MASTER, error_message=f"this broker is {b.role}",
                                           master_addr=self._master_addr())
+        from autoswitch.controller.api import HANDOVER_REQUESTED_BY
+
         from .handover import hand_over
 
         timeout = (request.timeout_ms or b.cfg.handover_timeout_ms) / 1000
+        caller = current_caller()
+        if caller is not None:      # the controller writes the audit record of the handover for it
+            HANDOVER_REQUESTED_BY.set(caller.name[:256])
         res = await hand_over(b, b.replicas, request.to_broker_id or None, timeout)
         return pb.TransferMasterReply(status=pb.OK if res.ok else pb.HANDOVER_FAILED,
                                       error_message="" if res.ok else res.reason, target=res.target,

@@ -8,6 +8,7 @@ implementation of ``BrokerControllerApi``.
 
 from __future__ import annotations
 
+import contextvars
 from collections.abc import AsyncIterator, Iterable
 from dataclasses import dataclass
 from enum import StrEnum
@@ -15,6 +16,10 @@ from typing import Protocol
 
 from autoswitch.base.errors import AutoswitchError
 from autoswitch.base.tls import TLSConfig
+
+# Who asked this broker for the handover (its TransferMaster caller), for the controller's audit
+# record; set by the broker's TransferMaster handler, read when the handover's ElectMaster is sent.
+HANDOVER_REQUESTED_BY: contextvars.ContextVar[str] = contextvars.ContextVar("autoswitch_handover_by", default="")
 
 
 @dataclass(frozen=True, slots=True)

@@ -7,6 +7,7 @@ from __future__ import annotations
 from collections.abc import AsyncIterator
 
 from autoswitch.controller.api import (
+    HANDOVER_REQUESTED_BY,
     ControllerCallFailed,
     FailKind,
     Heartbeat,
@@ -122,7 +123,7 @@ class GrpcBrokerControllerApi:
         r = await self._call("ElectMaster", pb.ElectMasterRequest(
             cluster_name=cluster, broker_name=group, broker_id=to_id, designate_elect=True,
             handover_from=from_id, expect_master_epoch=expect_master_epoch,
-            expect_sync_state_set_epoch=expect_sync_state_set_epoch))
+            expect_sync_state_set_epoch=expect_sync_state_set_epoch, requested_by=HANDOVER_REQUESTED_BY.get()))
         return replica_info(r.replica_info)
 
     async def alter_sync_state_set(self, group: str, master_id: int, master_epoch: int, new_set: frozenset[int],

@@ -18,6 +18,7 @@ import msgspec
 from autoswitch.controller import audit as admin_audit
 from autoswitch.controller import messages as m
 from autoswitch.controller import streams
+from autoswitch.controller.authz import audit_detail
 from autoswitch.controller.batchable import BATCHABLE
 from autoswitch.controller.codes import Code
 from autoswitch.controller.service_common import (
@@ -30,6 +31,7 @@ from autoswitch.controller.service_common import (
     replica_info_pb,
 )
 
+from autoswitch.base.auth import current_caller
 from autoswitch.base.log import get_logger
 from autoswitch.proto import controller_pb2 as pb
 from autoswitch.proto import controller_pb2_grpc as pbg
@@ -283,11 +285,22 @@ class ControllerServicer(pbg.ControllerServiceServicer):
         check_name(request.cluster_name, "cluster_name", required=False)
         bid = check_id(request.broker_id, "broker_id", allow_zero=not request.designate_elect)
         if request.handover_from:
+            call = None
+            if request.requested_by and admin_audit.CURRENT.get() is None:
+                # a master handing over because an admin asked it (the broker's TransferMaster):
+                # the broker reports who; recorded with the handover's write like an admin's own
+                who = current_caller()
+                call = admin_audit.AuditCall(
+                    f"{request.requested_by[:256]} via {who.name if who is not None else 'broker'}",
+                    "TransferMaster", group, audit_detail(request))
+                admin_audit.CURRENT.set(call)
             res = await self.node.elect(request.cluster_name, group, bid, True, trigger="handover",
                                         handover_from=check_id(request.handover_from, "handover_from"),
                                         expect_master_epoch=check_id(request.expect_master_epoch, "expect_master_epoch"),
                                         expect_sync_state_set_epoch=check_id(request.expect_sync_state_set_epoch,
                                                                         "expect_sync_state_set_epoch"))
+            if call is not None and not call.recorded:
+                await asyncio.shield(self.node.audit_admin_call(call, int(res.code), res.remark))
             return pb.ElectMasterReply(header=_header(res), replica_info=replica_info_pb(res.replica))
         # RocketMQ: a broker asks with its own id; an operator (admin CLI) designates or sends 0.
         trigger = "admin" if request.designate_elect or bid == 0 else "broker"

@@ -165,7 +165,7 @@ class BrokerHeartbeatBatchReply(_message.Message):
     def __init__(self, header: _Optional[_Union[ReplyHeader, _Mapping]] = ..., replies: _Optional[_Iterable[_Union[BrokerHeartbeatReply, _Mapping]]] = ...) -> None: ...
 
 class ElectMasterRequest(_message.Message):
-    __slots__ = ("cluster_name", "broker_name", "broker_id", "designate_elect", "handover_from", "expect_master_epoch", "expect_sync_state_set_epoch")
+    __slots__ = ("cluster_name", "broker_name", "broker_id", "designate_elect", "handover_from", "expect_master_epoch", "expect_sync_state_set_epoch", "requested_by")
     CLUSTER_NAME_FIELD_NUMBER: _ClassVar[int]
     BROKER_NAME_FIELD_NUMBER: _ClassVar[int]
     BROKER_ID_FIELD_NUMBER: _ClassVar[int]
@@ -173,6 +173,7 @@ class ElectMasterRequest(_message.Message):
     HANDOVER_FROM_FIELD_NUMBER: _ClassVar[int]
     EXPECT_MASTER_EPOCH_FIELD_NUMBER: _ClassVar[int]
     EXPECT_SYNC_STATE_SET_EPOCH_FIELD_NUMBER: _ClassVar[int]
+    REQUESTED_BY_FIELD_NUMBER: _ClassVar[int]
     cluster_name: str
     broker_name: str
     broker_id: int
@@ -180,7 +181,8 @@ class ElectMasterRequest(_message.Message):
     handover_from: int
     expect_master_epoch: int
     expect_sync_state_set_epoch: int
-    def __init__(self, cluster_name: _Optional[str] = ..., broker_name: _Optional[str] = ..., broker_id: _Optional[int] = ..., designate_elect: _Optional[bool] = ..., handover_from: _Optional[int] = ..., expect_master_epoch: _Optional[int] = ..., expect_sync_state_set_epoch: _Optional[int] = ...) -> None: ...
+    requested_by: str
+    def __init__(self, cluster_name: _Optional[str] = ..., broker_name: _Optional[str] = ..., broker_id: _Optional[int] = ..., designate_elect: _Optional[bool] = ..., handover_from: _Optional[int] = ..., expect_master_epoch: _Optional[int] = ..., expect_sync_state_set_epoch: _Optional[int] = ..., requested_by: _Optional[str] = ...) -> None: ...
 
 class ElectMasterReply(_message.Message):
     __slots__ = ("header", "replica_info")

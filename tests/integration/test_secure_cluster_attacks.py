@@ -525,6 +525,33 @@ def test_no_admin_write_without_its_audit_record_and_every_admin_call_is_audited
     still_serving(cl)
 
 
+def test_an_admins_transfer_master_on_a_broker_is_audited_by_the_controllers(cl):
+    """Item 5: the broker's TransferMaster (an admin call on a broker) left no audit record. The
+    master reports who asked with the handover's election; the controllers record it with it."""
+    master = cl.master_name()
+
+    async def scenario():
+        a = AdminClient(cl.broker_addr(master), tls=cl.tls("admin"))
+        try:
+            r = await a.transfer_master(timeout_ms=20_000)
+        finally:
+            await a.close()
+        assert r.status == bpb.OK, r
+        async with ControllerClient(cl.controllers, deadline_s=30, tls=cl.tls("admin")) as c:
+            def found(histories) -> bool:
+                return all(any(e["event"] == "AdminAudit" and e["reason"].startswith("TransferMaster code=0")
+                               and e.get("actor", "").startswith("admin via broker/") for e in recs)
+                           for recs in histories)
+            deadline = asyncio.get_running_loop().time() + 60
+            while not found(await _events_everywhere(c, cl)):
+                assert asyncio.get_running_loop().time() < deadline, "no TransferMaster record on every node"
+                await asyncio.sleep(0.2)
+
+    run(scenario())
+    cl.wait_master(timeout=60)
+    still_serving(cl)
+
+
 # --------------------------------------------------------------------------- the produce run
 
 
