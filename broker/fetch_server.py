@@ -87,7 +87,8 @@ class FetchServer:
 
     async def _refuse(self, writer: asyncio.StreamWriter, peer: str, e: _Refuse) -> None:
         """One ERROR frame, then the caller closes the connection."""
-        self._refused.warning((peer, e.code), "fetch_refused", peer=peer, code=e.code, reason=str(e))
+        host = peer.split(",", 1)[0]        # "('127.0.0.1', 5555)": one key per host, not per connection
+        self._refused.warning((host, e.code), "fetch_refused", peer=peer, code=e.code, reason=str(e))
         if self.observer is not None:
             self.observer.refused(e.code)
         with contextlib.suppress(Exception):

@@ -28,6 +28,8 @@ from autoswitch.controller.service_common import (
     check_addr,
     check_id,
     check_name,
+    log_internal,
+    log_refused,
     replica_info_pb,
 )
 
@@ -56,12 +58,12 @@ def _error_reply(node: ControllerNode, reply_cls, rpc: str, e: Exception):
     """A typed reply for what a handler raised: BadRequest -> MALFORMED, NodeReply -> its code
     (NOT_LEADER with the leader's address), anything else -> INTERNAL_ERROR + an error log."""
     if isinstance(e, BadRequest):
-        _log.warning("bad_request", rpc=rpc, reason=e.message)
+        log_refused(rpc, e.message)
         code, msg, lid, laddr = Code.CONTROLLER_MALFORMED_REQUEST, e.message, "", ""
     elif isinstance(e, NodeReply):
         code, msg, lid, laddr = e.reply_code, e.message, e.leader_id, e.leader_addr
     else:  # a bug: keep serving, make it loud
-        _log.error("rpc_internal_error", exc_info=e, rpc=rpc)
+        log_internal(rpc, e)
         code, msg, lid, laddr = Code.CONTROLLER_INTERNAL_ERROR, f"{type(e).__name__}: {e}", "", ""
     if code == Code.CONTROLLER_NOT_LEADER and not laddr:
         lid, laddr = node.leader_hint()
@@ -124,7 +126,7 @@ class ControllerServicer(pbg.ControllerServiceServicer):
         node = self.node
         calls = request.calls
         if len(calls) > MAX_BATCH_CALLS:
-            _log.warning("bad_request", rpc="Batch", reason=f"{len(calls)} calls")
+            log_refused("Batch", f"{len(calls)} calls")
             return pb.BatchReply(header=pb.ReplyHeader(
                 code=Code.CONTROLLER_MALFORMED_REQUEST, message=f"at most {MAX_BATCH_CALLS} calls per batch",
                 node_id=node.node_id))
@@ -493,13 +495,13 @@ def _decode_call(call) -> Any:
     """A BatchCall's request message, or the BatchCallReply refusing it."""
     classes = BATCHABLE.get(call.method)
     if classes is None:
-        _log.warning("bad_request", rpc="Batch", reason=f"method {call.method[:64]!r} is not batchable")
+        log_refused("Batch", f"method {call.method[:64]!r} is not batchable")
         return pb.BatchCallReply(code=Code.CONTROLLER_MALFORMED_REQUEST,
                                  message=f"method {call.method[:64]!r} cannot be batched")
     try:
         return classes[0].FromString(call.request)
     except Exception as e:  # noqa: BLE001 - protobuf's DecodeError and friends
-        _log.warning("bad_request", rpc="Batch", method=call.method, reason="undecodable request")
+        log_refused("Batch", "undecodable request", method=call.method[:64])
         return pb.BatchCallReply(code=Code.CONTROLLER_MALFORMED_REQUEST,
                                  message=f"{call.method} request does not decode: {type(e).__name__}")
 

@@ -12,7 +12,13 @@ from typing import TYPE_CHECKING, Any
 
 from autoswitch.controller.alerts import ALL
 from autoswitch.controller.codes import Code
-from autoswitch.controller.service_common import BadRequest, check_id, check_name, replica_info_pb
+from autoswitch.controller.service_common import (
+    BadRequest,
+    check_id,
+    check_name,
+    log_refused,
+    replica_info_pb,
+)
 
 from autoswitch.base.log import get_logger
 from autoswitch.proto import controller_pb2 as pb
@@ -37,11 +43,12 @@ async def broker_session(node: ControllerNode, request: pb.BrokerSessionRequest)
         if request.ack_mode not in SESSION_ACK_MODES:
             raise BadRequest(f"ack_mode must be one of {sorted(SESSION_ACK_MODES)}")
     except BadRequest as e:
-        _log.warning("bad_request", rpc="BrokerSession", reason=e.message)
+        log_refused("BrokerSession", e.message)
         yield _event(node, Code.CONTROLLER_MALFORMED_REQUEST, e.message)
         return
     if node.open_sessions >= node.config.max_broker_sessions:
-        _log.warning("broker_sessions_full", group=group, brokerId=bid, limit=node.config.max_broker_sessions)
+        log_refused("BrokerSession", "too many broker sessions", kind="broker_sessions_full", group=group,
+                    brokerId=bid, limit=node.config.max_broker_sessions)
         yield _event(node, Code.CONTROLLER_OVERLOADED, "too many broker sessions")
         return
     node.open_sessions += 1

@@ -184,6 +184,12 @@ class RateLimitedLog:
 
     def warning(self, key: Any, event: str, **fields: Any) -> bool:
         """Log now (True) or count it for the next line of this key (False)."""
+        return self._emit(self.log.warning, key, event, fields)
+
+    def error(self, key: Any, event: str, **fields: Any) -> bool:
+        return self._emit(self.log.error, key, event, fields)
+
+    def _emit(self, write: Any, key: Any, event: str, fields: dict[str, Any]) -> bool:
         now = self.clock()
         if key not in self._last and len(self._last) >= self.max_keys:
             key = "*"
@@ -192,7 +198,7 @@ class RateLimitedLog:
             self._suppressed[key] = self._suppressed.get(key, 0) + 1
             return False
         self._last[key] = now
-        self.log.warning(event, suppressed=self._suppressed.pop(key, 0), **fields)
+        write(event, suppressed=self._suppressed.pop(key, 0), **fields)
         if len(self._last) > self.max_keys:      # drop keys idle for a whole interval
             for k in [k for k, t in self._last.items() if now - t >= self.interval_s]:
                 self._last.pop(k, None)

@@ -21,7 +21,7 @@ from __future__ import annotations
 import random
 from dataclasses import dataclass, field
 
-from autoswitch.base.log import get_logger
+from autoswitch.base.log import RateLimitedLog, get_logger
 
 from .config import RaftConfig
 from .errors import NotLeader, ProposalDropped, RaftError
@@ -126,6 +126,8 @@ class RaftCore:
         self.rng = rng
         self.now = now_ms
         self.log_ = get_logger("raft", node=node_id)
+        # what a peer's input makes us say: one line per (peer, reason) per 10 s of our clock
+        self._peer_log = RateLimitedLog(self.log_, clock=lambda: self.now / 1000)
         hs = hard_state or HardState()
         self.term = hs.term
         self.vote = hs.vote
@@ -503,18 +505,21 @@ class RaftCore:
         # deadlocked when a lagging voter refused the only candidate that could win, seed 160).
         # A removed node cannot disrupt: its pre-vote meets the leader lease of the others.
         if m.to != self.id:
-            self.log_.warning("raft_drop_message", reason="not_for_us", frm=m.frm, to=m.to, type=m.type.name)
+            self._peer_log.warning((m.frm[:64], "not_for_us"), "raft_drop_message", reason="not_for_us", frm=m.frm[:64],
+                                   to=m.to[:64], type=m.type.name)
             return
 
         bad = out_of_bounds(m)
         if bad is not None:
             # Adopting such a term would poison the hard state for good (the next term cannot
             # be encoded, even after restarts); no real cluster gets near the bounds.
-            self.log_.warning("raft_drop_message", reason="out_of_bounds", field=bad, frm=m.frm, type=m.type.name,
+            self._peer_log.warning((m.frm, "out_of_bounds"), "raft_drop_message", reason="out_of_bounds", field=bad,
+                                   frm=m.frm, type=m.type.name,
                               term=m.term)
             return
         if m.term > self.term + MAX_TERM_JUMP and m.type not in (MsgType.VOTE_RESP, MsgType.PRE_VOTE_RESP):
-            self.log_.warning("raft_drop_message", reason="term_jump", frm=m.frm, type=m.type.name, term=self.term,
+            self._peer_log.warning((m.frm, "term_jump"), "raft_drop_message", reason="term_jump", frm=m.frm,
+                                   type=m.type.name, term=self.term,
                               msg_term=m.term, max_jump=MAX_TERM_JUMP)
             return
         if m.type in (MsgType.VOTE, MsgType.PRE_VOTE):
@@ -522,7 +527,8 @@ class RaftCore:
             return
         problem = self._malformed(m)
         if problem is not None:
-            self.log_.warning("raft_drop_message", reason=problem, frm=m.frm, type=m.type.name, term=m.term)
+            self._peer_log.warning((m.frm, problem), "raft_drop_message", reason=problem, frm=m.frm, type=m.type.name,
+                                   term=m.term)
             return
         if m.type in (MsgType.VOTE_RESP, MsgType.PRE_VOTE_RESP):
             self._handle_vote_resp(m)
@@ -550,7 +556,7 @@ class RaftCore:
 
     def _step_leader(self, m: Message) -> None:
         if m.type in _FROM_LEADER:
-            self.log_.error("raft_two_leaders_same_term", term=self.term, other=m.frm)
+            self._peer_log.warning((m.frm, "two_leaders"), "raft_two_leaders_same_term", term=self.term, other=m.frm)
         elif m.type == MsgType.APPEND_RESP:
             self._handle_append_resp(m)
         elif m.type == MsgType.HEARTBEAT_RESP:

@@ -153,7 +153,9 @@ class RaftServicer(raft_pb2_grpc.RaftServicer):
 
     def _refuse(self, peer: str, reason: str, **fields) -> None:
         self.refused[reason] = self.refused.get(reason, 0) + 1
-        self._refusals.warning((peer, reason), "raft_batch_refused", reason=reason, peer=peer, **fields)
+        # keyed by host: every new connection of a flood has a new port, not a new voice
+        host = peer.rsplit(":", 1)[0] if peer.count(":") >= 2 else peer
+        self._refusals.warning((host, reason), "raft_batch_refused", reason=reason, peer=peer, **fields)
 
     async def Stream(self, request_iterator, context):  # noqa: N802 (gRPC method name)
         n = 0
