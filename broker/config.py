@@ -67,6 +67,10 @@ class BrokerConfig:
     # The fetch port (broker/fetch_server.py): consumers read record runs over plain TCP/TLS; "" = off.
     fetch_listen: str = ""
     max_fetch_connections: int = 256
+    # Bytes of fetch-port replies not yet taken by their readers, over all connections; a reader
+    # that leaves a reply unread this long is closed (docs/fetch-protocol.md "Slow readers").
+    fetch_max_inflight_bytes: int = 64 << 20
+    fetch_slow_reader_timeout_s: float = 10.0
     # Prometheus /metrics, /healthz, /readyz on this HOST:PORT (autoswitch/base/observe.py); "" = off.
     metrics_listen: str = ""
     max_inflight_produce: int = 256
@@ -139,6 +143,9 @@ class BrokerConfig:
             parse_hostport(self.fetch_listen, "fetch_listen")
         if not 1 <= self.max_fetch_connections <= 10_000:
             raise ConfigError("max_fetch_connections must be in [1, 10000]", key="max_fetch_connections")
+        if self.fetch_max_inflight_bytes < self.max_consume_bytes:
+            raise ConfigError("fetch_max_inflight_bytes must be >= max_consume_bytes (one largest reply must fit)",
+                              key="fetch_max_inflight_bytes")
         if self.role == "slave" and not self.master_ha:
             raise ConfigError("role slave needs master_ha", key="master_ha")
         if self.master_ha:

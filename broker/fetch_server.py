@@ -38,8 +38,19 @@ class FetchObserver(Protocol):
 
 class FetchServer:
     def __init__(self, consume: ConsumeService, guard: Guard | None, max_connections: int, log: EventLogger,
-                 hello_timeout_s: float = HELLO_TIMEOUT_S, observer: FetchObserver | None = None) -> None:
+                 hello_timeout_s: float = HELLO_TIMEOUT_S, observer: FetchObserver | None = None,
+                 max_inflight_bytes: int = 64 << 20, slow_reader_timeout_s: float = 10.0,
+                 max_reply_bytes: int = 8 << 20) -> None:
         self.consume = consume
+        # Bytes of replies not yet taken by their readers, over all connections (issue 29: 120
+        # connections that never read grew a broker to 2.5 GB): a FETCH is served only while its
+        # largest possible reply fits, and a reader that leaves a reply unread for
+        # slow_reader_timeout_s is closed, its buffer dropped.
+        self.max_inflight_bytes = max_inflight_bytes
+        self.slow_reader_timeout_s = slow_reader_timeout_s
+        self.max_reply_bytes = max_reply_bytes
+        self._writers: set[asyncio.StreamWriter] = set()
+        self._reserved = 0
         self.observer = observer
         self.hello_timeout_s = hello_timeout_s
         self.guard = guard
@@ -52,6 +63,21 @@ class FetchServer:
     @property
     def connections(self) -> int:
         return len(self._conns)
+
+    def inflight_bytes(self) -> int:
+        """Replies written and not yet taken by their readers, plus replies being read from the log."""
+        return self._reserved + sum(w.transport.get_write_buffer_size() for w in self._writers
+                                    if not w.transport.is_closing())
+
+    async def _reserve(self) -> None:
+        """Wait until the largest reply fits the budget (at most slow_reader_timeout_s: by then the
+        readers that hold it are closed), then take it; BUSY otherwise."""
+        deadline = time.monotonic() + self.slow_reader_timeout_s
+        while self.inflight_bytes() + self.max_reply_bytes > self.max_inflight_bytes:
+            if time.monotonic() >= deadline:
+                raise _Refuse(fc.ERR_BUSY, f"more than {self.max_inflight_bytes} bytes of replies in flight")
+            await asyncio.sleep(0.05)
+        self._reserved += self.max_reply_bytes
 
     async def start(self, host: str, port: int, ssl: SSLContext | None) -> int:
         self._server = await asyncio.start_server(self._on_client, host, port, ssl=ssl, limit=READ_CHUNK)
@@ -74,6 +100,7 @@ class FetchServer:
                 raise _Refuse(fc.ERR_BUSY, f"more than {self.max_connections} fetch connections")
             assert task is not None
             self._conns.add(task)
+            self._writers.add(writer)
             await self._serve(reader, writer)
         except fc.FetchProtocolError as e:          # the codec's, or a frame out of order
             await self._refuse(writer, peer, _Refuse(fc.ERR_PROTOCOL, e.message))
@@ -83,6 +110,7 @@ class FetchServer:
             pass                                    # the consumer went away
         finally:
             self._conns.discard(task)               # type: ignore[arg-type]
+            self._writers.discard(writer)
             writer.close()
 
     async def _refuse(self, writer: asyncio.StreamWriter, peer: str, e: _Refuse) -> None:
@@ -131,12 +159,23 @@ class FetchServer:
                         who = self.guard.authn.principal(cn, creds)
                     self._check(who, req.topic)
                 t0 = time.monotonic()
-                reply = await self.consume.records(req)
-                if self.guard is not None and token and req.max_wait_ms:
-                    who = self.guard.authn.principal(cn, creds)     # revoked during the long poll
-                    self._check(who, req.topic)
-                writer.writelines(fc.encode_records(reply))
-                await writer.drain()
+                await self._reserve()
+                try:
+                    reply = await self.consume.records(req)
+                    if self.guard is not None and token and req.max_wait_ms:
+                        who = self.guard.authn.principal(cn, creds)     # revoked during the long poll
+                        self._check(who, req.topic)
+                    writer.writelines(fc.encode_records(reply))
+                finally:
+                    self._reserved -= self.max_reply_bytes
+                try:
+                    await asyncio.wait_for(writer.drain(), self.slow_reader_timeout_s)
+                except TimeoutError:
+                    self._refused.warning((str(writer.get_extra_info("peername")).split(",", 1)[0], "slow"),
+                                          "fetch_slow_reader_closed", buffered=writer.transport.get_write_buffer_size(),
+                                          timeout_s=self.slow_reader_timeout_s)
+                    writer.transport.abort()        # frees the buffered reply now
+                    return
                 if self.observer is not None:
                     self.observer.fetched(reply.status, sum(len(run) for _, run in reply.runs), time.monotonic() - t0)
             rest = await self._frames(reader, dec)

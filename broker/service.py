@@ -389,7 +389,10 @@ async def serve(cfg: BrokerConfig, stop_event: asyncio.Event | None = None, atta
             await broker.become_slave(epoch, parse_hostport(cfg.master_ha, "master_ha"), cfg.master_addr)
         await server.start()
         if cfg.fetch_listen:
-            fetch = FetchServer(servicer.consume, guard, cfg.max_fetch_connections, log, observer=metrics)
+            fetch = FetchServer(servicer.consume, guard, cfg.max_fetch_connections, log, observer=metrics,
+                                max_inflight_bytes=cfg.fetch_max_inflight_bytes,
+                                slow_reader_timeout_s=cfg.fetch_slow_reader_timeout_s,
+                                max_reply_bytes=cfg.max_consume_bytes)
             if metrics is not None:
                 metrics.fetch_server = fetch
             fhost, fport = parse_hostport(cfg.fetch_listen, "fetch_listen")

@@ -5,6 +5,7 @@ broker/producer/reader certificates)."""
 from __future__ import annotations
 
 import asyncio
+import time
 
 import grpc
 import pytest
@@ -95,3 +96,65 @@ def test_a_token_revoked_while_its_fetch_connection_is_open_reads_no_more(secure
                 await f.fetch("t", 0, 10)
 
     asyncio.run(asyncio.wait_for(scenario(), 120))
+
+
+def _rss_kib(pid: int) -> int:
+    for line in open(f"/proc/{pid}/status"):
+        if line.startswith("VmRSS:"):
+            return int(line.split()[1])
+    raise AssertionError("no VmRSS")
+
+
+def test_readers_that_never_read_cannot_grow_the_broker_and_are_closed(procs, tmp_path):
+    """Item 8: 120 fetch connections that never read grew a broker from 84 MB to 2.5 GB (a reply of
+    up to max_consume_bytes each, held for ever; 745 MiB for these 60 before the fix). Replies in
+    flight are budgeted now and a reader that leaves one unread is closed; a reader that reads is
+    still served."""
+    import socket
+
+    from autoswitch.broker import fetch_codec as fc
+
+    port, ha, fetch = free_port(), free_port(), free_port()
+    cfg = tmp_path / "broker.toml"
+    cfg.write_text("fetch_max_inflight_bytes = 16777216\nfetch_slow_reader_timeout_s = 2.0\n"
+                   "max_fetch_connections = 1000\n")
+    b = procs.start("b1", ["broker", "--config", str(cfg), "--role", "master", "--epoch", "1", "--group", "g1",
+                           "--listen", f"{HOST}:{port}", "--ha-listen", f"{HOST}:{ha}", "--fetch-listen",
+                           f"{HOST}:{fetch}", "--ack-mode", "master", "--data-dir", str(tmp_path / "b1")])
+    wait_port(port, timeout=60)
+    wait_port(fetch, timeout=60)
+
+    async def load() -> None:
+        p = ProducerClient(f"{HOST}:{port}", max_retries=0, timeout_s=60)
+        try:
+            for _ in range(12):
+                assert (await p.produce("t", [b"x" * 60_000] * 40)).ok      # ~29 MB in all
+        finally:
+            await p.close()
+    asyncio.run(load())
+    pid = b.popen.pid
+    before = _rss_kib(pid)
+    hello = fc.encode_hello()
+    ask = fc.encode_fetch(fc.FetchRequest(topic="t", queue_offset=0, max_count=10_000, min_count=0, max_wait_ms=0))
+    socks = []
+    try:
+        for _ in range(60):
+            s = socket.create_connection((HOST, fetch), timeout=30)
+            s.setsockopt(socket.SOL_SOCKET, socket.SO_RCVBUF, 4096)
+            s.sendall(hello + ask * 4)         # pipelined FETCHes, and never a byte read back
+            socks.append(s)
+        peak = before
+        deadline = time.monotonic() + 20
+        while time.monotonic() < deadline:
+            peak = max(peak, _rss_kib(pid))
+            time.sleep(0.1)
+        assert peak - before < 120 * 1024, f"RSS grew by {(peak - before) // 1024} MiB"
+        assert '"fetch_slow_reader_closed"' in b.log_path.read_text()
+    finally:
+        for s in socks:
+            s.close()
+
+    async def reader() -> None:
+        async with FetchClient(f"{HOST}:{fetch}") as f:
+            assert (await f.fetch("t", 0, 10)).runs
+    asyncio.run(asyncio.wait_for(reader(), 60))
