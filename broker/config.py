@@ -124,6 +124,8 @@ class BrokerConfig:
         check_exposure(self.tls.enabled and not self.tls_accept_plaintext, self.auth, self.allow_insecure,
                        [self.listen, self.ha_listen, *([self.fetch_listen] if self.fetch_listen else [])])
         # /metrics is plain HTTP without authentication, whatever the gRPC side has
+        if self.metrics_listen:
+            parse_hostport(self.metrics_listen, "metrics_listen")
         check_exposure(False, False, self.allow_insecure, [self.metrics_listen])
         if not self.group or "#" in self.group:
             raise ConfigError("group must be a non-empty name without '#'", key="group")

@@ -185,6 +185,8 @@ class ControllerConfig:
         check_exposure(self.tls.enabled and not self.tls_accept_plaintext, self.auth, self.allow_insecure,
                        [self.listen_addr, *self.raft_peers.values()])
         # /metrics and the status page are plain HTTP without authentication, whatever the gRPC side has
+        if self.metrics_listen:
+            _split_addr(self.metrics_listen, "metrics_listen")
         check_exposure(False, False, self.allow_insecure, [self.metrics_listen])
 
     def _validate_backend(self) -> None:

@@ -34,6 +34,8 @@ from sqlalchemy.engine import Connection, Engine
 from sqlalchemy.ext.compiler import compiles
 from sqlalchemy.sql.expression import FunctionElement
 
+from autoswitch.base.errors import ConfigError
+
 from .config import StoreBackendConfig
 from .errors import Fenced, StoreCorrupt, StoreUnavailable
 from .lock import LockOutcome, LockRow, Step, decide
@@ -116,6 +118,15 @@ class Snapshot:
 
 
 def _engine(cfg: StoreBackendConfig) -> Engine:
+    from sqlalchemy.exc import ArgumentError, NoSuchModuleError
+
+    try:
+        return _make_engine(cfg)
+    except (ArgumentError, NoSuchModuleError, ImportError) as e:
+        raise ConfigError(f"[store] url is not a database URL this controller can use: {e}", key="url") from None
+
+
+def _make_engine(cfg: StoreBackendConfig) -> Engine:
     url = cfg.resolved_url()
     t_s = cfg.statement_timeout_ms / 1000
     if url.startswith("sqlite"):

@@ -106,6 +106,8 @@ def _controller_cli(tmp_path, toml: str) -> subprocess.CompletedProcess:
     ("[controller]\n[controller.sm]\nheartbeat_timeout_ms = -1\n", "heartbeat_timeout_ms"),
     ("auth = true\n[controller]\n", "outside the [controller] table"),
     ("[controller]\n[rafts]\ntick_interval_ms = 10\n", "rafts"),
+    ("[controller]\nmetrics_listen = \"127.0.0.1:99999\"\n", "metrics_listen"),
+    ("[controller]\nbackend = \"sql\"\n[store]\nurl = \"nonsense://x\"\n", "url"),
 ])
 def test_the_controller_refuses_bad_files_with_config_error(tmp_path, toml, needle):
     r = _controller_cli(tmp_path, toml)
@@ -113,3 +115,14 @@ def test_the_controller_refuses_bad_files_with_config_error(tmp_path, toml, need
     assert "Traceback" not in r.stderr
     err = json.loads([x for x in r.stderr.splitlines() if x.startswith("{")][-1])["error"]
     assert err["code"] == "CONFIG_ERROR" and needle in err["message"], r.stderr[-1500:]
+
+
+def test_the_broker_refuses_a_metrics_port_out_of_range(tmp_path):
+    p = tmp_path / "b.toml"
+    p.write_text('metrics_listen = "127.0.0.1:99999"\n')
+    r = subprocess.run([sys.executable, "-m", "autoswitch", "broker", "--config", str(p), "--data-dir", str(tmp_path / "d"),
+                        "--role", "master", "--epoch", "1", "--listen", "127.0.0.1:1", "--ha-listen", "127.0.0.1:2"],
+                       capture_output=True, text=True, timeout=60)
+    assert r.returncode == 2 and "Traceback" not in r.stderr, r.stderr[-1500:]
+    err = json.loads([x for x in r.stderr.splitlines() if x.startswith("{")][-1])["error"]
+    assert err["code"] == "CONFIG_ERROR" and "metrics_listen" in err["message"]
