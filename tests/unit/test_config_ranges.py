@@ -113,7 +113,8 @@ def test_the_controller_refuses_bad_files_with_config_error(tmp_path, toml, need
     r = _controller_cli(tmp_path, toml)
     assert r.returncode == 2, (r.returncode, r.stderr[-1500:])
     assert "Traceback" not in r.stderr
-    err = json.loads([x for x in r.stderr.splitlines() if x.startswith("{")][-1])["error"]
+    last = json.loads([x for x in r.stderr.splitlines() if x.startswith("{")][-1])
+    err = last.get("error", last)       # the CLI's error envelope, or the startup_failed log line
     assert err["code"] == "CONFIG_ERROR" and needle in err["message"], r.stderr[-1500:]
 
 
