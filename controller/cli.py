@@ -79,7 +79,8 @@ def register(sub, admin_sub) -> None:
     a.set_defaults(address="", raft_address="")
     a = admin("snapshot-save", "write the leader's state-machine snapshot to a file (disaster recovery)",
               _snapshot_save)
-    a.add_argument("--out", required=True, help="the file to write (atomically, fsynced)")
+    a.add_argument("--out", required=True, help="a new file to write (atomically, fsynced, mode 0600)")
+    a.add_argument("--force", action="store_true", help="replace --out if it exists (a regular file only)")
     a = admin("clean-broker-metadata", "remove broker ids (or a whole group) from the controller", _clean)
     a.add_argument("--cluster-name", "-c", default="")
     a.add_argument("--broker-name", "-b", required=True)
@@ -370,7 +371,7 @@ async def _snapshot_save(client, args) -> Any:
     from autoswitch.proto import controller_pb2 as pb
 
     r = await client.call("SaveSnapshot", pb.SaveSnapshotRequest())
-    index, groups = save_snapshot_file(Path(args.out), r.snapshot)
+    index, groups = save_snapshot_file(Path(args.out), r.snapshot, force=args.force)
     return {"file": args.out, "bytes": len(r.snapshot), "applied_index": index, "groups": groups}
 
 

@@ -43,13 +43,21 @@ class RestoreResult:
     groups: int
 
 
-def save_snapshot_file(path: Path, data: bytes) -> tuple[int, int]:
-    """Check (magic, version, CRC, content) and write atomically with fsync: (index, groups)."""
+def save_snapshot_file(path: Path, data: bytes, force: bool = False) -> tuple[int, int]:
+    """Check (magic, version, CRC, content) and write atomically with fsync: (index, groups).
+
+    An existing file is never replaced unless ``force`` (run as root, ``--out /etc/...`` replaced a
+    system file before), and never anything but a regular file; the snapshot is written 0600 (it
+    holds every broker's address and the cluster's config)."""
     try:
         state, index = decode_snapshot(data)
     except SnapshotCorrupt as e:
         raise RestoreRefused(f"the controller sent a snapshot that does not decode: {e}") from None
-    write_atomic(path, data)
+    if path.is_symlink() or (path.exists() and not path.is_file()):
+        raise RestoreRefused(f"{path} exists and is not a regular file: give another --out", path=str(path))
+    if path.exists() and not force:
+        raise RestoreRefused(f"{path} exists: give a new file, or --force to replace it", path=str(path))
+    write_atomic(path, data, mode=0o600)
     return index, len(state.groups)
 
 

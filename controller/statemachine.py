@@ -856,6 +856,8 @@ _SNAP_MAGIC = b"ASSM"
 _SNAP_VERSION = 1
 _SNAP_HEADER = struct.Struct(">4sHIQ")   # magic, version, crc32(payload), payload length
 MAX_SNAPSHOT_BYTES = 1 << 30
+# The state's JSON: MAX_GROUPS full groups take well under this (about 300 bytes a group)
+MAX_SNAPSHOT_JSON_BYTES = 128 << 20
 
 
 def encode_snapshot(state: ControllerState, last_applied_index: int) -> bytes:
@@ -901,8 +903,26 @@ def decode_snapshot(data: bytes) -> tuple[ControllerState, int]:
         raise SnapshotCorrupt(f"controller snapshot length {len(payload)} != header {length}")
     if zlib.crc32(payload) != crc:
         raise SnapshotCorrupt("controller snapshot CRC mismatch")
+    # Decompressed in bounded steps: a zip bomb (a 1 MB snapshot of zeros) made restore-member
+    # use 2.15 GB before; more than MAX_SNAPSHOT_JSON_BYTES of state is corrupt, not a snapshot.
+    d, parts, total, rest = zlib.decompressobj(), [], 0, payload
     try:
-        doc = json.loads(zlib.decompress(payload))
+        while rest and total <= MAX_SNAPSHOT_JSON_BYTES:
+            part = d.decompress(rest, 1 << 20)
+            rest = d.unconsumed_tail
+            parts.append(part)
+            total += len(part)
+            if not part and not rest:
+                break
+        parts.append(d.flush())
+    except zlib.error as e:
+        raise SnapshotCorrupt(f"controller snapshot does not decompress: {e}") from None
+    total += len(parts[-1])
+    if total > MAX_SNAPSHOT_JSON_BYTES:
+        raise SnapshotCorrupt(f"controller snapshot decompresses to more than {MAX_SNAPSHOT_JSON_BYTES} bytes")
+    raw = b"".join(parts)
+    try:
+        doc = json.loads(raw)
         state = ControllerState(SMConfig.from_strings(doc["config"]))
         for row in doc["groups"]:
             if len(row) == 10:   # written before baseMasterEpoch existed: 0 is the conservative value

@@ -16,14 +16,14 @@ def fsync_dir(directory: Path) -> None:
         os.close(fd)
 
 
-def write_atomic(path: Path, data: bytes, fsync: bool = True, suffix: str = ".tmp") -> None:
+def write_atomic(path: Path, data: bytes, fsync: bool = True, suffix: str = ".tmp", mode: int = 0o644) -> None:
     """temp + fsync + rename + fsync(dir): after a crash the file holds the old or the new content.
 
     ``fsync=False`` keeps the rename (readers never see a torn file) but gives up durability;
     it exists for Raft's fsync-off test/bench mode only.
     """
     tmp = path.with_name(path.name + suffix)
-    fd = os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o644)
+    fd = os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_TRUNC | os.O_NOFOLLOW, mode)
     try:
         view = memoryview(data)
         while view:
