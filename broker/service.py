@@ -344,10 +344,14 @@ async def serve(cfg: BrokerConfig, stop_event: asyncio.Event | None = None, atta
     interceptors = []
     guard: Guard | None = None
     if cfg.auth:
+        from autoswitch.base.tls import certificate_cluster, peer_cluster
+
         from .authz import BROKER_RULES
 
-        guard = Guard("broker.auth", cfg.auth_config, BROKER_RULES)
-        interceptors.append(server_interceptor(guard, peer_identity))
+        # controller certificates count as peers here only if bound to our own cluster
+        guard = Guard("broker.auth", cfg.auth_config, BROKER_RULES, own_cluster=certificate_cluster(cfg.tls.cert)
+                      if cfg.tls.cert else None)
+        interceptors.append(server_interceptor(guard, peer_identity, peer_cluster))
     elif cfg.tls.enabled:
         log.warning("no_authorization", listen=cfg.listen,
                     note="auth = false: any holder of a certificate of the CA may produce, consume or switch roles")

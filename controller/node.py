@@ -154,8 +154,9 @@ class ControllerNode:
         ]
         interceptors = []
         if self.config.auth:
-            self.guard = Guard("controller.auth", self.config.auth_config, {**CONTROLLER_RULES, **self._extra_rules})
-            interceptors.append(server_interceptor(self.guard, tls.peer_identity))
+            self.guard = Guard("controller.auth", self.config.auth_config, {**CONTROLLER_RULES, **self._extra_rules},
+                               own_cluster=self.config.cert_cluster)
+            interceptors.append(server_interceptor(self.guard, tls.peer_identity, tls.peer_cluster))
         self.streams_budget = StreamBudget(self.config.max_concurrent_rpcs)
         interceptors.append(stream_limit_interceptor(self.streams_budget, "controller.streams", self.config.auth))
         self.server = grpc.aio.server(options=opts, interceptors=interceptors,
@@ -176,7 +177,8 @@ class ControllerNode:
                              note="set raft_peers so Raft listens apart from clients")
         self.raft = sm_adapter.make_consensus(self.config, self.data_dir / "raft", self.sm, self.server,
                                          min_log_index=self.events.last_index,
-                                         interceptors=[server_interceptor(self.guard, tls.peer_identity)]
+                                         interceptors=[server_interceptor(self.guard, tls.peer_identity,
+                                                                          tls.peer_cluster)]
                                          if self.guard is not None else [],
                                          on_membership=self.membership.update)
         self.membership_changes = MembershipChanges(self.raft, self.membership, self.config.propose_timeout_s)

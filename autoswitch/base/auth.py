@@ -249,18 +249,29 @@ class AuthConfig:
 
 
 class Authenticator:
-    def __init__(self, cfg: AuthConfig) -> None:
+    """``own_cluster``: the cluster our own certificate is bound to (autoswitch.base.tls
+    ``urn:autoswitch:cluster:``). When set, a certificate that would be a peer (``controller/...``)
+    is one only if it is bound to the same cluster: another cluster's controller under the same CA
+    is nobody here (issue 29: any ``controller/*`` certificate could call a broker's TransferMaster)."""
+
+    def __init__(self, cfg: AuthConfig, own_cluster: str | None = None) -> None:
         self.identities = IdentityMap(cfg.identities)
         self.tokens = TokenStore(cfg.tokens_file) if cfg.tokens_file else None
+        self.own_cluster = own_cluster
 
-    def principal(self, cn: str | None, metadata: Iterable[tuple[str, Any]] | None) -> Principal | None:
-        """The caller; ``None`` when a token was given but is unknown (or revoked)."""
+    def principal(self, cn: str | None, metadata: Iterable[tuple[str, Any]] | None,
+                  cluster: str | None = None) -> Principal | None:
+        """The caller; ``None`` when a token was given but is unknown (or revoked). ``cluster``:
+        the binding of the caller's certificate."""
         token = bearer_token(metadata)
         if token is not None:
             return self.tokens.lookup(token) if self.tokens is not None else None
         if cn is None:
             return ANONYMOUS
-        return self.identities.principal(cn)
+        p = self.identities.principal(cn)
+        if Role.PEER in p.roles and self.own_cluster is not None and cluster != self.own_cluster:
+            return Principal(cn, frozenset())
+        return p
 
 
 def bearer_token(metadata: Iterable[tuple[str, Any]] | None) -> str | None:
@@ -350,8 +361,9 @@ def current_caller() -> Principal | None:
 class Guard:
     """The policy of one server: method -> Rule, and the counters/log of denials."""
 
-    def __init__(self, component: str, cfg: AuthConfig, rules: Mapping[str, Rule]) -> None:
-        self.authn = Authenticator(cfg)
+    def __init__(self, component: str, cfg: AuthConfig, rules: Mapping[str, Rule],
+                 own_cluster: str | None = None) -> None:
+        self.authn = Authenticator(cfg, own_cluster)
         self.rules = dict(rules)
         self.denied: dict[tuple[str, str], int] = {}
         self.log = get_logger(component)
@@ -399,9 +411,11 @@ def _method_name(full: str) -> str:
     return full.rsplit("/", 1)[-1]
 
 
-def server_interceptor(guard: Guard, peer_identity: Callable[[Any], str | None]):
+def server_interceptor(guard: Guard, peer_identity: Callable[[Any], str | None],
+                       peer_cluster: Callable[[Any], str | None] | None = None):
     """A ``grpc.aio.ServerInterceptor`` that authenticates and authorizes every call with ``guard``
-    before its handler runs (each message of a streaming call too)."""
+    before its handler runs (each message of a streaming call too). ``peer_cluster``: the cluster
+    binding of the caller's certificate (checked when the guard knows its own)."""
     import grpc
 
     async def deny(context, e: Denied) -> None:
@@ -409,7 +423,8 @@ def server_interceptor(guard: Guard, peer_identity: Callable[[Any], str | None])
         await context.abort(grpc.StatusCode.PERMISSION_DENIED, str(e))
 
     def who(context) -> Principal | None:
-        return guard.authn.principal(peer_identity(context), context.invocation_metadata())
+        cluster = peer_cluster(context) if peer_cluster is not None and guard.authn.own_cluster is not None else None
+        return guard.authn.principal(peer_identity(context), context.invocation_metadata(), cluster)
 
     async def checked(method: str, context, it: AsyncIterator[Any]) -> AsyncIterator[Any]:
         p = who(context)

@@ -260,6 +260,32 @@ def test_a_reader_cannot_hold_more_than_its_share_of_a_controllers_streams(cl):
 # --------------------------------------------------------------------------- brokers
 
 
+def test_another_clusters_controller_cannot_transfer_a_masters_role(cl, tmp_path):
+    """Issue 29: TransferMaster was open to any controller/* certificate of the CA. A controller
+    certificate counts as a peer on a broker only when bound to the broker's own cluster."""
+    import shutil
+
+    from autoswitch.app.certs import init_dev_ca
+
+    other_dir = tmp_path / "other"
+    other_dir.mkdir()
+    for f in ("ca.pem", "ca.key"):
+        shutil.copy(cl.tmp / "certs" / f, other_dir / f)
+    them = init_dev_ca(other_dir, ["controller/n1"], cluster="another-cluster")["controller/n1"]
+    master_id, epoch = cl.wait_master()
+    master = cl.master_name()
+
+    async def scenario():
+        creds = grpc_channel_credentials(TLSConfig(ca=them["ca"], cert=them["cert"], key=them["key"]))
+        async with grpc.aio.secure_channel(cl.broker_addr(master), creds) as ch:
+            call = bpbg.BrokerServiceStub(ch).TransferMaster(bpb.TransferMasterRequest(timeout_ms=5000), timeout=30)
+            assert await denied(call) == "admin"
+
+    run(scenario())
+    assert cl.wait_master() == (master_id, epoch), "the master changed"
+    still_serving(cl)
+
+
 def test_switch_role_needs_admin(cl):
     master_id, epoch = cl.wait_master()
     slave = next(n for n in ("b1", "b2", "b3") if cl.status(n)["role"] == "slave")
