@@ -14,15 +14,19 @@ import uuid
 from dataclasses import dataclass
 from typing import TYPE_CHECKING
 
+from autoswitch.base.auth import Principal, Role
+from autoswitch.base.errors import AutoswitchError
 from autoswitch.base.log import RateLimitedLog, get_logger
 from autoswitch.base.write_errors import BadRequest, NotMaster
 
 from .consumer_offsets import (
+    MAX_KEYS,
     OFFSETS_TOPIC,
     OffsetTable,
     check_group,
     check_names,
     decode_commit,
+    decode_committer,
     encode_commit,
 )
 from .record import Message
@@ -31,6 +35,12 @@ if TYPE_CHECKING:
     from .server import Broker
 
 READ_CHUNK = 1000
+
+
+class GroupOwned(AutoswitchError):
+    """A commit for a consumer group that belongs to another identity (answered PERMISSION_DENIED)."""
+
+    code = "CONSUMER_GROUP_OWNED"
 
 
 @dataclass(frozen=True)
@@ -75,18 +85,29 @@ class ConsumerGroups:
                     self.bad_records += 1
                     self.log.warning("bad_commit_record", queueOffset=m.queue_offset, phyOffset=m.phy_offset)
                 else:
-                    self._table.on_append(got[0], got[1], m.phy_offset + m.size)
+                    self._table.on_append(got[0], got[1], m.phy_offset + m.size, decode_committer(bytes(m.body)))
                 self._next_q = m.queue_offset + 1
         return self._table
 
-    async def commit(self, group: str, topic: str, queue_offset: int) -> None:
-        """At-least-once: commit the next offset to read after processing everything before it."""
+    async def commit(self, group: str, topic: str, queue_offset: int, caller: Principal | None = None) -> None:
+        """At-least-once: commit the next offset to read after processing everything before it.
+        With authorization, a group belongs to the identity of its first commit; another reader
+        is refused (an admin may reset any group)."""
         check_names(group, topic)
+        self._require_master()
         end = self.b.store.max_queue_offset(topic)
         if not 0 <= queue_offset <= end:
             raise BadRequest(f"offset {queue_offset} of {topic!r} outside [0, {end}] (the log end)")
+        table = self._sync()
+        who = caller.name if caller is not None and caller.via != "none" else ""
+        owner = table.owners.get(group)
+        if who and owner and owner != who and Role.ADMIN not in caller.roles:    # type: ignore[union-attr]
+            raise GroupOwned(f"consumer group {group!r} belongs to {owner!r}; only it or an admin commits for it",
+                             consumer_group=group)
+        if not table.known((group, topic)) and table.key_count() >= MAX_KEYS:
+            raise BadRequest(f"this master keeps offsets for at most {MAX_KEYS} (consumer group, topic) keys")
         wp = self.b.writer()
-        body = encode_commit(group, topic, queue_offset)
+        body = encode_commit(group, topic, queue_offset, who)
         await wp.put([Message(topic=OFFSETS_TOPIC, body=body, msg_id=uuid.uuid4().hex,
                               born_ts_ms=int(time.time() * 1000))])
 

@@ -21,6 +21,8 @@ OFFSETS_TOPIC = "__consumer_offsets"
 RESERVED_PREFIX = "__"           # topics of the broker itself; producers may not write them
 MAX_BODY_BYTES = 1024
 MAX_PENDING_PER_KEY = 1024       # unconfirmed commits kept per key (older ones fold or drop)
+MAX_KEYS = 100_000               # (consumer group, topic) keys a master accepts new commits for
+MAX_COMMITTER = 256
 
 Key = tuple[str, str]            # (consumer group, topic)
 
@@ -36,11 +38,25 @@ def check_names(group: str, topic: str) -> None:
         raise BadRequest(f"topic must be 1..{MAX_TOPIC_BYTES} bytes and not start with {RESERVED_PREFIX!r}")
 
 
-def encode_commit(group: str, topic: str, queue_offset: int) -> bytes:
+def encode_commit(group: str, topic: str, queue_offset: int, committer: str = "") -> bytes:
+    """``committer``: the identity that commits (authorization on), recorded so that every replica
+    knows which identity a consumer group belongs to."""
     check_names(group, topic)
     if queue_offset < 0:
         raise BadRequest("queue_offset must be >= 0")
-    return orjson.dumps({"g": group, "t": topic, "o": queue_offset})
+    doc: dict = {"g": group, "t": topic, "o": queue_offset}
+    if committer:
+        doc["u"] = committer[:MAX_COMMITTER]
+    return orjson.dumps(doc)
+
+
+def decode_committer(body: bytes) -> str:
+    """The identity recorded in a well-formed commit record ('' = none)."""
+    try:
+        u = orjson.loads(body).get("u", "")
+    except (orjson.JSONDecodeError, AttributeError):
+        return ""
+    return u if isinstance(u, str) else ""
 
 
 def decode_commit(body: bytes) -> tuple[Key, int] | None:
@@ -67,8 +83,19 @@ class OffsetTable:
 
     confirmed: dict[Key, int] = field(default_factory=dict)
     pending: dict[Key, list[tuple[int, int]]] = field(default_factory=dict)
+    # consumer group -> the identity of its first commit in log order: only that identity (or an
+    # admin) commits for the group afterwards (issue 29: any reader could rewrite any group)
+    owners: dict[str, str] = field(default_factory=dict)
 
-    def on_append(self, key: Key, offset: int, end: int) -> None:
+    def key_count(self) -> int:
+        return len(self.confirmed) + sum(1 for k in self.pending if k not in self.confirmed)
+
+    def known(self, key: Key) -> bool:
+        return key in self.confirmed or key in self.pending
+
+    def on_append(self, key: Key, offset: int, end: int, committer: str = "") -> None:
+        if committer and key[0] not in self.owners:
+            self.owners[key[0]] = committer
         q = self.pending.setdefault(key, [])
         q.append((end, offset))
         if len(q) > MAX_PENDING_PER_KEY:

@@ -19,7 +19,7 @@ import grpc
 
 from autoswitch.base.auth import Guard, current_caller, server_interceptor
 from autoswitch.base.errors import AutoswitchError
-from autoswitch.base.log import get_logger
+from autoswitch.base.log import RateLimitedLog, get_logger
 from autoswitch.base.observe import ObserveServer, add_grpc_health
 from autoswitch.base.stream_limits import StreamBudget, stream_limit_interceptor
 from autoswitch.base.tls import Listener, bind, peer_identity, server_ssl_context
@@ -30,7 +30,7 @@ from autoswitch.proto import broker_pb2_grpc as pbg
 from .client import channel_options
 from .config import BrokerConfig, parse_hostport
 from .consume_serve import ConsumeService
-from .consumer_groups import ConsumerGroups
+from .consumer_groups import ConsumerGroups, GroupOwned
 from .fetch_server import FetchServer
 from .metrics import BrokerMetrics
 from .replies import committed_pb, status_of
@@ -45,6 +45,7 @@ class BrokerServicer(pbg.BrokerServiceServicer):
         self.log = broker.log.bind(component_part="service")
         self.groups = ConsumerGroups(broker)
         self.consume = ConsumeService(broker, self.log)
+        self._refused = RateLimitedLog(self.log)
 
     def _master_addr(self) -> str:
         return self.b.master_addr or ""
@@ -273,7 +274,11 @@ class BrokerServicer(pbg.BrokerServiceServicer):
 
     async def CommitOffset(self, request: pb.CommitOffsetRequest, context: Any) -> pb.CommitOffsetReply:
         try:
-            await self.groups.commit(request.consumer_group, request.topic, request.queue_offset)
+            await self.groups.commit(request.consumer_group, request.topic, request.queue_offset, current_caller())
+        except GroupOwned as e:
+            who = current_caller()
+            self._refused.warning((who.name if who else "", "group_owned"), "commit_offset_refused", error=str(e))
+            await context.abort(grpc.StatusCode.PERMISSION_DENIED, str(e))
         except WriteError as e:
             return pb.CommitOffsetReply(status=status_of(e), error_message=str(e), master_addr=self._master_addr())
         except AutoswitchError as e:

@@ -190,7 +190,7 @@ def test_a_certified_non_member_and_another_clusters_member_cannot_write_the_raf
     other_dir.mkdir()
     for f in ("ca.pem", "ca.key"):
         shutil.copy(cl.tmp / "certs" / f, other_dir / f)
-    other = init_dev_ca(other_dir, ["controller/n1", "controller/n2"], cluster="another-cluster")
+    other = init_dev_ca(other_dir, [f"controller/{n}" for n in cl.ctl_ids], cluster="another-cluster")
 
     async def scenario():
         before = await _raft_state(cl)
@@ -549,6 +549,36 @@ def test_no_admin_write_without_its_audit_record_and_every_admin_call_is_audited
 
     run(scenario())
     still_serving(cl)
+
+
+def test_a_reader_cannot_rewrite_another_identitys_consumer_group(cl):
+    """Issue 29: any reader could rewrite any consumer group's offsets. A group belongs to the
+    identity of its first commit (recorded in the replicated commit record); another reader is
+    refused, an admin may still reset it."""
+    from autoswitch.broker.client import BrokerUnavailable, ConsumerClient
+
+    from autoswitch.app.certs import init_dev_ca
+
+    addr = cl.broker_addr(cl.master_name())
+    o = init_dev_ca(cl.tmp / "certs", ["reader/other-app"])["reader/other-app"]
+    other_tls = TLSConfig(ca=o["ca"], cert=o["cert"], key=o["key"]).validate()
+
+    async def scenario():
+        owner = ConsumerClient(addr, max_retries=3, timeout_s=10, tls=cl.tls("reader/ops"))
+        other = ConsumerClient(addr, max_retries=0, timeout_s=10, tls=other_tls)
+        admin = ConsumerClient(addr, max_retries=3, timeout_s=10, tls=cl.tls("admin"))
+        try:
+            assert (await owner.commit_offset("billing", TOPIC, 1)).status == bpb.OK
+            with pytest.raises(BrokerUnavailable, match="PERMISSION_DENIED.*belongs to 'reader/ops'"):
+                await other.commit_offset("billing", TOPIC, 0)
+            assert (await other.commit_offset("audit-app", TOPIC, 0)).status == bpb.OK   # its own group
+            assert (await admin.commit_offset("billing", TOPIC, 0)).status == bpb.OK      # an admin's reset
+            assert (await owner.commit_offset("billing", TOPIC, 2)).status == bpb.OK
+        finally:
+            for c in (owner, other, admin):
+                await c.close()
+
+    run(scenario())
 
 
 def test_an_admins_transfer_master_on_a_broker_is_audited_by_the_controllers(cl):
