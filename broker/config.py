@@ -73,6 +73,13 @@ class BrokerConfig:
     fetch_slow_reader_timeout_s: float = 10.0
     # Prometheus /metrics, /healthz, /readyz on this HOST:PORT (autoswitch/base/observe.py); "" = off.
     metrics_listen: str = ""
+    # The HTTP surface (/metrics, and a controller's status page) has its own exposure setting: it
+    # may listen off loopback with metrics_allow_remote, without allow_insecure (which would drop
+    # every other listener's check too). metrics_token_file: a file whose first line is a bearer
+    # token every path but /healthz and /readyz then needs; identities (admin actors and their
+    # requests) are shown only to callers with it (docs/security.md "The HTTP surface").
+    metrics_allow_remote: bool = False
+    metrics_token_file: str = ""
     max_inflight_produce: int = 256
     max_concurrent_rpcs: int = 1024
     store: dict[str, Any] = field(default_factory=dict)
@@ -126,7 +133,11 @@ class BrokerConfig:
         # /metrics is plain HTTP without authentication, whatever the gRPC side has
         if self.metrics_listen:
             parse_hostport(self.metrics_listen, "metrics_listen")
-        check_exposure(False, False, self.allow_insecure, [self.metrics_listen])
+        check_exposure(False, False, self.allow_insecure or self.metrics_allow_remote, [self.metrics_listen])
+        if self.metrics_token_file:
+            from autoswitch.base.observe import read_http_token
+
+            read_http_token(self.metrics_token_file)
         if not self.group or "#" in self.group:
             raise ConfigError("group must be a non-empty name without '#'", key="group")
         if self.broker_id < 1:

@@ -20,7 +20,7 @@ import grpc
 from autoswitch.base.auth import Guard, current_caller, server_interceptor
 from autoswitch.base.errors import AutoswitchError
 from autoswitch.base.log import RateLimitedLog, get_logger
-from autoswitch.base.observe import ObserveServer, add_grpc_health
+from autoswitch.base.observe import ObserveServer, add_grpc_health, read_http_token
 from autoswitch.base.stream_limits import StreamBudget, stream_limit_interceptor
 from autoswitch.base.tls import Listener, bind, peer_identity, server_ssl_context
 from autoswitch.base.write_errors import BadRequest, NotAllowed, StorageFull, WriteError
@@ -369,7 +369,8 @@ async def serve(cfg: BrokerConfig, stop_event: asyncio.Event | None = None, atta
     if cfg.metrics_listen:      # off: the request path is exactly the uninstrumented one
         metrics = BrokerMetrics(broker)
         metrics.instrument(servicer)
-        observe = ObserveServer(cfg.metrics_listen, metrics.registry, metrics.readiness, "broker")
+        observe = ObserveServer(cfg.metrics_listen, metrics.registry, metrics.readiness, "broker",
+                                token=read_http_token(cfg.metrics_token_file) if cfg.metrics_token_file else "")
     pbg.add_BrokerServiceServicer_to_server(servicer, server)
     health, health_pb = add_grpc_health(server)
     host, port = parse_hostport(cfg.listen, "listen")

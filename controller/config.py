@@ -80,6 +80,13 @@ class ControllerConfig:
     rebalance_handover_timeout_ms: int = 5000
     # Prometheus /metrics, /healthz, /readyz on this HOST:PORT (autoswitch/base/observe.py); "" = off.
     metrics_listen: str = ""
+    # The HTTP surface (/metrics, and a controller's status page) has its own exposure setting: it
+    # may listen off loopback with metrics_allow_remote, without allow_insecure (which would drop
+    # every other listener's check too). metrics_token_file: a file whose first line is a bearer
+    # token every path but /healthz and /readyz then needs; identities (admin actors and their
+    # requests) are shown only to callers with it (docs/security.md "The HTTP surface").
+    metrics_allow_remote: bool = False
+    metrics_token_file: str = ""
     # Sentinel-style alerts (controller/alerts.py): the leader runs this executable for each alert.
     notification_script: str = ""
     notification_timeout_s: float = 10.0
@@ -187,7 +194,11 @@ class ControllerConfig:
         # /metrics and the status page are plain HTTP without authentication, whatever the gRPC side has
         if self.metrics_listen:
             _split_addr(self.metrics_listen, "metrics_listen")
-        check_exposure(False, False, self.allow_insecure, [self.metrics_listen])
+        check_exposure(False, False, self.allow_insecure or self.metrics_allow_remote, [self.metrics_listen])
+        if self.metrics_token_file:
+            from autoswitch.base.observe import read_http_token
+
+            read_http_token(self.metrics_token_file)
 
     def _validate_backend(self) -> None:
         from autoswitch.controller.consensus import BACKENDS

@@ -67,7 +67,7 @@ from autoswitch.base import tls
 from autoswitch.base.auth import AuthConfig, Guard, Rule, server_interceptor
 from autoswitch.base.fsutil import write_atomic
 from autoswitch.base.log import get_logger
-from autoswitch.base.observe import FnCollector, ObserveServer, add_grpc_health
+from autoswitch.base.observe import FnCollector, ObserveServer, add_grpc_health, read_http_token
 from autoswitch.base.stream_limits import StreamBudget, stream_limit_interceptor
 from autoswitch.base.waits import wait_event
 from autoswitch.proto import controller_pb2 as pb
@@ -204,7 +204,9 @@ class ControllerNode:
         await svc.set("", hpb.HealthCheckResponse.SERVING)
         if self.config.metrics_listen:
             self._observe = ObserveServer(self.config.metrics_listen, self.metrics.registry, self.readiness,
-                                          "controller", pages=self.status_page.pages())
+                                          "controller", pages=self.status_page.pages(),
+                                          token=read_http_token(self.config.metrics_token_file)
+                                          if self.config.metrics_token_file else "")
             await self._observe.start()
         self.log.info("controller_started", listen=self.config.listen_addr, peers=self.config.peers)
 

@@ -26,6 +26,15 @@ RECENT_EVENTS = 50
 SHOWN_EVENTS = ("ElectMaster", "NoMaster", "AdminAudit", "PreferredMaster")
 
 
+def _redacted(e: dict) -> dict:
+    if e.get("event") != "AdminAudit" and not e.get("actor"):
+        return e
+    out = dict(e, actor="(hidden)")
+    if e.get("event") == "AdminAudit":
+        out["reason"] = str(e.get("reason", "")).split(" ", 1)[0] + " (details need the HTTP token)"
+    return out
+
+
 class StatusPage:
     def __init__(self, node: ControllerNode) -> None:
         self.node = node
@@ -39,10 +48,10 @@ class StatusPage:
     def pages(self) -> dict:
         return {"/status": self.html, "/status.json": self.status_json, "/": self.html}
 
-    async def html(self, query: dict[str, str]) -> tuple[int, bytes, str]:
+    async def html(self, query: dict[str, str], authed: bool = False) -> tuple[int, bytes, str]:
         return 200, PAGE.encode(), "text/html; charset=utf-8"
 
-    async def status_json(self, query: dict[str, str]) -> tuple[int, bytes, str]:
+    async def status_json(self, query: dict[str, str], authed: bool = False) -> tuple[int, bytes, str]:
         try:
             after = int(query.get("after", "-1"))
             wait = min(MAX_WAIT_S, max(0.0, float(query.get("wait", "0"))))
@@ -52,7 +61,11 @@ class StatusPage:
         while self.node.metadata()["applied"] <= after and time.monotonic() < deadline:
             await asyncio.sleep(POLL_STEP_S)
         self.node.metrics.status_requests.inc()
-        return 200, json.dumps(self.snapshot(), separators=(",", ":")).encode(), "application/json"
+        snap = self.snapshot()
+        if not authed:
+            # who did what is for holders of the HTTP token (metrics_token_file) only
+            snap["events"] = [_redacted(e) for e in snap["events"]]
+        return 200, json.dumps(snap, separators=(",", ":")).encode(), "application/json"
 
     def snapshot(self) -> dict:
         node = self.node

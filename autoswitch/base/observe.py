@@ -29,8 +29,27 @@ MAX_CONNECTIONS = 64
 
 # (ready, reason): what /readyz answers.
 Readiness = Callable[[], tuple[bool, str]]
-# More pages: (query parameters) -> (HTTP status, body, content type).
-Page = Callable[[dict[str, str]], Awaitable[tuple[int, bytes, str]]]
+# More pages: (query parameters, whether the caller presented the HTTP token) -> (HTTP status,
+# body, content type). A page shows identities (admin actors, their requests) only to a caller
+# with the token.
+Page = Callable[[dict[str, str], bool], Awaitable[tuple[int, bytes, str]]]
+OPEN_PATHS = ("/healthz", "/readyz")        # probes never need the token
+
+
+def read_http_token(path: str) -> str:
+    """The bearer token of the HTTP surface: the first line of ``path`` (a file, so it stays out of
+    the config and the process list); ConfigError when missing or empty."""
+    from autoswitch.base.errors import ConfigError
+
+    try:
+        with open(path, encoding="utf-8") as f:
+            token = f.readline().strip()
+    except OSError as e:
+        raise ConfigError(f"metrics_token_file {path!r} cannot be read: {e.strerror}", key="metrics_token_file") from None
+    if not 16 <= len(token) <= 4096:
+        raise ConfigError(f"metrics_token_file {path!r} must hold a token of 16..4096 characters on its first line",
+                          key="metrics_token_file")
+    return token
 
 _log = get_logger("observe")
 
@@ -63,7 +82,10 @@ class ObserveServer:
     ``/readyz`` (200 or 503 with the reason, from ``ready``)."""
 
     def __init__(self, listen: str, registry: CollectorRegistry, ready: Readiness, component: str,
-                 pages: dict[str, Page] | None = None) -> None:
+                 pages: dict[str, Page] | None = None, token: str = "") -> None:
+        """``token``: when set, every path but /healthz and /readyz needs ``Authorization: Bearer
+        <token>`` (401 otherwise); pages learn whether the caller presented it."""
+        self.token = token
         host, _, port = listen.rpartition(":")
         if not host or not port.isdigit():
             raise ValueError(f"metrics listen address must be HOST:PORT, got {listen!r}")
@@ -103,9 +125,13 @@ class ObserveServer:
                 await self._reply(writer, 405, b"GET only\n")
                 return
             path, _, qs = line[1].partition("?")
+            authed = bool(self.token) and self._presented(head) == self.token
+            if self.token and not authed and path not in OPEN_PATHS:
+                await self._reply(writer, 401, b"this endpoint needs Authorization: Bearer <token>\n")
+                return
             page = self.pages.get(path)
             if page is not None:
-                status, body, ctype = await page(dict(parse_qsl(qs[:2000])))
+                status, body, ctype = await page(dict(parse_qsl(qs[:2000])), authed)
                 await self._reply(writer, status, body, ctype, line[0] == "HEAD")
             elif path == "/metrics":
                 await self._reply(writer, 200, generate_latest(self.registry), CONTENT_TYPE_LATEST, line[0] == "HEAD")
@@ -125,9 +151,19 @@ class ObserveServer:
                 writer.close()
 
     @staticmethod
+    def _presented(head: bytes) -> str:
+        for raw in head.split(b"\r\n")[1:]:
+            name, _, value = raw.partition(b":")
+            if name.strip().lower() == b"authorization":
+                scheme, _, tok = value.strip().partition(b" ")
+                if scheme.lower() == b"bearer":
+                    return tok.strip().decode("latin-1")
+        return ""
+
+    @staticmethod
     async def _reply(writer: asyncio.StreamWriter, status: int, body: bytes,
                      ctype: str = "text/plain; charset=utf-8", head_only: bool = False) -> None:
-        reason = {200: "OK", 400: "Bad Request", 404: "Not Found", 405: "Method Not Allowed",
+        reason = {200: "OK", 400: "Bad Request", 401: "Unauthorized", 404: "Not Found", 405: "Method Not Allowed",
                   503: "Service Unavailable"}[status]
         writer.write(f"HTTP/1.1 {status} {reason}\r\nContent-Type: {ctype}\r\nContent-Length: {len(body)}\r\n"
                      "Connection: close\r\n\r\n".encode() + (b"" if head_only else body))

@@ -158,3 +158,62 @@ def test_readers_that_never_read_cannot_grow_the_broker_and_are_closed(procs, tm
         async with FetchClient(f"{HOST}:{fetch}") as f:
             assert (await f.fetch("t", 0, 10)).runs
     asyncio.run(asyncio.wait_for(reader(), 60))
+
+
+def _http(port: int, path: str, token: str = "") -> tuple[int, str]:
+    import http.client
+
+    c = http.client.HTTPConnection(HOST, port, timeout=30)
+    try:
+        c.request("GET", path, headers={"Authorization": f"Bearer {token}"} if token else {})
+        r = c.getresponse()
+        return r.status, r.read().decode()
+    finally:
+        c.close()
+
+
+def test_the_status_page_shows_admin_identities_only_with_the_http_token(procs, tmp_path):
+    """Issue 29: /status.json showed admin actors and their requests to anyone who reached the
+    metrics port. With metrics_token_file every path but the probes needs the token, and only a
+    caller with it sees identities."""
+    import json
+    import subprocess
+    import sys
+
+    from tests.integration.failover_harness import wait_until
+
+    ids = init_dev_ca(tmp_path / "tls", ["controller/n1", "admin"])
+    me, admin = ids["controller/n1"], ids["admin"]
+    token = "t" * 32
+    (tmp_path / "http.token").write_text(token + "\n")
+    port, mport = free_port(), free_port()
+    cfg = tmp_path / "c.toml"
+    cfg.write_text(f'[controller]\nmetrics_token_file = "{tmp_path / "http.token"}"\n')
+    procs.start("n1", ["controller", "--config", str(cfg), "--node-id", "n1", "--peers", f"n1={HOST}:{port}",
+                       "--data-dir", str(tmp_path / "n1"), "--metrics-listen", f"{HOST}:{mport}",
+                       "--tls-ca", me["ca"], "--tls-cert", me["cert"], "--tls-key", me["key"], "--auth"])
+    wait_port(mport, timeout=60)
+    out = subprocess.run([sys.executable, "-m", "autoswitch", "admin", "update-controller-config", "--controller",
+                          f"{HOST}:{port}", "--key", "rebalance_delay_ms=31000", "--tls-ca", admin["ca"],
+                          "--tls-cert", admin["cert"], "--tls-key", admin["key"], "--json"],
+                         capture_output=True, text=True, timeout=120)
+    assert out.returncode == 0, out.stderr[-2000:]
+    assert _http(mport, "/healthz")[0] == 200 and _http(mport, "/readyz")[0] in (200, 503)
+    for path in ("/status.json", "/metrics", "/status"):
+        assert _http(mport, path)[0] == 401, path
+        assert _http(mport, path, "wrong-token-xxxxxxxx")[0] == 401, path
+
+    def audited() -> bool:
+        code, body = _http(mport, "/status.json", token)
+        return code == 200 and any(e.get("actor") == "admin" for e in json.loads(body)["events"])
+    wait_until(audited, 60, "the admin's action on the status page, for the token holder")
+
+
+def test_without_the_token_the_status_page_hides_who_did_what():
+    from autoswitch.controller.status_page import _redacted
+
+    e = {"event": "AdminAudit", "actor": "admin/alice", "reason": "UpdateControllerConfig code=0 config {...}"}
+    assert _redacted(e) == {"event": "AdminAudit", "actor": "(hidden)",
+                            "reason": "UpdateControllerConfig (details need the HTTP token)"}
+    plain = {"event": "ElectMaster", "actor": None, "reason": "master_dead"}
+    assert _redacted(plain) == plain

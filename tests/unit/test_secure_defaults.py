@@ -88,3 +88,20 @@ def test_migration_steps_are_checked(certs, tmp_path):
     # accepting plaintext counts as plaintext for the secure-default rule
     with pytest.raises(ConfigError, match="non-loopback"):
         _load(listen="0.0.0.0:9001", tls_accept_plaintext=True, **tls)
+
+
+def test_the_http_surface_has_its_own_exposure_setting(certs, tmp_path):
+    """metrics_allow_remote lets /metrics off loopback without allow_insecure, which would drop the
+    check of every other listener too (issue 29)."""
+    with pytest.raises(ConfigError, match="allow_insecure"):
+        _load(metrics_listen="0.0.0.0:9100")
+    cfg = _load(metrics_listen="0.0.0.0:9100", metrics_allow_remote=True)
+    assert cfg.metrics_allow_remote and not cfg.allow_insecure
+    with pytest.raises(ConfigError, match="allow_insecure"):     # the gRPC listener is still checked
+        _load(metrics_listen="0.0.0.0:9100", metrics_allow_remote=True,
+              peers="n1=10.0.0.1:9001,n2=10.0.0.2:9001")
+    with pytest.raises(ConfigError, match="metrics_token_file"):
+        _load(metrics_listen="0.0.0.0:9100", metrics_allow_remote=True, metrics_token_file=str(tmp_path / "none"))
+    b = load_broker(None, {"data_dir": str(tmp_path / "b"), "metrics_listen": "0.0.0.0:9101",
+                           "metrics_allow_remote": True})
+    assert b.metrics_allow_remote
