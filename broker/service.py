@@ -17,7 +17,8 @@ from typing import Any
 
 import grpc
 
-from autoswitch.base.auth import Guard, current_caller, server_interceptor
+from autoswitch.base.auth import Guard, current_caller
+from autoswitch.base.auth_interceptor import server_interceptor
 from autoswitch.base.errors import AutoswitchError
 from autoswitch.base.log import RateLimitedLog, get_logger
 from autoswitch.base.observe import ObserveServer, add_grpc_health, read_http_token

@@ -480,6 +480,9 @@ class ElectMasterEvent(Event):
     eligible: tuple[int, ...]
     unclean: bool
     reason: str
+    # The new MasterEpoch is at least this (0: just +1): an operator's election past a controller
+    # state older than the brokers' (a restored snapshot) must be above every epoch they report.
+    min_epoch: int = 0
 
 
 class AlterSyncStateSetEvent(Event):

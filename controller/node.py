@@ -64,7 +64,8 @@ from autoswitch.controller.status_page import StatusPage
 from autoswitch.controller.watchers import Watchers
 
 from autoswitch.base import tls
-from autoswitch.base.auth import AuthConfig, Guard, Rule, server_interceptor
+from autoswitch.base.auth import AuthConfig, Guard, Rule
+from autoswitch.base.auth_interceptor import server_interceptor
 from autoswitch.base.fsutil import write_atomic
 from autoswitch.base.log import get_logger
 from autoswitch.base.observe import FnCollector, ObserveServer, add_grpc_health, read_http_token

@@ -41,6 +41,7 @@ from autoswitch.controller.messages import (
     MAX_AUDIT_FIELD_LEN,
     MAX_QUERY_GROUPS,
     MAX_REPLICAS_PER_GROUP,
+    TRIGGER_ADMIN,
     TRIGGER_CONTROLLER,
     AdminAuditEvent,
     AdminAuditRequest,
@@ -80,6 +81,7 @@ from autoswitch.base.errors import AutoswitchError, CorruptionError
 from autoswitch.base.log import get_logger
 
 MAX_GROUPS = 200_000
+MAX_REPORTED_EPOCH_JUMP = 1 << 20     # beyond this above our MasterEpoch a reported one is not believed
 MAX_RETIRED_IDS = 1024   # per group; past it the floor rises (docs/controller.md)
 FIRST_BROKER_ID = 1   # RocketMQ MixAll.FIRST_SLAVE_ID; 0 was the old fixed master id
 
@@ -225,7 +227,7 @@ def _apply_group_event(g: GroupState | None, ev: Event, tomb: Tombstone | None) 
                                                ev.ha_address)
     elif isinstance(ev, ElectMasterEvent):
         g.master_broker_id = ev.new_master
-        g.master_epoch += 1
+        g.master_epoch = max(g.master_epoch + 1, ev.min_epoch)
         if ev.sync_state_set is not None and frozenset(ev.sync_state_set) != g.sync_state_set:
             g.sync_state_set = frozenset(ev.sync_state_set)
             g.sync_state_set_epoch += 1
@@ -528,6 +530,10 @@ def _elect_master(req: ElectMasterRequest, state: ControllerState) -> tuple[list
             return _reject(Code.CONTROLLER_ELECT_MASTER_FAILED,
                            f"handover target {designated} is not in the SyncStateSet {sorted(g.sync_state_set)} of "
                            f"{name}", name)
+    if req.trigger == TRIGGER_ADMIN and not req.handover_from and alive:
+        newest = max(a.epoch for a in alive.values())
+        if newest > g.master_epoch:
+            return _elect_past_stale_view(g, alive, designated, newest)
     if designated is None and master is not None and master not in alive and master not in req.dead_broker_ids:
         # Liveness is the majority's (docs/design.md §2): not seen alive is not the same as dead. The
         # claim names the master, so a request computed before another election (pipelined
@@ -562,6 +568,33 @@ def _elect_master(req: ElectMasterRequest, state: ControllerState) -> tuple[list
     ev = ElectMasterEvent(name, d.new_master, (d.new_master,), tuple(sorted(elig)), d.unclean,
                           f"{req.trigger}:{'crash:' if req.crash_only else ''}{d.reason}")
     return [ev], _Outcome(group=name, remark=d.reason)
+
+
+def _elect_past_stale_view(g: GroupState, alive: dict[int, BrokerLiveInfo], designated: int | None,
+                           newest: int) -> tuple[list[Event], _Outcome]:
+    """Brokers report a MasterEpoch above ours: this state is older than theirs (a controller
+    cluster restored from an older snapshot; in a running cluster a broker only learns an epoch
+    after its entry is applied, so it never reports one above). Our SyncStateSet is stale too, so
+    only what the brokers report can decide: the replica holding the most of the newest epoch has
+    every acknowledged message of it. It becomes master alone in the set (the others rejoin as they
+    catch up), at an epoch above every reported one (brokers never follow a lower one)."""
+    name = g.broker_name
+    if newest > g.master_epoch + MAX_REPORTED_EPOCH_JUMP:
+        return _reject(Code.CONTROLLER_ELECT_MASTER_FAILED,
+                       f"a replica of {name} reports MasterEpoch {newest}, implausibly far above this state's "
+                       f"{g.master_epoch}", name)
+    top = [a for a in alive.values() if a.epoch == newest]
+    top = [a for a in top if a.clean_shutdown] or top
+    best = max(a.max_offset for a in top)
+    complete = sorted(a.broker_id for a in top if a.max_offset == best)
+    if designated is not None and designated not in complete:
+        return _reject(Code.CONTROLLER_ELECT_MASTER_FAILED,
+                       f"the controllers' state of {name} is older than the brokers' (they report MasterEpoch "
+                       f"{newest}, it says {g.master_epoch}: restored from an older snapshot?); only {complete} "
+                       f"hold everything of MasterEpoch {newest}", name)
+    new = designated if designated is not None else complete[0]
+    ev = ElectMasterEvent(name, new, (new,), (), False, f"{TRIGGER_ADMIN}:stale_controller_view", min_epoch=newest + 1)
+    return [ev], _Outcome(group=name, remark=f"stale_controller_view: brokers reported MasterEpoch {newest}")
 
 
 def _alter_sync_state_set(req: AlterSyncStateSetRequest, state: ControllerState) -> tuple[list[Event], _Outcome]:

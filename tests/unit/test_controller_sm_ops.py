@@ -658,3 +658,32 @@ def test_request_kinds_cover_every_request_type():
     assert set(msgs.WriteRequest.__args__) == {c for c in every if "ts_ms" in c.__struct_fields__} \
         == set(msgs.WRITE_REQUESTS.values())
     assert set(msgs.GroupRequest.__args__) == {c for c in every if "broker_name" in c.__struct_fields__}
+
+
+# --------------------------------------------------------------------------- a restored (older) state
+
+
+def test_an_operators_election_moves_a_group_past_the_epoch_its_brokers_report():
+    """Issue 29: after restoring an older snapshot the controllers think 1 is master at MasterEpoch
+    2 while the brokers moved on (2 is master at 5). The documented fix, `elect-master`, was
+    refused ("master 1 is still alive") or elected at an epoch the brokers never follow. Now an
+    operator's election takes the replica that holds the most of the newest epoch, at an epoch
+    above every reported one; one naming a replica that may lack data is refused."""
+    h = group_with_master()
+    assert h.view().master_epoch == 1
+    stale = [BrokerLiveInfo(1, epoch=5, max_offset=900), BrokerLiveInfo(2, epoch=5, max_offset=1000),
+             BrokerLiveInfo(3, epoch=4, max_offset=1200)]
+    r = h.elect(stale, trigger=TRIGGER_ADMIN, broker_id=1, designate=True)
+    assert r.code == Code.CONTROLLER_ELECT_MASTER_FAILED and "older than the brokers" in r.remark, r
+    r = h.elect(stale, trigger=TRIGGER_ADMIN)
+    assert r.ok, r
+    v = h.view()
+    assert v.master_broker_id == 2 and v.master_epoch == 6 and v.sync_state_set == (2,)
+    # a broker's own election is not an operator's: the stale-view path is the operator's only
+    h2 = group_with_master()
+    r = h2.elect([BrokerLiveInfo(2, epoch=5, max_offset=1000)], trigger=TRIGGER_CONTROLLER)
+    assert h2.view().master_epoch != 6 or not r.ok
+    # an implausible claim (one broker says 2^40) is refused, not followed
+    h3 = group_with_master()
+    r = h3.elect([BrokerLiveInfo(2, epoch=1 << 40, max_offset=1)], trigger=TRIGGER_ADMIN)
+    assert not r.ok and "implausibly" in r.remark
