@@ -12,6 +12,8 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import socket
+import struct
 import time
 from ssl import SSLContext
 from typing import Protocol
@@ -50,7 +52,6 @@ class FetchServer:
         self.slow_reader_timeout_s = slow_reader_timeout_s
         self.max_reply_bytes = max_reply_bytes
         self._writers: set[asyncio.StreamWriter] = set()
-        self._reserved = 0
         self.observer = observer
         self.hello_timeout_s = hello_timeout_s
         self.guard = guard
@@ -65,19 +66,17 @@ class FetchServer:
         return len(self._conns)
 
     def inflight_bytes(self) -> int:
-        """Replies written and not yet taken by their readers, plus replies being read from the log."""
-        return self._reserved + sum(w.transport.get_write_buffer_size() for w in self._writers
-                                    if not w.transport.is_closing())
+        """Replies written and not yet taken by their readers."""
+        return sum(w.transport.get_write_buffer_size() for w in self._writers if not w.transport.is_closing())
 
-    async def _reserve(self) -> None:
+    async def _room(self) -> None:
         """Wait until the largest reply fits the budget (at most slow_reader_timeout_s: by then the
-        readers that hold it are closed), then take it; BUSY otherwise."""
+        readers that fill it are closed); BUSY otherwise. Nothing is held during a long poll."""
         deadline = time.monotonic() + self.slow_reader_timeout_s
         while self.inflight_bytes() + self.max_reply_bytes > self.max_inflight_bytes:
             if time.monotonic() >= deadline:
                 raise _Refuse(fc.ERR_BUSY, f"more than {self.max_inflight_bytes} bytes of replies in flight")
             await asyncio.sleep(0.05)
-        self._reserved += self.max_reply_bytes
 
     async def start(self, host: str, port: int, ssl: SSLContext | None) -> int:
         self._server = await asyncio.start_server(self._on_client, host, port, ssl=ssl, limit=READ_CHUNK)
@@ -159,22 +158,19 @@ class FetchServer:
                         who = self.guard.authn.principal(cn, creds)
                     self._check(who, req.topic)
                 t0 = time.monotonic()
-                await self._reserve()
-                try:
-                    reply = await self.consume.records(req)
-                    if self.guard is not None and token and req.max_wait_ms:
-                        who = self.guard.authn.principal(cn, creds)     # revoked during the long poll
-                        self._check(who, req.topic)
-                    writer.writelines(fc.encode_records(reply))
-                finally:
-                    self._reserved -= self.max_reply_bytes
+                await self._room()
+                reply = await self.consume.records(req)
+                if self.guard is not None and token and req.max_wait_ms:
+                    who = self.guard.authn.principal(cn, creds)     # revoked during the long poll
+                    self._check(who, req.topic)
+                writer.writelines(fc.encode_records(reply))
                 try:
                     await asyncio.wait_for(writer.drain(), self.slow_reader_timeout_s)
                 except TimeoutError:
                     self._refused.warning((str(writer.get_extra_info("peername")).split(",", 1)[0], "slow"),
                                           "fetch_slow_reader_closed", buffered=writer.transport.get_write_buffer_size(),
                                           timeout_s=self.slow_reader_timeout_s)
-                    writer.transport.abort()        # frees the buffered reply now
+                    _reset(writer)                  # frees the buffered reply now, ours and the kernel's
                     return
                 if self.observer is not None:
                     self.observer.fetched(reply.status, sum(len(run) for _, run in reply.runs), time.monotonic() - t0)
@@ -189,6 +185,16 @@ class FetchServer:
                 self.guard.check_open(who, "Consume")
         except Denied as e:
             raise _Refuse(fc.ERR_DENIED, str(e)) from None
+
+
+def _reset(writer: asyncio.StreamWriter) -> None:
+    """Close with a reset: a plain close would leave the unsent reply queued in the kernel behind a
+    FIN the reader never takes (an orphaned socket holding megabytes until the kernel gives up)."""
+    sock = writer.get_extra_info("socket")
+    if sock is not None:
+        with contextlib.suppress(OSError):
+            sock.setsockopt(socket.SOL_SOCKET, socket.SO_LINGER, struct.pack("ii", 1, 0))
+    writer.transport.abort()
 
 
 class _Refuse(Exception):

@@ -37,6 +37,15 @@ class StoreBackendConfig:
     # backend "zookeeper": the servers' tickTime. A session expires at the first tick after its
     # timeout, so a deposed leader's writes are refused up to one tick after lease_ms.
     zk_tick_ms: int = 2000
+    # Securing the link to the store (docs/operations-backends.md "Securing the store"). etcd: TLS
+    # with a client certificate (all three files); with etcd's --client-cert-auth the certificate's
+    # CN is the RBAC user. ZooKeeper: credentials_file holds "user:password" (first line): the
+    # controller authenticates with it (digest) and every znode it creates carries a digest ACL for
+    # that user alone. SQL: TLS and the database role are the URL's (sslmode, sslrootcert, user).
+    tls_ca: str = ""
+    tls_cert: str = ""
+    tls_key: str = ""
+    credentials_file: str = ""
 
     def validate(self) -> None:
         if not self.resolved_url():
@@ -60,9 +69,31 @@ class StoreBackendConfig:
             raise ConfigError("[store] statement_timeout_ms must be in [100, lease_ms]", key="statement_timeout_ms")
         if not 1 <= self.zk_tick_ms <= 60_000:
             raise ConfigError("[store] zk_tick_ms must be in [1, 60000]", key="zk_tick_ms")
+        if self.tls_ca or self.tls_cert or self.tls_key:
+            from autoswitch.base.tls import TLSConfig
+
+            if not (self.tls_ca and self.tls_cert and self.tls_key):
+                raise ConfigError("[store] tls_ca, tls_cert and tls_key go together", key="tls_ca")
+            TLSConfig(ca=self.tls_ca, cert=self.tls_cert, key=self.tls_key).validate(server=True)
+        if self.credentials_file:
+            self.credentials()
         for key, value in (("data_center", self.data_center), ("lock_name", self.lock_name)):
             if not 1 <= len(value) <= 128:
                 raise ConfigError(f"[store] {key} must be 1..128 characters", key=key)
+
+    def credentials(self) -> tuple[str, str]:
+        """(user, password) from ``credentials_file``; ConfigError when it does not hold them."""
+        try:
+            with open(self.credentials_file, encoding="utf-8") as f:
+                line = f.readline().strip()
+        except OSError as e:
+            raise ConfigError(f"[store] credentials_file {self.credentials_file!r} cannot be read: {e.strerror}",
+                              key="credentials_file") from None
+        user, sep, password = line.partition(":")
+        if not sep or not user or not password or len(line) > 1024:
+            raise ConfigError(f"[store] credentials_file {self.credentials_file!r} must hold user:password on its "
+                              "first line", key="credentials_file")
+        return user, password
 
     def resolved_url(self) -> str:
         return os.environ.get(self.url_env, "") if self.url_env else self.url

@@ -53,7 +53,15 @@ class EtcdStore:
         endpoints = url[len("etcd://"):].split(",")
         # one endpoint per channel would need our own failover; grpc's round robin over the list does it
         target = endpoints[0] if len(endpoints) == 1 else "ipv4:" + ",".join(endpoints)
-        self.channel = grpc.insecure_channel(target, options=[("grpc.lb_policy_name", "round_robin")])
+        options = [("grpc.lb_policy_name", "round_robin")]
+        if cfg.tls_ca:
+            # TLS with our client certificate (etcd --client-cert-auth: its CN is our RBAC user)
+            creds = grpc.ssl_channel_credentials(
+                root_certificates=open(cfg.tls_ca, "rb").read(), private_key=open(cfg.tls_key, "rb").read(),
+                certificate_chain=open(cfg.tls_cert, "rb").read())
+            self.channel = grpc.secure_channel(target, creds, options=options)
+        else:
+            self.channel = grpc.insecure_channel(target, options=options)
         self.kv = pbg.KVStub(self.channel)
         self.lease = pbg.LeaseStub(self.channel)
         base = f"/autoswitch/{cfg.data_center}/{cfg.lock_name}/".encode()

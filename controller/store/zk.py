@@ -57,8 +57,17 @@ class ZkStore:
         # zookeeper://h1:2181,h2:2181/chroot: the chroot is a path prefix of ours (kazoo's own
         # chroot needs the node to exist before the client starts)
         hosts, _, chroot = url[len("zookeeper://"):].partition("/")
+        secured: dict = {}
+        if cfg.credentials_file:
+            from kazoo.security import make_digest_acl
+
+            # digest auth, and our znodes readable and writable by that user alone: whoever else
+            # reaches ZooKeeper cannot forge log entries or take the lock
+            user, password = cfg.credentials()
+            secured = {"auth_data": [("digest", f"{user}:{password}")],
+                       "default_acl": [make_digest_acl(user, password, all=True)]}
         self.zk = KazooClient(hosts=hosts, timeout=cfg.lease_ms / 1000,
-                              connection_retry={"max_tries": -1, "delay": 0.05, "max_delay": 0.5})
+                              connection_retry={"max_tries": -1, "delay": 0.05, "max_delay": 0.5}, **secured)
         base = "/" + "/".join(p for p in (chroot.strip("/"), cfg.data_center, cfg.lock_name) if p)
         self.controller = base + "/controller"
         self.epoch = base + "/controller_epoch"
@@ -129,6 +138,15 @@ class ZkStore:
 
     def create_schema(self) -> None:
         self._connected()
+        parent = self.base.rsplit("/", 1)[0]
+        if parent and self.cfg.credentials_file:
+            from kazoo.security import OPEN_ACL_UNSAFE
+
+            # the shared ancestors stay open (other clusters create theirs beside ours); ours is not
+            try:
+                self._get(self.zk.ensure_path_async(parent, acl=OPEN_ACL_UNSAFE))
+            except NodeExistsError:
+                pass
         for path in (self.log, self.snap_dir):
             try:
                 self._get(self.zk.ensure_path_async(path))
