@@ -8,6 +8,7 @@
 #   pg_ctl    (postgresql):           the SQL controller backend's tests on PostgreSQL
 #   mariadbd  (mariadb-server):       ... and on MariaDB
 #   etcd      (etcd-server):          the etcd controller backend's tests (and bench-controller)
+#   etcdctl   (etcd-client):          sets up etcd RBAC in the store-security test
 #   zookeeper (zookeeper):            the ZooKeeper controller backend's tests
 set -euo pipefail
 export DEBIAN_FRONTEND=noninteractive
@@ -21,6 +22,7 @@ command -v systemd-analyze >/dev/null || need+=(systemd)
 command -v pg_ctl >/dev/null || ls /usr/lib/postgresql/*/bin/pg_ctl >/dev/null 2>&1 || need+=(postgresql)
 command -v mariadbd >/dev/null || [ -x /usr/sbin/mariadbd ] || need+=(mariadb-server)
 command -v etcd >/dev/null || need+=(etcd-server)
+command -v etcdctl >/dev/null || need+=(etcd-client)
 [ -f /usr/share/java/zookeeper.jar ] || need+=(zookeeper)
 [ ${#need[@]} -eq 0 ] && exit 0
 if [ "$(id -u)" = 0 ] && command -v apt-get >/dev/null; then

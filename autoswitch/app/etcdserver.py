@@ -24,7 +24,10 @@ class EtcdNotInstalled(RuntimeError):
 
 
 class EtcdServer:
-    def __init__(self, port: int, peer_port: int) -> None:
+    def __init__(self, port: int, peer_port: int, tls: dict[str, str] | None = None) -> None:
+        """``tls``: {"ca", "cert", "key"} serves clients over TLS and requires client certificates
+        (--client-cert-auth: with auth enabled, a certificate's CN is its RBAC user)."""
+        self.tls = tls
         exe = shutil.which("etcd")
         if not exe:
             raise EtcdNotInstalled("etcd is not installed (Debian: apt-get install etcd-server)")
@@ -38,13 +41,16 @@ class EtcdServer:
         return f"etcd://127.0.0.1:{self.port}"
 
     def start(self) -> EtcdServer:
-        client, peer = f"http://127.0.0.1:{self.port}", f"http://127.0.0.1:{self.peer_port}"
+        scheme = "https" if self.tls else "http"
+        client, peer = f"{scheme}://127.0.0.1:{self.port}", f"http://127.0.0.1:{self.peer_port}"
+        secure = (["--cert-file", self.tls["cert"], "--key-file", self.tls["key"], "--trusted-ca-file",
+                   self.tls["ca"], "--client-cert-auth"] if self.tls else [])
         with open(self.dir / "etcd.log", "ab") as logf:
             self.proc = subprocess.Popen(
                 [self.exe, "--name", "e1", "--data-dir", str(self.dir / "data"), "--listen-client-urls", client,
                  "--advertise-client-urls", client, "--listen-peer-urls", peer, "--initial-advertise-peer-urls", peer,
                  "--initial-cluster", f"e1={peer}", "--heartbeat-interval", "50", "--election-timeout", "500",
-                 "--log-level", "error"],
+                 "--log-level", "error", *secure],
                 stdout=logf, stderr=subprocess.STDOUT, start_new_session=True)
         self._wait_listening(30.0)
         _log.info("etcd_started", port=self.port, pid=self.proc.pid, data=str(self.dir))

@@ -80,7 +80,7 @@ RANGES: dict[str, dict[str, Range]] = {
         "max_batch_bytes": (KiB, GiB),
         "max_read_entries": (1, 1_000_000),
         "statement_timeout_ms": (1, 600_000),
-        "zk_tick_ms": (1, 600_000),
+        "zk_tick_ms": (1, 60_000),
     },
     "BrokerConfig": {
         "broker_id": (1, (1 << 53)),

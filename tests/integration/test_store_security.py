@@ -79,3 +79,66 @@ def test_bad_store_credentials_are_config_errors(tmp_path):
                {"tls_ca": str(tmp_path / "ca.pem")}):
         with pytest.raises(ConfigError):
             StoreBackendConfig(url="zookeeper://127.0.0.1:1", **kw).validate()
+
+
+def test_etcd_over_tls_with_rbac_refuses_other_clients(tmp_path):
+    """Without TLS anyone who reached etcd could write the controller's keys. A store with
+    tls_ca/tls_cert/tls_key talks TLS with its client certificate; etcd (--client-cert-auth, RBAC
+    on) takes the certificate's CN as its user, whose role covers /autoswitch/ alone: a plaintext
+    client gets nowhere and another certificate of the same CA may not touch the keys."""
+    import subprocess
+
+    import grpc
+
+    from autoswitch.app.certs import init_dev_ca
+    from autoswitch.app.etcdserver import EtcdServer
+    from autoswitch.proto import etcd_pb2, etcd_pb2_grpc
+    from tests.procs import free_port
+
+    ids = init_dev_ca(tmp_path / "tls", ["etcd-server", "root", "autoswitch-store", "intruder"])
+    srv = EtcdServer(free_port(), free_port(), tls={k: ids["etcd-server"][k] for k in ("ca", "cert", "key")}).start()
+    try:
+        endpoint = f"https://127.0.0.1:{srv.port}"
+
+        def ctl(*args: str) -> None:
+            r = ids["root"]
+            out = subprocess.run(["etcdctl", "--endpoints", endpoint, "--cacert", r["ca"], "--cert", r["cert"],
+                                  "--key", r["key"], *args], capture_output=True, text=True, timeout=60)
+            assert out.returncode == 0, (args, out.stderr)
+
+        ctl("user", "add", "root", "--no-password")
+        ctl("role", "add", "autoswitch")
+        ctl("role", "grant-permission", "autoswitch", "--prefix=true", "readwrite", "/autoswitch/")
+        ctl("user", "add", "autoswitch-store", "--no-password")
+        ctl("user", "grant-role", "autoswitch-store", "autoswitch")
+        ctl("auth", "enable")
+
+        me = ids["autoswitch-store"]
+        cfg = StoreBackendConfig(url=srv.url, lock_name=f"tls-{tmp_path.name}", lease_ms=1000, heartbeat_ms=100,
+                                 poll_ms=10, tls_ca=me["ca"], tls_cert=me["cert"], tls_key=me["key"])
+        cfg.validate()
+
+        async def run() -> None:
+            a = _node("a", cfg, "etcd")
+            try:
+                await a.start()
+                await _until(lambda: a.is_leader, "a leads over TLS")
+                assert (await a.propose(b"entry", 5.0)) == b"entry"
+            finally:
+                await a.stop()
+
+        asyncio.run(run())
+        key = f"/autoswitch/default/{cfg.lock_name}/leader".encode()
+        with grpc.insecure_channel(f"127.0.0.1:{srv.port}") as ch:
+            with pytest.raises(grpc.RpcError):
+                etcd_pb2_grpc.KVStub(ch).Range(etcd_pb2.RangeRequest(key=key), timeout=10)
+        them = ids["intruder"]
+        creds = grpc.ssl_channel_credentials(open(them["ca"], "rb").read(), open(them["key"], "rb").read(),
+                                             open(them["cert"], "rb").read())
+        with grpc.secure_channel(f"127.0.0.1:{srv.port}", creds) as ch:
+            put = etcd_pb2.RequestOp(request_put=etcd_pb2.PutRequest(key=key, value=b"intruder"))
+            with pytest.raises(grpc.RpcError) as e:
+                etcd_pb2_grpc.KVStub(ch).Txn(etcd_pb2.TxnRequest(success=[put]), timeout=10)
+            assert e.value.code() in (grpc.StatusCode.PERMISSION_DENIED, grpc.StatusCode.UNAUTHENTICATED), e.value
+    finally:
+        srv.stop()
