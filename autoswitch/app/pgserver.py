@@ -34,7 +34,10 @@ def pg_bin() -> Path:
 
 
 class PostgresServer:
-    def __init__(self, port: int) -> None:
+    def __init__(self, port: int, tls: dict[str, str] | None = None) -> None:
+        """``tls``: {"ca", "cert", "key"} turns TLS on (ssl = on with that certificate); the
+        pg_hba rules stay the caller's (``hba``)."""
+        self.tls = tls
         self.port = port
         self.bin = pg_bin()
         self.dir = Path(tempfile.mkdtemp(prefix="autoswitch-pg-"))
@@ -58,9 +61,28 @@ class PostgresServer:
         if not self.data.exists():
             self._run(str(self.bin / "initdb"), "-D", str(self.data), "-U", USER, "--auth=trust", "-E", "UTF8",
                       "--no-instructions")
+            if self.tls:
+                self._install_tls()
         self._pg_ctl("start")
         _log.info("postgres_started", port=self.port, data=str(self.data))
         return self
+
+    def _install_tls(self) -> None:
+        assert self.tls is not None
+        for name, src in (("server.crt", self.tls["cert"]), ("server.key", self.tls["key"]), ("root.crt", self.tls["ca"])):
+            dst = self.data / name
+            shutil.copy(src, dst)
+            os.chmod(dst, 0o600)
+            if self._as:
+                pw = pwd.getpwnam("postgres")
+                os.chown(dst, pw.pw_uid, pw.pw_gid)
+        with open(self.data / "postgresql.conf", "a") as f:
+            f.write("ssl = on\nssl_cert_file = 'server.crt'\nssl_key_file = 'server.key'\nssl_ca_file = 'root.crt'\n")
+
+    def hba(self, lines: list[str]) -> None:
+        """Replace pg_hba.conf (first match wins) and reload."""
+        (self.data / "pg_hba.conf").write_text("\n".join(["local all all trust", *lines]) + "\n")
+        self._run(str(self.bin / "pg_ctl"), "-D", str(self.data), "reload")
 
     def _pg_ctl(self, action: str) -> None:
         opts = f"-p {self.port} -c listen_addresses=127.0.0.1 -k {self.dir} -c fsync=on"

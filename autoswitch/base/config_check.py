@@ -50,6 +50,15 @@ def check_values(cls: type, values: dict[str, Any], what: str) -> dict[str, Any]
     problems, bad, out = [], [], dict(values)
     for k, v in values.items():
         f = fields[k]
+        if f.default is None and v is not None:
+            # an optional key (``str | None``): its value must still be of the named type
+            want = str(f.type).split("|")[0].strip()
+            bad_type = {"str": not isinstance(v, str),
+                        "int": not isinstance(v, int) or isinstance(v, bool)}.get(want, False)
+            if bad_type:
+                problems.append(f"{what} key {k!r} must be {want}, got {type(v).__name__} {str(v)[:40]!r}")
+                bad.append(k)
+            continue
         if f.default is not dataclasses.MISSING:
             default = f.default
         elif f.default_factory is not dataclasses.MISSING:

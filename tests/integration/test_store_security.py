@@ -142,3 +142,47 @@ def test_etcd_over_tls_with_rbac_refuses_other_clients(tmp_path):
             assert e.value.code() in (grpc.StatusCode.PERMISSION_DENIED, grpc.StatusCode.UNAUTHENTICATED), e.value
     finally:
         srv.stop()
+
+
+def test_postgresql_over_verified_tls_with_a_dedicated_role(tmp_path):
+    """The SQL backend's link is the URL's: TLS with the server verified (sslmode=verify-full,
+    sslrootcert) and a role that owns its own database and nothing else. The server refuses that
+    role over plaintext; the controller's store works over TLS as that role."""
+    import sqlalchemy as sa
+
+    from autoswitch.app.certs import init_dev_ca
+    from autoswitch.app.pgserver import USER, PostgresServer
+    from tests.procs import free_port
+
+    ids = init_dev_ca(tmp_path / "tls", ["postgres-server"])
+    srv = PostgresServer(free_port(), tls={k: ids["postgres-server"][k] for k in ("ca", "cert", "key")}).start()
+    try:
+        srv.hba(["hostssl all ctl 127.0.0.1/32 scram-sha-256", "host all ctl 127.0.0.1/32 reject",
+                 f"host all {USER} 127.0.0.1/32 trust"])
+        admin = sa.create_engine(srv.url, isolation_level="AUTOCOMMIT")
+        with admin.connect() as c:
+            c.execute(sa.text("CREATE ROLE ctl LOGIN PASSWORD 'ctl-pw-for-the-test' NOSUPERUSER NOCREATEDB NOCREATEROLE"))
+            c.execute(sa.text("CREATE DATABASE ctldb OWNER ctl"))
+        admin.dispose()
+        base = f"postgresql+psycopg://ctl:ctl-pw-for-the-test@127.0.0.1:{srv.port}/ctldb"
+        ca = ids["postgres-server"]["ca"]
+        cfg = StoreBackendConfig(url=f"{base}?sslmode=verify-full&sslrootcert={ca}", lock_name=f"pg-{tmp_path.name}",
+                                 lease_ms=1000, heartbeat_ms=100, poll_ms=10)
+        cfg.validate()
+
+        async def run() -> None:
+            a = _node("a", cfg, "sql")
+            try:
+                await a.start()
+                await _until(lambda: a.is_leader, "a leads over TLS as the dedicated role")
+                assert (await a.propose(b"entry", 5.0)) == b"entry"
+            finally:
+                await a.stop()
+
+        asyncio.run(run())
+        plain = sa.create_engine(f"{base}?sslmode=disable")
+        with pytest.raises(sa.exc.OperationalError, match="pg_hba.conf rejects"):
+            plain.connect().close()
+        plain.dispose()
+    finally:
+        srv.stop()

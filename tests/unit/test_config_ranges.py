@@ -107,6 +107,7 @@ def _controller_cli(tmp_path, toml: str) -> subprocess.CompletedProcess:
     ("auth = true\n[controller]\n", "outside the [controller] table"),
     ("[controller]\n[rafts]\ntick_interval_ms = 10\n", "rafts"),
     ("[controller]\nmetrics_listen = \"127.0.0.1:99999\"\n", "metrics_listen"),
+    ("[controller]\n[raft]\nlisten_addr = 5\n", "listen_addr"),
     ("[controller]\nbackend = \"sql\"\n[store]\nurl = \"nonsense://x\"\n", "url"),
 ])
 def test_the_controller_refuses_bad_files_with_config_error(tmp_path, toml, needle):
