@@ -113,9 +113,8 @@ def test_a_flood_of_bad_input_writes_a_bounded_log(procs, tmp_path):
     async def scenario():
         async with ControllerClient(cl.spec, deadline_s=60) as c:
             await wait_leader(c)
-            meta = await c.call_node(cl.addrs["n1"], "GetMetaData", pb.GetMetaDataRequest(), timeout_s=30)
-            leader = meta.leader_id
-            target = next(n for n in cl.ids if n != leader)
+            # any member may claim to send (plaintext: names are claimed); the core drops the terms
+            leader, target = cl.ids[0], cl.ids[1]
             before = cl.proc[target].log_path.stat().st_size
             bad_calls = [pb.BatchCall(method=m, request=b"\xff\xff\xff") for m in ("ElectMaster", "NoSuchMethod")]
             async with grpc.aio.insecure_channel(cl.addrs[target]) as ch:
