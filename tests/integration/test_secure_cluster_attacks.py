@@ -111,7 +111,7 @@ def test_forged_raft_heartbeat_and_append_are_refused(cl):
 
     async def scenario():
         async with ControllerClient(cl.controllers, deadline_s=30, tls=cl.tls()) as c:
-            md = await c.get_metadata()
+            md = await _leader_md(c)
             leader = md.leader_id
             target = next(n for n in cl.ctl_ids if n != leader)
             terms = {n: (await c.call_node(a, "GetMetaData", pb.GetMetaDataRequest())).raft_term
@@ -149,6 +149,17 @@ def test_forged_raft_heartbeat_and_append_are_refused(cl):
 
     run(scenario())
     still_serving(cl)
+
+
+async def _leader_md(c) -> pb.GetMetaDataReply:
+    """GetMetaData from a node that knows the leader (right after an election one may not yet)."""
+    deadline = asyncio.get_running_loop().time() + 60
+    while True:
+        md = await c.get_metadata()
+        if md.leader_id and md.leader_addr:
+            return md
+        assert asyncio.get_running_loop().time() < deadline, "no node names a leader"
+        await asyncio.sleep(0.05)
 
 
 async def _raft_state(c: FailoverCluster) -> dict[str, tuple[int, int, int]]:
@@ -195,7 +206,7 @@ def test_a_certified_non_member_and_another_clusters_member_cannot_write_the_raf
     async def scenario():
         before = await _raft_state(cl)
         async with ControllerClient(cl.controllers, deadline_s=30, tls=cl.tls()) as c:
-            md = await c.get_metadata()
+            md = await _leader_md(c)
         leader = md.leader_id
         target = next(n for n in cl.ctl_ids if n != leader)
         term = max(t for t, _, _ in before.values()) + 1
@@ -509,7 +520,7 @@ def test_no_admin_write_without_its_audit_record_and_every_admin_call_is_audited
 
     async def scenario():
         async with ControllerClient(cl.controllers, deadline_s=30, tls=cl.tls("admin")) as c:
-            md = await c.get_metadata()
+            md = await _leader_md(c)
             async with grpc.aio.secure_channel(md.leader_addr, grpc_channel_credentials(cl.tls("admin"))) as ch:
                 stub = pbg.ControllerServiceStub(ch)
                 for i, v in enumerate(values):
