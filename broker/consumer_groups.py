@@ -25,8 +25,7 @@ from .consumer_offsets import (
     OffsetTable,
     check_group,
     check_names,
-    decode_commit,
-    decode_committer,
+    decode_record,
     encode_commit,
 )
 from .record import Message
@@ -80,12 +79,12 @@ class ConsumerGroups:
             if not batch:
                 break
             for m in batch:
-                got = decode_commit(bytes(m.body))
+                got = decode_record(bytes(m.body))
                 if got is None:
                     self.bad_records += 1
                     self.log.warning("bad_commit_record", queueOffset=m.queue_offset, phyOffset=m.phy_offset)
                 else:
-                    self._table.on_append(got[0], got[1], m.phy_offset + m.size, decode_committer(bytes(m.body)))
+                    self._table.on_append(got[0], got[1], m.phy_offset + m.size, got[2])
                 self._next_q = m.queue_offset + 1
         return self._table
 

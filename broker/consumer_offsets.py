@@ -50,17 +50,9 @@ def encode_commit(group: str, topic: str, queue_offset: int, committer: str = ""
     return orjson.dumps(doc)
 
 
-def decode_committer(body: bytes) -> str:
-    """The identity recorded in a well-formed commit record ('' = none)."""
-    try:
-        u = orjson.loads(body).get("u", "")
-    except (orjson.JSONDecodeError, AttributeError):
-        return ""
-    return u if isinstance(u, str) else ""
-
-
-def decode_commit(body: bytes) -> tuple[Key, int] | None:
-    """(key, offset), or None for a record that is not a well-formed commit (logged by the caller)."""
+def decode_record(body: bytes) -> tuple[Key, int, str] | None:
+    """(key, offset, committer: '' = none recorded), or None for a record that is not a
+    well-formed commit (logged by the caller)."""
     if len(body) > MAX_BODY_BYTES:
         return None
     try:
@@ -69,10 +61,16 @@ def decode_commit(body: bytes) -> tuple[Key, int] | None:
         return None
     if not isinstance(d, dict):
         return None
-    g, t, o = d.get("g"), d.get("t"), d.get("o")
+    g, t, o, u = d.get("g"), d.get("t"), d.get("o"), d.get("u", "")
     if not (isinstance(g, str) and isinstance(t, str) and type(o) is int and o >= 0):
         return None
-    return (g, t), o
+    return (g, t), o, u if isinstance(u, str) else ""
+
+
+def decode_commit(body: bytes) -> tuple[Key, int] | None:
+    """(key, offset), or None for a record that is not a well-formed commit."""
+    got = decode_record(body)
+    return None if got is None else (got[0], got[1])
 
 
 @dataclass

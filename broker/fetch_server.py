@@ -114,8 +114,7 @@ class FetchServer:
 
     async def _refuse(self, writer: asyncio.StreamWriter, peer: str, e: _Refuse) -> None:
         """One ERROR frame, then the caller closes the connection."""
-        host = peer.split(",", 1)[0]        # "('127.0.0.1', 5555)": one key per host, not per connection
-        self._refused.warning((host, e.code), "fetch_refused", peer=peer, code=e.code, reason=str(e))
+        self._refused.warning((_host(peer), e.code), "fetch_refused", peer=peer, code=e.code, reason=str(e))
         if self.observer is not None:
             self.observer.refused(e.code)
         with contextlib.suppress(Exception):
@@ -167,7 +166,7 @@ class FetchServer:
                 try:
                     await asyncio.wait_for(writer.drain(), self.slow_reader_timeout_s)
                 except TimeoutError:
-                    self._refused.warning((str(writer.get_extra_info("peername")).split(",", 1)[0], "slow"),
+                    self._refused.warning((_host(str(writer.get_extra_info("peername"))), "slow"),
                                           "fetch_slow_reader_closed", buffered=writer.transport.get_write_buffer_size(),
                                           timeout_s=self.slow_reader_timeout_s)
                     _reset(writer)                  # frees the buffered reply now, ours and the kernel's
@@ -185,6 +184,11 @@ class FetchServer:
                 self.guard.check_open(who, "Consume")
         except Denied as e:
             raise _Refuse(fc.ERR_DENIED, str(e)) from None
+
+
+def _host(peer: str) -> str:
+    """"('127.0.0.1', 5555)" -> "('127.0.0.1'": refusals are logged per host, not per connection."""
+    return peer.split(",", 1)[0]
 
 
 def _reset(writer: asyncio.StreamWriter) -> None:

@@ -80,25 +80,28 @@ def _handler(reply_cls, audit: Callable[[Any], str] | None = None):
         @functools.wraps(fn)
         async def wrapper(self: ControllerServicer, request, context):
             node = self.node
-            call = admin_audit.begin(fn.__name__, request, audit(request)) if audit is not None else None
-            token = admin_audit.CURRENT.set(call)
+            token = admin_audit.CURRENT.set(
+                admin_audit.begin(fn.__name__, request, audit(request)) if audit is not None else None)
             try:
-                big = _too_large(node, request.ByteSize())
-                if big is not None:
-                    raise big
-                reply = await fn(self, request, context)
-                reply.header.node_id = node.node_id
-            except asyncio.CancelledError:
-                if call is not None and not call.recorded:
-                    # the caller gave up (its deadline): the record still gets written
-                    node.spawn(node.audit_admin_call(call, int(Code.CONTROLLER_TIMEOUT),
-                                                     "the caller cancelled before the reply"), "admin-audit")
-                raise
-            except Exception as e:  # noqa: BLE001 - every failure becomes a typed reply
-                reply = _error_reply(node, reply_cls, fn.__name__, e)
+                try:
+                    big = _too_large(node, request.ByteSize())
+                    if big is not None:
+                        raise big
+                    reply = await fn(self, request, context)
+                    reply.header.node_id = node.node_id
+                except asyncio.CancelledError:
+                    call = admin_audit.pending()
+                    if call is not None:
+                        # the caller gave up (its deadline): the record still gets written
+                        node.spawn(node.audit_admin_call(call, int(Code.CONTROLLER_TIMEOUT),
+                                                         "the caller cancelled before the reply"), "admin-audit")
+                    raise
+                except Exception as e:  # noqa: BLE001 - every failure becomes a typed reply
+                    reply = _error_reply(node, reply_cls, fn.__name__, e)
+                call = admin_audit.pending()    # the handler may have opened its own (a handover's)
             finally:
                 admin_audit.CURRENT.reset(token)
-            if call is not None and not call.recorded:
+            if call is not None:
                 await asyncio.shield(node.audit_admin_call(call, int(reply.header.code), reply.header.message))
             return reply
 
@@ -287,22 +290,18 @@ class ControllerServicer(pbg.ControllerServiceServicer):
         check_name(request.cluster_name, "cluster_name", required=False)
         bid = check_id(request.broker_id, "broker_id", allow_zero=not request.designate_elect)
         if request.handover_from:
-            call = None
             if request.requested_by and admin_audit.CURRENT.get() is None:
                 # a master handing over because an admin asked it (the broker's TransferMaster):
                 # the broker reports who; recorded with the handover's write like an admin's own
                 who = current_caller()
-                call = admin_audit.AuditCall(
+                admin_audit.CURRENT.set(admin_audit.AuditCall(
                     f"{request.requested_by[:256]} via {who.name if who is not None else 'broker'}",
-                    "TransferMaster", group, audit_detail(request))
-                admin_audit.CURRENT.set(call)
+                    "TransferMaster", group, audit_detail(request)))
             res = await self.node.elect(request.cluster_name, group, bid, True, trigger="handover",
                                         handover_from=check_id(request.handover_from, "handover_from"),
                                         expect_master_epoch=check_id(request.expect_master_epoch, "expect_master_epoch"),
                                         expect_sync_state_set_epoch=check_id(request.expect_sync_state_set_epoch,
                                                                         "expect_sync_state_set_epoch"))
-            if call is not None and not call.recorded:
-                await asyncio.shield(self.node.audit_admin_call(call, int(res.code), res.remark))
             return pb.ElectMasterReply(header=_header(res), replica_info=replica_info_pb(res.replica))
         # RocketMQ: a broker asks with its own id; an operator (admin CLI) designates or sends 0.
         trigger = "admin" if request.designate_elect or bid == 0 else "broker"

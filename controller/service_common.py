@@ -76,7 +76,8 @@ def caller_name() -> str:
 
 
 def log_refused(rpc: str, reason: str, kind: str = "bad_request", **fields) -> None:
-    _refusals.warning((caller_name(), rpc, kind), kind, rpc=rpc, reason=reason[:256], caller=caller_name(), **fields)
+    who = caller_name()
+    _refusals.warning((who, rpc, kind), kind, rpc=rpc, reason=reason[:256], caller=who, **fields)
 
 
 def log_internal(rpc: str, e: BaseException) -> None:

@@ -32,6 +32,15 @@ def server_interceptor(guard: Guard, peer_identity: Callable[[Any], str | None],
         cluster = peer_cluster(context) if peer_cluster is not None and guard.authn.own_cluster is not None else None
         return guard.authn.principal(peer_identity(context), context.invocation_metadata(), cluster)
 
+    async def admitted(method: str, request: Any, context) -> Principal | None:
+        """A unary request's caller, checked (the call is aborted if denied) and made current."""
+        p = who(context)
+        try:
+            set_caller(guard.check(p, method, request))
+        except Denied as e:
+            await deny(context, e)
+        return p
+
     async def checked(method: str, context, it: AsyncIterator[Any]) -> AsyncIterator[Any]:
         p = who(context)
         try:
@@ -105,22 +114,14 @@ def server_interceptor(guard: Guard, peer_identity: Callable[[Any], str | None],
                 inner = handler.unary_unary
 
                 async def uu(request, context):
-                    p = who(context)
-                    try:
-                        set_caller(guard.check(p, method, request))
-                    except Denied as e:
-                        await deny(context, e)
+                    await admitted(method, request, context)
                     return await inner(request, context)
                 return grpc.unary_unary_rpc_method_handler(uu, request_deserializer=de, response_serializer=ser)
             if handler.unary_stream is not None:
                 inner_us = handler.unary_stream
 
                 async def us(request, context):
-                    p = who(context)
-                    try:
-                        set_caller(guard.check(p, method, request))
-                    except Denied as e:
-                        await deny(context, e)
+                    p = await admitted(method, request, context)
                     async for item in _watched(method, p, context, inner_us(request, context)):
                         yield item
                 return grpc.unary_stream_rpc_method_handler(us, request_deserializer=de, response_serializer=ser)

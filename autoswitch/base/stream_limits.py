@@ -21,6 +21,7 @@ caller and method). The decision is a pure object (``StreamBudget``); the interc
 
 from __future__ import annotations
 
+import contextlib
 import inspect
 from collections.abc import Callable
 from dataclasses import dataclass, field
@@ -107,33 +108,33 @@ def stream_limit_interceptor(budget: StreamBudget, component: str, authorized: b
         await context.abort(grpc.StatusCode.RESOURCE_EXHAUSTED,
                             f"too many open streams ({why.replace('_', ' ')}); close some and retry")
 
+    @contextlib.asynccontextmanager
+    async def slot(method: str, context):
+        """One stream's slot for the call's life; the call is aborted if there is none."""
+        who, privileged = _caller(authorized)
+        why = budget.acquire(who, privileged, method)
+        if why is not None:
+            await refuse(context, who, method, why)
+        try:
+            yield
+        finally:
+            budget.release(who, privileged, method)
+
     def guarded(method: str, call: Callable[..., Any]):
         async def run(arg, context):
-            who, privileged = _caller(authorized)
-            why = budget.acquire(who, privileged, method)
-            if why is not None:
-                await refuse(context, who, method, why)
-            try:
+            async with slot(method, context):
                 result = call(arg, context)
                 if inspect.isasyncgen(result):
                     async for item in result:
                         yield item
                 else:
                     await result
-            finally:
-                budget.release(who, privileged, method)
         return run
 
     def guarded_unary_reply(method: str, call: Callable[..., Any]):
         async def run(arg, context):
-            who, privileged = _caller(authorized)
-            why = budget.acquire(who, privileged, method)
-            if why is not None:
-                await refuse(context, who, method, why)
-            try:
+            async with slot(method, context):
                 return await call(arg, context)
-            finally:
-                budget.release(who, privileged, method)
         return run
 
     class Interceptor(grpc.aio.ServerInterceptor):

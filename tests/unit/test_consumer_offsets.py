@@ -37,16 +37,16 @@ def test_the_table_answers_only_confirmed_commits_last_one_wins():
 
 
 def test_a_group_belongs_to_its_first_committer_in_log_order_and_keys_are_counted():
-    from autoswitch.broker.consumer_offsets import OffsetTable, decode_commit, decode_committer, encode_commit
+    from autoswitch.broker.consumer_offsets import OffsetTable, decode_record, encode_commit
 
     t = OffsetTable()
     for i, (g, topic, who) in enumerate([("billing", "a", "reader/ops"), ("billing", "b", "reader/x"),
                                          ("audit", "a", ""), ("audit", "a", "reader/x")]):
         body = encode_commit(g, topic, i, who)
-        key, off = decode_commit(body)
-        t.on_append(key, off, 100 * (i + 1), decode_committer(body))
+        key, off, committer = decode_record(body)
+        t.on_append(key, off, 100 * (i + 1), committer)
     assert t.owners == {"billing": "reader/ops", "audit": "reader/x"}
     assert t.key_count() == 3 and t.known(("billing", "b")) and not t.known(("billing", "c"))
     t.value(("billing", "a"), 10_000)        # confirmed now: still one key
     assert t.key_count() == 3
-    assert decode_committer(encode_commit("g", "t", 1)) == ""
+    assert decode_record(encode_commit("g", "t", 1)) == (("g", "t"), 1, "")
