@@ -26,7 +26,10 @@ class MariaDBNotInstalled(RuntimeError):
 
 
 class MariaDBServer:
-    def __init__(self, port: int) -> None:
+    def __init__(self, port: int, tls: dict[str, str] | None = None) -> None:
+        """``tls``: {"ca", "cert", "key"} turns TLS on (the server presents that certificate);
+        which accounts must use it stays the caller's (``CREATE USER ... REQUIRE SSL``)."""
+        self.tls = tls
         self.server = shutil.which("mariadbd") or shutil.which("mysqld", path="/usr/sbin:/usr/bin")
         self.install = shutil.which("mariadb-install-db") or shutil.which("mysql_install_db")
         if not self.server or not self.install:
@@ -54,11 +57,35 @@ class MariaDBServer:
             self.proc = subprocess.Popen(
                 [self.server, "--no-defaults", f"--datadir={data}", f"--user={self.user}", f"--port={self.port}",
                  "--bind-address=127.0.0.1", f"--socket={self.dir / 'mysqld.sock'}", f"--pid-file={self.dir / 'pid'}",
-                 "--innodb-flush-log-at-trx-commit=1", "--skip-name-resolve"],
+                 "--innodb-flush-log-at-trx-commit=1", "--skip-name-resolve", *self._tls_args()],
                 stdout=logf, stderr=subprocess.STDOUT, start_new_session=True)
         self._create_database(60.0)
         _log.info("mariadb_started", port=self.port, pid=self.proc.pid, data=str(data))
         return self
+
+    def _tls_args(self) -> list[str]:
+        """Copy the certificate and key where the server's user can read them (0600, its own)."""
+        if not self.tls:
+            return []
+        args = []
+        for opt, name in (("ssl-ca", "ca"), ("ssl-cert", "cert"), ("ssl-key", "key")):
+            dst = self.dir / f"tls-{name}.pem"
+            shutil.copy(self.tls[name], dst)
+            os.chmod(dst, 0o600)
+            if os.geteuid() == 0:
+                pw = pwd.getpwnam("mysql")
+                os.chown(dst, pw.pw_uid, pw.pw_gid)
+            args.append(f"--{opt}={dst}")
+        return args
+
+    def execute(self, *statements: str) -> None:
+        """Run statements as the server's root account (loopback, no password)."""
+        import pymysql
+
+        conn = pymysql.connect(host="127.0.0.1", port=self.port, user="root", connect_timeout=10)
+        with contextlib.closing(conn), conn.cursor() as cur:
+            for st in statements:
+                cur.execute(st)
 
     def _create_database(self, timeout_s: float) -> None:
         import pymysql

@@ -156,11 +156,13 @@ def hb(group: str, bid: int, *, epoch: int = 0, max_offset: int = 0, cluster: st
 
 
 class Heartbeater:
-    """Sends heartbeats every 0.3 s for (group, brokerId) -> the controller addresses to send to."""
+    """Sends heartbeats every 0.3 s for (group, brokerId) -> the controller addresses to send to;
+    ``reported`` sets what a broker states in them: (MasterEpoch, maxOffset), default (0, 0)."""
 
     def __init__(self, client) -> None:
         self.client = client
         self.targets: dict[tuple[str, int], list[str]] = {}
+        self.reported: dict[tuple[str, int], tuple[int, int]] = {}
         self._task: asyncio.Task | None = None
 
     async def _loop(self) -> None:
@@ -170,7 +172,9 @@ class Heartbeater:
             for (g, b), addrs in list(self.targets.items()):
                 for a in addrs:
                     try:
-                        await self.client.call_node(a, "BrokerHeartbeat", hb(g, b), timeout_s=0.5)
+                        epoch, max_offset = self.reported.get((g, b), (0, 0))
+                        await self.client.call_node(a, "BrokerHeartbeat", hb(g, b, epoch=epoch, max_offset=max_offset),
+                                                    timeout_s=0.5)
                     except ControllerRpcError:
                         pass
             await asyncio.sleep(0.3)

@@ -70,6 +70,24 @@ def test_move_leader_then_snapshot_save_and_restore_a_new_cluster(procs, tmp_pat
     snap = tmp_path / "controller.snap"
     r = admin("snapshot-save", "--controller", old.spec, "--out", str(snap))
     assert r["ok"] and r["result"]["groups"] == 2 and r["result"]["applied_index"] > 0, r
+
+    # --- after the snapshot, g1 fails over on the old cluster (broker 2 takes MasterEpoch e+1):
+    # the restored cluster will not know it
+    async def fail_over_g1() -> int:
+        async with ControllerClient(old.spec, deadline_s=15) as c:
+            beats = Heartbeater(c)
+            for bid in (1, 2):
+                beats.targets[("g1", bid)] = list(old.addrs.values())
+            beats.start()
+            try:
+                m, epoch, _sss, sss_epoch, _ = before["g1"]
+                await wait_for(lambda: c.alter_sync_state_set("g1", m, epoch, {1, 2}, sss_epoch), "g1 expanded")
+                info = await wait_for(lambda: c.elect_master("c1", "g1", 2, designate=True), "g1 failed over")
+                return info.master_epoch
+            finally:
+                await beats.stop()
+    newer_epoch = asyncio.run(fail_over_g1())
+    assert newer_epoch == before["g1"][1] + 1
     for nid in old.ids:
         old.stop(nid)
 
@@ -105,9 +123,33 @@ def test_move_leader_then_snapshot_save_and_restore_a_new_cluster(procs, tmp_pat
                 await wait_for(lambda: c.alter_sync_state_set("g2", m, epoch, {1, 2, 3}, sss_epoch), "g2 expanded")
                 info = await wait_for(lambda: c.elect_master("c1", "g2", 2, designate=True), "g2 elected")
                 assert info.master_broker_id == 2 and info.master_epoch == epoch + 1
+
+                # g1's brokers report the MasterEpoch the restored state never saw (broker 2 holds
+                # more of it): the documented fix, an operator's elect-master, moves g1 past it
+                # and names the only replica that holds all of it; designating another is refused
+                for bid, max_offset in ((1, 300), (2, 500)):
+                    beats.targets[("g1", bid)] = list(new.addrs.values())
+                    beats.reported[("g1", bid)] = (newer_epoch, max_offset)
+                await wait_for(lambda: _reported(c, "g1", newer_epoch), "g1's brokers heard by the leader")
+                r = admin("elect-master", "--controller", new.spec, "--broker-name", "g1", "--broker-id", "1")
+                assert not r["ok"] and "[2]" in r["error"]["message"], r
+                r = admin("elect-master", "--controller", new.spec, "--broker-name", "g1")
+                assert r["ok"], r
+                info = r["result"]["replica_info"]
+                assert info["master_broker_id"] == 2 and info["master_epoch"] > newer_epoch, info
+                assert info["sync_state_set"] == [2], info
             finally:
                 await beats.stop()
     asyncio.run(check())
+
+
+async def _reported(c: ControllerClient, group: str, epoch: int) -> None:
+    """Succeeds once the leader's liveness table has every replica of the group at ``epoch``."""
+    from autoswitch.controller.codes import Code, ControllerRpcError
+
+    (data,) = await c.get_sync_state_data((group,))
+    if len(data.members) < 2 or any(not m.alive or m.epoch != epoch for m in data.members):
+        raise ControllerRpcError(Code.CONTROLLER_ELECT_MASTER_FAILED, f"not yet: {data.members}")
 
 
 def _cli(*args: str) -> subprocess.CompletedProcess:

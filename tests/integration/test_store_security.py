@@ -186,3 +186,53 @@ def test_postgresql_over_verified_tls_with_a_dedicated_role(tmp_path):
         plain.dispose()
     finally:
         srv.stop()
+
+
+def test_mariadb_over_verified_tls_with_a_dedicated_user(tmp_path):
+    """The same for MariaDB: the URL's ``ssl_ca`` makes PyMySQL verify the server's certificate and
+    name; the controller's account is ``REQUIRE SSL`` with rights on its own database only. The
+    server refuses that account over plaintext and a client that trusts another CA; the
+    controller's store works over TLS as that account."""
+    import sqlalchemy as sa
+
+    from autoswitch.app.certs import init_dev_ca
+    from autoswitch.app.mariadbserver import MariaDBServer
+    from tests.procs import free_port
+
+    ids = init_dev_ca(tmp_path / "tls", ["mariadb-server"])
+    other = init_dev_ca(tmp_path / "other-ca", ["mariadb-server"])
+    srv = MariaDBServer(free_port(), tls={k: ids["mariadb-server"][k] for k in ("ca", "cert", "key")}).start()
+    try:
+        srv.execute("CREATE DATABASE ctldb",
+                    "CREATE USER 'ctl'@'127.0.0.1' IDENTIFIED BY 'ctl-pw-for-the-test' REQUIRE SSL",
+                    "GRANT ALL PRIVILEGES ON ctldb.* TO 'ctl'@'127.0.0.1'")
+        base = f"mysql+pymysql://ctl:ctl-pw-for-the-test@127.0.0.1:{srv.port}/ctldb"
+        cfg = StoreBackendConfig(url=f"{base}?ssl_ca={ids['mariadb-server']['ca']}", lock_name=f"my-{tmp_path.name}",
+                                 lease_ms=1000, heartbeat_ms=100, poll_ms=10)
+        cfg.validate()
+
+        async def run() -> None:
+            a = _node("a", cfg, "sql")
+            try:
+                await a.start()
+                await _until(lambda: a.is_leader, "a leads over TLS as the dedicated user")
+                assert (await a.propose(b"entry", 5.0)) == b"entry"
+            finally:
+                await a.stop()
+
+        asyncio.run(run())
+        # PyMySQL takes the TLS a server offers even without ssl_ca (unverified): plaintext must be asked for
+        plain = sa.create_engine(base, connect_args={"ssl_disabled": True})
+        with pytest.raises(sa.exc.OperationalError, match="Access denied"):
+            plain.connect().close()
+        plain.dispose()
+        wrong_ca = sa.create_engine(f"{base}?ssl_ca={other['mariadb-server']['ca']}")
+        with pytest.raises(sa.exc.OperationalError, match="CERTIFICATE_VERIFY_FAILED|certificate verify failed"):
+            wrong_ca.connect().close()
+        wrong_ca.dispose()
+        with sa.create_engine(f"mysql+pymysql://root@127.0.0.1:{srv.port}/mysql").connect() as c:
+            # nothing outside its own database: the account cannot read the server's user table
+            grants = [r[0] for r in c.execute(sa.text("SHOW GRANTS FOR 'ctl'@'127.0.0.1'"))]
+        assert any("`ctldb`.*" in g for g in grants) and not any(" ON *.* TO" in g and "USAGE" not in g for g in grants)
+    finally:
+        srv.stop()
