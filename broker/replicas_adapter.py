@@ -105,7 +105,8 @@ class BrokerRoleTarget(Protocol):
         self, master_epoch: int, sync_state_set: frozenset[int], sync_state_set_epoch: int
     ) -> None: ...
     async def become_slave(
-        self, master_epoch: int, master_ha_addr: tuple[str, int], master_addr: str | None = None
+        self, master_epoch: int, master_ha_addr: tuple[str, int], master_addr: str | None = None,
+        master_id: int = 0,
     ) -> None: ...
     async def become_fenced(self, master_epoch: int, reason: str = "") -> None: ...
     def set_lease_fenced(self, reason: str | None) -> None:
@@ -428,6 +429,10 @@ class ReplicasAdapter:
         self._tasks.add(task)
         task.add_done_callback(self._tasks.discard)
 
+    def slave_caught_up(self, master_epoch: int) -> None:
+        """The HA slave reached its master's confirmOffset (Broker wires HASlave to this)."""
+        self._perform(self.core.on_caught_up(master_epoch, self.clock()))
+
     def _perform(self, cmds: list[Command]) -> None:
         for cmd in cmds:
             match cmd:
@@ -493,7 +498,8 @@ class ReplicasAdapter:
                 return None
             case RegisterBroker():
                 info = await asyncio.wait_for(
-                    api.register_broker(cmd.cluster, cmd.group, cmd.broker_id, cmd.broker_addr, self.ha_address), t
+                    api.register_broker(cmd.cluster, cmd.group, cmd.broker_id, cmd.broker_addr, self.ha_address,
+                                        clean_shutdown=cmd.clean_shutdown), t
                 )
                 return self._info(info)
             case SendHeartbeat():
@@ -522,7 +528,8 @@ class ReplicasAdapter:
                 self._adopt_broker_id()
                 ha = self.master_ha_addr(cmd.master_id, cmd.master_addr)
                 await asyncio.wait_for(
-                    self.broker.become_slave(cmd.epoch, ha, cmd.master_addr), self.role_change_timeout_s
+                    self.broker.become_slave(cmd.epoch, ha, cmd.master_addr, master_id=cmd.master_id),
+                    self.role_change_timeout_s
                 )
                 return None
             case BecomeFenced():

@@ -117,7 +117,8 @@ class ReplicasManager:
         self._next_req = 1
         self._pending: dict[int, Command] = {}
         self.reg = Registration(cfg.cluster, cfg.group, cfg.broker_addr, self._req, Backoff(bmin, bmax, rand=rand),
-                                new_check_code or (lambda: uuid.uuid4().hex), self._log, cfg.fixed_broker_id)
+                                new_check_code or (lambda: uuid.uuid4().hex), self._log, cfg.fixed_broker_id,
+                                log_intact=lambda: self.roles.log_intact)
         self.roles = RoleKeeper(cfg.cluster, cfg.group, cfg.broker_addr, self._req, Backoff(bmin, bmax, rand=rand),
                                 Backoff(bmin, bmax, rand=rand), self._log)
         self.proposals = SyncStateSetProposals(cfg.group, self._req, self._log)
@@ -209,14 +210,15 @@ class ReplicasManager:
 
         ``log_intact``: the previous run of this broker ended cleanly (or there was none), so the
         log holds everything this broker ever acknowledged; reported in every heartbeat as
-        cleanShutdown until the broker is back in a SyncStateSet. ``log_last_epoch``: the last
+        cleanShutdown (and at registration) until, as a slave, it has fetched up to its master's
+        confirmOffset (``on_caught_up``) or the controller made it master. ``log_last_epoch``: the last
         epoch of the local EpochFile."""
         assert self.phase == Phase.NEW
         self.roles.log_intact = log_intact
         self.roles.log_last_epoch = log_last_epoch
         if not log_intact:
             self._log.warning("unclean_restart", logLastEpoch=log_last_epoch,
-                              note="reported as not clean until back in a SyncStateSet")
+                              note="reported as not clean until caught up with the master's confirmOffset")
         out = self.reg.start(now, loaded)
         out.extend(self.tick(now))
         return out
@@ -242,6 +244,11 @@ class ReplicasManager:
         """A WatchReplicaInfo push (or any other fresh view of the group)."""
         self.roles.observe(info, source)
         return self.tick(now) if self.phase == Phase.RUNNING else []
+
+    def on_caught_up(self, master_epoch: int, now: float) -> list[Command]:
+        """The HA slave's log reached the confirmOffset sent by its master of ``master_epoch``."""
+        self.roles.on_caught_up(master_epoch)
+        return []
 
     def propose(
         self, proposal: int, master_epoch: int, sync_state_set_epoch: int, new_set: frozenset[int], now: float

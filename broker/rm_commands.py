@@ -89,6 +89,7 @@ class RegisterBroker:
     group: str
     broker_id: int
     broker_addr: str
+    clean_shutdown: bool = True  # log intact: see ReplicasManager.log_intact
 
 
 @dataclass(frozen=True)

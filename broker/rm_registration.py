@@ -31,8 +31,12 @@ from autoswitch.base.log import EventLogger
 
 class Registration:
     def __init__(self, cluster: str, group: str, broker_addr: str, issue: Issue, backoff: Backoff,
-                 new_check_code: Callable[[], str], log: EventLogger, fixed_broker_id: int | None = None) -> None:
+                 new_check_code: Callable[[], str], log: EventLogger, fixed_broker_id: int | None = None,
+                 log_intact: Callable[[], bool] = lambda: True) -> None:
         self.cluster, self.group, self.broker_addr = cluster, group, broker_addr
+        # Registration states whether the last stop was clean: after an unclean one the
+        # controller takes this replica out of the SyncStateSet before anyone can elect it.
+        self._log_intact = log_intact
         # The brokerId our certificate names (broker/<group>/<id>): the controller would refuse
         # any other, so we apply exactly this one instead of asking for the next free id.
         self.fixed_broker_id = fixed_broker_id
@@ -116,8 +120,8 @@ class Registration:
                 cmd = self._issue(lambda r: CommitIdentity(r, ident))
             case Phase.REGISTER:
                 assert self.broker_id is not None
-                bid, addr = self.broker_id, self.broker_addr
-                cmd = self._issue(lambda r: RegisterBroker(r, cluster, group, bid, addr))
+                bid, addr, clean = self.broker_id, self.broker_addr, self._log_intact()
+                cmd = self._issue(lambda r: RegisterBroker(r, cluster, group, bid, addr, clean))
             case _:
                 raise AssertionError(self.phase)
         self._step_req = cmd.req

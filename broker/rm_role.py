@@ -67,9 +67,8 @@ class RoleKeeper:
         return (
             t is not None and t.master_id == self.broker_id and self.applied_epoch == 0
             and not self.log_intact and t.master_epoch <= self.log_last_epoch
-            # Alone in the SyncStateSet, nobody can hold an acknowledged message we lost:
-            # resuming is the best anyone can do, and refusing would leave the group masterless.
-            and bool(t.sync_state_set - {self.broker_id})
+            # Even alone in the SyncStateSet: never the same epoch again after an unclean restart
+            # (the controller moves a lone master to a new epoch when it registers unclean).
         )
 
     def deadlines(self) -> list[float]:
@@ -107,9 +106,6 @@ class RoleKeeper:
                 self.log.error("epoch_conflict_ignored", source=source, epoch=info.master_epoch,
                                masterId=info.master_id, knownMasterId=cur.master_id)
                 return
-            if (not self.log_intact and self.role == "slave" and self.applied_epoch == info.master_epoch
-                    and self.broker_id in info.sync_state_set):
-                self.note_log_intact("in_sync_state_set")
             if info.sync_state_set_epoch > cur.sync_state_set_epoch:
                 self.target = info
                 if self.applied_epoch == info.master_epoch and info.sync_state_set_epoch > self.sync_state_set_epoch:
@@ -127,6 +123,14 @@ class RoleKeeper:
             if info.master_id == 0:  # news of a lost master: ask at once, back off only on failures
                 self._elect_backoff.reset()
                 self._elect_retry_at = 0.0
+
+    def on_caught_up(self, epoch: int) -> None:
+        """The HA slave's log reached the confirmOffset its master of ``epoch`` sent: it holds
+        every message acknowledged so far. Only that makes an unclean replica whole again; seeing
+        itself in a SyncStateSet does not (a view older than its registration still lists it, and
+        it would be electable before it fetched a byte)."""
+        if self.role == "slave" and self.applied_epoch == epoch:
+            self.note_log_intact("caught_up_to_confirm_offset")
 
     def note_log_intact(self, why: str) -> None:
         if not self.log_intact:
@@ -206,9 +210,6 @@ class RoleKeeper:
                 self.role = "slave"
                 self.applied_master_id, self.applied_master_addr = cmd.master_id, cmd.master_addr
                 self.sync_state_set, self.sync_state_set_epoch = frozenset(), 0
-                t = self.target
-                if t is not None and t.master_epoch == cmd.epoch and self.broker_id in t.sync_state_set:
-                    self.note_log_intact("in_sync_state_set")
             case BecomeFenced():
                 self.role = "fenced"
                 self.applied_master_id, self.applied_master_addr = 0, ""

@@ -242,8 +242,11 @@ class Broker:
         await self._run_hooks()
 
     async def become_slave(
-        self, master_epoch: int, master_ha_addr: tuple[str, int], master_addr: str | None = None
+        self, master_epoch: int, master_ha_addr: tuple[str, int], master_addr: str | None = None,
+        master_id: int = 0,
     ) -> None:
+        """``master_id``: the controller's master (controller mode); the HA handshake must then be
+        from that master at ``master_epoch``."""
         from autoswitch.ha.slave import HASlave
 
         async with self._switch_lock:
@@ -258,7 +261,8 @@ class Broker:
             await self._stop_replication()
             ha = HASlave(self.store, self.ha_config, self.broker_id, self.group, master_ha_addr,
                          ssl=functools.partial(client_ssl_context, self.cfg.tls) if self.cfg.tls.dials_tls else None,
-                         bind_identities=self.cfg.auth)
+                         bind_identities=self.cfg.auth, on_caught_up=self._slave_caught_up,
+                         expect_master=(master_id, master_epoch) if master_id else None)
             await ha.start()
             self.ha_slave = ha
             self.master_epoch = master_epoch
@@ -270,6 +274,10 @@ class Broker:
                 master_ha=f"{master_ha_addr[0]}:{master_ha_addr[1]}", max_offset=self.store.max_offset,
             )
         await self._run_hooks()
+
+    def _slave_caught_up(self, master_epoch: int) -> None:
+        if self.replicas is not None:
+            self.replicas.slave_caught_up(master_epoch)
 
     async def become_fenced(self, master_epoch: int, reason: str = "") -> None:
         """Demotion without a successor (deposed master): no reads, no writes, no HA.

@@ -100,7 +100,9 @@ class BrokerControllerApi(Protocol):
     async def apply_broker_id(self, cluster: str, group: str, broker_id: int, check_code: str) -> None: ...
 
     async def register_broker(self, cluster: str, group: str, broker_id: int, address: str,
-                              ha_address: str) -> ReplicaInfo: ...
+                              ha_address: str, clean_shutdown: bool = True) -> ReplicaInfo:
+        """``clean_shutdown`` False: this start follows an unclean stop, so the log may lack
+        acknowledged messages; the controller takes the replica out of its SyncStateSet."""
 
     async def heartbeat(self, controller_addr: str, hb: Heartbeat, timeout_s: float) -> HeartbeatAnswer:
         """To one controller node (every node counts heartbeats for the lease), not the leader."""

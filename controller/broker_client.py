@@ -88,10 +88,10 @@ class GrpcBrokerControllerApi:
             conflict_means_taken=True)
 
     async def register_broker(self, cluster: str, group: str, broker_id: int, address: str,
-                              ha_address: str) -> ReplicaInfo:
+                              ha_address: str, clean_shutdown: bool = True) -> ReplicaInfo:
         r = await self._call("RegisterBroker", pb.RegisterBrokerRequest(
             cluster_name=cluster, broker_name=group, broker_id=broker_id, broker_address=address,
-            clean_shutdown=True, broker_ha_address=ha_address))
+            clean_shutdown=clean_shutdown, broker_ha_address=ha_address))
         return replica_info(r.replica_info)
 
     async def heartbeat(self, controller_addr: str, hb: Heartbeat, timeout_s: float) -> HeartbeatAnswer:

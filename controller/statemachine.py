@@ -476,7 +476,12 @@ def _data_loss_events(g: GroupState, bid: int, cfg: SMConfig) -> list[Event]:
     if bid == g.master_broker_id:
         rest = g.sync_state_set - {bid}
         if not rest:
-            return []   # the only copy: nothing better to elect; documented limitation
+            # The only copy: nothing better to elect, but never the same epoch again. Resumed,
+            # it would write new records at offsets it lost, and a replica outside the set that
+            # still holds the old bytes of that epoch would keep them at its handshake (same
+            # epoch, same start) and could later be elected with other bytes under acked offsets.
+            # A new epoch starts where this log now ends; the others truncate to it.
+            return [ElectMasterEvent(g.broker_name, bid, (bid,), (), False, "master_" + reason + "_new_epoch")]
         return [ElectMasterEvent(g.broker_name, None, tuple(sorted(rest)), tuple(sorted(g.eligible - {bid})),
                                  False, "master_" + reason)]
     if bid in g.sync_state_set:

@@ -30,12 +30,20 @@ class HASlave:
     def __init__(self, log: ReplicaLog, config: HAConfig, broker_id: int, group: str,
                  master_addr: tuple[str, int], async_learner: bool = False,
                  sync_from_last_file: bool = False, ssl: Callable[[], SSLContext] | None = None,
-                 bind_identities: bool = False) -> None:
+                 bind_identities: bool = False, on_caught_up: Callable[[int], None] | None = None,
+                 expect_master: tuple[int, int] | None = None) -> None:
         """``ssl``: connect to the master's HA port over TLS, with a context built by this factory
         for each connection attempt (autoswitch.base.tls.client_ssl_context: rotated files are
         picked up at the next reconnect);
         ``bind_identities``: the master's certificate must name a broker of our group (a broker of
-        another group, or any other holder of a CA certificate, cannot feed us its log)."""
+        another group, or any other holder of a CA certificate, cannot feed us its log);
+        ``on_caught_up(master_epoch)``: called once per connection, when the log first reaches a
+        confirmOffset the master sent (the ReplicasManager then reports the log intact again);
+        ``expect_master``: (brokerId, MasterEpoch) the controller named; the handshake must state
+        that epoch and, with bound identities, the certificate must name that brokerId.
+        """
+        self.on_caught_up = on_caught_up
+        self.expect_master = expect_master
         self.log = log
         self.ssl = ssl
         self.bind_identities = bind_identities
@@ -54,6 +62,7 @@ class HASlave:
         self._session: SlaveSession | None = None
         self._stopping = False
         self._reached = False
+        self._caught_up_told = 0      # the MasterEpoch last reported caught up
         self._rng = random.Random()
         self._log = get_logger("ha", group=group, brokerId=broker_id, role="slave",
                                master=f"{master_addr[0]}:{master_addr[1]}")
@@ -127,7 +136,8 @@ class HASlave:
         cfg = self.config
         host, port = self.master_addr
         self.state = "HANDSHAKE"
-        session = SlaveSession(self.log, self.broker_id, self.async_learner, self.sync_from_last_file)
+        session = SlaveSession(self.log, self.broker_id, self.async_learner, self.sync_from_last_file,
+                               expect_epoch=self.expect_master[1] if self.expect_master else 0)
         # zero_copy: bodies are views into the decoder buffer, each appended before the next read.
         dec = SlaveSideDecoder(cfg.max_body_size, cfg.max_epoch_entries, zero_copy=True)
         loop = asyncio.get_running_loop()
@@ -140,12 +150,15 @@ class HASlave:
         if self.bind_identities:
             who = ssl_peer_identity(transport.get_extra_info("ssl_object"))
             scope = parse_broker_identity(who) if who else None
-            if scope is None or scope[0] != self.group:
+            want_id = self.expect_master[0] if self.expect_master else 0
+            if scope is None or scope[0] != self.group or (want_id and scope[1] != want_id):
                 transport.abort()
+                wanted = f"broker {want_id} of group {self.group}" if want_id else f"a broker of group {self.group}"
                 raise HAProtocolError("identity_mismatch", f"the master's certificate names {(who or 'nobody')[:128]!r}, "
-                                                           f"not a broker of group {self.group}")
+                                                           f"not {wanted}")
         self.connects += 1
         self._session = session
+        self._caught_up_told = 0      # the MasterEpoch last reported caught up
         transport.write(encode_slave_handshake(session.start()))
         while True:
             # frames are handled in the protocol's callbacks; here only the watchdog and the end
@@ -174,6 +187,12 @@ class HASlave:
             self._reached = True
         self.state = session.phase
         self.master_epoch = max(self.master_epoch, session.master_epoch)
+        if session.caught_up and session.master_epoch > self._caught_up_told:
+            self._caught_up_told = session.master_epoch
+            self._log.info("ha_slave_caught_up", masterEpoch=session.master_epoch, maxOffset=self.log.max_offset,
+                           confirmOffset=self.log.confirm_offset)
+            if self.on_caught_up is not None:
+                self.on_caught_up(session.master_epoch)
 
     def _handshake_done(self, session: SlaveSession, writer: asyncio.Transport, a) -> None:
         self.master_epoch = session.master_epoch

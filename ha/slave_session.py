@@ -38,11 +38,16 @@ def _from_offset(entries: list[EpochEntry], min_offset: int) -> list[EpochEntry]
 
 class SlaveSession:
     def __init__(self, log: ReplicaLog, broker_id: int, async_learner: bool = False,
-                 sync_from_last_file: bool = False) -> None:
+                 sync_from_last_file: bool = False, expect_epoch: int = 0) -> None:
+        """``expect_epoch``: the MasterEpoch the controller named for the master we dial (0: no
+        controller, static mode). A master whose handshake states another epoch is refused
+        before its epoch entries can truncate anything: a stale process at that address, or a
+        master not yet switched, is never followed."""
         if broker_id <= 0:
             raise ValueError("brokerId starts at 1")
         self.log = log
         self.broker_id = broker_id
+        self.expect_epoch = expect_epoch
         self.async_learner = async_learner
         self.sync_from_last_file = sync_from_last_file
         self.phase = READY
@@ -51,6 +56,9 @@ class SlaveSession:
         self.confirm_offset = 0
         self.truncated_to: int | None = None
         self.bytes_received = 0
+        # The log reached a confirmOffset this master sent (it holds every message acknowledged
+        # when the header left): what makes a replica that restarted uncleanly whole again.
+        self.caught_up = False
 
     def start(self) -> SlaveHandshake:
         if self.phase != READY:
@@ -74,6 +82,10 @@ class SlaveSession:
     def _on_handshake(self, f: MasterHandshake) -> Ack:
         if self.phase != HANDSHAKE:
             raise HAProtocolError("unexpected_handshake", f"master handshake in phase {self.phase}")
+        if self.expect_epoch and f.last_epoch != self.expect_epoch:
+            raise HAProtocolError("master_epoch_mismatch",
+                                  f"the master states MasterEpoch {f.last_epoch}; the controller named {self.expect_epoch}",
+                                  stated=f.last_epoch, expected=self.expect_epoch)
         log = self.log
         self.master_entries = [EpochEntry(e, s) for e, s in f.entries]
         self.master_epoch = f.last_epoch
@@ -145,6 +157,8 @@ class SlaveSession:
 
     def _confirm_and_ack(self, confirm_offset: int) -> Ack:
         log = self.log
+        if log.max_offset >= confirm_offset:
+            self.caught_up = True
         confirm = min(confirm_offset, log.max_offset)
         if confirm > self.confirm_offset:
             self.confirm_offset = confirm

@@ -59,6 +59,7 @@ class FailoverCluster:
                  fetch: bool = False) -> None:
         self.procs = procs
         self.fetch = fetch            # brokers also serve a fetch port (fetch_listen), registered in their routes
+        self.broker_extra_args: dict[str, list[str]] = {}   # name -> more flags for that broker
         self.broker_fetch_port: dict[str, int] = {}
         # store_url: the controllers keep their log in that SQL database (backend = "sql") instead of Raft
         self.store_url = store_url
@@ -231,7 +232,7 @@ class FailoverCluster:
         args += ["--master-lease-ms", str(LEASE_MS)] if lease else ["--no-master-lease"]
         if self.fetch:
             args += ["--fetch-listen", f"{HOST}:{self.broker_fetch_port[name]}"]
-        return args + self._metrics_args(name)
+        return args + self._metrics_args(name) + self.broker_extra_args.get(name, [])
 
     def _metrics_args(self, name: str) -> list[str]:
         if not self.metrics:

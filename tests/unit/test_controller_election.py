@@ -173,3 +173,19 @@ def test_sss_emptied_by_unclean_restarts_is_not_a_first_election():
     assert h.w(UpdateControllerConfigRequest({"enable_elect_unclean_master": "true"})).ok
     r = h.elect(alive, trigger=TRIGGER_BROKER, broker_id=3)
     assert r.ok and r.replica.master_broker_id == 3 and h.history[-1]["unclean"] is True
+
+
+def test_unclean_registration_of_a_lone_master_moves_it_to_a_new_epoch():
+    """Issue 30: alone in its SyncStateSet, an unclean master used to resume the same MasterEpoch
+    and write new records at offsets it had lost; a slave outside the set that still held the old
+    bytes of that epoch kept them at its handshake. It stays master (the only copy) at a new epoch."""
+    h = group_with_master()
+    assert h.alter([1]).ok
+    v = h.view()
+    assert h.w(RegisterBrokerRequest(C, G, 1, "127.0.0.1:9001", clean_shutdown=False)).ok
+    nv = h.view()
+    assert nv.master_broker_id == 1 and nv.master_epoch == v.master_epoch + 1 and nv.sync_state_set == (1,)
+    assert h.history[-1]["event"] == "ElectMaster" and "unclean_shutdown_new_epoch" in h.history[-1]["reason"]
+    # a clean registration changes nothing
+    assert h.w(RegisterBrokerRequest(C, G, 1, "127.0.0.1:9001", clean_shutdown=True)).ok
+    assert h.view().master_epoch == nv.master_epoch

@@ -323,3 +323,35 @@ def test_cache_helper_matches():
     # Guard for the helper above: epochs really start where asked.
     log = _log_with([(1, 0), (4, 200)], 400)
     assert log.epochs == EpochCache([EpochEntry(1, 0), EpochEntry(4, 200)])
+
+
+# ------------------------------------------------------------------ issue 30: whom to follow, when whole
+
+def test_master_stating_another_epoch_is_refused_before_anything_is_cut():
+    """The slave follows the master the controller named at that MasterEpoch: a process at the
+    HA address stating another epoch (a stale master, or one not switched yet) cannot make it
+    truncate."""
+    slog = _log_with([(1, 100), (2, 300), (3, 500)], 700, rec=50)
+    mlog = _log_with([(1, 100), (2, 300), (3, 450)], 900, rec=50)
+    before = slog.bytes()
+    p = Pair(mlog, slog, expect_epoch=4)
+    with pytest.raises(HAProtocolError) as ei:
+        p.handshake()
+    assert ei.value.reason == "master_epoch_mismatch"
+    assert slog.bytes() == before and slog.max_offset == 700
+    p = Pair(mlog, slog, expect_epoch=3)       # the named epoch: followed as before
+    p.handshake()
+    assert p.s.truncated_to == 450
+
+
+def test_caught_up_only_once_the_log_reaches_a_confirm_offset_the_master_sent():
+    mlog = _log_with([(1, 0)], 500)
+    slog = MemLog()
+    p = Pair(mlog, slog, config=HAConfig(transfer_batch_size=128, heartbeat_interval_s=1.0))
+    p.confirm = 500
+    p.handshake()
+    assert not p.s.caught_up
+    p.to_slave(p.m.poll_transfer(p.now, p.confirm))   # one batch: the log is below 500
+    assert 0 < slog.max_offset < 500 and not p.s.caught_up
+    p.pump()
+    assert slog.max_offset == 500 and p.s.caught_up

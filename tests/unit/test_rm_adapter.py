@@ -38,6 +38,7 @@ class FakeApi:
         self.ctrl = ctrl
         self.addresses = list(CONTROLLERS)
         self.ha_addresses: dict[int, str] = {}   # brokerId -> the ha_address it registered
+        self.registered_clean: list[bool] = []      # clean_shutdown of each RegisterBroker
         self.down = False  # every controller unreachable
         self.watch_broken = False
         self.pushes: asyncio.Queue = asyncio.Queue()
@@ -75,9 +76,10 @@ class FakeApi:
         except Conflict as e:
             raise ControllerCallFailed(FailKind.CONFLICT, "CONTROLLER_BROKER_ID_INVALID", str(e)) from None
 
-    async def register_broker(self, cluster, group, broker_id, address, ha_address):
+    async def register_broker(self, cluster, group, broker_id, address, ha_address, clean_shutdown=True):
         self._check()
         self.ha_addresses[broker_id] = ha_address
+        self.registered_clean.append(clean_shutdown)
         return self.ctrl.register(group, broker_id, address)
 
     async def heartbeat(self, controller_addr, hb, timeout_s):
@@ -153,7 +155,7 @@ class FakeBroker:
         self.calls.append(("master", master_epoch, frozenset(sync_state_set), sync_state_set_epoch))
         self.role = "master"
 
-    async def become_slave(self, master_epoch, master_ha_addr, master_addr=None):
+    async def become_slave(self, master_epoch, master_ha_addr, master_addr=None, master_id=0):
         self.calls.append(("slave", master_epoch, master_ha_addr, master_addr))
         self.role = "slave"
 
@@ -317,6 +319,9 @@ def test_abort_marker_reports_unclean_restart_until_clean_stop(tmp_path):
         await a.start()
         await wait_for(lambda: len(api.heartbeats) >= 3, "heartbeats")
         intact = api.heartbeats[0].clean_shutdown
+        # registration states it too (it always said clean before issue 30): the controller
+        # takes an unclean replica out of the SyncStateSet when it registers
+        assert api.registered_clean[0] == intact
         await a.stop()
         if mark_clean:
             a.mark_clean_shutdown()

@@ -16,6 +16,7 @@ from autoswitch.broker.replicas_manager import (
     NotifyRoleChange,
     Phase,
     ProposalResult,
+    RegisterBroker,
     ReplicaInfo,
     SendHeartbeat,
     SetFenced,
@@ -365,17 +366,48 @@ def test_unclean_restart_does_not_resume_and_asks_for_an_election(tmp_path):
         h.drain()
     assert len(h.of_type(ElectMaster)) <= 4
     assert h.core.next_deadline() > h.now
-    # The controller elects broker 2 (a clean SyncStateSet member): we follow as slave, and once
-    # re-admitted to the SyncStateSet our heartbeats say the log is intact again.
+    # The controller elects broker 2 (a clean SyncStateSet member): we follow as slave. Seeing
+    # ourselves in a SyncStateSet proves nothing (issue 30: a view older than our registration
+    # still lists us, before we fetched a byte); reaching the master's confirmOffset does.
     h._push(h.core.on_replica_info(info(2, 4, {2}), h.now))
     h.drain()
     assert h.of_type(BecomeSlave)[-1].epoch == 4 and h.core.role == "slave"
     assert not h.core.log_intact
     h._push(h.core.on_replica_info(info(2, 4, {1, 2}, sss_epoch=2), h.now))
     h.drain()
+    assert not h.core.log_intact
+    h.core.on_caught_up(3, h.now)       # another epoch's master: not ours
+    assert not h.core.log_intact
+    h.core.on_caught_up(4, h.now)
     assert h.core.log_intact
     h.tick(1.0)
     assert h.of_type(SendHeartbeat)[-1].clean_shutdown
+
+
+def test_unclean_slave_listed_in_the_sync_state_set_stays_unclean_until_caught_up(tmp_path):
+    """Issue 30: a slave whose host lost its page cache came back, became slave of the same
+    master and saw itself in the (not yet shrunk) SyncStateSet: it reported a clean log before
+    fetching a byte, and was elected without the acked tail when the master died."""
+    from autoswitch.broker.identity import BrokerIdentity, IdentityStore
+
+    ctrl = FakeController()
+    ctrl.applied[("g1", 2)] = "c"
+    ctrl.info["g1"] = info(1, 3, {1, 2}, addr="127.0.0.1:10911")
+    IdentityStore(tmp_path).commit(BrokerIdentity("C", "g1", 2))
+    h = Harness(tmp_path, ctrl)
+    h.start(log_intact=False, log_last_epoch=3)
+    h.run_until(lambda: h.core.phase == Phase.RUNNING)
+    h.drain()
+    assert h.of_type(BecomeSlave)[-1].epoch == 3 and h.core.role == "slave"
+    assert not h.core.log_intact
+    assert not any(c.clean_shutdown for c in h.of_type(RegisterBroker)), "registration states the unclean stop"
+    h.tick(1.0)
+    h.drain()
+    assert not h.of_type(SendHeartbeat)[-1].clean_shutdown
+    h.core.on_caught_up(3, h.now)
+    h.tick(1.0)
+    h.drain()
+    assert h.core.log_intact and h.of_type(SendHeartbeat)[-1].clean_shutdown
 
 
 def test_unclean_restart_still_takes_a_new_epoch(tmp_path):
@@ -387,7 +419,10 @@ def test_unclean_restart_still_takes_a_new_epoch(tmp_path):
     assert h.core.log_intact
 
 
-def test_unclean_restart_alone_in_sss_resumes(tmp_path):
+def test_unclean_restart_alone_in_sss_never_resumes_the_epoch(tmp_path):
+    """Issue 30: alone in the set it used to resume the same epoch and write at offsets it lost;
+    a replica outside the set holding the old bytes of that epoch would keep them. It waits for
+    the new epoch the controller gives a lone unclean master when it registers."""
     from autoswitch.broker.identity import BrokerIdentity, IdentityStore
 
     ctrl = FakeController()
@@ -398,4 +433,9 @@ def test_unclean_restart_alone_in_sss_resumes(tmp_path):
     h.start(log_intact=False, log_last_epoch=3)
     h.run_until(lambda: h.core.phase == Phase.RUNNING)
     h.drain()
-    assert [c.epoch for c in h.of_type(BecomeMaster)] == [3]
+    assert not h.of_type(BecomeMaster)
+    assert not any(c.clean_shutdown for c in h.of_type(RegisterBroker))
+    h._push(h.core.on_replica_info(info(1, 4, {1}, addr="127.0.0.1:10911"), h.now))
+    h.drain()
+    assert [c.epoch for c in h.of_type(BecomeMaster)] == [4]
+    assert h.core.log_intact
