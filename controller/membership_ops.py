@@ -33,10 +33,11 @@ PROMOTE_CHECK_S = 0.2            # how often the leader looks for caught-up lear
 
 
 def lease_quorum_ok(broker_quorum: int, voters: int) -> bool:
-    """May a voter grant a lease counted ``broker_quorum``-of-N by the broker? 0 = not stated
-    (brokers before membership changes): granted as before."""
+    """May a voter grant a lease counted ``broker_quorum``-of-N by the broker? A quorum not
+    stated (0) is refused (issue 30): it skipped the rule, and a broker counting a quorum of one
+    could hold a lease no electing majority ever heard about. Every broker of this project states it."""
     if broker_quorum <= 0:
-        return True
+        return False
     return broker_quorum + majority(voters) > voters
 
 

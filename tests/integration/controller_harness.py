@@ -147,12 +147,14 @@ async def wait_heard(client, group: str, ids: set[int]) -> None:
     await until(heard, f"the leader hears brokers {sorted(ids)} of {group}", interval_s=0.05)
 
 
-def hb(group: str, bid: int, *, epoch: int = 0, max_offset: int = 0, cluster: str = "c1"):
+def hb(group: str, bid: int, *, epoch: int = 0, max_offset: int = 0, cluster: str = "c1", lease_quorum: int = 2):
+    """A broker's heartbeat; ``lease_quorum`` 2 counts grants as a broker of 3 controllers does."""
     from autoswitch.proto import controller_pb2 as pb
 
     return pb.BrokerHeartbeatRequest(cluster_name=cluster, broker_name=group, broker_id=bid,
                                      broker_address=f"127.0.0.1:{30000 + bid}", epoch=epoch,
-                                     max_offset=max_offset, confirm_offset=max_offset, clean_shutdown=True)
+                                     max_offset=max_offset, confirm_offset=max_offset, clean_shutdown=True,
+                                     lease_quorum=lease_quorum)
 
 
 class Heartbeater:

@@ -32,7 +32,8 @@ def test_voters_grant_only_to_a_lease_quorum_that_meets_every_electing_majority(
     assert lease_quorum_ok(2, 3) and lease_quorum_ok(2, 4) and lease_quorum_ok(3, 5)
     assert not lease_quorum_ok(2, 5), "a 3-controller list's lease next to five voters"
     assert not lease_quorum_ok(1, 3)
-    assert lease_quorum_ok(0, 9), "not stated (older brokers): as before"
+    assert not lease_quorum_ok(0, 9), "not stated: refused (it skipped the quorum rule)"
+    assert not lease_quorum_ok(0, 1) and not lease_quorum_ok(-1, 3)
     from itertools import combinations
 
     for v in range(1, 8):
