@@ -109,6 +109,9 @@ class ConsumerGroups:
         body = encode_commit(group, topic, queue_offset, who)
         await wp.put([Message(topic=OFFSETS_TOPIC, body=body, msg_id=uuid.uuid4().hex,
                               born_ts_ms=int(time.time() * 1000))])
+        # As Produce: the lease may have run out (or a handover deposed us) while the commit waited
+        # for replicas; a commit a deposed master acknowledged could be lost with its epoch.
+        self.b.check_write_fence()
 
     def fetch(self, group: str, topic: str) -> Committed:
         check_names(group, topic)

@@ -20,7 +20,7 @@ import time
 from dataclasses import dataclass
 from typing import Any, Protocol
 
-from autoswitch.base.limits import MAX_MSG_ID_BYTES, MAX_TOPIC_BYTES
+from autoswitch.base.limits import MAX_GATE_WAITS, MAX_MSG_ID_BYTES, MAX_TOPIC_BYTES
 from autoswitch.base.log import get_logger
 from autoswitch.base.waits import wait_event
 from autoswitch.base.write_errors import (
@@ -211,8 +211,15 @@ class WritePath:
 
     async def put(self, msgs: list[Any]) -> PutResult:
         """msgs: already validated store Messages. Raises the typed errors above."""
-        if self._gate is not None:
-            await self._gate.wait()   # bounded: the handover resumes in every outcome
+        # A writer released by a failed handover must look again: the next handover may have
+        # paused writes before this task ran, and its drain counts on nobody slipping past.
+        for _ in range(MAX_GATE_WAITS):
+            gate = self._gate
+            if gate is None:
+                break
+            await gate.wait()   # bounded: the handover resumes in every outcome
+        else:
+            raise Overloaded("writes held by one handover after another")
         if self.closed:
             raise NotMaster("role changed")
         if not msgs:

@@ -23,3 +23,6 @@ MAX_MSG_ID_BYTES = 128
 # Controller members (voters + learners): Raft clusters beyond 7 voters only get slower. Brokers
 # refuse a longer controller list from a heartbeat reply.
 MAX_CONTROLLERS = 9
+
+# Handovers in a row that one held write waits behind before it is refused (OVERLOADED).
+MAX_GATE_WAITS = 64

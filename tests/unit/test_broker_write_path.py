@@ -220,3 +220,24 @@ def test_interval_flush_in_both_modes_covers_appends_nobody_waits_for():
 
     asyncio.run(main("sync"))
     asyncio.run(main("async"))
+
+
+def test_a_write_released_by_a_failed_handover_waits_for_the_next_one():
+    """Issue 30: resume() then pause() before the held writer runs (a failed handover, then the
+    next one): the writer used to slip past the new drain; it waits again now."""
+    async def main():
+        c = cfg(ack_mode="master")
+        log, rep, fl, wp = make(c)
+        wp.pause()
+        task = asyncio.create_task(wp.put(msgs(1)))
+        await asyncio.sleep(0)
+        wp.resume()          # the first handover failed: writes go on ...
+        wp.pause()           # ... and the next handover pauses them before the writer ran
+        for _ in range(5):
+            await asyncio.sleep(0)
+        assert not task.done() and log.max_offset == 0, "slipped past the second handover's drain"
+        wp.resume()
+        await task
+        assert log.max_offset > 0
+
+    asyncio.run(main())
