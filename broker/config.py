@@ -268,6 +268,7 @@ class BrokerConfig:
             backoff_min_ms=self.backoff_min_ms, backoff_max_ms=self.backoff_max_ms,
             election_priority=self.election_priority, lease=lease,
             fixed_broker_id=scope[1] if (scope := self.certificate_scope) is not None else None,
+            min_in_sync_replicas=self.min_in_sync_replicas if self.ack_mode != "master" else 1,
         ).validate()
 
     def hook_config(self) -> Any:

@@ -589,6 +589,7 @@ class ReplicasAdapter:
             election_priority=cmd.election_priority, clean_shutdown=cmd.clean_shutdown,
             heartbeat_timeout_ms=cmd.heartbeat_timeout_ms,
             lease_quorum=majority(len(self.config.controllers)), controllers_index=self._controllers_index,
+            min_in_sync_replicas=self.config.min_in_sync_replicas,
         )
         reply = await asyncio.wait_for(
             self.api.heartbeat(cmd.controller, hb, self.heartbeat_timeout_s), self.heartbeat_timeout_s + 0.5,

@@ -83,6 +83,9 @@ class ReplicasConfig:
     election_priority: int = 0  # lower wins among equal (epoch, maxOffset), RocketMQ's rule
     lease: LeaseConfig = field(default_factory=LeaseConfig)
     fixed_broker_id: int | None = None  # named by the broker's certificate (broker/<group>/<id>)
+    # Stated in heartbeats: the fewest SyncStateSet members this broker acknowledges with as
+    # master (its min_in_sync_replicas; 1 in ack mode "master"); 0 = not stated.
+    min_in_sync_replicas: int = 0
 
     def validate(self) -> ReplicasConfig:
         if not self.controllers:

@@ -7,7 +7,9 @@ applied election, with its trigger and kind), ``master_crashed`` (a master's ses
 crash-fast failover starts), ``liveness_disagreement`` (the leader does not hear a master but no
 majority holds it dead: an asymmetric partition or a freeze in progress), ``master_lease_refused``
 (the master heartbeats but the leader holds its lease grants after a DEAD report: it is about to
-fence itself, the "fenced master" alert).
+fence itself, the "fenced master" alert), ``settings_mismatch`` (a broker states a
+min_in_sync_replicas other than the controllers': the smaller decides, so it costs availability,
+but the operator should make them agree).
 
 The script is called as ``SCRIPT KIND GROUP JSON`` (JSON: the whole alert); its output is
 discarded, a non-zero exit and a timeout are logged. At most ``max_alerts_in_flight`` scripts run
@@ -29,7 +31,8 @@ from autoswitch.controller.watchers import Watchers
 from autoswitch.base.log import get_logger
 
 ALL = "*"           # the Watchers key every alert is published under
-KINDS = ("master_elected", "no_master", "master_crashed", "liveness_disagreement", "master_lease_refused")
+KINDS = ("master_elected", "no_master", "master_crashed", "liveness_disagreement", "master_lease_refused",
+         "settings_mismatch")
 MAX_DETAIL_CHARS = 2000
 MAX_ONCE_KEYS = 10_000
 

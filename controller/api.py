@@ -52,6 +52,7 @@ class Heartbeat:
     heartbeat_timeout_ms: int
     lease_quorum: int = 0       # grants the broker's lease counts (majority of its controllers); 0 = not stated
     controllers_index: int = 0  # the controller configuration its list comes from (0 = configured)
+    min_in_sync_replicas: int = 0   # the fewest SyncStateSet members it acknowledges with as master; 0 = not stated
 
 
 @dataclass(frozen=True, slots=True)

@@ -100,7 +100,7 @@ class GrpcBrokerControllerApi:
             epoch=hb.epoch, max_offset=hb.max_offset, confirm_offset=hb.confirm_offset,
             election_priority=hb.election_priority, clean_shutdown=hb.clean_shutdown,
             heartbeat_timeout_ms=hb.heartbeat_timeout_ms, lease_quorum=hb.lease_quorum,
-            controllers_index=hb.controllers_index)
+            controllers_index=hb.controllers_index, min_in_sync_replicas=hb.min_in_sync_replicas)
         try:
             r = await self.client.call_node(controller_addr, "BrokerHeartbeat", req, timeout_s)
         except ControllerRpcError as e:

@@ -92,6 +92,15 @@ def decide(*, master: int | None, sync_state_set: frozenset[int], eligible: froz
     return ElectionDecision(Outcome.NONE, reason="no alive replica in SyncStateSet or eligible replicas")
 
 
+def effective_min_in_sync(configured: int, stated: int) -> int:
+    """The minInSyncReplicas the eligible rules may count on: the smaller of the controllers'
+    setting and what the acknowledging master stated in its heartbeats (0 = not stated: the
+    setting). The rules are sound only if the master acknowledges nothing while its set is below
+    the number they use; a master stating fewer acknowledges with fewer, so the smaller one is
+    the only safe choice, and settings that disagree cost availability, never acked messages."""
+    return min(configured, stated) if stated > 0 else configured
+
+
 def eligible_after_election(*, new_master: int, old_sync_state_set: frozenset[int],
                             old_eligible: frozenset[int], unclean: bool, min_in_sync_replicas: int,
                             enabled: bool, lost_data: frozenset[int] = frozenset()) -> frozenset[int]:

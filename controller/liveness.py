@@ -59,10 +59,11 @@ class BrokerReport:
     clean_shutdown: bool = True
     # The controller heartbeat timeout the broker's master lease was sized for (0: not sent).
     assumed_timeout_ms: int = 0
+    min_in_sync_replicas: int = 0   # stated by the broker (0: not stated)
 
     def live_info(self) -> BrokerLiveInfo:
         return BrokerLiveInfo(self.broker_id, self.epoch, self.max_offset, self.confirm_offset,
-                              self.election_priority, self.clean_shutdown)
+                              self.election_priority, self.clean_shutdown, self.min_in_sync_replicas)
 
 
 @dataclass(frozen=True)

@@ -72,6 +72,8 @@ class BrokerLiveInfo(msgspec.Struct, frozen=True, array_like=True, forbid_unknow
     confirm_offset: int = 0
     election_priority: int = 0
     clean_shutdown: bool = True
+    # the fewest SyncStateSet members with which it acknowledges as master (0 = not stated)
+    min_in_sync_replicas: int = 0
 
     def validate(self) -> None:
         _check_id(self.broker_id, "alive.brokerId")
@@ -80,6 +82,7 @@ class BrokerLiveInfo(msgspec.Struct, frozen=True, array_like=True, forbid_unknow
         _check_int(self.confirm_offset, "alive.confirmOffset", 0, MAX_INT64)
         _check_int(self.election_priority, "alive.electionPriority", MIN_INT32, MAX_INT32)
         _check_bool(self.clean_shutdown, "alive.cleanShutdown")
+        _check_int(self.min_in_sync_replicas, "alive.minInSyncReplicas", 0, MAX_REPLICAS_PER_GROUP)
 
 
 # --------------------------------------------------------------------------- requests
@@ -214,6 +217,8 @@ class AlterSyncStateSetRequest(Request, tag="AlterSyncStateSet"):
     sync_state_set_epoch: int
     alive_broker_ids: tuple[int, ...] = ()   # filled by the leader from the majority view
     ts_ms: int = 0
+    # The master's stated min_in_sync_replicas (its heartbeats), filled by the leader; 0 = unknown
+    master_min_in_sync_replicas: int = 0
 
     def validate(self) -> None:
         # The hot write (every SyncStateSet change): one pass over the plain valid shape, which
@@ -224,7 +229,8 @@ class AlterSyncStateSetRequest(Request, tag="AlterSyncStateSet"):
                 and type(mb) is int and 1 <= mb <= MAX_BROKER_ID and type(me) is int and 0 <= me <= MAX_INT64
                 and type(se) is int and 0 <= se <= MAX_INT64 and type(ts) is int and 0 <= ts <= MAX_INT64
                 and _plain_ids(self.new_sync_state_set) and self.new_sync_state_set
-                and _plain_ids(self.alive_broker_ids)):
+                and _plain_ids(self.alive_broker_ids) and type(self.master_min_in_sync_replicas) is int
+                and 0 <= self.master_min_in_sync_replicas <= MAX_REPLICAS_PER_GROUP):
             return
         self._validate_rules()
 

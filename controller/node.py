@@ -582,12 +582,18 @@ class ControllerNode:
             BrokerReport(broker_id=r.broker_id, address=r.broker_address, epoch=r.epoch, max_offset=r.max_offset,
                          confirm_offset=r.confirm_offset, election_priority=r.election_priority,
                          clean_shutdown=r.clean_shutdown,
-                         assumed_timeout_ms=min(r.heartbeat_timeout_ms, MAX_ASSUMED_TIMEOUT_MS)),
+                         assumed_timeout_ms=min(r.heartbeat_timeout_ms, MAX_ASSUMED_TIMEOUT_MS),
+                         min_in_sync_replicas=r.min_in_sync_replicas),
             now,
         )
         if not ok:
             raise NodeReply(Code.CONTROLLER_OVERLOADED, "heartbeat table full")
         epoch, master = self.sm.master_of(r.broker_name)
+        configured = self.sm.min_in_sync_replicas()
+        if r.min_in_sync_replicas and r.min_in_sync_replicas != configured and self.is_leader:
+            self.alerter.emit_once("settings_mismatch", r.broker_name, epoch, sm_adapter.wall_ms(), brokerId=r.broker_id,
+                                   key="min_in_sync_replicas", broker=r.min_in_sync_replicas, controllers=configured,
+                                   note="the smaller one decides which replicas stay electable")
         why = self.heartbeats.lease_refusal(r.broker_name, r.broker_id, r.epoch, epoch, now)
         if why == "hold" and master == r.broker_id and r.epoch == epoch and self.is_leader:
             # the current master heartbeats, but a DEAD report about it stands: it will fence itself
@@ -729,7 +735,13 @@ class ControllerNode:
     async def alter_sync_state_set(self, req: msgs.AlterSyncStateSetRequest) -> msgs.Reply:
         """``alive_broker_ids`` is the leader's to fill: the proposed members a majority hears."""
         alive, _dead, _ = await self.liveness_evidence(req.broker_name, list(req.new_sync_state_set))
-        return await self.write(msgspec.structs.replace(req, alive_broker_ids=tuple(sorted(alive))))
+        return await self.write(msgspec.structs.replace(req, alive_broker_ids=tuple(sorted(alive)),
+                                                        master_min_in_sync_replicas=self.stated_min_in_sync(req)))
+
+    def stated_min_in_sync(self, req: msgs.AlterSyncStateSetRequest) -> int:
+        """The min_in_sync_replicas the proposing master stated in its last heartbeat here (0: none)."""
+        r = self.heartbeats.report(req.broker_name, req.master_broker_id)
+        return r.min_in_sync_replicas if r is not None else 0
 
     async def clean_broker_data(self, req: msgs.CleanBrokerDataRequest) -> msgs.Reply:
         alive, _dead, _ = await self.liveness_evidence(req.broker_name, self.sm.member_ids(req.broker_name))

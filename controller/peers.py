@@ -93,6 +93,7 @@ def opinion_to_pb(key: tuple[str, int], op: NodeOpinion) -> pb.LivenessOpinion:
     if r is not None:
         out.epoch, out.max_offset, out.confirm_offset = r.epoch, r.max_offset, r.confirm_offset
         out.election_priority, out.clean_shutdown = r.election_priority, r.clean_shutdown
+        out.min_in_sync_replicas = r.min_in_sync_replicas
     return out
 
 
@@ -101,7 +102,7 @@ def opinion_from_pb(o: pb.LivenessOpinion) -> NodeOpinion:
     if o.last_heard_ms_ago >= 0:
         report = BrokerReport(broker_id=o.broker.broker_id, epoch=o.epoch, max_offset=o.max_offset,
                               confirm_offset=o.confirm_offset, election_priority=o.election_priority,
-                              clean_shutdown=o.clean_shutdown)
+                              clean_shutdown=o.clean_shutdown, min_in_sync_replicas=o.min_in_sync_replicas)
     if o.no_opinion:
         kind = Opinion.UNKNOWN
     else:

@@ -329,7 +329,8 @@ class ControllerServicer(pbg.ControllerServiceServicer):
         req = self._alter_request(request)
         if not self.node.heard_all(req.broker_name, req.new_sync_state_set):
             return None
-        return msgspec.structs.replace(req, alive_broker_ids=req.new_sync_state_set)
+        return msgspec.structs.replace(req, alive_broker_ids=req.new_sync_state_set,
+                                       master_min_in_sync_replicas=self.node.stated_min_in_sync(req))
 
     @staticmethod
     def _alter_sync_state_set_reply(res: m.Reply) -> pb.AlterSyncStateSetReply:

@@ -220,6 +220,9 @@ class AppliedStateMachine:
     def heartbeat_timeout_ms(self) -> int:
         return self.inner.state.config.heartbeat_timeout_ms
 
+    def min_in_sync_replicas(self) -> int:
+        return self.inner.state.config.min_in_sync_replicas
+
     def scan_interval_ms(self) -> int:
         return self.inner.state.config.scan_interval_ms
 

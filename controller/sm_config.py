@@ -11,14 +11,17 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Any
 
+from autoswitch.base.limits import MAX_REPLICAS_PER_GROUP
+
 # key -> (type, default, min, max)
 _SPEC: dict[str, tuple[type, Any, int | None, int | None]] = {
     # RocketMQ enableElectUncleanMaster: elect a replica outside SSS/eligible when nobody else is left.
     "enable_elect_unclean_master": (bool, False, None, None),
     # docs/design.md §4: keep replicas that hold every acked message electable after a failover.
     "enable_eligible_replicas": (bool, True, None, None),
-    # Must equal the brokers' minInSyncReplicas: eligible replicas exist only while |SSS| < this.
-    "min_in_sync_replicas": (int, 1, 1, 64),
+    # The brokers' minInSyncReplicas: eligible replicas exist only while |SSS| < this. A broker
+    # states its own in heartbeats; the smaller of the two decides (election.effective_min_in_sync).
+    "min_in_sync_replicas": (int, 1, 1, MAX_REPLICAS_PER_GROUP),
     # docs/design.md §3: a group's first election waits for all registered replicas to be alive,
     # at most this long after the group's first ApplyBrokerId.
     "first_election_grace_ms": (int, 5000, 0, 600_000),

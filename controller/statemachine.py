@@ -566,10 +566,12 @@ def _elect_master(req: ElectMasterRequest, state: ControllerState) -> tuple[list
                                 name)
     assert d.new_master is not None
     lost = frozenset(bid for bid, info in alive.items() if not info.clean_shutdown)
+    # the new master acknowledges by its own rule: count on the smaller number
+    stated = alive[d.new_master].min_in_sync_replicas if d.new_master in alive else 0
     elig = election.eligible_after_election(
         new_master=d.new_master, old_sync_state_set=g.sync_state_set, old_eligible=g.eligible,
-        unclean=d.unclean, min_in_sync_replicas=cfg.min_in_sync_replicas, enabled=cfg.enable_eligible_replicas,
-        lost_data=lost)
+        unclean=d.unclean, min_in_sync_replicas=election.effective_min_in_sync(cfg.min_in_sync_replicas, stated),
+        enabled=cfg.enable_eligible_replicas, lost_data=lost)
     ev = ElectMasterEvent(name, d.new_master, (d.new_master,), tuple(sorted(elig)), d.unclean,
                           f"{req.trigger}:{'crash:' if req.crash_only else ''}{d.reason}")
     return [ev], _Outcome(group=name, remark=d.reason)
@@ -636,8 +638,9 @@ def _alter_sync_state_set(req: AlterSyncStateSetRequest, state: ControllerState)
     if g.master_broker_id not in new:
         return _reject(Code.CONTROLLER_ALTER_SYNC_STATE_SET_FAILED,
                        f"newSyncStateSet does not contain master {g.master_broker_id}", name)
+    min_in_sync = election.effective_min_in_sync(cfg.min_in_sync_replicas, req.master_min_in_sync_replicas)
     elig = election.eligible_after_alter(old_sync_state_set=g.sync_state_set, new_sync_state_set=new,
-                                         old_eligible=g.eligible, min_in_sync_replicas=cfg.min_in_sync_replicas,
+                                         old_eligible=g.eligible, min_in_sync_replicas=min_in_sync,
                                          enabled=cfg.enable_eligible_replicas)
     reason = ("confirm" if new == g.sync_state_set else "expand" if new > g.sync_state_set
               else "shrink" if new < g.sync_state_set else "change")

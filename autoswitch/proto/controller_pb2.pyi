@@ -103,7 +103,7 @@ class RegisterBrokerReply(_message.Message):
     def __init__(self, header: _Optional[_Union[ReplyHeader, _Mapping]] = ..., replica_info: _Optional[_Union[ReplicaInfo, _Mapping]] = ...) -> None: ...
 
 class BrokerHeartbeatRequest(_message.Message):
-    __slots__ = ("cluster_name", "broker_name", "broker_id", "broker_address", "epoch", "max_offset", "confirm_offset", "election_priority", "clean_shutdown", "heartbeat_timeout_ms", "lease_quorum", "controllers_index")
+    __slots__ = ("cluster_name", "broker_name", "broker_id", "broker_address", "epoch", "max_offset", "confirm_offset", "election_priority", "clean_shutdown", "heartbeat_timeout_ms", "lease_quorum", "controllers_index", "min_in_sync_replicas")
     CLUSTER_NAME_FIELD_NUMBER: _ClassVar[int]
     BROKER_NAME_FIELD_NUMBER: _ClassVar[int]
     BROKER_ID_FIELD_NUMBER: _ClassVar[int]
@@ -116,6 +116,7 @@ class BrokerHeartbeatRequest(_message.Message):
     HEARTBEAT_TIMEOUT_MS_FIELD_NUMBER: _ClassVar[int]
     LEASE_QUORUM_FIELD_NUMBER: _ClassVar[int]
     CONTROLLERS_INDEX_FIELD_NUMBER: _ClassVar[int]
+    MIN_IN_SYNC_REPLICAS_FIELD_NUMBER: _ClassVar[int]
     cluster_name: str
     broker_name: str
     broker_id: int
@@ -128,7 +129,8 @@ class BrokerHeartbeatRequest(_message.Message):
     heartbeat_timeout_ms: int
     lease_quorum: int
     controllers_index: int
-    def __init__(self, cluster_name: _Optional[str] = ..., broker_name: _Optional[str] = ..., broker_id: _Optional[int] = ..., broker_address: _Optional[str] = ..., epoch: _Optional[int] = ..., max_offset: _Optional[int] = ..., confirm_offset: _Optional[int] = ..., election_priority: _Optional[int] = ..., clean_shutdown: _Optional[bool] = ..., heartbeat_timeout_ms: _Optional[int] = ..., lease_quorum: _Optional[int] = ..., controllers_index: _Optional[int] = ...) -> None: ...
+    min_in_sync_replicas: int
+    def __init__(self, cluster_name: _Optional[str] = ..., broker_name: _Optional[str] = ..., broker_id: _Optional[int] = ..., broker_address: _Optional[str] = ..., epoch: _Optional[int] = ..., max_offset: _Optional[int] = ..., confirm_offset: _Optional[int] = ..., election_priority: _Optional[int] = ..., clean_shutdown: _Optional[bool] = ..., heartbeat_timeout_ms: _Optional[int] = ..., lease_quorum: _Optional[int] = ..., controllers_index: _Optional[int] = ..., min_in_sync_replicas: _Optional[int] = ...) -> None: ...
 
 class BrokerHeartbeatReply(_message.Message):
     __slots__ = ("header", "is_leader", "raft_term", "lease_granted", "master_epoch", "master_broker_id", "controllers", "controllers_index")
@@ -482,7 +484,7 @@ class BrokerKey(_message.Message):
     def __init__(self, broker_name: _Optional[str] = ..., broker_id: _Optional[int] = ...) -> None: ...
 
 class LivenessOpinion(_message.Message):
-    __slots__ = ("broker", "alive", "last_heard_ms_ago", "epoch", "max_offset", "confirm_offset", "election_priority", "clean_shutdown", "no_opinion", "crashed")
+    __slots__ = ("broker", "alive", "last_heard_ms_ago", "epoch", "max_offset", "confirm_offset", "election_priority", "clean_shutdown", "no_opinion", "crashed", "min_in_sync_replicas")
     BROKER_FIELD_NUMBER: _ClassVar[int]
     ALIVE_FIELD_NUMBER: _ClassVar[int]
     LAST_HEARD_MS_AGO_FIELD_NUMBER: _ClassVar[int]
@@ -493,6 +495,7 @@ class LivenessOpinion(_message.Message):
     CLEAN_SHUTDOWN_FIELD_NUMBER: _ClassVar[int]
     NO_OPINION_FIELD_NUMBER: _ClassVar[int]
     CRASHED_FIELD_NUMBER: _ClassVar[int]
+    MIN_IN_SYNC_REPLICAS_FIELD_NUMBER: _ClassVar[int]
     broker: BrokerKey
     alive: bool
     last_heard_ms_ago: int
@@ -503,7 +506,8 @@ class LivenessOpinion(_message.Message):
     clean_shutdown: bool
     no_opinion: bool
     crashed: bool
-    def __init__(self, broker: _Optional[_Union[BrokerKey, _Mapping]] = ..., alive: _Optional[bool] = ..., last_heard_ms_ago: _Optional[int] = ..., epoch: _Optional[int] = ..., max_offset: _Optional[int] = ..., confirm_offset: _Optional[int] = ..., election_priority: _Optional[int] = ..., clean_shutdown: _Optional[bool] = ..., no_opinion: _Optional[bool] = ..., crashed: _Optional[bool] = ...) -> None: ...
+    min_in_sync_replicas: int
+    def __init__(self, broker: _Optional[_Union[BrokerKey, _Mapping]] = ..., alive: _Optional[bool] = ..., last_heard_ms_ago: _Optional[int] = ..., epoch: _Optional[int] = ..., max_offset: _Optional[int] = ..., confirm_offset: _Optional[int] = ..., election_priority: _Optional[int] = ..., clean_shutdown: _Optional[bool] = ..., no_opinion: _Optional[bool] = ..., crashed: _Optional[bool] = ..., min_in_sync_replicas: _Optional[int] = ...) -> None: ...
 
 class BrokerSessionRequest(_message.Message):
     __slots__ = ("cluster_name", "broker_name", "broker_id", "ack_mode")

@@ -189,3 +189,37 @@ def test_unclean_registration_of_a_lone_master_moves_it_to_a_new_epoch():
     # a clean registration changes nothing
     assert h.w(RegisterBrokerRequest(C, G, 1, "127.0.0.1:9001", clean_shutdown=True)).ok
     assert h.view().master_epoch == nv.master_epoch
+
+
+def test_a_master_stating_a_smaller_min_in_sync_replicas_keeps_no_eligible_replica():
+    """Issue 30: the controller's min_in_sync_replicas (3) and the brokers' (1) disagreed. The
+    controller took a shrink to {1, 2} for "below min: the master acknowledges nothing", kept 3
+    eligible, and could elect it after the master acknowledged writes 3 never got. The master
+    states its rule in heartbeats; the smaller one decides."""
+    from autoswitch.controller.messages import AlterSyncStateSetRequest
+
+    def shrink(stated: int):
+        h = group_with_master(min_in_sync_replicas=3)
+        v = h.view()
+        r = h.w(AlterSyncStateSetRequest(G, 1, v.master_epoch, (1, 2), v.sync_state_set_epoch, (1, 2),
+                                         ts_ms=h.ts, master_min_in_sync_replicas=stated))
+        assert r.ok, r
+        return h.view()
+
+    assert shrink(0).eligible_replicas == (3,), "not stated: the setting decides, as before"
+    assert shrink(3).eligible_replicas == (3,)
+    assert shrink(2).eligible_replicas == (), "the master acknowledges with {1, 2}: 3 may lack acked messages"
+    assert election.effective_min_in_sync(3, 1) == 1 and election.effective_min_in_sync(1, 3) == 1
+    assert election.effective_min_in_sync(2, 0) == 2
+
+
+def test_a_new_master_stating_min_one_leaves_no_eligible_replica():
+    h = group_with_master(min_in_sync_replicas=2)
+    r = h.elect([BrokerLiveInfo(2, epoch=1, max_offset=400, min_in_sync_replicas=2), BrokerLiveInfo(3, 1, 300)],
+                trigger=TRIGGER_CONTROLLER, dead=(1,))
+    assert r.ok and r.replica.master_broker_id == 2 and set(r.replica.eligible_replicas) == {1, 3}
+    h = group_with_master(min_in_sync_replicas=2)
+    r = h.elect([BrokerLiveInfo(2, epoch=1, max_offset=400, min_in_sync_replicas=1), BrokerLiveInfo(3, 1, 300)],
+                trigger=TRIGGER_CONTROLLER, dead=(1,))
+    assert r.ok and r.replica.master_broker_id == 2 and r.replica.eligible_replicas == (), \
+        "it acknowledges alone at once: nobody else is sure to hold what it acknowledges"
