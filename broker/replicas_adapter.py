@@ -60,7 +60,7 @@ from autoswitch.controller.api import BrokerControllerApi, ControllerCallFailed,
 from autoswitch.base.backoff import Backoff
 from autoswitch.base.crashpoints import crash_point
 from autoswitch.base.errors import AutoswitchError, ConfigError
-from autoswitch.base.fsutil import fsync_dir
+from autoswitch.base.fsutil import fsync_dir, write_atomic
 from autoswitch.base.limits import MAX_CONTROLLERS
 from autoswitch.base.log import get_logger
 from autoswitch.base.quorum import majority
@@ -71,6 +71,8 @@ if TYPE_CHECKING:
 
 MAX_PENDING_PROPOSALS = 16
 ABORT_MARKER = "replicas.abort"  # exists while a broker runs; left behind by a crash
+INCARNATION_FILE = "replicas.incarnation"  # the incarnation that last stopped cleanly with this log
+FAREWELL_TIMEOUT_S = 1.0
 
 
 # Crash points (autoswitch.base.crashpoints) after each registration step, for the tests that
@@ -253,9 +255,11 @@ class ReplicasAdapter:
     async def start(self) -> None:
         # Corrupt or foreign identity files raise here, before anything talks to a controller.
         loaded = self.identity.load(self.config.cluster, self.config.group)
+        previous = self._read_previous_incarnation()
         intact = self._arm_abort_marker()
         _, _, log_epoch = self.broker.log_position()
-        self._perform(self.core.start(self.clock(), loaded, log_intact=intact, log_last_epoch=log_epoch))
+        self._perform(self.core.start(self.clock(), loaded, log_intact=intact, log_last_epoch=log_epoch,
+                                      previous_incarnation=previous))
         self._main = asyncio.get_running_loop().create_task(self._run())
         if self.sessions is not None:
             self.sessions.start()
@@ -276,21 +280,55 @@ class ReplicasAdapter:
         fsync_dir(self.identity.directory)
         return intact
 
+    def _read_previous_incarnation(self) -> str:
+        path = self.identity.directory / INCARNATION_FILE
+        try:
+            text = path.read_text(encoding="ascii").strip()
+        except (FileNotFoundError, UnicodeDecodeError):
+            return ""
+        return text if len(text) <= 64 and text.isalnum() else ""
+
     def mark_clean_shutdown(self) -> None:
-        """Call after the broker has stopped and its store is flushed and closed."""
+        """Call after the broker has stopped and its store is flushed and closed: the next start
+        reports an intact log, continuing this incarnation."""
+        write_atomic(self.identity.directory / INCARNATION_FILE, self.core.incarnation.encode("ascii"))
         marker = self.identity.directory / ABORT_MARKER
         with contextlib.suppress(FileNotFoundError):
             os.unlink(marker)
             fsync_dir(self.identity.directory)
         self._log.info("clean_shutdown_marked")
 
-    async def aclose(self) -> None:
-        """stop(), then close the hook runner and (when built by start_for_broker) the client."""
+    async def aclose(self, keep_client: bool = False) -> None:
+        """stop(), then close the hook runner and (when built by start_for_broker, unless
+        ``keep_client`` for a later ``farewell``) the client."""
         await self.stop()
         if self.hooks is not None:
             await self.hooks.close()
-        if self._owns_api:
+        if self._owns_api and not keep_client:
             await self.api.close()
+
+    async def farewell(self) -> None:
+        """After a clean stop (the broker serves nothing any more): tell every controller this
+        incarnation is gone, so a successor registers at once instead of waiting a heartbeat
+        timeout (another live incarnation of the id is refused). Best effort, bounded."""
+        cfg = self.config
+        bid = self.core.broker_id
+        try:
+            if bid is not None:
+                hb = Heartbeat(cluster=cfg.cluster, group=cfg.group, broker_id=bid, broker_addr=cfg.broker_addr,
+                               epoch=0, max_offset=0, confirm_offset=0, election_priority=cfg.election_priority,
+                               clean_shutdown=True, heartbeat_timeout_ms=cfg.lease.heartbeat_timeout_ms,
+                               incarnation=self.core.incarnation, stopping=True)
+                calls = [self.api.heartbeat(c, hb, FAREWELL_TIMEOUT_S) for c in cfg.controllers]
+                results = await asyncio.wait_for(asyncio.gather(*calls, return_exceptions=True),
+                                                 FAREWELL_TIMEOUT_S + 0.5)
+                self._log.info("farewell_sent", controllers=len(cfg.controllers),
+                               failed=sum(isinstance(r, BaseException) for r in results))
+        except TimeoutError:
+            self._log.warning("farewell_timeout")
+        finally:
+            if self._owns_api:
+                await self.api.close()
 
     async def stop(self) -> None:
         if self._stopping:
@@ -499,7 +537,8 @@ class ReplicasAdapter:
             case RegisterBroker():
                 info = await asyncio.wait_for(
                     api.register_broker(cmd.cluster, cmd.group, cmd.broker_id, cmd.broker_addr, self.ha_address,
-                                        clean_shutdown=cmd.clean_shutdown), t
+                                        clean_shutdown=cmd.clean_shutdown, incarnation=cmd.incarnation,
+                                        previous_incarnation=cmd.previous_incarnation), t
                 )
                 return self._info(info)
             case SendHeartbeat():
@@ -589,7 +628,7 @@ class ReplicasAdapter:
             election_priority=cmd.election_priority, clean_shutdown=cmd.clean_shutdown,
             heartbeat_timeout_ms=cmd.heartbeat_timeout_ms,
             lease_quorum=majority(len(self.config.controllers)), controllers_index=self._controllers_index,
-            min_in_sync_replicas=self.config.min_in_sync_replicas,
+            min_in_sync_replicas=self.config.min_in_sync_replicas, incarnation=self.core.incarnation,
         )
         reply = await asyncio.wait_for(
             self.api.heartbeat(cmd.controller, hb, self.heartbeat_timeout_s), self.heartbeat_timeout_s + 0.5,

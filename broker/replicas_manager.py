@@ -111,8 +111,12 @@ class ReplicasManager:
         config: ReplicasConfig,
         new_check_code: Callable[[], str] | None = None,
         rand: Callable[[], float] | None = None,
+        incarnation: str | None = None,
     ) -> None:
+        """``incarnation``: this process's identity towards the controllers (random by default,
+        new at every start; stated in registration and heartbeats)."""
         self.config = cfg = config.validate()
+        self.incarnation = incarnation or uuid.uuid4().hex[:16]
         rand = rand or random.random
         bmin, bmax = cfg.backoff_min_ms / 1000.0, cfg.backoff_max_ms / 1000.0
         self.lease = MasterLease(cfg.controllers, cfg.lease)
@@ -207,7 +211,8 @@ class ReplicasManager:
     # ------------------------------------------------------------------ inputs
 
     def start(
-        self, now: float, loaded: LoadedIdentity, log_intact: bool = True, log_last_epoch: int = 0
+        self, now: float, loaded: LoadedIdentity, log_intact: bool = True, log_last_epoch: int = 0,
+        previous_incarnation: str = "",
     ) -> list[Command]:
         """Boot with what the identity files hold (the driver refused corrupt files already).
 
@@ -215,10 +220,14 @@ class ReplicasManager:
         log holds everything this broker ever acknowledged; reported in every heartbeat as
         cleanShutdown (and at registration) until, as a slave, it has fetched up to its master's
         confirmOffset (``on_caught_up``) or the controller made it master. ``log_last_epoch``: the last
-        epoch of the local EpochFile."""
+        epoch of the local EpochFile. ``previous_incarnation``: the incarnation whose clean stop
+        left this log (read beside it), so the controllers know this start continues that replica."""
         assert self.phase == Phase.NEW
         self.roles.log_intact = log_intact
         self.roles.log_last_epoch = log_last_epoch
+        self.reg.incarnation = self.incarnation
+        # only a clean stop hands the log on: after a crash nothing is "followed"
+        self.reg.previous_incarnation = previous_incarnation if log_intact else ""
         if not log_intact:
             self._log.warning("unclean_restart", logLastEpoch=log_last_epoch,
                               note="reported as not clean until caught up with the master's confirmOffset")

@@ -90,6 +90,8 @@ class RegisterBroker:
     broker_id: int
     broker_addr: str
     clean_shutdown: bool = True  # log intact: see ReplicasManager.log_intact
+    incarnation: str = ""           # this process (ReplicasManager.incarnation)
+    previous_incarnation: str = ""  # the incarnation whose clean stop this start follows ("" = none)
 
 
 @dataclass(frozen=True)

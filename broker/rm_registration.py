@@ -37,6 +37,8 @@ class Registration:
         # Registration states whether the last stop was clean: after an unclean one the
         # controller takes this replica out of the SyncStateSet before anyone can elect it.
         self._log_intact = log_intact
+        self.incarnation = ""            # set by the ReplicasManager
+        self.previous_incarnation = ""
         # The brokerId our certificate names (broker/<group>/<id>): the controller would refuse
         # any other, so we apply exactly this one instead of asking for the next free id.
         self.fixed_broker_id = fixed_broker_id
@@ -121,7 +123,8 @@ class Registration:
             case Phase.REGISTER:
                 assert self.broker_id is not None
                 bid, addr, clean = self.broker_id, self.broker_addr, self._log_intact()
-                cmd = self._issue(lambda r: RegisterBroker(r, cluster, group, bid, addr, clean))
+                inc, prev = self.incarnation, self.previous_incarnation
+                cmd = self._issue(lambda r: RegisterBroker(r, cluster, group, bid, addr, clean, inc, prev))
             case _:
                 raise AssertionError(self.phase)
         self._step_req = cmd.req
@@ -184,6 +187,14 @@ class Registration:
             self.log.warning("broker_id_conflict", brokerId=cmd.broker_id, code=failure.code)
             self._temp = None
             self._advance(Phase.GET_NEXT_ID, now)
+            return
+        if failure.code == "CONTROLLER_BROKER_INCARNATION_CONFLICT":
+            # Another process runs with our brokerId (a copied data directory?). Never take over
+            # from it: wait, fenced, until it stops or the controllers stop hearing it.
+            delay = self._backoff.next()
+            self._step_retry_at = now + delay
+            self.log.error("broker_incarnation_conflict", step=step, message=failure.message,
+                           retryInMs=int(delay * 1000), note="another process runs with this brokerId")
             return
         if failure.kind == FailKind.NOT_LEADER and failure.leader_addr:
             self.log.info("controller_leader_moved", step=step, leader=failure.leader_addr)

@@ -75,6 +75,7 @@ class Broker:
         # Controller mode: the ReplicasAdapter (status), and what runs after the store closed.
         self.replicas: ReplicasAdapter | None = None
         self.after_stop: Callable[[], None] | None = None
+        self.farewell: Callable[[], Awaitable[None]] | None = None   # after after_stop (controller mode)
         self.fence_listeners: list[Callable[[str | None], None]] = []  # e.g. re-register the route
         self.resume_own_epoch = False  # controller mode sets it: see become_master
         self._unfinished_master_epoch = 0  # appended to the EpochFile by a become_master that then failed

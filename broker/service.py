@@ -449,6 +449,8 @@ async def serve(cfg: BrokerConfig, stop_event: asyncio.Event | None = None, atta
         await broker.stop()
         if broker.after_stop is not None:
             broker.after_stop()
+        if broker.farewell is not None:
+            await broker.farewell()     # only now: it serves nothing any more
     return 0
 
 
@@ -464,7 +466,8 @@ async def _controller_mode_attach(broker: Broker) -> Callable[[], Awaitable[None
     broker.replicas = adapter
 
     async def detach() -> None:
-        await adapter.aclose()
+        await adapter.aclose(keep_client=True)
         broker.after_stop = adapter.mark_clean_shutdown
+        broker.farewell = adapter.farewell
 
     return detach

@@ -53,6 +53,8 @@ class Heartbeat:
     lease_quorum: int = 0       # grants the broker's lease counts (majority of its controllers); 0 = not stated
     controllers_index: int = 0  # the controller configuration its list comes from (0 = configured)
     min_in_sync_replicas: int = 0   # the fewest SyncStateSet members it acknowledges with as master; 0 = not stated
+    incarnation: str = ""           # this broker process (new at every start)
+    stopping: bool = False          # the farewell after a clean stop: forget this incarnation
 
 
 @dataclass(frozen=True, slots=True)
@@ -101,9 +103,11 @@ class BrokerControllerApi(Protocol):
     async def apply_broker_id(self, cluster: str, group: str, broker_id: int, check_code: str) -> None: ...
 
     async def register_broker(self, cluster: str, group: str, broker_id: int, address: str,
-                              ha_address: str, clean_shutdown: bool = True) -> ReplicaInfo:
+                              ha_address: str, clean_shutdown: bool = True, incarnation: str = "",
+                              previous_incarnation: str = "") -> ReplicaInfo:
         """``clean_shutdown`` False: this start follows an unclean stop, so the log may lack
-        acknowledged messages; the controller takes the replica out of its SyncStateSet."""
+        acknowledged messages; the controller takes the replica out of its SyncStateSet.
+        ``incarnation``: this process; ``previous_incarnation``: the one whose clean stop it follows."""
 
     async def heartbeat(self, controller_addr: str, hb: Heartbeat, timeout_s: float) -> HeartbeatAnswer:
         """To one controller node (every node counts heartbeats for the lease), not the leader."""

@@ -88,10 +88,12 @@ class GrpcBrokerControllerApi:
             conflict_means_taken=True)
 
     async def register_broker(self, cluster: str, group: str, broker_id: int, address: str,
-                              ha_address: str, clean_shutdown: bool = True) -> ReplicaInfo:
+                              ha_address: str, clean_shutdown: bool = True, incarnation: str = "",
+                              previous_incarnation: str = "") -> ReplicaInfo:
         r = await self._call("RegisterBroker", pb.RegisterBrokerRequest(
             cluster_name=cluster, broker_name=group, broker_id=broker_id, broker_address=address,
-            clean_shutdown=clean_shutdown, broker_ha_address=ha_address))
+            clean_shutdown=clean_shutdown, broker_ha_address=ha_address, incarnation=incarnation,
+            previous_incarnation=previous_incarnation))
         return replica_info(r.replica_info)
 
     async def heartbeat(self, controller_addr: str, hb: Heartbeat, timeout_s: float) -> HeartbeatAnswer:
@@ -100,7 +102,8 @@ class GrpcBrokerControllerApi:
             epoch=hb.epoch, max_offset=hb.max_offset, confirm_offset=hb.confirm_offset,
             election_priority=hb.election_priority, clean_shutdown=hb.clean_shutdown,
             heartbeat_timeout_ms=hb.heartbeat_timeout_ms, lease_quorum=hb.lease_quorum,
-            controllers_index=hb.controllers_index, min_in_sync_replicas=hb.min_in_sync_replicas)
+            controllers_index=hb.controllers_index, min_in_sync_replicas=hb.min_in_sync_replicas,
+            incarnation=hb.incarnation, stopping=hb.stopping)
         try:
             r = await self.client.call_node(controller_addr, "BrokerHeartbeat", req, timeout_s)
         except ControllerRpcError as e:

@@ -45,6 +45,7 @@ class Code(IntEnum):
     CONTROLLER_OVERLOADED = 2907             # a limit (watchers, concurrent RPCs) was hit
     CONTROLLER_CONFIG_REJECTED = 2908
     CONTROLLER_PERMISSION_DENIED = 2909     # client side: the caller lacks the role (gRPC PERMISSION_DENIED)
+    CONTROLLER_BROKER_INCARNATION_CONFLICT = 2910   # another process of this brokerId is alive: refused
 
 
 def code_name(code: int) -> str:

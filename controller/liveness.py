@@ -60,6 +60,7 @@ class BrokerReport:
     # The controller heartbeat timeout the broker's master lease was sized for (0: not sent).
     assumed_timeout_ms: int = 0
     min_in_sync_replicas: int = 0   # stated by the broker (0: not stated)
+    incarnation: str = ""           # the broker process that sent it ("" = not stated)
 
     def live_info(self) -> BrokerLiveInfo:
         return BrokerLiveInfo(self.broker_id, self.epoch, self.max_offset, self.confirm_offset,
@@ -136,6 +137,15 @@ class HeartbeatTable:
         received = max(now_ms, prev.received_ms) if prev is not None else now_ms
         self._beats[key] = _Entry(received, report)
         return True
+
+    def live_incarnation(self, broker_name: str, broker_id: int, now_ms: int) -> str:
+        """The incarnation of the process this node hears as that broker now ("" = none alive or
+        none stated). Another incarnation is refused while this one is alive: two processes with
+        one brokerId would follow the same ReplicaInfo and could both act as its master."""
+        e = self._beats.get((broker_name, broker_id))
+        if e is None or not self.alive(broker_name, broker_id, now_ms):
+            return ""
+        return e.report.incarnation
 
     def report(self, broker_name: str, broker_id: int) -> BrokerReport | None:
         e = self._beats.get((broker_name, broker_id))

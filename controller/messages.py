@@ -37,6 +37,7 @@ from autoswitch.base.limits import (
 
 MAX_REQUEST_BYTES = 1 << 20
 MAX_CHECK_CODE_LEN = 512
+MAX_INCARNATION_LEN = 64
 MAX_QUERY_GROUPS = 100_000
 MAX_CONFIG_KEYS = 64
 MAX_CONFIG_VALUE_LEN = 1024
@@ -139,12 +140,16 @@ class RegisterBrokerRequest(Request, tag="RegisterBroker"):
     clean_shutdown: bool = True
     ts_ms: int = 0
     broker_ha_address: str = ""     # "" = not given (slaves then use HA port = listen port + 1)
+    incarnation: str = ""           # this broker process (new at every start); "" = not stated
+    previous_incarnation: str = ""  # the incarnation whose clean stop this start follows; "" = none
 
     def validate(self) -> None:
         _check_names(self.cluster_name, self.broker_name)
         _check_id(self.broker_id, "brokerId")
         _check_str(self.broker_address, "brokerAddress", MAX_ADDRESS_LEN, allow_empty=False)
         _check_str(self.broker_ha_address, "brokerHaAddress", MAX_ADDRESS_LEN, allow_empty=True)
+        _check_str(self.incarnation, "incarnation", MAX_INCARNATION_LEN, allow_empty=True)
+        _check_str(self.previous_incarnation, "previousIncarnation", MAX_INCARNATION_LEN, allow_empty=True)
         _check_bool(self.clean_shutdown, "cleanShutdown")
         _check_ts(self.ts_ms)
 
@@ -469,10 +474,13 @@ class ApplyBrokerIdEvent(Event):
 
 
 class UpdateBrokerAddressEvent(Event):
+    """A registration changed the broker's addresses or its incarnation (the process)."""
+
     HISTORY: ClassVar[str] = "RegisterBroker"
     broker_id: int
     address: str
     ha_address: str = ""
+    incarnation: str = ""
 
 
 class ElectMasterEvent(Event):

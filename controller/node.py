@@ -54,6 +54,7 @@ from autoswitch.controller.liveness import (
     ScanPlanner,
 )
 from autoswitch.controller.membership_ops import MembershipChanges, MembershipView
+from autoswitch.controller.messages import MAX_INCARNATION_LEN
 from autoswitch.controller.metrics import ControllerMetrics
 from autoswitch.controller.raft.errors import NotLeader, ProposalDropped, ProposalTimeout, QuorumUnavailable
 from autoswitch.controller.rebalance import GroupFacts, RebalancePlanner
@@ -67,7 +68,7 @@ from autoswitch.base import tls
 from autoswitch.base.auth import AuthConfig, Guard, Rule
 from autoswitch.base.auth_interceptor import server_interceptor
 from autoswitch.base.fsutil import write_atomic
-from autoswitch.base.log import get_logger
+from autoswitch.base.log import RateLimitedLog, get_logger
 from autoswitch.base.observe import FnCollector, ObserveServer, add_grpc_health, read_http_token
 from autoswitch.base.stream_limits import StreamBudget, stream_limit_interceptor
 from autoswitch.base.waits import wait_event
@@ -85,6 +86,7 @@ class ControllerNode:
         self.node_id = config.node_id
         self.clock = clock
         self.log = get_logger("controller.node", node=config.node_id)
+        self._incarnation_log = RateLimitedLog(self.log)
         self.data_dir = Path(config.data_dir)
         # Created in start(): the table's "listened long enough" clock starts with the process.
         self.heartbeats: HeartbeatTable = HeartbeatTable(started_ms=int(clock() * 1000))
@@ -577,13 +579,22 @@ class ControllerNode:
             self._longest_stated_timeout_ms = stated
         self._sync_liveness_config()
         now = self.now_ms()
+        if r.stopping:
+            # a clean stop's farewell (the broker serves nothing any more): forget that process,
+            # never another incarnation that is alive
+            if self.heartbeats.live_incarnation(r.broker_name, r.broker_id, now) in ("", r.incarnation):
+                self.heartbeats.forget(r.broker_name, [r.broker_id])
+                self.log.info("broker_stopped", group=r.broker_name, brokerId=r.broker_id,
+                              incarnation=r.incarnation[:MAX_INCARNATION_LEN])
+            return False
+        self.check_incarnation(r.broker_name, r.broker_id, r.incarnation, "BrokerHeartbeat")
         ok = self.heartbeats.record(
             r.broker_name,
             BrokerReport(broker_id=r.broker_id, address=r.broker_address, epoch=r.epoch, max_offset=r.max_offset,
                          confirm_offset=r.confirm_offset, election_priority=r.election_priority,
                          clean_shutdown=r.clean_shutdown,
                          assumed_timeout_ms=min(r.heartbeat_timeout_ms, MAX_ASSUMED_TIMEOUT_MS),
-                         min_in_sync_replicas=r.min_in_sync_replicas),
+                         min_in_sync_replicas=r.min_in_sync_replicas, incarnation=r.incarnation),
             now,
         )
         if not ok:
@@ -602,6 +613,23 @@ class ControllerNode:
         if why is not None:
             return False
         return self.membership.lease_refusal(r.lease_quorum, r.controllers_index, self.raft.applied_conf()) is None
+
+    def incarnation_conflict(self, group: str, broker_id: int, incarnation: str) -> str:
+        """The live incarnation of this brokerId when it is another than ``incarnation``, else ""."""
+        live = self.heartbeats.live_incarnation(group, broker_id, self.now_ms())
+        return live if live and incarnation and live != incarnation else ""
+
+    def check_incarnation(self, group: str, broker_id: int, incarnation: str, call: str) -> None:
+        """NodeReply(CONTROLLER_BROKER_INCARNATION_CONFLICT) when another process of this
+        brokerId is alive here (a cloned or copied data directory started beside the original)."""
+        live = self.incarnation_conflict(group, broker_id, incarnation)
+        if not live:
+            return
+        self._incarnation_log.warning((group, broker_id), "broker_incarnation_conflict", group=group, brokerId=broker_id,
+                                      call=call, live=live[:MAX_INCARNATION_LEN], refused=incarnation[:MAX_INCARNATION_LEN])
+        raise NodeReply(Code.CONTROLLER_BROKER_INCARNATION_CONFLICT,
+                        f"brokerId {broker_id} of {group} is alive in another process (incarnation {live[:16]}); "
+                        f"a second process with the same identity (a copied data directory?) is refused")
 
     def controllers_for_brokers(self) -> tuple[int, list[str]]:
         """(index, voter client addresses) of the newest applied configuration: what heartbeat

@@ -19,7 +19,7 @@ from autoswitch.controller import audit as admin_audit
 from autoswitch.controller import messages as m
 from autoswitch.controller import streams
 from autoswitch.controller.authz import audit_detail
-from autoswitch.controller.batchable import BATCHABLE
+from autoswitch.controller.batchable import BATCHABLE, decode_call
 from autoswitch.controller.codes import Code
 from autoswitch.controller.service_common import (
     MAX_IDS,
@@ -141,7 +141,7 @@ class ControllerServicer(pbg.ControllerServiceServicer):
             if spec is None:
                 full.append(i)
                 continue
-            req = _decode_call(call)
+            req = decode_call(call)
             if isinstance(req, pb.BatchCallReply):
                 replies[i] = req
                 continue
@@ -175,7 +175,7 @@ class ControllerServicer(pbg.ControllerServiceServicer):
         return pb.BatchReply(header=pb.ReplyHeader(code=0, node_id=node.node_id), replies=replies)
 
     async def _batch_one(self, call, context) -> pb.BatchCallReply:
-        req = _decode_call(call)
+        req = decode_call(call)
         if isinstance(req, pb.BatchCallReply):
             return req
         reply = await getattr(self, call.method)(req, context)
@@ -206,14 +206,21 @@ class ControllerServicer(pbg.ControllerServiceServicer):
     async def ApplyBrokerId(self, request, context):
         return self._apply_broker_id_reply(await self.node.write(self._plan_apply_broker_id(request)))
 
-    def _plan_register_broker(self, request) -> m.RegisterBrokerRequest:
+    def _register_request(self, request) -> m.RegisterBrokerRequest:
+        """Field ranges (incarnations too) are RegisterBrokerRequest.validate's, at write."""
         return m.RegisterBrokerRequest(
             cluster_name=check_name(request.cluster_name, "cluster_name", required=False),
             broker_name=check_name(request.broker_name, "broker_name"), broker_id=check_id(request.broker_id, "broker_id"),
             broker_address=check_addr(request.broker_address, "broker_address"), clean_shutdown=request.clean_shutdown,
             broker_ha_address=(check_addr(request.broker_ha_address, "broker_ha_address")
                                if request.broker_ha_address else ""),
+            incarnation=request.incarnation, previous_incarnation=request.previous_incarnation,
         )
+
+    def _plan_register_broker(self, request) -> m.RegisterBrokerRequest | None:
+        """None (the unary handler answers it) when another incarnation of the id is alive."""
+        req = self._register_request(request)
+        return None if self.node.incarnation_conflict(req.broker_name, req.broker_id, req.incarnation) else req
 
     @staticmethod
     def _register_broker_reply(res: m.Reply) -> pb.RegisterBrokerReply:
@@ -221,7 +228,11 @@ class ControllerServicer(pbg.ControllerServiceServicer):
 
     @_handler(pb.RegisterBrokerReply)
     async def RegisterBroker(self, request, context):
-        return self._register_broker_reply(await self.node.write(self._plan_register_broker(request)))
+        req = self._register_request(request)
+        # Every node hears the brokers: the leader refuses a second live process of an id before
+        # its registration could move the id's address to it (issue 30, cloned data directories).
+        self.node.check_incarnation(req.broker_name, req.broker_id, req.incarnation, "RegisterBroker")
+        return self._register_broker_reply(await self.node.write(req))
 
     # ---- liveness (node-local, every node answers) ----
 
@@ -237,6 +248,8 @@ class ControllerServicer(pbg.ControllerServiceServicer):
         for f in ("epoch", "max_offset", "confirm_offset", "heartbeat_timeout_ms"):
             if getattr(request, f) < 0:
                 raise BadRequest(f"{f} must be >= 0")
+        if len(request.incarnation) > m.MAX_INCARNATION_LEN:
+            raise BadRequest(f"incarnation longer than {m.MAX_INCARNATION_LEN} characters")
         granted = self.node.record_heartbeat(request)
         epoch, master = self.node.sm.master_of(request.broker_name)
         ctl_index, ctls = self.node.controllers_for_brokers()
@@ -489,21 +502,6 @@ class ControllerServicer(pbg.ControllerServiceServicer):
     async def WatchReplicaInfo(self, request, context):
         async for ev in streams.watch_replica_info(self.node, request):
             yield ev
-
-
-def _decode_call(call) -> Any:
-    """A BatchCall's request message, or the BatchCallReply refusing it."""
-    classes = BATCHABLE.get(call.method)
-    if classes is None:
-        log_refused("Batch", f"method {call.method[:64]!r} is not batchable")
-        return pb.BatchCallReply(code=Code.CONTROLLER_MALFORMED_REQUEST,
-                                 message=f"method {call.method[:64]!r} cannot be batched")
-    try:
-        return classes[0].FromString(call.request)
-    except Exception as e:  # noqa: BLE001 - protobuf's DecodeError and friends
-        log_refused("Batch", "undecodable request", method=call.method[:64])
-        return pb.BatchCallReply(code=Code.CONTROLLER_MALFORMED_REQUEST,
-                                 message=f"{call.method} request does not decode: {type(e).__name__}")
 
 
 # Batchable writes a Batch proposes together: method -> (plan, reply). ``plan(servicer, request)``

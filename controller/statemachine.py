@@ -104,6 +104,7 @@ class BrokerRecord:
     address: str
     register_check_code: str
     ha_address: str = ""      # "" = the broker did not give one
+    incarnation: str = ""     # the process last registered for this id ("" = never stated)
 
 
 @dataclass
@@ -224,7 +225,7 @@ def _apply_group_event(g: GroupState | None, ev: Event, tomb: Tombstone | None) 
         raise InvariantViolation(f"{type(ev).__name__} for unknown group {ev.broker_name!r}")
     if isinstance(ev, UpdateBrokerAddressEvent):
         g.brokers[ev.broker_id] = BrokerRecord(ev.address, g.brokers[ev.broker_id].register_check_code,
-                                               ev.ha_address)
+                                               ev.ha_address, ev.incarnation)
     elif isinstance(ev, ElectMasterEvent):
         g.master_broker_id = ev.new_master
         g.master_epoch = max(g.master_epoch + 1, ev.min_epoch)
@@ -462,17 +463,26 @@ def _register_broker(req: RegisterBrokerRequest, state: ControllerState) -> tupl
                        f"brokerId {bid} is not registered in broker-set {name}", name)
     events: list[Event] = []
     rec = g.brokers[bid]
-    if (rec.address, rec.ha_address) != (req.broker_address, req.broker_ha_address):
-        events.append(UpdateBrokerAddressEvent(name, bid, req.broker_address, req.broker_ha_address))
+    incarnation = req.incarnation or rec.incarnation      # not stated: the record keeps its own
+    if (rec.address, rec.ha_address, rec.incarnation) != (req.broker_address, req.broker_ha_address, incarnation):
+        events.append(UpdateBrokerAddressEvent(name, bid, req.broker_address, req.broker_ha_address, incarnation))
+    # A start that follows the clean stop of the incarnation registered last is that replica
+    # going on. Any other new incarnation (a copied or restored data directory, a clone started
+    # after the original died) may hold an older log than the one that was in the set, even with
+    # a clean marker: it catches up again before it is in a SyncStateSet or electable.
+    follows = (not rec.incarnation or not req.incarnation or req.incarnation == rec.incarnation
+               or req.previous_incarnation == rec.incarnation)
     if not req.clean_shutdown:
-        events.extend(_data_loss_events(g, bid, state.config))
+        events.extend(_data_loss_events(g, bid, state.config, "unclean_shutdown"))
+    elif not follows:
+        events.extend(_data_loss_events(g, bid, state.config, "new_incarnation"))
     return events, _Outcome(group=name)
 
 
-def _data_loss_events(g: GroupState, bid: int, cfg: SMConfig) -> list[Event]:
-    """A replica restarted after an unclean shutdown: its log may miss acknowledged messages,
-    so it must not stay electable (KIP-966 removes such a replica from ISR and ELR)."""
-    reason = "unclean_shutdown"
+def _data_loss_events(g: GroupState, bid: int, cfg: SMConfig, reason: str) -> list[Event]:
+    """A replica restarted after an unclean shutdown (or as an incarnation that does not follow
+    the registered one): its log may miss acknowledged messages, so it must not stay electable
+    (KIP-966 removes such a replica from ISR and ELR)."""
     if bid == g.master_broker_id:
         rest = g.sync_state_set - {bid}
         if not rest:
@@ -910,7 +920,8 @@ def encode_snapshot(state: ControllerState, last_applied_index: int) -> bytes:
             g.cluster_name, g.broker_name, g.created_ts_ms, g.next_assign_broker_id,
             g.master_broker_id if g.master_broker_id is not None else 0, g.master_epoch, g.sync_state_set_epoch,
             sorted(g.sync_state_set), sorted(g.eligible),
-            [[b, r.address, r.register_check_code, *([r.ha_address] if r.ha_address else [])]
+            [[b, r.address, r.register_check_code, *([r.ha_address] if r.ha_address or r.incarnation else []),
+              *([r.incarnation] if r.incarnation else [])]
              for b, r in sorted(g.brokers.items())], g.base_master_epoch, g.retired_below, sorted(g.retired),
             *([g.preferred_master] if g.preferred_master else []),
         ])
@@ -924,8 +935,9 @@ def encode_snapshot(state: ControllerState, last_applied_index: int) -> bytes:
 
 
 def _broker_record(row: list) -> BrokerRecord:
-    """A snapshot broker row: [id, address, check code] or, with an HA address, [..., ha address]."""
-    if len(row) not in (3, 4) or not all(isinstance(x, str) for x in row[1:]):
+    """A snapshot broker row: [id, address, check code], with an HA address [..., ha address], with
+    an incarnation [..., ha address, incarnation]."""
+    if len(row) not in (3, 4, 5) or not all(isinstance(x, str) for x in row[1:]):
         raise ValueError(f"bad broker row {row[:5]!r}")
     return BrokerRecord(*row[1:])
 

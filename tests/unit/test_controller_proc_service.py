@@ -42,6 +42,15 @@ class RecordingNode:
     def controllers_for_brokers(self) -> tuple[int, list[str]]:
         return 0, []
 
+    def check_incarnation(self, group, broker_id, incarnation, call) -> None:
+        pass      # no other process is alive here (the real check: test_broker_incarnation.py)
+
+    def incarnation_conflict(self, group, broker_id, incarnation) -> str:
+        return ""
+
+    def stated_min_in_sync(self, req) -> int:
+        return 0
+
     def leader_hint(self):
         return "n1", "127.0.0.1:9"
 

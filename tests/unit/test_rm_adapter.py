@@ -76,7 +76,8 @@ class FakeApi:
         except Conflict as e:
             raise ControllerCallFailed(FailKind.CONFLICT, "CONTROLLER_BROKER_ID_INVALID", str(e)) from None
 
-    async def register_broker(self, cluster, group, broker_id, address, ha_address, clean_shutdown=True):
+    async def register_broker(self, cluster, group, broker_id, address, ha_address, clean_shutdown=True,
+                              incarnation="", previous_incarnation=""):
         self._check()
         self.ha_addresses[broker_id] = ha_address
         self.registered_clean.append(clean_shutdown)
