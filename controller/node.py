@@ -610,7 +610,8 @@ class ControllerNode:
             # the current master heartbeats, but a DEAD report about it stands: it will fence itself
             self.alerter.emit_once("master_lease_refused", r.broker_name, epoch, sm_adapter.wall_ms(), master=master,
                                    reason="a DEAD report about it holds its lease grants")
-        if why is not None:
+        if why is not None or self.raft.catching_up:
+            # a node catching up (wiped or recovered) may not have applied the newest MasterEpoch
             return False
         return self.membership.lease_refusal(r.lease_quorum, r.controllers_index, self.raft.applied_conf()) is None
 

@@ -116,6 +116,16 @@ class RaftCore:
         self._term_exhausted_logged = False
         self.catching_up = catch_up
         self._caught_up_pending = False
+        # Fresh: nothing on disk (no term, no vote, no log, no snapshot). A new cluster's members
+        # start so, and so does a member whose data directory was wiped -- which must not vote:
+        # it may have voted in the current term already, and its empty log makes any candidate
+        # look up to date, one that lacks committed entries too. Until its log holds something a
+        # leader sent, a fresh node watches for evidence of an existing log (a candidate with a
+        # non-empty log, a leader with a commit index or previous entries, a snapshot) and on the
+        # first such message turns into a catching-up node (no votes, no campaign) for good.
+        self.fresh = (not catch_up and snapshot is None and not entries
+                      and (hard_state is None or (hard_state.term == 0 and hard_state.vote is None)))
+        self._catch_up_started_pending = False
         self.voters: tuple[str, ...] = ()
         self.learners: tuple[str, ...] = ()
         self.peers: tuple[str, ...] = ()        # every other member: replication and heartbeats
@@ -408,6 +418,26 @@ class RaftCore:
             self.next_heartbeat_ms = self.now + self.cfg.heartbeat_interval_ms
             self._broadcast_heartbeat()
 
+    def _watch_for_an_existing_log(self, m: Message) -> None:
+        """See ``fresh`` in __init__ (issue 30: a wiped controller rejoined as a new member)."""
+        if self.log.last_index() > 0 or self.log.offset > 0:
+            self.fresh = False          # it holds entries a leader of a new cluster sent: a member like any
+            return
+        if m.type in (MsgType.VOTE, MsgType.PRE_VOTE):
+            existing = m.index > 0 or m.log_term > 0
+        elif m.type in (MsgType.APPEND, MsgType.HEARTBEAT):
+            existing = m.commit > 0 or m.index > 0
+        else:
+            existing = m.type == MsgType.SNAPSHOT
+        if not existing:
+            return
+        self.fresh = False
+        self.catching_up = True
+        self._catch_up_started_pending = True
+        self.log_.warning("raft_empty_node_in_existing_cluster", term=self.term, frm=m.frm, type=m.type.name,
+                          note="this node has no log but the cluster has one (a wiped data directory?): no votes "
+                               "and no campaign until a leader brought it up to its commit index")
+
     # ------------------------------------------------------------------ campaign
     def _maybe_campaign(self, transfer: bool = False) -> None:
         if self.role != Role.CANDIDATE or self._round is not None or self.catching_up or self.id not in self.voters:
@@ -522,6 +552,8 @@ class RaftCore:
                                    type=m.type.name, term=self.term,
                               msg_term=m.term, max_jump=MAX_TERM_JUMP)
             return
+        if self.fresh:
+            self._watch_for_an_existing_log(m)
         if m.type in (MsgType.VOTE, MsgType.PRE_VOTE):
             self._handle_vote(m)
             return
@@ -1044,7 +1076,7 @@ class RaftCore:
         return bool(self._bcast_pending or self._msgs or self._msgs_early or self._read_states or self._pending_snapshot
                     or self.log.stable < self.log.last_index() or self.commit > self.applied
                     or (self.term, self.vote) != (self._persisted_hs.term, self._persisted_hs.vote)
-                    or self.soft_state() != self._prev_soft)
+                    or self.soft_state() != self._prev_soft or self._catch_up_started_pending)
 
     def ready(self) -> Ready:
         if self._bcast_pending:
@@ -1067,6 +1099,7 @@ class RaftCore:
         rd.messages, self._msgs = self._msgs, []
         rd.read_states, self._read_states = self._read_states, []
         rd.caught_up = self._caught_up_pending
+        rd.catch_up_started = self._catch_up_started_pending
         ss = self.soft_state()
         if ss != self._prev_soft:
             rd.soft_state = ss
@@ -1076,6 +1109,8 @@ class RaftCore:
     def advance(self, rd: Ready) -> None:
         if rd.caught_up:
             self._caught_up_pending = False
+        if rd.catch_up_started:
+            self._catch_up_started_pending = False
         if rd.hard_state is not None:
             self._persisted_hs = rd.hard_state
         if rd.snapshot is not None and self._pending_snapshot is rd.snapshot:

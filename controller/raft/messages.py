@@ -144,6 +144,10 @@ class Ready:
     # The node left catch-up mode (see RaftCore(catch_up=True)): once this Ready's entries are
     # durable, the driver removes its catch-up marker.
     caught_up: bool = False
+    # A fresh node found an existing cluster's log (RaftCore.fresh): the driver writes the
+    # catch-up marker BEFORE anything of this Ready is persisted, so a restart midway through
+    # the catch-up (a partial log) still does not vote.
+    catch_up_started: bool = False
 
     @property
     def must_sync(self) -> bool:

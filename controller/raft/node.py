@@ -1,12 +1,10 @@
 """asyncio driver around the sans-IO RaftCore (etcd's ``node.go`` role).
 
-One task owns the core's Ready cycle: send the leader's messages early, persist (fsync in a thread,
-so the loop keeps stepping messages and accepting proposals meanwhile: group commit), send replies,
-apply committed entries in order and resolve ``propose()`` futures with ``apply()``'s result, answer
-read-index barriers, take snapshots every ``snapshot_every`` entries.
-
-The network is a ``RaftTransport`` (transport_api.py) handed in by the caller; this module knows no
-gRPC (``transport.GrpcRaftTransport`` is the gRPC one).
+One task owns the core's Ready cycle: send the leader's messages early, persist (fsync in a thread, so the
+loop keeps stepping messages and accepting proposals meanwhile: group commit), send replies, apply
+committed entries in order and resolve ``propose()`` futures with ``apply()``'s result, answer read-index
+barriers, take snapshots every ``snapshot_every`` entries. The network is a ``RaftTransport``
+(transport_api.py) handed in by the caller; this module knows no gRPC (``transport.GrpcRaftTransport``).
 """
 
 from __future__ import annotations
@@ -20,7 +18,7 @@ from collections.abc import Callable
 from pathlib import Path
 from typing import Any, Protocol
 
-from autoswitch.base.fsutil import fsync_dir
+from autoswitch.base.fsutil import fsync_dir, write_atomic
 from autoswitch.base.log import get_logger
 from autoswitch.base.waits import wait_event
 
@@ -114,8 +112,7 @@ class RaftNode:
         core = RaftCore(self.node_id, peers, self.cfg, rng, self._now_ms(), rec.hard_state, rec.snapshot, rec.entries,
                         catch_up=catch_up, membership=self.bootstrap)
         if catch_up:
-            self.log.warning("raft_catching_up", note="no votes and no campaign until a leader brought this log "
-                                                      "up to its commit index (recover-member)")
+            self.log.warning("raft_catching_up", note="no votes, campaign or grants until a leader caught it up")
         if rec.snapshot is not None:
             self.sm.restore(unpack_snapshot(rec.snapshot.data)[1])
             self._last_snap_index = rec.snapshot.index
@@ -252,6 +249,8 @@ class RaftNode:
     async def _handle_ready(self, core: RaftCore, rd: Ready) -> None:
         assert self._transport is not None and self._storage is not None
         self._follow_membership(core)       # a new member must be reachable for this Ready's messages
+        if rd.catch_up_started:     # durable before this Ready's entries: a restart keeps not voting
+            await self._io(write_atomic, self.data_dir / CATCH_UP_MARKER, b"empty data dir, existing cluster\n")
         self._transport.send(rd.messages_early)
         if rd.snapshot is not None:
             snap = rd.snapshot
@@ -293,10 +292,8 @@ class RaftNode:
                                                "entry was overwritten by a new leader"))
                 else:
                     prop.decide(pos, err if err is not None else result)
-        if rd.committed_entries:
-            hook = getattr(self.sm, "after_apply_batch", None)
-            if hook is not None:
-                hook()
+        if rd.committed_entries and (hook := getattr(self.sm, "after_apply_batch", None)) is not None:
+            hook()
         if rd.soft_state is not None:
             self.log.info("raft_role", role=rd.soft_state.role.value, leader=rd.soft_state.leader_id,
                           term=rd.soft_state.term)
@@ -348,8 +345,12 @@ class RaftNode:
 
     @property
     def leader_addr(self) -> str | None:
-        lid = self.leader_id
-        return self.addrs.get(lid) if lid is not None else None
+        return self.addrs.get(lid) if (lid := self.leader_id) is not None else None
+
+    @property
+    def catching_up(self) -> bool:
+        """No votes, no campaign, no lease grants: its log may lack committed entries."""
+        return self.core is not None and self.core.catching_up
 
     @property
     def term(self) -> int:
@@ -363,11 +364,11 @@ class RaftNode:
                 "commit": c.commit, "applied": c.applied, "last_index": c.log.last_index(),
                 "first_index": c.log.first_index(), "snapshot_index": self._last_snap_index,
                 "peers": {p: {"match": pr.match, "next": pr.next, "state": pr.state} for p, pr in c.prs.items()},
-                "voters": list(c.voters), "learners": list(c.learners), "config_index": c.confs.index}
+                "voters": list(c.voters), "learners": list(c.learners), "config_index": c.confs.index,
+                "catching_up": c.catching_up}
 
     def _not_leader(self) -> NotLeader:
-        lid = self.leader_id
-        return NotLeader(lid, self.addrs.get(lid) if lid else None)
+        return NotLeader(lid := self.leader_id, self.addrs.get(lid) if lid else None)
 
     def _leader_core(self) -> RaftCore:
         """The core, if this node may propose now; else RaftStopped / NotLeader."""

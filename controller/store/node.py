@@ -154,6 +154,10 @@ class StoreLogNode:
         return self.lease.term
 
     @property
+    def catching_up(self) -> bool:
+        return False        # the store holds the log; a node never has one of its own to lose
+
+    @property
     def membership(self) -> Membership:
         return self._membership
 

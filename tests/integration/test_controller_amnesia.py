@@ -154,3 +154,31 @@ def test_recover_member_catches_up_while_the_same_leader_stays(procs, tmp_path):
     asyncio.run(until(caught_up, f"{lost} caught up under the same leader", interval_s=0.1))
     assert asyncio.run(leader_id()) == leader, "the leader changed: the test did not test what it says"
     assert not (cl.data_dir(lost) / "raft" / "catch_up").exists()
+
+
+def test_a_wholly_wiped_data_directory_rejoins_only_as_a_catching_up_member(procs, tmp_path):
+    """Issue 30 item 3: the whole data directory gone (not just the Raft files: nothing says
+    entries were applied here), the node restarted with the same id. It used to count as a fresh
+    member that votes and grants at once; now the first sign of the cluster's log (the leader's
+    heartbeat) turns it into a catching-up member (durable marker, no votes, no campaign, no
+    lease grants) until the leader brought it up to its commit index."""
+    import shutil
+
+    cl = _written_cluster(procs, tmp_path)
+    cl.kill9("n3")
+    shutil.rmtree(cl.data_dir("n3"))
+    cl.start("n3")
+
+    async def n3_caught_up() -> bool:
+        async with ControllerClient(cl.addrs["n3"], deadline_s=30) as c:
+            m = await c.call_node(cl.addrs["n3"], "GetMetaData", pb.GetMetaDataRequest(), timeout_s=10)
+            return int(m.groups) == WRITES
+    asyncio.run(until(n3_caught_up, "the wiped node caught up from the leader", interval_s=0.05))
+    text = cl.proc["n3"].log_text()
+    assert "raft_empty_node_in_existing_cluster" in text and "raft_caught_up" in text, text[-3000:]
+    # a member again: it applies what the cluster writes next
+    asyncio.run(_write(cl, WRITES, 3))
+
+    async def n3_has_more() -> bool:
+        return await _groups(cl, "n3") == WRITES + 3
+    asyncio.run(until(n3_has_more, "the rejoined node applies new writes", interval_s=0.05))
