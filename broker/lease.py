@@ -131,6 +131,13 @@ class MasterLease:
     def expires_at(self) -> float | None:
         return self._expires_at
 
+    def void(self) -> None:
+        """Real time moved on while our clock stood still (ClockGapDetector): nothing granted so
+        far can be trusted, nor any reply to a round sent before now."""
+        self._expires_at = None
+        self._acked_send = {}
+        self._first_round = self._next_round
+
     def valid(self, now: float) -> bool:
         """False once the lease ran out (or was never granted). Always True when disabled."""
         if not self.config.enabled:
@@ -152,3 +159,23 @@ class MasterLease:
             "controllers": len(self.controllers),
             "answered": sorted(self._acked_send),
         }
+
+
+class ClockGapDetector:
+    """The lease is measured on CLOCK_MONOTONIC, which stands still while the host is suspended
+    (and on hypervisors whose paused guests see no time pass); CLOCK_BOOTTIME goes on. Their
+    difference changes only across such a stop (NTP slews both alike), so a growth beyond
+    ``bound_s`` means real time passed that the lease did not count: a lease "valid" after the
+    resume may have run out long ago, and a successor may be acknowledging (issue 30)."""
+
+    def __init__(self, bound_s: float) -> None:
+        self.bound_s = bound_s
+        self._offset: float | None = None
+
+    def observe(self, monotonic: float, boottime: float) -> float | None:
+        """The gap (seconds) when one opened since the previous reading, else None."""
+        offset = boottime - monotonic
+        prev, self._offset = self._offset, offset
+        if prev is None or offset - prev <= self.bound_s:
+            return None
+        return offset - prev

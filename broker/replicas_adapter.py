@@ -29,6 +29,7 @@ from autoswitch.broker.config import parse_hostport
 from autoswitch.broker.controller_sessions import ControllerSessions
 from autoswitch.broker.hooks import HookConfig, HookRunner, RoleHooks
 from autoswitch.broker.identity import IdentityStore
+from autoswitch.broker.lease import ClockGapDetector
 from autoswitch.broker.replicas_manager import (
     AlterSyncStateSet,
     ApplyBrokerId,
@@ -210,6 +211,7 @@ class ReplicasAdapter:
         ha_addr_of: Callable[[int, str], tuple[str, int]] = default_ha_addr,
         ha_address: str = "",
         clock: Callable[[], float] = time.monotonic,
+        boot_clock: Callable[[], float] | None = None,
         core: ReplicasManager | None = None,
         ack_mode: str = "",
         crash_sessions: bool = True,
@@ -236,6 +238,10 @@ class ReplicasAdapter:
         # (master brokerId, master address) -> the master_ha_address the controller last gave for it
         self._master_ha: dict[tuple[int, str], str] = {}
         self.clock = clock
+        # CLOCK_BOOTTIME goes on while the host is suspended; without it (not Linux) no gap is seen
+        self.boot_clock = boot_clock or (
+            (lambda: time.clock_gettime(time.CLOCK_BOOTTIME)) if hasattr(time, "CLOCK_BOOTTIME") else clock)
+        self._gaps = ClockGapDetector(max(config.lease.margin_ms(), 1.0) / 2000.0)
         self.proposer = _Proposer(self)
         self.registry = _Registry(self)
         self._log = get_logger("broker.replicas_adapter", group=config.group, cluster=config.cluster)
@@ -354,7 +360,15 @@ class ReplicasAdapter:
 
     def may_acknowledge(self) -> bool:
         """The write path asks before acknowledging a put and before advancing confirmOffset."""
-        return self.core.may_acknowledge(self.clock())
+        return self.core.may_acknowledge(self._now())
+
+    def _now(self) -> float:
+        """The monotonic clock, after checking it did not stand still (ClockGapDetector)."""
+        now = self.clock()
+        gap = self._gaps.observe(now, self.boot_clock())
+        if gap is not None:
+            self._perform(self.core.on_clock_gap(gap, now))
+        return now
 
     def write_fence(self) -> str | None:
         """For ``Broker.write_fence``: a reason while this broker is master but must not
@@ -431,7 +445,7 @@ class ReplicasAdapter:
             if timeout > 0:
                 await wait_event(self._wake, timeout)
             self._wake.clear()
-            self._perform(self.core.tick(self.clock()))
+            self._perform(self.core.tick(self._now()))
 
     async def _watch(self) -> None:
         backoff = Backoff(self.config.backoff_min_ms / 1000.0, self.config.backoff_max_ms / 1000.0, jitter=False)

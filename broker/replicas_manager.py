@@ -257,6 +257,14 @@ class ReplicasManager:
         self.roles.observe(info, source)
         return self.tick(now) if self.phase == Phase.RUNNING else []
 
+    def on_clock_gap(self, gap_s: float, now: float) -> list[Command]:
+        """The broker's clock stood still while real time went on (host suspend, paused VM): the
+        lease is void until fresh heartbeat rounds renew it."""
+        if self.role == "master" and self.config.lease.enabled:
+            self._log.warning("clock_gap_lease_dropped", gapMs=int(gap_s * 1000), epoch=self.roles.applied_epoch)
+        self.lease.void()
+        return self._check_lease(now)
+
     def on_caught_up(self, master_epoch: int, now: float) -> list[Command]:
         """The HA slave's log reached the confirmOffset sent by its master of ``master_epoch``."""
         self.roles.on_caught_up(master_epoch)

@@ -162,3 +162,50 @@ def test_lease_ends_before_a_controller_majority_can_declare_the_master_dead(sch
         return  # never granted: nothing to check
     lease_end_real = exp / broker_rate
     assert lease_end_real + cfg.safety_ms / 1000.0 <= majority_dead + 1e-9
+
+
+def test_a_clock_that_stood_still_voids_the_lease():
+    """Issue 30: CLOCK_MONOTONIC stands still while the host is suspended; after the resume the
+    lease still looked valid though real time had run past it (a successor may exist)."""
+    from autoswitch.broker.lease import ClockGapDetector
+
+    d = ClockGapDetector(0.1)
+    assert d.observe(10.0, 110.0) is None                  # first reading
+    assert d.observe(11.0, 111.00001) is None              # both advance alike
+    assert d.observe(11.5, 141.5) == pytest.approx(30.0)   # 30 s of suspend the monotonic clock missed
+    assert d.observe(12.0, 142.0) is None
+
+    lease = MasterLease(["c1", "c2", "c3"], LeaseConfig(master_lease_ms=6000, heartbeat_timeout_ms=10000))
+    r = lease.on_round_sent(0.0)
+    lease.on_reply("c1", r, 0.1)
+    lease.on_reply("c2", r, 0.1)
+    assert lease.valid(1.0)
+    lease.void()
+    assert not lease.valid(1.0)
+    lease.on_reply("c3", r, 1.1)                            # a reply to a round sent before the gap
+    assert not lease.valid(1.2)
+    r2 = lease.on_round_sent(2.0)
+    lease.on_reply("c1", r2, 2.1)
+    lease.on_reply("c2", r2, 2.1)
+    assert lease.valid(2.2)
+
+
+def test_the_adapter_fences_a_master_after_a_clock_gap(tmp_path):
+    """The adapter reads both clocks whenever the write path asks may_acknowledge: a gap voids
+    the lease at once, before anything is acknowledged on the stale one."""
+    import asyncio
+
+    from tests.unit.test_rm_adapter import make, wait_for
+
+    async def main():
+        boot = [1000.0]
+        api, broker, a = make(tmp_path)
+        a.boot_clock = lambda: boot[0] + a.clock()
+        await a.start()
+        await wait_for(lambda: broker.role == "master" and a.may_acknowledge(), "master with a lease")
+        boot[0] += 60.0                                  # a minute of suspend the monotonic clock missed
+        assert not a.may_acknowledge(), "the lease is void after the gap"
+        await wait_for(a.may_acknowledge, "renewed by fresh heartbeat rounds")
+        await a.stop()
+
+    asyncio.run(asyncio.wait_for(main(), 20))
