@@ -771,7 +771,12 @@ class RaftCore:
 
     def _handle_heartbeat(self, m: Message) -> None:
         self._commit_to(min(m.commit, self.log.last_index()))
-        self._send(Message(MsgType.HEARTBEAT_RESP, self.id, m.frm, self.term, seq=m.seq))
+        # A catching-up node (wiped, recovered) tells the leader where its log really ends: the
+        # leader's match for it may be from before the loss, and with nothing new to append the
+        # leader would never send it anything (the cluster idles, the node never catches up).
+        behind = self.catching_up and self.log.last_index() < m.commit
+        self._send(Message(MsgType.HEARTBEAT_RESP, self.id, m.frm, self.term, seq=m.seq, reject=behind,
+                           index=self.log.last_index() if behind else 0))
 
     def _handle_timeout_now(self, m: Message) -> None:
         self.log_.info("raft_timeout_now", term=self.term, frm=m.frm)
@@ -874,6 +879,11 @@ class RaftCore:
         pr.last_ack_ms = self.now
         pr.hb_acked = max(pr.hb_acked, m.seq)
         pr.paused = False
+        if m.reject and m.index < pr.match:
+            self.log_.warning("raft_follower_lost_entries", peer=m.frm, match=pr.match, now_has=m.index)
+            pr.match = m.index
+            pr.become_probe()
+            pr.next = m.index + 1       # probe from where its log really ends
         if pr.state == ProgressState.SNAPSHOT:
             if self.now - pr.snap_sent_ms >= self.cfg.election_timeout_min_ms:
                 self._send_snapshot_chunk(m.frm)       # a chunk or its ack was lost

@@ -55,3 +55,18 @@ def test_a_new_cluster_of_empty_members_still_elects_and_a_late_member_catches_u
     cn = net.nodes["c"].core
     assert net.run_until(lambda: cn.log.last_index() >= idx and not cn.catching_up, 10_000)
     assert not cn.fresh
+
+
+def test_a_wiped_member_catches_up_while_the_cluster_writes_nothing():
+    """The leader's match for it dates from before the wipe and it had nothing new to append, so
+    it sent only heartbeats and the node never caught up (seen with real processes). A catching-up
+    node's heartbeat reply now says where its log ends."""
+    net = SimNet(["a", "b", "c"], seed=3)
+    leader = net.wait_leader()
+    for i in range(5):
+        net.propose(leader, f"k{i}=v{i}".encode())
+    net.run(300)
+    follower = next(n for n in net.ids if n != leader)
+    wiped = _wipe(net, follower)
+    assert net.run_until(lambda: not wiped.core.catching_up and wiped.sm.kv.get("k4") == "v4", 10_000)
+    assert not wiped.core.fresh
