@@ -93,16 +93,19 @@ class MasterLease:
             del self._sent[min(self._sent)]
         return rnd
 
-    def on_reply(self, controller: str, rnd: int, now: float) -> bool:
-        """A controller accepted the heartbeat of round ``rnd``. True if the lease got longer."""
+    def on_reply(self, controller: str, rnd: int, now: float, node_id: str = "") -> bool:
+        """A controller accepted the heartbeat of round ``rnd``. True if the lease got longer.
+        ``node_id``: who answered; grants are counted per node, so a controller listed under two
+        spellings of its address cannot count twice (issue 30)."""
         if controller not in self.controllers:
             return False
+        key = node_id or controller
         sent = self._sent.get(rnd) if rnd >= self._first_round else None
         if sent is None:
             return False  # older than anything we remember or than the configuration: no use
         assert sent <= now, "reply before its request was sent"
-        if sent > self._acked_send.get(controller, float("-inf")):
-            self._acked_send[controller] = sent
+        if sent > self._acked_send.get(key, float("-inf")):
+            self._acked_send[key] = sent
         if len(self._acked_send) < self.quorum:
             return False
         base = sorted(self._acked_send.values(), reverse=True)[self.quorum - 1]

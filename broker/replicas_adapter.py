@@ -56,6 +56,7 @@ from autoswitch.broker.replicas_manager import (
     SyncStateSetLearned,
     WriteTempIdentity,
 )
+from autoswitch.broker.rm_commands import HeartbeatAccepted
 from autoswitch.controller.api import BrokerControllerApi, ControllerCallFailed, Heartbeat, connect
 
 from autoswitch.base.backoff import Backoff
@@ -662,7 +663,7 @@ class ReplicasAdapter:
                 "controller answered without granting the master lease",
                 controller=cmd.controller, masterEpoch=reply.master_epoch,
             )
-        return reply.is_leader
+        return HeartbeatAccepted(reply.is_leader, reply.node_id)
 
     @property
     def config(self) -> ReplicasConfig:

@@ -37,6 +37,7 @@ from autoswitch.broker.rm_commands import (
     FindLeader,
     GetNextBrokerId,
     GetReplicaInfo,
+    HeartbeatAccepted,
     NotifyRoleChange,
     Phase,
     ProposalResult,
@@ -304,9 +305,10 @@ class ReplicasManager:
         match cmd:
             case SendHeartbeat():
                 self._hb_inflight.pop(cmd.controller, None)
-                if value is True:  # the controller says it is the leader
+                accepted = value if isinstance(value, HeartbeatAccepted) else HeartbeatAccepted(value is True)
+                if accepted.is_leader:  # the controller says it is the leader
                     self.reg.leader = cmd.controller
-                if self.lease.on_reply(cmd.controller, cmd.round, now):
+                if self.lease.on_reply(cmd.controller, cmd.round, now, accepted.node_id):
                     out.extend(self._check_lease(now))
                 return out
             case FindLeader() | GetNextBrokerId() | WriteTempIdentity() | ApplyBrokerId() | CommitIdentity() | RegisterBroker():

@@ -23,6 +23,15 @@ class Failure:
 
 
 @dataclass(frozen=True)
+class HeartbeatAccepted:
+    """The value of a SendHeartbeat that counts for the lease: who answered (its node id, "" if
+    unknown) and whether it leads. Two addresses of one controller count once."""
+
+    is_leader: bool
+    node_id: str = ""
+
+
+@dataclass(frozen=True)
 class RoleChange:
     """Given to role-switch hooks after the switch is done."""
 

@@ -67,6 +67,7 @@ class HeartbeatAnswer:
     master_epoch: int
     controllers: tuple[str, ...] = ()   # the controllers' voters, as of membership change controllers_index
     controllers_index: int = 0          # 0 = the bootstrap configuration
+    node_id: str = ""                   # the answering controller (the lease counts nodes, not addresses)
 
 
 class FailKind(StrEnum):

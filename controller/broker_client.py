@@ -110,7 +110,7 @@ class GrpcBrokerControllerApi:
             raise classify(e) from None
         return HeartbeatAnswer(is_leader=bool(r.is_leader), lease_granted=bool(r.lease_granted),
                                controllers=tuple(r.controllers), controllers_index=int(r.controllers_index),
-                               master_epoch=int(r.master_epoch))
+                               master_epoch=int(r.master_epoch), node_id=str(r.header.node_id))
 
     async def get_replica_info(self, group: str) -> ReplicaInfo:
         r = await self._call("GetReplicaInfo", pb.GetReplicaInfoRequest(broker_name=group))

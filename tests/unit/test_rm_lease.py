@@ -209,3 +209,20 @@ def test_the_adapter_fences_a_master_after_a_clock_gap(tmp_path):
         await a.stop()
 
     asyncio.run(asyncio.wait_for(main(), 20))
+
+
+def test_one_controller_under_several_addresses_counts_once():
+    """Issue 30: the lease counted addresses; a controller listed under three spellings of its
+    address made a quorum of three alone (majority of 4 listed). Grants count per node id now."""
+    lease = MasterLease(("n1-a", "n1-b", "n1-c", "n2"), LeaseConfig(master_lease_ms=6000, heartbeat_timeout_ms=10000))
+    r = lease.on_round_sent(0.0)
+    for addr in ("n1-a", "n1-b", "n1-c"):
+        lease.on_reply(addr, r, 0.1, node_id="n1")
+    assert not lease.valid(0.2), "one node answering three times is not three grants"
+    lease.on_reply("n2", r, 0.1, node_id="n2")
+    assert not lease.valid(0.2), "two nodes are not the 3 of 4 listed"
+    old = MasterLease(("n1-a", "n1-b", "n1-c", "n2"), LeaseConfig(master_lease_ms=6000, heartbeat_timeout_ms=10000))
+    r = old.on_round_sent(0.0)
+    for addr in ("n1-a", "n1-b", "n1-c"):
+        old.on_reply(addr, r, 0.1)                    # no node id stated: counted by address, as before
+    assert old.valid(0.2)
