@@ -218,6 +218,7 @@ class ReplicasAdapter:
         crash_sessions: bool = True,
     ) -> None:
         self.core = core or ReplicasManager(config)
+        self.ack_mode = ack_mode if ack_mode in ("all", "quorum", "master") else ""   # stated in heartbeats
         self._controllers_index = 0       # membership change the controller list is from (0 = configured)
         # Crash-fast failover: a session per controller node, whose end tells them we died.
         self.sessions = ControllerSessions(api, self.config.controllers, self.config.cluster, self.config.group,
@@ -644,6 +645,7 @@ class ReplicasAdapter:
             heartbeat_timeout_ms=cmd.heartbeat_timeout_ms,
             lease_quorum=majority(len(self.config.controllers)), controllers_index=self._controllers_index,
             min_in_sync_replicas=self.config.min_in_sync_replicas, incarnation=self.core.incarnation,
+            ack_mode=self.ack_mode,
         )
         reply = await asyncio.wait_for(
             self.api.heartbeat(cmd.controller, hb, self.heartbeat_timeout_s), self.heartbeat_timeout_s + 0.5,

@@ -54,6 +54,7 @@ class Heartbeat:
     controllers_index: int = 0  # the controller configuration its list comes from (0 = configured)
     min_in_sync_replicas: int = 0   # the fewest SyncStateSet members it acknowledges with as master; 0 = not stated
     incarnation: str = ""           # this broker process (new at every start)
+    ack_mode: str = ""              # "all" | "quorum" | "master"; "" = not stated
     stopping: bool = False          # the farewell after a clean stop: forget this incarnation
 
 

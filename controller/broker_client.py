@@ -103,7 +103,7 @@ class GrpcBrokerControllerApi:
             election_priority=hb.election_priority, clean_shutdown=hb.clean_shutdown,
             heartbeat_timeout_ms=hb.heartbeat_timeout_ms, lease_quorum=hb.lease_quorum,
             controllers_index=hb.controllers_index, min_in_sync_replicas=hb.min_in_sync_replicas,
-            incarnation=hb.incarnation, stopping=hb.stopping)
+            incarnation=hb.incarnation, stopping=hb.stopping, ack_mode=hb.ack_mode)
         try:
             r = await self.client.call_node(controller_addr, "BrokerHeartbeat", req, timeout_s)
         except ControllerRpcError as e:

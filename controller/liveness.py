@@ -61,10 +61,12 @@ class BrokerReport:
     assumed_timeout_ms: int = 0
     min_in_sync_replicas: int = 0   # stated by the broker (0: not stated)
     incarnation: str = ""           # the broker process that sent it ("" = not stated)
+    ack_mode: str = ""              # stated by the broker ("" = not stated)
 
     def live_info(self) -> BrokerLiveInfo:
         return BrokerLiveInfo(self.broker_id, self.epoch, self.max_offset, self.confirm_offset,
-                              self.election_priority, self.clean_shutdown, self.min_in_sync_replicas)
+                              self.election_priority, self.clean_shutdown, self.min_in_sync_replicas,
+                              self.ack_mode)
 
 
 @dataclass(frozen=True)

@@ -38,6 +38,7 @@ from autoswitch.base.limits import (
 MAX_REQUEST_BYTES = 1 << 20
 MAX_CHECK_CODE_LEN = 512
 MAX_INCARNATION_LEN = 64
+ACK_MODES = frozenset({"", "all", "quorum", "master"})
 MAX_QUERY_GROUPS = 100_000
 MAX_CONFIG_KEYS = 64
 MAX_CONFIG_VALUE_LEN = 1024
@@ -75,6 +76,7 @@ class BrokerLiveInfo(msgspec.Struct, frozen=True, array_like=True, forbid_unknow
     clean_shutdown: bool = True
     # the fewest SyncStateSet members with which it acknowledges as master (0 = not stated)
     min_in_sync_replicas: int = 0
+    ack_mode: str = ""              # "all" | "quorum" | "master"; "" = not stated
 
     def validate(self) -> None:
         _check_id(self.broker_id, "alive.brokerId")
@@ -84,6 +86,8 @@ class BrokerLiveInfo(msgspec.Struct, frozen=True, array_like=True, forbid_unknow
         _check_int(self.election_priority, "alive.electionPriority", MIN_INT32, MAX_INT32)
         _check_bool(self.clean_shutdown, "alive.cleanShutdown")
         _check_int(self.min_in_sync_replicas, "alive.minInSyncReplicas", 0, MAX_REPLICAS_PER_GROUP)
+        if self.ack_mode not in ACK_MODES:
+            raise MalformedRequest(f"alive.ackMode must be one of {sorted(ACK_MODES)}")
 
 
 # --------------------------------------------------------------------------- requests

@@ -594,7 +594,8 @@ class ControllerNode:
                          confirm_offset=r.confirm_offset, election_priority=r.election_priority,
                          clean_shutdown=r.clean_shutdown,
                          assumed_timeout_ms=min(r.heartbeat_timeout_ms, MAX_ASSUMED_TIMEOUT_MS),
-                         min_in_sync_replicas=r.min_in_sync_replicas, incarnation=r.incarnation),
+                         min_in_sync_replicas=r.min_in_sync_replicas, incarnation=r.incarnation,
+                         ack_mode=r.ack_mode),
             now,
         )
         if not ok:

@@ -13,6 +13,7 @@ import time
 import grpc
 from autoswitch.controller.config import ControllerConfig
 from autoswitch.controller.liveness import BrokerReport, NodeOpinion, Opinion
+from autoswitch.controller.messages import ACK_MODES
 
 from autoswitch.base.log import get_logger
 from autoswitch.base.tls import grpc_channel
@@ -93,7 +94,7 @@ def opinion_to_pb(key: tuple[str, int], op: NodeOpinion) -> pb.LivenessOpinion:
     if r is not None:
         out.epoch, out.max_offset, out.confirm_offset = r.epoch, r.max_offset, r.confirm_offset
         out.election_priority, out.clean_shutdown = r.election_priority, r.clean_shutdown
-        out.min_in_sync_replicas = r.min_in_sync_replicas
+        out.min_in_sync_replicas, out.ack_mode = r.min_in_sync_replicas, r.ack_mode
     return out
 
 
@@ -102,7 +103,8 @@ def opinion_from_pb(o: pb.LivenessOpinion) -> NodeOpinion:
     if o.last_heard_ms_ago >= 0:
         report = BrokerReport(broker_id=o.broker.broker_id, epoch=o.epoch, max_offset=o.max_offset,
                               confirm_offset=o.confirm_offset, election_priority=o.election_priority,
-                              clean_shutdown=o.clean_shutdown, min_in_sync_replicas=o.min_in_sync_replicas)
+                              clean_shutdown=o.clean_shutdown, min_in_sync_replicas=o.min_in_sync_replicas,
+                              ack_mode=o.ack_mode if o.ack_mode in ACK_MODES else "")
     if o.no_opinion:
         kind = Opinion.UNKNOWN
     else:

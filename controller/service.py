@@ -248,8 +248,9 @@ class ControllerServicer(pbg.ControllerServiceServicer):
         for f in ("epoch", "max_offset", "confirm_offset", "heartbeat_timeout_ms"):
             if getattr(request, f) < 0:
                 raise BadRequest(f"{f} must be >= 0")
-        if len(request.incarnation) > m.MAX_INCARNATION_LEN:
-            raise BadRequest(f"incarnation longer than {m.MAX_INCARNATION_LEN} characters")
+        if len(request.incarnation) > m.MAX_INCARNATION_LEN or request.ack_mode not in m.ACK_MODES:
+            raise BadRequest(f"incarnation over {m.MAX_INCARNATION_LEN} characters, or ack_mode not one of "
+                             f"{sorted(m.ACK_MODES)}")
         granted = self.node.record_heartbeat(request)
         epoch, master = self.node.sm.master_of(request.broker_name)
         ctl_index, ctls = self.node.controllers_for_brokers()

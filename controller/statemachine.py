@@ -549,6 +549,14 @@ def _elect_master(req: ElectMasterRequest, state: ControllerState) -> tuple[list
         newest = max(a.epoch for a in alive.values())
         if newest > g.master_epoch:
             return _elect_past_stale_view(g, alive, designated, newest)
+        live = alive.get(master) if master is not None else None
+        if designated not in (None, master) and live is not None and live.ack_mode in ("quorum", "master"):
+            # It keeps acknowledging on its lease until it learns, without the successor's copy:
+            # two masters acknowledge, and the old one's writes are lost (issue 30). A handover
+            # drains it first; in ack mode "all" the successor's ack is needed, so it is safe.
+            return _reject(Code.CONTROLLER_ELECT_MASTER_FAILED,
+                           f"master {master} of {name} is alive and acknowledges in ack mode {live.ack_mode!r}: "
+                           f"move it with `autoswitch admin transfer-master` (a graceful handover)", name)
     if designated is None and master is not None and master not in alive and master not in req.dead_broker_ids:
         # Liveness is the majority's (docs/design.md §2): not seen alive is not the same as dead. The
         # claim names the master, so a request computed before another election (pipelined

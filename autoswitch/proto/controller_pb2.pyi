@@ -107,7 +107,7 @@ class RegisterBrokerReply(_message.Message):
     def __init__(self, header: _Optional[_Union[ReplyHeader, _Mapping]] = ..., replica_info: _Optional[_Union[ReplicaInfo, _Mapping]] = ...) -> None: ...
 
 class BrokerHeartbeatRequest(_message.Message):
-    __slots__ = ("cluster_name", "broker_name", "broker_id", "broker_address", "epoch", "max_offset", "confirm_offset", "election_priority", "clean_shutdown", "heartbeat_timeout_ms", "lease_quorum", "controllers_index", "min_in_sync_replicas", "incarnation", "stopping")
+    __slots__ = ("cluster_name", "broker_name", "broker_id", "broker_address", "epoch", "max_offset", "confirm_offset", "election_priority", "clean_shutdown", "heartbeat_timeout_ms", "lease_quorum", "controllers_index", "min_in_sync_replicas", "incarnation", "stopping", "ack_mode")
     CLUSTER_NAME_FIELD_NUMBER: _ClassVar[int]
     BROKER_NAME_FIELD_NUMBER: _ClassVar[int]
     BROKER_ID_FIELD_NUMBER: _ClassVar[int]
@@ -123,6 +123,7 @@ class BrokerHeartbeatRequest(_message.Message):
     MIN_IN_SYNC_REPLICAS_FIELD_NUMBER: _ClassVar[int]
     INCARNATION_FIELD_NUMBER: _ClassVar[int]
     STOPPING_FIELD_NUMBER: _ClassVar[int]
+    ACK_MODE_FIELD_NUMBER: _ClassVar[int]
     cluster_name: str
     broker_name: str
     broker_id: int
@@ -138,7 +139,8 @@ class BrokerHeartbeatRequest(_message.Message):
     min_in_sync_replicas: int
     incarnation: str
     stopping: bool
-    def __init__(self, cluster_name: _Optional[str] = ..., broker_name: _Optional[str] = ..., broker_id: _Optional[int] = ..., broker_address: _Optional[str] = ..., epoch: _Optional[int] = ..., max_offset: _Optional[int] = ..., confirm_offset: _Optional[int] = ..., election_priority: _Optional[int] = ..., clean_shutdown: _Optional[bool] = ..., heartbeat_timeout_ms: _Optional[int] = ..., lease_quorum: _Optional[int] = ..., controllers_index: _Optional[int] = ..., min_in_sync_replicas: _Optional[int] = ..., incarnation: _Optional[str] = ..., stopping: _Optional[bool] = ...) -> None: ...
+    ack_mode: str
+    def __init__(self, cluster_name: _Optional[str] = ..., broker_name: _Optional[str] = ..., broker_id: _Optional[int] = ..., broker_address: _Optional[str] = ..., epoch: _Optional[int] = ..., max_offset: _Optional[int] = ..., confirm_offset: _Optional[int] = ..., election_priority: _Optional[int] = ..., clean_shutdown: _Optional[bool] = ..., heartbeat_timeout_ms: _Optional[int] = ..., lease_quorum: _Optional[int] = ..., controllers_index: _Optional[int] = ..., min_in_sync_replicas: _Optional[int] = ..., incarnation: _Optional[str] = ..., stopping: _Optional[bool] = ..., ack_mode: _Optional[str] = ...) -> None: ...
 
 class BrokerHeartbeatReply(_message.Message):
     __slots__ = ("header", "is_leader", "raft_term", "lease_granted", "master_epoch", "master_broker_id", "controllers", "controllers_index")
@@ -492,7 +494,7 @@ class BrokerKey(_message.Message):
     def __init__(self, broker_name: _Optional[str] = ..., broker_id: _Optional[int] = ...) -> None: ...
 
 class LivenessOpinion(_message.Message):
-    __slots__ = ("broker", "alive", "last_heard_ms_ago", "epoch", "max_offset", "confirm_offset", "election_priority", "clean_shutdown", "no_opinion", "crashed", "min_in_sync_replicas")
+    __slots__ = ("broker", "alive", "last_heard_ms_ago", "epoch", "max_offset", "confirm_offset", "election_priority", "clean_shutdown", "no_opinion", "crashed", "min_in_sync_replicas", "ack_mode")
     BROKER_FIELD_NUMBER: _ClassVar[int]
     ALIVE_FIELD_NUMBER: _ClassVar[int]
     LAST_HEARD_MS_AGO_FIELD_NUMBER: _ClassVar[int]
@@ -504,6 +506,7 @@ class LivenessOpinion(_message.Message):
     NO_OPINION_FIELD_NUMBER: _ClassVar[int]
     CRASHED_FIELD_NUMBER: _ClassVar[int]
     MIN_IN_SYNC_REPLICAS_FIELD_NUMBER: _ClassVar[int]
+    ACK_MODE_FIELD_NUMBER: _ClassVar[int]
     broker: BrokerKey
     alive: bool
     last_heard_ms_ago: int
@@ -515,7 +518,8 @@ class LivenessOpinion(_message.Message):
     no_opinion: bool
     crashed: bool
     min_in_sync_replicas: int
-    def __init__(self, broker: _Optional[_Union[BrokerKey, _Mapping]] = ..., alive: _Optional[bool] = ..., last_heard_ms_ago: _Optional[int] = ..., epoch: _Optional[int] = ..., max_offset: _Optional[int] = ..., confirm_offset: _Optional[int] = ..., election_priority: _Optional[int] = ..., clean_shutdown: _Optional[bool] = ..., no_opinion: _Optional[bool] = ..., crashed: _Optional[bool] = ..., min_in_sync_replicas: _Optional[int] = ...) -> None: ...
+    ack_mode: str
+    def __init__(self, broker: _Optional[_Union[BrokerKey, _Mapping]] = ..., alive: _Optional[bool] = ..., last_heard_ms_ago: _Optional[int] = ..., epoch: _Optional[int] = ..., max_offset: _Optional[int] = ..., confirm_offset: _Optional[int] = ..., election_priority: _Optional[int] = ..., clean_shutdown: _Optional[bool] = ..., no_opinion: _Optional[bool] = ..., crashed: _Optional[bool] = ..., min_in_sync_replicas: _Optional[int] = ..., ack_mode: _Optional[str] = ...) -> None: ...
 
 class BrokerSessionRequest(_message.Message):
     __slots__ = ("cluster_name", "broker_name", "broker_id", "ack_mode")

@@ -223,3 +223,26 @@ def test_a_new_master_stating_min_one_leaves_no_eligible_replica():
                 trigger=TRIGGER_CONTROLLER, dead=(1,))
     assert r.ok and r.replica.master_broker_id == 2 and r.replica.eligible_replicas == (), \
         "it acknowledges alone at once: nobody else is sure to hold what it acknowledges"
+
+
+def test_an_operator_may_not_depose_a_live_master_that_acknowledges_without_its_successor():
+    """Issue 30: an admin-designated election deposed a live master whose lease was valid; in ack
+    mode quorum it went on acknowledging (with the third replica's ack) until it learned, while the
+    new master acknowledged too. Refused there, with the handover named; allowed in ack mode all."""
+    from autoswitch.controller.messages import TRIGGER_ADMIN
+
+    for mode, ok in (("quorum", False), ("master", False), ("all", True), ("", True)):
+        h = group_with_master()
+        v = h.view()
+        alive = [BrokerLiveInfo(1, epoch=v.master_epoch, max_offset=500, ack_mode=mode),
+                 BrokerLiveInfo(2, epoch=v.master_epoch, max_offset=500, ack_mode=mode)]
+        r = h.elect(alive, trigger=TRIGGER_ADMIN, broker_id=2, designate=True)
+        assert r.ok == ok, (mode, r)
+        if not ok:
+            assert r.code == Code.CONTROLLER_ELECT_MASTER_FAILED and "transfer-master" in r.remark, r
+    # a dead master (not alive) may be replaced by an operator whatever its mode
+    h = group_with_master()
+    v = h.view()
+    r = h.elect([BrokerLiveInfo(2, epoch=v.master_epoch, max_offset=500, ack_mode="quorum")], trigger=TRIGGER_ADMIN,
+                broker_id=2, designate=True, dead=(1,))
+    assert r.ok and r.replica.master_broker_id == 2
