@@ -239,6 +239,20 @@ class HeartbeatTable:
             self._holds[key] = max(now_ms, self._holds.get(key, now_ms))
         return op
 
+    def election_applied(self, broker_name: str, new_master: int, entry_ts_ms: int, wall_ms: int,
+                         now_ms: int) -> bool:
+        """An election was applied here. Committed late (its entry was stamped more than a
+        heartbeat timeout ago by the leader's clock: a leader that appended it, lost its
+        followers and was elected again when they came back), its evidence is stale: the old
+        master may hold a lease granted since. Grants to the new master are held for ``hold_ms``
+        from now, longer than any lease, so the old one has stopped acknowledging before the new
+        one starts; the old one gets none here already (its epoch is deposed). True if held."""
+        if wall_ms - entry_ts_ms <= self.timeout_ms:
+            return False
+        key = (broker_name, new_master)
+        self._holds[key] = max(now_ms, self._holds.get(key, now_ms))
+        return True
+
     def startup_grace(self) -> int:
         """How long after start this node grants no lease (see __init__)."""
         if self.startup_grace_ms is not None:

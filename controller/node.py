@@ -86,7 +86,7 @@ class ControllerNode:
         self.node_id = config.node_id
         self.clock = clock
         self.log = get_logger("controller.node", node=config.node_id)
-        self._incarnation_log = RateLimitedLog(self.log)
+        self._refusal_log = RateLimitedLog(self.log)
         self.data_dir = Path(config.data_dir)
         # Created in start(): the table's "listened long enough" clock starts with the process.
         self.heartbeats: HeartbeatTable = HeartbeatTable(started_ms=int(clock() * 1000))
@@ -627,7 +627,7 @@ class ControllerNode:
         live = self.incarnation_conflict(group, broker_id, incarnation)
         if not live:
             return
-        self._incarnation_log.warning((group, broker_id), "broker_incarnation_conflict", group=group, brokerId=broker_id,
+        self._refusal_log.warning((group, broker_id), "broker_incarnation_conflict", group=group, brokerId=broker_id,
                                       call=call, live=live[:MAX_INCARNATION_LEN], refused=incarnation[:MAX_INCARNATION_LEN])
         raise NodeReply(Code.CONTROLLER_BROKER_INCARNATION_CONFLICT,
                         f"brokerId {broker_id} of {group} is alive in another process (incarnation {live[:16]}); "
@@ -643,6 +643,11 @@ class ControllerNode:
         self.metrics.on_history_record(rec)
         self.status_page.on_record(rec)
         ev = rec.get("event")
+        if ev == "ElectMaster" and rec.get("master_broker_id") and self.heartbeats.election_applied(
+                rec["group"], rec["master_broker_id"], rec["ts_ms"], sm_adapter.wall_ms(), self.now_ms()):
+            self._refusal_log.warning(("late", rec["group"]), "late_election_grants_held", group=rec["group"],
+                                          master=rec["master_broker_id"], epoch=rec["master_epoch"],
+                                          ageMs=sm_adapter.wall_ms() - rec["ts_ms"])
         if ev in ("ElectMaster", "NoMaster") and self.is_leader:
             if ev == "NoMaster":
                 self.alerter.emit("no_master", rec["group"], rec["ts_ms"], epoch=rec["master_epoch"],

@@ -57,3 +57,4 @@ def test_a_node_hears_one_live_incarnation_per_broker():
     assert t.live_incarnation(G, 2, 1101) == "", "not heard within the timeout: no live incarnation"
     t.forget(G, [2])                            # a clean stop's farewell
     assert t.live_incarnation(G, 2, 200) == ""
+

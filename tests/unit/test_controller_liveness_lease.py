@@ -11,7 +11,7 @@ plain seeded generator (``python -m tests.sim.soak --lease-scenarios N``).
 from __future__ import annotations
 
 import pytest
-from autoswitch.controller.liveness import HeartbeatTable, Opinion
+from autoswitch.controller.liveness import BrokerReport, HeartbeatTable, Opinion
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
@@ -215,3 +215,20 @@ def test_a_paused_leaders_fenced_election_is_redone_by_its_successor(kind, takeo
     assert last_valid is not None and last_valid <= commit_at
     unfenced, _ = simulate(sc, rules=frozenset({"store_fence"}))
     assert unfenced is not None and unfenced > commit_at + 10_000    # the paused leader's late write
+
+
+def test_an_election_committed_late_holds_the_new_masters_grants():
+    """Issue 30 item 5: a controller leader appended an ElectMaster, lost its followers for
+    minutes and was elected again when they returned; the stale election committed while the old
+    master held a fresh lease. Each node now holds grants to the new master for the hold window
+    when it applies an election stamped more than a heartbeat timeout ago."""
+    t = HeartbeatTable(started_ms=0, timeout_ms=1000, hold_ms=3000)
+    t.record("g", BrokerReport(2, epoch=5), 10_000)
+    assert t.grants_lease("g", 2, 5, 5, 10_000)
+    assert not t.election_applied("g", 2, entry_ts_ms=99_500, wall_ms=100_000, now_ms=10_000), "on time"
+    assert t.grants_lease("g", 2, 5, 5, 10_000)
+    assert t.election_applied("g", 2, entry_ts_ms=100_000 - 180_000, wall_ms=100_000, now_ms=10_000)
+    t.record("g", BrokerReport(2, epoch=5), 12_000)
+    assert not t.grants_lease("g", 2, 5, 5, 12_000), "held: the old master's lease may still run"
+    t.record("g", BrokerReport(2, epoch=5), 13_100)
+    assert t.grants_lease("g", 2, 5, 5, 13_100), "held for hold_ms only"
