@@ -30,6 +30,23 @@ async def _until(pred, what: str, timeout: float = 30.0) -> None:
         await asyncio.sleep(0.01)
 
 
+def _leads_and_writes(url: str, lock_name: str) -> None:
+    """A SQL store node on ``url`` takes the lock and commits an entry (the link works)."""
+    cfg = StoreBackendConfig(url=url, lock_name=lock_name, lease_ms=1000, heartbeat_ms=100, poll_ms=10)
+    cfg.validate()
+
+    async def run() -> None:
+        a = _node("a", cfg, "sql")
+        try:
+            await a.start()
+            await _until(lambda: a.is_leader, "a leads over TLS as the dedicated account")
+            assert (await a.propose(b"entry", 5.0)) == b"entry"
+        finally:
+            await a.stop()
+
+    asyncio.run(run())
+
+
 def test_zookeeper_znodes_carry_a_digest_acl_for_the_controller_alone(zookeeper_url, tmp_path):
     """Without credentials anyone who reached ZooKeeper could delete the controller node (the
     leader's lock) or write log entries. With [store] credentials_file, every znode the controller
@@ -166,20 +183,7 @@ def test_postgresql_over_verified_tls_with_a_dedicated_role(tmp_path):
         admin.dispose()
         base = f"postgresql+psycopg://ctl:ctl-pw-for-the-test@127.0.0.1:{srv.port}/ctldb"
         ca = ids["postgres-server"]["ca"]
-        cfg = StoreBackendConfig(url=f"{base}?sslmode=verify-full&sslrootcert={ca}", lock_name=f"pg-{tmp_path.name}",
-                                 lease_ms=1000, heartbeat_ms=100, poll_ms=10)
-        cfg.validate()
-
-        async def run() -> None:
-            a = _node("a", cfg, "sql")
-            try:
-                await a.start()
-                await _until(lambda: a.is_leader, "a leads over TLS as the dedicated role")
-                assert (await a.propose(b"entry", 5.0)) == b"entry"
-            finally:
-                await a.stop()
-
-        asyncio.run(run())
+        _leads_and_writes(f"{base}?sslmode=verify-full&sslrootcert={ca}", f"pg-{tmp_path.name}")
         plain = sa.create_engine(f"{base}?sslmode=disable")
         with pytest.raises(sa.exc.OperationalError, match="pg_hba.conf rejects"):
             plain.connect().close()
@@ -207,20 +211,7 @@ def test_mariadb_over_verified_tls_with_a_dedicated_user(tmp_path):
                     "CREATE USER 'ctl'@'127.0.0.1' IDENTIFIED BY 'ctl-pw-for-the-test' REQUIRE SSL",
                     "GRANT ALL PRIVILEGES ON ctldb.* TO 'ctl'@'127.0.0.1'")
         base = f"mysql+pymysql://ctl:ctl-pw-for-the-test@127.0.0.1:{srv.port}/ctldb"
-        cfg = StoreBackendConfig(url=f"{base}?ssl_ca={ids['mariadb-server']['ca']}", lock_name=f"my-{tmp_path.name}",
-                                 lease_ms=1000, heartbeat_ms=100, poll_ms=10)
-        cfg.validate()
-
-        async def run() -> None:
-            a = _node("a", cfg, "sql")
-            try:
-                await a.start()
-                await _until(lambda: a.is_leader, "a leads over TLS as the dedicated user")
-                assert (await a.propose(b"entry", 5.0)) == b"entry"
-            finally:
-                await a.stop()
-
-        asyncio.run(run())
+        _leads_and_writes(f"{base}?ssl_ca={ids['mariadb-server']['ca']}", f"my-{tmp_path.name}")
         # PyMySQL takes the TLS a server offers even without ssl_ca (unverified): plaintext must be asked for
         plain = sa.create_engine(base, connect_args={"ssl_disabled": True})
         with pytest.raises(sa.exc.OperationalError, match="Access denied"):
