@@ -25,7 +25,7 @@ from collections.abc import Callable
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, Protocol
 
-from autoswitch.broker.config import parse_hostport
+from autoswitch.broker.config import ACK_MODES, parse_hostport
 from autoswitch.broker.controller_sessions import ControllerSessions
 from autoswitch.broker.hooks import HookConfig, HookRunner, RoleHooks
 from autoswitch.broker.identity import IdentityStore
@@ -63,7 +63,7 @@ from autoswitch.base.backoff import Backoff
 from autoswitch.base.crashpoints import crash_point
 from autoswitch.base.errors import AutoswitchError, ConfigError
 from autoswitch.base.fsutil import fsync_dir, write_atomic
-from autoswitch.base.limits import MAX_CONTROLLERS
+from autoswitch.base.limits import MAX_CONTROLLERS, MAX_INCARNATION_LEN
 from autoswitch.base.log import get_logger
 from autoswitch.base.quorum import majority
 from autoswitch.base.waits import wait_event
@@ -218,7 +218,7 @@ class ReplicasAdapter:
         crash_sessions: bool = True,
     ) -> None:
         self.core = core or ReplicasManager(config)
-        self.ack_mode = ack_mode if ack_mode in ("all", "quorum", "master") else ""   # stated in heartbeats
+        self.ack_mode = ack_mode if ack_mode in ACK_MODES else ""   # stated in heartbeats
         self._controllers_index = 0       # membership change the controller list is from (0 = configured)
         # Crash-fast failover: a session per controller node, whose end tells them we died.
         self.sessions = ControllerSessions(api, self.config.controllers, self.config.cluster, self.config.group,
@@ -294,7 +294,7 @@ class ReplicasAdapter:
             text = path.read_text(encoding="ascii").strip()
         except (FileNotFoundError, UnicodeDecodeError):
             return ""
-        return text if len(text) <= 64 and text.isalnum() else ""
+        return text if len(text) <= MAX_INCARNATION_LEN and text.isalnum() else ""
 
     def mark_clean_shutdown(self) -> None:
         """Call after the broker has stopped and its store is flushed and closed: the next start

@@ -30,6 +30,7 @@ from autoswitch.base.errors import AutoswitchError
 from autoswitch.base.limits import (
     MAX_ADDRESS_LEN,
     MAX_BROKER_ID,
+    MAX_INCARNATION_LEN,
     MAX_INT64,
     MAX_NAME_LEN,
     MAX_REPLICAS_PER_GROUP,
@@ -37,7 +38,6 @@ from autoswitch.base.limits import (
 
 MAX_REQUEST_BYTES = 1 << 20
 MAX_CHECK_CODE_LEN = 512
-MAX_INCARNATION_LEN = 64
 ACK_MODES = frozenset({"", "all", "quorum", "master"})
 MAX_QUERY_GROUPS = 100_000
 MAX_CONFIG_KEYS = 64
@@ -252,6 +252,7 @@ class AlterSyncStateSetRequest(Request, tag="AlterSyncStateSet"):
         if not self.new_sync_state_set:
             raise MalformedRequest("newSyncStateSet is empty")
         _check_ids(self.alive_broker_ids, "aliveBrokerIds")
+        _check_int(self.master_min_in_sync_replicas, "masterMinInSyncReplicas", 0, MAX_REPLICAS_PER_GROUP)
         _check_ts(self.ts_ms)
 
 

@@ -54,7 +54,6 @@ from autoswitch.controller.liveness import (
     ScanPlanner,
 )
 from autoswitch.controller.membership_ops import MembershipChanges, MembershipView
-from autoswitch.controller.messages import MAX_INCARNATION_LEN
 from autoswitch.controller.metrics import ControllerMetrics
 from autoswitch.controller.raft.errors import NotLeader, ProposalDropped, ProposalTimeout, QuorumUnavailable
 from autoswitch.controller.rebalance import GroupFacts, RebalancePlanner
@@ -68,6 +67,7 @@ from autoswitch.base import tls
 from autoswitch.base.auth import AuthConfig, Guard, Rule
 from autoswitch.base.auth_interceptor import server_interceptor
 from autoswitch.base.fsutil import write_atomic
+from autoswitch.base.limits import MAX_INCARNATION_LEN
 from autoswitch.base.log import RateLimitedLog, get_logger
 from autoswitch.base.observe import FnCollector, ObserveServer, add_grpc_health, read_http_token
 from autoswitch.base.stream_limits import StreamBudget, stream_limit_interceptor
@@ -628,7 +628,7 @@ class ControllerNode:
         if not live:
             return
         self._refusal_log.warning((group, broker_id), "broker_incarnation_conflict", group=group, brokerId=broker_id,
-                                      call=call, live=live[:MAX_INCARNATION_LEN], refused=incarnation[:MAX_INCARNATION_LEN])
+                                  call=call, live=live[:MAX_INCARNATION_LEN], refused=incarnation[:MAX_INCARNATION_LEN])
         raise NodeReply(Code.CONTROLLER_BROKER_INCARNATION_CONFLICT,
                         f"brokerId {broker_id} of {group} is alive in another process (incarnation {live[:16]}); "
                         f"a second process with the same identity (a copied data directory?) is refused")
@@ -646,8 +646,8 @@ class ControllerNode:
         if ev == "ElectMaster" and rec.get("master_broker_id") and self.heartbeats.election_applied(
                 rec["group"], rec["master_broker_id"], rec["ts_ms"], sm_adapter.wall_ms(), self.now_ms()):
             self._refusal_log.warning(("late", rec["group"]), "late_election_grants_held", group=rec["group"],
-                                          master=rec["master_broker_id"], epoch=rec["master_epoch"],
-                                          ageMs=sm_adapter.wall_ms() - rec["ts_ms"])
+                                      master=rec["master_broker_id"], epoch=rec["master_epoch"],
+                                      ageMs=sm_adapter.wall_ms() - rec["ts_ms"])
         if ev in ("ElectMaster", "NoMaster") and self.is_leader:
             if ev == "NoMaster":
                 self.alerter.emit("no_master", rec["group"], rec["ts_ms"], epoch=rec["master_epoch"],

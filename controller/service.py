@@ -34,6 +34,7 @@ from autoswitch.controller.service_common import (
 )
 
 from autoswitch.base.auth import current_caller
+from autoswitch.base.limits import MAX_INCARNATION_LEN, MAX_REPLICAS_PER_GROUP
 from autoswitch.base.log import get_logger
 from autoswitch.proto import controller_pb2 as pb
 from autoswitch.proto import controller_pb2_grpc as pbg
@@ -248,9 +249,10 @@ class ControllerServicer(pbg.ControllerServiceServicer):
         for f in ("epoch", "max_offset", "confirm_offset", "heartbeat_timeout_ms"):
             if getattr(request, f) < 0:
                 raise BadRequest(f"{f} must be >= 0")
-        if len(request.incarnation) > m.MAX_INCARNATION_LEN or request.ack_mode not in m.ACK_MODES:
-            raise BadRequest(f"incarnation over {m.MAX_INCARNATION_LEN} characters, or ack_mode not one of "
-                             f"{sorted(m.ACK_MODES)}")
+        if (len(request.incarnation) > MAX_INCARNATION_LEN or request.ack_mode not in m.ACK_MODES
+                or not 0 <= request.min_in_sync_replicas <= MAX_REPLICAS_PER_GROUP):
+            raise BadRequest(f"incarnation over {MAX_INCARNATION_LEN} characters, ack_mode not one of "
+                             f"{sorted(m.ACK_MODES)}, or min_in_sync_replicas not in [0, {MAX_REPLICAS_PER_GROUP}]")
         granted = self.node.record_heartbeat(request)
         epoch, master = self.node.sm.master_of(request.broker_name)
         ctl_index, ctls = self.node.controllers_for_brokers()

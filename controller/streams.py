@@ -12,6 +12,7 @@ from typing import TYPE_CHECKING, Any
 
 from autoswitch.controller.alerts import ALL
 from autoswitch.controller.codes import Code
+from autoswitch.controller.messages import ACK_MODES
 from autoswitch.controller.service_common import (
     BadRequest,
     check_id,
@@ -28,7 +29,6 @@ if TYPE_CHECKING:
 
 _log = get_logger("controller.streams")
 
-SESSION_ACK_MODES = frozenset({"", "master", "all", "quorum"})
 
 
 def _event(node: ControllerNode, code: int = 0, message: str = "", tracked: bool = False) -> pb.BrokerSessionEvent:
@@ -40,8 +40,8 @@ async def broker_session(node: ControllerNode, request: pb.BrokerSessionRequest)
     try:
         group = check_name(request.broker_name, "broker_name")
         bid = check_id(request.broker_id, "broker_id")
-        if request.ack_mode not in SESSION_ACK_MODES:
-            raise BadRequest(f"ack_mode must be one of {sorted(SESSION_ACK_MODES)}")
+        if request.ack_mode not in ACK_MODES:
+            raise BadRequest(f"ack_mode must be one of {sorted(ACK_MODES)}")
     except BadRequest as e:
         log_refused("BrokerSession", e.message)
         yield _event(node, Code.CONTROLLER_MALFORMED_REQUEST, e.message)

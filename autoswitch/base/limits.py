@@ -24,5 +24,8 @@ MAX_MSG_ID_BYTES = 128
 # refuse a longer controller list from a heartbeat reply.
 MAX_CONTROLLERS = 9
 
+# A broker process's incarnation (registration, heartbeats, the file beside its log).
+MAX_INCARNATION_LEN = 64
+
 # Handovers in a row that one held write waits behind before it is refused (OVERLOADED).
 MAX_GATE_WAITS = 64

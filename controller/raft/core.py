@@ -834,12 +834,7 @@ class RaftCore:
         if m.reject:
             rejected = m.index
             if rejected > pr.match and m.reject_hint < pr.match:
-                # It no longer holds what it acknowledged: its log was lost and it rejoined
-                # (recover-member, a replaced disk). Our match for it is void; without this reset
-                # every probe went back to match + 1 for ever and it never caught up (issue 29).
-                self.log_.warning("raft_follower_lost_entries", peer=m.frm, match=pr.match, now_has=m.reject_hint)
-                pr.match = m.reject_hint
-                pr.become_probe()
+                self._follower_lost_entries(m.frm, pr, m.reject_hint)
             if pr.state == ProgressState.REPLICATE:
                 if rejected <= pr.match:
                     return                      # stale reject of something since acknowledged
@@ -880,9 +875,7 @@ class RaftCore:
         pr.hb_acked = max(pr.hb_acked, m.seq)
         pr.paused = False
         if m.reject and m.index < pr.match:
-            self.log_.warning("raft_follower_lost_entries", peer=m.frm, match=pr.match, now_has=m.index)
-            pr.match = m.index
-            pr.become_probe()
+            self._follower_lost_entries(m.frm, pr, m.index)
             pr.next = m.index + 1       # probe from where its log really ends
         if pr.state == ProgressState.SNAPSHOT:
             if self.now - pr.snap_sent_ms >= self.cfg.election_timeout_min_ms:
@@ -896,6 +889,14 @@ class RaftCore:
             # appends reject, which drops us back to probing from its real end (etcd sendIfEmpty)
             self._send_append(m.frm, send_empty=True)
         self._release_reads()
+
+    def _follower_lost_entries(self, peer: str, pr: Progress, now_has: int) -> None:
+        """It no longer holds what it acknowledged: its log was lost and it rejoined (recover-member,
+        a replaced disk, a wiped directory). Our match for it is void; without this reset every probe
+        went back to match + 1 for ever and it never caught up (issue 29)."""
+        self.log_.warning("raft_follower_lost_entries", peer=peer, match=pr.match, now_has=now_has)
+        pr.match = now_has
+        pr.become_probe()
 
     def _handle_snapshot_resp(self, m: Message) -> None:
         pr = self.prs.get(m.frm)

@@ -111,6 +111,12 @@ class SimNet:
         self.nodes[nid] = self._boot(nid, self.nodes[nid].storage)
         return self.nodes[nid]
 
+    def wipe(self, nid: str) -> SimNode:
+        """Crash the node and boot it on an empty storage: its data directory was wiped."""
+        self.crash(nid)
+        self.nodes[nid] = self._boot(nid, MemoryStorage())
+        return self.nodes[nid]
+
     # ---------------------------------------------------------------- driving
     def _enqueue(self, m: Message) -> None:
         self.sent.append(m)

@@ -246,3 +246,14 @@ def test_an_operator_may_not_depose_a_live_master_that_acknowledges_without_its_
     r = h.elect([BrokerLiveInfo(2, epoch=v.master_epoch, max_offset=500, ack_mode="quorum")], trigger=TRIGGER_ADMIN,
                 broker_id=2, designate=True, dead=(1,))
     assert r.ok and r.replica.master_broker_id == 2
+
+
+def test_an_out_of_range_stamped_min_in_sync_is_malformed_on_the_slow_validation_path_too():
+    import pytest
+    from autoswitch.controller.messages import AlterSyncStateSetRequest, MalformedRequest
+
+    for bad in (-1, 65, "2"):
+        req = AlterSyncStateSetRequest(G, 1, 1, (1, 2), 1, (1, 2), master_min_in_sync_replicas=bad)
+        with pytest.raises(MalformedRequest):
+            req.validate()
+    AlterSyncStateSetRequest(G, 1, 1, (1, 2), 1, (1, 2), master_min_in_sync_replicas=64).validate()

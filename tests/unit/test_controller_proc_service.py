@@ -144,3 +144,20 @@ def test_follower_redirect_carries_the_leader():
     node.query = refuse
     r = asyncio.run(ControllerServicer(node).GetReplicaInfo(pb.GetReplicaInfoRequest(broker_name="g"), None))
     assert r.header.code == Code.CONTROLLER_NOT_LEADER and r.header.leader_addr == "127.0.0.1:9"
+
+
+def test_a_heartbeat_stating_absurd_settings_is_refused_before_it_is_recorded():
+    """A broker's stated min_in_sync_replicas, ack mode and incarnation end up in election
+    requests (BrokerLiveInfo): out of range there, they would make every election of the group
+    malformed. They are checked where the heartbeat enters, like its other fields."""
+    node = RecordingNode()
+    s = ControllerServicer(node)
+    bad = [dict(min_in_sync_replicas=-1), dict(min_in_sync_replicas=65), dict(ack_mode="everyone"),
+           dict(incarnation="x" * 65)]
+    for fields in bad:
+        r = asyncio.run(s.BrokerHeartbeat(pb.BrokerHeartbeatRequest(broker_name="g", broker_id=1, **fields), None))
+        assert r.header.code == Code.CONTROLLER_MALFORMED_REQUEST, (fields, r.header)
+    assert node.proposed == [], "nothing recorded"
+    ok = pb.BrokerHeartbeatRequest(broker_name="g", broker_id=1, min_in_sync_replicas=64, ack_mode="quorum",
+                                   incarnation="a" * 64)
+    assert asyncio.run(s.BrokerHeartbeat(ok, None)).header.code == 0

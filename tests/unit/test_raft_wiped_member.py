@@ -9,13 +9,6 @@ from __future__ import annotations
 
 from autoswitch.controller.raft.harness import SimNet
 from autoswitch.controller.raft.messages import Role
-from autoswitch.controller.raft.storage import MemoryStorage
-
-
-def _wipe(net: SimNet, nid: str):
-    net.crash(nid)
-    net.nodes[nid] = net._boot(nid, MemoryStorage())
-    return net.nodes[nid]
 
 
 def test_a_wiped_member_does_not_help_elect_a_leader_lacking_a_committed_entry():
@@ -29,7 +22,7 @@ def test_a_wiped_member_does_not_help_elect_a_leader_lacking_a_committed_entry()
     idx = net.propose(leader, b"committed=yes")
     assert net.run_until(lambda: net.nodes[leader].core.commit >= idx, 5_000)
     assert net.nodes[c].core.log.last_index() < idx
-    wiped = _wipe(net, b)
+    wiped = net.wipe(b)
     assert wiped.core.fresh
     net.heal()
     net.isolate(leader)                              # only the wiped node and c can talk
@@ -67,6 +60,6 @@ def test_a_wiped_member_catches_up_while_the_cluster_writes_nothing():
         net.propose(leader, f"k{i}=v{i}".encode())
     net.run(300)
     follower = next(n for n in net.ids if n != leader)
-    wiped = _wipe(net, follower)
+    wiped = net.wipe(follower)
     assert net.run_until(lambda: not wiped.core.catching_up and wiped.sm.kv.get("k4") == "v4", 10_000)
     assert not wiped.core.fresh

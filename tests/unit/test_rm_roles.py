@@ -328,22 +328,28 @@ def test_newer_sss_for_our_epoch_is_handed_to_ha_once(tmp_path):
 # ----------------------------------------------------------------- restarts: clean vs unclean
 
 
-def _restarted_master(tmp_path, intact: bool) -> Harness:
-    """Broker 1 was master of epoch 3 (its EpochFile ends with epoch 3) and restarts before the
-    controller noticed: the controller still names it master of epoch 3."""
+def _restarted(tmp_path, bid: int, sync_state_set: set[int], intact: bool) -> Harness:
+    """Broker ``bid`` (its EpochFile ends with epoch 3) restarts while the controller still names
+    broker 1 master of epoch 3 with ``sync_state_set``."""
     from autoswitch.broker.identity import BrokerIdentity, IdentityStore
 
     ctrl = FakeController()
-    ctrl.applied[("g1", 1)] = "c"
-    ctrl.applied[("g1", 2)] = "d"
-    ctrl.addresses[("g1", 2)] = "10.0.0.2:10911"
-    ctrl.info["g1"] = info(1, 3, {1, 2}, addr="127.0.0.1:10911")
-    IdentityStore(tmp_path).commit(BrokerIdentity("C", "g1", 1))
+    ctrl.applied[("g1", bid)] = "c"
+    for other in sorted(sync_state_set - {bid}):
+        ctrl.applied[("g1", other)] = "d"
+        ctrl.addresses[("g1", other)] = f"10.0.0.{other}:10911"
+    ctrl.info["g1"] = info(1, 3, sync_state_set, addr="127.0.0.1:10911")
+    IdentityStore(tmp_path).commit(BrokerIdentity("C", "g1", bid))
     h = Harness(tmp_path, ctrl)
     h.start(log_intact=intact, log_last_epoch=3)
     h.run_until(lambda: h.core.phase == Phase.RUNNING)
     h.drain()
     return h
+
+
+def _restarted_master(tmp_path, intact: bool) -> Harness:
+    """Broker 1 was master of epoch 3 and restarts before the controller noticed."""
+    return _restarted(tmp_path, 1, {1, 2}, intact)
 
 
 def test_clean_restart_resumes_as_master_of_its_epoch(tmp_path):
@@ -388,16 +394,7 @@ def test_unclean_slave_listed_in_the_sync_state_set_stays_unclean_until_caught_u
     """Issue 30: a slave whose host lost its page cache came back, became slave of the same
     master and saw itself in the (not yet shrunk) SyncStateSet: it reported a clean log before
     fetching a byte, and was elected without the acked tail when the master died."""
-    from autoswitch.broker.identity import BrokerIdentity, IdentityStore
-
-    ctrl = FakeController()
-    ctrl.applied[("g1", 2)] = "c"
-    ctrl.info["g1"] = info(1, 3, {1, 2}, addr="127.0.0.1:10911")
-    IdentityStore(tmp_path).commit(BrokerIdentity("C", "g1", 2))
-    h = Harness(tmp_path, ctrl)
-    h.start(log_intact=False, log_last_epoch=3)
-    h.run_until(lambda: h.core.phase == Phase.RUNNING)
-    h.drain()
+    h = _restarted(tmp_path, 2, {1, 2}, intact=False)
     assert h.of_type(BecomeSlave)[-1].epoch == 3 and h.core.role == "slave"
     assert not h.core.log_intact
     assert not any(c.clean_shutdown for c in h.of_type(RegisterBroker)), "registration states the unclean stop"
@@ -423,16 +420,7 @@ def test_unclean_restart_alone_in_sss_never_resumes_the_epoch(tmp_path):
     """Issue 30: alone in the set it used to resume the same epoch and write at offsets it lost;
     a replica outside the set holding the old bytes of that epoch would keep them. It waits for
     the new epoch the controller gives a lone unclean master when it registers."""
-    from autoswitch.broker.identity import BrokerIdentity, IdentityStore
-
-    ctrl = FakeController()
-    ctrl.applied[("g1", 1)] = "c"
-    ctrl.info["g1"] = info(1, 3, {1}, addr="127.0.0.1:10911")
-    IdentityStore(tmp_path).commit(BrokerIdentity("C", "g1", 1))
-    h = Harness(tmp_path, ctrl)
-    h.start(log_intact=False, log_last_epoch=3)
-    h.run_until(lambda: h.core.phase == Phase.RUNNING)
-    h.drain()
+    h = _restarted(tmp_path, 1, {1}, intact=False)
     assert not h.of_type(BecomeMaster)
     assert not any(c.clean_shutdown for c in h.of_type(RegisterBroker))
     h._push(h.core.on_replica_info(info(1, 4, {1}, addr="127.0.0.1:10911"), h.now))
