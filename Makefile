@@ -10,8 +10,9 @@ SEED_START ?= 0
 LEASE_SCENARIOS ?= 100000
 LEASE_MEMBERSHIP_SCENARIOS ?= 20000
 LEASE_STORE_SCENARIOS ?= 20000
+ROUNDS ?= 200
 
-.PHONY: setup setup-run run test lint proto proto-check fuzz sim soak chaos clean \
+.PHONY: setup setup-run run test lint proto proto-check fuzz sim soak chaos powerloss clean \
         bench-replication bench-produce bench-recovery bench-controller bench-election bench-rolling bench-backends \
         bench-scale bench-failover bench-audit bench-fetch
 
@@ -65,6 +66,10 @@ soak: setup
 
 chaos: setup
 	$(BIN)/python -m tests.chaos.run
+
+## Power cuts on LazyFS (root; builds LazyFS on first use: docs/operations-powerloss.md says from where).
+powerloss: setup
+	$(BIN)/python -m tests.powerloss.run --rounds $(ROUNDS)
 
 bench-replication: setup
 	$(BIN)/python -m bench.replication $(if $(TLS),--tls)

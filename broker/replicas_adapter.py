@@ -73,6 +73,7 @@ if TYPE_CHECKING:
 
 MAX_PENDING_PROPOSALS = 16
 ABORT_MARKER = "replicas.abort"  # exists while a broker runs; left behind by a crash
+DURABLE_RUN = "durable-acks"  # the marker of a run that fsynced every ack from an intact log, + incarnation
 INCARNATION_FILE = "replicas.incarnation"  # the incarnation that last stopped cleanly with this log
 FAREWELL_TIMEOUT_S = 1.0
 
@@ -216,7 +217,12 @@ class ReplicasAdapter:
         core: ReplicasManager | None = None,
         ack_mode: str = "",
         crash_sessions: bool = True,
+        durable_acks: bool = False,
     ) -> None:
+        """``durable_acks``: this broker fsyncs before it acknowledges, as master and as slave
+        (``flush = "sync"`` or the store's ``flush_mode = "sync"``): a power cut cannot take what
+        it acknowledged, so a crash of such a run is not reported as an unclean restart."""
+        self.durable_acks = durable_acks
         self.core = core or ReplicasManager(config)
         self.ack_mode = ack_mode if ack_mode in ACK_MODES else ""   # stated in heartbeats
         self._controllers_index = 0       # membership change the controller list is from (0 = configured)
@@ -264,7 +270,8 @@ class ReplicasAdapter:
         # Corrupt or foreign identity files raise here, before anything talks to a controller.
         loaded = self.identity.load(self.config.cluster, self.config.group)
         previous = self._read_previous_incarnation()
-        intact = self._arm_abort_marker()
+        intact, crashed = self._arm_abort_marker()
+        previous = crashed or previous
         _, _, log_epoch = self.broker.log_position()
         self._perform(self.core.start(self.clock(), loaded, log_intact=intact, log_last_epoch=log_epoch,
                                       previous_incarnation=previous))
@@ -274,19 +281,29 @@ class ReplicasAdapter:
         if self.use_watch:
             self._watch_task = asyncio.get_running_loop().create_task(self._watch())
 
-    def _arm_abort_marker(self) -> bool:
+    def _arm_abort_marker(self) -> tuple[bool, str]:
         """RocketMQ's abort file: present at start = the last run did not end cleanly, so the log
-        may lack a tail it acknowledged (async flush). Re-created for this run."""
+        may lack a tail it acknowledged (async flush). Re-created for this run, naming its
+        incarnation when the run fsyncs before it acknowledges *and* started with an intact log:
+        only then does a crash of it leave everything it (and every run before it) acknowledged
+        on disk, and the next start continues that incarnation as a clean stop would have.
+        Returns (intact, the crashed durable run's incarnation or "")."""
         marker = self.identity.directory / ABORT_MARKER
-        intact = not marker.exists()
-        self.identity.directory.mkdir(parents=True, exist_ok=True)
-        fd = os.open(marker, os.O_WRONLY | os.O_CREAT, 0o644)
         try:
-            os.fsync(fd)
-        finally:
-            os.close(fd)
-        fsync_dir(self.identity.directory)
-        return intact
+            left: bytes | None = marker.read_bytes()
+        except FileNotFoundError:
+            left = None
+        crashed = ""
+        if left is not None:
+            word, _, inc = left.decode("ascii", "replace").strip().partition(" ")
+            if word == DURABLE_RUN and inc.isalnum() and len(inc) <= MAX_INCARNATION_LEN:
+                crashed = inc
+            self._log.info("abort_marker_found", durableRun=bool(crashed), incarnation=crashed)
+        intact = left is None or bool(crashed)
+        self.identity.directory.mkdir(parents=True, exist_ok=True)
+        text = f"{DURABLE_RUN} {self.core.incarnation}\n" if intact and self.durable_acks else "\n"
+        write_atomic(marker, text.encode("ascii"))
+        return intact, crashed
 
     def _read_previous_incarnation(self) -> str:
         path = self.identity.directory / INCARNATION_FILE
@@ -738,6 +755,7 @@ async def start_for_broker(
     runner = HookRunner(hook_config, hooks)
     adapter_kw.setdefault("ha_address", broker.cfg.ha_listen)
     adapter_kw.setdefault("ack_mode", broker.cfg.ack_mode)
+    adapter_kw.setdefault("durable_acks", broker.durable_acks)
     adapter = ReplicasAdapter(config, api, broker, Path(broker.cfg.data_dir), runner, **adapter_kw)
     adapter._owns_api = True
     broker.proposer = adapter.proposer

@@ -101,6 +101,9 @@ class Broker:
         self.ha_slave: HASlave | None = None
         self.write_path: WritePath | None = None
         self.flusher = GroupFlusher(self.store, cfg.flush, cfg.flush_interval_ms / 1000.0)
+        # fsync before every acknowledgement, as master (group commit or per-append) and as slave
+        # (before each ack to the master): what a power cut cannot take (docs/replicas-manager.md)
+        self.durable_acks = cfg.flush == "sync" or self.store.config.flush_mode == "sync"
         self._switch_lock = asyncio.Lock()
         self._hooks: list[RoleHook] = []
         self.proposer = proposer
@@ -263,6 +266,7 @@ class Broker:
             ha = HASlave(self.store, self.ha_config, self.broker_id, self.group, master_ha_addr,
                          ssl=functools.partial(client_ssl_context, self.cfg.tls) if self.cfg.tls.dials_tls else None,
                          bind_identities=self.cfg.auth, on_caught_up=self._slave_caught_up,
+                         sync_before_ack=self.durable_acks,
                          expect_master=(master_id, master_epoch) if master_id else None)
             await ha.start()
             self.ha_slave = ha

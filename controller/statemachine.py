@@ -485,7 +485,10 @@ def _data_loss_events(g: GroupState, bid: int, cfg: SMConfig, reason: str) -> li
     (KIP-966 removes such a replica from ISR and ELR)."""
     if bid == g.master_broker_id:
         rest = g.sync_state_set - {bid}
-        if not rest:
+        # An eligible replica (it left the set after the set fell below min_in_sync_replicas, so
+        # it holds everything acknowledged) outranks a lone master that lost its tail: electing
+        # the master at a new epoch would make it truncate what it holds.
+        if not rest and not (g.eligible - {bid}):
             # The only copy: nothing better to elect, but never the same epoch again. Resumed,
             # it would write new records at offsets it lost, and a replica outside the set that
             # still holds the old bytes of that epoch would keep them at its handshake (same

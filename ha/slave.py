@@ -31,7 +31,7 @@ class HASlave:
                  master_addr: tuple[str, int], async_learner: bool = False,
                  sync_from_last_file: bool = False, ssl: Callable[[], SSLContext] | None = None,
                  bind_identities: bool = False, on_caught_up: Callable[[int], None] | None = None,
-                 expect_master: tuple[int, int] | None = None) -> None:
+                 expect_master: tuple[int, int] | None = None, sync_before_ack: bool = False) -> None:
         """``ssl``: connect to the master's HA port over TLS, with a context built by this factory
         for each connection attempt (autoswitch.base.tls.client_ssl_context: rotated files are
         picked up at the next reconnect);
@@ -40,8 +40,12 @@ class HASlave:
         ``on_caught_up(master_epoch)``: called once per connection, when the log first reaches a
         confirmOffset the master sent (the ReplicasManager then reports the log intact again);
         ``expect_master``: (brokerId, MasterEpoch) the controller named; the handshake must state
-        that epoch and, with bound identities, the certificate must name that brokerId.
+        that epoch and, with bound identities, the certificate must name that brokerId;
+        ``sync_before_ack``: fsync what was appended before acknowledging it (the broker's
+        ``flush = "sync"``): the master counts this replica's ack as a durable copy.
         """
+        self.sync_before_ack = sync_before_ack
+        self._synced_to = log.max_offset
         self.on_caught_up = on_caught_up
         self.expect_master = expect_master
         self.log = log
@@ -180,6 +184,9 @@ class HASlave:
                 continue
             ack = a
         if ack is not None:
+            if self.sync_before_ack and self.log.max_offset > self._synced_to:
+                self.log.flush()
+                self._synced_to = self.log.max_offset
             # One ack per read: acks after appends and heartbeats, coalesced under load.
             transport.write(encode_ack(ack))
             # Progress: the next failure retries quickly. A failure that repeats before any
@@ -196,6 +203,7 @@ class HASlave:
 
     def _handshake_done(self, session: SlaveSession, writer: asyncio.Transport, a) -> None:
         self.master_epoch = session.master_epoch
+        self._synced_to = self.log.max_offset    # the handshake's truncation is crash-safe (fsynced)
         self._log.info("ha_slave_handshake_done", masterEpoch=session.master_epoch,
                        truncatedTo=session.truncated_to, maxOffset=self.log.max_offset)
         writer.write(encode_ack(a))   # the start position goes out before any transfer

@@ -89,6 +89,7 @@ class Layout:
     cluster: str = "playground"
     profile: str = "fast"
     broker_extra: list[str] = field(default_factory=list)
+    controller_extra: dict[str, Any] = field(default_factory=dict)   # [controller] keys over the profile's
     secure: bool = True      # mutual TLS and authorization on every process (--insecure: plaintext)
     # What replicates the controllers' log: "raft"; "sql" = a PostgreSQL started for the playground
     # (port base+9); "sqlite" = one SQLite file in the data directory; "etcd" = a single-member etcd
@@ -121,6 +122,7 @@ class Layout:
         keys = dict(PROFILES[self.profile]["controller"])
         if self.backend == "etcd" and self.profile == "fast":
             keys["heartbeat_timeout_ms"] = ETCD_FAST_TIMEOUT_MS
+        keys.update(self.controller_extra)
         return keys
 
     def broker_profile_args(self) -> list[str]:

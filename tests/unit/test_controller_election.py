@@ -191,6 +191,21 @@ def test_unclean_registration_of_a_lone_master_moves_it_to_a_new_epoch():
     assert h.view().master_epoch == nv.master_epoch
 
 
+
+def test_unclean_lone_master_does_not_outrank_an_eligible_replica():
+    """Found by the power-loss rounds' review: min_in_sync_replicas 2, the set shrank to the master
+    alone, so 2 and 3 stayed eligible (they hold everything acknowledged). A master that then lost
+    its unsynced tail must not be elected again at a new epoch: 2 and 3 would truncate to it."""
+    h = group_with_master(min_in_sync_replicas=2)
+    assert h.alter([1]).ok
+    assert h.view().eligible_replicas == (2, 3)
+    assert h.w(RegisterBrokerRequest(C, G, 1, "127.0.0.1:9001", clean_shutdown=False)).ok
+    nv = h.view()
+    assert nv.master_broker_id is None and nv.eligible_replicas == (2, 3)
+    r = h.elect([BrokerLiveInfo(1, epoch=1, max_offset=10, clean_shutdown=False),
+                 BrokerLiveInfo(2, epoch=1, max_offset=1000)], trigger=TRIGGER_BROKER, broker_id=1)
+    assert r.ok and r.replica.master_broker_id == 2 and h.history[-1]["unclean"] is False
+
 def test_a_master_stating_a_smaller_min_in_sync_replicas_keeps_no_eligible_replica():
     """Issue 30: the controller's min_in_sync_replicas (3) and the brokers' (1) disagreed. The
     controller took a shrink to {1, 2} for "below min: the master acknowledges nothing", kept 3

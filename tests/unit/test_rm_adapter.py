@@ -39,6 +39,7 @@ class FakeApi:
         self.addresses = list(CONTROLLERS)
         self.ha_addresses: dict[int, str] = {}   # brokerId -> the ha_address it registered
         self.registered_clean: list[bool] = []      # clean_shutdown of each RegisterBroker
+        self.registered_incarnations: list[tuple[str, str]] = []   # (incarnation, previous_incarnation)
         self.down = False  # every controller unreachable
         self.watch_broken = False
         self.pushes: asyncio.Queue = asyncio.Queue()
@@ -81,6 +82,7 @@ class FakeApi:
         self._check()
         self.ha_addresses[broker_id] = ha_address
         self.registered_clean.append(clean_shutdown)
+        self.registered_incarnations.append((incarnation, previous_incarnation))
         return self.ctrl.register(group, broker_id, address)
 
     async def heartbeat(self, controller_addr, hb, timeout_s):
@@ -335,6 +337,33 @@ def test_abort_marker_reports_unclean_restart_until_clean_stop(tmp_path):
         return first, second, third
 
     assert asyncio.run(asyncio.wait_for(main(), 20)) == (True, False, True)
+
+
+def test_a_crash_of_a_run_that_fsynced_every_ack_is_not_an_unclean_restart(tmp_path):
+    """Issue 30, found by `make powerloss`: with flush = "sync" every acknowledged byte was on disk,
+    so a power cut of every replica used to leave the group without a master for ever (each came
+    back "unclean", and a crashed run's incarnation was not followed either). A durable run's
+    marker names its incarnation: the next start is intact and continues it. A run that started
+    unclean, or does not fsync before acknowledging, still leaves a plain marker."""
+    ctrl = FakeController()
+
+    async def one_run(durable: bool) -> tuple[bool, str, str]:
+        api, broker, a = make(tmp_path, ctrl, durable_acks=durable)
+        await a.start()
+        await wait_for(lambda: len(api.heartbeats) >= 2, "heartbeats")
+        await a.stop()          # a crash: no mark_clean_shutdown, the marker stays
+        inc, prev = api.registered_incarnations[0]
+        return api.registered_clean[0], inc, prev
+
+    async def main():
+        return [await one_run(d) for d in (True, True, False, True, True)]
+
+    runs = asyncio.run(asyncio.wait_for(main(), 30))
+    assert runs[0][0] is True                                   # first start
+    assert runs[1][0] is True and runs[1][2] == runs[0][1]      # continues the crashed durable run
+    assert runs[2][0] is True and runs[2][2] == runs[1][1]      # durable before, async now: intact
+    assert runs[3][0] is False and runs[3][2] == ""             # the async run's crash: unclean
+    assert runs[4][0] is False                                  # started unclean: its crash proves nothing
 
 
 def test_controller_timeout_shorter_than_the_lease_assumes_keeps_broker_fenced(tmp_path):
