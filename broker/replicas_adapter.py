@@ -223,6 +223,7 @@ class ReplicasAdapter:
         (``flush = "sync"`` or the store's ``flush_mode = "sync"``): a power cut cannot take what
         it acknowledged, so a crash of such a run is not reported as an unclean restart."""
         self.durable_acks = durable_acks
+        self._marker_names_us = False
         self.core = core or ReplicasManager(config)
         self.ack_mode = ack_mode if ack_mode in ACK_MODES else ""   # stated in heartbeats
         self._controllers_index = 0       # membership change the controller list is from (0 = configured)
@@ -271,7 +272,11 @@ class ReplicasAdapter:
         loaded = self.identity.load(self.config.cluster, self.config.group)
         previous = self._read_previous_incarnation()
         intact, crashed = self._arm_abort_marker()
-        previous = crashed or previous
+        if crashed is not None:
+            previous = crashed
+        if intact and self.durable_acks:
+            # until our registration is accepted a crash continues what this start continues
+            self._write_marker(previous)
         _, _, log_epoch = self.broker.log_position()
         self._perform(self.core.start(self.clock(), loaded, log_intact=intact, log_last_epoch=log_epoch,
                                       previous_incarnation=previous))
@@ -281,29 +286,35 @@ class ReplicasAdapter:
         if self.use_watch:
             self._watch_task = asyncio.get_running_loop().create_task(self._watch())
 
-    def _arm_abort_marker(self) -> tuple[bool, str]:
+    def _arm_abort_marker(self) -> tuple[bool, str | None]:
         """RocketMQ's abort file: present at start = the last run did not end cleanly, so the log
         may lack a tail it acknowledged (async flush). Re-created for this run, naming its
         incarnation when the run fsyncs before it acknowledges *and* started with an intact log:
         only then does a crash of it leave everything it (and every run before it) acknowledged
         on disk, and the next start continues that incarnation as a clean stop would have.
-        Returns (intact, the crashed durable run's incarnation or "")."""
+        Returns (intact, the incarnation the crashed durable run continued, or None)."""
         marker = self.identity.directory / ABORT_MARKER
         try:
             left: bytes | None = marker.read_bytes()
         except FileNotFoundError:
             left = None
-        crashed = ""
+        crashed: str | None = None
         if left is not None:
             word, _, inc = left.decode("ascii", "replace").strip().partition(" ")
-            if word == DURABLE_RUN and inc.isalnum() and len(inc) <= MAX_INCARNATION_LEN:
+            if word == DURABLE_RUN and (inc == "" or inc.isalnum()) and len(inc) <= MAX_INCARNATION_LEN:
                 crashed = inc
-            self._log.info("abort_marker_found", durableRun=bool(crashed), incarnation=crashed)
-        intact = left is None or bool(crashed)
+            self._log.info("abort_marker_found", durableRun=crashed is not None, incarnation=crashed or "")
+        intact = left is None or crashed is not None
         self.identity.directory.mkdir(parents=True, exist_ok=True)
-        text = f"{DURABLE_RUN} {self.core.incarnation}\n" if intact and self.durable_acks else "\n"
-        write_atomic(marker, text.encode("ascii"))
+        self._write_marker(None)
         return intact, crashed
+
+    def _write_marker(self, continues: str | None) -> None:
+        """The abort marker: plain, or (a durable run) naming the incarnation a crash of this run
+        continues: the one this start follows until the controllers accepted our registration
+        (they never knew ours), this run's own after that."""
+        text = "\n" if continues is None else f"{DURABLE_RUN} {continues}\n"
+        write_atomic(self.identity.directory / ABORT_MARKER, text.encode("ascii"))
 
     def _read_previous_incarnation(self) -> str:
         path = self.identity.directory / INCARNATION_FILE
@@ -573,6 +584,9 @@ class ReplicasAdapter:
                                         clean_shutdown=cmd.clean_shutdown, incarnation=cmd.incarnation,
                                         previous_incarnation=cmd.previous_incarnation), t
                 )
+                if self.durable_acks and cmd.clean_shutdown and not self._marker_names_us:
+                    self._write_marker(self.core.incarnation)     # a crash now continues this run
+                    self._marker_names_us = True
                 return self._info(info)
             case SendHeartbeat():
                 return await self._heartbeat(cmd)

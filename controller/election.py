@@ -85,6 +85,16 @@ def decide(*, master: int | None, sync_state_set: frozenset[int], eligible: froz
     if best is not None:
         return ElectionDecision(Outcome.ELECT, best.broker_id,
                                 reason="first_election_by_data" if first_election else "ranked")
+    pool = sync_state_set | eligible
+    if pool and not first_election and pool <= alive.keys():
+        # Unclean recovery (KIP-966's "balanced" strategy): no clean candidate, but every replica
+        # that may hold acknowledged messages is back and has reported its log (all of them
+        # restarted uncleanly: a power cut of the whole set). The longest log loses the least,
+        # and nothing better can come; waiting would keep the group down for ever. A member that
+        # never comes back still needs the operator (unclean election).
+        best = best_candidate(alive[b] for b in pool)
+        assert best is not None
+        return ElectionDecision(Outcome.ELECT, best.broker_id, reason="unclean_recovery_whole_set")
     if unclean_enabled:
         best = best_candidate(alive.values())
         if best is not None:

@@ -26,7 +26,7 @@
 from __future__ import annotations
 
 from collections.abc import Callable, Iterable, Mapping, Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from enum import Enum
 
 from autoswitch.controller.messages import TRIGGER_CONTROLLER, BrokerLiveInfo, ElectMasterRequest
@@ -148,6 +148,17 @@ class HeartbeatTable:
         if e is None or not self.alive(broker_name, broker_id, now_ms):
             return ""
         return e.report.incarnation
+
+    def mark_unclean(self, broker_name: str, broker_id: int) -> bool:
+        """A new process of this broker said, while this one's last heartbeat still counts as alive,
+        that it restarted after a crash: that heartbeat's clean log is no longer true (the tail it
+        described may be gone). Keep the entry (the id stays alive until it expires, so the new
+        process cannot take over early) but never as a clean candidate. True if it changed."""
+        e = self._beats.get((broker_name, broker_id))
+        if e is None or not e.report.clean_shutdown:
+            return False
+        self._beats[(broker_name, broker_id)] = _Entry(e.received_ms, replace(e.report, clean_shutdown=False))
+        return True
 
     def report(self, broker_name: str, broker_id: int) -> BrokerReport | None:
         e = self._beats.get((broker_name, broker_id))

@@ -621,12 +621,20 @@ class ControllerNode:
         live = self.heartbeats.live_incarnation(group, broker_id, self.now_ms())
         return live if live and incarnation and live != incarnation else ""
 
-    def check_incarnation(self, group: str, broker_id: int, incarnation: str, call: str) -> None:
+    def check_incarnation(self, group: str, broker_id: int, incarnation: str, call: str,
+                          crashed_before: bool = False) -> None:
         """NodeReply(CONTROLLER_BROKER_INCARNATION_CONFLICT) when another process of this
-        brokerId is alive here (a cloned or copied data directory started beside the original)."""
+        brokerId is alive here (a cloned or copied data directory started beside the original).
+        ``crashed_before``: the refused process states an unclean restart, so the live entry may be
+        the last heartbeat of the process that crashed, describing a tail the crash took: it stops
+        counting as a clean candidate (found by the simulator's power cuts; a clone that says so
+        costs the original its electability, never a message)."""
         live = self.incarnation_conflict(group, broker_id, incarnation)
         if not live:
             return
+        if crashed_before and self.heartbeats.mark_unclean(group, broker_id):
+            self.log.warning("stale_incarnation_marked_unclean", group=group, brokerId=broker_id,
+                             live=live[:MAX_INCARNATION_LEN], refused=incarnation[:MAX_INCARNATION_LEN])
         self._refusal_log.warning((group, broker_id), "broker_incarnation_conflict", group=group, brokerId=broker_id,
                                   call=call, live=live[:MAX_INCARNATION_LEN], refused=incarnation[:MAX_INCARNATION_LEN])
         raise NodeReply(Code.CONTROLLER_BROKER_INCARNATION_CONFLICT,

@@ -480,9 +480,19 @@ def _register_broker(req: RegisterBrokerRequest, state: ControllerState) -> tupl
 
 
 def _data_loss_events(g: GroupState, bid: int, cfg: SMConfig, reason: str) -> list[Event]:
-    """A replica restarted after an unclean shutdown (or as an incarnation that does not follow
-    the registered one): its log may miss acknowledged messages, so it must not stay electable
-    (KIP-966 removes such a replica from ISR and ELR)."""
+    """A replica restarted after an unclean shutdown, or as an incarnation that does not follow the
+    registered one (a copied directory): its log may miss acknowledged messages.
+
+    After an unclean shutdown its heartbeats say so (clean_shutdown false until it has caught up
+    with a master's confirmOffset), and that keeps it from a normal election; it stays in the
+    SyncStateSet and the eligible replicas, which remain the last known holders of the
+    acknowledged messages (KIP-966's last known ELR): if every one of them restarted uncleanly,
+    the unclean recovery of election.decide elects the longest log once all are back. (Taking it
+    out here, as before, lost acked messages: a slave that still held them left the set while the
+    dead master's later recovery counted only itself.) A master that restarted uncleanly is no
+    longer master. A new incarnation reports a clean log, so it leaves the set and the eligible
+    replicas here and catches up like a new replica."""
+    keep = reason == "unclean_shutdown"
     if bid == g.master_broker_id:
         rest = g.sync_state_set - {bid}
         # An eligible replica (it left the set after the set fell below min_in_sync_replicas, so
@@ -495,8 +505,10 @@ def _data_loss_events(g: GroupState, bid: int, cfg: SMConfig, reason: str) -> li
             # epoch, same start) and could later be elected with other bytes under acked offsets.
             # A new epoch starts where this log now ends; the others truncate to it.
             return [ElectMasterEvent(g.broker_name, bid, (bid,), (), False, "master_" + reason + "_new_epoch")]
-        return [ElectMasterEvent(g.broker_name, None, tuple(sorted(rest)), tuple(sorted(g.eligible - {bid})),
-                                 False, "master_" + reason)]
+        return [ElectMasterEvent(g.broker_name, None, tuple(sorted(g.sync_state_set if keep else rest)),
+                                 tuple(sorted(g.eligible if keep else g.eligible - {bid})), False, "master_" + reason)]
+    if keep:
+        return []
     if bid in g.sync_state_set:
         new = g.sync_state_set - {bid}
         elig = election.eligible_after_alter(old_sync_state_set=g.sync_state_set, new_sync_state_set=new,

@@ -20,7 +20,8 @@ VOTE_HUNT = FaultMix(every_ms=150, partition=0.35, one_way=0.2, heal=0.25, crash
 # skip_handshake_truncation 12 -> 40, drop_zero_msg_epochs 42 -> 100, no_self_fencing 31 -> 80,
 # vote_not_persisted 98 -> 200; on 2026-11-24: lease_hold_from_first_report 0 -> 5; on 2026-11-25:
 # handover_without_cas 5 -> 20, fast_path_any_ack_mode 33 -> 80, membership_no_pacing 5 -> 15,
-# membership_grant_unapplied 0 -> 5, store_no_fence 0 -> 5
+# membership_grant_unapplied 0 -> 5, store_no_fence 0 -> 5; on 2026-11-27 (power cuts):
+# report_restart_clean 0 -> 5, resume_epoch_after_unclean 38 -> 100
 CATCH_BOUND = {
     "no_union_sss": 80,
     "elect_outside_sss": 20,
@@ -34,7 +35,11 @@ CATCH_BOUND = {
     "membership_no_pacing": 15,
     "membership_grant_unapplied": 5,
     "store_no_fence": 5,
+    "report_restart_clean": 5,
+    "resume_epoch_after_unclean": 100,
 }
+# planted bugs that need the power cuts of DataSim(power_loss=True)
+POWER_BUGS = {"report_restart_clean", "resume_epoch_after_unclean"}
 
 # planted membership bugs -> the rule of the lease simulator they switch off
 MEMBERSHIP_RULE_OFF = {"membership_no_pacing": "pacing", "membership_grant_unapplied": "applied_conf"}
@@ -60,6 +65,8 @@ def run_with_bug(bug: str, seed: int) -> Violation | None:
         try:
             if bug in ("vote_not_persisted",):
                 controller_sim.ControllerSim(seed, bugs=frozenset({bug}), mix=VOTE_HUNT).run()
+            elif bug in POWER_BUGS:
+                data_sim.DataSim(seed, bugs=frozenset({bug}), power_loss=True).run()
             elif bug == "fast_path_any_ack_mode":
                 data_sim.DataSim(seed, bugs=frozenset({bug}), crash_fast=True, ack_mode="in_sync_replicas").run()
             else:

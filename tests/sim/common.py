@@ -25,6 +25,8 @@ BUGS = (
     "membership_no_pacing",    # the leader changes voters again right after the previous change committed
     "membership_grant_unapplied",  # a controller grants under a configuration it has appended, not applied
     "store_no_fence",          # a store backend commits a paused leader's write after its lock expired
+    "report_restart_clean",    # a broker that crashed (power cut, async flush) reports an intact log
+    "resume_epoch_after_unclean",  # a master resumes its MasterEpoch after an unclean restart
 )
 PHASE_A_BUGS = {"vote_not_persisted"}
 
@@ -98,6 +100,8 @@ class FaultMix:
     # broker is cut from time 0) and heals that land exactly on the leader's scan instant.
     never_heard: float = 0.0           # chance per broker that one controller is cut from it at t=0
     heal_at_scan: float = 0.0          # share of heals moved to the next scan instant
+    # power cuts (DataSim(power_loss=True)): brokers lose every byte they did not fsync
+    power_cut: float = 0.0
 
     @staticmethod
     def draw(rng: random.Random) -> FaultMix:

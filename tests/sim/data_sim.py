@@ -61,6 +61,8 @@ LEASE = LeaseConfig(enabled=True, master_lease_ms=600, heartbeat_timeout_ms=HB_T
 HA = HAConfig(heartbeat_interval_s=0.1, ha_max_time_slave_not_catchup_s=1.0, transfer_batch_size=256,
               proposal_backoff_min_s=0.05, proposal_backoff_max_s=0.5, ack_mode="all")
 MAX_MESSAGES = 2_000       # produce bound per run
+PROPOSAL_TIMEOUT = 1000    # an AlterSyncStateSet without a reply by then has failed (the adapter's RPC timeout)
+FLUSH_MS = 200             # DataSim(power_loss=True) with async flush: each broker fsyncs this often
 
 
 # ---------------------------------------------------------------------- planted bugs (sim only)
@@ -115,6 +117,13 @@ def elect_outside_sss():
 
 # ---------------------------------------------------------------------- controller side
 
+class _Refused:
+    """The reply to a refused registration (CONTROLLER_BROKER_INCARNATION_CONFLICT)."""
+
+    ok = False
+    replica = None
+
+
 @dataclass
 class CtlNode:
     cid: str
@@ -161,6 +170,7 @@ class Broker:
     link: Link | None = None            # as slave
     pending: list[Pending] = field(default_factory=list)
     proposal_req: int | None = None
+    proposal_deadline: int = 0
     next_hb: int = 0
     next_poll: int = 0
     reconnect_at: int = 0
@@ -171,6 +181,14 @@ class Broker:
     lease_fenced: bool = False
     sessions: set[str] = field(default_factory=set)   # controllers holding our session (crash_fast)
     session_retry_at: int = 0
+    # power_loss runs: the log holds everything this broker acknowledged (the abort marker's
+    # verdict, reported at registration and in heartbeats), and what the fault really did
+    intact: bool = True
+    lost_tail: bool = False
+    incarnation: str = ""               # power_loss runs: this process (new at every restart)
+    previous_incarnation: str = ""      # the one whose stop (or durable crash) this start continues
+    register_pending: bool = False
+    next_flush: int = 0
 
 
 class DataSim:
@@ -178,7 +196,7 @@ class DataSim:
                  mix: FaultMix | None = None, n_brokers: int = 3, n_ctl: int = 3, liveness_ms: int = 8000,
                  produce_ms: tuple[int, int] = (10, 60), use_rm: bool = False,
                  honor_lease_granted: bool = True, handovers: bool = False, crash_fast: bool = False,
-                 ack_mode: str = "all") -> None:
+                 ack_mode: str = "all", power_loss: bool = False) -> None:
         self.produce_ms = produce_ms
         # use_rm: the real ReplicasManager core decides (rm_driver); else this module's model
         self.use_rm = use_rm
@@ -204,7 +222,18 @@ class DataSim:
             self.mix = dataclasses.replace(self.mix, session_reset=0.1)
         assert ack_mode in ("all", "in_sync_replicas")
         self.ack_mode = ack_mode
-        self.ha = dataclasses.replace(HA, ack_mode=ack_mode, in_sync_replicas=2)
+        # power_loss: power cuts lose every unsynced byte, and every crash leaves the abort marker.
+        # Durable (flush = "sync": every append fsynced before the ack) or async (a flush every
+        # FLUSH_MS, min_in_sync_replicas 2 so every ack is on two hosts; cuts FLUSH_MS * 2 apart:
+        # the documented "one replica at a time"); docs/replicas-manager.md.
+        self.power_loss = power_loss
+        prng = random.Random(f"power/{seed}")
+        self.durable = not power_loss or prng.random() < 0.4
+        min_isr = 1 if self.durable else 2
+        self.last_cut = -10**9
+        if power_loss:
+            self.mix = dataclasses.replace(self.mix, power_cut=0.12)
+        self.ha = dataclasses.replace(HA, ack_mode=ack_mode, in_sync_replicas=2, min_in_sync_replicas=min_isr)
         self.crash_targets: dict[int, int] = {}        # MasterEpoch -> brokerId a crash-only election made
         self.pending_closes: list[tuple[int, str, int]] = []   # (brokerId, controller, since): FIN in flight
         self.duration = duration_ms
@@ -219,13 +248,17 @@ class DataSim:
                                table_cls(clk.local(0), HB_TIMEOUT, startup_grace_ms=0))
                     for c in self.ctl_ids}
         self.leader = self.ctl_ids[0]
-        self.sm = ControllerStateMachine(SMConfig(heartbeat_timeout_ms=HB_TIMEOUT, first_election_grace_ms=500))
+        self.sm = ControllerStateMachine(SMConfig(heartbeat_timeout_ms=HB_TIMEOUT, first_election_grace_ms=500,
+                                                  min_in_sync_replicas=min_isr))
         self.brokers: dict[int, Broker] = {}
         for b in range(1, n_brokers + 1):
             clk = Clock(1 + self.rng.uniform(-drift, drift), self.rng.randint(0, 5000))
-            self.brokers[b] = Broker(b, clk, SimLog(), MasterLease(self.ctl_ids, LEASE))
+            self.brokers[b] = Broker(b, clk, SimLog(durable=self.durable), MasterLease(self.ctl_ids, LEASE))
             self.sm.execute(ApplyBrokerIdRequest(CLUSTER, GROUP, b, f"b{b};0", 1))
-            self.sm.execute(RegisterBrokerRequest(CLUSTER, GROUP, b, f"b{b}", True, 1))
+            if power_loss:
+                self.brokers[b].incarnation = f"{b}x0"
+            self.sm.execute(RegisterBrokerRequest(CLUSTER, GROUP, b, f"b{b}", True, 1,
+                                                  incarnation=self.brokers[b].incarnation))
         self.names = {f"b{b}" for b in self.brokers} | set(self.ctl_ids)
         self._req_seq = 0
         self._requests: dict[int, tuple[int, Any]] = {}
@@ -385,7 +418,16 @@ class DataSim:
             if req == "find_leader":
                 reply = cid
             elif isinstance(req, RegisterBrokerRequest):
-                reply = self._execute(req)
+                # as ControllerNode.check_incarnation: a second live process of an id is refused,
+                # and one that states a crash makes the live entry (the crashed process's last
+                # heartbeat) no clean candidate any more
+                live = c.table.live_incarnation(GROUP, req.broker_id, now)
+                if live and req.incarnation and live != req.incarnation:
+                    if not req.clean_shutdown and c.table.mark_unclean(GROUP, req.broker_id):
+                        self.note(f"{cid}: b{req.broker_id}'s live entry ({live}) marked unclean")
+                    reply = _Refused()
+                else:
+                    reply = self._execute(req)
             elif isinstance(req, (ElectMasterRequest, AlterSyncStateSetRequest)):
                 view = self._opinions(cid)
                 if isinstance(req, ElectMasterRequest) and req.handover_from and "handover_without_cas" in self.bugs:
@@ -431,13 +473,24 @@ class DataSim:
         self._send_all(b, ("req", self._req_seq, req))
         return self._req_seq
 
+    def _reports_intact(self, b: Broker) -> bool:
+        return b.intact or "report_restart_clean" in self.bugs
+
     def _broker_timers(self, b: Broker) -> None:
+        if b.register_pending:
+            # a restart registers (stating whether its log is intact) before anything else
+            if self.now >= b.next_poll:
+                b.next_poll = self.now + POLL_INTERVAL
+                self._request(b, RegisterBrokerRequest(CLUSTER, GROUP, b.bid, f"b{b.bid}", self._reports_intact(b), 1,
+                                                       incarnation=b.incarnation,
+                                                       previous_incarnation=b.previous_incarnation))
+            return
         if self.now >= b.next_hb:
             b.next_hb = self.now + HB_INTERVAL
             rnd = b.lease.on_round_sent(self.local_s(b))
             last = b.log.epochs.last()
             rep = BrokerReport(b.bid, self.bname(b.bid), last.epoch if last else 0, b.log.max_offset,
-                               b.log.confirm_offset, 0, True)
+                               b.log.confirm_offset, 0, self._reports_intact(b), incarnation=b.incarnation)
             self._send_all(b, ("hb", b.bid, rnd, rep))
         if self.now >= b.next_poll:
             b.next_poll = self.now + POLL_INTERVAL
@@ -452,7 +505,7 @@ class DataSim:
     def send_heartbeat(self, b: Broker, controller: str, rnd: int) -> None:
         last = b.log.epochs.last()
         rep = BrokerReport(b.bid, self.bname(b.bid), last.epoch if last else 0, b.log.max_offset,
-                           b.log.confirm_offset, 0, True)
+                           b.log.confirm_offset, 0, self._reports_intact(b), incarnation=b.incarnation)
         self.net.send(self.now, self.bname(b.bid), controller, ("hb", b.bid, rnd, rep))
 
     def _on_broker_msg(self, b: Broker, frm: str, msg: tuple) -> None:
@@ -472,6 +525,11 @@ class DataSim:
             if sent is None:
                 return          # a duplicate
             req = sent[1]
+            if isinstance(req, RegisterBrokerRequest):
+                if reply.ok:
+                    b.register_pending = False
+                    b.next_poll = self.now
+                return
             view = reply if req == "replica_info" else getattr(reply, "replica", None)
             if isinstance(req, AlterSyncStateSetRequest) and b.proposal_req == rid:
                 b.proposal_req = None
@@ -501,8 +559,17 @@ class DataSim:
         if view.master_broker_id == b.bid:
             # become master: the log ends on a whole record (recovery did it); new epoch entry
             last = b.log.epochs.last()
+            if last is not None and last.epoch >= view.master_epoch and not b.intact \
+                    and "resume_epoch_after_unclean" not in self.bugs:
+                # unclean_master_resume_refused: a slave may hold acked messages this log lost
+                self.note(f"b{b.bid} refuses to resume epoch {view.master_epoch} after an unclean restart")
+                b.role, b.master_id = "none", None
+                return
             if last is None or last.epoch < view.master_epoch:
                 b.log.append_epoch(view.master_epoch, b.log.max_offset)
+            if not b.intact:
+                self.note(f"b{b.bid} log intact again: became master of epoch {view.master_epoch}")
+            b.intact, b.lost_tail = True, False
             # else: a restarted master resumes the epoch it owns (docs/interfaces.md Request 1); its
             # log is intact up to the last whole record because every ack waited for the flush
             b.role = "master"
@@ -615,6 +682,10 @@ class DataSim:
             s.log.crash_tear(self.rng, len(frame.body))
             self._crash(s, torn=True)
             return
+        if lk.s_sess.caught_up and (s.lost_tail or not s.intact):
+            if not s.intact:
+                self.note(f"b{s.bid} log intact again: caught up with b{lk.master}'s confirmOffset")
+            s.intact, s.lost_tail = True, False
         if ack is not None:
             self._link_send(lk, False, ack)
 
@@ -660,7 +731,10 @@ class DataSim:
         elif prop is not None:
             m.proposal_req = self._request(m, AlterSyncStateSetRequest(
                 GROUP, m.bid, prop.master_epoch, tuple(sorted(prop.new_set)), prop.base_sync_state_set_epoch))
-        elif m.tracker.in_flight is not None and m.proposal_req is None:
+            m.proposal_deadline = self.now + PROPOSAL_TIMEOUT
+        elif m.tracker.in_flight is not None and (m.proposal_req is None or self.now > m.proposal_deadline):
+            # the adapter's RPC timeout: a lost reply must not hold the set still for ever
+            m.proposal_req = None
             m.tracker.on_proposal_failed(now)
         # acknowledgements
         keep = []
@@ -742,9 +816,35 @@ class DataSim:
                     self.stats.consumed += 1
 
     # ------------------------------------------------------------------ crashes
-    def _crash(self, b: Broker, torn: bool = False) -> None:
+    def _power_cut(self) -> None:
+        """Power cuts: durable runs lose any set of hosts at once, async ones one at a time."""
+        if not self.durable and self.now - self.last_cut < 2 * FLUSH_MS:
+            return
+        alive = [b for b in sorted(self.brokers) if self.brokers[b].alive]
+        if not alive:
+            return
+        k = len(alive) if self.durable and self.rng.random() < 0.3 else 1
+        m = self._current_master()
+        first = m.bid if m is not None and self.rng.random() < 0.5 else self.rng.choice(alive)
+        victims = [first] + [b for b in alive if b != first][:k - 1]
+        self.last_cut = self.now
+        for bid in victims:
+            self._crash(self.brokers[bid], power=True)
+
+    def _crash(self, b: Broker, torn: bool = False, power: bool = False) -> None:
         if not b.alive:
             return
+        if power:
+            lost = b.log.power_loss()
+            b.lost_tail = b.lost_tail or lost > 0
+            self.stats.extra["power_cuts"] = self.stats.extra.get("power_cuts", 0) + 1
+            self.stats.extra["power_lost_bytes"] = self.stats.extra.get("power_lost_bytes", 0) + lost
+            self.note(f"b{b.bid} loses power: {lost} unsynced bytes gone, max {b.log.max_offset}")
+        else:
+            b.log.flush()       # the process died, the host did not: its page cache reaches the disk
+        if self.power_loss:
+            # the abort marker: a crash is clean only for a durable run that started intact
+            b.intact = self.durable and b.intact
         self._drop_master_state(b)
         self._close_link(b.link)
         self._close_sessions(b, sorted(b.sessions))
@@ -759,6 +859,15 @@ class DataSim:
         cut = b.log.recover()
         self.note(f"b{b.bid} restarts, recovery cut {cut} bytes, max {b.log.max_offset}")
         nb = Broker(b.bid, b.clock, b.log, MasterLease(self.ctl_ids, LEASE))
+        if self.power_loss:
+            nb.intact, nb.lost_tail = b.intact, b.lost_tail
+            self.stats.extra["restarts"] = self.stats.extra.get("restarts", 0) + 1
+            nb.incarnation = f"{b.bid}x{self.stats.extra['restarts']}"
+            # a durable run's crash is continued (its abort marker names it, once the controllers
+            # accepted its registration; before, what it continued); any other restart is new
+            cont = b.previous_incarnation if b.register_pending else b.incarnation
+            nb.previous_incarnation = cont if nb.intact else ""
+            nb.register_pending = True
         nb.next_hb = self.now
         nb.next_poll = self.now
         self.brokers[b.bid] = nb
@@ -799,6 +908,11 @@ class DataSim:
         g = self.sm.state.groups[GROUP]
         for bid in sorted(g.sync_state_set | g.eligible) if self.ack_mode == "all" else ():
             b = self.brokers[bid]
+            if not self._reports_intact(b):
+                # it crashed unclean (maybe a power cut took its tail) and the controller is told
+                # so: not electable until it fetched up to a confirmOffset again (an election of
+                # it anyway is caught when it becomes master: _check_acked_on)
+                continue
             for mid, (off, p) in self.acked.items():
                 if not b.log.has_record(off, record(p)):
                     raise Violation("data.electable_lacks_acked",
@@ -869,6 +983,9 @@ class DataSim:
                 self.note(f"b{b.bid} sessions reset at {cids}")
                 self._close_sessions(b, cids)
                 b.session_retry_at = self.now + r.choice((5, 50, 300, 1500))
+        elif x < mx.partition + mx.one_way + mx.heal + mx.crash + mx.crash_in_persist + mx.handover \
+                + mx.session_reset + mx.power_cut:
+            self._power_cut()
         elif r.random() < 0.3:
             self.leader = r.choice(self.ctl_ids)     # controller leader change (Raft elected another node)
 
@@ -918,6 +1035,9 @@ class DataSim:
                 if b.restart_at is not None and self.now >= b.restart_at:
                     self._restart(b)
                 continue
+            if not self.durable and self.now >= b.next_flush:
+                b.next_flush = self.now + FLUSH_MS
+                b.log.flush()
             if self.crash_fast:
                 self._open_sessions(b)
             if self.use_rm:
@@ -957,6 +1077,16 @@ class DataSim:
         deadline = self.now + self.liveness_ms
         while self.now < deadline and self.stats.acked == start_acked:
             self.step(False)
+        g = self.sm.state.groups[GROUP]
+        if self.stats.acked == start_acked and self.power_loss and g.master_broker_id is None \
+                and not (g.sync_state_set | g.eligible):
+            # Documented limit (docs/replicas-manager.md, "Durable acknowledgements"): the last
+            # member of the set left it as a new incarnation (a crash after its registration was
+            # applied but before the reply arrived: its marker still named the incarnation before).
+            # Nobody is known to hold the acknowledged messages; the operator elects (unclean).
+            self.stats.extra["needs_operator"] = self.stats.extra.get("needs_operator", 0) + 1
+            self.note("no replica is known to hold the acknowledged messages: needs the operator")
+            start_acked = -1
         if self.stats.acked == start_acked and self.ack_mode == "all":
             # (mode in_sync_replicas: this model has no proposal timeout, so a lost reply can leave a
             # shrink in flight whose intersection with the set is below N; the real adapter times out)

@@ -131,10 +131,43 @@ class MemReplicaLog:
 
 
 class SimLog(MemReplicaLog):
-    def __init__(self) -> None:
+    """``durable``: every append is on disk when it returns (flush = "sync"); otherwise only what
+    ``flush()`` covered survives ``power_loss()``. The EpochFile and truncations are always durable
+    (the real store fsyncs both before it goes on)."""
+
+    def __init__(self, durable: bool = True) -> None:
         super().__init__(0)
         self.torn_at: int | None = None   # a crash inside a write left bytes past here
         self.appends_since_start = 0
+        self.durable = durable
+        self.synced_to = 0
+
+    def flush(self) -> None:
+        self.synced_to = self.max_offset
+
+    def append_raw(self, offset: int, data: bytes, epoch: int, epoch_start: int) -> int:
+        end = super().append_raw(offset, data, epoch, epoch_start)
+        if self.durable:
+            self.synced_to = end
+        return end
+
+    def truncate(self, offset: int, last_common_epoch: int | None = None) -> None:
+        super().truncate(offset, last_common_epoch)
+        self.synced_to = min(self.synced_to, self.max_offset)
+
+    def reset(self, start_offset: int) -> None:
+        super().reset(start_offset)
+        self.synced_to = start_offset
+
+    def power_loss(self) -> int:
+        """The host lost its page cache: everything past the last flush is gone (epoch entries
+        that start past the new end go with it, as the real store's recovery drops them).
+        Returns the bytes lost."""
+        keep = max(self.synced_to, self._start)
+        lost = self.max_offset - keep
+        if lost > 0:
+            self.truncate(keep)
+        return max(lost, 0)
 
     def _split(self, data: bytes, offset: int) -> list[bytes]:
         return [record(p) for _, p in walk(data, offset)]
@@ -146,6 +179,8 @@ class SimLog(MemReplicaLog):
     def append(self, payload: bytes) -> tuple[int, int]:
         start = self.max_offset
         self._add([(start, payload)])
+        if self.durable:
+            self.synced_to = self.max_offset
         return start, self.max_offset
 
     def bytes_between(self, lo: int, hi: int) -> bytes:
@@ -195,5 +230,6 @@ class SimLog(MemReplicaLog):
         self._bounds = sorted(set(self._bounds))
         self._epochs.truncate_suffix_from_offset(good)
         self.confirm_offset = min(self.confirm_offset, good)
+        self.synced_to = min(self.synced_to, good)
         self.torn_at = None
         return cut

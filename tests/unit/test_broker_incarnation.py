@@ -58,3 +58,22 @@ def test_a_node_hears_one_live_incarnation_per_broker():
     t.forget(G, [2])                            # a clean stop's farewell
     assert t.live_incarnation(G, 2, 200) == ""
 
+
+
+def test_a_crashed_process_last_clean_heartbeat_stops_counting_as_clean():
+    """Found by the simulator's power cuts: a broker's process died (power cut, async flush) with
+    a heartbeat that said "clean, max offset 602" still alive in the table; its new process is
+    refused registration until that entry expires, and meanwhile an election took the stale entry
+    as a clean candidate. The new process states its crash (clean_shutdown false): the live entry
+    then stays alive (the new process still waits) but is no clean candidate."""
+    t = HeartbeatTable(started_ms=0, timeout_ms=1000)
+    assert t.record(G, BrokerReport(1, epoch=7, max_offset=602, clean_shutdown=True, incarnation="old"), 100)
+    assert t.mark_unclean(G, 1)
+    assert t.live_incarnation(G, 1, 500) == "old"
+    rep = t.report(G, 1)
+    assert rep is not None and rep.clean_shutdown is False and rep.max_offset == 602
+    assert not t.mark_unclean(G, 1), "already unclean: nothing to change"
+    # the original, really alive (a clone was refused), heartbeats again: clean again
+    assert t.record(G, BrokerReport(1, epoch=7, max_offset=650, clean_shutdown=True, incarnation="old"), 600)
+    assert t.report(G, 1).clean_shutdown is True
+    assert not t.mark_unclean(G, 2), "no entry"

@@ -114,14 +114,16 @@ def test_unclean_shutdown_eligible_replica_is_not_electable():
     assert h.view().master_broker_id is None
 
 
-def test_unclean_registration_removes_replica_from_eligible_set():
+def test_unclean_registration_keeps_an_eligible_replica_as_a_holder_but_not_electable():
     h = group_with_master(min_in_sync_replicas=2)
     infos = {i: BrokerLiveInfo(i, epoch=1, max_offset=1000) for i in (1, 2, 3)}
     assert h.elect([infos[2], infos[3]], trigger=TRIGGER_CONTROLLER).replica.eligible_replicas == (1, 3)
     assert h.w(RegisterBrokerRequest(C, G, 3, "127.0.0.1:9003", clean_shutdown=False)).ok
-    assert h.view().eligible_replicas == (1,)
-    # Even reporting a clean heartbeat afterwards, 3 is no longer a clean candidate.
-    assert h.elect([infos[3]], trigger=TRIGGER_CONTROLLER).code == Code.CONTROLLER_MASTER_NOT_AVAILABLE
+    # it stays a last known holder (for the unclean recovery), but its heartbeats say unclean
+    # until it caught up with a master, and an unclean replica is no clean candidate
+    assert h.view().eligible_replicas == (1, 3)
+    unclean3 = BrokerLiveInfo(3, epoch=1, max_offset=1000, clean_shutdown=False)
+    assert h.elect([unclean3], trigger=TRIGGER_CONTROLLER).code == Code.CONTROLLER_MASTER_NOT_AVAILABLE
 
 
 def test_eligible_set_clears_once_sss_reaches_min_in_sync_replicas():
@@ -135,13 +137,16 @@ def test_eligible_set_clears_once_sss_reaches_min_in_sync_replicas():
     assert r.ok and r.replica.eligible_replicas == (3,)
 
 
-def test_unclean_registration_of_sss_slave_drops_it_from_sss():
+def test_unclean_registration_of_sss_slave_stays_in_the_set_but_is_not_electable():
     h = group_with_master()
     v = h.view()
     assert h.w(RegisterBrokerRequest(C, G, 3, "127.0.0.1:9003", clean_shutdown=False)).ok
     nv = h.view()
-    assert nv.sync_state_set == (1, 2) and nv.sync_state_set_epoch == v.sync_state_set_epoch + 1
-    assert nv.master_epoch == v.master_epoch
+    # the master shrinks it if it does not catch up; the controller keeps it as a known holder
+    assert nv.sync_state_set == (1, 2, 3) and nv.master_epoch == v.master_epoch
+    r = h.elect([BrokerLiveInfo(2, epoch=1, max_offset=10),
+                 BrokerLiveInfo(3, epoch=1, max_offset=10**6, clean_shutdown=False)], trigger=TRIGGER_CONTROLLER)
+    assert r.ok and r.replica.master_broker_id == 2
 
 
 def test_unclean_registration_of_master_records_no_master_and_next_election_avoids_it():
@@ -150,14 +155,17 @@ def test_unclean_registration_of_master_records_no_master_and_next_election_avoi
     assert h.w(RegisterBrokerRequest(C, G, 1, "127.0.0.1:9001", clean_shutdown=False)).ok
     nv = h.view()
     assert nv.master_broker_id is None and nv.master_epoch == v.master_epoch + 1
-    assert nv.sync_state_set == (2, 3)
+    # without a master the set stays the last known holders (for the unclean recovery); 1's
+    # unclean heartbeats keep it from a normal election
+    assert nv.sync_state_set == (1, 2, 3)
     assert h.history[-1]["event"] == "NoMaster"
-    r = h.elect([BrokerLiveInfo(1, epoch=1, max_offset=10**6), BrokerLiveInfo(2, epoch=1, max_offset=10)],
-                trigger=TRIGGER_BROKER, broker_id=1)
+    # 1's heartbeats state its unclean restart until it caught up (ReplicasManager.log_intact)
+    r = h.elect([BrokerLiveInfo(1, epoch=1, max_offset=10**6, clean_shutdown=False),
+                 BrokerLiveInfo(2, epoch=1, max_offset=10)], trigger=TRIGGER_BROKER, broker_id=1)
     assert r.ok and r.replica.master_broker_id == 2
 
 
-def test_sss_emptied_by_unclean_restarts_is_not_a_first_election():
+def test_sss_whose_members_all_restarted_unclean_is_not_a_first_election():
     h = group_with_master()
     assert h.alter([1, 2]).ok                                   # 3 lags: outside the SSS
     r = h.elect([BrokerLiveInfo(3, epoch=1, max_offset=10)], trigger=TRIGGER_CONTROLLER)   # 1 and 2 died
@@ -165,15 +173,39 @@ def test_sss_emptied_by_unclean_restarts_is_not_a_first_election():
     for bid in (1, 2):                                          # both come back having lost their tails
         assert h.w(RegisterBrokerRequest(C, G, bid, f"127.0.0.1:{9000 + bid}", clean_shutdown=False)).ok
     v = h.view()
-    assert v.master_broker_id is None and v.sync_state_set == () and v.eligible_replicas == ()
-    # Nobody holds the acked data any more: this is not a fresh group's first election, so 3
-    # (which never held it) is not elected as if it were clean.
+    # no master: the set stays the last known holders of the acked messages
+    assert v.master_broker_id is None and v.sync_state_set == (1, 2) and v.eligible_replicas == ()
+    # Only 1 of them is back: 3 (which never held the acked data) is not elected as if it were
+    # clean, and 1 is not elected while 2, which may hold more, has not reported.
     alive = [BrokerLiveInfo(1, 1, 50, clean_shutdown=False), BrokerLiveInfo(3, 1, 10**9)]
     assert h.elect(alive, trigger=TRIGGER_BROKER, broker_id=3).code == Code.CONTROLLER_MASTER_NOT_AVAILABLE
-    assert h.w(UpdateControllerConfigRequest({"enable_elect_unclean_master": "true"})).ok
-    r = h.elect(alive, trigger=TRIGGER_BROKER, broker_id=3)
-    assert r.ok and r.replica.master_broker_id == 3 and h.history[-1]["unclean"] is True
+    assert h.elect(alive, trigger=TRIGGER_BROKER, broker_id=1).code == Code.CONTROLLER_MASTER_NOT_AVAILABLE
+    # The operator's unclean election takes any alive replica, the one with the most data first.
+    h2 = group_with_master()
+    assert h2.alter([1, 2]).ok
+    assert h2.elect([BrokerLiveInfo(3, epoch=1, max_offset=10)], trigger=TRIGGER_CONTROLLER).code \
+        == Code.CONTROLLER_MASTER_NOT_AVAILABLE
+    assert h2.w(UpdateControllerConfigRequest({"enable_elect_unclean_master": "true"})).ok
+    r = h2.elect(alive, trigger=TRIGGER_BROKER, broker_id=3)
+    assert r.ok and r.replica.master_broker_id == 3 and h2.history[-1]["unclean"] is True
 
+
+def test_unclean_recovery_elects_the_longest_log_once_the_whole_set_is_back():
+    """Found by the data simulator's power cuts: every member of the set restarted uncleanly
+    (the whole group lost power with async flush) used to leave the group without a master for
+    ever. Once every member is back, the longest log is elected (KIP-966's balanced recovery):
+    nothing better can come, and it loses the least."""
+    h = group_with_master()
+    assert h.alter([1, 2]).ok
+    assert h.elect([BrokerLiveInfo(3, epoch=1, max_offset=10)], trigger=TRIGGER_CONTROLLER).code \
+        == Code.CONTROLLER_MASTER_NOT_AVAILABLE
+    for bid in (1, 2):
+        assert h.w(RegisterBrokerRequest(C, G, bid, f"127.0.0.1:{9000 + bid}", clean_shutdown=False)).ok
+    alive = [BrokerLiveInfo(1, 1, 50, clean_shutdown=False), BrokerLiveInfo(2, 1, 70, clean_shutdown=False),
+             BrokerLiveInfo(3, 1, 10**9)]
+    r = h.elect(alive, trigger=TRIGGER_BROKER, broker_id=3)
+    assert r.ok and r.replica.master_broker_id == 2 and r.replica.sync_state_set == (2,)
+    assert "unclean_recovery_whole_set" in h.history[-1]["reason"]
 
 def test_unclean_registration_of_a_lone_master_moves_it_to_a_new_epoch():
     """Issue 30: alone in its SyncStateSet, an unclean master used to resume the same MasterEpoch

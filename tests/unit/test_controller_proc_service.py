@@ -42,7 +42,7 @@ class RecordingNode:
     def controllers_for_brokers(self) -> tuple[int, list[str]]:
         return 0, []
 
-    def check_incarnation(self, group, broker_id, incarnation, call) -> None:
+    def check_incarnation(self, group, broker_id, incarnation, call, crashed_before=False) -> None:
         pass      # no other process is alive here (the real check: test_broker_incarnation.py)
 
     def incarnation_conflict(self, group, broker_id, incarnation) -> str:
