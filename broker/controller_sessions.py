@@ -20,8 +20,9 @@ from autoswitch.base.waits import wait_event
 
 class ControllerSessions:
     def __init__(self, api: BrokerControllerApi, controllers: tuple[str, ...], cluster: str, group: str,
-                 ack_mode: str, backoff_min_s: float, backoff_max_s: float) -> None:
+                 ack_mode: str, backoff_min_s: float, backoff_max_s: float, incarnation: str = "") -> None:
         self.api = api
+        self.incarnation = incarnation      # this process, as in its heartbeats
         self.controllers = controllers
         self.cluster, self.group, self.ack_mode = cluster, group, ack_mode
         self.backoff_min_s, self.backoff_max_s = backoff_min_s, backoff_max_s
@@ -69,7 +70,8 @@ class ControllerSessions:
                 continue
             bid = self.broker_id
             try:
-                async for tracked in self.api.broker_session(addr, self.cluster, self.group, bid, self.ack_mode):
+                async for tracked in self.api.broker_session(addr, self.cluster, self.group, bid, self.ack_mode,
+                                                             self.incarnation):
                     self.open.add(addr)
                     self.opened += 1
                     backoff.reset()

@@ -230,7 +230,8 @@ class ReplicasAdapter:
         # Crash-fast failover: a session per controller node, whose end tells them we died.
         self.sessions = ControllerSessions(api, self.config.controllers, self.config.cluster, self.config.group,
                                            ack_mode, self.config.backoff_min_ms / 1000.0,
-                                           self.config.backoff_max_ms / 1000.0) if crash_sessions else None
+                                           self.config.backoff_max_ms / 1000.0,
+                                           self.core.incarnation) if crash_sessions else None
         self.api = api
         self.broker = broker
         self._adopted_id: int | None = None     # the registered brokerId, once given to the broker

@@ -132,7 +132,8 @@ class BrokerControllerApi(Protocol):
     def watch_replica_info(self, group: str, addr: str) -> AsyncIterator[ReplicaInfo]:
         """Pushes of the group's ReplicaInfo from node ``addr``; ends (or raises) when the stream does."""
 
-    def broker_session(self, addr: str, cluster: str, group: str, broker_id: int, ack_mode: str) -> AsyncIterator[bool]:
+    def broker_session(self, addr: str, cluster: str, group: str, broker_id: int, ack_mode: str,
+                       incarnation: str = "") -> AsyncIterator[bool]:
         """The session held with node ``addr`` for crash-fast failover: yields once (whether the
         node tracks it) when it is open, then ends (or raises) when the stream does."""
 

@@ -152,9 +152,10 @@ class GrpcBrokerControllerApi:
             stream.cancel()
 
     async def broker_session(self, addr: str, cluster: str, group: str, broker_id: int,
-                             ack_mode: str) -> AsyncIterator[bool]:
+                             ack_mode: str, incarnation: str = "") -> AsyncIterator[bool]:
         stream = self.client.broker_session(addr, pb.BrokerSessionRequest(
-            cluster_name=cluster, broker_name=group, broker_id=broker_id, ack_mode=ack_mode))
+            cluster_name=cluster, broker_name=group, broker_id=broker_id, ack_mode=ack_mode,
+            incarnation=incarnation))
         try:
             async for ev in stream:
                 if ev.header.code != Code.SUCCESS:

@@ -223,15 +223,18 @@ class ControllerConfig:
                               f"{wanted or 'a SQLAlchemy dialect (not etcd:// or zookeeper://)'}", key="url")
         # The lease argument assumes an election commits within a controller's hold (3 x the
         # heartbeat timeout) of the opinions it used; a store adds up to its fence bound (a leader
-        # paused mid-write whose write the store still takes) and one statement to that delay
-        # (docs/controller.md "Store backends"). Keep what the store adds within one heartbeat timeout.
+        # paused mid-write whose write the store still takes) and its commit delay (the COMMIT
+        # after the fence; for SQL also the idle gap before it, which the server bounds) to that
+        # delay (docs/controller.md "Store backends"). Keep what the store adds within one
+        # heartbeat timeout.
         timeout = sm_config.parse_value("heartbeat_timeout_ms", self.sm.get("heartbeat_timeout_ms", "10000"))
-        added = store.fence_bound_ms(self.backend) + store.statement_timeout_ms
+        added = store.fence_bound_ms(self.backend) + store.commit_delay_ms(self.backend)
         if added > timeout:
             raise ConfigError(f"[store] the {self.backend} fence bound ({store.fence_bound_ms(self.backend)} ms for "
-                              f"lease_ms {store.lease_ms}) + statement_timeout_ms ({store.statement_timeout_ms}) = "
-                              f"{added} must not exceed heartbeat_timeout_ms ({timeout}): a paused leader's election "
-                              "could commit after the controllers' lease holds ran out", key="lease_ms")
+                              f"lease_ms {store.lease_ms}) + its commit delay ({store.commit_delay_ms(self.backend)} "
+                              f"ms from statement_timeout_ms {store.statement_timeout_ms}) = {added} must not exceed "
+                              f"heartbeat_timeout_ms ({timeout}): a paused leader's election could commit after the "
+                              "controllers' lease holds ran out", key="lease_ms")
 
     @property
     def store_config(self) -> StoreBackendConfig:

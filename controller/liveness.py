@@ -122,7 +122,9 @@ class HeartbeatTable:
         self.on_hold = on_hold
         self.max_entries = max_entries
         self._beats: dict[Key, _Entry] = {}
-        self._holds: dict[Key, int] = {}     # key -> when this node last reported it DEAD
+        # key -> until when grants are held: the latest DEAD report (or late election) + the hold_ms
+        # of that moment. A running hold keeps its length when heartbeat_timeout_ms is lowered.
+        self._holds: dict[Key, int] = {}
         self._sessions: dict[Key, _Session] = {}
         self.fast_failover = True            # False: session closes are ignored (timeout path only)
 
@@ -247,8 +249,11 @@ class HeartbeatTable:
             key = (broker_name, broker_id)
             if self.on_hold is not None:
                 self.on_hold(key)
-            self._holds[key] = max(now_ms, self._holds.get(key, now_ms))
+            self._hold(key, now_ms)
         return op
+
+    def _hold(self, key: Key, now_ms: int) -> None:
+        self._holds[key] = max(now_ms + self.hold_ms, self._holds.get(key, 0))
 
     def election_applied(self, broker_name: str, new_master: int, entry_ts_ms: int, wall_ms: int,
                          now_ms: int) -> bool:
@@ -260,8 +265,7 @@ class HeartbeatTable:
         one starts; the old one gets none here already (its epoch is deposed). True if held."""
         if wall_ms - entry_ts_ms <= self.timeout_ms:
             return False
-        key = (broker_name, new_master)
-        self._holds[key] = max(now_ms, self._holds.get(key, now_ms))
+        self._hold((broker_name, new_master), now_ms)
         return True
 
     def startup_grace(self) -> int:
@@ -303,10 +307,10 @@ class HeartbeatTable:
                 self._holds.pop(k, None)
 
     def _holding(self, key: Key, now_ms: int) -> bool:
-        since = self._holds.get(key)
-        if since is None:
+        until = self._holds.get(key)
+        if until is None:
             return False
-        if now_ms - since >= self.hold_ms and self.alive(key[0], key[1], now_ms):
+        if now_ms >= until and self.alive(key[0], key[1], now_ms):
             del self._holds[key]   # long enough and the broker is back: stop holding
             return False
         return True

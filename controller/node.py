@@ -616,6 +616,22 @@ class ControllerNode:
             return False
         return self.membership.lease_refusal(r.lease_quorum, r.controllers_index, self.raft.applied_conf()) is None
 
+    async def broker_timeout_floor(self) -> int:
+        """The least heartbeat_timeout_ms the brokers' leases allow: the longest timeout any broker
+        heard by a controller sized its lease for, from this node and its peers, a voter majority
+        answering. Not this node's table alone: a master heard by the others but not by the
+        leader would be left out, and its lease could outlive a successor's election."""
+        now = self.now_ms()
+        floors = {self.node_id: self.heartbeats.max_assumed_timeout_ms(now)}
+        peers = await self._peer_client.timeout_floors(self.config.peer_query_timeout_s, MAX_ASSUMED_TIMEOUT_MS)
+        floors.update((n, f) for n, f in peers.items() if n in self.membership.voter_ids)
+        voters = self.membership.voter_ids
+        if sum(1 for n in floors if n in voters) < len(voters) // 2 + 1:
+            raise NodeReply(Code.CONTROLLER_QUORUM_UNAVAILABLE,
+                            f"heartbeat_timeout_ms cannot be lowered now: only {sorted(floors)} of the voters "
+                            f"{sorted(voters)} told the timeouts their brokers' leases assume (a majority must)")
+        return max(floors.values())
+
     def incarnation_conflict(self, group: str, broker_id: int, incarnation: str) -> str:
         """The live incarnation of this brokerId when it is another than ``incarnation``, else ""."""
         live = self.heartbeats.live_incarnation(group, broker_id, self.now_ms())

@@ -78,6 +78,25 @@ class PeerLiveness:
         results = await asyncio.gather(*(one(n) for n in self.peers))
         return {n: ops for n, ops in results if ops is not None}
 
+    async def timeout_floors(self, timeout_s: float, cap_ms: int) -> dict[str, int]:
+        """peer id -> the longest heartbeat timeout its brokers sized their leases for (capped at
+        ``cap_ms``: a peer cannot raise the floor past any value a heartbeat could state)."""
+        req = pb.QueryLivenessRequest(asking_node=self.self_id)
+
+        async def one(nid: str):
+            try:
+                r = await self._stub(nid).QueryLiveness(req, timeout=timeout_s)
+            except grpc.aio.AioRpcError as e:
+                _log.debug("peer_floor_failed", peer=nid, status=e.code().name)
+                return nid, None
+            if r.header.code != 0:
+                return nid, None
+            self._last_ok[nid] = time.monotonic()
+            return nid, max(0, min(int(r.max_assumed_timeout_ms), cap_ms))
+
+        results = await asyncio.gather(*(one(n) for n in self.peers))
+        return {n: f for n, f in results if f is not None}
+
     async def close(self) -> None:
         chans = list(self._channels.values())
         self._channels.clear()

@@ -292,7 +292,8 @@ class ControllerServicer(pbg.ControllerServiceServicer):
 
         keys = [(check_name(k.broker_name, "broker_name"), check_id(k.broker_id, "broker_id")) for k in request.brokers]
         ops = [opinion_to_pb(k, op) for k, op in zip(keys, self.node.local_opinions(keys), strict=True)]
-        return pb.QueryLivenessReply(header=pb.ReplyHeader(code=0), opinions=ops)
+        return pb.QueryLivenessReply(header=pb.ReplyHeader(code=0), opinions=ops,
+                                     max_assumed_timeout_ms=self.node.heartbeats.max_assumed_timeout_ms(self.node.now_ms()))
 
     async def BrokerSession(self, request, context):
         """Held open by the broker for its whole life; its end is crash evidence (controller/streams.py)."""
@@ -473,7 +474,7 @@ class ControllerServicer(pbg.ControllerServiceServicer):
             raise NodeReply(Code.CONTROLLER_CONFIG_REJECTED, f"unknown config keys {unknown}")
         done: dict[str, str] = {}
         if replicated:
-            floor = self.node.heartbeats.max_assumed_timeout_ms(self.node.now_ms())
+            floor = await self.node.broker_timeout_floor() if "heartbeat_timeout_ms" in replicated else 0
             res = await self.node.write(m.UpdateControllerConfigRequest(config=replicated,
                                                                         broker_timeout_floor_ms=floor))
             if res.code != Code.SUCCESS:

@@ -21,6 +21,7 @@ from autoswitch.controller.service_common import (
     replica_info_pb,
 )
 
+from autoswitch.base.limits import MAX_INCARNATION_LEN
 from autoswitch.base.log import get_logger
 from autoswitch.proto import controller_pb2 as pb
 
@@ -42,9 +43,20 @@ async def broker_session(node: ControllerNode, request: pb.BrokerSessionRequest)
         bid = check_id(request.broker_id, "broker_id")
         if request.ack_mode not in ACK_MODES:
             raise BadRequest(f"ack_mode must be one of {sorted(ACK_MODES)}")
+        if len(request.incarnation) > MAX_INCARNATION_LEN:
+            raise BadRequest(f"incarnation over {MAX_INCARNATION_LEN} characters")
     except BadRequest as e:
         log_refused("BrokerSession", e.message)
         yield _event(node, Code.CONTROLLER_MALFORMED_REQUEST, e.message)
+        return
+    live = node.incarnation_conflict(group, bid, request.incarnation)
+    if live:
+        # another process of this id is the one heartbeating: a session of this one (a copied
+        # data directory) would make its end look like the live broker's crash
+        log_refused("BrokerSession", "another incarnation is alive", kind="incarnation_conflict", group=group,
+                    brokerId=bid, live=live[:MAX_INCARNATION_LEN], refused=request.incarnation[:MAX_INCARNATION_LEN])
+        yield _event(node, Code.CONTROLLER_BROKER_INCARNATION_CONFLICT,
+                     f"brokerId {bid} of {group} is alive in another process (incarnation {live[:16]})")
         return
     if node.open_sessions >= node.config.max_broker_sessions:
         log_refused("BrokerSession", "too many broker sessions", kind="broker_sessions_full", group=group,

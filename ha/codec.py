@@ -10,8 +10,12 @@ Layouts are RocketMQ's AutoSwitchHA ones, big-endian (docs/protocol.md):
   slave -> master ack (12 B):       i32 state=2, i64 slaveMaxOffset
 
 Protocol version: the high byte of the i16 isSyncFromLastFile field (bit 0 is the flag, bits 1-7
-are reserved and must be zero). Version 0 is the plain RocketMQ encoding; we send version 1,
-which has the same layout. A later version may add fields only when both sides said they speak it.
+are reserved and must be zero). Version 0 is the plain RocketMQ encoding; version 1 has the same
+layout. Version 2 (a slave that says 2 gets it): the master's handshake body ends with an i64
+masterMinOffset (the first offset its retention kept) after the N epoch entries, so bodySize =
+N x 12 + 8; a slave whose whole log is older than the master's retained history resyncs from there
+instead of failing with no consistent point. A later version may add fields only when both sides
+said they speak it.
 
 The decoders are direction-specific: the master decodes only what a slave may send and the
 other way round, so a confused peer is rejected by the first header it sends.
@@ -29,8 +33,10 @@ READY, HANDSHAKE, TRANSFER, SUSPEND, SHUTDOWN = 0, 1, 2, 3, 4
 STATE_NAMES = {READY: "READY", HANDSHAKE: "HANDSHAKE", TRANSFER: "TRANSFER",
                SUSPEND: "SUSPEND", SHUTDOWN: "SHUTDOWN"}
 
-PROTOCOL_VERSION = 1
-MAX_KNOWN_VERSION = 1
+PROTOCOL_VERSION = 2
+MAX_KNOWN_VERSION = 2
+MIN_OFFSET_VERSION = 2          # the first version whose master handshake carries masterMinOffset
+_I64 = struct.Struct(">q")
 
 _STATE = struct.Struct(">i")
 _STATE_SIZE = struct.Struct(">ii")        # every frame but the 12/16-byte slave ones starts so
@@ -68,6 +74,7 @@ class MasterHandshake:
     master_max_offset: int
     last_epoch: int
     entries: tuple[tuple[int, int], ...]   # (epoch, startOffset), oldest first
+    master_min_offset: int | None = None   # version 2: the first offset the master's retention kept
 
 
 @dataclass(frozen=True, slots=True)
@@ -116,11 +123,15 @@ def encode_master_handshake(f: MasterHandshake) -> bytes:
     _check_i32(f.last_epoch, "last_epoch")
     if len(f.entries) > HARD_MAX_EPOCH_ENTRIES:
         raise FrameError("too_many_epoch_entries", f"{len(f.entries)} entries")
-    parts = [_MASTER_HS.pack(HANDSHAKE, len(f.entries) * EPOCH_ENTRY_SIZE, f.master_max_offset, f.last_epoch)]
+    extra = 0 if f.master_min_offset is None else _I64.size
+    parts = [_MASTER_HS.pack(HANDSHAKE, len(f.entries) * EPOCH_ENTRY_SIZE + extra, f.master_max_offset, f.last_epoch)]
     for epoch, start in f.entries:
         _check_i32(epoch, "epoch")
         _check_i64(start, "start_offset")
         parts.append(_EPOCH_ENTRY.pack(epoch, start))
+    if f.master_min_offset is not None:
+        _check_i64(f.master_min_offset, "master_min_offset")
+        parts.append(_I64.pack(f.master_min_offset))
     return b"".join(parts)
 
 
@@ -356,8 +367,10 @@ class SlaveSideDecoder(_Decoder):
         (size,) = _STATE.unpack_from(buf, r + 4)
         if size < 0:
             raise FrameError("negative_body_size", f"bodySize {size}")
-        if size % EPOCH_ENTRY_SIZE:
-            raise FrameError("body_not_entry_multiple", f"bodySize {size} is not a multiple of {EPOCH_ENTRY_SIZE}")
+        extra = size % EPOCH_ENTRY_SIZE
+        if extra not in (0, _I64.size):
+            raise FrameError("body_not_entry_multiple",
+                             f"bodySize {size} is not a multiple of {EPOCH_ENTRY_SIZE} (+ 8 for masterMinOffset)")
         n = size // EPOCH_ENTRY_SIZE
         if n > self.max_epoch_entries:
             raise FrameError("too_many_epoch_entries", f"{n} entries > limit {self.max_epoch_entries}")
@@ -365,8 +378,14 @@ class SlaveSideDecoder(_Decoder):
         if avail < total:
             return None
         _, _, max_off, last_epoch = _MASTER_HS.unpack_from(buf, r)
-        entries = tuple(_EPOCH_ENTRY.iter_unpack(bytes(buf[r + MASTER_HANDSHAKE_HEADER_SIZE : r + total])))
+        end = r + total - extra
+        entries = tuple(_EPOCH_ENTRY.iter_unpack(bytes(buf[r + MASTER_HANDSHAKE_HEADER_SIZE : end])))
+        min_off = _I64.unpack_from(buf, end)[0] if extra else None
         self._r += total
+        if min_off is not None and not 0 <= min_off <= max_off:
+            raise FrameError("bad_min_offset", f"masterMinOffset {min_off} outside [0, masterMaxOffset {max_off}]")
+        if min_off is not None and entries and entries[0][1] < min_off:
+            raise FrameError("bad_min_offset", f"first epoch entry starts at {entries[0][1]} < masterMinOffset {min_off}")
         if max_off < 0:
             raise FrameError("negative_offset", f"masterMaxOffset {max_off}")
         if last_epoch < 0:
@@ -379,4 +398,4 @@ class SlaveSideDecoder(_Decoder):
             prev_epoch, prev_start = epoch, start
         if entries and entries[-1][0] != last_epoch:
             raise FrameError("last_epoch_mismatch", f"lastEpoch {last_epoch} != last entry {entries[-1][0]}")
-        return MasterHandshake(max_off, last_epoch, entries)
+        return MasterHandshake(max_off, last_epoch, entries, min_off)

@@ -12,7 +12,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-from autoswitch.ha.codec import Ack, MasterHandshake, SlaveHandshake, Transfer
+from autoswitch.ha.codec import MIN_OFFSET_VERSION, Ack, MasterHandshake, SlaveHandshake, Transfer
 from autoswitch.ha.config import HAConfig
 from autoswitch.ha.errors import HAProtocolError
 from autoswitch.ha.log_api import ReplicaLog
@@ -70,7 +70,9 @@ class MasterSession:
             raise HAProtocolError("too_many_epoch_entries", f"{len(entries)} epoch entries")
         self.phase = WAIT_START
         last_epoch = entries[-1][0] if entries else 0
-        return MasterHandshake(self.log.max_offset, last_epoch, entries)
+        # version 2 slaves also learn where our retained log starts (codec.MIN_OFFSET_VERSION)
+        min_off = self.log.min_offset if f.version >= MIN_OFFSET_VERSION else None
+        return MasterHandshake(self.log.max_offset, last_epoch, entries, min_off)
 
     def on_ack(self, f: Ack, now: float) -> AckResult:
         off = f.slave_max_offset

@@ -204,6 +204,10 @@ class HASlave:
     def _handshake_done(self, session: SlaveSession, writer: asyncio.Transport, a) -> None:
         self.master_epoch = session.master_epoch
         self._synced_to = self.log.max_offset    # the handshake's truncation is crash-safe (fsynced)
+        if session.resynced_from is not None:
+            self._log.warning("resync_from_master_first_offset", masterEpoch=session.master_epoch,
+                              offset=session.resynced_from,
+                              note="our whole log was older than the master's retained history")
         self._log.info("ha_slave_handshake_done", masterEpoch=session.master_epoch,
                        truncatedTo=session.truncated_to, maxOffset=self.log.max_offset)
         writer.write(encode_ack(a))   # the start position goes out before any transfer

@@ -55,6 +55,8 @@ class SlaveSession:
         self.master_entries: list[EpochEntry] = []
         self.confirm_offset = 0
         self.truncated_to: int | None = None
+        self.resynced_from: int | None = None   # the log was reset to the master's first retained offset
+        self.master_min_offset: int | None = None   # version 2 handshakes: where the master's retention starts
         self.bytes_received = 0
         # The log reached a confirmOffset this master sent (it holds every message acknowledged
         # when the header left): what makes a replica that restarted uncleanly whole again.
@@ -99,19 +101,33 @@ class SlaveSession:
             if log.min_offset > f.master_max_offset:
                 raise HAProtocolError("slave_retention_beyond_master",
                                       f"slave keeps from {log.min_offset}, master ends at {f.master_max_offset}")
-            try:
-                cp = find_consistent_point(local, log.max_offset, _from_offset(self.master_entries, log.min_offset),
-                                           f.master_max_offset)
-            except NoConsistentPoint as e:
-                if log.max_offset == log.min_offset:
-                    # No bytes that could disagree: only the EpochFile goes, nothing is guessed.
-                    log.reset(log.min_offset)
-                    cp = None
-                else:
-                    # Never guess: keeping divergent bytes would be silent data corruption.
-                    details = {k: v for k, v in e.details.items() if k != "reason"}
-                    raise HAProtocolError("no_consistent_point", e.message,
-                                          divergence=e.details.get("reason"), **details) from e
+            m = self.master_min_offset = f.master_min_offset     # protocol version 2
+            if m is not None and m > log.min_offset and log.max_offset <= m:
+                # Everything here is older than what the master kept: no byte of ours can be
+                # compared or continued (the bytes up to m are gone on the master). A new
+                # replica's start, as Kafka's follower below the leader's log start offset does.
+                # Before version 2 this was `no_consistent_point` or `slave_behind_retention` for
+                # ever (a trimmed epoch's start moved to the master's first offset).
+                self.resynced_from = m
+                log.reset(m)
+                cp = None
+            else:
+                # Compare only what both still hold: our entries as a log starting at the
+                # master's first offset sees them (an epoch the master trimmed starts there).
+                mine = local if m is None or m <= log.min_offset else EpochCache(_from_offset(local.entries(), m))
+                try:
+                    cp = find_consistent_point(mine, log.max_offset,
+                                               _from_offset(self.master_entries, log.min_offset), f.master_max_offset)
+                except NoConsistentPoint as e:
+                    if log.max_offset == log.min_offset:
+                        # No bytes that could disagree: only the EpochFile goes, nothing is guessed.
+                        log.reset(log.min_offset)
+                        cp = None
+                    else:
+                        # Never guess: keeping divergent bytes would be silent data corruption.
+                        details = {k: v for k, v in e.details.items() if k != "reason"}
+                        raise HAProtocolError("no_consistent_point", e.message,
+                                              divergence=e.details.get("reason"), **details) from e
             if cp is None:
                 pass
             elif cp.offset < log.min_offset:
@@ -176,7 +192,10 @@ class SlaveSession:
             raise HAProtocolError("epoch_backwards", f"epoch {f.epoch} < local last epoch {last.epoch}",
                                   epoch=f.epoch, local_epoch=last.epoch)
         if last is not None and f.epoch == last.epoch:
-            if max(f.epoch_start_offset, log.min_offset) != last.start_offset:
+            ours = last.start_offset
+            if self.master_min_offset is not None and ours < self.master_min_offset:
+                ours = self.master_min_offset    # the master trimmed this epoch's head: it starts there
+            if max(f.epoch_start_offset, log.min_offset) != ours:
                 raise HAProtocolError("epoch_start_mismatch",
                                       f"epoch {f.epoch} starts at {f.epoch_start_offset}, locally {last.start_offset}")
             return

@@ -63,7 +63,8 @@ PROFILES: dict[str, dict[str, Any]] = {
     "fast": {
         "controller": {"heartbeat_timeout_ms": 1000, "scan_interval_ms": 100, "first_election_grace_ms": 3000},
         "broker_args": ["--heartbeat-timeout-ms", "1000", "--master-lease-ms", "600"],
-        "store": {"lease_ms": 600, "heartbeat_ms": 100, "poll_ms": 20, "statement_timeout_ms": 400},
+        # a SQL store adds lease + idle gap + COMMIT (2 x statement) within the 1000 ms timeout
+        "store": {"lease_ms": 500, "heartbeat_ms": 100, "poll_ms": 20, "statement_timeout_ms": 250},
     },
     "default": {
         "controller": {},

@@ -35,7 +35,8 @@ class ZooKeeperServer:
     of its own: ``ip netns exec NS``)."""
 
     def __init__(self, ports: list[int], peer_ports: list[tuple[int, int]] | None = None,
-                 hosts: list[str] | None = None, wrap: Callable[[int], list[str]] | None = None) -> None:
+                 hosts: list[str] | None = None, wrap: Callable[[int], list[str]] | None = None,
+                 min_session_timeout_ms: int = 200) -> None:
         java = shutil.which("java")
         if not java or not Path("/usr/share/java/zookeeper.jar").exists():
             raise ZooKeeperNotInstalled("ZooKeeper is not installed (Debian: apt-get install zookeeper; needs Java)")
@@ -45,6 +46,7 @@ class ZooKeeperServer:
         assert len(self.ports) == 1 or len(self.peer_ports) == len(self.ports)
         self.hosts = list(hosts or ["127.0.0.1"] * len(self.ports))
         self.wrap = wrap
+        self.min_session_timeout_ms = min_session_timeout_ms   # the shortest session the server grants
         self.dir = Path(tempfile.mkdtemp(prefix="autoswitch-zk-"))
         self.procs: dict[int, subprocess.Popen] = {}
 
@@ -56,7 +58,7 @@ class ZooKeeperServer:
         d = self.dir / f"zk{i + 1}"
         (d / "data").mkdir(parents=True, exist_ok=True)
         lines = [f"tickTime={TICK_MS}", f"dataDir={d / 'data'}", f"clientPort={self.ports[i]}",
-                 f"clientPortAddress={self.hosts[i]}", "minSessionTimeout=200", "maxSessionTimeout=60000",
+                 f"clientPortAddress={self.hosts[i]}", f"minSessionTimeout={self.min_session_timeout_ms}", "maxSessionTimeout=60000",
                  "initLimit=50", "syncLimit=20", "admin.enableServer=false", "maxClientCnxns=0",
                  "4lw.commands.whitelist=ruok,srvr"]
         if len(self.ports) > 1:

@@ -522,16 +522,18 @@ class LivenessOpinion(_message.Message):
     def __init__(self, broker: _Optional[_Union[BrokerKey, _Mapping]] = ..., alive: _Optional[bool] = ..., last_heard_ms_ago: _Optional[int] = ..., epoch: _Optional[int] = ..., max_offset: _Optional[int] = ..., confirm_offset: _Optional[int] = ..., election_priority: _Optional[int] = ..., clean_shutdown: _Optional[bool] = ..., no_opinion: _Optional[bool] = ..., crashed: _Optional[bool] = ..., min_in_sync_replicas: _Optional[int] = ..., ack_mode: _Optional[str] = ...) -> None: ...
 
 class BrokerSessionRequest(_message.Message):
-    __slots__ = ("cluster_name", "broker_name", "broker_id", "ack_mode")
+    __slots__ = ("cluster_name", "broker_name", "broker_id", "ack_mode", "incarnation")
     CLUSTER_NAME_FIELD_NUMBER: _ClassVar[int]
     BROKER_NAME_FIELD_NUMBER: _ClassVar[int]
     BROKER_ID_FIELD_NUMBER: _ClassVar[int]
     ACK_MODE_FIELD_NUMBER: _ClassVar[int]
+    INCARNATION_FIELD_NUMBER: _ClassVar[int]
     cluster_name: str
     broker_name: str
     broker_id: int
     ack_mode: str
-    def __init__(self, cluster_name: _Optional[str] = ..., broker_name: _Optional[str] = ..., broker_id: _Optional[int] = ..., ack_mode: _Optional[str] = ...) -> None: ...
+    incarnation: str
+    def __init__(self, cluster_name: _Optional[str] = ..., broker_name: _Optional[str] = ..., broker_id: _Optional[int] = ..., ack_mode: _Optional[str] = ..., incarnation: _Optional[str] = ...) -> None: ...
 
 class BrokerSessionEvent(_message.Message):
     __slots__ = ("header", "tracked")
@@ -568,12 +570,14 @@ class QueryLivenessRequest(_message.Message):
     def __init__(self, brokers: _Optional[_Iterable[_Union[BrokerKey, _Mapping]]] = ..., asking_node: _Optional[str] = ...) -> None: ...
 
 class QueryLivenessReply(_message.Message):
-    __slots__ = ("header", "opinions")
+    __slots__ = ("header", "opinions", "max_assumed_timeout_ms")
     HEADER_FIELD_NUMBER: _ClassVar[int]
     OPINIONS_FIELD_NUMBER: _ClassVar[int]
+    MAX_ASSUMED_TIMEOUT_MS_FIELD_NUMBER: _ClassVar[int]
     header: ReplyHeader
     opinions: _containers.RepeatedCompositeFieldContainer[LivenessOpinion]
-    def __init__(self, header: _Optional[_Union[ReplyHeader, _Mapping]] = ..., opinions: _Optional[_Iterable[_Union[LivenessOpinion, _Mapping]]] = ...) -> None: ...
+    max_assumed_timeout_ms: int
+    def __init__(self, header: _Optional[_Union[ReplyHeader, _Mapping]] = ..., opinions: _Optional[_Iterable[_Union[LivenessOpinion, _Mapping]]] = ..., max_assumed_timeout_ms: _Optional[int] = ...) -> None: ...
 
 class ExportEventsRequest(_message.Message):
     __slots__ = ("from_line", "max_lines")

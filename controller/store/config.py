@@ -114,3 +114,23 @@ class StoreBackendConfig:
         if backend == "zookeeper":
             return self.lease_ms + self.zk_tick_ms
         return self.lease_ms
+
+    @property
+    def idle_in_transaction_ms(self) -> int:
+        """How long a SQL transaction may sit idle between its statements before the server ends
+        it (PostgreSQL's idle_in_transaction_session_timeout = statement_timeout_ms; MariaDB's
+        idle_transaction_timeout counts whole seconds, so it is rounded up). A leader
+        paused between its fence (the last statement) and COMMIT keeps its write for this long at
+        most; then the server rolls it back and frees the lock row."""
+        if self.resolved_url().startswith(("mysql", "mariadb")):
+            return math.ceil(self.statement_timeout_ms / 1000) * 1000
+        return self.statement_timeout_ms
+
+    def commit_delay_ms(self, backend: str) -> int:
+        """How long after the store last judged the lock held a write may still commit: for SQL
+        the fence is the transaction's last statement, then an idle gap the server bounds
+        (``idle_in_transaction_ms``) and the COMMIT (one statement); etcd and ZooKeeper commit
+        within one statement of their check."""
+        if backend in ("etcd", "zookeeper"):
+            return self.statement_timeout_ms
+        return self.idle_in_transaction_ms + self.statement_timeout_ms

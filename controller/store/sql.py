@@ -9,6 +9,7 @@ transactions and blocks: the node runs them on its own worker threads."""
 
 from __future__ import annotations
 
+import math
 import zlib
 from dataclasses import dataclass
 
@@ -142,13 +143,21 @@ def _make_engine(cfg: StoreBackendConfig) -> Engine:
         return eng
     if url.startswith("postgresql"):
         ms = cfg.statement_timeout_ms
+        # idle_in_transaction_session_timeout: a leader paused inside a write (after its fence,
+        # before COMMIT) holds the lock row; the server ends that transaction, nothing commits late
         return create_engine(url, pool_pre_ping=True, pool_size=4, pool_timeout=t_s,
                              connect_args={"connect_timeout": max(1, int(t_s)),
-                                           "options": f"-c statement_timeout={ms} -c lock_timeout={ms}"})
+                                           "options": f"-c statement_timeout={ms} -c lock_timeout={ms} "
+                                                      f"-c idle_in_transaction_session_timeout={cfg.idle_in_transaction_ms}"})
     if url.startswith(("mysql", "mariadb")):
+        # MariaDB's bounds: a statement (max_statement_time, seconds), a row-lock wait
+        # (innodb_lock_wait_timeout, whole seconds) and an idle transaction
+        # (idle_transaction_timeout, whole seconds: the same paused-leader case)
+        init = (f"SET SESSION max_statement_time={t_s}, innodb_lock_wait_timeout={max(1, math.ceil(t_s))}, "
+                f"idle_transaction_timeout={cfg.idle_in_transaction_ms // 1000}")
         return create_engine(url, pool_pre_ping=True, pool_size=4, pool_timeout=t_s,
                              connect_args={"connect_timeout": max(1, int(t_s)), "read_timeout": max(1, int(t_s)),
-                                           "write_timeout": max(1, int(t_s))})
+                                           "write_timeout": max(1, int(t_s)), "init_command": init})
     return create_engine(url, pool_pre_ping=True)
 
 
@@ -247,9 +256,13 @@ class SqlStore:
         return LockOutcome(after, holds, sent_at_ms)
 
     def _fence(self, conn: Connection, me: str, term: int) -> None:
-        """Inside a writing transaction, first: re-check that ``me`` holds the lock in ``term``.
-        The no-op update takes the row's write lock (SQLite: the database's), so a competitor's
-        takeover is ordered entirely before or after this transaction."""
+        """Inside a writing transaction, as its **last** statement: re-check that ``me`` holds the
+        lock in ``term`` by the database's clock now. The no-op update takes the row's write lock
+        (SQLite: the database's), so a competitor's takeover is ordered entirely before or after
+        this transaction. Last, not first: a leader paused after a first-statement fence kept the
+        transaction and the row lock open, nobody could take over, and its write committed
+        whenever it resumed. Now a pause before the fence finds the lock expired, and a pause
+        after it (before COMMIT) is ended by the server's idle-in-transaction timeout."""
         t = lock_table.c
         n = conn.execute(update(lock_table).where(self._where_lock, t.owner == me, t.term == term,
                                                   self._not_expired()).values(owner=t.owner)).rowcount
@@ -261,12 +274,13 @@ class SqlStore:
     def append(self, me: str, term: int, first_index: int, datas: list[bytes]) -> None:
         """Commit entries ``first_index..`` atomically, fenced by the lock; raises Fenced (nothing
         written) or StoreUnavailable (outcome unknown)."""
-        def tx(conn: Connection) -> None:
-            self._fence(conn, me, term)
-            conn.execute(insert(log_table), [
-                {"data_center": self.cfg.data_center, "lock_name": self.cfg.lock_name, "idx": first_index + i,
-                 "term": term, "crc": _crc(d), "data": d} for i, d in enumerate(datas)])
-        self._run(tx)
+        self._run(self._append_tx, me, term, first_index, datas)
+
+    def _append_tx(self, conn: Connection, me: str, term: int, first_index: int, datas: list[bytes]) -> None:
+        conn.execute(insert(log_table), [
+            {"data_center": self.cfg.data_center, "lock_name": self.cfg.lock_name, "idx": first_index + i,
+             "term": term, "crc": _crc(d), "data": d} for i, d in enumerate(datas)])
+        self._fence(conn, me, term)
 
     def verify(self, me: str, term: int) -> int:
         """Fenced read barrier: raises Fenced unless ``me`` still holds the lock in ``term``;
@@ -325,9 +339,9 @@ class SqlStore:
     def save_snapshot(self, me: str, term: int, index: int, data: bytes) -> None:
         """Fenced: replace the snapshot with one at ``index`` and trim the log behind it."""
         def tx(conn: Connection) -> None:
-            self._fence(conn, me, term)
             conn.execute(delete(snapshot_table).where(self._where_snap))
             conn.execute(insert(snapshot_table).values(data_center=self.cfg.data_center, lock_name=self.cfg.lock_name,
                                                        idx=index, term=term, crc=_crc(data), data=data))
             conn.execute(delete(log_table).where(self._where_log, log_table.c.idx <= index))
+            self._fence(conn, me, term)
         self._run(tx)

@@ -81,6 +81,19 @@ class ZkStore:
         self._last_written = 0
         self._seen = (-1, 0, 0)         # (log's pzxid, snapshot index, last index) of the last full read
         self._wakeup: Callable[[], None] | None = None
+        # The session timeout the server granted (it clamps ours to its min/maxSessionTimeout).
+        # kazoo keeps it only in a local of its connection handler; the read timeout it returns is
+        # two thirds of it. Read back at every (re)connect.
+        self.negotiated_ms: int | None = None
+        handler = self.zk._connection
+        connect = handler._connect
+
+        def _connect(host, hostip, port):
+            read_timeout, connect_timeout = connect(host, hostip, port)
+            self.negotiated_ms = round(read_timeout * 1.5)
+            return read_timeout, connect_timeout
+
+        handler._connect = _connect
 
     def set_wakeup(self, fn: Callable[[], None]) -> None:
         """Losers watch ``controller`` (as Kafka's do): its deletion wakes the node's lock loop."""
@@ -110,6 +123,14 @@ class ZkStore:
             self._started = True
         if self.zk.state != KazooState.CONNECTED:
             raise StoreUnavailable(f"zookeeper: {self.zk.state}")
+        granted = self.negotiated_ms
+        if granted is not None and granted > self.cfg.lease_ms:
+            # Our lock lives as long as the session: a longer one makes the real fence bound
+            # exceed the one the configuration check accepted (lease_ms + zk_tick_ms), and a
+            # paused leader's write could commit after the controllers' holds ran out.
+            raise StoreUnavailable(f"zookeeper granted a session timeout of {granted} ms, above lease_ms "
+                                   f"{self.cfg.lease_ms}: its minSessionTimeout is longer than our lease (lower "
+                                   "it, or raise lease_ms); refusing to use this store", granted_ms=granted)
 
     def _node(self, path: str) -> tuple[bytes, object] | None:
         try:

@@ -82,9 +82,10 @@ class FailoverCluster:
         self.namesrv = f"{HOST}:{self.namesrv_port}"
         self.toml = self.tmp / "controller.toml"
         self.toml.parent.mkdir(parents=True, exist_ok=True)
-        # etcd leases are whole seconds: 1 s of lock plus a statement must fit in the timeout
-        self.heartbeat_timeout_ms = max(heartbeat_timeout_ms, ETCD_HEARTBEAT_TIMEOUT_MS) if self.backend == "etcd" \
-            else heartbeat_timeout_ms
+        # etcd leases are whole seconds: 1 s of lock plus a statement must fit in the timeout; so
+        # are MariaDB's idle-transaction bounds (the lock, 1 s of idle gap and a COMMIT)
+        self.heartbeat_timeout_ms = max(heartbeat_timeout_ms, ETCD_HEARTBEAT_TIMEOUT_MS) \
+            if self.backend == "etcd" or (store_url or "").startswith(("mysql", "mariadb")) else heartbeat_timeout_ms
         # process name (n1, b1, ...) -> its /metrics port, when ``metrics``
         self.metrics_port: dict[str, int] = {}
         self.metrics = metrics
@@ -115,7 +116,10 @@ class FailoverCluster:
         # statements get what the backend's fence bound leaves of the heartbeat timeout
         lease = 1000 if self.backend == "etcd" else STORE_LEASE_MS
         store = StoreBackendConfig(url=self.store_url, lease_ms=lease, zk_tick_ms=ZK_TICK_MS)
-        statement = min(self.heartbeat_timeout_ms - store.fence_bound_ms(self.backend), lease)
+        # (a SQL write may commit an idle gap plus a COMMIT after its fence: StoreBackendConfig.commit_delay_ms)
+        left = self.heartbeat_timeout_ms - store.fence_bound_ms(self.backend)
+        mariadb = self.store_url.startswith(("mysql", "mariadb"))
+        statement = min(left - 1000 if mariadb else left // 2 if self.backend == "sql" else left, lease)
         return (f'backend = "{self.backend}"\n', f'\n[store]\nurl = "{self.store_url}"\nlock_name = "{self.tmp.name}"\n'
                 f"lease_ms = {lease}\nheartbeat_ms = {lease // 4}\npoll_ms = 20\nzk_tick_ms = {ZK_TICK_MS}\n"
                 f"statement_timeout_ms = {statement}\n")

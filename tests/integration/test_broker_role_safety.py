@@ -155,3 +155,42 @@ def test_standalone_namesrv_route_cannot_outrank_the_controller(procs, tmp_path)
             m = await until(real_master, "the controller's master as the route", interval_s=0.1)
             assert m.master.master_epoch == epoch
     asyncio.run(run())
+
+
+def test_the_heartbeat_timeout_floor_comes_from_a_majority_not_the_leader_alone(procs, tmp_path):
+    """Issue 30 item 4: the floor used the leader's own table. A master heard by the other
+    controllers but not by the leader (its link to the leader cut) was left out, so the leader
+    accepted a timeout shorter than the one that master's lease was sized for."""
+    from autoswitch.controller.client import ControllerClient
+
+    from autoswitch.proto import controller_pb2 as cpb
+
+    c = FailoverCluster(procs, tmp_path)
+    c.start_controllers()
+
+    async def run():
+        async with ControllerClient(c.controllers, deadline_s=10, rpc_timeout_s=2) as client:
+            md = await until(lambda: _leader_md(client), "a controller leader", interval_s=0.2)
+            follower = next(a for n, a in c.ctl_addrs.items() if n != md.leader_id)
+
+            async def beat():       # heard by one follower only, stating a 5000 ms timeout
+                r = await client.call_node(follower, "BrokerHeartbeat", cpb.BrokerHeartbeatRequest(
+                    cluster_name="c1", broker_name="g-floor", broker_id=1, broker_address=f"{HOST}:1",
+                    epoch=1, clean_shutdown=True, heartbeat_timeout_ms=5000), timeout_s=2)
+                return r.header.code == 0
+            assert await beat()
+            r = await asyncio.to_thread(cli, "admin", "update-controller-config", "--controller", c.controllers,
+                                        "-k", "heartbeat_timeout_ms=2000", "--json")
+            assert await beat()
+            return r
+    r = asyncio.run(run())
+    assert r.returncode != 0, r.stdout
+    assert "sized their master lease for 5000 ms" in r.stdout + r.stderr
+
+
+async def _leader_md(client):
+    try:
+        md = await client.get_metadata()
+    except Exception:  # noqa: BLE001 - the controllers are still starting
+        return None
+    return md if md.leader_id else None

@@ -71,3 +71,42 @@ def test_a_copied_data_directory_started_beside_the_original_is_refused(procs, t
     missing = [m for m in acked if m not in got]
     assert not missing, f"{len(missing)} acked messages lost, e.g. {missing[:5]}"
 
+
+
+def test_a_session_of_another_incarnation_is_refused_and_its_end_is_no_evidence(procs, tmp_path):
+    """Issue 30, item 2 (sessions): a crash-fast session's end is evidence that the broker died.
+    A second process of the master's id (a copy) that opened a session and went away used to be
+    tracked like the master's own, so its end looked like the live master's crash. Now a session
+    must come from the live incarnation: another one is refused (2910) and nothing follows."""
+    import asyncio
+
+    import grpc
+
+    from autoswitch.proto import controller_pb2 as cpb
+    from autoswitch.proto import controller_pb2_grpc as cpbg
+
+    c = FailoverCluster(procs, tmp_path)
+    c.start_all()
+    master_id, epoch = c.wait_master()
+    c.wait_sync_state_set({1, 2, 3})
+
+    async def clone_session(addr: str) -> cpb.BrokerSessionEvent:
+        async with grpc.aio.insecure_channel(addr) as ch:
+            stream = cpbg.ControllerServiceStub(ch).BrokerSession(cpb.BrokerSessionRequest(
+                cluster_name="c1", broker_name="g1", broker_id=master_id, ack_mode="all", incarnation="c0ffee"))
+            ev = await asyncio.wait_for(stream.read(), 10)
+            stream.cancel()          # the copy goes away
+            return ev
+
+    for addr in c.controllers.split(","):
+        ev = asyncio.run(clone_session(addr))
+        assert ev.header.code == 2910 and not ev.tracked, ev
+    # no crash-only election of the healthy master followed the copy's ended sessions: the group
+    # keeps acknowledging in the same MasterEpoch
+    ack_log = tmp_path / "acks.jsonl"
+    c.producer("producer", ack_log, duration_s=60, interval_ms=5)
+    wait_until(lambda: len(read_ack_log(ack_log)) >= 40, 30, "acks after the copy's sessions ended")
+    assert c.wait_master() == (master_id, epoch)
+    for name in ("n1", "n2", "n3"):
+        log = c.ctl_proc[name].log_text()
+        assert "incarnation_conflict" in log and "master_crashed" not in log, name

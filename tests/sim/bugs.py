@@ -35,6 +35,8 @@ CATCH_BOUND = {
     "membership_no_pacing": 15,
     "membership_grant_unapplied": 5,
     "store_no_fence": 5,
+    "ignore_clock_gap": 5,
+    "sql_fence_first": 10,
     "report_restart_clean": 5,
     "resume_epoch_after_unclean": 100,
 }
@@ -53,6 +55,13 @@ def run_with_bug(bug: str, seed: int) -> Violation | None:
     with quiet_logs():
         if bug == "lease_hold_from_first_report":
             _, bad = lease_sim.run_scenarios(seed * LEASE_BATCH, LEASE_BATCH, HoldFromFirstReportTable)
+            return Violation("lease.outlives_election", bad[0][2], 0) if bad else None
+        if bug == "ignore_clock_gap":
+            _, bad = lease_sim.run_scenarios(seed * LEASE_BATCH, LEASE_BATCH, rules=frozenset({"clock_gap"}))
+            return Violation("lease.outlives_election", bad[0][2], 0) if bad else None
+        if bug == "sql_fence_first":
+            _, bad = lease_sim.run_scenarios(seed * LEASE_BATCH, LEASE_BATCH, store=True,
+                                             rules=frozenset({"sql_fence_last"}))
             return Violation("lease.outlives_election", bad[0][2], 0) if bad else None
         if bug == "store_no_fence":
             _, bad = lease_sim.run_scenarios(seed * LEASE_BATCH, LEASE_BATCH, store=True,

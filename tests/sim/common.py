@@ -25,6 +25,8 @@ BUGS = (
     "membership_no_pacing",    # the leader changes voters again right after the previous change committed
     "membership_grant_unapplied",  # a controller grants under a configuration it has appended, not applied
     "store_no_fence",          # a store backend commits a paused leader's write after its lock expired
+    "sql_fence_first",         # a SQL store write checks the lock first and commits whenever it resumes
+    "ignore_clock_gap",        # a broker ignores that its monotonic clock stood still (VM pause, suspend)
     "report_restart_clean",    # a broker that crashed (power cut, async flush) reports an intact log
     "resume_epoch_after_unclean",  # a master resumes its MasterEpoch after an unclean restart
 )
@@ -128,7 +130,7 @@ class HoldFromFirstReportTable(HeartbeatTable):
         if op.opinion is Opinion.DEAD and key not in self._holds:
             if self.on_hold is not None:
                 self.on_hold(key)
-            self._holds[key] = now_ms
+            self._hold(key, now_ms)
         return op
 
     def release(self, broker_name: str, broker_ids: Iterable[int] | None = None,

@@ -24,7 +24,7 @@ import heapq
 import math
 import random
 
-from autoswitch.broker.lease import LeaseConfig, MasterLease
+from autoswitch.broker.lease import ClockGapDetector, LeaseConfig, MasterLease
 from autoswitch.controller.liveness import NEVER_REPORTED, BrokerReport, HeartbeatTable, LivenessView
 from autoswitch.controller.membership_ops import lease_quorum_ok
 from autoswitch.controller.store.config import ETCD_REVOKE_LOOP_MS, StoreBackendConfig
@@ -56,6 +56,33 @@ class Clock:
         return (local - self.offset) / self.rate
 
 
+class StoppedClock(Clock):
+    """The broker's CLOCK_MONOTONIC: stands still during ``stop`` = (real start, ms) (a paused
+    VM, a suspended host), as the real one does; ``boot`` is its CLOCK_BOOTTIME, which runs on."""
+
+    def __init__(self, offset: int, rate: float, stop: tuple[float, float] | None) -> None:
+        super().__init__(offset, rate)
+        self.stop = stop
+
+    def _stood(self, real: float) -> float:
+        if self.stop is None:
+            return 0.0
+        t0, d = self.stop
+        return min(max(real - t0, 0.0), d)
+
+    def local(self, real: float) -> int:
+        return int(self.offset + self.rate * (real - self._stood(real)))
+
+    def real(self, local: float) -> float:
+        r = (local - self.offset) / self.rate
+        if self.stop is not None and r > self.stop[0]:
+            r += self.stop[1]
+        return r
+
+    def boot(self, real: float) -> int:
+        return int(self.offset + self.rate * real)
+
+
 def down(windows, t: float) -> bool:
     return any(s <= t < s + n for s, n in windows)
 
@@ -85,7 +112,12 @@ def simulate(sc, table_factory=HeartbeatTable, rules: frozenset[str] = frozenset
     ``table_factory`` builds the tables (planted bugs in the liveness rules)."""
     conf = sc.get("membership")
     nodes = (*NODES, SPARE) if conf else NODES
-    clocks = {n: Clock(sc["offsets"].get(n, 0), sc["rates"][n]) for n in (*nodes, "broker")}
+    clocks = {n: Clock(sc["offsets"].get(n, 0), sc["rates"][n]) for n in nodes}
+    # broker_stop: the broker host stops (its monotonic clock and its process) for a while; the
+    # adapter's ClockGapDetector voids the lease at the resume ("clock_gap" off: it does not)
+    stop = sc.get("broker_stop")
+    bclock = StoppedClock(0, sc["rates"]["broker"], tuple(stop) if stop else None)
+    clocks["broker"] = bclock
     voters_of = [NODES, *([tuple(conf["v1"]), tuple(conf["v2"])] if conf else [])]
     view = dict.fromkeys(nodes, 0)            # node -> the newest configuration in its log
     conf_applied = dict.fromkeys(nodes, 0)    # node -> the newest configuration it applied
@@ -116,8 +148,16 @@ def simulate(sc, table_factory=HeartbeatTable, rules: frozenset[str] = frozenset
     tables = {n: new_table(n, 0, True) for n in nodes}
     down_until = dict.fromkeys(nodes, -1.0)   # a restarting node is down until then
     applied = dict.fromkeys(nodes, 1)         # MasterEpoch each node has applied (durable: Raft)
-    lease = MasterLease(NODES, LeaseConfig(master_lease_ms=L, heartbeat_timeout_ms=H,
-                                           max_clock_rate_drift=RHO, safety_ms=SAFETY).validate())
+    lcfg = LeaseConfig(master_lease_ms=L, heartbeat_timeout_ms=H, max_clock_rate_drift=RHO, safety_ms=SAFETY).validate()
+    lease = MasterLease(NODES, lcfg)
+    gaps = ClockGapDetector(max(lcfg.margin_ms(), 1.0) / 2000.0)      # as broker/replicas_adapter.py
+
+    def stopped(t: float) -> bool:
+        return stop is not None and stop[0] <= t < stop[0] + stop[1]
+
+    if stop is not None:
+        gaps.observe(bclock.local(0) / 1000.0, bclock.boot(0) / 1000.0)     # the adapter's first reading
+    ran_since_stop = [False]     # the broker has run (and looked at its clocks) since it resumed
     events: list[tuple[float, int, str, tuple]] = []
     seq = 0
     jitter = sc["seed_delays"]
@@ -164,7 +204,17 @@ def simulate(sc, table_factory=HeartbeatTable, rules: frozenset[str] = frozenset
             set_pause(t + store["pause_after"])
         arrive = t + sc["commit_delay"]
         if t <= pause[0] < arrive:               # paused mid-write: it reaches the store after the pause
-            arrive += pause[1] - pause[0]
+            paused_ms = pause[1] - pause[0]
+            if store["kind"] == "sql" and "sql_fence_last" in rules:
+                # (planted bug: the old order) the fence was the transaction's first statement:
+                # it passed before the pause, the transaction and the lock row stay open, and
+                # the write commits whenever the leader resumes
+                return arrive + paused_ms if t <= fence_at[0] else None
+            if store["kind"] == "sql" and store.get("after_fence"):
+                # paused between the fence (the last statement, passed) and COMMIT: the server
+                # ends a transaction idle for longer than its idle-in-transaction timeout
+                return None if paused_ms > store["idle_ms"] else arrive + paused_ms
+            arrive += paused_ms
             if arrive > fence_at[0] and "store_fence" not in rules:
                 return None                      # the store fenced the leader first: refused
         return arrive
@@ -206,6 +256,14 @@ def simulate(sc, table_factory=HeartbeatTable, rules: frozenset[str] = frozenset
         if t > END:
             break
         now_real[0] = t
+        if kind in ("beat", "reply") and stopped(t):
+            at(stop[0] + stop[1], kind, *args)   # the stopped broker runs nothing until it resumes
+            continue
+        if kind in ("beat", "reply") and stop is not None:
+            gap = gaps.observe(bclock.local(t) / 1000.0, bclock.boot(t) / 1000.0)
+            if gap is not None and "clock_gap" not in rules:
+                lease.void()
+            ran_since_stop[0] = ran_since_stop[0] or t >= stop[0] + stop[1]
         if kind == "beat":
             rnd = lease.on_round_sent(clocks["broker"].local(t) / 1000.0)
             round_info[rnd] = (lease.quorum, broker_view)
@@ -322,7 +380,11 @@ def simulate(sc, table_factory=HeartbeatTable, rules: frozenset[str] = frozenset
         # A lease counts from the reply that completes its quorum: one learnt only after it ran
         # out (a paused controller's late grants) never let the master acknowledge anything.
         if exp is not None and (valid := clocks["broker"].real(exp * 1000.0)) > t:
-            last_valid = valid
+            if stop is not None and valid > stop[0] and not ran_since_stop[0]:
+                # the broker acts (acknowledges) only while it runs: until the stop, and after
+                # the resume only if its lease survives the ClockGapDetector's first look
+                valid = stop[0]
+            last_valid = valid if last_valid is None else max(last_valid, valid)
     elect = [item for item in chain if item[0] == "elect"]
     return (elect[0][3] if elect else None), last_valid
 
@@ -387,6 +449,14 @@ def random_scenario(rng: random.Random) -> dict:
         "leader": rng.choice(NODES) if rng.random() < 0.3 else "n0",
         "restarts": restarts,
     }
+
+
+def broker_stop(rng: random.Random) -> tuple[int, int] | None:
+    """One plain scenario in five stops the broker host (a paused VM, a suspended host) once: its
+    own RNG (``lease-stop/<i>``), so every other draw of the scenarios is the one of before."""
+    if rng.random() >= 0.2:
+        return None
+    return rng.randint(0, END), rng.choice((rng.randint(0, 3_000), rng.randint(3_000, 40_000)))
 
 
 def membership_scenario(rng: random.Random) -> dict:
@@ -472,7 +542,10 @@ def store_scenario(rng: random.Random) -> dict:
     # What the controller's config check allows (controller/store/config.py fence_bound_ms):
     # the backend's fence bound plus a statement within one heartbeat timeout.
     bound = StoreBackendConfig(lease_ms=lock, zk_tick_ms=tick).fence_bound_ms(kind)
-    sc["commit_delay"] = min(H - bound, rng.choice((0, rng.randint(0, 50), rng.randint(0, 2_000))))
+    # SQL: the fence is the write's last statement; a pause after it, before COMMIT, lasts at most
+    # the idle-in-transaction timeout (the server then rolls it back): that gap counts too
+    idle = rng.choice((100, 250, 1_000)) if kind == "sql" else 0
+    sc["commit_delay"] = min(H - bound - idle, rng.choice((0, rng.randint(0, 50), rng.randint(0, 2_000))))
     sc["store"] = {
         "kind": kind,
         "tick": tick,
@@ -484,6 +557,9 @@ def store_scenario(rng: random.Random) -> dict:
         "pause_after": rng.choice((None, 0, rng.randint(0, 40), rng.randint(0, sc["commit_delay"] + 1))),
         "pause_ms": rng.choice((rng.randint(0, lock), rng.randint(lock, 2 * lock), rng.randint(0, 60_000))),
         "successor": rng.choice([n for n in NODES if n != sc["leader"]]),
+        # drawn last (2026-11-27), so the other draws are those of before
+        "idle_ms": idle,
+        "after_fence": kind == "sql" and rng.random() < 0.3,
     }
     return sc
 
@@ -502,6 +578,8 @@ def run_scenarios(start: int, count: int, table_factory=HeartbeatTable, progress
         sc = (membership_scenario(random.Random(f"lease-mem/{i}")) if membership
               else store_scenario(random.Random(f"lease-store/{i}")) if store
               else random_scenario(random.Random(f"lease/{i}")))
+        if not membership and not store:
+            sc["broker_stop"] = broker_stop(random.Random(f"lease-stop/{i}"))
         commit_at, last_valid = simulate(sc, table_factory, rules)
         elections += commit_at is not None
         if commit_at is not None and last_valid is not None and last_valid > commit_at:

@@ -91,6 +91,27 @@ def test_every_dead_report_restarts_the_hold_even_for_a_never_heard_broker():
     assert t.grants_lease("g", 1, 1, 1, 69_000)                          # hold_ms after the last vote
 
 
+def test_a_running_hold_keeps_its_length_when_the_timeout_is_lowered():
+    """Issue 30 item 4: heartbeat_timeout_ms lowered at run time (hold_ms follows it, 3 x) must not
+    shorten a hold already running: the election built on that DEAD vote may still be committing,
+    and the old master's lease was granted under the longer timeout."""
+    t = HeartbeatTable(started_ms=0, timeout_ms=10_000, hold_ms=30_000, startup_grace_ms=0)
+    assert t.report_opinion("g", 1, 10_000).opinion is Opinion.DEAD
+    t.timeout_ms, t.hold_ms = 2_000, 6_000                 # ControllerNode._sync_liveness_config
+    t.record("g", _report(), 20_000)
+    assert not t.grants_lease("g", 1, 1, 1, 20_000), "the lowered hold_ms cut a running hold short"
+    t.record("g", _report(), 39_999)
+    assert not t.grants_lease("g", 1, 1, 1, 39_999)
+    t.record("g", _report(), 40_000)
+    assert t.grants_lease("g", 1, 1, 1, 40_000)
+    # a DEAD report after the change holds for the new length
+    assert t.report_opinion("g", 2, 41_000).opinion is Opinion.DEAD
+    t.record("g", _report(broker_id=2), 46_999)
+    assert not t.grants_lease("g", 2, 1, 1, 46_999)
+    t.record("g", _report(broker_id=2), 47_000)
+    assert t.grants_lease("g", 2, 1, 1, 47_000)
+
+
 def test_each_dead_report_reaches_the_restart_marker():
     """A restarted node pauses for what is left of its LAST report's hold, so every DEAD report
     (not only the first of a hold) must pass through on_hold before it leaves the node."""

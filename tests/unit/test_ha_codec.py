@@ -26,13 +26,19 @@ I32 = st.integers(0, 2**31 - 1)
 def test_exact_layouts_match_design_notes():
     assert encode(SlaveHandshake(7, True, False, version=0)) == struct.pack(">ihhq", 1, 1, 0, 7)
     assert len(encode(SlaveHandshake(7))) == 16
-    assert encode(SlaveHandshake(7, False, True)) == struct.pack(">ihhq", 1, 0x100, 1, 7)
+    assert encode(SlaveHandshake(7, False, True)) == struct.pack(">ihhq", 1, 0x200, 1, 7)      # version 2
+    assert encode(SlaveHandshake(7, False, True, version=1)) == struct.pack(">ihhq", 1, 0x100, 1, 7)
     assert encode(Ack(123)) == struct.pack(">iq", 2, 123)
     assert encode(MasterHandshake(900, 3, ((1, 0), (3, 500)))) == (
         struct.pack(">iiqi", 1, 24, 900, 3) + struct.pack(">iq", 1, 0) + struct.pack(">iq", 3, 500)
     )
     assert encode(Transfer(100, 2, 50, 90, b"xyz")) == struct.pack(">iiqiqq", 2, 3, 100, 2, 50, 90) + b"xyz"
     assert codec.TRANSFER_HEADER_SIZE == 36 and codec.MASTER_HANDSHAKE_HEADER_SIZE == 20
+    # version 2: masterMinOffset after the entries, bodySize 12 N + 8
+    assert encode(MasterHandshake(900, 3, ((1, 0), (3, 500)), 0)) == (
+        struct.pack(">iiqi", 1, 32, 900, 3) + struct.pack(">iq", 1, 0) + struct.pack(">iq", 3, 500)
+        + struct.pack(">q", 0)
+    )
 
 
 def _feed_split(dec, data: bytes, cut: int):
@@ -57,7 +63,9 @@ def master_handshakes(draw):
     epochs = sorted(draw(st.sets(st.integers(1, 2**31 - 1), min_size=n, max_size=n)))
     starts = sorted(draw(st.lists(st.integers(0, 10**12), min_size=n, max_size=n)))
     mx = draw(st.integers(starts[-1] if starts else 0, 2**62))
-    return MasterHandshake(mx, epochs[-1] if epochs else draw(I32), tuple(zip(epochs, starts, strict=True)))
+    # version 2 handshakes also carry masterMinOffset (<= the first start and the max)
+    min_off = draw(st.one_of(st.none(), st.integers(0, starts[0] if starts else mx)))
+    return MasterHandshake(mx, epochs[-1] if epochs else draw(I32), tuple(zip(epochs, starts, strict=True)), min_off)
 
 
 @st.composite
@@ -81,6 +89,19 @@ def test_byte_by_byte_feeding():
         dec.feed(bytes([b]))
         out += dec.frames()
     assert out == frames
+
+
+@pytest.mark.parametrize("hs,reason", [
+    (struct.pack(">iiqi", 1, 12 + 8, 900, 3) + struct.pack(">iq", 3, 500) + struct.pack(">q", 501), "bad_min_offset"),
+    (struct.pack(">iiqi", 1, 8, 900, 0) + struct.pack(">q", 901), "bad_min_offset"),
+    (struct.pack(">iiqi", 1, 12 + 4, 900, 3) + struct.pack(">iq", 3, 500) + b"\0" * 4, "body_not_entry_multiple"),
+])
+def test_version_2_master_handshake_is_checked(hs, reason):
+    dec = SlaveSideDecoder()
+    dec.feed(hs)
+    with pytest.raises(FrameError) as ei:
+        dec.frames()
+    assert ei.value.reason == reason
 
 
 def _master_err(data: bytes) -> str:
@@ -114,7 +135,7 @@ def _slave_err(data: bytes, **kw) -> str:
     (struct.pack(">ihhq", 1, 2, 0, 1), "reserved_flag_bits"),
     (struct.pack(">ihhq", 1, 0, 0x100, 1), "reserved_flag_bits"),
     (struct.pack(">ihhq", 1, -1, 0, 1), "reserved_flag_bits"),
-    (struct.pack(">ihhq", 1, 0x200, 0, 1), "unsupported_version"),
+    (struct.pack(">ihhq", 1, 0x300, 0, 1), "unsupported_version"),
 ])
 def test_master_side_frame_errors(data, reason):
     assert _master_err(data) == reason

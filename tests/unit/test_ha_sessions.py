@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import dataclasses
+
 import pytest
 from autoswitch.epochfile import EpochCache, EpochEntry
 from autoswitch.ha.codec import Ack, MasterSideDecoder, SlaveSideDecoder, Transfer, encode
@@ -130,16 +132,71 @@ def test_sync_from_last_file_starts_at_the_last_segment_base():
     assert p.sent[0].batch_start_offset == base
 
 
-def test_slave_behind_master_retention_is_refused():
+def _trim(log: MemLog, offset: int) -> None:
+    """The master's retention: everything below ``offset`` (a record boundary) goes."""
+    log._data = log._data[offset - log._start:]
+    log._start = offset
+    log._bounds = [b for b in log._bounds if b >= offset]
+    log.epochs.truncate_prefix(offset)
+
+
+def test_slave_behind_master_retention_resyncs_from_the_master_first_offset():
+    """Issue 30 item 6: the slave's end is below what the master's retention kept. A version 1
+    handshake cannot say so (refused for ever); a version 2 one carries masterMinOffset and the
+    slave starts again there, as a new replica does."""
     mlog = _log_with([(1, 0)], 1000)
+    _trim(mlog, 500)
+    old = Pair(mlog, _log_with([(1, 0)], 300))
+    with pytest.raises(HAProtocolError) as ei:
+        old.to_master(dataclasses.replace(old.s.start(), version=1))      # a version 1 slave
+    assert ei.value.reason in ("slave_behind_retention", "no_consistent_point")
     slog = _log_with([(1, 0)], 300)
-    mlog._data = mlog._data[500:]
-    mlog._start = 500
-    mlog._bounds = [b for b in mlog._bounds if b >= 500]
+    p = Pair(mlog, slog)
+    p.handshake()
+    assert p.s.resynced_from == 500 and slog.min_offset == slog.max_offset == 500
+    p.pump()
+    assert slog.bytes() == mlog.bytes() and slog.epochs == mlog.epochs
+
+
+def test_a_slave_whose_only_common_epoch_was_trimmed_resyncs():
+    """The master trimmed every byte of epoch 1, the only epoch the slave has: no consistent point
+    can exist. With masterMinOffset the slave sees its whole log is older than the master's
+    retained history and starts again at the master's first offset."""
+    mlog = _log_with([(1, 0), (2, 400), (3, 700)], 1000)
+    _trim(mlog, 500)
+    assert [e.epoch for e in mlog.epochs.entries()] == [2, 3] and mlog.epochs.entries()[0].start_offset == 500
+    slog = _log_with([(1, 0)], 300)
+    p = Pair(mlog, slog)
+    p.handshake()
+    assert p.s.resynced_from == 500
+    p.pump()
+    assert slog.bytes() == mlog.bytes() and slog.epochs == mlog.epochs
+
+
+def test_an_epoch_whose_start_the_master_trimmed_is_still_a_common_epoch():
+    """The master's retention moved its first epoch's start to its first offset (500); ours starts
+    at 400. Compared as a log starting at 500 sees them, the epochs agree and the slave keeps all
+    it has (before: no consistent point, for ever)."""
+    mlog = _log_with([(1, 0), (2, 400), (3, 700)], 1000)
+    _trim(mlog, 500)
+    slog = _log_with([(1, 0), (2, 400)], 600)
+    p = Pair(mlog, slog)
+    p.handshake()
+    assert p.s.resynced_from is None and p.s.truncated_to == 600 and slog.min_offset == 0
+    p.pump()
+    assert slog.max_offset == mlog.max_offset and slog.bytes()[500:] == mlog.bytes()
+
+
+def test_no_common_epoch_without_trimming_is_still_an_error():
+    """A master whose history starts at offset 0 with a later epoch than all of ours (the worked
+    example's divergence) is not a trimmed one: nothing is guessed, nothing is cut."""
+    slog = _log_with([(1, 0)], 300)
+    mlog = _log_with([(2, 0)], 900)
+    before = slog.bytes()
     p = Pair(mlog, slog)
     with pytest.raises(HAProtocolError) as ei:
         p.handshake()
-    assert ei.value.reason == "slave_behind_retention"
+    assert ei.value.reason == "no_consistent_point" and slog.bytes() == before
 
 
 # ------------------------------------------------------------------ batching

@@ -131,7 +131,7 @@ class FakeApi:
         while True:
             yield await self.pushes.get()
 
-    async def broker_session(self, addr, cluster, group, broker_id, ack_mode):
+    async def broker_session(self, addr, cluster, group, broker_id, ack_mode, incarnation=""):
         self.session_opens.append((addr, broker_id, ack_mode))
         yield True
         await asyncio.Event().wait()      # held until the adapter stops (cancels us)

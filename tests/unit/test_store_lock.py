@@ -114,12 +114,13 @@ def test_fence_bound_per_backend():
     assert cfg.fence_bound_ms("zookeeper") == 1300
     # the same lease fits a SQL store's check and not etcd's
     sm = {"heartbeat_timeout_ms": "2000"}
-    store = {"lease_ms": 1200, "heartbeat_ms": 300, "statement_timeout_ms": 500}
+    store = {"lease_ms": 1200, "heartbeat_ms": 300, "statement_timeout_ms": 300}
     _cfg(backend="sql", store={"url": "sqlite:////tmp/x.db", **store}, sm=sm).validate()
     with pytest.raises(ConfigError, match="etcd fence bound \\(2500 ms"):
         _cfg(backend="etcd", store={"url": "etcd://127.0.0.1:2379", **store}, sm=sm).validate()
     with pytest.raises(ConfigError, match="zookeeper fence bound"):
-        _cfg(backend="zookeeper", store={"url": "zookeeper://127.0.0.1:2181/a", **store, "zk_tick_ms": 400},
+        _cfg(backend="zookeeper", store={"url": "zookeeper://127.0.0.1:2181/a", **store, "zk_tick_ms": 400,
+                                         "statement_timeout_ms": 500},
              sm=sm).validate()
 
 
@@ -128,7 +129,7 @@ def test_store_lease_must_fit_the_heartbeat_timeout():
         _cfg(backend="sql", store={"url": "sqlite:////tmp/x.db", "lease_ms": 1500, "heartbeat_ms": 300},
              sm={"heartbeat_timeout_ms": "2000"}).validate()
     _cfg(backend="sql", store={"url": "sqlite:////tmp/x.db", "lease_ms": 1000, "heartbeat_ms": 250,
-                               "statement_timeout_ms": 1000},
+                               "statement_timeout_ms": 500},
          sm={"heartbeat_timeout_ms": "2000"}).validate()
 
 
@@ -149,3 +150,14 @@ def test_silence_watch_counts_from_the_read_that_returned_the_renewal():
     assert w.observe(9, 11, returned_at_ms=9_501)
     w.reset()
     assert not w.observe(9, 11, returned_at_ms=20_000)
+
+
+def test_the_commit_delay_counts_the_idle_gap_and_the_commit():
+    """Issue 30 item 5: a SQL write commits at most an idle gap (bounded by the server) and a COMMIT
+    after its fence, the transaction's last statement."""
+    pg = StoreBackendConfig(url="postgresql+psycopg://x/y", lease_ms=600, statement_timeout_ms=300)
+    assert pg.idle_in_transaction_ms == 300 and pg.commit_delay_ms("sql") == 600
+    maria = StoreBackendConfig(url="mariadb+pymysql://x/y", lease_ms=600, statement_timeout_ms=300)
+    assert maria.idle_in_transaction_ms == 1000 and maria.commit_delay_ms("sql") == 1300   # whole seconds
+    etcd = StoreBackendConfig(url="etcd://h:1", lease_ms=1000, statement_timeout_ms=300)
+    assert etcd.commit_delay_ms("etcd") == 300
