@@ -676,7 +676,9 @@ class RaftCore:
             # our (lost) log may have been part of a committed majority: no say in elections.
             # (A learner does vote when asked: it may have been promoted without knowing yet, and
             # the candidate counts only the voters of its own configuration; etcd does the same.)
-            self._reply_vote(m, VoteResult.REJECT_SMALL_LEDGER_END_INDEX)
+            # A plain no: "my log is longer" (REJECT_SMALL_LEDGER_END_INDEX, as before) made two
+            # live voters that split a term re-ask that same term for ever (simulator, wipes).
+            self._reply_vote(m, VoteResult.REJECT_ALREADY_VOTED)
             return
         if m.type == MsgType.PRE_VOTE:
             # pre-vote never changes our state (etcd's PreVote, Ongaro thesis 9.6)

@@ -21,7 +21,8 @@ VOTE_HUNT = FaultMix(every_ms=150, partition=0.35, one_way=0.2, heal=0.25, crash
 # vote_not_persisted 98 -> 200; on 2026-11-24: lease_hold_from_first_report 0 -> 5; on 2026-11-25:
 # handover_without_cas 5 -> 20, fast_path_any_ack_mode 33 -> 80, membership_no_pacing 5 -> 15,
 # membership_grant_unapplied 0 -> 5, store_no_fence 0 -> 5; on 2026-11-27 (power cuts):
-# report_restart_clean 0 -> 5, resume_epoch_after_unclean 38 -> 100
+# report_restart_clean 0 -> 5, resume_epoch_after_unclean 38 -> 100, ignore_clock_gap 0 -> 5,
+# sql_fence_first 2 -> 10, wiped_member_votes 86 -> 200
 CATCH_BOUND = {
     "no_union_sss": 80,
     "elect_outside_sss": 20,
@@ -37,6 +38,7 @@ CATCH_BOUND = {
     "store_no_fence": 5,
     "ignore_clock_gap": 5,
     "sql_fence_first": 10,
+    "wiped_member_votes": 200,
     "report_restart_clean": 5,
     "resume_epoch_after_unclean": 100,
 }
@@ -74,6 +76,8 @@ def run_with_bug(bug: str, seed: int) -> Violation | None:
         try:
             if bug in ("vote_not_persisted",):
                 controller_sim.ControllerSim(seed, bugs=frozenset({bug}), mix=VOTE_HUNT).run()
+            elif bug == "wiped_member_votes":
+                controller_sim.ControllerSim(seed, bugs=frozenset({bug}), spares=2 * (seed % 2), wipes=True).run()
             elif bug in POWER_BUGS:
                 data_sim.DataSim(seed, bugs=frozenset({bug}), power_loss=True).run()
             elif bug == "fast_path_any_ack_mode":

@@ -25,12 +25,13 @@ BUGS = (
     "membership_no_pacing",    # the leader changes voters again right after the previous change committed
     "membership_grant_unapplied",  # a controller grants under a configuration it has appended, not applied
     "store_no_fence",          # a store backend commits a paused leader's write after its lock expired
+    "wiped_member_votes",      # a controller on an empty data directory votes and campaigns at once
     "sql_fence_first",         # a SQL store write checks the lock first and commits whenever it resumes
     "ignore_clock_gap",        # a broker ignores that its monotonic clock stood still (VM pause, suspend)
     "report_restart_clean",    # a broker that crashed (power cut, async flush) reports an intact log
     "resume_epoch_after_unclean",  # a master resumes its MasterEpoch after an unclean restart
 )
-PHASE_A_BUGS = {"vote_not_persisted"}
+PHASE_A_BUGS = {"vote_not_persisted", "wiped_member_votes"}
 
 
 class Violation(AssertionError):

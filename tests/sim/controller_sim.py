@@ -48,6 +48,8 @@ class TornStorage(MemoryStorage):
         super().__init__(sync=False)
         self.rng = rng
         self.torn = 0
+        # controller/raft/node.py's catch-up marker (a file, fsynced before the Ready's entries)
+        self.catch_up = False
 
     def crash(self) -> None:
         staged, self._staged = self._staged, []
@@ -76,10 +78,13 @@ class Node:
 
 class ControllerSim:
     def __init__(self, seed: int, n: int = 3, bugs: frozenset[str] = frozenset(), duration_ms: int = 2500,
-                 mix: FaultMix | None = None, liveness_ms: int = 3000, spares: int = 0) -> None:
+                 mix: FaultMix | None = None, liveness_ms: int = 3000, spares: int = 0, wipes: bool = False) -> None:
         """``spares``: nodes that start outside the cluster; the workload then also changes the
         membership (adds them as learners, promotes caught-up learners, removes voters) whenever
-        the leader may (one change at a time), under the same faults."""
+        the leader may (one change at a time), under the same faults. ``wipes``: the fault menu also
+        wipes a node's data directory (it restarts on an empty storage, as a fresh node), one node
+        at a time (a majority wiped at once is an operator's duty: docs/operations-controller.md)."""
+        self.wipes = wipes
         self.seed = seed
         self.rng = random.Random(f"ctl/{seed}")
         self.ids = [f"c{i}" for i in range(n + spares)]
@@ -119,7 +124,10 @@ class ControllerSim:
         joining = nid not in self.initial
         core = RaftCore(nid, peers, self.cfg, random.Random(f"core/{self.seed}/{nid}/{self.now}"),
                         clock.local(self.now), rec.hard_state, rec.snapshot, rec.entries,
-                        membership=Membership() if joining else Membership.of_ids(self.initial))
+                        membership=Membership() if joining else Membership.of_ids(self.initial),
+                        catch_up=storage.catch_up)
+        if "wiped_member_votes" in self.bugs:
+            core.fresh = False      # BUG: an empty storage is taken as a new cluster's member
         sm = ControllerStateMachine(self.sm_cfg)
         if rec.snapshot is not None:
             sm.restore(unpack_snapshot(rec.snapshot.data)[1])
@@ -152,6 +160,8 @@ class ControllerSim:
                 n.storage.install_snapshot(rd.snapshot)
                 n.sm.restore(unpack_snapshot(rd.snapshot.data)[1])
                 n.sm.last_applied_index = rd.snapshot.index
+            if rd.catch_up_started:
+                n.storage.catch_up = True        # durable before this Ready's entries
             if rd.hard_state is not None or rd.entries:
                 n.storage.save(rd.hard_state, rd.entries)
             if crash_point and rd.must_sync:
@@ -163,6 +173,8 @@ class ControllerSim:
             else:
                 n.storage.sync()
                 n.lazy_hs = False
+            if rd.caught_up:
+                n.storage.catch_up = False       # after this Ready's entries are durable
             for m in rd.messages:
                 self.net.send(self.now, nid, m.to, m)
                 if (m.type == MsgType.VOTE_RESP and not m.reject and self.storm
@@ -368,10 +380,28 @@ class ControllerSim:
             self.crash(victim)
         elif x < m.partition + m.one_way + m.heal + m.crash + m.crash_in_persist:
             self._pending_persist_crash = r.choice(self.ids)
+        elif self.wipes and x < m.partition + m.one_way + m.heal + m.crash + m.crash_in_persist + 0.04:
+            self._wipe(r.choice(self.ids))
         if r.random() < 0.05:
             ld = self._leader()
             if ld is not None and ld.core.applied > ld.core.log.offset + 5:
                 self._snapshot(ld)
+
+    def _wipe(self, nid: str) -> None:
+        """The node's data directory is wiped: it dies and restarts on an empty storage. Only one
+        voter of a configuration of three or more at a time, while every other voter holds its
+        log: a majority wiped (one of two voters is half) is the operator's duty, not the code's."""
+        ld = self._leader()
+        voters = ld.core.voters if ld is not None else ()
+        if len(voters) < 3 or nid not in voters:
+            return
+        if any(self.nodes[k].storage.catch_up or self.nodes[k].storage.load().hard_state is None
+               for k in voters if k != nid):
+            return
+        n = self.nodes[nid]
+        self.crash(nid)
+        n.storage = TornStorage(random.Random(f"disk/{self.seed}/{nid}/wiped/{self.now}"))
+        self.stats.extra["wipes"] = self.stats.extra.get("wipes", 0) + 1
 
     def _snapshot(self, n: Node) -> None:
         c = n.core

@@ -34,8 +34,9 @@ def _run_one(seed: int, bugs: frozenset[str], phases: str, verbose: bool,
     bad: list[tuple[str, Violation]] = []
     if "a" in phases:
         try:
-            # every other seed also changes the controller membership (two spare nodes)
-            stats.add(controller_sim.ControllerSim(seed, bugs=bugs, spares=2 * (seed % 2)).run())
+            # every other seed also changes the controller membership (two spare nodes), and
+            # every third seed also wipes a node's data directory now and then
+            stats.add(controller_sim.ControllerSim(seed, bugs=bugs, spares=2 * (seed % 2), wipes=seed % 3 == 1).run())
         except Violation as v:
             bad.append(("A", v))
     if "b" in phases:

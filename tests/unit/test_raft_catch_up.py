@@ -38,7 +38,7 @@ def test_a_catching_up_node_grants_no_vote_then_votes_normally_once_caught_up():
         rd = c.ready()
         c.advance(rd)
         reply = [m for m in rd.messages if m.type in (MsgType.VOTE_RESP, MsgType.PRE_VOTE_RESP)]
-        assert [m.vote_result for m in reply] == [VoteResult.REJECT_SMALL_LEDGER_END_INDEX]
+        assert [m.vote_result for m in reply] == [VoteResult.REJECT_ALREADY_VOTED]
         assert c.vote == "a" and c.term == 7
     # A leader of term 8 sends entries 1..2 with its commit index 2: caught up at once.
     c.step(Message(MsgType.APPEND, "c", "a", 8, index=0, log_term=0, commit=2,

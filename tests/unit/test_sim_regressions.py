@@ -132,3 +132,23 @@ def test_follower_with_newer_term_entries_at_the_probe_index_catches_up():
         "c": _storage(HardState(5, None, 13), leader_log),
     })
     _follower_b_catches_up(net)
+
+
+def test_a_catching_up_member_does_not_hold_two_split_candidates_in_one_term():
+    """Phase A with wiped data directories (seeds 81, 85, 90, 101): a wiped member catching up
+    answered every vote with REJECT_SMALL_LEDGER_END_INDEX ("my log is longer"), so the two live
+    voters, split in one term (each voted for itself), counted a majority of "wait, someone has
+    more" and re-asked the same term for ever: no leader. Its answer is now a plain no, and the
+    candidates go to the next term as after any split vote."""
+    log = [Entry(1, 1, b"k=1"), Entry(2, 1, b"k=2")]
+    # seed 1: b and c pass their pre-votes at once and split the vote of term 3 (7 of seeds 0-399
+    # had no leader within 5 s before the fix)
+    net = SimNet(["a", "b", "c"], seed=1, storages={
+        "a": MemoryStorage(),                            # wiped: it learns of the cluster from the votes
+        "b": _storage(HardState(2, None, 2), log),
+        "c": _storage(HardState(2, None, 2), log),
+    })
+    leader = net.wait_leader(5_000)
+    assert leader in ("b", "c"), "no leader: the candidates stayed in one term"
+    idx = net.propose(leader, b"k=3")
+    assert net.run_until(lambda: net.nodes["a"].sm.last_index >= idx, 5_000), "the wiped member caught up"
