@@ -173,9 +173,20 @@ class HeartbeatTable:
 
     # --- sessions: crash evidence ---
 
-    def session_opened(self, broker_name: str, broker_id: int, ack_mode: str) -> bool:
-        """A broker opened its session stream to this node. False (not tracked) when full."""
+    def session_opened(self, broker_name: str, broker_id: int, ack_mode: str, incarnation: str = "") -> bool:
+        """A broker opened its session stream to this node. False (not tracked) when full.
+
+        An open session keeps the broker alive here. When it comes from another process than the
+        one whose heartbeat the table holds (that one crashed: its sessions closed; a live one is
+        refused before this), the old report must not live on under the new session: it says
+        "clean, max offset N" of a process that may have lost that tail, and it would keep the new
+        process's own heartbeats refused as a second incarnation. It becomes the new process's
+        placeholder: not clean, no data, until that process's first heartbeat replaces it."""
         key = (broker_name, broker_id)
+        e = self._beats.get(key)
+        if e is not None and incarnation and e.report.incarnation and e.report.incarnation != incarnation:
+            self._beats[key] = _Entry(e.received_ms, BrokerReport(broker_id, e.report.address, clean_shutdown=False,
+                                                                  incarnation=incarnation))
         s = self._sessions.get(key)
         if s is None:
             if len(self._sessions) >= self.max_entries:

@@ -690,9 +690,9 @@ class ControllerNode:
             return False, f"applying: {lag} committed entries behind"
         return True, f"leader {md['leader_id']}, applied {md['applied']}"
 
-    def session_opened(self, group: str, broker_id: int, ack_mode: str) -> bool:
+    def session_opened(self, group: str, broker_id: int, ack_mode: str, incarnation: str = "") -> bool:
         """A broker's session stream started (crash-fast failover); False when the table is full."""
-        ok = self.heartbeats.session_opened(group, broker_id, ack_mode)
+        ok = self.heartbeats.session_opened(group, broker_id, ack_mode, incarnation)
         self.log.info("broker_session_opened", group=group, brokerId=broker_id, ackMode=ack_mode, tracked=ok)
         return ok
 

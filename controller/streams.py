@@ -66,7 +66,7 @@ async def broker_session(node: ControllerNode, request: pb.BrokerSessionRequest)
     node.open_sessions += 1
     tracked = False
     try:
-        tracked = node.session_opened(group, bid, request.ack_mode)
+        tracked = node.session_opened(group, bid, request.ack_mode, request.incarnation)
         yield _event(node, tracked=tracked)
         await node.wait_stopped()      # or, far more often, the caller goes away and we are cancelled
     finally:

@@ -22,16 +22,18 @@ VOTE_HUNT = FaultMix(every_ms=150, partition=0.35, one_way=0.2, heal=0.25, crash
 # handover_without_cas 5 -> 20, fast_path_any_ack_mode 33 -> 80, membership_no_pacing 5 -> 15,
 # membership_grant_unapplied 0 -> 5, store_no_fence 0 -> 5; on 2026-11-27 (power cuts):
 # report_restart_clean 0 -> 5, resume_epoch_after_unclean 38 -> 100, ignore_clock_gap 0 -> 5,
-# sql_fence_first 2 -> 10, wiped_member_votes 86 -> 200
+# sql_fence_first 2 -> 10, wiped_member_votes 86 -> 200, unstated_min_isr 18 -> 60, unstated_ack_mode 0 -> 5;
+# the model's AlterSyncStateSet timeout (2026-11-27) moved no_union_sss to 74 -> 150 and
+# handover_without_cas to 93 -> 200
 CATCH_BOUND = {
-    "no_union_sss": 80,
+    "no_union_sss": 150,
     "elect_outside_sss": 20,
     "skip_handshake_truncation": 40,
     "drop_zero_msg_epochs": 100,
     "no_self_fencing": 80,
     "vote_not_persisted": 200,
     "lease_hold_from_first_report": 5,
-    "handover_without_cas": 20,
+    "handover_without_cas": 200,
     "fast_path_any_ack_mode": 80,
     "membership_no_pacing": 15,
     "membership_grant_unapplied": 5,
@@ -39,11 +41,13 @@ CATCH_BOUND = {
     "ignore_clock_gap": 5,
     "sql_fence_first": 10,
     "wiped_member_votes": 200,
+    "unstated_min_isr": 60,
+    "unstated_ack_mode": 5,
     "report_restart_clean": 5,
     "resume_epoch_after_unclean": 100,
 }
 # planted bugs that need the power cuts of DataSim(power_loss=True)
-POWER_BUGS = {"report_restart_clean", "resume_epoch_after_unclean"}
+POWER_BUGS = {"report_restart_clean", "resume_epoch_after_unclean", "unstated_min_isr"}
 
 # planted membership bugs -> the rule of the lease simulator they switch off
 MEMBERSHIP_RULE_OFF = {"membership_no_pacing": "pacing", "membership_grant_unapplied": "applied_conf"}
@@ -80,6 +84,8 @@ def run_with_bug(bug: str, seed: int) -> Violation | None:
                 controller_sim.ControllerSim(seed, bugs=frozenset({bug}), spares=2 * (seed % 2), wipes=True).run()
             elif bug in POWER_BUGS:
                 data_sim.DataSim(seed, bugs=frozenset({bug}), power_loss=True).run()
+            elif bug == "unstated_ack_mode":
+                data_sim.DataSim(seed, bugs=frozenset({bug}), ack_mode="in_sync_replicas", admin_elections=True).run()
             elif bug == "fast_path_any_ack_mode":
                 data_sim.DataSim(seed, bugs=frozenset({bug}), crash_fast=True, ack_mode="in_sync_replicas").run()
             else:

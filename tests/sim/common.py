@@ -25,6 +25,8 @@ BUGS = (
     "membership_no_pacing",    # the leader changes voters again right after the previous change committed
     "membership_grant_unapplied",  # a controller grants under a configuration it has appended, not applied
     "store_no_fence",          # a store backend commits a paused leader's write after its lock expired
+    "unstated_ack_mode",       # brokers do not state their ack mode: an admin election deposes a live quorum-mode master
+    "unstated_min_isr",        # brokers do not state their min_in_sync_replicas (the controllers' runtime value decides)
     "wiped_member_votes",      # a controller on an empty data directory votes and campaigns at once
     "sql_fence_first",         # a SQL store write checks the lock first and commits whenever it resumes
     "ignore_clock_gap",        # a broker ignores that its monotonic clock stood still (VM pause, suspend)

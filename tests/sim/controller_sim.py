@@ -318,6 +318,10 @@ class ControllerSim:
         n = self._leader()
         if n is None or n.core.conf_change_blocked() is not None:
             return
+        if any(self._lost_log(k) for k in n.core.voters if k != n.nid):
+            # an operator changes no membership while a voter recovers from a wiped directory
+            # (docs/operations-controller.md): a removal could leave it a majority's missing vote
+            return
         conf, r = n.core.membership, self.rng
         try:
             ready = n.core.promotable()
@@ -395,13 +399,18 @@ class ControllerSim:
         voters = ld.core.voters if ld is not None else ()
         if len(voters) < 3 or nid not in voters:
             return
-        if any(self.nodes[k].storage.catch_up or self.nodes[k].storage.load().hard_state is None
-               for k in voters if k != nid):
+        if any(self._lost_log(k) for k in voters if k != nid):
             return
         n = self.nodes[nid]
         self.crash(nid)
         n.storage = TornStorage(random.Random(f"disk/{self.seed}/{nid}/wiped/{self.now}"))
         self.stats.extra["wipes"] = self.stats.extra.get("wipes", 0) + 1
+
+    def _lost_log(self, nid: str) -> bool:
+        """Wiped and not caught up yet: catching up, or nothing on its storage at all."""
+        st = self.nodes[nid].storage
+        rec = st.load()
+        return st.catch_up or (rec.snapshot is None and not rec.entries)
 
     def _snapshot(self, n: Node) -> None:
         c = n.core

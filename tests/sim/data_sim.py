@@ -31,6 +31,7 @@ from autoswitch.controller.messages import (
     ApplyBrokerIdRequest,
     ElectMasterRequest,
     RegisterBrokerRequest,
+    UpdateControllerConfigRequest,
 )
 from autoswitch.controller.sm_config import SMConfig
 from autoswitch.controller.statemachine import ControllerStateMachine
@@ -196,7 +197,7 @@ class DataSim:
                  mix: FaultMix | None = None, n_brokers: int = 3, n_ctl: int = 3, liveness_ms: int = 8000,
                  produce_ms: tuple[int, int] = (10, 60), use_rm: bool = False,
                  honor_lease_granted: bool = True, handovers: bool = False, crash_fast: bool = False,
-                 ack_mode: str = "all", power_loss: bool = False) -> None:
+                 ack_mode: str = "all", power_loss: bool = False, admin_elections: bool = False) -> None:
         self.produce_ms = produce_ms
         # use_rm: the real ReplicasManager core decides (rm_driver); else this module's model
         self.use_rm = use_rm
@@ -227,6 +228,8 @@ class DataSim:
         # FLUSH_MS, min_in_sync_replicas 2 so every ack is on two hosts; cuts FLUSH_MS * 2 apart:
         # the documented "one replica at a time"); docs/replicas-manager.md.
         self.power_loss = power_loss
+        # admin_elections: operators designate masters now and then (brokers state their ack mode)
+        self.admin_elections = admin_elections
         prng = random.Random(f"power/{seed}")
         self.durable = not power_loss or prng.random() < 0.4
         min_isr = 1 if self.durable else 2
@@ -382,7 +385,7 @@ class DataSim:
         me = self.bname(b.bid)
         for c in self.ctl_ids:
             if c not in b.sessions and self.reach(me, c) and self.reach(c, me):
-                self.ctl[c].table.session_opened(GROUP, b.bid, self._session_ack_mode())
+                self.ctl[c].table.session_opened(GROUP, b.bid, self._session_ack_mode(), b.incarnation)
                 b.sessions.add(c)
 
     def _close_sessions(self, b: Broker, cids: list[str]) -> None:
@@ -440,6 +443,10 @@ class DataSim:
                                              handover_from=req.handover_from,
                                              expect_master_epoch=req.expect_master_epoch,
                                              expect_sync_state_set_epoch=req.expect_sync_state_set_epoch)
+                elif isinstance(req, ElectMasterRequest) and req.trigger == TRIGGER_ADMIN and req.designate:
+                    # an operator's `admin elect-master --broker-id N` (designated)
+                    req = ElectMasterRequest(CLUSTER, GROUP, TRIGGER_ADMIN, req.broker_id, True,
+                                             view.alive_infos(GROUP), self.now + 10_000, view.dead_ids(GROUP))
                 elif isinstance(req, ElectMasterRequest):
                     # as node.elect: a master held dead only on crash evidence makes it crash_only
                     m = self.sm.state.groups[GROUP].master_broker_id
@@ -447,13 +454,20 @@ class DataSim:
                                              view.alive_infos(GROUP), self.now + 10_000, view.dead_ids(GROUP),
                                              crash_only=m is not None and view.crash_only(GROUP, m))
                 else:
+                    # the leader stamps the master's stated min_in_sync_replicas (node.alter_sync_state_set)
+                    rep = c.table.report(GROUP, req.master_broker_id)
                     req = AlterSyncStateSetRequest(GROUP, req.master_broker_id, req.master_epoch,
                                                    req.new_sync_state_set, req.sync_state_set_epoch,
-                                                   view.alive_ids(GROUP), self.now + 10_000)
+                                                   view.alive_ids(GROUP), self.now + 10_000,
+                                                   master_min_in_sync_replicas=rep.min_in_sync_replicas if rep else 0)
                 reply = self._execute(req)
                 if reply.ok:
                     self.note(f"{type(req).__name__} from {frm}: {reply.replica}")
-                    if isinstance(req, ElectMasterRequest) and req.handover_from:
+                    if isinstance(req, ElectMasterRequest) and (
+                            req.handover_from or (req.trigger == TRIGGER_ADMIN and self.ack_mode == "all")):
+                        # (an admin election of a live master is a handover without the drain:
+                        # allowed in ack mode all only, where the old master acks only what the
+                        # new one holds)
                         self.handover_targets[reply.replica.master_epoch] = reply.replica.master_broker_id
                     if isinstance(req, ElectMasterRequest) and req.crash_only and reply.replica.master_broker_id:
                         self.crash_targets[reply.replica.master_epoch] = reply.replica.master_broker_id
@@ -473,6 +487,20 @@ class DataSim:
         self._send_all(b, ("req", self._req_seq, req))
         return self._req_seq
 
+    def _stated_min_isr(self) -> int:
+        """What brokers state in heartbeats (power_loss runs; 0 = not stated, as before)."""
+        if not self.power_loss or "unstated_min_isr" in self.bugs:
+            return 0
+        return self.ha.min_in_sync_replicas
+
+    def _set_min_isr(self) -> None:
+        """An operator changes the controllers' min_in_sync_replicas at run time (the brokers keep
+        theirs until restarted with another): the smaller of the two must decide."""
+        v = self.rng.choice((1, 2, 3))
+        self.sm.execute(UpdateControllerConfigRequest({"min_in_sync_replicas": str(v)}))
+        self.note(f"controllers' min_in_sync_replicas -> {v} (brokers {self.ha.min_in_sync_replicas})")
+        self.stats.extra["min_isr_changes"] = self.stats.extra.get("min_isr_changes", 0) + 1
+
     def _reports_intact(self, b: Broker) -> bool:
         return b.intact or "report_restart_clean" in self.bugs
 
@@ -490,7 +518,8 @@ class DataSim:
             rnd = b.lease.on_round_sent(self.local_s(b))
             last = b.log.epochs.last()
             rep = BrokerReport(b.bid, self.bname(b.bid), last.epoch if last else 0, b.log.max_offset,
-                               b.log.confirm_offset, 0, self._reports_intact(b), incarnation=b.incarnation)
+                               b.log.confirm_offset, 0, self._reports_intact(b), incarnation=b.incarnation,
+                               min_in_sync_replicas=self._stated_min_isr(), ack_mode=self._stated_ack_mode())
             self._send_all(b, ("hb", b.bid, rnd, rep))
         if self.now >= b.next_poll:
             b.next_poll = self.now + POLL_INTERVAL
@@ -505,7 +534,8 @@ class DataSim:
     def send_heartbeat(self, b: Broker, controller: str, rnd: int) -> None:
         last = b.log.epochs.last()
         rep = BrokerReport(b.bid, self.bname(b.bid), last.epoch if last else 0, b.log.max_offset,
-                           b.log.confirm_offset, 0, self._reports_intact(b), incarnation=b.incarnation)
+                           b.log.confirm_offset, 0, self._reports_intact(b), incarnation=b.incarnation,
+                           min_in_sync_replicas=self._stated_min_isr(), ack_mode=self._stated_ack_mode())
         self.net.send(self.now, self.bname(b.bid), controller, ("hb", b.bid, rnd, rep))
 
     def _on_broker_msg(self, b: Broker, frm: str, msg: tuple) -> None:
@@ -986,8 +1016,29 @@ class DataSim:
         elif x < mx.partition + mx.one_way + mx.heal + mx.crash + mx.crash_in_persist + mx.handover \
                 + mx.session_reset + mx.power_cut:
             self._power_cut()
+        elif self.power_loss and x < mx.partition + mx.one_way + mx.heal + mx.crash + mx.crash_in_persist \
+                + mx.handover + mx.session_reset + mx.power_cut + 0.03:
+            self._set_min_isr()
+        elif self.admin_elections and x < mx.partition + mx.one_way + mx.heal + mx.crash + mx.crash_in_persist \
+                + mx.handover + mx.session_reset + mx.power_cut + 0.03 + 0.05:
+            self._admin_elect()
         elif r.random() < 0.3:
             self.leader = r.choice(self.ctl_ids)     # controller leader change (Raft elected another node)
+
+    def _admin_elect(self) -> None:
+        """An operator designates a master (any registered broker, maybe the live master's rival):
+        the controller refuses a live master's replacement in ack modes quorum and master, which
+        the brokers state in their heartbeats."""
+        to = self.rng.choice(sorted(self.brokers))
+        via = self.brokers[self.rng.choice(sorted(self.brokers))]
+        self.note(f"admin elect-master --broker-id {to}")
+        self.stats.extra["admin_elections"] = self.stats.extra.get("admin_elections", 0) + 1
+        self._request(via, ElectMasterRequest(CLUSTER, GROUP, TRIGGER_ADMIN, to, True))
+
+    def _stated_ack_mode(self) -> str:
+        if not self.admin_elections or "unstated_ack_mode" in self.bugs:
+            return ""
+        return "quorum" if self.ack_mode == "in_sync_replicas" else "all"
 
     def _handover(self) -> None:
         """A master hands over to a SyncStateSet member, adversarially: it does not drain (it keeps

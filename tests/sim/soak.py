@@ -43,11 +43,13 @@ def _run_one(seed: int, bugs: frozenset[str], phases: str, verbose: bool,
         # odd seeds: masters also hand over (issue 13's compare-and-set), adversarially; seeds 2, 3
         # mod 4: crash-fast failover with sessions that also reset while brokers live on, and every
         # eighth seed in ack mode in_sync_replicas, where the fast path must stay off; every third
-        # seed (ack mode all) also cuts the power of brokers (unsynced bytes lost, unclean restarts)
+        # seed (ack mode all) also cuts the power of brokers (unsynced bytes lost, unclean restarts),
+        # and every fifth (and every in_sync_replicas one) has operators designating masters
         isr = seed % 8 == 7
         d = data_sim.DataSim(seed, bugs=bugs, use_rm=use_rm, handovers=seed % 2 == 1, crash_fast=seed % 4 >= 2,
                              ack_mode="in_sync_replicas" if isr else "all",
-                             power_loss=seed % 3 == 2 and not isr and not use_rm)
+                             power_loss=seed % 3 == 2 and not isr and not use_rm,
+                             admin_elections=seed % 5 == 4 or (isr and seed % 2 == 1))
         try:
             stats.add(d.run())
         except Violation as v:

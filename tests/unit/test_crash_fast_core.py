@@ -164,3 +164,26 @@ def test_lease_refusal_says_why():
     assert t.report_opinion("g", 1, 2000).opinion is Opinion.DEAD      # silent past the timeout: a DEAD report
     heard(t, 1, 2100)                                                   # it is back, but the hold stands
     assert t.lease_refusal("g", 1, 1, 1, 2100) == "hold" and not t.grants_lease("g", 1, 1, 1, 2100)
+
+
+def test_a_new_process_session_does_not_revive_the_crashed_process_report():
+    """Issue 30, found by tests/integration/test_unclean_restart.py: a slave was killed (its session
+    closed: not alive), its new process opened a session at once, and the open session made the
+    broker alive again *with the dead process's last report* (clean, its old max offset): the new
+    process's heartbeats were refused as a second incarnation and the controller elected the
+    slave as clean although it had just lost its unsynced tail."""
+    from autoswitch.controller.liveness import BrokerReport
+
+    t = table()
+    t.record("g", BrokerReport(broker_id=2, epoch=1, max_offset=36_900, clean_shutdown=True, incarnation="old"), 10)
+    assert t.session_opened("g", 2, "all", "old")
+    assert t.session_closed("g", 2, 20)                          # kill -9
+    assert t.live_incarnation("g", 2, 21) == ""
+    assert t.session_opened("g", 2, "all", "new")                # the restarted process
+    rep = t.report("g", 2)
+    assert rep is not None and rep.incarnation == "new" and rep.clean_shutdown is False and rep.max_offset == 0
+    assert t.live_incarnation("g", 2, 22) == "new"               # its own heartbeats are accepted
+    # the same process reconnecting keeps its report
+    t.record("g", BrokerReport(broker_id=2, epoch=1, max_offset=100, clean_shutdown=False, incarnation="new"), 30)
+    assert t.session_opened("g", 2, "all", "new")
+    assert t.report("g", 2).max_offset == 100
