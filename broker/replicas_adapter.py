@@ -271,13 +271,7 @@ class ReplicasAdapter:
     async def start(self) -> None:
         # Corrupt or foreign identity files raise here, before anything talks to a controller.
         loaded = self.identity.load(self.config.cluster, self.config.group)
-        previous = self._read_previous_incarnation()
-        intact, crashed = self._arm_abort_marker()
-        if crashed is not None:
-            previous = crashed
-        if intact and self.durable_acks:
-            # until our registration is accepted a crash continues what this start continues
-            self._write_marker(previous)
+        intact, previous = self._arm_abort_marker(self._read_previous_incarnation())
         _, _, log_epoch = self.broker.log_position()
         self._perform(self.core.start(self.clock(), loaded, log_intact=intact, log_last_epoch=log_epoch,
                                       previous_incarnation=previous))
@@ -287,13 +281,14 @@ class ReplicasAdapter:
         if self.use_watch:
             self._watch_task = asyncio.get_running_loop().create_task(self._watch())
 
-    def _arm_abort_marker(self) -> tuple[bool, str | None]:
+    def _arm_abort_marker(self, clean_stopped: str) -> tuple[bool, str]:
         """RocketMQ's abort file: present at start = the last run did not end cleanly, so the log
         may lack a tail it acknowledged (async flush). Re-created for this run, naming its
         incarnation when the run fsyncs before it acknowledges *and* started with an intact log:
         only then does a crash of it leave everything it (and every run before it) acknowledged
         on disk, and the next start continues that incarnation as a clean stop would have.
-        Returns (intact, the incarnation the crashed durable run continued, or None)."""
+        ``clean_stopped``: the incarnation a clean stop left. Returns (intact, the incarnation this
+        start continues: the crashed durable run's, else ``clean_stopped``)."""
         marker = self.identity.directory / ABORT_MARKER
         try:
             left: bytes | None = marker.read_bytes()
@@ -306,9 +301,11 @@ class ReplicasAdapter:
                 crashed = inc
             self._log.info("abort_marker_found", durableRun=crashed is not None, incarnation=crashed or "")
         intact = left is None or crashed is not None
+        continues = crashed if crashed is not None else clean_stopped
         self.identity.directory.mkdir(parents=True, exist_ok=True)
-        self._write_marker(None)
-        return intact, crashed
+        # until our registration is accepted a crash continues what this start continues
+        self._write_marker(continues if intact and self.durable_acks else None)
+        return intact, continues
 
     def _write_marker(self, continues: str | None) -> None:
         """The abort marker: plain, or (a durable run) naming the incarnation a crash of this run

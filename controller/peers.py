@@ -56,46 +56,39 @@ class PeerLiveness:
         now = time.monotonic()
         return {n: (now - self._last_ok.get(n, -1e18)) <= within_s for n in self.peers}
 
-    async def query(self, keys: list[tuple[str, int]], timeout_s: float) -> dict[str, list[NodeOpinion]]:
-        """peer id -> opinions aligned with ``keys``; peers that failed are absent."""
-        keys = keys[:MAX_KEYS_PER_QUERY]
-        req = pb.QueryLivenessRequest(
-            brokers=[pb.BrokerKey(broker_name=g, broker_id=b) for g, b in keys], asking_node=self.self_id
-        )
-
+    async def _ask_all(self, req: pb.QueryLivenessRequest, timeout_s: float, n_keys: int
+                       ) -> dict[str, pb.QueryLivenessReply]:
+        """peer id -> its QueryLiveness reply (success, one opinion per asked key); peers that
+        failed are absent."""
         async def one(nid: str):
             try:
                 r = await self._stub(nid).QueryLiveness(req, timeout=timeout_s)
             except grpc.aio.AioRpcError as e:
                 _log.debug("peer_liveness_failed", peer=nid, status=e.code().name)
                 return nid, None
-            if r.header.code != 0 or len(r.opinions) != len(keys):
+            if r.header.code != 0 or len(r.opinions) != n_keys:
                 _log.warning("peer_liveness_bad_reply", peer=nid, code=r.header.code)
                 return nid, None
             self._last_ok[nid] = time.monotonic()
-            return nid, [opinion_from_pb(o) for o in r.opinions]
+            return nid, r
 
         results = await asyncio.gather(*(one(n) for n in self.peers))
-        return {n: ops for n, ops in results if ops is not None}
+        return {n: r for n, r in results if r is not None}
+
+    async def query(self, keys: list[tuple[str, int]], timeout_s: float) -> dict[str, list[NodeOpinion]]:
+        """peer id -> opinions aligned with ``keys``; peers that failed are absent."""
+        keys = keys[:MAX_KEYS_PER_QUERY]
+        req = pb.QueryLivenessRequest(
+            brokers=[pb.BrokerKey(broker_name=g, broker_id=b) for g, b in keys], asking_node=self.self_id
+        )
+        replies = await self._ask_all(req, timeout_s, len(keys))
+        return {n: [opinion_from_pb(o) for o in r.opinions] for n, r in replies.items()}
 
     async def timeout_floors(self, timeout_s: float, cap_ms: int) -> dict[str, int]:
         """peer id -> the longest heartbeat timeout its brokers sized their leases for (capped at
         ``cap_ms``: a peer cannot raise the floor past any value a heartbeat could state)."""
-        req = pb.QueryLivenessRequest(asking_node=self.self_id)
-
-        async def one(nid: str):
-            try:
-                r = await self._stub(nid).QueryLiveness(req, timeout=timeout_s)
-            except grpc.aio.AioRpcError as e:
-                _log.debug("peer_floor_failed", peer=nid, status=e.code().name)
-                return nid, None
-            if r.header.code != 0:
-                return nid, None
-            self._last_ok[nid] = time.monotonic()
-            return nid, max(0, min(int(r.max_assumed_timeout_ms), cap_ms))
-
-        results = await asyncio.gather(*(one(n) for n in self.peers))
-        return {n: f for n, f in results if f is not None}
+        replies = await self._ask_all(pb.QueryLivenessRequest(asking_node=self.self_id), timeout_s, 0)
+        return {n: max(0, min(int(r.max_assumed_timeout_ms), cap_ms)) for n, r in replies.items()}
 
     async def close(self) -> None:
         chans = list(self._channels.values())

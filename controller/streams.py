@@ -15,6 +15,7 @@ from autoswitch.controller.codes import Code
 from autoswitch.controller.messages import ACK_MODES
 from autoswitch.controller.service_common import (
     BadRequest,
+    NodeReply,
     check_id,
     check_name,
     log_refused,
@@ -49,14 +50,12 @@ async def broker_session(node: ControllerNode, request: pb.BrokerSessionRequest)
         log_refused("BrokerSession", e.message)
         yield _event(node, Code.CONTROLLER_MALFORMED_REQUEST, e.message)
         return
-    live = node.incarnation_conflict(group, bid, request.incarnation)
-    if live:
+    try:
         # another process of this id is the one heartbeating: a session of this one (a copied
         # data directory) would make its end look like the live broker's crash
-        log_refused("BrokerSession", "another incarnation is alive", kind="incarnation_conflict", group=group,
-                    brokerId=bid, live=live[:MAX_INCARNATION_LEN], refused=request.incarnation[:MAX_INCARNATION_LEN])
-        yield _event(node, Code.CONTROLLER_BROKER_INCARNATION_CONFLICT,
-                     f"brokerId {bid} of {group} is alive in another process (incarnation {live[:16]})")
+        node.check_incarnation(group, bid, request.incarnation, "BrokerSession")
+    except NodeReply as e:
+        yield _event(node, e.reply_code, e.message)
         return
     if node.open_sessions >= node.config.max_broker_sessions:
         log_refused("BrokerSession", "too many broker sessions", kind="broker_sessions_full", group=group,
