@@ -169,33 +169,41 @@ class _Proposer:
 
 
 class _Registry:
-    """ReplicaRegistry (ha.master) backed by the controller: the brokerIds registered in our group.
+    """ReplicaRegistry (ha.master) backed by the controller: the brokerIds registered in our group
+    and the incarnation registered for each.
 
-    Answers from a cache; an id not in it triggers one GetSyncStateData at most every
-    ``min_refresh_s`` (a flood of made-up ids costs the controller one call a second). An
-    unreachable controller answers "no": an unknown peer gets no log."""
-
+    Answers from a cache; an id or incarnation not in it triggers one GetSyncStateData at most
+    every ``min_refresh_s`` (a flood of made-up ids costs the controller one call a second);
+    ``fresh`` (a SyncStateSet expansion, rare) asks at once. An unreachable controller answers
+    "no": an unknown peer gets no log."""
 
     def __init__(self, adapter: ReplicasAdapter, min_refresh_s: float = 1.0) -> None:
         self._a = adapter
         self.min_refresh_s = min_refresh_s
-        self._ids: frozenset[int] = frozenset()
+        self._members: dict[int, str] = {}
         self._fetched_at: float | None = None
         self._lock = asyncio.Lock()
 
-    async def is_replica(self, broker_id: int) -> bool:
-        if broker_id in self._ids:
-            return True
+    def _verdict(self, broker_id: int, incarnation: str) -> str | None:
+        if broker_id not in self._members:
+            return "unknown_replica"
+        registered = self._members[broker_id]
+        return "stale_incarnation" if registered and incarnation and registered != incarnation else None
+
+    async def refusal(self, broker_id: int, incarnation: str, fresh: bool = False) -> str | None:
+        if not fresh and self._verdict(broker_id, incarnation) is None:
+            return None
         async with self._lock:
             now = self._a.clock()
-            if self._fetched_at is not None and now - self._fetched_at < self.min_refresh_s:
-                return broker_id in self._ids
+            if not fresh and self._fetched_at is not None and now - self._fetched_at < self.min_refresh_s:
+                return self._verdict(broker_id, incarnation)
             self._fetched_at = now
             try:
-                self._ids = await self._a.registered_ids()
+                self._members = await self._a.registered_members()
             except Exception as e:  # noqa: BLE001 - fail closed, say why once per refresh
                 self._a._log.warning("replica_registry_unavailable", error=repr(e)[:200])
-            return broker_id in self._ids
+                return "registry_unavailable" if fresh else self._verdict(broker_id, incarnation)
+            return self._verdict(broker_id, incarnation)
 
 
 class ReplicasAdapter:
@@ -621,8 +629,8 @@ class ReplicasAdapter:
                 return None
         raise AssertionError(f"no executor for {cmd!r}")
 
-    async def registered_ids(self) -> frozenset[int]:
-        """The brokerIds the controller has registered for our group."""
+    async def registered_members(self) -> dict[int, str]:
+        """The brokerIds the controller has registered for our group, each with its incarnation."""
         return await self.api.group_members(self.config.group)
 
     async def _check_controller_timeout(self) -> None:

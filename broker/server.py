@@ -267,7 +267,8 @@ class Broker:
                          ssl=functools.partial(client_ssl_context, self.cfg.tls) if self.cfg.tls.dials_tls else None,
                          bind_identities=self.cfg.auth, on_caught_up=self._slave_caught_up,
                          sync_before_ack=self.durable_acks,
-                         expect_master=(master_id, master_epoch) if master_id else None)
+                         expect_master=(master_id, master_epoch) if master_id else None,
+                         incarnation=self.replicas.core.incarnation if self.replicas is not None else "")
             await ha.start()
             self.ha_slave = ha
             self.master_epoch = master_epoch

@@ -126,8 +126,8 @@ class BrokerControllerApi(Protocol):
     async def alter_sync_state_set(self, group: str, master_id: int, master_epoch: int, new_set: frozenset[int],
                                    sync_state_set_epoch: int) -> tuple[frozenset[int], int]: ...
 
-    async def group_members(self, group: str) -> frozenset[int]:
-        """The brokerIds registered in ``group``."""
+    async def group_members(self, group: str) -> dict[int, str]:
+        """The brokerIds registered in ``group``, each with its registered incarnation ("" = none stated)."""
 
     def watch_replica_info(self, group: str, addr: str) -> AsyncIterator[ReplicaInfo]:
         """Pushes of the group's ReplicaInfo from node ``addr``; ends (or raises) when the stream does."""

@@ -17,7 +17,7 @@ from autoswitch.controller.api import (
 from autoswitch.controller.client import ControllerClient
 from autoswitch.controller.codes import Code, ControllerRpcError, code_name
 
-from autoswitch.base.limits import MAX_REPLICAS_PER_GROUP
+from autoswitch.base.limits import MAX_INCARNATION_LEN, MAX_REPLICAS_PER_GROUP
 from autoswitch.base.tls import TLSConfig
 from autoswitch.proto import controller_pb2 as pb
 
@@ -136,10 +136,11 @@ class GrpcBrokerControllerApi:
             new_sync_state_set=sorted(new_set), sync_state_set_epoch=sync_state_set_epoch))
         return frozenset(int(m) for m in r.sync_state_set), int(r.sync_state_set_epoch)
 
-    async def group_members(self, group: str) -> frozenset[int]:
+    async def group_members(self, group: str) -> dict[int, str]:
         r = await self._call("GetSyncStateData", pb.GetSyncStateDataRequest(broker_names=[group]))
-        ids = [int(m.broker_id) for g in r.groups if g.replica_info.broker_name == group for m in g.members]
-        return frozenset(ids[:MAX_REPLICAS_PER_GROUP])
+        members = [(int(m.broker_id), m.incarnation[:MAX_INCARNATION_LEN])
+                   for g in r.groups if g.replica_info.broker_name == group for m in g.members]
+        return dict(members[:MAX_REPLICAS_PER_GROUP])
 
     async def watch_replica_info(self, group: str, addr: str) -> AsyncIterator[ReplicaInfo]:
         stream = self.client.watch_replica_info(group, addr)

@@ -34,6 +34,7 @@ class MemberState(msgspec.Struct, frozen=True):
     epoch: int
     max_offset: int
     last_heard_ms_ago: int
+    incarnation: str = ""     # the registered process (a master admits HA connections of this one only)
 
 
 class GroupState(msgspec.Struct, frozen=True):
@@ -195,8 +196,10 @@ class AppliedStateMachine:
             members = []
             for bid, addr in sorted((int(b), a) for b, a in d.get("brokers", {}).items()):
                 alive, ago, beat = member_view(name, bid)
+                rec = g.brokers.get(bid)
                 members.append(MemberState(bid, addr, alive, bid in g.sync_state_set,
-                                           beat.epoch if beat else 0, beat.max_offset if beat else 0, ago))
+                                           beat.epoch if beat else 0, beat.max_offset if beat else 0, ago,
+                                           rec.incarnation if rec is not None else ""))
             out.append(GroupState(g.view(), tuple(members)))
         return r, out
 

@@ -15,7 +15,10 @@ layout. Version 2 (a slave that says 2 gets it): the master's handshake body end
 masterMinOffset (the first offset its retention kept) after the N epoch entries, so bodySize =
 N x 12 + 8; a slave whose whole log is older than the master's retained history resyncs from there
 instead of failing with no consistent point. A later version may add fields only when both sides
-said they speak it.
+said they speak it. Version 3 (a slave handshake that says 3): the 16 bytes are followed by an
+i16 incarnationLength (0..64) and that many printable ASCII bytes, the slave process's incarnation,
+so a master counts acks only from the process the controller registered for that brokerId (a cloned
+data directory's second process is refused). A master knows the version from the first 16 bytes.
 
 The decoders are direction-specific: the master decodes only what a slave may send and the
 other way round, so a confused peer is rejected by the first header it sends.
@@ -26,6 +29,7 @@ from __future__ import annotations
 import struct
 from dataclasses import dataclass
 
+from autoswitch.base.limits import MAX_INCARNATION_LEN
 from autoswitch.ha.config import HARD_MAX_BODY_SIZE, HARD_MAX_EPOCH_ENTRIES
 from autoswitch.ha.errors import FrameError
 
@@ -33,14 +37,17 @@ READY, HANDSHAKE, TRANSFER, SUSPEND, SHUTDOWN = 0, 1, 2, 3, 4
 STATE_NAMES = {READY: "READY", HANDSHAKE: "HANDSHAKE", TRANSFER: "TRANSFER",
                SUSPEND: "SUSPEND", SHUTDOWN: "SHUTDOWN"}
 
-PROTOCOL_VERSION = 2
-MAX_KNOWN_VERSION = 2
+PROTOCOL_VERSION = 3
+MAX_KNOWN_VERSION = 3
 MIN_OFFSET_VERSION = 2          # the first version whose master handshake carries masterMinOffset
+INCARNATION_VERSION = 3         # the first version whose slave handshake carries the incarnation
+MAX_INCARNATION_BYTES = MAX_INCARNATION_LEN
 _I64 = struct.Struct(">q")
 
 _STATE = struct.Struct(">i")
 _STATE_SIZE = struct.Struct(">ii")        # every frame but the 12/16-byte slave ones starts so
 _SLAVE_HS = struct.Struct(">ihhq")          # 16
+_I16 = struct.Struct(">h")
 _ACK = struct.Struct(">iq")                 # 12
 _MASTER_HS = struct.Struct(">iiqi")         # 20
 _EPOCH_ENTRY = struct.Struct(">iq")         # 12
@@ -62,6 +69,7 @@ class SlaveHandshake:
     sync_from_last_file: bool = False
     async_learner: bool = False
     version: int = PROTOCOL_VERSION
+    incarnation: str = ""           # version 3: the slave process ("" = not stated)
 
 
 @dataclass(frozen=True, slots=True)
@@ -110,7 +118,20 @@ def encode_slave_handshake(f: SlaveHandshake) -> bytes:
         raise FrameError("unsupported_version", f"version {f.version}")
     _check_i64(f.broker_id, "broker_id")
     flags1 = (f.version << 8) | int(bool(f.sync_from_last_file))
-    return _SLAVE_HS.pack(HANDSHAKE, flags1, int(bool(f.async_learner)), f.broker_id)
+    head = _SLAVE_HS.pack(HANDSHAKE, flags1, int(bool(f.async_learner)), f.broker_id)
+    if f.version < INCARNATION_VERSION:
+        if f.incarnation:
+            raise FrameError("unsupported_field", f"version {f.version} cannot carry an incarnation")
+        return head
+    inc = _check_incarnation(f.incarnation.encode("ascii", "replace"))
+    return head + _I16.pack(len(inc)) + inc
+
+
+def _check_incarnation(raw: bytes) -> bytes:
+    if len(raw) > MAX_INCARNATION_BYTES or not all(0x21 <= b <= 0x7E for b in raw):
+        raise FrameError("bad_incarnation", f"incarnation of {len(raw)} bytes is not 0..{MAX_INCARNATION_BYTES} "
+                                            "printable ASCII characters")
+    return raw
 
 
 def encode_ack(f: Ack) -> bytes:
@@ -275,7 +296,6 @@ class MasterSideDecoder(_Decoder):
             if avail < SLAVE_HANDSHAKE_SIZE:
                 return None
             _, flags1, flags2, broker_id = _SLAVE_HS.unpack_from(buf, r)
-            self._r += SLAVE_HANDSHAKE_SIZE
             if flags1 < 0 or flags2 < 0 or flags1 & 0xFE or flags2 & ~1:
                 raise FrameError("reserved_flag_bits", f"flags {flags1:#x}/{flags2:#x}")
             version = flags1 >> 8
@@ -283,7 +303,21 @@ class MasterSideDecoder(_Decoder):
                 raise FrameError("unsupported_version", f"slave speaks version {version}")
             if broker_id <= 0:
                 raise FrameError("bad_broker_id", f"slaveBrokerId {broker_id}")
-            return SlaveHandshake(broker_id, bool(flags1 & 1), bool(flags2 & 1), version)
+            incarnation = ""
+            size = SLAVE_HANDSHAKE_SIZE
+            if version >= INCARNATION_VERSION:
+                if avail < size + _I16.size:
+                    return None
+                (n,) = _I16.unpack_from(buf, r + size)
+                if not 0 <= n <= MAX_INCARNATION_BYTES:
+                    raise FrameError("bad_incarnation", f"incarnationLength {n}")
+                if avail < size + _I16.size + n:
+                    return None
+                raw = bytes(buf[r + size + _I16.size : r + size + _I16.size + n])
+                incarnation = _check_incarnation(raw).decode("ascii")
+                size += _I16.size + n
+            self._r += size
+            return SlaveHandshake(broker_id, bool(flags1 & 1), bool(flags2 & 1), version, incarnation)
         if state == TRANSFER:
             if avail < ACK_SIZE:
                 return None

@@ -46,6 +46,10 @@ class HAConfig:
     rejection_log_interval_s: float = 10.0  # one rejection line per peer and reason per interval
     max_pending_waits: int = 100_000
     write_buffer_high: int = 16 * MiB      # transport high-water mark; the transfer loop waits below it
+    # --- protocol ---
+    # The HA protocol version a slave states (ha/codec.py). A master refuses a higher version than
+    # it knows, so while brokers of a release speaking 2 remain, set 2 on the upgraded ones.
+    protocol_version: int = 3
 
     def validate(self) -> HAConfig:
         def need(cond: bool, what: str) -> None:
@@ -72,4 +76,5 @@ class HAConfig:
         need(self.rejection_log_interval_s > 0, "rejection_log_interval_s")
         need(0 < self.max_pending_waits <= 10_000_000, "max_pending_waits")
         need(self.write_buffer_high >= 64 * 1024, "write_buffer_high")
+        need(0 <= self.protocol_version <= 3, "protocol_version")
         return self

@@ -47,9 +47,14 @@ class SyncStateProposer(Protocol):
 
 
 class ReplicaRegistry(Protocol):
-    """Who may replicate from this master: the replicas the controller registered for the group."""
+    """Who may replicate from this master: the replicas the controller registered for the group,
+    each as the process (incarnation) the controllers registered for its brokerId."""
 
-    async def is_replica(self, broker_id: int) -> bool: ...
+    async def refusal(self, broker_id: int, incarnation: str, fresh: bool = False) -> str | None:
+        """None when ``broker_id`` is registered and ``incarnation`` is its registered process
+        ("" stated or registered: not checkable, admitted); else the refusal reason
+        (``unknown_replica``, ``stale_incarnation``). ``fresh``: ask the controllers now."""
+        ...
 
 
 class LocalSyncStateProposer:
@@ -61,9 +66,11 @@ class LocalSyncStateProposer:
 
 
 class _Conn:
-    __slots__ = ("session", "writer", "addr", "wake", "task", "closed", "log")
+    __slots__ = ("session", "writer", "addr", "wake", "task", "closed", "log", "incarnation")
 
-    def __init__(self, session: MasterSession, writer: asyncio.StreamWriter, addr: str, log) -> None:
+    def __init__(self, session: MasterSession, writer: asyncio.StreamWriter, addr: str, log,
+                 incarnation: str = "") -> None:
+        self.incarnation = incarnation
         self.session = session
         self.writer = writer
         self.addr = addr
@@ -278,6 +285,9 @@ class HAMaster:
             self._proposal_task = asyncio.create_task(self._propose(p))
 
     async def _propose(self, p: Proposal) -> None:
+        if not await self._expansion_admitted(p.new_set - self.tracker.sync_state_set):
+            self.tracker.on_proposal_failed(self._clock())
+            return
         self._log.info("sync_state_set_proposed", current=sorted(self.tracker.sync_state_set),
                        proposed=sorted(p.new_set), syncStateSetEpoch=p.base_sync_state_set_epoch)
         try:
@@ -302,6 +312,25 @@ class HAMaster:
                        syncStateSetEpoch=self.tracker.sync_state_set_epoch)
         self._proposal_task = None
         self._on_progress()
+
+    async def _expansion_admitted(self, added: frozenset[int]) -> bool:
+        """A replica enters the SyncStateSet only as the process the controllers registered now:
+        one registered again since it connected (a clone, or a restart the connection outlived)
+        has its connection closed and reconnects as itself."""
+        if self.registry is None or not added:
+            return True
+        ok = True
+        for bid in sorted(added):
+            conn = self._conns.get(bid)
+            refused = (await self.registry.refusal(bid, conn.incarnation, fresh=True) if conn is not None
+                       else "not_connected")
+            if refused is not None:
+                ok = False
+                self._log.warning("sync_state_set_expansion_refused", slave=bid, reason=refused,
+                                  incarnation=conn.incarnation[:16] if conn is not None else "")
+                if conn is not None:
+                    self._close_conn(conn)
+        return ok
 
     async def _housekeeping(self) -> None:
         while True:
@@ -349,11 +378,13 @@ class HAMaster:
                 if who is None or parse_broker_identity(who) != (self.group, slave_id):
                     raise HAProtocolError("identity_mismatch", f"the certificate of {(who or 'no name')[:128]!r} "
                                                                f"does not name broker {self.group}/{slave_id}")
-            # Checked before anything is sent: the master handshake already names our epochs.
-            if (self.registry is not None and slave_id not in self.tracker.sync_state_set
-                    and not await self.registry.is_replica(slave_id)):
-                raise HAProtocolError("unknown_replica", f"brokerId {slave_id} is not a registered replica "
-                                                         f"of group {self.group}")
+            # Checked before anything is sent: the master handshake already names our epochs. Only
+            # the registered process of a brokerId may ack for it: a second process (a cloned data
+            # directory) would make the controllers elect the registered one for bytes it lacks.
+            refused = await self.registry.refusal(slave_id, hs.incarnation) if self.registry is not None else None
+            if refused is not None:
+                raise HAProtocolError(refused, f"brokerId {slave_id} (incarnation {hs.incarnation[:16] or '-'}) "
+                                               f"is not a registered replica process of group {self.group}")
             old = self._conns.get(slave_id)
             if old is not None and not old.closed:
                 # The live connection keeps its slot; a restarted slave gets in once the old
@@ -364,7 +395,7 @@ class HAMaster:
             if len(self._conns) >= self.config.max_slaves:
                 raise HAProtocolError("too_many_slaves", f"limit {self.config.max_slaves}")
             writer.write(encode_master_handshake(session.on_handshake(hs, self._clock())))
-            conn = _Conn(session, writer, addr, clog)
+            conn = _Conn(session, writer, addr, clog, hs.incarnation)
             self._conns[slave_id] = conn
             self.tracker.on_connect(slave_id, hs.async_learner, self._clock())
             clog.info("slave_connected", syncFromLastFile=hs.sync_from_last_file)

@@ -31,7 +31,8 @@ class HASlave:
                  master_addr: tuple[str, int], async_learner: bool = False,
                  sync_from_last_file: bool = False, ssl: Callable[[], SSLContext] | None = None,
                  bind_identities: bool = False, on_caught_up: Callable[[int], None] | None = None,
-                 expect_master: tuple[int, int] | None = None, sync_before_ack: bool = False) -> None:
+                 expect_master: tuple[int, int] | None = None, sync_before_ack: bool = False,
+                 incarnation: str = "") -> None:
         """``ssl``: connect to the master's HA port over TLS, with a context built by this factory
         for each connection attempt (autoswitch.base.tls.client_ssl_context: rotated files are
         picked up at the next reconnect);
@@ -42,8 +43,11 @@ class HASlave:
         ``expect_master``: (brokerId, MasterEpoch) the controller named; the handshake must state
         that epoch and, with bound identities, the certificate must name that brokerId;
         ``sync_before_ack``: fsync what was appended before acknowledging it (the broker's
-        ``flush = "sync"``): the master counts this replica's ack as a durable copy.
+        ``flush = "sync"``): the master counts this replica's ack as a durable copy;
+        ``incarnation``: this broker process as registered with the controllers, stated in the
+        handshake (a master refuses a process of our brokerId that the controllers did not register).
         """
+        self.incarnation = incarnation
         self.sync_before_ack = sync_before_ack
         self._synced_to = log.max_offset
         self.on_caught_up = on_caught_up
@@ -141,7 +145,8 @@ class HASlave:
         host, port = self.master_addr
         self.state = "HANDSHAKE"
         session = SlaveSession(self.log, self.broker_id, self.async_learner, self.sync_from_last_file,
-                               expect_epoch=self.expect_master[1] if self.expect_master else 0)
+                               expect_epoch=self.expect_master[1] if self.expect_master else 0,
+                               incarnation=self.incarnation, version=self.config.protocol_version)
         # zero_copy: bodies are views into the decoder buffer, each appended before the next read.
         dec = SlaveSideDecoder(cfg.max_body_size, cfg.max_epoch_entries, zero_copy=True)
         loop = asyncio.get_running_loop()

@@ -15,7 +15,7 @@ from autoswitch.epochfile import (
     entries_to_record,
     find_consistent_point,
 )
-from autoswitch.ha.codec import Ack, MasterHandshake, SlaveHandshake, Transfer
+from autoswitch.ha.codec import INCARNATION_VERSION, PROTOCOL_VERSION, Ack, MasterHandshake, SlaveHandshake, Transfer
 from autoswitch.ha.errors import HAProtocolError, OffsetMismatch
 from autoswitch.ha.log_api import ReplicaLog
 
@@ -38,8 +38,11 @@ def _from_offset(entries: list[EpochEntry], min_offset: int) -> list[EpochEntry]
 
 class SlaveSession:
     def __init__(self, log: ReplicaLog, broker_id: int, async_learner: bool = False,
-                 sync_from_last_file: bool = False, expect_epoch: int = 0) -> None:
-        """``expect_epoch``: the MasterEpoch the controller named for the master we dial (0: no
+                 sync_from_last_file: bool = False, expect_epoch: int = 0, incarnation: str = "",
+                 version: int = PROTOCOL_VERSION) -> None:
+        """``incarnation``: this broker process as the controllers registered it (handshake
+        version 3); ``version``: the protocol version stated (lower while masters of an older
+        release remain). ``expect_epoch``: the MasterEpoch the controller named for the master we dial (0: no
         controller, static mode). A master whose handshake states another epoch is refused
         before its epoch entries can truncate anything: a stale process at that address, or a
         master not yet switched, is never followed."""
@@ -48,6 +51,8 @@ class SlaveSession:
         self.log = log
         self.broker_id = broker_id
         self.expect_epoch = expect_epoch
+        self.version = version
+        self.incarnation = incarnation if version >= INCARNATION_VERSION else ""
         self.async_learner = async_learner
         self.sync_from_last_file = sync_from_last_file
         self.phase = READY
@@ -66,7 +71,8 @@ class SlaveSession:
         if self.phase != READY:
             raise HAProtocolError("already_started", f"phase {self.phase}")
         self.phase = HANDSHAKE
-        return SlaveHandshake(self.broker_id, self.sync_from_last_file, self.async_learner)
+        return SlaveHandshake(self.broker_id, self.sync_from_last_file, self.async_learner, self.version,
+                              self.incarnation)
 
     def on_frame(self, f: MasterHandshake | Transfer) -> Ack | None:
         """Handle one frame; returns an ack to send now, or None (the adapter may coalesce acks)."""

@@ -277,7 +277,7 @@ class GetReplicaInfoReply(_message.Message):
     def __init__(self, header: _Optional[_Union[ReplyHeader, _Mapping]] = ..., replica_info: _Optional[_Union[ReplicaInfo, _Mapping]] = ...) -> None: ...
 
 class ReplicaMember(_message.Message):
-    __slots__ = ("broker_id", "address", "alive", "in_sync", "epoch", "max_offset", "last_heard_ms_ago")
+    __slots__ = ("broker_id", "address", "alive", "in_sync", "epoch", "max_offset", "last_heard_ms_ago", "incarnation")
     BROKER_ID_FIELD_NUMBER: _ClassVar[int]
     ADDRESS_FIELD_NUMBER: _ClassVar[int]
     ALIVE_FIELD_NUMBER: _ClassVar[int]
@@ -285,6 +285,7 @@ class ReplicaMember(_message.Message):
     EPOCH_FIELD_NUMBER: _ClassVar[int]
     MAX_OFFSET_FIELD_NUMBER: _ClassVar[int]
     LAST_HEARD_MS_AGO_FIELD_NUMBER: _ClassVar[int]
+    INCARNATION_FIELD_NUMBER: _ClassVar[int]
     broker_id: int
     address: str
     alive: bool
@@ -292,7 +293,8 @@ class ReplicaMember(_message.Message):
     epoch: int
     max_offset: int
     last_heard_ms_ago: int
-    def __init__(self, broker_id: _Optional[int] = ..., address: _Optional[str] = ..., alive: _Optional[bool] = ..., in_sync: _Optional[bool] = ..., epoch: _Optional[int] = ..., max_offset: _Optional[int] = ..., last_heard_ms_ago: _Optional[int] = ...) -> None: ...
+    incarnation: str
+    def __init__(self, broker_id: _Optional[int] = ..., address: _Optional[str] = ..., alive: _Optional[bool] = ..., in_sync: _Optional[bool] = ..., epoch: _Optional[int] = ..., max_offset: _Optional[int] = ..., last_heard_ms_ago: _Optional[int] = ..., incarnation: _Optional[str] = ...) -> None: ...
 
 class GroupSyncState(_message.Message):
     __slots__ = ("replica_info", "members")

@@ -465,3 +465,76 @@ def test_a_slave_with_durable_acks_fsyncs_before_it_acknowledges(tmp_path):
             await master.stop()
 
     run(main())
+
+
+class _ControllerView:
+    """What the master's registry asks the controllers (ReplicasAdapter.registered_members): here a
+    dict the test edits, standing for registrations the controllers accepted."""
+
+    def __init__(self, members: dict[int, str]) -> None:
+        import time as _time
+
+        from autoswitch.base.log import get_logger
+        self.members = dict(members)
+        self.asked = 0
+        self.clock = _time.monotonic
+        self._log = get_logger("test")
+
+    async def registered_members(self) -> dict[int, str]:
+        self.asked += 1
+        return dict(self.members)
+
+
+def test_only_the_registered_process_of_a_broker_id_replicates_or_enters_the_sync_state_set(tmp_path):
+    """Issue 30 item 2: a second process of brokerId 2 (a cloned data directory) states another
+    incarnation in its handshake (protocol version 3) and is refused; the registered one
+    replicates. When the controllers register a new process for 2 while the old connection lives
+    (the old process was cut from the controllers only), the master does not let that connection
+    take 2 back into the SyncStateSet: it closes it, and the old process cannot come back."""
+    from autoswitch.broker.replicas_adapter import _Registry
+
+    async def main():
+        m = make_log(tmp_path / "m")
+        m.append_epoch(1, 0)
+        write(m, payloads(50, seed=21))
+        view = _ControllerView({1: "inc-m", 2: "inc-a"})
+        registry = _Registry(view, min_refresh_s=0.0)      # type: ignore[arg-type]
+        proposed: list[frozenset[int]] = []
+
+        class Recording(LocalSyncStateProposer):
+            async def propose(self, master_epoch, sync_state_set_epoch, new_set):
+                proposed.append(frozenset(new_set))
+                return await super().propose(master_epoch, sync_state_set_epoch, new_set)
+
+        master = HAMaster(m, cfg(), 1, "g", 1, frozenset({1}), 1, Recording(), registry=registry)
+        await master.start(H, 0)
+        clone = HASlave(make_log(tmp_path / "clone"), cfg(), 2, "g", (H, master.port), incarnation="inc-b")
+        await clone.start()
+        try:
+            await until(lambda: master.rejected.get("stale_incarnation", 0) >= 1, "the clone refused")
+            assert master.sync_state_set == frozenset({1}) and 2 not in master._conns
+            await clone.stop()
+            s2 = make_log(tmp_path / "s2")
+            real = HASlave(s2, cfg(), 2, "g", (H, master.port), incarnation="inc-a")
+            await real.start()
+            await until(lambda: master.sync_state_set == frozenset({1, 2}), "the registered process in sync")
+            assert s2.max_offset == m.max_offset
+            await real.stop()
+            await until(lambda: 2 not in master._conns, "gone")
+            await until(lambda: master.sync_state_set == frozenset({1}), "2 shrunk out once it left")
+            # The controllers register a new process for 2; the master's registry still holds the
+            # old answer, so the old process's handshake is admitted from the cache ...
+            view.members[2] = "inc-new"
+            n = len(proposed)
+            old = HASlave(s2, cfg(), 2, "g", (H, master.port), incarnation="inc-a")
+            await old.start()
+            # ... but its expansion asks the controllers, is refused, and its connection closed.
+            await until(lambda: master.rejected.get("stale_incarnation", 0) >= 2, "the old process refused again")
+            assert master.sync_state_set == frozenset({1}), "a stale process never re-enters the set"
+            assert all(2 not in p for p in proposed[n:])
+            await old.stop()
+        finally:
+            await clone.stop()
+            await master.stop()
+
+    run(main())

@@ -25,8 +25,12 @@ I32 = st.integers(0, 2**31 - 1)
 
 def test_exact_layouts_match_design_notes():
     assert encode(SlaveHandshake(7, True, False, version=0)) == struct.pack(">ihhq", 1, 1, 0, 7)
-    assert len(encode(SlaveHandshake(7))) == 16
-    assert encode(SlaveHandshake(7, False, True)) == struct.pack(">ihhq", 1, 0x200, 1, 7)      # version 2
+    assert len(encode(SlaveHandshake(7, version=2))) == 16
+    assert encode(SlaveHandshake(7, False, True, version=2)) == struct.pack(">ihhq", 1, 0x200, 1, 7)
+    # version 3: the slave's incarnation after the 16 bytes (i16 length + ASCII)
+    assert encode(SlaveHandshake(7, False, True, incarnation="ab12")) == (
+        struct.pack(">ihhq", 1, 0x300, 1, 7) + struct.pack(">h", 4) + b"ab12")
+    assert encode(SlaveHandshake(7)) == struct.pack(">ihhq", 1, 0x300, 0, 7) + struct.pack(">h", 0)
     assert encode(SlaveHandshake(7, False, True, version=1)) == struct.pack(">ihhq", 1, 0x100, 1, 7)
     assert encode(Ack(123)) == struct.pack(">iq", 2, 123)
     assert encode(MasterHandshake(900, 3, ((1, 0), (3, 500)))) == (
@@ -50,7 +54,9 @@ def _feed_split(dec, data: bytes, cut: int):
 
 @settings(max_examples=60, deadline=None)
 @given(st.lists(st.one_of(
-    st.builds(SlaveHandshake, st.integers(1, 2**63 - 1), st.booleans(), st.booleans(), st.integers(0, 1)),
+    st.builds(SlaveHandshake, st.integers(1, 2**63 - 1), st.booleans(), st.booleans(), st.integers(0, 2)),
+    st.builds(SlaveHandshake, st.integers(1, 2**63 - 1), st.booleans(), st.booleans(), st.just(3),
+              st.text(st.characters(min_codepoint=0x21, max_codepoint=0x7E), max_size=64)),
     st.builds(Ack, I64)), max_size=6), st.integers(0, 200))
 def test_master_side_roundtrip(frames, cut):
     data = b"".join(encode(f) for f in frames)
@@ -135,7 +141,10 @@ def _slave_err(data: bytes, **kw) -> str:
     (struct.pack(">ihhq", 1, 2, 0, 1), "reserved_flag_bits"),
     (struct.pack(">ihhq", 1, 0, 0x100, 1), "reserved_flag_bits"),
     (struct.pack(">ihhq", 1, -1, 0, 1), "reserved_flag_bits"),
-    (struct.pack(">ihhq", 1, 0x300, 0, 1), "unsupported_version"),
+    (struct.pack(">ihhq", 1, 0x400, 0, 1), "unsupported_version"),
+    (struct.pack(">ihhq", 1, 0x300, 0, 1) + struct.pack(">h", 65) + b"a" * 65, "bad_incarnation"),
+    (struct.pack(">ihhq", 1, 0x300, 0, 1) + struct.pack(">h", -1), "bad_incarnation"),
+    (struct.pack(">ihhq", 1, 0x300, 0, 1) + struct.pack(">h", 3) + b"a b", "bad_incarnation"),
 ])
 def test_master_side_frame_errors(data, reason):
     assert _master_err(data) == reason
@@ -162,6 +171,15 @@ def test_master_side_frame_errors(data, reason):
 ])
 def test_slave_side_frame_errors(data, reason):
     assert _slave_err(data, max_body_size=1000, max_epoch_entries=10) == reason
+
+
+def test_incarnation_needs_version_3_and_printable_ascii():
+    with pytest.raises(FrameError) as ei:
+        encode(SlaveHandshake(7, version=2, incarnation="x"))
+    assert ei.value.reason == "unsupported_field"
+    with pytest.raises(FrameError) as ei:
+        encode(SlaveHandshake(7, incarnation="a" * 65))
+    assert ei.value.reason == "bad_incarnation"
 
 
 def test_buffer_is_bounded():

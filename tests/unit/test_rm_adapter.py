@@ -122,7 +122,7 @@ class FakeApi:
 
     async def group_members(self, group):
         self._check()
-        return frozenset(self.ha_addresses)
+        return dict.fromkeys(self.ha_addresses, "")
 
     async def watch_replica_info(self, group, addr):
         self.watch_addrs.append(addr)
