@@ -19,6 +19,7 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import hashlib
 import os
 import time
 from collections.abc import Callable
@@ -74,6 +75,8 @@ if TYPE_CHECKING:
 MAX_PENDING_PROPOSALS = 16
 ABORT_MARKER = "replicas.abort"  # exists while a broker runs; left behind by a crash
 DURABLE_RUN = "durable-acks"  # the marker of a run that fsynced every ack from an intact log, + incarnation
+# where the host's identity is read (systemd, then D-Bus); none: the directory's path alone
+MACHINE_ID_FILES = ("/etc/machine-id", "/var/lib/dbus/machine-id")
 INCARNATION_FILE = "replicas.incarnation"  # the incarnation that last stopped cleanly with this log
 FAREWELL_TIMEOUT_S = 1.0
 
@@ -232,6 +235,7 @@ class ReplicasAdapter:
         it acknowledged, so a crash of such a run is not reported as an unclean restart."""
         self.durable_acks = durable_acks
         self._marker_names_us = False
+        self._place_cache: str | None = None
         self.core = core or ReplicasManager(config)
         self.ack_mode = ack_mode if ack_mode in ACK_MODES else ""   # stated in heartbeats
         self._controllers_index = 0       # membership change the controller list is from (0 = configured)
@@ -304,9 +308,16 @@ class ReplicasAdapter:
             left = None
         crashed: str | None = None
         if left is not None:
-            word, _, inc = left.decode("ascii", "replace").strip().partition(" ")
+            word, inc, where = (left.decode("ascii", "replace").split() + ["", "", ""])[:3]
             if word == DURABLE_RUN and (inc == "" or inc.isalnum()) and len(inc) <= MAX_INCARNATION_LEN:
-                crashed = inc
+                if where == self._place():
+                    crashed = inc
+                else:
+                    # A durable run's marker written on another host or in another directory: a
+                    # copy of a running broker's directory. The run it names went on acknowledging
+                    # after the copy was taken, so this log is no continuation of it.
+                    self._log.warning("abort_marker_from_elsewhere", incarnation=inc,
+                                      note="a copied data directory: started as an unclean new process")
             self._log.info("abort_marker_found", durableRun=crashed is not None, incarnation=crashed or "")
         intact = left is None or crashed is not None
         continues = crashed if crashed is not None else clean_stopped
@@ -319,8 +330,21 @@ class ReplicasAdapter:
         """The abort marker: plain, or (a durable run) naming the incarnation a crash of this run
         continues: the one this start follows until the controllers accepted our registration
         (they never knew ours), this run's own after that."""
-        text = "\n" if continues is None else f"{DURABLE_RUN} {continues}\n"
+        text = "\n" if continues is None else f"{DURABLE_RUN} {continues} {self._place()}\n"
         write_atomic(self.identity.directory / ABORT_MARKER, text.encode("ascii"))
+
+    def _place(self) -> str:
+        """This host (its machine id) and this data directory's path, hashed: where a durable run
+        ran. Only a start in the same place may continue a crashed durable run."""
+        if self._place_cache is None:
+            machine = ""
+            for f in MACHINE_ID_FILES:
+                with contextlib.suppress(OSError, UnicodeDecodeError):
+                    machine = Path(f).read_text(encoding="ascii").strip()
+                    break
+            where = f"{machine}\0{self.identity.directory.resolve()}".encode("utf-8", "replace")
+            self._place_cache = hashlib.sha256(where).hexdigest()[:16]
+        return self._place_cache
 
     def _read_previous_incarnation(self) -> str:
         path = self.identity.directory / INCARNATION_FILE

@@ -588,6 +588,7 @@ class ControllerNode:
                               incarnation=r.incarnation[:MAX_INCARNATION_LEN])
             return False
         self.check_incarnation(r.broker_name, r.broker_id, r.incarnation, "BrokerHeartbeat")
+        self.check_registered(r.broker_name, r.broker_id, r.incarnation)
         ok = self.heartbeats.record(
             r.broker_name,
             BrokerReport(broker_id=r.broker_id, address=r.broker_address, epoch=r.epoch, max_offset=r.max_offset,
@@ -656,6 +657,22 @@ class ControllerNode:
         raise NodeReply(Code.CONTROLLER_BROKER_INCARNATION_CONFLICT,
                         f"brokerId {broker_id} of {group} is alive in another process (incarnation {live[:16]}); "
                         f"a second process with the same identity (a copied data directory?) is refused")
+
+    def check_registered(self, group: str, broker_id: int, incarnation: str) -> None:
+        """A heartbeat counts only from the process the applied registration names: one that was
+        registered over (a clone, or the original after a clone registered while it was not
+        heard) must not keep the id alive, nor feed its log position to elections, for a process
+        the controllers no longer know. A registration this node has not applied yet is refused
+        for a moment, like any heartbeat to a lagging node."""
+        registered = self.sm.registered_incarnation(group, broker_id)
+        if not registered or not incarnation or registered == incarnation:
+            return
+        self._refusal_log.warning((group, broker_id), "broker_not_registered_process", group=group,
+                                  brokerId=broker_id, registered=registered[:MAX_INCARNATION_LEN],
+                                  refused=incarnation[:MAX_INCARNATION_LEN])
+        raise NodeReply(Code.CONTROLLER_BROKER_INCARNATION_CONFLICT,
+                        f"brokerId {broker_id} of {group} is registered for another process (incarnation "
+                        f"{registered[:16]}); this process must register before it heartbeats")
 
     def controllers_for_brokers(self) -> tuple[int, list[str]]:
         """(index, voter client addresses) of the newest applied configuration: what heartbeat

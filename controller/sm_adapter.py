@@ -210,6 +210,12 @@ class AppliedStateMachine:
         g = self.inner.state.groups.get(group)
         return sorted(g.brokers) if g is not None else []
 
+    def registered_incarnation(self, group: str, broker_id: int) -> str:
+        """The broker process the last applied registration of this id named ("" = none stated)."""
+        g = self.inner.state.groups.get(group)
+        rec = g.brokers.get(broker_id) if g is not None else None
+        return rec.incarnation if rec is not None else ""
+
     def masters(self) -> list[tuple[str, str, int]]:
         return [(g.cluster_name, name, g.master_broker_id) for name, g in self.inner.state.groups.items()
                 if g.master_broker_id is not None]

@@ -366,6 +366,39 @@ def test_a_crash_of_a_run_that_fsynced_every_ack_is_not_an_unclean_restart(tmp_p
     assert runs[4][0] is False                                  # started unclean: its crash proves nothing
 
 
+def test_a_copy_of_a_running_durable_brokers_directory_is_no_continuation(tmp_path):
+    """Issue 30, item 2 (found by the data simulator's cloned processes): a durable run's marker
+    said "the next start continues me, intact", and a copy of the directory taken while the run
+    was live said so too, from wherever it was started, though the run acknowledged more after
+    the copy. The marker now names where the run ran (host and directory): a start elsewhere is
+    an unclean new process; the start in place still continues the crashed run."""
+    import shutil
+    ctrl = FakeController()
+
+    async def run_in(d, until_stop: bool = True):
+        api, broker, a = make(d, ctrl, durable_acks=True)
+        await a.start()
+        await wait_for(lambda: len(api.heartbeats) >= 2, "heartbeats")
+        if until_stop:
+            await a.stop()          # a crash: the marker stays
+        return api, a
+
+    async def main():
+        live_api, live = await run_in(tmp_path / "orig", until_stop=False)
+        shutil.copytree(tmp_path / "orig", tmp_path / "copy")      # a hot copy of the running broker
+        await live.stop()
+        copy_api, _ = await run_in(tmp_path / "copy")
+        again_api, _ = await run_in(tmp_path / "orig")
+        return live_api, copy_api, again_api
+
+    with capture_logs() as logs:
+        live_api, copy_api, again_api = asyncio.run(asyncio.wait_for(main(), 30))
+    assert copy_api.registered_clean[0] is False and copy_api.registered_incarnations[0][1] == ""
+    assert again_api.registered_clean[0] is True
+    assert again_api.registered_incarnations[0][1] == live_api.registered_incarnations[0][0]
+    assert any(e["event"] == "abort_marker_from_elsewhere" for e in logs)
+
+
 def test_controller_timeout_shorter_than_the_lease_assumes_keeps_broker_fenced(tmp_path):
     async def main():
         api, broker, a = make(tmp_path)
