@@ -356,7 +356,15 @@ class ReplicasAdapter:
 
     def mark_clean_shutdown(self) -> None:
         """Call after the broker has stopped and its store is flushed and closed: the next start
-        reports an intact log, continuing this incarnation."""
+        reports an intact log, continuing this incarnation. Not when this run's log was never
+        whole (it started after an unclean stop and had not caught up yet): a clean stop makes
+        the files consistent, not complete, so the plain marker stays and the next start is
+        unclean again (found by the data simulator's clean stops)."""
+        if not self.core.log_intact:
+            self._write_marker(None)
+            self._log.warning("clean_shutdown_of_unclean_log", note="the next start reports an unclean restart "
+                                                                    "until this replica has caught up")
+            return
         write_atomic(self.identity.directory / INCARNATION_FILE, self.core.incarnation.encode("ascii"))
         marker = self.identity.directory / ABORT_MARKER
         with contextlib.suppress(FileNotFoundError):

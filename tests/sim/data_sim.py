@@ -190,6 +190,13 @@ class Broker:
     previous_incarnation: str = ""      # the one whose stop (or durable crash) this start continues
     register_pending: bool = False
     next_flush: int = 0
+    # The process's name on the network (b<key>), its registered address. The original process of
+    # an id has key == bid; a second process of the id (a cloned data directory) has its own key.
+    key: int = 0
+    retired: bool = False               # a clone the operator stopped for good
+
+    def __post_init__(self) -> None:
+        self.key = self.key or self.bid
 
 
 class DataSim:
@@ -296,7 +303,27 @@ class DataSim:
 
     # ------------------------------------------------------------------ helpers
     def bname(self, b: int) -> str:
+        """The network name (and registered address) of the process with key ``b``."""
         return f"b{b}"
+
+    def _bids(self) -> list[int]:
+        return sorted({b.bid for b in self.brokers.values()})
+
+    def proc(self, bid: int | None) -> Broker | None:
+        """The process the controllers' registration names for ``bid`` (its address)."""
+        if bid is None:
+            return None
+        rec = self.sm.state.groups[GROUP].brokers.get(bid)
+        key = int(rec.address[1:]) if rec is not None else bid
+        return self.brokers.get(key)
+
+    def registered_incarnation(self, bid: int) -> str:
+        rec = self.sm.state.groups[GROUP].brokers.get(bid)
+        return rec.incarnation if rec is not None else ""
+
+    def _checks_incarnations(self) -> bool:
+        """BUG accept_second_incarnation: no incarnation is ever refused (controllers, HA)."""
+        return "accept_second_incarnation" not in self.bugs
 
     def local_s(self, b: Broker) -> float:
         return b.clock.local(self.now) / 1000.0
@@ -328,7 +355,7 @@ class DataSim:
         for c in self.ctl.values():
             if c.cid == ld or (self.reach(ld, c.cid) and self.reach(c.cid, ld)):
                 now = c.clock.local(self.now)
-                by_node[c.cid] = {(GROUP, b): c.table.report_opinion(GROUP, b, now) for b in self.brokers}
+                by_node[c.cid] = {(GROUP, b): c.table.report_opinion(GROUP, b, now) for b in self._bids()}
         return LivenessView.from_opinions(len(self.ctl_ids), by_node)
 
     def _execute(self, req) -> Any:
@@ -382,10 +409,14 @@ class DataSim:
     def _open_sessions(self, b: Broker) -> None:
         if self.now < b.session_retry_at:
             return
-        me = self.bname(b.bid)
+        me = self.bname(b.key)
         for c in self.ctl_ids:
             if c not in b.sessions and self.reach(me, c) and self.reach(c, me):
-                self.ctl[c].table.session_opened(GROUP, b.bid, self._session_ack_mode(), b.incarnation)
+                table = self.ctl[c].table
+                live = table.live_incarnation(GROUP, b.bid, self.ctl[c].clock.local(self.now))
+                if live and b.incarnation and live != b.incarnation and self._checks_incarnations():
+                    continue        # CONTROLLER_BROKER_INCARNATION_CONFLICT: another process is alive
+                table.session_opened(GROUP, b.bid, self._session_ack_mode(), b.incarnation)
                 b.sessions.add(c)
 
     def _close_sessions(self, b: Broker, cids: list[str]) -> None:
@@ -394,16 +425,16 @@ class DataSim:
         for c in cids:
             if c in b.sessions:
                 b.sessions.discard(c)
-                self.pending_closes.append((b.bid, c, self.now))
+                self.pending_closes.append((b.key, c, self.now))
 
     def _deliver_closes(self) -> None:
         keep = []
-        for bid, c, since in self.pending_closes:
-            if self.reach(self.bname(bid), c):
+        for key, c, since in self.pending_closes:
+            if self.reach(self.bname(key), c):
                 node = self.ctl[c]
-                node.table.session_closed(GROUP, bid, node.clock.local(self.now))
+                node.table.session_closed(GROUP, self.brokers[key].bid, node.clock.local(self.now))
             else:
-                keep.append((bid, c, since))
+                keep.append((key, c, since))
         self.pending_closes = keep
 
     def _on_ctl_msg(self, cid: str, frm: str, msg: tuple) -> None:
@@ -412,6 +443,12 @@ class DataSim:
         kind = msg[0]
         if kind == "hb":
             _, bid, rnd, report = msg
+            live = c.table.live_incarnation(GROUP, bid, now)
+            registered = self.registered_incarnation(bid)
+            if self._checks_incarnations() and report.incarnation and (
+                    (live and live != report.incarnation) or (registered and registered != report.incarnation)):
+                self.net.send(self.now, cid, frm, ("hb_ok", cid, rnd, False, c.applied_epoch))    # refused (2910)
+                return
             c.table.record(GROUP, report, now)
             granted = c.table.grants_lease(GROUP, bid, report.epoch, c.applied_epoch, now)
             self.net.send(self.now, cid, frm, ("hb_ok", cid, rnd, granted, c.applied_epoch))
@@ -425,7 +462,7 @@ class DataSim:
                 # and one that states a crash makes the live entry (the crashed process's last
                 # heartbeat) no clean candidate any more
                 live = c.table.live_incarnation(GROUP, req.broker_id, now)
-                if live and req.incarnation and live != req.incarnation:
+                if live and req.incarnation and live != req.incarnation and self._checks_incarnations():
                     if not req.clean_shutdown and c.table.mark_unclean(GROUP, req.broker_id):
                         self.note(f"{cid}: b{req.broker_id}'s live entry ({live}) marked unclean")
                     reply = _Refused()
@@ -479,7 +516,7 @@ class DataSim:
     # ------------------------------------------------------------------ broker: control plane
     def _send_all(self, b: Broker, msg: tuple) -> None:
         for c in self.ctl_ids:
-            self.net.send(self.now, self.bname(b.bid), c, msg)
+            self.net.send(self.now, self.bname(b.key), c, msg)
 
     def _request(self, b: Broker, req: Any) -> int:
         self._req_seq += 1
@@ -509,7 +546,7 @@ class DataSim:
             # a restart registers (stating whether its log is intact) before anything else
             if self.now >= b.next_poll:
                 b.next_poll = self.now + POLL_INTERVAL
-                self._request(b, RegisterBrokerRequest(CLUSTER, GROUP, b.bid, f"b{b.bid}", self._reports_intact(b), 1,
+                self._request(b, RegisterBrokerRequest(CLUSTER, GROUP, b.bid, self.bname(b.key), self._reports_intact(b), 1,
                                                        incarnation=b.incarnation,
                                                        previous_incarnation=b.previous_incarnation))
             return
@@ -517,7 +554,7 @@ class DataSim:
             b.next_hb = self.now + HB_INTERVAL
             rnd = b.lease.on_round_sent(self.local_s(b))
             last = b.log.epochs.last()
-            rep = BrokerReport(b.bid, self.bname(b.bid), last.epoch if last else 0, b.log.max_offset,
+            rep = BrokerReport(b.bid, self.bname(b.key), last.epoch if last else 0, b.log.max_offset,
                                b.log.confirm_offset, 0, self._reports_intact(b), incarnation=b.incarnation,
                                min_in_sync_replicas=self._stated_min_isr(), ack_mode=self._stated_ack_mode())
             self._send_all(b, ("hb", b.bid, rnd, rep))
@@ -533,10 +570,10 @@ class DataSim:
 
     def send_heartbeat(self, b: Broker, controller: str, rnd: int) -> None:
         last = b.log.epochs.last()
-        rep = BrokerReport(b.bid, self.bname(b.bid), last.epoch if last else 0, b.log.max_offset,
+        rep = BrokerReport(b.bid, self.bname(b.key), last.epoch if last else 0, b.log.max_offset,
                            b.log.confirm_offset, 0, self._reports_intact(b), incarnation=b.incarnation,
                            min_in_sync_replicas=self._stated_min_isr(), ack_mode=self._stated_ack_mode())
-        self.net.send(self.now, self.bname(b.bid), controller, ("hb", b.bid, rnd, rep))
+        self.net.send(self.now, self.bname(b.key), controller, ("hb", b.bid, rnd, rep))
 
     def _on_broker_msg(self, b: Broker, frm: str, msg: tuple) -> None:
         if self.use_rm:
@@ -609,7 +646,7 @@ class DataSim:
             self.stats.elections += 1
             self._check_acked_on(b)
             if self.storm and self.rng.random() < self.mix.kill_new_master:
-                self.kill_at[b.bid] = self.now + self.rng.randint(0, 80)
+                self.kill_at[b.key] = self.now + self.rng.randint(0, 80)
         elif view.master_broker_id is not None:
             b.role = "slave"
             b.reconnect_at = self.now
@@ -621,7 +658,7 @@ class DataSim:
         b.pending.clear()
         b.proposal_req = None
         for lk in list(self.links.values()):
-            if lk.master == b.bid:
+            if lk.master == b.key:
                 self._close_link(lk)
 
     def may_acknowledge(self, b: Broker) -> bool:
@@ -642,9 +679,9 @@ class DataSim:
         lk.open = False
         self.links.pop(lk.lid, None)
         m = self.brokers[lk.master]
-        if m.tracker is not None and lk.m_sess is not None and lk.m_sess.slave_id is not None:
-            m.tracker.on_disconnect(lk.slave, self.local_s(m))
         s = self.brokers[lk.slave]
+        if m.tracker is not None and lk.m_sess is not None and lk.m_sess.slave_id is not None:
+            m.tracker.on_disconnect(s.bid, self.local_s(m))
         if s.link is lk:
             s.link = None
             s.reconnect_at = self.now + self.rng.randint(20, 200)
@@ -660,19 +697,19 @@ class DataSim:
         q.append((at, frame))
 
     def _connect(self, s: Broker) -> None:
-        m = self.brokers.get(s.master_id) if s.master_id is not None else None
+        m = self.proc(s.master_id)       # the slave dials the address the controllers registered
         if m is None or not m.alive or m.role != "master" or m.epoch != s.epoch \
-                or not self.reach(self.bname(s.bid), self.bname(m.bid)):
+                or not self.reach(self.bname(s.key), self.bname(m.key)):
             s.reconnect_at = self.now + 100     # refused; retry
             return
         self._link_seq += 1
-        lk = Link(self._link_seq, m.bid, s.bid, s.epoch)
+        lk = Link(self._link_seq, m.key, s.key, s.epoch)
         cls = SlaveSession
         if "skip_handshake_truncation" in self.bugs:
             cls = NoTruncateSlave
         elif "drop_zero_msg_epochs" in self.bugs:
             cls = DropZeroEpochSlave
-        lk.s_sess = cls(s.log, s.bid)
+        lk.s_sess = cls(s.log, s.bid, incarnation=s.incarnation)
         lk.m_sess = MasterSession(m.log, HA, m.bid, self.local_s(m))
         self.links[lk.lid] = lk
         s.link = lk
@@ -707,7 +744,7 @@ class DataSim:
             self.note(f"b{s.bid} handshake with b{lk.master}: max {before} -> {s.log.max_offset}")
             if s.log.max_offset < before:
                 self.stats.truncations += 1
-        if isinstance(frame, Transfer) and frame.body and self.crash_in_write == s.bid:
+        if isinstance(frame, Transfer) and frame.body and self.crash_in_write == s.key:
             self.crash_in_write = None
             s.log.crash_tear(self.rng, len(frame.body))
             self._crash(s, torn=True)
@@ -726,8 +763,13 @@ class DataSim:
             return
         now = self.local_s(m)
         if isinstance(frame, SlaveHandshake):
+            registered = self.registered_incarnation(frame.broker_id)
+            if registered and frame.incarnation and registered != frame.incarnation and self._checks_incarnations():
+                self.note(f"b{m.bid} refuses b{frame.broker_id} incarnation {frame.incarnation}: stale_incarnation")
+                self._close_link(lk)
+                return
             reply = lk.m_sess.on_handshake(frame, now)
-            m.tracker.on_connect(lk.slave, False, now)
+            m.tracker.on_connect(frame.broker_id, False, now)
             self._link_send(lk, True, reply)
             return
         res = lk.m_sess.on_ack(frame, now)
@@ -742,7 +784,7 @@ class DataSim:
             # confirmOffset is frozen while fenced (consumers must not read what a new master may lack)
             m.log.confirm_offset = max(m.log.confirm_offset, m.tracker.confirm_offset(m.log.max_offset))
         for lk in list(self.links.values()):
-            if lk.master != m.bid or lk.m_sess is None:
+            if lk.master != m.key or lk.m_sess is None:
                 continue
             for _ in range(8):
                 try:
@@ -756,6 +798,9 @@ class DataSim:
                 if not lk.open:
                     break
         prop = m.tracker.tick(now, m.log.max_offset)
+        if prop is not None and not self._expansion_admitted(m, prop.new_set - m.tracker.sync_state_set):
+            m.tracker.on_proposal_failed(now)
+            prop = None
         if prop is not None and self.use_rm:
             rm_driver.propose(self, m, prop)
         elif prop is not None:
@@ -777,18 +822,32 @@ class DataSim:
                 keep.append(p)
         m.pending = keep
 
+    def _expansion_admitted(self, m: Broker, added: frozenset[int]) -> bool:
+        """HAMaster._expansion_admitted: an added replica's connection must be the registered
+        process of its id (asked afresh); another one's connection is closed."""
+        ok = True
+        for lk in list(self.links.values()):
+            s = self.brokers[lk.slave]
+            if lk.master == m.key and s.bid in added and self._checks_incarnations() \
+                    and self.registered_incarnation(s.bid) not in ("", s.incarnation):
+                self.note(f"b{m.bid} refuses to take b{s.bid} (process {s.key}) into the set: stale_incarnation")
+                self._close_link(lk)
+                ok = False
+        return ok
+
     def _acked(self, m: Broker, p: Pending) -> None:
-        other = self.epoch_acker.setdefault(p.epoch, m.bid)
-        if other != m.bid:
-            raise Violation("data.two_masters_ack_same_epoch", f"epoch {p.epoch}: brokers {other} and {m.bid}",
-                            self.now)
+        other = self.epoch_acker.setdefault(p.epoch, m.key)
+        if other != m.key:
+            raise Violation("data.two_masters_ack_same_epoch", f"epoch {p.epoch}: processes b{other} and b{m.key} "
+                            f"(brokerId {m.bid})", self.now)
         g = self.sm.state.groups[GROUP]
         target = self.handover_targets.get(p.epoch + 1)
         if g.master_epoch == p.epoch + 1 and target is not None:
             # A handover commits the new MasterEpoch while the old master still holds its lease: it
             # may still acknowledge, but only what the target already holds (mode all needs the
             # target's ack; the real broker also drains first). Stronger than "not lost": checked now.
-            if not self.brokers[target].log.has_record(p.start, record(str(p.msg_id).encode())):
+            tp = self.proc(target)
+            if tp is None or not tp.log.has_record(p.start, record(str(p.msg_id).encode())):
                 raise Violation("data.ack_after_handover_not_on_target",
                                 f"broker {m.bid} acked message {p.msg_id} in epoch {p.epoch} after the handover "
                                 f"to {target} (epoch {g.master_epoch}), which lacks it", self.now)
@@ -798,7 +857,8 @@ class DataSim:
             # "Crash-fast failover"): a master that only lost its sessions may still acknowledge, but in
             # mode all only with the new master's ack, i.e. only what the new master holds.
             target = self.crash_targets[p.epoch + 1]
-            if not self.brokers[target].log.has_record(p.start, record(str(p.msg_id).encode())):
+            tp = self.proc(target)
+            if tp is None or not tp.log.has_record(p.start, record(str(p.msg_id).encode())):
                 raise Violation("data.ack_after_crash_failover_not_on_new_master",
                                 f"broker {m.bid} acked message {p.msg_id} in epoch {p.epoch} after the crash-only "
                                 f"election of {target} (epoch {p.epoch + 1}), which lacks it", self.now)
@@ -827,7 +887,7 @@ class DataSim:
             return
         self.msg_seq += 1
         start, end = m.log.append(str(self.msg_seq).encode())
-        if self.crash_in_write == m.bid:
+        if self.crash_in_write == m.key:
             self.crash_in_write = None
             m.log.crash_tear(self.rng, end - start)
             self._crash(m, torn=True)
@@ -855,7 +915,7 @@ class DataSim:
             return
         k = len(alive) if self.durable and self.rng.random() < 0.3 else 1
         m = self._current_master()
-        first = m.bid if m is not None and self.rng.random() < 0.5 else self.rng.choice(alive)
+        first = m.key if m is not None and self.rng.random() < 0.5 else self.rng.choice(alive)
         victims = [first] + [b for b in alive if b != first][:k - 1]
         self.last_cut = self.now
         for bid in victims:
@@ -888,7 +948,7 @@ class DataSim:
     def _restart(self, b: Broker) -> None:
         cut = b.log.recover()
         self.note(f"b{b.bid} restarts, recovery cut {cut} bytes, max {b.log.max_offset}")
-        nb = Broker(b.bid, b.clock, b.log, MasterLease(self.ctl_ids, LEASE))
+        nb = Broker(b.bid, b.clock, b.log, MasterLease(self.ctl_ids, LEASE), key=b.key)
         if self.power_loss:
             nb.intact, nb.lost_tail = b.intact, b.lost_tail
             self.stats.extra["restarts"] = self.stats.extra.get("restarts", 0) + 1
@@ -900,7 +960,7 @@ class DataSim:
             nb.register_pending = True
         nb.next_hb = self.now
         nb.next_poll = self.now
-        self.brokers[b.bid] = nb
+        self.brokers[b.key] = nb
         if self.use_rm:
             rm_driver.new_rm(self, nb)
 
@@ -909,7 +969,7 @@ class DataSim:
         """The master the controller currently names, once it has taken the role (a deposed
         master that has not heard of its successor yet is not a "later master")."""
         g = self.sm.state.groups[GROUP]
-        b = self.brokers.get(g.master_broker_id) if g.master_broker_id is not None else None
+        b = self.proc(g.master_broker_id)
         if b is not None and b.alive and b.role == "master" and b.epoch == g.master_epoch:
             return b
         return None
@@ -937,8 +997,8 @@ class DataSim:
         # what makes any election from them safe
         g = self.sm.state.groups[GROUP]
         for bid in sorted(g.sync_state_set | g.eligible) if self.ack_mode == "all" else ():
-            b = self.brokers[bid]
-            if not self._reports_intact(b):
+            b = self.proc(bid)
+            if b is None or not self._reports_intact(b):
                 # it crashed unclean (maybe a power cut took its tail) and the controller is told
                 # so: not electable until it fetched up to a confirmOffset again (an election of
                 # it anyway is caught when it becomes master: _check_acked_on)
@@ -980,7 +1040,7 @@ class DataSim:
         if x < mx.partition:
             # isolate the master (with a random share of the controllers), or random nodes
             m = self._current_master()
-            side = {self.bname(m.bid)} if m is not None and r.random() < 0.6 else {r.choice(sorted(everyone))}
+            side = {self.bname(m.key)} if m is not None and r.random() < 0.6 else {r.choice(sorted(everyone))}
             side |= {c for c in self.ctl_ids if r.random() < 0.3}
             self.net.heal()
             self.net.partition(side, set(everyone))
@@ -1029,7 +1089,7 @@ class DataSim:
         """An operator designates a master (any registered broker, maybe the live master's rival):
         the controller refuses a live master's replacement in ack modes quorum and master, which
         the brokers state in their heartbeats."""
-        to = self.rng.choice(sorted(self.brokers))
+        to = self.rng.choice(self._bids())
         via = self.brokers[self.rng.choice(sorted(self.brokers))]
         self.note(f"admin elect-master --broker-id {to}")
         self.stats.extra["admin_elections"] = self.stats.extra.get("admin_elections", 0) + 1
@@ -1048,7 +1108,7 @@ class DataSim:
         if m is None or not m.alive or m.role != "master" or m.tracker is None:
             return
         # mostly an in-sync target; sometimes any other broker (the controller must refuse it)
-        pool = m.tracker.sync_state_set if self.rng.random() < 0.7 else self.brokers.keys()
+        pool = m.tracker.sync_state_set if self.rng.random() < 0.7 else self._bids()
         others = sorted(b for b in pool if b != m.bid)
         if not others:
             return
