@@ -74,6 +74,7 @@ if TYPE_CHECKING:
 
 MAX_PENDING_PROPOSALS = 16
 ABORT_MARKER = "replicas.abort"  # exists while a broker runs; left behind by a crash
+UNCLEAN_RUN = "unclean"      # the marker of any other run, + incarnation and place
 DURABLE_RUN = "durable-acks"  # the marker of a run that fsynced every ack from an intact log, + incarnation
 # where the host's identity is read (systemd, then D-Bus); none: the directory's path alone
 MACHINE_ID_FILES = ("/etc/machine-id", "/var/lib/dbus/machine-id")
@@ -235,6 +236,8 @@ class ReplicasAdapter:
         it acknowledged, so a crash of such a run is not reported as an unclean restart."""
         self.durable_acks = durable_acks
         self._marker_names_us = False
+        self._run_durable = False             # a crash of this run loses nothing it acknowledged
+        self._marker_continues = ""           # the incarnation the abort marker names
         self._place_cache: str | None = None
         self.core = core or ReplicasManager(config)
         self.ack_mode = ack_mode if ack_mode in ACK_MODES else ""   # stated in heartbeats
@@ -294,44 +297,51 @@ class ReplicasAdapter:
             self._watch_task = asyncio.get_running_loop().create_task(self._watch())
 
     def _arm_abort_marker(self, clean_stopped: str) -> tuple[bool, str]:
-        """RocketMQ's abort file: present at start = the last run did not end cleanly, so the log
-        may lack a tail it acknowledged (async flush). Re-created for this run, naming its
-        incarnation when the run fsyncs before it acknowledges *and* started with an intact log:
-        only then does a crash of it leave everything it (and every run before it) acknowledged
-        on disk, and the next start continues that incarnation as a clean stop would have.
-        ``clean_stopped``: the incarnation a clean stop left. Returns (intact, the incarnation this
-        start continues: the crashed durable run's, else ``clean_stopped``)."""
+        """RocketMQ's abort file: present at start = the last run did not end cleanly. Each run
+        re-creates it naming the incarnation a crash of the run continues and where the run ran
+        (host and directory): ``durable-acks <incarnation> <place>`` when the run fsyncs before
+        it acknowledges *and* started with an intact log (a crash of it lost nothing it, or any
+        run before it, acknowledged: the next start is intact and continues it as a clean stop
+        would), else ``unclean <incarnation> <place>`` (async flush: the log may lack an
+        acknowledged tail; the next start is unclean but is still this replica, so the
+        controllers keep it as a last known holder). A marker from another place is a copy of a
+        running broker's directory: the next start is unclean and continues nothing.
+        ``clean_stopped``: the incarnation a clean stop left. Returns (intact, the incarnation
+        this start continues)."""
         marker = self.identity.directory / ABORT_MARKER
         try:
             left: bytes | None = marker.read_bytes()
         except FileNotFoundError:
             left = None
-        crashed: str | None = None
+        intact, continues = True, clean_stopped
         if left is not None:
             word, inc, where = (left.decode("ascii", "replace").split() + ["", "", ""])[:3]
-            if word == DURABLE_RUN and (inc == "" or inc.isalnum()) and len(inc) <= MAX_INCARNATION_LEN:
-                if where == self._place():
-                    crashed = inc
-                else:
-                    # A durable run's marker written on another host or in another directory: a
-                    # copy of a running broker's directory. The run it names went on acknowledging
-                    # after the copy was taken, so this log is no continuation of it.
-                    self._log.warning("abort_marker_from_elsewhere", incarnation=inc,
-                                      note="a copied data directory: started as an unclean new process")
-            self._log.info("abort_marker_found", durableRun=crashed is not None, incarnation=crashed or "")
-        intact = left is None or crashed is not None
-        continues = crashed if crashed is not None else clean_stopped
+            inc = "" if inc == "-" else inc
+            known = word in (DURABLE_RUN, UNCLEAN_RUN) and (inc == "" or inc.isalnum()) \
+                and len(inc) <= MAX_INCARNATION_LEN
+            here = known and where == self._place()
+            if known and not here:
+                # written on another host or in another directory: a copy of a running broker's
+                # directory. The run it names went on acknowledging after the copy was taken.
+                self._log.warning("abort_marker_from_elsewhere", incarnation=inc,
+                                  note="a copied data directory: started as an unclean new process")
+            intact = here and word == DURABLE_RUN
+            continues = inc if here else ""
+            self._log.info("abort_marker_found", durableRun=intact, incarnation=continues)
         self.identity.directory.mkdir(parents=True, exist_ok=True)
         # until our registration is accepted a crash continues what this start continues
-        self._write_marker(continues if intact and self.durable_acks else None)
+        self._run_durable = intact and self.durable_acks
+        self._write_marker(continues)
         return intact, continues
 
-    def _write_marker(self, continues: str | None) -> None:
-        """The abort marker: plain, or (a durable run) naming the incarnation a crash of this run
-        continues: the one this start follows until the controllers accepted our registration
-        (they never knew ours), this run's own after that."""
-        text = "\n" if continues is None else f"{DURABLE_RUN} {continues} {self._place()}\n"
-        write_atomic(self.identity.directory / ABORT_MARKER, text.encode("ascii"))
+    def _write_marker(self, continues: str) -> None:
+        """The abort marker naming the incarnation a crash of this run continues: the one this
+        start follows until the controllers accepted our registration (they never knew ours),
+        this run's own after that."""
+        word = DURABLE_RUN if self._run_durable else UNCLEAN_RUN
+        self._marker_continues = continues
+        write_atomic(self.identity.directory / ABORT_MARKER,
+                     f"{word} {continues or '-'} {self._place()}\n".encode("ascii"))
 
     def _place(self) -> str:
         """This host (its machine id) and this data directory's path, hashed: where a durable run
@@ -361,7 +371,8 @@ class ReplicasAdapter:
         the files consistent, not complete, so the plain marker stays and the next start is
         unclean again (found by the data simulator's clean stops)."""
         if not self.core.log_intact:
-            self._write_marker(None)
+            self._run_durable = False
+            self._write_marker(self._marker_continues)
             self._log.warning("clean_shutdown_of_unclean_log", note="the next start reports an unclean restart "
                                                                     "until this replica has caught up")
             return
@@ -622,7 +633,7 @@ class ReplicasAdapter:
                                         clean_shutdown=cmd.clean_shutdown, incarnation=cmd.incarnation,
                                         previous_incarnation=cmd.previous_incarnation), t
                 )
-                if self.durable_acks and cmd.clean_shutdown and not self._marker_names_us:
+                if not self._marker_names_us:
                     self._write_marker(self.core.incarnation)     # a crash now continues this run
                     self._marker_names_us = True
                 return self._info(info)

@@ -221,14 +221,14 @@ class ReplicasManager:
         log holds everything this broker ever acknowledged; reported in every heartbeat as
         cleanShutdown (and at registration) until, as a slave, it has fetched up to its master's
         confirmOffset (``on_caught_up``) or the controller made it master. ``log_last_epoch``: the last
-        epoch of the local EpochFile. ``previous_incarnation``: the incarnation whose clean stop
-        left this log (read beside it), so the controllers know this start continues that replica."""
+        epoch of the local EpochFile. ``previous_incarnation``: the incarnation whose stop (clean,
+        or a crash named by the abort marker) left this log, so the controllers know this start
+        continues that replica: intact, or (unclean) as its last known holder."""
         assert self.phase == Phase.NEW
         self.roles.log_intact = log_intact
         self.roles.log_last_epoch = log_last_epoch
         self.reg.incarnation = self.incarnation
-        # only a clean stop hands the log on: after a crash nothing is "followed"
-        self.reg.previous_incarnation = previous_incarnation if log_intact else ""
+        self.reg.previous_incarnation = previous_incarnation
         if not log_intact:
             self._log.warning("unclean_restart", logLastEpoch=log_last_epoch,
                               note="reported as not clean until caught up with the master's confirmOffset")

@@ -58,7 +58,7 @@ def clean_candidates(sync_state_set: frozenset[int], eligible: frozenset[int],
 
 def decide(*, master: int | None, sync_state_set: frozenset[int], eligible: frozenset[int],
            registered: frozenset[int], alive: Mapping[int, BrokerLiveInfo], first_election: bool,
-           designated: int | None, unclean_enabled: bool) -> ElectionDecision:
+           designated: int | None, unclean_enabled: bool, pool_complete: bool = True) -> ElectionDecision:
     """Pick the master of one group. ``alive`` = brokers a controller majority sees alive.
 
     ``first_election``: the group never had a master, so there is no SSS history; every alive
@@ -81,12 +81,18 @@ def decide(*, master: int | None, sync_state_set: frozenset[int], eligible: froz
         return ElectionDecision(Outcome.DESIGNATED_INVALID, reason=f"designated broker {designated} is {why}")
     if master is not None and master in clean:
         return ElectionDecision(Outcome.KEEP, master, reason="old master alive and in SyncStateSet")
+    if master is not None and master in alive and not first_election:
+        # A live master is never replaced by a failover election, whatever its report says: a
+        # report of it as unclean is older than its election (heartbeats overtake each other;
+        # an unclean restart of the master deposes it at its registration instead). Replacing it
+        # would give two masters while its lease runs (found by the data simulator).
+        return ElectionDecision(Outcome.KEEP, master, reason="old master alive")
     best = best_candidate(clean.values())
     if best is not None:
         return ElectionDecision(Outcome.ELECT, best.broker_id,
                                 reason="first_election_by_data" if first_election else "ranked")
     pool = sync_state_set | eligible
-    if pool and not first_election and pool <= alive.keys():
+    if pool and not first_election and pool <= alive.keys() and pool_complete:
         # Unclean recovery (KIP-966's "balanced" strategy): no clean candidate, but every replica
         # that may hold acknowledged messages is back and has reported its log (all of them
         # restarted uncleanly: a power cut of the whole set). The longest log loses the least,
@@ -99,6 +105,10 @@ def decide(*, master: int | None, sync_state_set: frozenset[int], eligible: froz
         best = best_candidate(alive.values())
         if best is not None:
             return ElectionDecision(Outcome.ELECT, best.broker_id, unclean=True, reason="unclean")
+    if not pool_complete:
+        return ElectionDecision(Outcome.NONE, reason="no clean replica, and a last known holder was replaced by a "
+                                                     "process that does not follow it (a copied directory): the "
+                                                     "longest log of the rest may lack what it held; needs the operator")
     return ElectionDecision(Outcome.NONE, reason="no alive replica in SyncStateSet or eligible replicas")
 
 

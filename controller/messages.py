@@ -77,6 +77,7 @@ class BrokerLiveInfo(msgspec.Struct, frozen=True, array_like=True, forbid_unknow
     # the fewest SyncStateSet members with which it acknowledges as master (0 = not stated)
     min_in_sync_replicas: int = 0
     ack_mode: str = ""              # "all" | "quorum" | "master"; "" = not stated
+    incarnation: str = ""           # the broker process that sent the report; "" = not stated
 
     def validate(self) -> None:
         _check_id(self.broker_id, "alive.brokerId")
@@ -88,6 +89,7 @@ class BrokerLiveInfo(msgspec.Struct, frozen=True, array_like=True, forbid_unknow
         _check_int(self.min_in_sync_replicas, "alive.minInSyncReplicas", 0, MAX_REPLICAS_PER_GROUP)
         if self.ack_mode not in ACK_MODES:
             raise MalformedRequest(f"alive.ackMode must be one of {sorted(ACK_MODES)}")
+        _check_str(self.incarnation, "alive.incarnation", MAX_INCARNATION_LEN, allow_empty=True)
 
 
 # --------------------------------------------------------------------------- requests

@@ -583,12 +583,12 @@ class ControllerNode:
             # a clean stop's farewell (the broker serves nothing any more): forget that process,
             # never another incarnation that is alive
             if self.heartbeats.live_incarnation(r.broker_name, r.broker_id, now) in ("", r.incarnation):
+                self.heartbeats.note_sign(r.broker_name, r.broker_id, now)
                 self.heartbeats.forget(r.broker_name, [r.broker_id])
                 self.log.info("broker_stopped", group=r.broker_name, brokerId=r.broker_id,
                               incarnation=r.incarnation[:MAX_INCARNATION_LEN])
             return False
         self.check_incarnation(r.broker_name, r.broker_id, r.incarnation, "BrokerHeartbeat")
-        self.check_registered(r.broker_name, r.broker_id, r.incarnation)
         ok = self.heartbeats.record(
             r.broker_name,
             BrokerReport(broker_id=r.broker_id, address=r.broker_address, epoch=r.epoch, max_offset=r.max_offset,
@@ -612,6 +612,8 @@ class ControllerNode:
             # the current master heartbeats, but a DEAD report about it stands: it will fence itself
             self.alerter.emit_once("master_lease_refused", r.broker_name, epoch, sm_adapter.wall_ms(), master=master,
                                    reason="a DEAD report about it holds its lease grants")
+        if not self.registered_process(r.broker_name, r.broker_id, r.incarnation):
+            return False
         if why is not None or self.raft.catching_up:
             # a node catching up (wiped or recovered) may not have applied the newest MasterEpoch
             return False
@@ -639,17 +641,22 @@ class ControllerNode:
         return live if live and incarnation and live != incarnation else ""
 
     def check_incarnation(self, group: str, broker_id: int, incarnation: str, call: str,
-                          crashed_before: bool = False) -> None:
+                          crashed_before: bool = False, previous: str | None = None) -> None:
         """NodeReply(CONTROLLER_BROKER_INCARNATION_CONFLICT) when another process of this
         brokerId is alive here (a cloned or copied data directory started beside the original).
-        ``crashed_before``: the refused process states an unclean restart, so the live entry may be
-        the last heartbeat of the process that crashed, describing a tail the crash took: it stops
-        counting as a clean candidate (found by the simulator's power cuts; a clone that says so
-        costs the original its electability, never a message)."""
+        ``crashed_before``: the refused process states an unclean restart of the live entry's
+        process (``previous``, what its abort marker names), so that entry is the last heartbeat
+        of the process that crashed, describing a tail the crash took: it stops counting as a
+        clean candidate (found by the simulator's power cuts). ``previous``: the incarnation the
+        refused process continues (registrations)."""
         live = self.incarnation_conflict(group, broker_id, incarnation)
+        if not live and previous is not None:
+            self.check_takeover(group, broker_id, incarnation, previous)
         if not live:
             return
-        if crashed_before and self.heartbeats.mark_unclean(group, broker_id):
+        # only a successor of that very process (its abort marker names it) speaks for its log: a
+        # copy that crashed elsewhere says nothing about the live one (found by the data simulator)
+        if crashed_before and previous == live and self.heartbeats.mark_unclean(group, broker_id):
             self.log.warning("stale_incarnation_marked_unclean", group=group, brokerId=broker_id,
                              live=live[:MAX_INCARNATION_LEN], refused=incarnation[:MAX_INCARNATION_LEN])
         self._refusal_log.warning((group, broker_id), "broker_incarnation_conflict", group=group, brokerId=broker_id,
@@ -658,21 +665,47 @@ class ControllerNode:
                         f"brokerId {broker_id} of {group} is alive in another process (incarnation {live[:16]}); "
                         f"a second process with the same identity (a copied data directory?) is refused")
 
-    def check_registered(self, group: str, broker_id: int, incarnation: str) -> None:
-        """A heartbeat counts only from the process the applied registration names: one that was
-        registered over (a clone, or the original after a clone registered while it was not
-        heard) must not keep the id alive, nor feed its log position to elections, for a process
-        the controllers no longer know. A registration this node has not applied yet is refused
-        for a moment, like any heartbeat to a lagging node."""
+    def registration_refused(self, req: msgs.RegisterBrokerRequest) -> bool:
+        """check_incarnation would refuse this registration (the batched path sends it alone)."""
+        g, b = req.broker_name, req.broker_id
+        return bool(self.incarnation_conflict(g, b, req.incarnation)
+                    or self.takeover_wait_ms(g, b, req.incarnation, req.previous_incarnation))
+
+    def takeover_wait_ms(self, group: str, broker_id: int, incarnation: str, previous: str) -> int:
+        """>0 when a registration of ``incarnation`` (following ``previous``) would take the id
+        over from the registered process without following it, too soon after that id's last
+        sign of life here (HeartbeatTable.takeover_wait_ms)."""
+        registered = self.sm.registered_incarnation(group, broker_id)
+        if not registered or not incarnation or incarnation == registered or previous == registered:
+            return 0
+        return self.heartbeats.takeover_wait_ms(group, broker_id, self.now_ms())
+
+    def check_takeover(self, group: str, broker_id: int, incarnation: str, previous: str) -> None:
+        wait = self.takeover_wait_ms(group, broker_id, incarnation, previous)
+        if not wait:
+            return
+        registered = self.sm.registered_incarnation(group, broker_id)
+        self._refusal_log.warning((group, broker_id), "broker_takeover_waits", group=group, brokerId=broker_id,
+                                  registered=registered[:MAX_INCARNATION_LEN], refused=incarnation[:MAX_INCARNATION_LEN],
+                                  waitMs=wait)
+        raise NodeReply(Code.CONTROLLER_BROKER_INCARNATION_CONFLICT,
+                        f"brokerId {broker_id} of {group} was last run by incarnation {registered[:16]}, which this "
+                        f"process does not follow (a copied or restored directory?); it may take the id over "
+                        f"{wait} ms from now if that process does not come back first")
+
+    def registered_process(self, group: str, broker_id: int, incarnation: str) -> bool:
+        """Whether ``incarnation`` is the process the applied registration names (or either is
+        not stated). Another one's heartbeat is still recorded (it keeps the id alive here, so a
+        third process cannot register over it), but it earns no lease grant and its report counts
+        in no election (statemachine ``_same_process``): the controllers do not know that process.
+        A registration this node has not applied yet costs one round of grants, like any lag."""
         registered = self.sm.registered_incarnation(group, broker_id)
         if not registered or not incarnation or registered == incarnation:
-            return
+            return True
         self._refusal_log.warning((group, broker_id), "broker_not_registered_process", group=group,
                                   brokerId=broker_id, registered=registered[:MAX_INCARNATION_LEN],
-                                  refused=incarnation[:MAX_INCARNATION_LEN])
-        raise NodeReply(Code.CONTROLLER_BROKER_INCARNATION_CONFLICT,
-                        f"brokerId {broker_id} of {group} is registered for another process (incarnation "
-                        f"{registered[:16]}); this process must register before it heartbeats")
+                                  heard=incarnation[:MAX_INCARNATION_LEN], note="no lease grant until it registers")
+        return False
 
     def controllers_for_brokers(self) -> tuple[int, list[str]]:
         """(index, voter client addresses) of the newest applied configuration: what heartbeat

@@ -15,6 +15,7 @@ from autoswitch.controller.config import ControllerConfig
 from autoswitch.controller.liveness import BrokerReport, NodeOpinion, Opinion
 from autoswitch.controller.messages import ACK_MODES
 
+from autoswitch.base.limits import MAX_INCARNATION_LEN
 from autoswitch.base.log import get_logger
 from autoswitch.base.tls import grpc_channel
 from autoswitch.proto import controller_pb2 as pb
@@ -107,6 +108,7 @@ def opinion_to_pb(key: tuple[str, int], op: NodeOpinion) -> pb.LivenessOpinion:
         out.epoch, out.max_offset, out.confirm_offset = r.epoch, r.max_offset, r.confirm_offset
         out.election_priority, out.clean_shutdown = r.election_priority, r.clean_shutdown
         out.min_in_sync_replicas, out.ack_mode = r.min_in_sync_replicas, r.ack_mode
+        out.incarnation = r.incarnation
     return out
 
 
@@ -116,7 +118,8 @@ def opinion_from_pb(o: pb.LivenessOpinion) -> NodeOpinion:
         report = BrokerReport(broker_id=o.broker.broker_id, epoch=o.epoch, max_offset=o.max_offset,
                               confirm_offset=o.confirm_offset, election_priority=o.election_priority,
                               clean_shutdown=o.clean_shutdown, min_in_sync_replicas=o.min_in_sync_replicas,
-                              ack_mode=o.ack_mode if o.ack_mode in ACK_MODES else "")
+                              ack_mode=o.ack_mode if o.ack_mode in ACK_MODES else "",
+                              incarnation=o.incarnation[:MAX_INCARNATION_LEN])
     if o.no_opinion:
         kind = Opinion.UNKNOWN
     else:

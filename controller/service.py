@@ -221,7 +221,7 @@ class ControllerServicer(pbg.ControllerServiceServicer):
     def _plan_register_broker(self, request) -> m.RegisterBrokerRequest | None:
         """None (the unary handler answers it) when another incarnation of the id is alive."""
         req = self._register_request(request)
-        return None if self.node.incarnation_conflict(req.broker_name, req.broker_id, req.incarnation) else req
+        return None if self.node.registration_refused(req) else req
 
     @staticmethod
     def _register_broker_reply(res: m.Reply) -> pb.RegisterBrokerReply:
@@ -233,7 +233,7 @@ class ControllerServicer(pbg.ControllerServiceServicer):
         # Every node hears the brokers: the leader refuses a second live process of an id before
         # its registration could move the id's address to it (issue 30, cloned data directories).
         self.node.check_incarnation(req.broker_name, req.broker_id, req.incarnation, "RegisterBroker",
-                                    crashed_before=not req.clean_shutdown)
+                                    crashed_before=not req.clean_shutdown, previous=req.previous_incarnation)
         return self._register_broker_reply(await self.node.write(req))
 
     # ---- liveness (node-local, every node answers) ----

@@ -128,12 +128,17 @@ class GroupState:
     retired_below: int = FIRST_BROKER_ID
     retired: frozenset[int] = frozenset()
     preferred_master: int = 0      # SetPreferredMaster; 0 = none
+    # A member of the SyncStateSet or the eligible replicas left them because a process that does
+    # not follow it registered for its id (a copied directory): the acknowledged messages may be
+    # on a directory no longer running as that id, so the set's unclean recovery (longest log of
+    # the rest) is off until a master is elected again. Found by the data simulator's clones.
+    holder_replaced: bool = False
 
     def copy(self) -> GroupState:
         return GroupState(self.cluster_name, self.broker_name, self.created_ts_ms, self.next_assign_broker_id,
                           dict(self.brokers), self.master_broker_id, self.master_epoch, self.sync_state_set,
                           self.sync_state_set_epoch, self.eligible, self.base_master_epoch, self.retired_below,
-                          self.retired, self.preferred_master)
+                          self.retired, self.preferred_master, self.holder_replaced)
 
     def id_retired(self, broker_id: int) -> bool:
         return broker_id < self.retired_below or broker_id in self.retired
@@ -227,6 +232,7 @@ def _apply_group_event(g: GroupState | None, ev: Event, tomb: Tombstone | None) 
         g.brokers[ev.broker_id] = BrokerRecord(ev.address, g.brokers[ev.broker_id].register_check_code,
                                                ev.ha_address, ev.incarnation)
     elif isinstance(ev, ElectMasterEvent):
+        g.holder_replaced = ev.new_master is None and (g.holder_replaced or ev.reason.endswith(NEW_INCARNATION))
         g.master_broker_id = ev.new_master
         g.master_epoch = max(g.master_epoch + 1, ev.min_epoch)
         if ev.sync_state_set is not None and frozenset(ev.sync_state_set) != g.sync_state_set:
@@ -240,8 +246,10 @@ def _apply_group_event(g: GroupState | None, ev: Event, tomb: Tombstone | None) 
         g.sync_state_set = frozenset(ev.sync_state_set)
         g.sync_state_set_epoch += 1
         g.eligible = frozenset(ev.eligible)
+        g.holder_replaced = g.holder_replaced or ev.reason == NEW_INCARNATION
     elif isinstance(ev, EligibleChangeEvent):
         g.eligible = frozenset(ev.eligible)
+        g.holder_replaced = g.holder_replaced or ev.reason == NEW_INCARNATION
     elif isinstance(ev, PreferredMasterEvent):
         g.preferred_master = ev.broker_id
     elif isinstance(ev, CleanBrokerDataEvent):
@@ -326,6 +334,12 @@ class _Outcome:
     group: str | None = None          # reply carries this group's (staged) view
     broker_id: int | None = None
     data: Any = None
+
+
+def _same_process(registered: str, reported: str) -> bool:
+    """A liveness report is from the registered process of its id. Unverifiable (and accepted):
+    a registration that named no incarnation (a RocketMQ broker)."""
+    return not registered or registered == reported
 
 
 def _reject(code: int, remark: str, group: str | None = None) -> tuple[list[Event], _Outcome]:
@@ -472,11 +486,18 @@ def _register_broker(req: RegisterBrokerRequest, state: ControllerState) -> tupl
     # a clean marker: it catches up again before it is in a SyncStateSet or electable.
     follows = (not rec.incarnation or not req.incarnation or req.incarnation == rec.incarnation
                or req.previous_incarnation == rec.incarnation)
-    if not req.clean_shutdown:
+    # An unclean restart of the registered process (its abort marker named it, same host and
+    # directory) stays a last known holder; an unclean start that follows nothing (a copy of a
+    # running broker's directory) holds nobody's acknowledged messages for sure: out, like any
+    # other new incarnation (found by the data simulator's cloned processes).
+    if not follows:
+        events.extend(_data_loss_events(g, bid, state.config, NEW_INCARNATION))
+    elif not req.clean_shutdown:
         events.extend(_data_loss_events(g, bid, state.config, "unclean_shutdown"))
-    elif not follows:
-        events.extend(_data_loss_events(g, bid, state.config, "new_incarnation"))
     return events, _Outcome(group=name)
+
+
+NEW_INCARNATION = "new_incarnation"   # the reason of the events a non-following registration causes
 
 
 def _data_loss_events(g: GroupState, bid: int, cfg: SMConfig, reason: str) -> list[Event]:
@@ -498,8 +519,11 @@ def _data_loss_events(g: GroupState, bid: int, cfg: SMConfig, reason: str) -> li
         # An eligible replica (it left the set after the set fell below min_in_sync_replicas, so
         # it holds everything acknowledged) outranks a lone master that lost its tail: electing
         # the master at a new epoch would make it truncate what it holds.
-        if not rest and not (g.eligible - {bid}):
-            # The only copy: nothing better to elect, but never the same epoch again. Resumed,
+        if not rest and not (g.eligible - {bid}) and keep:
+            # The only copy (the same process's directory after an unclean restart; a process
+            # that does not follow the master is no copy of its log at all: the master is
+            # deposed and the group waits for the operator, GroupState.holder_replaced):
+            # nothing better to elect, but never the same epoch again. Resumed,
             # it would write new records at offsets it lost, and a replica outside the set that
             # still holds the old bytes of that epoch would keep them at its handshake (same
             # epoch, same start) and could later be elected with other bytes under acked offsets.
@@ -529,7 +553,11 @@ def _elect_master(req: ElectMasterRequest, state: ControllerState) -> tuple[list
     if req.cluster_name and g.cluster_name != req.cluster_name:
         return _reject(Code.CONTROLLER_INVALID_REQUEST,
                        f"broker-set {name} belongs to cluster {g.cluster_name}, not {req.cluster_name}", name)
-    alive: dict[int, BrokerLiveInfo] = {a.broker_id: a for a in req.alive if a.broker_id in g.brokers}
+    # A report counts only from the process registered for its id: another one's (the last words
+    # of the process a copy was registered over, still fresh on some node) describes a log the
+    # registered process may not have (found by the data simulator's cloned processes).
+    alive: dict[int, BrokerLiveInfo] = {a.broker_id: a for a in req.alive if a.broker_id in g.brokers
+                                        and _same_process(g.brokers[a.broker_id].incarnation, a.incarnation)}
     designated = req.broker_id if req.designate else None
     if designated is not None and designated not in g.brokers:
         return _reject(Code.CONTROLLER_ELECT_MASTER_FAILED, f"designated brokerId {designated} is not registered",
@@ -582,7 +610,7 @@ def _elect_master(req: ElectMasterRequest, state: ControllerState) -> tuple[list
                         registered=frozenset(g.brokers), alive=alive, first_election=g.first_election,
                         designated=designated,
                         unclean_enabled=(cfg.enable_elect_unclean_master and not req.handover_from
-                                         and not req.crash_only))
+                                         and not req.crash_only), pool_complete=not g.holder_replaced)
     if d.outcome is election.Outcome.KEEP:
         return _reject(Code.CONTROLLER_MASTER_STILL_EXIST, f"master {master} of {name} is still alive", name)
     if d.outcome is election.Outcome.DESIGNATED_INVALID:
@@ -946,7 +974,8 @@ def encode_snapshot(state: ControllerState, last_applied_index: int) -> bytes:
             [[b, r.address, r.register_check_code, *([r.ha_address] if r.ha_address or r.incarnation else []),
               *([r.incarnation] if r.incarnation else [])]
              for b, r in sorted(g.brokers.items())], g.base_master_epoch, g.retired_below, sorted(g.retired),
-            *([g.preferred_master] if g.preferred_master else []),
+            *([g.preferred_master] if g.preferred_master or g.holder_replaced else []),
+            *([1] if g.holder_replaced else []),
         ])
     tombs = [[n, t.master_epoch, t.sync_state_set_epoch, t.next_assign_broker_id]
              for n, t in sorted(state.tombstones.items())]
@@ -1007,12 +1036,17 @@ def decode_snapshot(data: bytes) -> tuple[ControllerState, int]:
                 row = [*row, row[3], []]
             if len(row) == 13:   # no preferred master (the column is only written when set)
                 row = [*row, 0]
-            cluster, name, created, nxt, master, mepoch, sepoch, sss, elig, brokers, base, below, retired, pref = row
+            if len(row) == 14:   # no replaced holder (written only when set)
+                row = [*row, 0]
+            (cluster, name, created, nxt, master, mepoch, sepoch, sss, elig, brokers, base, below, retired, pref,
+             replaced) = row
             if not isinstance(pref, int) or isinstance(pref, bool) or pref < 0:
                 raise ValueError(f"bad preferred master {pref!r}")
+            if replaced not in (0, 1) or isinstance(replaced, bool):
+                raise ValueError(f"bad holder_replaced {replaced!r}")
             g = GroupState(cluster, name, created, nxt, {int(r[0]): _broker_record(r) for r in brokers},
                            master or None, mepoch, frozenset(sss), sepoch, frozenset(elig), base, below,
-                           frozenset(int(x) for x in retired), pref)
+                           frozenset(int(x) for x in retired), pref, bool(replaced))
             state.groups[name] = g
         for n, me, se, nxt in doc["tombstones"]:
             state.tombstones[n] = Tombstone(me, se, nxt)

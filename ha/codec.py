@@ -29,9 +29,10 @@ from __future__ import annotations
 import struct
 from dataclasses import dataclass
 
-from autoswitch.base.limits import MAX_INCARNATION_LEN
 from autoswitch.ha.config import HARD_MAX_BODY_SIZE, HARD_MAX_EPOCH_ENTRIES
 from autoswitch.ha.errors import FrameError
+
+from autoswitch.base.limits import MAX_INCARNATION_LEN
 
 READY, HANDSHAKE, TRANSFER, SUSPEND, SHUTDOWN = 0, 1, 2, 3, 4
 STATE_NAMES = {READY: "READY", HANDSHAKE: "HANDSHAKE", TRANSFER: "TRANSFER",

@@ -15,7 +15,14 @@ from autoswitch.epochfile import (
     entries_to_record,
     find_consistent_point,
 )
-from autoswitch.ha.codec import INCARNATION_VERSION, PROTOCOL_VERSION, Ack, MasterHandshake, SlaveHandshake, Transfer
+from autoswitch.ha.codec import (
+    INCARNATION_VERSION,
+    PROTOCOL_VERSION,
+    Ack,
+    MasterHandshake,
+    SlaveHandshake,
+    Transfer,
+)
 from autoswitch.ha.errors import HAProtocolError, OffsetMismatch
 from autoswitch.ha.log_api import ReplicaLog
 

@@ -145,6 +145,7 @@ RANGES: dict[str, dict[str, Range]] = {
         "rejection_log_interval_s": (0, DAY_S),
         "max_pending_waits": (1, 100_000_000),
         "write_buffer_high": (KiB, INT32_MAX),
+        "protocol_version": (0, 3),
     },
 }
 

@@ -496,7 +496,7 @@ class BrokerKey(_message.Message):
     def __init__(self, broker_name: _Optional[str] = ..., broker_id: _Optional[int] = ...) -> None: ...
 
 class LivenessOpinion(_message.Message):
-    __slots__ = ("broker", "alive", "last_heard_ms_ago", "epoch", "max_offset", "confirm_offset", "election_priority", "clean_shutdown", "no_opinion", "crashed", "min_in_sync_replicas", "ack_mode")
+    __slots__ = ("broker", "alive", "last_heard_ms_ago", "epoch", "max_offset", "confirm_offset", "election_priority", "clean_shutdown", "no_opinion", "crashed", "min_in_sync_replicas", "ack_mode", "incarnation")
     BROKER_FIELD_NUMBER: _ClassVar[int]
     ALIVE_FIELD_NUMBER: _ClassVar[int]
     LAST_HEARD_MS_AGO_FIELD_NUMBER: _ClassVar[int]
@@ -509,6 +509,7 @@ class LivenessOpinion(_message.Message):
     CRASHED_FIELD_NUMBER: _ClassVar[int]
     MIN_IN_SYNC_REPLICAS_FIELD_NUMBER: _ClassVar[int]
     ACK_MODE_FIELD_NUMBER: _ClassVar[int]
+    INCARNATION_FIELD_NUMBER: _ClassVar[int]
     broker: BrokerKey
     alive: bool
     last_heard_ms_ago: int
@@ -521,7 +522,8 @@ class LivenessOpinion(_message.Message):
     crashed: bool
     min_in_sync_replicas: int
     ack_mode: str
-    def __init__(self, broker: _Optional[_Union[BrokerKey, _Mapping]] = ..., alive: _Optional[bool] = ..., last_heard_ms_ago: _Optional[int] = ..., epoch: _Optional[int] = ..., max_offset: _Optional[int] = ..., confirm_offset: _Optional[int] = ..., election_priority: _Optional[int] = ..., clean_shutdown: _Optional[bool] = ..., no_opinion: _Optional[bool] = ..., crashed: _Optional[bool] = ..., min_in_sync_replicas: _Optional[int] = ..., ack_mode: _Optional[str] = ...) -> None: ...
+    incarnation: str
+    def __init__(self, broker: _Optional[_Union[BrokerKey, _Mapping]] = ..., alive: _Optional[bool] = ..., last_heard_ms_ago: _Optional[int] = ..., epoch: _Optional[int] = ..., max_offset: _Optional[int] = ..., confirm_offset: _Optional[int] = ..., election_priority: _Optional[int] = ..., clean_shutdown: _Optional[bool] = ..., no_opinion: _Optional[bool] = ..., crashed: _Optional[bool] = ..., min_in_sync_replicas: _Optional[int] = ..., ack_mode: _Optional[str] = ..., incarnation: _Optional[str] = ...) -> None: ...
 
 class BrokerSessionRequest(_message.Message):
     __slots__ = ("cluster_name", "broker_name", "broker_id", "ack_mode", "incarnation")

@@ -24,7 +24,10 @@ VOTE_HUNT = FaultMix(every_ms=150, partition=0.35, one_way=0.2, heal=0.25, crash
 # report_restart_clean 0 -> 5, resume_epoch_after_unclean 38 -> 100, ignore_clock_gap 0 -> 5,
 # sql_fence_first 2 -> 10, wiped_member_votes 86 -> 200, unstated_min_isr 18 -> 60, unstated_ack_mode 0 -> 5;
 # the model's AlterSyncStateSet timeout (2026-11-27) moved no_union_sss to 74 -> 150 and
-# handover_without_cas to 93 -> 200
+# handover_without_cas to 93 -> 200; cloned processes (2026-11-27): accept_second_incarnation 3 -> 20,
+# lease scenarios with runtime timeout changes: lower_timeout_below_floor 0 -> 5 (and
+# lease_hold_from_first_report moved to 2); resume_epoch_after_unclean, run with operators'
+# elections since the power-loss seeds changed: 20 -> 100
 CATCH_BOUND = {
     "no_union_sss": 150,
     "elect_outside_sss": 20,
@@ -45,9 +48,11 @@ CATCH_BOUND = {
     "unstated_ack_mode": 5,
     "report_restart_clean": 5,
     "resume_epoch_after_unclean": 100,
+    "accept_second_incarnation": 20,
+    "lower_timeout_below_floor": 5,
 }
 # planted bugs that need the power cuts of DataSim(power_loss=True)
-POWER_BUGS = {"report_restart_clean", "resume_epoch_after_unclean", "unstated_min_isr"}
+POWER_BUGS = {"report_restart_clean", "resume_epoch_after_unclean", "unstated_min_isr", "accept_second_incarnation"}
 
 # planted membership bugs -> the rule of the lease simulator they switch off
 MEMBERSHIP_RULE_OFF = {"membership_no_pacing": "pacing", "membership_grant_unapplied": "applied_conf"}
@@ -61,6 +66,9 @@ def run_with_bug(bug: str, seed: int) -> Violation | None:
     with quiet_logs():
         if bug == "lease_hold_from_first_report":
             _, bad = lease_sim.run_scenarios(seed * LEASE_BATCH, LEASE_BATCH, HoldFromFirstReportTable)
+            return Violation("lease.outlives_election", bad[0][2], 0) if bad else None
+        if bug == "lower_timeout_below_floor":
+            _, bad = lease_sim.run_scenarios(seed * LEASE_BATCH, LEASE_BATCH, rules=frozenset({"timeout_floor"}))
             return Violation("lease.outlives_election", bad[0][2], 0) if bad else None
         if bug == "ignore_clock_gap":
             _, bad = lease_sim.run_scenarios(seed * LEASE_BATCH, LEASE_BATCH, rules=frozenset({"clock_gap"}))
@@ -83,7 +91,10 @@ def run_with_bug(bug: str, seed: int) -> Violation | None:
             elif bug == "wiped_member_votes":
                 controller_sim.ControllerSim(seed, bugs=frozenset({bug}), spares=2 * (seed % 2), wipes=True).run()
             elif bug in POWER_BUGS:
-                data_sim.DataSim(seed, bugs=frozenset({bug}), power_loss=True).run()
+                # (the unclean master resume shows sooner with operators' elections among the faults)
+                data_sim.DataSim(seed, bugs=frozenset({bug}), power_loss=True,
+                                 clones=bug == "accept_second_incarnation",
+                                 admin_elections=bug == "resume_epoch_after_unclean").run()
             elif bug == "unstated_ack_mode":
                 data_sim.DataSim(seed, bugs=frozenset({bug}), ack_mode="in_sync_replicas", admin_elections=True).run()
             elif bug == "fast_path_any_ack_mode":

@@ -32,6 +32,8 @@ BUGS = (
     "ignore_clock_gap",        # a broker ignores that its monotonic clock stood still (VM pause, suspend)
     "report_restart_clean",    # a broker that crashed (power cut, async flush) reports an intact log
     "resume_epoch_after_unclean",  # a master resumes its MasterEpoch after an unclean restart
+    "accept_second_incarnation",   # controllers and masters accept a second process of a brokerId
+    "lower_timeout_below_floor",   # heartbeat_timeout_ms may be lowered below what brokers' leases assume
 )
 PHASE_A_BUGS = {"vote_not_persisted", "wiped_member_votes"}
 

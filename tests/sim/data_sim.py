@@ -13,6 +13,7 @@ Time is integer virtual milliseconds; every node has its own drifting clock.
 from __future__ import annotations
 
 import contextlib
+import copy
 import dataclasses
 import random
 from dataclasses import dataclass, field
@@ -204,7 +205,8 @@ class DataSim:
                  mix: FaultMix | None = None, n_brokers: int = 3, n_ctl: int = 3, liveness_ms: int = 8000,
                  produce_ms: tuple[int, int] = (10, 60), use_rm: bool = False,
                  honor_lease_granted: bool = True, handovers: bool = False, crash_fast: bool = False,
-                 ack_mode: str = "all", power_loss: bool = False, admin_elections: bool = False) -> None:
+                 ack_mode: str = "all", power_loss: bool = False, admin_elections: bool = False,
+                 clones: bool | None = None) -> None:
         self.produce_ms = produce_ms
         # use_rm: the real ReplicasManager core decides (rm_driver); else this module's model
         self.use_rm = use_rm
@@ -237,6 +239,11 @@ class DataSim:
         self.power_loss = power_loss
         # admin_elections: operators designate masters now and then (brokers state their ack mode)
         self.admin_elections = admin_elections
+        # second processes of a brokerId (cloned data directories) and clean stops: power_loss
+        # runs (they need incarnations) unless told otherwise
+        self.clones = power_loss and not use_rm if clones is None else clones
+        self._clone_seq = 0
+        self.clone_stop_at: dict[int, int] = {}         # process key -> when the operator stops the clone
         prng = random.Random(f"power/{seed}")
         self.durable = not power_loss or prng.random() < 0.4
         min_isr = 1 if self.durable else 2
@@ -444,13 +451,15 @@ class DataSim:
         if kind == "hb":
             _, bid, rnd, report = msg
             live = c.table.live_incarnation(GROUP, bid, now)
-            registered = self.registered_incarnation(bid)
-            if self._checks_incarnations() and report.incarnation and (
-                    (live and live != report.incarnation) or (registered and registered != report.incarnation)):
+            if self._checks_incarnations() and report.incarnation and live and live != report.incarnation:
                 self.net.send(self.now, cid, frm, ("hb_ok", cid, rnd, False, c.applied_epoch))    # refused (2910)
                 return
             c.table.record(GROUP, report, now)
             granted = c.table.grants_lease(GROUP, bid, report.epoch, c.applied_epoch, now)
+            # node.registered_process: no grant for a process the registration does not name
+            registered = self.registered_incarnation(bid)
+            if self._checks_incarnations() and registered and report.incarnation and registered != report.incarnation:
+                granted = False
             self.net.send(self.now, cid, frm, ("hb_ok", cid, rnd, granted, c.applied_epoch))
             return
         if kind == "req" and cid == self.ctl_leader():
@@ -462,12 +471,20 @@ class DataSim:
                 # and one that states a crash makes the live entry (the crashed process's last
                 # heartbeat) no clean candidate any more
                 live = c.table.live_incarnation(GROUP, req.broker_id, now)
+                registered = self.registered_incarnation(req.broker_id)
+                takeover = registered and req.incarnation and registered not in (req.incarnation,
+                                                                                   req.previous_incarnation)
                 if live and req.incarnation and live != req.incarnation and self._checks_incarnations():
-                    if not req.clean_shutdown and c.table.mark_unclean(GROUP, req.broker_id):
+                    if not req.clean_shutdown and req.previous_incarnation == live \
+                            and c.table.mark_unclean(GROUP, req.broker_id):
                         self.note(f"{cid}: b{req.broker_id}'s live entry ({live}) marked unclean")
                     reply = _Refused()
+                elif takeover and c.table.takeover_wait_ms(GROUP, req.broker_id, now) and self._checks_incarnations():
+                    reply = _Refused()      # node.check_takeover: the registered process may come back first
                 else:
                     reply = self._execute(req)
+                    self.note(f"{cid}: registration of {frm} (incarnation {req.incarnation}, clean "
+                              f"{req.clean_shutdown}, continues {req.previous_incarnation or '-'}): {reply.replica}")
             elif isinstance(req, (ElectMasterRequest, AlterSyncStateSetRequest)):
                 view = self._opinions(cid)
                 if isinstance(req, ElectMasterRequest) and req.handover_from and "handover_without_cas" in self.bugs:
@@ -499,7 +516,7 @@ class DataSim:
                                                    master_min_in_sync_replicas=rep.min_in_sync_replicas if rep else 0)
                 reply = self._execute(req)
                 if reply.ok:
-                    self.note(f"{type(req).__name__} from {frm}: {reply.replica}")
+                    self.note(f"{type(req).__name__} from {frm}: {reply.replica} ({reply.remark})")
                     if isinstance(req, ElectMasterRequest) and (
                             req.handover_from or (req.trigger == TRIGGER_ADMIN and self.ack_mode == "all")):
                         # (an admin election of a live master is a handover without the drain:
@@ -538,6 +555,30 @@ class DataSim:
         self.note(f"controllers' min_in_sync_replicas -> {v} (brokers {self.ha.min_in_sync_replicas})")
         self.stats.extra["min_isr_changes"] = self.stats.extra.get("min_isr_changes", 0) + 1
 
+    def _stated_timeout(self) -> int:
+        """The heartbeat timeout the brokers' leases were sized for, stated in every heartbeat."""
+        return LEASE.heartbeat_timeout_ms
+
+    def _set_hb_timeout(self) -> None:
+        """An operator changes the controllers' heartbeat_timeout_ms at run time. Lowering it below
+        what the brokers' leases were sized for is refused: the floor is the largest timeout the
+        brokers stated to a voter majority (node.broker_timeout_floor); a running hold keeps its
+        length (HeartbeatTable). Raising it is always allowed (failover gets slower)."""
+        v = self.rng.choice((400, 600, 800, 1000, 1200, 1500))
+        ld = self.ctl_leader()
+        if ld is None:
+            return
+        floors = [c.table.max_assumed_timeout_ms(c.clock.local(self.now)) for c in self.ctl.values()
+                  if c.cid == ld or (self.reach(ld, c.cid) and self.reach(c.cid, ld))]
+        if len(floors) < len(self.ctl_ids) // 2 + 1 or v < max(floors):
+            self.note(f"heartbeat_timeout_ms -> {v} refused (floor {max(floors, default=-1)})")
+            return
+        self.sm.execute(UpdateControllerConfigRequest({"heartbeat_timeout_ms": str(v)}))
+        for c in self.ctl.values():           # node._sync_liveness_config, once applied
+            c.table.timeout_ms, c.table.hold_ms = v, 3 * v
+        self.note(f"controllers' heartbeat_timeout_ms -> {v}")
+        self.stats.extra["timeout_changes"] = self.stats.extra.get("timeout_changes", 0) + 1
+
     def _reports_intact(self, b: Broker) -> bool:
         return b.intact or "report_restart_clean" in self.bugs
 
@@ -556,7 +597,8 @@ class DataSim:
             last = b.log.epochs.last()
             rep = BrokerReport(b.bid, self.bname(b.key), last.epoch if last else 0, b.log.max_offset,
                                b.log.confirm_offset, 0, self._reports_intact(b), incarnation=b.incarnation,
-                               min_in_sync_replicas=self._stated_min_isr(), ack_mode=self._stated_ack_mode())
+                               min_in_sync_replicas=self._stated_min_isr(), ack_mode=self._stated_ack_mode(),
+                               assumed_timeout_ms=self._stated_timeout())
             self._send_all(b, ("hb", b.bid, rnd, rep))
         if self.now >= b.next_poll:
             b.next_poll = self.now + POLL_INTERVAL
@@ -572,7 +614,8 @@ class DataSim:
         last = b.log.epochs.last()
         rep = BrokerReport(b.bid, self.bname(b.key), last.epoch if last else 0, b.log.max_offset,
                            b.log.confirm_offset, 0, self._reports_intact(b), incarnation=b.incarnation,
-                           min_in_sync_replicas=self._stated_min_isr(), ack_mode=self._stated_ack_mode())
+                           min_in_sync_replicas=self._stated_min_isr(), ack_mode=self._stated_ack_mode(),
+                               assumed_timeout_ms=self._stated_timeout())
         self.net.send(self.now, self.bname(b.key), controller, ("hb", b.bid, rnd, rep))
 
     def _on_broker_msg(self, b: Broker, frm: str, msg: tuple) -> None:
@@ -621,7 +664,7 @@ class DataSim:
         self._close_link(b.link)
         b.link = None
         b.master_id = view.master_broker_id
-        self.note(f"b{b.bid} learns epoch {view.master_epoch} master {view.master_broker_id} "
+        self.note(f"b{b.key} learns epoch {view.master_epoch} master {view.master_broker_id} "
                   f"SSS {list(view.sync_state_set)}; log max {b.log.max_offset} epochs {_fmt(b.log.epochs.entries())}")
         if view.master_broker_id == b.bid:
             # become master: the log ends on a whole record (recovery did it); new epoch entry
@@ -629,13 +672,13 @@ class DataSim:
             if last is not None and last.epoch >= view.master_epoch and not b.intact \
                     and "resume_epoch_after_unclean" not in self.bugs:
                 # unclean_master_resume_refused: a slave may hold acked messages this log lost
-                self.note(f"b{b.bid} refuses to resume epoch {view.master_epoch} after an unclean restart")
+                self.note(f"b{b.key} refuses to resume epoch {view.master_epoch} after an unclean restart")
                 b.role, b.master_id = "none", None
                 return
             if last is None or last.epoch < view.master_epoch:
                 b.log.append_epoch(view.master_epoch, b.log.max_offset)
             if not b.intact:
-                self.note(f"b{b.bid} log intact again: became master of epoch {view.master_epoch}")
+                self.note(f"b{b.key} log intact again: became master of epoch {view.master_epoch}")
             b.intact, b.lost_tail = True, False
             # else: a restarted master resumes the epoch it owns (docs/interfaces.md Request 1); its
             # log is intact up to the last whole record because every ack waited for the flush
@@ -741,7 +784,7 @@ class DataSim:
         before = s.log.max_offset
         ack = lk.s_sess.on_frame(frame)
         if isinstance(frame, MasterHandshake):
-            self.note(f"b{s.bid} handshake with b{lk.master}: max {before} -> {s.log.max_offset}")
+            self.note(f"b{s.key} handshake with b{lk.master}: max {before} -> {s.log.max_offset}")
             if s.log.max_offset < before:
                 self.stats.truncations += 1
         if isinstance(frame, Transfer) and frame.body and self.crash_in_write == s.key:
@@ -751,7 +794,7 @@ class DataSim:
             return
         if lk.s_sess.caught_up and (s.lost_tail or not s.intact):
             if not s.intact:
-                self.note(f"b{s.bid} log intact again: caught up with b{lk.master}'s confirmOffset")
+                self.note(f"b{s.key} log intact again: caught up with b{lk.master}'s confirmOffset")
             s.intact, s.lost_tail = True, False
         if ack is not None:
             self._link_send(lk, False, ack)
@@ -765,7 +808,7 @@ class DataSim:
         if isinstance(frame, SlaveHandshake):
             registered = self.registered_incarnation(frame.broker_id)
             if registered and frame.incarnation and registered != frame.incarnation and self._checks_incarnations():
-                self.note(f"b{m.bid} refuses b{frame.broker_id} incarnation {frame.incarnation}: stale_incarnation")
+                self.note(f"b{m.key} refuses b{frame.broker_id} incarnation {frame.incarnation}: stale_incarnation")
                 self._close_link(lk)
                 return
             reply = lk.m_sess.on_handshake(frame, now)
@@ -830,7 +873,7 @@ class DataSim:
             s = self.brokers[lk.slave]
             if lk.master == m.key and s.bid in added and self._checks_incarnations() \
                     and self.registered_incarnation(s.bid) not in ("", s.incarnation):
-                self.note(f"b{m.bid} refuses to take b{s.bid} (process {s.key}) into the set: stale_incarnation")
+                self.note(f"b{m.key} refuses to take b{s.key} (process {s.key}) into the set: stale_incarnation")
                 self._close_link(lk)
                 ok = False
         return ok
@@ -838,8 +881,13 @@ class DataSim:
     def _acked(self, m: Broker, p: Pending) -> None:
         other = self.epoch_acker.setdefault(p.epoch, m.key)
         if other != m.key:
-            raise Violation("data.two_masters_ack_same_epoch", f"epoch {p.epoch}: processes b{other} and b{m.key} "
-                            f"(brokerId {m.bid})", self.now)
+            # Another brokerId, or another process of this id still acting as master of the epoch
+            # (a move resumes the epoch in the copy once the original stopped: that is no second master)
+            o = self.brokers[other]
+            if o.bid != m.bid or (o.alive and o.role == "master" and o.epoch == p.epoch):
+                raise Violation("data.two_masters_ack_same_epoch", f"epoch {p.epoch}: processes b{other} "
+                                f"(brokerId {o.bid}) and b{m.key} (brokerId {m.bid})", self.now)
+            self.epoch_acker[p.epoch] = m.key
         g = self.sm.state.groups[GROUP]
         target = self.handover_targets.get(p.epoch + 1)
         if g.master_epoch == p.epoch + 1 and target is not None:
@@ -929,7 +977,7 @@ class DataSim:
             b.lost_tail = b.lost_tail or lost > 0
             self.stats.extra["power_cuts"] = self.stats.extra.get("power_cuts", 0) + 1
             self.stats.extra["power_lost_bytes"] = self.stats.extra.get("power_lost_bytes", 0) + lost
-            self.note(f"b{b.bid} loses power: {lost} unsynced bytes gone, max {b.log.max_offset}")
+            self.note(f"b{b.key} loses power: {lost} unsynced bytes gone, max {b.log.max_offset}")
         else:
             b.log.flush()       # the process died, the host did not: its page cache reaches the disk
         if self.power_loss:
@@ -939,7 +987,7 @@ class DataSim:
         self._close_link(b.link)
         self._close_sessions(b, sorted(b.sessions))
         b.alive = False
-        self.note(f"b{b.bid} crashes{' inside a write' if torn else ''}")
+        self.note(f"b{b.key} crashes{' inside a write' if torn else ''}")
         b.role = "none"
         b.restart_at = self.now + self.rng.choice((50, 300, 1000, 2500))
         self.stats.crashes += 1
@@ -947,7 +995,7 @@ class DataSim:
 
     def _restart(self, b: Broker) -> None:
         cut = b.log.recover()
-        self.note(f"b{b.bid} restarts, recovery cut {cut} bytes, max {b.log.max_offset}")
+        self.note(f"b{b.key} restarts, recovery cut {cut} bytes, max {b.log.max_offset}")
         nb = Broker(b.bid, b.clock, b.log, MasterLease(self.ctl_ids, LEASE), key=b.key)
         if self.power_loss:
             nb.intact, nb.lost_tail = b.intact, b.lost_tail
@@ -956,7 +1004,7 @@ class DataSim:
             # a durable run's crash is continued (its abort marker names it, once the controllers
             # accepted its registration; before, what it continued); any other restart is new
             cont = b.previous_incarnation if b.register_pending else b.incarnation
-            nb.previous_incarnation = cont if nb.intact else ""
+            nb.previous_incarnation = cont      # the abort marker (or the clean stop) names it
             nb.register_pending = True
         nb.next_hb = self.now
         nb.next_poll = self.now
@@ -1070,7 +1118,7 @@ class DataSim:
             b = m if m is not None and r.random() < 0.7 else self.brokers[r.choice(sorted(self.brokers))]
             if b.alive:
                 cids = [c for c in self.ctl_ids if r.random() < 0.8]
-                self.note(f"b{b.bid} sessions reset at {cids}")
+                self.note(f"b{b.key} sessions reset at {cids}")
                 self._close_sessions(b, cids)
                 b.session_retry_at = self.now + r.choice((5, 50, 300, 1500))
         elif x < mx.partition + mx.one_way + mx.heal + mx.crash + mx.crash_in_persist + mx.handover \
@@ -1082,8 +1130,82 @@ class DataSim:
         elif self.admin_elections and x < mx.partition + mx.one_way + mx.heal + mx.crash + mx.crash_in_persist \
                 + mx.handover + mx.session_reset + mx.power_cut + 0.03 + 0.05:
             self._admin_elect()
+        elif self.clones and x < mx.partition + mx.one_way + mx.heal + mx.crash + mx.crash_in_persist \
+                + mx.handover + mx.session_reset + mx.power_cut + 0.03 + 0.05 + 0.04:
+            self._clone() if r.random() < 0.6 else self._clean_stop(self.rng.choice(sorted(self.brokers)))
+        elif self.power_loss and x < mx.partition + mx.one_way + mx.heal + mx.crash + mx.crash_in_persist \
+                + mx.handover + mx.session_reset + mx.power_cut + 0.03 + 0.05 + 0.04 + 0.03:
+            self._set_hb_timeout()
         elif r.random() < 0.3:
             self.leader = r.choice(self.ctl_ids)     # controller leader change (Raft elected another node)
+
+    def _clean_stop(self, key: int) -> None:
+        """A clean stop (and a restart later): the store flushed, the abort marker gone unless the
+        run's log was not whole yet (mark_clean_shutdown), a farewell to the controllers that hear it."""
+        b = self.brokers[key]
+        if not b.alive or b.retired:
+            return
+        b.log.flush()
+        self._drop_master_state(b)
+        self._close_link(b.link)
+        self._close_sessions(b, sorted(b.sessions))
+        for c in self.ctl_ids:
+            if self.reach(self.bname(b.key), c):
+                node = self.ctl[c]
+                if node.table.live_incarnation(GROUP, b.bid, node.clock.local(self.now)) in ("", b.incarnation):
+                    node.table.note_sign(GROUP, b.bid, node.clock.local(self.now))
+                    node.table.forget(GROUP, [b.bid])
+        b.alive = False
+        b.role = "none"
+        b.restart_at = self.now + self.rng.choice((50, 300, 1000))
+        self.note(f"b{b.key} (brokerId {b.bid}) stops cleanly{'' if b.intact else ' with a log not whole yet'}")
+        self.stats.extra["clean_stops"] = self.stats.extra.get("clean_stops", 0) + 1
+
+    def _clone(self) -> None:
+        """A second process of a brokerId from a copy of its data directory, started on another
+        host. Either a move done once too often (the broker stopped cleanly, the directory copied,
+        the copy started, and the old one started again too), or a hot copy of a running broker
+        (its abort marker names another place: an unclean new process). The operator stops the
+        copy after a while (its refusals are logged as errors)."""
+        if self._clone_seq >= 3 or any(b.key != b.bid and b.alive for b in self.brokers.values()):
+            return
+        originals = [b for b in self.brokers.values() if b.alive and b.key == b.bid and not b.register_pending]
+        if not originals:
+            return
+        src = self.rng.choice(sorted(originals, key=lambda b: b.key))
+        self._clone_seq += 1
+        key = 10 * self._clone_seq + src.bid
+        hot = self.rng.random() < 0.5
+        if hot:
+            log = copy.deepcopy(src.log)
+            log.power_loss()                    # what is on disk now, not the page cache
+            log.recover()
+            intact, previous = False, ""
+        else:
+            self._clean_stop(src.key)
+            log = copy.deepcopy(src.log)
+            intact, previous = src.intact, (src.incarnation if src.intact else "")
+        clk = Clock(1 + self.rng.uniform(-0.004, 0.004), self.rng.randint(0, 5000))
+        c = Broker(src.bid, clk, log, MasterLease(self.ctl_ids, LEASE), key=key)
+        c.incarnation = f"{src.bid}c{self._clone_seq}"
+        c.intact, c.previous_incarnation, c.register_pending = intact, previous, True
+        c.lost_tail = not intact
+        c.next_hb = c.next_poll = self.now
+        self.brokers[key] = c
+        self.names.add(self.bname(key))
+        self.clone_stop_at[key] = self.now + self.rng.choice((300, 1000, 3000))
+        self.note(f"b{key}: a {'hot ' if hot else ''}copy of brokerId {src.bid}'s directory starts "
+                  f"(incarnation {c.incarnation}, continues {previous or '-'}), log max {log.max_offset}")
+        self.stats.extra["clones"] = self.stats.extra.get("clones", 0) + 1
+
+    def _stop_clones(self, all_now: bool = False) -> None:
+        for key, at in list(self.clone_stop_at.items()):
+            if all_now or self.now >= at:
+                del self.clone_stop_at[key]
+                b = self.brokers[key]
+                self._crash(b)
+                b.retired, b.restart_at = True, None
+                self.note(f"b{key}: the operator stops the copy")
 
     def _admin_elect(self) -> None:
         """An operator designates a master (any registered broker, maybe the live master's rival):
@@ -1114,7 +1236,7 @@ class DataSim:
             return
         to = self.rng.choice(others)
         epoch = m.epoch if self.rng.random() < 0.8 else max(1, m.epoch - 1)
-        self.note(f"b{m.bid} hands over to b{to} expecting epoch {epoch}")
+        self.note(f"b{m.key} hands over to b{to} expecting epoch {epoch}")
         self.stats.handovers += 1
         self._request(m, ElectMasterRequest(CLUSTER, GROUP, TRIGGER_HANDOVER, to, True, handover_from=m.bid,
                                             expect_master_epoch=epoch,
@@ -1129,6 +1251,8 @@ class DataSim:
                 del self.kill_at[bid]
                 if storm:
                     self._crash(self.brokers[bid])
+        if self.clone_stop_at:
+            self._stop_clones()
         for frm, to, msg in self.net.due(self.now):
             if to in self.ctl:
                 self._on_ctl_msg(to, frm, msg)
@@ -1181,8 +1305,9 @@ class DataSim:
         self.net.heal()
         self.net.faults = NetFaults()
         self.crash_in_write = None
+        self._stop_clones(all_now=True)
         for b in self.brokers.values():
-            if not b.alive:
+            if not b.alive and not b.retired:
                 b.restart_at = self.now
         start_acked = self.stats.acked
         deadline = self.now + self.liveness_ms
@@ -1190,11 +1315,14 @@ class DataSim:
             self.step(False)
         g = self.sm.state.groups[GROUP]
         if self.stats.acked == start_acked and self.power_loss and g.master_broker_id is None \
-                and not (g.sync_state_set | g.eligible):
+                and (not (g.sync_state_set | g.eligible) or g.holder_replaced):
             # Documented limit (docs/replicas-manager.md, "Durable acknowledgements"): the last
             # member of the set left it as a new incarnation (a crash after its registration was
             # applied but before the reply arrived: its marker still named the incarnation before).
-            # Nobody is known to hold the acknowledged messages; the operator elects (unclean).
+            # Nobody is known to hold the acknowledged messages; the operator elects (unclean). Or
+            # a holder was replaced by a copy that does not follow it (an operator stopped the copy
+            # that had taken the id over, the acked messages are on its disk): the unclean
+            # recovery of the rest is off (GroupState.holder_replaced).
             self.stats.extra["needs_operator"] = self.stats.extra.get("needs_operator", 0) + 1
             self.note("no replica is known to hold the acknowledged messages: needs the operator")
             start_acked = -1

@@ -247,6 +247,8 @@ def simulate(sc, table_factory=HeartbeatTable, rules: frozenset[str] = frozenset
             at(t, "crash", n, d)
     if conf:
         at(conf["t1"], "append1")
+    if sc.get("timeout_change"):
+        at(sc["timeout_change"][0], "timeout_change", sc["timeout_change"][1])
     commit_at: float | None = None
     last_valid: float | None = None
     k = 0
@@ -280,7 +282,7 @@ def simulate(sc, table_factory=HeartbeatTable, rules: frozenset[str] = frozenset
                 at(end, "recv", n, rnd)          # SIGSTOP: the kernel keeps it until the process runs
                 continue
             now = clocks[n].local(t)
-            tables[n].record(G, BrokerReport(M, epoch=1, max_offset=100), now)
+            tables[n].record(G, BrokerReport(M, epoch=1, max_offset=100, assumed_timeout_ms=H), now)
             quorum, named = round_info.get(rnd, (0, 0))
             mine = voters_of[conf_applied[n] if "applied_conf" in rules else view[n]]
             ok = (n in mine and lease_quorum_ok(quorum, len(mine))
@@ -325,6 +327,17 @@ def simulate(sc, table_factory=HeartbeatTable, rules: frozenset[str] = frozenset
                 commit_ready(t)
         elif kind == "commit_check":
             commit_ready(t)
+        elif kind == "timeout_change":
+            # An operator sets heartbeat_timeout_ms at run time (node.broker_timeout_floor): below
+            # the largest timeout the master stated to the nodes that answer (a majority must) it
+            # is refused ("timeout_floor" off: accepted). Every node takes the new timeout and
+            # hold; a hold already running keeps its length (HeartbeatTable).
+            (ms,) = args
+            up = [n for n in NODES if t >= down_until[n] and paused(n, t) is None]
+            floor = max((tables[n].max_assumed_timeout_ms(clocks[n].local(t)) for n in up), default=0)
+            if "timeout_floor" in rules or (len(up) > len(NODES) // 2 and ms >= floor):
+                for tb in tables.values():
+                    tb.timeout_ms, tb.hold_ms = ms, 3 * ms
         elif kind == "scan":
             (who,) = args
             if commit_at is not None or who != leader:
@@ -459,6 +472,14 @@ def broker_stop(rng: random.Random) -> tuple[int, int] | None:
     return rng.randint(0, END), rng.choice((rng.randint(0, 3_000), rng.randint(3_000, 40_000)))
 
 
+def timeout_change(rng: random.Random) -> tuple[int, int] | None:
+    """One plain scenario in five has an operator change heartbeat_timeout_ms once, to a third,
+    a half, or twice the value the broker's lease was sized for: its own RNG (``lease-timeout/<i>``)."""
+    if rng.random() >= 0.2:
+        return None
+    return rng.randint(0, END), rng.choice((H // 3, H // 2, 2 * H))
+
+
 def membership_scenario(rng: random.Random) -> dict:
     """``random_scenario`` plus two single-server changes while the broker runs: add the spare
     node (at ``t1``), then remove an original voter other than the leader (``extra2`` ms after the
@@ -580,6 +601,7 @@ def run_scenarios(start: int, count: int, table_factory=HeartbeatTable, progress
               else random_scenario(random.Random(f"lease/{i}")))
         if not membership and not store:
             sc["broker_stop"] = broker_stop(random.Random(f"lease-stop/{i}"))
+            sc["timeout_change"] = timeout_change(random.Random(f"lease-timeout/{i}"))
         commit_at, last_valid = simulate(sc, table_factory, rules)
         elections += commit_at is not None
         if commit_at is not None and last_valid is not None and last_valid > commit_at:

@@ -42,11 +42,14 @@ class RecordingNode:
     def controllers_for_brokers(self) -> tuple[int, list[str]]:
         return 0, []
 
-    def check_incarnation(self, group, broker_id, incarnation, call, crashed_before=False) -> None:
+    def check_incarnation(self, group, broker_id, incarnation, call, crashed_before=False, previous=None) -> None:
         pass      # no other process is alive here (the real check: test_broker_incarnation.py)
 
     def incarnation_conflict(self, group, broker_id, incarnation) -> str:
         return ""
+
+    def registration_refused(self, req) -> bool:
+        return False
 
     def stated_min_in_sync(self, req) -> int:
         return 0

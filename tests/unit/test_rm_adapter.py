@@ -371,8 +371,10 @@ def test_a_crash_of_a_run_that_fsynced_every_ack_is_not_an_unclean_restart(tmp_p
     assert runs[0][0] is True                                   # first start
     assert runs[1][0] is True and runs[1][2] == runs[0][1]      # continues the crashed durable run
     assert runs[2][0] is True and runs[2][2] == runs[1][1]      # durable before, async now: intact
-    assert runs[3][0] is False and runs[3][2] == ""             # the async run's crash: unclean
-    assert runs[4][0] is False                                  # started unclean: its crash proves nothing
+    # the async run's crash: unclean, but still this replica (its marker names it): the
+    # controllers keep it as a last known holder
+    assert runs[3][0] is False and runs[3][2] == runs[2][1]
+    assert runs[4][0] is False and runs[4][2] == runs[3][1]     # started unclean: its crash proves nothing
 
 
 def test_a_copy_of_a_running_durable_brokers_directory_is_no_continuation(tmp_path):
