@@ -230,7 +230,10 @@ class DataSim:
         self.crash_fast = crash_fast
         if crash_fast:
             self.mix = dataclasses.replace(self.mix, session_reset=0.1)
-        assert ack_mode in ("all", "in_sync_replicas")
+        # ack mode master acknowledges once the master holds a write: its failovers lose
+        # acknowledged writes by design (docs/broker.md), so only what consumers read and the
+        # one-acknowledging-master rules are checked there
+        assert ack_mode in ("all", "in_sync_replicas", "master")
         self.ack_mode = ack_mode
         # power_loss: power cuts lose every unsynced byte, and every crash leaves the abort marker.
         # Durable (flush = "sync": every append fsynced before the ack) or async (a flush every
@@ -411,7 +414,9 @@ class DataSim:
     # ------------------------------------------------------------------ sessions (crash_fast)
     def _session_ack_mode(self) -> str:
         # BUG fast_path_any_ack_mode: every broker claims the mode that allows the fast path
-        return "all" if self.ack_mode == "all" or "fast_path_any_ack_mode" in self.bugs else "quorum"
+        if self.ack_mode == "all" or "fast_path_any_ack_mode" in self.bugs:
+            return "all"
+        return "master" if self.ack_mode == "master" else "quorum"
 
     def _open_sessions(self, b: Broker) -> None:
         if self.now < b.session_retry_at:
@@ -1220,7 +1225,7 @@ class DataSim:
     def _stated_ack_mode(self) -> str:
         if not self.admin_elections or "unstated_ack_mode" in self.bugs:
             return ""
-        return "quorum" if self.ack_mode == "in_sync_replicas" else "all"
+        return {"in_sync_replicas": "quorum"}.get(self.ack_mode, self.ack_mode)
 
     def _handover(self) -> None:
         """A master hands over to a SyncStateSet member, adversarially: it does not drain (it keeps
@@ -1326,7 +1331,7 @@ class DataSim:
             self.stats.extra["needs_operator"] = self.stats.extra.get("needs_operator", 0) + 1
             self.note("no replica is known to hold the acknowledged messages: needs the operator")
             start_acked = -1
-        if self.stats.acked == start_acked and self.ack_mode == "all":
+        if self.stats.acked == start_acked and self.ack_mode in ("all", "master"):
             # (mode in_sync_replicas: this model has no proposal timeout, so a lost reply can leave a
             # shrink in flight whose intersection with the set is below N; the real adapter times out)
             g = self.sm.state.groups[GROUP]

@@ -45,10 +45,12 @@ def _run_one(seed: int, bugs: frozenset[str], phases: str, verbose: bool,
         # eighth seed in ack mode in_sync_replicas, where the fast path must stay off; every third
         # seed (ack mode all) also cuts the power of brokers (unsynced bytes lost, unclean restarts),
         # and every fifth (and every in_sync_replicas one) has operators designating masters
+        # (and every sixteenth, 11 mod 16, in ack mode master)
         isr = seed % 8 == 7
+        master = seed % 16 == 11
         d = data_sim.DataSim(seed, bugs=bugs, use_rm=use_rm, handovers=seed % 2 == 1, crash_fast=seed % 4 >= 2,
-                             ack_mode="in_sync_replicas" if isr else "all",
-                             power_loss=seed % 3 == 2 and not isr and not use_rm,
+                             ack_mode="in_sync_replicas" if isr else "master" if master else "all",
+                             power_loss=seed % 3 == 2 and not isr and not master and not use_rm,
                              admin_elections=seed % 5 == 4 or (isr and seed % 2 == 1))
         try:
             stats.add(d.run())
