@@ -110,3 +110,25 @@ def test_a_session_of_another_incarnation_is_refused_and_its_end_is_no_evidence(
     for name in ("n1", "n2", "n3"):
         log = c.ctl_proc[name].log_text()
         assert "incarnation_conflict" in log and "master_crashed" not in log, name
+
+
+def test_the_master_admits_only_the_registered_process_of_a_slave_id(procs, tmp_path):
+    """Issue 30, item 2 (the HA handshake): a second process of a slave's brokerId dials the master's
+    HA port stating another incarnation (protocol version 3). The master asks the controllers
+    which process is registered for that id and closes the connection without a handshake
+    (`stale_incarnation`); the registered slave stays connected and in the SyncStateSet."""
+    import socket
+
+    from autoswitch.ha.codec import SlaveHandshake, encode
+
+    c = FailoverCluster(procs, tmp_path)
+    c.start_all()
+    master_id, _ = c.wait_master()
+    c.wait_sync_state_set({1, 2, 3})
+    slave_id = next(b for b in (1, 2, 3) if b != master_id)
+    master = c.master_name()
+    with socket.create_connection(("127.0.0.1", c.broker_ha_port[master]), timeout=10) as s:
+        s.sendall(encode(SlaveHandshake(slave_id, incarnation="c0ffee")))
+        assert s.recv(1 << 16) == b"", "the master answers a stale process with nothing"
+    wait_until(lambda: "stale_incarnation" in c.broker_proc[master].log_text(), 30, "the refusal logged")
+    c.wait_sync_state_set({1, 2, 3})
