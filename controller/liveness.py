@@ -319,11 +319,18 @@ class HeartbeatTable:
 
     def lease_refusal(self, broker_name: str, broker_id: int, broker_epoch: int, applied_master_epoch: int,
                       now_ms: int) -> str | None:
-        """Why this node grants no lease now ("deposed", "startup", "hold"), or None when it grants."""
+        """Why this node grants no lease now ("deposed", "startup", "timeout", "hold"), or None
+        when it grants."""
         if broker_epoch < applied_master_epoch:
             return "deposed"                   # a newer MasterEpoch is applied here
         if now_ms - self.started_ms < self.startup_grace():
             return "startup"                   # may have held a DEAD report before a restart
+        e = self._beats.get((broker_name, broker_id))
+        if e is not None and e.report.assumed_timeout_ms > self.timeout_ms:
+            # Its lease was sized for a longer heartbeat timeout than this node declares a broker
+            # dead after: the timeout was lowered while this broker was not heard (so the floor
+            # could not count it). Found by the lease simulator's runtime timeout changes.
+            return "timeout"
         return "hold" if self._holding((broker_name, broker_id), now_ms) else None
 
     def release(self, broker_name: str, broker_ids: Iterable[int] | None = None,

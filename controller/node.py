@@ -608,6 +608,10 @@ class ControllerNode:
                                    key="min_in_sync_replicas", broker=r.min_in_sync_replicas, controllers=configured,
                                    note="the smaller one decides which replicas stay electable")
         why = self.heartbeats.lease_refusal(r.broker_name, r.broker_id, r.epoch, epoch, now)
+        if why == "timeout" and self.is_leader:
+            self.alerter.emit_once("settings_mismatch", r.broker_name, epoch, sm_adapter.wall_ms(), brokerId=r.broker_id,
+                                   key="heartbeat_timeout_ms", broker=stated, controllers=self.heartbeats.timeout_ms,
+                                   note="no lease grant: the broker's lease was sized for a longer timeout")
         if why == "hold" and master == r.broker_id and r.epoch == epoch and self.is_leader:
             # the current master heartbeats, but a DEAD report about it stands: it will fence itself
             self.alerter.emit_once("master_lease_refused", r.broker_name, epoch, sm_adapter.wall_ms(), master=master,

@@ -38,6 +38,17 @@ BUGS = (
 PHASE_A_BUGS = {"vote_not_persisted", "wiped_member_votes"}
 
 
+class NoTimeoutCheckTable(HeartbeatTable):
+    """BUG lower_timeout_below_floor (with the lease simulator's rule "timeout_floor" off): the
+    controllers grant leases sized for a longer heartbeat timeout than theirs."""
+
+    def lease_refusal(self, broker_name, broker_id, broker_epoch, applied_master_epoch, now_ms):
+        why = super().lease_refusal(broker_name, broker_id, broker_epoch, applied_master_epoch, now_ms)
+        if why == "timeout":
+            return "hold" if self._holding((broker_name, broker_id), now_ms) else None
+        return why
+
+
 class Violation(AssertionError):
     def __init__(self, kind: str, detail: str, t: int) -> None:
         super().__init__(f"[{kind}] t={t}ms {detail}")

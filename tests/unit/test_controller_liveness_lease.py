@@ -253,3 +253,19 @@ def test_an_election_committed_late_holds_the_new_masters_grants():
     assert not t.grants_lease("g", 2, 5, 5, 12_000), "held: the old master's lease may still run"
     t.record("g", BrokerReport(2, epoch=5), 13_100)
     assert t.grants_lease("g", 2, 5, 5, 13_100), "held for hold_ms only"
+
+
+def test_no_lease_grant_to_a_broker_sized_for_a_longer_timeout():
+    """Found by the lease simulator's runtime timeout changes: heartbeat_timeout_ms lowered while
+    the master was not heard by anyone (the floor counts brokers heard within the timeout) let
+    its next lease, sized for the old timeout, outlive an election. A node grants no lease to a
+    broker whose stated timeout is longer than its own."""
+    from autoswitch.controller.liveness import BrokerReport, HeartbeatTable
+
+    t = HeartbeatTable(started_ms=0, timeout_ms=3_000, startup_grace_ms=0)
+    t.record("g", BrokerReport(1, epoch=1, assumed_timeout_ms=10_000), 100)
+    assert t.lease_refusal("g", 1, 1, 1, 100) == "timeout"
+    t.record("g", BrokerReport(1, epoch=1, assumed_timeout_ms=3_000), 200)
+    assert t.lease_refusal("g", 1, 1, 1, 200) is None
+    t.timeout_ms = 10_000                       # raised: a shorter lease is safe
+    assert t.lease_refusal("g", 1, 1, 1, 300) is None
