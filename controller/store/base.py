@@ -6,10 +6,26 @@ StoreUnavailable means the outcome is unknown."""
 from __future__ import annotations
 
 from collections.abc import Callable
+from dataclasses import dataclass
 from typing import Protocol
 
 from .lock import LockOutcome
-from .sql import LogEntry, Snapshot
+
+
+# The records every backend reads and writes. Here, not in a backend: the etcd and ZooKeeper
+# backends must not load SQLAlchemy (the `sql` extra) to start.
+@dataclass(frozen=True)
+class LogEntry:
+    index: int
+    term: int
+    data: bytes
+
+
+@dataclass(frozen=True)
+class Snapshot:
+    index: int
+    term: int
+    data: bytes
 
 
 class Store(Protocol):

@@ -22,10 +22,10 @@ from autoswitch.base.log import get_logger
 from autoswitch.proto import etcd_pb2 as pb
 from autoswitch.proto import etcd_pb2_grpc as pbg
 
+from .base import LogEntry, Snapshot
 from .config import StoreBackendConfig
 from .errors import Fenced, StoreCorrupt, StoreUnavailable
 from .lock import LockOutcome, LockRow, SilenceWatch
-from .sql import LogEntry, Snapshot
 
 # etcd refuses a Txn of more than --max-txn-ops (default 128) operations and requests larger than
 # --max-request-bytes (default 1.5 MiB): batches stay below both.

@@ -11,7 +11,6 @@ from __future__ import annotations
 
 import math
 import zlib
-from dataclasses import dataclass
 
 from sqlalchemy import (
     BigInteger,
@@ -37,6 +36,7 @@ from sqlalchemy.sql.expression import FunctionElement
 
 from autoswitch.base.errors import ConfigError
 
+from .base import LogEntry, Snapshot
 from .config import StoreBackendConfig
 from .errors import Fenced, StoreCorrupt, StoreUnavailable
 from .lock import LockOutcome, LockRow, Step, decide
@@ -102,20 +102,6 @@ def _crc(data: bytes) -> int:
     # signed 32-bit, so every database's INTEGER holds it
     c = zlib.crc32(data)
     return c - (1 << 32) if c >= 1 << 31 else c
-
-
-@dataclass(frozen=True)
-class LogEntry:
-    index: int
-    term: int
-    data: bytes
-
-
-@dataclass(frozen=True)
-class Snapshot:
-    index: int
-    term: int
-    data: bytes
 
 
 def _engine(cfg: StoreBackendConfig) -> Engine:

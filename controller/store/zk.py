@@ -29,10 +29,10 @@ from kazoo.client import KazooClient, KazooState
 from kazoo.exceptions import KazooException, NodeExistsError, NoNodeError
 from kazoo.handlers.threading import KazooTimeoutError
 
+from .base import LogEntry, Snapshot
 from .config import StoreBackendConfig
 from .errors import Fenced, StoreCorrupt, StoreUnavailable
 from .lock import LockOutcome, LockRow
-from .sql import LogEntry, Snapshot
 
 # A multi is one request: it must fit ZooKeeper's jute.maxbuffer (1 MiB by default).
 MAX_MULTI_ENTRIES = 500
