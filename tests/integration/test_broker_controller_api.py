@@ -19,7 +19,7 @@ pytestmark = pytest.mark.integration
 def _hb(bid: int) -> Heartbeat:
     return Heartbeat(cluster="c1", group="g1", broker_id=bid, broker_addr=f"127.0.0.1:{30000 + bid}", epoch=0,
                      max_offset=0, confirm_offset=0, election_priority=0, clean_shutdown=True,
-                     heartbeat_timeout_ms=0)
+                     heartbeat_timeout_ms=0, incarnation="inc-one")   # the process registered below
 
 
 def test_typed_calls_and_classified_failures_against_real_controllers(procs, tmp_path):
