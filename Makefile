@@ -12,7 +12,7 @@ LEASE_MEMBERSHIP_SCENARIOS ?= 20000
 LEASE_STORE_SCENARIOS ?= 20000
 ROUNDS ?= 200
 
-.PHONY: setup setup-run run test lint proto proto-check fuzz sim soak chaos powerloss clean \
+.PHONY: setup setup-run run test lint typecheck proto proto-check fuzz sim soak chaos powerloss clean \
         bench-replication bench-produce bench-recovery bench-controller bench-election bench-rolling bench-backends \
         bench-scale bench-failover bench-audit bench-fetch
 
@@ -43,10 +43,15 @@ run: setup-run
 test: setup
 	$(BIN)/python scripts/gen_proto.py --check
 	$(BIN)/ruff check .
+	$(BIN)/python scripts/typecheck.py
 	$(BIN)/python -m pytest -q $(PYTEST_ARGS)
 
 lint: setup
 	$(BIN)/ruff check .
+	$(BIN)/python scripts/typecheck.py
+
+typecheck: setup
+	$(BIN)/python scripts/typecheck.py
 
 proto: setup
 	$(BIN)/python scripts/gen_proto.py

@@ -152,7 +152,7 @@ class MasterLease:
             return 0.0
         return max(0.0, self._expires_at - now)
 
-    def status(self, now: float) -> dict:
+    def status(self, now: float) -> dict[str, object]:
         return {
             "enabled": self.config.enabled,
             "valid": self.valid(now),

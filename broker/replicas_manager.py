@@ -20,6 +20,7 @@ import random
 import uuid
 from collections.abc import Callable
 from dataclasses import dataclass, field, replace
+from typing import Any
 
 from autoswitch.broker.identity import LoadedIdentity
 from autoswitch.broker.lease import LeaseConfig, MasterLease
@@ -43,6 +44,7 @@ from autoswitch.broker.rm_commands import (
     ProposalResult,
     RegisterBroker,
     RemoveTempIdentity,
+    Request,
     RoleChange,
     SendHeartbeat,
     SetFenced,
@@ -60,7 +62,7 @@ from autoswitch.base.log import get_logger
 
 # The vocabulary is importable from here too: the driver and the tests speak to this module.
 __all__ = [
-    "AlterSyncStateSet", "ApplyBrokerId", "BecomeFenced", "BecomeMaster", "BecomeSlave", "Command",
+    "AlterSyncStateSet", "ApplyBrokerId", "BecomeFenced", "BecomeMaster", "BecomeSlave", "Command", "Request",
     "CommitIdentity", "ElectMaster", "FailKind", "Failure", "FindLeader", "GetNextBrokerId", "GetReplicaInfo",
     "MAX_SYNC_STATE_SET", "NotifyRoleChange", "Phase", "ProposalResult", "RegisterBroker", "RemoveTempIdentity",
     "ReplicaInfo", "ReplicasConfig", "ReplicasManager", "RoleChange", "SendHeartbeat", "SetFenced",
@@ -123,7 +125,7 @@ class ReplicasManager:
         self.lease = MasterLease(cfg.controllers, cfg.lease)
         self._log = get_logger("broker.replicas", group=cfg.group, cluster=cfg.cluster)
         self._next_req = 1
-        self._pending: dict[int, Command] = {}
+        self._pending: dict[int, Request] = {}
         self.reg = Registration(cfg.cluster, cfg.group, cfg.broker_addr, self._req, Backoff(bmin, bmax, rand=rand),
                                 new_check_code or (lambda: uuid.uuid4().hex), self._log, cfg.fixed_broker_id,
                                 log_intact=lambda: self.roles.log_intact)
@@ -180,7 +182,7 @@ class ReplicasManager:
 
     # ------------------------------------------------------------------ helpers
 
-    def _req(self, make: Callable[[int], Command]) -> Command:
+    def _req(self, make: Callable[[int], Request]) -> Request:
         req = self._next_req
         self._next_req += 1
         cmd = make(req)
@@ -452,7 +454,7 @@ class ReplicasManager:
             return "no_master" if self.roles.needs_election() else "waiting_for_role"
         return None
 
-    def status(self, now: float) -> dict:
+    def status(self, now: float) -> dict[str, Any]:
         t = self.target
         r = self.roles
         return {

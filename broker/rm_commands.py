@@ -199,13 +199,13 @@ class NotifyRoleChange:
     change: RoleChange
 
 
-Command = (
+# What the driver performs and answers (on_reply / on_failure): each carries its request id.
+Request = (
     FindLeader
     | GetNextBrokerId
     | WriteTempIdentity
     | ApplyBrokerId
     | CommitIdentity
-    | RemoveTempIdentity
     | RegisterBroker
     | SendHeartbeat
     | GetReplicaInfo
@@ -214,14 +214,13 @@ Command = (
     | BecomeMaster
     | BecomeSlave
     | BecomeFenced
-    | SetFenced
-    | SyncStateSetLearned
-    | ProposalResult
-    | NotifyRoleChange
 )
+# What the driver carries out with no answer.
+Notice = RemoveTempIdentity | SetFenced | SyncStateSetLearned | ProposalResult | NotifyRoleChange
+Command = Request | Notice
 
 # How a part issues a command: it passes a constructor taking the request id it is given.
-Issue = Callable[[Callable[[int], Command]], Command]
+Issue = Callable[[Callable[[int], Request]], Request]
 
 # Failures of these tell us something about who leads the controller cluster.
 LEADER_AWARE = (FindLeader, GetNextBrokerId, ApplyBrokerId, RegisterBroker, GetReplicaInfo, ElectMaster, AlterSyncStateSet)

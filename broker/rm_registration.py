@@ -20,6 +20,7 @@ from autoswitch.broker.rm_commands import (
     Phase,
     RegisterBroker,
     RemoveTempIdentity,
+    Request,
     WriteTempIdentity,
 )
 from autoswitch.controller.api import FailKind, ReplicaInfo
@@ -136,7 +137,7 @@ class Registration:
         self._step_retry_at = now
         self._backoff.reset()
 
-    def on_reply(self, cmd: Command, value: object, now: float) -> ReplicaInfo | None:
+    def on_reply(self, cmd: Request, value: object, now: float) -> ReplicaInfo | None:
         """The group's ReplicaInfo once RegisterBroker succeeded (phase RUNNING), else None."""
         assert cmd.req == self._step_req
         match cmd:
@@ -169,7 +170,7 @@ class Registration:
                 return value
         return None
 
-    def on_failure(self, cmd: Command, failure: Failure, now: float) -> None:
+    def on_failure(self, cmd: Request, failure: Failure, now: float) -> None:
         assert cmd.req == self._step_req
         self._step_req = None
         step = type(cmd).__name__

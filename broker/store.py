@@ -350,7 +350,7 @@ class MessageStore:
             self._logger.error("read_corrupt", path=e.path, offset=e.offset, error=str(e))
             raise
 
-    def append_raw(self, offset: int, data: bytes, epoch: int, epoch_start: int) -> int:
+    def append_raw(self, offset: int, data: bytes | memoryview, epoch: int, epoch_start: int) -> int:
         """Validate (every record CRC-checked), write, commit; returns the new max_offset."""
         self._check_open()
         end = self._log.max_offset

@@ -40,7 +40,6 @@ from autoswitch.controller.codes import Code
 from autoswitch.controller.messages import (
     MAX_AUDIT_FIELD_LEN,
     MAX_QUERY_GROUPS,
-    MAX_REPLICAS_PER_GROUP,
     TRIGGER_ADMIN,
     TRIGGER_CONTROLLER,
     AdminAuditEvent,
@@ -78,6 +77,7 @@ from autoswitch.controller.messages import (
 from autoswitch.controller.sm_config import BLACKLIST, KEYS, ConfigValueError, SMConfig, parse_value
 
 from autoswitch.base.errors import AutoswitchError, CorruptionError
+from autoswitch.base.limits import MAX_REPLICAS_PER_GROUP
 from autoswitch.base.log import get_logger
 
 MAX_GROUPS = 200_000
@@ -786,7 +786,8 @@ _DECIDERS: dict[type, Callable[[Any, ControllerState], tuple[list[Event], _Outco
 # --------------------------------------------------------------------------- history
 
 
-def event_history_record(event: Event, index: int, ts_ms: int, state: ControllerState | GroupState | None) -> dict:
+def event_history_record(event: Event, index: int, ts_ms: int,
+                         state: ControllerState | GroupState | None) -> dict[str, Any]:
     """One JSON-lines record per applied event (the format the pipeline reads).
 
     ``state`` is the state right after the event (a ControllerState or the group itself).
@@ -836,7 +837,7 @@ class ControllerStateMachine:
     """
 
     def __init__(self, config: SMConfig | None = None,
-                 history_sink: Callable[[dict], None] | None = None) -> None:
+                 history_sink: Callable[[dict[str, Any]], None] | None = None) -> None:
         self.state = ControllerState(config)
         self.last_applied_index = 0
         self.history_sink = history_sink
@@ -879,7 +880,7 @@ class ControllerStateMachine:
         events, reply, staged = _handle(req, self.state, validated)
         self.state.last_outcome = (int(reply.code), reply.remark[:MAX_AUDIT_FIELD_LEN])
         ts = req.ts_ms if isinstance(req, WriteRequest) else 0
-        records: list[dict] = []
+        records: list[dict[str, Any]] = []
         if events:
             # Records show the state right after each event (staged.after, in event order).
             for ev, after in zip(events, staged.after, strict=True):
@@ -986,7 +987,7 @@ def encode_snapshot(state: ControllerState, last_applied_index: int) -> bytes:
     return _SNAP_HEADER.pack(_SNAP_MAGIC, _SNAP_VERSION, zlib.crc32(payload), len(payload)) + payload
 
 
-def _broker_record(row: list) -> BrokerRecord:
+def _broker_record(row: list[Any]) -> BrokerRecord:
     """A snapshot broker row: [id, address, check code], with an HA address [..., ha address], with
     an incarnation [..., ha address, incarnation]."""
     if len(row) not in (3, 4, 5) or not all(isinstance(x, str) for x in row[1:]):

@@ -61,7 +61,8 @@ class EpochCache:
     def find_by_epoch(self, epoch: int) -> EpochEntry | None:
         i = self._entries.bisect_key_left(epoch)
         if i < len(self._entries) and self._entries[i].epoch == epoch:
-            return self._entries[i]
+            found: EpochEntry = self._entries[i]
+            return found
         return None
 
     def find_by_offset(self, offset: int, max_offset: int) -> EpochEntry | None:
@@ -80,14 +81,16 @@ class EpochCache:
                 lo = mid + 1
             else:
                 hi = mid
-        return self._entries[lo - 1]
+        entry: EpochEntry = self._entries[lo - 1]
+        return entry
 
     def end_offset(self, epoch: int, max_offset: int) -> int:
         i = self._entries.bisect_key_left(epoch)
         if i >= len(self._entries) or self._entries[i].epoch != epoch:
             raise EpochRuleError(f"epoch {epoch} not in cache", epoch=epoch)
         if i + 1 < len(self._entries):
-            return self._entries[i + 1].start_offset
+            start: int = self._entries[i + 1].start_offset
+            return start
         return max_offset
 
     # --- mutations -----------------------------------------------------------------

@@ -21,7 +21,7 @@ class NoConsistentPoint(AutoswitchError):
 
     code = "NO_CONSISTENT_POINT"
 
-    def __init__(self, message: str, reason: str = "diverged", **details) -> None:
+    def __init__(self, message: str, reason: str = "diverged", **details: object) -> None:
         super().__init__(message, reason=reason, **details)
         self.reason = reason
 
@@ -29,6 +29,6 @@ class NoConsistentPoint(AutoswitchError):
 class EpochFileCorrupt(CorruptionError):
     code = "EPOCH_FILE_CORRUPT"
 
-    def __init__(self, message: str, path: str, **details) -> None:
+    def __init__(self, message: str, path: str, **details: object) -> None:
         super().__init__(f"{message}: {path}", path=path, **details)
         self.path = path

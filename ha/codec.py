@@ -92,7 +92,7 @@ class Transfer:
     epoch: int
     epoch_start_offset: int
     confirm_offset: int
-    body: bytes = b""
+    body: bytes | memoryview = b""     # a view into the decoder's buffer when it decodes zero-copy
 
     @property
     def is_heartbeat(self) -> bool:
@@ -204,7 +204,7 @@ class _Decoder:
     def buffered(self) -> int:
         return self._w - self._r
 
-    def feed(self, data) -> None:
+    def feed(self, data: bytes | bytearray | memoryview) -> None:
         if self._error is not None:
             raise self._error
         n = len(data)
@@ -374,6 +374,7 @@ class SlaveSideDecoder(_Decoder):
         total = TRANSFER_HEADER_SIZE + size
         if avail < total:
             return None
+        body: bytes | memoryview
         if self.zero_copy:
             body = memoryview(buf)[r + TRANSFER_HEADER_SIZE : r + total]
         else:
@@ -387,7 +388,7 @@ class SlaveSideDecoder(_Decoder):
             return 0
         state, size = _STATE_SIZE.unpack_from(self._mem, self._r)
         if state == TRANSFER and 0 <= size <= self.max_body_size:
-            return max(TRANSFER_HEADER_SIZE + size - have, 0)
+            return max(TRANSFER_HEADER_SIZE + int(size) - have, 0)
         return 0
 
     def _check_body_size(self, size: int) -> None:

@@ -44,7 +44,7 @@ class ReplicaLog(Protocol):
         segment end; b"" when nothing to read."""
         ...
 
-    def append_raw(self, offset: int, data: bytes, epoch: int, epoch_start: int) -> int:
+    def append_raw(self, offset: int, data: bytes | memoryview, epoch: int, epoch_start: int) -> int:
         """Slave side: append whole records at offset == max_offset (an empty store restarts at
         `offset`); records (epoch, epoch_start) first when epoch is new. Returns the new max_offset."""
         ...

@@ -109,7 +109,7 @@ class MasterSession:
         if off == EMPTY_SLAVE_OFFSET:
             base = getattr(log, "segment_base", None)   # a store without it falls back to min_offset
             if self.sync_from_last_file and base is not None:
-                start = base(log_max)
+                start = int(base(log_max))
             else:
                 start = log.min_offset
             assert log.min_offset <= start <= log_max, (start, log.min_offset, log_max)
@@ -176,7 +176,7 @@ class MasterSession:
     def has_pending(self) -> bool:
         return self.phase == TRANSFER and self.next_offset is not None and self.next_offset < self.log.max_offset
 
-    def info(self) -> dict:
+    def info(self) -> dict[str, object]:
         return {
             "brokerId": self.slave_id,
             "phase": self.phase,

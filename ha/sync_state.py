@@ -248,8 +248,8 @@ class SyncStateTracker:
         self.proposals_sent += 1
         return self.in_flight
 
-    def replica_infos(self, master_max: int) -> list[dict]:
-        out = []
+    def replica_infos(self, master_max: int) -> list[dict[str, object]]:
+        out: list[dict[str, object]] = []
         for b, r in sorted(self.replicas.items()):
             out.append({
                 "brokerId": b,

@@ -18,6 +18,7 @@ from __future__ import annotations
 
 import json
 import struct
+from collections.abc import Callable
 from dataclasses import dataclass, field
 
 from autoswitch.base.limits import MAX_CONTROLLERS
@@ -110,7 +111,7 @@ class Membership:
 
     # ---- encoding (the CONFIG entry's data)
     def encode(self) -> bytes:
-        def side(d: dict[str, Member]) -> dict:
+        def side(d: dict[str, Member]) -> dict[str, dict[str, str]]:
             return {k: {"client": v.client, "raft": v.raft} for k, v in sorted(d.items())}
         return json.dumps({"voters": side(self.voters), "learners": side(self.learners)},
                           separators=(",", ":"), sort_keys=True).encode()
@@ -183,7 +184,7 @@ class ConfHistory:
         assert index > self._items[-1][0], (index, self._items[-1][0])
         self._items.append((index, term, conf))
 
-    def truncate(self, matches) -> bool:
+    def truncate(self, matches: Callable[[int, int], bool]) -> bool:
         """Drop configurations whose entry is no longer in the log (``matches(index, term)`` is
         False); the base stays. True if the configuration in force changed."""
         changed = False

@@ -19,7 +19,7 @@ class Progress:
     next: int = 1
     state: str = ProgressState.PROBE
     paused: bool = False
-    inflight: deque = field(default_factory=deque)    # last index of each AppendEntries in flight
+    inflight: deque[int] = field(default_factory=deque)    # last index of each AppendEntries in flight
     last_ack_ms: int = 0
     hb_acked: int = 0          # highest heartbeat seq acknowledged (read-index)
     snap_index: int = 0

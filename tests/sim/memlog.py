@@ -88,7 +88,7 @@ class MemReplicaLog:
             self._data += r
             self._bounds.append(self.max_offset)
 
-    def append_raw(self, offset: int, data: bytes, epoch: int, epoch_start: int) -> int:
+    def append_raw(self, offset: int, data: bytes | memoryview, epoch: int, epoch_start: int) -> int:
         if offset != self.max_offset:
             if self.max_offset == self.min_offset:
                 self.reset(offset)
@@ -145,7 +145,7 @@ class SimLog(MemReplicaLog):
     def flush(self) -> None:
         self.synced_to = self.max_offset
 
-    def append_raw(self, offset: int, data: bytes, epoch: int, epoch_start: int) -> int:
+    def append_raw(self, offset: int, data: bytes | memoryview, epoch: int, epoch_start: int) -> int:
         end = super().append_raw(offset, data, epoch, epoch_start)
         if self.durable:
             self.synced_to = end
