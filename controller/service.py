@@ -232,8 +232,7 @@ class ControllerServicer(pbg.ControllerServiceServicer):
         req = self._register_request(request)
         # Every node hears the brokers: the leader refuses a second live process of an id before
         # its registration could move the id's address to it (issue 30, cloned data directories).
-        self.node.check_incarnation(req.broker_name, req.broker_id, req.incarnation, "RegisterBroker",
-                                    crashed_before=not req.clean_shutdown, previous=req.previous_incarnation)
+        await self.node.check_registration(req)
         return self._register_broker_reply(await self.node.write(req))
 
     # ---- liveness (node-local, every node answers) ----

@@ -484,8 +484,12 @@ class DataSim:
                             and c.table.mark_unclean(GROUP, req.broker_id):
                         self.note(f"{cid}: b{req.broker_id}'s live entry ({live}) marked unclean")
                     reply = _Refused()
-                elif takeover and c.table.takeover_wait_ms(GROUP, req.broker_id, now) and self._checks_incarnations():
-                    reply = _Refused()      # node.check_takeover: the registered process may come back first
+                elif takeover and self._checks_incarnations() and (
+                        c.table.takeover_wait_ms(GROUP, req.broker_id, now)
+                        or not self._opinions(cid).is_dead(GROUP, req.broker_id)):
+                    # node.check_registration: the registered process may come back first, and a
+                    # controller majority must hold it dead
+                    reply = _Refused()
                 else:
                     reply = self._execute(req)
                     self.note(f"{cid}: registration of {frm} (incarnation {req.incarnation}, clean "
@@ -555,7 +559,10 @@ class DataSim:
     def _set_min_isr(self) -> None:
         """An operator changes the controllers' min_in_sync_replicas at run time (the brokers keep
         theirs until restarted with another): the smaller of the two must decide."""
-        v = self.rng.choice((1, 2, 3))
+        # (async runs: the operator keeps it at 2 or more, the documented setting under which a
+        # power cut of one replica at a time loses nothing; with 1 the set may shrink to one
+        # replica whose page cache is all that holds the acked tail)
+        v = self.rng.choice((1, 2, 3)) if self.durable else self.rng.choice((2, 3))
         self.sm.execute(UpdateControllerConfigRequest({"min_in_sync_replicas": str(v)}))
         self.note(f"controllers' min_in_sync_replicas -> {v} (brokers {self.ha.min_in_sync_replicas})")
         self.stats.extra["min_isr_changes"] = self.stats.extra.get("min_isr_changes", 0) + 1
@@ -682,6 +689,7 @@ class DataSim:
                 return
             if last is None or last.epoch < view.master_epoch:
                 b.log.append_epoch(view.master_epoch, b.log.max_offset)
+            b.log.flush()       # as broker/server.py become_master: what it inherited is durable first
             if not b.intact:
                 self.note(f"b{b.key} log intact again: became master of epoch {view.master_epoch}")
             b.intact, b.lost_tail = True, False
@@ -1311,6 +1319,15 @@ class DataSim:
         self.net.faults = NetFaults()
         self.crash_in_write = None
         self._stop_clones(all_now=True)
+        if self.ctl[self.ctl_ids[0]].table.timeout_ms < LEASE.heartbeat_timeout_ms:
+            # lowered at a moment no controller majority heard a broker (so the floor was 0): every
+            # node refuses the brokers' leases since (settings_mismatch); the operator reads the
+            # alert and sets it back
+            self.sm.execute(UpdateControllerConfigRequest({"heartbeat_timeout_ms": str(HB_TIMEOUT)}))
+            for c in self.ctl.values():
+                c.table.timeout_ms, c.table.hold_ms = HB_TIMEOUT, 3 * HB_TIMEOUT
+            self.note(f"the operator sets heartbeat_timeout_ms back to {HB_TIMEOUT} (settings_mismatch)")
+            self.stats.extra["timeout_restored"] = self.stats.extra.get("timeout_restored", 0) + 1
         for b in self.brokers.values():
             if not b.alive and not b.retired:
                 b.restart_at = self.now
