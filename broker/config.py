@@ -13,6 +13,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
+from autoswitch.base.addr import AddressError, split_hostport
 from autoswitch.base.auth import AuthConfig, check_exposure, parse_broker_identity
 from autoswitch.base.config_check import check_values, refuse_unknown
 from autoswitch.base.errors import ConfigError
@@ -30,10 +31,10 @@ FRAME_OVERHEAD_BYTES = 16 * 1024
 
 
 def parse_hostport(value: str, what: str) -> tuple[str, int]:
-    host, sep, port = value.rpartition(":")
-    if not sep or not host or not port.isdigit() or not (0 < int(port) < 65536):
-        raise ConfigError(f"{what} must be HOST:PORT, got {value!r}", key=what)
-    return host, int(port)
+    try:
+        return split_hostport(value)
+    except AddressError as e:
+        raise ConfigError(f"{what}: {e}, got {value[:80]!r}", key=what) from None
 
 
 @dataclass

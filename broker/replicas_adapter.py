@@ -60,6 +60,7 @@ from autoswitch.broker.replicas_manager import (
 from autoswitch.broker.rm_commands import HeartbeatAccepted
 from autoswitch.controller.api import BrokerControllerApi, ControllerCallFailed, Heartbeat, connect
 
+from autoswitch.base.addr import split_hostport
 from autoswitch.base.backoff import Backoff
 from autoswitch.base.crashpoints import crash_point
 from autoswitch.base.errors import AutoswitchError, ConfigError
@@ -142,8 +143,8 @@ class LeaseConfigUnsafe(AutoswitchError):
 
 def default_ha_addr(master_id: int, master_addr: str) -> tuple[str, int]:
     """RocketMQ's default: haListenPort = listenPort + 1 (10911 -> 10912)."""
-    host, _, port = master_addr.rpartition(":")
-    return host, int(port) + 1
+    host, port = split_hostport(master_addr)
+    return host, port + 1
 
 
 def classify(exc: BaseException) -> Failure:
@@ -709,8 +710,7 @@ class ReplicasAdapter:
         controller, else ``ha_addr_of`` (RocketMQ's convention: listen port + 1)."""
         ha = self._master_ha.get((master_id, master_addr))
         if ha:
-            host, _, port = ha.rpartition(":")
-            return host, int(port)
+            return split_hostport(ha)
         return self.ha_addr_of(master_id, master_addr)
 
     async def _heartbeat(self, cmd: SendHeartbeat) -> bool:

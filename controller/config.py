@@ -18,6 +18,7 @@ from typing import TYPE_CHECKING, Any
 
 from autoswitch.controller import sm_config
 
+from autoswitch.base.addr import AddressError, split_hostport
 from autoswitch.base.auth import AuthConfig, check_exposure
 from autoswitch.base.config_check import check_values, refuse_unknown
 from autoswitch.base.errors import ConfigError
@@ -327,10 +328,10 @@ def _hide_password(url: object) -> object:
 
 
 def _split_addr(addr: str, what: str) -> tuple[str, int]:
-    host, sep, port = addr.rpartition(":")
-    if not sep or not host or not port.isdigit() or not 0 < int(port) < 65536:
-        raise ConfigError(f"{what}: expected HOST:PORT, got {addr!r}")
-    return host, int(port)
+    try:
+        return split_hostport(addr)
+    except AddressError as e:
+        raise ConfigError(f"{what}: {e}, got {addr[:80]!r}") from None
 
 
 def parse_peers(spec: str) -> dict[str, str]:

@@ -34,7 +34,6 @@ NOT_FOUND = 2
 LIMIT_REACHED = 3
 ROLES = ("master", "slave", "fenced")
 MAX_NAME = MAX_NAME_LEN
-MAX_ADDR = MAX_ADDRESS_LEN
 # Cluster and group names: what RocketMQ accepts for broker names, nothing a log or a file path
 # could trip on.
 NAME_RE = re.compile(r"[A-Za-z0-9][A-Za-z0-9_.%-]*")
@@ -96,7 +95,7 @@ class RouteTable:
             raise RouteError("names may hold only letters, digits and _ . % - (not first)")
         if r.broker_id <= 0:
             raise RouteError("broker_id must be > 0")
-        if not r.address or max(len(r.address), len(r.ha_address), len(r.fetch_address)) > MAX_ADDR:
+        if not r.address or max(len(r.address), len(r.ha_address), len(r.fetch_address)) > MAX_ADDRESS_LEN:
             raise RouteError("address required, at most 255 chars")
         if r.role not in ROLES:
             raise RouteError(f"role must be one of {ROLES}")

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 from autoswitch.controller import messages as m
 
+from autoswitch.base.addr import is_hostport
 from autoswitch.base.auth import current_caller
 from autoswitch.base.errors import AutoswitchError
 from autoswitch.base.limits import MAX_ADDRESS_LEN, MAX_BROKER_ID, MAX_NAME_LEN, MAX_REPLICAS_PER_GROUP
@@ -11,7 +12,6 @@ from autoswitch.base.log import RateLimitedLog, get_logger
 from autoswitch.proto import controller_pb2 as pb
 
 MAX_NAME = MAX_NAME_LEN
-MAX_ADDR = MAX_ADDRESS_LEN
 MAX_IDS = MAX_REPLICAS_PER_GROUP
 MAX_ID = MAX_BROKER_ID
 
@@ -47,9 +47,8 @@ def check_id(v: int, what: str, allow_zero: bool = False) -> int:
 
 
 def check_addr(v: str, what: str) -> str:
-    host, sep, port = v.rpartition(":")
-    if not sep or not host or not port.isdigit() or not 0 < int(port) < 65536 or len(v) > MAX_ADDR:
-        raise BadRequest(f"{what} must be HOST:PORT, got {v[:64]!r}")
+    if not is_hostport(v):
+        raise BadRequest(f"{what} must be HOST:PORT (at most {MAX_ADDRESS_LEN} characters), got {v[:64]!r}")
     return v
 
 

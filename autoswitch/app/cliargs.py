@@ -15,6 +15,8 @@ import os
 from collections.abc import Callable
 from typing import Any
 
+from autoswitch.base.addr import AddressError, split_hostport
+
 ADDRESS = {"broker", "namesrv", "listen", "ha_listen", "master_ha", "master_addr", "metrics_listen"}
 ADDRESS_LIST = {"controller", "controllers"}
 POSITIVE = {"timeout", "timeout_s", "ready_timeout_s", "refresh_s", "retry_deadline_s", "route_ttl_s",
@@ -28,9 +30,10 @@ LOG_LEVELS = ("debug", "info", "warning", "error", "critical")
 def hostport(v: str) -> str:
     if v == "":
         return v        # "not given" (argparse also runs the type over a string default)
-    host, sep, port = v.rpartition(":")
-    if not sep or not host or not port.isdigit() or not 0 < int(port) < 65536 or len(v) > 300:
-        raise argparse.ArgumentTypeError(f"expected HOST:PORT, got {v[:80]!r}")
+    try:
+        split_hostport(v)
+    except AddressError as e:
+        raise argparse.ArgumentTypeError(f"{e}, got {v[:80]!r}") from None
     return v
 
 

@@ -21,6 +21,7 @@ from prometheus_client import CollectorRegistry, generate_latest
 from prometheus_client.core import CounterMetricFamily, GaugeMetricFamily
 from prometheus_client.exposition import CONTENT_TYPE_LATEST
 
+from autoswitch.base.addr import AddressError, split_hostport
 from autoswitch.base.log import get_logger
 
 MAX_HEAD_BYTES = 8192
@@ -86,10 +87,10 @@ class ObserveServer:
         """``token``: when set, every path but /healthz and /readyz needs ``Authorization: Bearer
         <token>`` (401 otherwise); pages learn whether the caller presented it."""
         self.token = token
-        host, _, port = listen.rpartition(":")
-        if not host or not port.isdigit():
-            raise ValueError(f"metrics listen address must be HOST:PORT, got {listen!r}")
-        self.host, self.port = host, int(port)
+        try:
+            self.host, self.port = split_hostport(listen)
+        except AddressError as e:
+            raise ValueError(f"metrics listen address: {e}, got {listen[:80]!r}") from None
         self.registry = registry
         self.ready = ready
         self.component = component

@@ -15,6 +15,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING
 
+from autoswitch.base.addr import split_hostport
 from autoswitch.base.errors import ConfigError
 
 if TYPE_CHECKING:
@@ -241,10 +242,10 @@ async def bind(server, addr: str, cfg: TLSConfig, name: str = "") -> Listener:
     plain_port = server.add_insecure_port("127.0.0.1:0")
     if not tls_port or not plain_port:
         return Listener(0)
-    host, _, port = addr.rpartition(":")
+    host, port = split_hostport(addr)
     front = DualPortFront(("127.0.0.1", plain_port), ("127.0.0.1", tls_port), name=name or addr)
     try:
-        await front.start(host.strip("[]"), int(port))
+        await front.start(host.strip("[]"), port)
     except OSError:
         return Listener(0)
     return Listener(front.port, front)

@@ -13,10 +13,11 @@ from autoswitch.controller import messages as m
 from autoswitch.controller.codes import Code
 from autoswitch.controller.membership_ops import MembershipView
 from autoswitch.controller.service import ControllerServicer
-from autoswitch.controller.service_common import MAX_ADDR, MAX_NAME
+from autoswitch.controller.service_common import MAX_NAME
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
+from autoswitch.base.addr import is_hostport
 from autoswitch.proto import controller_pb2 as pb
 
 
@@ -92,8 +93,7 @@ def well_formed_name(v: str) -> bool:
 
 
 def well_formed_addr(v: str) -> bool:
-    host, sep, port = v.rpartition(":")
-    return bool(sep and host and port.isdigit() and 0 < int(port) < 65536 and len(v) <= MAX_ADDR)
+    return is_hostport(v)      # the one address rule (its own cases: tests/unit/test_addr.py)
 
 
 @settings(max_examples=150, deadline=None)
