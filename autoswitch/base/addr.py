@@ -10,17 +10,17 @@ class AddressError(ValueError):
     """Not a HOST:PORT address; callers turn it into their own typed error (usage, config, request)."""
 
 
-def split_hostport(value: str) -> tuple[str, int]:
+def split_hostport(value: str, listen: bool = False) -> tuple[str, int]:
     """``"host:port"`` -> (host, port). The host is a name, an IPv4 address or a bracketed IPv6
-    one (``[::1]:9000``; the brackets are kept); the port 1..65535; at most MAX_ADDRESS_LEN
-    characters, no whitespace or control characters."""
+    one (``[::1]:9000``; the brackets are kept); the port 1..65535 (``listen``: also 0, the system
+    picks one); at most MAX_ADDRESS_LEN characters, no whitespace or control characters."""
     if not isinstance(value, str) or not value or len(value) > MAX_ADDRESS_LEN:
         raise AddressError(f"expected HOST:PORT of at most {MAX_ADDRESS_LEN} characters")
     if any(c.isspace() or not c.isprintable() for c in value):
         raise AddressError("HOST:PORT has whitespace or control characters")
     host, sep, port = value.rpartition(":")
-    if not sep or not host or not port.isdigit() or not 0 < int(port) < 65536:
-        raise AddressError("expected HOST:PORT with a port in 1..65535")
+    if not sep or not host or not port.isdigit() or not (0 if listen else 1) <= int(port) < 65536:
+        raise AddressError(f"expected HOST:PORT with a port in {0 if listen else 1}..65535")
     if host.startswith("[") != host.endswith("]") or (":" in host and not host.startswith("[")):
         raise AddressError("an IPv6 host goes in brackets: [::1]:9000")
     return host, int(port)

@@ -88,7 +88,7 @@ class ObserveServer:
         <token>`` (401 otherwise); pages learn whether the caller presented it."""
         self.token = token
         try:
-            self.host, self.port = split_hostport(listen)
+            self.host, self.port = split_hostport(listen, listen=True)
         except AddressError as e:
             raise ValueError(f"metrics listen address: {e}, got {listen[:80]!r}") from None
         self.registry = registry

@@ -242,7 +242,7 @@ async def bind(server, addr: str, cfg: TLSConfig, name: str = "") -> Listener:
     plain_port = server.add_insecure_port("127.0.0.1:0")
     if not tls_port or not plain_port:
         return Listener(0)
-    host, port = split_hostport(addr)
+    host, port = split_hostport(addr, listen=True)
     front = DualPortFront(("127.0.0.1", plain_port), ("127.0.0.1", tls_port), name=name or addr)
     try:
         await front.start(host.strip("[]"), port)

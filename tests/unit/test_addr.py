@@ -24,6 +24,12 @@ def test_good_addresses(value, parsed):
     assert split_hostport(value) == parsed
 
 
+def test_a_listen_address_may_let_the_system_pick_the_port():
+    assert split_hostport("127.0.0.1:0", listen=True) == ("127.0.0.1", 0)
+    with pytest.raises(AddressError):
+        split_hostport("127.0.0.1:0")
+
+
 @pytest.mark.parametrize("value", [
     "", "host", ":1", "host:", "host:0", "host:65536", "host:x1", "host:-1", " host:1", "ho st:1", "host:1\n",
     "h\x00:1", "::1:9000", "[::1:9000", "h" * (MAX_ADDRESS_LEN - 1) + ":1",
