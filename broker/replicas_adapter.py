@@ -345,8 +345,8 @@ class ReplicasAdapter:
                      f"{word} {continues or '-'} {self._place()}\n".encode("ascii"))
 
     def _place(self) -> str:
-        """This host (its machine id) and this data directory's path, hashed: where a durable run
-        ran. Only a start in the same place may continue a crashed durable run."""
+        """This host (its machine id) and this data directory's path, hashed: where a run ran.
+        Only a start in the same place continues a crashed run (the abort marker names both)."""
         if self._place_cache is None:
             machine = ""
             for f in MACHINE_ID_FILES:

@@ -79,14 +79,12 @@ def decide(*, master: int | None, sync_state_set: frozenset[int], eligible: froz
             return ElectionDecision(Outcome.ELECT, designated, unclean=True, reason="designated_unclean")
         why = "not alive" if designated not in alive else "not in SyncStateSet or eligible replicas"
         return ElectionDecision(Outcome.DESIGNATED_INVALID, reason=f"designated broker {designated} is {why}")
-    if master is not None and master in clean:
+    if master is not None and master in alive:
+        # A live master (always in its SyncStateSet) is kept by a failover election whatever its
+        # report says: a report of it as unclean is older than its election (heartbeats overtake
+        # each other; an unclean restart of the master deposes it at its registration instead).
+        # Replacing it would give two masters while its lease runs (found by the data simulator).
         return ElectionDecision(Outcome.KEEP, master, reason="old master alive and in SyncStateSet")
-    if master is not None and master in alive and not first_election:
-        # A live master is never replaced by a failover election, whatever its report says: a
-        # report of it as unclean is older than its election (heartbeats overtake each other;
-        # an unclean restart of the master deposes it at its registration instead). Replacing it
-        # would give two masters while its lease runs (found by the data simulator).
-        return ElectionDecision(Outcome.KEEP, master, reason="old master alive")
     best = best_candidate(clean.values())
     if best is not None:
         return ElectionDecision(Outcome.ELECT, best.broker_id,

@@ -59,7 +59,7 @@ from autoswitch.controller.raft.errors import NotLeader, ProposalDropped, Propos
 from autoswitch.controller.rebalance import GroupFacts, RebalancePlanner
 from autoswitch.controller.service import ControllerServicer
 from autoswitch.controller.service_common import NodeReply
-from autoswitch.controller.statemachine import decode_snapshot
+from autoswitch.controller.statemachine import decode_snapshot, follows_registered
 from autoswitch.controller.status_page import StatusPage
 from autoswitch.controller.watchers import Watchers
 
@@ -654,8 +654,6 @@ class ControllerNode:
         clean candidate (found by the simulator's power cuts). ``previous``: the incarnation the
         refused process continues (registrations)."""
         live = self.incarnation_conflict(group, broker_id, incarnation)
-        if not live and previous is not None:
-            self.check_takeover(group, broker_id, incarnation, previous)
         if not live:
             return
         # only a successor of that very process (its abort marker names it) speaks for its log: a
@@ -677,49 +675,38 @@ class ControllerNode:
 
     def takes_over(self, group: str, broker_id: int, incarnation: str, previous: str) -> bool:
         """The registration is of a process that does not follow the registered one of the id."""
-        registered = self.sm.registered_incarnation(group, broker_id)
-        return bool(registered and incarnation and registered not in (incarnation, previous))
+        return not follows_registered(self.sm.registered_incarnation(group, broker_id), incarnation, previous)
 
     async def check_registration(self, req: msgs.RegisterBrokerRequest) -> None:
         """check_incarnation; and a process that does not follow the registered one takes the id
-        over only when a controller majority holds the registered process dead: this node alone
-        may not hear a live one (a leader cut off from a live master let a copy depose it and
-        both acknowledged; found by the data simulator, seed 1580)."""
+        over only (1) two heartbeat timeouts after the id's last sign of life here
+        (HeartbeatTable.takeover_wait_ms: the registered process, restarting, registers first) and
+        (2) when a controller majority holds the registered process dead: this node alone may not
+        hear a live one (a leader cut off from a live master let a copy depose it and both
+        acknowledged; found by the data simulator, seed 1580)."""
         g, b = req.broker_name, req.broker_id
         self.check_incarnation(g, b, req.incarnation, "RegisterBroker", crashed_before=not req.clean_shutdown,
                                previous=req.previous_incarnation)
         if not self.takes_over(g, b, req.incarnation, req.previous_incarnation):
             return
+        registered = self.sm.registered_incarnation(g, b)
+        wait = self.heartbeats.takeover_wait_ms(g, b, self.now_ms())
+        if wait:
+            self._refusal_log.warning((g, b), "broker_takeover_waits", group=g, brokerId=b,
+                                      registered=registered[:MAX_INCARNATION_LEN],
+                                      refused=req.incarnation[:MAX_INCARNATION_LEN], waitMs=wait)
+            raise NodeReply(Code.CONTROLLER_BROKER_INCARNATION_CONFLICT,
+                            f"brokerId {b} of {g} was last run by incarnation {registered[:16]}, which this process "
+                            f"does not follow (a copied or restored directory?); it may take the id over {wait} ms "
+                            f"from now if that process does not come back first")
         view = await self.view([(g, b)])
         if view.is_dead(g, b):
             return
-        registered = self.sm.registered_incarnation(g, b)
         self._refusal_log.warning((g, b), "broker_takeover_not_agreed", group=g, brokerId=b,
                                   registered=registered[:MAX_INCARNATION_LEN], refused=req.incarnation[:MAX_INCARNATION_LEN])
         raise NodeReply(Code.CONTROLLER_BROKER_INCARNATION_CONFLICT,
                         f"brokerId {b} of {g} is registered for incarnation {registered[:16]}, which a controller "
                         f"majority does not hold dead; a process that does not follow it cannot take the id over")
-
-    def takeover_wait_ms(self, group: str, broker_id: int, incarnation: str, previous: str) -> int:
-        """>0 when a registration of ``incarnation`` (following ``previous``) would take the id
-        over from the registered process without following it, too soon after that id's last
-        sign of life here (HeartbeatTable.takeover_wait_ms)."""
-        if not self.takes_over(group, broker_id, incarnation, previous):
-            return 0
-        return self.heartbeats.takeover_wait_ms(group, broker_id, self.now_ms())
-
-    def check_takeover(self, group: str, broker_id: int, incarnation: str, previous: str) -> None:
-        wait = self.takeover_wait_ms(group, broker_id, incarnation, previous)
-        if not wait:
-            return
-        registered = self.sm.registered_incarnation(group, broker_id)
-        self._refusal_log.warning((group, broker_id), "broker_takeover_waits", group=group, brokerId=broker_id,
-                                  registered=registered[:MAX_INCARNATION_LEN], refused=incarnation[:MAX_INCARNATION_LEN],
-                                  waitMs=wait)
-        raise NodeReply(Code.CONTROLLER_BROKER_INCARNATION_CONFLICT,
-                        f"brokerId {broker_id} of {group} was last run by incarnation {registered[:16]}, which this "
-                        f"process does not follow (a copied or restored directory?); it may take the id over "
-                        f"{wait} ms from now if that process does not come back first")
 
     def registered_process(self, group: str, broker_id: int, incarnation: str) -> bool:
         """Whether ``incarnation`` is the process the applied registration names (or either is

@@ -336,6 +336,12 @@ class _Outcome:
     data: Any = None
 
 
+def follows_registered(registered: str, incarnation: str, previous: str) -> bool:
+    """A registration of ``incarnation`` (continuing ``previous``) is the registered process of
+    its id or its successor; not stated on either side: unverifiable, taken as following."""
+    return not registered or not incarnation or registered in (incarnation, previous)
+
+
 def _same_process(registered: str, reported: str) -> bool:
     """A liveness report is from the registered process of its id. Unverifiable (and accepted):
     a registration that named no incarnation (a RocketMQ broker)."""
@@ -484,8 +490,7 @@ def _register_broker(req: RegisterBrokerRequest, state: ControllerState) -> tupl
     # going on. Any other new incarnation (a copied or restored data directory, a clone started
     # after the original died) may hold an older log than the one that was in the set, even with
     # a clean marker: it catches up again before it is in a SyncStateSet or electable.
-    follows = (not rec.incarnation or not req.incarnation or req.incarnation == rec.incarnation
-               or req.previous_incarnation == rec.incarnation)
+    follows = follows_registered(rec.incarnation, req.incarnation, req.previous_incarnation)
     # An unclean restart of the registered process (its abort marker named it, same host and
     # directory) stays a last known holder; an unclean start that follows nothing (a copy of a
     # running broker's directory) holds nobody's acknowledged messages for sure: out, like any

@@ -319,11 +319,13 @@ class HAMaster:
         has its connection closed and reconnects as itself."""
         if self.registry is None or not added:
             return True
-        ok = True
+        ok, asked = True, False
         for bid in sorted(added):
             conn = self._conns.get(bid)
-            refused = (await self.registry.refusal(bid, conn.incarnation, fresh=True) if conn is not None
-                       else "not_connected")
+            refused = "not_connected"
+            if conn is not None:     # one fresh answer from the controllers serves every added id
+                refused = await self.registry.refusal(bid, conn.incarnation, fresh=not asked)
+                asked = True
             if refused is not None:
                 ok = False
                 self._log.warning("sync_state_set_expansion_refused", slave=bid, reason=refused,

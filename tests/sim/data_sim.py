@@ -476,9 +476,8 @@ class DataSim:
                 # and one that states a crash makes the live entry (the crashed process's last
                 # heartbeat) no clean candidate any more
                 live = c.table.live_incarnation(GROUP, req.broker_id, now)
-                registered = self.registered_incarnation(req.broker_id)
-                takeover = registered and req.incarnation and registered not in (req.incarnation,
-                                                                                   req.previous_incarnation)
+                takeover = not sm_mod.follows_registered(self.registered_incarnation(req.broker_id),
+                                                         req.incarnation, req.previous_incarnation)
                 if live and req.incarnation and live != req.incarnation and self._checks_incarnations():
                     if not req.clean_shutdown and req.previous_incarnation == live \
                             and c.table.mark_unclean(GROUP, req.broker_id):
