@@ -130,7 +130,7 @@ def _run_controller(args) -> int:
         cfg = _load_config(args)
     except AutoswitchError as e:
         return fail(args, e, rc=2)
-    from autoswitch.controller.node import run_forever
+    from autoswitch.controller.process import run_forever
 
     return run_forever(cfg, namesrv=None)
 
@@ -186,7 +186,7 @@ def _run_namesrv(args) -> int:
         return fail_code(args, "CONFIG_ERROR", "--route-ttl-s must be in (0, 300]", rc=2)
     import dataclasses
 
-    from autoswitch.controller.node import run_forever
+    from autoswitch.controller.process import NameServerSettings, run_forever
 
     from autoswitch.base.auth import AuthConfig, check_exposure
 
@@ -206,9 +206,9 @@ def _run_namesrv(args) -> int:
             check_exposure(False, False, bool(args.allow_insecure), [args.metrics_listen or ""])
     except AutoswitchError as e:
         return fail(args, e, rc=2)
-    return run_forever(cfg, namesrv={"listen": args.listen, "route_ttl_s": args.route_ttl_s,
-                                     "controllers": controllers, "tls": ns_tls, "auth": ns_auth,
-                                     "metrics_listen": "" if cfg is not None else (args.metrics_listen or "")})
+    return run_forever(cfg, NameServerSettings(listen=args.listen, route_ttl_s=args.route_ttl_s, tls=ns_tls,
+                                               auth=ns_auth, controllers=tuple(controllers),
+                                               metrics_listen="" if cfg is not None else (args.metrics_listen or "")))
 
 
 # ---------------- admin ----------------

@@ -73,6 +73,26 @@ class BrokerReport:
                               self.ack_mode, self.incarnation)
 
 
+# sm_config's upper bound for heartbeat_timeout_ms: a broker claiming more cannot raise the floor
+# past what any config could satisfy.
+MAX_ASSUMED_TIMEOUT_MS = 600_000
+
+
+@dataclass(frozen=True)
+class Heartbeat:
+    """One broker heartbeat as the servicer checked it."""
+
+    group: str
+    report: BrokerReport          # assumed_timeout_ms capped at MAX_ASSUMED_TIMEOUT_MS
+    stopping: bool = False        # a clean stop's farewell
+    lease_quorum: int = 0         # the voter count the broker's lease counts replies against
+    controllers_index: int = 0    # the configuration the broker knows the voters of
+
+
+def cap_timeout(stated_ms: int) -> int:
+    return min(stated_ms, MAX_ASSUMED_TIMEOUT_MS)
+
+
 @dataclass(frozen=True)
 class NodeOpinion:
     """One controller node's view of one broker (what QueryLiveness carries). ``crashed``: DEAD

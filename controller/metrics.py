@@ -15,14 +15,14 @@ from prometheus_client import CollectorRegistry, Counter, Histogram
 from autoswitch.base.observe import FnCollector
 
 if TYPE_CHECKING:
-    from autoswitch.controller.node import ControllerNode
+    from autoswitch.controller.node_api import ObservedNode
 
 PROPOSAL_BUCKETS = (0.001, 0.002, 0.005, 0.01, 0.02, 0.05, 0.1, 0.2, 0.5, 1.0, 2.0, 5.0)
 MAX_GROUPS_SCANNED = 100_000     # the per-scrape walk over groups is bounded
 
 
 class ControllerMetrics:
-    def __init__(self, node: ControllerNode) -> None:
+    def __init__(self, node: ObservedNode) -> None:
         self.node = node
         self.registry = CollectorRegistry(auto_describe=False)
         r = self.registry
@@ -72,17 +72,17 @@ class ControllerMetrics:
         yield "autoswitch_controller_is_voter", "1 while this node is a voter", {}, 1 if node.membership.is_voter else 0
         yield ("autoswitch_controller_broker_sessions_open", "BrokerSession streams held on this node", {},
                node.open_sessions)
-        if node.sm is None:
+        if not node.wired:
             return
         refs = node.sm.masters_refs()
         yield ("autoswitch_controller_groups_without_master", "Groups with no master", {},
                max(0, md["groups"] - len(refs)))
-        now = node.now_ms()
+        now = node.liveness.now_ms()
         counts = {"alive": 0, "silent": 0, "crashed": 0}
         for ref in refs[:MAX_GROUPS_SCANNED]:
-            if node.heartbeats.crashed(ref.broker_name, ref.master_broker_id, now):
+            if node.liveness.heartbeats.crashed(ref.broker_name, ref.master_broker_id, now):
                 counts["crashed"] += 1
-            elif node.heartbeats.alive(ref.broker_name, ref.master_broker_id, now):
+            elif node.liveness.heartbeats.alive(ref.broker_name, ref.master_broker_id, now):
                 counts["alive"] += 1
             else:
                 counts["silent"] += 1

@@ -1,7 +1,7 @@
 """ControllerService gRPC servicer: validates requests, maps them onto the node, maps replies back.
 
-The servicer holds no state: writes go to ``node.write`` (proposed into Raft, applied by the
-state machine on every node), reads to ``node.read`` (after a read-index barrier on the leader),
+The servicer holds no state: writes go to ``node.proposer.write`` (proposed into Raft, applied by the
+state machine on every node), reads to ``node.query`` (after a read-index barrier on the leader),
 heartbeats and liveness queries to the node's local liveness view. Input is checked here, before
 anything is proposed, so a malformed request costs nothing and gets CONTROLLER_MALFORMED_REQUEST.
 No exception escapes a handler: anything unexpected becomes CONTROLLER_INTERNAL_ERROR + a log line.
@@ -28,19 +28,19 @@ from autoswitch.controller.service_common import (
     check_addr,
     check_id,
     check_name,
+    checked_heartbeat,
     log_internal,
     log_refused,
     replica_info_pb,
 )
 
 from autoswitch.base.auth import current_caller
-from autoswitch.base.limits import MAX_INCARNATION_LEN, MAX_REPLICAS_PER_GROUP
 from autoswitch.base.log import get_logger
 from autoswitch.proto import controller_pb2 as pb
 from autoswitch.proto import controller_pb2_grpc as pbg
 
 if TYPE_CHECKING:
-    from autoswitch.controller.node import ControllerNode
+    from autoswitch.controller.node_api import ServedNode
 
 _log = get_logger("controller.service")
 
@@ -48,19 +48,24 @@ MAX_HEARTBEAT_BATCH = 10_000
 MAX_BATCH_CALLS = 4096
 MAX_PACING_WAIT_S = 120.0      # a ChangeMembership held back by voter-change pacing waits at most this
 
-def _too_large(node: ControllerNode, size: int) -> NodeReply | None:
+def _too_large(node: ServedNode, size: int) -> NodeReply | None:
     # The server's own limit is Raft's (snapshots and append batches share the port).
     if size > node.config.max_message_bytes:
         return NodeReply(Code.CONTROLLER_REQUEST_TOO_LARGE, f"request of {size} bytes > {node.config.max_message_bytes}")
     return None
 
 
-def _error_reply(node: ControllerNode, reply_cls, rpc: str, e: Exception):
+async def _no_results() -> list[m.Reply | NodeReply]:
+    return []
+
+
+def _error_reply(node: ServedNode, reply_cls, rpc: str, e: Exception):
     """A typed reply for what a handler raised: BadRequest -> MALFORMED, NodeReply -> its code
     (NOT_LEADER with the leader's address), anything else -> INTERNAL_ERROR + an error log."""
     if isinstance(e, BadRequest):
         log_refused(rpc, e.message)
-        code, msg, lid, laddr = Code.CONTROLLER_MALFORMED_REQUEST, e.message, "", ""
+        code: int = Code.CONTROLLER_MALFORMED_REQUEST
+        msg, lid, laddr = e.message, "", ""
     elif isinstance(e, NodeReply):
         code, msg, lid, laddr = e.reply_code, e.message, e.leader_id, e.leader_addr
     else:  # a bug: keep serving, make it loud
@@ -75,7 +80,7 @@ def _error_reply(node: ControllerNode, reply_cls, rpc: str, e: Exception):
 def _handler(reply_cls, audit: Callable[[Any], str] | None = None):
     """Wrap an RPC: typed errors -> header codes; the reply type carries the header. ``audit``
     (request -> the group it concerns): an admin's call is recorded with its result
-    (node.audit_admin_call), alone or in a Batch."""
+    (node.proposer.audit_admin_call), alone or in a Batch."""
 
     def deco(fn):
         @functools.wraps(fn)
@@ -94,7 +99,7 @@ def _handler(reply_cls, audit: Callable[[Any], str] | None = None):
                     call = admin_audit.pending()
                     if call is not None:
                         # the caller gave up (its deadline): the record still gets written
-                        node.spawn(node.audit_admin_call(call, int(Code.CONTROLLER_TIMEOUT),
+                        node.spawn(node.proposer.audit_admin_call(call, int(Code.CONTROLLER_TIMEOUT),
                                                          "the caller cancelled before the reply"), "admin-audit")
                     raise
                 except Exception as e:  # noqa: BLE001 - every failure becomes a typed reply
@@ -103,7 +108,7 @@ def _handler(reply_cls, audit: Callable[[Any], str] | None = None):
             finally:
                 admin_audit.CURRENT.reset(token)
             if call is not None:
-                await asyncio.shield(node.audit_admin_call(call, int(reply.header.code), reply.header.message))
+                await asyncio.shield(node.proposer.audit_admin_call(call, int(reply.header.code), reply.header.message))
             return reply
 
         return wrapper
@@ -116,7 +121,7 @@ def _header(reply: m.Reply) -> pb.ReplyHeader:
 
 
 class ControllerServicer(pbg.ControllerServiceServicer):
-    def __init__(self, node: ControllerNode) -> None:
+    def __init__(self, node: ServedNode) -> None:
         self.node = node
 
     # ---- many calls in one RPC ----
@@ -124,7 +129,7 @@ class ControllerServicer(pbg.ControllerServiceServicer):
     async def Batch(self, request, context):  # noqa: N802 (gRPC method name)
         """Each call gets the reply it would have got alone (validation, error codes, its own
         Raft entry), in the calls' order. The common writes (``_PLANNED_WRITES``) are validated
-        here and proposed together with ``node.write_many``: one Raft append and one wait for
+        here and proposed together with ``node.proposer.write_many``: one Raft append and one wait for
         all of them instead of a coroutine, future and timer each. Everything else, and a write
         that needs more than this node's own liveness view, runs its full handler concurrently."""
         node = self.node
@@ -159,14 +164,14 @@ class ControllerServicer(pbg.ControllerServiceServicer):
                 full.append(i)
             else:
                 planned.append((i, call.method, item))
-        jobs = [self._batch_one(calls[i], context) for i in full]
-        if planned:
-            jobs.append(node.write_many([item for _i, _m, item in planned]))
-        done = await asyncio.gather(*jobs)
-        for i, rep in zip(full, done[:len(full)], strict=True):
+        proposed = node.proposer.write_many([item for _i, _m, item in planned]) if planned else None
+        full_replies, results = await asyncio.gather(
+            asyncio.gather(*(self._batch_one(calls[i], context) for i in full)),
+            proposed if proposed is not None else _no_results())
+        for i, rep in zip(full, full_replies, strict=True):
             replies[i] = rep
         if planned:
-            for (i, method, _item), res in zip(planned, done[len(full)], strict=True):
+            for (i, method, _item), res in zip(planned, results, strict=True):
                 if isinstance(res, NodeReply):
                     reply = _error_reply(node, BATCHABLE[method][1], method, res)
                 else:
@@ -205,7 +210,7 @@ class ControllerServicer(pbg.ControllerServiceServicer):
 
     @_handler(pb.ApplyBrokerIdReply)
     async def ApplyBrokerId(self, request, context):
-        return self._apply_broker_id_reply(await self.node.write(self._plan_apply_broker_id(request)))
+        return self._apply_broker_id_reply(await self.node.proposer.write(self._plan_apply_broker_id(request)))
 
     def _register_request(self, request) -> m.RegisterBrokerRequest:
         """Field ranges (incarnations too) are RegisterBrokerRequest.validate's, at write."""
@@ -221,7 +226,7 @@ class ControllerServicer(pbg.ControllerServiceServicer):
     def _plan_register_broker(self, request) -> m.RegisterBrokerRequest | None:
         """None (the unary handler answers it) when another incarnation of the id is alive."""
         req = self._register_request(request)
-        return None if self.node.registration_refused(req) else req
+        return None if self.node.liveness.registration_refused(req) else req
 
     @staticmethod
     def _register_broker_reply(res: m.Reply) -> pb.RegisterBrokerReply:
@@ -232,8 +237,8 @@ class ControllerServicer(pbg.ControllerServiceServicer):
         req = self._register_request(request)
         # Every node hears the brokers: the leader refuses a second live process of an id before
         # its registration could move the id's address to it (issue 30, cloned data directories).
-        await self.node.check_registration(req)
-        return self._register_broker_reply(await self.node.write(req))
+        await self.node.liveness.check_registration(req)
+        return self._register_broker_reply(await self.node.proposer.write(req))
 
     # ---- liveness (node-local, every node answers) ----
 
@@ -242,18 +247,7 @@ class ControllerServicer(pbg.ControllerServiceServicer):
         return self._heartbeat(request)
 
     def _heartbeat(self, request) -> pb.BrokerHeartbeatReply:
-        check_name(request.broker_name, "broker_name")
-        check_id(request.broker_id, "broker_id")
-        if request.broker_address:
-            check_addr(request.broker_address, "broker_address")
-        for f in ("epoch", "max_offset", "confirm_offset", "heartbeat_timeout_ms"):
-            if getattr(request, f) < 0:
-                raise BadRequest(f"{f} must be >= 0")
-        if (len(request.incarnation) > MAX_INCARNATION_LEN or request.ack_mode not in m.ACK_MODES
-                or not 0 <= request.min_in_sync_replicas <= MAX_REPLICAS_PER_GROUP):
-            raise BadRequest(f"incarnation over {MAX_INCARNATION_LEN} characters, ack_mode not one of "
-                             f"{sorted(m.ACK_MODES)}, or min_in_sync_replicas not in [0, {MAX_REPLICAS_PER_GROUP}]")
-        granted = self.node.record_heartbeat(request)
+        granted = self.node.liveness.record_heartbeat(checked_heartbeat(request))
         epoch, master = self.node.sm.master_of(request.broker_name)
         ctl_index, ctls = self.node.controllers_for_brokers()
         return pb.BrokerHeartbeatReply(header=pb.ReplyHeader(code=0), is_leader=self.node.is_leader,
@@ -290,9 +284,9 @@ class ControllerServicer(pbg.ControllerServiceServicer):
         from autoswitch.controller.peers import opinion_to_pb
 
         keys = [(check_name(k.broker_name, "broker_name"), check_id(k.broker_id, "broker_id")) for k in request.brokers]
-        ops = [opinion_to_pb(k, op) for k, op in zip(keys, self.node.local_opinions(keys), strict=True)]
+        ops = [opinion_to_pb(k, op) for k, op in zip(keys, self.node.liveness.local_opinions(keys), strict=True)]
         return pb.QueryLivenessReply(header=pb.ReplyHeader(code=0), opinions=ops,
-                                     max_assumed_timeout_ms=self.node.heartbeats.max_assumed_timeout_ms(self.node.now_ms()))
+                                     max_assumed_timeout_ms=self.node.liveness.max_assumed_timeout_ms())
 
     async def BrokerSession(self, request, context):
         """Held open by the broker for its whole life; its end is crash evidence (controller/streams.py)."""
@@ -314,7 +308,7 @@ class ControllerServicer(pbg.ControllerServiceServicer):
                 admin_audit.CURRENT.set(admin_audit.AuditCall(
                     f"{request.requested_by[:256]} via {who.name if who is not None else 'broker'}",
                     "TransferMaster", group, audit_detail(request)))
-            res = await self.node.elect(request.cluster_name, group, bid, True, trigger="handover",
+            res = await self.node.elections.elect(request.cluster_name, group, bid, True, trigger="handover",
                                         handover_from=check_id(request.handover_from, "handover_from"),
                                         expect_master_epoch=check_id(request.expect_master_epoch, "expect_master_epoch"),
                                         expect_sync_state_set_epoch=check_id(request.expect_sync_state_set_epoch,
@@ -322,7 +316,7 @@ class ControllerServicer(pbg.ControllerServiceServicer):
             return pb.ElectMasterReply(header=_header(res), replica_info=replica_info_pb(res.replica))
         # RocketMQ: a broker asks with its own id; an operator (admin CLI) designates or sends 0.
         trigger = "admin" if request.designate_elect or bid == 0 else "broker"
-        res = await self.node.elect(request.cluster_name, group, bid, request.designate_elect, trigger=trigger)
+        res = await self.node.elections.elect(request.cluster_name, group, bid, request.designate_elect, trigger=trigger)
         return pb.ElectMasterReply(header=_header(res), replica_info=replica_info_pb(res.replica))
 
     @staticmethod
@@ -344,10 +338,10 @@ class ControllerServicer(pbg.ControllerServiceServicer):
         """None when some proposed member was not heard by this node itself: then the liveness
         evidence needs the peers (an await), so the call takes the full handler."""
         req = self._alter_request(request)
-        if not self.node.heard_all(req.broker_name, req.new_sync_state_set):
+        if not self.node.liveness.heard_all(req.broker_name, req.new_sync_state_set):
             return None
         return msgspec.structs.replace(req, alive_broker_ids=req.new_sync_state_set,
-                                       master_min_in_sync_replicas=self.node.stated_min_in_sync(req))
+                                       master_min_in_sync_replicas=self.node.liveness.stated_min_in_sync(req.broker_name, req.master_broker_id))
 
     @staticmethod
     def _alter_sync_state_set_reply(res: m.Reply) -> pb.AlterSyncStateSetReply:
@@ -357,14 +351,14 @@ class ControllerServicer(pbg.ControllerServiceServicer):
 
     @_handler(pb.AlterSyncStateSetReply)
     async def AlterSyncStateSet(self, request, context):
-        res = await self.node.alter_sync_state_set(self._alter_request(request))
+        res = await self.node.elections.alter_sync_state_set(self._alter_request(request))
         return self._alter_sync_state_set_reply(res)
 
     @_handler(pb.CleanBrokerDataReply, audit=lambda r: r.broker_name)
     async def CleanBrokerData(self, request, context):
         if len(request.broker_ids) > MAX_IDS:
             raise BadRequest("too many broker_ids")
-        res = await self.node.clean_broker_data(m.CleanBrokerDataRequest(
+        res = await self.node.elections.clean_broker_data(m.CleanBrokerDataRequest(
             cluster_name=check_name(request.cluster_name, "cluster_name", required=False),
             broker_name=check_name(request.broker_name, "broker_name"),
             broker_ids=tuple(sorted({check_id(b, "broker_id") for b in request.broker_ids})),
@@ -374,7 +368,7 @@ class ControllerServicer(pbg.ControllerServiceServicer):
 
     @_handler(pb.SetPreferredMasterReply, audit=lambda r: r.broker_name)
     async def SetPreferredMaster(self, request, context):
-        res = await self.node.write(m.SetPreferredMasterRequest(
+        res = await self.node.proposer.write(m.SetPreferredMasterRequest(
             broker_name=check_name(request.broker_name, "broker_name"),
             broker_id=check_id(request.broker_id, "broker_id", allow_zero=True)))
         return pb.SetPreferredMasterReply(header=_header(res), replica_info=replica_info_pb(res.replica))
@@ -389,7 +383,7 @@ class ControllerServicer(pbg.ControllerServiceServicer):
         call = admin_audit.pending()
         if call is not None and self.node.is_leader:
             # recorded before it moves: afterwards this node is no leader to write the record
-            await asyncio.shield(self.node.audit_admin_call(call, 0, f"moving the leadership to {to}"))
+            await asyncio.shield(self.node.proposer.audit_admin_call(call, 0, f"moving the leadership to {to}"))
         await self.node.move_leader(to, request.timeout_ms / 1000.0 if request.timeout_ms else None)
         return pb.MoveLeaderReply(header=pb.ReplyHeader(code=0), leader_id=to, raft_term=self.node.term)
 
@@ -413,7 +407,7 @@ class ControllerServicer(pbg.ControllerServiceServicer):
 
     @_handler(pb.SaveSnapshotReply, audit=lambda r: "")
     async def SaveSnapshot(self, request, context):
-        await self.node.barrier()
+        await self.node.proposer.barrier()
         data, index = self.node.state_snapshot()
         return pb.SaveSnapshotReply(header=pb.ReplyHeader(code=0), snapshot=data, applied_index=index)
 
@@ -473,8 +467,8 @@ class ControllerServicer(pbg.ControllerServiceServicer):
             raise NodeReply(Code.CONTROLLER_CONFIG_REJECTED, f"unknown config keys {unknown}")
         done: dict[str, str] = {}
         if replicated:
-            floor = await self.node.broker_timeout_floor() if "heartbeat_timeout_ms" in replicated else 0
-            res = await self.node.write(m.UpdateControllerConfigRequest(config=replicated,
+            floor = await self.node.liveness.broker_timeout_floor() if "heartbeat_timeout_ms" in replicated else 0
+            res = await self.node.proposer.write(m.UpdateControllerConfigRequest(config=replicated,
                                                                         broker_timeout_floor_ms=floor))
             if res.code != Code.SUCCESS:
                 return pb.UpdateControllerConfigReply(header=_header(res))
@@ -509,7 +503,7 @@ class ControllerServicer(pbg.ControllerServiceServicer):
 
 
 # Batchable writes a Batch proposes together: method -> (plan, reply). ``plan(servicer, request)``
-# validates like the unary handler and returns the typed request for node.write_many, or None to
+# validates like the unary handler and returns the typed request for node.proposer.write_many, or None to
 # send the call through its unary handler instead; ``reply(messages.Reply)`` builds its reply.
 _PLANNED_WRITES: dict[str, tuple[Any, Any]] = {
     "ApplyBrokerId": (ControllerServicer._plan_apply_broker_id, ControllerServicer._apply_broker_id_reply),
@@ -517,3 +511,4 @@ _PLANNED_WRITES: dict[str, tuple[Any, Any]] = {
     "AlterSyncStateSet": (ControllerServicer._plan_alter_sync_state_set,
                           ControllerServicer._alter_sync_state_set_reply),
 }
+

@@ -3,11 +3,18 @@
 from __future__ import annotations
 
 from autoswitch.controller import messages as m
+from autoswitch.controller.liveness import BrokerReport, Heartbeat, cap_timeout
 
 from autoswitch.base.addr import is_hostport
 from autoswitch.base.auth import current_caller
 from autoswitch.base.errors import AutoswitchError
-from autoswitch.base.limits import MAX_ADDRESS_LEN, MAX_BROKER_ID, MAX_NAME_LEN, MAX_REPLICAS_PER_GROUP
+from autoswitch.base.limits import (
+    MAX_ADDRESS_LEN,
+    MAX_BROKER_ID,
+    MAX_INCARNATION_LEN,
+    MAX_NAME_LEN,
+    MAX_REPLICAS_PER_GROUP,
+)
 from autoswitch.base.log import RateLimitedLog, get_logger
 from autoswitch.proto import controller_pb2 as pb
 
@@ -81,3 +88,26 @@ def log_refused(rpc: str, reason: str, kind: str = "bad_request", **fields) -> N
 
 def log_internal(rpc: str, e: BaseException) -> None:
     _refusals.error((rpc, type(e).__name__), "rpc_internal_error", exc_info=e, rpc=rpc)
+
+
+def checked_heartbeat(r: pb.BrokerHeartbeatRequest) -> Heartbeat:
+    """A BrokerHeartbeatRequest checked (BadRequest otherwise) and typed for the liveness desk."""
+    check_name(r.broker_name, "broker_name")
+    check_id(r.broker_id, "broker_id")
+    if r.broker_address:
+        check_addr(r.broker_address, "broker_address")
+    for f in ("epoch", "max_offset", "confirm_offset", "heartbeat_timeout_ms"):
+        if getattr(r, f) < 0:
+            raise BadRequest(f"{f} must be >= 0")
+    if (len(r.incarnation) > MAX_INCARNATION_LEN or r.ack_mode not in m.ACK_MODES
+            or not 0 <= r.min_in_sync_replicas <= MAX_REPLICAS_PER_GROUP):
+        raise BadRequest(f"incarnation over {MAX_INCARNATION_LEN} characters, ack_mode not one of "
+                         f"{sorted(m.ACK_MODES)}, or min_in_sync_replicas not in [0, {MAX_REPLICAS_PER_GROUP}]")
+    return Heartbeat(
+        group=r.broker_name,
+        report=BrokerReport(broker_id=r.broker_id, address=r.broker_address, epoch=r.epoch, max_offset=r.max_offset,
+                            confirm_offset=r.confirm_offset, election_priority=r.election_priority,
+                            clean_shutdown=r.clean_shutdown, assumed_timeout_ms=cap_timeout(r.heartbeat_timeout_ms),
+                            min_in_sync_replicas=r.min_in_sync_replicas, incarnation=r.incarnation,
+                            ack_mode=r.ack_mode),
+        stopping=r.stopping, lease_quorum=r.lease_quorum, controllers_index=r.controllers_index)

@@ -17,7 +17,7 @@ from collections import deque
 from typing import TYPE_CHECKING
 
 if TYPE_CHECKING:
-    from autoswitch.controller.node import ControllerNode
+    from autoswitch.controller.node_api import ObservedNode
 
 MAX_WAIT_S = 30.0
 POLL_STEP_S = 0.05
@@ -36,7 +36,7 @@ def _redacted(e: dict) -> dict:
 
 
 class StatusPage:
-    def __init__(self, node: ControllerNode) -> None:
+    def __init__(self, node: ObservedNode) -> None:
         self.node = node
         self.recent: deque[dict] = deque(maxlen=RECENT_EVENTS)
 
@@ -75,9 +75,9 @@ class StatusPage:
                "members": [{"id": n, "address": a, "reachable": ok, "leader": n == md["leader_id"], "role": role}
                            for n, a, ok, role in md["peers"]],
                "groups": [], "events": list(self.recent)[::-1]}
-        if node.sm is None:
+        if not node.wired:
             return out
-        _, groups = node.sm.sync_state_data((), node.member_view)
+        _, groups = node.sm.sync_state_data((), node.liveness.member_view)
         for g in groups[:MAX_GROUPS_SHOWN]:
             info = g.replica_info
             top = max((m.max_offset for m in g.members if m.broker_id == info.master_broker_id), default=0)

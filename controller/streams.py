@@ -2,7 +2,7 @@
 
 A BrokerSession carries one event and then nothing; the broker holds it for its whole life and
 its end is the evidence: a dead process's kernel closes the socket, gRPC cancels this handler,
-and ``node.session_closed`` may make the broker count as crashed (docs/controller.md).
+and ``node.liveness.session_closed`` may make the broker count as crashed (docs/controller.md).
 """
 
 from __future__ import annotations
@@ -27,18 +27,18 @@ from autoswitch.base.log import get_logger
 from autoswitch.proto import controller_pb2 as pb
 
 if TYPE_CHECKING:
-    from autoswitch.controller.node import ControllerNode
+    from autoswitch.controller.node_api import StreamedNode
 
 _log = get_logger("controller.streams")
 
 
 
-def _event(node: ControllerNode, code: int = 0, message: str = "", tracked: bool = False) -> pb.BrokerSessionEvent:
+def _event(node: StreamedNode, code: int = 0, message: str = "", tracked: bool = False) -> pb.BrokerSessionEvent:
     return pb.BrokerSessionEvent(header=pb.ReplyHeader(code=code, message=message, node_id=node.node_id),
                                  tracked=tracked)
 
 
-async def broker_session(node: ControllerNode, request: pb.BrokerSessionRequest) -> AsyncIterator[pb.BrokerSessionEvent]:
+async def broker_session(node: StreamedNode, request: pb.BrokerSessionRequest) -> AsyncIterator[pb.BrokerSessionEvent]:
     try:
         group = check_name(request.broker_name, "broker_name")
         bid = check_id(request.broker_id, "broker_id")
@@ -53,7 +53,7 @@ async def broker_session(node: ControllerNode, request: pb.BrokerSessionRequest)
     try:
         # another process of this id is the one heartbeating: a session of this one (a copied
         # data directory) would make its end look like the live broker's crash
-        node.check_incarnation(group, bid, request.incarnation, "BrokerSession")
+        node.liveness.check_incarnation(group, bid, request.incarnation, "BrokerSession")
     except NodeReply as e:
         yield _event(node, e.reply_code, e.message)
         return
@@ -65,16 +65,16 @@ async def broker_session(node: ControllerNode, request: pb.BrokerSessionRequest)
     node.open_sessions += 1
     tracked = False
     try:
-        tracked = node.session_opened(group, bid, request.ack_mode, request.incarnation)
+        tracked = node.liveness.session_opened(group, bid, request.ack_mode, request.incarnation)
         yield _event(node, tracked=tracked)
         await node.wait_stopped()      # or, far more often, the caller goes away and we are cancelled
     finally:
         node.open_sessions -= 1
         if tracked:
-            node.session_closed(group, bid)
+            node.liveness.session_closed(group, bid)
 
 
-async def watch_alerts(node: ControllerNode, request: pb.WatchAlertsRequest) -> AsyncIterator[pb.AlertEvent]:
+async def watch_alerts(node: StreamedNode, request: pb.WatchAlertsRequest) -> AsyncIterator[pb.AlertEvent]:
     queue = node.watchers.subscribe(ALL)
     if queue is None:
         yield pb.AlertEvent(header=pb.ReplyHeader(code=Code.CONTROLLER_OVERLOADED, message="too many watchers",
@@ -92,7 +92,7 @@ async def watch_alerts(node: ControllerNode, request: pb.WatchAlertsRequest) -> 
         node.watchers.unsubscribe(ALL, queue)
 
 
-async def watch_replica_info(node: ControllerNode, request: pb.WatchReplicaInfoRequest) -> AsyncIterator[pb.ReplicaInfoEvent]:
+async def watch_replica_info(node: StreamedNode, request: pb.WatchReplicaInfoRequest) -> AsyncIterator[pb.ReplicaInfoEvent]:
     try:
         group = check_name(request.broker_name, "broker_name")
     except BadRequest as e:

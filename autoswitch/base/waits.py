@@ -10,6 +10,8 @@ through this helper.
 from __future__ import annotations
 
 import asyncio
+from collections.abc import Iterable
+from typing import Any
 
 
 async def wait_event(event: asyncio.Event, timeout_s: float) -> bool:
@@ -22,3 +24,14 @@ async def wait_event(event: asyncio.Event, timeout_s: float) -> bool:
     except TimeoutError:
         return False
     return True
+
+
+async def cancel_and_wait(tasks: Iterable[asyncio.Task[Any] | None]) -> None:
+    """Cancel ``tasks`` (None entries are skipped) and wait until every one has ended. Their
+    outcomes are dropped: a task that failed has logged itself. A cancellation of the caller
+    while it waits still propagates."""
+    live = [t for t in tasks if t is not None]
+    for t in live:
+        t.cancel()
+    if live:
+        await asyncio.gather(*live, return_exceptions=True)

@@ -10,6 +10,7 @@ import pytest
 from autoswitch.controller import config as cfgmod
 from autoswitch.controller.liveness import Opinion
 from autoswitch.controller.node import ControllerNode
+from autoswitch.controller.service_common import checked_heartbeat
 from autoswitch.controller.sm_adapter import wall_ms
 
 from autoswitch.proto import controller_pb2 as pb
@@ -32,14 +33,14 @@ def test_restart_pause_follows_the_last_dead_report_on_disk(tmp_path):
         node = make()
         await node.start()
         try:
-            hold = node.heartbeats.hold_ms
-            assert node.heartbeats.startup_grace() == 0          # a new data dir: never reported
+            hold = node.liveness.heartbeats.hold_ms
+            assert node.liveness.heartbeats.startup_grace() == 0          # a new data dir: never reported
             assert marker.read_text() == "never"
-            node.record_heartbeat(pb.BrokerHeartbeatRequest(broker_name="g", broker_id=1,
-                                                            broker_address=f"{HOST}:1", epoch=1))
+            node.liveness.record_heartbeat(checked_heartbeat(pb.BrokerHeartbeatRequest(broker_name="g", broker_id=1,
+                                                            broker_address=f"{HOST}:1", epoch=1)))
             now[0] += 60                 # a minute without a heartbeat
             before = wall_ms()
-            [op] = node.local_opinions([("g", 1)])
+            [op] = node.liveness.local_opinions([("g", 1)])
             assert op.opinion is Opinion.DEAD
             assert int(marker.read_text()) >= before
         finally:
@@ -48,7 +49,7 @@ def test_restart_pause_follows_the_last_dead_report_on_disk(tmp_path):
         node = make()                    # restarted right after that report: holds (almost) all of it
         await node.start()
         try:
-            assert hold - 5_000 <= node.heartbeats.startup_grace() <= hold
+            assert hold - 5_000 <= node.liveness.heartbeats.startup_grace() <= hold
         finally:
             await node.stop()
 
@@ -56,7 +57,7 @@ def test_restart_pause_follows_the_last_dead_report_on_disk(tmp_path):
         node = make()
         await node.start()
         try:
-            assert node.heartbeats.startup_grace() == 0
+            assert node.liveness.heartbeats.startup_grace() == 0
         finally:
             await node.stop()
 
@@ -64,7 +65,7 @@ def test_restart_pause_follows_the_last_dead_report_on_disk(tmp_path):
         node = make()
         await node.start()
         try:
-            assert node.heartbeats.startup_grace() == hold
+            assert node.liveness.heartbeats.startup_grace() == hold
         finally:
             await node.stop()
 

@@ -22,6 +22,8 @@ from autoswitch.proto import controller_pb2 as pb
 
 
 class RecordingNode:
+    """What the servicer calls (controller/node_api.py ServedNode), recording instead of acting."""
+
     node_id = "n1"
     is_leader = True
     term = 1
@@ -30,18 +32,44 @@ class RecordingNode:
         self.config = cfgmod.load(None, node_id="n1", peers="n1=127.0.0.1:9", data_dir="/nonexistent")
         self.proposed: list[object] = []
         self.membership = MembershipView("n1", self.config.bootstrap_membership(), self.config.peers)
+        self.proposer = _Proposer(self.proposed)
+        self.liveness = _Liveness(self.proposed)
+        self.elections = _Elections(self.proposed, self.proposer)
 
     class sm:  # noqa: N801 - the node's state-machine adapter surface used by heartbeats
         @staticmethod
         def master_of(group):
             return 3, 1
 
-    def record_heartbeat(self, request) -> bool:
-        self.proposed.append(("heartbeat", request.broker_name, request.broker_id))
-        return True
-
     def controllers_for_brokers(self) -> tuple[int, list[str]]:
         return 0, []
+
+    def leader_hint(self):
+        return "n1", "127.0.0.1:9"
+
+    async def query(self, req):
+        return m.Reply()
+
+
+class _Proposer:
+    def __init__(self, proposed: list[object]) -> None:
+        self.proposed = proposed
+
+    async def write(self, req):
+        self.proposed.append(req)
+        return m.Reply()
+
+    async def audit_admin_call(self, call, code, remark) -> None:
+        pass      # auditing is the node's (tests/integration/test_secure_cluster_attacks.py)
+
+
+class _Liveness:
+    def __init__(self, proposed: list[object]) -> None:
+        self.proposed = proposed
+
+    def record_heartbeat(self, hb) -> bool:
+        self.proposed.append(("heartbeat", hb.group, hb.report.broker_id))
+        return True
 
     def check_incarnation(self, group, broker_id, incarnation, call, crashed_before=False, previous=None) -> None:
         pass      # no other process is alive here (the real check: test_broker_incarnation.py)
@@ -55,31 +83,27 @@ class RecordingNode:
     async def check_registration(self, req) -> None:
         pass      # (the real checks: test_broker_incarnation.py, test_cloned_broker.py)
 
-    def stated_min_in_sync(self, req) -> int:
+    def stated_min_in_sync(self, group, broker_id) -> int:
         return 0
 
-    def leader_hint(self):
-        return "n1", "127.0.0.1:9"
+    def heard_all(self, group, broker_ids) -> bool:
+        return True
 
-    async def write(self, req):
-        self.proposed.append(req)
-        return m.Reply()
 
-    async def query(self, req):
-        return m.Reply()
+class _Elections:
+    def __init__(self, proposed: list[object], proposer: _Proposer) -> None:
+        self.proposed = proposed
+        self.proposer = proposer
 
     async def elect(self, cluster, group, broker_id, designate, trigger):
         self.proposed.append(("elect", group, broker_id))
         return m.Reply()
 
     async def alter_sync_state_set(self, req):
-        return await self.write(req)
+        return await self.proposer.write(req)
 
     async def clean_broker_data(self, req):
-        return await self.write(req)
-
-    async def audit_admin_call(self, call, code, remark) -> None:
-        pass      # auditing is the node's (tests/integration/test_secure_cluster_attacks.py)
+        return await self.proposer.write(req)
 
 
 names = st.one_of(st.text(max_size=300), st.sampled_from(["", "g1", "a" * 255, "a" * 256, "x\ny", "\x00"]))

@@ -1,0 +1,222 @@
+"""Elections of a controller node: the dead-master scan, the elections clients ask for, and the
+preferred-master rebalance.
+
+The scan runs on every node but acts only on the leader: it asks the pure ScanPlanner
+(controller/liveness.py) which masters it suspects, asks the peers for a majority verdict (the
+liveness desk), and proposes the planned elections through the node's one proposal path. A master's
+closed session (crash-fast failover) wakes the scan at once and then every FAST_RESCAN_S while a
+peer has not seen its own end of the session yet. Election requests carry the leader's liveness
+evidence (alive reports, dead ids, crash-only) so the state machine decides on facts in the log.
+"""
+
+from __future__ import annotations
+
+import asyncio
+from collections.abc import Callable
+from typing import TYPE_CHECKING
+
+import msgspec
+from autoswitch.controller import messages as msgs
+from autoswitch.controller import sm_adapter
+from autoswitch.controller.broker_calls import transfer_master
+from autoswitch.controller.codes import Code, code_name
+from autoswitch.controller.liveness import ScanPlanner
+from autoswitch.controller.rebalance import GroupFacts, RebalancePlanner
+from autoswitch.controller.service_common import NodeReply
+
+from autoswitch.base import tls
+from autoswitch.base.log import EventLogger
+from autoswitch.base.waits import wait_event
+
+if TYPE_CHECKING:
+    from autoswitch.controller.alerts import Alerter
+    from autoswitch.controller.liveness_desk import LivenessDesk
+    from autoswitch.controller.peers import PeerLiveness
+    from autoswitch.controller.proposer import Proposer
+
+# After a master's session closes the leader scans at once, then every FAST_RESCAN_S while a peer
+# has not seen its own end of the session yet, at most MAX_FAST_RESCANS times (~0.5 s).
+FAST_RESCAN_S = 0.025
+MAX_FAST_RESCANS = 20
+
+
+class ElectionScanner:
+    def __init__(self, *, sm: sm_adapter.AppliedStateMachine, liveness: LivenessDesk, proposer: Proposer,
+                 peers: PeerLiveness, alerter: Alerter, tls_config: tls.TLSConfig,
+                 peer_query_timeout_s: float, rebalance_handover_timeout_ms: int, log: EventLogger) -> None:
+        self.sm = sm
+        self.liveness = liveness
+        self.proposer = proposer
+        self.peers = peers
+        self.alerter = alerter
+        self.tls_config = tls_config
+        self.peer_query_timeout_s = peer_query_timeout_s
+        self.rebalance_handover_timeout_ms = rebalance_handover_timeout_ms
+        self.log = log
+        self.planner = ScanPlanner()
+        self.rebalancer = RebalancePlanner()
+        self.rebalance_task: asyncio.Task[None] | None = None
+        self._wake = asyncio.Event()
+        self._fast_rescans_left = 0
+
+    @property
+    def is_leader(self) -> bool:
+        return self.proposer.is_leader
+
+    def master_crashed(self, group: str, broker_id: int, epoch: int) -> None:
+        """The liveness desk saw a master's session end: on the leader, scan now."""
+        if not self.is_leader:
+            return
+        self._fast_rescans_left = MAX_FAST_RESCANS
+        self._wake.set()
+        self.alerter.emit("master_crashed", group, sm_adapter.wall_ms(), master=broker_id, epoch=epoch)
+
+    async def run(self, stopped: asyncio.Event) -> None:
+        """The scan loop, until ``stopped``."""
+        while not stopped.is_set():
+            pause = min(self.sm.scan_interval_ms(), 1000) / 1000.0
+            if self._fast_rescans_left > 0:
+                pause = FAST_RESCAN_S
+            woken = await wait_event(self._wake, pause)
+            self._wake.clear()
+            try:
+                if self.planner.interval_ms != self.sm.scan_interval_ms():
+                    self.planner.interval_ms = self.sm.scan_interval_ms()
+                self.planner.max_retries = self.sm.elect_retries()
+                if woken or self._fast_rescans_left > 0:
+                    # a peer may not have seen its end of the session yet: ask again shortly
+                    self._fast_rescans_left = max(0, self._fast_rescans_left - 1)
+                    if await self.scan_once() > 0 or not self.liveness.crashed_master():
+                        self._fast_rescans_left = 0
+                    continue
+                if not self.planner.due(self.liveness.now_ms()):
+                    continue
+                # An empty liveness query keeps GetMetaData's peer reachability current on every node.
+                await self.peers.query([], self.peer_query_timeout_s)
+                await self.scan_once()
+                self.rebalance_once()
+            except asyncio.CancelledError:
+                raise
+            except Exception:
+                self.log.error("scan_failed", exc_info=True)
+
+    def cancel(self) -> None:
+        """Node stopping: a preferred-master handover in flight is abandoned (the broker keeps its role)."""
+        if self.rebalance_task is not None:
+            self.rebalance_task.cancel()
+
+    async def scan_once(self) -> int:
+        """Leader only: elect a new master for every group whose master a majority holds DEAD."""
+        desk = self.liveness
+        desk.sync_config()
+        now = desk.now_ms()
+        table = desk.heartbeats
+        table.expire(now, keep_ms=max(600_000, 10 * table.timeout_ms))
+        if not self.is_leader:
+            self.planner.suspects([], table, now)   # keeps the planner's clock moving
+            return 0
+        masters = self.sm.masters_refs()
+        suspects = self.planner.suspects(masters, table, now)
+        if not suspects:
+            return 0
+        view = await desk.view(suspects)
+        dead_groups = sorted({g for g, b in suspects if view.is_dead(g, b)})
+        for g, b in suspects:
+            v = view.verdicts.get((g, b))
+            if v is not None and not v.dead:
+                self.log.info("master_suspect_not_majority", group=g, brokerId=b, dead_votes=v.dead_votes,
+                              alive_votes=v.alive_votes)
+                epoch, _ = self.sm.master_of(g)
+                if not table.crashed(g, b, now):
+                    self.alerter.emit_once("liveness_disagreement", g, epoch, sm_adapter.wall_ms(), master=b,
+                                           dead_votes=v.dead_votes, alive_votes=v.alive_votes)
+        if not dead_groups:
+            return 0
+        # Full member view of the affected groups, so the elections carry every alive candidate.
+        member_keys = [(g, b) for g in dead_groups for b in self.sm.member_ids(g)]
+        members_view = await desk.view(member_keys)
+        group_view = {g: members_view for g in dead_groups}
+        plans = self.planner.plan([m for m in masters if m.broker_name in dead_groups], view, now, group_view)
+        by_group = {m.broker_name: m for m in masters}
+        n = 0
+        for req in plans:
+            m = by_group[req.broker_name]
+            self.log.warning("master_dead_by_majority", group=req.broker_name, brokerId=m.master_broker_id,
+                             epoch=m.master_epoch)
+            committed = False
+            try:
+                # the planner stamps its own monotonic ms; the log carries the leader's wall time
+                res = await self.proposer.write(msgspec.structs.replace(req, ts_ms=sm_adapter.wall_ms()))
+                committed = True
+                n += 1
+                self.log.info("controller_election", group=req.broker_name, code=code_name(res.code),
+                              master=res.replica.master_broker_id if res.replica is not None else None)
+            except NodeReply as e:
+                self.log.warning("controller_election_failed", group=req.broker_name,
+                                 code=code_name(e.reply_code), reason=e.message)
+                if e.reply_code == Code.CONTROLLER_NOT_LEADER:
+                    break
+            finally:
+                self.planner.record_result(req.broker_name, m.master_epoch, committed, desk.now_ms())
+        return n
+
+    # ------------------------------------------------------------------ elections clients ask for
+
+    async def elect(self, cluster: str, group: str, broker_id: int, designate: bool, trigger: str,
+                    handover_from: int = 0, expect_master_epoch: int = 0,
+                    expect_sync_state_set_epoch: int = 0) -> msgs.Reply:
+        if not self.is_leader:
+            raise self.proposer.not_leader()
+        alive, dead, crashed = await self.liveness.evidence(group, self.sm.member_ids(group))
+        _epoch, master = self.sm.master_of(group)
+        return await self.proposer.write(msgs.ElectMasterRequest(
+            cluster_name=cluster, broker_name=group, trigger=trigger, broker_id=broker_id, designate=designate,
+            alive=tuple(sm_adapter.live_info(b, beat) for b, beat in sorted(alive.items())),
+            dead_broker_ids=tuple(sorted(dead)), handover_from=handover_from,
+            expect_master_epoch=expect_master_epoch, expect_sync_state_set_epoch=expect_sync_state_set_epoch,
+            # a master dead only on crash evidence: whoever asks, the election must stay clean
+            crash_only=master in crashed))
+
+    async def alter_sync_state_set(self, req: msgs.AlterSyncStateSetRequest) -> msgs.Reply:
+        """``alive_broker_ids`` is the leader's to fill: the proposed members a majority hears."""
+        alive, _dead, _ = await self.liveness.evidence(req.broker_name, list(req.new_sync_state_set))
+        return await self.proposer.write(msgspec.structs.replace(
+            req, alive_broker_ids=tuple(sorted(alive)),
+            master_min_in_sync_replicas=self.liveness.stated_min_in_sync(req.broker_name, req.master_broker_id)))
+
+    async def clean_broker_data(self, req: msgs.CleanBrokerDataRequest) -> msgs.Reply:
+        alive, _dead, _ = await self.liveness.evidence(req.broker_name, self.sm.member_ids(req.broker_name))
+        return await self.proposer.write(msgspec.structs.replace(req, alive_broker_ids=tuple(sorted(alive))))
+
+    # ------------------------------------------------------------------ preferred masters
+
+    def rebalance_once(self) -> str | None:
+        """Leader only, with auto_rebalance_masters: start moving at most one group back to its
+        preferred master (controller/rebalance.py); returns the group."""
+        on, delay_ms = self.sm.rebalance()
+        if not on or not self.is_leader:
+            return None
+        now = self.liveness.now_ms()
+        alive: Callable[[str, int, int], bool] = self.liveness.heartbeats.alive
+        facts = [GroupFacts(g, m, e, addr, pref, pref in sss, alive(g, pref, now), m is not None and alive(g, m, now))
+                 for g, m, e, addr, pref, sss in self.sm.preferred_masters()]
+        f = self.rebalancer.plan(facts, delay_ms, now)
+        if f is None:
+            return None
+        self.log.info("preferred_master_handover_started", group=f.group, brokerId=f.master, epoch=f.master_epoch,
+                      to=f.preferred)
+        self.rebalance_task = asyncio.create_task(self._hand_back(f), name=f"rebalance-{f.group}")
+        return f.group
+
+    async def _hand_back(self, f: GroupFacts) -> None:
+        ok, why = False, "cancelled"
+        try:
+            ok, why = await transfer_master(f.master_address, self.tls_config, f.preferred,
+                                            self.rebalance_handover_timeout_ms)
+        except Exception as e:  # noqa: BLE001 - a bad address or TLS files: the broker keeps its role
+            why = repr(e)[:200]
+        finally:
+            self.rebalancer.done(f.group, ok, self.liveness.now_ms())
+            log = self.log.info if ok else self.log.warning
+            log("preferred_master_handover_done", group=f.group, brokerId=f.master, epoch=f.master_epoch,
+                to=f.preferred, ok=ok, reason=why)

@@ -1,0 +1,405 @@
+"""The liveness desk of a controller node: what this node hears of the brokers and what it
+concludes with its peers.
+
+It receives heartbeats (typed: the servicer translates the protobuf), session opens and closes,
+and answers: may this reply count towards the broker's master lease; is this process of a
+brokerId the one the controllers registered (or a copy, refused); which members are alive, dead,
+or dead only on crash evidence, by a voter majority (QueryLiveness to the peers: Sentinel's
+is-master-down-by-addr). The decisions are the pure HeartbeatTable's (controller/liveness.py) and
+MembershipView's; this module feeds them and asks the peers. It also keeps the last_dead_report
+marker that makes a DEAD report's lease hold survive a restart.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from pathlib import Path
+from typing import TYPE_CHECKING, Any
+
+from autoswitch.controller import messages as msgs
+from autoswitch.controller import sm_adapter
+from autoswitch.controller.codes import Code
+from autoswitch.controller.liveness import (
+    MAX_ASSUMED_TIMEOUT_MS,
+    NEVER_REPORTED,
+    Heartbeat,
+    HeartbeatTable,
+    LivenessView,
+    NodeOpinion,
+)
+from autoswitch.controller.service_common import NodeReply
+from autoswitch.controller.statemachine import follows_registered
+
+from autoswitch.base.fsutil import write_atomic
+from autoswitch.base.limits import MAX_INCARNATION_LEN
+from autoswitch.base.log import EventLogger, RateLimitedLog
+
+if TYPE_CHECKING:
+    from autoswitch.controller.alerts import Alerter
+    from autoswitch.controller.consensus import Consensus
+    from autoswitch.controller.membership_ops import MembershipView
+    from autoswitch.controller.metrics import ControllerMetrics
+    from autoswitch.controller.peers import PeerLiveness
+
+# How far ahead of now the last_dead_report file is written (DeadReportMarker.persist).
+MARKER_AHEAD_MS = 1000
+
+
+class DeadReportMarker:
+    """The data dir's last_dead_report file: a wall time no older than this node's last DEAD
+    report (or "never" in a new data dir), so a restarted node holds lease grants as long as a
+    report it made before the restart may still stand."""
+
+    def __init__(self, data_dir: Path, log: EventLogger) -> None:
+        self.data_dir = data_dir
+        self.path = data_dir / "last_dead_report"
+        self.log = log
+        self.covers_ms = 0      # the wall time the file already covers
+
+    def prior_age_ms(self) -> int | None:
+        """Wall-clock age of the last DEAD report, NEVER_REPORTED, or None (hold a full hold_ms)
+        when it cannot be known: a data dir from before the marker existed, an unreadable or
+        corrupt marker, a wall clock that went back. Call before anything else writes the dir."""
+        try:
+            raw = self.path.read_text().strip()
+        except FileNotFoundError:
+            if any(self.data_dir.iterdir()):
+                return None
+            write_atomic(self.path, b"never")     # a new data dir: this node has reported nothing
+            return NEVER_REPORTED
+        except OSError:
+            self.log.error("dead_report_marker_unreadable", exc_info=True, path=str(self.path))
+            return None
+        if raw == "never":
+            return NEVER_REPORTED
+        try:
+            recorded = int(raw)
+        except ValueError:
+            self.log.error("dead_report_marker_corrupt", path=str(self.path), content=raw[:64])
+            return None
+        self.covers_ms = recorded
+        age = sm_adapter.wall_ms() - recorded
+        return age if age >= 0 else None
+
+    def persist(self, key: tuple[str, int]) -> None:
+        """Before a DEAD report leaves this node: a wall time not older than it, durably. The file
+        records now + 1 s, so reports in the next second need no write (a mass outage costs one
+        fsync a second, not one per broker) at the price of <= 1 s more pause after a restart.
+        A failure raises, and the report is not made."""
+        now = sm_adapter.wall_ms()
+        if now <= self.covers_ms:
+            return
+        value = now + MARKER_AHEAD_MS
+        write_atomic(self.path, str(value).encode())
+        self.covers_ms = value
+        self.log.info("dead_report_recorded", group=key[0], brokerId=key[1], until_wall_ms=value)
+
+
+class LivenessDesk:
+    """Heartbeats, sessions, incarnations and majority liveness verdicts of one controller node."""
+
+    def __init__(self, node_id: str, heartbeats: HeartbeatTable, *, sm: sm_adapter.AppliedStateMachine,
+                 consensus: Consensus, membership: MembershipView, peers: PeerLiveness,
+                 metrics: ControllerMetrics, alerter: Alerter, clock: Callable[[], float],
+                 peer_query_timeout_s: float, log: EventLogger,
+                 on_master_crashed: Callable[[str, int, int], None]) -> None:
+        self.node_id = node_id
+        self.heartbeats = heartbeats
+        self.sm = sm
+        self.consensus = consensus
+        self.membership = membership
+        self.peers = peers
+        self.metrics = metrics
+        self.alerter = alerter
+        self.clock = clock
+        self.peer_query_timeout_s = peer_query_timeout_s
+        self.log = log
+        self.refusal_log = RateLimitedLog(log)
+        self.on_master_crashed = on_master_crashed
+        self.longest_stated_timeout_ms = 0     # the longest heartbeat timeout a broker stated here
+
+    def now_ms(self) -> int:
+        return int(self.clock() * 1000)
+
+    @property
+    def is_leader(self) -> bool:
+        return bool(self.consensus.is_leader)
+
+    def sync_config(self) -> None:
+        """The timeout (and the lease hold derived from it) follow the replicated config."""
+        t = self.sm.heartbeat_timeout_ms()
+        if t != self.heartbeats.timeout_ms:
+            self.heartbeats.timeout_ms = t
+            self.heartbeats.hold_ms = 3 * t
+        # A voter change waits until leases counted under the configuration before the previous
+        # change have run out: a lease is shorter than the heartbeat timeout it was sized for
+        # (the broker's own, when it states one), and on this node's clock that covers the drift.
+        self.consensus.set_voter_change_gap(max(t, self.longest_stated_timeout_ms))
+
+    def became_voter(self) -> None:
+        """This node has just become a voter: it starts listening now (brokers heartbeat a
+        controller only once they know it: its "never heard" must not count as DEAD) and grants
+        no lease for a hold (an election decided without its opinion may still be committing)."""
+        now = self.now_ms()
+        self.heartbeats.started_ms = now
+        self.heartbeats.startup_grace_ms = self.heartbeats.hold_ms
+        self.log.info("controller_became_voter", listening_from_ms=now, no_grants_ms=self.heartbeats.hold_ms)
+
+    # ------------------------------------------------------------------ heartbeats
+
+    def record_heartbeat(self, hb: Heartbeat) -> bool:
+        """Store the heartbeat; returns whether this reply may count towards the broker's master lease."""
+        self.metrics.heartbeats.inc()
+        r, g = hb.report, hb.group
+        if r.assumed_timeout_ms > self.longest_stated_timeout_ms:
+            self.longest_stated_timeout_ms = r.assumed_timeout_ms
+        self.sync_config()
+        now = self.now_ms()
+        if hb.stopping:
+            # a clean stop's farewell (the broker serves nothing any more): forget that process,
+            # never another incarnation that is alive
+            if self.heartbeats.live_incarnation(g, r.broker_id, now) in ("", r.incarnation):
+                self.heartbeats.note_sign(g, r.broker_id, now)
+                self.heartbeats.forget(g, [r.broker_id])
+                self.log.info("broker_stopped", group=g, brokerId=r.broker_id,
+                              incarnation=r.incarnation[:MAX_INCARNATION_LEN])
+            return False
+        self.check_incarnation(g, r.broker_id, r.incarnation, "BrokerHeartbeat")
+        if not self.heartbeats.record(g, r, now):
+            raise NodeReply(Code.CONTROLLER_OVERLOADED, "heartbeat table full")
+        epoch, master = self.sm.master_of(g)
+        configured = self.sm.min_in_sync_replicas()
+        leader = self.is_leader
+        if r.min_in_sync_replicas and r.min_in_sync_replicas != configured and leader:
+            self.alerter.emit_once("settings_mismatch", g, epoch, sm_adapter.wall_ms(), brokerId=r.broker_id,
+                                   key="min_in_sync_replicas", broker=r.min_in_sync_replicas, controllers=configured,
+                                   note="the smaller one decides which replicas stay electable")
+        why = self.heartbeats.lease_refusal(g, r.broker_id, r.epoch, epoch, now)
+        if why == "timeout" and leader:
+            self.alerter.emit_once("settings_mismatch", g, epoch, sm_adapter.wall_ms(), brokerId=r.broker_id,
+                                   key="heartbeat_timeout_ms", broker=r.assumed_timeout_ms,
+                                   controllers=self.heartbeats.timeout_ms,
+                                   note="no lease grant: the broker's lease was sized for a longer timeout")
+        if why == "hold" and master == r.broker_id and r.epoch == epoch and leader:
+            # the current master heartbeats, but a DEAD report about it stands: it will fence itself
+            self.alerter.emit_once("master_lease_refused", g, epoch, sm_adapter.wall_ms(), master=master,
+                                   reason="a DEAD report about it holds its lease grants")
+        if not self.registered_process(g, r.broker_id, r.incarnation):
+            return False
+        if why is not None or self.consensus.catching_up:
+            # a node catching up (wiped or recovered) may not have applied the newest MasterEpoch
+            return False
+        return self.membership.lease_refusal(hb.lease_quorum, hb.controllers_index,
+                                             self.consensus.applied_conf()) is None
+
+    def max_assumed_timeout_ms(self) -> int:
+        """The longest timeout a broker heard here sized its lease for (QueryLiveness answers it)."""
+        return self.heartbeats.max_assumed_timeout_ms(self.now_ms())
+
+    async def broker_timeout_floor(self) -> int:
+        """The least heartbeat_timeout_ms the brokers' leases allow: the longest timeout any broker
+        heard by a controller sized its lease for, from this node and its peers, a voter majority
+        answering. Not this node's table alone: a master heard by the others but not by the
+        leader would be left out, and its lease could outlive a successor's election."""
+        floors = {self.node_id: self.max_assumed_timeout_ms()}
+        peers = await self.peers.timeout_floors(self.peer_query_timeout_s, MAX_ASSUMED_TIMEOUT_MS)
+        floors.update((n, f) for n, f in peers.items() if n in self.membership.voter_ids)
+        voters = self.membership.voter_ids
+        if sum(1 for n in floors if n in voters) < len(voters) // 2 + 1:
+            raise NodeReply(Code.CONTROLLER_QUORUM_UNAVAILABLE,
+                            f"heartbeat_timeout_ms cannot be lowered now: only {sorted(floors)} of the voters "
+                            f"{sorted(voters)} told the timeouts their brokers' leases assume (a majority must)")
+        return max(floors.values())
+
+    def stated_min_in_sync(self, group: str, broker_id: int) -> int:
+        """The min_in_sync_replicas the broker stated in its last heartbeat here (0: none)."""
+        r = self.heartbeats.report(group, broker_id)
+        return r.min_in_sync_replicas if r is not None else 0
+
+    # ------------------------------------------------------------------ processes of a brokerId
+
+    def incarnation_conflict(self, group: str, broker_id: int, incarnation: str) -> str:
+        """The live incarnation of this brokerId when it is another than ``incarnation``, else ""."""
+        live = self.heartbeats.live_incarnation(group, broker_id, self.now_ms())
+        return live if live and incarnation and live != incarnation else ""
+
+    def check_incarnation(self, group: str, broker_id: int, incarnation: str, call: str,
+                          crashed_before: bool = False, previous: str | None = None) -> None:
+        """NodeReply(CONTROLLER_BROKER_INCARNATION_CONFLICT) when another process of this
+        brokerId is alive here (a cloned or copied data directory started beside the original).
+        ``crashed_before``: the refused process states an unclean restart of the live entry's
+        process (``previous``, what its abort marker names), so that entry is the last heartbeat
+        of the process that crashed, describing a tail the crash took: it stops counting as a
+        clean candidate (found by the simulator's power cuts). ``previous``: the incarnation the
+        refused process continues (registrations)."""
+        live = self.incarnation_conflict(group, broker_id, incarnation)
+        if not live:
+            return
+        # only a successor of that very process (its abort marker names it) speaks for its log: a
+        # copy that crashed elsewhere says nothing about the live one (found by the data simulator)
+        if crashed_before and previous == live and self.heartbeats.mark_unclean(group, broker_id):
+            self.log.warning("stale_incarnation_marked_unclean", group=group, brokerId=broker_id,
+                             live=live[:MAX_INCARNATION_LEN], refused=incarnation[:MAX_INCARNATION_LEN])
+        self.refusal_log.warning((group, broker_id), "broker_incarnation_conflict", group=group, brokerId=broker_id,
+                                 call=call, live=live[:MAX_INCARNATION_LEN], refused=incarnation[:MAX_INCARNATION_LEN])
+        raise NodeReply(Code.CONTROLLER_BROKER_INCARNATION_CONFLICT,
+                        f"brokerId {broker_id} of {group} is alive in another process (incarnation {live[:16]}); "
+                        f"a second process with the same identity (a copied data directory?) is refused")
+
+    def registration_refused(self, req: msgs.RegisterBrokerRequest) -> bool:
+        """The batched path sends this registration alone (to check_registration): another
+        process of the id is alive here, or it would take the id over."""
+        return bool(self.incarnation_conflict(req.broker_name, req.broker_id, req.incarnation)
+                    or self.takes_over(req.broker_name, req.broker_id, req.incarnation, req.previous_incarnation))
+
+    def takes_over(self, group: str, broker_id: int, incarnation: str, previous: str) -> bool:
+        """The registration is of a process that does not follow the registered one of the id."""
+        return not follows_registered(self.sm.registered_incarnation(group, broker_id), incarnation, previous)
+
+    async def check_registration(self, req: msgs.RegisterBrokerRequest) -> None:
+        """check_incarnation; and a process that does not follow the registered one takes the id
+        over only (1) two heartbeat timeouts after the id's last sign of life here
+        (HeartbeatTable.takeover_wait_ms: the registered process, restarting, registers first) and
+        (2) when a controller majority holds the registered process dead: this node alone may not
+        hear a live one (a leader cut off from a live master let a copy depose it and both
+        acknowledged; found by the data simulator, seed 1580)."""
+        g, b = req.broker_name, req.broker_id
+        self.check_incarnation(g, b, req.incarnation, "RegisterBroker", crashed_before=not req.clean_shutdown,
+                               previous=req.previous_incarnation)
+        if not self.takes_over(g, b, req.incarnation, req.previous_incarnation):
+            return
+        registered = self.sm.registered_incarnation(g, b)
+        wait = self.heartbeats.takeover_wait_ms(g, b, self.now_ms())
+        if wait:
+            self.refusal_log.warning((g, b), "broker_takeover_waits", group=g, brokerId=b,
+                                     registered=registered[:MAX_INCARNATION_LEN],
+                                     refused=req.incarnation[:MAX_INCARNATION_LEN], waitMs=wait)
+            raise NodeReply(Code.CONTROLLER_BROKER_INCARNATION_CONFLICT,
+                            f"brokerId {b} of {g} was last run by incarnation {registered[:16]}, which this process "
+                            f"does not follow (a copied or restored directory?); it may take the id over {wait} ms "
+                            f"from now if that process does not come back first")
+        view = await self.view([(g, b)])
+        if view.is_dead(g, b):
+            return
+        self.refusal_log.warning((g, b), "broker_takeover_not_agreed", group=g, brokerId=b,
+                                 registered=registered[:MAX_INCARNATION_LEN], refused=req.incarnation[:MAX_INCARNATION_LEN])
+        raise NodeReply(Code.CONTROLLER_BROKER_INCARNATION_CONFLICT,
+                        f"brokerId {b} of {g} is registered for incarnation {registered[:16]}, which a controller "
+                        f"majority does not hold dead; a process that does not follow it cannot take the id over")
+
+    def registered_process(self, group: str, broker_id: int, incarnation: str) -> bool:
+        """Whether ``incarnation`` is the process the applied registration names (or either is
+        not stated). Another one's heartbeat is still recorded (it keeps the id alive here, so a
+        third process cannot register over it), but it earns no lease grant and its report counts
+        in no election (statemachine ``_same_process``): the controllers do not know that process.
+        A registration this node has not applied yet costs one round of grants, like any lag."""
+        registered = self.sm.registered_incarnation(group, broker_id)
+        if not registered or not incarnation or registered == incarnation:
+            return True
+        self.refusal_log.warning((group, broker_id), "broker_not_registered_process", group=group,
+                                 brokerId=broker_id, registered=registered[:MAX_INCARNATION_LEN],
+                                 heard=incarnation[:MAX_INCARNATION_LEN], note="no lease grant until it registers")
+        return False
+
+    # ------------------------------------------------------------------ sessions
+
+    def session_opened(self, group: str, broker_id: int, ack_mode: str, incarnation: str = "") -> bool:
+        """A broker's session stream started (crash-fast failover); False when the table is full."""
+        ok = self.heartbeats.session_opened(group, broker_id, ack_mode, incarnation)
+        self.log.info("broker_session_opened", group=group, brokerId=broker_id, ackMode=ack_mode, tracked=ok)
+        return ok
+
+    def session_closed(self, group: str, broker_id: int) -> None:
+        """A session ended. If that makes the group's master count as crashed, on_master_crashed
+        (the leader's scanner scans at once)."""
+        self.sync_config()
+        crashed = self.heartbeats.session_closed(group, broker_id, self.now_ms())
+        self.metrics.session_ends.labels("true" if crashed else "false").inc()
+        epoch, master = self.sm.master_of(group)
+        is_master = master == broker_id
+        self.log.info("broker_session_closed", group=group, brokerId=broker_id, epoch=epoch, crashed=crashed,
+                      master=is_master)
+        if crashed and is_master:
+            self.on_master_crashed(group, broker_id, epoch)
+
+    def crashed_master(self) -> bool:
+        """Does this node count some group's master as crashed (a closed session) right now?"""
+        now = self.now_ms()
+        return any(self.heartbeats.crashed(m.broker_name, m.master_broker_id, now) for m in self.sm.masters_refs())
+
+    # ------------------------------------------------------------------ verdicts
+
+    def local_opinions(self, keys: list[tuple[str, int]]) -> list[NodeOpinion]:
+        """This node's answer to a leader asking (a DEAD answer starts a lease hold)."""
+        self.sync_config()
+        now = self.now_ms()
+        return [self.heartbeats.report_opinion(g, b, now) for g, b in keys]
+
+    def member_view(self, g: str, b: int) -> tuple[bool, int, Any]:
+        """Read-side view of one replica for GetSyncStateData: this node's own opinion, no hold."""
+        now = self.now_ms()
+        return (self.heartbeats.alive(g, b, now), self.heartbeats.last_heard_ms_ago(g, b, now),
+                self.heartbeats.report(g, b))
+
+    async def view(self, keys: list[tuple[str, int]]) -> LivenessView:
+        """Majority verdicts for ``keys``: this node's opinion plus every peer that answers in time."""
+        voters = self.membership.voter_ids
+        if not keys:
+            return LivenessView(len(voters), {})
+        mine = dict(zip(keys, self.local_opinions(keys), strict=True))
+        peer_ops = await self.peers.query(keys, self.peer_query_timeout_s)
+        by_node = {self.node_id: mine}
+        for nid, ops in peer_ops.items():
+            by_node[nid] = dict(zip(keys, ops, strict=True))
+        return LivenessView.from_opinions(len(voters), {n: o for n, o in by_node.items() if n in voters})
+
+    async def evidence(self, group: str, broker_ids: list[int]) -> tuple[dict[int, Any], set[int], set[int]]:
+        """(brokerId -> last report for members that count as alive, members a majority holds dead,
+        those of them held dead only on crash evidence: closed sessions, not the timeout).
+
+        Heard by this node within the timeout -> alive with this node's report (an asymmetric
+        partition only ever makes a node miss heartbeats, never invent them; this saves a peer
+        round on the hot AlterSyncStateSet path). Otherwise ask the peers: alive only if a
+        majority says ALIVE, dead only if a majority says DEAD, else neither.
+        """
+        self.sync_config()
+        now = self.now_ms()
+        alive: dict[int, Any] = {}
+        unsure = []
+        for b in broker_ids:
+            if self.heartbeats.alive(group, b, now):
+                alive[b] = self.heartbeats.report(group, b)
+            else:
+                unsure.append((group, b))
+        dead: set[int] = set()
+        crashed: set[int] = set()
+        if unsure:
+            v = await self.view(unsure)
+            for _g, b in unsure:
+                verdict = v.verdicts.get((group, b))
+                if verdict is not None and verdict.alive:
+                    alive[b] = verdict.report
+                elif verdict is not None and verdict.dead:
+                    dead.add(b)
+                    if not verdict.dead_by_timeout:
+                        crashed.add(b)
+        return alive, dead, crashed
+
+    def heard_all(self, group: str, broker_ids: list[int] | tuple[int, ...]) -> bool:
+        """Has this node itself heard every one of ``broker_ids`` within the timeout? Then
+        ``evidence`` would count them all alive without asking the peers."""
+        self.sync_config()
+        now = self.now_ms()
+        alive = self.heartbeats.alive
+        return all(alive(group, b, now) for b in broker_ids)
+
+    # ------------------------------------------------------------------ applied history
+
+    def election_applied(self, rec: dict[str, Any]) -> None:
+        """An ElectMaster record applied here: a late-committing election holds grants
+        (HeartbeatTable.election_applied)."""
+        if rec.get("master_broker_id") and self.heartbeats.election_applied(
+                rec["group"], rec["master_broker_id"], rec["ts_ms"], sm_adapter.wall_ms(), self.now_ms()):
+            self.refusal_log.warning(("late", rec["group"]), "late_election_grants_held", group=rec["group"],
+                                     master=rec["master_broker_id"], epoch=rec["master_epoch"],
+                                     ageMs=sm_adapter.wall_ms() - rec["ts_ms"])
