@@ -224,7 +224,7 @@ def _cmd_produce(args: argparse.Namespace) -> int:
         client = ProducerClient(args.broker, ack_log=args.ack_log, timeout_s=args.timeout, max_retries=args.retries,
                                 tls=args.tls)
         acked = failed = 0
-        last_status = pb.OK
+        last_status: int = pb.OK
         t0 = time.monotonic()
         try:
             sent = 0
@@ -260,7 +260,7 @@ def _cmd_produce(args: argparse.Namespace) -> int:
                                                   "master_addr": out.master_addr or None}}), file=sys.stderr)
         finally:
             await client.close()
-        summary = {"acked": acked, "failed": failed, "elapsed_s": round(time.monotonic() - t0, 3)}
+        summary: dict[str, Any] = {"acked": acked, "failed": failed, "elapsed_s": round(time.monotonic() - t0, 3)}
         if failed == 0 and last_status == pb.OK:
             emit(args, summary)
             return 0
@@ -321,7 +321,7 @@ def _produce_routed(args: argparse.Namespace) -> int:
                     await asyncio.sleep(args.interval_ms / 1000.0)
         finally:
             await client.close()
-        summary = {"acked": acked, "failed": failed, "elapsed_s": round(time.monotonic() - t0, 3),
+        summary: dict[str, Any] = {"acked": acked, "failed": failed, "elapsed_s": round(time.monotonic() - t0, 3),
                    "retries": client.stats.retries, "route_refreshes": client.stats.route_refreshes,
                    "statuses": client.stats.statuses}
         if last_error is None:

@@ -40,6 +40,7 @@ def cmd_consume(args: argparse.Namespace) -> int:
 
     from .client import ConsumerClient, consumed_messages
     from .fetch_client import FetchClient, fetched_messages
+    from .fetch_codec import RecordsReply
     from .route import RetryPolicy
     from .routed_fetch import RoutedFetcher
 
@@ -106,7 +107,7 @@ def cmd_consume(args: argparse.Namespace) -> int:
                     return status_err(args, reply.status, reply.error_message)
                 if not reply.runs:
                     break
-                for m in (fetched_messages(reply) if fetcher is not None else consumed_messages(reply)):
+                for m in (fetched_messages(reply) if isinstance(reply, RecordsReply) else consumed_messages(reply)):
                     got += 1
                     if args.json:
                         print(json.dumps(msg_to_dict(m), separators=(",", ":")))

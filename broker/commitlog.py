@@ -243,17 +243,17 @@ class CommitLog:
                 path=str(first.path),
             )
         S = self.segment_bytes
-        for seg in self.segments:
+        for below in self.segments:
             # Below verify_from nothing is walked at start: at least check that every file holds
             # the bytes the log says it does (a middle segment emptied or cut is corruption found
             # now, not a crash on the first read of it; issue 29).
-            if seg.base >= verify_from:
+            if below.base >= verify_from:
                 break
-            need = min(S, verify_from - seg.base)
-            have = seg.file_size()
+            need = min(S, verify_from - below.base)
+            have = below.file_size()
             if have < need:
                 raise LogCorrupt(f"segment file holds {have} bytes, the log below offset {verify_from} needs {need}",
-                                 path=str(seg.path), offset=seg.base + have)
+                                 path=str(below.path), offset=below.base + have)
         pos = verify_from
         while True:
             seg = self._find(pos)

@@ -345,6 +345,7 @@ def _check_types(cfg: BrokerConfig) -> None:
             if not isinstance(v, bool):
                 raise ConfigError(f"config key {name!r} must be a bool", key=name)
             continue
-        want = {"int": int, "float": (int, float), "str": str}.get(str(t).split(" ")[0].split("|")[0].strip())
+        kinds: dict[str, type | tuple[type, ...]] = {"int": int, "float": (int, float), "str": str}
+        want = kinds.get(str(t).split(" ")[0].split("|")[0].strip())
         if want is not None and (not isinstance(v, want) or isinstance(v, bool)):
             raise ConfigError(f"config key {name!r} must be {str(t)}, got {type(v).__name__}", key=name)

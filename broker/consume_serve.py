@@ -8,7 +8,7 @@ here: the same validation, the same "past the master's log end" answer, the same
 from __future__ import annotations
 
 from collections.abc import Callable
-from typing import TypeVar
+from typing import TypeVar, cast
 
 from autoswitch.base.errors import AutoswitchError
 from autoswitch.base.log import EventLogger, RateLimitedLog
@@ -104,14 +104,14 @@ class ConsumeService:
                            request.max_wait_ms)
         if request.record_runs:
             r = await self.records(req)
-            return pb.ConsumeReply(status=r.status, confirm_offset=r.confirm_offset, next_queue_offset=r.next_queue_offset,
+            return pb.ConsumeReply(status=_status(r.status), confirm_offset=r.confirm_offset, next_queue_offset=r.next_queue_offset,
                                    error_message=r.error_message, master_addr=r.master_addr,
                                    runs=[pb.RecordRun(phy_offset=p, records=run) for p, run in r.runs])
         b = self.b
         out = await self._serve(req, lambda count, confirm: b.store.read_messages(
             request.topic, request.queue_offset, count, max_phy=confirm))
         if isinstance(out, RecordsReply):
-            return pb.ConsumeReply(status=out.status, next_queue_offset=out.next_queue_offset,
+            return pb.ConsumeReply(status=_status(out.status), next_queue_offset=out.next_queue_offset,
                                    error_message=out.error_message, master_addr=out.master_addr)
         confirm, stored = out
         reply = pb.ConsumeReply(status=pb.OK, confirm_offset=confirm)
@@ -132,3 +132,8 @@ class ConsumeService:
         reply.next_queue_offset = nxt
         b.consumed_msgs += len(reply.messages)
         return reply
+
+
+def _status(code: int) -> pb.Status:
+    """A RecordsReply's status (an int off the FETCH wire codec) as the protobuf enum it is."""
+    return cast(pb.Status, code)

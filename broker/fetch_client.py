@@ -54,9 +54,10 @@ class FetchClient:
 
     async def connect(self) -> None:
         ssl = client_ssl_context(self.tls) if self.tls.dials_tls else None
-        self._r, self._w = await asyncio.wait_for(
+        self._r, w = await asyncio.wait_for(
             asyncio.open_connection(self.host, self.port, ssl=ssl, limit=1 << 20), self.timeout_s)
-        self._w.write(fc.encode_hello(self.token))
+        self._w = w
+        w.write(fc.encode_hello(self.token))
         await self._expect(fc.READY, self.timeout_s)
 
     async def close(self) -> None:

@@ -14,6 +14,7 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import functools
 import inspect
 import os
 import signal
@@ -99,7 +100,7 @@ class HookRunner:
         """Never blocks and never raises: the role switch is already done."""
         jobs: list[tuple[str, Callable[[], Awaitable[None]]]] = []
         for name, cb in hooks_for(change, self.hooks):
-            jobs.append((name, lambda cb=cb: self._run_callback(cb, change)))
+            jobs.append((name, functools.partial(self._run_callback, cb, change)))
         if self.config.role_change_script:
             jobs.append(("role_change_script", lambda: self._run_script(change)))
         for name, job in jobs:

@@ -108,7 +108,8 @@ class BrokerRoleTarget(Protocol):
     """Everything the ReplicasManager asks of the broker process (docs/interfaces.md "Broker role
     switch API"); ``autoswitch.broker.server.Broker`` implements all of it."""
 
-    role: str
+    @property
+    def role(self) -> str: ...
     broker_id: int   # controller mode assigns it (registration) before the first role
 
     async def become_master(
@@ -713,7 +714,7 @@ class ReplicasAdapter:
             return split_hostport(ha)
         return self.ha_addr_of(master_id, master_addr)
 
-    async def _heartbeat(self, cmd: SendHeartbeat) -> bool:
+    async def _heartbeat(self, cmd: SendHeartbeat) -> HeartbeatAccepted:
         max_offset, confirm_offset, log_epoch = self.broker.log_position()
         # The controller ranks candidates by (epoch, maxOffset) of their LOG (RocketMQ sends the
         # EpochFile's last epoch): a replica holding a diverged tail of an old epoch must lose to

@@ -6,7 +6,7 @@ from autoswitch.proto import broker_pb2 as pb
 
 from .consumer_groups import Committed
 
-_STATUS_BY_CODE = {
+_STATUS_BY_CODE: dict[str, pb.Status] = {
     "NOT_MASTER": pb.NOT_MASTER,
     "FENCED": pb.FENCED,
     "IN_SYNC_REPLICAS_NOT_ENOUGH": pb.IN_SYNC_REPLICAS_NOT_ENOUGH,
@@ -21,7 +21,7 @@ _STATUS_BY_CODE = {
 }
 
 
-def status_of(e: BaseException) -> int:
+def status_of(e: BaseException) -> pb.Status:
     return _STATUS_BY_CODE.get(getattr(e, "code", ""), pb.INTERNAL)
 
 

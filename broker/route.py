@@ -71,6 +71,7 @@ class RouteRegistrar:
         from autoswitch.proto import namesrv_pb2_grpc as nsg
 
         cfg = broker.cfg
+        assert cfg.namesrv, "a broker registers routes only with a name server configured"
         self.broker = broker
         self.interval_s = cfg.route_interval_ms / 1000.0
         self.ttl_ms = cfg.route_ttl_ms
@@ -318,9 +319,9 @@ class RoutedProducer(_Routed):
                 hint = None
             if self.master is not None:
                 ids = list(pending)
+                out: ProduceOutcome | None
                 try:
-                    out: ProduceOutcome = await self._client(self.master).produce(
-                        topic, [pending[i] for i in ids], ids)
+                    out = await self._client(self.master).produce(topic, [pending[i] for i in ids], ids)
                 except BrokerUnavailable as e:
                     out = None
                     last = f"UNAVAILABLE {self.master}: {e}"

@@ -310,8 +310,8 @@ class Broker:
             ha, self.ha_master = self.ha_master, None
             await ha.stop()
         if self.ha_slave is not None:
-            ha, self.ha_slave = self.ha_slave, None
-            await ha.stop()
+            slave, self.ha_slave = self.ha_slave, None
+            await slave.stop()
 
     async def _run_hooks(self) -> None:
         self.handover_fence = None      # a role change settles any handover in doubt

@@ -109,7 +109,7 @@ class BrokerServicer(pbg.BrokerServiceServicer):
                 self.log.error("produce_failed", error=repr(e), exc_info=True)
                 put_err = WriteError(repr(e))
         it = iter(records)
-        worst = pb.OK
+        worst: pb.Status = pb.OK
         msgs: list[str] = []
         for i, m in enumerate(request.messages):
             if i in errors:

@@ -9,11 +9,12 @@ from typing import Any
 
 from autoswitch.controller.codes import Code
 from autoswitch.controller.service_common import log_refused
+from google.protobuf.message import Message
 
 from autoswitch.proto import controller_pb2 as pb
 
 
-def _unary_methods() -> dict[str, tuple[type, type]]:
+def _unary_methods() -> dict[str, tuple[type[Message], type[Message]]]:
     out: dict[str, tuple[type, type]] = {}
     for m in pb.DESCRIPTOR.services_by_name["ControllerService"].methods:
         if m.client_streaming or m.server_streaming or m.name == "Batch":
@@ -23,7 +24,7 @@ def _unary_methods() -> dict[str, tuple[type, type]]:
 
 
 # method name -> (request class, reply class)
-BATCHABLE: dict[str, tuple[type, type]] = _unary_methods()
+BATCHABLE: dict[str, tuple[type[Message], type[Message]]] = _unary_methods()
 
 
 def decode_call(call: pb.BatchCall) -> Any:

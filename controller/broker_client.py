@@ -71,9 +71,11 @@ class GrpcBrokerControllerApi:
 
     async def heartbeat_timeout_ms(self) -> int | None:
         reply = await self._call("GetControllerConfig", pb.GetControllerConfigRequest())
-        raw = dict(reply.config).get("heartbeat_timeout_ms")
+        raw: str | None = dict(reply.config).get("heartbeat_timeout_ms")
+        if raw is None:
+            return None
         try:
-            return int(raw) if raw is not None else None
+            return int(raw)
         except ValueError:
             raise ControllerCallFailed(FailKind.REJECTED, "BAD_CONFIG_VALUE",
                                        f"controller heartbeat_timeout_ms is not an integer: {raw[:40]!r}") from None

@@ -237,7 +237,8 @@ class ControllerClient:
         """Invoke ``method`` following the leader; returns the reply or raises ControllerRpcError."""
         start = time.monotonic()
         backoff = Backoff(self.backoff_s, self.max_backoff_s, jitter=False)
-        last_code, last_msg = Code.CONTROLLER_UNAVAILABLE, "no controller reachable"
+        last_code: int = Code.CONTROLLER_UNAVAILABLE
+        last_msg = "no controller reachable"
         leaderless = 0   # answers "not leader, no leader known": an election, or no quorum
         attempt = 0      # failures other than "no leader yet": bounded by max_attempts
         leaderless_since: float | None = None

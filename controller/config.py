@@ -277,7 +277,7 @@ class ControllerConfig:
 
     def bootstrap_membership(self):
         """Every node of ``peers`` a voter, with its addresses; empty for a node that joins."""
-        from autoswitch.controller.raft.membership import Member, Membership
+        from autoswitch.controller.consensus.membership import Member, Membership
 
         if self.join:
             return Membership()

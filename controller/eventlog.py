@@ -24,7 +24,7 @@ MAX_LINE_BYTES = 1 << 20
 # A line is json.dumps(rec, default=str, separators=(",", ":"), sort_keys=True) (ASCII-only).
 _ENCODER = json.JSONEncoder(default=str, separators=(",", ":"), sort_keys=True)
 _esc = json.encoder.encode_basestring_ascii   # what that encoder uses for every string
-# The keys of statemachine.event_history_record (the only records the controller writes).
+# The keys of history.event_history_record (the only records the controller writes).
 _HISTORY_KEYS = frozenset({"ts_ms", "index", "group", "event", "master_broker_id", "master_epoch",
                            "sync_state_set", "sync_state_set_epoch", "reason", "unclean"})
 _N_HISTORY_KEYS = len(_HISTORY_KEYS)

@@ -21,7 +21,7 @@ import asyncio
 from collections.abc import Callable
 from typing import TYPE_CHECKING
 
-from autoswitch.controller.raft.membership import BadMembership, Member, Membership
+from autoswitch.controller.consensus.membership import BadMembership, Member, Membership
 from autoswitch.controller.raft.quorum import majority
 
 from autoswitch.base.log import get_logger

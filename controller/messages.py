@@ -122,7 +122,7 @@ class Request(msgspec.Struct, frozen=True, tag_field="t", forbid_unknown_fields=
         return self.broker_name if isinstance(self, GroupRequest) else None
 
 
-class ApplyBrokerIdRequest(Request, tag="ApplyBrokerId"):
+class ApplyBrokerIdRequest(Request, frozen=True, tag="ApplyBrokerId"):
     TYPE: ClassVar[str] = "ApplyBrokerId"
     cluster_name: str
     broker_name: str
@@ -137,7 +137,7 @@ class ApplyBrokerIdRequest(Request, tag="ApplyBrokerId"):
         _check_ts(self.ts_ms)
 
 
-class RegisterBrokerRequest(Request, tag="RegisterBroker"):
+class RegisterBrokerRequest(Request, frozen=True, tag="RegisterBroker"):
     TYPE: ClassVar[str] = "RegisterBroker"
     cluster_name: str
     broker_name: str
@@ -160,7 +160,7 @@ class RegisterBrokerRequest(Request, tag="RegisterBroker"):
         _check_ts(self.ts_ms)
 
 
-class ElectMasterRequest(Request, tag="ElectMaster"):
+class ElectMasterRequest(Request, frozen=True, tag="ElectMaster"):
     """``broker_id``: the designated broker when ``designate``; else the asking broker (0 = none).
 
     ``alive``: every broker of the group that a controller majority considers alive, with its
@@ -219,7 +219,7 @@ class ElectMasterRequest(Request, tag="ElectMaster"):
         _check_ts(self.ts_ms)
 
 
-class AlterSyncStateSetRequest(Request, tag="AlterSyncStateSet"):
+class AlterSyncStateSetRequest(Request, frozen=True, tag="AlterSyncStateSet"):
     TYPE: ClassVar[str] = "AlterSyncStateSet"
     broker_name: str
     master_broker_id: int
@@ -258,7 +258,7 @@ class AlterSyncStateSetRequest(Request, tag="AlterSyncStateSet"):
         _check_ts(self.ts_ms)
 
 
-class CleanBrokerDataRequest(Request, tag="CleanBrokerData"):
+class CleanBrokerDataRequest(Request, frozen=True, tag="CleanBrokerData"):
     """``broker_ids`` empty = the whole group."""
 
     TYPE: ClassVar[str] = "CleanBrokerData"
@@ -278,7 +278,7 @@ class CleanBrokerDataRequest(Request, tag="CleanBrokerData"):
         _check_ts(self.ts_ms)
 
 
-class UpdateControllerConfigRequest(Request, tag="UpdateControllerConfig"):
+class UpdateControllerConfigRequest(Request, frozen=True, tag="UpdateControllerConfig"):
     TYPE: ClassVar[str] = "UpdateControllerConfig"
     config: dict[str, str] = msgspec.field(default_factory=dict)
     ts_ms: int = 0
@@ -300,7 +300,7 @@ class UpdateControllerConfigRequest(Request, tag="UpdateControllerConfig"):
         _check_ts(self.ts_ms)
 
 
-class SetPreferredMasterRequest(Request, tag="SetPreferredMaster"):
+class SetPreferredMasterRequest(Request, frozen=True, tag="SetPreferredMaster"):
     """The group's preferred master (Kafka's preferred leader): the leader moves mastership back to
     it through a graceful handover when ``auto_rebalance_masters`` is on. 0 clears it."""
 
@@ -315,7 +315,7 @@ class SetPreferredMasterRequest(Request, tag="SetPreferredMaster"):
         _check_ts(self.ts_ms)
 
 
-class AdminAuditRequest(Request, tag="AdminAudit"):
+class AdminAuditRequest(Request, frozen=True, tag="AdminAudit"):
     """Who made an admin call, what it was and how it ended (docs/security.md): changes no state,
     becomes one ``AdminAudit`` record in every node's event history."""
 
@@ -345,7 +345,7 @@ class AdminAuditRequest(Request, tag="AdminAudit"):
 # Reads: served by ControllerStateMachine.query() on the leader after a read-index barrier.
 
 
-class GetNextBrokerIdRequest(Request, tag="GetNextBrokerId"):
+class GetNextBrokerIdRequest(Request, frozen=True, tag="GetNextBrokerId"):
     TYPE: ClassVar[str] = "GetNextBrokerId"
     WRITE: ClassVar[bool] = False
     cluster_name: str
@@ -355,7 +355,7 @@ class GetNextBrokerIdRequest(Request, tag="GetNextBrokerId"):
         _check_names(self.cluster_name, self.broker_name)
 
 
-class GetReplicaInfoRequest(Request, tag="GetReplicaInfo"):
+class GetReplicaInfoRequest(Request, frozen=True, tag="GetReplicaInfo"):
     TYPE: ClassVar[str] = "GetReplicaInfo"
     WRITE: ClassVar[bool] = False
     broker_name: str
@@ -364,7 +364,7 @@ class GetReplicaInfoRequest(Request, tag="GetReplicaInfo"):
         _check_str(self.broker_name, "brokerName", MAX_NAME_LEN, allow_empty=False)
 
 
-class GetSyncStateDataRequest(Request, tag="GetSyncStateData"):
+class GetSyncStateDataRequest(Request, frozen=True, tag="GetSyncStateData"):
     """``broker_names`` empty = every group (bounded by MAX_QUERY_GROUPS)."""
 
     TYPE: ClassVar[str] = "GetSyncStateData"
@@ -378,12 +378,12 @@ class GetSyncStateDataRequest(Request, tag="GetSyncStateData"):
             _check_str(n, "brokerName", MAX_NAME_LEN, allow_empty=False)
 
 
-class GetMetaDataRequest(Request, tag="GetMetaData"):
+class GetMetaDataRequest(Request, frozen=True, tag="GetMetaData"):
     TYPE: ClassVar[str] = "GetMetaData"
     WRITE: ClassVar[bool] = False
 
 
-class GetControllerConfigRequest(Request, tag="GetControllerConfig"):
+class GetControllerConfigRequest(Request, frozen=True, tag="GetControllerConfig"):
     TYPE: ClassVar[str] = "GetControllerConfig"
     WRITE: ClassVar[bool] = False
 
@@ -471,7 +471,7 @@ class Event(msgspec.Struct, frozen=True):
     broker_name: str
 
 
-class ApplyBrokerIdEvent(Event):
+class ApplyBrokerIdEvent(Event, frozen=True):
     HISTORY: ClassVar[str] = "ApplyBrokerId"
     cluster_name: str
     broker_id: int
@@ -480,7 +480,7 @@ class ApplyBrokerIdEvent(Event):
     ts_ms: int
 
 
-class UpdateBrokerAddressEvent(Event):
+class UpdateBrokerAddressEvent(Event, frozen=True):
     """A registration changed the broker's addresses or its incarnation (the process)."""
 
     HISTORY: ClassVar[str] = "RegisterBroker"
@@ -490,7 +490,7 @@ class UpdateBrokerAddressEvent(Event):
     incarnation: str = ""
 
 
-class ElectMasterEvent(Event):
+class ElectMasterEvent(Event, frozen=True):
     """New master (or none: "NoMaster"). MasterEpoch always +1. ``sync_state_set`` None keeps the
     set (RocketMQ keeps it when nobody could be elected); otherwise it replaces it and
     syncStateSetEpoch +1."""
@@ -506,14 +506,14 @@ class ElectMasterEvent(Event):
     min_epoch: int = 0
 
 
-class AlterSyncStateSetEvent(Event):
+class AlterSyncStateSetEvent(Event, frozen=True):
     HISTORY: ClassVar[str] = "AlterSyncStateSet"
     sync_state_set: tuple[int, ...]
     eligible: tuple[int, ...]
     reason: str
 
 
-class EligibleChangeEvent(Event):
+class EligibleChangeEvent(Event, frozen=True):
     """Eligible replicas change without an SSS change (a replica reported data loss)."""
 
     HISTORY: ClassVar[str] = "RegisterBroker"
@@ -521,22 +521,22 @@ class EligibleChangeEvent(Event):
     reason: str
 
 
-class CleanBrokerDataEvent(Event):
+class CleanBrokerDataEvent(Event, frozen=True):
     HISTORY: ClassVar[str] = "CleanBrokerData"
     broker_ids: tuple[int, ...]   # empty = the whole group
 
 
-class UpdateConfigEvent(Event):
+class UpdateConfigEvent(Event, frozen=True):
     HISTORY: ClassVar[str] = "UpdateConfig"
     changes: tuple[tuple[str, str], ...]
 
 
-class PreferredMasterEvent(Event):
+class PreferredMasterEvent(Event, frozen=True):
     HISTORY: ClassVar[str] = "PreferredMaster"
     broker_id: int              # 0 = cleared
 
 
-class AdminAuditEvent(Event):
+class AdminAuditEvent(Event, frozen=True):
     """Changes nothing; recorded in the history (who did what, with which result)."""
 
     HISTORY: ClassVar[str] = "AdminAudit"

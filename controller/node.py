@@ -47,8 +47,8 @@ from autoswitch.controller.peers import PeerLiveness
 from autoswitch.controller.proposer import Proposer
 from autoswitch.controller.service import ControllerServicer
 from autoswitch.controller.service_common import NodeReply
+from autoswitch.controller.sm_snapshot import decode_snapshot
 from autoswitch.controller.startup_checks import check_cluster_id, check_raft_dir_present, warn_insecure
-from autoswitch.controller.statemachine import decode_snapshot
 from autoswitch.controller.status_page import StatusPage
 from autoswitch.controller.watchers import Watchers
 
@@ -327,7 +327,7 @@ class ControllerNode:
         how long it may wait for voter-change pacing). Removing the leader itself first hands
         leadership to the most caught-up other voter, then answers NOT_LEADER so the caller
         repeats the request there."""
-        from autoswitch.controller.raft.membership import BadMembership
+        from autoswitch.controller.consensus.membership import BadMembership
 
         if not self.is_leader or self.membership_changes is None:
             raise self.proposer.not_leader()

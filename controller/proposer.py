@@ -15,7 +15,12 @@ from typing import TYPE_CHECKING, Protocol
 from autoswitch.controller import audit, sm_adapter
 from autoswitch.controller import messages as msgs
 from autoswitch.controller.codes import Code, code_name
-from autoswitch.controller.raft.errors import NotLeader, ProposalDropped, ProposalTimeout, QuorumUnavailable
+from autoswitch.controller.consensus.errors import (
+    NotLeader,
+    ProposalDropped,
+    ProposalTimeout,
+    QuorumUnavailable,
+)
 from autoswitch.controller.service_common import NodeReply
 
 from autoswitch.base.log import EventLogger

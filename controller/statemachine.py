@@ -20,23 +20,24 @@ the whole controller cluster on a deterministic bug):
     Epochs survive CleanBrokerData of a whole group (a tombstone keeps them) so a re-created
     group never reuses an epoch that brokers still hold in their EpochFiles.
 
-Why one long module: each request's handler sits next to the events it may produce and their
-appliers, so the invariants above can be checked against both in one read.
+The state, its event appliers and the invariant checks are sm_state.py; the snapshot codec
+sm_snapshot.py; the history record each applied event leaves history.py.
+
+Why one long module: each request's handler sits next to the others, so what each may emit can
+be read against the invariants in one place.
 """
 
 from __future__ import annotations
 
-import json
 import logging
-import struct
-import zlib
 from collections.abc import Callable
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from typing import Any
 
 import msgspec
 from autoswitch.controller import election
 from autoswitch.controller.codes import Code
+from autoswitch.controller.history import event_history_record
 from autoswitch.controller.messages import (
     MAX_AUDIT_FIELD_LEN,
     MAX_QUERY_GROUPS,
@@ -72,257 +73,27 @@ from autoswitch.controller.messages import (
     UpdateControllerConfigRequest,
     WriteRequest,
     decode_request,
-    event_name,
 )
 from autoswitch.controller.sm_config import BLACKLIST, KEYS, ConfigValueError, SMConfig, parse_value
+from autoswitch.controller.sm_snapshot import decode_snapshot, encode_snapshot
+from autoswitch.controller.sm_state import (
+    FIRST_BROKER_ID,
+    MAX_GROUPS,
+    MAX_REPORTED_EPOCH_JUMP,
+    NEW_INCARNATION,
+    ControllerState,
+    GroupState,
+    InvariantViolation,
+    apply_config,
+    apply_group_event,
+    check_group_invariants,
+    commit_group,
+)
 
-from autoswitch.base.errors import AutoswitchError, CorruptionError
 from autoswitch.base.limits import MAX_REPLICAS_PER_GROUP
 from autoswitch.base.log import get_logger
 
-MAX_GROUPS = 200_000
-MAX_REPORTED_EPOCH_JUMP = 1 << 20     # beyond this above our MasterEpoch a reported one is not believed
-MAX_RETIRED_IDS = 1024   # per group; past it the floor rises (docs/controller.md)
-FIRST_BROKER_ID = 1   # RocketMQ MixAll.FIRST_SLAVE_ID; 0 was the old fixed master id
-
 _log = get_logger("controller.sm")
-
-
-class InvariantViolation(AutoswitchError):
-    code = "CONTROLLER_INVARIANT_VIOLATION"
-
-
-class SnapshotCorrupt(CorruptionError):
-    code = "CONTROLLER_SNAPSHOT_CORRUPT"
-
-
-# --------------------------------------------------------------------------- state
-
-
-@dataclass
-class BrokerRecord:
-    address: str
-    register_check_code: str
-    ha_address: str = ""      # "" = the broker did not give one
-    incarnation: str = ""     # the process last registered for this id ("" = never stated)
-
-
-@dataclass
-class GroupState:
-    """One broker group (RocketMQ BrokerReplicaInfo + SyncStateInfo) plus eligible replicas."""
-
-    cluster_name: str
-    broker_name: str
-    created_ts_ms: int = 0
-    next_assign_broker_id: int = FIRST_BROKER_ID
-    brokers: dict[int, BrokerRecord] = field(default_factory=dict)
-    master_broker_id: int | None = None
-    master_epoch: int = 0
-    sync_state_set: frozenset[int] = frozenset()
-    sync_state_set_epoch: int = 0
-    eligible: frozenset[int] = frozenset()
-    base_master_epoch: int = 0     # MasterEpoch when the group was (re)created
-    # brokerIds never to be applied again (they had a history): every id below ``retired_below``
-    # and those in ``retired``. Ids never assigned stay free, so a broker whose certificate names
-    # its id (broker/<group>/<id>) can register in any order.
-    retired_below: int = FIRST_BROKER_ID
-    retired: frozenset[int] = frozenset()
-    preferred_master: int = 0      # SetPreferredMaster; 0 = none
-    # A member of the SyncStateSet or the eligible replicas left them because a process that does
-    # not follow it registered for its id (a copied directory): the acknowledged messages may be
-    # on a directory no longer running as that id, so the set's unclean recovery (longest log of
-    # the rest) is off until a master is elected again. Found by the data simulator's clones.
-    holder_replaced: bool = False
-
-    def copy(self) -> GroupState:
-        return GroupState(self.cluster_name, self.broker_name, self.created_ts_ms, self.next_assign_broker_id,
-                          dict(self.brokers), self.master_broker_id, self.master_epoch, self.sync_state_set,
-                          self.sync_state_set_epoch, self.eligible, self.base_master_epoch, self.retired_below,
-                          self.retired, self.preferred_master, self.holder_replaced)
-
-    def id_retired(self, broker_id: int) -> bool:
-        return broker_id < self.retired_below or broker_id in self.retired
-
-    @property
-    def first_election(self) -> bool:
-        """The group never had a master since it was (re)created, so there is no SSS history to
-        trust: every alive registered replica is a candidate and the best data wins. A group whose
-        SSS emptied later (unclean restarts, cleaned ids) is NOT in this state: electing outside
-        its history needs unclean election."""
-        return self.master_broker_id is None and self.master_epoch == self.base_master_epoch
-
-    def view(self) -> ReplicaView:
-        m = self.master_broker_id
-        rec = self.brokers.get(m) if m is not None else None
-        return ReplicaView(
-            cluster_name=self.cluster_name, broker_name=self.broker_name, master_broker_id=m,
-            master_address=rec.address if rec is not None else None,
-            master_ha_address=(rec.ha_address or None) if rec is not None else None,
-            master_epoch=self.master_epoch, sync_state_set=tuple(sorted(self.sync_state_set)),
-            sync_state_set_epoch=self.sync_state_set_epoch, eligible_replicas=tuple(sorted(self.eligible)),
-            preferred_master=self.preferred_master,
-        )
-
-
-@dataclass(frozen=True)
-class Tombstone:
-    """What survives CleanBrokerData of a whole group: the epochs and the id counter."""
-
-    master_epoch: int
-    sync_state_set_epoch: int
-    next_assign_broker_id: int
-
-
-class ControllerState:
-    def __init__(self, config: SMConfig | None = None) -> None:
-        self.groups: dict[str, GroupState] = {}
-        self.tombstones: dict[str, Tombstone] = {}
-        self.config: SMConfig = config.copy() if config is not None else SMConfig()
-        # (code, remark) of the last applied entry: what an AdminAudit proposed right behind an
-        # admin's write records as that write's outcome (part of the snapshot: deterministic)
-        self.last_outcome: tuple[int, str] = (0, "")
-
-    def apply_event(self, ev: Event) -> None:
-        """Apply one event to the live state (replay, tests). Same code as the staged path."""
-        if isinstance(ev, AdminAuditEvent):
-            return
-        if isinstance(ev, UpdateConfigEvent):
-            _apply_config(self.config, ev)
-            return
-        name = ev.broker_name
-        g = self.groups.get(name)
-        new = _apply_group_event(g.copy() if g is not None else None, ev, self.tombstones.get(name))
-        _commit_group(self, name, g, new)
-
-
-def _commit_group(state: ControllerState, name: str, old: GroupState | None, new: GroupState | None) -> None:
-    if new is None:
-        if old is not None:
-            state.tombstones[name] = Tombstone(old.master_epoch, old.sync_state_set_epoch,
-                                               old.next_assign_broker_id)
-            del state.groups[name]
-    else:
-        state.groups[name] = new
-        state.tombstones.pop(name, None)
-
-
-# --------------------------------------------------------------------------- event application
-
-
-def _apply_config(cfg: SMConfig, ev: UpdateConfigEvent) -> None:
-    for k, v in ev.changes:
-        cfg.set(k, v)
-
-
-def _apply_group_event(g: GroupState | None, ev: Event, tomb: Tombstone | None) -> GroupState | None:
-    """Apply ``ev`` to ``g`` (a private copy, mutated) and return the group's new state."""
-    if isinstance(ev, ApplyBrokerIdEvent):
-        if g is None:
-            g = GroupState(ev.cluster_name, ev.broker_name, created_ts_ms=ev.ts_ms)
-            if tomb is not None:
-                g.master_epoch = g.base_master_epoch = tomb.master_epoch
-                g.sync_state_set_epoch = tomb.sync_state_set_epoch
-                g.next_assign_broker_id = g.retired_below = tomb.next_assign_broker_id
-        g.brokers[ev.broker_id] = BrokerRecord(ev.address, ev.register_check_code)
-        g.next_assign_broker_id = max(g.next_assign_broker_id, ev.broker_id + 1)
-        return g
-    if g is None:
-        raise InvariantViolation(f"{type(ev).__name__} for unknown group {ev.broker_name!r}")
-    if isinstance(ev, UpdateBrokerAddressEvent):
-        g.brokers[ev.broker_id] = BrokerRecord(ev.address, g.brokers[ev.broker_id].register_check_code,
-                                               ev.ha_address, ev.incarnation)
-    elif isinstance(ev, ElectMasterEvent):
-        g.holder_replaced = ev.new_master is None and (g.holder_replaced or ev.reason.endswith(NEW_INCARNATION))
-        g.master_broker_id = ev.new_master
-        g.master_epoch = max(g.master_epoch + 1, ev.min_epoch)
-        if ev.sync_state_set is not None and frozenset(ev.sync_state_set) != g.sync_state_set:
-            g.sync_state_set = frozenset(ev.sync_state_set)
-            g.sync_state_set_epoch += 1
-        elif ev.new_master is not None:
-            # RocketMQ bumps syncStateSetEpoch with every elected master, even if the set is equal.
-            g.sync_state_set_epoch += 1
-        g.eligible = frozenset(ev.eligible)
-    elif isinstance(ev, AlterSyncStateSetEvent):
-        g.sync_state_set = frozenset(ev.sync_state_set)
-        g.sync_state_set_epoch += 1
-        g.eligible = frozenset(ev.eligible)
-        g.holder_replaced = g.holder_replaced or ev.reason == NEW_INCARNATION
-    elif isinstance(ev, EligibleChangeEvent):
-        g.eligible = frozenset(ev.eligible)
-        g.holder_replaced = g.holder_replaced or ev.reason == NEW_INCARNATION
-    elif isinstance(ev, PreferredMasterEvent):
-        g.preferred_master = ev.broker_id
-    elif isinstance(ev, CleanBrokerDataEvent):
-        if not ev.broker_ids:
-            return None
-        ids = frozenset(ev.broker_ids)
-        for bid in ids:
-            g.brokers.pop(bid, None)
-        g.retired = g.retired | ids
-        if len(g.retired) > MAX_RETIRED_IDS:    # bounded: retire everything up to the largest instead
-            g.retired_below, g.retired = max(g.retired_below, max(g.retired) + 1), frozenset()
-        if not g.brokers:
-            return None
-        if g.master_broker_id in ids:
-            g.master_broker_id = None
-            g.master_epoch += 1
-        if g.sync_state_set & ids:
-            g.sync_state_set = g.sync_state_set - ids
-            g.sync_state_set_epoch += 1
-        g.eligible = g.eligible - ids
-        if g.preferred_master in ids:
-            g.preferred_master = 0
-    else:
-        raise InvariantViolation(f"unknown event {type(ev).__name__}")
-    return g
-
-
-def check_group_invariants(before: GroupState | None, after: GroupState | None,
-                           tomb: Tombstone | None = None) -> None:
-    """Raise InvariantViolation if ``after`` is not a legal successor of ``before``."""
-    if after is None:
-        return
-    name = after.broker_name
-    registered = after.brokers.keys()
-    if after.master_broker_id is not None:
-        if after.master_broker_id not in after.sync_state_set:
-            raise InvariantViolation(f"{name}: master {after.master_broker_id} outside SyncStateSet")
-        if after.master_broker_id not in registered:
-            raise InvariantViolation(f"{name}: master {after.master_broker_id} not registered")
-    if not after.sync_state_set <= registered or not after.eligible <= registered:
-        raise InvariantViolation(f"{name}: SyncStateSet/eligible replicas contain unregistered brokers")
-    if after.sync_state_set & after.eligible:
-        raise InvariantViolation(f"{name}: a replica is both in SyncStateSet and eligible")
-    if after.preferred_master and after.preferred_master not in registered:
-        raise InvariantViolation(f"{name}: preferred master {after.preferred_master} not registered")
-    if not 0 <= after.base_master_epoch <= after.master_epoch:
-        raise InvariantViolation(f"{name}: base MasterEpoch above the MasterEpoch")
-    if before is not None and after.base_master_epoch != before.base_master_epoch:
-        raise InvariantViolation(f"{name}: base MasterEpoch changed")
-    if len(after.brokers) > MAX_REPLICAS_PER_GROUP:
-        raise InvariantViolation(f"{name}: more than {MAX_REPLICAS_PER_GROUP} replicas")
-    if after.brokers and after.next_assign_broker_id <= max(after.brokers):
-        raise InvariantViolation(f"{name}: nextAssignBrokerId not above every assigned id")
-    ref = before if before is not None else tomb
-    if ref is None:
-        return
-    if after.master_epoch < ref.master_epoch or after.sync_state_set_epoch < ref.sync_state_set_epoch:
-        raise InvariantViolation(f"{name}: an epoch went backwards")
-    if before is not None:
-        if after.master_broker_id != before.master_broker_id and after.master_epoch <= before.master_epoch:
-            raise InvariantViolation(f"{name}: master changed without a new MasterEpoch")
-        if (after.sync_state_set != before.sync_state_set
-                and after.sync_state_set_epoch <= before.sync_state_set_epoch):
-            raise InvariantViolation(f"{name}: SyncStateSet changed without a new syncStateSetEpoch")
-
-
-def check_state(state: ControllerState) -> None:
-    """Whole-state structural check (tests, after restore)."""
-    for name, g in state.groups.items():
-        if name != g.broker_name:
-            raise InvariantViolation(f"group key {name!r} holds {g.broker_name!r}")
-        check_group_invariants(None, g)
-
 
 # --------------------------------------------------------------------------- handle
 
@@ -377,12 +148,12 @@ class _Staged:
         if isinstance(ev, UpdateConfigEvent):
             if self.config is None:
                 self.config = self.state.config.copy()
-            _apply_config(self.config, ev)
+            apply_config(self.config, ev)
             self.after.append(self.group(ev.broker_name))
             return
         name = ev.broker_name
         cur = self.group(name)
-        new = _apply_group_event(cur.copy() if cur is not None else None, ev, self.state.tombstones.get(name))
+        new = apply_group_event(cur.copy() if cur is not None else None, ev, self.state.tombstones.get(name))
         self.groups[name] = new
         self.after.append(new)
 
@@ -392,7 +163,7 @@ class _Staged:
 
     def commit(self) -> None:
         for name, new in self.groups.items():
-            _commit_group(self.state, name, self.state.groups.get(name), new)
+            commit_group(self.state, name, self.state.groups.get(name), new)
         if self.config is not None:
             self.state.config = self.config
 
@@ -500,9 +271,6 @@ def _register_broker(req: RegisterBrokerRequest, state: ControllerState) -> tupl
     elif not req.clean_shutdown:
         events.extend(_data_loss_events(g, bid, state.config, "unclean_shutdown"))
     return events, _Outcome(group=name)
-
-
-NEW_INCARNATION = "new_incarnation"   # the reason of the events a non-following registration causes
 
 
 def _data_loss_events(g: GroupState, bid: int, cfg: SMConfig, reason: str) -> list[Event]:
@@ -788,48 +556,6 @@ _DECIDERS: dict[type, Callable[[Any, ControllerState], tuple[list[Event], _Outco
 }
 
 
-# --------------------------------------------------------------------------- history
-
-
-def event_history_record(event: Event, index: int, ts_ms: int,
-                         state: ControllerState | GroupState | None) -> dict[str, Any]:
-    """One JSON-lines record per applied event (the format the pipeline reads).
-
-    ``state`` is the state right after the event (a ControllerState or the group itself).
-    """
-    g = state.groups.get(event.broker_name) if isinstance(state, ControllerState) else state
-    reason = ""
-    if isinstance(event, ElectMasterEvent | AlterSyncStateSetEvent | EligibleChangeEvent):
-        reason = event.reason
-    elif isinstance(event, UpdateConfigEvent):
-        reason = ",".join(f"{k}={v}" for k, v in event.changes)
-    elif isinstance(event, CleanBrokerDataEvent):
-        reason = "ids=" + ",".join(map(str, event.broker_ids)) if event.broker_ids else "whole_group"
-    elif isinstance(event, UpdateBrokerAddressEvent):
-        reason = f"address_changed:{event.broker_id}"
-    elif isinstance(event, ApplyBrokerIdEvent):
-        reason = f"broker_id_applied:{event.broker_id}"
-    elif isinstance(event, PreferredMasterEvent):
-        reason = f"preferred_master:{event.broker_id}"
-    elif isinstance(event, AdminAuditEvent):
-        reason = f"{event.action} code={event.code} {event.detail}" + (f" ({event.remark})" if event.remark else "")
-    rec = {
-        "ts_ms": ts_ms,
-        "index": index,
-        "group": event.broker_name,
-        "event": event_name(event),
-        "master_broker_id": g.master_broker_id if g is not None else None,
-        "master_epoch": g.master_epoch if g is not None else 0,
-        "sync_state_set": sorted(g.sync_state_set) if g is not None else [],
-        "sync_state_set_epoch": g.sync_state_set_epoch if g is not None else 0,
-        "reason": reason,
-        "unclean": isinstance(event, ElectMasterEvent) and event.unclean,
-    }
-    if isinstance(event, AdminAuditEvent):
-        rec["actor"] = event.actor
-    return rec
-
-
 # --------------------------------------------------------------------------- the state machine
 
 
@@ -956,114 +682,3 @@ class ControllerStateMachine:
         state, index = decode_snapshot(data)
         self.state = state
         self.last_applied_index = index
-
-
-# --------------------------------------------------------------------------- snapshot codec
-
-_SNAP_MAGIC = b"ASSM"
-_SNAP_VERSION = 1
-_SNAP_HEADER = struct.Struct(">4sHIQ")   # magic, version, crc32(payload), payload length
-MAX_SNAPSHOT_BYTES = 1 << 30
-# The state's JSON: MAX_GROUPS full groups take well under this (about 300 bytes a group)
-MAX_SNAPSHOT_JSON_BYTES = 128 << 20
-
-
-def encode_snapshot(state: ControllerState, last_applied_index: int) -> bytes:
-    """Compact, versioned, CRC-checked: header + zlib(JSON with positional group tuples)."""
-    groups = []
-    for name in sorted(state.groups):
-        g = state.groups[name]
-        groups.append([
-            g.cluster_name, g.broker_name, g.created_ts_ms, g.next_assign_broker_id,
-            g.master_broker_id if g.master_broker_id is not None else 0, g.master_epoch, g.sync_state_set_epoch,
-            sorted(g.sync_state_set), sorted(g.eligible),
-            [[b, r.address, r.register_check_code, *([r.ha_address] if r.ha_address or r.incarnation else []),
-              *([r.incarnation] if r.incarnation else [])]
-             for b, r in sorted(g.brokers.items())], g.base_master_epoch, g.retired_below, sorted(g.retired),
-            *([g.preferred_master] if g.preferred_master or g.holder_replaced else []),
-            *([1] if g.holder_replaced else []),
-        ])
-    tombs = [[n, t.master_epoch, t.sync_state_set_epoch, t.next_assign_broker_id]
-             for n, t in sorted(state.tombstones.items())]
-    doc = {"index": last_applied_index, "config": state.config.to_strings(), "groups": groups, "tombstones": tombs}
-    if state.last_outcome != (0, ""):
-        doc["last_outcome"] = list(state.last_outcome)
-    payload = zlib.compress(json.dumps(doc, separators=(",", ":"), ensure_ascii=False).encode(), 1)
-    return _SNAP_HEADER.pack(_SNAP_MAGIC, _SNAP_VERSION, zlib.crc32(payload), len(payload)) + payload
-
-
-def _broker_record(row: list[Any]) -> BrokerRecord:
-    """A snapshot broker row: [id, address, check code], with an HA address [..., ha address], with
-    an incarnation [..., ha address, incarnation]."""
-    if len(row) not in (3, 4, 5) or not all(isinstance(x, str) for x in row[1:]):
-        raise ValueError(f"bad broker row {row[:5]!r}")
-    return BrokerRecord(*row[1:])
-
-
-def decode_snapshot(data: bytes) -> tuple[ControllerState, int]:
-    """Inverse of encode_snapshot; SnapshotCorrupt on any damage (never a partial state)."""
-    if len(data) < _SNAP_HEADER.size:
-        raise SnapshotCorrupt("controller snapshot shorter than its header")
-    magic, version, crc, length = _SNAP_HEADER.unpack_from(data)
-    if magic != _SNAP_MAGIC:
-        raise SnapshotCorrupt("controller snapshot has a bad magic")
-    if version != _SNAP_VERSION:
-        raise SnapshotCorrupt(f"unsupported controller snapshot version {version}")
-    payload = bytes(data[_SNAP_HEADER.size:])
-    if length != len(payload) or length > MAX_SNAPSHOT_BYTES:
-        raise SnapshotCorrupt(f"controller snapshot length {len(payload)} != header {length}")
-    if zlib.crc32(payload) != crc:
-        raise SnapshotCorrupt("controller snapshot CRC mismatch")
-    # Decompressed in bounded steps: a zip bomb (a 1 MB snapshot of zeros) made restore-member
-    # use 2.15 GB before; more than MAX_SNAPSHOT_JSON_BYTES of state is corrupt, not a snapshot.
-    d, parts, total, rest = zlib.decompressobj(), [], 0, payload
-    try:
-        while rest and total <= MAX_SNAPSHOT_JSON_BYTES:
-            part = d.decompress(rest, 1 << 20)
-            rest = d.unconsumed_tail
-            parts.append(part)
-            total += len(part)
-            if not part and not rest:
-                break
-        parts.append(d.flush())
-    except zlib.error as e:
-        raise SnapshotCorrupt(f"controller snapshot does not decompress: {e}") from None
-    total += len(parts[-1])
-    if total > MAX_SNAPSHOT_JSON_BYTES:
-        raise SnapshotCorrupt(f"controller snapshot decompresses to more than {MAX_SNAPSHOT_JSON_BYTES} bytes")
-    raw = b"".join(parts)
-    try:
-        doc = json.loads(raw)
-        state = ControllerState(SMConfig.from_strings(doc["config"]))
-        for row in doc["groups"]:
-            if len(row) == 10:   # written before baseMasterEpoch existed: 0 is the conservative value
-                row = [*row, 0]
-            if len(row) == 11:   # written before retired ids: every id below next was used (the old rule)
-                row = [*row, row[3], []]
-            if len(row) == 13:   # no preferred master (the column is only written when set)
-                row = [*row, 0]
-            if len(row) == 14:   # no replaced holder (written only when set)
-                row = [*row, 0]
-            (cluster, name, created, nxt, master, mepoch, sepoch, sss, elig, brokers, base, below, retired, pref,
-             replaced) = row
-            if not isinstance(pref, int) or isinstance(pref, bool) or pref < 0:
-                raise ValueError(f"bad preferred master {pref!r}")
-            if replaced not in (0, 1) or isinstance(replaced, bool):
-                raise ValueError(f"bad holder_replaced {replaced!r}")
-            g = GroupState(cluster, name, created, nxt, {int(r[0]): _broker_record(r) for r in brokers},
-                           master or None, mepoch, frozenset(sss), sepoch, frozenset(elig), base, below,
-                           frozenset(int(x) for x in retired), pref, bool(replaced))
-            state.groups[name] = g
-        for n, me, se, nxt in doc["tombstones"]:
-            state.tombstones[n] = Tombstone(me, se, nxt)
-        code, remark = doc.get("last_outcome", (0, ""))
-        if not isinstance(code, int) or isinstance(code, bool) or not isinstance(remark, str):
-            raise ValueError("bad last_outcome")
-        state.last_outcome = (code, remark[:MAX_AUDIT_FIELD_LEN])
-        index = doc["index"]
-        if not isinstance(index, int) or index < 0:
-            raise ValueError("bad index")
-        check_state(state)
-    except (ValueError, KeyError, TypeError, zlib.error, InvariantViolation, ConfigValueError) as e:
-        raise SnapshotCorrupt(f"controller snapshot content is invalid: {e}") from None
-    return state, index

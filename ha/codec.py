@@ -28,6 +28,7 @@ from __future__ import annotations
 
 import struct
 from dataclasses import dataclass
+from typing import Generic, TypeVar
 
 from autoswitch.ha.config import HARD_MAX_BODY_SIZE, HARD_MAX_EPOCH_ENTRIES
 from autoswitch.ha.errors import FrameError
@@ -100,6 +101,9 @@ class Transfer:
 
 
 Frame = SlaveHandshake | Ack | MasterHandshake | Transfer
+SlaveFrame = SlaveHandshake | Ack            # what a master receives
+MasterFrame = MasterHandshake | Transfer     # what a slave receives
+F = TypeVar("F", SlaveFrame, MasterFrame)
 
 
 # ----------------------------------------------------------------------------- encoding
@@ -183,7 +187,7 @@ def encode(f: Frame) -> bytes:
 
 # ----------------------------------------------------------------------------- decoding
 
-class _Decoder:
+class _Decoder(Generic[F]):
     """Accumulates bytes and yields whole frames; after a FrameError it stays broken.
 
     The buffer is allocated once and reused (read/write positions, compaction by memmove):
@@ -254,7 +258,7 @@ class _Decoder:
                 self._mem = grown
             self._r, self._w = 0, have
 
-    def next_frame(self) -> Frame | None:
+    def next_frame(self) -> F | None:
         """The next whole frame, or None when more bytes are needed."""
         if self._error is not None:
             raise self._error
@@ -269,8 +273,8 @@ class _Decoder:
             self._r = self._w = 0
             raise
 
-    def frames(self) -> list[Frame]:
-        out: list[Frame] = []
+    def frames(self) -> list[F]:
+        out: list[F] = []
         while (f := self.next_frame()) is not None:
             out.append(f)
         return out
@@ -280,7 +284,7 @@ class _Decoder:
         self._r = self._w = 0
         raise err
 
-    def _parse(self, buf: bytearray, r: int, avail: int) -> Frame | None:  # pragma: no cover
+    def _parse(self, buf: bytearray, r: int, avail: int) -> F | None:  # pragma: no cover
         raise NotImplementedError
 
     def _frame_rest(self, have: int) -> int:
@@ -288,10 +292,10 @@ class _Decoder:
         return 0
 
 
-class MasterSideDecoder(_Decoder):
+class MasterSideDecoder(_Decoder[SlaveFrame]):
     """Decodes what a master receives from a slave: SlaveHandshake and Ack."""
 
-    def _parse(self, buf: bytearray, r: int, avail: int) -> Frame | None:
+    def _parse(self, buf: bytearray, r: int, avail: int) -> SlaveFrame | None:
         (state,) = _STATE.unpack_from(buf, r)
         if state == HANDSHAKE:
             if avail < SLAVE_HANDSHAKE_SIZE:
@@ -330,7 +334,7 @@ class MasterSideDecoder(_Decoder):
         raise FrameError("bad_state", f"state code {state} from a slave")
 
 
-class SlaveSideDecoder(_Decoder):
+class SlaveSideDecoder(_Decoder[MasterFrame]):
     """Decodes what a slave receives from its master: MasterHandshake and Transfer.
 
     ``zero_copy=True``: a Transfer body is a memoryview into the decoder's buffer, valid only
@@ -349,7 +353,7 @@ class SlaveSideDecoder(_Decoder):
         self.zero_copy = zero_copy
         self._max_buffer = max(max_body_size, max_epoch_entries * EPOCH_ENTRY_SIZE) + self.MAX_FEED + 64
 
-    def _parse(self, buf: bytearray, r: int, avail: int) -> Frame | None:
+    def _parse(self, buf: bytearray, r: int, avail: int) -> MasterFrame | None:
         (state,) = _STATE.unpack_from(buf, r)
         if state == TRANSFER:
             return self._parse_transfer(buf, r, avail)
@@ -357,7 +361,7 @@ class SlaveSideDecoder(_Decoder):
             return self._parse_handshake(buf, r, avail)
         raise FrameError("bad_state", f"state code {state} from a master")
 
-    def _parse_transfer(self, buf: bytearray, r: int, avail: int) -> Frame | None:
+    def _parse_transfer(self, buf: bytearray, r: int, avail: int) -> MasterFrame | None:
         if avail < TRANSFER_HEADER_SIZE:
             # The size is known after 8 bytes: reject a hostile size before waiting for more.
             if avail >= 8:
@@ -397,7 +401,7 @@ class SlaveSideDecoder(_Decoder):
         if size > self.max_body_size:
             raise FrameError("body_too_large", f"bodySize {size} > limit {self.max_body_size}")
 
-    def _parse_handshake(self, buf: bytearray, r: int, avail: int) -> Frame | None:
+    def _parse_handshake(self, buf: bytearray, r: int, avail: int) -> MasterFrame | None:
         if avail < 8:
             return None
         (size,) = _STATE.unpack_from(buf, r + 4)

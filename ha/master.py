@@ -249,7 +249,9 @@ class HAMaster:
     def slave_infos(self) -> list[dict]:
         out = []
         for info in self.tracker.replica_infos(self.log.max_offset):
-            c = self._conns.get(info["brokerId"])
+            bid = info["brokerId"]
+            assert isinstance(bid, int)
+            c = self._conns.get(bid)
             info["addr"] = c.addr if c is not None else None
             if c is not None:
                 info["nextOffset"] = c.session.next_offset
@@ -322,7 +324,7 @@ class HAMaster:
         ok, asked = True, False
         for bid in sorted(added):
             conn = self._conns.get(bid)
-            refused = "not_connected"
+            refused: str | None = "not_connected"
             if conn is not None:     # one fresh answer from the controllers serves every added id
                 refused = await self.registry.refusal(bid, conn.incarnation, fresh=not asked)
                 asked = True

@@ -17,6 +17,7 @@ fixed-size fingerprints for divergence (details only for the rare suspect offset
 
 from __future__ import annotations
 
+import functools
 import json
 from pathlib import Path
 
@@ -171,22 +172,22 @@ def run_audit(spark, acks, index, replica_rows: list[dict], epoch_rows: list[dic
          .filter(F.col("phy_offset") + F.col("size") <= F.col("bound"))
          .withColumn("is_master", F.col("broker_id") == F.col("master_id"))
          .withColumn("idh", F.xxhash64("msg_id")))
-    m, s = F.col("is_master"), ~F.col("is_master")
+    on_m, on_s = F.col("is_master"), ~F.col("is_master")
     g = r.groupBy("group", "phy_offset").agg(
-        F.max(F.when(m, F.col("crc"))).alias("m_crc"), F.max(F.when(m, F.col("size"))).alias("m_size"),
-        F.max(F.when(m, F.col("idh"))).alias("m_idh"),
-        F.min(F.when(s, F.col("crc"))).alias("s_crc0"), F.max(F.when(s, F.col("crc"))).alias("s_crc1"),
-        F.min(F.when(s, F.col("size"))).alias("s_size0"), F.max(F.when(s, F.col("size"))).alias("s_size1"),
-        F.min(F.when(s, F.col("idh"))).alias("s_idh0"), F.max(F.when(s, F.col("idh"))).alias("s_idh1"),
-        F.sum(F.when(m, 1).otherwise(0)).alias("m_n"))
+        F.max(F.when(on_m, F.col("crc"))).alias("m_crc"), F.max(F.when(on_m, F.col("size"))).alias("m_size"),
+        F.max(F.when(on_m, F.col("idh"))).alias("m_idh"),
+        F.min(F.when(on_s, F.col("crc"))).alias("s_crc0"), F.max(F.when(on_s, F.col("crc"))).alias("s_crc1"),
+        F.min(F.when(on_s, F.col("size"))).alias("s_size0"), F.max(F.when(on_s, F.col("size"))).alias("s_size1"),
+        F.min(F.when(on_s, F.col("idh"))).alias("s_idh0"), F.max(F.when(on_s, F.col("idh"))).alias("s_idh1"),
+        F.sum(F.when(on_m, 1).otherwise(0)).alias("m_n"))
     differs = F.lit(False)
     for c in ("crc", "size", "idh"):
         differs = differs | (F.col(f"s_{c}0") != F.col(f"m_{c}")) | (F.col(f"s_{c}1") != F.col(f"m_{c}"))
     suspects = g.filter(F.col("s_crc0").isNotNull() & ((F.col("m_n") == 0) | differs)).select("group", "phy_offset")
     at = r.join(suspects, ["group", "phy_offset"])
-    mv = at.filter(m).select("group", "phy_offset", F.col("crc").alias("master_crc"),
+    mv = at.filter(on_m).select("group", "phy_offset", F.col("crc").alias("master_crc"),
                              F.col("msg_id").alias("master_msg_id"), F.col("size").alias("master_size"))
-    div = (at.filter(s).join(mv, ["group", "phy_offset"], "left")
+    div = (at.filter(on_s).join(mv, ["group", "phy_offset"], "left")
            .withColumn("kind", F.when(F.col("master_crc").isNull(), "only_on_replica")
                        .when(F.col("msg_id") != F.col("master_msg_id"), "msg_id_mismatch")
                        .when(F.col("crc") != F.col("master_crc"), "crc_mismatch")
@@ -199,10 +200,9 @@ def run_audit(spark, acks, index, replica_rows: list[dict], epoch_rows: list[dic
     frames = {"lost": lost, "moved": moved, "replica_missing": rmiss, "divergence": div, "duplicates": dups}
     # One job computes and caches every (small) result and counts them; the writes read the cache.
     frames = {k: v.persist(StorageLevel.MEMORY_AND_DISK) for k, v in frames.items()}
-    tally = None
-    for name, df in [*frames.items(), ("_problems", problems), ("_acks", acks)]:
-        c = df.groupBy().count().withColumn("category", F.lit(name))
-        tally = c if tally is None else tally.unionByName(c)
+    tallies = [df.groupBy().count().withColumn("category", F.lit(name))
+               for name, df in [*frames.items(), ("_problems", problems), ("_acks", acks)]]
+    tally = functools.reduce(lambda a, b: a.unionByName(b), tallies)
     counts = {r["category"]: r["count"] for r in tally.collect()}
     n_problems, ack_rows = counts.pop("_problems"), counts.pop("_acks")
     for name, df in frames.items():

@@ -22,6 +22,7 @@ import json
 import time
 from dataclasses import dataclass, field
 from pathlib import Path
+from typing import Any
 
 import numpy as np
 
@@ -189,7 +190,8 @@ class _Rotating:
     def __init__(self, folder: Path, schema, file_rows: int) -> None:
         self.folder, self.schema, self.file_rows = folder, schema, file_rows
         folder.mkdir(parents=True, exist_ok=True)
-        self.part, self.rows, self.w = 0, 0, None
+        self.part, self.rows = 0, 0
+        self.w: Any = None      # the open pyarrow ParquetWriter
 
     def write(self, table) -> None:
         import pyarrow.parquet as pq
@@ -229,16 +231,18 @@ def generate(out: Path, groups: int, messages: int, seed: int, plant_losses: int
     g_held = np.array([[p.held[b] for b in REPLICAS] for p in plans], dtype=np.int64)
     g_t0 = np.array([p.t0 for p in plans], dtype=np.int64)
     # flat failover tables, globally sorted by record index because records are group-major
-    b_global, b_gap = [], []
+    b_global: list[int] = []
+    b_gap: list[int] = []
     seg_first = np.zeros(len(plans), dtype=np.int64)
-    seg_epoch, seg_master = [], []
+    seg_epoch: list[int] = []
+    seg_master: list[int] = []
     for p in plans:
         seg_first[p.gid] = len(seg_epoch)
         seg_epoch.extend(p.epochs)
         seg_master.extend(p.masters)
-        for k, b in enumerate(p.bounds):
-            b_global.append(p.start + b)
-            b_gap.append(p.detect_ms[k] + p.elect_ms[k] + p.resume_ms[k])
+        for j, bound in enumerate(p.bounds):
+            b_global.append(p.start + bound)
+            b_gap.append(p.detect_ms[j] + p.elect_ms[j] + p.resume_ms[j])
     b_global_a = np.array(b_global, dtype=np.int64)
     b_cum = np.concatenate([[0], np.cumsum(np.array(b_gap, dtype=np.int64))])
     seg_epoch_a = np.array(seg_epoch, dtype=np.int64)
@@ -287,7 +291,7 @@ def generate(out: Path, groups: int, messages: int, seed: int, plant_losses: int
         inter = np.maximum(rng.exponential(MEAN_INTERARRIVAL_MS, size=n).astype(np.int64), 0) + 1
         csum_off = run_off + np.cumsum(size) - size
         csum_ts = run_ts + np.cumsum(inter)
-        first_pos = idx[np.searchsorted(gi, new_groups, side="left")] - a if len(new_groups) else []
+        first_pos: Any = idx[np.searchsorted(gi, new_groups, side="left")] - a if len(new_groups) else []
         for g, fp in zip(new_groups, first_pos, strict=True):
             g_off_base[g] = csum_off[fp]
             g_ts_base[g] = csum_ts[fp]

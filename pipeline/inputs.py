@@ -109,7 +109,7 @@ MAX_SMALL_ROWS = 5_000_000   # replica, epoch and event tables are read on the d
 def _check_row(row, fields, where: str) -> dict:
     if not isinstance(row, dict):
         raise MalformedInput(f"{where}: not a JSON object", where=where)
-    out = {}
+    out: dict[str, object] = {}
     for f in fields:
         v = row.get(f.name)
         if v is None:

@@ -72,7 +72,7 @@ def init_dev_ca(directory: Path, identities: Iterable[str], hosts: Iterable[str]
     {"cert", "key", "ca", "cluster"}."""
     from cryptography import x509
     from cryptography.hazmat.primitives import hashes, serialization
-    from cryptography.hazmat.primitives.asymmetric import ec
+    from cryptography.hazmat.primitives.asymmetric import ec, ed25519, rsa
     from cryptography.x509.oid import ExtendedKeyUsageOID, NameOID
 
     ids = list(dict.fromkeys(identities))
@@ -91,7 +91,11 @@ def init_dev_ca(directory: Path, identities: Iterable[str], hosts: Iterable[str]
 
     ca_key_path, ca_path = directory / "ca.key", directory / "ca.pem"
     if ca_key_path.exists() and ca_path.exists():
-        ca_key = serialization.load_pem_private_key(ca_key_path.read_bytes(), None)
+        loaded = serialization.load_pem_private_key(ca_key_path.read_bytes(), None)
+        if not isinstance(loaded, ec.EllipticCurvePrivateKey | rsa.RSAPrivateKey | ed25519.Ed25519PrivateKey):
+            raise ConfigError(f"{ca_key_path} holds a {type(loaded).__name__}, which cannot sign certificates "
+                              "(an EC, RSA or Ed25519 key can)", path=str(ca_key_path))
+        ca_key: ec.EllipticCurvePrivateKey | rsa.RSAPrivateKey | ed25519.Ed25519PrivateKey = loaded
         ca_cert = x509.load_pem_x509_certificate(ca_path.read_bytes())
     else:
         ca_key = ec.generate_private_key(ec.SECP256R1())
@@ -150,7 +154,7 @@ def issue_token(tokens_file: Path, name: str, roles: Iterable[str], group: str |
     role_set = sorted(r.value for r in parse_roles(list(roles), f"token {name!r}"))
     token = "ast_" + secrets.token_urlsafe(32)
     entries = _token_tables(tokens_file)
-    entry = {"roles": role_set, "sha256": token_digest(token)}
+    entry: dict[str, object] = {"roles": role_set, "sha256": token_digest(token)}
     if group is not None or broker_id is not None:
         entry.update(group=group, broker_id=broker_id)
     entries[name] = entry

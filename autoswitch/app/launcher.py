@@ -45,11 +45,16 @@ class Child:
         assert self.popen is not None
         return self.popen.pid
 
+    @property
+    def exit_code(self) -> int | None:
+        """The exit status once it has ended (None while it runs or before it started)."""
+        return self.popen.returncode if self.popen is not None else None
+
     def alive(self) -> bool:
         return self.popen is not None and self.popen.poll() is None
 
     def kill9(self, wait_s: float = 10.0) -> None:
-        if self.alive():
+        if self.popen is not None and self.alive():
             os.kill(self.pid, signal.SIGKILL)
             self.popen.wait(wait_s)
 

@@ -30,10 +30,12 @@ class MariaDBServer:
         """``tls``: {"ca", "cert", "key"} turns TLS on (the server presents that certificate);
         which accounts must use it stays the caller's (``CREATE USER ... REQUIRE SSL``)."""
         self.tls = tls
-        self.server = shutil.which("mariadbd") or shutil.which("mysqld", path="/usr/sbin:/usr/bin")
-        self.install = shutil.which("mariadb-install-db") or shutil.which("mysql_install_db")
-        if not self.server or not self.install:
+        server = shutil.which("mariadbd") or shutil.which("mysqld", path="/usr/sbin:/usr/bin")
+        install = shutil.which("mariadb-install-db") or shutil.which("mysql_install_db")
+        if not server or not install:
             raise MariaDBNotInstalled("MariaDB is not installed (Debian: apt-get install mariadb-server)")
+        self.server: str = server
+        self.install: str = install
         self.port = port
         self.dir = Path(tempfile.mkdtemp(prefix="autoswitch-mariadb-"))
         self.user = "mysql" if os.geteuid() == 0 else pwd.getpwuid(os.geteuid()).pw_name

@@ -425,7 +425,7 @@ class Cluster:
         for c in children:
             while True:
                 if not c.alive():
-                    raise NotReady(f"{c.name} exited with {c.popen.returncode} during startup", log=str(c.log_path))
+                    raise NotReady(f"{c.name} exited with {c.exit_code} during startup", log=str(c.log_path))
                 try:
                     _r, w = await asyncio.wait_for(asyncio.open_connection(HOST, c.port), 0.5)
                     w.close()
@@ -473,7 +473,7 @@ class Cluster:
         dead = self.failed_children()
         if dead:
             c = dead[0]
-            raise NotReady(f"{c.name} (pid {c.pid}) exited with {c.popen.returncode}", log=str(c.log_path))
+            raise NotReady(f"{c.name} (pid {c.pid}) exited with {c.exit_code}", log=str(c.log_path))
 
 
 # ---------------- routed producer ----------------
@@ -740,7 +740,7 @@ async def _status_loop(cluster: Cluster, client: Any, stop: asyncio.Event, refre
         for c in cluster.failed_children():
             if c.name not in warned:
                 warned.add(c.name)
-                _out(f"warning: {c.name} (pid {c.pid}) exited with {c.popen.returncode}; log {c.log_path}")
+                _out(f"warning: {c.name} (pid {c.pid}) exited with {c.exit_code}; log {c.log_path}")
         if tty:
             lay = cluster.layout
             # The address block printed at startup is cleared by the redraw: repeat the essentials.

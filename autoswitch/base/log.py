@@ -14,7 +14,7 @@ import os
 import sys
 import threading
 import time
-from typing import TYPE_CHECKING, Any, cast
+from typing import TYPE_CHECKING, Any, BinaryIO, cast
 
 import orjson
 
@@ -72,7 +72,7 @@ class _Sink:
             if isinstance(target, io.TextIOBase):
                 target.write(message.decode() + "\n")
             else:
-                target.write(message + b"\n")
+                cast(BinaryIO, target).write(message + b"\n")
             target.flush()
 
     log = debug = info = warn = warning = error = critical = exception = fatal = msg
@@ -90,7 +90,7 @@ class _StderrHandler(logging.StreamHandler):
         pass
 
 
-_PROCESSORS = [_stamp, _render]
+_PROCESSORS: list[Any] = [_stamp, _render]
 _generation = 0   # bumped by configure() (0: not yet): loggers re-bind to the new level and stream
 
 

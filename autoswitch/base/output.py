@@ -149,9 +149,9 @@ def _label(record: Mapping[str, Any], i: int) -> str:
 
 def _blocks(value: Any, title: str | None) -> list[Any]:
     if _is_rows(value):
-        flat = [_flat(r) for r in value]
-        if not any(_is_rows(x) for r in flat for x in r.values()):
-            return [_table(flat, title)]
+        rows = [_flat(r) for r in value]
+        if not any(_is_rows(x) for r in rows for x in r.values()):
+            return [_table(rows, title)]
         # records that hold records of their own (a group and its replicas): one block each
         out: list[Any] = []
         for i, r in enumerate(value):

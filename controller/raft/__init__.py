@@ -7,8 +7,16 @@ without gRPC, e.g. in the simulator.
 
 from typing import Any
 
+from autoswitch.controller.consensus.errors import (
+    NotLeader,
+    ProposalTimeout,
+    QuorumUnavailable,
+    RaftError,
+    RaftStopped,
+)
+
 from .config import RaftConfig
-from .errors import NotLeader, ProposalTimeout, QuorumUnavailable, RaftError, RaftStopped, RaftStorageCorrupt
+from .errors import RaftStorageCorrupt
 
 __all__ = [
     "NotLeader",

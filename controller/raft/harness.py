@@ -13,9 +13,11 @@ import random
 from collections.abc import Callable
 from dataclasses import dataclass, field
 
+from autoswitch.controller.consensus.membership import Membership
+
 from .config import RaftConfig
 from .core import RaftCore
-from .membership import Membership, pack_snapshot, unpack_snapshot
+from .membership import pack_snapshot, unpack_snapshot
 from .messages import Entry, EntryKind, Message, Role, Snapshot
 from .storage import MemoryStorage, Storage
 
@@ -34,6 +36,9 @@ class KVStateMachine:
             k, _, v = data.decode().partition("=")
             self.kv[k] = v
         return index
+
+    def after_apply_batch(self) -> None:
+        pass
 
     def snapshot(self) -> bytes:
         return json.dumps({"kv": self.kv, "last": self.last_index}, sort_keys=True).encode()

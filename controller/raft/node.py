@@ -16,7 +16,18 @@ import os
 import random
 from collections.abc import Callable
 from pathlib import Path
-from typing import Any, Protocol
+from typing import Any
+
+from autoswitch.controller.consensus import StateMachine
+from autoswitch.controller.consensus.errors import (
+    NotLeader,
+    ProposalDropped,
+    ProposalTimeout,
+    QuorumUnavailable,
+    RaftError,
+    RaftStopped,
+)
+from autoswitch.controller.consensus.membership import Membership
 
 from autoswitch.base.fsutil import fsync_dir, write_atomic
 from autoswitch.base.log import get_logger
@@ -24,16 +35,8 @@ from autoswitch.base.waits import wait_event
 
 from .config import RaftConfig
 from .core import RaftCore
-from .errors import (
-    NotLeader,
-    ProposalDropped,
-    ProposalTimeout,
-    QuorumUnavailable,
-    RaftError,
-    RaftStopped,
-    RaftStorageCorrupt,
-)
-from .membership import Membership, pack_snapshot, unpack_snapshot
+from .errors import RaftStorageCorrupt
+from .membership import pack_snapshot, unpack_snapshot
 from .messages import EntryKind, Message, ReadState, Ready, Role, Snapshot
 from .proposals import PENDING, Proposal, ProposeExpired, expire, wake_up
 from .storage import FileStorage, Storage
@@ -42,12 +45,6 @@ from .transport_api import RaftTransport
 # A file in the raft data dir: present while a recovered node may not vote or campaign.
 CATCH_UP_MARKER = "catch_up"
 _MAX_SEND_PASSES = 4
-
-class StateMachine(Protocol):
-    def apply(self, index: int, data: bytes) -> Any: ...   # deterministic, every node, log order
-    def snapshot(self) -> bytes: ...
-    def restore(self, data: bytes) -> None: ...
-
 
 class RaftNode:
     def __init__(self, node_id: str, peers: dict[str, str], data_dir: Path, state_machine: StateMachine,
@@ -83,7 +80,7 @@ class RaftNode:
         self._sleep: asyncio.Future | None = None  # what the loop awaits while idle
         self._stopped = False
         self._waiters: dict[int, tuple[int, Proposal, int]] = {}   # index -> (term, proposal, position)
-        self._reads: dict[int, asyncio.Future] = {}
+        self._reads: dict[object, asyncio.Future[None]] = {}   # keyed by the read context (ReadState.ctx)
         self._read_ids = itertools.count(1)
         self._ready_reads: list[ReadState] = []
         self._last_snap_index = 0
@@ -292,8 +289,8 @@ class RaftNode:
                                                "entry was overwritten by a new leader"))
                 else:
                     prop.decide(pos, err if err is not None else result)
-        if rd.committed_entries and (hook := getattr(self.sm, "after_apply_batch", None)) is not None:
-            hook()
+        if rd.committed_entries:
+            self.sm.after_apply_batch()
         if rd.soft_state is not None:
             self.log.info("raft_role", role=rd.soft_state.role.value, leader=rd.soft_state.leader_id,
                           term=rd.soft_state.term)
@@ -312,9 +309,9 @@ class RaftNode:
             keep = []
             for rs in self._ready_reads:
                 if core.applied >= rs.index:
-                    fut = self._reads.pop(rs.ctx, None)  # type: ignore[arg-type]
-                    if fut is not None and not fut.done():
-                        fut.set_result(None)
+                    waiter = self._reads.pop(rs.ctx, None)
+                    if waiter is not None and not waiter.done():
+                        waiter.set_result(None)
                 else:
                     keep.append(rs)
             self._ready_reads = keep
@@ -402,12 +399,12 @@ class RaftNode:
             except NotLeader:
                 prop.decide(pos, self._not_leader())
                 continue
-            except ProposalDropped as exc:
-                if exc.reason == "leadership_transfer":
+            except ProposalDropped as dropped:
+                if dropped.reason == "leadership_transfer":
                     prop.decide(pos, NotLeader(core.transferee, self.addrs.get(core.transferee or ""),
                                                "leadership transfer in progress"))
                 else:
-                    prop.decide(pos, QuorumUnavailable(str(exc), reason=exc.reason))
+                    prop.decide(pos, QuorumUnavailable(str(dropped), reason=dropped.reason))
                 continue
             self._waiters[idx] = (term, prop, pos)
             prop.where.append((idx, pos))

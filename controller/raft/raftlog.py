@@ -6,7 +6,8 @@ compaction point); ``stable`` is the last index known to be persisted by the dri
 
 from __future__ import annotations
 
-from .errors import RaftError
+from autoswitch.controller.consensus.errors import RaftError
+
 from .messages import Entry
 
 

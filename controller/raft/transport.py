@@ -14,6 +14,7 @@ is cleared (Raft retransmits what matters) and the stream is re-opened with expo
 from __future__ import annotations
 
 import asyncio
+import collections
 import contextlib
 import dataclasses
 import hashlib
@@ -51,7 +52,8 @@ _KINDS = {int(k): k for k in EntryKind}
 def to_pb(m: Message) -> raft_pb2.RaftMessage:
     # Only the fields a message uses are set, and entries are built in place (add): a Batch of
     # a 64-entry AppendEntries per follower was a measurable share of the leader's CPU per write.
-    p = raft_pb2.RaftMessage(type=int(m.type), to=m.to, vote_result=int(m.vote_result), **{"from": m.frm})
+    p = raft_pb2.RaftMessage(type=int(m.type), to=m.to, vote_result=int(m.vote_result))
+    setattr(p, "from", m.frm)       # noqa: B010 - a Python keyword as a field name
     for name in _SCALARS:
         v = getattr(m, name)
         if v:
@@ -209,6 +211,19 @@ class _Stop:
         self.attempt = attempt
 
 
+class _SendQueue(asyncio.Queue["Message | _Stop"]):
+    """A peer's send queue, with a look at what waits in it: the batching loop must not take a
+    message it cannot fit, and an idle sender keeps its back-off only with nothing to send."""
+
+    _queue: collections.deque[Message | _Stop]      # asyncio.Queue's own buffer
+
+    def head(self) -> Message | _Stop:
+        return self._queue[0]
+
+    def waiting(self) -> Iterable[Message | _Stop]:
+        return iter(self._queue)
+
+
 class PeerSender:
     def __init__(self, self_id: str, peer_id: str, addr: str, cfg: RaftConfig, cluster: str,
                  tls: TLSConfig | None = None) -> None:
@@ -219,7 +234,7 @@ class PeerSender:
         self.addr = addr
         self.cfg = cfg
         self.cluster = cluster
-        self.queue: asyncio.Queue[Message | _Stop] = asyncio.Queue(maxsize=cfg.send_queue_limit)
+        self.queue: _SendQueue = _SendQueue(maxsize=cfg.send_queue_limit)
         self.log = get_logger("raft.transport", node=self_id, peer=peer_id)
         self.dropped = 0
         self.attempts = 0      # calls opened (each reconnect is one)
@@ -247,13 +262,14 @@ class PeerSender:
             msgs = [m]
             size = _approx_size(m)
             while len(msgs) < self.cfg.max_batch_messages and not self.queue.empty():
-                nxt = self.queue._queue[0]  # peek: keep a batch under the message size limit
+                nxt = self.queue.head()     # keep a batch under the message size limit
                 if isinstance(nxt, _Stop):
                     break
                 s = _approx_size(nxt)
                 if size + s > self.cfg.max_message_bytes - (1 << 15):
                     break
-                msgs.append(self.queue.get_nowait())
+                self.queue.get_nowait()
+                msgs.append(nxt)
                 size += s
             yield raft_pb2.Batch(version=WIRE_VERSION, cluster=self.cluster, messages=[to_pb(x) for x in msgs],
                                  sender=self.self_id, sender_member=self.self_member)
@@ -300,7 +316,7 @@ class PeerSender:
         floor = self.cfg.reconnect_min_ms / 1000
         await asyncio.sleep(floor)
         rest = backoff_s - floor
-        if rest > 0 and not any(not isinstance(m, _Stop) for m in self.queue._queue):
+        if rest > 0 and not any(not isinstance(m, _Stop) for m in self.queue.waiting()):
             self._queued.clear()
             await wait_event(self._queued, rest)
 

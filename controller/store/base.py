@@ -29,7 +29,8 @@ class Snapshot:
 
 
 class Store(Protocol):
-    kind: str                  # "sqlite", "postgresql", "mysql", "etcd", "zookeeper": the log lines' backend field
+    @property
+    def kind(self) -> str: ...  # "sqlite", "postgresql", "mysql", "etcd", "zookeeper": the log lines' backend field
     max_batch_entries: int     # the store's own bound on entries per write
     max_batch_bytes: int
 

@@ -21,9 +21,9 @@ from collections.abc import Callable
 from concurrent.futures import ThreadPoolExecutor
 from typing import Any
 
-from autoswitch.controller.raft.errors import NotLeader, ProposalTimeout, QuorumUnavailable, RaftStopped
-from autoswitch.controller.raft.membership import Membership
-from autoswitch.controller.raft.node import StateMachine
+from autoswitch.controller.consensus import StateMachine
+from autoswitch.controller.consensus.errors import NotLeader, ProposalTimeout, QuorumUnavailable, RaftStopped
+from autoswitch.controller.consensus.membership import Membership
 
 from autoswitch.base.log import get_logger
 from autoswitch.base.waits import wait_event
@@ -328,7 +328,8 @@ class StoreLogNode:
         return out
 
     def _take_batch(self) -> list[_Pending]:
-        batch, size = [], 0
+        batch: list[_Pending] = []
+        size = 0
         max_entries = min(self.cfg.max_batch_entries, self.store.max_batch_entries)
         max_bytes = min(self.cfg.max_batch_bytes, self.store.max_batch_bytes)
         while self._queue and len(batch) < max_entries:

@@ -24,6 +24,7 @@ import struct
 import time
 import zlib
 from collections.abc import Callable
+from typing import Any
 
 from kazoo.client import KazooClient, KazooState
 from kazoo.exceptions import KazooException, NodeExistsError, NoNodeError
@@ -132,7 +133,8 @@ class ZkStore:
                                    f"{self.cfg.lease_ms}: its minSessionTimeout is longer than our lease (lower "
                                    "it, or raise lease_ms); refusing to use this store", granted_ms=granted)
 
-    def _node(self, path: str) -> tuple[bytes, object] | None:
+    def _node(self, path: str) -> tuple[bytes, Any] | None:
+        """(data, its ZnodeStat), or None when the node does not exist."""
         try:
             return self._get(self.zk.get_async(path))
         except NoNodeError:
@@ -230,8 +232,10 @@ class ZkStore:
 
     def _epoch_value(self) -> int:
         got = self._node(self.epoch)
+        if got is None:
+            return 0
         try:
-            return int(got[0]) if got is not None else 0
+            return int(got[0])
         except ValueError:
             raise StoreCorrupt(f"{self.epoch} holds {got[0][:20]!r}, not a number") from None
 

@@ -6,9 +6,9 @@ from __future__ import annotations
 
 import random
 
+from autoswitch.controller.consensus.errors import RaftError
 from autoswitch.controller.raft.config import RaftConfig
 from autoswitch.controller.raft.core import RaftCore
-from autoswitch.controller.raft.errors import RaftError
 from autoswitch.controller.raft.messages import (
     Entry,
     EntryKind,

@@ -174,7 +174,7 @@ async def _raft_state(c: FailoverCluster) -> dict[str, tuple[int, int, int]]:
 
 def _forged_config_append(cid: str, sender: str, target: str, term: int, last_index: int, last_term: int):
     """An APPEND from ``sender`` that adds ``sender`` as a voter and says it is committed."""
-    from autoswitch.controller.raft.membership import Member, Membership
+    from autoswitch.controller.consensus.membership import Member, Membership
     from autoswitch.controller.raft.messages import EntryKind
 
     conf = Membership({n: Member(client="127.0.0.1:9", raft="127.0.0.1:9") for n in ("n1", "n2", "n3", sender)})

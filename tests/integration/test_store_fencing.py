@@ -16,8 +16,8 @@ import threading
 import time
 
 import pytest
-from autoswitch.controller.raft.errors import NotLeader
-from autoswitch.controller.raft.membership import Member, Membership
+from autoswitch.controller.consensus.errors import NotLeader
+from autoswitch.controller.consensus.membership import Member, Membership
 from autoswitch.controller.store.base import open_store
 from autoswitch.controller.store.config import StoreBackendConfig
 from autoswitch.controller.store.node import StoreLogNode

@@ -10,6 +10,7 @@ from __future__ import annotations
 import random
 from dataclasses import dataclass, field
 
+from autoswitch.controller.consensus.membership import Member, Membership
 from autoswitch.controller.messages import (
     TRIGGER_ADMIN,
     TRIGGER_BROKER,
@@ -25,7 +26,7 @@ from autoswitch.controller.messages import (
 )
 from autoswitch.controller.raft.config import RaftConfig
 from autoswitch.controller.raft.core import RaftCore
-from autoswitch.controller.raft.membership import Member, Membership, pack_snapshot, unpack_snapshot
+from autoswitch.controller.raft.membership import pack_snapshot, unpack_snapshot
 from autoswitch.controller.raft.messages import Entry, EntryKind, MsgType, Role, Snapshot
 from autoswitch.controller.raft.storage import MemoryStorage
 from autoswitch.controller.sm_config import SMConfig

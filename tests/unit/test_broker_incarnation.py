@@ -12,7 +12,7 @@ from autoswitch.controller.messages import (
     RegisterBrokerRequest,
     UpdateControllerConfigRequest,
 )
-from autoswitch.controller.statemachine import decode_snapshot, encode_snapshot
+from autoswitch.controller.sm_snapshot import decode_snapshot, encode_snapshot
 
 from tests.unit.test_controller_sm_ops import C, G, group_with_master
 

@@ -16,8 +16,9 @@ import msgspec
 from autoswitch.controller import eventlog
 from autoswitch.controller import messages as m
 from autoswitch.controller import sm_adapter as sa
+from autoswitch.controller.history import event_history_record
 from autoswitch.controller.sm_config import SMConfig
-from autoswitch.controller.statemachine import ControllerStateMachine, _handle, _Staged, event_history_record
+from autoswitch.controller.statemachine import ControllerStateMachine, _handle, _Staged
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 from msgspec.structs import force_setattr

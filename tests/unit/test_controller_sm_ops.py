@@ -603,7 +603,7 @@ def test_invariant_violation_rejects_the_entry_with_2015_and_changes_nothing():
 def test_check_group_invariants_rules():
     import dataclasses
 
-    from autoswitch.controller.statemachine import InvariantViolation, check_group_invariants
+    from autoswitch.controller.sm_state import InvariantViolation, check_group_invariants
 
     h = group_with_master()
     good = h.sm.state.groups[G]

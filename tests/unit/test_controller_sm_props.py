@@ -29,16 +29,15 @@ from autoswitch.controller.messages import (
     encode_request,
 )
 from autoswitch.controller.sm_config import SMConfig
-from autoswitch.controller.statemachine import (
+from autoswitch.controller.sm_snapshot import decode_snapshot, encode_snapshot
+from autoswitch.controller.sm_state import (
     BrokerRecord,
     ControllerState,
-    ControllerStateMachine,
     GroupState,
     SnapshotCorrupt,
     check_state,
-    decode_snapshot,
-    encode_snapshot,
 )
+from autoswitch.controller.statemachine import ControllerStateMachine
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 

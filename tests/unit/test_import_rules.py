@@ -5,7 +5,10 @@ functions included) must respect the package boundaries written in docs/architec
     epochfile                     <- base only
     ha (pure cores)               <- base, epochfile; never asyncio or grpc (only ha.master / ha.slave may)
     controller                    <- base, proto; never broker or ha
-    controller.raft (core)        <- never grpc or the generated protobuf (only the transport adapter may)
+    controller.consensus (seam)   <- base; never an implementation (raft, store)
+    controller.raft (core)        <- never grpc or the generated protobuf (only the transport adapter may);
+                                     never asyncio (only the node, its proposals and the transport may)
+    controller.store              <- never raft; of SQL, only the SQL backend (and the factory, lazily)
     broker                        <- base, epochfile, ha, proto (not controller_pb2) and, of the
                                      controller, only its client interface autoswitch.controller.api
     app (CLI, playground, status) <- anything; no library module imports it
@@ -97,6 +100,9 @@ def _autoswitch_outside(*allowed: str):
 
 HA_ADAPTERS = ("autoswitch.ha.master", "autoswitch.ha.slave")
 RAFT_ADAPTER = ("autoswitch.controller.raft.transport",)
+RAFT_ASYNC = ("autoswitch.controller.raft.node", "autoswitch.controller.raft.proposals",
+              "autoswitch.controller.raft.transport")
+SQL_BACKEND = ("autoswitch.controller.store.sql", "autoswitch.controller.store.base")
 
 RULES = {
     "base imports nothing else from autoswitch":
@@ -112,6 +118,16 @@ RULES = {
     "Raft core modules import neither grpc nor generated protobuf":
         lambda: _violations("autoswitch.controller.raft",
                             lambda t: _under(t, "grpc") or _under(t, "autoswitch.proto"), allow=RAFT_ADAPTER),
+    "Raft core modules import no asyncio":
+        lambda: _violations("autoswitch.controller.raft", lambda t: _under(t, "asyncio"), allow=RAFT_ASYNC),
+    "the consensus seam imports no implementation of it":
+        lambda: _violations("autoswitch.controller.consensus", lambda t: _under(t, "autoswitch.controller.raft")
+                            or _under(t, "autoswitch.controller.store")),
+    "the store backends never import Raft":
+        lambda: _violations("autoswitch.controller.store", lambda t: _under(t, "autoswitch.controller.raft")),
+    "only the SQL backend imports SQL modules":
+        lambda: _violations("autoswitch.controller.store", lambda t: _under(t, "sqlalchemy")
+                            or _under(t, "autoswitch.controller.store.sql"), allow=SQL_BACKEND),
     "controller never imports broker or ha":
         lambda: _violations("autoswitch.controller",
                             lambda t: _under(t, "autoswitch.broker") or _under(t, "autoswitch.ha")),

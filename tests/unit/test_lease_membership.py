@@ -3,8 +3,8 @@
 from __future__ import annotations
 
 from autoswitch.broker.lease import LeaseConfig, MasterLease
+from autoswitch.controller.consensus.membership import Member, Membership
 from autoswitch.controller.membership_ops import MembershipView, lease_quorum_ok
-from autoswitch.controller.raft.membership import Member, Membership
 
 CFG = LeaseConfig(master_lease_ms=600, heartbeat_timeout_ms=1000, safety_ms=100)
 

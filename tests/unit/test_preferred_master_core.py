@@ -6,7 +6,7 @@ from __future__ import annotations
 from autoswitch.controller.codes import Code
 from autoswitch.controller.messages import CleanBrokerDataRequest, SetPreferredMasterRequest
 from autoswitch.controller.rebalance import GroupFacts, RebalancePlanner
-from autoswitch.controller.statemachine import decode_snapshot, encode_snapshot
+from autoswitch.controller.sm_snapshot import decode_snapshot, encode_snapshot
 
 from tests.unit.test_controller_sm_ops import C, G, group_with_master
 

@@ -5,8 +5,9 @@ from __future__ import annotations
 
 import random
 
+from autoswitch.controller.raft.bounds import MAX_TERM
 from autoswitch.controller.raft.config import RaftConfig
-from autoswitch.controller.raft.core import MAX_TERM, RaftCore
+from autoswitch.controller.raft.core import RaftCore
 from autoswitch.controller.raft.messages import Entry, HardState, Message, MsgType, Role, VoteResult
 
 

@@ -233,7 +233,7 @@ def test_leadership_transfer_hands_over_within_one_election_timeout():
 
 
 def test_leader_refuses_proposals_during_transfer():
-    from autoswitch.controller.raft.errors import ProposalDropped
+    from autoswitch.controller.consensus.errors import ProposalDropped
     net = SimNet(PEERS, seed=2)
     ld = net.wait_leader()
     to = next(p for p in PEERS if p != ld)

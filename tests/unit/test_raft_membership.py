@@ -5,16 +5,10 @@ a truncated tail, carried in snapshots."""
 from __future__ import annotations
 
 import pytest
-from autoswitch.controller.raft.errors import ProposalDropped
+from autoswitch.controller.consensus.errors import ProposalDropped
+from autoswitch.controller.consensus.membership import BadMembership, Member, Membership
 from autoswitch.controller.raft.harness import SimNet
-from autoswitch.controller.raft.membership import (
-    BadMembership,
-    Member,
-    Membership,
-    pack_snapshot,
-    snapshot_membership,
-    unpack_snapshot,
-)
+from autoswitch.controller.raft.membership import pack_snapshot, snapshot_membership, unpack_snapshot
 from autoswitch.controller.raft.messages import Entry, EntryKind, Message, MsgType, Role
 
 M = Member("127.0.0.1:1", "127.0.0.1:2")

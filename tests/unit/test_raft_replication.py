@@ -6,9 +6,9 @@ from __future__ import annotations
 import random
 
 import pytest
+from autoswitch.controller.consensus.errors import NotLeader, ProposalDropped
 from autoswitch.controller.raft.config import RaftConfig
 from autoswitch.controller.raft.core import RaftCore
-from autoswitch.controller.raft.errors import NotLeader, ProposalDropped
 from autoswitch.controller.raft.harness import SimNet
 from autoswitch.controller.raft.messages import (
     Entry,

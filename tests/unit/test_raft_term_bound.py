@@ -6,8 +6,9 @@ from __future__ import annotations
 
 import random
 
+from autoswitch.controller.raft.bounds import MAX_TERM, MAX_TERM_JUMP, out_of_bounds
 from autoswitch.controller.raft.config import RaftConfig
-from autoswitch.controller.raft.core import MAX_TERM, MAX_TERM_JUMP, RaftCore, out_of_bounds
+from autoswitch.controller.raft.core import RaftCore
 from autoswitch.controller.raft.harness import SimNet
 from autoswitch.controller.raft.messages import HardState, Message, MsgType, Role, VoteResult
 

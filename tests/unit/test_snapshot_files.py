@@ -9,14 +9,9 @@ import struct
 import zlib
 
 import pytest
+from autoswitch.controller.sm_snapshot import MAX_SNAPSHOT_JSON_BYTES, decode_snapshot, encode_snapshot
+from autoswitch.controller.sm_state import ControllerState, SnapshotCorrupt
 from autoswitch.controller.snapshot_restore import RestoreRefused, save_snapshot_file
-from autoswitch.controller.statemachine import (
-    MAX_SNAPSHOT_JSON_BYTES,
-    ControllerState,
-    SnapshotCorrupt,
-    decode_snapshot,
-    encode_snapshot,
-)
 
 
 def _snap() -> bytes:

@@ -8,9 +8,18 @@ from __future__ import annotations
 
 from typing import Any, Protocol
 
-from autoswitch.controller.raft.membership import Membership
+from autoswitch.controller.consensus.membership import Membership
 
 BACKENDS = ("raft", "sql", "etcd", "zookeeper")
+
+
+class StateMachine(Protocol):
+    """What a consensus layer drives: RaftNode and the store backends' StoreLogNode alike."""
+
+    def apply(self, index: int, data: bytes) -> Any: ...   # deterministic, every node, log order
+    def after_apply_batch(self) -> None: ...                # a batch of applies ended (flush buffers)
+    def snapshot(self) -> bytes: ...
+    def restore(self, data: bytes) -> None: ...
 
 
 class Consensus(Protocol):

@@ -1,0 +1,34 @@
+"""The bounds on what a Raft message may carry (pure): a message outside them is forged or
+corrupt and is dropped before any of it is believed."""
+
+from __future__ import annotations
+
+from .messages import Message
+
+# Largest term and index a message may carry. 2^40 elections or 2^62 entries never happen in a
+# real cluster; a message beyond them is forged or corrupt, and adopting it would leave no room
+# for the next term (uint64 on the wire).
+MAX_TERM = 1 << 40
+MAX_INDEX = 1 << 62
+# The most one message may raise our term by. Legitimate terms climb one election at a time (a
+# node that was away for 2^20 elections does not exist); a forged or corrupt term far above ours
+# is dropped, so no single message can bring a node near MAX_TERM (issue 29: one heartbeat at the
+# bound stopped the cluster for good). A node that is honestly behind still catches up: the term
+# its vote rounds learn from rejections is adopted in steps of at most this much.
+MAX_TERM_JUMP = 1 << 20
+_INDEX_FIELDS = ("index", "commit", "reject_hint", "snap_index", "snap_offset", "snap_total")
+_TERM_FIELDS = ("term", "log_term", "reject_term", "snap_term")
+
+
+def out_of_bounds(m: Message) -> str | None:
+    """The first field of ``m`` outside [0, bound], or None."""
+    for name in _TERM_FIELDS:
+        if not 0 <= getattr(m, name) <= MAX_TERM:
+            return name
+    for name in _INDEX_FIELDS:
+        if not 0 <= getattr(m, name) <= MAX_INDEX:
+            return name
+    for e in m.entries:
+        if not (0 <= e.index <= MAX_INDEX and 0 <= e.term <= MAX_TERM):
+            return "entries"
+    return None
