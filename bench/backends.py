@@ -120,7 +120,7 @@ async def _controller_failovers(run: Any, rounds: int) -> list[float | None]:
 
 
 async def bench_backend(name: str, args: argparse.Namespace, data_dir: Path) -> dict:
-    from autoswitch.app.playground import kill_master_and_measure
+    from autoswitch.app.demo_traffic import kill_master_and_measure
 
     async with producing_cluster(data_dir, max_s=args.max_s, producer_rpc_timeout_s=0.5,
                                  backend=BACKENDS[name]) as run:

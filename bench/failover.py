@@ -89,7 +89,7 @@ def _switch_times(log_path: Path, epoch: int) -> tuple[float | None, float | Non
 
 async def bench_ours(rounds: int, max_s: float, data_dir: Path, tls: bool = False) -> dict:
     """``rounds`` of each kind, alternating: kill -9 (crash-fast path) and SIGSTOP (timeout path)."""
-    from autoswitch.app.playground import kill_master_and_measure
+    from autoswitch.app.demo_traffic import kill_master_and_measure
 
     samples: list[dict] = []
     t_end = time.monotonic() + max_s

@@ -41,9 +41,9 @@ def free_block(n: int) -> int:
 
 @dataclass
 class ProducingCluster:
-    cluster: Any            # autoswitch.app.playground.Cluster
+    cluster: Any            # autoswitch.app.playground_cluster.Cluster
     client: Any             # autoswitch.controller.client.ControllerClient
-    producer: Any           # autoswitch.app.playground.DemoProducer
+    producer: Any           # autoswitch.app.demo_traffic.DemoProducer
     base_port: int
     ack_path: Path
     _stop: asyncio.Event
@@ -51,7 +51,7 @@ class ProducingCluster:
 
     async def settle(self, log: Any, what: str, min_acks: int = 20) -> None:
         """Before a round: a full SyncStateSet and ``min_acks`` more acks (each bounded)."""
-        from autoswitch.app.playground import wait_full_sync_state_set
+        from autoswitch.app.demo_traffic import wait_full_sync_state_set
 
         if len(await wait_full_sync_state_set(self.client, GROUP, 3, 30)) < 3:
             log(f"{what}: SyncStateSet did not reach 3 members within 30 s; going on anyway")
@@ -67,7 +67,7 @@ class ProducingCluster:
 
     async def finish(self, log: Any, what: str) -> tuple[int, int]:
         """Stop producing; (acked, acked but not served by the final master)."""
-        from autoswitch.app.playground import load_ack_log, lost_acked
+        from autoswitch.app.demo_traffic import load_ack_log, lost_acked
 
         self._stop.set()
         with contextlib.suppress(BaseException):
@@ -90,7 +90,8 @@ async def producing_cluster(data_dir: Path, *, max_s: float, tls: bool = False, 
     controller backend (raft, sql = a PostgreSQL started for the run, sqlite)."""
     from autoswitch.controller.client import ControllerClient
 
-    from autoswitch.app.playground import Cluster, DemoProducer, Layout
+    from autoswitch.app.demo_traffic import DemoProducer
+    from autoswitch.app.playground_cluster import Cluster, Layout
 
     base = free_block(30)
     layout = Layout(data_dir, base_port=base, groups=1, replicas=3, cluster="bench", profile="fast",

@@ -42,7 +42,7 @@ def largest_gap_ms(ack_times: list[float], t0: float, t1: float) -> float | None
 
 
 async def bench_setup(restarts: int, max_s: float, data_dir: Path, handover: bool, tls: bool = False) -> dict:
-    from autoswitch.app.playground import wait_full_sync_state_set
+    from autoswitch.app.demo_traffic import wait_full_sync_state_set
 
     extra = () if handover else ("--no-handover-on-shutdown",)
     what = "handover" if handover else "no handover"

@@ -18,19 +18,17 @@ ReplicasManager parts (rm_*.py).
 from __future__ import annotations
 
 import asyncio
-import contextlib
-import hashlib
-import os
 import time
 from collections.abc import Callable
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, Protocol
 
-from autoswitch.broker.config import ACK_MODES, parse_hostport
+from autoswitch.broker.config import ACK_MODES
 from autoswitch.broker.controller_sessions import ControllerSessions
 from autoswitch.broker.hooks import HookConfig, HookRunner, RoleHooks
 from autoswitch.broker.identity import IdentityStore
 from autoswitch.broker.lease import ClockGapDetector
+from autoswitch.broker.replica_registry import ControllerReplicaRegistry
 from autoswitch.broker.replicas_manager import (
     AlterSyncStateSet,
     ApplyBrokerId,
@@ -58,14 +56,14 @@ from autoswitch.broker.replicas_manager import (
     WriteTempIdentity,
 )
 from autoswitch.broker.rm_commands import HeartbeatAccepted
+from autoswitch.broker.run_marker import RunMarker
 from autoswitch.controller.api import BrokerControllerApi, ControllerCallFailed, Heartbeat, connect
 
-from autoswitch.base.addr import split_hostport
+from autoswitch.base.addr import is_hostport, split_hostport
 from autoswitch.base.backoff import Backoff
 from autoswitch.base.crashpoints import crash_point
-from autoswitch.base.errors import AutoswitchError, ConfigError
-from autoswitch.base.fsutil import fsync_dir, write_atomic
-from autoswitch.base.limits import MAX_CONTROLLERS, MAX_INCARNATION_LEN
+from autoswitch.base.errors import AutoswitchError
+from autoswitch.base.limits import MAX_CONTROLLERS
 from autoswitch.base.log import get_logger
 from autoswitch.base.quorum import majority
 from autoswitch.base.waits import wait_event
@@ -74,12 +72,6 @@ if TYPE_CHECKING:
     from autoswitch.broker.server import Broker
 
 MAX_PENDING_PROPOSALS = 16
-ABORT_MARKER = "replicas.abort"  # exists while a broker runs; left behind by a crash
-UNCLEAN_RUN = "unclean"      # the marker of any other run, + incarnation and place
-DURABLE_RUN = "durable-acks"  # the marker of a run that fsynced every ack from an intact log, + incarnation
-# where the host's identity is read (systemd, then D-Bus); none: the directory's path alone
-MACHINE_ID_FILES = ("/etc/machine-id", "/var/lib/dbus/machine-id")
-INCARNATION_FILE = "replicas.incarnation"  # the incarnation that last stopped cleanly with this log
 FAREWELL_TIMEOUT_S = 1.0
 
 
@@ -92,17 +84,6 @@ _CRASH_POINTS = {
     CommitIdentity: "registration.identity_file",
     RegisterBroker: "registration.register",
 }
-
-MAX_ADDRESS_LEN = 256
-
-
-def _is_hostport(a: str) -> bool:
-    try:
-        parse_hostport(a, "controllers")
-    except ConfigError:
-        return False
-    return len(a) <= MAX_ADDRESS_LEN
-
 
 class BrokerRoleTarget(Protocol):
     """Everything the ReplicasManager asks of the broker process (docs/interfaces.md "Broker role
@@ -174,44 +155,6 @@ class _Proposer:
         return await self._a.propose(master_epoch, sync_state_set_epoch, new_set)
 
 
-class _Registry:
-    """ReplicaRegistry (ha.master) backed by the controller: the brokerIds registered in our group
-    and the incarnation registered for each.
-
-    Answers from a cache; an id or incarnation not in it triggers one GetSyncStateData at most
-    every ``min_refresh_s`` (a flood of made-up ids costs the controller one call a second);
-    ``fresh`` (a SyncStateSet expansion, rare) asks at once. An unreachable controller answers
-    "no": an unknown peer gets no log."""
-
-    def __init__(self, adapter: ReplicasAdapter, min_refresh_s: float = 1.0) -> None:
-        self._a = adapter
-        self.min_refresh_s = min_refresh_s
-        self._members: dict[int, str] = {}
-        self._fetched_at: float | None = None
-        self._lock = asyncio.Lock()
-
-    def _verdict(self, broker_id: int, incarnation: str) -> str | None:
-        if broker_id not in self._members:
-            return "unknown_replica"
-        registered = self._members[broker_id]
-        return "stale_incarnation" if registered and incarnation and registered != incarnation else None
-
-    async def refusal(self, broker_id: int, incarnation: str, fresh: bool = False) -> str | None:
-        if not fresh and self._verdict(broker_id, incarnation) is None:
-            return None
-        async with self._lock:
-            now = self._a.clock()
-            if not fresh and self._fetched_at is not None and now - self._fetched_at < self.min_refresh_s:
-                return self._verdict(broker_id, incarnation)
-            self._fetched_at = now
-            try:
-                self._members = await self._a.registered_members()
-            except Exception as e:  # noqa: BLE001 - fail closed, say why once per refresh
-                self._a._log.warning("replica_registry_unavailable", error=repr(e)[:200])
-                return "registry_unavailable" if fresh else self._verdict(broker_id, incarnation)
-            return self._verdict(broker_id, incarnation)
-
-
 class ReplicasAdapter:
     def __init__(
         self,
@@ -237,10 +180,6 @@ class ReplicasAdapter:
         (``flush = "sync"`` or the store's ``flush_mode = "sync"``): a power cut cannot take what
         it acknowledged, so a crash of such a run is not reported as an unclean restart."""
         self.durable_acks = durable_acks
-        self._marker_names_us = False
-        self._run_durable = False             # a crash of this run loses nothing it acknowledged
-        self._marker_continues = ""           # the incarnation the abort marker names
-        self._place_cache: str | None = None
         self.core = core or ReplicasManager(config)
         self.ack_mode = ack_mode if ack_mode in ACK_MODES else ""   # stated in heartbeats
         self._controllers_index = 0       # membership change the controller list is from (0 = configured)
@@ -253,6 +192,8 @@ class ReplicasAdapter:
         self.broker = broker
         self._adopted_id: int | None = None     # the registered brokerId, once given to the broker
         self.identity = IdentityStore(Path(data_dir))
+        self._log = get_logger("broker.replicas_adapter", group=config.group, cluster=config.cluster)
+        self.marker = RunMarker(self.identity.directory, durable_acks, self._log)
         self.hooks = hooks
         self.rpc_timeout_s = rpc_timeout_s
         # The heartbeat RPC must give up well inside the lease, or a hung call could not renew it anyway.
@@ -270,8 +211,7 @@ class ReplicasAdapter:
             (lambda: time.clock_gettime(time.CLOCK_BOOTTIME)) if hasattr(time, "CLOCK_BOOTTIME") else clock)
         self._gaps = ClockGapDetector(max(config.lease.margin_ms(), 1.0) / 2000.0)
         self.proposer = _Proposer(self)
-        self.registry = _Registry(self)
-        self._log = get_logger("broker.replicas_adapter", group=config.group, cluster=config.cluster)
+        self.registry = ControllerReplicaRegistry(self.registered_members, lambda: self.clock(), self._log)
         self._wake = asyncio.Event()
         self._tasks: set[asyncio.Task] = set()
         self._main: asyncio.Task | None = None
@@ -288,7 +228,7 @@ class ReplicasAdapter:
     async def start(self) -> None:
         # Corrupt or foreign identity files raise here, before anything talks to a controller.
         loaded = self.identity.load(self.config.cluster, self.config.group)
-        intact, previous = self._arm_abort_marker(self._read_previous_incarnation())
+        intact, previous = self.marker.arm(self.marker.previous_incarnation())
         _, _, log_epoch = self.broker.log_position()
         self._perform(self.core.start(self.clock(), loaded, log_intact=intact, log_last_epoch=log_epoch,
                                       previous_incarnation=previous))
@@ -298,92 +238,9 @@ class ReplicasAdapter:
         if self.use_watch:
             self._watch_task = asyncio.get_running_loop().create_task(self._watch())
 
-    def _arm_abort_marker(self, clean_stopped: str) -> tuple[bool, str]:
-        """RocketMQ's abort file: present at start = the last run did not end cleanly. Each run
-        re-creates it naming the incarnation a crash of the run continues and where the run ran
-        (host and directory): ``durable-acks <incarnation> <place>`` when the run fsyncs before
-        it acknowledges *and* started with an intact log (a crash of it lost nothing it, or any
-        run before it, acknowledged: the next start is intact and continues it as a clean stop
-        would), else ``unclean <incarnation> <place>`` (async flush: the log may lack an
-        acknowledged tail; the next start is unclean but is still this replica, so the
-        controllers keep it as a last known holder). A marker from another place is a copy of a
-        running broker's directory: the next start is unclean and continues nothing.
-        ``clean_stopped``: the incarnation a clean stop left. Returns (intact, the incarnation
-        this start continues)."""
-        marker = self.identity.directory / ABORT_MARKER
-        try:
-            left: bytes | None = marker.read_bytes()
-        except FileNotFoundError:
-            left = None
-        intact, continues = True, clean_stopped
-        if left is not None:
-            word, inc, where = (left.decode("ascii", "replace").split() + ["", "", ""])[:3]
-            inc = "" if inc == "-" else inc
-            known = word in (DURABLE_RUN, UNCLEAN_RUN) and (inc == "" or inc.isalnum()) \
-                and len(inc) <= MAX_INCARNATION_LEN
-            here = known and where == self._place()
-            if known and not here:
-                # written on another host or in another directory: a copy of a running broker's
-                # directory. The run it names went on acknowledging after the copy was taken.
-                self._log.warning("abort_marker_from_elsewhere", incarnation=inc,
-                                  note="a copied data directory: started as an unclean new process")
-            intact = here and word == DURABLE_RUN
-            continues = inc if here else ""
-            self._log.info("abort_marker_found", durableRun=intact, incarnation=continues)
-        self.identity.directory.mkdir(parents=True, exist_ok=True)
-        # until our registration is accepted a crash continues what this start continues
-        self._run_durable = intact and self.durable_acks
-        self._write_marker(continues)
-        return intact, continues
-
-    def _write_marker(self, continues: str) -> None:
-        """The abort marker naming the incarnation a crash of this run continues: the one this
-        start follows until the controllers accepted our registration (they never knew ours),
-        this run's own after that."""
-        word = DURABLE_RUN if self._run_durable else UNCLEAN_RUN
-        self._marker_continues = continues
-        write_atomic(self.identity.directory / ABORT_MARKER,
-                     f"{word} {continues or '-'} {self._place()}\n".encode("ascii"))
-
-    def _place(self) -> str:
-        """This host (its machine id) and this data directory's path, hashed: where a run ran.
-        Only a start in the same place continues a crashed run (the abort marker names both)."""
-        if self._place_cache is None:
-            machine = ""
-            for f in MACHINE_ID_FILES:
-                with contextlib.suppress(OSError, UnicodeDecodeError):
-                    machine = Path(f).read_text(encoding="ascii").strip()
-                    break
-            where = f"{machine}\0{self.identity.directory.resolve()}".encode("utf-8", "replace")
-            self._place_cache = hashlib.sha256(where).hexdigest()[:16]
-        return self._place_cache
-
-    def _read_previous_incarnation(self) -> str:
-        path = self.identity.directory / INCARNATION_FILE
-        try:
-            text = path.read_text(encoding="ascii").strip()
-        except (FileNotFoundError, UnicodeDecodeError):
-            return ""
-        return text if len(text) <= MAX_INCARNATION_LEN and text.isalnum() else ""
-
     def mark_clean_shutdown(self) -> None:
-        """Call after the broker has stopped and its store is flushed and closed: the next start
-        reports an intact log, continuing this incarnation. Not when this run's log was never
-        whole (it started after an unclean stop and had not caught up yet): a clean stop makes
-        the files consistent, not complete, so the plain marker stays and the next start is
-        unclean again (found by the data simulator's clean stops)."""
-        if not self.core.log_intact:
-            self._run_durable = False
-            self._write_marker(self._marker_continues)
-            self._log.warning("clean_shutdown_of_unclean_log", note="the next start reports an unclean restart "
-                                                                    "until this replica has caught up")
-            return
-        write_atomic(self.identity.directory / INCARNATION_FILE, self.core.incarnation.encode("ascii"))
-        marker = self.identity.directory / ABORT_MARKER
-        with contextlib.suppress(FileNotFoundError):
-            os.unlink(marker)
-            fsync_dir(self.identity.directory)
-        self._log.info("clean_shutdown_marked")
+        """Call after the broker has stopped and its store is flushed and closed (RunMarker.clean_stop)."""
+        self.marker.clean_stop(self.core.log_intact, self.core.incarnation)
 
     async def aclose(self, keep_client: bool = False) -> None:
         """stop(), then close the hook runner and (when built by start_for_broker, unless
@@ -635,9 +492,7 @@ class ReplicasAdapter:
                                         clean_shutdown=cmd.clean_shutdown, incarnation=cmd.incarnation,
                                         previous_incarnation=cmd.previous_incarnation), t
                 )
-                if not self._marker_names_us:
-                    self._write_marker(self.core.incarnation)     # a crash now continues this run
-                    self._marker_names_us = True
+                self.marker.registered(self.core.incarnation)     # a crash now continues this run
                 return self._info(info)
             case SendHeartbeat():
                 return await self._heartbeat(cmd)
@@ -757,7 +612,7 @@ class ReplicasAdapter:
         the lease, sessions and leader-following calls go to the new list. Checked like any
         network input: a list too long or not HOST:PORT is refused with a log line."""
         new = tuple(dict.fromkeys(controllers))
-        if not new or len(new) > MAX_CONTROLLERS or not all(_is_hostport(a) for a in new):
+        if not new or len(new) > MAX_CONTROLLERS or not all(is_hostport(a) for a in new):
             self._log.warning("controllers_refused", told_by=told_by, index=index, controllers=list(new)[:16])
             return
         self._controllers_index = index

@@ -491,14 +491,14 @@ def test_only_the_registered_process_of_a_broker_id_replicates_or_enters_the_syn
     replicates. When the controllers register a new process for 2 while the old connection lives
     (the old process was cut from the controllers only), the master does not let that connection
     take 2 back into the SyncStateSet: it closes it, and the old process cannot come back."""
-    from autoswitch.broker.replicas_adapter import _Registry
+    from autoswitch.broker.replica_registry import ControllerReplicaRegistry
 
     async def main():
         m = make_log(tmp_path / "m")
         m.append_epoch(1, 0)
         write(m, payloads(50, seed=21))
         view = _ControllerView({1: "inc-m", 2: "inc-a"})
-        registry = _Registry(view, min_refresh_s=0.0)      # type: ignore[arg-type]
+        registry = ControllerReplicaRegistry(view.registered_members, view.clock, view._log, min_refresh_s=0.0)
         proposed: list[frozenset[int]] = []
 
         class Recording(LocalSyncStateProposer):

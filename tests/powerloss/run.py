@@ -94,7 +94,7 @@ class Rig:
     """One phase's cluster on LazyFS, its producer and its fault rounds."""
 
     def __init__(self, exe: Path, data: Path, phase: Phase, rng: random.Random) -> None:
-        from autoswitch.app.playground import Cluster, Layout
+        from autoswitch.app.playground_cluster import Cluster, Layout
         from bench.producing_cluster import free_block
 
         self.phase, self.rng, self.data = phase, rng, data
@@ -111,7 +111,7 @@ class Rig:
     async def up(self) -> None:
         from autoswitch.controller.client import ControllerClient
 
-        from autoswitch.app.playground import DemoProducer
+        from autoswitch.app.demo_traffic import DemoProducer
 
         self.cluster.prepare_dir(keep=False)
         for m in self.mounts.values():
@@ -150,7 +150,7 @@ class Rig:
         return False
 
     async def settle(self) -> None:
-        from autoswitch.app.playground import wait_full_sync_state_set
+        from autoswitch.app.demo_traffic import wait_full_sync_state_set
 
         sss = await wait_full_sync_state_set(self.client, GROUP, 3, SETTLE_S)
         if len(sss) < 3:
@@ -199,7 +199,7 @@ class Rig:
             f"{'' if i not in self.res.stuck_rounds else f'; no acks within {RECOVER_S} s'}")
 
     async def check(self) -> None:
-        from autoswitch.app.playground import load_ack_log, lost_acked, wait_full_sync_state_set
+        from autoswitch.app.demo_traffic import load_ack_log, lost_acked, wait_full_sync_state_set
 
         self.stop.set()
         with contextlib.suppress(BaseException):

@@ -28,7 +28,7 @@ from autoswitch.controller.store.config import StoreBackendConfig
 from autoswitch.ha.config import HAConfig
 from autoswitch.pipeline.analyze import AnalyzeConfig
 
-from autoswitch.app.playground import PROFILES, Layout
+from autoswitch.app.playground_cluster import PROFILES, Layout
 from autoswitch.base.auth import AuthConfig
 from autoswitch.base.tls import TLSConfig
 

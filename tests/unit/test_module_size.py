@@ -24,3 +24,27 @@ def test_long_modules_say_why():
             if "Why one long module" not in doc:
                 unexplained.append(f"{path.relative_to(ROOT)} ({text.count(chr(10))} lines)")
     assert not unexplained, "split these or say why at the top: " + ", ".join(unexplained)
+
+
+HARD_LIMIT = 700
+
+
+def test_no_runtime_module_over_the_hard_limit():
+    """Issue 31: past 700 lines a module is split, whatever its docstring says."""
+    over = []
+    for folder in FOLDERS:
+        for path in (ROOT / folder).rglob("*.py"):
+            if path.name.endswith(("_pb2.py", "_pb2_grpc.py")):
+                continue
+            n = path.read_text().count("\n")
+            if n > HARD_LIMIT:
+                over.append(f"{path.relative_to(ROOT)} ({n} lines)")
+    assert not over, f"over {HARD_LIMIT} lines: " + ", ".join(over)
+
+
+def test_the_controller_node_stays_wiring():
+    """Issue 31: ControllerNode wires its desks (proposer, liveness desk, election scanner); it
+    grew to 1,001 lines once by taking their work, and is held under 400."""
+    tree = ast.parse((ROOT / "controller" / "node.py").read_text())
+    [cls] = [n for n in tree.body if isinstance(n, ast.ClassDef) and n.name == "ControllerNode"]
+    assert cls.end_lineno is not None and cls.end_lineno - cls.lineno < 400

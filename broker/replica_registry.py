@@ -1,0 +1,51 @@
+"""The HA master's ReplicaRegistry (ha/master.py) backed by the controller: the brokerIds registered
+in our group and the incarnation registered for each, so a master serves its log only to a replica
+the controllers know, run by the process they registered.
+
+Answers from a cache; an id or incarnation not in it triggers one GetSyncStateData at most every
+``min_refresh_s`` (a flood of made-up ids costs the controller one call a second); ``fresh`` (a
+SyncStateSet expansion, rare) asks at once. An unreachable controller answers "no": an unknown
+peer gets no log.
+"""
+
+from __future__ import annotations
+
+import asyncio
+from collections.abc import Awaitable, Callable
+
+from autoswitch.base.log import EventLogger
+
+
+class ControllerReplicaRegistry:
+    def __init__(self, fetch: Callable[[], Awaitable[dict[int, str]]], clock: Callable[[], float],
+                 log: EventLogger, min_refresh_s: float = 1.0) -> None:
+        self._fetch = fetch
+        self._clock = clock
+        self._log = log
+        self.min_refresh_s = min_refresh_s
+        self._members: dict[int, str] = {}
+        self._fetched_at: float | None = None
+        self._lock = asyncio.Lock()
+
+    def _verdict(self, broker_id: int, incarnation: str) -> str | None:
+        if broker_id not in self._members:
+            return "unknown_replica"
+        registered = self._members[broker_id]
+        return "stale_incarnation" if registered and incarnation and registered != incarnation else None
+
+    async def refusal(self, broker_id: int, incarnation: str, fresh: bool = False) -> str | None:
+        """None when ``broker_id`` is registered and ``incarnation`` is its registered process;
+        else why not (``unknown_replica``, ``stale_incarnation``, ``registry_unavailable``)."""
+        if not fresh and self._verdict(broker_id, incarnation) is None:
+            return None
+        async with self._lock:
+            now = self._clock()
+            if not fresh and self._fetched_at is not None and now - self._fetched_at < self.min_refresh_s:
+                return self._verdict(broker_id, incarnation)
+            self._fetched_at = now
+            try:
+                self._members = await self._fetch()
+            except Exception as e:  # noqa: BLE001 - fail closed, say why once per refresh
+                self._log.warning("replica_registry_unavailable", error=repr(e)[:200])
+                return "registry_unavailable" if fresh else self._verdict(broker_id, incarnation)
+            return self._verdict(broker_id, incarnation)
