@@ -14,10 +14,11 @@ from pathlib import Path
 from typing import Any
 
 from autoswitch.base.addr import AddressError, split_hostport
-from autoswitch.base.auth import AuthConfig, check_exposure, parse_broker_identity
+from autoswitch.base.auth import check_exposure, parse_broker_identity
 from autoswitch.base.config_check import check_values, refuse_unknown
 from autoswitch.base.errors import ConfigError
-from autoswitch.base.tls import TLSConfig, certificate_identity
+from autoswitch.base.security_keys import SecurityKeys
+from autoswitch.base.tls import certificate_identity
 
 ROLES = ("master", "slave", "fenced")
 ACK_MODES = ("master", "all", "quorum")
@@ -38,7 +39,7 @@ def parse_hostport(value: str, what: str) -> tuple[str, int]:
 
 
 @dataclass
-class BrokerConfig:
+class BrokerConfig(SecurityKeys):
     group: str = "DefaultBroker"
     cluster: str = "DefaultCluster"
     broker_id: int = 1
@@ -104,32 +105,10 @@ class BrokerConfig:
     role_change_script: str | None = None
     hook_timeout_s: float = 5.0
     hook_concurrency: int = 2
-    # TLS (autoswitch.base.tls) for the gRPC listener, the HA port, and this broker's calls to the
-    # controllers, the name server and its master. All empty = plaintext.
-    tls_ca: str = ""
-    tls_cert: str = ""
-    tls_key: str = ""
-    tls_require_client_cert: bool = True
-    # The plaintext -> TLS migration, "accept both, then require TLS" (docs/security.md): accept
-    # plaintext on the same ports as TLS; still dial others in plaintext (its first step).
-    tls_accept_plaintext: bool = False
-    tls_dial_plaintext: bool = False
-    # Roles on every call to the gRPC port (autoswitch.base.auth, broker/authz.py); needs TLS.
-    auth: bool = False
-    auth_tokens_file: str = ""
-    auth_identities: dict[str, Any] = field(default_factory=dict)
-    # Plaintext or no authorization on a non-loopback listen/ha_listen must be asked for.
-    allow_insecure: bool = False
 
     def validate(self) -> BrokerConfig:
-        self.tls.validate(server=True)
-        if self.auth and self.tls_accept_plaintext:
-            raise ConfigError("auth = true with tls_accept_plaintext: plaintext callers have no identity; turn "
-                              "auth on in the migration's last step, with TLS required", key="auth")
-        if self.auth and not self.tls.enabled:
-            raise ConfigError("auth = true needs TLS (tls_ca, tls_cert, tls_key)", key="auth")
-        self.auth_config.validate()
-        check_exposure(self.tls.enabled and not self.tls_accept_plaintext, self.auth, self.allow_insecure,
+        self.validate_security()
+        check_exposure(self.callers_authenticated, self.auth, self.allow_insecure,
                        [self.listen, self.ha_listen, *([self.fetch_listen] if self.fetch_listen else [])])
         # /metrics is plain HTTP without authentication, whatever the gRPC side has
         if self.metrics_listen:
@@ -234,18 +213,8 @@ class BrokerConfig:
         return parse_broker_identity(cn) if cn else None
 
     @property
-    def auth_config(self) -> AuthConfig:
-        return AuthConfig(enabled=self.auth, tokens_file=self.auth_tokens_file, identities=self.auth_identities)
-
-    @property
     def controller_mode(self) -> bool:
         return bool(self.controllers)
-
-    @property
-    def tls(self) -> TLSConfig:
-        return TLSConfig(ca=self.tls_ca, cert=self.tls_cert, key=self.tls_key,
-                         require_client_cert=self.tls_require_client_cert,
-                         accept_plaintext=self.tls_accept_plaintext, dial_plaintext=self.tls_dial_plaintext)
 
     def replicas_config(self) -> Any:
         """The ReplicasManager's config (controller mode), validated."""

@@ -15,7 +15,7 @@ from autoswitch.controller.api import BrokerControllerApi, ControllerCallFailed
 
 from autoswitch.base.backoff import Backoff
 from autoswitch.base.log import get_logger
-from autoswitch.base.waits import wait_event
+from autoswitch.base.waits import cancel_and_wait, wait_event
 
 
 class ControllerSessions:
@@ -56,10 +56,7 @@ class ControllerSessions:
         self._id_known.set()
 
     async def stop(self) -> None:
-        for t in self._tasks.values():
-            t.cancel()
-        if self._tasks:
-            await asyncio.wait(list(self._tasks.values()), timeout=5)
+        await cancel_and_wait(list(self._tasks.values()), timeout_s=5)
         self._tasks = {}
 
     async def _hold(self, addr: str) -> None:

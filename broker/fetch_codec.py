@@ -18,6 +18,7 @@ import struct
 from dataclasses import dataclass
 
 from autoswitch.base.errors import AutoswitchError
+from autoswitch.base.limits import MAX_TOPIC_BYTES
 
 MAGIC = b"AF"
 VERSION = 1
@@ -26,7 +27,6 @@ HELLO, READY, FETCH, RECORDS, ERROR = 1, 2, 3, 4, 5
 TYPES = {HELLO, READY, FETCH, RECORDS, ERROR}
 MAX_CLIENT_PAYLOAD = 8192                # a token or a topic name: never more
 MAX_TOKEN_BYTES = 4096
-MAX_TOPIC_BYTES = 255
 MAX_TEXT_BYTES = 1024                    # error messages and addresses in replies
 MAX_RUNS = 100_000
 

@@ -21,6 +21,7 @@ from typing import Protocol
 from autoswitch.base.auth import Denied, Guard, Principal
 from autoswitch.base.log import EventLogger, RateLimitedLog
 from autoswitch.base.tls import ssl_peer_identity
+from autoswitch.base.waits import cancel_and_wait
 from autoswitch.proto import broker_pb2 as pb
 
 from . import fetch_codec as fc
@@ -85,11 +86,7 @@ class FetchServer:
     async def close(self) -> None:
         if self._server is not None:
             self._server.close()
-        for t in list(self._conns):
-            t.cancel()
-        for t in list(self._conns):
-            with contextlib.suppress(asyncio.CancelledError, Exception):
-                await t
+        await cancel_and_wait(list(self._conns))
 
     async def _on_client(self, reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> None:
         task = asyncio.current_task()

@@ -25,6 +25,7 @@ from autoswitch.broker.replicas_manager import RoleChange
 
 from autoswitch.base.errors import ConfigError
 from autoswitch.base.log import get_logger
+from autoswitch.base.waits import cancel_and_wait
 
 Callback = Callable[[RoleChange], Awaitable[None] | None]
 _NONE = "-"
@@ -128,7 +129,7 @@ class HookRunner:
                     log.warning("hook_timeout", timeoutS=self.config.hook_timeout_s)
                 except asyncio.CancelledError:
                     raise
-                except Exception as e:  # a user hook may raise anything; it must not take us down
+                except Exception as e:  # noqa: BLE001 - a user hook may raise anything; it must not take us down
                     self.failures += 1
                     log.warning("hook_failed", error=repr(e))
                 finally:
@@ -176,7 +177,4 @@ class HookRunner:
             await asyncio.wait(set(self._tasks), timeout=timeout_s)
 
     async def close(self) -> None:
-        for t in list(self._tasks):
-            t.cancel()
-        if self._tasks:
-            await asyncio.wait(set(self._tasks), timeout=5)
+        await cancel_and_wait(list(self._tasks), timeout_s=5)

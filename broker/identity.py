@@ -18,13 +18,13 @@ from pathlib import Path
 
 from autoswitch.base.errors import ConfigError, CorruptionError
 from autoswitch.base.fsutil import fsync_dir, write_atomic
+from autoswitch.base.limits import MAX_NAME_LEN
 from autoswitch.base.log import get_logger
 
 IDENTITY_FILE = "brokerIdentity"
 TEMP_IDENTITY_FILE = "brokerIdentity.temp"
 _SCRATCH_SUFFIX = ".swp"
 MAX_FILE_BYTES = 4096
-MAX_NAME_BYTES = 255
 MAX_CHECK_CODE_BYTES = 255
 
 _log = get_logger("broker.identity")
@@ -41,8 +41,9 @@ class IdentityMismatch(ConfigError):
 
 
 def _check_name(value: str, what: str) -> None:
-    if not value or "#" in value or "\n" in value or "\r" in value or len(value.encode()) > MAX_NAME_BYTES:
-        raise ValueError(f"{what} must be 1..{MAX_NAME_BYTES} bytes without '#' or newlines: {value!r}")
+    # the controllers' name limit (base/limits.py): a name they accept is one the identity file holds
+    if not value or "#" in value or "\n" in value or "\r" in value or len(value) > MAX_NAME_LEN:
+        raise ValueError(f"{what} must be 1..{MAX_NAME_LEN} characters without '#' or newlines: {value!r}")
 
 
 @dataclass(frozen=True)

@@ -66,7 +66,7 @@ from autoswitch.base.errors import AutoswitchError
 from autoswitch.base.limits import MAX_CONTROLLERS
 from autoswitch.base.log import get_logger
 from autoswitch.base.quorum import majority
-from autoswitch.base.waits import wait_event
+from autoswitch.base.waits import cancel_and_wait, wait_event
 
 if TYPE_CHECKING:
     from autoswitch.broker.server import Broker
@@ -279,14 +279,7 @@ class ReplicasAdapter:
             return
         self._stopping = True
         self.core.shutdown(self.clock())
-        for t in (self._main, self._watch_task):
-            if t is not None:
-                t.cancel()
-        for t in list(self._tasks):
-            t.cancel()
-        pending = [t for t in (self._main, self._watch_task, *self._tasks) if t is not None]
-        if pending:
-            await asyncio.wait(pending, timeout=5)
+        await cancel_and_wait([self._main, self._watch_task, *self._tasks], timeout_s=5)
         if self.sessions is not None:
             await self.sessions.stop()
         for fut in self._proposals.values():
@@ -408,7 +401,7 @@ class ReplicasAdapter:
                 raise
             except ControllerCallFailed as e:
                 self._log.info("watch_rejected", controller=addr, code=e.reply_name, message=e.message)
-            except Exception as e:  # polling keeps us correct; the stream only makes us fast
+            except Exception as e:  # noqa: BLE001 - polling keeps us correct; the stream only makes us fast
                 self._log.info("watch_failed", controller=addr, error=repr(e)[:300])
             await asyncio.sleep(backoff.next())
 
@@ -454,7 +447,7 @@ class ReplicasAdapter:
                 crash_point(point)
         except asyncio.CancelledError:
             raise
-        except Exception as e:
+        except Exception as e:  # noqa: BLE001 - every failure goes back to the core, classified
             failure = classify(e)
             if self._stopping:
                 return
@@ -641,7 +634,7 @@ class ReplicasAdapter:
         self.fenced_by_lease = cmd.fenced
         try:
             self.broker.set_lease_fenced(cmd.reason if cmd.fenced else None)
-        except Exception as e:
+        except Exception as e:  # noqa: BLE001 - a fence listener failed; the fence itself is set first
             self._log.error("set_lease_fenced_failed", error=repr(e))
 
     def _resolve(self, res: ProposalResult) -> None:

@@ -51,7 +51,7 @@ from autoswitch.broker.rm_commands import (
     SyncStateSetLearned,
     WriteTempIdentity,
 )
-from autoswitch.broker.rm_proposals import MAX_SYNC_STATE_SET, SyncStateSetProposals
+from autoswitch.broker.rm_proposals import SyncStateSetProposals
 from autoswitch.broker.rm_registration import Registration
 from autoswitch.broker.rm_role import RoleKeeper
 from autoswitch.controller.api import FailKind, ReplicaInfo
@@ -64,7 +64,7 @@ from autoswitch.base.log import get_logger
 __all__ = [
     "AlterSyncStateSet", "ApplyBrokerId", "BecomeFenced", "BecomeMaster", "BecomeSlave", "Command", "Request",
     "CommitIdentity", "ElectMaster", "FailKind", "Failure", "FindLeader", "GetNextBrokerId", "GetReplicaInfo",
-    "MAX_SYNC_STATE_SET", "NotifyRoleChange", "Phase", "ProposalResult", "RegisterBroker", "RemoveTempIdentity",
+    "NotifyRoleChange", "Phase", "ProposalResult", "RegisterBroker", "RemoveTempIdentity",
     "ReplicaInfo", "ReplicasConfig", "ReplicasManager", "RoleChange", "SendHeartbeat", "SetFenced",
     "SyncStateSetLearned", "WriteTempIdentity",
 ]

@@ -10,7 +10,6 @@ from autoswitch.controller.api import FailKind
 from autoswitch.base.limits import MAX_REPLICAS_PER_GROUP
 from autoswitch.base.log import EventLogger
 
-MAX_SYNC_STATE_SET = MAX_REPLICAS_PER_GROUP  # members per proposal
 
 class SyncStateSetProposals:
     def __init__(self, group: str, issue: Issue, log: EventLogger) -> None:
@@ -33,8 +32,8 @@ class SyncStateSetProposals:
             return reject("STALE_MASTER_EPOCH", f"proposal for epoch {master_epoch}, running {roles.applied_epoch}")
         if bid not in new_set:
             return reject("SET_WITHOUT_MASTER", "the master must stay in its SyncStateSet")
-        if len(new_set) > MAX_SYNC_STATE_SET:
-            return reject("SET_TOO_LARGE", f"more than {MAX_SYNC_STATE_SET} members")
+        if len(new_set) > MAX_REPLICAS_PER_GROUP:
+            return reject("SET_TOO_LARGE", f"more than {MAX_REPLICAS_PER_GROUP} members")
         if roles.role_change_due():
             return reject("DEPOSED", "a newer MasterEpoch is known")
         if self._req is not None:

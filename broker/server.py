@@ -322,7 +322,7 @@ class Broker:
                 r = hook(self.role, self.master_epoch)
                 if asyncio.iscoroutine(r):
                     await r
-            except Exception as e:  # a user hook must not wedge the broker in a half-switched state
+            except Exception as e:  # noqa: BLE001 - a user hook must not wedge the broker in a half-switched state
                 self.log.error("role_hook_failed", hook=repr(hook), error=repr(e))
 
     def _ha_config(self) -> Any:
@@ -373,14 +373,16 @@ class Broker:
 
     def set_lease_fenced(self, reason: str | None) -> None:
         """The master self-fencing lease ran out (reason) or was renewed (None)."""
-        if reason != self.lease_fenced_reason:
-            self.log.warning("lease_fence", fenced=reason is not None, reason=reason, epoch=self.master_epoch)
-            for listener in self.fence_listeners:
-                listener(reason)
+        changed = reason != self.lease_fenced_reason
+        # the fence and the frozen commit point first: a listener that fails must not keep them down
+        self.lease_fenced_reason = reason
         if reason is not None and self.role == "master" and self.ha_master is not None:
             # hold the commit point at this instant (not at the next read: acks may arrive between)
             self.ha_master.commit.freeze(self.store.max_offset)
-        self.lease_fenced_reason = reason
+        if changed:
+            self.log.warning("lease_fence", fenced=reason is not None, reason=reason, epoch=self.master_epoch)
+            for listener in self.fence_listeners:
+                listener(reason)
 
     def check_write_fence(self) -> None:
         reason = self.fence_reason()

@@ -24,6 +24,7 @@ from autoswitch.base.log import RateLimitedLog, get_logger
 from autoswitch.base.observe import ObserveServer, add_grpc_health, read_http_token
 from autoswitch.base.stream_limits import StreamBudget, stream_limit_interceptor
 from autoswitch.base.tls import Listener, bind, peer_identity, server_ssl_context
+from autoswitch.base.waits import cancel_and_wait
 from autoswitch.base.write_errors import BadRequest, NotAllowed, StorageFull, WriteError
 from autoswitch.proto import broker_pb2 as pb
 from autoswitch.proto import broker_pb2_grpc as pbg
@@ -433,9 +434,7 @@ async def serve(cfg: BrokerConfig, stop_event: asyncio.Event | None = None, atta
 
                 await hand_over_on_shutdown(broker, broker.replicas, cfg.handover_timeout_ms / 1000)
         finally:
-            if route_task is not None:
-                route_task.cancel()
-                await asyncio.gather(route_task, return_exceptions=True)
+            await cancel_and_wait([route_task])
             if detach is not None:
                 await detach()
     finally:

@@ -22,7 +22,7 @@ from typing import Any, Protocol
 
 from autoswitch.base.limits import MAX_GATE_WAITS, MAX_MSG_ID_BYTES, MAX_TOPIC_BYTES
 from autoswitch.base.log import get_logger
-from autoswitch.base.waits import wait_event
+from autoswitch.base.waits import cancel_and_wait, wait_event
 from autoswitch.base.write_errors import (
     BadRequest,
     FlushSlaveTimeout,
@@ -104,13 +104,8 @@ class GroupFlusher:
         self._task = asyncio.get_running_loop().create_task(self._run(), name="flusher")
 
     async def stop(self) -> None:
-        if self._task is not None:
-            self._task.cancel()
-            try:
-                await self._task
-            except asyncio.CancelledError:
-                pass
-            self._task = None
+        await cancel_and_wait([self._task])
+        self._task = None
         self.flush_now()
 
     def flush_now(self) -> None:
@@ -151,7 +146,7 @@ class GroupFlusher:
             if self._store.max_offset > self.flushed_offset or self._waiters:
                 try:
                     self.flush_now()
-                except Exception as e:  # a failed fsync must fail the waiters, not hang them
+                except Exception as e:  # noqa: BLE001 - a failed fsync must fail the waiters, not hang them
                     self._log.error("flush_failed", error=repr(e))
                     for _, fut in self._waiters:
                         if not fut.done():

@@ -29,6 +29,7 @@ from dataclasses import asdict, dataclass, field
 from autoswitch.controller.watchers import Watchers
 
 from autoswitch.base.log import get_logger
+from autoswitch.base.waits import cancel_and_wait
 
 ALL = "*"           # the Watchers key every alert is published under
 KINDS = ("master_elected", "no_master", "master_crashed", "liveness_disagreement", "master_lease_refused",
@@ -128,7 +129,4 @@ class Alerter:
             os.killpg(proc.pid, signal.SIGKILL)
 
     async def close(self) -> None:
-        for t in list(self.in_flight):
-            t.cancel()
-        if self.in_flight:
-            await asyncio.wait(list(self.in_flight), timeout=5)
+        await cancel_and_wait(list(self.in_flight), timeout_s=5)

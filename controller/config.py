@@ -19,11 +19,11 @@ from typing import TYPE_CHECKING, Any
 from autoswitch.controller import sm_config
 
 from autoswitch.base.addr import AddressError, split_hostport
-from autoswitch.base.auth import AuthConfig, check_exposure
+from autoswitch.base.auth import check_exposure
 from autoswitch.base.config_check import check_values, refuse_unknown
 from autoswitch.base.errors import ConfigError
 from autoswitch.base.ranges import check_ranges
-from autoswitch.base.tls import TLSConfig
+from autoswitch.base.security_keys import SecurityKeys
 
 if TYPE_CHECKING:
     from autoswitch.controller.store.config import StoreBackendConfig
@@ -44,7 +44,7 @@ RUNTIME_KEYS = frozenset(
 
 
 @dataclass
-class ControllerConfig:
+class ControllerConfig(SecurityKeys):
     node_id: str = ""
     peers: dict[str, str] = field(default_factory=dict)   # node id -> host:port (gRPC)
     data_dir: str = ""
@@ -95,24 +95,6 @@ class ControllerConfig:
     watch_queue_size: int = 64
     max_groups_per_query: int = 100_000
     events_max_lines_per_call: int = 10_000
-    # TLS for the client API, the Raft peer listener and this node's own calls to its peers
-    # (autoswitch.base.tls). All empty = plaintext (logged at start).
-    tls_ca: str = ""
-    tls_cert: str = ""
-    tls_key: str = ""
-    tls_require_client_cert: bool = True
-    # The plaintext -> TLS migration, "accept both, then require TLS" (docs/security.md): accept
-    # plaintext on the same ports as TLS; still dial others in plaintext (its first step).
-    tls_accept_plaintext: bool = False
-    tls_dial_plaintext: bool = False
-    # Roles on every call (autoswitch.base.auth; docs/security.md): needs TLS. The tokens file is
-    # re-read when it changes; identities map certificate CNs outside the naming conventions.
-    auth: bool = False
-    auth_tokens_file: str = ""
-    auth_identities: dict[str, Any] = field(default_factory=dict)
-    # Plaintext or no authorization on a non-loopback address must be asked for: an operator typo
-    # must not expose an unauthenticated controller to a network.
-    allow_insecure: bool = False
     # What replicates the controller's log (controller/consensus.py): "raft" (our Raft among the
     # peers; the default and the embedded choice), "sql" (a lock row and a log table in a SQL
     # database), "etcd" (a leased leader key and log keys in etcd) or "zookeeper" (an ephemeral
@@ -174,23 +156,16 @@ class ControllerConfig:
             raise ConfigError("rebalance_handover_timeout_ms must be in [100, 300000]", key="rebalance_handover_timeout_ms")
         if self.propose_timeout_s <= 0 or self.read_timeout_s <= 0:
             raise ConfigError("timeouts must be > 0")
-        self.tls.validate(server=True)
+        self.validate_security()
         if self.tls.enabled and self.backend == "raft":
             if self.cert_cluster is None:
                 raise ConfigError(f"the certificate {self.tls_cert!r} is bound to no controller cluster: Raft peers "
                                   "must prove which cluster they belong to (a URI SAN urn:autoswitch:cluster:<name>; "
                                   "`autoswitch certs init --cluster NAME` issues it)", key="tls_cert")
-        if self.auth and self.tls_accept_plaintext:
-            raise ConfigError("auth = true with tls_accept_plaintext: plaintext callers have no identity; turn "
-                              "auth on in the migration's last step, with TLS required", key="auth")
-        if self.auth and not self.tls.enabled:
-            raise ConfigError("auth = true needs TLS (tls_ca, tls_cert, tls_key): callers are identified by "
-                              "their certificates or by tokens, which must not travel in clear", key="auth")
-        self.auth_config.validate()
         if self.tls.enabled and not self.tls_require_client_cert and not self.raft_peers:
             raise ConfigError("tls_require_client_cert = false needs raft_peers: Raft peers must prove their names "
                               "with certificates, on a listener of their own", key="tls_require_client_cert")
-        check_exposure(self.tls.enabled and not self.tls_accept_plaintext, self.auth, self.allow_insecure,
+        check_exposure(self.callers_authenticated, self.auth, self.allow_insecure,
                        [self.listen_addr, *self.raft_peers.values()])
         # /metrics and the status page are plain HTTP without authentication, whatever the gRPC side has
         if self.metrics_listen:
@@ -245,16 +220,6 @@ class ControllerConfig:
             return StoreBackendConfig(**self.store)
         except TypeError as e:
             raise ConfigError(f"bad [store] config: {e}") from None
-
-    @property
-    def tls(self) -> TLSConfig:
-        return TLSConfig(ca=self.tls_ca, cert=self.tls_cert, key=self.tls_key,
-                         require_client_cert=self.tls_require_client_cert,
-                         accept_plaintext=self.tls_accept_plaintext, dial_plaintext=self.tls_dial_plaintext)
-
-    @property
-    def auth_config(self) -> AuthConfig:
-        return AuthConfig(enabled=self.auth, tokens_file=self.auth_tokens_file, identities=self.auth_identities)
 
     @property
     def listen_addr(self) -> str:

@@ -33,7 +33,6 @@ BAD_REQUEST = 1
 NOT_FOUND = 2
 LIMIT_REACHED = 3
 ROLES = ("master", "slave", "fenced")
-MAX_NAME = MAX_NAME_LEN
 # Cluster and group names: what RocketMQ accepts for broker names, nothing a log or a file path
 # could trip on.
 NAME_RE = re.compile(r"[A-Za-z0-9][A-Za-z0-9_.%-]*")
@@ -89,8 +88,8 @@ class RouteTable:
     def register(self, r: pb.BrokerRoute, ttl_s: float, now: float, peer: str = "") -> tuple[bool, int]:
         """Insert/refresh; returns (this route is the group's master, the group's master epoch).
         ``peer`` is the registrant's address (its IP): it may hold ``max_routes_per_peer`` routes."""
-        if not r.broker_name or len(r.broker_name) > MAX_NAME or len(r.cluster_name) > MAX_NAME:
-            raise RouteError(f"broker_name required, names at most {MAX_NAME} chars")
+        if not r.broker_name or len(r.broker_name) > MAX_NAME_LEN or len(r.cluster_name) > MAX_NAME_LEN:
+            raise RouteError(f"broker_name required, names at most {MAX_NAME_LEN} chars")
         if not NAME_RE.fullmatch(r.broker_name) or (r.cluster_name and not NAME_RE.fullmatch(r.cluster_name)):
             raise RouteError("names may hold only letters, digits and _ . % - (not first)")
         if r.broker_id <= 0:
@@ -184,11 +183,11 @@ class NameServerServicer(pbg.NameServerServicer):
             is_master, epoch = self.table.register(request.route, request.ttl_ms / 1000.0, now, peer)
         except RouteError as e:
             _refusals.warning(("bad", peer), "route_rejected", reason=str(e), peer=peer,
-                              group=request.route.broker_name[:MAX_NAME])
+                              group=request.route.broker_name[:MAX_NAME_LEN])
             return pb.RegisterRouteReply(header=pb.NamesrvReplyHeader(code=BAD_REQUEST, message=str(e)))
         except OverflowError as e:
             _refusals.warning(("limit", peer), "route_rejected", reason=str(e), peer=peer,
-                              group=request.route.broker_name[:MAX_NAME])
+                              group=request.route.broker_name[:MAX_NAME_LEN])
             return pb.RegisterRouteReply(header=pb.NamesrvReplyHeader(code=LIMIT_REACHED, message=str(e)))
         r = request.route
         if r.role == "master" and not is_master:

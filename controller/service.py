@@ -22,7 +22,6 @@ from autoswitch.controller.authz import audit_detail
 from autoswitch.controller.batchable import BATCHABLE, decode_call
 from autoswitch.controller.codes import Code
 from autoswitch.controller.service_common import (
-    MAX_IDS,
     BadRequest,
     NodeReply,
     check_addr,
@@ -35,6 +34,7 @@ from autoswitch.controller.service_common import (
 )
 
 from autoswitch.base.auth import current_caller
+from autoswitch.base.limits import MAX_REPLICAS_PER_GROUP
 from autoswitch.base.log import get_logger
 from autoswitch.proto import controller_pb2 as pb
 from autoswitch.proto import controller_pb2_grpc as pbg
@@ -321,8 +321,8 @@ class ControllerServicer(pbg.ControllerServiceServicer):
 
     @staticmethod
     def _alter_request(request) -> m.AlterSyncStateSetRequest:
-        if not 0 < len(request.new_sync_state_set) <= MAX_IDS:
-            raise BadRequest(f"new_sync_state_set must have 1..{MAX_IDS} members")
+        if not 0 < len(request.new_sync_state_set) <= MAX_REPLICAS_PER_GROUP:
+            raise BadRequest(f"new_sync_state_set must have 1..{MAX_REPLICAS_PER_GROUP} members")
         members = [check_id(b, "new_sync_state_set member") for b in request.new_sync_state_set]
         if len(set(members)) != len(members):
             raise BadRequest("new_sync_state_set has duplicates")
@@ -356,7 +356,7 @@ class ControllerServicer(pbg.ControllerServiceServicer):
 
     @_handler(pb.CleanBrokerDataReply, audit=lambda r: r.broker_name)
     async def CleanBrokerData(self, request, context):
-        if len(request.broker_ids) > MAX_IDS:
+        if len(request.broker_ids) > MAX_REPLICAS_PER_GROUP:
             raise BadRequest("too many broker_ids")
         res = await self.node.elections.clean_broker_data(m.CleanBrokerDataRequest(
             cluster_name=check_name(request.cluster_name, "cluster_name", required=False),

@@ -18,10 +18,6 @@ from autoswitch.base.limits import (
 from autoswitch.base.log import RateLimitedLog, get_logger
 from autoswitch.proto import controller_pb2 as pb
 
-MAX_NAME = MAX_NAME_LEN
-MAX_IDS = MAX_REPLICAS_PER_GROUP
-MAX_ID = MAX_BROKER_ID
-
 
 class BadRequest(AutoswitchError):
     code = "CONTROLLER_MALFORMED_REQUEST"
@@ -42,13 +38,13 @@ class NodeReply(AutoswitchError):
 def check_name(v: str, what: str, required: bool = True) -> str:
     if required and not v:
         raise BadRequest(f"{what} is required")
-    if len(v) > MAX_NAME or "\n" in v or "\r" in v or "\0" in v:
-        raise BadRequest(f"{what} must be at most {MAX_NAME} printable chars")
+    if len(v) > MAX_NAME_LEN or "\n" in v or "\r" in v or "\0" in v:
+        raise BadRequest(f"{what} must be at most {MAX_NAME_LEN} printable chars")
     return v
 
 
 def check_id(v: int, what: str, allow_zero: bool = False) -> int:
-    if not (0 if allow_zero else 1) <= v <= MAX_ID:
+    if not (0 if allow_zero else 1) <= v <= MAX_BROKER_ID:
         raise BadRequest(f"{what} out of range: {v}")
     return v
 

@@ -193,7 +193,7 @@ def _handle(request: Request, state: ControllerState,
     except InvariantViolation as e:
         _log.error("invariant_violation", request=type(request).__name__, group=request.group, error=e.message)
         return [], Reply(Code.CONTROLLER_JRAFT_INTERNAL_ERROR, f"invariant violation: {e.message}"), _Staged(state)
-    except Exception as e:  # a bug: deterministic on every node, so reject the entry everywhere alike
+    except Exception as e:  # noqa: BLE001 - a bug: deterministic on every node, so reject the entry everywhere alike
         _log.error("state_machine_bug", exc_info=True, request=type(request).__name__, group=request.group)
         return [], Reply(Code.CONTROLLER_JRAFT_INTERNAL_ERROR, f"internal error: {type(e).__name__}"), _Staged(state)
     view = None
@@ -591,7 +591,7 @@ class ControllerStateMachine:
             self.last_applied_index = index
             _log.warning("apply_malformed_entry", index=index, error=e.message)
             return Reply(Code.CONTROLLER_INVALID_REQUEST, e.message)
-        except Exception as e:  # a decoder bug: still a bad entry, never an exception out of apply
+        except Exception as e:  # noqa: BLE001 - a decoder bug: still a bad entry, never an exception out of apply
             self.last_applied_index = index
             _log.error("apply_decode_bug", exc_info=True, index=index)
             return Reply(Code.CONTROLLER_INVALID_REQUEST, f"undecodable entry: {type(e).__name__}")
@@ -628,7 +628,7 @@ class ControllerStateMachine:
             if self.history_sink is not None:
                 try:
                     self.history_sink(rec)
-                except Exception:  # the audit trail must not un-apply or crash the applied entry
+                except Exception:  # noqa: BLE001 - the audit trail must not un-apply or crash the applied entry
                     _log.error("history_sink_failed", exc_info=True, index=index, group=rec["group"])
         if not reply.ok:
             _log.info("request_rejected", index=index, request=req.TYPE, group=req.group,

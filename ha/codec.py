@@ -43,7 +43,6 @@ PROTOCOL_VERSION = 3
 MAX_KNOWN_VERSION = 3
 MIN_OFFSET_VERSION = 2          # the first version whose master handshake carries masterMinOffset
 INCARNATION_VERSION = 3         # the first version whose slave handshake carries the incarnation
-MAX_INCARNATION_BYTES = MAX_INCARNATION_LEN
 _I64 = struct.Struct(">q")
 
 _STATE = struct.Struct(">i")
@@ -133,8 +132,8 @@ def encode_slave_handshake(f: SlaveHandshake) -> bytes:
 
 
 def _check_incarnation(raw: bytes) -> bytes:
-    if len(raw) > MAX_INCARNATION_BYTES or not all(0x21 <= b <= 0x7E for b in raw):
-        raise FrameError("bad_incarnation", f"incarnation of {len(raw)} bytes is not 0..{MAX_INCARNATION_BYTES} "
+    if len(raw) > MAX_INCARNATION_LEN or not all(0x21 <= b <= 0x7E for b in raw):
+        raise FrameError("bad_incarnation", f"incarnation of {len(raw)} bytes is not 0..{MAX_INCARNATION_LEN} "
                                             "printable ASCII characters")
     return raw
 
@@ -314,7 +313,7 @@ class MasterSideDecoder(_Decoder[SlaveFrame]):
                 if avail < size + _I16.size:
                     return None
                 (n,) = _I16.unpack_from(buf, r + size)
-                if not 0 <= n <= MAX_INCARNATION_BYTES:
+                if not 0 <= n <= MAX_INCARNATION_LEN:
                     raise FrameError("bad_incarnation", f"incarnationLength {n}")
                 if avail < size + _I16.size + n:
                     return None

@@ -35,7 +35,7 @@ from autoswitch.base.dualport import DualPortFront
 from autoswitch.base.errors import AutoswitchError
 from autoswitch.base.log import RateLimitedLog, get_logger
 from autoswitch.base.tls import ssl_peer_identity
-from autoswitch.base.waits import wait_event
+from autoswitch.base.waits import cancel_and_wait, wait_event
 from autoswitch.base.write_errors import FlushSlaveTimeout
 
 
@@ -154,14 +154,7 @@ class HAMaster:
         servers = [s for s in (self._server, *self._internal) if s is not None]
         for srv in servers:
             srv.close()
-        for t in (self._housekeeper, self._proposal_task):
-            if t is not None:
-                t.cancel()
-        for t in list(self._handlers):
-            t.cancel()
-        for t in list(self._handlers) + [t for t in (self._housekeeper, self._proposal_task) if t]:
-            with contextlib.suppress(BaseException):
-                await t
+        await cancel_and_wait([self._housekeeper, self._proposal_task, *self._handlers])
         for srv in servers:
             with contextlib.suppress(Exception):
                 await asyncio.wait_for(srv.wait_closed(), 2)
@@ -298,7 +291,7 @@ class HAMaster:
                 self.config.proposal_timeout_s)
         except asyncio.CancelledError:
             raise
-        except Exception as e:  # any rejection or transport failure: back off, retry later
+        except Exception as e:  # noqa: BLE001 - any rejection or transport failure: back off, retry later
             self.tracker.on_proposal_failed(self._clock())
             self._log.warning("sync_state_set_proposal_failed", proposed=sorted(p.new_set),
                               error=getattr(e, "code", type(e).__name__), detail=str(e),
@@ -432,7 +425,7 @@ class HAMaster:
             clog.info("slave_disconnected", detail=str(e))
         except asyncio.CancelledError:
             reason = "stopping" if self._stopped else "evicted_pending"
-        except Exception as e:  # a bug must cost one connection, never the master
+        except Exception as e:  # noqa: BLE001 - a bug must cost one connection, never the master
             reason = "internal_error"
             clog.error("slave_connection_failed", exc_info=e, error=type(e).__name__)
         finally:

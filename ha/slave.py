@@ -8,7 +8,6 @@ silent for housekeeping_interval_s (no data, no heartbeat) is treated as gone.
 from __future__ import annotations
 
 import asyncio
-import contextlib
 import random
 from collections.abc import Callable
 from ssl import SSLContext
@@ -24,6 +23,7 @@ from autoswitch.base.backoff import Backoff
 from autoswitch.base.errors import AutoswitchError
 from autoswitch.base.log import get_logger
 from autoswitch.base.tls import ssl_peer_identity
+from autoswitch.base.waits import cancel_and_wait
 
 
 class HASlave:
@@ -88,10 +88,7 @@ class HASlave:
         self.state = "SHUTDOWN"
         if self._writer is not None:
             self._writer.close()
-        if self._task is not None:
-            self._task.cancel()
-            with contextlib.suppress(BaseException):
-                await self._task
+        await cancel_and_wait([self._task])
         self._log.info("ha_slave_stopped")
 
     def disconnect(self) -> None:
@@ -118,7 +115,7 @@ class HASlave:
                 self._note_error("master_silent", "no frame within the housekeeping interval")
             except (ConnectionError, OSError, asyncio.IncompleteReadError) as e:
                 self._note_error("connection_lost", str(e) or type(e).__name__, level="info")
-            except Exception as e:  # a bug must cost one connection, never the replica
+            except Exception as e:  # noqa: BLE001 - a bug must cost one connection, never the replica
                 self._log.error("ha_slave_failed", exc_info=e, error=type(e).__name__)
                 self.last_error = {"reason": "internal_error", "detail": repr(e)}
             finally:
@@ -259,7 +256,7 @@ class _SlaveProtocol(asyncio.BufferedProtocol):
         try:
             assert self.transport is not None
             self.slave._on_bytes(self.session, self.dec, self.transport)
-        except Exception as e:      # protocol, offset and store errors end this connection only
+        except Exception as e:  # noqa: BLE001 - protocol, offset and store errors end this connection only
             self._end(e)
 
     def eof_received(self) -> bool:

@@ -77,7 +77,7 @@ class StageProgress:
                         self._last[sid] = state
                         log.info("progress", phase=self.phase, stage=sid, done=state[0], tasks=state[1],
                                  active=info.numActiveTasks, failed=info.numFailedTasks)
-            except Exception as e:  # the gateway is closing; progress is best-effort
+            except Exception as e:  # noqa: BLE001 - the gateway is closing; progress is best-effort
                 log.debug("progress_poll_failed", error=str(e))
                 return
 

@@ -17,6 +17,7 @@ import contextlib
 from dataclasses import dataclass, field
 
 from autoswitch.base.log import RateLimitedLog, get_logger
+from autoswitch.base.waits import cancel_and_wait
 
 TLS_HANDSHAKE = 0x16
 FIRST_BYTE_TIMEOUT_S = 10.0
@@ -50,9 +51,7 @@ class DualPortFront:
     async def close(self) -> None:
         if self._server is not None:
             self._server.close()
-        for t in list(self._open):
-            t.cancel()
-        await asyncio.gather(*self._open, return_exceptions=True)
+        await cancel_and_wait(list(self._open))
         if self._server is not None:
             with contextlib.suppress(Exception):
                 await self._server.wait_closed()

@@ -278,7 +278,6 @@ def certificate_identity(cert_path: str) -> str | None:
 # peers only with its own cluster's binding, so another cluster's ``controller/n1`` under the same
 # CA is refused (docs/security.md, "Raft peers").
 CLUSTER_URI_PREFIX = "urn:autoswitch:cluster:"
-MAX_CLUSTER_NAME = 128
 
 
 def _pem_clusters(pem: bytes) -> tuple[str, ...]:

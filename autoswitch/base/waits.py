@@ -26,12 +26,20 @@ async def wait_event(event: asyncio.Event, timeout_s: float) -> bool:
     return True
 
 
-async def cancel_and_wait(tasks: Iterable[asyncio.Task[Any] | None]) -> None:
-    """Cancel ``tasks`` (None entries are skipped) and wait until every one has ended. Their
-    outcomes are dropped: a task that failed has logged itself. A cancellation of the caller
-    while it waits still propagates."""
+async def cancel_and_wait(tasks: Iterable[asyncio.Task[Any] | None], timeout_s: float | None = None) -> None:
+    """Cancel ``tasks`` (None entries are skipped) and wait until every one has ended, or at most
+    ``timeout_s`` (a task that will not end must not hold a shutdown for ever). Their outcomes
+    are dropped: a task that failed has logged itself. A cancellation of the caller while it
+    waits still propagates. The one way the code base shuts tasks down."""
     live = [t for t in tasks if t is not None]
     for t in live:
         t.cancel()
-    if live:
+    if not live:
+        return
+    if timeout_s is None:
         await asyncio.gather(*live, return_exceptions=True)
+        return
+    done, _ = await asyncio.wait(live, timeout=timeout_s)
+    for t in done:
+        if not t.cancelled():
+            t.exception()       # retrieved: no "exception was never retrieved" at exit

@@ -14,9 +14,7 @@ from autoswitch.base.limits import MAX_ADDRESS_LEN, MAX_CONTROLLERS
 
 from .errors import RaftError
 
-MAX_MEMBERS = MAX_CONTROLLERS
 MAX_ID_LEN = 64
-MAX_ADDR_LEN = MAX_ADDRESS_LEN       # the one address limit (the service checks addresses with it first)
 MAX_CONF_BYTES = 16 * 1024
 
 
@@ -118,7 +116,7 @@ class Membership:
             out = {}
             for k, v in d.items():
                 if not isinstance(v, dict) or set(v) != {"client", "raft"} \
-                        or not all(isinstance(x, str) and len(x) <= MAX_ADDR_LEN for x in v.values()):
+                        or not all(isinstance(x, str) and len(x) <= MAX_ADDRESS_LEN for x in v.values()):
                     raise BadMembership(f"member {str(k)[:64]!r}: needs string 'client' and 'raft' addresses")
                 out[k] = Member(v["client"], v["raft"])
             return out
@@ -130,8 +128,8 @@ class Membership:
         ids = list(self.voters) + list(self.learners)
         if len(ids) != len(set(ids)):
             raise BadMembership("a node is both voter and learner")
-        if len(ids) > MAX_MEMBERS:
-            raise BadMembership(f"{len(ids)} members (limit {MAX_MEMBERS})")
+        if len(ids) > MAX_CONTROLLERS:
+            raise BadMembership(f"{len(ids)} members (limit {MAX_CONTROLLERS})")
         for i in ids:
             if not isinstance(i, str) or not i or len(i) > MAX_ID_LEN or not i.isprintable():
                 raise BadMembership(f"bad member id {str(i)[:64]!r}")

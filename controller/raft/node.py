@@ -31,7 +31,7 @@ from autoswitch.controller.consensus.membership import Membership
 
 from autoswitch.base.fsutil import fsync_dir, write_atomic
 from autoswitch.base.log import get_logger
-from autoswitch.base.waits import wait_event
+from autoswitch.base.waits import cancel_and_wait, wait_event
 
 from .config import RaftConfig
 from .core import RaftCore
@@ -124,10 +124,7 @@ class RaftNode:
 
     async def stop(self) -> None:
         self._stopped = True
-        if self._task is not None:
-            self._task.cancel()
-            with contextlib.suppress(asyncio.CancelledError, Exception):   # a failure was logged already
-                await self._task
+        await cancel_and_wait([self._task])      # a failure was logged already
         if self._transport_started:
             await self._transport.stop()
         if self._io_future is not None and not self._io_future.done():

@@ -33,7 +33,7 @@ from autoswitch.base.tls import (
     peer_cluster,
     peer_identity,
 )
-from autoswitch.base.waits import wait_event
+from autoswitch.base.waits import cancel_and_wait, wait_event
 from autoswitch.proto import raft_pb2, raft_pb2_grpc
 
 from .config import RaftConfig
@@ -290,7 +290,7 @@ class PeerSender:
                 raise
             except grpc.aio.AioRpcError as exc:
                 self.log.debug("raft_stream_broken", code=exc.code().name, details=exc.details())
-            except Exception as exc:  # keep the sender alive whatever happens; log it
+            except Exception as exc:  # noqa: BLE001 - keep the sender alive whatever happens; log it
                 self.log.warning("raft_stream_error", error=repr(exc))
             finally:
                 with contextlib.suppress(Exception):
@@ -321,10 +321,7 @@ class PeerSender:
             await wait_event(self._queued, rest)
 
     async def stop(self) -> None:
-        if self._task is not None:
-            self._task.cancel()
-            with contextlib.suppress(asyncio.CancelledError, Exception):
-                await self._task
+        await cancel_and_wait([self._task])
         if self._channel is not None:
             with contextlib.suppress(Exception):
                 await self._channel.close()

@@ -26,7 +26,7 @@ from autoswitch.controller.consensus.errors import NotLeader, ProposalTimeout, Q
 from autoswitch.controller.consensus.membership import Membership
 
 from autoswitch.base.log import get_logger
-from autoswitch.base.waits import wait_event
+from autoswitch.base.waits import cancel_and_wait, wait_event
 
 from .base import Store
 from .config import StoreBackendConfig
@@ -123,13 +123,7 @@ class StoreLogNode:
 
     async def stop(self) -> None:
         self._stopped = True
-        for t in self._tasks:
-            t.cancel()
-        for t in self._tasks:
-            try:
-                await t
-            except (asyncio.CancelledError, Exception):
-                pass
+        await cancel_and_wait(self._tasks)
         self._fail_queue(RaftStopped("controller node is stopped"))
         self._lock_ex.shutdown(wait=False, cancel_futures=True)
         self._log_ex.shutdown(wait=False, cancel_futures=True)

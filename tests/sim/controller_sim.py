@@ -10,6 +10,7 @@ from __future__ import annotations
 import random
 from dataclasses import dataclass, field
 
+from autoswitch.controller.consensus.errors import RaftError
 from autoswitch.controller.consensus.membership import Member, Membership
 from autoswitch.controller.messages import (
     TRIGGER_ADMIN,
@@ -338,7 +339,7 @@ class ControllerSim:
                 return
             n.core.propose_conf(new)
             self.stats.proposals += 1
-        except Exception:     # NotLeader / ProposalDropped: the operator retries later
+        except RaftError:     # NotLeader / ProposalDropped / BadMembership: the operator retries later
             return
         self.process(n.nid)
 
@@ -353,7 +354,7 @@ class ControllerSim:
         try:
             n.core.propose(encode_request(self._request(n)))
             self.stats.proposals += 1
-        except Exception:    # NotLeader / ProposalDropped (flow control): the client retries later
+        except RaftError:    # NotLeader / ProposalDropped (flow control): the client retries later
             return
         self.process(n.nid)
 
@@ -474,7 +475,7 @@ class ControllerSim:
                 try:
                     target = ld.core.propose(encode_request(UpdateControllerConfigRequest(
                         {"enable_elect_unclean_master": "false"}, 1)))
-                except Exception:
+                except RaftError:       # NotLeader / ProposalDropped: tried again next round
                     target = None
                 self.process(ld.nid)
             members = ld.core.membership.all() if ld is not None else {}

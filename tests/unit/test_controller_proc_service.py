@@ -13,11 +13,11 @@ from autoswitch.controller import messages as m
 from autoswitch.controller.codes import Code
 from autoswitch.controller.membership_ops import MembershipView
 from autoswitch.controller.service import ControllerServicer
-from autoswitch.controller.service_common import MAX_NAME
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from autoswitch.base.addr import is_hostport
+from autoswitch.base.limits import MAX_NAME_LEN
 from autoswitch.proto import controller_pb2 as pb
 
 
@@ -113,7 +113,7 @@ KNOWN = {0, Code.CONTROLLER_MALFORMED_REQUEST, Code.CONTROLLER_REQUEST_TOO_LARGE
 
 
 def well_formed_name(v: str) -> bool:
-    return 0 < len(v) <= MAX_NAME and not any(c in v for c in "\n\r\0")
+    return 0 < len(v) <= MAX_NAME_LEN and not any(c in v for c in "\n\r\0")
 
 
 def well_formed_addr(v: str) -> bool:
