@@ -13,49 +13,14 @@ import json
 import os
 from array import array
 from pathlib import Path
-from typing import Any
+
+from autoswitch.controller.history import HistoryRecord, encode_record
 
 from autoswitch.base.log import get_logger
 
 _log = get_logger("controller.eventlog")
 
 MAX_LINE_BYTES = 1 << 20
-
-# A line is json.dumps(rec, default=str, separators=(",", ":"), sort_keys=True) (ASCII-only).
-_ENCODER = json.JSONEncoder(default=str, separators=(",", ":"), sort_keys=True)
-_esc = json.encoder.encode_basestring_ascii   # what that encoder uses for every string
-# The keys of history.event_history_record (the only records the controller writes).
-_HISTORY_KEYS = frozenset({"ts_ms", "index", "group", "event", "master_broker_id", "master_epoch",
-                           "sync_state_set", "sync_state_set_epoch", "reason", "unclean"})
-_N_HISTORY_KEYS = len(_HISTORY_KEYS)
-
-
-def _history_line(rec: dict[str, Any]) -> str | None:
-    """The JSON text of an event history record, byte-identical to ``_ENCODER.encode(rec)``, or
-    None when ``rec`` is not of the plain shape this handles (then the encoder does it)."""
-    if type(rec) is not dict or len(rec) != _N_HISTORY_KEYS:
-        return None
-    try:   # a plain dict of ten keys, all of these: exactly the history keys
-        event, group, index, master, mepoch = rec["event"], rec["group"], rec["index"], \
-            rec["master_broker_id"], rec["master_epoch"]
-        reason, sss, sepoch, ts, unclean = rec["reason"], rec["sync_state_set"], rec["sync_state_set_epoch"], \
-            rec["ts_ms"], rec["unclean"]
-    except KeyError:
-        return None
-    if not (type(event) is str and type(group) is str and type(reason) is str and type(index) is int
-            and type(mepoch) is int and type(sepoch) is int and type(ts) is int
-            and (master is None or type(master) is int) and type(sss) is list
-            and (unclean is True or unclean is False)):
-        return None
-    for x in sss:
-        if type(x) is not int:
-            return None
-    # Sorted key order; an exact int formats as its repr, like the encoder writes it.
-    return (f'{{"event":{_esc(event)},"group":{_esc(group)},"index":{index},'
-            f'"master_broker_id":{"null" if master is None else master},"master_epoch":{mepoch},'
-            f'"reason":{_esc(reason)},"sync_state_set":[{",".join(map(str, sss))}],'
-            f'"sync_state_set_epoch":{sepoch},"ts_ms":{ts},"unclean":{"true" if unclean else "false"}}}')
-
 
 class EventLog:
     def __init__(self, path: Path) -> None:
@@ -93,16 +58,13 @@ class EventLog:
     def __len__(self) -> int:
         return len(self._offsets)
 
-    def append(self, index: int, record: dict[str, Any]) -> bool:
+    def append(self, record: HistoryRecord) -> bool:
+        """The record's line, unless a previous run of this node wrote its index already."""
+        index = record.index
         if index <= self.recovered_index:
             return False
         assert index >= self.last_index, f"event index went back: {index} < {self.last_index}"
-        if record.get("index") is not index:
-            record = {**record, "index": index}
-        line = _history_line(record)
-        if line is None:
-            line = _ENCODER.encode(record)
-        data = line.encode() + b"\n"
+        data = encode_record(record) + b"\n"
         if len(data) > MAX_LINE_BYTES:
             _log.error("event_record_too_large", index=index, bytes=len(data))
             data = json.dumps({"index": index, "truncated": True}).encode() + b"\n"

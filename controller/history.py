@@ -1,10 +1,14 @@
-"""The event history record: one JSON line per applied event, on every node, in log order (the
-format events.jsonl, the metrics, the status page, the alerts and the pipeline read)."""
+"""The event history record: one per applied event, on every node, in log order. One typed
+record (``HistoryRecord``) from the state machine to events.jsonl (its JSON line), the metrics,
+the status page, the alerts, the CLI and the pipeline (whose events schema is derived from it).
+
+Fields in name order, so a line's keys come sorted as they always have; ``actor``, ``trigger``
+and ``crash`` appear only where they say something (admin audits, elections).
+"""
 
 from __future__ import annotations
 
-from typing import Any
-
+import msgspec
 from autoswitch.controller.messages import (
     AdminAuditEvent,
     AlterSyncStateSetEvent,
@@ -21,12 +25,40 @@ from autoswitch.controller.messages import (
 from autoswitch.controller.sm_state import ControllerState, GroupState
 
 
-def event_history_record(event: Event, index: int, ts_ms: int,
-                         state: ControllerState | GroupState | None) -> dict[str, Any]:
-    """One JSON-lines record per applied event (the format the pipeline reads).
+class HistoryRecord(msgspec.Struct, frozen=True, kw_only=True, omit_defaults=True):
+    actor: str = ""                 # AdminAudit: who made the admin call
+    crash: bool = False             # ElectMaster/NoMaster: the master was dead on crash evidence only
+    event: str                      # messages.event_name: ElectMaster, NoMaster, AlterSyncStateSet, ...
+    group: str
+    index: int                      # the Raft log index of the entry that caused it
+    master_broker_id: int | None    # the group's state right after the event
+    master_epoch: int
+    reason: str
+    sync_state_set: tuple[int, ...]
+    sync_state_set_epoch: int
+    trigger: str = ""               # ElectMaster/NoMaster: controller, broker, admin, handover, registration
+    ts_ms: int                      # the proposing leader's wall clock
+    unclean: bool
 
-    ``state`` is the state right after the event (a ControllerState or the group itself).
-    """
+
+_ENCODER = msgspec.json.Encoder()
+_DECODER = msgspec.json.Decoder(HistoryRecord)
+
+
+def encode_record(rec: HistoryRecord) -> bytes:
+    """The events.jsonl line of a record (without the newline)."""
+    return _ENCODER.encode(rec)
+
+
+def decode_record(line: bytes | str) -> HistoryRecord:
+    """A line of events.jsonl as a record (msgspec.ValidationError / DecodeError on a bad one)."""
+    return _DECODER.decode(line)
+
+
+def event_history_record(event: Event, index: int, ts_ms: int,
+                         state: ControllerState | GroupState | None) -> HistoryRecord:
+    """The record of one applied event; ``state`` is the state right after the event (a
+    ControllerState or the group itself)."""
     g = state.groups.get(event.broker_name) if isinstance(state, ControllerState) else state
     reason = ""
     if isinstance(event, ElectMasterEvent | AlterSyncStateSetEvent | EligibleChangeEvent):
@@ -43,18 +75,13 @@ def event_history_record(event: Event, index: int, ts_ms: int,
         reason = f"preferred_master:{event.broker_id}"
     elif isinstance(event, AdminAuditEvent):
         reason = f"{event.action} code={event.code} {event.detail}" + (f" ({event.remark})" if event.remark else "")
-    rec = {
-        "ts_ms": ts_ms,
-        "index": index,
-        "group": event.broker_name,
-        "event": event_name(event),
-        "master_broker_id": g.master_broker_id if g is not None else None,
-        "master_epoch": g.master_epoch if g is not None else 0,
-        "sync_state_set": sorted(g.sync_state_set) if g is not None else [],
-        "sync_state_set_epoch": g.sync_state_set_epoch if g is not None else 0,
-        "reason": reason,
-        "unclean": isinstance(event, ElectMasterEvent) and event.unclean,
-    }
-    if isinstance(event, AdminAuditEvent):
-        rec["actor"] = event.actor
-    return rec
+    elect = event if isinstance(event, ElectMasterEvent) else None
+    return HistoryRecord(
+        ts_ms=ts_ms, index=index, group=event.broker_name, event=event_name(event),
+        master_broker_id=g.master_broker_id if g is not None else None,
+        master_epoch=g.master_epoch if g is not None else 0,
+        sync_state_set=tuple(sorted(g.sync_state_set)) if g is not None else (),
+        sync_state_set_epoch=g.sync_state_set_epoch if g is not None else 0,
+        reason=reason, unclean=elect is not None and elect.unclean,
+        actor=event.actor if isinstance(event, AdminAuditEvent) else "",
+        trigger=elect.trigger if elect is not None else "", crash=elect is not None and elect.crash)

@@ -19,6 +19,7 @@ from typing import TYPE_CHECKING, Any
 from autoswitch.controller import messages as msgs
 from autoswitch.controller import sm_adapter
 from autoswitch.controller.codes import Code
+from autoswitch.controller.history import HistoryRecord
 from autoswitch.controller.liveness import (
     MAX_ASSUMED_TIMEOUT_MS,
     NEVER_REPORTED,
@@ -395,11 +396,11 @@ class LivenessDesk:
 
     # ------------------------------------------------------------------ applied history
 
-    def election_applied(self, rec: dict[str, Any]) -> None:
+    def election_applied(self, rec: HistoryRecord) -> None:
         """An ElectMaster record applied here: a late-committing election holds grants
         (HeartbeatTable.election_applied)."""
-        if rec.get("master_broker_id") and self.heartbeats.election_applied(
-                rec["group"], rec["master_broker_id"], rec["ts_ms"], sm_adapter.wall_ms(), self.now_ms()):
-            self.refusal_log.warning(("late", rec["group"]), "late_election_grants_held", group=rec["group"],
-                                     master=rec["master_broker_id"], epoch=rec["master_epoch"],
-                                     ageMs=sm_adapter.wall_ms() - rec["ts_ms"])
+        if rec.master_broker_id and self.heartbeats.election_applied(
+                rec.group, rec.master_broker_id, rec.ts_ms, sm_adapter.wall_ms(), self.now_ms()):
+            self.refusal_log.warning(("late", rec.group), "late_election_grants_held", group=rec.group,
+                                     master=rec.master_broker_id, epoch=rec.master_epoch,
+                                     ageMs=sm_adapter.wall_ms() - rec.ts_ms)

@@ -50,6 +50,8 @@ TRIGGER_BROKER = "broker"           # a broker found no master and asked
 TRIGGER_ADMIN = "admin"             # an operator (designated or not)
 TRIGGER_HANDOVER = "handover"       # the master hands over to an in-sync slave (compare-and-set)
 TRIGGERS = (TRIGGER_CONTROLLER, TRIGGER_BROKER, TRIGGER_ADMIN, TRIGGER_HANDOVER)
+# Not a request's trigger: a registration that ended a master's claim (history records only).
+TRIGGER_REGISTRATION = "registration"
 
 
 class MalformedRequest(AutoswitchError):
@@ -504,6 +506,10 @@ class ElectMasterEvent(Event, frozen=True):
     # The new MasterEpoch is at least this (0: just +1): an operator's election past a controller
     # state older than the brokers' (a restored snapshot) must be above every epoch they report.
     min_epoch: int = 0
+    # What caused it, for the history record: the election request's trigger ("registration" for a
+    # registration that ended a master's claim), and whether the master was dead on crash evidence.
+    trigger: str = ""
+    crash: bool = False
 
 
 class AlterSyncStateSetEvent(Event, frozen=True):

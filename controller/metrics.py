@@ -15,6 +15,7 @@ from prometheus_client import CollectorRegistry, Counter, Histogram
 from autoswitch.base.observe import FnCollector
 
 if TYPE_CHECKING:
+    from autoswitch.controller.history import HistoryRecord
     from autoswitch.controller.node_api import ObservedNode
 
 PROPOSAL_BUCKETS = (0.001, 0.002, 0.005, 0.01, 0.02, 0.05, 0.1, 0.2, 0.5, 1.0, 2.0, 5.0)
@@ -40,15 +41,11 @@ class ControllerMetrics:
         r.register(FnCollector(self._gauges))
         self._last_leader: str | None = None
 
-    def on_history_record(self, rec: dict) -> None:
-        ev = rec.get("event")
-        if ev in ("ElectMaster", "NoMaster"):
-            reason = str(rec.get("reason", ""))
-            parts = reason.split(":")
-            trigger = parts[0] if parts and parts[0] else "unknown"
-            kind = "no_master" if ev == "NoMaster" else ("crash" if "crash" in parts[1:2] else
-                                                       "unclean" if rec.get("unclean") else "clean")
-            self.elections.labels(trigger, kind).inc()
+    def on_history_record(self, rec: HistoryRecord) -> None:
+        if rec.event in ("ElectMaster", "NoMaster"):
+            kind = ("no_master" if rec.event == "NoMaster" else "crash" if rec.crash
+                    else "unclean" if rec.unclean else "clean")
+            self.elections.labels(rec.trigger or "unknown", kind).inc()
 
     def _gauges(self) -> Iterator[tuple[str, str, dict[str, str], float]]:
         node = self.node

@@ -39,6 +39,7 @@ from autoswitch.controller.codes import Code
 from autoswitch.controller.config import ControllerConfig
 from autoswitch.controller.election_scanner import ElectionScanner
 from autoswitch.controller.eventlog import EventLog
+from autoswitch.controller.history import HistoryRecord
 from autoswitch.controller.liveness import HeartbeatTable
 from autoswitch.controller.liveness_desk import DeadReportMarker, LivenessDesk
 from autoswitch.controller.membership_ops import MembershipChanges, MembershipView
@@ -384,20 +385,18 @@ class ControllerNode:
         if self.config.notify_broker_role_changed:
             self.watchers.publish(group, (index, replica_info))
 
-    def _on_record(self, rec: dict[str, Any]) -> None:
+    def _on_record(self, rec: HistoryRecord) -> None:
         """Every applied history record: metrics on every node, alerts on the leader only."""
         self.metrics.on_history_record(rec)
         self.status_page.on_record(rec)
-        ev = rec.get("event")
-        if ev == "ElectMaster":
+        if rec.event == "ElectMaster":
             self.liveness.election_applied(rec)
-        if ev in ("ElectMaster", "NoMaster") and self.is_leader:
-            if ev == "NoMaster":
-                self.alerter.emit("no_master", rec["group"], rec["ts_ms"], epoch=rec["master_epoch"],
-                                  reason=rec["reason"])
+        if rec.event in ("ElectMaster", "NoMaster") and self.is_leader:
+            if rec.event == "NoMaster":
+                self.alerter.emit("no_master", rec.group, rec.ts_ms, epoch=rec.master_epoch, reason=rec.reason)
             else:
-                self.alerter.emit("master_elected", rec["group"], rec["ts_ms"], master=rec["master_broker_id"],
-                                  epoch=rec["master_epoch"], reason=rec["reason"], unclean=rec["unclean"])
+                self.alerter.emit("master_elected", rec.group, rec.ts_ms, master=rec.master_broker_id,
+                                  epoch=rec.master_epoch, reason=rec.reason, unclean=rec.unclean)
 
 
 # /readyz: at most this many committed entries not yet applied.

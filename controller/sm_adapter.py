@@ -18,6 +18,7 @@ from typing import TYPE_CHECKING, Any
 
 import msgspec
 from autoswitch.controller import messages as m
+from autoswitch.controller.history import HistoryRecord
 
 if TYPE_CHECKING:
     from autoswitch.controller.config import ControllerConfig
@@ -117,7 +118,7 @@ class AppliedStateMachine:
     """
 
     def __init__(self, sm_config_strings: dict[str, str], events: Any, on_change: Any, log: Any,
-                 on_record: Callable[[dict], None] | None = None) -> None:
+                 on_record: Callable[[HistoryRecord], None] | None = None) -> None:
         from autoswitch.controller.sm_config import SMConfig
         from autoswitch.controller.statemachine import ControllerStateMachine
 
@@ -167,13 +168,13 @@ class AppliedStateMachine:
         self.inner.restore(data)
         self._published.clear()
 
-    def _sink(self, rec: dict) -> None:
+    def _sink(self, rec: HistoryRecord) -> None:
         try:
-            self.events.append(int(rec["index"]), rec)
+            self.events.append(rec)
         except OSError:
-            self.log.error("events_write_failed", exc_info=True, index=rec.get("index"))
-        if rec.get("event") not in ("UpdateConfig",):
-            self._touched.append(rec["group"])
+            self.log.error("events_write_failed", exc_info=True, index=rec.index)
+        if rec.event != "UpdateConfig":
+            self._touched.append(rec.group)
         if self.on_record is not None:
             self.on_record(rec)
 

@@ -37,12 +37,13 @@ from typing import Any
 import msgspec
 from autoswitch.controller import election
 from autoswitch.controller.codes import Code
-from autoswitch.controller.history import event_history_record
+from autoswitch.controller.history import HistoryRecord, event_history_record
 from autoswitch.controller.messages import (
     MAX_AUDIT_FIELD_LEN,
     MAX_QUERY_GROUPS,
     TRIGGER_ADMIN,
     TRIGGER_CONTROLLER,
+    TRIGGER_REGISTRATION,
     AdminAuditEvent,
     AdminAuditRequest,
     AlterSyncStateSetEvent,
@@ -301,9 +302,11 @@ def _data_loss_events(g: GroupState, bid: int, cfg: SMConfig, reason: str) -> li
             # still holds the old bytes of that epoch would keep them at its handshake (same
             # epoch, same start) and could later be elected with other bytes under acked offsets.
             # A new epoch starts where this log now ends; the others truncate to it.
-            return [ElectMasterEvent(g.broker_name, bid, (bid,), (), False, "master_" + reason + "_new_epoch")]
+            return [ElectMasterEvent(g.broker_name, bid, (bid,), (), False, "master_" + reason + "_new_epoch",
+                                     trigger=TRIGGER_REGISTRATION)]
         return [ElectMasterEvent(g.broker_name, None, tuple(sorted(g.sync_state_set if keep else rest)),
-                                 tuple(sorted(g.eligible if keep else g.eligible - {bid})), False, "master_" + reason)]
+                                 tuple(sorted(g.eligible if keep else g.eligible - {bid})), False, "master_" + reason,
+                                 trigger=TRIGGER_REGISTRATION)]
     if keep:
         return []
     if bid in g.sync_state_set:
@@ -395,7 +398,8 @@ def _elect_master(req: ElectMasterRequest, state: ControllerState) -> tuple[list
             # MasterEpoch) so brokers stop following it, keep the SSS for when a member returns. Not on
             # crash evidence alone: a reset connection must not depose a healthy master nobody can
             # replace; if it really died, the timeout path records this a moment later.
-            events.append(ElectMasterEvent(name, None, None, tuple(sorted(g.eligible)), False, "no_candidate"))
+            events.append(ElectMasterEvent(name, None, None, tuple(sorted(g.eligible)), False, "no_candidate",
+                                           trigger=req.trigger, crash=req.crash_only))
         return events, _Outcome(Code.CONTROLLER_MASTER_NOT_AVAILABLE, f"no electable replica in {name}: {d.reason}",
                                 name)
     assert d.new_master is not None
@@ -407,7 +411,8 @@ def _elect_master(req: ElectMasterRequest, state: ControllerState) -> tuple[list
         unclean=d.unclean, min_in_sync_replicas=election.effective_min_in_sync(cfg.min_in_sync_replicas, stated),
         enabled=cfg.enable_eligible_replicas, lost_data=lost)
     ev = ElectMasterEvent(name, d.new_master, (d.new_master,), tuple(sorted(elig)), d.unclean,
-                          f"{req.trigger}:{'crash:' if req.crash_only else ''}{d.reason}")
+                          f"{req.trigger}:{'crash:' if req.crash_only else ''}{d.reason}",
+                          trigger=req.trigger, crash=req.crash_only)
     return [ev], _Outcome(group=name, remark=d.reason)
 
 
@@ -434,7 +439,8 @@ def _elect_past_stale_view(g: GroupState, alive: dict[int, BrokerLiveInfo], desi
                        f"{newest}, it says {g.master_epoch}: restored from an older snapshot?); only {complete} "
                        f"hold everything of MasterEpoch {newest}", name)
     new = designated if designated is not None else complete[0]
-    ev = ElectMasterEvent(name, new, (new,), (), False, f"{TRIGGER_ADMIN}:stale_controller_view", min_epoch=newest + 1)
+    ev = ElectMasterEvent(name, new, (new,), (), False, f"{TRIGGER_ADMIN}:stale_controller_view", min_epoch=newest + 1,
+                          trigger=TRIGGER_ADMIN)
     return [ev], _Outcome(group=name, remark=f"stale_controller_view: brokers reported MasterEpoch {newest}")
 
 
@@ -568,7 +574,7 @@ class ControllerStateMachine:
     """
 
     def __init__(self, config: SMConfig | None = None,
-                 history_sink: Callable[[dict[str, Any]], None] | None = None) -> None:
+                 history_sink: Callable[[HistoryRecord], None] | None = None) -> None:
         self.state = ControllerState(config)
         self.last_applied_index = 0
         self.history_sink = history_sink
@@ -611,7 +617,7 @@ class ControllerStateMachine:
         events, reply, staged = _handle(req, self.state, validated)
         self.state.last_outcome = (int(reply.code), reply.remark[:MAX_AUDIT_FIELD_LEN])
         ts = req.ts_ms if isinstance(req, WriteRequest) else 0
-        records: list[dict[str, Any]] = []
+        records: list[HistoryRecord] = []
         if events:
             # Records show the state right after each event (staged.after, in event order).
             for ev, after in zip(events, staged.after, strict=True):
@@ -621,15 +627,15 @@ class ControllerStateMachine:
         log_applied = _log.is_enabled_for(logging.INFO) if records else False
         for rec in records:
             if log_applied:   # skip building the fields when INFO is off (_log.info would drop them)
-                _log.info("event_applied", kind=rec["event"], index=index, group=rec["group"],
-                          brokerId=rec["master_broker_id"], epoch=rec["master_epoch"],
-                          syncStateSet=rec["sync_state_set"], syncStateSetEpoch=rec["sync_state_set_epoch"],
-                          reason=rec["reason"], unclean=rec["unclean"])
+                _log.info("event_applied", kind=rec.event, index=index, group=rec.group,
+                          brokerId=rec.master_broker_id, epoch=rec.master_epoch,
+                          syncStateSet=list(rec.sync_state_set), syncStateSetEpoch=rec.sync_state_set_epoch,
+                          reason=rec.reason, unclean=rec.unclean)
             if self.history_sink is not None:
                 try:
                     self.history_sink(rec)
                 except Exception:  # noqa: BLE001 - the audit trail must not un-apply or crash the applied entry
-                    _log.error("history_sink_failed", exc_info=True, index=index, group=rec["group"])
+                    _log.error("history_sink_failed", exc_info=True, index=index, group=rec.group)
         if not reply.ok:
             _log.info("request_rejected", index=index, request=req.TYPE, group=req.group,
                       code=int(reply.code), remark=reply.remark)

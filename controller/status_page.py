@@ -17,6 +17,7 @@ from collections import deque
 from typing import TYPE_CHECKING
 
 if TYPE_CHECKING:
+    from autoswitch.controller.history import HistoryRecord
     from autoswitch.controller.node_api import ObservedNode
 
 MAX_WAIT_S = 30.0
@@ -40,10 +41,11 @@ class StatusPage:
         self.node = node
         self.recent: deque[dict] = deque(maxlen=RECENT_EVENTS)
 
-    def on_record(self, rec: dict) -> None:
-        if rec.get("event") in SHOWN_EVENTS:
-            self.recent.append({k: rec.get(k) for k in ("ts_ms", "group", "event", "master_broker_id", "master_epoch",
-                                                         "reason", "unclean", "actor")})
+    def on_record(self, rec: HistoryRecord) -> None:
+        if rec.event in SHOWN_EVENTS:
+            self.recent.append({"ts_ms": rec.ts_ms, "group": rec.group, "event": rec.event,
+                                "master_broker_id": rec.master_broker_id, "master_epoch": rec.master_epoch,
+                                "reason": rec.reason, "unclean": rec.unclean, "actor": rec.actor or None})
 
     def pages(self) -> dict:
         return {"/status": self.html, "/status.json": self.status_json, "/": self.html}

@@ -27,19 +27,24 @@ ACKS = (
     Field("ack_ts_ms", "int"),
 )
 
-EVENTS = (
-    Field("ts_ms", "int"),
-    Field("index", "int"),
-    Field("group", "str"),
-    Field("event", "str"),
-    Field("master_broker_id", "int", required=False),
-    Field("master_epoch", "int"),
-    Field("sync_state_set", "int_list"),
-    Field("sync_state_set_epoch", "int"),
-    Field("reason", "str", required=False),
-    Field("unclean", "bool", required=False),
-    Field("actor", "str", required=False),      # AdminAudit records: who made the admin call
-)
+# Fields of events.jsonl a reader does not insist on: null (no master), or absent from files
+# written before the field existed.
+_EVENTS_OPTIONAL = frozenset({"master_broker_id", "reason", "unclean"})
+
+
+def _events_schema() -> tuple[Field, ...]:
+    """events.jsonl as the controller writes it: names and types from its one record type
+    (controller/history.py HistoryRecord), so the two cannot drift apart."""
+    import msgspec
+
+    from autoswitch.controller.history import HistoryRecord
+
+    kinds = {int: "int", str: "str", bool: "bool", int | None: "int", tuple[int, ...]: "int_list"}
+    return tuple(Field(f.name, kinds[f.type], required=f.required and f.name not in _EVENTS_OPTIONAL)
+                 for f in msgspec.structs.fields(HistoryRecord))
+
+
+EVENTS = _events_schema()
 
 LOG_INDEX = (
     Field("group", "str"),

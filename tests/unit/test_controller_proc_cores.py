@@ -8,6 +8,7 @@ import json
 import pytest
 from autoswitch.controller import config as cfgmod
 from autoswitch.controller.eventlog import EventLog
+from autoswitch.controller.history import HistoryRecord
 from autoswitch.controller.namesrv import RouteError, RouteTable
 from autoswitch.controller.watchers import Watchers
 
@@ -117,19 +118,24 @@ class TestConfig:
 
 def test_eventlog_skips_replayed_indices_and_cuts_torn_tail(tmp_path):
     p = tmp_path / "events.jsonl"
+
+    def rec(index: int, event: str) -> HistoryRecord:
+        return HistoryRecord(ts_ms=1, index=index, group="g", event=event, master_broker_id=None, master_epoch=0,
+                             sync_state_set=(), sync_state_set_epoch=0, reason="", unclean=False)
+
     e = EventLog(p)
-    assert e.append(1, {"type": "a"}) and e.append(2, {"type": "b"})
+    assert e.append(rec(1, "a")) and e.append(rec(2, "b"))
     e.close()
     e = EventLog(p)
-    assert not e.append(2, {"type": "b"})          # re-applied after restart: skipped
+    assert not e.append(rec(2, "b"))          # re-applied after restart: skipped
     e.close()
     with open(p, "ab") as f:
         f.write(b'{"index": 3, "ty')                # crash mid-line
     e = EventLog(p)
     assert len(e) == 2 and e.last_index == 2
-    assert e.append(3, {"type": "c"})
+    assert e.append(rec(3, "c"))
     lines, nxt, eof = e.read(1, 10)
-    assert [json.loads(x)["type"] for x in lines] == ["b", "c"] and nxt == 3 and eof
+    assert [json.loads(x)["event"] for x in lines] == ["b", "c"] and nxt == 3 and eof
     assert e.read(0, 1) == ([lines[0].replace('"b"', '"a"').replace('"index":2', '"index":1')], 1, False)
     e.close()
 

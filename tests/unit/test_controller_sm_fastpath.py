@@ -16,7 +16,7 @@ import msgspec
 from autoswitch.controller import eventlog
 from autoswitch.controller import messages as m
 from autoswitch.controller import sm_adapter as sa
-from autoswitch.controller.history import event_history_record
+from autoswitch.controller.history import HistoryRecord, decode_record, encode_record, event_history_record
 from autoswitch.controller.sm_config import SMConfig
 from autoswitch.controller.statemachine import ControllerStateMachine, _handle, _Staged
 from hypothesis import HealthCheck, given, settings
@@ -156,48 +156,46 @@ def test_missing_fields_wrong_types_and_unknown_fields_are_refused_by_name():
 # --------------------------------------------------------------------------- events.jsonl
 
 
-rec_values = scalars | st.lists(scalars, max_size=4) | st.lists(st.integers(-5, 2**70), max_size=5) \
-    | st.dictionaries(st.text(max_size=3), st.integers(), max_size=2)
-history_record = st.fixed_dictionaries({
-    "ts_ms": st.integers(0, 2**63) | rec_values, "index": st.integers(1, 2**40), "group": st.text() | rec_values,
-    "event": st.sampled_from(["AlterSyncStateSet", "NoMaster", "é\u2028"]) | rec_values,
-    "master_broker_id": st.none() | st.integers(1, 9) | rec_values, "master_epoch": st.integers(0, 9) | rec_values,
-    "sync_state_set": st.lists(st.integers(1, 9), max_size=4) | rec_values,
-    "sync_state_set_epoch": st.integers(0, 9) | rec_values, "reason": st.text() | rec_values,
-    "unclean": st.booleans() | rec_values,
-})
+history_record = st.builds(
+    HistoryRecord, ts_ms=st.integers(0, 2**63 - 1), index=st.integers(1, 2**40), group=st.text(),
+    event=st.sampled_from(["AlterSyncStateSet", "NoMaster", "ElectMaster", "AdminAudit"]),
+    master_broker_id=st.none() | st.integers(1, 9), master_epoch=st.integers(0, 9),
+    sync_state_set=st.lists(st.integers(1, 9), max_size=4, unique=True).map(lambda v: tuple(sorted(v))),
+    sync_state_set_epoch=st.integers(0, 9), reason=st.text(), unclean=st.booleans(),
+    actor=st.sampled_from(["", "admin/ops"]), trigger=st.sampled_from(["", "controller", "handover"]),
+    crash=st.booleans())
 
 
-@settings(max_examples=500, deadline=None)
-@given(history_record | st.dictionaries(st.text(max_size=4), rec_values, max_size=5))
-def test_history_line_is_byte_identical_to_json_dumps(rec):
-    try:
-        ref = json.dumps(rec, default=str, separators=(",", ":"), sort_keys=True)
-    except (TypeError, ValueError):
-        return   # the encoder refuses it either way: the fast path must not answer
-    line = eventlog._history_line(rec)
-    assert line is None or line == ref
-    assert eventlog._ENCODER.encode(rec) == ref
+@settings(max_examples=300, deadline=None)
+@given(history_record)
+def test_a_history_line_is_the_record_with_sorted_keys_and_reads_back_equal(rec):
+    line = encode_record(rec)
+    as_json = json.loads(line)
+    assert list(as_json) == sorted(as_json), "keys in name order, as events.jsonl always had them"
+    assert decode_record(line) == rec
+    # what a reader of older files relies on: these keys are always there
+    assert {"ts_ms", "index", "group", "event", "master_broker_id", "master_epoch", "sync_state_set",
+            "sync_state_set_epoch", "reason", "unclean"} <= set(as_json)
+    assert ("actor" in as_json) == bool(rec.actor) and ("trigger" in as_json) == bool(rec.trigger)
 
 
 def test_eventlog_lines_and_offsets(tmp_path):
     log = eventlog.EventLog(tmp_path / "events.jsonl")
-    recs = [{"ts_ms": 1, "index": 1, "group": "g", "event": "ElectMaster", "master_broker_id": None,
-             "master_epoch": 1, "sync_state_set": [1, 2], "sync_state_set_epoch": 1, "reason": "é",
-             "unclean": False},
-            {"odd": 1.5, "index": 7},
-            {"ts_ms": 3, "index": 9, "group": "g", "event": "X", "master_broker_id": 2, "master_epoch": 2,
-             "sync_state_set": [2], "sync_state_set_epoch": 3, "reason": "r", "unclean": True}]
-    for i, r in zip((1, 2, 3), recs, strict=True):
-        assert log.append(i, r)
+    base = dict(ts_ms=1, group="g", event="ElectMaster", master_broker_id=None, master_epoch=1,
+                sync_state_set=(1, 2), sync_state_set_epoch=1, reason="é", unclean=False)
+    recs = [HistoryRecord(index=1, **base), HistoryRecord(index=2, **{**base, "event": "AdminAudit"}, actor="a"),
+            HistoryRecord(index=3, **{**base, "master_broker_id": 2, "unclean": True}, trigger="controller")]
+    for r in recs:
+        assert log.append(r)
     lines, nxt, eof = log.read(0, 10)
     assert eof and nxt == 3
-    assert lines == [json.dumps({**r, "index": i}, default=str, separators=(",", ":"), sort_keys=True)
-                     for i, r in zip((1, 2, 3), recs, strict=True)]
+    assert [decode_record(line) for line in lines] == recs
     assert log.read(2, 1)[0] == lines[2:]
     log.close()
     again = eventlog.EventLog(tmp_path / "events.jsonl")
-    assert len(again) == 3 and again.append(4, recs[0]) and again.read(3, 1)[0][0].endswith('"unclean":false}')
+    assert not again.append(recs[1])        # written by the previous run already
+    four = HistoryRecord(index=4, **base)
+    assert len(again) == 3 and again.append(four) and decode_record(again.read(3, 1)[0][0]) == four
     again.close()
 
 
@@ -218,11 +216,11 @@ def _reference_records(req, state, index):
 @settings(max_examples=60, deadline=None, suppress_health_check=[HealthCheck.too_slow])
 @given(st.lists(ops, min_size=10, max_size=60))
 def test_records_and_watcher_infos_match_the_reference(seq):
-    records: list[dict] = []
+    records: list[HistoryRecord] = []
     notified: list[tuple[int, str, dict]] = []
 
     class Sink:
-        def append(self, index, rec):
+        def append(self, rec):
             records.append(rec)
 
     class Log:
@@ -240,7 +238,7 @@ def test_records_and_watcher_infos_match_the_reference(seq):
         assert records[n_rec:] == want
         # Watchers: exactly the touched groups whose info changed, with the info recomputed now.
         expect = []
-        for group in dict.fromkeys(r["group"] for r in want if r["event"] != "UpdateConfig"):
+        for group in dict.fromkeys(r.group for r in want if r.event != "UpdateConfig"):
             info = asm.inner.replica_view(group)
             if info != published.get(group):
                 if info is None:
@@ -273,11 +271,3 @@ def test_alter_sync_state_set_fast_validate_agrees_with_the_rules(name, mb, me, 
         one = msgspec.structs.replace(ok)
         force_setattr(one, field, v)
         assert _outcome(one.validate) == _outcome(one._validate_rules)
-
-
-def test_history_line_leaves_dict_subclasses_and_other_keys_to_the_encoder():
-    from collections import defaultdict
-
-    other = defaultdict(int, {f"k{i}": i for i in range(10)})
-    assert eventlog._history_line(other) is None
-    assert eventlog._history_line({f"k{i}": i for i in range(10)}) is None

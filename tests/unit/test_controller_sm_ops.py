@@ -7,8 +7,10 @@ from __future__ import annotations
 
 import json
 
+import msgspec
 import pytest
 from autoswitch.controller.codes import Code
+from autoswitch.controller.history import encode_record
 from autoswitch.controller.messages import (
     TRIGGER_ADMIN,
     TRIGGER_BROKER,
@@ -39,8 +41,10 @@ class Harness:
     """A state machine fed through bytes, with an index counter and the history it emitted."""
 
     def __init__(self, **cfg) -> None:
+        # the history as events.jsonl holds it (plain JSON values; actor, trigger, crash only when set)
         self.history: list[dict] = []
-        self.sm = ControllerStateMachine(SMConfig(**cfg), history_sink=self.history.append)
+        self.sm = ControllerStateMachine(SMConfig(**cfg),
+                                         history_sink=lambda rec: self.history.append(msgspec.json.decode(encode_record(rec))))
         self.index = 0
         self.ts = 1_000_000
 

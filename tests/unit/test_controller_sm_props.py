@@ -11,8 +11,10 @@ import json
 import time
 import zlib
 
+import msgspec
 import pytest
 from autoswitch.controller.codes import Code
+from autoswitch.controller.history import encode_record
 from autoswitch.controller.messages import (
     TRIGGER_HANDOVER,
     TRIGGERS,
@@ -131,7 +133,7 @@ def test_same_log_same_state_and_invariants_hold_after_every_apply(seq, restore_
     c: ControllerStateMachine | None = None
     masters_by_epoch: dict[tuple[str, int], int | None] = {}
     history: list[dict] = []
-    a.history_sink = history.append
+    a.history_sink = lambda rec: history.append(msgspec.json.decode(encode_record(rec)))
     for i, op in enumerate(seq, start=1):
         if i - 1 == restore_at:
             c = ControllerStateMachine()
