@@ -30,6 +30,7 @@ from autoswitch.broker.identity import IdentityStore
 from autoswitch.broker.lease import ClockGapDetector
 from autoswitch.broker.replica_registry import ControllerReplicaRegistry
 from autoswitch.broker.replicas_manager import (
+    AdoptControllers,
     AlterSyncStateSet,
     ApplyBrokerId,
     BecomeFenced,
@@ -55,17 +56,20 @@ from autoswitch.broker.replicas_manager import (
     SyncStateSetLearned,
     WriteTempIdentity,
 )
-from autoswitch.broker.rm_commands import HeartbeatAccepted
 from autoswitch.broker.run_marker import RunMarker
-from autoswitch.controller.api import BrokerControllerApi, ControllerCallFailed, Heartbeat, connect
+from autoswitch.controller.api import (
+    BrokerControllerApi,
+    ControllerCallFailed,
+    Heartbeat,
+    HeartbeatAnswer,
+    connect,
+)
 
-from autoswitch.base.addr import is_hostport, split_hostport
+from autoswitch.base.addr import split_hostport
 from autoswitch.base.backoff import Backoff
 from autoswitch.base.crashpoints import crash_point
 from autoswitch.base.errors import AutoswitchError
-from autoswitch.base.limits import MAX_CONTROLLERS
 from autoswitch.base.log import get_logger
-from autoswitch.base.quorum import majority
 from autoswitch.base.waits import cancel_and_wait, wait_event
 
 if TYPE_CHECKING:
@@ -111,10 +115,6 @@ class BrokerRoleTarget(Protocol):
 
 class SyncStateSetRejected(AutoswitchError):
     code = "SYNC_STATE_SET_REJECTED"
-
-
-class LeaseNotGranted(AutoswitchError):
-    code = "LEASE_NOT_GRANTED"
 
 
 class LeaseConfigUnsafe(AutoswitchError):
@@ -182,7 +182,6 @@ class ReplicasAdapter:
         self.durable_acks = durable_acks
         self.core = core or ReplicasManager(config)
         self.ack_mode = ack_mode if ack_mode in ACK_MODES else ""   # stated in heartbeats
-        self._controllers_index = 0       # membership change the controller list is from (0 = configured)
         # Crash-fast failover: a session per controller node, whose end tells them we died.
         self.sessions = ControllerSessions(api, self.config.controllers, self.config.cluster, self.config.group,
                                            ack_mode, self.config.backoff_min_ms / 1000.0,
@@ -419,6 +418,8 @@ class ReplicasAdapter:
     def _perform(self, cmds: list[Command]) -> None:
         for cmd in cmds:
             match cmd:
+                case AdoptControllers():
+                    self._adopt_controllers(cmd)
                 case SetFenced():
                     self._set_fenced(cmd)
                 case ProposalResult():
@@ -562,7 +563,9 @@ class ReplicasAdapter:
             return split_hostport(ha)
         return self.ha_addr_of(master_id, master_addr)
 
-    async def _heartbeat(self, cmd: SendHeartbeat) -> HeartbeatAccepted:
+    async def _heartbeat(self, cmd: SendHeartbeat) -> HeartbeatAnswer:
+        """The answer goes to the core as it came: whether it counts for the lease, and whether
+        the membership it names is adopted, are the core's decisions."""
         max_offset, confirm_offset, log_epoch = self.broker.log_position()
         # The controller ranks candidates by (epoch, maxOffset) of their LOG (RocketMQ sends the
         # EpochFile's last epoch): a replica holding a diverged tail of an old epoch must lose to
@@ -571,51 +574,23 @@ class ReplicasAdapter:
             cluster=cmd.cluster, group=cmd.group, broker_id=cmd.broker_id, broker_addr=cmd.broker_addr,
             epoch=log_epoch, max_offset=max_offset, confirm_offset=min(confirm_offset, max_offset),
             election_priority=cmd.election_priority, clean_shutdown=cmd.clean_shutdown,
-            heartbeat_timeout_ms=cmd.heartbeat_timeout_ms,
-            lease_quorum=majority(len(self.config.controllers)), controllers_index=self._controllers_index,
-            min_in_sync_replicas=self.config.min_in_sync_replicas, incarnation=self.core.incarnation,
-            ack_mode=self.ack_mode,
+            heartbeat_timeout_ms=cmd.heartbeat_timeout_ms, lease_quorum=cmd.lease_quorum,
+            controllers_index=cmd.controllers_index, min_in_sync_replicas=self.config.min_in_sync_replicas,
+            incarnation=self.core.incarnation, ack_mode=self.ack_mode,
         )
-        reply = await asyncio.wait_for(
+        return await asyncio.wait_for(
             self.api.heartbeat(cmd.controller, hb, self.heartbeat_timeout_s), self.heartbeat_timeout_s + 0.5,
         )
-        # Adopted before the grant check: a controller refuses grants to a broker that counts
-        # another configuration, and its reply is how the broker learns the right one. The leader's
-        # configuration is adopted even when older (a cluster restored from a snapshot); a higher
-        # index from any voter.
-        if reply.controllers_index > self._controllers_index or (
-                reply.is_leader and reply.controllers and reply.controllers_index != self._controllers_index):
-            self._adopt_controllers(reply.controllers, reply.controllers_index, cmd.controller)
-        if not reply.lease_granted:
-            # A controller that holds a DEAD report on us, or has applied a newer MasterEpoch,
-            # answers but refuses the grant; counting that reply would let a deposed master keep
-            # acknowledging writes (sim seed 200). Failing the call means the round does not count.
-            raise LeaseNotGranted(
-                "controller answered without granting the master lease",
-                controller=cmd.controller, masterEpoch=reply.master_epoch,
-            )
-        return HeartbeatAccepted(reply.is_leader, reply.node_id)
 
     @property
     def config(self) -> ReplicasConfig:
         return self.core.config        # the core owns it (its controller list follows the membership)
 
-    def _adopt_controllers(self, controllers: tuple[str, ...], index: int, told_by: str) -> None:
-        """The controllers' voters changed (membership change ``index``, newer than ours): heartbeats,
-        the lease, sessions and leader-following calls go to the new list. Checked like any
-        network input: a list too long or not HOST:PORT is refused with a log line."""
-        new = tuple(dict.fromkeys(controllers))
-        if not new or len(new) > MAX_CONTROLLERS or not all(is_hostport(a) for a in new):
-            self._log.warning("controllers_refused", told_by=told_by, index=index, controllers=list(new)[:16])
-            return
-        self._controllers_index = index
-        self._log.info("controllers_adopted", index=index, told_by=told_by, controllers=list(new))
-        if new != self.config.controllers:
-            self.api.set_controllers(new)
-            if self.sessions is not None:
-                self.sessions.set_controllers(new)
-        # also for the same list: grants now name the new index, earlier rounds must not mix in
-        self._perform(self.core.on_controllers(new, self.clock()))
+    def _adopt_controllers(self, cmd: AdoptControllers) -> None:
+        """The core adopted another controller membership: calls and sessions follow it."""
+        self.api.set_controllers(cmd.controllers)
+        if self.sessions is not None:
+            self.sessions.set_controllers(cmd.controllers)
 
     def _adopt_broker_id(self) -> None:
         # In controller mode the brokerId comes from registration, not from the broker's config;

@@ -26,6 +26,7 @@ from autoswitch.broker.identity import LoadedIdentity
 from autoswitch.broker.lease import LeaseConfig, MasterLease
 from autoswitch.broker.rm_commands import (
     LEADER_AWARE,
+    AdoptControllers,
     AlterSyncStateSet,
     ApplyBrokerId,
     BecomeFenced,
@@ -38,7 +39,6 @@ from autoswitch.broker.rm_commands import (
     FindLeader,
     GetNextBrokerId,
     GetReplicaInfo,
-    HeartbeatAccepted,
     NotifyRoleChange,
     Phase,
     ProposalResult,
@@ -54,15 +54,18 @@ from autoswitch.broker.rm_commands import (
 from autoswitch.broker.rm_proposals import SyncStateSetProposals
 from autoswitch.broker.rm_registration import Registration
 from autoswitch.broker.rm_role import RoleKeeper
-from autoswitch.controller.api import FailKind, ReplicaInfo
+from autoswitch.controller.api import FailKind, HeartbeatAnswer, ReplicaInfo
 
+from autoswitch.base.addr import is_hostport
 from autoswitch.base.backoff import Backoff
 from autoswitch.base.errors import ConfigError
+from autoswitch.base.limits import MAX_CONTROLLERS
 from autoswitch.base.log import get_logger
+from autoswitch.base.quorum import majority
 
 # The vocabulary is importable from here too: the driver and the tests speak to this module.
 __all__ = [
-    "AlterSyncStateSet", "ApplyBrokerId", "BecomeFenced", "BecomeMaster", "BecomeSlave", "Command", "Request",
+    "AdoptControllers", "AlterSyncStateSet", "ApplyBrokerId", "BecomeFenced", "BecomeMaster", "BecomeSlave", "Command", "Request",
     "CommitIdentity", "ElectMaster", "FailKind", "Failure", "FindLeader", "GetNextBrokerId", "GetReplicaInfo",
     "NotifyRoleChange", "Phase", "ProposalResult", "RegisterBroker", "RemoveTempIdentity",
     "ReplicaInfo", "ReplicasConfig", "ReplicasManager", "RoleChange", "SendHeartbeat", "SetFenced",
@@ -123,6 +126,7 @@ class ReplicasManager:
         rand = rand or random.random
         bmin, bmax = cfg.backoff_min_ms / 1000.0, cfg.backoff_max_ms / 1000.0
         self.lease = MasterLease(cfg.controllers, cfg.lease)
+        self.controllers_index = 0    # the membership change the controller list is from (0: configured)
         self._log = get_logger("broker.replicas", group=cfg.group, cluster=cfg.cluster)
         self._next_req = 1
         self._pending: dict[int, Request] = {}
@@ -294,6 +298,25 @@ class ReplicasManager:
             self._hb_inflight.pop(c)
         return self.tick(now) if self.phase == Phase.RUNNING else []
 
+    def _membership_news(self, answer: HeartbeatAnswer, told_by: str, now: float) -> list[Command]:
+        """Adopt the controllers' voters a heartbeat answer names: a newer membership change from
+        any voter; the leader's even when older (a cluster restored from a snapshot). Checked like
+        any network input: a list too long or not HOST:PORT is refused with a log line."""
+        index = answer.controllers_index
+        if not (index > self.controllers_index
+                or (answer.is_leader and answer.controllers and index != self.controllers_index)):
+            return []
+        new = tuple(dict.fromkeys(answer.controllers))
+        if not new or len(new) > MAX_CONTROLLERS or not all(is_hostport(a) for a in new):
+            self._log.warning("controllers_refused", told_by=told_by, index=index, controllers=list(new)[:16])
+            return []
+        self.controllers_index = index
+        self._log.info("controllers_adopted", index=index, told_by=told_by, controllers=list(new))
+        out: list[Command] = [AdoptControllers(new, index)] if new != self.config.controllers else []
+        # also for the same list: grants now name the new index, earlier rounds must not mix in
+        out.extend(self.on_controllers(new, now))
+        return out
+
     def shutdown(self, now: float) -> list[Command]:
         """Stop issuing commands; answers that still arrive are dropped."""
         self._stopped = True
@@ -307,10 +330,19 @@ class ReplicasManager:
         match cmd:
             case SendHeartbeat():
                 self._hb_inflight.pop(cmd.controller, None)
-                accepted = value if isinstance(value, HeartbeatAccepted) else HeartbeatAccepted(value is True)
-                if accepted.is_leader:  # the controller says it is the leader
+                assert isinstance(value, HeartbeatAnswer)
+                # Membership news before the grant: a controller refuses grants to a broker that
+                # counts another configuration, and its reply is how the broker learns the right one.
+                out.extend(self._membership_news(value, cmd.controller, now))
+                if not value.lease_granted:
+                    # A controller that holds a DEAD report on us, or has applied a newer MasterEpoch,
+                    # answers but refuses the grant; counting that reply would let a deposed master
+                    # keep acknowledging writes (sim seed 200): the round does not count.
+                    self._log.debug("heartbeat_not_granted", controller=cmd.controller, masterEpoch=value.master_epoch)
+                    return out
+                if value.is_leader:  # the controller says it is the leader
                     self.reg.leader = cmd.controller
-                if self.lease.on_reply(cmd.controller, cmd.round, now, accepted.node_id):
+                if self.lease.on_reply(cmd.controller, cmd.round, now, value.node_id):
                     out.extend(self._check_lease(now))
                 return out
             case FindLeader() | GetNextBrokerId() | WriteTempIdentity() | ApplyBrokerId() | CommitIdentity() | RegisterBroker():
@@ -392,6 +424,7 @@ class ReplicasManager:
             lambda r: SendHeartbeat(
                 r, controller, rnd, cfg.cluster, cfg.group, bid, cfg.broker_addr, epoch,
                 cfg.election_priority, cfg.lease.heartbeat_timeout_ms, intact,
+                lease_quorum=majority(len(cfg.controllers)), controllers_index=self.controllers_index,
             )
         )
         assert isinstance(cmd, SendHeartbeat)

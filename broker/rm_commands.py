@@ -23,15 +23,6 @@ class Failure:
 
 
 @dataclass(frozen=True)
-class HeartbeatAccepted:
-    """The value of a SendHeartbeat that counts for the lease: who answered (its node id, "" if
-    unknown) and whether it leads. Two addresses of one controller count once."""
-
-    is_leader: bool
-    node_id: str = ""
-
-
-@dataclass(frozen=True)
 class RoleChange:
     """Given to role-switch hooks after the switch is done."""
 
@@ -105,7 +96,9 @@ class RegisterBroker:
 
 @dataclass(frozen=True)
 class SendHeartbeat:
-    """To ONE controller. The driver adds maxOffset/confirmOffset read at send time."""
+    """To ONE controller. The driver adds maxOffset/confirmOffset read at send time and answers
+    with the controller's HeartbeatAnswer (controller/api.py) as it came: the core decides whether
+    it counts for the lease and whether the controllers' membership it names is adopted."""
 
     req: int
     controller: str
@@ -118,6 +111,8 @@ class SendHeartbeat:
     election_priority: int
     heartbeat_timeout_ms: int
     clean_shutdown: bool = True  # log intact: see ReplicasManager.log_intact
+    lease_quorum: int = 0        # the majority of the controllers the lease counts against
+    controllers_index: int = 0   # the membership change the controller list is from (0: configured)
 
 
 @dataclass(frozen=True)
@@ -170,6 +165,15 @@ class BecomeFenced:
 
 
 @dataclass(frozen=True)
+class AdoptControllers:
+    """The controllers' voters changed (membership change ``index``): the driver points its calls
+    and crash-fast sessions at ``controllers``; the core's heartbeats and lease follow already."""
+
+    controllers: tuple[str, ...]
+    index: int
+
+
+@dataclass(frozen=True)
 class SetFenced:
     """The master's lease expired (fenced=True) or was renewed (fenced=False)."""
 
@@ -216,7 +220,7 @@ Request = (
     | BecomeFenced
 )
 # What the driver carries out with no answer.
-Notice = RemoveTempIdentity | SetFenced | SyncStateSetLearned | ProposalResult | NotifyRoleChange
+Notice = RemoveTempIdentity | AdoptControllers | SetFenced | SyncStateSetLearned | ProposalResult | NotifyRoleChange
 Command = Request | Notice
 
 # How a part issues a command: it passes a constructor taking the request id it is given.

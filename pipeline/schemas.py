@@ -36,7 +36,6 @@ def _events_schema() -> tuple[Field, ...]:
     """events.jsonl as the controller writes it: names and types from its one record type
     (controller/history.py HistoryRecord), so the two cannot drift apart."""
     import msgspec
-
     from autoswitch.controller.history import HistoryRecord
 
     kinds = {int: "int", str: "str", bool: "bool", int | None: "int", tuple[int, ...]: "int_list"}

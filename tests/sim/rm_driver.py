@@ -3,9 +3,9 @@
 This is the simulator's stand-in for ReplicasAdapter: it executes the core's commands against
 the simulated controller (RPCs over the seeded network, each with a deadline) and the simulated
 broker (role switches, lease fence, SyncStateSet proposals) and feeds replies and failures back.
-Heartbeat replies count toward the lease only with ``lease_granted`` (the documented seam);
-``DataSim(honor_lease_granted=False)`` models today's adapter, which counts every reply
-(docs/verification.md, bug #2).
+Heartbeat answers go to the core as the controller gave them; the core counts one toward the
+lease only with ``lease_granted`` (the documented seam). ``DataSim(honor_lease_granted=False)``
+plants the old adapter, which counted every reply (docs/verification.md, bug #2).
 """
 
 from __future__ import annotations
@@ -15,6 +15,7 @@ from typing import TYPE_CHECKING, Any
 
 from autoswitch.broker import replicas_manager as rmm
 from autoswitch.broker.identity import BrokerIdentity, LoadedIdentity
+from autoswitch.controller.api import HeartbeatAnswer
 from autoswitch.controller.messages import (
     TRIGGER_BROKER,
     AlterSyncStateSetRequest,
@@ -144,10 +145,11 @@ def on_message(sim: DataSim, b: Broker, msg: tuple) -> None:
         ent = b.rm_pending.pop(rid, None)
         if ent is None:
             return
-        if granted or not sim.honor_lease_granted:
-            perform(sim, b, _reply(sim, b, ent[0].req, cid == sim.ctl_leader()))
-        else:
-            perform(sim, b, _fail(sim, b, ent[0].req, rmm.FailKind.RETRY, "LEASE_NOT_GRANTED"))
+        # the answer as the controller gave it: counting it is the core's decision (a planted
+        # adapter that counts every reply turns every answer into a grant)
+        answer = HeartbeatAnswer(is_leader=cid == sim.ctl_leader(), lease_granted=granted or not sim.honor_lease_granted,
+                                 master_epoch=_epoch)
+        perform(sim, b, _reply(sim, b, ent[0].req, answer))
         return
     if kind != "rep":
         return

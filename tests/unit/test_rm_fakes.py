@@ -37,6 +37,7 @@ from autoswitch.broker.replicas_manager import (
     SendHeartbeat,
     WriteTempIdentity,
 )
+from autoswitch.controller.api import HeartbeatAnswer
 
 CONTROLLERS = ("c1:9878", "c2:9878", "c3:9878")
 
@@ -121,6 +122,7 @@ class Harness:
         self.log: list = []  # every command seen, in order
         self.faults: dict[type, deque] = {}  # command type -> queued Failures to return instead
         self.unreachable = lambda cmd: False  # True: the command times out (a RETRY failure)
+        self.hb_answer = None   # SendHeartbeat -> HeartbeatAnswer, when a test shapes the answers
 
     def fail_next(self, cmd_type: type, failure: Failure) -> None:
         self.faults.setdefault(cmd_type, deque()).append(failure)
@@ -164,7 +166,9 @@ class Harness:
             case RegisterBroker():
                 return "ok", c.register(g, cmd.broker_id, cmd.broker_addr)
             case SendHeartbeat():
-                return "ok", cmd.controller == c.leader
+                if self.hb_answer is not None:
+                    return "ok", self.hb_answer(cmd)
+                return "ok", HeartbeatAnswer(is_leader=cmd.controller == c.leader, lease_granted=True, master_epoch=0)
             case GetReplicaInfo():
                 return "ok", c.info[g]
             case ElectMaster():

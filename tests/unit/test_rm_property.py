@@ -20,6 +20,7 @@ from autoswitch.broker.replicas_manager import (
     ReplicasManager,
     SendHeartbeat,
 )
+from autoswitch.controller.api import HeartbeatAnswer
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
@@ -102,7 +103,8 @@ def test_invariants_under_random_interleavings(script, intact):
                         t = core.target
                         value = view(ME, (t.master_epoch if t else 0) + 1, frozenset({2}))
                     case SendHeartbeat():
-                        value = cmd.controller == CONTROLLERS[0]
+                        value = HeartbeatAnswer(is_leader=cmd.controller == CONTROLLERS[0], lease_granted=True,
+                                                master_epoch=0)
                     case AlterSyncStateSet():
                         value = (cmd.new_set, cmd.sync_state_set_epoch + 1)
                     case _ if type(cmd).__name__ == "FindLeader":

@@ -5,6 +5,7 @@ from __future__ import annotations
 import pytest
 from autoswitch.broker.lease import LeaseConfig
 from autoswitch.broker.replicas_manager import (
+    AdoptControllers,
     AlterSyncStateSet,
     BecomeFenced,
     BecomeMaster,
@@ -21,6 +22,7 @@ from autoswitch.broker.replicas_manager import (
     SendHeartbeat,
     SetFenced,
 )
+from autoswitch.controller.api import HeartbeatAnswer
 
 from tests.unit.test_rm_fakes import CONTROLLERS, FakeController, Harness, make_config
 
@@ -427,3 +429,49 @@ def test_unclean_restart_alone_in_sss_never_resumes_the_epoch(tmp_path):
     h.drain()
     assert [c.epoch for c in h.of_type(BecomeMaster)] == [4]
     assert h.core.log_intact
+
+
+def test_the_core_adopts_the_membership_a_heartbeat_answer_names_and_refuses_a_bad_one(tmp_path):
+    """Issue 31 (item 3): the adapter hands the answer over as it came; adopting the controllers'
+    voters it names is the core's decision, checked like any network input."""
+    h = slave_of_2_at_epoch_3(tmp_path)
+    h.hb_answer = lambda cmd: HeartbeatAnswer(is_leader=False, lease_granted=True, master_epoch=3,
+                                              controllers=("not an address",), controllers_index=5)
+    h.tick(1.0)
+    h.drain()
+    assert h.core.controllers_index == 0 and not h.of_type(AdoptControllers), "a malformed list is refused"
+    new = ("c4:9878", "c5:9878", "c6:9878")
+    h.hb_answer = lambda cmd: HeartbeatAnswer(is_leader=False, lease_granted=True, master_epoch=3,
+                                              controllers=new, controllers_index=5)
+    h.tick(1.0)
+    h.drain()
+    assert h.of_type(AdoptControllers) == [AdoptControllers(new, 5)]
+    assert h.core.config.controllers == new and h.core.controllers_index == 5
+    h.hb_answer = lambda cmd: HeartbeatAnswer(is_leader=False, lease_granted=True, master_epoch=3,
+                                              controllers=CONTROLLERS, controllers_index=4)
+    h.tick(1.0)
+    h.drain()
+    assert h.core.config.controllers == new, "an older membership from a follower is not adopted"
+    n = len(h.of_type(SendHeartbeat))
+    h.tick(1.0)
+    sent = h.of_type(SendHeartbeat)[n:]
+    assert sorted(c.controller for c in sent) == sorted(new)
+    assert all(c.controllers_index == 5 and c.lease_quorum == 2 for c in sent)
+
+
+def test_an_answer_without_the_grant_does_not_count_for_the_lease(tmp_path):
+    """The core, not the adapter, refuses to count a reply whose controller withheld the grant
+    (a DEAD report on us, a newer MasterEpoch applied): sim seed 200 was a master that kept
+    acknowledging on such replies."""
+    h = slave_of_2_at_epoch_3(tmp_path)
+    h.hb_answer = lambda cmd: HeartbeatAnswer(is_leader=False, lease_granted=False, master_epoch=3)
+    before = h.core.lease.expires_at()
+    for _ in range(5):
+        h.tick(1.0)
+        h.drain()
+    assert h.core.lease.expires_at() == before
+    h.hb_answer = None
+    h.tick(1.0)
+    h.drain()
+    assert h.core.lease.expires_at() is not None and (before is None or h.core.lease.expires_at() > before)
+
