@@ -25,7 +25,7 @@ from bench.produce import Cluster, _load, proc_cpu_s
 
 
 async def _via_grpc(addr: str, total: int) -> int:
-    from autoswitch.broker.client import ConsumerClient, consumed_messages
+    from autoswitch.broker.client.client import ConsumerClient, consumed_messages
 
     c = ConsumerClient(addr, timeout_s=30)
     q = n = 0
@@ -42,7 +42,7 @@ async def _via_grpc(addr: str, total: int) -> int:
 
 
 async def _via_fetch(addr: str, total: int) -> int:
-    from autoswitch.broker.fetch_client import FetchClient, fetched_messages
+    from autoswitch.broker.client.fetch_client import FetchClient, fetched_messages
 
     q = n = 0
     async with FetchClient(addr) as f:

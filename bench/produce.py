@@ -93,7 +93,7 @@ class Cluster:
         wait_port(port, timeout=30.0, proc=p)
 
     def start(self) -> None:
-        from autoswitch.broker.client import sync_admin
+        from autoswitch.broker.client.client import sync_admin
 
         ports = [(free_port(), free_port()) for _ in range(self.replicas)]
         self._start(1, "master", *ports[0], None)
@@ -126,7 +126,7 @@ async def _load(addr: str, messages: int, producers: int, batch: int, size: int,
                 consumer_min: int = 0) -> dict:
     """``consumer``: "" none; "read" a reader alongside; "commit" the reader commits every 100 ms.
     It reads from ``read_addr`` (default the master) over gRPC, or from ``fetch_addr``'s fetch port."""
-    from autoswitch.broker.client import ProducerClient
+    from autoswitch.broker.client.client import ProducerClient
 
     share = messages // producers
     lat: list[float] = []
@@ -208,8 +208,8 @@ def _consumer_main(read_addr: str, master_addr: str, fetch_addr: str, mode: str,
     """Reads along (decoding and CRC-checking every message, as the CLI consumer does), over gRPC
     or, with ``fetch_addr``, the fetch port; with mode "commit" also commits every 100 ms (gRPC,
     to the master), like a consumer group member. Bounded by ``max_s``."""
-    from autoswitch.broker.client import ConsumerClient, consumed_messages
-    from autoswitch.broker.fetch_client import FetchClient, fetched_messages
+    from autoswitch.broker.client.client import ConsumerClient, consumed_messages
+    from autoswitch.broker.client.fetch_client import FetchClient, fetched_messages
 
     async def run() -> tuple[int, int, float, int]:
         consumed = commits = calls = 0

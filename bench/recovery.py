@@ -37,8 +37,8 @@ def _eprint(*a) -> None:
 
 def build(path: Path, size: int, deadline_s: float) -> None:
     """Child: build, crash. Never returns."""
-    from autoswitch.broker import record as rec
-    from autoswitch.broker.store import Message, MessageStore, StoreConfig
+    from autoswitch.broker.storage import record as rec
+    from autoswitch.broker.storage.store import Message, MessageStore, StoreConfig
 
     t0 = time.monotonic()
     s = MessageStore(path, StoreConfig())
@@ -72,8 +72,8 @@ def full_scan(path: Path) -> tuple[float, int]:
     """Peer: CRC-walk every record of every segment (no checkpoint trusted)."""
     import mmap
 
-    from autoswitch.broker import record as rec
-    from autoswitch.broker.store_config import StoreConfig
+    from autoswitch.broker.storage import record as rec
+    from autoswitch.broker.storage.store_config import StoreConfig
 
     cfg = StoreConfig()
     t0 = time.perf_counter()
@@ -90,7 +90,7 @@ def full_scan(path: Path) -> tuple[float, int]:
 
 
 def measure(size: int, build_timeout_s: float) -> dict:
-    from autoswitch.broker.store import MessageStore, StoreConfig
+    from autoswitch.broker.storage.store import MessageStore, StoreConfig
 
     root = Path(tempfile.mkdtemp(prefix="autoswitch-bench-recovery-", dir="/tmp"))
     try:
@@ -124,8 +124,8 @@ def measure(size: int, build_timeout_s: float) -> dict:
 
 def micro(size: int = 100 * MiB) -> dict:
     """Store hot paths in CPU time (``--micro``): wall time is meaningless on a shared VM."""
-    from autoswitch.broker import record as rec
-    from autoswitch.broker.store import Message, MessageStore, StoreConfig
+    from autoswitch.broker.storage import record as rec
+    from autoswitch.broker.storage.store import Message, MessageStore, StoreConfig
 
     cpu = time.process_time
     root = Path(tempfile.mkdtemp(prefix="autoswitch-bench-micro-", dir="/tmp"))

@@ -40,8 +40,8 @@ def eprint(*a) -> None:
 
 
 def _store(path: Path, verify_reads: bool = True):
-    from autoswitch.broker.store import MessageStore
-    from autoswitch.broker.store_config import StoreConfig
+    from autoswitch.broker.storage.store import MessageStore
+    from autoswitch.broker.storage.store_config import StoreConfig
 
     return MessageStore(path, StoreConfig(flush_mode="async", verify_reads=verify_reads))
 
@@ -55,7 +55,7 @@ def _ha_config():
 # ----------------------------------------------------------------------------- pre-write
 
 def prewrite(path: Path, size_bytes: int, msg_size: int, deadline: float) -> int:
-    from autoswitch.broker.record import Message
+    from autoswitch.broker.storage.record import Message
 
     store = _store(path)
     try:
@@ -85,7 +85,7 @@ def prewrite(path: Path, size_bytes: int, msg_size: int, deadline: float) -> int
 
 async def _replicate(master_dir: Path, slave_dir: Path, deadline: float, master_verify: bool,
                      native: bool = True, tls_dir: Path | None = None) -> dict:
-    from autoswitch.broker import record as rec
+    from autoswitch.broker.storage import record as rec
 
     saved = rec.native
     if not native:
@@ -325,7 +325,7 @@ def main(argv: list[str] | None = None) -> int:
         # Interleave the peers (raw, replicated, raw, replicated, ...) so page-cache writeback
         # and the other tenants of the machine hit both alike; report the best of each.
         master_verify = args.master_verify_reads != "off"
-        from autoswitch.broker import record as rec
+        from autoswitch.broker.storage import record as rec
 
         natives = {"on": [True], "off": [False], "both": [True, False]}[args.native]
         if rec.native is None and True in natives:

@@ -63,7 +63,7 @@ class BrokerConfig(SecurityKeys):
     max_consume_bytes: int = 8 * 1024 * 1024
     max_consume_wait_ms: int = 30_000   # longest long-poll a Consume may ask for
     max_waiting_consumes: int = 128     # long polls held at once; more are answered at once
-    # Controller mode: on SIGTERM a master first hands over to an in-sync slave (broker/handover.py).
+    # Controller mode: on SIGTERM a master first hands over to an in-sync slave (broker/replicas/handover.py).
     handover_on_shutdown: bool = True
     handover_timeout_ms: int = 5000
     # The fetch port (broker/fetch_server.py): consumers read record runs over plain TCP/TLS; "" = off.
@@ -218,8 +218,8 @@ class BrokerConfig(SecurityKeys):
 
     def replicas_config(self) -> Any:
         """The ReplicasManager's config (controller mode), validated."""
-        from autoswitch.broker.lease import LeaseConfig
-        from autoswitch.broker.replicas_manager import ReplicasConfig
+        from autoswitch.broker.replicas.lease import LeaseConfig
+        from autoswitch.broker.replicas.replicas_manager import ReplicasConfig
 
         hto = self.heartbeat_timeout_ms
         lease_ms = self.master_lease_ms if self.master_lease_ms is not None else hto * 6 // 10
@@ -242,7 +242,7 @@ class BrokerConfig(SecurityKeys):
         ).validate()
 
     def hook_config(self) -> Any:
-        from autoswitch.broker.hooks import HookConfig
+        from autoswitch.broker.replicas.hooks import HookConfig
 
         return HookConfig(role_change_script=self.role_change_script, hook_timeout_s=self.hook_timeout_s,
                           hook_concurrency=self.hook_concurrency).validate()

@@ -10,14 +10,14 @@ from __future__ import annotations
 from collections.abc import Callable
 from typing import TypeVar, cast
 
+from autoswitch.broker.fetch_codec import FetchRequest, RecordsReply
+from autoswitch.broker.replies import status_of
+from autoswitch.broker.server import Broker
+
 from autoswitch.base.errors import AutoswitchError
 from autoswitch.base.log import EventLogger, RateLimitedLog
 from autoswitch.base.write_errors import BadRequest, WriteError
 from autoswitch.proto import broker_pb2 as pb
-
-from .fetch_codec import FetchRequest, RecordsReply
-from .replies import status_of
-from .server import Broker
 
 T = TypeVar("T")
 

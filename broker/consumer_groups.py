@@ -14,12 +14,7 @@ import uuid
 from dataclasses import dataclass
 from typing import TYPE_CHECKING
 
-from autoswitch.base.auth import Principal, Role
-from autoswitch.base.errors import AutoswitchError
-from autoswitch.base.log import RateLimitedLog, get_logger
-from autoswitch.base.write_errors import BadRequest, NotMaster
-
-from .consumer_offsets import (
+from autoswitch.broker.consumer_offsets import (
     MAX_KEYS,
     OFFSETS_TOPIC,
     OffsetTable,
@@ -28,10 +23,15 @@ from .consumer_offsets import (
     decode_record,
     encode_commit,
 )
-from .record import Message
+from autoswitch.broker.storage.record import Message
+
+from autoswitch.base.auth import Principal, Role
+from autoswitch.base.errors import AutoswitchError
+from autoswitch.base.log import RateLimitedLog, get_logger
+from autoswitch.base.write_errors import BadRequest, NotMaster
 
 if TYPE_CHECKING:
-    from .server import Broker
+    from autoswitch.broker.server import Broker
 
 READ_CHUNK = 1000
 

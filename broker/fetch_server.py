@@ -18,14 +18,14 @@ import time
 from ssl import SSLContext
 from typing import Protocol
 
+from autoswitch.broker import fetch_codec as fc
+from autoswitch.broker.consume_serve import ConsumeService
+
 from autoswitch.base.auth import Denied, Guard, Principal
 from autoswitch.base.log import EventLogger, RateLimitedLog
 from autoswitch.base.tls import ssl_peer_identity
 from autoswitch.base.waits import cancel_and_wait
 from autoswitch.proto import broker_pb2 as pb
-
-from . import fetch_codec as fc
-from .consume_serve import ConsumeService
 
 HELLO_TIMEOUT_S = 10.0
 READ_CHUNK = 65536

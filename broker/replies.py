@@ -2,9 +2,9 @@
 
 from __future__ import annotations
 
-from autoswitch.proto import broker_pb2 as pb
+from autoswitch.broker.consumer_groups import Committed
 
-from .consumer_groups import Committed
+from autoswitch.proto import broker_pb2 as pb
 
 _STATUS_BY_CODE: dict[str, pb.Status] = {
     "NOT_MASTER": pb.NOT_MASTER,

@@ -19,17 +19,17 @@ import time
 from collections.abc import Awaitable, Callable
 from typing import TYPE_CHECKING, Any, Literal
 
+from autoswitch.broker.config import BrokerConfig, parse_hostport
+from autoswitch.broker.long_poll import WakeSignal
+from autoswitch.broker.write_path import GroupFlusher, WritePath
+
 from autoswitch.base.errors import CorruptionError
 from autoswitch.base.log import get_logger
 from autoswitch.base.tls import client_ssl_context, server_ssl_context
 from autoswitch.base.write_errors import BadRequest, Fenced, NotMaster, StaleEpoch
 
-from .config import BrokerConfig, parse_hostport
-from .long_poll import WakeSignal
-from .write_path import GroupFlusher, WritePath
-
 if TYPE_CHECKING:
-    from autoswitch.broker.replicas_adapter import ReplicasAdapter
+    from autoswitch.broker.replicas.replicas_adapter import ReplicasAdapter
     from autoswitch.ha.master import HAMaster, ReplicaRegistry, SyncStateProposer
     from autoswitch.ha.slave import HASlave
 
@@ -61,7 +61,7 @@ class Broker:
     None = static mode, the master is the authority (LocalSyncStateProposer)."""
 
     def __init__(self, cfg: BrokerConfig, proposer: SyncStateProposer | None = None) -> None:
-        from autoswitch.broker.store import MessageStore, StoreConfig
+        from autoswitch.broker.storage.store import MessageStore, StoreConfig
 
         self.cfg = cfg
         self.group = cfg.group
@@ -113,7 +113,7 @@ class Broker:
         # acknowledged. Checked before the append and again before an OK reply.
         self.write_fence: Callable[[], str | None] | None = None
         self.lease_fenced_reason: str | None = None
-        # A handover whose outcome is unknown (broker/handover.py): writes fenced until settled.
+        # A handover whose outcome is unknown (broker/replicas/handover.py): writes fenced until settled.
         self.handover_fence: str | None = None
         self.handover_task: asyncio.Task | None = None
         self.started_at = time.monotonic()

@@ -16,6 +16,15 @@ from collections.abc import Awaitable, Callable
 from typing import Any
 
 import grpc
+from autoswitch.broker.client.client import channel_options
+from autoswitch.broker.config import BrokerConfig, parse_hostport
+from autoswitch.broker.consume_serve import ConsumeService
+from autoswitch.broker.consumer_groups import ConsumerGroups, GroupOwned
+from autoswitch.broker.fetch_server import FetchServer
+from autoswitch.broker.metrics import BrokerMetrics
+from autoswitch.broker.replies import committed_pb, status_of
+from autoswitch.broker.server import Broker
+from autoswitch.broker.write_path import validate_message
 
 from autoswitch.base.auth import Guard, current_caller
 from autoswitch.base.auth_interceptor import server_interceptor
@@ -28,16 +37,6 @@ from autoswitch.base.waits import cancel_and_wait
 from autoswitch.base.write_errors import BadRequest, NotAllowed, StorageFull, WriteError
 from autoswitch.proto import broker_pb2 as pb
 from autoswitch.proto import broker_pb2_grpc as pbg
-
-from .client import channel_options
-from .config import BrokerConfig, parse_hostport
-from .consume_serve import ConsumeService
-from .consumer_groups import ConsumerGroups, GroupOwned
-from .fetch_server import FetchServer
-from .metrics import BrokerMetrics
-from .replies import committed_pb, status_of
-from .server import Broker
-from .write_path import validate_message
 
 MAX_LISTED_TOPICS = 100_000
 
@@ -53,8 +52,8 @@ class BrokerServicer(pbg.BrokerServiceServicer):
         return self.b.master_addr or ""
 
     async def Produce(self, request: pb.ProduceRequest, context: Any) -> pb.ProduceReply:
-        from autoswitch.broker.record import record_size
-        from autoswitch.broker.store import Message
+        from autoswitch.broker.storage.record import record_size
+        from autoswitch.broker.storage.store import Message
 
         b = self.b
         reply = pb.ProduceReply(group=b.group, broker_id=b.broker_id)
@@ -180,9 +179,8 @@ class BrokerServicer(pbg.BrokerServiceServicer):
         if b.role != "master":
             return pb.TransferMasterReply(status=pb.NOT_MASTER, error_message=f"this broker is {b.role}",
                                           master_addr=self._master_addr())
+        from autoswitch.broker.replicas.handover import hand_over
         from autoswitch.controller.api import HANDOVER_REQUESTED_BY
-
-        from .handover import hand_over
 
         timeout = (request.timeout_ms or b.cfg.handover_timeout_ms) / 1000
         caller = current_caller()
@@ -351,9 +349,9 @@ async def serve(cfg: BrokerConfig, stop_event: asyncio.Event | None = None, atta
     interceptors = []
     guard: Guard | None = None
     if cfg.auth:
-        from autoswitch.base.tls import certificate_cluster, peer_cluster
+        from autoswitch.broker.authz import BROKER_RULES
 
-        from .authz import BROKER_RULES
+        from autoswitch.base.tls import certificate_cluster, peer_cluster
 
         # controller certificates count as peers here only if bound to our own cluster
         guard = Guard("broker.auth", cfg.auth_config, BROKER_RULES, own_cluster=certificate_cluster(cfg.tls.cert)
@@ -420,7 +418,7 @@ async def serve(cfg: BrokerConfig, stop_event: asyncio.Event | None = None, atta
         detach = await attach(broker) if attach is not None else None
         route_task = None
         if cfg.namesrv:
-            from .route import RouteRegistrar
+            from autoswitch.broker.client.route import RouteRegistrar
 
             route_task = asyncio.get_running_loop().create_task(RouteRegistrar(broker).run())
         try:
@@ -430,7 +428,7 @@ async def serve(cfg: BrokerConfig, stop_event: asyncio.Event | None = None, atta
             faulthandler.dump_traceback_later(SHUTDOWN_STACK_DUMP_S, exit=False)
             loop.call_later(SHUTDOWN_STACK_DUMP_S, _dump_tasks)
             if broker.replicas is not None and cfg.handover_on_shutdown:
-                from .handover import hand_over_on_shutdown
+                from autoswitch.broker.replicas.handover import hand_over_on_shutdown
 
                 await hand_over_on_shutdown(broker, broker.replicas, cfg.handover_timeout_ms / 1000)
         finally:
@@ -457,7 +455,7 @@ async def _controller_mode_attach(broker: Broker) -> Callable[[], Awaitable[None
     """Start the ReplicasManager (docs/replicas-manager.md); the broker stays fenced until the
     controller names its role. Shutdown order: adapter first (no role change races the final
     flush), then the broker, then the clean-shutdown marker (only once the store is closed)."""
-    from .replicas_adapter import start_for_broker
+    from autoswitch.broker.replicas.replicas_adapter import start_for_broker
 
     cfg = broker.cfg
     broker.resume_own_epoch = True  # the controller is the authority on who mastered an epoch

@@ -20,6 +20,9 @@ import time
 from dataclasses import dataclass
 from typing import Any, Protocol
 
+from autoswitch.broker.config import BrokerConfig
+from autoswitch.broker.consumer_offsets import RESERVED_PREFIX
+
 from autoswitch.base.limits import MAX_GATE_WAITS, MAX_MSG_ID_BYTES, MAX_TOPIC_BYTES
 from autoswitch.base.log import get_logger
 from autoswitch.base.waits import cancel_and_wait, wait_event
@@ -32,9 +35,6 @@ from autoswitch.base.write_errors import (
     Overloaded,
     WriteError,
 )
-
-from .config import BrokerConfig
-from .consumer_offsets import RESERVED_PREFIX
 
 # Milliseconds since the epoch; year 9999 is far enough and keeps the record field's u64 safe.
 MAX_BORN_TS_MS = 253_402_300_799_999

@@ -1,6 +1,6 @@
 """What the HA layer needs from a replica's log (docs/interfaces.md, store section).
 
-`autoswitch.broker.store.MessageStore` satisfies it; tests and the simulator may use an
+`autoswitch.broker.storage.store.MessageStore` satisfies it; tests and the simulator may use an
 in-memory implementation. Offsets are physical byte offsets (Python ints, never 32-bit).
 """
 

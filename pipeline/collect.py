@@ -22,7 +22,7 @@ PAGE_LINES = 10_000
 
 def export_data_dirs(dirs: list[str], out: Path) -> list[dict]:
     """Export each broker data dir into ``out`` (``<group>-<brokerId>.index.jsonl`` and siblings)."""
-    from autoswitch.broker.identity import IdentityStore
+    from autoswitch.broker.replicas.identity import IdentityStore
     from autoswitch.pipeline.exports import export_replica
 
     out.mkdir(parents=True, exist_ok=True)

@@ -77,8 +77,8 @@ def _offset_rows(store, group: str, broker_id: int):
 
 def export_replica(data_dir: Path, group: str, broker_id: int, out: Path, copy_first: bool = False,
                    segment_bytes: int | None = None) -> dict:
-    from autoswitch.broker.store import MessageStore
-    from autoswitch.broker.store_config import StoreConfig
+    from autoswitch.broker.storage.store import MessageStore
+    from autoswitch.broker.storage.store_config import StoreConfig
 
     from autoswitch.base.errors import AutoswitchError
 

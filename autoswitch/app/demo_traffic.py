@@ -37,14 +37,14 @@ class Ack:
 
 class DemoProducer:
     """One message at a time to a group's master, through the routed producer every client uses
-    (autoswitch.broker.route.RoutedProducer: name-server route, NOT_MASTER redirects, same msg_id
+    (autoswitch.broker.client.route.RoutedProducer: name-server route, NOT_MASTER redirects, same msg_id
     on every retry, acks counted only under the routed MasterEpoch, the ack log). It retries in
     short windows so a stop request is seen within about a second, and times every ack."""
 
     def __init__(self, namesrv: str, group: str, topic: str, ack_log: Path, *, rpc_timeout_s: float = 2.0,
                  backoff_min_s: float = 0.02, backoff_max_s: float = 0.1, body_size: int = 256,
                  tls: TLSConfig | None = None) -> None:
-        from autoswitch.broker.route import RetryPolicy, RoutedProducer
+        from autoswitch.broker.client.route import RetryPolicy, RoutedProducer
 
         policy = RetryPolicy(backoff_min_s=backoff_min_s, backoff_max_s=backoff_max_s, retry_deadline_s=1.0,
                              rpc_timeout_s=rpc_timeout_s)
@@ -61,7 +61,7 @@ class DemoProducer:
 
     async def send_one(self, stop: asyncio.Event, deadline: float) -> Ack | None:
         """Retry one new message until acked, stop is set, or the deadline passes."""
-        from autoswitch.broker.route import RetriesExhausted
+        from autoswitch.broker.client.route import RetriesExhausted
 
         msg_id = uuid.uuid4().hex
         while not stop.is_set() and time.monotonic() < deadline:
@@ -89,7 +89,7 @@ class DemoProducer:
 async def read_all_ids(addr: str, topic: str, max_messages: int = 1_000_000,
                        tls: TLSConfig | None = None) -> set[str]:
     """Every msg_id the broker serves for topic (below its confirmOffset), queue offset 0 onwards."""
-    from autoswitch.broker.client import ConsumerClient
+    from autoswitch.broker.client.client import ConsumerClient
     from autoswitch.proto import broker_pb2 as pb
 
     c = ConsumerClient(addr, timeout_s=5.0, max_retries=3, tls=tls)

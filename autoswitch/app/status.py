@@ -49,7 +49,7 @@ class Snapshot:
 
 async def _broker_status(addr: str, tls: Any) -> Any | None:
     from autoswitch.base.errors import AutoswitchError
-    from autoswitch.broker.client import AdminClient
+    from autoswitch.broker.client.client import AdminClient
 
     c = AdminClient(addr, timeout_s=RPC_TIMEOUT_S, max_retries=0, tls=tls)
     try:

@@ -124,7 +124,7 @@ async def ctl_state(w: World):
 
 
 async def producer(w: World, pid: int, stop_at: float, acked: list[dict], stats: dict) -> None:
-    from autoswitch.broker.client import ProducerClient
+    from autoswitch.broker.client.client import ProducerClient
 
     from autoswitch.proto import broker_pb2 as bpb
 
@@ -161,7 +161,7 @@ async def producer(w: World, pid: int, stop_at: float, acked: list[dict], stats:
 async def consumer(w: World, stop_at: float, seen: dict[str, tuple[int, int]]) -> None:
     """Reads what each broker exposes (below its confirmOffset) — consumers must never see
     data that a later master lacks."""
-    from autoswitch.broker.client import ConsumerClient
+    from autoswitch.broker.client.client import ConsumerClient
 
     clients = {b: ConsumerClient(w.addr(b), timeout_s=1.0) for b in BRK}
     pos = dict.fromkeys(BRK, 0)
@@ -225,7 +225,7 @@ async def faults(w: World, stop_at: float, rng: random.Random, log: list[str]) -
 
 
 async def final_check(w: World, acked: list[dict], consumed: dict[str, tuple[int, int]]) -> dict:
-    from autoswitch.broker.client import ConsumerClient
+    from autoswitch.broker.client.client import ConsumerClient
 
     deadline = time.monotonic() + 30
     master, info = None, None

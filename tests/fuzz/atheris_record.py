@@ -26,7 +26,7 @@ def one_input(data: bytes) -> None:
 
 
 def main(argv: list[str] | None = None) -> int:
-    return run(argv, one_input, ["autoswitch.broker.checkpoint", "autoswitch.broker.record"], CORPUS)
+    return run(argv, one_input, ["autoswitch.broker.storage.checkpoint", "autoswitch.broker.storage.record"], CORPUS)
 
 
 if __name__ == "__main__":

@@ -13,9 +13,9 @@ import tempfile
 from pathlib import Path
 
 import pytest
-from autoswitch.broker import checkpoint as ckpt
-from autoswitch.broker import record as rec
-from autoswitch.broker.store import MessageStore, StoreConfig
+from autoswitch.broker.storage import checkpoint as ckpt
+from autoswitch.broker.storage import record as rec
+from autoswitch.broker.storage.store import MessageStore, StoreConfig
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 

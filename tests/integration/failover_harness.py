@@ -356,7 +356,7 @@ def _run(coro: Any) -> Any:
 
 
 async def _status(addr: str, tls: Any = None) -> dict:
-    from autoswitch.broker.client import AdminClient
+    from autoswitch.broker.client.client import AdminClient
 
     c = AdminClient(addr, max_retries=0, timeout_s=2.0, tls=tls)
     try:
@@ -379,7 +379,7 @@ def consume_all(addr: str, topic: str = TOPIC, limit: int = 10**6, tls: Any = No
     """Every message below confirmOffset of one broker, in queue order."""
 
     async def run() -> list[Any]:
-        from autoswitch.broker.client import ConsumerClient
+        from autoswitch.broker.client.client import ConsumerClient
 
         from autoswitch.proto import broker_pb2 as pb
 
@@ -414,7 +414,7 @@ def consume_routed(namesrv: str, group: str = GROUP, topic: str = TOPIC, tls_arg
 
 def log_digest(addr: str, to_offset: int, tls: Any = None) -> str:
     async def run() -> str:
-        from autoswitch.broker.client import AdminClient
+        from autoswitch.broker.client.client import AdminClient
 
         c = AdminClient(addr, max_retries=2, tls=tls)
         try:

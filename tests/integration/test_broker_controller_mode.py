@@ -9,7 +9,7 @@ import asyncio
 import pytest
 from autoswitch.broker.config import load_config
 from autoswitch.broker.server import Broker
-from autoswitch.broker.store import Message
+from autoswitch.broker.storage.store import Message
 
 from autoswitch.base.errors import ConfigError
 from autoswitch.base.write_errors import StaleEpoch

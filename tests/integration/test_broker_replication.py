@@ -19,14 +19,14 @@ from dataclasses import dataclass
 from pathlib import Path
 
 import pytest
-from autoswitch.broker.client import (
+from autoswitch.broker.client.client import (
     AdminClient,
     ConsumerClient,
     ProducerClient,
     consumed_messages,
     sync_admin,
 )
-from autoswitch.broker.record import StoredMessage
+from autoswitch.broker.storage.record import StoredMessage
 
 from autoswitch.proto import broker_pb2 as pb
 from tests.procs import HOST, Proc, ProcGroup, free_port, wait_port
@@ -498,7 +498,7 @@ def test_grpc_limits_and_bad_requests(procs, tmp_path):
             r = await c.produce("", [b"x"])
             assert r.status == pb.BAD_REQUEST
             # Over the gRPC frame limit: refused by the transport, broker unharmed.
-            from autoswitch.broker.client import BrokerUnavailable
+            from autoswitch.broker.client.client import BrokerUnavailable
 
             with pytest.raises(BrokerUnavailable) as ei:
                 await c.produce(TOPIC, [b"z" * 900] * 100)

@@ -60,7 +60,7 @@ def test_routed_producer_does_not_count_acks_from_another_epoch(procs, tmp_path)
     _, addr = _static_master(procs, tmp_path, "rogue", 3)
 
     async def run():
-        from autoswitch.broker.route import RetriesExhausted, RetryPolicy, RoutedProducer
+        from autoswitch.broker.client.route import RetriesExhausted, RetryPolicy, RoutedProducer
 
         async with grpc.aio.insecure_channel(f"{HOST}:{ns_port}") as ch:
             # A route that sends the group to this broker as if it were MasterEpoch 7's master.

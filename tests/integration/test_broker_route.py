@@ -10,7 +10,7 @@ import json
 
 import grpc
 import pytest
-from autoswitch.broker.route import RetriesExhausted, RetryPolicy, RoutedProducer
+from autoswitch.broker.client.route import RetriesExhausted, RetryPolicy, RoutedProducer
 from autoswitch.controller.namesrv import NameServerServicer, RouteTable
 
 from autoswitch.proto import broker_pb2 as pb

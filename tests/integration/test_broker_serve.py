@@ -6,7 +6,7 @@ from __future__ import annotations
 import asyncio
 
 import pytest
-from autoswitch.broker.client import ConsumerClient, ProducerClient
+from autoswitch.broker.client.client import ConsumerClient, ProducerClient
 from autoswitch.broker.config import load_config
 from autoswitch.broker.service import serve
 

@@ -9,8 +9,8 @@ from __future__ import annotations
 import asyncio
 
 import pytest
-from autoswitch.broker.client import BrokerUnavailable, ProducerClient
-from autoswitch.broker.route import RetryPolicy, RoutedProducer
+from autoswitch.broker.client.client import BrokerUnavailable, ProducerClient
+from autoswitch.broker.client.route import RetryPolicy, RoutedProducer
 from autoswitch.controller.client import ControllerClient
 
 from autoswitch.app.certs import init_dev_ca

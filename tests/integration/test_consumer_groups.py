@@ -12,9 +12,9 @@ import subprocess
 import sys
 
 import pytest
-from autoswitch.broker.fetch_client import fetched_messages
-from autoswitch.broker.route import RetryPolicy, RoutedConsumer
-from autoswitch.broker.routed_fetch import RoutedFetcher
+from autoswitch.broker.client.fetch_client import fetched_messages
+from autoswitch.broker.client.routed_fetch import RoutedFetcher
+from autoswitch.broker.client.route import RetryPolicy, RoutedConsumer
 
 from autoswitch.proto import broker_pb2 as pb
 from tests.integration.failover_harness import TOPIC, FailoverCluster, read_ack_log, wait_until
@@ -124,7 +124,7 @@ def test_an_unclean_takeover_takes_offsets_back_with_the_messages_and_says_so(pr
     new master holds (50, never past its log end), and a consumer still at 100 is told
     OFFSET_OUT_OF_RANGE (with the log end) instead of waiting forever for offsets that will be
     reused by new messages."""
-    from autoswitch.broker.client import AdminClient, ConsumerClient, ProducerClient
+    from autoswitch.broker.client.client import AdminClient, ConsumerClient, ProducerClient
 
     from tests.procs import HOST, free_port, wait_port
 

@@ -52,7 +52,7 @@ class _Pinger:
         self._thread: threading.Thread | None = None
 
     async def _loop(self, seconds: float) -> None:
-        from autoswitch.broker.client import ProducerClient
+        from autoswitch.broker.client.client import ProducerClient
 
         from autoswitch.proto import broker_pb2 as pb
 

@@ -89,7 +89,7 @@ def test_master_kill_restart_and_new_port(procs, tmp_path, secure, backend, stor
     try:
         import asyncio
 
-        from autoswitch.broker.client import ProducerClient
+        from autoswitch.broker.client.client import ProducerClient
 
         async def put_unreplicated() -> None:
             p = ProducerClient(c.broker_addr(m2), max_retries=0, timeout_s=1.0, tls=c.tls("producer/app"))

@@ -12,8 +12,8 @@ import sys
 
 import pytest
 from autoswitch.broker import fetch_codec as fc
-from autoswitch.broker.client import ConsumerClient, ProducerClient, consumed_messages
-from autoswitch.broker.fetch_client import FetchClient, FetchRefused, fetched_messages
+from autoswitch.broker.client.client import ConsumerClient, ProducerClient, consumed_messages
+from autoswitch.broker.client.fetch_client import FetchClient, FetchRefused, fetched_messages
 
 from autoswitch.app.certs import init_dev_ca, issue_token
 from autoswitch.base.tls import TLSConfig

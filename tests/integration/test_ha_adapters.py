@@ -9,9 +9,9 @@ import struct
 import uuid
 
 import pytest
-from autoswitch.broker.record import Message
-from autoswitch.broker.store import MessageStore
-from autoswitch.broker.store_config import StoreConfig
+from autoswitch.broker.storage.record import Message
+from autoswitch.broker.storage.store import MessageStore
+from autoswitch.broker.storage.store_config import StoreConfig
 from autoswitch.epochfile import EpochFile
 from autoswitch.ha.codec import Ack, SlaveHandshake, encode
 from autoswitch.ha.config import HAConfig
@@ -438,7 +438,7 @@ def test_a_slave_with_durable_acks_fsyncs_before_it_acknowledges(tmp_path):
     it acknowledged, but its slaves acked from the page cache, so a power cut of every replica
     could take acknowledged messages. Such a slave's ack now means "on disk": when the master has
     its ack, the slave's checkpoint (written by the fsync) covers the acked offset."""
-    from autoswitch.broker import checkpoint as ckpt
+    from autoswitch.broker.storage import checkpoint as ckpt
 
     async def main():
         m = make_log(tmp_path / "m")
@@ -491,7 +491,7 @@ def test_only_the_registered_process_of_a_broker_id_replicates_or_enters_the_syn
     replicates. When the controllers register a new process for 2 while the old connection lives
     (the old process was cut from the controllers only), the master does not let that connection
     take 2 back into the SyncStateSet: it closes it, and the old process cannot come back."""
-    from autoswitch.broker.replica_registry import ControllerReplicaRegistry
+    from autoswitch.broker.replicas.replica_registry import ControllerReplicaRegistry
 
     async def main():
         m = make_log(tmp_path / "m")

@@ -33,7 +33,7 @@ def _cli(c: FailoverCluster, *args: str) -> subprocess.CompletedProcess:
 def _routed_master(c: FailoverCluster) -> str | None:
     import asyncio
 
-    from autoswitch.broker.route import NameServerClient
+    from autoswitch.broker.client.route import NameServerClient
 
     async def run() -> str | None:
         ns = NameServerClient(c.namesrv, c.tls("admin"))
@@ -115,7 +115,7 @@ def test_transfer_master_on_demand_and_refusals(procs, tmp_path):
     master_addr = c.broker_addr(c.master_name())
 
     async def absurd():
-        from autoswitch.broker.client import AdminClient
+        from autoswitch.broker.client.client import AdminClient
 
         a = AdminClient(master_addr, timeout_s=30)
         try:
@@ -144,7 +144,7 @@ def test_handover_with_the_controllers_frozen_never_leaves_two_masters_or_a_stuc
     frozen = [p for p in c.ctl_proc.values() if p.alive()]
 
     async def transfer_while_frozen():
-        from autoswitch.broker.client import AdminClient
+        from autoswitch.broker.client.client import AdminClient
 
         # Connected before the freeze, so the call reaches the master within its lease (a CLI
         # process would need its start-up time, which on a busy machine can outlast a 600 ms lease).

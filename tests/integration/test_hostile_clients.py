@@ -9,8 +9,8 @@ import time
 
 import grpc
 import pytest
-from autoswitch.broker.client import ProducerClient
-from autoswitch.broker.fetch_client import FetchClient, FetchRefused
+from autoswitch.broker.client.client import ProducerClient
+from autoswitch.broker.client.fetch_client import FetchClient, FetchRefused
 from grpc_health.v1 import health_pb2, health_pb2_grpc
 
 from autoswitch.app.certs import init_dev_ca, issue_token, revoke_token

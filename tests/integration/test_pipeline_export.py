@@ -9,9 +9,9 @@ import sys
 from pathlib import Path
 
 import pytest
-from autoswitch.broker.record import Message
-from autoswitch.broker.store import MessageStore
-from autoswitch.broker.store_config import StoreConfig
+from autoswitch.broker.storage.record import Message
+from autoswitch.broker.storage.store import MessageStore
+from autoswitch.broker.storage.store_config import StoreConfig
 from autoswitch.pipeline import inputs
 
 pytestmark = pytest.mark.pipeline

@@ -21,7 +21,7 @@ import sys
 
 import grpc
 import pytest
-from autoswitch.broker.client import AdminClient, ProducerClient
+from autoswitch.broker.client.client import AdminClient, ProducerClient
 from autoswitch.controller.client import ControllerClient
 from autoswitch.controller.codes import Code, ControllerRpcError
 from autoswitch.controller.config import cluster_id
@@ -566,7 +566,7 @@ def test_a_reader_cannot_rewrite_another_identitys_consumer_group(cl):
     """Issue 29: any reader could rewrite any consumer group's offsets. A group belongs to the
     identity of its first commit (recorded in the replicated commit record); another reader is
     refused, an admin may still reset it."""
-    from autoswitch.broker.client import BrokerUnavailable, ConsumerClient
+    from autoswitch.broker.client.client import BrokerUnavailable, ConsumerClient
 
     from autoswitch.app.certs import init_dev_ca
 

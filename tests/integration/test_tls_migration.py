@@ -18,7 +18,7 @@ from __future__ import annotations
 import asyncio
 
 import pytest
-from autoswitch.broker.client import BrokerUnavailable, ProducerClient
+from autoswitch.broker.client.client import BrokerUnavailable, ProducerClient
 from autoswitch.controller.client import ControllerClient
 
 from tests.integration.failover_harness import (

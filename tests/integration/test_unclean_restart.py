@@ -14,8 +14,8 @@ import signal
 from pathlib import Path
 
 import pytest
-from autoswitch.broker import checkpoint as ckpt
-from autoswitch.broker.segment import parse_segment_name
+from autoswitch.broker.storage import checkpoint as ckpt
+from autoswitch.broker.storage.segment import parse_segment_name
 
 from tests.integration.failover_harness import (
     FailoverCluster,

@@ -19,7 +19,7 @@ import random
 from dataclasses import dataclass, field
 from typing import Any
 
-from autoswitch.broker.lease import LeaseConfig, MasterLease
+from autoswitch.broker.replicas.lease import LeaseConfig, MasterLease
 from autoswitch.controller import election as election_mod
 from autoswitch.controller import statemachine as sm_mod
 from autoswitch.controller.liveness import BrokerReport, HeartbeatTable, LivenessView
@@ -499,7 +499,7 @@ class DataSim:
                     req = ElectMasterRequest(CLUSTER, GROUP, TRIGGER_ADMIN, req.broker_id, True,
                                              view.alive_infos(GROUP), self.now + 10_000, view.dead_ids(GROUP))
                 elif isinstance(req, ElectMasterRequest) and req.handover_from:
-                    # a master handing over: the compare-and-set the broker sends (broker/handover.py)
+                    # a master handing over: the compare-and-set the broker sends (broker/replicas/handover.py)
                     req = ElectMasterRequest(CLUSTER, GROUP, TRIGGER_HANDOVER, req.broker_id, True,
                                              view.alive_infos(GROUP), self.now + 10_000, view.dead_ids(GROUP),
                                              handover_from=req.handover_from,

@@ -24,7 +24,7 @@ import heapq
 import math
 import random
 
-from autoswitch.broker.lease import ClockGapDetector, LeaseConfig, MasterLease
+from autoswitch.broker.replicas.lease import ClockGapDetector, LeaseConfig, MasterLease
 from autoswitch.controller.liveness import NEVER_REPORTED, BrokerReport, HeartbeatTable, LivenessView
 from autoswitch.controller.membership_ops import lease_quorum_ok
 from autoswitch.controller.store.config import ETCD_REVOKE_LOOP_MS, StoreBackendConfig
@@ -150,7 +150,7 @@ def simulate(sc, table_factory=HeartbeatTable, rules: frozenset[str] = frozenset
     applied = dict.fromkeys(nodes, 1)         # MasterEpoch each node has applied (durable: Raft)
     lcfg = LeaseConfig(master_lease_ms=L, heartbeat_timeout_ms=H, max_clock_rate_drift=RHO, safety_ms=SAFETY).validate()
     lease = MasterLease(NODES, lcfg)
-    gaps = ClockGapDetector(max(lcfg.margin_ms(), 1.0) / 2000.0)      # as broker/replicas_adapter.py
+    gaps = ClockGapDetector(max(lcfg.margin_ms(), 1.0) / 2000.0)      # as broker/replicas/replicas_adapter.py
 
     def stopped(t: float) -> bool:
         return stop is not None and stop[0] <= t < stop[0] + stop[1]

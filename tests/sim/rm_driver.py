@@ -1,4 +1,4 @@
-"""Phase B with the real ReplicasManager core (broker/replicas_manager.py) as the broker brain.
+"""Phase B with the real ReplicasManager core (broker/replicas/replicas_manager.py) as the broker brain.
 
 This is the simulator's stand-in for ReplicasAdapter: it executes the core's commands against
 the simulated controller (RPCs over the seeded network, each with a deadline) and the simulated
@@ -13,8 +13,8 @@ from __future__ import annotations
 from types import SimpleNamespace
 from typing import TYPE_CHECKING, Any
 
-from autoswitch.broker import replicas_manager as rmm
-from autoswitch.broker.identity import BrokerIdentity, LoadedIdentity
+from autoswitch.broker.replicas import replicas_manager as rmm
+from autoswitch.broker.replicas.identity import BrokerIdentity, LoadedIdentity
 from autoswitch.controller.api import HeartbeatAnswer
 from autoswitch.controller.messages import (
     TRIGGER_BROKER,

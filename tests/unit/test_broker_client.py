@@ -6,7 +6,7 @@ import asyncio
 import json
 
 import pytest
-from autoswitch.broker.client import AckLog, BrokerUnavailable, ProduceOutcome, ProducerClient
+from autoswitch.broker.client.client import AckLog, BrokerUnavailable, ProduceOutcome, ProducerClient
 
 from autoswitch.proto import broker_pb2 as pb
 from tests.procs import free_port

@@ -12,7 +12,7 @@ import sys
 
 import pytest
 from autoswitch.broker.config import BrokerConfig, load_config
-from autoswitch.broker.store_config import StoreConfig
+from autoswitch.broker.storage.store_config import StoreConfig
 from autoswitch.controller import config as ccfg
 from autoswitch.controller.config import ControllerConfig
 from autoswitch.controller.raft.config import RaftConfig

@@ -14,12 +14,12 @@ from pathlib import Path
 from typing import Any
 
 import pytest
+from autoswitch.broker.client.route import RetryPolicy
 from autoswitch.broker.config import BrokerConfig
-from autoswitch.broker.hooks import HookConfig
-from autoswitch.broker.lease import LeaseConfig
-from autoswitch.broker.replicas_manager import ReplicasConfig
-from autoswitch.broker.route import RetryPolicy
-from autoswitch.broker.store_config import StoreConfig
+from autoswitch.broker.replicas.hooks import HookConfig
+from autoswitch.broker.replicas.lease import LeaseConfig
+from autoswitch.broker.replicas.replicas_manager import ReplicasConfig
+from autoswitch.broker.storage.store_config import StoreConfig
 from autoswitch.controller import sm_config
 from autoswitch.controller.config import RUNTIME_KEYS, ControllerConfig
 from autoswitch.controller.raft.config import RaftConfig

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import asyncio
 
-from autoswitch.broker.handover import pick_target
+from autoswitch.broker.replicas.handover import pick_target
 
 from autoswitch.base.waits import wait_event
 

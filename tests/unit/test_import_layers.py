@@ -12,7 +12,7 @@ PURE = [
     "autoswitch.ha.codec", "autoswitch.ha.config", "autoswitch.ha.master_session", "autoswitch.ha.slave_session",
     "autoswitch.ha.sync_state", "autoswitch.ha.commit_point", "autoswitch.epochfile", "autoswitch.controller.raft.core",
     "autoswitch.controller.raft.raftlog", "autoswitch.controller.statemachine", "autoswitch.controller.liveness",
-    "autoswitch.broker.lease", "autoswitch.broker.replicas_manager",
+    "autoswitch.broker.replicas.lease", "autoswitch.broker.replicas.replicas_manager",
 ]
 
 

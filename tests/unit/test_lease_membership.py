@@ -1,8 +1,8 @@
-"""The master lease across a controller membership change (broker/lease.py, controller/membership_ops.py)."""
+"""The master lease across a controller membership change (broker/replicas/lease.py, controller/membership_ops.py)."""
 
 from __future__ import annotations
 
-from autoswitch.broker.lease import LeaseConfig, MasterLease
+from autoswitch.broker.replicas.lease import LeaseConfig, MasterLease
 from autoswitch.controller.consensus.membership import Member, Membership
 from autoswitch.controller.membership_ops import MembershipView, lease_quorum_ok
 

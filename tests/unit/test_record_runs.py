@@ -1,4 +1,4 @@
-"""Consume as stored-record runs (broker/record_runs.py, MessageStore.read_record_runs): the same
+"""Consume as stored-record runs (broker/storage/record_runs.py, MessageStore.read_record_runs): the same
 messages as read_messages, every record checked on both sides, corruption detected."""
 
 from __future__ import annotations
@@ -7,10 +7,10 @@ import random
 
 import numpy as np
 import pytest
-from autoswitch.broker import record as rec
-from autoswitch.broker.consume_index import topic_dir_name
-from autoswitch.broker.record_runs import iter_run, plan_runs
-from autoswitch.broker.store import LogCorrupt
+from autoswitch.broker.storage import record as rec
+from autoswitch.broker.storage.consume_index import topic_dir_name
+from autoswitch.broker.storage.record_runs import iter_run, plan_runs
+from autoswitch.broker.storage.store import LogCorrupt
 
 from tests.unit.test_store_helpers import fill, open_store
 

@@ -8,11 +8,11 @@ from __future__ import annotations
 import asyncio
 
 import pytest
-from autoswitch.broker.hooks import HookConfig, HookRunner, RoleHooks
-from autoswitch.broker.identity import IDENTITY_FILE, IdentityFileCorrupt, IdentityStore
-from autoswitch.broker.lease import LeaseConfig
-from autoswitch.broker.replicas_adapter import ReplicasAdapter, SyncStateSetRejected, classify
-from autoswitch.broker.replicas_manager import FailKind, RegisterBroker, ReplicaInfo
+from autoswitch.broker.replicas.hooks import HookConfig, HookRunner, RoleHooks
+from autoswitch.broker.replicas.identity import IDENTITY_FILE, IdentityFileCorrupt, IdentityStore
+from autoswitch.broker.replicas.lease import LeaseConfig
+from autoswitch.broker.replicas.replicas_adapter import ReplicasAdapter, SyncStateSetRejected, classify
+from autoswitch.broker.replicas.replicas_manager import FailKind, RegisterBroker, ReplicaInfo
 from autoswitch.controller.api import ControllerCallFailed, Heartbeat, HeartbeatAnswer
 from structlog.testing import capture_logs
 

@@ -14,9 +14,9 @@ from collections import deque
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from autoswitch.broker.identity import IdentityStore
-from autoswitch.broker.lease import LeaseConfig
-from autoswitch.broker.replicas_manager import (
+from autoswitch.broker.replicas.identity import IdentityStore
+from autoswitch.broker.replicas.lease import LeaseConfig
+from autoswitch.broker.replicas.replicas_manager import (
     AlterSyncStateSet,
     ApplyBrokerId,
     BecomeFenced,

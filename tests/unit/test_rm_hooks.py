@@ -8,8 +8,8 @@ import stat
 import threading
 
 import pytest
-from autoswitch.broker.hooks import HookConfig, HookRunner, RoleHooks, hooks_for, script_args
-from autoswitch.broker.replicas_manager import RoleChange
+from autoswitch.broker.replicas.hooks import HookConfig, HookRunner, RoleHooks, hooks_for, script_args
+from autoswitch.broker.replicas.replicas_manager import RoleChange
 from structlog.testing import capture_logs
 
 from autoswitch.base.errors import ConfigError

@@ -5,7 +5,7 @@ from __future__ import annotations
 import os
 
 import pytest
-from autoswitch.broker.identity import (
+from autoswitch.broker.replicas.identity import (
     IDENTITY_FILE,
     TEMP_IDENTITY_FILE,
     BrokerIdentity,

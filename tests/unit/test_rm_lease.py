@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 import pytest
-from autoswitch.broker.lease import LeaseConfig, MasterLease
+from autoswitch.broker.replicas.lease import LeaseConfig, MasterLease
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
@@ -167,7 +167,7 @@ def test_lease_ends_before_a_controller_majority_can_declare_the_master_dead(sch
 def test_a_clock_that_stood_still_voids_the_lease():
     """Issue 30: CLOCK_MONOTONIC stands still while the host is suspended; after the resume the
     lease still looked valid though real time had run past it (a successor may exist)."""
-    from autoswitch.broker.lease import ClockGapDetector
+    from autoswitch.broker.replicas.lease import ClockGapDetector
 
     d = ClockGapDetector(0.1)
     assert d.observe(10.0, 110.0) is None                  # first reading

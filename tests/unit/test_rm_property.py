@@ -3,8 +3,8 @@ pushes, time jumps. Invariants checked after every step."""
 
 from __future__ import annotations
 
-from autoswitch.broker.identity import BrokerIdentity, LoadedIdentity
-from autoswitch.broker.replicas_manager import (
+from autoswitch.broker.replicas.identity import BrokerIdentity, LoadedIdentity
+from autoswitch.broker.replicas.replicas_manager import (
     AlterSyncStateSet,
     BecomeFenced,
     BecomeMaster,

@@ -5,8 +5,8 @@ from __future__ import annotations
 import itertools
 
 import pytest
-from autoswitch.broker.identity import IdentityStore, TempIdentity
-from autoswitch.broker.replicas_manager import (
+from autoswitch.broker.replicas.identity import IdentityStore, TempIdentity
+from autoswitch.broker.replicas.replicas_manager import (
     ApplyBrokerId,
     CommitIdentity,
     FailKind,
@@ -186,7 +186,7 @@ def test_backoff_is_capped(tmp_path):
 
 
 def test_identity_for_another_group_is_refused(tmp_path):
-    from autoswitch.broker.identity import IdentityMismatch
+    from autoswitch.broker.replicas.identity import IdentityMismatch
 
     IdentityStore(tmp_path).commit(TempIdentity("C", "other", 3, "x").identity())
     with pytest.raises(IdentityMismatch) as e:

@@ -3,8 +3,8 @@
 from __future__ import annotations
 
 import pytest
-from autoswitch.broker.lease import LeaseConfig
-from autoswitch.broker.replicas_manager import (
+from autoswitch.broker.replicas.lease import LeaseConfig
+from autoswitch.broker.replicas.replicas_manager import (
     AdoptControllers,
     AlterSyncStateSet,
     BecomeFenced,
@@ -316,7 +316,7 @@ def test_minority_of_controllers_cannot_keep_the_lease(tmp_path):
 
 
 def test_newer_sss_for_our_epoch_is_handed_to_ha_once(tmp_path):
-    from autoswitch.broker.replicas_manager import SyncStateSetLearned
+    from autoswitch.broker.replicas.replicas_manager import SyncStateSetLearned
 
     h = running(tmp_path)
     me = h.core.broker_id
@@ -333,7 +333,7 @@ def test_newer_sss_for_our_epoch_is_handed_to_ha_once(tmp_path):
 def _restarted(tmp_path, bid: int, sync_state_set: set[int], intact: bool) -> Harness:
     """Broker ``bid`` (its EpochFile ends with epoch 3) restarts while the controller still names
     broker 1 master of epoch 3 with ``sync_state_set``."""
-    from autoswitch.broker.identity import BrokerIdentity, IdentityStore
+    from autoswitch.broker.replicas.identity import BrokerIdentity, IdentityStore
 
     ctrl = FakeController()
     ctrl.applied[("g1", bid)] = "c"

@@ -6,8 +6,8 @@ import os
 import zlib
 
 import pytest
-from autoswitch.broker import record as rec
-from autoswitch.broker.store import (
+from autoswitch.broker.storage import record as rec
+from autoswitch.broker.storage.store import (
     BadBatch,
     BadMessage,
     LogCorrupt,

@@ -14,7 +14,7 @@ import sysconfig
 from pathlib import Path
 
 import pytest
-from autoswitch.broker import record as rec
+from autoswitch.broker.storage import record as rec
 
 ROOT = Path(__file__).resolve().parents[2]
 
@@ -103,7 +103,7 @@ def test_decode_run_matches_the_python_loop(native_mod, monkeypatch):
     """A consumer's decode of record runs (record_runs.iter_run): the C one and the Python loop
     give the same StoredMessages, topics switching inside a run, non-ASCII ids, empty bodies; a
     msg_id that is not UTF-8 is LogCorrupt either way, and the C one refuses what it cannot read."""
-    from autoswitch.broker.record_runs import iter_run
+    from autoswitch.broker.storage.record_runs import iter_run
 
     rng = random.Random(7)
     for seed in range(40):

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from pathlib import Path
 
-from autoswitch.broker.store import Message, MessageStore, StoreConfig
+from autoswitch.broker.storage.store import Message, MessageStore, StoreConfig
 
 # small segments so rolls, padding and retention happen with a few records
 SMALL = StoreConfig(segment_bytes=4096, max_message_bytes=1000, index_entries_per_file=5)

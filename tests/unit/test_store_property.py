@@ -9,7 +9,7 @@ import shutil
 import tempfile
 from pathlib import Path
 
-from autoswitch.broker.store import MessageStore
+from autoswitch.broker.storage.store import MessageStore
 from autoswitch.epochfile import NoConsistentPoint, entries_to_record, find_consistent_point
 from hypothesis import given, settings
 from hypothesis import strategies as st

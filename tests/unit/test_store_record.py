@@ -5,8 +5,8 @@ from __future__ import annotations
 import struct
 
 import pytest
-from autoswitch.broker import record as rec
-from autoswitch.broker.store_errors import BadMessage, LogCorrupt
+from autoswitch.broker.storage import record as rec
+from autoswitch.broker.storage.store_errors import BadMessage, LogCorrupt
 
 
 def one(topic=b"t", mid=b"m1", body=b"hello", q=7, ts=123, epoch=3) -> bytes:

@@ -10,7 +10,7 @@ from __future__ import annotations
 import os
 
 import pytest
-from autoswitch.broker.store import LogCorrupt, MessageStore
+from autoswitch.broker.storage.store import LogCorrupt, MessageStore
 from autoswitch.epochfile import EpochFileCorrupt
 
 from autoswitch.base import crashpoints

@@ -7,7 +7,7 @@ from __future__ import annotations
 import os
 
 import pytest
-from autoswitch.broker.store import LogCorrupt
+from autoswitch.broker.storage.store import LogCorrupt
 
 from tests.unit.test_store_helpers import fill, open_store
 

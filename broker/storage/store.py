@@ -30,14 +30,14 @@ from dataclasses import replace
 from pathlib import Path
 
 import numpy as np
-from autoswitch.broker import checkpoint as ckpt
-from autoswitch.broker import record as rec
-from autoswitch.broker import record_runs as runs
-from autoswitch.broker.commitlog import CommitLog
-from autoswitch.broker.consume_index import TopicIndex, pack_entries, topic_dir_name
-from autoswitch.broker.record import AppendResult, Message, RecordInfo, StoredMessage
-from autoswitch.broker.store_config import StoreConfig
-from autoswitch.broker.store_errors import (
+from autoswitch.broker.storage import checkpoint as ckpt
+from autoswitch.broker.storage import record as rec
+from autoswitch.broker.storage import record_runs as runs
+from autoswitch.broker.storage.commitlog import CommitLog
+from autoswitch.broker.storage.consume_index import TopicIndex, pack_entries, topic_dir_name
+from autoswitch.broker.storage.record import AppendResult, Message, RecordInfo, StoredMessage
+from autoswitch.broker.storage.store_config import StoreConfig
+from autoswitch.broker.storage.store_errors import (
     BadBatch,
     BadMessage,
     LogCorrupt,

@@ -24,12 +24,12 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any, Protocol
 
 from autoswitch.broker.config import ACK_MODES
-from autoswitch.broker.controller_sessions import ControllerSessions
-from autoswitch.broker.hooks import HookConfig, HookRunner, RoleHooks
-from autoswitch.broker.identity import IdentityStore
-from autoswitch.broker.lease import ClockGapDetector
-from autoswitch.broker.replica_registry import ControllerReplicaRegistry
-from autoswitch.broker.replicas_manager import (
+from autoswitch.broker.replicas.controller_sessions import ControllerSessions
+from autoswitch.broker.replicas.hooks import HookConfig, HookRunner, RoleHooks
+from autoswitch.broker.replicas.identity import IdentityStore
+from autoswitch.broker.replicas.lease import ClockGapDetector
+from autoswitch.broker.replicas.replica_registry import ControllerReplicaRegistry
+from autoswitch.broker.replicas.replicas_manager import (
     AdoptControllers,
     AlterSyncStateSet,
     ApplyBrokerId,
@@ -56,7 +56,7 @@ from autoswitch.broker.replicas_manager import (
     SyncStateSetLearned,
     WriteTempIdentity,
 )
-from autoswitch.broker.run_marker import RunMarker
+from autoswitch.broker.replicas.run_marker import RunMarker
 from autoswitch.controller.api import (
     BrokerControllerApi,
     ControllerCallFailed,
@@ -354,7 +354,7 @@ class ReplicasAdapter:
 
     async def hand_over(self, to_id: int, expect_master_epoch: int, timeout_s: float) -> ReplicaInfo:
         """Ask the controller to move mastership to ``to_id`` (compare-and-set on our MasterEpoch,
-        broker/handover.py) and feed the new view to the core, which switches our role.
+        broker/replicas/handover.py) and feed the new view to the core, which switches our role.
         ControllerCallFailed (or TimeoutError) when the controller refuses or cannot answer."""
         bid = self.core.broker_id
         assert bid is not None and self.core.role == "master"

@@ -17,9 +17,9 @@ from collections.abc import Iterator
 from dataclasses import dataclass
 
 import numpy as np
-from autoswitch.broker import record as rec
-from autoswitch.broker.record import StoredMessage
-from autoswitch.broker.store_errors import LogCorrupt
+from autoswitch.broker.storage import record as rec
+from autoswitch.broker.storage.record import StoredMessage
+from autoswitch.broker.storage.store_errors import LogCorrupt
 
 
 @dataclass(frozen=True)

@@ -9,12 +9,12 @@ import asyncio
 import json
 import sys
 
+from autoswitch.broker.cli.common import bad_target, err, status_err, target_address
+
 from autoswitch.base.errors import AutoswitchError, NotFound
 from autoswitch.base.output import emit
 from autoswitch.base.tls import tls_from_args
 from autoswitch.proto import broker_pb2 as pb
-
-from .cli_common import bad_target, err, status_err, target_address
 
 
 def register(admin_sub) -> None:
@@ -45,7 +45,7 @@ def _rows(r: pb.ListTopicsReply, internal: bool) -> list[dict]:
 
 
 def cmd_topic_list(args: argparse.Namespace) -> int:
-    from .client import ConsumerClient
+    from autoswitch.broker.client.client import ConsumerClient
 
     if bad_target(args):
         return 2
@@ -71,8 +71,8 @@ def cmd_topic_list(args: argparse.Namespace) -> int:
 
 
 def cmd_topic_route(args: argparse.Namespace) -> int:
-    from .client import ConsumerClient
-    from .route import NameServerClient
+    from autoswitch.broker.client.client import ConsumerClient
+    from autoswitch.broker.client.route import NameServerClient
 
     try:
         args.tls = tls_from_args(args)

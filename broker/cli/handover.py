@@ -1,22 +1,22 @@
-"""`autoswitch admin transfer-master`: a graceful handover of a group's master (broker/handover.py)."""
+"""`autoswitch admin transfer-master`: a graceful handover of a group's master (broker/replicas/handover.py)."""
 
 from __future__ import annotations
 
 import argparse
 
+from autoswitch.broker.cli.common import bad_target, err, status_err, target_address
+
 from autoswitch.base.errors import AutoswitchError
 from autoswitch.base.output import emit, fail_code
 from autoswitch.base.progress import with_progress
-
-from .cli_common import bad_target, err, status_err, target_address
 
 
 def cmd_transfer_master(args: argparse.Namespace) -> int:
     import asyncio
 
-    from autoswitch.proto import broker_pb2 as pb
+    from autoswitch.broker.client.client import AdminClient
 
-    from .client import AdminClient
+    from autoswitch.proto import broker_pb2 as pb
 
     if (args.to is not None and args.to < 1) or not (0.1 <= args.timeout <= 300):
         return fail_code(args, "BAD_USAGE", "--to must be >= 1, --timeout in [0.1, 300]", rc=2)

@@ -8,13 +8,12 @@ import sys
 import time
 from typing import Any
 
-from autoswitch.broker.record import StoredMessage
+from autoswitch.broker.cli.common import bad_target, err, status_err
+from autoswitch.broker.config import parse_hostport
+from autoswitch.broker.storage.record import StoredMessage
 
 from autoswitch.base.errors import AutoswitchError
 from autoswitch.base.output import emit, fail_code
-
-from .cli_common import bad_target, err, status_err
-from .config import parse_hostport
 
 
 def msg_to_dict(m: StoredMessage) -> dict:
@@ -36,13 +35,13 @@ def msg_to_dict(m: StoredMessage) -> dict:
 def cmd_consume(args: argparse.Namespace) -> int:
     import asyncio
 
-    from autoswitch.proto import broker_pb2 as pb
+    from autoswitch.broker.client.client import ConsumerClient, consumed_messages
+    from autoswitch.broker.client.fetch_client import FetchClient, fetched_messages
+    from autoswitch.broker.client.routed_fetch import RoutedFetcher
+    from autoswitch.broker.client.route import RetryPolicy
+    from autoswitch.broker.fetch_codec import RecordsReply
 
-    from .client import ConsumerClient, consumed_messages
-    from .fetch_client import FetchClient, fetched_messages
-    from .fetch_codec import RecordsReply
-    from .route import RetryPolicy
-    from .routed_fetch import RoutedFetcher
+    from autoswitch.proto import broker_pb2 as pb
 
     if args.count < 0 or args.from_offset < 0 or not (1 <= args.batch <= 10_000):
         return fail_code(args, "BAD_USAGE", "bad --count/--from/--batch", rc=2)
@@ -60,7 +59,7 @@ def cmd_consume(args: argparse.Namespace) -> int:
 
     async def run() -> int:
         if args.namesrv:
-            from .route import RoutedConsumer
+            from autoswitch.broker.client.route import RoutedConsumer
 
             client: Any = RoutedConsumer(args.namesrv, args.group, RetryPolicy(rpc_timeout_s=args.timeout),
                                          args.tls)
@@ -144,16 +143,16 @@ MAX_OFFSET_RESETS = 10     # per run: a consumer that keeps falling off the log 
 def cmd_consumer_progress(args: argparse.Namespace) -> int:
     import asyncio
 
-    from autoswitch.proto import broker_pb2 as pb
+    from autoswitch.broker.client.client import ConsumerClient
 
-    from .client import ConsumerClient
+    from autoswitch.proto import broker_pb2 as pb
 
     if bad_target(args):
         return 2
 
     async def run() -> int:
         if args.namesrv:
-            from .route import RetryPolicy, RoutedConsumer
+            from autoswitch.broker.client.route import RetryPolicy, RoutedConsumer
 
             client: Any = RoutedConsumer(args.namesrv, args.group, RetryPolicy(rpc_timeout_s=args.timeout), args.tls)
         else:

@@ -21,7 +21,7 @@ import signal
 from collections.abc import Awaitable, Callable
 from dataclasses import dataclass, field
 
-from autoswitch.broker.replicas_manager import RoleChange
+from autoswitch.broker.replicas.replicas_manager import RoleChange
 
 from autoswitch.base.errors import ConfigError
 from autoswitch.base.log import get_logger

@@ -13,7 +13,7 @@ import mmap
 import os
 from pathlib import Path
 
-from autoswitch.broker.store_errors import LogCorrupt
+from autoswitch.broker.storage.store_errors import LogCorrupt
 
 NAME_DIGITS = 20
 

@@ -15,13 +15,13 @@ from __future__ import annotations
 import asyncio
 from collections.abc import Iterator
 
+from autoswitch.broker import fetch_codec as fc
+from autoswitch.broker.config import parse_hostport
+from autoswitch.broker.storage.record import StoredMessage
+from autoswitch.broker.storage.record_runs import iter_run
+
 from autoswitch.base.errors import AutoswitchError
 from autoswitch.base.tls import TLSConfig, client_ssl_context
-
-from . import fetch_codec as fc
-from .config import parse_hostport
-from .record import StoredMessage
-from .record_runs import iter_run
 
 
 class FetchRefused(AutoswitchError):

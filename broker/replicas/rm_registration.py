@@ -7,8 +7,8 @@ from __future__ import annotations
 
 from collections.abc import Callable
 
-from autoswitch.broker.identity import LoadedIdentity, TempIdentity
-from autoswitch.broker.rm_commands import (
+from autoswitch.broker.replicas.identity import LoadedIdentity, TempIdentity
+from autoswitch.broker.replicas.rm_commands import (
     CONTROLLER_STEPS,
     ApplyBrokerId,
     Command,

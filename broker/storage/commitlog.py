@@ -11,9 +11,9 @@ from __future__ import annotations
 from collections.abc import Iterator
 from pathlib import Path
 
-from autoswitch.broker import record as rec
-from autoswitch.broker.segment import Segment, parse_segment_name
-from autoswitch.broker.store_errors import LogCorrupt, OffsetOutOfRange
+from autoswitch.broker.storage import record as rec
+from autoswitch.broker.storage.segment import Segment, parse_segment_name
+from autoswitch.broker.storage.store_errors import LogCorrupt, OffsetOutOfRange
 
 from autoswitch.base.fsutil import fsync_dir
 from autoswitch.base.log import get_logger

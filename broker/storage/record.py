@@ -24,7 +24,7 @@ import zlib
 from dataclasses import dataclass
 from typing import NamedTuple
 
-from autoswitch.broker.store_errors import BadMessage, LogCorrupt
+from autoswitch.broker.storage.store_errors import BadMessage, LogCorrupt
 
 from autoswitch.base.limits import MAX_MSG_ID_BYTES, MAX_TOPIC_BYTES
 

@@ -12,14 +12,14 @@ import sys
 import time
 from typing import Any
 
+from autoswitch.broker.cli import topics as cli_topics
+from autoswitch.broker.cli.common import bad_target, err
+from autoswitch.broker.cli.consume import cmd_consume, cmd_consumer_progress
+from autoswitch.broker.cli.handover import cmd_transfer_master
+
 from autoswitch.base.errors import AutoswitchError, ConfigError
 from autoswitch.base.output import emit, fail, fail_code
 from autoswitch.base.tls import add_server_security_args, add_tls_args, tls_from_args
-
-from . import cli_topics
-from .cli_common import bad_target, err
-from .cli_consume import cmd_consume, cmd_consumer_progress
-from .cli_handover import cmd_transfer_master
 
 
 def register(sub: Any, admin_sub: Any) -> None:
@@ -166,7 +166,7 @@ def register(sub: Any, admin_sub: Any) -> None:
 def _cmd_broker(args: argparse.Namespace) -> int:
     import asyncio
 
-    from .config import load_config
+    from autoswitch.broker.config import load_config
 
     keys = (
         "role", "group", "cluster", "broker_id", "epoch", "listen", "ha_listen", "data_dir", "master_ha",
@@ -188,9 +188,9 @@ def _cmd_broker(args: argparse.Namespace) -> int:
     except AutoswitchError as e:
         err(args, e)
         return 2
-    from autoswitch.base.log import get_logger
+    from autoswitch.broker.service import serve
 
-    from .service import serve
+    from autoswitch.base.log import get_logger
 
     log = get_logger("broker", group=cfg.group, brokerId=cfg.broker_id)
     try:
@@ -209,9 +209,9 @@ def _cmd_produce(args: argparse.Namespace) -> int:
     import asyncio
     import os
 
-    from autoswitch.proto import broker_pb2 as pb
+    from autoswitch.broker.client.client import ProducerClient
 
-    from .client import ProducerClient
+    from autoswitch.proto import broker_pb2 as pb
 
     if args.count < 0 or args.size < 0 or not (1 <= args.batch <= 10_000) or not (0 <= args.retries <= 20):
         return fail_code(args, "BAD_USAGE", "bad --count/--size/--batch/--retries", rc=2)
@@ -270,13 +270,13 @@ def _cmd_produce(args: argparse.Namespace) -> int:
 
 
 def _produce_routed(args: argparse.Namespace) -> int:
-    """Routed produce: follow the group's master through failovers (broker/route.py)."""
+    """Routed produce: follow the group's master through failovers (broker/client/route.py)."""
     import asyncio
     import os
     import signal
     import uuid
 
-    from .route import RetriesExhausted, RetryPolicy, RoutedProducer
+    from autoswitch.broker.client.route import RetriesExhausted, RetryPolicy, RoutedProducer
 
     if not (0 < args.retry_deadline_s <= 3600) or args.duration_s < 0 or args.interval_ms < 0:
         return fail_code(args, "BAD_USAGE", "bad --retry-deadline-s/--duration-s/--interval-ms", rc=2)
@@ -335,7 +335,7 @@ def _produce_routed(args: argparse.Namespace) -> int:
 def _admin(args: argparse.Namespace, method: str, *a: Any, **kw: Any) -> Any:
     import asyncio
 
-    from .client import AdminClient
+    from autoswitch.broker.client.client import AdminClient
 
     async def run() -> Any:
         c = AdminClient(args.broker, max_retries=2, tls=tls_from_args(args))

@@ -29,6 +29,13 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any, TypeVar
 
 import grpc
+from autoswitch.broker.client.client import (
+    AckLog,
+    BrokerUnavailable,
+    ConsumerClient,
+    ProduceOutcome,
+    ProducerClient,
+)
 
 from autoswitch.base.backoff import Backoff
 from autoswitch.base.errors import AutoswitchError
@@ -37,12 +44,10 @@ from autoswitch.base.tls import TLSConfig, grpc_channel
 from autoswitch.base.waits import wait_event
 from autoswitch.proto import broker_pb2 as pb
 
-from .client import AckLog, BrokerUnavailable, ConsumerClient, ProduceOutcome, ProducerClient
-
 if TYPE_CHECKING:
-    from autoswitch.proto import namesrv_pb2
+    from autoswitch.broker.server import Broker
 
-    from .server import Broker
+    from autoswitch.proto import namesrv_pb2
 
 _log = get_logger("broker.route")
 T = TypeVar("T")

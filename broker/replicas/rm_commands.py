@@ -8,7 +8,7 @@ from collections.abc import Callable
 from dataclasses import dataclass
 from enum import StrEnum
 
-from autoswitch.broker.identity import BrokerIdentity, TempIdentity
+from autoswitch.broker.replicas.identity import BrokerIdentity, TempIdentity
 from autoswitch.controller.api import FailKind
 
 # --------------------------------------------------------------------------- values

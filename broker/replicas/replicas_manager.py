@@ -22,9 +22,9 @@ from collections.abc import Callable
 from dataclasses import dataclass, field, replace
 from typing import Any
 
-from autoswitch.broker.identity import LoadedIdentity
-from autoswitch.broker.lease import LeaseConfig, MasterLease
-from autoswitch.broker.rm_commands import (
+from autoswitch.broker.replicas.identity import LoadedIdentity
+from autoswitch.broker.replicas.lease import LeaseConfig, MasterLease
+from autoswitch.broker.replicas.rm_commands import (
     LEADER_AWARE,
     AdoptControllers,
     AlterSyncStateSet,
@@ -51,9 +51,9 @@ from autoswitch.broker.rm_commands import (
     SyncStateSetLearned,
     WriteTempIdentity,
 )
-from autoswitch.broker.rm_proposals import SyncStateSetProposals
-from autoswitch.broker.rm_registration import Registration
-from autoswitch.broker.rm_role import RoleKeeper
+from autoswitch.broker.replicas.rm_proposals import SyncStateSetProposals
+from autoswitch.broker.replicas.rm_registration import Registration
+from autoswitch.broker.replicas.rm_role import RoleKeeper
 from autoswitch.controller.api import FailKind, HeartbeatAnswer, ReplicaInfo
 
 from autoswitch.base.addr import is_hostport

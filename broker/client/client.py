@@ -24,8 +24,8 @@ from pathlib import Path
 from typing import Any
 
 import grpc
-from autoswitch.broker.record import StoredMessage
-from autoswitch.broker.record_runs import iter_run
+from autoswitch.broker.storage.record import StoredMessage
+from autoswitch.broker.storage.record_runs import iter_run
 
 from autoswitch.base.backoff import Backoff
 from autoswitch.base.errors import AutoswitchError
@@ -246,7 +246,7 @@ def consumed_messages(reply: pb.ConsumeReply) -> Iterator[StoredMessage]:
 
 class AdminClient(_Base):
     async def transfer_master(self, to_broker_id: int = 0, timeout_ms: int = 0) -> pb.TransferMasterReply:
-        """Graceful handover on the master (broker/handover.py); the deadline covers the wait."""
+        """Graceful handover on the master (broker/replicas/handover.py); the deadline covers the wait."""
         return await self._call("TransferMaster", pb.TransferMasterRequest(to_broker_id=to_broker_id,
                                                                             timeout_ms=timeout_ms),
                                 timeout_s=self.timeout_s + (timeout_ms or 300_000) / 1000)

@@ -12,13 +12,13 @@ gRPC address, not its fetch port, so every re-route asks the name server. Denied
 
 from __future__ import annotations
 
+from autoswitch.broker import fetch_codec as fc
+from autoswitch.broker.client.fetch_client import FetchClient, FetchRefused
+from autoswitch.broker.client.route import RETRYABLE, NameServerClient, RetryPolicy, retry_until
+
 from autoswitch.base.errors import AutoswitchError
 from autoswitch.base.tls import TLSConfig
 from autoswitch.proto import broker_pb2 as pb
-
-from . import fetch_codec as fc
-from .fetch_client import FetchClient, FetchRefused
-from .route import RETRYABLE, NameServerClient, RetryPolicy, retry_until
 
 
 class NoFetchPort(AutoswitchError):

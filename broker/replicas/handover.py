@@ -26,8 +26,8 @@ from typing import TYPE_CHECKING, Literal
 from autoswitch.controller.api import ControllerCallFailed, FailKind, ReplicaInfo
 
 if TYPE_CHECKING:
-    from .replicas_adapter import ReplicasAdapter
-    from .server import Broker
+    from autoswitch.broker.replicas.replicas_adapter import ReplicasAdapter
+    from autoswitch.broker.server import Broker
 
 MAX_HANDOVER_TIMEOUT_S = 300.0
 MAX_SETTLE_ATTEMPTS = 20          # background cancel attempts after an unknown outcome

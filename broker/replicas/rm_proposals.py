@@ -3,8 +3,8 @@ requests to the controller, one at a time, only from a master that is not depose
 
 from __future__ import annotations
 
-from autoswitch.broker.rm_commands import AlterSyncStateSet, Command, Failure, Issue, ProposalResult
-from autoswitch.broker.rm_role import RoleKeeper
+from autoswitch.broker.replicas.rm_commands import AlterSyncStateSet, Command, Failure, Issue, ProposalResult
+from autoswitch.broker.replicas.rm_role import RoleKeeper
 from autoswitch.controller.api import FailKind
 
 from autoswitch.base.limits import MAX_REPLICAS_PER_GROUP

@@ -17,8 +17,8 @@ from collections.abc import Sequence
 from pathlib import Path
 
 import numpy as np
-from autoswitch.broker.segment import NAME_DIGITS, parse_segment_name
-from autoswitch.broker.store_errors import LogCorrupt
+from autoswitch.broker.storage.segment import NAME_DIGITS, parse_segment_name
+from autoswitch.broker.storage.store_errors import LogCorrupt
 
 from autoswitch.base.fsutil import fsync_dir
 

@@ -21,7 +21,7 @@ import struct
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from autoswitch.broker.store_errors import LogCorrupt
+from autoswitch.broker.storage.store_errors import LogCorrupt
 
 from autoswitch.base.crcfile import TRAILER, seal, sealed_body
 from autoswitch.base.fsutil import write_atomic

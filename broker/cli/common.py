@@ -24,7 +24,7 @@ async def target_address(args: argparse.Namespace) -> str | None:
     (None: it knows none, e.g. a failover in progress). Call after ``bad_target``."""
     if not args.namesrv:
         return args.broker
-    from .route import NameServerClient
+    from autoswitch.broker.client.route import NameServerClient
 
     ns = NameServerClient(args.namesrv, args.tls)
     try:

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-from autoswitch.broker import record as rec
+from autoswitch.broker.storage import record as rec
 
 from autoswitch.base.errors import ConfigError
 

@@ -5,7 +5,7 @@ slaves may hold acknowledged messages this log lost)."""
 
 from __future__ import annotations
 
-from autoswitch.broker.rm_commands import (
+from autoswitch.broker.replicas.rm_commands import (
     BecomeFenced,
     BecomeMaster,
     BecomeSlave,

@@ -1,0 +1,1 @@
+"""autoswitch.broker.replicas: the ReplicasManager: its sans-IO core (registration, heartbeats, role decisions, the master lease, SyncStateSet proposals) and the asyncio adapter that performs its commands, with the identity files, the run marker, role-change hooks and the graceful handover."""
