@@ -37,8 +37,8 @@ def cmd_consume(args: argparse.Namespace) -> int:
 
     from autoswitch.broker.client.client import ConsumerClient, consumed_messages
     from autoswitch.broker.client.fetch_client import FetchClient, fetched_messages
-    from autoswitch.broker.client.routed_fetch import RoutedFetcher
     from autoswitch.broker.client.route import RetryPolicy
+    from autoswitch.broker.client.routed_fetch import RoutedFetcher
     from autoswitch.broker.fetch_codec import RecordsReply
 
     from autoswitch.proto import broker_pb2 as pb

@@ -13,8 +13,8 @@ import sys
 
 import pytest
 from autoswitch.broker.client.fetch_client import fetched_messages
-from autoswitch.broker.client.routed_fetch import RoutedFetcher
 from autoswitch.broker.client.route import RetryPolicy, RoutedConsumer
+from autoswitch.broker.client.routed_fetch import RoutedFetcher
 
 from autoswitch.proto import broker_pb2 as pb
 from tests.integration.failover_harness import TOPIC, FailoverCluster, read_ack_log, wait_until
