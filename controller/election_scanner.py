@@ -12,8 +12,8 @@ evidence (alive reports, dead ids, crash-only) so the state machine decides on f
 from __future__ import annotations
 
 import asyncio
-from collections.abc import Callable
-from typing import TYPE_CHECKING
+from collections.abc import Callable, Coroutine
+from typing import TYPE_CHECKING, Any
 
 import msgspec
 from autoswitch.controller import messages as msgs
@@ -43,7 +43,8 @@ MAX_FAST_RESCANS = 20
 class ElectionScanner:
     def __init__(self, *, sm: sm_adapter.AppliedStateMachine, liveness: LivenessDesk, proposer: Proposer,
                  peers: PeerLiveness, alerter: Alerter, tls_config: tls.TLSConfig,
-                 peer_query_timeout_s: float, rebalance_handover_timeout_ms: int, log: EventLogger) -> None:
+                 peer_query_timeout_s: float, rebalance_handover_timeout_ms: int, log: EventLogger,
+                 spawn: Callable[[Coroutine[Any, Any, None], str], None]) -> None:
         self.sm = sm
         self.liveness = liveness
         self.proposer = proposer
@@ -53,9 +54,9 @@ class ElectionScanner:
         self.peer_query_timeout_s = peer_query_timeout_s
         self.rebalance_handover_timeout_ms = rebalance_handover_timeout_ms
         self.log = log
+        self.spawn = spawn
         self.planner = ScanPlanner()
         self.rebalancer = RebalancePlanner()
-        self.rebalance_task: asyncio.Task[None] | None = None
         self._wake = asyncio.Event()
         self._fast_rescans_left = 0
 
@@ -99,11 +100,6 @@ class ElectionScanner:
                 raise
             except Exception:
                 self.log.error("scan_failed", exc_info=True)
-
-    def cancel(self) -> None:
-        """Node stopping: a preferred-master handover in flight is abandoned (the broker keeps its role)."""
-        if self.rebalance_task is not None:
-            self.rebalance_task.cancel()
 
     async def scan_once(self) -> int:
         """Leader only: elect a new master for every group whose master a majority holds DEAD."""
@@ -205,7 +201,8 @@ class ElectionScanner:
             return None
         self.log.info("preferred_master_handover_started", group=f.group, brokerId=f.master, epoch=f.master_epoch,
                       to=f.preferred)
-        self.rebalance_task = asyncio.create_task(self._hand_back(f), name=f"rebalance-{f.group}")
+        # the node's task: a handover in flight at stop is abandoned (the broker keeps its role)
+        self.spawn(self._hand_back(f), f"rebalance-{f.group}")
         return f.group
 
     async def _hand_back(self, f: GroupFacts) -> None:

@@ -177,7 +177,7 @@ class ControllerNode:
                                          alerter=self.alerter, tls_config=cfg.tls,
                                          peer_query_timeout_s=cfg.peer_query_timeout_s,
                                          rebalance_handover_timeout_ms=cfg.rebalance_handover_timeout_ms,
-                                         log=self.log)
+                                         log=self.log, spawn=self.spawn)
         try:
             self._listener = await tls.bind(self.server, cfg.listen_addr, cfg.tls, "controller")
         except RuntimeError as e:   # grpc reports a failed bind this way
@@ -223,9 +223,7 @@ class ControllerNode:
         if self._stopped.is_set():
             return
         self._stopped.set()
-        if self._started and hasattr(self, "elections"):
-            self.elections.cancel()
-        await cancel_and_wait(self._tasks)
+        await cancel_and_wait(self._tasks)       # the scan, learner promotion, a rebalance handover
         self.watchers.close_all()
         if self._observe is not None:
             await self._observe.stop()

@@ -55,10 +55,6 @@ def _too_large(node: ServedNode, size: int) -> NodeReply | None:
     return None
 
 
-async def _no_results() -> list[m.Reply | NodeReply]:
-    return []
-
-
 def _error_reply(node: ServedNode, reply_cls, rpc: str, e: Exception):
     """A typed reply for what a handler raised: BadRequest -> MALFORMED, NodeReply -> its code
     (NOT_LEADER with the leader's address), anything else -> INTERNAL_ERROR + an error log."""
@@ -164,10 +160,13 @@ class ControllerServicer(pbg.ControllerServiceServicer):
                 full.append(i)
             else:
                 planned.append((i, call.method, item))
-        proposed = node.proposer.write_many([item for _i, _m, item in planned]) if planned else None
-        full_replies, results = await asyncio.gather(
-            asyncio.gather(*(self._batch_one(calls[i], context) for i in full)),
-            proposed if proposed is not None else _no_results())
+        full_jobs = asyncio.gather(*(self._batch_one(calls[i], context) for i in full))
+        results: list[m.Reply | NodeReply] = []
+        if planned:
+            full_replies, results = await asyncio.gather(
+                full_jobs, node.proposer.write_many([item for _i, _m, item in planned]))
+        else:
+            full_replies = await full_jobs
         for i, rep in zip(full, full_replies, strict=True):
             replies[i] = rep
         if planned:

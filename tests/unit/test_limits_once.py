@@ -7,9 +7,10 @@ from __future__ import annotations
 import ast
 from pathlib import Path
 
+from tests.unit.test_module_size import runtime_files
+
 ROOT = Path(__file__).resolve().parents[2]
 LIMITS = ROOT / "autoswitch" / "base" / "limits.py"
-FOLDERS = ("autoswitch", "controller", "broker", "ha", "epochfile", "pipeline")
 
 
 def _assigned(tree: ast.AST) -> list[tuple[str, ast.expr | None, int]]:
@@ -31,13 +32,12 @@ def test_the_shared_limits_are_found():
 
 def test_no_module_restates_or_renames_a_shared_limit():
     bad = []
-    for folder in FOLDERS:
-        for path in (ROOT / folder).rglob("*.py"):
-            if path == LIMITS or path.name.endswith(("_pb2.py", "_pb2_grpc.py")):
-                continue
-            for name, value, line in _assigned(ast.parse(path.read_text())):
-                alias = isinstance(value, ast.Name | ast.Attribute) and (
-                    getattr(value, "id", None) in SHARED or getattr(value, "attr", None) in SHARED)
-                if name in SHARED or alias:
-                    bad.append(f"{path.relative_to(ROOT)}:{line} {name}")
+    for path, text in runtime_files():
+        if path == LIMITS:
+            continue
+        for name, value, line in _assigned(ast.parse(text)):
+            alias = isinstance(value, ast.Name | ast.Attribute) and (
+                getattr(value, "id", None) in SHARED or getattr(value, "attr", None) in SHARED)
+            if name in SHARED or alias:
+                bad.append(f"{path.relative_to(ROOT)}:{line} {name}")
     assert not bad, "use autoswitch.base.limits directly: " + ", ".join(bad)
