@@ -105,3 +105,21 @@ def test_the_http_surface_has_its_own_exposure_setting(certs, tmp_path):
     b = load_broker(None, {"data_dir": str(tmp_path / "b"), "metrics_listen": "0.0.0.0:9101",
                            "metrics_allow_remote": True})
     assert b.metrics_allow_remote
+
+
+def test_a_ca_key_that_cannot_sign_is_a_typed_error(tmp_path):
+    """Hostile or mistaken input: ca.key holding an X25519 key (it cannot sign certificates) beside
+    a ca.pem. `certs init` says so with a ConfigError naming the file, not a traceback."""
+    from cryptography.hazmat.primitives import serialization
+    from cryptography.hazmat.primitives.asymmetric import x25519
+
+    good = tmp_path / "good"
+    init_dev_ca(good, ["controller/n1"])
+    bad = tmp_path / "bad"
+    bad.mkdir()
+    (bad / "ca.pem").write_bytes((good / "ca.pem").read_bytes())
+    (bad / "ca.key").write_bytes(x25519.X25519PrivateKey.generate().private_bytes(
+        serialization.Encoding.PEM, serialization.PrivateFormat.PKCS8, serialization.NoEncryption()))
+    with pytest.raises(ConfigError, match="cannot sign certificates") as e:
+        init_dev_ca(bad, ["controller/n1"])
+    assert str(bad / "ca.key") in str(e.value)
