@@ -158,7 +158,7 @@ class ElectionScanner:
 
     # ------------------------------------------------------------------ elections clients ask for
 
-    async def elect(self, cluster: str, group: str, broker_id: int, designate: bool, trigger: str,
+    async def elect(self, cluster: str, group: str, broker_id: int, designate: bool, trigger: msgs.Trigger,
                     handover_from: int = 0, expect_master_epoch: int = 0,
                     expect_sync_state_set_epoch: int = 0) -> msgs.Reply:
         if not self.is_leader:

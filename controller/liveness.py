@@ -33,7 +33,7 @@ from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass, replace
 from enum import Enum
 
-from autoswitch.controller.messages import TRIGGER_CONTROLLER, BrokerLiveInfo, ElectMasterRequest
+from autoswitch.controller.messages import TRIGGER_CONTROLLER, AckMode, BrokerLiveInfo, ElectMasterRequest
 from autoswitch.controller.raft.quorum import majority
 
 DEFAULT_TIMEOUT_MS = 10_000
@@ -65,7 +65,7 @@ class BrokerReport:
     assumed_timeout_ms: int = 0
     min_in_sync_replicas: int = 0   # stated by the broker (0: not stated)
     incarnation: str = ""           # the broker process that sent it ("" = not stated)
-    ack_mode: str = ""              # stated by the broker ("" = not stated)
+    ack_mode: AckMode = ""          # stated by the broker ("" = not stated)
 
     def live_info(self) -> BrokerLiveInfo:
         return BrokerLiveInfo(self.broker_id, self.epoch, self.max_offset, self.confirm_offset,

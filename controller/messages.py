@@ -8,19 +8,20 @@ they reported) is filled in by the proposing leader, so apply is deterministic e
 Requests, events, replies and views are msgspec Structs: typed records the library constructs,
 compares and encodes. A write request's log form is one compact JSON object tagged with its type,
 ``{"t": "<type>", ...every field}``, UTF-8, at most ``MAX_REQUEST_BYTES``; JSON keeps the log
-greppable and Python ints exact (no 32-bit offsets). Decoding checks every field's type (msgspec,
-strict: a JSON ``true`` is not an integer, unknown fields are refused), then its range
-(``validate``); a bad entry gives ``MalformedRequest`` (reply code CONTROLLER_INVALID_REQUEST),
-never an exception out of apply.
+greppable and Python ints exact (no 32-bit offsets). Decoding is strict (msgspec: a JSON ``true``
+is not an integer, unknown fields are refused) and checks every field's range, which is part of
+its type (``BrokerId``, ``Name``, ...), then the rules between fields (``check``); a bad entry
+gives ``MalformedRequest`` (reply code CONTROLLER_INVALID_REQUEST), never an exception out of
+apply. The controller's service checks what callers send with the same decode (check_request).
 
-Why one long module: each request type sits next to its validation rules.
+Why one long module: each request type sits next to the field types and rules it is checked by.
 """
 
 from __future__ import annotations
 
 import functools
 import operator
-from typing import Any, ClassVar
+from typing import Annotated, Any, ClassVar, Final, Literal, get_args
 
 import msgspec
 from autoswitch.controller.codes import Code
@@ -38,17 +39,16 @@ from autoswitch.base.limits import (
 
 MAX_REQUEST_BYTES = 1 << 20
 MAX_CHECK_CODE_LEN = 512
-ACK_MODES = frozenset({"", "all", "quorum", "master"})
 MAX_QUERY_GROUPS = 100_000
 MAX_CONFIG_KEYS = 64
 MAX_CONFIG_VALUE_LEN = 1024
 MAX_AUDIT_FIELD_LEN = 1024
 MIN_INT32, MAX_INT32 = -(1 << 31), (1 << 31) - 1
 
-TRIGGER_CONTROLLER = "controller"   # the leader's scan saw the master dead (majority opinion)
-TRIGGER_BROKER = "broker"           # a broker found no master and asked
-TRIGGER_ADMIN = "admin"             # an operator (designated or not)
-TRIGGER_HANDOVER = "handover"       # the master hands over to an in-sync slave (compare-and-set)
+TRIGGER_CONTROLLER: Final = "controller"  # the leader's scan saw the master dead (majority opinion)
+TRIGGER_BROKER: Final = "broker"         # a broker found no master and asked
+TRIGGER_ADMIN: Final = "admin"           # an operator (designated or not)
+TRIGGER_HANDOVER: Final = "handover"     # the master hands over to an in-sync slave (compare-and-set)
 TRIGGERS = (TRIGGER_CONTROLLER, TRIGGER_BROKER, TRIGGER_ADMIN, TRIGGER_HANDOVER)
 # Not a request's trigger: a registration that ended a master's claim (history records only).
 TRIGGER_REGISTRATION = "registration"
@@ -58,6 +58,46 @@ class MalformedRequest(AutoswitchError):
     """A request that cannot be decoded or has a field missing / of the wrong type / out of range."""
 
     code = "CONTROLLER_INVALID_REQUEST"
+
+
+# --------------------------------------------------------------------------- field types
+#
+# A field's range is part of its type: msgspec enforces these constraints when it decodes, so the
+# one strict decode that reads a Raft-log entry (and the round trip check_request makes of a request
+# built in memory) is the whole range check. Rules between fields are each request's ``check()``.
+
+BrokerId = Annotated[int, msgspec.Meta(ge=1, le=MAX_BROKER_ID)]
+BrokerIdOrZero = Annotated[int, msgspec.Meta(ge=0, le=MAX_BROKER_ID)]       # 0 = none
+Count = Annotated[int, msgspec.Meta(ge=0, le=MAX_INT64)]                      # epochs, offsets, times
+Int32 = Annotated[int, msgspec.Meta(ge=MIN_INT32, le=MAX_INT32)]
+ReplicaCount = Annotated[int, msgspec.Meta(ge=0, le=MAX_REPLICAS_PER_GROUP)]
+Name = Annotated[str, msgspec.Meta(min_length=1, max_length=MAX_NAME_LEN)]
+NameOrEmpty = Annotated[str, msgspec.Meta(max_length=MAX_NAME_LEN)]
+Address = Annotated[str, msgspec.Meta(min_length=1, max_length=MAX_ADDRESS_LEN)]
+AddressOrEmpty = Annotated[str, msgspec.Meta(max_length=MAX_ADDRESS_LEN)]
+Incarnation = Annotated[str, msgspec.Meta(max_length=MAX_INCARNATION_LEN)]   # "" = not stated
+CheckCode = Annotated[str, msgspec.Meta(min_length=1, max_length=MAX_CHECK_CODE_LEN)]
+AuditText = Annotated[str, msgspec.Meta(max_length=MAX_AUDIT_FIELD_LEN)]
+Actor = Annotated[str, msgspec.Meta(min_length=1, max_length=MAX_AUDIT_FIELD_LEN)]
+BrokerIds = Annotated[tuple[BrokerId, ...], msgspec.Meta(max_length=MAX_REPLICAS_PER_GROUP)]
+SomeBrokerIds = Annotated[tuple[BrokerId, ...], msgspec.Meta(min_length=1, max_length=MAX_REPLICAS_PER_GROUP)]
+AckMode = Literal["", "all", "quorum", "master"]                              # "" = not stated
+Trigger = Literal["controller", "broker", "admin", "handover"]
+ConfigUpdate = Annotated[dict[Name, Annotated[str, msgspec.Meta(max_length=MAX_CONFIG_VALUE_LEN)]],
+                         msgspec.Meta(min_length=1, max_length=MAX_CONFIG_KEYS)]
+ACK_MODES = frozenset(get_args(AckMode))
+_ACK_MODE_OF: dict[str, AckMode] = {a: a for a in get_args(AckMode)}
+assert TRIGGERS == get_args(Trigger)
+
+
+def ack_mode_or_unstated(v: str) -> AckMode:
+    """``v`` if it names an ack mode, else "" (not stated): for a peer's second-hand report."""
+    return _ACK_MODE_OF.get(v, "")
+
+
+def _unique(ids: tuple[int, ...], what: str) -> None:
+    if len(set(ids)) != len(ids):
+        raise MalformedRequest(f"{what} has duplicates")
 
 
 # --------------------------------------------------------------------------- live info
@@ -70,35 +110,27 @@ class BrokerLiveInfo(msgspec.Struct, frozen=True, array_like=True, forbid_unknow
     not been re-admitted to a SyncStateSet since, so its log may miss acknowledged messages.
     """
 
-    broker_id: int
-    epoch: int = 0
-    max_offset: int = 0
-    confirm_offset: int = 0
-    election_priority: int = 0
+    broker_id: BrokerId
+    epoch: Count = 0
+    max_offset: Count = 0
+    confirm_offset: Count = 0
+    election_priority: Int32 = 0
     clean_shutdown: bool = True
     # the fewest SyncStateSet members with which it acknowledges as master (0 = not stated)
-    min_in_sync_replicas: int = 0
-    ack_mode: str = ""              # "all" | "quorum" | "master"; "" = not stated
-    incarnation: str = ""           # the broker process that sent the report; "" = not stated
-
-    def validate(self) -> None:
-        _check_id(self.broker_id, "alive.brokerId")
-        _check_int(self.epoch, "alive.epoch", 0, MAX_INT64)
-        _check_int(self.max_offset, "alive.maxOffset", 0, MAX_INT64)
-        _check_int(self.confirm_offset, "alive.confirmOffset", 0, MAX_INT64)
-        _check_int(self.election_priority, "alive.electionPriority", MIN_INT32, MAX_INT32)
-        _check_bool(self.clean_shutdown, "alive.cleanShutdown")
-        _check_int(self.min_in_sync_replicas, "alive.minInSyncReplicas", 0, MAX_REPLICAS_PER_GROUP)
-        if self.ack_mode not in ACK_MODES:
-            raise MalformedRequest(f"alive.ackMode must be one of {sorted(ACK_MODES)}")
-        _check_str(self.incarnation, "alive.incarnation", MAX_INCARNATION_LEN, allow_empty=True)
+    min_in_sync_replicas: ReplicaCount = 0
+    ack_mode: AckMode = ""
+    incarnation: Incarnation = ""   # the broker process that sent the report
 
 
 # --------------------------------------------------------------------------- requests
 
 
 class Request(msgspec.Struct, frozen=True, tag_field="t", forbid_unknown_fields=True, omit_defaults=True):
-    """Base of every request. ``TYPE`` is its stable tag in the Raft log."""
+    """Base of every request. ``TYPE`` is its stable tag in the Raft log.
+
+    Field types carry the ranges; ``check`` holds the rules between fields (raises
+    MalformedRequest). Both hold for every request that ``decode_request`` or ``check_request``
+    returns; a request built in memory is unchecked until one of them (or encode_request) ran."""
 
     TYPE: ClassVar[str] = ""
     WRITE: ClassVar[bool] = True
@@ -113,9 +145,9 @@ class Request(msgspec.Struct, frozen=True, tag_field="t", forbid_unknown_fields=
                 try:
                     force_setattr(self, name, tuple(sorted(v)))
                 except TypeError:
-                    pass  # mixed types: validate() rejects it
+                    pass  # mixed types: the strict decode refuses them
 
-    def validate(self) -> None:  # overridden; raises MalformedRequest
+    def check(self) -> None:  # overridden where fields depend on each other
         pass
 
     @property
@@ -126,40 +158,24 @@ class Request(msgspec.Struct, frozen=True, tag_field="t", forbid_unknown_fields=
 
 class ApplyBrokerIdRequest(Request, frozen=True, tag="ApplyBrokerId"):
     TYPE: ClassVar[str] = "ApplyBrokerId"
-    cluster_name: str
-    broker_name: str
-    applied_broker_id: int
-    register_check_code: str
-    ts_ms: int = 0
-
-    def validate(self) -> None:
-        _check_names(self.cluster_name, self.broker_name)
-        _check_id(self.applied_broker_id, "appliedBrokerId")
-        _check_str(self.register_check_code, "registerCheckCode", MAX_CHECK_CODE_LEN, allow_empty=False)
-        _check_ts(self.ts_ms)
+    cluster_name: Name
+    broker_name: Name
+    applied_broker_id: BrokerId
+    register_check_code: CheckCode
+    ts_ms: Count = 0
 
 
 class RegisterBrokerRequest(Request, frozen=True, tag="RegisterBroker"):
     TYPE: ClassVar[str] = "RegisterBroker"
-    cluster_name: str
-    broker_name: str
-    broker_id: int
-    broker_address: str
+    cluster_name: Name
+    broker_name: Name
+    broker_id: BrokerId
+    broker_address: Address
     clean_shutdown: bool = True
-    ts_ms: int = 0
-    broker_ha_address: str = ""     # "" = not given (slaves then use HA port = listen port + 1)
-    incarnation: str = ""           # this broker process (new at every start); "" = not stated
-    previous_incarnation: str = ""  # the incarnation whose clean stop this start follows; "" = none
-
-    def validate(self) -> None:
-        _check_names(self.cluster_name, self.broker_name)
-        _check_id(self.broker_id, "brokerId")
-        _check_str(self.broker_address, "brokerAddress", MAX_ADDRESS_LEN, allow_empty=False)
-        _check_str(self.broker_ha_address, "brokerHaAddress", MAX_ADDRESS_LEN, allow_empty=True)
-        _check_str(self.incarnation, "incarnation", MAX_INCARNATION_LEN, allow_empty=True)
-        _check_str(self.previous_incarnation, "previousIncarnation", MAX_INCARNATION_LEN, allow_empty=True)
-        _check_bool(self.clean_shutdown, "cleanShutdown")
-        _check_ts(self.ts_ms)
+    ts_ms: Count = 0
+    broker_ha_address: AddressOrEmpty = ""   # "" = not given (slaves then use HA port = listen port + 1)
+    incarnation: Incarnation = ""            # this broker process (new at every start)
+    previous_incarnation: Incarnation = ""   # the incarnation whose clean stop this start follows
 
 
 class ElectMasterRequest(Request, frozen=True, tag="ElectMaster"):
@@ -182,124 +198,75 @@ class ElectMasterRequest(Request, frozen=True, tag="ElectMaster"):
     """
 
     TYPE: ClassVar[str] = "ElectMaster"
-    cluster_name: str
-    broker_name: str
-    trigger: str = TRIGGER_BROKER
-    broker_id: int = 0
+    cluster_name: NameOrEmpty
+    broker_name: Name
+    trigger: Trigger = TRIGGER_BROKER
+    broker_id: BrokerIdOrZero = 0
     designate: bool = False
-    alive: tuple[BrokerLiveInfo, ...] = ()
-    ts_ms: int = 0
-    dead_broker_ids: tuple[int, ...] = ()
-    handover_from: int = 0
-    expect_master_epoch: int = 0
-    expect_sync_state_set_epoch: int = 0
+    alive: Annotated[tuple[BrokerLiveInfo, ...], msgspec.Meta(max_length=MAX_REPLICAS_PER_GROUP)] = ()
+    ts_ms: Count = 0
+    dead_broker_ids: BrokerIds = ()
+    handover_from: BrokerIdOrZero = 0
+    expect_master_epoch: Count = 0
+    expect_sync_state_set_epoch: Count = 0
     crash_only: bool = False
 
-    def validate(self) -> None:
-        _check_str(self.cluster_name, "clusterName", MAX_NAME_LEN, allow_empty=True)
-        _check_str(self.broker_name, "brokerName", MAX_NAME_LEN, allow_empty=False)
-        _check_bool(self.crash_only, "crashOnly")
-        if self.trigger not in TRIGGERS:
-            raise MalformedRequest(f"trigger must be one of {TRIGGERS}")
-        _check_int(self.broker_id, "brokerId", 0, MAX_BROKER_ID)
-        _check_bool(self.designate, "designate")
+    def check(self) -> None:
         if self.designate and self.broker_id == 0:
             raise MalformedRequest("a designated election needs brokerId")
-        _check_int(self.handover_from, "handoverFrom", 0, MAX_BROKER_ID)
-        _check_int(self.expect_master_epoch, "expectMasterEpoch", 0, MAX_INT64)
-        _check_int(self.expect_sync_state_set_epoch, "expectSyncStateSetEpoch", 0, MAX_INT64)
         if (self.trigger == TRIGGER_HANDOVER) != (self.handover_from != 0):
             raise MalformedRequest("a handover names handoverFrom, and only a handover does")
         if self.handover_from and (not self.designate or self.broker_id == self.handover_from
                                    or self.expect_master_epoch == 0 or self.expect_sync_state_set_epoch == 0):
             raise MalformedRequest("a handover designates another broker and names the MasterEpoch and "
                                    "syncStateSetEpoch it expects")
-        _check_alive(self.alive)
-        _check_ids(self.dead_broker_ids, "deadBrokerIds")
-        if {a.broker_id for a in self.alive} & set(self.dead_broker_ids):
+        alive = tuple(a.broker_id for a in self.alive)
+        _unique(alive, "alive")
+        _unique(self.dead_broker_ids, "deadBrokerIds")
+        if set(alive) & set(self.dead_broker_ids):
             raise MalformedRequest("a broker cannot be both alive and dead")
-        _check_ts(self.ts_ms)
 
 
 class AlterSyncStateSetRequest(Request, frozen=True, tag="AlterSyncStateSet"):
     TYPE: ClassVar[str] = "AlterSyncStateSet"
-    broker_name: str
-    master_broker_id: int
-    master_epoch: int
-    new_sync_state_set: tuple[int, ...]
-    sync_state_set_epoch: int
-    alive_broker_ids: tuple[int, ...] = ()   # filled by the leader from the majority view
-    ts_ms: int = 0
+    broker_name: Name
+    master_broker_id: BrokerId
+    master_epoch: Count
+    new_sync_state_set: SomeBrokerIds
+    sync_state_set_epoch: Count
+    alive_broker_ids: BrokerIds = ()   # filled by the leader from the majority view
+    ts_ms: Count = 0
     # The master's stated min_in_sync_replicas (its heartbeats), filled by the leader; 0 = unknown
-    master_min_in_sync_replicas: int = 0
+    master_min_in_sync_replicas: ReplicaCount = 0
 
-    def validate(self) -> None:
-        # The hot write (every SyncStateSet change): one pass over the plain valid shape, which
-        # _validate_rules accepts too; anything else gets the rules, in order, for their message.
-        name, mb, me, se, ts = self.broker_name, self.master_broker_id, self.master_epoch, \
-            self.sync_state_set_epoch, self.ts_ms
-        if (type(name) is str and 0 < len(name) <= MAX_NAME_LEN and name.isascii()
-                and type(mb) is int and 1 <= mb <= MAX_BROKER_ID and type(me) is int and 0 <= me <= MAX_INT64
-                and type(se) is int and 0 <= se <= MAX_INT64 and type(ts) is int and 0 <= ts <= MAX_INT64
-                and _plain_ids(self.new_sync_state_set) and self.new_sync_state_set
-                and _plain_ids(self.alive_broker_ids) and type(self.master_min_in_sync_replicas) is int
-                and 0 <= self.master_min_in_sync_replicas <= MAX_REPLICAS_PER_GROUP):
-            return
-        self._validate_rules()
-
-    def _validate_rules(self) -> None:
-        _check_str(self.broker_name, "brokerName", MAX_NAME_LEN, allow_empty=False)
-        _check_id(self.master_broker_id, "masterBrokerId")
-        _check_int(self.master_epoch, "masterEpoch", 0, MAX_INT64)
-        _check_int(self.sync_state_set_epoch, "syncStateSetEpoch", 0, MAX_INT64)
-        _check_ids(self.new_sync_state_set, "newSyncStateSet")
-        if not self.new_sync_state_set:
-            raise MalformedRequest("newSyncStateSet is empty")
-        _check_ids(self.alive_broker_ids, "aliveBrokerIds")
-        _check_int(self.master_min_in_sync_replicas, "masterMinInSyncReplicas", 0, MAX_REPLICAS_PER_GROUP)
-        _check_ts(self.ts_ms)
+    def check(self) -> None:
+        _unique(self.new_sync_state_set, "newSyncStateSet")
+        _unique(self.alive_broker_ids, "aliveBrokerIds")
 
 
 class CleanBrokerDataRequest(Request, frozen=True, tag="CleanBrokerData"):
     """``broker_ids`` empty = the whole group."""
 
     TYPE: ClassVar[str] = "CleanBrokerData"
-    cluster_name: str
-    broker_name: str
-    broker_ids: tuple[int, ...] = ()
+    cluster_name: NameOrEmpty
+    broker_name: Name
+    broker_ids: BrokerIds = ()
     clean_living_broker: bool = False
-    alive_broker_ids: tuple[int, ...] = ()
-    ts_ms: int = 0
+    alive_broker_ids: BrokerIds = ()
+    ts_ms: Count = 0
 
-    def validate(self) -> None:
-        _check_str(self.cluster_name, "clusterName", MAX_NAME_LEN, allow_empty=True)
-        _check_str(self.broker_name, "brokerName", MAX_NAME_LEN, allow_empty=False)
-        _check_ids(self.broker_ids, "brokerIds")
-        _check_bool(self.clean_living_broker, "cleanLivingBroker")
-        _check_ids(self.alive_broker_ids, "aliveBrokerIds")
-        _check_ts(self.ts_ms)
+    def check(self) -> None:
+        _unique(self.broker_ids, "brokerIds")
+        _unique(self.alive_broker_ids, "aliveBrokerIds")
 
 
 class UpdateControllerConfigRequest(Request, frozen=True, tag="UpdateControllerConfig"):
     TYPE: ClassVar[str] = "UpdateControllerConfig"
-    config: dict[str, str] = msgspec.field(default_factory=dict)
-    ts_ms: int = 0
+    config: ConfigUpdate
+    ts_ms: Count = 0
     # Filled by the leader: the largest heartbeat timeout the brokers it hears sized their master
     # leases for; heartbeat_timeout_ms may not go below it (docs/controller.md).
-    broker_timeout_floor_ms: int = 0
-
-    def validate(self) -> None:
-        if not isinstance(self.config, dict) or not self.config:
-            raise MalformedRequest("config must be a non-empty map")
-        if len(self.config) > MAX_CONFIG_KEYS:
-            raise MalformedRequest(f"at most {MAX_CONFIG_KEYS} config keys per update")
-        if (not isinstance(self.broker_timeout_floor_ms, int) or isinstance(self.broker_timeout_floor_ms, bool)
-                or not 0 <= self.broker_timeout_floor_ms <= 600_000):
-            raise MalformedRequest("broker_timeout_floor_ms must be an int in [0, 600000]")
-        for k, v in self.config.items():
-            _check_str(k, "config key", MAX_NAME_LEN, allow_empty=False)
-            _check_str(v, f"config[{k}]", MAX_CONFIG_VALUE_LEN, allow_empty=True)
-        _check_ts(self.ts_ms)
+    broker_timeout_floor_ms: Annotated[int, msgspec.Meta(ge=0, le=600_000)] = 0
 
 
 class SetPreferredMasterRequest(Request, frozen=True, tag="SetPreferredMaster"):
@@ -307,14 +274,9 @@ class SetPreferredMasterRequest(Request, frozen=True, tag="SetPreferredMaster"):
     it through a graceful handover when ``auto_rebalance_masters`` is on. 0 clears it."""
 
     TYPE: ClassVar[str] = "SetPreferredMaster"
-    broker_name: str
-    broker_id: int = 0
-    ts_ms: int = 0
-
-    def validate(self) -> None:
-        _check_str(self.broker_name, "brokerName", MAX_NAME_LEN, allow_empty=False)
-        _check_int(self.broker_id, "brokerId", 0, MAX_BROKER_ID)
-        _check_ts(self.ts_ms)
+    broker_name: Name
+    broker_id: BrokerIdOrZero = 0
+    ts_ms: Count = 0
 
 
 class AdminAuditRequest(Request, frozen=True, tag="AdminAudit"):
@@ -322,26 +284,17 @@ class AdminAuditRequest(Request, frozen=True, tag="AdminAudit"):
     becomes one ``AdminAudit`` record in every node's event history."""
 
     TYPE: ClassVar[str] = "AdminAudit"
-    actor: str
-    action: str
-    broker_name: str = ""
-    detail: str = ""
-    code: int = 0
-    remark: str = ""
-    ts_ms: int = 0
+    actor: Actor
+    action: Name
+    broker_name: NameOrEmpty = ""
+    detail: AuditText = ""
+    code: Int32 = 0
+    remark: AuditText = ""
+    ts_ms: Count = 0
     # Proposed in the same Raft append right after the admin's write (issue 29): the record takes
     # code and remark from that entry's outcome when applied, so a write is never in the log
     # without its audit record, whatever happens to the caller afterwards.
     outcome_of_previous: bool = False
-
-    def validate(self) -> None:
-        _check_str(self.actor, "actor", MAX_AUDIT_FIELD_LEN, allow_empty=False)
-        _check_str(self.action, "action", MAX_NAME_LEN, allow_empty=False)
-        _check_str(self.broker_name, "brokerName", MAX_NAME_LEN, allow_empty=True)
-        _check_str(self.detail, "detail", MAX_AUDIT_FIELD_LEN, allow_empty=True)
-        _check_int(self.code, "code", -(1 << 31), (1 << 31) - 1)
-        _check_str(self.remark, "remark", MAX_AUDIT_FIELD_LEN, allow_empty=True)
-        _check_ts(self.ts_ms)
 
 
 # Reads: served by ControllerStateMachine.query() on the leader after a read-index barrier.
@@ -350,20 +303,14 @@ class AdminAuditRequest(Request, frozen=True, tag="AdminAudit"):
 class GetNextBrokerIdRequest(Request, frozen=True, tag="GetNextBrokerId"):
     TYPE: ClassVar[str] = "GetNextBrokerId"
     WRITE: ClassVar[bool] = False
-    cluster_name: str
-    broker_name: str
-
-    def validate(self) -> None:
-        _check_names(self.cluster_name, self.broker_name)
+    cluster_name: Name
+    broker_name: Name
 
 
 class GetReplicaInfoRequest(Request, frozen=True, tag="GetReplicaInfo"):
     TYPE: ClassVar[str] = "GetReplicaInfo"
     WRITE: ClassVar[bool] = False
-    broker_name: str
-
-    def validate(self) -> None:
-        _check_str(self.broker_name, "brokerName", MAX_NAME_LEN, allow_empty=False)
+    broker_name: Name
 
 
 class GetSyncStateDataRequest(Request, frozen=True, tag="GetSyncStateData"):
@@ -371,13 +318,7 @@ class GetSyncStateDataRequest(Request, frozen=True, tag="GetSyncStateData"):
 
     TYPE: ClassVar[str] = "GetSyncStateData"
     WRITE: ClassVar[bool] = False
-    broker_names: tuple[str, ...] = ()
-
-    def validate(self) -> None:
-        if not isinstance(self.broker_names, tuple) or len(self.broker_names) > MAX_QUERY_GROUPS:
-            raise MalformedRequest(f"brokerNames must be a tuple of at most {MAX_QUERY_GROUPS} names")
-        for n in self.broker_names:
-            _check_str(n, "brokerName", MAX_NAME_LEN, allow_empty=False)
+    broker_names: Annotated[tuple[Name, ...], msgspec.Meta(max_length=MAX_QUERY_GROUPS)] = ()
 
 
 class GetMetaDataRequest(Request, frozen=True, tag="GetMetaData"):
@@ -564,20 +505,19 @@ def event_name(ev: Event) -> str:
 _ENCODER = msgspec.json.Encoder()
 _WRITE_TYPES = tuple(WRITE_REQUESTS.values())
 _DECODER = msgspec.json.Decoder(functools.reduce(operator.or_, _WRITE_TYPES))
+_DECODERS = {c: msgspec.json.Decoder(c) for c in (*_WRITE_TYPES, *READ_REQUESTS.values())}
 _BYTES_TYPES = (bytes, bytearray, memoryview)
 
 
 def encode_request(req: Request) -> bytes:
-    """Bytes for the Raft log. Validates first (MalformedRequest) so nothing bad is proposed."""
+    """Bytes for the Raft log. Checked first (MalformedRequest): the bytes are what
+    decode_request accepts, so nothing is proposed that apply would refuse."""
     if not isinstance(req, Request) or req.TYPE not in WRITE_REQUESTS:
         raise MalformedRequest(f"not a write request: {type(req).__name__}")
-    req.validate()
-    try:
-        data = _ENCODER.encode(req)
-    except (TypeError, ValueError, OverflowError) as e:   # a field of a type JSON cannot carry
-        raise MalformedRequest(f"{req.TYPE} cannot be encoded: {e}") from None
+    data = _encode(req)
     if len(data) > MAX_REQUEST_BYTES:
         raise MalformedRequest(f"request of {len(data)} bytes exceeds {MAX_REQUEST_BYTES}")
+    decode_request(data)
     return data
 
 
@@ -587,104 +527,41 @@ def decode_request(data: bytes) -> Request:
         raise MalformedRequest("request data must be bytes")
     if len(data) > MAX_REQUEST_BYTES:
         raise MalformedRequest(f"request of {len(data)} bytes exceeds {MAX_REQUEST_BYTES}")
+    return _decoded(_DECODER, data)
+
+
+def check_request(req: Request) -> Request:
+    """``req`` with its field ranges and rules checked (MalformedRequest), reads included: the
+    same strict decode a log entry gets, of ``req``'s own encoding."""
+    decoder = _DECODERS.get(type(req))
+    if decoder is None:
+        raise MalformedRequest(f"not a request: {type(req).__name__}")
+    return _decoded(decoder, _encode(req))
+
+
+_LIVE_INFO_DECODER = msgspec.json.Decoder(BrokerLiveInfo)
+
+
+def check_live_info(info: BrokerLiveInfo) -> BrokerLiveInfo:
+    """``info`` with its field ranges checked (MalformedRequest): a heartbeat's report."""
     try:
-        req = _DECODER.decode(data)
+        return _LIVE_INFO_DECODER.decode(_ENCODER.encode(info))
+    except (msgspec.DecodeError, TypeError, ValueError) as e:
+        raise MalformedRequest(f"bad report: {e}") from None
+
+
+def _encode(req: Request) -> bytes:
+    try:
+        return _ENCODER.encode(req)
+    except (TypeError, ValueError, OverflowError) as e:   # a field of a type JSON cannot carry (or a lone surrogate)
+        raise MalformedRequest(f"{req.TYPE} cannot be encoded: {e}") from None
+
+
+def _decoded(decoder: msgspec.json.Decoder, data: bytes) -> Request:
+    try:
+        req = decoder.decode(data)
     except (msgspec.DecodeError, ValueError, RecursionError) as e:   # ValidationError is a DecodeError;
         # invalid UTF-8 comes as UnicodeDecodeError (a ValueError)
         raise MalformedRequest(f"bad request entry: {e}") from None
-    req.validate()
+    req.check()
     return req
-
-
-# --------------------------------------------------------------------------- field checks
-#
-# Each check has a fast path for the common valid value (an exact int / str / tuple of ints) that
-# accepts exactly what the reference rule (the ``*_ref`` function) accepts; anything else goes to
-# the reference rule, which accepts it or raises with its message. tests/unit/
-# test_controller_sm_fastpath.py checks the two agree.
-
-
-def _check_int_ref(v: Any, what: str, lo: int, hi: int) -> None:
-    if not isinstance(v, int) or isinstance(v, bool) or not lo <= v <= hi:
-        raise MalformedRequest(f"{what} must be an integer in [{lo}, {hi}], got {v!r}")
-
-
-def _check_int(v: Any, what: str, lo: int, hi: int) -> None:
-    if type(v) is int and lo <= v <= hi:
-        return
-    _check_int_ref(v, what, lo, hi)
-
-
-def _check_id(v: Any, what: str) -> None:
-    if type(v) is int and 1 <= v <= MAX_BROKER_ID:
-        return
-    _check_int_ref(v, what, 1, MAX_BROKER_ID)
-
-
-def _check_ids_ref(v: Any, what: str) -> None:
-    if not isinstance(v, tuple) or len(v) > MAX_REPLICAS_PER_GROUP:
-        raise MalformedRequest(f"{what} must be a list of at most {MAX_REPLICAS_PER_GROUP} brokerIds")
-    for x in v:
-        _check_int_ref(x, what, 1, MAX_BROKER_ID)
-    if len(set(v)) != len(v):
-        raise MalformedRequest(f"{what} has duplicates")
-
-
-def _plain_ids(v: Any) -> bool:
-    """True if ``v`` is an exact tuple of exact ints that _check_ids_ref accepts."""
-    if type(v) is tuple and len(v) <= MAX_REPLICAS_PER_GROUP:
-        for x in v:
-            if type(x) is not int or not 1 <= x <= MAX_BROKER_ID:
-                return False
-        return len(set(v)) == len(v)
-    return False
-
-
-def _check_ids(v: Any, what: str) -> None:
-    if not _plain_ids(v):
-        _check_ids_ref(v, what)
-
-
-def _check_bool(v: Any, what: str) -> None:
-    if not isinstance(v, bool):
-        raise MalformedRequest(f"{what} must be a bool")
-
-
-def _check_str_ref(v: Any, what: str, max_len: int, allow_empty: bool) -> None:
-    if not isinstance(v, str) or len(v) > max_len or (not allow_empty and not v):
-        raise MalformedRequest(f"{what} must be a {'' if allow_empty else 'non-empty '}string of at most {max_len} chars")
-    try:
-        v.encode("utf-8")   # JSON "\ud800" decodes to a lone surrogate that no snapshot could store
-    except UnicodeEncodeError:
-        raise MalformedRequest(f"{what} is not valid Unicode") from None
-
-
-def _check_str(v: Any, what: str, max_len: int, allow_empty: bool) -> None:
-    # ASCII text always encodes to UTF-8 (no surrogates); isascii() allocates nothing.
-    if type(v) is str and len(v) <= max_len and (allow_empty or v) and v.isascii():
-        return
-    _check_str_ref(v, what, max_len, allow_empty)
-
-
-def _check_names(cluster: Any, broker: Any) -> None:
-    _check_str(cluster, "clusterName", MAX_NAME_LEN, allow_empty=False)
-    _check_str(broker, "brokerName", MAX_NAME_LEN, allow_empty=False)
-
-
-def _check_ts(v: Any) -> None:
-    if type(v) is int and 0 <= v <= MAX_INT64:
-        return
-    _check_int_ref(v, "ts_ms", 0, MAX_INT64)
-
-
-def _check_alive(v: Any) -> None:
-    if not isinstance(v, tuple) or len(v) > MAX_REPLICAS_PER_GROUP:
-        raise MalformedRequest(f"alive must be a list of at most {MAX_REPLICAS_PER_GROUP} entries")
-    seen = set()
-    for a in v:
-        if not isinstance(a, BrokerLiveInfo):
-            raise MalformedRequest("alive entries must be BrokerLiveInfo")
-        a.validate()
-        if a.broker_id in seen:
-            raise MalformedRequest(f"alive has brokerId {a.broker_id} twice")
-        seen.add(a.broker_id)

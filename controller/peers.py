@@ -13,7 +13,7 @@ import time
 import grpc
 from autoswitch.controller.config import ControllerConfig
 from autoswitch.controller.liveness import BrokerReport, NodeOpinion, Opinion
-from autoswitch.controller.messages import ACK_MODES
+from autoswitch.controller.messages import ack_mode_or_unstated
 
 from autoswitch.base.limits import MAX_INCARNATION_LEN
 from autoswitch.base.log import get_logger
@@ -118,7 +118,7 @@ def opinion_from_pb(o: pb.LivenessOpinion) -> NodeOpinion:
         report = BrokerReport(broker_id=o.broker.broker_id, epoch=o.epoch, max_offset=o.max_offset,
                               confirm_offset=o.confirm_offset, election_priority=o.election_priority,
                               clean_shutdown=o.clean_shutdown, min_in_sync_replicas=o.min_in_sync_replicas,
-                              ack_mode=o.ack_mode if o.ack_mode in ACK_MODES else "",
+                              ack_mode=ack_mode_or_unstated(o.ack_mode),
                               incarnation=o.incarnation[:MAX_INCARNATION_LEN])
     if o.no_opinion:
         kind = Opinion.UNKNOWN

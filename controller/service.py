@@ -25,8 +25,8 @@ from autoswitch.controller.service_common import (
     BadRequest,
     NodeReply,
     check_addr,
-    check_id,
-    check_name,
+    check_field,
+    checked,
     checked_heartbeat,
     log_internal,
     log_refused,
@@ -190,18 +190,13 @@ class ControllerServicer(pbg.ControllerServiceServicer):
 
     @_handler(pb.GetNextBrokerIdReply)
     async def GetNextBrokerId(self, request, context):
-        check_name(request.cluster_name, "cluster_name", required=False)
-        res = await self.node.query(m.GetNextBrokerIdRequest(request.cluster_name,
-                                                             check_name(request.broker_name, "broker_name")))
+        res = await self.node.query(checked(m.GetNextBrokerIdRequest(request.cluster_name, request.broker_name)))
         return pb.GetNextBrokerIdReply(header=_header(res), next_broker_id=res.broker_id or 0)
 
     def _plan_apply_broker_id(self, request) -> m.ApplyBrokerIdRequest:
-        return m.ApplyBrokerIdRequest(
-            cluster_name=check_name(request.cluster_name, "cluster_name", required=False),
-            broker_name=check_name(request.broker_name, "broker_name"),
-            applied_broker_id=check_id(request.applied_broker_id, "applied_broker_id"),
-            register_check_code=check_name(request.register_check_code, "register_check_code"),
-        )
+        return checked(m.ApplyBrokerIdRequest(
+            cluster_name=request.cluster_name, broker_name=request.broker_name,
+            applied_broker_id=request.applied_broker_id, register_check_code=request.register_check_code))
 
     @staticmethod
     def _apply_broker_id_reply(res: m.Reply) -> pb.ApplyBrokerIdReply:
@@ -212,15 +207,12 @@ class ControllerServicer(pbg.ControllerServiceServicer):
         return self._apply_broker_id_reply(await self.node.proposer.write(self._plan_apply_broker_id(request)))
 
     def _register_request(self, request) -> m.RegisterBrokerRequest:
-        """Field ranges (incarnations too) are RegisterBrokerRequest.validate's, at write."""
-        return m.RegisterBrokerRequest(
-            cluster_name=check_name(request.cluster_name, "cluster_name", required=False),
-            broker_name=check_name(request.broker_name, "broker_name"), broker_id=check_id(request.broker_id, "broker_id"),
+        return checked(m.RegisterBrokerRequest(
+            cluster_name=request.cluster_name, broker_name=request.broker_name, broker_id=request.broker_id,
             broker_address=check_addr(request.broker_address, "broker_address"), clean_shutdown=request.clean_shutdown,
             broker_ha_address=(check_addr(request.broker_ha_address, "broker_ha_address")
                                if request.broker_ha_address else ""),
-            incarnation=request.incarnation, previous_incarnation=request.previous_incarnation,
-        )
+            incarnation=request.incarnation, previous_incarnation=request.previous_incarnation))
 
     def _plan_register_broker(self, request) -> m.RegisterBrokerRequest | None:
         """None (the unary handler answers it) when another incarnation of the id is alive."""
@@ -282,7 +274,8 @@ class ControllerServicer(pbg.ControllerServiceServicer):
             raise BadRequest("too many brokers in one liveness query")
         from autoswitch.controller.peers import opinion_to_pb
 
-        keys = [(check_name(k.broker_name, "broker_name"), check_id(k.broker_id, "broker_id")) for k in request.brokers]
+        keys = [(check_field(k.broker_name, m.Name, "broker_name"), check_field(k.broker_id, m.BrokerId, "broker_id"))
+                for k in request.brokers]
         ops = [opinion_to_pb(k, op) for k, op in zip(keys, self.node.liveness.local_opinions(keys), strict=True)]
         return pb.QueryLivenessReply(header=pb.ReplyHeader(code=0), opinions=ops,
                                      max_assumed_timeout_ms=self.node.liveness.max_assumed_timeout_ms())
@@ -296,10 +289,14 @@ class ControllerServicer(pbg.ControllerServiceServicer):
 
     @_handler(pb.ElectMasterReply, audit=lambda r: r.broker_name)
     async def ElectMaster(self, request, context):
-        group = check_name(request.broker_name, "broker_name")
-        check_name(request.cluster_name, "cluster_name", required=False)
-        bid = check_id(request.broker_id, "broker_id", allow_zero=not request.designate_elect)
-        if request.handover_from:
+        asked = checked(m.ElectMasterRequest(
+            cluster_name=request.cluster_name, broker_name=request.broker_name, broker_id=request.broker_id,
+            designate=request.designate_elect or bool(request.handover_from),
+            trigger="handover" if request.handover_from else "admin", handover_from=request.handover_from,
+            expect_master_epoch=request.expect_master_epoch,
+            expect_sync_state_set_epoch=request.expect_sync_state_set_epoch))
+        group, bid = asked.broker_name, asked.broker_id
+        if asked.handover_from:
             if request.requested_by and admin_audit.CURRENT.get() is None:
                 # a master handing over because an admin asked it (the broker's TransferMaster):
                 # the broker reports who; recorded with the handover's write like an admin's own
@@ -307,31 +304,22 @@ class ControllerServicer(pbg.ControllerServiceServicer):
                 admin_audit.CURRENT.set(admin_audit.AuditCall(
                     f"{request.requested_by[:256]} via {who.name if who is not None else 'broker'}",
                     "TransferMaster", group, audit_detail(request)))
-            res = await self.node.elections.elect(request.cluster_name, group, bid, True, trigger="handover",
-                                        handover_from=check_id(request.handover_from, "handover_from"),
-                                        expect_master_epoch=check_id(request.expect_master_epoch, "expect_master_epoch"),
-                                        expect_sync_state_set_epoch=check_id(request.expect_sync_state_set_epoch,
-                                                                        "expect_sync_state_set_epoch"))
+            res = await self.node.elections.elect(asked.cluster_name, group, bid, True, trigger="handover",
+                                                  handover_from=asked.handover_from,
+                                                  expect_master_epoch=asked.expect_master_epoch,
+                                                  expect_sync_state_set_epoch=asked.expect_sync_state_set_epoch)
             return pb.ElectMasterReply(header=_header(res), replica_info=replica_info_pb(res.replica))
         # RocketMQ: a broker asks with its own id; an operator (admin CLI) designates or sends 0.
-        trigger = "admin" if request.designate_elect or bid == 0 else "broker"
-        res = await self.node.elections.elect(request.cluster_name, group, bid, request.designate_elect, trigger=trigger)
+        trigger: m.Trigger = m.TRIGGER_ADMIN if request.designate_elect or bid == 0 else m.TRIGGER_BROKER
+        res = await self.node.elections.elect(asked.cluster_name, group, bid, request.designate_elect, trigger=trigger)
         return pb.ElectMasterReply(header=_header(res), replica_info=replica_info_pb(res.replica))
 
     @staticmethod
     def _alter_request(request) -> m.AlterSyncStateSetRequest:
-        if not 0 < len(request.new_sync_state_set) <= MAX_REPLICAS_PER_GROUP:
-            raise BadRequest(f"new_sync_state_set must have 1..{MAX_REPLICAS_PER_GROUP} members")
-        members = [check_id(b, "new_sync_state_set member") for b in request.new_sync_state_set]
-        if len(set(members)) != len(members):
-            raise BadRequest("new_sync_state_set has duplicates")
-        return m.AlterSyncStateSetRequest(
-            broker_name=check_name(request.broker_name, "broker_name"),
-            master_broker_id=check_id(request.master_broker_id, "master_broker_id"),
-            master_epoch=check_id(request.master_epoch, "master_epoch", allow_zero=True),
-            new_sync_state_set=tuple(sorted(members)),
-            sync_state_set_epoch=check_id(request.sync_state_set_epoch, "sync_state_set_epoch", allow_zero=True),
-        )
+        return checked(m.AlterSyncStateSetRequest(
+            broker_name=request.broker_name, master_broker_id=request.master_broker_id,
+            master_epoch=request.master_epoch, new_sync_state_set=tuple(sorted(request.new_sync_state_set)),
+            sync_state_set_epoch=request.sync_state_set_epoch))
 
     def _plan_alter_sync_state_set(self, request) -> m.AlterSyncStateSetRequest | None:
         """None when some proposed member was not heard by this node itself: then the liveness
@@ -355,26 +343,22 @@ class ControllerServicer(pbg.ControllerServiceServicer):
 
     @_handler(pb.CleanBrokerDataReply, audit=lambda r: r.broker_name)
     async def CleanBrokerData(self, request, context):
-        if len(request.broker_ids) > MAX_REPLICAS_PER_GROUP:
+        if len(request.broker_ids) > MAX_REPLICAS_PER_GROUP:   # before the set below is built
             raise BadRequest("too many broker_ids")
-        res = await self.node.elections.clean_broker_data(m.CleanBrokerDataRequest(
-            cluster_name=check_name(request.cluster_name, "cluster_name", required=False),
-            broker_name=check_name(request.broker_name, "broker_name"),
-            broker_ids=tuple(sorted({check_id(b, "broker_id") for b in request.broker_ids})),
-            clean_living_broker=request.clean_living_broker,
-        ))
+        res = await self.node.elections.clean_broker_data(checked(m.CleanBrokerDataRequest(
+            cluster_name=request.cluster_name, broker_name=request.broker_name,
+            broker_ids=tuple(sorted(set(request.broker_ids))), clean_living_broker=request.clean_living_broker)))
         return pb.CleanBrokerDataReply(header=_header(res))
 
     @_handler(pb.SetPreferredMasterReply, audit=lambda r: r.broker_name)
     async def SetPreferredMaster(self, request, context):
-        res = await self.node.proposer.write(m.SetPreferredMasterRequest(
-            broker_name=check_name(request.broker_name, "broker_name"),
-            broker_id=check_id(request.broker_id, "broker_id", allow_zero=True)))
+        res = await self.node.proposer.write(checked(m.SetPreferredMasterRequest(
+            broker_name=request.broker_name, broker_id=request.broker_id)))
         return pb.SetPreferredMasterReply(header=_header(res), replica_info=replica_info_pb(res.replica))
 
     @_handler(pb.MoveLeaderReply, audit=lambda r: "")
     async def MoveLeader(self, request, context):
-        to = check_name(request.to_node_id, "to_node_id")
+        to = check_field(request.to_node_id, m.Name, "to_node_id")
         if not 0 <= request.timeout_ms <= 60_000:
             raise BadRequest("timeout_ms must be in [0, 60000]")
         if to not in self.node.membership.voter_ids:
@@ -388,7 +372,7 @@ class ControllerServicer(pbg.ControllerServiceServicer):
 
     @_handler(pb.ChangeMembershipReply, audit=lambda r: "")
     async def ChangeMembership(self, request, context):
-        nid = check_name(request.node_id, "node_id")
+        nid = check_field(request.node_id, m.Name, "node_id")
         if request.action not in ("add", "remove"):
             raise BadRequest("action must be 'add' or 'remove'")
         for what, a in (("address", request.address), ("raft_address", request.raft_address)):
@@ -414,14 +398,14 @@ class ControllerServicer(pbg.ControllerServiceServicer):
 
     @_handler(pb.GetReplicaInfoReply)
     async def GetReplicaInfo(self, request, context):
-        res = await self.node.query(m.GetReplicaInfoRequest(check_name(request.broker_name, "broker_name")))
+        res = await self.node.query(checked(m.GetReplicaInfoRequest(request.broker_name)))
         return pb.GetReplicaInfoReply(header=_header(res), replica_info=replica_info_pb(res.replica))
 
     @_handler(pb.GetSyncStateDataReply)
     async def GetSyncStateData(self, request, context):
         if len(request.broker_names) > self.node.config.max_groups_per_query:
             raise BadRequest("too many broker_names")
-        groups = tuple(check_name(g, "broker_name") for g in request.broker_names)
+        groups = checked(m.GetSyncStateDataRequest(tuple(request.broker_names))).broker_names
         res, states = await self.node.sync_state_data(groups)
         out = [pb.GroupSyncState(replica_info=replica_info_pb(g.replica_info),
                                  members=[pb.ReplicaMember(**msgspec.structs.asdict(x)) for x in g.members])

@@ -2,19 +2,16 @@
 
 from __future__ import annotations
 
+from typing import Any, TypeVar
+
+import msgspec
 from autoswitch.controller import messages as m
 from autoswitch.controller.liveness import BrokerReport, Heartbeat, cap_timeout
 
 from autoswitch.base.addr import is_hostport
 from autoswitch.base.auth import current_caller
 from autoswitch.base.errors import AutoswitchError
-from autoswitch.base.limits import (
-    MAX_ADDRESS_LEN,
-    MAX_BROKER_ID,
-    MAX_INCARNATION_LEN,
-    MAX_NAME_LEN,
-    MAX_REPLICAS_PER_GROUP,
-)
+from autoswitch.base.limits import MAX_ADDRESS_LEN
 from autoswitch.base.log import RateLimitedLog, get_logger
 from autoswitch.proto import controller_pb2 as pb
 
@@ -35,18 +32,41 @@ class NodeReply(AutoswitchError):
         self.leader_addr = leader_addr
 
 
-def check_name(v: str, what: str, required: bool = True) -> str:
-    if required and not v:
-        raise BadRequest(f"{what} is required")
-    if len(v) > MAX_NAME_LEN or "\n" in v or "\r" in v or "\0" in v:
-        raise BadRequest(f"{what} must be at most {MAX_NAME_LEN} printable chars")
-    return v
+R = TypeVar("R", bound=m.Request)
+# Text a caller names that ends up in log lines, metrics labels and file names: one line of it.
+_TEXT_FIELDS = ("cluster_name", "broker_name", "register_check_code")
 
 
-def check_id(v: int, what: str, allow_zero: bool = False) -> int:
-    if not (0 if allow_zero else 1) <= v <= MAX_BROKER_ID:
-        raise BadRequest(f"{what} out of range: {v}")
-    return v
+def checked(req: R) -> R:
+    """``req`` as its message type accepts it (field ranges and rules: messages.check_request,
+    the decode every Raft-log entry gets), plus what the network edge adds: names on one line.
+    BadRequest naming the field otherwise."""
+    try:
+        out = m.check_request(req)
+    except m.MalformedRequest as e:
+        raise BadRequest(f"{req.TYPE}: {e.message}") from None
+    for f in _TEXT_FIELDS:
+        _one_line(getattr(out, f, ""), f)
+    for name in getattr(out, "broker_names", ()):
+        _one_line(name, "broker_names")
+    return out  # type: ignore[return-value]  # check_request returns the request's own type
+
+
+def check_field(v: Any, kind: Any, what: str) -> Any:
+    """``v`` as the message field type ``kind`` (messages.BrokerId, messages.Name, ...) accepts it:
+    for calls that are no controller request (liveness queries, streams)."""
+    try:
+        out = msgspec.convert(v, kind)
+    except msgspec.ValidationError as e:
+        raise BadRequest(f"{what}: {e}") from None
+    if isinstance(out, str):
+        _one_line(out, what)
+    return out
+
+
+def _one_line(v: str, what: str) -> None:
+    if "\n" in v or "\r" in v or "\0" in v:
+        raise BadRequest(f"{what} must be printable text on one line")
 
 
 def check_addr(v: str, what: str) -> str:
@@ -87,23 +107,26 @@ def log_internal(rpc: str, e: BaseException) -> None:
 
 
 def checked_heartbeat(r: pb.BrokerHeartbeatRequest) -> Heartbeat:
-    """A BrokerHeartbeatRequest checked (BadRequest otherwise) and typed for the liveness desk."""
-    check_name(r.broker_name, "broker_name")
-    check_id(r.broker_id, "broker_id")
+    """A BrokerHeartbeatRequest checked (BadRequest otherwise) and typed for the liveness desk:
+    what it reports has the ranges of the BrokerLiveInfo an election carries it in."""
+    check_field(r.broker_name, m.Name, "broker_name")
     if r.broker_address:
         check_addr(r.broker_address, "broker_address")
-    for f in ("epoch", "max_offset", "confirm_offset", "heartbeat_timeout_ms"):
-        if getattr(r, f) < 0:
-            raise BadRequest(f"{f} must be >= 0")
-    if (len(r.incarnation) > MAX_INCARNATION_LEN or r.ack_mode not in m.ACK_MODES
-            or not 0 <= r.min_in_sync_replicas <= MAX_REPLICAS_PER_GROUP):
-        raise BadRequest(f"incarnation over {MAX_INCARNATION_LEN} characters, ack_mode not one of "
-                         f"{sorted(m.ACK_MODES)}, or min_in_sync_replicas not in [0, {MAX_REPLICAS_PER_GROUP}]")
+    if r.heartbeat_timeout_ms < 0:
+        raise BadRequest("heartbeat_timeout_ms must be >= 0")
+    try:
+        info = m.check_live_info(m.BrokerLiveInfo(
+            broker_id=r.broker_id, epoch=r.epoch, max_offset=r.max_offset, confirm_offset=r.confirm_offset,
+            election_priority=r.election_priority, clean_shutdown=r.clean_shutdown,
+            min_in_sync_replicas=r.min_in_sync_replicas, ack_mode=check_field(r.ack_mode, m.AckMode, "ack_mode"),
+            incarnation=r.incarnation))
+    except m.MalformedRequest as e:
+        raise BadRequest(f"heartbeat: {e.message}") from None
     return Heartbeat(
         group=r.broker_name,
         report=BrokerReport(broker_id=r.broker_id, address=r.broker_address, epoch=r.epoch, max_offset=r.max_offset,
                             confirm_offset=r.confirm_offset, election_priority=r.election_priority,
                             clean_shutdown=r.clean_shutdown, assumed_timeout_ms=cap_timeout(r.heartbeat_timeout_ms),
                             min_in_sync_replicas=r.min_in_sync_replicas, incarnation=r.incarnation,
-                            ack_mode=r.ack_mode),
+                            ack_mode=info.ack_mode),
         stopping=r.stopping, lease_quorum=r.lease_quorum, controllers_index=r.controllers_index)

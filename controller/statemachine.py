@@ -73,6 +73,7 @@ from autoswitch.controller.messages import (
     UpdateConfigEvent,
     UpdateControllerConfigRequest,
     WriteRequest,
+    check_request,
     decode_request,
 )
 from autoswitch.controller.sm_config import BLACKLIST, KEYS, ConfigValueError, SMConfig, parse_value
@@ -177,11 +178,11 @@ def handle(request: Request, state: ControllerState) -> tuple[list[Event], Reply
 
 def _handle(request: Request, state: ControllerState,
             validated: bool = False) -> tuple[list[Event], Reply, _Staged]:
-    """``validated``: the caller already ran ``request.validate()`` (decode_request does)."""
+    """``validated``: the request came from decode_request or check_request (is checked)."""
     staged = _Staged(state)
     try:
         if not validated:
-            request.validate()
+            check_request(request)
         decide = _DECIDERS.get(type(request))
         if decide is None:
             raise MalformedRequest(f"not a write request: {type(request).__name__}")
@@ -601,10 +602,10 @@ class ControllerStateMachine:
             self.last_applied_index = index
             _log.error("apply_decode_bug", exc_info=True, index=index)
             return Reply(Code.CONTROLLER_INVALID_REQUEST, f"undecodable entry: {type(e).__name__}")
-        return self._execute(req, index, validated=True)   # decode_request validated it
+        return self._execute(req, index, validated=True)   # decode_request checked it
 
     def execute(self, req: Request, index: int | None = None) -> Reply:
-        """Apply an already decoded write request (simulator/tests); validates it first.
+        """Apply an already decoded write request (simulator/tests); checks it first.
         apply() goes to _execute directly: decode_request has validated the entry."""
         if index is None:
             index = self.last_applied_index + 1
@@ -645,7 +646,7 @@ class ControllerStateMachine:
 
     def query(self, req: Request) -> Reply:
         try:
-            req.validate()
+            check_request(req)
         except MalformedRequest as e:
             return Reply(Code.CONTROLLER_INVALID_REQUEST, e.message)
         st = self.state

@@ -10,19 +10,17 @@ from __future__ import annotations
 from collections.abc import AsyncIterator
 from typing import TYPE_CHECKING, Any
 
+from autoswitch.controller import messages as m
 from autoswitch.controller.alerts import ALL
 from autoswitch.controller.codes import Code
-from autoswitch.controller.messages import ACK_MODES
 from autoswitch.controller.service_common import (
     BadRequest,
     NodeReply,
-    check_id,
-    check_name,
+    check_field,
     log_refused,
     replica_info_pb,
 )
 
-from autoswitch.base.limits import MAX_INCARNATION_LEN
 from autoswitch.base.log import get_logger
 from autoswitch.proto import controller_pb2 as pb
 
@@ -40,12 +38,10 @@ def _event(node: StreamedNode, code: int = 0, message: str = "", tracked: bool =
 
 async def broker_session(node: StreamedNode, request: pb.BrokerSessionRequest) -> AsyncIterator[pb.BrokerSessionEvent]:
     try:
-        group = check_name(request.broker_name, "broker_name")
-        bid = check_id(request.broker_id, "broker_id")
-        if request.ack_mode not in ACK_MODES:
-            raise BadRequest(f"ack_mode must be one of {sorted(ACK_MODES)}")
-        if len(request.incarnation) > MAX_INCARNATION_LEN:
-            raise BadRequest(f"incarnation over {MAX_INCARNATION_LEN} characters")
+        group = check_field(request.broker_name, m.Name, "broker_name")
+        bid = check_field(request.broker_id, m.BrokerId, "broker_id")
+        check_field(request.ack_mode, m.AckMode, "ack_mode")
+        check_field(request.incarnation, m.Incarnation, "incarnation")
     except BadRequest as e:
         log_refused("BrokerSession", e.message)
         yield _event(node, Code.CONTROLLER_MALFORMED_REQUEST, e.message)
@@ -94,7 +90,7 @@ async def watch_alerts(node: StreamedNode, request: pb.WatchAlertsRequest) -> As
 
 async def watch_replica_info(node: StreamedNode, request: pb.WatchReplicaInfoRequest) -> AsyncIterator[pb.ReplicaInfoEvent]:
     try:
-        group = check_name(request.broker_name, "broker_name")
+        group = check_field(request.broker_name, m.Name, "broker_name")
     except BadRequest as e:
         yield pb.ReplicaInfoEvent(header=pb.ReplyHeader(code=Code.CONTROLLER_MALFORMED_REQUEST, message=e.message,
                                                         node_id=node.node_id))

@@ -295,12 +295,19 @@ def test_an_operator_may_not_depose_a_live_master_that_acknowledges_without_its_
     assert r.ok and r.replica.master_broker_id == 2
 
 
-def test_an_out_of_range_stamped_min_in_sync_is_malformed_on_the_slow_validation_path_too():
+def test_an_out_of_range_stamped_min_in_sync_is_malformed():
     import pytest
-    from autoswitch.controller.messages import AlterSyncStateSetRequest, MalformedRequest
+    from autoswitch.controller.messages import (
+        AlterSyncStateSetRequest,
+        MalformedRequest,
+        check_request,
+        encode_request,
+    )
 
     for bad in (-1, 65, "2"):
         req = AlterSyncStateSetRequest(G, 1, 1, (1, 2), 1, (1, 2), master_min_in_sync_replicas=bad)
-        with pytest.raises(MalformedRequest):
-            req.validate()
-    AlterSyncStateSetRequest(G, 1, 1, (1, 2), 1, (1, 2), master_min_in_sync_replicas=64).validate()
+        with pytest.raises(MalformedRequest, match="master_min_in_sync_replicas"):
+            check_request(req)
+        with pytest.raises(MalformedRequest, match="master_min_in_sync_replicas"):
+            encode_request(req)
+    check_request(AlterSyncStateSetRequest(G, 1, 1, (1, 2), 1, (1, 2), master_min_in_sync_replicas=64))

@@ -29,6 +29,7 @@ from autoswitch.controller.messages import (
     MalformedRequest,
     RegisterBrokerRequest,
     UpdateControllerConfigRequest,
+    check_request,
     encode_request,
 )
 from autoswitch.controller.sm_config import SMConfig
@@ -343,7 +344,7 @@ def test_malformed_handover_requests_are_refused(kw):
     base = dict(cluster_name=C, broker_name=G, trigger=TRIGGER_HANDOVER, broker_id=2, designate=True,
                 handover_from=1, expect_master_epoch=1, expect_sync_state_set_epoch=1)
     with pytest.raises(MalformedRequest):
-        ElectMasterRequest(**{**base, **kw}).validate()
+        check_request(ElectMasterRequest(**{**base, **kw}))
 
 
 def test_no_candidate_controller_trigger_records_no_master_and_bumps_epoch():
