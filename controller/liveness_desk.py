@@ -132,10 +132,13 @@ class LivenessDesk:
         if t != self.heartbeats.timeout_ms:
             self.heartbeats.timeout_ms = t
             self.heartbeats.hold_ms = 3 * t
-        # A voter change waits until leases counted under the configuration before the previous
-        # change have run out: a lease is shorter than the heartbeat timeout it was sized for
-        # (the broker's own, when it states one), and on this node's clock that covers the drift.
-        self.consensus.set_voter_change_gap(max(t, self.longest_stated_timeout_ms))
+
+    def voter_change_gap_ms(self) -> int:
+        """How long a voter change waits after the previous one committed (membership_ops): until
+        leases counted under the configuration before it have run out. A lease is shorter than
+        the heartbeat timeout it was sized for (the broker's own, when it states one), and on this
+        node's clock that covers the drift."""
+        return max(self.sm.heartbeat_timeout_ms(), self.longest_stated_timeout_ms)
 
     def became_voter(self) -> None:
         """This node has just become a voter: it starts listening now (brokers heartbeat a

@@ -10,7 +10,9 @@ a majority of the voters. A node grants only (1) while the configuration in forc
 names it a voter, (2) to a broker whose heartbeat names that very configuration (its log index,
 learnt from heartbeat replies, which advertise applied configurations only), and (3) when the
 broker's lease quorum ``k`` satisfies ``k + majority(V) > |V|``. The leader (4) waits a heartbeat
-timeout after a voter change committed before the next one (RaftCore.conf_change_blocked). Then
+timeout after a voter change committed before the next one (voter-change pacing: pacing_wait_ms,
+checked here right before every voter change is proposed; the Raft core only tells when it saw
+the previous one committed). Then
 a lease and an election never stand on configurations two voter changes apart, and adjacent ones
 share a member of every majority.
 """
@@ -39,6 +41,17 @@ def lease_quorum_ok(broker_quorum: int, voters: int) -> bool:
     if broker_quorum <= 0:
         return False
     return broker_quorum + majority(voters) > voters
+
+
+def pacing_wait_ms(current: Membership, new: Membership, settled: tuple[int | None, int], gap_ms: int) -> int:
+    """How long ``new`` must wait as far as voter-change pacing goes (0: it may be proposed now).
+    ``settled``: Consensus.voters_settled(); only a change of voters is paced (learners come and go)."""
+    if current.voter_change(new) == 0:
+        return 0
+    settled_ms, now_ms = settled
+    if settled_ms is None:
+        return gap_ms
+    return max(0, settled_ms + gap_ms - now_ms)
 
 
 class MembershipView:
@@ -110,11 +123,22 @@ class MembershipView:
 class MembershipChanges:
     """Operator changes, run on the leader. ``raft`` is the node's Consensus (RaftNode)."""
 
-    def __init__(self, raft: Consensus, view: MembershipView, propose_timeout_s: float) -> None:
+    def __init__(self, raft: Consensus, view: MembershipView, propose_timeout_s: float,
+                 voter_change_gap_ms: Callable[[], int]) -> None:
         self.raft = raft
         self.view = view
         self.timeout_s = propose_timeout_s
+        self.voter_change_gap_ms = voter_change_gap_ms
         self.log = view.log
+
+    def blocked(self, new: Membership) -> tuple[str | None, int]:
+        """(why ``new`` may not be proposed now, or None; for "voter_change_pacing" how many ms
+        are left). Checked right before each proposal, with no await in between."""
+        why = self.raft.conf_change_blocked()
+        if why is not None:
+            return why, 0
+        wait = pacing_wait_ms(self.raft.membership, new, self.raft.voters_settled(), self.voter_change_gap_ms())
+        return ("voter_change_pacing", wait) if wait > 0 else (None, 0)
 
     def plan(self, action: str, node_id: str, address: str, raft_address: str) -> Membership:
         cur: Membership = self.raft.membership
@@ -137,11 +161,11 @@ class MembershipChanges:
         deadline = start + self.timeout_s
         while True:
             new = self.plan(action, node_id, address, raft_address)
-            why = self.raft.conf_change_blocked(new)
+            why, wait_ms = self.blocked(new)
             if why in (None, "not_leader"):
                 break
             if why == "voter_change_pacing":
-                wait_s = self.raft.voter_change_wait_ms() / 1000.0
+                wait_s = wait_ms / 1000.0
                 if loop.time() + wait_s > max(deadline, start + pacing_budget_s):
                     raise BadMembership(
                         f"membership change refused for now: {why} (a master lease may still count the voters"
@@ -166,7 +190,7 @@ class MembershipChanges:
                 continue
             who = ready[0]
             promoted = self.raft.membership.promoted(who)
-            if self.raft.conf_change_blocked(promoted) is not None:
+            if self.blocked(promoted)[0] is not None:
                 continue
             try:
                 self.log.info("controller_learner_promoted", member=who)

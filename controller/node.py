@@ -162,7 +162,6 @@ class ControllerNode:
                                                                                tls.peer_cluster)]
                                               if self.guard is not None else [],
                                               on_membership=self.membership.update)
-        self.membership_changes = MembershipChanges(self.raft, self.membership, self.config.propose_timeout_s)
         cfg = self.config
         self.proposer = Proposer(self.node_id, self.raft, self.membership, propose_timeout_s=cfg.propose_timeout_s,
                                  read_timeout_s=cfg.read_timeout_s, max_message_bytes=cfg.max_message_bytes,
@@ -173,6 +172,8 @@ class ControllerNode:
                                      alerter=self.alerter, clock=self.clock,
                                      peer_query_timeout_s=cfg.peer_query_timeout_s, log=self.log,
                                      on_master_crashed=lambda g, b, e: self.elections.master_crashed(g, b, e))
+        self.membership_changes = MembershipChanges(self.raft, self.membership, cfg.propose_timeout_s,
+                                                    self.liveness.voter_change_gap_ms)
         self.elections = ElectionScanner(sm=self.sm, liveness=self.liveness, proposer=self.proposer, peers=peers,
                                          alerter=self.alerter, tls_config=cfg.tls,
                                          peer_query_timeout_s=cfg.peer_query_timeout_s,

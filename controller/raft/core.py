@@ -120,11 +120,10 @@ class RaftCore:
         self.snapshot: Snapshot | None = snapshot      # latest snapshot, sent to lagging followers
         self.commit = max(snap_index, min(hs.commit, self.log.last_index()))
         self.applied = snap_index
-        # Voter-change pacing (docs/controller.md "Controller membership"): the index of the newest
-        # configuration that changed the voters (any configuration but the bootstrap one counts
-        # after a restart: we cannot tell, and counting it only delays), and when this node first
-        # saw it committed (None: not yet).
-        self.voter_change_gap_ms = 0
+        # When this node first saw the newest voter change committed, on the tick clock: the fact
+        # voter-change pacing (a lease policy: controller/membership_ops.py) is measured from. The
+        # index of the newest configuration that changed the voters (any configuration but the
+        # bootstrap one counts after a restart: we cannot tell, and counting it only delays).
         self._voter_change_index = self.confs.index
         # The bootstrap voters stood from the beginning: no lease was ever counted under voters
         # before them, so the first change need not wait.
@@ -220,7 +219,7 @@ class RaftCore:
             self._set_conf(self.confs.current)
 
     def _note_voter_change(self, index: int, conf: Membership) -> None:
-        """A configuration about to be in force at ``index``: pacing restarts if its voters differ.
+        """A configuration about to be in force at ``index``: the voters settle anew if they differ.
         (A truncated change keeps its index as the reference: the commit of whatever replaces it
         comes later than the commit of the change before it, so the pause only gets longer.)"""
         if self.confs.current.voter_change(conf) > 0 and index > self._voter_change_index:
@@ -228,18 +227,19 @@ class RaftCore:
             self._voters_settled_ms = None
 
     def _voters_settled(self) -> int | None:
-        """When this node first saw the newest voter change committed (None: not yet)."""
         if self._voters_settled_ms is None and self.commit >= self._voter_change_index:
             self._voters_settled_ms = self.now
         return self._voters_settled_ms
 
-    def conf_change_blocked(self, conf: Membership | None = None) -> str | None:
-        """Why the leader may not propose a configuration change (``conf``, when given) now, or None.
+    def voters_settled(self) -> tuple[int | None, int]:
+        """(when this node first saw the newest voter change committed, or None: not yet; now),
+        both on the tick clock. Voter-change pacing counts from it (membership_ops.pacing_wait_ms)."""
+        return self._voters_settled(), self.now
 
-        A change of voters also waits ``voter_change_gap_ms`` after this node saw the previous
-        voter change committed: a master lease granted under the configuration before that one
-        has then run out, so no lease and no election ever stand on configurations two voter
-        changes apart (docs/controller.md "Controller membership")."""
+    def conf_change_blocked(self) -> str | None:
+        """Why the leader may not propose a configuration change now, or None: Raft's own rules
+        (one change at a time, after a commit of its term, not during a leadership transfer).
+        Voter-change pacing is the controller's lease policy (membership_ops.pacing_wait_ms)."""
         if self.role != Role.LEADER:
             return "not_leader"
         if self.confs.index > self.commit:
@@ -248,16 +248,7 @@ class RaftCore:
             return "no_commit_in_term"           # Ongaro's fix: a commit of our own term first
         if self.transferee is not None:
             return "leadership_transfer"
-        if conf is not None and self.membership.voter_change(conf) > 0 and self.voter_change_wait_ms() > 0:
-            return "voter_change_pacing"
         return None
-
-    def voter_change_wait_ms(self) -> int:
-        """How long until a voter change may be proposed as far as pacing goes (0: now)."""
-        settled = self._voters_settled()
-        if settled is None:
-            return self.voter_change_gap_ms
-        return max(0, settled + self.voter_change_gap_ms - self.now)
 
     def applied_conf(self) -> tuple[int, Membership, bool]:
         """(index, configuration) in force after the applied entries, and whether it is also the
@@ -269,7 +260,7 @@ class RaftCore:
         """Append a configuration change (one voter added or removed at most); in force at once."""
         if self.role != Role.LEADER:
             raise NotLeader(self.leader_id)
-        why = self.conf_change_blocked(conf)
+        why = self.conf_change_blocked()
         if why is not None:
             raise ProposalDropped(why)
         if self.membership.voter_change(conf) > 1:

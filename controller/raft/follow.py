@@ -100,7 +100,7 @@ def handle_snapshot(core: RaftCore, m: Message) -> None:
                 snap_conf, conf_index = None, None
             core.confs.reset(base_conf_index(conf_index, snap.index), snap.term, snap_conf or core.membership)
             core._voter_change_index = max(core._voter_change_index, core.confs.index)
-            core._voters_settled_ms = None
+            core._voters_settled_ms = None      # seen committed anew (the pause only gets longer)
             core._set_conf(core.confs.current)
             core.snapshot = snap
             core._pending_snapshot = snap

@@ -62,7 +62,6 @@ class RaftNode:
         self.node_id = node_id
         self.bootstrap = membership
         self.on_membership = on_membership
-        self._voter_change_gap_ms = 0
         self._conf_version = -1
         self.min_log_index = min_log_index
         self.cfg = config or RaftConfig()
@@ -113,7 +112,6 @@ class RaftNode:
         if rec.snapshot is not None:
             self.sm.restore(unpack_snapshot(rec.snapshot.data)[1])
             self._last_snap_index = rec.snapshot.index
-        core.voter_change_gap_ms = self._voter_change_gap_ms
         self.core = core
         self._follow_membership(core)
         await self._transport.start(self._deliver)
@@ -456,17 +454,12 @@ class RaftNode:
     def promotable(self) -> list[str]:
         return self.core.promotable() if self.core is not None else []
 
-    def conf_change_blocked(self, conf: Membership | None = None) -> str | None:
-        return self.core.conf_change_blocked(conf) if self.core is not None else "not_started"
+    def conf_change_blocked(self) -> str | None:
+        return self.core.conf_change_blocked() if self.core is not None else "not_started"
 
-    def voter_change_wait_ms(self) -> int:
-        return self.core.voter_change_wait_ms() if self.core is not None else self._voter_change_gap_ms
-
-    def set_voter_change_gap(self, gap_ms: int) -> None:
-        """Pause between voter changes (RaftCore.conf_change_blocked); the owner knows the leases."""
-        self._voter_change_gap_ms = gap_ms
-        if self.core is not None:
-            self.core.voter_change_gap_ms = gap_ms
+    def voters_settled(self) -> tuple[int | None, int]:
+        """RaftCore.voters_settled; (None, 0) before start."""
+        return self.core.voters_settled() if self.core is not None else (None, 0)
 
     def applied_conf(self) -> tuple[int, Membership, bool]:
         """RaftCore.applied_conf; (0, no members, False) before start."""

@@ -168,14 +168,11 @@ class StoreLogNode:
     def promotable(self) -> list[str]:
         return []
 
-    def conf_change_blocked(self, conf: Membership | None = None) -> str | None:
+    def conf_change_blocked(self) -> str | None:
         return "static_membership"
 
-    def voter_change_wait_ms(self) -> int:
-        return 0
-
-    def set_voter_change_gap(self, gap_ms: int) -> None:
-        """Voter changes do not exist here: nothing to pace."""
+    def voters_settled(self) -> tuple[int | None, int]:
+        return -(1 << 62), 0                  # static: the voters stood from the beginning
 
     async def propose_membership(self, conf: Membership, timeout_s: float) -> None:
         raise QuorumUnavailable("controller membership is static with a store backend: change peers and restart",
