@@ -7,7 +7,7 @@ from __future__ import annotations
 import pytest
 from autoswitch.controller.consensus.errors import ProposalDropped
 from autoswitch.controller.consensus.membership import BadMembership, Member, Membership
-from autoswitch.controller.membership_ops import pacing_wait_ms
+from autoswitch.controller.membership_ops import MembershipChanges, MembershipView, pacing_wait_ms
 from autoswitch.controller.raft.harness import SimNet
 from autoswitch.controller.raft.membership import pack_snapshot, snapshot_membership, unpack_snapshot
 from autoswitch.controller.raft.messages import Entry, EntryKind, Message, MsgType, Role
@@ -181,6 +181,23 @@ def test_a_snapshot_names_the_index_of_its_configuration_and_old_ones_still_load
         snapshot_membership(blob[:len(blob) - len(b"state") - 3])
 
 
+class _CoreAsConsensus:
+    """What MembershipChanges.blocked reads of its Consensus, from a sans-IO core."""
+
+    def __init__(self, core) -> None:
+        self.core = core
+
+    @property
+    def membership(self):
+        return self.core.membership
+
+    def conf_change_blocked(self):
+        return self.core.conf_change_blocked()
+
+    def voters_settled(self):
+        return self.core.voters_settled()
+
+
 def test_voter_changes_are_paced_learner_changes_are_not():
     # docs/controller.md "Controller membership": no lease may stand on voters two changes back.
     # The core tells when it saw the newest voter change committed; the pause is the controller's.
@@ -204,6 +221,11 @@ def test_voter_changes_are_paced_learner_changes_are_not():
     assert settled is not None and settled <= now
     smaller = core.membership.without("n3" if ld != "n3" else "n2")
     assert 0 < wait(smaller) <= 2_000
+    # the controller's membership changes ask exactly this before proposing (one real core behind)
+    changes = MembershipChanges(_CoreAsConsensus(core), MembershipView(ld, core.membership, {}), 1.0, lambda: 2_000)
+    why, left = changes.blocked(smaller)
+    assert why == "voter_change_pacing" and left == wait(smaller)
+    assert changes.blocked(core.membership.with_learner("n6", M)) == (None, 0)
     net.add_node("n5")
     assert wait(core.membership.with_learner("n5", M)) == 0, "learners come and go"
     net.run(2_100)
