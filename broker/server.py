@@ -109,12 +109,10 @@ class Broker:
         self.proposer = proposer
         # Controller mode: who may handshake on the HA port (None: static mode, anyone).
         self.replica_registry: ReplicaRegistry | None = None
-        # Write fence (the master self-fencing lease): returns a reason while writes must not be
-        # acknowledged. Checked before the append and again before an OK reply.
+        # The write fence, owned by the ReplicasManager core (lease, deposed, a handover in
+        # doubt): returns a reason while writes must not be acknowledged. Checked before the
+        # append and again before an OK reply. None: static mode, never fenced.
         self.write_fence: Callable[[], str | None] | None = None
-        self.lease_fenced_reason: str | None = None
-        # A handover whose outcome is unknown (broker/replicas/handover.py): writes fenced until settled.
-        self.handover_fence: str | None = None
         self.handover_task: asyncio.Task | None = None
         self.started_at = time.monotonic()
         self.produced_msgs = 0
@@ -314,7 +312,6 @@ class Broker:
             await slave.stop()
 
     async def _run_hooks(self) -> None:
-        self.handover_fence = None      # a role change settles any handover in doubt
         self.confirm_signal.wake_all()  # long-polling consumers answer under the new role
         self.role_signal.wake_all()
         for hook in self._hooks:
@@ -344,10 +341,7 @@ class Broker:
     # ----------------------------------------------------------------- reads
 
     def fence_reason(self) -> str | None:
-        reason = self.lease_fenced_reason or self.handover_fence
-        if reason is None and self.write_fence is not None:
-            reason = self.write_fence()
-        return reason
+        return self.write_fence() if self.write_fence is not None else None
 
     @property
     def confirm_offset(self) -> int:
@@ -371,18 +365,15 @@ class Broker:
         if self.role == "fenced":
             raise Fenced("broker has no role yet (or is switching)")
 
-    def set_lease_fenced(self, reason: str | None) -> None:
-        """The master self-fencing lease ran out (reason) or was renewed (None)."""
-        changed = reason != self.lease_fenced_reason
-        # the fence and the frozen commit point first: a listener that fails must not keep them down
-        self.lease_fenced_reason = reason
+    def fence_changed(self, reason: str | None) -> None:
+        """The write fence (its owner: ``write_fence``) went up with ``reason`` or came down (None)."""
+        # the frozen commit point first: a listener that fails must not keep it moving
         if reason is not None and self.role == "master" and self.ha_master is not None:
             # hold the commit point at this instant (not at the next read: acks may arrive between)
             self.ha_master.commit.freeze(self.store.max_offset)
-        if changed:
-            self.log.warning("lease_fence", fenced=reason is not None, reason=reason, epoch=self.master_epoch)
-            for listener in self.fence_listeners:
-                listener(reason)
+        self.log.warning("write_fence", fenced=reason is not None, reason=reason, epoch=self.master_epoch)
+        for listener in self.fence_listeners:
+            listener(reason)
 
     def check_write_fence(self) -> None:
         reason = self.fence_reason()

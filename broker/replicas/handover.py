@@ -144,9 +144,9 @@ async def _settle(broker: Broker, adapter: ReplicasAdapter, epoch: int,
         return "cancelled"
     if settled is False:
         # The controller already moved on; until this broker's role follows, acknowledge nothing.
-        _fence(broker, epoch, "deposed by the handover")
+        adapter.handover_in_doubt(epoch, "deposed by the handover")
         return "deposed"
-    _fence(broker, epoch, "handover outcome unknown")
+    adapter.handover_in_doubt(epoch, "handover outcome unknown")
     broker.log.warning("handover_unsettled", epoch=epoch, note="writes fenced until the controller answers")
 
     async def keep_trying() -> None:
@@ -155,11 +155,11 @@ async def _settle(broker: Broker, adapter: ReplicasAdapter, epoch: int,
                 return          # the role changed: that settled it (and cleared the fence)
             res = await adapter.cancel_handover(epoch, SETTLE_ATTEMPT_S)
             if res is True:
-                broker.handover_fence = None
+                adapter.handover_settled(epoch)
                 broker.log.info("handover_settled", epoch=epoch, outcome="cancelled")
                 return
             if res is False:
-                _fence(broker, epoch, "deposed by the handover")
+                adapter.handover_in_doubt(epoch, "deposed by the handover")
                 return          # the ReplicasManager switches the role, which lifts the fence
             await asyncio.sleep(min(SETTLE_ATTEMPT_S, 0.1 * 2 ** attempt))
         broker.log.error("handover_unsettled_gave_up", epoch=epoch,
@@ -167,12 +167,6 @@ async def _settle(broker: Broker, adapter: ReplicasAdapter, epoch: int,
 
     broker.handover_task = asyncio.get_running_loop().create_task(keep_trying())
     return "unsettled"
-
-
-def _fence(broker: Broker, epoch: int, reason: str) -> None:
-    """Fence writes of this master epoch (a role change lifts it: Broker._run_hooks)."""
-    if broker.role == "master" and broker.master_epoch == epoch:
-        broker.handover_fence = reason
 
 
 async def hand_over_on_shutdown(broker: Broker, adapter: ReplicasAdapter, timeout_s: float) -> None:

@@ -105,8 +105,8 @@ class BrokerRoleTarget(Protocol):
         master_id: int = 0,
     ) -> None: ...
     async def become_fenced(self, master_epoch: int, reason: str = "") -> None: ...
-    def set_lease_fenced(self, reason: str | None) -> None:
-        """The master lease ran out (reason) or was renewed (None)."""
+    def fence_changed(self, reason: str | None) -> None:
+        """The write fence went up (reason) or came down (None): the core's SetFenced."""
     def learn_sync_state_set(self, sync_state_set: frozenset[int], sync_state_set_epoch: int) -> None:
         """The controller's current SyncStateSet of this (master) broker's group."""
     def log_position(self) -> tuple[int, int, int]:
@@ -218,7 +218,6 @@ class ReplicasAdapter:
         self._proposals: dict[int, asyncio.Future] = {}
         self._next_proposal = 1
         self._stopping = False
-        self.fenced_by_lease = False
         self.watch_events = 0
         self._owns_api = False
 
@@ -301,9 +300,10 @@ class ReplicasAdapter:
         return now
 
     def write_fence(self) -> str | None:
-        """For ``Broker.write_fence``: a reason while this broker is master but must not
-        acknowledge (lease expired, or deposed by a newer epoch); None otherwise. A slave gets
-        None so the broker still answers NOT_MASTER with the master's address."""
+        """For ``Broker.write_fence``: the core's reason while this broker is master but must not
+        acknowledge (lease expired, deposed by a newer epoch, a handover in doubt); None
+        otherwise. A slave gets None so the broker still answers NOT_MASTER with the master's
+        address."""
         if self.core.role != "master":
             return None
         now = self.clock()
@@ -351,6 +351,14 @@ class ReplicasAdapter:
             return None
         except TimeoutError:
             return None
+
+    def handover_in_doubt(self, master_epoch: int, reason: str) -> None:
+        """Fence writes of ``master_epoch``: a handover's outcome is unknown (or it passed and the
+        role has not followed yet). The core owns the fence; a role change leaves it behind."""
+        self._perform(self.core.on_handover_in_doubt(master_epoch, reason, self.clock()))
+
+    def handover_settled(self, master_epoch: int) -> None:
+        self._perform(self.core.on_handover_settled(master_epoch, self.clock()))
 
     async def hand_over(self, to_id: int, expect_master_epoch: int, timeout_s: float) -> ReplicaInfo:
         """Ask the controller to move mastership to ``to_id`` (compare-and-set on our MasterEpoch,
@@ -606,11 +614,10 @@ class ReplicasAdapter:
                 self.sessions.set_broker_id(bid)
 
     def _set_fenced(self, cmd: SetFenced) -> None:
-        self.fenced_by_lease = cmd.fenced
         try:
-            self.broker.set_lease_fenced(cmd.reason if cmd.fenced else None)
-        except Exception as e:  # noqa: BLE001 - a fence listener failed; the fence itself is set first
-            self._log.error("set_lease_fenced_failed", error=repr(e))
+            self.broker.fence_changed(cmd.reason if cmd.fenced else None)
+        except Exception as e:  # noqa: BLE001 - a fence listener failed; the fence is the core's answer anyway
+            self._log.error("fence_changed_failed", error=repr(e))
 
     def _resolve(self, res: ProposalResult) -> None:
         fut = self._proposals.pop(res.proposal, None)

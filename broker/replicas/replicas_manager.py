@@ -143,7 +143,10 @@ class ReplicasManager:
         self._sync_req: int | None = None
         self._next_sync_at = 0.0
         self._sync_backoff = Backoff(bmin, bmax, rand=rand)
-        self._lease_fenced = False  # what the last SetFenced told the broker
+        self._fence_told: str | None = None   # the master fence reason the last SetFenced told
+        # A handover whose outcome is unknown (handover.py): (MasterEpoch, reason) fences writes of
+        # that epoch until settled; any role change leaves it behind (another epoch).
+        self._handover_fence: tuple[int, str] | None = None
         self._stopped = False
 
     # ------------------------------------------------------------------ the parts' state, read-only
@@ -209,7 +212,7 @@ class ReplicasManager:
             if self._sync_req is None:
                 times.append(self._next_sync_at)
             times.extend(self.roles.deadlines())
-        if self.role == "master" and self.config.lease.enabled and not self._lease_fenced:
+        if self.role == "master" and self.config.lease.enabled and self._fence_told is None:
             exp = self.lease.expires_at()
             if exp is not None:
                 times.append(exp)
@@ -255,7 +258,7 @@ class ReplicasManager:
             out.append(cmd)
         out.extend(self.roles.drive_election(now))
         out.extend(self.roles.drive(now))
-        out.extend(self._check_lease(now))
+        out.extend(self._check_fence(now))
         out.extend(self.roles.take_learned())
         return out
 
@@ -270,7 +273,21 @@ class ReplicasManager:
         if self.role == "master" and self.config.lease.enabled:
             self._log.warning("clock_gap_lease_dropped", gapMs=int(gap_s * 1000), epoch=self.roles.applied_epoch)
         self.lease.void()
-        return self._check_lease(now)
+        return self._check_fence(now)
+
+    def on_handover_in_doubt(self, master_epoch: int, reason: str, now: float) -> list[Command]:
+        """A handover of ``master_epoch`` whose outcome is unknown (or that passed while this
+        broker is still master): fence writes of that epoch until on_handover_settled or a role
+        change. Ignored if this broker is no longer master of that epoch."""
+        if self.role == "master" and self.roles.applied_epoch == master_epoch:
+            self._handover_fence = (master_epoch, reason)
+        return self._check_fence(now)
+
+    def on_handover_settled(self, master_epoch: int, now: float) -> list[Command]:
+        """The handover of ``master_epoch`` can no longer pass: writes may go on."""
+        if self._handover_fence is not None and self._handover_fence[0] == master_epoch:
+            self._handover_fence = None
+        return self._check_fence(now)
 
     def on_caught_up(self, master_epoch: int, now: float) -> list[Command]:
         """The HA slave's log reached the confirmOffset sent by its master of ``master_epoch``."""
@@ -343,7 +360,7 @@ class ReplicasManager:
                 if value.is_leader:  # the controller says it is the leader
                     self.reg.leader = cmd.controller
                 if self.lease.on_reply(cmd.controller, cmd.round, now, value.node_id):
-                    out.extend(self._check_lease(now))
+                    out.extend(self._check_fence(now))
                 return out
             case FindLeader() | GetNextBrokerId() | WriteTempIdentity() | ApplyBrokerId() | CommitIdentity() | RegisterBroker():
                 registered = self.reg.on_reply(cmd, value, now)
@@ -367,7 +384,7 @@ class ReplicasManager:
                     # master asks for its lease now rather than at the next period (up to 1/3 of
                     # the lease of unavailability after every election or handover).
                     self._next_hb_at = now
-                out.extend(self._check_lease(now))
+                out.extend(self._check_fence(now))
                 out.append(notify)
             case _:
                 raise AssertionError(f"unexpected reply to {cmd!r}")
@@ -446,41 +463,49 @@ class ReplicasManager:
             out.append(self._heartbeat_cmd(c, rnd))
         return out
 
-    def _check_lease(self, now: float) -> list[Command]:
-        """Tell the broker when a master's lease state flips (and clear it after any role change)."""
-        want = self.role == "master" and self.config.lease.enabled and not self.lease.valid(now)
-        if want == self._lease_fenced:
+    def _check_fence(self, now: float) -> list[Command]:
+        """Tell the broker when the master's write fence goes up, changes reason or comes down
+        (also after any role change): the broker freezes its commit point at that instant. The
+        fence itself is always this core's answer (fenced_reason), asked at every write."""
+        want = self._master_fence(now)
+        told, self._fence_told = self._fence_told, want
+        if want == told:
             return []
-        self._lease_fenced = want
-        if want:
+        if want == "lease_expired":
             self._log.warning("master_lease_expired", epoch=self.applied_epoch,
                               leaseMs=self.config.lease.master_lease_ms, answered=self.lease.status(now)["answered"])
-            return [SetFenced(True, "lease_expired")]
-        if self.role == "master":
+        elif told == "lease_expired" and self.role == "master":
             self._log.info("master_lease_renewed", epoch=self.applied_epoch,
                            remainingMs=int(self.lease.remaining(now) * 1000))
-        return [SetFenced(False, None)]
+        return [SetFenced(want is not None, want)]
+
+    def _master_fence(self, now: float) -> str | None:
+        """Why this master must not acknowledge now; None when it may (or it is no master): the
+        one owner of the write fence (deposed, a handover in doubt, the lease)."""
+        if self.role != "master" or self.phase != Phase.RUNNING:
+            return None
+        if self.roles.role_change_due():
+            return "deposed"
+        h = self._handover_fence
+        if h is not None and h[0] == self.roles.applied_epoch:
+            return h[1]
+        if not self.lease.valid(now):
+            return "lease_expired"
+        return None
 
     # ------------------------------------------------------------------ queries
 
     def may_acknowledge(self, now: float) -> bool:
-        """True only for a master that holds its lease and knows of no newer MasterEpoch.
-        The write path asks this before acknowledging and before advancing confirmOffset."""
-        if self.role != "master" or self.phase != Phase.RUNNING:
-            return False
-        if self.roles.role_change_due():
-            return False  # deposed: the switch is on its way
-        return self.lease.valid(now)
+        """True only for a master that holds its lease, knows of no newer MasterEpoch and has
+        no handover in doubt. The write path asks this before acknowledging and before
+        advancing confirmOffset."""
+        return self.role == "master" and self.phase == Phase.RUNNING and self._master_fence(now) is None
 
     def fenced_reason(self, now: float) -> str | None:
         if self.phase != Phase.RUNNING:
             return "starting" if self.phase != Phase.STOPPED else "stopped"
         if self.role == "master":
-            if self.roles.role_change_due():
-                return "deposed"
-            if not self.lease.valid(now):
-                return "lease_expired"
-            return None
+            return self._master_fence(now)
         if self.roles.refusing_resume():
             return "unclean_restart"
         if self.role == "fenced":

@@ -175,7 +175,9 @@ class AdoptControllers:
 
 @dataclass(frozen=True)
 class SetFenced:
-    """The master's lease expired (fenced=True) or was renewed (fenced=False)."""
+    """The master's write fence went up or changed its reason (fenced=True: "lease_expired",
+    "deposed", a handover in doubt) or came down (fenced=False). The fence itself is the core's
+    answer at every write (fenced_reason); this tells the broker the instant it changed."""
 
     fenced: bool
     reason: str | None

@@ -125,11 +125,13 @@ def test_confirm_offset_frozen_while_fenced(tmp_path):
             fence[0] = None
             assert b.ha_master.confirm_offset == b.ha_master.replicated_offset
             assert b.confirm_offset == b.store.max_offset  # renewed: moves again
-            b.set_lease_fenced("lease_expired")
+            fence[0] = "lease_expired"
+            b.fence_changed("lease_expired")
             c2 = b.confirm_offset
             await wp.put([Message(topic="t", body=b"late2", msg_id="late2", born_ts_ms=1)])
             assert b.confirm_offset == c2 < b.store.max_offset
-            b.set_lease_fenced(None)
+            fence[0] = None
+            b.fence_changed(None)
             assert b.confirm_offset == b.store.max_offset
         finally:
             await b.stop()

@@ -85,10 +85,13 @@ def test_lease_fence_blocks_writes_until_renewed(tmp_path):
         try:
             assert (await p.produce("t", [b"a"])).ok
             end = broker.store.max_offset
-            broker.set_lease_fenced("no controller majority for 6 s")
+            fence: list[str | None] = ["no controller majority for 6 s"]
+            broker.write_fence = lambda: fence[0]     # what the ReplicasManager core answers
+            broker.fence_changed(fence[0])
             r = await p.produce("t", [b"b"])
             assert r.status == pb.FENCED and broker.store.max_offset == end, "fenced: nothing appended"
-            broker.set_lease_fenced(None)
+            fence[0] = None
+            broker.fence_changed(None)
             r = await p.produce("t", [b"c"])
             assert r.ok and r.results[0].queue_offset == 1
         finally:

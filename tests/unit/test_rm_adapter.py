@@ -162,7 +162,7 @@ class FakeBroker:
         self.calls.append(("slave", master_epoch, master_ha_addr, master_addr))
         self.role = "slave"
 
-    def set_lease_fenced(self, reason):
+    def fence_changed(self, reason):
         self.lease_fenced.append(reason)
 
     async def become_fenced(self, master_epoch, reason=""):
