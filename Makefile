@@ -10,7 +10,6 @@ SEED_START ?= 0
 LEASE_SCENARIOS ?= 100000
 LEASE_MEMBERSHIP_SCENARIOS ?= 20000
 LEASE_STORE_SCENARIOS ?= 20000
-RM_SEEDS ?= 1000
 ROUNDS ?= 200
 
 .PHONY: setup setup-run run test lint typecheck proto proto-check fuzz sim soak chaos powerloss clean \
@@ -69,8 +68,6 @@ sim: setup
 soak: setup
 	$(BIN)/python -m tests.sim.soak --seeds $(SEEDS) --seed-start $(SEED_START) --lease-scenarios $(LEASE_SCENARIOS) \
 		--lease-membership-scenarios $(LEASE_MEMBERSHIP_SCENARIOS) --lease-store-scenarios $(LEASE_STORE_SCENARIOS)
-	# phase B again with the real ReplicasManager core as every broker's brain (its decisions as written)
-	$(BIN)/python -m tests.sim.soak --seeds $(RM_SEEDS) --seed-start $(SEED_START) --phases b --rm
 
 chaos: setup
 	$(BIN)/python -m tests.chaos.run

@@ -1,11 +1,13 @@
 """Phase B: the brokers of one group under faults, with controller liveness, leases and HA.
 
 Real cores driven here: ControllerStateMachine (the Raft-replicated state; Phase A attacks the
-replication itself), one HeartbeatTable per controller node (quorum liveness, lease grants),
-MasterLease, SyncStateTracker, MasterSession/SlaveSession over SimLog + EpochCache.
-The broker role logic (poll replica info, switch on a higher MasterEpoch, ask for an election,
-self-fence on an expired lease) is this module's model of the ReplicasManager decisions, not
-the ReplicasManager core itself (see docs/verification.md, "gaps").
+replication itself), one HeartbeatTable per controller node (quorum liveness, lease grants), the
+ReplicasManager core as every broker's brain (registration, heartbeats and the master lease, role
+switches on a higher MasterEpoch, elections it asks for, the write fence, unclean-restart rules;
+rm_driver.py executes its commands as ReplicasAdapter does), SyncStateTracker,
+MasterSession/SlaveSession over SimLog + EpochCache. What is modelled here, not run: the
+controller's gRPC edges, the broker's store (SimLog) and the processes (crashes, power cuts,
+clones).
 
 Time is integer virtual milliseconds; every node has its own drifting clock.
 """
@@ -19,7 +21,7 @@ import random
 from dataclasses import dataclass, field
 from typing import Any
 
-from autoswitch.broker.replicas.lease import LeaseConfig, MasterLease
+from autoswitch.broker.replicas.lease import LeaseConfig
 from autoswitch.controller import election as election_mod
 from autoswitch.controller import statemachine as sm_mod
 from autoswitch.controller.liveness import BrokerReport, HeartbeatTable, LivenessView
@@ -124,6 +126,7 @@ class _Refused:
 
     ok = False
     replica = None
+    code = "CONTROLLER_BROKER_INCARNATION_CONFLICT"
 
 
 @dataclass
@@ -163,7 +166,6 @@ class Broker:
     bid: int
     clock: Clock
     log: SimLog
-    lease: MasterLease
     alive: bool = True
     role: str = "none"                  # master | slave | none
     epoch: int = 0                      # highest MasterEpoch learned
@@ -173,11 +175,8 @@ class Broker:
     pending: list[Pending] = field(default_factory=list)
     proposal_req: int | None = None
     proposal_deadline: int = 0
-    next_hb: int = 0
-    next_poll: int = 0
     reconnect_at: int = 0
     restart_at: int | None = None
-    newer_epoch_seen: int = 0
     rm: Any = None                      # the ReplicasManager core, when it is the brain
     rm_pending: dict = field(default_factory=dict)
     lease_fenced: bool = False
@@ -203,18 +202,15 @@ class Broker:
 class DataSim:
     def __init__(self, seed: int, bugs: frozenset[str] = frozenset(), duration_ms: int = 5000,
                  mix: FaultMix | None = None, n_brokers: int = 3, n_ctl: int = 3, liveness_ms: int = 8000,
-                 produce_ms: tuple[int, int] = (10, 60), use_rm: bool = False,
+                 produce_ms: tuple[int, int] = (10, 60),
                  honor_lease_granted: bool = True, handovers: bool = False, crash_fast: bool = False,
                  ack_mode: str = "all", power_loss: bool = False, admin_elections: bool = False,
                  clones: bool | None = None) -> None:
         self.produce_ms = produce_ms
-        # use_rm: the real ReplicasManager core decides (rm_driver); else this module's model
-        self.use_rm = use_rm
         self._proposal_seq = 0
         self.links: dict[int, Link] = {}
         # interfaces.md: only heartbeat replies with lease_granted may count toward the lease.
-        # False models today's ReplicasAdapter, which counts every reply (bug #2 in
-        # docs/verification.md; e.g. seed 200 with use_rm=True then breaks data.ack_after_deposed)
+        # False plants the old adapter, which counted every reply (bug #2 in docs/verification.md)
         self.honor_lease_granted = honor_lease_granted
         self.seed = seed
         self.bugs = bugs
@@ -244,7 +240,7 @@ class DataSim:
         self.admin_elections = admin_elections
         # second processes of a brokerId (cloned data directories) and clean stops: power_loss
         # runs (they need incarnations) unless told otherwise
-        self.clones = power_loss and not use_rm if clones is None else clones
+        self.clones = power_loss if clones is None else clones
         self._clone_seq = 0
         self.clone_stop_at: dict[int, int] = {}         # process key -> when the operator stops the clone
         prng = random.Random(f"power/{seed}")
@@ -273,7 +269,7 @@ class DataSim:
         self.brokers: dict[int, Broker] = {}
         for b in range(1, n_brokers + 1):
             clk = Clock(1 + self.rng.uniform(-drift, drift), self.rng.randint(0, 5000))
-            self.brokers[b] = Broker(b, clk, SimLog(durable=self.durable), MasterLease(self.ctl_ids, LEASE))
+            self.brokers[b] = Broker(b, clk, SimLog(durable=self.durable))
             self.sm.execute(ApplyBrokerIdRequest(CLUSTER, GROUP, b, f"b{b};0", 1))
             if power_loss:
                 self.brokers[b].incarnation = f"{b}x0"
@@ -303,9 +299,8 @@ class DataSim:
                 self.net.cut_one_way(self.bname(b), c)
                 self.note(f"never heard: b{b} -> {c} cut from t=0")
         self.heal_at: int | None = None
-        if self.use_rm:
-            for b in self.brokers.values():
-                rm_driver.new_rm(self, b)
+        for b in self.brokers.values():
+            rm_driver.new_rm(self, b)
 
     def note(self, what: str) -> None:
         if len(self.trace) < 10_000:
@@ -590,85 +585,23 @@ class DataSim:
         self.note(f"controllers' heartbeat_timeout_ms -> {v}")
         self.stats.extra["timeout_changes"] = self.stats.extra.get("timeout_changes", 0) + 1
 
-    def _reports_intact(self, b: Broker) -> bool:
+    def reports_intact(self, b: Broker) -> bool:
         return b.intact or "report_restart_clean" in self.bugs
-
-    def _broker_timers(self, b: Broker) -> None:
-        if b.register_pending:
-            # a restart registers (stating whether its log is intact) before anything else
-            if self.now >= b.next_poll:
-                b.next_poll = self.now + POLL_INTERVAL
-                self._request(b, RegisterBrokerRequest(CLUSTER, GROUP, b.bid, self.bname(b.key), self._reports_intact(b), 1,
-                                                       incarnation=b.incarnation,
-                                                       previous_incarnation=b.previous_incarnation))
-            return
-        if self.now >= b.next_hb:
-            b.next_hb = self.now + HB_INTERVAL
-            rnd = b.lease.on_round_sent(self.local_s(b))
-            last = b.log.epochs.last()
-            rep = BrokerReport(b.bid, self.bname(b.key), last.epoch if last else 0, b.log.max_offset,
-                               b.log.confirm_offset, 0, self._reports_intact(b), incarnation=b.incarnation,
-                               min_in_sync_replicas=self._stated_min_isr(), ack_mode=self._stated_ack_mode(),
-                               assumed_timeout_ms=self._stated_timeout())
-            self._send_all(b, ("hb", b.bid, rnd, rep))
-        if self.now >= b.next_poll:
-            b.next_poll = self.now + POLL_INTERVAL
-            self._request(b, "replica_info")
-            if b.role != "master" and (b.master_id is None or b.newer_epoch_seen > b.epoch):
-                self._request(b, ElectMasterRequest(CLUSTER, GROUP, TRIGGER_BROKER, b.bid))
 
     def next_rid(self) -> int:
         self._req_seq += 1
         return self._req_seq
 
-    def send_heartbeat(self, b: Broker, controller: str, rnd: int) -> None:
+    def send_heartbeat(self, b: Broker, controller: str, rnd: int, clean: bool) -> None:
         last = b.log.epochs.last()
         rep = BrokerReport(b.bid, self.bname(b.key), last.epoch if last else 0, b.log.max_offset,
-                           b.log.confirm_offset, 0, self._reports_intact(b), incarnation=b.incarnation,
+                           b.log.confirm_offset, 0, clean, incarnation=b.incarnation,
                            min_in_sync_replicas=self._stated_min_isr(), ack_mode=self._stated_ack_mode(),
                                assumed_timeout_ms=self._stated_timeout())
         self.net.send(self.now, self.bname(b.key), controller, ("hb", b.bid, rnd, rep))
 
     def _on_broker_msg(self, b: Broker, frm: str, msg: tuple) -> None:
-        if self.use_rm:
-            rm_driver.on_message(self, b, msg)
-            return
-        kind = msg[0]
-        if kind == "hb_ok":
-            _, cid, rnd, granted, epoch = msg
-            if granted:
-                b.lease.on_reply(cid, rnd, self.local_s(b))
-            b.newer_epoch_seen = max(b.newer_epoch_seen, epoch)
-            return
-        if kind == "rep":
-            _, rid, reply = msg
-            sent = self._requests.pop(rid, None)
-            if sent is None:
-                return          # a duplicate
-            req = sent[1]
-            if isinstance(req, RegisterBrokerRequest):
-                if reply.ok:
-                    b.register_pending = False
-                    b.next_poll = self.now
-                return
-            view = reply if req == "replica_info" else getattr(reply, "replica", None)
-            if isinstance(req, AlterSyncStateSetRequest) and b.proposal_req == rid:
-                b.proposal_req = None
-                if b.tracker is not None and b.role == "master" and b.epoch == req.master_epoch:
-                    if reply.ok:
-                        b.tracker.on_proposal_accepted(frozenset(reply.replica.sync_state_set),
-                                                       reply.replica.sync_state_set_epoch, self.local_s(b))
-                    else:
-                        b.tracker.on_proposal_failed(self.local_s(b))
-            if view is not None:
-                self._observe(b, view)
-
-    def _observe(self, b: Broker, view) -> None:
-        if view.master_epoch > b.epoch:
-            b.epoch = view.master_epoch
-            self._change_role(b, view)
-        elif view.master_epoch == b.epoch and b.role == "master" and b.tracker is not None:
-            b.tracker.on_sync_state_set(frozenset(view.sync_state_set), view.sync_state_set_epoch)
+        rm_driver.on_message(self, b, msg)
 
     def _change_role(self, b: Broker, view) -> None:
         self._drop_master_state(b)
@@ -680,12 +613,6 @@ class DataSim:
         if view.master_broker_id == b.bid:
             # become master: the log ends on a whole record (recovery did it); new epoch entry
             last = b.log.epochs.last()
-            if last is not None and last.epoch >= view.master_epoch and not b.intact \
-                    and "resume_epoch_after_unclean" not in self.bugs:
-                # unclean_master_resume_refused: a slave may hold acked messages this log lost
-                self.note(f"b{b.key} refuses to resume epoch {view.master_epoch} after an unclean restart")
-                b.role, b.master_id = "none", None
-                return
             if last is None or last.epoch < view.master_epoch:
                 b.log.append_epoch(view.master_epoch, b.log.max_offset)
             b.log.flush()       # as broker/server.py become_master: what it inherited is durable first
@@ -717,13 +644,7 @@ class DataSim:
                 self._close_link(lk)
 
     def may_acknowledge(self, b: Broker) -> bool:
-        if self.use_rm:
-            return rm_driver.may_acknowledge(self, b, "no_self_fencing" in self.bugs)
-        if b.role != "master" or b.newer_epoch_seen > b.epoch:
-            return False
-        if "no_self_fencing" in self.bugs:
-            return True
-        return b.lease.valid(self.local_s(b))
+        return rm_driver.may_acknowledge(self, b, "no_self_fencing" in self.bugs)
 
     # ------------------------------------------------------------------ broker: data plane
     links: dict[int, Link]
@@ -808,6 +729,7 @@ class DataSim:
             if not s.intact:
                 self.note(f"b{s.key} log intact again: caught up with b{lk.master}'s confirmOffset")
             s.intact, s.lost_tail = True, False
+            rm_driver.caught_up(self, s)
         if ack is not None:
             self._link_send(lk, False, ack)
 
@@ -856,14 +778,11 @@ class DataSim:
         if prop is not None and not self._expansion_admitted(m, prop.new_set - m.tracker.sync_state_set):
             m.tracker.on_proposal_failed(now)
             prop = None
-        if prop is not None and self.use_rm:
+        if prop is not None:
             rm_driver.propose(self, m, prop)
-        elif prop is not None:
-            m.proposal_req = self._request(m, AlterSyncStateSetRequest(
-                GROUP, m.bid, prop.master_epoch, tuple(sorted(prop.new_set)), prop.base_sync_state_set_epoch))
             m.proposal_deadline = self.now + PROPOSAL_TIMEOUT
         elif m.tracker.in_flight is not None and (m.proposal_req is None or self.now > m.proposal_deadline):
-            # the adapter's RPC timeout: a lost reply must not hold the set still for ever
+            # the HA master's proposal timeout: a lost reply must not hold the set still for ever
             m.proposal_req = None
             m.tracker.on_proposal_failed(now)
         # acknowledgements
@@ -1008,7 +927,7 @@ class DataSim:
     def _restart(self, b: Broker) -> None:
         cut = b.log.recover()
         self.note(f"b{b.key} restarts, recovery cut {cut} bytes, max {b.log.max_offset}")
-        nb = Broker(b.bid, b.clock, b.log, MasterLease(self.ctl_ids, LEASE), key=b.key)
+        nb = Broker(b.bid, b.clock, b.log, key=b.key)
         if self.power_loss:
             nb.intact, nb.lost_tail = b.intact, b.lost_tail
             self.stats.extra["restarts"] = self.stats.extra.get("restarts", 0) + 1
@@ -1018,11 +937,8 @@ class DataSim:
             cont = b.previous_incarnation if b.register_pending else b.incarnation
             nb.previous_incarnation = cont      # the abort marker (or the clean stop) names it
             nb.register_pending = True
-        nb.next_hb = self.now
-        nb.next_poll = self.now
         self.brokers[b.key] = nb
-        if self.use_rm:
-            rm_driver.new_rm(self, nb)
+        rm_driver.new_rm(self, nb)
 
     # ------------------------------------------------------------------ invariants
     def _current_master(self) -> Broker | None:
@@ -1058,7 +974,7 @@ class DataSim:
         g = self.sm.state.groups[GROUP]
         for bid in sorted(g.sync_state_set | g.eligible) if self.ack_mode == "all" else ():
             b = self.proc(bid)
-            if b is None or not self._reports_intact(b):
+            if b is None or not self.reports_intact(b):
                 # it crashed unclean (maybe a power cut took its tail) and the controller is told
                 # so: not electable until it fetched up to a confirmOffset again (an election of
                 # it anyway is caught when it becomes master: _check_acked_on)
@@ -1198,14 +1114,14 @@ class DataSim:
             log = copy.deepcopy(src.log)
             intact, previous = src.intact, (src.incarnation if src.intact else "")
         clk = Clock(1 + self.rng.uniform(-0.004, 0.004), self.rng.randint(0, 5000))
-        c = Broker(src.bid, clk, log, MasterLease(self.ctl_ids, LEASE), key=key)
+        c = Broker(src.bid, clk, log, key=key)
         c.incarnation = f"{src.bid}c{self._clone_seq}"
         c.intact, c.previous_incarnation, c.register_pending = intact, previous, True
         c.lost_tail = not intact
-        c.next_hb = c.next_poll = self.now
         self.brokers[key] = c
         self.names.add(self.bname(key))
         self.clone_stop_at[key] = self.now + self.rng.choice((300, 1000, 3000))
+        rm_driver.new_rm(self, c)
         self.note(f"b{key}: a {'hot ' if hot else ''}copy of brokerId {src.bid}'s directory starts "
                   f"(incarnation {c.incarnation}, continues {previous or '-'}), log max {log.max_offset}")
         self.stats.extra["clones"] = self.stats.extra.get("clones", 0) + 1
@@ -1287,10 +1203,7 @@ class DataSim:
                 b.log.flush()
             if self.crash_fast:
                 self._open_sessions(b)
-            if self.use_rm:
-                rm_driver.tick(self, b)
-            else:
-                self._broker_timers(b)
+            rm_driver.tick(self, b)
             if not b.alive:
                 continue
             if b.role == "slave" and b.link is None and self.now >= b.reconnect_at:

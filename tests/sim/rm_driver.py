@@ -33,12 +33,17 @@ RPC_TIMEOUT_MS = 500
 def new_rm(sim: DataSim, b: Broker) -> rmm.ReplicasManager:
     from .data_sim import CLUSTER, GROUP, HB_INTERVAL, LEASE, POLL_INTERVAL
 
-    cfg = rmm.ReplicasConfig(CLUSTER, GROUP, f"b{b.bid}", tuple(sim.ctl_ids), heartbeat_interval_ms=HB_INTERVAL,
+    cfg = rmm.ReplicasConfig(CLUSTER, GROUP, sim.bname(b.key), tuple(sim.ctl_ids), heartbeat_interval_ms=HB_INTERVAL,
                              sync_interval_ms=POLL_INTERVAL, backoff_min_ms=50, backoff_max_ms=500, lease=LEASE)
-    rm = rmm.ReplicasManager(cfg, new_check_code=lambda: f"code-{b.bid}", rand=sim.rng.random)
+    rm = rmm.ReplicasManager(cfg, new_check_code=lambda: f"code-{b.bid}", rand=sim.rng.random,
+                             incarnation=b.incarnation or None)
+    if "resume_epoch_after_unclean" in sim.bugs:
+        rm.roles.refusing_resume = lambda: False     # planted: resume our epoch after an unclean restart
     last = b.log.epochs.last()
-    cmds = rm.start(sim.local_s(b), LoadedIdentity(BrokerIdentity(CLUSTER, GROUP, b.bid), None), True,
-                    last.epoch if last else 0)
+    # what the broker's start reads from its data directory: the abort marker's verdict (intact)
+    # and the incarnation a clean stop (or a durable crash) names (run_marker.py)
+    cmds = rm.start(sim.local_s(b), LoadedIdentity(BrokerIdentity(CLUSTER, GROUP, b.bid), None),
+                    sim.reports_intact(b), last.epoch if last else 0, b.previous_incarnation)
     b.rm = rm
     perform(sim, b, cmds)
     return rm
@@ -80,7 +85,12 @@ def _one(sim: DataSim, b: Broker, cmd: Any) -> list:
         case rmm.FindLeader():
             _rpc(sim, b, cmd, "find_leader")
         case rmm.RegisterBroker():
-            _rpc(sim, b, cmd, RegisterBrokerRequest(CLUSTER, GROUP, cmd.broker_id, cmd.broker_addr, True, 1))
+            # the process's incarnation as the simulator names it ("" outside power-loss runs, as
+            # the model states none there); everything else as the core decided it
+            _rpc(sim, b, cmd, RegisterBrokerRequest(CLUSTER, GROUP, cmd.broker_id, cmd.broker_addr,
+                                                    cmd.clean_shutdown or "report_restart_clean" in sim.bugs, 1,
+                                                    incarnation=b.incarnation,
+                                                    previous_incarnation=cmd.previous_incarnation))
         case rmm.GetReplicaInfo():
             _rpc(sim, b, cmd, "replica_info")
         case rmm.ElectMaster():
@@ -91,7 +101,7 @@ def _one(sim: DataSim, b: Broker, cmd: Any) -> list:
         case rmm.SendHeartbeat():
             rid = sim.next_rid()
             b.rm_pending[rid] = (cmd, sim.now + RPC_TIMEOUT_MS)
-            sim.send_heartbeat(b, cmd.controller, rid)
+            sim.send_heartbeat(b, cmd.controller, rid, cmd.clean_shutdown or "report_restart_clean" in sim.bugs)
         case rmm.BecomeMaster() | rmm.BecomeSlave() | rmm.BecomeFenced():
             return _role(sim, b, cmd)
         case rmm.SetFenced():
@@ -166,6 +176,8 @@ def on_message(sim: DataSim, b: Broker, msg: tuple) -> None:
             out = (_reply(sim, b, cmd.req, _info(reply)) if reply is not None
                    else _fail(sim, b, cmd.req, rmm.FailKind.REJECTED, "METADATA_NOT_EXIST"))
         case rmm.RegisterBroker() | rmm.ElectMaster():
+            if isinstance(cmd, rmm.RegisterBroker) and reply.ok:
+                b.register_pending = False      # the controllers accepted it: the abort marker names it
             out = (_reply(sim, b, cmd.req, _info(reply.replica)) if reply.ok
                    else _fail(sim, b, cmd.req, rmm.FailKind.REJECTED, str(reply.code)))
         case rmm.AlterSyncStateSet():
@@ -184,6 +196,12 @@ def tick(sim: DataSim, b: Broker) -> None:
             sim._requests.pop(rid, None)
             perform(sim, b, b.rm.on_failure(cmd.req, rmm.Failure(rmm.FailKind.RETRY, "TIMEOUT", "no answer"), now_s))
     perform(sim, b, b.rm.tick(now_s))
+
+
+def caught_up(sim: DataSim, b: Broker) -> None:
+    """The HA slave session reached its master's confirmOffset (the adapter's on_caught_up)."""
+    if b.rm is not None:
+        perform(sim, b, b.rm.on_caught_up(b.epoch, sim.local_s(b)))
 
 
 def propose(sim: DataSim, b: Broker, prop: Any) -> None:

@@ -22,14 +22,13 @@ from .common import BUGS, HoldFromFirstReportTable, Stats, Violation, quiet_logs
 
 
 def run_one(seed: int, bugs: frozenset[str] = frozenset(), phases: str = "ab",
-            verbose: bool = False, use_rm: bool = False) -> tuple[Stats, list[tuple[str, Violation]]]:
+            verbose: bool = False) -> tuple[Stats, list[tuple[str, Violation]]]:
     """Both phases of one seed. Returns the stats and the violations (phase, violation)."""
     with quiet_logs():
-        return _run_one(seed, bugs, phases, verbose, use_rm)
+        return _run_one(seed, bugs, phases, verbose)
 
 
-def _run_one(seed: int, bugs: frozenset[str], phases: str, verbose: bool,
-             use_rm: bool) -> tuple[Stats, list[tuple[str, Violation]]]:
+def _run_one(seed: int, bugs: frozenset[str], phases: str, verbose: bool) -> tuple[Stats, list[tuple[str, Violation]]]:
     stats = Stats()
     bad: list[tuple[str, Violation]] = []
     if "a" in phases:
@@ -48,9 +47,9 @@ def _run_one(seed: int, bugs: frozenset[str], phases: str, verbose: bool,
         # (and every sixteenth, 11 mod 16, in ack mode master)
         isr = seed % 8 == 7
         master = seed % 16 == 11
-        d = data_sim.DataSim(seed, bugs=bugs, use_rm=use_rm, handovers=seed % 2 == 1, crash_fast=seed % 4 >= 2,
+        d = data_sim.DataSim(seed, bugs=bugs, handovers=seed % 2 == 1, crash_fast=seed % 4 >= 2,
                              ack_mode="in_sync_replicas" if isr else "master" if master else "all",
-                             power_loss=seed % 3 == 2 and not isr and not master and not use_rm,
+                             power_loss=seed % 3 == 2 and not isr and not master,
                              admin_elections=seed % 5 == 4 or (isr and seed % 2 == 1))
         try:
             stats.add(d.run())
@@ -68,7 +67,6 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--phases", default="ab", help="a = controller Raft, b = brokers/HA (default both)")
     ap.add_argument("--bug", action="append", default=[], choices=BUGS, help="plant a bug (sim only)")
     ap.add_argument("--max-seconds", type=float, default=None, help="stop early after this long")
-    ap.add_argument("--rm", action="store_true", help="phase B brokers run the real ReplicasManager core")
     ap.add_argument("--lease-scenarios", type=int, default=0, help="lease simulator scenarios to run too")
     ap.add_argument("--lease-start", type=int, default=0, help="first lease scenario number")
     ap.add_argument("--lease-membership-scenarios", type=int, default=0,
@@ -89,7 +87,7 @@ def main(argv: list[str] | None = None) -> int:
     done = 0
     with quiet_logs():
         for seed in range(a.seed_start, a.seed_start + a.seeds):
-            st, bad = run_one(seed, bugs, a.phases, a.verbose, a.rm)
+            st, bad = run_one(seed, bugs, a.phases, a.verbose)
             total.add(st)
             done += 1
             for phase, v in bad:
