@@ -130,7 +130,7 @@ def _run_controller(args) -> int:
         cfg = _load_config(args)
     except AutoswitchError as e:
         return fail(args, e, rc=2)
-    from autoswitch.controller.process import run_forever
+    from autoswitch.controller.server.process import run_forever
 
     return run_forever(cfg, namesrv=None)
 
@@ -186,7 +186,7 @@ def _run_namesrv(args) -> int:
         return fail_code(args, "CONFIG_ERROR", "--route-ttl-s must be in (0, 300]", rc=2)
     import dataclasses
 
-    from autoswitch.controller.process import NameServerSettings, run_forever
+    from autoswitch.controller.server.process import NameServerSettings, run_forever
 
     from autoswitch.base.auth import AuthConfig, check_exposure
 

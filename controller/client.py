@@ -16,8 +16,8 @@ from collections.abc import Iterable
 from typing import Any
 
 import grpc
-from autoswitch.controller.batchable import BATCHABLE
 from autoswitch.controller.codes import Code, ControllerRpcError, code_name
+from autoswitch.controller.server.batchable import BATCHABLE
 
 from autoswitch.base.backoff import Backoff
 from autoswitch.base.log import get_logger

@@ -16,7 +16,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
-from autoswitch.controller import sm_config
+from autoswitch.controller.state import sm_config
 
 from autoswitch.base.addr import AddressError, split_hostport
 from autoswitch.base.auth import check_exposure
@@ -31,7 +31,7 @@ if TYPE_CHECKING:
 # Keys an operator may change at runtime with `admin update-controller-config` (node-local,
 # not persisted, like RocketMQ's updateControllerConfig which is sent to every controller).
 # Keys that decide elections (heartbeat timeout, scan interval, unclean election, ...) are NOT here:
-# they are replicated state-machine config (controller/sm_config.py), set initially from the
+# they are replicated state-machine config (controller/state/sm_config.py), set initially from the
 # [controller] table (must match on every node) and changed through Raft by UpdateControllerConfig.
 RUNTIME_KEYS = frozenset(
     {
@@ -88,7 +88,7 @@ class ControllerConfig(SecurityKeys):
     # requests) are shown only to callers with it (docs/security.md "The HTTP surface").
     metrics_allow_remote: bool = False
     metrics_token_file: str = ""
-    # Sentinel-style alerts (controller/alerts.py): the leader runs this executable for each alert.
+    # Sentinel-style alerts (controller/server/alerts.py): the leader runs this executable for each alert.
     notification_script: str = ""
     notification_timeout_s: float = 10.0
     max_alerts_in_flight: int = 8

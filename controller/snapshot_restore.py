@@ -19,8 +19,8 @@ from pathlib import Path
 from autoswitch.controller.config import ControllerConfig
 from autoswitch.controller.raft.messages import HardState, Snapshot
 from autoswitch.controller.raft.storage import FileStorage
-from autoswitch.controller.sm_snapshot import decode_snapshot
-from autoswitch.controller.sm_state import SnapshotCorrupt
+from autoswitch.controller.state.sm_snapshot import decode_snapshot
+from autoswitch.controller.state.sm_state import SnapshotCorrupt
 
 from autoswitch.base.errors import AutoswitchError
 from autoswitch.base.fsutil import fsync_dir, write_atomic

@@ -34,9 +34,9 @@ _EVENTS_OPTIONAL = frozenset({"master_broker_id", "reason", "unclean"})
 
 def _events_schema() -> tuple[Field, ...]:
     """events.jsonl as the controller writes it: names and types from its one record type
-    (controller/history.py HistoryRecord), so the two cannot drift apart."""
+    (controller/state/history.py HistoryRecord), so the two cannot drift apart."""
     import msgspec
-    from autoswitch.controller.history import HistoryRecord
+    from autoswitch.controller.state.history import HistoryRecord
 
     kinds = {int: "int", str: "str", bool: "bool", int | None: "int", tuple[int, ...]: "int_list"}
     return tuple(Field(f.name, kinds[f.type], required=f.required and f.name not in _EVENTS_OPTIONAL)

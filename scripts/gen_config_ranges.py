@@ -1,5 +1,5 @@
 """Write the "Ranges" section of docs/configuration.md from autoswitch/base/ranges.py and the
-replicated keys' spec (controller/sm_config.py); ``--check`` only compares (the unit test does)."""
+replicated keys' spec (controller/state/sm_config.py); ``--check`` only compares (the unit test does)."""
 
 from __future__ import annotations
 
@@ -12,7 +12,7 @@ DOC = Path(__file__).resolve().parent.parent / "docs" / "configuration.md"
 
 
 def section() -> str:
-    from autoswitch.controller import sm_config
+    from autoswitch.controller.state import sm_config
 
     from autoswitch.base.ranges import RANGES, describe
 

@@ -10,7 +10,7 @@ these classes in this table and its default inside its range; docs/configuration
 table (``python scripts/gen_config_ranges.py`` writes that section).
 
 The replicated controller keys (``[controller.sm]``) keep their ranges beside their parser
-(controller/sm_config.py ``_SPEC``); the docs list those too.
+(controller/state/sm_config.py ``_SPEC``); the docs list those too.
 """
 
 from __future__ import annotations

@@ -51,6 +51,7 @@ from autoswitch.broker.replicas.rm_commands import (
     SyncStateSetLearned,
     WriteTempIdentity,
 )
+from autoswitch.broker.replicas.rm_fence import WriteFence
 from autoswitch.broker.replicas.rm_proposals import SyncStateSetProposals
 from autoswitch.broker.replicas.rm_registration import Registration
 from autoswitch.broker.replicas.rm_role import RoleKeeper
@@ -136,6 +137,7 @@ class ReplicasManager:
         self.roles = RoleKeeper(cfg.cluster, cfg.group, cfg.broker_addr, self._req, Backoff(bmin, bmax, rand=rand),
                                 Backoff(bmin, bmax, rand=rand), self._log)
         self.proposals = SyncStateSetProposals(cfg.group, self._req, self._log)
+        self.fence = WriteFence(self.roles, self.lease, self._log)
         self._hb_interval = cfg.heartbeat_interval_ms / 1000.0
         self._sync_interval = cfg.sync_interval_ms / 1000.0
         self._next_hb_at = 0.0
@@ -143,10 +145,6 @@ class ReplicasManager:
         self._sync_req: int | None = None
         self._next_sync_at = 0.0
         self._sync_backoff = Backoff(bmin, bmax, rand=rand)
-        self._fence_told: str | None = None   # the master fence reason the last SetFenced told
-        # A handover whose outcome is unknown (handover.py): (MasterEpoch, reason) fences writes of
-        # that epoch until settled; any role change leaves it behind (another epoch).
-        self._handover_fence: tuple[int, str] | None = None
         self._stopped = False
 
     # ------------------------------------------------------------------ the parts' state, read-only
@@ -212,7 +210,7 @@ class ReplicasManager:
             if self._sync_req is None:
                 times.append(self._next_sync_at)
             times.extend(self.roles.deadlines())
-        if self.role == "master" and self.config.lease.enabled and self._fence_told is None:
+        if self.role == "master" and self.config.lease.enabled and self.fence.told is None:
             exp = self.lease.expires_at()
             if exp is not None:
                 times.append(exp)
@@ -279,14 +277,12 @@ class ReplicasManager:
         """A handover of ``master_epoch`` whose outcome is unknown (or that passed while this
         broker is still master): fence writes of that epoch until on_handover_settled or a role
         change. Ignored if this broker is no longer master of that epoch."""
-        if self.role == "master" and self.roles.applied_epoch == master_epoch:
-            self._handover_fence = (master_epoch, reason)
+        self.fence.handover_in_doubt(master_epoch, reason)
         return self._check_fence(now)
 
     def on_handover_settled(self, master_epoch: int, now: float) -> list[Command]:
         """The handover of ``master_epoch`` can no longer pass: writes may go on."""
-        if self._handover_fence is not None and self._handover_fence[0] == master_epoch:
-            self._handover_fence = None
+        self.fence.handover_settled(master_epoch)
         return self._check_fence(now)
 
     def on_caught_up(self, master_epoch: int, now: float) -> list[Command]:
@@ -464,34 +460,11 @@ class ReplicasManager:
         return out
 
     def _check_fence(self, now: float) -> list[Command]:
-        """Tell the broker when the master's write fence goes up, changes reason or comes down
-        (also after any role change): the broker freezes its commit point at that instant. The
-        fence itself is always this core's answer (fenced_reason), asked at every write."""
-        want = self._master_fence(now)
-        told, self._fence_told = self._fence_told, want
-        if want == told:
-            return []
-        if want == "lease_expired":
-            self._log.warning("master_lease_expired", epoch=self.applied_epoch,
-                              leaseMs=self.config.lease.master_lease_ms, answered=self.lease.status(now)["answered"])
-        elif told == "lease_expired" and self.role == "master":
-            self._log.info("master_lease_renewed", epoch=self.applied_epoch,
-                           remainingMs=int(self.lease.remaining(now) * 1000))
-        return [SetFenced(want is not None, want)]
+        return self.fence.check(self._running_master, now)
 
-    def _master_fence(self, now: float) -> str | None:
-        """Why this master must not acknowledge now; None when it may (or it is no master): the
-        one owner of the write fence (deposed, a handover in doubt, the lease)."""
-        if self.role != "master" or self.phase != Phase.RUNNING:
-            return None
-        if self.roles.role_change_due():
-            return "deposed"
-        h = self._handover_fence
-        if h is not None and h[0] == self.roles.applied_epoch:
-            return h[1]
-        if not self.lease.valid(now):
-            return "lease_expired"
-        return None
+    @property
+    def _running_master(self) -> bool:
+        return self.role == "master" and self.phase == Phase.RUNNING
 
     # ------------------------------------------------------------------ queries
 
@@ -499,13 +472,13 @@ class ReplicasManager:
         """True only for a master that holds its lease, knows of no newer MasterEpoch and has
         no handover in doubt. The write path asks this before acknowledging and before
         advancing confirmOffset."""
-        return self.role == "master" and self.phase == Phase.RUNNING and self._master_fence(now) is None
+        return self._running_master and self.fence.reason(True, now) is None
 
     def fenced_reason(self, now: float) -> str | None:
         if self.phase != Phase.RUNNING:
             return "starting" if self.phase != Phase.STOPPED else "stopped"
         if self.role == "master":
-            return self._master_fence(now)
+            return self.fence.reason(True, now)
         if self.roles.refusing_resume():
             return "unclean_restart"
         if self.role == "fenced":

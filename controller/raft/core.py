@@ -121,7 +121,7 @@ class RaftCore:
         self.commit = max(snap_index, min(hs.commit, self.log.last_index()))
         self.applied = snap_index
         # When this node first saw the newest voter change committed, on the tick clock: the fact
-        # voter-change pacing (a lease policy: controller/membership_ops.py) is measured from. The
+        # voter-change pacing (a lease policy: controller/server/membership_ops.py) is measured from. The
         # index of the newest configuration that changed the voters (any configuration but the
         # bootstrap one counts after a restart: we cannot tell, and counting it only delays).
         self._voter_change_index = self.confs.index

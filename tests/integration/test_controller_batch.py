@@ -13,10 +13,10 @@ import asyncio
 
 import pytest
 from autoswitch.controller import config as cfgmod
-from autoswitch.controller import service as svc
 from autoswitch.controller.client import ControllerClient
 from autoswitch.controller.codes import Code
-from autoswitch.controller.node import ControllerNode
+from autoswitch.controller.server import service as svc
+from autoswitch.controller.server.node import ControllerNode
 
 from autoswitch.proto import controller_pb2 as pb
 from tests.integration.controller_harness import wait_leader

@@ -8,7 +8,7 @@ import json
 import pytest
 from autoswitch.controller import config as cfgmod
 from autoswitch.controller.client import ControllerClient
-from autoswitch.controller.node import ControllerNode
+from autoswitch.controller.server.node import ControllerNode
 
 from tests.integration.controller_harness import admin, wait_leader
 from tests.procs import HOST, free_port

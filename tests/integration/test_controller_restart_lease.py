@@ -8,10 +8,10 @@ import asyncio
 
 import pytest
 from autoswitch.controller import config as cfgmod
-from autoswitch.controller.liveness import Opinion
-from autoswitch.controller.node import ControllerNode
-from autoswitch.controller.service_common import checked_heartbeat
-from autoswitch.controller.sm_adapter import wall_ms
+from autoswitch.controller.failover.liveness import Opinion
+from autoswitch.controller.server.node import ControllerNode
+from autoswitch.controller.server.service_common import checked_heartbeat
+from autoswitch.controller.server.sm_adapter import wall_ms
 
 from autoswitch.proto import controller_pb2 as pb
 from tests.procs import HOST, free_port

@@ -12,7 +12,7 @@ import pytest
 from autoswitch.controller import config as cfgmod
 from autoswitch.controller.api import ControllerCallFailed, Heartbeat, connect
 from autoswitch.controller.client import ControllerClient
-from autoswitch.controller.node import ControllerNode
+from autoswitch.controller.server.node import ControllerNode
 
 from tests.integration.controller_harness import wait_leader
 from tests.procs import HOST, free_port

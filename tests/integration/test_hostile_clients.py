@@ -225,7 +225,7 @@ def test_the_status_page_shows_admin_identities_only_with_the_http_token(procs, 
 
 
 def test_without_the_token_the_status_page_hides_who_did_what():
-    from autoswitch.controller.status_page import _redacted
+    from autoswitch.controller.server.status_page import _redacted
 
     e = {"event": "AdminAudit", "actor": "admin/alice", "reason": "UpdateControllerConfig code=0 config {...}"}
     assert _redacted(e) == {"event": "AdminAudit", "actor": "(hidden)",

@@ -47,9 +47,9 @@ CATCH_BOUND = {
     "sql_fence_first": 10,
     "wiped_member_votes": 200,
     "unstated_min_isr": 60,
-    "unstated_ack_mode": 5,
+    "unstated_ack_mode": 20,
     "report_restart_clean": 5,
-    "resume_epoch_after_unclean": 500,
+    "resume_epoch_after_unclean": 150,
     "accept_second_incarnation": 20,
     "lower_timeout_below_floor": 5,
 }

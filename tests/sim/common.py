@@ -8,7 +8,7 @@ import random
 from collections.abc import Iterable, Iterator
 from dataclasses import dataclass, field
 
-from autoswitch.controller.liveness import HeartbeatTable, NodeOpinion, Opinion
+from autoswitch.controller.failover.liveness import HeartbeatTable, NodeOpinion, Opinion
 
 # Planted bugs (docs/design.md lists the failures they re-introduce). They exist ONLY here:
 # each is a subclass/wrapper of a production core built inside tests/sim.

@@ -30,8 +30,8 @@ from autoswitch.controller.raft.core import RaftCore
 from autoswitch.controller.raft.membership import pack_snapshot, unpack_snapshot
 from autoswitch.controller.raft.messages import Entry, EntryKind, MsgType, Role, Snapshot
 from autoswitch.controller.raft.storage import MemoryStorage
-from autoswitch.controller.sm_config import SMConfig
-from autoswitch.controller.statemachine import ControllerStateMachine
+from autoswitch.controller.state.sm_config import SMConfig
+from autoswitch.controller.state.statemachine import ControllerStateMachine
 
 from .common import FaultMix, Stats, Violation
 from .net import Clock, NetFaults, Network

@@ -22,9 +22,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from autoswitch.broker.replicas.lease import LeaseConfig
-from autoswitch.controller import election as election_mod
-from autoswitch.controller import statemachine as sm_mod
-from autoswitch.controller.liveness import BrokerReport, HeartbeatTable, LivenessView
+from autoswitch.controller.failover.liveness import BrokerReport, HeartbeatTable, LivenessView
 from autoswitch.controller.messages import (
     TRIGGER_ADMIN,
     TRIGGER_BROKER,
@@ -36,8 +34,10 @@ from autoswitch.controller.messages import (
     RegisterBrokerRequest,
     UpdateControllerConfigRequest,
 )
-from autoswitch.controller.sm_config import SMConfig
-from autoswitch.controller.statemachine import ControllerStateMachine
+from autoswitch.controller.state import election as election_mod
+from autoswitch.controller.state import statemachine as sm_mod
+from autoswitch.controller.state.sm_config import SMConfig
+from autoswitch.controller.state.statemachine import ControllerStateMachine
 from autoswitch.epochfile import EpochEntry
 from autoswitch.ha.codec import Ack, MasterHandshake, SlaveHandshake, Transfer
 from autoswitch.ha.config import HAConfig
@@ -117,6 +117,28 @@ def elect_outside_sss():
         yield
     finally:
         sm_mod.election.decide = real
+
+
+@contextlib.contextmanager
+def keep_unclean_master():
+    """BUG resume_epoch_after_unclean, the controller's half: a master's unclean registration
+    leaves its claim standing (no election past it, no new epoch). With the broker's half (the
+    core resumes the epoch it owns, rm_driver) both layers of that rule are off. The broker's
+    half alone was caught in none of 3,000 seeds (2026-11-27): the controller's half masks it, as
+    it should; directed tests hold each (tests/unit/test_rm_roles.py,
+    tests/unit/test_controller_election.py)."""
+    real = sm_mod._data_loss_events
+
+    def buggy(g: Any, bid: int, cfg: Any, reason: str) -> list:
+        if reason == "unclean_shutdown" and bid == g.master_broker_id:
+            return []
+        return real(g, bid, cfg, reason)
+
+    sm_mod._data_loss_events = buggy
+    try:
+        yield
+    finally:
+        sm_mod._data_loss_events = real
 
 
 # ---------------------------------------------------------------------- controller side
@@ -299,6 +321,12 @@ class DataSim:
                 self.net.cut_one_way(self.bname(b), c)
                 self.note(f"never heard: b{b} -> {c} cut from t=0")
         self.heal_at: int | None = None
+        # Lagging controller followers push the views they applied (WatchReplicaInfo: every node
+        # pushes): a broker may get an old view after a newer one, e.g. right after a restart, when
+        # any view is newer than what the new process knows. Own random stream: the other faults
+        # of a seed stay as they were.
+        self.past_views: list[Any] = []
+        self.push_rng = random.Random(f"push/{seed}")
         for b in self.brokers.values():
             rm_driver.new_rm(self, b)
 
@@ -345,6 +373,9 @@ class DataSim:
     # ------------------------------------------------------------------ controller
     def _sync_applied(self) -> None:
         """Followers that the leader reaches apply the log (here: learn the group's epoch)."""
+        view = self.sm.replica_view(GROUP)
+        if view is not None and (not self.past_views or self.past_views[-1] != view):
+            self.past_views = [*self.past_views[-49:], view]
         ld = self.ctl_leader()
         if ld is None:
             return
@@ -368,6 +399,9 @@ class DataSim:
                 "elect_outside_sss" in self.bugs
                 or ("handover_without_cas" in self.bugs and req.trigger == TRIGGER_ADMIN)):
             with elect_outside_sss():
+                return self.sm.execute(req)
+        if isinstance(req, RegisterBrokerRequest) and "resume_epoch_after_unclean" in self.bugs:
+            with keep_unclean_master():
                 return self.sm.execute(req)
         return self.sm.execute(req)
 
@@ -1067,6 +1101,17 @@ class DataSim:
         elif r.random() < 0.3:
             self.leader = r.choice(self.ctl_ids)     # controller leader change (Raft elected another node)
 
+    def _stale_push(self) -> None:
+        """A lagging follower's WatchReplicaInfo push: one of the last views, maybe long outdated."""
+        live = [b for b in self.brokers.values() if b.alive and b.rm is not None]
+        if not live or len(self.past_views) < 2:
+            return
+        b = self.push_rng.choice(sorted(live, key=lambda x: x.key))
+        view = self.push_rng.choice(self.past_views[-10:-1])
+        c = self.push_rng.choice(self.ctl_ids)
+        self.net.send(self.now, c, self.bname(b.key), ("push", view))
+        self.stats.extra["stale_pushes"] = self.stats.extra.get("stale_pushes", 0) + 1
+
     def _clean_stop(self, key: int) -> None:
         """A clean stop (and a restart later): the store flushed, the abort marker gone unless the
         run's log was not whole yet (mark_clean_shutdown), a farewell to the controllers that hear it."""
@@ -1218,6 +1263,8 @@ class DataSim:
         self._produce()
         if storm:
             self._faults()
+            if self.now % 50 == 0 and self.push_rng.random() < 0.15:
+                self._stale_push()
         if self.now >= self.next_check:
             self.next_check = self.now + 200
             self._consume()

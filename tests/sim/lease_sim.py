@@ -25,8 +25,8 @@ import math
 import random
 
 from autoswitch.broker.replicas.lease import ClockGapDetector, LeaseConfig, MasterLease
-from autoswitch.controller.liveness import NEVER_REPORTED, BrokerReport, HeartbeatTable, LivenessView
-from autoswitch.controller.membership_ops import lease_quorum_ok
+from autoswitch.controller.failover.liveness import NEVER_REPORTED, BrokerReport, HeartbeatTable, LivenessView
+from autoswitch.controller.server.membership_ops import lease_quorum_ok
 from autoswitch.controller.store.config import ETCD_REVOKE_LOOP_MS, StoreBackendConfig
 
 H, L, RHO, SAFETY = 10_000, 6_000, 0.01, 2_000
@@ -37,7 +37,7 @@ END = 90_000
 NODES = ("n0", "n1", "n2")
 SPARE = "n3"                     # joins in scenarios with a membership change
 G, M = "g", 1
-MARKER_AHEAD_MS = 1_000          # controller/node.py writes the last-DEAD-report time 1 s ahead
+MARKER_AHEAD_MS = 1_000          # controller/server/node.py writes the last-DEAD-report time 1 s ahead
 MAX_RESTART_DOWN_MS = 2_000
 # commit_delay + apply_delay + a restart's down time stay below hold_ms / (1 + RHO): the one
 # assumption of the argument (every DEAD voter applies the election within its hold).
@@ -97,7 +97,7 @@ def simulate(sc, table_factory=HeartbeatTable, rules: frozenset[str] = frozenset
     ``learn`` delay; a change commits once a majority of its voters appended it and everything
     before it in the leader's log committed (the election entry included); a node applies
     entries in log order, ``apply_lag`` after it could. Nodes grant under the rules of
-    controller/membership_ops.py: the configuration in force applied, a voter of it, the broker's
+    controller/server/membership_ops.py: the configuration in force applied, a voter of it, the broker's
     round naming it, the lease-quorum rule. The broker adopts the applied configuration a reply
     names when newer, or any other from the leader, and counts only rounds sent after that.
     ``store`` (``store_scenario``): the controllers keep their log in a store (docs/controller.md
@@ -316,7 +316,7 @@ def simulate(sc, table_factory=HeartbeatTable, rules: frozenset[str] = frozenset
                 at(t, "learn", n, waiting.pop((n, j)))
             if step > view[n]:
                 if n not in voters_of[view[n]] and n in voters_of[step]:
-                    # as controller/node.py does when a node becomes a voter: it listens from
+                    # as controller/server/node.py does when a node becomes a voter: it listens from
                     # now on and grants no lease for a hold
                     tables[n].started_ms = clocks[n].local(t)
                     tables[n].startup_grace_ms = HOLD

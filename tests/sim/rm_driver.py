@@ -161,6 +161,9 @@ def on_message(sim: DataSim, b: Broker, msg: tuple) -> None:
                                  master_epoch=_epoch)
         perform(sim, b, _reply(sim, b, ent[0].req, answer))
         return
+    if kind == "push":
+        perform(sim, b, b.rm.on_replica_info(_info(msg[1]), sim.local_s(b), "push"))
+        return
     if kind != "rep":
         return
     _, rid, reply = msg

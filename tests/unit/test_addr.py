@@ -6,7 +6,7 @@ import argparse
 
 import pytest
 from autoswitch.broker.config import parse_hostport
-from autoswitch.controller.service_common import BadRequest, check_addr
+from autoswitch.controller.server.service_common import BadRequest, check_addr
 
 from autoswitch.app.cliargs import hostport
 from autoswitch.base.addr import AddressError, split_hostport

@@ -1,4 +1,4 @@
-"""controller/alerts.py: the notification script gets every alert, is killed at its timeout, never
+"""controller/server/alerts.py: the notification script gets every alert, is killed at its timeout, never
 blocks the caller, and is bounded; watchers get the same alerts."""
 
 from __future__ import annotations
@@ -9,8 +9,8 @@ import os
 import time
 from pathlib import Path
 
-from autoswitch.controller.alerts import ALL, Alerter
-from autoswitch.controller.watchers import Watchers
+from autoswitch.controller.server.alerts import ALL, Alerter
+from autoswitch.controller.server.watchers import Watchers
 
 
 def script(tmp: Path, body: str) -> str:

@@ -5,7 +5,7 @@ runs (roles, broker scope, batches split call by call, fail closed on an unknown
 from __future__ import annotations
 
 import pytest
-from autoswitch.controller.authz import CONTROLLER_RULES, NAMESRV_RULES
+from autoswitch.controller.server.authz import CONTROLLER_RULES, NAMESRV_RULES
 
 from autoswitch.app.certs import issue_token, revoke_token
 from autoswitch.base.auth import (

@@ -4,7 +4,7 @@ a start that does not follow the registered one must catch up again before it is
 
 from __future__ import annotations
 
-from autoswitch.controller.liveness import BrokerReport, HeartbeatTable
+from autoswitch.controller.failover.liveness import BrokerReport, HeartbeatTable
 from autoswitch.controller.messages import (
     TRIGGER_ADMIN,
     TRIGGER_CONTROLLER,
@@ -12,7 +12,7 @@ from autoswitch.controller.messages import (
     RegisterBrokerRequest,
     UpdateControllerConfigRequest,
 )
-from autoswitch.controller.sm_snapshot import decode_snapshot, encode_snapshot
+from autoswitch.controller.state.sm_snapshot import decode_snapshot, encode_snapshot
 
 from tests.unit.test_controller_sm_ops import C, G, group_with_master
 

@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-from autoswitch.controller import election
 from autoswitch.controller.codes import Code
 from autoswitch.controller.messages import (
     TRIGGER_BROKER,
@@ -11,6 +10,7 @@ from autoswitch.controller.messages import (
     RegisterBrokerRequest,
     UpdateControllerConfigRequest,
 )
+from autoswitch.controller.state import election
 
 from tests.unit.test_controller_sm_ops import C, G, group_with_master
 

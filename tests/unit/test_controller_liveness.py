@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import pytest
 from autoswitch.controller.codes import Code
-from autoswitch.controller.liveness import (
+from autoswitch.controller.failover.liveness import (
     NEVER_REPORTED,
     BrokerReport,
     HeartbeatTable,

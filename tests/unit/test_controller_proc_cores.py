@@ -7,10 +7,10 @@ import json
 
 import pytest
 from autoswitch.controller import config as cfgmod
-from autoswitch.controller.eventlog import EventLog
-from autoswitch.controller.history import HistoryRecord
 from autoswitch.controller.namesrv import RouteError, RouteTable
-from autoswitch.controller.watchers import Watchers
+from autoswitch.controller.server.eventlog import EventLog
+from autoswitch.controller.server.watchers import Watchers
+from autoswitch.controller.state.history import HistoryRecord
 
 from autoswitch.base.errors import ConfigError
 from autoswitch.proto import namesrv_pb2 as npb
@@ -160,8 +160,8 @@ def test_watchers_bounded_and_slow_subscriber_dropped():
 
 
 def test_liveness_opinions_roundtrip_the_wire():
-    from autoswitch.controller.liveness import BrokerReport, NodeOpinion, Opinion
-    from autoswitch.controller.peers import opinion_from_pb, opinion_to_pb
+    from autoswitch.controller.failover.liveness import BrokerReport, NodeOpinion, Opinion
+    from autoswitch.controller.failover.peers import opinion_from_pb, opinion_to_pb
 
     rep = BrokerReport(broker_id=2, epoch=3, max_offset=1 << 40, confirm_offset=7, election_priority=-1,
                        clean_shutdown=False)

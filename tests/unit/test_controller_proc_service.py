@@ -11,8 +11,8 @@ import asyncio
 from autoswitch.controller import config as cfgmod
 from autoswitch.controller import messages as m
 from autoswitch.controller.codes import Code
-from autoswitch.controller.membership_ops import MembershipView
-from autoswitch.controller.service import ControllerServicer
+from autoswitch.controller.server.membership_ops import MembershipView
+from autoswitch.controller.server.service import ControllerServicer
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
@@ -22,7 +22,7 @@ from autoswitch.proto import controller_pb2 as pb
 
 
 class RecordingNode:
-    """What the servicer calls (controller/node_api.py ServedNode), recording instead of acting."""
+    """What the servicer calls (controller/server/node_api.py ServedNode), recording instead of acting."""
 
     node_id = "n1"
     is_leader = True
@@ -167,7 +167,7 @@ def test_follower_redirect_carries_the_leader():
     node.is_leader = False
 
     async def refuse(req):
-        from autoswitch.controller.service_common import NodeReply
+        from autoswitch.controller.server.service_common import NodeReply
 
         raise NodeReply(Code.CONTROLLER_NOT_LEADER, "not leader")
 

@@ -13,12 +13,17 @@ import enum
 import json
 
 import msgspec
-from autoswitch.controller import eventlog
 from autoswitch.controller import messages as m
-from autoswitch.controller import sm_adapter as sa
-from autoswitch.controller.history import HistoryRecord, decode_record, encode_record, event_history_record
-from autoswitch.controller.sm_config import SMConfig
-from autoswitch.controller.statemachine import ControllerStateMachine, _handle, _Staged
+from autoswitch.controller.server import eventlog
+from autoswitch.controller.server import sm_adapter as sa
+from autoswitch.controller.state.history import (
+    HistoryRecord,
+    decode_record,
+    encode_record,
+    event_history_record,
+)
+from autoswitch.controller.state.sm_config import SMConfig
+from autoswitch.controller.state.statemachine import ControllerStateMachine, _handle, _Staged
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 from msgspec.structs import force_setattr

@@ -19,8 +19,8 @@ from autoswitch.controller.messages import (
     RegisterBrokerRequest,
     encode_request,
 )
-from autoswitch.controller.sm_config import SMConfig
-from autoswitch.controller.statemachine import ControllerStateMachine
+from autoswitch.controller.state.sm_config import SMConfig
+from autoswitch.controller.state.statemachine import ControllerStateMachine
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 

@@ -10,7 +10,6 @@ import json
 import msgspec
 import pytest
 from autoswitch.controller.codes import Code
-from autoswitch.controller.history import encode_record
 from autoswitch.controller.messages import (
     TRIGGER_ADMIN,
     TRIGGER_BROKER,
@@ -32,8 +31,9 @@ from autoswitch.controller.messages import (
     check_request,
     encode_request,
 )
-from autoswitch.controller.sm_config import SMConfig
-from autoswitch.controller.statemachine import ControllerStateMachine
+from autoswitch.controller.state.history import encode_record
+from autoswitch.controller.state.sm_config import SMConfig
+from autoswitch.controller.state.statemachine import ControllerStateMachine
 
 C, G = "DefaultCluster", "broker-a"
 
@@ -608,7 +608,7 @@ def test_invariant_violation_rejects_the_entry_with_2015_and_changes_nothing():
 def test_check_group_invariants_rules():
     import dataclasses
 
-    from autoswitch.controller.sm_state import InvariantViolation, check_group_invariants
+    from autoswitch.controller.state.sm_state import InvariantViolation, check_group_invariants
 
     h = group_with_master()
     good = h.sm.state.groups[G]
@@ -642,7 +642,7 @@ def test_a_failing_history_sink_does_not_undo_or_break_apply():
 
 
 def test_handle_is_pure_and_matches_apply():
-    from autoswitch.controller.statemachine import handle
+    from autoswitch.controller.state.statemachine import handle
 
     h = group_with_master()
     snap = h.sm.snapshot()

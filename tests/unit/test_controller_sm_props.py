@@ -14,7 +14,6 @@ import zlib
 import msgspec
 import pytest
 from autoswitch.controller.codes import Code
-from autoswitch.controller.history import encode_record
 from autoswitch.controller.messages import (
     TRIGGER_HANDOVER,
     TRIGGERS,
@@ -30,16 +29,17 @@ from autoswitch.controller.messages import (
     decode_request,
     encode_request,
 )
-from autoswitch.controller.sm_config import SMConfig
-from autoswitch.controller.sm_snapshot import decode_snapshot, encode_snapshot
-from autoswitch.controller.sm_state import (
+from autoswitch.controller.state.history import encode_record
+from autoswitch.controller.state.sm_config import SMConfig
+from autoswitch.controller.state.sm_snapshot import decode_snapshot, encode_snapshot
+from autoswitch.controller.state.sm_state import (
     BrokerRecord,
     ControllerState,
     GroupState,
     SnapshotCorrupt,
     check_state,
 )
-from autoswitch.controller.statemachine import ControllerStateMachine
+from autoswitch.controller.state.statemachine import ControllerStateMachine
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 

@@ -20,10 +20,10 @@ from autoswitch.broker.replicas.hooks import HookConfig
 from autoswitch.broker.replicas.lease import LeaseConfig
 from autoswitch.broker.replicas.replicas_manager import ReplicasConfig
 from autoswitch.broker.storage.store_config import StoreConfig
-from autoswitch.controller import sm_config
 from autoswitch.controller.config import RUNTIME_KEYS, ControllerConfig
 from autoswitch.controller.raft.config import RaftConfig
-from autoswitch.controller.sm_config import SMConfig
+from autoswitch.controller.state import sm_config
+from autoswitch.controller.state.sm_config import SMConfig
 from autoswitch.controller.store.config import StoreBackendConfig
 from autoswitch.ha.config import HAConfig
 from autoswitch.pipeline.analyze import AnalyzeConfig

@@ -7,7 +7,7 @@ import re
 from pathlib import Path
 
 ROOT = Path(__file__).resolve().parents[2]
-SOURCES = ["controller/metrics.py", "broker/metrics.py"]
+SOURCES = ["controller/server/metrics.py", "broker/metrics.py"]
 
 
 def exported_names() -> set[str]:

@@ -11,7 +11,7 @@ import pytest
 PURE = [
     "autoswitch.ha.codec", "autoswitch.ha.config", "autoswitch.ha.master_session", "autoswitch.ha.slave_session",
     "autoswitch.ha.sync_state", "autoswitch.ha.commit_point", "autoswitch.epochfile", "autoswitch.controller.raft.core",
-    "autoswitch.controller.raft.raftlog", "autoswitch.controller.statemachine", "autoswitch.controller.liveness",
+    "autoswitch.controller.raft.raftlog", "autoswitch.controller.state.statemachine", "autoswitch.controller.failover.liveness",
     "autoswitch.broker.replicas.lease", "autoswitch.broker.replicas.replicas_manager",
 ]
 

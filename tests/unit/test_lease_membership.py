@@ -1,10 +1,10 @@
-"""The master lease across a controller membership change (broker/replicas/lease.py, controller/membership_ops.py)."""
+"""The master lease across a controller membership change (broker/replicas/lease.py, controller/server/membership_ops.py)."""
 
 from __future__ import annotations
 
 from autoswitch.broker.replicas.lease import LeaseConfig, MasterLease
 from autoswitch.controller.consensus.membership import Member, Membership
-from autoswitch.controller.membership_ops import MembershipView, lease_quorum_ok
+from autoswitch.controller.server.membership_ops import MembershipView, lease_quorum_ok
 
 CFG = LeaseConfig(master_lease_ms=600, heartbeat_timeout_ms=1000, safety_ms=100)
 

@@ -85,7 +85,7 @@ def test_the_container_image_build_steps_install_a_working_autoswitch(tmp_path):
                         "--target", str(site), str(ctx)], capture_output=True, text=True, timeout=600)
     assert r.returncode == 0, r.stdout[-2000:] + r.stderr[-3000:]
     env = {"PYTHONPATH": str(site), "PATH": "/usr/bin:/bin", "HOME": str(tmp_path)}
-    where = subprocess.run([sys.executable, "-c", "import autoswitch.controller.node, autoswitch.broker.service, "
+    where = subprocess.run([sys.executable, "-c", "import autoswitch.controller.server.node, autoswitch.broker.service, "
                             "autoswitch.ha, autoswitch.epochfile, autoswitch.pipeline; print(autoswitch.__file__)"],
                            capture_output=True, text=True, timeout=120, env=env, cwd=tmp_path)
     assert where.returncode == 0 and where.stdout.startswith(str(site)), where.stdout + where.stderr[-2000:]

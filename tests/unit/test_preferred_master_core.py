@@ -4,9 +4,9 @@ RebalancePlanner (one group at a time, the delay, the back-off after a failed ha
 from __future__ import annotations
 
 from autoswitch.controller.codes import Code
+from autoswitch.controller.failover.rebalance import GroupFacts, RebalancePlanner
 from autoswitch.controller.messages import CleanBrokerDataRequest, SetPreferredMasterRequest
-from autoswitch.controller.rebalance import GroupFacts, RebalancePlanner
-from autoswitch.controller.sm_snapshot import decode_snapshot, encode_snapshot
+from autoswitch.controller.state.sm_snapshot import decode_snapshot, encode_snapshot
 
 from tests.unit.test_controller_sm_ops import C, G, group_with_master
 

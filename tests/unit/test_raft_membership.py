@@ -7,10 +7,10 @@ from __future__ import annotations
 import pytest
 from autoswitch.controller.consensus.errors import ProposalDropped
 from autoswitch.controller.consensus.membership import BadMembership, Member, Membership
-from autoswitch.controller.membership_ops import MembershipChanges, MembershipView, pacing_wait_ms
 from autoswitch.controller.raft.harness import SimNet
 from autoswitch.controller.raft.membership import pack_snapshot, snapshot_membership, unpack_snapshot
 from autoswitch.controller.raft.messages import Entry, EntryKind, Message, MsgType, Role
+from autoswitch.controller.server.membership_ops import MembershipChanges, MembershipView, pacing_wait_ms
 
 M = Member("127.0.0.1:1", "127.0.0.1:2")
 

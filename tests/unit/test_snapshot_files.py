@@ -9,9 +9,9 @@ import struct
 import zlib
 
 import pytest
-from autoswitch.controller.sm_snapshot import MAX_SNAPSHOT_JSON_BYTES, decode_snapshot, encode_snapshot
-from autoswitch.controller.sm_state import ControllerState, SnapshotCorrupt
 from autoswitch.controller.snapshot_restore import RestoreRefused, save_snapshot_file
+from autoswitch.controller.state.sm_snapshot import MAX_SNAPSHOT_JSON_BYTES, decode_snapshot, encode_snapshot
+from autoswitch.controller.state.sm_state import ControllerState, SnapshotCorrupt
 
 
 def _snap() -> bytes:

@@ -11,9 +11,9 @@ from collections.abc import AsyncIterator
 from typing import TYPE_CHECKING, Any
 
 from autoswitch.controller import messages as m
-from autoswitch.controller.alerts import ALL
 from autoswitch.controller.codes import Code
-from autoswitch.controller.service_common import (
+from autoswitch.controller.server.alerts import ALL
+from autoswitch.controller.server.service_common import (
     BadRequest,
     NodeReply,
     check_field,
@@ -25,7 +25,7 @@ from autoswitch.base.log import get_logger
 from autoswitch.proto import controller_pb2 as pb
 
 if TYPE_CHECKING:
-    from autoswitch.controller.node_api import StreamedNode
+    from autoswitch.controller.server.node_api import StreamedNode
 
 _log = get_logger("controller.streams")
 

@@ -22,7 +22,7 @@ from autoswitch.controller.messages import (
     UpdateConfigEvent,
     event_name,
 )
-from autoswitch.controller.sm_state import ControllerState, GroupState
+from autoswitch.controller.state.sm_state import ControllerState, GroupState
 
 
 class HistoryRecord(msgspec.Struct, frozen=True, kw_only=True, omit_defaults=True):

@@ -23,7 +23,7 @@ from autoswitch.controller.messages import (
     UpdateBrokerAddressEvent,
     UpdateConfigEvent,
 )
-from autoswitch.controller.sm_config import SMConfig
+from autoswitch.controller.state.sm_config import SMConfig
 
 from autoswitch.base.errors import AutoswitchError, CorruptionError
 from autoswitch.base.limits import MAX_REPLICAS_PER_GROUP

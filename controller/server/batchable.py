@@ -8,7 +8,7 @@ from __future__ import annotations
 from typing import Any
 
 from autoswitch.controller.codes import Code
-from autoswitch.controller.service_common import log_refused
+from autoswitch.controller.server.service_common import log_refused
 from google.protobuf.message import Message
 
 from autoswitch.proto import controller_pb2 as pb

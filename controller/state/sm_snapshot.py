@@ -11,8 +11,8 @@ from typing import Any
 from autoswitch.controller.messages import (
     MAX_AUDIT_FIELD_LEN,
 )
-from autoswitch.controller.sm_config import ConfigValueError, SMConfig
-from autoswitch.controller.sm_state import (
+from autoswitch.controller.state.sm_config import ConfigValueError, SMConfig
+from autoswitch.controller.state.sm_state import (
     BrokerRecord,
     ControllerState,
     GroupState,

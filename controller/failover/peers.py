@@ -12,7 +12,7 @@ import time
 
 import grpc
 from autoswitch.controller.config import ControllerConfig
-from autoswitch.controller.liveness import BrokerReport, NodeOpinion, Opinion
+from autoswitch.controller.failover.liveness import BrokerReport, NodeOpinion, Opinion
 from autoswitch.controller.messages import ack_mode_or_unstated
 
 from autoswitch.base.limits import MAX_INCARNATION_LEN

@@ -10,13 +10,13 @@ from typing import TYPE_CHECKING, Any, Protocol
 if TYPE_CHECKING:
     from autoswitch.controller import messages as msgs
     from autoswitch.controller.config import ControllerConfig
-    from autoswitch.controller.election_scanner import ElectionScanner
-    from autoswitch.controller.liveness_desk import LivenessDesk
-    from autoswitch.controller.membership_ops import MembershipView
-    from autoswitch.controller.metrics import ControllerMetrics
-    from autoswitch.controller.proposer import Proposer
-    from autoswitch.controller.sm_adapter import AppliedStateMachine, GroupState
-    from autoswitch.controller.watchers import Watchers
+    from autoswitch.controller.failover.election_scanner import ElectionScanner
+    from autoswitch.controller.failover.liveness_desk import LivenessDesk
+    from autoswitch.controller.server.membership_ops import MembershipView
+    from autoswitch.controller.server.metrics import ControllerMetrics
+    from autoswitch.controller.server.proposer import Proposer
+    from autoswitch.controller.server.sm_adapter import AppliedStateMachine, GroupState
+    from autoswitch.controller.server.watchers import Watchers
 
 
 class ObservedNode(Protocol):

@@ -18,7 +18,7 @@ from typing import TYPE_CHECKING, Any
 
 import msgspec
 from autoswitch.controller import messages as m
-from autoswitch.controller.history import HistoryRecord
+from autoswitch.controller.state.history import HistoryRecord
 
 if TYPE_CHECKING:
     from autoswitch.controller.config import ControllerConfig
@@ -119,8 +119,8 @@ class AppliedStateMachine:
 
     def __init__(self, sm_config_strings: dict[str, str], events: Any, on_change: Any, log: Any,
                  on_record: Callable[[HistoryRecord], None] | None = None) -> None:
-        from autoswitch.controller.sm_config import SMConfig
-        from autoswitch.controller.statemachine import ControllerStateMachine
+        from autoswitch.controller.state.sm_config import SMConfig
+        from autoswitch.controller.state.statemachine import ControllerStateMachine
 
         self.inner = ControllerStateMachine(SMConfig.from_strings(sm_config_strings), history_sink=self._sink)
         self.events = events
@@ -248,7 +248,7 @@ class AppliedStateMachine:
         return g.master_epoch, g.master_broker_id or 0
 
     def masters_refs(self) -> list[Any]:
-        from autoswitch.controller.liveness import MasterRef
+        from autoswitch.controller.failover.liveness import MasterRef
 
         return [MasterRef(g.cluster_name, name, g.master_broker_id, g.master_epoch)
                 for name, g in self.inner.state.groups.items() if g.master_broker_id is not None]

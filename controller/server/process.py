@@ -14,10 +14,10 @@ import time
 from dataclasses import dataclass
 
 import grpc
-from autoswitch.controller.authz import NAMESRV_RULES, STANDALONE_NAMESRV_RULES
 from autoswitch.controller.config import ControllerConfig
 from autoswitch.controller.namesrv import MAX_CONCURRENT_RPCS, NameServerServicer, PolledAuthority, RouteTable
-from autoswitch.controller.node import ControllerNode
+from autoswitch.controller.server.authz import NAMESRV_RULES, STANDALONE_NAMESRV_RULES
+from autoswitch.controller.server.node import ControllerNode
 from prometheus_client import CollectorRegistry
 
 from autoswitch.base import tls

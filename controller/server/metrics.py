@@ -15,8 +15,8 @@ from prometheus_client import CollectorRegistry, Counter, Histogram
 from autoswitch.base.observe import FnCollector
 
 if TYPE_CHECKING:
-    from autoswitch.controller.history import HistoryRecord
-    from autoswitch.controller.node_api import ObservedNode
+    from autoswitch.controller.server.node_api import ObservedNode
+    from autoswitch.controller.state.history import HistoryRecord
 
 PROPOSAL_BUCKETS = (0.001, 0.002, 0.005, 0.01, 0.02, 0.05, 0.1, 0.2, 0.5, 1.0, 2.0, 5.0)
 MAX_GROUPS_SCANNED = 100_000     # the per-scrape walk over groups is bounded

@@ -32,26 +32,30 @@ from typing import TYPE_CHECKING, Any
 
 import grpc
 from autoswitch.controller import messages as msgs
-from autoswitch.controller import sm_adapter
-from autoswitch.controller.alerts import Alerter
-from autoswitch.controller.authz import CONTROLLER_RULES
 from autoswitch.controller.codes import Code
 from autoswitch.controller.config import ControllerConfig
-from autoswitch.controller.election_scanner import ElectionScanner
-from autoswitch.controller.eventlog import EventLog
-from autoswitch.controller.history import HistoryRecord
-from autoswitch.controller.liveness import HeartbeatTable
-from autoswitch.controller.liveness_desk import DeadReportMarker, LivenessDesk
-from autoswitch.controller.membership_ops import MembershipChanges, MembershipView
-from autoswitch.controller.metrics import ControllerMetrics
-from autoswitch.controller.peers import PeerLiveness
-from autoswitch.controller.proposer import Proposer
-from autoswitch.controller.service import ControllerServicer
-from autoswitch.controller.service_common import NodeReply
-from autoswitch.controller.sm_snapshot import decode_snapshot
-from autoswitch.controller.startup_checks import check_cluster_id, check_raft_dir_present, warn_insecure
-from autoswitch.controller.status_page import StatusPage
-from autoswitch.controller.watchers import Watchers
+from autoswitch.controller.failover.election_scanner import ElectionScanner
+from autoswitch.controller.failover.liveness import HeartbeatTable
+from autoswitch.controller.failover.liveness_desk import DeadReportMarker, LivenessDesk
+from autoswitch.controller.failover.peers import PeerLiveness
+from autoswitch.controller.server import sm_adapter
+from autoswitch.controller.server.alerts import Alerter
+from autoswitch.controller.server.authz import CONTROLLER_RULES
+from autoswitch.controller.server.eventlog import EventLog
+from autoswitch.controller.server.membership_ops import MembershipChanges, MembershipView
+from autoswitch.controller.server.metrics import ControllerMetrics
+from autoswitch.controller.server.proposer import Proposer
+from autoswitch.controller.server.service import ControllerServicer
+from autoswitch.controller.server.service_common import NodeReply
+from autoswitch.controller.server.startup_checks import (
+    check_cluster_id,
+    check_raft_dir_present,
+    warn_insecure,
+)
+from autoswitch.controller.server.status_page import StatusPage
+from autoswitch.controller.server.watchers import Watchers
+from autoswitch.controller.state.history import HistoryRecord
+from autoswitch.controller.state.sm_snapshot import decode_snapshot
 
 from autoswitch.base import tls
 from autoswitch.base.auth import Guard, Rule
@@ -323,7 +327,7 @@ class ControllerNode:
 
     async def change_membership(self, action: str, node_id: str, address: str, raft_address: str,
                                 pacing_budget_s: float = 0.0) -> None:
-        """Leader only: one membership change (controller/membership_ops.py; ``pacing_budget_s``:
+        """Leader only: one membership change (controller/server/membership_ops.py; ``pacing_budget_s``:
         how long it may wait for voter-change pacing). Removing the leader itself first hands
         leadership to the most caught-up other voter, then answers NOT_LEADER so the caller
         repeats the request there."""

@@ -18,7 +18,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from autoswitch.controller import messages as msgs
-from autoswitch.controller.authz import audit_detail
+from autoswitch.controller.server.authz import audit_detail
 
 from autoswitch.base.auth import Role, current_caller
 

@@ -26,7 +26,7 @@ import signal
 import subprocess
 from dataclasses import asdict, dataclass, field
 
-from autoswitch.controller.watchers import Watchers
+from autoswitch.controller.server.watchers import Watchers
 
 from autoswitch.base.log import get_logger
 from autoswitch.base.waits import cancel_and_wait

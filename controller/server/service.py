@@ -15,13 +15,13 @@ from collections.abc import Callable
 from typing import TYPE_CHECKING, Any
 
 import msgspec
-from autoswitch.controller import audit as admin_audit
 from autoswitch.controller import messages as m
-from autoswitch.controller import streams
-from autoswitch.controller.authz import audit_detail
-from autoswitch.controller.batchable import BATCHABLE, decode_call
 from autoswitch.controller.codes import Code
-from autoswitch.controller.service_common import (
+from autoswitch.controller.server import audit as admin_audit
+from autoswitch.controller.server import streams
+from autoswitch.controller.server.authz import audit_detail
+from autoswitch.controller.server.batchable import BATCHABLE, decode_call
+from autoswitch.controller.server.service_common import (
     BadRequest,
     NodeReply,
     check_addr,
@@ -40,7 +40,7 @@ from autoswitch.proto import controller_pb2 as pb
 from autoswitch.proto import controller_pb2_grpc as pbg
 
 if TYPE_CHECKING:
-    from autoswitch.controller.node_api import ServedNode
+    from autoswitch.controller.server.node_api import ServedNode
 
 _log = get_logger("controller.service")
 
@@ -272,7 +272,7 @@ class ControllerServicer(pbg.ControllerServiceServicer):
     async def QueryLiveness(self, request, context):
         if len(request.brokers) > 100_000:
             raise BadRequest("too many brokers in one liveness query")
-        from autoswitch.controller.peers import opinion_to_pb
+        from autoswitch.controller.failover.peers import opinion_to_pb
 
         keys = [(check_field(k.broker_name, m.Name, "broker_name"), check_field(k.broker_id, m.BrokerId, "broker_id"))
                 for k in request.brokers]
@@ -281,7 +281,7 @@ class ControllerServicer(pbg.ControllerServiceServicer):
                                      max_assumed_timeout_ms=self.node.liveness.max_assumed_timeout_ms())
 
     async def BrokerSession(self, request, context):
-        """Held open by the broker for its whole life; its end is crash evidence (controller/streams.py)."""
+        """Held open by the broker for its whole life; its end is crash evidence (controller/server/streams.py)."""
         async for ev in streams.broker_session(self.node, request):
             yield ev
 
@@ -434,7 +434,7 @@ class ControllerServicer(pbg.ControllerServiceServicer):
     @_handler(pb.UpdateControllerConfigReply, audit=lambda r: "")
     async def UpdateControllerConfig(self, request, context):
         """Replicated keys go through Raft (leader only); node-local keys change on this node only."""
-        from autoswitch.controller import sm_config
+        from autoswitch.controller.state import sm_config
 
         from autoswitch.base.errors import ConfigError
 

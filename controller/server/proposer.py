@@ -12,7 +12,6 @@ from __future__ import annotations
 import time
 from typing import TYPE_CHECKING, Protocol
 
-from autoswitch.controller import audit, sm_adapter
 from autoswitch.controller import messages as msgs
 from autoswitch.controller.codes import Code, code_name
 from autoswitch.controller.consensus.errors import (
@@ -21,13 +20,14 @@ from autoswitch.controller.consensus.errors import (
     ProposalTimeout,
     QuorumUnavailable,
 )
-from autoswitch.controller.service_common import NodeReply
+from autoswitch.controller.server import audit, sm_adapter
+from autoswitch.controller.server.service_common import NodeReply
 
 from autoswitch.base.log import EventLogger
 
 if TYPE_CHECKING:
     from autoswitch.controller.consensus import Consensus
-    from autoswitch.controller.membership_ops import MembershipView
+    from autoswitch.controller.server.membership_ops import MembershipView
 
 
 class Histogram(Protocol):

@@ -14,7 +14,7 @@ import os
 from array import array
 from pathlib import Path
 
-from autoswitch.controller.history import HistoryRecord, encode_record
+from autoswitch.controller.state.history import HistoryRecord, encode_record
 
 from autoswitch.base.log import get_logger
 

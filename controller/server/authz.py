@@ -29,7 +29,7 @@ from __future__ import annotations
 from collections.abc import Iterable
 from typing import Any
 
-from autoswitch.controller.batchable import BATCHABLE
+from autoswitch.controller.server.batchable import BATCHABLE
 from google.protobuf import text_format
 
 from autoswitch.base.auth import Role, Rule, Target

@@ -17,8 +17,8 @@ from collections import deque
 from typing import TYPE_CHECKING
 
 if TYPE_CHECKING:
-    from autoswitch.controller.history import HistoryRecord
-    from autoswitch.controller.node_api import ObservedNode
+    from autoswitch.controller.server.node_api import ObservedNode
+    from autoswitch.controller.state.history import HistoryRecord
 
 MAX_WAIT_S = 30.0
 POLL_STEP_S = 0.05

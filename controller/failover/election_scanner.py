@@ -2,7 +2,7 @@
 preferred-master rebalance.
 
 The scan runs on every node but acts only on the leader: it asks the pure ScanPlanner
-(controller/liveness.py) which masters it suspects, asks the peers for a majority verdict (the
+(controller/failover/liveness.py) which masters it suspects, asks the peers for a majority verdict (the
 liveness desk), and proposes the planned elections through the node's one proposal path. A master's
 closed session (crash-fast failover) wakes the scan at once and then every FAST_RESCAN_S while a
 peer has not seen its own end of the session yet. Election requests carry the leader's liveness
@@ -17,22 +17,22 @@ from typing import TYPE_CHECKING, Any
 
 import msgspec
 from autoswitch.controller import messages as msgs
-from autoswitch.controller import sm_adapter
-from autoswitch.controller.broker_calls import transfer_master
 from autoswitch.controller.codes import Code, code_name
-from autoswitch.controller.liveness import ScanPlanner
-from autoswitch.controller.rebalance import GroupFacts, RebalancePlanner
-from autoswitch.controller.service_common import NodeReply
+from autoswitch.controller.failover.liveness import ScanPlanner
+from autoswitch.controller.failover.rebalance import GroupFacts, RebalancePlanner
+from autoswitch.controller.server import sm_adapter
+from autoswitch.controller.server.broker_calls import transfer_master
+from autoswitch.controller.server.service_common import NodeReply
 
 from autoswitch.base import tls
 from autoswitch.base.log import EventLogger
 from autoswitch.base.waits import wait_event
 
 if TYPE_CHECKING:
-    from autoswitch.controller.alerts import Alerter
-    from autoswitch.controller.liveness_desk import LivenessDesk
-    from autoswitch.controller.peers import PeerLiveness
-    from autoswitch.controller.proposer import Proposer
+    from autoswitch.controller.failover.liveness_desk import LivenessDesk
+    from autoswitch.controller.failover.peers import PeerLiveness
+    from autoswitch.controller.server.alerts import Alerter
+    from autoswitch.controller.server.proposer import Proposer
 
 # After a master's session closes the leader scans at once, then every FAST_RESCAN_S while a peer
 # has not seen its own end of the session yet, at most MAX_FAST_RESCANS times (~0.5 s).
@@ -188,7 +188,7 @@ class ElectionScanner:
 
     def rebalance_once(self) -> str | None:
         """Leader only, with auto_rebalance_masters: start moving at most one group back to its
-        preferred master (controller/rebalance.py); returns the group."""
+        preferred master (controller/failover/rebalance.py); returns the group."""
         on, delay_ms = self.sm.rebalance()
         if not on or not self.is_leader:
             return None

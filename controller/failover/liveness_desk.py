@@ -5,7 +5,7 @@ It receives heartbeats (typed: the servicer translates the protobuf), session op
 and answers: may this reply count towards the broker's master lease; is this process of a
 brokerId the one the controllers registered (or a copy, refused); which members are alive, dead,
 or dead only on crash evidence, by a voter majority (QueryLiveness to the peers: Sentinel's
-is-master-down-by-addr). The decisions are the pure HeartbeatTable's (controller/liveness.py) and
+is-master-down-by-addr). The decisions are the pure HeartbeatTable's (controller/failover/liveness.py) and
 MembershipView's; this module feeds them and asks the peers. It also keeps the last_dead_report
 marker that makes a DEAD report's lease hold survive a restart.
 """
@@ -17,10 +17,8 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from autoswitch.controller import messages as msgs
-from autoswitch.controller import sm_adapter
 from autoswitch.controller.codes import Code
-from autoswitch.controller.history import HistoryRecord
-from autoswitch.controller.liveness import (
+from autoswitch.controller.failover.liveness import (
     MAX_ASSUMED_TIMEOUT_MS,
     NEVER_REPORTED,
     Heartbeat,
@@ -28,19 +26,21 @@ from autoswitch.controller.liveness import (
     LivenessView,
     NodeOpinion,
 )
-from autoswitch.controller.service_common import NodeReply
-from autoswitch.controller.statemachine import follows_registered
+from autoswitch.controller.server import sm_adapter
+from autoswitch.controller.server.service_common import NodeReply
+from autoswitch.controller.state.history import HistoryRecord
+from autoswitch.controller.state.statemachine import follows_registered
 
 from autoswitch.base.fsutil import write_atomic
 from autoswitch.base.limits import MAX_INCARNATION_LEN
 from autoswitch.base.log import EventLogger, RateLimitedLog
 
 if TYPE_CHECKING:
-    from autoswitch.controller.alerts import Alerter
     from autoswitch.controller.consensus import Consensus
-    from autoswitch.controller.membership_ops import MembershipView
-    from autoswitch.controller.metrics import ControllerMetrics
-    from autoswitch.controller.peers import PeerLiveness
+    from autoswitch.controller.failover.peers import PeerLiveness
+    from autoswitch.controller.server.alerts import Alerter
+    from autoswitch.controller.server.membership_ops import MembershipView
+    from autoswitch.controller.server.metrics import ControllerMetrics
 
 # How far ahead of now the last_dead_report file is written (DeadReportMarker.persist).
 MARKER_AHEAD_MS = 1000

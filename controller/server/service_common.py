@@ -6,7 +6,7 @@ from typing import Any, TypeVar
 
 import msgspec
 from autoswitch.controller import messages as m
-from autoswitch.controller.liveness import BrokerReport, Heartbeat, cap_timeout
+from autoswitch.controller.failover.liveness import BrokerReport, Heartbeat, cap_timeout
 
 from autoswitch.base.addr import is_hostport
 from autoswitch.base.auth import current_caller

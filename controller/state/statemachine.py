@@ -35,9 +35,7 @@ from dataclasses import dataclass
 from typing import Any
 
 import msgspec
-from autoswitch.controller import election
 from autoswitch.controller.codes import Code
-from autoswitch.controller.history import HistoryRecord, event_history_record
 from autoswitch.controller.messages import (
     MAX_AUDIT_FIELD_LEN,
     MAX_QUERY_GROUPS,
@@ -76,9 +74,11 @@ from autoswitch.controller.messages import (
     check_request,
     decode_request,
 )
-from autoswitch.controller.sm_config import BLACKLIST, KEYS, ConfigValueError, SMConfig, parse_value
-from autoswitch.controller.sm_snapshot import decode_snapshot, encode_snapshot
-from autoswitch.controller.sm_state import (
+from autoswitch.controller.state import election
+from autoswitch.controller.state.history import HistoryRecord, event_history_record
+from autoswitch.controller.state.sm_config import BLACKLIST, KEYS, ConfigValueError, SMConfig, parse_value
+from autoswitch.controller.state.sm_snapshot import decode_snapshot, encode_snapshot
+from autoswitch.controller.state.sm_state import (
     FIRST_BROKER_ID,
     MAX_GROUPS,
     MAX_REPORTED_EPOCH_JUMP,
