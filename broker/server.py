@@ -375,6 +375,29 @@ class Broker:
         for listener in self.fence_listeners:
             listener(reason)
 
+    # ----------------------------------------------------------------- for a handover (rm_handover.py)
+
+    def handover_view(self) -> tuple[dict[int, int], int] | None:
+        ha = self.ha_master
+        if self.role != "master" or ha is None or self.write_path is None:
+            return None
+        return {b: ha.replica_acked(b) for b in ha.sync_state_set}, self.store.max_offset
+
+    def pause_writes(self) -> None:
+        if self.write_path is not None:
+            self.write_path.pause()
+
+    def resume_writes(self) -> None:
+        if self.write_path is not None and self.write_path.paused:
+            self.write_path.resume()
+
+    async def wait_replica(self, broker_id: int, offset: int, timeout_s: float) -> tuple[bool, int]:
+        ha = self.ha_master
+        if ha is None:
+            return False, -1
+        ok = await ha.wait_replica(broker_id, offset, timeout_s)
+        return ok, ha.replica_acked(broker_id)
+
     def check_write_fence(self) -> None:
         reason = self.fence_reason()
         if reason:

@@ -55,6 +55,8 @@ STRICT = (
     "autoswitch.broker.replicas.rm_role",
     "autoswitch.broker.replicas.rm_proposals",
     "autoswitch.broker.replicas.rm_fence",
+    "autoswitch.broker.replicas.rm_handover",
+    "autoswitch.broker.replicas.rm_config",
     "autoswitch.broker.replicas.lease",
 )
 

@@ -38,19 +38,25 @@ from autoswitch.broker.replicas.replicas_manager import (
     BecomeSlave,
     Command,
     CommitIdentity,
+    DrainTo,
     ElectMaster,
     FailKind,
     Failure,
     FindLeader,
     GetNextBrokerId,
     GetReplicaInfo,
+    HandoverDone,
+    HandoverElect,
+    HandoverResult,
     NotifyRoleChange,
+    PauseWrites,
     ProposalResult,
     RegisterBroker,
     RemoveTempIdentity,
     ReplicaInfo,
     ReplicasConfig,
     ReplicasManager,
+    ResumeWrites,
     SendHeartbeat,
     SetFenced,
     SyncStateSetLearned,
@@ -111,6 +117,13 @@ class BrokerRoleTarget(Protocol):
         """The controller's current SyncStateSet of this (master) broker's group."""
     def log_position(self) -> tuple[int, int, int]:
         """(maxOffset, confirmOffset, last EpochFile MasterEpoch or 0) of the local log, now."""
+    def handover_view(self) -> tuple[dict[int, int], int] | None:
+        """A master's HA view for a handover: (brokerId -> offset each slave acknowledged on a live
+        connection, -1 for none; the log's end now); None when it is no master with HA running."""
+    def pause_writes(self) -> None: ...
+    def resume_writes(self) -> None: ...
+    async def wait_replica(self, broker_id: int, offset: int, timeout_s: float) -> tuple[bool, int]:
+        """(whether ``broker_id`` acknowledged ``offset`` within the time, what it acknowledged)."""
 
 
 class SyncStateSetRejected(AutoswitchError):
@@ -216,6 +229,7 @@ class ReplicasAdapter:
         self._main: asyncio.Task | None = None
         self._watch_task: asyncio.Task | None = None
         self._proposals: dict[int, asyncio.Future] = {}
+        self._handover: asyncio.Future[HandoverResult] | None = None
         self._next_proposal = 1
         self._stopping = False
         self.watch_events = 0
@@ -284,6 +298,9 @@ class ReplicasAdapter:
             if not fut.done():
                 fut.set_exception(SyncStateSetRejected("replicas manager stopped"))
         self._proposals.clear()
+        if self._handover is not None and not self._handover.done():
+            self._handover.set_result(HandoverResult(False, "the replicas manager stopped"))
+            self.broker.resume_writes()
 
     # ------------------------------------------------------------------ public queries
 
@@ -333,44 +350,31 @@ class ReplicasAdapter:
         self._perform(self.core.propose(pid, master_epoch, sync_state_set_epoch, frozenset(new_set), self.clock()))
         return await fut
 
-    async def cancel_handover(self, master_epoch: int, timeout_s: float) -> bool | None:
-        """After a handover whose answer never came: confirm the SyncStateSet unchanged (which bumps
-        its epoch, so the handover's compare-and-set can never pass later). True: cancelled, still
-        master; False: the controller says this broker is no longer master; None: no answer."""
-        core = self.core
-        try:
-            await asyncio.wait_for(self.propose(master_epoch, core.roles.sync_state_set_epoch,
-                                                core.sync_state_set), timeout_s)
-            return True
-        except SyncStateSetRejected as e:
-            reason = str(e.details.get("reason", ""))
-            if reason == "CONTROLLER_FENCED_SYNC_STATE_SET_EPOCH":
-                return True       # the epoch moved anyway: the handover cannot pass either
-            if reason in ("CONTROLLER_FENCED_MASTER_EPOCH", "CONTROLLER_INVALID_MASTER"):
-                return False
-            return None
-        except TimeoutError:
-            return None
+    async def hand_over(self, to: int | None, timeout_s: float) -> HandoverResult:
+        """Hand the master role to broker ``to`` (None: the best in-sync slave): the core's
+        handover sub-machine (rm_handover.py) decides, this performs its commands. Never raises
+        for a refusal: the result says why."""
+        if self._handover is not None and not self._handover.done():
+            return HandoverResult(False, "a handover is already running")
+        view = self.broker.handover_view()
+        if self.broker.role != "master" or view is None or self._stopping:
+            return HandoverResult(False, "not a master")
+        fut: asyncio.Future[HandoverResult] = asyncio.get_running_loop().create_future()
+        self._handover = fut
+        acked, max_offset = view
+        self._perform(self.core.start_handover(self.clock(), to, acked, max_offset, timeout_s))
+        return await fut
 
-    def handover_in_doubt(self, master_epoch: int, reason: str) -> None:
-        """Fence writes of ``master_epoch``: a handover's outcome is unknown (or it passed and the
-        role has not followed yet). The core owns the fence; a role change leaves it behind."""
-        self._perform(self.core.on_handover_in_doubt(master_epoch, reason, self.clock()))
+    async def _drain(self, cmd: DrainTo) -> None:
+        """Wait until the handover's target acknowledged ``cmd.offset`` on its HA connection."""
+        ok, acked = await self.broker.wait_replica(cmd.target, cmd.offset, cmd.timeout_s)
+        if not self._stopping:
+            self._perform(self.core.on_handover_drained(self.clock(), ok, acked))
 
-    def handover_settled(self, master_epoch: int) -> None:
-        self._perform(self.core.on_handover_settled(master_epoch, self.clock()))
-
-    async def hand_over(self, to_id: int, expect_master_epoch: int, timeout_s: float) -> ReplicaInfo:
-        """Ask the controller to move mastership to ``to_id`` (compare-and-set on our MasterEpoch,
-        broker/replicas/handover.py) and feed the new view to the core, which switches our role.
-        ControllerCallFailed (or TimeoutError) when the controller refuses or cannot answer."""
-        bid = self.core.broker_id
-        assert bid is not None and self.core.role == "master"
-        info = self._info(await asyncio.wait_for(self.api.hand_over_master(
-            self.config.cluster, self.config.group, bid, to_id, expect_master_epoch,
-            self.core.roles.sync_state_set_epoch), timeout_s))
-        self._perform(self.core.on_replica_info(info, self.clock(), "handover"))
-        return info
+    def _handover_done(self, cmd: HandoverDone) -> None:
+        fut, self._handover = self._handover, None
+        if fut is not None and not fut.done():
+            fut.set_result(cmd.result)
 
     # ------------------------------------------------------------------ loops
 
@@ -437,6 +441,14 @@ class ReplicasAdapter:
                 case NotifyRoleChange():
                     if self.hooks is not None:
                         self.hooks.submit(cmd.change)
+                case PauseWrites():
+                    self.broker.pause_writes()
+                case ResumeWrites():
+                    self.broker.resume_writes()
+                case DrainTo():
+                    self._spawn(self._drain(cmd))
+                case HandoverDone():
+                    self._handover_done(cmd)
                 case RemoveTempIdentity():
                     try:
                         self.identity.remove_temp()
@@ -503,6 +515,10 @@ class ReplicasAdapter:
             case ElectMaster():
                 info = await asyncio.wait_for(api.elect_master(cmd.cluster, cmd.group, cmd.broker_id), t)
                 return self._info(info)
+            case HandoverElect():
+                return self._info(await asyncio.wait_for(api.hand_over_master(
+                    cmd.cluster, cmd.group, cmd.from_id, cmd.to_id, cmd.expect_master_epoch,
+                    cmd.expect_sync_state_set_epoch), cmd.timeout_s))
             case AlterSyncStateSet():
                 members, epoch = await asyncio.wait_for(
                     api.alter_sync_state_set(

@@ -18,12 +18,12 @@ from __future__ import annotations
 
 import random
 import uuid
-from collections.abc import Callable
-from dataclasses import dataclass, field, replace
+from collections.abc import Callable, Mapping
+from dataclasses import replace
 from typing import Any
 
 from autoswitch.broker.replicas.identity import LoadedIdentity
-from autoswitch.broker.replicas.lease import LeaseConfig, MasterLease
+from autoswitch.broker.replicas.lease import MasterLease
 from autoswitch.broker.replicas.rm_commands import (
     LEADER_AWARE,
     AdoptControllers,
@@ -34,24 +34,32 @@ from autoswitch.broker.replicas.rm_commands import (
     BecomeSlave,
     Command,
     CommitIdentity,
+    DrainTo,
     ElectMaster,
     Failure,
     FindLeader,
     GetNextBrokerId,
     GetReplicaInfo,
+    HandoverDone,
+    HandoverElect,
+    HandoverResult,
     NotifyRoleChange,
+    PauseWrites,
     Phase,
     ProposalResult,
     RegisterBroker,
     RemoveTempIdentity,
     Request,
+    ResumeWrites,
     RoleChange,
     SendHeartbeat,
     SetFenced,
     SyncStateSetLearned,
     WriteTempIdentity,
 )
+from autoswitch.broker.replicas.rm_config import ReplicasConfig
 from autoswitch.broker.replicas.rm_fence import WriteFence
+from autoswitch.broker.replicas.rm_handover import Handover
 from autoswitch.broker.replicas.rm_proposals import SyncStateSetProposals
 from autoswitch.broker.replicas.rm_registration import Registration
 from autoswitch.broker.replicas.rm_role import RoleKeeper
@@ -59,7 +67,6 @@ from autoswitch.controller.api import FailKind, HeartbeatAnswer, ReplicaInfo
 
 from autoswitch.base.addr import is_hostport
 from autoswitch.base.backoff import Backoff
-from autoswitch.base.errors import ConfigError
 from autoswitch.base.limits import MAX_CONTROLLERS
 from autoswitch.base.log import get_logger
 from autoswitch.base.quorum import majority
@@ -70,43 +77,9 @@ __all__ = [
     "CommitIdentity", "ElectMaster", "FailKind", "Failure", "FindLeader", "GetNextBrokerId", "GetReplicaInfo",
     "NotifyRoleChange", "Phase", "ProposalResult", "RegisterBroker", "RemoveTempIdentity",
     "ReplicaInfo", "ReplicasConfig", "ReplicasManager", "RoleChange", "SendHeartbeat", "SetFenced",
-    "SyncStateSetLearned", "WriteTempIdentity",
+    "SyncStateSetLearned", "WriteTempIdentity", "DrainTo", "HandoverDone", "HandoverElect", "HandoverResult",
+    "PauseWrites", "ResumeWrites",
 ]
-
-
-# --------------------------------------------------------------------------- config
-
-
-@dataclass(frozen=True)
-class ReplicasConfig:
-    cluster: str
-    group: str  # brokerName
-    broker_addr: str  # registered with the controller; clients and slaves find us by it
-    controllers: tuple[str, ...]  # every controller node: heartbeats go to all of them
-    heartbeat_interval_ms: int = 1000
-    sync_interval_ms: int = 5000
-    backoff_min_ms: int = 100
-    backoff_max_ms: int = 5000
-    election_priority: int = 0  # lower wins among equal (epoch, maxOffset), RocketMQ's rule
-    lease: LeaseConfig = field(default_factory=LeaseConfig)
-    fixed_broker_id: int | None = None  # named by the broker's certificate (broker/<group>/<id>)
-    # Stated in heartbeats: the fewest SyncStateSet members this broker acknowledges with as
-    # master (its min_in_sync_replicas; 1 in ack mode "master"); 0 = not stated.
-    min_in_sync_replicas: int = 0
-
-    def validate(self) -> ReplicasConfig:
-        if not self.controllers:
-            raise ConfigError("at least one controller address is required", key="controllers")
-        if not (10 <= self.heartbeat_interval_ms <= 60_000):
-            raise ConfigError("heartbeat_interval_ms must be in [10, 60000]", key="heartbeat_interval_ms")
-        if not (self.heartbeat_interval_ms <= self.sync_interval_ms <= 600_000):
-            raise ConfigError("sync_interval_ms must be in [heartbeat_interval_ms, 600000]", key="sync_interval_ms")
-        if not (1 <= self.backoff_min_ms <= self.backoff_max_ms <= 60_000):
-            raise ConfigError("need 1 <= backoff_min_ms <= backoff_max_ms <= 60000", key="backoff_max_ms")
-        if self.lease.heartbeat_timeout_ms <= self.heartbeat_interval_ms:
-            raise ConfigError("heartbeat_timeout_ms must be > heartbeat_interval_ms", key="heartbeat_timeout_ms")
-        self.lease.validate(self.heartbeat_interval_ms)
-        return self
 
 
 # --------------------------------------------------------------------------- the manager
@@ -138,6 +111,7 @@ class ReplicasManager:
                                 Backoff(bmin, bmax, rand=rand), self._log)
         self.proposals = SyncStateSetProposals(cfg.group, self._req, self._log)
         self.fence = WriteFence(self.roles, self.lease, self._log)
+        self.handover = Handover(cfg.cluster, cfg.group, self._req, self.roles, self.fence, self._log)
         self._hb_interval = cfg.heartbeat_interval_ms / 1000.0
         self._sync_interval = cfg.sync_interval_ms / 1000.0
         self._next_hb_at = 0.0
@@ -193,7 +167,8 @@ class ReplicasManager:
         cmd = make(req)
         self._pending[req] = cmd
         # one registration step + one heartbeat per controller + sync + elect + alter + role
-        assert len(self._pending) <= len(self.config.controllers) + 5, self._pending
+        # + a handover's election or cancel
+        assert len(self._pending) <= len(self.config.controllers) + 6, self._pending
         return cmd
 
     def next_deadline(self) -> float | None:
@@ -210,6 +185,9 @@ class ReplicasManager:
             if self._sync_req is None:
                 times.append(self._next_sync_at)
             times.extend(self.roles.deadlines())
+            h = self.handover.next_deadline()
+            if h is not None:
+                times.append(h)
         if self.role == "master" and self.config.lease.enabled and self.fence.told is None:
             exp = self.lease.expires_at()
             if exp is not None:
@@ -256,6 +234,7 @@ class ReplicasManager:
             out.append(cmd)
         out.extend(self.roles.drive_election(now))
         out.extend(self.roles.drive(now))
+        out.extend(self.handover.tick(now))
         out.extend(self._check_fence(now))
         out.extend(self.roles.take_learned())
         return out
@@ -273,17 +252,18 @@ class ReplicasManager:
         self.lease.void()
         return self._check_fence(now)
 
-    def on_handover_in_doubt(self, master_epoch: int, reason: str, now: float) -> list[Command]:
-        """A handover of ``master_epoch`` whose outcome is unknown (or that passed while this
-        broker is still master): fence writes of that epoch until on_handover_settled or a role
-        change. Ignored if this broker is no longer master of that epoch."""
-        self.fence.handover_in_doubt(master_epoch, reason)
-        return self._check_fence(now)
+    def start_handover(self, now: float, to: int | None, acked: Mapping[int, int], max_offset: int,
+                       timeout_s: float) -> list[Command]:
+        """Hand the master role to ``to`` (None: the best in-sync slave), rm_handover.py. ``acked``:
+        brokerId -> the offset each slave acknowledged on a live HA connection (-1: none)."""
+        fenced = self.fence.reason(self._running_master, now) if self.role == "master" else None
+        return self.handover.start(now, to, acked, max_offset, fenced, timeout_s)
 
-    def on_handover_settled(self, master_epoch: int, now: float) -> list[Command]:
-        """The handover of ``master_epoch`` can no longer pass: writes may go on."""
-        self.fence.handover_settled(master_epoch)
-        return self._check_fence(now)
+    def on_handover_drained(self, now: float, caught_up: bool, acked_at: int) -> list[Command]:
+        """The DrainTo the handover asked for ended: the target holds the log (or not in time)."""
+        out = self.handover.on_drained(now, caught_up, acked_at)
+        out.extend(self.tick(now))
+        return out
 
     def on_caught_up(self, master_epoch: int, now: float) -> list[Command]:
         """The HA slave's log reached the confirmOffset sent by its master of ``master_epoch``."""
@@ -340,6 +320,10 @@ class ReplicasManager:
         if cmd is None or self.phase == Phase.STOPPED:
             return []  # answered twice or after shutdown: nothing waits for it
         out: list[Command] = []
+        if self.handover.owns(req):
+            out.extend(self.handover.on_reply(now, cmd, value))
+            out.extend(self.tick(now))
+            return out
         match cmd:
             case SendHeartbeat():
                 self._hb_inflight.pop(cmd.controller, None)
@@ -392,7 +376,7 @@ class ReplicasManager:
         bid = self.reg.broker_id
         self.roles.broker_id = bid
         self._log = self._log.bind(brokerId=bid)
-        self.reg.log = self.roles.log = self.proposals.log = self._log
+        self.reg.log = self.roles.log = self.proposals.log = self.fence.log = self.handover.log = self._log
         self._log.info("registered", masterId=info.master_id, epoch=info.master_epoch)
         self._next_hb_at = now
         self._next_sync_at = now + self._sync_interval
@@ -405,6 +389,10 @@ class ReplicasManager:
         out: list[Command] = []
         if isinstance(cmd, LEADER_AWARE):
             self.reg.note_leader(failure)
+        if self.handover.owns(req):
+            out.extend(self.handover.on_failure(now, cmd, failure))
+            out.extend(self.tick(now))
+            return out
         match cmd:
             case SendHeartbeat():
                 self._hb_inflight.pop(cmd.controller, None)

@@ -205,6 +205,58 @@ class NotifyRoleChange:
     change: RoleChange
 
 
+@dataclass(frozen=True)
+class HandoverElect:
+    """Ask the controller to move mastership to ``to_id``: a compare-and-set on this master
+    (``from_id``), its MasterEpoch and syncStateSetEpoch (rm_handover.py). Answered with the
+    group's ReplicaInfo; a refusal is REJECTED, anything else leaves the outcome unknown."""
+
+    req: int
+    cluster: str
+    group: str
+    from_id: int
+    to_id: int
+    expect_master_epoch: int
+    expect_sync_state_set_epoch: int
+    timeout_s: float
+
+
+@dataclass(frozen=True)
+class HandoverResult:
+    ok: bool
+    reason: str                 # why not, or how ("handed_over")
+    target: int = 0
+    master_id: int = 0          # the group's master afterwards, as far as this broker knows
+    master_epoch: int = 0
+    master_addr: str = ""
+    waited_ms: int = 0
+
+
+@dataclass(frozen=True)
+class PauseWrites:
+    """Hold new writes (they wait, they are not refused) until ResumeWrites."""
+
+
+@dataclass(frozen=True)
+class ResumeWrites:
+    pass
+
+
+@dataclass(frozen=True)
+class DrainTo:
+    """Tell the core (on_handover_drained) once broker ``target`` acknowledged ``offset`` on its
+    HA connection, or that it did not within ``timeout_s``."""
+
+    target: int
+    offset: int
+    timeout_s: float
+
+
+@dataclass(frozen=True)
+class HandoverDone:
+    result: HandoverResult
+
+
 # What the driver performs and answers (on_reply / on_failure): each carries its request id.
 Request = (
     FindLeader
@@ -217,12 +269,14 @@ Request = (
     | GetReplicaInfo
     | ElectMaster
     | AlterSyncStateSet
+    | HandoverElect
     | BecomeMaster
     | BecomeSlave
     | BecomeFenced
 )
 # What the driver carries out with no answer.
-Notice = RemoveTempIdentity | AdoptControllers | SetFenced | SyncStateSetLearned | ProposalResult | NotifyRoleChange
+Notice = (RemoveTempIdentity | AdoptControllers | SetFenced | SyncStateSetLearned | ProposalResult | NotifyRoleChange
+          | PauseWrites | ResumeWrites | DrainTo | HandoverDone)
 Command = Request | Notice
 
 # How a part issues a command: it passes a constructor taking the request id it is given.

@@ -162,6 +162,18 @@ class FakeBroker:
         self.calls.append(("slave", master_epoch, master_ha_addr, master_addr))
         self.role = "slave"
 
+    def handover_view(self):
+        return None              # no HA here: a handover is refused as "not a master"
+
+    def pause_writes(self):
+        pass
+
+    def resume_writes(self):
+        pass
+
+    async def wait_replica(self, broker_id, offset, timeout_s):
+        return False, -1
+
     def fence_changed(self, reason):
         self.lease_fenced.append(reason)
 

@@ -29,6 +29,7 @@ from autoswitch.broker.replicas.replicas_manager import (
     FindLeader,
     GetNextBrokerId,
     GetReplicaInfo,
+    HandoverElect,
     RegisterBroker,
     RemoveTempIdentity,
     ReplicaInfo,
@@ -173,6 +174,11 @@ class Harness:
                 return "ok", c.info[g]
             case ElectMaster():
                 return "ok", c.elect(g, cmd.broker_id)
+            case HandoverElect():
+                info = c.hand_over(g, cmd.from_id, cmd.to_id, cmd.expect_master_epoch, cmd.expect_sync_state_set_epoch)
+                if info is None:
+                    return "fail", Failure(FailKind.REJECTED, "CONTROLLER_ELECT_MASTER_FAILED", "compare-and-set failed")
+                return "ok", info
             case AlterSyncStateSet():
                 cur = c.info[g]
                 new = ReplicaInfo(cur.master_id, cur.master_addr, cur.master_epoch, cmd.new_set,

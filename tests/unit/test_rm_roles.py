@@ -315,34 +315,6 @@ def test_minority_of_controllers_cannot_keep_the_lease(tmp_path):
     assert h.of_type(SetFenced) == [SetFenced(True, "lease_expired")]
 
 
-def test_a_handover_in_doubt_fences_its_epoch_until_settled_or_the_role_changes(tmp_path):
-    # the core owns the write fence: lease, deposed and a handover whose outcome is unknown
-    h = _master_with_lease(tmp_path, enabled=False)
-    me, epoch = h.core.broker_id, h.core.applied_epoch
-    h._push(h.core.on_handover_in_doubt(epoch - 1, "handover outcome unknown", h.now))
-    assert h.core.may_acknowledge(h.now) and not h.of_type(SetFenced), "another epoch's handover: nothing"
-    h._push(h.core.on_handover_in_doubt(epoch, "handover outcome unknown", h.now))
-    h.drain()
-    assert h.of_type(SetFenced) == [SetFenced(True, "handover outcome unknown")]
-    assert not h.core.may_acknowledge(h.now)
-    assert h.core.fenced_reason(h.now) == "handover outcome unknown"
-    for _ in range(20):                      # it stays up: no timer lifts it
-        h.tick(0.1)
-        h.drain()
-    assert not h.core.may_acknowledge(h.now)
-    h._push(h.core.on_handover_settled(epoch, h.now))
-    h.drain()
-    assert h.core.may_acknowledge(h.now) and h.of_type(SetFenced)[-1] == SetFenced(False, None)
-    # in doubt again, then the controller's view moves on: the new role leaves the fence behind
-    h._push(h.core.on_handover_in_doubt(epoch, "deposed by the handover", h.now))
-    h.drain()
-    assert h.core.fenced_reason(h.now) == "deposed by the handover"
-    h._push(h.core.on_replica_info(info(me, epoch + 1, {me}), h.now))
-    h.drain()
-    assert h.core.applied_epoch == epoch + 1 and h.core.role == "master"
-    assert h.core.may_acknowledge(h.now) and h.of_type(SetFenced)[-1] == SetFenced(False, None)
-
-
 def test_newer_sss_for_our_epoch_is_handed_to_ha_once(tmp_path):
     from autoswitch.broker.replicas.replicas_manager import SyncStateSetLearned
 
