@@ -216,6 +216,10 @@ class Broker:
     # an id has key == bid; a second process of the id (a cloned data directory) has its own key.
     key: int = 0
     retired: bool = False               # a clone the operator stopped for good
+    # a graceful handover running on this master (the core's sub-machine): new writes held, and
+    # the DrainTo it waits for: (target, offset, deadline in virtual ms)
+    paused: bool = False
+    drain: tuple[int, int, int] | None = None
 
     def __post_init__(self) -> None:
         self.key = self.key or self.bid
@@ -327,6 +331,7 @@ class DataSim:
         # of a seed stay as they were.
         self.past_views: list[Any] = []
         self.push_rng = random.Random(f"push/{seed}")
+        self.handover_rng = random.Random(f"handover/{seed}")
         for b in self.brokers.values():
             rm_driver.new_rm(self, b)
 
@@ -892,6 +897,8 @@ class DataSim:
         if not masters:
             return
         m = self.rng.choice(masters)
+        if m.paused:
+            return          # a handover holds new writes: the producer's call waits (and then moves)
         if not self.may_acknowledge(m) or len(m.pending) > 64:
             return          # fenced: the producer gets an error and retries elsewhere
         try:
@@ -1196,9 +1203,14 @@ class DataSim:
         return {"in_sync_replicas": "quorum"}.get(self.ack_mode, self.ack_mode)
 
     def _handover(self) -> None:
-        """A master hands over to a SyncStateSet member, adversarially: it does not drain (it keeps
-        taking writes), the target may lag, and its view of the MasterEpoch may be stale. Safety
-        must come from the controller's compare-and-set and the SyncStateSet rule alone."""
+        """Half the time the real thing: the master's ReplicasManager core runs its handover
+        sub-machine (rm_handover.py: hold, drain, compare-and-set, step down; cancel when no answer
+        comes), the driver performing its commands. Else adversarially: the master does not drain
+        (it keeps taking writes), the target may lag, and its view of the MasterEpoch may be stale;
+        safety must then come from the controller's compare-and-set and the SyncStateSet rule alone."""
+        if self.handover_rng.random() < 0.5:
+            self._graceful_handover()
+            return
         m = self._current_master()
         if m is None or not m.alive or m.role != "master" or m.tracker is None:
             return
@@ -1214,6 +1226,15 @@ class DataSim:
         self._request(m, ElectMasterRequest(CLUSTER, GROUP, TRIGGER_HANDOVER, to, True, handover_from=m.bid,
                                             expect_master_epoch=epoch,
                                             expect_sync_state_set_epoch=max(1, m.tracker.sync_state_set_epoch)))
+
+    def _graceful_handover(self) -> None:
+        m = self._current_master()
+        if m is None or m.rm is None or m.tracker is None or m.paused:
+            return
+        acked = {b: (r.ack_offset if r.connected else -1) for b, r in m.tracker.replicas.items()}
+        self.note(f"b{m.key} starts a graceful handover (log max {m.log.max_offset}, acks {acked})")
+        self.stats.extra["graceful_handovers"] = self.stats.extra.get("graceful_handovers", 0) + 1
+        rm_driver.perform(self, m, m.rm.start_handover(self.local_s(m), None, acked, m.log.max_offset, 1.0))
 
     # ------------------------------------------------------------------ main loop
     def step(self, storm: bool) -> None:

@@ -16,8 +16,10 @@ from typing import TYPE_CHECKING, Any
 from autoswitch.broker.replicas import replicas_manager as rmm
 from autoswitch.broker.replicas.identity import BrokerIdentity, LoadedIdentity
 from autoswitch.controller.api import HeartbeatAnswer
+from autoswitch.controller.codes import Code
 from autoswitch.controller.messages import (
     TRIGGER_BROKER,
+    TRIGGER_HANDOVER,
     AlterSyncStateSetRequest,
     ElectMasterRequest,
     RegisterBrokerRequest,
@@ -95,6 +97,22 @@ def _one(sim: DataSim, b: Broker, cmd: Any) -> list:
             _rpc(sim, b, cmd, "replica_info")
         case rmm.ElectMaster():
             _rpc(sim, b, cmd, ElectMasterRequest(CLUSTER, GROUP, TRIGGER_BROKER, cmd.broker_id))
+        case rmm.HandoverElect():
+            _rpc(sim, b, cmd, ElectMasterRequest(CLUSTER, GROUP, TRIGGER_HANDOVER, cmd.to_id, True,
+                                                 handover_from=cmd.from_id,
+                                                 expect_master_epoch=cmd.expect_master_epoch,
+                                                 expect_sync_state_set_epoch=cmd.expect_sync_state_set_epoch))
+        case rmm.PauseWrites():
+            b.paused = True
+        case rmm.ResumeWrites():
+            b.paused = False
+        case rmm.DrainTo():
+            b.drain = (cmd.target, cmd.offset, sim.now + int(cmd.timeout_s * 1000))
+        case rmm.HandoverDone():
+            r = cmd.result
+            sim.note(f"b{b.key} handover done: ok {r.ok} ({r.reason}) master {r.master_id} epoch {r.master_epoch}")
+            key = "graceful_handovers_ok" if r.ok else "graceful_handovers_failed"
+            sim.stats.extra[key] = sim.stats.extra.get(key, 0) + 1
         case rmm.AlterSyncStateSet():
             _rpc(sim, b, cmd, AlterSyncStateSetRequest(GROUP, cmd.master_id, cmd.master_epoch,
                                                        tuple(sorted(cmd.new_set)), cmd.sync_state_set_epoch))
@@ -178,21 +196,34 @@ def on_message(sim: DataSim, b: Broker, msg: tuple) -> None:
         case rmm.GetReplicaInfo():
             out = (_reply(sim, b, cmd.req, _info(reply)) if reply is not None
                    else _fail(sim, b, cmd.req, rmm.FailKind.REJECTED, "METADATA_NOT_EXIST"))
-        case rmm.RegisterBroker() | rmm.ElectMaster():
+        case rmm.RegisterBroker() | rmm.ElectMaster() | rmm.HandoverElect():
             if isinstance(cmd, rmm.RegisterBroker) and reply.ok:
                 b.register_pending = False      # the controllers accepted it: the abort marker names it
             out = (_reply(sim, b, cmd.req, _info(reply.replica)) if reply.ok
-                   else _fail(sim, b, cmd.req, rmm.FailKind.REJECTED, str(reply.code)))
+                   else _fail(sim, b, cmd.req, rmm.FailKind.REJECTED, _code(reply)))
         case rmm.AlterSyncStateSet():
             out = (_reply(sim, b, cmd.req, (frozenset(reply.replica.sync_state_set), reply.replica.sync_state_set_epoch))
-                   if reply.ok else _fail(sim, b, cmd.req, rmm.FailKind.REJECTED, str(reply.code)))
+                   if reply.ok else _fail(sim, b, cmd.req, rmm.FailKind.REJECTED, _code(reply)))
         case _:
             out = []
     perform(sim, b, out)
 
 
+def _code(reply: Any) -> str:
+    """The reply code's name, as the adapter classifies it (ControllerCallFailed.reply_name)."""
+    return reply.code if isinstance(reply.code, str) else Code(reply.code).name
+
+
 def tick(sim: DataSim, b: Broker) -> None:
     now_s = sim.local_s(b)
+    if b.drain is not None and b.rm is not None:
+        # the DrainTo of a handover: the target's acknowledged offset on its live HA link
+        target, offset, deadline = b.drain
+        r = b.tracker.replicas.get(target) if b.tracker is not None else None
+        acked = r.ack_offset if r is not None and r.connected else -1
+        if acked >= offset or sim.now >= deadline or b.tracker is None:
+            b.drain = None
+            perform(sim, b, b.rm.on_handover_drained(now_s, acked >= offset, acked))
     for rid, (cmd, deadline) in list(b.rm_pending.items()):
         if sim.now >= deadline:
             del b.rm_pending[rid]

@@ -82,10 +82,14 @@ def test_sim_hypothesis_fault_schedules(seed, mix, duration):
 
 def test_sim_rm_brain_runs_and_acks():
     """Phase B with the real ReplicasManager core as every broker's brain: it registers, elects,
-    replicates and acknowledges, also through power cuts and cloned data directories."""
+    replicates and acknowledges, also through power cuts and cloned data directories, and hands
+    over gracefully with its own handover sub-machine."""
     with quiet_logs():
         st = data_sim.DataSim(0).run()
         cuts = [data_sim.DataSim(seed, power_loss=True).run() for seed in (2, 5, 8, 11)]
+        handovers = [data_sim.DataSim(seed, handovers=True).run() for seed in range(1, 40, 2)]
     assert st.acked > 0 and st.elections > 0
     assert sum(c.acked for c in cuts) > 0 and sum(c.extra.get("power_cuts", 0) for c in cuts) > 0
     assert sum(c.extra.get("restarts", 0) for c in cuts) > 0 and sum(c.extra.get("stale_pushes", 0) for c in cuts) > 0
+    # the core's own handover sub-machine (hold, drain, compare-and-set, step down) runs and passes
+    assert sum(h.extra.get("graceful_handovers_ok", 0) for h in handovers) > 0
