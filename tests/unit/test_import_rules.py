@@ -9,6 +9,8 @@ functions included) must respect the package boundaries written in docs/architec
     controller.raft (core)        <- never grpc or the generated protobuf (only the transport adapter may);
                                      never asyncio (only the node, its proposals and the transport may)
     controller.store              <- never raft; of SQL, only the SQL backend (and the factory, lazily)
+    controller.state              <- the replicated state machine: base and the controller's vocabulary
+                                     (messages, codes) only; no asyncio, grpc, consensus or server
     broker                        <- base, epochfile, ha, proto (not controller_pb2) and, of the
                                      controller, only its client interface autoswitch.controller.api
     app (CLI, playground, status) <- anything; no library module imports it
@@ -128,6 +130,11 @@ RULES = {
     "only the SQL backend imports SQL modules":
         lambda: _violations("autoswitch.controller.store", lambda t: _under(t, "sqlalchemy")
                             or _under(t, "autoswitch.controller.store.sql"), allow=SQL_BACKEND),
+    "the state machine imports only base and the controller's vocabulary":
+        lambda: _violations("autoswitch.controller.state", lambda t: _under(t, "asyncio") or _under(t, "grpc")
+                            or _autoswitch_outside("autoswitch.base", "autoswitch.controller.state",
+                                                   "autoswitch.controller.messages",
+                                                   "autoswitch.controller.codes")(t)),
     "controller never imports broker or ha":
         lambda: _violations("autoswitch.controller",
                             lambda t: _under(t, "autoswitch.broker") or _under(t, "autoswitch.ha")),
