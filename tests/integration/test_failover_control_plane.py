@@ -228,7 +228,7 @@ def test_master_partitioned_from_controllers_fences_before_new_master(procs, tmp
             p.stop()
 
     # The old master fenced itself (lease) BEFORE the controllers elected the new master.
-    fence_ts = _first_event_ts(c.broker_proc["b1"].log_path, "lease_fence", fenced=True)
+    fence_ts = _first_event_ts(c.broker_proc["b1"].log_path, "write_fence", fenced=True, reason="lease_expired")
     applied = [_first_event_ts(c.ctl_proc[n].log_path, "event_applied", brokerId=m2_id, epoch=e2)
                for n in c.ctl_ids]
     elect_ts = min((t for t in applied if t is not None), default=None)
