@@ -183,6 +183,10 @@ class Handover:
                 why = "the step-down did not happen in time" if run.step == "step_down" else \
                     f"broker {run.target} did not acknowledge offset {run.end_offset} in time"
                 out += self._finish(now, False, why)
+            elif run.step == "settle" and now >= run.deadline:
+                # the caller's time is up with the first cancel still unanswered: it goes on in
+                # the background like any later attempt, the epoch fenced until it settles
+                out += self._unsettled(now, run, run.req)
         s = self.settle
         if s is not None and s.req is None and now >= s.retry_at:
             if self.roles.role != "master" or self.roles.applied_epoch != s.epoch:
@@ -200,7 +204,7 @@ class Handover:
 
     def next_deadline(self) -> float | None:
         times = []
-        if self.run is not None and self.run.step in ("drain", "step_down"):
+        if self.run is not None and self.run.step in ("drain", "settle", "step_down"):
             times.append(self.run.deadline)
         if self.settle is not None and self.settle.req is None:
             times.append(self.settle.retry_at)
@@ -229,11 +233,7 @@ class Handover:
                 self.fence.handover_in_doubt(epoch, "deposed by the handover")
                 run.step = "step_down"
                 return self.tick(now)
-            self.fence.handover_in_doubt(epoch, "handover outcome unknown")
-            self.log.warning("handover_unsettled", epoch=epoch, note="writes fenced until the controller answers")
-            self.settle = _Settle(epoch, retry_at=now)
-            return self._finish(now, False, f"no answer from the controller ({run.unknown}); the outcome is "
-                                            "unknown: writes stay fenced until the controller answers")
+            return self._unsettled(now, run, None)
         s = self.settle
         if s is None or s.req != cmd.req:
             return []
@@ -248,6 +248,15 @@ class Handover:
         else:
             s.retry_at = now + min(SETTLE_ATTEMPT_S, 0.1 * 2 ** s.attempt)
         return []
+
+    def _unsettled(self, now: float, run: _Run, in_flight: int | None) -> list[Command]:
+        """Nobody can tell yet whether the handover passed: fence the epoch, settle in the
+        background (``in_flight``: a cancel already sent), and tell the caller."""
+        self.fence.handover_in_doubt(run.epoch, "handover outcome unknown")
+        self.log.warning("handover_unsettled", epoch=run.epoch, note="writes fenced until the controller answers")
+        self.settle = _Settle(run.epoch, retry_at=now, req=in_flight)
+        return self._finish(now, False, f"no answer from the controller ({run.unknown}); the outcome is "
+                                        "unknown: writes stay fenced until the controller answers")
 
     def _finish(self, now: float, ok: bool, reason: str) -> list[Command]:
         run = self.run

@@ -158,3 +158,24 @@ def test_a_cancel_that_finds_the_master_deposed_fences_until_the_step_down(tmp_p
     res = done(h)
     assert res.ok and res.reason == "handed_over" and h.core.role == "slave"
     assert h.of_type(SetFenced)[-1] == SetFenced(False, None)
+
+
+def test_a_cancel_still_unanswered_at_the_deadline_goes_on_in_the_background(tmp_path):
+    h = master_of_1_and_2(tmp_path)
+    h.fail_next(HandoverElect, Failure(FailKind.RETRY, "TIMEOUT", "no answer"))
+    start(h, timeout_s=2.0)
+    h.drain()
+    drained(h)
+    while not h.of_type(AlterSyncStateSet):      # up to the cancel, which stays in flight
+        assert h.step()
+    cancel = h.queue.popleft()
+    assert isinstance(cancel, AlterSyncStateSet)
+    h.tick(2.5)                                   # the caller's time is up first
+    res = done(h)
+    assert not res.ok and "writes stay fenced" in res.reason and h.of_type(ResumeWrites)
+    assert h.core.fenced_reason(h.now) == "handover outcome unknown"
+    assert h.core.next_deadline() is not None
+    h.queue.append(cancel)                        # its answer comes late: it settles the handover
+    h.drain()
+    assert h.core.may_acknowledge(h.now) and h.of_type(SetFenced)[-1] == SetFenced(False, None)
+    assert len([c for c in h.of_type(AlterSyncStateSet) if c.new_set == frozenset({1, 2})]) == 1
