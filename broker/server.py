@@ -113,7 +113,6 @@ class Broker:
         # doubt): returns a reason while writes must not be acknowledged. Checked before the
         # append and again before an OK reply. None: static mode, never fenced.
         self.write_fence: Callable[[], str | None] | None = None
-        self.handover_task: asyncio.Task | None = None
         self.started_at = time.monotonic()
         self.produced_msgs = 0
         self.consumed_msgs = 0
@@ -151,8 +150,6 @@ class Broker:
         if self._closed:
             return
         self._closed = True
-        if self.handover_task is not None:
-            self.handover_task.cancel()
         async with self._switch_lock:
             self.role = "fenced"
             await self._stop_replication()
@@ -388,7 +385,7 @@ class Broker:
             self.write_path.pause()
 
     def resume_writes(self) -> None:
-        if self.write_path is not None and self.write_path.paused:
+        if self.write_path is not None:
             self.write_path.resume()
 
     async def wait_replica(self, broker_id: int, offset: int, timeout_s: float) -> tuple[bool, int]:

@@ -356,8 +356,8 @@ class ReplicasAdapter:
         for a refusal: the result says why."""
         if self._handover is not None and not self._handover.done():
             return HandoverResult(False, "a handover is already running")
-        view = self.broker.handover_view()
-        if self.broker.role != "master" or view is None or self._stopping:
+        view = self.broker.handover_view()       # None unless a master with HA running
+        if view is None or self._stopping:
             return HandoverResult(False, "not a master")
         fut: asyncio.Future[HandoverResult] = asyncio.get_running_loop().create_future()
         self._handover = fut

@@ -256,8 +256,8 @@ class ReplicasManager:
                        timeout_s: float) -> list[Command]:
         """Hand the master role to ``to`` (None: the best in-sync slave), rm_handover.py. ``acked``:
         brokerId -> the offset each slave acknowledged on a live HA connection (-1: none)."""
-        fenced = self.fence.reason(self._running_master, now) if self.role == "master" else None
-        return self.handover.start(now, to, acked, max_offset, fenced, timeout_s)
+        return self.handover.start(now, to, acked, max_offset, self.fence.reason(self._running_master, now),
+                                   timeout_s)
 
     def on_handover_drained(self, now: float, caught_up: bool, acked_at: int) -> list[Command]:
         """The DrainTo the handover asked for ended: the target holds the log (or not in time)."""

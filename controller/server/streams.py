@@ -30,7 +30,6 @@ if TYPE_CHECKING:
 _log = get_logger("controller.streams")
 
 
-
 def _event(node: StreamedNode, code: int = 0, message: str = "", tracked: bool = False) -> pb.BrokerSessionEvent:
     return pb.BrokerSessionEvent(header=pb.ReplyHeader(code=code, message=message, node_id=node.node_id),
                                  tracked=tracked)

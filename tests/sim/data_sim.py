@@ -201,7 +201,6 @@ class Broker:
     restart_at: int | None = None
     rm: Any = None                      # the ReplicasManager core, when it is the brain
     rm_pending: dict = field(default_factory=dict)
-    lease_fenced: bool = False
     sessions: set[str] = field(default_factory=set)   # controllers holding our session (crash_fast)
     session_retry_at: int = 0
     # power_loss runs: the log holds everything this broker acknowledged (the abort marker's

@@ -2,7 +2,8 @@
 
 This is the simulator's stand-in for ReplicasAdapter: it executes the core's commands against
 the simulated controller (RPCs over the seeded network, each with a deadline) and the simulated
-broker (role switches, lease fence, SyncStateSet proposals) and feeds replies and failures back.
+broker (role switches, SyncStateSet proposals, the handover's held writes and drain) and feeds
+replies and failures back.
 Heartbeat answers go to the core as the controller gave them; the core counts one toward the
 lease only with ``lease_granted`` (the documented seam). ``DataSim(honor_lease_granted=False)``
 plants the old adapter, which counted every reply (docs/verification.md, bug #2).
@@ -90,7 +91,7 @@ def _one(sim: DataSim, b: Broker, cmd: Any) -> list:
             # the process's incarnation as the simulator names it ("" outside power-loss runs, as
             # the model states none there); everything else as the core decided it
             _rpc(sim, b, cmd, RegisterBrokerRequest(CLUSTER, GROUP, cmd.broker_id, cmd.broker_addr,
-                                                    cmd.clean_shutdown or "report_restart_clean" in sim.bugs, 1,
+                                                    cmd.clean_shutdown, 1,
                                                     incarnation=b.incarnation,
                                                     previous_incarnation=cmd.previous_incarnation))
         case rmm.GetReplicaInfo():
@@ -119,11 +120,11 @@ def _one(sim: DataSim, b: Broker, cmd: Any) -> list:
         case rmm.SendHeartbeat():
             rid = sim.next_rid()
             b.rm_pending[rid] = (cmd, sim.now + RPC_TIMEOUT_MS)
-            sim.send_heartbeat(b, cmd.controller, rid, cmd.clean_shutdown or "report_restart_clean" in sim.bugs)
+            sim.send_heartbeat(b, cmd.controller, rid, cmd.clean_shutdown)
         case rmm.BecomeMaster() | rmm.BecomeSlave() | rmm.BecomeFenced():
             return _role(sim, b, cmd)
         case rmm.SetFenced():
-            b.lease_fenced = cmd.fenced
+            pass    # the fence is the core's answer (may_acknowledge), asked at every ack as the broker does
         case rmm.SyncStateSetLearned():
             if b.tracker is not None:
                 b.tracker.on_sync_state_set(cmd.sync_state_set, cmd.sync_state_set_epoch)
@@ -251,4 +252,4 @@ def may_acknowledge(sim: DataSim, b: Broker, ignore_lease: bool) -> bool:
         return False
     if ignore_lease:
         return rm.fenced_reason(sim.local_s(b)) in (None, "lease_expired")
-    return rm.may_acknowledge(sim.local_s(b)) and not b.lease_fenced
+    return rm.may_acknowledge(sim.local_s(b))
