@@ -46,10 +46,12 @@ def _store(path: Path, verify_reads: bool = True):
     return MessageStore(path, StoreConfig(flush_mode="async", verify_reads=verify_reads))
 
 
-def _ha_config():
+def _ha_config(digests: bool = True):
     from autoswitch.ha.config import HAConfig
 
-    return HAConfig(heartbeat_interval_s=0.5, housekeeping_interval_s=30.0).validate()
+    # Digest rounds every 0.25 s, so a 1 GiB catch-up (about a second) runs several of them.
+    return HAConfig(heartbeat_interval_s=0.5, housekeeping_interval_s=30.0, digests=digests,
+                    digest_interval_s=0.25).validate()
 
 
 # ----------------------------------------------------------------------------- pre-write
@@ -84,14 +86,14 @@ def prewrite(path: Path, size_bytes: int, msg_size: int, deadline: float) -> int
 # ----------------------------------------------------------------------------- replicated
 
 async def _replicate(master_dir: Path, slave_dir: Path, deadline: float, master_verify: bool,
-                     native: bool = True, tls_dir: Path | None = None) -> dict:
+                     native: bool = True, tls_dir: Path | None = None, digests: bool = True) -> dict:
     from autoswitch.broker.storage import record as rec
 
     saved = rec.native
     if not native:
         rec.native = None          # the master (this process) runs the pure-Python walkers
     try:
-        return await _replicate1(master_dir, slave_dir, deadline, master_verify, native, tls_dir)
+        return await _replicate1(master_dir, slave_dir, deadline, master_verify, native, tls_dir, digests)
     finally:
         rec.native = saved
 
@@ -105,19 +107,29 @@ def _tls(tls_dir: Path, identity: str):
 
 
 async def _replicate1(master_dir: Path, slave_dir: Path, deadline: float, master_verify: bool,
-                      native: bool, tls_dir: Path | None) -> dict:
+                      native: bool, tls_dir: Path | None, digests: bool) -> dict:
+    from autoswitch.ha.digest import RangeBook
     from autoswitch.ha.master import HAMaster, LocalSyncStateProposer
 
     from autoswitch.base.tls import server_ssl_context
 
     # The slave CRC-checks every record before writing it, whatever the master does.
     store = _store(master_dir, verify_reads=master_verify)
-    master = HAMaster(store, _ha_config(), 1, "bench", store.epochs.last().epoch, frozenset({1}), 1,
+    cfg = _ha_config(digests)
+    master = HAMaster(store, cfg, 1, "bench", store.epochs.last().epoch, frozenset({1}), 1,
                       LocalSyncStateProposer(), bind_identities=tls_dir is not None)
+    if digests:
+        # The worst case: the master cuts ranges from the log's start, so every transferred
+        # frame is folded (a new term starts near the end and would fold almost nothing here).
+        book = RangeBook(store, cfg.digest_range_bytes, cfg.digest_history, cfg.digest_interval_s / 2,
+                         time.monotonic())
+        book.cursor = store.min_offset
+        master.digests.book = book
     await master.start(HOST, 0, ssl=server_ssl_context(_tls(tls_dir, "broker/bench/1")) if tls_dir else None)
     end = store.max_offset
     proc = subprocess.Popen([sys.executable, "-m", "bench.replication", "--role", "slave",
                              "--port", str(master.port), "--dir", str(slave_dir), "--target", str(end),
+                             "--digests", "on" if digests else "off",
                              *(["--tls-dir", str(tls_dir)] if tls_dir else [])],
                             stdout=subprocess.PIPE, start_new_session=True,
                             env={**os.environ, "AUTOSWITCH_FASTREC": "1" if native else "0"})
@@ -160,13 +172,13 @@ def _cpu_s() -> float:
     return ru.ru_utime + ru.ru_stime
 
 
-async def _slave_main(port: int, path: Path, target: int, tls_dir: Path | None = None) -> None:
+async def _slave_main(port: int, path: Path, target: int, tls_dir: Path | None = None, digests: bool = True) -> None:
     from autoswitch.ha.slave import HASlave
 
     from autoswitch.base.tls import client_ssl_context
 
     store = _store(path)
-    slave = HASlave(store, _ha_config(), 2, "bench", (HOST, port),
+    slave = HASlave(store, _ha_config(digests), 2, "bench", (HOST, port),
                     ssl=(lambda: client_ssl_context(_tls(tls_dir, "broker/bench/2"))) if tls_dir else None,
                     bind_identities=tls_dir is not None)
     t0 = time.monotonic()
@@ -185,7 +197,9 @@ async def _slave_main(port: int, path: Path, target: int, tls_dir: Path | None =
         await slave.stop()
         store.flush()
         store.close()
-    print(json.dumps({"max_offset": target, "elapsed_s": elapsed, "cpu_s": cpu}), flush=True)
+    print(json.dumps({"max_offset": target, "elapsed_s": elapsed, "cpu_s": cpu,
+                      "digest_rounds": slave.digest_stats["rounds"], "digest_verified": slave.digest_stats["verified"],
+                      "digest_mismatches": slave.digest_stats["mismatches"]}), flush=True)
 
 
 # ----------------------------------------------------------------------------- raw peer
@@ -290,6 +304,9 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--target", type=int)
     ap.add_argument("--tls", action="store_true", help="also replicate over mutual TLS, interleaved (TLS=1)")
     ap.add_argument("--tls-dir", default=None, help="slave role: certificates (broker/bench/2)")
+    ap.add_argument("--digests", default="both", choices=["on", "off", "both"],
+                    help="range digests (issue 32); 'both': also a run with them off each repeat, "
+                         "ratio_digest_on_vs_off in the result")
     args = ap.parse_args(argv)
     if args.role == "slave":
         prof_path = os.environ.get("BENCH_SLAVE_PROFILE")
@@ -300,7 +317,7 @@ def main(argv: list[str] | None = None) -> int:
                             globals(), {"args": args}, prof_path)
         else:
             asyncio.run(_slave_main(args.port, Path(args.dir), args.target,
-                                    Path(args.tls_dir) if args.tls_dir else None))
+                                    Path(args.tls_dir) if args.tls_dir else None, args.digests == "on"))
         return 0
     if args.role == "raw-recv":
         asyncio.run(_raw_recv_main(Path(args.dir)))
@@ -322,6 +339,7 @@ def main(argv: list[str] | None = None) -> int:
             tls_dir = work / "tls"
             init_dev_ca(tls_dir, ["broker/bench/1", "broker/bench/2"])
         tls_runs: list[dict] = []
+        off_runs: list[dict] = []
         # Interleave the peers (raw, replicated, raw, replicated, ...) so page-cache writeback
         # and the other tenants of the machine hit both alike; report the best of each.
         master_verify = args.master_verify_reads != "off"
@@ -344,12 +362,22 @@ def main(argv: list[str] | None = None) -> int:
             for nat in variants:
                 shutil.rmtree(work / "slave", ignore_errors=True)
                 _settle()
-                rep = asyncio.run(_replicate(work / "master", work / "slave", deadline, master_verify, nat))
+                rep = asyncio.run(_replicate(work / "master", work / "slave", deadline, master_verify, nat,
+                                             digests=args.digests != "off"))
                 shutil.rmtree(work / "slave", ignore_errors=True)
                 eprint(f"[{i}] replicated (native {'on' if nat else 'off'}) "
                        f"{rep['bytes'] / MiB:.0f} MiB in {rep['seconds']:.2f}s = {rep['mb_s']:.0f} MiB/s "
                        f"(cpu master {rep['master_cpu_s']:.2f}s slave {rep['slave_cpu_s']:.2f}s)")
                 by_variant[nat].append(rep)
+            if args.digests == "both":
+                shutil.rmtree(work / "slave", ignore_errors=True)
+                _settle()
+                rep = asyncio.run(_replicate(work / "master", work / "slave", deadline, master_verify, variants[0],
+                                             digests=False))
+                shutil.rmtree(work / "slave", ignore_errors=True)
+                eprint(f"[{i}] replicated, digests off {rep['bytes'] / MiB:.0f} MiB in {rep['seconds']:.2f}s = "
+                       f"{rep['mb_s']:.0f} MiB/s (cpu master {rep['master_cpu_s']:.2f}s slave {rep['slave_cpu_s']:.2f}s)")
+                off_runs.append(rep)
             if tls_dir is not None:
                 shutil.rmtree(work / "slave", ignore_errors=True)
                 _settle()
@@ -391,6 +419,15 @@ def main(argv: list[str] | None = None) -> int:
             result[f"ratio_{name}"] = round(max(r["mb_s"] for r in runs) / best_raw_all, 3)
             result["cpu_s_per_gib"][f"master_{name}"] = per_gib([r["master_cpu_s"] for r in runs])
             result["cpu_s_per_gib"][f"slave_{name}"] = per_gib([r["slave_cpu_s"] for r in runs])
+        result["digests"] = args.digests != "off"
+        if off_runs:
+            off_best = max(r["mb_s"] for r in off_runs)
+            result["runs_replicated_digests_off_mb_s"] = [round(r["mb_s"], 1) for r in off_runs]
+            result["ratio_digest_on_vs_off"] = round(best_rep / off_best, 3)
+            result["cpu_s_per_gib"]["master_digests_off"] = per_gib([r["master_cpu_s"] for r in off_runs])
+            result["cpu_s_per_gib"]["slave_digests_off"] = per_gib([r["slave_cpu_s"] for r in off_runs])
+            result["digest_rounds_per_run"] = [r["slave"].get("digest_rounds", 0) for r in reps]
+            result["digest_mismatches"] = sum(r["slave"].get("digest_mismatches", 0) for r in reps)
         if tls_runs:
             plain_best = max(r["mb_s"] for r in by_variant[True]) if True in by_variant else best_rep
             tls_best = max(r["mb_s"] for r in tls_runs)

@@ -106,6 +106,13 @@ class BrokerMetrics:
                            {"slave": str(bid)}, max(0, top - max(r.ack_offset, 0)))
             yield ("autoswitch_broker_sync_state_set_size", "Members of the SyncStateSet (master included)", {},
                    len(ha.tracker.sync_state_set))
+            for bid, q in sorted(ha.tracker.quarantined.items()):
+                # The alert's metric: a replica whose bytes differ from the master's (range digests).
+                yield ("autoswitch_ha_replica_quarantined", "1 while a replica is quarantined for holding other "
+                       "bytes than the master in a range", {"group": b.group, "slave": str(bid), "epoch": str(q.epoch),
+                                                           "range": f"{q.start}-{q.end}"}, 1)
+            yield ("autoswitch_ha_quarantines_total", "Replicas quarantined by this master in its current term", {},
+                   ha.digests.quarantines)
         if ha is not None:
             for info in ha.slave_infos():
                 if info.get("connected") and "bytesSent" in info:
@@ -115,6 +122,11 @@ class BrokerMetrics:
         if hs is not None:
             yield ("autoswitch_ha_slave_connects_total", "HA connections this slave opened to its master (handshakes)", {},
                    hs.connects)
+            for key, what in (("rounds", "verification rounds run"), ("verified", "ranges that matched"),
+                              ("mismatches", "ranges that did not match (each one an alert)"),
+                              ("repairs", "ranges cut and fetched again at the master's repair")):
+                yield (f"autoswitch_ha_digest_{key}_total", f"Range digests on this slave: {what}", {},
+                       hs.digest_stats[key])
             for state in HA_SLAVE_STATES:
                 yield ("autoswitch_ha_slave_state", "1 for the slave's HA state", {"state": state},
                        1 if hs.state == state else 0)

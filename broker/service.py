@@ -248,7 +248,7 @@ class BrokerServicer(pbg.BrokerServiceServicer):
 
             replicas_json = json.dumps(replicas.status(), default=str, separators=(",", ":"))
         return pb.GetStatusReply(
-            replicas_json=replicas_json,
+            replicas_json=replicas_json, digests_json=_digests_json(b),
             fenced_reason=(b.fence_reason() or "") if b.role == "master" else "",
             group=b.group, broker_id=b.broker_id, role=b.role, master_epoch=b.master_epoch,
             max_offset=b.store.max_offset, confirm_offset=b.confirm_offset, listen=b.cfg.listen,
@@ -468,3 +468,18 @@ async def _controller_mode_attach(broker: Broker) -> Callable[[], Awaitable[None
         broker.farewell = adapter.farewell
 
     return detach
+
+
+def _digests_json(b: Any) -> str:
+    """What the range digests found here (GetStatusReply.digests_json)."""
+    import json
+
+    out: dict[str, Any] = {}
+    if b.ha_slave is not None:
+        out["slave"] = {**b.ha_slave.digest_stats, "lastMismatch": b.ha_slave.last_mismatch}
+    if b.ha_master is not None:
+        out["master"] = {"quarantines": b.ha_master.digests.quarantines,
+                         "quarantined": {str(bid): {"epoch": q.epoch, "start": q.start, "end": q.end,
+                                                    "reason": q.reason, "repairSent": q.repair_sent}
+                                         for bid, q in b.ha_master.tracker.quarantined.items()}}
+    return json.dumps(out, separators=(",", ":")) if out else ""

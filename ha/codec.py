@@ -19,6 +19,7 @@ said they speak it. Version 3 (a slave handshake that says 3): the 16 bytes are 
 i16 incarnationLength (0..64) and that many printable ASCII bytes, the slave process's incarnation,
 so a master counts acks only from the process the controller registered for that brokerId (a cloned
 data directory's second process is refused). A master knows the version from the first 16 bytes.
+Version 4 (a slave handshake that says 4) adds the range-digest frames of ha/codec_v4.py.
 
 The decoders are direction-specific: the master decodes only what a slave may send and the
 other way round, so a confused peer is rejected by the first header it sends.
@@ -30,6 +31,20 @@ import struct
 from dataclasses import dataclass
 from typing import Generic, TypeVar
 
+from autoswitch.ha.codec_v4 import (
+    DIGEST_REPORT,
+    DIGESTS,
+    REPAIR,
+    DigestReport,
+    Digests,
+    Repair,
+    encode_digest_report,
+    encode_digests,
+    encode_repair,
+    parse_digests,
+    parse_repair,
+    parse_report,
+)
 from autoswitch.ha.config import HARD_MAX_BODY_SIZE, HARD_MAX_EPOCH_ENTRIES
 from autoswitch.ha.errors import FrameError
 
@@ -39,8 +54,8 @@ READY, HANDSHAKE, TRANSFER, SUSPEND, SHUTDOWN = 0, 1, 2, 3, 4
 STATE_NAMES = {READY: "READY", HANDSHAKE: "HANDSHAKE", TRANSFER: "TRANSFER",
                SUSPEND: "SUSPEND", SHUTDOWN: "SHUTDOWN"}
 
-PROTOCOL_VERSION = 3
-MAX_KNOWN_VERSION = 3
+PROTOCOL_VERSION = 4
+MAX_KNOWN_VERSION = 4
 MIN_OFFSET_VERSION = 2          # the first version whose master handshake carries masterMinOffset
 INCARNATION_VERSION = 3         # the first version whose slave handshake carries the incarnation
 _I64 = struct.Struct(">q")
@@ -99,10 +114,11 @@ class Transfer:
         return not self.body
 
 
-Frame = SlaveHandshake | Ack | MasterHandshake | Transfer
-SlaveFrame = SlaveHandshake | Ack            # what a master receives
-MasterFrame = MasterHandshake | Transfer     # what a slave receives
+Frame = SlaveHandshake | Ack | MasterHandshake | Transfer | Digests | Repair | DigestReport
+SlaveFrame = SlaveHandshake | Ack | DigestReport     # what a master receives
+MasterFrame = MasterHandshake | Transfer | Digests | Repair     # what a slave receives
 F = TypeVar("F", SlaveFrame, MasterFrame)
+V = TypeVar("V")
 
 
 # ----------------------------------------------------------------------------- encoding
@@ -181,6 +197,12 @@ def encode(f: Frame) -> bytes:
         return encode_master_handshake(f)
     if isinstance(f, Transfer):
         return encode_transfer_header(f) + bytes(f.body)
+    if isinstance(f, Digests):
+        return encode_digests(f)
+    if isinstance(f, Repair):
+        return encode_repair(f)
+    if isinstance(f, DigestReport):
+        return encode_digest_report(f)
     raise TypeError(f"not an HA frame: {type(f).__name__}")
 
 
@@ -283,6 +305,13 @@ class _Decoder(Generic[F]):
         self._r = self._w = 0
         raise err
 
+    def _take(self, parsed: tuple[V, int] | None) -> V | None:
+        """A frame parsed by a helper that reports its size (codec_v4): consume it."""
+        if parsed is None:
+            return None
+        self._r += parsed[1]
+        return parsed[0]
+
     def _parse(self, buf: bytearray, r: int, avail: int) -> F | None:  # pragma: no cover
         raise NotImplementedError
 
@@ -330,6 +359,8 @@ class MasterSideDecoder(_Decoder[SlaveFrame]):
             if off < 0:
                 raise FrameError("negative_offset", f"slaveMaxOffset {off}")
             return Ack(off)
+        if state == DIGEST_REPORT:
+            return self._take(parse_report(buf, r, avail))
         raise FrameError("bad_state", f"state code {state} from a slave")
 
 
@@ -358,6 +389,10 @@ class SlaveSideDecoder(_Decoder[MasterFrame]):
             return self._parse_transfer(buf, r, avail)
         if state == HANDSHAKE:
             return self._parse_handshake(buf, r, avail)
+        if state == DIGESTS:
+            return self._take(parse_digests(buf, r, avail))
+        if state == REPAIR:
+            return self._take(parse_repair(buf, r, avail))
         raise FrameError("bad_state", f"state code {state} from a master")
 
     def _parse_transfer(self, buf: bytearray, r: int, avail: int) -> MasterFrame | None:

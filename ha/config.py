@@ -49,7 +49,14 @@ class HAConfig:
     # --- protocol ---
     # The HA protocol version a slave states (ha/codec.py). A master refuses a higher version than
     # it knows, so while brokers of a release speaking 2 remain, set 2 on the upgraded ones.
-    protocol_version: int = 3
+    protocol_version: int = 4
+    # --- range digests (protocol version 4; docs/replication.md "Digests and quarantine") ---
+    digests: bool = True                   # master: cut, keep and send range digests; slave: verify them
+    digest_range_bytes: int = 1 * MiB      # a range closes at the first record boundary past this size
+    digest_history: int = 64               # ranges the master keeps and a slave verifies every round
+    digest_interval_s: float = 5.0         # a slave's verification round; an idle open range closes after half
+    digest_round_bytes: int = 128 * MiB    # most a slave reads per round (the newest ranges first)
+    digest_catch_up_bytes: int = 64 * MiB  # most a master reads per housekeeping tick to cut ranges itself
 
     def validate(self) -> HAConfig:
         def need(cond: bool, what: str) -> None:
@@ -76,5 +83,10 @@ class HAConfig:
         need(self.rejection_log_interval_s > 0, "rejection_log_interval_s")
         need(0 < self.max_pending_waits <= 10_000_000, "max_pending_waits")
         need(self.write_buffer_high >= 64 * 1024, "write_buffer_high")
-        need(0 <= self.protocol_version <= 3, "protocol_version")
+        need(0 <= self.protocol_version <= 4, "protocol_version")
+        need(64 <= self.digest_range_bytes <= 1024 * MiB, "digest_range_bytes")
+        need(1 <= self.digest_history <= 1024, "digest_history")
+        need(self.digest_interval_s > 0, "digest_interval_s")
+        need(self.digest_round_bytes >= self.digest_range_bytes, "digest_round_bytes")
+        need(self.digest_catch_up_bytes >= 64 * 1024, "digest_catch_up_bytes")
         return self

@@ -40,6 +40,13 @@ class OffsetMismatch(HAProtocolError):
     code = "HA_OFFSET_MISMATCH"
 
 
+class RangeRepaired(HAError):
+    """The slave cut its log at the master's repair: this connection ends and a fresh handshake
+    fetches the range again (not a failure)."""
+
+    code = "HA_RANGE_REPAIRED"
+
+
 class HABusy(Overloaded):
     """Too many writes waiting for replicas (a limit, not a failure of replication)."""
 

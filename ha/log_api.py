@@ -39,6 +39,13 @@ class ReplicaLog(Protocol):
         """
         ...
 
+    def fold_records(self, data: bytes | memoryview, pos: int, end: int, limit: int, h: int) -> tuple[int, int]:
+        """Fold every whole record of ``data[pos:end]`` (as read_raw returns them) that starts
+        before ``limit`` into the range digest ``h`` (ha/digest.py); returns (h, the position it
+        stopped at). The record format is the log's, so the log folds: a record's digest word
+        must change whenever its content does (the commit log uses its CRC and length)."""
+        ...
+
     def read_raw(self, offset: int, max_bytes: int, limit: int | None = None) -> bytes:
         """Whole records from `offset`: at most max_bytes, never past `limit`, never crossing a
         segment end; b"" when nothing to read."""

@@ -23,10 +23,14 @@ from autoswitch.ha.codec import (
     encode_master_handshake,
     encode_transfer_header,
 )
+from autoswitch.ha.codec_v4 import (
+    DigestReport,
+)
 from autoswitch.ha.commit_point import CommitPoint
 from autoswitch.ha.config import HAConfig
 from autoswitch.ha.errors import FrameError, HABusy, HAError, HAProtocolError
 from autoswitch.ha.log_api import ReplicaLog
+from autoswitch.ha.master_digests import MasterDigests
 from autoswitch.ha.master_session import MasterSession
 from autoswitch.ha.sync_state import Proposal, SyncStateTracker
 
@@ -124,6 +128,8 @@ class HAMaster:
         self.rejected: dict[str, int] = {}           # reason -> count (metrics, tests)
         self._pending: dict[asyncio.Task, asyncio.StreamWriter] = {}   # not handshaken yet, oldest first
         self._refusals = RateLimitedLog(self._log, self.config.rejection_log_interval_s)
+        # Range digests of our log for the slaves to verify theirs against (ha/digest.py).
+        self.digests = MasterDigests(log, self.config, self.tracker, self._log, clock)
 
     # ------------------------------------------------------------------ lifecycle
 
@@ -249,6 +255,7 @@ class HAMaster:
             if c is not None:
                 info["nextOffset"] = c.session.next_offset
                 info["bytesSent"] = c.session.bytes_sent
+                info["protocolVersion"] = c.session.version
             out.append(info)
         return out
 
@@ -271,6 +278,8 @@ class HAMaster:
             if not fut.done():
                 fut.set_result(None)
         self._maybe_propose()
+        if self.tracker.quarantined:
+            self.digests.send_repairs(self._conns)
 
     def _maybe_propose(self) -> None:
         if self._stopped or (self._proposal_task is not None and not self._proposal_task.done()):
@@ -332,7 +341,13 @@ class HAMaster:
     async def _housekeeping(self) -> None:
         while True:
             await asyncio.sleep(self.config.sync_state_check_interval_s)
+            if self.digests.tick():
+                self._wake_all()
             self._on_progress()
+
+    def _wake_all(self) -> None:
+        for c in self._conns.values():
+            c.wake.set()
 
     async def _read_frames(self, reader: asyncio.StreamReader, dec: MasterSideDecoder) -> list:
         while True:
@@ -400,6 +415,10 @@ class HAMaster:
             pending = frames[1:]
             while True:
                 for f in pending:
+                    if isinstance(f, DigestReport):
+                        if self.digests.on_report(conn, f):
+                            self._on_progress()
+                        continue
                     if not isinstance(f, Ack):
                         raise HAProtocolError("unexpected_handshake", "second handshake on one connection")
                     res = session.on_ack(f, self._clock())
@@ -455,7 +474,9 @@ class HAMaster:
     async def _transfer_loop(self, conn: _Conn) -> None:
         session, writer, cfg = conn.session, conn.writer, self.config
         try:
+            digests = self.digests
             while not conn.closed:
+                digests.send_to(conn)
                 frame = session.poll_transfer(self._clock(), self.confirm_offset)
                 if frame is None:
                     conn.wake.clear()
@@ -467,6 +488,8 @@ class HAMaster:
                 writer.write(encode_transfer_header(frame))
                 if frame.body:
                     writer.write(frame.body)
+                    if digests.fed(frame):
+                        self._wake_all()
                 await writer.drain()
         except asyncio.CancelledError:
             raise

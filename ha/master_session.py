@@ -13,6 +13,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 
 from autoswitch.ha.codec import MIN_OFFSET_VERSION, Ack, MasterHandshake, SlaveHandshake, Transfer
+from autoswitch.ha.codec_v4 import DIGEST_VERSION, DigestReport
 from autoswitch.ha.config import HAConfig
 from autoswitch.ha.errors import HAProtocolError
 from autoswitch.ha.log_api import ReplicaLog
@@ -53,6 +54,8 @@ class MasterSession:
         self.master_max_at_last_send: int | None = None
         self.last_caught_up_time: float | None = None
         self.bytes_sent = 0
+        self.version = 0
+        self.digest_seq = 0          # the last RangeBook sequence number sent on this connection
         self._start_checked = False
 
     # ------------------------------------------------------------------ inputs
@@ -63,6 +66,7 @@ class MasterSession:
         if f.broker_id == self.master_broker_id:
             raise HAProtocolError("self_connection", f"slave claims the master's brokerId {f.broker_id}")
         self.slave_id = f.broker_id
+        self.version = f.version
         self.async_learner = f.async_learner
         self.sync_from_last_file = f.sync_from_last_file
         entries = tuple((e.epoch, e.start_offset) for e in self.log.epochs.entries())
@@ -103,6 +107,20 @@ class MasterSession:
             caught = self.last_send_time
             self.last_caught_up_time = caught
         return AckResult(self.slave_id, off, caught, False)
+
+    @property
+    def speaks_digests(self) -> bool:
+        return self.version >= DIGEST_VERSION and self.config.digests
+
+    def on_report(self, f: DigestReport) -> DigestReport:
+        """A slave's verification verdict; checked against what this connection can know."""
+        if self.phase != TRANSFER:
+            raise HAProtocolError("report_before_transfer", f"digest report in phase {self.phase}")
+        if self.version < DIGEST_VERSION:
+            raise HAProtocolError("unexpected_frame", f"digest report from a version {self.version} slave")
+        if f.end > self.log.max_offset:
+            raise HAProtocolError("report_beyond_master_max", f"report up to {f.end} > master max {self.log.max_offset}")
+        return f
 
     def _choose_start(self, off: int, log_max: int) -> int:
         log = self.log

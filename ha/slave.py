@@ -13,8 +13,10 @@ from collections.abc import Callable
 from ssl import SSLContext
 
 from autoswitch.ha.codec import SlaveSideDecoder, encode_ack, encode_slave_handshake
+from autoswitch.ha.codec_v4 import DIGEST_VERSION, encode_digest_report
 from autoswitch.ha.config import HAConfig
-from autoswitch.ha.errors import FrameError, HAProtocolError, OffsetMismatch
+from autoswitch.ha.digest import RangeDigest
+from autoswitch.ha.errors import FrameError, HAProtocolError, OffsetMismatch, RangeRepaired
 from autoswitch.ha.log_api import ReplicaLog
 from autoswitch.ha.slave_session import SlaveSession
 
@@ -72,6 +74,11 @@ class HASlave:
         self._reached = False
         self._caught_up_told = 0      # the MasterEpoch last reported caught up
         self._rng = random.Random()
+        # Range digests verified against this replica's disk (metrics, status): rounds run,
+        # ranges that matched, mismatches found, repairs done; the last mismatch as logged.
+        self.digest_stats = {"rounds": 0, "verified": 0, "mismatches": 0, "repairs": 0}
+        self.last_mismatch: dict | None = None
+        self._verify_task: asyncio.Task | None = None
         self._log = get_logger("ha", group=group, brokerId=broker_id, role="slave",
                                master=f"{master_addr[0]}:{master_addr[1]}")
 
@@ -105,6 +112,11 @@ class HASlave:
                 await self._connect_once()
             except asyncio.CancelledError:
                 raise
+            except RangeRepaired as e:
+                self.digest_stats["repairs"] += 1
+                self._log.warning("digest_range_repaired", truncatedTo=e.details.get("offset"),
+                                  maxOffset=self.log.max_offset, note="fetching the range again from the master")
+                self._reached = True
             except OffsetMismatch as e:
                 self._note_error("offset_mismatch", e.message)
             except (FrameError, HAProtocolError) as e:
@@ -119,6 +131,8 @@ class HASlave:
                 self._log.error("ha_slave_failed", exc_info=e, error=type(e).__name__)
                 self.last_error = {"reason": "internal_error", "detail": repr(e)}
             finally:
+                await cancel_and_wait([self._verify_task])
+                self._verify_task = None
                 if self._writer is not None:
                     self._writer.close()
                     self._writer = None
@@ -141,9 +155,10 @@ class HASlave:
         cfg = self.config
         host, port = self.master_addr
         self.state = "HANDSHAKE"
+        version = cfg.protocol_version if cfg.digests else min(cfg.protocol_version, DIGEST_VERSION - 1)
         session = SlaveSession(self.log, self.broker_id, self.async_learner, self.sync_from_last_file,
                                expect_epoch=self.expect_master[1] if self.expect_master else 0,
-                               incarnation=self.incarnation, version=self.config.protocol_version)
+                               incarnation=self.incarnation, version=version, digest_keep=cfg.digest_history)
         # zero_copy: bodies are views into the decoder buffer, each appended before the next read.
         dec = SlaveSideDecoder(cfg.max_body_size, cfg.max_epoch_entries, zero_copy=True)
         loop = asyncio.get_running_loop()
@@ -166,6 +181,8 @@ class HASlave:
         self._session = session
         self._caught_up_told = 0      # the MasterEpoch last reported caught up
         transport.write(encode_slave_handshake(session.start()))
+        if session.digests is not None:
+            self._verify_task = asyncio.create_task(self._verify_rounds(session, transport))
         while True:
             # frames are handled in the protocol's callbacks; here only the watchdog and the end
             left = cfg.housekeeping_interval_s - (loop.time() - proto.last_heard)
@@ -184,7 +201,11 @@ class HASlave:
             if was == "HANDSHAKE":
                 self._handshake_done(session, transport, a)
                 continue
-            ack = a
+            if session.repaired_to is not None:
+                raise RangeRepaired(f"log cut at {session.repaired_to} by the master's repair",
+                                    offset=session.repaired_to)
+            if a is not None:
+                ack = a
         if ack is not None:
             if self.sync_before_ack and self.log.max_offset > self._synced_to:
                 self.log.flush()
@@ -202,6 +223,40 @@ class HASlave:
                            confirmOffset=self.log.confirm_offset)
             if self.on_caught_up is not None:
                 self.on_caught_up(session.master_epoch)
+
+    async def _verify_rounds(self, session: SlaveSession, transport: asyncio.Transport) -> None:
+        """Every digest_interval_s, read back the master's ranges we hold and compare (newest
+        first, at most digest_round_bytes); one range per step, so acks are never held up long."""
+        cfg = self.config
+        while True:
+            await asyncio.sleep(cfg.digest_interval_s)
+            verified: list[RangeDigest] = []
+            bad: RangeDigest | None = None
+            for r in session.digests_due(cfg.digest_round_bytes):
+                if session is not self._session or transport.is_closing():
+                    return
+                why = session.verify_range(r, cfg.transfer_batch_size)
+                if why is not None:
+                    bad = r
+                    self.digest_stats["mismatches"] += 1
+                    self.last_mismatch = {"epoch": r.epoch, "start": r.start, "end": r.end,
+                                          "reason": why[0], "detail": why[1],
+                                          "round": self.digest_stats["rounds"] + 1}
+                    # The alert: this replica holds other bytes than its master for acknowledged
+                    # offsets. It is quarantined (the master takes it out of the SyncStateSet) and
+                    # repairs itself once no set the controller may hold names it.
+                    self._log.error("digest_mismatch", epoch=r.epoch, rangeStart=r.start, rangeEnd=r.end,
+                                    reason=why[0], detail=why[1], maxOffset=self.log.max_offset)
+                    break
+                verified.append(r)
+                await asyncio.sleep(0)
+            if session is not self._session or transport.is_closing():
+                return
+            self.digest_stats["rounds"] += 1
+            self.digest_stats["verified"] += len(verified)
+            report = session.round_report(verified, bad)
+            if report is not None:
+                transport.write(encode_digest_report(report))
 
     def _handshake_done(self, session: SlaveSession, writer: asyncio.Transport, a) -> None:
         self.master_epoch = session.master_epoch

@@ -19,12 +19,17 @@ from autoswitch.ha.codec import (
     INCARNATION_VERSION,
     PROTOCOL_VERSION,
     Ack,
+    MasterFrame,
     MasterHandshake,
     SlaveHandshake,
     Transfer,
 )
+from autoswitch.ha.codec_v4 import DIGEST_VERSION, DigestReport, Digests, Repair
+from autoswitch.ha.digest import MISMATCH, VERIFIED, RangeChecker, RangeDigest
 from autoswitch.ha.errors import HAProtocolError, OffsetMismatch
 from autoswitch.ha.log_api import ReplicaLog
+
+from autoswitch.base.errors import AutoswitchError
 
 READY = "READY"
 HANDSHAKE = "HANDSHAKE"
@@ -46,7 +51,7 @@ def _from_offset(entries: list[EpochEntry], min_offset: int) -> list[EpochEntry]
 class SlaveSession:
     def __init__(self, log: ReplicaLog, broker_id: int, async_learner: bool = False,
                  sync_from_last_file: bool = False, expect_epoch: int = 0, incarnation: str = "",
-                 version: int = PROTOCOL_VERSION) -> None:
+                 version: int = PROTOCOL_VERSION, digest_keep: int = 64) -> None:
         """``incarnation``: this broker process as the controllers registered it (handshake
         version 3); ``version``: the protocol version stated (lower while masters of an older
         release remain). ``expect_epoch``: the MasterEpoch the controller named for the master we dial (0: no
@@ -73,6 +78,9 @@ class SlaveSession:
         # The log reached a confirmOffset this master sent (it holds every message acknowledged
         # when the header left): what makes a replica that restarted uncleanly whole again.
         self.caught_up = False
+        # Version 4: the master's range digests, verified against our own disk (ha/digest.py).
+        self.digests = RangeChecker(digest_keep) if version >= DIGEST_VERSION else None
+        self.repaired_to: int | None = None     # the master's repair cut the log here; reconnect
 
     def start(self) -> SlaveHandshake:
         if self.phase != READY:
@@ -81,12 +89,18 @@ class SlaveSession:
         return SlaveHandshake(self.broker_id, self.sync_from_last_file, self.async_learner, self.version,
                               self.incarnation)
 
-    def on_frame(self, f: MasterHandshake | Transfer) -> Ack | None:
+    def on_frame(self, f: MasterFrame) -> Ack | None:
         """Handle one frame; returns an ack to send now, or None (the adapter may coalesce acks)."""
         if isinstance(f, MasterHandshake):
             return self._on_handshake(f)
         if isinstance(f, Transfer):
             return self._on_transfer(f)
+        if isinstance(f, Digests):
+            self._on_digests(f)
+            return None
+        if isinstance(f, Repair):
+            self._on_repair(f)
+            return None
         raise HAProtocolError("unexpected_frame", type(f).__name__)
 
     def close(self) -> None:
@@ -152,6 +166,46 @@ class SlaveSession:
         self.phase = TRANSFER
         empty = log.max_offset == log.min_offset
         return Ack(0 if empty else log.max_offset)
+
+    # ------------------------------------------------------------------ digests
+
+    def _on_digests(self, f: Digests) -> None:
+        if self.digests is None:
+            raise HAProtocolError("unexpected_frame", f"digests on a version {self.version} connection")
+        if self.phase != TRANSFER:
+            raise HAProtocolError("digests_before_transfer", f"digests in phase {self.phase}")
+        self.digests.expect(list(f.entries))
+
+    def digests_due(self, budget: int) -> list[RangeDigest]:
+        """The master's ranges to verify in this round (none while a mismatch awaits repair)."""
+        if self.digests is None or self.phase != TRANSFER:
+            return []
+        return self.digests.due(self.log, budget)
+
+    def verify_range(self, r: RangeDigest, chunk: int) -> tuple[str, str] | None:
+        return RangeChecker.verify(self.log, r, chunk)
+
+    def round_report(self, verified: list[RangeDigest], bad: RangeDigest | None) -> DigestReport | None:
+        """The frame that tells the master how a round went. A mismatch is reported once; the
+        session then waits for the master's repair (it keeps replicating meanwhile: the master
+        still counts our acks until no SyncStateSet it may hold names us)."""
+        assert self.digests is not None
+        if bad is not None:
+            self.digests.mismatch = bad
+            return DigestReport(MISMATCH, bad.epoch, bad.start, bad.end)
+        if not verified:
+            return None
+        return DigestReport(VERIFIED, verified[-1].epoch, min(r.start for r in verified),
+                            max(r.end for r in verified))
+
+    def _on_repair(self, f: Repair) -> None:
+        bad = self.digests.mismatch if self.digests is not None else None
+        if bad is None or f.offset != bad.start:
+            # Only the cut we asked for: a repair is no way for a master to truncate us at will.
+            raise HAProtocolError("unrequested_repair", f"repair to {f.offset}; reported "
+                                  f"{'nothing' if bad is None else f'[{bad.start},{bad.end})'}")
+        self.repaired_to = _cut_at_or_below(self.log, f.offset)
+        self.phase = SHUTDOWN
 
     # ------------------------------------------------------------------ transfer
 
@@ -228,3 +282,22 @@ class SlaveSession:
         except EpochRuleError as e:
             raise HAProtocolError("bad_epoch", e.message) from e
         self.master_epoch = max(self.master_epoch, f.epoch)
+
+
+def _cut_at_or_below(log: ReplicaLog, offset: int) -> int:
+    """Cut the log at ``offset``, or at the nearest lower point the log can prove is a record
+    boundary when the record at ``offset`` is itself damaged (the store refuses a cut it cannot
+    check): the start of its segment, and failing that an empty log there. Returns the new end."""
+    if offset >= log.max_offset:
+        return log.max_offset
+    for cut in dict.fromkeys((offset, log.segment_base(offset))):
+        if cut <= log.min_offset:
+            break
+        try:
+            log.truncate(cut)
+            return cut
+        except AutoswitchError:
+            continue
+    start = log.min_offset
+    log.reset(start)
+    return start

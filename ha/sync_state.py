@@ -29,6 +29,19 @@ class ReplicaState:
     connected_at: float | None = None
 
 
+@dataclass
+class Quarantine:
+    """A replica whose bytes differ from ours in [start, end) of ``epoch`` (its own report): kept
+    out of the SyncStateSet, and told to repair once no set the controller may hold names it."""
+    epoch: int
+    start: int
+    end: int
+    reason: str
+    since: float
+    repair_sent: bool = False
+    reconnected: bool = False      # a connection opened after the repair was sent
+
+
 @dataclass(frozen=True)
 class Proposal:
     new_set: frozenset[int]
@@ -59,6 +72,7 @@ class SyncStateTracker:
         self._proposal_backoff = Backoff(config.proposal_backoff_min_s, config.proposal_backoff_max_s, jitter=False)
         self.next_proposal_at = now
         self.proposals_sent = 0
+        self.quarantined: dict[int, Quarantine] = {}
 
     # ------------------------------------------------------------------ inputs
 
@@ -77,6 +91,9 @@ class SyncStateTracker:
         assert broker_id != self.master_id
         r = self._replica(broker_id)
         r.connected = True
+        q = self.quarantined.get(broker_id)
+        if q is not None and q.repair_sent:
+            q.reconnected = True
         r.async_learner = async_learner
         r.connected_at = now
         r.last_caught_up_time = None
@@ -95,6 +112,38 @@ class SyncStateTracker:
         if caught_up_at is not None:
             r.last_caught_up_time = caught_up_at
         self._advance_confirm(master_max)
+
+    def quarantine(self, broker_id: int, epoch: int, start: int, end: int, reason: str, now: float) -> bool:
+        """A replica reported a range it holds differently. True when this is news."""
+        q = self.quarantined.get(broker_id)
+        if q is not None and not q.repair_sent:
+            return False
+        self.quarantined[broker_id] = Quarantine(epoch, start, end, reason, now)
+        return True
+
+    def repair_due(self) -> list[int]:
+        """Quarantined replicas that no set the controller may hold names any more: their bytes
+        can be cut now without an acknowledged write depending on them."""
+        members = self.ack_set
+        return [b for b, q in self.quarantined.items()
+                if not q.repair_sent and b not in members and self.replicas.get(b, ReplicaState(b)).connected]
+
+    def on_repair_sent(self, broker_id: int) -> None:
+        self.quarantined[broker_id].repair_sent = True
+
+    def on_verified(self, broker_id: int, start: int, end: int, range_kept: bool) -> Quarantine | None:
+        """The replica verified [start, end) against our digests. Its quarantine ends once it
+        repaired and reconnected, and the bad range is verified again (or, when we no longer keep
+        that range's digest, the replica holds it again). Returns the ended quarantine."""
+        q = self.quarantined.get(broker_id)
+        r = self.replicas.get(broker_id)
+        if q is None or not q.reconnected or r is None:
+            return None
+        covered = start <= q.start and end >= q.end
+        if covered or (not range_kept and r.ack_offset >= q.end):
+            del self.quarantined[broker_id]
+            return q
+        return None
 
     def on_proposal_accepted(self, accepted: frozenset[int], sync_state_set_epoch: int, now: float) -> None:
         self.in_flight = None
@@ -214,7 +263,7 @@ class SyncStateTracker:
         keep = {self.master_id}
         limit = self.config.ha_max_time_slave_not_catchup_s
         for b in self.sync_state_set:
-            if b == self.master_id:
+            if b == self.master_id or b in self.quarantined:
                 continue
             r = self.replicas.get(b)
             if r is None:
@@ -228,7 +277,7 @@ class SyncStateTracker:
             if ref is not None and now - ref <= limit:
                 keep.add(b)
         for b, r in self.replicas.items():
-            if b in self.sync_state_set or not r.connected or r.async_learner:
+            if b in self.sync_state_set or not r.connected or r.async_learner or b in self.quarantined:
                 continue
             if r.ack_offset >= self._confirm and r.ack_offset >= self.epoch_start_offset:
                 keep.add(b)
@@ -258,5 +307,13 @@ class SyncStateTracker:
                 "ackOffset": r.ack_offset,
                 "lastCaughtUpTime": r.last_caught_up_time,
                 "inSync": b in self.sync_state_set,
+                "quarantined": _quarantine_info(self.quarantined.get(b)),
             })
         return out
+
+
+def _quarantine_info(q: Quarantine | None) -> dict[str, object] | None:
+    if q is None:
+        return None
+    return {"epoch": q.epoch, "start": q.start, "end": q.end, "reason": q.reason,
+            "repairSent": q.repair_sent}

@@ -314,9 +314,43 @@ fail:
     return NULL;
 }
 
+/* fold_records(buf, pos, end, limit, h) -> (h, stop): folds the (crc32, total_len) word of every
+ * whole record of buf[pos:end] that starts before `limit` into the 64-bit range digest h (FNV-1a
+ * over 8-byte words; ha/digest.py). Only headers are touched: the CRC field already stands for
+ * the record's content, so a digest costs a length-chain walk, not a pass over every byte. */
+static PyObject *fold_records(PyObject *self, PyObject *args) {
+    Py_buffer view;
+    Py_ssize_t pos, end, limit;
+    unsigned long long h;
+    (void)self;
+    if (!PyArg_ParseTuple(args, "y*nnnK", &view, &pos, &end, &limit, &h))
+        return NULL;
+    if (pos < 0 || end < pos || end > view.len) {
+        PyBuffer_Release(&view);
+        PyErr_SetString(PyExc_ValueError, "fold_records: need 0 <= pos <= end <= len(buf)");
+        return NULL;
+    }
+    const unsigned char *b = (const unsigned char *)view.buf;
+    Py_ssize_t p = pos;
+    uint64_t acc = (uint64_t)h;
+    Py_BEGIN_ALLOW_THREADS
+    while (end - p >= HEADER_SIZE && p < limit) {
+        uint32_t crc = be32(b + p), total = be32(b + p + 4);
+        if (total < HEADER_SIZE || total > HARD_MAX_RECORD || (Py_ssize_t)total > end - p)
+            break;
+        acc = (acc ^ (((uint64_t)crc << 32) | (uint64_t)total)) * 0x100000001B3ULL;
+        p += (Py_ssize_t)total;
+    }
+    Py_END_ALLOW_THREADS
+    PyBuffer_Release(&view);
+    return Py_BuildValue("(Kn)", (unsigned long long)acc, p);
+}
+
 static PyMethodDef methods[] = {
     {"walk_batch", walk_batch, METH_VARARGS,
      "walk_batch(buf, pos, end, seg_end, max_record) -> (msg offsets, msg sizes, stop, uniform, q0)"},
+    {"fold_records", fold_records, METH_VARARGS,
+     "fold_records(buf, pos, end, limit, h) -> (h, stop): a range digest over the records' (crc, length) words"},
     {"walk_len", walk_len, METH_VARARGS, "walk_len(buf, pos, end) -> stop: the record length chain only"},
     {"decode_run", decode_run, METH_VARARGS,
      "decode_run(run, phy, cls) -> [cls(...)]: the messages of a validated record run"},

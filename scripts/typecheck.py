@@ -28,6 +28,7 @@ ROOT = Path(__file__).resolve().parent.parent
 STRICT = (
     "autoswitch.epochfile",
     "autoswitch.ha.codec",
+    "autoswitch.ha.digest",
     "autoswitch.ha.commit_point",
     "autoswitch.ha.master_session",
     "autoswitch.ha.slave_session",

@@ -145,7 +145,12 @@ RANGES: dict[str, dict[str, Range]] = {
         "rejection_log_interval_s": (0, DAY_S),
         "max_pending_waits": (1, 100_000_000),
         "write_buffer_high": (KiB, INT32_MAX),
-        "protocol_version": (0, 3),
+        "protocol_version": (0, 4),
+        "digest_range_bytes": (64, GiB),
+        "digest_history": (1, 1024),
+        "digest_interval_s": (0.01, 3600),
+        "digest_round_bytes": (64, 64 * GiB),
+        "digest_catch_up_bytes": (64 * KiB, 64 * GiB),
     },
 }
 

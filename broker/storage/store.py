@@ -249,6 +249,9 @@ class MessageStore:
         ((phy, size),) = ti.lookup(last, 1)
         return phy + size <= max_phy
 
+    def fold_records(self, data, pos: int, end: int, limit: int, h: int) -> tuple[int, int]:
+        return rec.fold_records(data, pos, end, limit, h)
+
     def segment_base(self, offset: int) -> int:
         return max(self._log.min_offset, min(offset, self._log.segment_base(offset)))
 

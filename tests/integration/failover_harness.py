@@ -366,6 +366,7 @@ async def _status(addr: str, tls: Any = None) -> dict:
     return {"broker_id": r.broker_id, "role": r.role, "master_epoch": r.master_epoch, "max_offset": r.max_offset,
             "confirm_offset": r.confirm_offset, "fenced_reason": r.fenced_reason,
             "replicas": json.loads(r.replicas_json) if r.replicas_json else None,
+            "digests": json.loads(r.digests_json) if r.digests_json else {},
             "sync_state_set": list(r.sync_state_set)}
 
 

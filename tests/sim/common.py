@@ -73,6 +73,7 @@ class Stats:
     acked: int = 0
     consumed: int = 0
     truncations: int = 0
+    digests_verified: int = 0
     acked_checked: int = 0      # (acked message, later master) pairs verified
     handovers: int = 0          # handover requests a master sent (phase B, handovers=True)
     extra: dict = field(default_factory=dict)

@@ -41,6 +41,8 @@ from autoswitch.controller.state.statemachine import ControllerStateMachine
 from autoswitch.epochfile import EpochEntry
 from autoswitch.ha.codec import Ack, MasterHandshake, SlaveHandshake, Transfer
 from autoswitch.ha.config import HAConfig
+from autoswitch.ha.codec_v4 import MAX_DIGEST_ENTRIES, Digests
+from autoswitch.ha.digest import RangeBook
 from autoswitch.ha.master_session import MasterSession
 from autoswitch.ha.slave_session import SlaveSession
 from autoswitch.ha.sync_state import SyncStateTracker
@@ -63,7 +65,8 @@ PRODUCE_TIMEOUT = 1500
 LEASE = LeaseConfig(enabled=True, master_lease_ms=600, heartbeat_timeout_ms=HB_TIMEOUT,
                     max_clock_rate_drift=0.01, safety_ms=200).validate(HB_INTERVAL)
 HA = HAConfig(heartbeat_interval_s=0.1, ha_max_time_slave_not_catchup_s=1.0, transfer_batch_size=256,
-              proposal_backoff_min_s=0.05, proposal_backoff_max_s=0.5, ack_mode="all")
+              proposal_backoff_min_s=0.05, proposal_backoff_max_s=0.5, ack_mode="all",
+              digest_range_bytes=512, digest_history=16, digest_interval_s=0.4, digest_round_bytes=1 << 20)
 MAX_MESSAGES = 2_000       # produce bound per run
 PROPOSAL_TIMEOUT = 1000    # an AlterSyncStateSet without a reply by then has failed (the adapter's RPC timeout)
 FLUSH_MS = 200             # DataSim(power_loss=True) with async flush: each broker fsyncs this often
@@ -168,6 +171,7 @@ class Link:
     slave: int
     epoch: int
     m_sess: MasterSession | None = None
+    verify_at: int = 0                  # the slave's next digest verification round (virtual ms)
     s_sess: SlaveSession | None = None
     to_slave: list = field(default_factory=list)     # [(deliver_at, frame)]
     to_master: list = field(default_factory=list)
@@ -193,6 +197,7 @@ class Broker:
     epoch: int = 0                      # highest MasterEpoch learned
     master_id: int | None = None
     tracker: SyncStateTracker | None = None
+    book: RangeBook | None = None      # the master's range digests (ha/digest.py)
     link: Link | None = None            # as slave
     pending: list[Pending] = field(default_factory=list)
     proposal_req: int | None = None
@@ -663,6 +668,8 @@ class DataSim:
             b.tracker = (NoUnionTracker if "no_union_sss" in self.bugs else SyncStateTracker)(
                 b.bid, view.master_epoch, frozenset(view.sync_state_set), view.sync_state_set_epoch, self.ha,
                 self.local_s(b), confirm_offset=b.log.confirm_offset, epoch_start_offset=b.log.max_offset)
+            b.book = RangeBook(b.log, self.ha.digest_range_bytes, self.ha.digest_history, self.ha.digest_interval_s / 2,
+                               self.local_s(b))
             self.stats.elections += 1
             self._check_acked_on(b)
             if self.storm and self.rng.random() < self.mix.kill_new_master:
@@ -675,6 +682,7 @@ class DataSim:
 
     def _drop_master_state(self, b: Broker) -> None:
         b.tracker = None
+        b.book = None
         b.pending.clear()
         b.proposal_req = None
         for lk in list(self.links.values()):
@@ -790,6 +798,33 @@ class DataSim:
         res = lk.m_sess.on_ack(frame, now)
         m.tracker.on_ack(res.broker_id, res.offset, res.caught_up_at, m.log.max_offset)
 
+    def _digests(self, m: Broker, now: float) -> None:
+        """Range digests, run by the real cores against the simulated logs: the master cuts
+        ranges, every slave in TRANSFER verifies what it holds. No byte is ever corrupted here, so
+        any mismatch is a false alarm (or the digests found a divergence another check missed).
+        Delivered directly, not through the network model: the runs' random draws stay the same."""
+        if m.book is None:
+            return
+        m.book.tick(now, 1 << 20, self.ha.transfer_batch_size)
+        for lk in self.links.values():
+            ss, ms = lk.s_sess, lk.m_sess
+            if lk.master != m.key or not lk.open or ss is None or ms is None or ss.phase != "TRANSFER" \
+                    or ms.phase != "TRANSFER" or not ms.speaks_digests:
+                continue
+            items = m.book.since(ms.digest_seq, MAX_DIGEST_ENTRIES)
+            if items:
+                ss.on_frame(Digests(tuple(r for _, r in items)))
+                ms.digest_seq = items[-1][0]
+            if self.now < lk.verify_at:
+                continue
+            lk.verify_at = self.now + int(self.ha.digest_interval_s * 1000)
+            for r in ss.digests_due(self.ha.digest_round_bytes):
+                why = ss.verify_range(r, self.ha.transfer_batch_size)
+                self.stats.digests_verified += 1
+                if why is not None:
+                    raise Violation("data.digest_mismatch", f"b{lk.slave} holds range {r.epoch}:[{r.start},{r.end}) of "
+                                    f"master b{m.key} differently: {why[0]} ({why[1]})", self.now)
+
     def _master_tick(self, m: Broker) -> None:
         if m.role != "master" or m.tracker is None:
             return
@@ -812,6 +847,7 @@ class DataSim:
                 self._link_send(lk, True, fr)
                 if not lk.open:
                     break
+        self._digests(m, now)
         prop = m.tracker.tick(now, m.log.max_offset)
         if prop is not None and not self._expansion_admitted(m, prop.new_set - m.tracker.sync_state_set):
             m.tracker.on_proposal_failed(now)

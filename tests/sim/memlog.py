@@ -74,6 +74,16 @@ class MemReplicaLog:
     def segment_base(self, offset: int) -> int:
         return self._start
 
+    def fold_records(self, data: bytes | memoryview, pos: int, end: int, limit: int, h: int) -> tuple[int, int]:
+        """The commit log's digest word (CRC32 and length) over this log's framing."""
+        p = pos
+        for r in self._split(bytes(data[pos:end]), 0):
+            if p >= limit:
+                break
+            h = ((h ^ ((zlib.crc32(r) << 32) | len(r))) * 0x100000001B3) & ((1 << 64) - 1)
+            p += len(r)
+        return h, p
+
     def read_raw(self, offset: int, max_bytes: int, limit: int | None = None) -> bytes:
         end = self.max_offset if limit is None else min(limit, self.max_offset)
         i = bisect.bisect_left(self._bounds, offset)

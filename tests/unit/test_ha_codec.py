@@ -15,6 +15,8 @@ from autoswitch.ha.codec import (
     Transfer,
     encode,
 )
+from autoswitch.ha.codec_v4 import DigestReport, Digests, Repair
+from autoswitch.ha.digest import RangeDigest
 from autoswitch.ha.errors import FrameError
 from hypothesis import given, settings
 from hypothesis import strategies as st
@@ -28,9 +30,14 @@ def test_exact_layouts_match_design_notes():
     assert len(encode(SlaveHandshake(7, version=2))) == 16
     assert encode(SlaveHandshake(7, False, True, version=2)) == struct.pack(">ihhq", 1, 0x200, 1, 7)
     # version 3: the slave's incarnation after the 16 bytes (i16 length + ASCII)
-    assert encode(SlaveHandshake(7, False, True, incarnation="ab12")) == (
+    assert encode(SlaveHandshake(7, False, True, incarnation="ab12", version=3)) == (
         struct.pack(">ihhq", 1, 0x300, 1, 7) + struct.pack(">h", 4) + b"ab12")
-    assert encode(SlaveHandshake(7)) == struct.pack(">ihhq", 1, 0x300, 0, 7) + struct.pack(">h", 0)
+    # version 4: the same handshake; the version admits the digest frames
+    assert encode(SlaveHandshake(7)) == struct.pack(">ihhq", 1, 0x400, 0, 7) + struct.pack(">h", 0)
+    assert encode(Digests((RangeDigest(3, 100, 200, 2**64 - 1),))) == (
+        struct.pack(">ii", 5, 28) + struct.pack(">iqqQ", 3, 100, 200, 2**64 - 1))
+    assert encode(Repair(3, 100)) == struct.pack(">iiq", 6, 3, 100)
+    assert encode(DigestReport(1, 3, 100, 200)) == struct.pack(">iiiqq", 5, 1, 3, 100, 200)
     assert encode(SlaveHandshake(7, False, True, version=1)) == struct.pack(">ihhq", 1, 0x100, 1, 7)
     assert encode(Ack(123)) == struct.pack(">iq", 2, 123)
     assert encode(MasterHandshake(900, 3, ((1, 0), (3, 500)))) == (
@@ -57,7 +64,9 @@ def _feed_split(dec, data: bytes, cut: int):
     st.builds(SlaveHandshake, st.integers(1, 2**63 - 1), st.booleans(), st.booleans(), st.integers(0, 2)),
     st.builds(SlaveHandshake, st.integers(1, 2**63 - 1), st.booleans(), st.booleans(), st.just(3),
               st.text(st.characters(min_codepoint=0x21, max_codepoint=0x7E), max_size=64)),
-    st.builds(Ack, I64)), max_size=6), st.integers(0, 200))
+    st.builds(Ack, I64), st.builds(lambda v, e, a, n: DigestReport(v, e, a, a + n), st.integers(0, 1),
+                                   st.integers(1, 2**31 - 1), st.integers(0, 2**62), st.integers(1, 2**40))),
+                max_size=6), st.integers(0, 200))
 def test_master_side_roundtrip(frames, cut):
     data = b"".join(encode(f) for f in frames)
     assert _feed_split(MasterSideDecoder(), data, min(cut, len(data))) == frames
@@ -80,8 +89,14 @@ def transfers(draw):
     return Transfer(start, draw(I32), draw(st.integers(0, start)), draw(I64), draw(st.binary(max_size=64)))
 
 
+RANGES = st.builds(lambda e, a, n, d: RangeDigest(e, a, a + n, d), st.integers(1, 2**31 - 1),
+                   st.integers(0, 2**62), st.integers(1, 2**40), st.integers(0, 2**64 - 1))
+
+
 @settings(max_examples=60, deadline=None)
-@given(st.lists(st.one_of(master_handshakes(), transfers()), max_size=5), st.integers(0, 400))
+@given(st.lists(st.one_of(master_handshakes(), transfers(),
+                          st.builds(Digests, st.lists(RANGES, max_size=4).map(tuple)),
+                          st.builds(Repair, st.integers(1, 2**31 - 1), I64)), max_size=5), st.integers(0, 400))
 def test_slave_side_roundtrip(frames, cut):
     data = b"".join(encode(f) for f in frames)
     assert _feed_split(SlaveSideDecoder(), data, min(cut, len(data))) == frames
@@ -132,6 +147,27 @@ def _slave_err(data: bytes, **kw) -> str:
 
 
 @pytest.mark.parametrize("data,reason", [
+    (struct.pack(">iiiqq", 5, 2, 1, 0, 10), "bad_digest_report"),      # verdict 2 does not exist
+    (struct.pack(">iiiqq", 5, 0, 0, 0, 10), "bad_digest_report"),      # epoch 0
+    (struct.pack(">iiiqq", 5, 1, 1, 10, 10), "bad_digest_report"),     # an empty range
+])
+def test_bad_digest_reports_are_refused(data, reason):
+    assert _master_err(data) == reason
+
+
+@pytest.mark.parametrize("data,reason", [
+    (struct.pack(">ii", 5, 27), "bad_digests_size"),
+    (struct.pack(">ii", 5, 28 * 1025), "bad_digests_size"),
+    (struct.pack(">ii", 5, 28) + struct.pack(">iqqQ", 0, 0, 10, 1), "bad_digest_range"),
+    (struct.pack(">ii", 5, 28) + struct.pack(">iqqQ", 1, 10, 10, 1), "bad_digest_range"),
+    (struct.pack(">iiq", 6, 0, 10), "bad_repair"),
+    (struct.pack(">iiq", 6, 1, -1), "bad_repair"),
+])
+def test_bad_digest_frames_from_a_master_are_refused(data, reason):
+    assert _slave_err(data) == reason
+
+
+@pytest.mark.parametrize("data,reason", [
     (struct.pack(">iq", 3, 0), "bad_state"),                         # SUSPEND is never sent on the wire
     (struct.pack(">iq", 0, 0), "bad_state"),
     (struct.pack(">iq", -1, 0), "bad_state"),
@@ -141,7 +177,7 @@ def _slave_err(data: bytes, **kw) -> str:
     (struct.pack(">ihhq", 1, 2, 0, 1), "reserved_flag_bits"),
     (struct.pack(">ihhq", 1, 0, 0x100, 1), "reserved_flag_bits"),
     (struct.pack(">ihhq", 1, -1, 0, 1), "reserved_flag_bits"),
-    (struct.pack(">ihhq", 1, 0x400, 0, 1), "unsupported_version"),
+    (struct.pack(">ihhq", 1, 0x500, 0, 1), "unsupported_version"),
     (struct.pack(">ihhq", 1, 0x300, 0, 1) + struct.pack(">h", 65) + b"a" * 65, "bad_incarnation"),
     (struct.pack(">ihhq", 1, 0x300, 0, 1) + struct.pack(">h", -1), "bad_incarnation"),
     (struct.pack(">ihhq", 1, 0x300, 0, 1) + struct.pack(">h", 3) + b"a b", "bad_incarnation"),
