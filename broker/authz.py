@@ -3,7 +3,7 @@ autoswitch.base.auth; the HA port checks its peers itself, ha/ has no gRPC; the 
 broker/fetch_server.py, checks every FETCH against the ``Consume`` rule):
 
     Produce                         producer
-    Consume, LogDigest              reader
+    Consume, LogDigest, LogRanges   reader
     GetBrokerEpoch, GetStatus       reader, or any broker (replicas ask each other)
     SwitchRole                      admin (static-role mode; the controller decides otherwise)
     TransferMaster                  admin; peer (a controller moving mastership back to a preferred master)
@@ -19,6 +19,7 @@ BROKER_RULES: dict[str, Rule] = {
     "Produce": Rule((Role.PRODUCER,)),
     "Consume": Rule((Role.READER,)),
     "LogDigest": Rule((Role.READER,)),
+    "LogRanges": Rule((Role.READER,)),
     "GetBrokerEpoch": Rule((Role.READER, Role.BROKER)),
     "GetStatus": Rule((Role.READER, Role.BROKER)),
     "SwitchRole": Rule((Role.ADMIN,)),

@@ -41,6 +41,7 @@ HA_ACK_MODE = {"master": "master", "all": "all", "quorum": "in_sync_replicas"}
 
 DIGEST_CHUNK_BYTES = 1024 * 1024
 MAX_DIGEST_BYTES = 4 * 1024 * 1024 * 1024
+LOG_RANGES_MAX = 1024           # ranges per LogRanges answer
 
 
 def _build_dataclass(cls: type, values: dict[str, Any], what: str) -> Any:
@@ -435,6 +436,35 @@ class Broker:
             await asyncio.sleep(0)  # keep serving while hashing a big log
         assert off == hi
         return lo, hi, h.hexdigest()
+
+    async def log_ranges(self, from_offset: int, to_offset: int, range_bytes: int) -> tuple[list[Any], int]:
+        """The log cut into range digests from ``from_offset`` (a record boundary), as a master
+        cuts them (ha/digest.py): up to LOG_RANGES_MAX ranges and MAX_DIGEST_BYTES read per call;
+        returns (ranges, where the next call continues)."""
+        from autoswitch.ha.digest import RangeBook
+
+        st = self.store
+        lo = st.min_offset if from_offset < 0 else from_offset
+        hi = st.max_offset if to_offset < 0 else min(to_offset, st.max_offset)
+        if not st.min_offset <= lo <= hi:
+            raise BadRequest(f"range [{lo}, {hi}) outside log [{st.min_offset}, {st.max_offset})")
+        if not 64 <= range_bytes <= 1 << 30:
+            raise BadRequest(f"range_bytes {range_bytes} outside [64, 1 GiB]")
+        book = RangeBook(st, range_bytes, LOG_RANGES_MAX + 1, 0.0, 0.0, start=lo)
+        budget = MAX_DIGEST_BYTES
+        try:
+            while book.seq < LOG_RANGES_MAX and (n := book.read_next(budget, DIGEST_CHUNK_BYTES, hi)) > 0:
+                budget -= n
+                await asyncio.sleep(0)  # keep serving while reading a big log
+        except CorruptionError as e:
+            if book.cursor != lo:
+                raise
+            self.log.warning("log_ranges_refused", from_offset=lo, error=str(e))
+            raise BadRequest(f"from_offset {lo} is not a record boundary") from None
+        if book.seq < LOG_RANGES_MAX and budget > 0:
+            book.close()
+        ranges = [r for _, r in book.history][:LOG_RANGES_MAX]
+        return ranges, ranges[-1].end if ranges else lo
 
     def sync_state_set(self) -> tuple[list[int], int]:
         if self.ha_master is not None:

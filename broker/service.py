@@ -270,6 +270,19 @@ class BrokerServicer(pbg.BrokerServiceServicer):
         return pb.LogDigestReply(status=pb.OK, from_offset=lo, to_offset=hi, sha256=digest)
 
 
+    async def LogRanges(self, request: pb.LogRangesRequest, context: Any) -> pb.LogRangesReply:
+        b = self.b
+        try:
+            ranges, nxt = await b.log_ranges(request.from_offset, request.to_offset, request.range_bytes)
+        except WriteError as e:
+            return pb.LogRangesReply(status=status_of(e), error_message=str(e))
+        except AutoswitchError as e:
+            return pb.LogRangesReply(status=pb.INTERNAL, error_message=f"{e.code}: {e}")
+        return pb.LogRangesReply(status=pb.OK, next_offset=nxt, min_offset=b.store.min_offset,
+                                 max_offset=b.store.max_offset,
+                                 ranges=[pb.RangeDigest(epoch=r.epoch, start=r.start, end=r.end, digest=r.digest)
+                                         for r in ranges])
+
     # ---- consumer groups (broker/consumer_groups.py) ----
 
     async def CommitOffset(self, request: pb.CommitOffsetRequest, context: Any) -> pb.CommitOffsetReply:

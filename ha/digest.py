@@ -52,13 +52,15 @@ class RangeBook:
     Every completed range gets a sequence number, so each connection sends what it has not sent.
     """
 
-    def __init__(self, log: ReplicaLog, range_bytes: int, history: int, flush_after_s: float, now: float) -> None:
+    def __init__(self, log: ReplicaLog, range_bytes: int, history: int, flush_after_s: float, now: float,
+                 start: int | None = None) -> None:
+        """``start``: a record boundary to cut from (default: about ``history`` ranges below the end)."""
         self.log = log
         self.range_bytes = range_bytes
         self.flush_after_s = flush_after_s
         self.history: collections.deque[tuple[int, RangeDigest]] = collections.deque(maxlen=history)
         self.seq = 0
-        self.cursor = self._start_offset(history)
+        self.cursor = self._start_offset(history) if start is None else start
         self._open: tuple[int, int, int] | None = None    # epoch, start, running digest
         self._open_since = now
 
@@ -121,6 +123,29 @@ class RangeBook:
             self.seq += 1
             self.history.append((self.seq, RangeDigest(o[0], o[1], end, o[2])))
 
+    def read_next(self, budget: int, chunk: int, end: int | None = None, now: float = 0.0) -> int:
+        """Read and fold the log at the cursor (at most ``budget`` bytes, never past ``end``);
+        returns the bytes read (0: nothing more to read there)."""
+        log = self.log
+        top = log.max_offset if end is None else min(end, log.max_offset)
+        if budget <= 0 or self.cursor >= top:
+            return 0
+        entry = log.epochs.find_by_offset(self.cursor, log.max_offset)
+        if entry is None:
+            return 0
+        limit = min(log.epochs.end_offset(entry.epoch, log.max_offset), top)
+        data = log.read_raw(self.cursor, min(chunk, budget), limit)
+        if not data:
+            data = log.read_raw(self.cursor, max(chunk, limit - self.cursor), limit)   # one record larger than the chunk
+        if data:
+            self.feed(self.cursor, data, entry.epoch, now)
+        return len(data)
+
+    def close(self) -> None:
+        """Close the open range where the cursor stands (the end of what was asked for)."""
+        if self._open is not None:
+            self._close(self.cursor)
+
     def tick(self, now: float, budget: int, chunk: int) -> int:
         """Catch up with the log (reading at most ``budget`` bytes) and close a range the log
         has left open for ``flush_after_s``. Returns how many ranges completed."""
@@ -131,18 +156,8 @@ class RangeBook:
             self._open = None
             self.cursor = log.min_offset
         top = log.max_offset
-        while budget > 0 and self.cursor < top:
-            entry = log.epochs.find_by_offset(self.cursor, top)
-            if entry is None:
-                break
-            limit = log.epochs.end_offset(entry.epoch, top)
-            data = log.read_raw(self.cursor, min(chunk, budget), limit)
-            if not data:
-                data = log.read_raw(self.cursor, max(chunk, budget), limit)   # one record larger than the chunk
-                if not data:
-                    break
-            budget -= len(data)
-            self.feed(self.cursor, data, entry.epoch, now)
+        while budget > 0 and (n := self.read_next(budget, chunk, now=now)) > 0:
+            budget -= n
         if self._open is not None and self.cursor >= top and now - self._open_since >= self.flush_after_s:
             self._close(self.cursor)
         return self.seq - before

@@ -35,10 +35,14 @@ class _Writer(Protocol):
 
 
 class DigestConn(Protocol):
-    session: MasterSession
-    writer: _Writer
-    closed: bool
-    log: Any
+    @property
+    def session(self) -> MasterSession: ...
+    @property
+    def writer(self) -> _Writer: ...
+    @property
+    def closed(self) -> bool: ...
+    @property
+    def log(self) -> Any: ...
 
 
 class MasterDigests:

@@ -292,6 +292,44 @@ class LogDigestReply(_message.Message):
     sha256: str
     def __init__(self, status: _Optional[_Union[Status, str]] = ..., error_message: _Optional[str] = ..., from_offset: _Optional[int] = ..., to_offset: _Optional[int] = ..., sha256: _Optional[str] = ...) -> None: ...
 
+class LogRangesRequest(_message.Message):
+    __slots__ = ("from_offset", "to_offset", "range_bytes")
+    FROM_OFFSET_FIELD_NUMBER: _ClassVar[int]
+    TO_OFFSET_FIELD_NUMBER: _ClassVar[int]
+    RANGE_BYTES_FIELD_NUMBER: _ClassVar[int]
+    from_offset: int
+    to_offset: int
+    range_bytes: int
+    def __init__(self, from_offset: _Optional[int] = ..., to_offset: _Optional[int] = ..., range_bytes: _Optional[int] = ...) -> None: ...
+
+class RangeDigest(_message.Message):
+    __slots__ = ("epoch", "start", "end", "digest")
+    EPOCH_FIELD_NUMBER: _ClassVar[int]
+    START_FIELD_NUMBER: _ClassVar[int]
+    END_FIELD_NUMBER: _ClassVar[int]
+    DIGEST_FIELD_NUMBER: _ClassVar[int]
+    epoch: int
+    start: int
+    end: int
+    digest: int
+    def __init__(self, epoch: _Optional[int] = ..., start: _Optional[int] = ..., end: _Optional[int] = ..., digest: _Optional[int] = ...) -> None: ...
+
+class LogRangesReply(_message.Message):
+    __slots__ = ("status", "error_message", "ranges", "next_offset", "min_offset", "max_offset")
+    STATUS_FIELD_NUMBER: _ClassVar[int]
+    ERROR_MESSAGE_FIELD_NUMBER: _ClassVar[int]
+    RANGES_FIELD_NUMBER: _ClassVar[int]
+    NEXT_OFFSET_FIELD_NUMBER: _ClassVar[int]
+    MIN_OFFSET_FIELD_NUMBER: _ClassVar[int]
+    MAX_OFFSET_FIELD_NUMBER: _ClassVar[int]
+    status: Status
+    error_message: str
+    ranges: _containers.RepeatedCompositeFieldContainer[RangeDigest]
+    next_offset: int
+    min_offset: int
+    max_offset: int
+    def __init__(self, status: _Optional[_Union[Status, str]] = ..., error_message: _Optional[str] = ..., ranges: _Optional[_Iterable[_Union[RangeDigest, _Mapping]]] = ..., next_offset: _Optional[int] = ..., min_offset: _Optional[int] = ..., max_offset: _Optional[int] = ...) -> None: ...
+
 class CommitOffsetRequest(_message.Message):
     __slots__ = ("consumer_group", "topic", "queue_offset")
     CONSUMER_GROUP_FIELD_NUMBER: _ClassVar[int]

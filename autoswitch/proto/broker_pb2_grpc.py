@@ -64,6 +64,11 @@ class BrokerServiceStub:
                 request_serializer=autoswitch_dot_proto_dot_broker__pb2.LogDigestRequest.SerializeToString,
                 response_deserializer=autoswitch_dot_proto_dot_broker__pb2.LogDigestReply.FromString,
                 _registered_method=True)
+        self.LogRanges = channel.unary_unary(
+                '/autoswitch.broker.BrokerService/LogRanges',
+                request_serializer=autoswitch_dot_proto_dot_broker__pb2.LogRangesRequest.SerializeToString,
+                response_deserializer=autoswitch_dot_proto_dot_broker__pb2.LogRangesReply.FromString,
+                _registered_method=True)
         self.CommitOffset = channel.unary_unary(
                 '/autoswitch.broker.BrokerService/CommitOffset',
                 request_serializer=autoswitch_dot_proto_dot_broker__pb2.CommitOffsetRequest.SerializeToString,
@@ -125,6 +130,12 @@ class BrokerServiceServicer:
         raise NotImplementedError('Method not implemented!')
 
     def LogDigest(self, request, context):
+        """Missing associated documentation comment in .proto file."""
+        context.set_code(grpc.StatusCode.UNIMPLEMENTED)
+        context.set_details('Method not implemented!')
+        raise NotImplementedError('Method not implemented!')
+
+    def LogRanges(self, request, context):
         """Missing associated documentation comment in .proto file."""
         context.set_code(grpc.StatusCode.UNIMPLEMENTED)
         context.set_details('Method not implemented!')
@@ -192,6 +203,11 @@ def add_BrokerServiceServicer_to_server(servicer, server):
                     servicer.LogDigest,
                     request_deserializer=autoswitch_dot_proto_dot_broker__pb2.LogDigestRequest.FromString,
                     response_serializer=autoswitch_dot_proto_dot_broker__pb2.LogDigestReply.SerializeToString,
+            ),
+            'LogRanges': grpc.unary_unary_rpc_method_handler(
+                    servicer.LogRanges,
+                    request_deserializer=autoswitch_dot_proto_dot_broker__pb2.LogRangesRequest.FromString,
+                    response_serializer=autoswitch_dot_proto_dot_broker__pb2.LogRangesReply.SerializeToString,
             ),
             'CommitOffset': grpc.unary_unary_rpc_method_handler(
                     servicer.CommitOffset,
@@ -381,6 +397,33 @@ class BrokerService:
             '/autoswitch.broker.BrokerService/LogDigest',
             autoswitch_dot_proto_dot_broker__pb2.LogDigestRequest.SerializeToString,
             autoswitch_dot_proto_dot_broker__pb2.LogDigestReply.FromString,
+            options,
+            channel_credentials,
+            insecure,
+            call_credentials,
+            compression,
+            wait_for_ready,
+            timeout,
+            metadata,
+            _registered_method=True)
+
+    @staticmethod
+    def LogRanges(request,
+            target,
+            options=(),
+            channel_credentials=None,
+            call_credentials=None,
+            insecure=False,
+            compression=None,
+            wait_for_ready=None,
+            timeout=None,
+            metadata=None):
+        return grpc.experimental.unary_unary(
+            request,
+            target,
+            '/autoswitch.broker.BrokerService/LogRanges',
+            autoswitch_dot_proto_dot_broker__pb2.LogRangesRequest.SerializeToString,
+            autoswitch_dot_proto_dot_broker__pb2.LogRangesReply.FromString,
             options,
             channel_credentials,
             insecure,

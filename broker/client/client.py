@@ -283,6 +283,12 @@ class AdminClient(_Base):
         )
 
 
+    async def log_ranges(self, from_offset: int = -1, to_offset: int = -1,
+                         range_bytes: int = 4 * 1024 * 1024) -> pb.LogRangesReply:
+        return await self._call("LogRanges", pb.LogRangesRequest(from_offset=from_offset, to_offset=to_offset,
+                                                                 range_bytes=range_bytes), timeout_s=60.0)
+
+
 class SyncClient:
     """Blocking wrapper: one private event loop, one async client. Not thread-safe."""
 

@@ -11,8 +11,11 @@ message is readable and the three logs are byte-identical. The other slave never
 
 from __future__ import annotations
 
+import json
 import os
 import struct
+import subprocess
+import sys
 import zlib
 from pathlib import Path
 
@@ -164,4 +167,48 @@ def test_corrupted_slave_is_found_quarantined_and_repaired(procs, tmp_path):
     top = min(c.status(n)["max_offset"] for n in ("b1", "b2", "b3"))
     wait_until(lambda: len({log_digest(c.broker_addr(n), top) for n in ("b1", "b2", "b3")}) == 1, 30,
                "three identical logs")
+    rc, out = _verify_group(c)
+    assert rc == 0 and out["agree"] and out["ranges_compared"] > 0, out
     assert master_id
+
+
+def _verify_group(c: FailoverCluster) -> tuple[int, dict]:
+    r = subprocess.run([sys.executable, "-m", "autoswitch", "admin", "verify-group", "--controller", c.controllers,
+                        "--group", "g1", "--range-mb", "0.01", "--json"], capture_output=True, text=True, timeout=120)
+    env = json.loads(r.stdout)
+    assert env["ok"], env
+    return r.returncode, env["result"]
+
+
+def test_verify_group_lists_where_replicas_differ(procs, tmp_path):
+    """A slave that does not check digests online (``digests = false``) and holds a replaced
+    record: `admin verify-group` names the range, and only that one; the others agree."""
+    c = FailoverCluster(procs, tmp_path)
+    off = tmp_path / "off.toml"
+    off.write_text("[ha]\ndigests = false\n")
+    c.start_all()
+    c.wait_master(timeout=30)
+    c.wait_sync_state_set({1, 2, 3}, timeout=30)
+    ack_log = tmp_path / "acks.jsonl"
+    prod = c.producer("producer", ack_log, duration_s=30, count=800, interval_ms=1)
+    prod.popen.wait(60)
+    assert prod.popen.returncode == 0, prod.log_text()[-2000:]
+    top = c.status(c.master_name())["max_offset"]
+    wait_until(lambda: all(c.status(n)["max_offset"] == top for n in ("b1", "b2", "b3")), 30, "replicas caught up")
+    rc, out = _verify_group(c)
+    assert rc == 0 and out["agree"] and out["bytes_alike"] == out["to"] - out["from"] > 0, out
+    # change a slave that never checks: stop it, replace a record, start it with digests off
+    victim = next(n for n in ("b1", "b2", "b3") if n != c.master_name())
+    c.broker_proc[victim].kill9()
+    seg, pos, total, base = _pick(tmp_path / f"broker-{victim}", 20_000)
+    _replace_record(seg, pos, total)
+    c.broker_extra_args[victim] = ["--config", str(off)]
+    c.start_broker(victim)
+    victim_id = wait_until(lambda: c.status(victim)["broker_id"], 30, "the restarted slave answers")
+    wait_until(lambda: c.status(victim)["max_offset"] == top, 30, "the restarted slave holds the log")
+    rc, out = _verify_group(c)
+    assert rc == 3 and not out["agree"] and out["ranges_differing"] == 1, out
+    bad = out["differing"][0]
+    assert bad["start"] <= base + pos < bad["end"], (bad, base + pos)
+    assert "no range" not in bad["replicas"][str(victim_id)]
+    assert out["bytes_alike"] == out["to"] - out["from"] - (bad["end"] - bad["start"]), out

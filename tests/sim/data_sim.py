@@ -40,8 +40,8 @@ from autoswitch.controller.state.sm_config import SMConfig
 from autoswitch.controller.state.statemachine import ControllerStateMachine
 from autoswitch.epochfile import EpochEntry
 from autoswitch.ha.codec import Ack, MasterHandshake, SlaveHandshake, Transfer
-from autoswitch.ha.config import HAConfig
 from autoswitch.ha.codec_v4 import MAX_DIGEST_ENTRIES, Digests
+from autoswitch.ha.config import HAConfig
 from autoswitch.ha.digest import RangeBook
 from autoswitch.ha.master_session import MasterSession
 from autoswitch.ha.slave_session import SlaveSession

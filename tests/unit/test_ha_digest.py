@@ -229,3 +229,17 @@ def test_quarantine_ends_on_acks_when_the_range_is_no_longer_kept():
     assert t.on_verified(2, 500, 1000, False) is None
     t.on_ack(2, 250, None, 1000)
     assert t.on_verified(2, 500, 1000, False) is not None
+
+
+def test_verify_group_compare_names_each_range_that_differs():
+    from autoswitch.app.verify_group import compare
+
+    a = [RangeDigest(1, 0, 100, 1), RangeDigest(1, 100, 200, 2), RangeDigest(2, 200, 300, 3)]
+    b = [RangeDigest(1, 0, 100, 1), RangeDigest(1, 100, 200, 9), RangeDigest(2, 200, 300, 3)]
+    c = [RangeDigest(1, 0, 100, 1), RangeDigest(1, 100, 250, 2), RangeDigest(2, 250, 300, 3)]
+    assert compare({1: a, 2: list(a)}) == (3, 300, [])
+    n, same, differ = compare({1: a, 2: b})
+    assert (n, same, [d["start"] for d in differ]) == (3, 200, [100])
+    n, same, differ = compare({1: a, 3: c})
+    assert same == 100 and [d["start"] for d in differ] == [100, 200, 250]
+    assert differ[1]["replicas"]["3"] == "no range starts here"
