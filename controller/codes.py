@@ -46,6 +46,7 @@ class Code(IntEnum):
     CONTROLLER_CONFIG_REJECTED = 2908
     CONTROLLER_PERMISSION_DENIED = 2909     # client side: the caller lacks the role (gRPC PERMISSION_DENIED)
     CONTROLLER_BROKER_INCARNATION_CONFLICT = 2910   # another process of this brokerId is alive: refused
+    CONTROLLER_STATE_CORRUPT = 2911          # this member's state differs from the others' (state hash check): no reads
 
 
 def code_name(code: int) -> str:

@@ -79,6 +79,10 @@ class ControllerConfig(SecurityKeys):
     max_broker_sessions: int = 2048     # session streams per node; they hold RPC slots too
     # Preferred masters: how long the master gets to hand over to the preferred one (its drain).
     rebalance_handover_timeout_ms: int = 5000
+    # The online state hash check (docs/controller.md "State hash check"): the leader proposes a
+    # CheckStateHash marker this often; every member hashes its state where it applies it and
+    # compares with the other members. 0 = off.
+    state_check_interval_s: float = 60.0
     # Prometheus /metrics, /healthz, /readyz on this HOST:PORT (autoswitch/base/observe.py); "" = off.
     metrics_listen: str = ""
     # The HTTP surface (/metrics, and a controller's status page) has its own exposure setting: it
@@ -152,6 +156,8 @@ class ControllerConfig(SecurityKeys):
                                              and os.access(self.notification_script, os.X_OK)):
             raise ConfigError(f"notification_script {self.notification_script!r} is not an executable file",
                               key="notification_script")
+        if not (self.state_check_interval_s == 0 or 0.1 <= self.state_check_interval_s <= 86_400):
+            raise ConfigError("state_check_interval_s must be 0 (off) or in [0.1, 86400]", key="state_check_interval_s")
         if not 100 <= self.rebalance_handover_timeout_ms <= 300_000:
             raise ConfigError("rebalance_handover_timeout_ms must be in [100, 300000]", key="rebalance_handover_timeout_ms")
         if self.propose_timeout_s <= 0 or self.read_timeout_s <= 0:

@@ -297,6 +297,15 @@ class AdminAuditRequest(Request, frozen=True, tag="AdminAudit"):
     outcome_of_previous: bool = False
 
 
+class CheckStateHashRequest(Request, frozen=True, tag="CheckStateHash"):
+    """The leader's periodic marker for the online state hash check (docs/controller.md "State
+    hash check"): changes no state; every member that applies it hashes its state right there,
+    so all members hash the state as of the same applied index, and compare with each other."""
+
+    TYPE: ClassVar[str] = "CheckStateHash"
+    ts_ms: Count = 0
+
+
 # Reads: served by ControllerStateMachine.query() on the leader after a read-index barrier.
 
 
@@ -333,11 +342,13 @@ class GetControllerConfigRequest(Request, frozen=True, tag="GetControllerConfig"
 
 # Every write request carries the proposing leader's ``ts_ms`` (0 = not stamped yet).
 WriteRequest = (ApplyBrokerIdRequest | RegisterBrokerRequest | ElectMasterRequest | AlterSyncStateSetRequest
-                | CleanBrokerDataRequest | UpdateControllerConfigRequest | AdminAuditRequest | SetPreferredMasterRequest)
+                | CleanBrokerDataRequest | UpdateControllerConfigRequest | AdminAuditRequest | SetPreferredMasterRequest
+                | CheckStateHashRequest)
 WRITE_REQUESTS: dict[str, type[Request]] = {
     c.TYPE: c
     for c in (ApplyBrokerIdRequest, RegisterBrokerRequest, ElectMasterRequest, AlterSyncStateSetRequest,
-              CleanBrokerDataRequest, UpdateControllerConfigRequest, AdminAuditRequest, SetPreferredMasterRequest)
+              CleanBrokerDataRequest, UpdateControllerConfigRequest, AdminAuditRequest, SetPreferredMasterRequest,
+              CheckStateHashRequest)
 }
 assert set(WRITE_REQUESTS.values()) == set(WriteRequest.__args__)
 # The requests about one broker group (``broker_name``); the rest are controller-wide.

@@ -47,6 +47,7 @@ STRICT = (
     "autoswitch.controller.state.statemachine",
     "autoswitch.controller.state.sm_state",
     "autoswitch.controller.state.sm_snapshot",
+    "autoswitch.controller.state.staged",
     "autoswitch.controller.state.history",
     "autoswitch.controller.state.election",
     "autoswitch.controller.failover.liveness",

@@ -38,6 +38,7 @@ RANGES: dict[str, dict[str, Range]] = {
         "max_watchers": (1, 1_000_000),
         "max_broker_sessions": (1, 1_000_000),
         "rebalance_handover_timeout_ms": (100, 300_000),
+        "state_check_interval_s": (0, 86_400),
         "notification_timeout_s": (0.01, 300),
         "max_alerts_in_flight": (1, 64),
         "watch_queue_size": (1, 1_000_000),

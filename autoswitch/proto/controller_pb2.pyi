@@ -573,6 +573,26 @@ class QueryLivenessRequest(_message.Message):
     asking_node: str
     def __init__(self, brokers: _Optional[_Iterable[_Union[BrokerKey, _Mapping]]] = ..., asking_node: _Optional[str] = ...) -> None: ...
 
+class GetStateHashRequest(_message.Message):
+    __slots__ = ("index",)
+    INDEX_FIELD_NUMBER: _ClassVar[int]
+    index: int
+    def __init__(self, index: _Optional[int] = ...) -> None: ...
+
+class GetStateHashReply(_message.Message):
+    __slots__ = ("header", "found", "hash", "applied_index", "corrupt")
+    HEADER_FIELD_NUMBER: _ClassVar[int]
+    FOUND_FIELD_NUMBER: _ClassVar[int]
+    HASH_FIELD_NUMBER: _ClassVar[int]
+    APPLIED_INDEX_FIELD_NUMBER: _ClassVar[int]
+    CORRUPT_FIELD_NUMBER: _ClassVar[int]
+    header: ReplyHeader
+    found: bool
+    hash: str
+    applied_index: int
+    corrupt: str
+    def __init__(self, header: _Optional[_Union[ReplyHeader, _Mapping]] = ..., found: _Optional[bool] = ..., hash: _Optional[str] = ..., applied_index: _Optional[int] = ..., corrupt: _Optional[str] = ...) -> None: ...
+
 class QueryLivenessReply(_message.Message):
     __slots__ = ("header", "opinions", "max_assumed_timeout_ms")
     HEADER_FIELD_NUMBER: _ClassVar[int]

@@ -134,6 +134,11 @@ class ControllerServiceStub:
                 request_serializer=autoswitch_dot_proto_dot_controller__pb2.WatchReplicaInfoRequest.SerializeToString,
                 response_deserializer=autoswitch_dot_proto_dot_controller__pb2.ReplicaInfoEvent.FromString,
                 _registered_method=True)
+        self.GetStateHash = channel.unary_unary(
+                '/autoswitch.controller.ControllerService/GetStateHash',
+                request_serializer=autoswitch_dot_proto_dot_controller__pb2.GetStateHashRequest.SerializeToString,
+                response_deserializer=autoswitch_dot_proto_dot_controller__pb2.GetStateHashReply.FromString,
+                _registered_method=True)
         self.QueryLiveness = channel.unary_unary(
                 '/autoswitch.controller.ControllerService/QueryLiveness',
                 request_serializer=autoswitch_dot_proto_dot_controller__pb2.QueryLivenessRequest.SerializeToString,
@@ -284,6 +289,12 @@ class ControllerServiceServicer:
         context.set_details('Method not implemented!')
         raise NotImplementedError('Method not implemented!')
 
+    def GetStateHash(self, request, context):
+        """Missing associated documentation comment in .proto file."""
+        context.set_code(grpc.StatusCode.UNIMPLEMENTED)
+        context.set_details('Method not implemented!')
+        raise NotImplementedError('Method not implemented!')
+
     def QueryLiveness(self, request, context):
         """Missing associated documentation comment in .proto file."""
         context.set_code(grpc.StatusCode.UNIMPLEMENTED)
@@ -410,6 +421,11 @@ def add_ControllerServiceServicer_to_server(servicer, server):
                     servicer.WatchReplicaInfo,
                     request_deserializer=autoswitch_dot_proto_dot_controller__pb2.WatchReplicaInfoRequest.FromString,
                     response_serializer=autoswitch_dot_proto_dot_controller__pb2.ReplicaInfoEvent.SerializeToString,
+            ),
+            'GetStateHash': grpc.unary_unary_rpc_method_handler(
+                    servicer.GetStateHash,
+                    request_deserializer=autoswitch_dot_proto_dot_controller__pb2.GetStateHashRequest.FromString,
+                    response_serializer=autoswitch_dot_proto_dot_controller__pb2.GetStateHashReply.SerializeToString,
             ),
             'QueryLiveness': grpc.unary_unary_rpc_method_handler(
                     servicer.QueryLiveness,
@@ -972,6 +988,33 @@ class ControllerService:
             '/autoswitch.controller.ControllerService/WatchReplicaInfo',
             autoswitch_dot_proto_dot_controller__pb2.WatchReplicaInfoRequest.SerializeToString,
             autoswitch_dot_proto_dot_controller__pb2.ReplicaInfoEvent.FromString,
+            options,
+            channel_credentials,
+            insecure,
+            call_credentials,
+            compression,
+            wait_for_ready,
+            timeout,
+            metadata,
+            _registered_method=True)
+
+    @staticmethod
+    def GetStateHash(request,
+            target,
+            options=(),
+            channel_credentials=None,
+            call_credentials=None,
+            insecure=False,
+            compression=None,
+            wait_for_ready=None,
+            timeout=None,
+            metadata=None):
+        return grpc.experimental.unary_unary(
+            request,
+            target,
+            '/autoswitch.controller.ControllerService/GetStateHash',
+            autoswitch_dot_proto_dot_controller__pb2.GetStateHashRequest.SerializeToString,
+            autoswitch_dot_proto_dot_controller__pb2.GetStateHashReply.FromString,
             options,
             channel_credentials,
             insecure,

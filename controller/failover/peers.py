@@ -91,6 +91,17 @@ class PeerLiveness:
         replies = await self._ask_all(pb.QueryLivenessRequest(asking_node=self.self_id), timeout_s, 0)
         return {n: max(0, min(int(r.max_assumed_timeout_ms), cap_ms)) for n, r in replies.items()}
 
+    async def state_hashes(self, index: int, timeout_s: float) -> dict[str, pb.GetStateHashReply | None]:
+        """Each other voter's state hash at ``index`` (the state hash check); None: no answer."""
+        async def one(nid: str) -> tuple[str, pb.GetStateHashReply | None]:
+            try:
+                r = await self._stub(nid).GetStateHash(pb.GetStateHashRequest(index=index), timeout=timeout_s)
+            except (TimeoutError, grpc.aio.AioRpcError, OSError):
+                return nid, None
+            return nid, r if r.header.code == 0 else None
+
+        return dict(await asyncio.gather(*(one(n) for n in sorted(self.peers))))
+
     async def close(self) -> None:
         chans = list(self._channels.values())
         self._channels.clear()

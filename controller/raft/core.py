@@ -76,6 +76,9 @@ class RaftCore:
         self.id = node_id
         self._term_exhausted_logged = False
         self.catching_up = catch_up
+        # Why the process silenced this node (its state machine differs from the others': the
+        # state hash check), or None: a silenced node neither votes, campaigns nor leads.
+        self.silenced: str | None = None
         self._caught_up_pending = False
         # Fresh: nothing on disk (no term, no vote, no log, no snapshot). A new cluster's members
         # start so, and so does a member whose data directory was wiped -- which must not vote:
@@ -563,6 +566,15 @@ class RaftCore:
             self._send(Message(MsgType.TIMEOUT_NOW, self.id, to, self.term))
         else:
             replicate.send_append(self, to)
+
+    def silence(self, reason: str) -> None:
+        """No votes, no campaign, no leadership from now on (a leader steps down); the node keeps
+        following, so the log stays whole for `recover-member` to rebuild the state from."""
+        if self.silenced is None:
+            self.log_.error("raft_silenced", reason=reason, term=self.term, role=self.role.name)
+        self.silenced = reason
+        if self.role == Role.LEADER:
+            self._become_follower(self.term, None)
 
     def compact(self, snapshot: Snapshot, keep: int = 0) -> None:
         """The driver took (and durably saved) a snapshot of applied state up to snapshot.index."""

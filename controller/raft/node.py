@@ -487,6 +487,12 @@ class RaftNode:
                 raise self._not_leader() from None
             raise QuorumUnavailable("read index not confirmed by a majority in time") from None
 
+    def silence(self, reason: str) -> None:
+        """See RaftCore.silence (the state hash check found this member's state differs)."""
+        if self.core is not None:
+            self.core.silence(reason)
+            self._kick()
+
     async def transfer_leadership(self, to: str, timeout_s: float | None = None) -> None:
         core = self.core
         if core is None or core.role != Role.LEADER:

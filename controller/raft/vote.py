@@ -28,7 +28,8 @@ class VoteRound:
 
 
 def maybe_campaign(core: RaftCore, transfer: bool = False) -> None:
-    if core.role != Role.CANDIDATE or core._round is not None or core.catching_up or core.id not in core.voters:
+    if (core.role != Role.CANDIDATE or core._round is not None or core.catching_up or core.silenced is not None
+            or core.id not in core.voters):
         return
     if core.term + 1 >= MAX_TERM:
         # the last term is never entered by a campaign: there would be none after it
@@ -147,7 +148,8 @@ def handle_vote(core: RaftCore, m: Message) -> None:
     if m.frm == core.id:
         reply_vote(core, m, VoteResult.REJECT_UNEXPECTED_LEADER)
         return
-    if core.catching_up:
+    if core.catching_up or core.silenced is not None:
+        # silenced: our state machine differs from the others' (the state hash check).
         # our (lost) log may have been part of a committed majority: no say in elections.
         # (A learner does vote when asked: it may have been promoted without knowing yet, and
         # the candidate counts only the voters of its own configuration; etcd does the same.)

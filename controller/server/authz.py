@@ -5,7 +5,7 @@ server checks (autoswitch.base.auth), and how an admin call is described in the 
 The table (also in docs/security.md):
 
     Raft Stream                                   peer
-    QueryLiveness                                 peer, reader
+    QueryLiveness, GetStateHash                   peer, reader
     GetNextBrokerId, Get/WatchReplicaInfo,        reader, or a broker of that group
       GetSyncStateData
     ApplyBrokerId, RegisterBroker, heartbeats,    a broker, for its own group and brokerId
@@ -73,6 +73,7 @@ def _batch_calls(req: Any) -> Iterable[tuple[str, Any]]:
 CONTROLLER_RULES: dict[str, Rule] = {
     "Stream": Rule((P,)),
     "QueryLiveness": Rule((P, R)),
+    "GetStateHash": Rule((P, R)),
     "GetNextBrokerId": Rule((R, B), scope=_group),
     "GetReplicaInfo": Rule((R, B, P), scope=_group),
     "WatchReplicaInfo": Rule((R, B, P), scope=_group),

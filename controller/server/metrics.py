@@ -67,6 +67,15 @@ class ControllerMetrics:
         yield "autoswitch_controller_members", "Controller members in force here, by role", {"role": "learner"}, \
             roles.count("learner")
         yield "autoswitch_controller_is_voter", "1 while this node is a voter", {}, 1 if node.membership.is_voter else 0
+        check = getattr(node, "state_check", None)
+        if check is not None:
+            yield ("autoswitch_controller_state_corrupt", "1 once the state hash check found this member's state "
+                   "differs from the majority's (it no longer votes, leads or answers reads)", {},
+                   1 if check.corrupt else 0)
+            yield ("autoswitch_controller_state_checks_total", "State hash comparisons this member made", {},
+                   check.checked)
+            yield ("autoswitch_controller_state_check_mismatches_total", "State hash comparisons where a member "
+                   "differed (each one an alarm)", {}, check.mismatches)
         yield ("autoswitch_controller_broker_sessions_open", "BrokerSession streams held on this node", {},
                node.open_sessions)
         if not node.wired:

@@ -52,6 +52,7 @@ from autoswitch.controller.server.startup_checks import (
     check_raft_dir_present,
     warn_insecure,
 )
+from autoswitch.controller.server.state_check import StateCheck
 from autoswitch.controller.server.status_page import StatusPage
 from autoswitch.controller.server.watchers import Watchers
 from autoswitch.controller.state.history import HistoryRecord
@@ -79,6 +80,7 @@ class ControllerNode:
     proposer: Proposer
     liveness: LivenessDesk
     elections: ElectionScanner
+    state_check: StateCheck
     sm: sm_adapter.AppliedStateMachine
     raft: Consensus        # RaftNode, or a store backend's node
     events: EventLog
@@ -196,6 +198,11 @@ class ControllerNode:
         self._was_voter = self.membership.is_voter       # as of the log this node started with
         self.membership.listeners.append(self._on_membership)
         self.spawn(self.elections.run(self._stopped), "dead-master-scan")
+        self.state_check = StateCheck(self.node_id, lambda: list(self.sm.inner.state_hashes), peers,
+                                      lambda: len(self.membership.voter_ids), self.proposer.write, self.raft.silence,
+                                      cfg.state_check_interval_s, cfg.peer_query_timeout_s, self.log)
+        if cfg.state_check_interval_s > 0:
+            self.spawn(self.state_check.run(self._stopped, lambda: self.is_leader), "state-hash-check")
         self.spawn(self.membership_changes.promote_loop(lambda: self.is_leader, self._stopped), "learner-promotion")
         svc, hpb = self._health
         await svc.set("", hpb.HealthCheckResponse.SERVING)
@@ -284,7 +291,10 @@ class ControllerNode:
                 "config_index": int(raft.get("config_index", 0))}
 
     def readiness(self) -> tuple[bool, str]:
-        """/readyz: a leader is known and this node has applied (nearly) all it knows committed."""
+        """/readyz: a leader is known and this node has applied (nearly) all it knows committed
+        (never while the state hash check found this member's state differs)."""
+        if hasattr(self, "state_check") and self.state_check.corrupt is not None:
+            return False, f"state corrupt: {self.state_check.corrupt}"
         md = self.metadata()
         if not md["leader_id"]:
             return False, "no controller leader known"
@@ -295,12 +305,19 @@ class ControllerNode:
 
     # ------------------------------------------------------------------ reads of the applied state
 
+    def _refuse_if_corrupt(self) -> None:
+        if hasattr(self, "state_check") and self.state_check.corrupt is not None:
+            raise NodeReply(Code.CONTROLLER_STATE_CORRUPT, f"this controller's state differs from the others' "
+                            f"({self.state_check.corrupt}); ask another member, rebuild this one (recover-member)")
+
     async def query(self, req: msgs.Request) -> msgs.Reply:
         """A linearizable read (GetNextBrokerId, GetReplicaInfo): barrier, then the applied state."""
+        self._refuse_if_corrupt()
         await self.proposer.barrier()
         return self.sm.query(req)
 
     async def sync_state_data(self, groups: tuple[str, ...]) -> tuple[msgs.Reply, list[sm_adapter.GroupState]]:
+        self._refuse_if_corrupt()
         await self.proposer.barrier()
         return self.sm.sync_state_data(groups, self.liveness.member_view)
 

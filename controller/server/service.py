@@ -280,6 +280,15 @@ class ControllerServicer(pbg.ControllerServiceServicer):
         return pb.QueryLivenessReply(header=pb.ReplyHeader(code=0), opinions=ops,
                                      max_assumed_timeout_ms=self.node.liveness.max_assumed_timeout_ms())
 
+    @_handler(pb.GetStateHashReply)
+    async def GetStateHash(self, request, context):
+        node = self.node
+        check = node.state_check if hasattr(node, "state_check") else None
+        h = check.hash_at(request.index) if check is not None else None
+        return pb.GetStateHashReply(header=pb.ReplyHeader(code=0), found=h is not None, hash=h or "",
+                                    applied_index=node.sm.inner.last_applied_index,
+                                    corrupt=(check.corrupt or "") if check is not None else "")
+
     async def BrokerSession(self, request, context):
         """Held open by the broker for its whole life; its end is crash evidence (controller/server/streams.py)."""
         async for ev in streams.broker_session(self.node, request):

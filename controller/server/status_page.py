@@ -77,6 +77,10 @@ class StatusPage:
                "members": [{"id": n, "address": a, "reachable": ok, "leader": n == md["leader_id"], "role": role}
                            for n, a, ok, role in md["peers"]],
                "groups": [], "events": list(self.recent)[::-1]}
+        check = getattr(node, "state_check", None)
+        if check is not None:
+            out["state_check"] = {"corrupt": check.corrupt, "checks": check.checked, "mismatches": check.mismatches,
+                                  "last": check.last}
         if not node.wired:
             return out
         _, groups = node.sm.sync_state_data((), node.liveness.member_view)

@@ -3,6 +3,7 @@ back from disk and received from peers, so every field is checked on decode)."""
 
 from __future__ import annotations
 
+import hashlib
 import json
 import struct
 import zlib
@@ -30,8 +31,8 @@ MAX_SNAPSHOT_BYTES = 1 << 30
 MAX_SNAPSHOT_JSON_BYTES = 128 << 20
 
 
-def encode_snapshot(state: ControllerState, last_applied_index: int) -> bytes:
-    """Compact, versioned, CRC-checked: header + zlib(JSON with positional group tuples)."""
+def _doc(state: ControllerState) -> dict[str, Any]:
+    """The state as JSON-able positional tuples, in a fixed order (snapshots and state hashes)."""
     groups = []
     for name in sorted(state.groups):
         g = state.groups[name]
@@ -47,11 +48,24 @@ def encode_snapshot(state: ControllerState, last_applied_index: int) -> bytes:
         ])
     tombs = [[n, t.master_epoch, t.sync_state_set_epoch, t.next_assign_broker_id]
              for n, t in sorted(state.tombstones.items())]
-    doc = {"index": last_applied_index, "config": state.config.to_strings(), "groups": groups, "tombstones": tombs}
+    doc: dict[str, Any] = {"config": state.config.to_strings(), "groups": groups, "tombstones": tombs}
     if state.last_outcome != (0, ""):
         doc["last_outcome"] = list(state.last_outcome)
+    return doc
+
+
+def encode_snapshot(state: ControllerState, last_applied_index: int) -> bytes:
+    """Compact, versioned, CRC-checked: header + zlib(JSON with positional group tuples)."""
+    doc = {"index": last_applied_index, **_doc(state)}
     payload = zlib.compress(json.dumps(doc, separators=(",", ":"), ensure_ascii=False).encode(), 1)
     return _SNAP_HEADER.pack(_SNAP_MAGIC, _SNAP_VERSION, zlib.crc32(payload), len(payload)) + payload
+
+
+def state_hash(state: ControllerState) -> str:
+    """SHA-256 (128 bits, hex) of the state's canonical JSON: equal on every member that applied
+    the same entries (the online hash check compares it at one applied index, docs/controller.md)."""
+    raw = json.dumps(_doc(state), separators=(",", ":"), ensure_ascii=False, sort_keys=True).encode()
+    return hashlib.sha256(raw).hexdigest()[:32]
 
 
 def _broker_record(row: list[Any]) -> BrokerRecord:

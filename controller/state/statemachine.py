@@ -29,6 +29,7 @@ be read against the invariants in one place.
 
 from __future__ import annotations
 
+import collections
 import logging
 from collections.abc import Callable
 from dataclasses import dataclass
@@ -49,6 +50,7 @@ from autoswitch.controller.messages import (
     ApplyBrokerIdEvent,
     ApplyBrokerIdRequest,
     BrokerLiveInfo,
+    CheckStateHashRequest,
     CleanBrokerDataEvent,
     CleanBrokerDataRequest,
     ElectMasterEvent,
@@ -77,7 +79,7 @@ from autoswitch.controller.messages import (
 from autoswitch.controller.state import election
 from autoswitch.controller.state.history import HistoryRecord, event_history_record
 from autoswitch.controller.state.sm_config import BLACKLIST, KEYS, ConfigValueError, SMConfig, parse_value
-from autoswitch.controller.state.sm_snapshot import decode_snapshot, encode_snapshot
+from autoswitch.controller.state.sm_snapshot import decode_snapshot, encode_snapshot, state_hash
 from autoswitch.controller.state.sm_state import (
     FIRST_BROKER_ID,
     MAX_GROUPS,
@@ -86,15 +88,13 @@ from autoswitch.controller.state.sm_state import (
     ControllerState,
     GroupState,
     InvariantViolation,
-    apply_config,
-    apply_group_event,
-    check_group_invariants,
-    commit_group,
 )
+from autoswitch.controller.state.staged import Staged
 
 from autoswitch.base.limits import MAX_REPLICAS_PER_GROUP
 from autoswitch.base.log import get_logger
 
+STATE_HASHES_KEPT = 16
 _log = get_logger("controller.sm")
 
 # --------------------------------------------------------------------------- handle
@@ -125,51 +125,6 @@ def _reject(code: int, remark: str, group: str | None = None) -> tuple[list[Even
     return [], _Outcome(code, remark, group)
 
 
-class _Staged:
-    """Copies of the touched groups/config with the events applied, not yet committed."""
-
-    __slots__ = ("state", "groups", "config", "after")
-
-    def __init__(self, state: ControllerState) -> None:
-        self.state = state
-        self.groups: dict[str, GroupState | None] = {}
-        self.config: SMConfig | None = None
-        # The touched group's state right after each applied event (for the history records).
-        # Each event applies to a fresh copy, so these objects are never mutated afterwards.
-        self.after: list[GroupState | None] = []
-
-    def group(self, name: str) -> GroupState | None:
-        if name in self.groups:
-            return self.groups[name]
-        return self.state.groups.get(name)
-
-    def apply(self, ev: Event) -> None:
-        if isinstance(ev, AdminAuditEvent):       # a record only
-            self.after.append(self.group(ev.broker_name))
-            return
-        if isinstance(ev, UpdateConfigEvent):
-            if self.config is None:
-                self.config = self.state.config.copy()
-            apply_config(self.config, ev)
-            self.after.append(self.group(ev.broker_name))
-            return
-        name = ev.broker_name
-        cur = self.group(name)
-        new = apply_group_event(cur.copy() if cur is not None else None, ev, self.state.tombstones.get(name))
-        self.groups[name] = new
-        self.after.append(new)
-
-    def check(self) -> None:
-        for name, new in self.groups.items():
-            check_group_invariants(self.state.groups.get(name), new, self.state.tombstones.get(name))
-
-    def commit(self) -> None:
-        for name, new in self.groups.items():
-            commit_group(self.state, name, self.state.groups.get(name), new)
-        if self.config is not None:
-            self.state.config = self.config
-
-
 def handle(request: Request, state: ControllerState) -> tuple[list[Event], Reply]:
     """Pure: the events ``request`` produces against ``state`` and the reply, nothing applied."""
     events, reply, _ = _handle(request, state)
@@ -177,9 +132,9 @@ def handle(request: Request, state: ControllerState) -> tuple[list[Event], Reply
 
 
 def _handle(request: Request, state: ControllerState,
-            validated: bool = False) -> tuple[list[Event], Reply, _Staged]:
+            validated: bool = False) -> tuple[list[Event], Reply, Staged]:
     """``validated``: the request came from decode_request or check_request (is checked)."""
-    staged = _Staged(state)
+    staged = Staged(state)
     try:
         if not validated:
             check_request(request)
@@ -191,13 +146,13 @@ def _handle(request: Request, state: ControllerState,
             staged.apply(ev)
         staged.check()
     except MalformedRequest as e:
-        return [], Reply(Code.CONTROLLER_INVALID_REQUEST, e.message), _Staged(state)
+        return [], Reply(Code.CONTROLLER_INVALID_REQUEST, e.message), Staged(state)
     except InvariantViolation as e:
         _log.error("invariant_violation", request=type(request).__name__, group=request.group, error=e.message)
-        return [], Reply(Code.CONTROLLER_JRAFT_INTERNAL_ERROR, f"invariant violation: {e.message}"), _Staged(state)
+        return [], Reply(Code.CONTROLLER_JRAFT_INTERNAL_ERROR, f"invariant violation: {e.message}"), Staged(state)
     except Exception as e:  # noqa: BLE001 - a bug: deterministic on every node, so reject the entry everywhere alike
         _log.error("state_machine_bug", exc_info=True, request=type(request).__name__, group=request.group)
-        return [], Reply(Code.CONTROLLER_JRAFT_INTERNAL_ERROR, f"internal error: {type(e).__name__}"), _Staged(state)
+        return [], Reply(Code.CONTROLLER_JRAFT_INTERNAL_ERROR, f"internal error: {type(e).__name__}"), Staged(state)
     view = None
     if out.group is not None:
         g = staged.group(out.group)
@@ -551,7 +506,12 @@ def _set_preferred_master(req: SetPreferredMasterRequest, state: ControllerState
     return [PreferredMasterEvent(req.broker_name, req.broker_id)], _Outcome(group=req.broker_name)
 
 
+def _check_state_hash(req: CheckStateHashRequest, state: ControllerState) -> tuple[list[Event], _Outcome]:
+    return [], _Outcome(data={"hash": state_hash(state)})
+
+
 _DECIDERS: dict[type, Callable[[Any, ControllerState], tuple[list[Event], _Outcome]]] = {
+    CheckStateHashRequest: _check_state_hash,
     ApplyBrokerIdRequest: _apply_broker_id,
     RegisterBrokerRequest: _register_broker,
     ElectMasterRequest: _elect_master,
@@ -579,6 +539,8 @@ class ControllerStateMachine:
         self.state = ControllerState(config)
         self.last_applied_index = 0
         self.history_sink = history_sink
+        # (applied index, state hash) of the last CheckStateHash entries applied here
+        self.state_hashes: collections.deque[tuple[int, str]] = collections.deque(maxlen=STATE_HASHES_KEPT)
 
     # --- writes ---
 
@@ -617,6 +579,8 @@ class ControllerStateMachine:
             req = msgspec.structs.replace(req, code=code, remark=remark, outcome_of_previous=False)
         events, reply, staged = _handle(req, self.state, validated)
         self.state.last_outcome = (int(reply.code), reply.remark[:MAX_AUDIT_FIELD_LEN])
+        if isinstance(req, CheckStateHashRequest) and reply.ok:
+            self.state_hashes.append((index, reply.data["hash"]))
         ts = req.ts_ms if isinstance(req, WriteRequest) else 0
         records: list[HistoryRecord] = []
         if events:

@@ -73,6 +73,7 @@ class StoreLogNode:
         self._apply_lock = asyncio.Lock()
         self._tasks: list[asyncio.Task] = []
         self._stopped = False
+        self._silenced: str | None = None      # the state hash check found our state differs
         self._lock_ex = ThreadPoolExecutor(1, thread_name_prefix=f"store-lock-{node_id}")
         self._log_ex = ThreadPoolExecutor(1, thread_name_prefix=f"store-log-{node_id}")
         self._last_report = 0.0
@@ -194,9 +195,20 @@ class StoreLogNode:
             self._last_report = now
             self.log.warning(event, error=str(e), kind=type(e).__name__, term=self.term)
 
+    def silence(self, reason: str) -> None:
+        """The state hash check found our state differs: never take the lock again; a leader
+        stops writing (its lock runs out and another member takes it)."""
+        if self._silenced is None:
+            self.log.error("store_node_silenced", reason=reason)
+        self._silenced = reason
+        self._lost("state_corrupt")
+
     async def _lock_loop(self) -> None:
         period = self.cfg.heartbeat_ms / 1000
         while not self._stopped:
+            if self._silenced is not None:
+                await asyncio.sleep(period)
+                continue
             sent = self._now_ms()
             try:
                 out = await self._call(self._lock_ex, self.store.lock_round, self.node_id, self.cfg.lease_ms,

@@ -33,6 +33,13 @@ heartbeat_timeout_ms = 1000
 scan_interval_ms = 100
 propose_timeout_s = 2.0
 read_timeout_s = 1.5
+state_check_interval_s = 2.0
+"""
+# Range digests verified every second over small ranges: many comparisons under the faults.
+BROKER_TOML = """
+[ha]
+digest_interval_s = 1.0
+digest_range_bytes = 65536
 """
 MAX_PRODUCES = 20_000
 
@@ -85,6 +92,8 @@ class World:
         self.ctl_spec = ",".join(f"{ip[n]}:{CPORT}" for n in CTL)
         toml = out / "controller.toml"
         toml.write_text(TOML)
+        btoml = out / "broker.toml"
+        btoml.write_text(BROKER_TOML)
         logs = out / "logs"
         self.procs: dict[str, P] = {}
         for n in CTL:
@@ -96,7 +105,7 @@ class World:
                                             "--data-dir", str(out / f"data-{b}"), "--controllers", self.ctl_spec,
                                             "--heartbeat-timeout-ms", "1000", "--ack-mode", "all",
                                             "--ack-timeout", "3", "--master-lease-ms", "600",
-                                            "--allow-insecure"], logs)     # our own namespace
+                                            "--config", str(btoml), "--allow-insecure"], logs)     # our own namespace
 
     def addr(self, b: str) -> str:
         return f"{self.net.ip[b]}:{BPORT}"

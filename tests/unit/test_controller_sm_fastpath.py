@@ -23,7 +23,8 @@ from autoswitch.controller.state.history import (
     event_history_record,
 )
 from autoswitch.controller.state.sm_config import SMConfig
-from autoswitch.controller.state.statemachine import ControllerStateMachine, _handle, _Staged
+from autoswitch.controller.state.staged import Staged as _Staged
+from autoswitch.controller.state.statemachine import ControllerStateMachine, _handle
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 from msgspec.structs import force_setattr
