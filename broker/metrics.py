@@ -123,6 +123,7 @@ class BrokerMetrics:
             yield ("autoswitch_ha_slave_connects_total", "HA connections this slave opened to its master (handshakes)", {},
                    hs.connects)
             for key, what in (("rounds", "verification rounds run"), ("verified", "ranges that matched"),
+                              ("verified_bytes", "bytes of the ranges that matched"),
                               ("mismatches", "ranges that did not match (each one an alert)"),
                               ("repairs", "ranges cut and fetched again at the master's repair")):
                 yield (f"autoswitch_ha_digest_{key}_total", f"Range digests on this slave: {what}", {},

@@ -76,7 +76,7 @@ class HASlave:
         self._rng = random.Random()
         # Range digests verified against this replica's disk (metrics, status): rounds run,
         # ranges that matched, mismatches found, repairs done; the last mismatch as logged.
-        self.digest_stats = {"rounds": 0, "verified": 0, "mismatches": 0, "repairs": 0}
+        self.digest_stats = {"rounds": 0, "verified": 0, "verified_bytes": 0, "mismatches": 0, "repairs": 0}
         self.last_mismatch: dict | None = None
         self._verify_task: asyncio.Task | None = None
         self._log = get_logger("ha", group=group, brokerId=broker_id, role="slave",
@@ -254,6 +254,7 @@ class HASlave:
                 return
             self.digest_stats["rounds"] += 1
             self.digest_stats["verified"] += len(verified)
+            self.digest_stats["verified_bytes"] += sum(r.end - r.start for r in verified)
             report = session.round_report(verified, bad)
             if report is not None:
                 transport.write(encode_digest_report(report))
