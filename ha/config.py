@@ -30,6 +30,9 @@ class HAConfig:
     reconnect_backoff_max_s: float = 5.0
     # --- SyncStateSet ---
     ha_max_time_slave_not_catchup_s: float = 15.0
+    # A member behind the master whose ack has not moved this long leaves the set at once (a hung
+    # disk or frozen process with its connection up); 0 = off, only the catch-up timeout applies.
+    slave_stall_timeout_s: float = 3.0
     sync_state_check_interval_s: float = 1.0
     proposal_timeout_s: float = 5.0
     proposal_backoff_min_s: float = 0.2
@@ -73,6 +76,7 @@ class HAConfig:
                      "proposal_timeout_s", "proposal_backoff_min_s", "proposal_backoff_max_s"):
             need(getattr(self, name) > 0, name)
         need(self.housekeeping_interval_s > self.heartbeat_interval_s, "housekeeping_interval_s")
+        need(self.slave_stall_timeout_s >= 0, "slave_stall_timeout_s")
         need(self.reconnect_backoff_max_s >= self.reconnect_backoff_min_s, "reconnect_backoff_max_s")
         need(self.proposal_backoff_max_s >= self.proposal_backoff_min_s, "proposal_backoff_max_s")
         need(self.ack_mode in ACK_MODES, "ack_mode")

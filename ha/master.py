@@ -293,7 +293,8 @@ class HAMaster:
             self.tracker.on_proposal_failed(self._clock())
             return
         self._log.info("sync_state_set_proposed", current=sorted(self.tracker.sync_state_set),
-                       proposed=sorted(p.new_set), syncStateSetEpoch=p.base_sync_state_set_epoch)
+                       proposed=sorted(p.new_set), syncStateSetEpoch=p.base_sync_state_set_epoch,
+                       leaving={str(b): w for b, w in p.reasons})
         try:
             accepted, epoch = await asyncio.wait_for(
                 self.proposer.propose(p.master_epoch, p.base_sync_state_set_epoch, p.new_set),

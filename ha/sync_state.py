@@ -27,6 +27,10 @@ class ReplicaState:
     ack_offset: int = -1                 # -1: nothing known yet
     last_caught_up_time: float | None = None
     connected_at: float | None = None
+    # The last time (tracker clock) its ack advanced or stood at the master's end: a member
+    # behind and without progress since longer than slave_stall_timeout_s has stalled.
+    progress_at: float | None = None
+    progress_offset: int = -1
 
 
 @dataclass
@@ -47,6 +51,7 @@ class Proposal:
     new_set: frozenset[int]
     base_sync_state_set_epoch: int
     master_epoch: int
+    reasons: tuple[tuple[int, str], ...] = ()     # why members leave (brokerId, reason), for the log
 
 
 class SyncStateTracker:
@@ -98,6 +103,8 @@ class SyncStateTracker:
         r.connected_at = now
         r.last_caught_up_time = None
         r.ack_offset = -1
+        r.progress_offset = -1
+        r.progress_at = now
 
     def on_disconnect(self, broker_id: int, now: float) -> None:
         r = self.replicas.get(broker_id)
@@ -259,41 +266,70 @@ class SyncStateTracker:
         have = sum(1 for b in members if self._ack_of(b, master_max) >= offset)
         return have >= self.config.in_sync_replicas
 
-    def desired_set(self, now: float) -> frozenset[int]:
+    def desired_set(self, now: float, master_max: int | None = None) -> frozenset[int]:
+        return self._desired(now, master_max)[0]
+
+    def _desired(self, now: float, master_max: int | None) -> tuple[frozenset[int], dict[int, str]]:
+        """The set we want, and why each member we drop goes. ``master_max`` (our log end)
+        enables the stall rule: a member behind it whose ack has not moved for
+        slave_stall_timeout_s goes, long before the catch-up timeout (a slave whose disk or
+        process hangs while its connection stays up would hold every write in ack mode all)."""
         keep = {self.master_id}
+        why: dict[int, str] = {}
         limit = self.config.ha_max_time_slave_not_catchup_s
+        stall = self.config.slave_stall_timeout_s
         for b in self.sync_state_set:
-            if b == self.master_id or b in self.quarantined:
+            if b == self.master_id:
+                continue
+            if b in self.quarantined:
+                why[b] = "quarantined"
                 continue
             r = self.replicas.get(b)
             if r is None:
                 # Never connected since we became master: grace of one catch-up window.
                 if now - self.started_at <= limit:
                     keep.add(b)
+                else:
+                    why[b] = "never_connected"
                 continue
             if not r.connected or r.async_learner:
+                why[b] = "disconnected" if not r.connected else "async_learner"
+                continue
+            if (stall > 0 and master_max is not None and r.ack_offset < master_max and r.progress_at is not None
+                    and now - r.progress_at > stall):
+                why[b] = "stalled"
                 continue
             ref = r.last_caught_up_time if r.last_caught_up_time is not None else r.connected_at
             if ref is not None and now - ref <= limit:
                 keep.add(b)
+            else:
+                why[b] = "not_caught_up"
         for b, r in self.replicas.items():
             if b in self.sync_state_set or not r.connected or r.async_learner or b in self.quarantined:
                 continue
             if r.ack_offset >= self._confirm and r.ack_offset >= self.epoch_start_offset:
                 keep.add(b)
-        return frozenset(keep)
+        return frozenset(keep), why
+
+    def _note_progress(self, now: float, master_max: int) -> None:
+        for r in self.replicas.values():
+            if r.connected and (r.ack_offset > r.progress_offset or r.ack_offset >= master_max):
+                r.progress_offset = r.ack_offset
+                r.progress_at = now
 
     def tick(self, now: float, master_max: int) -> Proposal | None:
         """Returns a proposal to carry to the controller, at most one in flight."""
         self._advance_confirm(master_max)
+        self._note_progress(now, master_max)
         if self.in_flight is not None or now < self.next_proposal_at:
             return None
-        want = self.desired_set(now)
+        want, why = self._desired(now, master_max)
         if want == self.sync_state_set and not self.unresolved:
             return None
         # With unresolved proposals an unchanged set is still proposed: the controller accepts it as
         # a "confirm" that bumps syncStateSetEpoch, which fences the unresolved ones for good.
-        self.in_flight = Proposal(want, self.sync_state_set_epoch, self.master_epoch)
+        self.in_flight = Proposal(want, self.sync_state_set_epoch, self.master_epoch,
+                                  tuple(sorted((b, w) for b, w in why.items() if b not in want)))
         self.proposals_sent += 1
         return self.in_flight
 

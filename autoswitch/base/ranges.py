@@ -135,6 +135,7 @@ RANGES: dict[str, dict[str, Range]] = {
         "reconnect_backoff_min_s": (0.001, 3600),
         "reconnect_backoff_max_s": (0.001, 3600),
         "ha_max_time_slave_not_catchup_s": (0.01, DAY_S),
+        "slave_stall_timeout_s": (0, 3600),
         "sync_state_check_interval_s": (0.001, 3600),
         "proposal_timeout_s": (0.01, 3600),
         "proposal_backoff_min_s": (0.001, 3600),

@@ -179,3 +179,52 @@ def test_nothing_acked_while_a_possible_set_is_below_min_in_sync_replicas(mode):
     t.on_ack(2, 200, 21.0, 200)
     t.on_sync_state_set(frozenset({1, 2}), 12)        # back to two members
     assert t.is_acked(200, 200) and t.confirm_offset(200) == 200
+
+
+# ------------------------------------------------------------------ stalled members (issue 32)
+
+def _caught_up(t: SyncStateTracker, top: int, now: float) -> None:
+    for b in (2, 3):
+        t.on_ack(b, top, now, top)
+    t.tick(now, top)
+
+
+def test_a_member_behind_without_progress_leaves_at_the_stall_timeout_not_the_catch_up_one():
+    t = tracker(slave_stall_timeout_s=3.0)
+    t.on_connect(2, False, 0.0)
+    t.on_connect(3, False, 0.0)
+    # idle for a long time, caught up (heartbeats are acked): no stall clock runs
+    for now in range(1, 21):
+        _caught_up(t, 1000, float(now))
+    assert t.tick(20.0, 1000) is None
+    # writes arrive at 20.0: 2 keeps acking, 3 stops (its disk hangs, the connection stays)
+    for i in range(1, 8):
+        now, top = 20.0 + i * 0.5, 1000 + i * 100
+        t.on_ack(2, top, now, top)
+        p = t.tick(now, top)
+        if i * 0.5 <= 3.0:
+            assert p is None, f"dropped after {i * 0.5} s"
+    assert p is not None and p.new_set == frozenset({1, 2}) and p.reasons == ((3, "stalled"),)
+
+
+def test_a_slow_member_that_keeps_acking_stays():
+    t = tracker(slave_stall_timeout_s=3.0)
+    t.on_connect(2, False, 0.0)
+    t.on_connect(3, False, 0.0)
+    _caught_up(t, 1000, 0.5)
+    for i in range(1, 20):
+        now, top = 1.0 + i * 0.5, 1000 + i * 1000
+        t.on_ack(2, top, now, top)
+        t.on_ack(3, 1000 + i * 10, None, top)       # far behind, but moving
+        assert t.tick(now, top) is None
+
+
+def test_the_stall_rule_can_be_switched_off():
+    t = tracker(slave_stall_timeout_s=0.0)
+    t.on_connect(2, False, 0.0)
+    t.on_connect(3, False, 0.0)
+    _caught_up(t, 1000, 0.5)
+    for i in range(1, 20):
+        now, top = 1.0 + i * 0.5, 1000 + i * 100
+        t.on_ack(2, top, now, top)
+        assert t.tick(now, top) is None             # 3 is within the 15 s catch-up window
