@@ -10,6 +10,7 @@
 #   etcd      (etcd-server):          the etcd controller backend's tests (and bench-controller)
 #   etcdctl   (etcd-client):          sets up etcd RBAC in the store-security test
 #   zookeeper (zookeeper):            the ZooKeeper controller backend's tests
+#   fuse3, libfuse3-dev, pkg-config:  tests/grayfail/slowfs.c (a disk that is slow or hangs on command)
 set -euo pipefail
 export DEBIAN_FRONTEND=noninteractive
 need=()
@@ -24,6 +25,9 @@ command -v mariadbd >/dev/null || [ -x /usr/sbin/mariadbd ] || need+=(mariadb-se
 command -v etcd >/dev/null || need+=(etcd-server)
 command -v etcdctl >/dev/null || need+=(etcd-client)
 [ -f /usr/share/java/zookeeper.jar ] || need+=(zookeeper)
+command -v fusermount3 >/dev/null || need+=(fuse3)
+[ -f /usr/include/fuse3/fuse.h ] || need+=(libfuse3-dev)
+command -v pkg-config >/dev/null || need+=(pkg-config)
 [ ${#need[@]} -eq 0 ] && exit 0
 if [ "$(id -u)" = 0 ] && command -v apt-get >/dev/null; then
   echo "system_deps: installing ${need[*]}"
