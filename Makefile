@@ -14,7 +14,7 @@ ROUNDS ?= 200
 
 .PHONY: setup setup-run run test lint typecheck proto proto-check fuzz sim soak chaos powerloss clean \
         bench-replication bench-produce bench-recovery bench-controller bench-election bench-rolling bench-backends \
-        bench-scale bench-failover bench-audit bench-fetch
+        bench-scale bench-failover bench-audit bench-fetch bench-grayfailure
 
 # The runtime alone (grpcio, protobuf, ...): what `make run` needs, no PySpark, Java or Chromium.
 $(RUN_STAMP): pyproject.toml
@@ -102,6 +102,10 @@ bench-failover: setup
 
 bench-rolling: setup
 	$(BIN)/python -m bench.rolling
+
+# Needs root and FUSE (the tests' slowfs disk); ROUNDS=N rounds with the watchdog on, then N off.
+bench-grayfailure: setup
+	$(BIN)/python -m bench.grayfailure $(if $(ROUNDS),--rounds $(ROUNDS))
 
 bench-audit: setup
 	$(BIN)/python -m bench.audit

@@ -66,6 +66,11 @@ class BrokerConfig(SecurityKeys):
     # Controller mode: on SIGTERM a master first hands over to an in-sync slave (broker/replicas/handover.py).
     handover_on_shutdown: bool = True
     handover_timeout_ms: int = 5000
+    # A master whose disk operation has not returned after this long exits like a crash so the
+    # controllers fail over at once (broker/stall_watch.py); 0 = off. Not within
+    # disk_stall_cooldown_s of becoming master (at most one such move per group per cool-down).
+    disk_stall_timeout_ms: int = 1000
+    disk_stall_cooldown_s: float = 60.0
     # The fetch port (broker/fetch_server.py): consumers read record runs over plain TCP/TLS; "" = off.
     fetch_listen: str = ""
     max_fetch_connections: int = 256
@@ -165,6 +170,10 @@ class BrokerConfig(SecurityKeys):
             raise ConfigError("max_consume_count must be in [1, 10000]", key="max_consume_count")
         if self.max_consume_bytes < 1024:
             raise ConfigError("max_consume_bytes must be >= 1 KiB", key="max_consume_bytes")
+        if not (self.disk_stall_timeout_ms == 0 or 200 <= self.disk_stall_timeout_ms <= 600_000):
+            raise ConfigError("disk_stall_timeout_ms must be 0 (off) or in [200, 600000]", key="disk_stall_timeout_ms")
+        if not (0 <= self.disk_stall_cooldown_s <= 86_400):
+            raise ConfigError("disk_stall_cooldown_s must be in [0, 86400]", key="disk_stall_cooldown_s")
         if not (100 <= self.handover_timeout_ms <= 300_000):
             raise ConfigError("handover_timeout_ms must be in [100, 300000]", key="handover_timeout_ms")
         if not (0 <= self.max_consume_wait_ms <= 300_000):

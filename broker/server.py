@@ -21,6 +21,7 @@ from typing import TYPE_CHECKING, Any, Literal
 
 from autoswitch.broker.config import BrokerConfig, parse_hostport
 from autoswitch.broker.long_poll import WakeSignal
+from autoswitch.broker.stall_watch import IoWatch, StallFacts, StallWatchdog
 from autoswitch.broker.write_path import GroupFlusher, WritePath
 
 from autoswitch.base.errors import CorruptionError
@@ -101,7 +102,13 @@ class Broker:
         self.ha_master: HAMaster | None = None
         self.ha_slave: HASlave | None = None
         self.write_path: WritePath | None = None
-        self.flusher = GroupFlusher(self.store, cfg.flush, cfg.flush_interval_ms / 1000.0)
+        # What the loop is doing on disk, and the thread that gives the master role up when it
+        # hangs (broker/stall_watch.py)
+        self.io_watch = IoWatch()
+        self.master_since = 0.0
+        self.stall_watchdog = StallWatchdog(self._stall_facts, cfg.disk_stall_timeout_ms / 1000,
+                                            cfg.disk_stall_cooldown_s, lambda: self.log.bind(epoch=self.master_epoch))
+        self.flusher = GroupFlusher(self.store, cfg.flush, cfg.flush_interval_ms / 1000.0, self.io_watch)
         # fsync before every acknowledgement, as master (group commit or per-append) and as slave
         # (before each ack to the master): what a power cut cannot take (docs/replicas-manager.md)
         self.durable_acks = cfg.flush == "sync" or self.store.config.flush_mode == "sync"
@@ -146,11 +153,26 @@ class Broker:
 
     async def start(self) -> None:
         self.flusher.start()
+        self.stall_watchdog.start()
+
+    def _stall_facts(self, now: float) -> StallFacts:
+        """For the watchdog thread: plain reads of state the loop writes (it may be frozen)."""
+        progress = None
+        ha = self.ha_master
+        if ha is not None:
+            t = ha.tracker
+            for b in tuple(t.sync_state_set):
+                r = t.replicas.get(b)
+                if b != self._broker_id and r is not None and r.connected and r.progress_at is not None:
+                    progress = r.progress_at if progress is None else max(progress, r.progress_at)
+        w = self.io_watch
+        return StallFacts(now, w.op, w.since, self.role == "master", self.master_since, progress)
 
     async def stop(self) -> None:
         if self._closed:
             return
         self._closed = True
+        self.stall_watchdog.stop()
         async with self._switch_lock:
             self.role = "fenced"
             await self._stop_replication()
@@ -231,8 +253,9 @@ class Broker:
             self.master_addr = self.cfg.listen
             self.write_path = WritePath(
                 self.store, ha, self.flusher, self.cfg, master_epoch, self.broker_id,
-                self.log.bind(epoch=master_epoch),
+                self.log.bind(epoch=master_epoch), self.io_watch,
             )
+            self.master_since = time.monotonic()
             self.role = "master"
             self._unfinished_master_epoch = 0
             self.log.info(

@@ -22,6 +22,7 @@ from typing import Any, Protocol
 
 from autoswitch.broker.config import BrokerConfig
 from autoswitch.broker.consumer_offsets import RESERVED_PREFIX
+from autoswitch.broker.stall_watch import IoWatch
 
 from autoswitch.base.limits import MAX_GATE_WAITS, MAX_MSG_ID_BYTES, MAX_TOPIC_BYTES
 from autoswitch.base.log import get_logger
@@ -87,9 +88,10 @@ class GroupFlusher:
     Flushes run on the loop thread: the store is single-threaded by contract.
     """
 
-    def __init__(self, store: Store, mode: str, interval_s: float) -> None:
+    def __init__(self, store: Store, mode: str, interval_s: float, io_watch: IoWatch | None = None) -> None:
         assert mode in ("sync", "async")
         self._store = store
+        self._io = io_watch or IoWatch()
         self.mode = mode
         self.interval_s = interval_s
         self.flushed_offset = store.max_offset
@@ -110,7 +112,11 @@ class GroupFlusher:
 
     def flush_now(self) -> None:
         target = self._store.max_offset
-        self._store.flush()
+        self._io.begin("fsync")
+        try:
+            self._store.flush()
+        finally:
+            self._io.end()
         self.flushes += 1
         self.flushed_offset = target
         still = []
@@ -174,8 +180,10 @@ class WritePath:
         epoch: int,
         broker_id: int,
         log: Any,
+        io_watch: IoWatch | None = None,
     ) -> None:
         self._store = store
+        self._io = io_watch or IoWatch()
         self._ha = replicator
         self._flusher = flusher
         self._cfg = cfg
@@ -234,7 +242,11 @@ class WritePath:
                     f"minInSyncReplicas={self._cfg.min_in_sync_replicas}",
                     sync_state_set=sorted(sss),
                 )
-        res = self._store.append_messages(msgs)
+        self._io.begin("append")
+        try:
+            res = self._store.append_messages(msgs)
+        finally:
+            self._io.end()
         assert res.end_offset > res.start_offset, "an append must grow the log"
         assert res.end_offset <= self._store.max_offset
         self.appended_msgs += len(msgs)

@@ -85,6 +85,8 @@ RANGES: dict[str, dict[str, Range]] = {
     },
     "BrokerConfig": {
         "broker_id": (1, (1 << 53)),
+        "disk_stall_timeout_ms": (0, 600_000),
+        "disk_stall_cooldown_s": (0, 86_400),
         "min_in_sync_replicas": (1, 64),
         "in_sync_replicas": (1, 64),
         "ack_timeout_s": (0.001, 3600),

@@ -1,0 +1,158 @@
+"""A master whose disk hangs gives its role up (issue 32; docs/broker.md "A disk that hangs").
+
+The store is single-threaded and runs on the event loop, so a write or fsync that does not
+return freezes the whole process: no acknowledgement, no heartbeat, no handover. The controllers
+would see the master dead only after ``heartbeat_timeout_ms`` (10 s by default), and producers
+wait that long. A watchdog thread sees it sooner: the loop marks every disk operation it starts
+(``IoWatch``), and when one has not returned after ``disk_stall_timeout_ms`` while this broker is
+master, the thread ends the process as a crash would (exit 75): its controller sessions close
+and the controllers fail over at once (the crash-fast path), to a replica that was keeping up. An exit alone is not
+enough: a thread blocked in the hung disk's write cannot be killed (the kernel waits for the
+device), so the process would keep its sockets open until the disk returns. The watchdog first
+shuts every socket of the process down (``shutdown``, which the kernel acts on at once): the
+controllers see the sessions end, clients and slaves see the connections end, and nothing the
+stuck process does afterwards reaches anyone; then it exits.
+
+``decide`` is the rule, pure and driven by explicit facts; the thread only gathers them:
+
+* only a master gives up (a slave that stalls is taken out of the SyncStateSet by its master's
+  stall rule, docs/replication.md);
+* only when an in-sync slave was making progress, or was caught up, within one stall timeout
+  before the operation began: a whole cluster on one slow storage would gain nothing from a move;
+* never within ``disk_stall_cooldown_s`` of becoming master: at most one such move per group per
+  cool-down, even if the new master's disk is slow too.
+
+What it does not see: a loop frozen by something else than a disk operation (a CPU-bound bug, a
+paused VM); those are the heartbeat timeout's.
+"""
+
+from __future__ import annotations
+
+import os
+import socket
+import stat
+import sys
+import threading
+import time
+from collections.abc import Callable
+from dataclasses import dataclass
+from typing import Any
+
+EXIT_DISK_STALL = 75          # EX_TEMPFAIL: a supervisor restarts it; the restart is unclean
+CHECK_INTERVAL_S = 0.05
+
+FENCE, NOT_MASTER, COOLDOWN, NO_HEALTHY_REPLICA = "fence", "not_master", "cooldown", "no_healthy_replica"
+
+
+class IoWatch:
+    """What the event loop's thread is doing on disk now (written by the loop, read by the watchdog)."""
+
+    __slots__ = ("op", "since")
+
+    def __init__(self) -> None:
+        self.op = ""
+        self.since = 0.0         # 0: no operation in progress
+
+    def begin(self, op: str) -> None:
+        self.op = op
+        self.since = time.monotonic()
+
+    def end(self) -> None:
+        self.since = 0.0
+
+
+@dataclass(frozen=True)
+class StallFacts:
+    now: float
+    op: str
+    op_since: float                   # 0: none in progress
+    is_master: bool
+    master_since: float               # when it became master (monotonic)
+    replica_progress_at: float | None  # the latest progress (or caught-up) time of an in-sync slave
+
+
+def decide(f: StallFacts, timeout_s: float, cooldown_s: float) -> str | None:
+    """None while nothing is stuck; else what to do about the stuck operation."""
+    if timeout_s <= 0 or f.op_since <= 0 or f.now - f.op_since < timeout_s:
+        return None
+    if not f.is_master:
+        return NOT_MASTER
+    if f.now - f.master_since < cooldown_s:
+        return COOLDOWN
+    if f.replica_progress_at is None or f.op_since - f.replica_progress_at > timeout_s:
+        return NO_HEALTHY_REPLICA
+    return FENCE
+
+
+class StallWatchdog:
+    """The thread: every 50 ms, the facts, then ``decide``; on FENCE it logs and exits the process."""
+
+    def __init__(self, facts: Callable[[float], StallFacts], timeout_s: float, cooldown_s: float,
+                 log: Callable[[], Any], exit_process: Callable[[int], None] = os._exit,
+                 shutdown_sockets: Callable[[], int] | None = None) -> None:
+        """``log``: returns the logger to use now (the broker's carries its brokerId once known)."""
+        self._shutdown = shutdown_sockets or shutdown_all_sockets
+        self._facts = facts
+        self.timeout_s = timeout_s
+        self.cooldown_s = cooldown_s
+        self._log = log
+        self._exit = exit_process
+        self._stop = threading.Event()
+        self._said: tuple[str, float] | None = None      # one line per stuck operation and verdict
+        self._thread = threading.Thread(target=self._run, name="disk-stall-watchdog", daemon=True)
+
+    def start(self) -> None:
+        if self.timeout_s > 0:
+            self._thread.start()
+
+    def stop(self) -> None:
+        self._stop.set()
+
+    def _run(self) -> None:
+        while not self._stop.wait(CHECK_INTERVAL_S):
+            try:
+                f = self._facts(time.monotonic())
+            except Exception:  # noqa: BLE001 - a fact read mid-change: look again at the next tick
+                continue
+            verdict = decide(f, self.timeout_s, self.cooldown_s)
+            if verdict is None:
+                continue
+            stuck_ms = int((f.now - f.op_since) * 1000)
+            if verdict == FENCE:
+                self._log().critical("disk_stall_self_fence", op=f.op, stuckMs=stuck_ms,
+                                     note="the disk did not return: every connection is shut down and the process "
+                                          "exits like a crash, so the controllers fail over now; restart it once the "
+                                          "disk is back (its restart is unclean)")
+                sys.stdout.flush()
+                sys.stderr.flush()
+                self._shutdown()
+                self._exit(EXIT_DISK_STALL)
+                return
+            if self._said != (verdict, f.op_since):
+                self._said = (verdict, f.op_since)
+                self._log().error("disk_stall", op=f.op, stuckMs=stuck_ms, action=verdict)
+
+
+def shutdown_all_sockets() -> int:
+    """shutdown(SHUT_RDWR) every socket of this process (through a duplicate of each descriptor,
+    so nothing the blocked threads hold is closed under them); returns how many."""
+    n = 0
+    try:
+        fds = [int(x) for x in os.listdir("/proc/self/fd")]
+    except OSError:
+        return 0
+    for fd in fds:
+        try:
+            if not stat.S_ISSOCK(os.fstat(fd).st_mode):
+                continue
+            s = socket.socket(fileno=os.dup(fd))
+        except OSError:
+            continue
+        try:
+            s.shutdown(socket.SHUT_RDWR)
+            n += 1
+        except OSError:
+            pass            # not connected (a listener, a UDP socket): nothing to end
+        finally:
+            s.close()
+    return n

@@ -1,0 +1,111 @@
+"""The disk-stall rule (broker/stall_watch.py): only a master gives up, only for a disk operation
+stuck past the timeout, only when an in-sync slave was keeping up, and never within the
+cool-down of becoming master. And the thread acts on it: logs, then exits."""
+
+from __future__ import annotations
+
+import threading
+
+from autoswitch.broker.stall_watch import (
+    COOLDOWN,
+    EXIT_DISK_STALL,
+    FENCE,
+    NO_HEALTHY_REPLICA,
+    NOT_MASTER,
+    IoWatch,
+    StallFacts,
+    StallWatchdog,
+    decide,
+)
+
+
+def facts(**kw) -> StallFacts:
+    base = dict(now=1000.0, op="append", op_since=997.0, is_master=True, master_since=100.0,
+                replica_progress_at=996.5)
+    base.update(kw)
+    return StallFacts(**base)
+
+
+def test_the_rule():
+    assert decide(facts(), 2.0, 60.0) == FENCE
+    assert decide(facts(op_since=0.0), 2.0, 60.0) is None               # nothing in progress
+    assert decide(facts(op_since=998.5), 2.0, 60.0) is None             # stuck 1.5 s < 2 s
+    assert decide(facts(), 0.0, 60.0) is None                           # switched off
+    assert decide(facts(is_master=False), 2.0, 60.0) == NOT_MASTER
+    assert decide(facts(master_since=950.0), 2.0, 60.0) == COOLDOWN     # became master 50 s ago
+    assert decide(facts(replica_progress_at=None), 2.0, 60.0) == NO_HEALTHY_REPLICA
+    # the slaves had stopped moving before the operation began: a cluster-wide slowness
+    assert decide(facts(replica_progress_at=994.0), 2.0, 60.0) == NO_HEALTHY_REPLICA
+
+
+class _Log:
+    def __init__(self) -> None:
+        self.lines: list[tuple[str, dict]] = []
+
+    def critical(self, event: str, **kw) -> None:
+        self.lines.append((event, kw))
+
+    def error(self, event: str, **kw) -> None:
+        self.lines.append((event, kw))
+
+
+def test_the_watchdog_exits_once_a_master_is_stuck():
+    log, exited = _Log(), threading.Event()
+    codes: list[int] = []
+    watch = IoWatch()
+    clock = {"now": 10.0}
+
+    def current(now: float) -> StallFacts:
+        return StallFacts(clock["now"], watch.op, watch.since, True, 0.0, clock["now"] - 0.5)
+
+    def fake_exit(code: int) -> None:
+        codes.append(code)
+        exited.set()
+
+    shut: list[int] = []
+    dog = StallWatchdog(current, 2.0, 0.0, lambda: log, exit_process=fake_exit,
+                        shutdown_sockets=lambda: shut.append(1) or 1)
+    watch.begin("fsync")
+    watch.since = 10.0
+    dog.start()
+    try:
+        assert not exited.wait(0.3), "exited before the timeout"
+        clock["now"] = 12.5
+        assert exited.wait(5)
+    finally:
+        dog.stop()
+    assert codes == [EXIT_DISK_STALL] and shut == [1], "sockets shut down before the exit"
+    assert log.lines[-1][0] == "disk_stall_self_fence" and log.lines[-1][1]["op"] == "fsync"
+
+
+def test_a_stuck_slave_is_reported_once_and_stays():
+    log = _Log()
+    codes: list[int] = []
+    f = facts(is_master=False)
+    dog = StallWatchdog(lambda now: f, 2.0, 0.0, lambda: log, exit_process=codes.append,
+                        shutdown_sockets=lambda: 0)
+    dog.start()
+    try:
+        threading.Event().wait(0.4)
+    finally:
+        dog.stop()
+    assert codes == [] and [e for e, _ in log.lines] == ["disk_stall"]
+    assert log.lines[0][1]["action"] == NOT_MASTER
+
+
+def test_shutdown_all_sockets_ends_connections_of_this_process():
+    """In a child process: it shuts down every socket of the process it runs in."""
+    import subprocess
+    import sys
+
+    code = (
+        "import socket\n"
+        "from autoswitch.broker.stall_watch import shutdown_all_sockets\n"
+        "a, b = socket.socketpair()\n"
+        "n = shutdown_all_sockets()\n"
+        "b.settimeout(2)\n"
+        "print(n, b.recv(1) == b'')\n"
+    )
+    r = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=60)
+    n, ended = r.stdout.split()
+    assert int(n) >= 2 and ended == "True", r.stdout + r.stderr
