@@ -90,14 +90,14 @@ def run(rounds: int, hang_s: float, deadline: float, work: Path) -> dict[str, An
             t0 = time.time()
             disks[old].set("hang")
             m2, e2 = c.wait_master(timeout=60, not_id=m_id, min_epoch=e0 + 1)
-            wait_until(lambda: any(a["epoch"] >= e2 and a["ack_ts_ms"] > t0 * 1000 for a in read_ack_log(ack_log)),
-                       60, "acks on the new master")
+            wait_until(lambda e=e2, t=t0: any(a["epoch"] >= e and a["ack_ts_ms"] > t * 1000
+                                              for a in read_ack_log(ack_log)), 60, "acks on the new master")
             left = hang_s - (time.time() - t0)
             if left > 0:
                 time.sleep(left)        # the disk stays hung for --hang-s: the incident's length
             disks[old].set("ok")
             if on:     # it exits (75) once its stuck write returns; restarted, it rejoins uncleanly
-                wait_until(lambda: c.broker_proc[old].popen.poll() is not None, 60, "the old master's exit")
+                wait_until(lambda o=old: c.broker_proc[o].popen.poll() is not None, 60, "the old master's exit")
                 c.start_broker(old)
             # watchdog off: the old master lives on, learns it was deposed and becomes a slave
             c.wait_sync_state_set({1, 2, 3}, timeout=90)
