@@ -129,10 +129,8 @@ async def _replicate1(master_dir: Path, slave_dir: Path, deadline: float, master
     if digests:
         # The worst case: the master cuts ranges from the log's start, so every transferred
         # frame is folded (a new term starts near the end and would fold almost nothing here).
-        book = RangeBook(store, cfg.digest_range_bytes, cfg.digest_history, cfg.digest_interval_s / 2,
-                         time.monotonic())
-        book.cursor = store.min_offset
-        master.digests.book = book
+        master.digests.book = RangeBook(store, cfg.digest_range_bytes, cfg.digest_history,
+                                        cfg.digest_interval_s / 2, time.monotonic(), start=store.min_offset)
     await master.start(HOST, 0, ssl=server_ssl_context(_tls(tls_dir, "broker/bench/1")) if tls_dir else None)
     end = store.max_offset
     proc = subprocess.Popen([sys.executable, "-m", "bench.replication", "--role", "slave",

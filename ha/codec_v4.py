@@ -19,7 +19,7 @@ import struct
 from dataclasses import dataclass
 
 from autoswitch.ha.digest import MISMATCH, VERIFIED, RangeDigest, check_range
-from autoswitch.ha.errors import FrameError
+from autoswitch.ha.errors import FrameError, HAProtocolError
 
 DIGEST_VERSION = 4              # the first version with range digests
 DIGESTS, REPAIR = 5, 6          # master -> slave state codes
@@ -56,7 +56,7 @@ class DigestReport:
 def _entry(r: RangeDigest) -> RangeDigest:
     try:
         check_range(r)
-    except Exception as e:  # noqa: BLE001 - any rule broken is one frame error
+    except HAProtocolError as e:      # on the wire, a broken rule is a frame error
         raise FrameError("bad_digest_range", f"range {tuple(r)}") from e
     return r
 

@@ -15,7 +15,6 @@ length. Which ranges mismatch, and what the master does about it, is docs/replic
 from __future__ import annotations
 
 import collections
-from dataclasses import dataclass
 from typing import NamedTuple
 
 from autoswitch.ha.errors import HAProtocolError
@@ -48,7 +47,7 @@ class RangeBook:
     """The master's digests: folds the log in order into ranges and keeps the last ``history``.
 
     Fed by the bytes a transfer just read (``feed``: free when the read is at the cursor) and,
-    when no connection reads there, by ``catch_up`` reading the log itself within a budget.
+    when no connection reads there, by ``tick`` reading the log itself within a budget.
     Every completed range gets a sequence number, so each connection sends what it has not sent.
     """
 
@@ -74,10 +73,6 @@ class RangeBook:
             if start < e.start_offset <= target:
                 start = e.start_offset
         return max(start, log.min_offset)
-
-    @property
-    def last_seq(self) -> int:
-        return self.seq
 
     def since(self, seq: int, limit: int) -> list[tuple[int, RangeDigest]]:
         """Up to ``limit`` kept ranges numbered above ``seq``, oldest first."""
@@ -163,15 +158,6 @@ class RangeBook:
         return self.seq - before
 
 
-@dataclass
-class CheckRound:
-    """What one verification round found."""
-    verified: list[RangeDigest]
-    mismatch: RangeDigest | None = None
-    reason: str = ""
-    detail: str = ""
-
-
 class RangeChecker:
     """The slave's side: the master's ranges (the newest ``keep``), verified against the local log."""
 
@@ -206,15 +192,16 @@ class RangeChecker:
         return out
 
     @staticmethod
-    def verify(log: ReplicaLog, r: RangeDigest, chunk: int) -> tuple[str, str] | None:
-        """None when the local bytes of ``r`` fold to its digest; else (reason, detail)."""
+    def verify(log: ReplicaLog, r: RangeDigest) -> tuple[str, str] | None:
+        """None when the local bytes of ``r`` fold to its digest; else (reason, detail). Reads
+        the whole range (one read per segment it spans: read_raw stops at a segment's end)."""
         entry = log.epochs.find_by_offset(r.start, log.max_offset)
         if entry is None or entry.epoch != r.epoch or log.epochs.end_offset(entry.epoch, log.max_offset) < r.end:
             return "epoch_differs", f"local epoch at {r.start} is {entry.epoch if entry else None}, master's {r.epoch}"
         h, at = SEED, r.start
         while at < r.end:
             try:
-                data = log.read_raw(at, max(chunk, r.end - at), r.end)
+                data = log.read_raw(at, r.end - at, r.end)
             except AutoswitchError as e:      # the CRC check or the length chain of the read failed
                 return "corrupt_record", f"{e.code}: {e.message}"
             if not data:
@@ -228,7 +215,3 @@ class RangeChecker:
         if h != r.digest:
             return "digest_differs", f"local digest {h:016x}, master's {r.digest:016x}"
         return None
-
-    def record(self, rnd: CheckRound) -> None:
-        if rnd.mismatch is not None:
-            self.mismatch = rnd.mismatch

@@ -76,14 +76,14 @@ class MasterDigests:
     def send_to(self, conn: DigestConn) -> None:
         """The ranges completed since this connection last heard (version 4 connections only)."""
         book, session = self.book, conn.session
-        if book is None or not session.speaks_digests or book.last_seq <= session.digest_seq:
+        if book is None or not session.speaks_digests or book.seq <= session.digest_seq:
             return
         items = book.since(session.digest_seq, MAX_DIGEST_ENTRIES)
         if items:
             conn.writer.write(encode_digests(Digests(tuple(r for _, r in items))))
             session.digest_seq = items[-1][0]
         else:
-            session.digest_seq = book.last_seq
+            session.digest_seq = book.seq
 
     def on_report(self, conn: DigestConn, f: DigestReport) -> bool:
         """A slave's verdict. True when the SyncStateSet decisions may have changed."""

@@ -235,7 +235,7 @@ class HASlave:
             for r in session.digests_due(cfg.digest_round_bytes):
                 if session is not self._session or transport.is_closing():
                     return
-                why = session.verify_range(r, cfg.transfer_batch_size)
+                why = session.verify_range(r)
                 if why is not None:
                     bad = r
                     self.digest_stats["mismatches"] += 1

@@ -182,8 +182,8 @@ class SlaveSession:
             return []
         return self.digests.due(self.log, budget)
 
-    def verify_range(self, r: RangeDigest, chunk: int) -> tuple[str, str] | None:
-        return RangeChecker.verify(self.log, r, chunk)
+    def verify_range(self, r: RangeDigest) -> tuple[str, str] | None:
+        return RangeChecker.verify(self.log, r)
 
     def round_report(self, verified: list[RangeDigest], bad: RangeDigest | None) -> DigestReport | None:
         """The frame that tells the master how a round went. A mismatch is reported once; the

@@ -133,7 +133,7 @@ class SyncStateTracker:
         can be cut now without an acknowledged write depending on them."""
         members = self.ack_set
         return [b for b, q in self.quarantined.items()
-                if not q.repair_sent and b not in members and self.replicas.get(b, ReplicaState(b)).connected]
+                if not q.repair_sent and b not in members and (r := self.replicas.get(b)) is not None and r.connected]
 
     def on_repair_sent(self, broker_id: int) -> None:
         self.quarantined[broker_id].repair_sent = True

@@ -67,7 +67,7 @@ class ControllerMetrics:
         yield "autoswitch_controller_members", "Controller members in force here, by role", {"role": "learner"}, \
             roles.count("learner")
         yield "autoswitch_controller_is_voter", "1 while this node is a voter", {}, 1 if node.membership.is_voter else 0
-        check = getattr(node, "state_check", None)
+        check = node.state_check
         if check is not None:
             yield ("autoswitch_controller_state_corrupt", "1 once the state hash check found this member's state "
                    "differs from the majority's (it no longer votes, leads or answers reads)", {},

@@ -80,7 +80,6 @@ class ControllerNode:
     proposer: Proposer
     liveness: LivenessDesk
     elections: ElectionScanner
-    state_check: StateCheck
     sm: sm_adapter.AppliedStateMachine
     raft: Consensus        # RaftNode, or a store backend's node
     events: EventLog
@@ -114,6 +113,7 @@ class ControllerNode:
         self.membership = MembershipView(config.node_id, config.bootstrap_membership(), config.peers)
         self.membership_changes: MembershipChanges | None = None
         self._was_voter = self.membership.is_voter
+        self.state_check: StateCheck | None = None     # built by start() (it needs the peers)
 
     # ------------------------------------------------------------------ lifecycle
 
@@ -293,7 +293,7 @@ class ControllerNode:
     def readiness(self) -> tuple[bool, str]:
         """/readyz: a leader is known and this node has applied (nearly) all it knows committed
         (never while the state hash check found this member's state differs)."""
-        if hasattr(self, "state_check") and self.state_check.corrupt is not None:
+        if self.state_check is not None and self.state_check.corrupt is not None:
             return False, f"state corrupt: {self.state_check.corrupt}"
         md = self.metadata()
         if not md["leader_id"]:
@@ -306,7 +306,7 @@ class ControllerNode:
     # ------------------------------------------------------------------ reads of the applied state
 
     def _refuse_if_corrupt(self) -> None:
-        if hasattr(self, "state_check") and self.state_check.corrupt is not None:
+        if self.state_check is not None and self.state_check.corrupt is not None:
             raise NodeReply(Code.CONTROLLER_STATE_CORRUPT, f"this controller's state differs from the others' "
                             f"({self.state_check.corrupt}); ask another member, rebuild this one (recover-member)")
 

@@ -16,6 +16,7 @@ if TYPE_CHECKING:
     from autoswitch.controller.server.metrics import ControllerMetrics
     from autoswitch.controller.server.proposer import Proposer
     from autoswitch.controller.server.sm_adapter import AppliedStateMachine, GroupState
+    from autoswitch.controller.server.state_check import StateCheck
     from autoswitch.controller.server.watchers import Watchers
 
 
@@ -28,6 +29,7 @@ class ObservedNode(Protocol):
     sm: AppliedStateMachine
     liveness: LivenessDesk
     metrics: ControllerMetrics
+    state_check: StateCheck | None
 
     @property
     def wired(self) -> bool: ...
@@ -54,6 +56,7 @@ class ServedNode(StreamedNode, Protocol):
     sm: AppliedStateMachine
     proposer: Proposer
     elections: ElectionScanner
+    state_check: StateCheck | None
 
     @property
     def is_leader(self) -> bool: ...

@@ -283,7 +283,7 @@ class ControllerServicer(pbg.ControllerServiceServicer):
     @_handler(pb.GetStateHashReply)
     async def GetStateHash(self, request, context):
         node = self.node
-        check = node.state_check if hasattr(node, "state_check") else None
+        check = node.state_check
         h = check.hash_at(request.index) if check is not None else None
         return pb.GetStateHashReply(header=pb.ReplyHeader(code=0), found=h is not None, hash=h or "",
                                     applied_index=node.sm.inner.last_applied_index,

@@ -77,7 +77,7 @@ class StatusPage:
                "members": [{"id": n, "address": a, "reachable": ok, "leader": n == md["leader_id"], "role": role}
                            for n, a, ok, role in md["peers"]],
                "groups": [], "events": list(self.recent)[::-1]}
-        check = getattr(node, "state_check", None)
+        check = node.state_check
         if check is not None:
             out["state_check"] = {"corrupt": check.corrupt, "checks": check.checked, "mismatches": check.mismatches,
                                   "last": check.last}

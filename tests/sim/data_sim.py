@@ -819,7 +819,7 @@ class DataSim:
                 continue
             lk.verify_at = self.now + int(self.ha.digest_interval_s * 1000)
             for r in ss.digests_due(self.ha.digest_round_bytes):
-                why = ss.verify_range(r, self.ha.transfer_batch_size)
+                why = ss.verify_range(r)
                 self.stats.digests_verified += 1
                 if why is not None:
                     raise Violation("data.digest_mismatch", f"b{lk.slave} holds range {r.epoch}:[{r.start},{r.end}) of "

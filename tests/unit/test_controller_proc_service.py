@@ -27,6 +27,7 @@ class RecordingNode:
     node_id = "n1"
     is_leader = True
     term = 1
+    state_check = None
 
     def __init__(self) -> None:
         self.config = cfgmod.load(None, node_id="n1", peers="n1=127.0.0.1:9", data_dir="/nonexistent")

@@ -66,11 +66,11 @@ def test_history_is_bounded_and_a_new_book_starts_near_the_end():
     assert 20_000 - 4 * 300 - 1000 <= book.cursor <= 20_000 - 4 * 300     # a segment start below it
     book.tick(0.0, 1 << 20, 512)
     assert len(book.history) <= 4 and book.since(0, 10) == list(book.history)
-    assert book.since(book.last_seq, 10) == []
+    assert book.since(book.seq, 10) == []
 
 
 def _verified(slog: MemLog, ranges: list[RangeDigest]) -> list[tuple[RangeDigest, tuple[str, str] | None]]:
-    return [(r, RangeChecker.verify(slog, r, 256)) for r in ranges]
+    return [(r, RangeChecker.verify(slog, r)) for r in ranges]
 
 
 def test_an_equal_log_verifies_and_any_changed_record_is_named():
@@ -118,13 +118,13 @@ def test_session_round_reports_verified_then_a_mismatch_and_takes_only_the_asked
     p, book = _digest_pair()
     due = p.s.digests_due(1 << 20)
     assert due == _ranges(book)
-    assert all(p.s.verify_range(r, 256) is None for r in due)
+    assert all(p.s.verify_range(r) is None for r in due)
     rep = p.s.round_report(due, None)
     assert rep == DigestReport(VERIFIED, 1, 0, 3000)
     assert p.m.on_report(rep) == rep
     # the slave's disk changes under a range
     p.slog._data[1650] ^= 0xFF
-    bad = [r for r in p.s.digests_due(1 << 20) if p.s.verify_range(r, 256) is not None]
+    bad = [r for r in p.s.digests_due(1 << 20) if p.s.verify_range(r) is not None]
     assert len(bad) == 1 and bad[0].start <= 1650 < bad[0].end
     rep = p.s.round_report([], bad[0])
     assert rep.verdict == MISMATCH and (rep.start, rep.end) == (bad[0].start, bad[0].end)
@@ -137,7 +137,7 @@ def test_session_round_reports_verified_then_a_mismatch_and_takes_only_the_asked
 def test_the_repair_cuts_at_the_range_and_ends_the_session():
     p, _ = _digest_pair()
     p.slog._data[1650] ^= 0xFF
-    bad = next(r for r in p.s.digests_due(1 << 20) if p.s.verify_range(r, 256) is not None)
+    bad = next(r for r in p.s.digests_due(1 << 20) if p.s.verify_range(r) is not None)
     p.s.round_report([], bad)
     p.to_slave(Repair(1, bad.start))
     assert p.s.repaired_to == bad.start == p.slog.max_offset and p.s.phase == "SHUTDOWN"
