@@ -6,7 +6,8 @@
  *   "ok"            no fault
  *   "delay MS"      every write, fsync and create waits MS milliseconds first
  *   "hang"          every write, fsync and create waits until the line says otherwise
- * A thread re-reads it every 20 ms. Reads are never delayed: a hung disk that still serves the
+ * A thread re-reads it every 20 ms and writes each line it applied to CONTROL_FILE.applied (the
+ * tests wait for that instead of guessing how long the thread takes). Reads are never delayed: a hung disk that still serves the
  * page cache is what makes a process look alive while it cannot make anything durable.
  * Written for these tests (no code taken from elsewhere); build with scripts in tests/grayfail.
  */
@@ -39,7 +40,8 @@ static void full(char *out, const char *path) {
 
 static void *watch_control(void *arg) {
     (void)arg;
-    char line[64];
+    char line[64], applied[64] = "", ack[PATH_MAX];
+    snprintf(ack, sizeof ack, "%s.applied", control);
     for (;;) {
         FILE *f = fopen(control, "r");
         if (f != NULL) {
@@ -51,6 +53,14 @@ static void *watch_control(void *arg) {
                     atomic_store(&mode, 1);
                 } else {
                     atomic_store(&mode, 0);
+                }
+                if (strcmp(line, applied) != 0) {
+                    FILE *a = fopen(ack, "w");
+                    if (a != NULL) {
+                        fputs(line, a);
+                        fclose(a);
+                        snprintf(applied, sizeof applied, "%s", line);
+                    }
                 }
             }
             fclose(f);

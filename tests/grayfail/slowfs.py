@@ -20,6 +20,7 @@ ROOT = Path(__file__).resolve().parent.parent.parent
 SOURCE = Path(__file__).resolve().parent / "slowfs.c"
 BUILD_DIR = ROOT / ".venv" / "slowfs"
 MOUNT_WAIT_S = 10.0
+APPLY_WAIT_S = 30.0       # a loaded machine may hold the control thread back; readiness, not a timing
 
 
 class Unavailable(Exception):
@@ -58,6 +59,7 @@ class SlowFs:
         self.backing.mkdir(parents=True, exist_ok=True)
         self.mount.mkdir(parents=True, exist_ok=True)
         self.set("ok")
+        self.control.with_name(self.control.name + ".applied").unlink(missing_ok=True)   # a previous mount's
         self._proc = subprocess.Popen([str(exe), str(self.backing), str(self.mount), str(self.control), "-f"],
                                       stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, start_new_session=True)
         deadline = time.monotonic() + MOUNT_WAIT_S
@@ -70,10 +72,19 @@ class SlowFs:
         return self
 
     def set(self, line: str) -> None:
-        """"ok", "delay MS" or "hang"; slowfs reads it within 20 ms."""
+        """"ok", "delay MS" or "hang"; returns once slowfs applied it (while it runs)."""
         tmp = self.control.with_suffix(".tmp")
         tmp.write_text(line + "\n")
         os.replace(tmp, self.control)
+        if self._proc is None or self._proc.poll() is not None:
+            return
+        ack = self.control.with_name(self.control.name + ".applied")
+        deadline = time.monotonic() + APPLY_WAIT_S
+        while time.monotonic() < deadline:
+            if ack.exists() and ack.read_text().strip() == line:
+                return
+            time.sleep(0.005)
+        raise Unavailable(f"slowfs did not apply {line!r} within {APPLY_WAIT_S} s")
 
     def __exit__(self, *exc: object) -> None:
         if self.control.exists():

@@ -82,11 +82,18 @@ def test_a_stuck_slave_is_reported_once_and_stays():
     log = _Log()
     codes: list[int] = []
     f = facts(is_master=False)
-    dog = StallWatchdog(lambda now: f, 2.0, 0.0, lambda: log, exit_process=codes.append,
+    looked = threading.Semaphore(0)
+
+    def current(now: float) -> StallFacts:
+        looked.release()
+        return f
+
+    dog = StallWatchdog(current, 2.0, 0.0, lambda: log, exit_process=codes.append,
                         shutdown_sockets=lambda: 0)
     dog.start()
     try:
-        threading.Event().wait(0.4)
+        for _ in range(10):                  # ten looks at the same stuck operation
+            assert looked.acquire(timeout=30)
     finally:
         dog.stop()
     assert codes == [] and [e for e, _ in log.lines] == ["disk_stall"]
