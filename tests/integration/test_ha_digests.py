@@ -197,6 +197,25 @@ def test_verify_group_lists_where_replicas_differ(procs, tmp_path):
     wait_until(lambda: all(c.status(n)["max_offset"] == top for n in ("b1", "b2", "b3")), 30, "replicas caught up")
     rc, out = _verify_group(c)
     assert rc == 0 and out["agree"] and out["bytes_alike"] == out["to"] - out["from"] > 0, out
+    # hostile LogRanges calls: answered BAD_REQUEST, the broker keeps serving
+    import asyncio
+
+    from autoswitch.broker.client.client import AdminClient
+
+    from autoswitch.proto import broker_pb2 as pb
+
+    async def ranges(*args: int) -> int:
+        cl = AdminClient(c.broker_addr("b1"), max_retries=0, timeout_s=10)
+        try:
+            return (await cl.log_ranges(*args)).status
+        finally:
+            await cl.close()
+
+    assert asyncio.run(ranges(top + 1, -1, 4096)) == pb.BAD_REQUEST          # beyond the log
+    assert asyncio.run(ranges(0, -1, 1)) == pb.BAD_REQUEST                   # absurd range size
+    assert asyncio.run(ranges(0, -1, 1 << 40)) == pb.BAD_REQUEST
+    assert asyncio.run(ranges(7, -1, 4096)) == pb.BAD_REQUEST                # not a record boundary
+    assert asyncio.run(ranges(0, -1, 4096)) == pb.OK
     # change a slave that never checks: stop it, replace a record, start it with digests off
     victim = next(n for n in ("b1", "b2", "b3") if n != c.master_name())
     c.broker_proc[victim].kill9()
