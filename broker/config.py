@@ -71,6 +71,19 @@ class BrokerConfig(SecurityKeys):
     # disk_stall_cooldown_s of becoming master (at most one such move per group per cool-down).
     disk_stall_timeout_ms: int = 1000
     disk_stall_cooldown_s: float = 60.0
+    # ... and whose event loop has not run for this long (a CPU-bound bug, a call blocking the
+    # loop's thread) likewise; 0 = off.
+    loop_stall_timeout_ms: int = 3000
+    # Health signals (broker/health.py): per window of health_window_s, the median append and
+    # fsync time and event-loop lag; a signal is slow after health_degrade_windows slow windows in
+    # a row, healthy again after health_recover_windows healthy ones. Reported in heartbeats; the
+    # controllers move the master role off a degraded master (docs/broker.md "A slow master").
+    health_window_s: float = 1.0
+    slow_append_ms: float = 100.0
+    slow_fsync_ms: float = 250.0
+    slow_loop_lag_ms: float = 250.0
+    health_degrade_windows: int = 5
+    health_recover_windows: int = 10
     # The fetch port (broker/fetch_server.py): consumers read record runs over plain TCP/TLS; "" = off.
     fetch_listen: str = ""
     max_fetch_connections: int = 256
@@ -174,6 +187,8 @@ class BrokerConfig(SecurityKeys):
             raise ConfigError("disk_stall_timeout_ms must be 0 (off) or in [200, 600000]", key="disk_stall_timeout_ms")
         if not (0 <= self.disk_stall_cooldown_s <= 86_400):
             raise ConfigError("disk_stall_cooldown_s must be in [0, 86400]", key="disk_stall_cooldown_s")
+        if not (self.loop_stall_timeout_ms == 0 or 500 <= self.loop_stall_timeout_ms <= 600_000):
+            raise ConfigError("loop_stall_timeout_ms must be 0 (off) or in [500, 600000]", key="loop_stall_timeout_ms")
         if not (100 <= self.handover_timeout_ms <= 300_000):
             raise ConfigError("handover_timeout_ms must be in [100, 300000]", key="handover_timeout_ms")
         if not (0 <= self.max_consume_wait_ms <= 300_000):

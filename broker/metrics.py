@@ -97,6 +97,15 @@ class BrokerMetrics:
         fenced = b.fence_reason() if b.role == "master" else None
         yield "autoswitch_broker_fenced", "1 while a master refuses writes (lease, handover, deposed)", {}, \
             1 if fenced else 0
+        h = b.health_report()
+        yield ("autoswitch_broker_degraded", "1 while a health signal stays slow (broker/health.py), by signal",
+               {"signal": "any"}, 1 if h.degraded else 0)
+        for signal, v in (("append", h.append_ms), ("fsync", h.fsync_ms), ("loop_lag", h.loop_lag_ms)):
+            yield ("autoswitch_broker_degraded", "1 while a health signal stays slow (broker/health.py), by signal",
+                   {"signal": signal}, 1 if signal in h.reasons else 0)
+            if v >= 0:
+                yield ("autoswitch_broker_health_ms", "Last health window: median append or fsync time, event-loop "
+                       "lag (ms)", {"signal": signal}, v)
         ha = b.ha_master
         if ha is not None:
             top = b.store.max_offset

@@ -20,8 +20,10 @@ from collections.abc import Awaitable, Callable
 from typing import TYPE_CHECKING, Any, Literal
 
 from autoswitch.broker.config import BrokerConfig, parse_hostport
+from autoswitch.broker.health import HealthReport
 from autoswitch.broker.long_poll import WakeSignal
-from autoswitch.broker.stall_watch import IoWatch, StallFacts, StallWatchdog
+from autoswitch.broker.self_watch import SelfWatch
+from autoswitch.broker.stall_watch import StallFacts
 from autoswitch.broker.write_path import GroupFlusher, WritePath
 
 from autoswitch.base.errors import CorruptionError
@@ -103,11 +105,11 @@ class Broker:
         self.ha_slave: HASlave | None = None
         self.write_path: WritePath | None = None
         # What the loop is doing on disk, and the thread that gives the master role up when it
-        # hangs (broker/stall_watch.py)
-        self.io_watch = IoWatch()
+        # or its loop hangs (broker/stall_watch.py), and its health signals (broker/self_watch.py)
+        self.self_watch = SelfWatch(cfg, self._stall_facts, lambda: self.log.bind(epoch=self.master_epoch,
+                                                                                   role=self.role))
+        self.io_watch = self.self_watch.io
         self.master_since = 0.0
-        self.stall_watchdog = StallWatchdog(self._stall_facts, cfg.disk_stall_timeout_ms / 1000,
-                                            cfg.disk_stall_cooldown_s, lambda: self.log.bind(epoch=self.master_epoch))
         self.flusher = GroupFlusher(self.store, cfg.flush, cfg.flush_interval_ms / 1000.0, self.io_watch)
         # fsync before every acknowledgement, as master (group commit or per-append) and as slave
         # (before each ack to the master): what a power cut cannot take (docs/replicas-manager.md)
@@ -153,7 +155,14 @@ class Broker:
 
     async def start(self) -> None:
         self.flusher.start()
-        self.stall_watchdog.start()
+        self.self_watch.start()
+
+    def health_report(self) -> HealthReport:
+        return self.self_watch.report()
+
+    def diverged(self) -> bool:
+        """This slave's range digests found bytes that differ from its master's, not repaired yet."""
+        return self.ha_slave is not None and self.ha_slave.diverged_range is not None
 
     def _stall_facts(self, now: float) -> StallFacts:
         """For the watchdog thread: plain reads of state the loop writes (it may be frozen)."""
@@ -166,13 +175,13 @@ class Broker:
                 if b != self._broker_id and r is not None and r.connected and r.progress_at is not None:
                     progress = r.progress_at if progress is None else max(progress, r.progress_at)
         w = self.io_watch
-        return StallFacts(now, w.op, w.since, self.role == "master", self.master_since, progress)
+        return StallFacts(now, w.op, w.since, self.role == "master", self.master_since, progress, w.loop_at)
 
     async def stop(self) -> None:
         if self._closed:
             return
         self._closed = True
-        self.stall_watchdog.stop()
+        await self.self_watch.stop()
         async with self._switch_lock:
             self.role = "fenced"
             await self._stop_replication()
@@ -244,6 +253,7 @@ class Broker:
                 fenced=lambda: self.fence_reason() is not None,
                 registry=self.replica_registry,
                 bind_identities=self.cfg.auth,
+                degraded=lambda: self.self_watch.health.degraded,
             )
             await ha.start(host, port, ssl=server_ssl_context(self.cfg.tls) if self.cfg.tls.enabled else None,
                            accept_plaintext=self.cfg.tls.accept_plaintext)

@@ -9,6 +9,7 @@ from __future__ import annotations
 import asyncio
 import errno
 import faulthandler
+import json
 import signal
 import sys
 import time
@@ -173,9 +174,11 @@ class BrokerServicer(pbg.BrokerServiceServicer):
         if not b.cfg.controller_mode or b.replicas is None:
             return pb.TransferMasterReply(status=pb.NOT_ALLOWED,
                                           error_message="static mode: no controller to hand over through")
-        if request.to_broker_id < 0 or not (0 <= request.timeout_ms <= 300_000):
+        if (request.to_broker_id < 0 or not (0 <= request.timeout_ms <= 300_000) or len(request.reason) > 128
+                or not request.reason.isprintable()):
             return pb.TransferMasterReply(status=pb.BAD_REQUEST,
-                                          error_message="to_broker_id must be >= 0 and timeout_ms in [0, 300000]")
+                                          error_message="to_broker_id must be >= 0, timeout_ms in [0, 300000] and "
+                                                        "reason at most 128 printable characters")
         if b.role != "master":
             return pb.TransferMasterReply(status=pb.NOT_MASTER, error_message=f"this broker is {b.role}",
                                           master_addr=self._master_addr())
@@ -184,8 +187,13 @@ class BrokerServicer(pbg.BrokerServiceServicer):
 
         timeout = (request.timeout_ms or b.cfg.handover_timeout_ms) / 1000
         caller = current_caller()
-        if caller is not None:      # the controller writes the audit record of the handover for it
-            HANDOVER_REQUESTED_BY.set(caller.name[:256])
+        by = caller.name[:120] if caller is not None else ""
+        if request.reason:
+            b.log.info("handover_requested", to=request.to_broker_id, reason=request.reason, by=by or None,
+                       epoch=b.master_epoch)
+            by = f"{by or 'anonymous'} ({request.reason})"
+        if by:      # the controller writes the audit record of the handover for it
+            HANDOVER_REQUESTED_BY.set(by[:256])
         res = await hand_over(b, b.replicas, request.to_broker_id or None, timeout)
         return pb.TransferMasterReply(status=pb.OK if res.ok else pb.HANDOVER_FAILED,
                                       error_message="" if res.ok else res.reason, target=res.target,
@@ -244,11 +252,10 @@ class BrokerServicer(pbg.BrokerServiceServicer):
         replicas = b.replicas
         replicas_json = ""
         if replicas is not None:
-            import json
-
             replicas_json = json.dumps(replicas.status(), default=str, separators=(",", ":"))
         return pb.GetStatusReply(
             replicas_json=replicas_json, digests_json=_digests_json(b),
+            health_json=json.dumps(b.health_report().as_dict(), separators=(",", ":")),
             fenced_reason=(b.fence_reason() or "") if b.role == "master" else "",
             group=b.group, broker_id=b.broker_id, role=b.role, master_epoch=b.master_epoch,
             max_offset=b.store.max_offset, confirm_offset=b.confirm_offset, listen=b.cfg.listen,

@@ -22,8 +22,12 @@ stuck process does afterwards reaches anyone; then it exits.
 * never within ``disk_stall_cooldown_s`` of becoming master: at most one such move per group per
   cool-down, even if the new master's disk is slow too.
 
-What it does not see: a loop frozen by something else than a disk operation (a CPU-bound bug, a
-paused VM); those are the heartbeat timeout's.
+The same thread watches the event loop itself: the loop's probe (broker/server.py) marks every
+100 ms that it ran; a master whose loop has not run for ``loop_stall_timeout_ms`` (a CPU-bound
+bug, a call that blocks the loop's thread in the kernel) gives its role up by the same rule and
+the same exit. What it cannot see: a paused VM or a SIGSTOPped process stops this thread too; that
+is the heartbeat timeout's. A loop that is slow but runs is the health monitor's
+(broker/health.py): it is reported, and the controllers move the role gracefully.
 """
 
 from __future__ import annotations
@@ -45,20 +49,27 @@ FENCE, NOT_MASTER, COOLDOWN, NO_HEALTHY_REPLICA = "fence", "not_master", "cooldo
 
 
 class IoWatch:
-    """What the event loop's thread is doing on disk now (written by the loop, read by the watchdog)."""
+    """What the event loop's thread is doing on disk now (written by the loop, read by the watchdog),
+    and when the loop last ran its probe (``loop_at``). ``sink`` gets each finished operation's
+    duration (the health monitor, broker/health.py)."""
 
-    __slots__ = ("op", "since")
+    __slots__ = ("op", "since", "sink", "loop_at")
 
-    def __init__(self) -> None:
+    def __init__(self, sink: Callable[[str, float, float], None] | None = None) -> None:
         self.op = ""
         self.since = 0.0         # 0: no operation in progress
+        self.sink = sink         # (op, duration ms, now)
+        self.loop_at = 0.0       # 0: no probe yet (the loop watch is off until the first)
 
     def begin(self, op: str) -> None:
         self.op = op
         self.since = time.monotonic()
 
     def end(self) -> None:
-        self.since = 0.0
+        since, self.since = self.since, 0.0
+        if self.sink is not None and since > 0:
+            now = time.monotonic()
+            self.sink(self.op, (now - since) * 1000.0, now)
 
 
 @dataclass(frozen=True)
@@ -69,17 +80,34 @@ class StallFacts:
     is_master: bool
     master_since: float               # when it became master (monotonic)
     replica_progress_at: float | None  # the latest progress (or caught-up) time of an in-sync slave
+    loop_at: float = 0.0              # when the event loop last ran its probe (0: never yet)
 
 
-def decide(f: StallFacts, timeout_s: float, cooldown_s: float) -> str | None:
-    """None while nothing is stuck; else what to do about the stuck operation."""
-    if timeout_s <= 0 or f.op_since <= 0 or f.now - f.op_since < timeout_s:
+LOOP = "event_loop"
+
+
+def stuck(f: StallFacts, timeout_s: float, loop_timeout_s: float = 0.0) -> tuple[str, float] | None:
+    """(what, since when) is stuck: a disk operation past ``timeout_s``, else the event loop not
+    having run for ``loop_timeout_s`` (a hung disk stops the loop too: the disk is named first)."""
+    if timeout_s > 0 and f.op_since > 0 and f.now - f.op_since >= timeout_s:
+        return f.op, f.op_since
+    if loop_timeout_s > 0 and f.loop_at > 0 and f.now - f.loop_at >= loop_timeout_s:
+        return LOOP, f.loop_at
+    return None
+
+
+def decide(f: StallFacts, timeout_s: float, cooldown_s: float, loop_timeout_s: float = 0.0) -> str | None:
+    """None while nothing is stuck; else what to do about the stuck operation or loop."""
+    s = stuck(f, timeout_s, loop_timeout_s)
+    if s is None:
         return None
+    what, since = s
     if not f.is_master:
         return NOT_MASTER
     if f.now - f.master_since < cooldown_s:
         return COOLDOWN
-    if f.replica_progress_at is None or f.op_since - f.replica_progress_at > timeout_s:
+    limit = loop_timeout_s if what == LOOP else timeout_s
+    if f.replica_progress_at is None or since - f.replica_progress_at > limit:
         return NO_HEALTHY_REPLICA
     return FENCE
 
@@ -89,12 +117,13 @@ class StallWatchdog:
 
     def __init__(self, facts: Callable[[float], StallFacts], timeout_s: float, cooldown_s: float,
                  log: Callable[[], Any], exit_process: Callable[[int], None] = os._exit,
-                 shutdown_sockets: Callable[[], int] | None = None) -> None:
+                 shutdown_sockets: Callable[[], int] | None = None, loop_timeout_s: float = 0.0) -> None:
         """``log``: returns the logger to use now (the broker's carries its brokerId once known)."""
         self._shutdown = shutdown_sockets or shutdown_all_sockets
         self._facts = facts
         self.timeout_s = timeout_s
         self.cooldown_s = cooldown_s
+        self.loop_timeout_s = loop_timeout_s
         self._log = log
         self._exit = exit_process
         self._stop = threading.Event()
@@ -102,7 +131,7 @@ class StallWatchdog:
         self._thread = threading.Thread(target=self._run, name="disk-stall-watchdog", daemon=True)
 
     def start(self) -> None:
-        if self.timeout_s > 0:
+        if self.timeout_s > 0 or self.loop_timeout_s > 0:
             self._thread.start()
 
     def stop(self) -> None:
@@ -114,23 +143,26 @@ class StallWatchdog:
                 f = self._facts(time.monotonic())
             except Exception:  # noqa: BLE001 - a fact read mid-change: look again at the next tick
                 continue
-            verdict = decide(f, self.timeout_s, self.cooldown_s)
-            if verdict is None:
+            verdict = decide(f, self.timeout_s, self.cooldown_s, self.loop_timeout_s)
+            s = stuck(f, self.timeout_s, self.loop_timeout_s)
+            if verdict is None or s is None:
                 continue
-            stuck_ms = int((f.now - f.op_since) * 1000)
+            op, since = s
+            stuck_ms = int((f.now - since) * 1000)
+            event = "loop_stall" if op == LOOP else "disk_stall"
             if verdict == FENCE:
-                self._log().critical("disk_stall_self_fence", op=f.op, stuckMs=stuck_ms,
-                                     note="the disk did not return: every connection is shut down and the process "
-                                          "exits like a crash, so the controllers fail over now; restart it once the "
-                                          "disk is back (its restart is unclean)")
+                self._log().critical(f"{event}_self_fence", op=op, stuckMs=stuck_ms,
+                                     note="the disk or the event loop did not return: every connection is shut down "
+                                          "and the process exits like a crash, so the controllers fail over now; "
+                                          "restart it once it is back (its restart is unclean)")
                 sys.stdout.flush()
                 sys.stderr.flush()
                 self._shutdown()
                 self._exit(EXIT_DISK_STALL)
                 return
-            if self._said != (verdict, f.op_since):
-                self._said = (verdict, f.op_since)
-                self._log().error("disk_stall", op=f.op, stuckMs=stuck_ms, action=verdict)
+            if self._said != (verdict, since):
+                self._said = (verdict, since)
+                self._log().error(event, op=op, stuckMs=stuck_ms, action=verdict)
 
 
 def shutdown_all_sockets() -> int:

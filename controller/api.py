@@ -56,6 +56,12 @@ class Heartbeat:
     incarnation: str = ""           # this broker process (new at every start)
     ack_mode: str = ""              # "all" | "quorum" | "master"; "" = not stated
     stopping: bool = False          # the farewell after a clean stop: forget this incarnation
+    # Health (broker/health.py): slow signals for the hysteresis, last window's figures (ms, -1 none)
+    degraded_reasons: tuple[str, ...] = ()
+    append_ms: float = -1.0
+    fsync_ms: float = -1.0
+    loop_lag_ms: float = -1.0
+    diverged: bool = False          # its range digests found a difference not yet repaired
 
 
 @dataclass(frozen=True, slots=True)

@@ -105,7 +105,9 @@ class GrpcBrokerControllerApi:
             election_priority=hb.election_priority, clean_shutdown=hb.clean_shutdown,
             heartbeat_timeout_ms=hb.heartbeat_timeout_ms, lease_quorum=hb.lease_quorum,
             controllers_index=hb.controllers_index, min_in_sync_replicas=hb.min_in_sync_replicas,
-            incarnation=hb.incarnation, stopping=hb.stopping, ack_mode=hb.ack_mode)
+            incarnation=hb.incarnation, stopping=hb.stopping, ack_mode=hb.ack_mode,
+            degraded=bool(hb.degraded_reasons), degraded_reasons=list(hb.degraded_reasons), append_ms=hb.append_ms,
+            fsync_ms=hb.fsync_ms, loop_lag_ms=hb.loop_lag_ms, diverged=hb.diverged)
         try:
             r = await self.client.call_node(controller_addr, "BrokerHeartbeat", req, timeout_s)
         except ControllerRpcError as e:

@@ -337,6 +337,8 @@ async def _elect_master(client, args) -> Any:
 
 
 async def _cluster_list(client, args) -> Any:
+    from autoswitch.controller.failover.liveness import health_word
+
     rows = []
     for g in await client.get_sync_state_data(()):
         info = g.replica_info
@@ -344,7 +346,10 @@ async def _cluster_list(client, args) -> Any:
                      "master_address": info.master_address or None, "master_epoch": info.master_epoch,
                      "sync_state_set": list(info.sync_state_set),
                      "replicas": [{"broker_id": m.broker_id, "address": m.address, "alive": m.alive,
-                                   "in_sync": m.in_sync, "max_offset": m.max_offset} for m in g.members]})
+                                   "in_sync": m.in_sync, "max_offset": m.max_offset,
+                                   "health": health_word(m.alive, m.diverged, m.degraded_reasons),
+                                   "append_ms": round(m.append_ms, 1), "fsync_ms": round(m.fsync_ms, 1),
+                                   "loop_lag_ms": round(m.loop_lag_ms, 1)} for m in g.members]})
     return {"groups": rows}
 
 

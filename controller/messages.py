@@ -120,6 +120,9 @@ class BrokerLiveInfo(msgspec.Struct, frozen=True, array_like=True, forbid_unknow
     min_in_sync_replicas: ReplicaCount = 0
     ack_mode: AckMode = ""
     incarnation: Incarnation = ""   # the broker process that sent the report
+    # its range digests found bytes that differ from its master's, not repaired yet: not a clean
+    # candidate (controller/state/election.py)
+    diverged: bool = False
 
 
 # --------------------------------------------------------------------------- requests

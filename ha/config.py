@@ -33,6 +33,12 @@ class HAConfig:
     # A member behind the master whose ack has not moved this long leaves the set at once (a hung
     # disk or frozen process with its connection up); 0 = off, only the catch-up timeout applies.
     slave_stall_timeout_s: float = 3.0
+    # A member whose acks trail the writes they cover by more than this (median per second) for
+    # slave_slow_windows seconds in a row leaves the set, and may rejoin after slave_recover_windows
+    # healthy seconds (a slow, not hung, disk); 0 = off. Not while the master is degraded itself.
+    slave_slow_ack_ms: float = 500.0
+    slave_slow_windows: int = 5
+    slave_recover_windows: int = 10
     sync_state_check_interval_s: float = 1.0
     proposal_timeout_s: float = 5.0
     proposal_backoff_min_s: float = 0.2
@@ -77,6 +83,8 @@ class HAConfig:
             need(getattr(self, name) > 0, name)
         need(self.housekeeping_interval_s > self.heartbeat_interval_s, "housekeeping_interval_s")
         need(self.slave_stall_timeout_s >= 0, "slave_stall_timeout_s")
+        need(self.slave_slow_ack_ms >= 0, "slave_slow_ack_ms")
+        need(self.slave_slow_windows >= 1 and self.slave_recover_windows >= 1, "slave_slow_windows")
         need(self.reconnect_backoff_max_s >= self.reconnect_backoff_min_s, "reconnect_backoff_max_s")
         need(self.proposal_backoff_max_s >= self.proposal_backoff_min_s, "proposal_backoff_max_s")
         need(self.ack_mode in ACK_MODES, "ack_mode")

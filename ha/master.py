@@ -89,8 +89,12 @@ class HAMaster:
                  master_epoch: int, sync_state_set: frozenset[int], sync_state_set_epoch: int,
                  proposer: SyncStateProposer, clock=time.monotonic,
                  fenced: Callable[[], bool] | None = None,
-                 registry: ReplicaRegistry | None = None, bind_identities: bool = False) -> None:
+                 registry: ReplicaRegistry | None = None, bind_identities: bool = False,
+                 degraded: Callable[[], bool] | None = None) -> None:
+        """``degraded``: the broker's own health says it is slow (broker/health.py): the slaves'
+        ack latency is then its own, and no slave leaves the set as slow."""
         self.log = log
+        self.degraded = degraded or (lambda: False)
         # With TLS: a slave's certificate must name it (broker/<our group>/<the brokerId it
         # claims>), so one broker's certificate cannot read the log or ack as another.
         self.bind_identities = bind_identities
@@ -284,6 +288,7 @@ class HAMaster:
     def _maybe_propose(self) -> None:
         if self._stopped or (self._proposal_task is not None and not self._proposal_task.done()):
             return
+        self.tracker.self_degraded = self.degraded()
         p = self.tracker.tick(self._clock(), self.log.max_offset)
         if p is not None:
             self._proposal_task = asyncio.create_task(self._propose(p))
@@ -423,7 +428,8 @@ class HAMaster:
                     if not isinstance(f, Ack):
                         raise HAProtocolError("unexpected_handshake", "second handshake on one connection")
                     res = session.on_ack(f, self._clock())
-                    self.tracker.on_ack(res.broker_id, res.offset, res.caught_up_at, self.log.max_offset)
+                    self.tracker.on_ack(res.broker_id, res.offset, res.caught_up_at, self.log.max_offset,
+                                        self._clock())
                     if res.first:
                         clog.info("slave_transfer_start", ack=res.offset, start=session.next_offset)
                         conn.task = asyncio.create_task(self._transfer_loop(conn))

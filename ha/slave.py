@@ -78,6 +78,9 @@ class HASlave:
         # ranges that matched, mismatches found, repairs done; the last mismatch as logged.
         self.digest_stats = {"rounds": 0, "verified": 0, "verified_bytes": 0, "mismatches": 0, "repairs": 0}
         self.last_mismatch: dict | None = None
+        # (epoch, start) of a range found to differ and not repaired or verified since: reported in
+        # heartbeats (not a clean election candidate meanwhile, controller/state/election.py).
+        self.diverged_range: tuple[int, int] | None = None
         self._verify_task: asyncio.Task | None = None
         self._log = get_logger("ha", group=group, brokerId=broker_id, role="slave",
                                master=f"{master_addr[0]}:{master_addr[1]}")
@@ -114,6 +117,7 @@ class HASlave:
                 raise
             except RangeRepaired as e:
                 self.digest_stats["repairs"] += 1
+                self.diverged_range = None
                 self._log.warning("digest_range_repaired", truncatedTo=e.details.get("offset"),
                                   maxOffset=self.log.max_offset, note="fetching the range again from the master")
                 self._reached = True
@@ -238,6 +242,7 @@ class HASlave:
                 why = session.verify_range(r)
                 if why is not None:
                     bad = r
+                    self.diverged_range = (r.epoch, r.start)
                     self.digest_stats["mismatches"] += 1
                     self.last_mismatch = {"epoch": r.epoch, "start": r.start, "end": r.end,
                                           "reason": why[0], "detail": why[1],
@@ -249,6 +254,8 @@ class HASlave:
                                     reason=why[0], detail=why[1], maxOffset=self.log.max_offset)
                     break
                 verified.append(r)
+                if self.diverged_range == (r.epoch, r.start):
+                    self.diverged_range = None      # read back intact (fetched again on another connection)
                 await asyncio.sleep(0)
             if session is not self._session or transport.is_closing():
                 return

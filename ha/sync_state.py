@@ -11,11 +11,14 @@ proposed set; counting only one of them acknowledged writes that the next master
 
 from __future__ import annotations
 
+import bisect
+from collections import deque
 from dataclasses import dataclass
 
 from autoswitch.ha.config import HAConfig
 
 from autoswitch.base.backoff import Backoff
+from autoswitch.base.slowness import WindowedSignal
 from autoswitch.base.write_errors import InSyncReplicasNotEnough
 
 
@@ -31,6 +34,9 @@ class ReplicaState:
     # behind and without progress since longer than slave_stall_timeout_s has stalled.
     progress_at: float | None = None
     progress_offset: int = -1
+    # How long its acks trail the writes they cover (ms, per window; the slow rule): None until
+    # its first ack of data written while it was connected.
+    ack_latency: WindowedSignal | None = None
 
 
 @dataclass
@@ -52,6 +58,11 @@ class Proposal:
     base_sync_state_set_epoch: int
     master_epoch: int
     reasons: tuple[tuple[int, str], ...] = ()     # why members leave (brokerId, reason), for the log
+
+
+# The slaves' ack latency is judged per window of this length; marks of the log end kept.
+LATENCY_WINDOW_S = 1.0
+MAX_MARKS = 4096
 
 
 class SyncStateTracker:
@@ -78,6 +89,12 @@ class SyncStateTracker:
         self.next_proposal_at = now
         self.proposals_sent = 0
         self.quarantined: dict[int, Quarantine] = {}
+        # (log end, when it was first seen there), ascending: when the data an ack covers was
+        # written, for the slaves' ack latency. Bounded; an ack older than the first mark is
+        # measured against it (an underestimate: never slower than the truth).
+        self._marks: deque[tuple[int, float]] = deque(maxlen=MAX_MARKS)
+        self._window_end = now + LATENCY_WINDOW_S
+        self.self_degraded = False      # the master's own health: no slave is judged slow meanwhile
 
     # ------------------------------------------------------------------ inputs
 
@@ -111,10 +128,13 @@ class SyncStateTracker:
         if r is not None:
             r.connected = False
 
-    def on_ack(self, broker_id: int, offset: int, caught_up_at: float | None, master_max: int) -> None:
+    def on_ack(self, broker_id: int, offset: int, caught_up_at: float | None, master_max: int,
+               now: float | None = None) -> None:
         r = self._replica(broker_id)
         assert offset <= master_max, (offset, master_max)
         if offset > r.ack_offset:
+            if now is not None:
+                self._sample_latency(r, offset, now)
             r.ack_offset = offset
         if caught_up_at is not None:
             r.last_caught_up_time = caught_up_at
@@ -295,8 +315,10 @@ class SyncStateTracker:
             if not r.connected or r.async_learner:
                 why[b] = "disconnected" if not r.connected else "async_learner"
                 continue
-            if (stall > 0 and master_max is not None and r.ack_offset < master_max and r.progress_at is not None
-                    and now - r.progress_at > stall):
+            # not while the master is degraded itself: its own loop or disk holds the acks back (a
+            # slow master shrinking its healthy slaves away would leave nowhere to hand over to)
+            if (stall > 0 and not self.self_degraded and master_max is not None and r.ack_offset < master_max
+                    and r.progress_at is not None and now - r.progress_at > stall):
                 why[b] = "stalled"
                 continue
             ref = r.last_caught_up_time if r.last_caught_up_time is not None else r.connected_at
@@ -304,12 +326,51 @@ class SyncStateTracker:
                 keep.add(b)
             else:
                 why[b] = "not_caught_up"
+        # The slow rule: a member whose acks trail the writes by more than slave_slow_ack_ms (a slow
+        # disk, an overloaded host) holds every write in ack mode all; it leaves -- unless the master
+        # is degraded itself (then the latency is its own), or the set would fall below
+        # minInSyncReplicas (writes would stop, not speed up).
+        slow = {b for b in keep if b != self.master_id and b in self.replicas and self._is_slow(self.replicas[b])}
+        if slow and not self.self_degraded and len(keep) - len(slow) >= self.config.min_in_sync_replicas:
+            keep -= slow
+            why.update(dict.fromkeys(slow, "slow"))
         for b, r in self.replicas.items():
-            if b in self.sync_state_set or not r.connected or r.async_learner or b in self.quarantined:
+            if (b in self.sync_state_set or not r.connected or r.async_learner or b in self.quarantined
+                    or (self._is_slow(r) and not self.self_degraded)):
                 continue
             if r.ack_offset >= self._confirm and r.ack_offset >= self.epoch_start_offset:
                 keep.add(b)
         return frozenset(keep), why
+
+    def _sample_latency(self, r: ReplicaState, offset: int, now: float) -> None:
+        """The ack of ``offset`` arrived ``now``: how long after the master's log first reached it."""
+        marks = self._marks
+        threshold = self.config.slave_slow_ack_ms
+        if threshold <= 0 or not marks:
+            return
+        i = bisect.bisect_left(marks, (offset, -1.0))
+        if i == len(marks):
+            return                                  # written since the last tick: current
+        written_at = marks[i][1]
+        if r.connected_at is None or written_at < r.connected_at:
+            return                                  # catching up on what was written before it came
+        if r.ack_latency is None:
+            cfg = self.config
+            r.ack_latency = WindowedSignal(threshold, cfg.slave_slow_windows, cfg.slave_recover_windows)
+        r.ack_latency.add((now - written_at) * 1000.0)
+
+    def _is_slow(self, r: ReplicaState) -> bool:
+        return r.ack_latency is not None and r.ack_latency.slow
+
+    def _close_latency_windows(self, now: float, master_max: int) -> None:
+        if not self._marks or self._marks[-1][0] < master_max:
+            self._marks.append((master_max, now))
+        if now < self._window_end:
+            return
+        self._window_end = max(self._window_end + LATENCY_WINDOW_S, now)
+        for r in self.replicas.values():
+            if r.ack_latency is not None:
+                r.ack_latency.close_window()
 
     def _note_progress(self, now: float, master_max: int) -> None:
         for r in self.replicas.values():
@@ -321,6 +382,7 @@ class SyncStateTracker:
         """Returns a proposal to carry to the controller, at most one in flight."""
         self._advance_confirm(master_max)
         self._note_progress(now, master_max)
+        self._close_latency_windows(now, master_max)
         if self.in_flight is not None or now < self.next_proposal_at:
             return None
         want, why = self._desired(now, master_max)
@@ -344,6 +406,8 @@ class SyncStateTracker:
                 "lastCaughtUpTime": r.last_caught_up_time,
                 "inSync": b in self.sync_state_set,
                 "quarantined": _quarantine_info(self.quarantined.get(b)),
+                "ackLatencyMs": r.ack_latency.last_ms if r.ack_latency is not None else -1.0,
+                "slow": self._is_slow(r),
             })
         return out
 

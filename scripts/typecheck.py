@@ -51,6 +51,8 @@ STRICT = (
     "autoswitch.controller.state.history",
     "autoswitch.controller.state.election",
     "autoswitch.controller.failover.liveness",
+    "autoswitch.controller.failover.gray",
+    "autoswitch.broker.health",
     "autoswitch.broker.replicas.replicas_manager",
     "autoswitch.broker.replicas.rm_commands",
     "autoswitch.broker.replicas.rm_registration",

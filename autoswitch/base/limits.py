@@ -26,6 +26,8 @@ MAX_CONTROLLERS = 9
 
 # A broker process's incarnation (registration, heartbeats, the file beside its log).
 MAX_INCARNATION_LEN = 64
+# A health figure a heartbeat may carry (append/fsync time, loop lag), in ms: one hour.
+MAX_HEALTH_MS = 3_600_000.0
 
 # Handovers in a row that one held write waits behind before it is refused (OVERLOADED).
 MAX_GATE_WAITS = 64

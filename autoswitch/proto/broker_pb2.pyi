@@ -227,7 +227,7 @@ class SlaveInfo(_message.Message):
     def __init__(self, broker_id: _Optional[int] = ..., addr: _Optional[str] = ..., ack_offset: _Optional[int] = ..., last_caught_up_time: _Optional[float] = ..., in_sync: _Optional[bool] = ...) -> None: ...
 
 class GetStatusReply(_message.Message):
-    __slots__ = ("group", "broker_id", "role", "master_epoch", "max_offset", "confirm_offset", "listen", "ha_listen", "master_ha_addr", "ack_mode", "flush", "sync_state_set", "slaves", "ha_state", "uptime_s", "produced_msgs", "consumed_msgs", "replicas_json", "fenced_reason", "digests_json")
+    __slots__ = ("group", "broker_id", "role", "master_epoch", "max_offset", "confirm_offset", "listen", "ha_listen", "master_ha_addr", "ack_mode", "flush", "sync_state_set", "slaves", "ha_state", "uptime_s", "produced_msgs", "consumed_msgs", "replicas_json", "fenced_reason", "digests_json", "health_json")
     GROUP_FIELD_NUMBER: _ClassVar[int]
     BROKER_ID_FIELD_NUMBER: _ClassVar[int]
     ROLE_FIELD_NUMBER: _ClassVar[int]
@@ -248,6 +248,7 @@ class GetStatusReply(_message.Message):
     REPLICAS_JSON_FIELD_NUMBER: _ClassVar[int]
     FENCED_REASON_FIELD_NUMBER: _ClassVar[int]
     DIGESTS_JSON_FIELD_NUMBER: _ClassVar[int]
+    HEALTH_JSON_FIELD_NUMBER: _ClassVar[int]
     group: str
     broker_id: int
     role: str
@@ -268,7 +269,8 @@ class GetStatusReply(_message.Message):
     replicas_json: str
     fenced_reason: str
     digests_json: str
-    def __init__(self, group: _Optional[str] = ..., broker_id: _Optional[int] = ..., role: _Optional[str] = ..., master_epoch: _Optional[int] = ..., max_offset: _Optional[int] = ..., confirm_offset: _Optional[int] = ..., listen: _Optional[str] = ..., ha_listen: _Optional[str] = ..., master_ha_addr: _Optional[str] = ..., ack_mode: _Optional[str] = ..., flush: _Optional[str] = ..., sync_state_set: _Optional[_Iterable[int]] = ..., slaves: _Optional[_Iterable[_Union[SlaveInfo, _Mapping]]] = ..., ha_state: _Optional[str] = ..., uptime_s: _Optional[float] = ..., produced_msgs: _Optional[int] = ..., consumed_msgs: _Optional[int] = ..., replicas_json: _Optional[str] = ..., fenced_reason: _Optional[str] = ..., digests_json: _Optional[str] = ...) -> None: ...
+    health_json: str
+    def __init__(self, group: _Optional[str] = ..., broker_id: _Optional[int] = ..., role: _Optional[str] = ..., master_epoch: _Optional[int] = ..., max_offset: _Optional[int] = ..., confirm_offset: _Optional[int] = ..., listen: _Optional[str] = ..., ha_listen: _Optional[str] = ..., master_ha_addr: _Optional[str] = ..., ack_mode: _Optional[str] = ..., flush: _Optional[str] = ..., sync_state_set: _Optional[_Iterable[int]] = ..., slaves: _Optional[_Iterable[_Union[SlaveInfo, _Mapping]]] = ..., ha_state: _Optional[str] = ..., uptime_s: _Optional[float] = ..., produced_msgs: _Optional[int] = ..., consumed_msgs: _Optional[int] = ..., replicas_json: _Optional[str] = ..., fenced_reason: _Optional[str] = ..., digests_json: _Optional[str] = ..., health_json: _Optional[str] = ...) -> None: ...
 
 class LogDigestRequest(_message.Message):
     __slots__ = ("from_offset", "to_offset")
@@ -441,12 +443,14 @@ class ConsumerProgressReply(_message.Message):
     def __init__(self, status: _Optional[_Union[Status, str]] = ..., error_message: _Optional[str] = ..., master_addr: _Optional[str] = ..., offsets: _Optional[_Iterable[_Union[CommittedOffset, _Mapping]]] = ...) -> None: ...
 
 class TransferMasterRequest(_message.Message):
-    __slots__ = ("to_broker_id", "timeout_ms")
+    __slots__ = ("to_broker_id", "timeout_ms", "reason")
     TO_BROKER_ID_FIELD_NUMBER: _ClassVar[int]
     TIMEOUT_MS_FIELD_NUMBER: _ClassVar[int]
+    REASON_FIELD_NUMBER: _ClassVar[int]
     to_broker_id: int
     timeout_ms: int
-    def __init__(self, to_broker_id: _Optional[int] = ..., timeout_ms: _Optional[int] = ...) -> None: ...
+    reason: str
+    def __init__(self, to_broker_id: _Optional[int] = ..., timeout_ms: _Optional[int] = ..., reason: _Optional[str] = ...) -> None: ...
 
 class TransferMasterReply(_message.Message):
     __slots__ = ("status", "error_message", "target", "master_id", "master_epoch", "master_addr", "waited_ms")

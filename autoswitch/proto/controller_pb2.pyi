@@ -107,7 +107,7 @@ class RegisterBrokerReply(_message.Message):
     def __init__(self, header: _Optional[_Union[ReplyHeader, _Mapping]] = ..., replica_info: _Optional[_Union[ReplicaInfo, _Mapping]] = ...) -> None: ...
 
 class BrokerHeartbeatRequest(_message.Message):
-    __slots__ = ("cluster_name", "broker_name", "broker_id", "broker_address", "epoch", "max_offset", "confirm_offset", "election_priority", "clean_shutdown", "heartbeat_timeout_ms", "lease_quorum", "controllers_index", "min_in_sync_replicas", "incarnation", "stopping", "ack_mode")
+    __slots__ = ("cluster_name", "broker_name", "broker_id", "broker_address", "epoch", "max_offset", "confirm_offset", "election_priority", "clean_shutdown", "heartbeat_timeout_ms", "lease_quorum", "controllers_index", "min_in_sync_replicas", "incarnation", "stopping", "ack_mode", "degraded", "degraded_reasons", "append_ms", "fsync_ms", "loop_lag_ms", "diverged")
     CLUSTER_NAME_FIELD_NUMBER: _ClassVar[int]
     BROKER_NAME_FIELD_NUMBER: _ClassVar[int]
     BROKER_ID_FIELD_NUMBER: _ClassVar[int]
@@ -124,6 +124,12 @@ class BrokerHeartbeatRequest(_message.Message):
     INCARNATION_FIELD_NUMBER: _ClassVar[int]
     STOPPING_FIELD_NUMBER: _ClassVar[int]
     ACK_MODE_FIELD_NUMBER: _ClassVar[int]
+    DEGRADED_FIELD_NUMBER: _ClassVar[int]
+    DEGRADED_REASONS_FIELD_NUMBER: _ClassVar[int]
+    APPEND_MS_FIELD_NUMBER: _ClassVar[int]
+    FSYNC_MS_FIELD_NUMBER: _ClassVar[int]
+    LOOP_LAG_MS_FIELD_NUMBER: _ClassVar[int]
+    DIVERGED_FIELD_NUMBER: _ClassVar[int]
     cluster_name: str
     broker_name: str
     broker_id: int
@@ -140,7 +146,13 @@ class BrokerHeartbeatRequest(_message.Message):
     incarnation: str
     stopping: bool
     ack_mode: str
-    def __init__(self, cluster_name: _Optional[str] = ..., broker_name: _Optional[str] = ..., broker_id: _Optional[int] = ..., broker_address: _Optional[str] = ..., epoch: _Optional[int] = ..., max_offset: _Optional[int] = ..., confirm_offset: _Optional[int] = ..., election_priority: _Optional[int] = ..., clean_shutdown: _Optional[bool] = ..., heartbeat_timeout_ms: _Optional[int] = ..., lease_quorum: _Optional[int] = ..., controllers_index: _Optional[int] = ..., min_in_sync_replicas: _Optional[int] = ..., incarnation: _Optional[str] = ..., stopping: _Optional[bool] = ..., ack_mode: _Optional[str] = ...) -> None: ...
+    degraded: bool
+    degraded_reasons: _containers.RepeatedScalarFieldContainer[str]
+    append_ms: float
+    fsync_ms: float
+    loop_lag_ms: float
+    diverged: bool
+    def __init__(self, cluster_name: _Optional[str] = ..., broker_name: _Optional[str] = ..., broker_id: _Optional[int] = ..., broker_address: _Optional[str] = ..., epoch: _Optional[int] = ..., max_offset: _Optional[int] = ..., confirm_offset: _Optional[int] = ..., election_priority: _Optional[int] = ..., clean_shutdown: _Optional[bool] = ..., heartbeat_timeout_ms: _Optional[int] = ..., lease_quorum: _Optional[int] = ..., controllers_index: _Optional[int] = ..., min_in_sync_replicas: _Optional[int] = ..., incarnation: _Optional[str] = ..., stopping: _Optional[bool] = ..., ack_mode: _Optional[str] = ..., degraded: _Optional[bool] = ..., degraded_reasons: _Optional[_Iterable[str]] = ..., append_ms: _Optional[float] = ..., fsync_ms: _Optional[float] = ..., loop_lag_ms: _Optional[float] = ..., diverged: _Optional[bool] = ...) -> None: ...
 
 class BrokerHeartbeatReply(_message.Message):
     __slots__ = ("header", "is_leader", "raft_term", "lease_granted", "master_epoch", "master_broker_id", "controllers", "controllers_index")
@@ -277,7 +289,7 @@ class GetReplicaInfoReply(_message.Message):
     def __init__(self, header: _Optional[_Union[ReplyHeader, _Mapping]] = ..., replica_info: _Optional[_Union[ReplicaInfo, _Mapping]] = ...) -> None: ...
 
 class ReplicaMember(_message.Message):
-    __slots__ = ("broker_id", "address", "alive", "in_sync", "epoch", "max_offset", "last_heard_ms_ago", "incarnation")
+    __slots__ = ("broker_id", "address", "alive", "in_sync", "epoch", "max_offset", "last_heard_ms_ago", "incarnation", "degraded", "degraded_reasons", "append_ms", "fsync_ms", "loop_lag_ms", "diverged")
     BROKER_ID_FIELD_NUMBER: _ClassVar[int]
     ADDRESS_FIELD_NUMBER: _ClassVar[int]
     ALIVE_FIELD_NUMBER: _ClassVar[int]
@@ -286,6 +298,12 @@ class ReplicaMember(_message.Message):
     MAX_OFFSET_FIELD_NUMBER: _ClassVar[int]
     LAST_HEARD_MS_AGO_FIELD_NUMBER: _ClassVar[int]
     INCARNATION_FIELD_NUMBER: _ClassVar[int]
+    DEGRADED_FIELD_NUMBER: _ClassVar[int]
+    DEGRADED_REASONS_FIELD_NUMBER: _ClassVar[int]
+    APPEND_MS_FIELD_NUMBER: _ClassVar[int]
+    FSYNC_MS_FIELD_NUMBER: _ClassVar[int]
+    LOOP_LAG_MS_FIELD_NUMBER: _ClassVar[int]
+    DIVERGED_FIELD_NUMBER: _ClassVar[int]
     broker_id: int
     address: str
     alive: bool
@@ -294,7 +312,13 @@ class ReplicaMember(_message.Message):
     max_offset: int
     last_heard_ms_ago: int
     incarnation: str
-    def __init__(self, broker_id: _Optional[int] = ..., address: _Optional[str] = ..., alive: _Optional[bool] = ..., in_sync: _Optional[bool] = ..., epoch: _Optional[int] = ..., max_offset: _Optional[int] = ..., last_heard_ms_ago: _Optional[int] = ..., incarnation: _Optional[str] = ...) -> None: ...
+    degraded: bool
+    degraded_reasons: _containers.RepeatedScalarFieldContainer[str]
+    append_ms: float
+    fsync_ms: float
+    loop_lag_ms: float
+    diverged: bool
+    def __init__(self, broker_id: _Optional[int] = ..., address: _Optional[str] = ..., alive: _Optional[bool] = ..., in_sync: _Optional[bool] = ..., epoch: _Optional[int] = ..., max_offset: _Optional[int] = ..., last_heard_ms_ago: _Optional[int] = ..., incarnation: _Optional[str] = ..., degraded: _Optional[bool] = ..., degraded_reasons: _Optional[_Iterable[str]] = ..., append_ms: _Optional[float] = ..., fsync_ms: _Optional[float] = ..., loop_lag_ms: _Optional[float] = ..., diverged: _Optional[bool] = ...) -> None: ...
 
 class GroupSyncState(_message.Message):
     __slots__ = ("replica_info", "members")
@@ -496,7 +520,7 @@ class BrokerKey(_message.Message):
     def __init__(self, broker_name: _Optional[str] = ..., broker_id: _Optional[int] = ...) -> None: ...
 
 class LivenessOpinion(_message.Message):
-    __slots__ = ("broker", "alive", "last_heard_ms_ago", "epoch", "max_offset", "confirm_offset", "election_priority", "clean_shutdown", "no_opinion", "crashed", "min_in_sync_replicas", "ack_mode", "incarnation")
+    __slots__ = ("broker", "alive", "last_heard_ms_ago", "epoch", "max_offset", "confirm_offset", "election_priority", "clean_shutdown", "no_opinion", "crashed", "min_in_sync_replicas", "ack_mode", "incarnation", "diverged")
     BROKER_FIELD_NUMBER: _ClassVar[int]
     ALIVE_FIELD_NUMBER: _ClassVar[int]
     LAST_HEARD_MS_AGO_FIELD_NUMBER: _ClassVar[int]
@@ -510,6 +534,7 @@ class LivenessOpinion(_message.Message):
     MIN_IN_SYNC_REPLICAS_FIELD_NUMBER: _ClassVar[int]
     ACK_MODE_FIELD_NUMBER: _ClassVar[int]
     INCARNATION_FIELD_NUMBER: _ClassVar[int]
+    DIVERGED_FIELD_NUMBER: _ClassVar[int]
     broker: BrokerKey
     alive: bool
     last_heard_ms_ago: int
@@ -523,7 +548,8 @@ class LivenessOpinion(_message.Message):
     min_in_sync_replicas: int
     ack_mode: str
     incarnation: str
-    def __init__(self, broker: _Optional[_Union[BrokerKey, _Mapping]] = ..., alive: _Optional[bool] = ..., last_heard_ms_ago: _Optional[int] = ..., epoch: _Optional[int] = ..., max_offset: _Optional[int] = ..., confirm_offset: _Optional[int] = ..., election_priority: _Optional[int] = ..., clean_shutdown: _Optional[bool] = ..., no_opinion: _Optional[bool] = ..., crashed: _Optional[bool] = ..., min_in_sync_replicas: _Optional[int] = ..., ack_mode: _Optional[str] = ..., incarnation: _Optional[str] = ...) -> None: ...
+    diverged: bool
+    def __init__(self, broker: _Optional[_Union[BrokerKey, _Mapping]] = ..., alive: _Optional[bool] = ..., last_heard_ms_ago: _Optional[int] = ..., epoch: _Optional[int] = ..., max_offset: _Optional[int] = ..., confirm_offset: _Optional[int] = ..., election_priority: _Optional[int] = ..., clean_shutdown: _Optional[bool] = ..., no_opinion: _Optional[bool] = ..., crashed: _Optional[bool] = ..., min_in_sync_replicas: _Optional[int] = ..., ack_mode: _Optional[str] = ..., incarnation: _Optional[str] = ..., diverged: _Optional[bool] = ...) -> None: ...
 
 class BrokerSessionRequest(_message.Message):
     __slots__ = ("cluster_name", "broker_name", "broker_id", "ack_mode", "incarnation")

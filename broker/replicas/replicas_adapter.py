@@ -24,6 +24,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any, Protocol
 
 from autoswitch.broker.config import ACK_MODES
+from autoswitch.broker.health import HealthReport
 from autoswitch.broker.replicas.controller_sessions import ControllerSessions
 from autoswitch.broker.replicas.hooks import HookConfig, HookRunner, RoleHooks
 from autoswitch.broker.replicas.identity import IdentityStore
@@ -124,6 +125,10 @@ class BrokerRoleTarget(Protocol):
     def resume_writes(self) -> None: ...
     async def wait_replica(self, broker_id: int, offset: int, timeout_s: float) -> tuple[bool, int]:
         """(whether ``broker_id`` acknowledged ``offset`` within the time, what it acknowledged)."""
+    def health_report(self) -> HealthReport:
+        """Its disk and event loop as the health monitor sees them (broker/health.py)."""
+    def diverged(self) -> bool:
+        """Its range digests found bytes that differ from its master's, not repaired yet."""
 
 
 class SyncStateSetRejected(AutoswitchError):
@@ -591,6 +596,7 @@ class ReplicasAdapter:
         """The answer goes to the core as it came: whether it counts for the lease, and whether
         the membership it names is adopted, are the core's decisions."""
         max_offset, confirm_offset, log_epoch = self.broker.log_position()
+        health = self.broker.health_report()
         # The controller ranks candidates by (epoch, maxOffset) of their LOG (RocketMQ sends the
         # EpochFile's last epoch): a replica holding a diverged tail of an old epoch must lose to
         # one holding the newer epoch's data even if its offset is higher.
@@ -601,6 +607,8 @@ class ReplicasAdapter:
             heartbeat_timeout_ms=cmd.heartbeat_timeout_ms, lease_quorum=cmd.lease_quorum,
             controllers_index=cmd.controllers_index, min_in_sync_replicas=self.config.min_in_sync_replicas,
             incarnation=self.core.incarnation, ack_mode=self.ack_mode,
+            degraded_reasons=health.reasons, append_ms=health.append_ms, fsync_ms=health.fsync_ms,
+            loop_lag_ms=health.loop_lag_ms, diverged=self.broker.diverged(),
         )
         return await asyncio.wait_for(
             self.api.heartbeat(cmd.controller, hb, self.heartbeat_timeout_s), self.heartbeat_timeout_s + 0.5,

@@ -112,7 +112,11 @@ class Handover:
             return self._refuse(now, "not a master")
         if self.run is not None:
             return self._refuse(now, "a handover is already running")
-        if fence_reason is not None:
+        # A lapsed lease does not stop a handover: nothing is acknowledged meanwhile, the drain
+        # still brings the target to the whole log and the election is a compare-and-set on this
+        # epoch (a failover that passed first makes it fail). A slow master's lease lapses often,
+        # and it is the one that most needs to hand over (controller/failover/gray.py).
+        if fence_reason is not None and fence_reason != "lease_expired":
             return self._refuse(now, f"fenced: {fence_reason}")
         target = pick_target(self.roles.broker_id, self.roles.sync_state_set, acked, to)
         if isinstance(target, str):

@@ -18,6 +18,7 @@ from typing import TYPE_CHECKING, Any
 import msgspec
 from autoswitch.controller import messages as msgs
 from autoswitch.controller.codes import Code, code_name
+from autoswitch.controller.failover.gray import GrayPlanner, GroupHealth, Move, Replica
 from autoswitch.controller.failover.liveness import ScanPlanner
 from autoswitch.controller.failover.rebalance import GroupFacts, RebalancePlanner
 from autoswitch.controller.server import sm_adapter
@@ -57,6 +58,8 @@ class ElectionScanner:
         self.spawn = spawn
         self.planner = ScanPlanner()
         self.rebalancer = RebalancePlanner()
+        self.gray = GrayPlanner()
+        self._storm_said = False
         self._wake = asyncio.Event()
         self._fast_rescans_left = 0
 
@@ -95,6 +98,7 @@ class ElectionScanner:
                 # An empty liveness query keeps GetMetaData's peer reachability current on every node.
                 await self.peers.query([], self.peer_query_timeout_s)
                 await self.scan_once()
+                self.gray_once()
                 self.rebalance_once()
             except asyncio.CancelledError:
                 raise
@@ -193,8 +197,15 @@ class ElectionScanner:
         if not on or not self.is_leader:
             return None
         now = self.liveness.now_ms()
-        alive: Callable[[str, int, int], bool] = self.liveness.heartbeats.alive
-        facts = [GroupFacts(g, m, e, addr, pref, pref in sss, alive(g, pref, now), m is not None and alive(g, m, now))
+        table = self.liveness.heartbeats
+        alive: Callable[[str, int, int], bool] = table.alive
+
+        def healthy(g: str, b: int) -> bool:
+            r = table.report(g, b)
+            return alive(g, b, now) and (r is None or not (r.degraded or r.diverged))
+
+        # never back to a preferred master that is itself degraded (it was moved off for that)
+        facts = [GroupFacts(g, m, e, addr, pref, pref in sss, healthy(g, pref), m is not None and alive(g, m, now))
                  for g, m, e, addr, pref, sss in self.sm.preferred_masters()]
         f = self.rebalancer.plan(facts, delay_ms, now)
         if f is None:
@@ -204,6 +215,62 @@ class ElectionScanner:
         # the node's task: a handover in flight at stop is abandoned (the broker keeps its role)
         self.spawn(self._hand_back(f), f"rebalance-{f.group}")
         return f.group
+
+    # ------------------------------------------------------------------ gray failover
+
+    def group_health(self, now_ms: int) -> list[GroupHealth]:
+        """Every group's replicas as this node hears them: alive, in sync, health, digests."""
+        table = self.liveness.heartbeats
+        out = []
+        for g, master, epoch, addr, sss, ids in self.sm.groups_members():
+            reps = []
+            for b in ids:
+                r = table.report(g, b)
+                reps.append(Replica(b, table.alive(g, b, now_ms), b in sss,
+                                    r.health.reasons if r is not None and r.health is not None else (),
+                                    r is not None and r.diverged, r.max_offset if r is not None else 0))
+            out.append(GroupHealth(g, master, epoch, addr, tuple(reps)))
+        return out
+
+    def gray_once(self) -> str | None:
+        """Leader only, with gray_failover: start moving at most one group's master off a degraded
+        master (controller/failover/gray.py); returns the group."""
+        on, delay_ms, cooldown_ms = self.sm.gray_failover()
+        if not on or not self.is_leader:
+            return None
+        now = self.liveness.now_ms()
+        move = self.gray.plan(self.group_health(now), delay_ms, cooldown_ms, now)
+        if self.gray.storm != self._storm_said:
+            self._storm_said = self.gray.storm
+            if self.gray.storm:
+                self.log.warning("cluster_degraded", groups=sorted(self.gray.waiting),
+                                 note="more than half of the alive brokers report a slow disk or event loop: "
+                                      "no master is moved (a shared storage or host problem, not one replica's)")
+                self.alerter.emit("cluster_degraded", "*", sm_adapter.wall_ms(),
+                                  degraded_groups=sorted(self.gray.waiting))
+            else:
+                self.log.info("cluster_degraded_ended")
+        if move is None:
+            return None
+        self.log.warning("gray_failover_started", group=move.group, brokerId=move.master, epoch=move.master_epoch,
+                         to=move.to, reasons=list(move.reasons))
+        self.alerter.emit("gray_failover", move.group, sm_adapter.wall_ms(), epoch=move.master_epoch,
+                          master=move.master, to=move.to, reasons=list(move.reasons))
+        self.spawn(self._move_off(move), f"gray-{move.group}")
+        return move.group
+
+    async def _move_off(self, move: Move) -> None:
+        ok, why = False, "cancelled"
+        try:
+            ok, why = await transfer_master(move.master_address, self.tls_config, move.to,
+                                            self.rebalance_handover_timeout_ms,
+                                            reason=f"gray_failover: {','.join(move.reasons)}")
+        except Exception as e:  # noqa: BLE001 - a bad address or TLS files: the broker keeps its role
+            why = repr(e)[:200]
+        finally:
+            self.gray.done(move.group, ok, self.liveness.now_ms())
+            self.log.warning("gray_failover_done", group=move.group, brokerId=move.master, epoch=move.master_epoch,
+                to=move.to, reasons=list(move.reasons), ok=ok, reason=why)
 
     async def _hand_back(self, f: GroupFacts) -> None:
         ok, why = False, "cancelled"

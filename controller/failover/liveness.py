@@ -66,11 +66,42 @@ class BrokerReport:
     min_in_sync_replicas: int = 0   # stated by the broker (0: not stated)
     incarnation: str = ""           # the broker process that sent it ("" = not stated)
     ack_mode: AckMode = ""          # stated by the broker ("" = not stated)
+    diverged: bool = False          # its range digests found a difference not yet repaired
+    health: BrokerHealth | None = None   # its own view of its disk and loop (None: not stated)
 
     def live_info(self) -> BrokerLiveInfo:
         return BrokerLiveInfo(self.broker_id, self.epoch, self.max_offset, self.confirm_offset,
                               self.election_priority, self.clean_shutdown, self.min_in_sync_replicas,
-                              self.ack_mode, self.incarnation)
+                              self.ack_mode, self.incarnation, self.diverged)
+
+    @property
+    def degraded(self) -> bool:
+        return self.health is not None and bool(self.health.reasons)
+
+
+HEALTH_SIGNALS = frozenset({"append", "fsync", "loop_lag"})
+
+
+def health_word(heard: bool, diverged: bool, reasons: Iterable[str]) -> str:
+    """A replica's health in one word (cluster-list, the status page): ok, degraded(fsync,...),
+    diverged, or unknown (no current report: dead or never heard)."""
+    if not heard:
+        return "unknown"
+    if diverged:
+        return "diverged"
+    reasons = list(reasons)
+    return f"degraded({','.join(reasons)})" if reasons else "ok"
+
+
+@dataclass(frozen=True)
+class BrokerHealth:
+    """What a heartbeat says of the broker's disk and event loop (broker/health.py): the signals
+    slow past their hysteresis, and the last window's figures in ms (-1 = no sample)."""
+
+    reasons: tuple[str, ...] = ()
+    append_ms: float = -1.0
+    fsync_ms: float = -1.0
+    loop_lag_ms: float = -1.0
 
 
 # sm_config's upper bound for heartbeat_timeout_ms: a broker claiming more cannot raise the floor

@@ -119,7 +119,7 @@ def opinion_to_pb(key: tuple[str, int], op: NodeOpinion) -> pb.LivenessOpinion:
         out.epoch, out.max_offset, out.confirm_offset = r.epoch, r.max_offset, r.confirm_offset
         out.election_priority, out.clean_shutdown = r.election_priority, r.clean_shutdown
         out.min_in_sync_replicas, out.ack_mode = r.min_in_sync_replicas, r.ack_mode
-        out.incarnation = r.incarnation
+        out.incarnation, out.diverged = r.incarnation, r.diverged
     return out
 
 
@@ -130,7 +130,7 @@ def opinion_from_pb(o: pb.LivenessOpinion) -> NodeOpinion:
                               confirm_offset=o.confirm_offset, election_priority=o.election_priority,
                               clean_shutdown=o.clean_shutdown, min_in_sync_replicas=o.min_in_sync_replicas,
                               ack_mode=ack_mode_or_unstated(o.ack_mode),
-                              incarnation=o.incarnation[:MAX_INCARNATION_LEN])
+                              incarnation=o.incarnation[:MAX_INCARNATION_LEN], diverged=o.diverged)
     if o.no_opinion:
         kind = Opinion.UNKNOWN
     else:

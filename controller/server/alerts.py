@@ -33,7 +33,7 @@ from autoswitch.base.waits import cancel_and_wait
 
 ALL = "*"           # the Watchers key every alert is published under
 KINDS = ("master_elected", "no_master", "master_crashed", "liveness_disagreement", "master_lease_refused",
-         "settings_mismatch")
+         "settings_mismatch", "gray_failover", "cluster_degraded")
 MAX_DETAIL_CHARS = 2000
 MAX_ONCE_KEYS = 10_000
 

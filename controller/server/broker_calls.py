@@ -1,5 +1,6 @@
 """The controller's one call to a broker: the leader asks a master to hand its role to the group's
-preferred master (broker ``TransferMaster``, the same graceful handover an operator starts).
+preferred master, or off a degraded master (broker ``TransferMaster``, the same graceful handover
+an operator starts).
 Authorized on the broker as role ``peer`` (the controller's certificate)."""
 
 from __future__ import annotations
@@ -14,12 +15,14 @@ from autoswitch.proto import broker_pb2_grpc as bpbg
 CALL_SLACK_S = 5.0
 
 
-async def transfer_master(addr: str, tls: TLSConfig, to_broker_id: int, timeout_ms: int) -> tuple[bool, str]:
-    """(handed over, why not). The broker keeps its role on any failure; nothing to undo here."""
+async def transfer_master(addr: str, tls: TLSConfig, to_broker_id: int, timeout_ms: int,
+                          reason: str = "") -> tuple[bool, str]:
+    """(handed over, why not). The broker keeps its role on any failure; nothing to undo here.
+    ``reason``: why the controllers ask (the broker logs it; the election's audit records it)."""
     ch = grpc_channel(addr, tls)
     try:
         r = await bpbg.BrokerServiceStub(ch).TransferMaster(
-            bpb.TransferMasterRequest(to_broker_id=to_broker_id, timeout_ms=timeout_ms),
+            bpb.TransferMasterRequest(to_broker_id=to_broker_id, timeout_ms=timeout_ms, reason=reason[:128]),
             timeout=timeout_ms / 1000.0 + CALL_SLACK_S)
     except grpc.aio.AioRpcError as e:
         return False, f"{e.code().name}: {(e.details() or '')[:200]}"

@@ -95,3 +95,26 @@ class ControllerMetrics:
         for state, n in counts.items():
             yield ("autoswitch_controller_masters_heard", "Masters as this node hears them (its own opinion)",
                    {"state": state}, n)
+        yield from self._replica_health(node, now)
+
+    def _replica_health(self, node: ObservedNode, now: int) -> Iterator[tuple[str, str, dict[str, str], float]]:
+        """Each replica heard alive: degraded / diverged as its heartbeats report them, and the
+        health figures (broker/health.py), so a slow replica shows before anything moves."""
+        table = node.liveness.heartbeats
+        for g, master, _epoch, _addr, _sss, ids in node.sm.groups_members()[:MAX_GROUPS_SCANNED]:
+            for b in ids:
+                r = table.report(g, b)
+                if r is None or not table.alive(g, b, now):
+                    continue
+                labels = {"group": g, "broker": str(b), "role": "master" if b == master else "slave"}
+                yield ("autoswitch_controller_replica_degraded", "1 while the replica reports a slow disk or "
+                       "event loop (its heartbeats)", labels, 1 if r.degraded else 0)
+                yield ("autoswitch_controller_replica_diverged", "1 while the replica's range digests found bytes "
+                       "that differ from its master's", labels, 1 if r.diverged else 0)
+                if r.health is None:
+                    continue
+                for signal, v in (("append", r.health.append_ms), ("fsync", r.health.fsync_ms),
+                                  ("loop_lag", r.health.loop_lag_ms)):
+                    if v >= 0:
+                        yield ("autoswitch_controller_replica_health_ms", "The replica's last health window: "
+                               "median append or fsync time, event-loop lag (ms)", {**labels, "signal": signal}, v)

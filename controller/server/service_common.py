@@ -2,16 +2,23 @@
 
 from __future__ import annotations
 
+import math
 from typing import Any, TypeVar
 
 import msgspec
 from autoswitch.controller import messages as m
-from autoswitch.controller.failover.liveness import BrokerReport, Heartbeat, cap_timeout
+from autoswitch.controller.failover.liveness import (
+    HEALTH_SIGNALS,
+    BrokerHealth,
+    BrokerReport,
+    Heartbeat,
+    cap_timeout,
+)
 
 from autoswitch.base.addr import is_hostport
 from autoswitch.base.auth import current_caller
 from autoswitch.base.errors import AutoswitchError
-from autoswitch.base.limits import MAX_ADDRESS_LEN
+from autoswitch.base.limits import MAX_ADDRESS_LEN, MAX_HEALTH_MS
 from autoswitch.base.log import RateLimitedLog, get_logger
 from autoswitch.proto import controller_pb2 as pb
 
@@ -106,6 +113,20 @@ def log_internal(rpc: str, e: BaseException) -> None:
     _refusals.error((rpc, type(e).__name__), "rpc_internal_error", exc_info=e, rpc=rpc)
 
 
+def checked_health(r: pb.BrokerHeartbeatRequest) -> BrokerHealth:
+    """The heartbeat's health signals: known signal names only, once each; figures finite and in
+    [-1, MAX_HEALTH_MS] (a hostile or buggy broker cannot plant an absurd figure on the status page)."""
+    reasons = tuple(r.degraded_reasons)
+    if len(reasons) > len(HEALTH_SIGNALS) or not set(reasons) <= HEALTH_SIGNALS or len(set(reasons)) != len(reasons):
+        raise BadRequest(f"degraded_reasons must name distinct signals of {sorted(HEALTH_SIGNALS)}")
+    if r.degraded != bool(reasons):
+        raise BadRequest("degraded must be true exactly when degraded_reasons names a signal")
+    figures = (r.append_ms, r.fsync_ms, r.loop_lag_ms)
+    if not all(math.isfinite(x) and -1.0 <= x <= MAX_HEALTH_MS for x in figures):
+        raise BadRequest(f"append_ms, fsync_ms and loop_lag_ms must be in [-1, {MAX_HEALTH_MS}]")
+    return BrokerHealth(reasons, *figures)
+
+
 def checked_heartbeat(r: pb.BrokerHeartbeatRequest) -> Heartbeat:
     """A BrokerHeartbeatRequest checked (BadRequest otherwise) and typed for the liveness desk:
     what it reports has the ranges of the BrokerLiveInfo an election carries it in."""
@@ -119,7 +140,7 @@ def checked_heartbeat(r: pb.BrokerHeartbeatRequest) -> Heartbeat:
             broker_id=r.broker_id, epoch=r.epoch, max_offset=r.max_offset, confirm_offset=r.confirm_offset,
             election_priority=r.election_priority, clean_shutdown=r.clean_shutdown,
             min_in_sync_replicas=r.min_in_sync_replicas, ack_mode=check_field(r.ack_mode, m.AckMode, "ack_mode"),
-            incarnation=r.incarnation))
+            incarnation=r.incarnation, diverged=r.diverged))
     except m.MalformedRequest as e:
         raise BadRequest(f"heartbeat: {e.message}") from None
     return Heartbeat(
@@ -128,5 +149,5 @@ def checked_heartbeat(r: pb.BrokerHeartbeatRequest) -> Heartbeat:
                             confirm_offset=r.confirm_offset, election_priority=r.election_priority,
                             clean_shutdown=r.clean_shutdown, assumed_timeout_ms=cap_timeout(r.heartbeat_timeout_ms),
                             min_in_sync_replicas=r.min_in_sync_replicas, incarnation=r.incarnation,
-                            ack_mode=info.ack_mode),
+                            ack_mode=info.ack_mode, diverged=r.diverged, health=checked_health(r)),
         stopping=r.stopping, lease_quorum=r.lease_quorum, controllers_index=r.controllers_index)

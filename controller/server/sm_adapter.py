@@ -36,6 +36,13 @@ class MemberState(msgspec.Struct, frozen=True):
     max_offset: int
     last_heard_ms_ago: int
     incarnation: str = ""     # the registered process (a master admits HA connections of this one only)
+    # its last heartbeat's health (controller/failover/liveness.BrokerHealth) and digest verdict
+    degraded: bool = False
+    degraded_reasons: tuple[str, ...] = ()
+    append_ms: float = -1.0
+    fsync_ms: float = -1.0
+    loop_lag_ms: float = -1.0
+    diverged: bool = False
 
 
 class GroupState(msgspec.Struct, frozen=True):
@@ -198,9 +205,13 @@ class AppliedStateMachine:
             for bid, addr in sorted((int(b), a) for b, a in d.get("brokers", {}).items()):
                 alive, ago, beat = member_view(name, bid)
                 rec = g.brokers.get(bid)
-                members.append(MemberState(bid, addr, alive, bid in g.sync_state_set,
-                                           beat.epoch if beat else 0, beat.max_offset if beat else 0, ago,
-                                           rec.incarnation if rec is not None else ""))
+                h = beat.health if beat is not None else None
+                members.append(MemberState(
+                    bid, addr, alive, bid in g.sync_state_set, beat.epoch if beat else 0,
+                    beat.max_offset if beat else 0, ago, rec.incarnation if rec is not None else "",
+                    degraded=h is not None and bool(h.reasons), degraded_reasons=h.reasons if h else (),
+                    append_ms=h.append_ms if h else -1.0, fsync_ms=h.fsync_ms if h else -1.0,
+                    loop_lag_ms=h.loop_lag_ms if h else -1.0, diverged=bool(beat and beat.diverged)))
             out.append(GroupState(g.view(), tuple(members)))
         return r, out
 
@@ -268,6 +279,20 @@ class AppliedStateMachine:
         """(auto_rebalance_masters, rebalance_delay_ms) of the replicated config."""
         cfg = self.inner.state.config
         return cfg.auto_rebalance_masters, cfg.rebalance_delay_ms
+
+    def gray_failover(self) -> tuple[bool, int, int]:
+        """(gray_failover, gray_failover_delay_ms, gray_failover_cooldown_ms) of the replicated config."""
+        cfg = self.inner.state.config
+        return cfg.gray_failover, cfg.gray_failover_delay_ms, cfg.gray_failover_cooldown_ms
+
+    def groups_members(self) -> list[tuple[str, int | None, int, str, frozenset[int], tuple[int, ...]]]:
+        """Every group: (name, master, MasterEpoch, master address, SyncStateSet, registered ids)."""
+        out = []
+        for name, g in self.inner.state.groups.items():
+            m = g.master_broker_id
+            addr = g.brokers[m].address if m is not None and m in g.brokers else ""
+            out.append((name, m, g.master_epoch, addr, g.sync_state_set, tuple(sorted(g.brokers))))
+        return out
 
     def elect_retries(self) -> int:
         return self.inner.state.config.elect_master_max_retry_count

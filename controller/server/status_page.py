@@ -16,6 +16,8 @@ import time
 from collections import deque
 from typing import TYPE_CHECKING
 
+from autoswitch.controller.failover.liveness import health_word
+
 if TYPE_CHECKING:
     from autoswitch.controller.server.node_api import ObservedNode
     from autoswitch.controller.state.history import HistoryRecord
@@ -93,7 +95,10 @@ class StatusPage:
                 "preferred": info.preferred_master,
                 "replicas": [{"id": m.broker_id, "address": m.address, "alive": m.alive, "in_sync": m.in_sync,
                               "max_offset": m.max_offset, "lag": max(0, top - m.max_offset),
-                              "heard_ms_ago": m.last_heard_ms_ago} for m in g.members]})
+                              "heard_ms_ago": m.last_heard_ms_ago,
+                              "health": health_word(m.alive, m.diverged, m.degraded_reasons),
+                              "append_ms": m.append_ms, "fsync_ms": m.fsync_ms, "loop_lag_ms": m.loop_lag_ms}
+                             for m in g.members]})
         return out
 
 
@@ -125,7 +130,8 @@ function render(s) {
   rows("members", s.members, (tr, m) => { cell(tr, m.id); cell(tr, m.address); cell(tr, m.role); cell(tr, m.reachable ? "yes" : "no", m.reachable ? "ok" : "dead"); cell(tr, m.leader ? "leader" : ""); });
   rows("groups", s.groups, (tr, g) => { cell(tr, g.group); cell(tr, g.master ?? "none", g.master ? "" : "dead"); cell(tr, g.epoch);
     cell(tr, g.sync_state_set.join(", ")); cell(tr, g.preferred || "");
-    cell(tr, g.replicas.map(r => r.id + (r.alive ? "" : " (dead)") + (r.in_sync ? " in-sync" : "") + " " + r.max_offset + ", lag " + r.lag).join("; "));
+    cell(tr, g.replicas.map(r => r.id + (r.alive ? "" : " (dead)") + (r.in_sync ? " in-sync" : "") + " " + r.max_offset + ", lag " + r.lag + (r.health === "ok" || r.health === "unknown" ? "" : " " + r.health)).join("; "),
+         g.replicas.some(r => r.health !== "ok" && r.health !== "unknown") ? "dead" : "");
     const key = g.group + ":" + g.master + "@" + g.epoch; if (!seen.includes(key)) seen.push(key); });
   rows("events", s.events, (tr, e) => { cell(tr, new Date(e.ts_ms).toISOString()); cell(tr, e.group); cell(tr, e.event);
     cell(tr, e.master_broker_id ?? ""); cell(tr, e.master_epoch); cell(tr, e.reason || ""); });

@@ -51,9 +51,19 @@ class ElectionDecision:
 def clean_candidates(sync_state_set: frozenset[int], eligible: frozenset[int],
                      alive: Mapping[int, BrokerLiveInfo]) -> dict[int, BrokerLiveInfo]:
     """Alive replicas that hold every acknowledged message: SSS members and eligible replicas,
-    minus any whose current incarnation reports an unclean shutdown (its tail may be gone)."""
+    minus any whose current incarnation reports an unclean shutdown (its tail may be gone) and any
+    whose range digests found bytes that differ from its master's (quarantined until repaired:
+    its log is not the acknowledged one, whatever the SyncStateSet still says)."""
     pool = sync_state_set | eligible
-    return {bid: info for bid, info in alive.items() if bid in pool and info.clean_shutdown}
+    return {bid: info for bid, info in alive.items()
+            if bid in pool and info.clean_shutdown and not info.diverged}
+
+
+def intact_first(infos: Iterable[BrokerLiveInfo]) -> BrokerLiveInfo | None:
+    """The best candidate of an unclean election: a replica whose digests found no difference
+    before any that did (a diverged log wins only when nothing else is alive)."""
+    infos = list(infos)
+    return best_candidate(i for i in infos if not i.diverged) or best_candidate(infos)
 
 
 def decide(*, master: int | None, sync_state_set: frozenset[int], eligible: frozenset[int],
@@ -96,11 +106,11 @@ def decide(*, master: int | None, sync_state_set: frozenset[int], eligible: froz
         # restarted uncleanly: a power cut of the whole set). The longest log loses the least,
         # and nothing better can come; waiting would keep the group down for ever. A member that
         # never comes back still needs the operator (unclean election).
-        best = best_candidate(alive[b] for b in pool)
+        best = intact_first(alive[b] for b in pool)
         assert best is not None
         return ElectionDecision(Outcome.ELECT, best.broker_id, reason="unclean_recovery_whole_set")
     if unclean_enabled:
-        best = best_candidate(alive.values())
+        best = intact_first(alive.values())
         if best is not None:
             return ElectionDecision(Outcome.ELECT, best.broker_id, unclean=True, reason="unclean")
     if not pool_complete:

@@ -35,6 +35,12 @@ _SPEC: dict[str, tuple[type, Any, int | None, int | None]] = {
     # to a group's preferred master once it has been alive and in the SyncStateSet this long.
     "auto_rebalance_masters": (bool, False, None, None),
     "rebalance_delay_ms": (int, 30_000, 0, 3_600_000),
+    # Gray failover (controller/failover/gray.py): the leader moves the master role off a master
+    # that has reported itself degraded (slow disk or event loop) this long, to a healthy in-sync
+    # slave; at most once per group per cool-down.
+    "gray_failover": (bool, True, None, None),
+    "gray_failover_delay_ms": (int, 5_000, 0, 3_600_000),
+    "gray_failover_cooldown_ms": (int, 60_000, 0, 86_400_000),
 }
 
 # Process identity and storage: refused at run time with NO_PERMISSION.
@@ -59,6 +65,9 @@ class SMConfig:
     elect_master_max_retry_count: int = 3
     auto_rebalance_masters: bool = False
     rebalance_delay_ms: int = 30_000
+    gray_failover: bool = True
+    gray_failover_delay_ms: int = 5_000
+    gray_failover_cooldown_ms: int = 60_000
 
     def to_strings(self) -> dict[str, str]:
         return {k: _fmt(getattr(self, k)) for k in sorted(_SPEC)}

@@ -311,3 +311,35 @@ def test_an_out_of_range_stamped_min_in_sync_is_malformed():
         with pytest.raises(MalformedRequest, match="master_min_in_sync_replicas"):
             encode_request(req)
     check_request(AlterSyncStateSetRequest(G, 1, 1, (1, 2), 1, (1, 2), master_min_in_sync_replicas=64))
+
+
+def test_a_diverged_replica_is_not_a_clean_candidate_and_loses_unclean_elections():
+    """Issue 32: a slave whose range digests found other bytes than its master's is quarantined for
+    elections too, even while the SyncStateSet still names it (before the shrink commits)."""
+    alive = {2: BrokerLiveInfo(2, max_offset=99, diverged=True), 3: BrokerLiveInfo(3, max_offset=1)}
+    common = dict(registered=frozenset({1, 2, 3}), first_election=False, designated=None)
+    d = election.decide(master=None, sync_state_set=frozenset({1, 2, 3}), eligible=frozenset(), alive=alive,
+                        unclean_enabled=False, **common)
+    assert d.outcome is election.Outcome.ELECT and d.new_master == 3 and not d.unclean
+    # the diverged one alone in the set: no clean election ...
+    d = election.decide(master=None, sync_state_set=frozenset({1, 2}), eligible=frozenset(), alive=alive,
+                        unclean_enabled=False, **common)
+    assert d.outcome is election.Outcome.NONE
+    # ... and an unclean one prefers the intact replica over the longer diverged log
+    d = election.decide(master=None, sync_state_set=frozenset({1, 2}), eligible=frozenset(), alive=alive,
+                        unclean_enabled=True, **common)
+    assert d.new_master == 3 and d.unclean
+    # with nothing else alive, the operator's unclean election still has a candidate
+    d = election.decide(master=None, sync_state_set=frozenset({1, 2}), eligible=frozenset(), alive={2: alive[2]},
+                        unclean_enabled=True, **common)
+    assert d.new_master == 2 and d.unclean
+
+
+def test_the_diverged_flag_travels_in_the_log_entry():
+    import msgspec
+
+    info = BrokerLiveInfo(2, max_offset=5, diverged=True)
+    assert msgspec.msgpack.decode(msgspec.msgpack.encode(info), type=BrokerLiveInfo) == info
+    # an entry written before the field existed decodes as not diverged
+    old = msgspec.msgpack.encode([2, 0, 5, 0, 0, True, 0, "", ""])
+    assert msgspec.msgpack.decode(old, type=BrokerLiveInfo).diverged is False

@@ -228,3 +228,94 @@ def test_the_stall_rule_can_be_switched_off():
         now, top = 1.0 + i * 0.5, 1000 + i * 100
         t.on_ack(2, top, now, top)
         assert t.tick(now, top) is None             # 3 is within the 15 s catch-up window
+
+
+# ------------------------------------------------------------------ slow members (issue 32)
+
+def _write_and_ack(t: SyncStateTracker, start: float, seconds: int, lag_s: dict[int, float],
+                   step: float = 0.1) -> list:
+    """Writes every ``step`` s for ``seconds``; each slave b acks each write ``lag_s[b]`` later.
+    Returns the proposals the tracker made (each one accepted at once)."""
+    proposals = []
+    top, now, pending = max((m[0] for m in t._marks), default=1000), start, []
+    end = start + seconds
+
+    def take(p) -> None:
+        if p is not None:
+            proposals.append(p)
+            t.on_proposal_accepted(p.new_set, t.sync_state_set_epoch + 1, now)
+
+    while now < end:
+        now = round(now + step, 6)
+        top += 100
+        pending.append((top, now))
+        take(t.tick(now, top))                  # the master's log reached ``top`` at ``now``
+        for b, lag in lag_s.items():
+            acked = max((o for o, w in pending if w + lag <= now), default=None)
+            if acked is not None:
+                t.on_ack(b, acked, now if acked == top else None, top, now)
+        take(t.tick(now, top))
+    return proposals
+
+
+def _slow_tracker(**kw) -> SyncStateTracker:
+    t = tracker(slave_slow_ack_ms=500.0, slave_slow_windows=3, slave_recover_windows=4, **kw)
+    t.on_connect(2, False, 0.0)
+    t.on_connect(3, False, 0.0)
+    return t
+
+
+def test_a_member_whose_acks_trail_the_writes_leaves_as_slow_and_comes_back_once_fast():
+    t = _slow_tracker()
+    # 3's acks trail by 0.8 s (a slow disk): it still moves, so the stall rule never fires
+    ps = _write_and_ack(t, 0.0, 8, {2: 0.0, 3: 0.8})
+    assert [p.reasons for p in ps] == [((3, "slow"),)]
+    assert t.sync_state_set == frozenset({1, 2})
+    assert next(i for i in t.replica_infos(0) if i["brokerId"] == 3)["slow"]
+    # still slow: it does not come back although it catches up now and then
+    assert _write_and_ack(t, 8.0, 4, {2: 0.0, 3: 0.8}) == []
+    # its disk is fast again: back after the recovery windows, not before
+    ps = _write_and_ack(t, 12.0, 8, {2: 0.0, 3: 0.0})
+    assert [p.new_set for p in ps] == [frozenset({1, 2, 3})]
+
+
+def test_no_slave_is_slow_while_the_master_is_degraded_itself():
+    t = _slow_tracker()
+    t.self_degraded = True
+    assert _write_and_ack(t, 0.0, 8, {2: 0.8, 3: 0.8}) == []
+
+
+def test_the_slow_rule_keeps_min_in_sync_replicas():
+    t = _slow_tracker(min_in_sync_replicas=3)
+    assert _write_and_ack(t, 0.0, 8, {2: 0.0, 3: 0.8}) == []
+
+
+def test_catching_up_on_old_writes_is_not_slowness():
+    """A slave that connects late and replays the history acks offsets written long before: not
+    measured (only writes made while it was connected count)."""
+    t = tracker(sss=(1, 2), slave_slow_ack_ms=500.0, slave_slow_windows=2)
+    t.on_connect(2, False, 0.0)
+    for i in range(1, 50):
+        t.tick(i * 0.1, 1000 + i * 100)
+        t.on_ack(2, 1000 + i * 100, None, 1000 + i * 100, i * 0.1)
+    t.on_connect(3, False, 5.0)
+    for i in range(1, 30):
+        now = 5.0 + i * 0.1
+        t.on_ack(3, min(1000 + i * 200, 5900), None, 5900, now)   # replaying what 0.1-4.9 s wrote
+        t.tick(now, 5900)
+    assert not t.replicas[3].ack_latency or not t.replicas[3].ack_latency.slow
+
+
+def test_the_stall_rule_waits_while_the_master_is_degraded_itself():
+    t = tracker(slave_stall_timeout_s=3.0)
+    t.on_connect(2, False, 0.0)
+    t.on_connect(3, False, 0.0)
+    _caught_up(t, 1000, 0.5)
+    t.self_degraded = True
+    for i in range(1, 20):
+        now, top = 1.0 + i * 0.5, 1000 + i * 100
+        t.on_ack(2, top, now, top)
+        assert t.tick(now, top) is None             # 3's silence may be our own slowness
+    t.self_degraded = False
+    p = t.tick(11.0, 3000)
+    assert p is not None and p.reasons == ((3, "stalled"),)

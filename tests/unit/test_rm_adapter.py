@@ -154,6 +154,14 @@ class FakeBroker:
     def log_position(self):
         return 4096, 2048, 3
 
+    def health_report(self):
+        from autoswitch.broker.health import HealthReport
+
+        return HealthReport()
+
+    def diverged(self):
+        return False
+
     async def become_master(self, master_epoch, sync_state_set, sync_state_set_epoch):
         self.calls.append(("master", master_epoch, frozenset(sync_state_set), sync_state_set_epoch))
         self.role = "master"

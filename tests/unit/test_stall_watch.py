@@ -116,3 +116,31 @@ def test_shutdown_all_sockets_ends_connections_of_this_process():
     r = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=60)
     n, ended = r.stdout.split()
     assert int(n) >= 2 and ended == "True", r.stdout + r.stderr
+
+
+def test_the_loop_rule():
+    """A master whose event loop has not run its probe for the loop timeout gives up by the same
+    rule; a stuck disk operation is named first (it stops the loop too)."""
+    from autoswitch.broker.stall_watch import LOOP, stuck
+
+    idle = dict(op_since=0.0, loop_at=996.5)        # no disk operation; the loop last ran 3.5 s ago
+    assert stuck(facts(**idle), 1.0, 3.0) == (LOOP, 996.5)
+    assert decide(facts(**idle, replica_progress_at=996.0), 1.0, 60.0, 3.0) == FENCE
+    assert decide(facts(**idle), 1.0, 60.0, 0.0) is None                        # loop watch off
+    assert decide(facts(op_since=0.0, loop_at=998.0), 1.0, 60.0, 3.0) is None   # ran 2 s ago
+    assert decide(facts(op_since=0.0, loop_at=0.0), 1.0, 60.0, 3.0) is None     # no probe yet
+    assert decide(facts(**idle, is_master=False), 1.0, 60.0, 3.0) == NOT_MASTER
+    assert decide(facts(**idle, master_since=990.0), 1.0, 60.0, 3.0) == COOLDOWN
+    # the slaves had stopped moving more than a loop timeout before the loop stopped
+    assert decide(facts(**idle, replica_progress_at=993.0), 1.0, 60.0, 3.0) == NO_HEALTHY_REPLICA
+    # a disk operation stuck past its own timeout is what the watchdog names
+    assert stuck(facts(op_since=998.0, loop_at=996.0), 1.0, 3.0) == ("append", 998.0)
+
+
+def test_iowatch_reports_each_finished_operation():
+    got: list[tuple[str, float]] = []
+    w = IoWatch(sink=lambda op, ms, now: got.append((op, ms)))
+    w.begin("fsync")
+    w.end()
+    w.end()                     # nothing in progress: nothing reported
+    assert [op for op, _ in got] == ["fsync"] and got[0][1] >= 0.0
