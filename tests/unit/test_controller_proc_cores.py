@@ -164,7 +164,7 @@ def test_liveness_opinions_roundtrip_the_wire():
     from autoswitch.controller.failover.peers import opinion_from_pb, opinion_to_pb
 
     rep = BrokerReport(broker_id=2, epoch=3, max_offset=1 << 40, confirm_offset=7, election_priority=-1,
-                       clean_shutdown=False)
+                       clean_shutdown=False, diverged=True)    # a peer's evidence says it too
     for op in (NodeOpinion(Opinion.ALIVE, 12, rep), NodeOpinion(Opinion.DEAD, 11000, rep),
                NodeOpinion(Opinion.UNKNOWN, -1, None)):
         back = opinion_from_pb(opinion_to_pb(("g", 2), op))

@@ -192,3 +192,25 @@ def test_a_heartbeat_stating_absurd_settings_is_refused_before_it_is_recorded():
     ok = pb.BrokerHeartbeatRequest(broker_name="g", broker_id=1, min_in_sync_replicas=64, ack_mode="quorum",
                                    incarnation="a" * 64)
     assert asyncio.run(s.BrokerHeartbeat(ok, None)).header.code == 0
+
+
+def test_heartbeat_health_is_checked_and_carried_to_the_election_evidence():
+    """Health signals and the digest verdict come from the broker: unknown signal names, a degraded
+    flag that disagrees with its reasons, and absurd figures are refused (CONTROLLER_MALFORMED_REQUEST);
+    valid ones reach the liveness report and the BrokerLiveInfo an election carries."""
+    from autoswitch.controller.server.service_common import checked_heartbeat
+
+    node = RecordingNode()
+    s = ControllerServicer(node)
+    bad = [dict(degraded=True), dict(degraded_reasons=["disk"]), dict(degraded=True, degraded_reasons=["fsync"] * 2),
+           dict(degraded_reasons=["fsync"]), dict(append_ms=float("nan")), dict(fsync_ms=-2.0),
+           dict(loop_lag_ms=1e12)]
+    for fields in bad:
+        r = asyncio.run(s.BrokerHeartbeat(pb.BrokerHeartbeatRequest(broker_name="g", broker_id=1, **fields), None))
+        assert r.header.code == Code.CONTROLLER_MALFORMED_REQUEST, (fields, r.header)
+    ok = pb.BrokerHeartbeatRequest(broker_name="g", broker_id=1, degraded=True, degraded_reasons=["fsync", "loop_lag"],
+                                   append_ms=-1.0, fsync_ms=812.5, loop_lag_ms=300.0, diverged=True)
+    assert asyncio.run(s.BrokerHeartbeat(ok, None)).header.code == 0
+    hb = checked_heartbeat(ok)
+    assert hb.report.degraded and hb.report.health.reasons == ("fsync", "loop_lag")
+    assert hb.report.health.fsync_ms == 812.5 and hb.report.live_info().diverged

@@ -179,3 +179,18 @@ def test_a_cancel_still_unanswered_at_the_deadline_goes_on_in_the_background(tmp
     h.drain()
     assert h.core.may_acknowledge(h.now) and h.of_type(SetFenced)[-1] == SetFenced(False, None)
     assert len([c for c in h.of_type(AlterSyncStateSet) if c.new_set == frozenset({1, 2})]) == 1
+
+
+def test_a_lapsed_lease_does_not_refuse_a_handover_but_a_deposed_master_does(tmp_path):
+    """A slow master's lease lapses often and it is the one that must hand over (gray failover):
+    the drain and the compare-and-set election keep the move safe without the lease. A master that
+    knows of a newer epoch, or has a handover in doubt, must not start one."""
+    h = master_of_1_and_2(tmp_path)
+    h._push(h.core.handover.start(h.now, None, {1: -1, 2: 90}, 100, "lease_expired", 5.0))
+    h.drain()
+    assert h.of_type(PauseWrites) and h.of_type(DrainTo) == [DrainTo(2, 100, 5.0)]
+    h2 = master_of_1_and_2(tmp_path / "b")
+    for reason in ("deposed", "handover outcome unknown"):
+        h2.log.clear()
+        h2._push(h2.core.handover.start(h2.now, None, {1: -1, 2: 90}, 100, reason, 5.0))
+        assert not h2.of_type(PauseWrites) and f"fenced: {reason}" in done(h2).reason
