@@ -12,8 +12,16 @@ with it off (``disk_stall_timeout_ms = 0``) for as many rounds: the heartbeat ti
 what ends the incident. After each round the disk comes back and the old master rejoins.
 Needs root and FUSE (the tests' slowfs); says why and exits 0 where it cannot run.
 
+Then ``--slow-rounds`` rounds of a *slow* master (gray failover, docs/broker.md "A slow master"):
+the current master's disk delays every write, fsync and create by ``--slow-delay-ms`` for
+``--slow-s`` seconds; the broker health and the leader's gray failover run with their defaults
+(5 slow windows, 5 s delay; the cool-down set to 0 so rounds may follow each other). The round's
+figure is the time from the slowdown to the first ack by a new master (None: nothing moved), and
+the MasterEpochs it took. Without gray failover the slow master stays until its disk recovers.
+
 Progress on stderr; the last line on stdout is JSON: gap_s_p50, gap_s_p99 (watchdog on),
-gap_s_p99_without, handovers_per_incident, lost_acked, and the rounds.
+gap_s_p99_without, handovers_per_incident, lost_acked, slow_move_s_p50, slow_move_s_p99,
+slow_moves_per_incident, and the rounds.
 """
 
 from __future__ import annotations
@@ -47,7 +55,37 @@ def _largest_gap(acks: list[dict], since: float, until: float) -> float | None:
     return max(b - a for a, b in zip(points, points[1:], strict=False)) if len(points) > 1 else after[0] - since
 
 
-def run(rounds: int, hang_s: float, deadline: float, work: Path) -> dict[str, Any]:
+def _slow_round(c: Any, disks: dict, ack_log: Path, i: int, slow_s: float, delay_ms: int) -> dict[str, Any]:
+    from tests.integration.failover_harness import read_ack_log, wait_until
+
+    m_id, e0 = c.wait_master(timeout=60)
+    c.wait_sync_state_set({1, 2, 3}, timeout=90)
+    old = c.master_name()
+    t0 = time.time()
+    disks[old].set(f"delay {delay_ms}")
+    moved_at = None
+    while time.time() - t0 < slow_s:
+        later = [a["ack_ts_ms"] / 1000 for a in read_ack_log(ack_log)
+                 if a["epoch"] > e0 and a["ack_ts_ms"] > t0 * 1000]
+        if later:
+            moved_at = min(later)
+            break
+        time.sleep(0.2)
+    left = slow_s - (time.time() - t0)
+    if left > 0:
+        time.sleep(left)            # the disk stays slow for --slow-s: the incident's length
+    disks[old].set("ok")
+    wait_until(lambda: c.broker_proc[old].popen.poll() is None, 5, "the slow broker still running")
+    c.wait_sync_state_set({1, 2, 3}, timeout=90)
+    e_after = c.replica_info().replica_info.master_epoch
+    s = {"round": i + 1, "slow_move_s": None if moved_at is None else round(moved_at - t0, 3), "moves": e_after - e0}
+    _p(f"grayfailure: slow round {i + 1}: first ack on a new master after {s['slow_move_s']} s, "
+       f"MasterEpoch {e0} -> {e_after}")
+    return s
+
+
+def run(rounds: int, hang_s: float, deadline: float, work: Path, slow_rounds: int = 0, slow_s: float = 30.0,
+        slow_delay_ms: int = 400) -> dict[str, Any]:
     from tests.grayfail.slowfs import SlowFs
     from tests.integration.failover_harness import FailoverCluster, consume_routed, read_ack_log, wait_until
     from tests.procs import ProcGroup
@@ -57,7 +95,8 @@ def run(rounds: int, hang_s: float, deadline: float, work: Path) -> dict[str, An
     with contextlib.ExitStack() as stack:
         stack.callback(procs.stop_all)
         disks = {n: stack.enter_context(SlowFs(work / f"disk-{n}", work / f"broker-{n}")) for n in NAMES}
-        c = FailoverCluster(procs, work, heartbeat_timeout_ms=HEARTBEAT_TIMEOUT_MS)
+        c = FailoverCluster(procs, work, heartbeat_timeout_ms=HEARTBEAT_TIMEOUT_MS,
+                            controller_toml="gray_failover_cooldown_ms = 0\n")
         configs = {}
         for on in (True, False):
             cfg = work / f"broker-{'on' if on else 'off'}.toml"
@@ -108,6 +147,22 @@ def run(rounds: int, hang_s: float, deadline: float, work: Path) -> dict[str, An
             samples.append(s)
             _p(f"grayfailure: round {i + 1}/{2 * rounds} watchdog {'on' if on else 'off'}: largest ack gap "
                f"{s['gap_s']} s, MasterEpoch {e0} -> {e_after}")
+        slow: list[dict[str, Any]] = []
+        if slow_rounds:
+            _p("grayfailure: restarting every broker with the watchdog on for the slow rounds")
+            for n in NAMES:
+                # the default lease (60 % of the heartbeat timeout), not the harness's 600 ms one
+                # that lapses on every slow append and so fences the writes whose time is measured
+                c.broker_extra_args[n] = ["--config", str(configs[True]), "--master-lease-ms",
+                                          str(HEARTBEAT_TIMEOUT_MS * 6 // 10)]
+                c.broker_proc[n].stop(30)
+                c.start_broker(n)
+                c.wait_sync_state_set({1, 2, 3}, timeout=60)
+        for i in range(slow_rounds):
+            if time.monotonic() > deadline - slow_s - 60:
+                _p(f"grayfailure: time budget used up after {i} slow rounds")
+                break
+            slow.append(_slow_round(c, disks, ack_log, i, slow_s, slow_delay_ms))
         prod.stop(30)
         acks = read_ack_log(ack_log)
         consumed = {m["msg_id"] for m in consume_routed(c.namesrv)}
@@ -115,18 +170,26 @@ def run(rounds: int, hang_s: float, deadline: float, work: Path) -> dict[str, An
     on_gaps = [s["gap_s"] for s in samples if s["watchdog"] and s["gap_s"] is not None]
     off_gaps = [s["gap_s"] for s in samples if not s["watchdog"] and s["gap_s"] is not None]
     on_moves = [s["moves"] for s in samples if s["watchdog"]]
+    moves_s = [x["slow_move_s"] for x in slow if x["slow_move_s"] is not None]
     return {"gap_s_p50": pct(on_gaps, 0.5), "gap_s_p99": pct(on_gaps, 0.99),
             "gap_s_p50_without": pct(off_gaps, 0.5), "gap_s_p99_without": pct(off_gaps, 0.99),
             "handovers_per_incident": max(on_moves) if on_moves else None, "lost_acked": lost, "acked": len(acks),
             "rounds": len(samples), "hang_s": hang_s, "heartbeat_timeout_ms": HEARTBEAT_TIMEOUT_MS,
-            "samples": samples}
+            "samples": samples,
+            "slow_move_s_p50": pct(moves_s, 0.5), "slow_move_s_p99": pct(moves_s, 0.99),
+            "slow_moves_per_incident": max((x["moves"] for x in slow), default=None),
+            "slow_unmoved_rounds": sum(1 for x in slow if x["slow_move_s"] is None), "slow_rounds": slow,
+            "slow_s": slow_s, "slow_delay_ms": slow_delay_ms}
 
 
 def main(argv: list[str] | None = None) -> int:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("--rounds", type=int, default=5, help="rounds with the watchdog on, then as many off")
     ap.add_argument("--hang-s", type=float, default=8.0, help="how long the disk hangs each round")
-    ap.add_argument("--time-limit-s", type=float, default=900.0)
+    ap.add_argument("--slow-rounds", type=int, default=3, help="rounds of a slow (not hung) master disk")
+    ap.add_argument("--slow-s", type=float, default=30.0, help="how long the disk stays slow each slow round")
+    ap.add_argument("--slow-delay-ms", type=int, default=400, help="delay of each write, fsync and create")
+    ap.add_argument("--time-limit-s", type=float, default=1500.0)
     ap.add_argument("--workdir", default=None)
     a = ap.parse_args(argv)
     from tests.grayfail.slowfs import Unavailable, binary
@@ -138,7 +201,7 @@ def main(argv: list[str] | None = None) -> int:
         return 0
     deadline = time.monotonic() + a.time_limit_s
     with tempfile.TemporaryDirectory(prefix="bench-grayfailure-", dir=a.workdir) as tmp:
-        out = run(a.rounds, a.hang_s, deadline, Path(tmp))
+        out = run(a.rounds, a.hang_s, deadline, Path(tmp), a.slow_rounds, a.slow_s, a.slow_delay_ms)
     print(json.dumps(out))
     return 0 if out["lost_acked"] == 0 else 1
 

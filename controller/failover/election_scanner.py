@@ -269,8 +269,8 @@ class ElectionScanner:
             why = repr(e)[:200]
         finally:
             self.gray.done(move.group, ok, self.liveness.now_ms())
-            self.log.warning("gray_failover_done", group=move.group, brokerId=move.master, epoch=move.master_epoch,
-                to=move.to, reasons=list(move.reasons), ok=ok, reason=why)
+            self.log.warning("gray_failover_done", group=move.group, brokerId=move.master,
+                             epoch=move.master_epoch, to=move.to, reasons=list(move.reasons), ok=ok, reason=why)
 
     async def _hand_back(self, f: GroupFacts) -> None:
         ok, why = False, "cancelled"

@@ -150,3 +150,46 @@ def test_a_master_whose_event_loop_freezes_gives_its_role_up(procs, tmp_path):
     c.wait_sync_state_set({1, 2, 3}, timeout=60)
     lost = _lost(c, acks)
     assert not lost, f"{len(lost)} acked messages lost, e.g. {lost[:5]}"
+
+
+def test_a_cluster_whose_every_disk_is_slow_moves_no_master(procs, tmp_path):
+    """Shared slow storage: every replica turns degraded, so moving the master around would be a
+    handover storm. The leader moves nothing, says why (`cluster_degraded` alert), and the health
+    shows in cluster-list; nothing acked is lost."""
+    with contextlib.ExitStack() as stack:
+        try:
+            disks = {n: stack.enter_context(SlowFs(tmp_path / f"disk-{n}", tmp_path / f"broker-{n}"))
+                     for n in NAMES}
+        except Unavailable as e:
+            pytest.skip(f"slowfs cannot run here: {e}")
+        c = FailoverCluster(procs, tmp_path, heartbeat_timeout_ms=5000,
+                            controller_toml="gray_failover_cooldown_ms = 0\ngray_failover_delay_ms = 2000\n")
+        cfg = tmp_path / "broker.toml"
+        cfg.write_text("health_degrade_windows = 3\n")
+        for n in NAMES:
+            c.broker_extra_args[n] = ["--config", str(cfg), "--master-lease-ms", "3000"]
+        c.start_all()
+        m1, e1 = c.wait_master(timeout=30)
+        c.wait_sync_state_set({1, 2, 3}, timeout=30)
+        ack_log = tmp_path / "acks.jsonl"
+        prod = c.producer("producer", ack_log, duration_s=30, interval_ms=5)
+        wait_until(lambda: len(read_ack_log(ack_log)) >= 200, 30, "200 acks before the disks slow down")
+        for n in NAMES:
+            disks[n].set("delay 400")
+
+        def leader_said_so() -> bool:
+            return any("cluster_degraded" in p.log_text() for p in c.ctl_proc.values())
+
+        wait_until(leader_said_so, 60, "the leader's cluster_degraded")
+        health = _cluster_list(c)
+        assert sum(h.startswith("degraded") for h in health.values()) >= 2, health
+        prod.popen.wait(90)         # the disks stay slow for the rest of its 30 s
+        logs = "".join(p.log_text() for p in c.ctl_proc.values())
+        assert "gray_failover_started" not in logs
+        for n in NAMES:
+            disks[n].set("ok")
+        assert c.replica_info().replica_info.master_epoch == e1, "a master moved on a uniformly slow cluster"
+        acks = read_ack_log(ack_log)
+        assert {a["epoch"] for a in acks} == {e1}
+        lost = _lost(c, acks)
+        assert not lost, f"{len(lost)} acked messages lost, e.g. {lost[:5]}"
