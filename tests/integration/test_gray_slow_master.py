@@ -53,25 +53,31 @@ def _lost(c: FailoverCluster, acks: list[dict]) -> list[str]:
     return [a["msg_id"] for a in acks if a["msg_id"] not in consumed]
 
 
+def _slow_cluster(procs, tmp_path, stack: contextlib.ExitStack) -> tuple[FailoverCluster, dict[str, SlowFs]]:
+    """Three brokers on slowfs, the leader's gray failover without a cool-down (it has just started;
+    the cool-down is unit-tested) and a 2 s delay, the brokers' health after 3 slow windows; the
+    default lease (60 % of the heartbeat timeout), not the harness's 600 ms one that lapses on every
+    slow append and fences the writes whose time is measured. Started, with a full SyncStateSet."""
+    try:
+        disks = {n: stack.enter_context(SlowFs(tmp_path / f"disk-{n}", tmp_path / f"broker-{n}")) for n in NAMES}
+    except Unavailable as e:
+        pytest.skip(f"slowfs cannot run here: {e}")
+    c = FailoverCluster(procs, tmp_path, heartbeat_timeout_ms=5000,
+                        controller_toml="gray_failover_cooldown_ms = 0\ngray_failover_delay_ms = 2000\n")
+    cfg = tmp_path / "broker.toml"
+    cfg.write_text("health_degrade_windows = 3\n")
+    for n in NAMES:
+        c.broker_extra_args[n] = ["--config", str(cfg), "--master-lease-ms", "3000"]
+    c.start_all()
+    c.wait_master(timeout=30)
+    c.wait_sync_state_set({1, 2, 3}, timeout=30)
+    return c, disks
+
+
 def test_a_master_on_a_slow_disk_hands_over_to_a_healthy_slave(procs, tmp_path):
     with contextlib.ExitStack() as stack:
-        try:
-            disks = {n: stack.enter_context(SlowFs(tmp_path / f"disk-{n}", tmp_path / f"broker-{n}"))
-                     for n in NAMES}
-        except Unavailable as e:
-            pytest.skip(f"slowfs cannot run here: {e}")
-        # The leader has just started: no cool-down to sit out (the cool-down is unit-tested).
-        c = FailoverCluster(procs, tmp_path, heartbeat_timeout_ms=5000,
-                            controller_toml="gray_failover_cooldown_ms = 0\ngray_failover_delay_ms = 2000\n")
-        cfg = tmp_path / "broker.toml"
-        cfg.write_text("health_degrade_windows = 3\n")
-        for n in NAMES:
-            # the default lease (60 % of the heartbeat timeout), not the harness's short one: a
-            # 600 ms lease lapses on every slow append and fences the writes whose time is measured
-            c.broker_extra_args[n] = ["--config", str(cfg), "--master-lease-ms", "3000"]
-        c.start_all()
+        c, disks = _slow_cluster(procs, tmp_path, stack)
         m1, e1 = c.wait_master(timeout=30)
-        c.wait_sync_state_set({1, 2, 3}, timeout=30)
         old = c.master_name()
         assert set(_cluster_list(c).values()) == {"ok"}
         ack_log = tmp_path / "acks.jsonl"
@@ -157,20 +163,8 @@ def test_a_cluster_whose_every_disk_is_slow_moves_no_master(procs, tmp_path):
     handover storm. The leader moves nothing, says why (`cluster_degraded` alert), and the health
     shows in cluster-list; nothing acked is lost."""
     with contextlib.ExitStack() as stack:
-        try:
-            disks = {n: stack.enter_context(SlowFs(tmp_path / f"disk-{n}", tmp_path / f"broker-{n}"))
-                     for n in NAMES}
-        except Unavailable as e:
-            pytest.skip(f"slowfs cannot run here: {e}")
-        c = FailoverCluster(procs, tmp_path, heartbeat_timeout_ms=5000,
-                            controller_toml="gray_failover_cooldown_ms = 0\ngray_failover_delay_ms = 2000\n")
-        cfg = tmp_path / "broker.toml"
-        cfg.write_text("health_degrade_windows = 3\n")
-        for n in NAMES:
-            c.broker_extra_args[n] = ["--config", str(cfg), "--master-lease-ms", "3000"]
-        c.start_all()
+        c, disks = _slow_cluster(procs, tmp_path, stack)
         m1, e1 = c.wait_master(timeout=30)
-        c.wait_sync_state_set({1, 2, 3}, timeout=30)
         ack_log = tmp_path / "acks.jsonl"
         prod = c.producer("producer", ack_log, duration_s=30, interval_ms=5)
         wait_until(lambda: len(read_ack_log(ack_log)) >= 200, 30, "200 acks before the disks slow down")
