@@ -97,7 +97,7 @@ async def producing_cluster(data_dir: Path, *, max_s: float, tls: bool = False, 
     layout = Layout(data_dir, base_port=base, groups=1, replicas=3, cluster="bench", profile="fast",
                     broker_extra=list(broker_extra), secure=tls, backend=backend)
     cluster = Cluster(layout)
-    cluster.prepare_dir(keep=False)
+    cluster.prepare_dir(fresh=True, wipe=True)
     client = ControllerClient(layout.controller_addrs(), deadline_s=2.0, max_attempts=4, rpc_timeout_s=1.0,
                               tls=cluster.tls)
     stop = asyncio.Event()

@@ -43,8 +43,12 @@ _log = get_logger("playground")
 def register(sub: Any, admin_sub: Any) -> None:
     p = sub.add_parser("playground", help="a local controller-mode cluster on 127.0.0.1 (Ctrl-C stops it)")
     p.add_argument("--data-dir", default="./run-data/playground",
-                   help="all data and logs (wiped at start unless --keep-data)")
-    p.add_argument("--keep-data", action="store_true", help="reuse the data of the last run (identities, logs)")
+                   help="all data and logs; a previous run's are reused unless --fresh")
+    keep = p.add_mutually_exclusive_group()
+    keep.add_argument("--fresh", action="store_true",
+                      help="start from empty data: the last run's data is deleted once this start is ready "
+                           "(put back if it fails)")
+    keep.add_argument("--keep-data", action="store_true", help="reuse the last run's data (the default)")
     p.add_argument("--base-port", type=int, default=19876)
     p.add_argument("--groups", type=int, default=2)
     p.add_argument("--replicas", type=int, default=3)
@@ -75,7 +79,15 @@ def _cmd_playground(args: argparse.Namespace) -> int:
                     secure=not args.insecure, backend=args.backend)
     try:
         cluster = Cluster(layout)
-        cluster.prepare_dir(args.keep_data)
+    except PlaygroundError as e:
+        return fail(args, e, rc=2)
+    # before the directory is touched: a clash must not cost the last run's data
+    busy = cluster.busy_ports()
+    if busy:
+        _out(f"error: NOT_READY: ports already in use: {busy} (another playground? use --base-port)")
+        return 1
+    try:
+        cluster.prepare_dir(args.fresh)
     except PlaygroundError as e:
         return fail(args, e, rc=2)
     logf = None
@@ -93,6 +105,10 @@ def _cmd_playground(args: argparse.Namespace) -> int:
         stopped = cluster.stop_all()
         bad = [s for s in stopped if s["forced"]]
         _out(f"stopped {len(stopped)} processes" + (f" ({len(bad)} needed SIGKILL)" if bad else ""))
+        if cluster.previous is not None:
+            cluster.start_failed()
+            _out(f"the start did not finish: the last run's data is back in {cluster.layout.data_dir} "
+                 f"(this start's logs: {cluster.layout.data_dir / 'failed-start'})")
         cluster.release_dir()
         if logf is not None:
             logf.close()
@@ -111,9 +127,6 @@ async def _main(cluster: Cluster, args: argparse.Namespace) -> int:
     try:
         try:
             t0 = time.monotonic()
-            busy = cluster.busy_ports()
-            if busy:
-                raise NotReady(f"ports already in use: {busy} (another playground? use --base-port)")
             cluster.start_controllers()
             await _until(stop, cluster.wait_ports(list(cluster.children.values()), args.ready_timeout_s))
             leader = await _until(stop, cluster.wait_leader(client, args.ready_timeout_s))
@@ -123,6 +136,7 @@ async def _main(cluster: Cluster, args: argparse.Namespace) -> int:
             remaining = max(5.0, args.ready_timeout_s - (time.monotonic() - t0))
             await _until(stop, cluster.wait_masters(client, remaining))
             _out(f"ready in {time.monotonic() - t0:.1f}s")
+            cluster.start_succeeded()
         except NotReady as e:
             _out(f"error: {e.code}: {e.message}")
             _out("logs:")

@@ -32,7 +32,9 @@ from autoswitch.base.log import get_logger
 from autoswitch.base.tls import TLSConfig
 
 HOST = "127.0.0.1"
-MARKER = ".autoswitch-playground"   # only a directory carrying it is ever wiped
+MARKER = ".autoswitch-playground"   # only a directory carrying it is ever used
+PREVIOUS_RUN = "previous-run"       # --fresh: the last run's data, until the new start is ready
+FAILED_START = "failed-start"       # a fresh start that failed: its files, the last run's back in place
 MAX_GROUPS = 20
 MAX_REPLICAS = 5                    # 10 ports per group: 5 replicas x (gRPC, HA)
 BACKENDS = ("raft", "sql", "sqlite", "etcd", "zookeeper")
@@ -167,6 +169,7 @@ class Cluster:
         self.children: dict[str, Child] = {}
         self.log_dir = layout.data_dir / "logs"
         self._lock_fd: int | None = None
+        self.previous: Path | None = None   # the last run's data set aside by a fresh start
         self.tls_dir = layout.data_dir / "tls"
         # What the playground's own clients present (the admin certificate); plaintext if insecure.
         self.tls: TLSConfig = TLSConfig.off()
@@ -176,7 +179,11 @@ class Cluster:
 
     # ---------- data directory ----------
 
-    def prepare_dir(self, keep: bool) -> None:
+    def prepare_dir(self, fresh: bool, wipe: bool = False) -> None:
+        """Lock the directory and, with ``fresh``, set the last run's data aside (``previous-run/``)
+        until this start is known to succeed (``start_succeeded`` deletes it, ``start_failed`` puts
+        it back): a start that fails never costs the data of the run before. ``wipe``: delete it
+        at once (the benchmarks' and power-loss rounds' throwaway directories)."""
         d = self.layout.data_dir
         if d.exists() and any(d.iterdir()) and not (d / MARKER).exists():
             raise PlaygroundError(f"{d} is not empty and was not created by the playground; refusing to use it",
@@ -191,14 +198,14 @@ class Cluster:
             os.close(fd)
             raise PlaygroundError(f"another playground is running on {d}", path=str(d)) from None
         self._lock_fd = fd
-        if not keep:
+        if wipe:
             for p in d.iterdir():
-                if p.name == MARKER:
-                    continue
                 if p.is_dir():
                     shutil.rmtree(p)
-                else:
+                elif p.name != MARKER:
                     p.unlink()
+        elif fresh:
+            self._set_aside()
         self.log_dir.mkdir(parents=True, exist_ok=True)
         if self.layout.secure:
             self._make_credentials()
@@ -232,6 +239,44 @@ class Cluster:
         name = identity.replace("/", "_")
         return ["--tls-ca", str(self.tls_dir / "ca.pem"), "--tls-cert", str(self.tls_dir / f"{name}.pem"),
                 "--tls-key", str(self.tls_dir / f"{name}.key"), "--auth"]
+
+    def _set_aside(self) -> None:
+        d = self.layout.data_dir
+        old = [p for p in d.iterdir() if p.name not in (MARKER, PREVIOUS_RUN, FAILED_START)]
+        if not old:
+            return
+        prev = d / PREVIOUS_RUN
+        if prev.exists():
+            raise PlaygroundError(f"{prev} holds the data of the run before a fresh start that did not finish; "
+                                  "move or delete it first", path=str(prev))
+        prev.mkdir()
+        for p in old:
+            p.rename(prev / p.name)
+        self.previous = prev
+
+    def start_succeeded(self) -> None:
+        """The fresh start is ready: the last run's data set aside is no longer needed."""
+        if self.previous is not None:
+            shutil.rmtree(self.previous)
+            self.previous = None
+
+    def start_failed(self) -> None:
+        """A fresh start did not get ready (its processes are stopped): the last run's data goes
+        back in place, this start's files (its logs) into ``failed-start/``."""
+        if self.previous is None:
+            return
+        d = self.layout.data_dir
+        failed = d / FAILED_START
+        if failed.exists():
+            shutil.rmtree(failed)          # an earlier failed start's files: this one's replace them
+        failed.mkdir()
+        for p in d.iterdir():
+            if p.name not in (MARKER, PREVIOUS_RUN, FAILED_START):
+                p.rename(failed / p.name)
+        for p in self.previous.iterdir():
+            p.rename(d / p.name)
+        self.previous.rmdir()
+        self.previous = None
 
     def release_dir(self) -> None:
         if self._lock_fd is not None:

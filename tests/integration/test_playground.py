@@ -113,8 +113,18 @@ def _masters_seen(lines: list[str]) -> bool:
     return set(latest) == {"g0", "g1"} and all(v != "none" for v in latest.values())
 
 
+def _previous_run(tmp_path: Path) -> Path:
+    """A data directory as a previous playground run left it: the marker and a file of its own."""
+    d = tmp_path / "pg"
+    (d / "logs").mkdir(parents=True)
+    (d / ".autoswitch-playground").touch()
+    (d / "logs" / "old-run.log").write_text("the run an operator was told to audit\n")
+    return d
+
+
 def test_playground_starts_shows_masters_and_stops_on_sigint(tmp_path):
-    proc = _start(tmp_path)
+    d = _previous_run(tmp_path)
+    proc = _start(tmp_path, "--fresh")
     lines: list[str] = []
     pids: dict[str, int] = {}
     try:
@@ -122,6 +132,8 @@ def test_playground_starts_shows_masters_and_stops_on_sigint(tmp_path):
         pids = _child_pids(lines)
         assert ok, "no master for both groups:\n" + "\n".join(lines[-30:]) + \
             (tmp_path / "playground.stderr").read_text()[-3000:]
+        # --fresh: the last run's data went only once this start was ready
+        assert not (d / "logs" / "old-run.log").exists() and not (d / "previous-run").exists()
         # 1 name server with an embedded controller, 2 controllers, 2 groups x 3 brokers.
         assert len(pids) == 9 and sum(n.startswith("broker-") for n in pids) == 6
         assert all(_alive(p) for p in pids.values())
@@ -134,6 +146,36 @@ def test_playground_starts_shows_masters_and_stops_on_sigint(tmp_path):
         assert not left, f"children left running: {left}"
     finally:
         _cleanup(proc, pids)
+
+
+def test_a_start_that_fails_never_costs_the_last_runs_data(tmp_path):
+    """Issue 33: a port clash is found before the directory is touched; a fresh start that does
+    not get ready puts the last run's data back (its own logs go to failed-start/)."""
+    d = _previous_run(tmp_path)
+    base = _base_port()
+    with socket.socket() as s:
+        s.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
+        s.bind(("127.0.0.1", base))
+        s.listen()
+        for extra in ((), ("--fresh",)):
+            r = subprocess.run([sys.executable, "-m", "autoswitch", "playground", "--data-dir", str(d),
+                                "--base-port", str(base), *extra], cwd=ROOT, capture_output=True, text=True,
+                               timeout=60)
+            assert r.returncode == 1 and "ports already in use" in r.stdout, r.stdout + r.stderr[-2000:]
+            assert (d / "logs" / "old-run.log").exists() and not (d / "previous-run").exists()
+    # ready in 0.5 s is impossible: the start fails after the old data was set aside
+    r = subprocess.run([sys.executable, "-m", "autoswitch", "playground", "--data-dir", str(d), "--base-port",
+                        str(_base_port()), "--fresh", "--insecure", "--groups", "1", "--ready-timeout-s", "0.5"],
+                       cwd=ROOT, capture_output=True, text=True, timeout=120)
+    assert r.returncode == 1, r.stdout + r.stderr[-2000:]
+    assert "the last run's data is back" in r.stdout, r.stdout
+    assert (d / "logs" / "old-run.log").read_text().startswith("the run an operator")
+    assert not (d / "previous-run").exists() and (d / "failed-start" / "logs").is_dir()
+    # asking for both is a typo, not a choice
+    r = subprocess.run([sys.executable, "-m", "autoswitch", "playground", "--data-dir", str(d), "--fresh",
+                        "--keep-data"], cwd=ROOT, capture_output=True, text=True, timeout=60)
+    assert r.returncode == 2 and "not allowed with" in r.stderr, r.stderr[-500:]
+    assert (d / "logs" / "old-run.log").exists()
 
 
 @pytest.mark.slow

@@ -113,7 +113,7 @@ class Rig:
 
         from autoswitch.app.demo_traffic import DemoProducer
 
-        self.cluster.prepare_dir(keep=False)
+        self.cluster.prepare_dir(fresh=True, wipe=True)
         for m in self.mounts.values():
             m.start()
         self.client = ControllerClient(self.layout.controller_addrs(), deadline_s=2.0, max_attempts=4,
