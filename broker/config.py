@@ -14,7 +14,7 @@ from pathlib import Path
 from typing import Any
 
 from autoswitch.base.addr import AddressError, split_hostport
-from autoswitch.base.auth import check_exposure, parse_broker_identity
+from autoswitch.base.auth import check_exposure, parse_broker_identity, server_identity_problem
 from autoswitch.base.config_check import check_values, refuse_unknown
 from autoswitch.base.errors import ConfigError
 from autoswitch.base.security_keys import SecurityKeys
@@ -216,6 +216,10 @@ class BrokerConfig(SecurityKeys):
         if not (100 <= self.route_interval_ms <= 60_000) or self.route_ttl_ms <= self.route_interval_ms:
             raise ConfigError("need 100 <= route_interval_ms <= 60000 and route_ttl_ms > route_interval_ms",
                               key="route_interval_ms")
+        if self.tls.cert:
+            why = server_identity_problem("broker", certificate_identity(self.tls.cert))
+            if why:
+                raise ConfigError(why, key="tls_cert")
         scope = self.certificate_scope
         if scope is not None:
             # Peers hold us to the group and brokerId our certificate names: start as something

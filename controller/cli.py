@@ -114,7 +114,7 @@ def _node_args(p: argparse.ArgumentParser, required: bool) -> None:
 def _load_config(args, listen: str | None = None):
     from autoswitch.controller import config as cfgmod
 
-    tls = tls_from_args(args)
+    tls = tls_from_args(args, server=True)
     return cfgmod.load(args.config, node_id=args.node_id, peers=args.peers, data_dir=args.data_dir,
                        listen=listen, raft_peers=args.raft_peers, tls_ca=tls.ca or None,
                        tls_cert=tls.cert or None, tls_key=tls.key or None, auth=args.auth,
@@ -188,14 +188,20 @@ def _run_namesrv(args) -> int:
 
     from autoswitch.controller.server.process import NameServerSettings, run_forever
 
-    from autoswitch.base.auth import AuthConfig, check_exposure
+    from autoswitch.base.auth import AuthConfig, check_exposure, server_identity_problem
+    from autoswitch.base.tls import certificate_identity
 
     try:
         if cfg is not None:
             ns_tls, ns_auth = cfg.tls, cfg.auth_config
         else:
-            ns_tls = dataclasses.replace(tls_from_args(args), accept_plaintext=bool(args.tls_accept_plaintext),
+            ns_tls = dataclasses.replace(tls_from_args(args, server=True),
+                                         accept_plaintext=bool(args.tls_accept_plaintext),
                                          dial_plaintext=bool(args.tls_dial_plaintext)).validate(server=True)
+            if ns_tls.cert:
+                why = server_identity_problem("namesrv", certificate_identity(ns_tls.cert))
+                if why:
+                    raise ConfigError(why, key="tls_cert")
             ns_auth = AuthConfig(enabled=bool(args.auth), tokens_file=args.auth_tokens_file or "").validate()
             if ns_auth.enabled and not ns_tls.enabled:
                 raise ConfigError("--auth needs TLS (--tls-ca, --tls-cert, --tls-key)", key="auth")

@@ -98,6 +98,34 @@ def parse_broker_identity(name: str) -> tuple[str, int] | None:
     return (parts[1], bid) if 1 <= bid <= MAX_BROKER_ID else None
 
 
+# Which certificate CNs, by the conventions above, belong to another kind of process than the one
+# starting: a server started with an operator's or another server's certificate would be refused
+# by every peer (or act with rights it must not have), so it refuses to start instead.
+_FOREIGN_HEADS = {
+    "broker": ("admin", "producer", "reader", "controller", "namesrv"),
+    "controller": ("admin", "producer", "reader", "broker", "namesrv"),
+    "namesrv": ("admin", "producer", "reader", "broker"),
+}
+
+
+_OWN_CN = {"broker": "broker/<group>/<brokerId>", "controller": "controller/<node id>", "namesrv": "namesrv/<n>"}
+
+
+def server_identity_problem(kind: str, cn: str | None, node_id: str = "") -> str | None:
+    """Why a ``kind`` server ("broker", "controller", "namesrv") must not run with a certificate
+    naming ``cn``; None when it may. A CN outside the conventions may be mapped by
+    ``auth_identities`` and is let through; a controller's ``controller/<id>`` must name its node."""
+    if not cn:
+        return None
+    head = cn.split("/", 1)[0]
+    if head in _FOREIGN_HEADS[kind]:
+        return (f"the certificate names {cn[:128]!r}, which is a {head} identity, not a {kind}'s: a client profile "
+                f"or another process's certificate? (a {kind} runs with its own, {_OWN_CN[kind]})")
+    if kind == "controller" and head == "controller" and node_id and cn != f"controller/{node_id}":
+        return f"the certificate names {cn[:128]!r}, this node is {node_id!r} (controller/{node_id})"
+    return None
+
+
 class IdentityMap:
     """Certificate CN -> Principal (the conventions above, then the explicit table)."""
 

@@ -361,8 +361,19 @@ def add_server_security_args(p, auth_help: str) -> None:
                    help="migration to TLS, first step: still dial the others in plaintext")
 
 
-def tls_from_args(args) -> TLSConfig:
-    """The client credentials named by add_tls_args' flags, environment or profile; validated."""
+def tls_from_args(args, server: bool = False) -> TLSConfig:
+    """The client credentials named by add_tls_args' flags, environment or profile; validated.
+    ``server``: a server's own credentials: its flags and AUTOSWITCH_TLS_* only. A client profile
+    (AUTOSWITCH_PROFILE, --profile) and a bearer token are the CLI's: a server restarted from a
+    shell that exported the playground's profile would otherwise run as ``admin``."""
+    if server:
+        if args.profile or args.token:
+            raise ConfigError("--profile and --token are for client commands; a server takes its own "
+                              "certificate (--tls-cert/--tls-key/--tls-ca, or its config file)", key="profile")
+        # not validated here: the flags may name only some files, the config file the rest
+        return TLSConfig(ca=args.tls_ca or os.environ.get("AUTOSWITCH_TLS_CA", ""),
+                         cert=args.tls_cert or os.environ.get("AUTOSWITCH_TLS_CERT", ""),
+                         key=args.tls_key or os.environ.get("AUTOSWITCH_TLS_KEY", ""))
     profile = _profile(args.profile or os.environ.get("AUTOSWITCH_PROFILE", ""))
 
     def pick(flag: str | None, env: str, key: str) -> str:

@@ -181,7 +181,7 @@ def _cmd_broker(args: argparse.Namespace) -> int:
         return fail_code(args, "BAD_USAGE", "--role/--broker-id/--epoch are static-role mode; with --controllers "
                          "the controller decides brokerId and role", rc=2)
     try:
-        tls = tls_from_args(args)
+        tls = tls_from_args(args, server=True)
         overrides = {k: getattr(args, k) for k in keys}
         overrides.update(tls_ca=tls.ca or None, tls_cert=tls.cert or None, tls_key=tls.key or None)
         cfg = load_config(args.config, overrides)
