@@ -242,8 +242,13 @@ class ControllerClient:
         leaderless = 0   # answers "not leader, no leader known": an election, or no quorum
         attempt = 0      # failures other than "no leader yet": bounded by max_attempts
         leaderless_since: float | None = None
+        wrong: dict[str, str] = {}   # addresses where another service answers: no retry helps
         while attempt < self.max_attempts:
             addr = self._next_addr()
+            if addr in wrong and len(wrong) < len(self.addresses):
+                continue             # another address may be a controller
+            if len(wrong) == len(self.addresses):
+                break
             remaining = self.deadline_s - (time.monotonic() - start)
             if remaining <= 0:
                 break
@@ -269,6 +274,10 @@ class ControllerClient:
                     raise ControllerRpcError(code, details or "resource exhausted", address=addr) from None
                 last_code, last_msg = Code.CONTROLLER_UNAVAILABLE, f"{addr}: {e.code().name} {e.details()}"
                 self._leader = None
+                if e.code() == grpc.StatusCode.UNIMPLEMENTED:
+                    wrong[addr] = not_a_controller(addr, method)
+                    last_msg = wrong[addr]
+                    continue
             else:
                 h = reply.header
                 if h.code == Code.SUCCESS or not leader or h.code not in _RETRYABLE:
@@ -298,6 +307,8 @@ class ControllerClient:
             attempt += 1
             _log.debug("controller_retry", method=method, attempt=attempt, code=code_name(last_code))
             await asyncio.sleep(min(backoff.next(), max(0.0, self.deadline_s - (time.monotonic() - start))))
+        if wrong and len(wrong) == len(self.addresses):
+            raise ControllerRpcError(Code.CONTROLLER_UNAVAILABLE, "; ".join(wrong.values()), address=",".join(wrong))
         if leaderless and last_code in (Code.CONTROLLER_NOT_LEADER, Code.CONTROLLER_UNAVAILABLE):
             # Reachable nodes kept saying "no leader" for the whole budget: no quorum.
             raise ControllerRpcError(Code.CONTROLLER_QUORUM_UNAVAILABLE,
@@ -311,6 +322,9 @@ class ControllerClient:
             reply = await self._invoke(addr, method, request, timeout_s or self.rpc_timeout_s)
         except grpc.aio.AioRpcError as e:
             _raise_if_denied(e, addr)
+            if e.code() == grpc.StatusCode.UNIMPLEMENTED:
+                raise ControllerRpcError(Code.CONTROLLER_UNAVAILABLE, not_a_controller(addr, method),
+                                         address=addr) from None
             raise ControllerRpcError(Code.CONTROLLER_UNAVAILABLE, f"{addr}: {e.code().name} {e.details()}") from None
         if reply.header.code != Code.SUCCESS:
             raise ControllerRpcError(reply.header.code, reply.header.message, address=addr)
@@ -410,6 +424,14 @@ class ControllerClient:
     def broker_session(self, addr: str, req: pb.BrokerSessionRequest):
         """Server stream of BrokerSessionEvent from node ``addr``, held open (no deadline)."""
         return self.stub(addr).BrokerSession(req)
+
+
+def not_a_controller(addr: str, method: str) -> str:
+    """What to tell an operator whose address answers, but not as a controller: a gRPC server
+    without the controller API (a broker's or a name server's port, another program)."""
+    return (f"{addr} answers, but not as a controller (the service there has no {method}): is it a broker's or "
+            "a name server's port? Give a controller's client port (--controller; "
+            "`admin get-controller-metadata` on a known controller lists them)")
 
 
 def _raise_if_denied(e: grpc.aio.AioRpcError, addr: str) -> None:

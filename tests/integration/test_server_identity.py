@@ -9,6 +9,7 @@ kind of process than theirs.
 
 from __future__ import annotations
 
+import json
 import os
 import socket
 import subprocess
@@ -82,3 +83,18 @@ def test_servers_ignore_a_client_profile_and_refuse_a_foreign_certificate(procs,
     r = _run(["controller", "--node-id", "n2", "--peers", f"n1={HOST}:{free_port()},n2={HOST}:{free_port()}",
               "--data-dir", str(tmp_path / "n2"), "--tls-ca", c["ca"], "--tls-cert", c["cert"], "--tls-key", c["key"]])
     assert r.returncode == 2 and "this node is 'n2'" in (r.stdout + r.stderr), r.stdout + r.stderr[-2000:]
+
+
+def test_a_command_pointed_at_a_broker_port_says_so_at_once(procs, tmp_path):
+    """Issue 33 item 2: a broker's port given where a controller is expected used to be retried
+    (UNIMPLEMENTED) until the deadline; now the first answer says what is wrong."""
+    port = free_port()
+    p = procs.start("b1", ["broker", "--group", "g1", "--listen", f"{HOST}:{port}", "--ha-listen",
+                           f"{HOST}:{free_port()}", "--data-dir", str(tmp_path / "b1"), "--role", "master",
+                           "--epoch", "1", "--broker-id", "1", "--ack-mode", "master"])
+    wait_port(port, proc=p.popen)
+    r = _run(["admin", "cluster-list", "--controller", f"{HOST}:{port}", "--json", "--timeout-s", "60"])
+    assert r.returncode == 1, r.stdout + r.stderr[-2000:]
+    err = json.loads(r.stdout.strip().splitlines()[-1])["error"]
+    assert "answers, but not as a controller" in err["message"] and err["address"] == f"{HOST}:{port}"
+    assert "failed after retries" not in err["message"]
