@@ -39,11 +39,12 @@ import sys
 import threading
 import time
 from collections.abc import Callable
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from typing import Any
 
 EXIT_DISK_STALL = 75          # EX_TEMPFAIL: a supervisor restarts it; the restart is unclean
 CHECK_INTERVAL_S = 0.05
+PAUSE_GAP_S = 1.0             # a longer gap between two looks: the thread itself stood still
 
 FENCE, NOT_MASTER, COOLDOWN, NO_HEALTHY_REPLICA = "fence", "not_master", "cooldown", "no_healthy_replica"
 
@@ -128,6 +129,8 @@ class StallWatchdog:
         self._exit = exit_process
         self._stop = threading.Event()
         self._said: tuple[str, float] | None = None      # one line per stuck operation and verdict
+        self._last_look: float | None = None
+        self._resumed_at: float | None = None            # facts' clock: the first look after a pause
         self._thread = threading.Thread(target=self._run, name="disk-stall-watchdog", daemon=True)
 
     def start(self) -> None:
@@ -139,30 +142,52 @@ class StallWatchdog:
 
     def _run(self) -> None:
         while not self._stop.wait(CHECK_INTERVAL_S):
-            try:
-                f = self._facts(time.monotonic())
-            except Exception:  # noqa: BLE001 - a fact read mid-change: look again at the next tick
-                continue
-            verdict = decide(f, self.timeout_s, self.cooldown_s, self.loop_timeout_s)
-            s = stuck(f, self.timeout_s, self.loop_timeout_s)
-            if verdict is None or s is None:
-                continue
-            op, since = s
-            stuck_ms = int((f.now - since) * 1000)
-            event = "loop_stall" if op == LOOP else "disk_stall"
-            if verdict == FENCE:
-                self._log().critical(f"{event}_self_fence", op=op, stuckMs=stuck_ms,
-                                     note="the disk or the event loop did not return: every connection is shut down "
-                                          "and the process exits like a crash, so the controllers fail over now; "
-                                          "restart it once it is back (its restart is unclean)")
-                sys.stdout.flush()
-                sys.stderr.flush()
-                self._shutdown()
-                self._exit(EXIT_DISK_STALL)
+            if self.check(time.monotonic()):
                 return
-            if self._said != (verdict, since):
-                self._said = (verdict, since)
-                self._log().error(event, op=op, stuckMs=stuck_ms, action=verdict)
+
+    def check(self, now: float) -> bool:
+        """One look at ``now`` (this thread's clock); True once it ended the process.
+
+        The thread itself can stand still: a SIGSTOPped process, a paused VM, a machine that gave
+        it no CPU. Then everything looks stuck for as long as the pause, the loop too, though
+        nothing is: after a gap of PAUSE_GAP_S between two looks, stuck times count from the
+        first look after it (found by the chaos run: a master resumed after SIGSTOP was
+        judged a frozen loop at once)."""
+        gap = now - self._last_look if self._last_look is not None else 0.0
+        self._last_look = now
+        try:
+            f = self._facts(now)
+        except Exception:  # noqa: BLE001 - a fact read mid-change: look again at the next tick
+            return False
+        if gap > PAUSE_GAP_S:
+            self._resumed_at = f.now
+            self._log().info("stall_watch_resumed", gapMs=int(gap * 1000),
+                             note="this process stood still: stuck times count from now")
+        r = self._resumed_at
+        if r is not None:
+            f = replace(f, op_since=max(f.op_since, r) if f.op_since > 0 else 0.0,
+                        loop_at=max(f.loop_at, r) if f.loop_at > 0 else 0.0)
+        verdict = decide(f, self.timeout_s, self.cooldown_s, self.loop_timeout_s)
+        s = stuck(f, self.timeout_s, self.loop_timeout_s)
+        if verdict is None or s is None:
+            return False
+        op, since = s
+        stuck_ms = int((f.now - since) * 1000)
+        event = "loop_stall" if op == LOOP else "disk_stall"
+        if verdict == FENCE:
+            self._log().critical(f"{event}_self_fence", op=op, stuckMs=stuck_ms,
+                                 note="the disk or the event loop did not return: every connection is shut down "
+                                      "and the process exits like a crash, so the controllers fail over now; "
+                                      "restart it once it is back (its restart is unclean)")
+            sys.stdout.flush()
+            sys.stderr.flush()
+            self._shutdown()
+            self._exit(EXIT_DISK_STALL)
+            return True
+        if self._said != (verdict, since):
+            self._said = (verdict, since)
+            self._log().error(event, op=op, stuckMs=stuck_ms, action=verdict)
+        return False
 
 
 def shutdown_all_sockets() -> int:

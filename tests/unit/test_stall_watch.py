@@ -48,6 +48,9 @@ class _Log:
     def error(self, event: str, **kw) -> None:
         self.lines.append((event, kw))
 
+    def info(self, event: str, **kw) -> None:
+        self.lines.append((event, kw))
+
 
 def test_the_watchdog_exits_once_a_master_is_stuck():
     log, exited = _Log(), threading.Event()
@@ -144,3 +147,25 @@ def test_iowatch_reports_each_finished_operation():
     w.end()
     w.end()                     # nothing in progress: nothing reported
     assert [op for op, _ in got] == ["fsync"] and got[0][1] >= 0.0
+
+
+def test_a_pause_of_the_whole_process_is_not_a_stuck_loop():
+    """SIGSTOP (or a paused VM) stops the watchdog thread too: on resuming, the loop's mark is as
+    old as the pause although the loop is fine. Stuck times count from the first look after a gap
+    (the chaos run's stop_master found it)."""
+    log, codes = _Log(), []
+    loop = {"at": 95.0}
+    dog = StallWatchdog(lambda now: facts(op_since=0.0, loop_at=loop["at"], now=now, replica_progress_at=now - 0.5),
+                        1.0, 0.0, lambda: log, exit_process=codes.append, shutdown_sockets=lambda: 0,
+                        loop_timeout_s=3.0)
+    assert not dog.check(95.0)
+    # the process stood still for 5 s: the first look after it finds the loop's mark 5 s old
+    assert not dog.check(100.0) and codes == []
+    assert any(e == "stall_watch_resumed" for e, _ in log.lines)
+    # the loop ran again meanwhile: nothing stuck
+    loop["at"] = 100.1
+    assert not dog.check(100.2)
+    # ... and a loop that really stops after the pause is found, counted from its last mark
+    for t in (100.25, 100.3, 101.0, 102.0, 102.5, 103.0):
+        assert not dog.check(t)
+    assert dog.check(103.15) and codes == [EXIT_DISK_STALL]
