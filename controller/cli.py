@@ -236,7 +236,8 @@ def _admin(args, func) -> int:
     try:
         out = asyncio.run(go())
     except AutoswitchError as e:
-        return fail(args, e)
+        # a bad profile, certificate file or flag value is a usage error like any other (exit 2)
+        return fail(args, e, rc=2 if e.code == "CONFIG_ERROR" else 1)
     except ValueError as e:
         return fail_code(args, "BAD_ARGUMENT", str(e))
     emit(args, out)

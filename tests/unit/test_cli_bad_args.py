@@ -164,3 +164,18 @@ def test_setup_for_make_run_installs_the_runtime_only(tmp_path):
         assert heavy not in r.stdout, (heavy, r.stdout)
     t = subprocess.run(["make", "-n", "test"], cwd=tmp_path, capture_output=True, text=True, timeout=60)
     assert "[dev,pipeline,sql,zookeeper]" in t.stdout and "system_deps" in t.stdout
+
+
+def test_a_bad_profile_is_a_usage_error_for_every_command(tmp_path):
+    """Issue 33 item 2: a profile that cannot be read or parsed exits 2 (CONFIG_ERROR) as documented,
+    for the admin commands too (they exited 1)."""
+    bad = tmp_path / "bad.toml"
+    bad.write_text("x = [\n")
+    for cmd in (["admin", "cluster-list", "--controller", "127.0.0.1:1"], ["produce", "--broker", "127.0.0.1:1",
+                                                                           "--topic", "t", "--count", "1"]):
+        for profile in (str(tmp_path / "missing.toml"), str(bad)):
+            r = subprocess.run([sys.executable, "-m", "autoswitch", *cmd, "--profile", profile, "--json"],
+                               capture_output=True, text=True, timeout=60)
+            assert r.returncode == 2, (cmd, profile, r.stdout, r.stderr[-500:])
+            env = json.loads((r.stdout or r.stderr).strip().splitlines()[-1])
+            assert env["error"]["code"] == "CONFIG_ERROR" and "profile" in env["error"]["message"]
