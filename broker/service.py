@@ -244,7 +244,7 @@ class BrokerServicer(pbg.BrokerServiceServicer):
                     pb.SlaveInfo(
                         broker_id=int(s.get("brokerId", 0)), addr=str(s.get("addr", "")),
                         ack_offset=int(s.get("ackOffset", 0)),
-                        last_caught_up_time=float(s.get("lastCaughtUpTime") or 0.0),
+                        last_caught_up_time=_wall(s.get("lastCaughtUpTime")),
                         in_sync=bool(s.get("inSync", False)),
                     )
                 )
@@ -488,6 +488,13 @@ async def _controller_mode_attach(broker: Broker) -> Callable[[], Awaitable[None
         broker.farewell = adapter.farewell
 
     return detach
+
+
+def _wall(monotonic_s: Any) -> float:
+    """A time of the HA tracker's clock (monotonic: meaningless to a person) as Unix seconds; 0 = none."""
+    if not monotonic_s:
+        return 0.0
+    return round(time.time() - (time.monotonic() - float(monotonic_s)), 3)
 
 
 def _digests_json(b: Any) -> str:

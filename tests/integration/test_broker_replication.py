@@ -394,6 +394,12 @@ def test_all_ack_with_slave_down_and_stalled(procs, tmp_path):
     asyncio.run(produce_many(m.addr, 100, batch=50, producers=1))
     confirmed = wait_caught_up(m, [s])
     wait_until(lambda: epoch_info(m).confirm_offset == confirmed, 10, "master confirmOffset at the end")
+    # broker-status tells when the slave last caught up as a time a person can read (Unix
+    # seconds), not the HA tracker's monotonic clock (issue 33 item 2)
+    with admin(m) as a:
+        st = a.get_status()
+    caught_up = [x.last_caught_up_time for x in st.slaves if x.broker_id == 2]
+    assert caught_up and abs(caught_up[0] - time.time()) < 600, caught_up
 
     async def produce_once(body: bytes) -> pb.ProduceResult:
         c = ProducerClient(m.addr, timeout_s=10)
