@@ -26,6 +26,42 @@ if TYPE_CHECKING:
 LOOP_PROBE_S = 0.1              # the event-loop probe's period (loop lag, the watchdog's mark)
 
 
+class WatchedLog:
+    """The store as a slave's HA session writes it: each append of replicated data and each fsync
+    marked like the master's own (the watchdog sees a hung slave disk, the health monitor a slow
+    one, so a slow slave reports itself degraded and is never chosen to take over). Everything
+    else is the store's."""
+
+    def __init__(self, store: Any, io: IoWatch) -> None:
+        self._store = store
+        self._io = io
+
+    def append_raw(self, offset: int, data: bytes | memoryview, epoch: int, epoch_start: int) -> int:
+        self._io.begin("append")
+        try:
+            return int(self._store.append_raw(offset, data, epoch, epoch_start))
+        finally:
+            self._io.end()
+
+    def flush(self) -> None:
+        self._io.begin("fsync")
+        try:
+            self._store.flush()
+        finally:
+            self._io.end()
+
+    @property
+    def confirm_offset(self) -> int:
+        return int(self._store.confirm_offset)
+
+    @confirm_offset.setter
+    def confirm_offset(self, value: int) -> None:
+        self._store.confirm_offset = value
+
+    def __getattr__(self, name: str) -> Any:
+        return getattr(self._store, name)
+
+
 class SelfWatch:
     def __init__(self, cfg: BrokerConfig, facts: Callable[[float], StallFacts], log: Callable[[], Any]) -> None:
         """``facts``: the watchdog's reading of the broker (from its thread); ``log``: the logger

@@ -22,7 +22,7 @@ from typing import TYPE_CHECKING, Any, Literal
 from autoswitch.broker.config import BrokerConfig, parse_hostport
 from autoswitch.broker.health import HealthReport
 from autoswitch.broker.long_poll import WakeSignal
-from autoswitch.broker.self_watch import SelfWatch
+from autoswitch.broker.self_watch import SelfWatch, WatchedLog
 from autoswitch.broker.stall_watch import StallFacts
 from autoswitch.broker.write_path import GroupFlusher, WritePath
 
@@ -292,7 +292,8 @@ class Broker:
             old_role = self.role
             self.role = "fenced"
             await self._stop_replication()
-            ha = HASlave(self.store, self.ha_config, self.broker_id, self.group, master_ha_addr,
+            ha = HASlave(WatchedLog(self.store, self.io_watch), self.ha_config, self.broker_id, self.group,
+                         master_ha_addr,
                          ssl=functools.partial(client_ssl_context, self.cfg.tls) if self.cfg.tls.dials_tls else None,
                          bind_identities=self.cfg.auth, on_caught_up=self._slave_caught_up,
                          sync_before_ack=self.durable_acks,
