@@ -8,14 +8,16 @@ fsyncs hang on command, reads go on). Round after round the current master's dis
 ``--hang-s`` seconds while a producer writes one message every 5 ms; the largest gap between two
 acks from the moment the disk hangs is the round's figure. First ``--rounds`` rounds with the
 watchdog on (its default ``disk_stall_timeout_ms``), then, same cluster, every broker restarted
-with it off (``disk_stall_timeout_ms = 0``) for as many rounds: the heartbeat timeout is then
+with it off (``disk_stall_timeout_ms = 0`` and ``loop_stall_timeout_ms = 0``) for as many rounds: the heartbeat timeout is then
 what ends the incident. After each round the disk comes back and the old master rejoins.
 Needs root and FUSE (the tests' slowfs); says why and exits 0 where it cannot run.
 
 Then ``--slow-rounds`` rounds of a *slow* master (gray failover, docs/broker.md "A slow master"):
 the current master's disk delays every write, fsync and create by ``--slow-delay-ms`` for
 ``--slow-s`` seconds; the broker health and the leader's gray failover run with their defaults
-(5 slow windows, 5 s delay; the cool-down set to 0 so rounds may follow each other). The round's
+(5 slow windows, 5 s delay; the cool-down set to 0 so rounds may follow each other), the disk
+watchdog off (slowfs delays each write op, so one fsync of many pages passes its 1 s and it
+would end the incident by its crash-fast exit first). The round's
 figure is the time from the slowdown to the first ack by a new master (None: nothing moved), and
 the MasterEpochs it took. Without gray failover the slow master stays until its disk recovers.
 
@@ -56,7 +58,7 @@ def _largest_gap(acks: list[dict], since: float, until: float) -> float | None:
 
 
 def _slow_round(c: Any, disks: dict, ack_log: Path, i: int, slow_s: float, delay_ms: int) -> dict[str, Any]:
-    from tests.integration.failover_harness import read_ack_log, wait_until
+    from tests.integration.failover_harness import read_ack_log
 
     m_id, e0 = c.wait_master(timeout=60)
     c.wait_sync_state_set({1, 2, 3}, timeout=90)
@@ -75,17 +77,22 @@ def _slow_round(c: Any, disks: dict, ack_log: Path, i: int, slow_s: float, delay
     if left > 0:
         time.sleep(left)            # the disk stays slow for --slow-s: the incident's length
     disks[old].set("ok")
-    wait_until(lambda: c.broker_proc[old].popen.poll() is None, 5, "the slow broker still running")
+    # a single write or fsync past disk_stall_timeout_ms is a hang to the watchdog: then the
+    # move was its crash-fast exit, not the gray failover (the round says which)
+    exited = c.broker_proc[old].popen.poll()
+    if exited is not None:
+        c.start_broker(old)
     c.wait_sync_state_set({1, 2, 3}, timeout=90)
     e_after = c.replica_info().replica_info.master_epoch
-    s = {"round": i + 1, "slow_move_s": None if moved_at is None else round(moved_at - t0, 3), "moves": e_after - e0}
+    s = {"round": i + 1, "slow_move_s": None if moved_at is None else round(moved_at - t0, 3), "moves": e_after - e0,
+         "by": "none" if e_after == e0 else "watchdog_exit" if exited is not None else "gray_failover"}
     _p(f"grayfailure: slow round {i + 1}: first ack on a new master after {s['slow_move_s']} s, "
-       f"MasterEpoch {e0} -> {e_after}")
+       f"MasterEpoch {e0} -> {e_after} ({s['by']})")
     return s
 
 
 def run(rounds: int, hang_s: float, deadline: float, work: Path, slow_rounds: int = 0, slow_s: float = 30.0,
-        slow_delay_ms: int = 400) -> dict[str, Any]:
+        slow_delay_ms: int = 150) -> dict[str, Any]:
     from tests.grayfail.slowfs import SlowFs
     from tests.integration.failover_harness import FailoverCluster, consume_routed, read_ack_log, wait_until
     from tests.procs import ProcGroup
@@ -101,7 +108,9 @@ def run(rounds: int, hang_s: float, deadline: float, work: Path, slow_rounds: in
         for on in (True, False):
             cfg = work / f"broker-{'on' if on else 'off'}.toml"
             # the cool-down (60 s by default) would skip rounds that follow each other closely
-            cfg.write_text("disk_stall_cooldown_s = 0\n" + ("" if on else "disk_stall_timeout_ms = 0\n"))
+            # off: the whole watchdog, its loop watch too (a hung disk stops the loop as well)
+            cfg.write_text("disk_stall_cooldown_s = 0\n"
+                           + ("" if on else "disk_stall_timeout_ms = 0\nloop_stall_timeout_ms = 0\n"))
             configs[on] = cfg
         for n in NAMES:
             c.broker_extra_args[n] = ["--config", str(configs[True])]
@@ -149,11 +158,16 @@ def run(rounds: int, hang_s: float, deadline: float, work: Path, slow_rounds: in
                f"{s['gap_s']} s, MasterEpoch {e0} -> {e_after}")
         slow: list[dict[str, Any]] = []
         if slow_rounds:
-            _p("grayfailure: restarting every broker with the watchdog on for the slow rounds")
+            _p("grayfailure: restarting every broker for the slow rounds (the disk watchdog off)")
+            slow_cfg = work / "broker-slow.toml"
+            # slowfs delays every write op, so one fsync of many pages passes the watchdog's 1 s and
+            # it would end the incident first (as it should, a hang to it): off, to measure the
+            # gray failover alone
+            slow_cfg.write_text("disk_stall_timeout_ms = 0\n")
             for n in NAMES:
                 # the default lease (60 % of the heartbeat timeout), not the harness's 600 ms one
                 # that lapses on every slow append and so fences the writes whose time is measured
-                c.broker_extra_args[n] = ["--config", str(configs[True]), "--master-lease-ms",
+                c.broker_extra_args[n] = ["--config", str(slow_cfg), "--master-lease-ms",
                                           str(HEARTBEAT_TIMEOUT_MS * 6 // 10)]
                 c.broker_proc[n].stop(30)
                 c.start_broker(n)
@@ -188,7 +202,8 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--hang-s", type=float, default=8.0, help="how long the disk hangs each round")
     ap.add_argument("--slow-rounds", type=int, default=3, help="rounds of a slow (not hung) master disk")
     ap.add_argument("--slow-s", type=float, default=30.0, help="how long the disk stays slow each slow round")
-    ap.add_argument("--slow-delay-ms", type=int, default=400, help="delay of each write, fsync and create")
+    ap.add_argument("--slow-delay-ms", type=int, default=150,
+                    help="delay of each write, fsync and create (one fsync must stay under disk_stall_timeout_ms)")
     ap.add_argument("--time-limit-s", type=float, default=1500.0)
     ap.add_argument("--workdir", default=None)
     a = ap.parse_args(argv)
