@@ -14,11 +14,11 @@ from pathlib import Path
 from typing import Any
 
 from autoswitch.base.addr import AddressError, split_hostport
-from autoswitch.base.auth import check_exposure, parse_broker_identity, server_identity_problem
+from autoswitch.base.auth import check_exposure, parse_broker_identity
 from autoswitch.base.config_check import check_values, refuse_unknown
 from autoswitch.base.errors import ConfigError
 from autoswitch.base.security_keys import SecurityKeys
-from autoswitch.base.tls import certificate_identity
+from autoswitch.base.tls import certificate_identity, check_own_identity
 
 ROLES = ("master", "slave", "fenced")
 ACK_MODES = ("master", "all", "quorum")
@@ -216,10 +216,7 @@ class BrokerConfig(SecurityKeys):
         if not (100 <= self.route_interval_ms <= 60_000) or self.route_ttl_ms <= self.route_interval_ms:
             raise ConfigError("need 100 <= route_interval_ms <= 60000 and route_ttl_ms > route_interval_ms",
                               key="route_interval_ms")
-        if self.tls.cert:
-            why = server_identity_problem("broker", certificate_identity(self.tls.cert))
-            if why:
-                raise ConfigError(why, key="tls_cert")
+        check_own_identity("broker", self.tls.cert)
         scope = self.certificate_scope
         if scope is not None:
             # Peers hold us to the group and brokerId our certificate names: start as something

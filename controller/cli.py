@@ -188,8 +188,8 @@ def _run_namesrv(args) -> int:
 
     from autoswitch.controller.server.process import NameServerSettings, run_forever
 
-    from autoswitch.base.auth import AuthConfig, check_exposure, server_identity_problem
-    from autoswitch.base.tls import certificate_identity
+    from autoswitch.base.auth import AuthConfig, check_exposure
+    from autoswitch.base.tls import check_own_identity
 
     try:
         if cfg is not None:
@@ -198,10 +198,7 @@ def _run_namesrv(args) -> int:
             ns_tls = dataclasses.replace(tls_from_args(args, server=True),
                                          accept_plaintext=bool(args.tls_accept_plaintext),
                                          dial_plaintext=bool(args.tls_dial_plaintext)).validate(server=True)
-            if ns_tls.cert:
-                why = server_identity_problem("namesrv", certificate_identity(ns_tls.cert))
-                if why:
-                    raise ConfigError(why, key="tls_cert")
+            check_own_identity("namesrv", ns_tls.cert)
             ns_auth = AuthConfig(enabled=bool(args.auth), tokens_file=args.auth_tokens_file or "").validate()
             if ns_auth.enabled and not ns_tls.enabled:
                 raise ConfigError("--auth needs TLS (--tls-ca, --tls-cert, --tls-key)", key="auth")

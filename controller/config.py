@@ -164,12 +164,9 @@ class ControllerConfig(SecurityKeys):
             raise ConfigError("timeouts must be > 0")
         self.validate_security()
         if self.tls_cert:
-            from autoswitch.base.auth import server_identity_problem
-            from autoswitch.base.tls import certificate_identity
+            from autoswitch.base.tls import check_own_identity
 
-            why = server_identity_problem("controller", certificate_identity(self.tls_cert), self.node_id)
-            if why:
-                raise ConfigError(why, key="tls_cert")
+            check_own_identity("controller", self.tls_cert, self.node_id)
         if self.tls.enabled and self.backend == "raft":
             if self.cert_cluster is None:
                 raise ConfigError(f"the certificate {self.tls_cert!r} is bound to no controller cluster: Raft peers "

@@ -273,6 +273,17 @@ def certificate_identity(cert_path: str) -> str | None:
     return value if isinstance(value, str) else None
 
 
+def check_own_identity(kind: str, cert_path: str, node_id: str = "") -> None:
+    """A ``kind`` server ("broker", "controller", "namesrv") starting with the certificate at
+    ``cert_path``: ConfigError when it names another kind of process (auth.server_identity_problem)."""
+    from autoswitch.base.auth import server_identity_problem
+
+    if cert_path:
+        why = server_identity_problem(kind, certificate_identity(cert_path), node_id)
+        if why:
+            raise ConfigError(why, key="tls_cert")
+
+
 # A certificate is bound to one controller cluster by a URI subject alternative name
 # ``urn:autoswitch:cluster:<name>`` (``autoswitch certs init --cluster``): a controller accepts Raft
 # peers only with its own cluster's binding, so another cluster's ``controller/n1`` under the same
