@@ -18,9 +18,14 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
+from autoswitch.base.ranges import RANGES
 from autoswitch.base.slowness import WindowedSignal
 
 SIGNALS = ("append", "fsync", "loop_lag")
+# HealthThresholds field -> the BrokerConfig key that sets it
+_CONFIG_KEYS = {"window_s": "health_window_s", "slow_append_ms": "slow_append_ms", "slow_fsync_ms": "slow_fsync_ms",
+                "slow_loop_lag_ms": "slow_loop_lag_ms", "degrade_windows": "health_degrade_windows",
+                "recover_windows": "health_recover_windows"}
 
 
 @dataclass(frozen=True)
@@ -33,16 +38,13 @@ class HealthThresholds:
     recover_windows: int = 10
 
     def validate(self) -> HealthThresholds:
-        if not 0.05 <= self.window_s <= 60:
-            raise ValueError(f"health_window_s must be in [0.05, 60], got {self.window_s}")
-        for name in ("slow_append_ms", "slow_fsync_ms", "slow_loop_lag_ms"):
+        """The ranges of the broker's config keys these come from (autoswitch/base/ranges.py)."""
+        ranges = RANGES["BrokerConfig"]
+        for name, key in _CONFIG_KEYS.items():
+            lo, hi = ranges[key]
             v = getattr(self, name)
-            if not 0 < v <= 600_000:
-                raise ValueError(f"{name} must be in (0, 600000], got {v}")
-        for name in ("degrade_windows", "recover_windows"):
-            v = getattr(self, name)
-            if not 1 <= v <= 3600:
-                raise ValueError(f"health_{name} must be in [1, 3600], got {v}")
+            if not lo <= v <= hi:
+                raise ValueError(f"{key} must be in [{lo}, {hi}], got {v}")
         return self
 
     def threshold_ms(self, signal: str) -> float:
@@ -54,11 +56,14 @@ class HealthThresholds:
 class HealthReport:
     """What the heartbeats carry. Figures are the last closed window's (ms, -1 = no sample)."""
 
-    degraded: bool = False
     reasons: tuple[str, ...] = ()          # the slow signals, e.g. ("fsync", "loop_lag")
     append_ms: float = -1.0
     fsync_ms: float = -1.0
     loop_lag_ms: float = -1.0
+
+    @property
+    def degraded(self) -> bool:
+        return bool(self.reasons)
 
     def as_dict(self) -> dict[str, object]:
         return {"degraded": self.degraded, "reasons": list(self.reasons), "appendMs": round(self.append_ms, 1),
@@ -105,5 +110,5 @@ class HealthMonitor:
 
     def report(self) -> HealthReport:
         sig = self._signals
-        return HealthReport(self.degraded, tuple(n for n in SIGNALS if sig[n].slow), sig["append"].last_ms,
+        return HealthReport(tuple(n for n in SIGNALS if sig[n].slow), sig["append"].last_ms,
                             sig["fsync"].last_ms, sig["loop_lag"].last_ms)

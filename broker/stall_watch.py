@@ -97,20 +97,27 @@ def stuck(f: StallFacts, timeout_s: float, loop_timeout_s: float = 0.0) -> tuple
     return None
 
 
-def decide(f: StallFacts, timeout_s: float, cooldown_s: float, loop_timeout_s: float = 0.0) -> str | None:
-    """None while nothing is stuck; else what to do about the stuck operation or loop."""
+def judge(f: StallFacts, timeout_s: float, cooldown_s: float,
+          loop_timeout_s: float = 0.0) -> tuple[str, str, float] | None:
+    """None while nothing is stuck; else (what to do, what is stuck, since when)."""
     s = stuck(f, timeout_s, loop_timeout_s)
     if s is None:
         return None
     what, since = s
     if not f.is_master:
-        return NOT_MASTER
+        return NOT_MASTER, what, since
     if f.now - f.master_since < cooldown_s:
-        return COOLDOWN
+        return COOLDOWN, what, since
     limit = loop_timeout_s if what == LOOP else timeout_s
     if f.replica_progress_at is None or since - f.replica_progress_at > limit:
-        return NO_HEALTHY_REPLICA
-    return FENCE
+        return NO_HEALTHY_REPLICA, what, since
+    return FENCE, what, since
+
+
+def decide(f: StallFacts, timeout_s: float, cooldown_s: float, loop_timeout_s: float = 0.0) -> str | None:
+    """None while nothing is stuck; else what to do about the stuck operation or loop."""
+    j = judge(f, timeout_s, cooldown_s, loop_timeout_s)
+    return j[0] if j is not None else None
 
 
 class StallWatchdog:
@@ -167,11 +174,10 @@ class StallWatchdog:
         if r is not None:
             f = replace(f, op_since=max(f.op_since, r) if f.op_since > 0 else 0.0,
                         loop_at=max(f.loop_at, r) if f.loop_at > 0 else 0.0)
-        verdict = decide(f, self.timeout_s, self.cooldown_s, self.loop_timeout_s)
-        s = stuck(f, self.timeout_s, self.loop_timeout_s)
-        if verdict is None or s is None:
+        j = judge(f, self.timeout_s, self.cooldown_s, self.loop_timeout_s)
+        if j is None:
             return False
-        op, since = s
+        verdict, op, since = j
         stuck_ms = int((f.now - since) * 1000)
         event = "loop_stall" if op == LOOP else "disk_stall"
         if verdict == FENCE:
