@@ -93,7 +93,7 @@ def _slow_round(c: Any, disks: dict, ack_log: Path, i: int, slow_s: float, delay
 
 def run(rounds: int, hang_s: float, deadline: float, work: Path, slow_rounds: int = 0, slow_s: float = 30.0,
         slow_delay_ms: int = 150) -> dict[str, Any]:
-    from tests.grayfail.slowfs import SlowFs
+    from tests.grayfail.slowfs import broker_disks
     from tests.integration.failover_harness import FailoverCluster, consume_routed, read_ack_log, wait_until
     from tests.procs import ProcGroup
 
@@ -101,7 +101,7 @@ def run(rounds: int, hang_s: float, deadline: float, work: Path, slow_rounds: in
     samples: list[dict[str, Any]] = []
     with contextlib.ExitStack() as stack:
         stack.callback(procs.stop_all)
-        disks = {n: stack.enter_context(SlowFs(work / f"disk-{n}", work / f"broker-{n}")) for n in NAMES}
+        disks = broker_disks(stack, work, NAMES)
         c = FailoverCluster(procs, work, heartbeat_timeout_ms=HEARTBEAT_TIMEOUT_MS,
                             controller_toml="gray_failover_cooldown_ms = 0\n")
         configs = {}

@@ -10,10 +10,12 @@ a FUSE pass-through built on first use into .venv/slowfs, mounted over a data di
 
 from __future__ import annotations
 
+import contextlib
 import os
 import shutil
 import subprocess
 import time
+from collections.abc import Iterable
 from pathlib import Path
 
 ROOT = Path(__file__).resolve().parent.parent.parent
@@ -97,3 +99,9 @@ class SlowFs:
             except subprocess.TimeoutExpired:
                 self._proc.kill()        # our own child, by PID
                 self._proc.wait(5)
+
+
+def broker_disks(stack: contextlib.ExitStack, work: Path, names: Iterable[str]) -> dict[str, SlowFs]:
+    """A slowfs disk under each broker's data directory (``work/broker-<name>``, as the failover
+    harness names it; backed by ``work/disk-<name>``), unmounted when ``stack`` closes."""
+    return {n: stack.enter_context(SlowFs(work / f"disk-{n}", work / f"broker-{n}")) for n in names}

@@ -18,7 +18,7 @@ import time
 
 import pytest
 
-from tests.grayfail.slowfs import SlowFs, Unavailable
+from tests.grayfail.slowfs import Unavailable, broker_disks
 from tests.integration.failover_harness import (
     FailoverCluster,
     consume_routed,
@@ -34,8 +34,7 @@ NAMES = ("b1", "b2", "b3")
 def test_a_master_whose_disk_hangs_gives_its_role_up(procs, tmp_path):
     with contextlib.ExitStack() as stack:
         try:
-            disks = {n: stack.enter_context(SlowFs(tmp_path / f"disk-{n}", tmp_path / f"broker-{n}"))
-                     for n in NAMES}
+            disks = broker_disks(stack, tmp_path, NAMES)
         except Unavailable as e:
             pytest.skip(f"slowfs cannot run here: {e}")
         c = FailoverCluster(procs, tmp_path, heartbeat_timeout_ms=5000)

@@ -26,7 +26,7 @@ import time
 
 import pytest
 
-from tests.grayfail.slowfs import SlowFs, Unavailable
+from tests.grayfail.slowfs import SlowFs, Unavailable, broker_disks
 from tests.integration.failover_harness import (
     FailoverCluster,
     consume_routed,
@@ -59,7 +59,7 @@ def _slow_cluster(procs, tmp_path, stack: contextlib.ExitStack) -> tuple[Failove
     default lease (60 % of the heartbeat timeout), not the harness's 600 ms one that lapses on every
     slow append and fences the writes whose time is measured. Started, with a full SyncStateSet."""
     try:
-        disks = {n: stack.enter_context(SlowFs(tmp_path / f"disk-{n}", tmp_path / f"broker-{n}")) for n in NAMES}
+        disks = broker_disks(stack, tmp_path, NAMES)
     except Unavailable as e:
         pytest.skip(f"slowfs cannot run here: {e}")
     c = FailoverCluster(procs, tmp_path, heartbeat_timeout_ms=5000,
