@@ -245,10 +245,11 @@ def consumed_messages(reply: pb.ConsumeReply) -> Iterator[StoredMessage]:
 
 
 class AdminClient(_Base):
-    async def transfer_master(self, to_broker_id: int = 0, timeout_ms: int = 0) -> pb.TransferMasterReply:
+    async def transfer_master(self, to_broker_id: int = 0, timeout_ms: int = 0,
+                              reason: str = "") -> pb.TransferMasterReply:
         """Graceful handover on the master (broker/replicas/handover.py); the deadline covers the wait."""
         return await self._call("TransferMaster", pb.TransferMasterRequest(to_broker_id=to_broker_id,
-                                                                            timeout_ms=timeout_ms),
+                                                                            timeout_ms=timeout_ms, reason=reason),
                                 timeout_s=self.timeout_s + (timeout_ms or 300_000) / 1000)
 
     async def get_broker_epoch(self) -> pb.GetBrokerEpochReply:

@@ -120,12 +120,15 @@ def test_transfer_master_on_demand_and_refusals(procs, tmp_path):
         a = AdminClient(master_addr, timeout_s=30)
         try:
             return [await a.transfer_master(-5, 0), await a.transfer_master(0, 300_001),
-                    await a.transfer_master(2**62, 100)]
+                    await a.transfer_master(2**62, 100), await a.transfer_master(0, 100, "x" * 129),
+                    await a.transfer_master(0, 100, "gray\nforged log line")]
         finally:
             await a.close()
 
-    neg, long_wait, unknown = asyncio.run(absurd())
+    neg, long_wait, unknown, long_reason, newline = asyncio.run(absurd())
     assert neg.status == pb.BAD_REQUEST and long_wait.status == pb.BAD_REQUEST
+    # the reason is logged and audited: too long or not printable (a forged log line) is refused
+    assert long_reason.status == pb.BAD_REQUEST and newline.status == pb.BAD_REQUEST
     assert unknown.status == pb.HANDOVER_FAILED and "not in the SyncStateSet" in unknown.error_message
     assert c.wait_master(timeout=30) == (to, epoch + 1)
 
