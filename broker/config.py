@@ -13,10 +13,11 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from autoswitch.base.addr import AddressError, split_hostport
+from autoswitch.base.addr import AddressError, split_hostport, split_hostport_list
 from autoswitch.base.auth import check_exposure, parse_broker_identity
 from autoswitch.base.config_check import check_values, refuse_unknown
 from autoswitch.base.errors import ConfigError
+from autoswitch.base.limits import MAX_NAMESRVS
 from autoswitch.base.security_keys import SecurityKeys
 from autoswitch.base.tls import certificate_identity, check_own_identity
 
@@ -212,7 +213,12 @@ class BrokerConfig(SecurityKeys):
         for c in self.controllers:
             parse_hostport(c, "controllers")
         if self.namesrv:
-            parse_hostport(self.namesrv, "namesrv")
+            # RocketMQ's namesrvAddr list: the route goes to every name server, so losing a
+            # machine's name server loses no route.
+            try:
+                self.namesrv = ",".join(split_hostport_list(self.namesrv, MAX_NAMESRVS))
+            except AddressError as e:
+                raise ConfigError(f"namesrv: {e}, got {str(self.namesrv)[:80]!r}", key="namesrv") from None
         if not (100 <= self.route_interval_ms <= 60_000) or self.route_ttl_ms <= self.route_interval_ms:
             raise ConfigError("need 100 <= route_interval_ms <= 60000 and route_ttl_ms > route_interval_ms",
                               key="route_interval_ms")
@@ -307,6 +313,8 @@ def load_config(path: str | Path | None, overrides: dict[str, Any]) -> BrokerCon
             continue
         refuse_unknown("broker config", [k], _FIELDS)
         values[k] = v
+    if isinstance(values.get("namesrv"), list) and all(isinstance(a, str) for a in values["namesrv"]):
+        values["namesrv"] = ",".join(values["namesrv"])     # `namesrv = ["h1:9876", "h2:9876"]`
     values = check_values(BrokerConfig, values, "broker config")
     try:
         cfg = BrokerConfig(**values)

@@ -15,7 +15,8 @@ import os
 from collections.abc import Callable
 from typing import Any
 
-from autoswitch.base.addr import AddressError, split_hostport
+from autoswitch.base.addr import AddressError, split_hostport, split_hostport_list
+from autoswitch.base.limits import MAX_NAMESRVS
 
 ADDRESS = {"broker", "namesrv", "listen", "ha_listen", "master_ha", "master_addr", "metrics_listen"}
 ADDRESS_LIST = {"controller", "controllers"}
@@ -37,15 +38,19 @@ def hostport(v: str) -> str:
     return v
 
 
-def hostport_list(v: str) -> str:
+def hostport_list(v: str, limit: int = 64) -> str:
     if v == "":
         return v
-    parts = [p.strip() for p in v.split(",") if p.strip()]
-    if not parts or len(parts) > 64:
-        raise argparse.ArgumentTypeError(f"expected HOST:PORT[,HOST:PORT...], got {v[:80]!r}")
-    for p in parts:
-        hostport(p)
+    try:
+        split_hostport_list(v, limit)
+    except AddressError as e:
+        raise argparse.ArgumentTypeError(f"{e}, got {v[:80]!r}") from None
     return v
+
+
+def namesrv_list(v: str) -> str:
+    """``--namesrv``: one or more name servers, HOST:PORT[,HOST:PORT...]."""
+    return hostport_list(v, MAX_NAMESRVS)
 
 
 def log_level(v: str) -> str:

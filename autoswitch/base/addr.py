@@ -32,3 +32,20 @@ def is_hostport(value: str) -> bool:
     except AddressError:
         return False
     return True
+
+
+def split_hostport_list(value: str | list[str], limit: int) -> list[str]:
+    """``"h1:p1,h2:p2"`` (or a list of HOST:PORT) -> the addresses, each checked by
+    ``split_hostport``; at least one, at most ``limit``, no repeats."""
+    items = value.split(",") if isinstance(value, str) else list(value) if isinstance(value, list) else None
+    if items is None:
+        raise AddressError("expected HOST:PORT[,HOST:PORT...] or a list of HOST:PORT")
+    out = [a.strip() if isinstance(a, str) else a for a in items]
+    out = [a for a in out if a != ""]
+    if not out or len(out) > limit:
+        raise AddressError(f"expected 1 to {limit} HOST:PORT addresses, got {len(out)}")
+    for a in out:
+        split_hostport(a)
+    if len(set(out)) != len(out):
+        raise AddressError("an address is listed twice")
+    return out

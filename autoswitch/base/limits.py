@@ -24,6 +24,10 @@ MAX_MSG_ID_BYTES = 128
 # refuse a longer controller list from a heartbeat reply.
 MAX_CONTROLLERS = 9
 
+# Name servers a broker registers with and a client asks (RocketMQ's namesrvAddr list): one per
+# machine or zone is the use; more only multiplies every broker's registrations.
+MAX_NAMESRVS = 8
+
 # A broker process's incarnation (registration, heartbeats, the file beside its log).
 MAX_INCARNATION_LEN = 64
 # A health figure a heartbeat may carry (append/fsync time, loop lag), in ms: one hour.

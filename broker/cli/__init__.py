@@ -17,6 +17,7 @@ from autoswitch.broker.cli.common import bad_target, err
 from autoswitch.broker.cli.consume import cmd_consume, cmd_consumer_progress
 from autoswitch.broker.cli.handover import cmd_transfer_master
 
+from autoswitch.app.cliargs import namesrv_list
 from autoswitch.base.errors import AutoswitchError, ConfigError
 from autoswitch.base.output import emit, fail, fail_code
 from autoswitch.base.tls import add_server_security_args, add_tls_args, tls_from_args
@@ -46,7 +47,7 @@ def register(sub: Any, admin_sub: Any) -> None:
     p.add_argument("--max-request-bytes", type=int)
     c = p.add_argument_group("controller mode (the controller decides brokerId and role; --role is refused)")
     c.add_argument("--controllers", help="every controller node, HOST:PORT,HOST:PORT,...")
-    c.add_argument("--namesrv", help="name server HOST:PORT: register this broker's route periodically")
+    c.add_argument("--namesrv", type=namesrv_list, help="name server(s) HOST:PORT[,HOST:PORT...]: register this broker's route periodically")
     c.add_argument("--heartbeat-timeout-ms", type=int,
                    help="the controllers' broker heartbeat timeout this broker's lease is sized for (10000)")
     c.add_argument("--heartbeat-interval-ms", type=int, help="heartbeat period (default min(1000, lease/3))")
@@ -68,7 +69,7 @@ def register(sub: Any, admin_sub: Any) -> None:
 
     p = sub.add_parser("produce", help="send messages; prints one JSON line per acked message with --json")
     p.add_argument("--broker", help="HOST:PORT (direct, no failover); or --namesrv + --group")
-    p.add_argument("--namesrv", help="name server HOST:PORT: route to the group's master, follow failovers")
+    p.add_argument("--namesrv", type=namesrv_list, help="name server(s) HOST:PORT[,HOST:PORT...]: route to the group's master, follow failovers")
     p.add_argument("--group", help="broker group (with --namesrv)")
     p.add_argument("--duration-s", type=float, default=0.0, help="with --namesrv: stop after this long (0 = no limit)")
     p.add_argument("--interval-ms", type=float, default=0.0, help="pause between batches")
@@ -88,7 +89,7 @@ def register(sub: Any, admin_sub: Any) -> None:
 
     p = sub.add_parser("consume", help="read messages below confirmOffset; one JSON line per message with --json")
     p.add_argument("--broker", help="HOST:PORT; or --namesrv + --group")
-    p.add_argument("--namesrv", help="name server HOST:PORT: read from the group's master")
+    p.add_argument("--namesrv", type=namesrv_list, help="name server(s) HOST:PORT[,HOST:PORT...]: read from the group's master")
     p.add_argument("--group", help="broker group (with --namesrv)")
     p.add_argument("--topic", required=True)
     p.add_argument("--from", dest="from_offset", type=int, default=0, help="queue offset")
@@ -135,7 +136,7 @@ def register(sub: Any, admin_sub: Any) -> None:
     a = admin_sub.add_parser("consumer-progress", help="a consumer group's committed offset, log end and lag per topic")
     a.add_argument("-g", "--consumer-group", required=True)
     a.add_argument("--broker", help="the master's HOST:PORT; or --namesrv + --group")
-    a.add_argument("--namesrv", help="name server HOST:PORT: ask the group's master")
+    a.add_argument("--namesrv", type=namesrv_list, help="name server(s) HOST:PORT[,HOST:PORT...]: ask the group's master")
     a.add_argument("--group", help="broker group (with --namesrv)")
     a.add_argument("--timeout", type=float, default=10.0)
     a.add_argument("--json", action="store_true")
@@ -144,7 +145,7 @@ def register(sub: Any, admin_sub: Any) -> None:
 
     a = admin_sub.add_parser("transfer-master", help="graceful handover: the master steps down to an in-sync slave")
     a.add_argument("--broker", help="the master's HOST:PORT; or --namesrv + --group")
-    a.add_argument("--namesrv", help="name server HOST:PORT: find the group's master")
+    a.add_argument("--namesrv", type=namesrv_list, help="name server(s) HOST:PORT[,HOST:PORT...]: find the group's master")
     a.add_argument("--group", help="broker group (with --namesrv)")
     a.add_argument("--to", type=int, default=None, help="target brokerId (default: the most caught-up in-sync slave)")
     a.add_argument("--timeout", type=float, default=5.0, help="seconds the master may hold writes before giving up")

@@ -11,6 +11,7 @@ import sys
 
 from autoswitch.broker.cli.common import bad_target, err, status_err, target_address
 
+from autoswitch.app.cliargs import namesrv_list
 from autoswitch.base.errors import AutoswitchError, NotFound
 from autoswitch.base.output import emit
 from autoswitch.base.tls import tls_from_args
@@ -22,7 +23,7 @@ def register(admin_sub) -> None:
 
     a = admin_sub.add_parser("topic-list", help="the topics of one group (its master, or --broker)")
     a.add_argument("--broker", help="HOST:PORT of a replica; or --namesrv + --group (the master)")
-    a.add_argument("--namesrv", help="name server HOST:PORT")
+    a.add_argument("--namesrv", type=namesrv_list, help="name server(s) HOST:PORT[,HOST:PORT...]")
     a.add_argument("--group", help="broker group (with --namesrv)")
     a.add_argument("--internal", action="store_true", help="also the broker's own topics (consumer offsets)")
     a.add_argument("--timeout", type=float, default=10.0)
@@ -31,7 +32,7 @@ def register(admin_sub) -> None:
     a.set_defaults(func=cmd_topic_list)
 
     a = admin_sub.add_parser("topic-route", help="the groups (masters) that hold a topic, from the name server")
-    a.add_argument("--namesrv", required=True, help="name server HOST:PORT")
+    a.add_argument("--namesrv", required=True, type=namesrv_list, help="name server(s) HOST:PORT[,HOST:PORT...]")
     a.add_argument("--topic", required=True)
     a.add_argument("--timeout", type=float, default=10.0)
     a.add_argument("--json", action="store_true")

@@ -20,7 +20,6 @@ can be told apart downstream.
 from __future__ import annotations
 
 import asyncio
-import contextlib
 import time
 import uuid
 from collections.abc import Awaitable, Callable, Sequence
@@ -37,8 +36,10 @@ from autoswitch.broker.client.client import (
     ProducerClient,
 )
 
+from autoswitch.base.addr import split_hostport_list
 from autoswitch.base.backoff import Backoff
 from autoswitch.base.errors import AutoswitchError
+from autoswitch.base.limits import MAX_NAMESRVS
 from autoswitch.base.log import get_logger
 from autoswitch.base.tls import TLSConfig, grpc_channel
 from autoswitch.base.waits import wait_event
@@ -70,7 +71,9 @@ class RetriesExhausted(AutoswitchError):
 
 
 class RouteRegistrar:
-    """Periodic RegisterRoute for one broker (controller or static mode)."""
+    """Periodic RegisterRoute for one broker (controller or static mode), with every name server
+    of its ``namesrv`` list (RocketMQ's brokers register with every namesrvAddr): a client asking
+    any of them finds the route, so losing one machine's name server loses no route."""
 
     def __init__(self, broker: Broker) -> None:
         from autoswitch.proto import namesrv_pb2_grpc as nsg
@@ -80,10 +83,11 @@ class RouteRegistrar:
         self.broker = broker
         self.interval_s = cfg.route_interval_ms / 1000.0
         self.ttl_ms = cfg.route_ttl_ms
-        self._channel = grpc_channel(cfg.namesrv, cfg.tls)
-        self._stub = nsg.NameServerStub(self._channel)
+        self.addrs = split_hostport_list(cfg.namesrv, MAX_NAMESRVS)
+        self._channels = [grpc_channel(a, cfg.tls) for a in self.addrs]
+        self._stubs = [nsg.NameServerStub(ch) for ch in self._channels]
         self.registrations = 0
-        self._last_error: str | None = None
+        self._last_error: dict[str, str | None] = dict.fromkeys(self.addrs)
         # A role change re-registers at once: clients must find a new master without waiting for
         # the next period (failover time = detection + election + this).
         self._changed = asyncio.Event()
@@ -105,12 +109,21 @@ class RouteRegistrar:
             role=role, master_epoch=b.master_epoch, ha_address=b.cfg.ha_listen, fetch_address=b.cfg.fetch_listen,
         )
 
-    async def register_once(self) -> Any:
+    async def _register(self, stub: Any, request: Any) -> str | None:
+        """None when the name server took the route, else why not."""
+        try:
+            reply = await stub.RegisterRoute(request, timeout=NAMESRV_RPC_TIMEOUT_S)
+        except grpc.aio.AioRpcError as e:
+            return f"{e.code().name} {e.details()}"
+        return None if reply.header.code == 0 else f"code {reply.header.code}: {reply.header.message}"
+
+    async def register_once(self) -> dict[str, str | None]:
+        """Register with every name server at once: {address: None, or why it refused}."""
         from autoswitch.proto import namesrv_pb2 as ns
 
-        return await self._stub.RegisterRoute(
-            ns.RegisterRouteRequest(route=self.route(), ttl_ms=self.ttl_ms), timeout=NAMESRV_RPC_TIMEOUT_S
-        )
+        request = ns.RegisterRouteRequest(route=self.route(), ttl_ms=self.ttl_ms)
+        errors = await asyncio.gather(*(self._register(stub, request) for stub in self._stubs))
+        return dict(zip(self.addrs, errors, strict=True))
 
     async def run(self) -> None:
         # Controller mode: no route before the controller named our brokerId (a route under the
@@ -118,44 +131,82 @@ class RouteRegistrar:
         try:
             await self.broker.broker_id_known.wait()
             while True:
-                try:
-                    reply = await self.register_once()
-                    self.registrations += 1
-                    err = None if reply.header.code == 0 else f"code {reply.header.code}: {reply.header.message}"
-                except grpc.aio.AioRpcError as e:
-                    err = f"{e.code().name} {e.details()}"
-                if err != self._last_error:  # log transitions, not every failed period
-                    if err:
-                        _log.warning("route_register_failed", group=self.broker.group, error=err)
-                    else:
-                        _log.info("route_registered", group=self.broker.group, brokerId=self.broker.broker_id)
-                    self._last_error = err
+                for addr, err in (await self.register_once()).items():
+                    if err is None:
+                        self.registrations += 1
+                    if err != self._last_error[addr]:  # log transitions, not every failed period
+                        if err:
+                            _log.warning("route_register_failed", group=self.broker.group, namesrv=addr, error=err)
+                        else:
+                            _log.info("route_registered", group=self.broker.group, brokerId=self.broker.broker_id,
+                                      namesrv=addr)
+                        self._last_error[addr] = err
                 await wait_event(self._changed, self.interval_s)
                 self._changed.clear()
         finally:
             # Best effort: a stopping broker should stop attracting clients now, not after the TTL.
             if self.broker.broker_id_known.is_set():
-                with contextlib.suppress(Exception):
-                    from autoswitch.proto import namesrv_pb2 as ns
+                from autoswitch.proto import namesrv_pb2 as ns
 
-                    await self._stub.UnregisterRoute(
-                        ns.UnregisterRouteRequest(cluster_name=self.broker.cfg.cluster,
-                                                  broker_name=self.broker.group, broker_id=self.broker.broker_id),
-                        timeout=0.5,
-                    )
-            await self._channel.close()
+                request = ns.UnregisterRouteRequest(cluster_name=self.broker.cfg.cluster,
+                                                    broker_name=self.broker.group, broker_id=self.broker.broker_id)
+                await asyncio.gather(*(stub.UnregisterRoute(request, timeout=0.5) for stub in self._stubs),
+                                     return_exceptions=True)
+            for ch in self._channels:
+                await ch.close()
 
 
 # --------------------------------------------------------------------------- client side
 
+# After the first name server answers, the others get this long to answer too (the highest
+# MasterEpoch among the answers wins): a cut-off name server costs a lookup this much, not the
+# RPC timeout, and one that has not heard of a new master yet is outvoted by one that has.
+NAMESRV_ANSWER_GRACE_S = 0.05
+
 
 class NameServerClient:
-    def __init__(self, addr: str, tls: TLSConfig | None = None) -> None:
+    """Asks one or more name servers (``"h1:9876,h2:9876"``) at once; a master route is the one
+    with the highest MasterEpoch among those that answer."""
+
+    def __init__(self, addr: str | Sequence[str], tls: TLSConfig | None = None) -> None:
         from autoswitch.proto import namesrv_pb2_grpc as nsg
 
-        self.addr = addr
-        self._channel = grpc_channel(addr, tls or TLSConfig.off())
-        self._stub = nsg.NameServerStub(self._channel)
+        self.addrs = split_hostport_list(addr if isinstance(addr, str) else list(addr), MAX_NAMESRVS)
+        self.addr = ",".join(self.addrs)
+        self._channels = [grpc_channel(a, tls or TLSConfig.off()) for a in self.addrs]
+        self._stubs = [nsg.NameServerStub(ch) for ch in self._channels]
+
+    async def _ask_all(self, call: Callable[[Any], Awaitable[T]]) -> tuple[list[T], list[str]]:
+        """``call(stub)`` on every name server at once: (the answers that came, why the others did
+        not). Returns once every server answered, or the grace after the first answer, or the
+        RPC timeout."""
+        tasks = {asyncio.ensure_future(call(stub)): addr for stub, addr in zip(self._stubs, self.addrs, strict=True)}
+        answers: list[T] = []
+        errors: list[str] = []
+        clock = asyncio.get_running_loop().time
+        deadline = clock() + NAMESRV_RPC_TIMEOUT_S
+        pending = set(tasks)
+        try:
+            while pending and clock() < deadline:
+                done, pending = await asyncio.wait(pending, timeout=deadline - clock(),
+                                                   return_when=asyncio.FIRST_COMPLETED)
+                for t in done:
+                    e = t.exception()
+                    if e is None:
+                        if not answers:
+                            deadline = min(deadline, clock() + NAMESRV_ANSWER_GRACE_S)
+                        answers.append(t.result())
+                    elif isinstance(e, grpc.aio.AioRpcError):
+                        errors.append(f"{tasks[t]}: {e.code().name} {e.details() or ''}".strip())
+                    else:
+                        raise e
+        finally:
+            for t in pending:
+                t.cancel()
+                errors.append(f"{tasks[t]}: no answer in time")
+            if pending:
+                await asyncio.gather(*pending, return_exceptions=True)
+        return answers, errors
 
     async def lookup_master(self, group: str) -> str | None:
         """The master's address, or None when the name server knows none (failover in progress)."""
@@ -168,33 +219,36 @@ class NameServerClient:
         return (route.address, route.master_epoch) if route is not None else None
 
     async def master_route(self, group: str) -> namesrv_pb2.BrokerRoute | None:
-        """The group's master route (namesrv_pb2.BrokerRoute), or None when the name server knows
-        none or cannot be reached."""
+        """The group's master route (namesrv_pb2.BrokerRoute) with the highest MasterEpoch any name
+        server knows, or None when none knows one or none can be reached."""
         from autoswitch.proto import namesrv_pb2 as ns
 
-        try:
-            reply = await self._stub.LookupMaster(ns.LookupMasterRequest(broker_name=group),
-                                                  timeout=NAMESRV_RPC_TIMEOUT_S)
-        except grpc.aio.AioRpcError as e:
-            _log.info("namesrv_unreachable", namesrv=self.addr, error=e.code().name)
-            return None
-        if reply.header.code != 0 or not reply.master.address:
-            return None
-        return reply.master
+        request = ns.LookupMasterRequest(broker_name=group)
+        answers, errors = await self._ask_all(lambda stub: stub.LookupMaster(request, timeout=NAMESRV_RPC_TIMEOUT_S))
+        if errors:
+            _log.info("namesrv_unreachable", namesrv=self.addr, error="; ".join(errors)[:300])
+        routes = [r.master for r in answers if r.header.code == 0 and r.master.address]
+        return max(routes, key=lambda r: r.master_epoch) if routes else None
 
     async def master_routes(self) -> list[tuple[str, str, int]]:
-        """(group, master address, MasterEpoch) of every group with a master route (GetRoutes)."""
+        """(group, master address, MasterEpoch) of every group with a master route (GetRoutes),
+        the highest MasterEpoch per group among the name servers that answer."""
         from autoswitch.proto import namesrv_pb2 as ns
 
-        try:
-            reply = await self._stub.GetRoutes(ns.GetRoutesRequest(), timeout=NAMESRV_RPC_TIMEOUT_S)
-        except grpc.aio.AioRpcError as e:
-            raise BrokerUnavailable(f"name server {self.addr}: {e.code().name} {e.details() or ''}",
-                                    addr=self.addr) from None
-        return sorted((r.broker_name, r.address, r.master_epoch) for r in reply.routes if r.role == "master")
+        answers, errors = await self._ask_all(lambda stub: stub.GetRoutes(ns.GetRoutesRequest(),
+                                                                          timeout=NAMESRV_RPC_TIMEOUT_S))
+        if not answers:
+            raise BrokerUnavailable(f"name server {'; '.join(errors)}", addr=self.addr)
+        best: dict[str, tuple[str, int]] = {}
+        for reply in answers:
+            for r in reply.routes:
+                if r.role == "master" and r.master_epoch >= best.get(r.broker_name, ("", -1))[1]:
+                    best[r.broker_name] = (r.address, r.master_epoch)
+        return sorted((g, a, e) for g, (a, e) in best.items())
 
     async def close(self) -> None:
-        await self._channel.close()
+        for ch in self._channels:
+            await ch.close()
 
 
 @dataclass

@@ -114,3 +114,53 @@ def test_not_retryable_fails_fast_and_no_route_gives_up(tmp_path):
                 await s.stop(None)
 
     asyncio.run(run())
+
+
+def test_several_name_servers_highest_epoch_wins_and_a_silent_one_costs_little(tmp_path):
+    """A client given three name servers: the master route with the highest MasterEpoch among
+    the answers wins (one still names the old master), a stopped name server and one that accepts
+    connections but never answers do not fail the lookup or hold it for the RPC timeout."""
+    import socket
+    import time
+
+    from autoswitch.broker.client.route import NAMESRV_RPC_TIMEOUT_S, NameServerClient
+
+    async def run() -> None:
+        behind, ahead = RouteTable(), RouteTable()
+        s1, a1 = await _server(NameServerServicer(behind), nsg.add_NameServerServicer_to_server)
+        s2, a2 = await _server(NameServerServicer(ahead), nsg.add_NameServerServicer_to_server)
+        s3, a3 = await _server(NameServerServicer(RouteTable()), nsg.add_NameServerServicer_to_server)
+        await s3.stop(None)          # nothing listens there any more
+        silent = socket.socket()     # a black hole: connects (backlog) but never speaks HTTP/2
+        silent.bind(("127.0.0.1", 0))
+        silent.listen(8)
+        a4 = f"127.0.0.1:{silent.getsockname()[1]}"
+        for addr, epoch in ((a1, 3), (a2, 4)):
+            stub = nsg.NameServerStub(grpc.aio.insecure_channel(addr))
+            await stub.RegisterRoute(ns.RegisterRouteRequest(route=ns.BrokerRoute(
+                cluster_name="c", broker_name="g", broker_id=epoch, address=f"b{epoch}:1", role="master",
+                master_epoch=epoch)))
+        client = NameServerClient(f"{a1},{a3},{a4},{a2}")
+        try:
+            t0 = time.monotonic()
+            assert await client.lookup_master_route("g") == ("b4:1", 4)
+            assert time.monotonic() - t0 < NAMESRV_RPC_TIMEOUT_S   # the silent one did not hold it
+            assert await client.master_routes() == [("g", "b4:1", 4)]
+            assert await client.lookup_master_route("other") is None
+        finally:
+            await client.close()
+            silent.close()
+            for s in (s1, s2):
+                await s.stop(None)
+
+    asyncio.run(run())
+
+
+def test_name_server_list_is_checked():
+    from autoswitch.broker.client.route import NameServerClient
+
+    from autoswitch.base.addr import AddressError
+
+    for bad in ("", "h:1,h:1", ",".join(f"h:{i}" for i in range(1, 10)), "h:1,nope"):
+        with pytest.raises(AddressError):
+            NameServerClient(bad)

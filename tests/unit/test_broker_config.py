@@ -14,6 +14,14 @@ def test_file_then_cli_overrides(tmp_path):
     assert cfg.ha == {"heartbeat_interval_s": 0.5}
 
 
+def test_namesrv_list_or_comma_string(tmp_path):
+    f = tmp_path / "broker.toml"
+    f.write_text('data_dir = "/d"\nnamesrv = ["10.0.0.1:9876", "10.0.0.2:9876"]\n')
+    assert load_config(f, {}).namesrv == "10.0.0.1:9876,10.0.0.2:9876"
+    f.write_text('data_dir = "/d"\nnamesrv = " 10.0.0.1:9876 , 10.0.0.2:9876"\n')
+    assert load_config(f, {}).namesrv == "10.0.0.1:9876,10.0.0.2:9876"
+
+
 def test_broker_table_accepted(tmp_path):
     f = tmp_path / "all.toml"
     f.write_text('[broker]\ngroup = "g2"\ndata_dir = "/d"\n')
@@ -35,6 +43,9 @@ def test_broker_table_accepted(tmp_path):
         ('data_dir = "/d"\nhandover_on_shutdown = "yes"\n', {}),      # wrong type
         ('data_dir = "/d"\nmax_consume_wait_ms = -1\n', {}),
         ('data_dir = "/d"\nmax_waiting_consumes = 10000000\n', {}),
+        ('data_dir = "/d"\nnamesrv = "h:1,h:1"\n', {}),                # the same name server twice
+        ('data_dir = "/d"\nnamesrv = ["h:1", "nope"]\n', {}),
+        ('data_dir = "/d"\nnamesrv = [1]\n', {}),
         ("", {}),                                                       # data_dir required
         ("data_dir = \n", {}),                                          # not TOML
     ],
