@@ -41,8 +41,8 @@ def _with_dev_tls(text: str, tmp: Path, identity: str) -> str:
 
     ids = init_dev_ca(tmp / "tls", [identity])
     c = ids[identity]
-    for role in ("controller", "broker"):
-        text = text.replace(f"/etc/autoswitch/tls/{role}.pem", c["cert"]).replace(f"/etc/autoswitch/tls/{role}.key",
+    for name in ("controller", "broker-g0", "namesrv"):
+        text = text.replace(f"/etc/autoswitch/tls/{name}.pem", c["cert"]).replace(f"/etc/autoswitch/tls/{name}.key",
                                                                                   c["key"])
     return text.replace("/etc/autoswitch/tls/ca.pem", c["ca"]).replace("/etc/autoswitch/tokens.toml",
                                                                        str(tmp / "tokens.toml"))
