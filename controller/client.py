@@ -138,6 +138,11 @@ def parse_addresses(spec: str | Iterable[str]) -> list[str]:
     return out
 
 
+# While no leader is known and no channel is connected, how often the channels' states are looked
+# at (connection set-up on a LAN takes about a millisecond; a dead machine's never ends).
+CONNECT_POLL_S = 0.01
+
+
 class ControllerClient:
     def __init__(
         self,
@@ -226,12 +231,31 @@ class ControllerClient:
             return await b.call(method, request, timeout)
         return await getattr(self.stub(addr), method)(request, timeout=timeout)
 
-    def _next_addr(self) -> str:
+    async def _next_addr(self, wait_s: float, skip: Iterable[str] = ()) -> str:
+        """The leader if known; else a controller this client can reach, round robin among the
+        connected ones. With none connected yet, every channel connects at once and the first to
+        connect within ``wait_s`` is asked: a dead or cut-off machine's address (its SYNs
+        dropped) costs nothing, instead of an RPC timeout per call that happens to pick it."""
         if self._leader is not None:
             return self._leader
-        addr = self.addresses[self._rr % len(self.addresses)]
+        n = len(self.addresses)
+        order = [self.addresses[(self._rr + i) % n] for i in range(n)]
+        order = [a for a in order if a not in skip] or order
         self._rr += 1
-        return addr
+        for a in order:
+            self.stub(a)
+        deadline = time.monotonic() + max(0.0, wait_s)
+        while True:
+            states = [self._channels[a].get_state(try_to_connect=True) for a in order]
+            for a, st in zip(order, states, strict=True):
+                if st == grpc.ChannelConnectivity.READY:
+                    return a
+            # Every one refused (nothing listens): the call fails fast there, as before. Still
+            # connecting (SYNs unanswered, or the first try): wait a little for the first.
+            if (len(order) == 1 or time.monotonic() >= deadline
+                    or all(st == grpc.ChannelConnectivity.TRANSIENT_FAILURE for st in states)):
+                return order[0]
+            await asyncio.sleep(CONNECT_POLL_S)
 
     async def call(self, method: str, request: Any, *, leader: bool = True) -> Any:
         """Invoke ``method`` following the leader; returns the reply or raises ControllerRpcError."""
@@ -244,11 +268,14 @@ class ControllerClient:
         leaderless_since: float | None = None
         wrong: dict[str, str] = {}   # addresses where another service answers: no retry helps
         while attempt < self.max_attempts:
-            addr = self._next_addr()
-            if addr in wrong and len(wrong) < len(self.addresses):
-                continue             # another address may be a controller
             if len(wrong) == len(self.addresses):
                 break
+            remaining = self.deadline_s - (time.monotonic() - start)
+            if remaining <= 0:
+                break
+            addr = await self._next_addr(min(self.rpc_timeout_s, remaining), skip=wrong)
+            if addr in wrong:
+                continue             # another address may be a controller
             remaining = self.deadline_s - (time.monotonic() - start)
             if remaining <= 0:
                 break
