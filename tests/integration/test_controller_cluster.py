@@ -237,3 +237,24 @@ def test_startup_failures_are_one_clear_line_and_exit_2(procs, tmp_path):
     p = procs.start("badcfg", ["controller", "--node-id", "n9", "--peers", f"n1={HOST}:1",
                                "--data-dir", str(tmp_path / "d")])
     assert p.popen.wait(30) == 2 and "CONFIG_ERROR" in p.log_text()
+
+
+def test_an_address_that_never_answers_costs_the_admin_cli_nothing(procs, tmp_path):
+    """A controller list whose first address is a machine that accepts the TCP connection and
+    then says nothing (a hung or cut-off host): the command is answered by the live controller
+    within a deadline shorter than one RPC timeout (before: the whole deadline went to the
+    silent address, and the command failed)."""
+    import socket
+
+    c = Cluster(procs, tmp_path, n=1)
+    c.start_all()
+    silent = socket.socket()
+    silent.bind(("127.0.0.1", 0))
+    silent.listen(8)
+    try:
+        addr = f"127.0.0.1:{silent.getsockname()[1]}"
+        out = admin("get-sync-state-set", "--controller", f"{addr},{c.spec}", "--timeout-s", "4")
+        assert out["ok"], out
+        assert out["result"] == {"groups": []}
+    finally:
+        silent.close()
