@@ -102,6 +102,8 @@ def _node_args(p: argparse.ArgumentParser, required: bool) -> None:
                    help="ID=HOST:PORT,... Raft listener of every node, apart from the client port (recommended)")
     p.add_argument("--config", default=None, help="TOML file ([controller] and [raft] tables)")
     p.add_argument("--metrics-listen", default=None, help="HOST:PORT for /metrics, /healthz, /readyz (default off)")
+    p.add_argument("--metrics-allow-remote", action="store_true", default=None,
+                   help="let --metrics-listen be a non-loopback address (a container's published port)")
     p.add_argument("--join", action="store_true", default=None,
                    help="start empty and join a running cluster (after `admin add-controller`; needs --cluster-id)")
     p.add_argument("--cluster-id", default=None, help="the running cluster's id (get-controller-metadata shows it)")
@@ -120,7 +122,8 @@ def _load_config(args, listen: str | None = None):
                        tls_cert=tls.cert or None, tls_key=tls.key or None, auth=args.auth,
                        auth_tokens_file=args.auth_tokens_file, allow_insecure=args.allow_insecure,
                        tls_accept_plaintext=args.tls_accept_plaintext, tls_dial_plaintext=args.tls_dial_plaintext,
-                       metrics_listen=args.metrics_listen, join=args.join, cluster_id=args.cluster_id)
+                       metrics_listen=args.metrics_listen, metrics_allow_remote=args.metrics_allow_remote,
+                       join=args.join, cluster_id=args.cluster_id)
 
 
 def _run_controller(args) -> int:
@@ -206,7 +209,8 @@ def _run_namesrv(args) -> int:
                 raise ConfigError("--auth with --tls-accept-plaintext: plaintext callers have no identity", key="auth")
             check_exposure(ns_tls.enabled and not ns_tls.accept_plaintext, ns_auth.enabled,
                            bool(args.allow_insecure), [args.listen])
-            check_exposure(False, False, bool(args.allow_insecure), [args.metrics_listen or ""])
+            check_exposure(False, False, bool(args.allow_insecure or args.metrics_allow_remote),
+                           [args.metrics_listen or ""])
     except AutoswitchError as e:
         return fail(args, e, rc=2)
     return run_forever(cfg, NameServerSettings(listen=args.listen, route_ttl_s=args.route_ttl_s, tls=ns_tls,

@@ -61,6 +61,8 @@ def register(sub: Any, admin_sub: Any) -> None:
                    help="on SIGTERM a master just stops (a failover) instead of handing over first")
     c.add_argument("--handover-timeout-ms", type=int, help="longest a handover may hold new writes (5000)")
     c.add_argument("--metrics-listen", help="HOST:PORT for /metrics, /healthz, /readyz (default off)")
+    c.add_argument("--metrics-allow-remote", action="store_const", const=True, default=None,
+                   help="let --metrics-listen be a non-loopback address (a container's published port)")
     c.add_argument("--fetch-listen", help="HOST:PORT of the fetch port: consumers read record runs over "
                                           "TCP/TLS instead of gRPC (default off)")
     add_tls_args(p)
@@ -176,7 +178,7 @@ def _cmd_broker(args: argparse.Namespace) -> int:
         "controllers", "namesrv", "heartbeat_timeout_ms", "heartbeat_interval_ms", "master_lease_ms",
         "lease_enabled", "election_priority", "role_change_script", "auth", "auth_tokens_file", "allow_insecure",
         "tls_accept_plaintext", "tls_dial_plaintext", "handover_on_shutdown", "handover_timeout_ms", "metrics_listen",
-        "fetch_listen",
+        "fetch_listen", "metrics_allow_remote",
     )
     if args.controllers and (args.role or args.broker_id is not None or args.epoch is not None):
         return fail_code(args, "BAD_USAGE", "--role/--broker-id/--epoch are static-role mode; with --controllers "

@@ -64,10 +64,14 @@ def test_example_configs_load(tmp_path):
 
 
 def test_the_container_image_build_steps_install_a_working_autoswitch(tmp_path):
-    """What `docker build -f packaging/Dockerfile` does after its base image, without Docker (these
-    machines have no daemon and no registry): a build context of exactly the Dockerfile's COPY
-    lines, installed with pip, must import from there and run every server's --help. A package
-    directory added to pyproject.toml but not to the Dockerfile fails here."""
+    """What `docker build -f packaging/Dockerfile` does after its base images, without Docker (these
+    machines have no daemon and no registry): a build context of exactly the build stage's COPY
+    lines, made into a wheel as its `pip wheel` does (which must hold the C record checker, as the
+    stage's own check demands), installed as the final stage does, must import from there and run
+    every server's --help and the HEALTHCHECK command. A package directory added to pyproject.toml
+    but not to the Dockerfile fails here."""
+    import zipfile
+
     lines = (PKG / "Dockerfile").read_text().splitlines()
     copies = [ln.split()[1:] for ln in lines if ln.startswith("COPY ") and "--from" not in ln]
     ctx = tmp_path / "ctx"
@@ -79,19 +83,46 @@ def test_the_container_image_build_steps_install_a_working_autoswitch(tmp_path):
                 shutil.copytree(s, ctx / src, ignore=shutil.ignore_patterns("__pycache__", "*.so", "*.egg-info"))
             else:
                 shutil.copy(s, ctx / src)
-    assert any(ln.startswith("RUN pip install") and ln.rstrip().endswith(" .") for ln in lines)
+    assert any(ln.startswith("RUN pip wheel") and " --wheel-dir /wheels ." in ln for ln in lines)
+    assert any(ln.startswith("COPY --from=build /wheels") for ln in lines)
+    assert any(ln.startswith("RUN pip install") and "/wheels/*.whl" in ln for ln in lines)
+    wheels = tmp_path / "wheels"
+    r = subprocess.run([sys.executable, "-m", "pip", "wheel", "-q", "--no-deps", "--no-build-isolation",
+                        "--wheel-dir", str(wheels), str(ctx)], capture_output=True, text=True, timeout=600)
+    assert r.returncode == 0, r.stdout[-2000:] + r.stderr[-3000:]
+    (wheel,) = wheels.glob("autoswitch-*.whl")
+    assert any("_fastrec" in n for n in zipfile.ZipFile(wheel).namelist()), "the C record checker was not built"
     site = tmp_path / "site"
-    r = subprocess.run([sys.executable, "-m", "pip", "install", "-q", "--no-deps", "--no-build-isolation",
-                        "--target", str(site), str(ctx)], capture_output=True, text=True, timeout=600)
+    r = subprocess.run([sys.executable, "-m", "pip", "install", "-q", "--no-deps", "--no-index", "--target", str(site),
+                        str(wheel)], capture_output=True, text=True, timeout=600)
     assert r.returncode == 0, r.stdout[-2000:] + r.stderr[-3000:]
     env = {"PYTHONPATH": str(site), "PATH": "/usr/bin:/bin", "HOME": str(tmp_path)}
     where = subprocess.run([sys.executable, "-c", "import autoswitch.controller.server.node, autoswitch.broker.service, "
-                            "autoswitch.ha, autoswitch.epochfile, autoswitch.pipeline; print(autoswitch.__file__)"],
+                            "autoswitch.ha, autoswitch.epochfile, autoswitch.pipeline, autoswitch._fastrec; "
+                            "print(autoswitch.__file__)"],
                            capture_output=True, text=True, timeout=120, env=env, cwd=tmp_path)
     assert where.returncode == 0 and where.stdout.startswith(str(site)), where.stdout + where.stderr[-2000:]
+    health = [ln for ln in lines if ln.startswith("HEALTHCHECK")]
+    assert len(health) == 1 and health[0].endswith('CMD ["autoswitch", "healthcheck"]'), health
+    h = subprocess.run([sys.executable, "-m", "autoswitch", "healthcheck", "--metrics", "127.0.0.1:1"],
+                       capture_output=True, text=True, timeout=120, env=env, cwd=tmp_path)
+    assert h.returncode == 1 and h.stdout.startswith("unhealthy: 127.0.0.1:1/healthz"), h.stdout + h.stderr[-2000:]
     entry = [ln for ln in lines if ln.startswith("ENTRYPOINT")]
     assert entry == ['ENTRYPOINT ["autoswitch"]']
     for cmd in ("controller", "namesrv", "broker"):
         h = subprocess.run([sys.executable, "-m", "autoswitch", cmd, "--help"], capture_output=True, text=True,
                            timeout=120, env=env, cwd=tmp_path)
         assert h.returncode == 0 and "usage: autoswitch " + cmd in h.stdout, h.stderr[-2000:]
+
+
+def test_the_image_exposes_every_port_of_the_port_table():
+    """docs/operations.md's port table and the Dockerfile's EXPOSE name the same ports (a
+    container uses 9890 for the metrics of whichever process it runs)."""
+    import re
+
+    doc = (ROOT / "docs/operations.md").read_text()
+    table = {int(p) for p in re.findall(r"^\| (\d{4,5}) \|", doc, flags=re.M)}
+    expose = [ln for ln in (PKG / "Dockerfile").read_text().splitlines() if ln.startswith("EXPOSE ")]
+    assert len(expose) == 1
+    assert table == {9876, 9878, 9880, 10911, 10912}
+    assert {int(p) for p in expose[0].split()[1:]} == table | {9890}
