@@ -15,8 +15,7 @@ import os
 from collections.abc import Callable
 from typing import Any
 
-from autoswitch.base.addr import AddressError, split_hostport, split_hostport_list
-from autoswitch.base.limits import MAX_NAMESRVS
+from autoswitch.base.addr import AddressError, hostport_list_arg, split_hostport
 
 ADDRESS = {"broker", "namesrv", "listen", "ha_listen", "master_ha", "master_addr", "metrics_listen"}
 ADDRESS_LIST = {"controller", "controllers"}
@@ -38,19 +37,7 @@ def hostport(v: str) -> str:
     return v
 
 
-def hostport_list(v: str, limit: int = 64) -> str:
-    if v == "":
-        return v
-    try:
-        split_hostport_list(v, limit)
-    except AddressError as e:
-        raise argparse.ArgumentTypeError(f"{e}, got {v[:80]!r}") from None
-    return v
-
-
-def namesrv_list(v: str) -> str:
-    """``--namesrv``: one or more name servers, HOST:PORT[,HOST:PORT...]."""
-    return hostport_list(v, MAX_NAMESRVS)
+hostport_list = hostport_list_arg
 
 
 def log_level(v: str) -> str:

@@ -3,7 +3,9 @@ told (requests, replica info) goes through ``split_hostport`` with the same rule
 
 from __future__ import annotations
 
-from autoswitch.base.limits import MAX_ADDRESS_LEN
+import argparse
+
+from autoswitch.base.limits import MAX_ADDRESS_LEN, MAX_NAMESRVS
 
 
 class AddressError(ValueError):
@@ -49,3 +51,19 @@ def split_hostport_list(value: str | list[str], limit: int) -> list[str]:
     if len(set(out)) != len(out):
         raise AddressError("an address is listed twice")
     return out
+
+
+def hostport_list_arg(v: str, limit: int = 64) -> str:
+    """argparse type of ``--controller``-like flags: HOST:PORT[,HOST:PORT...] (``""``: not given)."""
+    if v == "":
+        return v
+    try:
+        split_hostport_list(v, limit)
+    except AddressError as e:
+        raise argparse.ArgumentTypeError(f"{e}, got {v[:80]!r}") from None
+    return v
+
+
+def namesrv_list(v: str) -> str:
+    """argparse type of ``--namesrv``: one or more name servers, HOST:PORT[,HOST:PORT...]."""
+    return hostport_list_arg(v, MAX_NAMESRVS)

@@ -17,7 +17,7 @@ from autoswitch.broker.cli.common import bad_target, err
 from autoswitch.broker.cli.consume import cmd_consume, cmd_consumer_progress
 from autoswitch.broker.cli.handover import cmd_transfer_master
 
-from autoswitch.app.cliargs import namesrv_list
+from autoswitch.base.addr import namesrv_list
 from autoswitch.base.errors import AutoswitchError, ConfigError
 from autoswitch.base.output import emit, fail, fail_code
 from autoswitch.base.tls import add_server_security_args, add_tls_args, tls_from_args

@@ -11,7 +11,7 @@ import sys
 
 from autoswitch.broker.cli.common import bad_target, err, status_err, target_address
 
-from autoswitch.app.cliargs import namesrv_list
+from autoswitch.base.addr import namesrv_list
 from autoswitch.base.errors import AutoswitchError, NotFound
 from autoswitch.base.output import emit
 from autoswitch.base.tls import tls_from_args
