@@ -53,16 +53,16 @@ def register(sub, admin_sub) -> None:
 
     admin("get-controller-metadata", "leader, term and peers as seen by each controller", _get_metadata)
     a = admin("get-sync-state-set", "SyncStateSet and replica liveness of broker groups", _get_sss)
-    a.add_argument("--group", "--broker-name", "-b", dest="broker_name", action="append", default=[], help="group (repeatable; default all)")
+    a.add_argument("--group", "--broker-name", "-b", dest="broker_name", metavar="GROUP", action="append", default=[], help="group (repeatable; default all)")
     admin("cluster-list", "every broker group: master, MasterEpoch, SyncStateSet, replicas and their liveness",
           _cluster_list)
     a = admin("elect-master", "elect a master (designate one with --broker-id)", _elect_master)
     a.add_argument("--cluster-name", "-c", default="")
-    a.add_argument("--group", "--broker-name", "-b", dest="broker_name", required=True)
+    a.add_argument("--group", "--broker-name", "-b", dest="broker_name", metavar="GROUP", required=True)
     a.add_argument("--broker-id", "-i", type=int, default=0, help="designated broker (0 = controller chooses)")
     a = admin("set-preferred-master", "the group's preferred master (with auto_rebalance_masters the leader "
                                       "moves mastership back to it by a graceful handover)", _set_preferred)
-    a.add_argument("--group", "--broker-name", "-b", dest="broker_name", required=True)
+    a.add_argument("--group", "--broker-name", "-b", dest="broker_name", metavar="GROUP", required=True)
     a.add_argument("--broker-id", "-i", type=int, required=True, help="0 clears it")
     a = admin("move-controller-leader", "hand Raft leadership to another controller (etcd move-leader)",
               _move_leader)
@@ -83,7 +83,7 @@ def register(sub, admin_sub) -> None:
     a.add_argument("--force", action="store_true", help="replace --out if it exists (a regular file only)")
     a = admin("clean-broker-metadata", "remove broker ids (or a whole group) from the controller", _clean)
     a.add_argument("--cluster-name", "-c", default="")
-    a.add_argument("--group", "--broker-name", "-b", dest="broker_name", required=True)
+    a.add_argument("--group", "--broker-name", "-b", dest="broker_name", metavar="GROUP", required=True)
     a.add_argument("--broker-ids", default="", help="comma-separated ids; empty = the whole group")
     a.add_argument("--clean-living-broker", action="store_true")
     admin("get-controller-config", "runtime configuration of each listed controller", _get_config)

@@ -21,7 +21,7 @@ from autoswitch.controller.server.batchable import BATCHABLE
 
 from autoswitch.base.backoff import Backoff
 from autoswitch.base.log import get_logger
-from autoswitch.base.tls import TLSConfig, grpc_channel
+from autoswitch.base.tls import TLSConfig, grpc_channel, transport_problem
 from autoswitch.proto import controller_pb2 as pb
 from autoswitch.proto import controller_pb2_grpc as pbg
 
@@ -305,6 +305,13 @@ class ControllerClient:
                     wrong[addr] = not_a_controller(addr, method)
                     last_msg = wrong[addr]
                     continue
+                problem = transport_problem(e.details() or "", self.tls.enabled)
+                if problem is not None:
+                    final, hint = problem
+                    last_msg = f"{addr}: {hint}"
+                    if final:           # a TLS mismatch: no retry will connect
+                        wrong[addr] = last_msg
+                        continue
             else:
                 h = reply.header
                 if h.code == Code.SUCCESS or not leader or h.code not in _RETRYABLE:
@@ -352,7 +359,9 @@ class ControllerClient:
             if e.code() == grpc.StatusCode.UNIMPLEMENTED:
                 raise ControllerRpcError(Code.CONTROLLER_UNAVAILABLE, not_a_controller(addr, method),
                                          address=addr) from None
-            raise ControllerRpcError(Code.CONTROLLER_UNAVAILABLE, f"{addr}: {e.code().name} {e.details()}") from None
+            problem = transport_problem(e.details() or "", self.tls.enabled)
+            why = problem[1] if problem is not None else f"{e.code().name} {e.details()}"
+            raise ControllerRpcError(Code.CONTROLLER_UNAVAILABLE, f"{addr}: {why}", address=addr) from None
         if reply.header.code != Code.SUCCESS:
             raise ControllerRpcError(reply.header.code, reply.header.message, address=addr)
         return reply

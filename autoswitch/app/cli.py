@@ -11,6 +11,11 @@ from __future__ import annotations
 import argparse
 import os
 import sys
+
+# gRPC's native core logs some failures itself (a TLS handshake with another CA: one INFO line
+# per retry, before our one-line error). Ours are typed and complete; its own stay at ERROR
+# unless the operator asks (GRPC_VERBOSITY=debug). Set before anything imports grpc.
+os.environ.setdefault("GRPC_VERBOSITY", "ERROR")
 from importlib.metadata import entry_points
 
 from autoswitch import __version__

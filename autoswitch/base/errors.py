@@ -37,3 +37,10 @@ class NotFound(AutoswitchError):
     never an empty success (a typo must not look like "nothing there")."""
 
     code = "NOT_FOUND"
+
+
+class PermissionDenied(AutoswitchError):
+    """The server checked who we are and refused the call (PERMISSION_DENIED, UNAUTHENTICATED):
+    no retry and no other node will answer differently."""
+
+    code = "PERMISSION_DENIED"

@@ -422,3 +422,28 @@ def _read_token(path: str) -> str:
         return Path(path).read_text("utf-8").strip()
     except OSError as e:
         raise ConfigError(f"token file {path!r} cannot be read: {e.strerror or e}", path=path) from None
+
+
+def transport_problem(details: str, client_tls: bool) -> tuple[bool, str] | None:
+    """What an UNAVAILABLE at connection time means for the operator, from gRPC's details:
+    (final, hint), or None when nothing is recognised. ``final``: a TLS mismatch no retry can
+    fix (say so at once instead of retrying until the deadline); otherwise the hint is added to
+    the error the retries end with."""
+    d = details or ""
+    low = d.lower()
+    if "handshake failed" in low or "ssl_error" in low:
+        if "WRONG_VERSION_NUMBER" in d:
+            return True, ("the server does not speak TLS there (a plaintext port, or not an autoswitch server): "
+                          "drop --tls-ca/--profile or give its TLS port")
+        if "ALERT" in d:
+            return True, ("the server refused our certificate: is --tls-cert signed by the CA the server trusts "
+                          "(another cluster's CA?), and not expired?")
+        return True, ("the server's certificate does not verify against --tls-ca (another CA?) or does not name "
+                      "this address (certificates list their hosts: `certs init --host`)")
+    if "socket closed" in low:
+        if not client_tls:
+            return False, ("the server closed the connection at once: does it use TLS? give --tls-ca, --tls-cert "
+                           "and --tls-key or --profile")
+        return False, ("the server closed the connection at once: did it refuse our certificate (signed by a CA "
+                       "it does not trust, or expired)? Its log says why")
+    return None

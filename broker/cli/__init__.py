@@ -228,6 +228,7 @@ def _cmd_produce(args: argparse.Namespace) -> int:
                                 tls=args.tls)
         acked = failed = 0
         last_status: int = pb.OK
+        error: AutoswitchError | None = None
         t0 = time.monotonic()
         try:
             sent = 0
@@ -240,9 +241,8 @@ def _cmd_produce(args: argparse.Namespace) -> int:
                 try:
                     out = await client.produce(args.topic, bodies)
                 except AutoswitchError as e:
-                    err(args, e)
+                    error = e           # the envelope below says it, with the counts so far
                     failed += args.count - sent
-                    last_status = pb.INTERNAL
                     break
                 sent += n
                 for r in out.results:
@@ -264,6 +264,8 @@ def _cmd_produce(args: argparse.Namespace) -> int:
         finally:
             await client.close()
         summary: dict[str, Any] = {"acked": acked, "failed": failed, "elapsed_s": round(time.monotonic() - t0, 3)}
+        if error is not None:
+            return fail(args, {**error.to_dict(), **summary})
         if failed == 0 and last_status == pb.OK:
             emit(args, summary)
             return 0

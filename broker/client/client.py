@@ -28,9 +28,9 @@ from autoswitch.broker.storage.record import StoredMessage
 from autoswitch.broker.storage.record_runs import iter_run
 
 from autoswitch.base.backoff import Backoff
-from autoswitch.base.errors import AutoswitchError
+from autoswitch.base.errors import AutoswitchError, PermissionDenied
 from autoswitch.base.log import get_logger
-from autoswitch.base.tls import TLSConfig, grpc_channel
+from autoswitch.base.tls import TLSConfig, grpc_channel, transport_problem
 from autoswitch.proto import broker_pb2 as pb
 from autoswitch.proto import broker_pb2_grpc as pbg
 
@@ -139,7 +139,8 @@ class _Base:
         self.max_retries = max_retries
         self.backoff_s = backoff_s
         self.max_backoff_s = max_backoff_s
-        self._channel = grpc_channel(addr, tls or TLSConfig.off(), options=channel_options(max_message_bytes))
+        self._tls = tls or TLSConfig.off()
+        self._channel = grpc_channel(addr, self._tls, options=channel_options(max_message_bytes))
         self._stub = pbg.BrokerServiceStub(self._channel)
 
     async def _call(self, method: str, request: Any, timeout_s: float | None = None) -> Any:
@@ -149,6 +150,13 @@ class _Base:
             try:
                 return await fn(request, timeout=timeout_s or self.timeout_s)
             except grpc.aio.AioRpcError as e:
+                if e.code() in (grpc.StatusCode.PERMISSION_DENIED, grpc.StatusCode.UNAUTHENTICATED):
+                    raise PermissionDenied(f"{method} to {self.addr}: {e.details() or e.code().name}",
+                                           addr=self.addr) from None
+                problem = transport_problem(e.details() or "", self._tls.enabled)
+                if problem is not None and (problem[0] or attempt == self.max_retries):
+                    raise BrokerUnavailable(f"{method} to {self.addr}: {problem[1]}", addr=self.addr,
+                                            grpc_code=e.code().name, attempts=attempt + 1) from None
                 if e.code() != grpc.StatusCode.UNAVAILABLE or attempt == self.max_retries:
                     raise BrokerUnavailable(
                         f"{method} to {self.addr} failed: {e.code().name} {e.details()}",

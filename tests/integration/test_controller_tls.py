@@ -91,3 +91,40 @@ def test_controller_cluster_on_mutual_tls(procs, tmp_path):
                           cl.spec, "--json", "--tls-ca", ids["admin"]["ca"], "--tls-cert", ids["admin"]["cert"],
                           "--tls-key", ids["admin"]["key"]], capture_output=True, text=True, timeout=120)
     assert json.loads(out.stdout.strip().splitlines()[-1])["ok"] is True, out.stdout + out.stderr[-2000:]
+
+
+def test_tls_mismatches_are_said_at_once_in_one_line(procs, tmp_path):
+    """Issue 33: a certificate from another CA printed gRPC's native log lines and retried until
+    the deadline; a missing profile answered "Socket closed". Each mismatch is now one line on
+    stderr, naming what is wrong, and the unfixable ones end at once (exit 1)."""
+    d = tmp_path / "tls"
+    ids = init_dev_ca(d, ["controller/n1", "admin"])
+    other = init_dev_ca(tmp_path / "other", ["admin"])
+    (tmp_path / "a").mkdir()
+    (tmp_path / "b").mkdir()
+    tls_cl = Cluster(procs, tmp_path / "a", n=1, tls_dir=d)
+    tls_cl.start_all()
+    plain_cl = Cluster(procs, tmp_path / "b", n=1)
+    plain_cl.start_all()
+
+    def cli(spec: str, *tls: str, timeout_s: str = "30") -> tuple[int, list[str]]:
+        r = subprocess.run([sys.executable, "-m", "autoswitch", "admin", "get-sync-state-set", "--controller", spec,
+                            "--timeout-s", timeout_s, *tls], capture_output=True, text=True, timeout=120)
+        return r.returncode, [ln for ln in r.stderr.splitlines() if ln.strip()]
+
+    def flags(who: dict, ca: str) -> list[str]:
+        return ["--tls-ca", ca, "--tls-cert", who["cert"], "--tls-key", who["key"]]
+
+    # the server's certificate is from a CA we do not trust: at once (well before the 30 s deadline)
+    rc, err = cli(tls_cl.spec, *flags(other["admin"], other["admin"]["ca"]))
+    assert rc == 1 and len(err) == 1 and "does not verify against --tls-ca (another CA?)" in err[0], err
+    # TLS towards a plaintext controller
+    rc, err = cli(plain_cl.spec, *flags(ids["admin"], ids["admin"]["ca"]))
+    assert rc == 1 and len(err) == 1 and "does not speak TLS" in err[0], err
+    # no TLS towards a TLS controller (a forgotten profile): retried (a restart closes sockets
+    # too), then said with the hint
+    rc, err = cli(tls_cl.spec, timeout_s="3")
+    assert rc == 1 and len(err) == 1 and "does it use TLS?" in err[0], err
+    # our certificate from a CA the server does not trust
+    rc, err = cli(tls_cl.spec, *flags(other["admin"], ids["admin"]["ca"]), timeout_s="3")
+    assert rc == 1 and len(err) == 1 and "refuse our certificate" in err[0], err
