@@ -321,6 +321,11 @@ async def _add_controller(client, args) -> Any:
         if args.node_id not in md["voters"] + md["learners"]:
             raise AutoswitchError(f"{args.node_id} is no longer a member (removed meanwhile?)")
         out.update(voters=md["voters"], learners=md["learners"])
+        # one view: the member table says the same as the voter and learner lists
+        for m in out["members"]:
+            m["role"] = "voter" if m["node_id"] in md["voters"] else "learner"
+        out["config_index"] = max([out["config_index"], *(int(n.get("config_index", 0)) for n in md["nodes"]
+                                                         if "error" not in n)])
     return out
 
 

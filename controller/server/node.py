@@ -285,7 +285,8 @@ class ControllerNode:
         match = {p: int(v["match"]) for p, v in raft.get("peers", {}).items()} if self.is_leader else {}
         return {"node_id": self.node_id, "is_leader": self.is_leader, "leader_id": lid, "leader_addr": laddr,
                 "term": self.term, "peers": peers, "groups": self.sm.group_count() if hasattr(self, "sm") else 0,
-                "raft_role": str(raft.get("role", "")), "commit": int(raft.get("commit", 0)),
+                # lower case, as every backend says it (docs/operations-backends.md)
+                "raft_role": str(raft.get("role", "")).lower(), "commit": int(raft.get("commit", 0)),
                 "applied": int(raft.get("applied", 0)), "last_index": int(raft.get("last_index", 0)),
                 "match": match, "cluster_id": self.config.raft_cluster_id,
                 "config_index": int(raft.get("config_index", 0))}

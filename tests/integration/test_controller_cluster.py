@@ -184,7 +184,7 @@ def test_three_controllers_failover_quorum_loss_restart(procs, tmp_path):
         assert meta["ok"] and sum(n["is_leader"] for n in meta["result"]["nodes"]) == 1
         assert meta["result"]["voters"] == ["n1", "n2", "n3"] and meta["result"]["learners"] == []
         leader = next(n for n in meta["result"]["nodes"] if n["is_leader"])
-        assert leader["raft_role"] == "LEADER" and leader["commit_index"] >= 1
+        assert leader["raft_role"] == "leader" and leader["commit_index"] >= 1
         assert {p["node_id"] for p in leader["peers"] if p["match_index"] > 0} >= {"n1", "n2", "n3"} - {leader["node_id"]}
 
         async def all_caught_up():

@@ -42,6 +42,9 @@ def test_replace_a_controller_and_keep_electing_masters(procs, tmp_path):
                   "--raft-address", cl.raft_addrs["n4"], "--timeout-s", "60", timeout=90)
     assert added["ok"], added
     assert added["result"]["voters"] == ["n1", "n2", "n3", "n4"] and added["result"]["learners"] == []
+    # the member table agrees with the lists (it said "learner" beside voters [..., n4])
+    assert {m["node_id"]: m["role"] for m in added["result"]["members"]} == dict.fromkeys(
+        ["n1", "n2", "n3", "n4"], "voter")
     assert added["result"]["join_with"] == f"--join --cluster-id {cluster_id}"
     # a second add of the same id is refused, and so is a malformed address
     again = admin("add-controller", "--controller", cl.spec, "--id", "n4", "--address", cl.addrs["n4"])
