@@ -137,6 +137,13 @@ class Proposer:
     async def audit_admin_call(self, call: audit.AuditCall, code: int, remark: str) -> None:
         """The call's AdminAudit record as its own entry (a call whose write did not carry it).
         Without a leader here the call itself failed too; the log line is then its only trace."""
+        if code == Code.CONTROLLER_NOT_LEADER:
+            # Sent on to the leader (the client follows the redirect, and the leader records the
+            # call it carries out): nothing happened here, so nothing to record and no warning
+            # that the record could not be written (which read like an audit failure).
+            self.log.info("admin_call_redirected", actor=call.actor, action=call.action, group=call.group)
+            call.recorded = True
+            return
         self.log.info("admin_call", actor=call.actor, action=call.action, group=call.group, detail=call.detail,
                       code=code)
         call.recorded = True

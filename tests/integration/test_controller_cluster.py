@@ -258,3 +258,29 @@ def test_an_address_that_never_answers_costs_the_admin_cli_nothing(procs, tmp_pa
         assert out["result"] == {"groups": []}
     finally:
         silent.close()
+
+
+def test_an_admin_call_to_a_follower_is_recorded_once_by_the_leader_without_a_warning(procs, tmp_path):
+    """Issue 33: every admin call that reached a follower first logged the warning
+    `admin_audit_not_replicated` there (it cannot write the log), which read like an audit
+    failure. The follower now only notes the redirect; the leader records the call, once."""
+    from tests.integration.failover_harness import FailoverCluster
+
+    c = FailoverCluster(procs, tmp_path, secure=True)
+    c.start_controllers()
+    tls = c.tls_args("admin")
+
+    async def leader() -> str:
+        async with ControllerClient(c.controllers, deadline_s=30, tls=c.tls("admin")) as client:
+            return await wait_leader(client, 60)
+
+    lead = asyncio.run(leader())
+    follower = next(n for n, a in c.ctl_addrs.items() if a != lead)
+    out = admin("clean-broker-metadata", "--controller", c.ctl_addrs[follower], "--group", "nope", *tls)
+    assert not out["ok"] and out["error"]["code"] != "CONTROLLER_NOT_LEADER", out   # the leader answered
+    log = c.ctl_proc[follower].log_text()
+    assert "admin_call_redirected" in log and "admin_audit_not_replicated" not in log, log[-3000:]
+    events = tmp_path / "events.jsonl"
+    assert admin("export-controller-events", "--controller", lead, "--out", str(events), *tls)["ok"]
+    audits = [e for e in map(json.loads, events.read_text().splitlines()) if e.get("event") == "AdminAudit"]
+    assert len(audits) == 1 and "CleanBrokerData" in audits[0]["reason"], audits
