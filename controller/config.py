@@ -199,6 +199,9 @@ class ControllerConfig(SecurityKeys):
         if self.join or self.raft_peers:
             raise ConfigError(f"join and raft_peers are Raft settings; backend = {self.backend!r} has static "
                               "membership (the peers) and no Raft listener", key="backend")
+        from autoswitch.controller.store.base import require_backend
+
+        require_backend(self.backend)
         store = self.store_config
         store.validate()
         scheme = {"etcd": "etcd://", "zookeeper": "zookeeper://"}

@@ -31,6 +31,7 @@ from autoswitch.app.playground_cluster import (
     NotReady,
     PlaygroundError,
 )
+from autoswitch.base.errors import ConfigError
 from autoswitch.base.log import get_logger
 from autoswitch.base.output import fail
 from autoswitch.base.waits import wait_event
@@ -78,8 +79,11 @@ def _cmd_playground(args: argparse.Namespace) -> int:
                     profile=args.profile, broker_extra=[a for x in args.broker_arg for a in x.split()],
                     secure=not args.insecure, backend=args.backend)
     try:
+        from autoswitch.controller.store.base import require_backend
+
+        require_backend({"sqlite": "sql"}.get(args.backend, args.backend))   # said before anything starts
         cluster = Cluster(layout)
-    except PlaygroundError as e:
+    except (PlaygroundError, ConfigError) as e:
         return fail(args, e, rc=2)
     # before the directory is touched: a clash must not cost the last run's data
     busy = cluster.busy_ports()

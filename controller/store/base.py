@@ -9,6 +9,8 @@ from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Protocol
 
+from autoswitch.base.errors import ConfigError
+
 from .lock import LockOutcome
 
 
@@ -48,8 +50,31 @@ class Store(Protocol):
     def save_snapshot(self, me: str, term: int, index: int, data: bytes) -> None: ...
 
 
+# backend -> (the module its store needs, the pyproject extra that installs it)
+_NEEDS = {"sql": ("sqlalchemy", "sql"), "zookeeper": ("kazoo", "zookeeper")}
+
+
+def require_backend(backend: str) -> None:
+    """ConfigError naming the extra to install when ``backend``'s client library is missing
+    (the start would otherwise fail on a bare ModuleNotFoundError)."""
+    import importlib.util
+
+    module, extra = _NEEDS.get(backend, (None, None))
+    if module is None:
+        return
+    try:
+        found = importlib.util.find_spec(module) is not None
+    except (ImportError, ValueError):
+        found = False
+    if not found:
+        raise ConfigError(f"the {backend} backend needs {module}, from the {extra!r} extra: "
+                          f"pip install 'autoswitch[{extra}]' (in a checkout: .venv/bin/pip install -e '.[{extra}]')",
+                          key="backend", extra=extra)
+
+
 def open_store(backend: str, cfg) -> Store:
     """The store of ``backend`` ("sql", "etcd" or "zookeeper") for a validated StoreBackendConfig."""
+    require_backend(backend)
     if backend == "etcd":
         from .etcd import EtcdStore
 

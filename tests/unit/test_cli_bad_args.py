@@ -179,3 +179,21 @@ def test_a_bad_profile_is_a_usage_error_for_every_command(tmp_path):
             assert r.returncode == 2, (cmd, profile, r.stdout, r.stderr[-500:])
             env = json.loads((r.stdout or r.stderr).strip().splitlines()[-1])
             assert env["error"]["code"] == "CONFIG_ERROR" and "profile" in env["error"]["message"]
+
+
+@pytest.mark.parametrize("argv,extra", [
+    (["playground", "--backend", "sqlite"], "sql"),
+    (["playground", "--backend", "zookeeper"], "zookeeper"),
+])
+def test_a_backend_whose_extra_is_missing_says_which_extra(tmp_path, argv, extra):
+    """Issue 33: `--backend sqlite` without the `sql` extra failed with a generic message. With
+    the client library hidden (as if not installed) the command names the extra, exit 2, and
+    touches nothing (no data directory)."""
+    hide = {"sql": "sqlalchemy", "zookeeper": "kazoo"}[extra]
+    code = (f"import sys; sys.modules[{hide!r}] = None\n"
+            "from autoswitch.app.cli import main\n"
+            f"sys.exit(main({[*argv, '--data-dir', str(tmp_path / 'pg')]!r}))")
+    r = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=120)
+    assert r.returncode == 2, r.stdout + r.stderr
+    assert f"autoswitch[{extra}]" in r.stdout + r.stderr and "Traceback" not in r.stderr, r.stdout + r.stderr
+    assert not (tmp_path / "pg").exists()
