@@ -16,16 +16,20 @@ ROUNDS ?= 200
         bench-replication bench-produce bench-recovery bench-controller bench-election bench-rolling bench-backends \
         bench-scale bench-failover bench-audit bench-fetch bench-grayfailure
 
+# setuptools warns on every editable build (ext-modules "experimental", "editable installation"):
+# nothing the user can act on, so the install steps run without Python warnings.
+QUIET_PIP := PYTHONWARNINGS=ignore $(BIN)/pip
+
 # The runtime alone (grpcio, protobuf, ...): what `make run` needs, no PySpark, Java or Chromium.
 $(RUN_STAMP): pyproject.toml
 	$(PYTHON) -m venv $(VENV)
-	$(BIN)/pip install -q --upgrade pip
-	$(BIN)/pip install -q -e .
+	$(QUIET_PIP) install -q --upgrade pip
+	$(QUIET_PIP) install -q -e .
 	touch $(RUN_STAMP)
 
 # Everything the tests and benchmarks use: test tools and the PySpark pipeline extra.
 $(STAMP): $(RUN_STAMP)
-	$(BIN)/pip install -q -e '.[dev,pipeline,sql,zookeeper]'
+	$(QUIET_PIP) install -q -e '.[dev,pipeline,sql,zookeeper]'
 	touch $(STAMP)
 
 ## Runtime only (make run).

@@ -10,6 +10,7 @@ from __future__ import annotations
 import argparse
 import asyncio
 import contextlib
+import os
 import signal
 import sys
 import time
@@ -67,6 +68,25 @@ def register(sub: Any, admin_sub: Any) -> None:
     p.add_argument("--demo-before-s", type=float, default=2.0, help="produce this long before the kill")
     p.add_argument("--demo-after-s", type=float, default=2.0, help="produce this long after the first new ack")
     p.set_defaults(func=_cmd_playground)
+
+
+def command_name() -> str:
+    """How the user can run this same CLI again, for the commands we suggest: ``autoswitch`` when
+    that is what their PATH finds, else the path they ran (``.venv/bin/autoswitch`` after
+    ``make run``, whose venv is not activated)."""
+    import shutil
+
+    argv0 = sys.argv[0] if sys.argv and sys.argv[0] else ""
+    if argv0.endswith("__main__.py"):               # python -m autoswitch
+        exe = os.path.relpath(sys.executable) if not os.path.isabs(sys.executable) else sys.executable
+        return f"{exe} -m autoswitch"
+    on_path = shutil.which("autoswitch")
+    if argv0 and on_path and os.path.realpath(on_path) == os.path.realpath(argv0):
+        return "autoswitch"
+    if not argv0:
+        return "autoswitch"
+    rel = os.path.relpath(argv0)
+    return rel if not rel.startswith("..") and "/" in rel else os.path.abspath(argv0)
 
 
 def _out(line: str) -> None:
@@ -199,8 +219,9 @@ def _print_addresses(cluster: Cluster, leader: str) -> None:
         _out(f"            point the CLI at them: export AUTOSWITCH_PROFILE={cluster.profile_path}")
     else:
         _out("security    OFF (--insecure): plaintext, no authorization")
-    _out(f"try: autoswitch admin get-sync-state-set --controller {','.join(lay.controller_addrs())} --json")
-    _out(f"     autoswitch produce --namesrv {lay.namesrv} --group g0 --topic demo --count 10")
+    me = command_name()
+    _out(f"try: {me} admin get-sync-state-set --controller {','.join(lay.controller_addrs())} --json")
+    _out(f"     {me} produce --namesrv {lay.namesrv} --group g0 --topic demo --count 10")
 
 
 async def _status_loop(cluster: Cluster, client: Any, stop: asyncio.Event, refresh_s: float) -> None:
@@ -299,6 +320,6 @@ async def demo_failover(cluster: Cluster, client: Any, args: argparse.Namespace)
     # The independent check, from what stays on disk after the playground stops (Spark: the
     # pipeline extra, `pip install -e '.[pipeline]'` or `make test`'s setup).
     dirs = " ".join(f"--broker-data {lay.data_dir / f'g0-r{r}'}" for r in range(lay.replicas))
-    _out(f"demo: audit it: autoswitch pipeline audit --acks {ack_path} {dirs} "
+    _out(f"demo: audit it: {command_name()} pipeline audit --acks {ack_path} {dirs} "
          f"--events {lay.data_dir / 'controller-n1' / 'events.jsonl'} --out {lay.data_dir / 'audit'}")
     return 0 if ok else 1

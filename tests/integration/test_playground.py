@@ -199,9 +199,10 @@ def test_playground_failover_demo_loses_nothing(tmp_path):
         assert m and int(m.group(1)) > 0 and m.group(1) == m.group(2)
         assert not [n for n, p in pids.items() if _alive(p)]
         # Issue 15 item 8: the demo ends with the one command that audits it from the files left behind.
-        cmd = re.search(r"demo: audit it: autoswitch (pipeline audit .*)", text)
-        assert cmd, text
-        r = subprocess.run([sys.executable, "-m", "autoswitch", *cmd.group(1).split(), "--json"], cwd=ROOT,
+        # ... said the way this playground was started (here `python -m autoswitch`), so it runs as printed
+        cmd = re.search(r"demo: audit it: (\S+ -m autoswitch) (pipeline audit .*)", text)
+        assert cmd and cmd.group(1) == f"{sys.executable} -m autoswitch", text
+        r = subprocess.run([sys.executable, "-m", "autoswitch", *cmd.group(2).split(), "--json"], cwd=ROOT,
                            capture_output=True, text=True, timeout=300)
         assert r.returncode == 0, r.stdout[-2000:] + r.stderr[-3000:]
         verdict = json.loads(r.stdout.strip().splitlines()[-1])["result"]

@@ -160,6 +160,8 @@ def test_setup_for_make_run_installs_the_runtime_only(tmp_path):
     r = subprocess.run(["make", "-n", "run"], cwd=tmp_path, capture_output=True, text=True, timeout=60)
     assert r.returncode == 0, r.stderr
     assert "pip install -q -e ." in r.stdout
+    # setuptools' warnings on every editable build are not shown (issue 33)
+    assert "PYTHONWARNINGS=ignore .venv/bin/pip install -q -e ." in r.stdout
     for heavy in ("dev", "pipeline", "system_deps", "apt-get"):
         assert heavy not in r.stdout, (heavy, r.stdout)
     t = subprocess.run(["make", "-n", "test"], cwd=tmp_path, capture_output=True, text=True, timeout=60)
@@ -197,3 +199,25 @@ def test_a_backend_whose_extra_is_missing_says_which_extra(tmp_path, argv, extra
     assert r.returncode == 2, r.stdout + r.stderr
     assert f"autoswitch[{extra}]" in r.stdout + r.stderr and "Traceback" not in r.stderr, r.stdout + r.stderr
     assert not (tmp_path / "pg").exists()
+
+
+def test_suggested_commands_name_the_cli_as_the_user_ran_it(tmp_path, monkeypatch):
+    """Issue 33: the playground suggested `autoswitch ...` where only `.venv/bin/autoswitch` exists
+    (`make run` does not activate the venv)."""
+    import os
+
+    from autoswitch.app.playground import command_name
+
+    venv_bin = tmp_path / ".venv" / "bin"
+    venv_bin.mkdir(parents=True)
+    exe = venv_bin / "autoswitch"
+    exe.write_text("#!/bin/sh\n")
+    exe.chmod(0o755)
+    monkeypatch.chdir(tmp_path)
+    monkeypatch.setattr(sys, "argv", [str(exe), "playground"])
+    monkeypatch.setenv("PATH", "/usr/bin:/bin")
+    assert command_name() == os.path.join(".venv", "bin", "autoswitch")      # not on PATH: the path
+    monkeypatch.setenv("PATH", f"{venv_bin}:/usr/bin:/bin")
+    assert command_name() == "autoswitch"                                   # on PATH (an activated venv)
+    monkeypatch.setattr(sys, "argv", ["/x/autoswitch/__main__.py", "playground"])
+    assert command_name() == f"{sys.executable} -m autoswitch"
