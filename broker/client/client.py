@@ -153,6 +153,11 @@ class _Base:
                 if e.code() in (grpc.StatusCode.PERMISSION_DENIED, grpc.StatusCode.UNAUTHENTICATED):
                     raise PermissionDenied(f"{method} to {self.addr}: {e.details() or e.code().name}",
                                            addr=self.addr) from None
+                if e.code() == grpc.StatusCode.UNIMPLEMENTED:
+                    raise BrokerUnavailable(f"{self.addr} answers, but not as a broker (the service there has no "
+                                            f"{method}): is it a controller's or a name server's port? Give a "
+                                            "broker's --listen address, or --namesrv and --group",
+                                            addr=self.addr, grpc_code=e.code().name, attempts=attempt + 1) from None
                 problem = transport_problem(e.details() or "", self._tls.enabled)
                 if problem is not None and (problem[0] or attempt == self.max_retries):
                     raise BrokerUnavailable(f"{method} to {self.addr}: {problem[1]}", addr=self.addr,

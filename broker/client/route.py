@@ -63,6 +63,12 @@ class NoRoute(AutoswitchError):
     code = "NO_ROUTE"
 
 
+class NotANameServer(AutoswitchError):
+    """Every --namesrv address answers, but with another service (a broker's or controller's port)."""
+
+    code = "NOT_A_NAME_SERVER"
+
+
 class RetriesExhausted(AutoswitchError):
     code = "RETRIES_EXHAUSTED"
 
@@ -183,6 +189,7 @@ class NameServerClient:
         tasks = {asyncio.ensure_future(call(stub)): addr for stub, addr in zip(self._stubs, self.addrs, strict=True)}
         answers: list[T] = []
         errors: list[str] = []
+        wrong: list[str] = []
         clock = asyncio.get_running_loop().time
         deadline = clock() + NAMESRV_RPC_TIMEOUT_S
         pending = set(tasks)
@@ -196,6 +203,10 @@ class NameServerClient:
                         if not answers:
                             deadline = min(deadline, clock() + NAMESRV_ANSWER_GRACE_S)
                         answers.append(t.result())
+                    elif isinstance(e, grpc.aio.AioRpcError) and e.code() == grpc.StatusCode.UNIMPLEMENTED:
+                        wrong.append(f"{tasks[t]} answers, but not as a name server: is it a broker's or a "
+                                     "controller's port? (--namesrv takes the name servers' addresses)")
+                        errors.append(wrong[-1])
                     elif isinstance(e, grpc.aio.AioRpcError):
                         errors.append(f"{tasks[t]}: {e.code().name} {e.details() or ''}".strip())
                     else:
@@ -206,6 +217,8 @@ class NameServerClient:
                 errors.append(f"{tasks[t]}: no answer in time")
             if pending:
                 await asyncio.gather(*pending, return_exceptions=True)
+        if len(wrong) == len(self.addrs):       # no retry will make them name servers
+            raise NotANameServer("; ".join(wrong), addr=self.addr)
         return answers, errors
 
     async def lookup_master(self, group: str) -> str | None:

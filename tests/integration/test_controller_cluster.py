@@ -284,3 +284,26 @@ def test_an_admin_call_to_a_follower_is_recorded_once_by_the_leader_without_a_wa
     assert admin("export-controller-events", "--controller", lead, "--out", str(events), *tls)["ok"]
     audits = [e for e in map(json.loads, events.read_text().splitlines()) if e.get("event") == "AdminAudit"]
     assert len(audits) == 1 and "CleanBrokerData" in audits[0]["reason"], audits
+
+
+def test_a_client_pointed_at_the_wrong_kind_of_port_says_so_at_once(procs, tmp_path):
+    """Issue 33: a broker or name server command given a controller's port retried UNIMPLEMENTED
+    until its deadline. It now says at once what answers there and what was expected."""
+    import subprocess
+    import sys
+
+    c = Cluster(procs, tmp_path, n=1)
+    c.start_all()
+    addr = c.spec
+
+    def run(*argv: str) -> tuple[int, str]:
+        r = subprocess.run([sys.executable, "-m", "autoswitch", *argv, "--json"], capture_output=True, text=True,
+                           timeout=120)
+        return r.returncode, r.stdout.strip().splitlines()[-1] if r.stdout.strip() else r.stderr[-500:]
+
+    rc, out = run("produce", "--broker", addr, "--topic", "t", "--timeout", "30")
+    assert rc == 1 and "answers, but not as a broker" in out, out
+    rc, out = run("consume", "--broker", addr, "--topic", "t", "--timeout", "30")
+    assert rc == 1 and "answers, but not as a broker" in out, out
+    rc, out = run("produce", "--namesrv", addr, "--group", "g0", "--topic", "t", "--retry-deadline-s", "60")
+    assert rc == 1 and "NOT_A_NAME_SERVER" in out and "answers, but not as a name server" in out, out
