@@ -44,7 +44,8 @@ def register(sub, admin_sub) -> None:
 
     def admin(name: str, help_: str, func) -> argparse.ArgumentParser:
         a = admin_sub.add_parser(name, help=help_)
-        a.add_argument("--controller", required=True, help="HOST:PORT[,HOST:PORT...]")
+        a.add_argument("--controller", default=None,
+                       help="HOST:PORT[,HOST:PORT...] (env AUTOSWITCH_CONTROLLERS, or the profile's controllers)")
         a.add_argument("--json", action="store_true", help="machine-readable output")
         a.add_argument("--timeout-s", type=float, default=10.0)
         add_tls_args(a)

@@ -19,7 +19,7 @@ os.environ.setdefault("GRPC_VERBOSITY", "ERROR")
 from importlib.metadata import entry_points
 
 from autoswitch import __version__
-from autoswitch.app.cliargs import harden
+from autoswitch.app.cliargs import apply_default_endpoints, harden
 from autoswitch.base import log as aslog
 from autoswitch.base.errors import AutoswitchError
 from autoswitch.base.output import fail, fail_code
@@ -46,6 +46,9 @@ def main(argv: list[str] | None = None) -> int:
     parser = build_parser()
     args = parser.parse_args(argv)
     try:
+        bad = apply_default_endpoints(args)
+        if bad is not None:
+            return fail_code(args, "BAD_USAGE", bad, rc=2)
         aslog.configure(args.log_level)
         rc = args.func(args)
         sys.stdout.flush()

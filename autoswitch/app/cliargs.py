@@ -103,3 +103,54 @@ def harden(parser: argparse.ArgumentParser, path: tuple[str, ...] = ()) -> None:
             action.type = log_level
         elif action.type in (int, float):
             action.type = _bounded(action.type, action.dest)
+
+
+# Commands that run a server: their --namesrv is where they register, never a client default.
+SERVER_COMMANDS = frozenset({"broker", "controller", "namesrv", "recover-member", "restore-member", "playground"})
+
+
+def apply_default_endpoints(args: argparse.Namespace) -> str | None:
+    """``--controller`` / ``--namesrv`` left out of a client command: AUTOSWITCH_CONTROLLERS /
+    AUTOSWITCH_NAMESRV, else the profile's ``controllers`` / ``namesrv`` (RocketMQ's NAMESRV_ADDR,
+    Kafka's bootstrap servers). Returns a usage error, or None. ``--namesrv`` is not filled in
+    when ``--broker`` names the target."""
+    from autoswitch.base.addr import namesrv_list
+    from autoswitch.base.tls import profile_values
+
+    if getattr(args, "command", None) in SERVER_COMMANDS:
+        return None
+    wants_ctl = hasattr(args, "controller") and not args.controller
+    wants_ns = hasattr(args, "namesrv") and not args.namesrv and not getattr(args, "broker", None)
+    if not (wants_ctl or wants_ns):
+        return None
+    profile: dict[str, str] | None = None
+
+    def default(env: str, key: str) -> tuple[str, str]:
+        nonlocal profile
+        if os.environ.get(env):
+            return os.environ[env], env
+        if profile is None:
+            profile = profile_values(args)
+        return profile.get(key, ""), f"the profile's {key}"
+
+    try:
+        if wants_ctl:
+            value, source = default("AUTOSWITCH_CONTROLLERS", "controllers")
+            if not value:
+                return "give --controller HOST:PORT[,HOST:PORT...] (or set AUTOSWITCH_CONTROLLERS, or controllers in " \
+                       "the profile)"
+            args.controller = _checked(hostport_list, value, source)
+        if wants_ns:
+            value, source = default("AUTOSWITCH_NAMESRV", "namesrv")
+            if value:
+                args.namesrv = _checked(namesrv_list, value, source)
+    except argparse.ArgumentTypeError as e:
+        return str(e)
+    return None
+
+
+def _checked(check: Callable[[str], str], value: str, source: str) -> str:
+    try:
+        return check(value)
+    except argparse.ArgumentTypeError as e:
+        raise argparse.ArgumentTypeError(f"{source}: {e}") from None

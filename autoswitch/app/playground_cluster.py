@@ -222,7 +222,10 @@ class Cluster:
         certs = init_dev_ca(self.tls_dir, ids)
         admin = certs["admin"]
         self.tls = TLSConfig(ca=admin["ca"], cert=admin["cert"], key=admin["key"]).validate()
-        self.profile_path.write_text('tls_ca = "ca.pem"\ntls_cert = "admin.pem"\ntls_key = "admin.key"\n')
+        # with the endpoints, so `autoswitch admin cluster-list` needs no --controller once exported
+        self.profile_path.write_text('tls_ca = "ca.pem"\ntls_cert = "admin.pem"\ntls_key = "admin.key"\n'
+                                     f'controllers = "{",".join(lay.controller_addrs())}"\n'
+                                     f'namesrv = "{lay.namesrv}"\n')
 
     @property
     def profile_path(self) -> Path:

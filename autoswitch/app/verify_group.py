@@ -26,7 +26,8 @@ def register(sub: Any, admin_sub: Any) -> None:
     from autoswitch.base.tls import add_tls_args
 
     a = admin_sub.add_parser("verify-group", help="compare every replica of a group range by range (online)")
-    a.add_argument("--controller", required=True, help="HOST:PORT[,HOST:PORT...]: where the group's replicas are")
+    a.add_argument("--controller", default=None, help="HOST:PORT[,HOST:PORT...]: where the group's replicas are "
+                   "(env AUTOSWITCH_CONTROLLERS, or the profile's controllers)")
     a.add_argument("--group", "--broker-name", "-b", dest="group", required=True, help="broker group")
     a.add_argument("--from", dest="from_offset", type=int, default=-1,
                    help="a record boundary (default: the first offset every replica holds)")

@@ -344,7 +344,9 @@ def ssl_peer_identity(ssl_object) -> str | None:
 
 # --------------------------------------------------------------------------- command lines
 
-PROFILE_KEYS = ("tls_ca", "tls_cert", "tls_key", "token", "token_file")
+PROFILE_KEYS = ("tls_ca", "tls_cert", "tls_key", "token", "token_file", "controllers", "namesrv")
+# profile keys that are not file paths (the others are relative to the profile's directory)
+_PROFILE_VALUES = ("token", "controllers", "namesrv")
 
 
 def add_tls_args(p) -> None:
@@ -356,7 +358,8 @@ def add_tls_args(p) -> None:
         p.add_argument(f"--tls-{name}", default=None, help=f"PEM {name} (env AUTOSWITCH_TLS_{name.upper()})")
     p.add_argument("--token", default=None, help="bearer token (env AUTOSWITCH_TOKEN); needs --tls-ca")
     p.add_argument("--profile", default=None,
-                   help="TOML file with tls_ca, tls_cert, tls_key, token or token_file (env AUTOSWITCH_PROFILE)")
+                   help="TOML file with tls_ca, tls_cert, tls_key, token or token_file, and default controllers / "
+                        "namesrv addresses (env AUTOSWITCH_PROFILE)")
 
 
 def add_server_security_args(p, auth_help: str) -> None:
@@ -414,7 +417,12 @@ def _profile(path: str) -> dict[str, str]:
         raise ConfigError(f"profile {path!r}: unknown or non-string keys {bad}; known {list(PROFILE_KEYS)}",
                           path=path)
     base = Path(path).parent    # relative paths in a profile are relative to the profile
-    return {k: (v if k == "token" or not v else str(base / v)) for k, v in doc.items()}
+    return {k: (v if k in _PROFILE_VALUES or not v else str(base / v)) for k, v in doc.items()}
+
+
+def profile_values(args) -> dict[str, str]:
+    """The client profile's keys (--profile, else AUTOSWITCH_PROFILE); {} without one."""
+    return _profile(getattr(args, "profile", None) or os.environ.get("AUTOSWITCH_PROFILE", ""))
 
 
 def _read_token(path: str) -> str:

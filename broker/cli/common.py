@@ -35,7 +35,8 @@ async def target_address(args: argparse.Namespace) -> str | None:
 
 def bad_target(args: argparse.Namespace) -> bool:
     if bool(args.broker) == bool(args.namesrv) or (args.namesrv and not args.group):
-        fail_code(args, "BAD_USAGE", "give either --broker, or --namesrv with --group")
+        fail_code(args, "BAD_USAGE", "give either --broker, or --namesrv (or AUTOSWITCH_NAMESRV, or the profile's "
+                  "namesrv) with --group")
         return True
     try:
         args.tls = tls_from_args(args)     # read and checked once, here

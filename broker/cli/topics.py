@@ -13,7 +13,7 @@ from autoswitch.broker.cli.common import bad_target, err, status_err, target_add
 
 from autoswitch.base.addr import namesrv_list
 from autoswitch.base.errors import AutoswitchError, NotFound
-from autoswitch.base.output import emit
+from autoswitch.base.output import emit, fail_code
 from autoswitch.base.tls import tls_from_args
 from autoswitch.proto import broker_pb2 as pb
 
@@ -32,7 +32,8 @@ def register(admin_sub) -> None:
     a.set_defaults(func=cmd_topic_list)
 
     a = admin_sub.add_parser("topic-route", help="the groups (masters) that hold a topic, from the name server")
-    a.add_argument("--namesrv", required=True, type=namesrv_list, help="name server(s) HOST:PORT[,HOST:PORT...]")
+    a.add_argument("--namesrv", type=namesrv_list,
+                   help="name server(s) HOST:PORT[,HOST:PORT...] (env AUTOSWITCH_NAMESRV, or the profile's namesrv)")
     a.add_argument("--topic", required=True)
     a.add_argument("--timeout", type=float, default=10.0)
     a.add_argument("--json", action="store_true")
@@ -75,6 +76,8 @@ def cmd_topic_route(args: argparse.Namespace) -> int:
     from autoswitch.broker.client.client import ConsumerClient
     from autoswitch.broker.client.route import NameServerClient
 
+    if not args.namesrv:
+        return fail_code(args, "BAD_USAGE", "give --namesrv (or AUTOSWITCH_NAMESRV, or the profile's namesrv)", rc=2)
     try:
         args.tls = tls_from_args(args)
     except AutoswitchError as e:

@@ -307,3 +307,22 @@ def test_a_client_pointed_at_the_wrong_kind_of_port_says_so_at_once(procs, tmp_p
     assert rc == 1 and "answers, but not as a broker" in out, out
     rc, out = run("produce", "--namesrv", addr, "--group", "g0", "--topic", "t", "--retry-deadline-s", "60")
     assert rc == 1 and "NOT_A_NAME_SERVER" in out and "answers, but not as a name server" in out, out
+
+
+def test_admin_commands_find_the_controllers_in_the_environment(procs, tmp_path):
+    """Issue 33 item 3: with AUTOSWITCH_CONTROLLERS (or a profile's `controllers`) set, an admin
+    command needs no --controller."""
+    import os
+    import subprocess
+    import sys
+
+    c = Cluster(procs, tmp_path, n=1)
+    c.start_all()
+    env = {k: v for k, v in os.environ.items() if not k.startswith("AUTOSWITCH_")}
+    prof = tmp_path / "profile.toml"
+    prof.write_text(f'controllers = "{c.spec}"\n')
+    for extra in ({"AUTOSWITCH_CONTROLLERS": c.spec}, {"AUTOSWITCH_PROFILE": str(prof)}):
+        r = subprocess.run([sys.executable, "-m", "autoswitch", "admin", "get-controller-metadata", "--json"],
+                           capture_output=True, text=True, timeout=120, env={**env, **extra})
+        out = json.loads(r.stdout.strip().splitlines()[-1])
+        assert r.returncode == 0 and out["ok"] and out["result"]["nodes"][0]["address"] == c.spec, (extra, out)

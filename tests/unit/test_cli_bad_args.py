@@ -221,3 +221,35 @@ def test_suggested_commands_name_the_cli_as_the_user_ran_it(tmp_path, monkeypatc
     assert command_name() == "autoswitch"                                   # on PATH (an activated venv)
     monkeypatch.setattr(sys, "argv", ["/x/autoswitch/__main__.py", "playground"])
     assert command_name() == f"{sys.executable} -m autoswitch"
+
+
+def test_default_endpoints_from_the_environment_and_the_profile(tmp_path, monkeypatch):
+    """Issue 33 item 3: AUTOSWITCH_CONTROLLERS / AUTOSWITCH_NAMESRV and the profile's
+    `controllers` / `namesrv` stand in for a left-out --controller / --namesrv (flag > env >
+    profile); never for a server's own --namesrv, nor beside --broker; bad values are usage errors
+    naming where they came from."""
+    from autoswitch.app.cliargs import apply_default_endpoints
+
+    parser = build_parser()
+    for k in ("AUTOSWITCH_CONTROLLERS", "AUTOSWITCH_NAMESRV", "AUTOSWITCH_PROFILE"):
+        monkeypatch.delenv(k, raising=False)
+    prof = tmp_path / "p.toml"
+    prof.write_text('controllers = "10.0.0.1:9878,10.0.0.2:9878"\nnamesrv = "10.0.0.1:9876"\n')
+
+    def parsed(*argv: str) -> argparse.Namespace:
+        a = parser.parse_args(list(argv))
+        assert apply_default_endpoints(a) is None
+        return a
+
+    assert "AUTOSWITCH_CONTROLLERS" in apply_default_endpoints(parser.parse_args(["admin", "cluster-list"]))
+    monkeypatch.setenv("AUTOSWITCH_PROFILE", str(prof))
+    assert parsed("admin", "cluster-list").controller == "10.0.0.1:9878,10.0.0.2:9878"
+    assert parsed("produce", "--group", "g", "--topic", "t").namesrv == "10.0.0.1:9876"
+    assert parsed("produce", "--broker", "h:1", "--topic", "t").namesrv is None          # --broker named it
+    assert parsed("broker", "--data-dir", str(tmp_path)).namesrv is None                # a server's own flag
+    monkeypatch.setenv("AUTOSWITCH_CONTROLLERS", "h:1")
+    assert parsed("admin", "cluster-list").controller == "h:1"                           # env over profile
+    assert parsed("admin", "cluster-list", "--controller", "f:2").controller == "f:2"   # flag over env
+    monkeypatch.setenv("AUTOSWITCH_NAMESRV", "nope")
+    bad = apply_default_endpoints(parser.parse_args(["consume", "--group", "g", "--topic", "t"]))
+    assert bad is not None and bad.startswith("AUTOSWITCH_NAMESRV:"), bad
