@@ -55,8 +55,19 @@ def register(sub, admin_sub) -> None:
     admin("get-controller-metadata", "leader, term and peers as seen by each controller", _get_metadata)
     a = admin("get-sync-state-set", "SyncStateSet and replica liveness of broker groups", _get_sss)
     a.add_argument("--group", "--broker-name", "-b", dest="broker_name", metavar="GROUP", action="append", default=[], help="group (repeatable; default all)")
-    admin("cluster-list", "every broker group: master, MasterEpoch, SyncStateSet, replicas and their liveness",
-          _cluster_list)
+    a = admin("cluster-list", "every broker group: master, MasterEpoch, SyncStateSet, replicas and their liveness",
+              _cluster_list)
+    a.add_argument("--brokers", action="store_true", help="one row per broker (mqadmin clusterList)")
+    a.add_argument("--under-replicated", action="store_true",
+                   help="only groups with no master or a replica out of the SyncStateSet")
+    from autoswitch.controller import cli_views
+
+    admin("endpoint-health", "is each listed controller up, and does it know a leader (etcdctl endpoint health)",
+          cli_views.endpoint_health)
+    admin("member-list", "the controller members: id, address, voter or learner, leader (etcdctl member list)",
+          cli_views.member_list)
+    admin("ckquorum", "do a majority of the controller voters answer and agree on a leader (Sentinel CKQUORUM)",
+          cli_views.ckquorum)
     a = admin("elect-master", "elect a master (designate one with --broker-id)", _elect_master)
     a.add_argument("--cluster-name", "-c", default="")
     a.add_argument("--group", "--broker-name", "-b", dest="broker_name", metavar="GROUP", required=True)
@@ -265,17 +276,20 @@ def _msg(m) -> dict:
 
 
 async def _get_metadata(client, args) -> Any:
+    import asyncio
+
     from autoswitch.controller.codes import ControllerRpcError
 
     from autoswitch.proto import controller_pb2 as pb
 
-    nodes = []
-    for addr in client.addresses:
+    async def one(addr: str) -> dict:
         try:
-            nodes.append(dict(address=addr, **_msg(await client.call_node(addr, "GetMetaData",
-                                                                         pb.GetMetaDataRequest()))))
+            return dict(address=addr, **_msg(await client.call_node(addr, "GetMetaData", pb.GetMetaDataRequest())))
         except ControllerRpcError as e:
-            nodes.append({"address": addr, "error": e.to_dict()})
+            return {"address": addr, "error": e.to_dict()}
+
+    # every node at once: a dead machine costs its timeout once, not once per machine
+    nodes = list(await asyncio.gather(*(one(a) for a in client.addresses)))
     if all("error" in n for n in nodes):
         raise ControllerRpcError(nodes[0]["error"]["reply_code"], "no controller answered", nodes=nodes)
     # Like kafka-metadata-quorum describe --replication: how far each member's state machine is
@@ -356,6 +370,9 @@ async def _cluster_list(client, args) -> Any:
     rows = []
     for g in await client.get_sync_state_data(()):
         info = g.replica_info
+        if args.under_replicated and info.master_broker_id and {m.broker_id for m in g.members} <= set(
+                info.sync_state_set):
+            continue
         rows.append({"cluster": info.cluster_name, "group": info.broker_name, "master": info.master_broker_id or None,
                      "master_address": info.master_address or None, "master_epoch": info.master_epoch,
                      "sync_state_set": list(info.sync_state_set),
@@ -364,6 +381,14 @@ async def _cluster_list(client, args) -> Any:
                                    "health": health_word(m.alive, m.diverged, m.degraded_reasons),
                                    "append_ms": round(m.append_ms, 1), "fsync_ms": round(m.fsync_ms, 1),
                                    "loop_lag_ms": round(m.loop_lag_ms, 1)} for m in g.members]})
+    if args.brokers:
+        # mqadmin clusterList: one row per broker
+        return {"brokers": [{"cluster": r["cluster"], "group": r["group"], "broker_id": m["broker_id"],
+                             "address": m["address"],
+                             "role": "master" if m["broker_id"] == r["master"] else "slave",
+                             "master_epoch": r["master_epoch"], "alive": m["alive"], "in_sync": m["in_sync"],
+                             "max_offset": m["max_offset"], "health": m["health"]}
+                            for r in rows for m in r["replicas"]]}
     return {"groups": rows}
 
 
