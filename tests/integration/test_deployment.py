@@ -13,7 +13,8 @@ are `nobody`/`nogroup`, and `systemctl` is this file.
 Then: a producer in the client namespace routes through all three name servers; the master's
 machine is cut off (nftables), a new master takes over; the cut is healed; the next master's
 machine is killed (kill -9 of its three processes) and restarted as `Restart=on-failure` would;
-every acknowledged message is then read back through the name servers.
+every acknowledged message is then read back through the name servers. Between the faults the
+operator's views (ckquorum, endpoint-health) and a planned `move-masters` off a machine run.
 """
 
 from __future__ import annotations
@@ -240,6 +241,16 @@ def test_three_machine_deployment_from_the_shipped_files():
         g = d.wait_group("a new master", lambda g: g["master_epoch"] > epoch and g["master"])
         net.heal()
         g = d.wait_group("the cut machine back in sync", lambda g: len(g["sync_state_set"]) == 3)
+        # The operator's views of it, and a planned move: every master off the current master's
+        # machine (as before maintenance), while the producer goes on.
+        assert d.cli(f"admin ckquorum --controller {CONTROLLERS}")["ok"]
+        health = d.cli(f"admin endpoint-health --controller {CONTROLLERS}")["result"]["endpoints"]
+        assert [e["healthy"] for e in health] == [True] * 3, health
+        host = g["master_address"].rsplit(":", 1)[0]
+        moved = d.cli(f"admin move-masters --controller {CONTROLLERS} --from-host {host}")
+        assert moved["ok"] and [r["result"] for r in moved["result"]["groups"]] == ["moved"], moved
+        g = d.wait_group("the master off that machine, all in sync",
+                         lambda g: not g["master_address"].startswith(host + ":") and len(g["sync_state_set"]) == 3)
 
         # 2. The next master's machine dies (kill -9 of all three processes); then it restarts.
         second = d.machine_of(g["master_address"])
