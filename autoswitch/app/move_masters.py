@@ -65,7 +65,6 @@ def plan(groups: list[Any], host: str) -> list[dict[str, Any]]:
 def cmd_move_masters(args: argparse.Namespace) -> int:
     from autoswitch.broker.client.client import AdminClient
     from autoswitch.controller.client import ControllerClient
-
     from autoswitch.proto import broker_pb2 as pb
 
     try:

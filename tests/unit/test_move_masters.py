@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 from autoswitch.app.move_masters import plan
-
 from autoswitch.proto import controller_pb2 as pb
 
 
