@@ -16,6 +16,7 @@ from typing import TYPE_CHECKING
 
 from autoswitch.broker.consumer_offsets import (
     MAX_KEYS,
+    MAX_PROGRESS_ROWS,
     OFFSETS_TOPIC,
     OffsetTable,
     check_group,
@@ -48,6 +49,8 @@ class Committed:
     offset: int | None        # None: the group never committed for this topic
     log_end: int              # the topic's next queue offset on this master
     clamped_from: int | None  # the committed offset, when it was beyond the log end
+    group: str = ""           # the consumer group
+    owner: str = ""           # the identity of its first commit ("" without authorization)
 
 
 class ConsumerGroups:
@@ -120,10 +123,14 @@ class ConsumerGroups:
         return self._committed(table, group, topic)
 
     def progress(self, group: str) -> list[Committed]:
-        check_group(group)
+        """Every topic ``group`` committed for; ``group == ""``: every group's (kafka-consumer-groups
+        --list / --describe --all-groups)."""
+        if group:
+            check_group(group)
         self._require_master()
         table = self._sync()
-        return [self._committed(table, group, t) for _g, t in table.keys_of(group)]
+        keys = table.keys_of(group) if group else table.all_keys()
+        return [self._committed(table, g, t) for g, t in keys[:MAX_PROGRESS_ROWS]]
 
     def _committed(self, table: OffsetTable, group: str, topic: str) -> Committed:
         value = table.value((group, topic), self.b.confirm_offset)
@@ -133,5 +140,5 @@ class ConsumerGroups:
             self._clamps.warning((group, topic), "consumer_offset_clamped", consumerGroup=group, topic=topic,
                                  committed=value, logEnd=end, epoch=self.b.master_epoch,
                                  note="beyond this master's log end: an unclean election lost messages")
-            return Committed(topic, end, end, value)
-        return Committed(topic, value, end, None)
+            return Committed(topic, end, end, value, group, table.owners.get(group, ""))
+        return Committed(topic, value, end, None, group, table.owners.get(group, ""))

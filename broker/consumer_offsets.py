@@ -23,6 +23,7 @@ MAX_BODY_BYTES = 1024
 MAX_PENDING_PER_KEY = 1024       # unconfirmed commits kept per key (older ones fold or drop)
 MAX_KEYS = 100_000               # (consumer group, topic) keys a master accepts new commits for
 MAX_COMMITTER = 256
+MAX_PROGRESS_ROWS = 10_000       # (group, topic) rows in one ConsumerProgress reply (about 1 MiB)
 
 Key = tuple[str, str]            # (consumer group, topic)
 
@@ -115,3 +116,6 @@ class OffsetTable:
 
     def keys_of(self, group: str) -> list[Key]:
         return sorted(k for k in set(self.confirmed) | set(self.pending) if k[0] == group)
+
+    def all_keys(self) -> list[Key]:
+        return sorted(set(self.confirmed) | set(self.pending))

@@ -28,4 +28,4 @@ def status_of(e: BaseException) -> pb.Status:
 def committed_pb(c: Committed) -> pb.CommittedOffset:
     return pb.CommittedOffset(topic=c.topic, found=c.offset is not None, queue_offset=c.offset or 0,
                               log_end=c.log_end, clamped=c.clamped_from is not None,
-                              committed_beyond=c.clamped_from or 0)
+                              committed_beyond=c.clamped_from or 0, consumer_group=c.group, owner=c.owner)

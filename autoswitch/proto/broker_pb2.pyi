@@ -367,20 +367,24 @@ class FetchOffsetRequest(_message.Message):
     def __init__(self, consumer_group: _Optional[str] = ..., topic: _Optional[str] = ...) -> None: ...
 
 class CommittedOffset(_message.Message):
-    __slots__ = ("topic", "found", "queue_offset", "log_end", "clamped", "committed_beyond")
+    __slots__ = ("topic", "found", "queue_offset", "log_end", "clamped", "committed_beyond", "consumer_group", "owner")
     TOPIC_FIELD_NUMBER: _ClassVar[int]
     FOUND_FIELD_NUMBER: _ClassVar[int]
     QUEUE_OFFSET_FIELD_NUMBER: _ClassVar[int]
     LOG_END_FIELD_NUMBER: _ClassVar[int]
     CLAMPED_FIELD_NUMBER: _ClassVar[int]
     COMMITTED_BEYOND_FIELD_NUMBER: _ClassVar[int]
+    CONSUMER_GROUP_FIELD_NUMBER: _ClassVar[int]
+    OWNER_FIELD_NUMBER: _ClassVar[int]
     topic: str
     found: bool
     queue_offset: int
     log_end: int
     clamped: bool
     committed_beyond: int
-    def __init__(self, topic: _Optional[str] = ..., found: _Optional[bool] = ..., queue_offset: _Optional[int] = ..., log_end: _Optional[int] = ..., clamped: _Optional[bool] = ..., committed_beyond: _Optional[int] = ...) -> None: ...
+    consumer_group: str
+    owner: str
+    def __init__(self, topic: _Optional[str] = ..., found: _Optional[bool] = ..., queue_offset: _Optional[int] = ..., log_end: _Optional[int] = ..., clamped: _Optional[bool] = ..., committed_beyond: _Optional[int] = ..., consumer_group: _Optional[str] = ..., owner: _Optional[str] = ...) -> None: ...
 
 class FetchOffsetReply(_message.Message):
     __slots__ = ("status", "error_message", "master_addr", "offset")

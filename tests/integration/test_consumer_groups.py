@@ -213,3 +213,61 @@ def test_an_unclean_takeover_takes_offsets_back_with_the_messages_and_says_so(pr
     found = audit_offsets({"g1": 2}, offsets, told)
     assert found["offsets_lost"] == 1 and found["lost"][0]["acked_committed"] == 100
     assert found["lost"][0]["master_committed"] == 50
+
+
+def test_consumer_group_admin_list_describe_and_reset(procs, tmp_path):
+    """Issue 33 item 3 (kafka-consumer-groups --list / --describe / --reset-offsets): list the
+    groups of every broker group, describe one, and reset its offsets: a dry run first that
+    changes nothing, then --execute to the earliest, to a time and to the latest."""
+    import time
+
+    from autoswitch.broker.client.route import RoutedProducer
+
+    c = FailoverCluster(procs, tmp_path)
+    c.start_all()
+    c.wait_master(timeout=60)
+    c.wait_sync_state_set({1, 2, 3}, timeout=60)
+
+    def cli(*argv: str) -> dict:
+        r = subprocess.run([sys.executable, "-m", "autoswitch", "admin", *argv, "--namesrv", c.namesrv, "--json",
+                            *c.tls_args("admin")], capture_output=True, text=True, timeout=120)
+        return json.loads(r.stdout.strip().splitlines()[-1])
+
+    async def produce(n: int) -> None:
+        p = RoutedProducer(c.namesrv, "g1", tls=c.tls("admin"))
+        try:
+            for i in range(n):
+                res = await p.produce(TOPIC, [f"m{i}".encode()])
+                assert res and all(r.status == pb.OK for r in res)
+        finally:
+            await p.close()
+
+    asyncio.run(produce(20))
+    t_ms = int(time.time() * 1000) + 1
+    while int(time.time() * 1000) <= t_ms:    # every later message is born after t_ms
+        time.sleep(0.001)
+    asyncio.run(produce(10))
+    seen: set[str] = set()
+    commits: list[int] = []
+    asyncio.run(_consume_some(c, seen, commits, batches=1))   # reads 30, commits 30... or fewer
+    committed = commits[-1]
+
+    listed = cli("consumer-groups")
+    assert listed["ok"], listed
+    (row,) = [g for g in listed["result"]["consumer_groups"] if g["consumer_group"] == CG]
+    assert row["groups"] == ["g1"] and row["topics"] == [TOPIC] and row["lag"] == 30 - committed, row
+    desc = cli("consumer-group", "-g", CG)
+    assert desc["ok"] and desc["result"]["offsets"][0]["committed"] == committed, desc
+    assert desc["result"]["offsets"][0]["log_end"] == 30 and desc["result"]["offsets"][0]["owner"] is None  # no auth
+
+    dry = cli("reset-offsets", "-g", CG, "--topic", TOPIC, "--to-earliest")
+    assert dry["ok"] and not dry["result"]["executed"] and dry["result"]["offsets"][0]["new"] == 0, dry
+    assert cli("consumer-group", "-g", CG)["result"]["offsets"][0]["committed"] == committed   # unchanged
+    for flag, want in ((["--to-earliest"], 0), (["--to-time", str(t_ms)], 20), (["--to-latest"], 30),
+                       (["--to-offset", "999"], 30)):
+        done = cli("reset-offsets", "-g", CG, "--topic", TOPIC, *flag, "--execute")
+        assert done["ok"] and done["result"]["offsets"][0]["result"] == "committed", done
+        now = cli("consumer-group", "-g", CG)["result"]["offsets"][0]
+        assert now["committed"] == want, (flag, now)
+    missing = cli("consumer-group", "-g", "nobody")
+    assert missing["error"]["code"] == "NOT_FOUND", missing

@@ -1,0 +1,253 @@
+"""Consumer groups across every broker group, the way `kafka-consumer-groups` and mqadmin's
+consumerProgress / resetOffsetByTime show them:
+
+- `admin consumer-groups`: every consumer group on every group's master, with its topics and lag;
+- `admin consumer-group -g CG`: one consumer group per broker group and topic (committed, log
+  end, lag, owner);
+- `admin reset-offsets -g CG --topic T --to-earliest|--to-latest|--to-offset N|--to-time T`:
+  the plan first (a dry run unless `--execute`, as kafka-consumer-groups does), then a commit per
+  broker group (an admin, or the identity that owns the group).
+
+The masters come from the name servers (GetRoutes), like `admin topic-route`. A broker group whose
+master does not answer is a warning line on stderr; the others are still shown.
+"""
+
+from __future__ import annotations
+
+import argparse
+import asyncio
+import datetime as dt
+import json
+import sys
+from typing import Any
+
+from autoswitch.broker.cli.common import err
+
+from autoswitch.base.addr import namesrv_list
+from autoswitch.base.errors import AutoswitchError, NotFound
+from autoswitch.base.output import emit, fail, fail_code
+from autoswitch.base.tls import add_tls_args, tls_from_args
+from autoswitch.proto import broker_pb2 as pb
+
+MAX_TIME_SEARCH_STEPS = 64      # a binary search over 2^63 offsets ends well within this
+
+
+def register(admin_sub: Any) -> None:
+    def common(a: argparse.ArgumentParser) -> None:
+        a.add_argument("--namesrv", type=namesrv_list,
+                       help="name server(s) HOST:PORT[,HOST:PORT...] (env AUTOSWITCH_NAMESRV, or the profile's namesrv)")
+        a.add_argument("--group", action="append", default=[], help="only this broker group (repeatable)")
+        a.add_argument("--timeout", type=float, default=10.0)
+        a.add_argument("--json", action="store_true")
+        add_tls_args(a)
+
+    a = admin_sub.add_parser("consumer-groups", help="every consumer group on every broker group: topics and lag")
+    common(a)
+    a.set_defaults(func=cmd_consumer_groups)
+    a = admin_sub.add_parser("consumer-group", help="one consumer group: committed offset, log end and lag per "
+                                                    "broker group and topic")
+    a.add_argument("-g", "--consumer-group", required=True)
+    common(a)
+    a.set_defaults(func=cmd_consumer_group)
+    a = admin_sub.add_parser("reset-offsets", help="move a consumer group's offsets (dry run unless --execute)")
+    a.add_argument("-g", "--consumer-group", required=True)
+    a.add_argument("--topic", required=True)
+    to = a.add_mutually_exclusive_group(required=True)
+    to.add_argument("--to-earliest", action="store_true", help="the oldest message still in the log")
+    to.add_argument("--to-latest", action="store_true", help="the log end: skip everything not read yet")
+    to.add_argument("--to-offset", type=int, help="this queue offset (kept within the log)")
+    to.add_argument("--to-time", help="the first message born at or after this time: ISO 8601 "
+                                      "(2026-11-28T10:00:00Z) or Unix milliseconds")
+    a.add_argument("--execute", action="store_true", help="commit the new offsets (default: only show the plan)")
+    common(a)
+    a.set_defaults(func=cmd_reset_offsets)
+
+
+async def _masters(args: argparse.Namespace) -> list[tuple[str, str, int]]:
+    from autoswitch.broker.client.route import NameServerClient
+
+    ns = NameServerClient(args.namesrv, args.tls)
+    try:
+        masters = await ns.master_routes()
+    finally:
+        await ns.close()
+    if args.group:
+        masters = [m for m in masters if m[0] in args.group]
+        missing = sorted(set(args.group) - {m[0] for m in masters})
+        if missing:
+            raise NotFound(f"no master route for broker group(s) {', '.join(missing)}", groups=missing)
+    return masters
+
+
+def _warn(group: str, code: str, message: str) -> None:
+    print(json.dumps({"warning": {"code": code, "group": group, "message": message}}), file=sys.stderr)
+
+
+async def _progress(args: argparse.Namespace, consumer_group: str) -> list[dict[str, Any]]:
+    """One row per (broker group, consumer group, topic) from every master that answers."""
+    from autoswitch.broker.client.client import ConsumerClient
+
+    rows: list[dict[str, Any]] = []
+    for group, addr, epoch in await _masters(args):
+        c = ConsumerClient(addr, timeout_s=args.timeout, tls=args.tls)
+        try:
+            r = await c.consumer_progress(consumer_group)
+        except AutoswitchError as e:
+            _warn(group, e.code, e.message)
+            continue
+        finally:
+            await c.close()
+        if r.status != pb.OK:
+            _warn(group, pb.Status.Name(r.status), r.error_message)
+            continue
+        for o in r.offsets:
+            rows.append({"consumer_group": o.consumer_group or consumer_group, "group": group, "topic": o.topic,
+                         "committed": o.queue_offset if o.found else None, "log_end": o.log_end,
+                         "lag": o.log_end - o.queue_offset if o.found else None, "owner": o.owner or None,
+                         "master_epoch": epoch})
+    return rows
+
+
+def _prepare(args: argparse.Namespace) -> int | None:
+    if not args.namesrv:
+        return fail_code(args, "BAD_USAGE", "give --namesrv (or AUTOSWITCH_NAMESRV, or the profile's namesrv)", rc=2)
+    try:
+        args.tls = tls_from_args(args)
+    except AutoswitchError as e:
+        return fail(args, e, rc=2 if e.code == "CONFIG_ERROR" else 1)
+    return None
+
+
+def cmd_consumer_groups(args: argparse.Namespace) -> int:
+    bad = _prepare(args)
+    if bad is not None:
+        return bad
+    try:
+        rows = asyncio.run(_progress(args, ""))
+    except AutoswitchError as e:
+        return err(args, e)
+    summary: dict[str, dict[str, Any]] = {}
+    for r in rows:
+        s = summary.setdefault(r["consumer_group"], {"consumer_group": r["consumer_group"], "groups": set(),
+                                                     "topics": set(), "lag": 0, "owner": r["owner"]})
+        s["groups"].add(r["group"])
+        s["topics"].add(r["topic"])
+        s["lag"] += r["lag"] or 0
+    out = [{**s, "groups": sorted(s["groups"]), "topics": sorted(s["topics"])} for _, s in sorted(summary.items())]
+    emit(args, {"consumer_groups": out})
+    return 0
+
+
+def cmd_consumer_group(args: argparse.Namespace) -> int:
+    bad = _prepare(args)
+    if bad is not None:
+        return bad
+    try:
+        rows = asyncio.run(_progress(args, args.consumer_group))
+    except AutoswitchError as e:
+        return err(args, e)
+    if not rows:
+        return err(args, NotFound(f"consumer group {args.consumer_group!r} has committed nothing on any broker group"))
+    emit(args, {"consumer_group": args.consumer_group, "offsets": [{k: v for k, v in r.items() if k != "consumer_group"}
+                                                                   for r in rows],
+                "lag": sum(r["lag"] or 0 for r in rows)})
+    return 0
+
+
+def parse_time_ms(text: str) -> int:
+    """Unix milliseconds, or ISO 8601 (a time without a zone is UTC)."""
+    if text.isdigit():
+        return int(text)
+    try:
+        t = dt.datetime.fromisoformat(text.replace("Z", "+00:00"))
+    except ValueError:
+        raise ValueError(f"--to-time: expected ISO 8601 (2026-11-28T10:00:00Z) or Unix ms, got {text[:60]!r}") from None
+    if t.tzinfo is None:
+        t = t.replace(tzinfo=dt.UTC)
+    return int(t.timestamp() * 1000)
+
+
+async def offset_at_time(client: Any, topic: str, lo: int, hi: int, ts_ms: int) -> int:
+    """The first queue offset in [lo, hi) whose message was born at or after ``ts_ms`` (``hi``
+    when none): a binary search, one one-message Consume per step. Born times follow the
+    producers' clocks; with several producers they are close to, not exactly, sorted."""
+    from autoswitch.broker.client.client import consumed_messages
+
+    steps = 0
+    while lo < hi and steps < MAX_TIME_SEARCH_STEPS:
+        steps += 1
+        mid = (lo + hi) // 2
+        r = await client.consume(topic, mid, 1)
+        msgs = list(consumed_messages(r)) if r.status == pb.OK else []
+        if not msgs:
+            hi = mid          # nothing readable there (below confirmOffset): treat as "after"
+        elif msgs[0].born_ts_ms >= ts_ms:
+            hi = mid
+        else:
+            lo = mid + 1
+    return lo
+
+
+def cmd_reset_offsets(args: argparse.Namespace) -> int:
+    from autoswitch.broker.client.client import ConsumerClient
+
+    bad = _prepare(args)
+    if bad is not None:
+        return bad
+    try:
+        ts_ms = parse_time_ms(args.to_time) if args.to_time else None
+    except ValueError as e:
+        return fail_code(args, "BAD_USAGE", str(e), rc=2)
+
+    async def run() -> tuple[list[dict[str, Any]], bool]:
+        plan, ok = [], True
+        for group, addr, epoch in await _masters(args):
+            c = ConsumerClient(addr, timeout_s=args.timeout, tls=args.tls)
+            try:
+                topics = {t.topic: t for t in (await c.list_topics()).topics}
+                t = topics.get(args.topic)
+                if t is None:
+                    continue            # this broker group never held the topic
+                now = await c.fetch_offset(args.consumer_group, args.topic)
+                current = now.offset.queue_offset if now.status == pb.OK and now.offset.found else None
+                lo, hi = t.min_queue_offset, t.max_queue_offset
+                if args.to_earliest:
+                    target = lo
+                elif args.to_latest:
+                    target = hi
+                elif args.to_offset is not None:
+                    target = min(max(args.to_offset, lo), hi)
+                else:
+                    assert ts_ms is not None
+                    target = await offset_at_time(c, args.topic, lo, hi, ts_ms)
+                row: dict[str, Any] = {"group": group, "topic": args.topic, "current": current, "new": target,
+                                       "log_start": lo, "log_end": hi, "master_epoch": epoch}
+                if args.execute:
+                    r = await c.commit_offset(args.consumer_group, args.topic, target)
+                    if r.status == pb.OK:
+                        row["result"] = "committed"
+                    else:
+                        row["result"], ok = f"{pb.Status.Name(r.status)}: {r.error_message}", False
+                plan.append(row)
+            except AutoswitchError as e:
+                _warn(group, e.code, e.message)
+                ok = False
+            finally:
+                await c.close()
+        return plan, ok
+
+    try:
+        plan, ok = asyncio.run(run())
+    except AutoswitchError as e:
+        return err(args, e)
+    if not plan:
+        return err(args, NotFound(f"no broker group holds topic {args.topic!r}"))
+    out = {"consumer_group": args.consumer_group, "topic": args.topic, "executed": bool(args.execute),
+           "offsets": plan}
+    if not ok:
+        return fail(args, {"code": "NOT_ALL_RESET", "message": "some broker groups were not reset (see offsets)",
+                           **out})
+    if not args.execute:
+        out["note"] = "dry run: nothing changed (add --execute)"
+    emit(args, out)
+    return 0
