@@ -32,6 +32,21 @@ def msg_to_dict(m: StoredMessage) -> dict:
     }
 
 
+BODY_PREVIEW = 200      # characters of a body in the human output (--json has all of it)
+
+
+def body_preview(body: bytes) -> str:
+    """One line a person can read: the text with control characters escaped, or hex when it is
+    not UTF-8; cut at BODY_PREVIEW characters."""
+    try:
+        text = body.decode("utf-8")
+    except UnicodeDecodeError:
+        text = "hex:" + body[: BODY_PREVIEW // 2].hex()
+    else:
+        text = text.encode("unicode_escape").decode("ascii") if not text.isprintable() else text
+    return text if len(text) <= BODY_PREVIEW else text[:BODY_PREVIEW] + "..."
+
+
 def cmd_consume(args: argparse.Namespace) -> int:
     import asyncio
 
@@ -111,7 +126,7 @@ def cmd_consume(args: argparse.Namespace) -> int:
                     if args.json:
                         print(json.dumps(msg_to_dict(m), separators=(",", ":")))
                     else:
-                        print(f"{m.queue_offset}\t{m.msg_id}\t{len(m.body)}B")
+                        print(f"{m.queue_offset}\t{m.msg_id}\t{len(m.body)}B\t{body_preview(m.body)}")
                 sys.stdout.flush()           # processed (printed) before committed: at-least-once
                 q = reply.next_queue_offset
                 if cg:

@@ -63,7 +63,7 @@ def register(admin_sub: Any) -> None:
     a.set_defaults(func=cmd_reset_offsets)
 
 
-async def _masters(args: argparse.Namespace) -> list[tuple[str, str, int]]:
+async def masters(args: argparse.Namespace) -> list[tuple[str, str, int]]:
     from autoswitch.broker.client.route import NameServerClient
 
     ns = NameServerClient(args.namesrv, args.tls)
@@ -79,7 +79,7 @@ async def _masters(args: argparse.Namespace) -> list[tuple[str, str, int]]:
     return masters
 
 
-def _warn(group: str, code: str, message: str) -> None:
+def warn(group: str, code: str, message: str) -> None:
     print(json.dumps({"warning": {"code": code, "group": group, "message": message}}), file=sys.stderr)
 
 
@@ -88,17 +88,17 @@ async def _progress(args: argparse.Namespace, consumer_group: str) -> list[dict[
     from autoswitch.broker.client.client import ConsumerClient
 
     rows: list[dict[str, Any]] = []
-    for group, addr, epoch in await _masters(args):
+    for group, addr, epoch in await masters(args):
         c = ConsumerClient(addr, timeout_s=args.timeout, tls=args.tls)
         try:
             r = await c.consumer_progress(consumer_group)
         except AutoswitchError as e:
-            _warn(group, e.code, e.message)
+            warn(group, e.code, e.message)
             continue
         finally:
             await c.close()
         if r.status != pb.OK:
-            _warn(group, pb.Status.Name(r.status), r.error_message)
+            warn(group, pb.Status.Name(r.status), r.error_message)
             continue
         for o in r.offsets:
             rows.append({"consumer_group": o.consumer_group or consumer_group, "group": group, "topic": o.topic,
@@ -108,7 +108,7 @@ async def _progress(args: argparse.Namespace, consumer_group: str) -> list[dict[
     return rows
 
 
-def _prepare(args: argparse.Namespace) -> int | None:
+def prepare(args: argparse.Namespace) -> int | None:
     if not args.namesrv:
         return fail_code(args, "BAD_USAGE", "give --namesrv (or AUTOSWITCH_NAMESRV, or the profile's namesrv)", rc=2)
     try:
@@ -119,7 +119,7 @@ def _prepare(args: argparse.Namespace) -> int | None:
 
 
 def cmd_consumer_groups(args: argparse.Namespace) -> int:
-    bad = _prepare(args)
+    bad = prepare(args)
     if bad is not None:
         return bad
     try:
@@ -139,7 +139,7 @@ def cmd_consumer_groups(args: argparse.Namespace) -> int:
 
 
 def cmd_consumer_group(args: argparse.Namespace) -> int:
-    bad = _prepare(args)
+    bad = prepare(args)
     if bad is not None:
         return bad
     try:
@@ -191,7 +191,7 @@ async def offset_at_time(client: Any, topic: str, lo: int, hi: int, ts_ms: int) 
 def cmd_reset_offsets(args: argparse.Namespace) -> int:
     from autoswitch.broker.client.client import ConsumerClient
 
-    bad = _prepare(args)
+    bad = prepare(args)
     if bad is not None:
         return bad
     try:
@@ -201,7 +201,7 @@ def cmd_reset_offsets(args: argparse.Namespace) -> int:
 
     async def run() -> tuple[list[dict[str, Any]], bool]:
         plan, ok = [], True
-        for group, addr, epoch in await _masters(args):
+        for group, addr, epoch in await masters(args):
             c = ConsumerClient(addr, timeout_s=args.timeout, tls=args.tls)
             try:
                 topics = {t.topic: t for t in (await c.list_topics()).topics}
@@ -230,7 +230,7 @@ def cmd_reset_offsets(args: argparse.Namespace) -> int:
                         row["result"], ok = f"{pb.Status.Name(r.status)}: {r.error_message}", False
                 plan.append(row)
             except AutoswitchError as e:
-                _warn(group, e.code, e.message)
+                warn(group, e.code, e.message)
                 ok = False
             finally:
                 await c.close()

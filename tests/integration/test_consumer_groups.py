@@ -233,12 +233,15 @@ def test_consumer_group_admin_list_describe_and_reset(procs, tmp_path):
                             *c.tls_args("admin")], capture_output=True, text=True, timeout=120)
         return json.loads(r.stdout.strip().splitlines()[-1])
 
+    ids: list[str] = []
+
     async def produce(n: int) -> None:
         p = RoutedProducer(c.namesrv, "g1", tls=c.tls("admin"))
         try:
             for i in range(n):
                 res = await p.produce(TOPIC, [f"m{i}".encode()])
                 assert res and all(r.status == pb.OK for r in res)
+                ids.extend(r.msg_id for r in res)
         finally:
             await p.close()
 
@@ -271,3 +274,14 @@ def test_consumer_group_admin_list_describe_and_reset(procs, tmp_path):
         assert now["committed"] == want, (flag, now)
     missing = cli("consumer-group", "-g", "nobody")
     assert missing["error"]["code"] == "NOT_FOUND", missing
+
+    # messages (mqadmin queryMsgById): by msg_id, with the body; and the human consume output shows bodies
+    found = cli("message", "--msg-id", ids[25])
+    assert found["ok"], found
+    (m,) = found["result"]["messages"]
+    assert (m["group"], m["topic"], m["queue_offset"], m["body"]) == ("g1", TOPIC, 25, "m5"), m
+    assert cli("message", "--msg-id", "no-such-id")["error"]["code"] == "NOT_FOUND"
+    human = subprocess.run([sys.executable, "-m", "autoswitch", "consume", "--namesrv", c.namesrv, "--group", "g1",
+                            "--topic", TOPIC, "--from", "20", "--count", "2", *c.tls_args("admin")],
+                           capture_output=True, text=True, timeout=120)
+    assert human.returncode == 0 and human.stdout.splitlines()[0].split("\t")[3] == "m0", human.stdout
