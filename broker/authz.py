@@ -9,6 +9,7 @@ broker/fetch_server.py, checks every FETCH against the ``Consume`` rule):
     TransferMaster                  admin; peer (a controller moving mastership back to a preferred master)
     CommitOffset, FetchOffset,      reader (a consumer commits its group's progress)
       ConsumerProgress
+    DeleteConsumerGroup             admin
 """
 
 from __future__ import annotations
@@ -28,6 +29,7 @@ BROKER_RULES: dict[str, Rule] = {
     "FetchOffset": Rule((Role.READER,)),
     "ConsumerProgress": Rule((Role.READER,)),
     "ListTopics": Rule((Role.READER,)),
+    "DeleteConsumerGroup": Rule((Role.ADMIN,)),
     # grpc.health.v1.Health: any caller the broker knows
     "Check": Rule(tuple(Role)),
     "Watch": Rule(tuple(Role)),

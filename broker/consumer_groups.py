@@ -21,8 +21,10 @@ from autoswitch.broker.consumer_offsets import (
     OffsetTable,
     check_group,
     check_names,
+    decode_delete,
     decode_record,
     encode_commit,
+    encode_delete,
 )
 from autoswitch.broker.storage.record import Message
 
@@ -41,6 +43,12 @@ class GroupOwned(AutoswitchError):
     """A commit for a consumer group that belongs to another identity (answered PERMISSION_DENIED)."""
 
     code = "CONSUMER_GROUP_OWNED"
+
+
+class GroupNotFound(AutoswitchError):
+    """DeleteConsumerGroup of a group with no committed offset on this master (NOT_FOUND)."""
+
+    code = "NOT_FOUND"
 
 
 @dataclass(frozen=True)
@@ -82,12 +90,15 @@ class ConsumerGroups:
             if not batch:
                 break
             for m in batch:
-                got = decode_record(bytes(m.body))
-                if got is None:
+                body = bytes(m.body)
+                got = decode_record(body)
+                if got is not None:
+                    self._table.on_append(got[0], got[1], m.phy_offset + m.size, got[2])
+                elif (gone := decode_delete(body)) is not None:
+                    self._table.on_delete(gone, m.phy_offset + m.size)
+                else:
                     self.bad_records += 1
                     self.log.warning("bad_commit_record", queueOffset=m.queue_offset, phyOffset=m.phy_offset)
-                else:
-                    self._table.on_append(got[0], got[1], m.phy_offset + m.size, got[2])
                 self._next_q = m.queue_offset + 1
         return self._table
 
@@ -116,6 +127,24 @@ class ConsumerGroups:
         # for replicas; a commit a deposed master acknowledged could be lost with its epoch.
         self.b.check_write_fence()
 
+    async def delete(self, group: str, caller: Principal | None = None) -> int:
+        """Append a tombstone for ``group`` (admin only: the rule of the DeleteConsumerGroup call);
+        acknowledged like a commit. Returns how many (group, topic) offsets it removes; NotFound
+        when the group has none on this master."""
+        check_group(group)
+        self._require_master()
+        table = self._sync()
+        keys = [k for k in table.keys_of(group) if table.value(k, self.b.confirm_offset) is not None]
+        if not keys:
+            raise GroupNotFound(f"consumer group {group!r} has no committed offset on this master", consumer_group=group)
+        who = caller.name if caller is not None and caller.via != "none" else ""
+        self.log.info("consumer_group_deleting", consumerGroup=group, topics=len(keys), by=who or None,
+                      epoch=self.b.master_epoch)
+        await self.b.writer().put([Message(topic=OFFSETS_TOPIC, body=encode_delete(group, who),
+                                           msg_id=uuid.uuid4().hex, born_ts_ms=int(time.time() * 1000))])
+        self.b.check_write_fence()
+        return len(keys)
+
     def fetch(self, group: str, topic: str) -> Committed:
         check_names(group, topic)
         self._require_master()
@@ -130,7 +159,8 @@ class ConsumerGroups:
         self._require_master()
         table = self._sync()
         keys = table.keys_of(group) if group else table.all_keys()
-        return [self._committed(table, g, t) for g, t in keys[:MAX_PROGRESS_ROWS]]
+        rows = [self._committed(table, g, t) for g, t in keys[:MAX_PROGRESS_ROWS]]
+        return [r for r in rows if r.offset is not None]      # a deleted key may linger until read
 
     def _committed(self, table: OffsetTable, group: str, topic: str) -> Committed:
         value = table.value((group, topic), self.b.confirm_offset)

@@ -51,6 +51,30 @@ def encode_commit(group: str, topic: str, queue_offset: int, committer: str = ""
     return orjson.dumps(doc)
 
 
+def encode_delete(group: str, deleter: str = "") -> bytes:
+    """A tombstone: every offset of ``group`` (all its topics) and its owner are gone from this
+    record on (kafka-consumer-groups --delete). Readers from before it log it as a bad record and
+    keep the group (docs/compatibility: a downgrade brings deleted groups back)."""
+    check_group(group)
+    doc: dict = {"g": group, "d": 1}
+    if deleter:
+        doc["u"] = deleter[:MAX_COMMITTER]
+    return orjson.dumps(doc)
+
+
+def decode_delete(body: bytes) -> str | None:
+    """The consumer group a tombstone deletes, or None when ``body`` is not one."""
+    if len(body) > MAX_BODY_BYTES:
+        return None
+    try:
+        d = orjson.loads(body)
+    except orjson.JSONDecodeError:
+        return None
+    if isinstance(d, dict) and d.get("d") == 1 and "t" not in d and isinstance(d.get("g"), str) and d["g"]:
+        return str(d["g"])
+    return None
+
+
 def decode_record(body: bytes) -> tuple[Key, int, str] | None:
     """(key, offset, committer: '' = none recorded), or None for a record that is not a
     well-formed commit (logged by the caller)."""
@@ -81,7 +105,7 @@ class OffsetTable:
     record ends at or below ``confirm``."""
 
     confirmed: dict[Key, int] = field(default_factory=dict)
-    pending: dict[Key, list[tuple[int, int]]] = field(default_factory=dict)
+    pending: dict[Key, list[tuple[int, int | None]]] = field(default_factory=dict)   # None: deleted
     # consumer group -> the identity of its first commit in log order: only that identity (or an
     # admin) commits for the group afterwards (issue 29: any reader could rewrite any group)
     owners: dict[str, str] = field(default_factory=dict)
@@ -100,6 +124,17 @@ class OffsetTable:
         if len(q) > MAX_PENDING_PER_KEY:
             del q[0]            # the oldest unconfirmed commit is superseded by later ones anyway
 
+    def on_delete(self, group: str, end: int) -> None:
+        """A tombstone of ``group`` whose record ends at ``end``: each of its keys reads as never
+        committed once confirmOffset passes ``end`` (until then the old value stands, as for a
+        commit); a commit after the tombstone starts the group afresh, with a new owner."""
+        self.owners.pop(group, None)
+        for key in self.keys_of(group):
+            q = self.pending.setdefault(key, [])
+            q.append((end, None))
+            if len(q) > MAX_PENDING_PER_KEY:
+                del q[0]
+
     def value(self, key: Key, confirm: int) -> int | None:
         q = self.pending.get(key)
         if q:
@@ -107,7 +142,10 @@ class OffsetTable:
             for end, offset in q:
                 if end > confirm:
                     break
-                self.confirmed[key] = offset
+                if offset is None:
+                    self.confirmed.pop(key, None)
+                else:
+                    self.confirmed[key] = offset
                 done += 1
             del q[:done]
             if not q:

@@ -16,6 +16,7 @@ _STATUS_BY_CODE: dict[str, pb.Status] = {
     "STALE_EPOCH": pb.STALE_EPOCH,
     "NOT_ALLOWED": pb.NOT_ALLOWED,
     "STORAGE_FULL": pb.STORAGE_FULL,
+    "NOT_FOUND": pb.NOT_FOUND,
     # Overload is a transient refusal: same client reaction as a replica timeout (retry later).
     "OVERLOADED": pb.FLUSH_SLAVE_TIMEOUT,
 }

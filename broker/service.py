@@ -307,6 +307,20 @@ class BrokerServicer(pbg.BrokerServiceServicer):
         return pb.CommitOffsetReply(status=pb.OK, group=self.b.group, broker_id=self.b.broker_id,
                                     epoch=self.b.master_epoch)
 
+    async def DeleteConsumerGroup(self, request: pb.DeleteConsumerGroupRequest,
+                                  context: Any) -> pb.DeleteConsumerGroupReply:
+        try:
+            removed = await self.groups.delete(request.consumer_group, current_caller())
+        except WriteError as e:
+            return pb.DeleteConsumerGroupReply(status=status_of(e), error_message=str(e),
+                                               master_addr=self._master_addr())
+        except AutoswitchError as e:
+            if e.code != "NOT_FOUND":
+                self.log.error("delete_consumer_group_failed", code=e.code, error=str(e))
+            return pb.DeleteConsumerGroupReply(status=status_of(e), error_message=str(e))
+        return pb.DeleteConsumerGroupReply(status=pb.OK, removed=removed, group=self.b.group,
+                                           broker_id=self.b.broker_id, epoch=self.b.master_epoch)
+
     async def FetchOffset(self, request: pb.FetchOffsetRequest, context: Any) -> pb.FetchOffsetReply:
         try:
             c = self.groups.fetch(request.consumer_group, request.topic)

@@ -22,6 +22,7 @@ class Status(int, metaclass=_enum_type_wrapper.EnumTypeWrapper):
     STORAGE_FULL: _ClassVar[Status]
     OFFSET_OUT_OF_RANGE: _ClassVar[Status]
     HANDOVER_FAILED: _ClassVar[Status]
+    NOT_FOUND: _ClassVar[Status]
 OK: Status
 NOT_MASTER: Status
 FENCED: Status
@@ -35,6 +36,7 @@ NOT_ALLOWED: Status
 STORAGE_FULL: Status
 OFFSET_OUT_OF_RANGE: Status
 HANDOVER_FAILED: Status
+NOT_FOUND: Status
 
 class ProduceMessage(_message.Message):
     __slots__ = ("body", "msg_id", "born_ts_ms")
@@ -427,6 +429,30 @@ class ListTopicsReply(_message.Message):
     role: str
     master_epoch: int
     def __init__(self, status: _Optional[_Union[Status, str]] = ..., error_message: _Optional[str] = ..., topics: _Optional[_Iterable[_Union[TopicInfo, _Mapping]]] = ..., role: _Optional[str] = ..., master_epoch: _Optional[int] = ...) -> None: ...
+
+class DeleteConsumerGroupRequest(_message.Message):
+    __slots__ = ("consumer_group",)
+    CONSUMER_GROUP_FIELD_NUMBER: _ClassVar[int]
+    consumer_group: str
+    def __init__(self, consumer_group: _Optional[str] = ...) -> None: ...
+
+class DeleteConsumerGroupReply(_message.Message):
+    __slots__ = ("status", "error_message", "master_addr", "removed", "group", "broker_id", "epoch")
+    STATUS_FIELD_NUMBER: _ClassVar[int]
+    ERROR_MESSAGE_FIELD_NUMBER: _ClassVar[int]
+    MASTER_ADDR_FIELD_NUMBER: _ClassVar[int]
+    REMOVED_FIELD_NUMBER: _ClassVar[int]
+    GROUP_FIELD_NUMBER: _ClassVar[int]
+    BROKER_ID_FIELD_NUMBER: _ClassVar[int]
+    EPOCH_FIELD_NUMBER: _ClassVar[int]
+    status: Status
+    error_message: str
+    master_addr: str
+    removed: int
+    group: str
+    broker_id: int
+    epoch: int
+    def __init__(self, status: _Optional[_Union[Status, str]] = ..., error_message: _Optional[str] = ..., master_addr: _Optional[str] = ..., removed: _Optional[int] = ..., group: _Optional[str] = ..., broker_id: _Optional[int] = ..., epoch: _Optional[int] = ...) -> None: ...
 
 class ConsumerProgressRequest(_message.Message):
     __slots__ = ("consumer_group",)

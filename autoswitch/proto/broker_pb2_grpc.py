@@ -89,6 +89,11 @@ class BrokerServiceStub:
                 request_serializer=autoswitch_dot_proto_dot_broker__pb2.ListTopicsRequest.SerializeToString,
                 response_deserializer=autoswitch_dot_proto_dot_broker__pb2.ListTopicsReply.FromString,
                 _registered_method=True)
+        self.DeleteConsumerGroup = channel.unary_unary(
+                '/autoswitch.broker.BrokerService/DeleteConsumerGroup',
+                request_serializer=autoswitch_dot_proto_dot_broker__pb2.DeleteConsumerGroupRequest.SerializeToString,
+                response_deserializer=autoswitch_dot_proto_dot_broker__pb2.DeleteConsumerGroupReply.FromString,
+                _registered_method=True)
         self.TransferMaster = channel.unary_unary(
                 '/autoswitch.broker.BrokerService/TransferMaster',
                 request_serializer=autoswitch_dot_proto_dot_broker__pb2.TransferMasterRequest.SerializeToString,
@@ -165,6 +170,12 @@ class BrokerServiceServicer:
         context.set_details('Method not implemented!')
         raise NotImplementedError('Method not implemented!')
 
+    def DeleteConsumerGroup(self, request, context):
+        """Missing associated documentation comment in .proto file."""
+        context.set_code(grpc.StatusCode.UNIMPLEMENTED)
+        context.set_details('Method not implemented!')
+        raise NotImplementedError('Method not implemented!')
+
     def TransferMaster(self, request, context):
         """Missing associated documentation comment in .proto file."""
         context.set_code(grpc.StatusCode.UNIMPLEMENTED)
@@ -228,6 +239,11 @@ def add_BrokerServiceServicer_to_server(servicer, server):
                     servicer.ListTopics,
                     request_deserializer=autoswitch_dot_proto_dot_broker__pb2.ListTopicsRequest.FromString,
                     response_serializer=autoswitch_dot_proto_dot_broker__pb2.ListTopicsReply.SerializeToString,
+            ),
+            'DeleteConsumerGroup': grpc.unary_unary_rpc_method_handler(
+                    servicer.DeleteConsumerGroup,
+                    request_deserializer=autoswitch_dot_proto_dot_broker__pb2.DeleteConsumerGroupRequest.FromString,
+                    response_serializer=autoswitch_dot_proto_dot_broker__pb2.DeleteConsumerGroupReply.SerializeToString,
             ),
             'TransferMaster': grpc.unary_unary_rpc_method_handler(
                     servicer.TransferMaster,
@@ -532,6 +548,33 @@ class BrokerService:
             '/autoswitch.broker.BrokerService/ListTopics',
             autoswitch_dot_proto_dot_broker__pb2.ListTopicsRequest.SerializeToString,
             autoswitch_dot_proto_dot_broker__pb2.ListTopicsReply.FromString,
+            options,
+            channel_credentials,
+            insecure,
+            call_credentials,
+            compression,
+            wait_for_ready,
+            timeout,
+            metadata,
+            _registered_method=True)
+
+    @staticmethod
+    def DeleteConsumerGroup(request,
+            target,
+            options=(),
+            channel_credentials=None,
+            call_credentials=None,
+            insecure=False,
+            compression=None,
+            wait_for_ready=None,
+            timeout=None,
+            metadata=None):
+        return grpc.experimental.unary_unary(
+            request,
+            target,
+            '/autoswitch.broker.BrokerService/DeleteConsumerGroup',
+            autoswitch_dot_proto_dot_broker__pb2.DeleteConsumerGroupRequest.SerializeToString,
+            autoswitch_dot_proto_dot_broker__pb2.DeleteConsumerGroupReply.FromString,
             options,
             channel_credentials,
             insecure,

@@ -6,7 +6,8 @@ consumerProgress / resetOffsetByTime show them:
   end, lag, owner);
 - `admin reset-offsets -g CG --topic T --to-earliest|--to-latest|--to-offset N|--to-time T`:
   the plan first (a dry run unless `--execute`, as kafka-consumer-groups does), then a commit per
-  broker group (an admin, or the identity that owns the group).
+  broker group (an admin, or the identity that owns the group);
+- `admin delete-consumer-group -g CG`: a tombstone on every broker group that has it (admin).
 
 The masters come from the name servers (GetRoutes), like `admin topic-route`. A broker group whose
 master does not answer is a warning line on stderr; the others are still shown.
@@ -49,6 +50,11 @@ def register(admin_sub: Any) -> None:
     a.add_argument("-g", "--consumer-group", required=True)
     common(a)
     a.set_defaults(func=cmd_consumer_group)
+    a = admin_sub.add_parser("delete-consumer-group", help="remove a consumer group's offsets and owner from "
+                                                           "every broker group (admin)")
+    a.add_argument("-g", "--consumer-group", required=True)
+    common(a)
+    a.set_defaults(func=cmd_delete_consumer_group)
     a = admin_sub.add_parser("reset-offsets", help="move a consumer group's offsets (dry run unless --execute)")
     a.add_argument("-g", "--consumer-group", required=True)
     a.add_argument("--topic", required=True)
@@ -151,6 +157,48 @@ def cmd_consumer_group(args: argparse.Namespace) -> int:
     emit(args, {"consumer_group": args.consumer_group, "offsets": [{k: v for k, v in r.items() if k != "consumer_group"}
                                                                    for r in rows],
                 "lag": sum(r["lag"] or 0 for r in rows)})
+    return 0
+
+
+def cmd_delete_consumer_group(args: argparse.Namespace) -> int:
+    """kafka-consumer-groups --delete: a tombstone on every broker group that has the group; stop
+    its consumers first (one that commits again starts the group afresh)."""
+    from autoswitch.broker.client.client import ConsumerClient
+
+    bad = prepare(args)
+    if bad is not None:
+        return bad
+
+    async def run() -> tuple[list[dict[str, Any]], bool]:
+        rows: list[dict[str, Any]] = []
+        ok = True
+        for group, addr, _epoch in await masters(args):
+            c = ConsumerClient(addr, timeout_s=args.timeout, tls=args.tls)
+            try:
+                r = await c.delete_consumer_group(args.consumer_group)
+            except AutoswitchError as e:
+                rows.append({"group": group, "result": f"failed: {e.message}"})
+                ok = False
+                continue
+            finally:
+                await c.close()
+            if r.status == pb.OK:
+                rows.append({"group": group, "result": "deleted", "removed": r.removed, "master_epoch": r.epoch})
+            elif r.status != pb.NOT_FOUND:
+                rows.append({"group": group, "result": f"failed: {pb.Status.Name(r.status)} {r.error_message}"})
+                ok = False
+        return rows, ok
+
+    try:
+        rows, ok = asyncio.run(run())
+    except AutoswitchError as e:
+        return err(args, e)
+    out = {"consumer_group": args.consumer_group, "groups": rows}
+    if not ok:
+        return fail(args, {"code": "NOT_ALL_DELETED", "message": "some broker groups did not delete it", **out})
+    if not rows:
+        return err(args, NotFound(f"consumer group {args.consumer_group!r} has committed nothing on any broker group"))
+    emit(args, out)
     return 0
 
 

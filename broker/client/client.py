@@ -245,6 +245,9 @@ class ConsumerClient(_Base):
     async def list_topics(self) -> pb.ListTopicsReply:
         return await self._call("ListTopics", pb.ListTopicsRequest())
 
+    async def delete_consumer_group(self, consumer_group: str) -> pb.DeleteConsumerGroupReply:
+        return await self._call("DeleteConsumerGroup", pb.DeleteConsumerGroupRequest(consumer_group=consumer_group))
+
 
 def consumed_messages(reply: pb.ConsumeReply) -> Iterator[StoredMessage]:
     """The messages of a Consume reply in either form, CRC-checked again when they came as

@@ -275,6 +275,15 @@ def test_consumer_group_admin_list_describe_and_reset(procs, tmp_path):
     missing = cli("consumer-group", "-g", "nobody")
     assert missing["error"]["code"] == "NOT_FOUND", missing
 
+    # kafka-consumer-groups --delete: gone from every view; deleting it again finds nothing
+    gone = cli("delete-consumer-group", "-g", CG)
+    assert gone["ok"] and gone["result"]["groups"] == [{"group": "g1", "result": "deleted", "removed": 1,
+                                                       "master_epoch": gone["result"]["groups"][0]["master_epoch"]}]
+    wait_until(lambda: cli("consumer-group", "-g", CG).get("error", {}).get("code") == "NOT_FOUND", 30,
+               "the tombstone is confirmed")
+    assert CG not in [g["consumer_group"] for g in cli("consumer-groups")["result"]["consumer_groups"]]
+    assert cli("delete-consumer-group", "-g", CG)["error"]["code"] == "NOT_FOUND"
+
     # messages (mqadmin queryMsgById): by msg_id, with the body; and the human consume output shows bodies
     found = cli("message", "--msg-id", ids[25])
     assert found["ok"], found

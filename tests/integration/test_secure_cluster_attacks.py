@@ -586,6 +586,10 @@ def test_a_reader_cannot_rewrite_another_identitys_consumer_group(cl):
             assert (await other.commit_offset("audit-app", TOPIC, 0)).status == bpb.OK   # its own group
             assert (await admin.commit_offset("billing", TOPIC, 0)).status == bpb.OK      # an admin's reset
             assert (await owner.commit_offset("billing", TOPIC, 2)).status == bpb.OK
+            # deleting a group is an admin's: not even its owner may (kafka's DELETE on the group)
+            with pytest.raises(PermissionDenied, match="DeleteConsumerGroup"):
+                await owner.delete_consumer_group("billing")
+            assert (await admin.delete_consumer_group("billing")).status == bpb.OK
         finally:
             for c in (owner, other, admin):
                 await c.close()

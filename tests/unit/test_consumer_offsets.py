@@ -50,3 +50,28 @@ def test_a_group_belongs_to_its_first_committer_in_log_order_and_keys_are_counte
     t.value(("billing", "a"), 10_000)        # confirmed now: still one key
     assert t.key_count() == 3
     assert decode_record(encode_commit("g", "t", 1)) == (("g", "t"), 1, "")
+
+
+def test_a_tombstone_deletes_a_group_once_confirmed_and_a_later_commit_starts_it_afresh():
+    from autoswitch.broker.consumer_offsets import decode_delete, decode_record, encode_delete
+
+    body = encode_delete("cg", "admin")
+    assert decode_delete(body) == "cg" and decode_record(body) is None      # not a commit
+    assert decode_delete(encode_commit("cg", "orders", 1)) is None
+    for bad in (b'{"g": "", "d": 1}', b'{"g": "cg", "d": 2}', b'{"g": "cg", "t": "x", "d": 1}', b"x" * 5000):
+        assert decode_delete(bad) is None, bad
+    with pytest.raises(BadRequest):
+        encode_delete("")
+    t = OffsetTable()
+    a, b, other = ("cg", "orders"), ("cg", "bills"), ("keep", "orders")
+    t.on_append(a, 10, end=100, committer="reader/app")
+    t.on_append(b, 3, end=110, committer="reader/app")
+    t.on_append(other, 7, end=120, committer="reader/x")
+    assert t.value(a, 120) == 10
+    t.on_delete("cg", end=200)
+    assert "cg" not in t.owners and t.owners["keep"] == "reader/x"
+    assert t.value(a, 150) == 10 and t.value(b, 150) == 3      # not confirmed yet: a failover could undo it
+    assert t.value(a, 200) is None and t.value(b, 200) is None and not t.known(a) and not t.known(b)
+    assert t.value(other, 200) == 7
+    t.on_append(a, 2, end=300, committer="reader/new")         # the group starts afresh, with a new owner
+    assert t.value(a, 300) == 2 and t.owners["cg"] == "reader/new"
