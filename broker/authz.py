@@ -10,6 +10,7 @@ broker/fetch_server.py, checks every FETCH against the ``Consume`` rule):
     CommitOffset, FetchOffset,      reader (a consumer commits its group's progress)
       ConsumerProgress
     DeleteConsumerGroup             admin
+    UpdateTopic, DeleteTopic        admin
 """
 
 from __future__ import annotations
@@ -30,6 +31,8 @@ BROKER_RULES: dict[str, Rule] = {
     "ConsumerProgress": Rule((Role.READER,)),
     "ListTopics": Rule((Role.READER,)),
     "DeleteConsumerGroup": Rule((Role.ADMIN,)),
+    "UpdateTopic": Rule((Role.ADMIN,)),
+    "DeleteTopic": Rule((Role.ADMIN,)),
     # grpc.health.v1.Health: any caller the broker knows
     "Check": Rule(tuple(Role)),
     "Watch": Rule(tuple(Role)),

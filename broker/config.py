@@ -58,6 +58,9 @@ class BrokerConfig(SecurityKeys):
     flush: str = "async"
     flush_interval_ms: int = 500
     max_message_bytes: int = 4 * 1024 * 1024
+    # RocketMQ's autoCreateTopicEnable: a write to a topic without settings creates it. Off: only
+    # topics made by `admin topic-create` (or already in the log) take writes.
+    auto_create_topics: bool = True
     max_batch_messages: int = 1000
     max_request_bytes: int = 32 * 1024 * 1024
     max_consume_count: int = 1000

@@ -25,6 +25,7 @@ from autoswitch.broker.fetch_server import FetchServer
 from autoswitch.broker.metrics import BrokerMetrics
 from autoswitch.broker.replies import committed_pb, status_of
 from autoswitch.broker.server import Broker
+from autoswitch.broker.topic_registry import TopicRegistry
 from autoswitch.broker.write_path import validate_message
 
 from autoswitch.base.auth import Guard, current_caller
@@ -35,7 +36,7 @@ from autoswitch.base.observe import ObserveServer, add_grpc_health, read_http_to
 from autoswitch.base.stream_limits import StreamBudget, stream_limit_interceptor
 from autoswitch.base.tls import Listener, bind, peer_identity, server_ssl_context
 from autoswitch.base.waits import cancel_and_wait
-from autoswitch.base.write_errors import BadRequest, NotAllowed, StorageFull, WriteError
+from autoswitch.base.write_errors import BadRequest, MessageTooLarge, NotAllowed, StorageFull, WriteError
 from autoswitch.proto import broker_pb2 as pb
 from autoswitch.proto import broker_pb2_grpc as pbg
 
@@ -46,6 +47,7 @@ class BrokerServicer(pbg.BrokerServiceServicer):
         self.b = broker
         self.log = broker.log.bind(component_part="service")
         self.groups = ConsumerGroups(broker)
+        self.topics = TopicRegistry(broker)
         self.consume = ConsumeService(broker, self.log)
         self._refused = RateLimitedLog(self.log)
 
@@ -70,8 +72,13 @@ class BrokerServicer(pbg.BrokerServiceServicer):
         now = int(time.time() * 1000)
         valid: list[Any] = []
         errors: dict[int, WriteError] = {}
+        refused, limit = self.topics.check(request.topic)
+        if refused is not None:
+            return self._batch_error(reply, request, NotAllowed(refused))
         for i, m in enumerate(request.messages):
             err = validate_message(request.topic, m.body, m.msg_id, b.cfg, m.born_ts_ms)
+            if err is None and len(m.body) > limit:
+                err = MessageTooLarge(f"body is {len(m.body)} bytes, topic {request.topic!r} takes at most {limit}")
             if err is not None:
                 errors[i] = err
                 continue
@@ -345,9 +352,40 @@ class BrokerServicer(pbg.BrokerServiceServicer):
 
     async def ListTopics(self, request: pb.ListTopicsRequest, context: Any) -> pb.ListTopicsReply:
         st = self.b.store
-        return pb.ListTopicsReply(status=pb.OK, role=self.b.role, master_epoch=self.b.master_epoch, topics=[
-            pb.TopicInfo(topic=t, min_queue_offset=st.min_queue_offset(t), max_queue_offset=st.max_queue_offset(t),
-                         internal=t.startswith("__")) for t in st.topics()[:MAX_LISTED_TOPICS]])
+        table = self.topics.table()
+        names = sorted(set(st.topics()) | set(table.settings) | table.deleted)[:MAX_LISTED_TOPICS]
+        out = []
+        for t in names:
+            s = table.settings.get(t)
+            out.append(pb.TopicInfo(topic=t, min_queue_offset=st.min_queue_offset(t),
+                                    max_queue_offset=st.max_queue_offset(t), internal=t.startswith("__"),
+                                    configured=s is not None, max_message_bytes=(s.max_message_bytes or 0) if s else 0,
+                                    deleted=t in table.deleted, created_by=s.created_by if s else ""))
+        return pb.ListTopicsReply(status=pb.OK, role=self.b.role, master_epoch=self.b.master_epoch, topics=out)
+
+    # ---- topic settings (broker/topic_registry.py) ----
+
+    def _topic_reply(self, e: AutoswitchError | None) -> pb.TopicChangeReply:
+        if e is None:
+            return pb.TopicChangeReply(status=pb.OK, group=self.b.group, broker_id=self.b.broker_id,
+                                       epoch=self.b.master_epoch)
+        if not isinstance(e, WriteError):
+            self.log.error("topic_change_failed", code=e.code, error=str(e))
+        return pb.TopicChangeReply(status=status_of(e), error_message=str(e), master_addr=self._master_addr())
+
+    async def UpdateTopic(self, request: pb.UpdateTopicRequest, context: Any) -> pb.TopicChangeReply:
+        try:
+            await self.topics.update(request.topic, request.max_message_bytes or None, current_caller())
+        except AutoswitchError as e:
+            return self._topic_reply(e)
+        return self._topic_reply(None)
+
+    async def DeleteTopic(self, request: pb.DeleteTopicRequest, context: Any) -> pb.TopicChangeReply:
+        try:
+            await self.topics.delete(request.topic, current_caller())
+        except AutoswitchError as e:
+            return self._topic_reply(e)
+        return self._topic_reply(None)
 
 
 Attach = Callable[[Broker], Awaitable[Callable[[], Awaitable[None]] | None]]

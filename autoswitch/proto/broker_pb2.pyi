@@ -405,16 +405,54 @@ class ListTopicsRequest(_message.Message):
     def __init__(self) -> None: ...
 
 class TopicInfo(_message.Message):
-    __slots__ = ("topic", "min_queue_offset", "max_queue_offset", "internal")
+    __slots__ = ("topic", "min_queue_offset", "max_queue_offset", "internal", "configured", "max_message_bytes", "deleted", "created_by")
     TOPIC_FIELD_NUMBER: _ClassVar[int]
     MIN_QUEUE_OFFSET_FIELD_NUMBER: _ClassVar[int]
     MAX_QUEUE_OFFSET_FIELD_NUMBER: _ClassVar[int]
     INTERNAL_FIELD_NUMBER: _ClassVar[int]
+    CONFIGURED_FIELD_NUMBER: _ClassVar[int]
+    MAX_MESSAGE_BYTES_FIELD_NUMBER: _ClassVar[int]
+    DELETED_FIELD_NUMBER: _ClassVar[int]
+    CREATED_BY_FIELD_NUMBER: _ClassVar[int]
     topic: str
     min_queue_offset: int
     max_queue_offset: int
     internal: bool
-    def __init__(self, topic: _Optional[str] = ..., min_queue_offset: _Optional[int] = ..., max_queue_offset: _Optional[int] = ..., internal: _Optional[bool] = ...) -> None: ...
+    configured: bool
+    max_message_bytes: int
+    deleted: bool
+    created_by: str
+    def __init__(self, topic: _Optional[str] = ..., min_queue_offset: _Optional[int] = ..., max_queue_offset: _Optional[int] = ..., internal: _Optional[bool] = ..., configured: _Optional[bool] = ..., max_message_bytes: _Optional[int] = ..., deleted: _Optional[bool] = ..., created_by: _Optional[str] = ...) -> None: ...
+
+class UpdateTopicRequest(_message.Message):
+    __slots__ = ("topic", "max_message_bytes")
+    TOPIC_FIELD_NUMBER: _ClassVar[int]
+    MAX_MESSAGE_BYTES_FIELD_NUMBER: _ClassVar[int]
+    topic: str
+    max_message_bytes: int
+    def __init__(self, topic: _Optional[str] = ..., max_message_bytes: _Optional[int] = ...) -> None: ...
+
+class DeleteTopicRequest(_message.Message):
+    __slots__ = ("topic",)
+    TOPIC_FIELD_NUMBER: _ClassVar[int]
+    topic: str
+    def __init__(self, topic: _Optional[str] = ...) -> None: ...
+
+class TopicChangeReply(_message.Message):
+    __slots__ = ("status", "error_message", "master_addr", "group", "broker_id", "epoch")
+    STATUS_FIELD_NUMBER: _ClassVar[int]
+    ERROR_MESSAGE_FIELD_NUMBER: _ClassVar[int]
+    MASTER_ADDR_FIELD_NUMBER: _ClassVar[int]
+    GROUP_FIELD_NUMBER: _ClassVar[int]
+    BROKER_ID_FIELD_NUMBER: _ClassVar[int]
+    EPOCH_FIELD_NUMBER: _ClassVar[int]
+    status: Status
+    error_message: str
+    master_addr: str
+    group: str
+    broker_id: int
+    epoch: int
+    def __init__(self, status: _Optional[_Union[Status, str]] = ..., error_message: _Optional[str] = ..., master_addr: _Optional[str] = ..., group: _Optional[str] = ..., broker_id: _Optional[int] = ..., epoch: _Optional[int] = ...) -> None: ...
 
 class ListTopicsReply(_message.Message):
     __slots__ = ("status", "error_message", "topics", "role", "master_epoch")

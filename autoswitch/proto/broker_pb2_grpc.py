@@ -94,6 +94,16 @@ class BrokerServiceStub:
                 request_serializer=autoswitch_dot_proto_dot_broker__pb2.DeleteConsumerGroupRequest.SerializeToString,
                 response_deserializer=autoswitch_dot_proto_dot_broker__pb2.DeleteConsumerGroupReply.FromString,
                 _registered_method=True)
+        self.UpdateTopic = channel.unary_unary(
+                '/autoswitch.broker.BrokerService/UpdateTopic',
+                request_serializer=autoswitch_dot_proto_dot_broker__pb2.UpdateTopicRequest.SerializeToString,
+                response_deserializer=autoswitch_dot_proto_dot_broker__pb2.TopicChangeReply.FromString,
+                _registered_method=True)
+        self.DeleteTopic = channel.unary_unary(
+                '/autoswitch.broker.BrokerService/DeleteTopic',
+                request_serializer=autoswitch_dot_proto_dot_broker__pb2.DeleteTopicRequest.SerializeToString,
+                response_deserializer=autoswitch_dot_proto_dot_broker__pb2.TopicChangeReply.FromString,
+                _registered_method=True)
         self.TransferMaster = channel.unary_unary(
                 '/autoswitch.broker.BrokerService/TransferMaster',
                 request_serializer=autoswitch_dot_proto_dot_broker__pb2.TransferMasterRequest.SerializeToString,
@@ -176,6 +186,18 @@ class BrokerServiceServicer:
         context.set_details('Method not implemented!')
         raise NotImplementedError('Method not implemented!')
 
+    def UpdateTopic(self, request, context):
+        """Missing associated documentation comment in .proto file."""
+        context.set_code(grpc.StatusCode.UNIMPLEMENTED)
+        context.set_details('Method not implemented!')
+        raise NotImplementedError('Method not implemented!')
+
+    def DeleteTopic(self, request, context):
+        """Missing associated documentation comment in .proto file."""
+        context.set_code(grpc.StatusCode.UNIMPLEMENTED)
+        context.set_details('Method not implemented!')
+        raise NotImplementedError('Method not implemented!')
+
     def TransferMaster(self, request, context):
         """Missing associated documentation comment in .proto file."""
         context.set_code(grpc.StatusCode.UNIMPLEMENTED)
@@ -244,6 +266,16 @@ def add_BrokerServiceServicer_to_server(servicer, server):
                     servicer.DeleteConsumerGroup,
                     request_deserializer=autoswitch_dot_proto_dot_broker__pb2.DeleteConsumerGroupRequest.FromString,
                     response_serializer=autoswitch_dot_proto_dot_broker__pb2.DeleteConsumerGroupReply.SerializeToString,
+            ),
+            'UpdateTopic': grpc.unary_unary_rpc_method_handler(
+                    servicer.UpdateTopic,
+                    request_deserializer=autoswitch_dot_proto_dot_broker__pb2.UpdateTopicRequest.FromString,
+                    response_serializer=autoswitch_dot_proto_dot_broker__pb2.TopicChangeReply.SerializeToString,
+            ),
+            'DeleteTopic': grpc.unary_unary_rpc_method_handler(
+                    servicer.DeleteTopic,
+                    request_deserializer=autoswitch_dot_proto_dot_broker__pb2.DeleteTopicRequest.FromString,
+                    response_serializer=autoswitch_dot_proto_dot_broker__pb2.TopicChangeReply.SerializeToString,
             ),
             'TransferMaster': grpc.unary_unary_rpc_method_handler(
                     servicer.TransferMaster,
@@ -575,6 +607,60 @@ class BrokerService:
             '/autoswitch.broker.BrokerService/DeleteConsumerGroup',
             autoswitch_dot_proto_dot_broker__pb2.DeleteConsumerGroupRequest.SerializeToString,
             autoswitch_dot_proto_dot_broker__pb2.DeleteConsumerGroupReply.FromString,
+            options,
+            channel_credentials,
+            insecure,
+            call_credentials,
+            compression,
+            wait_for_ready,
+            timeout,
+            metadata,
+            _registered_method=True)
+
+    @staticmethod
+    def UpdateTopic(request,
+            target,
+            options=(),
+            channel_credentials=None,
+            call_credentials=None,
+            insecure=False,
+            compression=None,
+            wait_for_ready=None,
+            timeout=None,
+            metadata=None):
+        return grpc.experimental.unary_unary(
+            request,
+            target,
+            '/autoswitch.broker.BrokerService/UpdateTopic',
+            autoswitch_dot_proto_dot_broker__pb2.UpdateTopicRequest.SerializeToString,
+            autoswitch_dot_proto_dot_broker__pb2.TopicChangeReply.FromString,
+            options,
+            channel_credentials,
+            insecure,
+            call_credentials,
+            compression,
+            wait_for_ready,
+            timeout,
+            metadata,
+            _registered_method=True)
+
+    @staticmethod
+    def DeleteTopic(request,
+            target,
+            options=(),
+            channel_credentials=None,
+            call_credentials=None,
+            insecure=False,
+            compression=None,
+            wait_for_ready=None,
+            timeout=None,
+            metadata=None):
+        return grpc.experimental.unary_unary(
+            request,
+            target,
+            '/autoswitch.broker.BrokerService/DeleteTopic',
+            autoswitch_dot_proto_dot_broker__pb2.DeleteTopicRequest.SerializeToString,
+            autoswitch_dot_proto_dot_broker__pb2.TopicChangeReply.FromString,
             options,
             channel_credentials,
             insecure,

@@ -45,6 +45,8 @@ def register(sub: Any, admin_sub: Any) -> None:
     p.add_argument("--flush", choices=["sync", "async"])
     p.add_argument("--flush-interval-ms", type=int)
     p.add_argument("--max-message-bytes", type=int)
+    p.add_argument("--no-auto-create-topics", dest="auto_create_topics", action="store_const", const=False,
+                   default=None, help="only topics made by `admin topic-create` (or already in the log) take writes")
     p.add_argument("--max-batch-messages", type=int)
     p.add_argument("--max-request-bytes", type=int)
     c = p.add_argument_group("controller mode (the controller decides brokerId and role; --role is refused)")
@@ -182,7 +184,7 @@ def _cmd_broker(args: argparse.Namespace) -> int:
         "controllers", "namesrv", "heartbeat_timeout_ms", "heartbeat_interval_ms", "master_lease_ms",
         "lease_enabled", "election_priority", "role_change_script", "auth", "auth_tokens_file", "allow_insecure",
         "tls_accept_plaintext", "tls_dial_plaintext", "handover_on_shutdown", "handover_timeout_ms", "metrics_listen",
-        "fetch_listen", "metrics_allow_remote",
+        "fetch_listen", "metrics_allow_remote", "auto_create_topics",
     )
     if args.controllers and (args.role or args.broker_id is not None or args.epoch is not None):
         return fail_code(args, "BAD_USAGE", "--role/--broker-id/--epoch are static-role mode; with --controllers "

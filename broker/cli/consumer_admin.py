@@ -18,16 +18,14 @@ from __future__ import annotations
 import argparse
 import asyncio
 import datetime as dt
-import json
-import sys
 from typing import Any
 
-from autoswitch.broker.cli.common import err
+from autoswitch.broker.cli.common import err, masters, prepare, warn
 
 from autoswitch.base.addr import namesrv_list
 from autoswitch.base.errors import AutoswitchError, NotFound
 from autoswitch.base.output import emit, fail, fail_code
-from autoswitch.base.tls import add_tls_args, tls_from_args
+from autoswitch.base.tls import add_tls_args
 from autoswitch.proto import broker_pb2 as pb
 
 MAX_TIME_SEARCH_STEPS = 64      # a binary search over 2^63 offsets ends well within this
@@ -69,26 +67,6 @@ def register(admin_sub: Any) -> None:
     a.set_defaults(func=cmd_reset_offsets)
 
 
-async def masters(args: argparse.Namespace) -> list[tuple[str, str, int]]:
-    from autoswitch.broker.client.route import NameServerClient
-
-    ns = NameServerClient(args.namesrv, args.tls)
-    try:
-        masters = await ns.master_routes()
-    finally:
-        await ns.close()
-    if args.group:
-        masters = [m for m in masters if m[0] in args.group]
-        missing = sorted(set(args.group) - {m[0] for m in masters})
-        if missing:
-            raise NotFound(f"no master route for broker group(s) {', '.join(missing)}", groups=missing)
-    return masters
-
-
-def warn(group: str, code: str, message: str) -> None:
-    print(json.dumps({"warning": {"code": code, "group": group, "message": message}}), file=sys.stderr)
-
-
 async def _progress(args: argparse.Namespace, consumer_group: str) -> list[dict[str, Any]]:
     """One row per (broker group, consumer group, topic) from every master that answers."""
     from autoswitch.broker.client.client import ConsumerClient
@@ -112,16 +90,6 @@ async def _progress(args: argparse.Namespace, consumer_group: str) -> list[dict[
                          "lag": o.log_end - o.queue_offset if o.found else None, "owner": o.owner or None,
                          "master_epoch": epoch})
     return rows
-
-
-def prepare(args: argparse.Namespace) -> int | None:
-    if not args.namesrv:
-        return fail_code(args, "BAD_USAGE", "give --namesrv (or AUTOSWITCH_NAMESRV, or the profile's namesrv)", rc=2)
-    try:
-        args.tls = tls_from_args(args)
-    except AutoswitchError as e:
-        return fail(args, e, rc=2 if e.code == "CONFIG_ERROR" else 1)
-    return None
 
 
 def cmd_consumer_groups(args: argparse.Namespace) -> int:

@@ -14,9 +14,8 @@ import argparse
 import asyncio
 from typing import Any
 
-from autoswitch.broker.cli.common import err
+from autoswitch.broker.cli.common import err, masters, prepare, warn
 from autoswitch.broker.cli.consume import msg_to_dict
-from autoswitch.broker.cli.consumer_admin import masters, prepare, warn
 
 from autoswitch.base.addr import namesrv_list
 from autoswitch.base.errors import AutoswitchError, NotFound

@@ -261,6 +261,12 @@ def consumed_messages(reply: pb.ConsumeReply) -> Iterator[StoredMessage]:
 
 
 class AdminClient(_Base):
+    async def update_topic(self, topic: str, max_message_bytes: int = 0) -> pb.TopicChangeReply:
+        return await self._call("UpdateTopic", pb.UpdateTopicRequest(topic=topic, max_message_bytes=max_message_bytes))
+
+    async def delete_topic(self, topic: str) -> pb.TopicChangeReply:
+        return await self._call("DeleteTopic", pb.DeleteTopicRequest(topic=topic))
+
     async def transfer_master(self, to_broker_id: int = 0, timeout_ms: int = 0,
                               reason: str = "") -> pb.TransferMasterReply:
         """Graceful handover on the master (broker/replicas/handover.py); the deadline covers the wait."""

@@ -1,0 +1,89 @@
+"""Issue 33 item 3, topics (mqadmin updateTopic / deleteTopic / topicStatus, kafka-topics), against
+real processes: settings are records of the replicated log, so a failover keeps them (RocketMQ's
+helm #33: topics gone after a master switch); a deleted topic takes no writes until created again;
+with `--no-auto-create-topics` only created topics take writes."""
+
+from __future__ import annotations
+
+import asyncio
+import json
+import subprocess
+import sys
+
+import pytest
+from autoswitch.broker.client.client import AdminClient, ProducerClient
+
+from autoswitch.proto import broker_pb2 as pb
+from tests.integration.failover_harness import FailoverCluster, wait_until
+from tests.procs import HOST, free_port, wait_port
+
+pytestmark = pytest.mark.integration
+
+
+def _status(addr: str, topic: str, body: bytes) -> int:
+    async def go() -> int:
+        p = ProducerClient(addr, timeout_s=10)
+        try:
+            out = await p.produce(topic, [body])
+        finally:
+            await p.close()
+        return out.status
+
+    return asyncio.run(go())
+
+
+def test_topic_settings_survive_a_failover_and_delete_stops_writes(procs, tmp_path):
+    c = FailoverCluster(procs, tmp_path)
+    c.start_all()
+    m, epoch = c.wait_master(timeout=60)
+    c.wait_sync_state_set({1, 2, 3}, timeout=60)
+
+    def cli(*argv: str) -> dict:
+        r = subprocess.run([sys.executable, "-m", "autoswitch", "admin", *argv, "--namesrv", c.namesrv, "--json"],
+                           capture_output=True, text=True, timeout=120)
+        return json.loads(r.stdout.strip().splitlines()[-1])
+
+    made = cli("topic-create", "--topic", "orders", "--max-message-bytes", "100")
+    assert made["ok"] and [g["result"] for g in made["result"]["groups"]] == ["updated"], made
+    master = c.broker_addr(c.master_name())
+    assert _status(master, "orders", b"x" * 200) == pb.MESSAGE_TOO_LARGE
+    assert _status(master, "orders", b"x" * 50) == pb.OK
+    (row,) = cli("topic-describe", "--topic", "orders")["result"]["groups"]
+    assert row["configured"] and row["max_message_bytes"] == 100 and row["max_queue_offset"] == 1, row
+
+    # the master dies: the new one holds the setting (it is in the replicated log)
+    c.broker_proc[c.master_name()].kill9()
+    c.wait_master(timeout=60, not_id=m, min_epoch=epoch + 1)
+    master = c.broker_addr(c.master_name())
+    assert _status(master, "orders", b"x" * 200) == pb.MESSAGE_TOO_LARGE
+    assert _status(master, "orders", b"x" * 50) == pb.OK
+    wait_until(lambda: cli("topic-describe", "--topic", "orders").get("ok"), 60, "the new master's route")
+
+    gone = cli("topic-delete", "--topic", "orders")
+    assert gone["ok"], gone
+    assert _status(master, "orders", b"x") == pb.NOT_ALLOWED
+    listed = {t["topic"]: t for t in cli("topics")["result"]["topics"]}
+    assert listed["orders"]["deleted"] and listed["orders"]["messages"] == 2, listed
+    assert cli("topic-delete", "--topic", "orders")["ok"] is False           # already deleted: NOT_FOUND
+    assert cli("topic-create", "--topic", "orders")["ok"]                    # writable again, no limit of its own
+    assert _status(master, "orders", b"x" * 200) == pb.OK
+
+
+def test_without_auto_create_only_created_topics_take_writes(procs, tmp_path):
+    port, ha = free_port(), free_port()
+    p = procs.start("b", ["broker", "--group", "g1", "--role", "master", "--epoch", "1", "--listen", f"{HOST}:{port}",
+                          "--ha-listen", f"{HOST}:{ha}", "--data-dir", str(tmp_path / "b"), "--ack-mode", "master",
+                          "--no-auto-create-topics"])
+    wait_port(port, proc=p.popen)
+    addr = f"{HOST}:{port}"
+    assert _status(addr, "new", b"x") == pb.NOT_ALLOWED
+
+    async def create() -> pb.TopicChangeReply:
+        a = AdminClient(addr, timeout_s=10)
+        try:
+            return await a.update_topic("new")
+        finally:
+            await a.close()
+
+    assert asyncio.run(create()).status == pb.OK
+    assert _status(addr, "new", b"x") == pb.OK
