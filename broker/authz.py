@@ -11,6 +11,8 @@ broker/fetch_server.py, checks every FETCH against the ``Consume`` rule):
       ConsumerProgress
     DeleteConsumerGroup             admin
     UpdateTopic, DeleteTopic        admin
+    GetBrokerConfig                 reader
+    UpdateBrokerConfig              admin
 """
 
 from __future__ import annotations
@@ -33,6 +35,8 @@ BROKER_RULES: dict[str, Rule] = {
     "DeleteConsumerGroup": Rule((Role.ADMIN,)),
     "UpdateTopic": Rule((Role.ADMIN,)),
     "DeleteTopic": Rule((Role.ADMIN,)),
+    "GetBrokerConfig": Rule((Role.READER,)),
+    "UpdateBrokerConfig": Rule((Role.ADMIN,)),
     # grpc.health.v1.Health: any caller the broker knows
     "Check": Rule(tuple(Role)),
     "Watch": Rule(tuple(Role)),

@@ -363,6 +363,35 @@ class BrokerServicer(pbg.BrokerServiceServicer):
                                     deleted=t in table.deleted, created_by=s.created_by if s else ""))
         return pb.ListTopicsReply(status=pb.OK, role=self.b.role, master_epoch=self.b.master_epoch, topics=out)
 
+    # ---- runtime configuration (broker/runtime_config.py) ----
+
+    def _config_reply(self, error: AutoswitchError | None = None) -> pb.BrokerConfigReply:
+        from autoswitch.broker.runtime_config import RUNTIME_KEYS, config_view
+
+        if error is not None:
+            return pb.BrokerConfigReply(status=pb.BAD_REQUEST, error_message=str(error))
+        return pb.BrokerConfigReply(status=pb.OK, config_json=json.dumps(config_view(self.b.cfg), default=str,
+                                                                          sort_keys=True),
+                                    runtime_keys=sorted(RUNTIME_KEYS))
+
+    async def GetBrokerConfig(self, request: pb.GetBrokerConfigRequest, context: Any) -> pb.BrokerConfigReply:
+        return self._config_reply()
+
+    async def UpdateBrokerConfig(self, request: pb.UpdateBrokerConfigRequest, context: Any) -> pb.BrokerConfigReply:
+        from autoswitch.broker.runtime_config import apply_changes
+
+        who = current_caller()
+        try:
+            done = apply_changes(self.b.cfg, dict(request.changes))
+        except AutoswitchError as e:
+            self.log.warning("broker_config_refused", error=str(e)[:300], by=who.name if who else None)
+            return self._config_reply(e)
+        for key, (old, new) in done.items():
+            # the one record of who changed what (the file keeps the old value: until the next start)
+            self.log.info("broker_config_updated", key=key, old=old, new=new, by=who.name if who else None,
+                          epoch=self.b.master_epoch)
+        return self._config_reply()
+
     # ---- topic settings (broker/topic_registry.py) ----
 
     def _topic_reply(self, e: AutoswitchError | None) -> pb.TopicChangeReply:

@@ -424,6 +424,35 @@ class TopicInfo(_message.Message):
     created_by: str
     def __init__(self, topic: _Optional[str] = ..., min_queue_offset: _Optional[int] = ..., max_queue_offset: _Optional[int] = ..., internal: _Optional[bool] = ..., configured: _Optional[bool] = ..., max_message_bytes: _Optional[int] = ..., deleted: _Optional[bool] = ..., created_by: _Optional[str] = ...) -> None: ...
 
+class GetBrokerConfigRequest(_message.Message):
+    __slots__ = ()
+    def __init__(self) -> None: ...
+
+class BrokerConfigReply(_message.Message):
+    __slots__ = ("status", "error_message", "config_json", "runtime_keys")
+    STATUS_FIELD_NUMBER: _ClassVar[int]
+    ERROR_MESSAGE_FIELD_NUMBER: _ClassVar[int]
+    CONFIG_JSON_FIELD_NUMBER: _ClassVar[int]
+    RUNTIME_KEYS_FIELD_NUMBER: _ClassVar[int]
+    status: Status
+    error_message: str
+    config_json: str
+    runtime_keys: _containers.RepeatedScalarFieldContainer[str]
+    def __init__(self, status: _Optional[_Union[Status, str]] = ..., error_message: _Optional[str] = ..., config_json: _Optional[str] = ..., runtime_keys: _Optional[_Iterable[str]] = ...) -> None: ...
+
+class UpdateBrokerConfigRequest(_message.Message):
+    __slots__ = ("changes",)
+    class ChangesEntry(_message.Message):
+        __slots__ = ("key", "value")
+        KEY_FIELD_NUMBER: _ClassVar[int]
+        VALUE_FIELD_NUMBER: _ClassVar[int]
+        key: str
+        value: str
+        def __init__(self, key: _Optional[str] = ..., value: _Optional[str] = ...) -> None: ...
+    CHANGES_FIELD_NUMBER: _ClassVar[int]
+    changes: _containers.ScalarMap[str, str]
+    def __init__(self, changes: _Optional[_Mapping[str, str]] = ...) -> None: ...
+
 class UpdateTopicRequest(_message.Message):
     __slots__ = ("topic", "max_message_bytes")
     TOPIC_FIELD_NUMBER: _ClassVar[int]

@@ -104,6 +104,16 @@ class BrokerServiceStub:
                 request_serializer=autoswitch_dot_proto_dot_broker__pb2.DeleteTopicRequest.SerializeToString,
                 response_deserializer=autoswitch_dot_proto_dot_broker__pb2.TopicChangeReply.FromString,
                 _registered_method=True)
+        self.GetBrokerConfig = channel.unary_unary(
+                '/autoswitch.broker.BrokerService/GetBrokerConfig',
+                request_serializer=autoswitch_dot_proto_dot_broker__pb2.GetBrokerConfigRequest.SerializeToString,
+                response_deserializer=autoswitch_dot_proto_dot_broker__pb2.BrokerConfigReply.FromString,
+                _registered_method=True)
+        self.UpdateBrokerConfig = channel.unary_unary(
+                '/autoswitch.broker.BrokerService/UpdateBrokerConfig',
+                request_serializer=autoswitch_dot_proto_dot_broker__pb2.UpdateBrokerConfigRequest.SerializeToString,
+                response_deserializer=autoswitch_dot_proto_dot_broker__pb2.BrokerConfigReply.FromString,
+                _registered_method=True)
         self.TransferMaster = channel.unary_unary(
                 '/autoswitch.broker.BrokerService/TransferMaster',
                 request_serializer=autoswitch_dot_proto_dot_broker__pb2.TransferMasterRequest.SerializeToString,
@@ -198,6 +208,18 @@ class BrokerServiceServicer:
         context.set_details('Method not implemented!')
         raise NotImplementedError('Method not implemented!')
 
+    def GetBrokerConfig(self, request, context):
+        """Missing associated documentation comment in .proto file."""
+        context.set_code(grpc.StatusCode.UNIMPLEMENTED)
+        context.set_details('Method not implemented!')
+        raise NotImplementedError('Method not implemented!')
+
+    def UpdateBrokerConfig(self, request, context):
+        """Missing associated documentation comment in .proto file."""
+        context.set_code(grpc.StatusCode.UNIMPLEMENTED)
+        context.set_details('Method not implemented!')
+        raise NotImplementedError('Method not implemented!')
+
     def TransferMaster(self, request, context):
         """Missing associated documentation comment in .proto file."""
         context.set_code(grpc.StatusCode.UNIMPLEMENTED)
@@ -276,6 +298,16 @@ def add_BrokerServiceServicer_to_server(servicer, server):
                     servicer.DeleteTopic,
                     request_deserializer=autoswitch_dot_proto_dot_broker__pb2.DeleteTopicRequest.FromString,
                     response_serializer=autoswitch_dot_proto_dot_broker__pb2.TopicChangeReply.SerializeToString,
+            ),
+            'GetBrokerConfig': grpc.unary_unary_rpc_method_handler(
+                    servicer.GetBrokerConfig,
+                    request_deserializer=autoswitch_dot_proto_dot_broker__pb2.GetBrokerConfigRequest.FromString,
+                    response_serializer=autoswitch_dot_proto_dot_broker__pb2.BrokerConfigReply.SerializeToString,
+            ),
+            'UpdateBrokerConfig': grpc.unary_unary_rpc_method_handler(
+                    servicer.UpdateBrokerConfig,
+                    request_deserializer=autoswitch_dot_proto_dot_broker__pb2.UpdateBrokerConfigRequest.FromString,
+                    response_serializer=autoswitch_dot_proto_dot_broker__pb2.BrokerConfigReply.SerializeToString,
             ),
             'TransferMaster': grpc.unary_unary_rpc_method_handler(
                     servicer.TransferMaster,
@@ -661,6 +693,60 @@ class BrokerService:
             '/autoswitch.broker.BrokerService/DeleteTopic',
             autoswitch_dot_proto_dot_broker__pb2.DeleteTopicRequest.SerializeToString,
             autoswitch_dot_proto_dot_broker__pb2.TopicChangeReply.FromString,
+            options,
+            channel_credentials,
+            insecure,
+            call_credentials,
+            compression,
+            wait_for_ready,
+            timeout,
+            metadata,
+            _registered_method=True)
+
+    @staticmethod
+    def GetBrokerConfig(request,
+            target,
+            options=(),
+            channel_credentials=None,
+            call_credentials=None,
+            insecure=False,
+            compression=None,
+            wait_for_ready=None,
+            timeout=None,
+            metadata=None):
+        return grpc.experimental.unary_unary(
+            request,
+            target,
+            '/autoswitch.broker.BrokerService/GetBrokerConfig',
+            autoswitch_dot_proto_dot_broker__pb2.GetBrokerConfigRequest.SerializeToString,
+            autoswitch_dot_proto_dot_broker__pb2.BrokerConfigReply.FromString,
+            options,
+            channel_credentials,
+            insecure,
+            call_credentials,
+            compression,
+            wait_for_ready,
+            timeout,
+            metadata,
+            _registered_method=True)
+
+    @staticmethod
+    def UpdateBrokerConfig(request,
+            target,
+            options=(),
+            channel_credentials=None,
+            call_credentials=None,
+            insecure=False,
+            compression=None,
+            wait_for_ready=None,
+            timeout=None,
+            metadata=None):
+        return grpc.experimental.unary_unary(
+            request,
+            target,
+            '/autoswitch.broker.BrokerService/UpdateBrokerConfig',
+            autoswitch_dot_proto_dot_broker__pb2.UpdateBrokerConfigRequest.SerializeToString,
+            autoswitch_dot_proto_dot_broker__pb2.BrokerConfigReply.FromString,
             options,
             channel_credentials,
             insecure,

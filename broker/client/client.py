@@ -267,6 +267,12 @@ class AdminClient(_Base):
     async def delete_topic(self, topic: str) -> pb.TopicChangeReply:
         return await self._call("DeleteTopic", pb.DeleteTopicRequest(topic=topic))
 
+    async def get_config(self) -> pb.BrokerConfigReply:
+        return await self._call("GetBrokerConfig", pb.GetBrokerConfigRequest())
+
+    async def update_config(self, changes: dict[str, str]) -> pb.BrokerConfigReply:
+        return await self._call("UpdateBrokerConfig", pb.UpdateBrokerConfigRequest(changes=changes))
+
     async def transfer_master(self, to_broker_id: int = 0, timeout_ms: int = 0,
                               reason: str = "") -> pb.TransferMasterReply:
         """Graceful handover on the master (broker/replicas/handover.py); the deadline covers the wait."""

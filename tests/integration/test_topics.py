@@ -87,3 +87,37 @@ def test_without_auto_create_only_created_topics_take_writes(procs, tmp_path):
 
     assert asyncio.run(create()).status == pb.OK
     assert _status(addr, "new", b"x") == pb.OK
+
+
+def test_runtime_broker_config_get_and_set(procs, tmp_path):
+    """mqadmin getBrokerConfig / updateBrokerConfig: a runtime key changes the running broker at
+    once (auto_create_topics here); a key that needs a restart, a bad value, or one bad change of
+    two is refused with nothing applied."""
+    port, ha = free_port(), free_port()
+    p = procs.start("b", ["broker", "--group", "g1", "--role", "master", "--epoch", "1", "--listen", f"{HOST}:{port}",
+                          "--ha-listen", f"{HOST}:{ha}", "--data-dir", str(tmp_path / "b"), "--ack-mode", "master"])
+    wait_port(port, proc=p.popen)
+    addr = f"{HOST}:{port}"
+
+    def cli(*argv: str) -> tuple[int, dict]:
+        r = subprocess.run([sys.executable, "-m", "autoswitch", "admin", *argv, "--broker", addr, "--json"],
+                           capture_output=True, text=True, timeout=120)
+        return r.returncode, json.loads(r.stdout.strip().splitlines()[-1])
+
+    rc, out = cli("broker-config", "--key", "auto_create_topics", "--key", "listen")
+    assert rc == 0 and out["result"]["config"] == [
+        {"key": "auto_create_topics", "value": True, "runtime": True},
+        {"key": "listen", "value": addr, "runtime": False}], out
+    assert _status(addr, "t1", b"x") == pb.OK
+    rc, out = cli("broker-config-set", "-k", "auto_create_topics=false", "-k", "ack_timeout_s=2.5")
+    assert rc == 0 and {c["key"]: c["value"] for c in out["result"]["config"]} == {
+        "auto_create_topics": False, "ack_timeout_s": 2.5}, out
+    assert _status(addr, "t2", b"x") == pb.NOT_ALLOWED          # in force at once
+    assert _status(addr, "t1", b"x") == pb.OK                   # a topic already in the log stays writable
+    for bad in (["-k", "listen=127.0.0.1:1"], ["-k", "ack_timeout_s=soon"], ["-k", "ack_timeout_s=0"],
+                ["-k", "auto_create_topics=true", "-k", "max_inflight_produce=0"], ["-k", "nonsense"]):
+        rc, out = cli("broker-config-set", *bad)
+        assert rc != 0 and not out["ok"], (bad, out)
+    rc, out = cli("broker-config", "--key", "auto_create_topics")
+    assert out["result"]["config"][0]["value"] is False                  # the refused pair applied nothing
+    assert "broker_config_updated" in p.log_text()
