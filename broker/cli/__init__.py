@@ -14,6 +14,7 @@ from typing import Any
 
 from autoswitch.broker.cli import broker_config as cli_broker_config
 from autoswitch.broker.cli import consumer_admin as cli_consumer_admin
+from autoswitch.broker.cli import dump_log as cli_dump_log
 from autoswitch.broker.cli import messages as cli_messages
 from autoswitch.broker.cli import topics as cli_topics
 from autoswitch.broker.cli.common import bad_target, err
@@ -164,6 +165,7 @@ def register(sub: Any, admin_sub: Any) -> None:
     cli_consumer_admin.register(admin_sub)
     cli_messages.register(admin_sub)
     cli_broker_config.register(admin_sub)
+    cli_dump_log.register(sub)
 
     a = admin_sub.add_parser("log-digest", help="sha256 of a broker's raw commit log in [from, to)")
     a.add_argument("--broker", required=True)
