@@ -108,7 +108,7 @@ def register(sub: Any, admin_sub: Any) -> None:
                         "with --namesrv 'auto': the master's, from its route (re-routed on failover); "
                         "offsets are still fetched and committed over gRPC")
     p.add_argument("--timeout", type=float, default=10.0)
-    p.add_argument("--consumer-group", default=None,
+    p.add_argument("-g", "--consumer-group", default=None,
                    help="resume from this consumer group's committed offset and commit after each batch "
                         "(at-least-once: a crash between processing and commit replays that batch)")
     p.add_argument("--commit-log", default=None,
