@@ -20,11 +20,12 @@ import grpc
 from autoswitch.broker.client.client import channel_options
 from autoswitch.broker.config import BrokerConfig, parse_hostport
 from autoswitch.broker.consume_serve import ConsumeService
-from autoswitch.broker.consumer_groups import ConsumerGroups, GroupOwned
+from autoswitch.broker.consumer_groups import ConsumerGroups
 from autoswitch.broker.fetch_server import FetchServer
 from autoswitch.broker.metrics import BrokerMetrics
-from autoswitch.broker.replies import committed_pb, status_of
+from autoswitch.broker.replies import status_of
 from autoswitch.broker.server import Broker
+from autoswitch.broker.service_admin import GroupTopicConfigRpcs
 from autoswitch.broker.topic_registry import TopicRegistry
 from autoswitch.broker.write_path import validate_message
 
@@ -40,9 +41,8 @@ from autoswitch.base.write_errors import BadRequest, MessageTooLarge, NotAllowed
 from autoswitch.proto import broker_pb2 as pb
 from autoswitch.proto import broker_pb2_grpc as pbg
 
-MAX_LISTED_TOPICS = 100_000
 
-class BrokerServicer(pbg.BrokerServiceServicer):
+class BrokerServicer(GroupTopicConfigRpcs, pbg.BrokerServiceServicer):
     def __init__(self, broker: Broker) -> None:
         self.b = broker
         self.log = broker.log.bind(component_part="service")
@@ -50,9 +50,6 @@ class BrokerServicer(pbg.BrokerServiceServicer):
         self.topics = TopicRegistry(broker)
         self.consume = ConsumeService(broker, self.log)
         self._refused = RateLimitedLog(self.log)
-
-    def _master_addr(self) -> str:
-        return self.b.master_addr or ""
 
     async def Produce(self, request: pb.ProduceRequest, context: Any) -> pb.ProduceReply:
         from autoswitch.broker.storage.record import record_size
@@ -296,125 +293,6 @@ class BrokerServicer(pbg.BrokerServiceServicer):
                                  max_offset=b.store.max_offset,
                                  ranges=[pb.RangeDigest(epoch=r.epoch, start=r.start, end=r.end, digest=r.digest)
                                          for r in ranges])
-
-    # ---- consumer groups (broker/consumer_groups.py) ----
-
-    async def CommitOffset(self, request: pb.CommitOffsetRequest, context: Any) -> pb.CommitOffsetReply:
-        try:
-            await self.groups.commit(request.consumer_group, request.topic, request.queue_offset, current_caller())
-        except GroupOwned as e:
-            who = current_caller()
-            self._refused.warning((who.name if who else "", "group_owned"), "commit_offset_refused", error=str(e))
-            await context.abort(grpc.StatusCode.PERMISSION_DENIED, str(e))
-        except WriteError as e:
-            return pb.CommitOffsetReply(status=status_of(e), error_message=str(e), master_addr=self._master_addr())
-        except AutoswitchError as e:
-            self.log.error("commit_offset_failed", code=e.code, error=str(e))
-            return pb.CommitOffsetReply(status=pb.INTERNAL, error_message=f"{e.code}: {e}")
-        return pb.CommitOffsetReply(status=pb.OK, group=self.b.group, broker_id=self.b.broker_id,
-                                    epoch=self.b.master_epoch)
-
-    async def DeleteConsumerGroup(self, request: pb.DeleteConsumerGroupRequest,
-                                  context: Any) -> pb.DeleteConsumerGroupReply:
-        try:
-            removed = await self.groups.delete(request.consumer_group, current_caller())
-        except WriteError as e:
-            return pb.DeleteConsumerGroupReply(status=status_of(e), error_message=str(e),
-                                               master_addr=self._master_addr())
-        except AutoswitchError as e:
-            if e.code != "NOT_FOUND":
-                self.log.error("delete_consumer_group_failed", code=e.code, error=str(e))
-            return pb.DeleteConsumerGroupReply(status=status_of(e), error_message=str(e))
-        return pb.DeleteConsumerGroupReply(status=pb.OK, removed=removed, group=self.b.group,
-                                           broker_id=self.b.broker_id, epoch=self.b.master_epoch)
-
-    async def FetchOffset(self, request: pb.FetchOffsetRequest, context: Any) -> pb.FetchOffsetReply:
-        try:
-            c = self.groups.fetch(request.consumer_group, request.topic)
-        except WriteError as e:
-            return pb.FetchOffsetReply(status=status_of(e), error_message=str(e), master_addr=self._master_addr())
-        except AutoswitchError as e:
-            self.log.error("fetch_offset_failed", code=e.code, error=str(e))
-            return pb.FetchOffsetReply(status=pb.INTERNAL, error_message=f"{e.code}: {e}")
-        return pb.FetchOffsetReply(status=pb.OK, offset=committed_pb(c))
-
-    async def ConsumerProgress(self, request: pb.ConsumerProgressRequest, context: Any) -> pb.ConsumerProgressReply:
-        try:
-            rows = self.groups.progress(request.consumer_group)
-        except WriteError as e:
-            return pb.ConsumerProgressReply(status=status_of(e), error_message=str(e),
-                                            master_addr=self._master_addr())
-        except AutoswitchError as e:
-            self.log.error("consumer_progress_failed", code=e.code, error=str(e))
-            return pb.ConsumerProgressReply(status=pb.INTERNAL, error_message=f"{e.code}: {e}")
-        return pb.ConsumerProgressReply(status=pb.OK, offsets=[committed_pb(c) for c in rows])
-
-
-    async def ListTopics(self, request: pb.ListTopicsRequest, context: Any) -> pb.ListTopicsReply:
-        st = self.b.store
-        table = self.topics.table()
-        names = sorted(set(st.topics()) | set(table.settings) | table.deleted)[:MAX_LISTED_TOPICS]
-        out = []
-        for t in names:
-            s = table.settings.get(t)
-            out.append(pb.TopicInfo(topic=t, min_queue_offset=st.min_queue_offset(t),
-                                    max_queue_offset=st.max_queue_offset(t), internal=t.startswith("__"),
-                                    configured=s is not None, max_message_bytes=(s.max_message_bytes or 0) if s else 0,
-                                    deleted=t in table.deleted, created_by=s.created_by if s else ""))
-        return pb.ListTopicsReply(status=pb.OK, role=self.b.role, master_epoch=self.b.master_epoch, topics=out)
-
-    # ---- runtime configuration (broker/runtime_config.py) ----
-
-    def _config_reply(self, error: AutoswitchError | None = None) -> pb.BrokerConfigReply:
-        from autoswitch.broker.runtime_config import RUNTIME_KEYS, config_view
-
-        if error is not None:
-            return pb.BrokerConfigReply(status=pb.BAD_REQUEST, error_message=str(error))
-        return pb.BrokerConfigReply(status=pb.OK, config_json=json.dumps(config_view(self.b.cfg), default=str,
-                                                                          sort_keys=True),
-                                    runtime_keys=sorted(RUNTIME_KEYS))
-
-    async def GetBrokerConfig(self, request: pb.GetBrokerConfigRequest, context: Any) -> pb.BrokerConfigReply:
-        return self._config_reply()
-
-    async def UpdateBrokerConfig(self, request: pb.UpdateBrokerConfigRequest, context: Any) -> pb.BrokerConfigReply:
-        from autoswitch.broker.runtime_config import apply_changes
-
-        who = current_caller()
-        try:
-            done = apply_changes(self.b.cfg, dict(request.changes))
-        except AutoswitchError as e:
-            self.log.warning("broker_config_refused", error=str(e)[:300], by=who.name if who else None)
-            return self._config_reply(e)
-        for key, (old, new) in done.items():
-            # the one record of who changed what (the file keeps the old value: until the next start)
-            self.log.info("broker_config_updated", key=key, old=old, new=new, by=who.name if who else None,
-                          epoch=self.b.master_epoch)
-        return self._config_reply()
-
-    # ---- topic settings (broker/topic_registry.py) ----
-
-    def _topic_reply(self, e: AutoswitchError | None) -> pb.TopicChangeReply:
-        if e is None:
-            return pb.TopicChangeReply(status=pb.OK, group=self.b.group, broker_id=self.b.broker_id,
-                                       epoch=self.b.master_epoch)
-        if not isinstance(e, WriteError):
-            self.log.error("topic_change_failed", code=e.code, error=str(e))
-        return pb.TopicChangeReply(status=status_of(e), error_message=str(e), master_addr=self._master_addr())
-
-    async def UpdateTopic(self, request: pb.UpdateTopicRequest, context: Any) -> pb.TopicChangeReply:
-        try:
-            await self.topics.update(request.topic, request.max_message_bytes or None, current_caller())
-        except AutoswitchError as e:
-            return self._topic_reply(e)
-        return self._topic_reply(None)
-
-    async def DeleteTopic(self, request: pb.DeleteTopicRequest, context: Any) -> pb.TopicChangeReply:
-        try:
-            await self.topics.delete(request.topic, current_caller())
-        except AutoswitchError as e:
-            return self._topic_reply(e)
-        return self._topic_reply(None)
 
 
 Attach = Callable[[Broker], Awaitable[Callable[[], Awaitable[None]] | None]]

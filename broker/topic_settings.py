@@ -21,7 +21,6 @@ from autoswitch.base.write_errors import BadRequest
 TOPICS_TOPIC = "__topics"
 MAX_BODY_BYTES = 1024
 MAX_TOPICS = 100_000             # configured topics a master keeps (a create beyond is refused)
-MAX_BY = MAX_NAME_LEN            # the identity recorded with a change
 
 
 @dataclass(frozen=True)
@@ -42,7 +41,7 @@ def encode_settings(topic: str, max_message_bytes: int | None, by: str, now_ms: 
         raise BadRequest("max_message_bytes must be >= 1")
     doc: dict = {"t": topic, "m": max_message_bytes, "ts": now_ms}
     if by:
-        doc["u"] = by[:MAX_BY]
+        doc["u"] = by[:MAX_NAME_LEN]
     return orjson.dumps(doc)
 
 
@@ -50,7 +49,7 @@ def encode_delete(topic: str, by: str, now_ms: int) -> bytes:
     check_topic(topic)
     doc: dict = {"t": topic, "d": 1, "ts": now_ms}
     if by:
-        doc["u"] = by[:MAX_BY]
+        doc["u"] = by[:MAX_NAME_LEN]
     return orjson.dumps(doc)
 
 

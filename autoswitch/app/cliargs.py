@@ -105,8 +105,10 @@ def harden(parser: argparse.ArgumentParser, path: tuple[str, ...] = ()) -> None:
             action.type = _bounded(action.type, action.dest)
 
 
-# Commands that run a server: their --namesrv is where they register, never a client default.
-SERVER_COMMANDS = frozenset({"broker", "controller", "namesrv", "recover-member", "restore-member", "playground"})
+# The commands whose --controller / --namesrv name their target: the admin commands and the
+# clients. Not the servers (their --namesrv is where they register) nor the pipeline (its
+# --controller is an optional source beside --events).
+CLIENT_COMMANDS = frozenset({"admin", "produce", "consume"})
 
 
 def apply_default_endpoints(args: argparse.Namespace) -> str | None:
@@ -117,7 +119,7 @@ def apply_default_endpoints(args: argparse.Namespace) -> str | None:
     from autoswitch.base.addr import namesrv_list
     from autoswitch.base.tls import profile_values
 
-    if getattr(args, "command", None) in SERVER_COMMANDS:
+    if getattr(args, "command", None) not in CLIENT_COMMANDS:
         return None
     wants_ctl = hasattr(args, "controller") and not args.controller
     wants_ns = hasattr(args, "namesrv") and not args.namesrv and not getattr(args, "broker", None)
