@@ -29,16 +29,20 @@ class _PastLogEnd(Exception):
 
 
 class ConsumeService:
-    def __init__(self, broker: Broker, log: EventLogger) -> None:
+    def __init__(self, broker: Broker, log: EventLogger, floor: Callable[[str], int] | None = None) -> None:
+        """``floor(topic)``: the first queue offset still served (a topic's own retention,
+        broker/topic_registry.py); a read below it starts there."""
         self.b = broker
         self.log = log
+        self._floor = floor
         self._out_of_range = RateLimitedLog(log, interval_s=60.0)
 
     def _master_addr(self) -> str:
         return self.b.master_addr or ""
 
-    async def _admit(self, req: FetchRequest) -> int:
-        """Check the request and hold it for its long poll; returns how many messages it may get."""
+    async def _admit(self, req: FetchRequest) -> tuple[int, int]:
+        """Check the request and hold it for its long poll: (how many messages it may get, the
+        queue offset to read from: the request's, or the topic's retention floor above it)."""
         b = self.b
         b.require_readable()
         if not req.topic or req.queue_offset < 0 or req.max_count < 0:
@@ -55,12 +59,15 @@ class ConsumeService:
                                        queueOffset=req.queue_offset, logEnd=end, epoch=b.master_epoch)
             raise _PastLogEnd(end, f"queue offset {req.queue_offset} of {req.topic!r} is past the log end "
                                    f"{end} (an unclean election lost messages)")
+        start = req.queue_offset
+        if self._floor is not None:
+            start = max(start, min(self._floor(req.topic), end))
         if req.max_wait_ms and req.min_count:
-            await self._long_poll(req, min(req.min_count, count))
+            await self._long_poll(req, start, min(req.min_count, count))
             b.require_readable()
-        return count
+        return count, start
 
-    async def _long_poll(self, req: FetchRequest, want: int) -> None:
+    async def _long_poll(self, req: FetchRequest, start: int, want: int) -> None:
         """Hold the Consume until ``want`` confirmed messages are there (long_poll.py), the wait
         runs out, or the role changes."""
         b = self.b
@@ -68,18 +75,19 @@ class ConsumeService:
 
         def ready() -> bool:
             return (b.role != role or b.master_epoch != epoch
-                    or b.store.has_confirmed(req.topic, req.queue_offset, want, b.confirm_offset))
+                    or b.store.has_confirmed(req.topic, start, want, b.confirm_offset))
 
         await b.confirm_signal.wait_until(ready, min(req.max_wait_ms, b.cfg.max_consume_wait_ms) / 1000)
 
-    async def _serve(self, req: FetchRequest, read: Callable[[int, int], T]) -> tuple[int, T] | RecordsReply:
-        """(confirmOffset, ``read(count, confirmOffset)``) for an admitted request, or why not as
-        a RecordsReply (the same failure answers on both ports)."""
+    async def _serve(self, req: FetchRequest,
+                     read: Callable[[int, int, int], T]) -> tuple[int, int, T] | RecordsReply:
+        """(confirmOffset, the start, ``read(start, count, confirmOffset)``) for an admitted
+        request, or why not as a RecordsReply (the same failure answers on both ports)."""
         b = self.b
         try:
-            count = await self._admit(req)
+            count, start = await self._admit(req)
             confirm = b.confirm_offset
-            return confirm, read(count, confirm)
+            return confirm, start, read(start, count, confirm)
         except _PastLogEnd as e:
             return RecordsReply(pb.OFFSET_OUT_OF_RANGE, 0, e.end, [], str(e))
         except WriteError as e:
@@ -91,11 +99,11 @@ class ConsumeService:
     async def records(self, req: FetchRequest) -> RecordsReply:
         """The stored-record-runs answer (record_runs.py), as both ports send it."""
         b = self.b
-        out = await self._serve(req, lambda count, confirm: b.store.read_record_runs(
-            req.topic, req.queue_offset, count, confirm, b.cfg.max_consume_bytes))
+        out = await self._serve(req, lambda start, count, confirm: b.store.read_record_runs(
+            req.topic, start, count, confirm, b.cfg.max_consume_bytes))
         if isinstance(out, RecordsReply):
             return out
-        confirm, served = out
+        confirm, _start, served = out
         b.consumed_msgs += served.count
         return RecordsReply(pb.OK, confirm, served.next_q, served.runs)
 
@@ -108,15 +116,15 @@ class ConsumeService:
                                    error_message=r.error_message, master_addr=r.master_addr,
                                    runs=[pb.RecordRun(phy_offset=p, records=run) for p, run in r.runs])
         b = self.b
-        out = await self._serve(req, lambda count, confirm: b.store.read_messages(
-            request.topic, request.queue_offset, count, max_phy=confirm))
+        out = await self._serve(req, lambda start, count, confirm: b.store.read_messages(
+            request.topic, start, count, max_phy=confirm))
         if isinstance(out, RecordsReply):
             return pb.ConsumeReply(status=_status(out.status), next_queue_offset=out.next_queue_offset,
                                    error_message=out.error_message, master_addr=out.master_addr)
-        confirm, stored = out
+        confirm, start, stored = out
         reply = pb.ConsumeReply(status=pb.OK, confirm_offset=confirm)
         total = 0
-        nxt = request.queue_offset
+        nxt = start
         for m in stored:
             body = bytes(m.body)
             if reply.messages and total + len(body) > b.cfg.max_consume_bytes:

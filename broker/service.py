@@ -48,7 +48,7 @@ class BrokerServicer(GroupTopicConfigRpcs, pbg.BrokerServiceServicer):
         self.log = broker.log.bind(component_part="service")
         self.groups = ConsumerGroups(broker)
         self.topics = TopicRegistry(broker)
-        self.consume = ConsumeService(broker, self.log)
+        self.consume = ConsumeService(broker, self.log, floor=self.topics.retention_floor)
         self._refused = RateLimitedLog(self.log)
 
     async def Produce(self, request: pb.ProduceRequest, context: Any) -> pb.ProduceReply:

@@ -97,10 +97,12 @@ class GroupTopicConfigRpcs:
         out = []
         for t in names:
             s = table.settings.get(t)
-            out.append(pb.TopicInfo(topic=t, min_queue_offset=st.min_queue_offset(t),
+            low = self.topics.retention_floor(t) if s is not None and s.retention_hours else st.min_queue_offset(t)
+            out.append(pb.TopicInfo(topic=t, min_queue_offset=low,
                                     max_queue_offset=st.max_queue_offset(t), internal=t.startswith("__"),
                                     configured=s is not None, max_message_bytes=(s.max_message_bytes or 0) if s else 0,
-                                    deleted=t in table.deleted, created_by=s.created_by if s else ""))
+                                    deleted=t in table.deleted, created_by=s.created_by if s else "",
+                                    retention_hours=(s.retention_hours or 0.0) if s else 0.0))
         return pb.ListTopicsReply(status=pb.OK, role=self.b.role, master_epoch=self.b.master_epoch, topics=out)
 
     # ---- runtime configuration (broker/runtime_config.py) ----
@@ -144,7 +146,8 @@ class GroupTopicConfigRpcs:
 
     async def UpdateTopic(self, request: pb.UpdateTopicRequest, context: Any) -> pb.TopicChangeReply:
         try:
-            await self.topics.update(request.topic, request.max_message_bytes or None, current_caller())
+            await self.topics.update(request.topic, request.max_message_bytes or None, current_caller(),
+                                     request.retention_hours or None)
         except AutoswitchError as e:
             return self._topic_reply(e)
         return self._topic_reply(None)

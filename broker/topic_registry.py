@@ -19,6 +19,7 @@ from autoswitch.broker.topic_settings import (
     decode,
     encode_delete,
     encode_settings,
+    retention_cutoff_ms,
 )
 
 from autoswitch.base.auth import Principal
@@ -29,6 +30,8 @@ if TYPE_CHECKING:
     from autoswitch.broker.server import Broker
 
 READ_CHUNK = 1000
+FLOOR_CACHE_S = 1.0          # a topic's retention floor is searched again at most this often
+MAX_FLOOR_STEPS = 64         # a binary search over 2^63 queue offsets ends well within this
 
 
 class TopicRegistry:
@@ -42,6 +45,36 @@ class TopicRegistry:
         self._view = view
         self._table = TopicTable()
         self._next_q = 0
+        self._floors: dict[str, tuple[float, int]] = {}     # topic -> (when searched, floor)
+
+    def retention_floor(self, topic: str) -> int:
+        """The first queue offset of ``topic`` inside its own retention (its messages born before
+        now - retention_hours are no longer served); the log's first offset when it has none.
+        A binary search by born time (the producers' clocks, as Kafka's CreateTime), one message
+        read per step, at most once per FLOOR_CACHE_S per topic."""
+        store = self.b.store
+        low = store.min_queue_offset(topic)
+        cutoff = retention_cutoff_ms(self.table().settings.get(topic), int(time.time() * 1000))
+        if cutoff is None:
+            return low
+        now = time.monotonic()
+        cached = self._floors.get(topic)
+        if cached is not None and now - cached[0] < FLOOR_CACHE_S:
+            return max(cached[1], low)
+        lo, hi = max(low, cached[1] if cached else low), store.max_queue_offset(topic)
+        for _ in range(MAX_FLOOR_STEPS):
+            if lo >= hi:
+                break
+            mid = (lo + hi) // 2
+            got = store.read_messages(topic, mid, 1)
+            if not got or got[0].born_ts_ms >= cutoff:
+                hi = mid
+            else:
+                lo = mid + 1
+        if len(self._floors) >= MAX_TOPICS:
+            self._floors.clear()
+        self._floors[topic] = (now, lo)
+        return lo
 
     def table(self) -> TopicTable:
         """The settings of every record in this replica's log (caught up on each call)."""
@@ -78,7 +111,8 @@ class TopicRegistry:
                                            born_ts_ms=int(time.time() * 1000))])
         self.b.check_write_fence()      # as Produce: a deposed master must not acknowledge it
 
-    async def update(self, topic: str, max_message_bytes: int | None, caller: Principal | None) -> TopicSettings:
+    async def update(self, topic: str, max_message_bytes: int | None, caller: Principal | None,
+                     retention_hours: float | None = None) -> TopicSettings:
         """Create the topic or change its settings (mqadmin updateTopic)."""
         check_topic(topic)
         self._require_master()
@@ -90,10 +124,11 @@ class TopicRegistry:
             raise NotAllowed(f"this master keeps settings for at most {MAX_TOPICS} topics")
         who = caller.name if caller is not None and caller.via != "none" else ""
         now = int(time.time() * 1000)
-        await self._append(encode_settings(topic, max_message_bytes, who, now))
-        self.log.info("topic_updated", topic=topic, maxMessageBytes=max_message_bytes, by=who or None,
-                      epoch=self.b.master_epoch)
-        return TopicSettings(max_message_bytes, who, now)
+        await self._append(encode_settings(topic, max_message_bytes, who, now, retention_hours))
+        self._floors.pop(topic, None)
+        self.log.info("topic_updated", topic=topic, maxMessageBytes=max_message_bytes, retentionHours=retention_hours,
+                      by=who or None, epoch=self.b.master_epoch)
+        return TopicSettings(max_message_bytes, who, now, retention_hours)
 
     async def delete(self, topic: str, caller: Principal | None) -> None:
         """Stop writes to the topic and drop its settings; its messages stay readable until the

@@ -21,6 +21,8 @@ from autoswitch.base.write_errors import BadRequest
 TOPICS_TOPIC = "__topics"
 MAX_BODY_BYTES = 1024
 MAX_TOPICS = 100_000             # configured topics a master keeps (a create beyond is refused)
+MIN_RETENTION_HOURS = 0.001      # 3.6 s: shorter would expire messages before a consumer could read them
+MAX_RETENTION_HOURS = 24 * 365 * 100
 
 
 @dataclass(frozen=True)
@@ -28,6 +30,7 @@ class TopicSettings:
     max_message_bytes: int | None = None    # None: the broker's max_message_bytes
     created_by: str = ""
     updated_ms: int = 0
+    retention_hours: float | None = None    # None: the log's retention only
 
 
 def check_topic(topic: str) -> None:
@@ -35,11 +38,16 @@ def check_topic(topic: str) -> None:
         raise BadRequest(f"topic must be 1..{MAX_TOPIC_BYTES} bytes and not start with '__'")
 
 
-def encode_settings(topic: str, max_message_bytes: int | None, by: str, now_ms: int) -> bytes:
+def encode_settings(topic: str, max_message_bytes: int | None, by: str, now_ms: int,
+                    retention_hours: float | None = None) -> bytes:
     check_topic(topic)
     if max_message_bytes is not None and max_message_bytes < 1:
         raise BadRequest("max_message_bytes must be >= 1")
+    if retention_hours is not None and not MIN_RETENTION_HOURS <= retention_hours <= MAX_RETENTION_HOURS:
+        raise BadRequest(f"retention_hours must be in [{MIN_RETENTION_HOURS}, {MAX_RETENTION_HOURS}]")
     doc: dict = {"t": topic, "m": max_message_bytes, "ts": now_ms}
+    if retention_hours is not None:
+        doc["r"] = retention_hours
     if by:
         doc["u"] = by[:MAX_NAME_LEN]
     return orjson.dumps(doc)
@@ -72,7 +80,10 @@ def decode(body: bytes) -> tuple[str, TopicSettings | None] | None:
     m = d.get("m")
     if m is not None and (type(m) is not int or m < 1):
         return None
-    return d["t"], TopicSettings(m, by, ts)
+    r = d.get("r")
+    if r is not None and (type(r) not in (int, float) or not MIN_RETENTION_HOURS <= r <= MAX_RETENTION_HOURS):
+        return None
+    return d["t"], TopicSettings(m, by, ts, float(r) if r is not None else None)
 
 
 @dataclass
@@ -105,3 +116,10 @@ class TopicTable:
         if not auto_create and topic not in self.settings and not in_log:
             return f"topic {topic!r} does not exist and this broker does not create topics (admin topic-create)"
         return None
+
+
+def retention_cutoff_ms(s: TopicSettings | None, now_ms: int) -> int | None:
+    """Messages born before this are past the topic's own retention; None: it has none."""
+    if s is None or s.retention_hours is None:
+        return None
+    return now_ms - int(s.retention_hours * 3_600_000)

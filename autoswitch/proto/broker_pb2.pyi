@@ -405,7 +405,7 @@ class ListTopicsRequest(_message.Message):
     def __init__(self) -> None: ...
 
 class TopicInfo(_message.Message):
-    __slots__ = ("topic", "min_queue_offset", "max_queue_offset", "internal", "configured", "max_message_bytes", "deleted", "created_by")
+    __slots__ = ("topic", "min_queue_offset", "max_queue_offset", "internal", "configured", "max_message_bytes", "deleted", "created_by", "retention_hours")
     TOPIC_FIELD_NUMBER: _ClassVar[int]
     MIN_QUEUE_OFFSET_FIELD_NUMBER: _ClassVar[int]
     MAX_QUEUE_OFFSET_FIELD_NUMBER: _ClassVar[int]
@@ -414,6 +414,7 @@ class TopicInfo(_message.Message):
     MAX_MESSAGE_BYTES_FIELD_NUMBER: _ClassVar[int]
     DELETED_FIELD_NUMBER: _ClassVar[int]
     CREATED_BY_FIELD_NUMBER: _ClassVar[int]
+    RETENTION_HOURS_FIELD_NUMBER: _ClassVar[int]
     topic: str
     min_queue_offset: int
     max_queue_offset: int
@@ -422,7 +423,8 @@ class TopicInfo(_message.Message):
     max_message_bytes: int
     deleted: bool
     created_by: str
-    def __init__(self, topic: _Optional[str] = ..., min_queue_offset: _Optional[int] = ..., max_queue_offset: _Optional[int] = ..., internal: _Optional[bool] = ..., configured: _Optional[bool] = ..., max_message_bytes: _Optional[int] = ..., deleted: _Optional[bool] = ..., created_by: _Optional[str] = ...) -> None: ...
+    retention_hours: float
+    def __init__(self, topic: _Optional[str] = ..., min_queue_offset: _Optional[int] = ..., max_queue_offset: _Optional[int] = ..., internal: _Optional[bool] = ..., configured: _Optional[bool] = ..., max_message_bytes: _Optional[int] = ..., deleted: _Optional[bool] = ..., created_by: _Optional[str] = ..., retention_hours: _Optional[float] = ...) -> None: ...
 
 class GetBrokerConfigRequest(_message.Message):
     __slots__ = ()
@@ -454,12 +456,14 @@ class UpdateBrokerConfigRequest(_message.Message):
     def __init__(self, changes: _Optional[_Mapping[str, str]] = ...) -> None: ...
 
 class UpdateTopicRequest(_message.Message):
-    __slots__ = ("topic", "max_message_bytes")
+    __slots__ = ("topic", "max_message_bytes", "retention_hours")
     TOPIC_FIELD_NUMBER: _ClassVar[int]
     MAX_MESSAGE_BYTES_FIELD_NUMBER: _ClassVar[int]
+    RETENTION_HOURS_FIELD_NUMBER: _ClassVar[int]
     topic: str
     max_message_bytes: int
-    def __init__(self, topic: _Optional[str] = ..., max_message_bytes: _Optional[int] = ...) -> None: ...
+    retention_hours: float
+    def __init__(self, topic: _Optional[str] = ..., max_message_bytes: _Optional[int] = ..., retention_hours: _Optional[float] = ...) -> None: ...
 
 class DeleteTopicRequest(_message.Message):
     __slots__ = ("topic",)

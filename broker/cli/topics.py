@@ -44,6 +44,8 @@ def register(admin_sub) -> None:
                                                   "(mqadmin updateTopic; admin)")
     a.add_argument("--topic", required=True)
     a.add_argument("--max-message-bytes", type=int, default=0, help="largest body (0: the broker's max_message_bytes)")
+    a.add_argument("--retention-hours", type=float, default=0.0,
+                   help="its messages are served for this long after they were born (0: the log's retention only)")
     every_group(a)
     a.set_defaults(func=cmd_topic_create)
     a = admin_sub.add_parser("topic-delete", help="stop writes to a topic and drop its settings on every broker "
@@ -77,7 +79,7 @@ def _rows(r: pb.ListTopicsReply, internal: bool) -> list[dict]:
 def _topic_row(t: pb.TopicInfo) -> dict:
     return {"topic": t.topic, "min_queue_offset": t.min_queue_offset, "max_queue_offset": t.max_queue_offset,
             "internal": t.internal, "configured": t.configured, "max_message_bytes": t.max_message_bytes or None,
-            "deleted": t.deleted, "created_by": t.created_by or None}
+            "deleted": t.deleted, "created_by": t.created_by or None, "retention_hours": t.retention_hours or None}
 
 
 def cmd_topic_list(args: argparse.Namespace) -> int:
@@ -194,9 +196,9 @@ def _change(args: argparse.Namespace, what: str, send: Any) -> int:
 
 
 def cmd_topic_create(args: argparse.Namespace) -> int:
-    if args.max_message_bytes < 0:
-        return fail_code(args, "BAD_USAGE", "--max-message-bytes must be >= 0", rc=2)
-    return _change(args, "updated", lambda c: c.update_topic(args.topic, args.max_message_bytes))
+    if args.max_message_bytes < 0 or args.retention_hours < 0:
+        return fail_code(args, "BAD_USAGE", "--max-message-bytes and --retention-hours must be >= 0", rc=2)
+    return _change(args, "updated", lambda c: c.update_topic(args.topic, args.max_message_bytes, args.retention_hours))
 
 
 def cmd_topic_delete(args: argparse.Namespace) -> int:

@@ -261,8 +261,10 @@ def consumed_messages(reply: pb.ConsumeReply) -> Iterator[StoredMessage]:
 
 
 class AdminClient(_Base):
-    async def update_topic(self, topic: str, max_message_bytes: int = 0) -> pb.TopicChangeReply:
-        return await self._call("UpdateTopic", pb.UpdateTopicRequest(topic=topic, max_message_bytes=max_message_bytes))
+    async def update_topic(self, topic: str, max_message_bytes: int = 0,
+                           retention_hours: float = 0.0) -> pb.TopicChangeReply:
+        return await self._call("UpdateTopic", pb.UpdateTopicRequest(topic=topic, max_message_bytes=max_message_bytes,
+                                                                     retention_hours=retention_hours))
 
     async def delete_topic(self, topic: str) -> pb.TopicChangeReply:
         return await self._call("DeleteTopic", pb.DeleteTopicRequest(topic=topic))

@@ -121,3 +121,54 @@ def test_runtime_broker_config_get_and_set(procs, tmp_path):
     rc, out = cli("broker-config", "--key", "auto_create_topics")
     assert out["result"]["config"][0]["value"] is False                  # the refused pair applied nothing
     assert "broker_config_updated" in p.log_text()
+
+
+def test_a_topics_own_retention_hides_messages_born_before_it(procs, tmp_path):
+    """Per-topic retention (kafka-topics --config retention.ms): messages born before now -
+    retention_hours are no longer served, on the gRPC Consume and the queue offsets it reports;
+    other topics keep theirs; clearing it serves them again (the bytes stay until the log's
+    retention)."""
+    import time
+
+    import grpc
+
+    from autoswitch.broker.client.client import ConsumerClient, consumed_messages
+
+    from autoswitch.proto import broker_pb2_grpc as pbg
+
+    port, ha = free_port(), free_port()
+    p = procs.start("b", ["broker", "--group", "g1", "--role", "master", "--epoch", "1", "--listen", f"{HOST}:{port}",
+                          "--ha-listen", f"{HOST}:{ha}", "--data-dir", str(tmp_path / "b"), "--ack-mode", "master"])
+    wait_port(port, proc=p.popen)
+    addr = f"{HOST}:{port}"
+    now = int(time.time() * 1000)
+    with grpc.insecure_channel(addr) as ch:
+        stub = pbg.BrokerServiceStub(ch)
+        for topic in ("short", "other"):
+            born = [now - 2 * 3_600_000] * 3 + [now] * 2             # three born two hours ago, two now
+            r = stub.Produce(pb.ProduceRequest(topic=topic, messages=[
+                pb.ProduceMessage(body=f"m{i}".encode(), msg_id=f"{topic}-{i}", born_ts_ms=b)
+                for i, b in enumerate(born)]), timeout=30)
+            assert r.status == pb.OK, r
+
+    async def scenario() -> None:
+        admin = AdminClient(addr, timeout_s=10)
+        reader = ConsumerClient(addr, timeout_s=10)
+        try:
+            assert (await admin.update_topic("short", retention_hours=1.0)).status == pb.OK
+
+            async def ids(topic: str) -> list[str]:
+                return [m.msg_id for m in consumed_messages(await reader.consume(topic, 0, 100))]
+
+            assert await ids("short") == ["short-3", "short-4"]
+            assert await ids("other") == [f"other-{i}" for i in range(5)]
+            topics = {t.topic: t for t in (await reader.list_topics()).topics}
+            assert topics["short"].min_queue_offset == 3 and topics["short"].retention_hours == 1.0
+            assert topics["other"].min_queue_offset == 0
+            assert (await admin.update_topic("short")).status == pb.OK        # no retention of its own
+            assert await ids("short") == [f"short-{i}" for i in range(5)]
+        finally:
+            await admin.close()
+            await reader.close()
+
+    asyncio.run(scenario())

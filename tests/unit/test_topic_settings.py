@@ -32,3 +32,15 @@ def test_the_table_limits_refuses_deleted_and_unknown_topics_and_the_last_record
     assert "deleted" in t.refusal("a", auto_create=True, in_log=True) and t.size_limit("a", 1000) == 1000
     t.apply("a", TopicSettings(None))
     assert t.refusal("a", auto_create=False, in_log=True) is None and "a" not in t.deleted
+
+
+def test_retention_records_and_the_cutoff():
+    from autoswitch.broker.topic_settings import retention_cutoff_ms
+
+    assert decode(encode_settings("t", None, "", 1, retention_hours=2.5)) == ("t", TopicSettings(None, "", 1, 2.5))
+    for bad in (b'{"t": "x", "r": 0}', b'{"t": "x", "r": "1"}', b'{"t": "x", "r": 1e9}'):
+        assert decode(bad) is None, bad
+    with pytest.raises(BadRequest):
+        encode_settings("t", None, "", 1, retention_hours=0.0)
+    assert retention_cutoff_ms(TopicSettings(retention_hours=1.0), 10_000_000) == 10_000_000 - 3_600_000
+    assert retention_cutoff_ms(TopicSettings(), 5) is None and retention_cutoff_ms(None, 5) is None
