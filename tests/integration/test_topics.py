@@ -131,7 +131,6 @@ def test_a_topics_own_retention_hides_messages_born_before_it(procs, tmp_path):
     import time
 
     import grpc
-
     from autoswitch.broker.client.client import ConsumerClient, consumed_messages
 
     from autoswitch.proto import broker_pb2_grpc as pbg
