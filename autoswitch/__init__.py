@@ -8,4 +8,6 @@ Inside the package itself, ``autoswitch.base`` is the shared base (errors, loggi
 and ``autoswitch.app`` the application layer (CLI, playground, status).
 """
 
-__version__ = "0.1.0"
+from autoswitch.base.version import VERSION as __version__
+
+__all__ = ["__version__"]

@@ -29,6 +29,7 @@ from autoswitch.broker.service_admin import GroupTopicConfigRpcs
 from autoswitch.broker.topic_registry import TopicRegistry
 from autoswitch.broker.write_path import validate_message
 
+from autoswitch import __version__
 from autoswitch.base.auth import Guard, current_caller
 from autoswitch.base.auth_interceptor import server_interceptor
 from autoswitch.base.errors import AutoswitchError
@@ -389,7 +390,7 @@ async def serve(cfg: BrokerConfig, stop_event: asyncio.Event | None = None, atta
         await health.set("", health_pb.HealthCheckResponse.SERVING)
         if observe is not None:
             await observe.start()
-        log.info("broker_started", listen=cfg.listen, ha_listen=cfg.ha_listen, fetch_listen=cfg.fetch_listen, role=broker.role,
+        log.info("broker_started", version=__version__, listen=cfg.listen, ha_listen=cfg.ha_listen, fetch_listen=cfg.fetch_listen, role=broker.role,
                  epoch=broker.master_epoch, ack_mode=cfg.ack_mode, flush=cfg.flush,
                  mode="controller" if cfg.controller_mode else "static")
         if attach is None and cfg.controller_mode:

@@ -17,12 +17,13 @@ from collections.abc import Awaitable, Callable, Iterable
 from typing import Any
 from urllib.parse import parse_qsl
 
-from prometheus_client import CollectorRegistry, generate_latest
+from prometheus_client import CollectorRegistry, Info, generate_latest
 from prometheus_client.core import CounterMetricFamily, GaugeMetricFamily
 from prometheus_client.exposition import CONTENT_TYPE_LATEST
 
 from autoswitch.base.addr import AddressError, split_hostport
 from autoswitch.base.log import get_logger
+from autoswitch.base.version import VERSION
 
 MAX_HEAD_BYTES = 8192
 READ_TIMEOUT_S = 5.0
@@ -78,6 +79,16 @@ class FnCollector:
         return []       # computed at scrape time only; no registration-time call of fn()
 
 
+def add_build_info(registry: CollectorRegistry, component: str) -> None:
+    """``autoswitch_build_info{version, component} 1`` (the Prometheus convention): which version
+    each process runs, for a rolling upgrade's dashboards. Once per registry."""
+    if getattr(registry, "_autoswitch_build_info", False):
+        return
+    Info("autoswitch_build", "The autoswitch version this process runs", registry=registry).info(
+        {"version": VERSION, "component": component})
+    registry._autoswitch_build_info = True     # type: ignore[attr-defined]
+
+
 class ObserveServer:
     """``/metrics`` (Prometheus text format), ``/healthz`` (200 while the process serves),
     ``/readyz`` (200 or 503 with the reason, from ``ready``)."""
@@ -92,6 +103,7 @@ class ObserveServer:
         except AddressError as e:
             raise ValueError(f"metrics listen address: {e}, got {listen[:80]!r}") from None
         self.registry = registry
+        add_build_info(registry, component)
         self.ready = ready
         self.component = component
         self.pages = dict(pages or {})

@@ -58,6 +58,7 @@ from autoswitch.controller.server.watchers import Watchers
 from autoswitch.controller.state.history import HistoryRecord
 from autoswitch.controller.state.sm_snapshot import decode_snapshot
 
+from autoswitch import __version__
 from autoswitch.base import tls
 from autoswitch.base.auth import Guard, Rule
 from autoswitch.base.auth_interceptor import server_interceptor
@@ -212,7 +213,7 @@ class ControllerNode:
                                           token=read_http_token(cfg.metrics_token_file)
                                           if cfg.metrics_token_file else "")
             await self._observe.start()
-        self.log.info("controller_started", listen=cfg.listen_addr, peers=cfg.peers)
+        self.log.info("controller_started", version=__version__, listen=cfg.listen_addr, peers=cfg.peers)
 
     def _on_membership(self, _conf: Any) -> None:
         """The configuration in force changed. Peer queries follow the voters; a node that has just

@@ -20,6 +20,7 @@ from autoswitch.controller.server.authz import NAMESRV_RULES, STANDALONE_NAMESRV
 from autoswitch.controller.server.node import ControllerNode
 from prometheus_client import CollectorRegistry
 
+from autoswitch import __version__
 from autoswitch.base import tls
 from autoswitch.base.auth import AuthConfig, Guard
 from autoswitch.base.auth_interceptor import server_interceptor
@@ -124,7 +125,7 @@ class NameServer:
         elif not st.auth.enabled:
             _log.warning("no_authorization", listen=st.listen,
                          note="auth off: any holder of a certificate of the CA may register routes")
-        _log.info("namesrv_started", listen=st.listen)
+        _log.info("namesrv_started", version=__version__, listen=st.listen)
 
     async def stop(self) -> None:
         if self._observe is not None:

@@ -70,12 +70,20 @@ def test_metrics_health_and_readiness_across_a_failover(procs, tmp_path):
         code, why = status(port, "/readyz")
         assert code == 200, (name, why)
         assert status(port, "/nope")[0] == 404
+        # which version each process runs (issue 34: a rolling upgrade's dashboards)
+        from autoswitch import __version__
+        assert total(scrape(port), "autoswitch_build_info", version=__version__) == 1, name
         # the container image's HEALTHCHECK command, against every kind of process
         for probe in ([], ["--ready"]):
             hc = subprocess.run([sys.executable, "-m", "autoswitch", "healthcheck", "--metrics", f"127.0.0.1:{port}",
                                  *probe], capture_output=True, text=True, timeout=60)
             assert hc.returncode == 0 and hc.stdout.startswith("healthy"), (name, probe, hc.stdout, hc.stderr)
     assert total(scrape(c.metrics_port["namesrv"]), "autoswitch_namesrv_routes") >= 3
+    assert total(scrape(c.metrics_port["namesrv"]), "autoswitch_build_info", component="namesrv") == 1
+    from autoswitch import __version__
+    for proc, event in ((c.broker_proc["b1"], "broker_started"), (c.ctl_proc["n1"], "controller_started")):
+        started = [json.loads(ln) for ln in proc.log_text().splitlines() if f'"event":"{event}"' in ln]
+        assert started and started[0]["version"] == __version__, (event, started)
     for addr in [*c.ctl_addrs.values(), *(c.broker_addr(n) for n in ("b1", "b2", "b3")), c.namesrv]:
         assert asyncio.run(grpc_health(addr)) == health_pb2.HealthCheckResponse.SERVING
 
