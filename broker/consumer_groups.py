@@ -21,11 +21,12 @@ from autoswitch.broker.consumer_offsets import (
     OffsetTable,
     check_group,
     check_names,
-    decode_delete,
-    decode_record,
+    commit_of,
+    delete_of,
     encode_commit,
     encode_delete,
 )
+from autoswitch.broker.record_body import load_doc
 from autoswitch.broker.storage.record import Message
 
 from autoswitch.base.auth import Principal, Role
@@ -90,11 +91,11 @@ class ConsumerGroups:
             if not batch:
                 break
             for m in batch:
-                body = bytes(m.body)
-                got = decode_record(body)
+                d = load_doc(bytes(m.body))          # parsed once, whichever kind it is
+                got = commit_of(d) if d is not None else None
                 if got is not None:
                     self._table.on_append(got[0], got[1], m.phy_offset + m.size, got[2])
-                elif (gone := decode_delete(body)) is not None:
+                elif d is not None and (gone := delete_of(d)) is not None:
                     self._table.on_delete(gone, m.phy_offset + m.size)
                 else:
                     self.bad_records += 1

@@ -11,15 +11,16 @@ what is at or below confirmOffset, so a reader never sees a commit that a failov
 from __future__ import annotations
 
 from dataclasses import dataclass, field
+from typing import Any
 
 import orjson
+from autoswitch.broker.record_body import load_doc
 
 from autoswitch.base.limits import MAX_NAME_LEN, MAX_TOPIC_BYTES
 from autoswitch.base.write_errors import BadRequest
 
 OFFSETS_TOPIC = "__consumer_offsets"
 RESERVED_PREFIX = "__"           # topics of the broker itself; producers may not write them
-MAX_BODY_BYTES = 1024
 MAX_PENDING_PER_KEY = 1024       # unconfirmed commits kept per key (older ones fold or drop)
 MAX_KEYS = 100_000               # (consumer group, topic) keys a master accepts new commits for
 MAX_COMMITTER = 256
@@ -62,34 +63,34 @@ def encode_delete(group: str, deleter: str = "") -> bytes:
     return orjson.dumps(doc)
 
 
+def delete_of(d: dict[str, Any]) -> str | None:
+    """The consumer group a tombstone (a loaded record body) deletes, or None when it is not one."""
+    g = d.get("g")
+    if d.get("d") == 1 and "t" not in d and isinstance(g, str) and g:
+        return g
+    return None
+
+
+def commit_of(d: dict[str, Any]) -> tuple[Key, int, str] | None:
+    """(key, offset, committer: '' = none recorded) of a loaded record body, or None when it is
+    not a well-formed commit."""
+    g, t, o, u = d.get("g"), d.get("t"), d.get("o"), d.get("u", "")
+    if not (isinstance(g, str) and isinstance(t, str) and type(o) is int and o >= 0):
+        return None
+    return (g, t), o, u if isinstance(u, str) else ""
+
+
 def decode_delete(body: bytes) -> str | None:
     """The consumer group a tombstone deletes, or None when ``body`` is not one."""
-    if len(body) > MAX_BODY_BYTES:
-        return None
-    try:
-        d = orjson.loads(body)
-    except orjson.JSONDecodeError:
-        return None
-    if isinstance(d, dict) and d.get("d") == 1 and "t" not in d and isinstance(d.get("g"), str) and d["g"]:
-        return str(d["g"])
-    return None
+    d = load_doc(body)
+    return None if d is None else delete_of(d)
 
 
 def decode_record(body: bytes) -> tuple[Key, int, str] | None:
     """(key, offset, committer: '' = none recorded), or None for a record that is not a
     well-formed commit (logged by the caller)."""
-    if len(body) > MAX_BODY_BYTES:
-        return None
-    try:
-        d = orjson.loads(body)
-    except orjson.JSONDecodeError:
-        return None
-    if not isinstance(d, dict):
-        return None
-    g, t, o, u = d.get("g"), d.get("t"), d.get("o"), d.get("u", "")
-    if not (isinstance(g, str) and isinstance(t, str) and type(o) is int and o >= 0):
-        return None
-    return (g, t), o, u if isinstance(u, str) else ""
+    d = load_doc(body)
+    return None if d is None else commit_of(d)
 
 
 def decode_commit(body: bytes) -> tuple[Key, int] | None:

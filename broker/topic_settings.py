@@ -14,12 +14,12 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 
 import orjson
+from autoswitch.broker.record_body import load_doc
 
 from autoswitch.base.limits import MAX_NAME_LEN, MAX_TOPIC_BYTES
 from autoswitch.base.write_errors import BadRequest
 
 TOPICS_TOPIC = "__topics"
-MAX_BODY_BYTES = 1024
 MAX_TOPICS = 100_000             # configured topics a master keeps (a create beyond is refused)
 MIN_RETENTION_HOURS = 0.001      # 3.6 s: shorter would expire messages before a consumer could read them
 MAX_RETENTION_HOURS = 24 * 365 * 100
@@ -63,13 +63,8 @@ def encode_delete(topic: str, by: str, now_ms: int) -> bytes:
 
 def decode(body: bytes) -> tuple[str, TopicSettings | None] | None:
     """(topic, its settings; None for a delete), or None for a record that is not well-formed."""
-    if len(body) > MAX_BODY_BYTES:
-        return None
-    try:
-        d = orjson.loads(body)
-    except orjson.JSONDecodeError:
-        return None
-    if not isinstance(d, dict) or not isinstance(d.get("t"), str) or not d["t"]:
+    d = load_doc(body)
+    if d is None or not isinstance(d.get("t"), str) or not d["t"]:
         return None
     by = d.get("u", "")
     ts = d.get("ts", 0)

@@ -213,7 +213,8 @@ def _listing(args: argparse.Namespace) -> tuple[list[dict[str, Any]], bool]:
     return asyncio.run(_each_master(args, one, admin=False))
 
 
-def cmd_topic_describe(args: argparse.Namespace) -> int:
+def _with_listing(args: argparse.Namespace, show: Any) -> int:
+    """``show(listing)`` of every broker group's topics (ListTopics on each master)."""
     bad = prepare(args)
     if bad is not None:
         return bad
@@ -221,6 +222,14 @@ def cmd_topic_describe(args: argparse.Namespace) -> int:
         listing, _ok = _listing(args)
     except AutoswitchError as e:
         return err(args, e)
+    return int(show(listing))
+
+
+def cmd_topic_describe(args: argparse.Namespace) -> int:
+    return _with_listing(args, lambda listing: _describe(args, listing))
+
+
+def _describe(args: argparse.Namespace, listing: list[dict[str, Any]]) -> int:
     rows = [{"group": g["group"], "master_epoch": g["master_epoch"], **t}
             for g in listing for t in g.get("topics", []) if t["topic"] == args.topic]
     if not rows:
@@ -230,13 +239,10 @@ def cmd_topic_describe(args: argparse.Namespace) -> int:
 
 
 def cmd_topics(args: argparse.Namespace) -> int:
-    bad = prepare(args)
-    if bad is not None:
-        return bad
-    try:
-        listing, _ok = _listing(args)
-    except AutoswitchError as e:
-        return err(args, e)
+    return _with_listing(args, lambda listing: _every_topic(args, listing))
+
+
+def _every_topic(args: argparse.Namespace, listing: list[dict[str, Any]]) -> int:
     by: dict[str, dict[str, Any]] = {}
     for g in listing:
         for t in g.get("topics", []):
