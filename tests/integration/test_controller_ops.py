@@ -34,7 +34,9 @@ def test_move_leader_then_snapshot_save_and_restore_a_new_cluster(procs, tmp_pat
     old = Cluster(procs, tmp_path / "old")
     old.start_all()
 
-    async def build() -> tuple[dict, str]:
+    # g1's and g2's brokers keep heartbeating from the first registration to g1's failover: the
+    # admin commands in between take seconds on a busy machine, longer than the liveness timeout
+    async def on_old_cluster() -> tuple[dict, int]:
         async with ControllerClient(old.spec, deadline_s=15) as c:
             leader = await wait_leader(c)
             beats = Heartbeater(c)
@@ -47,46 +49,33 @@ def test_move_leader_then_snapshot_save_and_restore_a_new_cluster(procs, tmp_pat
                         beats.targets[(g, bid)] = list(old.addrs.values())
                     await wait_for(lambda g=g: c.elect_master("c1", g, 1, designate=True), f"{g} elected")
                 await c.call("SetPreferredMaster", pb.SetPreferredMasterRequest(broker_name="g1", broker_id=2))
-                return await _views(c), leader
-            finally:
-                await beats.stop()
+                before = await _views(c)
+                assert before["g1"][0] == 1 and before["g1"][4] == 2
 
-    before, leader = asyncio.run(build())
-    assert before["g1"][0] == 1 and before["g1"][4] == 2
+                # --- move-controller-leader
+                target = next(n for n, a in old.addrs.items() if a != leader)
+                r = await asyncio.to_thread(admin, "move-controller-leader", "--controller", old.spec, "--to", target)
+                assert r["ok"] and r["result"]["leader_id"] == target, r
+                async with ControllerClient(old.spec) as fresh:
+                    assert await wait_leader(fresh) == old.addrs[target]
+                r = await asyncio.to_thread(admin, "move-controller-leader", "--controller", old.spec, "--to", "nobody")
+                assert not r["ok"] and r["error"]["code"] == "CONTROLLER_MALFORMED_REQUEST", r
 
-    # --- move-controller-leader
-    target = next(n for n, a in old.addrs.items() if a != leader)
-    r = admin("move-controller-leader", "--controller", old.spec, "--to", target)
-    assert r["ok"] and r["result"]["leader_id"] == target, r
+                # --- snapshot-save, then the old cluster is gone
+                r = await asyncio.to_thread(admin, "snapshot-save", "--controller", old.spec, "--out", str(snap))
+                assert r["ok"] and r["result"]["groups"] == 2 and r["result"]["applied_index"] > 0, r
 
-    async def leader_now() -> str:
-        async with ControllerClient(old.spec) as c:
-            return await wait_leader(c)
-    assert asyncio.run(leader_now()) == old.addrs[target]
-    r = admin("move-controller-leader", "--controller", old.spec, "--to", "nobody")
-    assert not r["ok"] and r["error"]["code"] == "CONTROLLER_MALFORMED_REQUEST", r
-
-    # --- snapshot-save, then the old cluster is gone
-    snap = tmp_path / "controller.snap"
-    r = admin("snapshot-save", "--controller", old.spec, "--out", str(snap))
-    assert r["ok"] and r["result"]["groups"] == 2 and r["result"]["applied_index"] > 0, r
-
-    # --- after the snapshot, g1 fails over on the old cluster (broker 2 takes MasterEpoch e+1):
-    # the restored cluster will not know it
-    async def fail_over_g1() -> int:
-        async with ControllerClient(old.spec, deadline_s=15) as c:
-            beats = Heartbeater(c)
-            for bid in (1, 2):
-                beats.targets[("g1", bid)] = list(old.addrs.values())
-            beats.start()
-            try:
+                # --- after the snapshot, g1 fails over on the old cluster (broker 2 takes MasterEpoch
+                # e+1): the restored cluster will not know it
                 m, epoch, _sss, sss_epoch, _ = before["g1"]
                 await wait_for(lambda: c.alter_sync_state_set("g1", m, epoch, {1, 2}, sss_epoch), "g1 expanded")
                 info = await wait_for(lambda: c.elect_master("c1", "g1", 2, designate=True), "g1 failed over")
-                return info.master_epoch
+                return before, info.master_epoch
             finally:
                 await beats.stop()
-    newer_epoch = asyncio.run(fail_over_g1())
+
+    snap = tmp_path / "controller.snap"
+    before, newer_epoch = asyncio.run(on_old_cluster())
     assert newer_epoch == before["g1"][1] + 1
     for nid in old.ids:
         old.stop(nid)
