@@ -343,11 +343,11 @@ class FailoverCluster:
     # ------------------------------------------------------------ clients
 
     def producer(self, name: str, ack_log: Path, *, duration_s: float, count: int = 10**9,
-                 interval_ms: float = 5) -> Proc:
+                 interval_ms: float = 5, retry_deadline_s: float = 20) -> Proc:
         return self.procs.start(name, ["produce", "--namesrv", self.namesrv, "--group", GROUP, "--topic", TOPIC,
                                        "--count", str(count), "--size", "64", "--duration-s", str(duration_s),
                                        "--interval-ms", str(interval_ms), "--ack-log", str(ack_log),
-                                       "--retry-deadline-s", "20", "--timeout", "2",
+                                       "--retry-deadline-s", str(retry_deadline_s), "--timeout", "2",
                                        *self.tls_args("producer/app")])
 
 

@@ -81,7 +81,10 @@ def test_a_master_on_a_slow_disk_hands_over_to_a_healthy_slave(procs, tmp_path):
         old = c.master_name()
         assert set(_cluster_list(c).values()) == {"ok"}
         ack_log = tmp_path / "acks.jsonl"
-        prod = c.producer("producer", ack_log, duration_s=40, interval_ms=5)
+        # a slow disk is seen over several health windows plus the leader's delay (~11 s on an idle
+        # machine, longer with both cores busy): a producer that gives up on a message sooner has
+        # nothing to do with what is tested here
+        prod = c.producer("producer", ack_log, duration_s=40, interval_ms=5, retry_deadline_s=90)
         wait_until(lambda: len(read_ack_log(ack_log)) >= 200, 30, "200 acks before the disk slows down")
         disks[old].set("delay 400")
         t_slow = time.time()
