@@ -15,7 +15,9 @@ from enum import StrEnum
 from typing import Protocol
 
 from autoswitch.base.errors import AutoswitchError
+from autoswitch.base.features import SUPPORTED_LEVEL
 from autoswitch.base.tls import TLSConfig
+from autoswitch.base.version import VERSION
 
 # Who asked this broker for the handover (its TransferMaster caller), for the controller's audit
 # record; set by the broker's TransferMaster handler, read when the handover's ElectMaster is sent.
@@ -62,6 +64,8 @@ class Heartbeat:
     fsync_ms: float = -1.0
     loop_lag_ms: float = -1.0
     diverged: bool = False          # its range digests found a difference not yet repaired
+    feature_level: int = SUPPORTED_LEVEL   # the highest feature level it runs
+    version: str = VERSION
 
 
 @dataclass(frozen=True, slots=True)
@@ -75,6 +79,7 @@ class HeartbeatAnswer:
     controllers: tuple[str, ...] = ()   # the controllers' voters, as of membership change controllers_index
     controllers_index: int = 0          # 0 = the bootstrap configuration
     node_id: str = ""                   # the answering controller (the lease counts nodes, not addresses)
+    feature_level: int = 0              # the cluster's finalized feature level on that node (0: not stated)
 
 
 class FailKind(StrEnum):

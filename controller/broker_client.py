@@ -107,14 +107,16 @@ class GrpcBrokerControllerApi:
             controllers_index=hb.controllers_index, min_in_sync_replicas=hb.min_in_sync_replicas,
             incarnation=hb.incarnation, stopping=hb.stopping, ack_mode=hb.ack_mode,
             degraded=bool(hb.degraded_reasons), degraded_reasons=list(hb.degraded_reasons), append_ms=hb.append_ms,
-            fsync_ms=hb.fsync_ms, loop_lag_ms=hb.loop_lag_ms, diverged=hb.diverged)
+            fsync_ms=hb.fsync_ms, loop_lag_ms=hb.loop_lag_ms, diverged=hb.diverged,
+            feature_level=hb.feature_level, version=hb.version)
         try:
             r = await self.client.call_node(controller_addr, "BrokerHeartbeat", req, timeout_s)
         except ControllerRpcError as e:
             raise classify(e) from None
         return HeartbeatAnswer(is_leader=bool(r.is_leader), lease_granted=bool(r.lease_granted),
                                controllers=tuple(r.controllers), controllers_index=int(r.controllers_index),
-                               master_epoch=int(r.master_epoch), node_id=str(r.header.node_id))
+                               master_epoch=int(r.master_epoch), node_id=str(r.header.node_id),
+                               feature_level=int(r.feature_level))
 
     async def get_replica_info(self, group: str) -> ReplicaInfo:
         r = await self._call("GetReplicaInfo", pb.GetReplicaInfoRequest(broker_name=group))

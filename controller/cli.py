@@ -76,6 +76,12 @@ def register(sub, admin_sub) -> None:
                                       "moves mastership back to it by a graceful handover)", _set_preferred)
     a.add_argument("--group", "--broker-name", "-b", dest="broker_name", metavar="GROUP", required=True)
     a.add_argument("--broker-id", "-i", type=int, required=True, help="0 clears it")
+    admin("features", "the cluster's finalized feature level and the level and release each controller and "
+                      "broker runs (kafka-features describe)", _features)
+    a = admin("finalize-features", "raise (or lower, where records stay readable) the cluster's feature level "
+                                   "once every member supports it (docs/compatibility.md)", _finalize_features)
+    a.add_argument("--level", type=int, required=True, help="the feature level to finalize")
+    a.add_argument("--dry-run", action="store_true", help="say whether it would be finalized; change nothing")
     a = admin("move-controller-leader", "hand Raft leadership to another controller (etcd move-leader)",
               _move_leader)
     a.add_argument("--to", required=True, help="the controller's node id")
@@ -398,6 +404,34 @@ async def _set_preferred(client, args) -> Any:
     r = await client.call("SetPreferredMaster", pb.SetPreferredMasterRequest(broker_name=args.broker_name,
                                                                           broker_id=args.broker_id))
     return {"replica_info": _msg(r.replica_info)}
+
+
+def _features_view(r: Any) -> dict:
+    return {"finalized": r.finalized, "previous": r.previous, "supported_by_leader": r.supported_here,
+            "members": [{"member": x.name, "kind": x.kind, "supported": x.supported or "not heard",
+                         "version": x.version} for x in r.members], "behind": list(r.behind)}
+
+
+async def _features(client, args) -> Any:
+    from autoswitch.proto import controller_pb2 as pb
+
+    return _features_view(await client.call("FinalizeFeatures", pb.FinalizeFeaturesRequest(level=0)))
+
+
+async def _finalize_features(client, args) -> Any:
+    from autoswitch.controller.codes import Code, ControllerRpcError
+
+    from autoswitch.proto import controller_pb2 as pb
+
+    try:
+        r = await client.call("FinalizeFeatures", pb.FinalizeFeaturesRequest(level=args.level, dry_run=args.dry_run))
+    except ControllerRpcError as e:
+        if e.reply_code != Code.CONTROLLER_FEATURE_REFUSED:
+            raise
+        # the refusal names who is behind; the table shows every member's level beside it
+        view = _features_view(await client.call("FinalizeFeatures", pb.FinalizeFeaturesRequest(level=0)))
+        raise ControllerRpcError(e.reply_code, e.message, members=view["members"]) from None
+    return {**_features_view(r), "message": r.header.message, "dry_run": args.dry_run}
 
 
 async def _move_leader(client, args) -> Any:

@@ -47,6 +47,8 @@ class Code(IntEnum):
     CONTROLLER_PERMISSION_DENIED = 2909     # client side: the caller lacks the role (gRPC PERMISSION_DENIED)
     CONTROLLER_BROKER_INCARNATION_CONFLICT = 2910   # another process of this brokerId is alive: refused
     CONTROLLER_STATE_CORRUPT = 2911          # this member's state differs from the others' (state hash check): no reads
+    CONTROLLER_FEATURE_UNSUPPORTED = 2912    # the cluster finalized a feature level this member does not support
+    CONTROLLER_FEATURE_REFUSED = 2913        # finalize-features refused: a member is behind, or records would be unreadable
 
 
 def code_name(code: int) -> str:

@@ -28,6 +28,7 @@ from autoswitch.controller.codes import Code
 from msgspec.structs import force_setattr
 
 from autoswitch.base.errors import AutoswitchError
+from autoswitch.base.features import MAX_LEVEL as MAX_FEATURE_LEVEL
 from autoswitch.base.limits import (
     MAX_ADDRESS_LEN,
     MAX_BROKER_ID,
@@ -77,6 +78,7 @@ Address = Annotated[str, msgspec.Meta(min_length=1, max_length=MAX_ADDRESS_LEN)]
 AddressOrEmpty = Annotated[str, msgspec.Meta(max_length=MAX_ADDRESS_LEN)]
 Incarnation = Annotated[str, msgspec.Meta(max_length=MAX_INCARNATION_LEN)]   # "" = not stated
 CheckCode = Annotated[str, msgspec.Meta(min_length=1, max_length=MAX_CHECK_CODE_LEN)]
+FeatureLevel = Annotated[int, msgspec.Meta(ge=1, le=MAX_FEATURE_LEVEL)]
 AuditText = Annotated[str, msgspec.Meta(max_length=MAX_AUDIT_FIELD_LEN)]
 Actor = Annotated[str, msgspec.Meta(min_length=1, max_length=MAX_AUDIT_FIELD_LEN)]
 BrokerIds = Annotated[tuple[BrokerId, ...], msgspec.Meta(max_length=MAX_REPLICAS_PER_GROUP)]
@@ -300,6 +302,16 @@ class AdminAuditRequest(Request, frozen=True, tag="AdminAudit"):
     outcome_of_previous: bool = False
 
 
+class FinalizeFeaturesRequest(Request, frozen=True, tag="FinalizeFeatures"):
+    """The cluster's finalized feature level (autoswitch/base/features.py): the leader proposes it
+    only after every controller and registered broker said it supports the target, and a lowering
+    only past levels whose records the lower one reads (``plan_finalize``)."""
+
+    TYPE: ClassVar[str] = "FinalizeFeatures"
+    level: FeatureLevel
+    ts_ms: Count = 0
+
+
 class CheckStateHashRequest(Request, frozen=True, tag="CheckStateHash"):
     """The leader's periodic marker for the online state hash check (docs/controller.md "State
     hash check"): changes no state; every member that applies it hashes its state right there,
@@ -346,12 +358,12 @@ class GetControllerConfigRequest(Request, frozen=True, tag="GetControllerConfig"
 # Every write request carries the proposing leader's ``ts_ms`` (0 = not stamped yet).
 WriteRequest = (ApplyBrokerIdRequest | RegisterBrokerRequest | ElectMasterRequest | AlterSyncStateSetRequest
                 | CleanBrokerDataRequest | UpdateControllerConfigRequest | AdminAuditRequest | SetPreferredMasterRequest
-                | CheckStateHashRequest)
+                | CheckStateHashRequest | FinalizeFeaturesRequest)
 WRITE_REQUESTS: dict[str, type[Request]] = {
     c.TYPE: c
     for c in (ApplyBrokerIdRequest, RegisterBrokerRequest, ElectMasterRequest, AlterSyncStateSetRequest,
               CleanBrokerDataRequest, UpdateControllerConfigRequest, AdminAuditRequest, SetPreferredMasterRequest,
-              CheckStateHashRequest)
+              CheckStateHashRequest, FinalizeFeaturesRequest)
 }
 assert set(WRITE_REQUESTS.values()) == set(WriteRequest.__args__)
 # The requests about one broker group (``broker_name``); the rest are controller-wide.
@@ -490,6 +502,14 @@ class CleanBrokerDataEvent(Event, frozen=True):
 class UpdateConfigEvent(Event, frozen=True):
     HISTORY: ClassVar[str] = "UpdateConfig"
     changes: tuple[tuple[str, str], ...]
+
+
+class FeatureLevelEvent(Event, frozen=True):
+    """The cluster's finalized feature level changed (``broker_name`` is "": cluster-wide)."""
+
+    HISTORY: ClassVar[str] = "FinalizeFeatures"
+    level: int
+    previous: int
 
 
 class PreferredMasterEvent(Event, frozen=True):

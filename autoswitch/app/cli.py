@@ -22,6 +22,7 @@ from autoswitch import __version__
 from autoswitch.app.cliargs import apply_default_endpoints, harden
 from autoswitch.base import log as aslog
 from autoswitch.base.errors import AutoswitchError
+from autoswitch.base.features import SUPPORTED_LEVEL
 from autoswitch.base.output import fail, fail_code
 
 COMMAND_GROUP = "autoswitch.commands"
@@ -29,7 +30,8 @@ COMMAND_GROUP = "autoswitch.commands"
 
 def build_parser() -> argparse.ArgumentParser:
     parser = argparse.ArgumentParser(prog="autoswitch", description=__doc__.splitlines()[0])
-    parser.add_argument("--version", action="version", version=f"autoswitch {__version__}")
+    parser.add_argument("--version", action="version",
+                        version=f"autoswitch {__version__} (feature level {SUPPORTED_LEVEL})")
     parser.add_argument("--log-level", default=None, help="debug|info|warning|error|critical (env AUTOSWITCH_LOG_LEVEL)")
     sub = parser.add_subparsers(dest="command", required=True, metavar="COMMAND")
     admin = sub.add_parser("admin", help="operator commands (all take --json)")

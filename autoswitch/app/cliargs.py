@@ -20,7 +20,7 @@ from autoswitch.base.addr import AddressError, hostport_list_arg, split_hostport
 ADDRESS = {"broker", "namesrv", "listen", "ha_listen", "master_ha", "master_addr", "metrics_listen"}
 ADDRESS_LIST = {"controller", "controllers"}
 POSITIVE = {"timeout", "timeout_s", "ready_timeout_s", "refresh_s", "retry_deadline_s", "route_ttl_s",
-            "flap_window_s", "ack_timeout_s"}
+            "flap_window_s", "ack_timeout_s", "level"}
 MINIMUM = {"to_offset": -1}          # -1 = the log end
 # No broker accepts a body larger than its gRPC request limit (max_request_bytes, at most 256 MiB).
 MAX_BODY_BYTES = 256 << 20

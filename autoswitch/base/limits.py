@@ -32,6 +32,7 @@ MAX_NAMESRVS = 8
 MAX_INCARNATION_LEN = 64
 # A health figure a heartbeat may carry (append/fsync time, loop lag), in ms: one hour.
 MAX_HEALTH_MS = 3_600_000.0
+MAX_VERSION_LEN = 64                  # a release string ("0.1.0") as members report it
 
 # Handovers in a row that one held write waits behind before it is refused (OVERLOADED).
 MAX_GATE_WAITS = 64

@@ -107,7 +107,7 @@ class RegisterBrokerReply(_message.Message):
     def __init__(self, header: _Optional[_Union[ReplyHeader, _Mapping]] = ..., replica_info: _Optional[_Union[ReplicaInfo, _Mapping]] = ...) -> None: ...
 
 class BrokerHeartbeatRequest(_message.Message):
-    __slots__ = ("cluster_name", "broker_name", "broker_id", "broker_address", "epoch", "max_offset", "confirm_offset", "election_priority", "clean_shutdown", "heartbeat_timeout_ms", "lease_quorum", "controllers_index", "min_in_sync_replicas", "incarnation", "stopping", "ack_mode", "degraded", "degraded_reasons", "append_ms", "fsync_ms", "loop_lag_ms", "diverged")
+    __slots__ = ("cluster_name", "broker_name", "broker_id", "broker_address", "epoch", "max_offset", "confirm_offset", "election_priority", "clean_shutdown", "heartbeat_timeout_ms", "lease_quorum", "controllers_index", "min_in_sync_replicas", "incarnation", "stopping", "ack_mode", "degraded", "degraded_reasons", "append_ms", "fsync_ms", "loop_lag_ms", "diverged", "feature_level", "version")
     CLUSTER_NAME_FIELD_NUMBER: _ClassVar[int]
     BROKER_NAME_FIELD_NUMBER: _ClassVar[int]
     BROKER_ID_FIELD_NUMBER: _ClassVar[int]
@@ -130,6 +130,8 @@ class BrokerHeartbeatRequest(_message.Message):
     FSYNC_MS_FIELD_NUMBER: _ClassVar[int]
     LOOP_LAG_MS_FIELD_NUMBER: _ClassVar[int]
     DIVERGED_FIELD_NUMBER: _ClassVar[int]
+    FEATURE_LEVEL_FIELD_NUMBER: _ClassVar[int]
+    VERSION_FIELD_NUMBER: _ClassVar[int]
     cluster_name: str
     broker_name: str
     broker_id: int
@@ -152,10 +154,12 @@ class BrokerHeartbeatRequest(_message.Message):
     fsync_ms: float
     loop_lag_ms: float
     diverged: bool
-    def __init__(self, cluster_name: _Optional[str] = ..., broker_name: _Optional[str] = ..., broker_id: _Optional[int] = ..., broker_address: _Optional[str] = ..., epoch: _Optional[int] = ..., max_offset: _Optional[int] = ..., confirm_offset: _Optional[int] = ..., election_priority: _Optional[int] = ..., clean_shutdown: _Optional[bool] = ..., heartbeat_timeout_ms: _Optional[int] = ..., lease_quorum: _Optional[int] = ..., controllers_index: _Optional[int] = ..., min_in_sync_replicas: _Optional[int] = ..., incarnation: _Optional[str] = ..., stopping: _Optional[bool] = ..., ack_mode: _Optional[str] = ..., degraded: _Optional[bool] = ..., degraded_reasons: _Optional[_Iterable[str]] = ..., append_ms: _Optional[float] = ..., fsync_ms: _Optional[float] = ..., loop_lag_ms: _Optional[float] = ..., diverged: _Optional[bool] = ...) -> None: ...
+    feature_level: int
+    version: str
+    def __init__(self, cluster_name: _Optional[str] = ..., broker_name: _Optional[str] = ..., broker_id: _Optional[int] = ..., broker_address: _Optional[str] = ..., epoch: _Optional[int] = ..., max_offset: _Optional[int] = ..., confirm_offset: _Optional[int] = ..., election_priority: _Optional[int] = ..., clean_shutdown: _Optional[bool] = ..., heartbeat_timeout_ms: _Optional[int] = ..., lease_quorum: _Optional[int] = ..., controllers_index: _Optional[int] = ..., min_in_sync_replicas: _Optional[int] = ..., incarnation: _Optional[str] = ..., stopping: _Optional[bool] = ..., ack_mode: _Optional[str] = ..., degraded: _Optional[bool] = ..., degraded_reasons: _Optional[_Iterable[str]] = ..., append_ms: _Optional[float] = ..., fsync_ms: _Optional[float] = ..., loop_lag_ms: _Optional[float] = ..., diverged: _Optional[bool] = ..., feature_level: _Optional[int] = ..., version: _Optional[str] = ...) -> None: ...
 
 class BrokerHeartbeatReply(_message.Message):
-    __slots__ = ("header", "is_leader", "raft_term", "lease_granted", "master_epoch", "master_broker_id", "controllers", "controllers_index")
+    __slots__ = ("header", "is_leader", "raft_term", "lease_granted", "master_epoch", "master_broker_id", "controllers", "controllers_index", "feature_level")
     HEADER_FIELD_NUMBER: _ClassVar[int]
     IS_LEADER_FIELD_NUMBER: _ClassVar[int]
     RAFT_TERM_FIELD_NUMBER: _ClassVar[int]
@@ -164,6 +168,7 @@ class BrokerHeartbeatReply(_message.Message):
     MASTER_BROKER_ID_FIELD_NUMBER: _ClassVar[int]
     CONTROLLERS_FIELD_NUMBER: _ClassVar[int]
     CONTROLLERS_INDEX_FIELD_NUMBER: _ClassVar[int]
+    FEATURE_LEVEL_FIELD_NUMBER: _ClassVar[int]
     header: ReplyHeader
     is_leader: bool
     raft_term: int
@@ -172,7 +177,8 @@ class BrokerHeartbeatReply(_message.Message):
     master_broker_id: int
     controllers: _containers.RepeatedScalarFieldContainer[str]
     controllers_index: int
-    def __init__(self, header: _Optional[_Union[ReplyHeader, _Mapping]] = ..., is_leader: _Optional[bool] = ..., raft_term: _Optional[int] = ..., lease_granted: _Optional[bool] = ..., master_epoch: _Optional[int] = ..., master_broker_id: _Optional[int] = ..., controllers: _Optional[_Iterable[str]] = ..., controllers_index: _Optional[int] = ...) -> None: ...
+    feature_level: int
+    def __init__(self, header: _Optional[_Union[ReplyHeader, _Mapping]] = ..., is_leader: _Optional[bool] = ..., raft_term: _Optional[int] = ..., lease_granted: _Optional[bool] = ..., master_epoch: _Optional[int] = ..., master_broker_id: _Optional[int] = ..., controllers: _Optional[_Iterable[str]] = ..., controllers_index: _Optional[int] = ..., feature_level: _Optional[int] = ...) -> None: ...
 
 class BrokerHeartbeatBatchRequest(_message.Message):
     __slots__ = ("heartbeats",)
@@ -417,7 +423,7 @@ class GetMetaDataRequest(_message.Message):
     def __init__(self) -> None: ...
 
 class GetMetaDataReply(_message.Message):
-    __slots__ = ("header", "node_id", "is_leader", "leader_id", "leader_addr", "raft_term", "peers", "groups", "raft_role", "commit_index", "applied_index", "last_index", "cluster_id", "config_index")
+    __slots__ = ("header", "node_id", "is_leader", "leader_id", "leader_addr", "raft_term", "peers", "groups", "raft_role", "commit_index", "applied_index", "last_index", "cluster_id", "config_index", "version", "feature_level", "feature_level_supported")
     HEADER_FIELD_NUMBER: _ClassVar[int]
     NODE_ID_FIELD_NUMBER: _ClassVar[int]
     IS_LEADER_FIELD_NUMBER: _ClassVar[int]
@@ -432,6 +438,9 @@ class GetMetaDataReply(_message.Message):
     LAST_INDEX_FIELD_NUMBER: _ClassVar[int]
     CLUSTER_ID_FIELD_NUMBER: _ClassVar[int]
     CONFIG_INDEX_FIELD_NUMBER: _ClassVar[int]
+    VERSION_FIELD_NUMBER: _ClassVar[int]
+    FEATURE_LEVEL_FIELD_NUMBER: _ClassVar[int]
+    FEATURE_LEVEL_SUPPORTED_FIELD_NUMBER: _ClassVar[int]
     header: ReplyHeader
     node_id: str
     is_leader: bool
@@ -446,7 +455,46 @@ class GetMetaDataReply(_message.Message):
     last_index: int
     cluster_id: str
     config_index: int
-    def __init__(self, header: _Optional[_Union[ReplyHeader, _Mapping]] = ..., node_id: _Optional[str] = ..., is_leader: _Optional[bool] = ..., leader_id: _Optional[str] = ..., leader_addr: _Optional[str] = ..., raft_term: _Optional[int] = ..., peers: _Optional[_Iterable[_Union[ControllerPeer, _Mapping]]] = ..., groups: _Optional[int] = ..., raft_role: _Optional[str] = ..., commit_index: _Optional[int] = ..., applied_index: _Optional[int] = ..., last_index: _Optional[int] = ..., cluster_id: _Optional[str] = ..., config_index: _Optional[int] = ...) -> None: ...
+    version: str
+    feature_level: int
+    feature_level_supported: int
+    def __init__(self, header: _Optional[_Union[ReplyHeader, _Mapping]] = ..., node_id: _Optional[str] = ..., is_leader: _Optional[bool] = ..., leader_id: _Optional[str] = ..., leader_addr: _Optional[str] = ..., raft_term: _Optional[int] = ..., peers: _Optional[_Iterable[_Union[ControllerPeer, _Mapping]]] = ..., groups: _Optional[int] = ..., raft_role: _Optional[str] = ..., commit_index: _Optional[int] = ..., applied_index: _Optional[int] = ..., last_index: _Optional[int] = ..., cluster_id: _Optional[str] = ..., config_index: _Optional[int] = ..., version: _Optional[str] = ..., feature_level: _Optional[int] = ..., feature_level_supported: _Optional[int] = ...) -> None: ...
+
+class FinalizeFeaturesRequest(_message.Message):
+    __slots__ = ("level", "dry_run")
+    LEVEL_FIELD_NUMBER: _ClassVar[int]
+    DRY_RUN_FIELD_NUMBER: _ClassVar[int]
+    level: int
+    dry_run: bool
+    def __init__(self, level: _Optional[int] = ..., dry_run: _Optional[bool] = ...) -> None: ...
+
+class FeatureMember(_message.Message):
+    __slots__ = ("name", "kind", "supported", "version")
+    NAME_FIELD_NUMBER: _ClassVar[int]
+    KIND_FIELD_NUMBER: _ClassVar[int]
+    SUPPORTED_FIELD_NUMBER: _ClassVar[int]
+    VERSION_FIELD_NUMBER: _ClassVar[int]
+    name: str
+    kind: str
+    supported: int
+    version: str
+    def __init__(self, name: _Optional[str] = ..., kind: _Optional[str] = ..., supported: _Optional[int] = ..., version: _Optional[str] = ...) -> None: ...
+
+class FinalizeFeaturesReply(_message.Message):
+    __slots__ = ("header", "finalized", "previous", "supported_here", "members", "behind")
+    HEADER_FIELD_NUMBER: _ClassVar[int]
+    FINALIZED_FIELD_NUMBER: _ClassVar[int]
+    PREVIOUS_FIELD_NUMBER: _ClassVar[int]
+    SUPPORTED_HERE_FIELD_NUMBER: _ClassVar[int]
+    MEMBERS_FIELD_NUMBER: _ClassVar[int]
+    BEHIND_FIELD_NUMBER: _ClassVar[int]
+    header: ReplyHeader
+    finalized: int
+    previous: int
+    supported_here: int
+    members: _containers.RepeatedCompositeFieldContainer[FeatureMember]
+    behind: _containers.RepeatedScalarFieldContainer[str]
+    def __init__(self, header: _Optional[_Union[ReplyHeader, _Mapping]] = ..., finalized: _Optional[int] = ..., previous: _Optional[int] = ..., supported_here: _Optional[int] = ..., members: _Optional[_Iterable[_Union[FeatureMember, _Mapping]]] = ..., behind: _Optional[_Iterable[str]] = ...) -> None: ...
 
 class GetControllerConfigRequest(_message.Message):
     __slots__ = ()

@@ -159,6 +159,11 @@ class ControllerServiceStub:
                 request_serializer=autoswitch_dot_proto_dot_controller__pb2.ExportEventsRequest.SerializeToString,
                 response_deserializer=autoswitch_dot_proto_dot_controller__pb2.ExportEventsReply.FromString,
                 _registered_method=True)
+        self.FinalizeFeatures = channel.unary_unary(
+                '/autoswitch.controller.ControllerService/FinalizeFeatures',
+                request_serializer=autoswitch_dot_proto_dot_controller__pb2.FinalizeFeaturesRequest.SerializeToString,
+                response_deserializer=autoswitch_dot_proto_dot_controller__pb2.FinalizeFeaturesReply.FromString,
+                _registered_method=True)
 
 
 class ControllerServiceServicer:
@@ -319,6 +324,12 @@ class ControllerServiceServicer:
         context.set_details('Method not implemented!')
         raise NotImplementedError('Method not implemented!')
 
+    def FinalizeFeatures(self, request, context):
+        """Missing associated documentation comment in .proto file."""
+        context.set_code(grpc.StatusCode.UNIMPLEMENTED)
+        context.set_details('Method not implemented!')
+        raise NotImplementedError('Method not implemented!')
+
 
 def add_ControllerServiceServicer_to_server(servicer, server):
     rpc_method_handlers = {
@@ -446,6 +457,11 @@ def add_ControllerServiceServicer_to_server(servicer, server):
                     servicer.ExportEvents,
                     request_deserializer=autoswitch_dot_proto_dot_controller__pb2.ExportEventsRequest.FromString,
                     response_serializer=autoswitch_dot_proto_dot_controller__pb2.ExportEventsReply.SerializeToString,
+            ),
+            'FinalizeFeatures': grpc.unary_unary_rpc_method_handler(
+                    servicer.FinalizeFeatures,
+                    request_deserializer=autoswitch_dot_proto_dot_controller__pb2.FinalizeFeaturesRequest.FromString,
+                    response_serializer=autoswitch_dot_proto_dot_controller__pb2.FinalizeFeaturesReply.SerializeToString,
             ),
     }
     generic_handler = grpc.method_handlers_generic_handler(
@@ -1123,6 +1139,33 @@ class ControllerService:
             '/autoswitch.controller.ControllerService/ExportEvents',
             autoswitch_dot_proto_dot_controller__pb2.ExportEventsRequest.SerializeToString,
             autoswitch_dot_proto_dot_controller__pb2.ExportEventsReply.FromString,
+            options,
+            channel_credentials,
+            insecure,
+            call_credentials,
+            compression,
+            wait_for_ready,
+            timeout,
+            metadata,
+            _registered_method=True)
+
+    @staticmethod
+    def FinalizeFeatures(request,
+            target,
+            options=(),
+            channel_credentials=None,
+            call_credentials=None,
+            insecure=False,
+            compression=None,
+            wait_for_ready=None,
+            timeout=None,
+            metadata=None):
+        return grpc.experimental.unary_unary(
+            request,
+            target,
+            '/autoswitch.controller.ControllerService/FinalizeFeatures',
+            autoswitch_dot_proto_dot_controller__pb2.FinalizeFeaturesRequest.SerializeToString,
+            autoswitch_dot_proto_dot_controller__pb2.FinalizeFeaturesReply.FromString,
             options,
             channel_credentials,
             insecure,

@@ -65,6 +65,7 @@ from autoswitch.broker.replicas.rm_registration import Registration
 from autoswitch.broker.replicas.rm_role import RoleKeeper
 from autoswitch.controller.api import FailKind, HeartbeatAnswer, ReplicaInfo
 
+from autoswitch.base import features
 from autoswitch.base.addr import is_hostport
 from autoswitch.base.backoff import Backoff
 from autoswitch.base.limits import MAX_CONTROLLERS
@@ -101,6 +102,7 @@ class ReplicasManager:
         bmin, bmax = cfg.backoff_min_ms / 1000.0, cfg.backoff_max_ms / 1000.0
         self.lease = MasterLease(cfg.controllers, cfg.lease)
         self.controllers_index = 0    # the membership change the controller list is from (0: configured)
+        self.feature_unsupported = 0  # the finalized feature level above ours a controller named (0: none)
         self._log = get_logger("broker.replicas", group=cfg.group, cluster=cfg.cluster)
         self._next_req = 1
         self._pending: dict[int, Request] = {}
@@ -310,6 +312,17 @@ class ReplicasManager:
         out.extend(self.on_controllers(new, now))
         return out
 
+    def _feature_news(self, level: int, told_by: str) -> None:
+        """The cluster finalized a feature level this build does not run (the leader refuses that
+        while this broker is registered and heard, so it joined or was downgraded afterwards): said
+        once per level, loudly; the operator runs a version that supports it (docs/compatibility.md)."""
+        why = features.unsupported(level)
+        if why is None or level == self.feature_unsupported:
+            return
+        self.feature_unsupported = level
+        self._log.critical("feature_level_unsupported", told_by=told_by, level=level,
+                           supported=features.SUPPORTED_LEVEL, action=why)
+
     def shutdown(self, now: float) -> list[Command]:
         """Stop issuing commands; answers that still arrive are dropped."""
         self._stopped = True
@@ -331,6 +344,7 @@ class ReplicasManager:
                 # Membership news before the grant: a controller refuses grants to a broker that
                 # counts another configuration, and its reply is how the broker learns the right one.
                 out.extend(self._membership_news(value, cmd.controller, now))
+                self._feature_news(value.feature_level, cmd.controller)
                 if not value.lease_granted:
                     # A controller that holds a DEAD report on us, or has applied a newer MasterEpoch,
                     # answers but refuses the grant; counting that reply would let a deposed master

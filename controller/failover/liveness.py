@@ -68,6 +68,8 @@ class BrokerReport:
     ack_mode: AckMode = ""          # stated by the broker ("" = not stated)
     diverged: bool = False          # its range digests found a difference not yet repaired
     health: BrokerHealth | None = None   # its own view of its disk and loop (None: not stated)
+    feature_level: int = 0          # the highest feature level it runs (0: not stated)
+    version: str = ""               # its release ("" = not stated)
 
     def live_info(self) -> BrokerLiveInfo:
         return BrokerLiveInfo(self.broker_id, self.epoch, self.max_offset, self.confirm_offset,

@@ -14,7 +14,7 @@ The table (also in docs/security.md):
     ElectMaster                                   admin; or a broker asking for itself (not designating),
                                                   or a master handing over (handover_from = its own id)
     CleanBrokerData, UpdateControllerConfig,      admin (each admin call audited, batched or not)
-      SetPreferredMaster, MoveLeader, SaveSnapshot,
+      SetPreferredMaster, MoveLeader, SaveSnapshot, FinalizeFeatures,
       ChangeMembership
     GetMetaData                                   reader, peer, producer or any broker (to find the leader)
     GetControllerConfig                           reader, broker (checks the timeout its lease is sized for)
@@ -93,6 +93,7 @@ CONTROLLER_RULES: dict[str, Rule] = {
     "ChangeMembership": Rule((A,)),
     "SaveSnapshot": Rule((A,)),
     "UpdateControllerConfig": Rule((A,)),
+    "FinalizeFeatures": Rule((A,)),
     "GetMetaData": Rule((R, P, W, B)),
     "GetControllerConfig": Rule((R, B)),     # brokers check heartbeat_timeout_ms against their lease
     "ExportEvents": Rule((R,)),

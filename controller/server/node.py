@@ -58,8 +58,8 @@ from autoswitch.controller.server.watchers import Watchers
 from autoswitch.controller.state.history import HistoryRecord
 from autoswitch.controller.state.sm_snapshot import decode_snapshot
 
-from autoswitch import __version__
-from autoswitch.base import tls
+from autoswitch import __version__ as VERSION
+from autoswitch.base import features, tls
 from autoswitch.base.auth import Guard, Rule
 from autoswitch.base.auth_interceptor import server_interceptor
 from autoswitch.base.log import get_logger
@@ -137,8 +137,10 @@ class ControllerNode:
                                     on_hold=marker.persist)
         heartbeats.fast_failover = self.config.fast_failover
         self.events = EventLog(self.data_dir / "events.jsonl")
+        # set when the applied state finalized a feature level this build does not support
+        self.feature_unsupported: str | None = None
         self.sm = sm_adapter.AppliedStateMachine(self.config.sm, self.events, self._on_applied, self.log,
-                                                 on_record=self._on_record)
+                                                 on_record=self._on_record, on_feature_level=self._on_feature_level)
         # One server for Raft and the API: its limit must fit Raft's largest message; the
         # servicer enforces max_message_bytes on API requests itself.
         raft_max = int(self.config.raft.get("max_message_bytes", 16 << 20))
@@ -193,6 +195,8 @@ class ControllerNode:
         if self._listener.port == 0:
             raise OSError(f"cannot listen on {cfg.listen_addr}")
         await self.raft.start()
+        if self.feature_unsupported is not None:     # found while replaying the log at start
+            self.raft.silence("feature_level_unsupported")
         self.liveness.sync_config()
         await self.server.start()
         peers.set_peers(self.membership.voter_addrs())
@@ -213,7 +217,7 @@ class ControllerNode:
                                           token=read_http_token(cfg.metrics_token_file)
                                           if cfg.metrics_token_file else "")
             await self._observe.start()
-        self.log.info("controller_started", version=__version__, listen=cfg.listen_addr, peers=cfg.peers)
+        self.log.info("controller_started", version=VERSION, featureLevelSupported=features.SUPPORTED_LEVEL, listen=cfg.listen_addr, peers=cfg.peers)
 
     def _on_membership(self, _conf: Any) -> None:
         """The configuration in force changed. Peer queries follow the voters; a node that has just
@@ -277,6 +281,19 @@ class ControllerNode:
     def leader_hint(self) -> tuple[str, str]:
         return self.proposer.leader_hint() if hasattr(self, "proposer") else ("", "")
 
+    def _on_feature_level(self, level: int) -> None:
+        """A member that applied a feature level above what it supports cannot read what the
+        others will write next: it stops voting, leading and answering (as after a state hash
+        mismatch) and says what to run instead."""
+        why = features.unsupported(level)
+        if why is None or self.feature_unsupported is not None:
+            return
+        self.feature_unsupported = why
+        self.log.critical("feature_level_unsupported", level=level, supported=features.SUPPORTED_LEVEL,
+                          version=VERSION, action="this member stopped voting, leading and answering: " + why)
+        if hasattr(self, "raft"):
+            self.raft.silence("feature_level_unsupported")
+
     def metadata(self) -> dict:
         lid, laddr = self.leader_hint()
         reach = self._peer_client.reachability() if self._peer_client else {}
@@ -290,13 +307,17 @@ class ControllerNode:
                 "raft_role": str(raft.get("role", "")).lower(), "commit": int(raft.get("commit", 0)),
                 "applied": int(raft.get("applied", 0)), "last_index": int(raft.get("last_index", 0)),
                 "match": match, "cluster_id": self.config.raft_cluster_id,
-                "config_index": int(raft.get("config_index", 0))}
+                "config_index": int(raft.get("config_index", 0)), "version": VERSION,
+                "feature_level": self.sm.feature_level if hasattr(self, "sm") else 0,
+                "feature_level_supported": features.SUPPORTED_LEVEL}
 
     def readiness(self) -> tuple[bool, str]:
         """/readyz: a leader is known and this node has applied (nearly) all it knows committed
         (never while the state hash check found this member's state differs)."""
         if self.state_check is not None and self.state_check.corrupt is not None:
             return False, f"state corrupt: {self.state_check.corrupt}"
+        if self.feature_unsupported is not None:
+            return False, self.feature_unsupported
         md = self.metadata()
         if not md["leader_id"]:
             return False, "no controller leader known"
@@ -308,6 +329,9 @@ class ControllerNode:
     # ------------------------------------------------------------------ reads of the applied state
 
     def _refuse_if_corrupt(self) -> None:
+        if self.feature_unsupported is not None:
+            raise NodeReply(Code.CONTROLLER_FEATURE_UNSUPPORTED, f"this controller cannot serve the cluster's "
+                            f"state: {self.feature_unsupported}")
         if self.state_check is not None and self.state_check.corrupt is not None:
             raise NodeReply(Code.CONTROLLER_STATE_CORRUPT, f"this controller's state differs from the others' "
                             f"({self.state_check.corrupt}); ask another member, rebuild this one (recover-member)")

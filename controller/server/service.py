@@ -33,6 +33,7 @@ from autoswitch.controller.server.service_common import (
     replica_info_pb,
 )
 
+from autoswitch.base import features
 from autoswitch.base.auth import current_caller
 from autoswitch.base.limits import MAX_REPLICAS_PER_GROUP
 from autoswitch.base.log import get_logger
@@ -243,7 +244,8 @@ class ControllerServicer(pbg.ControllerServiceServicer):
         ctl_index, ctls = self.node.controllers_for_brokers()
         return pb.BrokerHeartbeatReply(header=pb.ReplyHeader(code=0), is_leader=self.node.is_leader,
                                        raft_term=self.node.term, lease_granted=granted, master_epoch=epoch,
-                                       master_broker_id=master, controllers=ctls, controllers_index=ctl_index)
+                                       master_broker_id=master, controllers=ctls, controllers_index=ctl_index,
+                                       feature_level=self.node.sm.feature_level)
 
     async def BrokerHeartbeatStream(self, request_iterator, context):
         """Bounded by gRPC flow control: one reply per request, in order; a bad request gets its
@@ -431,7 +433,17 @@ class ControllerServicer(pbg.ControllerServiceServicer):
                                    raft_term=md["term"], peers=peers, groups=md["groups"], raft_role=md["raft_role"],
                                    commit_index=md["commit"], applied_index=md["applied"],
                                    last_index=md["last_index"], cluster_id=md["cluster_id"],
-                                   config_index=md["config_index"])
+                                   config_index=md["config_index"], version=md["version"],
+                                   feature_level=md["feature_level"],
+                                   feature_level_supported=md["feature_level_supported"])
+
+    @_handler(pb.FinalizeFeaturesReply, audit=lambda r: "")
+    async def FinalizeFeatures(self, request, context):
+        from autoswitch.controller.server.features_ops import finalize_features
+
+        if not 0 <= request.level <= features.MAX_LEVEL:
+            raise BadRequest(f"level must be in [0, {features.MAX_LEVEL}] (0 = describe)")
+        return await finalize_features(self.node, int(request.level), bool(request.dry_run))
 
     @_handler(pb.GetControllerConfigReply)
     async def GetControllerConfig(self, request, context):

@@ -15,10 +15,11 @@ from autoswitch.controller.failover.liveness import (
     cap_timeout,
 )
 
+from autoswitch.base import features
 from autoswitch.base.addr import is_hostport
 from autoswitch.base.auth import current_caller
 from autoswitch.base.errors import AutoswitchError
-from autoswitch.base.limits import MAX_ADDRESS_LEN, MAX_HEALTH_MS
+from autoswitch.base.limits import MAX_ADDRESS_LEN, MAX_HEALTH_MS, MAX_VERSION_LEN
 from autoswitch.base.log import RateLimitedLog, get_logger
 from autoswitch.proto import controller_pb2 as pb
 
@@ -127,6 +128,18 @@ def checked_health(r: pb.BrokerHeartbeatRequest) -> BrokerHealth:
     return BrokerHealth(reasons, *figures)
 
 
+def checked_level(level: int) -> int:
+    if not 0 <= level <= features.MAX_LEVEL:
+        raise BadRequest(f"feature_level must be in [0, {features.MAX_LEVEL}]")
+    return level
+
+
+def check_version(version: str) -> str:
+    if len(version) > MAX_VERSION_LEN or not version.isprintable():
+        raise BadRequest(f"version must be printable, at most {MAX_VERSION_LEN} characters")
+    return version
+
+
 def checked_heartbeat(r: pb.BrokerHeartbeatRequest) -> Heartbeat:
     """A BrokerHeartbeatRequest checked (BadRequest otherwise) and typed for the liveness desk:
     what it reports has the ranges of the BrokerLiveInfo an election carries it in."""
@@ -149,5 +162,6 @@ def checked_heartbeat(r: pb.BrokerHeartbeatRequest) -> Heartbeat:
                             confirm_offset=r.confirm_offset, election_priority=r.election_priority,
                             clean_shutdown=r.clean_shutdown, assumed_timeout_ms=cap_timeout(r.heartbeat_timeout_ms),
                             min_in_sync_replicas=r.min_in_sync_replicas, incarnation=r.incarnation,
-                            ack_mode=info.ack_mode, diverged=r.diverged, health=checked_health(r)),
+                            ack_mode=info.ack_mode, diverged=r.diverged, health=checked_health(r),
+                            feature_level=checked_level(r.feature_level), version=check_version(r.version)),
         stopping=r.stopping, lease_quorum=r.lease_quorum, controllers_index=r.controllers_index)

@@ -125,7 +125,8 @@ class AppliedStateMachine:
     """
 
     def __init__(self, sm_config_strings: dict[str, str], events: Any, on_change: Any, log: Any,
-                 on_record: Callable[[HistoryRecord], None] | None = None) -> None:
+                 on_record: Callable[[HistoryRecord], None] | None = None,
+                 on_feature_level: Callable[[int], None] | None = None) -> None:
         from autoswitch.controller.state.sm_config import SMConfig
         from autoswitch.controller.state.statemachine import ControllerStateMachine
 
@@ -133,6 +134,7 @@ class AppliedStateMachine:
         self.events = events
         self.on_change = on_change
         self.on_record = on_record      # every history record too (metrics)
+        self.on_feature_level = on_feature_level   # the finalized feature level, after each change
         self.log = log
         self._touched: list[str] = []
         self._published: dict[str, m.ReplicaView | None] = {}
@@ -174,13 +176,18 @@ class AppliedStateMachine:
     def restore(self, data: bytes) -> None:
         self.inner.restore(data)
         self._published.clear()
+        if self.on_feature_level is not None:
+            self.on_feature_level(self.inner.state.feature_level)
 
     def _sink(self, rec: HistoryRecord) -> None:
         try:
             self.events.append(rec)
         except OSError:
             self.log.error("events_write_failed", exc_info=True, index=rec.index)
-        if rec.event != "UpdateConfig":
+        if rec.event == "FinalizeFeatures":
+            if self.on_feature_level is not None:
+                self.on_feature_level(self.inner.state.feature_level)
+        elif rec.event != "UpdateConfig":
             self._touched.append(rec.group)
         if self.on_record is not None:
             self.on_record(rec)
@@ -218,6 +225,9 @@ class AppliedStateMachine:
     def replica_info(self, group: str) -> m.ReplicaView | None:
         return self.inner.replica_view(group)
 
+    def group_names(self) -> list[str]:
+        return sorted(self.inner.state.groups)
+
     def member_ids(self, group: str) -> list[int]:
         g = self.inner.state.groups.get(group)
         return sorted(g.brokers) if g is not None else []
@@ -234,6 +244,11 @@ class AppliedStateMachine:
 
     def group_count(self) -> int:
         return len(self.inner.state.groups)
+
+    @property
+    def feature_level(self) -> int:
+        """The cluster's finalized feature level as applied here."""
+        return self.inner.state.feature_level
 
     def config_strings(self) -> dict[str, str]:
         return self.inner.state.config.to_strings()

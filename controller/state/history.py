@@ -17,6 +17,7 @@ from autoswitch.controller.messages import (
     ElectMasterEvent,
     EligibleChangeEvent,
     Event,
+    FeatureLevelEvent,
     PreferredMasterEvent,
     UpdateBrokerAddressEvent,
     UpdateConfigEvent,
@@ -71,6 +72,8 @@ def event_history_record(event: Event, index: int, ts_ms: int,
         reason = f"address_changed:{event.broker_id}"
     elif isinstance(event, ApplyBrokerIdEvent):
         reason = f"broker_id_applied:{event.broker_id}"
+    elif isinstance(event, FeatureLevelEvent):
+        reason = f"feature_level:{event.previous}->{event.level}"
     elif isinstance(event, PreferredMasterEvent):
         reason = f"preferred_master:{event.broker_id}"
     elif isinstance(event, AdminAuditEvent):

@@ -23,6 +23,8 @@ from autoswitch.controller.state.sm_state import (
     check_state,
 )
 
+from autoswitch.base.features import BASELINE_LEVEL, MAX_LEVEL
+
 _SNAP_MAGIC = b"ASSM"
 _SNAP_VERSION = 1
 _SNAP_HEADER = struct.Struct(">4sHIQ")   # magic, version, crc32(payload), payload length
@@ -49,6 +51,8 @@ def _doc(state: ControllerState) -> dict[str, Any]:
     tombs = [[n, t.master_epoch, t.sync_state_set_epoch, t.next_assign_broker_id]
              for n, t in sorted(state.tombstones.items())]
     doc: dict[str, Any] = {"config": state.config.to_strings(), "groups": groups, "tombstones": tombs}
+    if state.feature_level != BASELINE_LEVEL:
+        doc["feature_level"] = state.feature_level
     if state.last_outcome != (0, ""):
         doc["last_outcome"] = list(state.last_outcome)
     return doc
@@ -136,6 +140,10 @@ def decode_snapshot(data: bytes) -> tuple[ControllerState, int]:
         if not isinstance(code, int) or isinstance(code, bool) or not isinstance(remark, str):
             raise ValueError("bad last_outcome")
         state.last_outcome = (code, remark[:MAX_AUDIT_FIELD_LEN])
+        level = doc.get("feature_level", BASELINE_LEVEL)
+        if not isinstance(level, int) or isinstance(level, bool) or not BASELINE_LEVEL <= level <= MAX_LEVEL:
+            raise ValueError(f"bad feature_level {level!r}")
+        state.feature_level = level
         index = doc["index"]
         if not isinstance(index, int) or index < 0:
             raise ValueError("bad index")

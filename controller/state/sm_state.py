@@ -18,6 +18,7 @@ from autoswitch.controller.messages import (
     ElectMasterEvent,
     EligibleChangeEvent,
     Event,
+    FeatureLevelEvent,
     PreferredMasterEvent,
     ReplicaView,
     UpdateBrokerAddressEvent,
@@ -26,6 +27,7 @@ from autoswitch.controller.messages import (
 from autoswitch.controller.state.sm_config import SMConfig
 
 from autoswitch.base.errors import AutoswitchError, CorruptionError
+from autoswitch.base.features import BASELINE_LEVEL
 from autoswitch.base.limits import MAX_REPLICAS_PER_GROUP
 
 MAX_GROUPS = 200_000
@@ -129,6 +131,8 @@ class ControllerState:
         # (code, remark) of the last applied entry: what an AdminAudit proposed right behind an
         # admin's write records as that write's outcome (part of the snapshot: deterministic)
         self.last_outcome: tuple[int, str] = (0, "")
+        # the cluster's finalized feature level (autoswitch/base/features.py; FinalizeFeatures)
+        self.feature_level: int = BASELINE_LEVEL
 
     def apply_event(self, ev: Event) -> None:
         """Apply one event to the live state (replay, tests). Same code as the staged path."""
@@ -136,6 +140,9 @@ class ControllerState:
             return
         if isinstance(ev, UpdateConfigEvent):
             apply_config(self.config, ev)
+            return
+        if isinstance(ev, FeatureLevelEvent):
+            self.feature_level = ev.level
             return
         name = ev.broker_name
         g = self.groups.get(name)

@@ -3,7 +3,7 @@ invariants, then committed to the state at once, or dropped (a rejected request 
 
 from __future__ import annotations
 
-from autoswitch.controller.messages import AdminAuditEvent, Event, UpdateConfigEvent
+from autoswitch.controller.messages import AdminAuditEvent, Event, FeatureLevelEvent, UpdateConfigEvent
 from autoswitch.controller.state.sm_config import SMConfig
 from autoswitch.controller.state.sm_state import (
     ControllerState,
@@ -18,12 +18,13 @@ from autoswitch.controller.state.sm_state import (
 class Staged:
     """Copies of the touched groups/config with the events applied, not yet committed."""
 
-    __slots__ = ("state", "groups", "config", "after")
+    __slots__ = ("state", "groups", "config", "feature_level", "after")
 
     def __init__(self, state: ControllerState) -> None:
         self.state = state
         self.groups: dict[str, GroupState | None] = {}
         self.config: SMConfig | None = None
+        self.feature_level: int | None = None
         # The touched group's state right after each applied event (for the history records).
         # Each event applies to a fresh copy, so these objects are never mutated afterwards.
         self.after: list[GroupState | None] = []
@@ -43,6 +44,10 @@ class Staged:
             apply_config(self.config, ev)
             self.after.append(self.group(ev.broker_name))
             return
+        if isinstance(ev, FeatureLevelEvent):
+            self.feature_level = ev.level
+            self.after.append(None)
+            return
         name = ev.broker_name
         cur = self.group(name)
         new = apply_group_event(cur.copy() if cur is not None else None, ev, self.state.tombstones.get(name))
@@ -58,3 +63,5 @@ class Staged:
             commit_group(self.state, name, self.state.groups.get(name), new)
         if self.config is not None:
             self.state.config = self.config
+        if self.feature_level is not None:
+            self.state.feature_level = self.feature_level

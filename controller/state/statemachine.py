@@ -57,6 +57,8 @@ from autoswitch.controller.messages import (
     ElectMasterRequest,
     EligibleChangeEvent,
     Event,
+    FeatureLevelEvent,
+    FinalizeFeaturesRequest,
     GetControllerConfigRequest,
     GetMetaDataRequest,
     GetNextBrokerIdRequest,
@@ -506,6 +508,15 @@ def _set_preferred_master(req: SetPreferredMasterRequest, state: ControllerState
     return [PreferredMasterEvent(req.broker_name, req.broker_id)], _Outcome(group=req.broker_name)
 
 
+def _finalize_features(req: FinalizeFeaturesRequest, state: ControllerState) -> tuple[list[Event], _Outcome]:
+    # Which members support the level was the proposing leader's check (plan_finalize); here
+    # only what every member decides alike from the state: the level, and no lowering below
+    # the baseline (its type's bound).
+    if req.level == state.feature_level:
+        return [], _Outcome(remark="unchanged", data={"level": state.feature_level})
+    return [FeatureLevelEvent("", req.level, state.feature_level)], _Outcome(data={"level": req.level})
+
+
 def _check_state_hash(req: CheckStateHashRequest, state: ControllerState) -> tuple[list[Event], _Outcome]:
     return [], _Outcome(data={"hash": state_hash(state)})
 
@@ -520,6 +531,7 @@ _DECIDERS: dict[type, Callable[[Any, ControllerState], tuple[list[Event], _Outco
     UpdateControllerConfigRequest: _update_config,
     AdminAuditRequest: _admin_audit,
     SetPreferredMasterRequest: _set_preferred_master,
+    FinalizeFeaturesRequest: _finalize_features,
 }
 
 
@@ -635,7 +647,8 @@ class ControllerStateMachine:
                     out[n] = d
             return Reply(data=out)
         if isinstance(req, GetMetaDataRequest):
-            return Reply(data={"groups": len(st.groups), "lastAppliedIndex": self.last_applied_index})
+            return Reply(data={"groups": len(st.groups), "lastAppliedIndex": self.last_applied_index,
+                               "featureLevel": st.feature_level})
         if isinstance(req, GetControllerConfigRequest):
             return Reply(data=st.config.to_strings())
         return Reply(Code.CONTROLLER_INVALID_REQUEST, f"not a read request: {type(req).__name__}")

@@ -38,6 +38,8 @@ class RecordingNode:
         self.elections = _Elections(self.proposed, self.proposer)
 
     class sm:  # noqa: N801 - the node's state-machine adapter surface used by heartbeats
+        feature_level = 1
+
         @staticmethod
         def master_of(group):
             return 3, 1

@@ -524,7 +524,7 @@ def test_reads():
     data = h.q(GetSyncStateDataRequest()).data
     assert set(data) == {G} and data[G]["syncStateSet"] == [1, 2, 3]
     md = h.q(GetMetaDataRequest()).data
-    assert md == {"groups": 1, "lastAppliedIndex": h.index}
+    assert md == {"groups": 1, "lastAppliedIndex": h.index, "featureLevel": 1}
     json.dumps(h.q(GetSyncStateDataRequest()).to_dict())   # JSON-able for --json
 
 
