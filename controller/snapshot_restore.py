@@ -22,6 +22,7 @@ from autoswitch.controller.raft.storage import FileStorage
 from autoswitch.controller.state.sm_snapshot import decode_snapshot
 from autoswitch.controller.state.sm_state import SnapshotCorrupt
 
+from autoswitch.base import features
 from autoswitch.base.errors import AutoswitchError
 from autoswitch.base.fsutil import fsync_dir, write_atomic
 from autoswitch.base.log import get_logger
@@ -83,6 +84,9 @@ def restore_member(cfg: ControllerConfig, snapshot_file: Path) -> RestoreResult:
         raise RestoreRefused(f"{snapshot_file}: {e}", path=str(snapshot_file)) from None
     if index < 1:
         raise RestoreRefused(f"{snapshot_file} holds no applied entry (index {index})")
+    why = features.unsupported(state.feature_level)
+    if why is not None:
+        raise RestoreRefused(f"{snapshot_file}: {why}", path=str(snapshot_file))
     data_dir.mkdir(parents=True, exist_ok=True)
     st = FileStorage(raft_dir)
     try:
