@@ -24,6 +24,7 @@ from autoswitch.epochfile.cache import MAX_ENTRIES, EpochCache
 from autoswitch.epochfile.errors import EpochFileCorrupt, EpochRuleError
 
 from autoswitch.base.crcfile import TRAILER, seal, sealed_body
+from autoswitch.base.errors import too_new
 from autoswitch.base.fsutil import write_atomic
 from autoswitch.base.log import get_logger
 
@@ -56,6 +57,8 @@ def decode(data: bytes, path: str = "<bytes>") -> EpochCache:
         raise EpochFileCorrupt(f"bad magic {magic!r}", path)
     if sealed_body(data) is None:
         raise EpochFileCorrupt("crc mismatch", path)
+    if version > VERSION:
+        raise too_new(f"EpochFile {path}", version, VERSION, path=path)
     if version != VERSION:
         raise EpochFileCorrupt(f"unsupported version {version}", path)
     if flags != 0:

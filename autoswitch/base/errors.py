@@ -32,6 +32,27 @@ class CorruptionError(AutoswitchError):
     code = "CORRUPTION"
 
 
+class FormatTooNew(AutoswitchError):
+    """Stored bytes or a peer's frame carry a format version newer than this release reads (their
+    checksum holds: not damage). Never treated as corruption, so a downgrade never cuts or
+    rewrites what a newer release wrote: the process refuses and names the file or peer, the
+    version found and the one it reads (docs/compatibility.md)."""
+
+    code = "FORMAT_TOO_NEW"
+
+
+def too_new(what: str, found: int, reads: int, **details: object) -> FormatTooNew:
+    return FormatTooNew(f"{what} has format version {found}; this release (autoswitch {_version()}) reads "
+                        f"version {reads}: run the release that wrote it, or a newer one (docs/compatibility.md)",
+                        found=found, reads=reads, **details)
+
+
+def _version() -> str:
+    from autoswitch.base.version import VERSION
+
+    return VERSION
+
+
 class NotFound(AutoswitchError):
     """A named group, consumer group, broker or topic does not exist where it was asked for:
     never an empty success (a typo must not look like "nothing there")."""

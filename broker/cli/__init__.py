@@ -22,7 +22,7 @@ from autoswitch.broker.cli.consume import cmd_consume, cmd_consumer_progress
 from autoswitch.broker.cli.handover import cmd_transfer_master
 
 from autoswitch.base.addr import namesrv_list
-from autoswitch.base.errors import AutoswitchError, ConfigError
+from autoswitch.base.errors import AutoswitchError, ConfigError, FormatTooNew
 from autoswitch.base.output import emit, fail, fail_code
 from autoswitch.base.tls import add_server_security_args, add_tls_args, tls_from_args
 
@@ -212,7 +212,8 @@ def _cmd_broker(args: argparse.Namespace) -> int:
         # e.g. a corrupt store or EpochFile: refuse to start, say why (never start empty).
         log.error("broker_failed", **e.to_dict())
         rc = err(args, e)
-        return 2 if isinstance(e, ConfigError) else rc     # a config to fix, not a broken store
+        # a config to fix or a release to run, not a broken store
+        return 2 if isinstance(e, ConfigError | FormatTooNew) else rc
     except OSError as e:  # e.g. the HA port is taken
         log.error("broker_failed", code="OS_ERROR", message=str(e))
         return fail_code(args, "OS_ERROR", str(e))

@@ -24,6 +24,7 @@ from pathlib import Path
 from autoswitch.broker.storage.store_errors import LogCorrupt
 
 from autoswitch.base.crcfile import TRAILER, seal, sealed_body
+from autoswitch.base.errors import too_new
 from autoswitch.base.fsutil import write_atomic
 
 MAGIC = b"ASCK"
@@ -81,6 +82,8 @@ def decode(data: bytes, path: str = "<bytes>") -> Checkpoint:
     if sealed_body(data) is None:
         raise LogCorrupt("checkpoint crc mismatch", path=path)
     (magic, version, intent, rsv, synced, vfrom, confirm, min_off, i_off, i_epoch, count) = _HEAD.unpack_from(data, 0)
+    if magic == MAGIC and version > VERSION:
+        raise too_new(f"checkpoint {path}", version, VERSION, path=path)
     if magic != MAGIC or version != VERSION or rsv != 0 or intent > INTENT_RESET or count > MAX_TOPICS:
         raise LogCorrupt("checkpoint header invalid", path=path)
     cp = Checkpoint(synced, vfrom, confirm, min_off, intent, i_off, None if i_epoch < 0 else i_epoch)

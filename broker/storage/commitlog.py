@@ -15,6 +15,7 @@ from autoswitch.broker.storage import record as rec
 from autoswitch.broker.storage.segment import Segment, parse_segment_name
 from autoswitch.broker.storage.store_errors import LogCorrupt, OffsetOutOfRange
 
+from autoswitch.base.errors import too_new
 from autoswitch.base.fsutil import fsync_dir
 from autoswitch.base.log import get_logger
 
@@ -275,6 +276,7 @@ class CommitLog:
                             path=str(seg.path), offset=seg.base + stop,
                         )
                     end_rel, why, _ = rec.walk_fast(mm, rel, v_end, S, seg.base, self.max_record)
+                    _refuse_newer(why, seg.path, seg.base + end_rel)
                     if why is not None:
                         raise LogCorrupt(
                             f"corrupt record before the synced offset {synced}: {why}",
@@ -290,6 +292,7 @@ class CommitLog:
             finally:
                 if mm is not None:
                     mm.close()
+            _refuse_newer(why, seg.path, seg.base + end_rel)
             if topics and on_records is not None:
                 on_records(topics)
             if why is None and end_rel == S:
@@ -311,3 +314,11 @@ class CommitLog:
         self.max_offset = pos
         self.truncate(pos)
         return pos
+
+
+def _refuse_newer(why: str | None, path: Path, offset: int) -> None:
+    """A whole record of a newer release is not a torn tail: cutting it would drop what that
+    release acknowledged (a downgrade without the rules of docs/compatibility.md)."""
+    found = rec.newer_version(why)
+    if found is not None:
+        raise too_new(f"commit log {path} at offset {offset}", found, rec.VERSION, path=str(path), offset=offset)

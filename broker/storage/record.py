@@ -87,6 +87,19 @@ class AppendResult:
     records: list[tuple[int, int, str]]  # (phy_offset, queue_offset, msg_id), input order
 
 
+# check_record's reason for a whole record (its CRC holds) of a later record version: every
+# version keeps the first 10 bytes (crc, total, magic, version), so an older reader can tell a
+# newer record from a torn one and refuses instead of cutting it (docs/compatibility.md).
+NEWER_RECORD = "record written by a newer release: version"
+
+
+def newer_version(why: str | None) -> int | None:
+    """The record version a walk stopped at, when it stopped at a newer release's record."""
+    if why is None or not why.startswith(NEWER_RECORD):
+        return None
+    return int(why[len(NEWER_RECORD):])
+
+
 def record_size(topic_b: bytes, msg_id_b: bytes, body_len: int) -> int:
     return HEADER_SIZE + len(topic_b) + len(msg_id_b) + body_len
 
@@ -138,6 +151,8 @@ def check_record(buf, pos: int, end: int) -> str | None:
         return f"bad length {total}"
     if total > end - pos:
         return f"length {total} past end"
+    if magic == MAGIC and version > VERSION and _crc32(memoryview(buf)[pos + 4 : pos + total]) == crc:
+        return f"{NEWER_RECORD} {version}"
     if magic != MAGIC or version != VERSION:
         return "bad magic/version"
     if flags != 0 or rsv != 0:

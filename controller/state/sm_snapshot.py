@@ -23,6 +23,7 @@ from autoswitch.controller.state.sm_state import (
     check_state,
 )
 
+from autoswitch.base.errors import too_new
 from autoswitch.base.features import BASELINE_LEVEL, MAX_LEVEL
 
 _SNAP_MAGIC = b"ASSM"
@@ -87,6 +88,8 @@ def decode_snapshot(data: bytes) -> tuple[ControllerState, int]:
     magic, version, crc, length = _SNAP_HEADER.unpack_from(data)
     if magic != _SNAP_MAGIC:
         raise SnapshotCorrupt("controller snapshot has a bad magic")
+    if version > _SNAP_VERSION and zlib.crc32(bytes(data[_SNAP_HEADER.size:])) == crc:
+        raise too_new("controller snapshot", version, _SNAP_VERSION)
     if version != _SNAP_VERSION:
         raise SnapshotCorrupt(f"unsupported controller snapshot version {version}")
     payload = bytes(data[_SNAP_HEADER.size:])
