@@ -72,6 +72,8 @@ from autoswitch.base.limits import MAX_CONTROLLERS
 from autoswitch.base.log import get_logger
 from autoswitch.base.quorum import majority
 
+FEATURE_FENCE = "feature_level_unsupported"   # the fence reason of a broker behind the cluster's level
+
 # The vocabulary is importable from here too: the driver and the tests speak to this module.
 __all__ = [
     "AdoptControllers", "AlterSyncStateSet", "ApplyBrokerId", "BecomeFenced", "BecomeMaster", "BecomeSlave", "Command", "Request",
@@ -312,16 +314,19 @@ class ReplicasManager:
         out.extend(self.on_controllers(new, now))
         return out
 
-    def _feature_news(self, level: int, told_by: str) -> None:
+    def _feature_news(self, level: int, told_by: str) -> list[Command]:
         """The cluster finalized a feature level this build does not run (the leader refuses that
-        while this broker is registered and heard, so it joined or was downgraded afterwards): said
-        once per level, loudly; the operator runs a version that supports it (docs/compatibility.md)."""
+        while this broker is registered and heard, so it joined or was downgraded afterwards): it
+        acknowledges no write from then on (the others may already write what it cannot read) and
+        says so once per level; the operator runs a release that supports it (docs/compatibility.md)."""
         why = features.unsupported(level)
         if why is None or level == self.feature_unsupported:
-            return
+            return []
+        first = not self.feature_unsupported
         self.feature_unsupported = level
         self._log.critical("feature_level_unsupported", told_by=told_by, level=level,
-                           supported=features.SUPPORTED_LEVEL, action=why)
+                           supported=features.SUPPORTED_LEVEL, action="writes fenced: " + why)
+        return [SetFenced(True, FEATURE_FENCE)] if first and self._running_master else []
 
     def shutdown(self, now: float) -> list[Command]:
         """Stop issuing commands; answers that still arrive are dropped."""
@@ -344,7 +349,7 @@ class ReplicasManager:
                 # Membership news before the grant: a controller refuses grants to a broker that
                 # counts another configuration, and its reply is how the broker learns the right one.
                 out.extend(self._membership_news(value, cmd.controller, now))
-                self._feature_news(value.feature_level, cmd.controller)
+                out.extend(self._feature_news(value.feature_level, cmd.controller))
                 if not value.lease_granted:
                     # A controller that holds a DEAD report on us, or has applied a newer MasterEpoch,
                     # answers but refuses the grant; counting that reply would let a deposed master
@@ -474,11 +479,13 @@ class ReplicasManager:
         """True only for a master that holds its lease, knows of no newer MasterEpoch and has
         no handover in doubt. The write path asks this before acknowledging and before
         advancing confirmOffset."""
-        return self._running_master and self.fence.reason(True, now) is None
+        return self._running_master and self.fence.reason(True, now) is None and not self.feature_unsupported
 
     def fenced_reason(self, now: float) -> str | None:
         if self.phase != Phase.RUNNING:
             return "starting" if self.phase != Phase.STOPPED else "stopped"
+        if self.feature_unsupported:
+            return FEATURE_FENCE
         if self.role == "master":
             return self.fence.reason(True, now)
         if self.roles.refusing_resume():

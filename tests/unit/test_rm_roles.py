@@ -475,3 +475,24 @@ def test_an_answer_without_the_grant_does_not_count_for_the_lease(tmp_path):
     h.drain()
     assert h.core.lease.expires_at() is not None and (before is None or h.core.lease.expires_at() > before)
 
+
+
+def test_a_master_told_of_a_feature_level_it_does_not_run_stops_acknowledging(tmp_path):
+    """Issue 34: the cluster finalized a level above this build's (it joined, or was downgraded,
+    afterwards): the others may write what it cannot read, so it fences its writes, once."""
+    from autoswitch.broker.replicas.replicas_manager import FEATURE_FENCE
+
+    from autoswitch.base.features import SUPPORTED_LEVEL
+
+    h = _master_with_lease(tmp_path)
+    assert h.core.may_acknowledge(h.now)
+    h.hb_answer = lambda cmd: HeartbeatAnswer(is_leader=cmd.controller == "c1:9878", lease_granted=True,
+                                             master_epoch=0, feature_level=SUPPORTED_LEVEL + 1)
+    h.run_until(lambda: h.of_type(SetFenced), dt=0.5)
+    for _ in range(10):       # more answers saying the same: no second fence, no second log line
+        h.tick(0.5)
+        h.drain()
+    assert h.of_type(SetFenced) == [SetFenced(True, FEATURE_FENCE)]
+    assert not h.core.may_acknowledge(h.now)
+    assert h.core.status(h.now)["fenced"] == FEATURE_FENCE
+    assert h.core.feature_unsupported == SUPPORTED_LEVEL + 1
