@@ -1,3 +1,5 @@
-"""The autoswitch version (``autoswitch.__version__``; pyproject.toml carries the same string)."""
+"""The autoswitch version, in one place: ``autoswitch.__version__`` re-exports it and the package
+metadata reads it (pyproject.toml ``[tool.setuptools.dynamic]``). Between releases main carries
+the next version with ``.devN``; the releases and their commits: docs/releases.toml."""
 
-VERSION = "0.1.0"
+VERSION = "0.2.0.dev0"
