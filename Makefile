@@ -12,7 +12,7 @@ LEASE_MEMBERSHIP_SCENARIOS ?= 20000
 LEASE_STORE_SCENARIOS ?= 20000
 ROUNDS ?= 200
 
-.PHONY: setup setup-run run test lint typecheck proto proto-check fuzz sim soak chaos powerloss clean \
+.PHONY: setup setup-run run test lint typecheck proto proto-check fuzz sim soak chaos powerloss upgrade-test clean \
         bench-replication bench-produce bench-recovery bench-controller bench-election bench-rolling bench-backends \
         bench-scale bench-failover bench-audit bench-fetch bench-grayfailure
 
@@ -79,6 +79,11 @@ chaos: setup
 ## Power cuts on LazyFS (root; builds LazyFS on first use: docs/operations-powerloss.md says from where).
 powerloss: setup
 	$(BIN)/python -m tests.powerloss.run --rounds $(ROUNDS)
+
+# A rolling upgrade from the previous release (docs/releases.toml) to this tree and back under
+# acked produce, then the planted incompatible change (docs/compatibility.md); last line JSON.
+upgrade-test: setup
+	$(BIN)/python -m tests.upgrade.run --groups $(or $(GROUPS),2)
 
 bench-replication: setup
 	$(BIN)/python -m bench.replication $(if $(TLS),--tls)
