@@ -365,6 +365,14 @@ class HeartbeatTable:
             return self.hold_ms
         return max(0, self.hold_ms - self.prior_dead_report_age_ms)
 
+    def grant_pause_left_ms(self, now_ms: int) -> int:
+        """How much longer this node may refuse some broker its lease: the pause after its start,
+        and the time left of its holds (a DEAD report, an election applied late, which replaying
+        the log after a restart does for every master elected earlier). 0: it grants to every
+        broker it hears. A rolling restart waits for 0 before it stops the next controller."""
+        start = self.startup_grace() - (now_ms - self.started_ms)
+        return max(0, start, *(until - now_ms for until in self._holds.values()))
+
     def grants_lease(self, broker_name: str, broker_id: int, broker_epoch: int, applied_master_epoch: int,
                      now_ms: int) -> bool:
         """May this node's reply to the broker's heartbeat count towards its master lease?"""

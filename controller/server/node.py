@@ -309,16 +309,24 @@ class ControllerNode:
                 "match": match, "cluster_id": self.config.raft_cluster_id,
                 "config_index": int(raft.get("config_index", 0)), "version": VERSION,
                 "feature_level": self.sm.feature_level if hasattr(self, "sm") else 0,
-                "feature_level_supported": features.SUPPORTED_LEVEL}
+                "feature_level_supported": features.SUPPORTED_LEVEL,
+                "lease_grants_paused_ms": self.liveness.heartbeats.grant_pause_left_ms(self.liveness.now_ms())
+                if hasattr(self, "liveness") else 0}
 
     def readiness(self) -> tuple[bool, str]:
         """/readyz: a leader is known and this node has applied (nearly) all it knows committed
-        (never while the state hash check found this member's state differs)."""
+        (never while the state hash check found this member's state differs, nor while it may
+        still refuse a master its lease: the next controller of a rolling restart waits for it)."""
         if self.state_check is not None and self.state_check.corrupt is not None:
             return False, f"state corrupt: {self.state_check.corrupt}"
         if self.feature_unsupported is not None:
             return False, self.feature_unsupported
         md = self.metadata()
+        if md["lease_grants_paused_ms"] > 0:
+            # a rolling restart waits for this before the next controller: with two members
+            # paused at once the masters' leases find no majority and every write pauses
+            return False, (f"may refuse master leases for {md['lease_grants_paused_ms']} ms more (its pause after "
+                           f"a restart, or a hold after a DEAD report or a late election)")
         if not md["leader_id"]:
             return False, "no controller leader known"
         lag = md["commit"] - md["applied"]

@@ -435,7 +435,8 @@ class ControllerServicer(pbg.ControllerServiceServicer):
                                    last_index=md["last_index"], cluster_id=md["cluster_id"],
                                    config_index=md["config_index"], version=md["version"],
                                    feature_level=md["feature_level"],
-                                   feature_level_supported=md["feature_level_supported"])
+                                   feature_level_supported=md["feature_level_supported"],
+                                   lease_grants_paused_ms=md["lease_grants_paused_ms"])
 
     @_handler(pb.FinalizeFeaturesReply, audit=lambda r: "")
     async def FinalizeFeatures(self, request, context):

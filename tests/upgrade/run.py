@@ -137,7 +137,7 @@ async def _controller_view(c: UpgradeCluster) -> dict[str, dict]:
             except ControllerRpcError:
                 continue
             out[n] = {"leader": m.leader_id, "commit": m.commit_index, "applied": m.applied_index,
-                      "version": m.version}
+                      "version": m.version, "paused_ms": m.lease_grants_paused_ms}
     return out
 
 
@@ -183,6 +183,25 @@ def wait_whole(c: UpgradeCluster, what: str, timeout_s: float = STEP_TIMEOUT_S) 
             return
         time.sleep(0.2)
     raise StepFailed(f"{what}: not whole within {timeout_s:.0f} s: {last}")
+
+
+def wait_grants(c: UpgradeCluster, name: str, started_wall: float, old_version: str) -> None:
+    """A restarted controller may refuse masters their leases for up to 3 heartbeat timeouts
+    (its pause after a restart, and the holds it takes replaying elections older than a heartbeat
+    timeout: docs/controller.md); restarting the next one before that ends leaves the masters'
+    leases without a majority and pauses every write. This release says how long
+    (GetMetaData lease_grants_paused_ms, /readyz); the previous release does not, so for it the
+    runner waits the whole bound."""
+    hold_s = 3 * HEARTBEAT_TIMEOUT_MS / 1000
+    deadline = time.monotonic() + hold_s + STEP_TIMEOUT_S
+    while time.monotonic() < deadline:
+        view = asyncio.run(_controller_view(c)).get(name, {})
+        says = view.get("version") != old_version
+        if (says and view.get("paused_ms", 1) == 0) or (not says and time.time() >= started_wall + hold_s):
+            log("lease_grants_resumed", process=name, waited_s=round(time.time() - started_wall, 2), said=says)
+            return
+        time.sleep(0.2)
+    raise StepFailed(f"{name} did not grant leases again in time")
 
 
 class StepFailed(Exception):
@@ -268,7 +287,7 @@ class Step:
     t1: float = 0.0
 
 
-def roll(c: UpgradeCluster, to: Install, steps: list[Step], resume: dict[str, int]) -> None:
+def roll(c: UpgradeCluster, to: Install, steps: list[Step], resume: dict[str, int], old_version: str) -> None:
     """Replace every process by ``to``, one at a time, in the safe order."""
     leader = leader_name(c)
     order = [n for n in c.ctl_ids if n != leader] + [leader]
@@ -287,8 +306,11 @@ def roll(c: UpgradeCluster, to: Install, steps: list[Step], resume: dict[str, in
         code = c.stop(name)
         if code not in (0, None):
             raise StepFailed(f"{name} stopped with exit code {code}: {p.child.log_text()[-1500:] if p.child else ''}")
+        started_wall = time.time()
         c.start(name, to)
         wait_whole(c, f"{name} -> {to.label}")
+        if p.kind == "controller":
+            wait_grants(c, name, started_wall, old_version)
         step.t1 = time.time()
         steps.append(step)
         log("step", process=name, to=to.label, was_master=was_master, seconds=round(step.t1 - step.t0, 2))
@@ -342,13 +364,13 @@ def run(work: Path, groups: int, installs: Path | None = None) -> dict[str, Any]
             while len(read_acks(work / f"acks-{g}.jsonl")) < CONSUME_BATCH * 2 and time.monotonic() < deadline:
                 time.sleep(0.2)
             resume[g] = consume_next(c, g, None)[1]
-        roll(c, new, steps, resume)
+        roll(c, new, steps, resume, old.version)
         fin = _cli("admin", "finalize-features", "--controller", c.controllers, "--level", "1")
         if fin["rc"] != 0:
             raise StepFailed(f"finalize-features: {fin}")
         feats = _cli("admin", "features", "--controller", c.controllers)["lines"][-1]["result"]
         result["versions_after_upgrade"] = sorted({m["version"] for m in feats["members"]})
-        roll(c, old, steps, resume)
+        roll(c, old, steps, resume, old.version)
         for p in producers:
             p.stop(30)
         acked: list[dict] = []
