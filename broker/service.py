@@ -33,6 +33,7 @@ from autoswitch import __version__
 from autoswitch.base.auth import Guard, current_caller
 from autoswitch.base.auth_interceptor import server_interceptor
 from autoswitch.base.errors import AutoswitchError
+from autoswitch.base.features import SUPPORTED_LEVEL
 from autoswitch.base.log import RateLimitedLog, get_logger
 from autoswitch.base.observe import ObserveServer, add_grpc_health, read_http_token
 from autoswitch.base.stream_limits import StreamBudget, stream_limit_interceptor
@@ -390,7 +391,7 @@ async def serve(cfg: BrokerConfig, stop_event: asyncio.Event | None = None, atta
         await health.set("", health_pb.HealthCheckResponse.SERVING)
         if observe is not None:
             await observe.start()
-        log.info("broker_started", version=__version__, listen=cfg.listen, ha_listen=cfg.ha_listen, fetch_listen=cfg.fetch_listen, role=broker.role,
+        log.info("broker_started", version=__version__, featureLevelSupported=SUPPORTED_LEVEL, listen=cfg.listen, ha_listen=cfg.ha_listen, fetch_listen=cfg.fetch_listen, role=broker.role,
                  epoch=broker.master_epoch, ack_mode=cfg.ack_mode, flush=cfg.flush,
                  mode="controller" if cfg.controller_mode else "static")
         if attach is None and cfg.controller_mode:

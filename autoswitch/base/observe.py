@@ -22,6 +22,7 @@ from prometheus_client.core import CounterMetricFamily, GaugeMetricFamily
 from prometheus_client.exposition import CONTENT_TYPE_LATEST
 
 from autoswitch.base.addr import AddressError, split_hostport
+from autoswitch.base.features import SUPPORTED_LEVEL
 from autoswitch.base.log import get_logger
 from autoswitch.base.version import VERSION
 
@@ -80,12 +81,13 @@ class FnCollector:
 
 
 def add_build_info(registry: CollectorRegistry, component: str) -> None:
-    """``autoswitch_build_info{version, component} 1`` (the Prometheus convention): which version
-    each process runs, for a rolling upgrade's dashboards. Once per registry."""
+    """``autoswitch_build_info{version, component, feature_level} 1`` (the Prometheus convention):
+    which version, and the highest feature level it runs, each process runs, for a rolling
+    upgrade's dashboards. Once per registry."""
     if getattr(registry, "_autoswitch_build_info", False):
         return
     Info("autoswitch_build", "The autoswitch version this process runs", registry=registry).info(
-        {"version": VERSION, "component": component})
+        {"version": VERSION, "component": component, "feature_level": str(SUPPORTED_LEVEL)})
     registry._autoswitch_build_info = True     # type: ignore[attr-defined]
 
 

@@ -2,9 +2,9 @@
 
 ``brokerIdentity`` holds ``cluster#brokerName#brokerId``; ``brokerIdentity.temp``
 holds ``cluster#brokerName#brokerId#registerCheckCode`` while a registration is in
-progress. Each file is two lines: the payload and ``crc32=<8 hex>`` of the payload,
-so a torn or edited file is refused (IdentityFileCorrupt naming the file) instead of
-silently making the broker a new replica. Writes go to a scratch file, fsync,
+progress. Each file is three lines: ``format=1``, the payload and ``crc32=<8 hex>`` of the
+first two, so a torn or edited file is refused (IdentityFileCorrupt naming the file) instead
+of silently making the broker a new replica, and a later format is refused by name. Writes go to a scratch file, fsync,
 rename over the target, fsync the directory: a crash leaves the old or the new
 file, never a mix.
 """
@@ -16,7 +16,7 @@ import zlib
 from dataclasses import dataclass
 from pathlib import Path
 
-from autoswitch.base.errors import ConfigError, CorruptionError
+from autoswitch.base.errors import ConfigError, CorruptionError, too_new
 from autoswitch.base.fsutil import fsync_dir, write_atomic
 from autoswitch.base.limits import MAX_NAME_LEN
 from autoswitch.base.log import get_logger
@@ -26,6 +26,8 @@ TEMP_IDENTITY_FILE = "brokerIdentity.temp"
 _SCRATCH_SUFFIX = ".swp"
 MAX_FILE_BYTES = 4096
 MAX_CHECK_CODE_BYTES = 255
+FORMAT_KEY = "format="
+FORMAT_VERSION = 1      # the files' layout (docs/compatibility.md)
 
 _log = get_logger("broker.identity")
 
@@ -87,25 +89,36 @@ class LoadedIdentity:
 
 
 def _frame(payload: str) -> bytes:
-    raw = payload.encode()
-    return raw + b"\n" + f"crc32={zlib.crc32(raw):08x}\n".encode()
+    head = f"{FORMAT_KEY}{FORMAT_VERSION}\n".encode() + payload.encode()
+    return head + b"\n" + f"crc32={zlib.crc32(head):08x}\n".encode()
 
 
 def _unframe(path: Path, data: bytes) -> str:
+    """``format=<n>\\n<payload>\\ncrc32=<hex of the first two lines>\\n``. A later format (its CRC
+    holds) is refused by name (FormatTooNew), never read as damage: a broker must not start as a
+    new replica because an older release could not read its identity."""
     if len(data) > MAX_FILE_BYTES:
         raise IdentityFileCorrupt(f"{path}: larger than {MAX_FILE_BYTES} bytes", path=str(path))
     lines = data.split(b"\n")
-    if len(lines) != 3 or lines[2] != b"" or not lines[1].startswith(b"crc32="):
-        raise IdentityFileCorrupt(f"{path}: expected '<payload>\\ncrc32=<hex>\\n'", path=str(path))
-    payload, crc_text = lines[0], lines[1][len(b"crc32=") :]
+    if len(lines) != 4 or lines[3] != b"" or not lines[0].startswith(FORMAT_KEY.encode()) \
+            or not lines[2].startswith(b"crc32="):
+        raise IdentityFileCorrupt(f"{path}: expected 'format=<n>\\n<payload>\\ncrc32=<hex>\\n'", path=str(path))
+    head, crc_text = lines[0] + b"\n" + lines[1], lines[2][len(b"crc32=") :]
     try:
         crc = int(crc_text, 16)
     except ValueError:
         raise IdentityFileCorrupt(f"{path}: bad crc field {crc_text!r}", path=str(path)) from None
-    if len(crc_text) != 8 or zlib.crc32(payload) != crc:
+    if len(crc_text) != 8 or zlib.crc32(head) != crc:
         raise IdentityFileCorrupt(f"{path}: crc mismatch", path=str(path))
+    version_text = lines[0][len(FORMAT_KEY):]
+    if not version_text.isdigit() or len(version_text) > 5:
+        raise IdentityFileCorrupt(f"{path}: bad format field {version_text[:16]!r}", path=str(path))
+    if int(version_text) > FORMAT_VERSION:
+        raise too_new(f"identity file {path}", int(version_text), FORMAT_VERSION, path=str(path))
+    if int(version_text) != FORMAT_VERSION:
+        raise IdentityFileCorrupt(f"{path}: unknown format {int(version_text)}", path=str(path))
     try:
-        return payload.decode()
+        return lines[1].decode()
     except UnicodeDecodeError:
         raise IdentityFileCorrupt(f"{path}: payload is not UTF-8", path=str(path)) from None
 

@@ -49,7 +49,7 @@ from autoswitch.broker.storage.store_errors import (
 from autoswitch.epochfile import EpochCache, EpochFile, EpochRuleError
 
 from autoswitch.base.crashpoints import crash_point
-from autoswitch.base.errors import CorruptionError
+from autoswitch.base.errors import CorruptionError, FormatTooNew
 from autoswitch.base.fsutil import fsync_dir
 from autoswitch.base.log import get_logger
 
@@ -88,7 +88,7 @@ class MessageStore:
         self._closed = False
         try:
             self._cp = self._recover()
-        except CorruptionError as e:
+        except (CorruptionError, FormatTooNew) as e:
             self._logger.error("store_recovery_refused", code=e.code, error=str(e))
             self._release()
             raise

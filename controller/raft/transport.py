@@ -164,9 +164,16 @@ class RaftServicer(raft_pb2_grpc.RaftServicer):
         peer = context.peer() or "?"
         async for batch in request_iterator:
             n += 1
-            if batch.version != WIRE_VERSION or batch.cluster != self.cluster:
+            if batch.version != WIRE_VERSION:
+                # another release's Raft wire format (docs/compatibility.md): named, not guessed at
+                self._refuse(peer, "wire_version", version=batch.version, speaks=WIRE_VERSION)
+                await context.abort(grpc.StatusCode.FAILED_PRECONDITION,
+                                    f"FORMAT_TOO_NEW: raft wire version {batch.version}; this member speaks "
+                                    f"{WIRE_VERSION}" if batch.version > WIRE_VERSION else
+                                    f"raft wire version {batch.version} refused; this member speaks {WIRE_VERSION}")
+            if batch.cluster != self.cluster:
                 self._refuse(peer, "wrong_cluster", version=batch.version, cluster=batch.cluster[:64])
-                await context.abort(grpc.StatusCode.FAILED_PRECONDITION, "wrong raft wire version or cluster")
+                await context.abort(grpc.StatusCode.FAILED_PRECONDITION, "wrong raft cluster")
             sender = batch.sender
             if self.tls_identities:
                 who = peer_identity(context)

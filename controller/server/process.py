@@ -25,6 +25,7 @@ from autoswitch.base import tls
 from autoswitch.base.auth import AuthConfig, Guard
 from autoswitch.base.auth_interceptor import server_interceptor
 from autoswitch.base.errors import AutoswitchError
+from autoswitch.base.features import SUPPORTED_LEVEL
 from autoswitch.base.log import get_logger
 from autoswitch.base.observe import FnCollector, ObserveServer, add_grpc_health
 from autoswitch.base.stream_limits import StreamBudget, stream_limit_interceptor
@@ -125,7 +126,7 @@ class NameServer:
         elif not st.auth.enabled:
             _log.warning("no_authorization", listen=st.listen,
                          note="auth off: any holder of a certificate of the CA may register routes")
-        _log.info("namesrv_started", version=__version__, listen=st.listen)
+        _log.info("namesrv_started", version=__version__, featureLevelSupported=SUPPORTED_LEVEL, listen=st.listen)
 
     async def stop(self) -> None:
         if self._observe is not None:

@@ -72,7 +72,9 @@ def test_metrics_health_and_readiness_across_a_failover(procs, tmp_path):
         assert status(port, "/nope")[0] == 404
         # which version each process runs (issue 34: a rolling upgrade's dashboards)
         from autoswitch import __version__
-        assert total(scrape(port), "autoswitch_build_info", version=__version__) == 1, name
+        from autoswitch.base.features import SUPPORTED_LEVEL
+        assert total(scrape(port), "autoswitch_build_info", version=__version__,
+                     feature_level=str(SUPPORTED_LEVEL)) == 1, name
         # the container image's HEALTHCHECK command, against every kind of process
         for probe in ([], ["--ready"]):
             hc = subprocess.run([sys.executable, "-m", "autoswitch", "healthcheck", "--metrics", f"127.0.0.1:{port}",

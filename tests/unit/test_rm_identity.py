@@ -23,12 +23,13 @@ from autoswitch.base.errors import CorruptionError
 def test_round_trip_and_format(tmp_path):
     s = IdentityStore(tmp_path)
     s.write_temp(TempIdentity("DefaultCluster", "broker-a", 3, "127.0.0.1:10911;1732240000000"))
-    assert (tmp_path / TEMP_IDENTITY_FILE).read_text().splitlines()[0] == (
-        "DefaultCluster#broker-a#3#127.0.0.1:10911;1732240000000")
+    assert (tmp_path / TEMP_IDENTITY_FILE).read_text().splitlines()[:2] == [
+        "format=1", "DefaultCluster#broker-a#3#127.0.0.1:10911;1732240000000"]
     s.commit(BrokerIdentity("DefaultCluster", "broker-a", 3))
     text = (tmp_path / IDENTITY_FILE).read_text()
-    assert text.splitlines()[0] == "DefaultCluster#broker-a#3"  # RocketMQ's cluster#brokerName#brokerId
-    assert text.splitlines()[1].startswith("crc32=")
+    assert text.splitlines()[0] == "format=1"
+    assert text.splitlines()[1] == "DefaultCluster#broker-a#3"  # RocketMQ's cluster#brokerName#brokerId
+    assert text.splitlines()[2].startswith("crc32=")
     loaded = s.load("DefaultCluster", "broker-a")
     assert loaded.identity == BrokerIdentity("DefaultCluster", "broker-a", 3) and loaded.temp is None
     assert sorted(os.listdir(tmp_path)) == [IDENTITY_FILE]  # no scratch or temp file left
@@ -52,14 +53,17 @@ def test_leftover_scratch_file_from_a_crash_is_ignored(tmp_path):
     "content",
     [
         b"",
-        b"C#g#2\n",  # no crc line
-        b"C#g#2\ncrc32=00000000\n",  # wrong crc
-        b"C#g#2\ncrc32=zz\n",
-        b"C#g#x\ncrc32=%08x\n",  # filled below with a matching crc: strict parse still refuses
-        b"C#g\ncrc32=%08x\n",
-        b"C#g#02\ncrc32=%08x\n",  # leading zero
-        b"C#g#0\ncrc32=%08x\n",  # brokerId starts at 1
-        b"\xff#g#2\ncrc32=%08x\n",
+        b"format=1\nC#g#2\n",  # no crc line
+        b"C#g#2\ncrc32=%08x\n",  # no format line (written before formats had versions)
+        b"format=1\nC#g#2\ncrc32=00000000\n",  # wrong crc
+        b"format=1\nC#g#2\ncrc32=zz\n",
+        b"format=x\nC#g#2\ncrc32=%08x\n",
+        b"format=0\nC#g#2\ncrc32=%08x\n",
+        b"format=1\nC#g#x\ncrc32=%08x\n",  # filled below with a matching crc: strict parse still refuses
+        b"format=1\nC#g\ncrc32=%08x\n",
+        b"format=1\nC#g#02\ncrc32=%08x\n",  # leading zero
+        b"format=1\nC#g#0\ncrc32=%08x\n",  # brokerId starts at 1
+        b"format=1\n\xff#g#2\ncrc32=%08x\n",
         b"x" * 5000,
     ],
 )
@@ -67,14 +71,26 @@ def test_corrupt_identity_refused_naming_the_file(tmp_path, content):
     import zlib
 
     if b"%08x" in content:
-        payload = content.split(b"\n")[0]
-        content = content.replace(b"%08x", b"%08x" % zlib.crc32(payload))
+        head = content[: content.index(b"crc32=") - 1]
+        content = content.replace(b"%08x", b"%08x" % zlib.crc32(head))
     (tmp_path / IDENTITY_FILE).write_bytes(content)
     with pytest.raises(IdentityFileCorrupt) as e:
         IdentityStore(tmp_path).load()
     assert isinstance(e.value, CorruptionError)
     assert str(tmp_path / IDENTITY_FILE) in str(e.value)
     assert e.value.code == "IDENTITY_FILE_CORRUPT"
+
+
+def test_a_later_format_is_refused_by_name_not_as_damage(tmp_path):
+    import zlib
+
+    from autoswitch.base.errors import FormatTooNew
+
+    head = b"format=2\nC#g#2"
+    (tmp_path / IDENTITY_FILE).write_bytes(head + b"\ncrc32=%08x\n" % zlib.crc32(head))
+    with pytest.raises(FormatTooNew) as e:
+        IdentityStore(tmp_path).load()
+    assert str(tmp_path / IDENTITY_FILE) in e.value.message and e.value.details["found"] == 2
 
 
 def test_corrupt_temp_refused_naming_the_file(tmp_path):
