@@ -97,7 +97,10 @@ def parse_header(head: bytes | bytearray, max_payload: int) -> tuple[int, int]:
     """(type, payload length) of the frame header at the start of ``head``, checked."""
     magic, version, ftype, length = FRAME.unpack_from(head)
     if magic != MAGIC or version != VERSION:
-        raise FetchProtocolError(f"not a fetch frame (magic {bytes(magic)!r}, version {version})")
+        # a later version is named as such (docs/compatibility.md); anything else is not ours
+        newer = " from a newer release" if magic == MAGIC and version > VERSION else ""
+        raise FetchProtocolError(f"not a fetch frame{newer} (magic {bytes(magic)!r}, version {version}; "
+                                 f"this release speaks version {VERSION})")
     if ftype not in TYPES:
         raise FetchProtocolError(f"unknown frame type {ftype}")
     if length > max_payload:

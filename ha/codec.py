@@ -333,7 +333,8 @@ class MasterSideDecoder(_Decoder[SlaveFrame]):
                 raise FrameError("reserved_flag_bits", f"flags {flags1:#x}/{flags2:#x}")
             version = flags1 >> 8
             if version > MAX_KNOWN_VERSION:
-                raise FrameError("unsupported_version", f"slave speaks version {version}")
+                raise FrameError("unsupported_version", f"slave speaks version {version}; this master speaks "
+                                 f"up to {MAX_KNOWN_VERSION} (docs/compatibility.md)")
             if broker_id <= 0:
                 raise FrameError("bad_broker_id", f"slaveBrokerId {broker_id}")
             incarnation = ""
