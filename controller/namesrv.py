@@ -13,6 +13,8 @@ peer address.
 
 from __future__ import annotations
 
+import asyncio
+import contextlib
 import re
 import time
 from collections import Counter
@@ -48,6 +50,8 @@ Authority = Callable[[str], "tuple[int | None, int] | None"]
 # Membership changes are rare: the name server asks the leader's GetMetaData every this many
 # polls (and after an outage), not on every one.
 MEMBERSHIP_CHECK_EVERY = 10
+# The fewest seconds between two polls of the controllers, however often brokers claim a newer master.
+MIN_POLL_GAP_S = 0.05
 
 
 @dataclass
@@ -78,6 +82,9 @@ class RouteTable:
         self.max_routes = max_routes
         self.max_routes_per_peer = max_routes_per_peer
         self.authority = authority
+        # told of a master route the authority does not know yet (group, its MasterEpoch): a
+        # polled authority asks the controllers at once instead of at its next poll
+        self.on_unknown_master: Callable[[str, int], None] | None = None
         self._routes: dict[tuple[str, int], Route] = {}   # (group, brokerId) -> route
         self._owner: dict[tuple[str, int], str] = {}       # (group, brokerId) -> registering peer
         self._per_peer: Counter[str] = Counter()
@@ -190,6 +197,8 @@ class NameServerServicer(pbg.NameServerServicer):
                               group=request.route.broker_name[:MAX_NAME_LEN])
             return pb.RegisterRouteReply(header=pb.NamesrvReplyHeader(code=LIMIT_REACHED, message=str(e)))
         r = request.route
+        if r.role == "master" and not is_master and self.table.on_unknown_master is not None:
+            self.table.on_unknown_master(r.broker_name, r.master_epoch)
         if r.role == "master" and not is_master:
             _refusals.warning(("stale", r.broker_name, r.broker_id), "stale_master_route", group=r.broker_name,
                               brokerId=r.broker_id, epoch=r.master_epoch, group_epoch=epoch)
@@ -245,6 +254,17 @@ class PolledAuthority:
         self.tls = tls or TLSConfig.off()
         self._masters: dict[str, tuple[int | None, int]] | None = None
         self._conf_index = 0        # the controllers' membership change our address list is from
+        self._wake = asyncio.Event()     # set: poll now
+
+    def claimed(self, group: str, epoch: int) -> None:
+        """A broker registered as master at a MasterEpoch newer than the last poll shows (a
+        handover or failover just happened): poll now, so producers find the new master within a
+        round trip instead of up to ``interval_s`` later (the upgrade test measured ack gaps of
+        0.2-0.9 s after handovers from this wait). A route is still only accepted as the
+        controllers say; polls stay at least MIN_POLL_GAP_S apart, whatever brokers claim."""
+        known = self._masters.get(group) if self._masters is not None else None
+        if known is None or epoch > known[1]:
+            self._wake.set()
 
     def __call__(self, group: str) -> tuple[int | None, int] | None:
         if self._masters is None:
@@ -272,7 +292,6 @@ class PolledAuthority:
             c.set_addresses(voters)
 
     async def run(self, controllers: list[str]) -> None:
-        import asyncio
         import itertools
 
         from autoswitch.controller.client import ControllerClient
@@ -294,4 +313,8 @@ class PolledAuthority:
                         _log.warning("controller_view_unavailable", error=e.message[:200],
                                      note="keeping the last view; before the first one no master route counts")
                     failing = True
-                await asyncio.sleep(self.interval_s)
+                polled = time.monotonic()
+                with contextlib.suppress(TimeoutError):
+                    await asyncio.wait_for(self._wake.wait(), self.interval_s)
+                self._wake.clear()
+                await asyncio.sleep(max(0.0, MIN_POLL_GAP_S - (time.monotonic() - polled)))

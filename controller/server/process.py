@@ -86,6 +86,7 @@ class NameServer:
         if self.settings.controllers:
             authority = PolledAuthority(tls=self.settings.tls)
             self.table.authority = authority
+            self.table.on_unknown_master = authority.claimed
             self._tasks.append(asyncio.create_task(authority.run(list(self.settings.controllers))))
         self._tasks.append(asyncio.create_task(self._expire_loop()))
 

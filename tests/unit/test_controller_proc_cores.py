@@ -116,6 +116,34 @@ class TestConfig:
         assert c.propose_timeout_s == 1.0 and c.node_id == "n1"
 
 
+def test_a_master_claim_newer_than_the_controllers_view_wakes_the_poll_at_once():
+    """A standalone name server accepts a master route only as the controllers' last poll says;
+    a broker registering at a newer MasterEpoch (just handed over to) makes it poll now instead
+    of up to a second later. The claim alone never makes the route a master."""
+    from types import SimpleNamespace as NS
+
+    from autoswitch.controller.namesrv import NameServerServicer, PolledAuthority
+
+    auth = PolledAuthority(interval_s=1.0)
+    auth.update([NS(replica_info=NS(broker_name="g1", master_broker_id=1, master_epoch=1))])
+    table = RouteTable(default_ttl_s=30, authority=auth)
+    table.on_unknown_master = auth.claimed
+    svc = NameServerServicer(table, clock=lambda: 0.0)
+    ctx = NS(peer=lambda: "ipv4:127.0.0.1:5000")
+
+    def register(bid: int, epoch: int):
+        return asyncio.run(svc.RegisterRoute(npb.RegisterRouteRequest(route=route(bid, "master", epoch)), ctx))
+
+    assert register(1, 1).accepted_as_master and not auth._wake.is_set()
+    r = register(2, 2)                       # the controllers' view still says broker 1 at epoch 1
+    assert not r.accepted_as_master and auth._wake.is_set()
+    auth._wake.clear()
+    register(3, 1)                           # an old or forged claim at a known epoch: no early poll
+    assert not auth._wake.is_set()
+    auth.update([NS(replica_info=NS(broker_name="g1", master_broker_id=2, master_epoch=2))])
+    assert table.master("g1", now=0.0).broker_id == 2      # the next poll makes it the master
+
+
 def test_eventlog_skips_replayed_indices_and_cuts_torn_tail(tmp_path):
     p = tmp_path / "events.jsonl"
 

@@ -316,15 +316,17 @@ def roll(c: UpgradeCluster, to: Install, steps: list[Step], resume: dict[str, in
 
 def gaps_ms(acks: list[dict], steps: list[Step]) -> list[float]:
     """Per master restart: the largest gap between consecutive acks of that group's producer
-    around it (from the stop to one second after it was whole again)."""
+    around it: from the last ack before the stop to one second after the group was whole again."""
     out = []
     for s in steps:
         if not s.was_master:
             continue
         g = s.name.rsplit("-", 1)[0]
-        ts = sorted(a["ack_ts_ms"] for a in acks if a.get("group", g) == g and s.t0 * 1000 <= a["ack_ts_ms"]
-                    <= (s.t1 + 1) * 1000)
-        out.append(max((b - a for a, b in zip(ts, ts[1:], strict=False)), default=0.0))
+        ts = sorted(a["ack_ts_ms"] for a in acks if a.get("group", g) == g)
+        lo, hi = s.t0 * 1000, (s.t1 + 1) * 1000
+        before = [t for t in ts if t < lo][-1:]
+        window = before + [t for t in ts if lo <= t <= hi]
+        out.append(max((b - a for a, b in zip(window, window[1:], strict=False)), default=0.0))
     return out
 
 
