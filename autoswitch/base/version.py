@@ -2,4 +2,4 @@
 metadata reads it (pyproject.toml ``[tool.setuptools.dynamic]``). Between releases main carries
 the next version with ``.devN``; the releases and their commits: docs/releases.toml."""
 
-VERSION = "0.1.0"
+VERSION = "0.2.0.dev0"
