@@ -269,3 +269,21 @@ def test_no_lease_grant_to_a_broker_sized_for_a_longer_timeout():
     assert t.lease_refusal("g", 1, 1, 1, 200) is None
     t.timeout_ms = 10_000                       # raised: a shorter lease is safe
     assert t.lease_refusal("g", 1, 1, 1, 300) is None
+
+
+def test_grant_pause_left_covers_the_start_pause_and_every_hold():
+    """What a restarted controller reports (lease_grants_paused_ms, /readyz): how long it may still
+    refuse some master its lease. A log replay applies old elections late, so a restart holds the
+    current masters for hold_ms: the next controller of a rolling restart waits for 0."""
+    from autoswitch.controller.failover.liveness import NEVER_REPORTED, HeartbeatTable
+
+    t = HeartbeatTable(started_ms=0, timeout_ms=3000, prior_dead_report_age_ms=NEVER_REPORTED)
+    assert t.grant_pause_left_ms(0) == 0                       # a new data dir: nothing to wait for
+    assert t.election_applied("g1", 1, entry_ts_ms=0, wall_ms=8000, now_ms=100)   # replayed: late
+    assert t.grant_pause_left_ms(100) == 9000 and t.grant_pause_left_ms(5100) == 4000
+    assert t.grant_pause_left_ms(9100) == 0 and t.grant_pause_left_ms(20_000) == 0
+    assert not t.election_applied("g1", 2, entry_ts_ms=10_000, wall_ms=11_000, now_ms=11_000)  # on time
+    assert t.grant_pause_left_ms(11_000) == 0
+    # a DEAD report 2 s before the restart: the start pause is the rest of its hold
+    u = HeartbeatTable(started_ms=50_000, timeout_ms=3000, prior_dead_report_age_ms=2000)
+    assert u.grant_pause_left_ms(50_000) == 7000 and u.grant_pause_left_ms(57_000) == 0
