@@ -197,9 +197,14 @@ class NameServerServicer(pbg.NameServerServicer):
                               group=request.route.broker_name[:MAX_NAME_LEN])
             return pb.RegisterRouteReply(header=pb.NamesrvReplyHeader(code=LIMIT_REACHED, message=str(e)))
         r = request.route
-        if r.role == "master" and not is_master and self.table.on_unknown_master is not None:
-            self.table.on_unknown_master(r.broker_name, r.master_epoch)
-        if r.role == "master" and not is_master:
+        if r.role == "master" and not is_master and r.master_epoch > epoch:
+            # newer than every master route here: the controllers' view has not caught up yet (a
+            # handover or election this instant), not a stale claim; a polled authority asks now
+            if self.table.on_unknown_master is not None:
+                self.table.on_unknown_master(r.broker_name, r.master_epoch)
+            _refusals.info(("pending", r.broker_name, r.broker_id), "master_route_pending", group=r.broker_name,
+                           brokerId=r.broker_id, epoch=r.master_epoch, group_epoch=epoch)
+        elif r.role == "master" and not is_master:
             _refusals.warning(("stale", r.broker_name, r.broker_id), "stale_master_route", group=r.broker_name,
                               brokerId=r.broker_id, epoch=r.master_epoch, group_epoch=epoch)
         return pb.RegisterRouteReply(header=pb.NamesrvReplyHeader(code=OK), accepted_as_master=is_master,

@@ -182,6 +182,9 @@ class RateLimitedLog:
         self._last: dict[Any, float] = {}
         self._suppressed: dict[Any, int] = {}
 
+    def info(self, key: Any, event: str, **fields: Any) -> bool:
+        return self._emit(self.log.info, key, event, fields)
+
     def warning(self, key: Any, event: str, **fields: Any) -> bool:
         """Log now (True) or count it for the next line of this key (False)."""
         return self._emit(self.log.warning, key, event, fields)
