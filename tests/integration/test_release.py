@@ -9,7 +9,6 @@ from __future__ import annotations
 
 import json
 import os
-import shutil
 import subprocess
 import sys
 import sysconfig
@@ -22,6 +21,7 @@ from autoswitch import __version__
 from autoswitch.base import features
 from tests.integration.test_playground import _base_port, _child_pids, _cleanup
 from tests.procs import free_port, wait_port
+from tests.upgrade.installs import copy_tree
 
 pytestmark = [pytest.mark.integration, pytest.mark.slow, pytest.mark.timeout(900)]
 
@@ -38,12 +38,7 @@ def _run(cmd: list[str], **kw) -> subprocess.CompletedProcess:
 def dist(tmp_path_factory) -> Path:
     """sdist + wheel from a copy of exactly the committed files (what a release is cut from)."""
     tmp = tmp_path_factory.mktemp("release")
-    src = tmp / "src"
-    files = _run(["git", "ls-files", "-z"], cwd=ROOT).stdout.split("\0")
-    for f in filter(None, files):
-        if (ROOT / f).is_file():
-            (src / f).parent.mkdir(parents=True, exist_ok=True)
-            shutil.copy2(ROOT / f, src / f)
+    src = copy_tree(tmp / "src")
     out = tmp / "dist"
     # --no-isolation: the build backend (setuptools) from this environment, no download
     _run([sys.executable, "-m", "build", "--no-isolation", "--sdist", "--wheel", "--outdir", str(out), str(src)])

@@ -74,17 +74,24 @@ def install_commit(commit: str, label: str, work: Path) -> Install:
     return Install(label, _version_of(target), target)
 
 
+def copy_tree(dest: Path) -> Path:
+    """A copy of the files git knows in this working tree (git ls-files): what a release or an
+    install is made from, without build output, caches or run data."""
+    files = subprocess.run(["git", "ls-files", "-z"], cwd=ROOT, capture_output=True, text=True, check=True,
+                           timeout=120).stdout.split("\0")
+    for f in filter(None, files):
+        if (ROOT / f).is_file():
+            (dest / f).parent.mkdir(parents=True, exist_ok=True)
+            shutil.copy2(ROOT / f, dest / f)
+    return dest
+
+
 def install_tree(label: str, work: Path, plant: Callable[[Path], None] | None = None) -> Install:
-    """This working tree's committed-or-not files git knows (git ls-files), with ``plant`` applied
-    to the copy (a planted incompatible change), installed."""
+    """This working tree's files git knows, with ``plant`` applied to the copy (a planted
+    incompatible change), installed."""
     src, target = work / f"src-{label}", work / f"site-{label}"
     if not target.exists():
-        files = subprocess.run(["git", "ls-files", "-z"], cwd=ROOT, capture_output=True, text=True, check=True,
-                               timeout=120).stdout.split("\0")
-        for f in filter(None, files):
-            if (ROOT / f).is_file():
-                (src / f).parent.mkdir(parents=True, exist_ok=True)
-                shutil.copy2(ROOT / f, src / f)
+        copy_tree(src)
         if plant is not None:
             plant(src)
         _pip_install(src, target)

@@ -31,6 +31,7 @@ from pathlib import Path
 from typing import Any
 
 from autoswitch.app.launcher import Child, stop_all
+from bench.producing_cluster import pct
 from tests.procs import HOST, free_port, wait_port
 from tests.upgrade.installs import Install, install_commit, install_tree, plant_epochfile_v2, previous_release
 
@@ -141,14 +142,18 @@ async def _controller_view(c: UpgradeCluster) -> dict[str, dict]:
     return out
 
 
-async def _groups(c: UpgradeCluster) -> dict[str, tuple[int | None, set[int], set[int]]]:
-    """group -> (master, SyncStateSet, alive replicas) as the controller leader says."""
+async def _sync_state(c: UpgradeCluster, groups: tuple[str, ...]) -> list[Any]:
     from autoswitch.controller.client import ControllerClient
 
     async with ControllerClient(c.controllers, deadline_s=10) as client:
-        data = await client.get_sync_state_data(c.groups)
+        return await client.get_sync_state_data(groups)
+
+
+def _groups(c: UpgradeCluster) -> dict[str, tuple[int | None, set[int], set[int]]]:
+    """group -> (master, SyncStateSet, alive replicas) as the controller leader says."""
     return {d.replica_info.broker_name: (d.replica_info.master_broker_id or None, set(d.replica_info.sync_state_set),
-                                         {m.broker_id for m in d.members if m.alive}) for d in data}
+                                         {m.broker_id for m in d.members if m.alive})
+            for d in asyncio.run(_sync_state(c, c.groups))}
 
 
 def whole(c: UpgradeCluster) -> str | None:
@@ -160,7 +165,7 @@ def whole(c: UpgradeCluster) -> str | None:
             return f"controllers {view}"
         if any(v["commit"] - v["applied"] > 2 for v in view.values()):
             return f"controllers applying {view}"
-        groups = asyncio.run(_groups(c))
+        groups = _groups(c)
     except Exception as e:  # noqa: BLE001 - while a process restarts every kind of refusal is "not yet"
         return f"{type(e).__name__}: {e}"
     for g in c.groups:
@@ -206,14 +211,8 @@ class StepFailed(Exception):
 
 def master_name(c: UpgradeCluster, group: str) -> str:
     """The process serving as the group's master (brokerIds are the controller's, not our names)."""
-    async def addr() -> str:
-        from autoswitch.controller.client import ControllerClient
-
-        async with ControllerClient(c.controllers, deadline_s=10) as client:
-            (d,) = await client.get_sync_state_data((group,))
-        return next(m.address for m in d.members if m.broker_id == d.replica_info.master_broker_id)
-
-    a = asyncio.run(addr())
+    (d,) = asyncio.run(_sync_state(c, (group,)))
+    a = next(m.address for m in d.members if m.broker_id == d.replica_info.master_broker_id)
     return next(p.name for p in c.procs.values() if p.kind == "broker" and f"{HOST}:{p.port}" == a)
 
 
@@ -330,13 +329,6 @@ def gaps_ms(acks: list[dict], steps: list[Step]) -> list[float]:
     return out
 
 
-def p99(xs: list[float]) -> float:
-    if not xs:
-        return 0.0
-    xs = sorted(xs)
-    return float(xs[min(len(xs) - 1, int(round(0.99 * (len(xs) - 1))))])
-
-
 def run(work: Path, groups: int, installs: Path | None = None) -> dict[str, Any]:
     rel = previous_release()
     log("installing", previous=rel["version"], commit=rel["commit"][:12])
@@ -380,7 +372,7 @@ def run(work: Path, groups: int, installs: Path | None = None) -> dict[str, Any]
             lost += [a["msg_id"] for a in acks if a["msg_id"] not in have]
         gaps = gaps_ms(acked, steps)
         result.update(steps=len(steps), acked=len(acked), lost_acked=len(lost), lost_examples=lost[:5],
-                      gap_ms_p99=round(p99(gaps), 1), gap_ms_max=round(max(gaps, default=0.0), 1),
+                      gap_ms_p99=pct(gaps, 0.99) or 0.0, gap_ms_max=round(max(gaps, default=0.0), 1),
                       master_restarts=len(gaps), refused=[], consumer_resumed=True)
     except StepFailed as e:
         result.update(steps=len(steps), error=str(e)[-3000:], consumer_resumed="consumer group" not in str(e),
