@@ -60,7 +60,7 @@ def register(sub, admin_sub) -> None:
     a.add_argument("--brokers", action="store_true", help="one row per broker (mqadmin clusterList)")
     a.add_argument("--under-replicated", action="store_true",
                    help="only groups with no master or a replica out of the SyncStateSet")
-    from autoswitch.controller import cli_views
+    from autoswitch.controller import cli_operator, cli_views
 
     admin("endpoint-health", "is each listed controller up, and does it know a leader (etcdctl endpoint health)",
           cli_views.endpoint_health)
@@ -76,6 +76,7 @@ def register(sub, admin_sub) -> None:
                                       "moves mastership back to it by a graceful handover)", _set_preferred)
     a.add_argument("--group", "--broker-name", "-b", dest="broker_name", metavar="GROUP", required=True)
     a.add_argument("--broker-id", "-i", type=int, required=True, help="0 clears it")
+    cli_operator.add_commands(admin)
     admin("features", "the cluster's finalized feature level and the level and release each controller and "
                       "broker runs (kafka-features describe)", _features)
     a = admin("finalize-features", "raise (or lower, where records stay readable) the cluster's feature level "

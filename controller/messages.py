@@ -284,6 +284,32 @@ class SetPreferredMasterRequest(Request, frozen=True, tag="SetPreferredMaster"):
     ts_ms: Count = 0
 
 
+class SetMaintenanceRequest(Request, frozen=True, tag="SetMaintenance"):
+    """Put a broker in maintenance (cordon) or take it out (feature level 2). A replica in
+    maintenance keeps replicating but is not elected master while a clean replica outside
+    maintenance exists, is never a preferred-master move's target, and while it is master the
+    leader hands its mastership to an in-sync replica outside maintenance (the drain)."""
+
+    TYPE: ClassVar[str] = "SetMaintenance"
+    broker_name: Name
+    broker_id: BrokerId
+    on: bool
+    ts_ms: Count = 0
+
+
+class SetControllerMaintenanceRequest(Request, frozen=True, tag="SetControllerMaintenance"):
+    """Put a controller member in maintenance (it keeps voting and replicating, never campaigns;
+    a leader in maintenance hands leadership over) or take it out (feature level 2)."""
+
+    TYPE: ClassVar[str] = "SetControllerMaintenance"
+    node_id: Name
+    on: bool
+    ts_ms: Count = 0
+    # Filled by the leader: the voters; at least one must stay outside maintenance (someone has
+    # to be able to campaign when the leader dies).
+    voters: Annotated[tuple[Name, ...], msgspec.Meta(max_length=64)] = ()
+
+
 class AdminAuditRequest(Request, frozen=True, tag="AdminAudit"):
     """Who made an admin call, what it was and how it ended (docs/security.md): changes no state,
     becomes one ``AdminAudit`` record in every node's event history."""
@@ -358,18 +384,19 @@ class GetControllerConfigRequest(Request, frozen=True, tag="GetControllerConfig"
 # Every write request carries the proposing leader's ``ts_ms`` (0 = not stamped yet).
 WriteRequest = (ApplyBrokerIdRequest | RegisterBrokerRequest | ElectMasterRequest | AlterSyncStateSetRequest
                 | CleanBrokerDataRequest | UpdateControllerConfigRequest | AdminAuditRequest | SetPreferredMasterRequest
-                | CheckStateHashRequest | FinalizeFeaturesRequest)
+                | CheckStateHashRequest | FinalizeFeaturesRequest | SetMaintenanceRequest
+                | SetControllerMaintenanceRequest)
 WRITE_REQUESTS: dict[str, type[Request]] = {
     c.TYPE: c
     for c in (ApplyBrokerIdRequest, RegisterBrokerRequest, ElectMasterRequest, AlterSyncStateSetRequest,
               CleanBrokerDataRequest, UpdateControllerConfigRequest, AdminAuditRequest, SetPreferredMasterRequest,
-              CheckStateHashRequest, FinalizeFeaturesRequest)
+              CheckStateHashRequest, FinalizeFeaturesRequest, SetMaintenanceRequest, SetControllerMaintenanceRequest)
 }
 assert set(WRITE_REQUESTS.values()) == set(WriteRequest.__args__)
 # The requests about one broker group (``broker_name``); the rest are controller-wide.
 GroupRequest = (ApplyBrokerIdRequest | RegisterBrokerRequest | ElectMasterRequest | AlterSyncStateSetRequest
                 | CleanBrokerDataRequest | AdminAuditRequest | SetPreferredMasterRequest | GetNextBrokerIdRequest
-                | GetReplicaInfoRequest)
+                | GetReplicaInfoRequest | SetMaintenanceRequest)
 READ_REQUESTS: dict[str, type[Request]] = {
     c.TYPE: c
     for c in (GetNextBrokerIdRequest, GetReplicaInfoRequest, GetSyncStateDataRequest, GetMetaDataRequest,
@@ -393,6 +420,7 @@ class ReplicaView(msgspec.Struct, frozen=True):
     eligible_replicas: tuple[int, ...] = ()
     master_ha_address: str | None = None
     preferred_master: int = 0          # 0 = none
+    maintenance: tuple[int, ...] = ()  # replicas in maintenance (SetMaintenance)
 
     def to_dict(self) -> dict:
         return {
@@ -401,6 +429,7 @@ class ReplicaView(msgspec.Struct, frozen=True):
             "masterEpoch": self.master_epoch, "syncStateSet": list(self.sync_state_set),
             "syncStateSetEpoch": self.sync_state_set_epoch, "eligibleReplicas": list(self.eligible_replicas),
             "masterHaAddress": self.master_ha_address, "preferredMaster": self.preferred_master,
+            **({"maintenance": list(self.maintenance)} if self.maintenance else {}),
         }
 
 
@@ -515,6 +544,20 @@ class FeatureLevelEvent(Event, frozen=True):
 class PreferredMasterEvent(Event, frozen=True):
     HISTORY: ClassVar[str] = "PreferredMaster"
     broker_id: int              # 0 = cleared
+
+
+class MaintenanceEvent(Event, frozen=True):
+    HISTORY: ClassVar[str] = "Maintenance"
+    broker_id: int
+    on: bool
+
+
+class ControllerMaintenanceEvent(Event, frozen=True):
+    """A controller member entered or left maintenance (``broker_name`` is "": cluster-wide)."""
+
+    HISTORY: ClassVar[str] = "ControllerMaintenance"
+    node_id: str
+    on: bool
 
 
 class AdminAuditEvent(Event, frozen=True):

@@ -21,7 +21,7 @@ class ReplyHeader(_message.Message):
     def __init__(self, code: _Optional[int] = ..., message: _Optional[str] = ..., leader_id: _Optional[str] = ..., leader_addr: _Optional[str] = ..., node_id: _Optional[str] = ...) -> None: ...
 
 class ReplicaInfo(_message.Message):
-    __slots__ = ("cluster_name", "broker_name", "master_broker_id", "master_address", "master_epoch", "sync_state_set_epoch", "sync_state_set", "eligible_replicas", "master_ha_address", "preferred_master_broker_id")
+    __slots__ = ("cluster_name", "broker_name", "master_broker_id", "master_address", "master_epoch", "sync_state_set_epoch", "sync_state_set", "eligible_replicas", "master_ha_address", "preferred_master_broker_id", "maintenance")
     CLUSTER_NAME_FIELD_NUMBER: _ClassVar[int]
     BROKER_NAME_FIELD_NUMBER: _ClassVar[int]
     MASTER_BROKER_ID_FIELD_NUMBER: _ClassVar[int]
@@ -32,6 +32,7 @@ class ReplicaInfo(_message.Message):
     ELIGIBLE_REPLICAS_FIELD_NUMBER: _ClassVar[int]
     MASTER_HA_ADDRESS_FIELD_NUMBER: _ClassVar[int]
     PREFERRED_MASTER_BROKER_ID_FIELD_NUMBER: _ClassVar[int]
+    MAINTENANCE_FIELD_NUMBER: _ClassVar[int]
     cluster_name: str
     broker_name: str
     master_broker_id: int
@@ -42,7 +43,8 @@ class ReplicaInfo(_message.Message):
     eligible_replicas: _containers.RepeatedScalarFieldContainer[int]
     master_ha_address: str
     preferred_master_broker_id: int
-    def __init__(self, cluster_name: _Optional[str] = ..., broker_name: _Optional[str] = ..., master_broker_id: _Optional[int] = ..., master_address: _Optional[str] = ..., master_epoch: _Optional[int] = ..., sync_state_set_epoch: _Optional[int] = ..., sync_state_set: _Optional[_Iterable[int]] = ..., eligible_replicas: _Optional[_Iterable[int]] = ..., master_ha_address: _Optional[str] = ..., preferred_master_broker_id: _Optional[int] = ...) -> None: ...
+    maintenance: _containers.RepeatedScalarFieldContainer[int]
+    def __init__(self, cluster_name: _Optional[str] = ..., broker_name: _Optional[str] = ..., master_broker_id: _Optional[int] = ..., master_address: _Optional[str] = ..., master_epoch: _Optional[int] = ..., sync_state_set_epoch: _Optional[int] = ..., sync_state_set: _Optional[_Iterable[int]] = ..., eligible_replicas: _Optional[_Iterable[int]] = ..., master_ha_address: _Optional[str] = ..., preferred_master_broker_id: _Optional[int] = ..., maintenance: _Optional[_Iterable[int]] = ...) -> None: ...
 
 class GetNextBrokerIdRequest(_message.Message):
     __slots__ = ("cluster_name", "broker_name")
@@ -261,6 +263,30 @@ class SetPreferredMasterReply(_message.Message):
     header: ReplyHeader
     replica_info: ReplicaInfo
     def __init__(self, header: _Optional[_Union[ReplyHeader, _Mapping]] = ..., replica_info: _Optional[_Union[ReplicaInfo, _Mapping]] = ...) -> None: ...
+
+class SetMaintenanceRequest(_message.Message):
+    __slots__ = ("broker_name", "broker_id", "on", "controller_node_id")
+    BROKER_NAME_FIELD_NUMBER: _ClassVar[int]
+    BROKER_ID_FIELD_NUMBER: _ClassVar[int]
+    ON_FIELD_NUMBER: _ClassVar[int]
+    CONTROLLER_NODE_ID_FIELD_NUMBER: _ClassVar[int]
+    broker_name: str
+    broker_id: int
+    on: bool
+    controller_node_id: str
+    def __init__(self, broker_name: _Optional[str] = ..., broker_id: _Optional[int] = ..., on: _Optional[bool] = ..., controller_node_id: _Optional[str] = ...) -> None: ...
+
+class SetMaintenanceReply(_message.Message):
+    __slots__ = ("header", "replica_info", "drain", "controller_maintenance")
+    HEADER_FIELD_NUMBER: _ClassVar[int]
+    REPLICA_INFO_FIELD_NUMBER: _ClassVar[int]
+    DRAIN_FIELD_NUMBER: _ClassVar[int]
+    CONTROLLER_MAINTENANCE_FIELD_NUMBER: _ClassVar[int]
+    header: ReplyHeader
+    replica_info: ReplicaInfo
+    drain: str
+    controller_maintenance: _containers.RepeatedScalarFieldContainer[str]
+    def __init__(self, header: _Optional[_Union[ReplyHeader, _Mapping]] = ..., replica_info: _Optional[_Union[ReplicaInfo, _Mapping]] = ..., drain: _Optional[str] = ..., controller_maintenance: _Optional[_Iterable[str]] = ...) -> None: ...
 
 class CleanBrokerDataRequest(_message.Message):
     __slots__ = ("cluster_name", "broker_name", "broker_ids", "clean_living_broker")

@@ -89,6 +89,11 @@ class ControllerServiceStub:
                 request_serializer=autoswitch_dot_proto_dot_controller__pb2.SetPreferredMasterRequest.SerializeToString,
                 response_deserializer=autoswitch_dot_proto_dot_controller__pb2.SetPreferredMasterReply.FromString,
                 _registered_method=True)
+        self.SetMaintenance = channel.unary_unary(
+                '/autoswitch.controller.ControllerService/SetMaintenance',
+                request_serializer=autoswitch_dot_proto_dot_controller__pb2.SetMaintenanceRequest.SerializeToString,
+                response_deserializer=autoswitch_dot_proto_dot_controller__pb2.SetMaintenanceReply.FromString,
+                _registered_method=True)
         self.MoveLeader = channel.unary_unary(
                 '/autoswitch.controller.ControllerService/MoveLeader',
                 request_serializer=autoswitch_dot_proto_dot_controller__pb2.MoveLeaderRequest.SerializeToString,
@@ -235,6 +240,12 @@ class ControllerServiceServicer:
         raise NotImplementedError('Method not implemented!')
 
     def SetPreferredMaster(self, request, context):
+        """Missing associated documentation comment in .proto file."""
+        context.set_code(grpc.StatusCode.UNIMPLEMENTED)
+        context.set_details('Method not implemented!')
+        raise NotImplementedError('Method not implemented!')
+
+    def SetMaintenance(self, request, context):
         """Missing associated documentation comment in .proto file."""
         context.set_code(grpc.StatusCode.UNIMPLEMENTED)
         context.set_details('Method not implemented!')
@@ -387,6 +398,11 @@ def add_ControllerServiceServicer_to_server(servicer, server):
                     servicer.SetPreferredMaster,
                     request_deserializer=autoswitch_dot_proto_dot_controller__pb2.SetPreferredMasterRequest.FromString,
                     response_serializer=autoswitch_dot_proto_dot_controller__pb2.SetPreferredMasterReply.SerializeToString,
+            ),
+            'SetMaintenance': grpc.unary_unary_rpc_method_handler(
+                    servicer.SetMaintenance,
+                    request_deserializer=autoswitch_dot_proto_dot_controller__pb2.SetMaintenanceRequest.FromString,
+                    response_serializer=autoswitch_dot_proto_dot_controller__pb2.SetMaintenanceReply.SerializeToString,
             ),
             'MoveLeader': grpc.unary_unary_rpc_method_handler(
                     servicer.MoveLeader,
@@ -761,6 +777,33 @@ class ControllerService:
             '/autoswitch.controller.ControllerService/SetPreferredMaster',
             autoswitch_dot_proto_dot_controller__pb2.SetPreferredMasterRequest.SerializeToString,
             autoswitch_dot_proto_dot_controller__pb2.SetPreferredMasterReply.FromString,
+            options,
+            channel_credentials,
+            insecure,
+            call_credentials,
+            compression,
+            wait_for_ready,
+            timeout,
+            metadata,
+            _registered_method=True)
+
+    @staticmethod
+    def SetMaintenance(request,
+            target,
+            options=(),
+            channel_credentials=None,
+            call_credentials=None,
+            insecure=False,
+            compression=None,
+            wait_for_ready=None,
+            timeout=None,
+            metadata=None):
+        return grpc.experimental.unary_unary(
+            request,
+            target,
+            '/autoswitch.controller.ControllerService/SetMaintenance',
+            autoswitch_dot_proto_dot_controller__pb2.SetMaintenanceRequest.SerializeToString,
+            autoswitch_dot_proto_dot_controller__pb2.SetMaintenanceReply.FromString,
             options,
             channel_credentials,
             insecure,

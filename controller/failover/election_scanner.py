@@ -18,6 +18,7 @@ from typing import TYPE_CHECKING, Any
 import msgspec
 from autoswitch.controller import messages as msgs
 from autoswitch.controller.codes import Code, code_name
+from autoswitch.controller.failover.drain import DrainFacts, DrainMove, DrainPlanner, Member
 from autoswitch.controller.failover.gray import GrayPlanner, GroupHealth, Move, Replica
 from autoswitch.controller.failover.liveness import ScanPlanner
 from autoswitch.controller.failover.rebalance import GroupFacts, RebalancePlanner
@@ -59,6 +60,12 @@ class ElectionScanner:
         self.planner = ScanPlanner()
         self.rebalancer = RebalancePlanner()
         self.gray = GrayPlanner()
+        self.drainer = DrainPlanner()
+        self._drain_waiting_said: dict[str, str] = {}
+        # set by the node: whether this member is in maintenance, and how it hands Raft leadership off
+        self.in_maintenance: Callable[[], bool] = lambda: False
+        self.leave_leadership: Callable[[], Coroutine[Any, Any, None]] | None = None
+        self._leaving = False
         self._storm_said = False
         self._wake = asyncio.Event()
         self._fast_rescans_left = 0
@@ -99,7 +106,9 @@ class ElectionScanner:
                 await self.peers.query([], self.peer_query_timeout_s)
                 await self.scan_once()
                 self.gray_once()
+                self.drain_once()
                 self.rebalance_once()
+                self.maintenance_leadership_once()
             except asyncio.CancelledError:
                 raise
             except Exception:
@@ -215,6 +224,66 @@ class ElectionScanner:
         # the node's task: a handover in flight at stop is abandoned (the broker keeps its role)
         self.spawn(self._hand_back(f), f"rebalance-{f.group}")
         return f.group
+
+    # ------------------------------------------------------------------ maintenance
+
+    def drain_facts(self) -> list[DrainFacts]:
+        now = self.liveness.now_ms()
+        table = self.liveness.heartbeats
+        out = []
+        for g, master, epoch, addr, maint, pref, sss, ids in self.sm.draining_groups():
+            members = []
+            for b in ids:
+                r = table.report(g, b)
+                healthy = table.alive(g, b, now) and (r is None or not (r.degraded or r.diverged))
+                members.append(Member(b, b in sss, healthy, r.max_offset if r is not None else 0))
+            out.append(DrainFacts(g, master, epoch, addr, maint, pref, tuple(members)))
+        return out
+
+    def drain_once(self) -> list[str]:
+        """Leader only: start moving the master role off masters in maintenance
+        (controller/failover/drain.py); returns the groups whose handover started."""
+        if not self.is_leader:
+            return []
+        moves = self.drainer.plan(self.drain_facts(), self.liveness.now_ms())
+        for g, why in self.drainer.waiting.items():
+            if self._drain_waiting_said.get(g) != why:
+                self.log.warning("maintenance_drain_waiting", group=g, reason=why)
+        self._drain_waiting_said = dict(self.drainer.waiting)
+        for mv in moves:
+            self.log.info("maintenance_drain_started", group=mv.group, brokerId=mv.master, epoch=mv.master_epoch,
+                          to=mv.to)
+            self.spawn(self._drain(mv), f"drain-{mv.group}")
+        return [mv.group for mv in moves]
+
+    async def _drain(self, mv: DrainMove) -> None:
+        ok, why = False, "cancelled"
+        try:
+            ok, why = await transfer_master(mv.master_address, self.tls_config, mv.to,
+                                            self.rebalance_handover_timeout_ms, reason="maintenance")
+        except Exception as e:  # noqa: BLE001 - a bad address or TLS files: the broker keeps its role
+            why = repr(e)[:200]
+        finally:
+            self.drainer.done(mv.group, ok, self.liveness.now_ms())
+            log = self.log.info if ok else self.log.warning
+            log("maintenance_drain_done", group=mv.group, brokerId=mv.master, epoch=mv.master_epoch, to=mv.to,
+                ok=ok, reason=why)
+
+    def maintenance_leadership_once(self) -> bool:
+        """Leader only: a leader in maintenance hands Raft leadership to a member outside it."""
+        if not self.is_leader or self.leave_leadership is None or self._leaving or not self.in_maintenance():
+            return False
+        self._leaving = True
+
+        async def leave() -> None:
+            try:
+                assert self.leave_leadership is not None
+                await self.leave_leadership()
+            finally:
+                self._leaving = False
+
+        self.spawn(leave(), "maintenance-leave-leadership")
+        return True
 
     # ------------------------------------------------------------------ gray failover
 

@@ -79,6 +79,9 @@ class RaftCore:
         # Why the process silenced this node (its state machine differs from the others': the
         # state hash check), or None: a silenced node neither votes, campaigns nor leads.
         self.silenced: str | None = None
+        # In maintenance (the controller state says so): votes and follows, but never starts a
+        # campaign of its own; a leadership transfer to it still does (the operator asked).
+        self.no_campaign = False
         self._caught_up_pending = False
         # Fresh: nothing on disk (no term, no vote, no log, no snapshot). A new cluster's members
         # start so, and so does a member whose data directory was wiped -- which must not vote:

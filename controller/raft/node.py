@@ -493,6 +493,11 @@ class RaftNode:
             self.core.silence(reason)
             self._kick()
 
+    def set_no_campaign(self, on: bool) -> None:
+        """See RaftCore.no_campaign (the member is in maintenance)."""
+        if self.core is not None:
+            self.core.no_campaign = on
+
     async def transfer_leadership(self, to: str, timeout_s: float | None = None) -> None:
         core = self.core
         if core is None or core.role != Role.LEADER:

@@ -38,7 +38,7 @@ def maybe_campaign(core: RaftCore, transfer: bool = False) -> None:
             core.log_.error("raft_term_exhausted", term=core.term, max_term=MAX_TERM,
                             hint="restore a snapshot into new directories (docs/operations-controller.md)")
         return
-    if not transfer and core.now < core.next_vote_ms:
+    if not transfer and (core.now < core.next_vote_ms or core.no_campaign):
         return
     increase = core.need_increase_term or core.vote not in (None, core.id)
     if increase and core.cfg.pre_vote and not transfer and len(core.voters) > 1:

@@ -38,7 +38,7 @@ from autoswitch.controller.failover.election_scanner import ElectionScanner
 from autoswitch.controller.failover.liveness import HeartbeatTable
 from autoswitch.controller.failover.liveness_desk import DeadReportMarker, LivenessDesk
 from autoswitch.controller.failover.peers import PeerLiveness
-from autoswitch.controller.server import sm_adapter
+from autoswitch.controller.server import maintenance_ops, sm_adapter
 from autoswitch.controller.server.alerts import Alerter
 from autoswitch.controller.server.authz import CONTROLLER_RULES
 from autoswitch.controller.server.eventlog import EventLog
@@ -139,8 +139,10 @@ class ControllerNode:
         self.events = EventLog(self.data_dir / "events.jsonl")
         # set when the applied state finalized a feature level this build does not support
         self.feature_unsupported: str | None = None
+        self.in_maintenance = False     # this member is in maintenance (applied state): no campaigns
         self.sm = sm_adapter.AppliedStateMachine(self.config.sm, self.events, self._on_applied, self.log,
-                                                 on_record=self._on_record, on_feature_level=self._on_feature_level)
+                                                 on_record=self._on_record, on_feature_level=self._on_feature_level,
+                                                 on_controller_maintenance=self._on_controller_maintenance)
         # One server for Raft and the API: its limit must fit Raft's largest message; the
         # servicer enforces max_message_bytes on API requests itself.
         raft_max = int(self.config.raft.get("max_message_bytes", 16 << 20))
@@ -188,6 +190,8 @@ class ControllerNode:
                                          peer_query_timeout_s=cfg.peer_query_timeout_s,
                                          rebalance_handover_timeout_ms=cfg.rebalance_handover_timeout_ms,
                                          log=self.log, spawn=self.spawn)
+        self.elections.in_maintenance = lambda: self.in_maintenance
+        self.elections.leave_leadership = lambda: maintenance_ops.leave_leadership(self)
         try:
             self._listener = await tls.bind(self.server, cfg.listen_addr, cfg.tls, "controller")
         except RuntimeError as e:   # grpc reports a failed bind this way
@@ -197,6 +201,7 @@ class ControllerNode:
         await self.raft.start()
         if self.feature_unsupported is not None:     # found while replaying the log at start
             self.raft.silence("feature_level_unsupported")
+        self.raft.set_no_campaign(self.in_maintenance)
         self.liveness.sync_config()
         await self.server.start()
         peers.set_peers(self.membership.voter_addrs())
@@ -294,6 +299,16 @@ class ControllerNode:
         if hasattr(self, "raft"):
             self.raft.silence("feature_level_unsupported")
 
+    def _on_controller_maintenance(self, members: frozenset[str]) -> None:
+        """In maintenance a member keeps voting and replicating but never campaigns (so it is never
+        elected leader); the leader's scan hands leadership off a leader in maintenance."""
+        on = self.node_id in members
+        if on != self.in_maintenance:
+            self.in_maintenance = on
+            self.log.warning("controller_maintenance", on=on, node=self.node_id)
+        if hasattr(self, "raft"):
+            self.raft.set_no_campaign(on)
+
     def metadata(self) -> dict:
         lid, laddr = self.leader_hint()
         reach = self._peer_client.reachability() if self._peer_client else {}
@@ -369,7 +384,11 @@ class ControllerNode:
             raise self.proposer.not_leader()
         if to == self.node_id:
             return
-        self._refuse_on_store("move-controller-leader")
+        self.refuse_on_store("move-controller-leader")
+        if to in self.sm.controller_maintenance:
+            raise NodeReply(Code.CONTROLLER_INVALID_REQUEST,
+                            f"controller {to} is in maintenance: take it out first (`autoswitch admin maintenance "
+                            f"off --controller-node {to}`)")
         self.log.info("controller_move_leader", to=to, term=self.term)
         try:
             await self.raft.transfer_leadership(to, timeout_s)
@@ -386,7 +405,7 @@ class ControllerNode:
 
         if not self.is_leader or self.membership_changes is None:
             raise self.proposer.not_leader()
-        self._refuse_on_store(f"{action}-controller")
+        self.refuse_on_store(f"{action}-controller")
         if action == "remove" and node_id == self.node_id:
             match = self.metadata()["match"]
             to = max((v for v in self.membership.voter_ids if v != self.node_id), key=lambda v: match.get(v, 0),
@@ -402,7 +421,7 @@ class ControllerNode:
         except Exception as e:  # noqa: BLE001 - typed reply below
             raise self.proposer.map_error(e) from None
 
-    def _refuse_on_store(self, what: str) -> None:
+    def refuse_on_store(self, what: str) -> None:
         if self.config.backend != "raft":
             raise NodeReply(Code.CONTROLLER_INVALID_REQUEST,
                             f"{what} needs backend = \"raft\"; this cluster runs backend = {self.config.backend!r}, "

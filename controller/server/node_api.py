@@ -19,6 +19,8 @@ if TYPE_CHECKING:
     from autoswitch.controller.server.state_check import StateCheck
     from autoswitch.controller.server.watchers import Watchers
 
+    from autoswitch.base.log import EventLogger
+
 
 class ObservedNode(Protocol):
     """What the metrics and the status page read."""
@@ -57,6 +59,7 @@ class ServedNode(StreamedNode, Protocol):
     proposer: Proposer
     elections: ElectionScanner
     state_check: StateCheck | None
+    log: EventLogger
 
     @property
     def is_leader(self) -> bool: ...
@@ -71,5 +74,6 @@ class ServedNode(StreamedNode, Protocol):
     async def query(self, req: msgs.Request) -> msgs.Reply: ...
     async def sync_state_data(self, groups: tuple[str, ...]) -> tuple[msgs.Reply, list[GroupState]]: ...
     async def move_leader(self, to: str, timeout_s: float | None) -> None: ...
+    def refuse_on_store(self, what: str) -> None: ...
     async def change_membership(self, action: str, node_id: str, address: str, raft_address: str,
                                 pacing_budget_s: float = 0.0) -> None: ...

@@ -5,6 +5,9 @@ state machine on every node), reads to ``node.query`` (after a read-index barrie
 heartbeats and liveness queries to the node's local liveness view. Input is checked here, before
 anything is proposed, so a malformed request costs nothing and gets CONTROLLER_MALFORMED_REQUEST.
 No exception escapes a handler: anything unexpected becomes CONTROLLER_INTERNAL_ERROR + a log line.
+
+Why one long module: the servicer is one class with one thin handler per RPC of the proto
+service; the longer operations live in their own modules (features_ops, maintenance_ops, ...).
 """
 
 from __future__ import annotations
@@ -366,6 +369,12 @@ class ControllerServicer(pbg.ControllerServiceServicer):
         res = await self.node.proposer.write(checked(m.SetPreferredMasterRequest(
             broker_name=request.broker_name, broker_id=request.broker_id)))
         return pb.SetPreferredMasterReply(header=_header(res), replica_info=replica_info_pb(res.replica))
+
+    @_handler(pb.SetMaintenanceReply, audit=lambda r: r.broker_name)
+    async def SetMaintenance(self, request, context):
+        from autoswitch.controller.server.maintenance_ops import set_maintenance
+
+        return await set_maintenance(self.node, request)
 
     @_handler(pb.MoveLeaderReply, audit=lambda r: "")
     async def MoveLeader(self, request, context):

@@ -91,7 +91,7 @@ def replica_info_pb(v: m.ReplicaView | None) -> pb.ReplicaInfo:
         master_address=v.master_address or "", master_epoch=v.master_epoch,
         sync_state_set_epoch=v.sync_state_set_epoch, sync_state_set=sorted(v.sync_state_set),
         eligible_replicas=sorted(v.eligible_replicas), master_ha_address=v.master_ha_address or "",
-        preferred_master_broker_id=v.preferred_master,
+        preferred_master_broker_id=v.preferred_master, maintenance=list(v.maintenance),
     )
 
 

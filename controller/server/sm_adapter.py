@@ -126,7 +126,8 @@ class AppliedStateMachine:
 
     def __init__(self, sm_config_strings: dict[str, str], events: Any, on_change: Any, log: Any,
                  on_record: Callable[[HistoryRecord], None] | None = None,
-                 on_feature_level: Callable[[int], None] | None = None) -> None:
+                 on_feature_level: Callable[[int], None] | None = None,
+                 on_controller_maintenance: Callable[[frozenset[str]], None] | None = None) -> None:
         from autoswitch.controller.state.sm_config import SMConfig
         from autoswitch.controller.state.statemachine import ControllerStateMachine
 
@@ -135,6 +136,7 @@ class AppliedStateMachine:
         self.on_change = on_change
         self.on_record = on_record      # every history record too (metrics)
         self.on_feature_level = on_feature_level   # the finalized feature level, after each change
+        self.on_controller_maintenance = on_controller_maintenance   # the members in maintenance, likewise
         self.log = log
         self._touched: list[str] = []
         self._published: dict[str, m.ReplicaView | None] = {}
@@ -178,6 +180,8 @@ class AppliedStateMachine:
         self._published.clear()
         if self.on_feature_level is not None:
             self.on_feature_level(self.inner.state.feature_level)
+        if self.on_controller_maintenance is not None:
+            self.on_controller_maintenance(self.inner.state.controller_maintenance)
 
     def _sink(self, rec: HistoryRecord) -> None:
         try:
@@ -187,6 +191,9 @@ class AppliedStateMachine:
         if rec.event == "FinalizeFeatures":
             if self.on_feature_level is not None:
                 self.on_feature_level(self.inner.state.feature_level)
+        elif rec.event == "ControllerMaintenance":
+            if self.on_controller_maintenance is not None:
+                self.on_controller_maintenance(self.inner.state.controller_maintenance)
         elif rec.event != "UpdateConfig":
             self._touched.append(rec.group)
         if self.on_record is not None:
@@ -250,6 +257,15 @@ class AppliedStateMachine:
         """The cluster's finalized feature level as applied here."""
         return self.inner.state.feature_level
 
+    @property
+    def controller_maintenance(self) -> frozenset[str]:
+        """The controller members in maintenance as applied here."""
+        return self.inner.state.controller_maintenance
+
+    def maintenance(self, group: str) -> frozenset[int]:
+        g = self.inner.state.groups.get(group)
+        return g.maintenance if g is not None else frozenset()
+
     def config_strings(self) -> dict[str, str]:
         return self.inner.state.config.to_strings()
 
@@ -281,10 +297,10 @@ class AppliedStateMachine:
 
     def preferred_masters(self) -> list[tuple[str, int | None, int, str, int, frozenset[int]]]:
         """(group, master, MasterEpoch, master address, preferred master, SyncStateSet) of every
-        group with a preferred master."""
+        group with a preferred master outside maintenance (one in maintenance is never moved to)."""
         out = []
         for name, g in self.inner.state.groups.items():
-            if g.preferred_master:
+            if g.preferred_master and g.preferred_master not in g.maintenance:
                 rec = g.brokers.get(g.master_broker_id) if g.master_broker_id is not None else None
                 out.append((name, g.master_broker_id, g.master_epoch, rec.address if rec is not None else "",
                             g.preferred_master, g.sync_state_set))
@@ -307,6 +323,19 @@ class AppliedStateMachine:
             m = g.master_broker_id
             addr = g.brokers[m].address if m is not None and m in g.brokers else ""
             out.append((name, m, g.master_epoch, addr, g.sync_state_set, tuple(sorted(g.brokers))))
+        return out
+
+    def draining_groups(self) -> list[tuple[str, int, int, str, frozenset[int], int, frozenset[int],
+                                            tuple[int, ...]]]:
+        """Groups whose master is in maintenance: (name, master, MasterEpoch, master address,
+        maintenance, preferred master, SyncStateSet, registered ids)."""
+        out = []
+        for name, g in self.inner.state.groups.items():
+            m = g.master_broker_id
+            if m is not None and m in g.maintenance:
+                addr = g.brokers[m].address if m in g.brokers else ""
+                out.append((name, m, g.master_epoch, addr, g.maintenance, g.preferred_master, g.sync_state_set,
+                            tuple(sorted(g.brokers))))
         return out
 
     def elect_retries(self) -> int:

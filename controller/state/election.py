@@ -68,12 +68,18 @@ def intact_first(infos: Iterable[BrokerLiveInfo]) -> BrokerLiveInfo | None:
 
 def decide(*, master: int | None, sync_state_set: frozenset[int], eligible: frozenset[int],
            registered: frozenset[int], alive: Mapping[int, BrokerLiveInfo], first_election: bool,
-           designated: int | None, unclean_enabled: bool, pool_complete: bool = True) -> ElectionDecision:
+           designated: int | None, unclean_enabled: bool, pool_complete: bool = True,
+           maintenance: frozenset[int] = frozenset()) -> ElectionDecision:
     """Pick the master of one group. ``alive`` = brokers a controller majority sees alive.
 
     ``first_election``: the group never had a master, so there is no SSS history; every alive
     registered replica is a clean candidate and the one with the most data wins (RocketMQ
     elects whoever asked first).
+
+    ``maintenance``: replicas an operator cordoned. A clean one is elected only when every clean
+    candidate is in maintenance (cordoning never costs an acknowledged message or the group's
+    availability); an operator cannot designate one. The unclean paths rank by data alone: there
+    the longest log is what loses least.
     """
     alive = {bid: info for bid, info in alive.items() if bid in registered}
     if first_election:
@@ -83,6 +89,10 @@ def decide(*, master: int | None, sync_state_set: frozenset[int], eligible: froz
     if designated is not None:
         if designated == master and master in clean:
             return ElectionDecision(Outcome.KEEP, master, reason="designated broker is already master")
+        if designated in maintenance:
+            return ElectionDecision(Outcome.DESIGNATED_INVALID,
+                                    reason=f"designated broker {designated} is in maintenance (take it out first: "
+                                           f"`autoswitch admin maintenance off`)")
         if designated in clean:
             return ElectionDecision(Outcome.ELECT, designated, reason="designated")
         if unclean_enabled and designated in alive:
@@ -95,10 +105,13 @@ def decide(*, master: int | None, sync_state_set: frozenset[int], eligible: froz
         # each other; an unclean restart of the master deposes it at its registration instead).
         # Replacing it would give two masters while its lease runs (found by the data simulator).
         return ElectionDecision(Outcome.KEEP, master, reason="old master alive and in SyncStateSet")
-    best = best_candidate(clean.values())
+    best = best_candidate(i for b, i in clean.items() if b not in maintenance)
     if best is not None:
         return ElectionDecision(Outcome.ELECT, best.broker_id,
                                 reason="first_election_by_data" if first_election else "ranked")
+    best = best_candidate(clean.values())
+    if best is not None:
+        return ElectionDecision(Outcome.ELECT, best.broker_id, reason="only_clean_replicas_in_maintenance")
     pool = sync_state_set | eligible
     if pool and not first_election and pool <= alive.keys() and pool_complete:
         # Unclean recovery (KIP-966's "balanced" strategy): no clean candidate, but every replica

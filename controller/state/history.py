@@ -14,10 +14,12 @@ from autoswitch.controller.messages import (
     AlterSyncStateSetEvent,
     ApplyBrokerIdEvent,
     CleanBrokerDataEvent,
+    ControllerMaintenanceEvent,
     ElectMasterEvent,
     EligibleChangeEvent,
     Event,
     FeatureLevelEvent,
+    MaintenanceEvent,
     PreferredMasterEvent,
     UpdateBrokerAddressEvent,
     UpdateConfigEvent,
@@ -74,6 +76,10 @@ def event_history_record(event: Event, index: int, ts_ms: int,
         reason = f"broker_id_applied:{event.broker_id}"
     elif isinstance(event, FeatureLevelEvent):
         reason = f"feature_level:{event.previous}->{event.level}"
+    elif isinstance(event, MaintenanceEvent):
+        reason = f"maintenance_{'on' if event.on else 'off'}:{event.broker_id}"
+    elif isinstance(event, ControllerMaintenanceEvent):
+        reason = f"controller_maintenance_{'on' if event.on else 'off'}:{event.node_id}"
     elif isinstance(event, PreferredMasterEvent):
         reason = f"preferred_master:{event.broker_id}"
     elif isinstance(event, AdminAuditEvent):

@@ -46,14 +46,17 @@ def _doc(state: ControllerState) -> dict[str, Any]:
             [[b, r.address, r.register_check_code, *([r.ha_address] if r.ha_address or r.incarnation else []),
               *([r.incarnation] if r.incarnation else [])]
              for b, r in sorted(g.brokers.items())], g.base_master_epoch, g.retired_below, sorted(g.retired),
-            *([g.preferred_master] if g.preferred_master or g.holder_replaced else []),
-            *([1] if g.holder_replaced else []),
+            *([g.preferred_master] if g.preferred_master or g.holder_replaced or g.maintenance else []),
+            *([int(g.holder_replaced)] if g.holder_replaced or g.maintenance else []),
+            *([sorted(g.maintenance)] if g.maintenance else []),
         ])
     tombs = [[n, t.master_epoch, t.sync_state_set_epoch, t.next_assign_broker_id]
              for n, t in sorted(state.tombstones.items())]
     doc: dict[str, Any] = {"config": state.config.to_strings(), "groups": groups, "tombstones": tombs}
     if state.feature_level != BASELINE_LEVEL:
         doc["feature_level"] = state.feature_level
+    if state.controller_maintenance:
+        doc["controller_maintenance"] = sorted(state.controller_maintenance)
     if state.last_outcome != (0, ""):
         doc["last_outcome"] = list(state.last_outcome)
     return doc
@@ -79,6 +82,12 @@ def _broker_record(row: list[Any]) -> BrokerRecord:
     if len(row) not in (3, 4, 5) or not all(isinstance(x, str) for x in row[1:]):
         raise ValueError(f"bad broker row {row[:5]!r}")
     return BrokerRecord(*row[1:])
+
+
+def _int_list(v: Any, what: str) -> list[int]:
+    if not isinstance(v, list) or not all(isinstance(x, int) and not isinstance(x, bool) for x in v):
+        raise ValueError(f"bad {what} {v!r}")
+    return v
 
 
 def decode_snapshot(data: bytes) -> tuple[ControllerState, int]:
@@ -127,15 +136,18 @@ def decode_snapshot(data: bytes) -> tuple[ControllerState, int]:
                 row = [*row, 0]
             if len(row) == 14:   # no replaced holder (written only when set)
                 row = [*row, 0]
+            if len(row) == 15:   # nobody in maintenance (written only when someone is)
+                row = [*row, []]
             (cluster, name, created, nxt, master, mepoch, sepoch, sss, elig, brokers, base, below, retired, pref,
-             replaced) = row
+             replaced, maint) = row
             if not isinstance(pref, int) or isinstance(pref, bool) or pref < 0:
                 raise ValueError(f"bad preferred master {pref!r}")
             if replaced not in (0, 1) or isinstance(replaced, bool):
                 raise ValueError(f"bad holder_replaced {replaced!r}")
             g = GroupState(cluster, name, created, nxt, {int(r[0]): _broker_record(r) for r in brokers},
                            master or None, mepoch, frozenset(sss), sepoch, frozenset(elig), base, below,
-                           frozenset(int(x) for x in retired), pref, bool(replaced))
+                           frozenset(int(x) for x in retired), pref, bool(replaced),
+                           frozenset(_int_list(maint, "maintenance")))
             state.groups[name] = g
         for n, me, se, nxt in doc["tombstones"]:
             state.tombstones[n] = Tombstone(me, se, nxt)
@@ -147,6 +159,10 @@ def decode_snapshot(data: bytes) -> tuple[ControllerState, int]:
         if not isinstance(level, int) or isinstance(level, bool) or not BASELINE_LEVEL <= level <= MAX_LEVEL:
             raise ValueError(f"bad feature_level {level!r}")
         state.feature_level = level
+        cm = doc.get("controller_maintenance", [])
+        if not isinstance(cm, list) or not all(isinstance(x, str) and x for x in cm):
+            raise ValueError("bad controller_maintenance")
+        state.controller_maintenance = frozenset(cm)
         index = doc["index"]
         if not isinstance(index, int) or index < 0:
             raise ValueError("bad index")

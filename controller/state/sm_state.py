@@ -15,10 +15,12 @@ from autoswitch.controller.messages import (
     AlterSyncStateSetEvent,
     ApplyBrokerIdEvent,
     CleanBrokerDataEvent,
+    ControllerMaintenanceEvent,
     ElectMasterEvent,
     EligibleChangeEvent,
     Event,
     FeatureLevelEvent,
+    MaintenanceEvent,
     PreferredMasterEvent,
     ReplicaView,
     UpdateBrokerAddressEvent,
@@ -83,12 +85,15 @@ class GroupState:
     # on a directory no longer running as that id, so the set's unclean recovery (longest log of
     # the rest) is off until a master is elected again. Found by the data simulator's clones.
     holder_replaced: bool = False
+    # replicas in maintenance (SetMaintenance): not elected while a clean replica outside it
+    # exists, drained of mastership by the leader, skipped by preferred-master moves
+    maintenance: frozenset[int] = frozenset()
 
     def copy(self) -> GroupState:
         return GroupState(self.cluster_name, self.broker_name, self.created_ts_ms, self.next_assign_broker_id,
                           dict(self.brokers), self.master_broker_id, self.master_epoch, self.sync_state_set,
                           self.sync_state_set_epoch, self.eligible, self.base_master_epoch, self.retired_below,
-                          self.retired, self.preferred_master, self.holder_replaced)
+                          self.retired, self.preferred_master, self.holder_replaced, self.maintenance)
 
     def id_retired(self, broker_id: int) -> bool:
         return broker_id < self.retired_below or broker_id in self.retired
@@ -110,7 +115,7 @@ class GroupState:
             master_ha_address=(rec.ha_address or None) if rec is not None else None,
             master_epoch=self.master_epoch, sync_state_set=tuple(sorted(self.sync_state_set)),
             sync_state_set_epoch=self.sync_state_set_epoch, eligible_replicas=tuple(sorted(self.eligible)),
-            preferred_master=self.preferred_master,
+            preferred_master=self.preferred_master, maintenance=tuple(sorted(self.maintenance)),
         )
 
 
@@ -133,6 +138,8 @@ class ControllerState:
         self.last_outcome: tuple[int, str] = (0, "")
         # the cluster's finalized feature level (autoswitch/base/features.py; FinalizeFeatures)
         self.feature_level: int = BASELINE_LEVEL
+        # controller members in maintenance (SetControllerMaintenance): they never campaign
+        self.controller_maintenance: frozenset[str] = frozenset()
 
     def apply_event(self, ev: Event) -> None:
         """Apply one event to the live state (replay, tests). Same code as the staged path."""
@@ -143,6 +150,9 @@ class ControllerState:
             return
         if isinstance(ev, FeatureLevelEvent):
             self.feature_level = ev.level
+            return
+        if isinstance(ev, ControllerMaintenanceEvent):
+            self.controller_maintenance = apply_controller_maintenance(self.controller_maintenance, ev)
             return
         name = ev.broker_name
         g = self.groups.get(name)
@@ -162,6 +172,10 @@ def commit_group(state: ControllerState, name: str, old: GroupState | None, new:
 
 
 # --------------------------------------------------------------------------- event application
+
+
+def apply_controller_maintenance(current: frozenset[str], ev: ControllerMaintenanceEvent) -> frozenset[str]:
+    return current | {ev.node_id} if ev.on else current - {ev.node_id}
 
 
 def apply_config(cfg: SMConfig, ev: UpdateConfigEvent) -> None:
@@ -207,6 +221,8 @@ def apply_group_event(g: GroupState | None, ev: Event, tomb: Tombstone | None) -
         g.holder_replaced = g.holder_replaced or ev.reason == NEW_INCARNATION
     elif isinstance(ev, PreferredMasterEvent):
         g.preferred_master = ev.broker_id
+    elif isinstance(ev, MaintenanceEvent):
+        g.maintenance = g.maintenance | {ev.broker_id} if ev.on else g.maintenance - {ev.broker_id}
     elif isinstance(ev, CleanBrokerDataEvent):
         if not ev.broker_ids:
             return None
@@ -225,6 +241,7 @@ def apply_group_event(g: GroupState | None, ev: Event, tomb: Tombstone | None) -
             g.sync_state_set = g.sync_state_set - ids
             g.sync_state_set_epoch += 1
         g.eligible = g.eligible - ids
+        g.maintenance = g.maintenance - ids
         if g.preferred_master in ids:
             g.preferred_master = 0
     else:
@@ -248,6 +265,8 @@ def check_group_invariants(before: GroupState | None, after: GroupState | None,
         raise InvariantViolation(f"{name}: SyncStateSet/eligible replicas contain unregistered brokers")
     if after.sync_state_set & after.eligible:
         raise InvariantViolation(f"{name}: a replica is both in SyncStateSet and eligible")
+    if not after.maintenance <= registered:
+        raise InvariantViolation(f"{name}: a replica in maintenance is not registered")
     if after.preferred_master and after.preferred_master not in registered:
         raise InvariantViolation(f"{name}: preferred master {after.preferred_master} not registered")
     if not 0 <= after.base_master_epoch <= after.master_epoch:

@@ -3,12 +3,19 @@ invariants, then committed to the state at once, or dropped (a rejected request 
 
 from __future__ import annotations
 
-from autoswitch.controller.messages import AdminAuditEvent, Event, FeatureLevelEvent, UpdateConfigEvent
+from autoswitch.controller.messages import (
+    AdminAuditEvent,
+    ControllerMaintenanceEvent,
+    Event,
+    FeatureLevelEvent,
+    UpdateConfigEvent,
+)
 from autoswitch.controller.state.sm_config import SMConfig
 from autoswitch.controller.state.sm_state import (
     ControllerState,
     GroupState,
     apply_config,
+    apply_controller_maintenance,
     apply_group_event,
     check_group_invariants,
     commit_group,
@@ -18,13 +25,14 @@ from autoswitch.controller.state.sm_state import (
 class Staged:
     """Copies of the touched groups/config with the events applied, not yet committed."""
 
-    __slots__ = ("state", "groups", "config", "feature_level", "after")
+    __slots__ = ("state", "groups", "config", "feature_level", "controller_maintenance", "after")
 
     def __init__(self, state: ControllerState) -> None:
         self.state = state
         self.groups: dict[str, GroupState | None] = {}
         self.config: SMConfig | None = None
         self.feature_level: int | None = None
+        self.controller_maintenance: frozenset[str] | None = None
         # The touched group's state right after each applied event (for the history records).
         # Each event applies to a fresh copy, so these objects are never mutated afterwards.
         self.after: list[GroupState | None] = []
@@ -48,6 +56,12 @@ class Staged:
             self.feature_level = ev.level
             self.after.append(None)
             return
+        if isinstance(ev, ControllerMaintenanceEvent):
+            members = self.controller_maintenance
+            self.controller_maintenance = apply_controller_maintenance(
+                members if members is not None else self.state.controller_maintenance, ev)
+            self.after.append(None)
+            return
         name = ev.broker_name
         cur = self.group(name)
         new = apply_group_event(cur.copy() if cur is not None else None, ev, self.state.tombstones.get(name))
@@ -65,3 +79,5 @@ class Staged:
             self.state.config = self.config
         if self.feature_level is not None:
             self.state.feature_level = self.feature_level
+        if self.controller_maintenance is not None:
+            self.state.controller_maintenance = self.controller_maintenance

@@ -32,7 +32,6 @@ from __future__ import annotations
 import collections
 import logging
 from collections.abc import Callable
-from dataclasses import dataclass
 from typing import Any
 
 import msgspec
@@ -57,7 +56,6 @@ from autoswitch.controller.messages import (
     ElectMasterRequest,
     EligibleChangeEvent,
     Event,
-    FeatureLevelEvent,
     FinalizeFeaturesRequest,
     GetControllerConfigRequest,
     GetMetaDataRequest,
@@ -65,11 +63,12 @@ from autoswitch.controller.messages import (
     GetReplicaInfoRequest,
     GetSyncStateDataRequest,
     MalformedRequest,
-    PreferredMasterEvent,
     RegisterBrokerRequest,
     ReplicaView,
     Reply,
     Request,
+    SetControllerMaintenanceRequest,
+    SetMaintenanceRequest,
     SetPreferredMasterRequest,
     UpdateBrokerAddressEvent,
     UpdateConfigEvent,
@@ -78,8 +77,10 @@ from autoswitch.controller.messages import (
     check_request,
     decode_request,
 )
-from autoswitch.controller.state import election
+from autoswitch.controller.state import election, operator_rules
 from autoswitch.controller.state.history import HistoryRecord, event_history_record
+from autoswitch.controller.state.outcome import Outcome as _Outcome
+from autoswitch.controller.state.outcome import reject as _reject
 from autoswitch.controller.state.sm_config import BLACKLIST, KEYS, ConfigValueError, SMConfig, parse_value
 from autoswitch.controller.state.sm_snapshot import decode_snapshot, encode_snapshot, state_hash
 from autoswitch.controller.state.sm_state import (
@@ -102,15 +103,6 @@ _log = get_logger("controller.sm")
 # --------------------------------------------------------------------------- handle
 
 
-@dataclass
-class _Outcome:
-    code: int = Code.SUCCESS
-    remark: str = ""
-    group: str | None = None          # reply carries this group's (staged) view
-    broker_id: int | None = None
-    data: Any = None
-
-
 def follows_registered(registered: str, incarnation: str, previous: str) -> bool:
     """A registration of ``incarnation`` (continuing ``previous``) is the registered process of
     its id or its successor; not stated on either side: unverifiable, taken as following."""
@@ -121,10 +113,6 @@ def _same_process(registered: str, reported: str) -> bool:
     """A liveness report is from the registered process of its id. Unverifiable (and accepted):
     a registration that named no incarnation (a RocketMQ broker)."""
     return not registered or registered == reported
-
-
-def _reject(code: int, remark: str, group: str | None = None) -> tuple[list[Event], _Outcome]:
-    return [], _Outcome(code, remark, group)
 
 
 def handle(request: Request, state: ControllerState) -> tuple[list[Event], Reply]:
@@ -344,7 +332,8 @@ def _elect_master(req: ElectMasterRequest, state: ControllerState) -> tuple[list
                         registered=frozenset(g.brokers), alive=alive, first_election=g.first_election,
                         designated=designated,
                         unclean_enabled=(cfg.enable_elect_unclean_master and not req.handover_from
-                                         and not req.crash_only), pool_complete=not g.holder_replaced)
+                                         and not req.crash_only), pool_complete=not g.holder_replaced,
+                        maintenance=g.maintenance)
     if d.outcome is election.Outcome.KEEP:
         return _reject(Code.CONTROLLER_MASTER_STILL_EXIST, f"master {master} of {name} is still alive", name)
     if d.outcome is election.Outcome.DESIGNATED_INVALID:
@@ -496,27 +485,6 @@ def _admin_audit(req: AdminAuditRequest, state: ControllerState) -> tuple[list[E
     return [AdminAuditEvent(req.broker_name, req.actor, req.action, req.detail, req.code, req.remark)], _Outcome()
 
 
-def _set_preferred_master(req: SetPreferredMasterRequest, state: ControllerState) -> tuple[list[Event], _Outcome]:
-    g = state.groups.get(req.broker_name)
-    if g is None:
-        return _reject(Code.CONTROLLER_BROKER_NEED_TO_BE_REGISTERED, f"broker-set {req.broker_name} is not registered")
-    if req.broker_id and req.broker_id not in g.brokers:
-        return _reject(Code.CONTROLLER_INVALID_REQUEST,
-                       f"brokerId {req.broker_id} is not registered in {req.broker_name}", req.broker_name)
-    if req.broker_id == g.preferred_master:
-        return [], _Outcome(group=req.broker_name, remark="unchanged")
-    return [PreferredMasterEvent(req.broker_name, req.broker_id)], _Outcome(group=req.broker_name)
-
-
-def _finalize_features(req: FinalizeFeaturesRequest, state: ControllerState) -> tuple[list[Event], _Outcome]:
-    # Which members support the level was the proposing leader's check (plan_finalize); here
-    # only what every member decides alike from the state: the level, and no lowering below
-    # the baseline (its type's bound).
-    if req.level == state.feature_level:
-        return [], _Outcome(remark="unchanged", data={"level": state.feature_level})
-    return [FeatureLevelEvent("", req.level, state.feature_level)], _Outcome(data={"level": req.level})
-
-
 def _check_state_hash(req: CheckStateHashRequest, state: ControllerState) -> tuple[list[Event], _Outcome]:
     return [], _Outcome(data={"hash": state_hash(state)})
 
@@ -530,8 +498,10 @@ _DECIDERS: dict[type, Callable[[Any, ControllerState], tuple[list[Event], _Outco
     CleanBrokerDataRequest: _clean_broker_data,
     UpdateControllerConfigRequest: _update_config,
     AdminAuditRequest: _admin_audit,
-    SetPreferredMasterRequest: _set_preferred_master,
-    FinalizeFeaturesRequest: _finalize_features,
+    SetPreferredMasterRequest: operator_rules.set_preferred_master,
+    FinalizeFeaturesRequest: operator_rules.finalize_features,
+    SetMaintenanceRequest: operator_rules.set_maintenance,
+    SetControllerMaintenanceRequest: operator_rules.set_controller_maintenance,
 }
 
 

@@ -195,6 +195,9 @@ class StoreLogNode:
             self._last_report = now
             self.log.warning(event, error=str(e), kind=type(e).__name__, term=self.term)
 
+    def set_no_campaign(self, on: bool) -> None:
+        """Controller maintenance is for the Raft backend (the operations refuse it here): no-op."""
+
     def silence(self, reason: str) -> None:
         """The state hash check found our state differs: never take the lock again; a leader
         stops writing (its lock runs out and another member takes it)."""

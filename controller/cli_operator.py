@@ -1,0 +1,78 @@
+"""The operator's day at the command line: maintenance (cordon and drain) of brokers, hosts and
+controller members (docs/operations.md "Maintenance mode")."""
+
+from __future__ import annotations
+
+import argparse
+import asyncio
+import time
+from collections.abc import Callable
+from typing import Any
+
+from autoswitch.controller.codes import Code, ControllerRpcError
+
+from autoswitch.base.addr import split_hostport
+from autoswitch.proto import controller_pb2 as pb
+
+
+def add_commands(admin: Callable[[str, str, Any], argparse.ArgumentParser]) -> None:
+    """The commands of this module, added with ``admin`` (controller/cli.py: common flags)."""
+    a = admin("maintenance", "cordon a broker (or every broker of a host) or a controller member: no elections to "
+                             "it, mastership drained away by a graceful handover; `off` undoes it "
+                             "(docs/operations.md \"Maintenance mode\")", maintenance)
+    a.add_argument("state", choices=("on", "off"))
+    a.add_argument("--group", "--broker-name", "-b", dest="broker_name", metavar="GROUP", default="",
+                   help="the broker's group (with --broker-id)")
+    a.add_argument("--broker-id", "-i", type=int, default=0)
+    a.add_argument("--host", default="", help="every broker whose registered address is on this host, in every group")
+    a.add_argument("--controller-node", default="", help="a controller member's node id instead of a broker")
+    a.add_argument("--wait-s", type=float, default=0.0,
+                   help="wait up to this long for the drain: until no master is in maintenance (0 = do not wait)")
+
+
+def msg_dict(m: Any) -> dict:
+    from autoswitch.controller.cli import _msg
+
+    return _msg(m)
+
+
+async def maintenance(client: Any, args: Any) -> Any:
+    on = args.state == "on"
+    named = [bool(args.controller_node), bool(args.host), bool(args.broker_name or args.broker_id)]
+    if sum(named) != 1 or (named[2] and not (args.broker_name and args.broker_id)):
+        raise ControllerRpcError(Code.CONTROLLER_INVALID_REQUEST,
+                                 "name one of: --group G --broker-id ID, --host HOST, --controller-node ID")
+    if args.controller_node:
+        r = await client.call("SetMaintenance", pb.SetMaintenanceRequest(controller_node_id=args.controller_node,
+                                                                      on=on))
+        return {"controller": args.controller_node, "maintenance": on,
+                "controllers_in_maintenance": list(r.controller_maintenance)}
+    targets = [(args.broker_name, args.broker_id)]
+    if args.host:
+        targets = [(g.replica_info.broker_name, mb.broker_id) for g in await client.get_sync_state_data(())
+                   for mb in g.members if split_hostport(mb.address)[0] == args.host]
+        if not targets:
+            raise ControllerRpcError(Code.CONTROLLER_INVALID_REQUEST, f"no registered broker on host {args.host!r}")
+    out = []
+    for group, bid in targets:
+        r = await client.call("SetMaintenance", pb.SetMaintenanceRequest(broker_name=group, broker_id=bid, on=on))
+        out.append({"group": group, "broker_id": bid, "maintenance": on, "drain": r.drain or None,
+                    "replica_info": msg_dict(r.replica_info)})
+    if on and args.wait_s > 0:
+        deadline = time.monotonic() + args.wait_s
+        mine = {(g, b) for g, b in targets}
+        while True:
+            masters = {(g.replica_info.broker_name, g.replica_info.master_broker_id)
+                       for g in await client.get_sync_state_data(tuple(sorted({g for g, _ in targets})))}
+            still = sorted(mine & masters)
+            if not still or time.monotonic() >= deadline:
+                break
+            await asyncio.sleep(0.1)
+        for row in out:
+            row["drained"] = (row["group"], row["broker_id"]) not in still
+        if still:
+            raise ControllerRpcError(Code.CONTROLLER_TIMEOUT,
+                                     f"still master after {args.wait_s} s: "
+                                     f"{', '.join(f'{g}/{b}' for g, b in still)}; see each row's drain reason",
+                                     brokers=out)
+    return {"brokers": out}

@@ -1,0 +1,82 @@
+"""The state machine's deciders of operator requests (pure, like statemachine.py's): preferred
+masters, feature levels, maintenance of brokers and controller members."""
+
+from __future__ import annotations
+
+from autoswitch.controller.codes import Code
+from autoswitch.controller.messages import (
+    ControllerMaintenanceEvent,
+    Event,
+    FeatureLevelEvent,
+    FinalizeFeaturesRequest,
+    MaintenanceEvent,
+    PreferredMasterEvent,
+    SetControllerMaintenanceRequest,
+    SetMaintenanceRequest,
+    SetPreferredMasterRequest,
+)
+from autoswitch.controller.state.outcome import Outcome, reject
+from autoswitch.controller.state.sm_state import ControllerState
+
+from autoswitch.base.features import MAINTENANCE_LEVEL
+
+
+def set_preferred_master(req: SetPreferredMasterRequest, state: ControllerState) -> tuple[list[Event], Outcome]:
+    g = state.groups.get(req.broker_name)
+    if g is None:
+        return reject(Code.CONTROLLER_BROKER_NEED_TO_BE_REGISTERED, f"broker-set {req.broker_name} is not registered")
+    if req.broker_id and req.broker_id not in g.brokers:
+        return reject(Code.CONTROLLER_INVALID_REQUEST,
+                       f"brokerId {req.broker_id} is not registered in {req.broker_name}", req.broker_name)
+    if req.broker_id == g.preferred_master:
+        return [], Outcome(group=req.broker_name, remark="unchanged")
+    return [PreferredMasterEvent(req.broker_name, req.broker_id)], Outcome(group=req.broker_name)
+
+
+def finalize_features(req: FinalizeFeaturesRequest, state: ControllerState) -> tuple[list[Event], Outcome]:
+    # Which members support the level was the proposing leader's check (plan_finalize); here
+    # only what every member decides alike from the state: the level, and no lowering below
+    # the baseline (its type's bound).
+    if req.level == state.feature_level:
+        return [], Outcome(remark="unchanged", data={"level": state.feature_level})
+    return [FeatureLevelEvent("", req.level, state.feature_level)], Outcome(data={"level": req.level})
+
+
+def needs_level(state: ControllerState, level: int, what: str) -> tuple[list[Event], Outcome] | None:
+    if state.feature_level >= level:
+        return None
+    return reject(Code.CONTROLLER_FEATURE_UNSUPPORTED,
+                   f"{what} needs feature level {level}; the cluster is finalized at {state.feature_level}: run "
+                   f"`autoswitch admin finalize-features --level {level}` once every member runs a release that "
+                   f"supports it (docs/compatibility.md)")
+
+
+def set_maintenance(req: SetMaintenanceRequest, state: ControllerState) -> tuple[list[Event], Outcome]:
+    refused = needs_level(state, MAINTENANCE_LEVEL, "maintenance")
+    if refused is not None:
+        return refused
+    g = state.groups.get(req.broker_name)
+    if g is None:
+        return reject(Code.CONTROLLER_BROKER_NEED_TO_BE_REGISTERED, f"broker-set {req.broker_name} is not registered")
+    if req.broker_id not in g.brokers:
+        return reject(Code.CONTROLLER_INVALID_REQUEST,
+                       f"brokerId {req.broker_id} is not registered in {req.broker_name}", req.broker_name)
+    if (req.broker_id in g.maintenance) == req.on:
+        return [], Outcome(group=req.broker_name, remark="unchanged")
+    return [MaintenanceEvent(req.broker_name, req.broker_id, req.on)], Outcome(group=req.broker_name)
+
+
+def set_controller_maintenance(req: SetControllerMaintenanceRequest,
+                                state: ControllerState) -> tuple[list[Event], Outcome]:
+    refused = needs_level(state, MAINTENANCE_LEVEL, "maintenance")
+    if refused is not None:
+        return refused
+    current = state.controller_maintenance
+    if (req.node_id in current) == req.on:
+        return [], Outcome(remark="unchanged", data={"maintenance": sorted(current)})
+    after = current | {req.node_id} if req.on else current - {req.node_id}
+    if req.on and req.voters and set(req.voters) <= after:
+        return reject(Code.CONTROLLER_INVALID_REQUEST,
+                       f"controller {req.node_id} is the last voter outside maintenance: one must stay able to "
+                       f"campaign when the leader dies")
+    return [ControllerMaintenanceEvent("", req.node_id, req.on)], Outcome(data={"maintenance": sorted(after)})
