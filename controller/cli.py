@@ -382,7 +382,7 @@ async def _cluster_list(client, args) -> Any:
             continue
         rows.append({"cluster": info.cluster_name, "group": info.broker_name, "master": info.master_broker_id or None,
                      "master_address": info.master_address or None, "master_epoch": info.master_epoch,
-                     "sync_state_set": list(info.sync_state_set),
+                     "sync_state_set": list(info.sync_state_set), "maintenance": list(info.maintenance),
                      "replicas": [{"broker_id": m.broker_id, "address": m.address, "alive": m.alive,
                                    "in_sync": m.in_sync, "max_offset": m.max_offset,
                                    "health": health_word(m.alive, m.diverged, m.degraded_reasons),
@@ -393,6 +393,7 @@ async def _cluster_list(client, args) -> Any:
         return {"brokers": [{"cluster": r["cluster"], "group": r["group"], "broker_id": m["broker_id"],
                              "address": m["address"],
                              "role": "master" if m["broker_id"] == r["master"] else "slave",
+                             "maintenance": m["broker_id"] in r["maintenance"],
                              "master_epoch": r["master_epoch"], "alive": m["alive"], "in_sync": m["in_sync"],
                              "max_offset": m["max_offset"], "health": m["health"]}
                             for r in rows for m in r["replicas"]]}

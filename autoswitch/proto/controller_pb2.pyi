@@ -449,7 +449,7 @@ class GetMetaDataRequest(_message.Message):
     def __init__(self) -> None: ...
 
 class GetMetaDataReply(_message.Message):
-    __slots__ = ("header", "node_id", "is_leader", "leader_id", "leader_addr", "raft_term", "peers", "groups", "raft_role", "commit_index", "applied_index", "last_index", "cluster_id", "config_index", "version", "feature_level", "feature_level_supported", "lease_grants_paused_ms")
+    __slots__ = ("header", "node_id", "is_leader", "leader_id", "leader_addr", "raft_term", "peers", "groups", "raft_role", "commit_index", "applied_index", "last_index", "cluster_id", "config_index", "version", "feature_level", "feature_level_supported", "lease_grants_paused_ms", "maintenance")
     HEADER_FIELD_NUMBER: _ClassVar[int]
     NODE_ID_FIELD_NUMBER: _ClassVar[int]
     IS_LEADER_FIELD_NUMBER: _ClassVar[int]
@@ -468,6 +468,7 @@ class GetMetaDataReply(_message.Message):
     FEATURE_LEVEL_FIELD_NUMBER: _ClassVar[int]
     FEATURE_LEVEL_SUPPORTED_FIELD_NUMBER: _ClassVar[int]
     LEASE_GRANTS_PAUSED_MS_FIELD_NUMBER: _ClassVar[int]
+    MAINTENANCE_FIELD_NUMBER: _ClassVar[int]
     header: ReplyHeader
     node_id: str
     is_leader: bool
@@ -486,7 +487,8 @@ class GetMetaDataReply(_message.Message):
     feature_level: int
     feature_level_supported: int
     lease_grants_paused_ms: int
-    def __init__(self, header: _Optional[_Union[ReplyHeader, _Mapping]] = ..., node_id: _Optional[str] = ..., is_leader: _Optional[bool] = ..., leader_id: _Optional[str] = ..., leader_addr: _Optional[str] = ..., raft_term: _Optional[int] = ..., peers: _Optional[_Iterable[_Union[ControllerPeer, _Mapping]]] = ..., groups: _Optional[int] = ..., raft_role: _Optional[str] = ..., commit_index: _Optional[int] = ..., applied_index: _Optional[int] = ..., last_index: _Optional[int] = ..., cluster_id: _Optional[str] = ..., config_index: _Optional[int] = ..., version: _Optional[str] = ..., feature_level: _Optional[int] = ..., feature_level_supported: _Optional[int] = ..., lease_grants_paused_ms: _Optional[int] = ...) -> None: ...
+    maintenance: bool
+    def __init__(self, header: _Optional[_Union[ReplyHeader, _Mapping]] = ..., node_id: _Optional[str] = ..., is_leader: _Optional[bool] = ..., leader_id: _Optional[str] = ..., leader_addr: _Optional[str] = ..., raft_term: _Optional[int] = ..., peers: _Optional[_Iterable[_Union[ControllerPeer, _Mapping]]] = ..., groups: _Optional[int] = ..., raft_role: _Optional[str] = ..., commit_index: _Optional[int] = ..., applied_index: _Optional[int] = ..., last_index: _Optional[int] = ..., cluster_id: _Optional[str] = ..., config_index: _Optional[int] = ..., version: _Optional[str] = ..., feature_level: _Optional[int] = ..., feature_level_supported: _Optional[int] = ..., lease_grants_paused_ms: _Optional[int] = ..., maintenance: _Optional[bool] = ...) -> None: ...
 
 class FinalizeFeaturesRequest(_message.Message):
     __slots__ = ("level", "dry_run")

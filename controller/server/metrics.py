@@ -67,6 +67,8 @@ class ControllerMetrics:
         yield "autoswitch_controller_members", "Controller members in force here, by role", {"role": "learner"}, \
             roles.count("learner")
         yield "autoswitch_controller_is_voter", "1 while this node is a voter", {}, 1 if node.membership.is_voter else 0
+        yield ("autoswitch_controller_in_maintenance", "1 while this member is in maintenance (never campaigns)", {},
+               1 if md.get("maintenance") else 0)
         check = node.state_check
         if check is not None:
             yield ("autoswitch_controller_state_corrupt", "1 once the state hash check found this member's state "
@@ -102,6 +104,9 @@ class ControllerMetrics:
         health figures (broker/health.py), so a slow replica shows before anything moves."""
         table = node.liveness.heartbeats
         for g, master, _epoch, _addr, _sss, ids in node.sm.groups_members()[:MAX_GROUPS_SCANNED]:
+            for b in sorted(node.sm.maintenance(g)):
+                yield ("autoswitch_controller_replica_maintenance", "1 for each replica in maintenance (cordoned)",
+                       {"group": g, "broker": str(b), "role": "master" if b == master else "slave"}, 1)
             for b in ids:
                 r = table.report(g, b)
                 if r is None or not table.alive(g, b, now):

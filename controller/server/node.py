@@ -324,7 +324,7 @@ class ControllerNode:
                 "match": match, "cluster_id": self.config.raft_cluster_id,
                 "config_index": int(raft.get("config_index", 0)), "version": VERSION,
                 "feature_level": self.sm.feature_level if hasattr(self, "sm") else 0,
-                "feature_level_supported": features.SUPPORTED_LEVEL,
+                "feature_level_supported": features.SUPPORTED_LEVEL, "maintenance": getattr(self, "in_maintenance", False),
                 "lease_grants_paused_ms": self.liveness.heartbeats.grant_pause_left_ms(self.liveness.now_ms())
                 if hasattr(self, "liveness") else 0}
 

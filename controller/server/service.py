@@ -445,7 +445,8 @@ class ControllerServicer(pbg.ControllerServiceServicer):
                                    config_index=md["config_index"], version=md["version"],
                                    feature_level=md["feature_level"],
                                    feature_level_supported=md["feature_level_supported"],
-                                   lease_grants_paused_ms=md["lease_grants_paused_ms"])
+                                   lease_grants_paused_ms=md["lease_grants_paused_ms"],
+                                   maintenance=md["maintenance"])
 
     @_handler(pb.FinalizeFeaturesReply, audit=lambda r: "")
     async def FinalizeFeatures(self, request, context):

@@ -26,7 +26,7 @@ MAX_WAIT_S = 30.0
 POLL_STEP_S = 0.05
 MAX_GROUPS_SHOWN = 1000
 RECENT_EVENTS = 50
-SHOWN_EVENTS = ("ElectMaster", "NoMaster", "AdminAudit", "PreferredMaster")
+SHOWN_EVENTS = ("ElectMaster", "NoMaster", "AdminAudit", "PreferredMaster", "Maintenance", "ControllerMaintenance")
 
 
 def _redacted(e: dict) -> dict:
@@ -74,9 +74,11 @@ class StatusPage:
     def snapshot(self) -> dict:
         node = self.node
         md = node.metadata()
+        cordoned = node.sm.controller_maintenance if node.wired else frozenset()
         out = {"node": node.node_id, "version": md["applied"], "leader": md["leader_id"], "term": md["term"],
                "commit": md["commit"], "applied": md["applied"], "ts_ms": int(time.time() * 1000),
-               "members": [{"id": n, "address": a, "reachable": ok, "leader": n == md["leader_id"], "role": role}
+               "members": [{"id": n, "address": a, "reachable": ok, "leader": n == md["leader_id"], "role": role,
+                            "maintenance": n in cordoned}
                            for n, a, ok, role in md["peers"]],
                "groups": [], "events": list(self.recent)[::-1]}
         check = node.state_check
@@ -92,7 +94,7 @@ class StatusPage:
             out["groups"].append({
                 "group": info.broker_name, "master": info.master_broker_id, "epoch": info.master_epoch,
                 "sync_state_set": list(info.sync_state_set), "sync_state_set_epoch": info.sync_state_set_epoch,
-                "preferred": info.preferred_master,
+                "preferred": info.preferred_master, "maintenance": list(info.maintenance),
                 "replicas": [{"id": m.broker_id, "address": m.address, "alive": m.alive, "in_sync": m.in_sync,
                               "max_offset": m.max_offset, "lag": max(0, top - m.max_offset),
                               "heard_ms_ago": m.last_heard_ms_ago,
@@ -113,8 +115,8 @@ th{background:#f3f3f3}.dead{color:#b00}.ok{color:#070}.muted{color:#777}
 <body data-rendered="no">
 <h1>autoswitch controller <span id="node"></span></h1>
 <p id="raft" class="muted"></p>
-<h2>Controllers</h2><table id="members"><thead><tr><th>id</th><th>address</th><th>role</th><th>reachable</th><th>leader</th></tr></thead><tbody></tbody></table>
-<h2>Broker groups</h2><table id="groups"><thead><tr><th>group</th><th>master</th><th>MasterEpoch</th><th>SyncStateSet</th><th>preferred</th><th>replicas (offset, lag)</th></tr></thead><tbody></tbody></table>
+<h2>Controllers</h2><table id="members"><thead><tr><th>id</th><th>address</th><th>role</th><th>reachable</th><th>leader</th><th>maintenance</th></tr></thead><tbody></tbody></table>
+<h2>Broker groups</h2><table id="groups"><thead><tr><th>group</th><th>master</th><th>MasterEpoch</th><th>SyncStateSet</th><th>preferred</th><th>maintenance</th><th>replicas (offset, lag)</th></tr></thead><tbody></tbody></table>
 <h2>Recent elections and admin actions</h2><table id="events"><thead><tr><th>time</th><th>group</th><th>event</th><th>master</th><th>MasterEpoch</th><th>reason</th></tr></thead><tbody></tbody></table>
 <script>
 "use strict";
@@ -127,9 +129,9 @@ function rows(id, items, fill) { const tb = document.querySelector("#" + id + " 
 function render(s) {
   document.getElementById("node").textContent = "(node " + s.node + ")";
   document.getElementById("raft").textContent = "leader " + (s.leader || "none") + ", term " + s.term + ", commit " + s.commit + ", applied " + s.applied + ", at " + new Date(s.ts_ms).toISOString();
-  rows("members", s.members, (tr, m) => { cell(tr, m.id); cell(tr, m.address); cell(tr, m.role); cell(tr, m.reachable ? "yes" : "no", m.reachable ? "ok" : "dead"); cell(tr, m.leader ? "leader" : ""); });
+  rows("members", s.members, (tr, m) => { cell(tr, m.id); cell(tr, m.address); cell(tr, m.role); cell(tr, m.reachable ? "yes" : "no", m.reachable ? "ok" : "dead"); cell(tr, m.leader ? "leader" : ""); cell(tr, m.maintenance ? "yes" : ""); });
   rows("groups", s.groups, (tr, g) => { cell(tr, g.group); cell(tr, g.master ?? "none", g.master ? "" : "dead"); cell(tr, g.epoch);
-    cell(tr, g.sync_state_set.join(", ")); cell(tr, g.preferred || "");
+    cell(tr, g.sync_state_set.join(", ")); cell(tr, g.preferred || ""); cell(tr, g.maintenance.join(", "));
     cell(tr, g.replicas.map(r => r.id + (r.alive ? "" : " (dead)") + (r.in_sync ? " in-sync" : "") + " " + r.max_offset + ", lag " + r.lag + (r.health === "ok" || r.health === "unknown" ? "" : " " + r.health)).join("; "),
          g.replicas.some(r => r.health !== "ok" && r.health !== "unknown") ? "dead" : "");
     const key = g.group + ":" + g.master + "@" + g.epoch; if (!seen.includes(key)) seen.push(key); });

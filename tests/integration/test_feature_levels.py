@@ -39,7 +39,7 @@ def test_members_state_their_level_and_finalize_refuses_what_one_does_not_run(pr
         return r if r["ok"] and len(brokers) == 3 and all(m["supported"] != "not heard" for m in brokers) else None
 
     r = wait_until(described, 30, "every broker's level heard by the leader")["result"]
-    assert r["finalized"] == features.SUPPORTED_LEVEL == r["supported_by_leader"]
+    assert r["finalized"] == features.BASELINE_LEVEL and r["supported_by_leader"] == features.SUPPORTED_LEVEL
     assert sorted(m["member"] for m in r["members"]) == [
         "broker g1/1", "broker g1/2", "broker g1/3", "controller n1", "controller n2", "controller n3"]
     assert {(m["supported"], m["version"]) for m in r["members"]} == {(features.SUPPORTED_LEVEL, __version__)}

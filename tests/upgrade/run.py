@@ -9,8 +9,9 @@ The previous release (docs/releases.toml) and this tree are installed side by si
 application would run it) and a consumer group per group. Then one process at a time is
 replaced by the new version (controllers first, followers before the leader; then each group's
 slaves before its master, whose SIGTERM hands over; the name server last), the feature level is
-finalized, and everything rolls back to the old version the same way (allowed all the way while
-the new release adds no level). After every step: the cluster is whole again (a leader, every
+finalized at the old level (the new release's own level only in a dry run that must find every
+member ready: finalizing it would close the way back), and everything rolls back to the old
+version the same way. After every step: the cluster is whole again (a leader, every
 broker back in its SyncStateSet), no process refused to start, and the consumer group reads on
 from where it stopped. At the end: every acked message is read back. The last line is JSON:
 ``steps``, ``acked``, ``lost_acked``, ``gap_ms_p99`` (the producers' largest ack gap around each
@@ -31,6 +32,7 @@ from pathlib import Path
 from typing import Any
 
 from autoswitch.app.launcher import Child, stop_all
+from autoswitch.base import features
 from bench.producing_cluster import pct
 from tests.procs import HOST, free_port, wait_port
 from tests.upgrade.installs import Install, install_commit, install_tree, plant_epochfile_v2, previous_release
@@ -358,6 +360,12 @@ def run(work: Path, groups: int, installs: Path | None = None) -> dict[str, Any]
         fin = _cli("admin", "finalize-features", "--controller", c.controllers, "--level", "1")
         if fin["rc"] != 0:
             raise StepFailed(f"finalize-features: {fin}")
+        # every member now runs the new release: its highest level could be finalized (a dry run
+        # only: finalizing a level the old release lacks closes the way back, docs/compatibility.md)
+        top = str(features.SUPPORTED_LEVEL)
+        dry = _cli("admin", "finalize-features", "--controller", c.controllers, "--level", top, "--dry-run")
+        if dry["rc"] != 0:
+            raise StepFailed(f"finalize-features --level {top} --dry-run: {dry}")
         feats = _cli("admin", "features", "--controller", c.controllers)["lines"][-1]["result"]
         result["versions_after_upgrade"] = sorted({m["version"] for m in feats["members"]})
         roll(c, old, steps, resume)
