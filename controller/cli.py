@@ -72,10 +72,8 @@ def register(sub, admin_sub) -> None:
     a.add_argument("--cluster-name", "-c", default="")
     a.add_argument("--group", "--broker-name", "-b", dest="broker_name", metavar="GROUP", required=True)
     a.add_argument("--broker-id", "-i", type=int, default=0, help="designated broker (0 = controller chooses)")
-    a = admin("set-preferred-master", "the group's preferred master (with auto_rebalance_masters the leader "
-                                      "moves mastership back to it by a graceful handover)", _set_preferred)
-    a.add_argument("--group", "--broker-name", "-b", dest="broker_name", metavar="GROUP", required=True)
-    a.add_argument("--broker-id", "-i", type=int, required=True, help="0 clears it")
+    a.add_argument("--dry-run", action="store_true",
+                   help="say who would win now and why (every replica and the rule that ruled it out); change nothing")
     cli_operator.add_commands(admin)
     admin("features", "the cluster's finalized feature level and the level and release each controller and "
                       "broker runs (kafka-features describe)", _features)
@@ -366,6 +364,10 @@ async def _get_sss(client, args) -> Any:
 
 
 async def _elect_master(client, args) -> Any:
+    if args.dry_run:
+        from autoswitch.controller import cli_operator
+
+        return await cli_operator.elect_dry_run(client, args)
     info = await client.elect_master(args.cluster_name, args.broker_name, args.broker_id,
                                      designate=args.broker_id > 0)
     return {"replica_info": _msg(info)}
@@ -398,14 +400,6 @@ async def _cluster_list(client, args) -> Any:
                              "max_offset": m["max_offset"], "health": m["health"]}
                             for r in rows for m in r["replicas"]]}
     return {"groups": rows}
-
-
-async def _set_preferred(client, args) -> Any:
-    from autoswitch.proto import controller_pb2 as pb
-
-    r = await client.call("SetPreferredMaster", pb.SetPreferredMasterRequest(broker_name=args.broker_name,
-                                                                          broker_id=args.broker_id))
-    return {"replica_info": _msg(r.replica_info)}
 
 
 def _features_view(r: Any) -> dict:

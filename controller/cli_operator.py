@@ -1,5 +1,6 @@
-"""The operator's day at the command line: maintenance (cordon and drain) of brokers, hosts and
-controller members (docs/operations.md "Maintenance mode")."""
+"""The operator's day at the command line: preferred masters, maintenance (cordon and drain) of
+brokers, hosts and controller members, and the decisions explained (docs/operations.md
+"Maintenance mode", "Why was this master elected?")."""
 
 from __future__ import annotations
 
@@ -17,6 +18,10 @@ from autoswitch.proto import controller_pb2 as pb
 
 def add_commands(admin: Callable[[str, str, Any], argparse.ArgumentParser]) -> None:
     """The commands of this module, added with ``admin`` (controller/cli.py: common flags)."""
+    a = admin("set-preferred-master", "the group's preferred master (with auto_rebalance_masters the leader "
+                                      "moves mastership back to it by a graceful handover)", set_preferred)
+    a.add_argument("--group", "--broker-name", "-b", dest="broker_name", metavar="GROUP", required=True)
+    a.add_argument("--broker-id", "-i", type=int, required=True, help="0 clears it")
     a = admin("maintenance", "cordon a broker (or every broker of a host) or a controller member: no elections to "
                              "it, mastership drained away by a graceful handover; `off` undoes it "
                              "(docs/operations.md \"Maintenance mode\")", maintenance)
@@ -28,6 +33,36 @@ def add_commands(admin: Callable[[str, str, Any], argparse.ArgumentParser]) -> N
     a.add_argument("--controller-node", default="", help="a controller member's node id instead of a broker")
     a.add_argument("--wait-s", type=float, default=0.0,
                    help="wait up to this long for the drain: until no master is in maintenance (0 = do not wait)")
+    a = admin("explain", "the last decisions about a group: elections, SyncStateSet changes and refusals, with "
+                         "every replica and the rule that ruled it out", explain_group)
+    a.add_argument("--group", "--broker-name", "-b", dest="broker_name", metavar="GROUP", required=True)
+    a.add_argument("--last", type=int, default=0, help="how many (newest first; 0 = every one kept)")
+
+
+def decision_view(text: str) -> dict:
+    """A decision record (controller/state/explain.py) as the CLI prints it."""
+    import msgspec
+    from autoswitch.controller.state.explain import from_json
+
+    return msgspec.to_builtins(from_json(text))
+
+
+async def set_preferred(client: Any, args: Any) -> Any:
+    r = await client.call("SetPreferredMaster", pb.SetPreferredMasterRequest(broker_name=args.broker_name,
+                                                                          broker_id=args.broker_id))
+    return {"replica_info": msg_dict(r.replica_info)}
+
+
+async def explain_group(client: Any, args: Any) -> Any:
+    r = await client.call("Explain", pb.ExplainRequest(broker_name=args.broker_name, last=args.last))
+    return {"group": args.broker_name, "decisions": [decision_view(x) for x in r.decisions_json]}
+
+
+async def elect_dry_run(client: Any, args: Any) -> Any:
+    r = await client.call("ElectMaster", pb.ElectMasterRequest(
+        cluster_name=args.cluster_name, broker_name=args.broker_name, broker_id=args.broker_id,
+        designate_elect=args.broker_id > 0, dry_run=True))
+    return {"dry_run": True, "decision": decision_view(r.decision_json) if r.decision_json else None}
 
 
 def msg_dict(m: Any) -> dict:

@@ -443,6 +443,8 @@ class Reply(msgspec.Struct, frozen=True):
     replica: ReplicaView | None = None
     broker_id: int | None = None
     data: Any = None
+    # ElectMaster / AlterSyncStateSet: the decision's typed record (controller/state/explain.py)
+    decision: Any = None
 
     @property
     def ok(self) -> bool:

@@ -34,5 +34,10 @@ MAX_INCARNATION_LEN = 64
 MAX_HEALTH_MS = 3_600_000.0
 MAX_VERSION_LEN = 64                  # a release string ("0.1.0") as members report it
 
+# Decisions (elections, SyncStateSet changes) each controller keeps in memory for `admin explain`
+# and the status page: so many per group, for so many groups (the most recent ones).
+DECISIONS_KEPT_PER_GROUP = 16
+DECISION_GROUPS_KEPT = 4096
+
 # Handovers in a row that one held write waits behind before it is refused (OVERLOADED).
 MAX_GATE_WAITS = 64

@@ -197,7 +197,7 @@ class BrokerHeartbeatBatchReply(_message.Message):
     def __init__(self, header: _Optional[_Union[ReplyHeader, _Mapping]] = ..., replies: _Optional[_Iterable[_Union[BrokerHeartbeatReply, _Mapping]]] = ...) -> None: ...
 
 class ElectMasterRequest(_message.Message):
-    __slots__ = ("cluster_name", "broker_name", "broker_id", "designate_elect", "handover_from", "expect_master_epoch", "expect_sync_state_set_epoch", "requested_by")
+    __slots__ = ("cluster_name", "broker_name", "broker_id", "designate_elect", "handover_from", "expect_master_epoch", "expect_sync_state_set_epoch", "requested_by", "dry_run")
     CLUSTER_NAME_FIELD_NUMBER: _ClassVar[int]
     BROKER_NAME_FIELD_NUMBER: _ClassVar[int]
     BROKER_ID_FIELD_NUMBER: _ClassVar[int]
@@ -206,6 +206,7 @@ class ElectMasterRequest(_message.Message):
     EXPECT_MASTER_EPOCH_FIELD_NUMBER: _ClassVar[int]
     EXPECT_SYNC_STATE_SET_EPOCH_FIELD_NUMBER: _ClassVar[int]
     REQUESTED_BY_FIELD_NUMBER: _ClassVar[int]
+    DRY_RUN_FIELD_NUMBER: _ClassVar[int]
     cluster_name: str
     broker_name: str
     broker_id: int
@@ -214,15 +215,34 @@ class ElectMasterRequest(_message.Message):
     expect_master_epoch: int
     expect_sync_state_set_epoch: int
     requested_by: str
-    def __init__(self, cluster_name: _Optional[str] = ..., broker_name: _Optional[str] = ..., broker_id: _Optional[int] = ..., designate_elect: _Optional[bool] = ..., handover_from: _Optional[int] = ..., expect_master_epoch: _Optional[int] = ..., expect_sync_state_set_epoch: _Optional[int] = ..., requested_by: _Optional[str] = ...) -> None: ...
+    dry_run: bool
+    def __init__(self, cluster_name: _Optional[str] = ..., broker_name: _Optional[str] = ..., broker_id: _Optional[int] = ..., designate_elect: _Optional[bool] = ..., handover_from: _Optional[int] = ..., expect_master_epoch: _Optional[int] = ..., expect_sync_state_set_epoch: _Optional[int] = ..., requested_by: _Optional[str] = ..., dry_run: _Optional[bool] = ...) -> None: ...
 
 class ElectMasterReply(_message.Message):
-    __slots__ = ("header", "replica_info")
+    __slots__ = ("header", "replica_info", "decision_json")
     HEADER_FIELD_NUMBER: _ClassVar[int]
     REPLICA_INFO_FIELD_NUMBER: _ClassVar[int]
+    DECISION_JSON_FIELD_NUMBER: _ClassVar[int]
     header: ReplyHeader
     replica_info: ReplicaInfo
-    def __init__(self, header: _Optional[_Union[ReplyHeader, _Mapping]] = ..., replica_info: _Optional[_Union[ReplicaInfo, _Mapping]] = ...) -> None: ...
+    decision_json: str
+    def __init__(self, header: _Optional[_Union[ReplyHeader, _Mapping]] = ..., replica_info: _Optional[_Union[ReplicaInfo, _Mapping]] = ..., decision_json: _Optional[str] = ...) -> None: ...
+
+class ExplainRequest(_message.Message):
+    __slots__ = ("broker_name", "last")
+    BROKER_NAME_FIELD_NUMBER: _ClassVar[int]
+    LAST_FIELD_NUMBER: _ClassVar[int]
+    broker_name: str
+    last: int
+    def __init__(self, broker_name: _Optional[str] = ..., last: _Optional[int] = ...) -> None: ...
+
+class ExplainReply(_message.Message):
+    __slots__ = ("header", "decisions_json")
+    HEADER_FIELD_NUMBER: _ClassVar[int]
+    DECISIONS_JSON_FIELD_NUMBER: _ClassVar[int]
+    header: ReplyHeader
+    decisions_json: _containers.RepeatedScalarFieldContainer[str]
+    def __init__(self, header: _Optional[_Union[ReplyHeader, _Mapping]] = ..., decisions_json: _Optional[_Iterable[str]] = ...) -> None: ...
 
 class AlterSyncStateSetRequest(_message.Message):
     __slots__ = ("broker_name", "master_broker_id", "master_epoch", "new_sync_state_set", "sync_state_set_epoch")

@@ -94,6 +94,11 @@ class ControllerServiceStub:
                 request_serializer=autoswitch_dot_proto_dot_controller__pb2.SetMaintenanceRequest.SerializeToString,
                 response_deserializer=autoswitch_dot_proto_dot_controller__pb2.SetMaintenanceReply.FromString,
                 _registered_method=True)
+        self.Explain = channel.unary_unary(
+                '/autoswitch.controller.ControllerService/Explain',
+                request_serializer=autoswitch_dot_proto_dot_controller__pb2.ExplainRequest.SerializeToString,
+                response_deserializer=autoswitch_dot_proto_dot_controller__pb2.ExplainReply.FromString,
+                _registered_method=True)
         self.MoveLeader = channel.unary_unary(
                 '/autoswitch.controller.ControllerService/MoveLeader',
                 request_serializer=autoswitch_dot_proto_dot_controller__pb2.MoveLeaderRequest.SerializeToString,
@@ -251,6 +256,12 @@ class ControllerServiceServicer:
         context.set_details('Method not implemented!')
         raise NotImplementedError('Method not implemented!')
 
+    def Explain(self, request, context):
+        """Missing associated documentation comment in .proto file."""
+        context.set_code(grpc.StatusCode.UNIMPLEMENTED)
+        context.set_details('Method not implemented!')
+        raise NotImplementedError('Method not implemented!')
+
     def MoveLeader(self, request, context):
         """Missing associated documentation comment in .proto file."""
         context.set_code(grpc.StatusCode.UNIMPLEMENTED)
@@ -403,6 +414,11 @@ def add_ControllerServiceServicer_to_server(servicer, server):
                     servicer.SetMaintenance,
                     request_deserializer=autoswitch_dot_proto_dot_controller__pb2.SetMaintenanceRequest.FromString,
                     response_serializer=autoswitch_dot_proto_dot_controller__pb2.SetMaintenanceReply.SerializeToString,
+            ),
+            'Explain': grpc.unary_unary_rpc_method_handler(
+                    servicer.Explain,
+                    request_deserializer=autoswitch_dot_proto_dot_controller__pb2.ExplainRequest.FromString,
+                    response_serializer=autoswitch_dot_proto_dot_controller__pb2.ExplainReply.SerializeToString,
             ),
             'MoveLeader': grpc.unary_unary_rpc_method_handler(
                     servicer.MoveLeader,
@@ -804,6 +820,33 @@ class ControllerService:
             '/autoswitch.controller.ControllerService/SetMaintenance',
             autoswitch_dot_proto_dot_controller__pb2.SetMaintenanceRequest.SerializeToString,
             autoswitch_dot_proto_dot_controller__pb2.SetMaintenanceReply.FromString,
+            options,
+            channel_credentials,
+            insecure,
+            call_credentials,
+            compression,
+            wait_for_ready,
+            timeout,
+            metadata,
+            _registered_method=True)
+
+    @staticmethod
+    def Explain(request,
+            target,
+            options=(),
+            channel_credentials=None,
+            call_credentials=None,
+            insecure=False,
+            compression=None,
+            wait_for_ready=None,
+            timeout=None,
+            metadata=None):
+        return grpc.experimental.unary_unary(
+            request,
+            target,
+            '/autoswitch.controller.ControllerService/Explain',
+            autoswitch_dot_proto_dot_controller__pb2.ExplainRequest.SerializeToString,
+            autoswitch_dot_proto_dot_controller__pb2.ExplainReply.FromString,
             options,
             channel_credentials,
             insecure,

@@ -173,18 +173,24 @@ class ElectionScanner:
 
     async def elect(self, cluster: str, group: str, broker_id: int, designate: bool, trigger: msgs.Trigger,
                     handover_from: int = 0, expect_master_epoch: int = 0,
-                    expect_sync_state_set_epoch: int = 0) -> msgs.Reply:
+                    expect_sync_state_set_epoch: int = 0, dry_run: bool = False) -> msgs.Reply:
+        """``dry_run``: decide with the same pure state machine on this leader's applied state and
+        its liveness evidence now, and propose nothing (the reply's decision says who would win)."""
         if not self.is_leader:
             raise self.proposer.not_leader()
         alive, dead, crashed = await self.liveness.evidence(group, self.sm.member_ids(group))
         _epoch, master = self.sm.master_of(group)
-        return await self.proposer.write(msgs.ElectMasterRequest(
+        req = msgs.ElectMasterRequest(
             cluster_name=cluster, broker_name=group, trigger=trigger, broker_id=broker_id, designate=designate,
             alive=tuple(sm_adapter.live_info(b, beat) for b, beat in sorted(alive.items())),
             dead_broker_ids=tuple(sorted(dead)), handover_from=handover_from,
             expect_master_epoch=expect_master_epoch, expect_sync_state_set_epoch=expect_sync_state_set_epoch,
             # a master dead only on crash evidence: whoever asks, the election must stay clean
-            crash_only=master in crashed))
+            crash_only=master in crashed)
+        if dry_run:
+            await self.proposer.barrier()
+            return self.sm.dry_run(msgspec.structs.replace(req, ts_ms=sm_adapter.wall_ms()))
+        return await self.proposer.write(req)
 
     async def alter_sync_state_set(self, req: msgs.AlterSyncStateSetRequest) -> msgs.Reply:
         """``alive_broker_ids`` is the leader's to fill: the proposed members a majority hears."""

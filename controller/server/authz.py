@@ -90,6 +90,7 @@ CONTROLLER_RULES: dict[str, Rule] = {
     "CleanBrokerData": Rule((A,)),
     "SetPreferredMaster": Rule((A,)),
     "SetMaintenance": Rule((A,)),
+    "Explain": Rule((R,)),
     "MoveLeader": Rule((A,)),
     "ChangeMembership": Rule((A,)),
     "SaveSnapshot": Rule((A,)),

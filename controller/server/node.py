@@ -466,7 +466,9 @@ class ControllerNode:
             self.liveness.election_applied(rec)
         if rec.event in ("ElectMaster", "NoMaster") and self.is_leader:
             if rec.event == "NoMaster":
-                self.alerter.emit("no_master", rec.group, rec.ts_ms, epoch=rec.master_epoch, reason=rec.reason)
+                d = self.sm.inner.decisions.latest_election(rec.group)    # what is missing (explain.py)
+                self.alerter.emit("no_master", rec.group, rec.ts_ms, epoch=rec.master_epoch, reason=rec.reason,
+                                  explanation=d.summary if d is not None else "")
             else:
                 self.alerter.emit("master_elected", rec.group, rec.ts_ms, master=rec.master_broker_id,
                                   epoch=rec.master_epoch, reason=rec.reason, unclean=rec.unclean)

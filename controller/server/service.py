@@ -35,10 +35,11 @@ from autoswitch.controller.server.service_common import (
     log_refused,
     replica_info_pb,
 )
+from autoswitch.controller.state import explain
 
 from autoswitch.base import features
 from autoswitch.base.auth import current_caller
-from autoswitch.base.limits import MAX_REPLICAS_PER_GROUP
+from autoswitch.base.limits import DECISIONS_KEPT_PER_GROUP, MAX_REPLICAS_PER_GROUP
 from autoswitch.base.log import get_logger
 from autoswitch.proto import controller_pb2 as pb
 from autoswitch.proto import controller_pb2_grpc as pbg
@@ -325,8 +326,21 @@ class ControllerServicer(pbg.ControllerServiceServicer):
             return pb.ElectMasterReply(header=_header(res), replica_info=replica_info_pb(res.replica))
         # RocketMQ: a broker asks with its own id; an operator (admin CLI) designates or sends 0.
         trigger: m.Trigger = m.TRIGGER_ADMIN if request.designate_elect or bid == 0 else m.TRIGGER_BROKER
-        res = await self.node.elections.elect(asked.cluster_name, group, bid, request.designate_elect, trigger=trigger)
-        return pb.ElectMasterReply(header=_header(res), replica_info=replica_info_pb(res.replica))
+        res = await self.node.elections.elect(asked.cluster_name, group, bid, request.designate_elect, trigger=trigger,
+                                              dry_run=request.dry_run)
+        # a dry run answers SUCCESS whatever it found: the would-be code is the decision's own
+        return pb.ElectMasterReply(header=pb.ReplyHeader(code=0) if request.dry_run else _header(res),
+                                   replica_info=replica_info_pb(res.replica),
+                                   decision_json=explain.to_json(res.decision) if res.decision is not None else "")
+
+    @_handler(pb.ExplainReply)
+    async def Explain(self, request, context):
+        group = check_field(request.broker_name, m.Name, "broker_name")
+        if not 0 <= request.last <= DECISIONS_KEPT_PER_GROUP:
+            raise BadRequest(f"last must be in [0, {DECISIONS_KEPT_PER_GROUP}] (0 = all kept)")
+        await self.node.proposer.barrier()     # the leader's applied state: every committed decision
+        found = self.node.sm.inner.decisions.last(group, request.last or DECISIONS_KEPT_PER_GROUP)
+        return pb.ExplainReply(header=pb.ReplyHeader(code=0), decisions_json=[explain.to_json(d) for d in found])
 
     @staticmethod
     def _alter_request(request) -> m.AlterSyncStateSetRequest:

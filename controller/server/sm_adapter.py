@@ -205,6 +205,12 @@ class AppliedStateMachine:
         """A read request answered from this node's applied state."""
         return self.inner.query(req)
 
+    def dry_run(self, req: m.Request) -> m.Reply:
+        """What ``req`` would do to this node's applied state, applying nothing (the pure handle)."""
+        from autoswitch.controller.state.statemachine import handle
+
+        return handle(req, self.inner.state)[1]
+
     def sync_state_data(self, groups: tuple[str, ...], member_view: Any) -> tuple[m.Reply, list[GroupState]]:
         """GetSyncStateData: each group's view and its members as this node sees them."""
         r = self.inner.query(m.GetSyncStateDataRequest(groups))

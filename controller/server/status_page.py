@@ -95,6 +95,7 @@ class StatusPage:
                 "group": info.broker_name, "master": info.master_broker_id, "epoch": info.master_epoch,
                 "sync_state_set": list(info.sync_state_set), "sync_state_set_epoch": info.sync_state_set_epoch,
                 "preferred": info.preferred_master, "maintenance": list(info.maintenance),
+                "last_decision": _last_decision(node, info.broker_name),
                 "replicas": [{"id": m.broker_id, "address": m.address, "alive": m.alive, "in_sync": m.in_sync,
                               "max_offset": m.max_offset, "lag": max(0, top - m.max_offset),
                               "heard_ms_ago": m.last_heard_ms_ago,
@@ -102,6 +103,12 @@ class StatusPage:
                               "append_ms": m.append_ms, "fsync_ms": m.fsync_ms, "loop_lag_ms": m.loop_lag_ms}
                              for m in g.members]})
         return out
+
+
+def _last_decision(node: ObservedNode, group: str) -> str:
+    """The last election's (or refusal's) one-line explanation (controller/state/explain.py)."""
+    d = node.sm.inner.decisions.latest_election(group)
+    return f"{d.summary} (MasterEpoch {d.master_epoch})" if d is not None else ""
 
 
 PAGE = """<!doctype html>
@@ -116,7 +123,7 @@ th{background:#f3f3f3}.dead{color:#b00}.ok{color:#070}.muted{color:#777}
 <h1>autoswitch controller <span id="node"></span></h1>
 <p id="raft" class="muted"></p>
 <h2>Controllers</h2><table id="members"><thead><tr><th>id</th><th>address</th><th>role</th><th>reachable</th><th>leader</th><th>maintenance</th></tr></thead><tbody></tbody></table>
-<h2>Broker groups</h2><table id="groups"><thead><tr><th>group</th><th>master</th><th>MasterEpoch</th><th>SyncStateSet</th><th>preferred</th><th>maintenance</th><th>replicas (offset, lag)</th></tr></thead><tbody></tbody></table>
+<h2>Broker groups</h2><table id="groups"><thead><tr><th>group</th><th>master</th><th>MasterEpoch</th><th>SyncStateSet</th><th>preferred</th><th>maintenance</th><th>replicas (offset, lag)</th><th>last decision</th></tr></thead><tbody></tbody></table>
 <h2>Recent elections and admin actions</h2><table id="events"><thead><tr><th>time</th><th>group</th><th>event</th><th>master</th><th>MasterEpoch</th><th>reason</th></tr></thead><tbody></tbody></table>
 <script>
 "use strict";
@@ -134,6 +141,7 @@ function render(s) {
     cell(tr, g.sync_state_set.join(", ")); cell(tr, g.preferred || ""); cell(tr, g.maintenance.join(", "));
     cell(tr, g.replicas.map(r => r.id + (r.alive ? "" : " (dead)") + (r.in_sync ? " in-sync" : "") + " " + r.max_offset + ", lag " + r.lag + (r.health === "ok" || r.health === "unknown" ? "" : " " + r.health)).join("; "),
          g.replicas.some(r => r.health !== "ok" && r.health !== "unknown") ? "dead" : "");
+    cell(tr, g.last_decision || "", "muted");
     const key = g.group + ":" + g.master + "@" + g.epoch; if (!seen.includes(key)) seen.push(key); });
   rows("events", s.events, (tr, e) => { cell(tr, new Date(e.ts_ms).toISOString()); cell(tr, e.group); cell(tr, e.event);
     cell(tr, e.master_broker_id ?? ""); cell(tr, e.master_epoch); cell(tr, e.reason || ""); });

@@ -17,6 +17,8 @@ class Outcome:
     group: str | None = None          # reply carries this group's (staged) view
     broker_id: int | None = None
     data: Any = None
+    # (outcome word, rule, verdicts) of an election: the decision record's (controller/state/explain.py)
+    explain: Any = None
 
 
 def reject(code: int, remark: str, group: str | None = None) -> tuple[list[Event], Outcome]:

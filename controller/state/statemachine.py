@@ -35,7 +35,7 @@ from collections.abc import Callable
 from typing import Any
 
 import msgspec
-from autoswitch.controller.codes import Code
+from autoswitch.controller.codes import Code, code_name
 from autoswitch.controller.messages import (
     MAX_AUDIT_FIELD_LEN,
     MAX_QUERY_GROUPS,
@@ -77,7 +77,7 @@ from autoswitch.controller.messages import (
     check_request,
     decode_request,
 )
-from autoswitch.controller.state import election, operator_rules
+from autoswitch.controller.state import election, explain, operator_rules
 from autoswitch.controller.state.history import HistoryRecord, event_history_record
 from autoswitch.controller.state.outcome import Outcome as _Outcome
 from autoswitch.controller.state.outcome import reject as _reject
@@ -150,7 +150,10 @@ def _handle(request: Request, state: ControllerState,
     data = out.data
     if isinstance(request, UpdateControllerConfigRequest) and out.code == Code.SUCCESS:
         data = (staged.config or state.config).to_strings()
-    return events, Reply(out.code, out.remark, view, out.broker_id, data), staged
+    decision = None
+    if isinstance(request, ElectMasterRequest | AlterSyncStateSetRequest):
+        decision = explain.decision_record(request, code_name(out.code), out.remark, out.explain, view)
+    return events, Reply(out.code, out.remark, view, out.broker_id, data, decision), staged
 
 
 def _apply_broker_id(req: ApplyBrokerIdRequest, state: ControllerState) -> tuple[list[Event], _Outcome]:
@@ -334,12 +337,21 @@ def _elect_master(req: ElectMasterRequest, state: ControllerState) -> tuple[list
                         unclean_enabled=(cfg.enable_elect_unclean_master and not req.handover_from
                                          and not req.crash_only), pool_complete=not g.holder_replaced,
                         maintenance=g.maintenance)
+    winner = d.new_master if d.outcome in (election.Outcome.ELECT, election.Outcome.KEEP) else None
+    cands = explain.verdicts(registered=sorted(g.brokers), alive=alive, dead=frozenset(req.dead_broker_ids),
+                             sync_state_set=g.sync_state_set, eligible=g.eligible, maintenance=g.maintenance,
+                             first_election=g.first_election, designated=designated, winner=winner,
+                             winner_in_maintenance_only=d.reason == "only_clean_replicas_in_maintenance")
     if d.outcome is election.Outcome.KEEP:
-        return _reject(Code.CONTROLLER_MASTER_STILL_EXIST, f"master {master} of {name} is still alive", name)
+        events, out = _reject(Code.CONTROLLER_MASTER_STILL_EXIST, f"master {master} of {name} is still alive", name)
+        out.explain = ("kept", d.reason, cands)
+        return events, out
     if d.outcome is election.Outcome.DESIGNATED_INVALID:
-        return _reject(Code.CONTROLLER_ELECT_MASTER_FAILED, d.reason, name)
+        events, out = _reject(Code.CONTROLLER_ELECT_MASTER_FAILED, d.reason, name)
+        out.explain = ("refused", d.reason, cands)
+        return events, out
     if d.outcome is election.Outcome.NONE:
-        events: list[Event] = []
+        events = []
         if req.trigger == TRIGGER_CONTROLLER and master is not None and not req.crash_only:
             # RocketMQ: the old master is gone and nobody can replace it; record "no master" (and a new
             # MasterEpoch) so brokers stop following it, keep the SSS for when a member returns. Not on
@@ -348,7 +360,7 @@ def _elect_master(req: ElectMasterRequest, state: ControllerState) -> tuple[list
             events.append(ElectMasterEvent(name, None, None, tuple(sorted(g.eligible)), False, "no_candidate",
                                            trigger=req.trigger, crash=req.crash_only))
         return events, _Outcome(Code.CONTROLLER_MASTER_NOT_AVAILABLE, f"no electable replica in {name}: {d.reason}",
-                                name)
+                                name, explain=("no_master", d.reason, cands))
     assert d.new_master is not None
     lost = frozenset(bid for bid, info in alive.items() if not info.clean_shutdown)
     # the new master acknowledges by its own rule: count on the smaller number
@@ -360,7 +372,7 @@ def _elect_master(req: ElectMasterRequest, state: ControllerState) -> tuple[list
     ev = ElectMasterEvent(name, d.new_master, (d.new_master,), tuple(sorted(elig)), d.unclean,
                           f"{req.trigger}:{'crash:' if req.crash_only else ''}{d.reason}",
                           trigger=req.trigger, crash=req.crash_only)
-    return [ev], _Outcome(group=name, remark=d.reason)
+    return [ev], _Outcome(group=name, remark=d.reason, explain=("elected", d.reason, cands))
 
 
 def _elect_past_stale_view(g: GroupState, alive: dict[int, BrokerLiveInfo], designated: int | None,
@@ -523,6 +535,8 @@ class ControllerStateMachine:
         self.history_sink = history_sink
         # (applied index, state hash) of the last CheckStateHash entries applied here
         self.state_hashes: collections.deque[tuple[int, str]] = collections.deque(maxlen=STATE_HASHES_KEPT)
+        # the last decisions per group applied here (not in snapshots: since this member started)
+        self.decisions = explain.DecisionLog()
 
     # --- writes ---
 
@@ -560,6 +574,13 @@ class ControllerStateMachine:
             code, remark = self.state.last_outcome
             req = msgspec.structs.replace(req, code=code, remark=remark, outcome_of_previous=False)
         events, reply, staged = _handle(req, self.state, validated)
+        if reply.decision is not None:
+            reply = msgspec.structs.replace(reply, decision=msgspec.structs.replace(reply.decision, index=index))
+            self.decisions.add(reply.decision)
+            if isinstance(req, ElectMasterRequest):
+                _log.info("election_decided", group=req.broker_name, index=index, outcome=reply.decision.outcome,
+                          brokerId=reply.decision.master, epoch=reply.decision.master_epoch,
+                          trigger=reply.decision.trigger, summary=reply.decision.summary[:500])
         self.state.last_outcome = (int(reply.code), reply.remark[:MAX_AUDIT_FIELD_LEN])
         if isinstance(req, CheckStateHashRequest) and reply.ok:
             self.state_hashes.append((index, reply.data["hash"]))

@@ -98,7 +98,7 @@ class _Elections:
         self.proposed = proposed
         self.proposer = proposer
 
-    async def elect(self, cluster, group, broker_id, designate, trigger):
+    async def elect(self, cluster, group, broker_id, designate, trigger, dry_run=False):
         self.proposed.append(("elect", group, broker_id))
         return m.Reply()
 
