@@ -55,9 +55,16 @@ def test_a_cordoned_master_drains_and_stays_passed_over_across_a_controller_lead
     wait_until(lambda: _leader(ctl) == to, 30, f"{to} leading")
     c.wait_sync_state_set({1, 2, 3}, timeout=60)      # the cordoned one is back in sync: electable by data
     wait_until(lambda: len(read_ack_log(ack_log)) >= 60, 30, "acks after the drain")
+    dry = admin("elect-master", "--controller", ctl, "--group", "g1", "--dry-run")
+    assert dry["ok"] and dry["result"]["decision"]["outcome"] == "kept", dry      # the master is alive
     c.broker_proc[c.master_name()].kill9()
-    m3, _ = c.wait_master(timeout=60, not_id=m2, min_epoch=e2 + 1)
+    m3, e3 = c.wait_master(timeout=60, not_id=m2, min_epoch=e2 + 1)
     assert m3 not in (m1, m2), f"the cordoned broker {m1} was elected"
+    # the election explains itself: the cordoned replica was passed over for being in maintenance
+    decisions = admin("explain", "--controller", ctl, "--group", "g1")["result"]["decisions"]
+    won = next(d for d in decisions if d["outcome"] == "elected" and d["master_epoch"] == e3)
+    why = {v["broker_id"]: v.get("ruled_out", "") for v in won["candidates"]}
+    assert why[m1] == "in_maintenance" and why[m2] in ("dead_by_majority", "not_alive") and why[m3] == "", won
 
     prod.popen.wait(90)
     assert prod.popen.returncode == 0, prod.log_text()[-3000:]

@@ -10,6 +10,7 @@ from __future__ import annotations
 import random
 from dataclasses import dataclass, field
 
+import msgspec
 from autoswitch.controller.consensus.errors import RaftError
 from autoswitch.controller.consensus.membership import Member, Membership
 from autoswitch.controller.messages import (
@@ -21,7 +22,12 @@ from autoswitch.controller.messages import (
     BrokerLiveInfo,
     CleanBrokerDataRequest,
     ElectMasterRequest,
+    FinalizeFeaturesRequest,
     RegisterBrokerRequest,
+    Reply,
+    Request,
+    SetControllerMaintenanceRequest,
+    SetMaintenanceRequest,
     UpdateControllerConfigRequest,
     encode_request,
 )
@@ -31,7 +37,7 @@ from autoswitch.controller.raft.membership import pack_snapshot, unpack_snapshot
 from autoswitch.controller.raft.messages import Entry, EntryKind, MsgType, Role, Snapshot
 from autoswitch.controller.raft.storage import MemoryStorage
 from autoswitch.controller.state.sm_config import SMConfig
-from autoswitch.controller.state.statemachine import ControllerStateMachine
+from autoswitch.controller.state.statemachine import ControllerStateMachine, handle
 
 from .common import FaultMix, Stats, Violation
 from .net import Clock, NetFaults, Network
@@ -40,6 +46,7 @@ GROUPS = ("g0", "g1")
 CLUSTER = "c"
 TICK_MS = 10
 MAX_LOG_ENTRIES = 5_000        # bound per run: the workload stops proposing beyond this
+MAX_DRY_RUNS = 5_000           # dry runs remembered per run (one per proposed election at most)
 
 
 class TornStorage(MemoryStorage):
@@ -80,13 +87,20 @@ class Node:
 
 class ControllerSim:
     def __init__(self, seed: int, n: int = 3, bugs: frozenset[str] = frozenset(), duration_ms: int = 2500,
-                 mix: FaultMix | None = None, liveness_ms: int = 3000, spares: int = 0, wipes: bool = False) -> None:
+                 mix: FaultMix | None = None, liveness_ms: int = 3000, spares: int = 0, wipes: bool = False,
+                 operator: bool = False) -> None:
         """``spares``: nodes that start outside the cluster; the workload then also changes the
         membership (adds them as learners, promotes caught-up learners, removes voters) whenever
         the leader may (one change at a time), under the same faults. ``wipes``: the fault menu also
         wipes a node's data directory (it restarts on an empty storage, as a fresh node), one node
         at a time (a majority wiped at once is an operator's duty: docs/operations-controller.md)."""
         self.wipes = wipes
+        # ``operator``: the workload also finalizes feature level 2 and cordons / uncordons brokers
+        # and controller members (an own random stream: the other seeds' runs stay as they were)
+        self.operator = random.Random(f"ops/{seed}") if operator else None
+        # encoded ElectMaster -> (the proposing leader's applied index, its dry run's reply): when
+        # the entry applies right behind that index, the real election must be the dry run's
+        self._dry: dict[bytes, tuple[int, Reply]] = {}
         self.seed = seed
         self.rng = random.Random(f"ctl/{seed}")
         self.ids = [f"c{i}" for i in range(n + spares)]
@@ -199,7 +213,17 @@ class ControllerSim:
             raise Violation("raft.state_machine_safety",
                             f"{n.nid} applied index {e.index} term {e.term}, another node applied term {prev[0]}",
                             self.now)
-        n.sm.apply(e.index, e.data if e.kind == EntryKind.NORMAL else b"")
+        dry = self._dry.get(e.data) if e.kind == EntryKind.NORMAL else None
+        before = n.sm.last_applied_index
+        reply = n.sm.apply(e.index, e.data if e.kind == EntryKind.NORMAL else b"")
+        if dry is not None and dry[0] == before and e.index == before + 1 and isinstance(reply, Reply):
+            real = msgspec.structs.replace(reply, decision=msgspec.structs.replace(reply.decision, index=0))
+            if real != dry[1]:
+                raise Violation("controller.dry_run_agrees", f"{n.nid} index {e.index}: dry run {dry[1]}, "
+                                f"election {real}", self.now)
+            self.stats.extra["dry_runs_agreed"] = self.stats.extra.get("dry_runs_agreed", 0) + 1
+        # the process adapter's part (controller/server/node.py): a member in maintenance never campaigns
+        n.core.no_campaign = n.nid in n.sm.state.controller_maintenance
         if e.kind == EntryKind.CONFIG:
             self._check_conf(n, e)
         self._check_controller(n)
@@ -313,6 +337,23 @@ class ControllerSim:
                                           r.random() < 0.3, tuple(a.broker_id for a in alive), ts)
         return UpdateControllerConfigRequest({"enable_elect_unclean_master": r.choice(("true", "false"))}, ts)
 
+    def _operator_request(self, n: Node) -> Request | None:
+        """Feature level 2 first, then cordons and uncordons of brokers and controller members."""
+        r = self.operator
+        assert r is not None
+        st = n.sm.state
+        if st.feature_level < 2:
+            return FinalizeFeaturesRequest(2, self.now + 1_000_000)
+        if r.random() < 0.3:
+            return SetControllerMaintenanceRequest(r.choice(self.ids), r.random() < 0.5, self.now + 1_000_000,
+                                                   tuple(sorted(n.core.voters)))
+        groups = sorted(st.groups)
+        if not groups:
+            return None
+        g = st.groups[r.choice(groups)]
+        return SetMaintenanceRequest(g.broker_name, r.choice(sorted(g.brokers)), r.random() < 0.6,
+                                     self.now + 1_000_000)
+
     def _membership_change(self) -> None:
         if len(self.ids) == len(self.initial) or self.now < self.next_conf_change:
             return
@@ -351,8 +392,13 @@ class ControllerSim:
         n = self._leader()
         if n is None or n.core.log.last_index() > MAX_LOG_ENTRIES:
             return
+        req = self._operator_request(n) if self.operator is not None and self.operator.random() < 0.2 else None
+        req = req or self._request(n)
+        data = encode_request(req)
+        if isinstance(req, ElectMasterRequest) and len(self._dry) < MAX_DRY_RUNS:
+            self._dry[data] = (n.sm.last_applied_index, handle(req, n.sm.state)[1])
         try:
-            n.core.propose(encode_request(self._request(n)))
+            n.core.propose(data)
             self.stats.proposals += 1
         except RaftError:    # NotLeader / ProposalDropped (flow control): the client retries later
             return
