@@ -55,7 +55,8 @@ async def set_preferred(client: Any, args: Any) -> Any:
 
 async def explain_group(client: Any, args: Any) -> Any:
     r = await client.call("Explain", pb.ExplainRequest(broker_name=args.broker_name, last=args.last))
-    return {"group": args.broker_name, "decisions": [decision_view(x) for x in r.decisions_json]}
+    return {"group": args.broker_name, "pending": r.pending or None,
+            "decisions": [decision_view(x) for x in r.decisions_json]}
 
 
 async def elect_dry_run(client: Any, args: Any) -> Any:

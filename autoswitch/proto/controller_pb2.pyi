@@ -237,12 +237,14 @@ class ExplainRequest(_message.Message):
     def __init__(self, broker_name: _Optional[str] = ..., last: _Optional[int] = ...) -> None: ...
 
 class ExplainReply(_message.Message):
-    __slots__ = ("header", "decisions_json")
+    __slots__ = ("header", "decisions_json", "pending")
     HEADER_FIELD_NUMBER: _ClassVar[int]
     DECISIONS_JSON_FIELD_NUMBER: _ClassVar[int]
+    PENDING_FIELD_NUMBER: _ClassVar[int]
     header: ReplyHeader
     decisions_json: _containers.RepeatedScalarFieldContainer[str]
-    def __init__(self, header: _Optional[_Union[ReplyHeader, _Mapping]] = ..., decisions_json: _Optional[_Iterable[str]] = ...) -> None: ...
+    pending: str
+    def __init__(self, header: _Optional[_Union[ReplyHeader, _Mapping]] = ..., decisions_json: _Optional[_Iterable[str]] = ..., pending: _Optional[str] = ...) -> None: ...
 
 class AlterSyncStateSetRequest(_message.Message):
     __slots__ = ("broker_name", "master_broker_id", "master_epoch", "new_sync_state_set", "sync_state_set_epoch")

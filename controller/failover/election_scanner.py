@@ -12,6 +12,7 @@ evidence (alive reports, dead ids, crash-only) so the state machine decides on f
 from __future__ import annotations
 
 import asyncio
+import re
 from collections.abc import Callable, Coroutine
 from typing import TYPE_CHECKING, Any
 
@@ -62,6 +63,7 @@ class ElectionScanner:
         self.gray = GrayPlanner()
         self.drainer = DrainPlanner()
         self._drain_waiting_said: dict[str, str] = {}
+        self._rebalance_waiting_said: dict[str, str] = {}
         # set by the node: whether this member is in maintenance, and how it hands Raft leadership off
         self.in_maintenance: Callable[[], bool] = lambda: False
         self.leave_leadership: Callable[[], Coroutine[Any, Any, None]] | None = None
@@ -205,31 +207,50 @@ class ElectionScanner:
 
     # ------------------------------------------------------------------ preferred masters
 
-    def rebalance_once(self) -> str | None:
-        """Leader only, with auto_rebalance_masters: start moving at most one group back to its
-        preferred master (controller/failover/rebalance.py); returns the group."""
-        on, delay_ms = self.sm.rebalance()
+    def rebalance_once(self) -> list[str]:
+        """Leader only, with auto_rebalance_masters: start moving groups back to their preferred
+        masters, at most rebalance_max_in_flight at a time (controller/failover/rebalance.py);
+        returns the groups whose move started. Every group that waits says why (logged once per
+        reason, and in ``admin explain``)."""
+        on, delay_ms, max_in_flight = self.sm.rebalance()
         if not on or not self.is_leader:
-            return None
+            self.rebalancer.waiting = {}
+            return []
         now = self.liveness.now_ms()
         table = self.liveness.heartbeats
         alive: Callable[[str, int, int], bool] = table.alive
 
-        def healthy(g: str, b: int) -> bool:
+        def degraded(g: str, b: int) -> bool:
             r = table.report(g, b)
-            return alive(g, b, now) and (r is None or not (r.degraded or r.diverged))
+            return r is not None and (r.degraded or r.diverged)
 
         # never back to a preferred master that is itself degraded (it was moved off for that)
-        facts = [GroupFacts(g, m, e, addr, pref, pref in sss, healthy(g, pref), m is not None and alive(g, m, now))
-                 for g, m, e, addr, pref, sss in self.sm.preferred_masters()]
-        f = self.rebalancer.plan(facts, delay_ms, now)
-        if f is None:
-            return None
-        self.log.info("preferred_master_handover_started", group=f.group, brokerId=f.master, epoch=f.master_epoch,
-                      to=f.preferred)
-        # the node's task: a handover in flight at stop is abandoned (the broker keeps its role)
-        self.spawn(self._hand_back(f), f"rebalance-{f.group}")
-        return f.group
+        facts = [GroupFacts(g, m, e, addr, pref, pref in sss, alive(g, pref, now), m is not None and alive(g, m, now),
+                            degraded(g, pref), maint)
+                 for g, m, e, addr, pref, sss, maint in self.sm.preferred_masters()]
+        paused = ("more than half of the alive brokers report themselves degraded: no master moves"
+                  if self.gray.storm else "")
+        moves = self.rebalancer.plan(facts, delay_ms, now, max_in_flight, paused)
+        # logged once per kind of reason (the counts in it move with every scan)
+        kinds = {g: re.sub(r"\d+", "#", why) for g, why in self.rebalancer.waiting.items()}
+        for g, kind in kinds.items():
+            if self._rebalance_waiting_said.get(g) != kind:
+                self.log.info("preferred_master_postponed", group=g, reason=self.rebalancer.waiting[g])
+        self._rebalance_waiting_said = kinds
+        for f in moves:
+            self.log.info("preferred_master_handover_started", group=f.group, brokerId=f.master,
+                          epoch=f.master_epoch, to=f.preferred)
+            # the node's task: a handover in flight at stop is abandoned (the broker keeps its role)
+            self.spawn(self._hand_back(f), f"rebalance-{f.group}")
+        return [f.group for f in moves]
+
+    def pending(self, group: str) -> str:
+        """Why a maintenance drain or a move back of ``group`` waits on this leader ("" = none)."""
+        for what, waiting in (("maintenance drain", self.drainer.waiting),
+                              ("move back to the preferred master", self.rebalancer.waiting)):
+            if group in waiting:
+                return f"{what} waits: {waiting[group]}"
+        return ""
 
     # ------------------------------------------------------------------ maintenance
 

@@ -18,6 +18,7 @@ from autoswitch.controller.server.service_common import (
     replica_info_pb,
 )
 
+from autoswitch.base.features import MAINTENANCE_LEVEL
 from autoswitch.proto import controller_pb2 as pb
 
 if TYPE_CHECKING:
@@ -39,10 +40,22 @@ async def set_maintenance(node: ServedNode, request: pb.SetMaintenanceRequest) -
                                   controller_maintenance=sorted(node.sm.controller_maintenance))
 
 
+def _needs_level(node: ServedNode) -> None:
+    """Refused before anything is proposed: an entry of a level the cluster has not finalized
+    would be refused differently by members of the older release (docs/compatibility.md)."""
+    if node.sm.feature_level < MAINTENANCE_LEVEL:
+        raise NodeReply(Code.CONTROLLER_FEATURE_UNSUPPORTED,
+                        f"maintenance needs feature level {MAINTENANCE_LEVEL}; the cluster is finalized at "
+                        f"{node.sm.feature_level}: run `autoswitch admin finalize-features --level "
+                        f"{MAINTENANCE_LEVEL}` once every member runs a release that supports it "
+                        f"(docs/compatibility.md)")
+
+
 async def set_broker_maintenance(node: ServedNode, req: m.SetMaintenanceRequest) -> tuple[m.Reply, str]:
     """(the applied entry's reply, what happens to the mastership)."""
     if not node.is_leader:
         raise node.proposer.not_leader()
+    _needs_level(node)
     res = await node.proposer.write(req)
     if res.code != Code.SUCCESS or not req.on:
         return res, ""
@@ -65,6 +78,7 @@ async def set_controller_maintenance(node: ServedNode, node_id: str, on: bool) -
     if not node.is_leader:
         raise node.proposer.not_leader()
     node.refuse_on_store("controller maintenance")
+    _needs_level(node)
     voters = tuple(sorted(node.membership.voter_ids))
     if node_id not in voters and node_id not in node.membership.member_addrs():
         raise NodeReply(Code.CONTROLLER_INVALID_REQUEST, f"unknown controller {node_id[:64]!r}; voters: {list(voters)}")

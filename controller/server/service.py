@@ -340,7 +340,8 @@ class ControllerServicer(pbg.ControllerServiceServicer):
             raise BadRequest(f"last must be in [0, {DECISIONS_KEPT_PER_GROUP}] (0 = all kept)")
         await self.node.proposer.barrier()     # the leader's applied state: every committed decision
         found = self.node.sm.inner.decisions.last(group, request.last or DECISIONS_KEPT_PER_GROUP)
-        return pb.ExplainReply(header=pb.ReplyHeader(code=0), decisions_json=[explain.to_json(d) for d in found])
+        return pb.ExplainReply(header=pb.ReplyHeader(code=0), decisions_json=[explain.to_json(d) for d in found],
+                               pending=self.node.elections.pending(group))
 
     @staticmethod
     def _alter_request(request) -> m.AlterSyncStateSetRequest:
@@ -494,6 +495,11 @@ class ControllerServicer(pbg.ControllerServiceServicer):
         unknown = sorted(k for k in replicated if k not in sm_config.KEYS and k not in sm_config.BLACKLIST)
         if unknown:
             raise NodeReply(Code.CONTROLLER_CONFIG_REJECTED, f"unknown config keys {unknown}")
+        early = sorted(k for k in replicated if sm_config.KEY_LEVEL.get(k, 0) > self.node.sm.feature_level)
+        if early:     # never proposed: a member of the older release would refuse it otherwise
+            raise NodeReply(Code.CONTROLLER_CONFIG_REJECTED, f"config keys {early} need feature level "
+                            f"{max(sm_config.KEY_LEVEL[k] for k in early)}; the cluster is finalized at "
+                            f"{self.node.sm.feature_level} (`autoswitch admin finalize-features`)")
         done: dict[str, str] = {}
         if replicated:
             floor = await self.node.liveness.broker_timeout_floor() if "heartbeat_timeout_ms" in replicated else 0

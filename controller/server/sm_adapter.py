@@ -301,21 +301,21 @@ class AppliedStateMachine:
         return [MasterRef(g.cluster_name, name, g.master_broker_id, g.master_epoch)
                 for name, g in self.inner.state.groups.items() if g.master_broker_id is not None]
 
-    def preferred_masters(self) -> list[tuple[str, int | None, int, str, int, frozenset[int]]]:
-        """(group, master, MasterEpoch, master address, preferred master, SyncStateSet) of every
-        group with a preferred master outside maintenance (one in maintenance is never moved to)."""
+    def preferred_masters(self) -> list[tuple[str, int | None, int, str, int, frozenset[int], bool]]:
+        """(group, master, MasterEpoch, master address, preferred master, SyncStateSet, preferred
+        in maintenance) of every group with a preferred master."""
         out = []
         for name, g in self.inner.state.groups.items():
-            if g.preferred_master and g.preferred_master not in g.maintenance:
+            if g.preferred_master:
                 rec = g.brokers.get(g.master_broker_id) if g.master_broker_id is not None else None
                 out.append((name, g.master_broker_id, g.master_epoch, rec.address if rec is not None else "",
-                            g.preferred_master, g.sync_state_set))
+                            g.preferred_master, g.sync_state_set, g.preferred_master in g.maintenance))
         return out
 
-    def rebalance(self) -> tuple[bool, int]:
-        """(auto_rebalance_masters, rebalance_delay_ms) of the replicated config."""
+    def rebalance(self) -> tuple[bool, int, int]:
+        """(auto_rebalance_masters, rebalance_delay_ms, rebalance_max_in_flight) of the replicated config."""
         cfg = self.inner.state.config
-        return cfg.auto_rebalance_masters, cfg.rebalance_delay_ms
+        return cfg.auto_rebalance_masters, cfg.rebalance_delay_ms, cfg.rebalance_max_in_flight
 
     def gray_failover(self) -> tuple[bool, int, int]:
         """(gray_failover, gray_failover_delay_ms, gray_failover_cooldown_ms) of the replicated config."""

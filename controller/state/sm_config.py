@@ -35,6 +35,8 @@ _SPEC: dict[str, tuple[type, Any, int | None, int | None]] = {
     # to a group's preferred master once it has been alive and in the SyncStateSet this long.
     "auto_rebalance_masters": (bool, False, None, None),
     "rebalance_delay_ms": (int, 30_000, 0, 3_600_000),
+    # ... at most this many groups at a time in the whole cluster (the rest wait, and say so).
+    "rebalance_max_in_flight": (int, 1, 1, 64),
     # Gray failover (controller/failover/gray.py): the leader moves the master role off a master
     # that has reported itself degraded (slow disk or event loop) this long, to a healthy in-sync
     # slave; at most once per group per cool-down.
@@ -42,6 +44,12 @@ _SPEC: dict[str, tuple[type, Any, int | None, int | None]] = {
     "gray_failover_delay_ms": (int, 5_000, 0, 3_600_000),
     "gray_failover_cooldown_ms": (int, 60_000, 0, 86_400_000),
 }
+
+# Keys added after the baseline feature level, with the level that introduced them. Below it they
+# are refused (an older member would refuse them as unknown: the members must agree), and a
+# snapshot or state hash leaves them out while they hold their default, so members of two
+# releases hash the same state alike during a rolling upgrade.
+KEY_LEVEL: dict[str, int] = {"rebalance_max_in_flight": 2}
 
 # Process identity and storage: refused at run time with NO_PERMISSION.
 BLACKLIST = frozenset({"config_black_list", "node_id", "peers", "data_dir", "listen", "raft"})
@@ -65,12 +73,18 @@ class SMConfig:
     elect_master_max_retry_count: int = 3
     auto_rebalance_masters: bool = False
     rebalance_delay_ms: int = 30_000
+    rebalance_max_in_flight: int = 1
     gray_failover: bool = True
     gray_failover_delay_ms: int = 5_000
     gray_failover_cooldown_ms: int = 60_000
 
     def to_strings(self) -> dict[str, str]:
         return {k: _fmt(getattr(self, k)) for k in sorted(_SPEC)}
+
+    def snapshot_strings(self) -> dict[str, str]:
+        """``to_strings`` without the keys of KEY_LEVEL that hold their default."""
+        return {k: v for k, v in self.to_strings().items()
+                if k not in KEY_LEVEL or getattr(self, k) != _SPEC[k][1]}
 
     def copy(self) -> SMConfig:
         return SMConfig(**{k: getattr(self, k) for k in _SPEC})

@@ -52,7 +52,7 @@ def _doc(state: ControllerState) -> dict[str, Any]:
         ])
     tombs = [[n, t.master_epoch, t.sync_state_set_epoch, t.next_assign_broker_id]
              for n, t in sorted(state.tombstones.items())]
-    doc: dict[str, Any] = {"config": state.config.to_strings(), "groups": groups, "tombstones": tombs}
+    doc: dict[str, Any] = {"config": state.config.snapshot_strings(), "groups": groups, "tombstones": tombs}
     if state.feature_level != BASELINE_LEVEL:
         doc["feature_level"] = state.feature_level
     if state.controller_maintenance:

@@ -81,7 +81,14 @@ from autoswitch.controller.state import election, explain, operator_rules
 from autoswitch.controller.state.history import HistoryRecord, event_history_record
 from autoswitch.controller.state.outcome import Outcome as _Outcome
 from autoswitch.controller.state.outcome import reject as _reject
-from autoswitch.controller.state.sm_config import BLACKLIST, KEYS, ConfigValueError, SMConfig, parse_value
+from autoswitch.controller.state.sm_config import (
+    BLACKLIST,
+    KEY_LEVEL,
+    KEYS,
+    ConfigValueError,
+    SMConfig,
+    parse_value,
+)
 from autoswitch.controller.state.sm_snapshot import decode_snapshot, encode_snapshot, state_hash
 from autoswitch.controller.state.sm_state import (
     FIRST_BROKER_ID,
@@ -473,6 +480,10 @@ def _update_config(req: UpdateControllerConfigRequest, state: ControllerState) -
             return _reject(Code.NO_PERMISSION, f"config key {k!r} cannot be changed at run time")
         if k not in KEYS:
             return _reject(Code.CONTROLLER_INVALID_REQUEST, f"unknown config key {k!r}; known: {sorted(KEYS)}")
+        if KEY_LEVEL.get(k, 0) > state.feature_level:
+            return _reject(Code.CONTROLLER_INVALID_REQUEST,
+                           f"config key {k!r} needs feature level {KEY_LEVEL[k]}; the cluster is finalized at "
+                           f"{state.feature_level} (`autoswitch admin finalize-features`)")
         try:
             parse_value(k, req.config[k])
         except ConfigValueError as e:

@@ -94,3 +94,28 @@ def test_a_controller_in_maintenance_hands_leadership_over_and_is_not_elected(pr
     wait_until(lambda: _leader(",".join(c.ctl_addrs[n] for n in (first, third))) == third, 60, f"{third} leading")
     r = admin("move-controller-leader", "--controller", c.ctl_addrs[third], "--to", first)
     assert not r["ok"] and "in maintenance" in r["error"]["message"], r
+
+
+def test_a_preferred_master_in_maintenance_is_not_moved_to_and_the_wait_explains_itself(procs, tmp_path):
+    c = FailoverCluster(procs, tmp_path)
+    c.start_all()
+    m1, e1 = c.wait_master(timeout=60)
+    c.wait_sync_state_set({1, 2, 3}, timeout=60)
+    ctl = ",".join(c.ctl_addrs.values())
+    assert admin("finalize-features", "--controller", ctl, "--level", "2")["ok"]
+    preferred = min({1, 2, 3} - {m1})
+    assert admin("set-preferred-master", "--controller", ctl, "-b", "g1", "-i", str(preferred))["ok"]
+    assert admin("maintenance", "on", "--controller", ctl, "-b", "g1", "-i", str(preferred))["ok"]
+    assert admin("update-controller-config", "--controller", ctl, "-k", "auto_rebalance_masters=true",
+                 "-k", "rebalance_delay_ms=300", "-k", "rebalance_max_in_flight=2")["ok"]
+
+    def pending() -> str | None:
+        p = admin("explain", "--controller", ctl, "-b", "g1")["result"]["pending"] or ""
+        return p if "in maintenance" in p else None
+
+    said = wait_until(pending, 30, "the postponed move explained")
+    assert said.startswith("move back to the preferred master waits"), said
+    assert c.replica_info().replica_info.master_broker_id == m1
+    assert admin("maintenance", "off", "--controller", ctl, "-b", "g1", "-i", str(preferred))["ok"]
+    m2, _ = c.wait_master(timeout=60, not_id=m1, min_epoch=e1 + 1)
+    assert m2 == preferred
