@@ -119,6 +119,9 @@ class BrokerConfig(SecurityKeys):
     backoff_min_ms: int = 100
     backoff_max_ms: int = 2000
     election_priority: int = 0
+    # the failure domain (availability zone, rack, room) this broker runs in; stated in heartbeats
+    # ("" = none): zone-preferring elections and zone-loss explanations (docs/operations.md "Zones")
+    zone: str = ""
     lease_enabled: bool = True
     master_lease_ms: int | None = None  # None: 60% of heartbeat_timeout_ms (6000 for 10000)
     heartbeat_timeout_ms: int = 10000
@@ -270,7 +273,7 @@ class BrokerConfig(SecurityKeys):
             cluster=self.cluster, group=self.group, broker_addr=self.listen, controllers=tuple(self.controllers),
             heartbeat_interval_ms=interval, sync_interval_ms=max(self.sync_interval_ms, interval),
             backoff_min_ms=self.backoff_min_ms, backoff_max_ms=self.backoff_max_ms,
-            election_priority=self.election_priority, lease=lease,
+            election_priority=self.election_priority, lease=lease, zone=self.zone,
             fixed_broker_id=scope[1] if (scope := self.certificate_scope) is not None else None,
             min_in_sync_replicas=self.min_in_sync_replicas if self.ack_mode != "master" else 1,
         ).validate()

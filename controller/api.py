@@ -66,6 +66,7 @@ class Heartbeat:
     diverged: bool = False          # its range digests found a difference not yet repaired
     feature_level: int = SUPPORTED_LEVEL   # the highest feature level it runs
     version: str = VERSION
+    zone: str = ""                  # the failure domain it runs in ("" = none)
 
 
 @dataclass(frozen=True, slots=True)

@@ -108,7 +108,7 @@ class GrpcBrokerControllerApi:
             incarnation=hb.incarnation, stopping=hb.stopping, ack_mode=hb.ack_mode,
             degraded=bool(hb.degraded_reasons), degraded_reasons=list(hb.degraded_reasons), append_ms=hb.append_ms,
             fsync_ms=hb.fsync_ms, loop_lag_ms=hb.loop_lag_ms, diverged=hb.diverged,
-            feature_level=hb.feature_level, version=hb.version)
+            feature_level=hb.feature_level, version=hb.version, zone=hb.zone)
         try:
             r = await self.client.call_node(controller_addr, "BrokerHeartbeat", req, timeout_s)
         except ControllerRpcError as e:

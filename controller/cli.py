@@ -385,7 +385,7 @@ async def _cluster_list(client, args) -> Any:
         rows.append({"cluster": info.cluster_name, "group": info.broker_name, "master": info.master_broker_id or None,
                      "master_address": info.master_address or None, "master_epoch": info.master_epoch,
                      "sync_state_set": list(info.sync_state_set), "maintenance": list(info.maintenance),
-                     "replicas": [{"broker_id": m.broker_id, "address": m.address, "alive": m.alive,
+                     "replicas": [{"broker_id": m.broker_id, "address": m.address, "zone": m.zone, "alive": m.alive,
                                    "in_sync": m.in_sync, "max_offset": m.max_offset,
                                    "health": health_word(m.alive, m.diverged, m.degraded_reasons),
                                    "append_ms": round(m.append_ms, 1), "fsync_ms": round(m.fsync_ms, 1),

@@ -33,6 +33,10 @@ def add_commands(admin: Callable[[str, str, Any], argparse.ArgumentParser]) -> N
     a.add_argument("--controller-node", default="", help="a controller member's node id instead of a broker")
     a.add_argument("--wait-s", type=float, default=0.0,
                    help="wait up to this long for the drain: until no master is in maintenance (0 = do not wait)")
+    a = admin("set-zone-preference", "the zones a group's elections prefer, most preferred first (among the "
+                                     "replicas holding every acknowledged message)", set_zone_preference)
+    a.add_argument("--group", "--broker-name", "-b", dest="broker_name", metavar="GROUP", required=True)
+    a.add_argument("--zones", required=True, help="ZONE,ZONE,... (empty: clear)")
     a = admin("explain", "the last decisions about a group: elections, SyncStateSet changes and refusals, with "
                          "every replica and the rule that ruled it out", explain_group)
     a.add_argument("--group", "--broker-name", "-b", dest="broker_name", metavar="GROUP", required=True)
@@ -50,6 +54,12 @@ def decision_view(text: str) -> dict:
 async def set_preferred(client: Any, args: Any) -> Any:
     r = await client.call("SetPreferredMaster", pb.SetPreferredMasterRequest(broker_name=args.broker_name,
                                                                           broker_id=args.broker_id))
+    return {"replica_info": msg_dict(r.replica_info)}
+
+
+async def set_zone_preference(client: Any, args: Any) -> Any:
+    zones = [z.strip() for z in args.zones.split(",") if z.strip()]
+    r = await client.call("SetZonePreference", pb.SetZonePreferenceRequest(broker_name=args.broker_name, zones=zones))
     return {"replica_info": msg_dict(r.replica_info)}
 
 

@@ -215,6 +215,9 @@ class ElectMasterRequest(Request, frozen=True, tag="ElectMaster"):
     expect_master_epoch: Count = 0
     expect_sync_state_set_epoch: Count = 0
     crash_only: bool = False
+    # (brokerId, zone) of the group's replicas as their heartbeats state them, filled by the
+    # leader once feature level 2 is finalized (empty: no zones known)
+    zones: Annotated[tuple[tuple[BrokerId, Name], ...], msgspec.Meta(max_length=MAX_REPLICAS_PER_GROUP)] = ()
 
     def check(self) -> None:
         if self.designate and self.broker_id == 0:
@@ -230,6 +233,7 @@ class ElectMasterRequest(Request, frozen=True, tag="ElectMaster"):
         _unique(self.dead_broker_ids, "deadBrokerIds")
         if set(alive) & set(self.dead_broker_ids):
             raise MalformedRequest("a broker cannot be both alive and dead")
+        _unique(tuple(b for b, _z in self.zones), "zones")
 
 
 class AlterSyncStateSetRequest(Request, frozen=True, tag="AlterSyncStateSet"):
@@ -295,6 +299,21 @@ class SetMaintenanceRequest(Request, frozen=True, tag="SetMaintenance"):
     broker_id: BrokerId
     on: bool
     ts_ms: Count = 0
+
+
+class SetZonePreferenceRequest(Request, frozen=True, tag="SetZonePreference"):
+    """The zones a group's elections prefer, most preferred first (feature level 2): among the
+    replicas that hold every acknowledged message, one in an earlier zone wins (Redpanda's leader
+    pinning). Empty clears it."""
+
+    TYPE: ClassVar[str] = "SetZonePreference"
+    broker_name: Name
+    zones: Annotated[tuple[Name, ...], msgspec.Meta(max_length=16)] = ()
+    ts_ms: Count = 0
+
+    def check(self) -> None:
+        if len(set(self.zones)) != len(self.zones):
+            raise MalformedRequest("zones has duplicates")
 
 
 class SetControllerMaintenanceRequest(Request, frozen=True, tag="SetControllerMaintenance"):
@@ -385,18 +404,19 @@ class GetControllerConfigRequest(Request, frozen=True, tag="GetControllerConfig"
 WriteRequest = (ApplyBrokerIdRequest | RegisterBrokerRequest | ElectMasterRequest | AlterSyncStateSetRequest
                 | CleanBrokerDataRequest | UpdateControllerConfigRequest | AdminAuditRequest | SetPreferredMasterRequest
                 | CheckStateHashRequest | FinalizeFeaturesRequest | SetMaintenanceRequest
-                | SetControllerMaintenanceRequest)
+                | SetControllerMaintenanceRequest | SetZonePreferenceRequest)
 WRITE_REQUESTS: dict[str, type[Request]] = {
     c.TYPE: c
     for c in (ApplyBrokerIdRequest, RegisterBrokerRequest, ElectMasterRequest, AlterSyncStateSetRequest,
               CleanBrokerDataRequest, UpdateControllerConfigRequest, AdminAuditRequest, SetPreferredMasterRequest,
-              CheckStateHashRequest, FinalizeFeaturesRequest, SetMaintenanceRequest, SetControllerMaintenanceRequest)
+              CheckStateHashRequest, FinalizeFeaturesRequest, SetMaintenanceRequest, SetControllerMaintenanceRequest,
+              SetZonePreferenceRequest)
 }
 assert set(WRITE_REQUESTS.values()) == set(WriteRequest.__args__)
 # The requests about one broker group (``broker_name``); the rest are controller-wide.
 GroupRequest = (ApplyBrokerIdRequest | RegisterBrokerRequest | ElectMasterRequest | AlterSyncStateSetRequest
                 | CleanBrokerDataRequest | AdminAuditRequest | SetPreferredMasterRequest | GetNextBrokerIdRequest
-                | GetReplicaInfoRequest | SetMaintenanceRequest)
+                | GetReplicaInfoRequest | SetMaintenanceRequest | SetZonePreferenceRequest)
 READ_REQUESTS: dict[str, type[Request]] = {
     c.TYPE: c
     for c in (GetNextBrokerIdRequest, GetReplicaInfoRequest, GetSyncStateDataRequest, GetMetaDataRequest,
@@ -421,6 +441,7 @@ class ReplicaView(msgspec.Struct, frozen=True):
     master_ha_address: str | None = None
     preferred_master: int = 0          # 0 = none
     maintenance: tuple[int, ...] = ()  # replicas in maintenance (SetMaintenance)
+    zone_preference: tuple[str, ...] = ()   # SetZonePreference, most preferred first
 
     def to_dict(self) -> dict:
         return {
@@ -430,6 +451,7 @@ class ReplicaView(msgspec.Struct, frozen=True):
             "syncStateSetEpoch": self.sync_state_set_epoch, "eligibleReplicas": list(self.eligible_replicas),
             "masterHaAddress": self.master_ha_address, "preferredMaster": self.preferred_master,
             **({"maintenance": list(self.maintenance)} if self.maintenance else {}),
+            **({"zonePreference": list(self.zone_preference)} if self.zone_preference else {}),
         }
 
 
@@ -552,6 +574,11 @@ class MaintenanceEvent(Event, frozen=True):
     HISTORY: ClassVar[str] = "Maintenance"
     broker_id: int
     on: bool
+
+
+class ZonePreferenceEvent(Event, frozen=True):
+    HISTORY: ClassVar[str] = "ZonePreference"
+    zones: tuple[str, ...]
 
 
 class ControllerMaintenanceEvent(Event, frozen=True):

@@ -31,10 +31,11 @@ class Level:
 # starts at it, and nothing lies below it to lower to.
 LEVELS: dict[int, Level] = {
     1: Level(1, "0.1.0", "the first release's formats and protocols (docs/compatibility.md)", downgrade_safe=False),
-    2: Level(2, "0.2.0", "maintenance mode for brokers and controllers (SetMaintenance, SetControllerMaintenance "
-                         "entries; snapshot keys)", downgrade_safe=False),
+    2: Level(2, "0.2.0", "the operator's tools: maintenance of brokers and controllers, zones (SetMaintenance, "
+                         "SetControllerMaintenance, SetZonePreference entries, zones in ElectMaster; snapshot "
+                         "columns; rebalance_max_in_flight)", downgrade_safe=False),
 }
-MAINTENANCE_LEVEL = 2
+OPERATOR_LEVEL = 2
 BASELINE_LEVEL = 1
 SUPPORTED_LEVEL = max(LEVELS)       # the highest level this build runs
 MAX_LEVEL = 10_000                   # the range a replicated level may take (its type's bound)

@@ -21,7 +21,7 @@ class ReplyHeader(_message.Message):
     def __init__(self, code: _Optional[int] = ..., message: _Optional[str] = ..., leader_id: _Optional[str] = ..., leader_addr: _Optional[str] = ..., node_id: _Optional[str] = ...) -> None: ...
 
 class ReplicaInfo(_message.Message):
-    __slots__ = ("cluster_name", "broker_name", "master_broker_id", "master_address", "master_epoch", "sync_state_set_epoch", "sync_state_set", "eligible_replicas", "master_ha_address", "preferred_master_broker_id", "maintenance")
+    __slots__ = ("cluster_name", "broker_name", "master_broker_id", "master_address", "master_epoch", "sync_state_set_epoch", "sync_state_set", "eligible_replicas", "master_ha_address", "preferred_master_broker_id", "maintenance", "zone_preference")
     CLUSTER_NAME_FIELD_NUMBER: _ClassVar[int]
     BROKER_NAME_FIELD_NUMBER: _ClassVar[int]
     MASTER_BROKER_ID_FIELD_NUMBER: _ClassVar[int]
@@ -33,6 +33,7 @@ class ReplicaInfo(_message.Message):
     MASTER_HA_ADDRESS_FIELD_NUMBER: _ClassVar[int]
     PREFERRED_MASTER_BROKER_ID_FIELD_NUMBER: _ClassVar[int]
     MAINTENANCE_FIELD_NUMBER: _ClassVar[int]
+    ZONE_PREFERENCE_FIELD_NUMBER: _ClassVar[int]
     cluster_name: str
     broker_name: str
     master_broker_id: int
@@ -44,7 +45,8 @@ class ReplicaInfo(_message.Message):
     master_ha_address: str
     preferred_master_broker_id: int
     maintenance: _containers.RepeatedScalarFieldContainer[int]
-    def __init__(self, cluster_name: _Optional[str] = ..., broker_name: _Optional[str] = ..., master_broker_id: _Optional[int] = ..., master_address: _Optional[str] = ..., master_epoch: _Optional[int] = ..., sync_state_set_epoch: _Optional[int] = ..., sync_state_set: _Optional[_Iterable[int]] = ..., eligible_replicas: _Optional[_Iterable[int]] = ..., master_ha_address: _Optional[str] = ..., preferred_master_broker_id: _Optional[int] = ..., maintenance: _Optional[_Iterable[int]] = ...) -> None: ...
+    zone_preference: _containers.RepeatedScalarFieldContainer[str]
+    def __init__(self, cluster_name: _Optional[str] = ..., broker_name: _Optional[str] = ..., master_broker_id: _Optional[int] = ..., master_address: _Optional[str] = ..., master_epoch: _Optional[int] = ..., sync_state_set_epoch: _Optional[int] = ..., sync_state_set: _Optional[_Iterable[int]] = ..., eligible_replicas: _Optional[_Iterable[int]] = ..., master_ha_address: _Optional[str] = ..., preferred_master_broker_id: _Optional[int] = ..., maintenance: _Optional[_Iterable[int]] = ..., zone_preference: _Optional[_Iterable[str]] = ...) -> None: ...
 
 class GetNextBrokerIdRequest(_message.Message):
     __slots__ = ("cluster_name", "broker_name")
@@ -109,7 +111,7 @@ class RegisterBrokerReply(_message.Message):
     def __init__(self, header: _Optional[_Union[ReplyHeader, _Mapping]] = ..., replica_info: _Optional[_Union[ReplicaInfo, _Mapping]] = ...) -> None: ...
 
 class BrokerHeartbeatRequest(_message.Message):
-    __slots__ = ("cluster_name", "broker_name", "broker_id", "broker_address", "epoch", "max_offset", "confirm_offset", "election_priority", "clean_shutdown", "heartbeat_timeout_ms", "lease_quorum", "controllers_index", "min_in_sync_replicas", "incarnation", "stopping", "ack_mode", "degraded", "degraded_reasons", "append_ms", "fsync_ms", "loop_lag_ms", "diverged", "feature_level", "version")
+    __slots__ = ("cluster_name", "broker_name", "broker_id", "broker_address", "epoch", "max_offset", "confirm_offset", "election_priority", "clean_shutdown", "heartbeat_timeout_ms", "lease_quorum", "controllers_index", "min_in_sync_replicas", "incarnation", "stopping", "ack_mode", "degraded", "degraded_reasons", "append_ms", "fsync_ms", "loop_lag_ms", "diverged", "feature_level", "version", "zone")
     CLUSTER_NAME_FIELD_NUMBER: _ClassVar[int]
     BROKER_NAME_FIELD_NUMBER: _ClassVar[int]
     BROKER_ID_FIELD_NUMBER: _ClassVar[int]
@@ -134,6 +136,7 @@ class BrokerHeartbeatRequest(_message.Message):
     DIVERGED_FIELD_NUMBER: _ClassVar[int]
     FEATURE_LEVEL_FIELD_NUMBER: _ClassVar[int]
     VERSION_FIELD_NUMBER: _ClassVar[int]
+    ZONE_FIELD_NUMBER: _ClassVar[int]
     cluster_name: str
     broker_name: str
     broker_id: int
@@ -158,7 +161,8 @@ class BrokerHeartbeatRequest(_message.Message):
     diverged: bool
     feature_level: int
     version: str
-    def __init__(self, cluster_name: _Optional[str] = ..., broker_name: _Optional[str] = ..., broker_id: _Optional[int] = ..., broker_address: _Optional[str] = ..., epoch: _Optional[int] = ..., max_offset: _Optional[int] = ..., confirm_offset: _Optional[int] = ..., election_priority: _Optional[int] = ..., clean_shutdown: _Optional[bool] = ..., heartbeat_timeout_ms: _Optional[int] = ..., lease_quorum: _Optional[int] = ..., controllers_index: _Optional[int] = ..., min_in_sync_replicas: _Optional[int] = ..., incarnation: _Optional[str] = ..., stopping: _Optional[bool] = ..., ack_mode: _Optional[str] = ..., degraded: _Optional[bool] = ..., degraded_reasons: _Optional[_Iterable[str]] = ..., append_ms: _Optional[float] = ..., fsync_ms: _Optional[float] = ..., loop_lag_ms: _Optional[float] = ..., diverged: _Optional[bool] = ..., feature_level: _Optional[int] = ..., version: _Optional[str] = ...) -> None: ...
+    zone: str
+    def __init__(self, cluster_name: _Optional[str] = ..., broker_name: _Optional[str] = ..., broker_id: _Optional[int] = ..., broker_address: _Optional[str] = ..., epoch: _Optional[int] = ..., max_offset: _Optional[int] = ..., confirm_offset: _Optional[int] = ..., election_priority: _Optional[int] = ..., clean_shutdown: _Optional[bool] = ..., heartbeat_timeout_ms: _Optional[int] = ..., lease_quorum: _Optional[int] = ..., controllers_index: _Optional[int] = ..., min_in_sync_replicas: _Optional[int] = ..., incarnation: _Optional[str] = ..., stopping: _Optional[bool] = ..., ack_mode: _Optional[str] = ..., degraded: _Optional[bool] = ..., degraded_reasons: _Optional[_Iterable[str]] = ..., append_ms: _Optional[float] = ..., fsync_ms: _Optional[float] = ..., loop_lag_ms: _Optional[float] = ..., diverged: _Optional[bool] = ..., feature_level: _Optional[int] = ..., version: _Optional[str] = ..., zone: _Optional[str] = ...) -> None: ...
 
 class BrokerHeartbeatReply(_message.Message):
     __slots__ = ("header", "is_leader", "raft_term", "lease_granted", "master_epoch", "master_broker_id", "controllers", "controllers_index", "feature_level")
@@ -227,6 +231,22 @@ class ElectMasterReply(_message.Message):
     replica_info: ReplicaInfo
     decision_json: str
     def __init__(self, header: _Optional[_Union[ReplyHeader, _Mapping]] = ..., replica_info: _Optional[_Union[ReplicaInfo, _Mapping]] = ..., decision_json: _Optional[str] = ...) -> None: ...
+
+class SetZonePreferenceRequest(_message.Message):
+    __slots__ = ("broker_name", "zones")
+    BROKER_NAME_FIELD_NUMBER: _ClassVar[int]
+    ZONES_FIELD_NUMBER: _ClassVar[int]
+    broker_name: str
+    zones: _containers.RepeatedScalarFieldContainer[str]
+    def __init__(self, broker_name: _Optional[str] = ..., zones: _Optional[_Iterable[str]] = ...) -> None: ...
+
+class SetZonePreferenceReply(_message.Message):
+    __slots__ = ("header", "replica_info")
+    HEADER_FIELD_NUMBER: _ClassVar[int]
+    REPLICA_INFO_FIELD_NUMBER: _ClassVar[int]
+    header: ReplyHeader
+    replica_info: ReplicaInfo
+    def __init__(self, header: _Optional[_Union[ReplyHeader, _Mapping]] = ..., replica_info: _Optional[_Union[ReplicaInfo, _Mapping]] = ...) -> None: ...
 
 class ExplainRequest(_message.Message):
     __slots__ = ("broker_name", "last")
@@ -343,7 +363,7 @@ class GetReplicaInfoReply(_message.Message):
     def __init__(self, header: _Optional[_Union[ReplyHeader, _Mapping]] = ..., replica_info: _Optional[_Union[ReplicaInfo, _Mapping]] = ...) -> None: ...
 
 class ReplicaMember(_message.Message):
-    __slots__ = ("broker_id", "address", "alive", "in_sync", "epoch", "max_offset", "last_heard_ms_ago", "incarnation", "degraded", "degraded_reasons", "append_ms", "fsync_ms", "loop_lag_ms", "diverged")
+    __slots__ = ("broker_id", "address", "alive", "in_sync", "epoch", "max_offset", "last_heard_ms_ago", "incarnation", "degraded", "degraded_reasons", "append_ms", "fsync_ms", "loop_lag_ms", "diverged", "zone")
     BROKER_ID_FIELD_NUMBER: _ClassVar[int]
     ADDRESS_FIELD_NUMBER: _ClassVar[int]
     ALIVE_FIELD_NUMBER: _ClassVar[int]
@@ -358,6 +378,7 @@ class ReplicaMember(_message.Message):
     FSYNC_MS_FIELD_NUMBER: _ClassVar[int]
     LOOP_LAG_MS_FIELD_NUMBER: _ClassVar[int]
     DIVERGED_FIELD_NUMBER: _ClassVar[int]
+    ZONE_FIELD_NUMBER: _ClassVar[int]
     broker_id: int
     address: str
     alive: bool
@@ -372,7 +393,8 @@ class ReplicaMember(_message.Message):
     fsync_ms: float
     loop_lag_ms: float
     diverged: bool
-    def __init__(self, broker_id: _Optional[int] = ..., address: _Optional[str] = ..., alive: _Optional[bool] = ..., in_sync: _Optional[bool] = ..., epoch: _Optional[int] = ..., max_offset: _Optional[int] = ..., last_heard_ms_ago: _Optional[int] = ..., incarnation: _Optional[str] = ..., degraded: _Optional[bool] = ..., degraded_reasons: _Optional[_Iterable[str]] = ..., append_ms: _Optional[float] = ..., fsync_ms: _Optional[float] = ..., loop_lag_ms: _Optional[float] = ..., diverged: _Optional[bool] = ...) -> None: ...
+    zone: str
+    def __init__(self, broker_id: _Optional[int] = ..., address: _Optional[str] = ..., alive: _Optional[bool] = ..., in_sync: _Optional[bool] = ..., epoch: _Optional[int] = ..., max_offset: _Optional[int] = ..., last_heard_ms_ago: _Optional[int] = ..., incarnation: _Optional[str] = ..., degraded: _Optional[bool] = ..., degraded_reasons: _Optional[_Iterable[str]] = ..., append_ms: _Optional[float] = ..., fsync_ms: _Optional[float] = ..., loop_lag_ms: _Optional[float] = ..., diverged: _Optional[bool] = ..., zone: _Optional[str] = ...) -> None: ...
 
 class GroupSyncState(_message.Message):
     __slots__ = ("replica_info", "members")

@@ -99,6 +99,11 @@ class ControllerServiceStub:
                 request_serializer=autoswitch_dot_proto_dot_controller__pb2.ExplainRequest.SerializeToString,
                 response_deserializer=autoswitch_dot_proto_dot_controller__pb2.ExplainReply.FromString,
                 _registered_method=True)
+        self.SetZonePreference = channel.unary_unary(
+                '/autoswitch.controller.ControllerService/SetZonePreference',
+                request_serializer=autoswitch_dot_proto_dot_controller__pb2.SetZonePreferenceRequest.SerializeToString,
+                response_deserializer=autoswitch_dot_proto_dot_controller__pb2.SetZonePreferenceReply.FromString,
+                _registered_method=True)
         self.MoveLeader = channel.unary_unary(
                 '/autoswitch.controller.ControllerService/MoveLeader',
                 request_serializer=autoswitch_dot_proto_dot_controller__pb2.MoveLeaderRequest.SerializeToString,
@@ -262,6 +267,12 @@ class ControllerServiceServicer:
         context.set_details('Method not implemented!')
         raise NotImplementedError('Method not implemented!')
 
+    def SetZonePreference(self, request, context):
+        """Missing associated documentation comment in .proto file."""
+        context.set_code(grpc.StatusCode.UNIMPLEMENTED)
+        context.set_details('Method not implemented!')
+        raise NotImplementedError('Method not implemented!')
+
     def MoveLeader(self, request, context):
         """Missing associated documentation comment in .proto file."""
         context.set_code(grpc.StatusCode.UNIMPLEMENTED)
@@ -419,6 +430,11 @@ def add_ControllerServiceServicer_to_server(servicer, server):
                     servicer.Explain,
                     request_deserializer=autoswitch_dot_proto_dot_controller__pb2.ExplainRequest.FromString,
                     response_serializer=autoswitch_dot_proto_dot_controller__pb2.ExplainReply.SerializeToString,
+            ),
+            'SetZonePreference': grpc.unary_unary_rpc_method_handler(
+                    servicer.SetZonePreference,
+                    request_deserializer=autoswitch_dot_proto_dot_controller__pb2.SetZonePreferenceRequest.FromString,
+                    response_serializer=autoswitch_dot_proto_dot_controller__pb2.SetZonePreferenceReply.SerializeToString,
             ),
             'MoveLeader': grpc.unary_unary_rpc_method_handler(
                     servicer.MoveLeader,
@@ -847,6 +863,33 @@ class ControllerService:
             '/autoswitch.controller.ControllerService/Explain',
             autoswitch_dot_proto_dot_controller__pb2.ExplainRequest.SerializeToString,
             autoswitch_dot_proto_dot_controller__pb2.ExplainReply.FromString,
+            options,
+            channel_credentials,
+            insecure,
+            call_credentials,
+            compression,
+            wait_for_ready,
+            timeout,
+            metadata,
+            _registered_method=True)
+
+    @staticmethod
+    def SetZonePreference(request,
+            target,
+            options=(),
+            channel_credentials=None,
+            call_credentials=None,
+            insecure=False,
+            compression=None,
+            wait_for_ready=None,
+            timeout=None,
+            metadata=None):
+        return grpc.experimental.unary_unary(
+            request,
+            target,
+            '/autoswitch.controller.ControllerService/SetZonePreference',
+            autoswitch_dot_proto_dot_controller__pb2.SetZonePreferenceRequest.SerializeToString,
+            autoswitch_dot_proto_dot_controller__pb2.SetZonePreferenceReply.FromString,
             options,
             channel_credentials,
             insecure,

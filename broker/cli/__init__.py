@@ -62,6 +62,7 @@ def register(sub: Any, admin_sub: Any) -> None:
     lease.add_argument("--no-master-lease", dest="lease_enabled", action="store_const", const=False,
                        help="disable the self-fencing lease (RocketMQ behaviour; split brain can lose acked writes)")
     c.add_argument("--election-priority", type=int, help="lower wins among equally caught-up replicas (0)")
+    c.add_argument("--zone", help="the failure domain (availability zone, rack) this broker runs in (none)")
     c.add_argument("--role-change-script", help="run as SCRIPT <role> <group> <epoch> <old-master> <new-master>")
     c.add_argument("--no-handover-on-shutdown", dest="handover_on_shutdown", action="store_const", const=False,
                    help="on SIGTERM a master just stops (a failover) instead of handing over first")
@@ -186,7 +187,7 @@ def _cmd_broker(args: argparse.Namespace) -> int:
         "master_addr", "ack_mode", "min_in_sync_replicas", "in_sync_replicas", "ack_timeout_s", "flush",
         "flush_interval_ms", "max_message_bytes", "max_batch_messages", "max_request_bytes",
         "controllers", "namesrv", "heartbeat_timeout_ms", "heartbeat_interval_ms", "master_lease_ms",
-        "lease_enabled", "election_priority", "role_change_script", "auth", "auth_tokens_file", "allow_insecure",
+        "lease_enabled", "election_priority", "zone", "role_change_script", "auth", "auth_tokens_file", "allow_insecure",
         "tls_accept_plaintext", "tls_dial_plaintext", "handover_on_shutdown", "handover_timeout_ms", "metrics_listen",
         "fetch_listen", "metrics_allow_remote", "auto_create_topics",
     )

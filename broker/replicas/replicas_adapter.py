@@ -608,7 +608,7 @@ class ReplicasAdapter:
             controllers_index=cmd.controllers_index, min_in_sync_replicas=self.config.min_in_sync_replicas,
             incarnation=self.core.incarnation, ack_mode=self.ack_mode,
             degraded_reasons=health.reasons, append_ms=health.append_ms, fsync_ms=health.fsync_ms,
-            loop_lag_ms=health.loop_lag_ms, diverged=self.broker.diverged(),
+            loop_lag_ms=health.loop_lag_ms, diverged=self.broker.diverged(), zone=self.config.zone,
         )
         return await asyncio.wait_for(
             self.api.heartbeat(cmd.controller, hb, self.heartbeat_timeout_s), self.heartbeat_timeout_s + 0.5,

@@ -7,6 +7,7 @@ from dataclasses import dataclass, field
 from autoswitch.broker.replicas.lease import LeaseConfig
 
 from autoswitch.base.errors import ConfigError
+from autoswitch.base.limits import MAX_NAME_LEN
 
 
 @dataclass(frozen=True)
@@ -25,8 +26,11 @@ class ReplicasConfig:
     # Stated in heartbeats: the fewest SyncStateSet members this broker acknowledges with as
     # master (its min_in_sync_replicas; 1 in ack mode "master"); 0 = not stated.
     min_in_sync_replicas: int = 0
+    zone: str = ""   # the failure domain it runs in, stated in heartbeats ("" = none)
 
     def validate(self) -> ReplicasConfig:
+        if len(self.zone) > MAX_NAME_LEN or not self.zone.isprintable():
+            raise ConfigError(f"zone must be printable text of at most {MAX_NAME_LEN} characters", key="zone")
         if not self.controllers:
             raise ConfigError("at least one controller address is required", key="controllers")
         if not (10 <= self.heartbeat_interval_ms <= 60_000):

@@ -28,6 +28,7 @@ from autoswitch.controller.server.broker_calls import transfer_master
 from autoswitch.controller.server.service_common import NodeReply
 
 from autoswitch.base import tls
+from autoswitch.base.features import OPERATOR_LEVEL
 from autoswitch.base.log import EventLogger
 from autoswitch.base.waits import wait_event
 
@@ -157,7 +158,7 @@ class ElectionScanner:
             committed = False
             try:
                 # the planner stamps its own monotonic ms; the log carries the leader's wall time
-                res = await self.proposer.write(msgspec.structs.replace(req, ts_ms=sm_adapter.wall_ms()))
+                res = await self.proposer.write(msgspec.structs.replace(self.with_zones(req), ts_ms=sm_adapter.wall_ms()))
                 committed = True
                 n += 1
                 self.log.info("controller_election", group=req.broker_name, code=code_name(res.code),
@@ -189,10 +190,25 @@ class ElectionScanner:
             expect_master_epoch=expect_master_epoch, expect_sync_state_set_epoch=expect_sync_state_set_epoch,
             # a master dead only on crash evidence: whoever asks, the election must stay clean
             crash_only=master in crashed)
+        req = self.with_zones(req)
         if dry_run:
             await self.proposer.barrier()
             return self.sm.dry_run(msgspec.structs.replace(req, ts_ms=sm_adapter.wall_ms()))
         return await self.proposer.write(req)
+
+    def with_zones(self, req: msgs.ElectMasterRequest) -> msgs.ElectMasterRequest:
+        """The group's zones as the replicas' heartbeats state them (their last report, dead ones
+        too: a lost zone is named), once feature level 2 is finalized (a 0.1.0 member would refuse
+        the field)."""
+        if self.sm.feature_level < OPERATOR_LEVEL:
+            return req
+        table = self.liveness.heartbeats
+        zones = []
+        for b in self.sm.member_ids(req.broker_name):
+            r = table.report(req.broker_name, b)
+            if r is not None and r.zone:
+                zones.append((b, r.zone))
+        return msgspec.structs.replace(req, zones=tuple(zones)) if zones else req
 
     async def alter_sync_state_set(self, req: msgs.AlterSyncStateSetRequest) -> msgs.Reply:
         """``alive_broker_ids`` is the leader's to fill: the proposed members a majority hears."""

@@ -70,6 +70,7 @@ class BrokerReport:
     health: BrokerHealth | None = None   # its own view of its disk and loop (None: not stated)
     feature_level: int = 0          # the highest feature level it runs (0: not stated)
     version: str = ""               # its release ("" = not stated)
+    zone: str = ""                  # the failure domain it runs in ("" = not stated)
 
     def live_info(self) -> BrokerLiveInfo:
         return BrokerLiveInfo(self.broker_id, self.epoch, self.max_offset, self.confirm_offset,

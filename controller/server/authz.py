@@ -14,7 +14,7 @@ The table (also in docs/security.md):
     ElectMaster                                   admin; or a broker asking for itself (not designating),
                                                   or a master handing over (handover_from = its own id)
     CleanBrokerData, UpdateControllerConfig,      admin (each admin call audited, batched or not)
-      SetPreferredMaster, SetMaintenance, MoveLeader, SaveSnapshot, FinalizeFeatures,
+      SetPreferredMaster, SetMaintenance, SetZonePreference, MoveLeader, SaveSnapshot, FinalizeFeatures,
       ChangeMembership
     GetMetaData                                   reader, peer, producer or any broker (to find the leader)
     GetControllerConfig                           reader, broker (checks the timeout its lease is sized for)
@@ -91,6 +91,7 @@ CONTROLLER_RULES: dict[str, Rule] = {
     "SetPreferredMaster": Rule((A,)),
     "SetMaintenance": Rule((A,)),
     "Explain": Rule((R,)),
+    "SetZonePreference": Rule((A,)),
     "MoveLeader": Rule((A,)),
     "ChangeMembership": Rule((A,)),
     "SaveSnapshot": Rule((A,)),

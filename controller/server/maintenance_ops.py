@@ -1,4 +1,4 @@
-"""``SetMaintenance`` on the leader: record the cordon through Raft, then say what happens to the
+"""``SetMaintenance`` and ``SetZonePreference`` on the leader: record the cordon through Raft, then say what happens to the
 mastership (the leader's scan carries the drain out, controller/failover/drain.py, so a drain
 survives a leader change), or hand the Raft leadership off a controller member put in maintenance.
 """
@@ -18,7 +18,7 @@ from autoswitch.controller.server.service_common import (
     replica_info_pb,
 )
 
-from autoswitch.base.features import MAINTENANCE_LEVEL
+from autoswitch.base.features import OPERATOR_LEVEL
 from autoswitch.proto import controller_pb2 as pb
 
 if TYPE_CHECKING:
@@ -40,14 +40,14 @@ async def set_maintenance(node: ServedNode, request: pb.SetMaintenanceRequest) -
                                   controller_maintenance=sorted(node.sm.controller_maintenance))
 
 
-def _needs_level(node: ServedNode) -> None:
+def _needs_level(node: ServedNode, what: str = "maintenance") -> None:
     """Refused before anything is proposed: an entry of a level the cluster has not finalized
     would be refused differently by members of the older release (docs/compatibility.md)."""
-    if node.sm.feature_level < MAINTENANCE_LEVEL:
+    if node.sm.feature_level < OPERATOR_LEVEL:
         raise NodeReply(Code.CONTROLLER_FEATURE_UNSUPPORTED,
-                        f"maintenance needs feature level {MAINTENANCE_LEVEL}; the cluster is finalized at "
+                        f"{what} needs feature level {OPERATOR_LEVEL}; the cluster is finalized at "
                         f"{node.sm.feature_level}: run `autoswitch admin finalize-features --level "
-                        f"{MAINTENANCE_LEVEL}` once every member runs a release that supports it "
+                        f"{OPERATOR_LEVEL}` once every member runs a release that supports it "
                         f"(docs/compatibility.md)")
 
 
@@ -70,6 +70,19 @@ async def set_broker_maintenance(node: ServedNode, req: m.SetMaintenanceRequest)
         return res, target
     node.elections.drain_once()
     return res, f"draining: the master role of {req.broker_name} moves from broker {req.broker_id} to broker {target}"
+
+
+async def set_zone_preference(node: ServedNode, request: pb.SetZonePreferenceRequest) -> pb.SetZonePreferenceReply:
+    if len(request.zones) > 16:
+        raise BadRequest("at most 16 zones")
+    req = checked(m.SetZonePreferenceRequest(broker_name=request.broker_name,
+                                             zones=tuple(check_field(z, m.Name, "zone") for z in request.zones)))
+    if not node.is_leader:
+        raise node.proposer.not_leader()
+    _needs_level(node, "a zone preference")
+    res = await node.proposer.write(req)
+    return pb.SetZonePreferenceReply(header=pb.ReplyHeader(code=int(res.code), message=res.remark),
+                                     replica_info=replica_info_pb(res.replica))
 
 
 async def set_controller_maintenance(node: ServedNode, node_id: str, on: bool) -> list[str]:

@@ -103,6 +103,16 @@ class ControllerMetrics:
         """Each replica heard alive: degraded / diverged as its heartbeats report them, and the
         health figures (broker/health.py), so a slow replica shows before anything moves."""
         table = node.liveness.heartbeats
+        zones: dict[tuple[str, str], int] = {}
+        for g, master, _epoch, _addr, _sss, ids in node.sm.groups_members()[:MAX_GROUPS_SCANNED]:
+            for b in ids:
+                r = table.report(g, b)
+                if r is not None and r.zone:
+                    key = (r.zone, "alive" if table.alive(g, b, now) else "silent")
+                    zones[key] = zones.get(key, 0) + 1
+        for (zone, state), n in sorted(zones.items()):
+            yield ("autoswitch_controller_zone_replicas", "Replicas by the zone their heartbeats state, as this node "
+                   "hears them (a zone with none alive is lost)", {"zone": zone, "state": state}, n)
         for g, master, _epoch, _addr, _sss, ids in node.sm.groups_members()[:MAX_GROUPS_SCANNED]:
             for b in sorted(node.sm.maintenance(g)):
                 yield ("autoswitch_controller_replica_maintenance", "1 for each replica in maintenance (cordoned)",

@@ -333,6 +333,12 @@ class ControllerServicer(pbg.ControllerServiceServicer):
                                    replica_info=replica_info_pb(res.replica),
                                    decision_json=explain.to_json(res.decision) if res.decision is not None else "")
 
+    @_handler(pb.SetZonePreferenceReply, audit=lambda r: r.broker_name)
+    async def SetZonePreference(self, request, context):
+        from autoswitch.controller.server.maintenance_ops import set_zone_preference
+
+        return await set_zone_preference(self.node, request)
+
     @_handler(pb.ExplainReply)
     async def Explain(self, request, context):
         group = check_field(request.broker_name, m.Name, "broker_name")

@@ -92,6 +92,7 @@ def replica_info_pb(v: m.ReplicaView | None) -> pb.ReplicaInfo:
         sync_state_set_epoch=v.sync_state_set_epoch, sync_state_set=sorted(v.sync_state_set),
         eligible_replicas=sorted(v.eligible_replicas), master_ha_address=v.master_ha_address or "",
         preferred_master_broker_id=v.preferred_master, maintenance=list(v.maintenance),
+        zone_preference=list(v.zone_preference),
     )
 
 
@@ -140,6 +141,11 @@ def check_version(version: str) -> str:
     return version
 
 
+def check_zone(zone: str) -> str:
+    """A zone name as a heartbeat states it: "" or a name (the ElectMaster entry carries it)."""
+    return check_field(zone, m.Name, "zone") if zone else ""
+
+
 def checked_heartbeat(r: pb.BrokerHeartbeatRequest) -> Heartbeat:
     """A BrokerHeartbeatRequest checked (BadRequest otherwise) and typed for the liveness desk:
     what it reports has the ranges of the BrokerLiveInfo an election carries it in."""
@@ -163,5 +169,6 @@ def checked_heartbeat(r: pb.BrokerHeartbeatRequest) -> Heartbeat:
                             clean_shutdown=r.clean_shutdown, assumed_timeout_ms=cap_timeout(r.heartbeat_timeout_ms),
                             min_in_sync_replicas=r.min_in_sync_replicas, incarnation=r.incarnation,
                             ack_mode=info.ack_mode, diverged=r.diverged, health=checked_health(r),
-                            feature_level=checked_level(r.feature_level), version=check_version(r.version)),
+                            feature_level=checked_level(r.feature_level), version=check_version(r.version),
+                            zone=check_zone(r.zone)),
         stopping=r.stopping, lease_quorum=r.lease_quorum, controllers_index=r.controllers_index)

@@ -43,6 +43,7 @@ class MemberState(msgspec.Struct, frozen=True):
     fsync_ms: float = -1.0
     loop_lag_ms: float = -1.0
     diverged: bool = False
+    zone: str = ""            # as its heartbeats state it ("" = none)
 
 
 class GroupState(msgspec.Struct, frozen=True):
@@ -231,7 +232,8 @@ class AppliedStateMachine:
                     beat.max_offset if beat else 0, ago, rec.incarnation if rec is not None else "",
                     degraded=h is not None and bool(h.reasons), degraded_reasons=h.reasons if h else (),
                     append_ms=h.append_ms if h else -1.0, fsync_ms=h.fsync_ms if h else -1.0,
-                    loop_lag_ms=h.loop_lag_ms if h else -1.0, diverged=bool(beat and beat.diverged)))
+                    loop_lag_ms=h.loop_lag_ms if h else -1.0, diverged=bool(beat and beat.diverged),
+                    zone=beat.zone if beat is not None else ""))
             out.append(GroupState(g.view(), tuple(members)))
         return r, out
 

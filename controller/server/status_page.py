@@ -96,12 +96,14 @@ class StatusPage:
                 "sync_state_set": list(info.sync_state_set), "sync_state_set_epoch": info.sync_state_set_epoch,
                 "preferred": info.preferred_master, "maintenance": list(info.maintenance),
                 "last_decision": _last_decision(node, info.broker_name),
-                "replicas": [{"id": m.broker_id, "address": m.address, "alive": m.alive, "in_sync": m.in_sync,
+                # grouped by zone: a zone that went silent shows as one block of dead replicas
+                "replicas": [{"id": m.broker_id, "address": m.address, "zone": m.zone, "alive": m.alive,
+                              "in_sync": m.in_sync,
                               "max_offset": m.max_offset, "lag": max(0, top - m.max_offset),
                               "heard_ms_ago": m.last_heard_ms_ago,
                               "health": health_word(m.alive, m.diverged, m.degraded_reasons),
                               "append_ms": m.append_ms, "fsync_ms": m.fsync_ms, "loop_lag_ms": m.loop_lag_ms}
-                             for m in g.members]})
+                             for m in sorted(g.members, key=lambda x: (x.zone, x.broker_id))]})
         return out
 
 
@@ -139,7 +141,7 @@ function render(s) {
   rows("members", s.members, (tr, m) => { cell(tr, m.id); cell(tr, m.address); cell(tr, m.role); cell(tr, m.reachable ? "yes" : "no", m.reachable ? "ok" : "dead"); cell(tr, m.leader ? "leader" : ""); cell(tr, m.maintenance ? "yes" : ""); });
   rows("groups", s.groups, (tr, g) => { cell(tr, g.group); cell(tr, g.master ?? "none", g.master ? "" : "dead"); cell(tr, g.epoch);
     cell(tr, g.sync_state_set.join(", ")); cell(tr, g.preferred || ""); cell(tr, g.maintenance.join(", "));
-    cell(tr, g.replicas.map(r => r.id + (r.alive ? "" : " (dead)") + (r.in_sync ? " in-sync" : "") + " " + r.max_offset + ", lag " + r.lag + (r.health === "ok" || r.health === "unknown" ? "" : " " + r.health)).join("; "),
+    cell(tr, g.replicas.map(r => (r.zone ? "[" + r.zone + "] " : "") + r.id + (r.alive ? "" : " (dead)") + (r.in_sync ? " in-sync" : "") + " " + r.max_offset + ", lag " + r.lag + (r.health === "ok" || r.health === "unknown" ? "" : " " + r.health)).join("; "),
          g.replicas.some(r => r.health !== "ok" && r.health !== "unknown") ? "dead" : "");
     cell(tr, g.last_decision || "", "muted");
     const key = g.group + ":" + g.master + "@" + g.epoch; if (!seen.includes(key)) seen.push(key); });

@@ -25,8 +25,22 @@ def rank_key(info: BrokerLiveInfo) -> tuple[int, int, int, int]:
     return (-info.epoch, -info.max_offset, info.election_priority, info.broker_id)
 
 
-def best_candidate(infos: Iterable[BrokerLiveInfo]) -> BrokerLiveInfo | None:
+def best_candidate(infos: Iterable[BrokerLiveInfo],
+                   zone_rank: Mapping[int, int] | None = None) -> BrokerLiveInfo | None:
+    """``zone_rank``: brokerId -> its zone's place in the group's preference (lower first); given
+    only for candidates that all hold every acknowledged message, where the zone may decide."""
+    if zone_rank:
+        return min(infos, key=lambda i: (zone_rank.get(i.broker_id, len(zone_rank)), *rank_key(i)), default=None)
     return min(infos, key=rank_key, default=None)
+
+
+def zone_ranks(zones: Mapping[int, str], preference: tuple[str, ...]) -> dict[int, int]:
+    """brokerId -> its zone's place in ``preference`` (len(preference) for a zone not in it or
+    none stated); empty without a preference."""
+    if not preference:
+        return {}
+    place = {z: i for i, z in enumerate(preference)}
+    return {b: place.get(z, len(preference)) for b, z in zones.items()}
 
 
 def rank(infos: Iterable[BrokerLiveInfo]) -> list[BrokerLiveInfo]:
@@ -69,7 +83,7 @@ def intact_first(infos: Iterable[BrokerLiveInfo]) -> BrokerLiveInfo | None:
 def decide(*, master: int | None, sync_state_set: frozenset[int], eligible: frozenset[int],
            registered: frozenset[int], alive: Mapping[int, BrokerLiveInfo], first_election: bool,
            designated: int | None, unclean_enabled: bool, pool_complete: bool = True,
-           maintenance: frozenset[int] = frozenset()) -> ElectionDecision:
+           maintenance: frozenset[int] = frozenset(), zone_rank: Mapping[int, int] | None = None) -> ElectionDecision:
     """Pick the master of one group. ``alive`` = brokers a controller majority sees alive.
 
     ``first_election``: the group never had a master, so there is no SSS history; every alive
@@ -80,6 +94,9 @@ def decide(*, master: int | None, sync_state_set: frozenset[int], eligible: froz
     candidate is in maintenance (cordoning never costs an acknowledged message or the group's
     availability); an operator cannot designate one. The unclean paths rank by data alone: there
     the longest log is what loses least.
+
+    ``zone_rank`` (the group's zone preference): among clean candidates, which all hold every
+    acknowledged message, an earlier zone wins before the data ranking (Redpanda's leader pinning).
     """
     alive = {bid: info for bid, info in alive.items() if bid in registered}
     if first_election:
@@ -105,11 +122,11 @@ def decide(*, master: int | None, sync_state_set: frozenset[int], eligible: froz
         # each other; an unclean restart of the master deposes it at its registration instead).
         # Replacing it would give two masters while its lease runs (found by the data simulator).
         return ElectionDecision(Outcome.KEEP, master, reason="old master alive and in SyncStateSet")
-    best = best_candidate(i for b, i in clean.items() if b not in maintenance)
+    best = best_candidate((i for b, i in clean.items() if b not in maintenance), zone_rank)
     if best is not None:
         return ElectionDecision(Outcome.ELECT, best.broker_id,
                                 reason="first_election_by_data" if first_election else "ranked")
-    best = best_candidate(clean.values())
+    best = best_candidate(clean.values(), zone_rank)
     if best is not None:
         return ElectionDecision(Outcome.ELECT, best.broker_id, reason="only_clean_replicas_in_maintenance")
     pool = sync_state_set | eligible

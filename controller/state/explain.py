@@ -56,6 +56,7 @@ class Verdict(msgspec.Struct, frozen=True, kw_only=True, omit_defaults=True):
     eligible: bool = False
     maintenance: bool = False
     diverged: bool = False
+    zone: str = ""                # as its heartbeats state it ("" = none)
     chosen: bool = False
     ruled_out: str = ""           # one of the keys above ("" = chosen, or not ruled out)
     why: str = ""                 # the same, for a person (with the comparison, for RANKED_LOWER)
@@ -73,14 +74,21 @@ class Decision(msgspec.Struct, frozen=True, kw_only=True, omit_defaults=True):
     master_epoch: int = 0
     rule: str = ""                # the rule that decided (election reason, or the refusal)
     candidates: tuple[Verdict, ...] = ()
+    zones_lost: tuple[str, ...] = ()   # zones none of whose replicas is alive
     summary: str = ""             # one line a person reads
     index: int = 0                # the Raft entry (0: a dry run)
     ts_ms: int = 0
     dry_run: bool = False
 
 
-def _rank_word(a: BrokerLiveInfo, b: BrokerLiveInfo) -> str:
-    """Why ``a`` ranks below ``b`` (election.rank_key: epoch, offset, priority, brokerId)."""
+def _rank_word(a: BrokerLiveInfo, b: BrokerLiveInfo, zones: Mapping[int, str] | None = None,
+               zone_rank: Mapping[int, int] | None = None) -> str:
+    """Why ``a`` ranks below ``b`` (the zone preference, then election.rank_key: epoch, offset,
+    priority, brokerId)."""
+    if zone_rank and zone_rank.get(a.broker_id) != zone_rank.get(b.broker_id):
+        z = zones or {}
+        return (f"ranked below broker {b.broker_id}: its zone {z.get(a.broker_id) or '(none)'} comes after "
+                f"{z.get(b.broker_id) or '(none)'} in the group's zone preference")
     if a.epoch != b.epoch:
         return f"ranked below broker {b.broker_id}: its log ends at MasterEpoch {a.epoch}, {b.broker_id}'s at {b.epoch}"
     if a.max_offset != b.max_offset:
@@ -94,7 +102,8 @@ def _rank_word(a: BrokerLiveInfo, b: BrokerLiveInfo) -> str:
 def verdicts(*, registered: list[int], alive: Mapping[int, BrokerLiveInfo], dead: frozenset[int],
              sync_state_set: frozenset[int], eligible: frozenset[int], maintenance: frozenset[int],
              first_election: bool, designated: int | None, winner: int | None,
-             winner_in_maintenance_only: bool) -> tuple[Verdict, ...]:
+             winner_in_maintenance_only: bool, zones: Mapping[int, str] | None = None,
+             zone_rank: Mapping[int, int] | None = None) -> tuple[Verdict, ...]:
     """Every registered replica with the first rule that ruled it out (election.decide's order)."""
     pool = sync_state_set | eligible
     best = alive.get(winner) if winner is not None else None
@@ -116,15 +125,25 @@ def verdicts(*, registered: list[int], alive: Mapping[int, BrokerLiveInfo], dead
         elif b in maintenance and b != winner and not winner_in_maintenance_only:
             key = IN_MAINTENANCE
         elif best is not None and b != winner:
-            key, why = RANKED_LOWER, _rank_word(info, best)
+            key, why = RANKED_LOWER, _rank_word(info, best, zones, zone_rank)
         if key and not why:
             why = _SAY.get(key, key)
         out.append(Verdict(broker_id=b, alive=info is not None, epoch=info.epoch if info else 0,
                            max_offset=info.max_offset if info else 0,
                            clean_shutdown=info.clean_shutdown if info else True, in_sync=b in sync_state_set,
                            eligible=b in eligible, maintenance=b in maintenance,
-                           diverged=info.diverged if info else False, chosen=b == winner, ruled_out=key, why=why))
+                           diverged=info.diverged if info else False, zone=(zones or {}).get(b, ""),
+                           chosen=b == winner, ruled_out=key, why=why))
     return tuple(out)
+
+
+def zones_lost(cands: tuple[Verdict, ...]) -> tuple[str, ...]:
+    """Zones with replicas in the group none of which is alive (a whole zone went silent)."""
+    by_zone: dict[str, list[bool]] = {}
+    for v in cands:
+        if v.zone:
+            by_zone.setdefault(v.zone, []).append(v.alive)
+    return tuple(sorted(z for z, alive in by_zone.items() if not any(alive)))
 
 
 def summary(outcome: str, master: int | None, rule: str, cands: tuple[Verdict, ...]) -> str:
@@ -162,7 +181,10 @@ def decision_record(req: ElectMasterRequest | AlterSyncStateSetRequest, code: st
         word, cands = "sync_state_set", ()
         rule = f"SyncStateSet {list(view.sync_state_set) if view is not None else []}"
     text = summary(word, master, rule, cands) if cands or word != "sync_state_set" else rule
-    return Decision(group=req.broker_name, request=req.TYPE,
+    lost = zones_lost(cands)
+    if lost:
+        text = f"zone lost: {', '.join(lost)} (none of its replicas alive); {text}"
+    return Decision(group=req.broker_name, request=req.TYPE, zones_lost=lost,
                     trigger=req.trigger if isinstance(req, ElectMasterRequest) else "", code=code, outcome=word,
                     master=master, master_epoch=epoch, rule=rule, candidates=cands, summary=text, ts_ms=req.ts_ms)
 

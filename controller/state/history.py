@@ -23,6 +23,7 @@ from autoswitch.controller.messages import (
     PreferredMasterEvent,
     UpdateBrokerAddressEvent,
     UpdateConfigEvent,
+    ZonePreferenceEvent,
     event_name,
 )
 from autoswitch.controller.state.sm_state import ControllerState, GroupState
@@ -76,6 +77,8 @@ def event_history_record(event: Event, index: int, ts_ms: int,
         reason = f"broker_id_applied:{event.broker_id}"
     elif isinstance(event, FeatureLevelEvent):
         reason = f"feature_level:{event.previous}->{event.level}"
+    elif isinstance(event, ZonePreferenceEvent):
+        reason = "zone_preference:" + ",".join(event.zones)
     elif isinstance(event, MaintenanceEvent):
         reason = f"maintenance_{'on' if event.on else 'off'}:{event.broker_id}"
     elif isinstance(event, ControllerMaintenanceEvent):

@@ -14,11 +14,13 @@ from autoswitch.controller.messages import (
     SetControllerMaintenanceRequest,
     SetMaintenanceRequest,
     SetPreferredMasterRequest,
+    SetZonePreferenceRequest,
+    ZonePreferenceEvent,
 )
 from autoswitch.controller.state.outcome import Outcome, reject
 from autoswitch.controller.state.sm_state import ControllerState
 
-from autoswitch.base.features import MAINTENANCE_LEVEL
+from autoswitch.base.features import OPERATOR_LEVEL
 
 
 def set_preferred_master(req: SetPreferredMasterRequest, state: ControllerState) -> tuple[list[Event], Outcome]:
@@ -52,7 +54,7 @@ def needs_level(state: ControllerState, level: int, what: str) -> tuple[list[Eve
 
 
 def set_maintenance(req: SetMaintenanceRequest, state: ControllerState) -> tuple[list[Event], Outcome]:
-    refused = needs_level(state, MAINTENANCE_LEVEL, "maintenance")
+    refused = needs_level(state, OPERATOR_LEVEL, "maintenance")
     if refused is not None:
         return refused
     g = state.groups.get(req.broker_name)
@@ -68,7 +70,7 @@ def set_maintenance(req: SetMaintenanceRequest, state: ControllerState) -> tuple
 
 def set_controller_maintenance(req: SetControllerMaintenanceRequest,
                                 state: ControllerState) -> tuple[list[Event], Outcome]:
-    refused = needs_level(state, MAINTENANCE_LEVEL, "maintenance")
+    refused = needs_level(state, OPERATOR_LEVEL, "maintenance")
     if refused is not None:
         return refused
     current = state.controller_maintenance
@@ -80,3 +82,15 @@ def set_controller_maintenance(req: SetControllerMaintenanceRequest,
                        f"controller {req.node_id} is the last voter outside maintenance: one must stay able to "
                        f"campaign when the leader dies")
     return [ControllerMaintenanceEvent("", req.node_id, req.on)], Outcome(data={"maintenance": sorted(after)})
+
+
+def set_zone_preference(req: SetZonePreferenceRequest, state: ControllerState) -> tuple[list[Event], Outcome]:
+    refused = needs_level(state, OPERATOR_LEVEL, "zone preference")
+    if refused is not None:
+        return refused
+    g = state.groups.get(req.broker_name)
+    if g is None:
+        return reject(Code.CONTROLLER_BROKER_NEED_TO_BE_REGISTERED, f"broker-set {req.broker_name} is not registered")
+    if req.zones == g.zone_preference:
+        return [], Outcome(group=req.broker_name, remark="unchanged")
+    return [ZonePreferenceEvent(req.broker_name, req.zones)], Outcome(group=req.broker_name)

@@ -46,9 +46,11 @@ def _doc(state: ControllerState) -> dict[str, Any]:
             [[b, r.address, r.register_check_code, *([r.ha_address] if r.ha_address or r.incarnation else []),
               *([r.incarnation] if r.incarnation else [])]
              for b, r in sorted(g.brokers.items())], g.base_master_epoch, g.retired_below, sorted(g.retired),
-            *([g.preferred_master] if g.preferred_master or g.holder_replaced or g.maintenance else []),
-            *([int(g.holder_replaced)] if g.holder_replaced or g.maintenance else []),
-            *([sorted(g.maintenance)] if g.maintenance else []),
+            *([g.preferred_master] if g.preferred_master or g.holder_replaced or g.maintenance
+              or g.zone_preference else []),
+            *([int(g.holder_replaced)] if g.holder_replaced or g.maintenance or g.zone_preference else []),
+            *([sorted(g.maintenance)] if g.maintenance or g.zone_preference else []),
+            *([list(g.zone_preference)] if g.zone_preference else []),
         ])
     tombs = [[n, t.master_epoch, t.sync_state_set_epoch, t.next_assign_broker_id]
              for n, t in sorted(state.tombstones.items())]
@@ -138,8 +140,12 @@ def decode_snapshot(data: bytes) -> tuple[ControllerState, int]:
                 row = [*row, 0]
             if len(row) == 15:   # nobody in maintenance (written only when someone is)
                 row = [*row, []]
+            if len(row) == 16:   # no zone preference (written only when set)
+                row = [*row, []]
             (cluster, name, created, nxt, master, mepoch, sepoch, sss, elig, brokers, base, below, retired, pref,
-             replaced, maint) = row
+             replaced, maint, zones) = row
+            if not isinstance(zones, list) or not all(isinstance(z, str) and z for z in zones):
+                raise ValueError(f"bad zone preference {zones!r}")
             if not isinstance(pref, int) or isinstance(pref, bool) or pref < 0:
                 raise ValueError(f"bad preferred master {pref!r}")
             if replaced not in (0, 1) or isinstance(replaced, bool):
@@ -147,7 +153,7 @@ def decode_snapshot(data: bytes) -> tuple[ControllerState, int]:
             g = GroupState(cluster, name, created, nxt, {int(r[0]): _broker_record(r) for r in brokers},
                            master or None, mepoch, frozenset(sss), sepoch, frozenset(elig), base, below,
                            frozenset(int(x) for x in retired), pref, bool(replaced),
-                           frozenset(_int_list(maint, "maintenance")))
+                           frozenset(_int_list(maint, "maintenance")), tuple(zones))
             state.groups[name] = g
         for n, me, se, nxt in doc["tombstones"]:
             state.tombstones[n] = Tombstone(me, se, nxt)

@@ -25,6 +25,7 @@ from autoswitch.controller.messages import (
     ReplicaView,
     UpdateBrokerAddressEvent,
     UpdateConfigEvent,
+    ZonePreferenceEvent,
 )
 from autoswitch.controller.state.sm_config import SMConfig
 
@@ -88,12 +89,15 @@ class GroupState:
     # replicas in maintenance (SetMaintenance): not elected while a clean replica outside it
     # exists, drained of mastership by the leader, skipped by preferred-master moves
     maintenance: frozenset[int] = frozenset()
+    # SetZonePreference: the zones elections prefer, most preferred first
+    zone_preference: tuple[str, ...] = ()
 
     def copy(self) -> GroupState:
         return GroupState(self.cluster_name, self.broker_name, self.created_ts_ms, self.next_assign_broker_id,
                           dict(self.brokers), self.master_broker_id, self.master_epoch, self.sync_state_set,
                           self.sync_state_set_epoch, self.eligible, self.base_master_epoch, self.retired_below,
-                          self.retired, self.preferred_master, self.holder_replaced, self.maintenance)
+                          self.retired, self.preferred_master, self.holder_replaced, self.maintenance,
+                          self.zone_preference)
 
     def id_retired(self, broker_id: int) -> bool:
         return broker_id < self.retired_below or broker_id in self.retired
@@ -116,6 +120,7 @@ class GroupState:
             master_epoch=self.master_epoch, sync_state_set=tuple(sorted(self.sync_state_set)),
             sync_state_set_epoch=self.sync_state_set_epoch, eligible_replicas=tuple(sorted(self.eligible)),
             preferred_master=self.preferred_master, maintenance=tuple(sorted(self.maintenance)),
+            zone_preference=self.zone_preference,
         )
 
 
@@ -221,6 +226,8 @@ def apply_group_event(g: GroupState | None, ev: Event, tomb: Tombstone | None) -
         g.holder_replaced = g.holder_replaced or ev.reason == NEW_INCARNATION
     elif isinstance(ev, PreferredMasterEvent):
         g.preferred_master = ev.broker_id
+    elif isinstance(ev, ZonePreferenceEvent):
+        g.zone_preference = ev.zones
     elif isinstance(ev, MaintenanceEvent):
         g.maintenance = g.maintenance | {ev.broker_id} if ev.on else g.maintenance - {ev.broker_id}
     elif isinstance(ev, CleanBrokerDataEvent):

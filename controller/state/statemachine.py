@@ -70,6 +70,7 @@ from autoswitch.controller.messages import (
     SetControllerMaintenanceRequest,
     SetMaintenanceRequest,
     SetPreferredMasterRequest,
+    SetZonePreferenceRequest,
     UpdateBrokerAddressEvent,
     UpdateConfigEvent,
     UpdateControllerConfigRequest,
@@ -338,17 +339,20 @@ def _elect_master(req: ElectMasterRequest, state: ControllerState) -> tuple[list
         # proposals) can never depose the master that election produced.
         return _reject(Code.CONTROLLER_ELECT_MASTER_FAILED,
                        f"master {master} of {name} is not agreed dead by a controller majority", name)
+    zones = dict(req.zones)
+    ranks = election.zone_ranks(zones, g.zone_preference)
     d = election.decide(master=master, sync_state_set=g.sync_state_set, eligible=g.eligible,
                         registered=frozenset(g.brokers), alive=alive, first_election=g.first_election,
                         designated=designated,
                         unclean_enabled=(cfg.enable_elect_unclean_master and not req.handover_from
                                          and not req.crash_only), pool_complete=not g.holder_replaced,
-                        maintenance=g.maintenance)
+                        maintenance=g.maintenance, zone_rank=ranks)
     winner = d.new_master if d.outcome in (election.Outcome.ELECT, election.Outcome.KEEP) else None
     cands = explain.verdicts(registered=sorted(g.brokers), alive=alive, dead=frozenset(req.dead_broker_ids),
                              sync_state_set=g.sync_state_set, eligible=g.eligible, maintenance=g.maintenance,
                              first_election=g.first_election, designated=designated, winner=winner,
-                             winner_in_maintenance_only=d.reason == "only_clean_replicas_in_maintenance")
+                             winner_in_maintenance_only=d.reason == "only_clean_replicas_in_maintenance",
+                             zones=zones, zone_rank=ranks)
     if d.outcome is election.Outcome.KEEP:
         events, out = _reject(Code.CONTROLLER_MASTER_STILL_EXIST, f"master {master} of {name} is still alive", name)
         out.explain = ("kept", d.reason, cands)
@@ -525,6 +529,7 @@ _DECIDERS: dict[type, Callable[[Any, ControllerState], tuple[list[Event], _Outco
     FinalizeFeaturesRequest: operator_rules.finalize_features,
     SetMaintenanceRequest: operator_rules.set_maintenance,
     SetControllerMaintenanceRequest: operator_rules.set_controller_maintenance,
+    SetZonePreferenceRequest: operator_rules.set_zone_preference,
 }
 
 
