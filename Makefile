@@ -12,7 +12,7 @@ LEASE_MEMBERSHIP_SCENARIOS ?= 20000
 LEASE_STORE_SCENARIOS ?= 20000
 ROUNDS ?= 200
 
-.PHONY: setup setup-run run test lint typecheck proto proto-check fuzz sim soak chaos powerloss upgrade-test clean \
+.PHONY: setup setup-run run test lint typecheck proto proto-check fuzz sim soak chaos zone-cut powerloss upgrade-test clean \
         bench-replication bench-produce bench-recovery bench-controller bench-election bench-rolling bench-backends \
         bench-scale bench-failover bench-audit bench-fetch bench-grayfailure
 
@@ -75,6 +75,10 @@ soak: setup
 
 chaos: setup
 	$(BIN)/python -m tests.chaos.run
+
+# a zone cut in network namespaces (root): docs/operations.md "Zones"
+zone-cut: setup
+	$(BIN)/python -m tests.chaos.zones
 
 ## Power cuts on LazyFS (root; builds LazyFS on first use: docs/operations-powerloss.md says from where).
 powerloss: setup

@@ -84,9 +84,9 @@ class P:
 
 
 class World:
-    def __init__(self, out: Path) -> None:
+    def __init__(self, out: Path, net: nsmod.Netns | None = None) -> None:
         self.out = out
-        self.net = nsmod.Netns(CTL + BRK)
+        self.net = net or nsmod.Netns(CTL + BRK)
         ip = self.net.ip
         peers = ",".join(f"{n}={ip[n]}:{CPORT}" for n in CTL)
         self.ctl_spec = ",".join(f"{ip[n]}:{CPORT}" for n in CTL)

@@ -89,6 +89,12 @@ class Netns:
             sh("ip", "netns", "exec", ns, "nft", "add", "rule", "inet", "chaos", "in", "ip", "saddr", ip, "drop")
             sh("ip", "netns", "exec", ns, "nft", "add", "rule", "inet", "chaos", "out", "ip", "daddr", ip, "drop")
 
+    def isolate_from_host(self, node: str) -> None:
+        """Drop traffic between ``node`` and the root namespace (clients run there)."""
+        ns = self.ns[node]
+        sh("ip", "netns", "exec", ns, "nft", "add", "rule", "inet", "chaos", "in", "ip", "saddr", self.host_ip, "drop")
+        sh("ip", "netns", "exec", ns, "nft", "add", "rule", "inet", "chaos", "out", "ip", "daddr", self.host_ip, "drop")
+
     def heal(self) -> None:
         for n in self.names:
             for chain in ("in", "out"):
