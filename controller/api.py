@@ -35,6 +35,7 @@ class ReplicaInfo:
     sync_state_set: frozenset[int]
     sync_state_set_epoch: int
     master_ha_addr: str = ""
+    maintenance: frozenset[int] = frozenset()   # replicas an operator cordoned (never a handover target)
 
 
 @dataclass(frozen=True, slots=True)

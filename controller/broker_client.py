@@ -49,6 +49,7 @@ def replica_info(p: pb.ReplicaInfo) -> ReplicaInfo:
         master_id=int(p.master_broker_id), master_addr=str(p.master_address), master_epoch=int(p.master_epoch),
         sync_state_set=frozenset(int(x) for x in p.sync_state_set),
         sync_state_set_epoch=int(p.sync_state_set_epoch), master_ha_addr=str(p.master_ha_address),
+        maintenance=frozenset(int(x) for x in p.maintenance),
     )
 
 

@@ -52,10 +52,11 @@ _DEPOSED = frozenset({"CONTROLLER_FENCED_MASTER_EPOCH", "CONTROLLER_INVALID_MAST
 
 
 def pick_target(self_id: int, sync_state_set: frozenset[int], acked: Mapping[int, int],
-                to: int | None) -> int | str:
+                to: int | None, maintenance: frozenset[int] = frozenset()) -> int | str:
     """The slave to hand over to, or why there is none. ``acked``: brokerId -> the offset it
     acknowledged on a live connection. A named target must be an in-sync slave; otherwise the
-    in-sync slave that acknowledged the most (the lowest brokerId on a tie) wins."""
+    in-sync slave outside maintenance that acknowledged the most (the lowest brokerId on a tie)
+    wins (the controllers refuse a cordoned target)."""
     if to is not None:
         if to == self_id:
             return f"broker {to} is this master"
@@ -64,9 +65,12 @@ def pick_target(self_id: int, sync_state_set: frozenset[int], acked: Mapping[int
         if acked.get(to, -1) < 0:
             return f"broker {to} is not connected"
         return to
-    live = [(-acked.get(b, -1), b) for b in sync_state_set if b != self_id and acked.get(b, -1) >= 0]
+    live = [(-acked.get(b, -1), b) for b in sync_state_set
+            if b != self_id and acked.get(b, -1) >= 0 and b not in maintenance]
     if not live:
-        return f"no connected in-sync slave (SyncStateSet {sorted(sync_state_set)})"
+        return (f"no connected in-sync slave outside maintenance (SyncStateSet {sorted(sync_state_set)}, "
+                f"in maintenance {sorted(maintenance)})" if maintenance
+                else f"no connected in-sync slave (SyncStateSet {sorted(sync_state_set)})")
     return min(live)[1]
 
 
@@ -118,7 +122,7 @@ class Handover:
         # and it is the one that most needs to hand over (controller/failover/gray.py).
         if fence_reason is not None and fence_reason != "lease_expired":
             return self._refuse(now, f"fenced: {fence_reason}")
-        target = pick_target(self.roles.broker_id, self.roles.sync_state_set, acked, to)
+        target = pick_target(self.roles.broker_id, self.roles.sync_state_set, acked, to, self.roles.maintenance)
         if isinstance(target, str):
             return self._refuse(now, target)
         timeout_s = min(max(timeout_s, 0.0), MAX_HANDOVER_TIMEOUT_S)

@@ -40,6 +40,9 @@ class RoleKeeper:
         self.applied_master_addr = ""
         self.sync_state_set: frozenset[int] = frozenset()
         self.sync_state_set_epoch = 0
+        # the replicas in maintenance as the newest view says (no epoch moves with a cordon, so
+        # any view not older than ours updates it): a handover never picks one
+        self.maintenance: frozenset[int] = frozenset()
         self._role_req: int | None = None
         self._role_retry_at = 0.0
         self._role_backoff = role_backoff
@@ -100,6 +103,9 @@ class RoleKeeper:
             self.log.info("stale_replica_info_ignored", source=source, epoch=info.master_epoch,
                           knownEpoch=max(self.applied_epoch, cur.master_epoch if cur else 0))
             return
+        if cur is None or (info.master_epoch, info.sync_state_set_epoch) >= (cur.master_epoch,
+                                                                             cur.sync_state_set_epoch):
+            self.maintenance = info.maintenance
         if cur is not None and info.master_epoch == cur.master_epoch:
             if info.master_id != cur.master_id:
                 # One master per epoch is the controller's invariant; a second one is a bug we refuse to follow.

@@ -104,7 +104,7 @@ class ControllerMetrics:
         health figures (broker/health.py), so a slow replica shows before anything moves."""
         table = node.liveness.heartbeats
         zones: dict[tuple[str, str], int] = {}
-        for g, master, _epoch, _addr, _sss, ids in node.sm.groups_members()[:MAX_GROUPS_SCANNED]:
+        for g, _master, _epoch, _addr, _sss, ids in node.sm.groups_members()[:MAX_GROUPS_SCANNED]:
             for b in ids:
                 r = table.report(g, b)
                 if r is not None and r.zone:

@@ -154,3 +154,13 @@ def test_a_level_2_config_key_is_refused_below_it_and_left_out_of_snapshots_at_i
     assert h.w(UpdateControllerConfigRequest({"rebalance_max_in_flight": "3"})).ok
     state, _ = decode_snapshot(encode_snapshot(h.sm.state, 1))
     assert state.config.rebalance_max_in_flight == 3
+
+
+def test_a_broker_hands_over_to_no_cordoned_slave():
+    from autoswitch.broker.replicas.rm_handover import pick_target
+
+    acked = {2: 500, 3: 400}
+    assert pick_target(1, frozenset({1, 2, 3}), acked, None) == 2
+    assert pick_target(1, frozenset({1, 2, 3}), acked, None, frozenset({2})) == 3
+    why = pick_target(1, frozenset({1, 2, 3}), acked, None, frozenset({2, 3}))
+    assert isinstance(why, str) and "outside maintenance" in why
