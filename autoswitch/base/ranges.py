@@ -131,6 +131,7 @@ RANGES: dict[str, dict[str, Range]] = {
         "retention_hours": (0, 1_000_000),
         "max_topics": (1, 10_000_000),
         "max_read_messages": (1, 10_000_000),
+        "quarantine_max_bytes": (0, 1 << 40),
     },
     "HAConfig": {
         "max_body_size": (KiB, INT32_MAX),

@@ -21,6 +21,7 @@ from pathlib import Path
 from typing import Any
 
 from autoswitch.broker.cli.consume import body_preview
+from autoswitch.broker.storage import quarantine
 from autoswitch.broker.storage.record import HEADER_SIZE, parse_record, peek_total
 from autoswitch.broker.storage.segment import parse_segment_name
 from autoswitch.broker.storage.store_errors import LogCorrupt
@@ -37,6 +38,8 @@ def register(sub: Any) -> None:
     p.add_argument("--count", type=int, default=1000, help="records to print at most")
     p.add_argument("--bodies", action="store_true", help="print each body (text, or hex when it is not UTF-8)")
     p.add_argument("--json", action="store_true", help="one JSON line per record, then the envelope")
+    p.add_argument("--quarantine", action="store_true",
+                   help="read the tails truncations dropped (DATA_DIR/quarantine/) instead of the log")
     p.set_defaults(func=cmd_dump_log)
 
 
@@ -73,14 +76,19 @@ def _walk(data: Any, base: int) -> Iterator[dict[str, Any]]:
 
 
 def cmd_dump_log(args: argparse.Namespace) -> int:
-    log_dir = Path(args.data_dir) / "commitlog"
-    if not log_dir.is_dir():
-        return fail_code(args, "NOT_FOUND", f"{log_dir} does not exist (is {args.data_dir} a broker's --data-dir?)")
+    log_dir = Path(args.data_dir) / ("quarantine" if args.quarantine else "commitlog")
+    if not Path(args.data_dir, "commitlog").is_dir():
+        return fail_code(args, "NOT_FOUND", f"{Path(args.data_dir, 'commitlog')} does not exist (is {args.data_dir} "
+                                            f"a broker's --data-dir?)")
     if args.count < 1 or args.from_offset < 0:
         return fail_code(args, "BAD_USAGE", "--count must be >= 1 and --from >= 0", rc=2)
     shown = 0
     stops: list[dict[str, Any]] = []
-    segs = segments(log_dir)
+    if args.quarantine:
+        # each file holds one cut's tail from its start offset (broker/storage/quarantine.py)
+        segs = [(f.start, f.path) for f in quarantine.files(Path(args.data_dir))]
+    else:
+        segs = segments(log_dir)
     for base, path in segs:
         if base + os.path.getsize(path) <= args.from_offset:
             continue
@@ -97,13 +105,16 @@ def cmd_dump_log(args: argparse.Namespace) -> int:
                    "crc": f"{info.crc:08x}"}
             if args.bodies:
                 row["body"] = body_preview(r["body"])
+            if args.quarantine:
+                row["quarantine_file"] = path.name
             if args.json:
                 print(json.dumps(row, separators=(",", ":")))
             else:
                 born = dt.datetime.fromtimestamp(info.born_ts_ms / 1000, dt.UTC).isoformat(timespec="milliseconds")
                 line = (f"{info.phy_offset}\tepoch={info.epoch}\t{info.topic}@{info.queue_offset}\t{info.msg_id}\t"
                         f"{info.size}B\t{born}")
-                print(line + (f"\t{row['body']}" if args.bodies else ""))
+                print(line + (f"\t{row['body']}" if args.bodies else "")
+                      + (f"\t(quarantined in {path.name})" if args.quarantine else ""))
             shown += 1
             if shown >= args.count:
                 break

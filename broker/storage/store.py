@@ -31,6 +31,7 @@ from pathlib import Path
 
 import numpy as np
 from autoswitch.broker.storage import checkpoint as ckpt
+from autoswitch.broker.storage import quarantine
 from autoswitch.broker.storage import record as rec
 from autoswitch.broker.storage import record_runs as runs
 from autoswitch.broker.storage.commitlog import CommitLog
@@ -444,6 +445,9 @@ class MessageStore:
                 self._log.read_exact(offset, total)[0], 0, total
             ):
                 raise LogCorrupt("truncate offset is not a record boundary", path=str(seg.path), offset=offset)
+        last = self._epochs.last()
+        quarantine.keep_tail(self.dir, self._log, offset, last.epoch if last is not None else 0,
+                             self.config.quarantine_max_bytes, self._logger)
         cuts = {name: ti.first_q_at_or_after(offset) for name, ti in self._indexes.items()}
         # a topic cut back to queue offset 0 never existed on the surviving log: forget it
         # (a topic that keeps a later next offset keeps its queue numbering)

@@ -38,6 +38,9 @@ class StoreConfig:
     max_topics: int = 10_000
     # Most messages one read_messages call returns.
     max_read_messages: int = 65_536
+    # A cut (truncation) copies the bytes it drops to quarantine/ first, up to this many bytes per
+    # cut (broker/storage/quarantine.py); a larger cut is logged critical and not copied.
+    quarantine_max_bytes: int = 256 * MiB
 
     @property
     def max_record_bytes(self) -> int:

@@ -25,7 +25,9 @@ def fill(store: MessageStore, n: int, topics=("a", "b"), size_of=lambda i: 50 + 
 
 
 def snapshot(root: Path) -> dict[str, bytes]:
-    return {str(p.relative_to(root)): p.read_bytes() for p in sorted(root.rglob("*")) if p.is_file()}
+    """Every file of a store's directory but quarantine/ (cut tails kept for the operator: not the log)."""
+    return {str(p.relative_to(root)): p.read_bytes() for p in sorted(root.rglob("*"))
+            if p.is_file() and p.relative_to(root).parts[0] != "quarantine"}
 
 
 def open_store(path: Path, cfg: StoreConfig = SMALL, epoch: int | None = 1) -> MessageStore:
