@@ -218,6 +218,10 @@ class ElectMasterRequest(Request, frozen=True, tag="ElectMaster"):
     # (brokerId, zone) of the group's replicas as their heartbeats state them, filled by the
     # leader once feature level 2 is finalized (empty: no zones known)
     zones: Annotated[tuple[tuple[BrokerId, Name], ...], msgspec.Meta(max_length=MAX_REPLICAS_PER_GROUP)] = ()
+    # An operator's guided unclean recovery (`admin unclean-recover --confirm`, feature level 2):
+    # the designated replica may be elected outside the SyncStateSet and eligible replicas even
+    # with enable_elect_unclean_master off; the plan's token is recorded with the election.
+    unclean_recovery: AuditText = ""
 
     def check(self) -> None:
         if self.designate and self.broker_id == 0:
@@ -234,6 +238,8 @@ class ElectMasterRequest(Request, frozen=True, tag="ElectMaster"):
         if set(alive) & set(self.dead_broker_ids):
             raise MalformedRequest("a broker cannot be both alive and dead")
         _unique(tuple(b for b, _z in self.zones), "zones")
+        if self.unclean_recovery and (self.trigger != TRIGGER_ADMIN or not self.designate):
+            raise MalformedRequest("an unclean recovery is an operator's designated election")
 
 
 class AlterSyncStateSetRequest(Request, frozen=True, tag="AlterSyncStateSet"):

@@ -201,7 +201,7 @@ class BrokerHeartbeatBatchReply(_message.Message):
     def __init__(self, header: _Optional[_Union[ReplyHeader, _Mapping]] = ..., replies: _Optional[_Iterable[_Union[BrokerHeartbeatReply, _Mapping]]] = ...) -> None: ...
 
 class ElectMasterRequest(_message.Message):
-    __slots__ = ("cluster_name", "broker_name", "broker_id", "designate_elect", "handover_from", "expect_master_epoch", "expect_sync_state_set_epoch", "requested_by", "dry_run")
+    __slots__ = ("cluster_name", "broker_name", "broker_id", "designate_elect", "handover_from", "expect_master_epoch", "expect_sync_state_set_epoch", "requested_by", "dry_run", "unclean_recovery")
     CLUSTER_NAME_FIELD_NUMBER: _ClassVar[int]
     BROKER_NAME_FIELD_NUMBER: _ClassVar[int]
     BROKER_ID_FIELD_NUMBER: _ClassVar[int]
@@ -211,6 +211,7 @@ class ElectMasterRequest(_message.Message):
     EXPECT_SYNC_STATE_SET_EPOCH_FIELD_NUMBER: _ClassVar[int]
     REQUESTED_BY_FIELD_NUMBER: _ClassVar[int]
     DRY_RUN_FIELD_NUMBER: _ClassVar[int]
+    UNCLEAN_RECOVERY_FIELD_NUMBER: _ClassVar[int]
     cluster_name: str
     broker_name: str
     broker_id: int
@@ -220,7 +221,8 @@ class ElectMasterRequest(_message.Message):
     expect_sync_state_set_epoch: int
     requested_by: str
     dry_run: bool
-    def __init__(self, cluster_name: _Optional[str] = ..., broker_name: _Optional[str] = ..., broker_id: _Optional[int] = ..., designate_elect: _Optional[bool] = ..., handover_from: _Optional[int] = ..., expect_master_epoch: _Optional[int] = ..., expect_sync_state_set_epoch: _Optional[int] = ..., requested_by: _Optional[str] = ..., dry_run: _Optional[bool] = ...) -> None: ...
+    unclean_recovery: str
+    def __init__(self, cluster_name: _Optional[str] = ..., broker_name: _Optional[str] = ..., broker_id: _Optional[int] = ..., designate_elect: _Optional[bool] = ..., handover_from: _Optional[int] = ..., expect_master_epoch: _Optional[int] = ..., expect_sync_state_set_epoch: _Optional[int] = ..., requested_by: _Optional[str] = ..., dry_run: _Optional[bool] = ..., unclean_recovery: _Optional[str] = ...) -> None: ...
 
 class ElectMasterReply(_message.Message):
     __slots__ = ("header", "replica_info", "decision_json")
@@ -363,7 +365,7 @@ class GetReplicaInfoReply(_message.Message):
     def __init__(self, header: _Optional[_Union[ReplyHeader, _Mapping]] = ..., replica_info: _Optional[_Union[ReplicaInfo, _Mapping]] = ...) -> None: ...
 
 class ReplicaMember(_message.Message):
-    __slots__ = ("broker_id", "address", "alive", "in_sync", "epoch", "max_offset", "last_heard_ms_ago", "incarnation", "degraded", "degraded_reasons", "append_ms", "fsync_ms", "loop_lag_ms", "diverged", "zone")
+    __slots__ = ("broker_id", "address", "alive", "in_sync", "epoch", "max_offset", "last_heard_ms_ago", "incarnation", "degraded", "degraded_reasons", "append_ms", "fsync_ms", "loop_lag_ms", "diverged", "zone", "confirm_offset", "clean_shutdown")
     BROKER_ID_FIELD_NUMBER: _ClassVar[int]
     ADDRESS_FIELD_NUMBER: _ClassVar[int]
     ALIVE_FIELD_NUMBER: _ClassVar[int]
@@ -379,6 +381,8 @@ class ReplicaMember(_message.Message):
     LOOP_LAG_MS_FIELD_NUMBER: _ClassVar[int]
     DIVERGED_FIELD_NUMBER: _ClassVar[int]
     ZONE_FIELD_NUMBER: _ClassVar[int]
+    CONFIRM_OFFSET_FIELD_NUMBER: _ClassVar[int]
+    CLEAN_SHUTDOWN_FIELD_NUMBER: _ClassVar[int]
     broker_id: int
     address: str
     alive: bool
@@ -394,7 +398,9 @@ class ReplicaMember(_message.Message):
     loop_lag_ms: float
     diverged: bool
     zone: str
-    def __init__(self, broker_id: _Optional[int] = ..., address: _Optional[str] = ..., alive: _Optional[bool] = ..., in_sync: _Optional[bool] = ..., epoch: _Optional[int] = ..., max_offset: _Optional[int] = ..., last_heard_ms_ago: _Optional[int] = ..., incarnation: _Optional[str] = ..., degraded: _Optional[bool] = ..., degraded_reasons: _Optional[_Iterable[str]] = ..., append_ms: _Optional[float] = ..., fsync_ms: _Optional[float] = ..., loop_lag_ms: _Optional[float] = ..., diverged: _Optional[bool] = ..., zone: _Optional[str] = ...) -> None: ...
+    confirm_offset: int
+    clean_shutdown: bool
+    def __init__(self, broker_id: _Optional[int] = ..., address: _Optional[str] = ..., alive: _Optional[bool] = ..., in_sync: _Optional[bool] = ..., epoch: _Optional[int] = ..., max_offset: _Optional[int] = ..., last_heard_ms_ago: _Optional[int] = ..., incarnation: _Optional[str] = ..., degraded: _Optional[bool] = ..., degraded_reasons: _Optional[_Iterable[str]] = ..., append_ms: _Optional[float] = ..., fsync_ms: _Optional[float] = ..., loop_lag_ms: _Optional[float] = ..., diverged: _Optional[bool] = ..., zone: _Optional[str] = ..., confirm_offset: _Optional[int] = ..., clean_shutdown: _Optional[bool] = ...) -> None: ...
 
 class GroupSyncState(_message.Message):
     __slots__ = ("replica_info", "members")

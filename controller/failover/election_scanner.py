@@ -176,7 +176,8 @@ class ElectionScanner:
 
     async def elect(self, cluster: str, group: str, broker_id: int, designate: bool, trigger: msgs.Trigger,
                     handover_from: int = 0, expect_master_epoch: int = 0,
-                    expect_sync_state_set_epoch: int = 0, dry_run: bool = False) -> msgs.Reply:
+                    expect_sync_state_set_epoch: int = 0, dry_run: bool = False,
+                    unclean_recovery: str = "") -> msgs.Reply:
         """``dry_run``: decide with the same pure state machine on this leader's applied state and
         its liveness evidence now, and propose nothing (the reply's decision says who would win)."""
         if not self.is_leader:
@@ -189,7 +190,7 @@ class ElectionScanner:
             dead_broker_ids=tuple(sorted(dead)), handover_from=handover_from,
             expect_master_epoch=expect_master_epoch, expect_sync_state_set_epoch=expect_sync_state_set_epoch,
             # a master dead only on crash evidence: whoever asks, the election must stay clean
-            crash_only=master in crashed)
+            crash_only=master in crashed, unclean_recovery=unclean_recovery)
         req = self.with_zones(req)
         if dry_run:
             await self.proposer.barrier()

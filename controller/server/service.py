@@ -326,8 +326,13 @@ class ControllerServicer(pbg.ControllerServiceServicer):
             return pb.ElectMasterReply(header=_header(res), replica_info=replica_info_pb(res.replica))
         # RocketMQ: a broker asks with its own id; an operator (admin CLI) designates or sends 0.
         trigger: m.Trigger = m.TRIGGER_ADMIN if request.designate_elect or bid == 0 else m.TRIGGER_BROKER
+        if request.unclean_recovery and self.node.sm.feature_level < features.OPERATOR_LEVEL:
+            raise NodeReply(Code.CONTROLLER_FEATURE_UNSUPPORTED, f"an unclean recovery needs feature level "
+                            f"{features.OPERATOR_LEVEL} (`autoswitch admin finalize-features`)")
         res = await self.node.elections.elect(asked.cluster_name, group, bid, request.designate_elect, trigger=trigger,
-                                              dry_run=request.dry_run)
+                                              dry_run=request.dry_run,
+                                              unclean_recovery=check_field(request.unclean_recovery, m.AuditText,
+                                                                           "unclean_recovery"))
         # a dry run answers SUCCESS whatever it found: the would-be code is the decision's own
         return pb.ElectMasterReply(header=pb.ReplyHeader(code=0) if request.dry_run else _header(res),
                                    replica_info=replica_info_pb(res.replica),

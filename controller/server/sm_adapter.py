@@ -44,6 +44,8 @@ class MemberState(msgspec.Struct, frozen=True):
     loop_lag_ms: float = -1.0
     diverged: bool = False
     zone: str = ""            # as its heartbeats state it ("" = none)
+    confirm_offset: int = 0   # its last heartbeat's (heard or not: what the controllers last knew)
+    clean_shutdown: bool = True
 
 
 class GroupState(msgspec.Struct, frozen=True):
@@ -233,7 +235,9 @@ class AppliedStateMachine:
                     degraded=h is not None and bool(h.reasons), degraded_reasons=h.reasons if h else (),
                     append_ms=h.append_ms if h else -1.0, fsync_ms=h.fsync_ms if h else -1.0,
                     loop_lag_ms=h.loop_lag_ms if h else -1.0, diverged=bool(beat and beat.diverged),
-                    zone=beat.zone if beat is not None else ""))
+                    zone=beat.zone if beat is not None else "",
+                    confirm_offset=beat.confirm_offset if beat is not None else 0,
+                    clean_shutdown=beat.clean_shutdown if beat is not None else True))
             out.append(GroupState(g.view(), tuple(members)))
         return r, out
 

@@ -344,8 +344,9 @@ def _elect_master(req: ElectMasterRequest, state: ControllerState) -> tuple[list
     d = election.decide(master=master, sync_state_set=g.sync_state_set, eligible=g.eligible,
                         registered=frozenset(g.brokers), alive=alive, first_election=g.first_election,
                         designated=designated,
-                        unclean_enabled=(cfg.enable_elect_unclean_master and not req.handover_from
-                                         and not req.crash_only), pool_complete=not g.holder_replaced,
+                        unclean_enabled=((cfg.enable_elect_unclean_master or bool(req.unclean_recovery))
+                                         and not req.handover_from and not req.crash_only),
+                        pool_complete=not g.holder_replaced,
                         maintenance=g.maintenance, zone_rank=ranks)
     winner = d.new_master if d.outcome in (election.Outcome.ELECT, election.Outcome.KEEP) else None
     cands = explain.verdicts(registered=sorted(g.brokers), alive=alive, dead=frozenset(req.dead_broker_ids),
@@ -380,8 +381,9 @@ def _elect_master(req: ElectMasterRequest, state: ControllerState) -> tuple[list
         new_master=d.new_master, old_sync_state_set=g.sync_state_set, old_eligible=g.eligible,
         unclean=d.unclean, min_in_sync_replicas=election.effective_min_in_sync(cfg.min_in_sync_replicas, stated),
         enabled=cfg.enable_eligible_replicas, lost_data=lost)
+    recovery = f":recovery={req.unclean_recovery}" if req.unclean_recovery and d.unclean else ""
     ev = ElectMasterEvent(name, d.new_master, (d.new_master,), tuple(sorted(elig)), d.unclean,
-                          f"{req.trigger}:{'crash:' if req.crash_only else ''}{d.reason}",
+                          f"{req.trigger}:{'crash:' if req.crash_only else ''}{d.reason}{recovery}",
                           trigger=req.trigger, crash=req.crash_only)
     return [ev], _Outcome(group=name, remark=d.reason, explain=("elected", d.reason, cands))
 

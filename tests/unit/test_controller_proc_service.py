@@ -98,7 +98,7 @@ class _Elections:
         self.proposed = proposed
         self.proposer = proposer
 
-    async def elect(self, cluster, group, broker_id, designate, trigger, dry_run=False):
+    async def elect(self, cluster, group, broker_id, designate, trigger, dry_run=False, unclean_recovery=""):
         self.proposed.append(("elect", group, broker_id))
         return m.Reply()
 
