@@ -2,6 +2,9 @@
 
 Definitions (docs/pipeline.md has the long form):
 - lost: an acked (group, msg_id) that is absent from the current master's log;
+- lost_by_operator: the same, acknowledged before an operator's guided unclean recovery of its
+  group (`admin unclean-recover --confirm`: an unclean ElectMaster whose reason carries the
+  plan's token) at a lower MasterEpoch than that election: the operator chose to lose it;
 - moved: an acked msg_id present in the master's log, but not at the acked phy_offset;
 - replica_missing: an acked msg_id absent from a replica although the acked offset is below
   that replica's confirmOffset (and at/after its min_offset);
@@ -28,12 +31,23 @@ from autoswitch.base.log import get_logger
 log = get_logger("pipeline")
 
 BROADCAST_KEYS_LIMIT = 2_000_000   # keys needing details, broadcast below this
-CATEGORIES = ("lost", "moved", "replica_missing", "divergence", "duplicates")
+CATEGORIES = ("lost", "lost_by_operator", "moved", "replica_missing", "divergence", "duplicates")
 MAX_MASK_BROKER_ID = 62          # holders are a bit mask of brokerIds 0..62; above that, a set
 
 EXIT_CLEAN = 0
 EXIT_LOST = 2
 EXIT_UNSAFE = 3   # nothing lost at the master, but a replica diverges, misses or moved data
+EXIT_OPERATOR = 4  # acked messages lost only by an operator's unclean recovery (they chose it)
+RECOVERY_MARK = ":recovery="    # in an operator's unclean election's reason (controller/state/statemachine.py)
+
+
+def operator_recoveries(event_rows: list[dict] | None) -> dict[str, int]:
+    """group -> the MasterEpoch of its last operator's unclean recovery (from controller events)."""
+    out: dict[str, int] = {}
+    for e in event_rows or ():
+        if e.get("event") == "ElectMaster" and e.get("unclean") and RECOVERY_MARK in (e.get("reason") or ""):
+            out[e["group"]] = max(out.get(e["group"], 0), int(e["master_epoch"]))
+    return out
 
 
 def load_masters(replica_rows: list[dict], epoch_rows: list[dict],
@@ -157,6 +171,15 @@ def run_audit(spark, acks, index, replica_rows: list[dict], epoch_rows: list[dic
     base_cols = ["group", "msg_id", "acked_offset", "acked_by", "epoch", "ack_ts_ms", "topic",
                  "queue_offset", "master_id"]
     lost = a.filter(F.col("m_copies") == 0).select(*base_cols)
+    recoveries = operator_recoveries(event_rows)
+    if recoveries:
+        rec_df = F.broadcast(spark.createDataFrame(list(recoveries.items()), "group string, recovery_epoch long"))
+        tagged = lost.join(rec_df, "group", "left")
+        chosen = F.col("recovery_epoch").isNotNull() & (F.col("epoch") < F.col("recovery_epoch"))
+        lost_by_operator = tagged.filter(chosen).select(*base_cols, "recovery_epoch")
+        lost = tagged.filter(~chosen).select(*base_cols)
+    else:
+        lost_by_operator = lost.limit(0).withColumn("recovery_epoch", F.lit(None).cast("long"))
     moved = a.filter((F.col("m_copies") > 0) & F.col("at_offset").isNull()).select(
         *base_cols, F.col("m_min").alias("found_offset_min"), F.col("m_max").alias("found_offset_max"),
         F.col("m_copies").alias("found_copies"))
@@ -197,7 +220,7 @@ def run_audit(spark, acks, index, replica_rows: list[dict], epoch_rows: list[dic
                    "master_crc", "master_msg_id", "master_size", "bound"))
 
     progress.set_phase("audit: writing results")
-    frames = {"lost": lost, "moved": moved, "replica_missing": rmiss, "divergence": div, "duplicates": dups}
+    frames = {"lost": lost, "lost_by_operator": lost_by_operator, "moved": moved, "replica_missing": rmiss, "divergence": div, "duplicates": dups}
     # One job computes and caches every (small) result and counts them; the writes read the cache.
     frames = {k: v.persist(StorageLevel.MEMORY_AND_DISK) for k, v in frames.items()}
     tallies = [df.groupBy().count().withColumn("category", F.lit(name))
@@ -225,6 +248,8 @@ def run_audit(spark, acks, index, replica_rows: list[dict], epoch_rows: list[dic
         verdict, code = "LOST_ACKED_MESSAGES", EXIT_LOST
     elif off_counts["lost"]:
         verdict, code = "LOST_COMMITTED_OFFSETS", EXIT_LOST
+    elif counts["lost_by_operator"]:
+        verdict, code = "LOST_BY_OPERATOR_DECISION", EXIT_OPERATOR
     elif counts["divergence"] or counts["replica_missing"] or counts["moved"] or off_counts["backwards"]:
         verdict, code = "UNSAFE_REPLICAS", EXIT_UNSAFE
     else:

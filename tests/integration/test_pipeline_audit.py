@@ -57,7 +57,8 @@ def test_audit_finds_exactly_the_planted_faults(spark, planted, tmp_path):  # no
     assert res["acked_rows"] == m["acked_rows"]
     assert res["masters"] == m["final_masters"] and res["master_source"] == {"events": 6}
     verdict = json.loads((tmp_path / "out" / "verdict.json").read_text())
-    assert verdict["counts"] == {"lost": 5, "moved": 0, "replica_missing": 15, "divergence": 4, "duplicates": 3}
+    assert verdict["counts"] == {"lost": 5, "lost_by_operator": 0, "moved": 0, "replica_missing": 15,
+                                 "divergence": 4, "duplicates": 3}
 
 
 def test_jsonl_exports_without_events_clean_group_and_moved_message(spark, tmp_path):  # noqa: F811
@@ -86,7 +87,8 @@ def test_jsonl_exports_without_events_clean_group_and_moved_message(spark, tmp_p
     moved = _rows(spark, tmp_path / "out" / "moved")
     assert [(r["group"], r["msg_id"], r["acked_offset"], r["found_offset_min"], r["master_id"]) for r in moved] \
         == [("h", "hb", 150, 100, 2)]
-    assert res["counts"] == {"lost": 0, "moved": 1, "replica_missing": 0, "divergence": 0, "duplicates": 0}
+    assert res["counts"] == {"lost": 0, "lost_by_operator": 0, "moved": 1, "replica_missing": 0, "divergence": 0,
+                             "duplicates": 0}
     assert res["verdict"] == "UNSAFE_REPLICAS" and res["exit_code"] == 3
 
 
@@ -139,3 +141,30 @@ def test_an_acked_consumer_commit_missing_from_the_master_is_lost(spark, tmp_pat
     assert res["verdict"] == "LOST_COMMITTED_OFFSETS" and res["exit_code"] == EXIT_LOST
     found = json.loads((tmp_path / "out" / "consumer_offsets.json").read_text())
     assert found["lost"][0]["acked_committed"] == 100 and found["lost"][0]["master_committed"] == 50
+
+
+def test_losses_an_operator_chose_are_reported_as_theirs_not_as_a_bug(spark, planted, tmp_path):  # noqa: F811
+    """Acked messages acknowledged before an operator's guided unclean recovery of their group
+    (`admin unclean-recover --confirm`) are `lost_by_operator`, not `lost` (exit 4)."""
+    import shutil
+
+    from autoswitch.pipeline.audit import EXIT_OPERATOR
+
+    root, m = planted
+    copy = tmp_path / "gen"
+    shutil.copytree(root, copy)
+    events = copy / "events" / "events.jsonl"
+    rows = [json.loads(x) for x in events.read_text().splitlines()]
+    losses = m["planted"]["losses"]
+    groups = sorted({x["group"] for x in losses})
+    index = max(r["index"] for r in rows)
+    for i, g in enumerate(groups):
+        last = max((r for r in rows if r["group"] == g and r["event"] == "ElectMaster"), key=lambda r: r["index"])
+        rows.append({**last, "index": index + 1 + i, "master_epoch": last["master_epoch"] + 1, "unclean": True,
+                     "trigger": "admin", "reason": "admin:designated_unclean:recovery=0123456789abcdef"})
+    events.write_text("".join(json.dumps(r) + "\n" for r in rows))
+    res = _audit(spark, copy, tmp_path / "out")
+    assert _rows(spark, tmp_path / "out" / "lost") == []
+    chosen = {(r["group"], r["msg_id"]) for r in _rows(spark, tmp_path / "out" / "lost_by_operator")}
+    assert chosen == {(x["group"], x["msg_id"]) for x in losses}
+    assert res["verdict"] == "LOST_BY_OPERATOR_DECISION" and res["exit_code"] == EXIT_OPERATOR

@@ -97,7 +97,8 @@ def test_audit_on_a_standalone_cluster(tmp_path):
         assert r.returncode == 2, r.stdout[-2000:] + r.stderr[-4000:]
         res = json.loads(r.stdout.strip().splitlines()[-1])["result"]
         assert res["verdict"] == "LOST_ACKED_MESSAGES"
-        assert res["counts"] == {"lost": 2, "moved": 0, "replica_missing": 6, "divergence": 1, "duplicates": 1}
+        assert res["counts"] == {"lost": 2, "lost_by_operator": 0, "moved": 0, "replica_missing": 6, "divergence": 1,
+                                 "duplicates": 1}
         assert res["masters"] == m["final_masters"]
         assert json.loads((out / "verdict.json").read_text())["counts"] == res["counts"]
         assert '"event":"progress"' in r.stderr                      # stage progress on stderr
