@@ -8,7 +8,8 @@ counts what electing the lagging one would lose; the operator elects the lagging
 the plan's token. Exactly the predicted number of acknowledged messages is then missing from what
 consumers read, the replica that held them truncated its log after copying the tail to its
 quarantine/, `dump-log --quarantine` shows those very messages, and the election is recorded as
-the operator's unclean recovery with its token."""
+the operator's unclean recovery with its token; the durability audit (Spark) on the replicas'
+exports reports exactly those messages as lost by the operator's decision."""
 
 from __future__ import annotations
 
@@ -23,7 +24,7 @@ import pytest
 from tests.integration.controller_harness import admin
 from tests.integration.failover_harness import FailoverCluster, consume_routed, read_ack_log, wait_until
 
-pytestmark = [pytest.mark.integration, pytest.mark.timeout(300)]
+pytestmark = [pytest.mark.integration, pytest.mark.spark, pytest.mark.timeout(600)]
 
 
 def test_an_operators_unclean_recovery_loses_exactly_what_the_plan_said(procs, tmp_path):
@@ -55,14 +56,20 @@ def test_an_operators_unclean_recovery_loses_exactly_what_the_plan_said(procs, t
     acked = read_ack_log(ack_log)
     assert len(acked) == 100
 
+    seen: list[dict] = []
+
     def planned() -> dict | None:
         r = admin("unclean-recover", "--controller", ctl, "-b", "g1")
+        seen[:] = [r]
         if not r["ok"]:
             return None
         ids = {ch["broker_id"] for ch in r["result"]["choices"]}
         return r["result"] if ids == {lag_id, keep_id} else None
 
-    plan = wait_until(planned, 60, "a plan over both live replicas")
+    try:
+        plan = wait_until(planned, 60, "a plan over both live replicas")
+    except TimeoutError:
+        raise AssertionError(f"no plan over both live replicas; last answer {seen}") from None
     by = {ch["broker_id"]: ch for ch in plan["choices"]}
     assert plan["proposal"] == keep_id and by[keep_id]["lost_acked_messages"] == 0, plan
     predicted = by[lag_id]["lost_acked_messages"]
@@ -87,6 +94,28 @@ def test_an_operators_unclean_recovery_loses_exactly_what_the_plan_said(procs, t
 
     elections = [json.loads(x) for x in _events(ctl) if plan["token"] in x and '"ElectMaster"' in x]
     assert elections and elections[0]["unclean"] and elections[0]["master_broker_id"] == lag_id, elections
+
+    # the durability audit finds exactly those messages, as the operator's loss, not a bug
+    exports = tmp_path / "exports"
+    (exports / "logs").mkdir(parents=True)
+    events = exports / "events.jsonl"
+    r = _cli("admin", "export-controller-events", "--controller", ctl, "--out", str(events), "--json")
+    assert r.returncode == 0, r.stderr[-2000:]
+    for n, bid in ((lagging, lag_id), (keeper, keep_id)):
+        c.broker_proc[n].stop()
+        r = _cli("pipeline", "export-log", "--data-dir", str(tmp_path / f"broker-{n}"), "--group", "g1",
+                 "--broker-id", str(bid), "--out", str(exports / "logs" / f"{n}.index.jsonl"), "--json")
+        assert r.returncode == 0, r.stderr[-2000:]
+    r = _cli("pipeline", "audit", "--acks", str(ack_log), "--logs", str(exports / "logs"), "--events", str(events),
+             "--out", str(tmp_path / "audit"), "--shuffle-partitions", "4", "--json")
+    assert (tmp_path / "audit" / "verdict.json").exists(), r.stdout[:1500]
+    verdict = json.loads((tmp_path / "audit" / "verdict.json").read_text())
+    assert r.returncode == 4 and verdict["verdict"] == "LOST_BY_OPERATOR_DECISION", (verdict, r.stderr[-2000:])
+    assert verdict["counts"]["lost"] == 0 and verdict["counts"]["lost_by_operator"] == predicted, verdict
+
+
+def _cli(*args: str) -> subprocess.CompletedProcess:
+    return subprocess.run([sys.executable, "-m", "autoswitch", *args], capture_output=True, text=True, timeout=500)
 
 
 def _events(ctl: str) -> list[str]:
