@@ -42,6 +42,8 @@ if TYPE_CHECKING:
 # has not seen its own end of the session yet, at most MAX_FAST_RESCANS times (~0.5 s).
 FAST_RESCAN_S = 0.025
 MAX_FAST_RESCANS = 20
+# A leader in maintenance that could not hand its leadership over tries again after this long.
+LEAVE_RETRY_MS = 10_000
 
 
 class ElectionScanner:
@@ -69,6 +71,7 @@ class ElectionScanner:
         self.in_maintenance: Callable[[], bool] = lambda: False
         self.leave_leadership: Callable[[], Coroutine[Any, Any, None]] | None = None
         self._leaving = False
+        self._leave_not_before = 0
         self._storm_said = False
         self._wake = asyncio.Event()
         self._fast_rescans_left = 0
@@ -317,7 +320,11 @@ class ElectionScanner:
         """Leader only: a leader in maintenance hands Raft leadership to a member outside it."""
         if not self.is_leader or self.leave_leadership is None or self._leaving or not self.in_maintenance():
             return False
+        now = self.liveness.now_ms()
+        if now < self._leave_not_before:
+            return False
         self._leaving = True
+        self._leave_not_before = now + LEAVE_RETRY_MS      # a move that did not happen is tried again later
 
         async def leave() -> None:
             try:
