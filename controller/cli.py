@@ -247,9 +247,11 @@ def _admin(args, func) -> int:
     async def go() -> Any:
         from autoswitch.base.progress import with_progress
 
+        # a command that waits (maintenance --wait-s) gets its wait on top of the call timeout
+        budget = args.timeout_s + max(0.0, getattr(args, "wait_s", 0.0))
         async with ControllerClient(args.controller, deadline_s=args.timeout_s, tls=tls_from_args(args)) as client:
             return await with_progress(func(client, args), f"waiting for the controllers ({args.admin_command})",
-                                       args.timeout_s)
+                                       budget)
 
     try:
         out = asyncio.run(go())
