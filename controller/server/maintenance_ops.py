@@ -40,7 +40,7 @@ async def set_maintenance(node: ServedNode, request: pb.SetMaintenanceRequest) -
                                   controller_maintenance=sorted(node.sm.controller_maintenance))
 
 
-def _needs_level(node: ServedNode, what: str = "maintenance") -> None:
+def needs_operator_level(node: ServedNode, what: str = "maintenance") -> None:
     """Refused before anything is proposed: an entry of a level the cluster has not finalized
     would be refused differently by members of the older release (docs/compatibility.md)."""
     if node.sm.feature_level < OPERATOR_LEVEL:
@@ -55,7 +55,7 @@ async def set_broker_maintenance(node: ServedNode, req: m.SetMaintenanceRequest)
     """(the applied entry's reply, what happens to the mastership)."""
     if not node.is_leader:
         raise node.proposer.not_leader()
-    _needs_level(node)
+    needs_operator_level(node)
     res = await node.proposer.write(req)
     if res.code != Code.SUCCESS or not req.on:
         return res, ""
@@ -79,7 +79,7 @@ async def set_zone_preference(node: ServedNode, request: pb.SetZonePreferenceReq
                                              zones=tuple(check_field(z, m.Name, "zone") for z in request.zones)))
     if not node.is_leader:
         raise node.proposer.not_leader()
-    _needs_level(node, "a zone preference")
+    needs_operator_level(node, "a zone preference")
     res = await node.proposer.write(req)
     return pb.SetZonePreferenceReply(header=pb.ReplyHeader(code=int(res.code), message=res.remark),
                                      replica_info=replica_info_pb(res.replica))
@@ -91,7 +91,7 @@ async def set_controller_maintenance(node: ServedNode, node_id: str, on: bool) -
     if not node.is_leader:
         raise node.proposer.not_leader()
     node.refuse_on_store("controller maintenance")
-    _needs_level(node)
+    needs_operator_level(node)
     voters = tuple(sorted(node.membership.voter_ids))
     if node_id not in voters and node_id not in node.membership.member_addrs():
         raise NodeReply(Code.CONTROLLER_INVALID_REQUEST, f"unknown controller {node_id[:64]!r}; voters: {list(voters)}")

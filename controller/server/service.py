@@ -326,9 +326,10 @@ class ControllerServicer(pbg.ControllerServiceServicer):
             return pb.ElectMasterReply(header=_header(res), replica_info=replica_info_pb(res.replica))
         # RocketMQ: a broker asks with its own id; an operator (admin CLI) designates or sends 0.
         trigger: m.Trigger = m.TRIGGER_ADMIN if request.designate_elect or bid == 0 else m.TRIGGER_BROKER
-        if request.unclean_recovery and self.node.sm.feature_level < features.OPERATOR_LEVEL:
-            raise NodeReply(Code.CONTROLLER_FEATURE_UNSUPPORTED, f"an unclean recovery needs feature level "
-                            f"{features.OPERATOR_LEVEL} (`autoswitch admin finalize-features`)")
+        if request.unclean_recovery:
+            from autoswitch.controller.server.maintenance_ops import needs_operator_level
+
+            needs_operator_level(self.node, "an unclean recovery")
         res = await self.node.elections.elect(asked.cluster_name, group, bid, request.designate_elect, trigger=trigger,
                                               dry_run=request.dry_run,
                                               unclean_recovery=check_field(request.unclean_recovery, m.AuditText,
