@@ -17,9 +17,11 @@ import asyncio
 from typing import Any
 
 from autoswitch.app.unclean_plan import Plan, ReplicaLog, plan
+from autoswitch.app.verify_group import log_ranges
 from autoswitch.base.errors import AutoswitchError, NotFound
 from autoswitch.base.output import emit, fail, fail_code
 from autoswitch.base.tls import tls_from_args
+from autoswitch.ha.digest import RangeDigest
 
 COARSE_BYTES = 1 << 20        # first pass: where the live logs start to differ
 FINE_BYTES = 64               # second pass: one range per record (every record is longer than this)
@@ -47,27 +49,8 @@ def register(sub: Any, admin_sub: Any) -> None:
     a.set_defaults(func=cmd_unclean_recover)
 
 
-async def _ranges(addr: str, lo: int, hi: int, size: int, tls: Any, timeout: float) -> list[tuple[int, int, int, int]]:
-    from autoswitch.broker.client.client import AdminClient
-    from autoswitch.proto import broker_pb2 as pb
-
-    c = AdminClient(addr, max_retries=1, timeout_s=timeout, tls=tls)
-    out: list[tuple[int, int, int, int]] = []
-    try:
-        at = lo
-        for _ in range(MAX_PAGES):
-            if at >= hi:
-                return out
-            r = await c.log_ranges(at, hi, size)
-            if r.status != pb.OK:
-                raise AutoswitchError(f"{addr}: {pb.Status.Name(r.status)}: {r.error_message}")
-            out += [(x.epoch, x.start, x.end, x.digest) for x in r.ranges]
-            if r.next_offset <= at:
-                return out
-            at = r.next_offset
-    finally:
-        await c.close()
-    raise AutoswitchError(f"{addr}: more than {MAX_PAGES} pages of ranges between {lo} and {hi}")
+async def _listing(addr: str, lo: int, hi: int, size: int, args: argparse.Namespace) -> list[RangeDigest]:
+    return await log_ranges(addr, lo, hi, size, args.tls, args.timeout, max_pages=MAX_PAGES, complete=True)
 
 
 async def _plan(args: argparse.Namespace) -> tuple[Plan, Any]:
@@ -103,7 +86,7 @@ async def _plan(args: argparse.Namespace) -> tuple[Plan, Any]:
         raise NotFound(f"no replica of group {args.group!r} is alive and answering")
     lo = max(r["min"] for r in live.values())
     hi = min(r["max"] for r in live.values())
-    coarse = await asyncio.gather(*(_ranges(r["address"], lo, hi, COARSE_BYTES, args.tls, args.timeout)
+    coarse = await asyncio.gather(*(_listing(r["address"], lo, hi, COARSE_BYTES, args)
                                     for r in live.values()))
     # the coarse ranges are cut alike on every replica (same from and to): the fine comparison
     # starts at the end of the last one all of them hold alike
@@ -112,7 +95,7 @@ async def _plan(args: argparse.Namespace) -> tuple[Plan, Any]:
         if len(set(row)) > 1:
             break
         start = row[0][2]
-    fine = await asyncio.gather(*(_ranges(r["address"], start, r["max"], FINE_BYTES, args.tls, args.timeout)
+    fine = await asyncio.gather(*(_listing(r["address"], start, r["max"], FINE_BYTES, args)
                                   for r in live.values()))
     replicas = {b: ReplicaLog(b, r["address"], r["max"], r["epoch"], r["clean"], r["in_sync"], recs)
                 for (b, r), recs in zip(live.items(), fine, strict=True)}

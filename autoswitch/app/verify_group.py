@@ -61,7 +61,10 @@ def compare(listings: dict[int, list[RangeDigest]]) -> tuple[int, int, list[dict
     return len(by_start), same_bytes, differ
 
 
-async def _ranges(addr: str, lo: int, hi: int, size: int, tls: Any, timeout: float) -> list[RangeDigest]:
+async def log_ranges(addr: str, lo: int, hi: int, size: int, tls: Any, timeout: float,
+                     max_pages: int = MAX_PAGES, complete: bool = False) -> list[RangeDigest]:
+    """One replica's LogRanges cut of ``[lo, hi)``, page after page (at most ``max_pages`` calls;
+    ``complete``: an error rather than a shorter listing when they do not reach ``hi``)."""
     from autoswitch.broker.client.client import AdminClient
     from autoswitch.proto import broker_pb2 as pb
 
@@ -69,18 +72,20 @@ async def _ranges(addr: str, lo: int, hi: int, size: int, tls: Any, timeout: flo
     out: list[RangeDigest] = []
     try:
         at = lo
-        for _ in range(MAX_PAGES):
+        for _ in range(max_pages):
             if at >= hi:
-                break
+                return out
             r = await c.log_ranges(at, hi, size)
             if r.status != pb.OK:
-                raise AutoswitchError(f"{pb.Status.Name(r.status)}: {r.error_message}")
+                raise AutoswitchError(f"{pb.Status.Name(r.status)}: {r.error_message}", address=addr)
             out += [RangeDigest(x.epoch, x.start, x.end, x.digest) for x in r.ranges]
             if r.next_offset <= at:
-                break
+                return out
             at = r.next_offset
     finally:
         await c.close()
+    if complete and at < hi:
+        raise AutoswitchError(f"more than {max_pages} pages of ranges between {lo} and {hi}", address=addr)
     return out
 
 
@@ -113,7 +118,7 @@ async def _verify(args: argparse.Namespace) -> tuple[dict[str, Any], bool]:
     hi = min(r["max_offset"] for r in up) if args.to_offset < 0 else args.to_offset
     size = max(64, int(args.range_mb * 1024 * 1024))
     listings: dict[int, list[RangeDigest]] = {}
-    got = await asyncio.gather(*(_ranges(r["address"], lo, hi, size, args.tls, args.timeout) for r in up),
+    got = await asyncio.gather(*(log_ranges(r["address"], lo, hi, size, args.tls, args.timeout) for r in up),
                                return_exceptions=True)
     for r, res in zip(up, got, strict=True):
         if isinstance(res, AutoswitchError):
