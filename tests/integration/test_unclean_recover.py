@@ -48,8 +48,12 @@ def test_an_operators_unclean_recovery_loses_exactly_what_the_plan_said(procs, t
                    "the frozen slave out of the SyncStateSet")
         prod = c.producer("p2", ack_log, duration_s=60, count=40, interval_ms=5)
         wait_until(lambda: prod.popen.poll() is not None, 60, "40 more acked without the frozen slave")
-        c.broker_proc[master].kill9()
+        # the keeper first, and seen dead, then the master: killed the other way round, the
+        # controllers rightly fail over to the keeper (it holds everything acked) in between
         c.broker_proc[keeper].kill9()
+        wait_until(lambda: not next(m for m in c.replica_info().members if m.broker_id == keep_id).alive, 60,
+                   "the keeper seen dead by the controllers")
+        c.broker_proc[master].kill9()
     finally:
         os.kill(c.broker_proc[lagging].pid, signal.SIGCONT)
     c.start_broker(keeper)          # an unclean restart: no clean replica left
