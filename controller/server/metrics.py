@@ -104,22 +104,17 @@ class ControllerMetrics:
         health figures (broker/health.py), so a slow replica shows before anything moves."""
         table = node.liveness.heartbeats
         zones: dict[tuple[str, str], int] = {}
-        for g, _master, _epoch, _addr, _sss, ids in node.sm.groups_members()[:MAX_GROUPS_SCANNED]:
-            for b in ids:
-                r = table.report(g, b)
-                if r is not None and r.zone:
-                    key = (r.zone, "alive" if table.alive(g, b, now) else "silent")
-                    zones[key] = zones.get(key, 0) + 1
-        for (zone, state), n in sorted(zones.items()):
-            yield ("autoswitch_controller_zone_replicas", "Replicas by the zone their heartbeats state, as this node "
-                   "hears them (a zone with none alive is lost)", {"zone": zone, "state": state}, n)
         for g, master, _epoch, _addr, _sss, ids in node.sm.groups_members()[:MAX_GROUPS_SCANNED]:
             for b in sorted(node.sm.maintenance(g)):
                 yield ("autoswitch_controller_replica_maintenance", "1 for each replica in maintenance (cordoned)",
                        {"group": g, "broker": str(b), "role": "master" if b == master else "slave"}, 1)
             for b in ids:
                 r = table.report(g, b)
-                if r is None or not table.alive(g, b, now):
+                alive = table.alive(g, b, now)
+                if r is not None and r.zone:
+                    key = (r.zone, "alive" if alive else "silent")
+                    zones[key] = zones.get(key, 0) + 1
+                if r is None or not alive:
                     continue
                 labels = {"group": g, "broker": str(b), "role": "master" if b == master else "slave"}
                 yield ("autoswitch_controller_replica_degraded", "1 while the replica reports a slow disk or "
@@ -133,3 +128,7 @@ class ControllerMetrics:
                     if v >= 0:
                         yield ("autoswitch_controller_replica_health_ms", "The replica's last health window: "
                                "median append or fsync time, event-loop lag (ms)", {**labels, "signal": signal}, v)
+        for (zone, state), n in sorted(zones.items()):
+            yield ("autoswitch_controller_zone_replicas", "Replicas by the zone their heartbeats state, as this node "
+                   "hears them (a zone with none alive is lost)", {"zone": zone, "state": state}, n)
+
