@@ -16,6 +16,7 @@ import subprocess
 import sys
 import time
 import uuid
+from collections.abc import Iterator
 from pathlib import Path
 
 from . import netns as nsmod
@@ -319,8 +320,10 @@ async def scenario(w: World, seconds: float, seed: int) -> dict:
             "seconds": round(time.monotonic() - t0, 1), **res}
 
 
-def run(out: Path, seconds: float, seed: int) -> dict:
-    w = World(out)
+@contextlib.contextmanager
+def started(w: World) -> Iterator[World]:
+    """The namespaces up, the controllers and then the brokers started; on exit every process
+    stopped (by PID) and the namespaces removed."""
     try:
         w.net.up()
         for n in CTL:
@@ -328,10 +331,15 @@ def run(out: Path, seconds: float, seed: int) -> dict:
         time.sleep(1.0)
         for b in BRK:
             w.procs[b].start()
-        time.sleep(4.0)
-        return asyncio.run(scenario(w, seconds, seed))
+        yield w
     finally:
         for p in w.procs.values():
             with contextlib.suppress(Exception):
                 p.stop()
         w.net.down()
+
+
+def run(out: Path, seconds: float, seed: int) -> dict:
+    with started(World(out)) as w:
+        time.sleep(4.0)
+        return asyncio.run(scenario(w, seconds, seed))

@@ -16,7 +16,6 @@ from __future__ import annotations
 
 import argparse
 import asyncio
-import contextlib
 import json
 import subprocess
 import sys
@@ -25,7 +24,7 @@ import time
 from pathlib import Path
 
 from . import netns as nsmod
-from .brokers import BRK, CTL, ROOT, World, consumer, ctl_state, final_check, producer
+from .brokers import BRK, CTL, ROOT, World, consumer, ctl_state, final_check, producer, started
 
 ZONE = {"n1": "z1", "b1": "z1", "n2": "z2", "b2": "z2", "n3": "z3", "b3": "z3"}
 WAIT_S = 60.0
@@ -132,19 +131,8 @@ def run(out: Path, seconds: float = 20.0) -> dict:
     w = World(out, net)
     for n in BRK:
         w.procs[n].argv += ["--zone", ZONE[n]]
-    try:
-        w.net.up()
-        for n in CTL:
-            w.procs[n].start()
-        time.sleep(1.0)
-        for b in BRK:
-            w.procs[b].start()
+    with started(w):
         return asyncio.run(scenario(w, seconds))
-    finally:
-        for p in w.procs.values():
-            with contextlib.suppress(Exception):
-                p.stop()
-        w.net.down()
 
 
 def main() -> int:
