@@ -117,7 +117,8 @@ def _tls(tls_dir: Path, identity: str):
 async def _replicate1(master_dir: Path, slave_dir: Path, deadline: float, master_verify: bool,
                       native: bool, tls_dir: Path | None, digests: bool) -> dict:
     from autoswitch.ha.digest import RangeBook
-    from autoswitch.ha.master import HAMaster, LocalSyncStateProposer
+    from autoswitch.ha.master import HAMaster
+    from autoswitch.ha.seams import LocalSyncStateProposer
 
     from autoswitch.base.tls import server_ssl_context
 

@@ -17,7 +17,7 @@ from autoswitch.base.addr import AddressError, split_hostport, split_hostport_li
 from autoswitch.base.auth import check_exposure, parse_broker_identity
 from autoswitch.base.config_check import check_values, refuse_unknown
 from autoswitch.base.errors import ConfigError
-from autoswitch.base.limits import MAX_NAMESRVS
+from autoswitch.base.limits import MAX_NAMESRVS, MAX_ZONES
 from autoswitch.base.security_keys import SecurityKeys
 from autoswitch.base.tls import certificate_identity, check_own_identity
 
@@ -53,6 +53,9 @@ class BrokerConfig(SecurityKeys):
     master_addr: str | None = None
     ack_mode: str = "all"
     min_in_sync_replicas: int = 1
+    # Zones the SyncStateSet members holding an ack must span (zone keys of the replicas, as the
+    # controllers know them); 0 = off. Controller mode, ack mode all or quorum.
+    min_in_sync_zones: int = 0
     in_sync_replicas: int = 2
     ack_timeout_s: float = 3.0
     flush: str = "async"
@@ -176,6 +179,11 @@ class BrokerConfig(SecurityKeys):
             raise ConfigError("min_in_sync_replicas must be >= 1", key="min_in_sync_replicas")
         if self.in_sync_replicas < 1:
             raise ConfigError("in_sync_replicas must be >= 1", key="in_sync_replicas")
+        if not 0 <= self.min_in_sync_zones <= MAX_ZONES:
+            raise ConfigError(f"min_in_sync_zones must be in [0, {MAX_ZONES}]", key="min_in_sync_zones")
+        if self.min_in_sync_zones and (self.ack_mode == "master" or not self.controllers or not self.zone):
+            raise ConfigError("min_in_sync_zones needs controller mode (the controllers name the replicas' zones), "
+                              "ack mode all or quorum, and this broker's own zone", key="min_in_sync_zones")
         if not (0 < self.ack_timeout_s <= 60):
             raise ConfigError("ack_timeout_s must be in (0, 60]", key="ack_timeout_s")
         if not (1 <= self.flush_interval_ms <= 60_000):
@@ -276,6 +284,7 @@ class BrokerConfig(SecurityKeys):
             election_priority=self.election_priority, lease=lease, zone=self.zone,
             fixed_broker_id=scope[1] if (scope := self.certificate_scope) is not None else None,
             min_in_sync_replicas=self.min_in_sync_replicas if self.ack_mode != "master" else 1,
+            min_in_sync_zones=self.min_in_sync_zones,
         ).validate()
 
     def hook_config(self) -> Any:

@@ -33,7 +33,8 @@ from autoswitch.base.write_errors import BadRequest, Fenced, NotMaster, StaleEpo
 
 if TYPE_CHECKING:
     from autoswitch.broker.replicas.replicas_adapter import ReplicasAdapter
-    from autoswitch.ha.master import HAMaster, ReplicaRegistry, SyncStateProposer
+    from autoswitch.ha.master import HAMaster
+    from autoswitch.ha.seams import ReplicaRegistry, SyncStateProposer
     from autoswitch.ha.slave import HASlave
 
 Role = Literal["master", "slave", "fenced"]
@@ -201,7 +202,8 @@ class Broker:
         sync_state_set: frozenset[int] = frozenset(),
         sync_state_set_epoch: int = 0,
     ) -> None:
-        from autoswitch.ha.master import HAMaster, LocalSyncStateProposer
+        from autoswitch.ha.master import HAMaster
+        from autoswitch.ha.seams import LocalSyncStateProposer
 
         async with self._switch_lock:
             last_local = self._last_local_epoch()
@@ -254,6 +256,7 @@ class Broker:
                 registry=self.replica_registry,
                 bind_identities=self.cfg.auth,
                 degraded=lambda: self.self_watch.health.degraded,
+                zone=self.cfg.zone,
             )
             await ha.start(host, port, ssl=server_ssl_context(self.cfg.tls) if self.cfg.tls.enabled else None,
                            accept_plaintext=self.cfg.tls.accept_plaintext)
@@ -360,13 +363,14 @@ class Broker:
         from autoswitch.base.errors import ConfigError
 
         values = dict(self.cfg.ha)
-        clash = {"ack_mode", "in_sync_replicas", "min_in_sync_replicas"} & set(values)
+        clash = {"ack_mode", "in_sync_replicas", "min_in_sync_replicas", "min_in_sync_zones"} & set(values)
         if clash:
             raise ConfigError(f"set {sorted(clash)} at the broker level, not in [ha]", keys=sorted(clash))
         # The broker-level ack settings are the single source of truth for HA's ack rule.
         values["ack_mode"] = HA_ACK_MODE[self.cfg.ack_mode]
         values["in_sync_replicas"] = self.cfg.in_sync_replicas
         values["min_in_sync_replicas"] = self.cfg.min_in_sync_replicas
+        values["min_in_sync_zones"] = self.cfg.min_in_sync_zones
         cfg = _build_dataclass(HAConfig, values, "ha")
         return cfg.validate()
 

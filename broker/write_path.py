@@ -54,6 +54,7 @@ class Replicator(Protocol):
     def sync_state_set(self) -> frozenset[int]: ...
 
     def notify_appended(self) -> None: ...
+    def zone_shortfall(self) -> str | None: ...
     async def wait_for_replicas(self, offset: int, timeout_s: float) -> None: ...
 
 
@@ -242,6 +243,9 @@ class WritePath:
                     f"minInSyncReplicas={self._cfg.min_in_sync_replicas}",
                     sync_state_set=sorted(sss),
                 )
+            short = self._ha.zone_shortfall()
+            if short is not None:
+                raise InSyncReplicasNotEnough(f"SyncStateSet {short}", sync_state_set=sorted(sss))
         self._io.begin("append")
         try:
             res = self._store.append_messages(msgs)

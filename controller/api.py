@@ -25,6 +25,15 @@ HANDOVER_REQUESTED_BY: contextvars.ContextVar[str] = contextvars.ContextVar("aut
 
 
 @dataclass(frozen=True, slots=True)
+class RegisteredReplica:
+    """A brokerId the controllers registered: its process (incarnation, "" = none stated) and the
+    zone its heartbeats state ("" = none, or not heard by the answering controller)."""
+
+    incarnation: str = ""
+    zone: str = ""
+
+
+@dataclass(frozen=True, slots=True)
 class ReplicaInfo:
     """The controller's view of one group. master_id 0 = no master. ``master_ha_addr`` is the HA
     address the master registered ('' = not given: slaves use the listen port + 1 convention)."""
@@ -68,6 +77,7 @@ class Heartbeat:
     feature_level: int = SUPPORTED_LEVEL   # the highest feature level it runs
     version: str = VERSION
     zone: str = ""                  # the failure domain it runs in ("" = none)
+    min_in_sync_zones: int = 0      # the zones its acks must span as master (0 = off)
 
 
 @dataclass(frozen=True, slots=True)
@@ -139,8 +149,8 @@ class BrokerControllerApi(Protocol):
     async def alter_sync_state_set(self, group: str, master_id: int, master_epoch: int, new_set: frozenset[int],
                                    sync_state_set_epoch: int) -> tuple[frozenset[int], int]: ...
 
-    async def group_members(self, group: str) -> dict[int, str]:
-        """The brokerIds registered in ``group``, each with its registered incarnation ("" = none stated)."""
+    async def group_members(self, group: str) -> dict[int, RegisteredReplica]:
+        """The brokerIds registered in ``group``, each with its registered incarnation and zone."""
 
     def watch_replica_info(self, group: str, addr: str) -> AsyncIterator[ReplicaInfo]:
         """Pushes of the group's ReplicaInfo from node ``addr``; ends (or raises) when the stream does."""

@@ -12,12 +12,13 @@ from autoswitch.controller.api import (
     FailKind,
     Heartbeat,
     HeartbeatAnswer,
+    RegisteredReplica,
     ReplicaInfo,
 )
 from autoswitch.controller.client import ControllerClient
 from autoswitch.controller.codes import Code, ControllerRpcError, code_name
 
-from autoswitch.base.limits import MAX_INCARNATION_LEN, MAX_REPLICAS_PER_GROUP
+from autoswitch.base.limits import MAX_INCARNATION_LEN, MAX_NAME_LEN, MAX_REPLICAS_PER_GROUP
 from autoswitch.base.tls import TLSConfig
 from autoswitch.proto import controller_pb2 as pb
 
@@ -109,7 +110,8 @@ class GrpcBrokerControllerApi:
             incarnation=hb.incarnation, stopping=hb.stopping, ack_mode=hb.ack_mode,
             degraded=bool(hb.degraded_reasons), degraded_reasons=list(hb.degraded_reasons), append_ms=hb.append_ms,
             fsync_ms=hb.fsync_ms, loop_lag_ms=hb.loop_lag_ms, diverged=hb.diverged,
-            feature_level=hb.feature_level, version=hb.version, zone=hb.zone)
+            feature_level=hb.feature_level, version=hb.version, zone=hb.zone,
+            min_in_sync_zones=hb.min_in_sync_zones)
         try:
             r = await self.client.call_node(controller_addr, "BrokerHeartbeat", req, timeout_s)
         except ControllerRpcError as e:
@@ -143,9 +145,9 @@ class GrpcBrokerControllerApi:
             new_sync_state_set=sorted(new_set), sync_state_set_epoch=sync_state_set_epoch))
         return frozenset(int(m) for m in r.sync_state_set), int(r.sync_state_set_epoch)
 
-    async def group_members(self, group: str) -> dict[int, str]:
+    async def group_members(self, group: str) -> dict[int, RegisteredReplica]:
         r = await self._call("GetSyncStateData", pb.GetSyncStateDataRequest(broker_names=[group]))
-        members = [(int(m.broker_id), m.incarnation[:MAX_INCARNATION_LEN])
+        members = [(int(m.broker_id), RegisteredReplica(m.incarnation[:MAX_INCARNATION_LEN], m.zone[:MAX_NAME_LEN]))
                    for g in r.groups if g.replica_info.broker_name == group for m in g.members]
         return dict(members[:MAX_REPLICAS_PER_GROUP])
 

@@ -36,6 +36,7 @@ from autoswitch.base.limits import (
     MAX_INT64,
     MAX_NAME_LEN,
     MAX_REPLICAS_PER_GROUP,
+    MAX_ZONES,
 )
 
 MAX_REQUEST_BYTES = 1 << 20
@@ -222,6 +223,9 @@ class ElectMasterRequest(Request, frozen=True, tag="ElectMaster"):
     # the designated replica may be elected outside the SyncStateSet and eligible replicas even
     # with enable_elect_unclean_master off; the plan's token is recorded with the election.
     unclean_recovery: AuditText = ""
+    # The zones the group's replicas state their acks must span (the most any states; feature
+    # level 2, filled by the leader): the decision says when the live replicas span fewer.
+    min_in_sync_zones: Annotated[int, msgspec.Meta(ge=0, le=MAX_ZONES)] = 0
 
     def check(self) -> None:
         if self.designate and self.broker_id == 0:
@@ -314,7 +318,7 @@ class SetZonePreferenceRequest(Request, frozen=True, tag="SetZonePreference"):
 
     TYPE: ClassVar[str] = "SetZonePreference"
     broker_name: Name
-    zones: Annotated[tuple[Name, ...], msgspec.Meta(max_length=16)] = ()
+    zones: Annotated[tuple[Name, ...], msgspec.Meta(max_length=MAX_ZONES)] = ()
     ts_ms: Count = 0
 
     def check(self) -> None:

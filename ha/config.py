@@ -5,6 +5,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 
 from autoswitch.base.errors import ConfigError
+from autoswitch.base.limits import MAX_ZONES
 
 MiB = 1024 * 1024
 # Hard caps: a config value above these is a mistake, not a tuning choice.
@@ -47,6 +48,9 @@ class HAConfig:
     ack_mode: str = "all"                  # master | all (allAckInSyncStateSet) | in_sync_replicas
     in_sync_replicas: int = 1              # replicas incl. master that must hold a write (in_sync_replicas mode)
     min_in_sync_replicas: int = 1          # fewer alive SSS members -> IN_SYNC_REPLICAS_NOT_ENOUGH
+    # The zones (as the controllers know each replica's) the SSS members holding an ack must span;
+    # 0 = off. Fewer zones among the alive members -> IN_SYNC_REPLICAS_NOT_ENOUGH.
+    min_in_sync_zones: int = 0
     # --- resource limits ---
     max_slaves: int = 16
     # Connections that have not handshaken yet: past this many the oldest is closed, so idle
@@ -90,6 +94,8 @@ class HAConfig:
         need(self.ack_mode in ACK_MODES, "ack_mode")
         need(self.in_sync_replicas >= 1, "in_sync_replicas")
         need(self.min_in_sync_replicas >= 1, "min_in_sync_replicas")
+        need(0 <= self.min_in_sync_zones <= MAX_ZONES, "min_in_sync_zones")
+        need(self.min_in_sync_zones == 0 or self.ack_mode != "master", "min_in_sync_zones")
         need(0 < self.max_slaves <= 1024, "max_slaves")
         need(0 < self.max_pending_handshakes <= 1024, "max_pending_handshakes")
         need(self.rejection_log_interval_s > 0, "rejection_log_interval_s")

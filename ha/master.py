@@ -14,8 +14,8 @@ import itertools
 import time
 from collections.abc import Callable
 from ssl import SSLContext
-from typing import Protocol
 
+from autoswitch.ha import zones
 from autoswitch.ha.codec import (
     Ack,
     MasterSideDecoder,
@@ -32,6 +32,7 @@ from autoswitch.ha.errors import FrameError, HABusy, HAError, HAProtocolError
 from autoswitch.ha.log_api import ReplicaLog
 from autoswitch.ha.master_digests import MasterDigests
 from autoswitch.ha.master_session import MasterSession
+from autoswitch.ha.seams import ReplicaRegistry, SyncStateProposer
 from autoswitch.ha.sync_state import Proposal, SyncStateTracker
 
 from autoswitch.base.auth import parse_broker_identity
@@ -41,32 +42,6 @@ from autoswitch.base.log import RateLimitedLog, get_logger
 from autoswitch.base.tls import ssl_peer_identity
 from autoswitch.base.waits import cancel_and_wait, wait_event
 from autoswitch.base.write_errors import FlushSlaveTimeout
-
-
-class SyncStateProposer(Protocol):
-    async def propose(self, master_epoch: int, sync_state_set_epoch: int,
-                      new_set: frozenset[int]) -> tuple[frozenset[int], int]:
-        """Carry an AlterSyncStateSet to the controller; returns (accepted set, its epoch); raises on rejection."""
-        ...
-
-
-class ReplicaRegistry(Protocol):
-    """Who may replicate from this master: the replicas the controller registered for the group,
-    each as the process (incarnation) the controllers registered for its brokerId."""
-
-    async def refusal(self, broker_id: int, incarnation: str, fresh: bool = False) -> str | None:
-        """None when ``broker_id`` is registered and ``incarnation`` is its registered process
-        ("" stated or registered: not checkable, admitted); else the refusal reason
-        (``unknown_replica``, ``stale_incarnation``). ``fresh``: ask the controllers now."""
-        ...
-
-
-class LocalSyncStateProposer:
-    """Static-role mode: the master is the authority and accepts every proposal."""
-
-    async def propose(self, master_epoch: int, sync_state_set_epoch: int,
-                      new_set: frozenset[int]) -> tuple[frozenset[int], int]:
-        return frozenset(new_set), sync_state_set_epoch + 1
 
 
 class _Conn:
@@ -90,9 +65,10 @@ class HAMaster:
                  proposer: SyncStateProposer, clock=time.monotonic,
                  fenced: Callable[[], bool] | None = None,
                  registry: ReplicaRegistry | None = None, bind_identities: bool = False,
-                 degraded: Callable[[], bool] | None = None) -> None:
+                 degraded: Callable[[], bool] | None = None, zone: str = "") -> None:
         """``degraded``: the broker's own health says it is slow (broker/health.py): the slaves'
-        ack latency is then its own, and no slave leaves the set as slow."""
+        ack latency is then its own, and no slave leaves the set as slow. ``zone``: our own (the
+        slaves' come from the registry, the controllers' word; min_in_sync_zones counts them)."""
         self.log = log
         self.degraded = degraded or (lambda: False)
         # With TLS: a slave's certificate must name it (broker/<our group>/<the brokerId it
@@ -111,6 +87,7 @@ class HAMaster:
             broker_id, master_epoch, frozenset(sync_state_set) | {broker_id}, sync_state_set_epoch,
             self.config, clock(), confirm_offset=min(log.confirm_offset, log.max_offset),
             epoch_start_offset=last.start_offset if last is not None else 0)
+        self.tracker.set_zone(broker_id, zone)
         # ``fenced``: the broker's word that its writes are fenced (lease out, deposed); the commit
         # point then holds, so no slave's readable range moves past what a new master is sure to
         # have (docs/replication.md, "fenced master").
@@ -206,6 +183,10 @@ class HAMaster:
         """A newer set learned from the controller by another path (replica-info poll)."""
         self.tracker.on_sync_state_set(sync_state_set, sync_state_set_epoch)
         self._on_progress()
+
+    def zone_shortfall(self) -> str | None:
+        """Why the SyncStateSet spans too few zones to acknowledge (min_in_sync_zones), or None."""
+        return self.tracker.zone_shortfall()
 
     async def wait_for_replicas(self, offset: int, timeout_s: float) -> None:
         self.tracker.check_enough()
@@ -342,6 +323,7 @@ class HAMaster:
                                   incarnation=conn.incarnation[:16] if conn is not None else "")
                 if conn is not None:
                     self._close_conn(conn)
+        zones.learn(self.tracker, self.registry)       # the fresh answer names the zones too
         return ok
 
     async def _housekeeping(self) -> None:
@@ -349,6 +331,8 @@ class HAMaster:
             await asyncio.sleep(self.config.sync_state_check_interval_s)
             if self.digests.tick():
                 self._wake_all()
+            if self.registry is not None:
+                await zones.refresh(self.tracker, self.registry)
             self._on_progress()
 
     def _wake_all(self) -> None:
@@ -416,6 +400,8 @@ class HAMaster:
             conn = _Conn(session, writer, addr, clog, hs.incarnation)
             self._conns[slave_id] = conn
             self.tracker.on_connect(slave_id, hs.async_learner, self._clock())
+            if self.registry is not None:
+                zones.learn(self.tracker, self.registry)
             clog.info("slave_connected", syncFromLastFile=hs.sync_from_last_file)
             writer.transport.set_write_buffer_limits(high=self.config.write_buffer_high)
             pending = frames[1:]

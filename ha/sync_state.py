@@ -7,6 +7,10 @@ the configured ack mode, and at most one AlterSyncStateSet proposal at a time.
 The rule that matters most (RocketMQ #5663): while a proposal is in flight, nobody knows yet
 which set the controller will hold, so an ack must satisfy the UNION of the current and the
 proposed set; counting only one of them acknowledged writes that the next master lacked.
+
+With ``min_in_sync_zones`` (docs/operations.md "Acks that span zones") the members that hold an
+ack must also cover that many zones, as the controllers know each replica's zone (``set_zone``);
+a replica whose zone is not known covers none.
 """
 
 from __future__ import annotations
@@ -95,6 +99,9 @@ class SyncStateTracker:
         self._marks: deque[tuple[int, float]] = deque(maxlen=MAX_MARKS)
         self._window_end = now + LATENCY_WINDOW_S
         self.self_degraded = False      # the master's own health: no slave is judged slow meanwhile
+        # brokerId -> zone, as the controllers know it (min_in_sync_zones); registered replicas only,
+        # so bounded by the group's size
+        self.zones: dict[int, str] = {}
 
     # ------------------------------------------------------------------ inputs
 
@@ -122,6 +129,12 @@ class SyncStateTracker:
         r.ack_offset = -1
         r.progress_offset = -1
         r.progress_at = now
+
+    def set_zone(self, broker_id: int, zone: str) -> None:
+        if zone:
+            self.zones[broker_id] = zone
+        else:
+            self.zones.pop(broker_id, None)
 
     def on_disconnect(self, broker_id: int, now: float) -> None:
         r = self.replicas.get(broker_id)
@@ -232,13 +245,22 @@ class SyncStateTracker:
         r = self.replicas.get(broker_id)
         return r.ack_offset if r is not None else -1
 
+    def zones_of(self, members: frozenset[int] | set[int] | list[int]) -> frozenset[str]:
+        return frozenset(z for b in members if (z := self.zones.get(b)))
+
+    def _short_of_zones(self, members: frozenset[int] | set[int] | list[int]) -> bool:
+        need = self.config.min_in_sync_zones
+        return need > 0 and len(self.zones_of(members)) < need
+
     def _below_min(self) -> bool:
-        """Some set the controller may hold is smaller than minInSyncReplicas. The controller then
-        keeps the members it shrank away *eligible* (electable), trusting that the master
-        acknowledges nothing from that moment (A1 in docs/controller.md); so neither acks nor
-        confirmOffset may move, also for writes admitted while the set was still big enough."""
+        """Some set the controller may hold is smaller than minInSyncReplicas (or spans fewer
+        zones than min_in_sync_zones). The controller then keeps the members it shrank away
+        *eligible* (electable), trusting that the master acknowledges nothing from that moment (A1
+        in docs/controller.md); so neither acks nor confirmOffset may move, also for writes
+        admitted while the set was still big enough."""
         need = self.config.min_in_sync_replicas
-        return self.config.ack_mode != "master" and any(len(s) < need for s in self._possible_sets())
+        return self.config.ack_mode != "master" and any(
+            len(s) < need or self._short_of_zones(s) for s in self._possible_sets())
 
     def _advance_confirm(self, master_max: int) -> int:
         if self._below_min():
@@ -252,23 +274,46 @@ class SyncStateTracker:
         """Smallest max offset over the (union) SyncStateSet; never moves backwards."""
         return self._advance_confirm(master_max)
 
-    def alive_in_sync(self) -> int:
-        n = 0
+    def _alive_members(self) -> list[int]:
+        out = []
         for b in self.sync_state_set:
             if b == self.master_id:
-                n += 1
+                out.append(b)
             else:
                 r = self.replicas.get(b)
                 if r is not None and r.connected and not r.async_learner:
-                    n += 1
-        return n
+                    out.append(b)
+        return out
+
+    def alive_in_sync(self) -> int:
+        return len(self._alive_members())
+
+    def zone_shortfall(self, members: frozenset[int] | list[int] | None = None) -> str | None:
+        """Why ``members`` (default: the SyncStateSet) span too few zones for an ack; None when
+        they span enough (or min_in_sync_zones is off)."""
+        if self.config.ack_mode == "master" or not self._short_of_zones(
+                self.sync_state_set if members is None else members):
+            return None
+        ms = sorted(self.sync_state_set if members is None else members)
+        zones = sorted(self.zones_of(ms))
+        unknown = [b for b in ms if b not in self.zones]
+        return (f"members {ms} span zones {zones} ({len(zones)}) < min_in_sync_zones "
+                f"{self.config.min_in_sync_zones}" + (f"; zone not known for {unknown}" if unknown else ""))
 
     def check_enough(self) -> None:
-        alive = self.alive_in_sync()
-        if self.config.ack_mode != "master" and alive < self.config.min_in_sync_replicas:
+        if self.config.ack_mode == "master":
+            return
+        members = self._alive_members()
+        alive = len(members)
+        if alive < self.config.min_in_sync_replicas:
             raise InSyncReplicasNotEnough(
                 f"{alive} alive SyncStateSet members < minInSyncReplicas {self.config.min_in_sync_replicas}",
                 alive=alive, min_in_sync_replicas=self.config.min_in_sync_replicas)
+        short = self.zone_shortfall(members)
+        if short is not None:
+            raise InSyncReplicasNotEnough(f"alive SyncStateSet {short}", alive=alive,
+                                          zones=sorted(self.zones_of(members)),
+                                          min_in_sync_zones=self.config.min_in_sync_zones)
 
     def is_acked(self, offset: int, master_max: int) -> bool:
         mode = self.config.ack_mode
@@ -283,8 +328,8 @@ class SyncStateTracker:
         # in_sync_replicas: count only replicas electable under BOTH the current and the
         # proposed set, so whichever the controller keeps holds N copies.
         members = frozenset.intersection(*self._possible_sets())
-        have = sum(1 for b in members if self._ack_of(b, master_max) >= offset)
-        return have >= self.config.in_sync_replicas
+        holders = [b for b in members if self._ack_of(b, master_max) >= offset]
+        return len(holders) >= self.config.in_sync_replicas and not self._short_of_zones(holders)
 
     def desired_set(self, now: float, master_max: int | None = None) -> frozenset[int]:
         return self._desired(now, master_max)[0]
@@ -329,9 +374,10 @@ class SyncStateTracker:
         # The slow rule: a member whose acks trail the writes by more than slave_slow_ack_ms (a slow
         # disk, an overloaded host) holds every write in ack mode all; it leaves -- unless the master
         # is degraded itself (then the latency is its own), or the set would fall below
-        # minInSyncReplicas (writes would stop, not speed up).
+        # minInSyncReplicas or span fewer zones than min_in_sync_zones (writes would stop, not speed up).
         slow = {b for b in keep if b != self.master_id and b in self.replicas and self._is_slow(self.replicas[b])}
-        if slow and not self.self_degraded and len(keep) - len(slow) >= self.config.min_in_sync_replicas:
+        if (slow and not self.self_degraded and len(keep) - len(slow) >= self.config.min_in_sync_replicas
+                and not self._short_of_zones(keep - slow)):
             keep -= slow
             why.update(dict.fromkeys(slow, "slow"))
         for b, r in self.replicas.items():
@@ -408,6 +454,7 @@ class SyncStateTracker:
                 "quarantined": _quarantine_info(self.quarantined.get(b)),
                 "ackLatencyMs": r.ack_latency.last_ms if r.ack_latency is not None else -1.0,
                 "slow": self._is_slow(r),
+                "zone": self.zones.get(b, ""),
             })
         return out
 

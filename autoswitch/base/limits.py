@@ -34,6 +34,10 @@ MAX_INCARNATION_LEN = 64
 MAX_HEALTH_MS = 3_600_000.0
 MAX_VERSION_LEN = 64                  # a release string ("0.1.0") as members report it
 
+# Zones a group's preference may list, and the most a group may require its acks to span
+# (min_in_sync_zones): failure domains of one group, not of a fleet.
+MAX_ZONES = 16
+
 # Decisions (elections, SyncStateSet changes) each controller keeps in memory for `admin explain`
 # and the status page: so many per group, for so many groups (the most recent ones).
 DECISIONS_KEPT_PER_GROUP = 16

@@ -42,6 +42,8 @@ def register(sub: Any, admin_sub: Any) -> None:
     p.add_argument("--master-addr", help="slave: the master's gRPC HOST:PORT (for NOT_MASTER redirects)")
     p.add_argument("--ack-mode", choices=["master", "all", "quorum"])
     p.add_argument("--min-in-sync-replicas", type=int)
+    p.add_argument("--min-in-sync-zones", type=int,
+                   help="zones the replicas holding an ack must span (controller mode; 0 = off)")
     p.add_argument("--in-sync-replicas", type=int, help="quorum mode: replicas (incl. master) per write")
     p.add_argument("--ack-timeout", type=float, dest="ack_timeout_s", help="seconds to wait for replica acks")
     p.add_argument("--flush", choices=["sync", "async"])
@@ -184,7 +186,7 @@ def _cmd_broker(args: argparse.Namespace) -> int:
 
     keys = (
         "role", "group", "cluster", "broker_id", "epoch", "listen", "ha_listen", "data_dir", "master_ha",
-        "master_addr", "ack_mode", "min_in_sync_replicas", "in_sync_replicas", "ack_timeout_s", "flush",
+        "master_addr", "ack_mode", "min_in_sync_replicas", "min_in_sync_zones", "in_sync_replicas", "ack_timeout_s", "flush",
         "flush_interval_ms", "max_message_bytes", "max_batch_messages", "max_request_bytes",
         "controllers", "namesrv", "heartbeat_timeout_ms", "heartbeat_interval_ms", "master_lease_ms",
         "lease_enabled", "election_priority", "zone", "role_change_script", "auth", "auth_tokens_file", "allow_insecure",

@@ -6,6 +6,9 @@ Answers from a cache; an id or incarnation not in it triggers one GetSyncStateDa
 ``min_refresh_s`` (a flood of made-up ids costs the controller one call a second); ``fresh`` (a
 SyncStateSet expansion, rare) asks at once. An unreachable controller answers "no": an unknown
 peer gets no log.
+
+The same answer names each replica's zone (as its heartbeats state it to the controllers), which
+the master's min_in_sync_zones rule counts (ha/sync_state.py).
 """
 
 from __future__ import annotations
@@ -13,25 +16,36 @@ from __future__ import annotations
 import asyncio
 from collections.abc import Awaitable, Callable
 
+from autoswitch.controller.api import RegisteredReplica
+
 from autoswitch.base.log import EventLogger
 
 
 class ControllerReplicaRegistry:
-    def __init__(self, fetch: Callable[[], Awaitable[dict[int, str]]], clock: Callable[[], float],
+    def __init__(self, fetch: Callable[[], Awaitable[dict[int, RegisteredReplica]]], clock: Callable[[], float],
                  log: EventLogger, min_refresh_s: float = 1.0) -> None:
         self._fetch = fetch
         self._clock = clock
         self._log = log
         self.min_refresh_s = min_refresh_s
-        self._members: dict[int, str] = {}
+        self._members: dict[int, RegisteredReplica] = {}
         self._fetched_at: float | None = None
         self._lock = asyncio.Lock()
 
     def _verdict(self, broker_id: int, incarnation: str) -> str | None:
         if broker_id not in self._members:
             return "unknown_replica"
-        registered = self._members[broker_id]
+        registered = self._members[broker_id].incarnation
         return "stale_incarnation" if registered and incarnation and registered != incarnation else None
+
+    def zone(self, broker_id: int) -> str:
+        """The zone the controllers last named for ``broker_id`` ("" = not known)."""
+        r = self._members.get(broker_id)
+        return r.zone if r is not None else ""
+
+    async def refresh(self) -> None:
+        """Ask again (at most every ``min_refresh_s``): a zone not known yet."""
+        await self.refusal(0, "")
 
     async def refusal(self, broker_id: int, incarnation: str, fresh: bool = False) -> str | None:
         """None when ``broker_id`` is registered and ``incarnation`` is its registered process;

@@ -69,6 +69,7 @@ from autoswitch.controller.api import (
     ControllerCallFailed,
     Heartbeat,
     HeartbeatAnswer,
+    RegisteredReplica,
     connect,
 )
 
@@ -552,7 +553,7 @@ class ReplicasAdapter:
                 return None
         raise AssertionError(f"no executor for {cmd!r}")
 
-    async def registered_members(self) -> dict[int, str]:
+    async def registered_members(self) -> dict[int, RegisteredReplica]:
         """The brokerIds the controller has registered for our group, each with its incarnation."""
         return await self.api.group_members(self.config.group)
 
@@ -609,6 +610,7 @@ class ReplicasAdapter:
             incarnation=self.core.incarnation, ack_mode=self.ack_mode,
             degraded_reasons=health.reasons, append_ms=health.append_ms, fsync_ms=health.fsync_ms,
             loop_lag_ms=health.loop_lag_ms, diverged=self.broker.diverged(), zone=self.config.zone,
+            min_in_sync_zones=self.config.min_in_sync_zones,
         )
         return await asyncio.wait_for(
             self.api.heartbeat(cmd.controller, hb, self.heartbeat_timeout_s), self.heartbeat_timeout_s + 0.5,

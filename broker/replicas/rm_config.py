@@ -7,7 +7,7 @@ from dataclasses import dataclass, field
 from autoswitch.broker.replicas.lease import LeaseConfig
 
 from autoswitch.base.errors import ConfigError
-from autoswitch.base.limits import MAX_NAME_LEN
+from autoswitch.base.limits import MAX_NAME_LEN, MAX_ZONES
 
 
 @dataclass(frozen=True)
@@ -27,12 +27,17 @@ class ReplicasConfig:
     # master (its min_in_sync_replicas; 1 in ack mode "master"); 0 = not stated.
     min_in_sync_replicas: int = 0
     zone: str = ""   # the failure domain it runs in, stated in heartbeats ("" = none)
+    # Stated in heartbeats: the zones its acks must span as master (0 = off); the controllers say
+    # when an election leaves the group unable to keep that promise.
+    min_in_sync_zones: int = 0
 
     def validate(self) -> ReplicasConfig:
         if len(self.zone) > MAX_NAME_LEN or not self.zone.isprintable():
             raise ConfigError(f"zone must be printable text of at most {MAX_NAME_LEN} characters", key="zone")
         if not self.controllers:
             raise ConfigError("at least one controller address is required", key="controllers")
+        if not 0 <= self.min_in_sync_zones <= MAX_ZONES:
+            raise ConfigError(f"min_in_sync_zones must be in [0, {MAX_ZONES}]", key="min_in_sync_zones")
         if not (10 <= self.heartbeat_interval_ms <= 60_000):
             raise ConfigError("heartbeat_interval_ms must be in [10, 60000]", key="heartbeat_interval_ms")
         if not (self.heartbeat_interval_ms <= self.sync_interval_ms <= 600_000):

@@ -202,17 +202,19 @@ class ElectionScanner:
 
     def with_zones(self, req: msgs.ElectMasterRequest) -> msgs.ElectMasterRequest:
         """The group's zones as the replicas' heartbeats state them (their last report, dead ones
-        too: a lost zone is named), once feature level 2 is finalized (a 0.1.0 member would refuse
-        the field)."""
+        too: a lost zone is named), and the most zones any states its acks must span, once feature
+        level 2 is finalized (a 0.1.0 member would refuse the fields)."""
         if self.sm.feature_level < OPERATOR_LEVEL:
             return req
         table = self.liveness.heartbeats
         zones = []
+        need = 0
         for b in self.sm.member_ids(req.broker_name):
             r = table.report(req.broker_name, b)
             if r is not None and r.zone:
                 zones.append((b, r.zone))
-        return msgspec.structs.replace(req, zones=tuple(zones)) if zones else req
+                need = max(need, r.min_in_sync_zones)
+        return msgspec.structs.replace(req, zones=tuple(zones), min_in_sync_zones=need) if zones else req
 
     async def alter_sync_state_set(self, req: msgs.AlterSyncStateSetRequest) -> msgs.Reply:
         """``alive_broker_ids`` is the leader's to fill: the proposed members a majority hears."""

@@ -71,6 +71,7 @@ class BrokerReport:
     feature_level: int = 0          # the highest feature level it runs (0: not stated)
     version: str = ""               # its release ("" = not stated)
     zone: str = ""                  # the failure domain it runs in ("" = not stated)
+    min_in_sync_zones: int = 0      # the zones its acks must span as master (0: off or not stated)
 
     def live_info(self) -> BrokerLiveInfo:
         return BrokerLiveInfo(self.broker_id, self.epoch, self.max_offset, self.confirm_offset,

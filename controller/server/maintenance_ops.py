@@ -19,6 +19,7 @@ from autoswitch.controller.server.service_common import (
 )
 
 from autoswitch.base.features import OPERATOR_LEVEL
+from autoswitch.base.limits import MAX_ZONES
 from autoswitch.proto import controller_pb2 as pb
 
 if TYPE_CHECKING:
@@ -73,8 +74,8 @@ async def set_broker_maintenance(node: ServedNode, req: m.SetMaintenanceRequest)
 
 
 async def set_zone_preference(node: ServedNode, request: pb.SetZonePreferenceRequest) -> pb.SetZonePreferenceReply:
-    if len(request.zones) > 16:
-        raise BadRequest("at most 16 zones")
+    if len(request.zones) > MAX_ZONES:
+        raise BadRequest(f"at most {MAX_ZONES} zones")
     req = checked(m.SetZonePreferenceRequest(broker_name=request.broker_name,
                                              zones=tuple(check_field(z, m.Name, "zone") for z in request.zones)))
     if not node.is_leader:

@@ -19,7 +19,7 @@ from autoswitch.base import features
 from autoswitch.base.addr import is_hostport
 from autoswitch.base.auth import current_caller
 from autoswitch.base.errors import AutoswitchError
-from autoswitch.base.limits import MAX_ADDRESS_LEN, MAX_HEALTH_MS, MAX_VERSION_LEN
+from autoswitch.base.limits import MAX_ADDRESS_LEN, MAX_HEALTH_MS, MAX_VERSION_LEN, MAX_ZONES
 from autoswitch.base.log import RateLimitedLog, get_logger
 from autoswitch.proto import controller_pb2 as pb
 
@@ -141,6 +141,12 @@ def check_version(version: str) -> str:
     return version
 
 
+def check_zone_count(n: int) -> int:
+    if not 0 <= n <= MAX_ZONES:
+        raise BadRequest(f"min_in_sync_zones {n} outside [0, {MAX_ZONES}]")
+    return n
+
+
 def check_zone(zone: str) -> str:
     """A zone name as a heartbeat states it: "" or a name (the ElectMaster entry carries it)."""
     return check_field(zone, m.Name, "zone") if zone else ""
@@ -170,5 +176,5 @@ def checked_heartbeat(r: pb.BrokerHeartbeatRequest) -> Heartbeat:
                             min_in_sync_replicas=r.min_in_sync_replicas, incarnation=r.incarnation,
                             ack_mode=info.ack_mode, diverged=r.diverged, health=checked_health(r),
                             feature_level=checked_level(r.feature_level), version=check_version(r.version),
-                            zone=check_zone(r.zone)),
+                            zone=check_zone(r.zone), min_in_sync_zones=check_zone_count(r.min_in_sync_zones)),
         stopping=r.stopping, lease_quorum=r.lease_quorum, controllers_index=r.controllers_index)

@@ -75,6 +75,8 @@ class Decision(msgspec.Struct, frozen=True, kw_only=True, omit_defaults=True):
     rule: str = ""                # the rule that decided (election reason, or the refusal)
     candidates: tuple[Verdict, ...] = ()
     zones_lost: tuple[str, ...] = ()   # zones none of whose replicas is alive
+    # promises the outcome cannot keep (min_in_sync_zones), each a sentence
+    warnings: tuple[str, ...] = ()
     summary: str = ""             # one line a person reads
     index: int = 0                # the Raft entry (0: a dry run)
     ts_ms: int = 0
@@ -167,6 +169,24 @@ def summary(outcome: str, master: int | None, rule: str, cands: tuple[Verdict, .
     return f"{head}: {rule}" + (f"; {'; '.join(parts)}" if parts else "")
 
 
+def zone_promise(need: int, outcome: str, master: int | None, cands: tuple[Verdict, ...]) -> tuple[str, ...]:
+    """What an election that ``outcome``s cannot keep of the group's min_in_sync_zones ``need``: the
+    acknowledged messages now held in fewer zones, and a new master that takes no write until a
+    replica of another zone is in sync (its check refuses them: IN_SYNC_REPLICAS_NOT_ENOUGH)."""
+    if need <= 0 or outcome != "elected":
+        return ()
+    out = []
+    held = sorted({v.zone for v in cands if v.alive and v.in_sync and v.zone})
+    if len(held) < need:
+        out.append(f"min_in_sync_zones {need}: the acknowledged messages are now held in {len(held)} zone(s) "
+                   f"{held} only")
+    live = sorted({v.zone for v in cands if v.alive and v.zone})
+    if len(live) < need:
+        out.append(f"min_in_sync_zones {need}: the live replicas span {len(live)} zone(s) {live}: broker {master} "
+                   "acknowledges no write until a replica of another zone is in sync")
+    return tuple(out)
+
+
 def decision_record(req: ElectMasterRequest | AlterSyncStateSetRequest, code: str, remark: str,
                     explained: Any, view: ReplicaView | None) -> Decision:
     """The record of an election or SyncStateSet change as the state machine decided it.
@@ -184,7 +204,10 @@ def decision_record(req: ElectMasterRequest | AlterSyncStateSetRequest, code: st
     lost = zones_lost(cands)
     if lost:
         text = f"zone lost: {', '.join(lost)} (none of its replicas alive); {text}"
-    return Decision(group=req.broker_name, request=req.TYPE, zones_lost=lost,
+    warnings = zone_promise(req.min_in_sync_zones, word, master, cands) if isinstance(req, ElectMasterRequest) else ()
+    if warnings:
+        text = f"{text}; {'; '.join(warnings)}"
+    return Decision(group=req.broker_name, request=req.TYPE, zones_lost=lost, warnings=warnings,
                     trigger=req.trigger if isinstance(req, ElectMasterRequest) else "", code=code, outcome=word,
                     master=master, master_epoch=epoch, rule=rule, candidates=cands, summary=text, ts_ms=req.ts_ms)
 

@@ -76,11 +76,11 @@ def test_a_copy_takes_a_brokerid_over_only_once_a_majority_holds_the_original_de
                 return "majority does not hold" in refusals[-1]
 
             await until(refused_by_the_majority, "the copy refused because a majority hears the original")
-            assert (await api.group_members("g"))[1] == "orig"
+            assert (await api.group_members("g"))[1].incarnation == "orig"
             beating = False
             await task
             await until(copy_registers, "the copy registers once a majority holds the original dead")
-            assert (await api.group_members("g"))[1] == "copy"
+            assert (await api.group_members("g"))[1].incarnation == "copy"
         finally:
             await api.close()
             for n in nodes:

@@ -16,7 +16,8 @@ from autoswitch.epochfile import EpochFile
 from autoswitch.ha.codec import Ack, SlaveHandshake, encode
 from autoswitch.ha.config import HAConfig
 from autoswitch.ha.errors import SyncStateProposalRejected
-from autoswitch.ha.master import HAMaster, LocalSyncStateProposer
+from autoswitch.ha.master import HAMaster
+from autoswitch.ha.seams import LocalSyncStateProposer
 from autoswitch.ha.slave import HASlave
 
 from autoswitch.base.write_errors import FlushSlaveTimeout, InSyncReplicasNotEnough
@@ -476,13 +477,16 @@ class _ControllerView:
 
         from autoswitch.base.log import get_logger
         self.members = dict(members)
+        self.zones: dict[int, str] = {}
         self.asked = 0
         self.clock = _time.monotonic
         self._log = get_logger("test")
 
-    async def registered_members(self) -> dict[int, str]:
+    async def registered_members(self):
+        from autoswitch.controller.api import RegisteredReplica
+
         self.asked += 1
-        return dict(self.members)
+        return {b: RegisteredReplica(inc, self.zones.get(b, "")) for b, inc in self.members.items()}
 
 
 def test_only_the_registered_process_of_a_broker_id_replicates_or_enters_the_sync_state_set(tmp_path):

@@ -72,6 +72,9 @@ class Replicator:
     def notify_appended(self):
         self.notified += 1
 
+    def zone_shortfall(self):
+        return None
+
     async def ack(self, offset):
         async with self._cond:
             self.acked = offset

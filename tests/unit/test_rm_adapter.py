@@ -122,7 +122,9 @@ class FakeApi:
 
     async def group_members(self, group):
         self._check()
-        return dict.fromkeys(self.ha_addresses, "")
+        from autoswitch.controller.api import RegisteredReplica
+
+        return dict.fromkeys(self.ha_addresses, RegisteredReplica())
 
     async def watch_replica_info(self, group, addr):
         self.watch_addrs.append(addr)
