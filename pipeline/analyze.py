@@ -107,7 +107,9 @@ def run_analyze(spark, events, acks, out_dir: Path, cfg: AnalyzeConfig, progress
                          F.col("master_broker_id").alias("new_master"),
                          F.col("prev_elect_epoch").alias("old_epoch"), F.col("master_epoch").alias("new_epoch"),
                          F.col("ts_ms").alias("elect_ts_ms"), F.col("index").alias("elect_index"),
-                         "no_master_ts_ms", F.coalesce("unclean", F.lit(False)).alias("unclean"), "reason"))
+                         "no_master_ts_ms", F.coalesce("unclean", F.lit(False)).alias("unclean"), "reason",
+                         # the election's own one-line explanation (controller/state/explain.py)
+                         F.get_json_object(F.col("decision"), "$.summary").alias("decision")))
     reelections = el.filter(F.col("prev_master").isNotNull() & (F.col("master_broker_id") == F.col("prev_master"))
                             & F.col("no_master_ts_ms").isNull()).count()
     if acks is not None:

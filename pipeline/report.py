@@ -165,7 +165,7 @@ def render_html(summary: dict, failovers: list[dict], churn: list[dict], flappin
                         for k, v in cards)
     fcols = ["group", "old_master", "new_master", "old_epoch", "new_epoch", "master_lost_ts_ms", "lost_evidence",
              "elect_ts_ms", "time_to_elect_ms", "last_ack_old_ts_ms", "first_ack_new_ts_ms", "write_unavailable_ms",
-             "unclean"]
+             "unclean", "decision"]
     return f"""<!DOCTYPE html>
 <html lang="en"><head><meta charset="utf-8"><title>autoswitch failover report</title>
 <style>

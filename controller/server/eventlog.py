@@ -5,10 +5,14 @@ the Raft log may re-apply entries already recorded (those after the last snapsho
 carries its Raft index and indices at or below the last recorded one are skipped, so the file
 holds each applied entry once. It is a history for operators and the pipeline, not a source of
 truth: the Raft log and snapshots are. A torn last line (crash mid-write) is cut off at open.
+
+The decision records the last lines carry (``recovered_decisions``, the most recent
+``DECISIONS_RECOVERED``) seed `admin explain` after a restart.
 """
 
 from __future__ import annotations
 
+import collections
 import json
 import os
 from array import array
@@ -21,12 +25,14 @@ from autoswitch.base.log import get_logger
 _log = get_logger("controller.eventlog")
 
 MAX_LINE_BYTES = 1 << 20
+DECISIONS_RECOVERED = 4096
 
 class EventLog:
     def __init__(self, path: Path) -> None:
         self.path = Path(path)
         self._offsets = array("q")      # byte offset of each line start; bounded by file size / 8
         self.last_index = 0
+        self.recovered_decisions: collections.deque[str] = collections.deque(maxlen=DECISIONS_RECOVERED)
         self._recover()
         # One entry can produce several events (same index): dedup only what a previous run wrote.
         self.recovered_index = self.last_index
@@ -48,6 +54,8 @@ class EventLog:
                     break
                 self._offsets.append(pos)
                 self.last_index = max(self.last_index, int(rec.get("index", 0)))
+                if isinstance(d := rec.get("decision"), str) and d:
+                    self.recovered_decisions.append(d)
                 pos += len(raw)
                 good = pos
         if good != self.path.stat().st_size:

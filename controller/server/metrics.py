@@ -31,6 +31,10 @@ class ControllerMetrics:
         self.elections = Counter("autoswitch_controller_elections", "MasterEpoch changes applied on this node, by "
                                  "trigger (controller, broker, admin, handover) and kind", ["trigger", "kind"],
                                  registry=r)
+        self.decisions = Counter("autoswitch_controller_decisions", "Elections and SyncStateSet changes applied on "
+                                 "this node, by their decision record (admin explain): outcome, whether a whole zone "
+                                 "was lost, whether it warned of a promise it cannot keep (min_in_sync_zones)",
+                                 ["outcome", "zone_lost", "warned"], registry=r)
         self.proposals = Histogram("autoswitch_controller_proposal_seconds", "Proposal to applied reply (leader)",
                                    buckets=PROPOSAL_BUCKETS, registry=r)
         self.session_ends = Counter("autoswitch_controller_broker_sessions_closed", "BrokerSession streams that "
@@ -40,12 +44,22 @@ class ControllerMetrics:
                                        registry=r)
         r.register(FnCollector(self._gauges))
         self._last_leader: str | None = None
+        self._decision_index = 0
 
     def on_history_record(self, rec: HistoryRecord) -> None:
         if rec.event in ("ElectMaster", "NoMaster"):
             kind = ("no_master" if rec.event == "NoMaster" else "crash" if rec.crash
                     else "unclean" if rec.unclean else "clean")
             self.elections.labels(rec.trigger or "unknown", kind).inc()
+        if rec.decision and rec.index != self._decision_index:    # one entry's events share its decision
+            self._decision_index = rec.index
+            from autoswitch.controller.state import explain
+
+            try:
+                d = explain.from_json(rec.decision)
+            except ValueError:      # msgspec's errors are ValueErrors: a record from a newer release
+                return
+            self.decisions.labels(d.outcome, str(bool(d.zones_lost)).lower(), str(bool(d.warnings)).lower()).inc()
 
     def _gauges(self) -> Iterator[tuple[str, str, dict[str, str], float]]:
         node = self.node

@@ -136,6 +136,10 @@ class AppliedStateMachine:
 
         self.inner = ControllerStateMachine(SMConfig.from_strings(sm_config_strings), history_sink=self._sink)
         self.events = events
+        # `admin explain` outlives a restart: the decisions events.jsonl kept (controller/state/explain.py)
+        bad = self.inner.decisions.restore(getattr(events, "recovered_decisions", ()))
+        if bad:
+            log.warning("decisions_unreadable", skipped=bad, path="events.jsonl")
         self.on_change = on_change
         self.on_record = on_record      # every history record too (metrics)
         self.on_feature_level = on_feature_level   # the finalized feature level, after each change

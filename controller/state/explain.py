@@ -8,7 +8,7 @@ record is the decision as made, not a re-telling; ``admin explain``, ``admin ele
 from __future__ import annotations
 
 import collections
-from collections.abc import Mapping
+from collections.abc import Iterable, Mapping
 from typing import Any
 
 import msgspec
@@ -226,15 +226,32 @@ def from_json(text: str | bytes) -> Decision:
 
 class DecisionLog:
     """The last ``DECISIONS_KEPT_PER_GROUP`` decisions of each of the last ``DECISION_GROUPS_KEPT``
-    groups that had one (bounded: a cluster of many groups keeps the recent ones)."""
+    groups that had one (bounded: a cluster of many groups keeps the recent ones).
+
+    Seeded at start from events.jsonl (``restore``): the entries Raft applies again after a restart
+    (those past the last snapshot) are then already here, and one whose Raft index is not past the
+    group's newest is not added twice."""
 
     def __init__(self) -> None:
         self._by_group: collections.OrderedDict[str, collections.deque[Decision]] = collections.OrderedDict()
+
+    def restore(self, lines: Iterable[str]) -> int:
+        """Decisions as events.jsonl keeps them (JSON); returns how many were unreadable (skipped)."""
+        bad = 0
+        for line in lines:
+            try:
+                self.add(from_json(line))
+            except (msgspec.DecodeError, msgspec.ValidationError):
+                bad += 1
+        return bad
 
     def add(self, d: Decision) -> None:
         q = self._by_group.pop(d.group, None)
         if q is None:
             q = collections.deque(maxlen=DECISIONS_KEPT_PER_GROUP)
+        if d.index and q and d.index <= q[-1].index:
+            self._by_group[d.group] = q
+            return
         q.append(d)
         self._by_group[d.group] = q
         while len(self._by_group) > DECISION_GROUPS_KEPT:

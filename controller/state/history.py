@@ -2,8 +2,11 @@
 record (``HistoryRecord``) from the state machine to events.jsonl (its JSON line), the metrics,
 the status page, the alerts, the CLI and the pipeline (whose events schema is derived from it).
 
-Fields in name order, so a line's keys come sorted as they always have; ``actor``, ``trigger``
-and ``crash`` appear only where they say something (admin audits, elections).
+Fields in name order, so a line's keys come sorted as they always have; ``actor``, ``trigger``,
+``crash`` and ``decision`` appear only where they say something (admin audits, elections,
+SyncStateSet changes). ``decision`` is the typed decision record (controller/state/explain.py)
+as JSON: the one `admin explain` shows, kept here so it outlives a restart and reaches the
+pipeline's event table.
 """
 
 from __future__ import annotations
@@ -32,6 +35,7 @@ from autoswitch.controller.state.sm_state import ControllerState, GroupState
 class HistoryRecord(msgspec.Struct, frozen=True, kw_only=True, omit_defaults=True):
     actor: str = ""                 # AdminAudit: who made the admin call
     crash: bool = False             # ElectMaster/NoMaster: the master was dead on crash evidence only
+    decision: str = ""              # ElectMaster/NoMaster/AlterSyncStateSet: explain.Decision as JSON
     event: str                      # messages.event_name: ElectMaster, NoMaster, AlterSyncStateSet, ...
     group: str
     index: int                      # the Raft log index of the entry that caused it
@@ -59,10 +63,14 @@ def decode_record(line: bytes | str) -> HistoryRecord:
     return _DECODER.decode(line)
 
 
+DECIDED_EVENTS = frozenset({"ElectMaster", "NoMaster", "AlterSyncStateSet"})
+
+
 def event_history_record(event: Event, index: int, ts_ms: int,
-                         state: ControllerState | GroupState | None) -> HistoryRecord:
+                         state: ControllerState | GroupState | None, decision: str = "") -> HistoryRecord:
     """The record of one applied event; ``state`` is the state right after the event (a
-    ControllerState or the group itself)."""
+    ControllerState or the group itself); ``decision``: the entry's decision record (JSON), kept
+    on the events it decided."""
     g = state.groups.get(event.broker_name) if isinstance(state, ControllerState) else state
     reason = ""
     if isinstance(event, ElectMasterEvent | AlterSyncStateSetEvent | EligibleChangeEvent):
@@ -96,4 +104,5 @@ def event_history_record(event: Event, index: int, ts_ms: int,
         sync_state_set_epoch=g.sync_state_set_epoch if g is not None else 0,
         reason=reason, unclean=elect is not None and elect.unclean,
         actor=event.actor if isinstance(event, AdminAuditEvent) else "",
-        trigger=elect.trigger if elect is not None else "", crash=elect is not None and elect.crash)
+        trigger=elect.trigger if elect is not None else "", crash=elect is not None and elect.crash,
+        decision=decision if event_name(event) in DECIDED_EVENTS else "")

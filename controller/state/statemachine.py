@@ -599,6 +599,9 @@ class ControllerStateMachine:
                 _log.info("election_decided", group=req.broker_name, index=index, outcome=reply.decision.outcome,
                           brokerId=reply.decision.master, epoch=reply.decision.master_epoch,
                           trigger=reply.decision.trigger, summary=reply.decision.summary[:500])
+                for w in reply.decision.warnings:
+                    _log.warning("zone_promise_at_risk", group=req.broker_name, index=index,
+                                 brokerId=reply.decision.master, epoch=reply.decision.master_epoch, warning=w)
         self.state.last_outcome = (int(reply.code), reply.remark[:MAX_AUDIT_FIELD_LEN])
         if isinstance(req, CheckStateHashRequest) and reply.ok:
             self.state_hashes.append((index, reply.data["hash"]))
@@ -606,8 +609,9 @@ class ControllerStateMachine:
         records: list[HistoryRecord] = []
         if events:
             # Records show the state right after each event (staged.after, in event order).
+            dj = explain.to_json(reply.decision) if reply.decision is not None else ""
             for ev, after in zip(events, staged.after, strict=True):
-                records.append(event_history_record(ev, index, ts, after))
+                records.append(event_history_record(ev, index, ts, after, dj))
             staged.commit()
         self.last_applied_index = index
         log_applied = _log.is_enabled_for(logging.INFO) if records else False

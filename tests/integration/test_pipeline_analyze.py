@@ -44,11 +44,18 @@ ACKS = [("g1", 1, 5_000), ("g1", 1, 90_000), ("g1", 2, 101_000), ("g1", 2, 150_0
         ("g1", 4, 207_000), ("g2", 1, 3_000), ("g2", 2, 850_000), ("g2", 4, 960_000)]
 
 
+# the decision record one election carried (controller/state/explain.py); the others have none
+SAID = "zone lost: za (none of its replicas alive); broker 3 elected (unclean)"
+DECISIONS = {13: json.dumps({"group": "g1", "request": "ElectMaster", "outcome": "elected", "master": 3,
+                             "summary": SAID, "zones_lost": ["za"]})}
+
+
 def _write(tmp: Path) -> tuple[Path, Path]:
     ev = tmp / "events.jsonl"
     ev.write_text("".join(json.dumps({
         "ts_ms": ts, "index": i, "group": g, "event": e, "master_broker_id": m, "master_epoch": me,
-        "sync_state_set": sss, "sync_state_set_epoch": i, "reason": "", "unclean": u}) + "\n"
+        "sync_state_set": sss, "sync_state_set_epoch": i, "reason": "", "unclean": u,
+        **({"decision": DECISIONS[i]} if i in DECISIONS else {})}) + "\n"
         for i, ts, g, e, m, me, sss, u in EVENTS))
     ak = tmp / "acks.jsonl"
     ak.write_text("".join(json.dumps({
@@ -79,6 +86,7 @@ def test_failover_timelines_equal_hand_computed(spark, analyzed):  # noqa: F811
         ("g1", 2, 3, 2, 4, 200_000, "NoMaster", 5_000, 150_000, 206_000, 56_000, True),
         ("g2", 1, 1, 2, 4, 900_000, "NoMaster", 50_000, 850_000, 960_000, 110_000, False),
     ]
+    assert [r["decision"] for r in rows] == [None, SAID, None]
     assert s["failovers"] == 3 and s["failovers_via_no_master"] == 2 and s["reelections_same_master"] == 1
     assert s["unclean_elections"] == 1
     assert s["time_to_elect_ms"] == {"n": 3, "min": 5_000, "p50": 10_000, "p90": 50_000, "p99": 50_000,

@@ -16,6 +16,7 @@ import msgspec
 from autoswitch.controller import messages as m
 from autoswitch.controller.server import eventlog
 from autoswitch.controller.server import sm_adapter as sa
+from autoswitch.controller.state import explain
 from autoswitch.controller.state.history import (
     HistoryRecord,
     decode_record,
@@ -256,12 +257,15 @@ def test_eventlog_lines_and_offsets(tmp_path):
 
 def _reference_records(req, state, index):
     """History records as execute() built them before: replay the events on a scratch stage."""
-    events, _reply, _staged = _handle(req, state)
+    events, reply, _staged = _handle(req, state)
+    # the entry's decision record, as execute() numbers it, rides on the events it decided
+    decision = explain.to_json(msgspec.structs.replace(reply.decision, index=index)) if reply.decision else ""
     scratch = _Staged(state)
     out = []
     for ev in events:
         scratch.apply(ev)
-        out.append(event_history_record(ev, index, getattr(req, "ts_ms", 0), scratch.group(ev.broker_name)))
+        out.append(event_history_record(ev, index, getattr(req, "ts_ms", 0), scratch.group(ev.broker_name),
+                                        decision))
     return out
 
 

@@ -583,8 +583,9 @@ def test_history_record_format():
     h = group_with_master()
     rec = h.history[-1]
     assert set(rec) == {"ts_ms", "index", "group", "event", "master_broker_id", "master_epoch",
-                        "sync_state_set", "sync_state_set_epoch", "reason", "unclean"}
+                        "sync_state_set", "sync_state_set_epoch", "reason", "unclean", "decision"}
     assert rec["event"] == "AlterSyncStateSet" and rec["index"] == h.index and rec["ts_ms"] == h.ts
+    assert json.loads(rec["decision"])["outcome"] == "sync_state_set"
     assert rec["sync_state_set"] == [1, 2, 3] and rec["master_broker_id"] == 1
     elect = [r for r in h.history if r["event"] == "ElectMaster"][0]
     assert elect["master_epoch"] == 1 and elect["unclean"] is False
