@@ -1,5 +1,5 @@
 """Quarantined log tails: before a store cuts its log (a slave truncating to its new master's
-consistent point, an unclean recovery), the bytes it is about to drop are copied, whole records
+consistent point, an unclean recovery, a reset of a log that shares nothing with its master's), the bytes it is about to drop are copied, whole records
 as they were, to ``<data dir>/quarantine/e<epoch>-<start>-<end>.log``: an operator can read them
 back (``autoswitch dump-log DATA_DIR --quarantine``) and replay what matters. Nothing reads them
 otherwise; the operator deletes them.

@@ -485,10 +485,14 @@ class MessageStore:
                           epochs=[(e.epoch, e.start_offset) for e in self._epochs.entries()])
 
     def reset(self, start_offset: int) -> None:
-        """Drop everything; an empty log restarting at start_offset (crash-safe via intent)."""
+        """Drop everything; an empty log restarting at start_offset (crash-safe via intent). What
+        it drops is copied to quarantine/ first, as a truncation's tail is (up to the cap)."""
         self._check_open()
         if start_offset < 0:
             raise OffsetOutOfRange(f"reset to negative offset {start_offset}", offset=start_offset)
+        last = self._epochs.last()
+        quarantine.keep_tail(self.dir, self._log, self._log.min_offset, last.epoch if last is not None else 0,
+                             self.config.quarantine_max_bytes, self._logger)
         cp = ckpt.Checkpoint(start_offset, start_offset, start_offset, start_offset, ckpt.INTENT_RESET,
                              start_offset, None, {})
         ckpt.save(self._cp_path, cp)

@@ -40,3 +40,18 @@ def test_a_cut_over_the_cap_is_not_copied(tmp_path):
     assert quarantine.files(tmp_path) == []
     s.truncate(s.max_offset)            # nothing dropped: nothing to copy
     assert quarantine.files(tmp_path) == []
+
+
+def test_a_reset_quarantines_the_whole_log(tmp_path):
+    s = open_store(tmp_path)
+    res = fill(s, 12)
+    start, end = s.min_offset, s.max_offset
+    s.reset(end + 4096)
+    [f] = quarantine.files(tmp_path)
+    assert (f.epoch, f.start, f.end) == (1, start, end) and f.path.stat().st_size == end - start
+    assert s.max_offset == s.min_offset == end + 4096
+    s.close()
+    out = subprocess.run([sys.executable, "-m", "autoswitch", "dump-log", str(tmp_path), "--quarantine", "--json"],
+                         capture_output=True, text=True, timeout=60)
+    assert {json.loads(x)["msg_id"] for x in out.stdout.splitlines()[:-1]} == {
+        mid for r in res for _, _q, mid in r.records}
