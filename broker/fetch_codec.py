@@ -7,9 +7,15 @@ RocketMQ's pull over its remoting protocol do the same). ``make bench-fetch`` me
 broker's CPU per message served fell from ~1.3 us (gRPC, record runs) to ~0.2 us.
 
 Every frame is ``magic "AF" | version u8 | type u8 | length u32 | payload`` (big-endian). The
-client speaks first: HELLO (an optional bearer token), then FETCH frames, one answer each, in
-order. Lengths are bounded before anything is buffered: a client frame's payload by
-``MAX_CLIENT_PAYLOAD``, a reply by what the client allows (its own ``max_reply_bytes``).
+client speaks first: HELLO (an optional bearer token), then FETCH or PRODUCE frames, one answer
+each, in order. Lengths are bounded before anything is buffered: a client frame's payload by
+``MAX_CLIENT_PAYLOAD`` (a PRODUCE's by the broker's ``max_request_bytes``), a reply by what the
+client allows (its own ``max_reply_bytes``).
+
+PRODUCE carries a ProduceRequest and PRODUCED a ProduceReply (autoswitch/proto/broker.proto) as
+their protobuf bytes: the producer skips gRPC's per-call HTTP/2 work (the cost of a
+one-message request, issue 36) and the broker serves it with the gRPC Produce's own code, so
+both ports answer alike.
 """
 
 from __future__ import annotations
@@ -23,8 +29,8 @@ from autoswitch.base.limits import MAX_TOPIC_BYTES
 MAGIC = b"AF"
 VERSION = 1
 FRAME = struct.Struct(">2sBBI")          # magic, version, type, payload length
-HELLO, READY, FETCH, RECORDS, ERROR = 1, 2, 3, 4, 5
-TYPES = {HELLO, READY, FETCH, RECORDS, ERROR}
+HELLO, READY, FETCH, RECORDS, ERROR, PRODUCE, PRODUCED = 1, 2, 3, 4, 5, 6, 7
+TYPES = {HELLO, READY, FETCH, RECORDS, ERROR, PRODUCE, PRODUCED}
 MAX_CLIENT_PAYLOAD = 8192                # a token or a topic name: never more
 MAX_TOKEN_BYTES = 4096
 MAX_TEXT_BYTES = 1024                    # error messages and addresses in replies
@@ -75,17 +81,19 @@ class RecordsReply:
 
 
 class FrameDecoder:
-    """Feed bytes, get whole frames. ``max_payload`` bounds every frame before it is buffered."""
+    """Feed bytes, get whole frames. ``max_payload`` bounds every frame before it is buffered;
+    ``max_produce`` a PRODUCE frame's (0: PRODUCE frames are as small as the others)."""
 
-    def __init__(self, max_payload: int) -> None:
+    def __init__(self, max_payload: int, max_produce: int = 0) -> None:
         self.max_payload = max_payload
+        self.max_produce = max(max_produce, max_payload)
         self._buf = bytearray()
 
     def feed(self, data: bytes) -> list[Frame]:
         self._buf += data
         out: list[Frame] = []
         while len(self._buf) >= FRAME.size:
-            ftype, length = parse_header(self._buf, self.max_payload)
+            ftype, length = parse_header(self._buf, self.max_payload, self.max_produce)
             if len(self._buf) < FRAME.size + length:
                 break
             out.append(Frame(ftype, bytes(self._buf[FRAME.size:FRAME.size + length])))
@@ -93,8 +101,9 @@ class FrameDecoder:
         return out
 
 
-def parse_header(head: bytes | bytearray, max_payload: int) -> tuple[int, int]:
-    """(type, payload length) of the frame header at the start of ``head``, checked."""
+def parse_header(head: bytes | bytearray, max_payload: int, max_produce: int = 0) -> tuple[int, int]:
+    """(type, payload length) of the frame header at the start of ``head``, checked; a PRODUCE
+    frame may be as long as ``max_produce``."""
     magic, version, ftype, length = FRAME.unpack_from(head)
     if magic != MAGIC or version != VERSION:
         # a later version is named as such (docs/compatibility.md); anything else is not ours
@@ -103,8 +112,9 @@ def parse_header(head: bytes | bytearray, max_payload: int) -> tuple[int, int]:
                                  f"this release speaks version {VERSION})")
     if ftype not in TYPES:
         raise FetchProtocolError(f"unknown frame type {ftype}")
-    if length > max_payload:
-        raise FetchProtocolError(f"frame of {length} bytes, more than {max_payload}")
+    limit = max(max_payload, max_produce) if ftype == PRODUCE else max_payload
+    if length > limit:
+        raise FetchProtocolError(f"frame of {length} bytes, more than {limit}")
     return ftype, length
 
 
@@ -195,6 +205,12 @@ def parse_records(payload: bytes) -> RecordsReply:
         raise FetchProtocolError("RECORDS frame has trailing bytes")
     return RecordsReply(status, confirm, nxt, runs, texts[:el].decode(errors="replace"),
                         texts[el:].decode(errors="replace"))
+
+
+def encode_message(ftype: int, payload: bytes) -> bytes:
+    """A PRODUCE or PRODUCED frame around its protobuf bytes."""
+    assert ftype in (PRODUCE, PRODUCED)
+    return _frame(ftype, len(payload)) + payload
 
 
 def encode_error(code: int, message: str) -> bytes:

@@ -1,9 +1,11 @@
-"""The fetch port (``fetch_listen``): consumers read stored-record runs over plain TCP or TLS.
+"""The fetch port (``fetch_listen``): consumers read stored-record runs over plain TCP or TLS, and
+producers send over it without gRPC's per-call cost.
 
 One connection: HELLO (an optional bearer token), then FETCH frames answered in order by
 RECORDS frames (broker/fetch_codec.py), each served by the same ConsumeService as the gRPC
-Consume. Who may fetch is the gRPC port's rule for ``Consume`` (broker/authz.py: reader), with
-the caller named by its TLS certificate or its HELLO token. A peer that breaks the format, is
+Consume, and PRODUCE frames answered by PRODUCED, each served by the gRPC Produce's own handler.
+Who may fetch or produce is the gRPC port's rule for ``Consume`` or ``Produce`` (broker/authz.py:
+reader, producer), with the caller named by its TLS certificate or its HELLO token. A peer that breaks the format, is
 denied, or has not said HELLO within ``HELLO_TIMEOUT_S`` gets one ERROR frame and is closed; at
 most ``max_fetch_connections`` connections are served at once (the next ones get ERROR busy).
 """
@@ -15,8 +17,9 @@ import contextlib
 import socket
 import struct
 import time
+from collections.abc import Awaitable, Callable
 from ssl import SSLContext
-from typing import Protocol
+from typing import Any, Protocol
 
 from autoswitch.broker import fetch_codec as fc
 from autoswitch.broker.consume_serve import ConsumeService
@@ -43,8 +46,14 @@ class FetchServer:
     def __init__(self, consume: ConsumeService, guard: Guard | None, max_connections: int, log: EventLogger,
                  hello_timeout_s: float = HELLO_TIMEOUT_S, observer: FetchObserver | None = None,
                  max_inflight_bytes: int = 64 << 20, slow_reader_timeout_s: float = 10.0,
-                 max_reply_bytes: int = 8 << 20) -> None:
+                 max_reply_bytes: int = 8 << 20,
+                 produce: Callable[[pb.ProduceRequest, Any], Awaitable[pb.ProduceReply]] | None = None,
+                 max_produce_bytes: int = 0) -> None:
+        """``produce``: the gRPC Produce handler (as instrumented), serving PRODUCE frames of at most
+        ``max_produce_bytes`` (None: PRODUCE is a protocol error)."""
         self.consume = consume
+        self.produce = produce
+        self.max_produce_bytes = max_produce_bytes if produce is not None else 0
         # Bytes of replies not yet taken by their readers, over all connections (issue 29: 120
         # connections that never read grew a broker to 2.5 GB): a FETCH is served only while its
         # largest possible reply fits, and a reader that leaves a reply unread for
@@ -128,7 +137,7 @@ class FetchServer:
                 return frames
 
     async def _serve(self, reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> None:
-        dec = fc.FrameDecoder(fc.MAX_CLIENT_PAYLOAD)
+        dec = fc.FrameDecoder(fc.MAX_CLIENT_PAYLOAD, self.max_produce_bytes)
         try:
             frames = await asyncio.wait_for(self._frames(reader, dec), self.hello_timeout_s)
         except TimeoutError:
@@ -142,10 +151,15 @@ class FetchServer:
         creds = [("authorization", f"Bearer {token}")] if token else None
         if self.guard is not None:
             who = self.guard.authn.principal(cn, creds)
-            self._check(who, "")                    # a reader at all, before anything is read
+            self._check_open(who)                   # a reader or producer at all, before anything is read
         writer.write(fc.encode_ready())
         while True:
             for f in rest:
+                if f.type == fc.PRODUCE and self.produce is not None:
+                    if self.guard is not None and token:
+                        who = self.guard.authn.principal(cn, creds)
+                    await self._produce(f.payload, who, writer)
+                    continue
                 if f.type != fc.FETCH:
                     raise fc.FetchProtocolError(f"unexpected frame type {f.type} after HELLO")
                 req = fc.parse_fetch(f.payload)
@@ -172,13 +186,39 @@ class FetchServer:
                     self.observer.fetched(reply.status, sum(len(run) for _, run in reply.runs), time.monotonic() - t0)
             rest = await self._frames(reader, dec)
 
+    async def _produce(self, payload: bytes, who: Principal | None, writer: asyncio.StreamWriter) -> None:
+        """One PRODUCE: the same checks and handler as the gRPC Produce, the answer in order."""
+        assert self.produce is not None
+        req = pb.ProduceRequest()
+        try:
+            req.ParseFromString(payload)
+        except Exception:  # noqa: BLE001 - protobuf's DecodeError: the frame is not a ProduceRequest
+            raise fc.FetchProtocolError("PRODUCE payload is not a ProduceRequest") from None
+        if self.guard is not None:
+            try:
+                self.guard.check(who, "Produce", req)
+            except Denied as e:
+                raise _Refuse(fc.ERR_DENIED, str(e)) from None
+        reply = await self.produce(req, None)
+        writer.write(fc.encode_message(fc.PRODUCED, reply.SerializeToString()))
+        await writer.drain()
+
+    def _check_open(self, who: Principal | None) -> None:
+        assert self.guard is not None
+        try:
+            self.guard.check_open(who, "Consume")
+        except Denied as e:
+            if self.produce is None:
+                raise _Refuse(fc.ERR_DENIED, str(e)) from None
+            try:
+                self.guard.check_open(who, "Produce")
+            except Denied:
+                raise _Refuse(fc.ERR_DENIED, str(e)) from None
+
     def _check(self, who: Principal | None, topic: str) -> None:
         assert self.guard is not None
         try:
-            if topic:
-                self.guard.check(who, "Consume", pb.ConsumeRequest(topic=topic))
-            else:
-                self.guard.check_open(who, "Consume")
+            self.guard.check(who, "Consume", pb.ConsumeRequest(topic=topic))
         except Denied as e:
             raise _Refuse(fc.ERR_DENIED, str(e)) from None
 

@@ -383,7 +383,8 @@ async def serve(cfg: BrokerConfig, stop_event: asyncio.Event | None = None, atta
             fetch = FetchServer(servicer.consume, guard, cfg.max_fetch_connections, log, observer=metrics,
                                 max_inflight_bytes=cfg.fetch_max_inflight_bytes,
                                 slow_reader_timeout_s=cfg.fetch_slow_reader_timeout_s,
-                                max_reply_bytes=cfg.max_consume_bytes)
+                                max_reply_bytes=cfg.max_consume_bytes,
+                                produce=servicer.Produce, max_produce_bytes=cfg.max_request_bytes)
             if metrics is not None:
                 metrics.fetch_server = fetch
             fhost, fport = parse_hostport(cfg.fetch_listen, "fetch_listen")

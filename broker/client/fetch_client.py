@@ -5,23 +5,31 @@
         for m in fetched_messages(reply):     # CRC-checked again here (end to end)
             ...
 
-One fetch at a time per client (the port answers in order). Every wait is bounded by
-``timeout_s`` plus the fetch's own ``max_wait_ms``; a reply larger than ``max_reply_bytes`` is a
-protocol error, never a buffer that grows without bound.
+    async with FetchClient("127.0.0.1:10913") as p:
+        out = await p.produce("orders", [b"one message"])    # a ProduceOutcome, as ProducerClient's
+
+One call at a time per client (the port answers in order): a producer that sends one message per
+request opens one client per concurrent sender. Every wait is bounded by ``timeout_s`` plus the
+fetch's own ``max_wait_ms``; a reply larger than ``max_reply_bytes`` is a protocol error, never a
+buffer that grows without bound.
 """
 
 from __future__ import annotations
 
 import asyncio
-from collections.abc import Iterator
+import time
+import uuid
+from collections.abc import Iterator, Sequence
 
 from autoswitch.broker import fetch_codec as fc
+from autoswitch.broker.client.client import ProduceOutcome
 from autoswitch.broker.config import parse_hostport
 from autoswitch.broker.storage.record import StoredMessage
 from autoswitch.broker.storage.record_runs import iter_run
 
 from autoswitch.base.errors import AutoswitchError
 from autoswitch.base.tls import TLSConfig, client_ssl_context
+from autoswitch.proto import broker_pb2 as pb
 
 
 class FetchRefused(AutoswitchError):
@@ -96,6 +104,28 @@ class FetchClient:
         self._w.write(fc.encode_fetch(fc.FetchRequest(topic, queue_offset, max_count, min_count, max_wait_ms)))
         f = await self._expect(fc.RECORDS, self.timeout_s + max_wait_ms / 1000)
         return fc.parse_records(f.payload)
+
+
+    async def produce(self, topic: str, bodies: Sequence[bytes], msg_ids: Sequence[str] | None = None) -> ProduceOutcome:
+        """One PRODUCE (the gRPC Produce's request and answer over this port); reconnects first
+        when the last call failed."""
+        if self._w is None:
+            await self.connect()
+        assert self._w is not None
+        ids = list(msg_ids) if msg_ids is not None else [uuid.uuid4().hex for _ in bodies]
+        now = int(time.time() * 1000)
+        req = pb.ProduceRequest(topic=topic, messages=[pb.ProduceMessage(body=b, msg_id=m, born_ts_ms=now)
+                                                       for b, m in zip(bodies, ids, strict=True)])
+        self._w.write(fc.encode_message(fc.PRODUCE, req.SerializeToString()))
+        f = await self._expect(fc.PRODUCED, self.timeout_s)
+        reply = pb.ProduceReply()
+        try:
+            reply.ParseFromString(f.payload)
+        except Exception:  # noqa: BLE001 - protobuf's DecodeError
+            await self.close()
+            raise fc.FetchProtocolError("PRODUCED payload is not a ProduceReply") from None
+        return ProduceOutcome(status=reply.status, error_message=reply.error_message, master_addr=reply.master_addr,
+                              group=reply.group, broker_id=reply.broker_id, results=list(reply.results))
 
 
 def fetched_messages(reply: fc.RecordsReply) -> Iterator[StoredMessage]:

@@ -1,6 +1,7 @@
 """The fetch port (broker/fetch_server.py) on a real broker process: it serves exactly what the
 gRPC Consume serves, long-polls, says "past the log end", survives garbage, bounds its
-connections, and on TLS with auth lets only readers in."""
+connections, takes PRODUCE frames the way the gRPC Produce takes requests, and on TLS with auth
+lets only readers read and only producers produce."""
 
 from __future__ import annotations
 
@@ -143,8 +144,14 @@ def test_fetch_port_on_tls_with_auth_lets_only_readers_in(procs, tmp_path):
         await p.close()
         async with FetchClient(fetch_addr, tls=reader) as f:
             assert [m.body for m in fetched_messages(await f.fetch("t", 0, 10))] == [b"secret"] * 3
-        with pytest.raises(FetchRefused, match="permission denied"):
-            await FetchClient(fetch_addr, tls=producer).connect()
+        # a producer may produce over the port, and may not read there
+        async with FetchClient(fetch_addr, tls=producer) as f:
+            assert (await f.produce("t", [b"over-the-port"])).ok
+            with pytest.raises(FetchRefused, match="permission denied"):
+                await f.fetch("t", 0, 10)
+        async with FetchClient(fetch_addr, tls=reader) as f:
+            with pytest.raises(FetchRefused, match="permission denied"):
+                await f.produce("t", [b"a reader's"])
         with pytest.raises(FetchRefused, match="unknown or revoked token"):
             await FetchClient(fetch_addr, tls=producer, token="not-a-token").connect()
         async with FetchClient(fetch_addr, tls=producer, token=reader_token) as f:
@@ -238,3 +245,48 @@ def test_consume_fetch_auto_reads_over_the_port_in_the_masters_route(procs, tmp_
     usage = subprocess.run([sys.executable, "-m", "autoswitch", "consume", "--broker", addr, "--topic", "t",
                             "--fetch", "auto"], capture_output=True, text=True, timeout=60)
     assert usage.returncode == 2 and "needs --namesrv" in usage.stdout + usage.stderr
+
+
+def test_produce_over_the_port_is_the_grpc_produce(procs, tmp_path):
+    """PRODUCE frames carry a ProduceRequest and get the gRPC Produce's answer (its checks, its
+    statuses, one queue numbering with gRPC producers); a frame that is not a ProduceRequest, or
+    longer than max_request_bytes, gets ERROR protocol and a closed connection, before the
+    bytes are buffered."""
+    cfg = tmp_path / "broker.toml"
+    cfg.write_text("max_request_bytes = 65536\nmax_message_bytes = 32768\n")
+    metrics_port = free_port()
+    addr, fetch_addr = _start(procs, tmp_path, "b1", ["--config", str(cfg), "--metrics-listen", f"{HOST}:{metrics_port}"])
+
+    async def scenario() -> None:
+        g = ProducerClient(addr, timeout_s=10)
+        assert (await g.produce("t", [b"grpc-0", b"grpc-1"])).ok
+        async with FetchClient(fetch_addr) as f:
+            out = await f.produce("t", [b"port-2", b"port-3", b"port-4"], msg_ids=["a", "b", "c"])
+            assert out.ok and [(r.msg_id, r.queue_offset) for r in out.results] == [("a", 2), ("b", 3), ("c", 4)]
+            assert out.group == "g1" and out.broker_id > 0
+            assert (await g.produce("t", [b"grpc-5"])).results[0].queue_offset == 5
+            for bad_topic in ("", "__offsets"):      # the gRPC Produce's own checks and statuses
+                over_port = await f.produce(bad_topic, [b"x"])
+                over_grpc = await g.produce(bad_topic, [b"x"])
+                assert over_port.status == over_grpc.status == pb.BAD_REQUEST, (over_port, over_grpc)
+                assert over_port.error_message == over_grpc.error_message
+            # one connection serves fetches and produces alike, in order
+            assert [m.body for m in fetched_messages(await f.fetch("t", 0, 10))] == [
+                b"grpc-0", b"grpc-1", b"port-2", b"port-3", b"port-4", b"grpc-5"]
+        await g.close()
+
+        hello = fc.encode_hello()
+        reply = await asyncio.to_thread(_read_until_closed, fetch_addr, hello + fc.encode_message(fc.PRODUCE, b"\xff" * 9))
+        frames = fc.FrameDecoder(4096).feed(reply)
+        assert [x.type for x in frames] == [fc.READY, fc.ERROR]      # the HELLO was whole: answered first
+        assert fc.parse_error(frames[1].payload) == (fc.ERR_PROTOCOL, "PRODUCE payload is not a ProduceRequest")
+        huge = fc.FRAME.pack(fc.MAGIC, fc.VERSION, fc.PRODUCE, 65537)      # the header alone: refused unread
+        reply = await asyncio.to_thread(_read_until_closed, fetch_addr, hello + huge)
+        frames = fc.FrameDecoder(4096).feed(reply)       # (READY first unless both came in one read)
+        assert fc.parse_error(frames[-1].payload) == (fc.ERR_PROTOCOL, "frame of 65537 bytes, more than 65536")
+
+        m = await asyncio.to_thread(scrape, metrics_port)      # counted as Produce, whichever port
+        assert m[("autoswitch_broker_requests_total", (("rpc", "Produce"), ("status", "OK")))] == 3
+        assert m[("autoswitch_broker_produced_messages_total", ())] == 6
+
+    asyncio.run(asyncio.wait_for(scenario(), 120))

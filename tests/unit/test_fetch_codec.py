@@ -86,3 +86,23 @@ def test_a_header_is_checked_alone_before_its_payload_is_read():
     assert fc.parse_header(head, 100) == (fc.HELLO, 3)
     with pytest.raises(fc.FetchProtocolError, match="more than 2"):
         fc.parse_header(head, 2)
+
+
+def test_produce_frames_carry_protobuf_and_only_they_may_be_long():
+    from autoswitch.proto import broker_pb2 as pb
+
+    req = pb.ProduceRequest(topic="t", messages=[pb.ProduceMessage(body=b"x" * 9000, msg_id="m")])
+    data = fc.encode_message(fc.PRODUCE, req.SerializeToString())
+    dec = fc.FrameDecoder(fc.MAX_CLIENT_PAYLOAD, max_produce=1 << 16)
+    [f] = [x for i in range(0, len(data), 1000) for x in dec.feed(data[i:i + 1000])]
+    assert f.type == fc.PRODUCE and pb.ProduceRequest.FromString(f.payload) == req
+    # the same length on a FETCH frame, or a PRODUCE past the produce limit: refused unread
+    with pytest.raises(fc.FetchProtocolError, match="more than 8192"):
+        fc.FrameDecoder(fc.MAX_CLIENT_PAYLOAD, max_produce=1 << 16).feed(fc.FRAME.pack(fc.MAGIC, 1, fc.FETCH, 9000))
+    with pytest.raises(fc.FetchProtocolError, match="more than 65536"):
+        fc.FrameDecoder(fc.MAX_CLIENT_PAYLOAD, max_produce=1 << 16).feed(fc.FRAME.pack(fc.MAGIC, 1, fc.PRODUCE, 65537))
+    # a port without produce (max_produce 0) holds PRODUCE frames to the small limit
+    with pytest.raises(fc.FetchProtocolError, match="more than 8192"):
+        fc.FrameDecoder(fc.MAX_CLIENT_PAYLOAD).feed(fc.FRAME.pack(fc.MAGIC, 1, fc.PRODUCE, 9000))
+    with pytest.raises(AssertionError):
+        fc.encode_message(fc.FETCH, b"")
