@@ -89,6 +89,11 @@ class FrameDecoder:
         self.max_produce = max(max_produce, max_payload)
         self._buf = bytearray()
 
+    @property
+    def buffered(self) -> int:
+        """Bytes received and not yet a whole frame (or not yet taken)."""
+        return len(self._buf)
+
     def feed(self, data: bytes) -> list[Frame]:
         self._buf += data
         out: list[Frame] = []

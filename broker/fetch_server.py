@@ -62,6 +62,10 @@ class FetchServer:
         self.slow_reader_timeout_s = slow_reader_timeout_s
         self.max_reply_bytes = max_reply_bytes
         self._writers: set[asyncio.StreamWriter] = set()
+        # PRODUCE frames being received (up to max_produce_bytes each) share the same budget: a
+        # connection past the small frames reads on only while every connection's partial frames
+        # fit in max_inflight_bytes, so 256 connections cannot each park a 32 MiB frame half-sent.
+        self._decoders: set[fc.FrameDecoder] = set()
         self.observer = observer
         self.hello_timeout_s = hello_timeout_s
         self.guard = guard
@@ -127,8 +131,16 @@ class FetchServer:
             writer.write(fc.encode_error(e.code, str(e)))
             await asyncio.wait_for(writer.drain(), 1.0)
 
+    async def _intake_room(self, dec: fc.FrameDecoder) -> None:
+        deadline = time.monotonic() + self.slow_reader_timeout_s
+        while dec.buffered > fc.MAX_CLIENT_PAYLOAD and sum(d.buffered for d in self._decoders) > self.max_inflight_bytes:
+            if time.monotonic() >= deadline:
+                raise _Refuse(fc.ERR_BUSY, f"more than {self.max_inflight_bytes} bytes of requests being received")
+            await asyncio.sleep(0.05)
+
     async def _frames(self, reader: asyncio.StreamReader, dec: fc.FrameDecoder) -> list[fc.Frame]:
         while True:
+            await self._intake_room(dec)
             data = await reader.read(READ_CHUNK)
             if not data:
                 raise ConnectionError("closed")
@@ -138,6 +150,14 @@ class FetchServer:
 
     async def _serve(self, reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> None:
         dec = fc.FrameDecoder(fc.MAX_CLIENT_PAYLOAD, self.max_produce_bytes)
+        self._decoders.add(dec)
+        try:
+            await self._serve_frames(reader, writer, dec)
+        finally:
+            self._decoders.discard(dec)
+
+    async def _serve_frames(self, reader: asyncio.StreamReader, writer: asyncio.StreamWriter,
+                            dec: fc.FrameDecoder) -> None:
         try:
             frames = await asyncio.wait_for(self._frames(reader, dec), self.hello_timeout_s)
         except TimeoutError:

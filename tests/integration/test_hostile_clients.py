@@ -15,6 +15,7 @@ from grpc_health.v1 import health_pb2, health_pb2_grpc
 
 from autoswitch.app.certs import init_dev_ca, issue_token, revoke_token
 from autoswitch.base.tls import TLSConfig, grpc_channel_credentials
+from tests.integration.failover_harness import wait_until
 from tests.procs import HOST, free_port, wait_port
 
 pytestmark = [pytest.mark.integration, pytest.mark.timeout(300)]
@@ -173,6 +174,69 @@ def test_readers_that_never_read_cannot_grow_the_broker_and_are_closed(procs, tm
         async with FetchClient(f"{HOST}:{fetch}") as f:
             assert (await f.fetch("t", 0, 10)).runs
     asyncio.run(asyncio.wait_for(reader(), 60))
+
+
+def test_producers_that_never_finish_a_frame_cannot_grow_the_broker(procs, tmp_path):
+    """Issue 36's PRODUCE frames may be max_request_bytes long: 40 connections that each send a
+    header for 32 MiB and 6 MiB of it would park 240 MiB in the broker. Partial frames share the
+    fetch port's in-flight budget: past it the senders wait and are told busy; a producer that
+    sends whole frames is still served."""
+    import socket
+
+    from autoswitch.broker import fetch_codec as fc
+
+    port, ha, fetch = free_port(), free_port(), free_port()
+    cfg = tmp_path / "broker.toml"
+    cfg.write_text("fetch_max_inflight_bytes = 16777216\nfetch_slow_reader_timeout_s = 2.0\n"
+                   "max_fetch_connections = 1000\n")
+    b = procs.start("b1", ["broker", "--config", str(cfg), "--role", "master", "--epoch", "1", "--group", "g1",
+                           "--listen", f"{HOST}:{port}", "--ha-listen", f"{HOST}:{ha}", "--fetch-listen",
+                           f"{HOST}:{fetch}", "--ack-mode", "master", "--data-dir", str(tmp_path / "b1")])
+    wait_port(port, timeout=60)
+    wait_port(fetch, timeout=60)
+    pid = b.popen.pid
+    before = _rss_kib(pid)
+    head = fc.encode_hello() + fc.FRAME.pack(fc.MAGIC, fc.VERSION, fc.PRODUCE, 32 << 20)
+    chunk = b"\0" * (1 << 20)
+    socks = []
+    try:
+        for _ in range(40):
+            s = socket.create_connection((HOST, fetch), timeout=30)
+            s.setblocking(False)
+            s.send(head)
+            socks.append(s)
+        peak = before
+        sent = dict.fromkeys(socks, 0)
+        deadline = time.monotonic() + 60
+        progress_at = time.monotonic()
+        # until every sender sent its 6 MiB, or none got a byte further for 2.5 s (the broker
+        # stopped reading them, or closed them)
+        while time.monotonic() < deadline and time.monotonic() - progress_at < 2.5 \
+                and any(v < 6 << 20 for v in sent.values()):
+            for s in socks:
+                if sent[s] < 6 << 20:
+                    try:
+                        n = s.send(chunk)
+                    except (BlockingIOError, OSError):
+                        continue
+                    sent[s] += n
+                    progress_at = time.monotonic()
+            peak = max(peak, _rss_kib(pid))
+            time.sleep(0.01)
+        assert peak - before < 120 * 1024, f"RSS grew by {(peak - before) // 1024} MiB"
+        assert sum(sent.values()) < 40 * (6 << 20), "every half frame was taken in"
+
+        def told_busy() -> bool:
+            return "bytes of requests being received" in b.log_path.read_text()
+        wait_until(told_busy, 30, "the waiting senders told busy")
+    finally:
+        for s in socks:
+            s.close()
+
+    async def producer() -> None:
+        async with FetchClient(f"{HOST}:{fetch}") as f:
+            assert (await f.produce("t", [b"whole"])).ok
+    asyncio.run(asyncio.wait_for(producer(), 60))
 
 
 def _http(port: int, path: str, token: str = "") -> tuple[int, str]:
