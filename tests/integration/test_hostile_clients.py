@@ -116,15 +116,9 @@ def _rss_kib(pid: int) -> int:
     raise AssertionError("no VmRSS")
 
 
-def test_readers_that_never_read_cannot_grow_the_broker_and_are_closed(procs, tmp_path):
-    """Item 8: 120 fetch connections that never read grew a broker from 84 MB to 2.5 GB (a reply of
-    up to max_consume_bytes each, held for ever; 745 MiB for these 60 before the fix). Replies in
-    flight are budgeted now and a reader that leaves one unread is closed; a reader that reads is
-    still served."""
-    import socket
-
-    from autoswitch.broker import fetch_codec as fc
-
+def _tight_fetch_broker(procs, tmp_path):
+    """A master with a fetch port whose in-flight budget is 16 MiB and whose slow-peer timeout is
+    2 s: (process, gRPC port, fetch port)."""
     port, ha, fetch = free_port(), free_port(), free_port()
     cfg = tmp_path / "broker.toml"
     cfg.write_text("fetch_max_inflight_bytes = 16777216\nfetch_slow_reader_timeout_s = 2.0\n"
@@ -134,6 +128,19 @@ def test_readers_that_never_read_cannot_grow_the_broker_and_are_closed(procs, tm
                            f"{HOST}:{fetch}", "--ack-mode", "master", "--data-dir", str(tmp_path / "b1")])
     wait_port(port, timeout=60)
     wait_port(fetch, timeout=60)
+    return b, port, fetch
+
+
+def test_readers_that_never_read_cannot_grow_the_broker_and_are_closed(procs, tmp_path):
+    """Item 8: 120 fetch connections that never read grew a broker from 84 MB to 2.5 GB (a reply of
+    up to max_consume_bytes each, held for ever; 745 MiB for these 60 before the fix). Replies in
+    flight are budgeted now and a reader that leaves one unread is closed; a reader that reads is
+    still served."""
+    import socket
+
+    from autoswitch.broker import fetch_codec as fc
+
+    b, port, fetch = _tight_fetch_broker(procs, tmp_path)
 
     async def load() -> None:
         p = ProducerClient(f"{HOST}:{port}", max_retries=0, timeout_s=60)
@@ -185,15 +192,7 @@ def test_producers_that_never_finish_a_frame_cannot_grow_the_broker(procs, tmp_p
 
     from autoswitch.broker import fetch_codec as fc
 
-    port, ha, fetch = free_port(), free_port(), free_port()
-    cfg = tmp_path / "broker.toml"
-    cfg.write_text("fetch_max_inflight_bytes = 16777216\nfetch_slow_reader_timeout_s = 2.0\n"
-                   "max_fetch_connections = 1000\n")
-    b = procs.start("b1", ["broker", "--config", str(cfg), "--role", "master", "--epoch", "1", "--group", "g1",
-                           "--listen", f"{HOST}:{port}", "--ha-listen", f"{HOST}:{ha}", "--fetch-listen",
-                           f"{HOST}:{fetch}", "--ack-mode", "master", "--data-dir", str(tmp_path / "b1")])
-    wait_port(port, timeout=60)
-    wait_port(fetch, timeout=60)
+    b, port, fetch = _tight_fetch_broker(procs, tmp_path)
     pid = b.popen.pid
     before = _rss_kib(pid)
     head = fc.encode_hello() + fc.FRAME.pack(fc.MAGIC, fc.VERSION, fc.PRODUCE, 32 << 20)

@@ -42,13 +42,18 @@ def _node(path):
                                                   lambda *a: None, get_logger("test"))
 
 
-def test_decisions_ride_on_their_events_and_outlive_a_restart(tmp_path):
-    path = tmp_path / "events.jsonl"
+def _applied(path):
+    """A node that applied _entries() and closed its events.jsonl."""
     events, asm = _node(path)
     for i, e in enumerate(_entries(), start=1):
         asm.apply(i, e)
     events.close()
-    before = asm.inner.decisions.last(G)
+    return asm
+
+
+def test_decisions_ride_on_their_events_and_outlive_a_restart(tmp_path):
+    path = tmp_path / "events.jsonl"
+    before = _applied(path).inner.decisions.last(G)
     assert [d.request for d in before] == ["AlterSyncStateSet", "ElectMaster"] and before[1].master == 1
 
     lines = [decode_record(x) for x in path.read_text().splitlines()]
@@ -75,10 +80,7 @@ def test_unreadable_decisions_are_skipped_and_counted():
 
 def test_the_decisions_metric_is_labelled_by_the_record(tmp_path):
     path = tmp_path / "events.jsonl"
-    events, asm = _node(path)
-    for i, e in enumerate(_entries(), start=1):
-        asm.apply(i, e)
-    events.close()
+    _applied(path)
     metrics = ControllerMetrics(None)  # type: ignore[arg-type]   # the counters need no node
     warned = explain.Decision(group=G, request="ElectMaster", outcome="elected", master=2, index=99,
                               zones_lost=("za",), warnings=("min_in_sync_zones 2: ...",))
