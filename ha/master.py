@@ -177,7 +177,10 @@ class HAMaster:
     def notify_appended(self) -> None:
         for c in self._conns.values():
             c.wake.set()
-        self._on_progress()
+        if len(self.tracker.ack_set) == 1:
+            self._on_progress()     # alone in the set: the append is its own acknowledgement
+        else:
+            self._maybe_propose()   # only the tracker's periodic look (marks of the log end)
 
     def update_sync_state_set(self, sync_state_set: frozenset[int], sync_state_set_epoch: int) -> None:
         """A newer set learned from the controller by another path (replica-info poll)."""
@@ -478,11 +481,16 @@ class HAMaster:
                     wait = max(0.0, cfg.heartbeat_interval_s - (self._clock() - session.last_send_time))
                     await wait_event(conn.wake, wait + 0.001)
                     continue
-                writer.write(encode_transfer_header(frame))
-                if frame.body:
-                    writer.write(frame.body)
-                    if digests.fed(frame):
-                        self._wake_all()
+                head = encode_transfer_header(frame)
+                body = frame.body
+                if 0 < len(body) <= SMALL_FRAME:
+                    writer.write(head + body)       # one send: a one-message frame is mostly syscall
+                else:
+                    writer.write(head)
+                    if body:
+                        writer.write(body)
+                if body and digests.fed(frame):
+                    self._wake_all()
                 await writer.drain()
         except asyncio.CancelledError:
             raise
@@ -495,6 +503,11 @@ class HAMaster:
         except Exception as e:
             conn.log.error("slave_transfer_failed", exc_info=e, error=type(e).__name__)
             self._close_conn(conn)
+
+
+# A transfer body up to this size goes out in one write with its header (the copy is cheaper than
+# a second send); larger ones, bulk catch-up, are written as they are.
+SMALL_FRAME = 64 * 1024
 
 
 def _host(addr: str) -> str:

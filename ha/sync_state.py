@@ -67,6 +67,11 @@ class Proposal:
 # The slaves' ack latency is judged per window of this length; marks of the log end kept.
 LATENCY_WINDOW_S = 1.0
 MAX_MARKS = 4096
+# tick() runs on every append and every ack (thousands a second with one-message requests); the
+# set it wants, the stall and slow rules and the latency marks are looked at no more often than
+# this, or at once after a connect, disconnect or proposal outcome. The rules' own times are
+# seconds; a mark up to this late only underestimates an ack's latency by as much.
+LOOK_EVERY_S = 0.01
 
 
 class SyncStateTracker:
@@ -91,6 +96,7 @@ class SyncStateTracker:
         self.unresolved: dict[frozenset[int], int] = {}
         self._proposal_backoff = Backoff(config.proposal_backoff_min_s, config.proposal_backoff_max_s, jitter=False)
         self.next_proposal_at = now
+        self._next_look_at = now
         self.proposals_sent = 0
         self.quarantined: dict[int, Quarantine] = {}
         # (log end, when it was first seen there), ascending: when the data an ack covers was
@@ -119,6 +125,7 @@ class SyncStateTracker:
     def on_connect(self, broker_id: int, async_learner: bool, now: float) -> None:
         assert broker_id != self.master_id
         r = self._replica(broker_id)
+        self._next_look_at = now
         r.connected = True
         q = self.quarantined.get(broker_id)
         if q is not None and q.repair_sent:
@@ -138,6 +145,7 @@ class SyncStateTracker:
 
     def on_disconnect(self, broker_id: int, now: float) -> None:
         r = self.replicas.get(broker_id)
+        self._next_look_at = now
         if r is not None:
             r.connected = False
 
@@ -188,7 +196,7 @@ class SyncStateTracker:
     def on_proposal_accepted(self, accepted: frozenset[int], sync_state_set_epoch: int, now: float) -> None:
         self.in_flight = None
         self._proposal_backoff.reset()
-        self.next_proposal_at = now
+        self.next_proposal_at = self._next_look_at = now
         if sync_state_set_epoch < self.sync_state_set_epoch:
             return  # an answer older than what we know; ignore it
         if self.master_id not in accepted:
@@ -214,6 +222,7 @@ class SyncStateTracker:
     def on_sync_state_set(self, sync_state_set: frozenset[int], sync_state_set_epoch: int) -> None:
         """The controller told us a newer set by another path (replica info poll)."""
         if sync_state_set_epoch > self.sync_state_set_epoch and self.master_id in sync_state_set:
+            self._next_look_at = float("-inf")
             self.sync_state_set = frozenset(sync_state_set)
             self.sync_state_set_epoch = sync_state_set_epoch
             self._resolve(sync_state_set_epoch)
@@ -426,6 +435,9 @@ class SyncStateTracker:
 
     def tick(self, now: float, master_max: int) -> Proposal | None:
         """Returns a proposal to carry to the controller, at most one in flight."""
+        if now < self._next_look_at:
+            return None
+        self._next_look_at = now + LOOK_EVERY_S
         self._advance_confirm(master_max)
         self._note_progress(now, master_max)
         self._close_latency_windows(now, master_max)

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import pytest
 from autoswitch.ha.config import HAConfig
-from autoswitch.ha.sync_state import SyncStateTracker
+from autoswitch.ha.sync_state import LOOK_EVERY_S, SyncStateTracker
 
 from autoswitch.base.write_errors import InSyncReplicasNotEnough
 
@@ -62,7 +62,8 @@ def test_expand_needs_confirm_and_current_epoch_start():
     t.on_ack(2, 300, None, 1000)
     assert t.tick(1.0, 1000) is None              # below confirm (1000) and the epoch start
     t.on_ack(2, 1000, 1.0, 1000)
-    p = t.tick(1.0, 1000)
+    assert t.tick(1.0, 1000) is None              # looked at 1.0 already: acks alone do not force a look
+    p = t.tick(1.0 + LOOK_EVERY_S, 1000)
     assert p.new_set == frozenset({1, 2})
     t.on_proposal_accepted(p.new_set, 11, 1.0)
     assert t.sync_state_set == frozenset({1, 2}) and t.sync_state_set_epoch == 11
