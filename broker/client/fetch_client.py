@@ -76,13 +76,13 @@ class FetchClient:
     async def _expect(self, ftype: int, timeout_s: float) -> fc.Frame:
         assert self._r is not None
 
-        async def one() -> fc.Frame:
-            # header, checked, then exactly the payload: a reply is read once, not re-buffered
-            assert self._r is not None
-            got, length = fc.parse_header(await self._r.readexactly(fc.FRAME.size), self.max_reply_bytes)
-            return fc.Frame(got, await self._r.readexactly(length) if length else b"")
         try:
-            f = await asyncio.wait_for(one(), timeout_s)
+            # header, checked, then exactly the payload: a reply is read once, not re-buffered.
+            # asyncio.timeout, not wait_for: no task per call (a one-message producer makes
+            # thousands of calls a second)
+            async with asyncio.timeout(timeout_s):
+                got, length = fc.parse_header(await self._r.readexactly(fc.FRAME.size), self.max_reply_bytes)
+                f = fc.Frame(got, await self._r.readexactly(length) if length else b"")
         except BaseException:
             await self.close()      # the stream is out of step now: a new fetch needs a new connection
             raise
