@@ -26,6 +26,8 @@ from autoswitch.broker.metrics import BrokerMetrics
 from autoswitch.broker.replies import status_of
 from autoswitch.broker.server import Broker
 from autoswitch.broker.service_admin import GroupTopicConfigRpcs
+from autoswitch.broker.storage.record import record_size
+from autoswitch.broker.storage.store import Message
 from autoswitch.broker.topic_registry import TopicRegistry
 from autoswitch.broker.write_path import validate_message
 
@@ -54,9 +56,6 @@ class BrokerServicer(GroupTopicConfigRpcs, pbg.BrokerServiceServicer):
         self._refused = RateLimitedLog(self.log)
 
     async def Produce(self, request: pb.ProduceRequest, context: Any) -> pb.ProduceReply:
-        from autoswitch.broker.storage.record import record_size
-        from autoswitch.broker.storage.store import Message
-
         b = self.b
         reply = pb.ProduceReply(group=b.group, broker_id=b.broker_id)
         n = len(request.messages)

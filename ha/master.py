@@ -200,13 +200,18 @@ class HAMaster:
             heapq.heapify(self._waiters)
             if len(self._waiters) >= self.config.max_pending_waits:
                 raise HABusy("too many writes waiting for replicas", limit=self.config.max_pending_waits)
-        fut = asyncio.get_running_loop().create_future()
+        loop = asyncio.get_running_loop()
+        fut = loop.create_future()
         heapq.heappush(self._waiters, (offset, next(self._seq), fut))
+        # a timer on the future itself, not wait_for: this runs once per acknowledged request
+        timer = loop.call_later(timeout_s, _time_out, fut)
         try:
-            await asyncio.wait_for(fut, timeout_s)
+            await fut
         except TimeoutError:
             raise FlushSlaveTimeout(f"offset {offset} not acknowledged by replicas within {timeout_s}s",
                                     offset=offset, confirm_offset=self.confirm_offset) from None
+        finally:
+            timer.cancel()
 
     def replica_acked(self, broker_id: int) -> int:
         """The offset ``broker_id`` acknowledged on its live connection (-1: none)."""
@@ -503,6 +508,11 @@ class HAMaster:
         except Exception as e:
             conn.log.error("slave_transfer_failed", exc_info=e, error=type(e).__name__)
             self._close_conn(conn)
+
+
+def _time_out(fut: asyncio.Future) -> None:
+    if not fut.done():
+        fut.set_exception(TimeoutError())
 
 
 # A transfer body up to this size goes out in one write with its header (the copy is cheaper than
