@@ -94,6 +94,9 @@ def register(sub: Any, admin_sub: Any) -> None:
     p.add_argument("--timeout", type=float, default=10.0, help="per-request deadline, seconds")
     p.add_argument("--retries", type=int, default=5, help="bounded retries on UNAVAILABLE")
     p.add_argument("--ack-log", help="append the producer ack log (JSON lines) to this file")
+    p.add_argument("--via", choices=["grpc", "port"], default="grpc",
+                   help="with --namesrv: send over gRPC, or over the master's fetch port (PRODUCE frames: "
+                        "less CPU per request, docs/fetch-protocol.md)")
     p.add_argument("--json", action="store_true")
     add_tls_args(p)
     p.set_defaults(func=_cmd_produce)
@@ -236,6 +239,9 @@ def _cmd_produce(args: argparse.Namespace) -> int:
         return 2
     if args.namesrv:
         return _produce_routed(args)
+    if args.via == "port":
+        return fail_code(args, "BAD_USAGE", "--via port needs --namesrv and --group (it finds the master's port "
+                                            "in its route)", rc=2)
 
     async def run() -> int:
         client = ProducerClient(args.broker, ack_log=args.ack_log, timeout_s=args.timeout, max_retries=args.retries,
@@ -306,7 +312,10 @@ def _produce_routed(args: argparse.Namespace) -> int:
         for sig in (signal.SIGTERM, signal.SIGINT):
             loop.add_signal_handler(sig, stop.set)
         policy = RetryPolicy(retry_deadline_s=args.retry_deadline_s, rpc_timeout_s=args.timeout)
-        client = RoutedProducer(args.namesrv, args.group, ack_log=args.ack_log, policy=policy, tls=args.tls)
+        make = RoutedProducer
+        if args.via == "port":
+            from autoswitch.broker.client.routed_fetch import RoutedPortProducer as make
+        client = make(args.namesrv, args.group, ack_log=args.ack_log, policy=policy, tls=args.tls)
         acked = failed = 0
         last_error: AutoswitchError | None = None
         t0 = time.monotonic()
@@ -326,7 +335,7 @@ def _produce_routed(args: argparse.Namespace) -> int:
                     bodies = [os.urandom(args.size // 2 + 1).hex()[: args.size].encode() for _ in range(n)]
                 try:
                     results = await client.produce(args.topic, bodies, ids)
-                except RetriesExhausted as e:
+                except (RetriesExhausted, AutoswitchError) as e:    # e.g. NO_FETCH_PORT, a denied port
                     last_error = e
                     failed += n
                     break

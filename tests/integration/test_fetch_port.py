@@ -290,3 +290,39 @@ def test_produce_over_the_port_is_the_grpc_produce(procs, tmp_path):
         assert m[("autoswitch_broker_produced_messages_total", ())] == 6
 
     asyncio.run(asyncio.wait_for(scenario(), 120))
+
+
+def test_routed_produce_over_the_port_follows_a_failover_and_loses_nothing(procs, tmp_path):
+    """`autoswitch produce --namesrv NS --group G --via port`: RoutedProducer's retries and epoch
+    checks over the master's fetch port, found in its route. The master is killed under load;
+    the producer asks the name server again, sends to the new master's port, and every message it
+    logged as acknowledged is there to consume."""
+    from tests.integration.failover_harness import FailoverCluster, consume_routed, read_ack_log
+
+    c = FailoverCluster(procs, tmp_path, fetch=True)
+    c.start_all()
+    m1, e1 = c.wait_master(timeout=60)
+    c.wait_sync_state_set({1, 2, 3}, timeout=60)
+    ack_log = tmp_path / "acks.jsonl"
+    prod = procs.start("producer", ["produce", "--namesrv", c.namesrv, "--group", "g1", "--topic", "t",
+                                    "--via", "port", "--count", "1000000", "--size", "64", "--duration-s", "12",
+                                    "--interval-ms", "5", "--ack-log", str(ack_log), "--retry-deadline-s", "60",
+                                    "--timeout", "2", "--json"])
+    wait_until(lambda: len(read_ack_log(ack_log)) >= 50, 30, "50 acks over the port")
+    c.broker_proc[c.master_name()].kill9()
+    c.wait_master(timeout=60, not_id=m1, min_epoch=e1 + 1)
+    prod.popen.wait(120)
+    out = prod.log_text()
+    assert prod.popen.returncode == 0, out[-3000:]
+    summary = next(d["result"] for line in reversed(out.splitlines()) if line.startswith('{"command"')
+                   and (d := json.loads(line))["command"] == "produce")
+    assert summary["route_refreshes"] >= 2 and summary["acked"] > 50, summary
+    acks = read_ack_log(ack_log)
+    assert {a["epoch"] for a in acks} >= {e1} and max(a["epoch"] for a in acks) > e1, "no ack after the failover"
+    consumed = {m["msg_id"] for m in consume_routed(c.namesrv, topic="t")}
+    lost = [a["msg_id"] for a in acks if a["msg_id"] not in consumed]
+    assert not lost, f"{len(lost)} acked messages lost, e.g. {lost[:5]}"
+
+    bad = subprocess.run([sys.executable, "-m", "autoswitch", "produce", "--broker", c.broker_addr("b1"), "--topic",
+                          "t", "--via", "port"], capture_output=True, text=True, timeout=60)
+    assert bad.returncode == 2 and "BAD_USAGE" in bad.stdout + bad.stderr
