@@ -13,7 +13,9 @@ producer's next ack from another broker (discovery included):
   process is then killed.
 
 Each round first waits for a full SyncStateSet, and afterwards restarts the broker (same data dir
-and port: it rejoins as a slave). At the end every acked msg_id must be served by the final master.
+and port: it rejoins as a slave) and times it back into the SyncStateSet, from the restart
+(`back_in_sync_p50_s`, `back_in_sync_p99_s`: process start, registration, handshake, catch-up and
+expansion). At the end every acked msg_id must be served by the final master.
 
 Peer, same run: Redis Sentinel (Debian redis-server + redis-sentinel; installed with apt-get when
 missing and we are root): 1 master, 2 replicas, 3 sentinels (quorum 2), down-after-milliseconds
@@ -22,7 +24,7 @@ The client writes `SET` one key at a time; on any error it asks the sentinels (`
 get-master-addr-by-name`) and retries with the same backoff (20-100 ms).
 
 Progress on stderr; the last stdout line is JSON:
-{"crash_p50_s", "crash_p99_s", "p50_s", "p99_s", "lost_acked", "sentinel_p50_s", ...details}
+{"crash_p50_s", "crash_p99_s", "p50_s", "p99_s", "back_in_sync_p99_s", "lost_acked", "sentinel_p50_s", ...}
 """
 
 from __future__ import annotations
@@ -89,7 +91,7 @@ def _switch_times(log_path: Path, epoch: int) -> tuple[float | None, float | Non
 
 async def bench_ours(rounds: int, max_s: float, data_dir: Path, tls: bool = False) -> dict:
     """``rounds`` of each kind, alternating: kill -9 (crash-fast path) and SIGSTOP (timeout path)."""
-    from autoswitch.app.demo_traffic import kill_master_and_measure
+    from autoswitch.app.demo_traffic import kill_master_and_measure, wait_full_sync_state_set
 
     samples: list[dict] = []
     t_end = time.monotonic() + max_s
@@ -126,7 +128,12 @@ async def bench_ours(rounds: int, max_s: float, data_dir: Path, tls: bool = Fals
             if res.recovery_s is None:
                 _p(f"ours: no ack within 30 s (last error {producer.last_error})")
                 break
+            t_restart = time.monotonic()
             run.restart(victim)
+            # the restarted broker back in the SyncStateSet (issue 36: within 1 s), from the
+            # restart: process start, registration, handshake with truncation, catch-up, expansion
+            back = await wait_full_sync_state_set(run.client, GROUP, 3, 30, interval_s=0.02)
+            s["back_in_sync_s"] = round(time.monotonic() - t_restart, 3) if len(back) >= 3 else None
         acked, lost = await run.finish(_p, "ours")
     out: dict[str, Any] = {
         "rounds": len(samples), "acked": acked, "lost_acked": lost,
@@ -144,6 +151,10 @@ async def bench_ours(rounds: int, max_s: float, data_dir: Path, tls: bool = Fals
             xs = [s[k] for s in mine if k in s]
             out[f"{prefix}{k}_p50"] = pct(xs, 0.5)
             out[f"{prefix}{k}_max"] = round(max(xs), 3) if xs else None
+    back = [s["back_in_sync_s"] for s in samples if s.get("back_in_sync_s") is not None]
+    out["back_in_sync_p50_s"] = pct(back, 0.5)
+    out["back_in_sync_p99_s"] = pct(back, 0.99)
+    out["back_in_sync_missed"] = sum(1 for s in samples if "back_in_sync_s" in s and s["back_in_sync_s"] is None)
     out["samples"] = samples
     return out
 
@@ -527,6 +538,7 @@ def main(argv: list[str] | None = None) -> int:
     result = {
         "crash_p50_s": ours["crash_p50_s"], "crash_p99_s": ours["crash_p99_s"],
         "p50_s": ours["p50_s"], "p99_s": ours["p99_s"], "lost_acked": ours["lost_acked"],
+        "back_in_sync_p50_s": ours["back_in_sync_p50_s"], "back_in_sync_p99_s": ours["back_in_sync_p99_s"],
         "sentinel_p50_s": sent.get("p50_s") if sent else None,
         "targets": {"crash_p99_s": 0.3, "p99_s": 1.3 + PRODUCER_RPC_TIMEOUT_S, "lost_acked": 0},
         "met": bool(ours["crash_p99_s"] is not None and ours["crash_p99_s"] <= 0.3

@@ -148,7 +148,8 @@ class FailoverResult:
         return None if self.first_ack_t is None else self.first_ack_t - self.kill_t
 
 
-async def wait_full_sync_state_set(client: Any, group: str, n: int, timeout_s: float) -> list[int]:
+async def wait_full_sync_state_set(client: Any, group: str, n: int, timeout_s: float,
+                                   interval_s: float = 0.1) -> list[int]:
     """Wait until the group's SyncStateSet has n members (the controller elects only from it: killing
     a master whose slaves have not joined yet leaves no clean candidate, and the group stays without
     a master — the safe outcome, but not a failover). Returns the last set seen."""
@@ -162,7 +163,7 @@ async def wait_full_sync_state_set(client: Any, group: str, n: int, timeout_s: f
                 return last
         if time.monotonic() >= deadline:
             return last
-        await asyncio.sleep(0.1)
+        await asyncio.sleep(interval_s)
 
 
 async def watch_election(client: Any, group: str, old_epoch: int, res: FailoverResult, timeout_s: float) -> None:
