@@ -11,6 +11,9 @@ MiB = 1024 * 1024
 # Hard caps: a config value above these is a mistake, not a tuning choice.
 HARD_MAX_BODY_SIZE = 256 * MiB
 HARD_MAX_EPOCH_ENTRIES = 1 << 20
+# A transfer body up to this size goes out in one write with its header (the copy is cheaper than
+# a second send); larger ones, bulk catch-up, are written as they are.
+SMALL_FRAME_BYTES = 64 * 1024
 
 ACK_MODES = ("master", "all", "in_sync_replicas")
 

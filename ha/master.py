@@ -27,7 +27,7 @@ from autoswitch.ha.codec_v4 import (
     DigestReport,
 )
 from autoswitch.ha.commit_point import CommitPoint
-from autoswitch.ha.config import HAConfig
+from autoswitch.ha.config import SMALL_FRAME_BYTES, HAConfig
 from autoswitch.ha.errors import FrameError, HABusy, HAError, HAProtocolError
 from autoswitch.ha.log_api import ReplicaLog
 from autoswitch.ha.master_digests import MasterDigests
@@ -40,7 +40,7 @@ from autoswitch.base.dualport import DualPortFront
 from autoswitch.base.errors import AutoswitchError
 from autoswitch.base.log import RateLimitedLog, get_logger
 from autoswitch.base.tls import ssl_peer_identity
-from autoswitch.base.waits import cancel_and_wait, wait_event
+from autoswitch.base.waits import cancel_and_wait, time_out, wait_event
 from autoswitch.base.write_errors import FlushSlaveTimeout
 
 
@@ -204,7 +204,7 @@ class HAMaster:
         fut = loop.create_future()
         heapq.heappush(self._waiters, (offset, next(self._seq), fut))
         # a timer on the future itself, not wait_for: this runs once per acknowledged request
-        timer = loop.call_later(timeout_s, _time_out, fut)
+        timer = loop.call_later(timeout_s, time_out, fut)
         try:
             await fut
         except TimeoutError:
@@ -488,7 +488,7 @@ class HAMaster:
                     continue
                 head = encode_transfer_header(frame)
                 body = frame.body
-                if 0 < len(body) <= SMALL_FRAME:
+                if 0 < len(body) <= SMALL_FRAME_BYTES:
                     writer.write(head + body)       # one send: a one-message frame is mostly syscall
                 else:
                     writer.write(head)
@@ -508,16 +508,6 @@ class HAMaster:
         except Exception as e:
             conn.log.error("slave_transfer_failed", exc_info=e, error=type(e).__name__)
             self._close_conn(conn)
-
-
-def _time_out(fut: asyncio.Future) -> None:
-    if not fut.done():
-        fut.set_exception(TimeoutError())
-
-
-# A transfer body up to this size goes out in one write with its header (the copy is cheaper than
-# a second send); larger ones, bulk catch-up, are written as they are.
-SMALL_FRAME = 64 * 1024
 
 
 def _host(addr: str) -> str:

@@ -26,6 +26,13 @@ async def wait_event(event: asyncio.Event, timeout_s: float) -> bool:
     return True
 
 
+def time_out(fut: asyncio.Future[Any]) -> None:
+    """A timer's callback: ``fut`` fails with TimeoutError unless it is done (one timer on the
+    future itself costs less than ``asyncio.wait_for`` on a path taken per request)."""
+    if not fut.done():
+        fut.set_exception(TimeoutError())
+
+
 async def cancel_and_wait(tasks: Iterable[asyncio.Task[Any] | None], timeout_s: float | None = None) -> None:
     """Cancel ``tasks`` (None entries are skipped) and wait until every one has ended, or at most
     ``timeout_s`` (a task that will not end must not hold a shutdown for ever). Their outcomes

@@ -40,6 +40,9 @@ def secure_broker(procs, tmp_path):
                        "--tls-ca", me["ca"], "--tls-cert", me["cert"], "--tls-key", me["key"], "--auth",
                        "--auth-tokens-file", str(tokens)])
     wait_port(port, timeout=60)
+    # the fetch port opens after the gRPC server started serving (the gRPC port is bound before,
+    # while the broker still recovers its store): a client before that met a closing TLS handshake
+    wait_port(fetch, timeout=60)
     return {"addr": f"{HOST}:{port}", "fetch": f"{HOST}:{fetch}", "ids": ids, "tmp": tmp_path,
             "tokens": tokens, "reader_token": reader_token}
 
