@@ -45,21 +45,28 @@ class ControllerReplicaRegistry:
 
     async def refresh(self) -> None:
         """Ask again (at most every ``min_refresh_s``): a zone not known yet."""
-        await self.refusal(0, "")
+        await self._ask(fresh=False)
 
     async def refusal(self, broker_id: int, incarnation: str, fresh: bool = False) -> str | None:
         """None when ``broker_id`` is registered and ``incarnation`` is its registered process;
         else why not (``unknown_replica``, ``stale_incarnation``, ``registry_unavailable``)."""
         if not fresh and self._verdict(broker_id, incarnation) is None:
             return None
+        if not await self._ask(fresh) and fresh:
+            return "registry_unavailable"
+        return self._verdict(broker_id, incarnation)
+
+    async def _ask(self, fresh: bool) -> bool:
+        """One GetSyncStateData (now when ``fresh``, else at most every ``min_refresh_s``);
+        False when the controllers could not be asked (what was known stays)."""
         async with self._lock:
             now = self._clock()
             if not fresh and self._fetched_at is not None and now - self._fetched_at < self.min_refresh_s:
-                return self._verdict(broker_id, incarnation)
+                return True
             self._fetched_at = now
             try:
                 self._members = await self._fetch()
             except Exception as e:  # noqa: BLE001 - fail closed, say why once per refresh
                 self._log.warning("replica_registry_unavailable", error=repr(e)[:200])
-                return "registry_unavailable" if fresh else self._verdict(broker_id, incarnation)
-            return self._verdict(broker_id, incarnation)
+                return False
+            return True
