@@ -40,6 +40,18 @@ class NoFetchPort(AutoswitchError):
     code = "NO_FETCH_PORT"
 
 
+async def master_fetch_route(ns: NameServerClient, group: str) -> tuple[str, int] | None:
+    """(fetch address, MasterEpoch) of the group's master route; None when none is known;
+    NoFetchPort when the master serves no fetch port."""
+    route = await ns.master_route(group)
+    if route is None:
+        return None
+    if not route.fetch_address:
+        raise NoFetchPort(f"the master of {group} ({route.address}) registered no fetch port "
+                          "(its fetch_listen is off)")
+    return route.fetch_address, route.master_epoch
+
+
 class RoutedFetcher:
     def __init__(self, namesrv: str, group: str, policy: RetryPolicy | None = None,
                  tls: TLSConfig | None = None) -> None:
@@ -53,11 +65,8 @@ class RoutedFetcher:
 
     async def _refresh(self) -> None:
         self.route_refreshes += 1
-        route = await self.ns.master_route(self.group)
-        if route is not None and not route.fetch_address:
-            raise NoFetchPort(f"the master of {self.group} ({route.address}) registered no fetch port "
-                              "(its fetch_listen is off)")
-        self.addr = route.fetch_address if route is not None else None
+        route = await master_fetch_route(self.ns, self.group)
+        self.addr = route[0] if route is not None else None
 
     async def _drop(self) -> None:
         if self._client is not None:
@@ -130,10 +139,7 @@ class RoutedPortProducer(RoutedProducer):
         """The master's fetch port from the name server; a NOT_MASTER hint names only a gRPC
         address, so it is not followed."""
         self.stats.route_refreshes += 1
-        route = await self.ns.master_route(self.group)
-        if route is not None and not route.fetch_address:
-            raise NoFetchPort(f"the master of {self.group} ({route.address}) registered no fetch port "
-                              "(its fetch_listen is off)")
-        self.master, self.master_epoch = (route.fetch_address, route.master_epoch) if route is not None else (None, None)
+        route = await master_fetch_route(self.ns, self.group)
+        self.master, self.master_epoch = route if route is not None else (None, None)
         if self.master_epoch is not None:
             self.highest_epoch = max(self.highest_epoch, self.master_epoch)
