@@ -10,6 +10,7 @@ from __future__ import annotations
 from collections.abc import Iterator
 from typing import TYPE_CHECKING
 
+from autoswitch.controller.state import explain
 from prometheus_client import CollectorRegistry, Counter, Histogram
 
 from autoswitch.base.observe import FnCollector
@@ -53,8 +54,6 @@ class ControllerMetrics:
             self.elections.labels(rec.trigger or "unknown", kind).inc()
         if rec.decision and rec.index != self._decision_index:    # one entry's events share its decision
             self._decision_index = rec.index
-            from autoswitch.controller.state import explain
-
             try:
                 d = explain.from_json(rec.decision)
             except ValueError:      # msgspec's errors are ValueErrors: a record from a newer release
