@@ -26,16 +26,21 @@ from autoswitch.broker.self_watch import SelfWatch, WatchedLog
 from autoswitch.broker.stall_watch import StallFacts
 from autoswitch.broker.write_path import GroupFlusher, WritePath
 
+# Imported with the broker, not at its first role switch: importing the HA master's modules
+# costs ~30 ms of CPU, which a lazy import added to every handover's write pause (bench-rolling).
+from autoswitch.ha.master import HAMaster
+from autoswitch.ha.seams import LocalSyncStateProposer
+from autoswitch.ha.slave import HASlave
+
 from autoswitch.base.errors import CorruptionError
+from autoswitch.base.limits import MAX_SWITCH_HOLDS
 from autoswitch.base.log import get_logger
 from autoswitch.base.tls import client_ssl_context, server_ssl_context
 from autoswitch.base.write_errors import BadRequest, Fenced, NotMaster, StaleEpoch
 
 if TYPE_CHECKING:
     from autoswitch.broker.replicas.replicas_adapter import ReplicasAdapter
-    from autoswitch.ha.master import HAMaster
     from autoswitch.ha.seams import ReplicaRegistry, SyncStateProposer
-    from autoswitch.ha.slave import HASlave
 
 Role = Literal["master", "slave", "fenced"]
 RoleHook = Callable[[str, int], Awaitable[None] | None]
@@ -97,6 +102,7 @@ class Broker:
         self.store = MessageStore(cfg.data_path, _build_dataclass(StoreConfig, store_values, "store"))
         self.confirm_signal = WakeSignal(cfg.max_waiting_consumes)
         self.role_signal = WakeSignal(64)   # role changes (a handover waits for its step-down)
+        self.switch_signal = WakeSignal(MAX_SWITCH_HOLDS)   # role or fence changed: held produces look again
         self.store.on_confirm_advanced = self.confirm_signal.pulse
         self.role: Role = "fenced"
         self.master_epoch = 0
@@ -115,7 +121,7 @@ class Broker:
         # fsync before every acknowledgement, as master (group commit or per-append) and as slave
         # (before each ack to the master): what a power cut cannot take (docs/replicas-manager.md)
         self.durable_acks = cfg.flush == "sync" or self.store.config.flush_mode == "sync"
-        self._switch_lock = asyncio.Lock()
+        self.switch_lock = asyncio.Lock()     # held while the role switches (service.py waits on it)
         self._hooks: list[RoleHook] = []
         self.proposer = proposer
         # Controller mode: who may handshake on the HA port (None: static mode, anyone).
@@ -183,7 +189,7 @@ class Broker:
             return
         self._closed = True
         await self.self_watch.stop()
-        async with self._switch_lock:
+        async with self.switch_lock:
             self.role = "fenced"
             await self._stop_replication()
             await self.flusher.stop()
@@ -202,10 +208,7 @@ class Broker:
         sync_state_set: frozenset[int] = frozenset(),
         sync_state_set_epoch: int = 0,
     ) -> None:
-        from autoswitch.ha.master import HAMaster
-        from autoswitch.ha.seams import LocalSyncStateProposer
-
-        async with self._switch_lock:
+        async with self.switch_lock:
             last_local = self._last_local_epoch()
             # Resume: a fresh process (no role taken yet) told to master the epoch its own EpochFile
             # ends with was that epoch's master before a restart the controller did not notice.
@@ -283,9 +286,7 @@ class Broker:
     ) -> None:
         """``master_id``: the controller's master (controller mode); the HA handshake must then be
         from that master at ``master_epoch``."""
-        from autoswitch.ha.slave import HASlave
-
-        async with self._switch_lock:
+        async with self.switch_lock:
             if master_epoch <= self.master_epoch or master_epoch < self._last_local_epoch():
                 floor = max(self.master_epoch + 1, self._last_local_epoch())
                 raise StaleEpoch(
@@ -322,7 +323,7 @@ class Broker:
         """Demotion without a successor (deposed master): no reads, no writes, no HA.
 
         Same-epoch fencing is allowed: it only takes powers away."""
-        async with self._switch_lock:
+        async with self.switch_lock:
             if master_epoch < self.master_epoch:
                 raise StaleEpoch(
                     f"become_fenced epoch {master_epoch} < current {self.master_epoch}",
@@ -349,6 +350,7 @@ class Broker:
     async def _run_hooks(self) -> None:
         self.confirm_signal.wake_all()  # long-polling consumers answer under the new role
         self.role_signal.wake_all()
+        self.switch_signal.wake_all()
         for hook in self._hooks:
             try:
                 r = hook(self.role, self.master_epoch)
@@ -410,6 +412,7 @@ class Broker:
         self.log.warning("write_fence", fenced=reason is not None, reason=reason, epoch=self.master_epoch)
         for listener in self.fence_listeners:
             listener(reason)
+        self.switch_signal.wake_all()
 
     # ----------------------------------------------------------------- for a handover (rm_handover.py)
 
