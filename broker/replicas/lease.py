@@ -182,3 +182,38 @@ class ClockGapDetector:
         if prev is None or offset - prev <= self.bound_s:
             return None
         return offset - prev
+
+
+# A new master's first grants: see LeaseReasks.
+LEASE_REASK_S = 0.01
+MAX_LEASE_REASKS = 8
+
+
+class LeaseReasks:
+    """When a new master asks again for a refused grant, sooner than the next heartbeat period.
+
+    Right after an election two refusals are expected and short-lived: the answer to a round sent
+    while still a slave (it carried the old MasterEpoch; one such round may be in flight when the
+    new master's own first round goes out, which then skips that controller), and the answer of a
+    controller that has not applied the election yet. Either would otherwise cost a heartbeat
+    period (a third of the lease) of refused writes after every handover. Any other refusal (a
+    DEAD report, a newer MasterEpoch) waits for the period as before, and so does a controller
+    still behind after MAX_LEASE_REASKS asks in one MasterEpoch."""
+
+    def __init__(self) -> None:
+        self._epoch = 0
+        self._left = 0
+
+    def after_refusal(self, sent_epoch: int, controller_epoch: int, our_epoch: int, now: float) -> float | None:
+        """When to send the next round (None: at the usual period)."""
+        if our_epoch != self._epoch:
+            self._epoch, self._left = our_epoch, MAX_LEASE_REASKS
+        if self._left <= 0:
+            return None
+        if sent_epoch < our_epoch:
+            self._left -= 1
+            return now                      # sent as a slave: ask as the master now
+        if controller_epoch < our_epoch:
+            self._left -= 1
+            return now + LEASE_REASK_S      # the controller has not applied the election yet
+        return None

@@ -231,6 +231,7 @@ class ReplicasAdapter:
         self.proposer = _Proposer(self)
         self.registry = ControllerReplicaRegistry(self.registered_members, lambda: self.clock(), self._log)
         self._wake = asyncio.Event()
+        self._sleeping_until = float("inf")     # when the run loop wakes by itself (its clock)
         self._tasks: set[asyncio.Task] = set()
         self._main: asyncio.Task | None = None
         self._watch_task: asyncio.Task | None = None
@@ -390,6 +391,7 @@ class ReplicasAdapter:
             now = self.clock()
             # Wake at least every second: a missed wake-up costs at most that.
             timeout = 1.0 if deadline is None else min(1.0, max(0.0, deadline - now))
+            self._sleeping_until = now + timeout
             if timeout > 0:
                 await wait_event(self._wake, timeout)
             self._wake.clear()
@@ -462,7 +464,9 @@ class ReplicasAdapter:
                         self._log.warning("temp_identity_remove_failed", error=repr(e))
                 case _:
                     self._spawn(self._execute(cmd))
-        if cmds:
+        # Commands, or a deadline the input moved before the run loop's wake-up (a lease re-ask).
+        deadline = self.core.next_deadline()
+        if cmds or (deadline is not None and deadline < self._sleeping_until):
             self._wake.set()
 
     async def _execute(self, cmd: Command) -> None:

@@ -23,7 +23,7 @@ from dataclasses import replace
 from typing import Any
 
 from autoswitch.broker.replicas.identity import LoadedIdentity
-from autoswitch.broker.replicas.lease import MasterLease
+from autoswitch.broker.replicas.lease import LeaseReasks, MasterLease
 from autoswitch.broker.replicas.rm_commands import (
     LEADER_AWARE,
     AdoptControllers,
@@ -120,6 +120,7 @@ class ReplicasManager:
         self._sync_interval = cfg.sync_interval_ms / 1000.0
         self._next_hb_at = 0.0
         self._hb_inflight: dict[str, int] = {}
+        self._reasks = LeaseReasks()
         self._sync_req: int | None = None
         self._next_sync_at = 0.0
         self._sync_backoff = Backoff(bmin, bmax, rand=rand)
@@ -355,6 +356,9 @@ class ReplicasManager:
                     # answers but refuses the grant; counting that reply would let a deposed master
                     # keep acknowledging writes (sim seed 200): the round does not count.
                     self._log.debug("heartbeat_not_granted", controller=cmd.controller, masterEpoch=value.master_epoch)
+                    at = self._reasks.after_refusal(cmd.epoch, value.master_epoch, self.roles.applied_epoch, now)
+                    if at is not None and self._running_master:
+                        self._next_hb_at = min(self._next_hb_at, at)
                     return out
                 if value.is_leader:  # the controller says it is the leader
                     self.reg.leader = cmd.controller

@@ -496,3 +496,64 @@ def test_a_master_told_of_a_feature_level_it_does_not_run_stops_acknowledging(tm
     assert not h.core.may_acknowledge(h.now)
     assert h.core.status(h.now)["fenced"] == FEATURE_FENCE
     assert h.core.feature_unsupported == SUPPORTED_LEVEL + 1
+
+
+def _new_master_with_slave_rounds_in_flight(tmp_path) -> tuple[Harness, list[SendHeartbeat]]:
+    """A slave of epoch 3 with one heartbeat round in flight (sent with epoch 3) is elected master
+    of epoch 4: its own first round skips every controller that round is still out to."""
+    h = slave_of_2_at_epoch_3(tmp_path)
+    # Like the controllers: a grant only for the master of the epoch they know (here: 4, later).
+    h.hb_answer = lambda cmd: HeartbeatAnswer(is_leader=False, lease_granted=cmd.epoch == 4, master_epoch=3)
+    for _ in range(8):      # what the fake granted the slave before has run out
+        h.tick(1.0)
+        h.drain()
+    h.hb_answer = lambda cmd: HeartbeatAnswer(is_leader=False, lease_granted=cmd.epoch == 4, master_epoch=4)
+    h.tick(1.0)
+    slave_round = [c for c in h.queue if isinstance(c, SendHeartbeat)]
+    assert len(slave_round) == len(CONTROLLERS) and all(c.epoch == 3 for c in slave_round)
+    for c in slave_round:
+        h.queue.remove(c)
+    me = h.core.broker_id
+    h._push(h.core.on_replica_info(info(me, 4, {me}), h.now))
+    h.drain()
+    assert h.core.role == "master" and not h.core.may_acknowledge(h.now)
+    assert not [c for c in h.queue if isinstance(c, SendHeartbeat)], "all three were skipped (in flight)"
+    return h, slave_round
+
+
+def test_a_new_master_asks_again_at_once_when_its_slave_round_is_refused(tmp_path):
+    """The refusals of a round sent as a slave are not a heartbeat period of refused writes
+    (bench-rolling: up to 200 ms after a handover): the master asks as the master at once."""
+    h, slave_round = _new_master_with_slave_rounds_in_flight(tmp_path)
+    for c in slave_round:
+        h._push(h.core.on_reply(c.req, h.hb_answer(c), h.now))
+    h.tick(0.0)
+    again = [c for c in h.queue if isinstance(c, SendHeartbeat)]
+    assert sorted(c.controller for c in again) == sorted(CONTROLLERS) and all(c.epoch == 4 for c in again)
+    h.drain()
+    assert h.core.may_acknowledge(h.now), "granted without waiting for the next period"
+
+
+def test_refusals_for_other_reasons_wait_for_the_period(tmp_path):
+    """A controller that refuses the master of the epoch it knows (a DEAD report) is not asked
+    faster than the heartbeat period; one still behind is asked again only a bounded number of times."""
+    from autoswitch.broker.replicas.lease import MAX_LEASE_REASKS
+
+    h, slave_round = _new_master_with_slave_rounds_in_flight(tmp_path)
+    h.hb_answer = lambda cmd: HeartbeatAnswer(is_leader=False, lease_granted=False, master_epoch=4)
+    for c in slave_round:
+        h._push(h.core.on_reply(c.req, h.hb_answer(c), h.now))
+    h.tick(0.0)     # the round asked at once ...
+    h.drain()       # ... refused again, at epoch 4, by controllers at epoch 4
+    h.tick(0.05)
+    assert not [c for c in h.queue if isinstance(c, SendHeartbeat)], "no faster re-ask"
+    # Controllers that never apply the election (answer with epoch 3) get at most the bounded re-asks.
+    h.hb_answer = lambda cmd: HeartbeatAnswer(is_leader=False, lease_granted=False, master_epoch=3)
+    sent0 = len(h.of_type(SendHeartbeat))
+    t0 = h.now
+    for _ in range(100):
+        h.tick(0.01)
+        h.drain()
+    rounds = (len(h.of_type(SendHeartbeat)) - sent0) / len(CONTROLLERS)
+    period_rounds = (h.now - t0) / (make_config().heartbeat_interval_ms / 1000) + 1
+    assert rounds <= period_rounds + MAX_LEASE_REASKS
