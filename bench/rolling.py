@@ -37,8 +37,18 @@ def _p(msg: str) -> None:
 
 def largest_gap_ms(ack_times: list[float], t0: float, t1: float) -> float | None:
     """The largest pause between consecutive acks that overlaps [t0, t1] (monotonic seconds)."""
-    gaps = [b - a for a, b in zip(ack_times, ack_times[1:], strict=False) if b >= t0 and a <= t1]
-    return round(max(gaps) * 1000, 1) if gaps else None
+    gaps = gaps_ms(ack_times, t0, t1, 1)
+    return gaps[0][1] if gaps else None
+
+
+def gaps_ms(ack_times: list[float], t0: float, t1: float, top: int) -> list[tuple[float, float]]:
+    """The ``top`` largest pauses overlapping [t0, t1] as (start ms after t0, length ms), largest first.
+
+    Where a pause starts says what caused it: at the SIGTERM it is the handover, near the end the
+    restarted broker's return (its start's CPU, the SyncStateSet expansion)."""
+    gaps = [(b - a, a) for a, b in zip(ack_times, ack_times[1:], strict=False) if b >= t0 and a <= t1]
+    gaps.sort(reverse=True)
+    return [(round((a - t0) * 1000, 1), round(g * 1000, 1)) for g, a in gaps[:top]]
 
 
 async def bench_setup(restarts: int, max_s: float, data_dir: Path, handover: bool, tls: bool = False) -> dict:
@@ -70,12 +80,13 @@ async def bench_setup(restarts: int, max_s: float, data_dir: Path, handover: boo
             while (not acks or acks[-1].t <= t1) and time.monotonic() < t_next:
                 await asyncio.sleep(0.01)
             after = await run.client.get_replica_info(GROUP)
-            gap = largest_gap_ms([a.t for a in acks], t0, t1)
-            samples.append({"round": i + 1, "gap_ms": gap, "stop_ms": round((t_stopped - t0) * 1000, 1),
+            top = gaps_ms([a.t for a in acks], t0, t1, 3)
+            gap = top[0][1] if top else None
+            samples.append({"round": i + 1, "gap_ms": gap, "top_gaps_at_ms": top, "stop_ms": round((t_stopped - t0) * 1000, 1),
                             "back_in_sync_ms": round((t1 - t0) * 1000, 1), "rc": rc, "forced": forced,
                             "epoch": [before.master_epoch, after.master_epoch], "rejoined": len(members) == 3})
             _p(f"{what}: restart {i + 1}/{restarts}: largest ack gap {gap} ms (stop {samples[-1]['stop_ms']} ms, "
-               f"epoch {before.master_epoch}->{after.master_epoch})")
+               f"epoch {before.master_epoch}->{after.master_epoch}; largest gaps (start ms after SIGTERM, ms): {top})")
         acked, lost = await run.finish(_p, what)
     gaps = [s["gap_ms"] for s in samples if s["gap_ms"] is not None]
     return {"gap_ms_p50": pct(gaps, 0.5), "gap_ms_p99": pct(gaps, 0.99),

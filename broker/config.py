@@ -73,6 +73,9 @@ class BrokerConfig(SecurityKeys):
     # Controller mode: on SIGTERM a master first hands over to an in-sync slave (broker/replicas/handover.py).
     handover_on_shutdown: bool = True
     handover_timeout_ms: int = 5000
+    # A produce redirected here as master of a newer MasterEpoch waits this long for this broker's
+    # switch (role, first lease) instead of bouncing back NOT_MASTER; 0 = answer at once.
+    master_switch_hold_ms: int = 500
     # A master whose disk operation has not returned after this long exits like a crash so the
     # controllers fail over at once (broker/stall_watch.py); 0 = off. Not within
     # disk_stall_cooldown_s of becoming master (at most one such move per group per cool-down).

@@ -97,6 +97,8 @@ class BrokerMetrics:
         fenced = b.fence_reason() if b.role == "master" else None
         yield "autoswitch_broker_fenced", "1 while a master refuses writes (lease, handover, deposed)", {}, \
             1 if fenced else 0
+        yield ("autoswitch_broker_produce_held", "Produce requests waiting for this broker's role switch "
+               "(master_switch_hold_ms)", {}, b.switch_signal.waiting)
         h = b.health_report()
         yield ("autoswitch_broker_degraded", "1 while a health signal stays slow (broker/health.py), by signal",
                {"signal": "any"}, 1 if h.degraded else 0)

@@ -46,6 +46,11 @@ from autoswitch.proto import broker_pb2 as pb
 from autoswitch.proto import broker_pb2_grpc as pbg
 
 
+def _switching(b: Broker) -> bool:
+    """A role switch is under way, or decided and about to start (the write fence says deposed)."""
+    return b.switch_lock.locked() or b.fence_reason() == "deposed"
+
+
 class BrokerServicer(GroupTopicConfigRpcs, pbg.BrokerServiceServicer):
     def __init__(self, broker: Broker) -> None:
         self.b = broker
@@ -59,6 +64,11 @@ class BrokerServicer(GroupTopicConfigRpcs, pbg.BrokerServiceServicer):
         b = self.b
         reply = pb.ProduceReply(group=b.group, broker_id=b.broker_id)
         n = len(request.messages)
+        if request.expect_master_epoch > 0:
+            await self._hold_for_switch(request.expect_master_epoch)
+        elif _switching(b):
+            # Mid-switch (a handover): the answer a moment later names the right master.
+            await b.switch_signal.wait_until(lambda: not _switching(b), b.cfg.master_switch_hold_ms / 1000)
         try:
             wp = b.writer()
             if n == 0:
@@ -114,6 +124,10 @@ class BrokerServicer(GroupTopicConfigRpcs, pbg.BrokerServiceServicer):
             except Exception as e:
                 self.log.error("produce_failed", error=repr(e), exc_info=True)
                 put_err = WriteError(repr(e))
+        if put_err is not None and status_of(put_err) in (pb.NOT_MASTER, pb.FENCED) and _switching(b):
+            # The write path closed under a role switch (a handover): answer when it is done, with
+            # the master it switched to rather than this broker's own stale address.
+            await b.switch_signal.wait_until(lambda: not _switching(b), b.cfg.master_switch_hold_ms / 1000)
         it = iter(records)
         worst: pb.Status = pb.OK
         msgs: list[str] = []
@@ -139,18 +153,44 @@ class BrokerServicer(GroupTopicConfigRpcs, pbg.BrokerServiceServicer):
         if put_err is not None:
             worst = status_of(put_err)
             msgs.insert(0, str(put_err))
-            if worst == pb.NOT_MASTER:
-                reply.master_addr = self._master_addr()
+            self._redirect(reply, worst)
         reply.status = worst
         reply.error_message = "; ".join(msgs)[:4096]
         return reply
+
+    def _redirect(self, reply: pb.ProduceReply, status: pb.Status) -> None:
+        """Where a refused producer should go, and the MasterEpoch this broker knows for it."""
+        if status == pb.NOT_MASTER:
+            reply.master_addr = self._master_addr()
+        if status in (pb.NOT_MASTER, pb.FENCED):
+            reply.master_epoch = self.b.master_epoch
+
+    async def _hold_for_switch(self, expect: int) -> None:
+        """A producer redirected here as master of MasterEpoch ``expect`` (by the broker it left,
+        which learned of the election first): wait up to master_switch_hold_ms while this broker
+        may still become that writable master (it has not heard of the election, is switching, or
+        waits for its first lease) instead of bouncing the producer back. Settled, it answers as
+        always: the hold only delays an answer, it never lets a write through the usual checks."""
+        b = self.b
+        hold_s = b.cfg.master_switch_hold_ms / 1000
+
+        def settled() -> bool:
+            if _switching(b):
+                return False
+            if b.role == "master":
+                # Its first lease is the one fence that lifts by itself in a moment; any other
+                # (shutting down, a lease lost, a stalled disk) is answered at once.
+                first_lease = b.fence_reason() == "lease_expired" and time.monotonic() - b.master_since < hold_s
+                return not first_lease
+            return b.master_epoch >= expect   # a slave or fenced broker that knows the epoch: final
+
+        await b.switch_signal.wait_until(settled, hold_s)
 
     def _batch_error(self, reply: pb.ProduceReply, request: pb.ProduceRequest, e: WriteError) -> pb.ProduceReply:
         st = status_of(e)
         reply.status = st
         reply.error_message = str(e)
-        if st == pb.NOT_MASTER:
-            reply.master_addr = self._master_addr()
+        self._redirect(reply, st)
         for m in request.messages[: self.b.cfg.max_batch_messages]:
             reply.results.append(pb.ProduceResult(msg_id=m.msg_id, phy_offset=-1, queue_offset=-1, status=st))
         return reply

@@ -45,3 +45,7 @@ DECISION_GROUPS_KEPT = 4096
 
 # Handovers in a row that one held write waits behind before it is refused (OVERLOADED).
 MAX_GATE_WAITS = 64
+
+# Produce requests one broker holds at once while it waits for its own switch to master
+# (broker master_switch_hold_ms); past it a redirected request is answered at once.
+MAX_SWITCH_HOLDS = 1024

@@ -107,6 +107,7 @@ RANGES: dict[str, dict[str, Range]] = {
         "max_consume_wait_ms": (0, 300_000),
         "max_waiting_consumes": (0, 100_000),
         "handover_timeout_ms": (100, 300_000),
+        "master_switch_hold_ms": (0, 10_000),
         "max_fetch_connections": (1, 10_000),
         "fetch_max_inflight_bytes": (KiB, 16 * GiB),
         "fetch_slow_reader_timeout_s": (0.1, 3600),

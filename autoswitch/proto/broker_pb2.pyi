@@ -49,12 +49,14 @@ class ProduceMessage(_message.Message):
     def __init__(self, body: _Optional[bytes] = ..., msg_id: _Optional[str] = ..., born_ts_ms: _Optional[int] = ...) -> None: ...
 
 class ProduceRequest(_message.Message):
-    __slots__ = ("topic", "messages")
+    __slots__ = ("topic", "messages", "expect_master_epoch")
     TOPIC_FIELD_NUMBER: _ClassVar[int]
     MESSAGES_FIELD_NUMBER: _ClassVar[int]
+    EXPECT_MASTER_EPOCH_FIELD_NUMBER: _ClassVar[int]
     topic: str
     messages: _containers.RepeatedCompositeFieldContainer[ProduceMessage]
-    def __init__(self, topic: _Optional[str] = ..., messages: _Optional[_Iterable[_Union[ProduceMessage, _Mapping]]] = ...) -> None: ...
+    expect_master_epoch: int
+    def __init__(self, topic: _Optional[str] = ..., messages: _Optional[_Iterable[_Union[ProduceMessage, _Mapping]]] = ..., expect_master_epoch: _Optional[int] = ...) -> None: ...
 
 class ProduceResult(_message.Message):
     __slots__ = ("msg_id", "phy_offset", "queue_offset", "epoch", "status")
@@ -71,20 +73,22 @@ class ProduceResult(_message.Message):
     def __init__(self, msg_id: _Optional[str] = ..., phy_offset: _Optional[int] = ..., queue_offset: _Optional[int] = ..., epoch: _Optional[int] = ..., status: _Optional[_Union[Status, str]] = ...) -> None: ...
 
 class ProduceReply(_message.Message):
-    __slots__ = ("status", "error_message", "master_addr", "results", "group", "broker_id")
+    __slots__ = ("status", "error_message", "master_addr", "results", "group", "broker_id", "master_epoch")
     STATUS_FIELD_NUMBER: _ClassVar[int]
     ERROR_MESSAGE_FIELD_NUMBER: _ClassVar[int]
     MASTER_ADDR_FIELD_NUMBER: _ClassVar[int]
     RESULTS_FIELD_NUMBER: _ClassVar[int]
     GROUP_FIELD_NUMBER: _ClassVar[int]
     BROKER_ID_FIELD_NUMBER: _ClassVar[int]
+    MASTER_EPOCH_FIELD_NUMBER: _ClassVar[int]
     status: Status
     error_message: str
     master_addr: str
     results: _containers.RepeatedCompositeFieldContainer[ProduceResult]
     group: str
     broker_id: int
-    def __init__(self, status: _Optional[_Union[Status, str]] = ..., error_message: _Optional[str] = ..., master_addr: _Optional[str] = ..., results: _Optional[_Iterable[_Union[ProduceResult, _Mapping]]] = ..., group: _Optional[str] = ..., broker_id: _Optional[int] = ...) -> None: ...
+    master_epoch: int
+    def __init__(self, status: _Optional[_Union[Status, str]] = ..., error_message: _Optional[str] = ..., master_addr: _Optional[str] = ..., results: _Optional[_Iterable[_Union[ProduceResult, _Mapping]]] = ..., group: _Optional[str] = ..., broker_id: _Optional[int] = ..., master_epoch: _Optional[int] = ...) -> None: ...
 
 class ConsumeRequest(_message.Message):
     __slots__ = ("topic", "queue_offset", "max_count", "record_runs", "min_count", "max_wait_ms")

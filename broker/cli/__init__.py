@@ -69,6 +69,8 @@ def register(sub: Any, admin_sub: Any) -> None:
     c.add_argument("--no-handover-on-shutdown", dest="handover_on_shutdown", action="store_const", const=False,
                    help="on SIGTERM a master just stops (a failover) instead of handing over first")
     c.add_argument("--handover-timeout-ms", type=int, help="longest a handover may hold new writes (5000)")
+    c.add_argument("--master-switch-hold-ms", type=int,
+                   help="longest a produce redirected to this broker as the new master waits for its switch (500)")
     c.add_argument("--metrics-listen", help="HOST:PORT for /metrics, /healthz, /readyz (default off)")
     c.add_argument("--metrics-allow-remote", action="store_const", const=True, default=None,
                    help="let --metrics-listen be a non-loopback address (a container's published port)")
@@ -193,7 +195,7 @@ def _cmd_broker(args: argparse.Namespace) -> int:
         "flush_interval_ms", "max_message_bytes", "max_batch_messages", "max_request_bytes",
         "controllers", "namesrv", "heartbeat_timeout_ms", "heartbeat_interval_ms", "master_lease_ms",
         "lease_enabled", "election_priority", "zone", "role_change_script", "auth", "auth_tokens_file", "allow_insecure",
-        "tls_accept_plaintext", "tls_dial_plaintext", "handover_on_shutdown", "handover_timeout_ms", "metrics_listen",
+        "tls_accept_plaintext", "tls_dial_plaintext", "handover_on_shutdown", "handover_timeout_ms", "master_switch_hold_ms", "metrics_listen",
         "fetch_listen", "metrics_allow_remote", "auto_create_topics",
     )
     if args.controllers and (args.role or args.broker_id is not None or args.epoch is not None):

@@ -77,6 +77,13 @@ class ProduceOutcome:
     group: str
     broker_id: int
     results: list[pb.ProduceResult]
+    master_epoch: int = 0           # with NOT_MASTER / FENCED: the MasterEpoch the broker knows
+
+    @classmethod
+    def of(cls, reply: pb.ProduceReply) -> ProduceOutcome:
+        return cls(status=reply.status, error_message=reply.error_message, master_addr=reply.master_addr,
+                   group=reply.group, broker_id=reply.broker_id, results=list(reply.results),
+                   master_epoch=reply.master_epoch)
 
     @property
     def ok(self) -> bool:
@@ -188,7 +195,10 @@ class ProducerClient(_Base):
         topic: str,
         bodies: Sequence[bytes],
         msg_ids: Sequence[str] | None = None,
+        expect_master_epoch: int = 0,
     ) -> ProduceOutcome:
+        """``expect_master_epoch``: this broker was named master of that MasterEpoch by a NOT_MASTER
+        redirect (the broker may hold the call for its switch: proto ProduceRequest)."""
         if msg_ids is None:
             msg_ids = [uuid.uuid4().hex for _ in bodies]
         assert len(msg_ids) == len(bodies)
@@ -196,16 +206,10 @@ class ProducerClient(_Base):
         req = pb.ProduceRequest(
             topic=topic,
             messages=[pb.ProduceMessage(body=b, msg_id=m, born_ts_ms=now) for b, m in zip(bodies, msg_ids, strict=True)],
+            expect_master_epoch=expect_master_epoch,
         )
         reply = await self._call("Produce", req)
-        outcome = ProduceOutcome(
-            status=reply.status,
-            error_message=reply.error_message,
-            master_addr=reply.master_addr,
-            group=reply.group,
-            broker_id=reply.broker_id,
-            results=list(reply.results),
-        )
+        outcome = ProduceOutcome.of(reply)
         if self._ack_log is not None:
             self._ack_log.write(outcome, topic, int(time.time() * 1000))
         return outcome

@@ -106,16 +106,18 @@ class FetchClient:
         return fc.parse_records(f.payload)
 
 
-    async def produce(self, topic: str, bodies: Sequence[bytes], msg_ids: Sequence[str] | None = None) -> ProduceOutcome:
+    async def produce(self, topic: str, bodies: Sequence[bytes], msg_ids: Sequence[str] | None = None,
+                      expect_master_epoch: int = 0) -> ProduceOutcome:
         """One PRODUCE (the gRPC Produce's request and answer over this port); reconnects first
-        when the last call failed."""
+        when the last call failed. ``expect_master_epoch``: as ``ProducerClient.produce``."""
         if self._w is None:
             await self.connect()
         assert self._w is not None
         ids = list(msg_ids) if msg_ids is not None else [uuid.uuid4().hex for _ in bodies]
         now = int(time.time() * 1000)
         req = pb.ProduceRequest(topic=topic, messages=[pb.ProduceMessage(body=b, msg_id=m, born_ts_ms=now)
-                                                       for b, m in zip(bodies, ids, strict=True)])
+                                                       for b, m in zip(bodies, ids, strict=True)],
+                                expect_master_epoch=expect_master_epoch)
         self._w.write(fc.encode_message(fc.PRODUCE, req.SerializeToString()))
         f = await self._expect(fc.PRODUCED, self.timeout_s)
         reply = pb.ProduceReply()
@@ -124,8 +126,7 @@ class FetchClient:
         except Exception:  # noqa: BLE001 - protobuf's DecodeError
             await self.close()
             raise fc.FetchProtocolError("PRODUCED payload is not a ProduceReply") from None
-        return ProduceOutcome(status=reply.status, error_message=reply.error_message, master_addr=reply.master_addr,
-                              group=reply.group, broker_id=reply.broker_id, results=list(reply.results))
+        return ProduceOutcome.of(reply)
 
 
 def fetched_messages(reply: fc.RecordsReply) -> Iterator[StoredMessage]:

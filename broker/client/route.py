@@ -312,6 +312,7 @@ class _Routed:
         self.master: str | None = None
         # MasterEpoch of the route to self.master; None when it came from a NOT_MASTER hint.
         self.master_epoch: int | None = None
+        self.expect_epoch = 0   # MasterEpoch self.master was named for (route or hint): a switching broker holds
         self.highest_epoch = 0            # highest MasterEpoch any route or ack showed so far
         self.stats = _Stats()
         self._clients: dict[str, Any] = {}
@@ -330,15 +331,16 @@ class _Routed:
             c = self._clients[addr] = self._make(addr)
         return c
 
-    async def _refresh(self, hint: str | None = None) -> None:
+    async def _refresh(self, hint: str | None = None, hint_epoch: int = 0) -> None:
         self.stats.route_refreshes += 1
         # The NOT_MASTER hint comes from a broker that knows a newer master; the name server may
         # still be one registration period behind.
         if hint:
-            self.master, self.master_epoch = hint, None
+            self.master, self.master_epoch, self.expect_epoch = hint, None, hint_epoch
             return
         route = await self.ns.lookup_master_route(self.group)
         self.master, self.master_epoch = route if route else (None, None)
+        self.expect_epoch = self.master_epoch or 0
         if self.master_epoch is not None:
             self.highest_epoch = max(self.highest_epoch, self.master_epoch)
 
@@ -386,16 +388,18 @@ class RoutedProducer(_Routed):
         backoff = Backoff(self.policy.backoff_min_s, self.policy.backoff_max_s)
         last = "no attempt"
         hint: str | None = None
+        hint_epoch = 0
         redirected = False      # followed a NOT_MASTER redirect without waiting (once per call)
         while pending:
             if self.master is None or hint is not None:
-                await self._refresh(hint)
+                await self._refresh(hint, hint_epoch)
                 hint = None
             if self.master is not None:
                 ids = list(pending)
                 out: ProduceOutcome | None
                 try:
-                    out = await self._client(self.master).produce(topic, [pending[i] for i in ids], ids)
+                    out = await self._client(self.master).produce(topic, [pending[i] for i in ids], ids,
+                                                                  expect_master_epoch=self.expect_epoch)
                 except BrokerUnavailable as e:
                     out = None
                     last = f"UNAVAILABLE {self.master}: {e}"
@@ -447,6 +451,7 @@ class RoutedProducer(_Routed):
                         hint = out.master_addr or None
                         if hint == self.master:
                             hint = None
+                        hint_epoch = out.master_epoch
                         self.master = None
             else:
                 last = f"no master route for {self.group}"

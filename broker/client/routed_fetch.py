@@ -114,9 +114,10 @@ class _PortProducer:
         self.addr = addr
         self.client = FetchClient(addr, tls=tls, timeout_s=timeout_s)
 
-    async def produce(self, topic: str, bodies: Sequence[bytes], msg_ids: Sequence[str]) -> ProduceOutcome:
+    async def produce(self, topic: str, bodies: Sequence[bytes], msg_ids: Sequence[str],
+                      expect_master_epoch: int = 0) -> ProduceOutcome:
         try:
-            return await self.client.produce(topic, bodies, msg_ids)
+            return await self.client.produce(topic, bodies, msg_ids, expect_master_epoch)
         except FetchRefused as e:
             if e.fetch_error != fc.ERR_BUSY:
                 raise
@@ -135,11 +136,12 @@ class RoutedPortProducer(RoutedProducer):
     def _make(self, addr: str) -> _PortProducer:        # type: ignore[override]
         return _PortProducer(addr, self.tls, self.policy.rpc_timeout_s)
 
-    async def _refresh(self, hint: str | None = None) -> None:
+    async def _refresh(self, hint: str | None = None, hint_epoch: int = 0) -> None:
         """The master's fetch port from the name server; a NOT_MASTER hint names only a gRPC
         address, so it is not followed."""
         self.stats.route_refreshes += 1
         route = await master_fetch_route(self.ns, self.group)
         self.master, self.master_epoch = route if route is not None else (None, None)
+        self.expect_epoch = self.master_epoch or 0
         if self.master_epoch is not None:
             self.highest_epoch = max(self.highest_epoch, self.master_epoch)
