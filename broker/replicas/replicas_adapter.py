@@ -391,7 +391,7 @@ class ReplicasAdapter:
             now = self.clock()
             # Wake at least every second: a missed wake-up costs at most that.
             timeout = 1.0 if deadline is None else min(1.0, max(0.0, deadline - now))
-            self._sleeping_until = now + timeout
+            self._sleeping_until = now + 1.0 if deadline is None else min(deadline, now + 1.0)
             if timeout > 0:
                 await wait_event(self._wake, timeout)
             self._wake.clear()

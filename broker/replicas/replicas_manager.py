@@ -356,9 +356,9 @@ class ReplicasManager:
                     # answers but refuses the grant; counting that reply would let a deposed master
                     # keep acknowledging writes (sim seed 200): the round does not count.
                     self._log.debug("heartbeat_not_granted", controller=cmd.controller, masterEpoch=value.master_epoch)
-                    at = self._reasks.after_refusal(cmd.epoch, value.master_epoch, self.roles.applied_epoch, now)
-                    if at is not None and self._running_master:
-                        self._next_hb_at = min(self._next_hb_at, at)
+                    if self._running_master:
+                        at = self._reasks.after_refusal(cmd.epoch, value.master_epoch, self.roles.applied_epoch, now)
+                        self._next_hb_at = self._next_hb_at if at is None else min(self._next_hb_at, at)
                     return out
                 if value.is_leader:  # the controller says it is the leader
                     self.reg.leader = cmd.controller
