@@ -29,7 +29,7 @@ from autoswitch.broker.service_admin import GroupTopicConfigRpcs
 from autoswitch.broker.storage.record import record_size
 from autoswitch.broker.storage.store import Message
 from autoswitch.broker.topic_registry import TopicRegistry
-from autoswitch.broker.write_path import validate_message
+from autoswitch.broker.write_path import WritePath, validate_message
 
 from autoswitch import __version__
 from autoswitch.base.auth import Guard, current_caller
@@ -64,13 +64,8 @@ class BrokerServicer(GroupTopicConfigRpcs, pbg.BrokerServiceServicer):
         b = self.b
         reply = pb.ProduceReply(group=b.group, broker_id=b.broker_id)
         n = len(request.messages)
-        if request.expect_master_epoch > 0:
-            await self._hold_for_switch(request.expect_master_epoch)
-        elif _switching(b):
-            # Mid-switch (a handover): the answer a moment later names the right master.
-            await b.switch_signal.wait_until(lambda: not _switching(b), b.cfg.master_switch_hold_ms / 1000)
         try:
-            wp = b.writer()
+            wp = await self._writer(request.expect_master_epoch)
             if n == 0:
                 raise BadRequest("empty batch")
             if n > b.cfg.max_batch_messages:
@@ -127,7 +122,7 @@ class BrokerServicer(GroupTopicConfigRpcs, pbg.BrokerServiceServicer):
         if put_err is not None and status_of(put_err) in (pb.NOT_MASTER, pb.FENCED) and _switching(b):
             # The write path closed under a role switch (a handover): answer when it is done, with
             # the master it switched to rather than this broker's own stale address.
-            await b.switch_signal.wait_until(lambda: not _switching(b), b.cfg.master_switch_hold_ms / 1000)
+            await self._hold_for_switch(0)
         it = iter(records)
         worst: pb.Status = pb.OK
         msgs: list[str] = []
@@ -165,18 +160,30 @@ class BrokerServicer(GroupTopicConfigRpcs, pbg.BrokerServiceServicer):
         if status in (pb.NOT_MASTER, pb.FENCED):
             reply.master_epoch = self.b.master_epoch
 
+    async def _writer(self, expect: int) -> WritePath:
+        """The write path, after the hold below when it applies (a writable master pays nothing)."""
+        b = self.b
+        try:
+            return b.writer()
+        except WriteError:
+            if expect <= 0 and not _switching(b):
+                raise
+        await self._hold_for_switch(expect)
+        return b.writer()
+
     async def _hold_for_switch(self, expect: int) -> None:
-        """A producer redirected here as master of MasterEpoch ``expect`` (by the broker it left,
-        which learned of the election first): wait up to master_switch_hold_ms while this broker
-        may still become that writable master (it has not heard of the election, is switching, or
-        waits for its first lease) instead of bouncing the producer back. Settled, it answers as
-        always: the hold only delays an answer, it never lets a write through the usual checks."""
+        """Wait up to master_switch_hold_ms while a role switch is under way (the answer then names
+        the master it switched to) and, for a producer redirected here as master of MasterEpoch
+        ``expect``, while this broker may still become it (not told yet, first lease pending)
+        instead of bouncing it back. The hold only delays an answer; it never admits a write."""
         b = self.b
         hold_s = b.cfg.master_switch_hold_ms / 1000
 
         def settled() -> bool:
             if _switching(b):
                 return False
+            if expect <= 0:
+                return True
             if b.role == "master":
                 # Its first lease is the one fence that lifts by itself in a moment; any other
                 # (shutting down, a lease lost, a stalled disk) is answered at once.
