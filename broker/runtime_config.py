@@ -20,6 +20,7 @@ from autoswitch.base.errors import ConfigError
 RUNTIME_KEYS: dict[str, str] = {
     "ack_timeout_s": "how long a produce waits for the replicas' acks (write_path)",
     "handover_timeout_ms": "how long a handover may hold writes (TransferMaster without a timeout, shutdown)",
+    "master_switch_hold_ms": "how long a produce redirected here as the new master waits for the switch (service)",
     "auto_create_topics": "whether a write creates a topic without settings (topic_registry)",
     "max_consume_wait_ms": "the longest long-poll a Consume may ask for (consume_serve)",
     "max_inflight_produce": "produce batches in flight before OVERLOADED (write_path)",
