@@ -28,6 +28,8 @@ from autoswitch.broker.server import Broker
 from autoswitch.broker.service_admin import GroupTopicConfigRpcs
 from autoswitch.broker.storage.record import record_size
 from autoswitch.broker.storage.store import Message
+from autoswitch.broker.switch_hold import SwitchView, switching
+from autoswitch.broker.switch_hold import settled as switch_settled
 from autoswitch.broker.topic_registry import TopicRegistry
 from autoswitch.broker.write_path import WritePath, validate_message
 
@@ -47,8 +49,7 @@ from autoswitch.proto import broker_pb2_grpc as pbg
 
 
 def _switching(b: Broker) -> bool:
-    """A role switch is under way, or decided and about to start (the write fence says deposed)."""
-    return b.switch_lock.locked() or b.fence_reason() == "deposed"
+    return switching(b.switch_lock.locked(), b.fence_reason())
 
 
 class BrokerServicer(GroupTopicConfigRpcs, pbg.BrokerServiceServicer):
@@ -172,24 +173,16 @@ class BrokerServicer(GroupTopicConfigRpcs, pbg.BrokerServiceServicer):
         return b.writer()
 
     async def _hold_for_switch(self, expect: int) -> None:
-        """Wait up to master_switch_hold_ms while a role switch is under way (the answer then names
-        the master it switched to) and, for a producer redirected here as master of MasterEpoch
-        ``expect``, while this broker may still become it (not told yet, first lease pending)
-        instead of bouncing it back. The hold only delays an answer; it never admits a write."""
+        """Wait while broker/switch_hold.py says waiting may change the answer, at most
+        master_switch_hold_ms."""
         b = self.b
         hold_s = b.cfg.master_switch_hold_ms / 1000
 
         def settled() -> bool:
-            if _switching(b):
-                return False
-            if expect <= 0:
-                return True
-            if b.role == "master":
-                # Its first lease is the one fence that lifts by itself in a moment; any other
-                # (shutting down, a lease lost, a stalled disk) is answered at once.
-                first_lease = b.fence_reason() == "lease_expired" and time.monotonic() - b.master_since < hold_s
-                return not first_lease
-            return b.master_epoch >= expect   # a slave or fenced broker that knows the epoch: final
+            fence = b.fence_reason()
+            view = SwitchView(switching(b.switch_lock.locked(), fence), b.role, b.master_epoch, fence,
+                              time.monotonic() - b.master_since)
+            return switch_settled(view, expect, hold_s)
 
         await b.switch_signal.wait_until(settled, hold_s)
 

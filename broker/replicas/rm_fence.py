@@ -12,6 +12,9 @@ from autoswitch.broker.replicas.rm_role import RoleKeeper
 
 from autoswitch.base.log import EventLogger
 
+DEPOSED = "deposed"                 # the fence while a role change is decided but not made
+LEASE_EXPIRED = "lease_expired"     # the fence of a master without a lease (a new one: not yet)
+
 
 class WriteFence:
     def __init__(self, roles: RoleKeeper, lease: MasterLease, log: EventLogger) -> None:
@@ -30,12 +33,12 @@ class WriteFence:
         if not running_master:
             return None
         if self.roles.role_change_due():
-            return "deposed"
+            return DEPOSED
         h = self._handover
         if h is not None and h[0] == self.roles.applied_epoch:
             return h[1]
         if not self.lease.valid(now):
-            return "lease_expired"
+            return LEASE_EXPIRED
         return None
 
     def handover_in_doubt(self, master_epoch: int, reason: str) -> None:
@@ -53,9 +56,9 @@ class WriteFence:
         if want == told:
             return []
         epoch = self.roles.applied_epoch
-        if want == "lease_expired":
+        if want == LEASE_EXPIRED:
             self.log.warning("master_lease_expired", epoch=epoch, leaseMs=self.lease.config.master_lease_ms,
                              answered=self.lease.status(now)["answered"])
-        elif told == "lease_expired" and running_master:
+        elif told == LEASE_EXPIRED and running_master:
             self.log.info("master_lease_renewed", epoch=epoch, remainingMs=int(self.lease.remaining(now) * 1000))
         return [SetFenced(want is not None, want)]
