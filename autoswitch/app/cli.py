@@ -72,8 +72,8 @@ def build_parser(only: str | None = None) -> argparse.ArgumentParser:
 def main(argv: list[str] | None = None) -> int:
     """Usage and config errors exit 2, failures 1; no traceback reaches the user unless
     AUTOSWITCH_DEBUG=1 (a closed pipe, e.g. ``--json | head``, ends quietly)."""
-    command = command_of(sys.argv[1:] if argv is None else argv)
-    parser = build_parser(SERVER_COMMANDS.get(command or ""))
+    only = SERVER_COMMANDS.get(command_of(sys.argv[1:] if argv is None else argv) or "")
+    parser = build_parser() if only is None else build_parser(only)
     args = parser.parse_args(argv)
     try:
         bad = apply_default_endpoints(args)

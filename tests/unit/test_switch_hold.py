@@ -4,7 +4,6 @@ answer. Every case names what a broker in that state would answer if it did not 
 from __future__ import annotations
 
 import pytest
-
 from autoswitch.broker.switch_hold import SwitchView, settled, switching
 
 HOLD_S = 0.5
