@@ -165,12 +165,22 @@ def test_runtime_column_matches_the_controller(doc: str, cls: type) -> None:
         assert set(RUNTIME_KEYS) <= set(rows)
 
 
+def test_broker_runtime_column_matches_broker_config_set(doc: str) -> None:
+    from autoswitch.broker.runtime_config import RUNTIME_KEYS as BROKER_RUNTIME_KEYS
+
+    rows = _rows(_section_for(doc, BrokerConfig))
+    for key, cells in rows.items():
+        want = "yes (broker-config-set)" if key in BROKER_RUNTIME_KEYS else "no"
+        assert cells[3] == want, f"BrokerConfig.{key}"
+    assert set(BROKER_RUNTIME_KEYS) <= set(rows)
+
+
 def test_other_components_are_not_runtime_changeable(doc: str) -> None:
     for cls in CLASSES:
-        if cls in (ControllerConfig, SMConfig):
+        if cls in (ControllerConfig, SMConfig, BrokerConfig):
             continue
         for key, cells in _rows(_section_for(doc, cls)).items():
-            assert cells[3] == "no", f"{cls.__name__}.{key}: only controller keys change at run time"
+            assert cells[3] == "no", f"{cls.__name__}.{key}: only controller and broker-config-set keys change at run time"
 
 
 def _profile_rows(doc: str) -> dict[str, dict[str, float]]:
