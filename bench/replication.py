@@ -9,7 +9,9 @@
    a file in a subprocess; timed from connect to the receiver's "done".
 4. With --tls (make bench-replication TLS=1): also replicated over mutual TLS (asyncio SSL, the
    certificates bound to brokerIds as with auth on), interleaved with the plaintext runs;
-   ``ratio_tls_vs_plain`` = best TLS / best plaintext replicated throughput.
+   ``ratio_tls_vs_plain`` = best TLS / best plaintext replicated throughput. The raw copy runs
+   over the same TLS too: ``ratio_tls_vs_raw_tls`` is our TLS replication against the platform's
+   TLS copy, ``ratio_raw_tls_vs_raw`` what TLS itself costs this machine.
 
 Progress on stderr; one JSON line on stdout: {"replicated_mb_s", "raw_mb_s", "ratio", ...}.
 Bench data is deleted afterwards. Bounded: --time-limit-s for the whole run.
@@ -222,16 +224,27 @@ def _segment_files(master_dir: Path) -> list[Path]:
     return sorted(best)
 
 
-async def _raw_copy(master_dir: Path, out_dir: Path, total: int, deadline: float) -> dict:
+async def _raw_copy(master_dir: Path, out_dir: Path, total: int, deadline: float,
+                    tls_dir: Path | None = None) -> dict:
+    """``tls_dir``: the same copy over mutual TLS (asyncio SSL with its default buffers, the
+    certificates the replicated TLS run uses): what TLS costs this machine without our code."""
     proc = subprocess.Popen([sys.executable, "-m", "bench.replication", "--role", "raw-recv",
-                             "--dir", str(out_dir)], stdout=subprocess.PIPE, start_new_session=True)
+                             "--dir", str(out_dir),
+                             *(["--tls-dir", str(tls_dir), "--target", str(total)] if tls_dir else [])],
+                            stdout=subprocess.PIPE, start_new_session=True)
     try:
         line = await asyncio.to_thread(proc.stdout.readline)
         port = int(json.loads(line)["port"])
         files = _segment_files(master_dir)
         t0 = time.monotonic()
         c0 = _cpu_s()
-        reader, writer = await asyncio.open_connection(HOST, port)
+        if tls_dir is not None:
+            from autoswitch.base.tls import client_ssl_context
+
+            reader, writer = await asyncio.open_connection(
+                HOST, port, ssl=client_ssl_context(_tls(tls_dir, "broker/bench/2")), server_hostname=HOST)
+        else:
+            reader, writer = await asyncio.open_connection(HOST, port)
         sent = 0
         chunk = 4 * MiB
         for p in files:
@@ -245,7 +258,10 @@ async def _raw_copy(master_dir: Path, out_dir: Path, total: int, deadline: float
                     sent += len(data)
             if time.monotonic() > deadline:
                 raise TimeoutError("raw copy exceeded the time limit")
-        writer.write_eof()
+        if tls_dir is None:
+            writer.write_eof()
+        else:       # TLS has no half-close: the receiver counts to the announced total
+            await writer.drain()
         done = await reader.read()
         t1 = time.monotonic()
         send_cpu = _cpu_s() - c0
@@ -262,7 +278,7 @@ async def _raw_copy(master_dir: Path, out_dir: Path, total: int, deadline: float
             "send_cpu_s": send_cpu, "recv_cpu_s": recv_cpu}
 
 
-async def _raw_recv_main(path: Path) -> None:
+async def _raw_recv_main(path: Path, tls_dir: Path | None = None, total: int | None = None) -> None:
     path.mkdir(parents=True, exist_ok=True)
     finished = asyncio.get_running_loop().create_future()
 
@@ -270,7 +286,7 @@ async def _raw_recv_main(path: Path) -> None:
         n = 0
         c0 = _cpu_s()
         with open(path / "copy.bin", "wb") as f:
-            while data := await reader.read(1 * MiB):
+            while (total is None or n < total) and (data := await reader.read(1 * MiB)):
                 f.write(data)
                 n += len(data)
             f.flush()
@@ -279,7 +295,12 @@ async def _raw_recv_main(path: Path) -> None:
         writer.close()
         finished.set_result(n)
 
-    server = await asyncio.start_server(handle, HOST, 0, limit=MiB)
+    ssl = None
+    if tls_dir is not None:
+        from autoswitch.base.tls import server_ssl_context
+
+        ssl = server_ssl_context(_tls(tls_dir, "broker/bench/1"))
+    server = await asyncio.start_server(handle, HOST, 0, limit=MiB, ssl=ssl)
     print(json.dumps({"port": server.sockets[0].getsockname()[1]}), flush=True)
     await asyncio.wait_for(finished, 900)
     server.close()
@@ -328,7 +349,7 @@ def main(argv: list[str] | None = None) -> int:
                                     Path(args.tls_dir) if args.tls_dir else None, args.digests == "on"))
         return 0
     if args.role == "raw-recv":
-        asyncio.run(_raw_recv_main(Path(args.dir)))
+        asyncio.run(_raw_recv_main(Path(args.dir), Path(args.tls_dir) if args.tls_dir else None, args.target))
         return 0
 
     from autoswitch.base import log as aslog
@@ -347,6 +368,7 @@ def main(argv: list[str] | None = None) -> int:
             tls_dir = work / "tls"
             init_dev_ca(tls_dir, ["broker/bench/1", "broker/bench/2"])
         tls_runs: list[dict] = []
+        raw_tls_runs: list[dict] = []
         off_runs: list[dict] = []
         # Interleave the peers (raw, replicated, raw, replicated, ...) so page-cache writeback
         # and the other tenants of the machine hit both alike; report the best of each.
@@ -394,6 +416,13 @@ def main(argv: list[str] | None = None) -> int:
                 eprint(f"[{i}] replicated over mutual TLS {rep['bytes'] / MiB:.0f} MiB in {rep['seconds']:.2f}s = "
                        f"{rep['mb_s']:.0f} MiB/s (cpu master {rep['master_cpu_s']:.2f}s slave {rep['slave_cpu_s']:.2f}s)")
                 tls_runs.append(rep)
+                shutil.rmtree(work / "raw", ignore_errors=True)
+                _settle()
+                raw = asyncio.run(_raw_copy(work / "master", work / "raw", total, deadline, tls_dir))
+                shutil.rmtree(work / "raw", ignore_errors=True)
+                eprint(f"[{i}] raw copy over mutual TLS {raw['bytes'] / MiB:.0f} MiB in {raw['seconds']:.2f}s = "
+                       f"{raw['mb_s']:.0f} MiB/s (cpu send {raw['send_cpu_s']:.2f}s recv {raw['recv_cpu_s']:.2f}s)")
+                raw_tls_runs.append(raw)
         reps = by_variant[variants[0]]
         best_rep = max(r["mb_s"] for r in reps)
         best_raw = max(r["mb_s"] for r in raws)
@@ -447,6 +476,13 @@ def main(argv: list[str] | None = None) -> int:
             result["ratio_tls_vs_plain"] = round(tls_best / plain_best, 3)
             result["cpu_s_per_gib"]["master_tls"] = per_gib([r["master_cpu_s"] for r in tls_runs])
             result["cpu_s_per_gib"]["slave_tls"] = per_gib([r["slave_cpu_s"] for r in tls_runs])
+            raw_tls_best = max(r["mb_s"] for r in raw_tls_runs)
+            result["raw_tls_mb_s"] = round(raw_tls_best, 1)
+            result["runs_raw_tls_mb_s"] = [round(r["mb_s"], 1) for r in raw_tls_runs]
+            result["ratio_tls_vs_raw_tls"] = round(tls_best / raw_tls_best, 3)
+            result["ratio_raw_tls_vs_raw"] = round(raw_tls_best / best_raw, 3)
+            result["cpu_s_per_gib"]["raw_tls_send"] = per_gib([r["send_cpu_s"] for r in raw_tls_runs])
+            result["cpu_s_per_gib"]["raw_tls_recv"] = per_gib([r["recv_cpu_s"] for r in raw_tls_runs])
         print(json.dumps(result), flush=True)
         return 0
     finally:

@@ -14,6 +14,12 @@ HARD_MAX_EPOCH_ENTRIES = 1 << 20
 # A transfer body up to this size goes out in one write with its header (the copy is cheaper than
 # a second send); larger ones, bulk catch-up, are written as they are.
 SMALL_FRAME_BYTES = 64 * 1024
+# Over TLS the transport's high-water mark bounds the ciphertext waiting in OpenSSL's memory BIO,
+# which asyncio copies out in one piece when the socket drains: with 16 MiB waiting the master
+# spent ~1.5x the CPU per GiB and replicated ~0.7x as fast (large fresh allocations, copies that
+# miss the cache); 0.5-4 MiB measured alike (bench/results/security.md). 512 KiB is asyncio's own
+# default for TLS. Plaintext connections keep ``write_buffer_high``.
+TLS_WRITE_BUFFER_HIGH = 512 * 1024
 
 ACK_MODES = ("master", "all", "in_sync_replicas")
 

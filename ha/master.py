@@ -27,7 +27,7 @@ from autoswitch.ha.codec_v4 import (
     DigestReport,
 )
 from autoswitch.ha.commit_point import CommitPoint
-from autoswitch.ha.config import SMALL_FRAME_BYTES, HAConfig
+from autoswitch.ha.config import SMALL_FRAME_BYTES, TLS_WRITE_BUFFER_HIGH, HAConfig
 from autoswitch.ha.errors import FrameError, HABusy, HAError, HAProtocolError
 from autoswitch.ha.log_api import ReplicaLog
 from autoswitch.ha.master_digests import MasterDigests
@@ -411,7 +411,9 @@ class HAMaster:
             if self.registry is not None:
                 zones.learn(self.tracker, self.registry)
             clog.info("slave_connected", syncFromLastFile=hs.sync_from_last_file)
-            writer.transport.set_write_buffer_limits(high=self.config.write_buffer_high)
+            tls = writer.get_extra_info("ssl_object") is not None
+            high = self.config.write_buffer_high
+            writer.transport.set_write_buffer_limits(high=min(high, TLS_WRITE_BUFFER_HIGH) if tls else high)
             pending = frames[1:]
             while True:
                 for f in pending:

@@ -542,3 +542,44 @@ def test_only_the_registered_process_of_a_broker_id_replicates_or_enters_the_syn
             await master.stop()
 
     run(main())
+
+
+def test_replication_over_mutual_tls_keeps_little_ciphertext_waiting(tmp_path):
+    """Over TLS the master's connection gets a smaller write high-water mark than plaintext (the
+    ciphertext waiting in OpenSSL's memory BIO is what it bounds: bench/results/security.md), and
+    the log still arrives whole, in frames larger than that mark."""
+    from autoswitch.ha.config import TLS_WRITE_BUFFER_HIGH
+
+    from autoswitch.app.certs import init_dev_ca
+    from autoswitch.base.tls import TLSConfig, client_ssl_context, server_ssl_context
+
+    ids = init_dev_ca(tmp_path / "tls", ["broker/g/1", "broker/g/2"])
+
+    def tls(name: str) -> TLSConfig:
+        return TLSConfig(ca=ids[name]["ca"], cert=ids[name]["cert"], key=ids[name]["key"]).validate()
+
+    async def main():
+        m = make_log(tmp_path / "m")
+        m.append_epoch(1, 0)
+        for seed in range(8):
+            write(m, payloads(2000, seed=seed, size=1000))
+        big = cfg(transfer_batch_size=4 * 1024 * 1024)
+        assert big.write_buffer_high > TLS_WRITE_BUFFER_HIGH
+        master = HAMaster(m, big, 1, "g", 1, frozenset({1}), 1, LocalSyncStateProposer(), bind_identities=True)
+        await master.start(H, 0, ssl=server_ssl_context(tls("broker/g/1")))
+        s = make_log(tmp_path / "s")
+        sl = HASlave(s, big, 2, "g", (H, master.port), ssl=lambda: client_ssl_context(tls("broker/g/2")),
+                     bind_identities=True)
+        await sl.start()
+        try:
+            await until(lambda: 2 in master._conns, "slave connected over TLS")
+            transport = master._conns[2].writer.transport
+            assert transport.get_extra_info("ssl_object") is not None
+            assert transport.get_write_buffer_limits()[1] == TLS_WRITE_BUFFER_HIGH
+            await until(lambda: s.max_offset == m.max_offset, "catch-up over TLS")
+            assert all_bytes(s) == all_bytes(m)
+        finally:
+            await sl.stop()
+            await master.stop()
+
+    run(main())
