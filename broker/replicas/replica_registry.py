@@ -2,10 +2,13 @@
 in our group and the incarnation registered for each, so a master serves its log only to a replica
 the controllers know, run by the process they registered.
 
-Answers from a cache; an id or incarnation not in it triggers one GetSyncStateData at most every
+Answers from a cache; an id not in it triggers one GetSyncStateData at most every
 ``min_refresh_s`` (a flood of made-up ids costs the controller one call a second); ``fresh`` (a
-SyncStateSet expansion, rare) asks at once. An unreachable controller answers "no": an unknown
-peer gets no log.
+SyncStateSet expansion, rare) asks at once. A registered id stating an incarnation the cache does
+not have is most likely a replica that restarted and registered a moment ago: that asks again at
+most every ``stale_refresh_s`` (STALE_REFRESH_S), so the restarted replica is admitted at its
+first handshake rather than after a second of refusals and backoffs. An unreachable controller
+answers "no": an unknown peer gets no log.
 
 The same answer names each replica's zone (as its heartbeats state it to the controllers), which
 the master's min_in_sync_zones rule counts (ha/sync_state.py).
@@ -20,14 +23,19 @@ from autoswitch.controller.api import RegisteredReplica
 
 from autoswitch.base.log import EventLogger
 
+# Asks for a registered brokerId with a new incarnation: at most 20 a second per master (a flood of
+# made-up incarnations for a real id costs the controllers that, coalesced by the lock below).
+STALE_REFRESH_S = 0.05
+
 
 class ControllerReplicaRegistry:
     def __init__(self, fetch: Callable[[], Awaitable[dict[int, RegisteredReplica]]], clock: Callable[[], float],
-                 log: EventLogger, min_refresh_s: float = 1.0) -> None:
+                 log: EventLogger, min_refresh_s: float = 1.0, stale_refresh_s: float = STALE_REFRESH_S) -> None:
         self._fetch = fetch
         self._clock = clock
         self._log = log
         self.min_refresh_s = min_refresh_s
+        self.stale_refresh_s = min(stale_refresh_s, min_refresh_s)
         self._members: dict[int, RegisteredReplica] = {}
         self._fetched_at: float | None = None
         self._lock = asyncio.Lock()
@@ -50,18 +58,21 @@ class ControllerReplicaRegistry:
     async def refusal(self, broker_id: int, incarnation: str, fresh: bool = False) -> str | None:
         """None when ``broker_id`` is registered and ``incarnation`` is its registered process;
         else why not (``unknown_replica``, ``stale_incarnation``, ``registry_unavailable``)."""
-        if not fresh and self._verdict(broker_id, incarnation) is None:
+        verdict = self._verdict(broker_id, incarnation)
+        if not fresh and verdict is None:
             return None
-        if not await self._ask(fresh) and fresh:
+        every = self.stale_refresh_s if verdict == "stale_incarnation" else self.min_refresh_s
+        if not await self._ask(fresh, every) and fresh:
             return "registry_unavailable"
         return self._verdict(broker_id, incarnation)
 
-    async def _ask(self, fresh: bool) -> bool:
-        """One GetSyncStateData (now when ``fresh``, else at most every ``min_refresh_s``);
-        False when the controllers could not be asked (what was known stays)."""
+    async def _ask(self, fresh: bool, every: float | None = None) -> bool:
+        """One GetSyncStateData (now when ``fresh``, else at most every ``every``, by default
+        ``min_refresh_s``); False when the controllers could not be asked (what was known stays)."""
+        every = self.min_refresh_s if every is None else every
         async with self._lock:
             now = self._clock()
-            if not fresh and self._fetched_at is not None and now - self._fetched_at < self.min_refresh_s:
+            if not fresh and self._fetched_at is not None and now - self._fetched_at < every:
                 return True
             self._fetched_at = now
             try:
