@@ -15,7 +15,10 @@ producer's next ack from another broker (discovery included):
 Each round first waits for a full SyncStateSet, and afterwards restarts the broker (same data dir
 and port: it rejoins as a slave) and times it back into the SyncStateSet, from the restart
 (`back_in_sync_p50_s`, `back_in_sync_p99_s`: process start, registration, handshake, catch-up and
-expansion). At the end every acked msg_id must be served by the final master.
+expansion). `rejoin_p50_s` says where that time goes, from the restarted process's own log lines
+(seconds after the spawn): `log_opened_s` (interpreter, imports, store recovery), `started_s`
+(serving), `registered_s`, `caught_up_s`. At the end every acked msg_id must be served by the
+final master.
 
 Peer, same run: Redis Sentinel (Debian redis-server + redis-sentinel; installed with apt-get when
 missing and we are root): 1 master, 2 replicas, 3 sentinels (quorum 2), down-after-milliseconds
@@ -89,6 +92,21 @@ def _switch_times(log_path: Path, epoch: int) -> tuple[float | None, float | Non
     return started, done
 
 
+REJOIN_MARKS = {"store_recovered": "log_opened_s", "broker_started": "started_s", "registered": "registered_s",
+                "ha_slave_caught_up": "caught_up_s"}
+
+
+def _rejoin_times(log_path: Path, pid: int, spawned_wall: float) -> dict[str, float]:
+    """Seconds from the restart's spawn to each first mark of that process in its log (the log
+    lines carry the pid: a broker's log file spans its restarts)."""
+    out: dict[str, float] = {}
+    for ev in _log_events(log_path, set(REJOIN_MARKS)):
+        key = REJOIN_MARKS[ev["event"]]
+        if ev.get("pid") == pid and key not in out:
+            out[key] = round(_wall(ev["ts"]) - spawned_wall, 3)
+    return out
+
+
 async def bench_ours(rounds: int, max_s: float, data_dir: Path, tls: bool = False) -> dict:
     """``rounds`` of each kind, alternating: kill -9 (crash-fast path) and SIGSTOP (timeout path)."""
     from autoswitch.app.demo_traffic import kill_master_and_measure, wait_full_sync_state_set
@@ -128,12 +146,13 @@ async def bench_ours(rounds: int, max_s: float, data_dir: Path, tls: bool = Fals
             if res.recovery_s is None:
                 _p(f"ours: no ack within 30 s (last error {producer.last_error})")
                 break
-            t_restart = time.monotonic()
-            run.restart(victim)
+            t_restart, wall_restart = time.monotonic(), time.time()
+            child = run.restart(victim)
             # the restarted broker back in the SyncStateSet (issue 36: within 1 s), from the
             # restart: process start, registration, handshake with truncation, catch-up, expansion
             back = await wait_full_sync_state_set(run.client, GROUP, 3, 30, interval_s=0.02)
             s["back_in_sync_s"] = round(time.monotonic() - t_restart, 3) if len(back) >= 3 else None
+            s["rejoin"] = _rejoin_times(child.log_path, child.pid, wall_restart)
         acked, lost = await run.finish(_p, "ours")
     out: dict[str, Any] = {
         "rounds": len(samples), "acked": acked, "lost_acked": lost,
@@ -154,6 +173,10 @@ async def bench_ours(rounds: int, max_s: float, data_dir: Path, tls: bool = Fals
     back = [s["back_in_sync_s"] for s in samples if s.get("back_in_sync_s") is not None]
     out["back_in_sync_p50_s"] = pct(back, 0.5)
     out["back_in_sync_p99_s"] = pct(back, 0.99)
+    # where the time to rejoin goes: spawn -> log opened (interpreter, imports, store recovery)
+    # -> serving -> registered -> caught up; back_in_sync adds the SyncStateSet expansion
+    for key in REJOIN_MARKS.values():
+        out[f"rejoin_{key}_p50"] = pct([s["rejoin"][key] for s in samples if key in s.get("rejoin", {})], 0.5)
     out["back_in_sync_missed"] = sum(1 for s in samples if "back_in_sync_s" in s and s["back_in_sync_s"] is None)
     out["samples"] = samples
     return out
@@ -539,6 +562,7 @@ def main(argv: list[str] | None = None) -> int:
         "crash_p50_s": ours["crash_p50_s"], "crash_p99_s": ours["crash_p99_s"],
         "p50_s": ours["p50_s"], "p99_s": ours["p99_s"], "lost_acked": ours["lost_acked"],
         "back_in_sync_p50_s": ours["back_in_sync_p50_s"], "back_in_sync_p99_s": ours["back_in_sync_p99_s"],
+        "rejoin_p50_s": {k: ours.get(f"rejoin_{k}_p50") for k in REJOIN_MARKS.values()},
         "sentinel_p50_s": sent.get("p50_s") if sent else None,
         "targets": {"crash_p99_s": 0.3, "p99_s": 1.3 + PRODUCER_RPC_TIMEOUT_S, "lost_acked": 0},
         "met": bool(ours["crash_p99_s"] is not None and ours["crash_p99_s"] <= 0.3

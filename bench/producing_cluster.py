@@ -60,10 +60,10 @@ class ProducingCluster:
         while len(self.producer.acks) < n0 + min_acks and time.monotonic() < t_wait:
             await asyncio.sleep(0.02)
 
-    def restart(self, child: Any) -> None:
-        """Start a stopped broker again (same port, same data dir)."""
+    def restart(self, child: Any) -> Any:
+        """Start a stopped broker again (same port, same data dir); its new Child."""
         g, r = child.name.split("-")[1:3]
-        self.cluster.start_broker(int(g[1:]), int(r[1:]))
+        return self.cluster.start_broker(int(g[1:]), int(r[1:]))
 
     async def finish(self, log: Any, what: str) -> tuple[int, int]:
         """Stop producing; (acked, acked but not served by the final master)."""
