@@ -36,7 +36,7 @@ $(STAMP): $(RUN_STAMP)
 # is set nothing writes them): otherwise every process start compiles ~140 modules first, ~0.2 s
 # of a broker's ~0.6 s start here (docs/operations.md "Process start"). Only changed files are
 # compiled again, so this runs before every target that starts processes.
-BYTECODE := $(BIN)/python -m compileall -q -j 0 autoswitch broker controller ha epochfile pipeline bench tests scripts >/dev/null
+BYTECODE := $(BIN)/python -m compileall -q -j 0 autoswitch broker controller ha epochfile
 
 ## Runtime only (make run).
 setup-run: $(RUN_STAMP)
@@ -45,7 +45,7 @@ setup-run: $(RUN_STAMP)
 ## System packages (java, chromium, nftables, iproute2) via apt when root, then the venv.
 setup: $(STAMP)
 	@scripts/system_deps.sh
-	@$(BYTECODE)
+	@$(BYTECODE) pipeline bench tests scripts
 
 ## Start a local cluster on the embedded defaults (Ctrl-C stops it). Installs the runtime only.
 run: setup-run

@@ -31,6 +31,10 @@ class HAConfig:
     max_epoch_entries: int = 65536         # largest EpochFile a master may send in a handshake
     transfer_batch_size: int = 1 * MiB     # master reads/sends at most this much per transfer frame (L2-sized: see docs/replication.md)
     read_chunk_size: int = 1 * MiB         # socket read size of both adapters
+    # Ack clocking: while a frame to a slave is unacknowledged, a tail smaller than
+    # SMALL_FRAME_BYTES waits for that ack, at most this long after the send, so concurrent
+    # one-message writes travel in one frame (docs/replication.md "Frames"); 0 = send at once.
+    transfer_hold_s: float = 0.002
     # --- timers ---
     heartbeat_interval_s: float = 1.0      # master sends an empty transfer when idle this long
     housekeeping_interval_s: float = 10.0  # slave reconnects when the master is silent this long
@@ -110,6 +114,7 @@ class HAConfig:
         need(self.rejection_log_interval_s > 0, "rejection_log_interval_s")
         need(0 < self.max_pending_waits <= 10_000_000, "max_pending_waits")
         need(self.write_buffer_high >= 64 * 1024, "write_buffer_high")
+        need(0 <= self.transfer_hold_s <= 0.1, "transfer_hold_s")
         need(0 <= self.protocol_version <= 4, "protocol_version")
         need(64 <= self.digest_range_bytes <= 1024 * MiB, "digest_range_bytes")
         need(1 <= self.digest_history <= 1024, "digest_history")

@@ -430,6 +430,8 @@ class HAMaster:
                         clog.info("slave_transfer_start", ack=res.offset, start=session.next_offset)
                         conn.task = asyncio.create_task(self._transfer_loop(conn))
                     self._on_progress()
+                    if session.held_until is not None:
+                        conn.wake.set()         # the ack a held tail waits for
                 # A slave acks every heartbeat; one silent this long is gone (or stuck): drop it
                 # (RocketMQ haHousekeepingInterval), so a dead peer cannot pin a connection.
                 pending = await asyncio.wait_for(self._read_frames(reader, dec), self.config.housekeeping_interval_s)
@@ -483,10 +485,11 @@ class HAMaster:
                 frame = session.poll_transfer(self._clock(), self.confirm_offset)
                 if frame is None:
                     conn.wake.clear()
-                    if session.has_pending():
-                        continue
-                    wait = max(0.0, cfg.heartbeat_interval_s - (self._clock() - session.last_send_time))
-                    await wait_event(conn.wake, wait + 0.001)
+                    if session.held_until is not None:      # a small tail waits for an ack
+                        await wait_event(conn.wake, max(0.0, session.held_until - self._clock()))
+                    elif not session.has_pending():
+                        wait = max(0.0, cfg.heartbeat_interval_s - (self._clock() - session.last_send_time))
+                        await wait_event(conn.wake, wait + 0.001)
                     continue
                 head = encode_transfer_header(frame)
                 body = frame.body

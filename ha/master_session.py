@@ -14,7 +14,7 @@ from dataclasses import dataclass
 
 from autoswitch.ha.codec import MIN_OFFSET_VERSION, Ack, MasterHandshake, SlaveHandshake, Transfer
 from autoswitch.ha.codec_v4 import DIGEST_VERSION, DigestReport
-from autoswitch.ha.config import HAConfig
+from autoswitch.ha.config import SMALL_FRAME_BYTES, HAConfig
 from autoswitch.ha.errors import HAProtocolError
 from autoswitch.ha.log_api import ReplicaLog
 
@@ -54,6 +54,8 @@ class MasterSession:
         self.master_max_at_last_send: int | None = None
         self.last_caught_up_time: float | None = None
         self.bytes_sent = 0
+        self.held_until: float | None = None    # a small tail waits for an ack until then (_holds)
+        self._sent_end: int | None = None       # end of the last data frame sent (_holds)
         self.version = 0
         self.digest_seq = 0          # the last RangeBook sequence number sent on this connection
         self._start_checked = False
@@ -155,6 +157,8 @@ class MasterSession:
         log_max = log.max_offset
         nxt = self.next_offset
         confirm = min(confirm_offset, log_max)
+        if nxt < log_max and self._holds(now, log_max - nxt):
+            return None
         if nxt < log_max:
             epochs = log.epochs
             entry = epochs.find_by_offset(nxt, log_max)
@@ -179,7 +183,7 @@ class MasterSession:
                     raise HAProtocolError("record_too_large", f"no whole record at {nxt} within the body limit")
             assert nxt + len(data) <= limit and len(data) <= self.config.max_body_size
             frame = Transfer(nxt, entry.epoch, entry.start_offset, confirm, data)
-            self.next_offset = nxt + len(data)
+            self.next_offset = self._sent_end = nxt + len(data)
             self.bytes_sent += len(data)
         elif now - self.last_send_time >= self.config.heartbeat_interval_s:
             last = log.epochs.last()
@@ -190,6 +194,19 @@ class MasterSession:
         self.master_max_at_last_send = log_max
         self.last_send_time = now
         return frame
+
+    def _holds(self, now: float, pending: int) -> bool:
+        """Ack clocking: a small tail waits while the last frame is unacknowledged, until its ack or
+        ``transfer_hold_s`` after that send. One producer never waits (its next write follows the
+        ack); many concurrent one-message writes then share a frame instead of a frame, a send and
+        an ack each per slave (bench/results/produce.md). ``held_until`` says until when."""
+        hold, sent = self.config.transfer_hold_s, self._sent_end
+        until = self.last_send_time + hold
+        if hold <= 0 or pending >= SMALL_FRAME_BYTES or sent is None or self.ack_offset >= sent or now >= until:
+            self.held_until = None
+            return False
+        self.held_until = until
+        return True
 
     def has_pending(self) -> bool:
         return self.phase == TRANSFER and self.next_offset is not None and self.next_offset < self.log.max_offset

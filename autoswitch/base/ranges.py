@@ -140,6 +140,7 @@ RANGES: dict[str, dict[str, Range]] = {
         "max_epoch_entries": (1, 10_000_000),
         "transfer_batch_size": (64, GiB),
         "read_chunk_size": (64, GiB),
+        "transfer_hold_s": (0, 0.1),
         "heartbeat_interval_s": (0.001, 3600),
         "housekeeping_interval_s": (0.001, 3600),
         "handshake_timeout_s": (0.01, 3600),

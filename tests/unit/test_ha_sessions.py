@@ -412,3 +412,55 @@ def test_caught_up_only_once_the_log_reaches_a_confirm_offset_the_master_sent():
     assert 0 < slog.max_offset < 500 and not p.s.caught_up
     p.pump()
     assert slog.max_offset == 500 and p.s.caught_up
+
+
+# ------------------------------------------------------------------ ack clocking (transfer_hold_s)
+
+def _held_pair(hold_s: float) -> Pair:
+    """Slave caught up to the master; frames to the slave are delivered only when the test says."""
+    cfg = HAConfig(transfer_batch_size=4096, heartbeat_interval_s=1.0, transfer_hold_s=hold_s)
+    p = Pair(_log_with([(1, 0)], 300), _log_with([(1, 0)], 300), config=cfg)
+    p.handshake()
+    assert p.m.poll_transfer(p.now, 0) is None      # nothing to send
+    return p
+
+
+def test_a_small_tail_waits_for_the_ack_of_the_frame_in_flight_and_then_travels_in_one_frame():
+    p = _held_pair(0.002)
+    p.mlog.append([b"a" * 96])
+    first = p.m.poll_transfer(p.now, 0)
+    assert first is not None and len(first.body) == 100       # nothing in flight: sent at once
+    for _ in range(3):                                          # concurrent writes meanwhile
+        p.mlog.append([b"b" * 96])
+    p.now += 0.001
+    assert p.m.poll_transfer(p.now, 0) is None                  # held: the first is not acked
+    assert p.m.held_until == pytest.approx(0.002)
+    p.to_slave(first)                                           # its ack arrives
+    assert p.acks[-1].offset == 400
+    second = p.m.poll_transfer(p.now, 0)
+    assert second is not None and (second.batch_start_offset, len(second.body)) == (400, 300)
+    assert p.m.held_until is None
+    p.to_slave(second)
+    assert p.slog.bytes() == p.mlog.bytes()
+
+
+def test_a_held_tail_goes_out_when_the_hold_runs_out_or_is_large_or_holding_is_off():
+    p = _held_pair(0.002)
+    p.mlog.append([b"a" * 96])
+    assert p.m.poll_transfer(p.now, 0) is not None
+    p.mlog.append([b"b" * 96])
+    p.now = 0.0019
+    assert p.m.poll_transfer(p.now, 0) is None
+    p.now = 0.002                                              # no ack within the hold: sent anyway
+    assert p.m.poll_transfer(p.now, 0) is not None
+    # a tail of SMALL_FRAME_BYTES or more is bulk: never held
+    from autoswitch.ha.config import SMALL_FRAME_BYTES
+
+    for _ in range(SMALL_FRAME_BYTES // 100 + 1):
+        p.mlog.append([b"c" * 96])
+    assert p.m.poll_transfer(p.now, 0) is not None
+    off = _held_pair(0.0)
+    off.mlog.append([b"a" * 96])
+    assert off.m.poll_transfer(off.now, 0) is not None
+    off.mlog.append([b"b" * 96])
+    assert off.m.poll_transfer(off.now, 0) is not None           # 0: every append at once
