@@ -8,7 +8,6 @@ from __future__ import annotations
 from typing import Any
 
 from autoswitch.controller.codes import Code
-from autoswitch.controller.server.service_common import log_refused
 from google.protobuf.message import Message
 
 from autoswitch.proto import controller_pb2 as pb
@@ -29,6 +28,10 @@ BATCHABLE: dict[str, tuple[type[Message], type[Message]]] = _unary_methods()
 
 def decode_call(call: pb.BatchCall) -> Any:
     """A BatchCall's request message, or the BatchCallReply refusing it."""
+    # Here, not at the top: the client imports BATCHABLE, and the server's modules would make
+    # every broker import the controller's failover and Raft code at start.
+    from autoswitch.controller.server.service_common import log_refused
+
     classes = BATCHABLE.get(call.method)
     if classes is None:
         log_refused("Batch", f"method {call.method[:64]!r} is not batchable")
