@@ -23,9 +23,7 @@ from autoswitch.ha.codec import (
     encode_master_handshake,
     encode_transfer_header,
 )
-from autoswitch.ha.codec_v4 import (
-    DigestReport,
-)
+from autoswitch.ha.codec_v4 import DigestReport
 from autoswitch.ha.commit_point import CommitPoint
 from autoswitch.ha.config import SMALL_FRAME_BYTES, TLS_WRITE_BUFFER_HIGH, HAConfig
 from autoswitch.ha.errors import FrameError, HABusy, HAError, HAProtocolError
@@ -502,6 +500,8 @@ class HAMaster:
                 if body and digests.fed(frame):
                     self._wake_all()
                 await writer.drain()
+                if len(body) > SMALL_FRAME_BYTES:
+                    await asyncio.sleep(0)      # drain() does not yield while the socket keeps up
         except asyncio.CancelledError:
             raise
         except (ConnectionError, OSError) as e:
