@@ -150,6 +150,7 @@ class MasterSession:
 
     def poll_transfer(self, now: float, confirm_offset: int) -> Transfer | None:
         """The next frame to send: a data batch, a heartbeat when idle, or None."""
+        self.held_until = None          # set again below only if this poll holds the tail
         if self.phase != TRANSFER:
             return None
         assert self.next_offset is not None
@@ -203,7 +204,6 @@ class MasterSession:
         hold, sent = self.config.transfer_hold_s, self._sent_end
         until = self.last_send_time + hold
         if hold <= 0 or pending >= SMALL_FRAME_BYTES or sent is None or self.ack_offset >= sent or now >= until:
-            self.held_until = None
             return False
         self.held_until = until
         return True

@@ -453,6 +453,8 @@ def test_a_held_tail_goes_out_when_the_hold_runs_out_or_is_large_or_holding_is_o
     assert p.m.poll_transfer(p.now, 0) is None
     p.now = 0.002                                              # no ack within the hold: sent anyway
     assert p.m.poll_transfer(p.now, 0) is not None
+    assert p.m.held_until is None
+    assert p.m.poll_transfer(p.now, 0) is None and p.m.held_until is None   # nothing pending: no hold
     # a tail of SMALL_FRAME_BYTES or more is bulk: never held
     from autoswitch.ha.config import SMALL_FRAME_BYTES
 
