@@ -238,13 +238,10 @@ async def _raw_copy(master_dir: Path, out_dir: Path, total: int, deadline: float
         files = _segment_files(master_dir)
         t0 = time.monotonic()
         c0 = _cpu_s()
-        if tls_dir is not None:
-            from autoswitch.base.tls import client_ssl_context
+        from autoswitch.base.tls import client_ssl_context
 
-            reader, writer = await asyncio.open_connection(
-                HOST, port, ssl=client_ssl_context(_tls(tls_dir, "broker/bench/2")), server_hostname=HOST)
-        else:
-            reader, writer = await asyncio.open_connection(HOST, port)
+        ssl = client_ssl_context(_tls(tls_dir, "broker/bench/2")) if tls_dir is not None else None
+        reader, writer = await asyncio.open_connection(HOST, port, ssl=ssl, server_hostname=HOST if ssl else None)
         sent = 0
         chunk = 4 * MiB
         for p in files:

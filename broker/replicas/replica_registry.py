@@ -53,7 +53,7 @@ class ControllerReplicaRegistry:
 
     async def refresh(self) -> None:
         """Ask again (at most every ``min_refresh_s``): a zone not known yet."""
-        await self._ask(fresh=False)
+        await self._ask(False, self.min_refresh_s)
 
     async def refusal(self, broker_id: int, incarnation: str, fresh: bool = False) -> str | None:
         """None when ``broker_id`` is registered and ``incarnation`` is its registered process;
@@ -66,10 +66,9 @@ class ControllerReplicaRegistry:
             return "registry_unavailable"
         return self._verdict(broker_id, incarnation)
 
-    async def _ask(self, fresh: bool, every: float | None = None) -> bool:
-        """One GetSyncStateData (now when ``fresh``, else at most every ``every``, by default
-        ``min_refresh_s``); False when the controllers could not be asked (what was known stays)."""
-        every = self.min_refresh_s if every is None else every
+    async def _ask(self, fresh: bool, every: float) -> bool:
+        """One GetSyncStateData (now when ``fresh``, else at most every ``every`` seconds); False
+        when the controllers could not be asked (what was known stays)."""
         async with self._lock:
             now = self._clock()
             if not fresh and self._fetched_at is not None and now - self._fetched_at < every:
