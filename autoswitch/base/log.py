@@ -28,6 +28,25 @@ else:
 # structlog is imported on first use, not here: it loads asyncio, and the sans-IO cores that log
 # must import without an I/O framework (tests/unit/test_import_layers.py).
 
+
+def _structlog() -> Any:
+    """structlog, imported without rich. Its ``dev`` module (always imported by the package) loads
+    rich's console and traceback renderers when rich is installed (it is: our CLI's tables); we
+    render JSON and never use them, and they cost every process start ~60 ms on a quiet machine
+    (docs/operations.md "Process start"). rich stays importable: the mask lasts for this import."""
+    mod = sys.modules.get("structlog")
+    if mod is not None:
+        return mod
+    masked = "rich" not in sys.modules
+    if masked:
+        sys.modules["rich"] = None  # type: ignore[assignment]  # an ImportError for structlog.dev
+    try:
+        import structlog
+    finally:
+        if masked:
+            del sys.modules["rich"]
+    return structlog
+
 _stamp_second = -1
 _stamp_prefix = ""
 
@@ -43,9 +62,7 @@ def _stamp(_: WrappedLogger, method: str, ed: EventDict) -> EventDict:
            "level": "warning" if method == "warn" else method, "pid": os.getpid()}
     exc = ed.pop("exc_info", None)
     if exc:
-        import structlog
-
-        out["exc"] = structlog.processors.ExceptionRenderer()(None, method, {"exc_info": exc})["exception"]
+        out["exc"] = _structlog().processors.ExceptionRenderer()(None, method, {"exc_info": exc})["exception"]
     out["component"] = ed.pop("component", None)
     out["event"] = ed.pop("event", None)
     out.update(ed)
@@ -103,7 +120,7 @@ def configure(level: str | None = None, stream=None, *, stdlib: bool = True) -> 
     lvl = logging.getLevelName(name)
     if not isinstance(lvl, int):
         raise ValueError(f"unknown log level {name!r}")
-    import structlog
+    structlog = _structlog()
 
     global _generation
     _generation += 1
@@ -153,9 +170,7 @@ class _Logger:
                 # as JSON lines on stderr, like the standard logging module's default; never
                 # structlog's console format. Standard logging is left to the host.
                 configure(os.environ.get("AUTOSWITCH_LOG_LEVEL") or "WARNING", stdlib=False)
-            import structlog
-
-            self._bound = structlog.get_logger().bind(**self._ctx)
+            self._bound = _structlog().get_logger().bind(**self._ctx)
             self._gen = _generation
         return getattr(self._bound, name)
 

@@ -14,7 +14,6 @@ from __future__ import annotations
 import asyncio
 import contextlib
 from collections.abc import Awaitable, Callable, Iterable
-from typing import Any
 from urllib.parse import parse_qsl
 
 from prometheus_client import CollectorRegistry, Info, generate_latest
@@ -184,12 +183,3 @@ class ObserveServer:
                      "Connection: close\r\n\r\n".encode() + (b"" if head_only else body))
         with contextlib.suppress(ConnectionError):
             await asyncio.wait_for(writer.drain(), READ_TIMEOUT_S)
-
-
-def add_grpc_health(server: Any) -> Any:
-    """gRPC health checking (grpc.health.v1) on ``server``; returns the servicer (set_status on it)."""
-    from grpc_health.v1 import health, health_pb2, health_pb2_grpc
-
-    svc = health.aio.HealthServicer()
-    health_pb2_grpc.add_HealthServicer_to_server(svc, server)
-    return svc, health_pb2

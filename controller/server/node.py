@@ -62,8 +62,9 @@ from autoswitch import __version__ as VERSION
 from autoswitch.base import features, tls
 from autoswitch.base.auth import Guard, Rule
 from autoswitch.base.auth_interceptor import server_interceptor
+from autoswitch.base.grpc_health import add_grpc_health
 from autoswitch.base.log import get_logger
-from autoswitch.base.observe import ObserveServer, add_grpc_health, read_http_token
+from autoswitch.base.observe import ObserveServer, read_http_token
 from autoswitch.base.stream_limits import StreamBudget, stream_limit_interceptor
 from autoswitch.base.waits import cancel_and_wait
 from autoswitch.proto import controller_pb2_grpc as pbg

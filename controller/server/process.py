@@ -26,8 +26,9 @@ from autoswitch.base.auth import AuthConfig, Guard
 from autoswitch.base.auth_interceptor import server_interceptor
 from autoswitch.base.errors import AutoswitchError
 from autoswitch.base.features import SUPPORTED_LEVEL
+from autoswitch.base.grpc_health import add_grpc_health
 from autoswitch.base.log import get_logger
-from autoswitch.base.observe import FnCollector, ObserveServer, add_grpc_health
+from autoswitch.base.observe import FnCollector, ObserveServer
 from autoswitch.base.stream_limits import StreamBudget, stream_limit_interceptor
 from autoswitch.base.waits import cancel_and_wait
 from autoswitch.proto import namesrv_pb2_grpc

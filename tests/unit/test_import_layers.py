@@ -21,3 +21,20 @@ def test_pure_module_loads_no_io_framework(module):
     code = f"import sys, {module}; print(sorted(m for m in ('asyncio', 'grpc') if m in sys.modules))"
     out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=120, check=True)
     assert out.stdout.strip() == "[]", f"{module} loads {out.stdout.strip()}"
+
+
+def test_broker_start_loads_no_console_or_metrics_libraries():
+    """What a broker imports to serve with metrics off, and logging: rich (structlog's console
+    renderer, which we never use) and the Prometheus client are not loaded; each cost every start
+    tens of milliseconds (docs/operations.md "Process start"). rich stays importable afterwards."""
+    code = (
+        "import sys, autoswitch.broker.service, autoswitch.broker.cli\n"
+        "from autoswitch.base import log\n"
+        "log.configure('info'); log.get_logger('probe').info('probe_event')\n"
+        "print(sorted(m for m in ('rich', 'prometheus_client') if m in sys.modules))\n"
+        "import rich.table\n"
+        "print('rich ok')\n"
+    )
+    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=120, check=True)
+    assert out.stdout.split() == ["[]", "rich", "ok"], out.stdout
+    assert '"event":"probe_event"' in out.stderr
