@@ -94,10 +94,35 @@ def _child_pids(lines: list[str]) -> dict[str, int]:
     return out
 
 
-def _cleanup(proc: subprocess.Popen, pids: dict[str, int]) -> None:
+def _stop(proc: subprocess.Popen) -> None:
+    """End a playground this test started: SIGTERM first, on which it stops its own children by
+    PID (a SIGKILL alone would leave them running, unknown to the test when its output was lost
+    to a timeout); SIGKILL only if it has not ended within 30 s."""
     if proc.poll() is None:
-        os.kill(proc.pid, signal.SIGKILL)
-        proc.wait(10)
+        os.kill(proc.pid, signal.SIGTERM)
+        try:
+            proc.wait(30)
+        except subprocess.TimeoutExpired:
+            os.kill(proc.pid, signal.SIGKILL)
+            proc.wait(10)
+
+
+def _run(args: list[str], timeout_s: float) -> subprocess.CompletedProcess:
+    """``subprocess.run`` for a playground, which starts children: past the timeout it is ended with
+    ``_stop`` (subprocess.run would SIGKILL it and leave its children running)."""
+    proc = subprocess.Popen([sys.executable, "-m", "autoswitch", "playground", *args], cwd=ROOT,
+                            stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, start_new_session=True)
+    try:
+        out, err = proc.communicate(timeout=timeout_s)
+    except subprocess.TimeoutExpired:
+        _stop(proc)
+        out, err = proc.communicate()
+        raise AssertionError(f"playground {args} still running after {timeout_s} s:\n{out[-2000:]}{err[-2000:]}") from None
+    return subprocess.CompletedProcess(proc.args, proc.returncode, out, err)
+
+
+def _cleanup(proc: subprocess.Popen, pids: dict[str, int]) -> None:
+    _stop(proc)
     for pid in pids.values():
         if _alive(pid):
             with contextlib.suppress(ProcessLookupError):
@@ -158,24 +183,20 @@ def test_a_start_that_fails_never_costs_the_last_runs_data(tmp_path):
         s.bind(("127.0.0.1", base))
         s.listen()
         for extra in ((), ("--fresh",)):
-            r = subprocess.run([sys.executable, "-m", "autoswitch", "playground", "--data-dir", str(d),
-                                "--base-port", str(base), *extra], cwd=ROOT, capture_output=True, text=True,
-                               timeout=60)
+            r = _run(["--data-dir", str(d), "--base-port", str(base), *extra], 60)
             assert r.returncode == 1 and "ports already in use" in r.stdout, r.stdout + r.stderr[-2000:]
             assert (d / "logs" / "old-run.log").exists() and not (d / "previous-run").exists()
     # ready in 10 ms is impossible (no child interpreter even starts that fast; with byte code
     # compiled at setup, 0.5 s was sometimes enough for the controllers' ports and leader): the
     # start fails after the old data was set aside
-    r = subprocess.run([sys.executable, "-m", "autoswitch", "playground", "--data-dir", str(d), "--base-port",
-                        str(_base_port()), "--fresh", "--insecure", "--groups", "1", "--ready-timeout-s", "0.01"],
-                       cwd=ROOT, capture_output=True, text=True, timeout=120)
+    r = _run(["--data-dir", str(d), "--base-port", str(_base_port()), "--fresh", "--insecure", "--groups", "1",
+              "--ready-timeout-s", "0.01"], 120)
     assert r.returncode == 1, r.stdout + r.stderr[-2000:]
     assert "the last run's data is back" in r.stdout, r.stdout
     assert (d / "logs" / "old-run.log").read_text().startswith("the run an operator")
     assert not (d / "previous-run").exists() and (d / "failed-start" / "logs").is_dir()
     # asking for both is a typo, not a choice
-    r = subprocess.run([sys.executable, "-m", "autoswitch", "playground", "--data-dir", str(d), "--fresh",
-                        "--keep-data"], cwd=ROOT, capture_output=True, text=True, timeout=60)
+    r = _run(["--data-dir", str(d), "--fresh", "--keep-data"], 60)
     assert r.returncode == 2 and "not allowed with" in r.stderr, r.stderr[-500:]
     assert (d / "logs" / "old-run.log").exists()
 
