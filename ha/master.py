@@ -174,7 +174,8 @@ class HAMaster:
 
     def notify_appended(self) -> None:
         for c in self._conns.values():
-            c.wake.set()
+            if c.session.wants_wake():
+                c.wake.set()
         if len(self.tracker.ack_set) == 1:
             self._on_progress()     # alone in the set: the append is its own acknowledgement
         else:

@@ -208,6 +208,13 @@ class MasterSession:
         self.held_until = until
         return True
 
+    def wants_wake(self) -> bool:
+        """Whether an append must wake the transfer loop. Not while a small tail is held for an
+        ack: the ack or the hold's end wakes it, and until then every poll would hold again (one
+        wake, poll and timer per appended write and slave, for nothing)."""
+        nxt = self.next_offset
+        return self.held_until is None or nxt is None or self.log.max_offset - nxt >= SMALL_FRAME_BYTES
+
     def has_pending(self) -> bool:
         return self.phase == TRANSFER and self.next_offset is not None and self.next_offset < self.log.max_offset
 

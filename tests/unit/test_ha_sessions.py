@@ -444,6 +444,29 @@ def test_a_small_tail_waits_for_the_ack_of_the_frame_in_flight_and_then_travels_
     assert p.slog.bytes() == p.mlog.bytes()
 
 
+def test_appends_to_a_held_tail_do_not_wake_the_transfer_loop_until_it_is_bulk():
+    """HAMaster.notify_appended asks wants_wake: a held tail is woken by its ack or the hold's
+    end, not by every append (each woken poll would only hold again)."""
+    from autoswitch.ha.config import SMALL_FRAME_BYTES
+
+    p = _held_pair(0.002)
+    assert p.m.wants_wake()                   # nothing held: every append wakes
+    p.mlog.append([b"a" * 96])
+    first = p.m.poll_transfer(p.now, 0)
+    assert first is not None and p.m.wants_wake()   # in flight, nothing held yet
+    p.mlog.append([b"b" * 96])
+    assert p.m.poll_transfer(p.now, 0) is None and p.m.held_until is not None
+    for _ in range(3):
+        p.mlog.append([b"c" * 96])
+        assert not p.m.wants_wake()           # the ack will wake it
+    while p.mlog.max_offset - p.m.next_offset < SMALL_FRAME_BYTES:
+        assert not p.m.wants_wake()
+        p.mlog.append([b"d" * 96])
+    assert p.m.wants_wake()                   # bulk now: it goes without the ack
+    assert p.m.poll_transfer(p.now, 0) is not None and p.m.held_until is None
+    assert p.m.wants_wake()
+
+
 def test_a_held_tail_goes_out_when_the_hold_runs_out_or_is_large_or_holding_is_off():
     p = _held_pair(0.002)
     p.mlog.append([b"a" * 96])
