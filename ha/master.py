@@ -346,15 +346,15 @@ class HAMaster:
         for c in self._conns.values():
             c.wake.set()
 
-    async def _read_frames(self, reader: asyncio.StreamReader, dec: MasterSideDecoder) -> list:
-        while True:
-            data = await reader.read(self.config.read_chunk_size)
-            if not data:
-                raise ConnectionResetError("slave closed the connection")
-            dec.feed(data)
-            frames = dec.frames()
-            if frames:
-                return frames
+    async def _read_frames(self, reader: asyncio.StreamReader, dec: MasterSideDecoder, timeout_s: float) -> list:
+        async with asyncio.timeout(timeout_s):     # a scope, not wait_for's task per call: once per ack
+            while True:
+                data = await reader.read(self.config.read_chunk_size)
+                if not data:
+                    raise ConnectionResetError("slave closed the connection")
+                dec.feed(data)
+                if frames := dec.frames():
+                    return frames
 
     async def _on_client(self, reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> None:
         task = asyncio.current_task()
@@ -375,7 +375,7 @@ class HAMaster:
                 self._pending.pop(oldest).close()
                 oldest.cancel()
             dec = MasterSideDecoder()
-            frames = await asyncio.wait_for(self._read_frames(reader, dec), self.config.handshake_timeout_s)
+            frames = await self._read_frames(reader, dec, self.config.handshake_timeout_s)
             self._pending.pop(task, None)
             hs = frames[0]
             if not isinstance(hs, SlaveHandshake):
@@ -433,7 +433,7 @@ class HAMaster:
                         conn.wake.set()         # the ack a held tail waits for
                 # A slave acks every heartbeat; one silent this long is gone (or stuck): drop it
                 # (RocketMQ haHousekeepingInterval), so a dead peer cannot pin a connection.
-                pending = await asyncio.wait_for(self._read_frames(reader, dec), self.config.housekeeping_interval_s)
+                pending = await self._read_frames(reader, dec, self.config.housekeeping_interval_s)
         except (FrameError, HAProtocolError) as e:
             reason = e.reason
             self.rejected[reason] = self.rejected.get(reason, 0) + 1
