@@ -1,8 +1,16 @@
 """The master's write path: validate -> append one batch -> flush policy -> notify HA -> wait per ack mode.
 
-One writer: appends run on the event-loop thread with no await between the role check and
-the append, so two batches never interleave and no append can happen after a role switch
-began (the switch flips the role first, under the same loop).
+One writer: appends run on the event-loop thread, and the role check is made again in the
+same callback as the append, so two batches never interleave and no append can happen after a
+role switch began (the switch flips the role first, under the same loop) or while a handover
+holds writes.
+
+Group append: the writes that arrive in one turn of the event loop are appended together, one
+store call (one write to the log and one to each topic's index) for all of them, as they would
+be had they come in one request; each request still gets its own records and waits for its own
+end offset. A group that the store refuses is appended again request by request, so one bad
+request fails only itself. Concurrent one-message producers pay a store call each otherwise
+(~22 us per one-message append against ~9 us per message in eights, docs/broker.md).
 
 Ack modes (docs/broker.md):
 - ``master``: acked once appended locally (and flushed with ``flush = "sync"``).
@@ -18,11 +26,12 @@ from __future__ import annotations
 import asyncio
 import time
 from dataclasses import dataclass
-from typing import Any, Protocol
+from typing import Any, NamedTuple, Protocol
 
 from autoswitch.broker.config import BrokerConfig
 from autoswitch.broker.consumer_offsets import RESERVED_PREFIX
 from autoswitch.broker.stall_watch import IoWatch
+from autoswitch.broker.storage.store_errors import BadMessage
 
 from autoswitch.base.limits import MAX_GATE_WAITS, MAX_MSG_ID_BYTES, MAX_TOPIC_BYTES
 from autoswitch.base.log import get_logger
@@ -161,6 +170,44 @@ class GroupFlusher:
                     self._waiters = []
 
 
+class Piece(NamedTuple):
+    """One request's part of a group append."""
+
+    start_offset: int
+    end_offset: int
+    records: list          # (phy_offset, queue_offset, msg_id), request order
+
+
+def split_append(start: int, end: int, records: list, counts: list[int]) -> list[Piece]:
+    """One append of several requests' messages (``counts`` each, in order) cut back into the
+    requests: each ends where the next one's first record starts (padding before that record,
+    at a segment's end, counts as the earlier request's: waiting for a larger offset is safe),
+    the last at the append's end."""
+    assert sum(counts) == len(records) and all(n > 0 for n in counts), (counts, len(records))
+    out: list[Piece] = []
+    i = 0
+    for k, n in enumerate(counts):
+        recs = records[i : i + n]
+        i += n
+        out.append(Piece(start if k == 0 else recs[0][0], records[i][0] if i < len(records) else end, recs))
+    return out
+
+
+def plan_groups(counts: list[int], max_messages: int) -> list[tuple[int, int]]:
+    """Consecutive runs ``[i, j)`` of queued requests (message ``counts``) of at most
+    ``max_messages`` messages each; a request is never split."""
+    out: list[tuple[int, int]] = []
+    i = 0
+    while i < len(counts):
+        j, n = i + 1, counts[i]
+        while j < len(counts) and n + counts[j] <= max_messages:
+            n += counts[j]
+            j += 1
+        out.append((i, j))
+        i = j
+    return out
+
+
 @dataclass(frozen=True)
 class PutResult:
     records: list[tuple[int, int, str]]   # (phy_offset, queue_offset, msg_id), request order
@@ -195,6 +242,8 @@ class WritePath:
         self.closed = False
         self.appended_msgs = 0
         self._gate: asyncio.Event | None = None   # set while a handover holds new writes
+        # writes admitted in this turn of the loop, appended together by _append_queued
+        self._queued: list[tuple[list[Any], asyncio.Future[Piece | None]]] = []
 
     def close(self) -> None:
         self.closed = True
@@ -221,11 +270,40 @@ class WritePath:
         # paused writes before this task ran, and its drain counts on nobody slipping past.
         for _ in range(MAX_GATE_WAITS):
             gate = self._gate
-            if gate is None:
-                break
-            await gate.wait()   # bounded: the handover resumes in every outcome
+            if gate is not None:
+                await gate.wait()   # bounded: the handover resumes in every outcome
+                continue
+            self._admit(msgs)
+            piece = await self._queue(msgs)
+            if piece is not None:
+                break   # None: a handover paused writes before the group was appended
         else:
             raise Overloaded("writes held by one handover after another")
+        self._inflight += 1
+        try:
+            if self._flusher.mode == "sync":
+                await self._flusher.wait_flushed(piece.end_offset)
+            if self._cfg.ack_mode != "master":
+                t0 = time.monotonic()
+                try:
+                    await self._ha.wait_for_replicas(piece.end_offset, self._cfg.ack_timeout_s)
+                except Exception as e:
+                    mapped = _map_ha_error(e)
+                    self._log.warning(
+                        "produce_not_acked",
+                        code=mapped.code,
+                        end_offset=piece.end_offset,
+                        waited_ms=int((time.monotonic() - t0) * 1000),
+                        reason=str(e),
+                    )
+                    raise mapped from e
+        finally:
+            self._inflight -= 1
+        records = [(int(p), int(q), str(m)) for (p, q, m) in piece.records]
+        return PutResult(records, piece.start_offset, piece.end_offset, self.epoch)
+
+    def _admit(self, msgs: list[Any]) -> None:
+        """The checks made before anything is appended (nothing is written when one refuses)."""
         if self.closed:
             raise NotMaster("role changed")
         if not msgs:
@@ -234,8 +312,7 @@ class WritePath:
             raise BadRequest(f"batch of {len(msgs)} messages, limit {self._cfg.max_batch_messages}")
         if self._inflight >= self._cfg.max_inflight_produce:
             raise Overloaded(f"{self._inflight} produce requests in flight")
-        waits_for_replicas = self._cfg.ack_mode != "master"
-        if waits_for_replicas:
+        if self._cfg.ack_mode != "master":
             sss = self._ha.sync_state_set
             if len(sss) < self._cfg.min_in_sync_replicas:
                 raise InSyncReplicasNotEnough(
@@ -246,37 +323,65 @@ class WritePath:
             short = self._ha.zone_shortfall()
             if short is not None:
                 raise InSyncReplicasNotEnough(f"SyncStateSet {short}", sync_state_set=sorted(sss))
-        self._io.begin("append")
+
+    def _queue(self, msgs: list[Any]) -> asyncio.Future[Piece | None]:
+        loop = asyncio.get_running_loop()
+        fut: asyncio.Future[Piece | None] = loop.create_future()
+        if not self._queued:
+            loop.call_soon(self._append_queued)     # after the writes already runnable this turn
+        self._queued.append((msgs, fut))
+        return fut
+
+    def _append_queued(self) -> None:
+        """The group append: the role and the handover's hold checked again, then every write
+        queued this turn (but those whose callers went away) in as few store calls as the
+        batch limit allows, and the replicas woken once."""
+        queued = [(m, f) for m, f in self._queued if not f.done()]
+        self._queued = []
         try:
-            res = self._store.append_messages(msgs)
+            if self.closed or self._gate is not None:
+                for _, f in queued:
+                    if self.closed:
+                        f.set_exception(NotMaster("role changed"))
+                    else:
+                        f.set_result(None)      # back to the gate
+                return
+            counts = [len(m) for m, _ in queued]
+            for i, j in plan_groups(counts, self._cfg.max_batch_messages):
+                self._append_group(queued[i:j], counts[i:j])
+            if queued:
+                self._ha.notify_appended()
         finally:
-            self._io.end()
+            for _, f in queued:     # a broken invariant (an assert) must not leave a caller waiting
+                if not f.done():
+                    f.set_exception(WriteError("append failed"))
+
+    def _append_group(self, group: list[tuple[list[Any], asyncio.Future[Piece | None]]], counts: list[int]) -> None:
+        try:
+            self._io.begin("append")
+            try:
+                res = self._store.append_messages([m for ms, _ in group for m in ms])
+            finally:
+                self._io.end()
+        except BadMessage as e:
+            # Refused while validating, before anything was written; one request may be the
+            # cause (a topic over the limit, the group over max_batch_bytes): each alone, as it came.
+            if len(group) == 1:
+                group[0][1].set_exception(e)
+            else:
+                for one, n in zip(group, counts, strict=True):
+                    self._append_group([one], [n])
+            return
+        except Exception as e:  # noqa: BLE001 - OSError and the store's other errors: every caller gets it
+            for _, f in group:
+                f.set_exception(e)
+            return
         assert res.end_offset > res.start_offset, "an append must grow the log"
         assert res.end_offset <= self._store.max_offset
-        self.appended_msgs += len(msgs)
-        self._inflight += 1
-        try:
-            self._ha.notify_appended()
-            if self._flusher.mode == "sync":
-                await self._flusher.wait_flushed(res.end_offset)
-            if waits_for_replicas:
-                t0 = time.monotonic()
-                try:
-                    await self._ha.wait_for_replicas(res.end_offset, self._cfg.ack_timeout_s)
-                except Exception as e:
-                    mapped = _map_ha_error(e)
-                    self._log.warning(
-                        "produce_not_acked",
-                        code=mapped.code,
-                        end_offset=res.end_offset,
-                        waited_ms=int((time.monotonic() - t0) * 1000),
-                        reason=str(e),
-                    )
-                    raise mapped from e
-        finally:
-            self._inflight -= 1
-        records = [(int(p), int(q), str(m)) for (p, q, m) in res.records]
-        return PutResult(records, res.start_offset, res.end_offset, self.epoch)
+        self.appended_msgs += len(res.records)
+        for (_, f), piece in zip(group, split_append(res.start_offset, res.end_offset, res.records, counts),
+                                 strict=True):
+            f.set_result(piece)
 
 
 def _map_ha_error(e: Exception) -> WriteError:

@@ -11,7 +11,15 @@ from dataclasses import dataclass, field
 
 import pytest
 from autoswitch.broker.config import BrokerConfig
-from autoswitch.broker.write_path import GroupFlusher, WritePath, validate_message
+from autoswitch.broker.storage.store_errors import BadMessage
+from autoswitch.broker.write_path import (
+    GroupFlusher,
+    Piece,
+    WritePath,
+    plan_groups,
+    split_append,
+    validate_message,
+)
 
 from autoswitch.base.log import get_logger
 from autoswitch.base.write_errors import (
@@ -44,8 +52,16 @@ class MemLog:
     flushed: int = 0
     flush_calls: int = 0
     queue: dict = field(default_factory=dict)
+    calls: list = field(default_factory=list)   # messages per append_messages call
+    fail_with: Exception | None = None          # the next call raises it (after validation: nothing written)
 
     def append_messages(self, msgs):
+        self.calls.append(len(msgs))
+        if any(m.topic == "refused" for m in msgs):     # the store's validation: before any write
+            raise BadMessage("topic refused by the store")
+        if self.fail_with is not None:
+            e, self.fail_with = self.fail_with, None
+            raise e
         start = self.max_offset
         recs = []
         for m in msgs:
@@ -244,3 +260,131 @@ def test_a_write_released_by_a_failed_handover_waits_for_the_next_one():
         assert log.max_offset > 0
 
     asyncio.run(main())
+
+
+# ------------------------------------------------------------------ group append
+
+def test_writes_of_one_loop_turn_share_one_append_and_each_gets_its_own_records():
+    async def main():
+        c = cfg()
+        log, rep, fl, wp = make(c)
+        tasks = [asyncio.create_task(wp.put(msgs(n, topic="t"))) for n in (1, 3, 2)]
+        for _ in range(3):
+            await asyncio.sleep(0)
+        assert log.calls == [6] and rep.notified == 1, "one store call, one wake of the replicas"
+        assert not any(t.done() for t in tasks), "each still waits for the replicas"
+        await rep.ack(log.max_offset)
+        res = [await t for t in tasks]
+        assert [[r[1] for r in x.records] for x in res] == [[0], [1, 2, 3], [4, 5]]
+        # each request ends where the next begins: its own end offset is what it waited for
+        assert res[0].start_offset == 0 and res[0].end_offset == res[1].start_offset == res[1].records[0][0]
+        assert res[1].end_offset == res[2].start_offset and res[2].end_offset == log.max_offset
+
+    asyncio.run(main())
+
+
+def test_an_early_request_is_acknowledged_when_its_own_end_is_not_the_groups():
+    async def main():
+        log, rep, fl, wp = make(cfg())
+        first = asyncio.create_task(wp.put(msgs(1)))
+        second = asyncio.create_task(wp.put(msgs(1)))
+        for _ in range(3):
+            await asyncio.sleep(0)
+        assert log.calls == [2]
+        await rep.ack(60)                       # the first record only (50 + 10 bytes)
+        assert (await first).end_offset == 60
+        await asyncio.sleep(0.01)
+        assert not second.done()
+        await rep.ack(log.max_offset)
+        await second
+
+    asyncio.run(main())
+
+
+def test_a_request_the_store_refuses_fails_alone():
+    async def main():
+        log, rep, fl, wp = make(cfg(ack_mode="master"))
+        good1, bad, good2 = (asyncio.create_task(wp.put(msgs(2, topic=t))) for t in ("a", "refused", "b"))
+        r1 = await good1
+        with pytest.raises(BadMessage):
+            await bad
+        r2 = await good2
+        assert log.calls == [6, 2, 2, 2], "the group, then each request alone"
+        assert [m for _, _, m in r1.records] == ["id0", "id1"] and len(r2.records) == 2
+
+    asyncio.run(main())
+
+
+def test_a_store_failure_fails_every_request_of_the_group():
+    async def main():
+        log, rep, fl, wp = make(cfg(ack_mode="master"))
+        log.fail_with = OSError(28, "No space left on device")
+        tasks = [asyncio.create_task(wp.put(msgs(1))) for _ in range(3)]
+        for t in tasks:
+            with pytest.raises(OSError):
+                await t
+        assert log.calls == [3] and log.max_offset == 0, "not retried: the store may have written part"
+
+    asyncio.run(main())
+
+
+def test_a_handover_pausing_between_queue_and_append_holds_the_queued_writes():
+    async def main():
+        log, rep, fl, wp = make(cfg(ack_mode="master"))
+        tasks = [asyncio.create_task(wp.put(msgs(1))) for _ in range(2)]
+        await asyncio.sleep(0)          # both queued; the append is the next callback
+        wp.pause()
+        for _ in range(5):
+            await asyncio.sleep(0)
+        assert log.calls == [] and not any(t.done() for t in tasks), "appended past the handover's hold"
+        wp.resume()
+        await asyncio.gather(*tasks)
+        assert log.calls == [2]
+
+    asyncio.run(main())
+
+
+def test_a_role_change_between_queue_and_append_appends_nothing():
+    async def main():
+        log, rep, fl, wp = make(cfg(ack_mode="master"))
+        tasks = [asyncio.create_task(wp.put(msgs(1))) for _ in range(2)]
+        await asyncio.sleep(0)
+        wp.close()
+        for t in tasks:
+            with pytest.raises(NotMaster):
+                await t
+        assert log.calls == [] and log.max_offset == 0
+
+    asyncio.run(main())
+
+
+def test_a_caller_gone_before_the_append_is_not_appended():
+    async def main():
+        log, rep, fl, wp = make(cfg(ack_mode="master"))
+        gone = asyncio.create_task(wp.put(msgs(1, topic="gone")))
+        kept = asyncio.create_task(wp.put(msgs(1, topic="kept")))
+        await asyncio.sleep(0)
+        gone.cancel()
+        res = await kept
+        assert log.calls == [1] and "gone" not in log.queue and res.records[0][1] == 0
+
+    asyncio.run(main())
+
+
+def test_groups_keep_to_the_batch_limit_and_never_split_a_request():
+    async def main():
+        log, rep, fl, wp = make(cfg(ack_mode="master", max_batch_messages=5))
+        await asyncio.gather(*(wp.put(msgs(n)) for n in (2, 3, 4, 1, 5)))
+        assert log.calls == [5, 5, 5]
+
+    asyncio.run(main())
+    assert plan_groups([2, 3, 4, 1, 5], 5) == [(0, 2), (2, 4), (4, 5)]
+    assert plan_groups([5, 5], 4) == [(0, 1), (1, 2)]       # a request over the limit alone (refused before)
+    assert plan_groups([], 5) == []
+
+
+def test_split_append_ends_each_request_where_the_next_begins():
+    recs = [(0, 0, "a"), (40, 1, "b"), (4096, 2, "c")]       # padding before "c": a segment's end
+    assert split_append(0, 4136, recs, [1, 1, 1]) == [
+        Piece(0, 40, recs[:1]), Piece(40, 4096, recs[1:2]), Piece(4096, 4136, recs[2:])]
+    assert split_append(0, 4136, recs, [3]) == [Piece(0, 4136, recs)]
