@@ -269,7 +269,7 @@ class Broker:
             self.master_addr = self.cfg.listen
             self.write_path = WritePath(
                 self.store, ha, self.flusher, self.cfg, master_epoch, self.broker_id,
-                self.log.bind(epoch=master_epoch), self.io_watch,
+                self.log.bind(epoch=master_epoch), self.io_watch, fence=self.fence_reason,
             )
             self.master_since = time.monotonic()
             self.role = "master"

@@ -1,7 +1,7 @@
 """The master's write path: validate -> append one batch -> flush policy -> notify HA -> wait per ack mode.
 
-One writer: appends run on the event-loop thread, and the role check is made again in the
-same callback as the append, so two batches never interleave and no append can happen after a
+One writer: appends run on the event-loop thread, and the role, the lease's fence and a
+handover's hold are checked again in the same callback as the append, so two batches never interleave and no append can happen after a
 role switch began (the switch flips the role first, under the same loop) or while a handover
 holds writes.
 
@@ -25,6 +25,7 @@ from __future__ import annotations
 
 import asyncio
 import time
+from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any, NamedTuple, Protocol
 
@@ -38,6 +39,7 @@ from autoswitch.base.log import get_logger
 from autoswitch.base.waits import cancel_and_wait, wait_event
 from autoswitch.base.write_errors import (
     BadRequest,
+    Fenced,
     FlushSlaveTimeout,
     InSyncReplicasNotEnough,
     MessageTooLarge,
@@ -229,8 +231,10 @@ class WritePath:
         broker_id: int,
         log: Any,
         io_watch: IoWatch | None = None,
+        fence: Callable[[], str | None] | None = None,
     ) -> None:
         self._store = store
+        self._fence = fence     # why writes are fenced now (the lease), or None: checked again at the append
         self._io = io_watch or IoWatch()
         self._ha = replicator
         self._flusher = flusher
@@ -339,10 +343,13 @@ class WritePath:
         queued = [(m, f) for m, f in self._queued if not f.done()]
         self._queued = []
         try:
-            if self.closed or self._gate is not None:
+            fenced = self._fence() if self._fence is not None else None
+            if self.closed or fenced or self._gate is not None:
                 for _, f in queued:
                     if self.closed:
                         f.set_exception(NotMaster("role changed"))
+                    elif fenced:
+                        f.set_exception(Fenced(f"writes fenced: {fenced}"))
                     else:
                         f.set_result(None)      # back to the gate
                 return

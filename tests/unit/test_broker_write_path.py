@@ -24,6 +24,7 @@ from autoswitch.broker.write_path import (
 from autoswitch.base.log import get_logger
 from autoswitch.base.write_errors import (
     BadRequest,
+    Fenced,
     FlushSlaveTimeout,
     InSyncReplicasNotEnough,
     MessageTooLarge,
@@ -388,3 +389,26 @@ def test_split_append_ends_each_request_where_the_next_begins():
     assert split_append(0, 4136, recs, [1, 1, 1]) == [
         Piece(0, 40, recs[:1]), Piece(40, 4096, recs[1:2]), Piece(4096, 4136, recs[2:])]
     assert split_append(0, 4136, recs, [3]) == [Piece(0, 4136, recs)]
+
+
+def test_a_fence_between_queue_and_append_appends_nothing():
+    """The lease ran out in the turn between the admission and the group's append: the append
+    checks the fence again, as the one synchronous step it used to be checked in."""
+    async def main():
+        c = cfg(ack_mode="master")
+        log, rep, fl = MemLog(), Replicator(), None
+        fl = GroupFlusher(log, c.flush, c.flush_interval_ms / 1000)
+        reason: list[str | None] = [None]
+        wp = WritePath(log, rep, fl, c, 7, 1, get_logger("test"), fence=lambda: reason[0])
+        tasks = [asyncio.create_task(wp.put(msgs(1))) for _ in range(2)]
+        await asyncio.sleep(0)
+        reason[0] = "master lease expired"
+        for t in tasks:
+            with pytest.raises(Fenced, match="lease"):
+                await t
+        assert log.calls == [] and log.max_offset == 0
+        reason[0] = None
+        await wp.put(msgs(1))
+        assert log.calls == [1]
+
+    asyncio.run(main())
