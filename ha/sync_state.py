@@ -96,6 +96,9 @@ class SyncStateTracker:
         self.unresolved: dict[frozenset[int], int] = {}
         self._proposal_backoff = Backoff(config.proposal_backoff_min_s, config.proposal_backoff_max_s, jitter=False)
         self.next_proposal_at = now
+        # Sets proposed and failed since the last accepted proposal: the backoff holds these back;
+        # another set (a replica caught up or left since) is news, and goes at once.
+        self._failed_sets: set[frozenset[int]] = set()
         self._next_look_at = now
         self.proposals_sent = 0
         self.quarantined: dict[int, Quarantine] = {}
@@ -196,6 +199,7 @@ class SyncStateTracker:
     def on_proposal_accepted(self, accepted: frozenset[int], sync_state_set_epoch: int, now: float) -> None:
         self.in_flight = None
         self._proposal_backoff.reset()
+        self._failed_sets.clear()
         self.next_proposal_at = self._next_look_at = now
         if sync_state_set_epoch < self.sync_state_set_epoch:
             return  # an answer older than what we know; ignore it
@@ -211,6 +215,7 @@ class SyncStateTracker:
             base = self.unresolved.get(p.new_set)
             self.unresolved[p.new_set] = p.base_sync_state_set_epoch if base is None else max(
                 base, p.base_sync_state_set_epoch)
+            self._failed_sets.add(p.new_set)
         self.in_flight = None
         self.next_proposal_at = now + self._proposal_backoff.next()
 
@@ -441,10 +446,14 @@ class SyncStateTracker:
         self._advance_confirm(master_max)
         self._note_progress(now, master_max)
         self._close_latency_windows(now, master_max)
-        if self.in_flight is not None or now < self.next_proposal_at:
+        if self.in_flight is not None:
             return None
         want, why = self._desired(now, master_max)
         if want == self.sync_state_set and not self.unresolved:
+            return None
+        if now < self.next_proposal_at and want in self._failed_sets:
+            # Backing off a refused set: a master whose first expansion named the old master, then
+            # shutting down, sat 0.5 s without acks while another slave had caught up (bench-rolling).
             return None
         # With unresolved proposals an unchanged set is still proposed: the controller accepts it as
         # a "confirm" that bumps syncStateSetEpoch, which fences the unresolved ones for good.

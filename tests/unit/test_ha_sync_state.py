@@ -320,3 +320,31 @@ def test_the_stall_rule_waits_while_the_master_is_degraded_itself():
     t.self_degraded = False
     p = t.tick(11.0, 3000)
     assert p is not None and p.reasons == ((3, "stalled"),)
+
+
+def test_a_set_other_than_the_refused_one_is_proposed_without_waiting_out_the_backoff():
+    """bench-rolling, 2026-11-29: after a handover the new master's set was {1}; it proposed {1,3}
+    (3, the old master, connected briefly while it shut down), the controller refused (3 not
+    alive), and the backoff held every proposal for ~0.5 s although 2 had caught up meanwhile:
+    ack mode all wrote nothing for 544 ms. The refused set waits; a new one goes at once."""
+    t = tracker(sss=(1,), proposal_backoff_min_s=0.5, proposal_backoff_max_s=1.0)
+    t.on_connect(3, False, 0.0)
+    t.on_ack(3, 100, 0.0, 100)
+    p = t.tick(0.0, 100)
+    assert p is not None and p.new_set == frozenset({1, 3})
+    t.on_proposal_failed(0.02)
+    assert t.tick(0.05, 100) is None, "the refused set waits out its backoff"
+    t.on_disconnect(3, 0.06)
+    t.on_connect(2, False, 0.07)
+    t.on_ack(2, 100, 0.07, 100)
+    p = t.tick(0.08, 100)
+    assert p is not None and p.new_set == frozenset({1, 2}), "a different set is news"
+    t.on_proposal_failed(0.09)
+    assert t.tick(0.2, 100) is None, "and waits in its turn once refused"
+    p = t.tick(1.2, 100)
+    assert p is not None and p.new_set == frozenset({1, 2})
+    t.on_proposal_accepted(p.new_set, 3, 1.21)
+    t.on_connect(3, False, 1.3)
+    t.on_ack(3, 100, 1.3, 100)
+    p = t.tick(1.31, 100)
+    assert p is not None and p.new_set == frozenset({1, 2, 3}), "an accepted proposal clears the refusals"
