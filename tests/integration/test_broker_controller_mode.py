@@ -12,7 +12,7 @@ from autoswitch.broker.server import Broker
 from autoswitch.broker.storage.store import Message
 
 from autoswitch.base.errors import ConfigError
-from autoswitch.base.write_errors import StaleEpoch
+from autoswitch.base.write_errors import Fenced, StaleEpoch
 from tests.procs import free_port
 
 pytestmark = pytest.mark.integration
@@ -114,10 +114,19 @@ def test_confirm_offset_frozen_while_fenced(tmp_path):
             fence[0] = "lease_expired"
             assert b.confirm_offset == c1
             # A write that slipped into the log (appended before the fence went up) must not
-            # become readable while fenced: simulate by appending below the fence check.
+            # become readable while fenced: simulate by appending below the write path, which
+            # checks the fence in the append's own step (and refuses now).
             wp = b.write_path
             assert wp is not None
-            await wp.put([Message(topic="t", body=b"late", msg_id="late", born_ts_ms=1)])
+            with pytest.raises(Fenced):
+                await wp.put([Message(topic="t", body=b"refused", msg_id="refused", born_ts_ms=1)])
+
+            def slipped(body: bytes) -> None:
+                assert b.ha_master is not None
+                b.store.append_messages([Message(topic="t", body=body, msg_id=body.decode(), born_ts_ms=1)])
+                b.ha_master.notify_appended()
+
+            slipped(b"late")
             assert b.store.max_offset > c1 and b.confirm_offset == c1
             # ...nor readable on a slave: the confirmOffset HA sends is held too (HA-1)
             assert b.ha_master is not None and b.ha_master.replicated_offset > c1
@@ -128,7 +137,7 @@ def test_confirm_offset_frozen_while_fenced(tmp_path):
             fence[0] = "lease_expired"
             b.fence_changed("lease_expired")
             c2 = b.confirm_offset
-            await wp.put([Message(topic="t", body=b"late2", msg_id="late2", born_ts_ms=1)])
+            slipped(b"late2")
             assert b.confirm_offset == c2 < b.store.max_offset
             fence[0] = None
             b.fence_changed(None)
