@@ -1,9 +1,9 @@
 """The master's write path: validate -> append one batch -> flush policy -> notify HA -> wait per ack mode.
 
 One writer: appends run on the event-loop thread, and the role, the lease's fence and a
-handover's hold are checked again in the same callback as the append, so two batches never interleave and no append can happen after a
-role switch began (the switch flips the role first, under the same loop) or while a handover
-holds writes.
+handover's hold are checked again in the same callback as the append, so two batches never
+interleave and no append can happen after a role switch began (the switch flips the role
+first, under the same loop), once the lease ran out, or while a handover holds writes.
 
 Group append: the writes that arrive in one turn of the event loop are appended together, one
 store call (one write to the log and one to each topic's index) for all of them, as they would
@@ -177,7 +177,7 @@ class Piece(NamedTuple):
 
     start_offset: int
     end_offset: int
-    records: list          # (phy_offset, queue_offset, msg_id), request order
+    records: list[tuple[int, int, str]]     # (phy_offset, queue_offset, msg_id), request order
 
 
 def split_append(start: int, end: int, records: list, counts: list[int]) -> list[Piece]:
@@ -337,9 +337,9 @@ class WritePath:
         return fut
 
     def _append_queued(self) -> None:
-        """The group append: the role and the handover's hold checked again, then every write
-        queued this turn (but those whose callers went away) in as few store calls as the
-        batch limit allows, and the replicas woken once."""
+        """The group append: the role, the lease's fence and the handover's hold checked again,
+        then every write queued this turn (but those whose callers went away) in as few store
+        calls as the batch limit allows, and the replicas woken once."""
         queued = [(m, f) for m, f in self._queued if not f.done()]
         self._queued = []
         try:

@@ -47,6 +47,7 @@ def _structlog() -> Any:
             del sys.modules["rich"]
     return structlog
 
+
 _stamp_second = -1
 _stamp_prefix = ""
 
