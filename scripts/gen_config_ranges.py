@@ -19,10 +19,10 @@ def section() -> str:
     lines = [BEGIN, "", "| table | key | allowed range |", "|---|---|---|"]
     for table, keys in RANGES.items():
         for key, r in keys.items():
-            lines.append(f"| `{table}` | `{key}` | {describe(r)} |")
+            lines.append(f"| `{table}` | `{key}` | {describe(r, key)} |")
     for key, (typ, _default, lo, hi) in sorted(sm_config._SPEC.items()):
         if typ is int:
-            lines.append(f"| `SMConfig` | `{key}` | {describe((lo, hi))} |")
+            lines.append(f"| `SMConfig` | `{key}` | {describe((lo, hi), key)} |")
     lines += ["", END]
     return "\n".join(lines)
 

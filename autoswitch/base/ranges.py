@@ -174,18 +174,28 @@ RANGES: dict[str, dict[str, Range]] = {
 }
 
 
-def _fmt(x: float) -> str:
+# Byte quantities whose name does not end in ``_bytes``; only these and ``*_bytes`` keys are shown in
+# KiB/MiB/GiB (a count such as broker_id's bound 2**53 is not "8388608 GiB").
+_BYTE_KEYS = frozenset({"transfer_batch_size", "read_chunk_size", "max_body_size", "write_buffer_high"})
+
+
+def is_byte_key(key: str) -> bool:
+    return key.endswith("_bytes") or key in _BYTE_KEYS
+
+
+def _fmt(x: float, units: bool) -> str:
     if isinstance(x, float) and not x.is_integer():
         return repr(x)
     x = int(x)
-    for unit, size in (("GiB", GiB), ("MiB", MiB), ("KiB", KiB)):
+    for unit, size in (("GiB", GiB), ("MiB", MiB), ("KiB", KiB)) if units else ():
         if x >= size and x % size == 0:
             return f"{x // size} {unit}"
     return str(x)
 
 
-def describe(r: Range) -> str:
-    return f"[{_fmt(r[0])}, {_fmt(r[1])}]"
+def describe(r: Range, key: str = "") -> str:
+    units = is_byte_key(key)
+    return f"[{_fmt(r[0], units)}, {_fmt(r[1], units)}]"
 
 
 def range_problem(table: str, key: str, value: Any) -> str | None:
@@ -195,9 +205,9 @@ def range_problem(table: str, key: str, value: Any) -> str | None:
     if r is None or isinstance(value, bool) or not isinstance(value, int | float):
         return None
     if isinstance(value, float) and not math.isfinite(value):
-        return f"must be a finite number in {describe(r)}, got {value!r}"
+        return f"must be a finite number in {describe(r, key)}, got {value!r}"
     if not r[0] <= value <= r[1]:
-        return f"must be in {describe(r)}, got {value!r}"
+        return f"must be in {describe(r, key)}, got {value!r}"
     return None
 
 

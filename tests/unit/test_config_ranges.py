@@ -128,3 +128,15 @@ def test_the_broker_refuses_a_metrics_port_out_of_range(tmp_path):
     assert r.returncode == 2 and "Traceback" not in r.stderr, r.stderr[-1500:]
     err = json.loads([x for x in r.stderr.splitlines() if x.startswith("{")][-1])["error"]
     assert err["code"] == "CONFIG_ERROR" and "metrics_listen" in err["message"]
+
+
+def test_ranges_are_written_in_units_only_for_byte_quantities():
+    """A count's bound is a plain number: broker_id's bound 2**53 once read "8388608 GiB"."""
+    from autoswitch.base.ranges import describe, range_problem
+
+    assert describe(RANGES["BrokerConfig"]["broker_id"], "broker_id") == f"[1, {1 << 53}]"
+    assert describe(RANGES["HAConfig"]["max_slaves"], "max_slaves") == "[1, 1024]"
+    assert describe((1024, 1 << 30), "max_batch_bytes") == "[1 KiB, 1 GiB]"
+    assert describe((64, 1 << 30), "read_chunk_size") == "[64, 1 GiB]"
+    problem = range_problem("BrokerConfig", "broker_id", 0)
+    assert problem is not None and "GiB" not in problem and str(1 << 53) in problem
