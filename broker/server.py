@@ -282,10 +282,11 @@ class Broker:
 
     async def become_slave(
         self, master_epoch: int, master_ha_addr: tuple[str, int], master_addr: str | None = None,
-        master_id: int = 0,
+        master_id: int = 0, replicate: bool = True,
     ) -> None:
         """``master_id``: the controller's master (controller mode); the HA handshake must then be
-        from that master at ``master_epoch``."""
+        from that master at ``master_epoch``. ``replicate`` False (a broker stopping after its
+        handover): clients are sent to the new master, but no HA connection is opened."""
         async with self.switch_lock:
             if master_epoch <= self.master_epoch or master_epoch < self._last_local_epoch():
                 floor = max(self.master_epoch + 1, self._last_local_epoch())
@@ -296,23 +297,23 @@ class Broker:
             old_role = self.role
             self.role = "fenced"
             await self._stop_replication()
-            ha = HASlave(WatchedLog(self.store, self.io_watch), self.ha_config, self.broker_id, self.group,
-                         master_ha_addr,
-                         ssl=functools.partial(client_ssl_context, self.cfg.tls) if self.cfg.tls.dials_tls else None,
-                         bind_identities=self.cfg.auth, on_caught_up=self._slave_caught_up,
-                         sync_before_ack=self.durable_acks,
-                         expect_master=(master_id, master_epoch) if master_id else None,
-                         incarnation=self.replicas.core.incarnation if self.replicas is not None else "")
-            await ha.start()
-            self.ha_slave = ha
+            if replicate:
+                ha = HASlave(WatchedLog(self.store, self.io_watch), self.ha_config, self.broker_id, self.group,
+                             master_ha_addr,
+                             ssl=functools.partial(client_ssl_context, self.cfg.tls) if self.cfg.tls.dials_tls else None,
+                             bind_identities=self.cfg.auth, on_caught_up=self._slave_caught_up,
+                             sync_before_ack=self.durable_acks,
+                             expect_master=(master_id, master_epoch) if master_id else None,
+                             incarnation=self.replicas.core.incarnation if self.replicas is not None else "")
+                await ha.start()
+                self.ha_slave = ha
             self.master_epoch = master_epoch
             self.master_ha_addr = master_ha_addr
             self.master_addr = master_addr or None
             self.role = "slave"
-            self.log.info(
-                "role_changed", old_role=old_role, role="slave", epoch=master_epoch,
-                master_ha=f"{master_ha_addr[0]}:{master_ha_addr[1]}", max_offset=self.store.max_offset,
-            )
+            self.log.info("role_changed", old_role=old_role, role="slave", epoch=master_epoch,
+                          master_ha=f"{master_ha_addr[0]}:{master_ha_addr[1]}", max_offset=self.store.max_offset,
+                          replicating=replicate)
         await self._run_hooks()
 
     def _slave_caught_up(self, master_epoch: int) -> None:

@@ -17,16 +17,17 @@ if TYPE_CHECKING:
 __all__ = ["MAX_HANDOVER_TIMEOUT_S", "HandoverResult", "hand_over", "hand_over_on_shutdown", "pick_target"]
 
 
-async def hand_over(broker: Broker, adapter: ReplicasAdapter, to: int | None, timeout_s: float) -> HandoverResult:
+async def hand_over(broker: Broker, adapter: ReplicasAdapter, to: int | None, timeout_s: float,
+                    leaving: bool = False) -> HandoverResult:
     """Hand this master's role to ``to`` (None: the best in-sync slave); never raises for a
-    refusal (the result says why)."""
-    return await adapter.hand_over(to, timeout_s)
+    refusal (the result says why). ``leaving``: the broker stops afterwards (no HA slave)."""
+    return await adapter.hand_over(to, timeout_s, leaving)
 
 
 async def hand_over_on_shutdown(broker: Broker, adapter: ReplicasAdapter, timeout_s: float) -> None:
     """SIGTERM of a master: hand over first, so the restart costs producers no failover."""
     if broker.role != "master":
         return
-    res = await hand_over(broker, adapter, None, timeout_s)
+    res = await hand_over(broker, adapter, None, timeout_s, leaving=True)
     if not res.ok:
         broker.log.warning("shutdown_without_handover", reason=res.reason)

@@ -110,7 +110,7 @@ class BrokerRoleTarget(Protocol):
     ) -> None: ...
     async def become_slave(
         self, master_epoch: int, master_ha_addr: tuple[str, int], master_addr: str | None = None,
-        master_id: int = 0,
+        master_id: int = 0, replicate: bool = True,
     ) -> None: ...
     async def become_fenced(self, master_epoch: int, reason: str = "") -> None: ...
     def fence_changed(self, reason: str | None) -> None:
@@ -357,7 +357,7 @@ class ReplicasAdapter:
         self._perform(self.core.propose(pid, master_epoch, sync_state_set_epoch, frozenset(new_set), self.clock()))
         return await fut
 
-    async def hand_over(self, to: int | None, timeout_s: float) -> HandoverResult:
+    async def hand_over(self, to: int | None, timeout_s: float, leaving: bool = False) -> HandoverResult:
         """Hand the master role to broker ``to`` (None: the best in-sync slave): the core's
         handover sub-machine (rm_handover.py) decides, this performs its commands. Never raises
         for a refusal: the result says why."""
@@ -369,7 +369,7 @@ class ReplicasAdapter:
         fut: asyncio.Future[HandoverResult] = asyncio.get_running_loop().create_future()
         self._handover = fut
         acked, max_offset = view
-        self._perform(self.core.start_handover(self.clock(), to, acked, max_offset, timeout_s))
+        self._perform(self.core.start_handover(self.clock(), to, acked, max_offset, timeout_s, leaving))
         return await fut
 
     async def _drain(self, cmd: DrainTo) -> None:
@@ -548,7 +548,8 @@ class ReplicasAdapter:
                 self._adopt_broker_id()
                 ha = self.master_ha_addr(cmd.master_id, cmd.master_addr)
                 await asyncio.wait_for(
-                    self.broker.become_slave(cmd.epoch, ha, cmd.master_addr, master_id=cmd.master_id),
+                    self.broker.become_slave(cmd.epoch, ha, cmd.master_addr, master_id=cmd.master_id,
+                                            replicate=cmd.replicate),
                     self.role_change_timeout_s
                 )
                 return None

@@ -76,12 +76,12 @@ FEATURE_FENCE = "feature_level_unsupported"   # the fence reason of a broker beh
 
 # The vocabulary is importable from here too: the driver and the tests speak to this module.
 __all__ = [
-    "AdoptControllers", "AlterSyncStateSet", "ApplyBrokerId", "BecomeFenced", "BecomeMaster", "BecomeSlave", "Command", "Request",
-    "CommitIdentity", "ElectMaster", "FailKind", "Failure", "FindLeader", "GetNextBrokerId", "GetReplicaInfo",
-    "NotifyRoleChange", "Phase", "ProposalResult", "RegisterBroker", "RemoveTempIdentity",
-    "ReplicaInfo", "ReplicasConfig", "ReplicasManager", "RoleChange", "SendHeartbeat", "SetFenced",
-    "SyncStateSetLearned", "WriteTempIdentity", "DrainTo", "HandoverDone", "HandoverElect", "HandoverResult",
-    "PauseWrites", "ResumeWrites",
+    "AdoptControllers", "AlterSyncStateSet", "ApplyBrokerId", "BecomeFenced", "BecomeMaster",
+    "BecomeSlave", "Command", "Request", "CommitIdentity", "ElectMaster", "FailKind", "Failure",
+    "FindLeader", "GetNextBrokerId", "GetReplicaInfo", "NotifyRoleChange", "Phase", "ProposalResult",
+    "RegisterBroker", "RemoveTempIdentity", "ReplicaInfo", "ReplicasConfig", "ReplicasManager",
+    "RoleChange", "SendHeartbeat", "SetFenced", "SyncStateSetLearned", "WriteTempIdentity", "DrainTo",
+    "HandoverDone", "HandoverElect", "HandoverResult", "PauseWrites", "ResumeWrites",
 ]
 
 
@@ -258,11 +258,11 @@ class ReplicasManager:
         return self._check_fence(now)
 
     def start_handover(self, now: float, to: int | None, acked: Mapping[int, int], max_offset: int,
-                       timeout_s: float) -> list[Command]:
-        """Hand the master role to ``to`` (None: the best in-sync slave), rm_handover.py. ``acked``:
-        brokerId -> the offset each slave acknowledged on a live HA connection (-1: none)."""
+                       timeout_s: float, leaving: bool = False) -> list[Command]:
+        """Hand the master role to ``to`` (None: the best in-sync slave), rm_handover.py; ``leaving``:
+        the broker stops afterwards. ``acked``: brokerId -> offset acked on a live HA connection or -1."""
         return self.handover.start(now, to, acked, max_offset, self.fence.reason(self._running_master, now),
-                                   timeout_s)
+                                   timeout_s, leaving)
 
     def on_handover_drained(self, now: float, caught_up: bool, acked_at: int) -> list[Command]:
         """The DrainTo the handover asked for ended: the target holds the log (or not in time)."""

@@ -149,10 +149,14 @@ class BecomeMaster:
 
 @dataclass(frozen=True)
 class BecomeSlave:
+    """``replicate`` False: this broker stops after handing its role over (SIGTERM); it names the
+    new master to clients but opens no HA connection (it would join the SyncStateSet it leaves)."""
+
     req: int
     epoch: int
     master_id: int
     master_addr: str
+    replicate: bool = True
 
 
 @dataclass(frozen=True)

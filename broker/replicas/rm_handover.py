@@ -109,9 +109,12 @@ class Handover:
     # ------------------------------------------------------------------ inputs
 
     def start(self, now: float, to: int | None, acked: Mapping[int, int], max_offset: int,
-              fence_reason: str | None, timeout_s: float) -> list[Command]:
+              fence_reason: str | None, timeout_s: float, leaving: bool = False) -> list[Command]:
         """Steps 1-2. ``acked``: brokerId -> offset each in-sync slave acknowledged on a live
-        connection (-1: not connected); ``max_offset``: the end of the log now."""
+        connection (-1: not connected); ``max_offset``: the end of the log now; ``leaving``: the
+        broker stops afterwards, so whatever role change follows opens no HA connection (a
+        stopping broker that replicated from its successor would join the SyncStateSet it leaves)."""
+        self.roles.leaving = self.roles.leaving or leaving
         if self.roles.role != "master" or self.roles.broker_id is None:
             return self._refuse(now, "not a master")
         if self.run is not None:

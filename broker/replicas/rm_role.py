@@ -43,6 +43,7 @@ class RoleKeeper:
         # the replicas in maintenance as the newest view says (no epoch moves with a cordon, so
         # any view not older than ours updates it): a handover never picks one
         self.maintenance: frozenset[int] = frozenset()
+        self.leaving = False    # the broker is stopping: a step-down opens no HA connection
         self._role_req: int | None = None
         self._role_retry_at = 0.0
         self._role_backoff = role_backoff
@@ -185,7 +186,7 @@ class RoleKeeper:
         if t.master_id == self.broker_id:
             cmd = self._issue(lambda r: BecomeMaster(r, t.master_epoch, t.sync_state_set, t.sync_state_set_epoch))
         elif t.master_id != 0:
-            cmd = self._issue(lambda r: BecomeSlave(r, t.master_epoch, t.master_id, t.master_addr))
+            cmd = self._issue(lambda r: BecomeSlave(r, t.master_epoch, t.master_id, t.master_addr, not self.leaving))
         elif self.role == "master":
             cmd = self._issue(lambda r: BecomeFenced(r, t.master_epoch, "deposed_no_master"))
         else:

@@ -65,7 +65,11 @@ def test_rolling_restart_under_produce_loses_nothing_and_surfaces_no_error(procs
             # The controller moved mastership while the old master was still up (no failover).
             ri = c.replica_info().replica_info
             assert ri.master_epoch == ids_before.master_epoch + 1 and ri.master_broker_id != ids_before.master_broker_id
-            assert "handover_done" in c.broker_proc[name].log_text()
+            text = c.broker_proc[name].log_text()
+            assert "handover_done" in text
+            # On its way out it names the new master to clients but replicates from nobody.
+            leaving = text[text.index('"broker_stopping"'):]
+            assert '"replicating":false' in leaving and "ha_slave_handshake_done" not in leaving, leaving[-3000:]
             handovers.append(name)
         c.start_broker(name)
         st = wait_until(lambda n=name: (s := c.status(n))["role"] == "slave" and s, 30, f"{name} back as slave")

@@ -168,7 +168,7 @@ class FakeBroker:
         self.calls.append(("master", master_epoch, frozenset(sync_state_set), sync_state_set_epoch))
         self.role = "master"
 
-    async def become_slave(self, master_epoch, master_ha_addr, master_addr=None, master_id=0):
+    async def become_slave(self, master_epoch, master_ha_addr, master_addr=None, master_id=0, replicate=True):
         self.calls.append(("slave", master_epoch, master_ha_addr, master_addr))
         self.role = "slave"
 

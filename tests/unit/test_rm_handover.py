@@ -37,8 +37,9 @@ def master_of_1_and_2(tmp_path) -> Harness:
     return h
 
 
-def start(h: Harness, to=None, acked=None, timeout_s=5.0) -> None:
-    h._push(h.core.start_handover(h.now, to, acked if acked is not None else {1: -1, 2: 90}, 100, timeout_s))
+def start(h: Harness, to=None, acked=None, timeout_s=5.0, leaving=False) -> None:
+    h._push(h.core.start_handover(h.now, to, acked if acked is not None else {1: -1, 2: 90}, 100, timeout_s,
+                                  leaving))
 
 
 def drained(h: Harness, ok=True, at=100) -> None:
@@ -65,6 +66,7 @@ def test_a_handover_holds_writes_drains_elects_steps_down_and_releases(tmp_path)
     elect = h.of_type(HandoverElect)
     assert [(e.from_id, e.to_id, e.expect_master_epoch, e.expect_sync_state_set_epoch) for e in elect] == [(1, 2, 3, 4)]
     assert h.of_type(BecomeSlave)[-1].epoch == 4 and h.core.role == "slave"
+    assert h.of_type(BecomeSlave)[-1].replicate, "a handover asked for at run time: the old master replicates"
     res = done(h)
     assert res.ok and res.reason == "handed_over" and (res.target, res.master_id, res.master_epoch) == (2, 2, 4)
     assert res.waited_ms == 500 and h.of_type(ResumeWrites)
@@ -194,3 +196,18 @@ def test_a_lapsed_lease_does_not_refuse_a_handover_but_a_deposed_master_does(tmp
         h2.log.clear()
         h2._push(h2.core.handover.start(h2.now, None, {1: -1, 2: 90}, 100, reason, 5.0))
         assert not h2.of_type(PauseWrites) and f"fenced: {reason}" in done(h2).reason
+
+
+def test_a_handover_on_shutdown_steps_down_without_replicating(tmp_path):
+    """SIGTERM: the stopping master names the new master to clients but opens no HA connection
+    (it joined the new master's SyncStateSet on its way out once, and the controller refused
+    that set after its farewell); so does any later step-down of the stopping broker."""
+    h = master_of_1_and_2(tmp_path)
+    start(h, leaving=True)
+    h.drain()
+    h.tick(0.1)
+    drained(h)
+    while h.step():
+        pass
+    assert done(h).ok and h.core.role == "slave"
+    assert [c.replicate for c in h.of_type(BecomeSlave)] == [False]
