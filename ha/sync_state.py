@@ -22,6 +22,7 @@ from dataclasses import dataclass
 from autoswitch.ha.config import HAConfig
 
 from autoswitch.base.backoff import Backoff
+from autoswitch.base.limits import MAX_UNRESOLVED_PROPOSALS
 from autoswitch.base.slowness import WindowedSignal
 from autoswitch.base.write_errors import InSyncReplicasNotEnough
 
@@ -97,7 +98,8 @@ class SyncStateTracker:
         self._proposal_backoff = Backoff(config.proposal_backoff_min_s, config.proposal_backoff_max_s, jitter=False)
         self.next_proposal_at = now
         # Sets proposed and failed since the last accepted proposal: the backoff holds these back;
-        # another set (a replica caught up or left since) is news, and goes at once.
+        # another set (a replica caught up or left since) is news, and goes at once. Always a
+        # subset of ``unresolved``'s keys, so bounded by MAX_UNRESOLVED_PROPOSALS too.
         self._failed_sets: set[frozenset[int]] = set()
         self._next_look_at = now
         self.proposals_sent = 0
@@ -237,6 +239,7 @@ class SyncStateTracker:
         for members, base in list(self.unresolved.items()):
             if base < known_epoch:
                 del self.unresolved[members]
+        self._failed_sets.intersection_update(self.unresolved)
 
     # ------------------------------------------------------------------ decisions
 
@@ -449,6 +452,8 @@ class SyncStateTracker:
         if self.in_flight is not None:
             return None
         want, why = self._desired(now, master_max)
+        if len(self.unresolved) >= MAX_UNRESOLVED_PROPOSALS and want not in self.unresolved:
+            want = self.sync_state_set      # a confirm, nothing new (limits.MAX_UNRESOLVED_PROPOSALS)
         if want == self.sync_state_set and not self.unresolved:
             return None
         if now < self.next_proposal_at and want in self._failed_sets:

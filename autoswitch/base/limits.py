@@ -46,6 +46,13 @@ DECISION_GROUPS_KEPT = 4096
 # Handovers in a row that one held write waits behind before it is refused (OVERLOADED).
 MAX_GATE_WAITS = 64
 
+# SyncStateSet proposals whose outcome a master does not know (each is kept, and counted for acks,
+# until the controller's syncStateSetEpoch passes its base). At this many the master proposes
+# nothing new, only its known set again (a confirm: accepted, it resolves them all; failed, it is
+# one more entry). Replicas that flap during a controller outage would otherwise add a set per
+# distinct membership.
+MAX_UNRESOLVED_PROPOSALS = 16
+
 # Produce requests one broker holds at once while it waits for its own switch to master
 # (broker master_switch_hold_ms); past it a redirected request is answered at once.
 MAX_SWITCH_HOLDS = 1024

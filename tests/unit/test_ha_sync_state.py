@@ -348,3 +348,31 @@ def test_a_set_other_than_the_refused_one_is_proposed_without_waiting_out_the_ba
     t.on_ack(3, 100, 1.3, 100)
     p = t.tick(1.31, 100)
     assert p is not None and p.new_set == frozenset({1, 2, 3}), "an accepted proposal clears the refusals"
+
+
+def test_unresolved_proposals_are_capped_then_only_the_known_set_is_confirmed():
+    """A controller that answers nothing while replicas flap: every failed proposal is kept (the
+    controller may hold it) and counted for acks. At MAX_UNRESOLVED_PROPOSALS the master proposes
+    its known set again (a confirm), never a new set; an accepted confirm resolves them all."""
+    from autoswitch.base.limits import MAX_UNRESOLVED_PROPOSALS
+
+    t = tracker(sss=(1,), proposal_backoff_min_s=0.01, proposal_backoff_max_s=0.01)
+    now, proposed = 0.0, []
+    for b in range(2, 2 + MAX_UNRESOLVED_PROPOSALS + 4):     # a new replica caught up each time
+        t.on_connect(b, False, now)
+        t.on_ack(b, 100, now, 100)
+        now += 1.0
+        p = t.tick(now, 100)
+        assert p is not None
+        proposed.append(p.new_set)
+        t.on_proposal_failed(now)
+        t.on_disconnect(b, now)
+        assert len(t.unresolved) <= MAX_UNRESOLVED_PROPOSALS + 1, "new sets, and the known set's confirm"
+    assert len(set(proposed[:MAX_UNRESOLVED_PROPOSALS])) == MAX_UNRESOLVED_PROPOSALS
+    assert proposed[MAX_UNRESOLVED_PROPOSALS:] == [frozenset({1})] * 4, "only confirms past the cap"
+    assert len(t.ack_set) == 1 + MAX_UNRESOLVED_PROPOSALS, "every set the controller may hold counts for acks"
+    now += 1.0
+    p = t.tick(now, 100)
+    assert p is not None and p.new_set == frozenset({1})
+    t.on_proposal_accepted(p.new_set, 11, now)
+    assert not t.unresolved and t.ack_set == frozenset({1})
