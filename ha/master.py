@@ -1,7 +1,7 @@
 """HAMaster: the asyncio adapter around MasterSession and SyncStateTracker.
 
 One TCP listener; per slave connection a reader (handshake, then acks) and a transfer loop
-woken by notify_appended() or the heartbeat timer. All state lives on the one event loop;
+(ha/master_conn.py) woken by notify_appended() or the heartbeat timer. All state lives on the one event loop;
 the sans-IO cores decide, this module only moves bytes and timers.
 """
 
@@ -16,18 +16,13 @@ from collections.abc import Callable
 from ssl import SSLContext
 
 from autoswitch.ha import zones
-from autoswitch.ha.codec import (
-    Ack,
-    MasterSideDecoder,
-    SlaveHandshake,
-    encode_master_handshake,
-    encode_transfer_header,
-)
+from autoswitch.ha.codec import Ack, MasterSideDecoder, SlaveHandshake, encode_master_handshake
 from autoswitch.ha.codec_v4 import DigestReport
 from autoswitch.ha.commit_point import CommitPoint
-from autoswitch.ha.config import SMALL_FRAME_BYTES, TLS_WRITE_BUFFER_HIGH, HAConfig
+from autoswitch.ha.config import TLS_WRITE_BUFFER_HIGH, HAConfig
 from autoswitch.ha.errors import FrameError, HABusy, HAError, HAProtocolError
 from autoswitch.ha.log_api import ReplicaLog
+from autoswitch.ha.master_conn import SlaveConn, read_frames, transfer_loop
 from autoswitch.ha.master_digests import MasterDigests
 from autoswitch.ha.master_session import MasterSession
 from autoswitch.ha.seams import ReplicaRegistry, SyncStateProposer
@@ -35,26 +30,10 @@ from autoswitch.ha.sync_state import Proposal, SyncStateTracker
 
 from autoswitch.base.auth import parse_broker_identity
 from autoswitch.base.dualport import DualPortFront
-from autoswitch.base.errors import AutoswitchError
 from autoswitch.base.log import RateLimitedLog, get_logger
 from autoswitch.base.tls import ssl_peer_identity
-from autoswitch.base.waits import cancel_and_wait, time_out, wait_event
+from autoswitch.base.waits import cancel_and_wait, time_out
 from autoswitch.base.write_errors import FlushSlaveTimeout
-
-
-class _Conn:
-    __slots__ = ("session", "writer", "addr", "wake", "task", "closed", "log", "incarnation")
-
-    def __init__(self, session: MasterSession, writer: asyncio.StreamWriter, addr: str, log,
-                 incarnation: str = "") -> None:
-        self.incarnation = incarnation
-        self.session = session
-        self.writer = writer
-        self.addr = addr
-        self.wake = asyncio.Event()
-        self.task: asyncio.Task | None = None
-        self.closed = False
-        self.log = log
 
 
 class HAMaster:
@@ -94,7 +73,7 @@ class HAMaster:
         self._server: asyncio.base_events.Server | None = None
         self._internal: list[asyncio.base_events.Server] = []   # behind the front (migration)
         self._front: DualPortFront | None = None
-        self._conns: dict[int, _Conn] = {}          # brokerId -> the connection that owns it
+        self._conns: dict[int, SlaveConn] = {}          # brokerId -> the connection that owns it
         self._handlers: set[asyncio.Task] = set()
         self._waiters: list[tuple[int, int, asyncio.Future]] = []
         # (brokerId, offset, future): one replica caught up to an offset (a handover's target)
@@ -329,7 +308,7 @@ class HAMaster:
                 self._log.warning("sync_state_set_expansion_refused", slave=bid, reason=refused,
                                   incarnation=conn.incarnation[:16] if conn is not None else "")
                 if conn is not None:
-                    self._close_conn(conn)
+                    conn.close()
         zones.learn(self.tracker, self.registry)       # the fresh answer names the zones too
         return ok
 
@@ -346,16 +325,6 @@ class HAMaster:
         for c in self._conns.values():
             c.wake.set()
 
-    async def _read_frames(self, reader: asyncio.StreamReader, dec: MasterSideDecoder, timeout_s: float) -> list:
-        async with asyncio.timeout(timeout_s):     # a scope, not wait_for's task per call: once per ack
-            while True:
-                data = await reader.read(self.config.read_chunk_size)
-                if not data:
-                    raise ConnectionResetError("slave closed the connection")
-                dec.feed(data)
-                if frames := dec.frames():
-                    return frames
-
     async def _on_client(self, reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> None:
         task = asyncio.current_task()
         assert task is not None
@@ -363,7 +332,7 @@ class HAMaster:
         peer = writer.get_extra_info("peername")
         addr = f"{peer[0]}:{peer[1]}" if peer else "?"
         clog = self._log.bind(addr=addr)
-        conn: _Conn | None = None
+        conn: SlaveConn | None = None
         session = MasterSession(self.log, self.config, self.broker_id, self._clock())
         reason = "closed"
         try:
@@ -375,7 +344,7 @@ class HAMaster:
                 self._pending.pop(oldest).close()
                 oldest.cancel()
             dec = MasterSideDecoder()
-            frames = await self._read_frames(reader, dec, self.config.handshake_timeout_s)
+            frames = await read_frames(reader, dec, self.config.handshake_timeout_s, self.config.read_chunk_size)
             self._pending.pop(task, None)
             hs = frames[0]
             if not isinstance(hs, SlaveHandshake):
@@ -404,7 +373,7 @@ class HAMaster:
             if len(self._conns) >= self.config.max_slaves:
                 raise HAProtocolError("too_many_slaves", f"limit {self.config.max_slaves}")
             writer.write(encode_master_handshake(session.on_handshake(hs, self._clock())))
-            conn = _Conn(session, writer, addr, clog, hs.incarnation)
+            conn = SlaveConn(session, writer, addr, clog, hs.incarnation)
             self._conns[slave_id] = conn
             self.tracker.on_connect(slave_id, hs.async_learner, self._clock())
             if self.registry is not None:
@@ -427,13 +396,14 @@ class HAMaster:
                                         self._clock())
                     if res.first:
                         clog.info("slave_transfer_start", ack=res.offset, start=session.next_offset)
-                        conn.task = asyncio.create_task(self._transfer_loop(conn))
+                        conn.task = asyncio.create_task(transfer_loop(conn, self.config, self.digests, self._clock,
+                                                                   lambda: self.confirm_offset, self._wake_all))
                     self._on_progress()
                     if session.held_until is not None:
                         conn.wake.set()         # the ack a held tail waits for
                 # A slave acks every heartbeat; one silent this long is gone (or stuck): drop it
                 # (RocketMQ haHousekeepingInterval), so a dead peer cannot pin a connection.
-                pending = await self._read_frames(reader, dec, self.config.housekeeping_interval_s)
+                pending = await read_frames(reader, dec, self.config.housekeeping_interval_s, self.config.read_chunk_size)
         except (FrameError, HAProtocolError) as e:
             reason = e.reason
             self.rejected[reason] = self.rejected.get(reason, 0) + 1
@@ -455,7 +425,7 @@ class HAMaster:
             self._pending.pop(task, None)
             session.close()
             if conn is not None:
-                self._close_conn(conn)
+                conn.close()
                 # Remove only our own entry: a newer connection of the same slave may own it (PR #9897).
                 if session.slave_id is not None and self._conns.get(session.slave_id) is conn:
                     del self._conns[session.slave_id]
@@ -465,55 +435,6 @@ class HAMaster:
                 writer.close()
             clog.debug("slave_connection_closed", reason=reason)
             self._handlers.discard(task)
-
-    def _close_conn(self, conn: _Conn) -> None:
-        if conn.closed:
-            return
-        conn.closed = True
-        conn.session.close()
-        if conn.task is not None and conn.task is not asyncio.current_task():
-            conn.task.cancel()
-        conn.writer.close()
-
-    async def _transfer_loop(self, conn: _Conn) -> None:
-        session, writer, cfg = conn.session, conn.writer, self.config
-        try:
-            digests = self.digests
-            while not conn.closed:
-                digests.send_to(conn)
-                frame = session.poll_transfer(self._clock(), self.confirm_offset)
-                if frame is None:
-                    conn.wake.clear()
-                    if session.held_until is not None:      # a small tail waits for an ack
-                        await wait_event(conn.wake, max(0.0, session.held_until - self._clock()))
-                    elif not session.has_pending():
-                        wait = max(0.0, cfg.heartbeat_interval_s - (self._clock() - session.last_send_time))
-                        await wait_event(conn.wake, wait + 0.001)
-                    continue
-                head = encode_transfer_header(frame)
-                body = frame.body
-                if 0 < len(body) <= SMALL_FRAME_BYTES:
-                    writer.write(head + body)       # one send: a one-message frame is mostly syscall
-                else:
-                    writer.write(head)
-                    if body:
-                        writer.write(body)
-                if body and digests.fed(frame):
-                    self._wake_all()
-                await writer.drain()
-                if len(body) > SMALL_FRAME_BYTES:
-                    await asyncio.sleep(0)      # drain() does not yield while the socket keeps up
-        except asyncio.CancelledError:
-            raise
-        except (ConnectionError, OSError) as e:
-            conn.log.info("slave_transfer_stopped", detail=str(e))
-            self._close_conn(conn)
-        except AutoswitchError as e:    # protocol errors, and store errors such as retention under us
-            conn.log.error("slave_transfer_failed", reason=getattr(e, "reason", e.code), detail=e.message)
-            self._close_conn(conn)
-        except Exception as e:
-            conn.log.error("slave_transfer_failed", exc_info=e, error=type(e).__name__)
-            self._close_conn(conn)
 
 
 def _host(addr: str) -> str:

@@ -6,6 +6,7 @@ import asyncio
 import contextlib
 import socket
 import struct
+import time
 import uuid
 
 import pytest
@@ -590,7 +591,7 @@ def test_a_catch_up_gives_the_event_loop_back_between_large_frames(tmp_path):
     used to run in one task step and hold every other task of the broker (produce requests, lease
     heartbeats) for as long as the whole catch-up: 140-170 ms per GiB here. The writer below is
     such a socket; another task must run between the frames."""
-    from autoswitch.ha.master import _Conn
+    from autoswitch.ha.master_conn import SlaveConn, transfer_loop
     from autoswitch.ha.master_session import MasterSession
     from autoswitch.ha.slave_session import SlaveSession
 
@@ -621,8 +622,9 @@ def test_a_catch_up_gives_the_event_loop_back_between_large_frames(tmp_path):
         ack = slave.on_frame(session.on_handshake(slave.start(), 0.0))
         session.on_ack(ack, 0.0)
         writer = KeepsUp()
-        conn = _Conn(session, writer, "test", get_logger("test"))    # type: ignore[arg-type]
-        task = asyncio.create_task(master._transfer_loop(conn))
+        conn = SlaveConn(session, writer, "test", get_logger("test"))    # type: ignore[arg-type]
+        task = asyncio.create_task(transfer_loop(conn, c, master.digests, time.monotonic,
+                                                 lambda: master.confirm_offset, lambda: None))
         seen = []
         while session.next_offset < m.max_offset:
             seen.append(writer.sent)
