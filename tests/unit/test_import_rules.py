@@ -3,7 +3,7 @@ functions included) must respect the package boundaries written in docs/architec
 
     base (autoswitch.base)        <- everything; imports nothing else from autoswitch
     epochfile                     <- base only
-    ha (pure cores)               <- base, epochfile; never asyncio or grpc (only ha.master / ha.slave may)
+    ha (pure cores)               <- base, epochfile; never asyncio or grpc (only ha.master, ha.master_conn, ha.slave may)
     controller                    <- base, proto; never broker or ha
     controller.consensus (seam)   <- base; never an implementation (raft, store)
     controller.raft (core)        <- never grpc or the generated protobuf (only the transport adapter may);
@@ -100,7 +100,7 @@ def _autoswitch_outside(*allowed: str):
     return lambda t: _under(t, "autoswitch") and not any(_under(t, a) for a in allowed)
 
 
-HA_ADAPTERS = ("autoswitch.ha.master", "autoswitch.ha.slave")
+HA_ADAPTERS = ("autoswitch.ha.master", "autoswitch.ha.master_conn", "autoswitch.ha.slave")
 RAFT_ADAPTER = ("autoswitch.controller.raft.transport",)
 RAFT_ASYNC = ("autoswitch.controller.raft.node", "autoswitch.controller.raft.proposals",
               "autoswitch.controller.raft.transport")
