@@ -18,13 +18,13 @@ ReplicasManager parts (rm_*.py).
 from __future__ import annotations
 
 import asyncio
+import os
 import time
 from collections.abc import Callable
 from pathlib import Path
-from typing import TYPE_CHECKING, Any, Protocol
+from typing import TYPE_CHECKING, Any
 
 from autoswitch.broker.config import ACK_MODES
-from autoswitch.broker.health import HealthReport
 from autoswitch.broker.replicas.controller_sessions import ControllerSessions
 from autoswitch.broker.replicas.hooks import HookConfig, HookRunner, RoleHooks
 from autoswitch.broker.replicas.identity import IdentityStore
@@ -63,6 +63,7 @@ from autoswitch.broker.replicas.replicas_manager import (
     SyncStateSetLearned,
     WriteTempIdentity,
 )
+from autoswitch.broker.replicas.role_target import BrokerRoleTarget
 from autoswitch.broker.replicas.run_marker import RunMarker
 from autoswitch.controller.api import (
     BrokerControllerApi,
@@ -85,6 +86,7 @@ if TYPE_CHECKING:
 
 MAX_PENDING_PROPOSALS = 16
 FAREWELL_TIMEOUT_S = 1.0
+EXIT_INTERNAL = 70      # EX_SOFTWARE: the ReplicasManager core raised (ReplicasAdapter._step)
 
 
 # Crash points (autoswitch.base.crashpoints) after each registration step, for the tests that
@@ -96,41 +98,6 @@ _CRASH_POINTS = {
     CommitIdentity: "registration.identity_file",
     RegisterBroker: "registration.register",
 }
-
-class BrokerRoleTarget(Protocol):
-    """Everything the ReplicasManager asks of the broker process (docs/interfaces.md "Broker role
-    switch API"); ``autoswitch.broker.server.Broker`` implements all of it."""
-
-    @property
-    def role(self) -> str: ...
-    broker_id: int   # controller mode assigns it (registration) before the first role
-
-    async def become_master(
-        self, master_epoch: int, sync_state_set: frozenset[int], sync_state_set_epoch: int
-    ) -> None: ...
-    async def become_slave(
-        self, master_epoch: int, master_ha_addr: tuple[str, int], master_addr: str | None = None,
-        master_id: int = 0, replicate: bool = True,
-    ) -> None: ...
-    async def become_fenced(self, master_epoch: int, reason: str = "") -> None: ...
-    def fence_changed(self, reason: str | None) -> None:
-        """The write fence went up (reason) or came down (None): the core's SetFenced."""
-    def learn_sync_state_set(self, sync_state_set: frozenset[int], sync_state_set_epoch: int) -> None:
-        """The controller's current SyncStateSet of this (master) broker's group."""
-    def log_position(self) -> tuple[int, int, int]:
-        """(maxOffset, confirmOffset, last EpochFile MasterEpoch or 0) of the local log, now."""
-    def handover_view(self) -> tuple[dict[int, int], int] | None:
-        """A master's HA view for a handover: (brokerId -> offset each slave acknowledged on a live
-        connection, -1 for none; the log's end now); None when it is no master with HA running."""
-    def pause_writes(self) -> None: ...
-    def resume_writes(self) -> None: ...
-    async def wait_replica(self, broker_id: int, offset: int, timeout_s: float) -> tuple[bool, int]:
-        """(whether ``broker_id`` acknowledged ``offset`` within the time, what it acknowledged)."""
-    def health_report(self) -> HealthReport:
-        """Its disk and event loop as the health monitor sees them (broker/health.py)."""
-    def diverged(self) -> bool:
-        """Its range digests found bytes that differ from its master's, not repaired yet."""
-
 
 class SyncStateSetRejected(AutoswitchError):
     code = "SYNC_STATE_SET_REJECTED"
@@ -194,11 +161,14 @@ class ReplicasAdapter:
         ack_mode: str = "",
         crash_sessions: bool = True,
         durable_acks: bool = False,
+        exit_process: Callable[[int], None] = os._exit,
     ) -> None:
         """``durable_acks``: this broker fsyncs before it acknowledges, as master and as slave
         (``flush = "sync"`` or the store's ``flush_mode = "sync"``): a power cut cannot take what
-        it acknowledged, so a crash of such a run is not reported as an unclean restart."""
+        it acknowledged, so a crash of such a run is not reported as an unclean restart.
+        ``exit_process``: how a bug in the core ends the process (``_step``)."""
         self.durable_acks = durable_acks
+        self.exit_process = exit_process
         self.core = core or ReplicasManager(config)
         self.ack_mode = ack_mode if ack_mode in ACK_MODES else ""   # stated in heartbeats
         # Crash-fast failover: a session per controller node, whose end tells them we died.
@@ -320,7 +290,7 @@ class ReplicasAdapter:
         now = self.clock()
         gap = self._gaps.observe(now, self.boot_clock())
         if gap is not None:
-            self._perform(self.core.on_clock_gap(gap, now))
+            self._step(self.core.on_clock_gap, gap, now)
         return now
 
     def write_fence(self) -> str | None:
@@ -376,7 +346,7 @@ class ReplicasAdapter:
         """Wait until the handover's target acknowledged ``cmd.offset`` on its HA connection."""
         ok, acked = await self.broker.wait_replica(cmd.target, cmd.offset, cmd.timeout_s)
         if not self._stopping:
-            self._perform(self.core.on_handover_drained(self.clock(), ok, acked))
+            self._step(self.core.on_handover_drained, self.clock(), ok, acked)
 
     def _handover_done(self, cmd: HandoverDone) -> None:
         fut, self._handover = self._handover, None
@@ -395,7 +365,7 @@ class ReplicasAdapter:
             if timeout > 0:
                 await wait_event(self._wake, timeout)
             self._wake.clear()
-            self._perform(self.core.tick(self._now()))
+            self._step(self.core.tick, self._now())
 
     async def _watch(self) -> None:
         backoff = Backoff(self.config.backoff_min_ms / 1000.0, self.config.backoff_max_ms / 1000.0, jitter=False)
@@ -414,7 +384,7 @@ class ReplicasAdapter:
                     self.watch_events += 1
                     failures = 0
                     backoff.reset()
-                    self._perform(self.core.on_replica_info(self._info(info), self.clock()))
+                    self._step(self.core.on_replica_info, self._info(info), self.clock())
                 self._log.info("watch_ended", controller=addr)
             except asyncio.CancelledError:
                 raise
@@ -433,7 +403,21 @@ class ReplicasAdapter:
 
     def slave_caught_up(self, master_epoch: int) -> None:
         """The HA slave reached its master's confirmOffset (Broker wires HASlave to this)."""
-        self._perform(self.core.on_caught_up(master_epoch, self.clock()))
+        self._step(self.core.on_caught_up, master_epoch, self.clock())
+
+    def _step(self, event: Callable[..., list[Command]], *args: Any) -> None:
+        """One input to the core, then its commands. The core answers what peers and disks do
+        with a Failure or a refusal, never an exception: one is a bug, and the manager's state is
+        unknown then. It must not keep a role in that state (a master would hold its role until
+        the lease lapses and stay fenced, a slave would never rejoin; seen once, as a broker that
+        logged the same exception as a failed watch stream every 100 ms), so the process ends
+        with one critical line and exit code 70; a supervisor restarts it, reported unclean."""
+        try:
+            self._perform(event(*args))
+        except Exception as e:  # noqa: BLE001 - see above: a bug, never an expected outcome
+            self._log.critical("replicas_manager_failed", exc_info=e, error=type(e).__name__,
+                               input=getattr(event, "__name__", "?"), action=f"exit {EXIT_INTERNAL}")
+            self.exit_process(EXIT_INTERNAL)
 
     def _perform(self, cmds: list[Command]) -> None:
         for cmd in cmds:
@@ -482,11 +466,11 @@ class ReplicasAdapter:
             failure = classify(e)
             if self._stopping:
                 return
-            self._perform(self.core.on_failure(req, failure, self.clock()))
+            self._step(self.core.on_failure, req, failure, self.clock())
             return
         if self._stopping:
             return
-        self._perform(self.core.on_reply(req, value, self.clock()))
+        self._step(self.core.on_reply, req, value, self.clock())
 
     async def _call(self, cmd: Command) -> Any:
         api, t = self.api, self.rpc_timeout_s

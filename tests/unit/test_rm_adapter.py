@@ -528,3 +528,31 @@ def test_heartbeats_name_the_adopted_configuration_and_a_refusal_still_teaches_i
         await a.stop()
 
     asyncio.run(asyncio.wait_for(main(), 20))
+
+
+def test_an_exception_from_the_core_ends_the_process_instead_of_wedging_it(tmp_path):
+    """A bug in the core (injected here: a correct core answers with commands, never raises) once
+    left a broker alive, its role never switching, logging the exception as a failed watch stream
+    every 100 ms. The adapter now ends the process (exit 70) with one critical line."""
+    exits: list[int] = []
+
+    async def main():
+        ctrl = FakeController()
+        api, broker, a = make(tmp_path, ctrl, cfg={"sync_interval_ms": 600_000}, exit_process=exits.append)
+        await a.start()
+        await wait_for(lambda: broker.role == "master", "became master")
+
+        def broken(info, now):
+            raise AttributeError("'RoleKeeper' object has no attribute 'leaving'")
+
+        a.core.on_replica_info = broken          # type: ignore[method-assign]
+        await api.pushes.put(ReplicaInfo(2, "127.0.0.1:20911", 2, frozenset({1, 2}), 3))
+        await wait_for(lambda: exits, "the process ended")
+        await a.stop()
+
+    with capture_logs() as logs:
+        asyncio.run(asyncio.wait_for(main(), 20))
+    assert exits[:1] == [70]
+    failed = [e for e in logs if e["event"] == "replicas_manager_failed"]
+    assert failed and failed[0]["log_level"] == "critical" and failed[0]["input"] == "broken"
+    assert not [e for e in logs if e["event"] == "watch_failed"], "not mistaken for a failed stream"

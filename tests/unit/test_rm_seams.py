@@ -8,7 +8,7 @@ import importlib
 import inspect
 
 import pytest
-from autoswitch.broker.replicas.replicas_adapter import BrokerRoleTarget
+from autoswitch.broker.replicas.role_target import BrokerRoleTarget
 from autoswitch.controller.api import BrokerControllerApi
 
 
