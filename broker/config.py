@@ -264,6 +264,13 @@ class BrokerConfig(SecurityKeys):
     def controller_mode(self) -> bool:
         return bool(self.controllers)
 
+    @property
+    def known_broker_id(self) -> int | None:
+        """The brokerId a log line carries before registration: the configured one in static
+        mode; None in controller mode until the controller names it (``broker_id``'s unused
+        default, 1, once tagged every broker's start as broker 1's)."""
+        return None if self.controller_mode else self.broker_id
+
     def replicas_config(self) -> Any:
         """The ReplicasManager's config (controller mode), validated."""
         from autoswitch.broker.replicas.lease import LeaseConfig

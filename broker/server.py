@@ -75,7 +75,7 @@ class Broker:
 
         self.cfg = cfg
         self.group = cfg.group
-        self.log = get_logger("broker", group=cfg.group, brokerId=cfg.broker_id)
+        self.log = get_logger("broker", group=cfg.group, brokerId=cfg.known_broker_id)
         self._broker_id = cfg.broker_id
         # Static mode: the configured id is ours. Controller mode: unknown until registration names
         # it (the setter below); until then nothing may announce us under the placeholder id.

@@ -358,7 +358,7 @@ async def serve(cfg: BrokerConfig, stop_event: asyncio.Event | None = None, atta
     ``attach(broker)`` runs once the gRPC port is open (controller mode: start the ReplicasManager
     adapter); the coroutine function it returns, if any, runs at shutdown BEFORE the broker stops,
     so no role change races the final flush."""
-    log = get_logger("broker", group=cfg.group, brokerId=cfg.broker_id)
+    log = get_logger("broker", group=cfg.group, brokerId=cfg.known_broker_id)
     broker = Broker(cfg)
     stop_event = stop_event or asyncio.Event()
     loop = asyncio.get_running_loop()

@@ -213,7 +213,7 @@ def _cmd_broker(args: argparse.Namespace) -> int:
 
     from autoswitch.base.log import get_logger
 
-    log = get_logger("broker", group=cfg.group, brokerId=cfg.broker_id)
+    log = get_logger("broker", group=cfg.group, brokerId=cfg.known_broker_id)
     try:
         return asyncio.run(serve(cfg))
     except AutoswitchError as e:

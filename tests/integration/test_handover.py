@@ -50,6 +50,13 @@ def test_rolling_restart_under_produce_loses_nothing_and_surfaces_no_error(procs
     c.start_all()
     c.wait_master(timeout=30)
     c.wait_sync_state_set({1, 2, 3}, timeout=30)
+    for name in ("b1", "b2", "b3"):
+        # The broker's own lines name the id the controller gave it, or none before registration
+        # (the config's unused default, 1, once tagged every broker's start).
+        own = c.status(name)["broker_id"]
+        ids = {json.loads(line).get("brokerId", "-") for line in c.broker_proc[name].log_text().splitlines()
+               if line.startswith("{") and '"component":"broker"' in line}
+        assert ids <= {own, None}, (name, own, ids)
     ack_log = tmp_path / "acks.jsonl"
     prod = c.producer("producer", ack_log, duration_s=600, count=10**9, interval_ms=2)
     wait_until(lambda: len(read_ack_log(ack_log)) >= 50, 20, "50 acks before the first restart")

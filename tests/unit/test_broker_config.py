@@ -70,3 +70,12 @@ def test_broker_keys_outside_the_broker_table_are_refused(tmp_path):
     p.write_text('[broker]\ngroup = "g"\n\n[broker.store]\nsegment_bytes = 1048576\n\n[controller]\nx = 1\n')
     cfg = load_config(p, {"data_dir": str(tmp_path / "d"), "role": "master", "broker_id": 1})
     assert cfg.store == {"segment_bytes": 1048576}
+
+
+def test_log_lines_name_no_broker_id_before_controller_mode_registration(tmp_path):
+    """Controller mode: the controller names the brokerId; until then a log line says none,
+    not broker_id's unused default (1), which tagged every broker's start as broker 1's."""
+    static = load_config(None, {"data_dir": str(tmp_path), "broker_id": 3})
+    assert static.known_broker_id == 3
+    ctl = load_config(None, {"data_dir": str(tmp_path), "controllers": ["127.0.0.1:9878"]})
+    assert ctl.known_broker_id is None
