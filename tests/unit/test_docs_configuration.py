@@ -241,3 +241,15 @@ def test_no_config_class_is_left_out() -> None:
                 continue
             found |= set(re.findall(r"^class (\w+Config)\b", path.read_text(encoding="utf-8"), flags=re.M))
     assert sorted(found - {c.__name__ for c in CLASSES}) == []
+
+
+@pytest.mark.parametrize("cls", CLASSES, ids=lambda c: c.__name__)
+def test_ranges_show_units_for_exactly_the_keys_documented_in_bytes(doc: str, cls: type) -> None:
+    """``ranges.is_byte_key`` (KiB/MiB/GiB in range errors and the ranges table) names a hand list
+    beside ``*_bytes``; the unit column here is the other statement of it, and they must agree."""
+    from autoswitch.base.ranges import RANGES, is_byte_key
+
+    rows = _rows(_section_for(doc, cls))
+    wrong = [(k, rows[k][2]) for k in RANGES.get(cls.__name__, {})
+             if k in rows and (rows[k][2].strip() == "bytes") != is_byte_key(k)]
+    assert wrong == [], f"{cls.__name__}: (key, documented unit) disagreeing with ranges.is_byte_key"
