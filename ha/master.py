@@ -32,7 +32,7 @@ from autoswitch.base.auth import parse_broker_identity
 from autoswitch.base.dualport import DualPortFront
 from autoswitch.base.log import RateLimitedLog, get_logger
 from autoswitch.base.tls import ssl_peer_identity
-from autoswitch.base.waits import cancel_and_wait, time_out
+from autoswitch.base.waits import Deadlines, cancel_and_wait
 from autoswitch.base.write_errors import FlushSlaveTimeout
 
 
@@ -76,6 +76,7 @@ class HAMaster:
         self._conns: dict[int, SlaveConn] = {}          # brokerId -> the connection that owns it
         self._handlers: set[asyncio.Task] = set()
         self._waiters: list[tuple[int, int, asyncio.Future]] = []
+        self._deadlines = Deadlines(self.config.max_pending_waits)   # the waiters' timeouts
         # (brokerId, offset, future): one replica caught up to an offset (a handover's target)
         self._replica_waiters: list[tuple[int, int, asyncio.Future]] = []
         self._seq = itertools.count()
@@ -126,6 +127,7 @@ class HAMaster:
             if not fut.done():
                 fut.set_exception(HAError("HA master stopped"))
         self._waiters.clear()
+        self._deadlines.close()
         for _, _, fut in self._replica_waiters:
             if not fut.done():
                 fut.set_result(False)
@@ -178,18 +180,14 @@ class HAMaster:
             heapq.heapify(self._waiters)
             if len(self._waiters) >= self.config.max_pending_waits:
                 raise HABusy("too many writes waiting for replicas", limit=self.config.max_pending_waits)
-        loop = asyncio.get_running_loop()
-        fut = loop.create_future()
+        fut = asyncio.get_running_loop().create_future()
         heapq.heappush(self._waiters, (offset, next(self._seq), fut))
-        # a timer on the future itself, not wait_for: this runs once per acknowledged request
-        timer = loop.call_later(timeout_s, time_out, fut)
+        self._deadlines.add(fut, timeout_s)
         try:
             await fut
         except TimeoutError:
             raise FlushSlaveTimeout(f"offset {offset} not acknowledged by replicas within {timeout_s}s",
                                     offset=offset, confirm_offset=self.confirm_offset) from None
-        finally:
-            timer.cancel()
 
     def replica_acked(self, broker_id: int) -> int:
         """The offset ``broker_id`` acknowledged on its live connection (-1: none)."""
@@ -244,7 +242,8 @@ class HAMaster:
                 if acked >= offset or acked < 0:   # caught up, or disconnected: answer now either way
                     fut.set_result(acked >= offset)
         w = self._waiters
-        while w and (w[0][2].done() or self.tracker.is_acked(w[0][0], log_max)):
+        acked = self.tracker.acked_through(log_max)     # once for all the waiters it releases
+        while w and (w[0][2].done() or w[0][0] <= acked):
             _, _, fut = heapq.heappop(w)
             if not fut.done():
                 fut.set_result(None)

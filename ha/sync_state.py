@@ -348,6 +348,23 @@ class SyncStateTracker:
         holders = [b for b in members if self._ack_of(b, master_max) >= offset]
         return len(holders) >= self.config.in_sync_replicas and not self._short_of_zones(holders)
 
+    def acked_through(self, master_max: int) -> int:
+        """The highest offset (>= 0) that ``is_acked`` holds for, or -1 for none: it then holds
+        for every offset below too (an ack counts the holders at or above an offset, and fewer
+        offsets have fewer holders), so one look releases every write waiting at or below it.
+        ``is_acked`` stays the rule; this is its threshold, computed once per ack."""
+        mode = self.config.ack_mode
+        if mode == "master":
+            return master_max
+        if self._below_min():
+            return -1
+        if mode == "all":
+            return min(master_max, min(self._ack_of(b, master_max) for b in self.ack_set))
+        # in_sync_replicas: is_acked changes only at an ack (capped at the log end) or the log end
+        members = frozenset.intersection(*self._possible_sets())
+        candidates = {min(self._ack_of(b, master_max), master_max) for b in members} | {master_max}
+        return next((c for c in sorted(candidates, reverse=True) if c >= 0 and self.is_acked(c, master_max)), -1)
+
     def desired_set(self, now: float, master_max: int | None = None) -> frozenset[int]:
         return self._desired(now, master_max)[0]
 
