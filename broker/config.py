@@ -17,6 +17,7 @@ from autoswitch.base.addr import AddressError, split_hostport, split_hostport_li
 from autoswitch.base.auth import check_exposure, parse_broker_identity
 from autoswitch.base.config_check import check_values, refuse_unknown
 from autoswitch.base.errors import ConfigError
+from autoswitch.base.event_loop import EVENT_LOOPS
 from autoswitch.base.limits import MAX_NAMESRVS, MAX_ZONES
 from autoswitch.base.security_keys import SecurityKeys
 from autoswitch.base.tls import certificate_identity, check_own_identity
@@ -110,6 +111,8 @@ class BrokerConfig(SecurityKeys):
     # requests) are shown only to callers with it (docs/security.md "The HTTP surface").
     metrics_allow_remote: bool = False
     metrics_token_file: str = ""
+    # The event loop the broker runs on: uvloop or asyncio (autoswitch/base/event_loop.py).
+    event_loop: str = "uvloop"
     max_inflight_produce: int = 256
     max_concurrent_rpcs: int = 1024
     store: dict[str, Any] = field(default_factory=dict)
@@ -157,6 +160,8 @@ class BrokerConfig(SecurityKeys):
             raise ConfigError(f"role must be one of {ROLES}", key="role", value=self.role)
         if self.ack_mode not in ACK_MODES:
             raise ConfigError(f"ack_mode must be one of {ACK_MODES}", key="ack_mode", value=self.ack_mode)
+        if self.event_loop not in EVENT_LOOPS:
+            raise ConfigError(f"event_loop must be one of {EVENT_LOOPS}", key="event_loop", value=self.event_loop)
         if self.flush not in FLUSH_MODES:
             raise ConfigError(f"flush must be one of {FLUSH_MODES}", key="flush", value=self.flush)
         if not self.data_dir:

@@ -440,7 +440,7 @@ async def serve(cfg: BrokerConfig, stop_event: asyncio.Event | None = None, atta
             await observe.start()
         log.info("broker_started", version=__version__, featureLevelSupported=SUPPORTED_LEVEL, listen=cfg.listen, ha_listen=cfg.ha_listen, fetch_listen=cfg.fetch_listen, role=broker.role,
                  epoch=broker.master_epoch, ack_mode=cfg.ack_mode, flush=cfg.flush,
-                 mode="controller" if cfg.controller_mode else "static")
+                 mode="controller" if cfg.controller_mode else "static", eventLoop=cfg.event_loop)
         if attach is None and cfg.controller_mode:
             attach = _controller_mode_attach
         detach = await attach(broker) if attach is not None else None

@@ -53,6 +53,7 @@ def register(sub: Any, admin_sub: Any) -> None:
                    default=None, help="only topics made by `admin topic-create` (or already in the log) take writes")
     p.add_argument("--max-batch-messages", type=int)
     p.add_argument("--max-request-bytes", type=int)
+    p.add_argument("--event-loop", choices=["uvloop", "asyncio"], help="the event loop to run on (uvloop)")
     c = p.add_argument_group("controller mode (the controller decides brokerId and role; --role is refused)")
     c.add_argument("--controllers", help="every controller node, HOST:PORT,HOST:PORT,...")
     c.add_argument("--namesrv", type=namesrv_list, help="name server(s) HOST:PORT[,HOST:PORT...]: register this broker's route periodically")
@@ -185,8 +186,6 @@ def register(sub: Any, admin_sub: Any) -> None:
 
 
 def _cmd_broker(args: argparse.Namespace) -> int:
-    import asyncio
-
     from autoswitch.broker.config import load_config
 
     keys = (
@@ -196,7 +195,7 @@ def _cmd_broker(args: argparse.Namespace) -> int:
         "controllers", "namesrv", "heartbeat_timeout_ms", "heartbeat_interval_ms", "master_lease_ms",
         "lease_enabled", "election_priority", "zone", "role_change_script", "auth", "auth_tokens_file", "allow_insecure",
         "tls_accept_plaintext", "tls_dial_plaintext", "handover_on_shutdown", "handover_timeout_ms", "master_switch_hold_ms", "metrics_listen",
-        "fetch_listen", "metrics_allow_remote", "auto_create_topics",
+        "fetch_listen", "metrics_allow_remote", "auto_create_topics", "event_loop",
     )
     if args.controllers and (args.role or args.broker_id is not None or args.epoch is not None):
         return fail_code(args, "BAD_USAGE", "--role/--broker-id/--epoch are static-role mode; with --controllers "
@@ -211,11 +210,12 @@ def _cmd_broker(args: argparse.Namespace) -> int:
         return 2
     from autoswitch.broker.service import serve
 
+    from autoswitch.base import event_loop
     from autoswitch.base.log import get_logger
 
     log = get_logger("broker", group=cfg.group, brokerId=cfg.known_broker_id)
     try:
-        return asyncio.run(serve(cfg))
+        return event_loop.run(serve(cfg), cfg.event_loop, group=cfg.group, brokerId=cfg.known_broker_id)
     except AutoswitchError as e:
         # e.g. a corrupt store or EpochFile: refuse to start, say why (never start empty).
         log.error("broker_failed", **e.to_dict())
