@@ -242,7 +242,7 @@ class HAMaster:
                 if acked >= offset or acked < 0:   # caught up, or disconnected: answer now either way
                     fut.set_result(acked >= offset)
         w = self._waiters
-        acked = self.tracker.acked_through(log_max)     # once for all the waiters it releases
+        acked = self.tracker.acked_through(log_max) if w else -1    # once for all it releases
         while w and (w[0][2].done() or w[0][0] <= acked):
             _, _, fut = heapq.heappop(w)
             if not fut.done():
