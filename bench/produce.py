@@ -58,8 +58,11 @@ def _log(msg: str) -> None:
 
 
 class Cluster:
-    def __init__(self, root: Path, replicas: int, flush: str, metrics: bool = False) -> None:
+    def __init__(self, root: Path, replicas: int, flush: str, metrics: bool = False,
+                 event_loop: str | None = None) -> None:
+        """``event_loop``: the brokers' ``--event-loop`` (None: their default, uvloop)."""
         self.root = root
+        self.event_loop = event_loop
         self.metrics = metrics
         self.metrics_ports: list[int] = []
         self.replicas = replicas
@@ -83,6 +86,8 @@ class Cluster:
             args += ["--epoch", "1"]
         if master_ha:
             args += ["--master-ha", master_ha]
+        if self.event_loop:
+            args += ["--event-loop", self.event_loop]
         if self.metrics:
             self.metrics_ports.append(free_port())
             args += ["--metrics-listen", f"{HOST}:{self.metrics_ports[-1]}"]

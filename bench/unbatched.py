@@ -91,11 +91,13 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--flush", choices=["async", "sync"], default="async")
     ap.add_argument("--max-seconds", type=float, default=15.0, help="per producer count and round")
     ap.add_argument("--rounds", type=int, default=2)
+    ap.add_argument("--event-loop", choices=["uvloop", "asyncio"], default=None,
+                    help="the brokers' event loop (default: theirs, uvloop)")
     args = ap.parse_args(argv)
     assert 1 <= args.rounds <= 10 and 100 <= args.messages <= 10_000_000 and 1 <= args.max_seconds <= 600
     best: dict[tuple[str, int], dict] = {}
     with tempfile.TemporaryDirectory(prefix="bench-unbatched-") as tmp:
-        cl = Cluster(Path(tmp), 3, args.flush)
+        cl = Cluster(Path(tmp), 3, args.flush, event_loop=args.event_loop)
         try:
             _log("starting 3 replicas (ack mode all)")
             cl.start()
@@ -122,7 +124,8 @@ def main(argv: list[str] | None = None) -> int:
         out[f"{prefix}scaling_16_vs_1"] = round(best[via, 16]["acked_msgs_s"] / one, 2) if one else 0.0
     out["failed"] = sum(b["failed"] for b in best.values())
     out["load"] = {"replicas": 3, "ack_mode": "all", "size": args.size, "flush": args.flush,
-                   "messages": args.messages, "max_seconds": args.max_seconds, "rounds": args.rounds}
+                   "messages": args.messages, "max_seconds": args.max_seconds, "rounds": args.rounds,
+                   "event_loop": args.event_loop or "uvloop"}
     out["target_msgs_s_16"] = TARGET_16
     out["target_scaling_16_vs_1"] = TARGET_SCALING
     print(json.dumps(out))
