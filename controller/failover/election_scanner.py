@@ -116,7 +116,12 @@ class ElectionScanner:
                 self.rebalance_once()
                 self.maintenance_leadership_once()
             except asyncio.CancelledError:
-                raise
+                # Ours (the node stops) ends the scan; one raised by an awaited call (a gRPC
+                # channel closed under it) must not: nothing else elects for this node.
+                task = asyncio.current_task()
+                if stopped.is_set() or (task is not None and task.cancelling()):
+                    raise
+                self.log.error("scan_failed", reason="an awaited call was cancelled", exc_info=True)
             except Exception:
                 self.log.error("scan_failed", exc_info=True)
 

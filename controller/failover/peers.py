@@ -22,7 +22,18 @@ from autoswitch.proto import controller_pb2 as pb
 from autoswitch.proto import controller_pb2_grpc as pbg
 
 MAX_KEYS_PER_QUERY = 20_000
+# A channel to a peer that left the voters closes this long after: a query in flight on it ends by
+# its own timeout. Closed at once, gRPC cancels the call, and the CancelledError it raises in the
+# asking task once ended the leader's dead-master scan for good (no failover from that node).
+CLOSE_GRACE_S = 10.0
 _log = get_logger("controller.peers")
+
+
+def _rpc_cancelled_under_us() -> bool:
+    """Inside ``except asyncio.CancelledError``: True when the cancellation came from the call
+    (its channel closed), not from someone cancelling this task; the task then goes on."""
+    task = asyncio.current_task()
+    return task is not None and not task.cancelling()
 
 
 class PeerLiveness:
@@ -41,7 +52,7 @@ class PeerLiveness:
             self._stubs.pop(nid, None)
             ch = self._channels.pop(nid, None)
             if ch is not None:
-                asyncio.get_running_loop().create_task(ch.close())
+                asyncio.get_running_loop().create_task(ch.close(grace=CLOSE_GRACE_S))
 
     def _stub(self, nid: str) -> pbg.ControllerServiceStub:
         s = self._stubs.get(nid)
@@ -66,6 +77,11 @@ class PeerLiveness:
                 r = await self._stub(nid).QueryLiveness(req, timeout=timeout_s)
             except grpc.aio.AioRpcError as e:
                 _log.debug("peer_liveness_failed", peer=nid, status=e.code().name)
+                return nid, None
+            except asyncio.CancelledError:
+                if not _rpc_cancelled_under_us():
+                    raise
+                _log.info("peer_liveness_failed", peer=nid, status="CANCELLED")
                 return nid, None
             if r.header.code != 0 or len(r.opinions) != n_keys:
                 _log.warning("peer_liveness_bad_reply", peer=nid, code=r.header.code)
@@ -97,6 +113,10 @@ class PeerLiveness:
             try:
                 r = await self._stub(nid).GetStateHash(pb.GetStateHashRequest(index=index), timeout=timeout_s)
             except (TimeoutError, grpc.aio.AioRpcError, OSError):
+                return nid, None
+            except asyncio.CancelledError:
+                if not _rpc_cancelled_under_us():
+                    raise
                 return nid, None
             return nid, r if r.header.code == 0 else None
 
