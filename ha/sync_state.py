@@ -350,8 +350,8 @@ class SyncStateTracker:
 
     def acked_through(self, master_max: int) -> int:
         """The highest offset (>= 0) that ``is_acked`` holds for, or -1 for none: it then holds
-        for every offset below too (an ack counts the holders at or above an offset, and fewer
-        offsets have fewer holders), so one look releases every write waiting at or below it.
+        for every offset below too (an ack counts the holders at or above an offset, and a lower
+        offset has at least the same holders), so one look releases every write waiting at or below it.
         ``is_acked`` stays the rule; this is its threshold, computed once per ack."""
         mode = self.config.ack_mode
         if mode == "master":

@@ -32,8 +32,3 @@ def run(main: Coroutine[Any, Any, T], event_loop: str, **log_context: Any) -> T:
             with asyncio.Runner(loop_factory=uvloop.new_event_loop) as runner:
                 return runner.run(main)
     return asyncio.run(main)
-
-
-def running_loop_name() -> str:
-    """``uvloop`` or ``asyncio``: what the running loop is (logs, tests)."""
-    return "uvloop" if type(asyncio.get_running_loop()).__module__.startswith("uvloop") else "asyncio"

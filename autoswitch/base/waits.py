@@ -29,6 +29,14 @@ async def wait_event(event: asyncio.Event, timeout_s: float) -> bool:
     return True
 
 
+def cancellation_is_ours() -> bool:
+    """Inside ``except asyncio.CancelledError``: True when someone cancelled the running task
+    (re-raise), False when an awaited call was cancelled under it (a grpc.aio channel closed
+    cancels the calls on it), which the task may treat as that call's failure and go on."""
+    task = asyncio.current_task()
+    return task is None or task.cancelling() > 0
+
+
 def time_out(fut: asyncio.Future[Any]) -> None:
     """``fut`` fails with TimeoutError unless it is done."""
     if not fut.done():

@@ -30,7 +30,7 @@ from autoswitch.controller.server.service_common import NodeReply
 from autoswitch.base import tls
 from autoswitch.base.features import OPERATOR_LEVEL
 from autoswitch.base.log import EventLogger
-from autoswitch.base.waits import wait_event
+from autoswitch.base.waits import cancellation_is_ours, wait_event
 
 if TYPE_CHECKING:
     from autoswitch.controller.failover.liveness_desk import LivenessDesk
@@ -118,8 +118,7 @@ class ElectionScanner:
             except asyncio.CancelledError:
                 # Ours (the node stops) ends the scan; one raised by an awaited call (a gRPC
                 # channel closed under it) must not: nothing else elects for this node.
-                task = asyncio.current_task()
-                if stopped.is_set() or (task is not None and task.cancelling()):
+                if stopped.is_set() or cancellation_is_ours():
                     raise
                 self.log.error("scan_failed", reason="an awaited call was cancelled", exc_info=True)
             except Exception:

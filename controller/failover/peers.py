@@ -18,6 +18,7 @@ from autoswitch.controller.messages import ack_mode_or_unstated
 from autoswitch.base.limits import MAX_INCARNATION_LEN
 from autoswitch.base.log import get_logger
 from autoswitch.base.tls import grpc_channel
+from autoswitch.base.waits import cancellation_is_ours
 from autoswitch.proto import controller_pb2 as pb
 from autoswitch.proto import controller_pb2_grpc as pbg
 
@@ -27,13 +28,6 @@ MAX_KEYS_PER_QUERY = 20_000
 # asking task once ended the leader's dead-master scan for good (no failover from that node).
 CLOSE_GRACE_S = 10.0
 _log = get_logger("controller.peers")
-
-
-def _rpc_cancelled_under_us() -> bool:
-    """Inside ``except asyncio.CancelledError``: True when the cancellation came from the call
-    (its channel closed), not from someone cancelling this task; the task then goes on."""
-    task = asyncio.current_task()
-    return task is not None and not task.cancelling()
 
 
 class PeerLiveness:
@@ -79,7 +73,7 @@ class PeerLiveness:
                 _log.debug("peer_liveness_failed", peer=nid, status=e.code().name)
                 return nid, None
             except asyncio.CancelledError:
-                if not _rpc_cancelled_under_us():
+                if cancellation_is_ours():
                     raise
                 _log.info("peer_liveness_failed", peer=nid, status="CANCELLED")
                 return nid, None
@@ -115,7 +109,7 @@ class PeerLiveness:
             except (TimeoutError, grpc.aio.AioRpcError, OSError):
                 return nid, None
             except asyncio.CancelledError:
-                if not _rpc_cancelled_under_us():
+                if cancellation_is_ours():
                     raise
                 return nid, None
             return nid, r if r.header.code == 0 else None

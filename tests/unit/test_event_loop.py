@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import asyncio
 import sys
 
 import pytest
@@ -12,7 +13,7 @@ from autoswitch.base.errors import ConfigError
 
 
 async def _which() -> str:
-    return event_loop.running_loop_name()
+    return "uvloop" if type(asyncio.get_running_loop()).__module__.startswith("uvloop") else "asyncio"
 
 
 def test_each_loop_runs_what_it_names():
