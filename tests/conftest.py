@@ -6,6 +6,7 @@ import os
 import pytest
 from hypothesis import settings
 
+from autoswitch.base.log import configure as configure_logging
 from tests.procs import ProcGroup, free_port
 
 # The default suite draws the same property-test examples every run: it must not pass or fail by
@@ -13,6 +14,11 @@ from tests.procs import ProcGroup, free_port
 settings.register_profile("suite", derandomize=True, database=None)
 settings.register_profile("explore", derandomize=False)
 settings.load_profile(os.environ.get("HYPOTHESIS_PROFILE", "suite"))
+
+# What a logger's first use would do, done before any test: a first use inside structlog's
+# capture_logs() configured logging afresh and dropped the capture, so a test that asserts on a
+# log line passed only after another test had logged.
+configure_logging(os.environ.get("AUTOSWITCH_LOG_LEVEL") or "WARNING", stdlib=False)
 
 
 @pytest.fixture

@@ -74,6 +74,7 @@ from autoswitch.controller.api import (
     connect,
 )
 
+from autoswitch.base import supervise
 from autoswitch.base.addr import split_hostport
 from autoswitch.base.backoff import Backoff
 from autoswitch.base.crashpoints import crash_point
@@ -86,7 +87,7 @@ if TYPE_CHECKING:
 
 MAX_PENDING_PROPOSALS = 16
 FAREWELL_TIMEOUT_S = 1.0
-EXIT_INTERNAL = 70      # EX_SOFTWARE: the ReplicasManager core raised (ReplicasAdapter._step)
+EXIT_INTERNAL = supervise.EXIT_INTERNAL    # the core raised (ReplicasAdapter._step), or a loop ended
 
 
 # Crash points (autoswitch.base.crashpoints) after each registration step, for the tests that
@@ -221,11 +222,17 @@ class ReplicasAdapter:
         _, _, log_epoch = self.broker.log_position()
         self._perform(self.core.start(self.clock(), loaded, log_intact=intact, log_last_epoch=log_epoch,
                                       previous_incarnation=previous))
-        self._main = asyncio.get_running_loop().create_task(self._run())
+        # Both run until stop(): one that ends before is a bug (autoswitch/base/supervise.py).
+        def running() -> bool:
+            return not self._stopping
+
+        self._main = asyncio.get_running_loop().create_task(self._run(), name="replicas-manager")
+        supervise.essential_task(self._main, "replicas-manager", running, self._log, self.exit_process)
         if self.sessions is not None:
             self.sessions.start()
         if self.use_watch:
-            self._watch_task = asyncio.get_running_loop().create_task(self._watch())
+            self._watch_task = asyncio.get_running_loop().create_task(self._watch(), name="replica-info-watch")
+            supervise.essential_task(self._watch_task, "replica-info-watch", running, self._log, self.exit_process)
 
     def mark_clean_shutdown(self) -> None:
         """Call after the broker has stopped and its store is flushed and closed (RunMarker.clean_stop)."""

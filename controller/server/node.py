@@ -25,6 +25,7 @@ Library use::
 from __future__ import annotations
 
 import asyncio
+import os
 import time
 from collections.abc import Callable, Coroutine
 from pathlib import Path
@@ -59,14 +60,13 @@ from autoswitch.controller.state.history import HistoryRecord
 from autoswitch.controller.state.sm_snapshot import decode_snapshot
 
 from autoswitch import __version__ as VERSION
-from autoswitch.base import features, tls
+from autoswitch.base import features, supervise, tls
 from autoswitch.base.auth import Guard, Rule
 from autoswitch.base.auth_interceptor import server_interceptor
 from autoswitch.base.grpc_health import add_grpc_health
 from autoswitch.base.log import get_logger
 from autoswitch.base.observe import ObserveServer, read_http_token
 from autoswitch.base.stream_limits import StreamBudget, stream_limit_interceptor
-from autoswitch.base.waits import cancel_and_wait
 from autoswitch.proto import controller_pb2_grpc as pbg
 
 if TYPE_CHECKING:
@@ -86,7 +86,8 @@ class ControllerNode:
     raft: Consensus        # RaftNode, or a store backend's node
     events: EventLog
 
-    def __init__(self, config: ControllerConfig, *, clock: Callable[[], float] = time.monotonic) -> None:
+    def __init__(self, config: ControllerConfig, *, clock: Callable[[], float] = time.monotonic,
+                 exit_process: Callable[[int], None] = os._exit) -> None:
         config.validate()
         self.config = config
         self.node_id = config.node_id
@@ -99,7 +100,7 @@ class ControllerNode:
         self.server: grpc.aio.Server | None = None
         self._listener: tls.Listener | None = None
         self._peer_client: PeerLiveness | None = None
-        self._tasks: list[asyncio.Task[Any]] = []
+        self.tasks = supervise.Tasks(self.log, exit_process)   # an essential one's early end exits
         self._extra_servicers: list[Callable[[grpc.aio.Server], None]] = []
         self._extra_rules: dict[str, Rule] = {}
         self.guard: Guard | None = None       # authorization, when config.auth
@@ -208,13 +209,14 @@ class ControllerNode:
         peers.set_peers(self.membership.voter_addrs())
         self._was_voter = self.membership.is_voter       # as of the log this node started with
         self.membership.listeners.append(self._on_membership)
-        self.spawn(self.elections.run(self._stopped), "dead-master-scan")
+        self.spawn(self.elections.run(self._stopped), "dead-master-scan", essential=True)
         self.state_check = StateCheck(self.node_id, lambda: list(self.sm.inner.state_hashes), peers,
                                       lambda: len(self.membership.voter_ids), self.proposer.write, self.raft.silence,
                                       cfg.state_check_interval_s, cfg.peer_query_timeout_s, self.log)
         if cfg.state_check_interval_s > 0:
-            self.spawn(self.state_check.run(self._stopped, lambda: self.is_leader), "state-hash-check")
-        self.spawn(self.membership_changes.promote_loop(lambda: self.is_leader, self._stopped), "learner-promotion")
+            self.spawn(self.state_check.run(self._stopped, lambda: self.is_leader), "state-hash-check", essential=True)
+        promote = self.membership_changes.promote_loop(lambda: self.is_leader, self._stopped)
+        self.spawn(promote, "learner-promotion", essential=True)
         svc, hpb = self._health
         await svc.set("", hpb.HealthCheckResponse.SERVING)
         if cfg.metrics_listen:
@@ -236,17 +238,14 @@ class ControllerNode:
             self.liveness.became_voter()
         self._was_voter = voter
 
-    def spawn(self, coro: Coroutine[Any, Any, Any], name: str) -> None:
-        """A background job the node ends at stop (finished ones are dropped as they end)."""
-        t = asyncio.create_task(coro, name=name)
-        self._tasks.append(t)
-        t.add_done_callback(lambda done: self._tasks.remove(done) if done in self._tasks else None)
+    def spawn(self, coro: Coroutine[Any, Any, Any], name: str, *, essential: bool = False) -> None:
+        self.tasks.spawn(coro, name, essential=essential)
 
     async def stop(self) -> None:
         if self._stopped.is_set():
             return
         self._stopped.set()
-        await cancel_and_wait(self._tasks)       # the scan, learner promotion, a rebalance handover
+        await self.tasks.stop()       # the scan, learner promotion, a rebalance handover
         self.watchers.close_all()
         if self._observe is not None:
             await self._observe.stop()

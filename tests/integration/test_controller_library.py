@@ -60,3 +60,30 @@ def test_three_nodes_in_one_event_loop(tmp_path):
         assert all(n.server is not None for n in nodes)
 
     asyncio.run(go())
+
+
+def test_an_essential_loop_that_ends_ends_the_process_and_a_stop_does_not(tmp_path):
+    """A node whose dead-master scan ended kept serving and elected nobody (CHANGELOG 0.28): now
+    its end, here a cancellation from outside the node, exits the process (70); stop() does not."""
+    port = free_port()
+    exits: list[int] = []
+
+    async def go():
+        node = ControllerNode(cfgmod.load(None, node_id="n1", peers=f"n1={HOST}:{port}", data_dir=str(tmp_path)),
+                              exit_process=exits.append)
+        await node.start()
+        try:
+            tasks = {t.get_name(): t for t in asyncio.all_tasks()}
+            assert {"dead-master-scan", "state-hash-check", "learner-promotion"} <= set(tasks)
+            tasks["dead-master-scan"].cancel()
+            await asyncio.wait([tasks["dead-master-scan"]])
+            end = asyncio.get_running_loop().time() + 30      # readiness; the bound only ends a stuck test
+            while not exits and asyncio.get_running_loop().time() < end:
+                await asyncio.sleep(0.01)
+            assert exits == [70]
+        finally:
+            await node.stop()
+        await asyncio.sleep(0)
+        assert exits == [70], "the stop cancelled the other two loops: not an end"
+
+    asyncio.run(go())

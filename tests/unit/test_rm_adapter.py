@@ -556,3 +556,25 @@ def test_an_exception_from_the_core_ends_the_process_instead_of_wedging_it(tmp_p
     failed = [e for e in logs if e["event"] == "replicas_manager_failed"]
     assert failed and failed[0]["log_level"] == "critical" and failed[0]["input"] == "broken"
     assert not [e for e in logs if e["event"] == "watch_failed"], "not mistaken for a failed stream"
+
+
+def test_its_loops_ending_before_stop_ends_the_process_and_stop_does_not(tmp_path):
+    """The run loop (deadlines: lease re-asks, heartbeats) and the ReplicaInfo watch run until
+    stop(); one that ends before is a bug that would leave the broker serving a stale role."""
+    exits: list[int] = []
+
+    async def main():
+        api, broker, a = make(tmp_path, exit_process=exits.append)
+        await a.start()
+        await wait_for(lambda: broker.role == "master", "became master")
+        tasks = {t.get_name(): t for t in asyncio.all_tasks()}
+        tasks["replica-info-watch"].cancel()
+        await wait_for(lambda: exits, "the process ended")
+        await a.stop()
+        await asyncio.sleep(0)
+
+    with capture_logs() as logs:
+        asyncio.run(asyncio.wait_for(main(), 20))
+    assert exits == [70], "one end: the stop cancelled the run loop, which is not one"
+    ended = [e for e in logs if e["event"] == "essential_task_ended"]
+    assert [(e["task"], e["how"]) for e in ended] == [("replica-info-watch", "cancelled")]

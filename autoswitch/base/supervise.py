@@ -1,0 +1,68 @@
+"""Background loops that must run as long as their owner runs.
+
+A loop that ends while its node still serves (an exception it did not expect, a cancellation that
+was not its owner's, a plain return) leaves the node answering calls but no longer doing that
+loop's job, and nothing says so: a controller whose dead-master scan had ended saw its master
+crash and elected nobody (a grpc.aio call cancelled under the scan ended it, CHANGELOG 0.28).
+Such a loop is *essential*: when it ends before its owner stops, the process logs one critical
+line naming the loop and why, and exits with EX_SOFTWARE (70), like a broker whose
+ReplicasManager core raised. The service manager restarts it (an unclean restart), and the other
+replicas or controller members serve meanwhile; a process that looks healthy but is not is
+worse than one that is visibly restarting.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import os
+from collections.abc import Callable, Coroutine
+from typing import Any
+
+from autoswitch.base.waits import cancel_and_wait
+
+EXIT_INTERNAL = 70      # EX_SOFTWARE: a bug ended something that must not end
+
+
+def essential_task(task: asyncio.Task[Any], name: str, running: Callable[[], bool], log: Any,
+                   exit_process: Callable[[int], None] = os._exit) -> None:
+    """Watch ``task``: if it ends while ``running()`` still holds, log ``essential_task_ended``
+    (critical) and call ``exit_process(EXIT_INTERNAL)``. The owner's stop makes ``running()``
+    false before it cancels the task, so a stop never counts."""
+
+    def ended(t: asyncio.Task[Any]) -> None:
+        if not running():
+            return
+        if t.cancelled():
+            how, exc = "cancelled", None
+        else:
+            exc = t.exception()
+            how = "raised" if exc is not None else "returned"
+        log.critical("essential_task_ended", task=name, how=how, error=repr(exc) if exc is not None else None,
+                     exc_info=exc, action=f"exit {EXIT_INTERNAL}")
+        exit_process(EXIT_INTERNAL)
+
+    task.add_done_callback(ended)
+
+
+class Tasks:
+    """An owner's background jobs: finished ones are dropped as they end, ``stop`` cancels the rest
+    and waits for them; an ``essential`` one that ends before ``stop`` ends the process."""
+
+    def __init__(self, log: Any, exit_process: Callable[[int], None] = os._exit) -> None:
+        self.log = log
+        self.exit_process = exit_process
+        self._live: set[asyncio.Task[Any]] = set()
+        self._stopping = False
+
+    def spawn(self, coro: Coroutine[Any, Any, Any], name: str, *, essential: bool = False) -> asyncio.Task[Any]:
+        assert not self._stopping, f"{name} spawned after stop"
+        task = asyncio.get_running_loop().create_task(coro, name=name)
+        self._live.add(task)
+        task.add_done_callback(self._live.discard)
+        if essential:
+            essential_task(task, name, lambda: not self._stopping, self.log, self.exit_process)
+        return task
+
+    async def stop(self, timeout_s: float | None = None) -> None:
+        self._stopping = True
+        await cancel_and_wait(list(self._live), timeout_s)
