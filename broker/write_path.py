@@ -34,6 +34,7 @@ from autoswitch.broker.consumer_offsets import RESERVED_PREFIX
 from autoswitch.broker.stall_watch import IoWatch
 from autoswitch.broker.storage.store_errors import BadMessage
 
+from autoswitch.base import supervise
 from autoswitch.base.limits import MAX_GATE_WAITS, MAX_MSG_ID_BYTES, MAX_TOPIC_BYTES
 from autoswitch.base.log import get_logger
 from autoswitch.base.waits import cancel_and_wait, wait_event
@@ -109,15 +110,19 @@ class GroupFlusher:
         self.flushed_offset = store.max_offset
         self._kick = asyncio.Event()
         self._task: asyncio.Task | None = None
+        self._stopping = False
         self._waiters: list[tuple[int, asyncio.Future]] = []
         self._log = get_logger("broker.flush")
         self.flushes = 0
 
     def start(self) -> None:
         assert self._task is None
+        self._stopping = False
         self._task = asyncio.get_running_loop().create_task(self._run(), name="flusher")
+        supervise.essential_task(self._task, "flusher", lambda: not self._stopping, self._log)
 
     async def stop(self) -> None:
+        self._stopping = True
         await cancel_and_wait([self._task])
         self._task = None
         self.flush_now()

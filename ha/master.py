@@ -28,6 +28,7 @@ from autoswitch.ha.master_session import MasterSession
 from autoswitch.ha.seams import ReplicaRegistry, SyncStateProposer
 from autoswitch.ha.sync_state import Proposal, SyncStateTracker
 
+from autoswitch.base import supervise
 from autoswitch.base.auth import parse_broker_identity
 from autoswitch.base.dualport import DualPortFront
 from autoswitch.base.log import RateLimitedLog, get_logger
@@ -106,7 +107,9 @@ class HAMaster:
         else:
             self._server = await asyncio.start_server(self._on_client, host, port, limit=limit, ssl=ssl)
             self.port = self._server.sockets[0].getsockname()[1]
-        self._housekeeper = asyncio.create_task(self._housekeeping())
+        # shrinks the SyncStateSet, moves the commit point, refreshes zones: runs until stop()
+        self._housekeeper = asyncio.create_task(self._housekeeping(), name="ha-housekeeping")
+        supervise.essential_task(self._housekeeper, "ha-housekeeping", lambda: not self._stopped, self._log)
         self._log.info("ha_master_started", addr=f"{host}:{self.port}",
                        syncStateSet=sorted(self.tracker.sync_state_set), ackMode=self.config.ack_mode)
 

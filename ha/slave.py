@@ -20,6 +20,7 @@ from autoswitch.ha.errors import FrameError, HAProtocolError, OffsetMismatch, Ra
 from autoswitch.ha.log_api import ReplicaLog
 from autoswitch.ha.slave_session import SlaveSession
 
+from autoswitch.base import supervise
 from autoswitch.base.auth import parse_broker_identity
 from autoswitch.base.backoff import Backoff
 from autoswitch.base.errors import AutoswitchError
@@ -91,7 +92,8 @@ class HASlave:
 
     async def start(self) -> None:
         assert self._task is None, "HASlave.start() twice"
-        self._task = asyncio.create_task(self._run())
+        self._task = asyncio.create_task(self._run(), name="ha-slave")
+        supervise.essential_task(self._task, "ha-slave", lambda: not self._stopping, self._log)
 
     async def stop(self) -> None:
         self._stopping = True

@@ -22,12 +22,16 @@ from autoswitch.base.waits import cancel_and_wait
 
 EXIT_INTERNAL = 70      # EX_SOFTWARE: a bug ended something that must not end
 
+# How the process ends when a caller names no ``exit_process``: components deep inside a broker
+# (the HA master and slave, the flusher) use this one; tests replace it to watch for the exit.
+process_exit: Callable[[int], None] = os._exit
+
 
 def essential_task(task: asyncio.Task[Any], name: str, running: Callable[[], bool], log: Any,
-                   exit_process: Callable[[int], None] = os._exit) -> None:
+                   exit_process: Callable[[int], None] | None = None) -> None:
     """Watch ``task``: if it ends while ``running()`` still holds, log ``essential_task_ended``
-    (critical) and call ``exit_process(EXIT_INTERNAL)``. The owner's stop makes ``running()``
-    false before it cancels the task, so a stop never counts."""
+    (critical) and call ``exit_process(EXIT_INTERNAL)`` (default: ``process_exit``). The owner's
+    stop makes ``running()`` false before it cancels the task, so a stop never counts."""
 
     def ended(t: asyncio.Task[Any]) -> None:
         if not running():
@@ -39,7 +43,7 @@ def essential_task(task: asyncio.Task[Any], name: str, running: Callable[[], boo
             how = "raised" if exc is not None else "returned"
         log.critical("essential_task_ended", task=name, how=how, error=repr(exc) if exc is not None else None,
                      exc_info=exc, action=f"exit {EXIT_INTERNAL}")
-        exit_process(EXIT_INTERNAL)
+        (exit_process or process_exit)(EXIT_INTERNAL)
 
     task.add_done_callback(ended)
 

@@ -637,3 +637,36 @@ def test_a_catch_up_gives_the_event_loop_back_between_large_frames(tmp_path):
         assert len({s for s in seen if 0 < s}) >= frames // 2, (len(seen), frames)
 
     run(main())
+
+
+def test_a_loop_that_ends_before_stop_ends_the_process_and_stop_does_not(tmp_path, monkeypatch):
+    """The HA master's housekeeping (SyncStateSet shrink, commit point, zones), the slave's
+    connection loop and the broker's flusher run until stop(): one that ends before is a bug
+    that would leave the replica serving without it (autoswitch/base/supervise.py)."""
+    from autoswitch.broker.write_path import GroupFlusher
+
+    from autoswitch.base import supervise
+
+    exits: list[int] = []
+    monkeypatch.setattr(supervise, "process_exit", exits.append)
+
+    async def main():
+        m = make_log(tmp_path / "m")
+        m.append_epoch(1, 0)
+        master = HAMaster(m, cfg(), 1, "g", 1, frozenset({1}), 1, LocalSyncStateProposer())
+        await master.start(H, 0)
+        slave = HASlave(make_log(tmp_path / "s"), cfg(), 2, "g", (H, master.port))
+        await slave.start()
+        flusher = GroupFlusher(m, "async", 0.05)
+        flusher.start()
+        tasks = {t.get_name(): t for t in asyncio.all_tasks()}
+        for n, name in enumerate(("ha-housekeeping", "ha-slave", "flusher"), start=1):
+            tasks[name].cancel()
+            await until(lambda n=n: len(exits) == n, f"{name} ended the process")
+        await slave.stop()
+        await master.stop()
+        await flusher.stop()
+        await asyncio.sleep(0)
+
+    run(main())
+    assert exits == [70, 70, 70]
