@@ -24,6 +24,7 @@ import operator
 from typing import Annotated, Any, ClassVar, Final, Literal, get_args
 
 import msgspec
+import msgspec.inspect
 from autoswitch.controller.codes import Code
 from msgspec.structs import force_setattr
 
@@ -98,6 +99,29 @@ def ack_mode_or_unstated(v: str) -> AckMode:
     return _ACK_MODE_OF.get(v, "")
 
 
+_COLLECTION_TYPES = (msgspec.inspect.ListType, msgspec.inspect.SetType, msgspec.inspect.FrozenSetType,
+                     msgspec.inspect.VarTupleType, msgspec.inspect.TupleType, msgspec.inspect.AnyType)
+_COLLECTION_FIELDS: dict[type, tuple[str, ...]] = {}
+
+
+def _may_hold_collection(t: msgspec.inspect.Type) -> bool:
+    if isinstance(t, msgspec.inspect.UnionType):
+        return any(_may_hold_collection(x) for x in t.types)
+    if isinstance(t, msgspec.inspect.Metadata):
+        return _may_hold_collection(t.type)
+    return isinstance(t, _COLLECTION_TYPES)
+
+
+def _collection_fields(cls: type) -> tuple[str, ...]:
+    """The fields of request class ``cls`` whose type admits a list, set or tuple (once per class)."""
+    names = _COLLECTION_FIELDS.get(cls)
+    if names is None:
+        info = msgspec.inspect.type_info(cls)
+        assert isinstance(info, msgspec.inspect.StructType)
+        names = _COLLECTION_FIELDS[cls] = tuple(f.name for f in info.fields if _may_hold_collection(f.type))
+    return names
+
+
 def _unique(ids: tuple[int, ...], what: str) -> None:
     if len(set(ids)) != len(ids):
         raise MalformedRequest(f"{what} has duplicates")
@@ -143,7 +167,10 @@ class Request(msgspec.Struct, frozen=True, tag_field="t", forbid_unknown_fields=
 
     def __post_init__(self) -> None:
         # Accept lists and sets from callers; the canonical form (and the log form) is a tuple.
-        for name in self.__struct_fields__:
+        # Only fields that may hold a collection are looked at: msgspec runs this on every
+        # decode too (each write is built or decoded ~6 times across the cluster), and a list
+        # in any other field is refused by the strict decode as a tuple would be.
+        for name in _collection_fields(type(self)):
             v = getattr(self, name)
             if isinstance(v, list):
                 force_setattr(self, name, tuple(v))

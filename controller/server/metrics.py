@@ -8,9 +8,9 @@ hears) is read at scrape time.
 from __future__ import annotations
 
 from collections.abc import Iterator
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Any
 
-from autoswitch.controller.state import explain
+import msgspec
 from prometheus_client import CollectorRegistry, Counter, Histogram
 
 from autoswitch.base.observe import FnCollector
@@ -21,6 +21,19 @@ if TYPE_CHECKING:
 
 PROPOSAL_BUCKETS = (0.001, 0.002, 0.005, 0.01, 0.02, 0.05, 0.1, 0.2, 0.5, 1.0, 2.0, 5.0)
 MAX_GROUPS_SCANNED = 100_000     # the per-scrape walk over groups is bounded
+MAX_DECISION_LABELS = 64         # label sets of the decisions counter kept at hand
+
+
+class _Tally(msgspec.Struct, frozen=True):
+    """What the decisions counter needs of a decision record (explain.Decision): decoding only
+    these fields skips the candidates, which are most of the record, on every applied entry."""
+
+    outcome: str
+    zones_lost: tuple[str, ...] = ()
+    warnings: tuple[str, ...] = ()
+
+
+_TALLY = msgspec.json.Decoder(_Tally)
 
 
 class ControllerMetrics:
@@ -46,6 +59,7 @@ class ControllerMetrics:
         r.register(FnCollector(self._gauges))
         self._last_leader: str | None = None
         self._decision_index = 0
+        self._decision_counts: dict[tuple[str, bool, bool], Any] = {}   # labels -> the counter's child
 
     def on_history_record(self, rec: HistoryRecord) -> None:
         if rec.event in ("ElectMaster", "NoMaster"):
@@ -55,10 +69,16 @@ class ControllerMetrics:
         if rec.decision and rec.index != self._decision_index:    # one entry's events share its decision
             self._decision_index = rec.index
             try:
-                d = explain.from_json(rec.decision)
+                d = _TALLY.decode(rec.decision)
             except ValueError:      # msgspec's errors are ValueErrors: a record from a newer release
                 return
-            self.decisions.labels(d.outcome, str(bool(d.zones_lost)).lower(), str(bool(d.warnings)).lower()).inc()
+            key = (d.outcome, bool(d.zones_lost), bool(d.warnings))
+            child = self._decision_counts.get(key)
+            if child is None:
+                child = self.decisions.labels(key[0], str(key[1]).lower(), str(key[2]).lower())
+                if len(self._decision_counts) < MAX_DECISION_LABELS:
+                    self._decision_counts[key] = child
+            child.inc()
 
     def _gauges(self) -> Iterator[tuple[str, str, dict[str, str], float]]:
         node = self.node

@@ -116,6 +116,43 @@ def test_a_field_is_accepted_exactly_when_its_plain_rule_holds(case, v):
         assert field in out[1] or "duplicates" in out[1] or "encoded" in out[1], out
 
 
+def _plain_post_init(req):
+    """The rule Request.__post_init__ shortcuts: every field's list or set becomes a tuple."""
+    for name in req.__struct_fields__:
+        v = getattr(req, name)
+        if isinstance(v, list):
+            force_setattr(req, name, tuple(v))
+        elif isinstance(v, set | frozenset):
+            try:
+                force_setattr(req, name, tuple(sorted(v)))
+            except TypeError:
+                pass
+
+
+def _checked(req):
+    try:
+        return ("ok", m.check_request(req))
+    except m.MalformedRequest as e:
+        return ("rejected", e.message)
+
+
+@settings(max_examples=1500, deadline=None)
+@given(st.sampled_from(CASES), values)
+def test_post_init_normalizes_only_collection_fields_and_the_checks_decide_alike(case, v):
+    """__post_init__ looks only at the fields whose type admits a collection (it runs on every
+    decode); a list or set anywhere else is refused by the check as its tuple would be."""
+    req, field, _rule = case
+    fast, plain = msgspec.structs.replace(req), msgspec.structs.replace(req)
+    force_setattr(fast, field, v)
+    force_setattr(plain, field, v)
+    fast.__post_init__()
+    _plain_post_init(plain)
+    outcome = _checked(plain)
+    assert _checked(fast) == outcome, (field, v)
+    if outcome[0] == "ok":      # the servicer uses the request as built, not only its check
+        assert fast == plain, (field, v)
+
+
 def test_a_request_that_passes_check_request_is_one_the_log_accepts():
     for req in SPEC:
         assert m.check_request(req) == req
