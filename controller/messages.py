@@ -24,9 +24,7 @@ import operator
 from typing import Annotated, Any, ClassVar, Final, Literal, get_args
 
 import msgspec
-import msgspec.inspect
 from autoswitch.controller.codes import Code
-from msgspec.structs import force_setattr
 
 from autoswitch.base.errors import AutoswitchError
 from autoswitch.base.features import MAX_LEVEL as MAX_FEATURE_LEVEL
@@ -39,6 +37,7 @@ from autoswitch.base.limits import (
     MAX_REPLICAS_PER_GROUP,
     MAX_ZONES,
 )
+from autoswitch.base.structs import tuples_for_collections
 
 MAX_REQUEST_BYTES = 1 << 20
 MAX_CHECK_CODE_LEN = 512
@@ -99,29 +98,6 @@ def ack_mode_or_unstated(v: str) -> AckMode:
     return _ACK_MODE_OF.get(v, "")
 
 
-_COLLECTION_TYPES = (msgspec.inspect.ListType, msgspec.inspect.SetType, msgspec.inspect.FrozenSetType,
-                     msgspec.inspect.VarTupleType, msgspec.inspect.TupleType, msgspec.inspect.AnyType)
-_COLLECTION_FIELDS: dict[type, tuple[str, ...]] = {}
-
-
-def _may_hold_collection(t: msgspec.inspect.Type) -> bool:
-    if isinstance(t, msgspec.inspect.UnionType):
-        return any(_may_hold_collection(x) for x in t.types)
-    if isinstance(t, msgspec.inspect.Metadata):
-        return _may_hold_collection(t.type)
-    return isinstance(t, _COLLECTION_TYPES)
-
-
-def _collection_fields(cls: type) -> tuple[str, ...]:
-    """The fields of request class ``cls`` whose type admits a list, set or tuple (once per class)."""
-    names = _COLLECTION_FIELDS.get(cls)
-    if names is None:
-        info = msgspec.inspect.type_info(cls)
-        assert isinstance(info, msgspec.inspect.StructType)
-        names = _COLLECTION_FIELDS[cls] = tuple(f.name for f in info.fields if _may_hold_collection(f.type))
-    return names
-
-
 def _unique(ids: tuple[int, ...], what: str) -> None:
     if len(set(ids)) != len(ids):
         raise MalformedRequest(f"{what} has duplicates")
@@ -166,19 +142,7 @@ class Request(msgspec.Struct, frozen=True, tag_field="t", forbid_unknown_fields=
     WRITE: ClassVar[bool] = True
 
     def __post_init__(self) -> None:
-        # Accept lists and sets from callers; the canonical form (and the log form) is a tuple.
-        # Only fields that may hold a collection are looked at: msgspec runs this on every
-        # decode too (each write is built or decoded ~6 times across the cluster), and a list
-        # in any other field is refused by the strict decode as a tuple would be.
-        for name in _collection_fields(type(self)):
-            v = getattr(self, name)
-            if isinstance(v, list):
-                force_setattr(self, name, tuple(v))
-            elif isinstance(v, set | frozenset):
-                try:
-                    force_setattr(self, name, tuple(sorted(v)))
-                except TypeError:
-                    pass  # mixed types: the strict decode refuses them
+        tuples_for_collections(self)    # callers may pass lists and sets (autoswitch/base/structs.py)
 
     def check(self) -> None:  # overridden where fields depend on each other
         pass
