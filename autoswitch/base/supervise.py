@@ -34,7 +34,7 @@ def essential_task(task: asyncio.Task[Any], name: str, running: Callable[[], boo
     stop makes ``running()`` false before it cancels the task, so a stop never counts."""
 
     def ended(t: asyncio.Task[Any]) -> None:
-        if not running():
+        if not running() or _loop_torn_down(t.get_loop()):
             return
         if t.cancelled():
             how, exc = "cancelled", None
@@ -46,6 +46,13 @@ def essential_task(task: asyncio.Task[Any], name: str, running: Callable[[], boo
         (exit_process or process_exit)(EXIT_INTERNAL)
 
     task.add_done_callback(ended)
+
+
+def _loop_torn_down(loop: asyncio.AbstractEventLoop) -> bool:
+    """asyncio.run's teardown cancels every task left at once (an owner that was never stopped,
+    a test that failed midway): an end then is the process's own, not a bug. While the process
+    runs, its main task at least is alive and not being cancelled."""
+    return all(t.done() or t.cancelling() for t in asyncio.all_tasks(loop))
 
 
 class Tasks:

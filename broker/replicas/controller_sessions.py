@@ -10,9 +10,11 @@ Heartbeats and the master lease are unchanged and independent of these streams.
 from __future__ import annotations
 
 import asyncio
+from collections.abc import Callable
 
 from autoswitch.controller.api import BrokerControllerApi, ControllerCallFailed
 
+from autoswitch.base import supervise
 from autoswitch.base.backoff import Backoff
 from autoswitch.base.log import get_logger
 from autoswitch.base.waits import cancel_and_wait, wait_event
@@ -20,8 +22,11 @@ from autoswitch.base.waits import cancel_and_wait, wait_event
 
 class ControllerSessions:
     def __init__(self, api: BrokerControllerApi, controllers: tuple[str, ...], cluster: str, group: str,
-                 ack_mode: str, backoff_min_s: float, backoff_max_s: float, incarnation: str = "") -> None:
+                 ack_mode: str, backoff_min_s: float, backoff_max_s: float, incarnation: str = "",
+                 exit_process: Callable[[int], None] | None = None) -> None:
+        """``exit_process``: how a session task that ended under us ends the process (supervise)."""
         self.api = api
+        self.exit_process = exit_process
         self.incarnation = incarnation      # this process, as in its heartbeats
         self.controllers = controllers
         self.cluster, self.group, self.ack_mode = cluster, group, ack_mode
@@ -29,26 +34,33 @@ class ControllerSessions:
         self.broker_id: int | None = None
         self._id_known = asyncio.Event()
         self._tasks: dict[str, asyncio.Task] = {}       # controller address -> its session task
+        self._stopping = False
         self.open: set[str] = set()         # controller addresses holding our session now
         self.opened = 0                     # sessions opened so far (a reconnect counts again)
         self._log = get_logger("broker.controller_sessions", group=group, cluster=cluster)
 
     def start(self) -> None:
-        loop = asyncio.get_running_loop()
-        self._tasks = {addr: loop.create_task(self._hold(addr), name=f"controller-session-{addr}")
-                       for addr in self.controllers}
+        for addr in self.controllers:
+            self._open(addr)
+
+    def _open(self, addr: str) -> None:
+        """A task holding ``addr``'s session until stop() or that controller leaves the list."""
+        task = asyncio.get_running_loop().create_task(self._hold(addr), name=f"controller-session-{addr}")
+        self._tasks[addr] = task
+        supervise.essential_task(task, task.get_name(),
+                                 lambda: not self._stopping and self._tasks.get(addr) is task, self._log,
+                                 self.exit_process)
 
     def set_controllers(self, controllers: tuple[str, ...]) -> None:
         """The controllers' membership changed: hold a session with exactly these nodes."""
         self.controllers = controllers
         if not self._tasks:
             return                       # not started: start() opens the new list
-        loop = asyncio.get_running_loop()
         for addr in [a for a in self._tasks if a not in controllers]:
             self._tasks.pop(addr).cancel()
         for addr in controllers:
             if addr not in self._tasks:
-                self._tasks[addr] = loop.create_task(self._hold(addr), name=f"controller-session-{addr}")
+                self._open(addr)
 
     def set_broker_id(self, broker_id: int) -> None:
         """Sessions open once registration has given the brokerId (the certificate binds it)."""
@@ -56,6 +68,7 @@ class ControllerSessions:
         self._id_known.set()
 
     async def stop(self) -> None:
+        self._stopping = True
         await cancel_and_wait(list(self._tasks.values()), timeout_s=5)
         self._tasks = {}
 

@@ -176,7 +176,7 @@ class ReplicasAdapter:
         self.sessions = ControllerSessions(api, self.config.controllers, self.config.cluster, self.config.group,
                                            ack_mode, self.config.backoff_min_ms / 1000.0,
                                            self.config.backoff_max_ms / 1000.0,
-                                           self.core.incarnation) if crash_sessions else None
+                                           self.core.incarnation, exit_process) if crash_sessions else None
         self.api = api
         self.broker = broker
         self._adopted_id: int | None = None     # the registered brokerId, once given to the broker

@@ -29,6 +29,7 @@ from autoswitch.controller.consensus.errors import (
 )
 from autoswitch.controller.consensus.membership import Membership
 
+from autoswitch.base import supervise
 from autoswitch.base.fsutil import fsync_dir, write_atomic
 from autoswitch.base.log import get_logger
 from autoswitch.base.waits import cancel_and_wait, wait_event
@@ -117,6 +118,7 @@ class RaftNode:
         await self._transport.start(self._deliver)
         self._transport_started = True
         self._task = loop.create_task(self._run(), name=f"raft-{self.node_id}")
+        supervise.essential_task(self._task, f"raft-{self.node_id}", lambda: not self._stopped, self.log)
         self.log.info("raft_node_started", term=core.term, commit=core.commit, last_index=core.log.last_index(),
                       peers=peers)
 

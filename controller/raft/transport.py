@@ -22,6 +22,7 @@ from collections.abc import Callable, Iterable
 
 import grpc
 
+from autoswitch.base import supervise
 from autoswitch.base.backoff import Backoff
 from autoswitch.base.log import RateLimitedLog, get_logger
 from autoswitch.base.tls import (
@@ -246,11 +247,13 @@ class PeerSender:
         self.dropped = 0
         self.attempts = 0      # calls opened (each reconnect is one)
         self._task: asyncio.Task | None = None
+        self._stopping = False
         self._channel: grpc.aio.Channel | None = None
         self._queued = asyncio.Event()     # wakes a back-off early: someone is waiting on this peer
 
     def start(self) -> None:
         self._task = asyncio.get_running_loop().create_task(self._run(), name=f"raft-send-{self.peer_id}")
+        supervise.essential_task(self._task, f"raft-send-{self.peer_id}", lambda: not self._stopping, self.log)
 
     def send(self, m: Message) -> None:
         try:
@@ -328,6 +331,7 @@ class PeerSender:
             await wait_event(self._queued, rest)
 
     async def stop(self) -> None:
+        self._stopping = True
         await cancel_and_wait([self._task])
         if self._channel is not None:
             with contextlib.suppress(Exception):

@@ -25,6 +25,7 @@ from autoswitch.controller.consensus import StateMachine
 from autoswitch.controller.consensus.errors import NotLeader, ProposalTimeout, QuorumUnavailable, RaftStopped
 from autoswitch.controller.consensus.membership import Membership
 
+from autoswitch.base import supervise
 from autoswitch.base.log import get_logger
 from autoswitch.base.waits import cancel_and_wait, wait_event
 
@@ -98,6 +99,8 @@ class StoreLogNode:
         self._tasks = [loop.create_task(self._lock_loop(), name=f"store-lock-{self.node_id}"),
                        loop.create_task(self._tail_loop(), name=f"store-tail-{self.node_id}"),
                        loop.create_task(self._write_loop(), name=f"store-write-{self.node_id}")]
+        for t in self._tasks:       # each runs until stop()
+            supervise.essential_task(t, t.get_name(), lambda: not self._stopped, self.log)
         self.log.info("store_node_started", applied=self.applied, lease_ms=self.cfg.lease_ms,
                       observer=self.cfg.observer)
 

@@ -87,3 +87,40 @@ def test_an_essential_loop_that_ends_ends_the_process_and_a_stop_does_not(tmp_pa
         assert exits == [70], "the stop cancelled the other two loops: not an end"
 
     asyncio.run(go())
+
+
+def test_raft_loops_that_end_before_stop_end_the_process(tmp_path, monkeypatch):
+    """The Raft node's Ready loop and its senders to the peers run until stop(); a sender that
+    ended would leave that peer without a log, a Ready loop that ended a node that answers but
+    never commits (a persistence failure stops the node first, and is reported as RaftStopped)."""
+    from autoswitch.base import supervise
+
+    exits: list[int] = []
+    monkeypatch.setattr(supervise, "process_exit", exits.append)
+    ports = [free_port() for _ in range(3)]
+    peers = ",".join(f"n{i + 1}={HOST}:{p}" for i, p in enumerate(ports))
+
+    async def go():
+        nodes = [ControllerNode(cfgmod.load(None, node_id=f"n{i + 1}", peers=peers,
+                                            data_dir=str(tmp_path / f"n{i + 1}")))
+                 for i in range(3)]
+        for n in nodes:
+            await n.start()
+        try:
+            by_name: dict[str, list[asyncio.Task]] = {}
+            for t in asyncio.all_tasks():
+                by_name.setdefault(t.get_name(), []).append(t)
+            assert len(by_name["raft-send-n2"]) == 2 and len(by_name["raft-n3"]) == 1
+            for n, task in enumerate((by_name["raft-send-n2"][0], by_name["raft-n3"][0]), start=1):
+                task.cancel()
+                end = asyncio.get_running_loop().time() + 30   # readiness; the bound only ends a stuck test
+                while len(exits) < n and asyncio.get_running_loop().time() < end:
+                    await asyncio.sleep(0.01)
+                assert exits == [70] * n
+        finally:
+            for n in nodes:
+                await n.stop()
+        await asyncio.sleep(0)
+
+    asyncio.run(go())
+    assert exits == [70, 70], "the stops ended every other loop: not an end"

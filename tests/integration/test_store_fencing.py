@@ -397,3 +397,30 @@ def _store_away_under_load(c: FailoverCluster, tmp_path, cut, heal, what: str) -
     prod.popen.wait(90)
     assert prod.popen.returncode == 0, prod.log_text()[-3000:]
     assert e2 == e1 + 1
+
+
+def test_a_store_loop_that_ends_before_stop_ends_the_process(tmp_path, monkeypatch):
+    """The lock, tail and write loops run until stop(): a lock loop that ended would leave a
+    node that never leads again, a write loop one whose proposals never reach the store."""
+    from autoswitch.base import supervise
+
+    exits: list[int] = []
+    monkeypatch.setattr(supervise, "process_exit", exits.append)
+    cfg = StoreBackendConfig(url=f"sqlite:///{tmp_path / 'store.db'}", lock_name="loops", lease_ms=1000,
+                             heartbeat_ms=100, poll_ms=10)
+
+    async def run() -> None:
+        a = _node("a", cfg)
+        await a.start()
+        try:
+            await _until(lambda: a.is_leader, "a leads")
+            tasks = {t.get_name(): t for t in asyncio.all_tasks()}
+            for n, name in enumerate(("store-lock-a", "store-tail-a", "store-write-a"), start=1):
+                tasks[name].cancel()
+                await _until(lambda n=n: len(exits) == n, f"{name} ended the process")
+        finally:
+            await a.stop()
+        await asyncio.sleep(0)
+
+    asyncio.run(run())
+    assert exits == [70, 70, 70]

@@ -559,8 +559,10 @@ def test_an_exception_from_the_core_ends_the_process_instead_of_wedging_it(tmp_p
 
 
 def test_its_loops_ending_before_stop_ends_the_process_and_stop_does_not(tmp_path):
-    """The run loop (deadlines: lease re-asks, heartbeats) and the ReplicaInfo watch run until
-    stop(); one that ends before is a bug that would leave the broker serving a stale role."""
+    """The run loop (deadlines: lease re-asks, heartbeats), the ReplicaInfo watch and the
+    controller sessions run until stop() (a session: until its controller leaves); one that ends
+    before is a bug that would leave the broker serving a stale role, or without crash-fast
+    failover."""
     exits: list[int] = []
 
     async def main():
@@ -570,11 +572,19 @@ def test_its_loops_ending_before_stop_ends_the_process_and_stop_does_not(tmp_pat
         tasks = {t.get_name(): t for t in asyncio.all_tasks()}
         tasks["replica-info-watch"].cancel()
         await wait_for(lambda: exits, "the process ended")
+        await wait_for(lambda: api.session_opens, "a controller session held")
+        sessions = [t for t in asyncio.all_tasks() if t.get_name().startswith("controller-session-")]
+        sessions[0].cancel()                              # ended under the broker: an end
+        await wait_for(lambda: len(exits) == 2, "the process ended again")
+        assert a.sessions is not None
+        a.sessions.set_controllers(())                    # the controllers left: not an end
+        await asyncio.sleep(0.05)
         await a.stop()
         await asyncio.sleep(0)
 
     with capture_logs() as logs:
         asyncio.run(asyncio.wait_for(main(), 20))
-    assert exits == [70], "one end: the stop cancelled the run loop, which is not one"
+    assert exits == [70, 70], "the stop and the membership change ended loops too: not ends"
     ended = [e for e in logs if e["event"] == "essential_task_ended"]
-    assert [(e["task"], e["how"]) for e in ended] == [("replica-info-watch", "cancelled")]
+    assert [e["how"] for e in ended] == ["cancelled", "cancelled"]
+    assert ended[0]["task"] == "replica-info-watch" and ended[1]["task"].startswith("controller-session-")

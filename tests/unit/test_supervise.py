@@ -62,3 +62,18 @@ def test_a_loop_that_returns_or_is_cancelled_by_someone_else_ends_the_process():
 def test_the_owners_stop_is_not_an_end():
     exits, lines = run_case(forever, stop_first=True)
     assert exits == [] and lines == []
+
+
+def test_asyncio_runs_teardown_of_a_never_stopped_owner_is_not_an_end():
+    """asyncio.run cancels every task left when its main coroutine returns: that is the process
+    ending (an owner nobody stopped, a test that failed midway), not a loop ending under it."""
+    exits: list[int] = []
+
+    async def main() -> None:
+        task = asyncio.get_running_loop().create_task(forever(), name="loop")
+        supervise.essential_task(task, "loop", lambda: True, LOG, exits.append)
+        await asyncio.sleep(0)
+
+    with capture_logs() as logs:
+        asyncio.run(main())
+    assert exits == [] and not [e for e in logs if e["event"] == "essential_task_ended"]
