@@ -7,6 +7,11 @@
    slave's first ack (handshake done) to its ack of the master's max offset.
 3. Raw (the peer, same run, same bytes): the master's segment files -> asyncio socket ->
    a file in a subprocess; timed from connect to the receiver's "done".
+Every process runs on the standard library's asyncio loop, the raw copy's too (the peer as the
+issue defines it); ``--event-loop uvloop`` runs all of them on uvloop instead, as brokers run by
+default (bench/results/replication.md, session 29: the TLS figures barely move with it, and the
+raw copy's receiver on uvloop's streams spent ~7x the CPU, so its ratio means little there).
+
 4. With --tls (make bench-replication TLS=1): also replicated over mutual TLS (asyncio SSL, the
    certificates bound to brokerIds as with auth on), interleaved with the plaintext runs;
    ``ratio_tls_vs_plain`` = best TLS / best plaintext replicated throughput. The raw copy runs
@@ -33,8 +38,17 @@ import tempfile
 import time
 from pathlib import Path
 
+from autoswitch.base import event_loop
+from autoswitch.base.event_loop import EVENT_LOOPS
+
 MiB = 1024 * 1024
 HOST = "127.0.0.1"
+EVENT_LOOP = "asyncio"    # --event-loop: this process's and its children's (set by main)
+
+
+def run_loop(main):
+    """``asyncio.run(main)`` on EVENT_LOOP."""
+    return event_loop.run(main, EVENT_LOOP)
 
 
 def eprint(*a) -> None:
@@ -138,7 +152,7 @@ async def _replicate1(master_dir: Path, slave_dir: Path, deadline: float, master
     end = store.max_offset
     proc = subprocess.Popen([sys.executable, "-m", "bench.replication", "--role", "slave",
                              "--port", str(master.port), "--dir", str(slave_dir), "--target", str(end),
-                             "--digests", "on" if digests else "off",
+                             "--digests", "on" if digests else "off", "--event-loop", EVENT_LOOP,
                              *(["--tls-dir", str(tls_dir)] if tls_dir else [])],
                             stdout=subprocess.PIPE, start_new_session=True,
                             env={**os.environ, "AUTOSWITCH_FASTREC": "1" if native else "0"})
@@ -229,7 +243,7 @@ async def _raw_copy(master_dir: Path, out_dir: Path, total: int, deadline: float
     """``tls_dir``: the same copy over mutual TLS (asyncio SSL with its default buffers, the
     certificates the replicated TLS run uses): what TLS costs this machine without our code."""
     proc = subprocess.Popen([sys.executable, "-m", "bench.replication", "--role", "raw-recv",
-                             "--dir", str(out_dir),
+                             "--dir", str(out_dir), "--event-loop", EVENT_LOOP,
                              *(["--tls-dir", str(tls_dir), "--target", str(total)] if tls_dir else [])],
                             stdout=subprocess.PIPE, start_new_session=True)
     try:
@@ -333,20 +347,24 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--digests", default="both", choices=["on", "off", "both"],
                     help="range digests (issue 32); 'both': also a run with them off each repeat, "
                          "ratio_digest_on_vs_off in the result")
+    ap.add_argument("--event-loop", default="asyncio", choices=EVENT_LOOPS,
+                    help="every process's event loop, the raw copy's too (a broker's event_loop key)")
     args = ap.parse_args(argv)
+    global EVENT_LOOP
+    EVENT_LOOP = args.event_loop
     if args.role == "slave":
         prof_path = os.environ.get("BENCH_SLAVE_PROFILE")
         if prof_path:   # profile the slave side: BENCH_SLAVE_PROFILE=/tmp/slave.prof
             import cProfile
 
-            cProfile.runctx("asyncio.run(_slave_main(args.port, Path(args.dir), args.target))",
+            cProfile.runctx("run_loop(_slave_main(args.port, Path(args.dir), args.target))",
                             globals(), {"args": args}, prof_path)
         else:
-            asyncio.run(_slave_main(args.port, Path(args.dir), args.target,
+            run_loop(_slave_main(args.port, Path(args.dir), args.target,
                                     Path(args.tls_dir) if args.tls_dir else None, args.digests == "on"))
         return 0
     if args.role == "raw-recv":
-        asyncio.run(_raw_recv_main(Path(args.dir), Path(args.tls_dir) if args.tls_dir else None, args.target))
+        run_loop(_raw_recv_main(Path(args.dir), Path(args.tls_dir) if args.tls_dir else None, args.target))
         return 0
 
     from autoswitch.base import log as aslog
@@ -381,7 +399,7 @@ def main(argv: list[str] | None = None) -> int:
         for i in range(args.repeats):
             shutil.rmtree(work / "raw", ignore_errors=True)
             _settle()
-            raw = asyncio.run(_raw_copy(work / "master", work / "raw", total, deadline))
+            raw = run_loop(_raw_copy(work / "master", work / "raw", total, deadline))
             shutil.rmtree(work / "raw", ignore_errors=True)
             eprint(f"[{i}] raw copy {raw['bytes'] / MiB:.0f} MiB in {raw['seconds']:.2f}s = {raw['mb_s']:.0f} MiB/s"
                    f" (cpu send {raw['send_cpu_s']:.2f}s recv {raw['recv_cpu_s']:.2f}s)")
@@ -389,7 +407,7 @@ def main(argv: list[str] | None = None) -> int:
             for nat in variants:
                 shutil.rmtree(work / "slave", ignore_errors=True)
                 _settle()
-                rep = asyncio.run(_replicate(work / "master", work / "slave", deadline, master_verify, nat,
+                rep = run_loop(_replicate(work / "master", work / "slave", deadline, master_verify, nat,
                                              digests=args.digests != "off"))
                 shutil.rmtree(work / "slave", ignore_errors=True)
                 eprint(f"[{i}] replicated (native {'on' if nat else 'off'}) "
@@ -399,7 +417,7 @@ def main(argv: list[str] | None = None) -> int:
             if args.digests == "both":
                 shutil.rmtree(work / "slave", ignore_errors=True)
                 _settle()
-                rep = asyncio.run(_replicate(work / "master", work / "slave", deadline, master_verify, variants[0],
+                rep = run_loop(_replicate(work / "master", work / "slave", deadline, master_verify, variants[0],
                                              digests=False))
                 shutil.rmtree(work / "slave", ignore_errors=True)
                 eprint(f"[{i}] replicated, digests off {rep['bytes'] / MiB:.0f} MiB in {rep['seconds']:.2f}s = "
@@ -408,14 +426,14 @@ def main(argv: list[str] | None = None) -> int:
             if tls_dir is not None:
                 shutil.rmtree(work / "slave", ignore_errors=True)
                 _settle()
-                rep = asyncio.run(_replicate(work / "master", work / "slave", deadline, master_verify, True, tls_dir))
+                rep = run_loop(_replicate(work / "master", work / "slave", deadline, master_verify, True, tls_dir))
                 shutil.rmtree(work / "slave", ignore_errors=True)
                 eprint(f"[{i}] replicated over mutual TLS {rep['bytes'] / MiB:.0f} MiB in {rep['seconds']:.2f}s = "
                        f"{rep['mb_s']:.0f} MiB/s (cpu master {rep['master_cpu_s']:.2f}s slave {rep['slave_cpu_s']:.2f}s)")
                 tls_runs.append(rep)
                 shutil.rmtree(work / "raw", ignore_errors=True)
                 _settle()
-                raw = asyncio.run(_raw_copy(work / "master", work / "raw", total, deadline, tls_dir))
+                raw = run_loop(_raw_copy(work / "master", work / "raw", total, deadline, tls_dir))
                 shutil.rmtree(work / "raw", ignore_errors=True)
                 eprint(f"[{i}] raw copy over mutual TLS {raw['bytes'] / MiB:.0f} MiB in {raw['seconds']:.2f}s = "
                        f"{raw['mb_s']:.0f} MiB/s (cpu send {raw['send_cpu_s']:.2f}s recv {raw['recv_cpu_s']:.2f}s)")
@@ -454,6 +472,7 @@ def main(argv: list[str] | None = None) -> int:
             result["cpu_s_per_gib"][f"master_{name}"] = per_gib([r["master_cpu_s"] for r in runs])
             result["cpu_s_per_gib"][f"slave_{name}"] = per_gib([r["slave_cpu_s"] for r in runs])
         result["digests"] = args.digests != "off"
+        result["event_loop"] = EVENT_LOOP
         if off_runs:
             off_best = max(r["mb_s"] for r in off_runs)
             result["runs_replicated_digests_off_mb_s"] = [round(r["mb_s"], 1) for r in off_runs]
