@@ -3,7 +3,7 @@
 A loop that ends while its node still serves (an exception it did not expect, a cancellation that
 was not its owner's, a plain return) leaves the node answering calls but no longer doing that
 loop's job, and nothing says so: a controller whose dead-master scan had ended saw its master
-crash and elected nobody (a grpc.aio call cancelled under the scan ended it, CHANGELOG 0.28).
+crash and elected nobody (a grpc.aio call cancelled under the scan ended it; docs/CHANGELOG.md).
 Such a loop is *essential*: when it ends before its owner stops, the process logs one critical
 line naming the loop and why, and exits with EX_SOFTWARE (70), like a broker whose
 ReplicasManager core raised. The service manager restarts it (an unclean restart), and the other
@@ -59,14 +59,19 @@ class Tasks:
     """An owner's background jobs: finished ones are dropped as they end, ``stop`` cancels the rest
     and waits for them; an ``essential`` one that ends before ``stop`` ends the process."""
 
-    def __init__(self, log: Any, exit_process: Callable[[int], None] = os._exit) -> None:
+    def __init__(self, log: Any, exit_process: Callable[[int], None] | None = None) -> None:
         self.log = log
         self.exit_process = exit_process
         self._live: set[asyncio.Task[Any]] = set()
         self._stopping = False
 
-    def spawn(self, coro: Coroutine[Any, Any, Any], name: str, *, essential: bool = False) -> asyncio.Task[Any]:
-        assert not self._stopping, f"{name} spawned after stop"
+    def spawn(self, coro: Coroutine[Any, Any, Any], name: str, *,
+              essential: bool = False) -> asyncio.Task[Any] | None:
+        """The task running ``coro``; None once ``stop`` has begun (a job asked for by a loop
+        that is ending with its owner is not started: nothing would stop it)."""
+        if self._stopping:
+            coro.close()
+            return None
         task = asyncio.get_running_loop().create_task(coro, name=name)
         self._live.add(task)
         task.add_done_callback(self._live.discard)

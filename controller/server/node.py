@@ -25,7 +25,6 @@ Library use::
 from __future__ import annotations
 
 import asyncio
-import os
 import time
 from collections.abc import Callable, Coroutine
 from pathlib import Path
@@ -87,7 +86,7 @@ class ControllerNode:
     events: EventLog
 
     def __init__(self, config: ControllerConfig, *, clock: Callable[[], float] = time.monotonic,
-                 exit_process: Callable[[int], None] = os._exit) -> None:
+                 exit_process: Callable[[int], None] | None = None) -> None:
         config.validate()
         self.config = config
         self.node_id = config.node_id
@@ -100,7 +99,7 @@ class ControllerNode:
         self.server: grpc.aio.Server | None = None
         self._listener: tls.Listener | None = None
         self._peer_client: PeerLiveness | None = None
-        self.tasks = supervise.Tasks(self.log, exit_process)   # an essential one's early end exits
+        self.tasks = supervise.Tasks(self.log, exit_process)   # essential ones: supervise.py
         self._extra_servicers: list[Callable[[grpc.aio.Server], None]] = []
         self._extra_rules: dict[str, Rule] = {}
         self.guard: Guard | None = None       # authorization, when config.auth

@@ -77,3 +77,25 @@ def test_asyncio_runs_teardown_of_a_never_stopped_owner_is_not_an_end():
     with capture_logs() as logs:
         asyncio.run(main())
     assert exits == [] and not [e for e in logs if e["event"] == "essential_task_ended"]
+
+
+def test_tasks_stop_ends_every_job_without_an_exit_and_starts_none_after():
+    exits: list[int] = []
+    ran: list[str] = []
+
+    async def job(name: str) -> None:
+        ran.append(name)
+        await asyncio.Event().wait()
+
+    async def main() -> None:
+        tasks = supervise.Tasks(LOG, exits.append)
+        a = tasks.spawn(job("a"), "a", essential=True)
+        b = tasks.spawn(job("b"), "b")
+        await asyncio.sleep(0)
+        await tasks.stop()
+        assert a is not None and b is not None and a.cancelled() and b.cancelled()
+        assert tasks.spawn(job("late"), "late", essential=True) is None   # not started, never awaited
+        await asyncio.sleep(0)
+
+    asyncio.run(main())
+    assert exits == [] and ran == ["a", "b"]
