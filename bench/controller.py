@@ -9,7 +9,10 @@ gRPC `KV.Put` on grpc.aio (same client stack as ours: one unary call per write, 
 member). Then a sequential (1 client) run of each.
 
 Prints progress on stderr and one JSON line on stdout:
-{"commits_s", "p50_ms", "p99_ms", "etcd_puts_s", "ratio_vs_etcd", "seq_commit_p50_ms", ...}
+{"commits_s", "p50_ms", "p99_ms", "etcd_puts_s", "ratio_vs_etcd", "seq_commit_p50_ms",
+ "cpu_us_per_commit", "etcd_cpu_us_per_put", ...}: the CPU columns are each process's user +
+system CPU over the concurrent phase per operation (ours by node id, with the leader named; the
+bench process itself as "client"), what explains a figure on a noisy machine.
 
     python -m bench.controller [--clients 64] [--seconds 10] [--seq-ops 300] [--tls] [--metrics]
 
@@ -57,6 +60,26 @@ def pct(xs: list[float], p: float) -> float:
         return float("nan")
     s = sorted(xs)
     return s[min(len(s) - 1, int(p / 100.0 * len(s)))]
+
+
+class CpuMeter:
+    """User + system CPU of some processes, and of this one (the client), over one phase."""
+
+    def __init__(self, pids: dict[str, int]) -> None:
+        from bench.produce import proc_cpu_s
+
+        self._read = proc_cpu_s
+        self.pids = pids
+        self._start = self._now()
+
+    def _now(self) -> dict[str, float]:
+        return {**{n: self._read(pid) for n, pid in self.pids.items()}, "client": time.process_time()}
+
+    def per_op_us(self, ops: int) -> dict[str, float]:
+        end = self._now()
+        out = {n: round((end[n] - self._start[n]) / max(ops, 1) * 1e6, 1) for n in end}
+        out["total"] = round(sum(out.values()), 1)
+        return out
 
 
 def stop_pid(p: subprocess.Popen, sig: int = signal.SIGTERM, timeout: float = 10.0) -> None:
@@ -475,10 +498,12 @@ async def run(args) -> dict:
             log("controller", "starting 3 controller nodes" + (" (mutual TLS, auth on)" if args.tls else ""))
             ctl.start_all()
             async with ControllerClient(ctl.spec, deadline_s=30, tls=client_tls) as c:
-                await leader_of(c, ctl.addrs)
+                leader = await leader_of(c, ctl.addrs)
                 groups = await setup_groups(c, args.clients)
             log("controller", f"{len(groups)} groups ready; concurrent load {args.seconds}s x {args.clients} clients")
+            meter = CpuMeter({nid: ctl.pid_of(nid) for nid in ctl.ids})
             conc = summarize(await ours_load(ctl.spec, groups, args.seconds, args.max_ops, client_tls))
+            conc["cpu_us_per_op"] = {"leader": leader, **meter.per_op_us(conc["ops"])}
             log("controller", f"ours concurrent: {conc}")
             seq = summarize(await ours_load(ctl.spec, groups[:1], args.seconds, args.seq_ops, client_tls))
             log("controller", f"ours sequential: {seq}")
@@ -508,7 +533,9 @@ async def run(args) -> dict:
             etcd.start_all()
             ports = list(etcd.client_ports.values())
             await wait_etcd_ready(ports, tls=client_tls)
+            meter = CpuMeter({n: p.pid for n, p in etcd.procs.items()})
             econc = summarize(await etcd_load(ports, args.clients, args.seconds, args.max_ops, client_tls))
+            econc["cpu_us_per_op"] = meter.per_op_us(econc["ops"])
             log("controller", f"etcd concurrent: {econc}")
             eseq = summarize(await etcd_load(ports[:1], 1, args.seconds, args.seq_ops, client_tls))
             log("controller", f"etcd sequential: {eseq}")
@@ -521,7 +548,7 @@ async def run(args) -> dict:
         "seq_commit_p50_ms": seq["p50_ms"], "etcd_p50_ms": econc["p50_ms"], "etcd_p99_ms": econc["p99_ms"],
         "etcd_seq_p50_ms": eseq["p50_ms"], "clients": args.clients, "seconds": args.seconds,
         "errors": conc["errors"] + seq["errors"], "etcd_errors": econc["errors"] + eseq["errors"],
-        "tls": bool(args.tls),
+        "tls": bool(args.tls), "cpu_us_per_commit": conc["cpu_us_per_op"], "etcd_cpu_us_per_put": econc["cpu_us_per_op"],
         **({"commits_s_metrics": metered["ops_s"], "scrapes": metered["scrapes"],
             "ratio_metrics_on_vs_off": round(metered["ops_s"] / max(conc["ops_s"], 1e-9), 3),
             "target_ratio_metrics_on_vs_off": 0.95} if metered else {}),
