@@ -3,7 +3,9 @@
 
 Bounded: a size is skipped (reported as null, with the reason) when the time already spent
 plus the time predicted from the previous size would pass --max-seconds. Every audit's counts
-are checked against the generator's manifest. Progress on stderr; one JSON line on stdout.
+are checked against the generator's manifest. Beside the wall clock, CPU seconds per acked row:
+the Spark JVM's and the driver's over the audit, the pandas child's over its run. Progress on
+stderr; one JSON line on stdout.
 Generated data lives in a temporary directory that is removed after each size.
 """
 
@@ -12,6 +14,7 @@ from __future__ import annotations
 import argparse
 import json
 import os
+import resource
 import shutil
 import subprocess
 import sys
@@ -84,6 +87,7 @@ def main(argv: list[str] | None = None) -> int:
     from autoswitch.pipeline.session import StageProgress, build_session
 
     from autoswitch.base import log as aslog
+    from bench.produce import proc_cpu_s
 
     aslog.configure(aslog_level)   # stage progress lines (StageProgress) go to stderr
     spark = build_session("local[*]", "bench-audit", shuffle_partitions=64, driver_memory=args.driver_memory)
@@ -111,6 +115,7 @@ def main(argv: list[str] | None = None) -> int:
             say("generated", size=n, seconds=round(gen_s, 1), index_rows=m["index_rows"])
             logs = inputs.find_log_sources(work / "logs")
             t0 = time.monotonic()
+            cpu0 = proc_cpu_s(jvm_pid) + time.process_time()     # the JVM and this driver
             with Peak([jvm_pid, os.getpid()]) as peak, StageProgress(spark) as prog:
                 res = run_audit(spark, inputs.read(spark, inputs.find_sources(work / "acks", "acks")),
                                 inputs.read(spark, logs["index"]), inputs.read_rows(logs["replica"]),
@@ -118,9 +123,11 @@ def main(argv: list[str] | None = None) -> int:
                                 inputs.read_rows(inputs.find_sources(work / "events", "events")),
                                 work / "out", prog)
             audit_s = time.monotonic() - t0
+            cpu_s = proc_cpu_s(jvm_pid) + time.process_time() - cpu0
             rate_prev = m["acked_rows"] / audit_s
             row = {"acked_rows": m["acked_rows"], "index_rows": m["index_rows"], "generate_s": round(gen_s, 1),
                    "audit_s": round(audit_s, 1), "rows_per_s": round(rate_prev), "driver_rss_mb": round(peak.peak),
+                   "cpu_s": round(cpu_s, 1), "cpu_us_per_row": round(cpu_s / m["acked_rows"] * 1e6, 2),
                    # the Spark audit also counts what an operator's unclean recovery lost (none here)
                    "correct": res["counts"] == {**expected(m), "lost_by_operator": 0}}
             say("audited", size=n, **row)
@@ -131,15 +138,19 @@ def main(argv: list[str] | None = None) -> int:
                         "from autoswitch.pipeline.audit_pandas import audit_pandas; w=Path(sys.argv[1]); "
                         "print(json.dumps(audit_pandas(w/'acks', w/'logs', w/'events')['counts'], default=int))")
                 t0 = time.monotonic()
+                kids0 = resource.getrusage(resource.RUSAGE_CHILDREN)
                 child = subprocess.Popen([sys.executable, "-c", code, str(work)], stdout=subprocess.PIPE, text=True)
                 with Peak([child.pid]) as pk:
                     child_out, _ = child.communicate(timeout=args.max_seconds)
                 p_s = time.monotonic() - t0
+                kids1 = resource.getrusage(resource.RUSAGE_CHILDREN)     # the pandas child, waited for
+                p_cpu = kids1.ru_utime + kids1.ru_stime - kids0.ru_utime - kids0.ru_stime
                 if child.returncode != 0:
                     raise RuntimeError(f"pandas audit failed with exit code {child.returncode}")
                 pres = {"counts": json.loads(child_out.strip().splitlines()[-1])}
                 row.update(pandas_s=round(p_s, 1), pandas_rows_per_s=round(m["acked_rows"] / p_s),
-                           pandas_rss_mb=round(pk.peak), pandas_correct=pres["counts"] == expected(m))
+                           pandas_rss_mb=round(pk.peak), pandas_correct=pres["counts"] == expected(m),
+                           pandas_cpu_s=round(p_cpu, 1), pandas_cpu_us_per_row=round(p_cpu / m["acked_rows"] * 1e6, 2))
                 say("pandas", size=n, seconds=round(p_s, 1), rss_mb=round(pk.peak))
             out["sizes"][str(n)] = row
         finally:
@@ -155,6 +166,8 @@ def main(argv: list[str] | None = None) -> int:
         "scaling_ratio": round(r20 / r5, 3) if r5 and r20 else None,
         "driver_rss_mb": max((v.get("driver_rss_mb", 0) for v in out["sizes"].values()), default=None),
         "pandas_rows_per_s_5m": out["sizes"].get(str(args.pandas_size), {}).get("pandas_rows_per_s"),
+        "cpu_us_per_row_5m": out["sizes"].get("5000000", {}).get("cpu_us_per_row"),
+        "pandas_cpu_us_per_row_5m": out["sizes"].get(str(args.pandas_size), {}).get("pandas_cpu_us_per_row"),
         "all_correct": all(v.get("correct", True) and v.get("pandas_correct", True) for v in out["sizes"].values()),
         "seconds": round(time.monotonic() - t_start, 1),
         "detail": out,
