@@ -577,8 +577,10 @@ def test_its_loops_ending_before_stop_ends_the_process_and_stop_does_not(tmp_pat
         sessions[0].cancel()                              # ended under the broker: an end
         await wait_for(lambda: len(exits) == 2, "the process ended again")
         assert a.sessions is not None
+        held = [t for t in asyncio.all_tasks() if t.get_name().startswith("controller-session-")]
         a.sessions.set_controllers(())                    # the controllers left: not an end
-        await asyncio.sleep(0.05)
+        await asyncio.wait(held)                          # their ends have been judged
+        assert len(exits) == 2
         await a.stop()
         await asyncio.sleep(0)
 
