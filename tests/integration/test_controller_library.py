@@ -12,21 +12,25 @@ from autoswitch.controller.server.node import ControllerNode
 
 from tests.integration.controller_harness import admin, wait_leader
 from tests.procs import HOST, free_port
+from tests.waiting import until
 
 pytestmark = pytest.mark.integration
 
 
-def test_three_nodes_in_one_event_loop(tmp_path):
+async def start_three(tmp_path) -> tuple[list[ControllerNode], str]:
+    """Three started ControllerNodes of one cluster in this event loop, and their client spec."""
     ports = [free_port() for _ in range(3)]
     peers = ",".join(f"n{i + 1}={HOST}:{p}" for i, p in enumerate(ports))
-    spec = ",".join(f"{HOST}:{p}" for p in ports)
+    nodes = [ControllerNode(cfgmod.load(None, node_id=f"n{i + 1}", peers=peers, data_dir=str(tmp_path / f"n{i + 1}")))
+             for i in range(3)]
+    for n in nodes:
+        await n.start()
+    return nodes, ",".join(f"{HOST}:{p}" for p in ports)
 
+
+def test_three_nodes_in_one_event_loop(tmp_path):
     async def go():
-        nodes = [ControllerNode(cfgmod.load(None, node_id=f"n{i + 1}", peers=peers,
-                                            data_dir=str(tmp_path / f"n{i + 1}")))
-                 for i in range(3)]
-        for n in nodes:
-            await n.start()
+        nodes, spec = await start_three(tmp_path)
         try:
             async with ControllerClient(spec) as c:
                 await wait_leader(c)
@@ -63,7 +67,7 @@ def test_three_nodes_in_one_event_loop(tmp_path):
 
 
 def test_an_essential_loop_that_ends_ends_the_process_and_a_stop_does_not(tmp_path):
-    """A node whose dead-master scan ended kept serving and elected nobody (CHANGELOG 0.28): now
+    """A node whose dead-master scan ended kept serving and elected nobody (docs/CHANGELOG.md): now
     its end, here a cancellation from outside the node, exits the process (70); stop() does not."""
     port = free_port()
     exits: list[int] = []
@@ -76,10 +80,7 @@ def test_an_essential_loop_that_ends_ends_the_process_and_a_stop_does_not(tmp_pa
             tasks = {t.get_name(): t for t in asyncio.all_tasks()}
             assert {"dead-master-scan", "state-hash-check", "learner-promotion"} <= set(tasks)
             tasks["dead-master-scan"].cancel()
-            await asyncio.wait([tasks["dead-master-scan"]])
-            end = asyncio.get_running_loop().time() + 30      # readiness; the bound only ends a stuck test
-            while not exits and asyncio.get_running_loop().time() < end:
-                await asyncio.sleep(0.01)
+            await until(lambda: exits, "the process ended")
             assert exits == [70]
         finally:
             await node.stop()
@@ -97,15 +98,9 @@ def test_raft_loops_that_end_before_stop_end_the_process(tmp_path, monkeypatch):
 
     exits: list[int] = []
     monkeypatch.setattr(supervise, "process_exit", exits.append)
-    ports = [free_port() for _ in range(3)]
-    peers = ",".join(f"n{i + 1}={HOST}:{p}" for i, p in enumerate(ports))
 
     async def go():
-        nodes = [ControllerNode(cfgmod.load(None, node_id=f"n{i + 1}", peers=peers,
-                                            data_dir=str(tmp_path / f"n{i + 1}")))
-                 for i in range(3)]
-        for n in nodes:
-            await n.start()
+        nodes, _spec = await start_three(tmp_path)
         try:
             by_name: dict[str, list[asyncio.Task]] = {}
             for t in asyncio.all_tasks():
@@ -113,9 +108,7 @@ def test_raft_loops_that_end_before_stop_end_the_process(tmp_path, monkeypatch):
             assert len(by_name["raft-send-n2"]) == 2 and len(by_name["raft-n3"]) == 1
             for n, task in enumerate((by_name["raft-send-n2"][0], by_name["raft-n3"][0]), start=1):
                 task.cancel()
-                end = asyncio.get_running_loop().time() + 30   # readiness; the bound only ends a stuck test
-                while len(exits) < n and asyncio.get_running_loop().time() < end:
-                    await asyncio.sleep(0.01)
+                await until(lambda n=n: len(exits) >= n, f"{task.get_name()} ended the process")
                 assert exits == [70] * n
         finally:
             for n in nodes:
