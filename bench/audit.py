@@ -87,7 +87,7 @@ def main(argv: list[str] | None = None) -> int:
     from autoswitch.pipeline.session import StageProgress, build_session
 
     from autoswitch.base import log as aslog
-    from bench.produce import proc_cpu_s
+    from bench.produce import CpuMeter
 
     aslog.configure(aslog_level)   # stage progress lines (StageProgress) go to stderr
     spark = build_session("local[*]", "bench-audit", shuffle_partitions=64, driver_memory=args.driver_memory)
@@ -115,7 +115,7 @@ def main(argv: list[str] | None = None) -> int:
             say("generated", size=n, seconds=round(gen_s, 1), index_rows=m["index_rows"])
             logs = inputs.find_log_sources(work / "logs")
             t0 = time.monotonic()
-            cpu0 = proc_cpu_s(jvm_pid) + time.process_time()     # the JVM and this driver
+            meter = CpuMeter({"jvm": jvm_pid})      # the JVM, and this driver as "client"
             with Peak([jvm_pid, os.getpid()]) as peak, StageProgress(spark) as prog:
                 res = run_audit(spark, inputs.read(spark, inputs.find_sources(work / "acks", "acks")),
                                 inputs.read(spark, logs["index"]), inputs.read_rows(logs["replica"]),
@@ -123,7 +123,7 @@ def main(argv: list[str] | None = None) -> int:
                                 inputs.read_rows(inputs.find_sources(work / "events", "events")),
                                 work / "out", prog)
             audit_s = time.monotonic() - t0
-            cpu_s = proc_cpu_s(jvm_pid) + time.process_time() - cpu0
+            cpu_s = sum(meter.spent().values())
             rate_prev = m["acked_rows"] / audit_s
             row = {"acked_rows": m["acked_rows"], "index_rows": m["index_rows"], "generate_s": round(gen_s, 1),
                    "audit_s": round(audit_s, 1), "rows_per_s": round(rate_prev), "driver_rss_mb": round(peak.peak),

@@ -43,6 +43,7 @@ import tempfile
 import time
 from pathlib import Path
 
+from bench.produce import CpuMeter
 from tests.procs import free_port, wait_port
 
 HOST = "127.0.0.1"
@@ -60,26 +61,6 @@ def pct(xs: list[float], p: float) -> float:
         return float("nan")
     s = sorted(xs)
     return s[min(len(s) - 1, int(p / 100.0 * len(s)))]
-
-
-class CpuMeter:
-    """User + system CPU of some processes, and of this one (the client), over one phase."""
-
-    def __init__(self, pids: dict[str, int]) -> None:
-        from bench.produce import proc_cpu_s
-
-        self._read = proc_cpu_s
-        self.pids = pids
-        self._start = self._now()
-
-    def _now(self) -> dict[str, float]:
-        return {**{n: self._read(pid) for n, pid in self.pids.items()}, "client": time.process_time()}
-
-    def per_op_us(self, ops: int) -> dict[str, float]:
-        end = self._now()
-        out = {n: round((end[n] - self._start[n]) / max(ops, 1) * 1e6, 1) for n in end}
-        out["total"] = round(sum(out.values()), 1)
-        return out
 
 
 def stop_pid(p: subprocess.Popen, sig: int = signal.SIGTERM, timeout: float = 10.0) -> None:

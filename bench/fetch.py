@@ -21,7 +21,7 @@ import tempfile
 import time
 from pathlib import Path
 
-from bench.produce import Cluster, _load, proc_cpu_s
+from bench.produce import Cluster, CpuMeter, _load
 
 
 async def _via_grpc(addr: str, total: int) -> int:
@@ -78,11 +78,11 @@ def main(argv: list[str] | None = None) -> int:
             for i in range(args.rounds):
                 for name, fn, addr in (("grpc", _via_grpc, cl.master_addr),
                                        ("fetch", _via_fetch, cl.fetch_addr[cl.master_addr])):
-                    b0, c0, t0 = proc_cpu_s(pid), time.process_time(), time.perf_counter()
+                    meter, t0 = CpuMeter({"broker": pid}), time.perf_counter()
                     n = asyncio.run(fn(addr, args.messages))
-                    b1, c1, t1 = proc_cpu_s(pid), time.process_time(), time.perf_counter()
-                    runs[name].append({"msgs_s": n / (t1 - t0), "broker_us": (b1 - b0) / n * 1e6,
-                                       "consumer_us": (c1 - c0) / n * 1e6})
+                    t1, spent = time.perf_counter(), meter.spent()
+                    runs[name].append({"msgs_s": n / (t1 - t0), "broker_us": spent["broker"] / n * 1e6,
+                                       "consumer_us": spent["client"] / n * 1e6})
                     _p(f"round {i + 1}/{args.rounds} {name}: {n} msgs, {runs[name][-1]}")
         finally:
             cl.stop()

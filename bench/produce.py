@@ -53,6 +53,29 @@ def proc_cpu_s(pid: int) -> float:
     return (int(f[11]) + int(f[12])) / os.sysconf("SC_CLK_TCK")
 
 
+class CpuMeter:
+    """User + system CPU of some processes, and of this one (as "client"), since it was made:
+    every benchmark's CPU column beside the wall clock."""
+
+    def __init__(self, pids: dict[str, int]) -> None:
+        self.pids = pids
+        self._start = self._now()
+
+    def _now(self) -> dict[str, float]:
+        return {**{n: proc_cpu_s(pid) for n, pid in self.pids.items()}, "client": time.process_time()}
+
+    def spent(self) -> dict[str, float]:
+        """CPU seconds of each process (and "client") so far."""
+        end = self._now()
+        return {n: end[n] - self._start[n] for n in end}
+
+    def per_op_us(self, ops: int) -> dict[str, float]:
+        """Microseconds of CPU per operation of each process, and their "total"."""
+        out = {n: round(s / max(ops, 1) * 1e6, 1) for n, s in self.spent().items()}
+        out["total"] = round(sum(out.values()), 1)
+        return out
+
+
 def _log(msg: str) -> None:
     print(f"[bench.produce] {msg}", file=sys.stderr, flush=True)
 
@@ -302,16 +325,16 @@ def run_one(replicas: int, args: argparse.Namespace, consumer: str = "", metrics
             fetch_addr = cl.fetch_addr[read_addr] if consumer and args.consumer_via == "fetch" else ""
             # Where the CPU goes (master, slaves, this load generator): on two cores every process
             # competes with every other, so a consumer's cost shows up in all of them.
-            cpu0 = [proc_cpu_s(p.pid) for p in cl.procs] + [time.process_time()]
+            meter = CpuMeter({str(i): p.pid for i, p in enumerate(cl.procs)})
             if metrics:
                 what += " + /metrics scraped every second"
                 res = asyncio.run(_load_scraped(cl, args))
             else:
                 res = asyncio.run(_load(cl.master_addr, args.messages, args.producers, args.batch, args.size,
                                         args.max_seconds, consumer, read_addr, fetch_addr, args.consumer_min_count))
-            cpu1 = [proc_cpu_s(p.pid) for p in cl.procs] + [time.process_time()]
-            res["cpu_s"] = {"brokers": [round(b - a, 2) for a, b in zip(cpu0[:-1], cpu1[:-1], strict=True)],
-                            "load": round(cpu1[-1] - cpu0[-1], 2)}
+            spent = meter.spent()
+            res["cpu_s"] = {"brokers": [round(spent[str(i)], 2) for i in range(len(cl.procs))],
+                            "load": round(spent["client"], 2)}
             _log(f"{what}: {res}")
             return res
         finally:

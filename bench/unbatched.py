@@ -22,7 +22,8 @@ import tempfile
 import time
 from pathlib import Path
 
-from bench.produce import Cluster, _log, proc_cpu_s
+from autoswitch.base.event_loop import EVENT_LOOPS
+from bench.produce import Cluster, CpuMeter, _log
 
 PRODUCERS = (1, 4, 16)
 VIAS = ("port", "grpc")
@@ -72,10 +73,10 @@ async def _load(addr: str, via: str, messages: int, producers: int, size: int, m
 
 def _measure(cl: Cluster, via: str, producers: int, messages: int, size: int, max_s: float) -> dict:
     addr = cl.fetch_addr[cl.master_addr] if via == "port" else cl.master_addr
-    cpu0 = [proc_cpu_s(p.pid) for p in cl.procs] + [time.process_time()]
+    meter = CpuMeter({str(i): p.pid for i, p in enumerate(cl.procs)})
     res = asyncio.run(_load(addr, via, messages, producers, size, max_s))
-    cpu1 = [proc_cpu_s(p.pid) for p in cl.procs] + [time.process_time()]
-    spent = [b - a for a, b in zip(cpu0, cpu1, strict=True)]
+    by = meter.spent()
+    spent = [by[str(i)] for i in range(len(cl.procs))] + [by["client"]]
     n = max(1, res["acked"])
     res["cpu_us_per_msg"] = {"master": round(spent[0] / n * 1e6, 1),
                              "slaves": [round(s / n * 1e6, 1) for s in spent[1:-1]],
@@ -91,7 +92,7 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--flush", choices=["async", "sync"], default="async")
     ap.add_argument("--max-seconds", type=float, default=15.0, help="per producer count and round")
     ap.add_argument("--rounds", type=int, default=2)
-    ap.add_argument("--event-loop", choices=["uvloop", "asyncio"], default=None,
+    ap.add_argument("--event-loop", choices=EVENT_LOOPS, default=None,
                     help="the brokers' event loop (default: theirs, uvloop)")
     args = ap.parse_args(argv)
     assert 1 <= args.rounds <= 10 and 100 <= args.messages <= 10_000_000 and 1 <= args.max_seconds <= 600
