@@ -13,9 +13,9 @@ Definitions (docs/pipeline.md has the long form):
   at an offset where the master has no record;
 - duplicate: a msg_id at several offsets of the master's log (producer retries).
 
-Three shuffles over the data, whatever the size: acks x index on (group, msg_id); the
-master's index on (group, msg_id) for duplicates; the index on (group, phy_offset) with
-fixed-size fingerprints for divergence (details only for the rare suspect offsets).
+Two shuffles of the data, whatever the size: acks and every index on (group, msg_id) (lost,
+moved, missing, duplicates), and the index on (group, phy_offset) with fixed-size fingerprints
+(divergence). The rare keys and offsets that need details are broadcast into further scans.
 """
 
 from __future__ import annotations
@@ -113,8 +113,14 @@ def run_audit(spark, acks, index, replica_rows: list[dict], epoch_rows: list[dic
                      F.lit(True).alias("is_ack"))
          .unionByName(index.select("group", "msg_id", F.col("phy_offset").alias("off"), F.col("broker_id").alias("b"),
                                    F.lit(False).alias("is_ack")))
-         .join(mid, "group", "left"))
-    is_m = (~F.col("is_ack")) & (F.col("b") == F.col("master_id"))
+         .join(mid, "group", "left")
+         .withColumn("is_m", F.coalesce((~F.col("is_ack")) & (F.col("b") == F.col("master_id")), F.lit(False)))
+         .drop("master_id")
+         # Shuffle the rows, then aggregate: nearly every key is distinct within a scan task, so a
+         # map-side partial aggregation hashes every row for nothing, outgrows its memory and spills
+         # (bench/results/audit.md, session 30: -11 s of 67 at 5M rows).
+         .repartition("group", "msg_id"))
+    is_m = F.col("is_m")
     if use_mask:
         holders = F.expr("bit_or(if(is_ack, 0L, shiftleft(1L, cast(b as int))))")
         held = "(coalesce(holders, 0L) & shiftleft(1L, cast(r.broker_id as int))) != 0"
@@ -125,7 +131,7 @@ def run_audit(spark, acks, index, replica_rows: list[dict], epoch_rows: list[dic
         F.sum(F.col("is_ack").cast("long")).alias("n_acks"),
         F.min(F.when(F.col("is_ack"), F.col("off"))).alias("ack_min"),
         F.max(F.when(F.col("is_ack"), F.col("off"))).alias("ack_max"),
-        F.sum(F.coalesce(is_m, F.lit(False)).cast("long")).alias("m_copies"),
+        F.sum(is_m.cast("long")).alias("m_copies"),
         F.min(F.when(is_m, F.col("off"))).alias("m_min"),
         F.max(F.when(is_m, F.col("off"))).alias("m_max"),
         holders.alias("holders"))
@@ -144,13 +150,43 @@ def run_audit(spark, acks, index, replica_rows: list[dict], epoch_rows: list[dic
     kb = F.broadcast(keys) if n_keys <= BROADCAST_KEYS_LIMIT else keys
     log.info("audit_keys", keys=n_keys)
 
-    # details for those keys only
-    # both are small (flagged keys only) and feed several results: cache them so the index
-    # and the acks are scanned once here, not once per result
-    m_rows = (index.join(mid, "group").filter(F.col("broker_id") == F.col("master_id"))
-              .join(kb.select("group", "msg_id"), ["group", "msg_id"])
-              .select("group", "msg_id", "phy_offset")
+    # ---- divergence below confirmOffset, fingerprints first ----
+    progress.set_phase("audit: divergence")
+    bounded = F.col("phy_offset") + F.col("size") <= F.col("bound")
+    r = (index.join(F.broadcast(flat_df), ["group", "broker_id"]).filter(bounded)
+         .withColumn("is_master", F.col("broker_id") == F.col("master_id"))
+         .withColumn("idh", F.xxhash64("msg_id")))
+    on_m, on_s = F.col("is_master"), ~F.col("is_master")
+    g = r.repartition("group", "phy_offset").groupBy("group", "phy_offset").agg(    # as above
+        F.max(F.when(on_m, F.col("crc"))).alias("m_crc"), F.max(F.when(on_m, F.col("size"))).alias("m_size"),
+        F.max(F.when(on_m, F.col("idh"))).alias("m_idh"),
+        F.min(F.when(on_s, F.col("crc"))).alias("s_crc0"), F.max(F.when(on_s, F.col("crc"))).alias("s_crc1"),
+        F.min(F.when(on_s, F.col("size"))).alias("s_size0"), F.max(F.when(on_s, F.col("size"))).alias("s_size1"),
+        F.min(F.when(on_s, F.col("idh"))).alias("s_idh0"), F.max(F.when(on_s, F.col("idh"))).alias("s_idh1"),
+        F.sum(F.when(on_m, 1).otherwise(0)).alias("m_n"))
+    differs = F.lit(False)
+    for c in ("crc", "size", "idh"):
+        differs = differs | (F.col(f"s_{c}0") != F.col(f"m_{c}")) | (F.col(f"s_{c}1") != F.col(f"m_{c}"))
+    suspects = (g.filter(F.col("s_crc0").isNotNull() & ((F.col("m_n") == 0) | differs)).select("group", "phy_offset")
+                .persist(StorageLevel.MEMORY_AND_DISK))
+    n_suspects = suspects.count()
+    log.info("audit_suspect_offsets", offsets=n_suspects)
+    sb = F.broadcast(suspects) if n_suspects <= BROADCAST_KEYS_LIMIT else suspects
+
+    # ---- details, for the flagged keys and the suspect offsets only ----
+    # Both are rare: one more scan of the index picks their records out (broadcast, no shuffle of
+    # the index), cached because several results read them.
+    progress.set_phase("audit: details")
+    picked = (index.join(mid, "group", "left")
+              .join(F.broadcast(flat_df.select("group", "broker_id", "bound")), ["group", "broker_id"], "left")
+              .join(kb.select("group", "msg_id", F.lit(True).alias("_key")), ["group", "msg_id"], "left")
+              .join(sb.select("group", "phy_offset", F.lit(True).alias("_suspect")), ["group", "phy_offset"], "left")
+              .filter(F.col("_key").isNotNull() | F.col("_suspect").isNotNull())
               .persist(StorageLevel.MEMORY_AND_DISK))
+    m_rows = picked.filter(F.col("_key").isNotNull() & (F.col("broker_id") == F.col("master_id"))).select(
+        "group", "msg_id", "phy_offset")
+    at = (picked.filter(F.col("_suspect").isNotNull() & bounded)
+          .withColumn("is_master", F.col("broker_id") == F.col("master_id")))
     a = (acks.join(kb, ["group", "msg_id"])
          .select("group", "msg_id", F.col("phy_offset").alias("acked_offset"), F.col("broker_id").alias("acked_by"),
                  "epoch", "ack_ts_ms", "topic", "queue_offset", "m_copies", "m_min", "m_max", "holders")
@@ -166,8 +202,8 @@ def run_audit(spark, acks, index, replica_rows: list[dict], epoch_rows: list[dic
          .persist(StorageLevel.MEMORY_AND_DISK))
     # materialise the two caches now, one scan each; otherwise the branches of the tally job
     # below may each recompute them before the cache is filled
-    n_m_rows, n_a = m_rows.count(), a.count()
-    log.info("audit_details", master_rows=n_m_rows, ack_rows=n_a)
+    n_picked, n_a = picked.count(), a.count()
+    log.info("audit_details", index_rows=n_picked, ack_rows=n_a)
     base_cols = ["group", "msg_id", "acked_offset", "acked_by", "epoch", "ack_ts_ms", "topic",
                  "queue_offset", "master_id"]
     lost = a.filter(F.col("m_copies") == 0).select(*base_cols)
@@ -189,25 +225,6 @@ def run_audit(spark, acks, index, replica_rows: list[dict], epoch_rows: list[dic
             .agg(F.count("*").alias("copies"), F.array_sort(F.collect_list("phy_offset")).alias("offsets")))
     problems = a.filter((F.col("m_copies") == 0) | F.col("at_offset").isNull() | (F.size("missing_on") > 0))
 
-    # ---- divergence below confirmOffset, fingerprints first ----
-    progress.set_phase("audit: divergence")
-    r = (index.join(F.broadcast(flat_df), ["group", "broker_id"])
-         .filter(F.col("phy_offset") + F.col("size") <= F.col("bound"))
-         .withColumn("is_master", F.col("broker_id") == F.col("master_id"))
-         .withColumn("idh", F.xxhash64("msg_id")))
-    on_m, on_s = F.col("is_master"), ~F.col("is_master")
-    g = r.groupBy("group", "phy_offset").agg(
-        F.max(F.when(on_m, F.col("crc"))).alias("m_crc"), F.max(F.when(on_m, F.col("size"))).alias("m_size"),
-        F.max(F.when(on_m, F.col("idh"))).alias("m_idh"),
-        F.min(F.when(on_s, F.col("crc"))).alias("s_crc0"), F.max(F.when(on_s, F.col("crc"))).alias("s_crc1"),
-        F.min(F.when(on_s, F.col("size"))).alias("s_size0"), F.max(F.when(on_s, F.col("size"))).alias("s_size1"),
-        F.min(F.when(on_s, F.col("idh"))).alias("s_idh0"), F.max(F.when(on_s, F.col("idh"))).alias("s_idh1"),
-        F.sum(F.when(on_m, 1).otherwise(0)).alias("m_n"))
-    differs = F.lit(False)
-    for c in ("crc", "size", "idh"):
-        differs = differs | (F.col(f"s_{c}0") != F.col(f"m_{c}")) | (F.col(f"s_{c}1") != F.col(f"m_{c}"))
-    suspects = g.filter(F.col("s_crc0").isNotNull() & ((F.col("m_n") == 0) | differs)).select("group", "phy_offset")
-    at = r.join(suspects, ["group", "phy_offset"])
     mv = at.filter(on_m).select("group", "phy_offset", F.col("crc").alias("master_crc"),
                              F.col("msg_id").alias("master_msg_id"), F.col("size").alias("master_size"))
     div = (at.filter(on_s).join(mv, ["group", "phy_offset"], "left")
@@ -231,7 +248,7 @@ def run_audit(spark, acks, index, replica_rows: list[dict], epoch_rows: list[dic
     for name, df in frames.items():
         df.coalesce(1).write.mode("overwrite").parquet(str(out_dir / name))
         df.unpersist()
-    for df in (a, m_rows, keys):
+    for df in (a, picked, keys, suspects):
         df.unpersist()
 
     from autoswitch.pipeline.offsets_audit import audit_offsets

@@ -35,6 +35,10 @@ def build_session(master: str = DEFAULT_MASTER, app_name: str = "autoswitch-pipe
          .config("spark.ui.showConsoleProgress", "false")
          .config("spark.sql.shuffle.partitions", str(shuffle_partitions))
          .config("spark.sql.adaptive.enabled", "true")
+         # The audit caches small results of big shuffles (flagged keys, suspect offsets); without
+         # this AQE keeps their 64 partitions and every later read of them runs 64 tiny tasks
+         # (bench/results/audit.md, session 30: -3 s of 43 at 5M rows on 2 cores).
+         .config("spark.sql.optimizer.canChangeCachedPlanOutputPartitioning", "true")
          .config("spark.driver.memory", driver_memory)
          .config("spark.sql.session.timeZone", "UTC"))
     if os.environ.get("SPARK_LOCAL_IP"):

@@ -38,7 +38,15 @@ def planted(tmp_path_factory):
     return root, m
 
 
-def test_audit_finds_exactly_the_planted_faults(spark, planted, tmp_path):  # noqa: F811
+@pytest.mark.parametrize("limits", [{}, {"BROADCAST_KEYS_LIMIT": 0}, {"MAX_MASK_BROKER_ID": 0}],
+                         ids=["broadcast-details", "shuffled-details", "holder-sets"])
+def test_audit_finds_exactly_the_planted_faults(spark, planted, tmp_path, monkeypatch, limits):  # noqa: F811
+    """Also with the flagged keys and suspect offsets too many to broadcast (shuffle joins), and
+    with brokerIds past the bit mask (sets of holders): the same findings."""
+    import autoswitch.pipeline.audit as audit_module
+
+    for name, value in limits.items():
+        monkeypatch.setattr(audit_module, name, value)
     root, m = planted
     res = _audit(spark, root, tmp_path / "out")
     p = m["planted"]
