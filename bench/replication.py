@@ -27,6 +27,7 @@ from __future__ import annotations
 import argparse
 import asyncio
 import contextlib
+import functools
 import json
 import os
 import resource
@@ -353,15 +354,15 @@ def main(argv: list[str] | None = None) -> int:
     global EVENT_LOOP
     EVENT_LOOP = args.event_loop
     if args.role == "slave":
+        slave = functools.partial(_slave_main, args.port, Path(args.dir), args.target,
+                                  Path(args.tls_dir) if args.tls_dir else None, args.digests == "on")
         prof_path = os.environ.get("BENCH_SLAVE_PROFILE")
-        if prof_path:   # profile the slave side: BENCH_SLAVE_PROFILE=/tmp/slave.prof
+        if prof_path:   # profile the slave side (TLS runs too): BENCH_SLAVE_PROFILE=/tmp/slave.prof
             import cProfile
 
-            cProfile.runctx("run_loop(_slave_main(args.port, Path(args.dir), args.target))",
-                            globals(), {"args": args}, prof_path)
+            cProfile.runctx("run_loop(slave())", globals(), {"slave": slave}, prof_path)
         else:
-            run_loop(_slave_main(args.port, Path(args.dir), args.target,
-                                    Path(args.tls_dir) if args.tls_dir else None, args.digests == "on"))
+            run_loop(slave())
         return 0
     if args.role == "raw-recv":
         run_loop(_raw_recv_main(Path(args.dir), Path(args.tls_dir) if args.tls_dir else None, args.target))
