@@ -80,7 +80,7 @@ from autoswitch.base.backoff import Backoff
 from autoswitch.base.crashpoints import crash_point
 from autoswitch.base.errors import AutoswitchError
 from autoswitch.base.log import get_logger
-from autoswitch.base.waits import cancel_and_wait, wait_event
+from autoswitch.base.waits import wait_event
 
 if TYPE_CHECKING:
     from autoswitch.broker.server import Broker
@@ -203,9 +203,8 @@ class ReplicasAdapter:
         self.registry = ControllerReplicaRegistry(self.registered_members, lambda: self.clock(), self._log)
         self._wake = asyncio.Event()
         self._sleeping_until = float("inf")     # when the run loop wakes by itself (its clock)
-        self._tasks: set[asyncio.Task] = set()
-        self._main: asyncio.Task | None = None
-        self._watch_task: asyncio.Task | None = None
+        # the run loop, the watch and every command's job; stop() cancels them together
+        self._jobs = supervise.Tasks(self._log, exit_process)
         self._proposals: dict[int, asyncio.Future] = {}
         self._handover: asyncio.Future[HandoverResult] | None = None
         self._next_proposal = 1
@@ -223,16 +222,11 @@ class ReplicasAdapter:
         self._perform(self.core.start(self.clock(), loaded, log_intact=intact, log_last_epoch=log_epoch,
                                       previous_incarnation=previous))
         # Both run until stop(): one that ends before is a bug (autoswitch/base/supervise.py).
-        def running() -> bool:
-            return not self._stopping
-
-        self._main = asyncio.get_running_loop().create_task(self._run(), name="replicas-manager")
-        supervise.essential_task(self._main, "replicas-manager", running, self._log, self.exit_process)
+        self._jobs.spawn(self._run(), "replicas-manager", essential=True)
         if self.sessions is not None:
             self.sessions.start()
         if self.use_watch:
-            self._watch_task = asyncio.get_running_loop().create_task(self._watch(), name="replica-info-watch")
-            supervise.essential_task(self._watch_task, "replica-info-watch", running, self._log, self.exit_process)
+            self._jobs.spawn(self._watch(), "replica-info-watch", essential=True)
 
     def mark_clean_shutdown(self) -> None:
         """Call after the broker has stopped and its store is flushed and closed (RunMarker.clean_stop)."""
@@ -275,7 +269,7 @@ class ReplicasAdapter:
             return
         self._stopping = True
         self.core.shutdown(self.clock())
-        await cancel_and_wait([self._main, self._watch_task, *self._tasks], timeout_s=5)
+        await self._jobs.stop(timeout_s=5)
         if self.sessions is not None:
             await self.sessions.stop()
         for fut in self._proposals.values():
@@ -403,11 +397,6 @@ class ReplicasAdapter:
 
     # ------------------------------------------------------------------ commands
 
-    def _spawn(self, coro) -> None:
-        task = asyncio.get_running_loop().create_task(coro)
-        self._tasks.add(task)
-        task.add_done_callback(self._tasks.discard)
-
     def slave_caught_up(self, master_epoch: int) -> None:
         """The HA slave reached its master's confirmOffset (Broker wires HASlave to this)."""
         self._step(self.core.on_caught_up, master_epoch, self.clock())
@@ -445,7 +434,7 @@ class ReplicasAdapter:
                 case ResumeWrites():
                     self.broker.resume_writes()
                 case DrainTo():
-                    self._spawn(self._drain(cmd))
+                    self._jobs.spawn(self._drain(cmd), "drain")
                 case HandoverDone():
                     self._handover_done(cmd)
                 case RemoveTempIdentity():
@@ -454,7 +443,7 @@ class ReplicasAdapter:
                     except OSError as e:
                         self._log.warning("temp_identity_remove_failed", error=repr(e))
                 case _:
-                    self._spawn(self._execute(cmd))
+                    self._jobs.spawn(self._execute(cmd), type(cmd).__name__)
         # Commands, or a deadline the input moved before the run loop's wake-up (a lease re-ask).
         deadline = self.core.next_deadline()
         if cmds or (deadline is not None and deadline < self._sleeping_until):
