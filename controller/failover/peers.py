@@ -9,6 +9,8 @@ from __future__ import annotations
 
 import asyncio
 import time
+from collections.abc import Awaitable
+from typing import TypeVar
 
 import grpc
 from autoswitch.controller.config import ControllerConfig
@@ -28,6 +30,22 @@ MAX_KEYS_PER_QUERY = 20_000
 # asking task once ended the leader's dead-master scan for good (no failover from that node).
 CLOSE_GRACE_S = 10.0
 _log = get_logger("controller.peers")
+_Reply = TypeVar("_Reply")
+
+
+async def _answer(nid: str, event: str, call: Awaitable[_Reply]) -> _Reply | None:
+    """A peer's reply, or None when the call failed: an RPC error, or a cancellation that is not
+    ours (gRPC cancels calls on a channel closed under them; see CLOSE_GRACE_S)."""
+    try:
+        return await call
+    except (TimeoutError, grpc.aio.AioRpcError, OSError) as e:
+        _log.debug(event, peer=nid, status=e.code().name if isinstance(e, grpc.aio.AioRpcError) else repr(e))
+        return None
+    except asyncio.CancelledError:
+        if cancellation_is_ours():
+            raise
+        _log.info(event, peer=nid, status="CANCELLED")
+        return None
 
 
 class PeerLiveness:
@@ -67,15 +85,8 @@ class PeerLiveness:
         """peer id -> its QueryLiveness reply (success, one opinion per asked key); peers that
         failed are absent."""
         async def one(nid: str):
-            try:
-                r = await self._stub(nid).QueryLiveness(req, timeout=timeout_s)
-            except grpc.aio.AioRpcError as e:
-                _log.debug("peer_liveness_failed", peer=nid, status=e.code().name)
-                return nid, None
-            except asyncio.CancelledError:
-                if cancellation_is_ours():
-                    raise
-                _log.info("peer_liveness_failed", peer=nid, status="CANCELLED")
+            r = await _answer(nid, "peer_liveness_failed", self._stub(nid).QueryLiveness(req, timeout=timeout_s))
+            if r is None:
                 return nid, None
             if r.header.code != 0 or len(r.opinions) != n_keys:
                 _log.warning("peer_liveness_bad_reply", peer=nid, code=r.header.code)
@@ -104,15 +115,9 @@ class PeerLiveness:
     async def state_hashes(self, index: int, timeout_s: float) -> dict[str, pb.GetStateHashReply | None]:
         """Each other voter's state hash at ``index`` (the state hash check); None: no answer."""
         async def one(nid: str) -> tuple[str, pb.GetStateHashReply | None]:
-            try:
-                r = await self._stub(nid).GetStateHash(pb.GetStateHashRequest(index=index), timeout=timeout_s)
-            except (TimeoutError, grpc.aio.AioRpcError, OSError):
-                return nid, None
-            except asyncio.CancelledError:
-                if cancellation_is_ours():
-                    raise
-                return nid, None
-            return nid, r if r.header.code == 0 else None
+            r = await _answer(nid, "peer_state_hash_failed",
+                              self._stub(nid).GetStateHash(pb.GetStateHashRequest(index=index), timeout=timeout_s))
+            return nid, r if r is not None and r.header.code == 0 else None
 
         return dict(await asyncio.gather(*(one(n) for n in sorted(self.peers))))
 
