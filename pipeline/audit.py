@@ -24,7 +24,9 @@ import functools
 import json
 from pathlib import Path
 
+from autoswitch.pipeline.audit_report import SORT_KEYS, render_audit_html
 from autoswitch.pipeline.masters import MasterChoice, Replica, choose_masters
+from autoswitch.pipeline.report import MAX_TABLE_ROWS
 
 from autoswitch.base.log import get_logger
 
@@ -245,6 +247,9 @@ def run_audit(spark, acks, index, replica_rows: list[dict], epoch_rows: list[dic
     tally = functools.reduce(lambda a, b: a.unionByName(b), tallies)
     counts = {r["category"]: r["count"] for r in tally.collect()}
     n_problems, ack_rows = counts.pop("_problems"), counts.pop("_acks")
+    # the report's tables: each category's first rows, read from the cache (small results)
+    first_rows = {name: [r.asDict() for r in df.orderBy(*SORT_KEYS[name]).limit(MAX_TABLE_ROWS).collect()]
+                  for name, df in frames.items() if counts[name]}
     for name, df in frames.items():
         df.coalesce(1).write.mode("overwrite").parquet(str(out_dir / name))
         df.unpersist()
@@ -283,7 +288,9 @@ def run_audit(spark, acks, index, replica_rows: list[dict], epoch_rows: list[dic
         "counts": counts,
         "consumer_offsets": off_counts,
         "out": str(out_dir),
+        "report": str(out_dir / "report.html"),
     }
+    (out_dir / "report.html").write_text(render_audit_html(result, first_rows))
     (out_dir / "verdict.json").write_text(json.dumps(result, indent=2, sort_keys=True) + "\n")
     log.info("audit_done", verdict=verdict, **counts)
     return result

@@ -162,7 +162,7 @@ def cmd_audit(args) -> int:
               f"divergent records {c['divergence']}, duplicated msg_ids {c['duplicates']}; "
               f"consumer offsets lost {result['consumer_offsets']['lost']}, "
               f"moved backwards {result['consumer_offsets']['backwards']}; "
-              f"results in {result['out']}")
+              f"results in {result['out']}, report {result['report']}")
     return result["exit_code"]
 
 

@@ -8,6 +8,17 @@ import time
 
 PALETTE = ("#4e79a7", "#f28e2b", "#59a14f", "#b07aa1", "#76b7b2", "#edc948", "#9c755f", "#bab0ac")
 MAX_TABLE_ROWS = 200
+STYLE = """<style>
+body { font-family: sans-serif; margin: 24px; color: #222; background: #fff; }
+.cards { display: flex; flex-wrap: wrap; gap: 12px; }
+.card { border: 1px solid #ccc; border-radius: 6px; padding: 8px 14px; min-width: 110px; }
+.card .v { font-size: 24px; font-weight: bold; } .card .k { font-size: 12px; color: #555; }
+.wide { max-width: 100%; overflow-x: auto; }
+table { border-collapse: collapse; font-size: 12px; margin: 8px 0 24px; width: 100%; }
+th, td { border: 1px solid #ddd; padding: 3px 6px; text-align: right; }
+th { background: #f3f3f3; white-space: normal; } td { white-space: nowrap; }
+svg.chart { display: block; margin: 12px 0; border: 1px solid #eee; }
+</style>"""
 
 
 def _esc(x) -> str:
@@ -52,10 +63,12 @@ def histogram_svg(values: list[float], title: str, unit: str, bins: int = 20, wi
     return "".join(parts)
 
 
-def bars_svg(items: list[tuple[str, float]], title: str, width: int = 640) -> str:
-    """Horizontal bars, one per labelled item."""
+def bars_svg(items: list[tuple[str, float]], title: str, width: int = 640,
+             colours: list[str] | None = None, legend: list[tuple[str, str]] | None = None) -> str:
+    """Horizontal bars, one per labelled item; ``colours`` per item, explained by ``legend``."""
     row, pad_l, pad_t = 16, 150, 24
-    height = pad_t + row * max(1, len(items)) + 10
+    leg_h = legend_height(legend, width - 20) + 8 if legend else 0
+    height = pad_t + row * max(1, len(items)) + 10 + leg_h
     parts = [f'<svg class="chart" data-kind="bars" xmlns="http://www.w3.org/2000/svg" width="{width}" '
              f'height="{height}" viewBox="0 0 {width} {height}" role="img" aria-label="{_esc(title)}">'
              f'<text x="{width / 2}" y="16" text-anchor="middle" font-size="13">{_esc(title)}</text>']
@@ -64,11 +77,50 @@ def bars_svg(items: list[tuple[str, float]], title: str, width: int = 640) -> st
         y = pad_t + i * row
         w = (width - pad_l - 60) * v / top
         parts.append(f'<text x="{pad_l - 6}" y="{y + 12}" font-size="11" text-anchor="end">{_esc(label)}</text>'
-                     f'<rect x="{pad_l}" y="{y + 2}" width="{w:.1f}" height="{row - 4}" fill="{PALETTE[1]}"/>'
+                     f'<rect x="{pad_l}" y="{y + 2}" width="{w:.1f}" height="{row - 4}" '
+                     f'fill="{colours[i] if colours else PALETTE[1]}"/>'
                      f'<text x="{pad_l + w + 4:.1f}" y="{y + 12}" font-size="11">{v:g}</text>')
     if not items:
         parts.append(f'<text x="{width / 2}" y="{pad_t + 12}" text-anchor="middle">no data</text>')
+    if legend:
+        parts.append(legend_svg(legend, 10, height - leg_h, width - 20))
     parts.append("</svg>")
+    return "".join(parts)
+
+
+def _legend_layout(entries: list[tuple[str, str]], width: float) -> list[tuple[float, int]]:
+    """(x, row) of each entry: left to right, wrapped at ``width``."""
+    out, x, row = [], 0.0, 0
+    for _, label in entries:
+        w = 15 + 6.5 * len(label.removeprefix("| ").removeprefix("x ")) + 14
+        if x > 0 and x + w > width:
+            x, row = 0.0, row + 1
+        out.append((x, row))
+        x += w
+    return out
+
+
+def legend_height(entries: list[tuple[str, str]], width: float) -> int:
+    return 16 * (1 + max((r for _, r in _legend_layout(entries, width)), default=0))
+
+
+def legend_svg(entries: list[tuple[str, str]], x: float, y: float, width: float) -> str:
+    """Swatches with their labels, wrapped at ``width``: (colour, label); a label starting with
+    "| " or "x " draws that mark (a NoMaster tick, an unclean election) instead of a swatch."""
+    parts = [f'<g class="legend" transform="translate({x:.1f},{y:.1f})">']
+    for (colour, label), (cx, row) in zip(entries, _legend_layout(entries, width), strict=True):
+        cy = row * 16
+        if label.startswith("| "):
+            parts.append(f'<line x1="{cx + 5:.1f}" y1="{cy}" x2="{cx + 5:.1f}" y2="{cy + 11}" stroke="{colour}" '
+                         f'stroke-width="2"/>')
+        elif label.startswith("x "):
+            parts.append(f'<path d="M{cx + 1:.1f},{cy + 1} L{cx + 9:.1f},{cy + 10} M{cx + 1:.1f},{cy + 10} '
+                         f'L{cx + 9:.1f},{cy + 1}" stroke="{colour}" stroke-width="2"/>')
+        else:
+            parts.append(f'<rect x="{cx:.1f}" y="{cy}" width="11" height="11" fill="{colour}"/>')
+        text = label.removeprefix("| ").removeprefix("x ")
+        parts.append(f'<text x="{cx + 15:.1f}" y="{cy + 10}" font-size="11">{_esc(text)}</text>')
+    parts.append("</g>")
     return "".join(parts)
 
 
@@ -76,8 +128,12 @@ def timeline_svg(timeline: list[dict], ends: dict[str, int], width: int = 900) -
     """One lane per group: master tenures as coloured bars (colour = brokerId), gaps without a
     master left blank with a red tick at each NoMaster, unclean elections marked with a red X."""
     groups = list(dict.fromkeys(r["group"] for r in timeline))
+    masters = sorted({int(r["master_broker_id"]) for r in timeline if r["master_broker_id"] is not None})
+    legend = [(PALETTE[b % len(PALETTE)], f"master brokerId {b}") for b in masters]
+    legend += [("#d62728", "| NoMaster"), ("#d62728", "x unclean election")]
     row, pad_l, pad_t = 20, 120, 28
-    height = pad_t + row * max(1, len(groups)) + 24
+    leg_h = legend_height(legend, width - pad_l - 10)
+    height = pad_t + row * max(1, len(groups)) + 28 + leg_h     # the time axis, then the legend
     parts = [f'<svg class="chart" data-kind="timeline" xmlns="http://www.w3.org/2000/svg" width="{width}" '
              f'height="{height}" viewBox="0 0 {width} {height}" role="img" aria-label="master timeline">'
              f'<text x="{width / 2}" y="16" text-anchor="middle" font-size="13">Master per group over time '
@@ -112,8 +168,10 @@ def timeline_svg(timeline: list[dict], ends: dict[str, int], width: int = 900) -
                 parts.append(f'<path d="M{cx - 4:.1f},{cy - 4:.1f} L{cx + 4:.1f},{cy + 4:.1f} M{cx - 4:.1f},'
                              f'{cy + 4:.1f} L{cx + 4:.1f},{cy - 4:.1f}" stroke="#d62728" stroke-width="2">'
                              f'<title>unclean election</title></path>')
-    parts.append(f'<text x="{pad_l}" y="{height - 6}" font-size="11">{_ts(t_lo)}</text>'
-                 f'<text x="{width - 10}" y="{height - 6}" font-size="11" text-anchor="end">{_ts(t_hi)}</text></svg>')
+    axis_y = height - leg_h - 10
+    parts.append(f'<text x="{pad_l}" y="{axis_y}" font-size="11">{_ts(t_lo)}</text>'
+                 f'<text x="{width - 10}" y="{axis_y}" font-size="11" text-anchor="end">{_ts(t_hi)}</text>')
+    parts.append(legend_svg(legend, pad_l, height - leg_h, width - pad_l - 10) + "</svg>")
     return "".join(parts)
 
 
@@ -133,13 +191,15 @@ def _cell(col: str, v: object) -> str:
     return "" if v is None else str(v)
 
 
-def _table(rows: list[dict], cols: list[str], cls: str) -> str:
+def _table(rows: list[dict], cols: list[str], cls: str, total: int | None = None) -> str:
+    """``total``: how many rows there are when ``rows`` holds only the first of them."""
     head = "".join(f"<th>{_esc(_header(c))}</th>" for c in cols)
     body = []
     for r in rows[:MAX_TABLE_ROWS]:
         body.append("<tr>" + "".join(f"<td>{_esc(_cell(c, r.get(c)))}</td>" for c in cols) + "</tr>")
-    more = f'<p class="more">{len(rows) - MAX_TABLE_ROWS} more rows in the Parquet output</p>' \
-        if len(rows) > MAX_TABLE_ROWS else ""
+    shown = min(len(rows), MAX_TABLE_ROWS)
+    left = (len(rows) if total is None else total) - shown
+    more = f'<p class="more">{left} more rows in the Parquet output</p>' if left > 0 else ""
     return (f'<div class="wide"><table class="{cls}"><thead><tr>{head}</tr></thead><tbody>{"".join(body)}</tbody>'
             f'</table></div>{more}')
 
@@ -168,17 +228,7 @@ def render_html(summary: dict, failovers: list[dict], churn: list[dict], flappin
              "unclean", "decision"]
     return f"""<!DOCTYPE html>
 <html lang="en"><head><meta charset="utf-8"><title>autoswitch failover report</title>
-<style>
-body {{ font-family: sans-serif; margin: 24px; color: #222; background: #fff; }}
-.cards {{ display: flex; flex-wrap: wrap; gap: 12px; }}
-.card {{ border: 1px solid #ccc; border-radius: 6px; padding: 8px 14px; min-width: 110px; }}
-.card .v {{ font-size: 24px; font-weight: bold; }} .card .k {{ font-size: 12px; color: #555; }}
-.wide {{ max-width: 100%; overflow-x: auto; }}
-table {{ border-collapse: collapse; font-size: 12px; margin: 8px 0 24px; width: 100%; }}
-th, td {{ border: 1px solid #ddd; padding: 3px 6px; text-align: right; }}
-th {{ background: #f3f3f3; white-space: normal; }} td {{ white-space: nowrap; }}
-svg.chart {{ display: block; margin: 12px 0; border: 1px solid #eee; }}
-</style></head>
+{STYLE}</head>
 <body>
 <h1>autoswitch failover report</h1>
 <p id="definitions">A <b>failover</b> is an ElectMaster that names a different master than before, or follows a
