@@ -155,8 +155,9 @@ def run_audit(spark, acks, index, replica_rows: list[dict], epoch_rows: list[dic
     # ---- divergence below confirmOffset, fingerprints first ----
     progress.set_phase("audit: divergence")
     bounded = F.col("phy_offset") + F.col("size") <= F.col("bound")
+    on_master = F.col("broker_id") == F.col("master_id")
     r = (index.join(F.broadcast(flat_df), ["group", "broker_id"]).filter(bounded)
-         .withColumn("is_master", F.col("broker_id") == F.col("master_id"))
+         .withColumn("is_master", on_master)
          .withColumn("idh", F.xxhash64("msg_id")))
     on_m, on_s = F.col("is_master"), ~F.col("is_master")
     g = r.repartition("group", "phy_offset").groupBy("group", "phy_offset").agg(    # as above
@@ -185,10 +186,8 @@ def run_audit(spark, acks, index, replica_rows: list[dict], epoch_rows: list[dic
               .join(sb.select("group", "phy_offset", F.lit(True).alias("_suspect")), ["group", "phy_offset"], "left")
               .filter(F.col("_key").isNotNull() | F.col("_suspect").isNotNull())
               .persist(StorageLevel.MEMORY_AND_DISK))
-    m_rows = picked.filter(F.col("_key").isNotNull() & (F.col("broker_id") == F.col("master_id"))).select(
-        "group", "msg_id", "phy_offset")
-    at = (picked.filter(F.col("_suspect").isNotNull() & bounded)
-          .withColumn("is_master", F.col("broker_id") == F.col("master_id")))
+    m_rows = picked.filter(F.col("_key").isNotNull() & on_master).select("group", "msg_id", "phy_offset")
+    at = picked.filter(F.col("_suspect").isNotNull() & bounded).withColumn("is_master", on_master)
     a = (acks.join(kb, ["group", "msg_id"])
          .select("group", "msg_id", F.col("phy_offset").alias("acked_offset"), F.col("broker_id").alias("acked_by"),
                  "epoch", "ack_ts_ms", "topic", "queue_offset", "m_copies", "m_min", "m_max", "holders")
@@ -248,7 +247,7 @@ def run_audit(spark, acks, index, replica_rows: list[dict], epoch_rows: list[dic
     counts = {r["category"]: r["count"] for r in tally.collect()}
     n_problems, ack_rows = counts.pop("_problems"), counts.pop("_acks")
     # the report's tables: each category's first rows, read from the cache (small results)
-    first_rows = {name: [r.asDict() for r in df.orderBy(*SORT_KEYS[name]).limit(MAX_TABLE_ROWS).collect()]
+    first_rows = {name: [row.asDict() for row in df.orderBy(*SORT_KEYS[name]).limit(MAX_TABLE_ROWS).collect()]
                   for name, df in frames.items() if counts[name]}
     for name, df in frames.items():
         df.coalesce(1).write.mode("overwrite").parquet(str(out_dir / name))

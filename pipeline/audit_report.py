@@ -5,12 +5,12 @@ the rows collected from its result frames."""
 
 from __future__ import annotations
 
-from autoswitch.pipeline.report import MAX_TABLE_ROWS, STYLE, _esc, _table, bars_svg
+from autoswitch.pipeline.report import MAX_TABLE_ROWS, STYLE, LegendEntry, _esc, _table, bars_svg
 
 # What each category means for the operator: the colour of its bar and its legend entry.
 LOSS, OPERATOR, UNSAFE = "#d62728", "#4e79a7", "#f28e2b"
-LEGEND = [(LOSS, "acknowledged data lost"), (OPERATOR, "lost by an operator's unclean recovery"),
-          (UNSAFE, "a replica unsafe (nothing lost at the master)")]
+LEGEND = [LegendEntry(LOSS, "acknowledged data lost"), LegendEntry(OPERATOR, "lost by an operator's unclean recovery"),
+          LegendEntry(UNSAFE, "a replica unsafe (nothing lost at the master)")]
 SECTIONS: list[tuple[str, str, str, list[str]]] = [
     # (category, colour, heading, columns)
     ("lost", LOSS, "Lost acknowledged messages (absent from the master's log)",

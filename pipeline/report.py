@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import html
 import time
+from typing import NamedTuple
 
 PALETTE = ("#4e79a7", "#f28e2b", "#59a14f", "#b07aa1", "#76b7b2", "#edc948", "#9c755f", "#bab0ac")
 MAX_TABLE_ROWS = 200
@@ -64,7 +65,7 @@ def histogram_svg(values: list[float], title: str, unit: str, bins: int = 20, wi
 
 
 def bars_svg(items: list[tuple[str, float]], title: str, width: int = 640,
-             colours: list[str] | None = None, legend: list[tuple[str, str]] | None = None) -> str:
+             colours: list[str] | None = None, legend: list[LegendEntry] | None = None) -> str:
     """Horizontal bars, one per labelled item; ``colours`` per item, explained by ``legend``."""
     row, pad_l, pad_t = 16, 150, 24
     leg_h = legend_height(legend, width - 20) + 8 if legend else 0
@@ -88,11 +89,17 @@ def bars_svg(items: list[tuple[str, float]], title: str, width: int = 640,
     return "".join(parts)
 
 
-def _legend_layout(entries: list[tuple[str, str]], width: float) -> list[tuple[float, int]]:
+class LegendEntry(NamedTuple):
+    colour: str
+    label: str
+    mark: str = "box"       # "box": a swatch; "tick": a NoMaster tick; "cross": an unclean election
+
+
+def _legend_layout(entries: list[LegendEntry], width: float) -> list[tuple[float, int]]:
     """(x, row) of each entry: left to right, wrapped at ``width``."""
     out, x, row = [], 0.0, 0
-    for _, label in entries:
-        w = 15 + 6.5 * len(label.removeprefix("| ").removeprefix("x ")) + 14
+    for e in entries:
+        w = 15 + 6.5 * len(e.label) + 14
         if x > 0 and x + w > width:
             x, row = 0.0, row + 1
         out.append((x, row))
@@ -100,26 +107,24 @@ def _legend_layout(entries: list[tuple[str, str]], width: float) -> list[tuple[f
     return out
 
 
-def legend_height(entries: list[tuple[str, str]], width: float) -> int:
+def legend_height(entries: list[LegendEntry], width: float) -> int:
     return 16 * (1 + max((r for _, r in _legend_layout(entries, width)), default=0))
 
 
-def legend_svg(entries: list[tuple[str, str]], x: float, y: float, width: float) -> str:
-    """Swatches with their labels, wrapped at ``width``: (colour, label); a label starting with
-    "| " or "x " draws that mark (a NoMaster tick, an unclean election) instead of a swatch."""
+def legend_svg(entries: list[LegendEntry], x: float, y: float, width: float) -> str:
+    """Each entry's mark and label, wrapped at ``width``."""
     parts = [f'<g class="legend" transform="translate({x:.1f},{y:.1f})">']
-    for (colour, label), (cx, row) in zip(entries, _legend_layout(entries, width), strict=True):
+    for e, (cx, row) in zip(entries, _legend_layout(entries, width), strict=True):
         cy = row * 16
-        if label.startswith("| "):
-            parts.append(f'<line x1="{cx + 5:.1f}" y1="{cy}" x2="{cx + 5:.1f}" y2="{cy + 11}" stroke="{colour}" '
+        if e.mark == "tick":
+            parts.append(f'<line x1="{cx + 5:.1f}" y1="{cy}" x2="{cx + 5:.1f}" y2="{cy + 11}" stroke="{e.colour}" '
                          f'stroke-width="2"/>')
-        elif label.startswith("x "):
+        elif e.mark == "cross":
             parts.append(f'<path d="M{cx + 1:.1f},{cy + 1} L{cx + 9:.1f},{cy + 10} M{cx + 1:.1f},{cy + 10} '
-                         f'L{cx + 9:.1f},{cy + 1}" stroke="{colour}" stroke-width="2"/>')
+                         f'L{cx + 9:.1f},{cy + 1}" stroke="{e.colour}" stroke-width="2"/>')
         else:
-            parts.append(f'<rect x="{cx:.1f}" y="{cy}" width="11" height="11" fill="{colour}"/>')
-        text = label.removeprefix("| ").removeprefix("x ")
-        parts.append(f'<text x="{cx + 15:.1f}" y="{cy + 10}" font-size="11">{_esc(text)}</text>')
+            parts.append(f'<rect x="{cx:.1f}" y="{cy}" width="11" height="11" fill="{e.colour}"/>')
+        parts.append(f'<text x="{cx + 15:.1f}" y="{cy + 10}" font-size="11">{_esc(e.label)}</text>')
     parts.append("</g>")
     return "".join(parts)
 
@@ -129,8 +134,8 @@ def timeline_svg(timeline: list[dict], ends: dict[str, int], width: int = 900) -
     master left blank with a red tick at each NoMaster, unclean elections marked with a red X."""
     groups = list(dict.fromkeys(r["group"] for r in timeline))
     masters = sorted({int(r["master_broker_id"]) for r in timeline if r["master_broker_id"] is not None})
-    legend = [(PALETTE[b % len(PALETTE)], f"master brokerId {b}") for b in masters]
-    legend += [("#d62728", "| NoMaster"), ("#d62728", "x unclean election")]
+    legend = [LegendEntry(PALETTE[b % len(PALETTE)], f"master brokerId {b}") for b in masters]
+    legend += [LegendEntry("#d62728", "NoMaster", "tick"), LegendEntry("#d62728", "unclean election", "cross")]
     row, pad_l, pad_t = 20, 120, 28
     leg_h = legend_height(legend, width - pad_l - 10)
     height = pad_t + row * max(1, len(groups)) + 28 + leg_h     # the time axis, then the legend

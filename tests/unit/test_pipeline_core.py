@@ -9,7 +9,7 @@ import pytest
 from autoswitch.pipeline.analyze import distribution, percentile
 from autoswitch.pipeline.generate import generate, msg_ids
 from autoswitch.pipeline.masters import Replica, choose_masters
-from autoswitch.pipeline.report import bars_svg, histogram_svg, render_html, timeline_svg
+from autoswitch.pipeline.report import LegendEntry, bars_svg, histogram_svg, render_html, timeline_svg
 
 pytestmark = pytest.mark.pipeline
 
@@ -109,7 +109,7 @@ def test_report_escapes_and_draws():
     # the colours explained: the one master's swatch, the NoMaster tick, the unclean mark
     assert legend.count("<rect") == 1 and ">master brokerId 1<" in legend
     assert ">NoMaster<" in legend and ">unclean election<" in legend
-    bars = bars_svg([("a", 2), ("b", 1)], "t", colours=["#111111", "#222222"], legend=[("#111111", "one")])
+    bars = bars_svg([("a", 2), ("b", 1)], "t", colours=["#111111", "#222222"], legend=[LegendEntry("#111111", "one")])
     assert 'fill="#111111"' in bars and 'fill="#222222"' in bars and ">one<" in bars.split('class="legend"')[1]
     summary = {"groups": 1, "failovers": 0, "failovers_via_no_master": 0, "unclean_elections": 0,
                "sss": {"shrinks": 0, "expands": 0}, "flapping_brokers": [],
