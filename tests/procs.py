@@ -7,6 +7,7 @@ by that PID (SIGKILL for crash tests, SIGTERM otherwise).
 from __future__ import annotations
 
 import contextlib
+import os
 import random
 import socket
 import subprocess
@@ -27,12 +28,33 @@ LISTEN_PORTS_FROM = 21000
 
 
 def listen_port_range() -> tuple[int, int]:
-    """[low, high] for listening ports in tests and benchmarks."""
+    """[low, high] for listening ports in tests and benchmarks.
+
+    Under pytest-xdist (``make test`` runs the suite on several workers) each worker takes its own
+    slice: a port is handed out before the process that binds it starts, so two workers drawing
+    from one range could hand out the same port to two clusters starting at once.
+    """
     try:
         ephemeral_low = int(Path("/proc/sys/net/ipv4/ip_local_port_range").read_text().split()[0])
     except (OSError, ValueError, IndexError):
         ephemeral_low = 32768
-    return LISTEN_PORTS_FROM, max(LISTEN_PORTS_FROM + 1000, ephemeral_low - 1)
+    low, high = LISTEN_PORTS_FROM, max(LISTEN_PORTS_FROM + 1000, ephemeral_low - 1)
+    worker, count = _xdist_worker()
+    if count > 1:
+        width = (high - low + 1) // count
+        low, high = low + worker * width, low + (worker + 1) * width - 1
+    return low, high
+
+
+def _xdist_worker() -> tuple[int, int]:
+    """(this worker's number, the number of workers); (0, 1) outside pytest-xdist."""
+    name = os.environ.get("PYTEST_XDIST_WORKER", "")   # "gw0", "gw1", ...
+    try:
+        count = int(os.environ.get("PYTEST_XDIST_WORKER_COUNT", "1"))
+        worker = int(name[2:]) if name.startswith("gw") else 0
+    except ValueError:
+        return 0, 1
+    return (worker, count) if 0 <= worker < count else (0, 1)
 
 
 def bindable(port: int) -> bool:

@@ -16,7 +16,7 @@ from pathlib import Path
 
 import pytest
 
-from tests.procs import free_port
+from tests.procs import free_port, listen_port_range
 
 pytestmark = pytest.mark.integration
 
@@ -37,9 +37,10 @@ def _block_free(base: int, n: int) -> bool:
 def _base_port() -> int:
     # The playground takes base..base+10+10*groups+5 and refuses to start when one is busy;
     # other tests take ports concurrently, so probe the whole block (a race stays possible).
+    high = listen_port_range()[1]      # the block stays in this test worker's slice
     for _ in range(100):
         p = free_port()
-        if p + 40 < 65000 and _block_free(p, 36):
+        if p + 40 <= high and _block_free(p, 36):
             return p
     raise RuntimeError("no free port block")
 
