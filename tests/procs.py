@@ -51,7 +51,7 @@ def _xdist_worker() -> tuple[int, int]:
     name = os.environ.get("PYTEST_XDIST_WORKER", "")   # "gw0", "gw1", ...
     try:
         count = int(os.environ.get("PYTEST_XDIST_WORKER_COUNT", "1"))
-        worker = int(name[2:]) if name.startswith("gw") else 0
+        worker = int(name[2:]) if name.startswith("gw") else -1
     except ValueError:
         return 0, 1
     return (worker, count) if 0 <= worker < count else (0, 1)

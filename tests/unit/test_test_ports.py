@@ -1,0 +1,41 @@
+"""The test harness's listening ports: each pytest-xdist worker draws from its own slice."""
+
+from __future__ import annotations
+
+import pytest
+
+from tests import procs
+
+
+@pytest.fixture
+def no_worker(monkeypatch):
+    monkeypatch.delenv("PYTEST_XDIST_WORKER", raising=False)
+    monkeypatch.delenv("PYTEST_XDIST_WORKER_COUNT", raising=False)
+    return monkeypatch
+
+
+def test_one_process_draws_from_the_whole_range(no_worker):
+    low, high = procs.listen_port_range()
+    assert low == procs.LISTEN_PORTS_FROM and high > low + 1000
+
+
+@pytest.mark.parametrize("count", [2, 3])
+def test_workers_get_disjoint_slices_inside_the_range(no_worker, count):
+    whole = procs.listen_port_range()
+    slices = []
+    for w in range(count):
+        no_worker.setenv("PYTEST_XDIST_WORKER", f"gw{w}")
+        no_worker.setenv("PYTEST_XDIST_WORKER_COUNT", str(count))
+        slices.append(procs.listen_port_range())
+    for (lo, hi), (lo2, _) in zip(slices[:-1], slices[1:], strict=True):
+        assert lo < hi < lo2                          # ordered, disjoint
+    assert slices[0][0] == whole[0] and slices[-1][1] <= whole[1]
+    assert all(hi - lo > 1000 for lo, hi in slices)   # room for the playground's 36-port blocks
+
+
+@pytest.mark.parametrize("name,count", [("gw5", "2"), ("main", "2"), ("gwx", "2"), ("gw0", "many")])
+def test_an_unexpected_worker_name_falls_back_to_the_whole_range(no_worker, name, count):
+    whole = procs.listen_port_range()
+    no_worker.setenv("PYTEST_XDIST_WORKER", name)
+    no_worker.setenv("PYTEST_XDIST_WORKER_COUNT", count)
+    assert procs.listen_port_range() == whole
