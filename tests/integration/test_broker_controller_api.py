@@ -62,8 +62,13 @@ def test_typed_calls_and_classified_failures_against_real_controllers(procs, tmp
                                                elected.sync_state_set_epoch)
             assert fenced.value.kind == FailKind.REJECTED
             assert fenced.value.reply_name == "CONTROLLER_FENCED_MASTER_EPOCH"
-            pushed = await anext(api.watch_replica_info("g1", follower))
-            assert pushed.master_id == 1
+            # A watch streams the node's applied state, then each applied change: the follower may
+            # not have applied the election yet, so its first push can still show no master.
+            pushes = api.watch_replica_info("g1", follower)
+
+            async def follower_shows_the_master():
+                return (await anext(pushes)).master_id == 1
+            await asyncio.wait_for(until(follower_shows_the_master, "the follower's watch shows broker 1 as master"), 90)
         finally:
             await api.close()
 
