@@ -47,7 +47,8 @@ import time
 from pathlib import Path
 from typing import Any
 
-from bench.producing_cluster import GROUP, free_block, pct, producing_cluster
+from bench.producing_cluster import GROUP, pct, producing_cluster
+from tests.procs import free_block
 
 HOST = "127.0.0.1"
 MAX_ROUNDS = 100

@@ -6,14 +6,13 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
-import random
 import time
 from collections.abc import AsyncIterator
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from tests.procs import bindable, listen_port_range
+from tests.procs import free_block
 
 HOST = "127.0.0.1"
 GROUP, TOPIC = "g0", "bench"
@@ -26,17 +25,6 @@ def pct(xs: list[float], q: float) -> float | None:
     # nearest-rank: with 20 samples p99 is the maximum
     k = max(0, min(len(s) - 1, int(-(-q * len(s) // 1)) - 1))
     return round(s[k], 3)
-
-
-def free_block(n: int) -> int:
-    """A base port whose next n ports are free right now, outside the ephemeral range
-    (tests.procs.listen_port_range; best effort, bounded tries)."""
-    low, high = listen_port_range()
-    for _ in range(200):
-        base = random.randint(low, high - n)
-        if all(bindable(p) for p in range(base, base + n)):
-            return base
-    raise RuntimeError("no free port block")
 
 
 @dataclass

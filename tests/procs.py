@@ -78,6 +78,20 @@ def free_port() -> int:
     raise RuntimeError("no unused port found in 1000 tries")
 
 
+def free_block(n: int) -> int:
+    """A base port whose next ``n`` ports are free now, inside ``listen_port_range`` (this
+    worker's slice under pytest-xdist), none handed out before by this process; the block is
+    recorded as handed out (a playground or a benchmark cluster takes base..base+n-1)."""
+    low, high = listen_port_range()
+    for _ in range(200):
+        base = _rng.randint(low, high - n)
+        block = range(base, base + n)
+        if not any(p in _handed_out for p in block) and all(bindable(p) for p in block):
+            _handed_out.update(block)
+            return base
+    raise RuntimeError(f"no free block of {n} ports in 200 tries")
+
+
 def wait_port(port: int, timeout: float = 15.0, proc: subprocess.Popen | None = None) -> None:
     # Readiness: a dead process fails at once; the bound only ends a stuck start, so it never
     # drops below 60 s (Python start-up alone takes seconds on a loaded 2-core machine).

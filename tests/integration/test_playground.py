@@ -16,33 +16,17 @@ from pathlib import Path
 
 import pytest
 
-from tests.procs import free_port, listen_port_range
+from tests.procs import free_block
 
 pytestmark = pytest.mark.integration
 
 ROOT = Path(__file__).resolve().parents[2]
 
 
-def _block_free(base: int, n: int) -> bool:
-    for p in range(base, base + n):
-        with contextlib.closing(socket.socket()) as s:
-            s.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
-            try:
-                s.bind(("127.0.0.1", p))
-            except OSError:
-                return False
-    return True
-
-
 def _base_port() -> int:
     # The playground takes base..base+10+10*groups+5 and refuses to start when one is busy;
-    # other tests take ports concurrently, so probe the whole block (a race stays possible).
-    high = listen_port_range()[1]      # the block stays in this test worker's slice
-    for _ in range(100):
-        p = free_port()
-        if p + 40 <= high and _block_free(p, 36):
-            return p
-    raise RuntimeError("no free port block")
+    # other tests take ports concurrently, so the whole block is probed (a race stays possible).
+    return free_block(40)
 
 
 def _start(tmp_path: Path, *extra: str) -> subprocess.Popen:

@@ -95,7 +95,7 @@ class Rig:
 
     def __init__(self, exe: Path, data: Path, phase: Phase, rng: random.Random) -> None:
         from autoswitch.app.playground_cluster import Cluster, Layout
-        from bench.producing_cluster import free_block
+        from tests.procs import free_block
 
         self.phase, self.rng, self.data = phase, rng, data
         self.layout = Layout(data, base_port=free_block(30), groups=1, replicas=3, cluster="powerloss",

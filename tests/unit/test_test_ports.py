@@ -39,3 +39,16 @@ def test_an_unexpected_worker_name_falls_back_to_the_whole_range(no_worker, name
     no_worker.setenv("PYTEST_XDIST_WORKER", name)
     no_worker.setenv("PYTEST_XDIST_WORKER_COUNT", count)
     assert procs.listen_port_range() == whole
+
+
+def test_a_port_block_stays_in_the_slice_and_is_never_handed_out_again(no_worker):
+    no_worker.setenv("PYTEST_XDIST_WORKER", "gw1")
+    no_worker.setenv("PYTEST_XDIST_WORKER_COUNT", "2")
+    low, high = procs.listen_port_range()
+    taken: set[int] = set()
+    for _ in range(5):
+        base = procs.free_block(40)
+        block = set(range(base, base + 40))
+        assert low <= base and base + 39 <= high and not block & taken
+        assert procs.free_port() not in block | taken
+        taken |= block
