@@ -22,6 +22,11 @@ svg.chart { display: block; margin: 12px 0; border: 1px solid #eee; }
 </style>"""
 
 
+def _broker_colour(broker_id: int) -> str:
+    """A master's colour in the timeline, and in its legend."""
+    return PALETTE[broker_id % len(PALETTE)]
+
+
 def _esc(x) -> str:
     return html.escape("" if x is None else str(x))
 
@@ -134,7 +139,7 @@ def timeline_svg(timeline: list[dict], ends: dict[str, int], width: int = 900) -
     master left blank with a red tick at each NoMaster, unclean elections marked with a red X."""
     groups = list(dict.fromkeys(r["group"] for r in timeline))
     masters = sorted({int(r["master_broker_id"]) for r in timeline if r["master_broker_id"] is not None})
-    legend = [LegendEntry(PALETTE[b % len(PALETTE)], f"master brokerId {b}") for b in masters]
+    legend = [LegendEntry(_broker_colour(b), f"master brokerId {b}") for b in masters]
     legend += [LegendEntry("#d62728", "NoMaster", "tick"), LegendEntry("#d62728", "unclean election", "cross")]
     row, pad_l, pad_t = 20, 120, 28
     leg_h = legend_height(legend, width - pad_l - 10)
@@ -164,7 +169,7 @@ def timeline_svg(timeline: list[dict], ends: dict[str, int], width: int = 900) -
                 parts.append(f'<line x1="{x(r["ts_ms"]):.1f}" y1="{y}" x2="{x(r["ts_ms"]):.1f}" y2="{y + row - 2}" '
                              f'stroke="#d62728" stroke-width="2"><title>NoMaster at {_ts(r["ts_ms"])}</title></line>')
                 continue
-            col = PALETTE[int(r["master_broker_id"]) % len(PALETTE)]
+            col = _broker_colour(int(r["master_broker_id"]))
             parts.append(f'<rect x="{x(r["ts_ms"]):.1f}" y="{y + 3}" width="{max(x(end) - x(r["ts_ms"]), 1):.1f}" '
                          f'height="{row - 6}" fill="{col}"><title>{_esc(g)}: master {r["master_broker_id"]} '
                          f'epoch {r["master_epoch"]} from {_ts(r["ts_ms"])}</title></rect>')
