@@ -19,7 +19,6 @@ from autoswitch.app.launcher import AUTOSWITCH_ENTRY, Child
 HOST = "127.0.0.1"
 
 
-_handed_out: set[int] = set()
 _rng = random.Random()
 # Listening ports come from below the kernel's ephemeral range: a port handed out from inside it
 # can be taken by any outgoing connection before the server binds it (bench-failover's elected
@@ -66,30 +65,42 @@ def bindable(port: int) -> bool:
     return True
 
 
-def free_port() -> int:
-    """A port nothing listens on now, outside the ephemeral range, and not handed out before by
-    this process (two "free" ports of one cluster must differ)."""
+# Ports are handed out in order round this process's slice, from a random start: a port comes back
+# only after every other port of the slice has been handed out since, long after the test that had
+# it ended (a remembered set of every port ever handed out filled a worker's slice in one suite run
+# and left no 40-port block); a port still held then is skipped because it does not bind.
+_ring: tuple[tuple[int, int], int] | None = None     # (slice, next port to try)
+
+
+def _take(n: int) -> int:
+    """The first of the next ``n`` consecutive ports that all bind now, walking the slice in order."""
+    global _ring
     low, high = listen_port_range()
-    for _ in range(1000):
-        port = _rng.randint(low, high)
-        if port not in _handed_out and bindable(port):
-            _handed_out.add(port)
-            return port
-    raise RuntimeError("no unused port found in 1000 tries")
+    if n > high - low + 1:
+        raise RuntimeError(f"{n} ports do not fit in {low}..{high}")
+    cursor = _ring[1] if _ring is not None and _ring[0] == (low, high) else _rng.randint(low, high)
+    for _ in range(high - low + 1):                  # each try moves on by at least one port
+        base = cursor if cursor + n - 1 <= high else low
+        busy = next((p for p in range(base, base + n) if not bindable(p)), None)
+        if busy is None:
+            _ring = ((low, high), base + n)
+            return base
+        cursor = busy + 1
+    _ring = ((low, high), cursor)
+    raise RuntimeError(f"no {n} consecutive free ports in {low}..{high}")
+
+
+def free_port() -> int:
+    """A port nothing listens on now, outside the ephemeral range; two calls in one test never
+    return the same port (see ``_take``)."""
+    return _take(1)
 
 
 def free_block(n: int) -> int:
     """A base port whose next ``n`` ports are free now, inside ``listen_port_range`` (this
-    worker's slice under pytest-xdist), none handed out before by this process; the block is
-    recorded as handed out (a playground or a benchmark cluster takes base..base+n-1)."""
-    low, high = listen_port_range()
-    for _ in range(200):
-        base = _rng.randint(low, high - n)
-        block = range(base, base + n)
-        if not any(p in _handed_out for p in block) and all(bindable(p) for p in block):
-            _handed_out.update(block)
-            return base
-    raise RuntimeError(f"no free block of {n} ports in 200 tries")
+    worker's slice under pytest-xdist); a playground or a benchmark cluster takes base..base+n-1,
+    and no later ``free_port``/``free_block`` hands them out until the slice has come round."""
+    return _take(n)
 
 
 def wait_port(port: int, timeout: float = 15.0, proc: subprocess.Popen | None = None) -> None:
