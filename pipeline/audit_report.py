@@ -5,7 +5,7 @@ the rows collected from its result frames."""
 
 from __future__ import annotations
 
-from autoswitch.pipeline.report import MAX_TABLE_ROWS, STYLE, LegendEntry, _esc, _table, bars_svg
+from autoswitch.pipeline.report import MAX_TABLE_ROWS, STYLE, LegendEntry, bars_svg, esc, html_table
 
 # What each category means for the operator: the colour of its bar and its legend entry.
 LOSS, OPERATOR, UNSAFE = "#d62728", "#4e79a7", "#f28e2b"
@@ -42,22 +42,22 @@ def render_audit_html(result: dict, rows: dict[str, list[dict]]) -> str:
     cards = [("acked rows", result["acked_rows"]), ("groups", result["groups"]), ("replicas", result["replicas"]),
              ("problem acks", result["problem_acks"]), ("consumer offsets lost", off["lost"]),
              ("offsets moved backwards", off["backwards"])]
-    card_html = "".join(f'<div class="card"><div class="v">{_esc(v)}</div><div class="k">{_esc(k)}</div></div>'
+    card_html = "".join(f'<div class="card"><div class="v">{esc(v)}</div><div class="k">{esc(k)}</div></div>'
                         for k, v in cards)
     sections = []
     for cat, _, heading, cols in SECTIONS:
         n = counts.get(cat, 0)
         shown = rows.get(cat, [])
-        body = _table([_readable(r) for r in shown], cols, cat, total=n) if n else "<p>none</p>"
+        body = html_table([_readable(r) for r in shown], cols, cat, total=n) if n else "<p>none</p>"
         first = f" (the first {min(n, MAX_TABLE_ROWS)})" if n > MAX_TABLE_ROWS else ""
-        sections.append(f'<h2 id="{cat}">{_esc(heading)}: {n}{first}</h2>\n{body}')
+        sections.append(f'<h2 id="{cat}">{esc(heading)}: {n}{first}</h2>\n{body}')
     return f"""<!DOCTYPE html>
-<html lang="en"><head><meta charset="utf-8"><title>autoswitch durability audit: {_esc(result['verdict'])}</title>
+<html lang="en"><head><meta charset="utf-8"><title>autoswitch durability audit: {esc(result['verdict'])}</title>
 {STYLE}</head>
 <body>
 <h1>autoswitch durability audit</h1>
-<p id="verdict">Verdict <b>{_esc(result['verdict'])}</b> (exit code {_esc(result['exit_code'])}). Every row of
-every category is in the Parquet output beside this page ({_esc(result['out'])}).</p>
+<p id="verdict">Verdict <b>{esc(result['verdict'])}</b> (exit code {esc(result['exit_code'])}). Every row of
+every category is in the Parquet output beside this page ({esc(result['out'])}).</p>
 <div class="cards" id="summary">{card_html}</div>
 {chart}
 {"".join(sections)}

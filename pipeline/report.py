@@ -27,7 +27,7 @@ def _broker_colour(broker_id: int) -> str:
     return PALETTE[broker_id % len(PALETTE)]
 
 
-def _esc(x) -> str:
+def esc(x) -> str:
     return html.escape("" if x is None else str(x))
 
 
@@ -42,8 +42,8 @@ def histogram_svg(values: list[float], title: str, unit: str, bins: int = 20, wi
     """Bar histogram; equal-width bins over [min, max]."""
     pad_l, pad_b, pad_t = 50, 40, 24
     head = (f'<svg class="chart" data-kind="histogram" xmlns="http://www.w3.org/2000/svg" width="{width}" '
-            f'height="{height}" viewBox="0 0 {width} {height}" role="img" aria-label="{_esc(title)}">'
-            f'<text x="{width / 2}" y="16" text-anchor="middle" font-size="13">{_esc(title)}</text>')
+            f'height="{height}" viewBox="0 0 {width} {height}" role="img" aria-label="{esc(title)}">'
+            f'<text x="{width / 2}" y="16" text-anchor="middle" font-size="13">{esc(title)}</text>')
     if not values:
         return head + f'<text x="{width / 2}" y="{height / 2}" text-anchor="middle">no data</text></svg>'
     lo, hi = min(values), max(values)
@@ -76,13 +76,13 @@ def bars_svg(items: list[tuple[str, float]], title: str, width: int = 640,
     leg_h = legend_height(legend, width - 20) + 8 if legend else 0
     height = pad_t + row * max(1, len(items)) + 10 + leg_h
     parts = [f'<svg class="chart" data-kind="bars" xmlns="http://www.w3.org/2000/svg" width="{width}" '
-             f'height="{height}" viewBox="0 0 {width} {height}" role="img" aria-label="{_esc(title)}">'
-             f'<text x="{width / 2}" y="16" text-anchor="middle" font-size="13">{_esc(title)}</text>']
+             f'height="{height}" viewBox="0 0 {width} {height}" role="img" aria-label="{esc(title)}">'
+             f'<text x="{width / 2}" y="16" text-anchor="middle" font-size="13">{esc(title)}</text>']
     top = max((v for _, v in items), default=0) or 1
     for i, (label, v) in enumerate(items):
         y = pad_t + i * row
         w = (width - pad_l - 60) * v / top
-        parts.append(f'<text x="{pad_l - 6}" y="{y + 12}" font-size="11" text-anchor="end">{_esc(label)}</text>'
+        parts.append(f'<text x="{pad_l - 6}" y="{y + 12}" font-size="11" text-anchor="end">{esc(label)}</text>'
                      f'<rect x="{pad_l}" y="{y + 2}" width="{w:.1f}" height="{row - 4}" '
                      f'fill="{colours[i] if colours else PALETTE[1]}"/>'
                      f'<text x="{pad_l + w + 4:.1f}" y="{y + 12}" font-size="11">{v:g}</text>')
@@ -129,7 +129,7 @@ def legend_svg(entries: list[LegendEntry], x: float, y: float, width: float) -> 
                          f'L{cx + 9:.1f},{cy + 1}" stroke="{e.colour}" stroke-width="2"/>')
         else:
             parts.append(f'<rect x="{cx:.1f}" y="{cy}" width="11" height="11" fill="{e.colour}"/>')
-        parts.append(f'<text x="{cx + 15:.1f}" y="{cy + 10}" font-size="11">{_esc(e.label)}</text>')
+        parts.append(f'<text x="{cx + 15:.1f}" y="{cy + 10}" font-size="11">{esc(e.label)}</text>')
     parts.append("</g>")
     return "".join(parts)
 
@@ -162,7 +162,7 @@ def timeline_svg(timeline: list[dict], ends: dict[str, int], width: int = 900) -
     for gi, g in enumerate(groups):
         y = pad_t + gi * row
         rows = [r for r in timeline if r["group"] == g]
-        parts.append(f'<text x="{pad_l - 6}" y="{y + 13}" font-size="11" text-anchor="end">{_esc(g)}</text>')
+        parts.append(f'<text x="{pad_l - 6}" y="{y + 13}" font-size="11" text-anchor="end">{esc(g)}</text>')
         for k, r in enumerate(rows):
             end = rows[k + 1]["ts_ms"] if k + 1 < len(rows) else max(ends.get(g, r["ts_ms"]), r["ts_ms"])
             if r["event"] == "NoMaster" or r["master_broker_id"] is None:
@@ -171,7 +171,7 @@ def timeline_svg(timeline: list[dict], ends: dict[str, int], width: int = 900) -
                 continue
             col = _broker_colour(int(r["master_broker_id"]))
             parts.append(f'<rect x="{x(r["ts_ms"]):.1f}" y="{y + 3}" width="{max(x(end) - x(r["ts_ms"]), 1):.1f}" '
-                         f'height="{row - 6}" fill="{col}"><title>{_esc(g)}: master {r["master_broker_id"]} '
+                         f'height="{row - 6}" fill="{col}"><title>{esc(g)}: master {r["master_broker_id"]} '
                          f'epoch {r["master_epoch"]} from {_ts(r["ts_ms"])}</title></rect>')
             if r.get("unclean"):
                 cx, cy = x(r["ts_ms"]), y + row / 2
@@ -201,12 +201,12 @@ def _cell(col: str, v: object) -> str:
     return "" if v is None else str(v)
 
 
-def _table(rows: list[dict], cols: list[str], cls: str, total: int | None = None) -> str:
+def html_table(rows: list[dict], cols: list[str], cls: str, total: int | None = None) -> str:
     """``total``: how many rows there are when ``rows`` holds only the first of them."""
-    head = "".join(f"<th>{_esc(_header(c))}</th>" for c in cols)
+    head = "".join(f"<th>{esc(_header(c))}</th>" for c in cols)
     body = []
     for r in rows[:MAX_TABLE_ROWS]:
-        body.append("<tr>" + "".join(f"<td>{_esc(_cell(c, r.get(c)))}</td>" for c in cols) + "</tr>")
+        body.append("<tr>" + "".join(f"<td>{esc(_cell(c, r.get(c)))}</td>" for c in cols) + "</tr>")
     shown = min(len(rows), MAX_TABLE_ROWS)
     left = (len(rows) if total is None else total) - shown
     more = f'<p class="more">{left} more rows in the Parquet output</p>' if left > 0 else ""
@@ -231,7 +231,7 @@ def render_html(summary: dict, failovers: list[dict], churn: list[dict], flappin
              ("via NoMaster", s["failovers_via_no_master"]), ("unclean elections", s["unclean_elections"]),
              ("SSS shrinks", s["sss"]["shrinks"]), ("SSS expands", s["sss"]["expands"]),
              ("flapping brokers", len(s["flapping_brokers"]))]
-    card_html = "".join(f'<div class="card"><div class="v">{_esc(v)}</div><div class="k">{_esc(k)}</div></div>'
+    card_html = "".join(f'<div class="card"><div class="v">{esc(v)}</div><div class="k">{esc(k)}</div></div>'
                         for k, v in cards)
     fcols = ["group", "old_master", "new_master", "old_epoch", "new_epoch", "master_lost_ts_ms", "lost_evidence",
              "elect_ts_ms", "time_to_elect_ms", "last_ack_old_ts_ms", "first_ack_new_ts_ms", "write_unavailable_ms",
@@ -246,22 +246,22 @@ NoMaster event. <b>Master lost</b> is the first NoMaster event since the previou
 write of the old epoch. <b>Flapping</b>: removed from the SyncStateSet at least {s['flap_rule']['min_removals']}
 times within {s['flap_rule']['window_ms'] / 1000:g} s.</p>
 <div class="cards" id="summary">{card_html}</div>
-<h2>Time to elect</h2><p>{_esc(_fmt_dist(s['time_to_elect_ms']))}</p>
+<h2>Time to elect</h2><p>{esc(_fmt_dist(s['time_to_elect_ms']))}</p>
 {histogram_svg(tte, "time to elect a new master", "ms")}
-<h2>Write unavailability</h2><p>{_esc(_fmt_dist(s['write_unavailable_ms']))}</p>
+<h2>Write unavailability</h2><p>{esc(_fmt_dist(s['write_unavailable_ms']))}</p>
 {histogram_svg(unav, "last ack of the old master to first ack of the new one", "ms")}
 <h2>Masters over time</h2>
 {timeline_svg(timeline, ends)}
 <h2>SyncStateSet churn</h2>
 {bars_svg([(r["group"], r["members_removed"]) for r in top_churn], "members removed per group (top 20)")}
 <h2>Failovers</h2>
-{_table(failovers, fcols, "failovers")}
+{html_table(failovers, fcols, "failovers")}
 <h2>Flapping brokers</h2>
-{_table([r for r in flapping if r["flapping"]], ["group", "broker_id", "removals", "max_removals_in_window"], "flapping")}
+{html_table([r for r in flapping if r["flapping"]], ["group", "broker_id", "removals", "max_removals_in_window"], "flapping")}
 <h2>Unclean elections</h2>
-{_table(unclean, ["group", "ts_ms", "master_broker_id", "master_epoch", "reason"], "unclean")}
+{html_table(unclean, ["group", "ts_ms", "master_broker_id", "master_epoch", "reason"], "unclean")}
 <h2>Admin actions (who did what)</h2>
-{_table(admin_actions or [], ["ts_ms", "actor", "group", "reason"], "admin")}
+{html_table(admin_actions or [], ["ts_ms", "actor", "group", "reason"], "admin")}
 <script>
 document.body.dataset.charts = String(document.querySelectorAll("svg.chart").length);
 document.body.dataset.rendered = "yes";
