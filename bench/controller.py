@@ -10,9 +10,11 @@ member). Then a sequential (1 client) run of each.
 
 Prints progress on stderr and one JSON line on stdout:
 {"commits_s", "p50_ms", "p99_ms", "etcd_puts_s", "ratio_vs_etcd", "seq_commit_p50_ms",
- "cpu_us_per_commit", "etcd_cpu_us_per_put", ...}: the CPU columns are each process's user +
-system CPU over the concurrent phase per operation (ours by node id, with the leader named; the
-bench process itself as "client"), what explains a figure on a noisy machine.
+ "cpu_us_per_commit", "etcd_cpu_us_per_put", "ratio_cap_cpu", ...}: the CPU columns are each
+process's user + system CPU over the concurrent phase per operation (ours by node id, with the
+leader named; the bench process itself as "client"), what explains a figure on a noisy machine;
+``ratio_cap_cpu`` (etcd's total CPU per put over ours per commit) is the ratio both sides would
+reach with every core busy: a ratio_vs_etcd near it is at the CPU's limit.
 
     python -m bench.controller [--clients 64] [--seconds 10] [--seq-ops 300] [--tls] [--metrics]
 
@@ -530,6 +532,9 @@ async def run(args) -> dict:
         "etcd_seq_p50_ms": eseq["p50_ms"], "clients": args.clients, "seconds": args.seconds,
         "errors": conc["errors"] + seq["errors"], "etcd_errors": econc["errors"] + eseq["errors"],
         "tls": bool(args.tls), "cpu_us_per_commit": conc["cpu_us_per_op"], "etcd_cpu_us_per_put": econc["cpu_us_per_op"],
+        # Both sides are CPU-bound on a small machine: with every core busy on each side, their
+        # rates would stand in the inverse ratio of their CPU per operation (clients included).
+        "ratio_cap_cpu": round(econc["cpu_us_per_op"]["total"] / max(conc["cpu_us_per_op"]["total"], 1e-9), 3),
         **({"commits_s_metrics": metered["ops_s"], "scrapes": metered["scrapes"],
             "ratio_metrics_on_vs_off": round(metered["ops_s"] / max(conc["ops_s"], 1e-9), 3),
             "target_ratio_metrics_on_vs_off": 0.95} if metered else {}),

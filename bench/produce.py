@@ -3,7 +3,10 @@
 Starts real `python -m autoswitch broker` processes on 127.0.0.1 (ended by PID), runs the same
 bounded load against each setup in the same run, prints progress on stderr and one JSON line
 on stdout: {"acked_msgs_s_1rep", "acked_msgs_s_3rep", "ratio", "p50_ms", "p99_ms", ...}
-(latencies are per Produce request of the 3-replica run). Target: ratio >= 0.5.
+(latencies are per Produce request of the 3-replica run). Target: ratio >= 0.5. Beside it, the
+CPU accounting of the best rounds (``cpu_bound``): CPU microseconds per acked message in all
+processes, the cores each setup kept busy, and ``ratio_cap_cores_never_idle``, the most the
+3-replica setup could reach against the 1-replica rate on this machine's cores.
 
     python -m bench.produce [--messages 60000] [--producers 4] [--batch 100] [--size 256] [--rounds 2]
                             [--flush async|sync] [--max-seconds 60] [--consumer-group] [--metrics]
@@ -341,6 +344,23 @@ def run_one(replicas: int, args: argparse.Namespace, consumer: str = "", metrics
             cl.stop()
 
 
+def cpu_bound(one: dict, three: dict, cores: int | None = None) -> dict:
+    """What the CPU accounting of the two best rounds says about the ratio: CPU microseconds per
+    acked message in all processes (brokers and this load generator), how many cores each round
+    kept busy, and the ratio the 3-replica setup could reach at most on this machine if its cores
+    were never idle (``cores`` / its CPU per message, over the measured 1-replica rate). A ratio
+    far below that cap is lost to waiting; a cap below the target is the CPU's to cut."""
+    cores = cores or os.cpu_count() or 1
+    per_msg, busy = {}, {}
+    for name, r in (("1rep", one), ("3rep", three)):
+        cpu = sum(r["cpu_s"]["brokers"]) + r["cpu_s"]["load"]
+        per_msg[name] = cpu / r["acked"] if r["acked"] else 0.0
+        busy[name] = round(cpu / r["elapsed_s"], 2) if r["elapsed_s"] else 0.0
+    cap = cores / per_msg["3rep"] / one["acked_msgs_s"] if per_msg["3rep"] and one["acked_msgs_s"] else 0.0
+    return {"cpu_us_per_msg": {k: round(v * 1e6, 1) for k, v in per_msg.items()}, "cores_busy": busy,
+            "cores": cores, "ratio_cap_cores_never_idle": round(cap, 3)}
+
+
 def main(argv: list[str] | None = None) -> int:
     ap = argparse.ArgumentParser(prog="python -m bench.produce")
     ap.add_argument("--messages", type=int, default=300_000)
@@ -378,6 +398,7 @@ def main(argv: list[str] | None = None) -> int:
     three = max(threes, key=lambda r: r["acked_msgs_s"])
     ratio = round(three["acked_msgs_s"] / one["acked_msgs_s"], 3) if one["acked_msgs_s"] else 0.0
     out = {
+        **cpu_bound(one, three),
         "acked_msgs_s_1rep": one["acked_msgs_s"],
         "acked_msgs_s_3rep": three["acked_msgs_s"],
         "ratio": ratio,
