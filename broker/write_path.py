@@ -308,8 +308,7 @@ class WritePath:
                     raise mapped from e
         finally:
             self._inflight -= 1
-        records = [(int(p), int(q), str(m)) for (p, q, m) in piece.records]
-        return PutResult(records, piece.start_offset, piece.end_offset, self.epoch)
+        return PutResult(piece.records, piece.start_offset, piece.end_offset, self.epoch)
 
     def _admit(self, msgs: list[Any]) -> None:
         """The checks made before anything is appended (nothing is written when one refuses)."""

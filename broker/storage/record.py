@@ -44,8 +44,11 @@ _U32x2 = struct.Struct(">II")
 _crc32 = zlib.crc32
 
 
-@dataclass(frozen=True)
-class Message:
+class Message(NamedTuple):
+    """A message to append. A NamedTuple for the reason ``StoredMessage`` is one: a producer's
+    batch builds one per message on the master's event loop (0.30 us against 0.56 for the frozen
+    dataclass it was)."""
+
     topic: str
     body: bytes
     msg_id: str
