@@ -30,7 +30,7 @@ from autoswitch.broker.storage.store import Message
 from autoswitch.broker.switch_hold import SwitchView, switching
 from autoswitch.broker.switch_hold import settled as switch_settled
 from autoswitch.broker.topic_registry import TopicRegistry
-from autoswitch.broker.write_path import WritePath, validate_message
+from autoswitch.broker.write_path import WritePath, validate_fields, validate_topic
 
 from autoswitch import __version__
 from autoswitch.base.auth import Guard, current_caller
@@ -81,8 +81,9 @@ class BrokerServicer(GroupTopicConfigRpcs, pbg.BrokerServiceServicer):
         refused, limit = self.topics.check(request.topic)
         if refused is not None:
             return self._batch_error(reply, request, NotAllowed(refused))
+        topic_err = validate_topic(request.topic)
         for i, m in enumerate(request.messages):
-            err = validate_message(request.topic, m.body, m.msg_id, b.cfg, m.born_ts_ms)
+            err = topic_err or validate_fields(m.body, m.msg_id, b.cfg, m.born_ts_ms)
             if err is None and len(m.body) > limit:
                 err = MessageTooLarge(f"body is {len(m.body)} bytes, topic {request.topic!r} takes at most {limit}")
             if err is not None:
@@ -91,7 +92,8 @@ class BrokerServicer(GroupTopicConfigRpcs, pbg.BrokerServiceServicer):
             valid.append(Message(topic=request.topic, body=m.body, msg_id=m.msg_id, born_ts_ms=m.born_ts_ms or now))
         put_err: WriteError | None = None
         if valid:
-            batch_bytes = sum(record_size(m.topic.encode(), m.msg_id.encode(), len(m.body)) for m in valid)
+            topic_b = request.topic.encode()
+            batch_bytes = sum(record_size(topic_b, m.msg_id.encode(), len(m.body)) for m in valid)
             if batch_bytes > b.store.config.max_batch_bytes:
                 put_err = BadRequest(
                     f"batch encodes to {batch_bytes} bytes, store limit {b.store.config.max_batch_bytes}"
@@ -127,9 +129,7 @@ class BrokerServicer(GroupTopicConfigRpcs, pbg.BrokerServiceServicer):
             # the master it switched to rather than this broker's own stale address.
             await self._hold_for_switch(0)
         it = iter(records)
-        # add() builds each result in place: append(pb.ProduceResult(...)) builds one and copies it
-        # (0.41 against 0.90 us per message, measured; a batch of 100 pays it 100 times)
-        add = reply.results.add
+        add = reply.results.add     # in place: append(pb.ProduceResult(...)) also copies (0.41 vs 0.90 us)
         worst: pb.Status = pb.OK
         msgs: list[str] = []
         for i, m in enumerate(request.messages):

@@ -70,11 +70,9 @@ class Replicator(Protocol):
     async def wait_for_replicas(self, offset: int, timeout_s: float) -> None: ...
 
 
-def validate_message(topic: str, body: bytes, msg_id: str, cfg: BrokerConfig,
-                     born_ts_ms: int = 0) -> WriteError | None:
-    """The per-message check; returns the error instead of raising so a batch reports per message."""
-    if not (0 <= born_ts_ms <= MAX_BORN_TS_MS):
-        return BadRequest(f"born_ts_ms {born_ts_ms} outside [0, {MAX_BORN_TS_MS}] (0 = stamped by the broker)")
+def validate_topic(topic: str) -> WriteError | None:
+    """A produce batch's topic (it names the topic once, so it is checked once); returns the error
+    instead of raising so a batch reports it per message."""
     if topic.startswith(RESERVED_PREFIX):
         return BadRequest(f"topics starting with {RESERVED_PREFIX!r} are the broker's own (consumer offsets)")
     tb = topic.encode("utf-8")
@@ -82,6 +80,13 @@ def validate_message(topic: str, body: bytes, msg_id: str, cfg: BrokerConfig,
         return BadRequest("empty topic")
     if len(tb) > MAX_TOPIC_BYTES:
         return MessageTooLarge(f"topic is {len(tb)} bytes, limit {MAX_TOPIC_BYTES}")
+    return None
+
+
+def validate_fields(body: bytes, msg_id: str, cfg: BrokerConfig, born_ts_ms: int = 0) -> WriteError | None:
+    """The per-message check of what each message carries itself (the topic: ``validate_topic``)."""
+    if not (0 <= born_ts_ms <= MAX_BORN_TS_MS):
+        return BadRequest(f"born_ts_ms {born_ts_ms} outside [0, {MAX_BORN_TS_MS}] (0 = stamped by the broker)")
     mb = msg_id.encode("utf-8")
     if not mb:
         return BadRequest("empty msg_id")

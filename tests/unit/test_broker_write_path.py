@@ -18,7 +18,8 @@ from autoswitch.broker.write_path import (
     WritePath,
     plan_groups,
     split_append,
-    validate_message,
+    validate_fields,
+    validate_topic,
 )
 
 from autoswitch.base.log import get_logger
@@ -215,12 +216,14 @@ def test_sync_flush_group_commit_shares_fsyncs():
 
 def test_validate_message_limits():
     c = cfg(max_message_bytes=100)
-    assert validate_message("t", b"x" * 100, "a", c) is None
-    assert isinstance(validate_message("t", b"x" * 101, "a", c), MessageTooLarge)
-    assert isinstance(validate_message("", b"x", "a", c), BadRequest)
-    assert isinstance(validate_message("t", b"x", "", c), BadRequest)
-    assert isinstance(validate_message("t", b"x", "é" * 65, c), MessageTooLarge)
-    assert isinstance(validate_message("t" * 256, b"x", "a", c), MessageTooLarge)
+    assert validate_topic("t") is None and validate_fields(b"x" * 100, "a", c) is None
+    assert isinstance(validate_fields(b"x" * 101, "a", c), MessageTooLarge)
+    assert isinstance(validate_topic(""), BadRequest)
+    assert isinstance(validate_topic("__consumer_offsets"), BadRequest)     # the broker's own topics
+    assert isinstance(validate_fields(b"x", "", c), BadRequest)
+    assert isinstance(validate_fields(b"x", "é" * 65, c), MessageTooLarge)
+    assert isinstance(validate_topic("t" * 256), MessageTooLarge)
+    assert isinstance(validate_fields(b"x", "a", c, born_ts_ms=-1), BadRequest)
 
 
 def test_interval_flush_in_both_modes_covers_appends_nobody_waits_for():
