@@ -53,8 +53,8 @@ def test_a_port_block_stays_in_the_slice_and_is_not_handed_out_again_until_the_s
     # ever handed out once filled the slice and left no room for a 40-port block)
     handed = 40
     while handed < 3 * width:
-        base = procs.free_block(40) if handed % 400 == 0 else procs.free_port()
         n = 40 if handed % 400 == 0 else 1
+        base = procs.free_block(n) if n > 1 else procs.free_port()
         block = set(range(base, base + n))
         assert low <= base and base + n - 1 <= high
         if handed + n <= width - 200:                # the first lap: nothing comes back yet
