@@ -7,7 +7,8 @@ from dataclasses import dataclass
 from autoswitch.base.errors import ConfigError
 from autoswitch.base.limits import MAX_ZONES
 
-MiB = 1024 * 1024
+KiB = 1024
+MiB = 1024 * KiB
 # Hard caps: a config value above these is a mistake, not a tuning choice.
 HARD_MAX_BODY_SIZE = 256 * MiB
 HARD_MAX_EPOCH_ENTRIES = 1 << 20
@@ -18,7 +19,7 @@ SMALL_FRAME_BYTES = 64 * 1024
 # which asyncio copies out in one piece when the socket drains: with 16 MiB waiting the master
 # spent ~1.5x the CPU per GiB and replicated ~0.7x as fast (large fresh allocations, copies that
 # miss the cache); 0.5-4 MiB measured alike (bench/results/security.md). 512 KiB is asyncio's own
-# default for TLS. Plaintext connections keep ``write_buffer_high``.
+# default for TLS. Plaintext connections use ``write_buffer_high`` instead, whatever its value.
 TLS_WRITE_BUFFER_HIGH = 512 * 1024
 
 ACK_MODES = ("master", "all", "in_sync_replicas")
@@ -71,7 +72,12 @@ class HAConfig:
     max_pending_handshakes: int = 16
     rejection_log_interval_s: float = 10.0  # one rejection line per peer and reason per interval
     max_pending_waits: int = 100_000
-    write_buffer_high: int = 16 * MiB      # transport high-water mark; the transfer loop waits below it
+    # Plaintext transport high-water mark; the transfer loop waits below it. Small on purpose: a
+    # frame written while the transport still holds bytes is copied whole into its buffer, so a
+    # deep buffer (16 MiB until 2026-11-30) made the master copy every catch-up byte once more:
+    # -20 to -30 % master CPU per GiB at 64 KiB (bench/results/replication.md "Session 33"). The
+    # kernel's socket buffer, not this one, keeps the link busy.
+    write_buffer_high: int = 64 * KiB
     # --- protocol ---
     # The HA protocol version a slave states (ha/codec.py). A master refuses a higher version than
     # it knows, so while brokers of a release speaking 2 remain, set 2 on the upgraded ones.
@@ -113,7 +119,7 @@ class HAConfig:
         need(0 < self.max_pending_handshakes <= 1024, "max_pending_handshakes")
         need(self.rejection_log_interval_s > 0, "rejection_log_interval_s")
         need(0 < self.max_pending_waits <= 10_000_000, "max_pending_waits")
-        need(self.write_buffer_high >= 64 * 1024, "write_buffer_high")
+        need(self.write_buffer_high >= 64 * KiB, "write_buffer_high")
         need(0 <= self.transfer_hold_s <= 0.1, "transfer_hold_s")
         need(0 <= self.protocol_version <= 4, "protocol_version")
         need(64 <= self.digest_range_bytes <= 1024 * MiB, "digest_range_bytes")

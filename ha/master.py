@@ -382,8 +382,7 @@ class HAMaster:
                 zones.learn(self.tracker, self.registry)
             clog.info("slave_connected", syncFromLastFile=hs.sync_from_last_file)
             tls = writer.get_extra_info("ssl_object") is not None
-            high = self.config.write_buffer_high
-            writer.transport.set_write_buffer_limits(high=min(high, TLS_WRITE_BUFFER_HIGH) if tls else high)
+            writer.transport.set_write_buffer_limits(high=TLS_WRITE_BUFFER_HIGH if tls else self.config.write_buffer_high)
             pending = frames[1:]
             while True:
                 for f in pending:

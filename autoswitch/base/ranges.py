@@ -163,7 +163,7 @@ RANGES: dict[str, dict[str, Range]] = {
         "max_pending_handshakes": (1, 10_000),
         "rejection_log_interval_s": (0, DAY_S),
         "max_pending_waits": (1, 100_000_000),
-        "write_buffer_high": (KiB, INT32_MAX),
+        "write_buffer_high": (64 * KiB, INT32_MAX),
         "protocol_version": (0, 4),
         "digest_range_bytes": (64, GiB),
         "digest_history": (1, 1024),
