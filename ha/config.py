@@ -75,7 +75,8 @@ class HAConfig:
     # Plaintext transport high-water mark; the transfer loop waits below it. Small on purpose: a
     # frame written while the transport still holds bytes is copied whole into its buffer, so a
     # deep buffer (16 MiB until 2026-11-30) made the master copy every catch-up byte once more:
-    # -20 to -30 % master CPU per GiB at 64 KiB (bench/results/replication.md "Session 33"). The
+    # -15 to -30 % master CPU per GiB at 64 KiB, +13-15 % catch-up speed beside other work, ~-10 %
+    # with master and slave alone on two vCPUs (bench/results/replication.md "Session 33"). The
     # kernel's socket buffer, not this one, keeps the link busy.
     write_buffer_high: int = 64 * KiB
     # --- protocol ---
