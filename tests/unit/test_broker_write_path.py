@@ -214,7 +214,7 @@ def test_sync_flush_group_commit_shares_fsyncs():
     asyncio.run(main())
 
 
-def test_validate_message_limits():
+def test_validate_topic_and_validate_fields_limits():
     c = cfg(max_message_bytes=100)
     assert validate_topic("t") is None and validate_fields(b"x" * 100, "a", c) is None
     assert isinstance(validate_fields(b"x" * 101, "a", c), MessageTooLarge)
