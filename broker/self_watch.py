@@ -51,6 +51,10 @@ class WatchedLog:
             self._io.end()
 
     @property
+    def synced_offset(self) -> int:
+        return int(self._store.synced_offset)
+
+    @property
     def confirm_offset(self) -> int:
         return int(self._store.confirm_offset)
 

@@ -70,9 +70,13 @@ class Broker:
     """``proposer``: the SyncStateProposer HAMaster uses (controller mode: the ReplicasManager's);
     None = static mode, the master is the authority (LocalSyncStateProposer)."""
 
-    def __init__(self, cfg: BrokerConfig, proposer: SyncStateProposer | None = None) -> None:
+    def __init__(self, cfg: BrokerConfig, proposer: SyncStateProposer | None = None,
+                 fatal: Callable[[str], None] | None = None) -> None:
+        """``fatal(reason)``: ends the process after an error it must not outlive (a failed fsync);
+        None in-process (the store still refuses every later call)."""
         from autoswitch.broker.storage.store import MessageStore, StoreConfig
 
+        self.fatal = fatal
         self.cfg = cfg
         self.group = cfg.group
         self.log = get_logger("broker", group=cfg.group, brokerId=cfg.known_broker_id)
@@ -99,7 +103,8 @@ class Broker:
         # larger limit) replicates.
         if cfg.max_message_bytes > StoreConfig.max_message_bytes and "max_message_bytes" not in store_values:
             store_values["max_message_bytes"] = cfg.max_message_bytes
-        self.store = MessageStore(cfg.data_path, _build_dataclass(StoreConfig, store_values, "store"))
+        self.store = MessageStore(cfg.data_path, _build_dataclass(StoreConfig, store_values, "store"),
+                                  on_fsync_failed=self._fsync_failed)
         self.confirm_signal = WakeSignal(cfg.max_waiting_consumes)
         self.role_signal = WakeSignal(64)   # role changes (a handover waits for its step-down)
         self.switch_signal = WakeSignal(MAX_SWITCH_HOLDS)   # role or fence changed: held produces look again
@@ -117,7 +122,8 @@ class Broker:
                                                                                    role=self.role))
         self.io_watch = self.self_watch.io
         self.master_since = 0.0
-        self.flusher = GroupFlusher(self.store, cfg.flush, cfg.flush_interval_ms / 1000.0, self.io_watch)
+        self.flusher = GroupFlusher(self.store, cfg.flush, cfg.flush_interval_ms / 1000.0, self.io_watch,
+                                    on_flushed=self._flushed)
         # fsync before every acknowledgement, as master (group commit or per-append) and as slave
         # (before each ack to the master): what a power cut cannot take (docs/replicas-manager.md)
         self.durable_acks = cfg.flush == "sync" or self.store.config.flush_mode == "sync"
@@ -260,6 +266,7 @@ class Broker:
                 bind_identities=self.cfg.auth,
                 degraded=lambda: self.self_watch.health.degraded,
                 zone=self.cfg.zone,
+                durable_own=self.durable_acks,
             )
             await ha.start(host, port, ssl=server_ssl_context(self.cfg.tls) if self.cfg.tls.enabled else None,
                            accept_plaintext=self.cfg.tls.accept_plaintext)
@@ -315,6 +322,17 @@ class Broker:
                           master_ha=f"{master_ha_addr[0]}:{master_ha_addr[1]}", max_offset=self.store.max_offset,
                           replicating=replicate)
         await self._run_hooks()
+
+    def _flushed(self) -> None:
+        if self.ha_master is not None:
+            self.ha_master.on_flushed()
+
+    def _fsync_failed(self, error: Exception) -> None:
+        """The store refuses every call from now on (MessageStore._poison); the process must end
+        and its next start be unclean: ``fatal`` (the process's composition) does both."""
+        self.role = "fenced"
+        if self.fatal is not None:
+            self.fatal(f"fsync failed: {error}")
 
     def _slave_caught_up(self, master_epoch: int) -> None:
         if self.replicas is not None:

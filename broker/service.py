@@ -33,6 +33,7 @@ from autoswitch.broker.topic_registry import TopicRegistry
 from autoswitch.broker.write_path import WritePath, validate_fields, validate_topic
 
 from autoswitch import __version__
+from autoswitch.base import supervise
 from autoswitch.base.auth import Guard, current_caller
 from autoswitch.base.auth_interceptor import server_interceptor
 from autoswitch.base.errors import AutoswitchError
@@ -358,7 +359,16 @@ async def serve(cfg: BrokerConfig, stop_event: asyncio.Event | None = None, atta
     adapter); the coroutine function it returns, if any, runs at shutdown BEFORE the broker stops,
     so no role change races the final flush."""
     log = get_logger("broker", group=cfg.group, brokerId=cfg.known_broker_id)
-    broker = Broker(cfg)
+
+    def fatal(reason: str) -> None:
+        # A failed fsync (PostgreSQL's rule: after EIO the page cache cannot be trusted): this
+        # run's crash is unclean, and the process ends now, before it acknowledges anything more.
+        if broker.replicas is not None:
+            broker.replicas.marker.poison(reason)
+        log.critical("process_exiting", reason=reason, exitCode=supervise.EXIT_IO_FAILURE)
+        supervise.process_exit(supervise.EXIT_IO_FAILURE)
+
+    broker = Broker(cfg, fatal=fatal)
     stop_event = stop_event or asyncio.Event()
     loop = asyncio.get_running_loop()
     for sig in (signal.SIGTERM, signal.SIGINT):

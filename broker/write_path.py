@@ -106,8 +106,11 @@ class GroupFlusher:
     Flushes run on the loop thread: the store is single-threaded by contract.
     """
 
-    def __init__(self, store: Store, mode: str, interval_s: float, io_watch: IoWatch | None = None) -> None:
+    def __init__(self, store: Store, mode: str, interval_s: float, io_watch: IoWatch | None = None,
+                 on_flushed: Callable[[], None] | None = None) -> None:
+        """``on_flushed``: called after every flush (a durable master's own copy counts up to it)."""
         assert mode in ("sync", "async")
+        self._on_flushed = on_flushed
         self._store = store
         self._io = io_watch or IoWatch()
         self.mode = mode
@@ -141,6 +144,8 @@ class GroupFlusher:
             self._io.end()
         self.flushes += 1
         self.flushed_offset = target
+        if self._on_flushed is not None:
+            self._on_flushed()
         still = []
         for off, fut in self._waiters:
             if off <= target:

@@ -129,10 +129,12 @@ class BrokerControllerApi(Protocol):
 
     async def register_broker(self, cluster: str, group: str, broker_id: int, address: str,
                               ha_address: str, clean_shutdown: bool = True, incarnation: str = "",
-                              previous_incarnation: str = "") -> ReplicaInfo:
+                              previous_incarnation: str = "", crashed: bool = False) -> ReplicaInfo:
         """``clean_shutdown`` False: this start follows an unclean stop, so the log may lack
         acknowledged messages; the controller takes the replica out of its SyncStateSet.
-        ``incarnation``: this process; ``previous_incarnation``: the one whose clean stop it follows."""
+        ``incarnation``: this process; ``previous_incarnation``: the one whose clean stop it follows.
+        ``crashed``: the last run did not stop cleanly (durable or not): a master is moved to a new
+        MasterEpoch."""
 
     async def heartbeat(self, controller_addr: str, hb: Heartbeat, timeout_s: float) -> HeartbeatAnswer:
         """To one controller node (every node counts heartbeats for the lease), not the leader."""

@@ -93,11 +93,11 @@ class GrpcBrokerControllerApi:
 
     async def register_broker(self, cluster: str, group: str, broker_id: int, address: str,
                               ha_address: str, clean_shutdown: bool = True, incarnation: str = "",
-                              previous_incarnation: str = "") -> ReplicaInfo:
+                              previous_incarnation: str = "", crashed: bool = False) -> ReplicaInfo:
         r = await self._call("RegisterBroker", pb.RegisterBrokerRequest(
             cluster_name=cluster, broker_name=group, broker_id=broker_id, broker_address=address,
             clean_shutdown=clean_shutdown, broker_ha_address=ha_address, incarnation=incarnation,
-            previous_incarnation=previous_incarnation))
+            previous_incarnation=previous_incarnation, crashed=crashed))
         return replica_info(r.replica_info)
 
     async def heartbeat(self, controller_addr: str, hb: Heartbeat, timeout_s: float) -> HeartbeatAnswer:

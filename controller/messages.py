@@ -173,6 +173,7 @@ class RegisterBrokerRequest(Request, frozen=True, tag="RegisterBroker"):
     broker_ha_address: AddressOrEmpty = ""   # "" = not given (slaves then use HA port = listen port + 1)
     incarnation: Incarnation = ""            # this broker process (new at every start)
     previous_incarnation: Incarnation = ""   # the incarnation whose clean stop this start follows
+    crashed: bool = False                    # the last run did not stop cleanly (durable or not)
 
 
 class ElectMasterRequest(Request, frozen=True, tag="ElectMaster"):

@@ -31,6 +31,12 @@ class ReplicaLog(Protocol):
 
     confirm_offset: int  # settable; never > max_offset
 
+    @property
+    def synced_offset(self) -> int:
+        """Every byte below it is on disk (the last fsync covered it). An ack that promises
+        durability (``sync_before_ack``) never counts past it: flush first."""
+        ...
+
     def segment_base(self, offset: int) -> int:
         """Start offset of the segment holding `offset` (for isSyncFromLastFile); a record boundary.
 

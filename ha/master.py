@@ -43,11 +43,15 @@ class HAMaster:
                  proposer: SyncStateProposer, clock=time.monotonic,
                  fenced: Callable[[], bool] | None = None,
                  registry: ReplicaRegistry | None = None, bind_identities: bool = False,
-                 degraded: Callable[[], bool] | None = None, zone: str = "") -> None:
+                 degraded: Callable[[], bool] | None = None, zone: str = "", durable_own: bool = False) -> None:
         """``degraded``: the broker's own health says it is slow (broker/health.py): the slaves'
         ack latency is then its own, and no slave leaves the set as slow. ``zone``: our own (the
-        slaves' come from the registry, the controllers' word; min_in_sync_zones counts them)."""
+        slaves' come from the registry, the controllers' word; min_in_sync_zones counts them).
+        ``durable_own``: the broker acknowledges only what it fsynced (flush = "sync"); our own
+        copy then counts for acks and confirmOffset up to the log's fsynced end only (``on_flushed``
+        says when it moved)."""
         self.log = log
+        self.durable_own = durable_own
         self.degraded = degraded or (lambda: False)
         # With TLS: a slave's certificate must name it (broker/<our group>/<the brokerId it
         # claims>), so one broker's certificate cannot read the log or ack as another.
@@ -66,6 +70,7 @@ class HAMaster:
             self.config, clock(), confirm_offset=min(log.confirm_offset, log.max_offset),
             epoch_start_offset=last.start_offset if last is not None else 0)
         self.tracker.set_zone(broker_id, zone)
+        self._sync_own()
         # ``fenced``: the broker's word that its writes are fenced (lease out, deposed); the commit
         # point then holds, so no slave's readable range moves past what a new master is sure to
         # have (docs/replication.md, "fenced master").
@@ -141,12 +146,24 @@ class HAMaster:
     @property
     def confirm_offset(self) -> int:
         """The commit point (CommitPoint.value): held while the broker is fenced."""
+        self._sync_own()
         return self.commit.value(self.log.max_offset)
 
     @property
     def replicated_offset(self) -> int:
         """How far the in-sync replicas hold the log, fence or not (CommitPoint.live)."""
+        self._sync_own()
         return self.commit.live(self.log.max_offset)
+
+    def _sync_own(self) -> None:
+        """Our own copy counts up to the log's fsynced end with durable acknowledgements."""
+        if self.durable_own:
+            self.tracker.own_durable = self.log.synced_offset
+
+    def on_flushed(self) -> None:
+        """The log's fsynced end moved (the broker's flusher): acks and confirmOffset may follow."""
+        if self.durable_own and not self._stopped:
+            self._on_progress()
 
     @property
     def sync_state_set(self) -> frozenset[int]:
@@ -176,6 +193,7 @@ class HAMaster:
 
     async def wait_for_replicas(self, offset: int, timeout_s: float) -> None:
         self.tracker.check_enough()
+        self._sync_own()
         if self.tracker.is_acked(offset, self.log.max_offset):
             return
         if len(self._waiters) >= self.config.max_pending_waits:
@@ -235,6 +253,7 @@ class HAMaster:
 
     def _on_progress(self) -> None:
         """Acks or the set changed: move confirmOffset, release waiters, maybe propose."""
+        self._sync_own()
         log_max = self.log.max_offset
         confirm = self.commit.value(log_max)
         if confirm > self.log.confirm_offset:

@@ -52,7 +52,6 @@ class HASlave:
         """
         self.incarnation = incarnation
         self.sync_before_ack = sync_before_ack
-        self._synced_to = log.max_offset
         self.on_caught_up = on_caught_up
         self.expect_master = expect_master
         self.log = log
@@ -213,9 +212,7 @@ class HASlave:
             if a is not None:
                 ack = a
         if ack is not None:
-            if self.sync_before_ack and self.log.max_offset > self._synced_to:
-                self.log.flush()
-                self._synced_to = self.log.max_offset
+            self._make_durable(ack)
             # One ack per read: acks after appends and heartbeats, coalesced under load.
             transport.write(encode_ack(ack))
             # Progress: the next failure retries quickly. A failure that repeats before any
@@ -268,9 +265,18 @@ class HASlave:
             if report is not None:
                 transport.write(encode_digest_report(report))
 
+    def _make_durable(self, ack) -> None:
+        """With ``sync_before_ack`` an ack never counts a byte this replica has not fsynced: the
+        master counts it as a durable copy. Asked of the log itself, not remembered here: bytes a
+        failed read appended (a later frame of it refused, a write error) and the log a previous
+        connection left are unsynced too, and the handshake's ack would otherwise count them
+        (issue 58, item 2). A failed fsync raises (the store is poisoned: no later ack)."""
+        if self.sync_before_ack and ack.slave_max_offset > self.log.synced_offset:
+            self.log.flush()
+
     def _handshake_done(self, session: SlaveSession, writer: asyncio.Transport, a) -> None:
         self.master_epoch = session.master_epoch
-        self._synced_to = self.log.max_offset    # the handshake's truncation is crash-safe (fsynced)
+        self._make_durable(a)
         if session.resynced_from is not None:
             self._log.warning("resync_from_master_first_offset", masterEpoch=session.master_epoch,
                               offset=session.resynced_from,

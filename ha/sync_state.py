@@ -113,6 +113,10 @@ class SyncStateTracker:
         # brokerId -> zone, as the controllers know it (min_in_sync_zones); registered replicas only,
         # so bounded by the group's size
         self.zones: dict[int, str] = {}
+        # The master's own copy as it counts for acks and confirmOffset: None, its log end; with
+        # durable acknowledgements (flush = "sync") its fsynced end, so consumers never read what
+        # a power cut of the master could take back (issue 58, item 2). Kept by the adapter.
+        self.own_durable: int | None = None
 
     # ------------------------------------------------------------------ inputs
 
@@ -258,7 +262,7 @@ class SyncStateTracker:
 
     def _ack_of(self, broker_id: int, master_max: int) -> int:
         if broker_id == self.master_id:
-            return master_max
+            return master_max if self.own_durable is None else min(master_max, self.own_durable)
         r = self.replicas.get(broker_id)
         return r.ack_offset if r is not None else -1
 
@@ -337,7 +341,7 @@ class SyncStateTracker:
         if master_max < offset:
             return False
         if mode == "master":
-            return True
+            return self._ack_of(self.master_id, master_max) >= offset
         if self._below_min():
             return False
         if mode == "all":
@@ -355,7 +359,7 @@ class SyncStateTracker:
         ``is_acked`` stays the rule; this is its threshold, computed once per ack."""
         mode = self.config.ack_mode
         if mode == "master":
-            return master_max
+            return self._ack_of(self.master_id, master_max)
         if self._below_min():
             return -1
         if mode == "all":

@@ -21,6 +21,7 @@ from typing import Any
 from autoswitch.base.waits import cancel_and_wait
 
 EXIT_INTERNAL = 70      # EX_SOFTWARE: a bug ended something that must not end
+EXIT_IO_FAILURE = 74    # EX_IOERR: a failed fsync; the files' page cache can no longer be trusted
 
 # How the process ends when a caller names no ``exit_process``: components deep inside a broker
 # (the HA master and slave, the flusher) use this one; tests replace it to watch for the exit.

@@ -83,7 +83,7 @@ class ApplyBrokerIdReply(_message.Message):
     def __init__(self, header: _Optional[_Union[ReplyHeader, _Mapping]] = ...) -> None: ...
 
 class RegisterBrokerRequest(_message.Message):
-    __slots__ = ("cluster_name", "broker_name", "broker_id", "broker_address", "clean_shutdown", "broker_ha_address", "incarnation", "previous_incarnation")
+    __slots__ = ("cluster_name", "broker_name", "broker_id", "broker_address", "clean_shutdown", "broker_ha_address", "incarnation", "previous_incarnation", "crashed")
     CLUSTER_NAME_FIELD_NUMBER: _ClassVar[int]
     BROKER_NAME_FIELD_NUMBER: _ClassVar[int]
     BROKER_ID_FIELD_NUMBER: _ClassVar[int]
@@ -92,6 +92,7 @@ class RegisterBrokerRequest(_message.Message):
     BROKER_HA_ADDRESS_FIELD_NUMBER: _ClassVar[int]
     INCARNATION_FIELD_NUMBER: _ClassVar[int]
     PREVIOUS_INCARNATION_FIELD_NUMBER: _ClassVar[int]
+    CRASHED_FIELD_NUMBER: _ClassVar[int]
     cluster_name: str
     broker_name: str
     broker_id: int
@@ -100,7 +101,8 @@ class RegisterBrokerRequest(_message.Message):
     broker_ha_address: str
     incarnation: str
     previous_incarnation: str
-    def __init__(self, cluster_name: _Optional[str] = ..., broker_name: _Optional[str] = ..., broker_id: _Optional[int] = ..., broker_address: _Optional[str] = ..., clean_shutdown: _Optional[bool] = ..., broker_ha_address: _Optional[str] = ..., incarnation: _Optional[str] = ..., previous_incarnation: _Optional[str] = ...) -> None: ...
+    crashed: bool
+    def __init__(self, cluster_name: _Optional[str] = ..., broker_name: _Optional[str] = ..., broker_id: _Optional[int] = ..., broker_address: _Optional[str] = ..., clean_shutdown: _Optional[bool] = ..., broker_ha_address: _Optional[str] = ..., incarnation: _Optional[str] = ..., previous_incarnation: _Optional[str] = ..., crashed: _Optional[bool] = ...) -> None: ...
 
 class RegisterBrokerReply(_message.Message):
     __slots__ = ("header", "replica_info")

@@ -217,10 +217,10 @@ class ReplicasAdapter:
     async def start(self) -> None:
         # Corrupt or foreign identity files raise here, before anything talks to a controller.
         loaded = self.identity.load(self.config.cluster, self.config.group)
-        intact, previous = self.marker.arm(self.marker.previous_incarnation())
+        intact, previous, crashed = self.marker.arm(self.marker.previous_incarnation())
         _, _, log_epoch = self.broker.log_position()
         self._perform(self.core.start(self.clock(), loaded, log_intact=intact, log_last_epoch=log_epoch,
-                                      previous_incarnation=previous))
+                                      previous_incarnation=previous, crashed=crashed))
         # Both run until stop(): one that ends before is a bug (autoswitch/base/supervise.py).
         self._jobs.spawn(self._run(), "replicas-manager", essential=True)
         if self.sessions is not None:
@@ -494,7 +494,7 @@ class ReplicasAdapter:
                 info = await asyncio.wait_for(
                     api.register_broker(cmd.cluster, cmd.group, cmd.broker_id, cmd.broker_addr, self.ha_address,
                                         clean_shutdown=cmd.clean_shutdown, incarnation=cmd.incarnation,
-                                        previous_incarnation=cmd.previous_incarnation), t
+                                        previous_incarnation=cmd.previous_incarnation, crashed=cmd.crashed), t
                 )
                 self.marker.registered(self.core.incarnation)     # a crash now continues this run
                 return self._info(info)

@@ -203,7 +203,7 @@ class ReplicasManager:
 
     def start(
         self, now: float, loaded: LoadedIdentity, log_intact: bool = True, log_last_epoch: int = 0,
-        previous_incarnation: str = "",
+        previous_incarnation: str = "", crashed: bool = False,
     ) -> list[Command]:
         """Boot with what the identity files hold (the driver refused corrupt files already).
 
@@ -213,9 +213,15 @@ class ReplicasManager:
         confirmOffset (``on_caught_up``) or the controller made it master. ``log_last_epoch``: the last
         epoch of the local EpochFile. ``previous_incarnation``: the incarnation whose stop (clean,
         or a crash named by the abort marker) left this log, so the controllers know this start
-        continues that replica: intact, or (unclean) as its last known holder."""
+        continues that replica: intact, or (unclean) as its last known holder. ``crashed``: the
+        previous run did not stop cleanly (durable or not): this start never resumes mastership of
+        an epoch its log already has, and says so at registration, so the controllers move a
+        master that crashed to a new MasterEpoch (a slave may hold, fsynced, a tail of that epoch
+        this log lost: docs/replicas-manager.md "Durable acknowledgements")."""
         assert self.phase == Phase.NEW
         self.roles.log_intact = log_intact
+        self.roles.crashed = crashed
+        self.reg.crashed = crashed
         self.roles.log_last_epoch = log_last_epoch
         self.reg.incarnation = self.incarnation
         self.reg.previous_incarnation = previous_incarnation

@@ -92,6 +92,7 @@ class RegisterBroker:
     clean_shutdown: bool = True  # log intact: see ReplicasManager.log_intact
     incarnation: str = ""           # this process (ReplicasManager.incarnation)
     previous_incarnation: str = ""  # the incarnation whose clean stop this start follows ("" = none)
+    crashed: bool = False           # the last run did not stop cleanly (durable or not): never resume as master
 
 
 @dataclass(frozen=True)

@@ -40,6 +40,7 @@ class Registration:
         self._log_intact = log_intact
         self.incarnation = ""            # set by the ReplicasManager
         self.previous_incarnation = ""
+        self.crashed = False        # the last run of this data directory did not stop cleanly
         # The brokerId our certificate names (broker/<group>/<id>): the controller would refuse
         # any other, so we apply exactly this one instead of asking for the next free id.
         self.fixed_broker_id = fixed_broker_id
@@ -124,8 +125,8 @@ class Registration:
             case Phase.REGISTER:
                 assert self.broker_id is not None
                 bid, addr, clean = self.broker_id, self.broker_addr, self._log_intact()
-                inc, prev = self.incarnation, self.previous_incarnation
-                cmd = self._issue(lambda r: RegisterBroker(r, cluster, group, bid, addr, clean, inc, prev))
+                inc, prev, crashed = self.incarnation, self.previous_incarnation, self.crashed
+                cmd = self._issue(lambda r: RegisterBroker(r, cluster, group, bid, addr, clean, inc, prev, crashed))
             case _:
                 raise AssertionError(self.phase)
         self._step_req = cmd.req

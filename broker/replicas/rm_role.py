@@ -31,6 +31,8 @@ class RoleKeeper:
         self.log = log
         self.broker_id: int | None = None     # set once registered
         self.log_intact = True
+        # The last run crashed (durable or not): mastership of an epoch our log has is never resumed
+        self.crashed = False
         self.log_last_epoch = 0
         # `target` is the newest controller view, `applied_*` what the broker runs
         self.target: ReplicaInfo | None = None
@@ -64,15 +66,19 @@ class RoleKeeper:
         return self.target.master_id == 0 or self.refusing_resume()
 
     def refusing_resume(self) -> bool:
-        """Named master of an epoch our log already has, right after an unclean restart: our log
-        may have lost acknowledged messages that the slaves hold, and resuming would make the
-        slaves truncate them. Ask for an election instead; the controller skips us as not clean."""
+        """Named master of an epoch our log already has, right after a crash: our log may have lost
+        messages that the slaves hold (acknowledged ones after an unclean run; after a durable run
+        unacknowledged ones, which the slaves fsynced before the master did), and resuming would
+        write new messages at those offsets: a slave keeps its old bytes at the handshake (same
+        epoch, same start) and its first ack would count for messages it does not hold. Only a
+        clean stop resumes; otherwise ask for an election: the controller, told of the crash at
+        registration, moves the group to a new MasterEpoch (docs/replicas-manager.md)."""
         t = self.target
         return (
             t is not None and t.master_id == self.broker_id and self.applied_epoch == 0
-            and not self.log_intact and t.master_epoch <= self.log_last_epoch
-            # Even alone in the SyncStateSet: never the same epoch again after an unclean restart
-            # (the controller moves a lone master to a new epoch when it registers unclean).
+            and (self.crashed or not self.log_intact) and t.master_epoch <= self.log_last_epoch
+            # Even alone in the SyncStateSet: never the same epoch again after a crash
+            # (the controller moves a lone master to a new epoch when it registers crashed).
         )
 
     def deadlines(self) -> list[float]:

@@ -53,15 +53,20 @@ class RunMarker:
             return ""
         return text if len(text) <= MAX_INCARNATION_LEN and text.isalnum() else ""
 
-    def arm(self, clean_stopped: str) -> tuple[bool, str]:
+    def arm(self, clean_stopped: str) -> tuple[bool, str, bool]:
         """At start: read what the last run left, write this run's marker. ``clean_stopped``: the
-        incarnation a clean stop left. Returns (intact, the incarnation this start continues)."""
+        incarnation a clean stop left. Returns (intact, the incarnation this start continues,
+        crashed). ``crashed``: the last run did not stop cleanly, whatever its marker says. A
+        durable run's crash lost nothing it acknowledged (intact), but its log may be shorter than
+        a slave's in its own MasterEpoch (the master ships before its own fsync): such a start
+        never resumes an epoch as master (docs/replicas-manager.md, "Durable acknowledgements")."""
         marker = self.directory / ABORT_MARKER
         try:
             left: bytes | None = marker.read_bytes()
         except FileNotFoundError:
             left = None
         intact, continues = True, clean_stopped
+        crashed = left is not None
         if left is not None:
             word, inc, where = (left.decode("ascii", "replace").split() + ["", "", ""])[:3]
             inc = "" if inc == "-" else inc
@@ -80,7 +85,7 @@ class RunMarker:
         # until our registration is accepted a crash continues what this start continues
         self.run_durable = intact and self.durable_acks
         self._write(continues)
-        return intact, continues
+        return intact, continues, crashed
 
     def registered(self, incarnation: str) -> None:
         """The controllers accepted this run's registration: a crash now continues this run (until
@@ -106,6 +111,22 @@ class RunMarker:
             os.unlink(self.directory / ABORT_MARKER)
             fsync_dir(self.directory)
         self.log.info("clean_shutdown_marked")
+
+    def poison(self, why: str) -> bool:
+        """An fsync failed: this run's acknowledgements may not be on disk, so its crash (the
+        process ends now) is unclean, whatever the marker said. Best effort: the disk that failed
+        the fsync may fail this write too (then the controllers' durable marks are the backstop:
+        a replica whose log comes back below what it stated durable is not clean, docs/controller.md).
+        True when the marker now says unclean."""
+        self.run_durable = False
+        try:
+            self._write(self.continues)
+        except Exception as e:  # noqa: BLE001 - the disk failed; the process ends either way
+            self.log.error("abort_marker_not_rewritten", reason=why, error=repr(e),
+                           note="the next start may report this crashed run as durable")
+            return False
+        self.log.warning("abort_marker_unclean", reason=why)
+        return True
 
     def place(self) -> str:
         """This host (its machine id) and this data directory's path, hashed: where a run ran.

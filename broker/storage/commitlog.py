@@ -32,6 +32,8 @@ class CommitLog:
         self.segments: list[Segment] = []
         self.min_offset = 0
         self.max_offset = 0
+        # Every byte below it is on disk (the last fsync covered it): what an ack may count.
+        self.synced_offset = 0
 
     # --- placement ----------------------------------------------------------------
     def segment_base(self, offset: int) -> int:
@@ -104,11 +106,13 @@ class CommitLog:
         self.max_offset = offset + n
 
     def fsync(self) -> None:
+        end = self.max_offset
         for seg in self.segments[-2:]:
             seg.fsync()
         for seg in self.segments[:-2]:
             if seg.dirty:
                 seg.fsync()
+        self.synced_offset = end
 
     # --- reads --------------------------------------------------------------------
     def read_raw(self, offset: int, max_bytes: int, limit: int | None, verify: bool) -> bytes:
@@ -201,6 +205,7 @@ class CommitLog:
         if changed:
             fsync_dir(self.dir)
         self.max_offset = max(offset, self.min_offset)
+        self.synced_offset = min(self.synced_offset, self.max_offset)
 
     def delete_below(self, offset: int) -> int:
         """Retention/reset: delete segments that end at or before ``offset``."""
@@ -217,6 +222,7 @@ class CommitLog:
             seg.delete()
         self.segments = []
         fsync_dir(self.dir)
+        self.synced_offset = self.min_offset
 
     def close(self) -> None:
         for seg in self.segments:

@@ -20,7 +20,7 @@ import numpy as np
 from autoswitch.broker.storage.segment import NAME_DIGITS, parse_segment_name
 from autoswitch.broker.storage.store_errors import LogCorrupt
 
-from autoswitch.base.fsutil import fsync_dir
+from autoswitch.base.fsutil import fsync_dir, fsync_fd
 
 ENTRY = struct.Struct(">QI")
 ENTRY_SIZE = ENTRY.size
@@ -80,7 +80,7 @@ class TopicIndex:
     def _close_wfd(self) -> None:
         if self._wfd is not None:
             if self._dirty:  # a rolled file must be durable before the checkpoint counts it
-                os.fdatasync(self._wfd)
+                fsync_fd(self._wfd, data_only=True, what=str(self.dir))
             os.close(self._wfd)
             self._wfd = None
 
@@ -186,7 +186,7 @@ class TopicIndex:
             if os.path.getsize(path) != keep:
                 with open(path, "r+b") as f:
                     f.truncate(keep)
-                    os.fsync(f.fileno())
+                    fsync_fd(f.fileno(), what=str(path))
         if changed:
             fsync_dir(self.dir)
         self.next_q = min(self.next_q, q) if self.bases else q
@@ -210,7 +210,7 @@ class TopicIndex:
 
     def fsync(self) -> None:
         if self._dirty and self._wfd is not None:
-            os.fdatasync(self._wfd)
+            fsync_fd(self._wfd, data_only=True, what=str(self.dir))
         self._dirty = False
 
     def close(self) -> None:

@@ -20,7 +20,7 @@ from pathlib import Path
 from typing import Any
 
 from autoswitch.base.errors import AutoswitchError
-from autoswitch.base.fsutil import fsync_dir
+from autoswitch.base.fsutil import fsync_dir, fsync_fd
 
 DIR = "quarantine"
 _NAME = re.compile(r"^e(\d{1,19})-(\d{20})-(\d{20})\.log$")
@@ -70,7 +70,7 @@ def save(data_dir: Path, chunks: Iterator[tuple[int, bytes, Any]], epoch: int, s
             view = memoryview(data)[: end - pos]
             while view:
                 view = view[os.write(fd, view):]
-        os.fsync(fd)
+        fsync_fd(fd, what=str(tmp))
     finally:
         os.close(fd)
     os.replace(tmp, path)

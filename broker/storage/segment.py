@@ -15,6 +15,8 @@ from pathlib import Path
 
 from autoswitch.broker.storage.store_errors import LogCorrupt
 
+from autoswitch.base.fsutil import fsync_fd
+
 NAME_DIGITS = 20
 
 
@@ -80,12 +82,12 @@ class Segment:
     def truncate(self, offset: int) -> None:
         assert self.base <= offset <= self.end_limit
         os.ftruncate(self.fd, offset - self.base)
-        os.fsync(self.fd)
+        fsync_fd(self.fd, what=str(self.path))
         self.dirty = False
 
     def fsync(self) -> None:
         if self.dirty:
-            os.fdatasync(self.fd)
+            fsync_fd(self.fd, data_only=True, what=str(self.path))
             self.dirty = False
 
     def close(self) -> None:

@@ -22,6 +22,7 @@ recovery finishes whatever the intent says, so a crash at any step converges.
 
 from __future__ import annotations
 
+import functools
 import os
 import shutil
 import time
@@ -51,11 +52,12 @@ from autoswitch.epochfile import EpochCache, EpochFile, EpochRuleError
 
 from autoswitch.base.crashpoints import crash_point
 from autoswitch.base.errors import CorruptionError, FormatTooNew
-from autoswitch.base.fsutil import fsync_dir
+from autoswitch.base.fsutil import FsyncFailed, fsync_dir
 from autoswitch.base.log import get_logger
 
 __all__ = [
     "AppendResult",
+    "FsyncFailed",
     "BadBatch",
     "BadMessage",
     "LogCorrupt",
@@ -71,8 +73,27 @@ __all__ = [
 ]
 
 
+def _durable(method):
+    """A method that may fsync: a failed fsync poisons the store (``MessageStore._poison``)."""
+
+    @functools.wraps(method)
+    def guarded(self, *args, **kwargs):
+        try:
+            return method(self, *args, **kwargs)
+        except FsyncFailed as e:
+            self._poison(e)
+            raise
+
+    return guarded
+
+
 class MessageStore:
-    def __init__(self, data_dir: Path, config: StoreConfig | None = None) -> None:
+    def __init__(self, data_dir: Path, config: StoreConfig | None = None,
+                 on_fsync_failed: Callable[[FsyncFailed], None] | None = None) -> None:
+        """``on_fsync_failed``: called once when an fsync fails (the broker process ends then: the
+        store refuses every later call anyway, see ``_poison``)."""
+        self.on_fsync_failed = on_fsync_failed
+        self._poisoned: FsyncFailed | None = None
         self.config = config or StoreConfig()
         self.dir = Path(data_dir)
         self.dir.mkdir(parents=True, exist_ok=True)
@@ -267,11 +288,34 @@ class MessageStore:
     def topics(self) -> list[str]:
         return sorted(self._indexes)
 
+    @property
+    def synced_offset(self) -> int:
+        """Every byte of the log below it is on disk (fsynced): an acknowledgement that promises
+        durability never counts past it."""
+        return min(self._log.synced_offset, self._log.max_offset)
+
     def _check_open(self) -> None:
+        if self._poisoned is not None:
+            raise self._poisoned
         if self._closed:
             raise StoreClosed("store is closed")
 
+    def _poison(self, e: FsyncFailed) -> None:
+        """A failed fsync: the page cache may have dropped our dirty pages and marked them clean,
+        so a later fsync could "succeed" without them. Never again: every later call raises
+        this error (nothing more is appended, acknowledged or served from these files), and the
+        owner is told once (the broker process ends; its next start is unclean)."""
+        if self._poisoned is not None:
+            return
+        self._poisoned = e
+        self._logger.critical("fsync_failed", error=e.message, path=e.details.get("path"),
+                              errno=e.details.get("errno"),
+                              note="the store refuses every further call; the process must restart")
+        if self.on_fsync_failed is not None:
+            self.on_fsync_failed(e)
+
     # ================================================================ master appends
+    @_durable
     def append_messages(self, msgs: list[Message]) -> AppendResult:
         """Encode, place and write one batch (one write per segment touched)."""
         self._check_open()
@@ -354,6 +398,7 @@ class MessageStore:
             self._logger.error("read_corrupt", path=e.path, offset=e.offset, error=str(e))
             raise
 
+    @_durable
     def append_raw(self, offset: int, data: bytes | memoryview, epoch: int, epoch_start: int) -> int:
         """Validate (every record CRC-checked), write, commit; returns the new max_offset."""
         self._check_open()
@@ -414,6 +459,7 @@ class MessageStore:
             self._log.fsync()
         return self._log.max_offset
 
+    @_durable
     def append_epoch(self, epoch: int, start_offset: int) -> None:
         self._check_open()
         if start_offset > self._log.max_offset:
@@ -430,6 +476,7 @@ class MessageStore:
         self._logger.info("epoch_appended", epoch=epoch, start_offset=start_offset)
 
     # ================================================================ cuts
+    @_durable
     def truncate(self, offset: int, last_common_epoch: int | None = None) -> None:
         """Crash-safe cut: checkpoint with the intent first, then files, then EpochFile."""
         self._check_open()
@@ -484,6 +531,7 @@ class MessageStore:
         self._logger.info("store_truncated", offset=offset, last_common_epoch=last_common_epoch,
                           epochs=[(e.epoch, e.start_offset) for e in self._epochs.entries()])
 
+    @_durable
     def reset(self, start_offset: int) -> None:
         """Drop everything; an empty log restarting at start_offset (crash-safe via intent). What
         it drops is copied to quarantine/ first, as a truncation's tail is (up to the cap)."""
@@ -513,6 +561,7 @@ class MessageStore:
         self._sync_and_checkpoint(force=True)
         self._logger.warning("store_reset", start_offset=start_offset)
 
+    @_durable
     def apply_retention(self, keep_bytes: int | None, keep_seconds: float | None) -> int:
         """Delete whole old segments (never the last): by size (Kafka's rule: while the log
         without the segment still holds >= keep_bytes) and/or by file age. Returns how many."""
@@ -555,6 +604,7 @@ class MessageStore:
         return victims
 
     # ================================================================ durability
+    @_durable
     def flush(self) -> None:
         """fsync log + indexes, then the checkpoint (skipped when nothing changed)."""
         self._check_open()
@@ -581,7 +631,11 @@ class MessageStore:
         if self._closed:
             return
         try:
-            self._sync_and_checkpoint(force=False)
+            if self._poisoned is None:
+                self._sync_and_checkpoint(force=False)
+        except FsyncFailed as e:
+            self._poison(e)
+            raise
         finally:
             self._release()
 

@@ -217,7 +217,8 @@ class ControllerServicer(pbg.ControllerServiceServicer):
             broker_address=check_addr(request.broker_address, "broker_address"), clean_shutdown=request.clean_shutdown,
             broker_ha_address=(check_addr(request.broker_ha_address, "broker_ha_address")
                                if request.broker_ha_address else ""),
-            incarnation=request.incarnation, previous_incarnation=request.previous_incarnation))
+            incarnation=request.incarnation, previous_incarnation=request.previous_incarnation,
+            crashed=request.crashed))
 
     def _plan_register_broker(self, request) -> m.RegisterBrokerRequest | None:
         """None (the unary handler answers it) when another incarnation of the id is alive."""

@@ -38,6 +38,8 @@ MAX_REPORTED_EPOCH_JUMP = 1 << 20     # beyond this above our MasterEpoch a repo
 MAX_RETIRED_IDS = 1024   # per group; past it the floor rises (docs/controller.md)
 FIRST_BROKER_ID = 1   # RocketMQ MixAll.FIRST_SLAVE_ID; 0 was the old fixed master id
 NEW_INCARNATION = "new_incarnation"   # the reason of the events a non-following registration causes
+UNCLEAN_SHUTDOWN = "unclean_shutdown"  # ... an unclean restart of the registered replica causes
+CRASH_RESTART = "crash_restart"        # ... a durable run's crash causes (its master moves to a new epoch)
 
 
 

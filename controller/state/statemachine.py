@@ -92,10 +92,12 @@ from autoswitch.controller.state.sm_config import (
 )
 from autoswitch.controller.state.sm_snapshot import decode_snapshot, encode_snapshot, state_hash
 from autoswitch.controller.state.sm_state import (
+    CRASH_RESTART,
     FIRST_BROKER_ID,
     MAX_GROUPS,
     MAX_REPORTED_EPOCH_JUMP,
     NEW_INCARNATION,
+    UNCLEAN_SHUTDOWN,
     ControllerState,
     GroupState,
     InvariantViolation,
@@ -227,7 +229,14 @@ def _register_broker(req: RegisterBrokerRequest, state: ControllerState) -> tupl
     if not follows:
         events.extend(_data_loss_events(g, bid, state.config, NEW_INCARNATION))
     elif not req.clean_shutdown:
-        events.extend(_data_loss_events(g, bid, state.config, "unclean_shutdown"))
+        events.extend(_data_loss_events(g, bid, state.config, UNCLEAN_SHUTDOWN))
+    elif req.crashed and bid == g.master_broker_id:
+        # A durable run's crash lost nothing acknowledged, but its master shipped each append to
+        # the slaves before its own fsync: a slave may hold, fsynced, a tail of this MasterEpoch
+        # that the master's log lost. Resumed, the master would write new messages at those
+        # offsets and the slave's first ack would count for bytes it does not hold (issue 58,
+        # item 1). A crashed master never resumes its epoch: the group moves to a new one.
+        events.extend(_data_loss_events(g, bid, state.config, CRASH_RESTART))
     return events, _Outcome(group=name)
 
 
@@ -244,7 +253,7 @@ def _data_loss_events(g: GroupState, bid: int, cfg: SMConfig, reason: str) -> li
     dead master's later recovery counted only itself.) A master that restarted uncleanly is no
     longer master. A new incarnation reports a clean log, so it leaves the set and the eligible
     replicas here and catches up like a new replica."""
-    keep = reason == "unclean_shutdown"
+    keep = reason in (UNCLEAN_SHUTDOWN, CRASH_RESTART)    # the same replica going on: still a last known holder
     if bid == g.master_broker_id:
         rest = g.sync_state_set - {bid}
         # An eligible replica (it left the set after the set fell below min_in_sync_replicas, so

@@ -6,6 +6,11 @@
  *   "ok"            no fault
  *   "delay MS"      every write, fsync and create waits MS milliseconds first
  *   "hang"          every write, fsync and create waits until the line says otherwise
+ *   "fsync-eio"     every fsync, fdatasync and directory fsync fails with EIO; writes pass (the
+ *                   error a dying disk or a thin-provisioned volume gives: issue 58)
+ *   "fsync-hang"    every fsync waits until the line says otherwise; writes pass
+ *   "write-eio"     every write fails with EIO
+ *   "write-enospc"  every write fails with ENOSPC
  * A thread re-reads it every 20 ms and writes each line it applied to CONTROL_FILE.applied (the
  * tests wait for that instead of guessing how long the thread takes). Reads are never delayed: a hung disk that still serves the
  * page cache is what makes a process look alive while it cannot make anything durable.
@@ -31,7 +36,7 @@
 
 static const char *backing;
 static const char *control;
-static atomic_int mode;        /* 0 ok, 1 delay, 2 hang */
+static atomic_int mode;        /* 0 ok, 1 delay, 2 hang, 3 fsync-eio, 4 fsync-hang, 5 write-eio, 6 write-enospc */
 static atomic_int delay_ms;
 
 static void full(char *out, const char *path) {
@@ -48,6 +53,14 @@ static void *watch_control(void *arg) {
             if (fgets(line, sizeof line, f) != NULL) {
                 if (strncmp(line, "hang", 4) == 0) {
                     atomic_store(&mode, 2);
+                } else if (strncmp(line, "fsync-eio", 9) == 0) {
+                    atomic_store(&mode, 3);
+                } else if (strncmp(line, "fsync-hang", 10) == 0) {
+                    atomic_store(&mode, 4);
+                } else if (strncmp(line, "write-eio", 9) == 0) {
+                    atomic_store(&mode, 5);
+                } else if (strncmp(line, "write-enospc", 12) == 0) {
+                    atomic_store(&mode, 6);
                 } else if (strncmp(line, "delay ", 6) == 0) {
                     atomic_store(&delay_ms, atoi(line + 6));
                     atomic_store(&mode, 1);
@@ -83,6 +96,23 @@ static void fault(void) {
         struct timespec ts = {0, 10 * 1000 * 1000};
         nanosleep(&ts, NULL);
     }
+}
+
+/* the fsync fault: an errno to return instead of syncing (0: sync) */
+static int fsync_fault(void) {
+    fault();
+    while (atomic_load(&mode) == 4) {
+        struct timespec ts = {0, 10 * 1000 * 1000};
+        nanosleep(&ts, NULL);
+    }
+    return atomic_load(&mode) == 3 ? EIO : 0;
+}
+
+/* the write fault: an errno to return instead of writing (0: write) */
+static int write_fault(void) {
+    fault();
+    int m = atomic_load(&mode);
+    return m == 5 ? EIO : m == 6 ? ENOSPC : 0;
 }
 
 static int sf_getattr(const char *path, struct stat *st, struct fuse_file_info *fi) {
@@ -209,7 +239,9 @@ static int sf_read(const char *path, char *buf, size_t size, off_t off, struct f
 
 static int sf_write(const char *path, const char *buf, size_t size, off_t off, struct fuse_file_info *fi) {
     (void)path;
-    fault();
+    int e = write_fault();
+    if (e)
+        return -e;
     ssize_t n = pwrite((int)fi->fh, buf, size, off);
     return n == -1 ? -errno : (int)n;
 }
@@ -228,7 +260,9 @@ static int sf_release(const char *path, struct fuse_file_info *fi) {
 
 static int sf_fsync(const char *path, int datasync, struct fuse_file_info *fi) {
     (void)path;
-    fault();
+    int e = fsync_fault();
+    if (e)
+        return -e;
     int r = datasync ? fdatasync((int)fi->fh) : fsync((int)fi->fh);
     return r == -1 ? -errno : 0;
 }
@@ -237,7 +271,9 @@ static int sf_fsyncdir(const char *path, int datasync, struct fuse_file_info *fi
     (void)datasync; (void)fi;
     char p[PATH_MAX];
     full(p, path);
-    fault();
+    int e = fsync_fault();
+    if (e)
+        return -e;
     int fd = open(p, O_RDONLY | O_DIRECTORY);
     if (fd == -1)
         return -errno;

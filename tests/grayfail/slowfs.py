@@ -6,6 +6,8 @@ a FUSE pass-through built on first use into .venv/slowfs, mounted over a data di
         fs.set("hang")      # every write, fsync and create now waits; reads are still served
         fs.set("delay 200") # each of them waits 200 ms
         fs.set("ok")
+        fs.set("fsync-eio") # every fsync fails with EIO (writes pass); also "fsync-hang",
+                            # "write-eio", "write-enospc"
 """
 
 from __future__ import annotations
@@ -74,7 +76,8 @@ class SlowFs:
         return self
 
     def set(self, line: str) -> None:
-        """"ok", "delay MS" or "hang"; returns once slowfs applied it (while it runs)."""
+        """"ok", "delay MS", "hang", "fsync-eio", "fsync-hang", "write-eio" or "write-enospc"; returns once
+        slowfs applied it (while it runs)."""
         tmp = self.control.with_suffix(".tmp")
         tmp.write_text(line + "\n")
         os.replace(tmp, self.control)

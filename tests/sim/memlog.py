@@ -136,6 +136,10 @@ class MemReplicaLog:
     def flush(self) -> None:
         pass
 
+    @property
+    def synced_offset(self) -> int:
+        return self.max_offset      # in memory, nothing is lost but by a simulated power loss
+
     def bytes(self) -> bytes:
         return bytes(self._data)
 
@@ -154,6 +158,10 @@ class SimLog(MemReplicaLog):
 
     def flush(self) -> None:
         self.synced_to = self.max_offset
+
+    @property
+    def synced_offset(self) -> int:
+        return min(self.synced_to, self.max_offset)
 
     def append_raw(self, offset: int, data: bytes | memoryview, epoch: int, epoch_start: int) -> int:
         end = super().append_raw(offset, data, epoch, epoch_start)

@@ -93,7 +93,8 @@ def _one(sim: DataSim, b: Broker, cmd: Any) -> list:
             _rpc(sim, b, cmd, RegisterBrokerRequest(CLUSTER, GROUP, cmd.broker_id, cmd.broker_addr,
                                                     cmd.clean_shutdown, 1,
                                                     incarnation=b.incarnation,
-                                                    previous_incarnation=cmd.previous_incarnation))
+                                                    previous_incarnation=cmd.previous_incarnation,
+                                                    crashed=cmd.crashed))
         case rmm.GetReplicaInfo():
             _rpc(sim, b, cmd, "replica_info")
         case rmm.ElectMaster():

@@ -7,7 +7,7 @@ from __future__ import annotations
 import ast
 from pathlib import Path
 
-from tests.unit.test_module_size import runtime_files
+from tests.sources import runtime_files
 
 ROOT = Path(__file__).resolve().parents[2]
 LIMITS = ROOT / "autoswitch" / "base" / "limits.py"

@@ -39,6 +39,7 @@ class FakeApi:
         self.addresses = list(CONTROLLERS)
         self.ha_addresses: dict[int, str] = {}   # brokerId -> the ha_address it registered
         self.registered_clean: list[bool] = []      # clean_shutdown of each RegisterBroker
+        self.registered_crashed: list[bool] = []    # crashed of each RegisterBroker
         self.registered_incarnations: list[tuple[str, str]] = []   # (incarnation, previous_incarnation)
         self.down = False  # every controller unreachable
         self.watch_broken = False
@@ -78,10 +79,11 @@ class FakeApi:
             raise ControllerCallFailed(FailKind.CONFLICT, "CONTROLLER_BROKER_ID_INVALID", str(e)) from None
 
     async def register_broker(self, cluster, group, broker_id, address, ha_address, clean_shutdown=True,
-                              incarnation="", previous_incarnation=""):
+                              incarnation="", previous_incarnation="", crashed=False):
         self._check()
         self.ha_addresses[broker_id] = ha_address
         self.registered_clean.append(clean_shutdown)
+        self.registered_crashed.append(crashed)
         self.registered_incarnations.append((incarnation, previous_incarnation))
         return self.ctrl.register(group, broker_id, address)
 
