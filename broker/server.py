@@ -174,8 +174,9 @@ class Broker:
         return self.self_watch.report()
 
     def diverged(self) -> bool:
-        """This slave's range digests found bytes that differ from its master's, not repaired yet."""
-        return self.ha_slave is not None and self.ha_slave.diverged_range is not None
+        """This replica's range digests found bytes that differ from its master's, not repaired and
+        re-verified yet (durable: across role changes and restarts, broker/storage/divergence.py)."""
+        return self.store.divergence is not None
 
     def _stall_facts(self, now: float) -> StallFacts:
         """For the watchdog thread: plain reads of state the loop writes (it may be frozen)."""

@@ -149,7 +149,10 @@ class BrokerControllerApi(Protocol):
         the syncStateSetEpoch)."""
 
     async def alter_sync_state_set(self, group: str, master_id: int, master_epoch: int, new_set: frozenset[int],
-                                   sync_state_set_epoch: int) -> tuple[frozenset[int], int]: ...
+                                   sync_state_set_epoch: int,
+                                   leaving: tuple[tuple[int, str], ...] = ()) -> tuple[frozenset[int], int]:
+        """``leaving``: why members go ((brokerId, reason)); a "quarantined" one holds no
+        acknowledged copy and never becomes eligible."""
 
     async def group_members(self, group: str) -> dict[int, RegisteredReplica]:
         """The brokerIds registered in ``group``, each with its registered incarnation and zone."""

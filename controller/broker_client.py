@@ -139,10 +139,12 @@ class GrpcBrokerControllerApi:
         return replica_info(r.replica_info)
 
     async def alter_sync_state_set(self, group: str, master_id: int, master_epoch: int, new_set: frozenset[int],
-                                   sync_state_set_epoch: int) -> tuple[frozenset[int], int]:
+                                   sync_state_set_epoch: int,
+                                   leaving: tuple[tuple[int, str], ...] = ()) -> tuple[frozenset[int], int]:
         r = await self._call("AlterSyncStateSet", pb.AlterSyncStateSetRequest(
             broker_name=group, master_broker_id=master_id, master_epoch=master_epoch,
-            new_sync_state_set=sorted(new_set), sync_state_set_epoch=sync_state_set_epoch))
+            new_sync_state_set=sorted(new_set), sync_state_set_epoch=sync_state_set_epoch,
+            leaving=[pb.LeavingMember(broker_id=b, reason=w) for b, w in leaving]))
         return frozenset(int(m) for m in r.sync_state_set), int(r.sync_state_set_epoch)
 
     async def group_members(self, group: str) -> dict[int, RegisteredReplica]:

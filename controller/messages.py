@@ -84,6 +84,9 @@ AuditText = Annotated[str, msgspec.Meta(max_length=MAX_AUDIT_FIELD_LEN)]
 Actor = Annotated[str, msgspec.Meta(min_length=1, max_length=MAX_AUDIT_FIELD_LEN)]
 BrokerIds = Annotated[tuple[BrokerId, ...], msgspec.Meta(max_length=MAX_REPLICAS_PER_GROUP)]
 SomeBrokerIds = Annotated[tuple[BrokerId, ...], msgspec.Meta(min_length=1, max_length=MAX_REPLICAS_PER_GROUP)]
+LeaveReason = Annotated[str, msgspec.Meta(max_length=32)]
+# Why a member leaves a SyncStateSet when it holds no acknowledged copy (ha/sync_state.py names it)
+NOT_HOLDER_REASONS: Final = frozenset({"quarantined"})
 AckMode = Literal["", "all", "quorum", "master"]                              # "" = not stated
 Trigger = Literal["controller", "broker", "admin", "handover"]
 ConfigUpdate = Annotated[dict[Name, Annotated[str, msgspec.Meta(max_length=MAX_CONFIG_VALUE_LEN)]],
@@ -249,10 +252,15 @@ class AlterSyncStateSetRequest(Request, frozen=True, tag="AlterSyncStateSet"):
     ts_ms: Count = 0
     # The master's stated min_in_sync_replicas (its heartbeats), filled by the leader; 0 = unknown
     master_min_in_sync_replicas: ReplicaCount = 0
+    # Why members leave, as the master states it ((brokerId, reason), e.g. "quarantined": its range
+    # digests found other bytes than the master's, so it holds no acknowledged copy and must not
+    # become an eligible replica; feature level 3).
+    leaving: Annotated[tuple[tuple[BrokerId, LeaveReason], ...], msgspec.Meta(max_length=MAX_REPLICAS_PER_GROUP)] = ()
 
     def check(self) -> None:
         _unique(self.new_sync_state_set, "newSyncStateSet")
         _unique(self.alive_broker_ids, "aliveBrokerIds")
+        _unique(tuple(b for b, _ in self.leaving), "leaving")
 
 
 class CleanBrokerDataRequest(Request, frozen=True, tag="CleanBrokerData"):
@@ -444,6 +452,7 @@ class ReplicaView(msgspec.Struct, frozen=True):
     preferred_master: int = 0          # 0 = none
     maintenance: tuple[int, ...] = ()  # replicas in maintenance (SetMaintenance)
     zone_preference: tuple[str, ...] = ()   # SetZonePreference, most preferred first
+    diverged: tuple[int, ...] = ()     # replicas holding no acknowledged copy (GroupState.diverged)
 
     def to_dict(self) -> dict:
         return {
@@ -454,6 +463,7 @@ class ReplicaView(msgspec.Struct, frozen=True):
             "masterHaAddress": self.master_ha_address, "preferredMaster": self.preferred_master,
             **({"maintenance": list(self.maintenance)} if self.maintenance else {}),
             **({"zonePreference": list(self.zone_preference)} if self.zone_preference else {}),
+            **({"diverged": list(self.diverged)} if self.diverged else {}),
         }
 
 
@@ -532,6 +542,9 @@ class ElectMasterEvent(Event, frozen=True):
     # registration that ended a master's claim), and whether the master was dead on crash evidence.
     trigger: str = ""
     crash: bool = False
+    # The group's replicas that hold no acknowledged copy (diverged, quarantined, repairing) after
+    # this event; None: unchanged (GroupState.diverged, feature level 3).
+    diverged: tuple[int, ...] | None = None
 
 
 class AlterSyncStateSetEvent(Event, frozen=True):
@@ -539,6 +552,7 @@ class AlterSyncStateSetEvent(Event, frozen=True):
     sync_state_set: tuple[int, ...]
     eligible: tuple[int, ...]
     reason: str
+    diverged: tuple[int, ...] | None = None     # as in ElectMasterEvent
 
 
 class EligibleChangeEvent(Event, frozen=True):

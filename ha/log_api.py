@@ -12,6 +12,19 @@ if TYPE_CHECKING:
     from autoswitch.epochfile import EpochCache
 
 
+class Divergence(Protocol):
+    """broker/storage/divergence.py's record, as HA reads it."""
+
+    @property
+    def epoch(self) -> int: ...
+    @property
+    def start(self) -> int: ...
+    @property
+    def end(self) -> int: ...
+    @property
+    def cut(self) -> bool: ...
+
+
 @runtime_checkable
 class ReplicaLog(Protocol):
     @property
@@ -75,4 +88,19 @@ class ReplicaLog(Protocol):
         ...
 
     def flush(self) -> None:
+        ...
+
+    @property
+    def divergence(self) -> Divergence | None:
+        """A range of this log found to differ from the master's and not yet repaired and
+        re-verified: durable (it survives a restart and a change of master)."""
+        ...
+
+    def mark_diverged(self, epoch: int, start: int, end: int, cut: bool = False) -> None:
+        """Record (durably) that ``[start, end)`` of ``epoch`` differs from the master's;
+        ``cut``: it was cut away and is being fetched again."""
+        ...
+
+    def clear_diverged(self, why: str) -> None:
+        """The repair re-verified the range (or fetched it again past its end)."""
         ...

@@ -290,7 +290,7 @@ class HAMaster:
                        leaving={str(b): w for b, w in p.reasons})
         try:
             accepted, epoch = await asyncio.wait_for(
-                self.proposer.propose(p.master_epoch, p.base_sync_state_set_epoch, p.new_set),
+                self.proposer.propose(p.master_epoch, p.base_sync_state_set_epoch, p.new_set, p.reasons),
                 self.config.proposal_timeout_s)
         except asyncio.CancelledError:
             raise

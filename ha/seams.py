@@ -8,11 +8,15 @@ from typing import Protocol
 
 from autoswitch.ha import zones
 
+Leaving = tuple[tuple[int, str], ...]   # (brokerId, why it leaves the set), e.g. (3, "quarantined")
+
 
 class SyncStateProposer(Protocol):
     async def propose(self, master_epoch: int, sync_state_set_epoch: int,
-                      new_set: frozenset[int]) -> tuple[frozenset[int], int]:
-        """Carry an AlterSyncStateSet to the controller; returns (accepted set, its epoch); raises on rejection."""
+                      new_set: frozenset[int], leaving: Leaving = ()) -> tuple[frozenset[int], int]:
+        """Carry an AlterSyncStateSet to the controller, with why members leave (a quarantined one
+        holds no acknowledged copy: never eligible); returns (accepted set, its epoch); raises on
+        rejection."""
         ...
 
 
@@ -32,5 +36,5 @@ class LocalSyncStateProposer:
     """Static-role mode: the master is the authority and accepts every proposal."""
 
     async def propose(self, master_epoch: int, sync_state_set_epoch: int,
-                      new_set: frozenset[int]) -> tuple[frozenset[int], int]:
+                      new_set: frozenset[int], leaving: Leaving = ()) -> tuple[frozenset[int], int]:
         return frozenset(new_set), sync_state_set_epoch + 1

@@ -18,7 +18,7 @@ from autoswitch.ha.config import HAConfig
 from autoswitch.ha.digest import RangeDigest
 from autoswitch.ha.errors import FrameError, HAProtocolError, OffsetMismatch, RangeRepaired
 from autoswitch.ha.log_api import ReplicaLog
-from autoswitch.ha.slave_session import SlaveSession
+from autoswitch.ha.slave_session import SlaveSession, cut_at_or_below
 
 from autoswitch.base import supervise
 from autoswitch.base.auth import parse_broker_identity
@@ -78,9 +78,6 @@ class HASlave:
         # ranges that matched, mismatches found, repairs done; the last mismatch as logged.
         self.digest_stats = {"rounds": 0, "verified": 0, "verified_bytes": 0, "mismatches": 0, "repairs": 0}
         self.last_mismatch: dict | None = None
-        # (epoch, start) of a range found to differ and not repaired or verified since: reported in
-        # heartbeats (not a clean election candidate meanwhile, controller/state/election.py).
-        self.diverged_range: tuple[int, int] | None = None
         self._verify_task: asyncio.Task | None = None
         self._log = get_logger("ha", group=group, brokerId=broker_id, role="slave",
                                master=f"{master_addr[0]}:{master_addr[1]}")
@@ -88,6 +85,14 @@ class HASlave:
     @property
     def confirm_offset(self) -> int:
         return self.log.confirm_offset
+
+    @property
+    def diverged_range(self) -> tuple[int, int] | None:
+        """(epoch, start) of a range found to differ and not repaired and re-verified since: kept by
+        the log on disk (across role changes and restarts), reported in heartbeats (never a clean
+        election candidate meanwhile, controller/state/election.py)."""
+        d = self.log.divergence
+        return (d.epoch, d.start) if d is not None else None
 
     async def start(self) -> None:
         assert self._task is None, "HASlave.start() twice"
@@ -118,7 +123,7 @@ class HASlave:
                 raise
             except RangeRepaired as e:
                 self.digest_stats["repairs"] += 1
-                self.diverged_range = None
+                self._note_cut()
                 self._log.warning("digest_range_repaired", truncatedTo=e.details.get("offset"),
                                   maxOffset=self.log.max_offset, note="fetching the range again from the master")
                 self._reached = True
@@ -183,6 +188,7 @@ class HASlave:
                 raise HAProtocolError("identity_mismatch", f"the master's certificate names {(who or 'nobody')[:128]!r}, "
                                                            f"not {wanted}")
         self.connects += 1
+        self._repair_before_fetch(session)
         self._session = session
         self._caught_up_told = 0      # the MasterEpoch last reported caught up
         transport.write(encode_slave_handshake(session.start()))
@@ -211,6 +217,11 @@ class HASlave:
                                     offset=session.repaired_to)
             if a is not None:
                 ack = a
+        d = self.log.divergence
+        if d is not None and d.cut and session.caught_up and self.log.max_offset >= d.end:
+            # the range was cut and fetched again from this master, past its end and up to the
+            # confirmOffset: this replica holds the master's bytes there (each record CRC-checked)
+            self.log.clear_diverged("range_fetched_again")
         if ack is not None:
             self._make_durable(ack)
             # One ack per read: acks after appends and heartbeats, coalesced under load.
@@ -241,7 +252,7 @@ class HASlave:
                 why = session.verify_range(r)
                 if why is not None:
                     bad = r
-                    self.diverged_range = (r.epoch, r.start)
+                    self.log.mark_diverged(r.epoch, r.start, r.end)     # durable: survives a restart
                     self.digest_stats["mismatches"] += 1
                     self.last_mismatch = {"epoch": r.epoch, "start": r.start, "end": r.end,
                                           "reason": why[0], "detail": why[1],
@@ -254,7 +265,8 @@ class HASlave:
                     break
                 verified.append(r)
                 if self.diverged_range == (r.epoch, r.start):
-                    self.diverged_range = None      # read back intact (fetched again on another connection)
+                    # read back intact (fetched again on another connection): the repair is done
+                    self.log.clear_diverged("range_verified")
                 await asyncio.sleep(0)
             if session is not self._session or transport.is_closing():
                 return
@@ -264,6 +276,27 @@ class HASlave:
             report = session.round_report(verified, bad)
             if report is not None:
                 transport.write(encode_digest_report(report))
+
+    def _note_cut(self) -> None:
+        d = self.log.divergence
+        if d is not None and not d.cut:
+            self.log.mark_diverged(d.epoch, d.start, d.end, cut=True)
+
+    def _repair_before_fetch(self, session: SlaveSession) -> None:
+        """A divergence recorded earlier (by another master's connection, or before a restart):
+        the range goes before anything is fetched, so it is fetched again from this master, and a
+        repair the master still owes us for it is accepted (issue 58, item 4)."""
+        d = self.log.divergence
+        if d is None or d.cut:
+            return      # cut already: being fetched again (verified or refetched clears it)
+        if session.digests is not None:
+            # a master that quarantined us may still send the repair for it: accepted, a no-op
+            session.digests.mismatch = RangeDigest(d.epoch, d.start, d.end, 0)
+        if self.log.max_offset > d.start:
+            cut_at_or_below(self.log, d.start)
+        self._note_cut()
+        self._log.warning("diverged_range_cut", epoch=d.epoch, rangeStart=d.start, rangeEnd=d.end,
+                          maxOffset=self.log.max_offset, note="fetching it again from the master")
 
     def _make_durable(self, ack) -> None:
         """With ``sync_before_ack`` an ack never counts a byte this replica has not fsynced: the

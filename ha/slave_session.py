@@ -204,7 +204,7 @@ class SlaveSession:
             # Only the cut we asked for: a repair is no way for a master to truncate us at will.
             raise HAProtocolError("unrequested_repair", f"repair to {f.offset}; reported "
                                   f"{'nothing' if bad is None else f'[{bad.start},{bad.end})'}")
-        self.repaired_to = _cut_at_or_below(self.log, f.offset)
+        self.repaired_to = cut_at_or_below(self.log, f.offset)
         self.phase = SHUTDOWN
 
     # ------------------------------------------------------------------ transfer
@@ -284,7 +284,7 @@ class SlaveSession:
         self.master_epoch = max(self.master_epoch, f.epoch)
 
 
-def _cut_at_or_below(log: ReplicaLog, offset: int) -> int:
+def cut_at_or_below(log: ReplicaLog, offset: int) -> int:
     """Cut the log at ``offset``, or at the nearest lower point the log can prove is a record
     boundary when the record at ``offset`` is itself damaged (the store refuses a cut it cannot
     check): the start of its segment, and failing that an empty log there. Returns the new end."""

@@ -34,8 +34,15 @@ LEVELS: dict[int, Level] = {
     2: Level(2, "0.2.0", "the operator's tools: maintenance of brokers and controllers, zones (SetMaintenance, "
                          "SetControllerMaintenance, SetZonePreference entries, zones in ElectMaster; snapshot "
                          "columns; rebalance_max_in_flight)", downgrade_safe=False),
+    3: Level(3, "0.3.0", "the seams between the durability defences (issue 58): a crashed master moves to a new "
+                         "MasterEpoch at registration, replicas that hold no acknowledged copy (diverged, "
+                         "quarantined, repairing) are recorded and never eligible or clean candidates, an unclean "
+                         "recovery is checked against its plan when it commits, each voter's supported feature "
+                         "levels are in the replicated state (snapshot columns, new request fields)",
+             downgrade_safe=False),
 }
 OPERATOR_LEVEL = 2
+SAFETY_LEVEL = 3
 BASELINE_LEVEL = 1
 SUPPORTED_LEVEL = max(LEVELS)       # the highest level this build runs
 MAX_LEVEL = 10_000                   # the range a replicated level may take (its type's bound)

@@ -273,18 +273,28 @@ class ExplainReply(_message.Message):
     def __init__(self, header: _Optional[_Union[ReplyHeader, _Mapping]] = ..., decisions_json: _Optional[_Iterable[str]] = ..., pending: _Optional[str] = ...) -> None: ...
 
 class AlterSyncStateSetRequest(_message.Message):
-    __slots__ = ("broker_name", "master_broker_id", "master_epoch", "new_sync_state_set", "sync_state_set_epoch")
+    __slots__ = ("broker_name", "master_broker_id", "master_epoch", "new_sync_state_set", "sync_state_set_epoch", "leaving")
     BROKER_NAME_FIELD_NUMBER: _ClassVar[int]
     MASTER_BROKER_ID_FIELD_NUMBER: _ClassVar[int]
     MASTER_EPOCH_FIELD_NUMBER: _ClassVar[int]
     NEW_SYNC_STATE_SET_FIELD_NUMBER: _ClassVar[int]
     SYNC_STATE_SET_EPOCH_FIELD_NUMBER: _ClassVar[int]
+    LEAVING_FIELD_NUMBER: _ClassVar[int]
     broker_name: str
     master_broker_id: int
     master_epoch: int
     new_sync_state_set: _containers.RepeatedScalarFieldContainer[int]
     sync_state_set_epoch: int
-    def __init__(self, broker_name: _Optional[str] = ..., master_broker_id: _Optional[int] = ..., master_epoch: _Optional[int] = ..., new_sync_state_set: _Optional[_Iterable[int]] = ..., sync_state_set_epoch: _Optional[int] = ...) -> None: ...
+    leaving: _containers.RepeatedCompositeFieldContainer[LeavingMember]
+    def __init__(self, broker_name: _Optional[str] = ..., master_broker_id: _Optional[int] = ..., master_epoch: _Optional[int] = ..., new_sync_state_set: _Optional[_Iterable[int]] = ..., sync_state_set_epoch: _Optional[int] = ..., leaving: _Optional[_Iterable[_Union[LeavingMember, _Mapping]]] = ...) -> None: ...
+
+class LeavingMember(_message.Message):
+    __slots__ = ("broker_id", "reason")
+    BROKER_ID_FIELD_NUMBER: _ClassVar[int]
+    REASON_FIELD_NUMBER: _ClassVar[int]
+    broker_id: int
+    reason: str
+    def __init__(self, broker_id: _Optional[int] = ..., reason: _Optional[str] = ...) -> None: ...
 
 class AlterSyncStateSetReply(_message.Message):
     __slots__ = ("header", "sync_state_set", "sync_state_set_epoch")

@@ -137,9 +137,9 @@ class _Proposer:
         self._a = adapter
 
     async def propose(
-        self, master_epoch: int, sync_state_set_epoch: int, new_set: frozenset[int]
+        self, master_epoch: int, sync_state_set_epoch: int, new_set: frozenset[int], leaving: tuple[tuple[int, str], ...] = ()
     ) -> tuple[frozenset[int], int]:
-        return await self._a.propose(master_epoch, sync_state_set_epoch, new_set)
+        return await self._a.propose(master_epoch, sync_state_set_epoch, new_set, leaving)
 
 
 class ReplicasAdapter:
@@ -317,7 +317,7 @@ class ReplicasAdapter:
         return s
 
     async def propose(
-        self, master_epoch: int, sync_state_set_epoch: int, new_set: frozenset[int]
+        self, master_epoch: int, sync_state_set_epoch: int, new_set: frozenset[int], leaving: tuple[tuple[int, str], ...] = ()
     ) -> tuple[frozenset[int], int]:
         if len(self._proposals) >= MAX_PENDING_PROPOSALS:
             raise SyncStateSetRejected("too many pending SyncStateSet proposals")
@@ -325,7 +325,8 @@ class ReplicasAdapter:
         self._next_proposal += 1
         fut: asyncio.Future = asyncio.get_running_loop().create_future()
         self._proposals[pid] = fut
-        self._perform(self.core.propose(pid, master_epoch, sync_state_set_epoch, frozenset(new_set), self.clock()))
+        self._perform(self.core.propose(pid, master_epoch, sync_state_set_epoch, frozenset(new_set), self.clock(),
+                                        leaving))
         return await fut
 
     async def hand_over(self, to: int | None, timeout_s: float, leaving: bool = False) -> HandoverResult:
@@ -512,7 +513,8 @@ class ReplicasAdapter:
             case AlterSyncStateSet():
                 members, epoch = await asyncio.wait_for(
                     api.alter_sync_state_set(
-                        cmd.group, cmd.master_id, cmd.master_epoch, cmd.new_set, cmd.sync_state_set_epoch
+                        cmd.group, cmd.master_id, cmd.master_epoch, cmd.new_set, cmd.sync_state_set_epoch,
+                        cmd.leaving,
                     ),
                     t,
                 )

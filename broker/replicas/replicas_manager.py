@@ -282,10 +282,12 @@ class ReplicasManager:
         return []
 
     def propose(
-        self, proposal: int, master_epoch: int, sync_state_set_epoch: int, new_set: frozenset[int], now: float
+        self, proposal: int, master_epoch: int, sync_state_set_epoch: int, new_set: frozenset[int], now: float,
+        leaving: tuple[tuple[int, str], ...] = (),
     ) -> list[Command]:
-        """HA asks to change the SyncStateSet. Answered by a ProposalResult command."""
-        return self.proposals.propose(self.roles, proposal, master_epoch, sync_state_set_epoch, new_set)
+        """HA asks to change the SyncStateSet (``leaving``: why members go). Answered by a
+        ProposalResult command."""
+        return self.proposals.propose(self.roles, proposal, master_epoch, sync_state_set_epoch, new_set, leaving)
 
     def on_controllers(self, controllers: tuple[str, ...], now: float) -> list[Command]:
         """The broker adopted another controller configuration (a heartbeat reply named it):

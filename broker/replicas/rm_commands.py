@@ -138,6 +138,7 @@ class AlterSyncStateSet:
     master_epoch: int
     new_set: frozenset[int]
     sync_state_set_epoch: int
+    leaving: tuple[tuple[int, str], ...] = ()   # (brokerId, why it leaves), e.g. "quarantined"
 
 
 @dataclass(frozen=True)

@@ -20,7 +20,7 @@ class SyncStateSetProposals:
         self._proposal: int | None = None
 
     def propose(self, roles: RoleKeeper, proposal: int, master_epoch: int, sync_state_set_epoch: int,
-                new_set: frozenset[int]) -> list[Command]:
+                new_set: frozenset[int], leaving: tuple[tuple[int, str], ...] = ()) -> list[Command]:
         def reject(code: str, msg: str) -> list[Command]:
             self.log.warning("sss_proposal_rejected_locally", code=code, reason=msg, proposal=proposal)
             return [ProposalResult(proposal, None, None, Failure(FailKind.REJECTED, code, msg))]
@@ -39,7 +39,8 @@ class SyncStateSetProposals:
         if self._req is not None:
             return reject("PROPOSAL_IN_FLIGHT", "one SyncStateSet change at a time")
         group, members = self.group, frozenset(new_set)
-        cmd = self._issue(lambda r: AlterSyncStateSet(r, group, bid, master_epoch, members, sync_state_set_epoch))
+        why = tuple((b, w) for b, w in leaving if b not in members)
+        cmd = self._issue(lambda r: AlterSyncStateSet(r, group, bid, master_epoch, members, sync_state_set_epoch, why))
         self._req, self._proposal = cmd.req, proposal
         self.log.info("sss_proposed", epoch=master_epoch, syncStateSet=sorted(new_set),
                       syncStateSetEpoch=sync_state_set_epoch)

@@ -32,7 +32,7 @@ from pathlib import Path
 
 import numpy as np
 from autoswitch.broker.storage import checkpoint as ckpt
-from autoswitch.broker.storage import quarantine
+from autoswitch.broker.storage import divergence, quarantine
 from autoswitch.broker.storage import record as rec
 from autoswitch.broker.storage import record_runs as runs
 from autoswitch.broker.storage.commitlog import CommitLog
@@ -108,8 +108,10 @@ class MessageStore:
         # Called when confirm_offset moves forward (the broker wakes long-polling consumers).
         self.on_confirm_advanced: Callable[[], None] | None = None
         self._closed = False
+        self._divergence: divergence.Divergence | None = None
         try:
             self._cp = self._recover()
+            self._divergence = divergence.load(self.dir)
         except (CorruptionError, FormatTooNew) as e:
             self._logger.error("store_recovery_refused", code=e.code, error=str(e))
             self._release()
@@ -287,6 +289,30 @@ class MessageStore:
 
     def topics(self) -> list[str]:
         return sorted(self._indexes)
+
+    # ================================================================ divergence (divergence.py)
+    @property
+    def divergence(self) -> divergence.Divergence | None:
+        """A range of this log found to differ from the master's, not repaired yet (durable)."""
+        return self._divergence
+
+    @_durable
+    def mark_diverged(self, epoch: int, start: int, end: int, cut: bool = False) -> None:
+        self._check_open()
+        d = divergence.Divergence(epoch, start, end, cut)
+        if d != self._divergence:
+            divergence.save(self.dir, d)
+            self._divergence = d
+            self._logger.warning("divergence_recorded", epoch=epoch, start=start, end=end, cut=cut)
+
+    @_durable
+    def clear_diverged(self, why: str) -> None:
+        self._check_open()
+        if self._divergence is not None:
+            divergence.clear(self.dir)
+            self._logger.warning("divergence_cleared", epoch=self._divergence.epoch, start=self._divergence.start,
+                                 end=self._divergence.end, reason=why)
+            self._divergence = None
 
     @property
     def synced_offset(self) -> int:

@@ -361,7 +361,8 @@ class ControllerServicer(pbg.ControllerServiceServicer):
         return checked(m.AlterSyncStateSetRequest(
             broker_name=request.broker_name, master_broker_id=request.master_broker_id,
             master_epoch=request.master_epoch, new_sync_state_set=tuple(sorted(request.new_sync_state_set)),
-            sync_state_set_epoch=request.sync_state_set_epoch))
+            sync_state_set_epoch=request.sync_state_set_epoch,
+            leaving=tuple((x.broker_id, x.reason) for x in request.leaving)))
 
     def _plan_alter_sync_state_set(self, request) -> m.AlterSyncStateSetRequest | None:
         """None when some proposed member was not heard by this node itself: then the liveness

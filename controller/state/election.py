@@ -83,7 +83,8 @@ def intact_first(infos: Iterable[BrokerLiveInfo]) -> BrokerLiveInfo | None:
 def decide(*, master: int | None, sync_state_set: frozenset[int], eligible: frozenset[int],
            registered: frozenset[int], alive: Mapping[int, BrokerLiveInfo], first_election: bool,
            designated: int | None, unclean_enabled: bool, pool_complete: bool = True,
-           maintenance: frozenset[int] = frozenset(), zone_rank: Mapping[int, int] | None = None) -> ElectionDecision:
+           maintenance: frozenset[int] = frozenset(), zone_rank: Mapping[int, int] | None = None,
+           not_holders: frozenset[int] = frozenset()) -> ElectionDecision:
     """Pick the master of one group. ``alive`` = brokers a controller majority sees alive.
 
     ``first_election``: the group never had a master, so there is no SSS history; every alive
@@ -97,6 +98,11 @@ def decide(*, master: int | None, sync_state_set: frozenset[int], eligible: froz
 
     ``zone_rank`` (the group's zone preference): among clean candidates, which all hold every
     acknowledged message, an earlier zone wins before the data ranking (Redpanda's leader pinning).
+
+    ``not_holders``: replicas recorded as holding no acknowledged copy (diverged, quarantined,
+    repairing: GroupState.diverged). Their reports say ``diverged`` (never a clean candidate), and
+    they are no last known holder either: the unclean recovery of the whole set leaves them out,
+    so only an operator's unclean election picks one.
     """
     alive = {bid: info for bid, info in alive.items() if bid in registered}
     if first_election:
@@ -129,7 +135,7 @@ def decide(*, master: int | None, sync_state_set: frozenset[int], eligible: froz
     best = best_candidate(clean.values(), zone_rank)
     if best is not None:
         return ElectionDecision(Outcome.ELECT, best.broker_id, reason="only_clean_replicas_in_maintenance")
-    pool = sync_state_set | eligible
+    pool = (sync_state_set | eligible) - not_holders
     if pool and not first_election and pool <= alive.keys() and pool_complete:
         # Unclean recovery (KIP-966's "balanced" strategy): no clean candidate, but every replica
         # that may hold acknowledged messages is back and has reported its log (all of them

@@ -47,10 +47,12 @@ def _doc(state: ControllerState) -> dict[str, Any]:
               *([r.incarnation] if r.incarnation else [])]
              for b, r in sorted(g.brokers.items())], g.base_master_epoch, g.retired_below, sorted(g.retired),
             *([g.preferred_master] if g.preferred_master or g.holder_replaced or g.maintenance
-              or g.zone_preference else []),
-            *([int(g.holder_replaced)] if g.holder_replaced or g.maintenance or g.zone_preference else []),
-            *([sorted(g.maintenance)] if g.maintenance or g.zone_preference else []),
-            *([list(g.zone_preference)] if g.zone_preference else []),
+              or g.zone_preference or g.diverged else []),
+            *([int(g.holder_replaced)] if g.holder_replaced or g.maintenance or g.zone_preference or g.diverged
+              else []),
+            *([sorted(g.maintenance)] if g.maintenance or g.zone_preference or g.diverged else []),
+            *([list(g.zone_preference)] if g.zone_preference or g.diverged else []),
+            *([sorted(g.diverged)] if g.diverged else []),
         ])
     tombs = [[n, t.master_epoch, t.sync_state_set_epoch, t.next_assign_broker_id]
              for n, t in sorted(state.tombstones.items())]
@@ -142,8 +144,10 @@ def decode_snapshot(data: bytes) -> tuple[ControllerState, int]:
                 row = [*row, []]
             if len(row) == 16:   # no zone preference (written only when set)
                 row = [*row, []]
+            if len(row) == 17:   # no replica without an acknowledged copy (written only when one is)
+                row = [*row, []]
             (cluster, name, created, nxt, master, mepoch, sepoch, sss, elig, brokers, base, below, retired, pref,
-             replaced, maint, zones) = row
+             replaced, maint, zones, diverged) = row
             if not isinstance(zones, list) or not all(isinstance(z, str) and z for z in zones):
                 raise ValueError(f"bad zone preference {zones!r}")
             if not isinstance(pref, int) or isinstance(pref, bool) or pref < 0:
@@ -153,7 +157,8 @@ def decode_snapshot(data: bytes) -> tuple[ControllerState, int]:
             g = GroupState(cluster, name, created, nxt, {int(r[0]): _broker_record(r) for r in brokers},
                            master or None, mepoch, frozenset(sss), sepoch, frozenset(elig), base, below,
                            frozenset(int(x) for x in retired), pref, bool(replaced),
-                           frozenset(_int_list(maint, "maintenance")), tuple(zones))
+                           frozenset(_int_list(maint, "maintenance")), tuple(zones),
+                           frozenset(_int_list(diverged, "diverged")))
             state.groups[name] = g
         for n, me, se, nxt in doc["tombstones"]:
             state.tombstones[n] = Tombstone(me, se, nxt)

@@ -93,13 +93,18 @@ class GroupState:
     maintenance: frozenset[int] = frozenset()
     # SetZonePreference: the zones elections prefer, most preferred first
     zone_preference: tuple[str, ...] = ()
+    # Replicas that hold no acknowledged copy: their range digests found other bytes than their
+    # master's (quarantined), or they were cut to repair that and have not caught up since. Never
+    # in the SyncStateSet or the eligible replicas, never a clean candidate (only an operator's
+    # unclean election picks one) until they are back in a SyncStateSet (feature level 3).
+    diverged: frozenset[int] = frozenset()
 
     def copy(self) -> GroupState:
         return GroupState(self.cluster_name, self.broker_name, self.created_ts_ms, self.next_assign_broker_id,
                           dict(self.brokers), self.master_broker_id, self.master_epoch, self.sync_state_set,
                           self.sync_state_set_epoch, self.eligible, self.base_master_epoch, self.retired_below,
                           self.retired, self.preferred_master, self.holder_replaced, self.maintenance,
-                          self.zone_preference)
+                          self.zone_preference, self.diverged)
 
     def id_retired(self, broker_id: int) -> bool:
         return broker_id < self.retired_below or broker_id in self.retired
@@ -122,7 +127,7 @@ class GroupState:
             master_epoch=self.master_epoch, sync_state_set=tuple(sorted(self.sync_state_set)),
             sync_state_set_epoch=self.sync_state_set_epoch, eligible_replicas=tuple(sorted(self.eligible)),
             preferred_master=self.preferred_master, maintenance=tuple(sorted(self.maintenance)),
-            zone_preference=self.zone_preference,
+            zone_preference=self.zone_preference, diverged=tuple(sorted(self.diverged)),
         )
 
 
@@ -218,11 +223,15 @@ def apply_group_event(g: GroupState | None, ev: Event, tomb: Tombstone | None) -
             # RocketMQ bumps syncStateSetEpoch with every elected master, even if the set is equal.
             g.sync_state_set_epoch += 1
         g.eligible = frozenset(ev.eligible)
+        if ev.diverged is not None:
+            g.diverged = frozenset(ev.diverged)
     elif isinstance(ev, AlterSyncStateSetEvent):
         g.sync_state_set = frozenset(ev.sync_state_set)
         g.sync_state_set_epoch += 1
         g.eligible = frozenset(ev.eligible)
         g.holder_replaced = g.holder_replaced or ev.reason == NEW_INCARNATION
+        if ev.diverged is not None:
+            g.diverged = frozenset(ev.diverged)
     elif isinstance(ev, EligibleChangeEvent):
         g.eligible = frozenset(ev.eligible)
         g.holder_replaced = g.holder_replaced or ev.reason == NEW_INCARNATION
@@ -250,6 +259,7 @@ def apply_group_event(g: GroupState | None, ev: Event, tomb: Tombstone | None) -
             g.sync_state_set = g.sync_state_set - ids
             g.sync_state_set_epoch += 1
         g.eligible = g.eligible - ids
+        g.diverged = g.diverged - ids
         g.maintenance = g.maintenance - ids
         if g.preferred_master in ids:
             g.preferred_master = 0
@@ -274,6 +284,9 @@ def check_group_invariants(before: GroupState | None, after: GroupState | None,
         raise InvariantViolation(f"{name}: SyncStateSet/eligible replicas contain unregistered brokers")
     if after.sync_state_set & after.eligible:
         raise InvariantViolation(f"{name}: a replica is both in SyncStateSet and eligible")
+    if not after.diverged <= registered or after.diverged & (after.sync_state_set | after.eligible):
+        raise InvariantViolation(f"{name}: a replica holding no acknowledged copy is unregistered, in the "
+                                 f"SyncStateSet or eligible")
     if not after.maintenance <= registered:
         raise InvariantViolation(f"{name}: a replica in maintenance is not registered")
     if after.preferred_master and after.preferred_master not in registered:

@@ -39,6 +39,7 @@ from autoswitch.controller.codes import Code, code_name
 from autoswitch.controller.messages import (
     MAX_AUDIT_FIELD_LEN,
     MAX_QUERY_GROUPS,
+    NOT_HOLDER_REASONS,
     TRIGGER_ADMIN,
     TRIGGER_CONTROLLER,
     TRIGGER_REGISTRATION,
@@ -104,6 +105,7 @@ from autoswitch.controller.state.sm_state import (
 )
 from autoswitch.controller.state.staged import Staged
 
+from autoswitch.base.features import SAFETY_LEVEL
 from autoswitch.base.limits import MAX_REPLICAS_PER_GROUP
 from autoswitch.base.log import get_logger
 
@@ -230,7 +232,7 @@ def _register_broker(req: RegisterBrokerRequest, state: ControllerState) -> tupl
         events.extend(_data_loss_events(g, bid, state.config, NEW_INCARNATION))
     elif not req.clean_shutdown:
         events.extend(_data_loss_events(g, bid, state.config, UNCLEAN_SHUTDOWN))
-    elif req.crashed and bid == g.master_broker_id:
+    elif req.crashed and bid == g.master_broker_id and state.feature_level >= SAFETY_LEVEL:
         # A durable run's crash lost nothing acknowledged, but its master shipped each append to
         # the slaves before its own fsync: a slave may hold, fsynced, a tail of this MasterEpoch
         # that the master's log lost. Resumed, the master would write new messages at those
@@ -300,6 +302,9 @@ def _elect_master(req: ElectMasterRequest, state: ControllerState) -> tuple[list
     # registered process may not have (found by the data simulator's cloned processes).
     alive: dict[int, BrokerLiveInfo] = {a.broker_id: a for a in req.alive if a.broker_id in g.brokers
                                         and _same_process(g.brokers[a.broker_id].incarnation, a.incarnation)}
+    if g.diverged:
+        # a replica recorded as holding no acknowledged copy is one whatever its report says
+        alive = {b: msgspec.structs.replace(a, diverged=True) if b in g.diverged else a for b, a in alive.items()}
     designated = req.broker_id if req.designate else None
     if designated is not None and designated not in g.brokers:
         return _reject(Code.CONTROLLER_ELECT_MASTER_FAILED, f"designated brokerId {designated} is not registered",
@@ -356,7 +361,7 @@ def _elect_master(req: ElectMasterRequest, state: ControllerState) -> tuple[list
                         unclean_enabled=((cfg.enable_elect_unclean_master or bool(req.unclean_recovery))
                                          and not req.handover_from and not req.crash_only),
                         pool_complete=not g.holder_replaced,
-                        maintenance=g.maintenance, zone_rank=ranks)
+                        maintenance=g.maintenance, zone_rank=ranks, not_holders=g.diverged)
     winner = d.new_master if d.outcome in (election.Outcome.ELECT, election.Outcome.KEEP) else None
     cands = explain.verdicts(registered=sorted(g.brokers), alive=alive, dead=frozenset(req.dead_broker_ids),
                              sync_state_set=g.sync_state_set, eligible=g.eligible, maintenance=g.maintenance,
@@ -389,11 +394,13 @@ def _elect_master(req: ElectMasterRequest, state: ControllerState) -> tuple[list
     elig = election.eligible_after_election(
         new_master=d.new_master, old_sync_state_set=g.sync_state_set, old_eligible=g.eligible,
         unclean=d.unclean, min_in_sync_replicas=election.effective_min_in_sync(cfg.min_in_sync_replicas, stated),
-        enabled=cfg.enable_eligible_replicas, lost_data=lost)
+        enabled=cfg.enable_eligible_replicas, lost_data=lost | g.diverged)
     recovery = f":recovery={req.unclean_recovery}" if req.unclean_recovery and d.unclean else ""
+    # an operator's unclean election of a replica without an acknowledged copy makes its log the group's
+    diverged = tuple(sorted(g.diverged - {d.new_master})) if d.new_master in g.diverged else None
     ev = ElectMasterEvent(name, d.new_master, (d.new_master,), tuple(sorted(elig)), d.unclean,
                           f"{req.trigger}:{'crash:' if req.crash_only else ''}{d.reason}{recovery}",
-                          trigger=req.trigger, crash=req.crash_only)
+                          trigger=req.trigger, crash=req.crash_only, diverged=diverged)
     return [ev], _Outcome(group=name, remark=d.reason, explain=("elected", d.reason, cands))
 
 
@@ -460,12 +467,25 @@ def _alter_sync_state_set(req: AlterSyncStateSetRequest, state: ControllerState)
         return _reject(Code.CONTROLLER_ALTER_SYNC_STATE_SET_FAILED,
                        f"newSyncStateSet does not contain master {g.master_broker_id}", name)
     min_in_sync = election.effective_min_in_sync(cfg.min_in_sync_replicas, req.master_min_in_sync_replicas)
+    diverged: tuple[int, ...] | None = None
+    not_holders: frozenset[int] = frozenset()
+    if state.feature_level >= SAFETY_LEVEL:
+        # A member the master takes out because its bytes differ from the master's (quarantine) holds
+        # no acknowledged copy: it must not become eligible when the set falls below the minimum,
+        # and stays marked until it is back in a SyncStateSet (issue 58, items 3-4). Returning to
+        # the set is what clears it: the master adds a replica only once its ack reached the
+        # confirmOffset, after the repair.
+        leaving = {b for b, why in req.leaving if why in NOT_HOLDER_REASONS and b in g.sync_state_set - new}
+        not_holders = (g.diverged | leaving) - new
+        if not_holders != g.diverged:
+            diverged = tuple(sorted(not_holders))
     elig = election.eligible_after_alter(old_sync_state_set=g.sync_state_set, new_sync_state_set=new,
                                          old_eligible=g.eligible, min_in_sync_replicas=min_in_sync,
-                                         enabled=cfg.enable_eligible_replicas)
+                                         enabled=cfg.enable_eligible_replicas) - not_holders
     reason = ("confirm" if new == g.sync_state_set else "expand" if new > g.sync_state_set
               else "shrink" if new < g.sync_state_set else "change")
-    return [AlterSyncStateSetEvent(name, tuple(sorted(new)), tuple(sorted(elig)), reason)], _Outcome(group=name)
+    return [AlterSyncStateSetEvent(name, tuple(sorted(new)), tuple(sorted(elig)), reason, diverged)], \
+        _Outcome(group=name)
 
 
 def _clean_broker_data(req: CleanBrokerDataRequest, state: ControllerState) -> tuple[list[Event], _Outcome]:

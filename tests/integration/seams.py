@@ -20,16 +20,20 @@ from autoswitch.broker.storage.store import MessageStore
 from autoswitch.broker.storage.store_config import StoreConfig
 from autoswitch.controller.messages import (
     TRIGGER_BROKER,
+    TRIGGER_CONTROLLER,
     AlterSyncStateSetRequest,
     ApplyBrokerIdRequest,
     BrokerLiveInfo,
     ElectMasterRequest,
+    FinalizeFeaturesRequest,
     RegisterBrokerRequest,
     encode_request,
 )
 from autoswitch.controller.state.sm_config import SMConfig
 from autoswitch.controller.state.statemachine import ControllerStateMachine
 from autoswitch.ha.config import HAConfig
+
+from autoswitch.base.features import SUPPORTED_LEVEL
 
 C, G = "c1", "g1"
 STORE = StoreConfig(segment_bytes=256 * 1024, max_message_bytes=16 * 1024, flush_mode="async")
@@ -82,10 +86,12 @@ class Controller:
     """The controller's replicated state machine, fed as the servicer feeds it (each write an
     encoded log entry applied in order)."""
 
-    def __init__(self, **cfg: Any) -> None:
+    def __init__(self, level: int = SUPPORTED_LEVEL, **cfg: Any) -> None:
         self.sm = ControllerStateMachine(SMConfig(**cfg))
         self.index = 0
         self.ts = 1_000_000
+        if level > self.sm.state.feature_level:
+            assert self.write(FinalizeFeaturesRequest(level=level)).ok     # as a new cluster starts
 
     def write(self, req: Any) -> Any:
         self.index += 1
@@ -103,6 +109,11 @@ class Controller:
 
     def elect(self, alive: list[BrokerLiveInfo], broker_id: int = 0) -> Any:
         return self.write(ElectMasterRequest(C, G, TRIGGER_BROKER, broker_id, False, tuple(alive), ts_ms=self.ts))
+
+    def failover(self, alive: list[BrokerLiveInfo], dead: tuple[int, ...]) -> Any:
+        """The leader's scan: the master is agreed dead, the alive reports carried in."""
+        return self.write(ElectMasterRequest(C, G, TRIGGER_CONTROLLER, 0, False, tuple(alive), ts_ms=self.ts,
+                                             dead_broker_ids=dead))
 
     def alter(self, new: set[int], alive: set[int] | None = None) -> Any:
         """The master's proposal as the leader proposes it (``alive``: the majority view; default
@@ -191,3 +202,55 @@ class Core:
 
 def store(path: Path) -> MessageStore:
     return MessageStore(path, STORE)
+
+
+def replace_record(st: MessageStore, offset: int) -> tuple[int, int]:
+    """Change the record at ``offset`` on disk under the running store: the same header, another
+    body, and a CRC that matches it (only a comparison with another replica finds it). Returns
+    the record's [start, end)."""
+    import struct
+    import zlib
+
+    from autoswitch.broker.storage.record import HEADER_SIZE, peek_total
+
+    seg_base = offset - offset % st.config.segment_bytes
+    path = st.dir / "commitlog" / f"{seg_base:020d}"
+    fd = os.open(path, os.O_RDWR)
+    try:
+        head = os.pread(fd, HEADER_SIZE, offset - seg_base)
+        total = peek_total(head, 0)
+        rec = bytearray(os.pread(fd, total, offset - seg_base))
+        body = HEADER_SIZE + rec[32] + rec[33]
+        rec[body:] = bytes(x ^ 0xFF for x in rec[body:])
+        rec[0:4] = struct.pack(">I", zlib.crc32(bytes(rec[4:])))
+        os.pwrite(fd, bytes(rec), offset - seg_base)
+    finally:
+        os.close(fd)
+    return offset, offset + total
+
+
+def record_starts(st: MessageStore) -> list[int]:
+    return [r.phy_offset for r in st.scan()]
+
+
+class CtlProposer:
+    """The master's SyncStateSet proposals carried to ``Controller`` as the ReplicasManager
+    carries them (with why members leave); every member counts as alive."""
+
+    def __init__(self, ctl: Controller) -> None:
+        self.ctl = ctl
+        self.sent: list[Any] = []
+
+    async def propose(self, master_epoch: int, sync_state_set_epoch: int, new_set: frozenset[int],
+                      leaving: tuple[tuple[int, str], ...] = ()) -> tuple[frozenset[int], int]:
+        from autoswitch.ha.errors import SyncStateProposalRejected
+
+        v = self.ctl.view()
+        req = AlterSyncStateSetRequest(G, v.master_broker_id, master_epoch, tuple(sorted(new_set)),
+                                       sync_state_set_epoch, alive_broker_ids=tuple(sorted(new_set)),
+                                       leaving=tuple(leaving))
+        self.sent.append(req)
+        r = self.ctl.write(req)
+        if not r.ok:
+            raise SyncStateProposalRejected(r.remark)
+        return frozenset(r.replica.sync_state_set), r.replica.sync_state_set_epoch

@@ -73,7 +73,7 @@ def all_bytes(log: MessageStore) -> bytes:
 
 
 class RejectingProposer:
-    async def propose(self, master_epoch, sync_state_set_epoch, new_set):
+    async def propose(self, master_epoch, sync_state_set_epoch, new_set, leaving=()):
         raise SyncStateProposalRejected("controller says no")
 
 
@@ -509,7 +509,7 @@ def test_only_the_registered_process_of_a_broker_id_replicates_or_enters_the_syn
         proposed: list[frozenset[int]] = []
 
         class Recording(LocalSyncStateProposer):
-            async def propose(self, master_epoch, sync_state_set_epoch, new_set):
+            async def propose(self, master_epoch, sync_state_set_epoch, new_set, leaving=()):
                 proposed.append(frozenset(new_set))
                 return await super().propose(master_epoch, sync_state_set_epoch, new_set)
 

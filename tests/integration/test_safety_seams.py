@@ -20,11 +20,14 @@ from autoswitch.base.log import get_logger
 from tests.integration.seams import (
     Controller,
     Core,
+    CtlProposer,
     all_bytes,
     ha_config,
     live,
     messages,
     power_cut,
+    record_starts,
+    replace_record,
     store,
 )
 from tests.waiting import until
@@ -127,4 +130,143 @@ def test_item1_a_crashed_durable_master_never_resumes_its_epoch(tmp_path):
 
     asyncio.run(second_run())
     for st in (m, s):
+        st.close()
+
+
+DIGESTS = dict(digest_interval_s=0.05, digest_range_bytes=2048, digest_history=64, min_in_sync_replicas=2)
+
+
+async def _corrupt_and_wait_quarantine(master: HAMaster, m, victim_store, victim_id: int) -> tuple[int, int]:
+    """Replace a record of ``victim_store`` well below the end (a valid CRC: only the digests find
+    it); returns the record's range once the master quarantined the victim."""
+    starts = record_starts(victim_store)
+    bad = replace_record(victim_store, starts[len(starts) // 3])
+    await until(lambda: victim_id in master.tracker.quarantined, "the digests found it and the master quarantined it")
+    return bad
+
+
+def test_item3_a_quarantined_replica_never_becomes_eligible(tmp_path):
+    """min_in_sync_replicas = 2, SyncStateSet {1, 2}: the slave's digests differ, the master drops
+    it from the set and tells it to repair (cut the range, fetch it again). Before the fix the
+    controller recorded it as an eligible replica (it left a set below the minimum, so it
+    "holds every acknowledged message"); the master died before the slave fetched the range again
+    and the slave was elected with a log far below what was acknowledged. Now the master's
+    proposal says why it leaves, the controller keeps it out of the eligible replicas and marks it
+    as holding no acknowledged copy: it is not elected."""
+    ctl = Controller(min_in_sync_replicas=2, enable_eligible_replicas=True)
+    ctl.register(1, 2)
+
+    async def main() -> None:
+        m, s = store(tmp_path / "b1"), store(tmp_path / "b2")
+        r = ctl.elect([live(1, m), live(2, s)], broker_id=1)
+        epoch = r.replica.master_epoch
+        m.append_epoch(epoch, 0)
+        proposer = CtlProposer(ctl)
+        cfg = ha_config(**DIGESTS)
+        master = HAMaster(m, cfg, 1, "g1", epoch, frozenset({1}), r.replica.sync_state_set_epoch, proposer)
+        await master.start(H, 0)
+        slave = HASlave(s, cfg, 2, "g1", (H, master.port), expect_master=(1, epoch))
+        await slave.start()
+        try:
+            await until(lambda: ctl.view().sync_state_set == (1, 2), "the slave joined the set")
+            for i in range(20):
+                m.append_messages(messages(10, f"acked{i}"))
+                master.notify_appended()
+                await master.wait_for_replicas(m.max_offset, 10)
+            acked_end = m.max_offset
+            await _corrupt_and_wait_quarantine(master, m, s, 2)
+            await until(lambda: ctl.view().sync_state_set == (1,), "the set shrank")
+            await until(lambda: s.max_offset < acked_end, "the slave cut its log to repair it")
+            v = ctl.view()
+            assert 2 not in v.eligible_replicas, v            # before the fix: eligible
+            assert 2 in v.diverged, v
+            assert proposer.sent[-1].leaving == ((2, "quarantined"),)
+        finally:
+            await master.stop()      # the master dies before the slave fetched the range again
+            await slave.stop()
+        # the election that follows: only the repairing slave is alive
+        r = ctl.failover([live(2, s, diverged=s.divergence is not None)], dead=(1,))
+        assert not r.ok and r.replica.master_broker_id != 2, r      # before the fix: 2 elected
+        assert s.max_offset < acked_end         # what electing it would have lost
+        m.close()
+        s.close()
+
+    asyncio.run(main())
+
+
+def test_item4_a_divergence_survives_a_master_change_and_a_restart(tmp_path):
+    """Three replicas; slave 3's digests find a replaced record; master 1 quarantines it and dies
+    before the repair. The divergence is on slave 3's disk (it survives a restart: it keeps
+    reporting itself diverged) and in the controllers' state (it survives the master change: 3
+    is no candidate). Slave 3 follows the new master 2, whose digest book no longer holds that
+    range (before the fix the bad bytes stayed for good): it cuts the range, fetches it again,
+    and ends byte-identical to master 2; back in the set, the controllers' mark is gone."""
+    ctl = Controller(min_in_sync_replicas=1)
+    ctl.register(1, 2, 3)
+    cfg = ha_config(**{**DIGESTS, "min_in_sync_replicas": 1})
+
+    async def first() -> int:
+        m, s2, s3 = store(tmp_path / "b1"), store(tmp_path / "b2"), store(tmp_path / "b3")
+        r = ctl.elect([live(1, m), live(2, s2), live(3, s3)], broker_id=1)
+        epoch = r.replica.master_epoch
+        m.append_epoch(epoch, 0)
+        master = HAMaster(m, cfg, 1, "g1", epoch, frozenset({1}), r.replica.sync_state_set_epoch, CtlProposer(ctl))
+        await master.start(H, 0)
+        slaves = [HASlave(st, cfg, b, "g1", (H, master.port), expect_master=(1, epoch)) for b, st in ((2, s2), (3, s3))]
+        for sl in slaves:
+            await sl.start()
+        try:
+            await until(lambda: ctl.view().sync_state_set == (1, 2, 3), "both slaves joined the set")
+            for i in range(20):
+                m.append_messages(messages(10, f"a{i}"))
+                master.notify_appended()
+                await master.wait_for_replicas(m.max_offset, 10)
+            # the master keeps the repair back while any set it may hold names the replica: stopping
+            # the master right at the quarantine is a master that dies before the repair
+            await _corrupt_and_wait_quarantine(master, m, s3, 3)
+            await until(lambda: s3.divergence is not None, "the divergence recorded on the slave's disk")
+        finally:
+            await master.stop()      # the master dies first: its last word to the controllers stands
+            for sl in slaves:
+                await sl.stop()
+        d = s3.divergence
+        for st in (m, s2, s3):
+            st.close()
+        return d.start
+
+    bad_start = asyncio.run(first())
+    s3 = store(tmp_path / "b3")                 # slave 3 restarts: it still knows
+    assert s3.divergence is not None and s3.divergence.start == bad_start and not s3.divergence.cut
+    v = ctl.view()
+    if 3 in v.sync_state_set:        # the master died before its proposal: the report says it
+        assert live(3, s3, diverged=s3.divergence is not None).diverged
+    m, s2 = store(tmp_path / "b1"), store(tmp_path / "b2")
+    r = ctl.failover([live(2, s2), live(3, s3, diverged=True)], dead=(1,))
+    assert r.ok and r.replica.master_broker_id == 2, r
+    epoch2 = r.replica.master_epoch
+    assert 3 not in r.replica.sync_state_set
+
+    async def second() -> None:
+        s2.append_epoch(epoch2, s2.max_offset)
+        short = ha_config(**{**DIGESTS, "min_in_sync_replicas": 1, "digest_history": 2})
+        master = HAMaster(s2, short, 2, "g1", epoch2, frozenset({2}), r.replica.sync_state_set_epoch, CtlProposer(ctl))
+        await master.start(H, 0)
+        for i in range(30):         # the bad range falls out of master 2's digest book
+            s2.append_messages(messages(10, f"b{i}"))
+        s2.flush()
+        slave = HASlave(s3, short, 3, "g1", (H, master.port), expect_master=(2, epoch2))
+        await slave.start()
+        try:
+            master.notify_appended()
+            await until(lambda: s3.max_offset == s2.max_offset and s3.divergence is None,
+                        "slave 3 cut the range, fetched it again and cleared the record")
+            assert all_bytes(s3) == all_bytes(s2)
+            await until(lambda: 3 in ctl.view().sync_state_set, "back in the set")
+            assert 3 not in ctl.view().diverged
+        finally:
+            await slave.stop()
+            await master.stop()
+
+    asyncio.run(second())
+    for st in (m, s2, s3):
         st.close()

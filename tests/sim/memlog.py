@@ -13,6 +13,7 @@ import random
 import struct
 import zlib
 
+from autoswitch.broker.storage.divergence import Divergence
 from autoswitch.epochfile import EpochCache
 from autoswitch.ha.errors import OffsetMismatch
 
@@ -55,6 +56,7 @@ class MemReplicaLog:
         self._bounds = [start]            # record starts + the end
         self._epochs = EpochCache()
         self.confirm_offset = 0
+        self._divergence: Divergence | None = None
 
     def _split(self, data: bytes, offset: int) -> list[bytes]:
         raise NotImplementedError
@@ -135,6 +137,16 @@ class MemReplicaLog:
 
     def flush(self) -> None:
         pass
+
+    @property
+    def divergence(self) -> Divergence | None:
+        return self._divergence
+
+    def mark_diverged(self, epoch: int, start: int, end: int, cut: bool = False) -> None:
+        self._divergence = Divergence(epoch, start, end, cut)
+
+    def clear_diverged(self, why: str) -> None:
+        self._divergence = None
 
     @property
     def synced_offset(self) -> int:

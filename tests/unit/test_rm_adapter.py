@@ -108,7 +108,7 @@ class FakeApi:
             raise ControllerCallFailed(FailKind.REJECTED, "CONTROLLER_FENCED_MASTER_EPOCH", "stale handover")
         return info
 
-    async def alter_sync_state_set(self, group, master_id, master_epoch, new_set, sync_state_set_epoch):
+    async def alter_sync_state_set(self, group, master_id, master_epoch, new_set, sync_state_set_epoch, leaving=()):
         self._check()
         cur = self.ctrl.info[group]
         if master_epoch != cur.master_epoch:
