@@ -664,6 +664,16 @@ def check_request(req: Request) -> Request:
 _LIVE_INFO_DECODER = msgspec.json.Decoder(BrokerLiveInfo)
 
 
+def recovery_token_state(token: str) -> tuple[int, int] | None:
+    """(MasterEpoch, syncStateSetEpoch) an unclean-recovery plan was made at, from its token
+    (``<MasterEpoch>.<syncStateSetEpoch>.<digest>``, autoswitch/app/unclean_plan.py); None when the
+    token does not have that form."""
+    parts = token.split(".")
+    if len(parts) != 3 or not all(p.isdigit() and len(p) <= 19 for p in parts[:2]) or not parts[2].isalnum():
+        return None
+    return int(parts[0]), int(parts[1])
+
+
 def check_live_info(info: BrokerLiveInfo) -> BrokerLiveInfo:
     """``info`` with its field ranges checked (MalformedRequest): a heartbeat's report."""
     try:

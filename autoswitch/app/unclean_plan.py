@@ -16,7 +16,10 @@ loses, from the replicas' own record digests (the ``LogRanges`` cut at one recor
 
 The proposal is the replica that loses least (then the longest log, then the lowest brokerId).
 The token names the plan's inputs: ``--confirm TOKEN`` carries out exactly this plan, and is
-refused once any replica's log or the group changed.
+refused once any replica's log or the group changed. It starts with the controllers' state the
+plan read (``<MasterEpoch>.<syncStateSetEpoch>.<digest>``): the controllers themselves refuse the
+election, when it commits, unless the group still has no master at exactly those epochs
+(``recovery_token_state``), so a master elected while the plan was computed is never deposed.
 """
 
 from __future__ import annotations
@@ -72,17 +75,20 @@ class Plan:
                             for c in self.choices]}
 
 
-def token_of(group: str, master_epoch: int, confirm: int, replicas: Mapping[int, ReplicaLog]) -> str:
-    """The plan's inputs, hashed: any change of a log, the group's epoch or the confirmOffset
-    gives another token."""
-    doc = [group, master_epoch, confirm,
+def token_of(group: str, master_epoch: int, confirm: int, replicas: Mapping[int, ReplicaLog],
+             sync_state_set_epoch: int = 0) -> str:
+    """The plan's inputs: the controllers' epochs in clear (they check them when the election
+    commits), the rest hashed: any change of a log, the group's epochs or the confirmOffset gives
+    another token."""
+    doc = [group, master_epoch, sync_state_set_epoch, confirm,
            [[b, r.log_end, r.last_epoch, list(r.records[-1]) if r.records else None]
             for b, r in sorted(replicas.items())]]
-    return hashlib.sha256(json.dumps(doc, separators=(",", ":")).encode()).hexdigest()[:16]
+    digest = hashlib.sha256(json.dumps(doc, separators=(",", ":")).encode()).hexdigest()[:16]
+    return f"{master_epoch}.{sync_state_set_epoch}.{digest}"
 
 
 def plan(group: str, master_epoch: int, confirm: int, start: int, replicas: Mapping[int, ReplicaLog],
-         max_listed: int = 10) -> Plan:
+         max_listed: int = 10, sync_state_set_epoch: int = 0) -> Plan:
     # the acknowledged log, position by position: the record of the highest epoch among the live ones
     truth: dict[int, Record] = {}
     for r in replicas.values():
@@ -111,7 +117,7 @@ def plan(group: str, master_epoch: int, confirm: int, start: int, replicas: Mapp
         notes.append(f"{unrecoverable} acknowledged bytes (up to confirmOffset {confirm}) are on no live replica: "
                      f"lost whatever the choice")
     return Plan(group, master_epoch, confirm, start, choices, best.broker_id if best else None, unrecoverable,
-                token_of(group, master_epoch, confirm, replicas), notes)
+                token_of(group, master_epoch, confirm, replicas, sync_state_set_epoch), notes)
 
 
 def _common_end(a: Sequence[Record], b: Sequence[Record], start: int) -> int:

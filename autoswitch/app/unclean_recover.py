@@ -99,7 +99,8 @@ async def _plan(args: argparse.Namespace) -> tuple[Plan, Any]:
                                   for r in live.values()))
     replicas = {b: ReplicaLog(b, r["address"], r["max"], r["epoch"], r["clean"], r["in_sync"], recs)
                 for (b, r), recs in zip(live.items(), fine, strict=True)}
-    return plan(args.group, int(info.master_epoch), confirm, start, replicas), info
+    return plan(args.group, int(info.master_epoch), confirm, start, replicas,
+                sync_state_set_epoch=int(info.sync_state_set_epoch)), info
 
 
 async def _run(args: argparse.Namespace) -> dict[str, Any]:
@@ -118,7 +119,9 @@ async def _run(args: argparse.Namespace) -> dict[str, Any]:
                        f"autoswitch dump-log DATA_DIR --quarantine)")
         return out
     if args.confirm != p.token:
-        raise RecoveryRefused(f"the plan changed since token {args.confirm} (now {p.token}): read it again")
+        # never the current token: a script must read the plan to confirm it (issue 64, item 8)
+        raise RecoveryRefused(f"token {args.confirm!r} is not the current plan's (mistyped, or the group or a "
+                              f"replica's log changed since): run without --confirm and read the plan again")
     async with ControllerClient(args.controller, deadline_s=args.timeout, tls=args.tls) as cc:
         r = await cc.call("ElectMaster", cpb.ElectMasterRequest(
             cluster_name=args.cluster_name or info.cluster_name, broker_name=args.group, broker_id=choice,

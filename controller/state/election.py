@@ -84,7 +84,7 @@ def decide(*, master: int | None, sync_state_set: frozenset[int], eligible: froz
            registered: frozenset[int], alive: Mapping[int, BrokerLiveInfo], first_election: bool,
            designated: int | None, unclean_enabled: bool, pool_complete: bool = True,
            maintenance: frozenset[int] = frozenset(), zone_rank: Mapping[int, int] | None = None,
-           not_holders: frozenset[int] = frozenset()) -> ElectionDecision:
+           not_holders: frozenset[int] = frozenset(), unclean_spares_live_master: bool = False) -> ElectionDecision:
     """Pick the master of one group. ``alive`` = brokers a controller majority sees alive.
 
     ``first_election``: the group never had a master, so there is no SSS history; every alive
@@ -103,6 +103,10 @@ def decide(*, master: int | None, sync_state_set: frozenset[int], eligible: froz
     repairing: GroupState.diverged). Their reports say ``diverged`` (never a clean candidate), and
     they are no last known holder either: the unclean recovery of the whole set leaves them out,
     so only an operator's unclean election picks one.
+
+    ``unclean_spares_live_master``: an unclean designation never deposes a master a majority sees
+    alive (it goes on acknowledging on its lease until it learns, writes the designated replica
+    lacks; feature level 3).
     """
     alive = {bid: info for bid, info in alive.items() if bid in registered}
     if first_election:
@@ -119,6 +123,11 @@ def decide(*, master: int | None, sync_state_set: frozenset[int], eligible: froz
         if designated in clean:
             return ElectionDecision(Outcome.ELECT, designated, reason="designated")
         if unclean_enabled and designated in alive:
+            if unclean_spares_live_master and master is not None and master in alive:
+                return ElectionDecision(Outcome.DESIGNATED_INVALID,
+                                        reason=f"designated broker {designated} would be an unclean election while "
+                                               f"master {master} is alive: an unclean designation never deposes a "
+                                               f"live master")
             return ElectionDecision(Outcome.ELECT, designated, unclean=True, reason="designated_unclean")
         why = "not alive" if designated not in alive else "not in SyncStateSet or eligible replicas"
         return ElectionDecision(Outcome.DESIGNATED_INVALID, reason=f"designated broker {designated} is {why}")

@@ -78,6 +78,7 @@ from autoswitch.controller.messages import (
     WriteRequest,
     check_request,
     decode_request,
+    recovery_token_state,
 )
 from autoswitch.controller.state import election, explain, operator_rules
 from autoswitch.controller.state.history import HistoryRecord, event_history_record
@@ -319,6 +320,22 @@ def _elect_master(req: ElectMasterRequest, state: ControllerState) -> tuple[list
                            f"{len(registered)} alive, grace ends at ts {g.created_ts_ms + cfg.first_election_grace_ms}",
                            name)
     master = g.master_broker_id
+    safety = state.feature_level >= SAFETY_LEVEL
+    if req.unclean_recovery and safety:
+        # The operator's plan was made at a state the controllers can check now, when the election
+        # commits: the group still has no master at exactly the plan's epochs (issue 58, item 5).
+        # A master elected after the plan was read (its re-plan can take seconds) is never deposed.
+        at = recovery_token_state(req.unclean_recovery)
+        if at is None:
+            return _reject(Code.CONTROLLER_ELECT_MASTER_FAILED,
+                           f"unclean recovery of {name}: the token does not name the state it was planned at "
+                           f"(make the plan with `autoswitch admin unclean-recover` of this release)", name)
+        if master is not None or (g.master_epoch, g.sync_state_set_epoch) != at:
+            now = f"master {master}" if master is not None else "no master"
+            return _reject(Code.CONTROLLER_ELECT_MASTER_FAILED,
+                           f"unclean recovery of {name} refused: the plan was made at MasterEpoch {at[0]}, "
+                           f"syncStateSetEpoch {at[1]} with no master; now {now} at MasterEpoch {g.master_epoch}, "
+                           f"syncStateSetEpoch {g.sync_state_set_epoch}: plan again", name)
     if req.handover_from:
         # Compare-and-set: the master drained itself for exactly this master and MasterEpoch; any
         # election in between (an operator's, a failover) makes the handover void, never a second one.
@@ -361,7 +378,8 @@ def _elect_master(req: ElectMasterRequest, state: ControllerState) -> tuple[list
                         unclean_enabled=((cfg.enable_elect_unclean_master or bool(req.unclean_recovery))
                                          and not req.handover_from and not req.crash_only),
                         pool_complete=not g.holder_replaced,
-                        maintenance=g.maintenance, zone_rank=ranks, not_holders=g.diverged)
+                        maintenance=g.maintenance, zone_rank=ranks, not_holders=g.diverged,
+                        unclean_spares_live_master=safety)
     winner = d.new_master if d.outcome in (election.Outcome.ELECT, election.Outcome.KEEP) else None
     cands = explain.verdicts(registered=sorted(g.brokers), alive=alive, dead=frozenset(req.dead_broker_ids),
                              sync_state_set=g.sync_state_set, eligible=g.eligible, maintenance=g.maintenance,

@@ -270,3 +270,43 @@ def test_item4_a_divergence_survives_a_master_change_and_a_restart(tmp_path):
     asyncio.run(second())
     for st in (m, s2, s3):
         st.close()
+
+
+def test_item5_an_unclean_recovery_never_deposes_a_master_elected_after_its_plan(tmp_path):
+    """The operator reads the plan (no master, MasterEpoch E), and while it is computed or read a
+    clean replica comes back and is elected at E + 1. Before the fix the confirmed election, whose
+    token only the CLI compared with its own re-plan, deposed that live master: its acknowledged
+    writes were not on the designated replica, and it kept acknowledging until it learned. Now the
+    controllers check the plan's state when the election commits. And no unclean designation
+    deposes a live master, with or without a plan."""
+    from autoswitch.app.unclean_plan import token_of
+    from autoswitch.controller.messages import (
+        TRIGGER_ADMIN,
+        BrokerLiveInfo,
+        ElectMasterRequest,
+        UpdateControllerConfigRequest,
+    )
+
+    ctl = Controller(min_in_sync_replicas=1)
+    ctl.register(1, 2, 3)
+    alive = [BrokerLiveInfo(b, 1, 1000, 900) for b in (1, 2, 3)]
+    assert ctl.elect(alive, broker_id=1).ok
+    assert ctl.alter({1, 3}).ok
+    # master 1 and in-sync slave 3 die: no master
+    r = ctl.failover([BrokerLiveInfo(2, 1, 800, 800)], dead=(1,))
+    v = ctl.view()
+    assert v.master_broker_id is None
+    token = token_of("g1", v.master_epoch, 900, {}, v.sync_state_set_epoch)       # the plan, as read
+    # slave 3 comes back clean and is elected while the operator reads the plan
+    r = ctl.elect([BrokerLiveInfo(2, 1, 800, 800), BrokerLiveInfo(3, 1, 1000, 900)])
+    assert r.ok and r.replica.master_broker_id == 3
+    live_now = (BrokerLiveInfo(2, 1, 800, 800), BrokerLiveInfo(3, 2, 1000, 900))
+    r = ctl.write(ElectMasterRequest("c1", "g1", TRIGGER_ADMIN, 2, True, live_now, ts_ms=ctl.ts,
+                                     unclean_recovery=token))
+    assert not r.ok and r.replica.master_broker_id == 3, r           # before the fix: 2, unclean
+    assert "plan again" in r.remark
+    # without a plan (unclean elections on): an unclean designation never deposes a live master
+    assert ctl.write(UpdateControllerConfigRequest({"enable_elect_unclean_master": "true"})).ok
+    r = ctl.write(ElectMasterRequest("c1", "g1", TRIGGER_ADMIN, 2, True, live_now, ts_ms=ctl.ts))
+    assert not r.ok and r.replica.master_broker_id == 3, r
+    assert "never deposes a live master" in r.remark
