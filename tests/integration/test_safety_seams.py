@@ -279,13 +279,14 @@ def test_item5_an_unclean_recovery_never_deposes_a_master_elected_after_its_plan
     writes were not on the designated replica, and it kept acknowledging until it learned. Now the
     controllers check the plan's state when the election commits. And no unclean designation
     deposes a live master, with or without a plan."""
-    from autoswitch.app.unclean_plan import token_of
     from autoswitch.controller.messages import (
         TRIGGER_ADMIN,
         BrokerLiveInfo,
         ElectMasterRequest,
         UpdateControllerConfigRequest,
     )
+
+    from autoswitch.app.unclean_plan import token_of
 
     ctl = Controller(min_in_sync_replicas=1)
     ctl.register(1, 2, 3)
