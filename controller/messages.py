@@ -31,6 +31,7 @@ from autoswitch.base.features import MAX_LEVEL as MAX_FEATURE_LEVEL
 from autoswitch.base.limits import (
     MAX_ADDRESS_LEN,
     MAX_BROKER_ID,
+    MAX_CONTROLLERS,
     MAX_INCARNATION_LEN,
     MAX_INT64,
     MAX_NAME_LEN,
@@ -80,6 +81,7 @@ AddressOrEmpty = Annotated[str, msgspec.Meta(max_length=MAX_ADDRESS_LEN)]
 Incarnation = Annotated[str, msgspec.Meta(max_length=MAX_INCARNATION_LEN)]   # "" = not stated
 CheckCode = Annotated[str, msgspec.Meta(min_length=1, max_length=MAX_CHECK_CODE_LEN)]
 FeatureLevel = Annotated[int, msgspec.Meta(ge=1, le=MAX_FEATURE_LEVEL)]
+FeatureLevelOrZero = Annotated[int, msgspec.Meta(ge=0, le=MAX_FEATURE_LEVEL)]
 AuditText = Annotated[str, msgspec.Meta(max_length=MAX_AUDIT_FIELD_LEN)]
 Actor = Annotated[str, msgspec.Meta(min_length=1, max_length=MAX_AUDIT_FIELD_LEN)]
 BrokerIds = Annotated[tuple[BrokerId, ...], msgspec.Meta(max_length=MAX_REPLICAS_PER_GROUP)]
@@ -365,6 +367,25 @@ class FinalizeFeaturesRequest(Request, frozen=True, tag="FinalizeFeatures"):
     TYPE: ClassVar[str] = "FinalizeFeatures"
     level: FeatureLevel
     ts_ms: Count = 0
+    # Filled by the leader: the voters of the configuration in force. The state machine refuses a
+    # level that one of them, as the replicated state records it, does not support (the check is
+    # part of the committed entry: a member rolled back after the leader asked is caught once its
+    # record says so; issue 58, item 6). Empty: not checked (entries of earlier releases).
+    voters: Annotated[tuple[Name, ...], msgspec.Meta(max_length=MAX_CONTROLLERS)] = ()
+    # A new cluster's first level: applied only while the state is pristine (nothing written yet
+    # at a lower level), so an upgraded cluster stays where it was (Kafka formats a new cluster
+    # at the newest metadata.version).
+    bootstrap: bool = False
+
+
+class RecordMemberLevelRequest(Request, frozen=True, tag="RecordMemberLevel"):
+    """The highest feature level controller member ``node_id`` runs, as it answered the leader
+    (0: forget the member, it left the configuration). FinalizeFeatures checks the voters' records."""
+
+    TYPE: ClassVar[str] = "RecordMemberLevel"
+    node_id: Name
+    level: FeatureLevelOrZero
+    ts_ms: Count = 0
 
 
 class CheckStateHashRequest(Request, frozen=True, tag="CheckStateHash"):
@@ -414,13 +435,13 @@ class GetControllerConfigRequest(Request, frozen=True, tag="GetControllerConfig"
 WriteRequest = (ApplyBrokerIdRequest | RegisterBrokerRequest | ElectMasterRequest | AlterSyncStateSetRequest
                 | CleanBrokerDataRequest | UpdateControllerConfigRequest | AdminAuditRequest | SetPreferredMasterRequest
                 | CheckStateHashRequest | FinalizeFeaturesRequest | SetMaintenanceRequest
-                | SetControllerMaintenanceRequest | SetZonePreferenceRequest)
+                | SetControllerMaintenanceRequest | SetZonePreferenceRequest | RecordMemberLevelRequest)
 WRITE_REQUESTS: dict[str, type[Request]] = {
     c.TYPE: c
     for c in (ApplyBrokerIdRequest, RegisterBrokerRequest, ElectMasterRequest, AlterSyncStateSetRequest,
               CleanBrokerDataRequest, UpdateControllerConfigRequest, AdminAuditRequest, SetPreferredMasterRequest,
               CheckStateHashRequest, FinalizeFeaturesRequest, SetMaintenanceRequest, SetControllerMaintenanceRequest,
-              SetZonePreferenceRequest)
+              SetZonePreferenceRequest, RecordMemberLevelRequest)
 }
 assert set(WRITE_REQUESTS.values()) == set(WriteRequest.__args__)
 # The requests about one broker group (``broker_name``); the rest are controller-wide.
@@ -595,6 +616,14 @@ class MaintenanceEvent(Event, frozen=True):
 class ZonePreferenceEvent(Event, frozen=True):
     HISTORY: ClassVar[str] = "ZonePreference"
     zones: tuple[str, ...]
+
+
+class MemberLevelEvent(Event, frozen=True):
+    """A controller member's highest supported feature level, recorded (0: forgotten)."""
+
+    HISTORY: ClassVar[str] = "MemberLevel"
+    node_id: str
+    level: int
 
 
 class ControllerMaintenanceEvent(Event, frozen=True):

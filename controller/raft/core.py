@@ -392,9 +392,12 @@ class RaftCore:
         self.fresh = False
         self.catching_up = True
         self._catch_up_started_pending = True
-        self.log_.warning("raft_empty_node_in_existing_cluster", term=self.term, frm=m.frm, type=m.type.name,
-                          note="this node has no log but the cluster has one (a wiped data directory?): no votes "
-                               "and no campaign until a leader brought it up to its commit index")
+        # Not an alarm by itself: a member's first start looks the same until it has caught up, and
+        # only then can the controller tell, from the replicated state, whether it ran here before
+        # (ControllerNode: controller_first_start_caught_up / controller_rejoined_with_empty_data_dir).
+        self.log_.info("raft_empty_node_catching_up", term=self.term, frm=m.frm, type=m.type.name,
+                       note="this node has no log but the cluster has one: no votes and no campaign until a leader "
+                            "brought it up to its commit index")
 
     # ------------------------------------------------------------------ step
     def step(self, m: Message) -> None:

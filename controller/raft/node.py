@@ -52,7 +52,8 @@ class RaftNode:
                  config: RaftConfig | None = None, *, transport: RaftTransport,
                  seed: int | None = None, storage: Storage | None = None,
                  min_log_index: int = 0, membership: Membership | None = None,
-                 on_membership: Callable[[Membership, int], None] | None = None) -> None:
+                 on_membership: Callable[[Membership, int], None] | None = None,
+                 on_caught_up: Callable[[], None] | None = None) -> None:
         """``min_log_index``: an index this node is known to have applied (the controller's event
         history); a log or snapshot that ends before it lost committed entries, and start refuses.
 
@@ -63,6 +64,7 @@ class RaftNode:
         self.node_id = node_id
         self.bootstrap = membership
         self.on_membership = on_membership
+        self.on_caught_up = on_caught_up    # a node that started empty caught up (after that Ready's entries applied)
         self._conf_version = -1
         self.min_log_index = min_log_index
         self.cfg = config or RaftConfig()
@@ -288,6 +290,8 @@ class RaftNode:
                     prop.decide(pos, err if err is not None else result)
         if rd.committed_entries:
             self.sm.after_apply_batch()
+        if rd.caught_up and self.on_caught_up is not None:
+            self.on_caught_up()
         if rd.soft_state is not None:
             self.log.info("raft_role", role=rd.soft_state.role.value, leader=rd.soft_state.leader_id,
                           term=rd.soft_state.term)

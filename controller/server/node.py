@@ -38,7 +38,7 @@ from autoswitch.controller.failover.election_scanner import ElectionScanner
 from autoswitch.controller.failover.liveness import HeartbeatTable
 from autoswitch.controller.failover.liveness_desk import DeadReportMarker, LivenessDesk
 from autoswitch.controller.failover.peers import PeerLiveness
-from autoswitch.controller.server import maintenance_ops, sm_adapter
+from autoswitch.controller.server import features_ops, maintenance_ops, sm_adapter
 from autoswitch.controller.server.alerts import Alerter
 from autoswitch.controller.server.authz import CONTROLLER_RULES
 from autoswitch.controller.server.eventlog import EventLog
@@ -173,7 +173,8 @@ class ControllerNode:
                                               interceptors=[server_interceptor(self.guard, tls.peer_identity,
                                                                                tls.peer_cluster)]
                                               if self.guard is not None else [],
-                                              on_membership=self.membership.update)
+                                              on_membership=self.membership.update,
+                                              on_caught_up=self._caught_up_from_empty)
         cfg = self.config
         self.proposer = Proposer(self.node_id, self.raft, self.membership, propose_timeout_s=cfg.propose_timeout_s,
                                  read_timeout_s=cfg.read_timeout_s, max_message_bytes=cfg.max_message_bytes,
@@ -216,6 +217,7 @@ class ControllerNode:
             self.spawn(self.state_check.run(self._stopped, lambda: self.is_leader), "state-hash-check", essential=True)
         promote = self.membership_changes.promote_loop(lambda: self.is_leader, self._stopped)
         self.spawn(promote, "learner-promotion", essential=True)
+        self.spawn(features_ops.keep_member_levels(self, self._stopped), "member-levels", essential=True)
         svc, hpb = self._health
         await svc.set("", hpb.HealthCheckResponse.SERVING)
         if cfg.metrics_listen:
@@ -225,6 +227,19 @@ class ControllerNode:
                                           if cfg.metrics_token_file else "")
             await self._observe.start()
         self.log.info("controller_started", version=VERSION, featureLevelSupported=features.SUPPORTED_LEVEL, listen=cfg.listen_addr, peers=cfg.peers)
+
+    def _caught_up_from_empty(self) -> None:
+        """This node started without a log in a cluster that has one, and has caught up: the
+        replicated state now says whether it ran here before. A first start (a new member, or the
+        last of a first deployment to come up) is no alarm; a member the state records came back
+        with an empty data directory: a wiped or replaced disk (issue 58, item 7; etcd tells the
+        two apart by --initial-cluster-state, we by what the cluster remembers)."""
+        if self.node_id in self.sm.member_levels:
+            self.log.warning("controller_rejoined_with_empty_data_dir", applied=self.sm.inner.last_applied_index,
+                             note="this member ran in this cluster before and came back without its data directory "
+                                  "(wiped or replaced disk): it caught up from the leader before voting again")
+        else:
+            self.log.info("controller_first_start_caught_up", applied=self.sm.inner.last_applied_index)
 
     def _on_membership(self, _conf: Any) -> None:
         """The configuration in force changed. Peer queries follow the voters; a node that has just
@@ -293,7 +308,7 @@ class ControllerNode:
         if why is None or self.feature_unsupported is not None:
             return
         self.feature_unsupported = why
-        self.log.critical("feature_level_unsupported", level=level, supported=features.SUPPORTED_LEVEL,
+        self.log.critical("feature_level_unsupported", featureLevel=level, supported=features.SUPPORTED_LEVEL,
                           version=VERSION, action="this member stopped voting, leading and answering: " + why)
         if hasattr(self, "raft"):
             self.raft.silence("feature_level_unsupported")

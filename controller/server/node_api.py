@@ -60,6 +60,7 @@ class ServedNode(StreamedNode, Protocol):
     elections: ElectionScanner
     state_check: StateCheck | None
     log: EventLogger
+    feature_unsupported: str | None     # why this member cannot run the finalized level (None: it can)
 
     @property
     def is_leader(self) -> bool: ...

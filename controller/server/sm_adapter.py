@@ -91,7 +91,8 @@ PROCESS_RAFT_DEFAULTS: dict[str, Any] = {"snapshot_every": 2000}
 
 def make_consensus(config: ControllerConfig, data_dir: Path, state_machine: AppliedStateMachine, server: Any,
                    min_log_index: int = 0, interceptors: list | None = None,
-                   on_membership: Callable[[Any, int], None] | None = None) -> Consensus:
+                   on_membership: Callable[[Any, int], None] | None = None,
+                   on_caught_up: Callable[[], None] | None = None) -> Consensus:
     if config.backend != "raft":
         from autoswitch.controller.store.base import open_store
         from autoswitch.controller.store.node import StoreLogNode
@@ -116,7 +117,7 @@ def make_consensus(config: ControllerConfig, data_dir: Path, state_machine: Appl
         transport = GrpcRaftTransport(config.node_id, peers, raft_cfg, cid, server=server, tls=config.tls)
     return RaftNode(config.node_id, peers, data_dir, state_machine, raft_cfg, transport=transport,
                     min_log_index=min_log_index, membership=config.bootstrap_membership(),
-                    on_membership=on_membership)
+                    on_membership=on_membership, on_caught_up=on_caught_up)
 
 
 class AppliedStateMachine:
@@ -272,6 +273,15 @@ class AppliedStateMachine:
     def feature_level(self) -> int:
         """The cluster's finalized feature level as applied here."""
         return self.inner.state.feature_level
+
+    @property
+    def member_levels(self) -> dict[str, int]:
+        """Each controller member's recorded highest feature level (RecordMemberLevel)."""
+        return self.inner.state.member_levels
+
+    def pristine(self) -> bool:
+        """Nothing written yet that a lower feature level would read: a new cluster."""
+        return self.inner.state.pristine()
 
     @property
     def controller_maintenance(self) -> frozenset[str]:

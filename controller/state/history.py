@@ -23,6 +23,7 @@ from autoswitch.controller.messages import (
     Event,
     FeatureLevelEvent,
     MaintenanceEvent,
+    MemberLevelEvent,
     PreferredMasterEvent,
     UpdateBrokerAddressEvent,
     UpdateConfigEvent,
@@ -89,6 +90,8 @@ def event_history_record(event: Event, index: int, ts_ms: int,
         reason = "zone_preference:" + ",".join(event.zones)
     elif isinstance(event, MaintenanceEvent):
         reason = f"maintenance_{'on' if event.on else 'off'}:{event.broker_id}"
+    elif isinstance(event, MemberLevelEvent):
+        reason = f"member_level:{event.node_id}={event.level}"
     elif isinstance(event, ControllerMaintenanceEvent):
         reason = f"controller_maintenance_{'on' if event.on else 'off'}:{event.node_id}"
     elif isinstance(event, PreferredMasterEvent):

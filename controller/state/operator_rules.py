@@ -10,7 +10,9 @@ from autoswitch.controller.messages import (
     FeatureLevelEvent,
     FinalizeFeaturesRequest,
     MaintenanceEvent,
+    MemberLevelEvent,
     PreferredMasterEvent,
+    RecordMemberLevelRequest,
     SetControllerMaintenanceRequest,
     SetMaintenanceRequest,
     SetPreferredMasterRequest,
@@ -21,6 +23,7 @@ from autoswitch.controller.state.outcome import Outcome, reject
 from autoswitch.controller.state.sm_state import ControllerState
 
 from autoswitch.base.features import OPERATOR_LEVEL
+from autoswitch.base.limits import MAX_CONTROLLERS
 
 
 def set_preferred_master(req: SetPreferredMasterRequest, state: ControllerState) -> tuple[list[Event], Outcome]:
@@ -36,12 +39,33 @@ def set_preferred_master(req: SetPreferredMasterRequest, state: ControllerState)
 
 
 def finalize_features(req: FinalizeFeaturesRequest, state: ControllerState) -> tuple[list[Event], Outcome]:
-    # Which members support the level was the proposing leader's check (plan_finalize); here
-    # only what every member decides alike from the state: the level, and no lowering below
-    # the baseline (its type's bound).
+    # The brokers' levels and a live answer from every member were the proposing leader's check
+    # (plan_finalize); here what every member decides alike from the state, at the moment the entry
+    # commits: every voter the leader named has a recorded level that supports the target (a
+    # member rolled back after the leader asked it, once its record says so, is caught here), and
+    # a bootstrap applies only to a new cluster's pristine state.
+    if req.bootstrap and not state.pristine():
+        return [], Outcome(remark="not a new cluster: the bootstrap level is not applied",
+                           data={"level": state.feature_level})
     if req.level == state.feature_level:
         return [], Outcome(remark="unchanged", data={"level": state.feature_level})
+    if req.level > state.feature_level:
+        behind = {v: state.member_levels.get(v, 0) for v in req.voters if state.member_levels.get(v, 0) < req.level}
+        if behind:
+            who = ", ".join(f"{v} ({'no level recorded' if lvl == 0 else f'supports {lvl}'})"
+                            for v, lvl in sorted(behind.items()))
+            return reject(Code.CONTROLLER_FEATURE_REFUSED,
+                          f"feature level {req.level} refused when it was to commit: not every voter supports it: {who}")
     return [FeatureLevelEvent("", req.level, state.feature_level)], Outcome(data={"level": req.level})
+
+
+def record_member_level(req: RecordMemberLevelRequest, state: ControllerState) -> tuple[list[Event], Outcome]:
+    if state.member_levels.get(req.node_id, 0) == req.level:
+        return [], Outcome(remark="unchanged", data={"level": req.level})
+    if req.level and req.node_id not in state.member_levels and len(state.member_levels) >= 4 * MAX_CONTROLLERS:
+        return reject(Code.CONTROLLER_INVALID_REQUEST, f"too many controller members recorded (limit "
+                                                       f"{4 * MAX_CONTROLLERS}): forget departed ones first")
+    return [MemberLevelEvent("", req.node_id, req.level)], Outcome(data={"level": req.level})
 
 
 def needs_level(state: ControllerState, level: int, what: str) -> tuple[list[Event], Outcome] | None:

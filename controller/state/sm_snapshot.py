@@ -25,6 +25,7 @@ from autoswitch.controller.state.sm_state import (
 
 from autoswitch.base.errors import too_new
 from autoswitch.base.features import BASELINE_LEVEL, MAX_LEVEL
+from autoswitch.base.limits import MAX_CONTROLLERS
 
 _SNAP_MAGIC = b"ASSM"
 _SNAP_VERSION = 1
@@ -61,6 +62,8 @@ def _doc(state: ControllerState) -> dict[str, Any]:
         doc["feature_level"] = state.feature_level
     if state.controller_maintenance:
         doc["controller_maintenance"] = sorted(state.controller_maintenance)
+    if state.member_levels:
+        doc["member_levels"] = dict(sorted(state.member_levels.items()))
     if state.last_outcome != (0, ""):
         doc["last_outcome"] = list(state.last_outcome)
     return doc
@@ -174,6 +177,12 @@ def decode_snapshot(data: bytes) -> tuple[ControllerState, int]:
         if not isinstance(cm, list) or not all(isinstance(x, str) and x for x in cm):
             raise ValueError("bad controller_maintenance")
         state.controller_maintenance = frozenset(cm)
+        ml = doc.get("member_levels", {})
+        if not isinstance(ml, dict) or len(ml) > MAX_CONTROLLERS * 4 or not all(
+                isinstance(k, str) and k and isinstance(v, int) and not isinstance(v, bool) and 1 <= v <= MAX_LEVEL
+                for k, v in ml.items()):
+            raise ValueError("bad member_levels")
+        state.member_levels = dict(ml)
         index = doc["index"]
         if not isinstance(index, int) or index < 0:
             raise ValueError("bad index")

@@ -21,6 +21,7 @@ from autoswitch.controller.messages import (
     Event,
     FeatureLevelEvent,
     MaintenanceEvent,
+    MemberLevelEvent,
     PreferredMasterEvent,
     ReplicaView,
     UpdateBrokerAddressEvent,
@@ -152,6 +153,17 @@ class ControllerState:
         self.feature_level: int = BASELINE_LEVEL
         # controller members in maintenance (SetControllerMaintenance): they never campaign
         self.controller_maintenance: frozenset[str] = frozenset()
+        # each controller member's highest supported feature level, as the leader last heard it
+        # (RecordMemberLevel): FinalizeFeatures refuses a level a voter's record lacks
+        self.member_levels: dict[str, int] = {}
+
+    def pristine(self) -> bool:
+        """A new cluster: never finalized, and no group has had a master yet (registrations only,
+        whose meaning does not depend on the level). An upgraded cluster has elected masters, and
+        stays at its level until an operator finalizes. Replaying the log is deterministic either
+        way: the level is part of the replicated state, raised by an entry like any other."""
+        return (self.feature_level == BASELINE_LEVEL and not self.tombstones and not self.controller_maintenance
+                and all(g.first_election for g in self.groups.values()))
 
     def apply_event(self, ev: Event) -> None:
         """Apply one event to the live state (replay, tests). Same code as the staged path."""
@@ -165,6 +177,9 @@ class ControllerState:
             return
         if isinstance(ev, ControllerMaintenanceEvent):
             self.controller_maintenance = apply_controller_maintenance(self.controller_maintenance, ev)
+            return
+        if isinstance(ev, MemberLevelEvent):
+            self.member_levels = apply_member_level(self.member_levels, ev)
             return
         name = ev.broker_name
         g = self.groups.get(name)
@@ -188,6 +203,15 @@ def commit_group(state: ControllerState, name: str, old: GroupState | None, new:
 
 def apply_controller_maintenance(current: frozenset[str], ev: ControllerMaintenanceEvent) -> frozenset[str]:
     return current | {ev.node_id} if ev.on else current - {ev.node_id}
+
+
+def apply_member_level(current: dict[str, int], ev: MemberLevelEvent) -> dict[str, int]:
+    out = dict(current)
+    if ev.level:
+        out[ev.node_id] = ev.level
+    else:
+        out.pop(ev.node_id, None)
+    return out
 
 
 def apply_config(cfg: SMConfig, ev: UpdateConfigEvent) -> None:

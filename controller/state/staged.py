@@ -8,6 +8,7 @@ from autoswitch.controller.messages import (
     ControllerMaintenanceEvent,
     Event,
     FeatureLevelEvent,
+    MemberLevelEvent,
     UpdateConfigEvent,
 )
 from autoswitch.controller.state.sm_config import SMConfig
@@ -17,6 +18,7 @@ from autoswitch.controller.state.sm_state import (
     apply_config,
     apply_controller_maintenance,
     apply_group_event,
+    apply_member_level,
     check_group_invariants,
     commit_group,
 )
@@ -25,7 +27,7 @@ from autoswitch.controller.state.sm_state import (
 class Staged:
     """Copies of the touched groups/config with the events applied, not yet committed."""
 
-    __slots__ = ("state", "groups", "config", "feature_level", "controller_maintenance", "after")
+    __slots__ = ("state", "groups", "config", "feature_level", "controller_maintenance", "member_levels", "after")
 
     def __init__(self, state: ControllerState) -> None:
         self.state = state
@@ -33,6 +35,7 @@ class Staged:
         self.config: SMConfig | None = None
         self.feature_level: int | None = None
         self.controller_maintenance: frozenset[str] | None = None
+        self.member_levels: dict[str, int] | None = None
         # The touched group's state right after each applied event (for the history records).
         # Each event applies to a fresh copy, so these objects are never mutated afterwards.
         self.after: list[GroupState | None] = []
@@ -54,6 +57,11 @@ class Staged:
             return
         if isinstance(ev, FeatureLevelEvent):
             self.feature_level = ev.level
+            self.after.append(None)
+            return
+        if isinstance(ev, MemberLevelEvent):
+            self.member_levels = apply_member_level(
+                self.member_levels if self.member_levels is not None else self.state.member_levels, ev)
             self.after.append(None)
             return
         if isinstance(ev, ControllerMaintenanceEvent):
@@ -81,3 +89,5 @@ class Staged:
             self.state.feature_level = self.feature_level
         if self.controller_maintenance is not None:
             self.state.controller_maintenance = self.controller_maintenance
+        if self.member_levels is not None:
+            self.state.member_levels = self.member_levels

@@ -130,6 +130,11 @@ def live(bid: int, store: MessageStore, clean: bool = True, diverged: bool = Fal
                           incarnation=incarnation, diverged=diverged)
 
 
+def live_info(bid: int, max_offset: int = 100, epoch: int = 0) -> BrokerLiveInfo:
+    """A report of a replica without a store behind it (state-machine-only schedules)."""
+    return BrokerLiveInfo(bid, epoch, max_offset, max_offset)
+
+
 def replica_info(view: Any) -> rmm.ReplicaInfo:
     return rmm.ReplicaInfo(view.master_broker_id or 0, view.master_address or "", view.master_epoch,
                            frozenset(view.sync_state_set), view.sync_state_set_epoch)

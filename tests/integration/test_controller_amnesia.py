@@ -175,10 +175,41 @@ def test_a_wholly_wiped_data_directory_rejoins_only_as_a_catching_up_member(proc
             return int(m.groups) == WRITES
     asyncio.run(until(n3_caught_up, "the wiped node caught up from the leader", interval_s=0.05))
     text = cl.proc["n3"].log_text()
-    assert "raft_empty_node_in_existing_cluster" in text and "raft_caught_up" in text, text[-3000:]
+    assert "raft_empty_node_catching_up" in text and "raft_caught_up" in text, text[-3000:]
+    assert "controller_rejoined_with_empty_data_dir" in text, text[-3000:]
     # a member again: it applies what the cluster writes next
     asyncio.run(_write(cl, WRITES, 3))
 
     async def n3_has_more() -> bool:
         return await _groups(cl, "n3") == WRITES + 3
     asyncio.run(until(n3_has_more, "the rejoined node applies new writes", interval_s=0.05))
+
+
+def test_the_last_controller_of_a_first_deployment_raises_no_false_alarm(procs, tmp_path):
+    """Issue 58, item 7: on a normal first deployment the controller that starts last finds a
+    cluster with a log and no log of its own. It catches up before voting, as a wiped one does,
+    but without the wiped-directory warning (operators would learn to ignore it): it says it is a
+    first start once it has caught up and sees the cluster never recorded it."""
+    cl = Cluster(procs, tmp_path)
+    cl.start("n1")
+    cl.start("n2")
+
+    async def write_two() -> None:          # n1 and n2 elect a leader and commit entries
+        async with ControllerClient(f"{cl.addrs['n1']},{cl.addrs['n2']}", deadline_s=60) as c:
+            await wait_leader(c)
+            for i in range(5):
+                await c.apply_broker_id("c1", f"g{i}", 1, f"k{i}")
+    asyncio.run(write_two())
+    cl.start("n3")
+
+    async def n3_has_all() -> bool:
+        return await _groups(cl, "n3") == 5
+    asyncio.run(until(n3_has_all, "n3 caught up", interval_s=0.05))
+    async def said() -> bool:
+        return "controller_first_start_caught_up" in cl.proc["n3"].log_text()
+    asyncio.run(until(said, "n3 said it is a first start", interval_s=0.05))
+    text = cl.proc["n3"].log_text()
+    assert "raft_empty_node_catching_up" in text, text[-3000:]
+    assert '"level":"warning"' not in "\n".join(x for x in text.splitlines() if "empty" in x or "rejoined" in x), \
+        text[-3000:]
+    assert "controller_rejoined_with_empty_data_dir" not in text

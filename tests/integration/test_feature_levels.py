@@ -39,17 +39,20 @@ def test_members_state_their_level_and_finalize_refuses_what_one_does_not_run(pr
         return r if r["ok"] and len(brokers) == 3 and all(m["supported"] != "not heard" for m in brokers) else None
 
     r = wait_until(described, 30, "every broker's level heard by the leader")["result"]
-    assert r["finalized"] == features.BASELINE_LEVEL and r["supported_by_leader"] == features.SUPPORTED_LEVEL
+    # a new cluster starts at the newest level every controller runs (issue 64, item 3)
+    assert r["finalized"] == features.SUPPORTED_LEVEL == r["supported_by_leader"], r
     assert sorted(m["member"] for m in r["members"]) == [
         "broker g1/1", "broker g1/2", "broker g1/3", "controller n1", "controller n2", "controller n3"]
     assert {(m["supported"], m["version"]) for m in r["members"]} == {(features.SUPPORTED_LEVEL, __version__)}
 
     md = admin("get-controller-metadata", "--controller", ctl, "--json")["result"]["nodes"]
     assert {(n["version"], n["feature_level"], n["feature_level_supported"]) for n in md} == {
-        (__version__, 1, features.SUPPORTED_LEVEL)}
+        (__version__, features.SUPPORTED_LEVEL, features.SUPPORTED_LEVEL)}
 
-    r = admin("finalize-features", "--controller", ctl, "--level", "1", "--dry-run", "--json")
-    assert r["ok"] and r["result"]["finalized"] == 1 and "finalized already" in r["result"]["message"], r
+    top = str(features.SUPPORTED_LEVEL)
+    r = admin("finalize-features", "--controller", ctl, "--level", top, "--dry-run", "--json")
+    assert r["ok"] and r["result"]["finalized"] == features.SUPPORTED_LEVEL, r
+    assert "finalized already" in r["result"]["message"], r
     r = admin("finalize-features", "--controller", ctl, "--level", str(features.SUPPORTED_LEVEL + 1), "--json")
     assert not r["ok"] and r["error"]["code"] == "CONTROLLER_FEATURE_REFUSED", r
     assert "unknown here" in r["error"]["message"] and len(r["error"]["members"]) == 6, r
@@ -83,4 +86,5 @@ def test_a_controller_whose_state_is_finalized_above_its_level_stops_leading(pro
     (node,) = admin("get-controller-metadata", "--controller", cl.spec, "--json")["result"]["nodes"]
     assert node["feature_level"] == features.SUPPORTED_LEVEL + 1 and node["raft_role"] != "leader", node
     line = next(json.loads(x) for x in cl.proc["n1"].log_text().splitlines() if "feature_level_unsupported" in x)
-    assert line["level"] == features.SUPPORTED_LEVEL + 1 and "run a version that supports it" in line["action"]
+    assert line["level"] == "critical" and line["featureLevel"] == features.SUPPORTED_LEVEL + 1
+    assert "run a version that supports it" in line["action"]

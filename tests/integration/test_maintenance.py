@@ -29,11 +29,9 @@ def test_a_cordoned_master_drains_and_stays_passed_over_across_a_controller_lead
     c.wait_sync_state_set({1, 2, 3}, timeout=60)
     ctl = ",".join(c.ctl_addrs.values())
 
-    r = admin("maintenance", "on", "--controller", ctl, "--group", "g1", "--broker-id", str(m1))
-    assert not r["ok"] and r["error"]["code"] == "CONTROLLER_FEATURE_UNSUPPORTED", r
-    assert "finalize-features --level 2" in r["error"]["message"], r
-    r = admin("finalize-features", "--controller", ctl, "--level", "2")
-    assert r["ok"] and r["result"]["finalized"] == 2, r
+    # a new cluster starts at the newest level every member runs: maintenance works out of the box
+    # (issue 64, item 3; before, it was refused until `finalize-features --level 2`)
+    assert admin("features", "--controller", ctl)["result"]["finalized"] >= 2
 
     ack_log = tmp_path / "acks.jsonl"
     prod = c.producer("producer", ack_log, duration_s=20, retry_deadline_s=60)
@@ -80,7 +78,6 @@ def test_a_controller_in_maintenance_hands_leadership_over_and_is_not_elected(pr
     c = FailoverCluster(procs, tmp_path)
     c.start_controllers()
     ctl = ",".join(c.ctl_addrs.values())
-    assert admin("finalize-features", "--controller", ctl, "--level", "2")["ok"]
     first = wait_until(lambda: _leader(ctl), 30, "a controller leader")
     r = admin("maintenance", "on", "--controller", ctl, "--controller-node", first)
     assert r["ok"] and r["result"]["controllers_in_maintenance"] == [first], r
@@ -102,7 +99,6 @@ def test_a_preferred_master_in_maintenance_is_not_moved_to_and_the_wait_explains
     m1, e1 = c.wait_master(timeout=60)
     c.wait_sync_state_set({1, 2, 3}, timeout=60)
     ctl = ",".join(c.ctl_addrs.values())
-    assert admin("finalize-features", "--controller", ctl, "--level", "2")["ok"]
     preferred = min({1, 2, 3} - {m1})
     assert admin("set-preferred-master", "--controller", ctl, "-b", "g1", "-i", str(preferred))["ok"]
     assert admin("maintenance", "on", "--controller", ctl, "-b", "g1", "-i", str(preferred))["ok"]

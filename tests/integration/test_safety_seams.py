@@ -24,6 +24,7 @@ from tests.integration.seams import (
     all_bytes,
     ha_config,
     live,
+    live_info,
     messages,
     power_cut,
     record_starts,
@@ -311,3 +312,48 @@ def test_item5_an_unclean_recovery_never_deposes_a_master_elected_after_its_plan
     r = ctl.write(ElectMasterRequest("c1", "g1", TRIGGER_ADMIN, 2, True, live_now, ts_ms=ctl.ts))
     assert not r.ok and r.replica.master_broker_id == 3, r
     assert "never deposes a live master" in r.remark
+
+
+def test_item6_the_feature_level_check_is_part_of_the_committed_entry():
+    """Before the fix, finalize-features asked the members and then proposed: a member rolled back
+    in between applied a level it does not run and silenced itself (two of them stop the cluster).
+    Now each member's level is in the replicated state and the FinalizeFeatures entry names the
+    voters: the state machine refuses, when the entry commits, a level a voter's record lacks."""
+    from autoswitch.controller.messages import FinalizeFeaturesRequest, RecordMemberLevelRequest
+
+    from autoswitch.base.features import OPERATOR_LEVEL, SAFETY_LEVEL
+
+    ctl = Controller(level=OPERATOR_LEVEL)
+    ctl.register(1)
+    assert ctl.elect([live_info(1)], broker_id=1).ok        # an upgraded cluster: not pristine
+    for n in ("n1", "n2", "n3"):
+        assert ctl.write(RecordMemberLevelRequest(node_id=n, level=SAFETY_LEVEL)).ok
+    # the leader asked at this point: everyone runs level 3; then n3 is rolled back, and says so
+    assert ctl.write(RecordMemberLevelRequest(node_id="n3", level=OPERATOR_LEVEL)).ok
+    r = ctl.write(FinalizeFeaturesRequest(level=SAFETY_LEVEL, voters=("n1", "n2", "n3")))
+    assert not r.ok and "n3 (supports 2)" in r.remark, r
+    assert ctl.sm.state.feature_level == OPERATOR_LEVEL
+    # a voter with no record at all is refused too
+    r = ctl.write(FinalizeFeaturesRequest(level=SAFETY_LEVEL, voters=("n1", "n2", "n4")))
+    assert not r.ok and "n4 (no level recorded)" in r.remark, r
+    assert ctl.write(RecordMemberLevelRequest(node_id="n3", level=SAFETY_LEVEL)).ok
+    assert ctl.write(FinalizeFeaturesRequest(level=SAFETY_LEVEL, voters=("n1", "n2", "n3"))).ok
+    assert ctl.sm.state.feature_level == SAFETY_LEVEL
+
+
+def test_a_new_cluster_starts_at_the_newest_level_and_an_upgraded_one_stays():
+    """Issue 64, item 3 (with issue 58, item 6's records): a bootstrap level applies only to a
+    pristine state; a cluster that elected masters at a lower level keeps it."""
+    from autoswitch.controller.messages import FinalizeFeaturesRequest
+
+    from autoswitch.base.features import BASELINE_LEVEL, SUPPORTED_LEVEL
+
+    new = Controller(level=BASELINE_LEVEL)
+    new.register(1, 2)                          # registrations only: still a new cluster
+    assert new.write(FinalizeFeaturesRequest(level=SUPPORTED_LEVEL, bootstrap=True)).ok
+    assert new.sm.state.feature_level == SUPPORTED_LEVEL
+    old = Controller(level=BASELINE_LEVEL)
+    old.register(1)
+    assert old.elect([live_info(1)], broker_id=1).ok
+    r = old.write(FinalizeFeaturesRequest(level=SUPPORTED_LEVEL, bootstrap=True))
+    assert "not a new cluster" in r.remark and old.sm.state.feature_level == BASELINE_LEVEL

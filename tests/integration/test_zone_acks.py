@@ -43,7 +43,6 @@ def test_acks_span_zones_and_an_election_that_cannot_keep_them_says_so(procs, tm
     m1, e1 = c.wait_master(timeout=60)
     c.wait_sync_state_set({1, 2, 3}, timeout=60)
     ctl = ",".join(c.ctl_addrs.values())
-    assert admin("finalize-features", "--controller", ctl, "--level", "2")["ok"]
     if ZONE[c.master_name()] == "zb":          # the scenario wants the master where two replicas are
         to = c.status("b1")["broker_id"]
         assert admin("transfer-master", "--broker", c.broker_addr(c.master_name()), "--to", str(to))["ok"]
