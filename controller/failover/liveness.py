@@ -187,15 +187,47 @@ class HeartbeatTable:
         self._sessions: dict[Key, _Session] = {}
         self.fast_failover = True            # False: session closes are ignored (timeout path only)
         self._last_sign: dict[Key, int] = {}    # key -> last heartbeat or farewell of any process of it
+        # key -> the highest (last epoch, offset) the replica stated as holding durably: the
+        # confirmOffset of its clean reports (durable acknowledgements fsync before they count,
+        # and a clean report of an async replica is a clean stop's). A later report below it is of
+        # a log that went backwards (a backup restored in place, a rolled-back disk or VM snapshot,
+        # a file system that lied about fsync): never clean, whatever its marker says (issue 58,
+        # item 8), until its log is past the mark again. In memory on every node: one that
+        # restarts forgets, the others' reports still count (``combine``: any unclean one wins).
+        self._durable: dict[Key, tuple[int, int]] = {}
 
     def __len__(self) -> int:
         return len(self._beats)
 
+    def durable_mark(self, broker_name: str, broker_id: int) -> tuple[int, int] | None:
+        """(last epoch, offset): the most this replica stated it holds durably (None: nothing yet)."""
+        return self._durable.get((broker_name, broker_id))
+
+    def regressed(self, broker_name: str, report: BrokerReport) -> bool:
+        """``report`` describes a log below what this replica stated it held durably."""
+        mark = self._durable.get((broker_name, report.broker_id))
+        return mark is not None and (report.epoch, report.max_offset) < mark
+
+    def _note_durable(self, key: Key, report: BrokerReport) -> None:
+        if not report.clean_shutdown or report.epoch <= 0:
+            return
+        held = (report.epoch, min(report.confirm_offset, report.max_offset))
+        mark = self._durable.get(key)
+        if mark is None or held > mark:
+            if mark is None and len(self._durable) >= self.max_entries:
+                return          # bounded; the other nodes' marks still count
+            self._durable[key] = held
+
     def record(self, broker_name: str, report: BrokerReport, now_ms: int) -> bool:
-        """Store a heartbeat received now. False (nothing stored) when the table is full."""
+        """Store a heartbeat received now (a report of a log below the replica's durable mark is
+        stored as not clean). False (nothing stored) when the table is full."""
         key = (broker_name, report.broker_id)
         if key not in self._beats and len(self._beats) >= self.max_entries:
             return False
+        if report.clean_shutdown and self.regressed(broker_name, report):
+            report = replace(report, clean_shutdown=False)
+        else:
+            self._note_durable(key, report)
         prev = self._beats.get(key)
         # Receipt times never go backwards even if the caller's clock does.
         received = max(now_ms, prev.received_ms) if prev is not None else now_ms
@@ -472,6 +504,15 @@ def combine(n_nodes: int, opinions: Sequence[NodeOpinion]) -> Verdict:
     timed_out = sum(1 for o in opinions if o.opinion is Opinion.DEAD and not o.crashed)
     with_report = [o for o in alive if o.report is not None]
     freshest = min(with_report, key=lambda o: o.last_heard_ms_ago).report if with_report else None
+    if freshest is not None:
+        # A node that knows more says so: a report it holds as not clean (a log below the durable
+        # mark it remembers, a crash another process told it of) or diverged is not outvoted by a
+        # fresher one from a node that forgot (restarted) or had not heard yet.
+        unclean = any(not o.report.clean_shutdown for o in with_report if o.report is not None)
+        diverged = any(o.report.diverged for o in with_report if o.report is not None)
+        if (unclean and freshest.clean_shutdown) or (diverged and not freshest.diverged):
+            freshest = replace(freshest, clean_shutdown=freshest.clean_shutdown and not unclean,
+                               diverged=freshest.diverged or diverged)
     v = Verdict(len(alive) >= need, dead >= need, len(alive), dead, freshest, timed_out >= need)
     assert not (v.alive and v.dead)
     return v

@@ -116,6 +116,7 @@ class LivenessDesk:
         self.peer_query_timeout_s = peer_query_timeout_s
         self.log = log
         self.refusal_log = RateLimitedLog(log)
+        self._regressions = RateLimitedLog(log, 30.0)     # replica_log_regressed, per broker
         self.on_master_crashed = on_master_crashed
         self.longest_stated_timeout_ms = 0     # the longest heartbeat timeout a broker stated here
 
@@ -169,6 +170,15 @@ class LivenessDesk:
                               incarnation=r.incarnation[:MAX_INCARNATION_LEN])
             return False
         self.check_incarnation(g, r.broker_id, r.incarnation, "BrokerHeartbeat")
+        if r.clean_shutdown and self.heartbeats.regressed(g, r):
+            mark = self.heartbeats.durable_mark(g, r.broker_id)
+            self._regressions.warning((g, r.broker_id), "replica_log_regressed", group=g, brokerId=r.broker_id,
+                                      epoch=r.epoch, maxOffset=r.max_offset, durableMark=list(mark or ()),
+                                      note="its log is below what it stated it held durably: not a clean candidate "
+                                           "until it is past that point again")
+            if self.is_leader:
+                self.alerter.emit_once("log_regressed", g, r.epoch, sm_adapter.wall_ms(), brokerId=r.broker_id,
+                                       maxOffset=r.max_offset, durableMark=list(mark or ()))
         if not self.heartbeats.record(g, r, now):
             raise NodeReply(Code.CONTROLLER_OVERLOADED, "heartbeat table full")
         epoch, master = self.sm.master_of(g)

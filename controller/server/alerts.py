@@ -9,7 +9,9 @@ majority holds it dead: an asymmetric partition or a freeze in progress), ``mast
 (the master heartbeats but the leader holds its lease grants after a DEAD report: it is about to
 fence itself, the "fenced master" alert), ``settings_mismatch`` (a broker states a
 min_in_sync_replicas other than the controllers': the smaller decides, so it costs availability,
-but the operator should make them agree).
+but the operator should make them agree), ``log_regressed`` (a replica reports a log below what it
+stated it held durably: a backup restored in place, a rolled-back disk or VM snapshot, a file
+system that lied about fsync; it is no clean candidate until it is past that point again).
 
 The script is called as ``SCRIPT KIND GROUP JSON`` (JSON: the whole alert); its output is
 discarded, a non-zero exit and a timeout are logged. At most ``max_alerts_in_flight`` scripts run
@@ -33,7 +35,7 @@ from autoswitch.base.waits import cancel_and_wait
 
 ALL = "*"           # the Watchers key every alert is published under
 KINDS = ("master_elected", "no_master", "master_crashed", "liveness_disagreement", "master_lease_refused",
-         "settings_mismatch", "gray_failover", "cluster_degraded")
+         "settings_mismatch", "gray_failover", "cluster_degraded", "log_regressed")
 MAX_DETAIL_CHARS = 2000
 MAX_ONCE_KEYS = 10_000
 
