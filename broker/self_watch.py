@@ -50,6 +50,13 @@ class WatchedLog:
         finally:
             self._io.end()
 
+    def sync_log(self) -> None:
+        self._io.begin("fsync")
+        try:
+            self._store.sync_log()
+        finally:
+            self._io.end()
+
     @property
     def synced_offset(self) -> int:
         return int(self._store.synced_offset)
@@ -74,6 +81,8 @@ class SelfWatch:
             cfg.health_window_s, cfg.slow_append_ms, cfg.slow_fsync_ms, cfg.slow_loop_lag_ms,
             cfg.health_degrade_windows, cfg.health_recover_windows), time.monotonic())
         self.io = IoWatch(sink=self.health.sample)
+        # the group commit's own thread (write_path.GroupFlusher): its fdatasync, beside the loop's work
+        self.sync_io = IoWatch(sink=self.health.sample)
         self.watchdog = StallWatchdog(facts, cfg.disk_stall_timeout_ms / 1000, cfg.disk_stall_cooldown_s, log,
                                       loop_timeout_s=cfg.loop_stall_timeout_ms / 1000)
         self._log = log

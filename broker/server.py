@@ -123,7 +123,7 @@ class Broker:
         self.io_watch = self.self_watch.io
         self.master_since = 0.0
         self.flusher = GroupFlusher(self.store, cfg.flush, cfg.flush_interval_ms / 1000.0, self.io_watch,
-                                    on_flushed=self._flushed)
+                                    on_flushed=self._flushed, sync_watch=self.self_watch.sync_io)
         # fsync before every acknowledgement, as master (group commit or per-append) and as slave
         # (before each ack to the master): what a power cut cannot take (docs/replicas-manager.md)
         self.durable_acks = cfg.flush == "sync" or self.store.config.flush_mode == "sync"
@@ -188,8 +188,10 @@ class Broker:
                 r = t.replicas.get(b)
                 if b != self._broker_id and r is not None and r.connected and r.progress_at is not None:
                     progress = r.progress_at if progress is None else max(progress, r.progress_at)
-        w = self.io_watch
-        return StallFacts(now, w.op, w.since, self.role == "master", self.master_since, progress, w.loop_at)
+        w, g = self.io_watch, self.self_watch.sync_io
+        # the disk operation in progress longest: the loop's, or the group commit thread's fdatasync
+        op, since = (g.op, g.since) if g.since and (not w.since or g.since < w.since) else (w.op, w.since)
+        return StallFacts(now, op, since, self.role == "master", self.master_since, progress, w.loop_at)
 
     async def stop(self) -> None:
         if self._closed:

@@ -6,7 +6,7 @@ in-memory implementation. Offsets are physical byte offsets (Python ints, never 
 
 from __future__ import annotations
 
-from typing import TYPE_CHECKING, Protocol, runtime_checkable
+from typing import TYPE_CHECKING, Any, Protocol, runtime_checkable
 
 if TYPE_CHECKING:
     from autoswitch.epochfile import EpochCache
@@ -88,6 +88,20 @@ class ReplicaLog(Protocol):
         ...
 
     def flush(self) -> None:
+        ...
+
+    def sync_log(self) -> None:
+        """fsync the log's bytes (``synced_offset`` reaches ``max_offset``): what an ack needs,
+        cheaper than ``flush`` (which makes the log's indexes and recovery point durable too)."""
+        ...
+
+    def begin_log_sync(self) -> Any:
+        """``sync_log`` split so its fdatasync runs on another thread: ``s.run()`` there, then
+        ``finish_log_sync(s, error)`` here (``error``: what ``run`` raised, re-raised here). ``s``
+        is the log's own (a LogSync: ``target``, ``run``), handed back to the log that made it."""
+        ...
+
+    def finish_log_sync(self, s: Any, error: BaseException | None) -> None:
         ...
 
     @property

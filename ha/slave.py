@@ -8,11 +8,13 @@ silent for housekeeping_interval_s (no data, no heartbeat) is treated as gone.
 from __future__ import annotations
 
 import asyncio
+import concurrent.futures
 import random
 from collections.abc import Callable
 from ssl import SSLContext
+from typing import Any
 
-from autoswitch.ha.codec import SlaveSideDecoder, encode_ack, encode_slave_handshake
+from autoswitch.ha.codec import Ack, SlaveSideDecoder, encode_ack, encode_slave_handshake
 from autoswitch.ha.codec_v4 import DIGEST_VERSION, encode_digest_report
 from autoswitch.ha.config import HAConfig
 from autoswitch.ha.digest import RangeDigest
@@ -27,6 +29,8 @@ from autoswitch.base.errors import AutoswitchError
 from autoswitch.base.log import get_logger
 from autoswitch.base.tls import ssl_peer_identity
 from autoswitch.base.waits import cancel_and_wait
+
+MAX_SYNCS_IN_FLIGHT = 1     # fdatasyncs of a durable slave at once (as the master's group commit)
 
 
 class HASlave:
@@ -52,6 +56,11 @@ class HASlave:
         """
         self.incarnation = incarnation
         self.sync_before_ack = sync_before_ack
+        # durable acks: the fdatasyncs run on the slave's own thread(s), the acks follow them
+        self._pool: concurrent.futures.ThreadPoolExecutor | None = None
+        self._syncs: list[tuple[Any, asyncio.Future[None]]] = []
+        self._ack_wanted = 0        # the highest offset received and to be acked once synced
+        self._ack_sent = 0          # the highest offset acked on the current connection
         self.on_caught_up = on_caught_up
         self.expect_master = expect_master
         self.log = log
@@ -96,6 +105,9 @@ class HASlave:
 
     async def start(self) -> None:
         assert self._task is None, "HASlave.start() twice"
+        if self.sync_before_ack:
+            self._pool = concurrent.futures.ThreadPoolExecutor(max_workers=MAX_SYNCS_IN_FLIGHT,
+                                                               thread_name_prefix="ha-slave-sync")
         self._task = asyncio.create_task(self._run(), name="ha-slave")
         supervise.essential_task(self._task, "ha-slave", lambda: not self._stopping, self._log)
 
@@ -105,6 +117,11 @@ class HASlave:
         if self._writer is not None:
             self._writer.close()
         await cancel_and_wait([self._task])
+        if self._syncs:
+            await asyncio.wait([f for _, f in self._syncs])     # their callbacks settle the log's account
+        if self._pool is not None:
+            self._pool.shutdown(wait=True)
+            self._pool = None
         self._log.info("ha_slave_stopped")
 
     def disconnect(self) -> None:
@@ -223,9 +240,13 @@ class HASlave:
             # confirmOffset: this replica holds the master's bytes there (each record CRC-checked)
             self.log.clear_diverged("range_fetched_again")
         if ack is not None:
-            self._make_durable(ack)
-            # One ack per read: acks after appends and heartbeats, coalesced under load.
-            transport.write(encode_ack(ack))
+            # One ack per read: acks after appends and heartbeats, coalesced under load. A durable
+            # one waits for the fdatasync covering it, which runs on the slave's own thread while
+            # this loop goes on receiving (the next reads' bytes join the next sync).
+            if self.sync_before_ack and ack.slave_max_offset > self.log.synced_offset:
+                self._ack_when_synced(session, transport, ack.slave_max_offset)
+            else:
+                transport.write(encode_ack(ack))
             # Progress: the next failure retries quickly. A failure that repeats before any
             # transfer is applied (a batch the store refuses, no consistent point) backs off.
             self._reached = True
@@ -277,6 +298,38 @@ class HASlave:
             if report is not None:
                 transport.write(encode_digest_report(report))
 
+    def _ack_when_synced(self, session: SlaveSession, transport: asyncio.Transport, offset: int) -> None:
+        """Ack ``offset`` once an fdatasync covers it (an ack never counts unsynced bytes): start
+        one unless the syncs in flight already cover it (at most MAX_SYNCS_IN_FLIGHT)."""
+        self._ack_wanted = max(self._ack_wanted, offset)
+        covered = self._syncs[-1][0].target if self._syncs else self.log.synced_offset
+        if offset <= covered or len(self._syncs) >= MAX_SYNCS_IN_FLIGHT or self._pool is None:
+            return
+        s = self.log.begin_log_sync()
+        fut = asyncio.get_running_loop().run_in_executor(self._pool, s.run)
+        self._syncs.append((s, fut))
+        fut.add_done_callback(lambda f: self._synced(f, session, transport))
+
+    def _synced(self, fut: asyncio.Future[None], session: SlaveSession, transport: asyncio.Transport) -> None:
+        i = next(i for i, (_, f) in enumerate(self._syncs) if f is fut)
+        s, _ = self._syncs.pop(i)
+        error = fut.exception() if not fut.cancelled() else asyncio.CancelledError()
+        try:
+            self.log.finish_log_sync(s, error)
+        except Exception as e:  # noqa: BLE001 - FsyncFailed poisons the store: this connection ends
+            self._log.error("ha_slave_sync_failed", error=repr(e), maxOffset=self.log.max_offset)
+            if not transport.is_closing():
+                transport.abort()
+            return
+        if session is not self._session or transport.is_closing():
+            return          # that connection ended: the next handshake acks (and syncs) for itself
+        acked = min(self._ack_wanted, self.log.synced_offset)
+        if acked > self._ack_sent:
+            self._ack_sent = acked
+            transport.write(encode_ack(Ack(acked)))
+        if self._ack_wanted > self.log.synced_offset:
+            self._ack_when_synced(session, transport, self._ack_wanted)
+
     def _note_cut(self) -> None:
         d = self.log.divergence
         if d is not None and not d.cut:
@@ -305,11 +358,12 @@ class HASlave:
         connection left are unsynced too, and the handshake's ack would otherwise count them
         (issue 58, item 2). A failed fsync raises (the store is poisoned: no later ack)."""
         if self.sync_before_ack and ack.slave_max_offset > self.log.synced_offset:
-            self.log.flush()
+            self.log.sync_log()
 
     def _handshake_done(self, session: SlaveSession, writer: asyncio.Transport, a) -> None:
         self.master_epoch = session.master_epoch
         self._make_durable(a)
+        self._ack_wanted = self._ack_sent = a.slave_max_offset
         if session.resynced_from is not None:
             self._log.warning("resync_from_master_first_offset", masterEpoch=session.master_epoch,
                               offset=session.resynced_from,

@@ -8,6 +8,7 @@ and queue offsets are the store's business.
 
 from __future__ import annotations
 
+import os
 from collections.abc import Iterator
 from pathlib import Path
 
@@ -16,10 +17,36 @@ from autoswitch.broker.storage.segment import Segment, parse_segment_name
 from autoswitch.broker.storage.store_errors import LogCorrupt, OffsetOutOfRange
 
 from autoswitch.base.errors import too_new
-from autoswitch.base.fsutil import fsync_dir
+from autoswitch.base.fsutil import fsync_dir, fsync_fd
 from autoswitch.base.log import get_logger
 
 _log = get_logger("store.commitlog")
+
+
+class LogSync:
+    """One fsync of the commit log's dirty segments, runnable on any thread (``run``)."""
+
+    __slots__ = ("target", "cuts", "fds")
+
+    def __init__(self, target: int, cuts: int, fds: list[tuple[int, str]]) -> None:
+        self.target = target
+        self.cuts = cuts
+        self.fds = fds
+
+    def run(self) -> None:
+        """fdatasync each duplicated descriptor (releases the GIL), then close them all; the first
+        error is raised (``FsyncFailed``) after every descriptor is closed."""
+        error: BaseException | None = None
+        for fd, path in self.fds:
+            if error is None:
+                try:
+                    fsync_fd(fd, data_only=True, what=path)
+                except BaseException as e:  # noqa: BLE001 - closed below, raised after
+                    error = e
+            os.close(fd)
+        self.fds = []
+        if error is not None:
+            raise error
 
 
 class CommitLog:
@@ -34,6 +61,7 @@ class CommitLog:
         self.max_offset = 0
         # Every byte below it is on disk (the last fsync covered it): what an ack may count.
         self.synced_offset = 0
+        self.cuts = 0       # truncations and resets so far: a sync begun before one covers nothing after it
 
     # --- placement ----------------------------------------------------------------
     def segment_base(self, offset: int) -> int:
@@ -113,6 +141,36 @@ class CommitLog:
             if seg.dirty:
                 seg.fsync()
         self.synced_offset = end
+
+    def begin_sync(self) -> LogSync:
+        """A group commit's fsync, to be run off the caller's thread (``LogSync.run``): the dirty
+        segments are marked clean now (a write from here on dirties its segment again) and their
+        descriptors duplicated, so a segment closed meanwhile (retention, a cut) never turns the
+        sync into a failure or an fsync of another file. ``finish_sync`` makes it count."""
+        fds: list[tuple[int, str]] = []
+        try:
+            for seg in self.segments:
+                if seg.dirty:
+                    fds.append((os.dup(seg.fd), str(seg.path)))
+                    seg.dirty = False
+        except OSError:
+            for fd, _ in fds:
+                os.close(fd)
+            for seg in self.segments:
+                seg.dirty = True
+            raise
+        return LogSync(self.max_offset, self.cuts, fds)
+
+    def finish_sync(self, s: LogSync) -> None:
+        """``s`` ran without an error: the bytes below its target are on disk, unless the log was
+        cut since it began (then the bytes there may be new ones: they wait for the next sync)."""
+        if s.cuts == self.cuts:
+            self.synced_offset = max(self.synced_offset, min(s.target, self.max_offset))
+
+    def abort_sync(self, s: LogSync) -> None:
+        """``s`` did not run (or failed): its segments are dirty again."""
+        for seg in self.segments:
+            seg.dirty = True
 
     # --- reads --------------------------------------------------------------------
     def read_raw(self, offset: int, max_bytes: int, limit: int | None, verify: bool) -> bytes:
@@ -206,6 +264,7 @@ class CommitLog:
             fsync_dir(self.dir)
         self.max_offset = max(offset, self.min_offset)
         self.synced_offset = min(self.synced_offset, self.max_offset)
+        self.cuts += 1
 
     def delete_below(self, offset: int) -> int:
         """Retention/reset: delete segments that end at or before ``offset``."""
@@ -223,6 +282,7 @@ class CommitLog:
         self.segments = []
         fsync_dir(self.dir)
         self.synced_offset = self.min_offset
+        self.cuts += 1
 
     def close(self) -> None:
         for seg in self.segments:

@@ -53,22 +53,22 @@ def messages(n: int, tag: str, size: int = 100) -> list[Message]:
 
 def power_cut(store: MessageStore) -> tuple[int, int]:
     """The host lost power: the process is gone (no flush, no checkpoint) and every byte of the
-    commit log past what the checkpoint says was fsynced is gone with the page cache. Returns the
-    log end (before, after)."""
-    before = store.max_offset
+    commit log past what it had fsynced (the store's synced offset) is gone with the page cache
+    (the worst case: a kernel may have written some of them back on its own). Returns the log end
+    (before, after)."""
+    before, synced = store.max_offset, store.synced_offset
     directory = store.dir
     store.abandon()
-    cp = ckpt.load(directory / "checkpoint")
-    assert cp is not None
+    assert ckpt.load(directory / "checkpoint") is not None
     for p in (directory / "commitlog").iterdir():
         base = parse_segment_name(p.name)
         if base is None:
             continue
-        if base >= cp.log_synced:
+        if base >= synced:
             os.truncate(p, 0)
-        elif base + p.stat().st_size > cp.log_synced:
-            os.truncate(p, cp.log_synced - base)
-    return before, cp.log_synced
+        elif base + p.stat().st_size > synced:
+            os.truncate(p, synced - base)
+    return before, synced
 
 
 def all_bytes(store: MessageStore, upto: int | None = None) -> bytes:

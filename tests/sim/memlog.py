@@ -12,6 +12,7 @@ import bisect
 import random
 import struct
 import zlib
+from types import SimpleNamespace
 
 from autoswitch.broker.storage.divergence import Divergence
 from autoswitch.epochfile import EpochCache
@@ -138,6 +139,17 @@ class MemReplicaLog:
     def flush(self) -> None:
         pass
 
+    def sync_log(self) -> None:
+        self.flush()
+
+    def begin_log_sync(self) -> SimpleNamespace:
+        return SimpleNamespace(target=self.max_offset, run=lambda: None)
+
+    def finish_log_sync(self, s: SimpleNamespace, error: BaseException | None) -> None:
+        if error is not None:
+            raise error
+        self.flush()
+
     @property
     def divergence(self) -> Divergence | None:
         return self._divergence
@@ -170,6 +182,14 @@ class SimLog(MemReplicaLog):
 
     def flush(self) -> None:
         self.synced_to = self.max_offset
+
+    def sync_log(self) -> None:
+        self.flush()
+
+    def finish_log_sync(self, s: SimpleNamespace, error: BaseException | None) -> None:
+        if error is not None:
+            raise error
+        self.synced_to = max(self.synced_to, min(s.target, self.max_offset))
 
     @property
     def synced_offset(self) -> int:

@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import asyncio
 from dataclasses import dataclass, field
+from types import SimpleNamespace
 
 import pytest
 from autoswitch.broker.config import BrokerConfig
@@ -76,6 +77,23 @@ class MemLog:
     def flush(self):
         self.flush_calls += 1
         self.flushed = self.max_offset
+
+    def sync_log(self):
+        self.flush()
+
+    @property
+    def synced_offset(self):
+        return self.flushed
+
+    def begin_log_sync(self):
+        """The group commit's sync (the real store's runs its fdatasync on the flusher's thread)."""
+        return SimpleNamespace(target=self.max_offset, fds=[], run=lambda: None)
+
+    def finish_log_sync(self, s, error):
+        if error is not None:
+            raise error
+        self.flush_calls += 1
+        self.flushed = max(self.flushed, s.target)
 
 
 class Replicator:
