@@ -153,9 +153,10 @@ class BrokerConfig(SecurityKeys):
             parse_hostport(self.metrics_listen, "metrics_listen")
         check_exposure(False, False, self.allow_insecure or self.metrics_allow_remote, [self.metrics_listen])
         if self.metrics_token_file:
+            from autoswitch.base.config_check import check_path
             from autoswitch.base.observe import read_http_token
 
-            read_http_token(self.metrics_token_file)
+            read_http_token(check_path(self.metrics_token_file, "metrics_token_file"))
         if not self.group or "#" in self.group:
             raise ConfigError("group must be a non-empty name without '#'", key="group")
         if self.broker_id < 1:

@@ -15,6 +15,9 @@ HARD_MAX_EPOCH_ENTRIES = 1 << 20
 # A transfer body up to this size goes out in one write with its header (the copy is cheaper than
 # a second send); larger ones, bulk catch-up, are written as they are.
 SMALL_FRAME_BYTES = 64 * 1024
+# Over TLS a larger transfer body is written in slices of this size, each drained (master_conn.py):
+# what the TLS transport hands its socket transport beyond the buffer drain() sees is one slice.
+TLS_SLICE = 64 * 1024
 # Over TLS the transport's high-water mark bounds the ciphertext waiting in OpenSSL's memory BIO,
 # which asyncio copies out in one piece when the socket drains: with 16 MiB waiting the master
 # spent ~1.5x the CPU per GiB and replicated ~0.7x as fast (large fresh allocations, copies that

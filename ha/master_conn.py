@@ -8,7 +8,7 @@ import asyncio
 from collections.abc import Callable
 
 from autoswitch.ha.codec import MasterSideDecoder, encode_transfer_header
-from autoswitch.ha.config import SMALL_FRAME_BYTES, HAConfig
+from autoswitch.ha.config import SMALL_FRAME_BYTES, TLS_SLICE, HAConfig
 from autoswitch.ha.master_digests import MasterDigests
 from autoswitch.ha.master_session import MasterSession
 
@@ -62,6 +62,10 @@ async def transfer_loop(conn: SlaveConn, cfg: HAConfig, digests: MasterDigests, 
     """Send what the session decides until the connection closes; an error closes it (never the
     master)."""
     session, writer = conn.session, conn.writer
+    # Under TLS a large frame goes out in TLS_SLICE pieces, each drained: the TLS transports hand all
+    # the ciphertext of one write to their socket transport at once, outside the buffer drain()
+    # waits on (issue 59, item 3), so a slave that stops reading holds at most one slice more.
+    tls = writer.get_extra_info("ssl_object") is not None
     try:
         while not conn.closed:
             digests.send_to(conn)
@@ -78,6 +82,12 @@ async def transfer_loop(conn: SlaveConn, cfg: HAConfig, digests: MasterDigests, 
             body = frame.body
             if 0 < len(body) <= SMALL_FRAME_BYTES:
                 writer.write(head + body)       # one send: a one-message frame is mostly syscall
+            elif tls and len(body) > TLS_SLICE:
+                writer.write(head)
+                view = memoryview(body)
+                for i in range(0, len(view), TLS_SLICE):
+                    writer.write(view[i:i + TLS_SLICE])
+                    await writer.drain()
             else:
                 writer.write(head)
                 if body:

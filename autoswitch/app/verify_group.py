@@ -14,7 +14,7 @@ import asyncio
 from typing import Any
 
 from autoswitch.base.errors import AutoswitchError, NotFound
-from autoswitch.base.output import emit, fail
+from autoswitch.base.output import emit, fail, fail_code
 from autoswitch.base.tls import tls_from_args
 from autoswitch.ha.digest import RangeDigest
 
@@ -116,7 +116,7 @@ async def _verify(args: argparse.Namespace) -> tuple[dict[str, Any], bool]:
         raise NotFound(f"no replica of group {args.group!r} answered")
     lo = max(r["min_offset"] for r in up) if args.from_offset < 0 else args.from_offset
     hi = min(r["max_offset"] for r in up) if args.to_offset < 0 else args.to_offset
-    size = max(64, int(args.range_mb * 1024 * 1024))
+    size = int(args.range_mb * 1024 * 1024)
     listings: dict[int, list[RangeDigest]] = {}
     got = await asyncio.gather(*(log_ranges(r["address"], lo, hi, size, args.tls, args.timeout) for r in up),
                                return_exceptions=True)
@@ -135,7 +135,14 @@ async def _verify(args: argparse.Namespace) -> tuple[dict[str, Any], bool]:
              "differing": differ[:MAX_LISTED], "agree": agree}, not differ)
 
 
+MAX_RANGE_MB = 1024.0       # the brokers' LogRanges accept ranges up to 1 GiB
+
+
 def cmd_verify_group(args: argparse.Namespace) -> int:
+    if not (0 < args.range_mb <= MAX_RANGE_MB) or args.range_mb * 1024 * 1024 < 64:
+        # a finite size the brokers accept (1e308 overflowed to an INTERNAL error; issue 59, item 5)
+        return fail_code(args, "BAD_USAGE", f"--range-mb must be in [64 bytes, {MAX_RANGE_MB:g} MiB], "
+                                            f"got {args.range_mb!r}", rc=2)
     try:
         args.tls = tls_from_args(args)
         result, alike = asyncio.run(_verify(args))

@@ -270,7 +270,9 @@ class AuthConfig:
     def validate(self) -> AuthConfig:
         IdentityMap(self.identities)
         if self.tokens_file:
-            parse_tokens_file(self.tokens_file)
+            from autoswitch.base.config_check import check_path
+
+            parse_tokens_file(check_path(self.tokens_file, "auth_tokens_file"))
         return self
 
 

@@ -25,6 +25,15 @@ def refuse_unknown(what: str, keys: Iterable[str], known: Iterable[str]) -> None
         raise ConfigError("; ".join(f"unknown {what} key {k!r}{suggest(k, known)}" for k in unknown), keys=unknown)
 
 
+def check_path(value: str, key: str) -> str:
+    """A file or directory name from a config: no NUL byte and no control character (a NUL made
+    every open() raise ValueError, reported INTERNAL; issue 59, item 5). ConfigError naming the key."""
+    if not isinstance(value, str) or "\0" in value or not value.isprintable():
+        raise ConfigError(f"{key} must be a file name without NUL or control characters, got {str(value)[:80]!r}",
+                          key=key)
+    return value
+
+
 def _type_problem(default: Any, value: Any) -> str | None:
     if isinstance(default, bool):
         return None if isinstance(value, bool) else "must be true or false"

@@ -31,7 +31,7 @@ from autoswitch.controller.consensus.membership import BadMembership, Membership
 from autoswitch.base.log import RateLimitedLog, get_logger
 
 from . import follow, replicate, vote
-from .bounds import MAX_TERM_JUMP, out_of_bounds
+from .bounds import MAX_TERM_JUMP, TERM_RISE_PER_WINDOW, out_of_bounds
 from .config import RaftConfig
 from .membership import ConfHistory, base_conf_index, snapshot_membership
 from .messages import (
@@ -57,6 +57,9 @@ from .vote import VoteRound
 _FROM_LEADER = frozenset({MsgType.APPEND, MsgType.HEARTBEAT, MsgType.SNAPSHOT, MsgType.TIMEOUT_NOW})
 _RESPONSES = {MsgType.VOTE_RESP, MsgType.PRE_VOTE_RESP, MsgType.APPEND_RESP, MsgType.HEARTBEAT_RESP,
               MsgType.SNAPSHOT_RESP}
+# What only a voter sends: a leader's messages and a candidate's requests (issue 59, item 2)
+_LEADER_OR_CANDIDATE = _FROM_LEADER | {MsgType.VOTE, MsgType.PRE_VOTE}
+MAX_TERM_RISE_PEERS = 64        # peers whose term rises are tracked (members: MAX_CONTROLLERS and a few)
 
 
 class RaftCore:
@@ -102,6 +105,8 @@ class RaftCore:
         self.cfg = config
         self.rng = rng
         self.now = now_ms
+        # peer -> (window start, how far it raised our term in that window): TERM_RISE_PER_WINDOW
+        self._term_rises: dict[str, tuple[int, int]] = {}
         self.log_ = get_logger("raft", node=node_id)
         # what a peer's input makes us say: one line per (peer, reason) per 10 s of our clock
         self._peer_log = RateLimitedLog(self.log_, clock=lambda: self.now / 1000)
@@ -376,6 +381,27 @@ class RaftCore:
             self.next_heartbeat_ms = self.now + self.cfg.heartbeat_interval_ms
             replicate.broadcast_heartbeat(self)
 
+    def _term_rise_refused(self, m: Message) -> str | None:
+        """Why ``m``, whose term is above ours, may not raise it (None: it may). Only voters raise
+        terms; a vote answer's term is adopted by the round (vote.py, in steps); a pre-vote
+        request raises nothing; anything else raises it by at most MAX_TERM_JUMP per message and
+        TERM_RISE_PER_WINDOW per peer and election_timeout_min window."""
+        if m.type in (MsgType.VOTE_RESP, MsgType.PRE_VOTE_RESP, MsgType.PRE_VOTE):
+            return None
+        if self.voters and m.frm not in self.voters:
+            return "term_from_non_voter"
+        rise = m.term - self.term
+        if rise > MAX_TERM_JUMP:
+            return "term_jump"
+        start, risen = self._term_rises.get(m.frm, (self.now, 0))
+        if self.now - start >= self.cfg.election_timeout_min_ms:
+            start, risen = self.now, 0
+        if risen + rise > TERM_RISE_PER_WINDOW:
+            return "term_rise_rate"
+        if m.frm in self._term_rises or len(self._term_rises) < MAX_TERM_RISE_PEERS:
+            self._term_rises[m.frm] = (start, risen + rise)
+        return None
+
     def _watch_for_an_existing_log(self, m: Message) -> None:
         """See ``fresh`` in __init__ (issue 30: a wiped controller rejoined as a new member)."""
         if self.log.last_index() > 0 or self.log.offset > 0:
@@ -420,11 +446,20 @@ class RaftCore:
                                    frm=m.frm, type=m.type.name,
                               term=m.term)
             return
-        if m.term > self.term + MAX_TERM_JUMP and m.type not in (MsgType.VOTE_RESP, MsgType.PRE_VOTE_RESP):
-            self._peer_log.warning((m.frm, "term_jump"), "raft_drop_message", reason="term_jump", frm=m.frm,
-                                   type=m.type.name, term=self.term,
-                              msg_term=m.term, max_jump=MAX_TERM_JUMP)
+        if m.type in _LEADER_OR_CANDIDATE and self.voters and m.frm not in self.voters:
+            # A learner (or a member this configuration does not list as a voter) never leads or
+            # campaigns: a learner's certificate sent one APPEND at term + 1 and a follower applied
+            # a forged entry (issue 59, item 2). Its replies still count (it is replicated to).
+            self._peer_log.warning((m.frm, "not_a_voter"), "raft_drop_message", reason="not_a_voter", frm=m.frm,
+                                   type=m.type.name, term=m.term, voters=list(self.voters))
             return
+        if m.term > self.term:
+            why = self._term_rise_refused(m)
+            if why is not None:
+                self._peer_log.warning((m.frm, why), "raft_drop_message", reason=why, frm=m.frm,
+                                       type=m.type.name, term=self.term, msg_term=m.term, max_jump=MAX_TERM_JUMP,
+                                       per_window=TERM_RISE_PER_WINDOW)
+                return
         if self.fresh:
             self._watch_for_an_existing_log(m)
         if m.type in (MsgType.VOTE, MsgType.PRE_VOTE):

@@ -212,7 +212,8 @@ class ControllerNode:
         self.spawn(self.elections.run(self._stopped), "dead-master-scan", essential=True)
         self.state_check = StateCheck(self.node_id, lambda: list(self.sm.inner.state_hashes), peers,
                                       lambda: len(self.membership.voter_ids), self.proposer.write, self.raft.silence,
-                                      cfg.state_check_interval_s, cfg.peer_query_timeout_s, self.log)
+                                      cfg.state_check_interval_s, cfg.peer_query_timeout_s, self.log,
+                                      progress=self._replication_progress)
         if cfg.state_check_interval_s > 0:
             self.spawn(self.state_check.run(self._stopped, lambda: self.is_leader), "state-hash-check", essential=True)
         promote = self.membership_changes.promote_loop(lambda: self.is_leader, self._stopped)
@@ -227,6 +228,11 @@ class ControllerNode:
                                           if cfg.metrics_token_file else "")
             await self._observe.start()
         self.log.info("controller_started", version=VERSION, featureLevelSupported=features.SUPPORTED_LEVEL, listen=cfg.listen_addr, peers=cfg.peers)
+
+    def _replication_progress(self) -> tuple[int, dict[str, int]]:
+        """On the leader: (commit index, each other member's match index)."""
+        md = self.metadata()
+        return int(md["commit"]), {p: int(i) for p, i in md["match"].items() if p != self.node_id}
 
     def _caught_up_from_empty(self) -> None:
         """This node started without a log in a cluster that has one, and has caught up: the

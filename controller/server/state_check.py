@@ -13,6 +13,13 @@ and decides with ``verdict``:
 * we are with the majority and some peer differs: alarm naming it (it silences itself);
 * no majority agrees on anything: alarm, nobody is silenced (the operator decides).
 
+A member that cannot apply the marker (wedged at an index, its log conflicting with the leader's)
+never hashes it and answers "not found": the comparison cannot see it. So the leader also watches
+each follower's replication progress (``stuck_followers``): one whose match index has not moved for
+``STUCK_AFTER_INTERVALS`` check intervals while the commit index moved on is named
+(``raft_follower_not_progressing``, error; issue 59 item 2: a follower that had applied a forged
+entry stayed wedged while the leader moved on, and nothing flagged it).
+
 Pure decision here; the RPCs are PeerLiveness.state_hashes and the servicer's GetStateHash.
 """
 
@@ -28,6 +35,8 @@ from autoswitch.controller import messages as m
 OK, SELF_DIFFERS, PEERS_DIFFER, UNDECIDED = "ok", "self_differs", "peers_differ", "undecided"
 ASK_ATTEMPTS = 20          # a peer that has not applied the marker yet is asked again, this often
 ASK_GAP_S = 0.25
+STUCK_AFTER_INTERVALS = 3  # a follower whose match index stood still this many intervals is named
+MIN_STUCK_S = 10.0
 
 
 @dataclass(frozen=True)
@@ -60,10 +69,31 @@ class _Peers(Protocol):
     async def state_hashes(self, index: int, timeout_s: float) -> dict[str, Any]: ...
 
 
+def stuck_followers(seen: dict[str, tuple[int, float]], commit: int, match: dict[str, int], now: float,
+                    after_s: float) -> list[str]:
+    """Update ``seen`` (peer -> (match index, when it last moved)) from the leader's ``match`` and
+    return the peers whose match stood still for ``after_s`` while below ``commit``."""
+    out = []
+    for p, idx in match.items():
+        prev = seen.get(p)
+        if prev is None or idx > prev[0] or idx >= commit:
+            seen[p] = (idx, now)
+        elif now - prev[1] >= after_s:
+            out.append(p)
+    for p in [p for p in seen if p not in match]:
+        del seen[p]
+    return sorted(out)
+
+
 class StateCheck:
     def __init__(self, node_id: str, hashes: Callable[[], list[tuple[int, str]]], peers: _Peers,
                  members: Callable[[], int], propose: Callable[[m.Request], Awaitable[Any]],
-                 silence: Callable[[str], None], interval_s: float, timeout_s: float, log: Any) -> None:
+                 silence: Callable[[str], None], interval_s: float, timeout_s: float, log: Any,
+                 progress: Callable[[], tuple[int, dict[str, int]]] | None = None) -> None:
+        """``progress``: on the leader, (commit index, each follower's match index)."""
+        self._progress = progress
+        self._seen: dict[str, tuple[int, float]] = {}
+        self._named: set[str] = set()            # followers named as not progressing (once each)
         self.node_id = node_id
         self._hashes = hashes
         self._peers = peers
@@ -101,10 +131,27 @@ class StateCheck:
                 if index > self._done:
                     self._done = index
                     await self.compare(index, own)
+            if is_leader() and self._progress is not None:
+                self._watch_progress(now)
+            else:
+                self._seen.clear()
             try:
                 await asyncio.wait_for(stopped.wait(), min(0.5, self.interval_s))
             except TimeoutError:
                 pass
+
+    def _watch_progress(self, now: float) -> None:
+        commit, match = self._progress() if self._progress is not None else (0, {})
+        stuck = stuck_followers(self._seen, commit, match, now,
+                                max(MIN_STUCK_S, STUCK_AFTER_INTERVALS * self.interval_s))
+        for p in stuck:
+            if p not in self._named:
+                self._named.add(p)
+                self.log.error("raft_follower_not_progressing", peer=p, match=match.get(p), commit=commit,
+                               action="its log may conflict with the leader's (a forged or corrupt entry): compare "
+                                      "its state (`admin snapshot-save` on it) and rebuild it with `autoswitch "
+                                      "recover-member`")
+        self._named &= set(stuck)
 
     async def compare(self, index: int, own: str) -> Verdict:
         answers: dict[str, str | None] = {}

@@ -25,6 +25,7 @@ from autoswitch.controller.state.sm_state import (
 
 from autoswitch.base.errors import too_new
 from autoswitch.base.features import BASELINE_LEVEL, MAX_LEVEL
+from autoswitch.base.inflate import InflateTooLarge, inflate
 from autoswitch.base.limits import MAX_CONTROLLERS
 
 _SNAP_MAGIC = b"ASSM"
@@ -113,24 +114,15 @@ def decode_snapshot(data: bytes) -> tuple[ControllerState, int]:
         raise SnapshotCorrupt(f"controller snapshot length {len(payload)} != header {length}")
     if zlib.crc32(payload) != crc:
         raise SnapshotCorrupt("controller snapshot CRC mismatch")
-    # Decompressed in bounded steps: a zip bomb (a 1 MB snapshot of zeros) made restore-member
-    # use 2.15 GB before; more than MAX_SNAPSHOT_JSON_BYTES of state is corrupt, not a snapshot.
-    d, parts, total, rest = zlib.decompressobj(), [], 0, payload
+    # Decompressed in bounded steps (autoswitch/base/inflate.py): a zip bomb (a 1 MB snapshot of
+    # zeros) made restore-member use 2.15 GB before; more than MAX_SNAPSHOT_JSON_BYTES of state is
+    # corrupt, not a snapshot.
     try:
-        while rest and total <= MAX_SNAPSHOT_JSON_BYTES:
-            part = d.decompress(rest, 1 << 20)
-            rest = d.unconsumed_tail
-            parts.append(part)
-            total += len(part)
-            if not part and not rest:
-                break
-        parts.append(d.flush())
+        raw = inflate(payload, MAX_SNAPSHOT_JSON_BYTES)
+    except InflateTooLarge:
+        raise SnapshotCorrupt(f"controller snapshot decompresses to more than {MAX_SNAPSHOT_JSON_BYTES} bytes") from None
     except zlib.error as e:
         raise SnapshotCorrupt(f"controller snapshot does not decompress: {e}") from None
-    total += len(parts[-1])
-    if total > MAX_SNAPSHOT_JSON_BYTES:
-        raise SnapshotCorrupt(f"controller snapshot decompresses to more than {MAX_SNAPSHOT_JSON_BYTES} bytes")
-    raw = b"".join(parts)
     try:
         doc = json.loads(raw)
         state = ControllerState(SMConfig.from_strings(doc["config"]))

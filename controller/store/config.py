@@ -7,6 +7,7 @@ import math
 import os
 from dataclasses import dataclass
 
+from autoswitch.base.config_check import check_path
 from autoswitch.base.errors import ConfigError
 
 # etcd's lessor revokes expired leases from a loop that runs every 500 ms (not configurable).
@@ -48,6 +49,8 @@ class StoreBackendConfig:
     credentials_file: str = ""
 
     def validate(self) -> None:
+        if self.credentials_file:
+            check_path(self.credentials_file, "[store] credentials_file")
         if not self.resolved_url():
             raise ConfigError("[store] url (or url_env naming a set variable) is required for a store backend",
                               key="url")

@@ -124,6 +124,7 @@ def test_confirm_offset_frozen_while_fenced(tmp_path):
             def slipped(body: bytes) -> None:
                 assert b.ha_master is not None
                 b.store.append_messages([Message(topic="t", body=body, msg_id=body.decode(), born_ts_ms=1)])
+                b.flusher.flush_now(full=False)     # durable (the default): on disk, as an ack needs
                 b.ha_master.notify_appended()
 
             slipped(b"late")

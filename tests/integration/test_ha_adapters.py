@@ -611,6 +611,9 @@ def test_a_catch_up_gives_the_event_loop_back_between_large_frames(tmp_path):
         async def drain(self) -> None:
             return None
 
+        def get_extra_info(self, name: str, default=None):
+            return default          # a plaintext connection
+
     async def main():
         m = make_log(tmp_path / "m")
         m.append_epoch(1, 0)

@@ -298,3 +298,63 @@ def test_without_the_token_the_status_page_hides_who_did_what():
                             "reason": "UpdateControllerConfig (details need the HTTP token)"}
     plain = {"event": "ElectMaster", "actor": None, "reason": "master_dead"}
     assert _redacted(plain) == plain
+
+
+def test_readers_that_never_read_cannot_grow_a_tls_broker(procs, tmp_path):
+    """Issue 59, item 3 (the default deployment: TLS): 120 reader connections that pipelined
+    fetches and never read took a broker from 95 MB to 2.45 GB in 28 s. The in-flight budget
+    counted the transport's write buffer, which under TLS missed what the connection really holds.
+    Now the same 16 MiB budget holds under TLS: the broker's memory stays bounded and the readers
+    that never read are closed."""
+    import socket
+    import ssl
+
+    from autoswitch.broker import fetch_codec as fc
+
+    ids = init_dev_ca(tmp_path / "tls", ["broker/g1/1", "producer/app", "reader/app"])
+    me, reader, prod = ids["broker/g1/1"], ids["reader/app"], ids["producer/app"]
+    port, ha, fetch = free_port(), free_port(), free_port()
+    cfg = tmp_path / "broker.toml"
+    cfg.write_text("fetch_max_inflight_bytes = 16777216\nfetch_slow_reader_timeout_s = 2.0\n"
+                   "max_fetch_connections = 1000\n")
+    b = procs.start("b1", ["broker", "--config", str(cfg), "--role", "master", "--epoch", "1", "--group", "g1",
+                           "--listen", f"{HOST}:{port}", "--ha-listen", f"{HOST}:{ha}", "--fetch-listen",
+                           f"{HOST}:{fetch}", "--ack-mode", "master", "--data-dir", str(tmp_path / "b1"),
+                           "--tls-ca", me["ca"], "--tls-cert", me["cert"], "--tls-key", me["key"], "--auth"])
+    wait_port(port, timeout=60)
+    wait_port(fetch, timeout=60)
+
+    async def load() -> None:
+        p = ProducerClient(f"{HOST}:{port}", max_retries=0, timeout_s=60, tls=_tls(prod))
+        try:
+            for _ in range(12):
+                assert (await p.produce("t", [b"x" * 60_000] * 40)).ok      # ~29 MB in all
+        finally:
+            await p.close()
+    asyncio.run(load())
+    pid = b.popen.pid
+    before = _rss_kib(pid)
+    ctx = ssl.create_default_context(ssl.Purpose.SERVER_AUTH, cafile=reader["ca"])
+    ctx.load_cert_chain(reader["cert"], reader["key"])
+    ctx.check_hostname = False
+    ask = fc.encode_fetch(fc.FetchRequest(topic="t", queue_offset=0, max_count=10_000, min_count=0, max_wait_ms=0))
+    socks = []
+    try:
+        for _ in range(120):
+            raw = socket.create_connection((HOST, fetch), timeout=30)
+            raw.setsockopt(socket.SOL_SOCKET, socket.SO_RCVBUF, 4096)
+            s = ctx.wrap_socket(raw, server_hostname=HOST)
+            s.sendall(fc.encode_hello() + ask * 8)      # pipelined FETCHes, and never a byte read back
+            socks.append(s)
+        peak = before
+        open_socks = set(socks)
+        deadline = time.monotonic() + 120
+        while open_socks and time.monotonic() < deadline:
+            peak = max(peak, _rss_kib(pid))
+            open_socks = {s for s in open_socks if _tcp_state(s) == TCP_ESTABLISHED}
+            time.sleep(0.1)
+        assert peak - before < 160 * 1024, f"RSS grew by {(peak - before) // 1024} MiB"
+        assert not open_socks, f"{len(open_socks)} connections that never read were not closed"
+    finally:
+        for s in socks:
+            s.close()

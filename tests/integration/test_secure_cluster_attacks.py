@@ -627,6 +627,72 @@ def test_an_admins_transfer_master_on_a_broker_is_audited_by_the_controllers(cl)
 # --------------------------------------------------------------------------- the produce run
 
 
+def _admin(cl: FailoverCluster, *args: str) -> dict:
+    out = subprocess.run([sys.executable, "-m", "autoswitch", "admin", *args, "--controller", cl.controllers,
+                          *cl.tls_args("admin"), "--json"], capture_output=True, text=True, timeout=120)
+    return json.loads(out.stdout.strip().splitlines()[-1])
+
+
+def test_a_learner_neither_leads_nor_raises_terms(cl):
+    """Issue 59, items 1-2: after `admin add-controller --id n4 ... --no-wait` (the documented first
+    step of adding a member), controller/n4 is a learner: before the fix its certificate sent one
+    APPEND at term + 1 and a follower applied a forged configuration entry, and a stream of its
+    heartbeats, each within the per-message bound above the last, walked every node's term up.
+    Now a learner's leader and candidate messages are refused (not_a_voter) and no message of a
+    non-voter raises a term."""
+    from autoswitch.controller.consensus.membership import Member, Membership
+    from autoswitch.controller.raft.messages import EntryKind
+
+    from tests.procs import free_port
+
+    cid = cluster_id(cl.certs["admin"]["cluster"], cl.ctl_ids)
+    learner = cl.certs["controller/n4"]
+    r = _admin(cl, "add-controller", "--id", "n4", "--address", f"{HOST}:{free_port()}",
+               "--raft-address", f"{HOST}:{free_port()}", "--no-wait")
+    assert r["ok"] and "n4" in r["result"]["learners"], r
+    try:
+        async def scenario():
+            before = await _raft_state(cl)
+            async with ControllerClient(cl.controllers, deadline_s=30, tls=cl.tls()) as c:
+                md = await _leader_md(c)
+            leader = md.leader_id
+            term, last = max(t for t, _, _ in before.values()), md.last_index
+            conf = Membership({n: Member(client="127.0.0.1:9", raft="127.0.0.1:9") for n in ("n1", "n2", "n3", "n4")})
+            who = TLSConfig(ca=learner["ca"], cert=learner["cert"], key=learner["key"])
+            for target in (n for n in cl.ctl_ids if n != leader):
+                entry = raft_pb2.Entry(index=last + 1, term=term + 1, kind=int(EntryKind.CONFIG), data=conf.encode())
+                append = raft_pb2.RaftMessage(type=int(MsgType.APPEND), to=target, term=term + 1, index=last,
+                                              log_term=md.raft_term, commit=last + 1, entries=[entry],
+                                              **{"from": "n4"})
+                # then a stream of heartbeats, each 64 terms above the last (the per-message bound)
+                beats = [raft_pb2.RaftMessage(type=int(MsgType.HEARTBEAT), to=target, term=term + 64 * k, commit=0,
+                                              **{"from": "n4"}) for k in range(1, 2001)]
+                batches = [raft_pb2.Batch(version=1, cluster=cid, messages=[append], sender="n4",
+                                          sender_member=member_id(cid, "n4"))]
+                batches += [raft_pb2.Batch(version=1, cluster=cid, messages=beats[i:i + 100], sender="n4",
+                                           sender_member=member_id(cid, "n4")) for i in range(0, len(beats), 100)]
+                async with grpc.aio.secure_channel(cl.raft_addrs[target], grpc_channel_credentials(who)) as ch:
+                    await raft_pb2_grpc.RaftStub(ch).Stream(iter(batches), timeout=60)   # a member: admitted
+            after = await _raft_state(cl)
+            for n in cl.ctl_ids:
+                # no term moved (an election of their own at most), no configuration was written
+                assert after[n][0] <= before[n][0] + 2, ("a learner raised a term", n, before[n], after[n])
+                assert after[n][2] >= before[n][2]
+            async with ControllerClient(cl.controllers, deadline_s=30, tls=cl.tls()) as c:
+                md2 = await c.get_metadata()
+                assert {p.node_id for p in md2.peers if p.role == "voter"} == set(cl.ctl_ids), md2.peers
+            for n in cl.ctl_ids:
+                text = cl.ctl_proc[n].log_text()
+                if n != leader:
+                    assert '"reason":"not_a_voter"' in text, n
+
+        run(scenario())
+    finally:
+        r = _admin(cl, "remove-controller", "--id", "n4")
+        assert r["ok"], r
+    still_serving(cl)
+
+
 def test_the_acked_produce_run_alongside_lost_nothing(cl):
     rc, forced = cl.prod.stop(60)
     assert rc == 0 and not forced, cl.prod.log_text()[-3000:]

@@ -33,7 +33,6 @@ def test_an_operators_unclean_recovery_loses_exactly_what_the_plan_said(procs, t
     m1, _ = c.wait_master(timeout=60)
     c.wait_sync_state_set({1, 2, 3}, timeout=60)
     ctl = ",".join(c.ctl_addrs.values())
-    assert admin("finalize-features", "--controller", ctl, "--level", "2")["ok"]
     master = c.master_name()
     lagging, keeper = [n for n in c.broker_proc if n != master]
     lag_id = c.status(lagging)["broker_id"]

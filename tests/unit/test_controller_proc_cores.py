@@ -198,3 +198,18 @@ def test_liveness_opinions_roundtrip_the_wire():
         back = opinion_from_pb(opinion_to_pb(("g", 2), op))
         assert back.opinion is op.opinion and back.last_heard_ms_ago == op.last_heard_ms_ago
         assert back.report == op.report
+
+
+def test_a_follower_whose_match_index_stands_still_is_named():
+    """Issue 59, item 2: a follower wedged at an index (its log conflicting with the leader's)
+    never hashes the next marker; the leader names it once its match stood still for the window
+    while the commit moved on, and not a follower that keeps up or is merely idle."""
+    from autoswitch.controller.server.state_check import stuck_followers
+
+    seen: dict[str, tuple[int, float]] = {}
+    assert stuck_followers(seen, 10, {"n2": 10, "n3": 7}, 0.0, 10.0) == []
+    assert stuck_followers(seen, 20, {"n2": 20, "n3": 7}, 5.0, 10.0) == []
+    assert stuck_followers(seen, 30, {"n2": 30, "n3": 7}, 10.5, 10.0) == ["n3"]
+    # it moves again: no longer named; an idle cluster (match == commit) never names anyone
+    assert stuck_followers(seen, 30, {"n2": 30, "n3": 30}, 30.0, 10.0) == []
+    assert stuck_followers(seen, 30, {"n2": 30, "n3": 30}, 100.0, 10.0) == []
