@@ -6,7 +6,8 @@ broker/fetch_server.py, checks every FETCH against the ``Consume`` rule):
     Consume, LogDigest, LogRanges   reader
     GetBrokerEpoch, GetStatus       reader, or any broker (replicas ask each other)
     SwitchRole                      admin (static-role mode; the controller decides otherwise)
-    TransferMaster                  admin; peer (a controller moving mastership back to a preferred master)
+    TransferMaster                  admin; peer: only the controller this broker hears as the Raft leader
+                                    (the handler checks it: service.transfer_refusal)
     CommitOffset, FetchOffset,      reader (a consumer commits its group's progress)
       ConsumerProgress
     DeleteConsumerGroup             admin

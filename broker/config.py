@@ -102,6 +102,16 @@ class BrokerConfig(SecurityKeys):
     # The fetch port (broker/fetch_server.py): consumers read record runs over plain TCP/TLS; "" = off.
     fetch_listen: str = ""
     max_fetch_connections: int = 256
+    # Consumer groups bound to the identities that may commit for them (with authorization): a
+    # group name or a prefix pattern ("orders-*") -> identities ("reader/orders-app"). A group
+    # bound nowhere belongs to the identity of its first commit, unless
+    # consumer_group_owners_required refuses it (docs/security.md "Consumer groups").
+    consumer_group_owners: dict[str, list[str]] = field(default_factory=dict)
+    consumer_group_owners_required: bool = False
+    # Of those, the most one identity (a certificate's name or a token's; without authorization the
+    # peer's host) may hold: one reader or producer cannot take every slot (issue 59). 0 = a
+    # quarter of max_fetch_connections. Without authorization nobody is named: no quota.
+    max_fetch_connections_per_identity: int = 0
     # Bytes of fetch-port replies not yet taken by their readers, over all connections; a reader
     # that leaves a reply unread this long is closed (docs/fetch-protocol.md "Slow readers").
     fetch_max_inflight_bytes: int = 64 << 20
@@ -146,6 +156,15 @@ class BrokerConfig(SecurityKeys):
 
     def validate(self) -> BrokerConfig:
         self.validate_security()
+        owners = self.consumer_group_owners
+        if not isinstance(owners, dict) or len(owners) > 10_000 or not all(
+                isinstance(g, str) and 0 < len(g) <= 255 and g.isprintable() and isinstance(ids, list | tuple)
+                and 0 < len(ids) <= 64 and all(isinstance(i, str) and 0 < len(i) <= 255 and i.isprintable()
+                                               for i in ids)
+                for g, ids in owners.items()):
+            raise ConfigError("consumer_group_owners must map group names or prefix patterns (\"orders-*\") to "
+                              "lists of identities (\"reader/app\"): at most 10000 groups of 64 identities",
+                              key="consumer_group_owners")
         check_exposure(self.callers_authenticated, self.auth, self.allow_insecure,
                        [self.listen, self.ha_listen, *([self.fetch_listen] if self.fetch_listen else [])])
         # /metrics is plain HTTP without authentication, whatever the gRPC side has
@@ -177,6 +196,9 @@ class BrokerConfig(SecurityKeys):
             parse_hostport(self.fetch_listen, "fetch_listen")
         if not 1 <= self.max_fetch_connections <= 10_000:
             raise ConfigError("max_fetch_connections must be in [1, 10000]", key="max_fetch_connections")
+        if not 0 <= self.max_fetch_connections_per_identity <= self.max_fetch_connections:
+            raise ConfigError("max_fetch_connections_per_identity must be in [0, max_fetch_connections]",
+                              key="max_fetch_connections_per_identity")
         if self.fetch_max_inflight_bytes < self.max_consume_bytes:
             raise ConfigError("fetch_max_inflight_bytes must be >= max_consume_bytes (one largest reply must fit)",
                               key="fetch_max_inflight_bytes")

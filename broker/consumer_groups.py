@@ -62,6 +62,18 @@ class Committed:
     owner: str = ""           # the identity of its first commit ("" without authorization)
 
 
+def bound_identities(owners: dict[str, list[str]], group: str) -> frozenset[str] | None:
+    """The identities ``consumer_group_owners`` allows to commit for ``group`` (None: the group is
+    not bound there): an exact name first, else the longest prefix pattern ("orders-*")."""
+    if group in owners:
+        return frozenset(owners[group])
+    best: tuple[int, list[str]] | None = None
+    for pattern, ids in owners.items():
+        if pattern.endswith("*") and group.startswith(pattern[:-1]) and (best is None or len(pattern) > best[0]):
+            best = (len(pattern), ids)
+    return frozenset(best[1]) if best is not None else None
+
+
 class ConsumerGroups:
     def __init__(self, broker: Broker) -> None:
         self.b = broker
@@ -114,10 +126,23 @@ class ConsumerGroups:
             raise BadRequest(f"offset {queue_offset} of {topic!r} outside [0, {end}] (the log end)")
         table = self._sync()
         who = caller.name if caller is not None and caller.via != "none" else ""
-        owner = table.owners.get(group)
-        if who and owner and owner != who and Role.ADMIN not in caller.roles:    # type: ignore[union-attr]
-            raise GroupOwned(f"consumer group {group!r} belongs to {owner!r}; only it or an admin commits for it",
-                             consumer_group=group)
+        admin = caller is not None and Role.ADMIN in caller.roles
+        bound = bound_identities(self.b.cfg.consumer_group_owners, group)
+        if who and not admin:
+            if bound is not None:
+                # configured: only the named identities commit for it (issue 59: any reader could
+                # claim a group name first, and the real application was locked out of it)
+                if who not in bound:
+                    raise GroupOwned(f"consumer group {group!r} is bound to {sorted(bound)} (consumer_group_owners); "
+                                     f"{who!r} may not commit for it", consumer_group=group)
+            elif self.b.cfg.consumer_group_owners_required:
+                raise GroupOwned(f"consumer group {group!r} is bound to no identity and consumer_group_owners_required "
+                                 f"is on: name its owners in consumer_group_owners", consumer_group=group)
+            else:
+                owner = table.owners.get(group)
+                if owner and owner != who:
+                    raise GroupOwned(f"consumer group {group!r} belongs to {owner!r}; only it or an admin commits "
+                                     f"for it", consumer_group=group)
         if not table.known((group, topic)) and table.key_count() >= MAX_KEYS:
             raise BadRequest(f"this master keeps offsets for at most {MAX_KEYS} (consumer group, topic) keys")
         wp = self.b.writer()

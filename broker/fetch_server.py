@@ -19,7 +19,7 @@ import struct
 import time
 from collections.abc import Awaitable, Callable
 from ssl import SSLContext
-from typing import Any, Protocol
+from typing import Any, Protocol, cast
 
 from autoswitch.broker import fetch_codec as fc
 from autoswitch.broker.consume_serve import ConsumeService
@@ -71,9 +71,17 @@ class FetchServer:
                  max_inflight_bytes: int = 64 << 20, slow_reader_timeout_s: float = 10.0,
                  max_reply_bytes: int = 8 << 20,
                  produce: Callable[[pb.ProduceRequest, Any], Awaitable[pb.ProduceReply]] | None = None,
-                 max_produce_bytes: int = 0) -> None:
+                 max_produce_bytes: int = 0, max_per_identity: int = 0) -> None:
         """``produce``: the gRPC Produce handler (as instrumented), serving PRODUCE frames of at most
-        ``max_produce_bytes`` (None: PRODUCE is a protocol error)."""
+        ``max_produce_bytes`` (None: PRODUCE is a protocol error). ``max_per_identity``: the most
+        connections one identity holds (0: a quarter of ``max_connections``)."""
+        self.max_per_identity = max_per_identity or max(1, max_connections // 4)
+        self._per_identity: dict[str, int] = {}
+        # accepted connections: those past their TLS handshake (connection_made, until connection_lost)
+        # and those in it (by accept time; a failed handshake is dropped after the HELLO timeout)
+        self._connected = 0
+        self._handshaking: dict[int, float] = {}
+        self._next_id = 0
         self.consume = consume
         self.produce = produce
         self.max_produce_bytes = max_produce_bytes if produce is not None else 0
@@ -119,8 +127,29 @@ class FetchServer:
             await asyncio.sleep(0.05)
 
     async def start(self, host: str, port: int, ssl: SSLContext | None) -> int:
-        self._server = await asyncio.start_server(self._on_client, host, port, ssl=ssl, limit=READ_CHUNK)
+        # Each connection counts from the moment it is accepted, before its TLS handshake (issue 59:
+        # handshakes in progress were counted against nothing): the protocol is made at accept,
+        # and kept in a weak set until its connection is gone. A handshake may take at most the
+        # HELLO timeout; one over max_connections is closed as soon as it completes.
+        loop = asyncio.get_running_loop()
+        self._server = await loop.create_server(self._accepted_protocol, host, port, ssl=ssl,
+                                                ssl_handshake_timeout=self.hello_timeout_s if ssl else None)
         return self._server.sockets[0].getsockname()[1]
+
+    def _accepted_protocol(self) -> asyncio.StreamReaderProtocol:
+        self._handshaking[self._next_id] = time.monotonic()
+        protocol = _Counted(asyncio.StreamReader(limit=READ_CHUNK), self._on_client, self, self._next_id)
+        self._next_id += 1
+        return protocol
+
+    @property
+    def accepted(self) -> int:
+        """Connections accepted and not gone: those served, and the TLS handshakes in progress (a
+        handshake that failed is never reported to the protocol: it counts until its timeout)."""
+        limit = time.monotonic() - self.hello_timeout_s - 1.0
+        for k in [k for k, t in self._handshaking.items() if t < limit]:
+            del self._handshaking[k]
+        return self._connected + len(self._handshaking)
 
     async def close(self) -> None:
         if self._server is not None:
@@ -128,16 +157,14 @@ class FetchServer:
         await cancel_and_wait(list(self._conns))
 
     async def _on_client(self, reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> None:
-        task = asyncio.current_task()
         peer = str(writer.get_extra_info("peername"))
+        task = asyncio.current_task()
+        assert task is not None
+        self._conns.add(task)
         try:
-            if len(self._conns) >= self.max_connections:
-                raise _Refuse(fc.ERR_BUSY, f"more than {self.max_connections} fetch connections")
-            assert task is not None
-            self._conns.add(task)
-            self._writers.add(writer)
             if writer.get_extra_info("ssl_object") is not None:
                 self._tls.add(writer)
+            self._writers.add(writer)
             await self._serve(reader, writer)
         except fc.FetchProtocolError as e:          # the codec's, or a frame out of order
             await self._refuse(writer, peer, _Refuse(fc.ERR_PROTOCOL, e.message))
@@ -146,10 +173,25 @@ class FetchServer:
         except (asyncio.IncompleteReadError, ConnectionError, TimeoutError, OSError):
             pass                                    # the consumer went away
         finally:
-            self._conns.discard(task)               # type: ignore[arg-type]
+            self._conns.discard(task)
             self._writers.discard(writer)
             self._tls.discard(writer)
             writer.close()
+
+    def _claim(self, key: str) -> None:
+        """One slot of ``key``'s quota (the caller releases it): BUSY past max_per_identity."""
+        n = self._per_identity.get(key, 0)
+        if n >= self.max_per_identity:
+            raise _Refuse(fc.ERR_BUSY, f"{key[:64]} holds {n} fetch connections (limit {self.max_per_identity} "
+                                       f"per identity)")
+        self._per_identity[key] = n + 1
+
+    def _release(self, key: str) -> None:
+        n = self._per_identity.get(key, 0) - 1
+        if n > 0:
+            self._per_identity[key] = n
+        else:
+            self._per_identity.pop(key, None)
 
     async def _refuse(self, writer: asyncio.StreamWriter, peer: str, e: _Refuse) -> None:
         """One ERROR frame, then the caller closes the connection."""
@@ -201,6 +243,18 @@ class FetchServer:
         if self.guard is not None:
             who = self.guard.authn.principal(cn, creds)
             self._check_open(who)                   # a reader or producer at all, before anything is read
+        if who is None:         # no authorization: nobody is named, no quota (docs/fetch-protocol.md)
+            await self._serve_claimed(reader, writer, dec, rest, who, cn, creds, token)
+            return
+        self._claim(who.name)
+        try:
+            await self._serve_claimed(reader, writer, dec, rest, who, cn, creds, token)
+        finally:
+            self._release(who.name)
+
+    async def _serve_claimed(self, reader: asyncio.StreamReader, writer: asyncio.StreamWriter,
+                             dec: fc.FrameDecoder, rest: list[fc.Frame], who: Principal | None, cn: str | None,
+                             creds: list[tuple[str, str]] | None, token: str) -> None:
         writer.write(fc.encode_ready())
         while True:
             for f in rest:
@@ -293,6 +347,41 @@ def _reset(writer: asyncio.StreamWriter) -> None:
         with contextlib.suppress(OSError):
             sock.setsockopt(socket.SOL_SOCKET, socket.SO_LINGER, struct.pack("ii", 1, 0))
     writer.transport.abort()
+
+
+class _Counted(asyncio.StreamReaderProtocol):
+    """A fetch connection's protocol, made at accept (before a TLS handshake): the server counts it
+    from then, and closes it at once when, its handshake done, the connections are over the limit."""
+
+    def __init__(self, reader: asyncio.StreamReader, cb: Any, server: FetchServer, key: int) -> None:
+        super().__init__(reader, cb)
+        self._srv = server
+        self._key = key
+        self._counted = False
+
+    def connection_made(self, transport: asyncio.BaseTransport) -> None:
+        srv = self._srv
+        srv._handshaking.pop(self._key, None)
+        if srv.accepted >= srv.max_connections:
+            peer = str(transport.get_extra_info("peername"))
+            srv._refused.warning((_host(peer), fc.ERR_BUSY), "fetch_refused", peer=peer, code=fc.ERR_BUSY,
+                                 reason=f"more than {srv.max_connections} fetch connections (handshakes included)",
+                                 served=srv._connected, handshaking=len(srv._handshaking))
+            if srv.observer is not None:
+                srv.observer.refused(fc.ERR_BUSY)
+            t = cast(asyncio.Transport, transport)
+            t.write(fc.encode_error(fc.ERR_BUSY, f"more than {srv.max_connections} fetch connections"))
+            t.close()
+            return
+        srv._connected += 1
+        self._counted = True
+        super().connection_made(transport)
+
+    def connection_lost(self, exc: Exception | None) -> None:
+        if self._counted:
+            self._counted = False
+            self._srv._connected -= 1
+            super().connection_lost(exc)
 
 
 class _Refuse(Exception):

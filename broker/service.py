@@ -34,7 +34,7 @@ from autoswitch.broker.write_path import WritePath, validate_fields, validate_to
 
 from autoswitch import __version__
 from autoswitch.base import supervise
-from autoswitch.base.auth import Guard, current_caller
+from autoswitch.base.auth import Guard, Principal, Role, current_caller
 from autoswitch.base.auth_interceptor import server_interceptor
 from autoswitch.base.errors import AutoswitchError
 from autoswitch.base.features import SUPPORTED_LEVEL
@@ -229,6 +229,10 @@ class BrokerServicer(GroupTopicConfigRpcs, pbg.BrokerServiceServicer):
         if b.role != "master":
             return pb.TransferMasterReply(status=pb.NOT_MASTER, error_message=f"this broker is {b.role}",
                                           master_addr=self._master_addr())
+        refused = transfer_refusal(current_caller(), b.replicas.core.leader_node)
+        if refused is not None:
+            b.log.warning("handover_refused", reason=refused, to=request.to_broker_id, epoch=b.master_epoch)
+            return pb.TransferMasterReply(status=pb.NOT_ALLOWED, error_message=refused)
         from autoswitch.broker.replicas.handover import hand_over
         from autoswitch.controller.api import HANDOVER_REQUESTED_BY
 
@@ -341,6 +345,19 @@ class BrokerServicer(GroupTopicConfigRpcs, pbg.BrokerServiceServicer):
 Attach = Callable[[Broker], Awaitable[Callable[[], Awaitable[None]] | None]]
 
 
+def transfer_refusal(caller: Principal | None, leader_node: str) -> str | None:
+    """Who may move this broker's mastership (issue 59): an admin, or the controller this broker
+    hears as the Raft leader (its rebalancing, drains, maintenance and gray moves). Another
+    controller certificate of the cluster, member or not, may not (a non-member forced 26
+    handovers in 30 s). None: allowed (also without authorization: nobody is named)."""
+    if caller is None or Role.ADMIN in caller.roles or Role.PEER not in caller.roles:
+        return None
+    if leader_node and caller.name == f"controller/{leader_node}":
+        return None
+    return (f"only the controller leader ({'controller/' + leader_node if leader_node else 'none known'}) or an "
+            f"admin moves a master; {caller.name[:64]} is neither")
+
+
 SHUTDOWN_STACK_DUMP_S = 20.0
 
 
@@ -439,7 +456,8 @@ async def serve(cfg: BrokerConfig, stop_event: asyncio.Event | None = None, atta
                                 max_inflight_bytes=cfg.fetch_max_inflight_bytes,
                                 slow_reader_timeout_s=cfg.fetch_slow_reader_timeout_s,
                                 max_reply_bytes=cfg.max_consume_bytes,
-                                produce=servicer.Produce, max_produce_bytes=cfg.max_request_bytes)
+                                produce=servicer.Produce, max_produce_bytes=cfg.max_request_bytes,
+                                max_per_identity=cfg.max_fetch_connections_per_identity)
             if metrics is not None:
                 metrics.fetch_server = fetch
             fhost, fport = parse_hostport(cfg.fetch_listen, "fetch_listen")

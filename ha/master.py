@@ -104,13 +104,18 @@ class HAMaster:
         DualPortFront on the public port and two internal loopback listeners."""
         limit = self.config.read_chunk_size
         if ssl is not None and accept_plaintext:
+            # a TLS handshake gets the HA handshake's time, not asyncio's 60 s (issue 59: connections
+            # in their TLS handshake were bounded by nothing)
             self._internal = [await asyncio.start_server(self._on_client, "127.0.0.1", 0, limit=limit),
-                              await asyncio.start_server(self._on_client, "127.0.0.1", 0, limit=limit, ssl=ssl)]
+                              await asyncio.start_server(self._on_client, "127.0.0.1", 0, limit=limit, ssl=ssl,
+                                                         ssl_handshake_timeout=self.config.handshake_timeout_s)]
             plain, tls = (s.sockets[0].getsockname()[1] for s in self._internal)
             self._front = DualPortFront(("127.0.0.1", plain), ("127.0.0.1", tls), name="ha")
             self.port = await self._front.start(host, port)
         else:
-            self._server = await asyncio.start_server(self._on_client, host, port, limit=limit, ssl=ssl)
+            self._server = await asyncio.start_server(
+                self._on_client, host, port, limit=limit, ssl=ssl,
+                ssl_handshake_timeout=self.config.handshake_timeout_s if ssl is not None else None)
             self.port = self._server.sockets[0].getsockname()[1]
         # shrinks the SyncStateSet, moves the commit point, refreshes zones: runs until stop()
         self._housekeeper = asyncio.create_task(self._housekeeping(), name="ha-housekeeping")

@@ -6,14 +6,26 @@ already live in the process (Raft indexes, roles, offsets) are read at scrape ti
 so the hot paths pay nothing for them; counters and histograms are kept where events happen.
 
 The HTTP server is asyncio, loopback by default, GET only, one request per connection, bounded:
-8 KiB of request head, a 5 s read deadline, at most ``MAX_CONNECTIONS`` at once.
+8 KiB of request head, a 5 s read deadline, at most ``MAX_CONNECTIONS`` at once; when full, the
+oldest connection that has not sent its request head yet is closed for the newcomer, so idle
+connections cannot keep a probe out.
+
+It runs on a thread of its own, with its own event loop (issue 59: the probes failed during floods
+and up to 30 s after long-poll clients left, queued behind the data plane on the process's loop).
+``/healthz`` and ``/readyz`` are answered there, from what a task on the process's loop refreshes
+every ``REFRESH_S`` (the readiness, and that the loop runs at all): they answer while the data
+plane is busy, and say 503 when the process's loop has not run for ``STALE_S`` (a frozen process
+is not healthy). ``/metrics`` and the pages run on the process's loop, as before.
 """
 
 from __future__ import annotations
 
 import asyncio
 import contextlib
+import threading
+import time
 from collections.abc import Awaitable, Callable, Iterable
+from typing import Any
 from urllib.parse import parse_qsl
 
 from prometheus_client import CollectorRegistry, Info, generate_latest
@@ -28,6 +40,10 @@ from autoswitch.base.version import VERSION
 MAX_HEAD_BYTES = 8192
 READ_TIMEOUT_S = 5.0
 MAX_CONNECTIONS = 64
+REFRESH_S = 0.5         # the process's loop refreshes what the probes answer this often
+STALE_S = 10.0          # older than this, the process's loop is not running: 503
+PAGE_TIMEOUT_S = 30.0   # a page or /metrics on the process's loop
+PROBE_WAIT_S = 0.5      # /readyz asks the process's loop this long before it answers what it last said
 
 # (ready, reason): what /readyz answers.
 Readiness = Callable[[], tuple[bool, str]]
@@ -91,7 +107,7 @@ def add_build_info(registry: CollectorRegistry, component: str) -> None:
 
 
 class ObserveServer:
-    """``/metrics`` (Prometheus text format), ``/healthz`` (200 while the process serves),
+    """``/metrics`` (Prometheus text format), ``/healthz`` (200 while the process's loop runs),
     ``/readyz`` (200 or 503 with the reason, from ``ready``)."""
 
     def __init__(self, listen: str, registry: CollectorRegistry, ready: Readiness, component: str,
@@ -110,30 +126,119 @@ class ObserveServer:
         self.pages = dict(pages or {})
         self._server: asyncio.AbstractServer | None = None
         self._open = 0
+        # connections that have not sent their request head yet, oldest first (evicted when full)
+        self._idle: dict[asyncio.StreamWriter, None] = {}
+        self._main: asyncio.AbstractEventLoop | None = None      # the process's loop
+        self._loop: asyncio.AbstractEventLoop | None = None      # the HTTP server's, on its thread
+        self._thread: threading.Thread | None = None
+        self._refresher: asyncio.Task | None = None
+        # what the probes answer, refreshed on the process's loop: (ready, reason, monotonic time)
+        self._probe: tuple[bool, str, float] = (False, "starting", time.monotonic())
 
     async def start(self) -> int:
-        self._server = await asyncio.start_server(self._serve, self.host, self.port, limit=MAX_HEAD_BYTES)
-        self.port = self._server.sockets[0].getsockname()[1]
+        self._main = asyncio.get_running_loop()
+        self._refresh()
+        self._refresher = self._main.create_task(self._refresh_loop(), name="observe-refresh")
+        started: asyncio.Future[int] = self._main.create_future()
+        self._thread = threading.Thread(target=self._run, args=(started,), name=f"observe-{self.component}",
+                                        daemon=True)
+        self._thread.start()
+        self.port = await started
         _log.info("observe_listening", component=self.component, listen=f"{self.host}:{self.port}")
         return self.port
 
+    def _run(self, started: asyncio.Future[int]) -> None:
+        """The HTTP server's thread: its own event loop until stop()."""
+        loop = self._loop = asyncio.new_event_loop()
+        main = self._main
+        assert main is not None
+
+        async def serve() -> None:
+            try:
+                self._server = await asyncio.start_server(self._serve, self.host, self.port, limit=MAX_HEAD_BYTES)
+            except Exception as e:  # noqa: BLE001 - the bind failed: start() raises it
+                err = e
+                main.call_soon_threadsafe(lambda: started.done() or started.set_exception(err))
+                return
+            port = self._server.sockets[0].getsockname()[1]
+            main.call_soon_threadsafe(lambda: started.done() or started.set_result(port))
+
+        loop.create_task(serve())
+        try:
+            loop.run_forever()
+        finally:
+            loop.close()
+
+    def _refresh(self) -> None:
+        try:
+            ok, why = self.ready()
+        except Exception as e:  # noqa: BLE001 - a readiness that raises is not ready
+            ok, why = False, f"readiness failed: {type(e).__name__}"
+        self._probe = (ok, why, time.monotonic())
+
+    async def _refresh_loop(self) -> None:
+        while True:
+            self._refresh()
+            await asyncio.sleep(REFRESH_S)
+
     async def stop(self) -> None:
-        if self._server is not None:
-            self._server.close()
-            with contextlib.suppress(Exception):
-                await asyncio.wait_for(self._server.wait_closed(), 2.0)
-            self._server = None
+        if self._refresher is not None:
+            self._refresher.cancel()
+            with contextlib.suppress(BaseException):
+                await self._refresher
+        loop, thread = self._loop, self._thread
+        if loop is not None and thread is not None:
+            async def down() -> None:
+                if self._server is not None:
+                    self._server.close()
+                    with contextlib.suppress(Exception):
+                        await asyncio.wait_for(self._server.wait_closed(), 2.0)
+                loop.stop()
+            with contextlib.suppress(RuntimeError):         # its loop already stopped
+                asyncio.run_coroutine_threadsafe(down(), loop)
+            await asyncio.to_thread(thread.join, 5.0)
+        self._server = None
+        self._loop = self._thread = None
+
+    async def _probes(self, path: str) -> tuple[int, bytes]:
+        """/healthz and /readyz on the server's thread: the readiness asked of the process's loop,
+        and when it does not answer within PROBE_WAIT_S (busy), what it last said."""
+        if path == "/readyz":
+            with contextlib.suppress(TimeoutError):
+                assert self._main is not None
+                fut = asyncio.run_coroutine_threadsafe(_call(self._refresh), self._main)
+                await asyncio.wait_for(asyncio.wrap_future(fut), PROBE_WAIT_S)
+        ok, why, at = self._probe
+        age = time.monotonic() - at
+        if age > STALE_S:
+            return 503, f"the process's event loop has not run for {age:.0f} s\n".encode()
+        if path == "/healthz":
+            return 200, b"ok\n"
+        return (200 if ok else 503), (why or ("ready" if ok else "not ready")).encode() + b"\n"
+
+    async def _on_main(self, coro: Awaitable[Any]) -> Any:
+        """Run ``coro`` on the process's loop (pages, /metrics read its state) and wait here."""
+        assert self._main is not None
+        fut = asyncio.run_coroutine_threadsafe(_awaited(coro), self._main)
+        return await asyncio.wait_for(asyncio.wrap_future(fut), PAGE_TIMEOUT_S)
 
     async def _serve(self, reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> None:
         if self._open >= MAX_CONNECTIONS:
-            writer.close()
-            return
+            if not self._idle:
+                writer.close()
+                return
+            oldest = next(iter(self._idle))         # an idle one makes room: a probe always gets in
+            self._idle.pop(oldest)
+            oldest.transport.abort()
         self._open += 1
+        self._idle[writer] = None
         try:
             try:
                 head = await asyncio.wait_for(reader.readuntil(b"\r\n\r\n"), READ_TIMEOUT_S)
             except (asyncio.IncompleteReadError, asyncio.LimitOverrunError, TimeoutError, ConnectionError):
                 return
+            finally:
+                self._idle.pop(writer, None)
             line = head.split(b"\r\n", 1)[0].decode("latin-1").split()
             if len(line) != 3 or line[0] not in ("GET", "HEAD"):
                 await self._reply(writer, 405, b"GET only\n")
@@ -145,15 +250,14 @@ class ObserveServer:
                 return
             page = self.pages.get(path)
             if page is not None:
-                status, body, ctype = await page(dict(parse_qsl(qs[:2000])), authed)
+                status, body, ctype = await self._on_main(page(dict(parse_qsl(qs[:2000])), authed))
                 await self._reply(writer, status, body, ctype, line[0] == "HEAD")
             elif path == "/metrics":
-                await self._reply(writer, 200, generate_latest(self.registry), CONTENT_TYPE_LATEST, line[0] == "HEAD")
-            elif path == "/healthz":
-                await self._reply(writer, 200, b"ok\n")
-            elif path == "/readyz":
-                ok, why = self.ready()
-                await self._reply(writer, 200 if ok else 503, (why or ("ready" if ok else "not ready")).encode() + b"\n")
+                body = await self._on_main(_call(generate_latest, self.registry))
+                await self._reply(writer, 200, body, CONTENT_TYPE_LATEST, line[0] == "HEAD")
+            elif path in OPEN_PATHS:
+                status, text = await self._probes(path)
+                await self._reply(writer, status, text)
             else:
                 known = " ".join(["/metrics", "/healthz", "/readyz", *sorted(self.pages)])
                 await self._reply(writer, 404, f"not found: {known}\n".encode())
@@ -183,3 +287,11 @@ class ObserveServer:
                      "Connection: close\r\n\r\n".encode() + (b"" if head_only else body))
         with contextlib.suppress(ConnectionError):
             await asyncio.wait_for(writer.drain(), READ_TIMEOUT_S)
+
+
+async def _awaited(aw: Awaitable[Any]) -> Any:
+    return await aw
+
+
+async def _call(fn: Callable[..., Any], *args: Any) -> Any:
+    return fn(*args)

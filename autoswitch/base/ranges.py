@@ -109,6 +109,7 @@ RANGES: dict[str, dict[str, Range]] = {
         "handover_timeout_ms": (100, 300_000),
         "master_switch_hold_ms": (0, 10_000),
         "max_fetch_connections": (1, 10_000),
+        "max_fetch_connections_per_identity": (0, 10_000),
         "fetch_max_inflight_bytes": (KiB, 16 * GiB),
         "fetch_slow_reader_timeout_s": (0.1, 3600),
         "max_inflight_produce": (1, 100_000),

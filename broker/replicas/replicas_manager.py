@@ -99,6 +99,9 @@ class ReplicasManager:
         """``incarnation``: this process's identity towards the controllers (random by default,
         new at every start; stated in registration and heartbeats)."""
         self.config = cfg = config.validate()
+        # the node id of the controller that last answered a heartbeat as the Raft leader ("" =
+        # none known): the only controller that may move this broker's mastership (TransferMaster)
+        self.leader_node = ""
         self.incarnation = incarnation or uuid.uuid4().hex[:16]
         rand = rand or random.random
         bmin, bmax = cfg.backoff_min_ms / 1000.0, cfg.backoff_max_ms / 1000.0
@@ -370,6 +373,9 @@ class ReplicasManager:
                     return out
                 if value.is_leader:  # the controller says it is the leader
                     self.reg.leader = cmd.controller
+                    self.leader_node = value.node_id
+                elif value.node_id and value.node_id == self.leader_node:
+                    self.leader_node = ""       # it no longer leads
                 if self.lease.on_reply(cmd.controller, cmd.round, now, value.node_id):
                     out.extend(self._check_fence(now))
                 return out

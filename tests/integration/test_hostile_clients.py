@@ -358,3 +358,98 @@ def test_readers_that_never_read_cannot_grow_a_tls_broker(procs, tmp_path):
     finally:
         for s in socks:
             s.close()
+
+
+def test_fetch_slots_are_shared_by_identity_and_counted_from_the_handshake(procs, tmp_path):
+    """Issue 59: one reader could take all the fetch port's slots, and connections still in their
+    TLS handshake were counted against no limit. Now one identity holds at most its share (here 2
+    of 8), and an accepted connection counts from accept: raw connections that never finish their
+    handshake keep a reader out until the HELLO timeout closes them."""
+    import socket
+
+    ids = init_dev_ca(tmp_path / "tls", ["broker/g1/1", "reader/app", "reader/other"])
+    me = ids["broker/g1/1"]
+    port, ha, fetch = free_port(), free_port(), free_port()
+    cfg = tmp_path / "broker.toml"
+    cfg.write_text("max_fetch_connections = 8\nmax_fetch_connections_per_identity = 2\n")
+    procs.start("b1", ["broker", "--config", str(cfg), "--role", "master", "--epoch", "1", "--group", "g1",
+                       "--listen", f"{HOST}:{port}", "--ha-listen", f"{HOST}:{ha}", "--fetch-listen",
+                       f"{HOST}:{fetch}", "--ack-mode", "master", "--data-dir", str(tmp_path / "b1"),
+                       "--tls-ca", me["ca"], "--tls-cert", me["cert"], "--tls-key", me["key"], "--auth"])
+    wait_port(port, timeout=60)
+    wait_port(fetch, timeout=60)
+
+    async def quota() -> None:
+        mine = [FetchClient(f"{HOST}:{fetch}", tls=_tls(ids["reader/app"])) for _ in range(3)]
+        try:
+            for c in mine[:2]:
+                await c.fetch("t", 0, 1)
+            with pytest.raises(FetchRefused) as e:
+                await mine[2].fetch("t", 0, 1)
+            assert "per identity" in str(e.value), e.value
+            async with FetchClient(f"{HOST}:{fetch}", tls=_tls(ids["reader/other"])) as other:
+                await other.fetch("t", 0, 1)           # another identity still gets in
+        finally:
+            for c in mine:
+                await c.close()
+    asyncio.run(asyncio.wait_for(quota(), 60))
+
+    raws = [socket.create_connection((HOST, fetch), timeout=30) for _ in range(8)]   # never a handshake
+    try:
+        async def kept_out() -> None:
+            with pytest.raises((FetchRefused, ConnectionError, OSError)) as e:
+                async with FetchClient(f"{HOST}:{fetch}", tls=_tls(ids["reader/other"])) as c:
+                    await c.fetch("t", 0, 1)
+            assert "fetch connections" in str(e.value), e.value
+        asyncio.run(asyncio.wait_for(kept_out(), 60))
+    finally:
+        for s in raws:
+            s.close()
+
+    async def back() -> bool:
+        try:
+            async with FetchClient(f"{HOST}:{fetch}", tls=_tls(ids["reader/other"])) as c:
+                await c.fetch("t", 0, 1)
+            return True
+        except (FetchRefused, ConnectionError, OSError):
+            return False
+    wait_until(lambda: asyncio.run(back()), 60, "a reader served once the stalled handshakes are gone")
+
+
+def test_a_bound_consumer_group_cannot_be_claimed_by_another_reader(procs, tmp_path):
+    """Issue 59: any reader could claim a consumer-group name by committing first, and the real
+    application was then refused its own group. With consumer_group_owners, a group (or a prefix)
+    is bound to the identities named: another reader's first commit is refused, the owner's goes
+    through, and an unbound group keeps the first-commit rule."""
+    from autoswitch.broker.client.client import ConsumerClient
+
+    from autoswitch.base.errors import PermissionDenied
+
+    ids = init_dev_ca(tmp_path / "tls", ["broker/g1/1", "producer/app", "reader/orders-app", "reader/squatter"])
+    me = ids["broker/g1/1"]
+    port, ha = free_port(), free_port()
+    cfg = tmp_path / "broker.toml"
+    cfg.write_text('[consumer_group_owners]\n"orders-*" = ["reader/orders-app"]\n')
+    procs.start("b1", ["broker", "--config", str(cfg), "--role", "master", "--epoch", "1", "--group", "g1",
+                       "--listen", f"{HOST}:{port}", "--ha-listen", f"{HOST}:{ha}", "--ack-mode", "master",
+                       "--data-dir", str(tmp_path / "b1"),
+                       "--tls-ca", me["ca"], "--tls-cert", me["cert"], "--tls-key", me["key"], "--auth"])
+    wait_port(port, timeout=60)
+    addr = f"{HOST}:{port}"
+
+    async def scenario() -> None:
+        p = ProducerClient(addr, max_retries=2, timeout_s=30, tls=_tls(ids["producer/app"]))
+        squat = ConsumerClient(addr, max_retries=0, timeout_s=30, tls=_tls(ids["reader/squatter"]))
+        owner = ConsumerClient(addr, max_retries=2, timeout_s=30, tls=_tls(ids["reader/orders-app"]))
+        try:
+            assert (await p.produce("t", [b"m"] * 3)).ok
+            with pytest.raises(PermissionDenied, match="bound to"):
+                await squat.commit_offset("orders-eu", "t", 1)          # the squatter comes first
+            assert (await owner.commit_offset("orders-eu", "t", 2)).status == 0
+            assert (await squat.commit_offset("audit", "t", 1)).status == 0     # unbound: first commit owns it
+            with pytest.raises(PermissionDenied, match="belongs to"):
+                await owner.commit_offset("audit", "t", 2)
+        finally:
+            for c in (p, squat, owner):
+                await c.close()
+    asyncio.run(asyncio.wait_for(scenario(), 120))

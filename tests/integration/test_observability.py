@@ -206,3 +206,46 @@ def test_metrics_port_survives_junk(procs, tmp_path):
         assert reply == b"" or reply.startswith((b"HTTP/1.1 405", b"HTTP/1.1 404")), reply
     assert status(port, "/healthz") == (200, "ok\n")
     assert status(port, "/status.json?wait=-5")[0] == 200        # clamped to no wait
+
+
+def test_probes_answer_while_the_data_plane_is_busy_or_frozen(procs, tmp_path):
+    """Issue 59: the HTTP probes failed during floods (they queued behind the data plane on the
+    process's loop) and idle connections could fill the server. Now the probes are answered on the
+    HTTP server's own thread: 64 idle connections do not keep a probe out (the oldest idle one
+    makes room), /readyz answers at once while the process's loop is frozen (what it last said),
+    and /healthz says 503 once the loop has not run for STALE_S."""
+    import socket
+    import time as _time
+
+    from autoswitch.base.observe import MAX_CONNECTIONS, STALE_S
+
+    from tests.procs import HOST, free_port, wait_port
+
+    port, ha, metrics = free_port(), free_port(), free_port()
+    freeze = tmp_path / "freeze"
+    cfg = tmp_path / "broker.toml"
+    cfg.write_text("loop_stall_timeout_ms = 0\n")         # the watchdog would end a frozen master
+    b = procs.start("b1", ["broker", "--config", str(cfg), "--role", "master", "--epoch", "1", "--group", "g1",
+                           "--listen", f"{HOST}:{port}", "--ha-listen", f"{HOST}:{ha}", "--ack-mode", "master",
+                           "--data-dir", str(tmp_path / "b1"), "--metrics-listen", f"{HOST}:{metrics}"],
+                    crash_at=f"freeze:broker.loop_probe:{freeze}")
+    wait_port(metrics, timeout=60)
+    idle = [socket.create_connection((HOST, metrics), timeout=30) for _ in range(MAX_CONNECTIONS + 5)]
+    try:
+        assert status(metrics, "/healthz") == (200, "ok\n")
+        assert status(metrics, "/readyz")[0] == 200
+    finally:
+        for s in idle:
+            s.close()
+    freeze.write_text("frozen")             # the broker's event loop thread stops in its probe
+    try:
+        wait_until(lambda: "test_freeze_injected" in b.log_text(), 30, "the loop frozen")
+        t0 = _time.monotonic()
+        code, why = status(metrics, "/readyz")
+        assert code == 200 and _time.monotonic() - t0 < 5, (code, why)     # what it last said, at once
+        code, why = wait_until(lambda: (r := status(metrics, "/healthz"))[0] == 503 and r, STALE_S + 30,
+                               "/healthz says the loop is not running")
+        assert "has not run" in why, why
+    finally:
+        freeze.unlink()
+    wait_until(lambda: status(metrics, "/healthz") == (200, "ok\n"), 30, "healthy again once the loop runs")

@@ -297,6 +297,29 @@ def test_another_clusters_controller_cannot_transfer_a_masters_role(cl, tmp_path
     still_serving(cl)
 
 
+def test_only_the_controller_leader_or_an_admin_moves_a_master(cl):
+    """Issue 59: TransferMaster was open to any controller certificate bound to the cluster, member
+    or not: a non-member controller/n4 forced 26 handovers in 30 s. Now a controller may move a
+    master only when it is the one the broker hears as the Raft leader."""
+    master_id, epoch = cl.wait_master()
+    master = cl.master_name()
+
+    async def scenario():
+        async with ControllerClient(cl.controllers, deadline_s=30, tls=cl.tls()) as c:
+            leader = (await _leader_md(c)).leader_id
+        follower = next(n for n in cl.ctl_ids if n != leader)
+        for who in (f"controller/{follower}", "controller/n4"):
+            creds = grpc_channel_credentials(cl.tls(who))
+            async with grpc.aio.secure_channel(cl.broker_addr(master), creds) as ch:
+                r = await bpbg.BrokerServiceStub(ch).TransferMaster(bpb.TransferMasterRequest(timeout_ms=5000),
+                                                                    timeout=30)
+                assert r.status == bpb.NOT_ALLOWED and "only the controller leader" in r.error_message, (who, r)
+
+    run(scenario())
+    assert cl.wait_master() == (master_id, epoch), "the master changed"
+    still_serving(cl)
+
+
 def test_switch_role_needs_admin(cl):
     master_id, epoch = cl.wait_master()
     slave = next(n for n in ("b1", "b2", "b3") if cl.status(n)["role"] == "slave")
