@@ -19,7 +19,7 @@ class Entry(_message.Message):
     def __init__(self, index: _Optional[int] = ..., term: _Optional[int] = ..., kind: _Optional[int] = ..., data: _Optional[bytes] = ...) -> None: ...
 
 class RaftMessage(_message.Message):
-    __slots__ = ("type", "to", "term", "index", "log_term", "entries", "commit", "reject", "reject_hint", "reject_term", "vote_result", "seq", "transfer", "snap_index", "snap_term", "snap_offset", "snap_total", "snap_crc", "snap_done", "snap_data")
+    __slots__ = ("type", "to", "term", "index", "log_term", "entries", "commit", "reject", "reject_hint", "reject_term", "vote_result", "seq", "transfer", "snap_index", "snap_term", "snap_offset", "snap_total", "snap_crc", "snap_done", "snap_data", "voters")
     TYPE_FIELD_NUMBER: _ClassVar[int]
     FROM_FIELD_NUMBER: _ClassVar[int]
     TO_FIELD_NUMBER: _ClassVar[int]
@@ -41,6 +41,7 @@ class RaftMessage(_message.Message):
     SNAP_CRC_FIELD_NUMBER: _ClassVar[int]
     SNAP_DONE_FIELD_NUMBER: _ClassVar[int]
     SNAP_DATA_FIELD_NUMBER: _ClassVar[int]
+    VOTERS_FIELD_NUMBER: _ClassVar[int]
     type: int
     to: str
     term: int
@@ -61,7 +62,8 @@ class RaftMessage(_message.Message):
     snap_crc: int
     snap_done: bool
     snap_data: bytes
-    def __init__(self, type: _Optional[int] = ..., to: _Optional[str] = ..., term: _Optional[int] = ..., index: _Optional[int] = ..., log_term: _Optional[int] = ..., entries: _Optional[_Iterable[_Union[Entry, _Mapping]]] = ..., commit: _Optional[int] = ..., reject: _Optional[bool] = ..., reject_hint: _Optional[int] = ..., reject_term: _Optional[int] = ..., vote_result: _Optional[int] = ..., seq: _Optional[int] = ..., transfer: _Optional[bool] = ..., snap_index: _Optional[int] = ..., snap_term: _Optional[int] = ..., snap_offset: _Optional[int] = ..., snap_total: _Optional[int] = ..., snap_crc: _Optional[int] = ..., snap_done: _Optional[bool] = ..., snap_data: _Optional[bytes] = ..., **kwargs) -> None: ...
+    voters: _containers.RepeatedScalarFieldContainer[str]
+    def __init__(self, type: _Optional[int] = ..., to: _Optional[str] = ..., term: _Optional[int] = ..., index: _Optional[int] = ..., log_term: _Optional[int] = ..., entries: _Optional[_Iterable[_Union[Entry, _Mapping]]] = ..., commit: _Optional[int] = ..., reject: _Optional[bool] = ..., reject_hint: _Optional[int] = ..., reject_term: _Optional[int] = ..., vote_result: _Optional[int] = ..., seq: _Optional[int] = ..., transfer: _Optional[bool] = ..., snap_index: _Optional[int] = ..., snap_term: _Optional[int] = ..., snap_offset: _Optional[int] = ..., snap_total: _Optional[int] = ..., snap_crc: _Optional[int] = ..., snap_done: _Optional[bool] = ..., snap_data: _Optional[bytes] = ..., voters: _Optional[_Iterable[str]] = ..., **kwargs) -> None: ...
 
 class Batch(_message.Message):
     __slots__ = ("version", "cluster", "messages", "sender", "sender_member")

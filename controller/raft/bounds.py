@@ -3,6 +3,8 @@ corrupt and is dropped before any of it is believed."""
 
 from __future__ import annotations
 
+from autoswitch.base.limits import MAX_CONTROLLERS
+
 from .messages import Message
 
 # Largest term and index a message may carry. 2^40 elections or 2^62 entries never happen in a
@@ -23,6 +25,9 @@ MAX_TERM_JUMP = 64
 # with a voter's own key needs 2^40 / 64 windows (at 150 ms, about 80 years) to exhaust the space.
 # Members that are not voters raise no term at all (core.RaftCore.step).
 TERM_RISE_PER_WINDOW = 64
+# A vote answer names its configuration's voters: at most MAX_CONTROLLERS ids, each far shorter
+# than this; more is forged.
+MAX_NAMED_VOTER_LEN = 256
 _INDEX_FIELDS = ("index", "commit", "reject_hint", "snap_index", "snap_offset", "snap_total")
 _TERM_FIELDS = ("term", "log_term", "reject_term", "snap_term")
 
@@ -35,6 +40,8 @@ def out_of_bounds(m: Message) -> str | None:
     for name in _INDEX_FIELDS:
         if not 0 <= getattr(m, name) <= MAX_INDEX:
             return name
+    if len(m.voters) > MAX_CONTROLLERS or any(len(v) > MAX_NAMED_VOTER_LEN for v in m.voters):
+        return "voters"
     for e in m.entries:
         if not (0 <= e.index <= MAX_INDEX and 0 <= e.term <= MAX_TERM):
             return "entries"

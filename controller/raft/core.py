@@ -98,6 +98,7 @@ class RaftCore:
         self._catch_up_started_pending = False
         self.voters: tuple[str, ...] = ()
         self.learners: tuple[str, ...] = ()
+        self._vouched: dict[str, int] = {}      # learner -> until when a voter's word makes it a voter: vouch()
         self.peers: tuple[str, ...] = ()        # every other member: replication and heartbeats
         self.voter_peers: tuple[str, ...] = ()  # the other voters: votes, commit, leases
         self.quorum = 1
@@ -202,6 +203,7 @@ class RaftCore:
     def _set_conf(self, conf: Membership) -> None:
         self.voters = conf.voter_ids
         self.learners = conf.learner_ids
+        self._vouched = {}
         self.peers = tuple(sorted(p for p in conf.all() if p != self.id))
         self.voter_peers = tuple(p for p in self.voters if p != self.id)
         self.quorum = majority(len(self.voters)) if self.voters else 1
@@ -381,26 +383,70 @@ class RaftCore:
             self.next_heartbeat_ms = self.now + self.cfg.heartbeat_interval_ms
             replicate.broadcast_heartbeat(self)
 
-    def _term_rise_refused(self, m: Message) -> str | None:
-        """Why ``m``, whose term is above ours, may not raise it (None: it may). Only voters raise
-        terms; a vote answer's term is adopted by the round (vote.py, in steps); a pre-vote
-        request raises nothing; anything else raises it by at most MAX_TERM_JUMP per message and
-        TERM_RISE_PER_WINDOW per peer and election_timeout_min window."""
+    def _refused_sender(self, m: Message) -> str | None:
+        """A learner never leads or campaigns: a learner's certificate sent one APPEND at term + 1
+        and a follower applied a forged entry (issue 59, item 2). Refused: leader messages and vote
+        requests from a sender this node's configuration lists as a learner, unless a voter of it
+        named the sender as one of its own voters (vouch: we missed its promotion). A learner's
+        pre-vote is answered, never granted (vote.handle_vote); its replies still count. A sender
+        the configuration does not list at all is the transport's to judge (GrpcRaftTransport
+        admits members of this configuration only): the core cannot tell a stranger from a member
+        added while this node was away, and Raft takes a leader's messages from outside its own
+        configuration (docs/raft.md, "Who may lead")."""
+        if m.type in _LEADER_OR_CANDIDATE and m.type != MsgType.PRE_VOTE and not self.speaks_as_voter(m.frm):
+            return "not_a_voter"
+        return None
+
+    def speaks_as_voter(self, nid: str) -> bool:
+        """May ``nid`` lead, campaign and raise our term? Anyone but a learner of our configuration
+        that no voter of it has lately named a voter (see vouch)."""
+        return nid not in self.learners or self._vouched.get(nid, -1) >= self.now
+
+    def vouch(self, frm: str, voters: tuple[str, ...]) -> None:
+        """``frm``, a voter of our configuration, answered a vote request naming the voters of its
+        own: a learner of ours among them was promoted in entries we have not received, and we take
+        it as a voter (without counting it in our quorum) for two election timeouts, renewed by
+        each such answer, or until our configuration changes. Only a leader's configuration entry
+        makes a voter, so a learner cannot name itself; the expiry leaves a member demoted since
+        no voice a stale word gave it. Without this, a node that missed a promotion refused the
+        promoted member as leader and as candidate and, when the cluster needed both, nobody could
+        lead (simulator, seeds 51 and 83)."""
+        if frm not in self.voters:
+            return
+        until = self.now + 2 * self.cfg.election_timeout_min_ms
+        for v in voters:
+            if v in self.learners:
+                if not self.speaks_as_voter(v):
+                    self.log_.info("raft_learner_vouched", frm=frm, learner=v, term=self.term,
+                                   note="a voter counts it among its voters: its promotion is in entries this "
+                                        "node lacks")
+                self._vouched[v] = until
+
+    def _term_rise(self, m: Message) -> tuple[int, str | None]:
+        """How far ``m``, whose term is above ours, raises it: (the term we take, why not m.term or
+        None). A learner raises no term (a sender the configuration does not list: see
+        _refused_sender); a vote answer's term is adopted by the round (vote.py, in steps); a
+        pre-vote request raises nothing here; anything else raises it by at most MAX_TERM_JUMP per
+        message and TERM_RISE_PER_WINDOW per peer and election_timeout_min window. A message from
+        further ahead raises our term by what the bounds allow and is dropped: a node that is
+        honestly far behind (a learner joining a cluster past term 64) climbs to its leader's term
+        in a few windows; a stream cannot walk faster than the budget."""
         if m.type in (MsgType.VOTE_RESP, MsgType.PRE_VOTE_RESP, MsgType.PRE_VOTE):
-            return None
-        if self.voters and m.frm not in self.voters:
-            return "term_from_non_voter"
+            return m.term, None
+        if not self.speaks_as_voter(m.frm):
+            return self.term, "term_from_non_voter"
         rise = m.term - self.term
-        if rise > MAX_TERM_JUMP:
-            return "term_jump"
         start, risen = self._term_rises.get(m.frm, (self.now, 0))
         if self.now - start >= self.cfg.election_timeout_min_ms:
             start, risen = self.now, 0
-        if risen + rise > TERM_RISE_PER_WINDOW:
-            return "term_rise_rate"
-        if m.frm in self._term_rises or len(self._term_rises) < MAX_TERM_RISE_PEERS:
-            self._term_rises[m.frm] = (start, risen + rise)
-        return None
+        allowed = max(0, min(rise, MAX_TERM_JUMP, TERM_RISE_PER_WINDOW - risen))
+        if allowed and (m.frm in self._term_rises or len(self._term_rises) < MAX_TERM_RISE_PEERS):
+            self._term_rises[m.frm] = (start, risen + allowed)
+        elif allowed:
+            allowed = 0         # too many peers tracked already: nothing untracked raises a term
+        if allowed == rise:
+            return m.term, None
+        return self.term + allowed, "term_jump" if rise > MAX_TERM_JUMP else "term_rise_rate"
 
     def _watch_for_an_existing_log(self, m: Message) -> None:
         """See ``fresh`` in __init__ (issue 30: a wiped controller rejoined as a new member)."""
@@ -428,10 +474,12 @@ class RaftCore:
     # ------------------------------------------------------------------ step
     def step(self, m: Message) -> None:
         """Feed one message from a peer. Malformed/stale input is dropped with a log line."""
-        # Who may talk is the transport's check (it authenticates); the core answers any sender, as
-        # Raft requires (thesis §4.1): a node that missed a membership change must still follow a
-        # leader added meanwhile, and vote for a candidate it has never heard of (the simulator
-        # deadlocked when a lagging voter refused the only candidate that could win, seed 160).
+        # Who may talk is the transport's check (it authenticates); the core answers a sender its
+        # configuration does not list, as Raft requires (thesis §4.1): a node that missed a
+        # membership change must still follow a leader added meanwhile, and vote for a candidate it
+        # has never heard of (the simulator deadlocked when a lagging voter refused the only
+        # candidate that could win, seed 160). A learner of its configuration is another matter
+        # (_refused_sender), unless a voter vouched for it (a promotion we missed: vouch).
         # A removed node cannot disrupt: its pre-vote meets the leader lease of the others.
         if m.to != self.id:
             self._peer_log.warning((m.frm[:64], "not_for_us"), "raft_drop_message", reason="not_for_us", frm=m.frm[:64],
@@ -446,19 +494,18 @@ class RaftCore:
                                    frm=m.frm, type=m.type.name,
                               term=m.term)
             return
-        if m.type in _LEADER_OR_CANDIDATE and self.voters and m.frm not in self.voters:
-            # A learner (or a member this configuration does not list as a voter) never leads or
-            # campaigns: a learner's certificate sent one APPEND at term + 1 and a follower applied
-            # a forged entry (issue 59, item 2). Its replies still count (it is replicated to).
+        if self._refused_sender(m) is not None:
             self._peer_log.warning((m.frm, "not_a_voter"), "raft_drop_message", reason="not_a_voter", frm=m.frm,
                                    type=m.type.name, term=m.term, voters=list(self.voters))
             return
         if m.term > self.term:
-            why = self._term_rise_refused(m)
+            term, why = self._term_rise(m)
             if why is not None:
                 self._peer_log.warning((m.frm, why), "raft_drop_message", reason=why, frm=m.frm,
-                                       type=m.type.name, term=self.term, msg_term=m.term, max_jump=MAX_TERM_JUMP,
-                                       per_window=TERM_RISE_PER_WINDOW)
+                                       type=m.type.name, term=self.term, msg_term=m.term, climbed_to=term,
+                                       max_jump=MAX_TERM_JUMP, per_window=TERM_RISE_PER_WINDOW)
+                if term > self.term:
+                    self._become_follower(term, None)
                 return
         if self.fresh:
             self._watch_for_an_existing_log(m)

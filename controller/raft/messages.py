@@ -119,6 +119,10 @@ class Message:
     snap_crc: int = 0
     snap_done: bool = False
     snap_data: bytes = b""
+    # *VOTE_RESP: the voters of the replier's configuration. A node whose configuration still
+    # lists one of them as a learner (it missed the promotion) takes it as a voter on a voter's
+    # word (RaftCore.vouch, docs/raft.md "Who may lead").
+    voters: tuple[str, ...] = ()
 
 
 @dataclass(slots=True)

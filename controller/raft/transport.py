@@ -59,6 +59,8 @@ def to_pb(m: Message) -> raft_pb2.RaftMessage:
         v = getattr(m, name)
         if v:
             setattr(p, name, v)
+    if m.voters:
+        p.voters.extend(m.voters)
     if m.entries:
         add = p.entries.add
         for e in m.entries:
@@ -84,7 +86,7 @@ def from_pb(p: raft_pb2.RaftMessage) -> Message:
         commit=p.commit, reject=p.reject, reject_hint=p.reject_hint, reject_term=p.reject_term,
         vote_result=VoteResult(p.vote_result), seq=p.seq, transfer=p.transfer, snap_index=p.snap_index,
         snap_term=p.snap_term, snap_offset=p.snap_offset, snap_total=p.snap_total, snap_crc=p.snap_crc,
-        snap_done=p.snap_done, snap_data=p.snap_data)
+        snap_done=p.snap_done, snap_data=p.snap_data, voters=tuple(p.voters))
 
 
 def _approx_size(m: Message) -> int:

@@ -27,9 +27,19 @@ class VoteRound:
 
 
 
+# answers that stay the same for the rest of the term (votes are durable; a log shrinks only under
+# a leader of the term, whose messages end the candidacy anyway)
+_NEVER_IN_THIS_TERM = frozenset({VoteResult.REJECT_ALREADY_VOTED, VoteResult.REJECT_EXPIRED_LEDGER_TERM,
+                                 VoteResult.REJECT_SMALL_LEDGER_END_INDEX})
+
+
 def maybe_campaign(core: RaftCore, transfer: bool = False) -> None:
-    if (core.role != Role.CANDIDATE or core._round is not None or core.catching_up or core.silenced is not None
-            or core.id not in core.voters):
+    if core.role != Role.CANDIDATE or core._round is not None:
+        return
+    if core.id not in core.voters:
+        ask_who_leads(core)
+        return
+    if core.catching_up or core.silenced is not None:
         return
     if core.term + 1 >= MAX_TERM:
         # the last term is never entered by a campaign: there would be none after it
@@ -49,6 +59,19 @@ def maybe_campaign(core: RaftCore, transfer: bool = False) -> None:
     core.vote = core.id
     core.need_increase_term = False
     start_round(core, core.term, pre=False, transfer=transfer)
+
+
+def ask_who_leads(core: RaftCore) -> None:
+    """A learner that lost its leader asks the voters it knows, once per election timeout, with a
+    pre-vote nobody grants: their answers carry their term and their voters. It may have missed
+    the promotion of the learner that now leads (refused by _refused_sender until a voter names it,
+    RaftCore.vouch), or be more than MAX_TERM_JUMP terms behind (its term climbs by the answers)."""
+    if not core.voter_peers or core.now < core.next_vote_ms:
+        return
+    core.next_vote_ms = core.now + core.cfg.election_timeout_min_ms + core._vote_backoff()
+    for p in core.voter_peers:
+        core._send(Message(MsgType.PRE_VOTE, core.id, p, core.term + 1, index=core.log.last_index(),
+                           log_term=core.log.last_term()))
 
 
 def start_round(core: RaftCore, term: int, pre: bool, transfer: bool) -> None:
@@ -103,7 +126,13 @@ def finish_round(core: RaftCore) -> None:
             maybe_campaign(core, transfer=True)
             return
     elif outcome == TallyOutcome.WAIT_TO_REVOTE:
-        core.need_increase_term = rnd.pre
+        # DLedger revotes in the same term, waiting for the bigger log's owner to win. Only while
+        # the term can still be won: a voter that voted for another or holds a bigger log never
+        # grants it, and that owner may never campaign (no voter in its own configuration, one
+        # appended and not yet committed: the simulator's seed 1716 hung split for good) -> the
+        # next term (pre-vote first), which a majority of equal logs can win.
+        settled = sum(1 for r in rnd.replies.values() if r in _NEVER_IN_THIS_TERM)
+        core.need_increase_term = rnd.pre or len(core.voters) - settled < core.quorum
         core.next_vote_ms = core.now + core._vote_backoff()
     else:
         core.need_increase_term = True
@@ -132,8 +161,9 @@ def in_lease(core: RaftCore) -> bool:
 
 def reply_vote(core: RaftCore, m: Message, result: VoteResult, term: int | None = None) -> None:
     t = MsgType.PRE_VOTE_RESP if m.type == MsgType.PRE_VOTE else MsgType.VOTE_RESP
-    core._send(Message(t, core.id, m.frm, core.term if term is None else term, seq=m.seq,
-                       vote_result=result, reject=result != VoteResult.ACCEPT))
+    # the answer names our voters: a node that missed a promotion learns it from us (RaftCore.vouch)
+    core._send(Message(t, core.id, m.frm, core.term if term is None else term, seq=m.seq, vote_result=result,
+                       reject=result != VoteResult.ACCEPT, voters=core.voters))
 
 
 def ledger_check(core: RaftCore, m: Message) -> VoteResult | None:
@@ -147,6 +177,11 @@ def ledger_check(core: RaftCore, m: Message) -> VoteResult | None:
 def handle_vote(core: RaftCore, m: Message) -> None:
     if m.frm == core.id:
         reply_vote(core, m, VoteResult.REJECT_UNEXPECTED_LEADER)
+        return
+    if not core.speaks_as_voter(m.frm):
+        # a learner's pre-vote is a question (ask_who_leads), never granted; it changes nothing here
+        # (a learner's vote request was dropped before: RaftCore._refused_sender)
+        reply_vote(core, m, VoteResult.REJECT_UNKNOWN_LEADER)
         return
     if core.catching_up or core.silenced is not None:
         # silenced: our state machine differs from the others' (the state hash check).
@@ -208,6 +243,11 @@ def reset_candidate_delay(core: RaftCore) -> int:
 
 
 def handle_vote_resp(core: RaftCore, m: Message) -> None:
+    if m.frm in core.voters:
+        core.vouch(m.frm, m.voters)
+        if core.id not in core.voters and m.term > core.term and core.role != Role.LEADER:
+            # the answer to ask_who_leads: a voter's term, adopted in steps like a round's
+            core._set_term(min(m.term, core.term + MAX_TERM_JUMP))
     rnd = core._round
     if core.role != Role.CANDIDATE or rnd is None or m.seq != rnd.seq:
         return

@@ -29,7 +29,8 @@ VOTE_HUNT = FaultMix(every_ms=150, partition=0.35, one_way=0.2, heal=0.25, crash
 # lease_hold_from_first_report moved to 2); resume_epoch_after_unclean, run with operators'
 # elections since the power-loss seeds changed: 371 -> 500 (rarer since the model's new master
 # fsyncs before it serves, as the broker does: only a stale view naming the restarted master of
-# its own epoch is left to bite)
+# its own epoch is left to bite); on 2026-12-07 (hostile Raft peers, issue 59): learner_may_lead
+# 6 -> 20, no_term_rise_budget 1 -> 5 (vote_not_persisted moved to 77)
 CATCH_BOUND = {
     "no_union_sss": 150,
     "elect_outside_sss": 20,
@@ -52,6 +53,8 @@ CATCH_BOUND = {
     "resume_epoch_after_unclean": 150,
     "accept_second_incarnation": 20,
     "lower_timeout_below_floor": 5,
+    "learner_may_lead": 20,
+    "no_term_rise_budget": 5,
 }
 # planted bugs that need the power cuts of DataSim(power_loss=True)
 POWER_BUGS = {"report_restart_clean", "resume_epoch_after_unclean", "unstated_min_isr", "accept_second_incarnation"}
@@ -91,6 +94,8 @@ def run_with_bug(bug: str, seed: int) -> Violation | None:
         try:
             if bug in ("vote_not_persisted",):
                 controller_sim.ControllerSim(seed, bugs=frozenset({bug}), mix=VOTE_HUNT).run()
+            elif bug in ("learner_may_lead", "no_term_rise_budget"):
+                controller_sim.ControllerSim(seed, bugs=frozenset({bug}), spares=2, hostile=True).run()
             elif bug == "wiped_member_votes":
                 controller_sim.ControllerSim(seed, bugs=frozenset({bug}), spares=2 * (seed % 2), wipes=True).run()
             elif bug in POWER_BUGS:

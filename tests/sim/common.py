@@ -34,8 +34,10 @@ BUGS = (
     "resume_epoch_after_unclean",  # a master resumes its MasterEpoch after an unclean restart
     "accept_second_incarnation",   # controllers and masters accept a second process of a brokerId
     "lower_timeout_below_floor",   # heartbeat_timeout_ms may be lowered below what brokers' leases assume
+    "learner_may_lead",        # a Raft follower takes leader messages from a learner of its configuration
+    "no_term_rise_budget",     # Raft terms may rise by up to 2^20 per message, with no budget per peer and window
 )
-PHASE_A_BUGS = {"vote_not_persisted", "wiped_member_votes"}
+PHASE_A_BUGS = {"vote_not_persisted", "wiped_member_votes", "learner_may_lead", "no_term_rise_budget"}
 
 
 class NoTimeoutCheckTable(HeartbeatTable):

@@ -31,10 +31,11 @@ from autoswitch.controller.messages import (
     UpdateControllerConfigRequest,
     encode_request,
 )
+from autoswitch.controller.raft.bounds import MAX_TERM_JUMP, TERM_RISE_PER_WINDOW
 from autoswitch.controller.raft.config import RaftConfig
 from autoswitch.controller.raft.core import RaftCore
 from autoswitch.controller.raft.membership import pack_snapshot, unpack_snapshot
-from autoswitch.controller.raft.messages import Entry, EntryKind, MsgType, Role, Snapshot
+from autoswitch.controller.raft.messages import Entry, EntryKind, Message, MsgType, Role, Snapshot
 from autoswitch.controller.raft.storage import MemoryStorage
 from autoswitch.controller.state.sm_config import SMConfig
 from autoswitch.controller.state.statemachine import ControllerStateMachine, handle
@@ -88,13 +89,19 @@ class Node:
 class ControllerSim:
     def __init__(self, seed: int, n: int = 3, bugs: frozenset[str] = frozenset(), duration_ms: int = 2500,
                  mix: FaultMix | None = None, liveness_ms: int = 3000, spares: int = 0, wipes: bool = False,
-                 operator: bool = False) -> None:
+                 operator: bool = False, hostile: bool = False) -> None:
         """``spares``: nodes that start outside the cluster; the workload then also changes the
         membership (adds them as learners, promotes caught-up learners, removes voters) whenever
         the leader may (one change at a time), under the same faults. ``wipes``: the fault menu also
         wipes a node's data directory (it restarts on an empty storage, as a fresh node), one node
         at a time (a majority wiped at once is an operator's duty: docs/operations-controller.md)."""
         self.wipes = wipes
+        # ``hostile``: a peer with a member's key forges Raft messages during the storm (issue 59):
+        # a learner's APPEND at term + 1 carrying a forged entry, and a voter's stream of heartbeats
+        # each as far above the last as one message may go. Its own random stream.
+        self.hostile = random.Random(f"hostile/{seed}") if hostile else None
+        self.burst_targets: set[str] = set()
+        self.last_voter_ms: dict[str, int] = {}     # when some node's configuration last named it a voter
         # ``operator``: the workload also finalizes feature level 2 and cordons / uncordons brokers
         # and controller members (an own random stream: the other seeds' runs stay as they were)
         self.operator = random.Random(f"ops/{seed}") if operator else None
@@ -142,6 +149,12 @@ class ControllerSim:
                         clock.local(self.now), rec.hard_state, rec.snapshot, rec.entries,
                         membership=Membership() if joining else Membership.of_ids(self.initial),
                         catch_up=storage.catch_up)
+        if "learner_may_lead" in self.bugs:
+            core.speaks_as_voter = lambda nid: True      # BUG: a learner's leader messages (and terms) are taken
+        if "no_term_rise_budget" in self.bugs:
+            # BUG: only the old per-message bound (2^20), no budget per peer and window
+            core._term_rise = lambda m: ((core.term, "term_jump") if m.term - core.term > 1 << 20 and m.type not in (
+                MsgType.VOTE_RESP, MsgType.PRE_VOTE_RESP, MsgType.PRE_VOTE) else (m.term, None))
         if "wiped_member_votes" in self.bugs:
             core.fresh = False      # BUG: an empty storage is taken as a new cluster's member
         sm = ControllerStateMachine(self.sm_cfg)
@@ -438,6 +451,77 @@ class ControllerSim:
             ld = self._leader()
             if ld is not None and ld.core.applied > ld.core.log.offset + 5:
                 self._snapshot(ld)
+        if self.hostile is not None and self.hostile.random() < 0.3:
+            self._attack()
+
+    def _attack(self) -> None:
+        """A hostile member forges messages at a node that is not the leader: as a learner, an APPEND
+        at the node's term + 1 with a forged configuration write marked committed; as a voter (a
+        stolen key), heartbeats each MAX_TERM_JUMP above the last. Senders are members of the
+        target's own configuration: the product's transport refuses anyone else before the core
+        (GrpcRaftTransport, tested over real sockets in tests/integration/test_secure.py)."""
+        h = self.hostile
+        assert h is not None
+        ld = self._leader()
+        targets = [n for n in self.nodes.values() if n.alive and n is not ld]
+        if ld is None or not targets:
+            return
+        t = h.choice(targets)
+        conf = t.core.membership
+        # a learner no log has named a voter lately: a voter's word makes a member a voter for two
+        # election timeouts at a node that missed its promotion (RaftCore.vouch), so a key that
+        # was a voter's that recently still speaks as one there (docs/security.md); older, no
+        recently = self.now - 2 * self.cfg.election_timeout_min_ms - 10
+        learners = [p for p in conf.learner_ids if p != t.nid and self.last_voter_ms.get(p, -1 << 62) < recently]
+        if learners and h.random() < 0.5:
+            frm = h.choice(learners)
+            last = t.core.log.last_index()
+            forged = Entry(last + 1, t.core.term + 1,
+                           encode_request(UpdateControllerConfigRequest({"enable_elect_unclean_master": "true"}, 1)))
+            m = Message(MsgType.APPEND, frm, t.nid, t.core.term + 1, index=last, log_term=t.core.log.term(last) or 0,
+                        commit=last + 1, entries=(forged,))
+            self._forge(t, m)
+            self.stats.extra["forged_appends"] = self.stats.extra.get("forged_appends", 0) + 1
+            return
+        voters = [p for p in conf.voter_ids if p not in (t.nid, ld.nid)]
+        if not voters or t.nid not in ld.core.membership.voter_ids:
+            # a voter's key at a learner: it takes the terms (a voter's are to be taken) and then
+            # refuses the leader's lower term until the cluster passes it; learners' terms move no
+            # voter, so nothing brings the cluster there (docs/security.md: what a voter's key can do)
+            return
+        frm = h.choice(voters)
+        self.burst_targets.add(t.nid)
+        for k in range(1, 101):
+            self._forge(t, Message(MsgType.HEARTBEAT, frm, t.nid, t.core.term + k * MAX_TERM_JUMP))
+        self.stats.extra["forged_heartbeats"] = self.stats.extra.get("forged_heartbeats", 0) + 100
+
+    def _forge(self, t: Node, m: Message) -> None:
+        """Delivered at once: the sender's role was judged now (a promotion the network would let
+        overtake the message makes it a voter's, which may do what it does)."""
+        t.core.step(m)
+        self.process(t.nid)
+
+    def _wedged_by_voter_key(self, ld: Node) -> set[str]:
+        """After a voter's key walked a member above the cluster's term: the learners of the
+        leader's configuration above the leader's term (the walked one, and any that took the term
+        from it while it still counted it a voter). They refuse the leader's lower term, and a
+        learner's term moves no voter: what a voter's key can do (docs/security.md; the remedy is
+        recover-member). Without a walk, no member is excused."""
+        if not self.burst_targets:
+            return set()
+        return {nid for nid, n in self.nodes.items() if nid not in ld.core.membership.voter_ids
+                and n.core.term > ld.core.term}
+
+    def _check_terms(self) -> None:
+        """No stream of messages walks the term space: every node's term stays within what honest
+        campaigns and the per-peer budget allow over the run (TERM_RISE_PER_WINDOW per election
+        timeout per peer), far from MAX_TERM."""
+        windows = self.now // self.cfg.election_timeout_min_ms + 1
+        bound = windows * (TERM_RISE_PER_WINDOW + 1) * len(self.ids)
+        for n in self.nodes.values():
+            if n.core.term > bound:
+                raise Violation("raft.term_rise", f"{n.nid} at term {n.core.term}, above {bound} after "
+                                f"{self.now} ms (a stream of messages walks the term space)", self.now)
 
     def _wipe(self, nid: str) -> None:
         """The node's data directory is wiped: it dies and restarts on an empty storage. Only one
@@ -476,6 +560,10 @@ class ControllerSim:
     def step(self, storm: bool) -> None:
         self.now += 1
         self.storm = storm
+        if self.hostile is not None:
+            for n in self.nodes.values():
+                for v in n.core.voters:
+                    self.last_voter_ms[v] = self.now
         while self._crash_soon:
             self.crash(self._crash_soon.pop(), quick=True)
         for _frm, to, msg in self.net.due(self.now):
@@ -524,7 +612,7 @@ class ControllerSim:
                 except RaftError:       # NotLeader / ProposalDropped: tried again next round
                     target = None
                 self.process(ld.nid)
-            members = ld.core.membership.all() if ld is not None else {}
+            members = set(ld.core.membership.all()) - self._wedged_by_voter_key(ld) if ld is not None else set()
             if target is not None and all(n.sm.last_applied_index >= target for nid, n in self.nodes.items()
                                           if nid in members or not members):
                 break
@@ -532,6 +620,7 @@ class ControllerSim:
             raise Violation("liveness.controller",
                             f"no entry committed on every node within {self.liveness_ms} ms after healing", self.now)
         self._check_log_matching()
+        self._check_terms()
         self.stats.virtual_ms = self.now
         self.stats.messages = self.net.sent
         self.stats.dropped = self.net.dropped

@@ -33,9 +33,11 @@ def _run_one(seed: int, bugs: frozenset[str], phases: str, verbose: bool) -> tup
     bad: list[tuple[str, Violation]] = []
     if "a" in phases:
         try:
-            # every other seed also changes the controller membership (two spare nodes), and
-            # every third seed also wipes a node's data directory now and then
-            stats.add(controller_sim.ControllerSim(seed, bugs=bugs, spares=2 * (seed % 2), wipes=seed % 3 == 1).run())
+            # every other seed also changes the controller membership (two spare nodes), every
+            # third seed also wipes a node's data directory now and then, and every fourth (3 mod 4,
+            # with membership changes) has a hostile member forging Raft messages (issue 59)
+            stats.add(controller_sim.ControllerSim(seed, bugs=bugs, spares=2 * (seed % 2), wipes=seed % 3 == 1,
+                                                   hostile=seed % 4 == 3).run())
         except Violation as v:
             bad.append(("A", v))
     if "b" in phases:

@@ -7,11 +7,14 @@ import random
 
 import pytest
 from autoswitch.controller.consensus.errors import RaftError
+from autoswitch.controller.consensus.membership import Member, Membership
+from autoswitch.controller.raft.bounds import MAX_TERM_JUMP
 from autoswitch.controller.raft.config import RaftConfig
 from autoswitch.controller.raft.core import RaftCore
 from autoswitch.controller.raft.harness import SimNet
 from autoswitch.controller.raft.messages import (
     Entry,
+    EntryKind,
     HardState,
     Message,
     MsgType,
@@ -78,12 +81,78 @@ def test_vote_reply_is_sent_only_after_the_vote_is_persisted():
     assert [m.vote_result for m in rd.messages] == [V.ACCEPT] and not rd.messages_early
 
 
-def test_a_candidate_that_is_no_voter_here_is_not_answered():
-    """Issue 59, item 2: only a voter of the configuration in force campaigns or leads (a learner's
-    certificate led once). A voter added while we lagged is refused until we learn the change (the
-    transport refuses non-members the same way; docs/raft.md "Who may campaign")."""
+def with_learner(node="a", learner="l", term=5, now=0) -> RaftCore:
+    """A voter of a, b, c whose configuration lists ``learner`` as a learner."""
+    conf = Membership.of_ids(PEERS).with_learner(learner, Member("127.0.0.1:1", "127.0.0.1:2"))
+    return RaftCore(node, [p for p in PEERS if p != node], RaftConfig(), random.Random(1), now,
+                    HardState(term, None, 0), None, [], membership=conf)
+
+
+def test_a_learner_neither_leads_campaigns_nor_raises_a_term():
+    """Issue 59, item 2: a learner's certificate sent one APPEND at term + 1 and a follower applied
+    a forged entry. Leader messages and vote requests from a learner of our configuration are
+    dropped and its term is not taken; its pre-vote is answered, never granted."""
+    c = with_learner()
+    forged = Entry(1, 6, b"forged")
+    for m in (Message(MsgType.APPEND, "l", "a", 6, index=0, log_term=0, commit=1, entries=(forged,)),
+              Message(MsgType.HEARTBEAT, "l", "a", 6, commit=1), vote(frm="l", term=6),
+              Message(MsgType.TIMEOUT_NOW, "l", "a", 5)):
+        assert vote_reply_or_none(c, m) is None
+        assert c.term == 5 and c.leader_id is None and c.log.last_index() == 0
+    r = vote_reply(c, vote(frm="l", term=6, last_index=9, last_term=5, pre=True))
+    assert r.vote_result == V.REJECT_UNKNOWN_LEADER and r.reject and c.term == 5
+    assert set(r.voters) == set(PEERS)          # the answer names our voters (see the vouch tests)
+
+
+def test_a_sender_our_configuration_does_not_list_is_answered():
+    """Raft thesis §4.1: a voter added while we lagged must get our vote (the simulator deadlocked
+    without it); strangers are the transport's to refuse (GrpcRaftTransport admits members only)."""
     c = core()
-    assert vote_reply_or_none(c, vote(frm="zz")) is None
+    assert vote_reply(c, vote(frm="zz", term=5)).vote_result == V.ACCEPT
+
+
+def test_a_voter_vouches_for_a_learner_we_missed_the_promotion_of():
+    """A voter of ours answers a vote request naming ``l`` among its voters: l was promoted in
+    entries we lack, and we follow it (seed 51: a node that missed the promotion of the new leader
+    refused it for ever). The word lasts two election timeouts, renewed by each answer, and ends
+    with our configuration; a learner's own answer vouches for nobody."""
+    c = with_learner()
+    c.step(Message(MsgType.PRE_VOTE_RESP, "l", "a", 5, reject=True, voters=("a", "b", "l")))
+    assert not c.speaks_as_voter("l")
+    c.step(Message(MsgType.PRE_VOTE_RESP, "b", "a", 5, reject=True, voters=("a", "b", "l")))
+    assert c.speaks_as_voter("l")
+    c.step(Message(MsgType.HEARTBEAT, "l", "a", 6, commit=0))
+    assert c.term == 6 and c.leader_id == "l"
+    c.tick(2 * c.cfg.election_timeout_min_ms + 1)
+    assert not c.speaks_as_voter("l")
+    c2 = with_learner()
+    c2.step(Message(MsgType.VOTE_RESP, "c", "a", 5, reject=True, voters=("b", "c", "l")))
+    c2.step(Message(MsgType.APPEND, "l", "a", 5, index=0, log_term=0, commit=1, entries=(
+        Entry(1, 5, Membership.of_ids(["b", "c", "l"]).encode(), EntryKind.CONFIG),)))
+    assert c2.voters == ("b", "c", "l") and c2.speaks_as_voter("l")
+
+
+def test_a_learner_that_lost_its_leader_asks_the_voters_and_climbs_to_their_term():
+    """A learner never campaigns; with its leader gone it asks the voters it knows (a pre-vote
+    nobody grants) once per election timeout, and takes their term in steps of MAX_TERM_JUMP: a
+    learner added to a cluster past term 64 refused every heartbeat before (simulator)."""
+    conf = Membership.of_ids(["b", "c"]).with_learner("a", Member("127.0.0.1:1", "127.0.0.1:2"))
+    c = RaftCore("a", ["b", "c"], RaftConfig(), random.Random(1), 0, HardState(1, None, 0), None, [], membership=conf)
+    asked = []
+    for now in range(0, 3_000, 10):
+        c.tick(now)
+        rd = c.ready()
+        c.advance(rd)
+        asked += [m for m in rd.messages_early + rd.messages if m.type == MsgType.PRE_VOTE]
+    assert {m.to for m in asked} == {"b", "c"} and not any(m.type == MsgType.VOTE for m in asked)
+    assert len(asked) <= 2 * (3_000 // c.cfg.election_timeout_min_ms + 1)
+    c.step(Message(MsgType.PRE_VOTE_RESP, "b", "a", 200, reject=True, voters=("b", "c")))
+    assert c.term == 1 + MAX_TERM_JUMP
+    c.step(Message(MsgType.PRE_VOTE_RESP, "b", "a", 200, reject=True, voters=("b", "c")))
+    c.step(Message(MsgType.PRE_VOTE_RESP, "c", "a", 200, reject=True, voters=("b", "c")))
+    assert c.term == 1 + 2 * MAX_TERM_JUMP + min(200 - 1 - 2 * MAX_TERM_JUMP, MAX_TERM_JUMP)
+    c.step(Message(MsgType.HEARTBEAT, "b", "a", 200, commit=0))
+    assert c.term == 200 and c.leader_id == "b"
 
 
 def test_vote_reject_unexpected_leader_when_request_claims_our_own_id():

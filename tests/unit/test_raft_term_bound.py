@@ -30,23 +30,27 @@ def test_a_heartbeat_at_the_bound_is_dropped_and_the_cluster_keeps_electing():
     term = net.nodes[leader].core.term
     follower = next(n for n in net.ids if n != leader)
     net.nodes[follower].core.step(Message(MsgType.HEARTBEAT, leader, follower, MAX_TERM, commit=1))
-    assert net.nodes[follower].core.term == term, "the forged term was adopted"
+    # the message is dropped; the term climbs at most one step towards it (the peer's budget for
+    # this window, part of it spent by the election), no further
+    assert term < net.nodes[follower].core.term <= term + MAX_TERM_JUMP, "the forged term was adopted"
     # and elections still work: the leader dies, another is elected in a term just above
     net.crash(leader)
     assert net.run_until(lambda: net.leader() not in (None, leader), 20_000)
     new = net.leader()
-    assert new is not None and term < net.nodes[new].core.term < term + 10
+    assert new is not None and term < net.nodes[new].core.term < term + MAX_TERM_JUMP + 10
 
 
 def test_the_jump_bound_and_its_neighbours():
-    for jump, adopted in ((MAX_TERM_JUMP - 1, True), (MAX_TERM_JUMP, True), (MAX_TERM_JUMP + 1, False)):
+    # within the jump the message is taken; beyond it the term climbs MAX_TERM_JUMP and the
+    # message is dropped (no leader, no answer): a node far behind catches up in steps
+    for jump, taken in ((MAX_TERM_JUMP - 1, True), (MAX_TERM_JUMP, True), (MAX_TERM_JUMP + 1, False)):
         c = core(5)
         step(c, Message(MsgType.HEARTBEAT, "b", "a", 5 + jump, commit=0))
-        assert (c.term == 5 + jump) is adopted and (c.term == 5) is not adopted, (jump, c.term)
+        assert c.term == 5 + min(jump, MAX_TERM_JUMP) and (c.leader_id == "b") is taken, (jump, c.term)
     for t in (MAX_TERM_JUMP + 6, MAX_TERM):                   # votes too: no jump through a vote request
         c = core(5)
         out = step(c, Message(MsgType.VOTE, "b", "a", t, seq=1))
-        assert c.term == 5 and not out
+        assert c.term == 5 + MAX_TERM_JUMP and c.vote is None and not out
 
 
 def test_the_field_bound_and_its_neighbours():

@@ -52,6 +52,19 @@ def test_sim_membership_changes_under_faults():
     assert changes > 100, "the workload did change the membership"
 
 
+def test_sim_hostile_members_under_faults():
+    """Issue 59: with membership changes and faults, a learner forges an APPEND at term + 1 marked
+    committed and a voter's key streams heartbeats each a full jump above the last: no learner's
+    entry is applied anywhere, the terms stay within the per-peer budget, and the cluster commits
+    on every member after healing (a member a voter's key walked above the cluster's term and
+    that is a learner now is excused: docs/security.md)."""
+    forged = 0
+    with quiet_logs():
+        for seed in range(40):
+            forged += controller_sim.ControllerSim(seed, spares=2, hostile=True).run().extra.get("forged_appends", 0)
+    assert forged > 10, "the attacks did run"
+
+
 def test_sim_vote_hunt_schedule_is_survived_by_the_real_driver():
     """The adversarial schedule that catches vote_not_persisted finds nothing without the bug."""
     with quiet_logs():
