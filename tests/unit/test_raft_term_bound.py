@@ -102,3 +102,23 @@ def test_a_node_far_behind_catches_up_in_bounded_steps():
     assert c.term >= far - MAX_TERM_JUMP, c.term
     step(c, Message(MsgType.HEARTBEAT, "b", "a", far, commit=0))
     assert c.term == far and c.role == Role.FOLLOWER and c.leader_id == "b"
+
+
+def test_a_node_joining_a_cluster_past_the_jump_climbs_to_its_leaders_term():
+    """A joining node (no configuration yet, term 0) used to drop every heartbeat of a leader more
+    than MAX_TERM_JUMP terms ahead, for good: a cluster that had held 65 elections could not add a
+    member. Each heartbeat now raises the term by what the bounds allow; within a few windows the
+    node follows (the simulator found it, issue 59)."""
+    from autoswitch.controller.consensus.membership import Membership
+
+    c = RaftCore("n4", [], RaftConfig(), random.Random(1), 0, None, None, [], membership=Membership())
+    window = c.cfg.election_timeout_min_ms
+    now = 0
+    for _ in range(10):
+        c.tick(now)
+        step(c, Message(MsgType.HEARTBEAT, "n1", "n4", 300, commit=0))
+        if c.leader_id == "n1":
+            break
+        now += window
+    assert c.term == 300 and c.leader_id == "n1"
+    assert now <= 5 * window, now
