@@ -106,7 +106,7 @@ bench-replication: setup
 	$(BIN)/python -m bench.replication $(if $(TLS),--tls)
 
 bench-produce: setup
-	$(if $(UNBATCHED),$(BIN)/python -m bench.unbatched,$(BIN)/python -m bench.produce $(if $(CONSUMER),--consumer-group --rounds 5) $(if $(METRICS),--metrics))
+	$(if $(UNBATCHED),$(BIN)/python -m bench.unbatched,$(BIN)/python -m bench.produce $(if $(CONSUMER),--consumer-group --rounds 5) $(if $(METRICS),--metrics) $(if $(FLUSH_AB),--flush-ab))
 
 bench-fetch: setup
 	$(BIN)/python -m bench.fetch

@@ -9,7 +9,7 @@ processes, the cores each setup kept busy, and ``ratio_cap_cores_never_idle``, t
 3-replica setup could reach against the 1-replica rate on this machine's cores.
 
     python -m bench.produce [--messages 60000] [--producers 4] [--batch 100] [--size 256] [--rounds 2]
-                            [--flush async|sync] [--max-seconds 60] [--consumer-group] [--metrics]
+                            [--flush sync|async] [--flush-ab] [--max-seconds 60] [--consumer-group] [--metrics]
                             [--consumer-reads master|slave] [--consumer-via fetch|grpc]
                             [--consumer-min-count 500]
 
@@ -23,6 +23,10 @@ producers) and ``ratio_commits_vs_reading_only`` (the group vs the same reader w
 the cost of the consumer-group mechanism; target >= 0.9). ``make bench-produce CONSUMER=1`` runs 5
 rounds: single rounds move by as much as the effect. Each run's line on stderr has ``cpu_s``: the
 CPU seconds of every broker (master first) and of this load generator during the load.
+
+--flush-ab (make bench-produce FLUSH_AB=1): one more setup per round, 3 replicas in the other flush
+mode (async beside the default sync); adds ``ratio_sync_vs_async``, what durable acknowledgements
+cost (issue 58's target: >= 0.9; docs/storage.md "Group commit").
 
 --metrics (make bench-produce METRICS=1): one more setup per round, 3 replicas serving Prometheus
 /metrics (instrumented produce/consume) with every broker scraped each second; adds
@@ -314,15 +318,17 @@ async def _load_scraped(cl: Cluster, args: argparse.Namespace) -> dict:
 SCRAPE_EVERY_S = 1.0
 
 
-def run_one(replicas: int, args: argparse.Namespace, consumer: str = "", metrics: bool = False) -> dict:
+def run_one(replicas: int, args: argparse.Namespace, consumer: str = "", metrics: bool = False,
+            flush: str | None = None) -> dict:
     with tempfile.TemporaryDirectory(prefix=f"bench-produce-{replicas}rep-") as tmp:
-        cl = Cluster(Path(tmp), replicas, args.flush, metrics=metrics)
+        cl = Cluster(Path(tmp), replicas, flush or args.flush, metrics=metrics)
         try:
             _log(f"starting {replicas} replica(s)")
             cl.start()
             # Warm-up: connections, JIT-less but page cache and consume index allocation.
             asyncio.run(_load(cl.master_addr, min(2000, args.messages), args.producers, args.batch, args.size, 10))
             what = f"{replicas} replica(s)" + {"": "", "read": " + reader", "commit": " + consumer group"}[consumer]
+            what += f", flush {flush or args.flush}"
             _log(f"{what}: {args.messages} msgs, {args.producers} producers x batch {args.batch}")
             read_addr = cl.slave_addrs[-1] if consumer and args.consumer_reads == "slave" else cl.master_addr
             fetch_addr = cl.fetch_addr[read_addr] if consumer and args.consumer_via == "fetch" else ""
@@ -367,7 +373,10 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--producers", type=int, default=4)
     ap.add_argument("--batch", type=int, default=100)
     ap.add_argument("--size", type=int, default=256)
-    ap.add_argument("--flush", choices=["async", "sync"], default="async")
+    ap.add_argument("--flush", choices=["async", "sync"], default="sync",
+                    help="the brokers' flush mode (sync: the product's default, durable acks)")
+    ap.add_argument("--flush-ab", action="store_true",
+                    help="also 3 replicas with flush = async each round: ratio_sync_vs_async (FLUSH_AB=1)")
     ap.add_argument("--max-seconds", type=float, default=60.0, help="per setup and round")
     ap.add_argument("--rounds", type=int, default=2, help="alternating rounds; the best of each setup counts")
     ap.add_argument("--consumer-group", action="store_true",
@@ -385,10 +394,12 @@ def main(argv: list[str] | None = None) -> int:
     assert 1 <= args.producers <= 64 and 1 <= args.batch <= 1000 and args.messages % args.producers == 0
     # Alternate the setups and keep each one's best round: the machine is shared, so a round can
     # lose CPU to unrelated work; alternating spreads that over both setups.
-    ones, threes, readc, withc, metered = [], [], [], [], []
+    ones, threes, readc, withc, metered, asyncs = [], [], [], [], [], []
     for _ in range(args.rounds):
         ones.append(run_one(1, args))
         threes.append(run_one(3, args))
+        if args.flush_ab:
+            asyncs.append(run_one(3, args, flush="async" if args.flush == "sync" else "sync"))
         if args.consumer_group:
             readc.append(run_one(3, args, consumer="read"))
             withc.append(run_one(3, args, consumer="commit"))
@@ -429,6 +440,17 @@ def main(argv: list[str] | None = None) -> int:
         out["ratio_commits_vs_reading_only"] = (round(best["acked_msgs_s"] / reading["acked_msgs_s"], 3)
                                                 if reading["acked_msgs_s"] else 0.0)
         out["target_ratio_commits_vs_reading_only"] = 0.9
+    if asyncs:
+        # the price of durable acks: the same 3-replica load, each round beside the other mode's
+        other = max(asyncs, key=lambda r: r["acked_msgs_s"])
+        sync, unsynced = (three, other) if args.flush == "sync" else (other, three)
+        out["acked_msgs_s_3rep_sync"] = sync["acked_msgs_s"]
+        out["acked_msgs_s_3rep_async"] = unsynced["acked_msgs_s"]
+        out["rounds_3rep_other_flush"] = [r["acked_msgs_s"] for r in asyncs]
+        out["p99_ms_3rep_sync"], out["p99_ms_3rep_async"] = sync["p99_ms"], unsynced["p99_ms"]
+        out["ratio_sync_vs_async"] = (round(sync["acked_msgs_s"] / unsynced["acked_msgs_s"], 3)
+                                      if unsynced["acked_msgs_s"] else 0.0)
+        out["target_ratio_sync_vs_async"] = 0.9
     if metered:
         best = max(metered, key=lambda r: r["acked_msgs_s"])
         out["acked_msgs_s_3rep_metrics"] = best["acked_msgs_s"]

@@ -89,7 +89,7 @@ def main(argv: list[str] | None = None) -> int:
     ap = argparse.ArgumentParser(prog="python -m bench.unbatched")
     ap.add_argument("--messages", type=int, default=40_000, help="per producer count and round (bounded by time too)")
     ap.add_argument("--size", type=int, default=256)
-    ap.add_argument("--flush", choices=["async", "sync"], default="async")
+    ap.add_argument("--flush", choices=["async", "sync"], default="sync", help="sync: the product's default")
     ap.add_argument("--max-seconds", type=float, default=15.0, help="per producer count and round")
     ap.add_argument("--rounds", type=int, default=2)
     ap.add_argument("--event-loop", choices=EVENT_LOOPS, default=None,

@@ -218,7 +218,6 @@ def test_probes_answer_while_the_data_plane_is_busy_or_frozen(procs, tmp_path):
     import time as _time
 
     from autoswitch.base.observe import MAX_CONNECTIONS, STALE_S
-
     from tests.procs import HOST, free_port, wait_port
 
     port, ha, metrics = free_port(), free_port(), free_port()
