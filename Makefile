@@ -103,41 +103,46 @@ upgrade-test: setup
 	$(BIN)/python -m tests.upgrade.run --groups $(or $(GROUPS),2)
 
 bench-replication: setup
-	$(BIN)/python -m bench.replication $(if $(TLS),--tls)
+	$(BIN)/python -m bench.replication $(if $(TLS),--tls) $(ARGS)
 
 bench-produce: setup
-	$(if $(UNBATCHED),$(BIN)/python -m bench.unbatched,$(BIN)/python -m bench.produce $(if $(CONSUMER),--consumer-group --rounds 5) $(if $(METRICS),--metrics) $(if $(FLUSH_AB),--flush-ab))
+	$(if $(UNBATCHED),$(BIN)/python -m bench.unbatched $(ARGS),$(BIN)/python -m bench.produce $(if $(CONSUMER),--consumer-group --rounds 5) $(if $(METRICS),--metrics) $(if $(FLUSH_AB),--flush-ab) $(ARGS))
 
 bench-fetch: setup
-	$(BIN)/python -m bench.fetch
+	$(BIN)/python -m bench.fetch $(ARGS)
 
 bench-recovery: setup
-	$(BIN)/python -m bench.recovery
+	$(BIN)/python -m bench.recovery $(ARGS)
 
 bench-controller: setup
-	$(BIN)/python -m bench.controller $(if $(TLS),--tls) $(if $(METRICS),--metrics)
+	$(BIN)/python -m bench.controller $(if $(TLS),--tls) $(if $(METRICS),--metrics) $(ARGS)
 
 bench-election: setup
-	$(BIN)/python -m bench.election
+	$(BIN)/python -m bench.election $(ARGS)
 
 bench-scale: setup
-	$(BIN)/python -m bench.scale
+	$(BIN)/python -m bench.scale $(ARGS)
 
 bench-failover: setup
-	$(BIN)/python -m bench.failover $(if $(TLS),--tls)
+	$(BIN)/python -m bench.failover $(if $(TLS),--tls) $(ARGS)
 
 bench-rolling: setup
-	$(BIN)/python -m bench.rolling
+	$(BIN)/python -m bench.rolling $(ARGS)
 
 # Needs root and FUSE (the tests' slowfs disk); ROUNDS=N rounds with the watchdog on, then N off.
 bench-grayfailure: setup
-	$(BIN)/python -m bench.grayfailure $(if $(ROUNDS),--rounds $(ROUNDS))
+	$(BIN)/python -m bench.grayfailure $(if $(ROUNDS),--rounds $(ROUNDS)) $(ARGS)
 
 bench-audit: setup
-	$(BIN)/python -m bench.audit
+	$(BIN)/python -m bench.audit $(ARGS)
 
 bench-backends: setup
-	$(BIN)/python -m bench.backends
+	$(BIN)/python -m bench.backends $(ARGS)
+
+# Every bench-* target above at a tiny size: a smoke that each still runs and prints its JSON line
+# (not a measurement). CI runs it; one line per target, the last one JSON.
+bench-smoke: setup
+	$(BIN)/python -m bench.smoke
 
 clean:
 	rm -rf $(VENV) build *.egg-info .pytest_cache .hypothesis run-data

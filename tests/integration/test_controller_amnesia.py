@@ -14,6 +14,7 @@ from autoswitch.controller.raft import codec
 
 from autoswitch.proto import controller_pb2 as pb
 from tests.integration.controller_harness import Cluster, wait_leader
+from tests.integration.failover_harness import wait_until
 from tests.waiting import until
 
 pytestmark = pytest.mark.integration
@@ -165,6 +166,10 @@ def test_a_wholly_wiped_data_directory_rejoins_only_as_a_catching_up_member(proc
     import shutil
 
     cl = _written_cluster(procs, tmp_path)
+    # the cluster must remember n3 ran here (its feature level recorded) for the alarm below; a
+    # member wiped before that is indistinguishable from a first start (and says so)
+    wait_until(lambda: any("member_level:n3=" in cl.proc[n].log_text() for n in ("n1", "n2", "n3")), 60,
+               "n3's feature level recorded")
     cl.kill9("n3")
     shutil.rmtree(cl.data_dir("n3"))
     cl.start("n3")
