@@ -19,7 +19,7 @@ ROUNDS ?= 200
 
 .PHONY: setup setup-run run test lint typecheck proto proto-check fuzz sim soak chaos zone-cut powerloss upgrade-test clean \
         bench-replication bench-produce bench-recovery bench-controller bench-election bench-rolling bench-backends \
-        bench-scale bench-failover bench-audit bench-fetch bench-grayfailure
+        bench-scale bench-failover bench-audit bench-fetch bench-grayfailure bench-smoke
 
 # setuptools warns on every editable build (ext-modules "experimental", "editable installation"):
 # nothing the user can act on, so the install steps run without Python warnings.
