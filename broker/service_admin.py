@@ -136,21 +136,21 @@ class GroupTopicConfigRpcs:
 
     # ---- topic settings (broker/topic_registry.py) ----
 
-    def _topic_reply(self, e: AutoswitchError | None) -> pb.TopicChangeReply:
+    def _topic_reply(self, e: AutoswitchError | None, created: bool = False) -> pb.TopicChangeReply:
         if e is None:
             return pb.TopicChangeReply(status=pb.OK, group=self.b.group, broker_id=self.b.broker_id,
-                                       epoch=self.b.master_epoch)
+                                       epoch=self.b.master_epoch, created=created)
         if not isinstance(e, WriteError):
             self.log.error("topic_change_failed", code=e.code, error=str(e))
         return pb.TopicChangeReply(status=status_of(e), error_message=str(e), master_addr=self._master_addr())
 
     async def UpdateTopic(self, request: pb.UpdateTopicRequest, context: Any) -> pb.TopicChangeReply:
         try:
-            await self.topics.update(request.topic, request.max_message_bytes or None, current_caller(),
-                                     request.retention_hours or None)
+            _settings, created = await self.topics.update(request.topic, request.max_message_bytes or None,
+                                                          current_caller(), request.retention_hours or None)
         except AutoswitchError as e:
             return self._topic_reply(e)
-        return self._topic_reply(None)
+        return self._topic_reply(None, created)
 
     async def DeleteTopic(self, request: pb.DeleteTopicRequest, context: Any) -> pb.TopicChangeReply:
         try:

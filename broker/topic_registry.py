@@ -19,6 +19,7 @@ from autoswitch.broker.topic_settings import (
     decode,
     encode_delete,
     encode_settings,
+    new_topic_problem,
     retention_cutoff_ms,
 )
 
@@ -112,23 +113,27 @@ class TopicRegistry:
         self.b.check_write_fence()      # as Produce: a deposed master must not acknowledge it
 
     async def update(self, topic: str, max_message_bytes: int | None, caller: Principal | None,
-                     retention_hours: float | None = None) -> TopicSettings:
-        """Create the topic or change its settings (mqadmin updateTopic)."""
+                     retention_hours: float | None = None) -> tuple[TopicSettings, bool]:
+        """Create the topic or change its settings (mqadmin updateTopic): (its settings, whether it
+        was created: it had neither settings nor messages here, or was deleted)."""
         check_topic(topic)
         self._require_master()
         limit = self.b.cfg.max_message_bytes
         if max_message_bytes is not None and not 1 <= max_message_bytes <= limit:
             raise BadRequest(f"max_message_bytes must be in [1, {limit}] (this broker's max_message_bytes)")
         t = self.table()
+        created = topic in t.deleted or (topic not in t.settings and self.b.store.max_queue_offset(topic) == 0)
+        if created and topic not in t.deleted and (problem := new_topic_problem(topic)) is not None:
+            raise BadRequest(f"topic {topic!r} cannot be created: {problem}")
         if topic not in t.settings and len(t.settings) >= MAX_TOPICS:
             raise NotAllowed(f"this master keeps settings for at most {MAX_TOPICS} topics")
         who = caller.name if caller is not None and caller.via != "none" else ""
         now = int(time.time() * 1000)
         await self._append(encode_settings(topic, max_message_bytes, who, now, retention_hours))
         self._floors.pop(topic, None)
-        self.log.info("topic_updated", topic=topic, maxMessageBytes=max_message_bytes, retentionHours=retention_hours,
-                      by=who or None, epoch=self.b.master_epoch)
-        return TopicSettings(max_message_bytes, who, now, retention_hours)
+        self.log.info("topic_created" if created else "topic_updated", topic=topic, maxMessageBytes=max_message_bytes,
+                      retentionHours=retention_hours, by=who or None, epoch=self.b.master_epoch)
+        return TopicSettings(max_message_bytes, who, now, retention_hours), created
 
     async def delete(self, topic: str, caller: Principal | None) -> None:
         """Stop writes to the topic and drop its settings; its messages stay readable until the

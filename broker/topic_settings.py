@@ -11,6 +11,7 @@ enforcing a limit a failover may undo costs nothing (the new master enforces wha
 
 from __future__ import annotations
 
+import re
 from dataclasses import dataclass, field
 
 import orjson
@@ -36,6 +37,31 @@ class TopicSettings:
 def check_topic(topic: str) -> None:
     if not topic or len(topic.encode("utf-8", "surrogatepass")) > MAX_TOPIC_BYTES or topic.startswith("__"):
         raise BadRequest(f"topic must be 1..{MAX_TOPIC_BYTES} bytes and not start with '__'")
+
+
+# A new topic's name (docs/broker.md "Topic names"): RocketMQ's characters (TopicValidator: letters,
+# digits, '_', '-', '%', '|') and Kafka's '.', at most Kafka's 249 characters, never '.' or '..'.
+# Names written by an older release stay usable whatever they hold: only a topic being created is
+# checked (a produce that creates it, topic-create of a topic this master does not know).
+NEW_TOPIC_MAX_CHARS = 249
+_NEW_TOPIC_CHARS = re.compile(r"[A-Za-z0-9._%|-]+")
+
+
+def new_topic_problem(topic: str) -> str | None:
+    """Why ``topic`` may not be created (None: it may)."""
+    if not topic:
+        return "a topic name may not be empty"
+    if len(topic) > NEW_TOPIC_MAX_CHARS:
+        return f"a topic name has at most {NEW_TOPIC_MAX_CHARS} characters ({len(topic)} given)"
+    if topic in (".", ".."):
+        return f"{topic!r} is not a topic name"
+    if topic.startswith("__"):
+        return "topic names starting with '__' are the broker's own"
+    if _NEW_TOPIC_CHARS.fullmatch(topic) is None:
+        bad = sorted({c for c in topic if _NEW_TOPIC_CHARS.fullmatch(c) is None})
+        return (f"a topic name holds letters, digits and . _ - % | only (as RocketMQ and Kafka); "
+                f"{topic!r} has {''.join(bad)!r}")
+    return None
 
 
 def encode_settings(topic: str, max_message_bytes: int | None, by: str, now_ms: int,
@@ -108,8 +134,12 @@ class TopicTable:
         messages of it (a topic from before ``auto_create_topics`` was turned off stays usable)."""
         if topic in self.deleted:
             return f"topic {topic!r} was deleted (admin topic-create makes it writable again)"
-        if not auto_create and topic not in self.settings and not in_log:
-            return f"topic {topic!r} does not exist and this broker does not create topics (admin topic-create)"
+        if topic not in self.settings and not in_log:
+            if not auto_create:
+                return f"topic {topic!r} does not exist and this broker does not create topics (admin topic-create)"
+            problem = new_topic_problem(topic)
+            if problem is not None:
+                return f"topic {topic!r} cannot be created: {problem}"
         return None
 
 

@@ -476,20 +476,22 @@ class DeleteTopicRequest(_message.Message):
     def __init__(self, topic: _Optional[str] = ...) -> None: ...
 
 class TopicChangeReply(_message.Message):
-    __slots__ = ("status", "error_message", "master_addr", "group", "broker_id", "epoch")
+    __slots__ = ("status", "error_message", "master_addr", "group", "broker_id", "epoch", "created")
     STATUS_FIELD_NUMBER: _ClassVar[int]
     ERROR_MESSAGE_FIELD_NUMBER: _ClassVar[int]
     MASTER_ADDR_FIELD_NUMBER: _ClassVar[int]
     GROUP_FIELD_NUMBER: _ClassVar[int]
     BROKER_ID_FIELD_NUMBER: _ClassVar[int]
     EPOCH_FIELD_NUMBER: _ClassVar[int]
+    CREATED_FIELD_NUMBER: _ClassVar[int]
     status: Status
     error_message: str
     master_addr: str
     group: str
     broker_id: int
     epoch: int
-    def __init__(self, status: _Optional[_Union[Status, str]] = ..., error_message: _Optional[str] = ..., master_addr: _Optional[str] = ..., group: _Optional[str] = ..., broker_id: _Optional[int] = ..., epoch: _Optional[int] = ...) -> None: ...
+    created: bool
+    def __init__(self, status: _Optional[_Union[Status, str]] = ..., error_message: _Optional[str] = ..., master_addr: _Optional[str] = ..., group: _Optional[str] = ..., broker_id: _Optional[int] = ..., epoch: _Optional[int] = ..., created: _Optional[bool] = ...) -> None: ...
 
 class ListTopicsReply(_message.Message):
     __slots__ = ("status", "error_message", "topics", "role", "master_epoch")

@@ -171,6 +171,9 @@ async def _each_master(args: argparse.Namespace, call: Any, admin: bool) -> tupl
     return rows, ok
 
 
+NOT_HERE = "not found"      # a delete on a group that has never had the topic: nothing to change there
+
+
 def _change(args: argparse.Namespace, what: str, send: Any) -> int:
     bad = prepare(args)
     if bad is not None:
@@ -179,7 +182,9 @@ def _change(args: argparse.Namespace, what: str, send: Any) -> int:
     async def one(c: Any, group: str, epoch: int) -> dict[str, Any]:
         r = await send(c)
         if r.status == pb.OK:
-            return {"group": group, "result": what, "master_epoch": r.epoch}
+            return {"group": group, "result": "created" if r.created else what, "master_epoch": r.epoch}
+        if what == "deleted" and r.status == pb.NOT_FOUND:
+            return {"group": group, "result": NOT_HERE, "detail": r.error_message}
         return {"group": group, "result": f"failed: {pb.Status.Name(r.status)} {r.error_message}"}
 
     try:
@@ -191,11 +196,15 @@ def _change(args: argparse.Namespace, what: str, send: Any) -> int:
         return err(args, NotFound("no broker group has a master route"))
     if not ok:
         return fail_code(args, "NOT_ALL_CHANGED", f"the topic was not {what} on every broker group (see groups)", **out)
+    if what == "deleted" and all(r["result"] == NOT_HERE for r in rows):
+        return err(args, NotFound(f"no broker group has topic {args.topic!r} ({len(rows)} asked)"))
     emit(args, out)
     return 0
 
 
 def cmd_topic_create(args: argparse.Namespace) -> int:
+    """Creates the topic on every group's master, or changes its settings where it exists (each
+    group's row says which)."""
     if args.max_message_bytes < 0 or args.retention_hours < 0:
         return fail_code(args, "BAD_USAGE", "--max-message-bytes and --retention-hours must be >= 0", rc=2)
     return _change(args, "updated", lambda c: c.update_topic(args.topic, args.max_message_bytes, args.retention_hours))

@@ -73,6 +73,18 @@ class RetriesExhausted(AutoswitchError):
     code = "RETRIES_EXHAUSTED"
 
 
+class ProduceRefused(AutoswitchError):
+    """The master refused the messages for a reason sending them again cannot change (a deleted
+    topic, a bad name, too large): the error's code is the broker's status (BAD_REQUEST,
+    MESSAGE_TOO_LARGE, NOT_ALLOWED, ...), not a retry count nobody used (issue 64, item 7)."""
+
+    code = "PRODUCE_REFUSED"
+
+    def __init__(self, message: str, status: str, **details: object) -> None:
+        super().__init__(message, status=status, **details)
+        self.code = status
+
+
 # --------------------------------------------------------------------------- broker side
 
 
@@ -442,7 +454,9 @@ class RoutedProducer(_Routed):
                     bad = [r for r in out.results if r.status != pb.OK and r.status not in RETRYABLE]
                     if bad or (out.status not in RETRYABLE and out.status != pb.OK):
                         # BAD_REQUEST, MESSAGE_TOO_LARGE, ...: sending again cannot help.
-                        raise RetriesExhausted(f"not retryable: {last}", status=name)
+                        why = next((r for r in out.results if r.status != pb.OK and r.status not in RETRYABLE), None)
+                        status = pb.Status.Name(why.status) if why is not None else name
+                        raise ProduceRefused(f"{status} from {self.master}: {out.error_message[:300]}", status=status)
                     if foreign:
                         last = (f"acks from {self.master} under MasterEpoch {out.acked()[0].epoch}, "
                                 f"routed to {self.master_epoch}")

@@ -10,7 +10,7 @@ import json
 
 import grpc
 import pytest
-from autoswitch.broker.client.route import RetriesExhausted, RetryPolicy, RoutedProducer
+from autoswitch.broker.client.route import ProduceRefused, RetriesExhausted, RetryPolicy, RoutedProducer
 from autoswitch.controller.namesrv import NameServerServicer, RouteTable
 
 from autoswitch.proto import broker_pb2 as pb
@@ -105,8 +105,9 @@ def test_not_retryable_fails_fast_and_no_route_gives_up(tmp_path):
             stub = nsg.NameServerStub(grpc.aio.insecure_channel(ns_addr))
             await stub.RegisterRoute(ns.RegisterRouteRequest(route=ns.BrokerRoute(
                 cluster_name="c", broker_name="g", broker_id=1, address=bad_addr, role="master", master_epoch=1)))
-            with pytest.raises(RetriesExhausted, match="not retryable"):
+            with pytest.raises(ProduceRefused, match="BAD_REQUEST") as refused:
                 await p.produce("t", [b"x"], ["only-once"])
+            assert refused.value.code == "BAD_REQUEST"
             assert bad.seen == [["only-once"]]
         finally:
             await p.close()

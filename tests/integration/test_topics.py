@@ -14,7 +14,7 @@ import pytest
 from autoswitch.broker.client.client import AdminClient, ProducerClient
 
 from autoswitch.proto import broker_pb2 as pb
-from tests.integration.failover_harness import FailoverCluster, wait_until
+from tests.integration.failover_harness import GROUP, FailoverCluster, wait_until
 from tests.procs import HOST, free_port, wait_port
 
 pytestmark = pytest.mark.integration
@@ -44,7 +44,7 @@ def test_topic_settings_survive_a_failover_and_delete_stops_writes(procs, tmp_pa
         return json.loads(r.stdout.strip().splitlines()[-1])
 
     made = cli("topic-create", "--topic", "orders", "--max-message-bytes", "100")
-    assert made["ok"] and [g["result"] for g in made["result"]["groups"]] == ["updated"], made
+    assert made["ok"] and [g["result"] for g in made["result"]["groups"]] == ["created"], made
     master = c.broker_addr(c.master_name())
     assert _status(master, "orders", b"x" * 200) == pb.MESSAGE_TOO_LARGE
     assert _status(master, "orders", b"x" * 50) == pb.OK
@@ -67,6 +67,40 @@ def test_topic_settings_survive_a_failover_and_delete_stops_writes(procs, tmp_pa
     assert cli("topic-delete", "--topic", "orders")["ok"] is False           # already deleted: NOT_FOUND
     assert cli("topic-create", "--topic", "orders")["ok"]                    # writable again, no limit of its own
     assert _status(master, "orders", b"x" * 200) == pb.OK
+    again = cli("topic-create", "--topic", "orders", "--max-message-bytes", "300")
+    assert [g["result"] for g in again["result"]["groups"]] == ["updated"], again
+
+
+def test_topic_names_and_what_the_commands_answer(procs, tmp_path):
+    """Issue 64 item 7: a new topic's name follows RocketMQ's and Kafka's rules ('bad topic/name'
+    and '../../escape' were accepted); topic-delete of a topic no group has is NOT_FOUND (it was
+    NOT_ALL_CHANGED); a produce to a deleted topic is refused with the broker's reason and status,
+    not RETRIES_EXHAUSTED with 0 retries."""
+    c = FailoverCluster(procs, tmp_path)
+    c.start_all()
+    c.wait_master(timeout=60)
+
+    def run(*argv: str) -> tuple[int, dict]:
+        r = subprocess.run([sys.executable, "-m", "autoswitch", *argv, "--json"], capture_output=True, text=True,
+                           timeout=120)
+        return r.returncode, json.loads(r.stdout.strip().splitlines()[-1])
+
+    for bad in ("bad topic/name", "../../escape", "..", "x" * 250, "tab\there"):
+        code, out = run("admin", "topic-create", "--topic", bad, "--namesrv", c.namesrv)
+        assert code != 0 and not out["ok"], (bad, out)
+        assert "cannot be created" in json.dumps(out), (bad, out)
+    master = c.broker_addr(c.master_name())
+    assert _status(master, "bad topic/name", b"x") == pb.NOT_ALLOWED          # nor by a produce
+    for good in ("Orders_2024-12.eu|%x", "a" * 249):
+        code, out = run("admin", "topic-create", "--topic", good, "--namesrv", c.namesrv)
+        assert code == 0 and [g["result"] for g in out["result"]["groups"]] == ["created"], (good, out)
+
+    code, out = run("admin", "topic-delete", "--topic", "never-there", "--namesrv", c.namesrv)
+    assert code != 0 and out["error"]["code"] == "NOT_FOUND", out
+
+    assert run("admin", "topic-delete", "--topic", "a" * 249, "--namesrv", c.namesrv)[0] == 0
+    code, out = run("produce", "--namesrv", c.namesrv, "--group", GROUP, "--topic", "a" * 249, "--count", "1")
+    assert code != 0 and out["error"]["code"] == "NOT_ALLOWED" and "was deleted" in out["error"]["message"], out
 
 
 def test_without_auto_create_only_created_topics_take_writes(procs, tmp_path):
