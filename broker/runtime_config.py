@@ -13,7 +13,7 @@ from typing import Any
 
 from autoswitch.broker.config import BrokerConfig
 
-from autoswitch.base.config_check import check_values
+from autoswitch.base.config_check import check_values, suggest
 from autoswitch.base.errors import ConfigError
 
 # key -> what it changes (for `admin broker-config`, docs/configuration.md)
@@ -48,6 +48,12 @@ def apply_changes(cfg: BrokerConfig, changes: dict[str, str]) -> dict[str, tuple
     ConfigError naming every refused key, and nothing applied, when one is refused."""
     if not changes or len(changes) > MAX_CHANGES:
         raise ConfigError(f"give 1 to {MAX_CHANGES} changes")
+    known = {f.name for f in dataclasses.fields(BrokerConfig) if not f.name.startswith("_")}
+    unknown = sorted(k for k in changes if k not in known)
+    if unknown:
+        # a typo is not a key that needs a restart (issue 64, item 6: `ack_timout_s` was answered so)
+        raise ConfigError("; ".join(f"unknown broker config key {k[:64]!r}{suggest(k, known)}" for k in unknown)
+                          + f"; changeable while the broker runs: {', '.join(RUNTIME_KEYS)}", keys=unknown)
     fixed = sorted(k for k in changes if k not in RUNTIME_KEYS)
     if fixed:
         raise ConfigError(f"{', '.join(k[:64] for k in fixed)}: not changeable while the broker runs (restart "

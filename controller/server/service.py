@@ -508,7 +508,11 @@ class ControllerServicer(pbg.ControllerServiceServicer):
         replicated = {k: v for k, v in changes.items() if k not in local}
         unknown = sorted(k for k in replicated if k not in sm_config.KEYS and k not in sm_config.BLACKLIST)
         if unknown:
-            raise NodeReply(Code.CONTROLLER_CONFIG_REJECTED, f"unknown config keys {unknown}")
+            from autoswitch.base.config_check import suggest
+
+            known = set(sm_config.KEYS) | set(RUNTIME_KEYS)
+            raise NodeReply(Code.CONTROLLER_CONFIG_REJECTED, "; ".join(
+                f"unknown config key {k[:64]!r}{suggest(k, known)}" for k in unknown))
         early = sorted(k for k in replicated if sm_config.KEY_LEVEL.get(k, 0) > self.node.sm.feature_level)
         if early:     # never proposed: a member of the older release would refuse it otherwise
             raise NodeReply(Code.CONTROLLER_CONFIG_REJECTED, f"config keys {early} need feature level "

@@ -215,6 +215,8 @@ def test_three_controllers_failover_quorum_loss_restart(procs, tmp_path):
         assert [v for v in got.values() if v["heartbeat_timeout_ms"] == "4000"], got
         bad = await cli("update-controller-config", "--controller", cl.spec, "-k", "node_id=x")
         assert not bad["ok"] and bad["error"]["code"] in ("NO_PERMISSION", "CONTROLLER_CONFIG_REJECTED")
+        typo = await cli("update-controller-config", "--controller", cl.spec, "-k", "heartbeat_timout_ms=4000")
+        assert not typo["ok"] and "did you mean 'heartbeat_timeout_ms'" in typo["error"]["message"], typo
         down = await cli("get-sync-state-set", "--controller", "127.0.0.1:1", "--timeout-s", "2")
         assert not down["ok"] and down["error"]["code"] == "CONTROLLER_UNAVAILABLE"
 

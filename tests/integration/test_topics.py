@@ -152,6 +152,10 @@ def test_runtime_broker_config_get_and_set(procs, tmp_path):
                 ["-k", "auto_create_topics=true", "-k", "max_inflight_produce=0"], ["-k", "nonsense"]):
         rc, out = cli("broker-config-set", *bad)
         assert rc != 0 and not out["ok"], (bad, out)
+    # issue 64 item 6: a typo is an unknown key with a suggestion, not "needs a restart"
+    rc, out = cli("broker-config-set", "-k", "ack_timout_s=3")
+    assert rc != 0 and "unknown broker config key 'ack_timout_s'" in out["error"]["message"], out
+    assert "did you mean 'ack_timeout_s'" in out["error"]["message"], out
     rc, out = cli("broker-config", "--key", "auto_create_topics")
     assert out["result"]["config"][0]["value"] is False                  # the refused pair applied nothing
     assert "broker_config_updated" in p.log_text()
