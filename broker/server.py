@@ -86,6 +86,8 @@ class Broker:
         self.broker_id_known = asyncio.Event()
         if not cfg.controller_mode:
             self.broker_id_known.set()
+        # keys `admin broker-config-set` changed since this process started (broker-config says so)
+        self.runtime_changed_keys: set[str] = set()
         # Controller mode: the ReplicasAdapter (status), and what runs after the store closed.
         self.replicas: ReplicasAdapter | None = None
         self.after_stop: Callable[[], None] | None = None

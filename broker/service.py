@@ -308,8 +308,9 @@ class BrokerServicer(GroupTopicConfigRpcs, pbg.BrokerServiceServicer):
             replicas_json=replicas_json, digests_json=_digests_json(b),
             health_json=json.dumps(b.health_report().as_dict(), separators=(",", ":")),
             fenced_reason=(b.fence_reason() or "") if b.role == "master" else "",
-            group=b.group, broker_id=b.broker_id, role=b.role, master_epoch=b.master_epoch,
-            max_offset=b.store.max_offset, confirm_offset=b.confirm_offset, listen=b.cfg.listen,
+            # 0 until the controllers named this broker (the placeholder id is no one's)
+            group=b.group, broker_id=b.broker_id if b.broker_id_known.is_set() else 0, role=b.role,
+            master_epoch=b.master_epoch, max_offset=b.store.max_offset, confirm_offset=b.confirm_offset, listen=b.cfg.listen,
             ha_listen=b.cfg.ha_listen, master_ha_addr=f"{mha[0]}:{mha[1]}" if mha else "",
             ack_mode=b.cfg.ack_mode, flush=b.cfg.flush, sync_state_set=sss, slaves=slaves,
             ha_state=b.ha_slave.state if b.ha_slave is not None else "",

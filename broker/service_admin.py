@@ -112,9 +112,17 @@ class GroupTopicConfigRpcs:
 
         if error is not None:
             return pb.BrokerConfigReply(status=pb.BAD_REQUEST, error_message=str(error))
-        return pb.BrokerConfigReply(status=pb.OK, config_json=json.dumps(config_view(self.b.cfg), default=str,
-                                                                          sort_keys=True),
-                                    runtime_keys=sorted(RUNTIME_KEYS))
+        b = self.b
+        view = config_view(b.cfg)
+        sources = dict.fromkeys(sorted(b.runtime_changed_keys), "runtime")
+        if b.cfg.controller_mode:
+            # what this broker is, not what its start-up file said (issue 64, item 5: a master the
+            # controllers know as brokerId 3 showed `broker_id 1`, `role fenced`); 0 = not yet named
+            view["broker_id"] = b.broker_id if b.broker_id_known.is_set() else 0
+            view["role"] = b.role
+            sources.update(broker_id="controllers", role="controllers")
+        return pb.BrokerConfigReply(status=pb.OK, config_json=json.dumps(view, default=str, sort_keys=True),
+                                    runtime_keys=sorted(RUNTIME_KEYS), sources=sources)
 
     async def GetBrokerConfig(self, request: pb.GetBrokerConfigRequest, context: Any) -> pb.BrokerConfigReply:
         return self._config_reply()
@@ -128,6 +136,7 @@ class GroupTopicConfigRpcs:
         except AutoswitchError as e:
             self.log.warning("broker_config_refused", error=str(e)[:300], by=who.name if who else None)
             return self._config_reply(e)
+        self.b.runtime_changed_keys.update(done)
         for key, (old, new) in done.items():
             # the one record of who changed what (the file keeps the old value: until the next start)
             self.log.info("broker_config_updated", key=key, old=old, new=new, by=who.name if who else None,

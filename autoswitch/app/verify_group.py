@@ -130,9 +130,28 @@ async def _verify(args: argparse.Namespace) -> tuple[dict[str, Any], bool]:
             r["ranges"] = len(res)
     compared, same, differ = compare(listings) if listings else (0, 0, [])
     agree = not differ and len(listings) == len(replicas)
-    return ({"group": args.group, "from": lo, "to": hi, "range_bytes": size, "replicas": replicas,
+    missing = [r for r in replicas if r["broker_id"] not in listings]
+    verdict = ("differ" if differ else "incomplete" if missing or len(listings) < 2 else "agree")
+    return ({"group": args.group, "verdict": verdict, "summary": _summary(verdict, lo, hi, compared, differ,
+                                                                            sorted(listings), missing),
+             "from": lo, "to": hi, "range_bytes": size, "replicas": replicas,
              "ranges_compared": compared, "bytes_alike": same, "ranges_differing": len(differ),
-             "differing": differ[:MAX_LISTED], "agree": agree}, not differ)
+             "differing": differ[:MAX_LISTED], "agree": agree}, verdict)
+
+
+def _summary(verdict: str, lo: int, hi: int, compared: int, differ: list, compared_ids: list[int],
+             missing: list[dict[str, Any]]) -> str:
+    """One line an operator reads first: what was compared, and why not everything."""
+    ids = ", ".join(str(i) for i in compared_ids) or "none"
+    head = {"agree": f"replicas {ids} hold the same bytes in [{lo}, {hi}) ({compared} ranges)",
+            "differ": f"{len(differ)} of {compared} ranges differ in [{lo}, {hi}) between replicas {ids}",
+            "incomplete": f"replicas {ids} compared in [{lo}, {hi}) ({compared} ranges, none differ)"}[verdict]
+    if missing:
+        head += "; not compared: " + "; ".join(f"replica {r['broker_id']} ({r.get('error', 'no ranges')})"
+                                               for r in missing)
+    elif verdict == "incomplete":
+        head += "; one replica alone is no comparison"
+    return head
 
 
 MAX_RANGE_MB = 1024.0       # the brokers' LogRanges accept ranges up to 1 GiB
@@ -145,8 +164,12 @@ def cmd_verify_group(args: argparse.Namespace) -> int:
                                             f"got {args.range_mb!r}", rc=2)
     try:
         args.tls = tls_from_args(args)
-        result, alike = asyncio.run(_verify(args))
+        result, verdict = asyncio.run(_verify(args))
     except AutoswitchError as e:
         return fail(args, e)
+    if not args.json:
+        print(result["summary"])
     emit(args, result)
-    return 0 if alike else 3
+    # 0: every replica compared and alike; 3: a range differs; 4: a replica could not be compared
+    # (it said agree no and exited 0 before: issue 64, item 9)
+    return {"agree": 0, "differ": 3, "incomplete": 4}[verdict]

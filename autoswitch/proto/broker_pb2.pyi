@@ -435,16 +435,25 @@ class GetBrokerConfigRequest(_message.Message):
     def __init__(self) -> None: ...
 
 class BrokerConfigReply(_message.Message):
-    __slots__ = ("status", "error_message", "config_json", "runtime_keys")
+    __slots__ = ("status", "error_message", "config_json", "runtime_keys", "sources")
+    class SourcesEntry(_message.Message):
+        __slots__ = ("key", "value")
+        KEY_FIELD_NUMBER: _ClassVar[int]
+        VALUE_FIELD_NUMBER: _ClassVar[int]
+        key: str
+        value: str
+        def __init__(self, key: _Optional[str] = ..., value: _Optional[str] = ...) -> None: ...
     STATUS_FIELD_NUMBER: _ClassVar[int]
     ERROR_MESSAGE_FIELD_NUMBER: _ClassVar[int]
     CONFIG_JSON_FIELD_NUMBER: _ClassVar[int]
     RUNTIME_KEYS_FIELD_NUMBER: _ClassVar[int]
+    SOURCES_FIELD_NUMBER: _ClassVar[int]
     status: Status
     error_message: str
     config_json: str
     runtime_keys: _containers.RepeatedScalarFieldContainer[str]
-    def __init__(self, status: _Optional[_Union[Status, str]] = ..., error_message: _Optional[str] = ..., config_json: _Optional[str] = ..., runtime_keys: _Optional[_Iterable[str]] = ...) -> None: ...
+    sources: _containers.ScalarMap[str, str]
+    def __init__(self, status: _Optional[_Union[Status, str]] = ..., error_message: _Optional[str] = ..., config_json: _Optional[str] = ..., runtime_keys: _Optional[_Iterable[str]] = ..., sources: _Optional[_Mapping[str, str]] = ...) -> None: ...
 
 class UpdateBrokerConfigRequest(_message.Message):
     __slots__ = ("changes",)

@@ -62,8 +62,8 @@ def _run(args: argparse.Namespace, call: Any) -> int:
         unknown = sorted(set(keys) - set(config))
         if unknown:
             return err(args, NotFound(f"no such broker key: {', '.join(unknown)}"))
-        emit(args, {"broker": addr, "config": [{"key": k, "value": config[k], "runtime": k in r.runtime_keys}
-                                               for k in keys]})
+        emit(args, {"broker": addr, "config": [{"key": k, "value": config[k], "runtime": k in r.runtime_keys,
+                                                "source": r.sources.get(k, "file")} for k in keys]})
         return 0
 
     return asyncio.run(go())

@@ -231,3 +231,11 @@ def test_verify_group_lists_where_replicas_differ(procs, tmp_path):
     assert bad["start"] <= base + pos < bad["end"], (bad, base + pos)
     assert "no range" not in bad["replicas"][str(victim_id)]
     assert out["bytes_alike"] == out["to"] - out["from"] - (bad["end"] - bad["start"]), out
+    assert out["verdict"] == "differ" and "differ" in out["summary"], out
+    # issue 64 item 9: a replica down is named, with why, and the exit code says "not compared"
+    # (it printed agree no and exited 0)
+    c.broker_proc[victim].kill9()
+    rc, out = _verify_group(c)
+    assert rc == 4 and out["verdict"] == "incomplete" and not out["agree"], out
+    (down,) = [r for r in out["replicas"] if "error" in r]
+    assert f"not compared: replica {down['broker_id']} (" in out["summary"], out

@@ -95,6 +95,14 @@ def test_topic_names_and_what_the_commands_answer(procs, tmp_path):
         code, out = run("admin", "topic-create", "--topic", good, "--namesrv", c.namesrv)
         assert code == 0 and [g["result"] for g in out["result"]["groups"]] == ["created"], (good, out)
 
+    # issue 64 item 5: the master's effective identity and role, not its start-up file's
+    m_id, _epoch = c.wait_master(timeout=60)
+    code, out = run("admin", "broker-config", "--namesrv", c.namesrv, "--group", GROUP, "--key", "broker_id",
+                    "--key", "role")
+    assert code == 0 and out["result"]["config"] == [
+        {"key": "broker_id", "value": m_id, "runtime": False, "source": "controllers"},
+        {"key": "role", "value": "master", "runtime": False, "source": "controllers"}], out
+
     code, out = run("admin", "topic-delete", "--topic", "never-there", "--namesrv", c.namesrv)
     assert code != 0 and out["error"]["code"] == "NOT_FOUND", out
 
@@ -140,13 +148,15 @@ def test_runtime_broker_config_get_and_set(procs, tmp_path):
 
     rc, out = cli("broker-config", "--key", "auto_create_topics", "--key", "listen")
     assert rc == 0 and out["result"]["config"] == [
-        {"key": "auto_create_topics", "value": True, "runtime": True},
-        {"key": "listen", "value": addr, "runtime": False}], out
+        {"key": "auto_create_topics", "value": True, "runtime": True, "source": "file"},
+        {"key": "listen", "value": addr, "runtime": False, "source": "file"}], out
     assert _status(addr, "t1", b"x") == pb.OK
     rc, out = cli("broker-config-set", "-k", "auto_create_topics=false", "-k", "ack_timeout_s=2.5")
     assert rc == 0 and {c["key"]: c["value"] for c in out["result"]["config"]} == {
         "auto_create_topics": False, "ack_timeout_s": 2.5}, out
     assert _status(addr, "t2", b"x") == pb.NOT_ALLOWED          # in force at once
+    rc, out = cli("broker-config", "--key", "auto_create_topics", "--key", "max_inflight_produce")
+    assert [c["source"] for c in out["result"]["config"]] == ["runtime", "file"], out
     assert _status(addr, "t1", b"x") == pb.OK                   # a topic already in the log stays writable
     for bad in (["-k", "listen=127.0.0.1:1"], ["-k", "ack_timeout_s=soon"], ["-k", "ack_timeout_s=0"],
                 ["-k", "auto_create_topics=true", "-k", "max_inflight_produce=0"], ["-k", "nonsense"]):
