@@ -60,6 +60,8 @@ def register(sub, admin_sub) -> None:
     a.add_argument("--brokers", action="store_true", help="one row per broker (mqadmin clusterList)")
     a.add_argument("--under-replicated", action="store_true",
                    help="only groups with no master or a replica out of the SyncStateSet")
+    a.add_argument("--group", "--broker-name", "-b", dest="broker_name", metavar="GROUP", action="append", default=[],
+                   help="only this group (repeatable; default all)")
     from autoswitch.controller import cli_operator, cli_views
 
     admin("endpoint-health", "is each listed controller up, and does it know a leader (etcdctl endpoint health)",
@@ -379,7 +381,14 @@ async def _cluster_list(client, args) -> Any:
     from autoswitch.controller.failover.liveness import health_word
 
     rows = []
-    for g in await client.get_sync_state_data(()):
+    groups = [g for g in await client.get_sync_state_data(tuple(args.broker_name))
+              if not args.broker_name or g.replica_info.broker_name in args.broker_name]
+    missing = sorted(set(args.broker_name) - {g.replica_info.broker_name for g in groups})
+    if missing:
+        from autoswitch.base.errors import NotFound
+
+        raise NotFound(f"the controllers know no group {', '.join(repr(x) for x in missing)}")
+    for g in groups:
         info = g.replica_info
         if args.under_replicated and info.master_broker_id and {m.broker_id for m in g.members} <= set(
                 info.sync_state_set):

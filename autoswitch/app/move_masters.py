@@ -77,7 +77,12 @@ def cmd_move_masters(args: argparse.Namespace) -> int:
             rows = plan(list(await ctl.get_sync_state_data(())), args.from_host)
         ok = all(r["target"] is not None for r in rows)
         if args.dry_run:
-            return rows, ok
+            # a plan, whatever it says: the rows tell which masters could not move (an error
+            # envelope for "nothing would move" read as a failed command; issue 64, item 9)
+            for r in rows:
+                if r["target"] is not None:
+                    r["result"] = f"would move to broker {r['target']}"
+            return rows, True
         for r in rows:                  # one group at a time: each drain pauses that group's writes
             if r["target"] is None:
                 continue
@@ -99,7 +104,10 @@ def cmd_move_masters(args: argparse.Namespace) -> int:
         rows, ok = asyncio.run(run())
     except AutoswitchError as e:
         return fail(args, e)
-    out = {"from_host": args.from_host, "dry_run": bool(args.dry_run), "groups": rows}
+    movable = sum(1 for r in rows if r["target"] is not None)
+    out = {"from_host": args.from_host, "dry_run": bool(args.dry_run), "groups": rows,
+           "summary": (f"{movable} of {len(rows)} masters on {args.from_host} " + ("would move" if args.dry_run
+                       else "moved") if rows else f"no master on {args.from_host}")}
     if not ok:
         return fail(args, {"code": "NOT_ALL_MOVED", "message": "some masters were not moved (see groups)", **out})
     emit(args, out)

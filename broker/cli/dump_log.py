@@ -123,4 +123,10 @@ def cmd_dump_log(args: argparse.Namespace) -> int:
     summary = {"data_dir": str(args.data_dir), "segments": len(segs), "records": shown, "stops": stops}
     if args.json:
         print(json.dumps({"ok": True, "command": "dump-log", "result": summary}, sort_keys=True))
+    elif not shown:
+        # silence read as "the command did nothing" (issue 64, item 9)
+        where = (f"no quarantined tails in {log_dir} (nothing was ever cut from this log)" if args.quarantine and not segs
+                 else f"no records in {log_dir}" + (f" of topic {args.topic!r}" if args.topic else "")
+                 + (f" from offset {args.from_offset}" if args.from_offset else ""))
+        print(where)
     return 0

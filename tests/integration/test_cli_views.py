@@ -37,6 +37,11 @@ def test_cluster_views_follow_a_dead_slave_and_a_lost_quorum(procs, tmp_path):
     assert all(r["alive"] and r["in_sync"] and r["master_epoch"] == epoch for r in rows), rows
     rc, out = cli("cluster-list", "--under-replicated", *ctl)
     assert rc == 0 and out["result"]["groups"] == [], out
+    # issue 64 item 9: one group's view, and a group the controllers do not know
+    rc, out = cli("cluster-list", "--group", "g1", *ctl)
+    assert rc == 0 and [g["group"] for g in out["result"]["groups"]] == ["g1"], out
+    rc, out = cli("cluster-list", "--group", "nope", *ctl)
+    assert rc != 0 and out["error"]["code"] == "NOT_FOUND" and "'nope'" in out["error"]["message"], out
 
     # a slave dies: once it has left the SyncStateSet the group is under-replicated
     slave = next(n for n in ("b1", "b2", "b3") if n != c.name_of_id(m))

@@ -247,6 +247,10 @@ def test_three_machine_deployment_from_the_shipped_files():
         health = d.cli(f"admin endpoint-health --controller {CONTROLLERS}")["result"]["endpoints"]
         assert [e["healthy"] for e in health] == [True] * 3, health
         host = g["master_address"].rsplit(":", 1)[0]
+        dry = d.cli(f"admin move-masters --controller {CONTROLLERS} --from-host {host} --dry-run")
+        assert dry["ok"] and dry["result"]["groups"][0]["result"].startswith("would move to broker"), dry
+        none = d.cli(f"admin move-masters --controller {CONTROLLERS} --from-host 10.255.255.1 --dry-run")
+        assert none["ok"] and none["result"]["summary"] == "no master on 10.255.255.1", none
         moved = d.cli(f"admin move-masters --controller {CONTROLLERS} --from-host {host}")
         assert moved["ok"] and [r["result"] for r in moved["result"]["groups"]] == ["moved"], moved
         g = d.wait_group("the master off that machine, all in sync",

@@ -53,3 +53,15 @@ def test_dump_log_prints_every_record_across_segments_and_stops_at_damage(tmp_pa
 def test_dump_log_of_a_directory_without_a_log_is_not_found(tmp_path):
     r = run(str(tmp_path))
     assert r.returncode == 1 and "NOT_FOUND" in r.stderr
+
+
+def test_dump_log_says_when_there_is_nothing_to_show(tmp_path):
+    """Issue 64 item 9: `dump-log --quarantine` of a log nothing was ever cut from printed nothing."""
+    s = open_store(tmp_path / "b")
+    fill(s, 3)
+    s.flush()
+    s.close()
+    r = run(str(tmp_path / "b"), "--quarantine")
+    assert r.returncode == 0 and "no quarantined tails" in r.stdout, (r.stdout, r.stderr)
+    r = run(str(tmp_path / "b"), "--topic", "no-such-topic")
+    assert r.returncode == 0 and "no records" in r.stdout and "no-such-topic" in r.stdout, r.stdout
