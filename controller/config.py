@@ -279,7 +279,7 @@ class ControllerConfig(SecurityKeys):
             if f.name == "store":      # a store URL may carry a password: never show it
                 v = {k: _hide_password(x) if k == "url" else x for k, x in v.items()}
             out[f.name] = (",".join(f"{k}={a}" for k, a in sorted(v.items())) if f.name in ("peers", "raft_peers")
-                           else str(v))
+                           else _toml_text(v))
         return out
 
     def update_runtime(self, changes: dict[str, str]) -> dict[str, str]:
@@ -430,3 +430,11 @@ def cluster_id(token: str, node_ids: Iterable[str]) -> str:
 
     names = "\0".join(sorted(node_ids))
     return hashlib.sha256(f"autoswitch-cluster\0{token}\0{names}".encode()).hexdigest()[:16]
+
+
+def _toml_text(v: object) -> str:
+    """A value as a config file spells it: true / false as TOML (the replicated keys' own view
+    says `false`; this one said `False` beside it: issue 64, item 9), nothing for an unset one."""
+    if isinstance(v, bool):
+        return "true" if v else "false"
+    return "" if v is None else str(v)

@@ -38,6 +38,12 @@ SERVER_COMMANDS = {
 }
 
 
+# Commands a person runs and reads: their log lines start at WARNING unless asked (a produce in
+# human mode printed every info line as JSON on stderr beside its answer: issue 64, item 9).
+# Processes that run (broker, controller, name server, playground) and long operations log INFO.
+QUIET_COMMANDS = frozenset({"admin", "produce", "consume", "dump-log", "certs", "completion", "healthcheck"})
+
+
 def command_of(argv: list[str]) -> str | None:
     """The subcommand ``argv`` names, or None when it starts with another option (--help, ...)."""
     it = iter(argv)
@@ -79,7 +85,8 @@ def main(argv: list[str] | None = None) -> int:
         bad = apply_default_endpoints(args)
         if bad is not None:
             return fail_code(args, "BAD_USAGE", bad, rc=2)
-        aslog.configure(args.log_level)
+        aslog.configure(args.log_level or os.environ.get("AUTOSWITCH_LOG_LEVEL")
+                        or ("WARNING" if args.command in QUIET_COMMANDS else None))
         rc = args.func(args)
         sys.stdout.flush()
     except BrokenPipeError:

@@ -86,6 +86,8 @@ def harden(parser: argparse.ArgumentParser, path: tuple[str, ...] = ()) -> None:
     directory it creates with its parents. Each parser also learns its own name (``command_path``)
     and that it prints tables unless it has ``--json``, for ``autoswitch.base.output``."""
     parser.set_defaults(command_path=" ".join(path), json=False)
+    if path and not any(isinstance(a, argparse._SubParsersAction) for a in parser._actions):   # noqa: SLF001
+        _strict(parser)
     for action in parser._actions:   # noqa: SLF001 - argparse exposes no public walk
         if isinstance(action, argparse._SubParsersAction):   # noqa: SLF001
             for name, sub in action.choices.items():
@@ -103,6 +105,21 @@ def harden(parser: argparse.ArgumentParser, path: tuple[str, ...] = ()) -> None:
             action.type = log_level
         elif action.type in (int, float):
             action.type = _bounded(action.type, action.dest)
+
+
+def _strict(parser: argparse.ArgumentParser) -> None:
+    """A subcommand refuses an option it does not know itself, with its own usage: argparse hands
+    the leftovers up and the top-level parser printed its usage, which names no option of the
+    subcommand (issue 64, item 9)."""
+    known = parser.parse_known_args
+
+    def parse_known_args(args: Any = None, namespace: Any = None) -> tuple[argparse.Namespace, list[str]]:
+        ns, extras = known(args, namespace)
+        if extras:
+            parser.error("unrecognized arguments: " + " ".join(extras))
+        return ns, extras
+
+    parser.parse_known_args = parse_known_args      # type: ignore[method-assign]
 
 
 # The commands whose --controller / --namesrv name their target: the admin commands and the

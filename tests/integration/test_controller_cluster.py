@@ -213,6 +213,9 @@ def test_three_controllers_failover_quorum_loss_restart(procs, tmp_path):
         got = (await cli("get-controller-config", "--controller", cl.spec))["result"]["config"]
         assert all(v["propose_timeout_s"] == "2.5" for v in got.values())
         assert [v for v in got.values() if v["heartbeat_timeout_ms"] == "4000"], got
+        # one spelling for booleans, as in a config file (it mixed False and false: issue 64 item 9)
+        words = {x for v in got.values() for x in v.values()}
+        assert "False" not in words and "True" not in words and "false" in words, got
         bad = await cli("update-controller-config", "--controller", cl.spec, "-k", "node_id=x")
         assert not bad["ok"] and bad["error"]["code"] in ("NO_PERMISSION", "CONTROLLER_CONFIG_REJECTED")
         typo = await cli("update-controller-config", "--controller", cl.spec, "-k", "heartbeat_timout_ms=4000")
