@@ -37,7 +37,7 @@ class ConsumeService:
         self._floor = floor
         self._out_of_range = RateLimitedLog(log, interval_s=60.0)
 
-    def _master_addr(self) -> str:
+    def master_addr_hint(self) -> str:
         return self.b.master_addr or ""
 
     async def _admit(self, req: FetchRequest) -> tuple[int, int]:
@@ -91,7 +91,7 @@ class ConsumeService:
         except _PastLogEnd as e:
             return RecordsReply(pb.OFFSET_OUT_OF_RANGE, 0, e.end, [], str(e))
         except WriteError as e:
-            return RecordsReply(status_of(e), 0, 0, [], str(e), self._master_addr())
+            return RecordsReply(status_of(e), 0, 0, [], str(e), self.master_addr_hint())
         except AutoswitchError as e:
             self.log.error("consume_failed", code=e.code, error=str(e))
             return RecordsReply(pb.INTERNAL, 0, 0, [], f"{e.code}: {e}")

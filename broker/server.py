@@ -209,7 +209,8 @@ class Broker:
 
     # ----------------------------------------------------------------- role switch
 
-    def _last_local_epoch(self) -> int:
+    def last_local_epoch(self) -> int:
+        """The newest MasterEpoch in this replica's EpochFile (0: none): a master's epoch starts above it."""
         last = self.store.epochs.last()
         return last.epoch if last is not None else 0
 
@@ -220,7 +221,7 @@ class Broker:
         sync_state_set_epoch: int = 0,
     ) -> None:
         async with self.switch_lock:
-            last_local = self._last_local_epoch()
+            last_local = self.last_local_epoch()
             # Resume: a fresh process (no role taken yet) told to master the epoch its own EpochFile
             # ends with was that epoch's master before a restart the controller did not notice.
             # The entry is already there; appending it again would fail and refusing would leave
@@ -300,8 +301,8 @@ class Broker:
         from that master at ``master_epoch``. ``replicate`` False (a broker stopping after its
         handover): clients are sent to the new master, but no HA connection is opened."""
         async with self.switch_lock:
-            if master_epoch <= self.master_epoch or master_epoch < self._last_local_epoch():
-                floor = max(self.master_epoch + 1, self._last_local_epoch())
+            if master_epoch <= self.master_epoch or master_epoch < self.last_local_epoch():
+                floor = max(self.master_epoch + 1, self.last_local_epoch())
                 raise StaleEpoch(
                     f"become_slave epoch {master_epoch} is stale (need >= {floor})",
                     epoch=master_epoch, current=self.master_epoch,

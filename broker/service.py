@@ -159,7 +159,7 @@ class BrokerServicer(GroupTopicConfigRpcs, pbg.BrokerServiceServicer):
     def _redirect(self, reply: pb.ProduceReply, status: pb.Status) -> None:
         """Where a refused producer should go, and the MasterEpoch this broker knows for it."""
         if status == pb.NOT_MASTER:
-            reply.master_addr = self._master_addr()
+            reply.master_addr = self.master_addr_hint()
         if status in (pb.NOT_MASTER, pb.FENCED):
             reply.master_epoch = self.b.master_epoch
 
@@ -228,7 +228,7 @@ class BrokerServicer(GroupTopicConfigRpcs, pbg.BrokerServiceServicer):
                                                         "reason at most 128 printable characters")
         if b.role != "master":
             return pb.TransferMasterReply(status=pb.NOT_MASTER, error_message=f"this broker is {b.role}",
-                                          master_addr=self._master_addr())
+                                          master_addr=self.master_addr_hint())
         refused = transfer_refusal(current_caller(), b.replicas.core.leader_node)
         if refused is not None:
             b.log.warning("handover_refused", reason=refused, to=request.to_broker_id, epoch=b.master_epoch)
@@ -445,11 +445,11 @@ async def serve(cfg: BrokerConfig, stop_event: asyncio.Event | None = None, atta
     try:
         # Role first, then the gRPC port: a client that can connect sees the configured role.
         if cfg.role == "master":
-            epoch = cfg.epoch or broker._last_local_epoch() + 1
+            epoch = cfg.epoch or broker.last_local_epoch() + 1
             await broker.become_master(epoch)
         elif cfg.role == "slave":
             assert cfg.master_ha is not None
-            epoch = cfg.epoch or max(broker._last_local_epoch(), 1)
+            epoch = cfg.epoch or max(broker.last_local_epoch(), 1)
             await broker.become_slave(epoch, parse_hostport(cfg.master_ha, "master_ha"), cfg.master_addr)
         await server.start()
         if cfg.fetch_listen:

@@ -34,7 +34,8 @@ class GroupTopicConfigRpcs:
     log: EventLogger
     _refused: RateLimitedLog
 
-    def _master_addr(self) -> str:
+    def master_addr_hint(self) -> str:
+        """Where a refused call should go instead: the master this broker knows, or nothing."""
         return self.b.master_addr or ""
 
     # ---- consumer groups (broker/consumer_groups.py) ----
@@ -47,7 +48,7 @@ class GroupTopicConfigRpcs:
             self._refused.warning((who.name if who else "", "group_owned"), "commit_offset_refused", error=str(e))
             await context.abort(grpc.StatusCode.PERMISSION_DENIED, str(e))
         except WriteError as e:
-            return pb.CommitOffsetReply(status=status_of(e), error_message=str(e), master_addr=self._master_addr())
+            return pb.CommitOffsetReply(status=status_of(e), error_message=str(e), master_addr=self.master_addr_hint())
         except AutoswitchError as e:
             self.log.error("commit_offset_failed", code=e.code, error=str(e))
             return pb.CommitOffsetReply(status=pb.INTERNAL, error_message=f"{e.code}: {e}")
@@ -60,7 +61,7 @@ class GroupTopicConfigRpcs:
             removed = await self.groups.delete(request.consumer_group, current_caller())
         except WriteError as e:
             return pb.DeleteConsumerGroupReply(status=status_of(e), error_message=str(e),
-                                               master_addr=self._master_addr())
+                                               master_addr=self.master_addr_hint())
         except AutoswitchError as e:
             if e.code != "NOT_FOUND":
                 self.log.error("delete_consumer_group_failed", code=e.code, error=str(e))
@@ -72,7 +73,7 @@ class GroupTopicConfigRpcs:
         try:
             c = self.groups.fetch(request.consumer_group, request.topic)
         except WriteError as e:
-            return pb.FetchOffsetReply(status=status_of(e), error_message=str(e), master_addr=self._master_addr())
+            return pb.FetchOffsetReply(status=status_of(e), error_message=str(e), master_addr=self.master_addr_hint())
         except AutoswitchError as e:
             self.log.error("fetch_offset_failed", code=e.code, error=str(e))
             return pb.FetchOffsetReply(status=pb.INTERNAL, error_message=f"{e.code}: {e}")
@@ -83,7 +84,7 @@ class GroupTopicConfigRpcs:
             rows = self.groups.progress(request.consumer_group)
         except WriteError as e:
             return pb.ConsumerProgressReply(status=status_of(e), error_message=str(e),
-                                            master_addr=self._master_addr())
+                                            master_addr=self.master_addr_hint())
         except AutoswitchError as e:
             self.log.error("consumer_progress_failed", code=e.code, error=str(e))
             return pb.ConsumerProgressReply(status=pb.INTERNAL, error_message=f"{e.code}: {e}")
@@ -151,7 +152,7 @@ class GroupTopicConfigRpcs:
                                        epoch=self.b.master_epoch, created=created)
         if not isinstance(e, WriteError):
             self.log.error("topic_change_failed", code=e.code, error=str(e))
-        return pb.TopicChangeReply(status=status_of(e), error_message=str(e), master_addr=self._master_addr())
+        return pb.TopicChangeReply(status=status_of(e), error_message=str(e), master_addr=self.master_addr_hint())
 
     async def UpdateTopic(self, request: pb.UpdateTopicRequest, context: Any) -> pb.TopicChangeReply:
         try:

@@ -266,7 +266,7 @@ def _admin(args, func) -> int:
     return 0
 
 
-def _msg(m) -> dict:
+def message_dict(m) -> dict:
     """Protobuf message -> JSON-able dict with every field, int64 kept as int (MessageToDict makes strings)."""
     out: dict[str, Any] = {}
     for f in m.DESCRIPTOR.fields:
@@ -276,9 +276,9 @@ def _msg(m) -> dict:
         if f.message_type is not None and f.message_type.GetOptions().map_entry:
             out[f.name] = dict(v)
         elif getattr(f, "is_repeated", None) if hasattr(f, "is_repeated") else f.label == f.LABEL_REPEATED:
-            out[f.name] = [_msg(x) if f.message_type is not None else x for x in v]
+            out[f.name] = [message_dict(x) if f.message_type is not None else x for x in v]
         elif f.message_type is not None:
-            out[f.name] = _msg(v)
+            out[f.name] = message_dict(v)
         else:
             out[f.name] = v
     return out
@@ -293,7 +293,7 @@ async def _get_metadata(client, args) -> Any:
 
     async def one(addr: str) -> dict:
         try:
-            return dict(address=addr, **_msg(await client.call_node(addr, "GetMetaData", pb.GetMetaDataRequest())))
+            return dict(address=addr, **message_dict(await client.call_node(addr, "GetMetaData", pb.GetMetaDataRequest())))
         except ControllerRpcError as e:
             return {"address": addr, "error": e.to_dict()}
 
@@ -364,7 +364,7 @@ async def _get_sss(client, args) -> Any:
     missing = sorted(set(args.broker_name) - {g.replica_info.broker_name for g in groups})
     if missing:
         raise NotFound(f"unknown broker groups: {', '.join(missing)}", groups=missing)
-    return {"groups": [_msg(g) for g in groups]}
+    return {"groups": [message_dict(g) for g in groups]}
 
 
 async def _elect_master(client, args) -> Any:
@@ -374,7 +374,7 @@ async def _elect_master(client, args) -> Any:
         return await cli_operator.elect_dry_run(client, args)
     info = await client.elect_master(args.cluster_name, args.broker_name, args.broker_id,
                                      designate=args.broker_id > 0)
-    return {"replica_info": _msg(info)}
+    return {"replica_info": message_dict(info)}
 
 
 async def _cluster_list(client, args) -> Any:

@@ -77,9 +77,9 @@ async def elect_dry_run(client: Any, args: Any) -> Any:
 
 
 def msg_dict(m: Any) -> dict:
-    from autoswitch.controller.cli import _msg
+    from autoswitch.controller.cli import message_dict
 
-    return _msg(m)
+    return message_dict(m)
 
 
 async def maintenance(client: Any, args: Any) -> Any:

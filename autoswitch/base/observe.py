@@ -24,6 +24,7 @@ import asyncio
 import contextlib
 import threading
 import time
+import weakref
 from collections.abc import Awaitable, Callable, Iterable
 from typing import Any
 from urllib.parse import parse_qsl
@@ -99,11 +100,15 @@ def add_build_info(registry: CollectorRegistry, component: str) -> None:
     """``autoswitch_build_info{version, component, feature_level} 1`` (the Prometheus convention):
     which version, and the highest feature level it runs, each process runs, for a rolling
     upgrade's dashboards. Once per registry."""
-    if getattr(registry, "_autoswitch_build_info", False):
+    if registry in _WITH_BUILD_INFO:
         return
     Info("autoswitch_build", "The autoswitch version this process runs", registry=registry).info(
         {"version": VERSION, "component": component, "feature_level": str(SUPPORTED_LEVEL)})
-    registry._autoswitch_build_info = True     # type: ignore[attr-defined]
+    _WITH_BUILD_INFO.add(registry)
+
+
+# the registries that have it (a weak set: a registry's life is its owner's, not ours)
+_WITH_BUILD_INFO: weakref.WeakSet[CollectorRegistry] = weakref.WeakSet()
 
 
 class ObserveServer:
