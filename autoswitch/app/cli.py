@@ -86,7 +86,7 @@ def main(argv: list[str] | None = None) -> int:
         if bad is not None:
             return fail_code(args, "BAD_USAGE", bad, rc=2)
         aslog.configure(args.log_level or os.environ.get("AUTOSWITCH_LOG_LEVEL")
-                        or ("WARNING" if args.command in QUIET_COMMANDS else None))
+                        or ("WARNING" if getattr(args, "command", None) in QUIET_COMMANDS else None))
         rc = args.func(args)
         sys.stdout.flush()
     except BrokenPipeError:

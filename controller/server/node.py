@@ -34,14 +34,14 @@ import grpc
 from autoswitch.controller import messages as msgs
 from autoswitch.controller.codes import Code
 from autoswitch.controller.config import ControllerConfig
-from autoswitch.controller.failover.election_scanner import ElectionScanner
 from autoswitch.controller.failover.liveness import HeartbeatTable
-from autoswitch.controller.failover.liveness_desk import DeadReportMarker, LivenessDesk
 from autoswitch.controller.failover.peers import PeerLiveness
 from autoswitch.controller.server import features_ops, maintenance_ops, sm_adapter
 from autoswitch.controller.server.alerts import Alerter
 from autoswitch.controller.server.authz import CONTROLLER_RULES
+from autoswitch.controller.server.election_scanner import ElectionScanner
 from autoswitch.controller.server.eventlog import EventLog
+from autoswitch.controller.server.liveness_desk import DeadReportMarker, LivenessDesk
 from autoswitch.controller.server.membership_ops import MembershipChanges, MembershipView
 from autoswitch.controller.server.metrics import ControllerMetrics
 from autoswitch.controller.server.proposer import Proposer

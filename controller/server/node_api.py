@@ -10,8 +10,8 @@ from typing import TYPE_CHECKING, Any, Protocol
 if TYPE_CHECKING:
     from autoswitch.controller import messages as msgs
     from autoswitch.controller.config import ControllerConfig
-    from autoswitch.controller.failover.election_scanner import ElectionScanner
-    from autoswitch.controller.failover.liveness_desk import LivenessDesk
+    from autoswitch.controller.server.election_scanner import ElectionScanner
+    from autoswitch.controller.server.liveness_desk import LivenessDesk
     from autoswitch.controller.server.membership_ops import MembershipView
     from autoswitch.controller.server.metrics import ControllerMetrics
     from autoswitch.controller.server.proposer import Proposer

@@ -6,7 +6,7 @@ from __future__ import annotations
 import asyncio
 from types import SimpleNamespace
 
-from autoswitch.controller.failover.election_scanner import ElectionScanner
+from autoswitch.controller.server.election_scanner import ElectionScanner
 
 
 class _Log:

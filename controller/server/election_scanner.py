@@ -33,9 +33,9 @@ from autoswitch.base.log import EventLogger
 from autoswitch.base.waits import cancellation_is_ours, wait_event
 
 if TYPE_CHECKING:
-    from autoswitch.controller.failover.liveness_desk import LivenessDesk
     from autoswitch.controller.failover.peers import PeerLiveness
     from autoswitch.controller.server.alerts import Alerter
+    from autoswitch.controller.server.liveness_desk import LivenessDesk
     from autoswitch.controller.server.proposer import Proposer
 
 # After a master's session closes the leader scans at once, then every FAST_RESCAN_S while a peer
