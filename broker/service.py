@@ -79,10 +79,14 @@ class BrokerServicer(GroupTopicConfigRpcs, pbg.BrokerServiceServicer):
         now = int(time.time() * 1000)
         valid: list[Any] = []
         errors: dict[int, WriteError] = {}
-        refused, limit = self.topics.check(request.topic)
-        if refused is not None:
-            return self._batch_error(reply, request, NotAllowed(refused))
+        # a name no broker takes (empty, too long, reserved) is the message's error, per message;
+        # only a valid name is asked whether this topic may take writes (deleted, not created)
         topic_err = validate_topic(request.topic)
+        limit = b.cfg.max_message_bytes
+        if topic_err is None:
+            refused, limit = self.topics.check(request.topic)
+            if refused is not None:
+                return self._batch_error(reply, request, NotAllowed(refused))
         for i, m in enumerate(request.messages):
             err = topic_err or validate_fields(m.body, m.msg_id, b.cfg, m.born_ts_ms)
             if err is None and len(m.body) > limit:
