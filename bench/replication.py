@@ -134,7 +134,7 @@ def _tls(tls_dir: Path, identity: str):
 async def _replicate1(master_dir: Path, slave_dir: Path, deadline: float, master_verify: bool,
                       native: bool, tls_dir: Path | None, digests: bool) -> dict:
     from autoswitch.ha.digest import RangeBook
-    from autoswitch.ha.master import HAMaster
+    from autoswitch.ha.io.master import HAMaster
     from autoswitch.ha.seams import LocalSyncStateProposer
 
     from autoswitch.base.tls import server_ssl_context
@@ -197,7 +197,7 @@ def _cpu_s() -> float:
 
 
 async def _slave_main(port: int, path: Path, target: int, tls_dir: Path | None = None, digests: bool = True) -> None:
-    from autoswitch.ha.slave import HASlave
+    from autoswitch.ha.io.slave import HASlave
 
     from autoswitch.base.tls import client_ssl_context
 

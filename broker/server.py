@@ -28,9 +28,9 @@ from autoswitch.broker.write_path import GroupFlusher, WritePath
 
 # Imported with the broker, not at its first role switch: importing the HA master's modules
 # costs ~30 ms of CPU, which a lazy import added to every handover's write pause (bench-rolling).
-from autoswitch.ha.master import HAMaster
+from autoswitch.ha.io.master import HAMaster
+from autoswitch.ha.io.slave import HASlave
 from autoswitch.ha.seams import LocalSyncStateProposer
-from autoswitch.ha.slave import HASlave
 
 from autoswitch.base.errors import CorruptionError
 from autoswitch.base.limits import MAX_SWITCH_HOLDS

@@ -1,9 +1,9 @@
 """autoswitch.ha: AutoSwitchHA replication.
 
 The package itself loads only the pure parts (config, errors, the ReplicaLog protocol); the codec,
-sessions and SyncStateSet tracker are pure modules too. The asyncio adapters are imported from
-their own modules (``autoswitch.ha.master``: HAMaster; ``autoswitch.ha.slave``: HASlave), so
-importing a pure module never loads asyncio.
+sessions and SyncStateSet tracker are pure modules too. The asyncio adapters live in their own
+folder, ``autoswitch.ha.io`` (``master``: HAMaster, ``master_conn``, ``slave``: HASlave), so the
+layering shows in the tree and importing a pure module never loads asyncio.
 """
 
 from autoswitch.ha.config import HAConfig

@@ -1,4 +1,4 @@
-"""What the HA master asks of the broker around it (ha/master.py): an authority for its
+"""What the HA master asks of the broker around it (ha/io/master.py): an authority for its
 SyncStateSet changes, and, in controller mode, the controllers' registry of the group's replicas.
 """
 

@@ -1,4 +1,4 @@
-"""The HA master's ReplicaRegistry (ha/master.py) backed by the controller: the brokerIds registered
+"""The HA master's ReplicaRegistry (ha/io/master.py) backed by the controller: the brokerIds registered
 in our group and the incarnation registered for each, so a master serves its log only to a replica
 the controllers know, run by the process they registered.
 

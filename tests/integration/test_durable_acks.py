@@ -27,9 +27,9 @@ from autoswitch.broker.storage.record import Message
 from autoswitch.broker.storage.store import MessageStore
 from autoswitch.broker.storage.store_config import StoreConfig
 from autoswitch.ha.config import HAConfig
-from autoswitch.ha.master import HAMaster
+from autoswitch.ha.io.master import HAMaster
+from autoswitch.ha.io.slave import HASlave
 from autoswitch.ha.seams import LocalSyncStateProposer
-from autoswitch.ha.slave import HASlave
 
 from autoswitch.base.fsutil import FsyncFailed
 from tests.grayfail.slowfs import SlowFs, Unavailable

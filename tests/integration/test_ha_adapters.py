@@ -17,9 +17,9 @@ from autoswitch.epochfile import EpochFile
 from autoswitch.ha.codec import Ack, SlaveHandshake, encode
 from autoswitch.ha.config import HAConfig
 from autoswitch.ha.errors import SyncStateProposalRejected
-from autoswitch.ha.master import HAMaster
+from autoswitch.ha.io.master import HAMaster
+from autoswitch.ha.io.slave import HASlave
 from autoswitch.ha.seams import LocalSyncStateProposer
-from autoswitch.ha.slave import HASlave
 
 from autoswitch.base.write_errors import FlushSlaveTimeout, InSyncReplicasNotEnough
 from tests.procs import free_port
@@ -592,7 +592,7 @@ def test_a_catch_up_gives_the_event_loop_back_between_large_frames(tmp_path):
     used to run in one task step and hold every other task of the broker (produce requests, lease
     heartbeats) for as long as the whole catch-up: 140-170 ms per GiB here. The writer below is
     such a socket; another task must run between the frames."""
-    from autoswitch.ha.master_conn import SlaveConn, transfer_loop
+    from autoswitch.ha.io.master_conn import SlaveConn, transfer_loop
     from autoswitch.ha.master_session import MasterSession
     from autoswitch.ha.slave_session import SlaveSession
 

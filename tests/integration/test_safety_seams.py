@@ -12,9 +12,9 @@ import logging
 import pytest
 from autoswitch.broker.replicas import replicas_manager as rmm
 from autoswitch.broker.replicas.run_marker import RunMarker
-from autoswitch.ha.master import HAMaster
+from autoswitch.ha.io.master import HAMaster
+from autoswitch.ha.io.slave import HASlave
 from autoswitch.ha.seams import LocalSyncStateProposer
-from autoswitch.ha.slave import HASlave
 
 from autoswitch.base.log import get_logger
 from tests.integration.seams import (

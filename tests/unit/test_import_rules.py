@@ -100,7 +100,7 @@ def _autoswitch_outside(*allowed: str):
     return lambda t: _under(t, "autoswitch") and not any(_under(t, a) for a in allowed)
 
 
-HA_ADAPTERS = ("autoswitch.ha.master", "autoswitch.ha.master_conn", "autoswitch.ha.slave")
+HA_ADAPTERS = ("autoswitch.ha.io.master", "autoswitch.ha.io.master_conn", "autoswitch.ha.io.slave")
 RAFT_ADAPTER = ("autoswitch.controller.raft.transport",)
 RAFT_ASYNC = ("autoswitch.controller.raft.node", "autoswitch.controller.raft.proposals",
               "autoswitch.controller.raft.transport")

@@ -1,5 +1,5 @@
 """One slave's connection on the HA master: its state, reading frames, and the transfer loop
-that sends the log. HAMaster (ha/master.py) accepts the connection, checks the handshake and
+that sends the log. HAMaster (ha/io/master.py) accepts the connection, checks the handshake and
 feeds the acks to its cores; what to send and when is MasterSession's decision."""
 
 from __future__ import annotations

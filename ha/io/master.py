@@ -1,7 +1,7 @@
 """HAMaster: the asyncio adapter around MasterSession and SyncStateTracker.
 
 One TCP listener; per slave connection a reader (handshake, then acks) and a transfer loop
-(ha/master_conn.py) woken by notify_appended() or the heartbeat timer. All state lives on the one event loop;
+(ha/io/master_conn.py) woken by notify_appended() or the heartbeat timer. All state lives on the one event loop;
 the sans-IO cores decide, this module only moves bytes and timers.
 """
 
@@ -21,8 +21,8 @@ from autoswitch.ha.codec_v4 import DigestReport
 from autoswitch.ha.commit_point import CommitPoint
 from autoswitch.ha.config import TLS_WRITE_BUFFER_HIGH, HAConfig
 from autoswitch.ha.errors import FrameError, HABusy, HAError, HAProtocolError
+from autoswitch.ha.io.master_conn import SlaveConn, read_frames, transfer_loop
 from autoswitch.ha.log_api import ReplicaLog
-from autoswitch.ha.master_conn import SlaveConn, read_frames, transfer_loop
 from autoswitch.ha.master_digests import MasterDigests
 from autoswitch.ha.master_session import MasterSession
 from autoswitch.ha.seams import ReplicaRegistry, SyncStateProposer
