@@ -12,7 +12,8 @@ loses, from the replicas' own record digests (the ``LogRanges`` cut at one recor
 - choosing X loses every acknowledged record some live replica holds that X does not hold (the
   same record: same position, epoch and digest);
 - ``unrecoverable_bytes``: acknowledged bytes (up to ``confirm``) that no live replica holds at
-  all, lost whatever the choice.
+  all, lost whatever the choice: every choice's ``lost_acked_bytes`` counts them, and its
+  ``loses`` line says so beside the messages the other replicas hold.
 
 The proposal is the replica that loses least (then the longest log, then the lowest brokerId).
 The token names the plan's inputs: ``--confirm TOKEN`` carries out exactly this plan, and is
@@ -48,9 +49,10 @@ class Choice:
     broker_id: int
     log_end: int
     last_epoch: int
-    lost_acked: int                      # acknowledged messages lost if this replica is chosen
+    lost_acked: int                      # acknowledged messages a live replica holds, lost if this one is chosen
     lost_first: list[int]                # their positions (the first few)
     truncates: dict[int, tuple[int, int]]   # other replica -> (cut at, bytes dropped): quarantined first
+    lost_acked_bytes: int = 0            # their bytes, plus the unrecoverable bytes every choice loses
 
 
 @dataclass
@@ -70,9 +72,23 @@ class Plan:
                 "compared_from": self.start, "proposal": self.proposal, "token": self.token,
                 "unrecoverable_acked_bytes": self.unrecoverable_bytes, "notes": self.notes,
                 "choices": [{"broker_id": c.broker_id, "log_end": c.log_end, "last_epoch": c.last_epoch,
-                             "lost_acked_messages": c.lost_acked, "lost_first_offsets": c.lost_first,
+                             "lost_acked_messages": c.lost_acked, "lost_acked_bytes": c.lost_acked_bytes,
+                             "loses": _loses(c, self.unrecoverable_bytes), "lost_first_offsets": c.lost_first,
+                             "cuts": "; ".join(f"broker {b} from {at} ({n} B)" for b, (at, n) in c.truncates.items())
+                             or "nothing",
                              "truncates": {str(b): {"from": at, "bytes": n} for b, (at, n) in c.truncates.items()}}
                             for c in self.choices]}
+
+
+def _loses(c: Choice, unrecoverable: int) -> str:
+    """One line per choice that agrees with the notes: what a live replica holds and this choice
+    drops, in messages and bytes, and what no choice can save (a row said 0 messages lost while
+    the notes said bytes were lost whatever the choice: issue 64, item 8)."""
+    held = f"{c.lost_acked} acknowledged messages ({c.lost_acked_bytes - unrecoverable} B) other replicas hold"
+    if not unrecoverable:
+        return held if c.lost_acked else "no acknowledged message"
+    return f"{held}, and the {unrecoverable} unrecoverable bytes" if c.lost_acked else (
+        f"only the {unrecoverable} unrecoverable bytes")
 
 
 def token_of(group: str, master_epoch: int, confirm: int, replicas: Mapping[int, ReplicaLog],
@@ -110,12 +126,15 @@ def plan(group: str, master_epoch: int, confirm: int, start: int, replicas: Mapp
             cut = _common_end(x.records, other.records, start)
             if cut < other.log_end:
                 truncates[ob] = (cut, other.log_end - cut)
-        choices.append(Choice(b, x.log_end, x.last_epoch, len(lost), lost[:max_listed], truncates))
+        lost_bytes = sum(truth[pos][2] - truth[pos][1] for pos in lost)
+        choices.append(Choice(b, x.log_end, x.last_epoch, len(lost), lost[:max_listed], truncates,
+                              lost_bytes + unrecoverable))
     best = min(choices, key=lambda c: (c.lost_acked, -c.log_end, c.broker_id), default=None)
     notes = []
     if unrecoverable:
         notes.append(f"{unrecoverable} acknowledged bytes (up to confirmOffset {confirm}) are on no live replica: "
-                     f"lost whatever the choice")
+                     f"lost whatever the choice, counted in every choice's lost_acked_bytes (how many messages "
+                     f"they were is unknown: no live replica holds their records)")
     return Plan(group, master_epoch, confirm, start, choices, best.broker_id if best else None, unrecoverable,
                 token_of(group, master_epoch, confirm, replicas, sync_state_set_epoch), notes)
 

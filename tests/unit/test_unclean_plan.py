@@ -44,3 +44,20 @@ def test_acked_bytes_no_live_replica_holds_are_reported_and_tokens_follow_the_in
     assert p.unrecoverable_bytes == 400 and p.notes
     q = plan("g", 2, confirm=900, start=0, replicas={2: rep(2, recs(1, 0, 6))})
     assert p.token != q.token and p.token == plan("g", 2, confirm=900, start=0, replicas={2: a}).token
+
+
+def test_every_row_agrees_with_the_notes_on_what_is_lost():
+    """Issue 64 item 8: the notes said bytes were lost whatever the choice while each choice's row
+    said lost_acked_messages 0. Each row now counts the unrecoverable bytes too and says so in words."""
+    base = recs(1, 0, 5)
+    two = rep(2, base + recs(2, 500, 2))          # holds 2 acknowledged records the other lacks
+    three = rep(3, base)
+    p = plan("g", 3, confirm=900, start=0, replicas={2: two, 3: three})     # 700..900: on no live replica
+    assert p.unrecoverable_bytes == 200
+    rows = {c["broker_id"]: c for c in p.to_dict()["choices"]}
+    assert rows[2]["lost_acked_messages"] == 0 and rows[2]["lost_acked_bytes"] == 200
+    assert rows[2]["loses"] == "only the 200 unrecoverable bytes"
+    assert rows[3]["lost_acked_messages"] == 2 and rows[3]["lost_acked_bytes"] == 400
+    assert rows[3]["loses"] == "2 acknowledged messages (200 B) other replicas hold, and the 200 unrecoverable bytes"
+    assert rows[3]["cuts"] == "broker 2 from 500 (200 B)" and rows[2]["cuts"] == "nothing"
+    assert "every choice's lost_acked_bytes" in p.notes[0]
