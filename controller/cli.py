@@ -266,6 +266,21 @@ def _admin(args, func) -> int:
     return 0
 
 
+def replica_view(info) -> dict:
+    """A group's ReplicaInfo as people read it: named columns, no protobuf paths (`--json` keeps
+    every raw field: ``message_dict``; issue 64, item 4)."""
+    return {"group": info.broker_name, "master": info.master_broker_id or None,
+            "master_address": info.master_address or None, "master_epoch": info.master_epoch,
+            "sync_state_set": list(info.sync_state_set), "sync_state_set_epoch": info.sync_state_set_epoch,
+            "eligible": list(info.eligible_replicas), "preferred_master": info.preferred_master_broker_id or None,
+            "maintenance": list(info.maintenance), "zone_preference": list(info.zone_preference)}
+
+
+def info_out(args, info) -> dict:
+    """``info`` for this command's output: every raw field with --json, the people's view without."""
+    return message_dict(info) if getattr(args, "json", False) else replica_view(info)
+
+
 def message_dict(m) -> dict:
     """Protobuf message -> JSON-able dict with every field, int64 kept as int (MessageToDict makes strings)."""
     out: dict[str, Any] = {}
@@ -364,7 +379,11 @@ async def _get_sss(client, args) -> Any:
     missing = sorted(set(args.broker_name) - {g.replica_info.broker_name for g in groups})
     if missing:
         raise NotFound(f"unknown broker groups: {', '.join(missing)}", groups=missing)
-    return {"groups": [message_dict(g) for g in groups]}
+    if args.json:
+        return {"groups": [message_dict(g) for g in groups]}
+    return {"groups": [{**replica_view(g.replica_info), "members": [
+        {"broker_id": m.broker_id, "address": m.address, "alive": m.alive, "in_sync": m.in_sync,
+         "max_offset": m.max_offset} for m in g.members]} for g in groups]}
 
 
 async def _elect_master(client, args) -> Any:
@@ -374,7 +393,10 @@ async def _elect_master(client, args) -> Any:
         return await cli_operator.elect_dry_run(client, args)
     info = await client.elect_master(args.cluster_name, args.broker_name, args.broker_id,
                                      designate=args.broker_id > 0)
-    return {"replica_info": message_dict(info)}
+    if args.json:
+        return {"replica_info": message_dict(info)}
+    return {"summary": f"{info.broker_name}: master broker {info.master_broker_id} at MasterEpoch {info.master_epoch}",
+            **replica_view(info)}
 
 
 async def _cluster_list(client, args) -> Any:

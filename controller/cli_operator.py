@@ -54,13 +54,20 @@ def decision_view(text: str) -> dict:
 async def set_preferred(client: Any, args: Any) -> Any:
     r = await client.call("SetPreferredMaster", pb.SetPreferredMasterRequest(broker_name=args.broker_name,
                                                                           broker_id=args.broker_id))
-    return {"replica_info": msg_dict(r.replica_info)}
+    return _info_result(args, r.replica_info)
 
 
 async def set_zone_preference(client: Any, args: Any) -> Any:
     zones = [z.strip() for z in args.zones.split(",") if z.strip()]
     r = await client.call("SetZonePreference", pb.SetZonePreferenceRequest(broker_name=args.broker_name, zones=zones))
-    return {"replica_info": msg_dict(r.replica_info)}
+    return _info_result(args, r.replica_info)
+
+
+def _info_result(args: Any, info: Any) -> dict:
+    """{"replica_info": every raw field} with --json; the group's named columns for people."""
+    from autoswitch.controller.cli import replica_view
+
+    return {"replica_info": msg_dict(info)} if args.json else replica_view(info)
 
 
 async def explain_group(client: Any, args: Any) -> Any:
@@ -102,8 +109,14 @@ async def maintenance(client: Any, args: Any) -> Any:
     out = []
     for group, bid in targets:
         r = await client.call("SetMaintenance", pb.SetMaintenanceRequest(broker_name=group, broker_id=bid, on=on))
-        out.append({"group": group, "broker_id": bid, "maintenance": on, "drain": r.drain or None,
-                    "replica_info": msg_dict(r.replica_info)})
+        row = {"group": group, "broker_id": bid, "maintenance": on, "drain": r.drain or None}
+        if args.json:
+            row["replica_info"] = msg_dict(r.replica_info)
+        else:
+            info = r.replica_info
+            row.update(master=info.master_broker_id or None, master_epoch=info.master_epoch,
+                       sync_state_set=list(info.sync_state_set), in_maintenance=list(info.maintenance))
+        out.append(row)
     if on and args.wait_s > 0:
         deadline = time.monotonic() + args.wait_s
         mine = {(g, b) for g, b in targets}
@@ -121,4 +134,7 @@ async def maintenance(client: Any, args: Any) -> Any:
                                      f"still master after {args.wait_s} s: "
                                      f"{', '.join(f'{g}/{b}' for g, b in still)}; see each row's drain reason",
                                      brokers=out)
-    return {"brokers": out}
+    said = [row["drain"] for row in out if row.get("drain")]
+    summary = "; ".join(said) if said else (f"{len(out)} broker(s) {'cordoned' if on else 'back in service'}, "
+                                            f"no master role moves")
+    return {"summary": summary, "brokers": out}

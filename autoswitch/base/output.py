@@ -88,6 +88,20 @@ def _console() -> Any:
                    force_terminal=tty, no_color=not tty)
 
 
+# Keys that hold a wall-clock time in epoch milliseconds: people read them as ISO 8601 UTC (the
+# JSON envelope keeps the number). Between 2001 and 5138 only: a small number is a duration.
+TIME_KEYS = ("ts_ms", "_at_ms", "time_ms", "timestamp_ms")
+
+
+def _shown(key: str, v: Any) -> Any:
+    if (isinstance(v, int) and not isinstance(v, bool) and 10**12 <= v < 10**14
+            and key.rsplit(".", 1)[-1].endswith(TIME_KEYS)):
+        import datetime as dt
+
+        return dt.datetime.fromtimestamp(v / 1000, dt.UTC).isoformat(timespec="milliseconds").replace("+00:00", "Z")
+    return v
+
+
 def _is_matrix(v: Any) -> bool:
     """The same fields for several members (per-node config): drawn side by side, a column each."""
     return isinstance(v, Mapping) and len(v) >= 2 and all(
@@ -128,7 +142,7 @@ def _table(rows: Sequence[Mapping[str, Any]], title: str | None, header: bool = 
                       for r in rows if r.get(c) is not None)
         t.add_column(c, justify="right" if numeric else "left", overflow="fold")
     for r in rows:
-        t.add_row(*(_cell(r.get(c)) for c in cols))
+        t.add_row(*(_cell(_shown(c, r.get(c))) for c in cols))
     return t
 
 
@@ -161,7 +175,7 @@ def _blocks(value: Any, title: str | None) -> list[Any]:
         return [_cell(value)]
     flat = _flat(value)
     scalars = {k: v for k, v in flat.items() if not _is_rows(v) and not _is_matrix(v)}
-    out = [_table([{"field": k, "value": _cell(v)} for k, v in scalars.items()], title, header=False)] \
+    out = [_table([{"field": k, "value": _cell(_shown(k, v))} for k, v in scalars.items()], title, header=False)] \
         if scalars else []
     for k, v in flat.items():
         if _is_rows(v):
@@ -173,8 +187,16 @@ def _blocks(value: Any, title: str | None) -> list[Any]:
 
 def render(result: Any, title: str | None = None) -> None:
     """A mapping becomes a field/value table (nested mappings as dotted fields), each list of
-    records inside it a table of its own; records holding records get a block each."""
+    records inside it a table of its own; records holding records get a block each. A ``summary``
+    string is printed first, on its own line; times in epoch milliseconds (``TIME_KEYS``) as ISO."""
     console = _console()
+    if isinstance(result, Mapping) and isinstance(result.get("summary"), str):
+        # the one line a person reads first (mid-incident), then the tables without it
+        console.print(result["summary"], markup=False)
+        result = {k: v for k, v in result.items() if k != "summary"}
+        if not result:
+            return
+        console.print()
     for i, block in enumerate(_blocks(result, title)):
         if i:
             console.print()

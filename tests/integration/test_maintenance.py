@@ -8,6 +8,9 @@ elected again while another voter can lead."""
 
 from __future__ import annotations
 
+import os
+import re
+
 import pytest
 
 from tests.integration.controller_harness import admin
@@ -72,6 +75,29 @@ def test_a_cordoned_master_drains_and_stays_passed_over_across_a_controller_lead
 
     r = admin("maintenance", "off", "--controller", ctl, "--group", "g1", "--broker-id", str(m1))
     assert r["ok"] and r["result"]["brokers"][0]["replica_info"]["maintenance"] == [], r
+
+    # issue 64 item 4, as a person reads it mid-incident: the one sentence first, named columns,
+    # no protobuf paths, wall-clock times in ISO
+    import subprocess
+    import sys
+
+    def human(*argv: str) -> str:
+        out = subprocess.run([sys.executable, "-m", "autoswitch", "admin", *argv, "--controller", ctl],
+                             capture_output=True, text=True, timeout=120, env={**os.environ, "COLUMNS": "200"})
+        assert out.returncode == 0, out.stderr[-2000:]
+        return out.stdout
+
+    m4 = c.wait_master(timeout=30)[0]
+    text = human("maintenance", "on", "--group", "g1", "--broker-id", str(m4), "--wait-s", "60", "--timeout-s", "90")
+    first = text.splitlines()[0]
+    assert first.startswith("draining") and f"from broker {m4}" in first, text
+    assert "replica_info" not in text, text
+    for argv in (("get-sync-state-set", "--group", "g1"), ("set-zone-preference", "--group", "g1", "--zones", "z1")):
+        shown = human(*argv)
+        assert "replica_info" not in shown and "master_epoch" in shown, shown
+    shown = human("explain", "--group", "g1")
+    assert re.search(r"20\d\d-\d\d-\d\dT\d\d:\d\d:\d\d\.\d{3}Z", shown), shown
+    human("maintenance", "off", "--group", "g1", "--broker-id", str(m4))
 
 
 def test_a_controller_in_maintenance_hands_leadership_over_and_is_not_elected(procs, tmp_path):
