@@ -120,6 +120,10 @@ def _node_args(p: argparse.ArgumentParser, required: bool) -> None:
     p.add_argument("--raft-peers", default=None,
                    help="ID=HOST:PORT,... Raft listener of every node, apart from the client port (recommended)")
     p.add_argument("--config", default=None, help="TOML file ([controller] and [raft] tables)")
+    p.add_argument("--remoting-listen", default=None,
+                   help="HOST:PORT for RocketMQ's remoting protocol (RocketMQ brokers and mqadmin; docs/rocketmq.md)")
+    p.add_argument("--remoting-peers", default=None,
+                   help="ID=HOST:PORT,... every node's remoting address (with --remoting-listen, several nodes)")
     p.add_argument("--metrics-listen", default=None, help="HOST:PORT for /metrics, /healthz, /readyz (default off)")
     p.add_argument("--metrics-allow-remote", action="store_true", default=None,
                    help="let --metrics-listen be a non-loopback address (a container's published port)")
@@ -142,7 +146,8 @@ def _load_config(args, listen: str | None = None):
                        auth_tokens_file=args.auth_tokens_file, allow_insecure=args.allow_insecure,
                        tls_accept_plaintext=args.tls_accept_plaintext, tls_dial_plaintext=args.tls_dial_plaintext,
                        metrics_listen=args.metrics_listen, metrics_allow_remote=args.metrics_allow_remote,
-                       join=args.join, cluster_id=args.cluster_id)
+                       join=args.join, cluster_id=args.cluster_id, remoting_listen=args.remoting_listen,
+                       remoting_peers=args.remoting_peers)
 
 
 def _run_controller(args) -> int:

@@ -8,6 +8,7 @@ not silently ignored, so a typo cannot leave a safety timeout at its default unn
 from __future__ import annotations
 
 import dataclasses
+import ipaddress
 import os
 import re
 import tomllib
@@ -67,6 +68,15 @@ class ControllerConfig(SecurityKeys):
     # Liveness queries to the other controller nodes (the majority rule).
     peer_query_timeout_s: float = 0.5
     notify_broker_role_changed: bool = True
+    # RocketMQ's remoting protocol for unmodified RocketMQ 5.1.1+ brokers and mqadmin
+    # (docs/rocketmq.md): HOST:PORT to listen on ("" = off); remoting_peers names every member's
+    # remoting address (node id -> HOST:PORT), which a broker is sent to find the leader. The port
+    # has no authentication: a public address needs remoting_allow_public; remoting_admin = false
+    # refuses mqadmin's writes (electMaster, cleanBrokerMetadata, updateControllerConfig) there.
+    remoting_listen: str = ""
+    remoting_peers: dict[str, str] = field(default_factory=dict)
+    remoting_admin: bool = True
+    remoting_allow_public: bool = False
     # Request handling limits.
     propose_timeout_s: float = 3.0
     read_timeout_s: float = 2.0
@@ -128,6 +138,22 @@ class ControllerConfig(SecurityKeys):
         self._validate_backend()
         if self.node_id not in self.peers:
             raise ConfigError(f"node_id {self.node_id!r} is not in peers", peers=sorted(self.peers))
+        self._validate_remoting()
+
+    def _validate_remoting(self) -> None:
+        if not self.remoting_listen:
+            if self.remoting_peers:
+                raise ConfigError("remoting_peers is set but remoting_listen is not")
+            return
+        _split_addr(self.remoting_listen, "remoting_listen")
+        check_remoting_listen(self.remoting_listen, self.remoting_allow_public)
+        if len(self.peers) > 1 or self.remoting_peers:
+            missing = sorted(set(self.peers) - set(self.remoting_peers))
+            if missing:
+                raise ConfigError("remoting_peers must name every member's remoting address (a RocketMQ broker "
+                                  "is sent the leader's)", missing=missing)
+            for n, a in self.remoting_peers.items():
+                _split_addr(a, f"remoting_peers.{n}")
         if not self.data_dir:
             raise ConfigError("data_dir is required")
         for nid, addr in self.peers.items():
@@ -314,6 +340,24 @@ def _hide_password(url: object) -> object:
     return re.sub(r"(://[^:/@]+):[^@/]*@", r"\1:***@", url) if isinstance(url, str) else url
 
 
+def check_remoting_listen(addr: str, allow_public: bool) -> None:
+    """The remoting port has no authentication (RocketMQ's ACL is not implemented): it listens on
+    loopback or a private network only, unless the operator says otherwise (docs/security.md)."""
+    host = addr.rsplit(":", 1)[0].strip("[]")
+    if allow_public:
+        return
+    try:
+        ip = ipaddress.ip_address(host)
+    except ValueError:
+        if host == "localhost":
+            return
+        raise ConfigError(f"remoting_listen {addr!r}: give an IP address (the port is unauthenticated; a private "
+                          "or loopback address, or set remoting_allow_public = true)") from None
+    if not (ip.is_loopback or ip.is_private):
+        raise ConfigError(f"remoting_listen {addr!r} is a public address and the RocketMQ remoting port has no "
+                          "authentication: listen on a private network, or set remoting_allow_public = true")
+
+
 def _split_addr(addr: str, what: str) -> tuple[str, int]:
     try:
         return split_hostport(addr)
@@ -408,6 +452,8 @@ def load(path: str | Path | None = None, **overrides: Any) -> ControllerConfig:
         values["peers"] = parse_peers(values["peers"])
     if isinstance(values.get("raft_peers"), str):
         values["raft_peers"] = parse_peers(values["raft_peers"])
+    if isinstance(values.get("remoting_peers"), str):
+        values["remoting_peers"] = parse_peers(values["remoting_peers"])
     refuse_unknown("controller config", values, {f.name for f in dataclasses.fields(ControllerConfig)} | sm_config.KEYS)
     cfg = ControllerConfig()
     for k, v in values.items():

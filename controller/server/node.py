@@ -45,8 +45,9 @@ from autoswitch.controller.server.liveness_desk import DeadReportMarker, Livenes
 from autoswitch.controller.server.membership_ops import MembershipChanges, MembershipView
 from autoswitch.controller.server.metrics import ControllerMetrics
 from autoswitch.controller.server.proposer import Proposer
+from autoswitch.controller.server.remoting import RemotingServer
 from autoswitch.controller.server.service import ControllerServicer
-from autoswitch.controller.server.service_common import NodeReply
+from autoswitch.controller.server.service_common import NodeReply, replica_info_pb
 from autoswitch.controller.server.startup_checks import (
     check_cluster_id,
     check_raft_dir_present,
@@ -110,6 +111,7 @@ class ControllerNode:
         self.alerter = Alerter(config.node_id, config.notification_script, config.notification_timeout_s,
                                config.max_alerts_in_flight, self.watchers)
         self._observe: ObserveServer | None = None
+        self.remoting: RemotingServer | None = None    # RocketMQ's protocol (remoting_listen)
         self._health: Any = None
         self._started = False
         self.membership = MembershipView(config.node_id, config.bootstrap_membership(), config.peers)
@@ -219,6 +221,9 @@ class ControllerNode:
         promote = self.membership_changes.promote_loop(lambda: self.is_leader, self._stopped)
         self.spawn(promote, "learner-promotion", essential=True)
         self.spawn(features_ops.keep_member_levels(self, self._stopped), "member-levels", essential=True)
+        if cfg.remoting_listen:
+            self.remoting = RemotingServer(self)
+            await self.remoting.start()
         svc, hpb = self._health
         await svc.set("", hpb.HealthCheckResponse.SERVING)
         if cfg.metrics_listen:
@@ -266,6 +271,8 @@ class ControllerNode:
             return
         self._stopped.set()
         await self.tasks.stop()       # the scan, learner promotion, a rebalance handover
+        if self.remoting is not None:
+            await self.remoting.stop()
         self.watchers.close_all()
         if self._observe is not None:
             await self._observe.stop()
@@ -474,6 +481,9 @@ class ControllerNode:
             # its master (liveness.release says why).
             self._applied_epochs[group] = epoch
             self.liveness.heartbeats.release(group, master_id=replica_info.master_broker_id)
+            if self.remoting is not None and self.is_leader:
+                # RocketMQ's controller pushes NOTIFY_BROKER_ROLE_CHANGED after an election
+                self.remoting.role_changed(group, replica_info_pb(replica_info))
         self._applied_masters[group] = (replica_info.master_broker_id, epoch)
         if self.config.notify_broker_role_changed:
             self.watchers.publish(group, (index, replica_info))

@@ -27,8 +27,9 @@ compaction_keep = 4
 
 class Cluster:
     def __init__(self, procs: ProcGroup, tmp: Path, n: int = 3, embedded: set[str] = frozenset(),
-                 tls_dir: Path | None = None) -> None:
-        """``tls_dir``: from ``autoswitch certs init`` with a ``controller/<id>`` identity per node."""
+                 tls_dir: Path | None = None, remoting: bool = False) -> None:
+        """``tls_dir``: from ``autoswitch certs init`` with a ``controller/<id>`` identity per node.
+        ``remoting``: every node also serves RocketMQ's remoting protocol (``remoting_addrs``)."""
         self.procs = procs
         self.tmp = Path(tmp)
         self.ids = [f"n{i + 1}" for i in range(n)]
@@ -37,6 +38,7 @@ class Cluster:
         # Raft on its own listener, as in production (docs/configuration.md raft_peers).
         self.raft_addrs = {nid: f"{HOST}:{free_port()}" for nid in self.ids}
         self.embedded = set(embedded)
+        self.remoting_addrs = {nid: f"{HOST}:{free_port()}" for nid in self.ids} if remoting else {}
         self.tls_dir = tls_dir
         self.proc: dict[str, object] = {}
         self.toml = self.tmp / "controller.toml"
@@ -62,7 +64,13 @@ class Cluster:
             "--tls-key", str(self.tls_dir / f"controller_{nid}.key")]
         return ["--node-id", nid, "--peers", self.peers_spec, "--data-dir", str(self.data_dir(nid)),
                 "--raft-peers", ",".join(f"{n}={a}" for n, a in self.raft_addrs.items()),
-                "--config", str(self.toml), *tls]
+                "--config", str(self.toml), *tls, *self._remoting_args(nid)]
+
+    def _remoting_args(self, nid: str) -> list[str]:
+        if not self.remoting_addrs:
+            return []
+        return ["--remoting-listen", self.remoting_addrs[nid],
+                "--remoting-peers", ",".join(f"{n}={a}" for n, a in self.remoting_addrs.items())]
 
     def add_member(self, nid: str) -> None:
         """Ports and addresses for a new member (it starts with ``start(nid, join=cluster_id)``)."""

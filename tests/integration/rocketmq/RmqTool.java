@@ -1,0 +1,81 @@
+// A RocketMQ client for the compatibility tests (compiled at test time against `rmq classpath`).
+//   produce NAMESRV TOPIC PREFIX COUNT SECONDS BATCH   sync sends of COUNT messages (BATCH per send), each
+//                                              retried until SEND_OK or the deadline (keys PREFIX0,
+//                                              PREFIX1, ...); prints "ACK key" per acknowledged
+//                                              message, "END acked failed"
+//   consume NAMESRV TOPIC SECONDS               reads every queue from its first offset; prints
+//                                              "MSG key" per message, "END n" once quiet or at the deadline
+import java.util.*;
+import org.apache.rocketmq.client.producer.*;
+import org.apache.rocketmq.client.consumer.DefaultLitePullConsumer;
+import org.apache.rocketmq.common.message.*;
+
+public class RmqTool {
+    public static void main(String[] a) throws Exception {
+        if (a[0].equals("produce")) produce(a[1], a[2], a[3], Integer.parseInt(a[4]), Integer.parseInt(a[5]), Integer.parseInt(a[6]));
+        else consume(a[1], a[2], Integer.parseInt(a[3]));
+        System.exit(0);
+    }
+
+    static void produce(String ns, String topic, String prefix, int count, int seconds, int batch) throws Exception {
+        DefaultMQProducer p = new DefaultMQProducer("autoswitch-test-producer");
+        p.setNamesrvAddr(ns);
+        p.setSendMsgTimeout(3000);
+        p.setRetryTimesWhenSendFailed(0);
+        p.start();
+        long deadline = System.currentTimeMillis() + seconds * 1000L;
+        int acked = 0, failed = 0, i = 0;
+        while (i < count && System.currentTimeMillis() < deadline) {
+            List<Message> msgs = new ArrayList<>();
+            for (int k = 0; k < batch && i + k < count; k++) {
+                Message m = new Message(topic, ("body-" + (i + k)).getBytes());
+                m.setKeys(prefix + (i + k));
+                msgs.add(m);
+            }
+            try {
+                SendResult r = msgs.size() == 1 ? p.send(msgs.get(0)) : p.send(msgs);
+                if (r.getSendStatus() == SendStatus.SEND_OK) {
+                    for (Message m : msgs) System.out.println("ACK " + m.getKeys());
+                    System.out.flush();
+                    acked += msgs.size();
+                    i += msgs.size();
+                } else {
+                    failed++;
+                    System.out.println("NOTOK " + r.getSendStatus());
+                }
+            } catch (Exception e) {
+                failed++;
+                System.out.println("FAIL " + e.getClass().getSimpleName() + " " + String.valueOf(e.getMessage()).split("\n")[0]);
+                System.out.flush();
+                Thread.sleep(200);
+            }
+        }
+        System.out.println("END " + acked + " " + failed);
+        p.shutdown();
+    }
+
+    static void consume(String ns, String topic, int seconds) throws Exception {
+        DefaultLitePullConsumer c = new DefaultLitePullConsumer("autoswitch-test-reader-" + System.nanoTime());
+        c.setNamesrvAddr(ns);
+        c.setAutoCommit(false);
+        c.start();
+        Collection<MessageQueue> qs = c.fetchMessageQueues(topic);
+        c.assign(qs);
+        for (MessageQueue q : qs) c.seekToBegin(q);
+        long deadline = System.currentTimeMillis() + seconds * 1000L;
+        long quietSince = System.currentTimeMillis();
+        int n = 0;
+        while (System.currentTimeMillis() < deadline) {
+            List<MessageExt> got = c.poll(1000);
+            if (got.isEmpty()) {
+                if (n > 0 && System.currentTimeMillis() - quietSince > 5000) break;
+                continue;
+            }
+            quietSince = System.currentTimeMillis();
+            for (MessageExt m : got) { System.out.println("MSG " + m.getKeys()); n++; }
+            System.out.flush();
+        }
+        System.out.println("END " + n);
+        c.shutdown();
+    }
+}

@@ -1,0 +1,155 @@
+"""Unmodified Apache RocketMQ 5 brokers use autoswitch's controllers (issue 62, docs/rocketmq.md).
+
+Three autoswitch controllers serve RocketMQ's remoting protocol; a real RocketMQ name server and
+three real RocketMQ brokers of one group (brokerId -1: the controllers assign the ids) run beside
+them; a Java producer compiled against the RocketMQ client sends with sync sends. kill -9 of the
+master: another broker becomes master, the producer resumes, and a Java consumer reads back every
+message that was acknowledged. The killed broker restarts and rejoins the SyncStateSet.
+mqadmin's controller commands are answered by autoswitch.
+
+RocketMQ comes from ROCKETMQ_HOME or the repository's sibling ../shared/tools/rocketmq-5.2.0; the
+test skips with the reason when neither is there (tests/integration/rocketmq_harness.py).
+"""
+
+from __future__ import annotations
+
+import asyncio
+import threading
+import time
+
+import pytest
+from autoswitch.controller.client import ControllerClient
+
+from tests.integration.controller_harness import Cluster
+from tests.integration.rocketmq_harness import RocketMQ, rocketmq_home
+from tests.procs import ProcGroup
+
+HOME, WHY = rocketmq_home()
+pytestmark = pytest.mark.skipif(HOME is None, reason=WHY)
+
+GROUP = "broker-a"
+TOPIC = "AutoswitchCompat"
+
+
+async def _group(cl: ControllerClient):
+    groups = await cl.get_sync_state_data([GROUP])
+    return groups[0] if groups else None
+
+
+async def _until(cond, what: str, limit_s: float) -> object:
+    end = time.monotonic() + limit_s
+    last: object = None
+    while time.monotonic() < end:
+        try:
+            last = await cond()
+        except Exception as e:  # noqa: BLE001 - not ready yet (no leader, group not registered)
+            last = e
+        if last and not isinstance(last, Exception):
+            return last
+        await asyncio.sleep(0.5)
+    raise AssertionError(f"{what}: not within {limit_s} s (last: {last!r})")
+
+
+def _keys(lines: list[str], tag: str) -> set[str]:
+    return {ln.split()[1] for ln in lines if ln.startswith(tag + " ")}
+
+
+def test_rocketmq_brokers_fail_over_on_autoswitch(tmp_path):
+    procs = ProcGroup(tmp_path / "logs")
+    c = Cluster(procs, tmp_path, n=3, remoting=True)
+    rmq = RocketMQ(HOME, tmp_path / "rmq")
+    try:
+        c.start_all()
+        ns = rmq.namesrv()
+        controllers = list(c.remoting_addrs.values())
+        names = ["b1", "b2", "b3"]
+        for n in names:
+            rmq.broker(n, ns, controllers)
+        rmq.classpath()          # compile the client while the JVMs start
+        asyncio.run(_run(c, rmq, ns, names))
+    except BaseException:
+        print(procs.dump_logs(60))
+        for n in ("ns", "b1", "b2", "b3"):
+            print(rmq.log(n, 60))
+        raise
+    finally:
+        rmq.stop_all()
+        procs.stop_all()
+
+
+async def _run(c: Cluster, rmq: RocketMQ, ns: str, names: list[str]) -> None:
+    async with ControllerClient(list(c.addrs.values())) as cl:
+        # every broker registers through the remoting port and one is elected
+        def all_in_sync():
+            async def f():
+                g = await _group(cl)
+                if g is None or not g.replica_info.master_broker_id:
+                    return None
+                return g if len(g.replica_info.sync_state_set) == 3 else None
+            return f
+        g = await _until(all_in_sync(), "a master and all three brokers in the SyncStateSet", 240)
+        info = g.replica_info
+        first_master, first_epoch = info.master_broker_id, info.master_epoch
+        by_id = {m.broker_id: m.address for m in g.members}
+        master_name = next(n for n in names if by_id[first_master].endswith(f":{rmq.ports[n]}"))
+
+        # one message per request, then batches, acknowledged by the group
+        out = rmq.run_client("produce", ns, TOPIC, "one", "200", "120", "1", timeout=180)
+        assert out and out[-1].startswith("END 200 "), out[-20:]
+        out2 = rmq.run_client("produce", ns, TOPIC, "batch", "200", "60", "20", timeout=120)
+        assert out2 and out2[-1].startswith("END 200 "), out2[-20:]
+        acked = _keys(out, "ACK") | _keys(out2, "ACK")
+        assert len(acked) == 400
+
+        # kill -9 of the master while a producer sends
+        producer = rmq.client("produce", ns, TOPIC, "during", "600", "150", "1", timeout=200)
+        lines3: list[str] = []
+        reader = threading.Thread(target=lambda: lines3.extend(producer.stdout), daemon=True)
+        reader.start()
+        await _until(lambda: _ready(len(_keys(list(lines3), "ACK")) >= 50), "the producer's first 50 acks", 90)
+        kill_at = time.monotonic()
+        rmq.kill9(master_name)
+
+        def new_master():
+            async def f():
+                g = await _group(cl)
+                r = g.replica_info if g else None
+                return r if r and r.master_broker_id and r.master_broker_id != first_master else None
+            return f
+        r = await _until(new_master(), "another broker elected master", 60)
+        decided_s = time.monotonic() - kill_at
+        assert r.master_epoch > first_epoch
+        await asyncio.to_thread(producer.wait, 200)
+        reader.join(10)
+        assert lines3 and lines3[-1].startswith("END "), lines3[-20:]
+        acked3 = _keys(lines3, "ACK")
+        assert len(acked3) == 600, lines3[-20:]     # the producer resumed on the new master
+
+        # every acknowledged message is read back from the new master's group
+        read = rmq.run_client("consume", ns, TOPIC, "90", timeout=150)
+        got = _keys(read, "MSG")
+        missing = (acked | acked3) - got
+        assert not missing, f"acknowledged but not read back: {sorted(missing)[:20]} ({len(missing)})"
+        print(f"decided {decided_s:.1f} s after kill -9; acked {len(acked | acked3)}, read {len(got)}")
+
+        # the killed broker restarts (its identity file: no new id) and rejoins the SyncStateSet
+        old_id = first_master
+        rmq.broker(master_name, ns, list(c.remoting_addrs.values()))
+
+        def rejoined():
+            async def f():
+                g = await _group(cl)
+                return g is not None and old_id in g.replica_info.sync_state_set
+            return f
+        await _until(rejoined(), f"broker {old_id} back in the SyncStateSet", 180)
+
+        # mqadmin's controller commands against autoswitch
+        leader = c.remoting_addrs[next(iter(c.remoting_addrs))]
+        md = rmq.mqadmin("getControllerMetaData", "-a", leader)
+        assert "ControllerLeaderAddress" in md or "controllerLeaderAddress" in md.lower(), md[-2000:]
+        sss = rmq.mqadmin("getSyncStateSet", "-a", leader, "-b", GROUP)
+        assert f"{r.master_epoch}" in sss and "InSyncReplica" in sss, sss[-2000:]
+
+
+async def _ready(v: bool) -> bool:
+    return v
