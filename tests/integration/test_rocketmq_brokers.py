@@ -143,12 +143,20 @@ async def _run(c: Cluster, rmq: RocketMQ, ns: str, names: list[str]) -> None:
             return f
         await _until(rejoined(), f"broker {old_id} back in the SyncStateSet", 180)
 
-        # mqadmin's controller commands against autoswitch
-        leader = c.remoting_addrs[next(iter(c.remoting_addrs))]
-        md = rmq.mqadmin("getControllerMetaData", "-a", leader)
-        assert "ControllerLeaderAddress" in md or "controllerLeaderAddress" in md.lower(), md[-2000:]
+        # mqadmin's controller commands against autoswitch (each a JVM: run after the failover)
+        any_ctl = next(iter(c.remoting_addrs.values()))
+        md = rmq.mqadmin("getControllerMetaData", "-a", any_ctl)
+        leader_line = [ln for ln in md.splitlines() if ln.startswith("#ControllerLeaderAddress")]
+        assert leader_line and leader_line[0].split()[-1] in c.remoting_addrs.values(), md[-2000:]
+        leader = leader_line[0].split()[-1]
         sss = rmq.mqadmin("getSyncStateSet", "-a", leader, "-b", GROUP)
-        assert f"{r.master_epoch}" in sss and "InSyncReplica" in sss, sss[-2000:]
+        g = await _group(cl)
+        assert f"#MasterEpoch\t{g.replica_info.master_epoch}" in sss, sss[-2000:]
+        assert sss.count("InSyncReplica:") - sss.count("NotInSyncReplica:") == len(g.replica_info.sync_state_set)
+        # a follower refuses the admin's writes with NOT_LEADER (2007), as RocketMQ's do
+        follower = next(a for a in c.remoting_addrs.values() if a != leader)
+        el = rmq.mqadmin("electMaster", "-a", follower, "-c", "C1", "-bn", GROUP, "-b", str(r.master_broker_id))
+        assert "CODE: 2007" in el, el[-2000:]
 
 
 async def _ready(v: bool) -> bool:
