@@ -139,21 +139,6 @@ class ControllerConfig(SecurityKeys):
         if self.node_id not in self.peers:
             raise ConfigError(f"node_id {self.node_id!r} is not in peers", peers=sorted(self.peers))
         self._validate_remoting()
-
-    def _validate_remoting(self) -> None:
-        if not self.remoting_listen:
-            if self.remoting_peers:
-                raise ConfigError("remoting_peers is set but remoting_listen is not")
-            return
-        _split_addr(self.remoting_listen, "remoting_listen")
-        check_remoting_listen(self.remoting_listen, self.remoting_allow_public)
-        if len(self.peers) > 1 or self.remoting_peers:
-            missing = sorted(set(self.peers) - set(self.remoting_peers))
-            if missing:
-                raise ConfigError("remoting_peers must name every member's remoting address (a RocketMQ broker "
-                                  "is sent the leader's)", missing=missing)
-            for n, a in self.remoting_peers.items():
-                _split_addr(a, f"remoting_peers.{n}")
         if not self.data_dir:
             raise ConfigError("data_dir is required")
         for nid, addr in self.peers.items():
@@ -220,6 +205,21 @@ class ControllerConfig(SecurityKeys):
             from autoswitch.base.observe import read_http_token
 
             read_http_token(self.metrics_token_file)
+
+    def _validate_remoting(self) -> None:
+        if not self.remoting_listen:
+            if self.remoting_peers:
+                raise ConfigError("remoting_peers is set but remoting_listen is not")
+            return
+        _split_addr(self.remoting_listen, "remoting_listen")
+        check_remoting_listen(self.remoting_listen, self.remoting_allow_public)
+        if len(self.peers) > 1 or self.remoting_peers:
+            missing = sorted(set(self.peers) - set(self.remoting_peers))
+            if missing:
+                raise ConfigError("remoting_peers must name every member's remoting address (a RocketMQ broker "
+                                  "is sent the leader's)", missing=missing)
+            for n, a in self.remoting_peers.items():
+                _split_addr(a, f"remoting_peers.{n}")
 
     def _validate_backend(self) -> None:
         from autoswitch.controller.consensus import BACKENDS

@@ -419,8 +419,20 @@ def _elect_master(req: ElectMasterRequest, state: ControllerState) -> tuple[list
     diverged = tuple(sorted(g.diverged - {d.new_master})) if d.new_master in g.diverged else None
     ev = ElectMasterEvent(name, d.new_master, (d.new_master,), tuple(sorted(elig)), d.unclean,
                           f"{req.trigger}:{'crash:' if req.crash_only else ''}{d.reason}{recovery}",
-                          trigger=req.trigger, crash=req.crash_only, diverged=diverged)
+                          trigger=req.trigger, crash=req.crash_only, diverged=diverged,
+                          min_epoch=_above_reported(g, alive) if safety else 0)
     return [ev], _Outcome(group=name, remark=d.reason, explain=("elected", d.reason, cands))
+
+
+def _above_reported(g: GroupState, alive: dict[int, BrokerLiveInfo]) -> int:
+    """The lowest MasterEpoch a new master may take: above every epoch its replicas report. A
+    broker never follows a lower epoch than its own epoch file holds (RocketMQ's AutoSwitchHAService
+    refuses it, and its ReplicasManager ignores the refusal), so a group this controller starts
+    afresh beside brokers that ran under another controller (epoch files at 17) must begin above
+    them; in a group the controllers ran all along no report is above their own epoch and this is
+    no bound. A report implausibly far above is not believed (MAX_REPORTED_EPOCH_JUMP)."""
+    newest = max((a.epoch for a in alive.values()), default=0)
+    return newest + 1 if g.master_epoch < newest <= g.master_epoch + MAX_REPORTED_EPOCH_JUMP else 0
 
 
 def _elect_past_stale_view(g: GroupState, alive: dict[int, BrokerLiveInfo], designated: int | None,

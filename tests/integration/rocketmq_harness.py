@@ -2,7 +2,7 @@
 controller mode, and a Java client compiled at test time (tests/integration/rocketmq/RmqTool.java).
 
 Where RocketMQ comes from: ``ROCKETMQ_HOME`` (a folder with ``bin/rmq``, as the fixture in
-``../shared/tools/rocketmq-5.2.0`` of this checkout has), else that fixture. Without either, or
+the fixture beside this checkout has, ``shared/tools/rocketmq-5.2.0`` in the checkout's parent folder), else that fixture. Without either, or
 without ``java``/``javac``, :func:`rocketmq_home` says why and the tests skip with that reason.
 Each process gets its own writable home (its logs) and is ended by its PID.
 """

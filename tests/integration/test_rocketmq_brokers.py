@@ -7,7 +7,7 @@ master: another broker becomes master, the producer resumes, and a Java consumer
 message that was acknowledged. The killed broker restarts and rejoins the SyncStateSet.
 mqadmin's controller commands are answered by autoswitch.
 
-RocketMQ comes from ROCKETMQ_HOME or the repository's sibling ../shared/tools/rocketmq-5.2.0; the
+RocketMQ comes from ROCKETMQ_HOME or the fixture in the checkout's parent folder (shared/tools/); the
 test skips with the reason when neither is there (tests/integration/rocketmq_harness.py).
 """
 

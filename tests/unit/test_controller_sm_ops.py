@@ -696,3 +696,33 @@ def test_an_operators_election_moves_a_group_past_the_epoch_its_brokers_report()
     h3 = group_with_master()
     r = h3.elect([BrokerLiveInfo(2, epoch=1 << 40, max_offset=1)], trigger=TRIGGER_ADMIN)
     assert not r.ok and "implausibly" in r.remark
+
+
+def test_a_new_group_starts_above_the_epochs_its_brokers_report():
+    # RocketMQ brokers that ran under another controller: their epoch files end at 17. A broker
+    # refuses a role at a lower epoch (and its ReplicasManager ignores the refusal), so the first
+    # master here takes 18 (issue 62). Without the safety level the old rule (epoch 1) stands.
+    from autoswitch.controller.messages import FinalizeFeaturesRequest
+
+    for level, want in ((3, 18), (0, 1)):
+        h = Harness()
+        if level:
+            assert h.w(FinalizeFeaturesRequest(level)).ok
+        h.register(1, 2)
+        r = h.elect([BrokerLiveInfo(1, epoch=17, max_offset=50), BrokerLiveInfo(2, epoch=16, max_offset=90)])
+        assert r.ok and r.replica.master_broker_id == 1 and r.replica.master_epoch == want, (level, r)
+        # a failover of a group the controllers ran all along: nobody reports above, the usual +1
+        r = h.elect([BrokerLiveInfo(2, epoch=want, max_offset=60)], trigger=TRIGGER_CONTROLLER, dead=(1,))
+        assert r.code in (Code.SUCCESS, Code.CONTROLLER_MASTER_NOT_AVAILABLE)
+        if r.ok:
+            assert r.replica.master_epoch == want + 1
+
+
+def test_an_implausible_reported_epoch_does_not_move_the_group():
+    from autoswitch.controller.messages import FinalizeFeaturesRequest
+
+    h = Harness()
+    assert h.w(FinalizeFeaturesRequest(3)).ok
+    h.register(1)
+    r = h.elect([BrokerLiveInfo(1, epoch=2**30, max_offset=5)])
+    assert r.ok and r.replica.master_epoch == 1

@@ -113,3 +113,23 @@ def test_fuzzed_input_yields_commands_or_a_typed_error():
                 assert isinstance(cmd, Command)
         except RemotingError:
             pass
+
+
+@pytest.mark.parametrize("kw,needle", [
+    (dict(remoting_listen="8.8.8.8:9878"), "public address"),
+    (dict(remoting_listen="example.com:9878"), "give an IP address"),
+    (dict(remoting_listen="127.0.0.1:9878", peers={"n1": "127.0.0.1:1", "n2": "127.0.0.1:2"}), "remoting_peers"),
+    (dict(remoting_peers={"n1": "127.0.0.1:3"}), "remoting_listen is not"),
+    (dict(remoting_listen="127.0.0.1:99999"), "remoting_listen"),
+])
+def test_remoting_config_is_checked(tmp_path, kw, needle):
+    from autoswitch.controller.config import load
+
+    from autoswitch.base.errors import ConfigError
+
+    base = dict(node_id="n1", peers={"n1": "127.0.0.1:1"}, data_dir=str(tmp_path))
+    with pytest.raises(ConfigError, match=needle):
+        load(None, **{**base, **kw})
+    # a public address is the operator's explicit choice
+    ok = load(None, **base, remoting_listen="8.8.8.8:9878", remoting_allow_public=True)
+    assert ok.remoting_listen == "8.8.8.8:9878"
