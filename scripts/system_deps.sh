@@ -3,6 +3,7 @@
 # root on Debian/Ubuntu (CI, fresh VMs). Otherwise it lists what is missing and leaves the
 # machine alone: the tests that need a missing tool fail with a message naming its package.
 #   java      (default-jre-headless): the PySpark pipeline
+#   javac     (default-jdk-headless): the RocketMQ compatibility tests compile their Java client
 #   chromium  (chromium):             the HTML failover report test
 #   nft, ip   (nftables, iproute2):   make chaos (network namespaces)
 #   pg_ctl    (postgresql):           the SQL controller backend's tests on PostgreSQL
@@ -15,6 +16,7 @@ set -euo pipefail
 export DEBIAN_FRONTEND=noninteractive
 need=()
 command -v java >/dev/null     || need+=(default-jre-headless)
+command -v javac >/dev/null    || need+=(default-jdk-headless)
 command -v make >/dev/null     || need+=(make)
 command -v chromium >/dev/null || need+=(chromium)
 command -v nft >/dev/null      || need+=(nftables)

@@ -25,7 +25,8 @@ TOOL_SRC = Path(__file__).with_name("rocketmq") / "RmqTool.java"
 
 def rocketmq_home() -> tuple[Path | None, str]:
     """(the RocketMQ folder, "") or (None, why not)."""
-    for cand in (os.environ.get("ROCKETMQ_HOME", ""), str(REPO.parent / "shared" / "tools" / "rocketmq-5.2.0")):
+    beside = [str(d / "shared" / "tools" / "rocketmq-5.2.0") for d in REPO.parents]
+    for cand in (os.environ.get("ROCKETMQ_HOME", ""), *beside):
         if cand and (Path(cand) / "bin" / "rmq").is_file():
             if shutil.which("java") is None or shutil.which("javac") is None:
                 return None, "RocketMQ found but no java/javac on PATH"
