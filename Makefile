@@ -19,7 +19,7 @@ ROUNDS ?= 200
 
 .PHONY: setup setup-run run test lint typecheck proto proto-check fuzz sim soak chaos zone-cut powerloss upgrade-test clean \
         bench-replication bench-produce bench-recovery bench-controller bench-election bench-rolling bench-backends \
-        bench-scale bench-failover bench-audit bench-fetch bench-grayfailure bench-smoke
+        bench-scale bench-failover bench-audit bench-fetch bench-grayfailure bench-rocketmq bench-smoke
 
 # setuptools warns on every editable build (ext-modules "experimental", "editable installation"):
 # nothing the user can act on, so the install steps run without Python warnings.
@@ -138,6 +138,11 @@ bench-audit: setup
 
 bench-backends: setup
 	$(BIN)/python -m bench.backends $(ARGS)
+
+# RocketMQ 5's own brokers under RocketMQ's controller and under autoswitch's, rounds of kill -9
+# of the master (needs RocketMQ: ROCKETMQ_HOME or the fixture beside the checkout, and a JDK).
+bench-rocketmq: setup
+	$(BIN)/python -m bench.rocketmq $(ARGS)
 
 # Every bench-* target above at a tiny size: a smoke that each still runs and prints its JSON line
 # (not a measurement). CI runs it; one line per target, the last one JSON.

@@ -57,10 +57,11 @@ class RocketMQ:
         self.procs[name] = p
         return p
 
-    def namesrv(self, name: str = "ns") -> str:
+    def namesrv(self, name: str = "ns", **extra: object) -> str:
+        """A name server (``extra``: more of its settings, e.g. RocketMQ's embedded controller)."""
         port = free_port()
         self.ports[name] = port
-        self._start(name, "namesrv", {"listenPort": port})
+        self._start(name, "namesrv", {"listenPort": port, **extra})
         return f"{HOST}:{port}"
 
     def broker(self, name: str, namesrv: str, controllers: list[str], *, cluster: str = "C1",
@@ -82,6 +83,15 @@ class RocketMQ:
         conf.update(extra)
         self._start(name, "broker", conf, heap="384m")
         return f"{HOST}:{port}"
+
+    def has_topic(self, name: str, topic: str) -> bool:
+        """Broker ``name`` holds ``topic``'s config (its store's topics.json). A topic created
+        automatically exists on the master first; a slave copies the master's topics every 10 s,
+        and a slave elected before its copy serves no reader of the topic."""
+        try:
+            return f'"{topic}"' in (self.tmp / name / "store" / "config" / "topics.json").read_text()
+        except OSError:
+            return False
 
     def wait_port(self, name: str, timeout: float = 120.0) -> None:
         wait_port(self.ports[name], timeout=timeout)

@@ -101,6 +101,10 @@ async def _run(c: Cluster, rmq: RocketMQ, ns: str, names: list[str]) -> None:
         acked = _keys(out, "ACK") | _keys(out2, "ACK")
         assert len(acked) == 400
 
+        # the slaves have the auto-created topic's config (copied from the master every 10 s):
+        # otherwise the new master would serve no reader of it
+        await _until(lambda: _ready(all(rmq.has_topic(n, TOPIC) for n in names)), "the topic on every broker", 60)
+
         # kill -9 of the master while a producer sends
         producer = rmq.client("produce", ns, TOPIC, "during", "600", "150", "1", timeout=200)
         lines3: list[str] = []

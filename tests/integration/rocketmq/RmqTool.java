@@ -1,8 +1,9 @@
 // A RocketMQ client for the compatibility tests (compiled at test time against `rmq classpath`).
-//   produce NAMESRV TOPIC PREFIX COUNT SECONDS BATCH   sync sends of COUNT messages (BATCH per send), each
+//   produce NAMESRV TOPIC PREFIX COUNT SECONDS BATCH [STOPFILE]   sync sends of COUNT messages (BATCH per send), each
 //                                              retried until SEND_OK or the deadline (keys PREFIX0,
 //                                              PREFIX1, ...); prints "ACK key" per acknowledged
-//                                              message, "END acked failed"
+//                                              message with its wall-clock ms, "END acked failed";
+//                                              ends early once STOPFILE exists
 //   consume NAMESRV TOPIC SECONDS               reads every queue from its first offset; prints
 //                                              "MSG key" per message, "END n" once quiet or at the deadline
 import java.util.*;
@@ -12,12 +13,12 @@ import org.apache.rocketmq.common.message.*;
 
 public class RmqTool {
     public static void main(String[] a) throws Exception {
-        if (a[0].equals("produce")) produce(a[1], a[2], a[3], Integer.parseInt(a[4]), Integer.parseInt(a[5]), Integer.parseInt(a[6]));
+        if (a[0].equals("produce")) produce(a[1], a[2], a[3], Integer.parseInt(a[4]), Integer.parseInt(a[5]), Integer.parseInt(a[6]), a.length > 7 ? a[7] : null);
         else consume(a[1], a[2], Integer.parseInt(a[3]));
         System.exit(0);
     }
 
-    static void produce(String ns, String topic, String prefix, int count, int seconds, int batch) throws Exception {
+    static void produce(String ns, String topic, String prefix, int count, int seconds, int batch, String stopFile) throws Exception {
         DefaultMQProducer p = new DefaultMQProducer("autoswitch-test-producer");
         p.setNamesrvAddr(ns);
         p.setSendMsgTimeout(3000);
@@ -25,7 +26,8 @@ public class RmqTool {
         p.start();
         long deadline = System.currentTimeMillis() + seconds * 1000L;
         int acked = 0, failed = 0, i = 0;
-        while (i < count && System.currentTimeMillis() < deadline) {
+        java.io.File stop = stopFile == null ? null : new java.io.File(stopFile);
+        while (i < count && System.currentTimeMillis() < deadline && (stop == null || !stop.exists())) {
             List<Message> msgs = new ArrayList<>();
             for (int k = 0; k < batch && i + k < count; k++) {
                 Message m = new Message(topic, ("body-" + (i + k)).getBytes());
@@ -35,7 +37,8 @@ public class RmqTool {
             try {
                 SendResult r = msgs.size() == 1 ? p.send(msgs.get(0)) : p.send(msgs);
                 if (r.getSendStatus() == SendStatus.SEND_OK) {
-                    for (Message m : msgs) System.out.println("ACK " + m.getKeys());
+                    long now = System.currentTimeMillis();
+                    for (Message m : msgs) System.out.println("ACK " + m.getKeys() + " " + now);
                     System.out.flush();
                     acked += msgs.size();
                     i += msgs.size();

@@ -1,0 +1,55 @@
+"""A blocking remoting client: one request, one answer (the benchmarks' and tools' probe of any
+RocketMQ controller, ours or RocketMQ's own). The codec does the bytes; this only moves them."""
+
+from __future__ import annotations
+
+import itertools
+import socket
+from typing import Any
+
+from autoswitch.controller.remoting import codec
+from autoswitch.controller.remoting.codec import Command, RemotingError
+
+_opaque = itertools.count(1)
+
+
+def call(addr: str, code: int, ext: dict[str, Any] | None = None, body: bytes | None = None,
+         timeout: float = 3.0) -> Command:
+    """Send one request to ``addr`` (HOST:PORT) and return its answer. OSError when unreachable or
+    silent past ``timeout``; RemotingError when the answer breaks the protocol."""
+    host, port = addr.rsplit(":", 1)
+    opaque = next(_opaque) & 0x7FFFFFFF
+    with socket.create_connection((host, int(port)), timeout=timeout) as s:
+        s.settimeout(timeout)
+        s.sendall(codec.encode(codec.request(code, opaque, ext, body)))
+        d = codec.Decoder()
+        while True:
+            data = s.recv(65536)
+            if not data:
+                raise ConnectionError(f"{addr} closed the connection without answering")
+            for cmd in d.feed(data):
+                if cmd.is_response and cmd.opaque == opaque:
+                    return cmd
+
+
+def leader(addrs: list[str], timeout: float = 2.0) -> str | None:
+    """The controller leader's remoting address as any of ``addrs`` names it (1005), or None."""
+    for a in addrs:
+        try:
+            r = call(a, 1005, timeout=timeout)
+        except (OSError, RemotingError):
+            continue
+        if r.code == 0 and r.ext.get("controllerLeaderAddress"):
+            return r.ext["controllerLeaderAddress"]
+    return None
+
+
+def sync_state(addr: str, group: str, timeout: float = 3.0) -> dict[str, Any] | None:
+    """The group's replicas as the controller at ``addr`` reports them (1006): masterBrokerId,
+    masterEpoch, inSyncReplicas, ...; None when it does not answer with them."""
+    r = call(addr, 1006, body=codec.dumps([group]), timeout=timeout)
+    if r.code != 0 or not r.body:
+        return None
+    table = codec.loads_fastjson(r.body).get("replicasInfoTable") or {}
+    got = table.get(group)
+    return got if isinstance(got, dict) else None
