@@ -4,7 +4,8 @@ Java producer (sync sends, one message per request), rounds of ``kill -9`` of th
 
     python -m bench.rocketmq [--rounds 3] [--blocks 1] [--controllers 3] [--max-s 900]
 
-Per round and system: kill -> a controller names another master (polled over the remoting
+Per round and system: kill -> a controller names another master (and, beside it, kill -> the
+killed JVM reaped: a floor both systems share, since its connections close only as it exits) (polled over the remoting
 protocol, the same probe for both: 1005 for the leader, then 1006), kill -> the producer's first
 SEND_OK after the kill (the old master is dead, so the new one sent it), and restart -> the killed
 broker back in the SyncStateSet. Each system's block ends with a Java consumer reading the topic
@@ -76,6 +77,7 @@ class Run:
         self.n = n_controllers
         self.controllers: list[str] = []
         self.ns = ""
+        self._conn: remoting.Connection | None = None
 
     def _wait(self, what: str, cond, limit_s: float, interval: float = 0.05) -> Any:
         end = min(time.monotonic() + limit_s, self.deadline)
@@ -117,8 +119,21 @@ class Run:
         self.rmq.classpath()
 
     def state(self) -> dict | None:
-        lead = remoting.leader(self.controllers)
-        return remoting.sync_state(lead, GROUP) if lead else None
+        """The group as the controller leader says; the connection to it is kept between polls
+        (both systems are probed alike) and found again when it fails or stops answering."""
+        if self._conn is None:
+            lead = remoting.leader(self.controllers)
+            if lead is None:
+                return None
+            self._conn = remoting.Connection(lead, timeout=2.0)
+        try:
+            st = remoting.sync_state(self._conn, GROUP)
+        except (OSError, RemotingError):
+            st = None
+        if st is None:
+            self._conn.close()
+            self._conn = None
+        return st
 
     def in_sync(self) -> set[int]:
         st = self.state()
@@ -144,7 +159,7 @@ class Run:
 
 
 def run_system(system: str, rounds: int, n_controllers: int, deadline: float, keep: bool = False) -> dict:
-    out: dict[str, Any] = {"decide_s": [], "first_send_ok_s": [], "back_in_sync_s": [], "rounds": 0}
+    out: dict[str, Any] = {"decide_s": [], "first_send_ok_s": [], "back_in_sync_s": [], "exit_s": [], "rounds": 0}
     with _folder(system, keep) as tmp:
         if keep:
             _p(f"{system}: files in {tmp}")
@@ -172,13 +187,19 @@ def run_system(system: str, rounds: int, n_controllers: int, deadline: float, ke
                 acks_before = len(lines)
                 t_kill = time.time()
                 run.rmq.kill9(victim)
-                m = run._wait("another master", lambda old=old: (x := run.master()) and x[0] != old and x, 120, 0.02)
+                gone = time.time() - t_kill      # SIGKILL -> the process reaped (its sockets closed)
+                m = run._wait("another master", lambda old=old: (x := run.master()) and x[0] != old and x, 120, 0.002)
                 decide = time.time() - t_kill
 
                 def first_ack_after(start: int = acks_before, t0: float = t_kill) -> float | None:
+                    # the first SEND_OK after the first failed send since the kill: an answer the
+                    # old master sent just before it died arrives after the kill too
+                    failed = False
                     for ln in list(lines[start:]):
                         parts = ln.split()
-                        if parts[0] == "ACK" and len(parts) == 3 and int(parts[2]) / 1000 > t0:
+                        if parts[0] in ("FAIL", "NOTOK"):
+                            failed = True
+                        elif failed and parts[0] == "ACK" and len(parts) == 3 and int(parts[2]) / 1000 > t0:
                             return int(parts[2]) / 1000 - t0
                     return None
                 first = run._wait("a SEND_OK from the new master", first_ack_after, 180, 0.1)
@@ -187,11 +208,12 @@ def run_system(system: str, rounds: int, n_controllers: int, deadline: float, ke
                 run._wait(f"broker {old} back in the SyncStateSet", lambda old=old: old in run.in_sync(), 240, 0.1)
                 back = time.time() - t_restart
                 out["decide_s"].append(decide)
+                out["exit_s"].append(gone)
                 out["first_send_ok_s"].append(first)
                 out["back_in_sync_s"].append(back)
                 out["rounds"] += 1
                 _p(f"{system} round {i + 1}/{rounds}: master {old}@{epoch} killed; {m[0]}@{m[1]} named after "
-                   f"{decide:.3f} s; first SEND_OK after {first:.3f} s; back in sync {back:.1f} s after restart")
+                   f"{decide:.3f} s (reaped after {gone:.3f} s); first SEND_OK after {first:.3f} s; back in sync {back:.1f} s after restart")
         except Deadline as e:
             out["error"] = str(e)
             _p(str(e))
@@ -229,7 +251,8 @@ def main(argv: list[str] | None = None) -> int:
         print("bad arguments (rounds 1..50, blocks 1..10, controllers 1, 3 or 5)", file=sys.stderr)
         return 2
     deadline = time.monotonic() + args.max_s
-    per: dict[str, dict[str, Any]] = {s: {"decide_s": [], "first_send_ok_s": [], "back_in_sync_s": [], "acked": 0,
+    per: dict[str, dict[str, Any]] = {s: {"decide_s": [], "first_send_ok_s": [], "back_in_sync_s": [], "exit_s": [],
+                                          "acked": 0,
                                           "lost": 0, "rounds": 0, "errors": []} for s in ("rocketmq", "autoswitch")}
     for b in range(args.blocks):
         order = ("rocketmq", "autoswitch") if b % 2 == 0 else ("autoswitch", "rocketmq")
@@ -237,7 +260,7 @@ def main(argv: list[str] | None = None) -> int:
             _p(f"block {b + 1}/{args.blocks}: {system}")
             r = run_system(system, args.rounds, args.controllers, deadline, args.keep)
             acc = per[system]
-            for k in ("decide_s", "first_send_ok_s", "back_in_sync_s"):
+            for k in ("decide_s", "first_send_ok_s", "back_in_sync_s", "exit_s"):
                 acc[k] += r[k]
             acc["acked"] += r.get("acked", 0)
             acc["lost"] += r.get("lost", 0)
@@ -249,7 +272,8 @@ def main(argv: list[str] | None = None) -> int:
     for s, acc in per.items():
         result[s] = {"rounds": acc["rounds"], "acked": acc["acked"], "lost": acc["lost"], "read": acc.get("read", 0),
                      "errors": acc["errors"],
-                     **{f"{k[:-2]}_p50_s": _pct(acc[k], 0.5) for k in ("decide_s", "first_send_ok_s", "back_in_sync_s")},
+                     **{f"{k[:-2]}_p50_s": _pct(acc[k], 0.5)
+                        for k in ("decide_s", "first_send_ok_s", "back_in_sync_s", "exit_s")},
                      **{f"{k[:-2]}_max_s": _pct(acc[k], 1.0) for k in ("decide_s", "first_send_ok_s", "back_in_sync_s")}}
     a, r = result["autoswitch"], result["rocketmq"]
     result["ratio_decide_p50"] = (round(r["decide_p50_s"] / a["decide_p50_s"], 2)

@@ -32,6 +32,41 @@ def call(addr: str, code: int, ext: dict[str, Any] | None = None, body: bytes | 
                     return cmd
 
 
+class Connection:
+    """One kept connection for many requests in turn (a probe that polls every few ms would
+    otherwise measure its own connection set-ups). Reconnects after a failure."""
+
+    def __init__(self, addr: str, timeout: float = 3.0) -> None:
+        self.addr, self.timeout = addr, timeout
+        self._sock: socket.socket | None = None
+        self._dec = codec.Decoder()
+
+    def call(self, code: int, ext: dict[str, Any] | None = None, body: bytes | None = None) -> Command:
+        try:
+            if self._sock is None:
+                host, port = self.addr.rsplit(":", 1)
+                self._sock = socket.create_connection((host, int(port)), timeout=self.timeout)
+                self._sock.setsockopt(socket.IPPROTO_TCP, socket.TCP_NODELAY, 1)
+                self._dec = codec.Decoder()
+            opaque = next(_opaque) & 0x7FFFFFFF
+            self._sock.sendall(codec.encode(codec.request(code, opaque, ext, body)))
+            while True:
+                data = self._sock.recv(65536)
+                if not data:
+                    raise ConnectionError(f"{self.addr} closed the connection")
+                for cmd in self._dec.feed(data):
+                    if cmd.is_response and cmd.opaque == opaque:
+                        return cmd
+        except (OSError, RemotingError):
+            self.close()
+            raise
+
+    def close(self) -> None:
+        if self._sock is not None:
+            self._sock.close()
+            self._sock = None
+
+
 def leader(addrs: list[str], timeout: float = 2.0) -> str | None:
     """The controller leader's remoting address as any of ``addrs`` names it (1005), or None."""
     for a in addrs:
@@ -44,10 +79,11 @@ def leader(addrs: list[str], timeout: float = 2.0) -> str | None:
     return None
 
 
-def sync_state(addr: str, group: str, timeout: float = 3.0) -> dict[str, Any] | None:
+def sync_state(addr: str | Connection, group: str, timeout: float = 3.0) -> dict[str, Any] | None:
     """The group's replicas as the controller at ``addr`` reports them (1006): masterBrokerId,
     masterEpoch, inSyncReplicas, ...; None when it does not answer with them."""
-    r = call(addr, 1006, body=codec.dumps([group]), timeout=timeout)
+    body = codec.dumps([group])
+    r = addr.call(1006, body=body) if isinstance(addr, Connection) else call(addr, 1006, body=body, timeout=timeout)
     if r.code != 0 or not r.body:
         return None
     table = codec.loads_fastjson(r.body).get("replicasInfoTable") or {}

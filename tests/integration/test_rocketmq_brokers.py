@@ -19,6 +19,7 @@ import time
 
 import pytest
 from autoswitch.controller.client import ControllerClient
+from autoswitch.controller.remoting import client as remoting
 
 from tests.integration.controller_harness import Cluster
 from tests.integration.rocketmq_harness import RocketMQ, rocketmq_home
@@ -161,6 +162,35 @@ async def _run(c: Cluster, rmq: RocketMQ, ns: str, names: list[str]) -> None:
         follower = next(a for a in c.remoting_addrs.values() if a != leader)
         el = rmq.mqadmin("electMaster", "-a", follower, "-c", "C1", "-bn", GROUP, "-b", str(r.master_broker_id))
         assert "CODE: 2007" in el, el[-2000:]
+
+        # the controller leader killed under load: the brokers need no controller to serve, the
+        # survivors elect a leader that hears every broker (they heartbeat every controller), and
+        # it fails the group over when its master dies next
+        leader_node = next(n for n, a in c.remoting_addrs.items() if a == leader)
+        producer = rmq.client("produce", ns, TOPIC, "ctl", "300", "150", "1", timeout=200)
+        lines4: list[str] = []
+        reader = threading.Thread(target=lambda: lines4.extend(producer.stdout), daemon=True)
+        reader.start()
+        await _until(lambda: _ready(len(_keys(list(lines4), "ACK")) >= 20), "acks before the leader dies", 90)
+        c.kill9(leader_node)
+        rest = [a for n, a in c.remoting_addrs.items() if n != leader_node]
+        new_leader = await _until(lambda: _ready(remoting.leader(rest)), "a new controller leader", 60)
+        assert new_leader in rest
+        await asyncio.to_thread(producer.wait, 200)
+        reader.join(10)
+        assert lines4[-1].startswith("END 300 "), lines4[-20:]
+        st = await _until(lambda: _ready(remoting.sync_state(new_leader, GROUP)), "the group from the new leader", 30)
+        master_now = st["masterBrokerId"]
+        assert master_now == r.master_broker_id          # no needless failover
+        victim = next(n for n in names if by_id[master_now].endswith(f":{rmq.ports[n]}"))
+        rmq.kill9(victim)
+        moved = await _until(lambda: _ready((x := remoting.sync_state(new_leader, GROUP)) is not None
+                                            and x.get("masterBrokerId") not in (None, master_now) and x),
+                             "a failover decided by the new controller leader", 60)
+        assert moved["masterEpoch"] > r.master_epoch
+        read = rmq.run_client("consume", ns, TOPIC, "90", timeout=150)
+        missing = (acked | acked3 | _keys(lines4, "ACK")) - _keys(read, "MSG")
+        assert not missing, f"acknowledged but not read back: {sorted(missing)[:20]} ({len(missing)})"
 
 
 async def _ready(v: bool) -> bool:
