@@ -36,6 +36,7 @@ from autoswitch.controller.codes import Code
 from autoswitch.controller.config import ControllerConfig
 from autoswitch.controller.failover.liveness import HeartbeatTable
 from autoswitch.controller.failover.peers import PeerLiveness
+from autoswitch.controller.remoting.routes import RocketRoutes
 from autoswitch.controller.server import features_ops, maintenance_ops, sm_adapter
 from autoswitch.controller.server.alerts import Alerter
 from autoswitch.controller.server.authz import CONTROLLER_RULES
@@ -112,6 +113,7 @@ class ControllerNode:
                                config.max_alerts_in_flight, self.watchers)
         self._observe: ObserveServer | None = None
         self.remoting: RemotingServer | None = None    # RocketMQ's protocol (remoting_listen)
+        self.rocketmq_routes: RocketRoutes | None = None  # set by an embedding name server: its routes too
         self._health: Any = None
         self._started = False
         self.membership = MembershipView(config.node_id, config.bootstrap_membership(), config.peers)
@@ -222,7 +224,7 @@ class ControllerNode:
         self.spawn(promote, "learner-promotion", essential=True)
         self.spawn(features_ops.keep_member_levels(self, self._stopped), "member-levels", essential=True)
         if cfg.remoting_listen:
-            self.remoting = RemotingServer(self)
+            self.remoting = RemotingServer(self, self.rocketmq_routes)
             await self.remoting.start()
         svc, hpb = self._health
         await svc.set("", hpb.HealthCheckResponse.SERVING)

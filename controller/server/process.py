@@ -16,6 +16,7 @@ from dataclasses import dataclass
 import grpc
 from autoswitch.controller.config import ControllerConfig
 from autoswitch.controller.namesrv import MAX_CONCURRENT_RPCS, NameServerServicer, PolledAuthority, RouteTable
+from autoswitch.controller.remoting.routes import RocketRoutes
 from autoswitch.controller.server.authz import NAMESRV_RULES, STANDALONE_NAMESRV_RULES
 from autoswitch.controller.server.node import ControllerNode
 from prometheus_client import CollectorRegistry
@@ -82,6 +83,14 @@ class NameServer:
         node.metrics.registry.register(self.routes)
         self.table.authority = node.applied_master
         node.add_servicer(self.register, NAMESRV_RULES)
+        if node.config.remoting_listen:
+            # RocketMQ brokers and clients find each other here too (docs/rocketmq.md): a slave is
+            # answered with the master the controllers elected
+            def master_address(group: str) -> str | None:
+                v = node.local_replica_info(group)
+                return v.master_address if v is not None else None
+
+            node.rocketmq_routes = RocketRoutes(master_address)
 
     def start_tasks(self) -> None:
         if self.settings.controllers:

@@ -24,6 +24,7 @@ from typing import TYPE_CHECKING, Any
 from autoswitch.controller.codes import Code, code_name
 from autoswitch.controller.remoting import codec
 from autoswitch.controller.remoting.codec import Command, RemotingError, field, int32_field
+from autoswitch.controller.remoting.routes import RocketRoutes, RouteRefused
 from autoswitch.controller.server.service import ControllerServicer
 
 from autoswitch.base.log import RateLimitedLog, get_logger
@@ -36,6 +37,11 @@ _log = get_logger("controller.remoting")
 _refusals = RateLimitedLog(_log)
 
 # RocketMQ request codes (remoting/protocol/RequestCode.java) this front serves.
+REGISTER_BROKER_NS = 103
+UNREGISTER_BROKER_NS = 104
+GET_ROUTEINFO_BY_TOPIC = 105
+GET_BROKER_CLUSTER_INFO = 106
+QUERY_DATA_VERSION = 322
 BROKER_HEARTBEAT = 904
 ALTER_SYNC_STATE_SET = 1001
 ELECT_MASTER = 1002
@@ -50,7 +56,7 @@ CLEAN_BROKER_DATA = 1011
 GET_NEXT_BROKER_ID = 1012
 APPLY_BROKER_ID = 1013
 # RocketMQ response codes that are not the controller's own (codes.py holds those).
-SYSTEM_ERROR, SYSTEM_BUSY, REQUEST_CODE_NOT_SUPPORTED = 1, 2, 3
+SYSTEM_ERROR, SYSTEM_BUSY, REQUEST_CODE_NOT_SUPPORTED, TOPIC_NOT_EXIST = 1, 2, 3, 17
 
 MAX_CONNECTIONS = 4096
 MAX_IN_FLIGHT = 64
@@ -105,6 +111,10 @@ class RemotingFront:
             UPDATE_CONTROLLER_CONFIG: self._update_config,
         }
         self.on_heartbeat: Callable[[str, int, str], None] = lambda group, bid, addr: None
+
+    def add_handlers(self, handlers: dict[int, Callable[[Command], Awaitable[Command | None]]]) -> None:
+        assert not set(handlers) & set(self._handlers), "request codes must not clash"
+        self._handlers.update(handlers)
 
     async def handle(self, req: Command) -> Command | None:
         """The response to one request (None for a one-way request). Never raises."""
@@ -306,6 +316,64 @@ class RemotingFront:
         return self._reply(req, r.header)
 
 
+class NamesrvFront:
+    """RocketMQ's name-server requests over the same port (a name server with an embedded
+    controller): brokers register, clients and mqadmin read routes. The table is
+    controller/remoting/routes.py; this maps the wire onto it."""
+
+    def __init__(self, routes: RocketRoutes, clock: Callable[[], float] = time.monotonic) -> None:
+        self.routes, self.clock = routes, clock
+        self.handlers: dict[int, Callable[[Command], Awaitable[Command | None]]] = {
+            REGISTER_BROKER_NS: self._register, UNREGISTER_BROKER_NS: self._unregister,
+            GET_ROUTEINFO_BY_TOPIC: self._route, GET_BROKER_CLUSTER_INFO: self._cluster_info,
+            QUERY_DATA_VERSION: self._data_version,
+        }
+
+    def _now(self) -> int:
+        return int(self.clock() * 1000)
+
+    async def _register(self, req: Command) -> Command:
+        if field(req, "compressed", bool, required=False, default=False):
+            raise RemotingError("compressed registrations are not read: set compressedRegister = false on the broker")
+        body = codec.loads_fastjson(req.body) if req.body else {}
+        name, addr, bid = field(req, "brokerName", str), field(req, "brokerAddr", str), field(req, "brokerId", int)
+        try:
+            taken, master, ha = self.routes.register(
+                cluster=field(req, "clusterName", str), name=name, addr=addr, broker_id=bid,
+                ha_addr=field(req, "haServerAddr", str, required=False, default="") or "", body=body,
+                timeout_ms=field(req, "heartbeatTimeoutMillis", int, required=False, default=0) or 0,
+                now_ms=self._now())
+        except RouteRefused as e:
+            raise RemotingError(str(e)) from None
+        if not taken:
+            _log.warning("namesrv_master_claim_refused", group=name, addr=addr, brokerId=bid,
+                         reason="another live broker holds id 0 with a higher stateVersion (MasterEpoch)")
+        return codec.response_to(req, 0, None, {"masterAddr": master or None, "haServerAddr": ha or None})
+
+    async def _unregister(self, req: Command) -> Command:
+        gone = self.routes.unregister(field(req, "brokerName", str), field(req, "brokerAddr", str),
+                                      field(req, "brokerId", int))
+        _log.info("namesrv_broker_unregistered", group=req.ext.get("brokerName", "")[:64],
+                  addr=req.ext.get("brokerAddr", "")[:64], found=gone)
+        return codec.response_to(req, 0)
+
+    async def _route(self, req: Command) -> Command:
+        topic = field(req, "topic", str)
+        got = self.routes.route(topic, self._now())
+        if got is None:
+            return codec.response_to(req, TOPIC_NOT_EXIST,
+                                     f"No topic route info in name server for the topic: {topic[:255]}")
+        return codec.response_to(req, 0, None, None, codec.dumps(got))
+
+    async def _cluster_info(self, req: Command) -> Command:
+        return codec.response_to(req, 0, None, None, codec.dumps(self.routes.cluster_info(self._now())))
+
+    async def _data_version(self, req: Command) -> Command:
+        dv = codec.loads_fastjson(req.body) if req.body else None
+        changed = self.routes.refresh(field(req, "brokerAddr", str), dv, self._now())
+        return codec.response_to(req, 0, None, {"changed": changed}, req.body)
+
+
 class _Connection:
     """One peer's connection: reads frames, answers in any order (responses carry the opaque), at
     most MAX_IN_FLIGHT requests at a time and MAX_UNSENT_BYTES not yet taken by the peer."""
@@ -374,10 +442,12 @@ class _Connection:
 class RemotingServer:
     """The asyncio adapter: listens, serves connections, pushes role changes to RocketMQ brokers."""
 
-    def __init__(self, node: ServedNode) -> None:
+    def __init__(self, node: ServedNode, routes: RocketRoutes | None = None) -> None:
         self.node = node
         self.front = RemotingFront(node)
         self.front.on_heartbeat = self._heard
+        if routes is not None:       # a name server embedding this controller: its codes too
+            self.front.add_handlers(NamesrvFront(routes).handlers)
         self.heard: dict[tuple[str, int], str] = {}     # RocketMQ brokers heard here: (group, id) -> address
         self._server: asyncio.base_events.Server | None = None
         self._conns: set[asyncio.Task] = set()
