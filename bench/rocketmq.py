@@ -91,7 +91,7 @@ class Run:
             time.sleep(interval)
         raise Deadline(f"{self.system}: {what} not within {limit_s:.0f} s")
 
-    def start(self) -> None:
+    def start(self, brokers: tuple[str, ...] = BROKERS) -> None:
         if self.system == "autoswitch":
             c = Cluster(self.procs, self.tmp, n=self.n, remoting=True)
             # the controllers' defaults (a 10 s heartbeat timeout, as RocketMQ's), not the tests' short one
@@ -114,7 +114,7 @@ class Run:
                                               controllerStorePath=str(self.tmp / f"ctl-{i}")))
             self.ns = ";".join(names)
             self.controllers = [f"{HOST}:{p}" for p in dl.values()]
-        for b in BROKERS:
+        for b in brokers:
             self.rmq.broker(b, self.ns, self.controllers)
         self.rmq.classpath()
 
@@ -235,6 +235,46 @@ def run_system(system: str, rounds: int, n_controllers: int, deadline: float, ke
     return out
 
 
+def run_dr_schedule(system: str, n_controllers: int, deadline: float, keep: bool = False) -> dict:
+    """apache/rocketmq #10812: after a disaster-recovery move, a broker's ``controllerAddr`` names
+    only controllers that are not the leader. It heartbeats only to those, while 1005 sends its
+    other requests to the leader. Does it get into the SyncStateSet (the leader must count a
+    follower's heartbeats), and does the group fail over when its master is killed next?"""
+    out: dict[str, Any] = {"schedule": "10812", "slave_joined_s": None, "failover_s": None}
+    with _folder(f"{system}-10812", keep) as tmp:
+        run = Run(system, Path(tmp), n_controllers, deadline)
+        try:
+            run.start(brokers=BROKERS[:2])
+            run._wait("two brokers in sync", lambda: len(run.in_sync()) == 2, 300, 0.5)
+            lead = run._wait("the controller leader", lambda: remoting.leader(run.controllers), 60)
+            follower = next(a for a in run.controllers if a != lead)
+            _p(f"{system} #10812: b3 knows only controller {follower} (the leader is {lead})")
+            t0 = time.time()
+            run.rmq.broker("b3", run.ns, [follower])
+            try:
+                run._wait("b3 in the SyncStateSet", lambda: len(run.in_sync()) == 3, 90, 0.2)
+                out["slave_joined_s"] = round(time.time() - t0, 1)
+            except Deadline:
+                pass
+            old, _epoch = run._wait("a master", run.master, 30)
+            victim = run.name_of(old)
+            t_kill = time.time()
+            run.rmq.kill9(victim)
+            try:
+                run._wait("another master", lambda: (x := run.master()) and x[0] != old, 60, 0.01)
+                out["failover_s"] = round(time.time() - t_kill, 3)
+            except Deadline:
+                pass
+            _p(f"{system} #10812: b3 joined the SyncStateSet: {out['slave_joined_s']} s; "
+               f"failover after the master's kill: {out['failover_s']} s")
+        except Deadline as e:
+            out["error"] = str(e)
+            _p(str(e))
+        finally:
+            run.stop()
+    return out
+
+
 def main(argv: list[str] | None = None) -> int:
     ap = argparse.ArgumentParser(prog="python -m bench.rocketmq")
     ap.add_argument("--rounds", type=int, default=3, help="kill -9 rounds per system and block")
@@ -244,6 +284,8 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--systems", default="rocketmq,autoswitch", help=argparse.SUPPRESS)
     ap.add_argument("--keep", action="store_true", help="keep each system's folder (logs) and print its path")
     ap.add_argument("--short-timeouts", action="store_true", help=argparse.SUPPRESS)
+    ap.add_argument("--schedule", choices=("kill", "10812"), default="kill",
+                    help="10812: a broker that knows only a follower controller (apache/rocketmq #10812)")
     args = ap.parse_args(argv)
     global SHORT_TIMEOUTS
     SHORT_TIMEOUTS = args.short_timeouts
@@ -251,6 +293,11 @@ def main(argv: list[str] | None = None) -> int:
         print("bad arguments (rounds 1..50, blocks 1..10, controllers 1, 3 or 5)", file=sys.stderr)
         return 2
     deadline = time.monotonic() + args.max_s
+    if args.schedule == "10812":
+        res = {system: run_dr_schedule(system, max(args.controllers, 3), deadline, args.keep)
+               for system in ("rocketmq", "autoswitch") if system in args.systems.split(",")}
+        print(json.dumps(res))
+        return 0 if not any("error" in r for r in res.values()) else 1
     per: dict[str, dict[str, Any]] = {s: {"decide_s": [], "first_send_ok_s": [], "back_in_sync_s": [], "exit_s": [],
                                           "acked": 0,
                                           "lost": 0, "rounds": 0, "errors": []} for s in ("rocketmq", "autoswitch")}

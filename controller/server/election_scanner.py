@@ -221,14 +221,16 @@ class ElectionScanner:
         return msgspec.structs.replace(req, zones=tuple(zones), min_in_sync_zones=need) if zones else req
 
     async def alter_sync_state_set(self, req: msgs.AlterSyncStateSetRequest) -> msgs.Reply:
-        """``alive_broker_ids`` is the leader's to fill: the proposed members a majority hears."""
-        alive, _dead, _ = await self.liveness.evidence(req.broker_name, list(req.new_sync_state_set))
+        """``alive_broker_ids`` is the leader's to fill: the proposed members some voter hears."""
+        alive, _dead, _ = await self.liveness.evidence(req.broker_name, list(req.new_sync_state_set),
+                                                       heard_by_any=True)
         return await self.proposer.write(msgspec.structs.replace(
             req, alive_broker_ids=tuple(sorted(alive)),
             master_min_in_sync_replicas=self.liveness.stated_min_in_sync(req.broker_name, req.master_broker_id)))
 
     async def clean_broker_data(self, req: msgs.CleanBrokerDataRequest) -> msgs.Reply:
-        alive, _dead, _ = await self.liveness.evidence(req.broker_name, self.sm.member_ids(req.broker_name))
+        alive, _dead, _ = await self.liveness.evidence(req.broker_name, self.sm.member_ids(req.broker_name),
+                                                       heard_by_any=True)
         return await self.proposer.write(msgspec.structs.replace(req, alive_broker_ids=tuple(sorted(alive))))
 
     # ------------------------------------------------------------------ preferred masters

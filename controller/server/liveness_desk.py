@@ -367,7 +367,8 @@ class LivenessDesk:
             by_node[nid] = dict(zip(keys, ops, strict=True))
         return LivenessView.from_opinions(len(voters), {n: o for n, o in by_node.items() if n in voters})
 
-    async def evidence(self, group: str, broker_ids: list[int]) -> tuple[dict[int, Any], set[int], set[int]]:
+    async def evidence(self, group: str, broker_ids: list[int], *,
+                       heard_by_any: bool = False) -> tuple[dict[int, Any], set[int], set[int]]:
         """(brokerId -> last report for members that count as alive, members a majority holds dead,
         those of them held dead only on crash evidence: closed sessions, not the timeout).
 
@@ -375,6 +376,12 @@ class LivenessDesk:
         partition only ever makes a node miss heartbeats, never invent them; this saves a peer
         round on the hot AlterSyncStateSet path). Otherwise ask the peers: alive only if a
         majority says ALIVE, dead only if a majority says DEAD, else neither.
+
+        ``heard_by_any``: alive when any voter heard it within the timeout, by the same argument
+        as this node's own hearing. For a SyncStateSet change and a clean-up, not an election (an
+        electable master must be heard by a majority, which its lease needs): a broker whose
+        heartbeats reach only some controllers (apache/rocketmq #10812: after a disaster-recovery
+        move its list names only followers) still joins the set its master proposes.
         """
         self.sync_config()
         now = self.now_ms()
@@ -391,7 +398,7 @@ class LivenessDesk:
             v = await self.view(unsure)
             for _g, b in unsure:
                 verdict = v.verdicts.get((group, b))
-                if verdict is not None and verdict.alive:
+                if verdict is not None and (verdict.alive or (heard_by_any and verdict.alive_votes > 0)):
                     alive[b] = verdict.report
                 elif verdict is not None and verdict.dead:
                     dead.add(b)

@@ -1,0 +1,89 @@
+"""apache/rocketmq #10812 on autoswitch's controllers (real processes, the remoting protocol): a
+broker whose controller list names only a follower heartbeats only there, while its master's
+SyncStateSet change goes to the leader. RocketMQ's controller never counts that broker alive
+(`make bench-rocketmq ARGS="--schedule 10812"` shows it); autoswitch's leader asks its peers, so
+the broker joins the set."""
+
+from __future__ import annotations
+
+import threading
+import time
+
+from autoswitch.controller.remoting import client as remoting
+from autoswitch.controller.remoting import codec
+
+from tests.integration.controller_harness import Cluster
+from tests.procs import ProcGroup
+
+C, G = "C1", "broker-a"
+
+
+def _until(what: str, cond, limit_s: float = 60.0):
+    end = time.monotonic() + limit_s
+    last = None
+    while time.monotonic() < end:
+        try:
+            last = cond()
+        except OSError as e:
+            last = e
+        if last and not isinstance(last, Exception):
+            return last
+        time.sleep(0.1)
+    raise AssertionError(f"{what}: not within {limit_s} s (last: {last!r})")
+
+
+def test_a_broker_heard_only_by_a_follower_joins_the_sync_state_set(tmp_path):
+    procs = ProcGroup(tmp_path / "logs")
+    c = Cluster(procs, tmp_path, n=3, remoting=True)
+    stop = threading.Event()
+    try:
+        c.start_all()
+        addrs = list(c.remoting_addrs.values())
+        leader = _until("a leader", lambda: remoting.leader(addrs))
+        follower = next(a for a in addrs if a != leader)
+        for bid in (1, 2):
+            assert remoting.call(leader, 1013, {"clusterName": C, "brokerName": G, "appliedBrokerId": bid,
+                                                "registerCheckCode": f"127.0.0.1:{bid};1"}).code == 0
+            assert remoting.call(leader, 1003, {"clusterName": C, "brokerName": G, "brokerId": bid,
+                                                "brokerAddress": f"127.0.0.1:{bid}"}).code == 0
+        # broker 1 heartbeats every controller; broker 2 knows only the follower
+        targets = {1: addrs, 2: [follower]}
+
+        def beat() -> None:
+            conns = {(b, a): remoting.Connection(a) for b, aa in targets.items() for a in aa}
+            for _ in range(2000):           # bounded: the test ends it long before
+                if stop.is_set():
+                    break
+                for (b, a), conn in conns.items():
+                    ext = {"clusterName": C, "brokerName": G, "brokerId": b, "brokerAddr": f"127.0.0.1:{b}",
+                           "epoch": 0, "maxOffset": 0, "confirmOffset": 0, "heartbeatTimeoutMills": 10000}
+                    try:
+                        if conn._sock is None:      # noqa: SLF001 - a test's own client
+                            conn.call(1005)
+                        assert conn._sock is not None  # noqa: SLF001
+                        conn._sock.sendall(codec.encode(codec.request(904, 1, ext, oneway=True)))  # noqa: SLF001
+                    except OSError:
+                        conn.close()
+                time.sleep(0.3)
+            for conn in conns.values():
+                conn.close()
+
+        t = threading.Thread(target=beat, daemon=True)
+        t.start()
+        r = _until("broker 1 elected", lambda: (x := remoting.call(
+            leader, 1002, {"clusterName": C, "brokerName": G, "brokerId": 1, "designateElect": True})).code == 0 and x)
+        epoch, sss_epoch = int(r.ext["masterEpoch"]), int(r.ext["syncStateSetEpoch"])
+        # the master proposes {1, 2}: the leader never heard broker 2 itself, the follower did
+        alter = remoting.call(leader, 1001, {"brokerName": G, "masterBrokerId": 1, "masterEpoch": epoch},
+                              codec.dumps({"syncStateSet": [1, 2], "syncStateSetEpoch": sss_epoch}))
+        assert alter.code == 0, alter
+        assert codec.loads_fastjson(alter.body)["syncStateSet"] == [1, 2]
+        # an election still needs a majority to hear its candidate: broker 2 is not electable
+        nope = remoting.call(leader, 1002, {"clusterName": C, "brokerName": G, "brokerId": 2, "designateElect": True})
+        assert nope.code != 0, nope
+    except BaseException:
+        print(procs.dump_logs(80))
+        raise
+    finally:
+        stop.set()
+        procs.stop_all()
