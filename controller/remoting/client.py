@@ -43,11 +43,8 @@ class Connection:
 
     def call(self, code: int, ext: dict[str, Any] | None = None, body: bytes | None = None) -> Command:
         try:
-            if self._sock is None:
-                host, port = self.addr.rsplit(":", 1)
-                self._sock = socket.create_connection((host, int(port)), timeout=self.timeout)
-                self._sock.setsockopt(socket.IPPROTO_TCP, socket.TCP_NODELAY, 1)
-                self._dec = codec.Decoder()
+            self._connect()
+            assert self._sock is not None
             opaque = next(_opaque) & 0x7FFFFFFF
             self._sock.sendall(codec.encode(codec.request(code, opaque, ext, body)))
             while True:
@@ -60,6 +57,23 @@ class Connection:
         except (OSError, RemotingError):
             self.close()
             raise
+
+    def send_oneway(self, code: int, ext: dict[str, Any] | None = None, body: bytes | None = None) -> None:
+        """A one-way request (a heartbeat): nothing is answered."""
+        try:
+            self._connect()
+            assert self._sock is not None
+            self._sock.sendall(codec.encode(codec.request(code, next(_opaque) & 0x7FFFFFFF, ext, body, oneway=True)))
+        except OSError:
+            self.close()
+            raise
+
+    def _connect(self) -> None:
+        if self._sock is None:
+            host, port = self.addr.rsplit(":", 1)
+            self._sock = socket.create_connection((host, int(port)), timeout=self.timeout)
+            self._sock.setsockopt(socket.IPPROTO_TCP, socket.TCP_NODELAY, 1)
+            self._dec = codec.Decoder()
 
     def close(self) -> None:
         if self._sock is not None:
