@@ -205,6 +205,9 @@ def _run_namesrv(args) -> int:
             # Peers reach this node at its --peers address: it must be the port we listen on.
             return fail_code(args, "CONFIG_ERROR", f"--peers gives {cfg.node_id} address {cfg.peers[cfg.node_id]} "
                              f"but --listen is {args.listen}", rc=2)
+    if (args.remoting_listen or args.remoting_peers) and not args.embed_controller:
+        return fail_code(args, "CONFIG_ERROR", "--remoting-listen needs --embed-controller: RocketMQ's name-server "
+                         "requests are served beside an embedded controller (docs/rocketmq.md)", rc=2)
     controllers = [a.strip() for a in (args.controllers or "").split(",") if a.strip()]
     if controllers and args.embed_controller:
         return fail_code(args, "CONFIG_ERROR", "--controllers is for a standalone name server; an embedded one "

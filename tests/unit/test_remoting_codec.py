@@ -133,3 +133,15 @@ def test_remoting_config_is_checked(tmp_path, kw, needle):
     # a public address is the operator's explicit choice
     ok = load(None, **base, remoting_listen="8.8.8.8:9878", remoting_allow_public=True)
     assert ok.remoting_listen == "8.8.8.8:9878"
+
+
+def test_a_standalone_name_server_refuses_the_remoting_port_with_a_reason():
+    import json
+    import subprocess
+    import sys
+
+    r = subprocess.run([sys.executable, "-m", "autoswitch", "namesrv", "--listen", "127.0.0.1:1",
+                        "--remoting-listen", "127.0.0.1:2"], capture_output=True, text=True, timeout=60)
+    assert r.returncode == 2
+    out = json.loads(r.stdout.strip().splitlines()[-1])
+    assert out["error"]["code"] == "CONFIG_ERROR" and "--embed-controller" in out["error"]["message"]
