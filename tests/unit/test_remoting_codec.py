@@ -143,5 +143,5 @@ def test_a_standalone_name_server_refuses_the_remoting_port_with_a_reason():
     r = subprocess.run([sys.executable, "-m", "autoswitch", "namesrv", "--listen", "127.0.0.1:1",
                         "--remoting-listen", "127.0.0.1:2"], capture_output=True, text=True, timeout=60)
     assert r.returncode == 2
-    out = json.loads(r.stdout.strip().splitlines()[-1])
+    out = json.loads(r.stderr.strip().splitlines()[-1])      # errors go to stderr, one JSON line
     assert out["error"]["code"] == "CONFIG_ERROR" and "--embed-controller" in out["error"]["message"]
