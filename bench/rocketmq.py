@@ -199,7 +199,7 @@ def run_system(system: str, rounds: int, n_controllers: int, deadline: float, ke
                         parts = ln.split()
                         if parts[0] in ("FAIL", "NOTOK"):
                             failed = True
-                        elif failed and parts[0] == "ACK" and len(parts) == 3 and int(parts[2]) / 1000 > t0:
+                        elif failed and parts[0] == "ACK" and len(parts) >= 3 and int(parts[2]) / 1000 > t0:
                             return int(parts[2]) / 1000 - t0
                     return None
                 first = run._wait("a SEND_OK from the new master", first_ack_after, 180, 0.1)

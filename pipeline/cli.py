@@ -1,4 +1,4 @@
-"""`autoswitch pipeline ...`: audit, analyze, generate, export-log.
+"""`autoswitch pipeline ...`: audit, analyze, generate, export-log, export-rocketmq.
 
 Registration is cheap; pyspark, pandas and pyarrow are imported inside the handlers.
 """
@@ -72,6 +72,15 @@ def register(sub, admin_sub) -> None:
                    help="the broker's store segment size, when not the StoreConfig default")
     e.add_argument("--json", action="store_true")
     e.set_defaults(func=cmd_export_log)
+
+    r = ps.add_parser("export-rocketmq",
+                      help="export a stopped RocketMQ 5 broker's store (CommitLog, epoch file, confirm offset)")
+    r.add_argument("--store", required=True, help="the broker's storePathRootDir")
+    r.add_argument("--out", required=True, help="FILE.index.jsonl; FILE.epochs.jsonl and FILE.replica.jsonl go beside it")
+    r.add_argument("--group", default="", help="default: the brokerName in its brokerIdentity file")
+    r.add_argument("--broker-id", type=int, default=None, help="default: the brokerId in its brokerIdentity file")
+    r.add_argument("--json", action="store_true")
+    r.set_defaults(func=cmd_export_rocketmq)
 
 
 def _events_args(p, required: bool) -> None:
@@ -248,6 +257,18 @@ def cmd_generate(args) -> int:
     emit(args, brief) if args.json else print(
           f"generated {brief['acked_rows']} acked rows, {brief['index_rows']} index rows, "
           f"{brief['failovers']} failovers in {brief['seconds']} s; manifest {brief['manifest']}")
+    return 0
+
+
+def cmd_export_rocketmq(args) -> int:
+    try:
+        from autoswitch.pipeline.rocketmq_store import export
+
+        res = export(Path(args.store), Path(args.out), args.group, args.broker_id)
+    except AutoswitchError as e:
+        return _fail(args, e)
+    emit(args, res) if args.json else print(
+          f"exported {res['records']} records ({res['epoch_entries']} epochs) of {args.store} to {res['index']}")
     return 0
 
 

@@ -30,7 +30,7 @@ def sibling_paths(out: Path) -> dict[str, Path]:
             "replica": out.with_name(stem + ".replica.jsonl"), "offsets": out.with_name(stem + ".offsets.jsonl")}
 
 
-def _atomic_lines(path: Path, rows) -> int:
+def atomic_lines(path: Path, rows) -> int:
     path.parent.mkdir(parents=True, exist_ok=True)
     fd, tmp = tempfile.mkstemp(prefix=path.name + ".", suffix=".tmp", dir=path.parent)
     umask = os.umask(0)
@@ -107,14 +107,14 @@ def export_replica(data_dir: Path, group: str, broker_id: int, out: Path, copy_f
                            "crc": r.crc, "topic": r.topic, "queue_offset": r.queue_offset, "msg_id": r.msg_id,
                            "born_ts_ms": r.born_ts_ms, "epoch": r.epoch}
 
-            n = _atomic_lines(paths["index"], index_rows())
-            _atomic_lines(paths["offsets"], _offset_rows(store, group, broker_id))
+            n = atomic_lines(paths["index"], index_rows())
+            atomic_lines(paths["offsets"], _offset_rows(store, group, broker_id))
             epochs = [{"group": group, "broker_id": broker_id, "epoch": e.epoch, "start_offset": e.start_offset}
                       for e in store.epochs.entries()]
-            _atomic_lines(paths["epochs"], epochs)
+            atomic_lines(paths["epochs"], epochs)
             replica = {"group": group, "broker_id": broker_id, "max_offset": store.max_offset,
                        "confirm_offset": store.confirm_offset, "min_offset": store.min_offset}
-            _atomic_lines(paths["replica"], [replica])
+            atomic_lines(paths["replica"], [replica])
         finally:
             store.close()
     finally:

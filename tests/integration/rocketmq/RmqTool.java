@@ -1,8 +1,9 @@
 // A RocketMQ client for the compatibility tests (compiled at test time against `rmq classpath`).
 //   produce NAMESRV TOPIC PREFIX COUNT SECONDS BATCH [STOPFILE]   sync sends of COUNT messages (BATCH per send), each
 //                                              retried until SEND_OK or the deadline (keys PREFIX0,
-//                                              PREFIX1, ...); prints "ACK key" per acknowledged
-//                                              message with its wall-clock ms, "END acked failed";
+//                                              PREFIX1, ...); prints "ACK key ms msgId offsetMsgId
+//                                              queueOffset brokerName queueId" per acknowledged
+//                                              message, "END acked failed";
 //                                              ends early once STOPFILE exists
 //   consume NAMESRV TOPIC SECONDS               reads every queue from its first offset; prints
 //                                              "MSG key" per message, "END n" once quiet or at the deadline
@@ -38,7 +39,15 @@ public class RmqTool {
                 SendResult r = msgs.size() == 1 ? p.send(msgs.get(0)) : p.send(msgs);
                 if (r.getSendStatus() == SendStatus.SEND_OK) {
                     long now = System.currentTimeMillis();
-                    for (Message m : msgs) System.out.println("ACK " + m.getKeys() + " " + now);
+                    // a batch's ids come comma-joined, in the batch's order
+                    String[] ids = String.valueOf(r.getMsgId()).split(",");
+                    String[] offs = String.valueOf(r.getOffsetMsgId()).split(",");
+                    for (int k = 0; k < msgs.size(); k++) {
+                        System.out.println("ACK " + msgs.get(k).getKeys() + " " + now + " "
+                            + (k < ids.length ? ids[k] : "-") + " " + (k < offs.length ? offs[k] : "-") + " "
+                            + (r.getQueueOffset() + k) + " " + r.getMessageQueue().getBrokerName() + " "
+                            + r.getMessageQueue().getQueueId());
+                    }
                     System.out.flush();
                     acked += msgs.size();
                     i += msgs.size();
