@@ -348,6 +348,13 @@ class NamesrvFront:
         if not taken:
             _log.warning("namesrv_master_claim_refused", group=name, addr=addr, brokerId=bid,
                          reason="another live broker holds id 0 with a higher stateVersion (MasterEpoch)")
+        if field(req, "enableActingMaster", bool, required=False, default=False):
+            # RocketMQ's slave-acting-master mode lets a slave serve as master without any
+            # controller's election: nothing the controllers promise holds for such a group
+            _refusals.warning(("acting", name, addr), "rocketmq_broker_setting_unsafe", group=name, addr=addr,
+                              brokerId=bid, setting="enableSlaveActingMaster=true",
+                              why="a slave may act as master without an election; turn it off in controller mode "
+                                  "(docs/rocketmq.md)")
         return codec.response_to(req, 0, None, {"masterAddr": master or None, "haServerAddr": ha or None})
 
     async def _unregister(self, req: Command) -> Command:
