@@ -21,7 +21,8 @@ ADDRESS = {"broker", "namesrv", "listen", "ha_listen", "master_ha", "master_addr
 ADDRESS_LIST = {"controller", "controllers"}
 POSITIVE = {"timeout", "timeout_s", "ready_timeout_s", "refresh_s", "retry_deadline_s", "route_ttl_s",
             "flap_window_s", "ack_timeout_s", "level"}
-MINIMUM = {"to_offset": -1}          # -1 = the log end
+MINIMUM = {"to_offset": -1,          # -1 = the log end
+           "shift_by": -(2**63)}     # a shift back (kafka-consumer-groups --shift-by -N)
 # No broker accepts a body larger than its gRPC request limit (max_request_bytes, at most 256 MiB).
 MAX_BODY_BYTES = 256 << 20
 LOG_LEVELS = ("debug", "info", "warning", "error", "critical")

@@ -4,7 +4,8 @@ consumerProgress / resetOffsetByTime show them:
 - `admin consumer-groups`: every consumer group on every group's master, with its topics and lag;
 - `admin consumer-group -g CG`: one consumer group per broker group and topic (committed, log
   end, lag, owner);
-- `admin reset-offsets -g CG --topic T --to-earliest|--to-latest|--to-offset N|--to-time T`:
+- `admin reset-offsets -g CG --topic T|--all-topics --to-earliest|--to-latest|--to-offset N|--to-time T|
+  --shift-by N|--by-duration PnDTnHnMnS`:
   the plan first (a dry run unless `--execute`, as kafka-consumer-groups does), then a commit per
   broker group (an admin, or the identity that owns the group);
 - `admin delete-consumer-group -g CG`: a tombstone on every broker group that has it (admin).
@@ -18,6 +19,8 @@ from __future__ import annotations
 import argparse
 import asyncio
 import datetime as dt
+import re
+import time
 from typing import Any
 
 from autoswitch.broker.cli.common import err, masters, prepare, warn
@@ -55,13 +58,19 @@ def register(admin_sub: Any) -> None:
     a.set_defaults(func=cmd_delete_consumer_group)
     a = admin_sub.add_parser("reset-offsets", help="move a consumer group's offsets (dry run unless --execute)")
     a.add_argument("-g", "--consumer-group", required=True)
-    a.add_argument("--topic", required=True)
+    which = a.add_mutually_exclusive_group(required=True)
+    which.add_argument("--topic")
+    which.add_argument("--all-topics", action="store_true", help="every topic the group has committed on")
     to = a.add_mutually_exclusive_group(required=True)
     to.add_argument("--to-earliest", action="store_true", help="the oldest message still in the log")
     to.add_argument("--to-latest", action="store_true", help="the log end: skip everything not read yet")
     to.add_argument("--to-offset", type=int, help="this queue offset (kept within the log)")
     to.add_argument("--to-time", help="the first message born at or after this time: ISO 8601 "
                                       "(2026-11-28T10:00:00Z) or Unix milliseconds")
+    to.add_argument("--shift-by", type=int, help="move the committed offset by N (negative: back), kept within "
+                                                "the log; from the log start where nothing is committed")
+    to.add_argument("--by-duration", help="the first message born within this long before now: ISO 8601 "
+                                          "duration, PnDTnHnMnS (PT30M, P1DT2H)")
     a.add_argument("--execute", action="store_true", help="commit the new offsets (default: only show the plan)")
     common(a)
     a.set_defaults(func=cmd_reset_offsets)
@@ -170,6 +179,18 @@ def cmd_delete_consumer_group(args: argparse.Namespace) -> int:
     return 0
 
 
+_DURATION = re.compile(r"P(?:(\d+)D)?(?:T(?:(\d+)H)?(?:(\d+)M)?(?:(\d+(?:\.\d+)?)S)?)?")
+
+
+def parse_duration_ms(text: str) -> int:
+    """An ISO 8601 duration as kafka-consumer-groups --by-duration takes it: PnDTnHnMnS."""
+    m = _DURATION.fullmatch(text.strip().upper())
+    if m is None or not any(m.groups()) or text.strip().upper().endswith("T"):
+        raise ValueError(f"--by-duration: expected an ISO 8601 duration such as PT30M or P1DT2H, got {text[:60]!r}")
+    d, h, mi, sec = (float(x) if x else 0.0 for x in m.groups())
+    return int(((d * 24 + h) * 60 + mi) * 60_000 + sec * 1000)
+
+
 def parse_time_ms(text: str) -> int:
     """Unix milliseconds, or ISO 8601 (a time without a zone is UTC)."""
     if text.isdigit():
@@ -212,8 +233,28 @@ def cmd_reset_offsets(args: argparse.Namespace) -> int:
         return bad
     try:
         ts_ms = parse_time_ms(args.to_time) if args.to_time else None
+        if args.by_duration:
+            ts_ms = int(time.time() * 1000) - parse_duration_ms(args.by_duration)
     except ValueError as e:
         return fail_code(args, "BAD_USAGE", str(e), rc=2)
+
+    async def plan_one(c: Any, group: str, epoch: int, t: Any) -> dict[str, Any]:
+        now = await c.fetch_offset(args.consumer_group, t.topic)
+        current = now.offset.queue_offset if now.status == pb.OK and now.offset.found else None
+        lo, hi = t.min_queue_offset, t.max_queue_offset
+        if args.to_earliest:
+            target = lo
+        elif args.to_latest:
+            target = hi
+        elif args.to_offset is not None:
+            target = min(max(args.to_offset, lo), hi)
+        elif args.shift_by is not None:
+            target = min(max((lo if current is None else current) + args.shift_by, lo), hi)
+        else:
+            assert ts_ms is not None
+            target = await offset_at_time(c, t.topic, lo, hi, ts_ms)
+        return {"group": group, "topic": t.topic, "current": current, "new": target, "log_start": lo, "log_end": hi,
+                "master_epoch": epoch}
 
     async def run() -> tuple[list[dict[str, Any]], bool]:
         plan, ok = [], True
@@ -221,30 +262,20 @@ def cmd_reset_offsets(args: argparse.Namespace) -> int:
             c = ConsumerClient(addr, timeout_s=args.timeout, tls=args.tls)
             try:
                 topics = {t.topic: t for t in (await c.list_topics()).topics}
-                t = topics.get(args.topic)
-                if t is None:
-                    continue            # this broker group never held the topic
-                now = await c.fetch_offset(args.consumer_group, args.topic)
-                current = now.offset.queue_offset if now.status == pb.OK and now.offset.found else None
-                lo, hi = t.min_queue_offset, t.max_queue_offset
-                if args.to_earliest:
-                    target = lo
-                elif args.to_latest:
-                    target = hi
-                elif args.to_offset is not None:
-                    target = min(max(args.to_offset, lo), hi)
+                if args.all_topics:
+                    progress = await c.consumer_progress(args.consumer_group)
+                    names = sorted({o.topic for o in progress.offsets if o.found} & set(topics))
                 else:
-                    assert ts_ms is not None
-                    target = await offset_at_time(c, args.topic, lo, hi, ts_ms)
-                row: dict[str, Any] = {"group": group, "topic": args.topic, "current": current, "new": target,
-                                       "log_start": lo, "log_end": hi, "master_epoch": epoch}
-                if args.execute:
-                    r = await c.commit_offset(args.consumer_group, args.topic, target)
-                    if r.status == pb.OK:
-                        row["result"] = "committed"
-                    else:
-                        row["result"], ok = f"{pb.Status.Name(r.status)}: {r.error_message}", False
-                plan.append(row)
+                    names = [args.topic] if args.topic in topics else []   # else: never held here
+                for name in names:
+                    row = await plan_one(c, group, epoch, topics[name])
+                    if args.execute:
+                        r = await c.commit_offset(args.consumer_group, name, row["new"])
+                        if r.status == pb.OK:
+                            row["result"] = "committed"
+                        else:
+                            row["result"], ok = f"{pb.Status.Name(r.status)}: {r.error_message}", False
+                    plan.append(row)
             except AutoswitchError as e:
                 warn(group, e.code, e.message)
                 ok = False
@@ -257,8 +288,9 @@ def cmd_reset_offsets(args: argparse.Namespace) -> int:
     except AutoswitchError as e:
         return err(args, e)
     if not plan:
-        return err(args, NotFound(f"no broker group holds topic {args.topic!r}"))
-    out = {"consumer_group": args.consumer_group, "topic": args.topic, "executed": bool(args.execute),
+        what = f"topic {args.topic!r}" if args.topic else f"a topic consumer group {args.consumer_group!r} committed on"
+        return err(args, NotFound(f"no broker group holds {what}"))
+    out = {"consumer_group": args.consumer_group, "topic": args.topic or "(all)", "executed": bool(args.execute),
            "offsets": plan}
     if not ok:
         return fail(args, {"code": "NOT_ALL_RESET", "message": "some broker groups were not reset (see offsets)",

@@ -272,6 +272,15 @@ def test_consumer_group_admin_list_describe_and_reset(procs, tmp_path):
         assert done["ok"] and done["result"]["offsets"][0]["result"] == "committed", done
         now = cli("consumer-group", "-g", CG)["result"]["offsets"][0]
         assert now["committed"] == want, (flag, now)
+    # kafka-consumer-groups --shift-by, --by-duration, --all-topics (issue 64)
+    for flag, want in ((["--shift-by", "-5"], 25), (["--shift-by", "-100"], 0), (["--shift-by", "7"], 7),
+                       (["--by-duration", "PT1H"], 0), (["--by-duration", "PT0.001S"], 30)):
+        done = cli("reset-offsets", "-g", CG, "--topic", TOPIC, *flag, "--execute")
+        assert done["ok"] and done["result"]["offsets"][0]["new"] == want, (flag, done)
+        assert cli("consumer-group", "-g", CG)["result"]["offsets"][0]["committed"] == want, flag
+    every = cli("reset-offsets", "-g", CG, "--all-topics", "--to-earliest")
+    assert every["ok"] and [(o["topic"], o["new"]) for o in every["result"]["offsets"]] == [(TOPIC, 0)], every
+    assert cli("reset-offsets", "-g", CG, "--topic", TOPIC, "--by-duration", "30M")["error"]["code"] == "BAD_USAGE"
     missing = cli("consumer-group", "-g", "nobody")
     assert missing["error"]["code"] == "NOT_FOUND", missing
 
