@@ -44,7 +44,9 @@ def _bad(action: argparse.Action) -> str | None:
     if action.type is cliargs.out_path:
         return "/nonexistent-dir/x"
     if getattr(action.type, "__name__", "") in ("int", "float"):
-        return "-5"
+        # a number below the option's minimum; an option that takes any signed number (--shift-by)
+        # gets one that is no number at all
+        return "-5" if cliargs.MINIMUM.get(action.dest, 0) > -5 else "x"
     return None
 
 
