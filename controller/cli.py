@@ -100,6 +100,11 @@ def register(sub, admin_sub) -> None:
               _snapshot_save)
     a.add_argument("--out", required=True, help="a new file to write (atomically, fsynced, mode 0600)")
     a.add_argument("--force", action="store_true", help="replace --out if it exists (a regular file only)")
+    a = admin_sub.add_parser("snapshot-status", help="what a snapshot-save file holds, read offline "
+                                                     "(etcdctl snapshot status)")
+    a.add_argument("--file", required=True)
+    a.add_argument("--json", action="store_true", help="machine-readable output")
+    a.set_defaults(func=_snapshot_status)
     a = admin("clean-broker-metadata", "remove broker ids (or a whole group) from the controller", _clean)
     a.add_argument("--cluster-name", "-c", default="")
     a.add_argument("--group", "--broker-name", "-b", dest="broker_name", metavar="GROUP", required=True)
@@ -488,6 +493,21 @@ async def _snapshot_save(client, args) -> Any:
     r = await client.call("SaveSnapshot", pb.SaveSnapshotRequest())
     index, groups = save_snapshot_file(Path(args.out), r.snapshot, force=args.force)
     return {"file": args.out, "bytes": len(r.snapshot), "applied_index": index, "groups": groups}
+
+
+def _snapshot_status(args) -> int:
+    from pathlib import Path
+
+    from autoswitch.controller.snapshot_restore import snapshot_status
+
+    from autoswitch.base.errors import AutoswitchError
+
+    try:
+        out = snapshot_status(Path(args.file))
+    except AutoswitchError as e:
+        return fail(args, e)
+    emit(args, out)
+    return 0
 
 
 async def _clean(client, args) -> Any:

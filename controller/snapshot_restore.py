@@ -13,6 +13,7 @@ the snapshot's; what happened after the snapshot was taken is lost, so brokers t
 
 from __future__ import annotations
 
+import zlib
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -61,6 +62,32 @@ def save_snapshot_file(path: Path, data: bytes, force: bool = False) -> tuple[in
         raise RestoreRefused(f"{path} exists: give a new file, or --force to replace it", path=str(path))
     write_atomic(path, data, mode=0o600)
     return index, len(state.groups)
+
+
+def snapshot_status(path: Path) -> dict:
+    """etcdctl's `snapshot status`: what a snapshot file holds, read offline (nothing is started):
+    its checksum verified on decode, the applied index it covers, the groups, brokers and masters,
+    the feature level and the controller members it knows. RestoreRefused when it is not one."""
+    try:
+        size = path.stat().st_size
+    except OSError as e:
+        raise RestoreRefused(f"cannot read {path}: {e.strerror}", path=str(path)) from None
+    if size > MAX_SNAPSHOT_FILE_BYTES:
+        raise RestoreRefused(f"{path} is {size} bytes, more than a snapshot can be ({MAX_SNAPSHOT_FILE_BYTES})",
+                             path=str(path))
+    data = path.read_bytes()
+    try:
+        state, index = decode_snapshot(data)
+    except SnapshotCorrupt as e:
+        raise RestoreRefused(f"{path} is not a controller snapshot: {e}", path=str(path)) from None
+    groups = state.groups.values()
+    return {"file": str(path), "bytes": size, "crc32": f"{zlib.crc32(data) & 0xFFFFFFFF:08x}",
+            "applied_index": index, "groups": len(state.groups),
+            "brokers": sum(len(g.brokers) for g in groups),
+            "groups_with_master": sum(1 for g in groups if g.master_broker_id is not None),
+            "highest_master_epoch": max((g.master_epoch for g in groups), default=0),
+            "feature_level": state.feature_level, "members": dict(sorted(state.member_levels.items())),
+            "controllers_in_maintenance": sorted(state.controller_maintenance)}
 
 
 def restore_member(cfg: ControllerConfig, snapshot_file: Path) -> RestoreResult:

@@ -64,6 +64,16 @@ def test_move_leader_then_snapshot_save_and_restore_a_new_cluster(procs, tmp_pat
                 # --- snapshot-save, then the old cluster is gone
                 r = await asyncio.to_thread(admin, "snapshot-save", "--controller", old.spec, "--out", str(snap))
                 assert r["ok"] and r["result"]["groups"] == 2 and r["result"]["applied_index"] > 0, r
+                # etcdctl snapshot status: the file read offline
+                st = await asyncio.to_thread(admin, "snapshot-status", "--file", str(snap))
+                assert st["ok"] and st["result"]["groups"] == 2, st
+                assert st["result"]["applied_index"] == r["result"]["applied_index"]
+                assert st["result"]["groups_with_master"] == 2 and st["result"]["brokers"] >= 4, st
+                assert st["result"]["feature_level"] >= 1 and set(st["result"]["members"]) <= set(old.ids), st
+                bad = tmp_path / "not-a-snapshot"
+                bad.write_bytes(snap.read_bytes()[:40] + b"x" * 40)
+                st = await asyncio.to_thread(admin, "snapshot-status", "--file", str(bad))
+                assert not st["ok"] and "not a controller snapshot" in st["error"]["message"], st
 
                 # --- after the snapshot, g1 fails over on the old cluster (broker 2 takes MasterEpoch
                 # e+1): the restored cluster will not know it
