@@ -17,19 +17,11 @@ def call(addr: str, code: int, ext: dict[str, Any] | None = None, body: bytes | 
          timeout: float = 3.0) -> Command:
     """Send one request to ``addr`` (HOST:PORT) and return its answer. OSError when unreachable or
     silent past ``timeout``; RemotingError when the answer breaks the protocol."""
-    host, port = addr.rsplit(":", 1)
-    opaque = next(_opaque) & 0x7FFFFFFF
-    with socket.create_connection((host, int(port)), timeout=timeout) as s:
-        s.settimeout(timeout)
-        s.sendall(codec.encode(codec.request(code, opaque, ext, body)))
-        d = codec.Decoder()
-        while True:
-            data = s.recv(65536)
-            if not data:
-                raise ConnectionError(f"{addr} closed the connection without answering")
-            for cmd in d.feed(data):
-                if cmd.is_response and cmd.opaque == opaque:
-                    return cmd
+    conn = Connection(addr, timeout)
+    try:
+        return conn.call(code, ext, body)
+    finally:
+        conn.close()
 
 
 class Connection:

@@ -23,6 +23,8 @@ from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import Any
 
+from autoswitch.base.addr import AddressError, split_hostport
+
 MASTER_ID = 0
 DEFAULT_TIMEOUT_MS = 120_000
 MAX_TIMEOUT_MS = 600_000
@@ -30,10 +32,8 @@ MAX_BROKERS = 10_000
 MAX_TOPICS = 100_000
 MAX_TOPICS_PER_BROKER = 20_000
 MAX_NAME = 255
-MAX_ADDR = 255
 # RocketMQ's topic and broker-name characters (TopicValidator), plus what cluster names use.
 NAME_RE = re.compile(r"[A-Za-z0-9_%|\-.]+")
-_ADDR_RE = re.compile(r"[A-Za-z0-9_.:\[\]\-]+:\d{1,5}")
 
 
 class RouteRefused(ValueError):
@@ -64,8 +64,10 @@ def check_name(v: str, what: str) -> str:
 
 
 def check_addr(v: str, what: str) -> str:
-    if not v or len(v) > MAX_ADDR or not _ADDR_RE.fullmatch(v):
-        raise RouteRefused(f"{what} {v[:64]!r} is not HOST:PORT")
+    try:
+        split_hostport(v)
+    except AddressError as e:
+        raise RouteRefused(f"{what} {v[:64]!r}: {e}") from None
     return v
 
 

@@ -22,6 +22,7 @@ from collections.abc import Awaitable, Callable
 from typing import TYPE_CHECKING, Any
 
 from autoswitch.controller.codes import Code, code_name
+from autoswitch.controller.failover.liveness import Opinion
 from autoswitch.controller.remoting import codec
 from autoswitch.controller.remoting.codec import Command, RemotingError, field, int32_field
 from autoswitch.controller.remoting.routes import RocketRoutes, RouteRefused
@@ -187,7 +188,7 @@ class RemotingFront:
 
     def _alive(self, group: str, broker_id: int) -> bool:
         (op,) = self.node.liveness.local_opinions([(group, broker_id)])
-        return op.opinion.name == "ALIVE"
+        return op.opinion is Opinion.ALIVE
 
     async def _heartbeat(self, req: Command) -> None:
         group = field(req, "brokerName", str)

@@ -14,6 +14,7 @@ test skips with the reason when neither is there (tests/integration/rocketmq_har
 from __future__ import annotations
 
 import asyncio
+import inspect
 import json
 import subprocess
 import sys
@@ -41,11 +42,14 @@ async def _group(cl: ControllerClient):
 
 
 async def _until(cond, what: str, limit_s: float) -> object:
+    """Poll ``cond`` (a function, or a coroutine function) until it returns something truthy."""
     end = time.monotonic() + limit_s
     last: object = None
     while time.monotonic() < end:
         try:
-            last = await cond()
+            last = cond()
+            if inspect.isawaitable(last):
+                last = await last
         except Exception as e:  # noqa: BLE001 - not ready yet (no leader, group not registered)
             last = e
         if last and not isinstance(last, Exception):
@@ -87,14 +91,12 @@ def test_rocketmq_brokers_fail_over_on_autoswitch(tmp_path):
 async def _run(c: Cluster, rmq: RocketMQ, ns: str, names: list[str]) -> None:
     async with ControllerClient(list(c.addrs.values())) as cl:
         # every broker registers through the remoting port and one is elected
-        def all_in_sync():
-            async def f():
-                g = await _group(cl)
-                if g is None or not g.replica_info.master_broker_id:
-                    return None
-                return g if len(g.replica_info.sync_state_set) == 3 else None
-            return f
-        g = await _until(all_in_sync(), "a master and all three brokers in the SyncStateSet", 240)
+        async def all_in_sync():
+            g = await _group(cl)
+            if g is None or not g.replica_info.master_broker_id:
+                return None
+            return g if len(g.replica_info.sync_state_set) == 3 else None
+        g = await _until(all_in_sync, "a master and all three brokers in the SyncStateSet", 240)
         info = g.replica_info
         first_master, first_epoch = info.master_broker_id, info.master_epoch
         by_id = {m.broker_id: m.address for m in g.members}
@@ -110,24 +112,22 @@ async def _run(c: Cluster, rmq: RocketMQ, ns: str, names: list[str]) -> None:
 
         # the slaves have the auto-created topic's config (copied from the master every 10 s):
         # otherwise the new master would serve no reader of it
-        await _until(lambda: _ready(all(rmq.has_topic(n, TOPIC) for n in names)), "the topic on every broker", 60)
+        await _until(lambda: all(rmq.has_topic(n, TOPIC) for n in names), "the topic on every broker", 60)
 
         # kill -9 of the master while a producer sends
         producer = rmq.client("produce", ns, TOPIC, "during", "600", "150", "1", timeout=200)
         lines3: list[str] = []
         reader = threading.Thread(target=lambda: lines3.extend(producer.stdout), daemon=True)
         reader.start()
-        await _until(lambda: _ready(len(_keys(list(lines3), "ACK")) >= 50), "the producer's first 50 acks", 90)
+        await _until(lambda: len(_keys(list(lines3), "ACK")) >= 50, "the producer's first 50 acks", 90)
         kill_at = time.monotonic()
         rmq.kill9(master_name)
 
-        def new_master():
-            async def f():
-                g = await _group(cl)
-                r = g.replica_info if g else None
-                return r if r and r.master_broker_id and r.master_broker_id != first_master else None
-            return f
-        r = await _until(new_master(), "another broker elected master", 60)
+        async def new_master():
+            g = await _group(cl)
+            r = g.replica_info if g else None
+            return r if r and r.master_broker_id and r.master_broker_id != first_master else None
+        r = await _until(new_master, "another broker elected master", 60)
         decided_s = time.monotonic() - kill_at
         assert r.master_epoch > first_epoch
         await asyncio.to_thread(producer.wait, 200)
@@ -147,12 +147,10 @@ async def _run(c: Cluster, rmq: RocketMQ, ns: str, names: list[str]) -> None:
         old_id = first_master
         rmq.broker(master_name, ns, list(c.remoting_addrs.values()))
 
-        def rejoined():
-            async def f():
-                g = await _group(cl)
-                return g is not None and old_id in g.replica_info.sync_state_set
-            return f
-        await _until(rejoined(), f"broker {old_id} back in the SyncStateSet", 180)
+        async def rejoined():
+            g = await _group(cl)
+            return g is not None and old_id in g.replica_info.sync_state_set
+        await _until(rejoined, f"broker {old_id} back in the SyncStateSet", 180)
 
         # mqadmin's name-server view: the group with its master as id 0 and the restarted slave
         cl_out = rmq.mqadmin("clusterList", "-n", ns)
@@ -187,21 +185,21 @@ async def _run(c: Cluster, rmq: RocketMQ, ns: str, names: list[str]) -> None:
         lines4: list[str] = []
         reader = threading.Thread(target=lambda: lines4.extend(producer.stdout), daemon=True)
         reader.start()
-        await _until(lambda: _ready(len(_keys(list(lines4), "ACK")) >= 20), "acks before the leader dies", 90)
+        await _until(lambda: len(_keys(list(lines4), "ACK")) >= 20, "acks before the leader dies", 90)
         c.kill9(leader_node)
         rest = [a for n, a in c.remoting_addrs.items() if n != leader_node]
         # (a survivor names the dead leader until its own election timeout passes)
-        new_leader = await _until(lambda: _ready((x := remoting.leader(rest)) in rest and x),
+        new_leader = await _until(lambda: (x := remoting.leader(rest)) in rest and x,
                                   "a new controller leader named by the survivors", 60)
         await asyncio.to_thread(producer.wait, 200)
         reader.join(10)
         assert lines4[-1].startswith("END 300 "), lines4[-20:]
-        st = await _until(lambda: _ready(remoting.sync_state(new_leader, GROUP)), "the group from the new leader", 30)
+        st = await _until(lambda: remoting.sync_state(new_leader, GROUP), "the group from the new leader", 30)
         master_now = st["masterBrokerId"]
         assert master_now == r.master_broker_id          # no needless failover
         victim = next(n for n in names if by_id[master_now].endswith(f":{rmq.ports[n]}"))
         rmq.kill9(victim)
-        moved = await _until(lambda: _ready((x := remoting.sync_state(new_leader, GROUP)) is not None
+        moved = await _until(lambda: ((x := remoting.sync_state(new_leader, GROUP)) is not None
                                             and x.get("masterBrokerId") not in (None, master_now) and x),
                              "a failover decided by the new controller leader", 60)
         assert moved["masterEpoch"] > r.master_epoch
@@ -240,6 +238,3 @@ def ack_row(line: str) -> dict:
 def _cli(*args: str) -> subprocess.CompletedProcess:
     return subprocess.run([sys.executable, "-m", "autoswitch", *args], capture_output=True, text=True, timeout=600)
 
-
-async def _ready(v: bool) -> bool:
-    return v
