@@ -14,10 +14,10 @@ from dataclasses import dataclass
 from enum import StrEnum
 from typing import Protocol
 
+from autoswitch.controller.messages import AckMode as AckMode  # the broker states its ack mode in this type
+
 from autoswitch.base.errors import AutoswitchError
-from autoswitch.base.features import SUPPORTED_LEVEL
 from autoswitch.base.tls import TLSConfig
-from autoswitch.base.version import VERSION
 
 # Who asked this broker for the handover (its TransferMaster caller), for the controller's audit
 # record; set by the broker's TransferMaster handler, read when the handover's ElectMaster is sent.
@@ -48,36 +48,65 @@ class ReplicaInfo:
 
 
 @dataclass(frozen=True, slots=True)
-class Heartbeat:
-    """One broker heartbeat. ``epoch``/``max_offset`` describe the broker's LOG (the last EpochFile
-    epoch and its end): the controller ranks election candidates by them."""
+class BrokerHealth:
+    """What a heartbeat says of the broker's disk and event loop (broker/health.py): the signals
+    slow past their hysteresis, and the last window's figures in ms (-1 = no sample)."""
 
-    cluster: str
-    group: str
-    broker_id: int
-    broker_addr: str
-    epoch: int
-    max_offset: int
-    confirm_offset: int
-    election_priority: int
-    clean_shutdown: bool
-    heartbeat_timeout_ms: int
-    lease_quorum: int = 0       # grants the broker's lease counts (majority of its controllers); 0 = not stated
-    controllers_index: int = 0  # the controller configuration its list comes from (0 = configured)
-    min_in_sync_replicas: int = 0   # the fewest SyncStateSet members it acknowledges with as master; 0 = not stated
-    incarnation: str = ""           # this broker process (new at every start)
-    ack_mode: str = ""              # "all" | "quorum" | "master"; "" = not stated
-    stopping: bool = False          # the farewell after a clean stop: forget this incarnation
-    # Health (broker/health.py): slow signals for the hysteresis, last window's figures (ms, -1 none)
-    degraded_reasons: tuple[str, ...] = ()
+    reasons: tuple[str, ...] = ()
     append_ms: float = -1.0
     fsync_ms: float = -1.0
     loop_lag_ms: float = -1.0
+
+
+@dataclass(frozen=True, slots=True)
+class BrokerReport:
+    """What one broker heartbeat says of its replica: the one report type from the broker's
+    heartbeat to the controllers' lease grant and liveness table (protobuf is converted in one
+    function per side: ``broker_client.heartbeat_request`` and ``server.service_common.checked_heartbeat``,
+    which checks every field's range: those of ``messages.BrokerLiveInfo``, the health figures,
+    a known feature level, a printable version and zone).
+
+    ``epoch``/``max_offset`` describe the broker's LOG (the last EpochFile epoch and its end): the
+    controllers rank election candidates by them. 0 / "" fields are "not stated"."""
+
+    broker_id: int
+    address: str = ""
+    epoch: int = 0
+    max_offset: int = 0
+    confirm_offset: int = 0
+    election_priority: int = 0
+    clean_shutdown: bool = True
+    # The controller heartbeat timeout the broker's master lease was sized for (0: not sent); the
+    # controllers cap it at liveness.MAX_ASSUMED_TIMEOUT_MS.
+    assumed_timeout_ms: int = 0
+    min_in_sync_replicas: int = 0   # the fewest SyncStateSet members it acknowledges with as master
+    incarnation: str = ""           # the broker process that sent it (new at every start)
+    ack_mode: AckMode = ""          # "all" | "quorum" | "master"
     diverged: bool = False          # its range digests found a difference not yet repaired
-    feature_level: int = SUPPORTED_LEVEL   # the highest feature level it runs
-    version: str = VERSION
-    zone: str = ""                  # the failure domain it runs in ("" = none)
-    min_in_sync_zones: int = 0      # the zones its acks must span as master (0 = off)
+    health: BrokerHealth | None = None   # its own view of its disk and loop
+    feature_level: int = 0          # the highest feature level it runs
+    version: str = ""               # its release
+    zone: str = ""                  # the failure domain it runs in
+    min_in_sync_zones: int = 0      # the zones its acks must span as master (0: off)
+
+    @property
+    def degraded(self) -> bool:
+        return self.health is not None and bool(self.health.reasons)
+
+
+@dataclass(frozen=True, slots=True)
+class Heartbeat:
+    """One broker heartbeat, as the broker sends it and as the controllers' liveness desk takes it
+    (checked). ``lease_quorum``: the grants the broker's lease counts (a majority of the voters it
+    knows, 0 = not stated); ``controllers_index``: the controller configuration it knows the voters
+    of (0 = configured); ``stopping``: the farewell after a clean stop (forget this incarnation)."""
+
+    cluster: str
+    group: str
+    report: BrokerReport
+    stopping: bool = False
+    lease_quorum: int = 0
+    controllers_index: int = 0
 
 
 @dataclass(frozen=True, slots=True)

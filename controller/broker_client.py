@@ -101,17 +101,7 @@ class GrpcBrokerControllerApi:
         return replica_info(r.replica_info)
 
     async def heartbeat(self, controller_addr: str, hb: Heartbeat, timeout_s: float) -> HeartbeatAnswer:
-        req = pb.BrokerHeartbeatRequest(
-            cluster_name=hb.cluster, broker_name=hb.group, broker_id=hb.broker_id, broker_address=hb.broker_addr,
-            epoch=hb.epoch, max_offset=hb.max_offset, confirm_offset=hb.confirm_offset,
-            election_priority=hb.election_priority, clean_shutdown=hb.clean_shutdown,
-            heartbeat_timeout_ms=hb.heartbeat_timeout_ms, lease_quorum=hb.lease_quorum,
-            controllers_index=hb.controllers_index, min_in_sync_replicas=hb.min_in_sync_replicas,
-            incarnation=hb.incarnation, stopping=hb.stopping, ack_mode=hb.ack_mode,
-            degraded=bool(hb.degraded_reasons), degraded_reasons=list(hb.degraded_reasons), append_ms=hb.append_ms,
-            fsync_ms=hb.fsync_ms, loop_lag_ms=hb.loop_lag_ms, diverged=hb.diverged,
-            feature_level=hb.feature_level, version=hb.version, zone=hb.zone,
-            min_in_sync_zones=hb.min_in_sync_zones)
+        req = heartbeat_request(hb)
         try:
             r = await self.client.call_node(controller_addr, "BrokerHeartbeat", req, timeout_s)
         except ControllerRpcError as e:
@@ -181,3 +171,21 @@ class GrpcBrokerControllerApi:
 
 
 
+
+
+def heartbeat_request(hb: Heartbeat) -> pb.BrokerHeartbeatRequest:
+    """The broker side's one conversion of a heartbeat to protobuf (the controllers' is
+    ``server.service_common.checked_heartbeat``)."""
+    r = hb.report
+    h = r.health
+    return pb.BrokerHeartbeatRequest(
+        cluster_name=hb.cluster, broker_name=hb.group, broker_id=r.broker_id, broker_address=r.address,
+        epoch=r.epoch, max_offset=r.max_offset, confirm_offset=r.confirm_offset,
+        election_priority=r.election_priority, clean_shutdown=r.clean_shutdown,
+        heartbeat_timeout_ms=r.assumed_timeout_ms, lease_quorum=hb.lease_quorum,
+        controllers_index=hb.controllers_index, min_in_sync_replicas=r.min_in_sync_replicas,
+        incarnation=r.incarnation, stopping=hb.stopping, ack_mode=r.ack_mode,
+        degraded=r.degraded, degraded_reasons=list(h.reasons) if h else [],
+        append_ms=h.append_ms if h else -1.0, fsync_ms=h.fsync_ms if h else -1.0,
+        loop_lag_ms=h.loop_lag_ms if h else -1.0, diverged=r.diverged,
+        feature_level=r.feature_level, version=r.version, zone=r.zone, min_in_sync_zones=r.min_in_sync_zones)

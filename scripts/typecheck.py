@@ -47,6 +47,7 @@ STRICT = (
     "autoswitch.controller.state.staged",
     "autoswitch.controller.state.history",
     "autoswitch.controller.state.election",
+    "autoswitch.controller.failover.lease",
     "autoswitch.controller.failover.liveness",
     "autoswitch.controller.failover.gray",
     "autoswitch.broker.health",

@@ -24,7 +24,6 @@ from collections.abc import Callable
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
-from autoswitch.broker.config import ACK_MODES
 from autoswitch.broker.replicas.controller_sessions import ControllerSessions
 from autoswitch.broker.replicas.hooks import HookConfig, HookRunner, RoleHooks
 from autoswitch.broker.replicas.identity import IdentityStore
@@ -66,7 +65,10 @@ from autoswitch.broker.replicas.replicas_manager import (
 from autoswitch.broker.replicas.role_target import BrokerRoleTarget
 from autoswitch.broker.replicas.run_marker import RunMarker
 from autoswitch.controller.api import (
+    AckMode,
     BrokerControllerApi,
+    BrokerHealth,
+    BrokerReport,
     ControllerCallFailed,
     Heartbeat,
     HeartbeatAnswer,
@@ -79,7 +81,9 @@ from autoswitch.base.addr import split_hostport
 from autoswitch.base.backoff import Backoff
 from autoswitch.base.crashpoints import crash_point
 from autoswitch.base.errors import AutoswitchError
+from autoswitch.base.features import SUPPORTED_LEVEL
 from autoswitch.base.log import get_logger
+from autoswitch.base.version import VERSION
 from autoswitch.base.waits import wait_event
 
 if TYPE_CHECKING:
@@ -99,6 +103,9 @@ _CRASH_POINTS = {
     CommitIdentity: "registration.identity_file",
     RegisterBroker: "registration.register",
 }
+
+# The broker's ack modes as a heartbeat states them (the config's names; anything else: not stated).
+_STATED_ACK_MODES: dict[str, AckMode] = {"all": "all", "quorum": "quorum", "master": "master"}
 
 class SyncStateSetRejected(AutoswitchError):
     code = "SYNC_STATE_SET_REJECTED"
@@ -171,7 +178,7 @@ class ReplicasAdapter:
         self.durable_acks = durable_acks
         self.exit_process = exit_process
         self.core = core or ReplicasManager(config)
-        self.ack_mode = ack_mode if ack_mode in ACK_MODES else ""   # stated in heartbeats
+        self.ack_mode: AckMode = _STATED_ACK_MODES.get(ack_mode, "")   # stated in heartbeats
         # Crash-fast failover: a session per controller node, whose end tells them we died.
         self.sessions = ControllerSessions(api, self.config.controllers, self.config.cluster, self.config.group,
                                            ack_mode, self.config.backoff_min_ms / 1000.0,
@@ -249,10 +256,10 @@ class ReplicasAdapter:
         bid = self.core.broker_id
         try:
             if bid is not None:
-                hb = Heartbeat(cluster=cfg.cluster, group=cfg.group, broker_id=bid, broker_addr=cfg.broker_addr,
-                               epoch=0, max_offset=0, confirm_offset=0, election_priority=cfg.election_priority,
-                               clean_shutdown=True, heartbeat_timeout_ms=cfg.lease.heartbeat_timeout_ms,
-                               incarnation=self.core.incarnation, stopping=True)
+                hb = Heartbeat(cfg.cluster, cfg.group, BrokerReport(
+                    broker_id=bid, address=cfg.broker_addr, election_priority=cfg.election_priority,
+                    assumed_timeout_ms=cfg.lease.heartbeat_timeout_ms, incarnation=self.core.incarnation,
+                    feature_level=SUPPORTED_LEVEL, version=VERSION), stopping=True)
                 calls = [self.api.heartbeat(c, hb, FAREWELL_TIMEOUT_S) for c in cfg.controllers]
                 results = await asyncio.wait_for(asyncio.gather(*calls, return_exceptions=True),
                                                  FAREWELL_TIMEOUT_S + 0.5)
@@ -588,17 +595,17 @@ class ReplicasAdapter:
         # The controller ranks candidates by (epoch, maxOffset) of their LOG (RocketMQ sends the
         # EpochFile's last epoch): a replica holding a diverged tail of an old epoch must lose to
         # one holding the newer epoch's data even if its offset is higher.
-        hb = Heartbeat(
-            cluster=cmd.cluster, group=cmd.group, broker_id=cmd.broker_id, broker_addr=cmd.broker_addr,
-            epoch=log_epoch, max_offset=max_offset, confirm_offset=min(confirm_offset, max_offset),
-            election_priority=cmd.election_priority, clean_shutdown=cmd.clean_shutdown,
-            heartbeat_timeout_ms=cmd.heartbeat_timeout_ms, lease_quorum=cmd.lease_quorum,
-            controllers_index=cmd.controllers_index, min_in_sync_replicas=self.config.min_in_sync_replicas,
-            incarnation=self.core.incarnation, ack_mode=self.ack_mode,
-            degraded_reasons=health.reasons, append_ms=health.append_ms, fsync_ms=health.fsync_ms,
-            loop_lag_ms=health.loop_lag_ms, diverged=self.broker.diverged(), zone=self.config.zone,
-            min_in_sync_zones=self.config.min_in_sync_zones,
-        )
+        report = BrokerReport(
+            broker_id=cmd.broker_id, address=cmd.broker_addr, epoch=log_epoch, max_offset=max_offset,
+            confirm_offset=min(confirm_offset, max_offset), election_priority=cmd.election_priority,
+            clean_shutdown=cmd.clean_shutdown, assumed_timeout_ms=cmd.heartbeat_timeout_ms,
+            min_in_sync_replicas=self.config.min_in_sync_replicas, incarnation=self.core.incarnation,
+            ack_mode=self.ack_mode, diverged=self.broker.diverged(),
+            health=BrokerHealth(tuple(health.reasons), health.append_ms, health.fsync_ms, health.loop_lag_ms),
+            feature_level=SUPPORTED_LEVEL, version=VERSION, zone=self.config.zone,
+            min_in_sync_zones=self.config.min_in_sync_zones)
+        hb = Heartbeat(cmd.cluster, cmd.group, report, lease_quorum=cmd.lease_quorum,
+                       controllers_index=cmd.controllers_index)
         return await asyncio.wait_for(
             self.api.heartbeat(cmd.controller, hb, self.heartbeat_timeout_s), self.heartbeat_timeout_s + 0.5,
         )

@@ -33,7 +33,8 @@ from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass, replace
 from enum import Enum
 
-from autoswitch.controller.messages import TRIGGER_CONTROLLER, AckMode, BrokerLiveInfo, ElectMasterRequest
+from autoswitch.controller.api import BrokerReport
+from autoswitch.controller.messages import TRIGGER_CONTROLLER, BrokerLiveInfo, ElectMasterRequest
 from autoswitch.controller.raft.quorum import majority
 
 DEFAULT_TIMEOUT_MS = 10_000
@@ -50,37 +51,11 @@ class Opinion(Enum):
     UNKNOWN = "unknown"
 
 
-@dataclass(frozen=True)
-class BrokerReport:
-    """The payload of one broker heartbeat."""
-
-    broker_id: int
-    address: str = ""
-    epoch: int = 0
-    max_offset: int = 0
-    confirm_offset: int = 0
-    election_priority: int = 0
-    clean_shutdown: bool = True
-    # The controller heartbeat timeout the broker's master lease was sized for (0: not sent).
-    assumed_timeout_ms: int = 0
-    min_in_sync_replicas: int = 0   # stated by the broker (0: not stated)
-    incarnation: str = ""           # the broker process that sent it ("" = not stated)
-    ack_mode: AckMode = ""          # stated by the broker ("" = not stated)
-    diverged: bool = False          # its range digests found a difference not yet repaired
-    health: BrokerHealth | None = None   # its own view of its disk and loop (None: not stated)
-    feature_level: int = 0          # the highest feature level it runs (0: not stated)
-    version: str = ""               # its release ("" = not stated)
-    zone: str = ""                  # the failure domain it runs in ("" = not stated)
-    min_in_sync_zones: int = 0      # the zones its acks must span as master (0: off or not stated)
-
-    def live_info(self) -> BrokerLiveInfo:
-        return BrokerLiveInfo(self.broker_id, self.epoch, self.max_offset, self.confirm_offset,
-                              self.election_priority, self.clean_shutdown, self.min_in_sync_replicas,
-                              self.ack_mode, self.incarnation, self.diverged)
-
-    @property
-    def degraded(self) -> bool:
-        return self.health is not None and bool(self.health.reasons)
+def live_info(report: BrokerReport) -> BrokerLiveInfo:
+    """What an election carries of a heartbeat report (its ranges are BrokerLiveInfo's)."""
+    return BrokerLiveInfo(report.broker_id, report.epoch, report.max_offset, report.confirm_offset,
+                          report.election_priority, report.clean_shutdown, report.min_in_sync_replicas,
+                          report.ack_mode, report.incarnation, report.diverged)
 
 
 HEALTH_SIGNALS = frozenset({"append", "fsync", "loop_lag"})
@@ -97,31 +72,9 @@ def health_word(heard: bool, diverged: bool, reasons: Iterable[str]) -> str:
     return f"degraded({','.join(reasons)})" if reasons else "ok"
 
 
-@dataclass(frozen=True)
-class BrokerHealth:
-    """What a heartbeat says of the broker's disk and event loop (broker/health.py): the signals
-    slow past their hysteresis, and the last window's figures in ms (-1 = no sample)."""
-
-    reasons: tuple[str, ...] = ()
-    append_ms: float = -1.0
-    fsync_ms: float = -1.0
-    loop_lag_ms: float = -1.0
-
-
 # sm_config's upper bound for heartbeat_timeout_ms: a broker claiming more cannot raise the floor
 # past what any config could satisfy.
 MAX_ASSUMED_TIMEOUT_MS = 600_000
-
-
-@dataclass(frozen=True)
-class Heartbeat:
-    """One broker heartbeat as the servicer checked it."""
-
-    group: str
-    report: BrokerReport          # assumed_timeout_ms capped at MAX_ASSUMED_TIMEOUT_MS
-    stopping: bool = False        # a clean stop's farewell
-    lease_quorum: int = 0         # the voter count the broker's lease counts replies against
-    controllers_index: int = 0    # the configuration the broker knows the voters of
 
 
 def cap_timeout(stated_ms: int) -> int:
@@ -391,6 +344,13 @@ class HeartbeatTable:
         self._hold((broker_name, new_master), now_ms)
         return True
 
+    def listen_afresh(self, now_ms: int) -> None:
+        """From ``now_ms`` on this node listens as if it had just started, and grants no lease for
+        a whole hold: it may have reported brokers DEAD that it no longer remembers (it became a
+        voter, or caught up after losing its log)."""
+        self.started_ms = now_ms
+        self.startup_grace_ms = self.hold_ms
+
     def startup_grace(self) -> int:
         """How long after start this node grants no lease (see __init__)."""
         if self.startup_grace_ms is not None:
@@ -548,7 +508,7 @@ class LivenessView:
         for (g, b), v in sorted(self.verdicts.items()):
             if g == broker_name and v.alive:
                 # No report at all: rank it last; it can still win only if nobody else is electable.
-                out.append(v.report.live_info() if v.report is not None else BrokerLiveInfo(b))
+                out.append(live_info(v.report) if v.report is not None else BrokerLiveInfo(b))
         return tuple(out)
 
     def alive_ids(self, broker_name: str) -> tuple[int, ...]:

@@ -13,8 +13,9 @@ from collections.abc import Awaitable
 from typing import TypeVar
 
 import grpc
+from autoswitch.controller.api import BrokerReport
 from autoswitch.controller.config import ControllerConfig
-from autoswitch.controller.failover.liveness import BrokerReport, NodeOpinion, Opinion
+from autoswitch.controller.failover.liveness import NodeOpinion, Opinion
 from autoswitch.controller.messages import ack_mode_or_unstated
 
 from autoswitch.base.limits import MAX_INCARNATION_LEN

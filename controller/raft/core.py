@@ -201,6 +201,13 @@ class RaftCore:
     def is_leader(self) -> bool:
         return self.role == Role.LEADER
 
+    @property
+    def may_lack_committed(self) -> bool:
+        """Its log may lack entries the cluster committed: catching up, or fresh with nothing a
+        leader sent yet (a wiped member looks like a new cluster's until the leader's first
+        message; a new cluster has no master to grant a lease to before its first entry anyway)."""
+        return self.catching_up or (self.fresh and self.log.last_index() == 0 and self.log.offset == 0)
+
     def quorum_active(self, window_ms: int | None = None) -> bool:
         """Leader: has a majority answered within window_ms (default: the check-quorum window)?"""
         if self.role != Role.LEADER:

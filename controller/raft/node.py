@@ -347,8 +347,9 @@ class RaftNode:
 
     @property
     def catching_up(self) -> bool:
-        """No votes, no campaign, no lease grants: its log may lack committed entries."""
-        return self.core is not None and self.core.catching_up
+        """No lease grants: its log may lack committed entries (RaftCore.may_lack_committed; a
+        catching-up core neither votes nor campaigns either)."""
+        return self.core is None or self.core.may_lack_committed
 
     @property
     def term(self) -> int:

@@ -17,11 +17,12 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from autoswitch.controller import messages as msgs
+from autoswitch.controller.api import Heartbeat
 from autoswitch.controller.codes import Code
+from autoswitch.controller.failover.lease import LeaseFacts, lease_verdict
 from autoswitch.controller.failover.liveness import (
     MAX_ASSUMED_TIMEOUT_MS,
     NEVER_REPORTED,
-    Heartbeat,
     HeartbeatTable,
     LivenessView,
     NodeOpinion,
@@ -146,9 +147,19 @@ class LivenessDesk:
         controller only once they know it: its "never heard" must not count as DEAD) and grants
         no lease for a hold (an election decided without its opinion may still be committing)."""
         now = self.now_ms()
-        self.heartbeats.started_ms = now
-        self.heartbeats.startup_grace_ms = self.heartbeats.hold_ms
+        self.heartbeats.listen_afresh(now)
         self.log.info("controller_became_voter", listening_from_ms=now, no_grants_ms=self.heartbeats.hold_ms)
+
+    def caught_up_from_empty(self) -> None:
+        """This node started without its log (a wiped or replaced disk, a new member) and has now
+        caught up. Its DEAD reports from before the loss went with the disk (the marker that makes
+        a hold outlive a restart included), and an election built on one may still be
+        committing: it grants no lease for a hold from now, as a restart with an unknown marker
+        does (found by the lease simulator's wiped nodes)."""
+        now = self.now_ms()
+        self.heartbeats.listen_afresh(now)
+        self.log.info("controller_caught_up_listening_afresh", listening_from_ms=now,
+                      no_grants_ms=self.heartbeats.hold_ms)
 
     # ------------------------------------------------------------------ heartbeats
 
@@ -188,23 +199,19 @@ class LivenessDesk:
             self.alerter.emit_once("settings_mismatch", g, epoch, sm_adapter.wall_ms(), brokerId=r.broker_id,
                                    key="min_in_sync_replicas", broker=r.min_in_sync_replicas, controllers=configured,
                                    note="the smaller one decides which replicas stay electable")
-        why = self.heartbeats.lease_refusal(g, r.broker_id, r.epoch, epoch, now)
-        if why == "timeout" and leader:
-            self.alerter.emit_once("settings_mismatch", g, epoch, sm_adapter.wall_ms(), brokerId=r.broker_id,
-                                   key="heartbeat_timeout_ms", broker=r.assumed_timeout_ms,
-                                   controllers=self.heartbeats.timeout_ms,
-                                   note="no lease grant: the broker's lease was sized for a longer timeout")
-        if why == "hold" and master == r.broker_id and r.epoch == epoch and leader:
-            # the current master heartbeats, but a DEAD report about it stands: it will fence itself
-            self.alerter.emit_once("master_lease_refused", g, epoch, sm_adapter.wall_ms(), master=master,
-                                   reason="a DEAD report about it holds its lease grants")
-        if not self.registered_process(g, r.broker_id, r.incarnation):
-            return False
-        if why is not None or self.consensus.catching_up:
-            # a node catching up (wiped or recovered) may not have applied the newest MasterEpoch
-            return False
-        return self.membership.lease_refusal(hb.lease_quorum, hb.controllers_index,
-                                             self.consensus.applied_conf()) is None
+        verdict = lease_verdict(hb, LeaseFacts(
+            self_id=self.node_id, table_refusal=self.heartbeats.lease_refusal(g, r.broker_id, r.epoch, epoch, now),
+            registered_incarnation=self.sm.registered_incarnation(g, r.broker_id),
+            catching_up=self.consensus.catching_up, applied_conf=self.consensus.applied_conf(),
+            master_epoch=epoch, master_id=master or 0, is_leader=leader, timeout_ms=self.heartbeats.timeout_ms))
+        for alert in verdict.alerts:
+            self.alerter.emit_once(alert.kind, g, epoch, sm_adapter.wall_ms(), **alert.fields)
+        if verdict.refusal == "not_registered_process":
+            self.refusal_log.warning((g, r.broker_id), "broker_not_registered_process", group=g,
+                                     brokerId=r.broker_id,
+                                     registered=self.sm.registered_incarnation(g, r.broker_id)[:MAX_INCARNATION_LEN],
+                                     heard=r.incarnation[:MAX_INCARNATION_LEN], note="no lease grant until it registers")
+        return verdict.granted
 
     def max_assumed_timeout_ms(self) -> int:
         """The longest timeout a broker heard here sized its lease for (QueryLiveness answers it)."""
@@ -300,20 +307,6 @@ class LivenessDesk:
         raise NodeReply(Code.CONTROLLER_BROKER_INCARNATION_CONFLICT,
                         f"brokerId {b} of {g} is registered for incarnation {registered[:16]}, which a controller "
                         f"majority does not hold dead; a process that does not follow it cannot take the id over")
-
-    def registered_process(self, group: str, broker_id: int, incarnation: str) -> bool:
-        """Whether ``incarnation`` is the process the applied registration names (or either is
-        not stated). Another one's heartbeat is still recorded (it keeps the id alive here, so a
-        third process cannot register over it), but it earns no lease grant and its report counts
-        in no election (statemachine ``_same_process``): the controllers do not know that process.
-        A registration this node has not applied yet costs one round of grants, like any lag."""
-        registered = self.sm.registered_incarnation(group, broker_id)
-        if not registered or not incarnation or registered == incarnation:
-            return True
-        self.refusal_log.warning((group, broker_id), "broker_not_registered_process", group=group,
-                                 brokerId=broker_id, registered=registered[:MAX_INCARNATION_LEN],
-                                 heard=incarnation[:MAX_INCARNATION_LEN], note="no lease grant until it registers")
-        return False
 
     # ------------------------------------------------------------------ sessions
 

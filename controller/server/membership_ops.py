@@ -9,7 +9,8 @@ broker's lease counts grants from its own list of controllers, an election count
 a majority of the voters. A node grants only (1) while the configuration in force is applied and
 names it a voter, (2) to a broker whose heartbeat names that very configuration (its log index,
 learnt from heartbeat replies, which advertise applied configurations only), and (3) when the
-broker's lease quorum ``k`` satisfies ``k + majority(V) > |V|``. The leader (4) waits a heartbeat
+broker's lease quorum ``k`` satisfies ``k + majority(V) > |V|`` (rules 1-3 are
+controller/failover/lease.py's membership_refusal, part of the one lease rule). The leader (4) waits a heartbeat
 timeout after a voter change committed before the next one (voter-change pacing: pacing_wait_ms,
 checked here right before every voter change is proposed; the Raft core only tells when it saw
 the previous one committed). Then
@@ -24,7 +25,6 @@ from collections.abc import Callable
 from typing import TYPE_CHECKING
 
 from autoswitch.controller.consensus.membership import BadMembership, Member, Membership
-from autoswitch.controller.raft.quorum import majority
 
 from autoswitch.base.log import get_logger
 
@@ -32,15 +32,6 @@ if TYPE_CHECKING:
     from autoswitch.controller.consensus import Consensus
 
 PROMOTE_CHECK_S = 0.2            # how often the leader looks for caught-up learners
-
-
-def lease_quorum_ok(broker_quorum: int, voters: int) -> bool:
-    """May a voter grant a lease counted ``broker_quorum``-of-N by the broker? A quorum not
-    stated (0) is refused (issue 30): it skipped the rule, and a broker counting a quorum of one
-    could hold a lease no electing majority ever heard about. Every broker of this project states it."""
-    if broker_quorum <= 0:
-        return False
-    return broker_quorum + majority(voters) > voters
 
 
 def pacing_wait_ms(current: Membership, new: Membership, settled: tuple[int | None, int], gap_ms: int) -> int:
@@ -103,21 +94,6 @@ class MembershipView:
     @property
     def is_voter(self) -> bool:
         return self.self_id in self.voter_ids
-
-    def lease_refusal(self, broker_quorum: int, broker_conf_index: int,
-                      applied: tuple[int, Membership, bool]) -> str | None:
-        """Why this node's reply must not count towards a broker's master lease as far as
-        membership goes, or None. ``applied``: RaftNode.applied_conf()."""
-        index, conf, in_force = applied
-        if not in_force:
-            return "membership_change_pending"     # appended, not applied: it may still change
-        if self.self_id not in conf.voters:
-            return "not_voter"
-        if broker_conf_index != index:
-            return "other_membership"              # the broker counts another configuration's voters
-        if not lease_quorum_ok(broker_quorum, len(conf.voters)):
-            return "lease_quorum"
-        return None
 
 
 class MembershipChanges:

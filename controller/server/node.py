@@ -246,7 +246,9 @@ class ControllerNode:
         replicated state now says whether it ran here before. A first start (a new member, or the
         last of a first deployment to come up) is no alarm; a member the state records came back
         with an empty data directory: a wiped or replaced disk (issue 58, item 7; etcd tells the
-        two apart by --initial-cluster-state, we by what the cluster remembers)."""
+        two apart by --initial-cluster-state, we by what the cluster remembers). Either way it
+        listens afresh: no lease grant for a hold (LivenessDesk.caught_up_from_empty)."""
+        self.liveness.caught_up_from_empty()
         if self.node_id in self.sm.member_levels:
             self.log.warning("controller_rejoined_with_empty_data_dir", applied=self.sm.inner.last_applied_index,
                              note="this member ran in this cluster before and came back without its data directory "

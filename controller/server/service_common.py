@@ -7,13 +7,8 @@ from typing import Any, TypeVar
 
 import msgspec
 from autoswitch.controller import messages as m
-from autoswitch.controller.failover.liveness import (
-    HEALTH_SIGNALS,
-    BrokerHealth,
-    BrokerReport,
-    Heartbeat,
-    cap_timeout,
-)
+from autoswitch.controller.api import BrokerHealth, BrokerReport, Heartbeat
+from autoswitch.controller.failover.liveness import HEALTH_SIGNALS, cap_timeout
 
 from autoswitch.base import features
 from autoswitch.base.addr import is_hostport
@@ -169,7 +164,7 @@ def checked_heartbeat(r: pb.BrokerHeartbeatRequest) -> Heartbeat:
     except m.MalformedRequest as e:
         raise BadRequest(f"heartbeat: {e.message}") from None
     return Heartbeat(
-        group=r.broker_name,
+        cluster=r.cluster_name, group=r.broker_name,
         report=BrokerReport(broker_id=r.broker_id, address=r.broker_address, epoch=r.epoch, max_offset=r.max_offset,
                             confirm_offset=r.confirm_offset, election_priority=r.election_priority,
                             clean_shutdown=r.clean_shutdown, assumed_timeout_ms=cap_timeout(r.heartbeat_timeout_ms),

@@ -18,6 +18,8 @@ from typing import TYPE_CHECKING, Any
 
 import msgspec
 from autoswitch.controller import messages as m
+from autoswitch.controller.api import BrokerReport
+from autoswitch.controller.failover import liveness
 from autoswitch.controller.state.history import HistoryRecord
 
 if TYPE_CHECKING:
@@ -36,7 +38,7 @@ class MemberState(msgspec.Struct, frozen=True):
     max_offset: int
     last_heard_ms_ago: int
     incarnation: str = ""     # the registered process (a master admits HA connections of this one only)
-    # its last heartbeat's health (controller/failover/liveness.BrokerHealth) and digest verdict
+    # its last heartbeat's health (controller/api.BrokerHealth) and digest verdict
     degraded: bool = False
     degraded_reasons: tuple[str, ...] = ()
     append_ms: float = -1.0
@@ -61,11 +63,11 @@ def wall_ms() -> int:
     return int(time.time() * 1000)
 
 
-def live_info(broker_id: int, report: Any) -> m.BrokerLiveInfo:
-    """A liveness.BrokerReport (ours or a peer's) -> messages.BrokerLiveInfo; None ranks last."""
+def live_info(broker_id: int, report: BrokerReport | None) -> m.BrokerLiveInfo:
+    """A heartbeat report (ours or a peer's) -> messages.BrokerLiveInfo; None ranks last."""
     if report is None:
         return m.BrokerLiveInfo(broker_id=broker_id)
-    return report.live_info()
+    return liveness.live_info(report)
 
 
 def stamp(req: m.Request) -> m.Request:

@@ -7,7 +7,14 @@ from __future__ import annotations
 import asyncio
 
 import pytest
-from autoswitch.controller.api import ControllerCallFailed, FailKind, Heartbeat, ReplicaInfo, connect
+from autoswitch.controller.api import (
+    BrokerReport,
+    ControllerCallFailed,
+    FailKind,
+    Heartbeat,
+    ReplicaInfo,
+    connect,
+)
 from autoswitch.controller.client import ControllerClient
 
 from tests.integration.controller_harness import Cluster, wait_leader
@@ -17,9 +24,8 @@ pytestmark = pytest.mark.integration
 
 
 def _hb(bid: int) -> Heartbeat:
-    return Heartbeat(cluster="c1", group="g1", broker_id=bid, broker_addr=f"127.0.0.1:{30000 + bid}", epoch=0,
-                     max_offset=0, confirm_offset=0, election_priority=0, clean_shutdown=True,
-                     heartbeat_timeout_ms=0, incarnation="inc-one")   # the process registered below
+    return Heartbeat("c1", "g1", BrokerReport(broker_id=bid, address=f"127.0.0.1:{30000 + bid}",
+                                              incarnation="inc-one"))   # the process registered below
 
 
 def test_typed_calls_and_classified_failures_against_real_controllers(procs, tmp_path):

@@ -10,7 +10,7 @@ import asyncio
 
 import pytest
 from autoswitch.controller import config as cfgmod
-from autoswitch.controller.api import ControllerCallFailed, Heartbeat, connect
+from autoswitch.controller.api import BrokerReport, ControllerCallFailed, Heartbeat, connect
 from autoswitch.controller.client import ControllerClient
 from autoswitch.controller.server.node import ControllerNode
 
@@ -24,9 +24,8 @@ TIMEOUT_MS = 2000
 
 
 def _hb(incarnation: str) -> Heartbeat:
-    return Heartbeat(cluster="c", group="g", broker_id=1, broker_addr=f"{HOST}:1", epoch=0, max_offset=0,
-                     confirm_offset=0, election_priority=0, clean_shutdown=True, heartbeat_timeout_ms=TIMEOUT_MS,
-                     incarnation=incarnation)
+    return Heartbeat("c", "g", BrokerReport(broker_id=1, address=f"{HOST}:1", assumed_timeout_ms=TIMEOUT_MS,
+                                            incarnation=incarnation))
 
 
 def test_a_copy_takes_a_brokerid_over_only_once_a_majority_holds_the_original_dead(tmp_path):

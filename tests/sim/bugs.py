@@ -30,7 +30,9 @@ VOTE_HUNT = FaultMix(every_ms=150, partition=0.35, one_way=0.2, heal=0.25, crash
 # elections since the power-loss seeds changed: 371 -> 500 (rarer since the model's new master
 # fsyncs before it serves, as the broker does: only a stale view naming the restarted master of
 # its own epoch is left to bite); on 2026-12-07 (hostile Raft peers, issue 59): learner_may_lead
-# 6 -> 20, no_term_rise_budget 1 -> 5 (vote_not_persisted moved to 77)
+# 6 -> 20, no_term_rise_budget 1 -> 5 (vote_not_persisted moved to 77); the same day, wiped controllers
+# in the plain lease scenarios (issue 60 item 1): lease_grant_catching_up 22 -> 60,
+# no_listen_afresh_after_catch_up 7 -> 20 (accept_second_incarnation now first caught at 5)
 CATCH_BOUND = {
     "no_union_sss": 150,
     "elect_outside_sss": 20,
@@ -55,12 +57,16 @@ CATCH_BOUND = {
     "lower_timeout_below_floor": 5,
     "learner_may_lead": 20,
     "no_term_rise_budget": 5,
+    "lease_grant_catching_up": 60,
+    "no_listen_afresh_after_catch_up": 20,
 }
 # planted bugs that need the power cuts of DataSim(power_loss=True)
 POWER_BUGS = {"report_restart_clean", "resume_epoch_after_unclean", "unstated_min_isr", "accept_second_incarnation"}
 
 # planted membership bugs -> the rule of the lease simulator they switch off
 MEMBERSHIP_RULE_OFF = {"membership_no_pacing": "pacing", "membership_grant_unapplied": "applied_conf"}
+# planted bugs of a wiped controller (the plain lease scenarios' wipes) -> the rule they switch off
+WIPE_RULE_OFF = {"lease_grant_catching_up": "catching_up", "no_listen_afresh_after_catch_up": "listen_afresh"}
 
 # The lease bugs need an election that takes a while to commit, which only the lease simulator
 # models (the data simulator commits elections at once): one "seed" is a batch of its scenarios.
@@ -86,6 +92,9 @@ def run_with_bug(bug: str, seed: int) -> Violation | None:
         if bug == "store_no_fence":
             _, bad = lease_sim.run_scenarios(seed * LEASE_BATCH, LEASE_BATCH, store=True,
                                              rules=frozenset({"store_fence"}))
+            return Violation("lease.outlives_election", bad[0][2], 0) if bad else None
+        if bug in WIPE_RULE_OFF:
+            _, bad = lease_sim.run_scenarios(seed * LEASE_BATCH, LEASE_BATCH, rules=frozenset({WIPE_RULE_OFF[bug]}))
             return Violation("lease.outlives_election", bad[0][2], 0) if bad else None
         if bug in MEMBERSHIP_RULE_OFF:
             _, bad = lease_sim.run_scenarios(seed * LEASE_BATCH, LEASE_BATCH, membership=True,

@@ -22,7 +22,10 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from autoswitch.broker.replicas.lease import LeaseConfig
-from autoswitch.controller.failover.liveness import BrokerReport, HeartbeatTable, LivenessView
+from autoswitch.controller.api import BrokerReport, Heartbeat
+from autoswitch.controller.consensus.membership import Membership
+from autoswitch.controller.failover.lease import LeaseFacts, lease_verdict
+from autoswitch.controller.failover.liveness import HeartbeatTable, LivenessView
 from autoswitch.controller.messages import (
     TRIGGER_ADMIN,
     TRIGGER_BROKER,
@@ -160,6 +163,7 @@ class CtlNode:
     clock: Clock
     table: HeartbeatTable
     applied_epoch: int = 0
+    applied_master: int = 0
 
 
 @dataclass
@@ -288,6 +292,7 @@ class DataSim:
         self.now = 0
         self.stats = Stats()
         self.ctl_ids = [f"c{i}" for i in range(n_ctl)]
+        self.membership = Membership.of_ids(self.ctl_ids)     # the bootstrap one: index 0
         drift = 0.004       # |rate - 1| <= 0.004 per node: relative drift < max_clock_rate_drift 0.01
         table_cls = HoldFromFirstReportTable if "lease_hold_from_first_report" in bugs else HeartbeatTable
         self.ctl = {c: CtlNode(c, clk := Clock(1 + self.rng.uniform(-drift, drift), self.rng.randint(0, 5000)),
@@ -393,6 +398,7 @@ class DataSim:
         for c in self.ctl.values():
             if (c.cid == ld or self.reach(ld, c.cid)) and epoch > c.applied_epoch:
                 c.applied_epoch = epoch
+                c.applied_master = g.master_broker_id if g and g.master_broker_id else 0
                 c.table.release(GROUP, master_id=g.master_broker_id if g else None)
 
     def _opinions(self, ld: str) -> LivenessView:
@@ -492,17 +498,23 @@ class DataSim:
         now = c.clock.local(self.now)
         kind = msg[0]
         if kind == "hb":
-            _, bid, rnd, report = msg
+            _, rnd, hb = msg
+            report = hb.report
+            bid = report.broker_id
             live = c.table.live_incarnation(GROUP, bid, now)
             if self._checks_incarnations() and report.incarnation and live and live != report.incarnation:
                 self.net.send(self.now, cid, frm, ("hb_ok", cid, rnd, False, c.applied_epoch))    # refused (2910)
                 return
             c.table.record(GROUP, report, now)
-            granted = c.table.grants_lease(GROUP, bid, report.epoch, c.applied_epoch, now)
-            # node.registered_process: no grant for a process the registration does not name
-            registered = self.registered_incarnation(bid)
-            if self._checks_incarnations() and registered and report.incarnation and registered != report.incarnation:
-                granted = False
+            # the production rule on what this node knows: its controllers never lose their log
+            # here (the Raft simulator's wiped members and the lease simulator's wipes do), and
+            # their membership is the bootstrap one the brokers name (index 0)
+            granted = lease_verdict(hb, LeaseFacts(
+                self_id=cid, table_refusal=c.table.lease_refusal(GROUP, bid, report.epoch, c.applied_epoch, now),
+                registered_incarnation=self.registered_incarnation(bid) if self._checks_incarnations() else "",
+                catching_up=False, applied_conf=(0, self.membership, True), master_epoch=c.applied_epoch,
+                master_id=c.applied_master, is_leader=cid == self.ctl_leader(),
+                timeout_ms=c.table.timeout_ms)).granted
             self.net.send(self.now, cid, frm, ("hb_ok", cid, rnd, granted, c.applied_epoch))
             return
         if kind == "req" and cid == self.ctl_leader():
@@ -635,13 +647,16 @@ class DataSim:
         self._req_seq += 1
         return self._req_seq
 
-    def send_heartbeat(self, b: Broker, controller: str, rnd: int, clean: bool) -> None:
+    def send_heartbeat(self, b: Broker, cmd: Any, rnd: int) -> None:
+        """The heartbeat the adapter builds from the core's SendHeartbeat (broker/replicas/
+        replicas_adapter.py), with the log's position read at send time."""
         last = b.log.epochs.last()
         rep = BrokerReport(b.bid, self.bname(b.key), last.epoch if last else 0, b.log.max_offset,
-                           b.log.confirm_offset, 0, clean, incarnation=b.incarnation,
+                           b.log.confirm_offset, 0, cmd.clean_shutdown, incarnation=b.incarnation,
                            min_in_sync_replicas=self._stated_min_isr(), ack_mode=self._stated_ack_mode(),
-                               assumed_timeout_ms=self._stated_timeout())
-        self.net.send(self.now, self.bname(b.key), controller, ("hb", b.bid, rnd, rep))
+                           assumed_timeout_ms=self._stated_timeout())
+        hb = Heartbeat(CLUSTER, GROUP, rep, lease_quorum=cmd.lease_quorum, controllers_index=cmd.controllers_index)
+        self.net.send(self.now, self.bname(b.key), cmd.controller, ("hb", rnd, hb))
 
     def _on_broker_msg(self, b: Broker, frm: str, msg: tuple) -> None:
         rm_driver.on_message(self, b, msg)

@@ -8,7 +8,13 @@ leader) asks every node that is up (``report_opinion``) about a master it does n
 on a majority DEAD verdict an election commits after a delay shorter than ``hold_ms``; every
 node applies the new MasterEpoch a little later (a node that is down applies it when it is
 back). A node may restart: it loses its table (holds included) and comes back with the
-start-up pause its fsynced last-DEAD-report time gives (``prior_dead_report_age_ms``).
+start-up pause its fsynced last-DEAD-report time gives (``prior_dead_report_age_ms``). A node
+may be wiped: it comes back with an empty data directory (no log, no marker: "never reported"),
+catches up from the leader for a while and then listens afresh, as ControllerNode does.
+
+Every grant is the production rule, ``controller/failover/lease.lease_verdict``, on the facts the
+simulated node has (its table's refusal, whether it is catching up, its applied configuration);
+planted bugs change the facts a node gathers or wrap the rule, never re-write it.
 
 Claim checked: the old master's lease never covers any real time at or after the commit.
 
@@ -25,8 +31,10 @@ import math
 import random
 
 from autoswitch.broker.replicas.lease import ClockGapDetector, LeaseConfig, MasterLease
-from autoswitch.controller.failover.liveness import NEVER_REPORTED, BrokerReport, HeartbeatTable, LivenessView
-from autoswitch.controller.server.membership_ops import lease_quorum_ok
+from autoswitch.controller.api import BrokerReport, Heartbeat
+from autoswitch.controller.consensus.membership import Membership
+from autoswitch.controller.failover.lease import LeaseFacts, lease_verdict
+from autoswitch.controller.failover.liveness import NEVER_REPORTED, HeartbeatTable, LivenessView
 from autoswitch.controller.store.config import ETCD_REVOKE_LOOP_MS, StoreBackendConfig
 
 H, L, RHO, SAFETY = 10_000, 6_000, 0.01, 2_000
@@ -107,8 +115,11 @@ def simulate(sc, table_factory=HeartbeatTable, rules: frozenset[str] = frozenset
     only if the store has not fenced the leader by then, and once it did the ``successor`` takes
     the lock and scans with its own table, both when the backend ``kind`` says
     (``store_fence_model``: SQL, etcd or ZooKeeper).
-    ``rules`` switches rules off for the planted-bug tests ("pacing", "same_conf", "applied_conf",
-    "store_fence");
+    ``wipes`` (node -> [(real time, down ms, catch-up ms)]): the node loses its data directory;
+    it is catching up (the rule's third test) from its return until ``catch-up ms`` later, then
+    has applied every entry committed by then and listens afresh (``HeartbeatTable.listen_afresh``).
+    ``rules`` switches rules off for the planted-bug tests ("pacing", "applied_conf",
+    "store_fence", "catching_up", "listen_afresh");
     ``table_factory`` builds the tables (planted bugs in the liveness rules)."""
     conf = sc.get("membership")
     nodes = (*NODES, SPARE) if conf else NODES
@@ -128,6 +139,9 @@ def simulate(sc, table_factory=HeartbeatTable, rules: frozenset[str] = frozenset
     first_leader = leader
     pause: list[float] | None = None
     restarts = sc.get("restarts") or {}
+    wipes = sc.get("wipes") or {}
+    members = [Membership.of_ids(list(v)) for v in voters_of]
+    caught_up_at = dict.fromkeys(nodes, -1.0)    # a wiped node is catching up until then
     last_report: dict[str, float] = {}      # node -> real time of its last DEAD report
     gap_ms = 0 if "pacing" in rules else H
 
@@ -245,6 +259,9 @@ def simulate(sc, table_factory=HeartbeatTable, rules: frozenset[str] = frozenset
     for n, rs in restarts.items():
         for t, d in rs:
             at(t, "crash", n, d)
+    for n, ws in wipes.items():
+        for t, d, catch in ws:
+            at(t, "wipe", n, d, catch)
     if conf:
         at(conf["t1"], "append1")
     if sc.get("timeout_change"):
@@ -284,11 +301,17 @@ def simulate(sc, table_factory=HeartbeatTable, rules: frozenset[str] = frozenset
             now = clocks[n].local(t)
             tables[n].record(G, BrokerReport(M, epoch=1, max_offset=100, assumed_timeout_ms=H), now)
             quorum, named = round_info.get(rnd, (0, 0))
-            mine = voters_of[conf_applied[n] if "applied_conf" in rules else view[n]]
-            ok = (n in mine and lease_quorum_ok(quorum, len(mine))
-                  and ("applied_conf" in rules or conf_applied[n] == view[n])
-                  and ("same_conf" in rules or named == view[n]))
-            granted = ok and tables[n].grants_lease(G, M, 1, applied[n], now)
+            # Consensus.applied_conf(): the applied configuration, in force unless a newer one is
+            # appended ("applied_conf" off, the planted bug: the appended one counts as applied)
+            step_ = view[n] if "applied_conf" in rules else conf_applied[n]
+            facts = LeaseFacts(
+                self_id=n, table_refusal=tables[n].lease_refusal(G, M, 1, applied[n], now),
+                registered_incarnation="", catching_up=t < caught_up_at[n] and "catching_up" not in rules,
+                applied_conf=(step_, members[step_], step_ == view[n]), master_epoch=applied[n],
+                master_id=M if applied[n] <= 1 else 2, is_leader=n == leader, timeout_ms=tables[n].timeout_ms)
+            hb = Heartbeat("c", G, BrokerReport(M, epoch=1, max_offset=100, assumed_timeout_ms=H),
+                           lease_quorum=quorum, controllers_index=named)
+            granted = lease_verdict(hb, facts).granted
             if not down(down_from.get(n, ()), t) and (granted or conf):
                 k += 1
                 at(t + delay + jitter[k % 8], "reply", n, rnd, conf_applied[n], granted)
@@ -389,6 +412,37 @@ def simulate(sc, table_factory=HeartbeatTable, rules: frozenset[str] = frozenset
             (n,) = args
             if t >= down_until[n]:
                 tables[n] = new_table(n, t, False)
+        elif kind == "wipe":
+            # the data directory is gone: the log (and what it applied), the DEAD-report marker
+            n, d, catch = args
+            down_until[n] = max(down_until[n], t + d)
+            caught_up_at[n] = max(caught_up_at[n], t + d + catch)
+            last_report.pop(n, None)
+            applied[n] = 0
+            next_apply[n] = 0
+            at(t + d, "wiped_up", n)
+            at(caught_up_at[n], "caught_up", n)
+        elif kind == "wiped_up":
+            (n,) = args
+            if t >= down_until[n]:
+                tables[n] = new_table(n, t, True)
+        elif kind == "caught_up":
+            (n,) = args
+            if t < caught_up_at[n] or t < down_until[n]:
+                continue
+            # up to the leader's commit index: every entry committed by now is applied
+            while next_apply[n] < len(chain) and chain[next_apply[n]][3] is not None \
+                    and chain[next_apply[n]][3] <= t:
+                item = chain[next_apply[n]]
+                next_apply[n] += 1
+                if item[0] == "elect":
+                    applied[n] = 2
+                    tables[n].release(G, master_id=2)
+                else:
+                    conf_applied[n] = max(conf_applied[n], item[1])
+            applied[n] = max(applied[n], 1)      # the bootstrap's MasterEpoch 1 (M)
+            if "listen_afresh" not in rules:
+                tables[n].listen_afresh(clocks[n].local(t))      # LivenessDesk.caught_up_from_empty
         exp = lease.expires_at()
         # A lease counts from the reply that completes its quorum: one learnt only after it ran
         # out (a paused controller's late grants) never let the master acknowledge anything.
@@ -478,6 +532,17 @@ def timeout_change(rng: random.Random) -> tuple[int, int] | None:
     if rng.random() >= 0.2:
         return None
     return rng.randint(0, END), rng.choice((H // 3, H // 2, 2 * H))
+
+
+def wipes(rng: random.Random, leader: str) -> dict[str, list[tuple[int, int, int]]]:
+    """One plain scenario in four wipes a controller other than the scanning leader once: it is
+    back after up to ``MAX_RESTART_DOWN_MS`` with an empty data directory and catches up for up to
+    0.2 s or 5 s. Its own RNG (``lease-wipe/<i>``), so every other draw is the one of before."""
+    if rng.random() >= 0.25:
+        return {}
+    n = rng.choice([x for x in NODES if x != leader])
+    return {n: [(rng.randint(0, END), rng.randint(0, MAX_RESTART_DOWN_MS),
+                 rng.choice((rng.randint(0, 200), rng.randint(0, 5_000))))]}
 
 
 def membership_scenario(rng: random.Random) -> dict:
@@ -602,6 +667,7 @@ def run_scenarios(start: int, count: int, table_factory=HeartbeatTable, progress
         if not membership and not store:
             sc["broker_stop"] = broker_stop(random.Random(f"lease-stop/{i}"))
             sc["timeout_change"] = timeout_change(random.Random(f"lease-timeout/{i}"))
+            sc["wipes"] = wipes(random.Random(f"lease-wipe/{i}"), sc.get("leader", "n0"))
         commit_at, last_valid = simulate(sc, table_factory, rules)
         elections += commit_at is not None
         if commit_at is not None and last_valid is not None and last_valid > commit_at:

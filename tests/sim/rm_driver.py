@@ -121,7 +121,7 @@ def _one(sim: DataSim, b: Broker, cmd: Any) -> list:
         case rmm.SendHeartbeat():
             rid = sim.next_rid()
             b.rm_pending[rid] = (cmd, sim.now + RPC_TIMEOUT_MS)
-            sim.send_heartbeat(b, cmd.controller, rid, cmd.clean_shutdown)
+            sim.send_heartbeat(b, cmd, rid)
         case rmm.BecomeMaster() | rmm.BecomeSlave() | rmm.BecomeFenced():
             return _role(sim, b, cmd)
         case rmm.SetFenced():

@@ -17,7 +17,7 @@ import sys
 import time
 
 from . import controller_sim, data_sim, lease_sim
-from .bugs import MEMBERSHIP_RULE_OFF
+from .bugs import MEMBERSHIP_RULE_OFF, WIPE_RULE_OFF
 from .common import BUGS, HoldFromFirstReportTable, Stats, Violation, quiet_logs
 
 
@@ -121,6 +121,7 @@ def _run_lease(start: int, count: int, bugs: frozenset[str], membership: bool = 
     """Lease scenarios start .. start+count-1; prints each violation as a pasteable scenario."""
     table = HoldFromFirstReportTable if "lease_hold_from_first_report" in bugs else lease_sim.HeartbeatTable
     rules = frozenset(MEMBERSHIP_RULE_OFF[b] for b in bugs if b in MEMBERSHIP_RULE_OFF) \
+        | frozenset(WIPE_RULE_OFF[b] for b in bugs if b in WIPE_RULE_OFF) \
         | ({"store_fence"} if "store_no_fence" in bugs else set())
     t0 = time.monotonic()
 

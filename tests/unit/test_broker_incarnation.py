@@ -4,7 +4,8 @@ a start that does not follow the registered one must catch up again before it is
 
 from __future__ import annotations
 
-from autoswitch.controller.failover.liveness import BrokerReport, HeartbeatTable
+from autoswitch.controller.api import BrokerReport
+from autoswitch.controller.failover.liveness import HeartbeatTable
 from autoswitch.controller.messages import (
     TRIGGER_ADMIN,
     TRIGGER_CONTROLLER,

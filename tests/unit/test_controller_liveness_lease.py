@@ -11,7 +11,8 @@ plain seeded generator (``python -m tests.sim.soak --lease-scenarios N``).
 from __future__ import annotations
 
 import pytest
-from autoswitch.controller.failover.liveness import BrokerReport, HeartbeatTable, Opinion
+from autoswitch.controller.api import BrokerReport
+from autoswitch.controller.failover.liveness import HeartbeatTable, Opinion
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
@@ -151,7 +152,7 @@ def test_restarted_node_grants_nothing_until_the_hold_of_its_last_report_is_over
 
 
 def _report(broker_id: int = 1, epoch: int = 1):
-    from autoswitch.controller.failover.liveness import BrokerReport
+    from autoswitch.controller.api import BrokerReport
     return BrokerReport(broker_id, epoch=epoch)
 
 
@@ -260,7 +261,8 @@ def test_no_lease_grant_to_a_broker_sized_for_a_longer_timeout():
     the master was not heard by anyone (the floor counts brokers heard within the timeout) let
     its next lease, sized for the old timeout, outlive an election. A node grants no lease to a
     broker whose stated timeout is longer than its own."""
-    from autoswitch.controller.failover.liveness import BrokerReport, HeartbeatTable
+    from autoswitch.controller.api import BrokerReport
+    from autoswitch.controller.failover.liveness import HeartbeatTable
 
     t = HeartbeatTable(started_ms=0, timeout_ms=3_000, startup_grace_ms=0)
     t.record("g", BrokerReport(1, epoch=1, assumed_timeout_ms=10_000), 100)

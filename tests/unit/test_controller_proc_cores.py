@@ -188,7 +188,8 @@ def test_watchers_bounded_and_slow_subscriber_dropped():
 
 
 def test_liveness_opinions_roundtrip_the_wire():
-    from autoswitch.controller.failover.liveness import BrokerReport, NodeOpinion, Opinion
+    from autoswitch.controller.api import BrokerReport
+    from autoswitch.controller.failover.liveness import NodeOpinion, Opinion
     from autoswitch.controller.failover.peers import opinion_from_pb, opinion_to_pb
 
     rep = BrokerReport(broker_id=2, epoch=3, max_offset=1 << 40, confirm_offset=7, election_priority=-1,

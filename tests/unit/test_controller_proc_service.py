@@ -200,6 +200,7 @@ def test_heartbeat_health_is_checked_and_carried_to_the_election_evidence():
     """Health signals and the digest verdict come from the broker: unknown signal names, a degraded
     flag that disagrees with its reasons, and absurd figures are refused (CONTROLLER_MALFORMED_REQUEST);
     valid ones reach the liveness report and the BrokerLiveInfo an election carries."""
+    from autoswitch.controller.failover.liveness import live_info
     from autoswitch.controller.server.service_common import checked_heartbeat
 
     node = RecordingNode()
@@ -215,4 +216,4 @@ def test_heartbeat_health_is_checked_and_carried_to_the_election_evidence():
     assert asyncio.run(s.BrokerHeartbeat(ok, None)).header.code == 0
     hb = checked_heartbeat(ok)
     assert hb.report.degraded and hb.report.health.reasons == ("fsync", "loop_lag")
-    assert hb.report.health.fsync_ms == 812.5 and hb.report.live_info().diverged
+    assert hb.report.health.fsync_ms == 812.5 and live_info(hb.report).diverged

@@ -3,9 +3,9 @@ plans, and the state machine's rules for crash-only elections (docs/controller.m
 
 from __future__ import annotations
 
+from autoswitch.controller.api import BrokerReport
 from autoswitch.controller.codes import Code
 from autoswitch.controller.failover.liveness import (
-    BrokerReport,
     HeartbeatTable,
     LivenessView,
     MasterRef,
@@ -172,7 +172,7 @@ def test_a_new_process_session_does_not_revive_the_crashed_process_report():
     broker alive again *with the dead process's last report* (clean, its old max offset): the new
     process's heartbeats were refused as a second incarnation and the controller elected the
     slave as clean although it had just lost its unsynced tail."""
-    from autoswitch.controller.failover.liveness import BrokerReport
+    from autoswitch.controller.api import BrokerReport
 
     t = table()
     t.record("g", BrokerReport(broker_id=2, epoch=1, max_offset=36_900, clean_shutdown=True, incarnation="old"), 10)

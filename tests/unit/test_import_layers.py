@@ -12,6 +12,7 @@ PURE = [
     "autoswitch.ha.codec", "autoswitch.ha.config", "autoswitch.ha.master_session", "autoswitch.ha.slave_session",
     "autoswitch.ha.sync_state", "autoswitch.ha.commit_point", "autoswitch.epochfile", "autoswitch.controller.raft.core",
     "autoswitch.controller.raft.raftlog", "autoswitch.controller.state.statemachine", "autoswitch.controller.failover.liveness",
+    "autoswitch.controller.failover.lease",
     "autoswitch.broker.replicas.lease", "autoswitch.broker.replicas.replicas_manager",
 ]
 

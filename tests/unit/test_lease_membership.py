@@ -1,10 +1,12 @@
-"""The master lease across a controller membership change (broker/replicas/lease.py, controller/server/membership_ops.py)."""
+"""The master lease across a controller membership change (broker/replicas/lease.py, controller/failover/lease.py,
+controller/server/membership_ops.py)."""
 
 from __future__ import annotations
 
 from autoswitch.broker.replicas.lease import LeaseConfig, MasterLease
 from autoswitch.controller.consensus.membership import Member, Membership
-from autoswitch.controller.server.membership_ops import MembershipView, lease_quorum_ok
+from autoswitch.controller.failover.lease import lease_quorum_ok, membership_refusal
+from autoswitch.controller.server.membership_ops import MembershipView
 
 CFG = LeaseConfig(master_lease_ms=600, heartbeat_timeout_ms=1000, safety_ms=100)
 
@@ -57,23 +59,18 @@ def test_answers_to_rounds_sent_before_an_adoption_never_count():
     assert lease.on_reply("c2", r2, 10.12) and lease.expires_at() == 10.7
 
 
-def _view(self_id: str = "n1") -> MembershipView:
-    return MembershipView(self_id, Membership.of_ids(["n1", "n2", "n3"]), {})
-
-
 def test_a_voter_grants_only_under_its_applied_configuration_named_by_the_broker():
     three = Membership.of_ids(["n1", "n2", "n3"])
     four = Membership.of_ids(["n1", "n2", "n3", "n4"])
-    v = _view()
-    assert v.lease_refusal(2, 0, (0, three, True)) is None
-    assert v.lease_refusal(2, 7, (7, four, True)) is None
-    assert v.lease_refusal(2, 7, (7, four, False)) == "membership_change_pending"
-    assert v.lease_refusal(2, 0, (7, four, True)) == "other_membership", "the broker counts the old voters"
-    assert v.lease_refusal(2, 9, (7, four, True)) == "other_membership"
-    assert v.lease_refusal(0, 0, (7, four, True)) == "other_membership", "a broker that names none"
-    assert v.lease_refusal(1, 7, (7, four, True)) == "lease_quorum"
-    assert _view("n9").lease_refusal(2, 7, (7, four, True)) == "not_voter"
-    assert _view("n4").lease_refusal(2, 0, (0, three, True)) == "not_voter", "a learner"
+    assert membership_refusal("n1", 2, 0, (0, three, True)) is None
+    assert membership_refusal("n1", 2, 7, (7, four, True)) is None
+    assert membership_refusal("n1", 2, 7, (7, four, False)) == "membership_change_pending"
+    assert membership_refusal("n1", 2, 0, (7, four, True)) == "other_membership", "the broker counts the old voters"
+    assert membership_refusal("n1", 2, 9, (7, four, True)) == "other_membership"
+    assert membership_refusal("n1", 0, 0, (7, four, True)) == "other_membership", "a broker that names none"
+    assert membership_refusal("n1", 1, 7, (7, four, True)) == "lease_quorum"
+    assert membership_refusal("n9", 2, 7, (7, four, True)) == "not_voter"
+    assert membership_refusal("n4", 2, 0, (0, three, True)) == "not_voter", "a learner"
 
 
 def test_heartbeat_replies_advertise_the_applied_configuration_only():

@@ -228,12 +228,12 @@ def test_registers_elects_itself_reports_sss_and_shuts_down_cleanly(tmp_path):
         assert got == (frozenset({1, 2}), 2)
         with pytest.raises(SyncStateSetRejected):
             await a.proposer.propose(1, 2, frozenset({2}))  # a set without the master
-        await wait_for(lambda: api.heartbeats[-1].epoch == 3, "heartbeat carries the log's last epoch")
-        hb = api.heartbeats[-1]
+        await wait_for(lambda: api.heartbeats[-1].report.epoch == 3, "heartbeat carries the log's last epoch")
+        hb = api.heartbeats[-1].report
         assert (hb.broker_id, hb.max_offset, hb.confirm_offset) == (1, 4096, 2048)
         assert a.status()["role"] == "master" and a.status()["fenced"] is None
         await hooks.drain(5)
-        assert all(h.clean_shutdown for h in api.heartbeats), "a first start has an intact log"
+        assert all(h.report.clean_shutdown for h in api.heartbeats), "a first start has an intact log"
         await a.stop()
         await hooks.close()
 
@@ -349,7 +349,7 @@ def test_abort_marker_reports_unclean_restart_until_clean_stop(tmp_path):
             # what the HA slave reports once its log reached its master's confirmOffset (a lone
             # unclean broker has no master to fetch from here)
             a.core.roles.note_log_intact("caught_up_to_confirm_offset")
-        intact = api.heartbeats[0].clean_shutdown
+        intact = api.heartbeats[0].report.clean_shutdown
         # registration states it too (it always said clean before issue 30): the controller
         # takes an unclean replica out of the SyncStateSet when it registers
         assert api.registered_clean[0] == intact

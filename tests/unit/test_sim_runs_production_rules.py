@@ -1,0 +1,53 @@
+"""The simulators call the rules production runs, never a copy (issue 60 item 1, issue 61): read
+on the source, so a simulator that composes its own lease grant again fails here before a
+review finds it."""
+
+from __future__ import annotations
+
+import ast
+from pathlib import Path
+
+import pytest
+
+ROOT = Path(__file__).resolve().parents[2]
+LEASE_SIMULATORS = ("tests/sim/data_sim.py", "tests/sim/lease_sim.py")
+
+
+def _tree(rel: str) -> ast.Module:
+    return ast.parse((ROOT / rel).read_text())
+
+
+def _imports(tree: ast.Module) -> set[tuple[str, str]]:
+    return {(n.module or "", a.name) for n in ast.walk(tree) if isinstance(n, ast.ImportFrom) for a in n.names}
+
+
+def _called(tree: ast.Module) -> set[str]:
+    out = set()
+    for n in ast.walk(tree):
+        if isinstance(n, ast.Call):
+            f = n.func
+            out.add(f.id if isinstance(f, ast.Name) else f.attr if isinstance(f, ast.Attribute) else "")
+    return out
+
+
+@pytest.mark.parametrize("rel", ["controller/server/liveness_desk.py", *LEASE_SIMULATORS])
+def test_every_lease_grant_is_the_one_rule(rel):
+    tree = _tree(rel)
+    assert ("autoswitch.controller.failover.lease", "lease_verdict") in _imports(tree)
+    called = _called(tree)
+    assert "lease_verdict" in called
+    # the pieces of the rule are not composed by hand next to it
+    pieces = {"grants_lease", "membership_refusal", "lease_quorum_ok"}
+    assert not called & pieces, called & pieces
+
+
+def test_no_lease_rule_is_defined_outside_its_module():
+    """lease_quorum_ok, membership_refusal and lease_verdict have one definition."""
+    names = {"lease_quorum_ok", "membership_refusal", "lease_verdict"}
+    found: dict[str, list[str]] = {}
+    for folder in ("controller", "broker", "tests/sim"):
+        for path in (ROOT / folder).rglob("*.py"):
+            for n in ast.walk(ast.parse(path.read_text())):
+                if isinstance(n, ast.FunctionDef) and n.name in names:
+                    found.setdefault(n.name, []).append(str(path.relative_to(ROOT)))
+    assert found == {k: ["controller/failover/lease.py"] for k in names}, found
