@@ -329,6 +329,32 @@ class BrokerConfig(SecurityKeys):
             min_in_sync_zones=self.min_in_sync_zones,
         ).validate()
 
+    def store_config(self) -> Any:
+        """The ``[store]`` table as the store's config (unknown keys refused). The store must accept
+        every body the broker accepts; it is never lowered to the broker's limit, because a slave's
+        store must also take what its master (maybe configured with a larger limit) replicates."""
+        from autoswitch.broker.storage.store import StoreConfig
+
+        values = dict(self.store)
+        if self.max_message_bytes > StoreConfig.max_message_bytes and "max_message_bytes" not in values:
+            values["max_message_bytes"] = self.max_message_bytes
+        return _table(StoreConfig, values, "store")
+
+    def ha_config(self) -> Any:
+        """The ``[ha]`` table as HA's config, validated; the broker-level ack settings are the single
+        source of truth for HA's ack rule (setting them in ``[ha]`` is refused)."""
+        from autoswitch.ha.config import HAConfig
+
+        values = dict(self.ha)
+        clash = {"ack_mode", "in_sync_replicas", "min_in_sync_replicas", "min_in_sync_zones"} & set(values)
+        if clash:
+            raise ConfigError(f"set {sorted(clash)} at the broker level, not in [ha]", keys=sorted(clash))
+        values["ack_mode"] = HA_ACK_MODE[self.ack_mode]
+        values["in_sync_replicas"] = self.in_sync_replicas
+        values["min_in_sync_replicas"] = self.min_in_sync_replicas
+        values["min_in_sync_zones"] = self.min_in_sync_zones
+        return _table(HAConfig, values, "ha").validate()
+
     def hook_config(self) -> Any:
         from autoswitch.broker.replicas.hooks import HookConfig
 
@@ -341,6 +367,17 @@ class BrokerConfig(SecurityKeys):
 
 
 _FIELDS = {f.name: f for f in dataclasses.fields(BrokerConfig)}
+# Broker config names -> HAConfig.ack_mode values.
+HA_ACK_MODE = {"master": "master", "all": "all", "quorum": "in_sync_replicas"}
+
+
+def _table(cls: type, values: dict[str, Any], what: str) -> Any:
+    """A config dataclass from a TOML table, refusing unknown keys."""
+    values = check_values(cls, values, f"[{what}]")
+    try:
+        return cls(**values)
+    except TypeError as e:
+        raise ConfigError(f"bad [{what}] config: {e}") from e
 
 
 def load_config(path: str | Path | None, overrides: dict[str, Any]) -> BrokerConfig:

@@ -12,11 +12,11 @@ ReplicasManager calls the same two methods.
 from __future__ import annotations
 
 import asyncio
-import dataclasses
 import functools
 import hashlib
 import time
 from collections.abc import Awaitable, Callable
+from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any, Literal
 
 from autoswitch.broker.config import BrokerConfig, parse_hostport
@@ -45,36 +45,34 @@ if TYPE_CHECKING:
 Role = Literal["master", "slave", "fenced"]
 RoleHook = Callable[[str, int], Awaitable[None] | None]
 
-# Broker CLI/config names -> HAConfig.ack_mode values.
-HA_ACK_MODE = {"master": "master", "all": "all", "quorum": "in_sync_replicas"}
-
 DIGEST_CHUNK_BYTES = 1024 * 1024
 MAX_DIGEST_BYTES = 4 * 1024 * 1024 * 1024
 LOG_RANGES_MAX = 1024           # ranges per LogRanges answer
 
 
-def _build_dataclass(cls: type, values: dict[str, Any], what: str) -> Any:
-    """Construct a config dataclass from a TOML table, refusing unknown keys."""
-    from autoswitch.base.config_check import check_values
-    from autoswitch.base.errors import ConfigError
+@dataclass(frozen=True)
+class ControllerSeams:
+    """What controller mode hands the broker, once, before the ReplicasManager starts (the process
+    that builds both wires them: autoswitch.broker.process). ``write_fence``: the core's reason
+    while writes must not be acknowledged (lease, deposed, a handover in doubt), checked before the
+    append and again before an OK reply; ``proposer``: the SyncStateSet proposals HAMaster makes;
+    ``registry``: who may handshake on the HA port; ``replicas``: the adapter itself (status, the
+    run marker, handovers)."""
 
-    if dataclasses.is_dataclass(cls):
-        values = check_values(cls, values, f"[{what}]")
-    try:
-        return cls(**values)
-    except TypeError as e:
-        raise ConfigError(f"bad [{what}] config: {e}") from e
+    write_fence: Callable[[], str | None]
+    proposer: SyncStateProposer | None = None
+    registry: ReplicaRegistry | None = None
+    replicas: ReplicasAdapter | None = None
 
 
 class Broker:
-    """``proposer``: the SyncStateProposer HAMaster uses (controller mode: the ReplicasManager's);
-    None = static mode, the master is the authority (LocalSyncStateProposer)."""
+    """One broker's log, roles and HA. Static mode as constructed; controller mode once
+    ``enter_controller_mode`` handed it the ReplicasManager's seams."""
 
-    def __init__(self, cfg: BrokerConfig, proposer: SyncStateProposer | None = None,
-                 fatal: Callable[[str], None] | None = None) -> None:
+    def __init__(self, cfg: BrokerConfig, fatal: Callable[[str], None] | None = None) -> None:
         """``fatal(reason)``: ends the process after an error it must not outlive (a failed fsync);
         None in-process (the store still refuses every later call)."""
-        from autoswitch.broker.storage.store import MessageStore, StoreConfig
+        from autoswitch.broker.storage.store import MessageStore
 
         self.fatal = fatal
         self.cfg = cfg
@@ -88,25 +86,16 @@ class Broker:
             self.broker_id_known.set()
         # keys `admin broker-config-set` changed since this process started (broker-config says so)
         self.runtime_changed_keys: set[str] = set()
-        # Controller mode: the ReplicasAdapter (status), and what runs after the store closed.
+        # Controller mode (enter_controller_mode): the ReplicasAdapter (status, marker, handovers)
         self.replicas: ReplicasAdapter | None = None
-        self.after_stop: Callable[[], None] | None = None
-        self.farewell: Callable[[], Awaitable[None]] | None = None   # after after_stop (controller mode)
-        self.fence_listeners: list[Callable[[str | None], None]] = []  # e.g. re-register the route
-        self.resume_own_epoch = False  # controller mode sets it: see become_master
+        self._fence_listeners: list[Callable[[str | None], None]] = []  # e.g. re-register the route
+        self.resume_own_epoch = False  # controller mode: see become_master
         self._unfinished_master_epoch = 0  # appended to the EpochFile by a become_master that then failed
         # Built (and so checked) at start: a bad [ha] key stops the start (exit 2) instead of an
         # elected master failing every role change and never serving.
-        self.ha_config = self._ha_config()
+        self.ha_config = cfg.ha_config()
         cfg.data_path.mkdir(parents=True, exist_ok=True)
-        store_values = dict(cfg.store)
-        # The store must accept every body the broker accepts; it is never lowered to the broker's
-        # limit, because a slave's store must also take what its master (maybe configured with a
-        # larger limit) replicates.
-        if cfg.max_message_bytes > StoreConfig.max_message_bytes and "max_message_bytes" not in store_values:
-            store_values["max_message_bytes"] = cfg.max_message_bytes
-        self.store = MessageStore(cfg.data_path, _build_dataclass(StoreConfig, store_values, "store"),
-                                  on_fsync_failed=self._fsync_failed)
+        self.store = MessageStore(cfg.data_path, cfg.store_config(), on_fsync_failed=self._fsync_failed)
         self.confirm_signal = WakeSignal(cfg.max_waiting_consumes)
         self.role_signal = WakeSignal(64)   # role changes (a handover waits for its step-down)
         self.switch_signal = WakeSignal(MAX_SWITCH_HOLDS)   # role or fence changed: held produces look again
@@ -131,12 +120,12 @@ class Broker:
         self.durable_acks = cfg.flush == "sync" or self.store.config.flush_mode == "sync"
         self.switch_lock = asyncio.Lock()     # held while the role switches (service.py waits on it)
         self._hooks: list[RoleHook] = []
-        self.proposer = proposer
+        # The SyncStateProposer HAMaster uses; None: static mode, the master is the authority
+        # (LocalSyncStateProposer). Controller mode: the ReplicasManager's (ControllerSeams).
+        self.proposer: SyncStateProposer | None = None
         # Controller mode: who may handshake on the HA port (None: static mode, anyone).
         self.replica_registry: ReplicaRegistry | None = None
-        # The write fence, owned by the ReplicasManager core (lease, deposed, a handover in
-        # doubt): returns a reason while writes must not be acknowledged. Checked before the
-        # append and again before an OK reply. None: static mode, never fenced.
+        # The write fence (ControllerSeams.write_fence); None: static mode, never fenced.
         self.write_fence: Callable[[], str | None] | None = None
         self.started_at = time.monotonic()
         self.produced_msgs = 0
@@ -153,20 +142,40 @@ class Broker:
     def broker_id(self) -> int:
         return self._broker_id
 
-    @broker_id.setter
-    def broker_id(self, value: int) -> None:
-        # Controller mode replaces the configured id by the registered one before the first role;
-        # every later log line must carry the real id.
-        assert value >= 1, value
-        self._broker_id = value
-        self.log = get_logger("broker", group=self.group, brokerId=value)
+    def adopt_broker_id(self, broker_id: int) -> None:
+        """Controller mode replaces the configured id by the registered one before the first role;
+        every later log line carries the real id, and routes wait for it (broker_id_known)."""
+        assert broker_id >= 1, broker_id
+        self._broker_id = broker_id
+        self.log = get_logger("broker", group=self.group, brokerId=broker_id)
         self.broker_id_known.set()
 
     # ----------------------------------------------------------------- lifecycle
 
+    def enter_controller_mode(self, seams: ControllerSeams) -> None:
+        """Called once, before the ReplicasManager starts: from now on the controllers name this
+        broker's roles and epochs, so a fresh process may resume the MasterEpoch the controllers
+        name it master of (become_master), and writes pass the core's fence."""
+        assert self.write_fence is None and self.role == "fenced", "controller mode is entered once, before a role"
+        self.write_fence = seams.write_fence
+        self.proposer = seams.proposer
+        self.replica_registry = seams.registry
+        self.replicas = seams.replicas
+        self.resume_own_epoch = True
+
     def add_role_hook(self, hook: RoleHook) -> None:
         """Called after every role change with (role, master_epoch) (the role-switch hooks)."""
         self._hooks.append(hook)
+
+    def count_produced(self, n: int) -> None:
+        self.produced_msgs += n
+
+    def count_consumed(self, n: int) -> None:
+        self.consumed_msgs += n
+
+    def add_fence_listener(self, listener: Callable[[str | None], None]) -> None:
+        """Called with the reason whenever the write fence goes up, with None when it comes down."""
+        self._fence_listeners.append(listener)
 
     async def start(self) -> None:
         self.flusher.start()
@@ -384,23 +393,6 @@ class Broker:
             except Exception as e:  # noqa: BLE001 - a user hook must not wedge the broker in a half-switched state
                 self.log.error("role_hook_failed", hook=repr(hook), error=repr(e))
 
-    def _ha_config(self) -> Any:
-        from autoswitch.ha.config import HAConfig
-
-        from autoswitch.base.errors import ConfigError
-
-        values = dict(self.cfg.ha)
-        clash = {"ack_mode", "in_sync_replicas", "min_in_sync_replicas", "min_in_sync_zones"} & set(values)
-        if clash:
-            raise ConfigError(f"set {sorted(clash)} at the broker level, not in [ha]", keys=sorted(clash))
-        # The broker-level ack settings are the single source of truth for HA's ack rule.
-        values["ack_mode"] = HA_ACK_MODE[self.cfg.ack_mode]
-        values["in_sync_replicas"] = self.cfg.in_sync_replicas
-        values["min_in_sync_replicas"] = self.cfg.min_in_sync_replicas
-        values["min_in_sync_zones"] = self.cfg.min_in_sync_zones
-        cfg = _build_dataclass(HAConfig, values, "ha")
-        return cfg.validate()
-
     # ----------------------------------------------------------------- reads
 
     def fence_reason(self) -> str | None:
@@ -435,7 +427,7 @@ class Broker:
             # hold the commit point at this instant (not at the next read: acks may arrive between)
             self.ha_master.commit.freeze(self.store.max_offset)
         self.log.warning("write_fence", fenced=reason is not None, reason=reason, epoch=self.master_epoch)
-        for listener in self.fence_listeners:
+        for listener in self._fence_listeners:
             listener(reason)
         self.switch_signal.wake_all()
 

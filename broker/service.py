@@ -6,22 +6,14 @@ line (never a dropped connection with a stack trace as the only trace).
 
 from __future__ import annotations
 
-import asyncio
 import errno
-import faulthandler
 import json
-import signal
-import sys
 import time
-from collections.abc import Awaitable, Callable
 from typing import TYPE_CHECKING, Any
 
-import grpc
-from autoswitch.broker.client.client import channel_options
-from autoswitch.broker.config import BrokerConfig, parse_hostport
+from autoswitch.broker.config import parse_hostport
 from autoswitch.broker.consume_serve import ConsumeService
 from autoswitch.broker.consumer_groups import ConsumerGroups
-from autoswitch.broker.fetch_server import FetchServer
 from autoswitch.broker.replies import status_of
 from autoswitch.broker.server import Broker
 from autoswitch.broker.service_admin import GroupTopicConfigRpcs
@@ -32,23 +24,15 @@ from autoswitch.broker.switch_hold import settled as switch_settled
 from autoswitch.broker.topic_registry import TopicRegistry
 from autoswitch.broker.write_path import WritePath, validate_fields, validate_topic
 
-from autoswitch import __version__
-from autoswitch.base import supervise
-from autoswitch.base.auth import Guard, Principal, Role, current_caller
-from autoswitch.base.auth_interceptor import server_interceptor
+from autoswitch.base.auth import Principal, Role, current_caller
 from autoswitch.base.errors import AutoswitchError
-from autoswitch.base.features import SUPPORTED_LEVEL
-from autoswitch.base.grpc_health import add_grpc_health
-from autoswitch.base.log import RateLimitedLog, get_logger
-from autoswitch.base.stream_limits import StreamBudget, stream_limit_interceptor
-from autoswitch.base.tls import Listener, bind, peer_identity, server_ssl_context
-from autoswitch.base.waits import cancel_and_wait
+from autoswitch.base.log import RateLimitedLog
 from autoswitch.base.write_errors import BadRequest, MessageTooLarge, NotAllowed, StorageFull, WriteError
 from autoswitch.proto import broker_pb2 as pb
 from autoswitch.proto import broker_pb2_grpc as pbg
 
 if TYPE_CHECKING:
-    from autoswitch.broker.metrics import BrokerMetrics
+    pass
 
 
 def _switching(b: Broker) -> bool:
@@ -113,7 +97,7 @@ class BrokerServicer(GroupTopicConfigRpcs, pbg.BrokerServiceServicer):
                 b.check_write_fence()
                 records = res.records
                 epoch = res.epoch
-                b.produced_msgs += len(valid)
+                b.count_produced(len(valid))
             except WriteError as e:
                 put_err = e
             except AutoswitchError as e:
@@ -347,9 +331,6 @@ class BrokerServicer(GroupTopicConfigRpcs, pbg.BrokerServiceServicer):
                                          for r in ranges])
 
 
-Attach = Callable[[Broker], Awaitable[Callable[[], Awaitable[None]] | None]]
-
-
 def transfer_refusal(caller: Principal | None, leader_node: str) -> str | None:
     """Who may move this broker's mastership (issue 59): an admin, or the controller this broker
     hears as the Raft leader (its rebalancing, drains, maintenance and gray moves). Another
@@ -361,173 +342,6 @@ def transfer_refusal(caller: Principal | None, leader_node: str) -> str | None:
         return None
     return (f"only the controller leader ({'controller/' + leader_node if leader_node else 'none known'}) or an "
             f"admin moves a master; {caller.name[:64]} is neither")
-
-
-SHUTDOWN_STACK_DUMP_S = 20.0
-
-
-def _dump_tasks() -> None:
-    # Task.print_stack fails on frames without a line number (gRPC's Cython coroutines).
-    for task in asyncio.all_tasks():
-        frames = [f"{f.f_code.co_filename}:{f.f_lineno} in {f.f_code.co_name}" for f in task.get_stack(limit=12)]
-        print(f"task {task.get_name()} {task.get_coro()!r}: " + " <- ".join(reversed(frames)), file=sys.stderr,
-              flush=True)
-
-
-async def serve(cfg: BrokerConfig, stop_event: asyncio.Event | None = None, attach: Attach | None = None) -> int:
-    """Run one broker process until SIGTERM/SIGINT (or stop_event); returns an exit code.
-
-    ``attach(broker)`` runs once the gRPC port is open (controller mode: start the ReplicasManager
-    adapter); the coroutine function it returns, if any, runs at shutdown BEFORE the broker stops,
-    so no role change races the final flush."""
-    log = get_logger("broker", group=cfg.group, brokerId=cfg.known_broker_id)
-
-    def fatal(reason: str) -> None:
-        # A failed fsync (PostgreSQL's rule: after EIO the page cache cannot be trusted): this
-        # run's crash is unclean, and the process ends now, before it acknowledges anything more.
-        if broker.replicas is not None:
-            broker.replicas.marker.poison(reason)
-        log.critical("process_exiting", reason=reason, exitCode=supervise.EXIT_IO_FAILURE)
-        supervise.process_exit(supervise.EXIT_IO_FAILURE)
-
-    broker = Broker(cfg, fatal=fatal)
-    stop_event = stop_event or asyncio.Event()
-    loop = asyncio.get_running_loop()
-    for sig in (signal.SIGTERM, signal.SIGINT):
-        loop.add_signal_handler(sig, stop_event.set)
-    # No SO_REUSEPORT: a second process on our port must fail to bind, not silently take half of
-    # our connections (gRPC's default would allow that).
-    # maximum_concurrent_rpcs: past it gRPC answers RESOURCE_EXHAUSTED at once, so a flood of
-    # calls cannot pile up tasks and memory (produce has its own, smaller max_inflight_produce).
-    interceptors = []
-    guard: Guard | None = None
-    if cfg.auth:
-        from autoswitch.broker.authz import BROKER_RULES
-
-        from autoswitch.base.tls import certificate_cluster, peer_cluster
-
-        # controller certificates count as peers here only if bound to our own cluster
-        guard = Guard("broker.auth", cfg.auth_config, BROKER_RULES, own_cluster=certificate_cluster(cfg.tls.cert)
-                      if cfg.tls.cert else None)
-        interceptors.append(server_interceptor(guard, peer_identity, peer_cluster))
-    elif cfg.tls.enabled:
-        log.warning("no_authorization", listen=cfg.listen,
-                    note="auth = false: any holder of a certificate of the CA may produce, consume or switch roles")
-    interceptors.append(stream_limit_interceptor(StreamBudget(cfg.max_concurrent_rpcs), "broker.streams", cfg.auth))
-    server = grpc.aio.server(options=channel_options(cfg.max_request_bytes) + [("grpc.so_reuseport", 0)],
-                             interceptors=interceptors, maximum_concurrent_rpcs=cfg.max_concurrent_rpcs)
-    servicer = BrokerServicer(broker)
-    observe = None
-    metrics: BrokerMetrics | None = None
-    if cfg.metrics_listen:      # off: the request path is exactly the uninstrumented one
-        # imported here: with metrics off a broker loads no Prometheus client (a faster start)
-        from autoswitch.broker.metrics import BrokerMetrics
-
-        from autoswitch.base.observe import ObserveServer, read_http_token
-
-        metrics = BrokerMetrics(broker)
-        metrics.instrument(servicer)
-        observe = ObserveServer(cfg.metrics_listen, metrics.registry, metrics.readiness, "broker",
-                                token=read_http_token(cfg.metrics_token_file) if cfg.metrics_token_file else "")
-    pbg.add_BrokerServiceServicer_to_server(servicer, server)
-    health, health_pb = add_grpc_health(server)
-    host, port = parse_hostport(cfg.listen, "listen")
-    if not cfg.tls.enabled:
-        log.warning("plaintext", listen=cfg.listen, ha_listen=cfg.ha_listen,
-                    note="no TLS: clients, controllers and replicas are not authenticated")
-    try:
-        listener = await bind(server, f"{host}:{port}", cfg.tls, "broker")
-    except RuntimeError as e:  # grpc raises instead of returning 0 in recent versions
-        log.error("listen_failed", listen=cfg.listen, error=str(e))
-        listener = Listener(0)
-    if listener.port == 0:
-        print(f'{{"error": {{"code": "LISTEN_FAILED", "message": "cannot bind {cfg.listen}"}}}}', file=sys.stderr)
-        broker.store.close()
-        return 2
-    await broker.start()
-    fetch: FetchServer | None = None
-    try:
-        # Role first, then the gRPC port: a client that can connect sees the configured role.
-        if cfg.role == "master":
-            epoch = cfg.epoch or broker.last_local_epoch() + 1
-            await broker.become_master(epoch)
-        elif cfg.role == "slave":
-            assert cfg.master_ha is not None
-            epoch = cfg.epoch or max(broker.last_local_epoch(), 1)
-            await broker.become_slave(epoch, parse_hostport(cfg.master_ha, "master_ha"), cfg.master_addr)
-        await server.start()
-        if cfg.fetch_listen:
-            fetch = FetchServer(servicer.consume, guard, cfg.max_fetch_connections, log, observer=metrics,
-                                max_inflight_bytes=cfg.fetch_max_inflight_bytes,
-                                slow_reader_timeout_s=cfg.fetch_slow_reader_timeout_s,
-                                max_reply_bytes=cfg.max_consume_bytes,
-                                produce=servicer.Produce, max_produce_bytes=cfg.max_request_bytes,
-                                max_per_identity=cfg.max_fetch_connections_per_identity)
-            if metrics is not None:
-                metrics.fetch_server = fetch
-            fhost, fport = parse_hostport(cfg.fetch_listen, "fetch_listen")
-            await fetch.start(fhost, fport, server_ssl_context(cfg.tls) if cfg.tls.enabled else None)
-        await health.set("", health_pb.HealthCheckResponse.SERVING)
-        if observe is not None:
-            await observe.start()
-        log.info("broker_started", version=__version__, featureLevelSupported=SUPPORTED_LEVEL, listen=cfg.listen, ha_listen=cfg.ha_listen, fetch_listen=cfg.fetch_listen, role=broker.role,
-                 epoch=broker.master_epoch, ack_mode=cfg.ack_mode, flush=cfg.flush,
-                 mode="controller" if cfg.controller_mode else "static", eventLoop=cfg.event_loop)
-        if attach is None and cfg.controller_mode:
-            attach = _controller_mode_attach
-        detach = await attach(broker) if attach is not None else None
-        route_task = None
-        if cfg.namesrv:
-            from autoswitch.broker.client.route import RouteRegistrar
-
-            route_task = asyncio.get_running_loop().create_task(RouteRegistrar(broker).run())
-        try:
-            await stop_event.wait()
-            broker.log.info("broker_stopping")  # bound to the registered brokerId in controller mode
-            # A stop that hangs says where: every thread's and every task's stack in the process log.
-            faulthandler.dump_traceback_later(SHUTDOWN_STACK_DUMP_S, exit=False)
-            loop.call_later(SHUTDOWN_STACK_DUMP_S, _dump_tasks)
-            if broker.replicas is not None and cfg.handover_on_shutdown:
-                from autoswitch.broker.replicas.handover import hand_over_on_shutdown
-
-                await hand_over_on_shutdown(broker, broker.replicas, cfg.handover_timeout_ms / 1000)
-        finally:
-            await cancel_and_wait([route_task])
-            if detach is not None:
-                await detach()
-    finally:
-        await health.enter_graceful_shutdown()
-        if fetch is not None:
-            await fetch.close()
-        if observe is not None:
-            await observe.stop()
-        await listener.close()
-        await server.stop(grace=1.0)
-        await broker.stop()
-        if broker.after_stop is not None:
-            broker.after_stop()
-        if broker.farewell is not None:
-            await broker.farewell()     # only now: it serves nothing any more
-    return 0
-
-
-async def _controller_mode_attach(broker: Broker) -> Callable[[], Awaitable[None]]:
-    """Start the ReplicasManager (docs/replicas-manager.md); the broker stays fenced until the
-    controller names its role. Shutdown order: adapter first (no role change races the final
-    flush), then the broker, then the clean-shutdown marker (only once the store is closed)."""
-    from autoswitch.broker.replicas.replicas_adapter import start_for_broker
-
-    cfg = broker.cfg
-    broker.resume_own_epoch = True  # the controller is the authority on who mastered an epoch
-    adapter = await start_for_broker(broker, cfg.replicas_config(), cfg.hook_config())
-    broker.replicas = adapter
-
-    async def detach() -> None:
-        await adapter.aclose(keep_client=True)
-        broker.after_stop = adapter.mark_clean_shutdown
-        broker.farewell = adapter.farewell
-
-    return detach
 
 
 def _wall(monotonic_s: Any) -> float:

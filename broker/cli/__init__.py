@@ -208,7 +208,7 @@ def _cmd_broker(args: argparse.Namespace) -> int:
     except AutoswitchError as e:
         err(args, e)
         return 2
-    from autoswitch.broker.service import serve
+    from autoswitch.broker.process import serve
 
     from autoswitch.base import event_loop
     from autoswitch.base.log import get_logger

@@ -22,10 +22,10 @@ import os
 import time
 from collections.abc import Callable
 from pathlib import Path
-from typing import TYPE_CHECKING, Any
+from typing import Any
 
 from autoswitch.broker.replicas.controller_sessions import ControllerSessions
-from autoswitch.broker.replicas.hooks import HookConfig, HookRunner, RoleHooks
+from autoswitch.broker.replicas.hooks import HookRunner
 from autoswitch.broker.replicas.identity import IdentityStore
 from autoswitch.broker.replicas.lease import ClockGapDetector
 from autoswitch.broker.replicas.replica_registry import ControllerReplicaRegistry
@@ -73,7 +73,6 @@ from autoswitch.controller.api import (
     Heartbeat,
     HeartbeatAnswer,
     RegisteredReplica,
-    connect,
 )
 
 from autoswitch.base import supervise
@@ -85,9 +84,6 @@ from autoswitch.base.features import SUPPORTED_LEVEL
 from autoswitch.base.log import get_logger
 from autoswitch.base.version import VERSION
 from autoswitch.base.waits import wait_event
-
-if TYPE_CHECKING:
-    from autoswitch.broker.server import Broker
 
 MAX_PENDING_PROPOSALS = 16
 FAREWELL_TIMEOUT_S = 1.0
@@ -170,6 +166,7 @@ class ReplicasAdapter:
         crash_sessions: bool = True,
         durable_acks: bool = False,
         exit_process: Callable[[int], None] = os._exit,
+        owns_api: bool = False,
     ) -> None:
         """``durable_acks``: this broker fsyncs before it acknowledges, as master and as slave
         (``flush = "sync"`` or the store's ``flush_mode = "sync"``): a power cut cannot take what
@@ -217,7 +214,7 @@ class ReplicasAdapter:
         self._next_proposal = 1
         self._stopping = False
         self.watch_events = 0
-        self._owns_api = False
+        self._owns_api = owns_api     # aclose closes the client (the process built it for us)
 
     # ------------------------------------------------------------------ lifecycle
 
@@ -240,8 +237,8 @@ class ReplicasAdapter:
         self.marker.clean_stop(self.core.log_intact, self.core.incarnation)
 
     async def aclose(self, keep_client: bool = False) -> None:
-        """stop(), then close the hook runner and (when built by start_for_broker, unless
-        ``keep_client`` for a later ``farewell``) the client."""
+        """stop(), then close the hook runner and (when it owns the client, unless ``keep_client``
+        for a later ``farewell``) the client."""
         await self.stop()
         if self.hooks is not None:
             await self.hooks.close()
@@ -628,7 +625,7 @@ class ReplicasAdapter:
         bid = self.core.broker_id
         if bid is not None and bid != self._adopted_id:
             self._log.info("broker_id_adopted", brokerId=bid, configured=self.broker.broker_id)
-            self.broker.broker_id = bid
+            self.broker.adopt_broker_id(bid)
             self._adopted_id = bid
             if self.sessions is not None:
                 self.sessions.set_broker_id(bid)
@@ -648,37 +645,3 @@ class ReplicasAdapter:
         else:
             assert res.sync_state_set is not None and res.sync_state_set_epoch is not None
             fut.set_result((res.sync_state_set, res.sync_state_set_epoch))
-
-
-async def start_for_broker(
-    broker: Broker,
-    config: ReplicasConfig,
-    hook_config: HookConfig | None = None,
-    hooks: RoleHooks | None = None,
-    **adapter_kw: Any,
-) -> ReplicasAdapter:
-    """Controller mode for an ``autoswitch.broker.server.Broker``: build the leader-following
-    controller client, the hook runner and the adapter, wire the SyncStateSet proposer and the
-    write fence into the broker, and start. Stop in this order::
-
-        await adapter.aclose()          # no more role changes or heartbeats
-        await broker.stop()             # store flushed and closed
-        adapter.mark_clean_shutdown()   # the next start reports an intact log
-    """
-    api = connect(config.controllers, rpc_timeout_s=adapter_kw.get("rpc_timeout_s", 3.0), tls=broker.cfg.tls)
-    runner = HookRunner(hook_config, hooks)
-    adapter_kw.setdefault("ha_address", broker.cfg.ha_listen)
-    adapter_kw.setdefault("ack_mode", broker.cfg.ack_mode)
-    adapter_kw.setdefault("durable_acks", broker.durable_acks)
-    adapter = ReplicasAdapter(config, api, broker, Path(broker.cfg.data_dir), runner, **adapter_kw)
-    adapter._owns_api = True
-    broker.proposer = adapter.proposer
-    broker.replica_registry = adapter.registry
-    broker.write_fence = adapter.write_fence
-    try:
-        await adapter.start()
-    except BaseException:
-        await runner.close()
-        await api.close()
-        raise
-    return adapter

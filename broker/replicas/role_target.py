@@ -15,7 +15,10 @@ class BrokerRoleTarget(Protocol):
 
     @property
     def role(self) -> str: ...
-    broker_id: int   # controller mode assigns it (registration) before the first role
+    @property
+    def broker_id(self) -> int: ...
+    def adopt_broker_id(self, broker_id: int) -> None:
+        """Controller mode: the id registration named, before the first role."""
 
     async def become_master(
         self, master_epoch: int, sync_state_set: frozenset[int], sync_state_set_epoch: int

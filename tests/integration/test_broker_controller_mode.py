@@ -8,7 +8,7 @@ import asyncio
 
 import pytest
 from autoswitch.broker.config import load_config
-from autoswitch.broker.server import Broker
+from autoswitch.broker.server import Broker, ControllerSeams
 from autoswitch.broker.storage.store import Message
 
 from autoswitch.base.errors import ConfigError
@@ -54,7 +54,7 @@ def test_restarted_master_resumes_its_own_last_epoch(tmp_path):
 
     async def second_run(end: int) -> None:
         b = Broker(cfg)
-        b.resume_own_epoch = True  # controller mode: the controller named us master of epoch 3
+        b.enter_controller_mode(ControllerSeams(write_fence=lambda: None))  # the controller named us master of 3
         await b.start()
         try:
             await b.become_master(3)  # same epoch, fresh process: resume, no second EpochFile entry
@@ -84,7 +84,7 @@ def test_fresh_process_refuses_an_epoch_older_than_its_log(tmp_path):
         await b.become_master(5)
         await b.stop()
         b = Broker(cfg)
-        b.resume_own_epoch = True
+        b.enter_controller_mode(ControllerSeams(write_fence=lambda: None))
         await b.start()
         try:
             with pytest.raises(StaleEpoch):
@@ -103,14 +103,14 @@ def test_confirm_offset_frozen_while_fenced(tmp_path):
 
     async def run() -> None:
         b = Broker(cfg)
+        fence: list[str | None] = [None]
+        b.enter_controller_mode(ControllerSeams(write_fence=lambda: fence[0]))   # what the core answers
         await b.start()
         try:
             await b.become_master(1)
             await _put(b, b"a")
             c1 = b.confirm_offset
             assert c1 == b.store.max_offset > 0
-            fence: list[str | None] = [None]
-            b.write_fence = lambda: fence[0]
             fence[0] = "lease_expired"
             assert b.confirm_offset == c1
             # A write that slipped into the log (appended before the fence went up) must not

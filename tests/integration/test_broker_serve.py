@@ -8,7 +8,8 @@ import asyncio
 import pytest
 from autoswitch.broker.client.client import ConsumerClient, ProducerClient
 from autoswitch.broker.config import load_config
-from autoswitch.broker.service import serve
+from autoswitch.broker.process import serve
+from autoswitch.broker.server import ControllerSeams
 
 from autoswitch.proto import broker_pb2 as pb
 from tests.procs import free_port
@@ -66,15 +67,21 @@ def test_attach_runs_after_start_and_detach_before_stop(tmp_path):
 
 def test_lease_fence_blocks_writes_until_renewed(tmp_path):
     port = free_port()
+    # controller mode, with the test in the ReplicasManager's place: attach hands the broker the
+    # write fence (what the core answers) and makes it master, as start_replicas and the core do
     cfg = load_config(None, {"data_dir": str(tmp_path / "d"), "listen": f"127.0.0.1:{port}",
-                             "ha_listen": f"127.0.0.1:{free_port()}", "role": "master", "epoch": 1,
+                             "ha_listen": f"127.0.0.1:{free_port()}", "controllers": [f"127.0.0.1:{free_port()}"],
                              "ack_mode": "master"})
+    fence: list[str | None] = [None]
 
     async def main():
         stop = asyncio.Event()
         got: list = []
 
         async def attach(broker):
+            broker.enter_controller_mode(ControllerSeams(write_fence=lambda: fence[0]))
+            broker.adopt_broker_id(1)
+            await broker.become_master(1, frozenset({1}), 1)
             got.append(broker)
             return None
 
@@ -85,8 +92,7 @@ def test_lease_fence_blocks_writes_until_renewed(tmp_path):
         try:
             assert (await p.produce("t", [b"a"])).ok
             end = broker.store.max_offset
-            fence: list[str | None] = ["no controller majority for 6 s"]
-            broker.write_fence = lambda: fence[0]     # what the ReplicasManager core answers
+            fence[0] = "no controller majority for 6 s"
             broker.fence_changed(fence[0])
             r = await p.produce("t", [b"b"])
             assert r.status == pb.FENCED and broker.store.max_offset == end, "fenced: nothing appended"

@@ -155,6 +155,9 @@ class FakeBroker:
         self.lease_fenced: list = []
         self.sss: list = []
 
+    def adopt_broker_id(self, broker_id):
+        self.broker_id = broker_id
+
     def log_position(self):
         return 4096, 2048, 3
 
