@@ -128,10 +128,9 @@ async def _asked(node: ServedNode) -> dict[str, tuple[pb.FeatureMember, int]]:
 
 def _broker_levels(node: ServedNode) -> list[pb.FeatureMember]:
     out = []
-    table, now = node.liveness.heartbeats, node.liveness.now_ms()
     for group in node.sm.group_names():
         for bid in node.sm.member_ids(group):
-            rep = table.report(group, bid) if table.alive(group, bid, now) else None
+            rep = node.liveness.live_report(group, bid)
             out.append(pb.FeatureMember(name=f"broker {group}/{bid}", kind="broker",
                                         supported=rep.feature_level if rep is not None else features.NOT_HEARD,
                                         version=rep.version if rep is not None else ""))

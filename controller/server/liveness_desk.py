@@ -17,7 +17,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from autoswitch.controller import messages as msgs
-from autoswitch.controller.api import Heartbeat
+from autoswitch.controller.api import BrokerReport, Heartbeat
 from autoswitch.controller.codes import Code
 from autoswitch.controller.failover.lease import LeaseFacts, lease_verdict
 from autoswitch.controller.failover.liveness import (
@@ -231,6 +231,11 @@ class LivenessDesk:
                             f"heartbeat_timeout_ms cannot be lowered now: only {sorted(floors)} of the voters "
                             f"{sorted(voters)} told the timeouts their brokers' leases assume (a majority must)")
         return max(floors.values())
+
+    def live_report(self, group: str, broker_id: int) -> BrokerReport | None:
+        """The broker's last report here while it counts as alive here, else None."""
+        now = self.now_ms()
+        return self.heartbeats.report(group, broker_id) if self.heartbeats.alive(group, broker_id, now) else None
 
     def stated_min_in_sync(self, group: str, broker_id: int) -> int:
         """The min_in_sync_replicas the broker stated in its last heartbeat here (0: none)."""

@@ -63,13 +63,13 @@ async def set_broker_maintenance(node: ServedNode, req: m.SetMaintenanceRequest)
     master = res.replica.master_broker_id if res.replica is not None else None
     if master != req.broker_id:
         return res, f"broker {req.broker_id} is not the master of {req.broker_name}: nothing to drain"
-    facts = {f.group: f for f in node.elections.drain_facts()}.get(req.broker_name)
+    facts = {f.group: f for f in node.drains.facts()}.get(req.broker_name)
     if facts is None:     # the master changed meanwhile
         return res, f"broker {req.broker_id} is no longer the master of {req.broker_name}"
     target = drain_target(facts)
     if isinstance(target, str):
         return res, target
-    node.elections.drain_once()
+    node.drains.once()
     return res, f"draining: the master role of {req.broker_name} moves from broker {req.broker_id} to broker {target}"
 
 

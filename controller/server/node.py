@@ -42,7 +42,9 @@ from autoswitch.controller.server.alerts import Alerter
 from autoswitch.controller.server.authz import CONTROLLER_RULES
 from autoswitch.controller.server.election_scanner import ElectionScanner
 from autoswitch.controller.server.eventlog import EventLog
+from autoswitch.controller.server.leader_loop import LeaderLoop, MaintenanceLeadership
 from autoswitch.controller.server.liveness_desk import DeadReportMarker, LivenessDesk
+from autoswitch.controller.server.master_moves import DrainDesk, GrayDesk, MoveDeps, RebalanceDesk, pending
 from autoswitch.controller.server.membership_ops import MembershipChanges, MembershipView
 from autoswitch.controller.server.metrics import ControllerMetrics
 from autoswitch.controller.server.proposer import Proposer
@@ -75,14 +77,18 @@ if TYPE_CHECKING:
 
 
 class ControllerNode:
-    """One controller: its consensus layer, applied state machine, gRPC server and the three desks
-    the servicer calls into: ``proposer`` (writes and linearizable reads), ``liveness`` (heartbeats,
-    sessions, incarnations, majority verdicts) and ``elections`` (the dead-master scan, elections,
-    SyncStateSet changes, rebalance). The desks exist once ``start`` has run."""
+    """One controller: its consensus layer, applied state machine, gRPC server and its desks:
+    ``proposer`` (writes and linearizable reads), ``liveness`` (heartbeats, sessions, incarnations,
+    majority verdicts), ``elections`` (the dead-master scan, elections and SyncStateSet changes
+    clients ask for), the master moves by handover (``gray``, ``drains``, ``rebalance``:
+    master_moves.py) and the leader's loop that runs the scan and the moves (``leader_loop``). The
+    desks exist once ``start`` has run."""
 
     proposer: Proposer
     liveness: LivenessDesk
     elections: ElectionScanner
+    drains: DrainDesk
+    leader_loop: LeaderLoop
     sm: sm_adapter.AppliedStateMachine
     raft: Consensus        # RaftNode, or a store backend's node
     events: EventLog
@@ -188,16 +194,25 @@ class ControllerNode:
                                      membership=self.membership, peers=peers, metrics=self.metrics,
                                      alerter=self.alerter, clock=self.clock,
                                      peer_query_timeout_s=cfg.peer_query_timeout_s, log=self.log,
-                                     on_master_crashed=lambda g, b, e: self.elections.master_crashed(g, b, e))
+                                     on_master_crashed=lambda g, b, e: self.leader_loop.master_crashed(g, b, e))
         self.membership_changes = MembershipChanges(self.raft, self.membership, cfg.propose_timeout_s,
                                                     self.liveness.voter_change_gap_ms)
-        self.elections = ElectionScanner(sm=self.sm, liveness=self.liveness, proposer=self.proposer, peers=peers,
-                                         alerter=self.alerter, tls_config=cfg.tls,
-                                         peer_query_timeout_s=cfg.peer_query_timeout_s,
-                                         rebalance_handover_timeout_ms=cfg.rebalance_handover_timeout_ms,
-                                         log=self.log, spawn=self.spawn)
-        self.elections.in_maintenance = lambda: self.in_maintenance
-        self.elections.leave_leadership = lambda: maintenance_ops.leave_leadership(self)
+        self.elections = ElectionScanner(sm=self.sm, liveness=self.liveness, proposer=self.proposer,
+                                         alerter=self.alerter, log=self.log)
+        moves = MoveDeps(sm=self.sm, liveness=self.liveness, is_leader=lambda: self.is_leader, alerter=self.alerter,
+                         tls_config=cfg.tls, handover_timeout_ms=cfg.rebalance_handover_timeout_ms, log=self.log,
+                         spawn=self.spawn)
+        self.gray = GrayDesk(moves)
+        self.drains = DrainDesk(moves)
+        self.rebalance = RebalanceDesk(moves, storm=lambda: self.gray.storm)
+        leave = MaintenanceLeadership(is_leader=lambda: self.is_leader, in_maintenance=lambda: self.in_maintenance,
+                                      leave=lambda: maintenance_ops.leave_leadership(self),
+                                      now_ms=self.liveness.now_ms, spawn=self.spawn)
+        self.leader_loop = LeaderLoop(scanner=self.elections,
+                                      jobs=(self.gray.once, self.drains.once, self.rebalance.once, leave.once),
+                                      sm=self.sm, liveness=self.liveness, peers=peers, alerter=self.alerter,
+                                      is_leader=lambda: self.is_leader, peer_query_timeout_s=cfg.peer_query_timeout_s,
+                                      log=self.log)
         try:
             self._listener = await tls.bind(self.server, cfg.listen_addr, cfg.tls, "controller")
         except RuntimeError as e:   # grpc reports a failed bind this way
@@ -213,7 +228,7 @@ class ControllerNode:
         peers.set_peers(self.membership.voter_addrs())
         self._was_voter = self.membership.is_voter       # as of the log this node started with
         self.membership.listeners.append(self._on_membership)
-        self.spawn(self.elections.run(self._stopped), "dead-master-scan", essential=True)
+        self.spawn(self.leader_loop.run(self._stopped), "dead-master-scan", essential=True)
         self.state_check = StateCheck(self.node_id, lambda: list(self.sm.inner.state_hashes), peers,
                                       lambda: len(self.membership.voter_ids), self.proposer.write, self.raft.silence,
                                       cfg.state_check_interval_s, cfg.peer_query_timeout_s, self.log,
@@ -250,11 +265,11 @@ class ControllerNode:
         listens afresh: no lease grant for a hold (LivenessDesk.caught_up_from_empty)."""
         self.liveness.caught_up_from_empty()
         if self.node_id in self.sm.member_levels:
-            self.log.warning("controller_rejoined_with_empty_data_dir", applied=self.sm.inner.last_applied_index,
+            self.log.warning("controller_rejoined_with_empty_data_dir", applied=self.sm.last_applied_index,
                              note="this member ran in this cluster before and came back without its data directory "
                                   "(wiped or replaced disk): it caught up from the leader before voting again")
         else:
-            self.log.info("controller_first_start_caught_up", applied=self.sm.inner.last_applied_index)
+            self.log.info("controller_first_start_caught_up", applied=self.sm.last_applied_index)
 
     def _on_membership(self, _conf: Any) -> None:
         """The configuration in force changed. Peer queries follow the voters; a node that has just
@@ -465,6 +480,10 @@ class ControllerNode:
     def read_events(self, from_line: int, max_lines: int) -> tuple[list[str], int, bool]:
         return self.events.read(from_line, max_lines)
 
+    def pending_moves(self, group: str) -> str:
+        """Why a maintenance drain or a move back of ``group`` waits on this leader ("" = none)."""
+        return pending(group, self.drains, self.rebalance)
+
     def controllers_for_brokers(self) -> tuple[int, list[str]]:
         """(index, voter client addresses) of the newest applied configuration: what heartbeat
         replies advertise (MembershipView.broker_view)."""
@@ -500,7 +519,7 @@ class ControllerNode:
             self.liveness.election_applied(rec)
         if rec.event in ("ElectMaster", "NoMaster") and self.is_leader:
             if rec.event == "NoMaster":
-                d = self.sm.inner.decisions.latest_election(rec.group)    # what is missing (explain.py)
+                d = self.sm.latest_election(rec.group)    # what is missing (explain.py)
                 self.alerter.emit("no_master", rec.group, rec.ts_ms, epoch=rec.master_epoch, reason=rec.reason,
                                   explanation=d.summary if d is not None else "")
             else:

@@ -293,7 +293,7 @@ class ControllerServicer(pbg.ControllerServiceServicer):
         check = node.state_check
         h = check.hash_at(request.index) if check is not None else None
         return pb.GetStateHashReply(header=pb.ReplyHeader(code=0), found=h is not None, hash=h or "",
-                                    applied_index=node.sm.inner.last_applied_index,
+                                    applied_index=node.sm.last_applied_index,
                                     corrupt=(check.corrupt or "") if check is not None else "")
 
     async def BrokerSession(self, request, context):
@@ -352,9 +352,9 @@ class ControllerServicer(pbg.ControllerServiceServicer):
         if not 0 <= request.last <= DECISIONS_KEPT_PER_GROUP:
             raise BadRequest(f"last must be in [0, {DECISIONS_KEPT_PER_GROUP}] (0 = all kept)")
         await self.node.proposer.barrier()     # the leader's applied state: every committed decision
-        found = self.node.sm.inner.decisions.last(group, request.last or DECISIONS_KEPT_PER_GROUP)
+        found = self.node.sm.decisions(group, request.last or DECISIONS_KEPT_PER_GROUP)
         return pb.ExplainReply(header=pb.ReplyHeader(code=0), decisions_json=[explain.to_json(d) for d in found],
-                               pending=self.node.elections.pending(group))
+                               pending=self.node.pending_moves(group))
 
     @staticmethod
     def _alter_request(request) -> m.AlterSyncStateSetRequest:

@@ -20,6 +20,7 @@ import msgspec
 from autoswitch.controller import messages as m
 from autoswitch.controller.api import BrokerReport
 from autoswitch.controller.failover import liveness
+from autoswitch.controller.state.explain import Decision
 from autoswitch.controller.state.history import HistoryRecord
 
 if TYPE_CHECKING:
@@ -270,6 +271,18 @@ class AppliedStateMachine:
 
     def group_count(self) -> int:
         return len(self.inner.state.groups)
+
+    @property
+    def last_applied_index(self) -> int:
+        return int(self.inner.last_applied_index)
+
+    def decisions(self, group: str, last: int) -> list[Decision]:
+        """The group's last ``last`` decisions applied here, newest first."""
+        return list(self.inner.decisions.last(group, last))
+
+    def latest_election(self, group: str) -> Decision | None:
+        """The group's latest election decision applied here, or None."""
+        return self.inner.decisions.latest_election(group)
 
     @property
     def feature_level(self) -> int:

@@ -109,7 +109,7 @@ class StatusPage:
 
 def _last_decision(node: ObservedNode, group: str) -> str:
     """The last election's (or refusal's) one-line explanation (controller/state/explain.py)."""
-    d = node.sm.inner.decisions.latest_election(group)
+    d = node.sm.latest_election(group)
     return f"{d.summary} (MasterEpoch {d.master_epoch})" if d is not None else ""
 
 
