@@ -48,6 +48,7 @@ STRICT = (
     "autoswitch.controller.state.history",
     "autoswitch.controller.state.election",
     "autoswitch.controller.failover.lease",
+    "autoswitch.controller.failover.takeover",
     "autoswitch.controller.failover.liveness",
     "autoswitch.controller.failover.gray",
     "autoswitch.broker.health",

@@ -13,6 +13,7 @@ marker that makes a DEAD report's lease hold survive a restart.
 from __future__ import annotations
 
 from collections.abc import Callable
+from dataclasses import replace
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
@@ -27,10 +28,10 @@ from autoswitch.controller.failover.liveness import (
     LivenessView,
     NodeOpinion,
 )
+from autoswitch.controller.failover.takeover import RegistrationFacts, registration_verdict
 from autoswitch.controller.server import sm_adapter
 from autoswitch.controller.server.service_common import NodeReply
 from autoswitch.controller.state.history import HistoryRecord
-from autoswitch.controller.state.statemachine import follows_registered
 
 from autoswitch.base.fsutil import write_atomic
 from autoswitch.base.limits import MAX_INCARNATION_LEN
@@ -249,66 +250,65 @@ class LivenessDesk:
         live = self.heartbeats.live_incarnation(group, broker_id, self.now_ms())
         return live if live and incarnation and live != incarnation else ""
 
-    def check_incarnation(self, group: str, broker_id: int, incarnation: str, call: str,
-                          crashed_before: bool = False, previous: str | None = None) -> None:
+    def check_incarnation(self, group: str, broker_id: int, incarnation: str, call: str) -> None:
         """NodeReply(CONTROLLER_BROKER_INCARNATION_CONFLICT) when another process of this
-        brokerId is alive here (a cloned or copied data directory started beside the original).
-        ``crashed_before``: the refused process states an unclean restart of the live entry's
-        process (``previous``, what its abort marker names), so that entry is the last heartbeat
-        of the process that crashed, describing a tail the crash took: it stops counting as a
-        clean candidate (found by the simulator's power cuts). ``previous``: the incarnation the
-        refused process continues (registrations)."""
+        brokerId is alive here (a cloned or copied data directory started beside the original):
+        a heartbeat's or a session's check (a registration's is check_registration)."""
         live = self.incarnation_conflict(group, broker_id, incarnation)
         if not live:
             return
-        # only a successor of that very process (its abort marker names it) speaks for its log: a
-        # copy that crashed elsewhere says nothing about the live one (found by the data simulator)
-        if crashed_before and previous == live and self.heartbeats.mark_unclean(group, broker_id):
-            self.log.warning("stale_incarnation_marked_unclean", group=group, brokerId=broker_id,
-                             live=live[:MAX_INCARNATION_LEN], refused=incarnation[:MAX_INCARNATION_LEN])
         self.refusal_log.warning((group, broker_id), "broker_incarnation_conflict", group=group, brokerId=broker_id,
                                  call=call, live=live[:MAX_INCARNATION_LEN], refused=incarnation[:MAX_INCARNATION_LEN])
         raise NodeReply(Code.CONTROLLER_BROKER_INCARNATION_CONFLICT,
                         f"brokerId {broker_id} of {group} is alive in another process (incarnation {live[:16]}); "
                         f"a second process with the same identity (a copied data directory?) is refused")
 
+    def _registration_facts(self, req: msgs.RegisterBrokerRequest,
+                            dead_by_majority: bool | None = None) -> RegistrationFacts:
+        g, b = req.broker_name, req.broker_id
+        now = self.now_ms()
+        return RegistrationFacts(
+            incarnation=req.incarnation, previous=req.previous_incarnation, clean_shutdown=req.clean_shutdown,
+            live=self.heartbeats.live_incarnation(g, b, now), registered=self.sm.registered_incarnation(g, b),
+            takeover_wait_ms=self.heartbeats.takeover_wait_ms(g, b, now), dead_by_majority=dead_by_majority)
+
     def registration_refused(self, req: msgs.RegisterBrokerRequest) -> bool:
         """The batched path sends this registration alone (to check_registration): another
         process of the id is alive here, or it would take the id over."""
-        return bool(self.incarnation_conflict(req.broker_name, req.broker_id, req.incarnation)
-                    or self.takes_over(req.broker_name, req.broker_id, req.incarnation, req.previous_incarnation))
-
-    def takes_over(self, group: str, broker_id: int, incarnation: str, previous: str) -> bool:
-        """The registration is of a process that does not follow the registered one of the id."""
-        return not follows_registered(self.sm.registered_incarnation(group, broker_id), incarnation, previous)
+        v = registration_verdict(self._registration_facts(req))
+        return v.refusal is not None or v.takes_over
 
     async def check_registration(self, req: msgs.RegisterBrokerRequest) -> None:
-        """check_incarnation; and a process that does not follow the registered one takes the id
-        over only (1) two heartbeat timeouts after the id's last sign of life here
-        (HeartbeatTable.takeover_wait_ms: the registered process, restarting, registers first) and
-        (2) when a controller majority holds the registered process dead: this node alone may not
-        hear a live one (a leader cut off from a live master let a copy depose it and both
-        acknowledged; found by the data simulator, seed 1580)."""
+        """NodeReply(CONTROLLER_BROKER_INCARNATION_CONFLICT) unless the one registration rule
+        (controller/failover/takeover.py) accepts it; the controller majority is asked only when
+        the rule needs it."""
         g, b = req.broker_name, req.broker_id
-        self.check_incarnation(g, b, req.incarnation, "RegisterBroker", crashed_before=not req.clean_shutdown,
-                               previous=req.previous_incarnation)
-        if not self.takes_over(g, b, req.incarnation, req.previous_incarnation):
+        facts = self._registration_facts(req)
+        v = registration_verdict(facts)
+        if v.ask_majority:
+            facts = replace(facts, dead_by_majority=(await self.view([(g, b)])).is_dead(g, b))
+            v = registration_verdict(facts)
+        if v.refusal is None:
             return
-        registered = self.sm.registered_incarnation(g, b)
-        wait = self.heartbeats.takeover_wait_ms(g, b, self.now_ms())
-        if wait:
-            self.refusal_log.warning((g, b), "broker_takeover_waits", group=g, brokerId=b,
-                                     registered=registered[:MAX_INCARNATION_LEN],
-                                     refused=req.incarnation[:MAX_INCARNATION_LEN], waitMs=wait)
+        live, registered = facts.live[:MAX_INCARNATION_LEN], facts.registered[:MAX_INCARNATION_LEN]
+        refused = req.incarnation[:MAX_INCARNATION_LEN]
+        if v.mark_unclean and self.heartbeats.mark_unclean(g, b):
+            self.log.warning("stale_incarnation_marked_unclean", group=g, brokerId=b, live=live, refused=refused)
+        if v.refusal == "incarnation_conflict":
+            self.refusal_log.warning((g, b), "broker_incarnation_conflict", group=g, brokerId=b, call="RegisterBroker",
+                                     live=live, refused=refused)
+            raise NodeReply(Code.CONTROLLER_BROKER_INCARNATION_CONFLICT,
+                            f"brokerId {b} of {g} is alive in another process (incarnation {live[:16]}); "
+                            f"a second process with the same identity (a copied data directory?) is refused")
+        if v.refusal == "takeover_waits":
+            self.refusal_log.warning((g, b), "broker_takeover_waits", group=g, brokerId=b, registered=registered,
+                                     refused=refused, waitMs=facts.takeover_wait_ms)
             raise NodeReply(Code.CONTROLLER_BROKER_INCARNATION_CONFLICT,
                             f"brokerId {b} of {g} was last run by incarnation {registered[:16]}, which this process "
-                            f"does not follow (a copied or restored directory?); it may take the id over {wait} ms "
-                            f"from now if that process does not come back first")
-        view = await self.view([(g, b)])
-        if view.is_dead(g, b):
-            return
+                            f"does not follow (a copied or restored directory?); it may take the id over "
+                            f"{facts.takeover_wait_ms} ms from now if that process does not come back first")
         self.refusal_log.warning((g, b), "broker_takeover_not_agreed", group=g, brokerId=b,
-                                 registered=registered[:MAX_INCARNATION_LEN], refused=req.incarnation[:MAX_INCARNATION_LEN])
+                                 registered=registered, refused=refused)
         raise NodeReply(Code.CONTROLLER_BROKER_INCARNATION_CONFLICT,
                         f"brokerId {b} of {g} is registered for incarnation {registered[:16]}, which a controller "
                         f"majority does not hold dead; a process that does not follow it cannot take the id over")

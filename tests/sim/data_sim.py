@@ -26,6 +26,11 @@ from autoswitch.controller.api import BrokerReport, Heartbeat
 from autoswitch.controller.consensus.membership import Membership
 from autoswitch.controller.failover.lease import LeaseFacts, lease_verdict
 from autoswitch.controller.failover.liveness import HeartbeatTable, LivenessView
+from autoswitch.controller.failover.takeover import (
+    RegistrationFacts,
+    RegistrationVerdict,
+    registration_verdict,
+)
 from autoswitch.controller.messages import (
     TRIGGER_ADMIN,
     TRIGGER_BROKER,
@@ -522,22 +527,23 @@ class DataSim:
             if req == "find_leader":
                 reply = cid
             elif isinstance(req, RegisterBrokerRequest):
-                # as ControllerNode.check_incarnation: a second live process of an id is refused,
-                # and one that states a crash makes the live entry (the crashed process's last
-                # heartbeat) no clean candidate any more
-                live = c.table.live_incarnation(GROUP, req.broker_id, now)
-                takeover = not sm_mod.follows_registered(self.registered_incarnation(req.broker_id),
-                                                         req.incarnation, req.previous_incarnation)
-                if live and req.incarnation and live != req.incarnation and self._checks_incarnations():
-                    if not req.clean_shutdown and req.previous_incarnation == live \
-                            and c.table.mark_unclean(GROUP, req.broker_id):
-                        self.note(f"{cid}: b{req.broker_id}'s live entry ({live}) marked unclean")
-                    reply = _Refused()
-                elif takeover and self._checks_incarnations() and (
-                        c.table.takeover_wait_ms(GROUP, req.broker_id, now)
-                        or not self._opinions(cid).is_dead(GROUP, req.broker_id)):
-                    # node.check_registration: the registered process may come back first, and a
-                    # controller majority must hold it dead
+                # the production rule (controller/failover/takeover.py) on what this node knows, the
+                # majority asked only when the rule needs it, as LivenessDesk.check_registration does
+                # (planted bug accept_second_incarnation: the rule is skipped)
+                facts = RegistrationFacts(
+                    incarnation=req.incarnation, previous=req.previous_incarnation, clean_shutdown=req.clean_shutdown,
+                    live=c.table.live_incarnation(GROUP, req.broker_id, now),
+                    registered=self.registered_incarnation(req.broker_id),
+                    takeover_wait_ms=c.table.takeover_wait_ms(GROUP, req.broker_id, now))
+                verdict = registration_verdict(facts)
+                if verdict.ask_majority:
+                    verdict = registration_verdict(dataclasses.replace(
+                        facts, dead_by_majority=self._opinions(cid).is_dead(GROUP, req.broker_id)))
+                if not self._checks_incarnations():
+                    verdict = RegistrationVerdict()
+                if verdict.mark_unclean and c.table.mark_unclean(GROUP, req.broker_id):
+                    self.note(f"{cid}: b{req.broker_id}'s live entry ({facts.live}) marked unclean")
+                if verdict.refusal is not None:
                     reply = _Refused()
                 else:
                     reply = self._execute(req)

@@ -13,6 +13,7 @@ PURE = [
     "autoswitch.ha.sync_state", "autoswitch.ha.commit_point", "autoswitch.epochfile", "autoswitch.controller.raft.core",
     "autoswitch.controller.raft.raftlog", "autoswitch.controller.state.statemachine", "autoswitch.controller.failover.liveness",
     "autoswitch.controller.failover.lease",
+    "autoswitch.controller.failover.takeover",
     "autoswitch.broker.replicas.lease", "autoswitch.broker.replicas.replicas_manager",
 ]
 

@@ -51,3 +51,21 @@ def test_no_lease_rule_is_defined_outside_its_module():
                 if isinstance(n, ast.FunctionDef) and n.name in names:
                     found.setdefault(n.name, []).append(str(path.relative_to(ROOT)))
     assert found == {k: ["controller/failover/lease.py"] for k in names}, found
+
+
+@pytest.mark.parametrize("rel", ["controller/server/liveness_desk.py", "tests/sim/data_sim.py"])
+def test_every_registration_is_the_one_rule(rel):
+    """Who may register a brokerId (cloned and restored directories): controller/failover/takeover.py."""
+    tree = _tree(rel)
+    assert ("autoswitch.controller.failover.takeover", "registration_verdict") in _imports(tree)
+    called = _called(tree)
+    assert "registration_verdict" in called
+    assert "follows_registered" not in called, "the rule's pieces are not composed again beside it"
+
+
+def test_the_registration_rule_has_one_definition():
+    found = [str(p.relative_to(ROOT)) for folder in ("controller", "broker", "tests/sim")
+             for p in (ROOT / folder).rglob("*.py")
+             for n in ast.walk(ast.parse(p.read_text()))
+             if isinstance(n, ast.FunctionDef) and n.name == "registration_verdict"]
+    assert found == ["controller/failover/takeover.py"]
