@@ -63,7 +63,7 @@ from autoswitch.broker.replicas.replicas_manager import (
     WriteTempIdentity,
 )
 from autoswitch.broker.replicas.role_target import BrokerRoleTarget
-from autoswitch.broker.replicas.run_marker import RunMarker
+from autoswitch.broker.replicas.run_marker import DirectoryFiles, RunMarker
 from autoswitch.controller.api import (
     AckMode,
     BrokerControllerApi,
@@ -186,7 +186,7 @@ class ReplicasAdapter:
         self._adopted_id: int | None = None     # the registered brokerId, once given to the broker
         self.identity = IdentityStore(Path(data_dir))
         self._log = get_logger("broker.replicas_adapter", group=config.group, cluster=config.cluster)
-        self.marker = RunMarker(self.identity.directory, durable_acks, self._log)
+        self.marker = RunMarker(DirectoryFiles(self.identity.directory), durable_acks, self._log)
         self.hooks = hooks
         self.rpc_timeout_s = rpc_timeout_s
         # The heartbeat RPC must give up well inside the lease, or a hung call could not renew it anyway.

@@ -17,6 +17,7 @@ import contextlib
 import hashlib
 import os
 from pathlib import Path
+from typing import Protocol
 
 from autoswitch.base.fsutil import fsync_dir, write_atomic
 from autoswitch.base.limits import MAX_INCARNATION_LEN
@@ -30,26 +31,72 @@ MACHINE_ID_FILES = ("/etc/machine-id", "/var/lib/dbus/machine-id")
 INCARNATION_FILE = "replicas.incarnation"  # the incarnation that last stopped cleanly with this log
 
 
-class RunMarker:
-    """The marker of one data directory. ``durable_acks``: this broker fsyncs before it
-    acknowledges, as master and as slave, so a crash of a run that started intact is not an
-    unclean restart."""
+class MarkerFiles(Protocol):
+    """Where a run marker keeps its two small files, and the place it names: the data directory
+    (``DirectoryFiles``), or the data simulator's simulated disk. Writes are atomic and durable."""
 
-    def __init__(self, directory: Path, durable_acks: bool, log: EventLogger) -> None:
+    def read(self, name: str) -> bytes | None: ...
+    def write(self, name: str, data: bytes) -> None: ...
+    def remove(self, name: str) -> None: ...
+    def place(self) -> str: ...
+
+
+class DirectoryFiles:
+    """The marker's files in a data directory (fsynced, renamed into place)."""
+
+    def __init__(self, directory: Path) -> None:
         self.directory = directory
+        self._place: str | None = None
+
+    def read(self, name: str) -> bytes | None:
+        try:
+            return (self.directory / name).read_bytes()
+        except FileNotFoundError:
+            return None
+
+    def write(self, name: str, data: bytes) -> None:
+        self.directory.mkdir(parents=True, exist_ok=True)
+        write_atomic(self.directory / name, data)
+
+    def remove(self, name: str) -> None:
+        with contextlib.suppress(FileNotFoundError):
+            os.unlink(self.directory / name)
+            fsync_dir(self.directory)
+
+    def place(self) -> str:
+        """This host (its machine id) and this data directory's path, hashed: where a run ran.
+        Only a start in the same place continues a crashed run (the marker names both)."""
+        if self._place is None:
+            machine = ""
+            for f in MACHINE_ID_FILES:
+                with contextlib.suppress(OSError, UnicodeDecodeError):
+                    machine = Path(f).read_text(encoding="ascii").strip()
+                    break
+            where = f"{machine}\0{self.directory.resolve()}".encode("utf-8", "replace")
+            self._place = hashlib.sha256(where).hexdigest()[:16]
+        return self._place
+
+
+class RunMarker:
+    """The marker of one data directory (its files: ``MarkerFiles``). ``durable_acks``: this
+    broker fsyncs before it acknowledges, as master and as slave, so a crash of a run that started
+    intact is not an unclean restart. The broker's adapter and the data simulator run this class
+    as written (the simulator on its simulated disk)."""
+
+    def __init__(self, files: MarkerFiles, durable_acks: bool, log: EventLogger) -> None:
+        self.files = files
         self.durable_acks = durable_acks
         self.log = log
         self.run_durable = False        # a crash of this run loses nothing it acknowledged
         self.continues = ""             # the incarnation the marker names
         self._names_us = False
-        self._place: str | None = None
 
     def previous_incarnation(self) -> str:
         """The incarnation the last clean stop left ("" when none, or unreadable)."""
-        path = self.directory / INCARNATION_FILE
+        raw = self.files.read(INCARNATION_FILE)
         try:
-            text = path.read_text(encoding="ascii").strip()
-        except (FileNotFoundError, UnicodeDecodeError):
+            text = raw.decode("ascii").strip() if raw is not None else ""
+        except UnicodeDecodeError:
             return ""
         return text if len(text) <= MAX_INCARNATION_LEN and text.isalnum() else ""
 
@@ -60,11 +107,7 @@ class RunMarker:
         durable run's crash lost nothing it acknowledged (intact), but its log may be shorter than
         a slave's in its own MasterEpoch (the master ships before its own fsync): such a start
         never resumes an epoch as master (docs/replicas-manager.md, "Durable acknowledgements")."""
-        marker = self.directory / ABORT_MARKER
-        try:
-            left: bytes | None = marker.read_bytes()
-        except FileNotFoundError:
-            left = None
+        left = self.files.read(ABORT_MARKER)
         intact, continues = True, clean_stopped
         crashed = left is not None
         if left is not None:
@@ -72,7 +115,7 @@ class RunMarker:
             inc = "" if inc == "-" else inc
             known = word in (DURABLE_RUN, UNCLEAN_RUN) and (inc == "" or inc.isalnum()) \
                 and len(inc) <= MAX_INCARNATION_LEN
-            here = known and where == self.place()
+            here = known and where == self.files.place()
             if known and not here:
                 # written on another host or in another directory: a copy of a running broker's
                 # directory. The run it names went on acknowledging after the copy was taken.
@@ -81,7 +124,6 @@ class RunMarker:
             intact = here and word == DURABLE_RUN
             continues = inc if here else ""
             self.log.info("abort_marker_found", durableRun=intact, incarnation=continues)
-        self.directory.mkdir(parents=True, exist_ok=True)
         # until our registration is accepted a crash continues what this start continues
         self.run_durable = intact and self.durable_acks
         self._write(continues)
@@ -106,10 +148,8 @@ class RunMarker:
             self.log.warning("clean_shutdown_of_unclean_log", note="the next start reports an unclean restart "
                                                                    "until this replica has caught up")
             return
-        write_atomic(self.directory / INCARNATION_FILE, incarnation.encode("ascii"))
-        with contextlib.suppress(FileNotFoundError):
-            os.unlink(self.directory / ABORT_MARKER)
-            fsync_dir(self.directory)
+        self.files.write(INCARNATION_FILE, incarnation.encode("ascii"))
+        self.files.remove(ABORT_MARKER)
         self.log.info("clean_shutdown_marked")
 
     def poison(self, why: str) -> bool:
@@ -128,20 +168,7 @@ class RunMarker:
         self.log.warning("abort_marker_unclean", reason=why)
         return True
 
-    def place(self) -> str:
-        """This host (its machine id) and this data directory's path, hashed: where a run ran.
-        Only a start in the same place continues a crashed run (the marker names both)."""
-        if self._place is None:
-            machine = ""
-            for f in MACHINE_ID_FILES:
-                with contextlib.suppress(OSError, UnicodeDecodeError):
-                    machine = Path(f).read_text(encoding="ascii").strip()
-                    break
-            where = f"{machine}\0{self.directory.resolve()}".encode("utf-8", "replace")
-            self._place = hashlib.sha256(where).hexdigest()[:16]
-        return self._place
-
     def _write(self, continues: str) -> None:
         word = DURABLE_RUN if self.run_durable else UNCLEAN_RUN
         self.continues = continues
-        write_atomic(self.directory / ABORT_MARKER, f"{word} {continues or '-'} {self.place()}\n".encode("ascii"))
+        self.files.write(ABORT_MARKER, f"{word} {continues or '-'} {self.files.place()}\n".encode("ascii"))

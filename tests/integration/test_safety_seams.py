@@ -11,7 +11,7 @@ import logging
 
 import pytest
 from autoswitch.broker.replicas import replicas_manager as rmm
-from autoswitch.broker.replicas.run_marker import RunMarker
+from autoswitch.broker.replicas.run_marker import DirectoryFiles, RunMarker
 from autoswitch.ha.io.master import HAMaster
 from autoswitch.ha.io.slave import HASlave
 from autoswitch.ha.seams import LocalSyncStateProposer
@@ -53,7 +53,7 @@ def test_item1_a_crashed_durable_master_never_resumes_its_epoch(tmp_path):
 
     async def first_run() -> tuple[int, int]:
         m, s = store(tmp_path / "b1"), store(tmp_path / "b2")
-        marker = RunMarker(tmp_path / "b1", durable_acks=True, log=log)
+        marker = RunMarker(DirectoryFiles(tmp_path / "b1"), durable_acks=True, log=log)
         marker.arm("")
         marker.registered("inc1")              # run 1 of broker 1: durable, registered
         r = ctl.elect([live(1, m), live(2, s)], broker_id=1)
@@ -89,7 +89,7 @@ def test_item1_a_crashed_durable_master_never_resumes_its_epoch(tmp_path):
     acked_end, epoch = asyncio.run(first_run())
 
     # run 2 of broker 1: what its start reads from its data directory, then its core
-    marker = RunMarker(tmp_path / "b1", durable_acks=True, log=log)
+    marker = RunMarker(DirectoryFiles(tmp_path / "b1"), durable_acks=True, log=log)
     intact, continues, crashed = marker.arm(marker.previous_incarnation())
     assert intact and continues == "inc1" and crashed      # durable: nothing acknowledged was lost
     m, s = store(tmp_path / "b1"), store(tmp_path / "b2")

@@ -32,7 +32,11 @@ VOTE_HUNT = FaultMix(every_ms=150, partition=0.35, one_way=0.2, heal=0.25, crash
 # its own epoch is left to bite); on 2026-12-07 (hostile Raft peers, issue 59): learner_may_lead
 # 6 -> 20, no_term_rise_budget 1 -> 5 (vote_not_persisted moved to 77); the same day, wiped controllers
 # in the plain lease scenarios (issue 60 item 1): lease_grant_catching_up 22 -> 60,
-# no_listen_afresh_after_catch_up 7 -> 20 (accept_second_incarnation now first caught at 5)
+# no_listen_afresh_after_catch_up 7 -> 20 (accept_second_incarnation now first caught at 5); then the data
+# simulator on the real run marker and at the newest feature level (issue 61), first catches: report_restart_clean
+# 0, resume_epoch_after_unclean 6, unstated_min_isr 16, accept_second_incarnation 5, no_union_sss 12,
+# elect_outside_sss 12, skip_handshake_truncation 4, drop_zero_msg_epochs 9, no_self_fencing 18,
+# handover_without_cas 4, fast_path_any_ack_mode 0, unstated_ack_mode 6 (bounds unchanged)
 CATCH_BOUND = {
     "no_union_sss": 150,
     "elect_outside_sss": 20,

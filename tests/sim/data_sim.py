@@ -22,6 +22,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from autoswitch.broker.replicas.lease import LeaseConfig
+from autoswitch.broker.replicas.run_marker import RunMarker
 from autoswitch.controller.api import BrokerReport, Heartbeat
 from autoswitch.controller.consensus.membership import Membership
 from autoswitch.controller.failover.lease import LeaseFacts, lease_verdict
@@ -39,6 +40,7 @@ from autoswitch.controller.messages import (
     AlterSyncStateSetRequest,
     ApplyBrokerIdRequest,
     ElectMasterRequest,
+    FinalizeFeaturesRequest,
     RegisterBrokerRequest,
     UpdateControllerConfigRequest,
 )
@@ -56,6 +58,8 @@ from autoswitch.ha.slave_session import SlaveSession
 from autoswitch.ha.sync_state import SyncStateTracker
 
 from autoswitch.base.errors import AutoswitchError
+from autoswitch.base.features import SUPPORTED_LEVEL
+from autoswitch.base.log import get_logger
 
 from . import rm_driver
 from .common import FaultMix, HoldFromFirstReportTable, Stats, Violation
@@ -162,6 +166,30 @@ class _Refused:
     code = "CONTROLLER_BROKER_INCARNATION_CONFLICT"
 
 
+
+_QUIET = get_logger("sim.run_marker")
+
+
+@dataclass
+class SimMarkerFiles:
+    """broker/replicas/run_marker.py MarkerFiles on the simulated disk: the marker's writes are
+    atomic and fsynced, so a power cut keeps them; ``place`` is the host (the process key)."""
+
+    files: dict[str, bytes]
+    where: str
+
+    def read(self, name: str) -> bytes | None:
+        return self.files.get(name)
+
+    def write(self, name: str, data: bytes) -> None:
+        self.files[name] = data
+
+    def remove(self, name: str) -> None:
+        self.files.pop(name, None)
+
+    def place(self) -> str:
+        return self.where
+
 @dataclass
 class CtlNode:
     cid: str
@@ -217,12 +245,11 @@ class Broker:
     rm_pending: dict = field(default_factory=dict)
     sessions: set[str] = field(default_factory=set)   # controllers holding our session (crash_fast)
     session_retry_at: int = 0
-    # power_loss runs: the log holds everything this broker acknowledged (the abort marker's
-    # verdict, reported at registration and in heartbeats), and what the fault really did
-    intact: bool = True
+    # what a fault really did to the log (the simulator's truth; whether the broker knows it is
+    # the run marker's verdict and the core's log_intact)
     lost_tail: bool = False
     incarnation: str = ""               # power_loss runs: this process (new at every restart)
-    previous_incarnation: str = ""      # the one whose stop (or durable crash) this start continues
+    marker: RunMarker | None = None     # the real run marker of its data directory (rm_driver.new_rm)
     register_pending: bool = False
     next_flush: int = 0
     # The process's name on the network (b<key>), its registered address. The original process of
@@ -306,7 +333,11 @@ class DataSim:
         self.leader = self.ctl_ids[0]
         self.sm = ControllerStateMachine(SMConfig(heartbeat_timeout_ms=HB_TIMEOUT, first_election_grace_ms=500,
                                                   min_in_sync_replicas=min_isr))
+        # a new cluster runs at the newest level every member runs (as ControllerNode bootstraps it)
+        self.sm.execute(FinalizeFeaturesRequest(level=SUPPORTED_LEVEL))
         self.brokers: dict[int, Broker] = {}
+        self.dirs: dict[int, SimMarkerFiles] = {}     # process key -> its data directory's marker files
+        self.processes = 0                             # broker processes started (their names)
         for b in range(1, n_brokers + 1):
             clk = Clock(1 + self.rng.uniform(-drift, drift), self.rng.randint(0, 5000))
             self.brokers[b] = Broker(b, clk, SimLog(durable=self.durable))
@@ -647,7 +678,22 @@ class DataSim:
         self.stats.extra["timeout_changes"] = self.stats.extra.get("timeout_changes", 0) + 1
 
     def reports_intact(self, b: Broker) -> bool:
-        return b.intact or "report_restart_clean" in self.bugs
+        """What the broker states as cleanShutdown: a running process, the real core's log_intact
+        (the real run marker's verdict at start, set again once it caught up or became master); a
+        dead one, what its next start will state: the real marker's verdict on its files as they
+        are now (read on a scratch copy, so nothing is written)."""
+        if "report_restart_clean" in self.bugs:
+            return True
+        if b.alive:
+            return b.rm is not None and b.rm.log_intact
+        files = self.marker_files(b.key)
+        scratch = RunMarker(SimMarkerFiles(dict(files.files), files.where), self.durable, _QUIET)
+        return scratch.arm(scratch.previous_incarnation())[0]
+
+    def marker_files(self, key: int) -> SimMarkerFiles:
+        """The run marker's files of process ``key``'s data directory (durable: a power cut keeps
+        them), on host ``key``."""
+        return self.dirs.setdefault(key, SimMarkerFiles({}, f"host{key}"))
 
     def next_rid(self) -> int:
         self._req_seq += 1
@@ -680,9 +726,7 @@ class DataSim:
             if last is None or last.epoch < view.master_epoch:
                 b.log.append_epoch(view.master_epoch, b.log.max_offset)
             b.log.flush()       # as broker/server.py become_master: what it inherited is durable first
-            if not b.intact:
-                self.note(f"b{b.key} log intact again: became master of epoch {view.master_epoch}")
-            b.intact, b.lost_tail = True, False
+            b.lost_tail = False
             # else: a restarted master resumes the epoch it owns (docs/interfaces.md Request 1); its
             # log is intact up to the last whole record because every ack waited for the flush
             b.role = "master"
@@ -792,10 +836,8 @@ class DataSim:
             s.log.crash_tear(self.rng, len(frame.body))
             self._crash(s, torn=True)
             return
-        if lk.s_sess.caught_up and (s.lost_tail or not s.intact):
-            if not s.intact:
-                self.note(f"b{s.key} log intact again: caught up with b{lk.master}'s confirmOffset")
-            s.intact, s.lost_tail = True, False
+        if lk.s_sess.caught_up and (s.lost_tail or not self.reports_intact(s)):
+            s.lost_tail = False
             rm_driver.caught_up(self, s)
         if ack is not None:
             self._link_send(lk, False, ack)
@@ -1008,9 +1050,6 @@ class DataSim:
             self.note(f"b{b.key} loses power: {lost} unsynced bytes gone, max {b.log.max_offset}")
         else:
             b.log.flush()       # the process died, the host did not: its page cache reaches the disk
-        if self.power_loss:
-            # the abort marker: a crash is clean only for a durable run that started intact
-            b.intact = self.durable and b.intact
         self._drop_master_state(b)
         self._close_link(b.link)
         self._close_sessions(b, sorted(b.sessions))
@@ -1025,15 +1064,11 @@ class DataSim:
         cut = b.log.recover()
         self.note(f"b{b.key} restarts, recovery cut {cut} bytes, max {b.log.max_offset}")
         nb = Broker(b.bid, b.clock, b.log, key=b.key)
+        nb.lost_tail = b.lost_tail
         if self.power_loss:
-            nb.intact, nb.lost_tail = b.intact, b.lost_tail
             self.stats.extra["restarts"] = self.stats.extra.get("restarts", 0) + 1
             nb.incarnation = f"{b.bid}x{self.stats.extra['restarts']}"
-            # a durable run's crash is continued (its abort marker names it, once the controllers
-            # accepted its registration; before, what it continued); any other restart is new
-            cont = b.previous_incarnation if b.register_pending else b.incarnation
-            nb.previous_incarnation = cont      # the abort marker (or the clean stop) names it
-            nb.register_pending = True
+        nb.register_pending = True      # what it continues is the run marker's to say (new_rm)
         self.brokers[b.key] = nb
         rm_driver.new_rm(self, nb)
 
@@ -1194,7 +1229,10 @@ class DataSim:
         b.alive = False
         b.role = "none"
         b.restart_at = self.now + self.rng.choice((50, 300, 1000))
-        self.note(f"b{b.key} (brokerId {b.bid}) stops cleanly{'' if b.intact else ' with a log not whole yet'}")
+        intact = self.reports_intact(b)
+        if b.marker is not None and b.rm is not None:
+            b.marker.clean_stop(b.rm.log_intact, b.rm.incarnation)      # ReplicasAdapter.mark_clean_shutdown
+        self.note(f"b{b.key} (brokerId {b.bid}) stops cleanly{'' if intact else ' with a log not whole yet'}")
         self.stats.extra["clean_stops"] = self.stats.extra.get("clean_stops", 0) + 1
 
     def _clone(self) -> None:
@@ -1216,22 +1254,23 @@ class DataSim:
             log = copy.deepcopy(src.log)
             log.power_loss()                    # what is on disk now, not the page cache
             log.recover()
-            intact, previous = False, ""
         else:
             self._clean_stop(src.key)
             log = copy.deepcopy(src.log)
-            intact, previous = src.intact, (src.incarnation if src.intact else "")
+        # the copy's run marker files are the source directory's as they are now, on another host
+        self.dirs[key] = SimMarkerFiles(dict(self.marker_files(src.key).files), f"host{key}")
         clk = Clock(1 + self.rng.uniform(-0.004, 0.004), self.rng.randint(0, 5000))
         c = Broker(src.bid, clk, log, key=key)
         c.incarnation = f"{src.bid}c{self._clone_seq}"
-        c.intact, c.previous_incarnation, c.register_pending = intact, previous, True
-        c.lost_tail = not intact
+        c.register_pending = True
+        c.lost_tail = hot
         self.brokers[key] = c
         self.names.add(self.bname(key))
         self.clone_stop_at[key] = self.now + self.rng.choice((300, 1000, 3000))
         rm_driver.new_rm(self, c)
         self.note(f"b{key}: a {'hot ' if hot else ''}copy of brokerId {src.bid}'s directory starts "
-                  f"(incarnation {c.incarnation}, continues {previous or '-'}), log max {log.max_offset}")
+                  f"(incarnation {c.incarnation}, continues {c.marker.continues if c.marker else '-'}), "
+                  f"log max {log.max_offset}")
         self.stats.extra["clones"] = self.stats.extra.get("clones", 0) + 1
 
     def _stop_clones(self, all_now: bool = False) -> None:

@@ -16,6 +16,7 @@ from typing import TYPE_CHECKING, Any
 
 from autoswitch.broker.replicas import replicas_manager as rmm
 from autoswitch.broker.replicas.identity import BrokerIdentity, LoadedIdentity
+from autoswitch.broker.replicas.run_marker import RunMarker
 from autoswitch.controller.api import HeartbeatAnswer
 from autoswitch.controller.codes import Code
 from autoswitch.controller.messages import (
@@ -27,26 +28,37 @@ from autoswitch.controller.messages import (
 )
 from autoswitch.epochfile.errors import EpochRuleError
 
+from autoswitch.base.log import get_logger
+
 if TYPE_CHECKING:
     from .data_sim import Broker, DataSim
 
 RPC_TIMEOUT_MS = 500
 
 
+_MARKER_LOG = get_logger("sim.run_marker")
+
 def new_rm(sim: DataSim, b: Broker) -> rmm.ReplicasManager:
     from .data_sim import CLUSTER, GROUP, HB_INTERVAL, LEASE, POLL_INTERVAL
 
     cfg = rmm.ReplicasConfig(CLUSTER, GROUP, sim.bname(b.key), tuple(sim.ctl_ids), heartbeat_interval_ms=HB_INTERVAL,
                              sync_interval_ms=POLL_INTERVAL, backoff_min_ms=50, backoff_max_ms=500, lease=LEASE)
+    # every process named by the seed (the core's default is random, and the run marker keeps the
+    # name: a run must replay exactly)
+    sim.processes += 1
     rm = rmm.ReplicasManager(cfg, new_check_code=lambda: f"code-{b.bid}", rand=sim.rng.random,
-                             incarnation=b.incarnation or None)
+                             incarnation=b.incarnation or f"{b.key}p{sim.processes}")
     if "resume_epoch_after_unclean" in sim.bugs:
         rm.roles.refusing_resume = lambda: False     # planted: resume our epoch after an unclean restart
     last = b.log.epochs.last()
-    # what the broker's start reads from its data directory: the abort marker's verdict (intact)
-    # and the incarnation a clean stop (or a durable crash) names (run_marker.py)
+    # what the broker's start reads from its data directory, as ReplicasAdapter.start does: the
+    # real run marker's verdict (intact, the incarnation it continues, whether the last run crashed)
+    b.marker = RunMarker(sim.marker_files(b.key), sim.durable, _MARKER_LOG)
+    intact, continues, crashed = b.marker.arm(b.marker.previous_incarnation())
+    if "report_restart_clean" in sim.bugs:
+        intact = True       # planted: a crashed broker reports an intact log
     cmds = rm.start(sim.local_s(b), LoadedIdentity(BrokerIdentity(CLUSTER, GROUP, b.bid), None),
-                    sim.reports_intact(b), last.epoch if last else 0, b.previous_incarnation)
+                    intact, last.epoch if last else 0, continues, crashed=crashed)
     b.rm = rm
     perform(sim, b, cmds)
     return rm
@@ -201,6 +213,8 @@ def on_message(sim: DataSim, b: Broker, msg: tuple) -> None:
         case rmm.RegisterBroker() | rmm.ElectMaster() | rmm.HandoverElect():
             if isinstance(cmd, rmm.RegisterBroker) and reply.ok:
                 b.register_pending = False      # the controllers accepted it: the abort marker names it
+                if b.marker is not None:
+                    b.marker.registered(b.rm.incarnation)
             out = (_reply(sim, b, cmd.req, _info(reply.replica)) if reply.ok
                    else _fail(sim, b, cmd.req, rmm.FailKind.REJECTED, _code(reply)))
         case rmm.AlterSyncStateSet():

@@ -69,3 +69,14 @@ def test_the_registration_rule_has_one_definition():
              for n in ast.walk(ast.parse(p.read_text()))
              if isinstance(n, ast.FunctionDef) and n.name == "registration_verdict"]
     assert found == ["controller/failover/takeover.py"]
+
+
+def test_a_brokers_start_reads_the_real_run_marker():
+    """The resume/clean decision's input is the real RunMarker on the simulated disk: the driver
+    arms it at every start and marks registration and clean stops, where the adapter does."""
+    driver, sim = _tree("tests/sim/rm_driver.py"), _tree("tests/sim/data_sim.py")
+    assert ("autoswitch.broker.replicas.run_marker", "RunMarker") in _imports(driver)
+    assert {"arm", "registered"} <= _called(driver)
+    assert "clean_stop" in _called(sim)
+    assert not [n for n in ast.walk(sim) if isinstance(n, ast.Attribute) and n.attr == "intact"], \
+        "no hand-kept intact flag beside the marker and the core"
