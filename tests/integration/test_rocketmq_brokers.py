@@ -137,8 +137,7 @@ async def _run(c: Cluster, rmq: RocketMQ, ns: str, names: list[str]) -> None:
         assert len(acked3) == 600, lines3[-20:]     # the producer resumed on the new master
 
         # every acknowledged message is read back from the new master's group
-        read = rmq.run_client("consume", ns, TOPIC, "90", timeout=150)
-        got = _keys(read, "MSG")
+        got = read_back(rmq, ns, acked | acked3)
         missing = (acked | acked3) - got
         assert not missing, f"acknowledged but not read back: {sorted(missing)[:20]} ({len(missing)})"
         print(f"decided {decided_s:.1f} s after kill -9; acked {len(acked | acked3)}, read {len(got)}")
@@ -203,8 +202,7 @@ async def _run(c: Cluster, rmq: RocketMQ, ns: str, names: list[str]) -> None:
                                             and x.get("masterBrokerId") not in (None, master_now) and x),
                              "a failover decided by the new controller leader", 60)
         assert moved["masterEpoch"] > r.master_epoch
-        read = rmq.run_client("consume", ns, TOPIC, "90", timeout=150)
-        missing = (acked | acked3 | _keys(lines4, "ACK")) - _keys(read, "MSG")
+        missing = (acked | acked3 | _keys(lines4, "ACK")) - read_back(rmq, ns, acked | acked3 | _keys(lines4, "ACK"))
         assert not missing, f"acknowledged but not read back: {sorted(missing)[:20]} ({len(missing)})"
 
         # the durability audit over the brokers' own CommitLogs, on Spark: the same verdict as for
@@ -225,6 +223,22 @@ async def _run(c: Cluster, rmq: RocketMQ, ns: str, names: list[str]) -> None:
         verdict = json.loads(au.stdout.strip().splitlines()[-1])["result"]
         assert verdict["verdict"] == "CLEAN" and verdict["counts"]["lost"] == 0, verdict
         assert verdict["acked_rows"] == len(rows)
+
+
+def read_back(rmq, ns: str, want: set[str], attempts: int = 3) -> set[str]:
+    """Every message key a fresh consumer reads from the group, read again (at most ``attempts``
+    times) while some of ``want`` is not among them: right after a failover the name server may
+    still route a new consumer to the dead master until the new one registered its route, and the
+    RocketMQ consumer then gives up on that queue (seen once under the full suite's load)."""
+    got: set[str] = set()
+    for i in range(attempts):
+        out = rmq.run_client("consume", ns, TOPIC, "90", timeout=150)
+        got |= _keys(out, "MSG")
+        if want <= got:
+            break
+        # what the consumer said last ("END n", or nothing when it failed to start): in the log
+        print(f"read back attempt {i + 1}: {len(want - got)} of {len(want)} not read yet; consumer ended {out[-1:]}")
+    return got
 
 
 def ack_row(line: str) -> dict:
