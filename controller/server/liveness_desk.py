@@ -200,9 +200,10 @@ class LivenessDesk:
             self.alerter.emit_once("settings_mismatch", g, epoch, sm_adapter.wall_ms(), brokerId=r.broker_id,
                                    key="min_in_sync_replicas", broker=r.min_in_sync_replicas, controllers=configured,
                                    note="the smaller one decides which replicas stay electable")
+        registered = self.sm.registered_incarnation(g, r.broker_id)
         verdict = lease_verdict(hb, LeaseFacts(
             self_id=self.node_id, table_refusal=self.heartbeats.lease_refusal(g, r.broker_id, r.epoch, epoch, now),
-            registered_incarnation=self.sm.registered_incarnation(g, r.broker_id),
+            registered_incarnation=registered,
             catching_up=self.consensus.catching_up, applied_conf=self.consensus.applied_conf(),
             master_epoch=epoch, master_id=master or 0, is_leader=leader, timeout_ms=self.heartbeats.timeout_ms))
         for alert in verdict.alerts:
@@ -210,7 +211,7 @@ class LivenessDesk:
         if verdict.refusal == "not_registered_process":
             self.refusal_log.warning((g, r.broker_id), "broker_not_registered_process", group=g,
                                      brokerId=r.broker_id,
-                                     registered=self.sm.registered_incarnation(g, r.broker_id)[:MAX_INCARNATION_LEN],
+                                     registered=registered[:MAX_INCARNATION_LEN],
                                      heard=r.incarnation[:MAX_INCARNATION_LEN], note="no lease grant until it registers")
         return verdict.granted
 
@@ -245,17 +246,12 @@ class LivenessDesk:
 
     # ------------------------------------------------------------------ processes of a brokerId
 
-    def incarnation_conflict(self, group: str, broker_id: int, incarnation: str) -> str:
-        """The live incarnation of this brokerId when it is another than ``incarnation``, else ""."""
-        live = self.heartbeats.live_incarnation(group, broker_id, self.now_ms())
-        return live if live and incarnation and live != incarnation else ""
-
     def check_incarnation(self, group: str, broker_id: int, incarnation: str, call: str) -> None:
         """NodeReply(CONTROLLER_BROKER_INCARNATION_CONFLICT) when another process of this
         brokerId is alive here (a cloned or copied data directory started beside the original):
         a heartbeat's or a session's check (a registration's is check_registration)."""
-        live = self.incarnation_conflict(group, broker_id, incarnation)
-        if not live:
+        live = self.heartbeats.live_incarnation(group, broker_id, self.now_ms())
+        if not live or not incarnation or live == incarnation:
             return
         self.refusal_log.warning((group, broker_id), "broker_incarnation_conflict", group=group, brokerId=broker_id,
                                  call=call, live=live[:MAX_INCARNATION_LEN], refused=incarnation[:MAX_INCARNATION_LEN])

@@ -29,6 +29,7 @@ from autoswitch.base import tls
 from autoswitch.base.log import EventLogger
 
 if TYPE_CHECKING:
+    from autoswitch.controller.api import BrokerReport
     from autoswitch.controller.server.alerts import Alerter
     from autoswitch.controller.server.liveness_desk import LivenessDesk
 
@@ -55,8 +56,8 @@ class MoveDeps:
             return False, repr(e)[:200]
 
 
-def _unhealthy(d: MoveDeps, g: str, b: int) -> bool:
-    r = d.liveness.heartbeats.report(g, b)
+def _unhealthy(r: BrokerReport | None) -> bool:
+    """A replica's last report says its disk or loop is slow, or its digests differ."""
     return r is not None and (r.degraded or r.diverged)
 
 
@@ -85,7 +86,7 @@ class RebalanceDesk:
         now = d.liveness.now_ms()
         alive = d.liveness.heartbeats.alive
         facts = [GroupFacts(g, m, e, addr, pref, pref in sss, alive(g, pref, now), m is not None and alive(g, m, now),
-                            _unhealthy(d, g, pref), maint)
+                            _unhealthy(d.liveness.heartbeats.report(g, pref)), maint)
                  for g, m, e, addr, pref, sss, maint in d.sm.preferred_masters()]
         paused = "more than half of the alive brokers report themselves degraded: no master moves" if self.storm() else ""
         moves = self.planner.plan(facts, delay_ms, now, max_in_flight, paused)
@@ -133,7 +134,7 @@ class DrainDesk:
             members = []
             for b in ids:
                 r = table.report(g, b)
-                healthy = table.alive(g, b, now) and not _unhealthy(d, g, b)
+                healthy = table.alive(g, b, now) and not _unhealthy(r)
                 members.append(Member(b, b in sss, healthy, r.max_offset if r is not None else 0))
             out.append(DrainFacts(g, master, epoch, addr, maint, pref, tuple(members)))
         return out

@@ -29,6 +29,7 @@ from __future__ import annotations
 import heapq
 import math
 import random
+from collections.abc import Callable
 
 from autoswitch.broker.replicas.lease import ClockGapDetector, LeaseConfig, MasterLease
 from autoswitch.controller.api import BrokerReport, Heartbeat
@@ -233,6 +234,17 @@ def simulate(sc, table_factory=HeartbeatTable, rules: frozenset[str] = frozenset
                 return None                      # the store fenced the leader first: refused
         return arrive
 
+    def apply_while(n: str, ready: Callable[[int], bool]) -> None:
+        """Node ``n`` applies its log's next entries in order while ``ready(position)``."""
+        while next_apply[n] < len(chain) and ready(next_apply[n]):
+            item = chain[next_apply[n]]
+            next_apply[n] += 1
+            if item[0] == "elect":
+                applied[n] = 2
+                tables[n].release(G, master_id=2)
+            else:
+                conf_applied[n] = max(conf_applied[n], item[1])
+
     def commit_ready(t: float) -> None:
         for j, item in enumerate(chain):
             if item[3] is not None:
@@ -396,14 +408,7 @@ def simulate(sc, table_factory=HeartbeatTable, rules: frozenset[str] = frozenset
             if (end := paused(n, t)) is not None:
                 at(end, "apply", n)
                 continue
-            while next_apply[n] < len(chain) and due.get((n, next_apply[n]), float("inf")) <= t:
-                item = chain[next_apply[n]]
-                next_apply[n] += 1
-                if item[0] == "elect":
-                    applied[n] = 2
-                    tables[n].release(G, master_id=2)
-                else:
-                    conf_applied[n] = max(conf_applied[n], item[1])
+            apply_while(n, lambda j, n=n, t=t: due.get((n, j), float("inf")) <= t)
         elif kind == "crash":
             n, d = args
             down_until[n] = max(down_until[n], t + d)
@@ -431,15 +436,7 @@ def simulate(sc, table_factory=HeartbeatTable, rules: frozenset[str] = frozenset
             if t < caught_up_at[n] or t < down_until[n]:
                 continue
             # up to the leader's commit index: every entry committed by now is applied
-            while next_apply[n] < len(chain) and chain[next_apply[n]][3] is not None \
-                    and chain[next_apply[n]][3] <= t:
-                item = chain[next_apply[n]]
-                next_apply[n] += 1
-                if item[0] == "elect":
-                    applied[n] = 2
-                    tables[n].release(G, master_id=2)
-                else:
-                    conf_applied[n] = max(conf_applied[n], item[1])
+            apply_while(n, lambda j, t=t: chain[j][3] is not None and chain[j][3] <= t)
             applied[n] = max(applied[n], 1)      # the bootstrap's MasterEpoch 1 (M)
             if "listen_afresh" not in rules:
                 tables[n].listen_afresh(clocks[n].local(t))      # LivenessDesk.caught_up_from_empty
