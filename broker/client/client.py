@@ -69,6 +69,10 @@ def status_name(status: int) -> str:
     return pb.Status.Name(status)
 
 
+# Statuses after which the same messages may be sent again to the (possibly new) master.
+RETRYABLE = frozenset({pb.NOT_MASTER, pb.FENCED, pb.FLUSH_SLAVE_TIMEOUT, pb.IN_SYNC_REPLICAS_NOT_ENOUGH})
+
+
 @dataclass(frozen=True)
 class ProduceOutcome:
     status: int                     # batch status (OK only if all OK)

@@ -19,10 +19,10 @@ from __future__ import annotations
 from collections.abc import Sequence
 
 from autoswitch.broker import fetch_codec as fc
-from autoswitch.broker.client.client import BrokerUnavailable, ProduceOutcome
+from autoswitch.broker.client.client import RETRYABLE, BrokerUnavailable, ProduceOutcome
+from autoswitch.broker.client.coalesce import ProduceCoalescer
 from autoswitch.broker.client.fetch_client import FetchClient, FetchRefused
 from autoswitch.broker.client.route import (
-    RETRYABLE,
     NameServerClient,
     RetryPolicy,
     RoutedProducer,
@@ -133,8 +133,9 @@ class _PortProducer:
 class RoutedPortProducer(RoutedProducer):
     """RoutedProducer over the group master's fetch port (see the module doc)."""
 
-    def _make(self, addr: str) -> _PortProducer:        # type: ignore[override]
-        return _PortProducer(addr, self.tls, self.policy.rpc_timeout_s)
+    def _make(self, addr: str) -> ProduceCoalescer:
+        # the port answers one call at a time per connection: one request out (coalesce.py)
+        return self._coalescer(_PortProducer(addr, self.tls, self.policy.rpc_timeout_s), 1)
 
     async def _refresh(self, hint: str | None = None, hint_epoch: int = 0) -> None:
         """The master's fetch port from the name server; a NOT_MASTER hint names only a gRPC
