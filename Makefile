@@ -19,7 +19,7 @@ ROUNDS ?= 200
 
 .PHONY: setup setup-run run test lint typecheck proto proto-check fuzz sim soak chaos zone-cut powerloss upgrade-test clean \
         bench-replication bench-produce bench-recovery bench-controller bench-election bench-rolling bench-backends \
-        bench-scale bench-failover bench-audit bench-fetch bench-grayfailure bench-rocketmq bench-smoke
+        bench-scale bench-failover bench-audit bench-fetch bench-grayfailure bench-rocketmq bench-peer-rocketmq bench-smoke
 
 # setuptools warns on every editable build (ext-modules "experimental", "editable installation"):
 # nothing the user can act on, so the install steps run without Python warnings.
@@ -143,6 +143,12 @@ bench-backends: setup
 # of the master (needs RocketMQ: ROCKETMQ_HOME or the fixture beside the checkout, and a JDK).
 bench-rocketmq: setup
 	$(BIN)/python -m bench.rocketmq $(ARGS)
+
+# Acknowledged produce side by side with RocketMQ 5 (its brokers, controllers and Java producer):
+# one message per request at 4 and 16 producers and batches of 100, alternating blocks, each
+# system in its own network namespace when run as root (needs RocketMQ and a JDK, as above).
+bench-peer-rocketmq: setup
+	$(BIN)/python -m bench.peer_rocketmq $(ARGS)
 
 # Every bench-* target above at a tiny size: a smoke that each still runs and prints its JSON line
 # (not a measurement). CI runs it; one line per target, the last one JSON.

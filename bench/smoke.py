@@ -39,6 +39,7 @@ TARGETS: dict[str, tuple[dict[str, str], str]] = {
     "bench-grayfailure": ({}, "--rounds 1 --hang-s 2 --slow-rounds 1 --slow-s 3 --time-limit-s 300"),
     "bench-audit": ({}, "--sizes 2000 --pandas-size 2000 --max-seconds 300"),
     "bench-rocketmq": ({}, "--controllers 1 --rounds 1 --max-s 600"),
+    "bench-peer-rocketmq": ({}, "--rounds 1 --seconds 1 --warmup 1"),
     "bench-backends": ({}, "--backends raft,sqlite --rounds 1 --controller-rounds 1 --seconds 1 --max-s 180"),
 }
 

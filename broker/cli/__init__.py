@@ -26,6 +26,9 @@ from autoswitch.base.errors import AutoswitchError, ConfigError, FormatTooNew
 from autoswitch.base.output import emit, fail, fail_code
 from autoswitch.base.tls import add_server_security_args, add_tls_args, tls_from_args
 
+# `produce --producers`: concurrent senders of one CLI run (RocketMQ's benchmark producer's -w).
+MAX_CLI_PRODUCERS = 256
+
 
 def register(sub: Any, admin_sub: Any) -> None:
     p = sub.add_parser("broker", help="run one broker replica (static role or fenced)")
@@ -93,6 +96,8 @@ def register(sub: Any, admin_sub: Any) -> None:
     p.add_argument("--count", type=int, default=1)
     p.add_argument("--size", type=int, default=128, help="body bytes per message")
     p.add_argument("--batch", type=int, default=1, help="messages per Produce request")
+    p.add_argument("--producers", type=int, default=1,
+                   help="with --namesrv: concurrent senders sharing one routed client (their sends share requests)")
     p.add_argument("--body", help="use this text as every body (else random printable bytes of --size)")
     p.add_argument("--timeout", type=float, default=10.0, help="per-request deadline, seconds")
     p.add_argument("--retries", type=int, default=5, help="bounded retries on UNAVAILABLE")
@@ -241,6 +246,8 @@ def _cmd_produce(args: argparse.Namespace) -> int:
         return 2
     if args.namesrv:
         return _produce_routed(args)
+    if args.producers != 1:
+        return fail_code(args, "BAD_USAGE", "--producers needs --namesrv and --group (a routed producer)", rc=2)
     if args.via == "port":
         return fail_code(args, "BAD_USAGE", "--via port needs --namesrv and --group (it finds the master's port "
                                             "in its route)", rc=2)
@@ -307,6 +314,8 @@ def _produce_routed(args: argparse.Namespace) -> int:
 
     if not (0 < args.retry_deadline_s <= 3600) or args.duration_s < 0 or args.interval_ms < 0:
         return fail_code(args, "BAD_USAGE", "bad --retry-deadline-s/--duration-s/--interval-ms", rc=2)
+    if not 1 <= args.producers <= MAX_CLI_PRODUCERS:
+        return fail_code(args, "BAD_USAGE", f"--producers must be in [1, {MAX_CLI_PRODUCERS}]", rc=2)
 
     async def run() -> int:
         stop = asyncio.Event()
@@ -324,11 +333,16 @@ def _produce_routed(args: argparse.Namespace) -> int:
         # msg_ids: a per-run prefix + a sequence number, so the ack log tells the send order.
         run_id = uuid.uuid4().hex[:8]
         seq = 0
-        try:
-            while acked + failed < args.count and not stop.is_set():
+
+        async def sender() -> None:
+            """One of --producers: takes the next batch of the run until the count, the duration or
+            a refusal ends it (then every sender stops)."""
+            nonlocal acked, failed, last_error, seq
+            # seq counts the messages taken (sent or in flight): the senders together take --count
+            while seq < args.count and not stop.is_set() and last_error is None:
                 if args.duration_s and time.monotonic() - t0 >= args.duration_s:
                     break
-                n = min(args.batch, args.count - acked - failed)
+                n = min(args.batch, args.count - seq)
                 ids = [f"{run_id}-{seq + i:09d}" for i in range(n)]
                 seq += n
                 if args.body is not None:
@@ -349,6 +363,9 @@ def _produce_routed(args: argparse.Namespace) -> int:
                                           "epoch": r.epoch, "status": "OK"}, separators=(",", ":")))
                 if args.interval_ms:
                     await asyncio.sleep(args.interval_ms / 1000.0)
+
+        try:
+            await asyncio.gather(*(sender() for _ in range(args.producers)))
         finally:
             await client.close()
         summary: dict[str, Any] = {"acked": acked, "failed": failed, "elapsed_s": round(time.monotonic() - t0, 3),

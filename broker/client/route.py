@@ -52,8 +52,9 @@ MAX_CLIENTS = 16  # cached broker channels per routed client (a group has a hand
 # (1000) and max_batch_bytes (32 MiB), so a merged request is never refused for its size there.
 COALESCE_MAX_MESSAGES = 256
 COALESCE_MAX_BYTES = 1 << 20
-# gRPC requests one routed producer has out to one broker per topic: 1 measured best (issue 63).
-COALESCE_MAX_INFLIGHT = 1
+# gRPC requests one routed producer has out to one broker per topic: 2 keeps batched sends pipelined
+# (4 x 100 messages: 66k vs 52k msg/s with 1) and one-message sends merged (the same rate with 1, 2, 4).
+COALESCE_MAX_INFLIGHT = 2
 
 
 class NoRoute(AutoswitchError):
@@ -294,7 +295,8 @@ class RoutedProducer(_Routed):
         # Concurrent produce() calls share requests (coalesce.py); off: one request per call.
         self.coalesce = coalesce
 
-    def _coalescer(self, inner: Any, max_inflight: int) -> ProduceCoalescer:
+    def wrap_connection(self, inner: Any, max_inflight: int) -> ProduceCoalescer:
+        """One broker connection as this producer sends over it (a subclass's _make wraps its own)."""
         if not self.coalesce:       # every call its own request, one at a time per connection
             return ProduceCoalescer(inner, max_inflight=max_inflight, max_messages=1, max_bytes=1)
         return ProduceCoalescer(inner, max_inflight=max_inflight, max_messages=COALESCE_MAX_MESSAGES,
@@ -304,7 +306,7 @@ class RoutedProducer(_Routed):
         # One transport attempt per call: retrying (with route refresh) is this class's job.
         inner = ProducerClient(addr, timeout_s=self.policy.rpc_timeout_s, max_retries=0, tls=self.tls)
         # gRPC multiplexes calls: without coalescing, every concurrent call goes out at once
-        return self._coalescer(inner, COALESCE_MAX_INFLIGHT if self.coalesce else 1 << 30)
+        return self.wrap_connection(inner, COALESCE_MAX_INFLIGHT if self.coalesce else 1 << 30)
 
     @property
     def requests_sent(self) -> int:

@@ -135,7 +135,7 @@ class RoutedPortProducer(RoutedProducer):
 
     def _make(self, addr: str) -> ProduceCoalescer:
         # the port answers one call at a time per connection: one request out (coalesce.py)
-        return self._coalescer(_PortProducer(addr, self.tls, self.policy.rpc_timeout_s), 1)
+        return self.wrap_connection(_PortProducer(addr, self.tls, self.policy.rpc_timeout_s), 1)
 
     async def _refresh(self, hint: str | None = None, hint_epoch: int = 0) -> None:
         """The master's fetch port from the name server; a NOT_MASTER hint names only a gRPC

@@ -7,6 +7,13 @@
 //                                              ends early once STOPFILE exists
 //   consume NAMESRV TOPIC SECONDS               reads every queue from its first offset; prints
 //                                              "MSG key" per message, "END n" once quiet or at the deadline
+//   load NAMESRV TOPIC THREADS BATCH SIZE WARMUP_S SECONDS MAX_MESSAGES
+//                                              THREADS threads share one producer, each sending BATCH
+//                                              messages of SIZE bytes per sync send (bench-peer-rocketmq);
+//                                              WARMUP_S untimed, then SECONDS (or MAX_MESSAGES) timed;
+//                                              prints "START" when the timed part begins, then
+//                                              "RESULT acked failed elapsed_ms p50_ms p99_ms cpu_ms"
+//                                              (cpu_ms: this JVM's CPU in the timed part)
 import java.util.*;
 import org.apache.rocketmq.client.producer.*;
 import org.apache.rocketmq.client.consumer.DefaultLitePullConsumer;
@@ -14,7 +21,9 @@ import org.apache.rocketmq.common.message.*;
 
 public class RmqTool {
     public static void main(String[] a) throws Exception {
-        if (a[0].equals("produce")) produce(a[1], a[2], a[3], Integer.parseInt(a[4]), Integer.parseInt(a[5]), Integer.parseInt(a[6]), a.length > 7 ? a[7] : null);
+        if (a[0].equals("load")) load(a[1], a[2], Integer.parseInt(a[3]), Integer.parseInt(a[4]), Integer.parseInt(a[5]),
+                                      Integer.parseInt(a[6]), Integer.parseInt(a[7]), Long.parseLong(a[8]));
+        else if (a[0].equals("produce")) produce(a[1], a[2], a[3], Integer.parseInt(a[4]), Integer.parseInt(a[5]), Integer.parseInt(a[6]), a.length > 7 ? a[7] : null);
         else consume(a[1], a[2], Integer.parseInt(a[3]));
         System.exit(0);
     }
@@ -63,6 +72,70 @@ public class RmqTool {
             }
         }
         System.out.println("END " + acked + " " + failed);
+        p.shutdown();
+    }
+
+    static void load(String ns, String topic, int threads, int batch, int size, int warmupS, int seconds,
+                     long maxMessages) throws Exception {
+        DefaultMQProducer p = new DefaultMQProducer("autoswitch-bench-producer");
+        p.setNamesrvAddr(ns);
+        p.setSendMsgTimeout(10000);
+        p.setRetryTimesWhenSendFailed(2);
+        p.start();
+        byte[] body = new byte[size];
+        java.util.Arrays.fill(body, (byte) 'x');
+        final long warmEnd = System.currentTimeMillis() + warmupS * 1000L;
+        final long[] window = new long[3];     // timed start, timed end (ms), CPU at the start (ns)
+        final com.sun.management.OperatingSystemMXBean os =
+            (com.sun.management.OperatingSystemMXBean) java.lang.management.ManagementFactory.getOperatingSystemMXBean();
+        final java.util.concurrent.atomic.AtomicLong acked = new java.util.concurrent.atomic.AtomicLong();
+        final java.util.concurrent.atomic.AtomicLong failed = new java.util.concurrent.atomic.AtomicLong();
+        final List<Long> lat = Collections.synchronizedList(new ArrayList<>());
+        final java.util.concurrent.CyclicBarrier start = new java.util.concurrent.CyclicBarrier(threads, () -> {
+            window[0] = System.currentTimeMillis();
+            window[1] = window[0] + seconds * 1000L;
+            window[2] = os.getProcessCpuTime();
+            System.out.println("START");
+            System.out.flush();
+        });
+        Thread[] ts = new Thread[threads];
+        for (int t = 0; t < threads; t++) {
+            ts[t] = new Thread(() -> {
+                try {
+                    boolean timed = false;
+                    List<Long> mine = new ArrayList<>();
+                    while (true) {
+                        long now = System.currentTimeMillis();
+                        if (!timed && now >= warmEnd) { start.await(); timed = true; }
+                        if (timed && (System.currentTimeMillis() >= window[1] || acked.get() >= maxMessages)) break;
+                        List<Message> msgs = new ArrayList<>();
+                        for (int k = 0; k < batch; k++) msgs.add(new Message(topic, body));
+                        long t0 = System.nanoTime();
+                        try {
+                            SendResult r = batch == 1 ? p.send(msgs.get(0)) : p.send(msgs);
+                            if (r.getSendStatus() == SendStatus.SEND_OK) {
+                                if (timed) { acked.addAndGet(batch); mine.add(System.nanoTime() - t0); }
+                            } else if (timed) failed.addAndGet(batch);
+                        } catch (Exception e) {
+                            if (timed) failed.addAndGet(batch);
+                        }
+                    }
+                    lat.addAll(mine);
+                } catch (Exception e) {
+                    System.out.println("FAIL " + e);
+                }
+            });
+            ts[t].start();
+        }
+        for (Thread t : ts) t.join();
+        long elapsed = System.currentTimeMillis() - window[0];
+        long cpuMs = (os.getProcessCpuTime() - window[2]) / 1000000L;
+        List<Long> s = new ArrayList<>(lat);
+        Collections.sort(s);
+        double p50 = s.isEmpty() ? 0 : s.get(Math.min(s.size() - 1, (int) (0.50 * s.size()))) / 1e6;
+        double p99 = s.isEmpty() ? 0 : s.get(Math.min(s.size() - 1, (int) (0.99 * s.size()))) / 1e6;
+        System.out.println("RESULT " + acked.get() + " " + failed.get() + " " + elapsed + " " + p50 + " " + p99 + " " + cpuMs);
+        System.out.flush();
         p.shutdown();
     }
 
