@@ -222,7 +222,7 @@ def _block_ours(tmp: Path, args: argparse.Namespace) -> dict:
 
     fetch_ports = [free_port() for _ in range(3)]
     layout = Layout(tmp / "ours", base_port=free_block(30), groups=1, replicas=3, cluster="peer", profile="default",
-                    broker_extra=["--ack-mode", "all"], secure=False)
+                    broker_extra=["--ack-mode", "all", "--flush", args.flush], secure=False)
     cluster = WithFetchPorts(layout)
     cluster.prepare_dir(fresh=True, wipe=True)
     try:
@@ -290,6 +290,8 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--size", type=int, default=256)
     ap.add_argument("--max-messages", type=int, default=2_000_000, help="ends a timed part early")
     ap.add_argument("--no-netns", action="store_true", help="run both systems in this network namespace")
+    ap.add_argument("--flush", choices=["sync", "async"], default="sync",
+                    help="ours: flush (the default, sync, fsyncs before an ack counts); RocketMQ runs SYNC_FLUSH")
     ap.add_argument("--system", choices=["rocketmq", "ours"])
     ap.add_argument("--namesrv", default="")
     ap.add_argument("--producers", type=int, default=4)
