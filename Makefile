@@ -16,6 +16,7 @@ LEASE_SCENARIOS ?= 100000
 LEASE_MEMBERSHIP_SCENARIOS ?= 20000
 LEASE_STORE_SCENARIOS ?= 20000
 ROUNDS ?= 200
+STORE_SEEDS ?= 1000
 
 .PHONY: setup setup-run run test lint typecheck proto proto-check fuzz sim soak chaos zone-cut powerloss upgrade-test clean \
         bench-replication bench-produce bench-recovery bench-controller bench-election bench-rolling bench-backends \
@@ -84,7 +85,8 @@ sim: setup
 
 soak: setup
 	$(BIN)/python -m tests.sim.soak --seeds $(SEEDS) --seed-start $(SEED_START) --lease-scenarios $(LEASE_SCENARIOS) \
-		--lease-membership-scenarios $(LEASE_MEMBERSHIP_SCENARIOS) --lease-store-scenarios $(LEASE_STORE_SCENARIOS)
+		--lease-membership-scenarios $(LEASE_MEMBERSHIP_SCENARIOS) --lease-store-scenarios $(LEASE_STORE_SCENARIOS) \
+		--store-seeds $(STORE_SEEDS)
 
 chaos: setup
 	$(BIN)/python -m tests.chaos.run

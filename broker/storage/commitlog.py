@@ -8,16 +8,21 @@ and queue offsets are the store's business.
 
 from __future__ import annotations
 
-import os
 from collections.abc import Iterator
 from pathlib import Path
 
 from autoswitch.broker.storage import record as rec
-from autoswitch.broker.storage.segment import Segment, parse_segment_name
+from autoswitch.broker.storage.segment import (
+    OsSegmentFiles,
+    Segment,
+    SegmentFile,
+    SegmentFiles,
+    parse_segment_name,
+    segment_name,
+)
 from autoswitch.broker.storage.store_errors import LogCorrupt, OffsetOutOfRange
 
 from autoswitch.base.errors import too_new
-from autoswitch.base.fsutil import fsync_dir, fsync_fd
 from autoswitch.base.log import get_logger
 
 _log = get_logger("store.commitlog")
@@ -26,36 +31,38 @@ _log = get_logger("store.commitlog")
 class LogSync:
     """One fsync of the commit log's dirty segments, runnable on any thread (``run``)."""
 
-    __slots__ = ("target", "cuts", "fds")
+    __slots__ = ("target", "cuts", "files")
 
-    def __init__(self, target: int, cuts: int, fds: list[tuple[int, str]]) -> None:
+    def __init__(self, target: int, cuts: int, files: list[SegmentFile]) -> None:
         self.target = target
         self.cuts = cuts
-        self.fds = fds
+        self.files = files      # duplicated handles: this sync's own
 
     def run(self) -> None:
-        """fdatasync each duplicated descriptor (releases the GIL), then close them all; the first
-        error is raised (``FsyncFailed``) after every descriptor is closed."""
+        """fdatasync each duplicated handle (releases the GIL), then close them all; the first
+        error is raised (``FsyncFailed``) after every handle is closed."""
         error: BaseException | None = None
-        for fd, path in self.fds:
+        for f in self.files:
             if error is None:
                 try:
-                    fsync_fd(fd, data_only=True, what=path)
+                    f.sync(data_only=True)
                 except BaseException as e:  # noqa: BLE001 - closed below, raised after
                     error = e
-            os.close(fd)
-        self.fds = []
+            f.close()
+        self.files = []
         if error is not None:
             raise error
 
 
 class CommitLog:
-    def __init__(self, directory: Path, segment_bytes: int, max_record: int) -> None:
+    def __init__(self, directory: Path, segment_bytes: int, max_record: int,
+                 files: SegmentFiles | None = None) -> None:
+        """``files``: where the segments live (default: ``directory`` on this host's file system)."""
         assert segment_bytes >= 2 * rec.HEADER_SIZE
-        self.dir = directory
+        self.files: SegmentFiles = files if files is not None else OsSegmentFiles(directory)
+        self.dir = self.files.path
         self.segment_bytes = segment_bytes
         self.max_record = max_record
-        self.dir.mkdir(parents=True, exist_ok=True)
         self.segments: list[Segment] = []
         self.min_offset = 0
         self.max_offset = 0
@@ -85,30 +92,30 @@ class CommitLog:
         if seg is None:
             base = self.segment_base(offset)
             assert not self.segments or base == self.segments[-1].end_limit, (base, self.segments[-1].base)
-            seg = Segment(self.dir, base, self.segment_bytes)
+            seg = Segment(self.files, base, self.segment_bytes)
             self.segments.append(seg)
-            fsync_dir(self.dir)
+            self.files.sync()
         return seg
 
     # --- open ---------------------------------------------------------------------
     def open_files(self) -> None:
         """List segment files; the sequence must be gap-free (a hole is corruption)."""
         bases = []
-        for p in self.dir.iterdir():
-            b = parse_segment_name(p.name)
+        for name in self.files.names():
+            b = parse_segment_name(name)
             if b is None:
                 continue
             if b % self.segment_bytes:
                 raise LogCorrupt(
                     f"segment base not a multiple of segment_bytes={self.segment_bytes} (changed config?)",
-                    path=str(p),
+                    path=str(self.dir / name),
                 )
             bases.append(b)
         bases.sort()
         for a, b in zip(bases, bases[1:], strict=False):
             if b != a + self.segment_bytes:
-                raise LogCorrupt(f"missing segment between {a} and {b}", path=str(self.dir / f"{a:020d}"))
-        self.segments = [Segment(self.dir, b, self.segment_bytes) for b in bases]
+                raise LogCorrupt(f"missing segment between {a} and {b}", path=str(self.dir / segment_name(a)))
+        self.segments = [Segment(self.files, b, self.segment_bytes) for b in bases]
 
     # --- writes -------------------------------------------------------------------
     def write(self, offset: int, data) -> None:
@@ -145,21 +152,21 @@ class CommitLog:
     def begin_sync(self) -> LogSync:
         """A group commit's fsync, to be run off the caller's thread (``LogSync.run``): the dirty
         segments are marked clean now (a write from here on dirties its segment again) and their
-        descriptors duplicated, so a segment closed meanwhile (retention, a cut) never turns the
+        handles duplicated, so a segment closed meanwhile (retention, a cut) never turns the
         sync into a failure or an fsync of another file. ``finish_sync`` makes it count."""
-        fds: list[tuple[int, str]] = []
+        files: list[SegmentFile] = []
         try:
             for seg in self.segments:
                 if seg.dirty:
-                    fds.append((os.dup(seg.fd), str(seg.path)))
+                    files.append(seg.duplicate())
                     seg.dirty = False
         except OSError:
-            for fd, _ in fds:
-                os.close(fd)
+            for f in files:
+                f.close()
             for seg in self.segments:
                 seg.dirty = True
             raise
-        return LogSync(self.max_offset, self.cuts, fds)
+        return LogSync(self.max_offset, self.cuts, files)
 
     def finish_sync(self, s: LogSync) -> None:
         """``s`` ran without an error: the bytes below its target are on disk, unless the log was
@@ -261,7 +268,7 @@ class CommitLog:
             if seg.file_size() > offset - seg.base:
                 seg.truncate(offset)
         if changed:
-            fsync_dir(self.dir)
+            self.files.sync()
         self.max_offset = max(offset, self.min_offset)
         self.synced_offset = min(self.synced_offset, self.max_offset)
         self.cuts += 1
@@ -273,14 +280,14 @@ class CommitLog:
             self.segments.pop(0).delete()
             n += 1
         if n:
-            fsync_dir(self.dir)
+            self.files.sync()
         return n
 
     def delete_all(self) -> None:
         for seg in self.segments:
             seg.delete()
         self.segments = []
-        fsync_dir(self.dir)
+        self.files.sync()
         self.synced_offset = self.min_offset
         self.cuts += 1
 

@@ -23,7 +23,6 @@ recovery finishes whatever the intent says, so a crash at any step converges.
 from __future__ import annotations
 
 import functools
-import os
 import shutil
 import time
 from collections.abc import Callable, Iterator
@@ -38,6 +37,7 @@ from autoswitch.broker.storage import record_runs as runs
 from autoswitch.broker.storage.commitlog import CommitLog, LogSync
 from autoswitch.broker.storage.consume_index import TopicIndex, pack_entries, topic_dir_name
 from autoswitch.broker.storage.record import AppendResult, Message, RecordInfo, StoredMessage
+from autoswitch.broker.storage.segment import SegmentFiles
 from autoswitch.broker.storage.store_config import StoreConfig
 from autoswitch.broker.storage.store_errors import (
     BadBatch,
@@ -89,9 +89,12 @@ def _durable(method):
 
 class MessageStore:
     def __init__(self, data_dir: Path, config: StoreConfig | None = None,
-                 on_fsync_failed: Callable[[FsyncFailed], None] | None = None) -> None:
+                 on_fsync_failed: Callable[[FsyncFailed], None] | None = None,
+                 log_files: SegmentFiles | None = None) -> None:
         """``on_fsync_failed``: called once when an fsync fails (the broker process ends then: the
-        store refuses every later call anyway, see ``_poison``)."""
+        store refuses every later call anyway, see ``_poison``). ``log_files``: where the commit
+        log's segments live (default ``data_dir/commitlog`` on this host; the storage simulator
+        passes its simulated disk)."""
         self.on_fsync_failed = on_fsync_failed
         self._poisoned: FsyncFailed | None = None
         self.config = config or StoreConfig()
@@ -101,7 +104,8 @@ class MessageStore:
         self._cp_path = self.dir / "checkpoint"
         self._index_root = self.dir / "index"
         self._epoch_file = EpochFile(self.dir / "epochfile")
-        self._log = CommitLog(self.dir / "commitlog", self.config.segment_bytes, self.config.max_record_bytes)
+        self._log = CommitLog(self.dir / "commitlog", self.config.segment_bytes, self.config.max_record_bytes,
+                              files=log_files)
         self._indexes: dict[str, TopicIndex] = {}
         self._epochs = EpochCache()
         self._confirm = 0
@@ -382,7 +386,14 @@ class MessageStore:
         for it in items:
             n = it[6]
             room = seg_end - pos
-            if n > room or 0 < room - n < rec.HEADER_SIZE:
+            if room == 0:
+                # the record before filled its segment to the byte: the next one starts the next
+                # segment, with no padding (found by the storage simulator, tests/sim/store_sim.py)
+                chunks.append((chunk_start, 0, placed))
+                placed = []
+                chunk_start = seg_end
+                seg_end += self._log.segment_bytes
+            elif n > room or 0 < room - n < rec.HEADER_SIZE:
                 assert room >= rec.HEADER_SIZE, room  # invariant: a padding header always fits
                 chunks.append((chunk_start, room, placed))
                 placed = []
@@ -598,7 +609,7 @@ class MessageStore:
         victims = 0
         for seg in self._log.segments[:-1]:
             by_size = keep_bytes is not None and self._log.max_offset - seg.end_limit >= keep_bytes
-            by_age = keep_seconds is not None and now - os.fstat(seg.fd).st_mtime > keep_seconds
+            by_age = keep_seconds is not None and now - seg.modified_at() > keep_seconds
             if not (by_size or by_age):
                 break
             new_min = seg.end_limit

@@ -8,7 +8,7 @@ the simulator or the cores change behaviour.
 
 from __future__ import annotations
 
-from . import controller_sim, data_sim, lease_sim
+from . import controller_sim, data_sim, lease_sim, store_sim
 from .common import FaultMix, HoldFromFirstReportTable, NoTimeoutCheckTable, Violation, quiet_logs
 
 # An adversarial schedule for the Raft bug: partitions between candidates plus voters that
@@ -36,7 +36,9 @@ VOTE_HUNT = FaultMix(every_ms=150, partition=0.35, one_way=0.2, heal=0.25, crash
 # simulator on the real run marker and at the newest feature level (issue 61), first catches: report_restart_clean
 # 0, resume_epoch_after_unclean 6, unstated_min_isr 16, accept_second_incarnation 5, no_union_sss 12,
 # elect_outside_sss 12, skip_handshake_truncation 4, drop_zero_msg_epochs 9, no_self_fencing 18,
-# handover_without_cas 4, fast_path_any_ack_mode 0, unstated_ack_mode 6 (bounds unchanged)
+# handover_without_cas 4, fast_path_any_ack_mode 0, unstated_ack_mode 6 (bounds unchanged); the storage
+# simulator (the real MessageStore on a simulated disk, issue 61): sync_counts_later_appends 0 -> 10,
+# fsync_error_ignored 3 -> 20
 CATCH_BOUND = {
     "no_union_sss": 150,
     "elect_outside_sss": 20,
@@ -63,6 +65,8 @@ CATCH_BOUND = {
     "no_term_rise_budget": 5,
     "lease_grant_catching_up": 60,
     "no_listen_afresh_after_catch_up": 20,
+    "sync_counts_later_appends": 10,
+    "fsync_error_ignored": 20,
 }
 # planted bugs that need the power cuts of DataSim(power_loss=True)
 POWER_BUGS = {"report_restart_clean", "resume_epoch_after_unclean", "unstated_min_isr", "accept_second_incarnation"}
@@ -79,6 +83,12 @@ LEASE_BATCH = 100
 
 def run_with_bug(bug: str, seed: int) -> Violation | None:
     with quiet_logs():
+        if bug in store_sim.STORE_BUGS:
+            try:
+                store_sim.run_seed(seed, bug=bug)
+            except Violation as v:
+                return v
+            return None
         if bug == "lease_hold_from_first_report":
             _, bad = lease_sim.run_scenarios(seed * LEASE_BATCH, LEASE_BATCH, HoldFromFirstReportTable)
             return Violation("lease.outlives_election", bad[0][2], 0) if bad else None

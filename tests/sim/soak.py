@@ -16,7 +16,7 @@ import json
 import sys
 import time
 
-from . import controller_sim, data_sim, lease_sim
+from . import controller_sim, data_sim, lease_sim, store_sim
 from .bugs import MEMBERSHIP_RULE_OFF, WIPE_RULE_OFF
 from .common import BUGS, HoldFromFirstReportTable, Stats, Violation, quiet_logs
 
@@ -75,8 +75,11 @@ def main(argv: list[str] | None = None) -> int:
                     help="lease scenarios with controller membership changes (add one voter, remove another)")
     ap.add_argument("--lease-store-scenarios", type=int, default=0,
                     help="lease scenarios on a store backend whose leader pauses (SIGSTOP) past or within its lock")
+    ap.add_argument("--store-seeds", type=int, default=0,
+                    help="storage simulator seeds (the real MessageStore on a simulated disk) to run too")
     ap.add_argument("--verbose", action="store_true")
     a = ap.parse_args(argv)
+    store_summary = _run_store(a.seed_start, a.store_seeds, bugs=frozenset(a.bug)) if a.store_seeds > 0 else None
     bugs = frozenset(a.bug)
     lease_bad = _run_lease(a.lease_start, a.lease_scenarios, bugs) if a.lease_scenarios > 0 else 0
     if a.lease_membership_scenarios > 0:
@@ -113,8 +116,36 @@ def main(argv: list[str] | None = None) -> int:
     summary["lease_membership_scenarios"] = a.lease_membership_scenarios
     summary["lease_store_scenarios"] = a.lease_store_scenarios
     summary["lease_violations"] = lease_bad
+    if store_summary is not None:
+        summary["store"] = store_summary
     print(json.dumps(summary))
-    return 1 if failed or lease_bad else 0
+    return 1 if failed or lease_bad or (store_summary and store_summary["violations"]) else 0
+
+
+def _run_store(start: int, count: int, bugs: frozenset[str]) -> dict:
+    """Storage simulator seeds start .. start+count-1 (store_sim.py); each violation printed."""
+    bug = next((b for b in bugs if b in store_sim.STORE_BUGS), None)
+    t0 = time.monotonic()
+    bad: list[int] = []
+    totals: dict[str, int] = {}
+    for i, seed in enumerate(range(start, start + count)):
+        try:
+            st = store_sim.run_seed(seed, bug=bug)
+        except Violation as v:
+            bad.append(seed)
+            print(f"STORE VIOLATION seed={seed} {v}", file=sys.stderr, flush=True)
+            continue
+        for k, v in vars(st).items():
+            if isinstance(v, int):
+                totals[k] = totals.get(k, 0) + v
+        for k, v in st.disk.items():
+            totals[f"disk_{k}"] = totals.get(f"disk_{k}", 0) + v
+        if (i + 1) % 100 == 0:
+            print(json.dumps({"event": "store_progress", "done": i + 1, "of": count, "violations": len(bad)}),
+                  file=sys.stderr, flush=True)
+    el = time.monotonic() - t0
+    print(f"{count} storage seeds in {el:.1f}s; violations at seeds: {bad or 'none'}", file=sys.stderr, flush=True)
+    return {"seeds": count, "seconds": round(el, 2), "violations": bad, "bug": bug, "stats": totals}
 
 
 def _run_lease(start: int, count: int, bugs: frozenset[str], membership: bool = False, store: bool = False) -> int:

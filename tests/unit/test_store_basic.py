@@ -75,6 +75,23 @@ def test_segment_roll_writes_padding(tmp_path):
     assert index_view(s) == scan_view(s)
 
 
+def test_a_record_that_fills_its_segment_to_the_byte_and_one_more_in_the_same_batch(tmp_path):
+    """Found by the storage simulator: the placement asserted that a padding header fits after a
+    record that ended exactly at its segment's end, so such a batch failed (AssertionError)."""
+    s = open_store(tmp_path)            # 4096-byte segments, bodies of at most 1000 bytes
+    fillers = [Message("a", b"f" * 900, f"f{i}", 1) for i in range(4)]
+    used = sum(rec.HEADER_SIZE + 1 + len(m.msg_id) + len(m.body) for m in fillers)
+    last = Message("a", b"x" * (4096 - used - (rec.HEADER_SIZE + 1 + len("id-0"))), "id-0", 1)  # ends at 4096
+    res = s.append_messages([*fillers, last, Message("a", b"after", "id-1", 2), Message("a", b"more", "id-2", 3)])
+    assert [p for p, _, _ in res.records][4:] == [4096 - (rec.HEADER_SIZE + 1 + 4 + len(last.body)), 4096,
+                                                  4096 + rec.HEADER_SIZE + 1 + 4 + 5]
+    assert not [r for r in s.scan(include_padding=True) if r.padding]       # nothing to pad
+    assert [m.body for m in s.read_messages("a", 4, 10)] == [last.body, b"after", b"more"]
+    s.close()
+    s = open_store(tmp_path, epoch=None)
+    assert [m.msg_id for m in s.read_messages("a", 4, 10)] == ["id-0", "id-1", "id-2"]
+
+
 def test_read_raw_whole_records_limits_and_segment_end(tmp_path):
     s = open_store(tmp_path)
     fill(s, 60)
