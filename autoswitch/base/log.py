@@ -8,12 +8,14 @@ py4j) go through the same renderer, so a process writes one format.
 
 from __future__ import annotations
 
+import contextlib
 import io
 import logging
 import os
 import sys
 import threading
 import time
+from collections.abc import Iterator
 from typing import TYPE_CHECKING, Any, BinaryIO, cast
 
 import orjson
@@ -141,6 +143,29 @@ def configure(level: str | None = None, stream=None, *, stdlib: bool = True) -> 
     root = logging.getLogger()
     root.handlers[:] = [handler]
     root.setLevel(lvl)
+
+
+def _drop_event(*_: Any) -> EventDict:
+    raise _structlog().DropEvent
+
+
+@contextlib.contextmanager
+def silenced() -> Iterator[None]:
+    """Nothing is logged inside (the simulators run thousands of seeds whose refused messages
+    and recoveries would each be a line); the configuration before is restored after."""
+    global _generation
+    structlog = _structlog()
+    before, saved = _generation, structlog.get_config()
+    # below CRITICAL filtered where it is called (no cost); CRITICAL dropped by the one processor
+    structlog.configure(wrapper_class=structlog.make_filtering_bound_logger(logging.CRITICAL),
+                        processors=[_drop_event])
+    _generation = max(_generation, 0) + 1
+    try:
+        yield
+    finally:
+        structlog.configure(**saved)
+        # never configured before: the next use configures the default again
+        _generation = 0 if before == 0 else _generation + 1
 
 
 def _stdlib_fields(_: WrappedLogger, __: str, ed: EventDict) -> EventDict:

@@ -10,6 +10,8 @@ from dataclasses import dataclass, field
 
 from autoswitch.controller.failover.liveness import HeartbeatTable, NodeOpinion, Opinion
 
+from autoswitch.base.log import silenced
+
 # Planted bugs (docs/design.md lists the failures they re-introduce). They exist ONLY here:
 # each is a subclass/wrapper of a production core built inside tests/sim.
 BUGS = (
@@ -92,11 +94,13 @@ class Stats:
 
 @contextlib.contextmanager
 def quiet_logs() -> Iterator[None]:
-    """The cores log every rejected message; at thousands of seeds that is the whole cost."""
+    """The cores log every rejected message; at thousands of seeds that is the whole cost (and
+    the soak's stderr). Both the standard logging and the structured event logs are silenced."""
     prev = logging.root.manager.disable
     logging.disable(logging.CRITICAL)
     try:
-        yield
+        with silenced():
+            yield
     finally:
         logging.disable(prev)
 

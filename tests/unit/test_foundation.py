@@ -24,6 +24,27 @@ def test_cli_help_runs():
     assert "admin" in out.stdout
 
 
+def test_silenced_logs_nothing_and_restores_the_configuration():
+    import io
+    import json
+
+    from autoswitch.base import log as aslog
+
+    out = io.BytesIO()
+    aslog.configure("INFO", out)
+    try:
+        log = aslog.get_logger("x")
+        log.info("before")
+        with aslog.silenced():
+            log.info("inside")
+            log.critical("inside-critical")
+            aslog.get_logger("y").error("inside-new-logger")
+        log.info("after")
+    finally:
+        aslog.configure()
+    assert [json.loads(x)["event"] for x in out.getvalue().decode().splitlines()] == ["before", "after"]
+
+
 def test_a_log_line_is_the_json_of_ts_level_pid_and_the_fields():
     import io
     import json
