@@ -24,7 +24,7 @@ from collections.abc import Iterable
 from pathlib import Path
 
 from autoswitch.base.errors import ConfigError
-from autoswitch.base.output import emit, fail, fail_code
+from autoswitch.base.output import emit, fail, fail_code, render
 from autoswitch.base.tls import CLUSTER_URI_PREFIX
 
 DEFAULT_HOSTS = ("127.0.0.1", "localhost")
@@ -235,7 +235,16 @@ def _cmd_init(args: argparse.Namespace) -> int:
         out = init_dev_ca(args.directory, args.identities, args.host or DEFAULT_HOSTS, args.days, args.cluster)
     except ConfigError as e:
         return fail(args, e, rc=2)
-    emit(args, {"directory": str(args.directory), "identities": out})
+    result = {"directory": str(args.directory), "identities": out}
+    if args.json:
+        emit(args, result)
+        return 0
+    # for people: one line, then one row per identity (the paths in the folder, not a column each)
+    any_id = next(iter(out.values()), {})
+    render({"summary": f"{len(out)} certificates in {args.directory} (CA {Path(any_id.get('ca', '-')).name}, "
+                       f"cluster {any_id.get('cluster', '-')})",
+            "identities": [{"identity": name, "cert": Path(v["cert"]).name, "key": Path(v["key"]).name}
+                           for name, v in out.items()]})
     return 0
 
 

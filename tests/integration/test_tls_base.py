@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import asyncio
 import json
+import os
 import subprocess
 import sys
 
@@ -112,6 +113,21 @@ def test_a_tls_config_names_what_is_missing_or_not_pem(tmp_path):
     with pytest.raises(ConfigError, match="not a PEM"):
         TLSConfig(ca=str(tmp_path / "x"), cert=str(tmp_path / "x"), key=str(tmp_path / "x")).validate()
     assert not TLSConfig.off().enabled and TLSConfig.off().validate() == TLSConfig.off()
+
+
+def test_certs_init_for_people_is_one_line_per_identity_within_80_columns(tmp_path):
+    """Issue 64 item 4: the human output was a column per identity, every path wrapped."""
+    d = tmp_path / "a-rather-long-folder-name-for-the-cluster-certificates"
+    ids = ["controller/n1", "controller/n2", "controller/n3", "broker/g0-r0", "broker/g0-r1", "admin"]
+    out = subprocess.run([sys.executable, "-m", "autoswitch", "certs", "init", str(d), *ids], capture_output=True,
+                         text=True, timeout=120, env={**os.environ, "COLUMNS": "80"})
+    assert out.returncode == 0, out.stderr
+    lines = out.stdout.splitlines()
+    assert lines[0].startswith("6 certificates in ") and "CA ca.pem" in out.stdout, out.stdout
+    for name in ids:
+        row = [ln for ln in lines if ln.startswith(name + " ")]
+        assert len(row) == 1 and name.replace("/", "_") + ".pem" in row[0], out.stdout
+    assert all(len(ln) <= 80 for ln in lines[2:]), out.stdout
 
 
 def test_certs_init_cli(tmp_path):
