@@ -115,10 +115,12 @@ class ConsumerGroups:
                 self._next_q = m.queue_offset + 1
         return self._table
 
-    async def commit(self, group: str, topic: str, queue_offset: int, caller: Principal | None = None) -> None:
+    async def commit(self, group: str, topic: str, queue_offset: int, caller: Principal | None = None,
+                     operator_reset: bool = False) -> None:
         """At-least-once: commit the next offset to read after processing everything before it.
         With authorization, a group belongs to the identity of its first commit; another reader
-        is refused (an admin may reset any group)."""
+        is refused (an admin may reset any group). ``operator_reset``: an operator's reset-offsets
+        (recorded in the commit; with authorization only an admin may say so)."""
         check_names(group, topic)
         self._require_master()
         end = self.b.store.max_queue_offset(topic)
@@ -128,6 +130,10 @@ class ConsumerGroups:
         who = caller.name if caller is not None and caller.via != "none" else ""
         admin = caller is not None and Role.ADMIN in caller.roles
         bound = bound_identities(self.b.cfg.consumer_group_owners, group)
+        if operator_reset and who and not admin:
+            # a reader marking its own commits as an operator's would hide its moves from the audit
+            raise GroupOwned(f"only an admin resets the offsets of {group!r}; {who!r} commits as a consumer",
+                             consumer_group=group)
         if who and not admin:
             if bound is not None:
                 # configured: only the named identities commit for it (issue 59: any reader could
@@ -146,7 +152,7 @@ class ConsumerGroups:
         if not table.known((group, topic)) and table.key_count() >= MAX_KEYS:
             raise BadRequest(f"this master keeps offsets for at most {MAX_KEYS} (consumer group, topic) keys")
         wp = self.b.writer()
-        body = encode_commit(group, topic, queue_offset, who)
+        body = encode_commit(group, topic, queue_offset, who, operator_reset)
         await wp.put([Message(topic=OFFSETS_TOPIC, body=body, msg_id=uuid.uuid4().hex,
                               born_ts_ms=int(time.time() * 1000))])
         # As Produce: the lease may have run out (or a handover deposed us) while the commit waited

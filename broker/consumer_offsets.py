@@ -40,16 +40,25 @@ def check_names(group: str, topic: str) -> None:
         raise BadRequest(f"topic must be 1..{MAX_TOPIC_BYTES} bytes and not start with {RESERVED_PREFIX!r}")
 
 
-def encode_commit(group: str, topic: str, queue_offset: int, committer: str = "") -> bytes:
+def encode_commit(group: str, topic: str, queue_offset: int, committer: str = "", operator_reset: bool = False) -> bytes:
     """``committer``: the identity that commits (authorization on), recorded so that every replica
-    knows which identity a consumer group belongs to."""
+    knows which identity a consumer group belongs to. ``operator_reset``: an operator's
+    reset-offsets, not a consumer's progress (``"r"``; readers that predate it ignore it)."""
     check_names(group, topic)
     if queue_offset < 0:
         raise BadRequest("queue_offset must be >= 0")
     doc: dict = {"g": group, "t": topic, "o": queue_offset}
     if committer:
         doc["u"] = committer[:MAX_COMMITTER]
+    if operator_reset:
+        doc["r"] = 1
     return orjson.dumps(doc)
+
+
+def operator_reset_of(body: bytes) -> bool:
+    """Is this commit record an operator's reset-offsets (``encode_commit(operator_reset=True)``)?"""
+    d = load_doc(body)
+    return d is not None and d.get("r") == 1
 
 
 def encode_delete(group: str, deleter: str = "") -> bytes:

@@ -42,7 +42,8 @@ class GroupTopicConfigRpcs:
 
     async def CommitOffset(self, request: pb.CommitOffsetRequest, context: Any) -> pb.CommitOffsetReply:
         try:
-            await self.groups.commit(request.consumer_group, request.topic, request.queue_offset, current_caller())
+            await self.groups.commit(request.consumer_group, request.topic, request.queue_offset, current_caller(),
+                                     operator_reset=request.operator_reset)
         except GroupOwned as e:
             who = current_caller()
             self._refused.warning((who.name if who else "", "group_owned"), "commit_offset_refused", error=str(e))

@@ -260,7 +260,8 @@ def run_audit(spark, acks, index, replica_rows: list[dict], epoch_rows: list[dic
     progress.set_phase("audit: consumer offsets")
     offsets = audit_offsets({g: m.broker_id for g, m in masters.items()}, offset_rows or [], commit_rows)
     (out_dir / "consumer_offsets.json").write_text(json.dumps(offsets, indent=1, sort_keys=True) + "\n")
-    off_counts = {"lost": offsets["offsets_lost"], "backwards": offsets["offsets_backwards"], "keys": offsets["keys"]}
+    off_counts = {"lost": offsets["offsets_lost"], "backwards": offsets["offsets_backwards"],
+                  "reset_by_operator": offsets["offsets_reset_by_operator"], "keys": offsets["keys"]}
 
     sources: dict[str, int] = {}
     for mc in masters.values():

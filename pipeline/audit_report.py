@@ -8,9 +8,10 @@ from __future__ import annotations
 from autoswitch.pipeline.report import MAX_TABLE_ROWS, STYLE, LegendEntry, bars_svg, esc, html_table
 
 # What each category means for the operator: the colour of its bar and its legend entry.
-LOSS, OPERATOR, UNSAFE = "#d62728", "#4e79a7", "#f28e2b"
+LOSS, OPERATOR, UNSAFE, ALLOWED = "#d62728", "#4e79a7", "#f28e2b", "#59a14f"
 LEGEND = [LegendEntry(LOSS, "acknowledged data lost"), LegendEntry(OPERATOR, "lost by an operator's unclean recovery"),
-          LegendEntry(UNSAFE, "a replica unsafe (nothing lost at the master)")]
+          LegendEntry(UNSAFE, "a replica unsafe (nothing lost at the master)"),
+          LegendEntry(ALLOWED, "allowed: a producer's retry written twice (at least once)")]
 SECTIONS: list[tuple[str, str, str, list[str]]] = [
     # (category, colour, heading, columns)
     ("lost", LOSS, "Lost acknowledged messages (absent from the master's log)",
@@ -24,7 +25,7 @@ SECTIONS: list[tuple[str, str, str, list[str]]] = [
     ("divergence", UNSAFE, "Divergent records below confirmOffset",
      ["group", "broker_id", "phy_offset", "kind", "msg_id", "master_msg_id", "crc", "master_crc", "size",
       "master_size"]),
-    ("duplicates", UNSAFE, "Duplicated msg_ids in the master's log (producer retries)",
+    ("duplicates", ALLOWED, "Duplicated msg_ids in the master's log (producer retries)",
      ["group", "msg_id", "copies", "offsets"]),
 ]
 # the order each category's first rows are taken in (a stable, readable page)
@@ -41,7 +42,8 @@ def render_audit_html(result: dict, rows: dict[str, list[dict]]) -> str:
     off = result["consumer_offsets"]
     cards = [("acked rows", result["acked_rows"]), ("groups", result["groups"]), ("replicas", result["replicas"]),
              ("problem acks", result["problem_acks"]), ("consumer offsets lost", off["lost"]),
-             ("offsets moved backwards", off["backwards"])]
+             ("offsets moved backwards", off["backwards"]),
+             ("offsets reset by an operator", off.get("reset_by_operator", 0))]
     card_html = "".join(f'<div class="card"><div class="v">{esc(v)}</div><div class="k">{esc(k)}</div></div>'
                         for k, v in cards)
     sections = []

@@ -10,6 +10,10 @@ log of ``autoswitch consume --commit-log``). Two findings:
 - **lost**: an acknowledged commit higher than the master's last commit for that key: the
   consumer was told its progress was safe and the group would now re-read from an older offset.
   After an unclean election that is the expected damage, and the audit names it.
+- **reset by an operator**: a move recorded as an operator's ``reset-offsets`` (the commit
+  record's ``operator_reset``): a recorded admin decision, never a backwards move or a loss. A key
+  an operator reset is not checked for lost commits (the audit cannot tell a commit the reset took
+  back from one lost later; the reset is reported instead).
 """
 
 from __future__ import annotations
@@ -27,12 +31,19 @@ def audit_offsets(master_of: dict[str, int], offset_rows: Iterable[dict],
     last: dict[Key, int] = {}
     backwards: list[dict] = []
     n_back = 0
+    resets: list[dict] = []
+    reset_keys: set[Key] = set()
     rows = sorted((r for r in offset_rows if master_of.get(r["group"]) == r["broker_id"]),
                   key=lambda r: (r["group"], r["phy_offset"]))
     for r in rows:
         k = (r["group"], r["consumer_group"], r["topic"])
         prev = last.get(k)
-        if prev is not None and r["committed"] < prev:
+        if r.get("operator_reset"):
+            reset_keys.add(k)
+            if len(resets) < MAX_FINDINGS:
+                resets.append({"group": k[0], "consumer_group": k[1], "topic": k[2], "from": prev,
+                               "to": r["committed"], "phy_offset": r["phy_offset"], "epoch": r["epoch"]})
+        elif prev is not None and r["committed"] < prev:
             n_back += 1
             if len(backwards) < MAX_FINDINGS:
                 backwards.append({"group": k[0], "consumer_group": k[1], "topic": k[2], "from": prev,
@@ -48,6 +59,8 @@ def audit_offsets(master_of: dict[str, int], offset_rows: Iterable[dict],
                 acked[k] = c
         for k, c in sorted(acked.items()):
             final = last.get(k)
+            if k in reset_keys:
+                continue            # the operator's reset decides this key (reported as such)
             if final is None or c["committed"] > final:
                 n_lost += 1
                 if len(lost) < MAX_FINDINGS:
@@ -55,4 +68,4 @@ def audit_offsets(master_of: dict[str, int], offset_rows: Iterable[dict],
                                  "acked_committed": c["committed"], "acked_epoch": c.get("epoch"),
                                  "master_committed": final})
     return {"offsets_lost": n_lost, "offsets_backwards": n_back, "lost": lost, "backwards": backwards,
-            "keys": len(last)}
+            "offsets_reset_by_operator": len(reset_keys), "reset_by_operator": resets, "keys": len(last)}

@@ -320,6 +320,13 @@ async def demo_failover(cluster: Cluster, client: Any, args: argparse.Namespace)
     # The independent check, from what stays on disk after the playground stops (Spark: the
     # pipeline extra, `pip install -e '.[pipeline]'` or `make test`'s setup).
     dirs = " ".join(f"--broker-data {lay.data_dir / f'g0-r{r}'}" for r in range(lay.replicas))
+    import importlib.util
+
+    if importlib.util.find_spec("pyspark") is None:
+        # `make run` builds the runtime alone: say the install step before the command that needs it
+        _out("demo: the audit runs on PySpark, the pipeline extra, which this install lacks: install it first "
+             "(in a checkout: `make setup`, or `.venv/bin/pip install -e '.[pipeline]'`; from a wheel: "
+             "pip install the wheel with `[pipeline]` after its name)")
     _out(f"demo: audit it: {command_name()} pipeline audit --acks {ack_path} {dirs} "
          f"--events {lay.data_dir / 'controller-n1' / 'events.jsonl'} --out {lay.data_dir / 'audit'}")
     return 0 if ok else 1

@@ -339,14 +339,16 @@ class LogRangesReply(_message.Message):
     def __init__(self, status: _Optional[_Union[Status, str]] = ..., error_message: _Optional[str] = ..., ranges: _Optional[_Iterable[_Union[RangeDigest, _Mapping]]] = ..., next_offset: _Optional[int] = ..., min_offset: _Optional[int] = ..., max_offset: _Optional[int] = ...) -> None: ...
 
 class CommitOffsetRequest(_message.Message):
-    __slots__ = ("consumer_group", "topic", "queue_offset")
+    __slots__ = ("consumer_group", "topic", "queue_offset", "operator_reset")
     CONSUMER_GROUP_FIELD_NUMBER: _ClassVar[int]
     TOPIC_FIELD_NUMBER: _ClassVar[int]
     QUEUE_OFFSET_FIELD_NUMBER: _ClassVar[int]
+    OPERATOR_RESET_FIELD_NUMBER: _ClassVar[int]
     consumer_group: str
     topic: str
     queue_offset: int
-    def __init__(self, consumer_group: _Optional[str] = ..., topic: _Optional[str] = ..., queue_offset: _Optional[int] = ...) -> None: ...
+    operator_reset: bool
+    def __init__(self, consumer_group: _Optional[str] = ..., topic: _Optional[str] = ..., queue_offset: _Optional[int] = ..., operator_reset: _Optional[bool] = ...) -> None: ...
 
 class CommitOffsetReply(_message.Message):
     __slots__ = ("status", "error_message", "master_addr", "group", "broker_id", "epoch")

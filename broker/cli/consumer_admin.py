@@ -270,7 +270,8 @@ def cmd_reset_offsets(args: argparse.Namespace) -> int:
                 for name in names:
                     row = await plan_one(c, group, epoch, topics[name])
                     if args.execute:
-                        r = await c.commit_offset(args.consumer_group, name, row["new"])
+                        # recorded as an operator's reset: the audit reports it as a decision
+                        r = await c.commit_offset(args.consumer_group, name, row["new"], operator_reset=True)
                         if r.status == pb.OK:
                             row["result"] = "committed"
                         else:

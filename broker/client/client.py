@@ -240,9 +240,12 @@ class ConsumerClient(_Base):
                                 record_runs=record_runs, min_count=min_count, max_wait_ms=max_wait_ms)
         return await self._call("Consume", req, timeout_s=self.timeout_s + max_wait_ms / 1000)
 
-    async def commit_offset(self, consumer_group: str, topic: str, queue_offset: int) -> pb.CommitOffsetReply:
+    async def commit_offset(self, consumer_group: str, topic: str, queue_offset: int,
+                            operator_reset: bool = False) -> pb.CommitOffsetReply:
+        """``operator_reset``: an operator's reset-offsets (admin only with authorization), recorded
+        as such so the durability audit reports the move as the operator's decision."""
         return await self._call("CommitOffset", pb.CommitOffsetRequest(
-            consumer_group=consumer_group, topic=topic, queue_offset=queue_offset))
+            consumer_group=consumer_group, topic=topic, queue_offset=queue_offset, operator_reset=operator_reset))
 
     async def fetch_offset(self, consumer_group: str, topic: str) -> pb.FetchOffsetReply:
         return await self._call("FetchOffset", pb.FetchOffsetRequest(consumer_group=consumer_group, topic=topic))

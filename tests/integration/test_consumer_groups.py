@@ -284,6 +284,26 @@ def test_consumer_group_admin_list_describe_and_reset(procs, tmp_path):
     missing = cli("consumer-group", "-g", "nobody")
     assert missing["error"]["code"] == "NOT_FOUND", missing
 
+    # the resets are recorded as an operator's (issue 64 item 2): exported from a copy of the
+    # master's store, the consumer's commit is a commit and every reset says so; the offsets
+    # audit reports the key as reset by an operator, nothing backwards, nothing lost
+    from autoswitch.pipeline.exports import export_replica
+    from autoswitch.pipeline.offsets_audit import audit_offsets
+
+    master = c.master_name()
+    bid = c.status(master)["broker_id"]
+    out = tmp_path / "export" / "m.index.jsonl"
+    out.parent.mkdir()
+    wait_until(lambda: c.status(master)["confirm_offset"] >= c.status(master)["max_offset"], 30, "all confirmed")
+    export_replica(tmp_path / f"broker-{master}", "g1", bid, out, copy_first=True)
+    rows = [json.loads(x) for x in out.with_name("m.offsets.jsonl").read_text().splitlines() if x.strip()]
+    mine = [r for r in rows if r["consumer_group"] == CG]
+    assert [r["operator_reset"] for r in mine][:1] == [False] and mine[-1]["operator_reset"], mine
+    assert sum(r["operator_reset"] for r in mine) == 9, mine           # the nine --execute resets above
+    told = [{"group": "g1", "consumer_group": CG, "topic": TOPIC, "committed": committed}]
+    found = audit_offsets({"g1": bid}, rows, told)
+    assert (found["offsets_backwards"], found["offsets_lost"], found["offsets_reset_by_operator"]) == (0, 0, 1), found
+
     # kafka-consumer-groups --delete: gone from every view; deleting it again finds nothing
     gone = cli("delete-consumer-group", "-g", CG)
     assert gone["ok"] and gone["result"]["groups"] == [{"group": "g1", "result": "deleted", "removed": 1,

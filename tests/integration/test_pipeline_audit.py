@@ -201,7 +201,8 @@ def test_an_acked_consumer_commit_missing_from_the_master_is_lost(spark, tmp_pat
     res = audit_with(spark, inputs.find_sources(tmp_path / "acks.jsonl", "acks"), inputs.find_log_sources(logs), None,
                      tmp_path / "out", NoProgress(spark), run_audit,
                      inputs.find_sources(tmp_path / "commits.jsonl", "commits"))
-    assert res["counts"]["lost"] == 0 and res["consumer_offsets"] == {"lost": 1, "backwards": 0, "keys": 1}
+    assert res["counts"]["lost"] == 0 and res["consumer_offsets"] == {"lost": 1, "backwards": 0, "reset_by_operator": 0,
+                                                                   "keys": 1}
     assert res["verdict"] == "LOST_COMMITTED_OFFSETS" and res["exit_code"] == EXIT_LOST
     found = json.loads((tmp_path / "out" / "consumer_offsets.json").read_text())
     assert found["lost"][0]["acked_committed"] == 100 and found["lost"][0]["master_committed"] == 50

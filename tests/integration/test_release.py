@@ -77,6 +77,9 @@ def test_the_wheel_runs_everything_from_a_fresh_venv(dist, tmp_path):
         assert pg.returncode == 0 and "demo: PASS" in out, out[-4000:]
         # it tells the user to audit with the command on their PATH: this install's
         assert "demo: audit it: autoswitch pipeline audit" in out, out[-4000:]
+        # ... and says first that it needs the pipeline extra, which a plain wheel install lacks (issue 64 item 2)
+        hint = out.index("demo: the audit runs on PySpark")
+        assert hint < out.index("demo: audit it:"), out[-4000:]
     finally:
         _cleanup(pg, pids)
 

@@ -25,3 +25,17 @@ def test_an_acked_commit_missing_from_the_master_is_lost_and_a_lower_one_is_back
     # a group the master never heard of, but a consumer was told about: lost too
     r2 = audit_offsets({"g1": 2}, [], told)
     assert r2["offsets_lost"] == 1 and r2["lost"][0]["master_committed"] is None
+
+
+def test_an_operators_reset_is_reported_as_such_not_as_backwards_or_lost():
+    """Issue 64 item 2: a deliberate reset-offsets --execute made a loss-free run UNSAFE_REPLICAS."""
+    rows = [_rec(1, "cg", "t", 50, 100), {**_rec(1, "cg", "t", 0, 200), "operator_reset": True},
+            _rec(1, "cg", "t", 20, 300), _rec(1, "cg2", "t", 30, 310), _rec(1, "cg2", "t", 10, 320)]
+    told = [{"group": "g1", "consumer_group": "cg", "topic": "t", "committed": 50},
+            {"group": "g1", "consumer_group": "cg2", "topic": "t", "committed": 30}]
+    r = audit_offsets({"g1": 1}, rows, told)
+    assert r["offsets_reset_by_operator"] == 1 and r["reset_by_operator"][0]["from"] == 50
+    assert r["reset_by_operator"][0]["to"] == 0
+    # the consumer's own moves are still judged: cg2 went backwards and lost its acknowledged 30
+    assert r["offsets_backwards"] == 1 and r["backwards"][0]["consumer_group"] == "cg2"
+    assert r["offsets_lost"] == 1 and r["lost"][0]["consumer_group"] == "cg2"
