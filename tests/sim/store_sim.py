@@ -114,7 +114,9 @@ class StoreSim:
         self.stats = StoreSimStats()
         self.acked: dict[str, _Msg] = {}        # msg_id -> a message an acknowledgement may count
         self.pending: list[_Msg] = []           # appended, not yet covered by a sync
-        self.flipped: set[int] = set()          # phy offsets of records a bit flip hit
+        # log offsets of the bytes bit flips hit (in an acknowledged record, or in the padding after
+        # it that its end counts: a record's end here is the next record's start)
+        self.flipped: set[int] = set()
         self.next_id = 0
         self.config = StoreConfig(segment_bytes=self.rng.choice([80 << 10, 128 << 10, 512 << 10]),
                                   retention_hours=None, max_message_bytes=64 << 10)
@@ -178,7 +180,9 @@ class StoreSim:
             # on may go (the replica then holds less than it acknowledged: the controllers' record
             # of each replica's acknowledged offset keeps it from counting as clean, issue 58
             # item 8). Anything else below an acknowledgement is a loss.
-            if cut not in self.flipped:         # the cut must be at a flipped record's start
+            # the cut must be at the start of the record (or padding) holding a flipped byte: no
+            # acknowledged record starts between the cut and that byte
+            if not any(f >= cut and not any(cut < m.phy <= f for m in self.acked.values()) for f in self.flipped):
                 raise self._fail("store.acked_lost", f"recovered log ends at {cut}, below acknowledged bytes "
                                  f"up to {end} (bit flips at {sorted(self.flipped)})")
             gone = [k for k, m in self.acked.items() if m.end > cut]
@@ -330,10 +334,15 @@ class StoreSim:
         key = str(self.dir / "commitlog" / f"{base:020d}")
         if key not in self.disk.files:
             return
-        self.disk.flip_bit(key, m.phy - base + self.rng.randrange(max(1, m.end - m.phy)))
-        self.flipped.add(m.phy)
+        # within the record or the padding after it, in its segment
+        pos = m.phy + self.rng.randrange(max(1, min(m.end, base + self.config.segment_bytes) - m.phy))
+        self.disk.flip_bit(key, pos - base)
+        self.flipped.add(pos)
 
     # ------------------------------------------------------------------ the check
+
+    def _hit(self, m: _Msg) -> bool:
+        return any(m.phy <= f < m.end for f in self.flipped)
 
     def _check(self) -> None:
         store = self.store
@@ -343,12 +352,12 @@ class StoreSim:
             try:
                 got = store.read_messages(m.topic, m.q, 1)
             except LogCorrupt:
-                if m.phy in self.flipped or any(m.phy <= f < m.end for f in self.flipped):
+                if self._hit(m):
                     continue        # found and refused: what a bit flip must come to
                 raise self._fail("store.acked_lost", f"{m.msg_id} at {m.phy} unreadable (LogCorrupt)") from None
             ok = len(got) == 1 and got[0].msg_id == m.msg_id and got[0].body == m.body and got[0].phy_offset == m.phy
             if not ok:
-                kind = "store.corruption_served" if m.phy in self.flipped else "store.acked_lost"
+                kind = "store.corruption_served" if self._hit(m) else "store.acked_lost"
                 seen = (got[0].msg_id, got[0].phy_offset) if got else None
                 raise self._fail(kind, f"{m.msg_id} ({m.topic}#{m.q} at {m.phy}) read back as {seen}")
 
