@@ -10,7 +10,8 @@ the ones real disks and kernels have (issue 61's menu, the part a single store m
 - **a failed fsync** (EIO): the kernel marks the pages clean although they never reached the
   disk, so the writes are gone at the next power cut and a later fsync "succeeds" without them
   (PostgreSQL's fsyncgate);
-- **a bit flip** in bytes already on the disk (media corruption), seen by every later read.
+- **a bit flip** in bytes already on the disk (media corruption), seen by every later read;
+- **a failed write** (ENOSPC, or EIO), after which a part of the bytes may be in the file.
 
 Deterministic: every choice comes from the ``random.Random`` it is given; no threads, no files.
 """
@@ -18,6 +19,7 @@ Deterministic: every choice comes from the ``random.Random`` it is given; no thr
 from __future__ import annotations
 
 import errno
+import os
 import random
 from collections import Counter
 from dataclasses import dataclass, field
@@ -70,6 +72,26 @@ class SimSegmentFile:
     def pwrite(self, data, pos: int) -> int:
         assert not self.closed
         b = bytes(data)
+        disk = self.disk
+        if disk.writes_before_failure is not None:
+            if disk.writes_before_failure == 0:
+                disk.writes_before_failure = None
+                disk.fail_writes += 1
+            else:
+                disk.writes_before_failure -= 1
+        if disk.fail_writes > 0:
+            # a full disk (or an I/O error on write): maybe a part lands, then the call fails
+            disk.fail_writes -= 1
+            disk.stats["write_failed"] += 1
+            part = b[: disk.rng.randrange(len(b))] if len(b) > 1 and disk.rng.random() < 0.5 else b""
+            if part:
+                self._put(part, pos)
+            code = errno.ENOSPC if disk.rng.random() < 0.7 else errno.EIO
+            raise OSError(code, os.strerror(code), self.what)
+        self._put(b, pos)
+        return len(b)
+
+    def _put(self, b: bytes, pos: int) -> None:
         d = self.f.data
         if pos > len(d):
             d.extend(bytes(pos - len(d)))
@@ -77,7 +99,6 @@ class SimSegmentFile:
         self.f.unsynced.append((pos, b, 0))
         self.f.mtime = self.disk.clock()
         self.disk.stats["writes"] += 1
-        return len(b)
 
     def pread(self, n: int, pos: int) -> bytes:
         assert not self.closed
@@ -153,6 +174,8 @@ class SimDisk:
         self.clock = clock
         self.files: dict[str, _File] = {}
         self.fail_syncs = 0             # the next so many syncs fail (EIO)
+        self.fail_writes = 0            # the next so many writes fail (ENOSPC or EIO, maybe after a part)
+        self.writes_before_failure: int | None = None   # so many writes succeed, then one fails
         self.stats: Counter[str] = Counter()
 
     def folder(self, path: Path) -> SimSegmentFiles:

@@ -6,7 +6,8 @@ The commit log's segments live on the simulated disk; the store's small files (c
 EpochFile, consume indexes) stay on a real temporary folder, where a power cut loses nothing, so
 they may outlive the log bytes they describe, as independent files do on a real machine.
 
-What runs, in a seeded random order: appends (1-20 messages over three topics), the broker's
+What runs, in a seeded random order: appends (1-20 messages over three topics; a failed write,
+ENOSPC or EIO, refuses the batch), the broker's
 group commit as the write path drives it (``begin_log_sync``, maybe more appends while the sync
 is "on its thread", ``run``, ``finish_log_sync``), full flushes, clean closes, power cuts, failed
 fsyncs (EIO) and bit flips in synced bytes; after every restart the store recovers as a broker's
@@ -20,7 +21,9 @@ Invariants (a violation raises ``Violation``):
   raises LogCorrupt, or recovery refuses the store);
 - ``store.fsync_failure_ignored``: after a failed fsync the store refuses every further call
   (the process must restart), and nothing after the failure is ever counted as synced;
-- ``store.refused_clean_store``: recovery never refuses a store no bit flip touched.
+- ``store.refused_clean_store``: recovery never refuses a store no bit flip touched;
+- ``store.queue_offsets``: the log holds each queue offset of a topic once and in order, and the
+  index ends where the log does (a slave copying the log checks the same).
 """
 
 from __future__ import annotations
@@ -67,6 +70,7 @@ class StoreSimStats:
     restarts: int = 0
     refusals: int = 0           # recoveries that refused a corrupted store (after a bit flip)
     lost_to_flips: int = 0      # acknowledged records cut with a flipped one before them
+    write_failures: int = 0     # appends refused by a failed write
     checks: int = 0
     disk: dict[str, int] = field(default_factory=dict)
 
@@ -196,7 +200,7 @@ class StoreSim:
     def _step(self) -> bool:
         r = self.rng.random()
         if r < 0.42:
-            self._append()
+            return self._append()
         elif r < 0.66:
             return self._group_commit()
         elif r < 0.72:
@@ -205,8 +209,11 @@ class StoreSim:
             return self._power_cut()
         elif r < 0.83:
             return self._clean_restart()
-        elif r < 0.88:
+        elif r < 0.86:
             self.disk.fail_syncs += 1
+        elif r < 0.88:
+            # the next write, or one after it (the second write of a batch that crosses a segment end)
+            self.disk.writes_before_failure = self.rng.choice((0, 1, 1, 2))
         elif r < 0.885 and self.bit_flips:
             self._flip()
         else:
@@ -215,7 +222,7 @@ class StoreSim:
 
     # ------------------------------------------------------------------ operations
 
-    def _append(self) -> None:
+    def _append(self) -> bool:
         store = self.store
         assert store is not None
         msgs = []
@@ -224,7 +231,17 @@ class StoreSim:
             body = self.rng.randbytes(n)
             msgs.append(Message(self.rng.choice(TOPICS), body, f"m{self.next_id}", 1_700_000_000_000 + self.t))
             self.next_id += 1
-        res = store.append_messages(msgs)
+        try:
+            res = store.append_messages(msgs)
+        except FsyncFailed:
+            # the cut after a failed write needed an fsync, and that failed too: poisoned
+            self.stats.write_failures += 1
+            return self._after_fsync_failure()
+        except OSError:
+            # a failed write (ENOSPC, EIO): the produce is refused, nothing acknowledged; the
+            # store goes on taking writes (the broker answers STORAGE_FULL and keeps running)
+            self.stats.write_failures += 1
+            return True
         self.stats.appends += 1
         self.stats.messages += len(msgs)
         for m, (phy, q, mid) in zip(msgs, res.records, strict=True):
@@ -234,6 +251,7 @@ class StoreSim:
         for a, b in zip(recs, recs[1:], strict=False):
             a.end = b.phy
         recs[-1].end = res.end_offset
+        return True
 
     def _synced(self) -> None:
         """Messages the store now says are on the disk become acknowledgeable."""
@@ -256,7 +274,11 @@ class StoreSim:
         self.stats.syncs += 1
         s = store.begin_log_sync()
         if self.rng.random() < 0.5:
-            self._append()
+            going = self._append()
+            if self.store is not store:     # the append poisoned the store: that process is gone
+                for f in s.files:
+                    f.close()
+                return going
         error: BaseException | None = None
         try:
             s.run()
@@ -348,6 +370,23 @@ class StoreSim:
         store = self.store
         assert store is not None
         self.stats.checks += 1
+        # the log holds each queue offset of a topic once, in order (what a slave's copy checks)
+        nxt: dict[str, int] = {}
+        try:
+            for info in store.scan():
+                want = nxt.get(info.topic)
+                if want is not None and info.queue_offset != want:
+                    raise self._fail("store.queue_offsets", f"{info.topic}#{info.queue_offset} at {info.phy_offset} "
+                                     f"follows #{want - 1}")
+                nxt[info.topic] = info.queue_offset + 1
+        except LogCorrupt:
+            if not self.flipped:
+                raise
+            nxt = {}            # the walk stopped at a flipped record: nothing to compare the index with
+        for topic, n in nxt.items():
+            if store.max_queue_offset(topic) != n:
+                raise self._fail("store.queue_offsets", f"{topic}: the index ends at {store.max_queue_offset(topic)}, "
+                                 f"the log at {n}")
         for m in sorted(self.acked.values(), key=lambda x: x.phy):
             try:
                 got = store.read_messages(m.topic, m.q, 1)

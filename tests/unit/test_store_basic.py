@@ -332,3 +332,34 @@ def test_replicator_loop_hits_corrupt_length_instead_of_spinning(tmp_path, max_b
             assert data, "an empty answer before the log end would make replication spin"
             pos += len(data)
     assert ei.value.offset == victim.phy_offset
+
+
+def test_a_failed_write_in_the_middle_of_a_batch_leaves_nothing_of_it(tmp_path):
+    """A batch crossing a segment end is two writes; when the second failed (ENOSPC), the first
+    chunk's records stayed in the log without index entries, and the next batch took their queue
+    offsets again (two records of queue offset 1: a slave refuses to copy that). Now the log is
+    cut back to where the batch began, the partial bytes too. Found by reading, after the storage
+    simulator learnt failed writes."""
+    import random
+
+    from autoswitch.broker.storage.store import MessageStore, StoreConfig
+
+    from tests.sim.sim_disk import SimDisk
+
+    disk = SimDisk(random.Random(1))
+    cfg = StoreConfig(segment_bytes=80 << 10, max_message_bytes=64 << 10, retention_hours=None)
+    s = MessageStore(tmp_path, cfg, log_files=disk.folder(tmp_path / "commitlog"))
+    s.append_epoch(1, 0)
+    s.append_messages([Message("t", b"x" * 60_000, "a0", 1)])
+    start = s.max_offset
+    disk.writes_before_failure = 1       # the first chunk (to the segment end) lands, the next fails
+    with pytest.raises(OSError):
+        s.append_messages([Message("t", b"y" * 15_000, "b0", 1), Message("t", b"z" * 15_000, "b1", 1)])
+    assert s.max_offset == start and s.max_queue_offset("t") == 1
+    r = s.append_messages([Message("t", b"w" * 100, "c0", 1)])
+    assert r.records == [(start, 1, "c0")]
+    assert [(m.queue_offset, m.msg_id) for m in s.read_messages("t", 0, 10)] == [(0, "a0"), (1, "c0")]
+    assert [(i.queue_offset, i.msg_id) for i in s.scan()] == [(0, "a0"), (1, "c0")]   # one record per offset
+    s.close()
+    s = MessageStore(tmp_path, cfg, log_files=disk.folder(tmp_path / "commitlog"))
+    assert [(i.queue_offset, i.msg_id) for i in s.scan()] == [(0, "a0"), (1, "c0")]
