@@ -27,18 +27,22 @@ from pathlib import Path
 
 from autoswitch.base.fsutil import FsyncFailed
 
+# (pos, bytes): a write at pos; (size, None): a truncate to size
+Op = tuple[int, bytes | None]
+
 
 @dataclass
 class _File:
     data: bytearray = field(default_factory=bytearray)        # what the process reads
     durable: bytearray = field(default_factory=bytearray)     # what a power cut keeps for sure
-    unsynced: list[tuple[int, bytes | None, int]] = field(default_factory=list)   # (pos, bytes, 0) or (size, None, 0): truncate
+    unsynced: list[Op] = field(default_factory=list)   # the writes and truncates since the last sync
     mtime: float = 0.0
     entry_durable: bool = False       # its folder was synced since it was created
 
 
-def _apply(d: bytearray, ops: list[tuple[int, bytes | None, int]]) -> None:
-    for pos, b, _ in ops:
+def _apply(d: bytearray, ops: list[Op]) -> None:
+    """The one way bytes change here: the page cache, a sync and a power cut all apply ops."""
+    for pos, b in ops:
         if b is None:                       # a truncate
             if pos < len(d):
                 del d[pos:]
@@ -92,13 +96,13 @@ class SimSegmentFile:
         return len(b)
 
     def _put(self, b: bytes, pos: int) -> None:
-        d = self.f.data
-        if pos > len(d):
-            d.extend(bytes(pos - len(d)))
-        d[pos:pos + len(b)] = b
-        self.f.unsynced.append((pos, b, 0))
+        self._do((pos, b))
         self.f.mtime = self.disk.clock()
         self.disk.stats["writes"] += 1
+
+    def _do(self, op: Op) -> None:
+        _apply(self.f.data, [op])
+        self.f.unsynced.append(op)
 
     def pread(self, n: int, pos: int) -> bytes:
         assert not self.closed
@@ -108,12 +112,7 @@ class SimSegmentFile:
         return _Snap(self.f.data) if self.f.data else None
 
     def truncate(self, size: int) -> None:
-        d = self.f.data
-        if size < len(d):
-            del d[size:]
-        else:
-            d.extend(bytes(size - len(d)))
-        self.f.unsynced.append((size, None, 0))
+        self._do((size, None))
 
     def sync(self, data_only: bool) -> None:
         assert not self.closed
@@ -192,26 +191,21 @@ class SimDisk:
                 del self.files[key]
                 self.stats["files_lost"] += 1
                 continue
-            d = bytearray(f.durable)
-            for pos, b, _ in f.unsynced:
-                if b is None:                   # a truncate (the store syncs each at once)
-                    if pos < len(d):
-                        del d[pos:]
+            survived: list[Op] = []
+            for pos, b in f.unsynced:
+                if b is not None:               # (a truncate always survives: the store syncs each at once)
+                    r = rng.random()
+                    if r < 0.45:
+                        self.stats["writes_lost"] += 1
+                        continue
+                    if r < 0.65 and len(b) > 1:
+                        b = b[: rng.randrange(1, len(b))]
+                        self.stats["writes_torn"] += 1
                     else:
-                        d.extend(bytes(pos - len(d)))
-                    continue
-                r = rng.random()
-                if r < 0.45:
-                    self.stats["writes_lost"] += 1
-                    continue
-                if r < 0.65 and len(b) > 1:
-                    b = b[: rng.randrange(1, len(b))]
-                    self.stats["writes_torn"] += 1
-                else:
-                    self.stats["writes_kept"] += 1
-                if pos > len(d):
-                    d.extend(bytes(pos - len(d)))
-                d[pos:pos + len(b)] = b
+                        self.stats["writes_kept"] += 1
+                survived.append((pos, b))
+            d = bytearray(f.durable)
+            _apply(d, survived)
             f.data, f.durable, f.unsynced = d, bytearray(d), []
             f.entry_durable = True
         self.stats["power_cuts"] += 1
