@@ -94,7 +94,15 @@ def _cpu(pid: int) -> float:
         return 0.0
 
 
-def _summary(name: str, res: dict, seconds: float) -> dict:
+def _run_load(who: str, name: str, cmd: list[str], servers: dict[str, list[int]], args: argparse.Namespace,
+              tmp: Path) -> dict:
+    """One load of one system, timed, summarised and said on stderr."""
+    res = _summary(name, _timed_load(cmd, servers, args.seconds + args.warmup + 120, tmp / "load.err"))
+    _p(f"{who} {name}: {res}")
+    return res
+
+
+def _summary(name: str, res: dict) -> dict:
     acked, failed, elapsed_ms, p50, p99, client_cpu_ms = res["fields"][:6]
     n = max(1, int(float(acked)))
     per = {k: round(v / n * 1e6, 1) for k, v in res["server_cpu_s"].items()}
@@ -184,10 +192,7 @@ def _block_rocketmq(tmp: Path, args: argparse.Namespace) -> dict:
             cmd = ["java", "-Xmx256m", f"-Duser.home={tmp / 'client'}", "-cp", run.rmq.classpath(), "RmqTool", "load",
                    run.ns, TOPIC, str(k), str(batch), str(args.size), str(int(args.warmup)), str(int(args.seconds)),
                    str(args.max_messages)]
-            res = _summary(name, _timed_load(cmd, servers, args.seconds + args.warmup + 120, tmp / "load.err"),
-                           args.seconds)
-            _p(f"rocketmq {name}: {res}")
-            out[name] = res
+            out[name] = _run_load("rocketmq", name, cmd, servers, args, tmp)
         return out
     finally:
         run.stop()
@@ -201,14 +206,11 @@ def _block_ours(tmp: Path, args: argparse.Namespace) -> dict:
 
     async def up(cluster: Cluster, layout: Layout) -> None:
         from autoswitch.app.demo_traffic import wait_full_sync_state_set
+        from bench.producing_cluster import start_cluster
 
         client = ControllerClient(layout.controller_addrs(), deadline_s=2.0, max_attempts=4, rpc_timeout_s=1.0)
         try:
-            cluster.start_controllers()
-            await cluster.wait_ports(list(cluster.children.values()), 60)
-            await cluster.wait_leader(client, 60)
-            cluster.start_brokers()
-            await cluster.wait_masters(client, 60)
+            await start_cluster(cluster, client)
             if len(await wait_full_sync_state_set(client, "g0", 3, 60)) < 3:
                 raise RuntimeError("ours: the SyncStateSet did not reach 3 members within 60 s")
         finally:
@@ -240,10 +242,7 @@ def _block_ours(tmp: Path, args: argparse.Namespace) -> dict:
                 cmd.append("--no-coalesce")
             elif args.inflight:
                 cmd += ["--inflight", str(args.inflight)]
-            res = _summary(name, _timed_load(cmd, servers, args.seconds + args.warmup + 120, tmp / "load.err"),
-                           args.seconds)
-            _p(f"ours {name}: {res}")
-            out[name] = res
+            out[name] = _run_load("ours", name, cmd, servers, args, tmp)
         return out
     finally:
         cluster.stop_all()

@@ -69,6 +69,15 @@ class ProducingCluster:
         return len(acked), len(missing)
 
 
+async def start_cluster(cluster: Any, client: Any, timeout_s: float = 60) -> None:
+    """The playground's cluster up for a benchmark: controllers, a leader, brokers, every master."""
+    cluster.start_controllers()
+    await cluster.wait_ports(list(cluster.children.values()), timeout_s)
+    await cluster.wait_leader(client, timeout_s)
+    cluster.start_brokers()
+    await cluster.wait_masters(client, timeout_s)
+
+
 @contextlib.asynccontextmanager
 async def producing_cluster(data_dir: Path, *, max_s: float, tls: bool = False, broker_extra: tuple[str, ...] = (),
                             producer_rpc_timeout_s: float = 2.0, backend: str = "raft") -> AsyncIterator[ProducingCluster]:
@@ -92,11 +101,7 @@ async def producing_cluster(data_dir: Path, *, max_s: float, tls: bool = False, 
     producer = None
     task: asyncio.Future | None = None
     try:
-        cluster.start_controllers()
-        await cluster.wait_ports(list(cluster.children.values()), 60)
-        await cluster.wait_leader(client, 60)
-        cluster.start_brokers()
-        await cluster.wait_masters(client, 60)
+        await start_cluster(cluster, client)
         ack_path = data_dir / "acks.jsonl"
         producer = DemoProducer(layout.namesrv, GROUP, TOPIC, ack_path, tls=cluster.tls,
                                 rpc_timeout_s=producer_rpc_timeout_s)
