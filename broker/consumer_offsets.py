@@ -55,10 +55,9 @@ def encode_commit(group: str, topic: str, queue_offset: int, committer: str = ""
     return orjson.dumps(doc)
 
 
-def operator_reset_of(body: bytes) -> bool:
-    """Is this commit record an operator's reset-offsets (``encode_commit(operator_reset=True)``)?"""
-    d = load_doc(body)
-    return d is not None and d.get("r") == 1
+def operator_reset_of(d: dict[str, Any]) -> bool:
+    """Is this loaded commit record an operator's reset-offsets (``encode_commit(operator_reset=True)``)?"""
+    return d.get("r") == 1
 
 
 def encode_delete(group: str, deleter: str = "") -> bytes:

@@ -59,7 +59,8 @@ def atomic_lines(path: Path, rows) -> int:
 
 def _offset_rows(store, group: str, broker_id: int):
     """The consumer-group commits in this replica's log (broker/consumer_offsets.py), in log order."""
-    from autoswitch.broker.consumer_offsets import OFFSETS_TOPIC, decode_commit, operator_reset_of
+    from autoswitch.broker.consumer_offsets import OFFSETS_TOPIC, commit_of, operator_reset_of
+    from autoswitch.broker.record_body import load_doc
 
     q = store.min_queue_offset(OFFSETS_TOPIC)
     while q < store.max_queue_offset(OFFSETS_TOPIC):
@@ -67,13 +68,13 @@ def _offset_rows(store, group: str, broker_id: int):
         if not batch:
             return
         for m in batch:
-            body = bytes(m.body)
-            got = decode_commit(body)
-            if got is not None:
-                (cg, topic), committed = got
+            d = load_doc(bytes(m.body))          # parsed once: the commit and its reset mark
+            got = commit_of(d) if d is not None else None
+            if d is not None and got is not None:
+                (cg, topic), committed, _committer = got
                 yield {"group": group, "broker_id": broker_id, "consumer_group": cg, "topic": topic,
                        "committed": committed, "phy_offset": m.phy_offset, "epoch": m.epoch,
-                       "operator_reset": operator_reset_of(body)}
+                       "operator_reset": operator_reset_of(d)}
             q = m.queue_offset + 1
 
 
