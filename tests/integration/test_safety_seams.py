@@ -237,7 +237,12 @@ def test_item4_a_divergence_survives_a_master_change_and_a_restart(tmp_path):
 
     bad_start = asyncio.run(first())
     s3 = store(tmp_path / "b3")                 # slave 3 restarts: it still knows
-    assert s3.divergence is not None and s3.divergence.start == bad_start and not s3.divergence.cut
+    assert s3.divergence is not None and s3.divergence.start == bad_start
+    # the master may have sent the repair between the quarantine and its stop (the set shrank in
+    # the meantime): then the slave cut the range before it stopped and the record says so. Either
+    # way the range is not yet fetched again, and the record stays until it is.
+    if s3.divergence.cut:
+        assert s3.max_offset == bad_start, (s3.max_offset, bad_start)
     v = ctl.view()
     if 3 in v.sync_state_set:        # the master died before its proposal: the report says it
         assert live(3, s3, diverged=s3.divergence is not None).diverged
