@@ -341,6 +341,37 @@ class SetControllerMaintenanceRequest(Request, frozen=True, tag="SetControllerMa
     voters: Annotated[tuple[Name, ...], msgspec.Meta(max_length=64)] = ()
 
 
+class ImportGroupRequest(Request, frozen=True, tag="ImportGroup"):
+    """A broker group as another controller holds it (RocketMQ's, read through its 1006 reply;
+    docs/rocketmq.md "Moving a running RocketMQ cluster"): its brokerIds and addresses, master,
+    MasterEpoch, SyncStateSet and syncStateSetEpoch, taken over unchanged so that running brokers
+    keep their identity files, their roles and their epochs (feature level 3). Only into a group
+    these controllers do not know; the same import again is a no-op."""
+
+    TYPE: ClassVar[str] = "ImportGroup"
+    cluster_name: Name
+    broker_name: Name
+    brokers: Annotated[tuple[tuple[BrokerId, Address], ...],
+                       msgspec.Meta(min_length=1, max_length=MAX_REPLICAS_PER_GROUP)]
+    master_epoch: Annotated[int, msgspec.Meta(ge=0, le=MAX_INT32)]      # a Java int on the brokers
+    sync_state_set_epoch: Annotated[int, msgspec.Meta(ge=0, le=MAX_INT32)]
+    master_broker_id: BrokerIdOrZero = 0      # 0 = no master
+    sync_state_set: BrokerIds = ()
+    source: AuditText = ""                    # where it was read (the history record names it)
+    ts_ms: Count = 0
+
+    def check(self) -> None:
+        ids = tuple(b for b, _a in self.brokers)
+        _unique(ids, "brokers")
+        _unique(self.sync_state_set, "syncStateSet")
+        if not set(self.sync_state_set) <= set(ids):
+            raise MalformedRequest("the SyncStateSet names a brokerId that is not among the brokers")
+        if self.master_broker_id and self.master_broker_id not in self.sync_state_set:
+            raise MalformedRequest("the master is not in the SyncStateSet")
+        if self.master_broker_id and self.master_epoch == 0:
+            raise MalformedRequest("a group with a master has a MasterEpoch of at least 1")
+
+
 class AdminAuditRequest(Request, frozen=True, tag="AdminAudit"):
     """Who made an admin call, what it was and how it ended (docs/security.md): changes no state,
     becomes one ``AdminAudit`` record in every node's event history."""
@@ -435,19 +466,20 @@ class GetControllerConfigRequest(Request, frozen=True, tag="GetControllerConfig"
 WriteRequest = (ApplyBrokerIdRequest | RegisterBrokerRequest | ElectMasterRequest | AlterSyncStateSetRequest
                 | CleanBrokerDataRequest | UpdateControllerConfigRequest | AdminAuditRequest | SetPreferredMasterRequest
                 | CheckStateHashRequest | FinalizeFeaturesRequest | SetMaintenanceRequest
-                | SetControllerMaintenanceRequest | SetZonePreferenceRequest | RecordMemberLevelRequest)
+                | SetControllerMaintenanceRequest | SetZonePreferenceRequest | RecordMemberLevelRequest
+                | ImportGroupRequest)
 WRITE_REQUESTS: dict[str, type[Request]] = {
     c.TYPE: c
     for c in (ApplyBrokerIdRequest, RegisterBrokerRequest, ElectMasterRequest, AlterSyncStateSetRequest,
               CleanBrokerDataRequest, UpdateControllerConfigRequest, AdminAuditRequest, SetPreferredMasterRequest,
               CheckStateHashRequest, FinalizeFeaturesRequest, SetMaintenanceRequest, SetControllerMaintenanceRequest,
-              SetZonePreferenceRequest, RecordMemberLevelRequest)
+              SetZonePreferenceRequest, RecordMemberLevelRequest, ImportGroupRequest)
 }
 assert set(WRITE_REQUESTS.values()) == set(WriteRequest.__args__)
 # The requests about one broker group (``broker_name``); the rest are controller-wide.
 GroupRequest = (ApplyBrokerIdRequest | RegisterBrokerRequest | ElectMasterRequest | AlterSyncStateSetRequest
                 | CleanBrokerDataRequest | AdminAuditRequest | SetPreferredMasterRequest | GetNextBrokerIdRequest
-                | GetReplicaInfoRequest | SetMaintenanceRequest | SetZonePreferenceRequest)
+                | GetReplicaInfoRequest | SetMaintenanceRequest | SetZonePreferenceRequest | ImportGroupRequest)
 READ_REQUESTS: dict[str, type[Request]] = {
     c.TYPE: c
     for c in (GetNextBrokerIdRequest, GetReplicaInfoRequest, GetSyncStateDataRequest, GetMetaDataRequest,
@@ -532,6 +564,21 @@ class ApplyBrokerIdEvent(Event, frozen=True):
     broker_id: int
     address: str
     register_check_code: str
+    ts_ms: int
+
+
+class ImportGroupEvent(Event, frozen=True):
+    """A group taken over from another controller (ImportGroupRequest): created with these
+    brokers, master, epochs and SyncStateSet."""
+
+    HISTORY: ClassVar[str] = "ImportGroup"
+    cluster_name: str
+    brokers: tuple[tuple[int, str], ...]
+    master_broker_id: int | None
+    master_epoch: int
+    sync_state_set: tuple[int, ...]
+    sync_state_set_epoch: int
+    source: str
     ts_ms: int
 
 

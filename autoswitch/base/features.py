@@ -38,7 +38,8 @@ LEVELS: dict[int, Level] = {
                          "MasterEpoch at registration, replicas that hold no acknowledged copy (diverged, "
                          "quarantined, repairing) are recorded and never eligible or clean candidates, an unclean "
                          "recovery is checked against its plan when it commits, each voter's supported feature "
-                         "levels are in the replicated state (snapshot columns, new request fields)",
+                         "levels are in the replicated state (snapshot columns, new request fields); groups "
+                         "imported from RocketMQ's controller (ImportGroup entries)",
              downgrade_safe=False),
 }
 OPERATOR_LEVEL = 2

@@ -254,6 +254,42 @@ class SetZonePreferenceReply(_message.Message):
     replica_info: ReplicaInfo
     def __init__(self, header: _Optional[_Union[ReplyHeader, _Mapping]] = ..., replica_info: _Optional[_Union[ReplicaInfo, _Mapping]] = ...) -> None: ...
 
+class ImportedBroker(_message.Message):
+    __slots__ = ("broker_id", "address")
+    BROKER_ID_FIELD_NUMBER: _ClassVar[int]
+    ADDRESS_FIELD_NUMBER: _ClassVar[int]
+    broker_id: int
+    address: str
+    def __init__(self, broker_id: _Optional[int] = ..., address: _Optional[str] = ...) -> None: ...
+
+class ImportGroupRequest(_message.Message):
+    __slots__ = ("cluster_name", "broker_name", "brokers", "master_broker_id", "master_epoch", "sync_state_set", "sync_state_set_epoch", "source")
+    CLUSTER_NAME_FIELD_NUMBER: _ClassVar[int]
+    BROKER_NAME_FIELD_NUMBER: _ClassVar[int]
+    BROKERS_FIELD_NUMBER: _ClassVar[int]
+    MASTER_BROKER_ID_FIELD_NUMBER: _ClassVar[int]
+    MASTER_EPOCH_FIELD_NUMBER: _ClassVar[int]
+    SYNC_STATE_SET_FIELD_NUMBER: _ClassVar[int]
+    SYNC_STATE_SET_EPOCH_FIELD_NUMBER: _ClassVar[int]
+    SOURCE_FIELD_NUMBER: _ClassVar[int]
+    cluster_name: str
+    broker_name: str
+    brokers: _containers.RepeatedCompositeFieldContainer[ImportedBroker]
+    master_broker_id: int
+    master_epoch: int
+    sync_state_set: _containers.RepeatedScalarFieldContainer[int]
+    sync_state_set_epoch: int
+    source: str
+    def __init__(self, cluster_name: _Optional[str] = ..., broker_name: _Optional[str] = ..., brokers: _Optional[_Iterable[_Union[ImportedBroker, _Mapping]]] = ..., master_broker_id: _Optional[int] = ..., master_epoch: _Optional[int] = ..., sync_state_set: _Optional[_Iterable[int]] = ..., sync_state_set_epoch: _Optional[int] = ..., source: _Optional[str] = ...) -> None: ...
+
+class ImportGroupReply(_message.Message):
+    __slots__ = ("header", "replica_info")
+    HEADER_FIELD_NUMBER: _ClassVar[int]
+    REPLICA_INFO_FIELD_NUMBER: _ClassVar[int]
+    header: ReplyHeader
+    replica_info: ReplicaInfo
+    def __init__(self, header: _Optional[_Union[ReplyHeader, _Mapping]] = ..., replica_info: _Optional[_Union[ReplicaInfo, _Mapping]] = ...) -> None: ...
+
 class ExplainRequest(_message.Message):
     __slots__ = ("broker_name", "last")
     BROKER_NAME_FIELD_NUMBER: _ClassVar[int]

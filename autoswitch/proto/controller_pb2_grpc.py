@@ -179,6 +179,11 @@ class ControllerServiceStub:
                 request_serializer=autoswitch_dot_proto_dot_controller__pb2.FinalizeFeaturesRequest.SerializeToString,
                 response_deserializer=autoswitch_dot_proto_dot_controller__pb2.FinalizeFeaturesReply.FromString,
                 _registered_method=True)
+        self.ImportGroup = channel.unary_unary(
+                '/autoswitch.controller.ControllerService/ImportGroup',
+                request_serializer=autoswitch_dot_proto_dot_controller__pb2.ImportGroupRequest.SerializeToString,
+                response_deserializer=autoswitch_dot_proto_dot_controller__pb2.ImportGroupReply.FromString,
+                _registered_method=True)
 
 
 class ControllerServiceServicer:
@@ -363,6 +368,12 @@ class ControllerServiceServicer:
         context.set_details('Method not implemented!')
         raise NotImplementedError('Method not implemented!')
 
+    def ImportGroup(self, request, context):
+        """Missing associated documentation comment in .proto file."""
+        context.set_code(grpc.StatusCode.UNIMPLEMENTED)
+        context.set_details('Method not implemented!')
+        raise NotImplementedError('Method not implemented!')
+
 
 def add_ControllerServiceServicer_to_server(servicer, server):
     rpc_method_handlers = {
@@ -510,6 +521,11 @@ def add_ControllerServiceServicer_to_server(servicer, server):
                     servicer.FinalizeFeatures,
                     request_deserializer=autoswitch_dot_proto_dot_controller__pb2.FinalizeFeaturesRequest.FromString,
                     response_serializer=autoswitch_dot_proto_dot_controller__pb2.FinalizeFeaturesReply.SerializeToString,
+            ),
+            'ImportGroup': grpc.unary_unary_rpc_method_handler(
+                    servicer.ImportGroup,
+                    request_deserializer=autoswitch_dot_proto_dot_controller__pb2.ImportGroupRequest.FromString,
+                    response_serializer=autoswitch_dot_proto_dot_controller__pb2.ImportGroupReply.SerializeToString,
             ),
     }
     generic_handler = grpc.method_handlers_generic_handler(
@@ -1295,6 +1311,33 @@ class ControllerService:
             '/autoswitch.controller.ControllerService/FinalizeFeatures',
             autoswitch_dot_proto_dot_controller__pb2.FinalizeFeaturesRequest.SerializeToString,
             autoswitch_dot_proto_dot_controller__pb2.FinalizeFeaturesReply.FromString,
+            options,
+            channel_credentials,
+            insecure,
+            call_credentials,
+            compression,
+            wait_for_ready,
+            timeout,
+            metadata,
+            _registered_method=True)
+
+    @staticmethod
+    def ImportGroup(request,
+            target,
+            options=(),
+            channel_credentials=None,
+            call_credentials=None,
+            insecure=False,
+            compression=None,
+            wait_for_ready=None,
+            timeout=None,
+            metadata=None):
+        return grpc.experimental.unary_unary(
+            request,
+            target,
+            '/autoswitch.controller.ControllerService/ImportGroup',
+            autoswitch_dot_proto_dot_controller__pb2.ImportGroupRequest.SerializeToString,
+            autoswitch_dot_proto_dot_controller__pb2.ImportGroupReply.FromString,
             options,
             channel_credentials,
             insecure,

@@ -15,7 +15,7 @@ The table (also in docs/security.md):
                                                   or a master handing over (handover_from = its own id)
     CleanBrokerData, UpdateControllerConfig,      admin (each admin call audited, batched or not)
       SetPreferredMaster, SetMaintenance, SetZonePreference, MoveLeader, SaveSnapshot, FinalizeFeatures,
-      ChangeMembership
+      ChangeMembership, ImportGroup
     GetMetaData                                   reader, peer, producer or any broker (to find the leader)
     GetControllerConfig                           reader, broker (checks the timeout its lease is sized for)
     ExportEvents                                  reader
@@ -92,6 +92,7 @@ CONTROLLER_RULES: dict[str, Rule] = {
     "SetMaintenance": Rule((A,)),
     "Explain": Rule((R,)),
     "SetZonePreference": Rule((A,)),
+    "ImportGroup": Rule((A,)),
     "MoveLeader": Rule((A,)),
     "ChangeMembership": Rule((A,)),
     "SaveSnapshot": Rule((A,)),

@@ -399,6 +399,23 @@ class ControllerServicer(pbg.ControllerServiceServicer):
             broker_name=request.broker_name, broker_id=request.broker_id)))
         return pb.SetPreferredMasterReply(header=_header(res), replica_info=replica_info_pb(res.replica))
 
+    @_handler(pb.ImportGroupReply, audit=lambda r: r.broker_name)
+    async def ImportGroup(self, request, context):
+        if self.node.sm.feature_level < features.SAFETY_LEVEL:
+            # refused before anything is proposed: a member of an older release cannot read the entry
+            raise NodeReply(Code.CONTROLLER_FEATURE_UNSUPPORTED,
+                            f"importing a group needs feature level {features.SAFETY_LEVEL}; the cluster is "
+                            f"finalized at {self.node.sm.feature_level} (docs/compatibility.md)")
+        if len(request.brokers) > MAX_REPLICAS_PER_GROUP:
+            raise BadRequest(f"at most {MAX_REPLICAS_PER_GROUP} brokers")
+        brokers = tuple((b.broker_id, check_addr(b.address, "address")) for b in request.brokers)
+        res = await self.node.proposer.write(checked(m.ImportGroupRequest(
+            cluster_name=request.cluster_name, broker_name=request.broker_name, brokers=brokers,
+            master_broker_id=request.master_broker_id, master_epoch=request.master_epoch,
+            sync_state_set=tuple(request.sync_state_set), sync_state_set_epoch=request.sync_state_set_epoch,
+            source=request.source)))
+        return pb.ImportGroupReply(header=_header(res), replica_info=replica_info_pb(res.replica))
+
     @_handler(pb.SetMaintenanceReply, audit=lambda r: r.broker_name)
     async def SetMaintenance(self, request, context):
         from autoswitch.controller.server.maintenance_ops import set_maintenance

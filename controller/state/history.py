@@ -22,6 +22,7 @@ from autoswitch.controller.messages import (
     EligibleChangeEvent,
     Event,
     FeatureLevelEvent,
+    ImportGroupEvent,
     MaintenanceEvent,
     MemberLevelEvent,
     PreferredMasterEvent,
@@ -84,6 +85,9 @@ def event_history_record(event: Event, index: int, ts_ms: int,
         reason = f"address_changed:{event.broker_id}"
     elif isinstance(event, ApplyBrokerIdEvent):
         reason = f"broker_id_applied:{event.broker_id}"
+    elif isinstance(event, ImportGroupEvent):
+        reason = (f"imported:brokers={','.join(f'{b}@{a}' for b, a in event.brokers)}"
+                  + (f" from={event.source}" if event.source else ""))
     elif isinstance(event, FeatureLevelEvent):
         reason = f"feature_level:{event.previous}->{event.level}"
     elif isinstance(event, ZonePreferenceEvent):

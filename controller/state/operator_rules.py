@@ -1,5 +1,6 @@
 """The state machine's deciders of operator requests (pure, like statemachine.py's): preferred
-masters, feature levels, maintenance of brokers and controller members."""
+masters, feature levels, maintenance of brokers and controller members, groups imported from
+another controller."""
 
 from __future__ import annotations
 
@@ -9,6 +10,8 @@ from autoswitch.controller.messages import (
     Event,
     FeatureLevelEvent,
     FinalizeFeaturesRequest,
+    ImportGroupEvent,
+    ImportGroupRequest,
     MaintenanceEvent,
     MemberLevelEvent,
     PreferredMasterEvent,
@@ -20,9 +23,9 @@ from autoswitch.controller.messages import (
     ZonePreferenceEvent,
 )
 from autoswitch.controller.state.outcome import Outcome, reject
-from autoswitch.controller.state.sm_state import ControllerState
+from autoswitch.controller.state.sm_state import MAX_GROUPS, ControllerState
 
-from autoswitch.base.features import OPERATOR_LEVEL
+from autoswitch.base.features import OPERATOR_LEVEL, SAFETY_LEVEL
 from autoswitch.base.limits import MAX_CONTROLLERS
 
 
@@ -118,3 +121,39 @@ def set_zone_preference(req: SetZonePreferenceRequest, state: ControllerState) -
     if req.zones == g.zone_preference:
         return [], Outcome(group=req.broker_name, remark="unchanged")
     return [ZonePreferenceEvent(req.broker_name, req.zones)], Outcome(group=req.broker_name)
+
+
+def import_group(req: ImportGroupRequest, state: ControllerState) -> tuple[list[Event], Outcome]:
+    """A group as another controller holds it, taken over as it is: its running brokers keep
+    their ids, their roles and their MasterEpoch, so none of them changes role or truncates.
+    Only into a group these controllers do not know (a group they know has its own history, and
+    merging two histories has no safe meaning); the very same import again changes nothing."""
+    refused = needs_level(state, SAFETY_LEVEL, "importing a group")
+    if refused is not None:
+        return refused
+    name = req.broker_name
+    g = state.groups.get(name)
+    if g is not None:
+        same = (g.cluster_name == req.cluster_name and g.master_epoch == req.master_epoch
+                and g.sync_state_set_epoch == req.sync_state_set_epoch
+                and g.master_broker_id == (req.master_broker_id or None)
+                and g.sync_state_set == frozenset(req.sync_state_set)
+                and {b: r.address for b, r in g.brokers.items()} == dict(req.brokers))
+        if same:
+            return [], Outcome(group=name, remark="already imported")
+        return reject(Code.CONTROLLER_INVALID_REQUEST,
+                      f"broker-set {name} is known here already (MasterEpoch {g.master_epoch}, brokers "
+                      f"{sorted(g.brokers)}): import only into a group these controllers do not know "
+                      f"(`clean-broker-metadata` removes it)", name)
+    tomb = state.tombstones.get(name)
+    if tomb is not None and (req.master_epoch < tomb.master_epoch
+                             or req.sync_state_set_epoch < tomb.sync_state_set_epoch):
+        return reject(Code.CONTROLLER_INVALID_REQUEST,
+                      f"broker-set {name} was removed here at MasterEpoch {tomb.master_epoch}, syncStateSetEpoch "
+                      f"{tomb.sync_state_set_epoch}: an import below them would take its epochs backwards")
+    if len(state.groups) >= MAX_GROUPS:
+        return reject(Code.CONTROLLER_INVALID_REQUEST, f"too many broker groups (limit {MAX_GROUPS})")
+    ev = ImportGroupEvent(name, req.cluster_name, tuple(sorted(req.brokers)), req.master_broker_id or None,
+                          req.master_epoch, tuple(sorted(req.sync_state_set)), req.sync_state_set_epoch,
+                          req.source, req.ts_ms)
+    return [ev], Outcome(group=name)

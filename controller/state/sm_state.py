@@ -20,6 +20,7 @@ from autoswitch.controller.messages import (
     EligibleChangeEvent,
     Event,
     FeatureLevelEvent,
+    ImportGroupEvent,
     MaintenanceEvent,
     MemberLevelEvent,
     PreferredMasterEvent,
@@ -231,6 +232,18 @@ def apply_group_event(g: GroupState | None, ev: Event, tomb: Tombstone | None) -
         g.brokers[ev.broker_id] = BrokerRecord(ev.address, ev.register_check_code)
         g.next_assign_broker_id = max(g.next_assign_broker_id, ev.broker_id + 1)
         return g
+    if isinstance(ev, ImportGroupEvent):
+        if g is not None:
+            raise InvariantViolation(f"ImportGroup for known group {ev.broker_name!r}")
+        imported = [b for b, _a in ev.brokers]
+        # ids below the largest imported one that were not imported may have had a history
+        # on the other controller (cleaned brokers): never applied again
+        first_free = max(max(imported) + 1, tomb.next_assign_broker_id if tomb is not None else FIRST_BROKER_ID)
+        return GroupState(ev.cluster_name, ev.broker_name, created_ts_ms=ev.ts_ms, next_assign_broker_id=first_free,
+                          brokers={b: BrokerRecord(a, f"{a};imported") for b, a in ev.brokers},
+                          master_broker_id=ev.master_broker_id, master_epoch=ev.master_epoch,
+                          sync_state_set=frozenset(ev.sync_state_set), sync_state_set_epoch=ev.sync_state_set_epoch,
+                          retired_below=first_free)
     if g is None:
         raise InvariantViolation(f"{type(ev).__name__} for unknown group {ev.broker_name!r}")
     if isinstance(ev, UpdateBrokerAddressEvent):

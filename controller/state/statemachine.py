@@ -63,6 +63,7 @@ from autoswitch.controller.messages import (
     GetNextBrokerIdRequest,
     GetReplicaInfoRequest,
     GetSyncStateDataRequest,
+    ImportGroupRequest,
     MalformedRequest,
     RecordMemberLevelRequest,
     RegisterBrokerRequest,
@@ -593,6 +594,7 @@ _DECIDERS: dict[type, Callable[[Any, ControllerState], tuple[list[Event], _Outco
     SetMaintenanceRequest: operator_rules.set_maintenance,
     SetControllerMaintenanceRequest: operator_rules.set_controller_maintenance,
     SetZonePreferenceRequest: operator_rules.set_zone_preference,
+    ImportGroupRequest: operator_rules.import_group,
 }
 
 
