@@ -148,6 +148,17 @@ class HeartbeatTable:
         # item 8), until its log is past the mark again. In memory on every node: one that
         # restarts forgets, the others' reports still count (``combine``: any unclean one wins).
         self._durable: dict[Key, tuple[int, int]] = {}
+        # group -> since when this node listens to it: a group taken over from another controller
+        # (ImportGroup) runs brokers this node may never have heard; none of them is DEAD by the
+        # timeout before a whole timeout of listening from the import (else the first scan after
+        # an import deposes a master that is running, by an election that finds nobody alive)
+        self._listening_since: dict[str, int] = {}
+
+    def listen_to_group_from(self, broker_name: str, now_ms: int) -> None:
+        """This node listens to ``broker_name`` from ``now_ms`` on as if it had just started."""
+        if broker_name not in self._listening_since and len(self._listening_since) >= self.max_entries:
+            del self._listening_since[min(self._listening_since, key=self._listening_since.__getitem__)]
+        self._listening_since[broker_name] = max(now_ms, self._listening_since.get(broker_name, now_ms))
 
     def __len__(self) -> int:
         return len(self._beats)
@@ -303,7 +314,8 @@ class HeartbeatTable:
         crashed = self.crashed(broker_name, broker_id, now_ms)
         if heard and not crashed:
             return NodeOpinion(Opinion.ALIVE, ago, rep)
-        if not heard and now_ms - self.started_ms >= self.timeout_ms:
+        listening = max(self.started_ms, self._listening_since.get(broker_name, self.started_ms))
+        if not heard and now_ms - listening >= self.timeout_ms:
             return NodeOpinion(Opinion.DEAD, ago, rep)      # the timeout: the lease argument holds
         if crashed:
             return NodeOpinion(Opinion.DEAD, ago, rep, crashed=True)   # evidence, no listening needed

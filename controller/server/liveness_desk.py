@@ -410,6 +410,11 @@ class LivenessDesk:
 
     # ------------------------------------------------------------------ applied history
 
+    def group_imported(self, rec: HistoryRecord) -> None:
+        """An ImportGroup record applied here: its brokers get a whole timeout of listening
+        before any of them is DEAD by the timeout (HeartbeatTable.listen_to_group_from)."""
+        self.heartbeats.listen_to_group_from(rec.group, self.now_ms())
+
     def election_applied(self, rec: HistoryRecord) -> None:
         """An ElectMaster record applied here: a late-committing election holds grants
         (HeartbeatTable.election_applied)."""

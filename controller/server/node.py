@@ -517,6 +517,8 @@ class ControllerNode:
         self.status_page.on_record(rec)
         if rec.event == "ElectMaster":
             self.liveness.election_applied(rec)
+        elif rec.event == "ImportGroup":
+            self.liveness.group_imported(rec)
         if rec.event in ("ElectMaster", "NoMaster") and self.is_leader:
             if rec.event == "NoMaster":
                 d = self.sm.latest_election(rec.group)    # what is missing (explain.py)

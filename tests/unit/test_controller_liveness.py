@@ -232,3 +232,19 @@ def test_a_dead_report_is_made_only_after_its_time_was_recorded():
     assert t.report_opinion("g", 1, now + 1).opinion is Opinion.DEAD
     assert recorded == [("g", 1)] * 2             # every report: the marker must cover the last
     assert not t.grants_lease("g", 1, 0, 0, now)
+
+
+def test_an_imported_group_gets_a_whole_timeout_of_listening_before_anyone_is_dead():
+    """A group taken over from another controller (ImportGroup) runs brokers this node never
+    heard: none is DEAD by the timeout until a whole timeout after the import. Otherwise the first
+    scan after an import into controllers that had not heard the brokers yet finds the running
+    master dead and nobody alive, and commits a new MasterEpoch without a master."""
+    t = HeartbeatTable(started_ms=0, timeout_ms=T)
+    now = 10 * T
+    assert t.opinion(G, 1, now).opinion is Opinion.DEAD          # never heard, listened long enough
+    t.listen_to_group_from(G, now)
+    assert t.opinion(G, 1, now + T - 1).opinion is Opinion.UNKNOWN
+    assert t.opinion("other", 1, now).opinion is Opinion.DEAD     # only that group
+    t.record(G, rep(1), now + 5)
+    assert t.opinion(G, 1, now + T).opinion is Opinion.ALIVE
+    assert t.opinion(G, 2, now + T).opinion is Opinion.DEAD       # a whole timeout later: the rule again
