@@ -62,7 +62,7 @@ def register(sub, admin_sub) -> None:
                    help="only groups with no master or a replica out of the SyncStateSet")
     a.add_argument("--group", "--broker-name", "-b", dest="broker_name", metavar="GROUP", action="append", default=[],
                    help="only this group (repeatable; default all)")
-    from autoswitch.controller import cli_operator, cli_views
+    from autoswitch.controller import cli_operator, cli_rocketmq, cli_views
 
     admin("endpoint-health", "is each listed controller up, and does it know a leader (etcdctl endpoint health)",
           cli_views.endpoint_health)
@@ -77,6 +77,7 @@ def register(sub, admin_sub) -> None:
     a.add_argument("--dry-run", action="store_true",
                    help="say who would win now and why (every replica and the rule that ruled it out); change nothing")
     cli_operator.add_commands(admin)
+    cli_rocketmq.add_commands(admin, admin_sub)
     admin("features", "the cluster's finalized feature level and the level and release each controller and "
                       "broker runs (kafka-features describe)", _features)
     a = admin("finalize-features", "raise (or lower, where records stay readable) the cluster's feature level "

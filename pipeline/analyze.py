@@ -25,7 +25,8 @@ from autoswitch.base.log import get_logger
 
 log = get_logger("pipeline")
 
-STATE_EVENTS = ("ElectMaster", "NoMaster", "AlterSyncStateSet")
+# the events that set a group's master or SyncStateSet (ImportGroup: taken over from RocketMQ's controller)
+STATE_EVENTS = ("ElectMaster", "NoMaster", "AlterSyncStateSet", "ImportGroup")
 MAX_REPORT_ROWS = 200_000   # rows brought to the driver for the report; the Parquet has everything
 
 

@@ -66,7 +66,7 @@ def load_masters(replica_rows: list[dict], epoch_rows: list[dict],
     if event_rows is not None:
         last: dict[str, tuple[int, int | None]] = {}
         for e in event_rows:
-            if e["event"] in ("ElectMaster", "NoMaster"):
+            if e["event"] in ("ElectMaster", "NoMaster", "ImportGroup"):    # the events that name a master
                 if e["group"] not in last or e["index"] > last[e["group"]][0]:
                     last[e["group"]] = (e["index"], e["master_broker_id"])
         event_master = {g: m for g, (_, m) in last.items()}

@@ -75,11 +75,6 @@ REPLICA = (
     Field("min_offset", "int", required=False),
 )
 
-EVENT_KINDS = frozenset(
-    {"ElectMaster", "AlterSyncStateSet", "ApplyBrokerId", "RegisterBroker", "CleanBrokerData",
-     "UpdateConfig", "NoMaster", "AdminAudit"}
-)
-
 # Consumer-group commit records of one replica's log (the __consumer_offsets topic), in log order.
 OFFSETS = (
     Field("group", "str"),
