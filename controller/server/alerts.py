@@ -5,7 +5,9 @@ every alert (time-limited, never waited for) and publishes the same alerts on th
 Alerts (all from the leader, so each happens once): ``master_elected`` and ``no_master`` (an
 applied election, with its trigger and kind), ``master_crashed`` (a master's sessions closed:
 crash-fast failover starts), ``liveness_disagreement`` (the leader does not hear a master but no
-majority holds it dead: an asymmetric partition or a freeze in progress), ``master_lease_refused``
+majority holds it dead: an asymmetric partition or a freeze in progress), ``master_heard_by_minority``
+(the reverse: a majority holds the master dead and it is failed over, but some controller still
+hears it: a partition, or brokers that heartbeat to too few controllers), ``master_lease_refused``
 (the master heartbeats but the leader holds its lease grants after a DEAD report: it is about to
 fence itself, the "fenced master" alert), ``settings_mismatch`` (a broker states a
 min_in_sync_replicas other than the controllers': the smaller decides, so it costs availability,
@@ -34,8 +36,8 @@ from autoswitch.base.log import get_logger
 from autoswitch.base.waits import cancel_and_wait
 
 ALL = "*"           # the Watchers key every alert is published under
-KINDS = ("master_elected", "no_master", "master_crashed", "liveness_disagreement", "master_lease_refused",
-         "settings_mismatch", "gray_failover", "cluster_degraded", "log_regressed")
+KINDS = ("master_elected", "no_master", "master_crashed", "liveness_disagreement", "master_heard_by_minority",
+         "master_lease_refused", "settings_mismatch", "gray_failover", "cluster_degraded", "log_regressed")
 MAX_DETAIL_CHARS = 2000
 MAX_ONCE_KEYS = 10_000
 

@@ -81,6 +81,14 @@ class ElectionScanner:
             m = by_group[req.broker_name]
             self.log.warning("master_dead_by_majority", group=req.broker_name, brokerId=m.master_broker_id,
                              epoch=m.master_epoch)
+            v = view.verdicts.get((m.broker_name, m.master_broker_id))
+            if v is not None and v.alive_votes > 0:
+                # Some controller still hears it: a partition, or brokers that heartbeat to fewer
+                # controllers than a majority (a RocketMQ broker whose controllerAddr does not name
+                # every controller is failed over again and again; docs/rocketmq.md)
+                self.alerter.emit_once("master_heard_by_minority", m.broker_name, m.master_epoch,
+                                       sm_adapter.wall_ms(), master=m.master_broker_id, alive_votes=v.alive_votes,
+                                       dead_votes=v.dead_votes)
             committed = False
             try:
                 # the planner stamps its own monotonic ms; the log carries the leader's wall time

@@ -84,3 +84,60 @@ def test_a_broker_heard_only_by_a_follower_joins_the_sync_state_set(tmp_path):
     finally:
         stop.set()
         procs.stop_all()
+
+
+def test_a_master_heard_only_by_a_minority_is_failed_over_with_an_alert(tmp_path):
+    """A RocketMQ broker whose controllerAddr names one controller of three: only that one hears
+    it, so a majority holds it dead and the group is failed over although it runs (RocketMQ
+    brokers have no lease to stop them; with allAckInSyncStateSet nothing acknowledged is lost,
+    but the group ends without a master). The leader says why: `master_heard_by_minority`."""
+    procs = ProcGroup(tmp_path / "logs")
+    c = Cluster(procs, tmp_path, n=3, remoting=True)
+    stop = threading.Event()
+    try:
+        c.start_all()
+        addrs = list(c.remoting_addrs.values())
+        leader = _until("a leader", lambda: remoting.leader(addrs))
+        follower = next(a for a in addrs if a != leader)
+        assert remoting.call(leader, 1013, {"clusterName": C, "brokerName": G, "appliedBrokerId": 1,
+                                            "registerCheckCode": "127.0.0.1:1;1"}).code == 0
+        assert remoting.call(leader, 1003, {"clusterName": C, "brokerName": G, "brokerId": 1,
+                                            "brokerAddress": "127.0.0.1:1"}).code == 0
+        # it heartbeats every controller until it is master, then only the follower (its list)
+        targets = {"now": addrs}
+
+        def beat() -> None:
+            conns = {a: remoting.Connection(a) for a in addrs}
+            for _ in range(2000):           # bounded: the test ends it long before
+                if stop.is_set():
+                    break
+                for a in list(targets["now"]):
+                    ext = {"clusterName": C, "brokerName": G, "brokerId": 1, "brokerAddr": "127.0.0.1:1",
+                           "epoch": 1, "maxOffset": 0, "confirmOffset": 0, "heartbeatTimeoutMills": 10000}
+                    try:
+                        conns[a].send_oneway(904, ext)
+                    except OSError:
+                        pass
+                time.sleep(0.3)
+            for conn in conns.values():
+                conn.close()
+
+        t = threading.Thread(target=beat, daemon=True)
+        t.start()
+        r = _until("broker 1 elected", lambda: (x := remoting.call(
+            leader, 1002, {"clusterName": C, "brokerName": G, "brokerId": 1, "designateElect": True})).code == 0 and x)
+        epoch = int(r.ext["masterEpoch"])
+        targets["now"] = [follower]
+        # a majority stops hearing it: the leader fails it over (nobody else: no master) and says why
+        _until("the master failed over", lambda: (st := remoting.sync_state(leader, G)) is not None
+               and st["masterEpoch"] > epoch and not st.get("masterBrokerId"), 60)
+        leader_node = next(n for n, a in c.remoting_addrs.items() if a == leader)
+        log = c.proc[leader_node].log_text()
+        alerts = [ln for ln in log.splitlines() if '"alert"' in ln and "master_heard_by_minority" in ln]
+        assert alerts and '"alive_votes":1' in alerts[0], log[-3000:]
+    except BaseException:
+        print(procs.dump_logs(80))
+        raise
+    finally:
+        stop.set()
+        procs.stop_all()
