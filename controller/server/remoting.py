@@ -176,10 +176,16 @@ class RemotingFront:
     async def _register(self, req: Command) -> Command:
         cluster, name = field(req, "clusterName", str), field(req, "brokerName", str)
         # No clean-shutdown flag, no incarnation: "clean" and "not stated", as RocketMQ's own
-        # controller sees every registration (docs/rocketmq.md "What holds").
+        # controller sees every registration (docs/rocketmq.md "What holds"). But every start is
+        # taken as a restart that needs a new MasterEpoch when it is the master's: a RocketMQ
+        # broker that takes the master role at the epoch its epoch file ends with cuts that
+        # epoch's entry and writes it again at its current end (AutoSwitchHAService.changeToMaster),
+        # so no slave finds a consistent point with it any more and replication stops for good
+        # (found by `make bench-rocketmq ARGS="--schedule 9689"`). RocketMQ's own controller elects a
+        # restarted master at a new epoch.
         r = await self.servicer.RegisterBroker(pb.RegisterBrokerRequest(
             cluster_name=cluster, broker_name=name, broker_id=field(req, "brokerId", int),
-            broker_address=field(req, "brokerAddress", str), clean_shutdown=True), None)
+            broker_address=field(req, "brokerAddress", str), clean_shutdown=True, crashed=True), None)
         info = r.replica_info
         ext: dict[str, Any] = {"clusterName": cluster, "brokerName": name}
         if info.master_broker_id and self._alive(name, info.master_broker_id):
