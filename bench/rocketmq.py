@@ -30,6 +30,7 @@ from pathlib import Path
 from typing import Any
 
 from autoswitch.controller.remoting import client as remoting
+from autoswitch.controller.remoting import rocketmq_state
 from autoswitch.controller.remoting.codec import RemotingError
 
 from tests.integration.controller_harness import Cluster
@@ -275,6 +276,82 @@ def run_dr_schedule(system: str, n_controllers: int, deadline: float, keep: bool
     return out
 
 
+def run_same_master_schedule(system: str, n_controllers: int, deadline: float, keep: bool = False) -> dict:
+    """apache/rocketmq #9689: a new MasterEpoch for a master that does not change stalls 5.2.0's
+    replication (the master cannot find the epoch it transfers in). Two brokers; the slave stops
+    (the set shrinks to the master), the master is killed with ``kill -9`` and restarted. Does the
+    controller give the same master a new MasterEpoch, does the slave, started again, get back into
+    the SyncStateSet, and does the group fail over to it when the master is killed next, with
+    nothing acknowledged lost?"""
+    out: dict[str, Any] = {"schedule": "9689", "same_master_new_epoch": None, "slave_rejoined_s": None,
+                           "failover_s": None, "acked": 0, "lost": None}
+    with _folder(f"{system}-9689", keep) as tmp:
+        run = Run(system, Path(tmp), n_controllers, deadline)
+        acked: set[str] = set()
+
+        def produce(tag: str, n: int) -> None:
+            lines = run.rmq.run_client("produce", run.ns, TOPIC, tag, str(n), "120", "1", timeout=180)
+            acked.update(ln.split()[1] for ln in lines if ln.startswith("ACK "))
+
+        try:
+            run.start(brokers=BROKERS[:2])
+            run._wait("two brokers in sync", lambda: len(run.in_sync()) == 2, 300, 0.5)
+            produce("a", 100)
+            run._wait("the topic on both brokers", lambda: all(run.rmq.has_topic(b, TOPIC) for b in BROKERS[:2]),
+                      60, 0.5)
+            master, epoch = run._wait("a master", run.master, 30)
+            m_name = run.name_of(master)
+            s_name = next(b for b in BROKERS[:2] if b != m_name)
+            run.rmq.stop(s_name)
+            run._wait("the set shrunk to the master", lambda: run.in_sync() == {master}, 120, 0.5)
+            run.rmq.kill9(m_name)
+            run.rmq.broker(m_name, run.ns, run.controllers)
+            m_addr = f"{HOST}:{run.rmq.ports[m_name]}"
+
+            def master_back() -> tuple[int, int] | None:
+                # ready: the restarted broker is master in the controller's view and its own epoch
+                # file ends with that MasterEpoch (it took the role)
+                x = run.master()
+                if not x or x[0] != master:
+                    return None
+                try:
+                    return x if rocketmq_state.broker_epoch(m_addr, 2.0) == x[1] else None
+                except rocketmq_state.RocketMQStateError:
+                    return None
+            back = run._wait("the master back", master_back, 180, 0.2)
+            out["same_master_new_epoch"] = back[1] != epoch
+            _p(f"{system} #9689: master {master}@{epoch} killed and restarted: master {back[0]}@{back[1]}")
+            produce("b", 100)
+            t0 = time.time()
+            run.rmq.broker(s_name, run.ns, run.controllers)
+            try:
+                run._wait("the slave back in the SyncStateSet", lambda: len(run.in_sync()) == 2, 120, 0.2)
+                out["slave_rejoined_s"] = round(time.time() - t0, 1)
+            except Deadline:
+                pass
+            produce("c", 100)
+            t_kill = time.time()
+            run.rmq.kill9(m_name)
+            try:
+                run._wait("another master", lambda: (x := run.master()) and x[0] != master, 60, 0.01)
+                out["failover_s"] = round(time.time() - t_kill, 3)
+                produce("d", 50)
+            except Deadline:
+                pass
+            out["acked"] = len(acked)
+            read = run.rmq.run_client("consume", run.ns, TOPIC, "120", timeout=180)
+            out["lost"] = len(acked - {ln.split()[1] for ln in read if ln.startswith("MSG ")})
+            _p(f"{system} #9689: new epoch for the same master: {out['same_master_new_epoch']}; slave back in "
+               f"sync after {out['slave_rejoined_s']} s; failover {out['failover_s']} s; acked {out['acked']}, "
+               f"lost {out['lost']}")
+        except Deadline as e:
+            out["error"] = str(e)
+            _p(str(e))
+        finally:
+            run.stop()
+    return out
+
+
 def main(argv: list[str] | None = None) -> int:
     ap = argparse.ArgumentParser(prog="python -m bench.rocketmq")
     ap.add_argument("--rounds", type=int, default=3, help="kill -9 rounds per system and block")
@@ -284,8 +361,9 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--systems", default="rocketmq,autoswitch", help=argparse.SUPPRESS)
     ap.add_argument("--keep", action="store_true", help="keep each system's folder (logs) and print its path")
     ap.add_argument("--short-timeouts", action="store_true", help=argparse.SUPPRESS)
-    ap.add_argument("--schedule", choices=("kill", "10812"), default="kill",
-                    help="10812: a broker that knows only a follower controller (apache/rocketmq #10812)")
+    ap.add_argument("--schedule", choices=("kill", "10812", "9689"), default="kill",
+                    help="10812: a broker that knows only a follower controller (apache/rocketmq #10812); "
+                         "9689: the master killed and restarted while its slave is out (apache/rocketmq #9689)")
     args = ap.parse_args(argv)
     global SHORT_TIMEOUTS
     SHORT_TIMEOUTS = args.short_timeouts
@@ -293,8 +371,9 @@ def main(argv: list[str] | None = None) -> int:
         print("bad arguments (rounds 1..50, blocks 1..10, controllers 1, 3 or 5)", file=sys.stderr)
         return 2
     deadline = time.monotonic() + args.max_s
-    if args.schedule == "10812":
-        res = {system: run_dr_schedule(system, max(args.controllers, 3), deadline, args.keep)
+    if args.schedule in ("10812", "9689"):
+        schedule = run_dr_schedule if args.schedule == "10812" else run_same_master_schedule
+        res = {system: schedule(system, max(args.controllers, 3), deadline, args.keep)
                for system in ("rocketmq", "autoswitch") if system in args.systems.split(",")}
         print(json.dumps(res))
         return 0 if not any("error" in r for r in res.values()) else 1
