@@ -1,6 +1,6 @@
 """RocketMQ's name-server routes, sans-IO (docs/rocketmq.md "The name server"): what RocketMQ
 brokers register (103), refresh (322) and withdraw (104), and what clients and mqadmin read (105,
-106), with RocketMQ's rules and a clock passed in.
+106, and the topic lists 206 and 224), with RocketMQ's rules and a clock passed in.
 
 - A broker registers as brokerId 0 when it is its group's master and with its controller-assigned
   id otherwise; a broker that changes role drops the id it had before (same address).
@@ -185,6 +185,12 @@ class RocketRoutes:
         names = sorted({e.name for e in self._by_addr.values()})
         return {"brokerAddrTable": {n: self._broker_data(n) for n in names},
                 "clusterAddrTable": {c: sorted(ns) for c, ns in sorted(clusters.items())}}
+
+    def topics(self, now_ms: int, cluster: str | None = None) -> list[str]:
+        """The topics live masters serve (206), or those of ``cluster``'s groups (224)."""
+        self._expire(now_ms)
+        return sorted({t for e in self._by_addr.values()
+                       if e.broker_id == MASTER_ID and (cluster is None or e.cluster == cluster) for t in e.topics})
 
     def _broker_data(self, name: str) -> dict[str, Any]:
         members = [e for e in self._by_addr.values() if e.name == name]

@@ -43,6 +43,11 @@ UNREGISTER_BROKER_NS = 104
 GET_ROUTEINFO_BY_TOPIC = 105
 GET_BROKER_CLUSTER_INFO = 106
 QUERY_DATA_VERSION = 322
+GET_KV_CONFIG = 101
+GET_ALL_TOPIC_LIST_FROM_NAMESERVER = 206
+GET_KVLIST_BY_NAMESPACE = 219
+GET_TOPICS_BY_CLUSTER = 224
+GET_NAMESRV_CONFIG = 319
 BROKER_HEARTBEAT = 904
 ALTER_SYNC_STATE_SET = 1001
 ELECT_MASTER = 1002
@@ -57,7 +62,7 @@ CLEAN_BROKER_DATA = 1011
 GET_NEXT_BROKER_ID = 1012
 APPLY_BROKER_ID = 1013
 # RocketMQ response codes that are not the controller's own (codes.py holds those).
-SYSTEM_ERROR, SYSTEM_BUSY, REQUEST_CODE_NOT_SUPPORTED, TOPIC_NOT_EXIST = 1, 2, 3, 17
+SYSTEM_ERROR, SYSTEM_BUSY, REQUEST_CODE_NOT_SUPPORTED, TOPIC_NOT_EXIST, QUERY_NOT_FOUND = 1, 2, 3, 17, 22
 
 MAX_CONNECTIONS = 4096
 MAX_IN_FLIGHT = 64
@@ -334,6 +339,8 @@ class NamesrvFront:
             REGISTER_BROKER_NS: self._register, UNREGISTER_BROKER_NS: self._unregister,
             GET_ROUTEINFO_BY_TOPIC: self._route, GET_BROKER_CLUSTER_INFO: self._cluster_info,
             QUERY_DATA_VERSION: self._data_version,
+            GET_ALL_TOPIC_LIST_FROM_NAMESERVER: self._topics, GET_TOPICS_BY_CLUSTER: self._topics,
+            GET_NAMESRV_CONFIG: self._config, GET_KV_CONFIG: self._kv, GET_KVLIST_BY_NAMESPACE: self._kv,
         }
 
     def _now(self) -> int:
@@ -378,6 +385,31 @@ class NamesrvFront:
             return codec.response_to(req, TOPIC_NOT_EXIST,
                                      f"No topic route info in name server for the topic: {topic[:255]}")
         return codec.response_to(req, 0, None, None, codec.dumps(got))
+
+    async def _topics(self, req: Command) -> Command:
+        """mqadmin topicList (206) and topicClusterList / topicList -c (224): the topics the groups'
+        live masters registered. RocketMQ's own name server also lists the topics of slaves and
+        of brokers gone quiet until they expire; a topic no master serves has no route either."""
+        cluster = field(req, "cluster", str) if req.code == GET_TOPICS_BY_CLUSTER else None
+        return codec.response_to(req, 0, None, None,
+                                 codec.dumps({"topicList": self.routes.topics(self._now(), cluster)}))
+
+    async def _config(self, req: Command) -> Command:
+        """mqadmin getNamesrvConfig: the RocketMQ name-server settings whose meaning this name
+        server has, as properties text: its controller is embedded, it keeps no order-topic (KV)
+        settings and no slave acts as master."""
+        props = {"enableControllerInNamesrv": "true", "orderMessageEnable": "false", "supportActingMaster": "false",
+                 "clusterTest": "false"}
+        return codec.response_to(req, 0, None, None, "".join(f"{k}={v}\n" for k, v in sorted(props.items())).encode())
+
+    async def _kv(self, req: Command) -> Command:
+        """KV configs (101, 219): none are stored here (RocketMQ keeps the order-topic settings
+        there; autoswitch's name server has no KV store): QUERY_NOT_FOUND, as RocketMQ answers a
+        key it does not hold."""
+        ns = field(req, "namespace", str)
+        key = field(req, "key", str) if req.code == GET_KV_CONFIG else ""
+        what = f"Namespace: {ns[:64]} Key: {key[:64]}" if key else f"Namespace: {ns[:64]}"
+        return codec.response_to(req, QUERY_NOT_FOUND, f"No config item, {what}")
 
     async def _cluster_info(self, req: Command) -> Command:
         return codec.response_to(req, 0, None, None, codec.dumps(self.routes.cluster_info(self._now())))

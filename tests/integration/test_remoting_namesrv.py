@@ -48,6 +48,14 @@ def test_rocketmq_name_server_requests(tmp_path):
         assert route["brokerDatas"][0]["brokerAddrs"] == {"0": "127.0.0.1:10911", "2": "127.0.0.1:10921"}
         info = codec.loads_fastjson(remoting.call(addr, 106).body)
         assert info["clusterAddrTable"] == {"C1": ["broker-a"]}
+        # mqadmin's read-only name-server requests: topic lists, its config, KV configs (none kept)
+        assert codec.loads_fastjson(remoting.call(addr, 206).body) == {"topicList": ["T1"]}
+        assert codec.loads_fastjson(remoting.call(addr, 224, {"cluster": "C1"}).body) == {"topicList": ["T1"]}
+        assert codec.loads_fastjson(remoting.call(addr, 224, {"cluster": "C2"}).body) == {"topicList": []}
+        assert "enableControllerInNamesrv=true" in remoting.call(addr, 319).body.decode()
+        kv = remoting.call(addr, 101, {"namespace": "ORDER_TOPIC_CONFIG", "key": "T1"})
+        assert kv.code == 22 and "No config item" in kv.remark
+        assert remoting.call(addr, 219, {"namespace": "ORDER_TOPIC_CONFIG"}).code == 22
         dv = codec.dumps({"counter": 1, "stateVersion": 1, "timestamp": 7})
         same = remoting.call(addr, 322, {"brokerName": "broker-a", "brokerAddr": "127.0.0.1:10911",
                                          "clusterName": "C1", "brokerId": 0}, dv)

@@ -154,6 +154,8 @@ async def _run(c: Cluster, rmq: RocketMQ, ns: str, names: list[str]) -> None:
         # mqadmin's name-server view: the group with its master as id 0 and the restarted slave
         cl_out = rmq.mqadmin("clusterList", "-n", ns)
         assert "broker-a" in cl_out and "C1" in cl_out, cl_out[-2000:]
+        tl_out = rmq.mqadmin("topicList", "-n", ns)        # 206 from the name server
+        assert TOPIC in tl_out.split(), tl_out[-2000:]
 
         # mqadmin's controller commands against autoswitch (each a JVM: run after the failover)
         any_ctl = next(iter(c.remoting_addrs.values()))
