@@ -70,6 +70,9 @@ def register(sub, admin_sub) -> None:
           cli_views.member_list)
     admin("ckquorum", "do a majority of the controller voters answer and agree on a leader (Sentinel CKQUORUM)",
           cli_views.ckquorum)
+    a = admin("alarm-list", "the alerts that still stand: kind, group, since when, how often and why "
+                            "(etcdctl alarm list)", cli_views.alarm_list)
+    a.add_argument("--all", action="store_true", help="also the last cleared ones, with what ended each")
     a = admin("elect-master", "elect a master (designate one with --broker-id)", _elect_master)
     a.add_argument("--cluster-name", "-c", default="")
     a.add_argument("--group", "--broker-name", "-b", dest="broker_name", metavar="GROUP", required=True)

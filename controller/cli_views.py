@@ -1,6 +1,6 @@
 """Operator views of the controller cluster, the way etcdctl and Redis Sentinel show theirs:
-`admin endpoint-health` (etcdctl endpoint health), `admin member-list` (etcdctl member list) and
-`admin ckquorum` (Sentinel CKQUORUM). Each asks every listed controller at once, so a dead or
+`admin endpoint-health` (etcdctl endpoint health), `admin member-list` (etcdctl member list),
+`admin ckquorum` (Sentinel CKQUORUM) and `admin alarm-list` (etcdctl alarm list). Each asks every listed controller at once, so a dead or
 cut-off machine costs its timeout once, not once per machine."""
 
 from __future__ import annotations
@@ -82,4 +82,30 @@ async def ckquorum(client: Any, args: Any) -> Any:
         raise QuorumUnavailable(f"{len(up)} voters answer but they name {len(leaders)} leaders "
                                 f"({', '.join(leaders) or 'none'}): an election is running", **out)
     out["status"] = f"OK {len(up)} of {len(voters)} voters answer, a quorum needs {need}, leader {leaders[0]}"
+    return out
+
+
+async def alarm_list(client: Any, args: Any) -> Any:
+    """The leader's standing alarms (and with ``--all`` the last cleared ones): what is wrong now,
+    since when, how often it was raised and why (controller/server/alarms.py)."""
+    import json
+
+    from autoswitch.proto import controller_pb2 as pb
+
+    r = await client.call("ListAlarms", pb.ListAlarmsRequest(include_cleared=args.all))
+    rows = []
+    for a in r.alarms:
+        detail = json.loads(a.detail_json or "{}")
+        if not args.json:     # one readable column for people, not one per key (--json keeps the map)
+            detail = "; ".join(f"{k}={v}" for k, v in sorted(detail.items()) if k != "epoch") or None
+        row: dict[str, Any] = {"kind": a.kind, "group": a.group, "epoch": None if a.epoch < 0 else a.epoch,
+                               "first_ts_ms": a.first_ms, "last_ts_ms": a.last_ms, "count": a.count,
+                               "detail": detail}
+        if a.cleared_ms:
+            row.update(cleared_ts_ms=a.cleared_ms, cleared_by=a.cleared_by)
+        rows.append(row)
+    standing = sum(1 for x in rows if "cleared_ts_ms" not in x)
+    out: dict[str, Any] = {"summary": f"{standing} alarm{'s' if standing != 1 else ''} standing"
+                                      + (f" ({r.dropped} dropped at the bound)" if r.dropped else ""),
+                           "standing": standing, "alarms": rows}
     return out

@@ -290,6 +290,44 @@ class ImportGroupReply(_message.Message):
     replica_info: ReplicaInfo
     def __init__(self, header: _Optional[_Union[ReplyHeader, _Mapping]] = ..., replica_info: _Optional[_Union[ReplicaInfo, _Mapping]] = ...) -> None: ...
 
+class ListAlarmsRequest(_message.Message):
+    __slots__ = ("include_cleared",)
+    INCLUDE_CLEARED_FIELD_NUMBER: _ClassVar[int]
+    include_cleared: bool
+    def __init__(self, include_cleared: _Optional[bool] = ...) -> None: ...
+
+class Alarm(_message.Message):
+    __slots__ = ("kind", "group", "epoch", "first_ms", "last_ms", "count", "detail_json", "cleared_ms", "cleared_by")
+    KIND_FIELD_NUMBER: _ClassVar[int]
+    GROUP_FIELD_NUMBER: _ClassVar[int]
+    EPOCH_FIELD_NUMBER: _ClassVar[int]
+    FIRST_MS_FIELD_NUMBER: _ClassVar[int]
+    LAST_MS_FIELD_NUMBER: _ClassVar[int]
+    COUNT_FIELD_NUMBER: _ClassVar[int]
+    DETAIL_JSON_FIELD_NUMBER: _ClassVar[int]
+    CLEARED_MS_FIELD_NUMBER: _ClassVar[int]
+    CLEARED_BY_FIELD_NUMBER: _ClassVar[int]
+    kind: str
+    group: str
+    epoch: int
+    first_ms: int
+    last_ms: int
+    count: int
+    detail_json: str
+    cleared_ms: int
+    cleared_by: str
+    def __init__(self, kind: _Optional[str] = ..., group: _Optional[str] = ..., epoch: _Optional[int] = ..., first_ms: _Optional[int] = ..., last_ms: _Optional[int] = ..., count: _Optional[int] = ..., detail_json: _Optional[str] = ..., cleared_ms: _Optional[int] = ..., cleared_by: _Optional[str] = ...) -> None: ...
+
+class ListAlarmsReply(_message.Message):
+    __slots__ = ("header", "alarms", "dropped")
+    HEADER_FIELD_NUMBER: _ClassVar[int]
+    ALARMS_FIELD_NUMBER: _ClassVar[int]
+    DROPPED_FIELD_NUMBER: _ClassVar[int]
+    header: ReplyHeader
+    alarms: _containers.RepeatedCompositeFieldContainer[Alarm]
+    dropped: int
+    def __init__(self, header: _Optional[_Union[ReplyHeader, _Mapping]] = ..., alarms: _Optional[_Iterable[_Union[Alarm, _Mapping]]] = ..., dropped: _Optional[int] = ...) -> None: ...
+
 class ExplainRequest(_message.Message):
     __slots__ = ("broker_name", "last")
     BROKER_NAME_FIELD_NUMBER: _ClassVar[int]

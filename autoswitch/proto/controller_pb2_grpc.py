@@ -184,6 +184,11 @@ class ControllerServiceStub:
                 request_serializer=autoswitch_dot_proto_dot_controller__pb2.ImportGroupRequest.SerializeToString,
                 response_deserializer=autoswitch_dot_proto_dot_controller__pb2.ImportGroupReply.FromString,
                 _registered_method=True)
+        self.ListAlarms = channel.unary_unary(
+                '/autoswitch.controller.ControllerService/ListAlarms',
+                request_serializer=autoswitch_dot_proto_dot_controller__pb2.ListAlarmsRequest.SerializeToString,
+                response_deserializer=autoswitch_dot_proto_dot_controller__pb2.ListAlarmsReply.FromString,
+                _registered_method=True)
 
 
 class ControllerServiceServicer:
@@ -374,6 +379,12 @@ class ControllerServiceServicer:
         context.set_details('Method not implemented!')
         raise NotImplementedError('Method not implemented!')
 
+    def ListAlarms(self, request, context):
+        """Missing associated documentation comment in .proto file."""
+        context.set_code(grpc.StatusCode.UNIMPLEMENTED)
+        context.set_details('Method not implemented!')
+        raise NotImplementedError('Method not implemented!')
+
 
 def add_ControllerServiceServicer_to_server(servicer, server):
     rpc_method_handlers = {
@@ -526,6 +537,11 @@ def add_ControllerServiceServicer_to_server(servicer, server):
                     servicer.ImportGroup,
                     request_deserializer=autoswitch_dot_proto_dot_controller__pb2.ImportGroupRequest.FromString,
                     response_serializer=autoswitch_dot_proto_dot_controller__pb2.ImportGroupReply.SerializeToString,
+            ),
+            'ListAlarms': grpc.unary_unary_rpc_method_handler(
+                    servicer.ListAlarms,
+                    request_deserializer=autoswitch_dot_proto_dot_controller__pb2.ListAlarmsRequest.FromString,
+                    response_serializer=autoswitch_dot_proto_dot_controller__pb2.ListAlarmsReply.SerializeToString,
             ),
     }
     generic_handler = grpc.method_handlers_generic_handler(
@@ -1338,6 +1354,33 @@ class ControllerService:
             '/autoswitch.controller.ControllerService/ImportGroup',
             autoswitch_dot_proto_dot_controller__pb2.ImportGroupRequest.SerializeToString,
             autoswitch_dot_proto_dot_controller__pb2.ImportGroupReply.FromString,
+            options,
+            channel_credentials,
+            insecure,
+            call_credentials,
+            compression,
+            wait_for_ready,
+            timeout,
+            metadata,
+            _registered_method=True)
+
+    @staticmethod
+    def ListAlarms(request,
+            target,
+            options=(),
+            channel_credentials=None,
+            call_credentials=None,
+            insecure=False,
+            compression=None,
+            wait_for_ready=None,
+            timeout=None,
+            metadata=None):
+        return grpc.experimental.unary_unary(
+            request,
+            target,
+            '/autoswitch.controller.ControllerService/ListAlarms',
+            autoswitch_dot_proto_dot_controller__pb2.ListAlarmsRequest.SerializeToString,
+            autoswitch_dot_proto_dot_controller__pb2.ListAlarmsReply.FromString,
             options,
             channel_credentials,
             insecure,

@@ -30,6 +30,7 @@ import signal
 import subprocess
 from dataclasses import asdict, dataclass, field
 
+from autoswitch.controller.server.alarms import AlarmBook
 from autoswitch.controller.server.watchers import Watchers
 
 from autoswitch.base.log import get_logger
@@ -68,12 +69,14 @@ class Alerter:
         self.dropped = 0
         self.failed = 0
         self._once: set[tuple[str, str, int]] = set()   # (kind, group, MasterEpoch) already alerted
+        self.alarms = AlarmBook()                          # which alerts still stand (`admin alarm-list`)
         self._log = get_logger("controller.alerts", node=node_id)
 
     def emit(self, kind: str, group: str, ts_ms: int, **detail: object) -> Alert:
         assert kind in KINDS, kind
         alert = Alert(kind, group, ts_ms, self.node_id, dict(detail))
         self._log.warning("alert", kind=kind, group=group, **{k: v for k, v in detail.items() if k != "group"})
+        self.alarms.raised(kind, group, ts_ms, alert.detail)
         self.watchers.publish(ALL, alert)
         if self.script:
             if len(self.in_flight) >= self.max_in_flight:

@@ -18,7 +18,7 @@ The table (also in docs/security.md):
       ChangeMembership, ImportGroup
     GetMetaData                                   reader, peer, producer or any broker (to find the leader)
     GetControllerConfig                           reader, broker (checks the timeout its lease is sized for)
-    ExportEvents                                  reader
+    ExportEvents, WatchAlerts, ListAlarms         reader
     Batch                                         each call by its own rule
     name server: Register/UnregisterRoute         a broker for its own group and brokerId; admin
     name server: LookupMaster, GetRoutes          reader, producer, broker
@@ -78,6 +78,7 @@ CONTROLLER_RULES: dict[str, Rule] = {
     "GetReplicaInfo": Rule((R, B, P), scope=_group),
     "WatchReplicaInfo": Rule((R, B, P), scope=_group),
     "WatchAlerts": Rule((R,)),
+    "ListAlarms": Rule((R,)),
     "GetSyncStateData": Rule((R, B), scope=_sync_state_scope),
     "ApplyBrokerId": Rule((B,), scope=lambda r: [(r.broker_name, r.applied_broker_id)]),
     "RegisterBroker": Rule((B,), scope=_own),

@@ -209,6 +209,7 @@ class GrayDesk:
                 d.alerter.emit("cluster_degraded", "*", sm_adapter.wall_ms(), degraded_groups=sorted(self.planner.waiting))
             else:
                 d.log.info("cluster_degraded_ended")
+                d.alerter.alarms.resolved("cluster_degraded", "*", sm_adapter.wall_ms(), "ended")
         if move is None:
             return None
         d.log.warning("gray_failover_started", group=move.group, brokerId=move.master, epoch=move.master_epoch,

@@ -38,6 +38,7 @@ from autoswitch.controller.failover.liveness import HeartbeatTable
 from autoswitch.controller.failover.peers import PeerLiveness
 from autoswitch.controller.remoting.routes import RocketRoutes
 from autoswitch.controller.server import features_ops, maintenance_ops, sm_adapter
+from autoswitch.controller.server.alarms import AlarmBook
 from autoswitch.controller.server.alerts import Alerter
 from autoswitch.controller.server.authz import CONTROLLER_RULES
 from autoswitch.controller.server.election_scanner import ElectionScanner
@@ -326,6 +327,11 @@ class ControllerNode:
         return hasattr(self, "raft") and bool(self.raft.is_leader)
 
     @property
+    def alarms(self) -> AlarmBook:
+        """The alerts that still stand (raised here while leader; ended by applied elections)."""
+        return self.alerter.alarms
+
+    @property
     def term(self) -> int:
         return self.raft.term if hasattr(self, "raft") else 0
 
@@ -517,6 +523,8 @@ class ControllerNode:
         self.status_page.on_record(rec)
         if rec.event == "ElectMaster":
             self.liveness.election_applied(rec)
+            if rec.master_broker_id:     # on every node: one that leads again later keeps no ended alarm
+                self.alerter.alarms.elected(rec.group, rec.master_epoch, rec.ts_ms, rec.master_broker_id)
         elif rec.event == "ImportGroup":
             self.liveness.group_imported(rec)
         if rec.event in ("ElectMaster", "NoMaster") and self.is_leader:

@@ -15,6 +15,7 @@ if TYPE_CHECKING:
     from autoswitch.controller.config import ControllerConfig
     from autoswitch.controller.failover.drain import DrainFacts
     from autoswitch.controller.failover.liveness import NodeOpinion
+    from autoswitch.controller.server.alarms import AlarmBook
     from autoswitch.controller.server.audit import AuditCall
     from autoswitch.controller.server.liveness_desk import LivenessDesk
     from autoswitch.controller.server.membership_ops import MembershipView
@@ -132,6 +133,8 @@ class ServedNode(StreamedNode, Protocol):
     log: EventLogger
     feature_unsupported: str | None     # why this member cannot run the finalized level (None: it can)
 
+    @property
+    def alarms(self) -> AlarmBook: ...
     @property
     def sm(self) -> AppliedState: ...
     @property

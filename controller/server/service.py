@@ -14,6 +14,7 @@ from __future__ import annotations
 
 import asyncio
 import functools
+import json
 from collections.abc import Callable
 from typing import TYPE_CHECKING, Any
 
@@ -398,6 +399,18 @@ class ControllerServicer(pbg.ControllerServiceServicer):
         res = await self.node.proposer.write(checked(m.SetPreferredMasterRequest(
             broker_name=request.broker_name, broker_id=request.broker_id)))
         return pb.SetPreferredMasterReply(header=_header(res), replica_info=replica_info_pb(res.replica))
+
+    @_handler(pb.ListAlarmsReply)
+    async def ListAlarms(self, request, context):
+        """The leader's: only it raises alarms (a follower's list would be empty or stale)."""
+        if not self.node.is_leader:
+            raise self.node.proposer.not_leader()
+        book = self.node.alarms
+        rows = book.standing() + (book.cleared() if request.include_cleared else [])
+        return pb.ListAlarmsReply(header=pb.ReplyHeader(code=0), dropped=book.dropped, alarms=[pb.Alarm(
+            kind=a.kind, group=a.group, epoch=-1 if a.epoch is None else a.epoch, first_ms=a.first_ms,
+            last_ms=a.last_ms, count=a.count, detail_json=json.dumps(a.detail, sort_keys=True, default=str),
+            cleared_ms=a.cleared_ms or 0, cleared_by=a.cleared_by) for a in rows])
 
     @_handler(pb.ImportGroupReply, audit=lambda r: r.broker_name)
     async def ImportGroup(self, request, context):

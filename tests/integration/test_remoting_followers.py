@@ -6,6 +6,9 @@ the broker joins the set."""
 
 from __future__ import annotations
 
+import json
+import subprocess
+import sys
 import threading
 import time
 
@@ -30,6 +33,14 @@ def _until(what: str, cond, limit_s: float = 60.0):
             return last
         time.sleep(0.1)
     raise AssertionError(f"{what}: not within {limit_s} s (last: {last!r})")
+
+
+def _alarms(controllers: str, *extra: str) -> dict:
+    p = subprocess.run([sys.executable, "-m", "autoswitch", "admin", "alarm-list", "--controller", controllers,
+                        "--json", *extra], capture_output=True, text=True, timeout=60)
+    out = json.loads(p.stdout.strip().splitlines()[-1])
+    assert out["ok"], out
+    return out["result"]
 
 
 def test_a_broker_heard_only_by_a_follower_joins_the_sync_state_set(tmp_path):
@@ -135,6 +146,19 @@ def test_a_master_heard_only_by_a_minority_is_failed_over_with_an_alert(tmp_path
         log = c.proc[leader_node].log_text()
         alerts = [ln for ln in log.splitlines() if '"alert"' in ln and "master_heard_by_minority" in ln]
         assert alerts and '"alive_votes":1' in alerts[0], log[-3000:]
+        # `admin alarm-list` (etcdctl alarm list): both stand until a master is elected again
+        ctl = ",".join(c.addrs.values())
+        standing = _alarms(ctl)
+        assert {(a["kind"], a["epoch"]) for a in standing["alarms"]} == {
+            ("master_heard_by_minority", epoch), ("no_master", epoch + 1)}, standing
+        assert standing["standing"] == 2
+        targets["now"] = addrs          # heard by every controller again: it is elected, the alarms end
+        _until("broker 1 elected again", lambda: remoting.call(
+            leader, 1002, {"clusterName": C, "brokerName": G, "brokerId": 1}).code in (0, 2011), 60)
+        _until("the alarms cleared", lambda: _alarms(ctl)["standing"] == 0, 30)
+        cleared = [a for a in _alarms(ctl, "--all")["alarms"] if a["kind"] in ("master_heard_by_minority", "no_master")]
+        assert len(cleared) == 2, cleared
+        assert all(a["cleared_by"].startswith("master 1 elected at MasterEpoch") for a in cleared), cleared
     except BaseException:
         print(procs.dump_logs(80))
         raise
