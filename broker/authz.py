@@ -32,6 +32,7 @@ BROKER_RULES: dict[str, Rule] = {
     "CommitOffset": Rule((Role.READER,)),
     "FetchOffset": Rule((Role.READER,)),
     "ConsumerProgress": Rule((Role.READER,)),
+    "ListClients": Rule((Role.READER,)),
     "ListTopics": Rule((Role.READER,)),
     "DeleteConsumerGroup": Rule((Role.ADMIN,)),
     "UpdateTopic": Rule((Role.ADMIN,)),

@@ -22,6 +22,7 @@ from ssl import SSLContext
 from typing import Any, Protocol, cast
 
 from autoswitch.broker import fetch_codec as fc
+from autoswitch.broker.clients import ClientTable
 from autoswitch.broker.consume_serve import ConsumeService
 
 from autoswitch.base.auth import Denied, Guard, Principal
@@ -71,7 +72,7 @@ class FetchServer:
                  max_inflight_bytes: int = 64 << 20, slow_reader_timeout_s: float = 10.0,
                  max_reply_bytes: int = 8 << 20,
                  produce: Callable[[pb.ProduceRequest, Any], Awaitable[pb.ProduceReply]] | None = None,
-                 max_produce_bytes: int = 0, max_per_identity: int = 0) -> None:
+                 max_produce_bytes: int = 0, max_per_identity: int = 0, clients: ClientTable | None = None) -> None:
         """``produce``: the gRPC Produce handler (as instrumented), serving PRODUCE frames of at most
         ``max_produce_bytes`` (None: PRODUCE is a protocol error). ``max_per_identity``: the most
         connections one identity holds (0: a quarter of ``max_connections``)."""
@@ -99,6 +100,7 @@ class FetchServer:
         # fit in max_inflight_bytes, so 256 connections cannot each park a 32 MiB frame half-sent.
         self._decoders: set[fc.FrameDecoder] = set()
         self.observer = observer
+        self.clients = clients            # who is connected (broker/clients.py); None: not recorded
         self.hello_timeout_s = hello_timeout_s
         self.guard = guard
         self.max_connections = max_connections
@@ -266,6 +268,7 @@ class FetchServer:
                 if f.type != fc.FETCH:
                     raise fc.FetchProtocolError(f"unexpected frame type {f.type} after HELLO")
                 req = fc.parse_fetch(f.payload)
+                self._seen(writer, "consume", req.topic)
                 if self.guard is not None:
                     if token:       # looked up again: a token revoked since HELLO reads no more
                         who = self.guard.authn.principal(cn, creds)
@@ -302,6 +305,7 @@ class FetchServer:
                 self.guard.check(who, "Produce", req)
             except Denied as e:
                 raise _Refuse(fc.ERR_DENIED, str(e)) from None
+        self._seen(writer, "produce", req.topic)
         reply = await self.produce(req, None)
         try:
             await write_bounded(writer, [fc.encode_message(fc.PRODUCED, reply.SerializeToString())],
@@ -313,6 +317,13 @@ class FetchServer:
                                   timeout_s=self.slow_reader_timeout_s, frame="PRODUCED")
             _reset(writer)
             raise ConnectionError("a PRODUCE reply was not read in time") from None
+
+    def _seen(self, writer: asyncio.StreamWriter, kind: str, topic: str) -> None:
+        if self.clients is not None:
+            peer = writer.get_extra_info("peername")
+            addr = f"{peer[0]}:{peer[1]}" if isinstance(peer, tuple) and len(peer) >= 2 else str(peer)
+            self.clients.seen(address=addr, agent="fetch-port", kind=kind, via="port",
+                              now_ms=int(time.time() * 1000), topic=topic)
 
     def _check_open(self, who: Principal | None) -> None:
         assert self.guard is not None

@@ -15,6 +15,7 @@ from typing import TYPE_CHECKING
 
 import grpc
 from autoswitch.broker.client.client import channel_options
+from autoswitch.broker.clients import ClientTable
 from autoswitch.broker.config import BrokerConfig, parse_hostport
 from autoswitch.broker.fetch_server import FetchServer
 from autoswitch.broker.server import Broker, ControllerSeams
@@ -96,7 +97,8 @@ async def serve(cfg: BrokerConfig, stop_event: asyncio.Event | None = None, atta
     interceptors.append(stream_limit_interceptor(StreamBudget(cfg.max_concurrent_rpcs), "broker.streams", cfg.auth))
     server = grpc.aio.server(options=channel_options(cfg.max_request_bytes) + [("grpc.so_reuseport", 0)],
                              interceptors=interceptors, maximum_concurrent_rpcs=cfg.max_concurrent_rpcs)
-    servicer = BrokerServicer(broker)
+    clients = ClientTable()         # who is connected, over gRPC and the fetch port (admin client-connections)
+    servicer = BrokerServicer(broker, clients)
     observe = None
     metrics: BrokerMetrics | None = None
     if cfg.metrics_listen:      # off: the request path is exactly the uninstrumented one
@@ -142,7 +144,7 @@ async def serve(cfg: BrokerConfig, stop_event: asyncio.Event | None = None, atta
                                 slow_reader_timeout_s=cfg.fetch_slow_reader_timeout_s,
                                 max_reply_bytes=cfg.max_consume_bytes,
                                 produce=servicer.Produce, max_produce_bytes=cfg.max_request_bytes,
-                                max_per_identity=cfg.max_fetch_connections_per_identity)
+                                max_per_identity=cfg.max_fetch_connections_per_identity, clients=clients)
             if metrics is not None:
                 metrics.fetch_server = fetch
             fhost, fport = parse_hostport(cfg.fetch_listen, "fetch_listen")

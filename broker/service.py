@@ -11,6 +11,7 @@ import json
 import time
 from typing import TYPE_CHECKING, Any
 
+from autoswitch.broker.clients import ClientTable
 from autoswitch.broker.config import parse_hostport
 from autoswitch.broker.consume_serve import ConsumeService
 from autoswitch.broker.consumer_groups import ConsumerGroups
@@ -40,15 +41,27 @@ def _switching(b: Broker) -> bool:
 
 
 class BrokerServicer(GroupTopicConfigRpcs, pbg.BrokerServiceServicer):
-    def __init__(self, broker: Broker) -> None:
+    def __init__(self, broker: Broker, clients: ClientTable | None = None) -> None:
         self.b = broker
+        self.clients = clients if clients is not None else ClientTable()
         self.log = broker.log.bind(component_part="service")
         self.groups = ConsumerGroups(broker)
         self.topics = TopicRegistry(broker)
         self.consume = ConsumeService(broker, self.log, floor=self.topics.retention_floor)
         self._refused = RateLimitedLog(self.log)
 
+    async def ListClients(self, request: pb.ListClientsRequest, context: Any) -> pb.ListClientsReply:
+        now = int(time.time() * 1000)
+        return pb.ListClientsReply(group=self.b.group, broker_id=self.b.broker_id, role=self.b.role, clients=[
+            pb.ClientConnection(address=c.address, agent=c.agent, via=c.via, first_seen_ms=c.first_ms,
+                                last_seen_ms=c.last_ms, produce_calls=c.calls.get("produce", 0),
+                                consume_calls=c.calls.get("consume", 0), commit_calls=c.calls.get("commit", 0),
+                                topics=sorted(c.topics), consumer_groups=sorted(c.consumer_groups),
+                                names_truncated=c.names_truncated)
+            for c in self.clients.clients(now)])
+
     async def Produce(self, request: pb.ProduceRequest, context: Any) -> pb.ProduceReply:
+        self.seen(context, "produce", request.topic)
         b = self.b
         reply = pb.ProduceReply(group=b.group, broker_id=b.broker_id)
         n = len(request.messages)
@@ -186,6 +199,7 @@ class BrokerServicer(GroupTopicConfigRpcs, pbg.BrokerServiceServicer):
         return reply
 
     async def Consume(self, request: pb.ConsumeRequest, context: Any) -> pb.ConsumeReply:
+        self.seen(context, "consume", request.topic)
         return await self.consume.grpc_consume(request)
 
     async def GetBrokerEpoch(self, request: pb.GetBrokerEpochRequest, context: Any) -> pb.GetBrokerEpochReply:

@@ -1,14 +1,17 @@
 """The BrokerService RPCs that keep the broker's own records (consumer groups in
-``__consumer_offsets``, topic settings in ``__topics``) and its runtime configuration: a mixin of
-BrokerServicer (broker/service.py), which owns the broker, the consumer groups, the topic
-registry and the logger these handlers use."""
+``__consumer_offsets``, topic settings in ``__topics``) and its runtime configuration, and the
+record of who calls (``seen``, broker/clients.py): a mixin of BrokerServicer (broker/service.py),
+which owns the broker, the consumer groups, the topic registry, the client table and the logger
+these handlers use."""
 
 from __future__ import annotations
 
 import json
+import time
 from typing import TYPE_CHECKING, Any
 
 import grpc
+from autoswitch.broker.clients import ClientTable, grpc_peer
 from autoswitch.broker.consumer_groups import GroupOwned
 from autoswitch.broker.replies import committed_pb, status_of
 
@@ -29,10 +32,20 @@ MAX_LISTED_TOPICS = 100_000
 
 class GroupTopicConfigRpcs:
     b: Broker
+    clients: ClientTable
     groups: ConsumerGroups
     topics: TopicRegistry
     log: EventLogger
     _refused: RateLimitedLog
+
+    def seen(self, context: Any, kind: str, topic: str = "", consumer_group: str = "") -> None:
+        """A data call from a gRPC client (broker/clients.py); the fetch port records its own
+        (it calls these handlers with no context)."""
+        if context is None:
+            return
+        agent = next((v for k, v in context.invocation_metadata() or () if k == "user-agent"), "")
+        self.clients.seen(address=grpc_peer(context.peer() or ""), agent=agent or "unknown", kind=kind, via="grpc",
+                          now_ms=int(time.time() * 1000), topic=topic, consumer_group=consumer_group)
 
     def master_addr_hint(self) -> str:
         """Where a refused call should go instead: the master this broker knows, or nothing."""
@@ -41,6 +54,7 @@ class GroupTopicConfigRpcs:
     # ---- consumer groups (broker/consumer_groups.py) ----
 
     async def CommitOffset(self, request: pb.CommitOffsetRequest, context: Any) -> pb.CommitOffsetReply:
+        self.seen(context, "commit", request.topic, request.consumer_group)
         try:
             await self.groups.commit(request.consumer_group, request.topic, request.queue_offset, current_caller(),
                                      operator_reset=request.operator_reset)
@@ -71,6 +85,7 @@ class GroupTopicConfigRpcs:
                                            broker_id=self.b.broker_id, epoch=self.b.master_epoch)
 
     async def FetchOffset(self, request: pb.FetchOffsetRequest, context: Any) -> pb.FetchOffsetReply:
+        self.seen(context, "consume", request.topic, request.consumer_group)
         try:
             c = self.groups.fetch(request.consumer_group, request.topic)
         except WriteError as e:

@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import os
 import ssl
+from collections.abc import Sequence
 from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING
@@ -202,7 +203,7 @@ def client_ssl_context(cfg: TLSConfig) -> ssl.SSLContext:
     return ctx
 
 
-def grpc_channel(addr: str, cfg: TLSConfig, options: list[tuple[str, int]] | None = None):
+def grpc_channel(addr: str, cfg: TLSConfig, options: Sequence[tuple[str, int | str]] | None = None):
     """A ``grpc.aio`` channel to ``addr``: mutual TLS when ``cfg`` is enabled, else plaintext."""
     import grpc
 

@@ -542,6 +542,48 @@ class DeleteConsumerGroupReply(_message.Message):
     epoch: int
     def __init__(self, status: _Optional[_Union[Status, str]] = ..., error_message: _Optional[str] = ..., master_addr: _Optional[str] = ..., removed: _Optional[int] = ..., group: _Optional[str] = ..., broker_id: _Optional[int] = ..., epoch: _Optional[int] = ...) -> None: ...
 
+class ListClientsRequest(_message.Message):
+    __slots__ = ()
+    def __init__(self) -> None: ...
+
+class ClientConnection(_message.Message):
+    __slots__ = ("address", "agent", "via", "first_seen_ms", "last_seen_ms", "produce_calls", "consume_calls", "commit_calls", "topics", "consumer_groups", "names_truncated")
+    ADDRESS_FIELD_NUMBER: _ClassVar[int]
+    AGENT_FIELD_NUMBER: _ClassVar[int]
+    VIA_FIELD_NUMBER: _ClassVar[int]
+    FIRST_SEEN_MS_FIELD_NUMBER: _ClassVar[int]
+    LAST_SEEN_MS_FIELD_NUMBER: _ClassVar[int]
+    PRODUCE_CALLS_FIELD_NUMBER: _ClassVar[int]
+    CONSUME_CALLS_FIELD_NUMBER: _ClassVar[int]
+    COMMIT_CALLS_FIELD_NUMBER: _ClassVar[int]
+    TOPICS_FIELD_NUMBER: _ClassVar[int]
+    CONSUMER_GROUPS_FIELD_NUMBER: _ClassVar[int]
+    NAMES_TRUNCATED_FIELD_NUMBER: _ClassVar[int]
+    address: str
+    agent: str
+    via: str
+    first_seen_ms: int
+    last_seen_ms: int
+    produce_calls: int
+    consume_calls: int
+    commit_calls: int
+    topics: _containers.RepeatedScalarFieldContainer[str]
+    consumer_groups: _containers.RepeatedScalarFieldContainer[str]
+    names_truncated: bool
+    def __init__(self, address: _Optional[str] = ..., agent: _Optional[str] = ..., via: _Optional[str] = ..., first_seen_ms: _Optional[int] = ..., last_seen_ms: _Optional[int] = ..., produce_calls: _Optional[int] = ..., consume_calls: _Optional[int] = ..., commit_calls: _Optional[int] = ..., topics: _Optional[_Iterable[str]] = ..., consumer_groups: _Optional[_Iterable[str]] = ..., names_truncated: _Optional[bool] = ...) -> None: ...
+
+class ListClientsReply(_message.Message):
+    __slots__ = ("group", "broker_id", "role", "clients")
+    GROUP_FIELD_NUMBER: _ClassVar[int]
+    BROKER_ID_FIELD_NUMBER: _ClassVar[int]
+    ROLE_FIELD_NUMBER: _ClassVar[int]
+    CLIENTS_FIELD_NUMBER: _ClassVar[int]
+    group: str
+    broker_id: int
+    role: str
+    clients: _containers.RepeatedCompositeFieldContainer[ClientConnection]
+    def __init__(self, group: _Optional[str] = ..., broker_id: _Optional[int] = ..., role: _Optional[str] = ..., clients: _Optional[_Iterable[_Union[ClientConnection, _Mapping]]] = ...) -> None: ...
+
 class ConsumerProgressRequest(_message.Message):
     __slots__ = ("consumer_group",)
     CONSUMER_GROUP_FIELD_NUMBER: _ClassVar[int]

@@ -119,6 +119,11 @@ class BrokerServiceStub:
                 request_serializer=autoswitch_dot_proto_dot_broker__pb2.TransferMasterRequest.SerializeToString,
                 response_deserializer=autoswitch_dot_proto_dot_broker__pb2.TransferMasterReply.FromString,
                 _registered_method=True)
+        self.ListClients = channel.unary_unary(
+                '/autoswitch.broker.BrokerService/ListClients',
+                request_serializer=autoswitch_dot_proto_dot_broker__pb2.ListClientsRequest.SerializeToString,
+                response_deserializer=autoswitch_dot_proto_dot_broker__pb2.ListClientsReply.FromString,
+                _registered_method=True)
 
 
 class BrokerServiceServicer:
@@ -226,6 +231,12 @@ class BrokerServiceServicer:
         context.set_details('Method not implemented!')
         raise NotImplementedError('Method not implemented!')
 
+    def ListClients(self, request, context):
+        """Missing associated documentation comment in .proto file."""
+        context.set_code(grpc.StatusCode.UNIMPLEMENTED)
+        context.set_details('Method not implemented!')
+        raise NotImplementedError('Method not implemented!')
+
 
 def add_BrokerServiceServicer_to_server(servicer, server):
     rpc_method_handlers = {
@@ -313,6 +324,11 @@ def add_BrokerServiceServicer_to_server(servicer, server):
                     servicer.TransferMaster,
                     request_deserializer=autoswitch_dot_proto_dot_broker__pb2.TransferMasterRequest.FromString,
                     response_serializer=autoswitch_dot_proto_dot_broker__pb2.TransferMasterReply.SerializeToString,
+            ),
+            'ListClients': grpc.unary_unary_rpc_method_handler(
+                    servicer.ListClients,
+                    request_deserializer=autoswitch_dot_proto_dot_broker__pb2.ListClientsRequest.FromString,
+                    response_serializer=autoswitch_dot_proto_dot_broker__pb2.ListClientsReply.SerializeToString,
             ),
     }
     generic_handler = grpc.method_handlers_generic_handler(
@@ -774,6 +790,33 @@ class BrokerService:
             '/autoswitch.broker.BrokerService/TransferMaster',
             autoswitch_dot_proto_dot_broker__pb2.TransferMasterRequest.SerializeToString,
             autoswitch_dot_proto_dot_broker__pb2.TransferMasterReply.FromString,
+            options,
+            channel_credentials,
+            insecure,
+            call_credentials,
+            compression,
+            wait_for_ready,
+            timeout,
+            metadata,
+            _registered_method=True)
+
+    @staticmethod
+    def ListClients(request,
+            target,
+            options=(),
+            channel_credentials=None,
+            call_credentials=None,
+            insecure=False,
+            compression=None,
+            wait_for_ready=None,
+            timeout=None,
+            metadata=None):
+        return grpc.experimental.unary_unary(
+            request,
+            target,
+            '/autoswitch.broker.BrokerService/ListClients',
+            autoswitch_dot_proto_dot_broker__pb2.ListClientsRequest.SerializeToString,
+            autoswitch_dot_proto_dot_broker__pb2.ListClientsReply.FromString,
             options,
             channel_credentials,
             insecure,

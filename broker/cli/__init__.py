@@ -13,6 +13,7 @@ import time
 from typing import Any
 
 from autoswitch.broker.cli import broker_config as cli_broker_config
+from autoswitch.broker.cli import clients as cli_clients
 from autoswitch.broker.cli import consumer_admin as cli_consumer_admin
 from autoswitch.broker.cli import dump_log as cli_dump_log
 from autoswitch.broker.cli import messages as cli_messages
@@ -177,6 +178,7 @@ def register(sub: Any, admin_sub: Any) -> None:
 
     cli_topics.register(admin_sub)
     cli_consumer_admin.register(admin_sub)
+    cli_clients.register(admin_sub)
     cli_messages.register(admin_sub)
     cli_broker_config.register(admin_sub)
     cli_dump_log.register(sub)

@@ -16,6 +16,7 @@ from __future__ import annotations
 import asyncio
 import json
 import os
+import socket
 import time
 import uuid
 from collections.abc import Iterator, Sequence
@@ -31,6 +32,7 @@ from autoswitch.base.backoff import Backoff
 from autoswitch.base.errors import AutoswitchError, PermissionDenied
 from autoswitch.base.log import get_logger
 from autoswitch.base.tls import TLSConfig, grpc_channel, transport_problem
+from autoswitch.base.version import VERSION
 from autoswitch.proto import broker_pb2 as pb
 from autoswitch.proto import broker_pb2_grpc as pbg
 
@@ -63,6 +65,11 @@ def channel_options(max_message_bytes: int) -> list[tuple[str, int]]:
         ("grpc.min_reconnect_backoff_ms", 100),
         ("grpc.max_reconnect_backoff_ms", 500),
     ]
+
+
+# What this client says it is (a broker lists it in `admin client-connections`): the library and
+# its version, and which process (RocketMQ's clientId is ip@pid too). gRPC appends its own.
+USER_AGENT = f"autoswitch-py/{VERSION} ({socket.gethostname()}@{os.getpid()})"
 
 
 def status_name(status: int) -> str:
@@ -151,7 +158,8 @@ class _Base:
         self.backoff_s = backoff_s
         self.max_backoff_s = max_backoff_s
         self._tls = tls or TLSConfig.off()
-        self._channel = grpc_channel(addr, self._tls, options=channel_options(max_message_bytes))
+        options: list[tuple[str, int | str]] = [*channel_options(max_message_bytes), ("grpc.primary_user_agent", USER_AGENT)]
+        self._channel = grpc_channel(addr, self._tls, options=options)
         self._stub = pbg.BrokerServiceStub(self._channel)
 
     async def _call(self, method: str, request: Any, timeout_s: float | None = None) -> Any:
@@ -252,6 +260,9 @@ class ConsumerClient(_Base):
 
     async def consumer_progress(self, consumer_group: str) -> pb.ConsumerProgressReply:
         return await self._call("ConsumerProgress", pb.ConsumerProgressRequest(consumer_group=consumer_group))
+
+    async def list_clients(self) -> pb.ListClientsReply:
+        return await self._call("ListClients", pb.ListClientsRequest())
 
     async def list_topics(self) -> pb.ListTopicsReply:
         return await self._call("ListTopics", pb.ListTopicsRequest())

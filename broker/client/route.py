@@ -180,6 +180,20 @@ class NameServerClient:
                     best[r.broker_name] = (r.address, r.master_epoch)
         return sorted((g, a, e) for g, (a, e) in best.items())
 
+    async def broker_routes(self) -> list[tuple[str, int, str, str]]:
+        """(group, brokerId, address, role) of every broker any name server that answers lists."""
+        from autoswitch.proto import namesrv_pb2 as ns
+
+        answers, errors = await self._ask_all(lambda stub: stub.GetRoutes(ns.GetRoutesRequest(),
+                                                                          timeout=NAMESRV_RPC_TIMEOUT_S))
+        if not answers:
+            raise BrokerUnavailable(f"name server {'; '.join(errors)}", addr=self.addr)
+        seen: dict[str, tuple[str, int, str, str]] = {}
+        for reply in answers:
+            for r in reply.routes:
+                seen.setdefault(r.address, (r.broker_name, r.broker_id, r.address, r.role))
+        return sorted(seen.values())
+
     async def close(self) -> None:
         for ch in self._channels:
             await ch.close()

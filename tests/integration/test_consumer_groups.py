@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import asyncio
 import json
+import os
 import subprocess
 import sys
 
@@ -254,6 +255,17 @@ def test_consumer_group_admin_list_describe_and_reset(procs, tmp_path):
     commits: list[int] = []
     asyncio.run(_consume_some(c, seen, commits, batches=1))   # reads 30, commits 30... or fewer
     committed = commits[-1]
+
+    # mqadmin producerConnection / consumerConnection (issue 64): this process produced over gRPC
+    # and consumed with commits; the broker names it by address and user agent
+    conns = cli("client-connections")
+    assert conns["ok"], conns
+    mine = [r for r in conns["result"]["connections"] if f"@{os.getpid()})" in r["agent"]]
+    assert mine and all(r["agent"].startswith("autoswitch-py/") for r in mine), conns
+    assert sum(r["produce_calls"] for r in mine) >= 30 and TOPIC in {t for r in mine for t in r["topics"]}, mine
+    assert any(r["commit_calls"] and r["consumer_groups"] == [CG] for r in mine), mine
+    by_cg = cli("client-connections", "-g", CG)["result"]["connections"]
+    assert by_cg and all(CG in r["consumer_groups"] for r in by_cg), by_cg
 
     listed = cli("consumer-groups")
     assert listed["ok"], listed
