@@ -104,7 +104,7 @@ class ConsumeService:
         if isinstance(out, RecordsReply):
             return out
         confirm, _start, served = out
-        b.count_consumed(served.count)
+        b.count_consumed(served.count, req.topic)
         return RecordsReply(pb.OK, confirm, served.next_q, served.runs)
 
     async def grpc_consume(self, request: pb.ConsumeRequest) -> pb.ConsumeReply:
@@ -138,7 +138,7 @@ class ConsumeService:
             )
             nxt = m.queue_offset + 1
         reply.next_queue_offset = nxt
-        b.count_consumed(len(reply.messages))
+        b.count_consumed(len(reply.messages), request.topic)
         return reply
 
 

@@ -24,6 +24,7 @@ from autoswitch.broker.health import HealthReport
 from autoswitch.broker.long_poll import WakeSignal
 from autoswitch.broker.self_watch import SelfWatch, WatchedLog
 from autoswitch.broker.stall_watch import StallFacts
+from autoswitch.broker.traffic import Rates, TrafficMeter
 from autoswitch.broker.write_path import GroupFlusher, WritePath
 
 # Imported with the broker, not at its first role switch: importing the HA master's modules
@@ -130,6 +131,7 @@ class Broker:
         self.started_at = time.monotonic()
         self.produced_msgs = 0
         self.consumed_msgs = 0
+        self.traffic = TrafficMeter(int(time.time() * 1000))   # rates for heartbeats (broker/traffic.py)
         self._closed = False
         self.log.info(
             "store_opened",
@@ -167,11 +169,17 @@ class Broker:
         """Called after every role change with (role, master_epoch) (the role-switch hooks)."""
         self._hooks.append(hook)
 
-    def count_produced(self, n: int) -> None:
-        self.produced_msgs += n
+    def traffic_rates(self) -> Rates:
+        return self.traffic.rates(int(time.time() * 1000))
 
-    def count_consumed(self, n: int) -> None:
+    def count_produced(self, n: int, topic: str) -> None:
+        self.produced_msgs += n
+        self.traffic.count(0, topic, n, int(time.time() * 1000))
+
+    def count_consumed(self, n: int, topic: str) -> None:
         self.consumed_msgs += n
+        if n:
+            self.traffic.count(1, topic, n, int(time.time() * 1000))
 
     def add_fence_listener(self, listener: Callable[[str | None], None]) -> None:
         """Called with the reason whenever the write fence goes up, with None when it comes down."""

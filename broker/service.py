@@ -110,7 +110,7 @@ class BrokerServicer(GroupTopicConfigRpcs, pbg.BrokerServiceServicer):
                 b.check_write_fence()
                 records = res.records
                 epoch = res.epoch
-                b.count_produced(len(valid))
+                b.count_produced(len(valid), request.topic)
             except WriteError as e:
                 put_err = e
             except AutoswitchError as e:

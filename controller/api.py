@@ -12,7 +12,7 @@ import contextvars
 from collections.abc import AsyncIterator, Iterable
 from dataclasses import dataclass
 from enum import StrEnum
-from typing import Protocol
+from typing import Any, Protocol
 
 from autoswitch.controller.messages import AckMode as AckMode  # the broker states its ack mode in this type
 
@@ -59,6 +59,43 @@ class BrokerHealth:
 
 
 @dataclass(frozen=True, slots=True)
+class TopicRate:
+    topic: str
+    produce_per_s: float = 0.0
+    consume_per_s: float = 0.0
+
+
+@dataclass(frozen=True, slots=True)
+class BrokerTraffic:
+    """What a heartbeat says of the broker's traffic over its last window (broker/traffic.py):
+    messages acknowledged and served per second (-1 = not stated), and its busiest topics."""
+
+    produce_per_s: float = -1.0
+    consume_per_s: float = -1.0
+    topics: tuple[TopicRate, ...] = ()
+
+
+def rate_or_none(x: float) -> float | None:
+    """A stated rate for display (None: not stated)."""
+    return None if x < 0 else round(x, 1)
+
+
+def topic_totals(members: Iterable[tuple[bool, Iterable[Any]]]) -> list[dict[str, Any]]:
+    """Per topic, from every heard replica's busiest topics (``(is_master, topic_rates)``, each
+    rate with ``topic``, ``produce_per_s``, ``consume_per_s``): messages acknowledged per second
+    by the masters and served per second by every replica (readers may read slaves), busiest first."""
+    acc: dict[str, list[float]] = {}
+    for is_master, rates in members:
+        for t in rates:
+            a = acc.setdefault(t.topic, [0.0, 0.0])
+            if is_master:
+                a[0] += t.produce_per_s
+            a[1] += t.consume_per_s
+    return [{"topic": name, "produce_per_s": round(p, 1), "consume_per_s": round(c, 1)}
+            for name, (p, c) in sorted(acc.items(), key=lambda kv: (-(kv[1][0] + kv[1][1]), kv[0]))]
+
+
+@dataclass(frozen=True, slots=True)
 class BrokerReport:
     """What one broker heartbeat says of its replica: the one report type from the broker's
     heartbeat to the controllers' lease grant and liveness table (protobuf is converted in one
@@ -88,6 +125,7 @@ class BrokerReport:
     version: str = ""               # its release
     zone: str = ""                  # the failure domain it runs in
     min_in_sync_zones: int = 0      # the zones its acks must span as master (0: off)
+    traffic: BrokerTraffic = BrokerTraffic()   # its produce and consume rates (not a liveness fact)
 
     @property
     def degraded(self) -> bool:

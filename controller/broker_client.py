@@ -188,4 +188,7 @@ def heartbeat_request(hb: Heartbeat) -> pb.BrokerHeartbeatRequest:
         degraded=r.degraded, degraded_reasons=list(h.reasons) if h else [],
         append_ms=h.append_ms if h else -1.0, fsync_ms=h.fsync_ms if h else -1.0,
         loop_lag_ms=h.loop_lag_ms if h else -1.0, diverged=r.diverged,
-        feature_level=r.feature_level, version=r.version, zone=r.zone, min_in_sync_zones=r.min_in_sync_zones)
+        feature_level=r.feature_level, version=r.version, zone=r.zone, min_in_sync_zones=r.min_in_sync_zones,
+        produce_per_s=r.traffic.produce_per_s, consume_per_s=r.traffic.consume_per_s,
+        topic_rates=[pb.TopicRate(topic=t.topic, produce_per_s=t.produce_per_s, consume_per_s=t.consume_per_s)
+                     for t in r.traffic.topics])

@@ -417,9 +417,11 @@ async def _elect_master(client, args) -> Any:
 
 
 async def _cluster_list(client, args) -> Any:
+    from autoswitch.controller.api import rate_or_none, topic_totals
     from autoswitch.controller.failover.liveness import health_word
 
-    rows = []
+    rows: list[dict[str, Any]] = []
+    heard: list[tuple[bool, Any]] = []
     groups = [g for g in await client.get_sync_state_data(tuple(args.broker_name))
               if not args.broker_name or g.replica_info.broker_name in args.broker_name]
     missing = sorted(set(args.broker_name) - {g.replica_info.broker_name for g in groups})
@@ -439,7 +441,15 @@ async def _cluster_list(client, args) -> Any:
                                    "in_sync": m.in_sync, "max_offset": m.max_offset,
                                    "health": health_word(m.alive, m.diverged, m.degraded_reasons),
                                    "append_ms": round(m.append_ms, 1), "fsync_ms": round(m.fsync_ms, 1),
-                                   "loop_lag_ms": round(m.loop_lag_ms, 1)} for m in g.members]})
+                                   "loop_lag_ms": round(m.loop_lag_ms, 1),
+                                   "produce_per_s": rate_or_none(m.produce_per_s) if m.alive else None,
+                                   "consume_per_s": rate_or_none(m.consume_per_s) if m.alive else None}
+                                  for m in g.members]})
+        r = rows[-1]
+        # the group's traffic: what its master acknowledged, what all its replicas served
+        r["produce_per_s"] = next((x["produce_per_s"] for x in r["replicas"] if x["broker_id"] == r["master"]), None)
+        r["consume_per_s"] = round(sum(x["consume_per_s"] or 0 for x in r["replicas"]), 1)
+        heard.extend((m.broker_id == info.master_broker_id, m.topic_rates) for m in g.members if m.alive)
     if args.brokers:
         # mqadmin clusterList: one row per broker
         return {"brokers": [{"cluster": r["cluster"], "group": r["group"], "broker_id": m["broker_id"],
@@ -447,9 +457,11 @@ async def _cluster_list(client, args) -> Any:
                              "role": "master" if m["broker_id"] == r["master"] else "slave",
                              "maintenance": m["broker_id"] in r["maintenance"],
                              "master_epoch": r["master_epoch"], "alive": m["alive"], "in_sync": m["in_sync"],
-                             "max_offset": m["max_offset"], "health": m["health"]}
+                             "max_offset": m["max_offset"], "health": m["health"],
+                             "produce_per_s": m["produce_per_s"], "consume_per_s": m["consume_per_s"]}
                             for r in rows for m in r["replicas"]]}
-    return {"groups": rows}
+    # per topic over every group (the busiest 16 of each replica, as its heartbeat names them)
+    return {"groups": rows, "topics": topic_totals(heard)}
 
 
 def _features_view(r: Any) -> dict:

@@ -32,6 +32,8 @@ MAX_NAMESRVS = 8
 MAX_INCARNATION_LEN = 64
 # A health figure a heartbeat may carry (append/fsync time, loop lag), in ms: one hour.
 MAX_HEALTH_MS = 3_600_000.0
+MAX_TOPIC_RATES = 16              # a heartbeat's busiest topics (broker/traffic.py)
+MAX_RATE_PER_S = 1e9              # a stated produce or consume rate, messages per second
 MAX_VERSION_LEN = 64                  # a release string ("0.1.0") as members report it
 
 # Zones a group's preference may list, and the most a group may require its acks to span

@@ -113,7 +113,7 @@ class RegisterBrokerReply(_message.Message):
     def __init__(self, header: _Optional[_Union[ReplyHeader, _Mapping]] = ..., replica_info: _Optional[_Union[ReplicaInfo, _Mapping]] = ...) -> None: ...
 
 class BrokerHeartbeatRequest(_message.Message):
-    __slots__ = ("cluster_name", "broker_name", "broker_id", "broker_address", "epoch", "max_offset", "confirm_offset", "election_priority", "clean_shutdown", "heartbeat_timeout_ms", "lease_quorum", "controllers_index", "min_in_sync_replicas", "incarnation", "stopping", "ack_mode", "degraded", "degraded_reasons", "append_ms", "fsync_ms", "loop_lag_ms", "diverged", "feature_level", "version", "zone", "min_in_sync_zones")
+    __slots__ = ("cluster_name", "broker_name", "broker_id", "broker_address", "epoch", "max_offset", "confirm_offset", "election_priority", "clean_shutdown", "heartbeat_timeout_ms", "lease_quorum", "controllers_index", "min_in_sync_replicas", "incarnation", "stopping", "ack_mode", "degraded", "degraded_reasons", "append_ms", "fsync_ms", "loop_lag_ms", "diverged", "feature_level", "version", "zone", "min_in_sync_zones", "produce_per_s", "consume_per_s", "topic_rates")
     CLUSTER_NAME_FIELD_NUMBER: _ClassVar[int]
     BROKER_NAME_FIELD_NUMBER: _ClassVar[int]
     BROKER_ID_FIELD_NUMBER: _ClassVar[int]
@@ -140,6 +140,9 @@ class BrokerHeartbeatRequest(_message.Message):
     VERSION_FIELD_NUMBER: _ClassVar[int]
     ZONE_FIELD_NUMBER: _ClassVar[int]
     MIN_IN_SYNC_ZONES_FIELD_NUMBER: _ClassVar[int]
+    PRODUCE_PER_S_FIELD_NUMBER: _ClassVar[int]
+    CONSUME_PER_S_FIELD_NUMBER: _ClassVar[int]
+    TOPIC_RATES_FIELD_NUMBER: _ClassVar[int]
     cluster_name: str
     broker_name: str
     broker_id: int
@@ -166,7 +169,20 @@ class BrokerHeartbeatRequest(_message.Message):
     version: str
     zone: str
     min_in_sync_zones: int
-    def __init__(self, cluster_name: _Optional[str] = ..., broker_name: _Optional[str] = ..., broker_id: _Optional[int] = ..., broker_address: _Optional[str] = ..., epoch: _Optional[int] = ..., max_offset: _Optional[int] = ..., confirm_offset: _Optional[int] = ..., election_priority: _Optional[int] = ..., clean_shutdown: _Optional[bool] = ..., heartbeat_timeout_ms: _Optional[int] = ..., lease_quorum: _Optional[int] = ..., controllers_index: _Optional[int] = ..., min_in_sync_replicas: _Optional[int] = ..., incarnation: _Optional[str] = ..., stopping: _Optional[bool] = ..., ack_mode: _Optional[str] = ..., degraded: _Optional[bool] = ..., degraded_reasons: _Optional[_Iterable[str]] = ..., append_ms: _Optional[float] = ..., fsync_ms: _Optional[float] = ..., loop_lag_ms: _Optional[float] = ..., diverged: _Optional[bool] = ..., feature_level: _Optional[int] = ..., version: _Optional[str] = ..., zone: _Optional[str] = ..., min_in_sync_zones: _Optional[int] = ...) -> None: ...
+    produce_per_s: float
+    consume_per_s: float
+    topic_rates: _containers.RepeatedCompositeFieldContainer[TopicRate]
+    def __init__(self, cluster_name: _Optional[str] = ..., broker_name: _Optional[str] = ..., broker_id: _Optional[int] = ..., broker_address: _Optional[str] = ..., epoch: _Optional[int] = ..., max_offset: _Optional[int] = ..., confirm_offset: _Optional[int] = ..., election_priority: _Optional[int] = ..., clean_shutdown: _Optional[bool] = ..., heartbeat_timeout_ms: _Optional[int] = ..., lease_quorum: _Optional[int] = ..., controllers_index: _Optional[int] = ..., min_in_sync_replicas: _Optional[int] = ..., incarnation: _Optional[str] = ..., stopping: _Optional[bool] = ..., ack_mode: _Optional[str] = ..., degraded: _Optional[bool] = ..., degraded_reasons: _Optional[_Iterable[str]] = ..., append_ms: _Optional[float] = ..., fsync_ms: _Optional[float] = ..., loop_lag_ms: _Optional[float] = ..., diverged: _Optional[bool] = ..., feature_level: _Optional[int] = ..., version: _Optional[str] = ..., zone: _Optional[str] = ..., min_in_sync_zones: _Optional[int] = ..., produce_per_s: _Optional[float] = ..., consume_per_s: _Optional[float] = ..., topic_rates: _Optional[_Iterable[_Union[TopicRate, _Mapping]]] = ...) -> None: ...
+
+class TopicRate(_message.Message):
+    __slots__ = ("topic", "produce_per_s", "consume_per_s")
+    TOPIC_FIELD_NUMBER: _ClassVar[int]
+    PRODUCE_PER_S_FIELD_NUMBER: _ClassVar[int]
+    CONSUME_PER_S_FIELD_NUMBER: _ClassVar[int]
+    topic: str
+    produce_per_s: float
+    consume_per_s: float
+    def __init__(self, topic: _Optional[str] = ..., produce_per_s: _Optional[float] = ..., consume_per_s: _Optional[float] = ...) -> None: ...
 
 class BrokerHeartbeatReply(_message.Message):
     __slots__ = ("header", "is_leader", "raft_term", "lease_granted", "master_epoch", "master_broker_id", "controllers", "controllers_index", "feature_level")
@@ -453,7 +469,7 @@ class GetReplicaInfoReply(_message.Message):
     def __init__(self, header: _Optional[_Union[ReplyHeader, _Mapping]] = ..., replica_info: _Optional[_Union[ReplicaInfo, _Mapping]] = ...) -> None: ...
 
 class ReplicaMember(_message.Message):
-    __slots__ = ("broker_id", "address", "alive", "in_sync", "epoch", "max_offset", "last_heard_ms_ago", "incarnation", "degraded", "degraded_reasons", "append_ms", "fsync_ms", "loop_lag_ms", "diverged", "zone", "confirm_offset", "clean_shutdown")
+    __slots__ = ("broker_id", "address", "alive", "in_sync", "epoch", "max_offset", "last_heard_ms_ago", "incarnation", "degraded", "degraded_reasons", "append_ms", "fsync_ms", "loop_lag_ms", "diverged", "zone", "confirm_offset", "clean_shutdown", "produce_per_s", "consume_per_s", "topic_rates")
     BROKER_ID_FIELD_NUMBER: _ClassVar[int]
     ADDRESS_FIELD_NUMBER: _ClassVar[int]
     ALIVE_FIELD_NUMBER: _ClassVar[int]
@@ -471,6 +487,9 @@ class ReplicaMember(_message.Message):
     ZONE_FIELD_NUMBER: _ClassVar[int]
     CONFIRM_OFFSET_FIELD_NUMBER: _ClassVar[int]
     CLEAN_SHUTDOWN_FIELD_NUMBER: _ClassVar[int]
+    PRODUCE_PER_S_FIELD_NUMBER: _ClassVar[int]
+    CONSUME_PER_S_FIELD_NUMBER: _ClassVar[int]
+    TOPIC_RATES_FIELD_NUMBER: _ClassVar[int]
     broker_id: int
     address: str
     alive: bool
@@ -488,7 +507,10 @@ class ReplicaMember(_message.Message):
     zone: str
     confirm_offset: int
     clean_shutdown: bool
-    def __init__(self, broker_id: _Optional[int] = ..., address: _Optional[str] = ..., alive: _Optional[bool] = ..., in_sync: _Optional[bool] = ..., epoch: _Optional[int] = ..., max_offset: _Optional[int] = ..., last_heard_ms_ago: _Optional[int] = ..., incarnation: _Optional[str] = ..., degraded: _Optional[bool] = ..., degraded_reasons: _Optional[_Iterable[str]] = ..., append_ms: _Optional[float] = ..., fsync_ms: _Optional[float] = ..., loop_lag_ms: _Optional[float] = ..., diverged: _Optional[bool] = ..., zone: _Optional[str] = ..., confirm_offset: _Optional[int] = ..., clean_shutdown: _Optional[bool] = ...) -> None: ...
+    produce_per_s: float
+    consume_per_s: float
+    topic_rates: _containers.RepeatedCompositeFieldContainer[TopicRate]
+    def __init__(self, broker_id: _Optional[int] = ..., address: _Optional[str] = ..., alive: _Optional[bool] = ..., in_sync: _Optional[bool] = ..., epoch: _Optional[int] = ..., max_offset: _Optional[int] = ..., last_heard_ms_ago: _Optional[int] = ..., incarnation: _Optional[str] = ..., degraded: _Optional[bool] = ..., degraded_reasons: _Optional[_Iterable[str]] = ..., append_ms: _Optional[float] = ..., fsync_ms: _Optional[float] = ..., loop_lag_ms: _Optional[float] = ..., diverged: _Optional[bool] = ..., zone: _Optional[str] = ..., confirm_offset: _Optional[int] = ..., clean_shutdown: _Optional[bool] = ..., produce_per_s: _Optional[float] = ..., consume_per_s: _Optional[float] = ..., topic_rates: _Optional[_Iterable[_Union[TopicRate, _Mapping]]] = ...) -> None: ...
 
 class GroupSyncState(_message.Message):
     __slots__ = ("replica_info", "members")

@@ -69,10 +69,12 @@ from autoswitch.controller.api import (
     BrokerControllerApi,
     BrokerHealth,
     BrokerReport,
+    BrokerTraffic,
     ControllerCallFailed,
     Heartbeat,
     HeartbeatAnswer,
     RegisteredReplica,
+    TopicRate,
 )
 
 from autoswitch.base import supervise
@@ -589,6 +591,7 @@ class ReplicasAdapter:
         the membership it names is adopted, are the core's decisions."""
         max_offset, confirm_offset, log_epoch = self.broker.log_position()
         health = self.broker.health_report()
+        rates = self.broker.traffic_rates()
         # The controller ranks candidates by (epoch, maxOffset) of their LOG (RocketMQ sends the
         # EpochFile's last epoch): a replica holding a diverged tail of an old epoch must lose to
         # one holding the newer epoch's data even if its offset is higher.
@@ -600,7 +603,9 @@ class ReplicasAdapter:
             ack_mode=self.ack_mode, diverged=self.broker.diverged(),
             health=BrokerHealth(tuple(health.reasons), health.append_ms, health.fsync_ms, health.loop_lag_ms),
             feature_level=SUPPORTED_LEVEL, version=VERSION, zone=self.config.zone,
-            min_in_sync_zones=self.config.min_in_sync_zones)
+            min_in_sync_zones=self.config.min_in_sync_zones,
+            traffic=BrokerTraffic(rates.produce_per_s, rates.consume_per_s,
+                                  tuple(TopicRate(t, p, c) for t, p, c in rates.topics)))
         hb = Heartbeat(cmd.cluster, cmd.group, report, lease_quorum=cmd.lease_quorum,
                        controllers_index=cmd.controllers_index)
         return await asyncio.wait_for(

@@ -7,6 +7,7 @@ from __future__ import annotations
 from typing import Protocol
 
 from autoswitch.broker.health import HealthReport
+from autoswitch.broker.traffic import Rates
 
 
 class BrokerRoleTarget(Protocol):
@@ -43,5 +44,7 @@ class BrokerRoleTarget(Protocol):
         """(whether ``broker_id`` acknowledged ``offset`` within the time, what it acknowledged)."""
     def health_report(self) -> HealthReport:
         """Its disk and event loop as the health monitor sees them (broker/health.py)."""
+    def traffic_rates(self) -> Rates:
+        """Its produce and consume rates over the last window (broker/traffic.py)."""
     def diverged(self) -> bool:
         """Its range digests found bytes that differ from its master's, not repaired yet."""

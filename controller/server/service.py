@@ -118,6 +118,12 @@ def _handler(reply_cls, audit: Callable[[Any], str] | None = None):
     return deco
 
 
+def _member_pb(x: Any) -> pb.ReplicaMember:
+    d = msgspec.structs.asdict(x)
+    d["topic_rates"] = [pb.TopicRate(**msgspec.structs.asdict(t)) for t in x.topic_rates]
+    return pb.ReplicaMember(**d)
+
+
 def _header(reply: m.Reply) -> pb.ReplyHeader:
     return pb.ReplyHeader(code=int(reply.code), message=reply.remark)
 
@@ -487,7 +493,7 @@ class ControllerServicer(pbg.ControllerServiceServicer):
         groups = checked(m.GetSyncStateDataRequest(tuple(request.broker_names))).broker_names
         res, states = await self.node.sync_state_data(groups)
         out = [pb.GroupSyncState(replica_info=replica_info_pb(g.replica_info),
-                                 members=[pb.ReplicaMember(**msgspec.structs.asdict(x)) for x in g.members])
+                                 members=[_member_pb(x) for x in g.members])
                for g in states]
         return pb.GetSyncStateDataReply(header=_header(res), groups=out)
 

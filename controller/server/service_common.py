@@ -7,14 +7,21 @@ from typing import Any, TypeVar
 
 import msgspec
 from autoswitch.controller import messages as m
-from autoswitch.controller.api import BrokerHealth, BrokerReport, Heartbeat
+from autoswitch.controller.api import BrokerHealth, BrokerReport, BrokerTraffic, Heartbeat, TopicRate
 from autoswitch.controller.failover.liveness import HEALTH_SIGNALS, cap_timeout
 
 from autoswitch.base import features
 from autoswitch.base.addr import is_hostport
 from autoswitch.base.auth import current_caller
 from autoswitch.base.errors import AutoswitchError
-from autoswitch.base.limits import MAX_ADDRESS_LEN, MAX_HEALTH_MS, MAX_VERSION_LEN, MAX_ZONES
+from autoswitch.base.limits import (
+    MAX_ADDRESS_LEN,
+    MAX_HEALTH_MS,
+    MAX_RATE_PER_S,
+    MAX_TOPIC_RATES,
+    MAX_VERSION_LEN,
+    MAX_ZONES,
+)
 from autoswitch.base.log import RateLimitedLog, get_logger
 from autoswitch.proto import controller_pb2 as pb
 
@@ -124,6 +131,23 @@ def checked_health(r: pb.BrokerHeartbeatRequest) -> BrokerHealth:
     return BrokerHealth(reasons, *figures)
 
 
+def checked_traffic(r: Any) -> BrokerTraffic:
+    """A heartbeat's traffic: rates finite in [-1, MAX_RATE_PER_S], at most MAX_TOPIC_RATES named
+    topics, each once (a hostile broker cannot plant an absurd figure or a flood of names)."""
+    def rate(x: float, what: str) -> float:
+        if not (math.isfinite(x) and -1.0 <= x <= MAX_RATE_PER_S):
+            raise BadRequest(f"{what} must be in [-1, {MAX_RATE_PER_S:g}]")
+        return float(x)
+
+    if len(r.topic_rates) > MAX_TOPIC_RATES:
+        raise BadRequest(f"at most {MAX_TOPIC_RATES} topic_rates")
+    topics = tuple(TopicRate(check_field(t.topic, m.Name, "topic_rates.topic"), rate(t.produce_per_s, "produce_per_s"),
+                             rate(t.consume_per_s, "consume_per_s")) for t in r.topic_rates)
+    if len({t.topic for t in topics}) != len(topics):
+        raise BadRequest("topic_rates names a topic twice")
+    return BrokerTraffic(rate(r.produce_per_s, "produce_per_s"), rate(r.consume_per_s, "consume_per_s"), topics)
+
+
 def checked_level(level: int) -> int:
     if not 0 <= level <= features.MAX_LEVEL:
         raise BadRequest(f"feature_level must be in [0, {features.MAX_LEVEL}]")
@@ -171,5 +195,6 @@ def checked_heartbeat(r: pb.BrokerHeartbeatRequest) -> Heartbeat:
                             min_in_sync_replicas=r.min_in_sync_replicas, incarnation=r.incarnation,
                             ack_mode=info.ack_mode, diverged=r.diverged, health=checked_health(r),
                             feature_level=checked_level(r.feature_level), version=check_version(r.version),
-                            zone=check_zone(r.zone), min_in_sync_zones=check_zone_count(r.min_in_sync_zones)),
+                            zone=check_zone(r.zone), min_in_sync_zones=check_zone_count(r.min_in_sync_zones),
+                            traffic=checked_traffic(r)),
         stopping=r.stopping, lease_quorum=r.lease_quorum, controllers_index=r.controllers_index)

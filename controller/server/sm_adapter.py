@@ -18,7 +18,7 @@ from typing import TYPE_CHECKING, Any
 
 import msgspec
 from autoswitch.controller import messages as m
-from autoswitch.controller.api import BrokerReport
+from autoswitch.controller.api import BrokerReport, BrokerTraffic
 from autoswitch.controller.failover import liveness
 from autoswitch.controller.state.explain import Decision
 from autoswitch.controller.state.history import HistoryRecord
@@ -26,6 +26,12 @@ from autoswitch.controller.state.history import HistoryRecord
 if TYPE_CHECKING:
     from autoswitch.controller.config import ControllerConfig
     from autoswitch.controller.consensus import Consensus
+
+
+class TopicRateState(msgspec.Struct, frozen=True):
+    topic: str
+    produce_per_s: float
+    consume_per_s: float
 
 
 class MemberState(msgspec.Struct, frozen=True):
@@ -49,6 +55,18 @@ class MemberState(msgspec.Struct, frozen=True):
     zone: str = ""            # as its heartbeats state it ("" = none)
     confirm_offset: int = 0   # its last heartbeat's (heard or not: what the controllers last knew)
     clean_shutdown: bool = True
+    # its last heartbeat's traffic (controller/api.BrokerTraffic; -1 = not stated) and busiest topics
+    produce_per_s: float = -1.0
+    consume_per_s: float = -1.0
+    topic_rates: tuple[TopicRateState, ...] = ()
+
+
+def _traffic(t: BrokerTraffic | None) -> dict[str, Any]:
+    """A member's traffic as its last heartbeat stated it; none for a replica not heard now."""
+    if t is None:
+        return {}
+    return {"produce_per_s": t.produce_per_s, "consume_per_s": t.consume_per_s,
+            "topic_rates": tuple(TopicRateState(x.topic, x.produce_per_s, x.consume_per_s) for x in t.topics)}
 
 
 class GroupState(msgspec.Struct, frozen=True):
@@ -245,7 +263,8 @@ class AppliedStateMachine:
                     loop_lag_ms=h.loop_lag_ms if h else -1.0, diverged=bool(beat and beat.diverged),
                     zone=beat.zone if beat is not None else "",
                     confirm_offset=beat.confirm_offset if beat is not None else 0,
-                    clean_shutdown=beat.clean_shutdown if beat is not None else True))
+                    clean_shutdown=beat.clean_shutdown if beat is not None else True,
+                    **_traffic(beat.traffic if beat is not None and alive else None)))
             out.append(GroupState(g.view(), tuple(members)))
         return r, out
 

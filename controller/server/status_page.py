@@ -14,8 +14,9 @@ import asyncio
 import json
 import time
 from collections import deque
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Any
 
+from autoswitch.controller.api import rate_or_none, topic_totals
 from autoswitch.controller.failover.liveness import health_word
 
 if TYPE_CHECKING:
@@ -25,6 +26,7 @@ if TYPE_CHECKING:
 MAX_WAIT_S = 30.0
 POLL_STEP_S = 0.05
 MAX_GROUPS_SHOWN = 1000
+MAX_TOPICS_SHOWN = 200
 RECENT_EVENTS = 50
 SHOWN_EVENTS = ("ElectMaster", "NoMaster", "AdminAudit", "PreferredMaster", "Maintenance", "ControllerMaintenance")
 
@@ -88,10 +90,16 @@ class StatusPage:
         if not node.wired:
             return out
         _, groups = node.sm.sync_state_data((), node.liveness.member_view)
+        heard: list[tuple[bool, Any]] = []
         for g in groups[:MAX_GROUPS_SHOWN]:
             info = g.replica_info
             top = max((m.max_offset for m in g.members if m.broker_id == info.master_broker_id), default=0)
+            heard.extend((m.broker_id == info.master_broker_id, m.topic_rates) for m in g.members if m.alive)
+            master = next((m for m in g.members if m.broker_id == info.master_broker_id and m.alive), None)
             out["groups"].append({
+                # messages per second its master acknowledged and its replicas served (last 10 s)
+                "produce_per_s": rate_or_none(master.produce_per_s) if master is not None else None,
+                "consume_per_s": round(sum(max(0.0, m.consume_per_s) for m in g.members if m.alive), 1),
                 "group": info.broker_name, "master": info.master_broker_id, "epoch": info.master_epoch,
                 "sync_state_set": list(info.sync_state_set), "sync_state_set_epoch": info.sync_state_set_epoch,
                 "preferred": info.preferred_master, "maintenance": list(info.maintenance),
@@ -104,6 +112,7 @@ class StatusPage:
                               "health": health_word(m.alive, m.diverged, m.degraded_reasons),
                               "append_ms": m.append_ms, "fsync_ms": m.fsync_ms, "loop_lag_ms": m.loop_lag_ms}
                              for m in sorted(g.members, key=lambda x: (x.zone, x.broker_id))]})
+        out["topics"] = topic_totals(heard)[:MAX_TOPICS_SHOWN]
         return out
 
 
@@ -125,7 +134,8 @@ th{background:#f3f3f3}.dead{color:#b00}.ok{color:#070}.muted{color:#777}
 <h1>autoswitch controller <span id="node"></span></h1>
 <p id="raft" class="muted"></p>
 <h2>Controllers</h2><table id="members"><thead><tr><th>id</th><th>address</th><th>role</th><th>reachable</th><th>leader</th><th>maintenance</th></tr></thead><tbody></tbody></table>
-<h2>Broker groups</h2><table id="groups"><thead><tr><th>group</th><th>master</th><th>MasterEpoch</th><th>SyncStateSet</th><th>preferred</th><th>maintenance</th><th>replicas (offset, lag)</th><th>last decision</th></tr></thead><tbody></tbody></table>
+<h2>Broker groups</h2><table id="groups"><thead><tr><th>group</th><th>master</th><th>MasterEpoch</th><th>SyncStateSet</th><th>preferred</th><th>maintenance</th><th>replicas (offset, lag)</th><th>msg/s in, out</th><th>last decision</th></tr></thead><tbody></tbody></table>
+<h2>Topics (messages per second, last 10 s)</h2><table id="topics"><thead><tr><th>topic</th><th>produced</th><th>consumed</th></tr></thead><tbody></tbody></table>
 <h2>Recent elections and admin actions</h2><table id="events"><thead><tr><th>time</th><th>group</th><th>event</th><th>master</th><th>MasterEpoch</th><th>reason</th></tr></thead><tbody></tbody></table>
 <script>
 "use strict";
@@ -143,8 +153,10 @@ function render(s) {
     cell(tr, g.sync_state_set.join(", ")); cell(tr, g.preferred || ""); cell(tr, g.maintenance.join(", "));
     cell(tr, g.replicas.map(r => (r.zone ? "[" + r.zone + "] " : "") + r.id + (r.alive ? "" : " (dead)") + (r.in_sync ? " in-sync" : "") + " " + r.max_offset + ", lag " + r.lag + (r.health === "ok" || r.health === "unknown" ? "" : " " + r.health)).join("; "),
          g.replicas.some(r => r.health !== "ok" && r.health !== "unknown") ? "dead" : "");
+    cell(tr, (g.produce_per_s ?? "-") + ", " + g.consume_per_s);
     cell(tr, g.last_decision || "", "muted");
     const key = g.group + ":" + g.master + "@" + g.epoch; if (!seen.includes(key)) seen.push(key); });
+  rows("topics", s.topics || [], (tr, t) => { cell(tr, t.topic); cell(tr, t.produce_per_s); cell(tr, t.consume_per_s); });
   rows("events", s.events, (tr, e) => { cell(tr, new Date(e.ts_ms).toISOString()); cell(tr, e.group); cell(tr, e.event);
     cell(tr, e.master_broker_id ?? ""); cell(tr, e.master_epoch); cell(tr, e.reason || ""); });
   document.body.dataset.mastersSeen = seen.join(" ");

@@ -248,3 +248,62 @@ def test_probes_answer_while_the_data_plane_is_busy_or_frozen(procs, tmp_path):
     finally:
         freeze.unlink()
     wait_until(lambda: status(metrics, "/healthz") == (200, "ok\n"), 30, "healthy again once the loop runs")
+
+
+def test_produce_and_consume_rates_reach_cluster_list_and_the_status_page(procs, tmp_path):
+    """Issue 64 (mqadmin brokerStatus / clusterList TPS): the brokers' heartbeats carry their
+    produce and consume rates over the last 10 s, per broker and per topic; `admin cluster-list`
+    shows them, and so does the status page in a real browser."""
+    from autoswitch.broker.client.client import ConsumerClient
+    from autoswitch.broker.client.route import RoutedProducer
+
+    from autoswitch.proto import broker_pb2 as bpb
+
+    browser = shutil.which("chromium") or shutil.which("chromium-browser")
+    assert browser, "chromium is needed (Debian package `chromium`; .ci/run installs it)"
+    c = FailoverCluster(procs, tmp_path, metrics=True)
+    c.start_all()
+    m1, _ = c.wait_master(timeout=60)
+    c.wait_sync_state_set({1, 2, 3}, timeout=60)
+
+    master_addr = c.broker_addr(c.master_name())
+
+    async def traffic() -> None:
+        p = RoutedProducer(c.namesrv, "g1", tls=c.tls("admin"))
+        try:
+            for i in range(60):
+                res = await p.produce("RatesT", [f"m{i}-{k}".encode() for k in range(5)])
+                assert res and all(r.status == bpb.OK for r in res)
+        finally:
+            await p.close()
+        reader = ConsumerClient(master_addr, tls=c.tls("admin"))
+        try:
+            got = await reader.consume("RatesT", 0, max_count=300)
+            assert len(got.messages) == 300
+        finally:
+            await reader.close()
+
+    asyncio.run(traffic())
+
+    def rates() -> dict | None:
+        out = _admin("cluster-list", "--controller", c.controllers, "--json", *c.tls_args("admin"))
+        g = out["result"]["groups"][0]
+        topic = {t["topic"]: t for t in out["result"]["topics"]}.get("RatesT")
+        return out["result"] if (g["produce_per_s"] or 0) > 0 and topic and topic["consume_per_s"] > 0 else None
+    res = wait_until(rates, 30, "the rates in cluster-list")
+    g = res["groups"][0]
+    assert g["master"] == m1 and g["consume_per_s"] > 0, g
+    master_row = next(r for r in g["replicas"] if r["broker_id"] == m1)
+    assert master_row["produce_per_s"] == g["produce_per_s"], g
+    brokers = _admin("cluster-list", "--brokers", "--controller", c.controllers, "--json", *c.tls_args("admin"))
+    assert any(b["produce_per_s"] for b in brokers["result"]["brokers"]), brokers
+    # the status page, rendered by a browser, shows the topic with its rates
+    port = c.metrics_port["n1"]
+    dom = subprocess.run([browser, "--headless", "--no-sandbox", "--disable-gpu", "--no-first-run",
+                          "--disable-background-networking", "--disable-component-update", "--disable-sync",
+                          f"--user-data-dir={tmp_path / 'profile'}", "--virtual-time-budget=20000",
+                          "--dump-dom", f"http://127.0.0.1:{port}/status?polls=1&wait=1"],
+                         capture_output=True, text=True, timeout=90).stdout
+    assert 'data-rendered="yes"' in dom, dom[:2000]
+    row = re.search(r"<tr><td>RatesT</td><td>([0-9.]+)</td><td>([0-9.]+)</td></tr>", dom)
+    assert row and float(row.group(1)) > 0 and float(row.group(2)) > 0, dom[dom.find('id="topics"'):][:1500]

@@ -166,6 +166,11 @@ class FakeBroker:
 
         return HealthReport()
 
+    def traffic_rates(self):
+        from autoswitch.broker.traffic import Rates
+
+        return Rates(12.5, 3.0, (("T", 12.5, 3.0),))
+
     def diverged(self):
         return False
 
