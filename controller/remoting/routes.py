@@ -7,7 +7,8 @@ brokers register (103), refresh (322) and withdraw (104), and what clients and m
 - When two brokers claim id 0, the higher ``stateVersion`` wins (a broker sets it to its
   MasterEpoch at every role change): a deposed master that re-registers cannot take the route back.
 - A registration lives ``heartbeatTimeoutMillis`` (RocketMQ's default 120 s) unless refreshed.
-- A master's topics are the group's queues (slaves' topic lists are ignored, as RocketMQ does).
+- A master's topics are the group's queues (slaves' topic lists are ignored, as RocketMQ does); a
+  master's registration adds to the topics it registered before (one new topic comes alone).
 - Better than RocketMQ: a slave's answer names the master the controllers elected (``master_hint``:
   group -> the master's broker address), with the HA address that broker registered, so a slave
   need not wait for the new master's own registration (RocketMQ answers from id 0 only, which may
@@ -122,6 +123,14 @@ class RocketRoutes:
             if q is not None and isinstance(t, str) and len(t) <= MAX_NAME and NAME_RE.fullmatch(t):
                 topics[t] = q
         self._expire(now_ms)
+        old = self._by_addr.get(addr)
+        if broker_id == MASTER_ID and old is not None and old.broker_id == MASTER_ID and old.name == name:
+            # A registration adds to the topics a master registered before, as RocketMQ's name
+            # server does (deleteTopicWithBrokerRegistration is off by default): a broker sends a
+            # 103 with only the one topic it just created (registerSingleTopicAll), and replacing
+            # the table with it dropped every other topic's route until the next full registration
+            # 30 s later (tests/integration/test_rocketmq_brokers.py's topicList caught it)
+            topics = {**old.topics, **topics}
         if broker_id == MASTER_ID:
             holder = self._holder(name, MASTER_ID, now_ms)
             if holder is not None and holder.addr != addr and holder.state_version > state:

@@ -73,3 +73,18 @@ def test_bad_registrations_are_refused(kw):
         rt.register(**{**args, **kw})
     # a body that is not a RegisterBrokerBody registers no topics, nothing worse
     assert rt.register(**{**args, "body": ["x"]})[0] and rt.route("T", 0) is None
+
+
+def test_a_registration_with_one_new_topic_keeps_the_others():
+    """A broker registers a topic it just created alone (registerSingleTopicAll): the master's other
+    topics keep their routes, as on RocketMQ's name server. A broker that becomes master starts
+    from what it registers."""
+    rt = RocketRoutes()
+    _reg(rt, "h:1001", 0, topics=["T1", "T2"])
+    _reg(rt, "h:1001", 0, now=1, topics=["%RETRY%cg"])
+    assert rt.topics(2) == ["%RETRY%cg", "T1", "T2"]
+    assert rt.route("T1", 2) is not None
+    _reg(rt, "h:1002", 2, now=3, topics=["T1", "T2", "T3"])       # a slave's list is not the group's
+    assert rt.route("T3", 4) is None
+    _reg(rt, "h:1002", 0, now=5, state=2, topics=["T1"])          # the slave becomes master
+    assert rt.topics(6) == ["T1"]
