@@ -62,7 +62,7 @@ test: setup
 	$(BIN)/python scripts/gen_proto.py --check
 	$(BIN)/ruff check .
 	$(BIN)/python scripts/typecheck.py
-	$(BIN)/python -m pytest -q $(if $(filter 0,$(TEST_WORKERS)),,-n $(TEST_WORKERS) --dist loadfile) $(PYTEST_ARGS)
+	$(BIN)/python -m pytest -q $(if $(filter 0,$(TEST_WORKERS)),,-n $(TEST_WORKERS) --dist loadfile) --durations=15 $(PYTEST_ARGS)
 
 lint: setup
 	$(BIN)/ruff check .

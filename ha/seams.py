@@ -25,6 +25,11 @@ class ReplicaRegistry(zones.ZoneSource, Protocol):
     each as the process (incarnation) the controllers registered for its brokerId (and, as a
     ZoneSource, the zone they know for it)."""
 
+    async def registered(self, fresh: bool = False) -> dict[int, str] | None:
+        """The process registered for each of the group's brokerIds ("" = not stated), asked of
+        the controllers now when ``fresh``; None when they could not be asked."""
+        ...
+
     async def refusal(self, broker_id: int, incarnation: str, fresh: bool = False) -> str | None:
         """None when ``broker_id`` is registered and ``incarnation`` is its registered process
         ("" stated or registered: not checkable, admitted); else the refusal reason

@@ -17,6 +17,7 @@ from __future__ import annotations
 
 import bisect
 from collections import deque
+from collections.abc import Mapping
 from dataclasses import dataclass
 
 from autoswitch.ha.config import HAConfig
@@ -504,6 +505,34 @@ class SyncStateTracker:
                 "zone": self.zones.get(b, ""),
             })
         return out
+
+
+def admission_refusal(broker_id: int, incarnation: str, registered: Mapping[int, str] | None) -> str | None:
+    """May a connection stating ``incarnation`` count as replica ``broker_id`` (be served the log,
+    enter a SyncStateSet)? ``registered``: the process the controllers registered for each of the
+    group's brokerIds ("" = not stated: not checkable, admitted), None when they could not be asked
+    (fail closed). None = admitted, else why not."""
+    if registered is None:
+        return "registry_unavailable"
+    if broker_id not in registered:
+        return "unknown_replica"
+    reg = registered[broker_id]
+    return "stale_incarnation" if reg and incarnation and reg != incarnation else None
+
+
+def expansion_refusals(added: frozenset[int], connected: Mapping[int, str],
+                       registered: Mapping[int, str] | None) -> dict[int, str]:
+    """Why each replica a SyncStateSet expansion adds may not enter it (an absent id is admitted):
+    it must be connected, as the process the controllers registered now (a clone, or a restart the
+    connection outlived, is refused; the master closes that connection and it reconnects as
+    itself). ``connected``: brokerId -> the incarnation its connection stated. HAMaster and the
+    data simulator both decide with this."""
+    out: dict[int, str] = {}
+    for bid in sorted(added):
+        why = "not_connected" if bid not in connected else admission_refusal(bid, connected[bid], registered)
+        if why is not None:
+            out[bid] = why
+    return out
 
 
 def _quarantine_info(q: Quarantine | None) -> dict[str, object] | None:

@@ -20,6 +20,7 @@ import asyncio
 from collections.abc import Awaitable, Callable
 
 from autoswitch.controller.api import RegisteredReplica
+from autoswitch.ha.sync_state import admission_refusal
 
 from autoswitch.base.log import EventLogger
 
@@ -37,14 +38,17 @@ class ControllerReplicaRegistry:
         self.min_refresh_s = min_refresh_s
         self.stale_refresh_s = min(stale_refresh_s, min_refresh_s)
         self._members: dict[int, RegisteredReplica] = {}
+        self._incarnations: dict[int, str] = {}      # brokerId -> its registered process, of _members
         self._fetched_at: float | None = None
         self._lock = asyncio.Lock()
 
     def _verdict(self, broker_id: int, incarnation: str) -> str | None:
-        if broker_id not in self._members:
-            return "unknown_replica"
-        registered = self._members[broker_id].incarnation
-        return "stale_incarnation" if registered and incarnation and registered != incarnation else None
+        return admission_refusal(broker_id, incarnation, self._incarnations)
+
+    async def registered(self, fresh: bool = False) -> dict[int, str] | None:
+        if not await self._ask(fresh, self.min_refresh_s) and fresh:
+            return None
+        return dict(self._incarnations)
 
     def zone(self, broker_id: int) -> str:
         """The zone the controllers last named for ``broker_id`` ("" = not known)."""
@@ -76,6 +80,7 @@ class ControllerReplicaRegistry:
             self._fetched_at = now
             try:
                 self._members = await self._fetch()
+                self._incarnations = {b: r.incarnation for b, r in self._members.items()}
             except Exception as e:  # noqa: BLE001 - fail closed, say why once per refresh
                 self._log.warning("replica_registry_unavailable", error=repr(e)[:200])
                 return False

@@ -26,7 +26,7 @@ from autoswitch.ha.log_api import ReplicaLog
 from autoswitch.ha.master_digests import MasterDigests
 from autoswitch.ha.master_session import MasterSession
 from autoswitch.ha.seams import ReplicaRegistry, SyncStateProposer
-from autoswitch.ha.sync_state import Proposal, SyncStateTracker
+from autoswitch.ha.sync_state import Proposal, SyncStateTracker, expansion_refusals
 
 from autoswitch.base import supervise
 from autoswitch.base.auth import parse_broker_identity
@@ -317,26 +317,23 @@ class HAMaster:
         self._on_progress()
 
     async def _expansion_admitted(self, added: frozenset[int]) -> bool:
-        """A replica enters the SyncStateSet only as the process the controllers registered now:
-        one registered again since it connected (a clone, or a restart the connection outlived)
-        has its connection closed and reconnects as itself."""
+        """A replica enters the SyncStateSet only as the process the controllers registered now
+        (sync_state.expansion_refusals); a refused one's connection is closed and it reconnects
+        as itself."""
         if self.registry is None or not added:
             return True
-        ok, asked = True, False
-        for bid in sorted(added):
+        connected = {bid: c.incarnation for bid in added if (c := self._conns.get(bid)) is not None}
+        # one fresh answer from the controllers serves every added id
+        registered = await self.registry.registered(fresh=True) if connected else {}
+        refused = expansion_refusals(added, connected, registered)
+        for bid, why in refused.items():
             conn = self._conns.get(bid)
-            refused: str | None = "not_connected"
-            if conn is not None:     # one fresh answer from the controllers serves every added id
-                refused = await self.registry.refusal(bid, conn.incarnation, fresh=not asked)
-                asked = True
-            if refused is not None:
-                ok = False
-                self._log.warning("sync_state_set_expansion_refused", slave=bid, reason=refused,
-                                  incarnation=conn.incarnation[:16] if conn is not None else "")
-                if conn is not None:
-                    conn.close()
+            self._log.warning("sync_state_set_expansion_refused", slave=bid, reason=why,
+                              incarnation=conn.incarnation[:16] if conn is not None else "")
+            if conn is not None:
+                conn.close()
         zones.learn(self.tracker, self.registry)       # the fresh answer names the zones too
-        return ok
+        return not refused
 
     async def _housekeeping(self) -> None:
         while True:

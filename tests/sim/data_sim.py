@@ -55,7 +55,7 @@ from autoswitch.ha.config import HAConfig
 from autoswitch.ha.digest import RangeBook
 from autoswitch.ha.master_session import MasterSession
 from autoswitch.ha.slave_session import SlaveSession
-from autoswitch.ha.sync_state import SyncStateTracker
+from autoswitch.ha.sync_state import SyncStateTracker, admission_refusal, expansion_refusals
 
 from autoswitch.base.errors import AutoswitchError
 from autoswitch.base.features import SUPPORTED_LEVEL
@@ -934,17 +934,28 @@ class DataSim:
         m.pending = keep
 
     def _expansion_admitted(self, m: Broker, added: frozenset[int]) -> bool:
-        """HAMaster._expansion_admitted: an added replica's connection must be the registered
-        process of its id (asked afresh); another one's connection is closed."""
-        ok = True
-        for lk in list(self.links.values()):
+        """HAMaster._expansion_admitted, with the rule it decides by (sync_state.expansion_refusals):
+        an added replica must be connected to this master as the process the controllers registered
+        for its id (asked afresh); a refused one's connection is closed. The master's connection of
+        an id is its oldest (a later one is refused at its handshake there); a second process's link
+        the simulator let in is judged by the same rule."""
+        if not added or not self._checks_incarnations():
+            return True
+        links = sorted((lk for lk in self.links.values()
+                        if lk.master == m.key and self.brokers[lk.slave].bid in added), key=lambda lk: lk.lid)
+        connected: dict[int, str] = {}
+        for lk in links:
+            connected.setdefault(self.brokers[lk.slave].bid, self.brokers[lk.slave].incarnation)
+        registered = {bid: rec.incarnation for bid, rec in self.sm.state.groups[GROUP].brokers.items()}
+        refused = expansion_refusals(added, connected, registered)
+        for lk in links:
             s = self.brokers[lk.slave]
-            if lk.master == m.key and s.bid in added and self._checks_incarnations() \
-                    and self.registered_incarnation(s.bid) not in ("", s.incarnation):
-                self.note(f"b{m.key} refuses to take b{s.key} (process {s.key}) into the set: stale_incarnation")
+            why = admission_refusal(s.bid, s.incarnation, registered)
+            if why is not None:
+                refused.setdefault(s.bid, why)
+                self.note(f"b{m.key} refuses to take b{s.key} (brokerId {s.bid}) into the set: {why}")
                 self._close_link(lk)
-                ok = False
-        return ok
+        return not refused
 
     def _acked(self, m: Broker, p: Pending) -> None:
         other = self.epoch_acker.setdefault(p.epoch, m.key)
