@@ -408,3 +408,19 @@ def test_acked_through_is_the_threshold_of_is_acked():
         through = t.acked_through(master_max)
         for offset in range(0, 16):
             assert t.is_acked(offset, master_max) == (offset <= through), (mode, offset, through)
+
+
+def test_admission_and_expansion_refusals():
+    """The one rule for who counts as a replica (HAMaster, the replica registry, the data simulator)."""
+    from autoswitch.ha.sync_state import admission_refusal, expansion_refusals
+
+    reg = {2: "inc-a", 3: ""}
+    assert admission_refusal(2, "inc-a", reg) is None
+    assert admission_refusal(2, "", reg) is None              # not stated: not checkable, admitted
+    assert admission_refusal(3, "anything", reg) is None      # none registered: admitted
+    assert admission_refusal(2, "inc-b", reg) == "stale_incarnation"
+    assert admission_refusal(4, "x", reg) == "unknown_replica"
+    assert admission_refusal(2, "inc-a", None) == "registry_unavailable"
+    assert expansion_refusals(frozenset({2, 3, 4}), {2: "inc-b", 3: "z"}, reg) == {
+        2: "stale_incarnation", 4: "not_connected"}
+    assert expansion_refusals(frozenset({2}), {2: "inc-a"}, reg) == {}

@@ -80,3 +80,21 @@ def test_a_brokers_start_reads_the_real_run_marker():
     assert "clean_stop" in _called(sim)
     assert not [n for n in ast.walk(sim) if isinstance(n, ast.Attribute) and n.attr == "intact"], \
         "no hand-kept intact flag beside the marker and the core"
+
+
+@pytest.mark.parametrize("rel", ["ha/io/master.py", "tests/sim/data_sim.py"])
+def test_every_sync_state_set_expansion_is_the_one_rule(rel):
+    """Which replicas a SyncStateSet expansion may add (the registered process of each id):
+    ha/sync_state.py, called by the HA master and the data simulator alike."""
+    tree = _tree(rel)
+    assert ("autoswitch.ha.sync_state", "expansion_refusals") in _imports(tree)
+    assert "expansion_refusals" in _called(tree)
+
+
+def test_the_admission_rule_has_one_definition():
+    found = [str(p.relative_to(ROOT)) for folder in ("controller", "broker", "ha", "tests/sim")
+             for p in (ROOT / folder).rglob("*.py")
+             for n in ast.walk(ast.parse(p.read_text()))
+             if isinstance(n, ast.FunctionDef) and n.name in ("admission_refusal", "expansion_refusals", "_verdict")]
+    assert sorted(found) == ["broker/replicas/replica_registry.py", "ha/sync_state.py", "ha/sync_state.py"], found
+    assert "admission_refusal" in _called(_tree("broker/replicas/replica_registry.py"))
