@@ -275,6 +275,8 @@ class DataSim:
         self.produce_ms = produce_ms
         self._proposal_seq = 0
         self.links: dict[int, Link] = {}
+        # brokerId -> (master process, when) of its last handshake refused with no_consistent_point
+        self.no_point: dict[int, tuple[int, int]] = {}
         # interfaces.md: only heartbeat replies with lease_granted may count toward the lease.
         # False plants the old adapter, which counted every reply (bug #2 in docs/verification.md)
         self.honor_lease_granted = honor_lease_granted
@@ -813,7 +815,11 @@ class DataSim:
                             self._slave_frame(lk, frame)
                         else:
                             self._master_frame(lk, frame)
-                    except AutoswitchError:
+                    except AutoswitchError as e:
+                        if to_slave and getattr(e, "reason", "") == "no_consistent_point":
+                            # its log and its master's share no epoch: the slave refuses for ever
+                            # until an operator resets it (docs/replication.md), never guesses
+                            self.no_point[self.brokers[lk.slave].bid] = (lk.master, self.now)
                         self._close_link(lk)
                     except AssertionError:
                         raise
@@ -1433,6 +1439,18 @@ class DataSim:
             # recovery of the rest is off (GroupState.holder_replaced).
             self.stats.extra["needs_operator"] = self.stats.extra.get("needs_operator", 0) + 1
             self.note("no replica is known to hold the acknowledged messages: needs the operator")
+            start_acked = -1
+        m = self.proc(g.master_broker_id) if g.master_broker_id is not None else None
+        others = [b for b in self.brokers.values() if b.alive and not b.retired and b.bid != g.master_broker_id]
+        if self.stats.acked == start_acked and m is not None and others and all(
+                self.no_point.get(b.bid, (None, -1))[0] == m.key and self.no_point[b.bid][1] >= deadline
+                - self.liveness_ms for b in others):
+            # Documented limit (docs/replication.md, "No consistent point"): every other replica's
+            # log shares no epoch with the master's (a master whose history starts later at the
+            # same offsets, after a whole group lost power), so no slave can join the set: each
+            # refuses to cut its log by guess and the operator resets it.
+            self.stats.extra["needs_operator"] = self.stats.extra.get("needs_operator", 0) + 1
+            self.note("every slave has no consistent point with the master: needs the operator")
             start_acked = -1
         if self.stats.acked == start_acked and self.ack_mode in ("all", "master"):
             # (mode in_sync_replicas: this model has no proposal timeout, so a lost reply can leave a
