@@ -80,6 +80,15 @@ def rate_or_none(x: float) -> float | None:
     return None if x < 0 else round(x, 1)
 
 
+def group_traffic(members: Iterable[Any], master_id: int | None) -> tuple[float | None, float]:
+    """A group's rates from its replicas (``broker_id``, ``alive``, ``produce_per_s``,
+    ``consume_per_s``; -1 = not stated): what its master acknowledged per second (None: no master
+    heard) and what every replica heard now served."""
+    heard = [m for m in members if m.alive]
+    produce = next((rate_or_none(m.produce_per_s) for m in heard if m.broker_id == master_id), None)
+    return produce, round(sum(max(0.0, m.consume_per_s) for m in heard), 1)
+
+
 def topic_totals(members: Iterable[tuple[bool, Iterable[Any]]]) -> list[dict[str, Any]]:
     """Per topic, from every heard replica's busiest topics (``(is_master, topic_rates)``, each
     rate with ``topic``, ``produce_per_s``, ``consume_per_s``): messages acknowledged per second

@@ -417,7 +417,7 @@ async def _elect_master(client, args) -> Any:
 
 
 async def _cluster_list(client, args) -> Any:
-    from autoswitch.controller.api import rate_or_none, topic_totals
+    from autoswitch.controller.api import group_traffic, rate_or_none, topic_totals
     from autoswitch.controller.failover.liveness import health_word
 
     rows: list[dict[str, Any]] = []
@@ -445,10 +445,8 @@ async def _cluster_list(client, args) -> Any:
                                    "produce_per_s": rate_or_none(m.produce_per_s) if m.alive else None,
                                    "consume_per_s": rate_or_none(m.consume_per_s) if m.alive else None}
                                   for m in g.members]})
-        r = rows[-1]
         # the group's traffic: what its master acknowledged, what all its replicas served
-        r["produce_per_s"] = next((x["produce_per_s"] for x in r["replicas"] if x["broker_id"] == r["master"]), None)
-        r["consume_per_s"] = round(sum(x["consume_per_s"] or 0 for x in r["replicas"]), 1)
+        rows[-1]["produce_per_s"], rows[-1]["consume_per_s"] = group_traffic(g.members, info.master_broker_id)
         heard.extend((m.broker_id == info.master_broker_id, m.topic_rates) for m in g.members if m.alive)
     if args.brokers:
         # mqadmin clusterList: one row per broker

@@ -164,34 +164,30 @@ class NameServerClient:
         routes = [r.master for r in answers if r.header.code == 0 and r.master.address]
         return max(routes, key=lambda r: r.master_epoch) if routes else None
 
-    async def master_routes(self) -> list[tuple[str, str, int]]:
-        """(group, master address, MasterEpoch) of every group with a master route (GetRoutes),
-        the highest MasterEpoch per group among the name servers that answer."""
+    async def _all_routes(self) -> list[namesrv_pb2.BrokerRoute]:
+        """Every route of every name server that answers GetRoutes (BrokerUnavailable when none does)."""
         from autoswitch.proto import namesrv_pb2 as ns
 
         answers, errors = await self._ask_all(lambda stub: stub.GetRoutes(ns.GetRoutesRequest(),
                                                                           timeout=NAMESRV_RPC_TIMEOUT_S))
         if not answers:
             raise BrokerUnavailable(f"name server {'; '.join(errors)}", addr=self.addr)
+        return [r for reply in answers for r in reply.routes]
+
+    async def master_routes(self) -> list[tuple[str, str, int]]:
+        """(group, master address, MasterEpoch) of every group with a master route (GetRoutes),
+        the highest MasterEpoch per group among the name servers that answer."""
         best: dict[str, tuple[str, int]] = {}
-        for reply in answers:
-            for r in reply.routes:
-                if r.role == "master" and r.master_epoch >= best.get(r.broker_name, ("", -1))[1]:
-                    best[r.broker_name] = (r.address, r.master_epoch)
+        for r in await self._all_routes():
+            if r.role == "master" and r.master_epoch >= best.get(r.broker_name, ("", -1))[1]:
+                best[r.broker_name] = (r.address, r.master_epoch)
         return sorted((g, a, e) for g, (a, e) in best.items())
 
     async def broker_routes(self) -> list[tuple[str, int, str, str]]:
         """(group, brokerId, address, role) of every broker any name server that answers lists."""
-        from autoswitch.proto import namesrv_pb2 as ns
-
-        answers, errors = await self._ask_all(lambda stub: stub.GetRoutes(ns.GetRoutesRequest(),
-                                                                          timeout=NAMESRV_RPC_TIMEOUT_S))
-        if not answers:
-            raise BrokerUnavailable(f"name server {'; '.join(errors)}", addr=self.addr)
         seen: dict[str, tuple[str, int, str, str]] = {}
-        for reply in answers:
-            for r in reply.routes:
-                seen.setdefault(r.address, (r.broker_name, r.broker_id, r.address, r.role))
+        for r in await self._all_routes():
+            seen.setdefault(r.address, (r.broker_name, r.broker_id, r.address, r.role))
         return sorted(seen.values())
 
     async def close(self) -> None:

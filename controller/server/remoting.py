@@ -18,7 +18,7 @@ from __future__ import annotations
 
 import asyncio
 import time
-from collections.abc import Awaitable, Callable
+from collections.abc import Awaitable, Callable, Mapping
 from typing import TYPE_CHECKING, Any
 
 from autoswitch.controller.codes import Code, code_name
@@ -83,6 +83,11 @@ def _java_code(code: int) -> int:
     if code in (Code.CONTROLLER_MALFORMED_REQUEST, Code.CONTROLLER_REQUEST_TOO_LARGE):
         return int(Code.CONTROLLER_INVALID_REQUEST)
     return SYSTEM_ERROR
+
+
+def _properties(values: Mapping[str, str]) -> bytes:
+    """Java properties text (``k=v`` lines), as mqadmin's config commands read a body."""
+    return "".join(f"{k}={v}\n" for k, v in sorted(values.items())).encode()
 
 
 def _sss_body(info: pb.ReplicaInfo) -> bytes:
@@ -304,8 +309,7 @@ class RemotingFront:
 
     async def _get_config(self, req: Command) -> Command:
         r = await self.servicer.GetControllerConfig(pb.GetControllerConfigRequest(), None)
-        text = "".join(f"{k}={v}\n" for k, v in sorted(r.config.items()))
-        return codec.response_to(req, 0, None, None, text.encode())
+        return codec.response_to(req, 0, None, None, _properties(r.config))
 
     async def _update_config(self, req: Command) -> Command:
         self._admin_call()
@@ -400,7 +404,7 @@ class NamesrvFront:
         settings and no slave acts as master."""
         props = {"enableControllerInNamesrv": "true", "orderMessageEnable": "false", "supportActingMaster": "false",
                  "clusterTest": "false"}
-        return codec.response_to(req, 0, None, None, "".join(f"{k}={v}\n" for k, v in sorted(props.items())).encode())
+        return codec.response_to(req, 0, None, None, _properties(props))
 
     async def _kv(self, req: Command) -> Command:
         """KV configs (101, 219): none are stored here (RocketMQ keeps the order-topic settings

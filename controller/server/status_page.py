@@ -16,7 +16,7 @@ import time
 from collections import deque
 from typing import TYPE_CHECKING, Any
 
-from autoswitch.controller.api import rate_or_none, topic_totals
+from autoswitch.controller.api import group_traffic, topic_totals
 from autoswitch.controller.failover.liveness import health_word
 
 if TYPE_CHECKING:
@@ -95,11 +95,10 @@ class StatusPage:
             info = g.replica_info
             top = max((m.max_offset for m in g.members if m.broker_id == info.master_broker_id), default=0)
             heard.extend((m.broker_id == info.master_broker_id, m.topic_rates) for m in g.members if m.alive)
-            master = next((m for m in g.members if m.broker_id == info.master_broker_id and m.alive), None)
+            # messages per second its master acknowledged and its replicas served (last 10 s)
+            produce, consume = group_traffic(g.members, info.master_broker_id)
             out["groups"].append({
-                # messages per second its master acknowledged and its replicas served (last 10 s)
-                "produce_per_s": rate_or_none(master.produce_per_s) if master is not None else None,
-                "consume_per_s": round(sum(max(0.0, m.consume_per_s) for m in g.members if m.alive), 1),
+                "produce_per_s": produce, "consume_per_s": consume,
                 "group": info.broker_name, "master": info.master_broker_id, "epoch": info.master_epoch,
                 "sync_state_set": list(info.sync_state_set), "sync_state_set_epoch": info.sync_state_set_epoch,
                 "preferred": info.preferred_master, "maintenance": list(info.maintenance),

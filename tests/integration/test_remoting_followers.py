@@ -43,6 +43,29 @@ def _alarms(controllers: str, *extra: str) -> dict:
     return out["result"]
 
 
+def _heartbeats(stop: threading.Event, targets: dict[int, list[str]], epoch: int) -> None:
+    """RocketMQ brokers' one-way heartbeats (904), every 0.3 s until ``stop``: brokerId -> the
+    controllers it names (read each round: a test may change them)."""
+    def beat() -> None:
+        conns: dict[str, remoting.Connection] = {}
+        for _ in range(2000):           # bounded: the test ends it long before
+            if stop.is_set():
+                break
+            for b, aa in list(targets.items()):
+                for a in list(aa):
+                    ext = {"clusterName": C, "brokerName": G, "brokerId": b, "brokerAddr": f"127.0.0.1:{b}",
+                           "epoch": epoch, "maxOffset": 0, "confirmOffset": 0, "heartbeatTimeoutMills": 10000}
+                    try:
+                        conns.setdefault(f"{b}@{a}", remoting.Connection(a)).send_oneway(904, ext)
+                    except OSError:
+                        pass
+            time.sleep(0.3)
+        for conn in conns.values():
+            conn.close()
+
+    threading.Thread(target=beat, daemon=True).start()
+
+
 def test_a_broker_heard_only_by_a_follower_joins_the_sync_state_set(tmp_path):
     procs = ProcGroup(tmp_path / "logs")
     c = Cluster(procs, tmp_path, n=3, remoting=True)
@@ -58,26 +81,7 @@ def test_a_broker_heard_only_by_a_follower_joins_the_sync_state_set(tmp_path):
             assert remoting.call(leader, 1003, {"clusterName": C, "brokerName": G, "brokerId": bid,
                                                 "brokerAddress": f"127.0.0.1:{bid}"}).code == 0
         # broker 1 heartbeats every controller; broker 2 knows only the follower
-        targets = {1: addrs, 2: [follower]}
-
-        def beat() -> None:
-            conns = {(b, a): remoting.Connection(a) for b, aa in targets.items() for a in aa}
-            for _ in range(2000):           # bounded: the test ends it long before
-                if stop.is_set():
-                    break
-                for (b, _a), conn in conns.items():
-                    ext = {"clusterName": C, "brokerName": G, "brokerId": b, "brokerAddr": f"127.0.0.1:{b}",
-                           "epoch": 0, "maxOffset": 0, "confirmOffset": 0, "heartbeatTimeoutMills": 10000}
-                    try:
-                        conn.send_oneway(904, ext)
-                    except OSError:
-                        pass
-                time.sleep(0.3)
-            for conn in conns.values():
-                conn.close()
-
-        t = threading.Thread(target=beat, daemon=True)
-        t.start()
+        _heartbeats(stop, {1: addrs, 2: [follower]}, epoch=0)
         r = _until("broker 1 elected", lambda: (x := remoting.call(
             leader, 1002, {"clusterName": C, "brokerName": G, "brokerId": 1, "designateElect": True})).code == 0 and x)
         epoch, sss_epoch = int(r.ext["masterEpoch"]), int(r.ext["syncStateSetEpoch"])
@@ -115,30 +119,12 @@ def test_a_master_heard_only_by_a_minority_is_failed_over_with_an_alert(tmp_path
         assert remoting.call(leader, 1003, {"clusterName": C, "brokerName": G, "brokerId": 1,
                                             "brokerAddress": "127.0.0.1:1"}).code == 0
         # it heartbeats every controller until it is master, then only the follower (its list)
-        targets = {"now": addrs}
-
-        def beat() -> None:
-            conns = {a: remoting.Connection(a) for a in addrs}
-            for _ in range(2000):           # bounded: the test ends it long before
-                if stop.is_set():
-                    break
-                for a in list(targets["now"]):
-                    ext = {"clusterName": C, "brokerName": G, "brokerId": 1, "brokerAddr": "127.0.0.1:1",
-                           "epoch": 1, "maxOffset": 0, "confirmOffset": 0, "heartbeatTimeoutMills": 10000}
-                    try:
-                        conns[a].send_oneway(904, ext)
-                    except OSError:
-                        pass
-                time.sleep(0.3)
-            for conn in conns.values():
-                conn.close()
-
-        t = threading.Thread(target=beat, daemon=True)
-        t.start()
+        targets = {1: addrs}
+        _heartbeats(stop, targets, epoch=1)
         r = _until("broker 1 elected", lambda: (x := remoting.call(
             leader, 1002, {"clusterName": C, "brokerName": G, "brokerId": 1, "designateElect": True})).code == 0 and x)
         epoch = int(r.ext["masterEpoch"])
-        targets["now"] = [follower]
+        targets[1] = [follower]
         # a majority stops hearing it: the leader fails it over (nobody else: no master) and says why
         _until("the master failed over", lambda: (st := remoting.sync_state(leader, G)) is not None
                and st["masterEpoch"] > epoch and not st.get("masterBrokerId"), 60)
@@ -152,7 +138,7 @@ def test_a_master_heard_only_by_a_minority_is_failed_over_with_an_alert(tmp_path
         assert {(a["kind"], a["epoch"]) for a in standing["alarms"]} == {
             ("master_heard_by_minority", epoch), ("no_master", epoch + 1)}, standing
         assert standing["standing"] == 2
-        targets["now"] = addrs          # heard by every controller again: it is elected, the alarms end
+        targets[1] = addrs              # heard by every controller again: it is elected, the alarms end
         _until("broker 1 elected again", lambda: remoting.call(
             leader, 1002, {"clusterName": C, "brokerName": G, "brokerId": 1}).code in (0, 2011), 60)
         _until("the alarms cleared", lambda: _alarms(ctl)["standing"] == 0, 30)
