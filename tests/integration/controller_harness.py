@@ -98,6 +98,20 @@ class Cluster:
         for nid in self.ids:
             wait_port(self.ports[nid], timeout=20, proc=self.proc[nid].popen)
 
+    def wait_feature_level(self, timeout: float = 60.0) -> None:
+        """Until a new cluster has finalized its bootstrap feature level (the newest every member
+        runs): behaviour of that level (ImportGroup, a crashed master's new epoch) is off before."""
+        from autoswitch.base.features import SUPPORTED_LEVEL
+
+        deadline = time.monotonic() + timeout
+        last: dict = {}
+        while time.monotonic() < deadline:
+            last = admin("features", "--controller", self.spec)
+            if last.get("ok") and last["result"]["finalized"] == SUPPORTED_LEVEL:
+                return
+            time.sleep(0.2)
+        raise AssertionError(f"feature level {SUPPORTED_LEVEL} not finalized within {timeout} s: {last}")
+
     def kill9(self, nid: str) -> None:
         self.proc[nid].kill9()
 

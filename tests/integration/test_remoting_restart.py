@@ -19,6 +19,7 @@ def test_a_rocketmq_master_that_registers_again_gets_a_new_epoch(tmp_path):
     c = Cluster(procs, tmp_path, n=1, remoting=True)
     try:
         c.start_all()
+        c.wait_feature_level()      # the rule is level 3's (a new cluster finalizes it on its own)
         addr = next(iter(c.remoting_addrs.values()))
         _until("a leader", lambda: remoting.leader([addr]))
         for bid in (1, 2):

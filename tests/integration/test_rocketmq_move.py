@@ -96,6 +96,7 @@ async def _run(procs: ProcGroup, rmq: RocketMQ, tmp_path, ns: str, ctls: list[st
     c = Cluster(procs, tmp_path, n=3, remoting=True)
     c.remoting_addrs = dict(zip(c.ids, ctls, strict=True))
     c.start_all()
+    c.wait_feature_level()          # ImportGroup is level 3's (a new cluster finalizes it on its own)
     controllers = ",".join(c.addrs.values())
 
     # an export the brokers are ahead of (read before an election) is refused, nothing written
